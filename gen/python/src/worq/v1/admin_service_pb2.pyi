@@ -1,0 +1,226 @@
+import datetime
+
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from worq.v1 import job_pb2 as _job_pb2
+from worq.v1 import worker_service_pb2 as _worker_service_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class GetJobRequest(_message.Message):
+    __slots__ = ("jid",)
+    JID_FIELD_NUMBER: _ClassVar[int]
+    jid: str
+    def __init__(self, jid: _Optional[str] = ...) -> None: ...
+
+class GetJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
+
+class ListJobsRequest(_message.Message):
+    __slots__ = ("queue", "state", "page_size", "page_token")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    state: _job_pb2.JobState
+    page_size: int
+    page_token: str
+    def __init__(self, queue: _Optional[str] = ..., state: _Optional[_Union[_job_pb2.JobState, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListJobsResponse(_message.Message):
+    __slots__ = ("jobs", "next_page_token")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[_job_pb2.Job]
+    next_page_token: str
+    def __init__(self, jobs: _Optional[_Iterable[_Union[_job_pb2.Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ListQueuesRequest(_message.Message):
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListQueuesResponse(_message.Message):
+    __slots__ = ("queues", "next_page_token")
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    queues: _containers.RepeatedCompositeFieldContainer[QueueStats]
+    next_page_token: str
+    def __init__(self, queues: _Optional[_Iterable[_Union[QueueStats, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class QueueStats(_message.Message):
+    __slots__ = ("queue", "ready", "delayed", "in_flight", "retrying", "dead", "latency", "paused", "pending")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    DELAYED_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    RETRYING_FIELD_NUMBER: _ClassVar[int]
+    DEAD_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    ready: int
+    delayed: int
+    in_flight: int
+    retrying: int
+    dead: int
+    latency: _duration_pb2.Duration
+    paused: bool
+    pending: int
+    def __init__(self, queue: _Optional[str] = ..., ready: _Optional[int] = ..., delayed: _Optional[int] = ..., in_flight: _Optional[int] = ..., retrying: _Optional[int] = ..., dead: _Optional[int] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., paused: _Optional[bool] = ..., pending: _Optional[int] = ...) -> None: ...
+
+class GetQueueStatsRequest(_message.Message):
+    __slots__ = ("queue",)
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class GetQueueStatsResponse(_message.Message):
+    __slots__ = ("stats",)
+    STATS_FIELD_NUMBER: _ClassVar[int]
+    stats: QueueStats
+    def __init__(self, stats: _Optional[_Union[QueueStats, _Mapping]] = ...) -> None: ...
+
+class GetServerInfoRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetServerInfoResponse(_message.Message):
+    __slots__ = ("version", "started_at", "uptime", "connected_workers", "total_processed", "total_failed", "evicted_jobs", "live_jobs", "store", "total_submitted")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_PROCESSED_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FAILED_FIELD_NUMBER: _ClassVar[int]
+    EVICTED_JOBS_FIELD_NUMBER: _ClassVar[int]
+    LIVE_JOBS_FIELD_NUMBER: _ClassVar[int]
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_SUBMITTED_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    started_at: _timestamp_pb2.Timestamp
+    uptime: _duration_pb2.Duration
+    connected_workers: int
+    total_processed: int
+    total_failed: int
+    evicted_jobs: int
+    live_jobs: int
+    store: str
+    total_submitted: int
+    def __init__(self, version: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., uptime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., connected_workers: _Optional[int] = ..., total_processed: _Optional[int] = ..., total_failed: _Optional[int] = ..., evicted_jobs: _Optional[int] = ..., live_jobs: _Optional[int] = ..., store: _Optional[str] = ..., total_submitted: _Optional[int] = ...) -> None: ...
+
+class ListWorkersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListWorkersResponse(_message.Message):
+    __slots__ = ("workers",)
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerInfo]
+    def __init__(self, workers: _Optional[_Iterable[_Union[WorkerInfo, _Mapping]]] = ...) -> None: ...
+
+class WorkerInfo(_message.Message):
+    __slots__ = ("worker_id", "queues", "credits", "held", "connected_at", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    CREDITS_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_AT_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    queues: _containers.RepeatedScalarFieldContainer[str]
+    credits: int
+    held: _containers.RepeatedCompositeFieldContainer[_worker_service_pb2.LeaseRef]
+    connected_at: _timestamp_pb2.Timestamp
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, worker_id: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., credits: _Optional[int] = ..., held: _Optional[_Iterable[_Union[_worker_service_pb2.LeaseRef, _Mapping]]] = ..., connected_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class DeleteJobRequest(_message.Message):
+    __slots__ = ("jid",)
+    JID_FIELD_NUMBER: _ClassVar[int]
+    jid: str
+    def __init__(self, jid: _Optional[str] = ...) -> None: ...
+
+class DeleteJobResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RetryJobsRequest(_message.Message):
+    __slots__ = ("jids", "queue")
+    JIDS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    jids: _containers.RepeatedScalarFieldContainer[str]
+    queue: str
+    def __init__(self, jids: _Optional[_Iterable[str]] = ..., queue: _Optional[str] = ...) -> None: ...
+
+class RetryJobsResponse(_message.Message):
+    __slots__ = ("retried",)
+    RETRIED_FIELD_NUMBER: _ClassVar[int]
+    retried: int
+    def __init__(self, retried: _Optional[int] = ...) -> None: ...
+
+class PauseQueueRequest(_message.Message):
+    __slots__ = ("queue",)
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class PauseQueueResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ResumeQueueRequest(_message.Message):
+    __slots__ = ("queue",)
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class ResumeQueueResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class PurgeQueueRequest(_message.Message):
+    __slots__ = ("queue",)
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+
+class PurgeQueueResponse(_message.Message):
+    __slots__ = ("deleted",)
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    deleted: int
+    def __init__(self, deleted: _Optional[int] = ...) -> None: ...
+
+class ControlWorkerRequest(_message.Message):
+    __slots__ = ("worker_id", "action")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    action: _worker_service_pb2.ControlAction
+    def __init__(self, worker_id: _Optional[str] = ..., action: _Optional[_Union[_worker_service_pb2.ControlAction, str]] = ...) -> None: ...
+
+class ControlWorkerResponse(_message.Message):
+    __slots__ = ("streams",)
+    STREAMS_FIELD_NUMBER: _ClassVar[int]
+    streams: int
+    def __init__(self, streams: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,183 @@
+import datetime
+
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from worq.v1 import job_pb2 as _job_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ControlAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CONTROL_ACTION_UNSPECIFIED: _ClassVar[ControlAction]
+    CONTROL_ACTION_RECONNECT: _ClassVar[ControlAction]
+    CONTROL_ACTION_QUIET: _ClassVar[ControlAction]
+    CONTROL_ACTION_TERMINATE: _ClassVar[ControlAction]
+CONTROL_ACTION_UNSPECIFIED: ControlAction
+CONTROL_ACTION_RECONNECT: ControlAction
+CONTROL_ACTION_QUIET: ControlAction
+CONTROL_ACTION_TERMINATE: ControlAction
+
+class LeaseRequest(_message.Message):
+    __slots__ = ("queues", "worker_id", "credits", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    CREDITS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    queues: _containers.RepeatedScalarFieldContainer[str]
+    worker_id: str
+    credits: int
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, queues: _Optional[_Iterable[str]] = ..., worker_id: _Optional[str] = ..., credits: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class LeaseResponse(_message.Message):
+    __slots__ = ("jobs", "keepalive", "control")
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    KEEPALIVE_FIELD_NUMBER: _ClassVar[int]
+    CONTROL_FIELD_NUMBER: _ClassVar[int]
+    jobs: LeasedJobs
+    keepalive: Keepalive
+    control: Control
+    def __init__(self, jobs: _Optional[_Union[LeasedJobs, _Mapping]] = ..., keepalive: _Optional[_Union[Keepalive, _Mapping]] = ..., control: _Optional[_Union[Control, _Mapping]] = ...) -> None: ...
+
+class LeasedJobs(_message.Message):
+    __slots__ = ("jobs",)
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    jobs: _containers.RepeatedCompositeFieldContainer[LeasedJob]
+    def __init__(self, jobs: _Optional[_Iterable[_Union[LeasedJob, _Mapping]]] = ...) -> None: ...
+
+class LeasedJob(_message.Message):
+    __slots__ = ("job", "lease_id", "lease_expires_at", "execution_deadline")
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    lease_id: str
+    lease_expires_at: _timestamp_pb2.Timestamp
+    execution_deadline: _timestamp_pb2.Timestamp
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., lease_id: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., execution_deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Keepalive(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Control(_message.Message):
+    __slots__ = ("action", "reason")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    action: ControlAction
+    reason: str
+    def __init__(self, action: _Optional[_Union[ControlAction, str]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class AckRequest(_message.Message):
+    __slots__ = ("jid", "lease_id", "result")
+    JID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    jid: str
+    lease_id: str
+    result: bytes
+    def __init__(self, jid: _Optional[str] = ..., lease_id: _Optional[str] = ..., result: _Optional[bytes] = ...) -> None: ...
+
+class AckResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class FailRequest(_message.Message):
+    __slots__ = ("jid", "lease_id", "message", "errtype", "backtrace", "category", "retry_after")
+    JID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ERRTYPE_FIELD_NUMBER: _ClassVar[int]
+    BACKTRACE_FIELD_NUMBER: _ClassVar[int]
+    CATEGORY_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
+    jid: str
+    lease_id: str
+    message: str
+    errtype: str
+    backtrace: _containers.RepeatedScalarFieldContainer[str]
+    category: _job_pb2.FailureCategory
+    retry_after: _duration_pb2.Duration
+    def __init__(self, jid: _Optional[str] = ..., lease_id: _Optional[str] = ..., message: _Optional[str] = ..., errtype: _Optional[str] = ..., backtrace: _Optional[_Iterable[str]] = ..., category: _Optional[_Union[_job_pb2.FailureCategory, str]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class FailResponse(_message.Message):
+    __slots__ = ("state", "retry_at")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AT_FIELD_NUMBER: _ClassVar[int]
+    state: _job_pb2.JobState
+    retry_at: _timestamp_pb2.Timestamp
+    def __init__(self, state: _Optional[_Union[_job_pb2.JobState, str]] = ..., retry_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class LeaseRef(_message.Message):
+    __slots__ = ("jid", "lease_id")
+    JID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    jid: str
+    lease_id: str
+    def __init__(self, jid: _Optional[str] = ..., lease_id: _Optional[str] = ...) -> None: ...
+
+class RenewRequest(_message.Message):
+    __slots__ = ("leases",)
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    leases: _containers.RepeatedCompositeFieldContainer[LeaseRef]
+    def __init__(self, leases: _Optional[_Iterable[_Union[LeaseRef, _Mapping]]] = ...) -> None: ...
+
+class RenewResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[RenewResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[RenewResult, _Mapping]]] = ...) -> None: ...
+
+class RenewResult(_message.Message):
+    __slots__ = ("jid", "code", "message", "lease_expires_at")
+    JID_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    jid: str
+    code: int
+    message: str
+    lease_expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, jid: _Optional[str] = ..., code: _Optional[int] = ..., message: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ReportRequest(_message.Message):
+    __slots__ = ("acks", "fails")
+    ACKS_FIELD_NUMBER: _ClassVar[int]
+    FAILS_FIELD_NUMBER: _ClassVar[int]
+    acks: _containers.RepeatedCompositeFieldContainer[AckRequest]
+    fails: _containers.RepeatedCompositeFieldContainer[FailRequest]
+    def __init__(self, acks: _Optional[_Iterable[_Union[AckRequest, _Mapping]]] = ..., fails: _Optional[_Iterable[_Union[FailRequest, _Mapping]]] = ...) -> None: ...
+
+class ReportResponse(_message.Message):
+    __slots__ = ("acks", "fails")
+    ACKS_FIELD_NUMBER: _ClassVar[int]
+    FAILS_FIELD_NUMBER: _ClassVar[int]
+    acks: _containers.RepeatedCompositeFieldContainer[ItemResult]
+    fails: _containers.RepeatedCompositeFieldContainer[ItemResult]
+    def __init__(self, acks: _Optional[_Iterable[_Union[ItemResult, _Mapping]]] = ..., fails: _Optional[_Iterable[_Union[ItemResult, _Mapping]]] = ...) -> None: ...
+
+class ItemResult(_message.Message):
+    __slots__ = ("jid", "code", "message", "state")
+    JID_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    jid: str
+    code: int
+    message: str
+    state: _job_pb2.JobState
+    def __init__(self, jid: _Optional[str] = ..., code: _Optional[int] = ..., message: _Optional[str] = ..., state: _Optional[_Union[_job_pb2.JobState, str]] = ...) -> None: ...

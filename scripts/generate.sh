@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Regenerates gen/ts, gen/go and gen/python from proto/ with buf and local, pinned plugins.
+# Idempotent: installs missing or outdated generators into .tools/ first, and the output
+# depends only on proto/ and the pins in scripts/tools.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/tools.sh
+
+if [ ! -x node_modules/.bin/buf ] || [ ! -x node_modules/.bin/protoc-gen-es ]; then
+  echo "generate: node_modules is missing buf or protoc-gen-es: run npm ci first" >&2
+  exit 1
+fi
+
+ensure_go_tool protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$PROTOC_GEN_GO_VERSION"
+ensure_go_tool protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION"
+ensure_venv "grpcio-tools==$GRPCIO_TOOLS_VERSION" "grpcio==$GRPCIO_VERSION" "protobuf==$PROTOBUF_PY_VERSION"
+
+# .tools/bin first so that buf finds the pinned Go plugins, not whatever is on the PATH.
+PATH="$TOOLS_BIN:$PATH" npx --no-install buf generate
+echo "generate: wrote gen/ts, gen/go, gen/python" >&2
