@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what the interop tests need, idempotently, into .tools/ (gitignored):
+#   - .tools/venv: grpcio, protobuf, pytest (pinned) and the generated package gen/python
+#     (editable, so a later `npm run generate` needs no reinstall);
+#   - .tools/bin/grpcurl;
+#   - the Go modules of test/interop/go, and a warm build cache for `go run .` there.
+# Pins live in scripts/tools.sh. Called by CI (.ci/run) and by hand.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/tools.sh
+
+ensure_venv "grpcio==$GRPCIO_VERSION" "protobuf==$PROTOBUF_PY_VERSION" "pytest==$PYTEST_VERSION"
+
+# Reinstall only when `worq.v1` does not already resolve to this checkout's gen/python.
+want="$PWD/gen/python/src/worq/v1/__init__.py"
+have="$(cd / && "$VENV_PY" -c 'import worq.v1; print(worq.v1.__file__)' 2>/dev/null || true)"
+if [ "$have" != "$want" ]; then
+  log "pip installing gen/python (worq-proto, editable) into .tools/venv"
+  "$VENV_PY" -m pip install --disable-pip-version-check -q --no-deps -e ./gen/python
+fi
+
+ensure_go_tool grpcurl github.com/fullstorydev/grpcurl/cmd/grpcurl "$GRPCURL_VERSION"
+
+log "downloading Go modules of test/interop/go and building it"
+(cd test/interop/go && go mod download && go build -o /dev/null .)
+
+log "test tools ready: $VENV_PY, $TOOLS_BIN/grpcurl, test/interop/go"
