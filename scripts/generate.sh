@@ -17,4 +17,6 @@ ensure_venv "grpcio-tools==$GRPCIO_TOOLS_VERSION" "grpcio==$GRPCIO_VERSION" "pro
 
 # .tools/bin first so that buf finds the pinned Go plugins, not whatever is on the PATH.
 PATH="$TOOLS_BIN:$PATH" npx --no-install buf generate
-echo "generate: wrote gen/ts, gen/go, gen/python" >&2
+# Vendored grpc.health.v1, TS descriptors only: gRPC reflection serves them so grpcurl can call Health.
+npx --no-install buf generate --template buf.gen.third-party.yaml
+echo "generate: wrote gen/ts, gen/go, gen/python, gen/third_party/ts" >&2

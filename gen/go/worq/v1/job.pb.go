@@ -899,68 +899,68 @@ func (x *Failure) GetCategory() FailureCategory {
 	return FailureCategory_FAILURE_CATEGORY_UNSPECIFIED
 }
 
-// Job is a job as the server holds it: the producer's spec plus system metadata.
-// Field numbers 1–20 mirror JobSpec.
+// Job is a job as the server holds it: the producer's spec (defaults resolved) plus
+// system metadata.
 type Job struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Server-assigned UUID v4; immutable; survives restarts.
-	Jid string `protobuf:"bytes,21,opt,name=jid,proto3" json:"jid,omitempty"`
+	Jid string `protobuf:"bytes,1,opt,name=jid,proto3" json:"jid,omitempty"`
 	// See JobSpec.type.
-	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
 	// See JobSpec.queue (the default resolved).
-	Queue string `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
-	// See JobSpec.args.
-	Args *structpb.ListValue `protobuf:"bytes,3,opt,name=args,proto3" json:"args,omitempty"`
-	// See JobSpec.kwargs.
-	Kwargs *structpb.Struct `protobuf:"bytes,4,opt,name=kwargs,proto3" json:"kwargs,omitempty"`
-	// See JobSpec.payload.
-	Payload []byte `protobuf:"bytes,5,opt,name=payload,proto3" json:"payload,omitempty"`
-	// See JobSpec.custom.
-	Custom *structpb.Struct `protobuf:"bytes,6,opt,name=custom,proto3" json:"custom,omitempty"`
-	// See JobSpec.priority (the default resolved).
-	Priority Priority `protobuf:"varint,7,opt,name=priority,proto3,enum=worq.v1.Priority" json:"priority,omitempty"`
-	// When the job becomes or became ready (from JobSpec.at or delay); unset if it was ready at once.
-	At *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=at,proto3" json:"at,omitempty"`
-	// See JobSpec.reserve_for (the default resolved).
-	ReserveFor *durationpb.Duration `protobuf:"bytes,10,opt,name=reserve_for,json=reserveFor,proto3" json:"reserve_for,omitempty"`
-	// See JobSpec.execution_timeout (the default resolved).
-	ExecutionTimeout *durationpb.Duration `protobuf:"bytes,11,opt,name=execution_timeout,json=executionTimeout,proto3" json:"execution_timeout,omitempty"`
-	// The retry policy with every default resolved.
-	Retry *RetryPolicy `protobuf:"bytes,13,opt,name=retry,proto3" json:"retry,omitempty"`
-	// See JobSpec.backtrace.
-	Backtrace uint32 `protobuf:"varint,14,opt,name=backtrace,proto3" json:"backtrace,omitempty"`
-	// See JobSpec.tags.
-	Tags map[string]string `protobuf:"bytes,18,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// See JobSpec.correlation_id.
-	CorrelationId string `protobuf:"bytes,19,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
+	Queue string `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
 	// Current lifecycle state.
-	State JobState `protobuf:"varint,22,opt,name=state,proto3,enum=worq.v1.JobState" json:"state,omitempty"`
+	State JobState `protobuf:"varint,4,opt,name=state,proto3,enum=worq.v1.JobState" json:"state,omitempty"`
 	// Attempt number of the current or last execution, 1-indexed; 0 before the first lease.
-	Attempt uint32 `protobuf:"varint,23,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Attempt uint32 `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// See JobSpec.args.
+	Args *structpb.ListValue `protobuf:"bytes,6,opt,name=args,proto3" json:"args,omitempty"`
+	// See JobSpec.kwargs.
+	Kwargs *structpb.Struct `protobuf:"bytes,7,opt,name=kwargs,proto3" json:"kwargs,omitempty"`
+	// See JobSpec.payload.
+	Payload []byte `protobuf:"bytes,8,opt,name=payload,proto3" json:"payload,omitempty"`
+	// See JobSpec.custom.
+	Custom *structpb.Struct `protobuf:"bytes,9,opt,name=custom,proto3" json:"custom,omitempty"`
+	// See JobSpec.priority (the default resolved).
+	Priority Priority `protobuf:"varint,10,opt,name=priority,proto3,enum=worq.v1.Priority" json:"priority,omitempty"`
+	// The requested run time (from JobSpec.at or delay) when it was in the future at submit.
+	At *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=at,proto3" json:"at,omitempty"`
+	// See JobSpec.reserve_for (the default resolved).
+	ReserveFor *durationpb.Duration `protobuf:"bytes,12,opt,name=reserve_for,json=reserveFor,proto3" json:"reserve_for,omitempty"`
+	// See JobSpec.execution_timeout (the default resolved).
+	ExecutionTimeout *durationpb.Duration `protobuf:"bytes,13,opt,name=execution_timeout,json=executionTimeout,proto3" json:"execution_timeout,omitempty"`
+	// The retry policy with every default resolved.
+	Retry *RetryPolicy `protobuf:"bytes,14,opt,name=retry,proto3" json:"retry,omitempty"`
+	// See JobSpec.backtrace.
+	Backtrace uint32 `protobuf:"varint,15,opt,name=backtrace,proto3" json:"backtrace,omitempty"`
+	// See JobSpec.tags.
+	Tags map[string]string `protobuf:"bytes,16,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// See JobSpec.correlation_id.
+	CorrelationId string `protobuf:"bytes,17,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
 	// Explicit Fail reports so far (counted against RetryPolicy.max_fails).
-	Fails uint32 `protobuf:"varint,24,opt,name=fails,proto3" json:"fails,omitempty"`
+	Fails uint32 `protobuf:"varint,18,opt,name=fails,proto3" json:"fails,omitempty"`
 	// Set once the job has failed at least once.
-	Failure *Failure `protobuf:"bytes,25,opt,name=failure,proto3" json:"failure,omitempty"`
+	Failure *Failure `protobuf:"bytes,19,opt,name=failure,proto3" json:"failure,omitempty"`
 	// Submission time.
-	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,26,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// Last time the job became SCHEDULED (ready).
-	EnqueuedAt *timestamppb.Timestamp `protobuf:"bytes,27,opt,name=enqueued_at,json=enqueuedAt,proto3" json:"enqueued_at,omitempty"`
+	EnqueuedAt *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=enqueued_at,json=enqueuedAt,proto3" json:"enqueued_at,omitempty"`
 	// When a DELAYED or RETRYING job becomes ready.
-	ScheduledAt *timestamppb.Timestamp `protobuf:"bytes,28,opt,name=scheduled_at,json=scheduledAt,proto3" json:"scheduled_at,omitempty"`
+	ScheduledAt *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=scheduled_at,json=scheduledAt,proto3" json:"scheduled_at,omitempty"`
 	// When the current or last attempt started (its lease was granted).
-	StartedAt *timestamppb.Timestamp `protobuf:"bytes,29,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,23,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
 	// Last state change.
-	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,30,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// When the job reached a terminal state.
-	CompletedAt *timestamppb.Timestamp `protobuf:"bytes,31,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
+	CompletedAt *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
 	// Result bytes stored by Ack (at most 1 MiB); filled by GetJob, empty in leased jobs.
-	Result []byte `protobuf:"bytes,32,opt,name=result,proto3" json:"result,omitempty"`
+	Result []byte `protobuf:"bytes,26,opt,name=result,proto3" json:"result,omitempty"`
 	// Lease ids of earlier attempts, oldest first (seed 004 "previous attempt id").
-	PreviousLeaseIds []string `protobuf:"bytes,33,rep,name=previous_lease_ids,json=previousLeaseIds,proto3" json:"previous_lease_ids,omitempty"`
+	PreviousLeaseIds []string `protobuf:"bytes,27,rep,name=previous_lease_ids,json=previousLeaseIds,proto3" json:"previous_lease_ids,omitempty"`
 	// While RUNNING: when the current lease lapses unless renewed.
-	LeaseExpiresAt *timestamppb.Timestamp `protobuf:"bytes,34,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
+	LeaseExpiresAt *timestamppb.Timestamp `protobuf:"bytes,28,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
 	// While RUNNING: the worker_id holding the lease.
-	WorkerId      string `protobuf:"bytes,35,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	WorkerId      string `protobuf:"bytes,29,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1014,6 +1014,20 @@ func (x *Job) GetQueue() string {
 		return x.Queue
 	}
 	return ""
+}
+
+func (x *Job) GetState() JobState {
+	if x != nil {
+		return x.State
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
+}
+
+func (x *Job) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
 }
 
 func (x *Job) GetArgs() *structpb.ListValue {
@@ -1098,20 +1112,6 @@ func (x *Job) GetCorrelationId() string {
 		return x.CorrelationId
 	}
 	return ""
-}
-
-func (x *Job) GetState() JobState {
-	if x != nil {
-		return x.State
-	}
-	return JobState_JOB_STATE_UNSPECIFIED
-}
-
-func (x *Job) GetAttempt() uint32 {
-	if x != nil {
-		return x.Attempt
-	}
-	return 0
 }
 
 func (x *Job) GetFails() uint32 {
@@ -1262,41 +1262,41 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\bcategory\x18\a \x01(\x0e2\x18.worq.v1.FailureCategoryR\bcategory\"\xbc\n" +
 	"\n" +
 	"\x03Job\x12\x10\n" +
-	"\x03jid\x18\x15 \x01(\tR\x03jid\x12\x12\n" +
-	"\x04type\x18\x01 \x01(\tR\x04type\x12\x14\n" +
-	"\x05queue\x18\x02 \x01(\tR\x05queue\x12.\n" +
-	"\x04args\x18\x03 \x01(\v2\x1a.google.protobuf.ListValueR\x04args\x12/\n" +
-	"\x06kwargs\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06kwargs\x12\x18\n" +
-	"\apayload\x18\x05 \x01(\fR\apayload\x12/\n" +
-	"\x06custom\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x06custom\x12-\n" +
-	"\bpriority\x18\a \x01(\x0e2\x11.worq.v1.PriorityR\bpriority\x12*\n" +
-	"\x02at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12:\n" +
-	"\vreserve_for\x18\n" +
-	" \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"\x03jid\x18\x01 \x01(\tR\x03jid\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
+	"\x05queue\x18\x03 \x01(\tR\x05queue\x12'\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x11.worq.v1.JobStateR\x05state\x12\x18\n" +
+	"\aattempt\x18\x05 \x01(\rR\aattempt\x12.\n" +
+	"\x04args\x18\x06 \x01(\v2\x1a.google.protobuf.ListValueR\x04args\x12/\n" +
+	"\x06kwargs\x18\a \x01(\v2\x17.google.protobuf.StructR\x06kwargs\x12\x18\n" +
+	"\apayload\x18\b \x01(\fR\apayload\x12/\n" +
+	"\x06custom\x18\t \x01(\v2\x17.google.protobuf.StructR\x06custom\x12-\n" +
+	"\bpriority\x18\n" +
+	" \x01(\x0e2\x11.worq.v1.PriorityR\bpriority\x12*\n" +
+	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12:\n" +
+	"\vreserve_for\x18\f \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"reserveFor\x12F\n" +
-	"\x11execution_timeout\x18\v \x01(\v2\x19.google.protobuf.DurationR\x10executionTimeout\x12*\n" +
-	"\x05retry\x18\r \x01(\v2\x14.worq.v1.RetryPolicyR\x05retry\x12\x1c\n" +
-	"\tbacktrace\x18\x0e \x01(\rR\tbacktrace\x12*\n" +
-	"\x04tags\x18\x12 \x03(\v2\x16.worq.v1.Job.TagsEntryR\x04tags\x12%\n" +
-	"\x0ecorrelation_id\x18\x13 \x01(\tR\rcorrelationId\x12'\n" +
-	"\x05state\x18\x16 \x01(\x0e2\x11.worq.v1.JobStateR\x05state\x12\x18\n" +
-	"\aattempt\x18\x17 \x01(\rR\aattempt\x12\x14\n" +
-	"\x05fails\x18\x18 \x01(\rR\x05fails\x12*\n" +
-	"\afailure\x18\x19 \x01(\v2\x10.worq.v1.FailureR\afailure\x129\n" +
+	"\x11execution_timeout\x18\r \x01(\v2\x19.google.protobuf.DurationR\x10executionTimeout\x12*\n" +
+	"\x05retry\x18\x0e \x01(\v2\x14.worq.v1.RetryPolicyR\x05retry\x12\x1c\n" +
+	"\tbacktrace\x18\x0f \x01(\rR\tbacktrace\x12*\n" +
+	"\x04tags\x18\x10 \x03(\v2\x16.worq.v1.Job.TagsEntryR\x04tags\x12%\n" +
+	"\x0ecorrelation_id\x18\x11 \x01(\tR\rcorrelationId\x12\x14\n" +
+	"\x05fails\x18\x12 \x01(\rR\x05fails\x12*\n" +
+	"\afailure\x18\x13 \x01(\v2\x10.worq.v1.FailureR\afailure\x129\n" +
 	"\n" +
-	"created_at\x18\x1a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12;\n" +
-	"\venqueued_at\x18\x1b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"created_at\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12;\n" +
+	"\venqueued_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"enqueuedAt\x12=\n" +
-	"\fscheduled_at\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\vscheduledAt\x129\n" +
+	"\fscheduled_at\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\vscheduledAt\x129\n" +
 	"\n" +
-	"started_at\x18\x1d \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x129\n" +
+	"started_at\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x129\n" +
 	"\n" +
-	"updated_at\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12=\n" +
-	"\fcompleted_at\x18\x1f \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x12\x16\n" +
-	"\x06result\x18  \x01(\fR\x06result\x12,\n" +
-	"\x12previous_lease_ids\x18! \x03(\tR\x10previousLeaseIds\x12D\n" +
-	"\x10lease_expires_at\x18\" \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12\x1b\n" +
-	"\tworker_id\x18# \x01(\tR\bworkerId\x1a7\n" +
+	"updated_at\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12=\n" +
+	"\fcompleted_at\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\vcompletedAt\x12\x16\n" +
+	"\x06result\x18\x1a \x01(\fR\x06result\x12,\n" +
+	"\x12previous_lease_ids\x18\x1b \x03(\tR\x10previousLeaseIds\x12D\n" +
+	"\x10lease_expires_at\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12\x1b\n" +
+	"\tworker_id\x18\x1d \x01(\tR\bworkerId\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xfe\x01\n" +
@@ -1394,16 +1394,16 @@ var file_worq_v1_job_proto_depIdxs = []int32{
 	16, // 17: worq.v1.Failure.failed_at:type_name -> google.protobuf.Timestamp
 	16, // 18: worq.v1.Failure.retried_at:type_name -> google.protobuf.Timestamp
 	2,  // 19: worq.v1.Failure.category:type_name -> worq.v1.FailureCategory
-	14, // 20: worq.v1.Job.args:type_name -> google.protobuf.ListValue
-	15, // 21: worq.v1.Job.kwargs:type_name -> google.protobuf.Struct
-	15, // 22: worq.v1.Job.custom:type_name -> google.protobuf.Struct
-	1,  // 23: worq.v1.Job.priority:type_name -> worq.v1.Priority
-	16, // 24: worq.v1.Job.at:type_name -> google.protobuf.Timestamp
-	13, // 25: worq.v1.Job.reserve_for:type_name -> google.protobuf.Duration
-	13, // 26: worq.v1.Job.execution_timeout:type_name -> google.protobuf.Duration
-	6,  // 27: worq.v1.Job.retry:type_name -> worq.v1.RetryPolicy
-	12, // 28: worq.v1.Job.tags:type_name -> worq.v1.Job.TagsEntry
-	0,  // 29: worq.v1.Job.state:type_name -> worq.v1.JobState
+	0,  // 20: worq.v1.Job.state:type_name -> worq.v1.JobState
+	14, // 21: worq.v1.Job.args:type_name -> google.protobuf.ListValue
+	15, // 22: worq.v1.Job.kwargs:type_name -> google.protobuf.Struct
+	15, // 23: worq.v1.Job.custom:type_name -> google.protobuf.Struct
+	1,  // 24: worq.v1.Job.priority:type_name -> worq.v1.Priority
+	16, // 25: worq.v1.Job.at:type_name -> google.protobuf.Timestamp
+	13, // 26: worq.v1.Job.reserve_for:type_name -> google.protobuf.Duration
+	13, // 27: worq.v1.Job.execution_timeout:type_name -> google.protobuf.Duration
+	6,  // 28: worq.v1.Job.retry:type_name -> worq.v1.RetryPolicy
+	12, // 29: worq.v1.Job.tags:type_name -> worq.v1.Job.TagsEntry
 	9,  // 30: worq.v1.Job.failure:type_name -> worq.v1.Failure
 	16, // 31: worq.v1.Job.created_at:type_name -> google.protobuf.Timestamp
 	16, // 32: worq.v1.Job.enqueued_at:type_name -> google.protobuf.Timestamp

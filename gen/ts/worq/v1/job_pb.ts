@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file worq/v1/job.proto.
  */
 export const file_worq_v1_job: GenFile = /*@__PURE__*/
-  fileDesc("ChF3b3JxL3YxL2pvYi5wcm90bxIHd29ycS52MSLSAgoLUmV0cnlQb2xpY3kSGQoMbWF4X2F0dGVtcHRzGAEgASgNSACIAQESFgoJbWF4X2ZhaWxzGAIgASgNSAGIAQESKQoHYmFja29mZhgDIAEoDjIYLndvcnEudjEuQmFja29mZlN0cmF0ZWd5EjAKDWluaXRpYWxfZGVsYXkYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFwoKbXVsdGlwbGllchgFIAEoAUgCiAEBEiwKCW1heF9kZWxheRgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZqaXR0ZXIYByABKAgSLgoMb25fZXhoYXVzdGVkGAggASgOMhgud29ycS52MS5FeGhhdXN0ZWRBY3Rpb25CDwoNX21heF9hdHRlbXB0c0IMCgpfbWF4X2ZhaWxzQg0KC19tdWx0aXBsaWVyIlcKDERlcGVuZGVuY2llcxIlCgR0eXBlGAEgASgOMhcud29ycS52MS5EZXBlbmRlbmN5VHlwZRIMCgRqaWRzGAIgAygJEhIKCmJhdGNoX3JlZnMYAyADKAkizAUKB0pvYlNwZWMSDAoEdHlwZRgBIAEoCRINCgVxdWV1ZRgCIAEoCRIoCgRhcmdzGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLkxpc3RWYWx1ZRInCgZrd2FyZ3MYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg8KB3BheWxvYWQYBSABKAwSJwoGY3VzdG9tGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIjCghwcmlvcml0eRgHIAEoDjIRLndvcnEudjEuUHJpb3JpdHkSJgoCYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKBWRlbGF5GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC3Jlc2VydmVfZm9yGAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjQKEWV4ZWN1dGlvbl90aW1lb3V0GAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEiYKA3R0bBgMIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIjCgVyZXRyeRgNIAEoCzIULndvcnEudjEuUmV0cnlQb2xpY3kSEQoJYmFja3RyYWNlGA4gASgNEhcKD2lkZW1wb3RlbmN5X2tleRgPIAEoCRIpCgpkZXBlbmRzX29uGBAgASgLMhUud29ycS52MS5EZXBlbmRlbmNpZXMSEQoJYmF0Y2hfcmVmGBEgASgJEigKBHRhZ3MYEiADKAsyGi53b3JxLnYxLkpvYlNwZWMuVGFnc0VudHJ5EhYKDmNvcnJlbGF0aW9uX2lkGBMgASgJEhQKDGNhbGxiYWNrX3VybBgUIAEoCRorCglUYWdzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLeAQoHRmFpbHVyZRItCglmYWlsZWRfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldHJpZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC3JldHJ5X2NvdW50GAMgASgNEg8KB21lc3NhZ2UYBCABKAkSDwoHZXJydHlwZRgFIAEoCRIRCgliYWNrdHJhY2UYBiADKAkSKgoIY2F0ZWdvcnkYByABKA4yGC53b3JxLnYxLkZhaWx1cmVDYXRlZ29yeSKRCAoDSm9iEgsKA2ppZBgVIAEoCRIMCgR0eXBlGAEgASgJEg0KBXF1ZXVlGAIgASgJEigKBGFyZ3MYAyABKAsyGi5nb29nbGUucHJvdG9idWYuTGlzdFZhbHVlEicKBmt3YXJncxgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDwoHcGF5bG9hZBgFIAEoDBInCgZjdXN0b20YBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiMKCHByaW9yaXR5GAcgASgOMhEud29ycS52MS5Qcmlvcml0eRImCgJhdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoLcmVzZXJ2ZV9mb3IYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SNAoRZXhlY3V0aW9uX3RpbWVvdXQYCyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SIwoFcmV0cnkYDSABKAsyFC53b3JxLnYxLlJldHJ5UG9saWN5EhEKCWJhY2t0cmFjZRgOIAEoDRIkCgR0YWdzGBIgAygLMhYud29ycS52MS5Kb2IuVGFnc0VudHJ5EhYKDmNvcnJlbGF0aW9uX2lkGBMgASgJEiAKBXN0YXRlGBYgASgOMhEud29ycS52MS5Kb2JTdGF0ZRIPCgdhdHRlbXB0GBcgASgNEg0KBWZhaWxzGBggASgNEiEKB2ZhaWx1cmUYGSABKAsyEC53b3JxLnYxLkZhaWx1cmUSLgoKY3JlYXRlZF9hdBgaIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZW5xdWV1ZWRfYXQYGyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDHNjaGVkdWxlZF9hdBgcIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgdIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgeIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMY29tcGxldGVkX2F0GB8gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZyZXN1bHQYICABKAwSGgoScHJldmlvdXNfbGVhc2VfaWRzGCEgAygJEjQKEGxlYXNlX2V4cGlyZXNfYXQYIiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXdvcmtlcl9pZBgjIAEoCRorCglUYWdzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASr+AQoISm9iU3RhdGUSGQoVSk9CX1NUQVRFX1VOU1BFQ0lGSUVEEAASFQoRSk9CX1NUQVRFX1BFTkRJTkcQARIXChNKT0JfU1RBVEVfU0NIRURVTEVEEAISFQoRSk9CX1NUQVRFX0RFTEFZRUQQAxIVChFKT0JfU1RBVEVfUlVOTklORxAEEhYKEkpPQl9TVEFURV9SRVRSWUlORxAFEhcKE0pPQl9TVEFURV9DT01QTEVURUQQBhIUChBKT0JfU1RBVEVfRkFJTEVEEAcSGQoVSk9CX1NUQVRFX0RFQURfTEVUVEVSEAgSFwoTSk9CX1NUQVRFX0NBTkNFTExFRBAJKogBCghQcmlvcml0eRIYChRQUklPUklUWV9VTlNQRUNJRklFRBAAEhUKEVBSSU9SSVRZX0NSSVRJQ0FMEAESEQoNUFJJT1JJVFlfSElHSBACEhMKD1BSSU9SSVRZX05PUk1BTBADEhAKDFBSSU9SSVRZX0xPVxAEEhEKDVBSSU9SSVRZX0JVTEsQBSrOAQoPRmFpbHVyZUNhdGVnb3J5EiAKHEZBSUxVUkVfQ0FURUdPUllfVU5TUEVDSUZJRUQQABIeChpGQUlMVVJFX0NBVEVHT1JZX1RFTVBPUkFSWRABEh4KGkZBSUxVUkVfQ0FURUdPUllfUEVSTUFORU5UEAISHAoYRkFJTFVSRV9DQVRFR09SWV9USU1FT1VUEAMSHgoaRkFJTFVSRV9DQVRFR09SWV9DQU5DRUxMRUQQBBIbChdGQUlMVVJFX0NBVEVHT1JZX1NZU1RFTRAFKpEBCg9CYWNrb2ZmU3RyYXRlZ3kSIAocQkFDS09GRl9TVFJBVEVHWV9VTlNQRUNJRklFRBAAEh0KGUJBQ0tPRkZfU1RSQVRFR1lfQ09OU1RBTlQQARIbChdCQUNLT0ZGX1NUUkFURUdZX0xJTkVBUhACEiAKHEJBQ0tPRkZfU1RSQVRFR1lfRVhQT05FTlRJQUwQAypzCg9FeGhhdXN0ZWRBY3Rpb24SIAocRVhIQVVTVEVEX0FDVElPTl9VTlNQRUNJRklFRBAAEiAKHEVYSEFVU1RFRF9BQ1RJT05fREVBRF9MRVRURVIQARIcChhFWEhBVVNURURfQUNUSU9OX0RJU0NBUkQQAiprCg5EZXBlbmRlbmN5VHlwZRIfChtERVBFTkRFTkNZX1RZUEVfVU5TUEVDSUZJRUQQABIZChVERVBFTkRFTkNZX1RZUEVfQUZURVIQARIdChlERVBFTkRFTkNZX1RZUEVfQUZURVJfQU5ZEAJChAEKC2NvbS53b3JxLnYxQghKb2JQcm90b1ABWi5naXRodWIuY29tL3dvcnEtZGV2L3dvcnEvZ2VuL2dvL3dvcnEvdjE7d29ycXYxogIDV1hYqgIHV29ycS5WMcoCB1dvcnFcVjHiAhNXb3JxXFYxXEdQQk1ldGFkYXRh6gIIV29ycTo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChF3b3JxL3YxL2pvYi5wcm90bxIHd29ycS52MSLSAgoLUmV0cnlQb2xpY3kSGQoMbWF4X2F0dGVtcHRzGAEgASgNSACIAQESFgoJbWF4X2ZhaWxzGAIgASgNSAGIAQESKQoHYmFja29mZhgDIAEoDjIYLndvcnEudjEuQmFja29mZlN0cmF0ZWd5EjAKDWluaXRpYWxfZGVsYXkYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFwoKbXVsdGlwbGllchgFIAEoAUgCiAEBEiwKCW1heF9kZWxheRgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZqaXR0ZXIYByABKAgSLgoMb25fZXhoYXVzdGVkGAggASgOMhgud29ycS52MS5FeGhhdXN0ZWRBY3Rpb25CDwoNX21heF9hdHRlbXB0c0IMCgpfbWF4X2ZhaWxzQg0KC19tdWx0aXBsaWVyIlcKDERlcGVuZGVuY2llcxIlCgR0eXBlGAEgASgOMhcud29ycS52MS5EZXBlbmRlbmN5VHlwZRIMCgRqaWRzGAIgAygJEhIKCmJhdGNoX3JlZnMYAyADKAkizAUKB0pvYlNwZWMSDAoEdHlwZRgBIAEoCRINCgVxdWV1ZRgCIAEoCRIoCgRhcmdzGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLkxpc3RWYWx1ZRInCgZrd2FyZ3MYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg8KB3BheWxvYWQYBSABKAwSJwoGY3VzdG9tGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIjCghwcmlvcml0eRgHIAEoDjIRLndvcnEudjEuUHJpb3JpdHkSJgoCYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKBWRlbGF5GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC3Jlc2VydmVfZm9yGAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjQKEWV4ZWN1dGlvbl90aW1lb3V0GAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEiYKA3R0bBgMIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIjCgVyZXRyeRgNIAEoCzIULndvcnEudjEuUmV0cnlQb2xpY3kSEQoJYmFja3RyYWNlGA4gASgNEhcKD2lkZW1wb3RlbmN5X2tleRgPIAEoCRIpCgpkZXBlbmRzX29uGBAgASgLMhUud29ycS52MS5EZXBlbmRlbmNpZXMSEQoJYmF0Y2hfcmVmGBEgASgJEigKBHRhZ3MYEiADKAsyGi53b3JxLnYxLkpvYlNwZWMuVGFnc0VudHJ5EhYKDmNvcnJlbGF0aW9uX2lkGBMgASgJEhQKDGNhbGxiYWNrX3VybBgUIAEoCRorCglUYWdzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASLeAQoHRmFpbHVyZRItCglmYWlsZWRfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnJldHJpZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC3JldHJ5X2NvdW50GAMgASgNEg8KB21lc3NhZ2UYBCABKAkSDwoHZXJydHlwZRgFIAEoCRIRCgliYWNrdHJhY2UYBiADKAkSKgoIY2F0ZWdvcnkYByABKA4yGC53b3JxLnYxLkZhaWx1cmVDYXRlZ29yeSKRCAoDSm9iEgsKA2ppZBgBIAEoCRIMCgR0eXBlGAIgASgJEg0KBXF1ZXVlGAMgASgJEiAKBXN0YXRlGAQgASgOMhEud29ycS52MS5Kb2JTdGF0ZRIPCgdhdHRlbXB0GAUgASgNEigKBGFyZ3MYBiABKAsyGi5nb29nbGUucHJvdG9idWYuTGlzdFZhbHVlEicKBmt3YXJncxgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDwoHcGF5bG9hZBgIIAEoDBInCgZjdXN0b20YCSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiMKCHByaW9yaXR5GAogASgOMhEud29ycS52MS5Qcmlvcml0eRImCgJhdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoLcmVzZXJ2ZV9mb3IYDCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SNAoRZXhlY3V0aW9uX3RpbWVvdXQYDSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SIwoFcmV0cnkYDiABKAsyFC53b3JxLnYxLlJldHJ5UG9saWN5EhEKCWJhY2t0cmFjZRgPIAEoDRIkCgR0YWdzGBAgAygLMhYud29ycS52MS5Kb2IuVGFnc0VudHJ5EhYKDmNvcnJlbGF0aW9uX2lkGBEgASgJEg0KBWZhaWxzGBIgASgNEiEKB2ZhaWx1cmUYEyABKAsyEC53b3JxLnYxLkZhaWx1cmUSLgoKY3JlYXRlZF9hdBgUIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZW5xdWV1ZWRfYXQYFSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDHNjaGVkdWxlZF9hdBgWIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgXIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgYIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMY29tcGxldGVkX2F0GBkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZyZXN1bHQYGiABKAwSGgoScHJldmlvdXNfbGVhc2VfaWRzGBsgAygJEjQKEGxlYXNlX2V4cGlyZXNfYXQYHCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXdvcmtlcl9pZBgdIAEoCRorCglUYWdzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASr+AQoISm9iU3RhdGUSGQoVSk9CX1NUQVRFX1VOU1BFQ0lGSUVEEAASFQoRSk9CX1NUQVRFX1BFTkRJTkcQARIXChNKT0JfU1RBVEVfU0NIRURVTEVEEAISFQoRSk9CX1NUQVRFX0RFTEFZRUQQAxIVChFKT0JfU1RBVEVfUlVOTklORxAEEhYKEkpPQl9TVEFURV9SRVRSWUlORxAFEhcKE0pPQl9TVEFURV9DT01QTEVURUQQBhIUChBKT0JfU1RBVEVfRkFJTEVEEAcSGQoVSk9CX1NUQVRFX0RFQURfTEVUVEVSEAgSFwoTSk9CX1NUQVRFX0NBTkNFTExFRBAJKogBCghQcmlvcml0eRIYChRQUklPUklUWV9VTlNQRUNJRklFRBAAEhUKEVBSSU9SSVRZX0NSSVRJQ0FMEAESEQoNUFJJT1JJVFlfSElHSBACEhMKD1BSSU9SSVRZX05PUk1BTBADEhAKDFBSSU9SSVRZX0xPVxAEEhEKDVBSSU9SSVRZX0JVTEsQBSrOAQoPRmFpbHVyZUNhdGVnb3J5EiAKHEZBSUxVUkVfQ0FURUdPUllfVU5TUEVDSUZJRUQQABIeChpGQUlMVVJFX0NBVEVHT1JZX1RFTVBPUkFSWRABEh4KGkZBSUxVUkVfQ0FURUdPUllfUEVSTUFORU5UEAISHAoYRkFJTFVSRV9DQVRFR09SWV9USU1FT1VUEAMSHgoaRkFJTFVSRV9DQVRFR09SWV9DQU5DRUxMRUQQBBIbChdGQUlMVVJFX0NBVEVHT1JZX1NZU1RFTRAFKpEBCg9CYWNrb2ZmU3RyYXRlZ3kSIAocQkFDS09GRl9TVFJBVEVHWV9VTlNQRUNJRklFRBAAEh0KGUJBQ0tPRkZfU1RSQVRFR1lfQ09OU1RBTlQQARIbChdCQUNLT0ZGX1NUUkFURUdZX0xJTkVBUhACEiAKHEJBQ0tPRkZfU1RSQVRFR1lfRVhQT05FTlRJQUwQAypzCg9FeGhhdXN0ZWRBY3Rpb24SIAocRVhIQVVTVEVEX0FDVElPTl9VTlNQRUNJRklFRBAAEiAKHEVYSEFVU1RFRF9BQ1RJT05fREVBRF9MRVRURVIQARIcChhFWEhBVVNURURfQUNUSU9OX0RJU0NBUkQQAiprCg5EZXBlbmRlbmN5VHlwZRIfChtERVBFTkRFTkNZX1RZUEVfVU5TUEVDSUZJRUQQABIZChVERVBFTkRFTkNZX1RZUEVfQUZURVIQARIdChlERVBFTkRFTkNZX1RZUEVfQUZURVJfQU5ZEAJChAEKC2NvbS53b3JxLnYxQghKb2JQcm90b1ABWi5naXRodWIuY29tL3dvcnEtZGV2L3dvcnEvZ2VuL2dvL3dvcnEvdjE7d29ycXYxogIDV1hYqgIHV29ycS5WMcoCB1dvcnFcVjHiAhNXb3JxXFYxXEdQQk1ldGFkYXRh6gIIV29ycTo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * RetryPolicy bounds and paces the attempts of one job. Every field is optional; an
@@ -345,8 +345,8 @@ export const FailureSchema: GenMessage<Failure> = /*@__PURE__*/
   messageDesc(file_worq_v1_job, 3);
 
 /**
- * Job is a job as the server holds it: the producer's spec plus system metadata.
- * Field numbers 1–20 mirror JobSpec.
+ * Job is a job as the server holds it: the producer's spec (defaults resolved) plus
+ * system metadata.
  *
  * @generated from message worq.v1.Job
  */
@@ -354,203 +354,203 @@ export type Job = Message<"worq.v1.Job"> & {
   /**
    * Server-assigned UUID v4; immutable; survives restarts.
    *
-   * @generated from field: string jid = 21;
+   * @generated from field: string jid = 1;
    */
   jid: string;
 
   /**
    * See JobSpec.type.
    *
-   * @generated from field: string type = 1;
+   * @generated from field: string type = 2;
    */
   type: string;
 
   /**
    * See JobSpec.queue (the default resolved).
    *
-   * @generated from field: string queue = 2;
+   * @generated from field: string queue = 3;
    */
   queue: string;
 
   /**
-   * See JobSpec.args.
-   *
-   * @generated from field: google.protobuf.ListValue args = 3;
-   */
-  args?: ListValue | undefined;
-
-  /**
-   * See JobSpec.kwargs.
-   *
-   * @generated from field: google.protobuf.Struct kwargs = 4;
-   */
-  kwargs?: JsonObject | undefined;
-
-  /**
-   * See JobSpec.payload.
-   *
-   * @generated from field: bytes payload = 5;
-   */
-  payload: Uint8Array;
-
-  /**
-   * See JobSpec.custom.
-   *
-   * @generated from field: google.protobuf.Struct custom = 6;
-   */
-  custom?: JsonObject | undefined;
-
-  /**
-   * See JobSpec.priority (the default resolved).
-   *
-   * @generated from field: worq.v1.Priority priority = 7;
-   */
-  priority: Priority;
-
-  /**
-   * When the job becomes or became ready (from JobSpec.at or delay); unset if it was ready at once.
-   *
-   * @generated from field: google.protobuf.Timestamp at = 8;
-   */
-  at?: Timestamp | undefined;
-
-  /**
-   * See JobSpec.reserve_for (the default resolved).
-   *
-   * @generated from field: google.protobuf.Duration reserve_for = 10;
-   */
-  reserveFor?: Duration | undefined;
-
-  /**
-   * See JobSpec.execution_timeout (the default resolved).
-   *
-   * @generated from field: google.protobuf.Duration execution_timeout = 11;
-   */
-  executionTimeout?: Duration | undefined;
-
-  /**
-   * The retry policy with every default resolved.
-   *
-   * @generated from field: worq.v1.RetryPolicy retry = 13;
-   */
-  retry?: RetryPolicy | undefined;
-
-  /**
-   * See JobSpec.backtrace.
-   *
-   * @generated from field: uint32 backtrace = 14;
-   */
-  backtrace: number;
-
-  /**
-   * See JobSpec.tags.
-   *
-   * @generated from field: map<string, string> tags = 18;
-   */
-  tags: { [key: string]: string };
-
-  /**
-   * See JobSpec.correlation_id.
-   *
-   * @generated from field: string correlation_id = 19;
-   */
-  correlationId: string;
-
-  /**
    * Current lifecycle state.
    *
-   * @generated from field: worq.v1.JobState state = 22;
+   * @generated from field: worq.v1.JobState state = 4;
    */
   state: JobState;
 
   /**
    * Attempt number of the current or last execution, 1-indexed; 0 before the first lease.
    *
-   * @generated from field: uint32 attempt = 23;
+   * @generated from field: uint32 attempt = 5;
    */
   attempt: number;
 
   /**
+   * See JobSpec.args.
+   *
+   * @generated from field: google.protobuf.ListValue args = 6;
+   */
+  args?: ListValue | undefined;
+
+  /**
+   * See JobSpec.kwargs.
+   *
+   * @generated from field: google.protobuf.Struct kwargs = 7;
+   */
+  kwargs?: JsonObject | undefined;
+
+  /**
+   * See JobSpec.payload.
+   *
+   * @generated from field: bytes payload = 8;
+   */
+  payload: Uint8Array;
+
+  /**
+   * See JobSpec.custom.
+   *
+   * @generated from field: google.protobuf.Struct custom = 9;
+   */
+  custom?: JsonObject | undefined;
+
+  /**
+   * See JobSpec.priority (the default resolved).
+   *
+   * @generated from field: worq.v1.Priority priority = 10;
+   */
+  priority: Priority;
+
+  /**
+   * The requested run time (from JobSpec.at or delay) when it was in the future at submit.
+   *
+   * @generated from field: google.protobuf.Timestamp at = 11;
+   */
+  at?: Timestamp | undefined;
+
+  /**
+   * See JobSpec.reserve_for (the default resolved).
+   *
+   * @generated from field: google.protobuf.Duration reserve_for = 12;
+   */
+  reserveFor?: Duration | undefined;
+
+  /**
+   * See JobSpec.execution_timeout (the default resolved).
+   *
+   * @generated from field: google.protobuf.Duration execution_timeout = 13;
+   */
+  executionTimeout?: Duration | undefined;
+
+  /**
+   * The retry policy with every default resolved.
+   *
+   * @generated from field: worq.v1.RetryPolicy retry = 14;
+   */
+  retry?: RetryPolicy | undefined;
+
+  /**
+   * See JobSpec.backtrace.
+   *
+   * @generated from field: uint32 backtrace = 15;
+   */
+  backtrace: number;
+
+  /**
+   * See JobSpec.tags.
+   *
+   * @generated from field: map<string, string> tags = 16;
+   */
+  tags: { [key: string]: string };
+
+  /**
+   * See JobSpec.correlation_id.
+   *
+   * @generated from field: string correlation_id = 17;
+   */
+  correlationId: string;
+
+  /**
    * Explicit Fail reports so far (counted against RetryPolicy.max_fails).
    *
-   * @generated from field: uint32 fails = 24;
+   * @generated from field: uint32 fails = 18;
    */
   fails: number;
 
   /**
    * Set once the job has failed at least once.
    *
-   * @generated from field: worq.v1.Failure failure = 25;
+   * @generated from field: worq.v1.Failure failure = 19;
    */
   failure?: Failure | undefined;
 
   /**
    * Submission time.
    *
-   * @generated from field: google.protobuf.Timestamp created_at = 26;
+   * @generated from field: google.protobuf.Timestamp created_at = 20;
    */
   createdAt?: Timestamp | undefined;
 
   /**
    * Last time the job became SCHEDULED (ready).
    *
-   * @generated from field: google.protobuf.Timestamp enqueued_at = 27;
+   * @generated from field: google.protobuf.Timestamp enqueued_at = 21;
    */
   enqueuedAt?: Timestamp | undefined;
 
   /**
    * When a DELAYED or RETRYING job becomes ready.
    *
-   * @generated from field: google.protobuf.Timestamp scheduled_at = 28;
+   * @generated from field: google.protobuf.Timestamp scheduled_at = 22;
    */
   scheduledAt?: Timestamp | undefined;
 
   /**
    * When the current or last attempt started (its lease was granted).
    *
-   * @generated from field: google.protobuf.Timestamp started_at = 29;
+   * @generated from field: google.protobuf.Timestamp started_at = 23;
    */
   startedAt?: Timestamp | undefined;
 
   /**
    * Last state change.
    *
-   * @generated from field: google.protobuf.Timestamp updated_at = 30;
+   * @generated from field: google.protobuf.Timestamp updated_at = 24;
    */
   updatedAt?: Timestamp | undefined;
 
   /**
    * When the job reached a terminal state.
    *
-   * @generated from field: google.protobuf.Timestamp completed_at = 31;
+   * @generated from field: google.protobuf.Timestamp completed_at = 25;
    */
   completedAt?: Timestamp | undefined;
 
   /**
    * Result bytes stored by Ack (at most 1 MiB); filled by GetJob, empty in leased jobs.
    *
-   * @generated from field: bytes result = 32;
+   * @generated from field: bytes result = 26;
    */
   result: Uint8Array;
 
   /**
    * Lease ids of earlier attempts, oldest first (seed 004 "previous attempt id").
    *
-   * @generated from field: repeated string previous_lease_ids = 33;
+   * @generated from field: repeated string previous_lease_ids = 27;
    */
   previousLeaseIds: string[];
 
   /**
    * While RUNNING: when the current lease lapses unless renewed.
    *
-   * @generated from field: google.protobuf.Timestamp lease_expires_at = 34;
+   * @generated from field: google.protobuf.Timestamp lease_expires_at = 28;
    */
   leaseExpiresAt?: Timestamp | undefined;
 
   /**
    * While RUNNING: the worker_id holding the lease.
    *
-   * @generated from field: string worker_id = 35;
+   * @generated from field: string worker_id = 29;
    */
   workerId: string;
 };

@@ -1,0 +1,97 @@
+import { parseArgs } from "node:util";
+import { LIMITS } from "./engine/limits.js";
+import type { LogLevel } from "./log.js";
+
+export interface ServerConfig {
+  host: string;
+  /** gRPC port; 0 picks a free one (printed on start). */
+  port: number;
+  /** HTTP side (Connect, dashboard, metrics): not built yet. */
+  httpPort: number;
+  dataDir: string;
+  maxJobBytes: number;
+  /** How long a disconnected worker's leases stay valid without a Renew. */
+  orphanGraceMs: number;
+  /** Keepalive message interval on idle Lease streams. */
+  keepaliveIntervalMs: number;
+  logLevel: LogLevel;
+}
+
+export const SERVE_HELP = `Usage: worq serve [options]
+
+Runs the Worq server: gRPC on --host:--port, data in --data-dir (LevelDB).
+
+Options (environment variable in brackets):
+  --host <addr>               address to bind [WORQ_HOST] (default 127.0.0.1)
+  --port <n>                  gRPC port, 0 = any free port [WORQ_PORT] (default 7419)
+  --http-port <n>             HTTP port for Connect/dashboard/metrics [WORQ_HTTP_PORT] (default 7420; not built yet)
+  --data-dir <dir>            LevelDB data directory [WORQ_DATA_DIR] (default ./worq-data)
+  --max-job-bytes <n>         limit on args+kwargs+payload+custom of a job [WORQ_MAX_JOB_BYTES] (default 1048576, at most 16777216)
+  --orphan-grace <duration>   how long a disconnected worker keeps its leases [WORQ_ORPHAN_GRACE] (default 10s)
+  --keepalive-interval <dur>  keepalive on idle Lease streams [WORQ_KEEPALIVE_INTERVAL] (default 15s, at most 30s)
+  --log-level <level>         info | warn | error | silent [WORQ_LOG_LEVEL] (default info)
+  -h, --help                  show this help
+
+Durations: 500ms, 10s, 5m, 1h.`;
+
+/** Parses `worq serve` flags over environment variables over defaults. Throws a readable Error on bad input. */
+export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): ServerConfig | "help" {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      host: { type: "string" },
+      port: { type: "string" },
+      "http-port": { type: "string" },
+      "data-dir": { type: "string" },
+      "max-job-bytes": { type: "string" },
+      "orphan-grace": { type: "string" },
+      "keepalive-interval": { type: "string" },
+      "log-level": { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+    strict: true,
+  });
+  if (values.help) return "help";
+  const pick = (flag: keyof typeof values, envName: string) => (values[flag] as string | undefined) ?? env[envName];
+  const config: ServerConfig = {
+    host: pick("host", "WORQ_HOST") ?? "127.0.0.1",
+    port: parsePort(pick("port", "WORQ_PORT") ?? "7419", "--port"),
+    httpPort: parsePort(pick("http-port", "WORQ_HTTP_PORT") ?? "7420", "--http-port"),
+    dataDir: pick("data-dir", "WORQ_DATA_DIR") ?? "./worq-data",
+    maxJobBytes: parseInteger(pick("max-job-bytes", "WORQ_MAX_JOB_BYTES") ?? String(LIMITS.defaultMaxJobBytes), "--max-job-bytes"),
+    orphanGraceMs: parseDurationMs(pick("orphan-grace", "WORQ_ORPHAN_GRACE") ?? "10s", "--orphan-grace"),
+    keepaliveIntervalMs: parseDurationMs(pick("keepalive-interval", "WORQ_KEEPALIVE_INTERVAL") ?? "15s", "--keepalive-interval"),
+    logLevel: parseLogLevel(pick("log-level", "WORQ_LOG_LEVEL") ?? "info"),
+  };
+  if (config.maxJobBytes < 1 || config.maxJobBytes > LIMITS.maxMaxJobBytes) {
+    throw new Error(`--max-job-bytes must be between 1 and ${LIMITS.maxMaxJobBytes}`);
+  }
+  if (config.keepaliveIntervalMs < 10 || config.keepaliveIntervalMs > 30_000) {
+    throw new Error("--keepalive-interval must be between 10ms and 30s");
+  }
+  return config;
+}
+
+function parsePort(text: string, flag: string): number {
+  const port = parseInteger(text, flag);
+  if (port > 65535) throw new Error(`${flag} must be a port number (0-65535), got ${text}`);
+  return port;
+}
+
+function parseInteger(text: string, flag: string): number {
+  if (!/^\d+$/.test(text)) throw new Error(`${flag} must be a whole number, got ${JSON.stringify(text)}`);
+  return Number(text);
+}
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+export function parseDurationMs(text: string, flag: string): number {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(text.trim());
+  if (!match) throw new Error(`${flag} must be a duration like 500ms, 10s, 5m or 1h; got ${JSON.stringify(text)}`);
+  return Math.round(Number(match[1]) * UNIT_MS[match[2]!]!);
+}
+
+function parseLogLevel(text: string): LogLevel {
+  if (text === "info" || text === "warn" || text === "error" || text === "silent") return text;
+  throw new Error(`--log-level must be info, warn, error or silent; got ${JSON.stringify(text)}`);
+}

@@ -1,0 +1,503 @@
+import { randomUUID } from "node:crypto";
+import type { Clock } from "./clock.js";
+import { WorqError, invalid } from "./errors.js";
+import { isTerminal, type JobBody, type JobMeta, type JobState, type JobView, type SubmitInput } from "./job.js";
+import { LIMITS, isUuidV4 } from "./limits.js";
+import { ReadyQueue } from "./ready-queue.js";
+import { transition, type FailureReport, type JobEvent } from "./state-machine.js";
+import type { Counters, Store, StoreWrite } from "./store.js";
+import { buildNewJob, checkQueueName } from "./submit-validation.js";
+import { TimerHeap } from "./timer-heap.js";
+
+export interface EngineOptions {
+  store: Store;
+  clock: Clock;
+  /** Uniform in [0, 1); for backoff jitter. */
+  random?: () => number;
+  /** Issues jids and lease ids (UUID v4). */
+  newId?: () => string;
+  /** Limit on args + kwargs + payload + custom of one job. */
+  maxJobBytes?: number;
+  /**
+   * How long the leases of a worker whose stream ended (or that was connected before a
+   * restart) stay valid without a Renew: the bound on "a dead worker's jobs come back".
+   */
+  orphanGraceMs?: number;
+  /** Called once when storage fails; the engine then refuses all work (fail-stop). */
+  onFatal?: (error: unknown) => void;
+}
+
+/** What the engine pushes to a worker's Lease stream. */
+export interface LeaseSink {
+  /** Jobs now leased to this worker; never more than its free credits. */
+  deliver(grants: LeaseGrant[]): void;
+  /** The server wants the worker to reconnect (shutdown), go quiet or terminate. */
+  control(action: "RECONNECT" | "QUIET" | "TERMINATE", reason: string): void;
+}
+
+export interface LeaseGrant {
+  meta: JobMeta;
+  body: JobBody;
+}
+
+export interface LeaseSessionOptions {
+  queues: string[];
+  workerId: string;
+  credits: number;
+  labels?: Record<string, string>;
+}
+
+/** A worker's open Lease stream as the engine tracks it. */
+export interface LeaseSession {
+  readonly id: number;
+  /** Ends the session: its held jobs become orphans (leases capped at now + orphan grace). */
+  close(): void;
+}
+
+export interface SubmitResult {
+  jid: string;
+  state: JobState;
+}
+
+export interface FailResult {
+  /** The job's state afterwards; null when the policy discarded it. */
+  state: JobState | null;
+  retryAtMs?: number;
+}
+
+export interface EngineInfo {
+  connectedWorkers: number;
+  liveJobs: number;
+  counters: Counters;
+  storeKind: string;
+}
+
+interface Session extends LeaseSession {
+  readonly options: LeaseSessionOptions;
+  readonly sink: LeaseSink;
+  readonly held: Set<string>;
+  readonly connectedAtMs: number;
+  closed: boolean;
+}
+
+const DEFAULT_ORPHAN_GRACE_MS = 10_000;
+
+/**
+ * The job engine: validates requests, applies transitions (state-machine.ts), keeps the
+ * in-memory indexes of live jobs (ready queues, timers, leases) and persists every change
+ * through the Store before the caller is answered. It has no timers of its own: the owner
+ * calls `tick()` at `nextWakeMs()` (see src/wakeup.ts).
+ *
+ * Invariant: every in-memory change is applied synchronously and its writes are handed to
+ * the store in the same turn, so the store sees changes in the order they happened (one writer).
+ */
+export class Engine {
+  private readonly store: Store;
+  private readonly clock: Clock;
+  private readonly random: () => number;
+  private readonly newId: () => string;
+  private readonly maxJobBytes: number;
+  private readonly orphanGraceMs: number;
+  private readonly onFatal: (error: unknown) => void;
+
+  private readonly live = new Map<string, JobMeta>();
+  private readonly ready = new Map<string, ReadyQueue>();
+  private readonly timers = new TimerHeap();
+  private readonly sessions = new Map<number, Session>();
+  /** jid -> the session whose stream the job was delivered on. */
+  private readonly holders = new Map<string, Session>();
+  private readySeq = 0;
+  private sessionSeq = 0;
+  private counters: Counters = { submitted: 0, processed: 0, failed: 0, evicted: 0 };
+  private fatal: unknown;
+  private closing = false;
+  private wakeListener: (() => void) | undefined;
+
+  constructor(options: EngineOptions) {
+    this.store = options.store;
+    this.clock = options.clock;
+    this.random = options.random ?? Math.random;
+    this.newId = options.newId ?? randomUUID;
+    this.maxJobBytes = options.maxJobBytes ?? LIMITS.defaultMaxJobBytes;
+    this.orphanGraceMs = options.orphanGraceMs ?? DEFAULT_ORPHAN_GRACE_MS;
+    this.onFatal = options.onFatal ?? (() => {});
+    if (this.maxJobBytes > LIMITS.maxMaxJobBytes) {
+      throw new Error(`maxJobBytes may be at most ${LIMITS.maxMaxJobBytes}`);
+    }
+  }
+
+  /**
+   * Opens the store and rebuilds the indexes from it: ready jobs in their FIFO order, due
+   * times of delayed and retrying jobs, and leases (with their deadlines, capped at now +
+   * orphan grace since no worker stream survives a restart).
+   */
+  async open(): Promise<void> {
+    await this.store.open();
+    this.counters = await this.store.getCounters();
+    const now = this.clock.nowMs();
+    const ready: JobMeta[] = [];
+    for await (const stored of this.store.liveJobs()) {
+      let meta = stored;
+      this.readySeq = Math.max(this.readySeq, meta.readySeq);
+      if (meta.state === "SCHEDULED") ready.push(meta);
+      if (meta.state === "RUNNING" && meta.lease) {
+        meta = { ...meta, lease: { ...meta.lease, expiresAtMs: Math.min(meta.lease.expiresAtMs, now + this.orphanGraceMs) } };
+      }
+      this.live.set(meta.jid, meta);
+      this.scheduleTimers(meta);
+    }
+    ready.sort((a, b) => a.readySeq - b.readySeq);
+    for (const meta of ready) this.enqueueReady(meta);
+  }
+
+  /**
+   * First step of a graceful stop: refuses new work (WORQ_UNAVAILABLE) and tells every Lease
+   * stream to reconnect. Leases stay valid, so in-flight jobs can still be acked elsewhere later.
+   */
+  beginShutdown(): void {
+    if (this.closing) return;
+    this.closing = true;
+    for (const session of [...this.sessions.values()]) {
+      session.sink.control("RECONNECT", "server is shutting down");
+    }
+  }
+
+  /** Stops (see beginShutdown) and closes the store once every pending write is durable. */
+  async close(): Promise<void> {
+    this.beginShutdown();
+    await this.store.close();
+  }
+
+  /** Called whenever the earliest timer may have moved earlier. */
+  onWakeChange(listener: () => void): void {
+    this.wakeListener = listener;
+  }
+
+  /** When `tick()` next has work to do, or undefined when no timer is pending. */
+  nextWakeMs(): number | undefined {
+    return this.timers.peek()?.atMs;
+  }
+
+  /**
+   * Creates jobs atomically: validates all (throwing for the first bad one, naming the
+   * field with `fieldOf(i)` as prefix), then persists all in one commit. Resolves once durable.
+   */
+  async submit(inputs: SubmitInput[], fieldOf: (index: number) => string): Promise<SubmitResult[]> {
+    this.checkUsable();
+    if (inputs.length === 0) invalid("jobs", "at least one job is required");
+    if (inputs.length > LIMITS.batchMaxJobs) invalid("jobs", `at most ${LIMITS.batchMaxJobs} jobs per batch`);
+    const nowMs = this.clock.nowMs();
+    const created = inputs.map((input, i) => buildNewJob(input, fieldOf(i), { jid: this.newId(), nowMs }, this.maxJobBytes));
+    const writes: StoreWrite[] = [];
+    for (const { meta: built, body } of created) {
+      const meta = built.state === "SCHEDULED" ? { ...built, readySeq: ++this.readySeq } : built;
+      this.live.set(meta.jid, meta);
+      if (meta.state === "SCHEDULED") this.enqueueReady(meta);
+      this.scheduleTimers(meta);
+      writes.push({ kind: "put-job", meta, body });
+    }
+    this.counters.submitted += created.length;
+    const durable = this.persist(writes);
+    this.pump();
+    await durable;
+    return created.map(({ meta }) => ({ jid: meta.jid, state: meta.state }));
+  }
+
+  /** Returns the job with body and (when completed) result. Throws WORQ_NOT_FOUND. */
+  async getJob(jid: string): Promise<JobView> {
+    checkJid(jid, "jid");
+    const meta = this.live.get(jid) ?? (await this.store.getMeta(jid));
+    if (!meta) throw notFound(jid);
+    const [body] = await this.store.getBodies([jid]);
+    if (!body) throw notFound(jid);
+    const view: JobView = { meta, body };
+    if (meta.state === "COMPLETED") {
+      const result = await this.store.getResult(jid);
+      if (result) view.result = result;
+    }
+    return view;
+  }
+
+  /**
+   * Registers a worker's stream. Jobs are pushed to `sink` whenever one of its queues has a
+   * ready job and the worker holds fewer than `credits` jobs.
+   */
+  openLease(options: LeaseSessionOptions, sink: LeaseSink): LeaseSession {
+    this.checkUsable();
+    if (options.queues.length === 0) invalid("queues", "at least one queue is required");
+    if (options.queues.length > LIMITS.leaseMaxQueues) invalid("queues", `at most ${LIMITS.leaseMaxQueues} queues`);
+    options.queues.forEach((queue, i) => checkQueueName(queue, `queues[${i}]`));
+    if (!options.workerId) invalid("worker_id", "is required");
+    if (options.workerId.length > LIMITS.workerIdMaxChars) {
+      invalid("worker_id", `must be at most ${LIMITS.workerIdMaxChars} chars`);
+    }
+    if (!Number.isInteger(options.credits) || options.credits < 1 || options.credits > LIMITS.leaseMaxCredits) {
+      invalid("credits", `must be between 1 and ${LIMITS.leaseMaxCredits}`);
+    }
+    const session: Session = {
+      id: ++this.sessionSeq,
+      options: { ...options, queues: [...new Set(options.queues)] },
+      sink,
+      held: new Set(),
+      connectedAtMs: this.clock.nowMs(),
+      closed: false,
+      close: () => this.closeSession(session),
+    };
+    this.sessions.set(session.id, session);
+    this.pump();
+    return session;
+  }
+
+  /** Completes a leased job and stores its result. Resolves once durable. */
+  async ack(jid: string, leaseId: string, result: Uint8Array, field = ""): Promise<void> {
+    this.checkUsable();
+    checkLeaseRef(jid, leaseId, field);
+    if (result.byteLength > LIMITS.maxResultBytes) {
+      throw new WorqError(
+        "WORQ_TOO_LARGE",
+        `${field}result: ${result.byteLength} bytes, the limit is ${LIMITS.maxResultBytes}`,
+        `${field}result`,
+      );
+    }
+    const writes = await this.applyHeld(jid, { kind: "ack", leaseId });
+    if (result.byteLength > 0) writes.push({ kind: "put-result", jid, result });
+    this.counters.processed++;
+    const durable = this.persist(writes);
+    this.pump();
+    await durable;
+  }
+
+  /** Records a failed attempt and retries, fails or dead-letters the job per its policy. */
+  async fail(jid: string, leaseId: string, report: FailureReport, field = ""): Promise<FailResult> {
+    this.checkUsable();
+    checkLeaseRef(jid, leaseId, field);
+    if (report.message.length > LIMITS.failMessageMaxChars) {
+      invalid(`${field}message`, `must be at most ${LIMITS.failMessageMaxChars} chars`);
+    }
+    if (report.errtype.length > LIMITS.errtypeMaxChars) {
+      invalid(`${field}errtype`, `must be at most ${LIMITS.errtypeMaxChars} chars`);
+    }
+    if (report.retryAfterMs !== undefined && report.retryAfterMs < 0) {
+      invalid(`${field}retry_after`, "must not be negative");
+    }
+    const writes = await this.applyHeld(jid, { kind: "fail", leaseId, report });
+    this.counters.failed++;
+    const after = this.live.get(jid) ?? lastMeta(writes);
+    const durable = this.persist(writes);
+    this.pump();
+    await durable;
+    if (!after) return { state: null };
+    return after.state === "RETRYING" ? { state: after.state, retryAtMs: after.dueAtMs! } : { state: after.state };
+  }
+
+  /** Extends a held lease to now + reserve_for (capped by the execution deadline); returns the new expiry. */
+  async renew(jid: string, leaseId: string, field = ""): Promise<number> {
+    this.checkUsable();
+    checkLeaseRef(jid, leaseId, field);
+    const writes = await this.applyHeld(jid, { kind: "renew", leaseId });
+    const meta = this.live.get(jid)!;
+    await this.persist(writes);
+    return meta.lease!.expiresAtMs;
+  }
+
+  /** Applies every timer that is due: promotes delayed and retrying jobs, expires lapsed leases. */
+  tick(): void {
+    if (this.fatal !== undefined || this.closing) return;
+    const now = this.clock.nowMs();
+    const writes: StoreWrite[] = [];
+    for (let top = this.timers.peek(); top && top.atMs <= now; top = this.timers.peek()) {
+      this.timers.pop();
+      const meta = this.live.get(top.jid);
+      if (!meta) continue;
+      if (top.kind === "due" && (meta.state === "DELAYED" || meta.state === "RETRYING") && meta.dueAtMs! <= now) {
+        writes.push(this.apply(meta, { kind: "due" }));
+      } else if (top.kind === "lease" && meta.state === "RUNNING" && meta.lease!.expiresAtMs <= now) {
+        this.release(meta.jid);
+        writes.push(this.apply(meta, { kind: "lease-lapsed" }));
+      }
+    }
+    if (writes.length === 0) return;
+    this.persist(writes).catch(() => {}); // failure is fatal and reported through onFatal
+    this.pump();
+  }
+
+  info(): EngineInfo {
+    return {
+      connectedWorkers: this.sessions.size,
+      liveJobs: this.live.size,
+      counters: { ...this.counters },
+      storeKind: this.store.kind,
+    };
+  }
+
+  /** Applies `event` to a live job, looking the job up in the store to explain a miss. */
+  private async applyHeld(jid: string, event: JobEvent & { leaseId: string }): Promise<StoreWrite[]> {
+    const meta = this.live.get(jid);
+    if (!meta) {
+      const stored = await this.store.getMeta(jid);
+      if (!stored) throw notFound(jid);
+      throw new WorqError(
+        "WORQ_LEASE_NOT_HELD",
+        `lease ${event.leaseId} is not the live lease of job ${jid}: the job has finished; nothing changed`,
+        "lease_id",
+      );
+    }
+    const write = this.apply(meta, event); // throws WORQ_LEASE_NOT_HELD before any change
+    if (event.kind !== "renew") this.release(jid);
+    return [write];
+  }
+
+  /** Runs one transition and updates the indexes; returns the write that persists it. */
+  private apply(meta: JobMeta, event: JobEvent): StoreWrite {
+    const next = transition(meta, event, {
+      nowMs: this.clock.nowMs(),
+      random: this.random,
+      nextReadySeq: () => ++this.readySeq,
+    });
+    if (next === null) {
+      this.live.delete(meta.jid);
+      return { kind: "delete-job", meta };
+    }
+    if (isTerminal(next.state)) this.live.delete(next.jid);
+    else this.live.set(next.jid, next);
+    if (next.state === "SCHEDULED" && meta.state !== "SCHEDULED") this.enqueueReady(next);
+    this.scheduleTimers(next);
+    return { kind: "put-meta", meta: next, previous: meta };
+  }
+
+  /** Hands ready jobs to sessions with free credit, round-robin, then persists and delivers them. */
+  private pump(): void {
+    if (this.fatal !== undefined || this.closing) return;
+    const grants = new Map<Session, JobMeta[]>();
+    const writes: StoreWrite[] = [];
+    let progressed = true;
+    while (progressed) {
+      progressed = false;
+      for (const session of this.sessions.values()) {
+        if (session.held.size >= session.options.credits) continue;
+        const meta = this.takeReady(session.options.queues);
+        if (!meta) continue;
+        const leaseId = this.newId();
+        writes.push(this.apply(meta, { kind: "lease", leaseId, workerId: session.options.workerId }));
+        session.held.add(meta.jid);
+        this.holders.set(meta.jid, session);
+        const leased = this.live.get(meta.jid)!;
+        const list = grants.get(session);
+        if (list) list.push(leased);
+        else grants.set(session, [leased]);
+        progressed = true;
+      }
+    }
+    if (grants.size === 0) return;
+    this.persist(writes)
+      .then(() => this.deliver(grants))
+      .catch(() => {}); // storage failure is fatal and reported through onFatal
+  }
+
+  private async deliver(grants: Map<Session, JobMeta[]>): Promise<void> {
+    const metas = [...grants.values()].flat();
+    const bodies = await this.store.getBodies(metas.map((meta) => meta.jid));
+    const bodyOf = new Map(metas.map((meta, i) => [meta.jid, bodies[i]]));
+    for (const [session, list] of grants) {
+      if (session.closed) continue; // its jobs are orphans now; their leases lapse after the grace
+      const delivered: LeaseGrant[] = [];
+      for (const meta of list) {
+        const body = bodyOf.get(meta.jid);
+        if (body) delivered.push({ meta, body });
+      }
+      if (delivered.length > 0) session.sink.deliver(delivered);
+    }
+  }
+
+  private takeReady(queues: readonly string[]): JobMeta | undefined {
+    for (const queue of queues) {
+      const jid = this.ready.get(queue)?.take((candidate, seq) => {
+        const meta = this.live.get(candidate);
+        return meta !== undefined && meta.state === "SCHEDULED" && meta.readySeq === seq;
+      });
+      if (jid !== undefined) return this.live.get(jid);
+    }
+    return undefined;
+  }
+
+  private enqueueReady(meta: JobMeta): void {
+    let queue = this.ready.get(meta.queue);
+    if (!queue) {
+      queue = new ReadyQueue();
+      this.ready.set(meta.queue, queue);
+    }
+    queue.push(meta.jid, meta.priority, meta.readySeq);
+  }
+
+  private scheduleTimers(meta: JobMeta): void {
+    let atMs: number | undefined;
+    if ((meta.state === "DELAYED" || meta.state === "RETRYING") && meta.dueAtMs !== undefined) {
+      atMs = meta.dueAtMs;
+      this.timers.push({ atMs, jid: meta.jid, kind: "due" });
+    } else if (meta.state === "RUNNING" && meta.lease) {
+      atMs = meta.lease.expiresAtMs;
+      this.timers.push({ atMs, jid: meta.jid, kind: "lease" });
+    }
+    if (atMs !== undefined && this.timers.peek()?.atMs === atMs) this.wakeListener?.();
+  }
+
+  /** The job no longer counts against its session's credits. */
+  private release(jid: string): void {
+    const session = this.holders.get(jid);
+    if (!session) return;
+    this.holders.delete(jid);
+    session.held.delete(jid);
+  }
+
+  private closeSession(session: Session): void {
+    if (session.closed) return;
+    session.closed = true;
+    this.sessions.delete(session.id);
+    const capMs = this.clock.nowMs() + this.orphanGraceMs;
+    for (const jid of session.held) {
+      this.holders.delete(jid);
+      const meta = this.live.get(jid);
+      if (meta?.state !== "RUNNING" || !meta.lease || meta.lease.expiresAtMs <= capMs) continue;
+      // Memory only: after a restart every lease is capped the same way during recovery.
+      const orphaned = { ...meta, lease: { ...meta.lease, expiresAtMs: capMs } };
+      this.live.set(jid, orphaned);
+      this.scheduleTimers(orphaned);
+    }
+    session.held.clear();
+  }
+
+  private persist(writes: StoreWrite[]): Promise<void> {
+    writes.push({ kind: "put-counters", counters: { ...this.counters } });
+    return this.store.commit(writes).catch((error: unknown) => {
+      if (this.fatal === undefined) {
+        this.fatal = error;
+        this.onFatal(error);
+      }
+      throw new WorqError("WORQ_UNAVAILABLE", "storage failed; the server stopped accepting work");
+    });
+  }
+
+  private checkUsable(): void {
+    if (this.fatal !== undefined) throw new WorqError("WORQ_UNAVAILABLE", "storage failed; the server stopped accepting work");
+    if (this.closing) throw new WorqError("WORQ_UNAVAILABLE", "server is shutting down; retry on reconnect");
+  }
+}
+
+function checkJid(jid: string, field: string): void {
+  if (!jid) invalid(field, "is required");
+  if (!isUuidV4(jid)) invalid(field, `${JSON.stringify(jid.slice(0, 64))} is not a job id (UUID v4)`);
+}
+
+function checkLeaseRef(jid: string, leaseId: string, prefix: string): void {
+  checkJid(jid, `${prefix}jid`);
+  if (!leaseId) invalid(`${prefix}lease_id`, "is required");
+}
+
+function notFound(jid: string): WorqError {
+  return new WorqError("WORQ_NOT_FOUND", `job ${jid} not found`, "jid");
+}
+
+function lastMeta(writes: StoreWrite[]): JobMeta | undefined {
+  const write = writes[0];
+  return write?.kind === "put-meta" ? write.meta : undefined;
+}

@@ -1,0 +1,132 @@
+/**
+ * The job as the engine sees it, independent of protobuf. A job is two records:
+ * `JobMeta` (small, mutable, rewritten on every transition, kept in memory while live)
+ * and `JobBody` (the producer's data, immutable, written once, read when leased).
+ */
+
+export type JobState =
+  | "PENDING"
+  | "SCHEDULED"
+  | "DELAYED"
+  | "RUNNING"
+  | "RETRYING"
+  | "COMPLETED"
+  | "FAILED"
+  | "DEAD_LETTER"
+  | "CANCELLED";
+
+export const TERMINAL_STATES: ReadonlySet<JobState> = new Set(["COMPLETED", "FAILED", "DEAD_LETTER", "CANCELLED"]);
+
+export function isTerminal(state: JobState): boolean {
+  return TERMINAL_STATES.has(state);
+}
+
+/** 0 = CRITICAL … 4 = BULK: lower runs first (seed 004 §3). */
+export type PriorityLevel = 0 | 1 | 2 | 3 | 4;
+export const PRIORITY_NORMAL: PriorityLevel = 2;
+export const PRIORITY_LEVELS = 5;
+
+export type FailureCategory = "TEMPORARY" | "PERMANENT" | "TIMEOUT" | "CANCELLED" | "SYSTEM";
+export type BackoffStrategy = "CONSTANT" | "LINEAR" | "EXPONENTIAL";
+export type ExhaustedAction = "DEAD_LETTER" | "DISCARD";
+
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+export type JsonObject = { [key: string]: JsonValue };
+
+/** A retry policy with every default resolved. */
+export interface RetryPolicy {
+  maxAttempts: number;
+  /** Limit on explicit Fail reports; null = no separate limit. */
+  maxFails: number | null;
+  backoff: BackoffStrategy;
+  initialDelayMs: number;
+  multiplier: number;
+  maxDelayMs: number;
+  jitter: boolean;
+  onExhausted: ExhaustedAction;
+}
+
+export interface Failure {
+  failedAtMs: number;
+  retriedAtMs: number;
+  retryCount: number;
+  message: string;
+  errtype: string;
+  backtrace: string[];
+  category: FailureCategory;
+}
+
+/** The live lease of a RUNNING job. */
+export interface Lease {
+  leaseId: string;
+  workerId: string;
+  /** When the lease lapses unless renewed. */
+  expiresAtMs: number;
+  /** startedAt + executionTimeout: no renewal goes past it. */
+  executionDeadlineMs: number;
+}
+
+export interface JobMeta {
+  jid: string;
+  type: string;
+  queue: string;
+  priority: PriorityLevel;
+  state: JobState;
+  /** Attempts started so far (each lease is one). */
+  attempt: number;
+  /** Explicit Fail reports so far. */
+  fails: number;
+  reserveForMs: number;
+  executionTimeoutMs: number;
+  retry: RetryPolicy;
+  backtraceFrames: number;
+  createdAtMs: number;
+  updatedAtMs: number;
+  /** Requested run time (from `at`/`delay`), if it was in the future at submit. */
+  atMs?: number;
+  enqueuedAtMs?: number;
+  /** When a DELAYED or RETRYING job becomes ready. */
+  dueAtMs?: number;
+  startedAtMs?: number;
+  completedAtMs?: number;
+  /** Orders ready jobs FIFO within a priority; assigned each time the job becomes SCHEDULED. */
+  readySeq: number;
+  lease?: Lease;
+  failure?: Failure;
+  previousLeaseIds: string[];
+}
+
+export interface JobBody {
+  args?: JsonValue[];
+  kwargs?: JsonObject;
+  custom?: JsonObject;
+  payload: Uint8Array;
+  tags: Record<string, string>;
+  correlationId: string;
+}
+
+/** What a producer submits, after transport decoding; unset fields take defaults. */
+export interface SubmitInput {
+  type: string;
+  queue?: string;
+  args?: JsonValue[];
+  kwargs?: JsonObject;
+  custom?: JsonObject;
+  payload?: Uint8Array;
+  priority?: PriorityLevel;
+  atMs?: number;
+  delayMs?: number;
+  reserveForMs?: number;
+  executionTimeoutMs?: number;
+  retry?: Partial<RetryPolicy>;
+  backtraceFrames?: number;
+  tags?: Record<string, string>;
+  correlationId?: string;
+}
+
+/** A job as returned to readers: meta, body and (when terminal) result. */
+export interface JobView {
+  meta: JobMeta;
+  body: JobBody;
+  result?: Uint8Array;
+}

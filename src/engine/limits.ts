@@ -1,0 +1,39 @@
+/** Limits and defaults of the job model (SPEC §2). Sizes in bytes, durations in ms. */
+export const LIMITS = {
+  typeMaxChars: 256,
+  queueMaxChars: 128,
+  queuePattern: /^[a-zA-Z][a-zA-Z0-9_.-]*$/,
+  defaultQueue: "default",
+  /** args + kwargs + payload + custom of one job, by default; configurable up to 16 MiB. */
+  defaultMaxJobBytes: 1024 * 1024,
+  maxMaxJobBytes: 16 * 1024 * 1024,
+  maxResultBytes: 1024 * 1024,
+  defaultReserveForMs: 5 * 60_000,
+  minReserveForMs: 1_000,
+  maxReserveForMs: 24 * 3_600_000,
+  defaultExecutionTimeoutMs: 30 * 60_000,
+  maxExecutionTimeoutMs: 24 * 3_600_000,
+  defaultMaxAttempts: 3,
+  maxMaxAttempts: 1000,
+  defaultInitialDelayMs: 1_000,
+  defaultMultiplier: 2,
+  defaultMaxDelayMs: 3_600_000,
+  maxBacktraceFrames: 1000,
+  maxTags: 64,
+  tagKeyMaxChars: 128,
+  tagValueMaxChars: 1024,
+  correlationIdMaxChars: 256,
+  batchMaxJobs: 10_000,
+  failMessageMaxChars: 64 * 1024,
+  errtypeMaxChars: 256,
+  workerIdMaxChars: 256,
+  leaseMaxQueues: 64,
+  leaseMaxCredits: 10_000,
+} as const;
+
+const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+/** True for a canonical lower-case UUID v4, the only form of jid and lease id the server issues. */
+export function isUuidV4(value: string): boolean {
+  return UUID_PATTERN.test(value);
+}

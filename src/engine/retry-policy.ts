@@ -1,0 +1,51 @@
+import { invalid } from "./errors.js";
+import type { RetryPolicy } from "./job.js";
+import { LIMITS } from "./limits.js";
+
+/** Resolves a partial policy to a full one, rejecting out-of-range values (field names under `field`). */
+export function resolveRetryPolicy(input: Partial<RetryPolicy> | undefined, field: string): RetryPolicy {
+  const policy: RetryPolicy = {
+    maxAttempts: input?.maxAttempts ?? LIMITS.defaultMaxAttempts,
+    maxFails: input?.maxFails ?? null,
+    backoff: input?.backoff ?? "EXPONENTIAL",
+    initialDelayMs: input?.initialDelayMs ?? LIMITS.defaultInitialDelayMs,
+    multiplier: input?.multiplier ?? LIMITS.defaultMultiplier,
+    maxDelayMs: input?.maxDelayMs ?? LIMITS.defaultMaxDelayMs,
+    jitter: input?.jitter ?? false,
+    onExhausted: input?.onExhausted ?? "DEAD_LETTER",
+  };
+  if (!Number.isInteger(policy.maxAttempts) || policy.maxAttempts < 1 || policy.maxAttempts > LIMITS.maxMaxAttempts) {
+    invalid(`${field}.max_attempts`, `must be between 1 and ${LIMITS.maxMaxAttempts}`);
+  }
+  if (policy.maxFails !== null && (!Number.isInteger(policy.maxFails) || policy.maxFails < 1)) {
+    invalid(`${field}.max_fails`, "must be at least 1 when set");
+  }
+  if (!(policy.initialDelayMs >= 0)) invalid(`${field}.initial_delay`, "must not be negative");
+  if (!(policy.maxDelayMs >= 0)) invalid(`${field}.max_delay`, "must not be negative");
+  if (!(policy.multiplier >= 1) || !Number.isFinite(policy.multiplier)) {
+    invalid(`${field}.multiplier`, "must be a finite number >= 1");
+  }
+  return policy;
+}
+
+/**
+ * Delay before retry `n` (n = 1 for the first retry) per seed 004 §5, capped at maxDelayMs.
+ * With jitter the delay is spread uniformly over ±10 %; `random` returns [0, 1).
+ */
+export function backoffDelayMs(policy: RetryPolicy, n: number, random: () => number): number {
+  let delay: number;
+  switch (policy.backoff) {
+    case "CONSTANT":
+      delay = policy.initialDelayMs;
+      break;
+    case "LINEAR":
+      delay = policy.initialDelayMs * n;
+      break;
+    case "EXPONENTIAL":
+      delay = policy.initialDelayMs * Math.pow(policy.multiplier, n - 1);
+      break;
+  }
+  delay = Math.min(delay, policy.maxDelayMs);
+  if (policy.jitter) delay = delay * (0.9 + 0.2 * random());
+  return Math.round(delay);
+}

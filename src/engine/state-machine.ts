@@ -1,0 +1,179 @@
+import { WorqError } from "./errors.js";
+import type { FailureCategory, JobMeta, JobState } from "./job.js";
+import { backoffDelayMs } from "./retry-policy.js";
+
+/** What a worker reports with Fail. */
+export interface FailureReport {
+  message: string;
+  errtype: string;
+  backtrace: string[];
+  category: FailureCategory;
+  /** Overrides the computed backoff when set. */
+  retryAfterMs?: number;
+}
+
+export type JobEvent =
+  /** A DELAYED or RETRYING job's due time has come. */
+  | { kind: "due" }
+  /** A worker is given the job. */
+  | { kind: "lease"; leaseId: string; workerId: string }
+  | { kind: "renew"; leaseId: string }
+  | { kind: "ack"; leaseId: string }
+  | { kind: "fail"; leaseId: string; report: FailureReport }
+  /** The lease's expiry passed without an Ack or Fail. */
+  | { kind: "lease-lapsed" };
+
+export interface TransitionContext {
+  nowMs: number;
+  /** Uniform in [0, 1), for backoff jitter. */
+  random: () => number;
+  /** Hands out the next FIFO sequence number for a job becoming SCHEDULED. */
+  nextReadySeq: () => number;
+}
+
+/**
+ * The one function that changes a job's state (docs/state-machine.md). Returns the new
+ * meta, or null when the job is to be discarded (ExhaustedAction DISCARD). Pure: it does
+ * not touch the input. Throws WORQ_LEASE_NOT_HELD for an Ack/Fail/Renew quoting a lease the
+ * job does not hold (stale or forged), and a plain Error for a transition the engine must
+ * never ask for (a bug).
+ */
+export function transition(meta: JobMeta, event: JobEvent, ctx: TransitionContext): JobMeta | null {
+  const now = ctx.nowMs;
+  switch (event.kind) {
+    case "due": {
+      expectState(meta, event, "DELAYED", "RETRYING");
+      return becomeReady({ ...meta, dueAtMs: undefined }, ctx);
+    }
+    case "lease": {
+      expectState(meta, event, "SCHEDULED");
+      const executionDeadlineMs = now + meta.executionTimeoutMs;
+      return {
+        ...meta,
+        state: "RUNNING",
+        attempt: meta.attempt + 1,
+        startedAtMs: now,
+        updatedAtMs: now,
+        lease: {
+          leaseId: event.leaseId,
+          workerId: event.workerId,
+          expiresAtMs: Math.min(now + meta.reserveForMs, executionDeadlineMs),
+          executionDeadlineMs,
+        },
+      };
+    }
+    case "renew": {
+      const lease = heldLease(meta, event.leaseId);
+      return {
+        ...meta,
+        lease: { ...lease, expiresAtMs: Math.min(now + meta.reserveForMs, lease.executionDeadlineMs) },
+      };
+    }
+    case "ack": {
+      const lease = heldLease(meta, event.leaseId);
+      return settle(meta, lease.leaseId, { state: "COMPLETED", updatedAtMs: now, completedAtMs: now });
+    }
+    case "fail": {
+      const lease = heldLease(meta, event.leaseId);
+      const failure = recordFailure(meta, event.report, now);
+      return afterFailure({ ...meta, fails: meta.fails + 1 }, lease.leaseId, failure, event.report, ctx);
+    }
+    case "lease-lapsed": {
+      if (meta.state !== "RUNNING" || !meta.lease) throw illegal(meta, event);
+      const lease = meta.lease;
+      if (now >= lease.executionDeadlineMs) {
+        // The attempt ran past its execution timeout: a TIMEOUT failure, retried with backoff.
+        const report: FailureReport = {
+          message: `execution timeout of ${meta.executionTimeoutMs} ms passed (worker ${lease.workerId})`,
+          errtype: "ExecutionTimeout",
+          backtrace: [],
+          category: "TIMEOUT",
+        };
+        return afterFailure(meta, lease.leaseId, recordFailure(meta, report, now), report, ctx);
+      }
+      // The worker went quiet: requeue at once (orphan recovery), unless attempts are used up.
+      const report: FailureReport = {
+        message: `lease lapsed: worker ${lease.workerId} neither acked, failed nor renewed in time`,
+        errtype: "LeaseLapsed",
+        backtrace: [],
+        category: "SYSTEM",
+      };
+      const failure = recordFailure(meta, report, now);
+      if (meta.attempt >= meta.retry.maxAttempts) return exhausted(meta, lease.leaseId, failure, now);
+      return becomeReady(settle(meta, lease.leaseId, { failure, updatedAtMs: now }), ctx);
+    }
+  }
+}
+
+function afterFailure(
+  meta: JobMeta,
+  leaseId: string,
+  failure: NonNullable<JobMeta["failure"]>,
+  report: FailureReport,
+  ctx: TransitionContext,
+): JobMeta | null {
+  const now = ctx.nowMs;
+  if (report.category === "PERMANENT") {
+    return settle(meta, leaseId, { state: "FAILED", failure, updatedAtMs: now, completedAtMs: now });
+  }
+  if (report.category === "CANCELLED") {
+    return settle(meta, leaseId, { state: "CANCELLED", failure, updatedAtMs: now, completedAtMs: now });
+  }
+  const attemptsLeft = meta.attempt < meta.retry.maxAttempts;
+  const failsLeft = meta.retry.maxFails === null || meta.fails < meta.retry.maxFails;
+  if (!attemptsLeft || !failsLeft) return exhausted(meta, leaseId, failure, now);
+  const delayMs = report.retryAfterMs ?? backoffDelayMs(meta.retry, meta.attempt, ctx.random);
+  return settle(meta, leaseId, { state: "RETRYING", failure, updatedAtMs: now, dueAtMs: now + delayMs });
+}
+
+function exhausted(meta: JobMeta, leaseId: string, failure: NonNullable<JobMeta["failure"]>, now: number) {
+  if (meta.retry.onExhausted === "DISCARD") return null;
+  return settle(meta, leaseId, { state: "DEAD_LETTER", failure, updatedAtMs: now, completedAtMs: now });
+}
+
+/** Ends the current lease: the lease id moves to history and the given fields apply. */
+function settle(meta: JobMeta, leaseId: string, fields: Partial<JobMeta>): JobMeta {
+  return { ...meta, ...fields, lease: undefined, previousLeaseIds: [...meta.previousLeaseIds, leaseId] };
+}
+
+function becomeReady(meta: JobMeta, ctx: TransitionContext): JobMeta {
+  return {
+    ...meta,
+    state: "SCHEDULED",
+    readySeq: ctx.nextReadySeq(),
+    enqueuedAtMs: ctx.nowMs,
+    updatedAtMs: ctx.nowMs,
+    dueAtMs: undefined,
+  };
+}
+
+function recordFailure(meta: JobMeta, report: FailureReport, now: number): NonNullable<JobMeta["failure"]> {
+  return {
+    failedAtMs: meta.failure?.failedAtMs ?? now,
+    retriedAtMs: now,
+    retryCount: (meta.failure?.retryCount ?? 0) + 1,
+    message: report.message,
+    errtype: report.errtype,
+    backtrace: report.backtrace.slice(0, meta.backtraceFrames),
+    category: report.category,
+  };
+}
+
+function heldLease(meta: JobMeta, leaseId: string) {
+  if (meta.state !== "RUNNING" || !meta.lease || meta.lease.leaseId !== leaseId) {
+    throw new WorqError(
+      "WORQ_LEASE_NOT_HELD",
+      `lease ${leaseId} is not the live lease of job ${meta.jid} (job is ${meta.state}); it lapsed or was settled, nothing changed`,
+      "lease_id",
+    );
+  }
+  return meta.lease;
+}
+
+function expectState(meta: JobMeta, event: JobEvent, ...states: JobState[]): void {
+  if (!states.includes(meta.state)) throw illegal(meta, event);
+}
+
+function illegal(meta: JobMeta, event: JobEvent): Error {
+  return new Error(`illegal transition: ${event.kind} on job ${meta.jid} in state ${meta.state}`);
+}

@@ -1,0 +1,48 @@
+import type { JobBody, JobMeta } from "./job.js";
+
+/** Totals kept across restarts (server info). */
+export interface Counters {
+  submitted: number;
+  processed: number;
+  failed: number;
+  evicted: number;
+}
+
+/** One write of a commit; a commit applies all of its writes atomically. */
+export type StoreWrite =
+  /** A new job: both records. */
+  | { kind: "put-job"; meta: JobMeta; body: JobBody }
+  /** A transition of an existing job; `previous` is what the store held, for index upkeep. */
+  | { kind: "put-meta"; meta: JobMeta; previous: JobMeta }
+  /** A result stored by Ack. */
+  | { kind: "put-result"; jid: string; result: Uint8Array }
+  /** Removes the job, its body, its result and every index entry. */
+  | { kind: "delete-job"; meta: JobMeta }
+  | { kind: "put-counters"; counters: Counters };
+
+/**
+ * The storage port. The engine serialises every read-modify-write itself (one writer), so a
+ * Store only has to apply each commit atomically and in call order, and resolve a commit
+ * only once it is durable (fsync'd). Concurrent commits may share one fsync (group commit).
+ * A backend is defined by test/storage/store-conformance.ts, which every backend runs.
+ */
+export interface Store {
+  /** Short name shown in server info, e.g. "leveldb". */
+  readonly kind: string;
+  open(): Promise<void>;
+  /** Waits for pending commits, then releases the backend. */
+  close(): Promise<void>;
+  /**
+   * Applies `writes` atomically, after every earlier commit, and resolves once durable.
+   * Rejects with WORQ_UNAVAILABLE when the backend cannot write; nothing of it is then applied.
+   */
+  commit(writes: StoreWrite[]): Promise<void>;
+  getMeta(jid: string): Promise<JobMeta | undefined>;
+  /** Bodies of `jids`, in order; undefined where a job does not exist. */
+  getBodies(jids: readonly string[]): Promise<(JobBody | undefined)[]>;
+  getResult(jid: string): Promise<Uint8Array | undefined>;
+  /** Every job not in a terminal state (recovery), in no particular order. */
+  liveJobs(): AsyncIterable<JobMeta>;
+  /** Totals as of the last commit; zeros for a new store. */
+  getCounters(): Promise<Counters>;
+}

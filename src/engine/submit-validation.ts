@@ -1,0 +1,122 @@
+import { WorqError, invalid } from "./errors.js";
+import { PRIORITY_NORMAL, type JobBody, type JobMeta, type SubmitInput } from "./job.js";
+import { LIMITS } from "./limits.js";
+import { resolveRetryPolicy } from "./retry-policy.js";
+
+export interface NewJob {
+  meta: JobMeta;
+  body: JobBody;
+}
+
+/**
+ * Checks one submitted job and builds its records, with every default resolved. Throws
+ * WORQ_INVALID_ARGUMENT or WORQ_TOO_LARGE naming the field as `${field}.<name>` (e.g.
+ * "job.queue", "jobs[3].payload"); nothing is created when it throws.
+ */
+export function buildNewJob(
+  input: SubmitInput,
+  field: string,
+  ids: { jid: string; nowMs: number },
+  maxJobBytes: number,
+): NewJob {
+  const { jid, nowMs } = ids;
+  if (!input.type) invalid(`${field}.type`, "is required");
+  if (input.type.length > LIMITS.typeMaxChars) invalid(`${field}.type`, `must be at most ${LIMITS.typeMaxChars} chars`);
+  const queue = input.queue || LIMITS.defaultQueue;
+  checkQueueName(queue, `${field}.queue`);
+  const priority = input.priority ?? PRIORITY_NORMAL;
+  if (input.atMs !== undefined && input.delayMs !== undefined) {
+    invalid(`${field}.at`, "set `at` or `delay`, not both");
+  }
+  if (input.delayMs !== undefined && input.delayMs < 0) invalid(`${field}.delay`, "must not be negative");
+  const reserveForMs = input.reserveForMs ?? LIMITS.defaultReserveForMs;
+  if (reserveForMs < LIMITS.minReserveForMs || reserveForMs > LIMITS.maxReserveForMs) {
+    invalid(`${field}.reserve_for`, "must be between 1s and 24h");
+  }
+  const executionTimeoutMs = input.executionTimeoutMs ?? LIMITS.defaultExecutionTimeoutMs;
+  if (executionTimeoutMs <= 0 || executionTimeoutMs > LIMITS.maxExecutionTimeoutMs) {
+    invalid(`${field}.execution_timeout`, "must be more than 0 and at most 24h");
+  }
+  const backtraceFrames = input.backtraceFrames ?? 0;
+  if (backtraceFrames > LIMITS.maxBacktraceFrames) {
+    invalid(`${field}.backtrace`, `must be at most ${LIMITS.maxBacktraceFrames}`);
+  }
+  const tags = input.tags ?? {};
+  checkTags(tags, `${field}.tags`);
+  const correlationId = input.correlationId ?? "";
+  if (correlationId.length > LIMITS.correlationIdMaxChars) {
+    invalid(`${field}.correlation_id`, `must be at most ${LIMITS.correlationIdMaxChars} chars`);
+  }
+  const retry = resolveRetryPolicy(input.retry, `${field}.retry`);
+  const payload = input.payload ?? new Uint8Array();
+  checkJobSize(input, payload, field, maxJobBytes);
+
+  const runAtMs = input.atMs ?? (input.delayMs !== undefined ? nowMs + input.delayMs : undefined);
+  const delayed = runAtMs !== undefined && runAtMs > nowMs;
+  const meta: JobMeta = {
+    jid,
+    type: input.type,
+    queue,
+    priority,
+    state: delayed ? "DELAYED" : "SCHEDULED",
+    attempt: 0,
+    fails: 0,
+    reserveForMs,
+    executionTimeoutMs,
+    retry,
+    backtraceFrames,
+    createdAtMs: nowMs,
+    updatedAtMs: nowMs,
+    readySeq: 0,
+    previousLeaseIds: [],
+    ...(delayed ? { atMs: runAtMs, dueAtMs: runAtMs } : { enqueuedAtMs: nowMs }),
+  };
+  const body: JobBody = { payload, tags, correlationId };
+  if (input.args !== undefined) body.args = input.args;
+  if (input.kwargs !== undefined) body.kwargs = input.kwargs;
+  if (input.custom !== undefined) body.custom = input.custom;
+  return { meta, body };
+}
+
+/** Throws WORQ_INVALID_ARGUMENT unless `name` is a valid queue name. */
+export function checkQueueName(name: string, field: string): void {
+  if (name.length > LIMITS.queueMaxChars) invalid(field, `must be at most ${LIMITS.queueMaxChars} chars`);
+  if (!LIMITS.queuePattern.test(name)) {
+    invalid(field, `${JSON.stringify(name)} must match ^[a-zA-Z][a-zA-Z0-9_.-]*$`);
+  }
+}
+
+function checkTags(tags: Record<string, string>, field: string): void {
+  const keys = Object.keys(tags);
+  if (keys.length > LIMITS.maxTags) invalid(field, `at most ${LIMITS.maxTags} tags`);
+  for (const key of keys) {
+    if (key.length === 0 || key.length > LIMITS.tagKeyMaxChars) {
+      invalid(field, `tag keys must be 1–${LIMITS.tagKeyMaxChars} chars`);
+    }
+    if (tags[key]!.length > LIMITS.tagValueMaxChars) {
+      invalid(`${field}[${key}]`, `must be at most ${LIMITS.tagValueMaxChars} chars`);
+    }
+  }
+}
+
+function checkJobSize(input: SubmitInput, payload: Uint8Array, field: string, maxJobBytes: number): void {
+  const sizes: [string, number][] = [
+    ["payload", payload.byteLength],
+    ["args", jsonBytes(input.args)],
+    ["kwargs", jsonBytes(input.kwargs)],
+    ["custom", jsonBytes(input.custom)],
+  ];
+  const total = sizes.reduce((n, [, size]) => n + size, 0);
+  if (total <= maxJobBytes) return;
+  const [largest] = [...sizes].sort((a, b) => b[1] - a[1])[0]!;
+  const detail = sizes.map(([name, size]) => `${name} ${size}`).join(", ");
+  throw new WorqError(
+    "WORQ_TOO_LARGE",
+    `${field}.${largest}: job data is ${total} bytes (${detail}); the limit is ${maxJobBytes} bytes`,
+    `${field}.${largest}`,
+  );
+}
+
+function jsonBytes(value: unknown): number {
+  return value === undefined ? 0 : Buffer.byteLength(JSON.stringify(value));
+}

@@ -1,0 +1,54 @@
+/** What a timer entry wakes: a due DELAYED/RETRYING job, or a lease to check for lapse. */
+export interface TimerEntry {
+  atMs: number;
+  jid: string;
+  kind: "due" | "lease";
+}
+
+/**
+ * A binary min-heap of timer entries by time. Entries are never removed early: a popped
+ * entry is checked against the job's current meta and dropped if it no longer applies.
+ */
+export class TimerHeap {
+  private readonly heap: TimerEntry[] = [];
+
+  get size(): number {
+    return this.heap.length;
+  }
+
+  push(entry: TimerEntry): void {
+    const heap = this.heap;
+    heap.push(entry);
+    let i = heap.length - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (heap[parent]!.atMs <= entry.atMs) break;
+      heap[i] = heap[parent]!;
+      i = parent;
+    }
+    heap[i] = entry;
+  }
+
+  peek(): TimerEntry | undefined {
+    return this.heap[0];
+  }
+
+  pop(): TimerEntry | undefined {
+    const heap = this.heap;
+    const top = heap[0];
+    const last = heap.pop();
+    if (top === undefined || last === undefined || heap.length === 0) return top;
+    let i = 0;
+    for (;;) {
+      const left = 2 * i + 1;
+      if (left >= heap.length) break;
+      const right = left + 1;
+      const child = right < heap.length && heap[right]!.atMs < heap[left]!.atMs ? right : left;
+      if (heap[child]!.atMs >= last.atMs) break;
+      heap[i] = heap[child]!;
+      i = child;
+    }
+    heap[i] = last;
+    return top;
+  }
+}

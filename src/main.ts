@@ -1,0 +1,75 @@
+import * as grpc from "@grpc/grpc-js";
+import { resolve } from "node:path";
+import type { ServerConfig } from "./config.js";
+import { systemClock } from "./engine/clock.js";
+import { Engine } from "./engine/engine.js";
+import type { Logger } from "./log.js";
+import { LevelStore } from "./storage/level/level-store.js";
+import { createAdminService } from "./transport/admin-service.js";
+import { createGrpcServer } from "./transport/grpc-server.js";
+import { createProducerService } from "./transport/producer-service.js";
+import { createWorkerService } from "./transport/worker-service.js";
+import { packageVersion } from "./version.js";
+import { driveEngineTimers } from "./wakeup.js";
+
+export interface RunningServer {
+  grpcPort: number;
+  /** Graceful stop: refuse new work, tell workers to reconnect, finish in-flight writes, close the store. */
+  close(): Promise<void>;
+}
+
+/** Overhead a batch or a job's non-data fields may add above the job data limit. */
+const MESSAGE_OVERHEAD_BYTES = 4 * 1024 * 1024;
+
+/** The composition root: config -> store -> engine -> gRPC server. */
+export async function startServer(config: ServerConfig, log: Logger, onFatal: (error: unknown) => void): Promise<RunningServer> {
+  const startedAtMs = systemClock.nowMs();
+  const store = new LevelStore(resolve(config.dataDir));
+  const engine = new Engine({
+    store,
+    clock: systemClock,
+    maxJobBytes: config.maxJobBytes,
+    orphanGraceMs: config.orphanGraceMs,
+    onFatal: (error) => {
+      log.error("storage failed; refusing all work (fail-stop)", { error: String(error) });
+      onFatal(error);
+    },
+  });
+  await engine.open();
+  const stopTimers = driveEngineTimers(engine);
+  const { server, health } = createGrpcServer(
+    {
+      producer: createProducerService(engine, log),
+      worker: createWorkerService(engine, log, { keepaliveIntervalMs: config.keepaliveIntervalMs }),
+      admin: createAdminService(engine, log, { version: packageVersion(), startedAtMs, clock: systemClock }),
+    },
+    { maxReceiveMessageBytes: Math.max(config.maxJobBytes * 2, config.maxJobBytes + MESSAGE_OVERHEAD_BYTES) },
+  );
+  const grpcPort = await new Promise<number>((ok, fail) =>
+    server.bindAsync(`${config.host}:${config.port}`, grpc.ServerCredentials.createInsecure(), (error, port) =>
+      error ? fail(error) : ok(port),
+    ),
+  );
+  const info = engine.info();
+  log.info("recovered", { liveJobs: info.liveJobs, dataDir: resolve(config.dataDir) });
+
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      health.setStatus("", "NOT_SERVING");
+      engine.beginShutdown();
+      stopTimers();
+      await new Promise<void>((done) => {
+        const force = setTimeout(() => {
+          server.forceShutdown();
+          done();
+        }, 5_000);
+        server.tryShutdown(() => {
+          clearTimeout(force);
+          done();
+        });
+      });
+      await engine.close();
+    })());
+  return { grpcPort, close };
+}

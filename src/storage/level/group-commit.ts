@@ -1,0 +1,40 @@
+/**
+ * Serialises durable batch writes and lets concurrent callers share one fsync: while one
+ * write is in flight, everything that arrives queues up and goes out as the next single
+ * write (research/stack.md §3.2: ~2× here, 10–50× on disks with slower fsync).
+ * Writes are applied in call order; a failed write rejects every caller in it.
+ */
+export class GroupCommitter<Op> {
+  private queue: { ops: Op[]; resolve: () => void; reject: (error: unknown) => void }[] = [];
+  private idle: Promise<void> = Promise.resolve();
+  private writing = false;
+
+  constructor(private readonly writeDurably: (ops: Op[]) => Promise<void>) {}
+
+  commit(ops: Op[]): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ ops, resolve, reject });
+      if (!this.writing) this.idle = this.drain();
+    });
+  }
+
+  /** Resolves when every commit issued so far has settled. */
+  async flushed(): Promise<void> {
+    await this.idle;
+  }
+
+  private async drain(): Promise<void> {
+    this.writing = true;
+    while (this.queue.length > 0) {
+      const group = this.queue;
+      this.queue = [];
+      try {
+        await this.writeDurably(group.flatMap((entry) => entry.ops));
+        for (const entry of group) entry.resolve();
+      } catch (error) {
+        for (const entry of group) entry.reject(error);
+      }
+    }
+    this.writing = false;
+  }
+}

@@ -1,0 +1,29 @@
+/**
+ * The LevelDB key layout, and the only place that builds keys. Documented in docs/keyspace.md.
+ * Keys are UTF-8 strings; `/` separates parts; a range of one prefix is [prefix, prefix + "\xff").
+ */
+export const KEYS = {
+  /** JobMeta as JSON: the mutable, small record rewritten on every transition. */
+  meta: (jid: string) => `j/${jid}`,
+  /** JobBody (codec.ts): the immutable data, written once. */
+  body: (jid: string) => `b/${jid}`,
+  /** Result bytes of a completed job. */
+  result: (jid: string) => `r/${jid}`,
+  /** Present (empty value) while the job is not terminal: the recovery index. */
+  live: (jid: string) => `l/${jid}`,
+  livePrefix: "l/",
+  /** Counters JSON. */
+  counters: "m/counters",
+  /** Keyspace layout version, "1". */
+  layoutVersion: "m/layout-version",
+} as const;
+
+/** The jid of a `l/<jid>` key. */
+export function jidOfLiveKey(key: string): string {
+  return key.slice(KEYS.livePrefix.length);
+}
+
+/** Bounds for iterating every key that starts with `prefix`. */
+export function prefixRange(prefix: string): { gte: string; lt: string } {
+  return { gte: prefix, lt: `${prefix}\xff` };
+}

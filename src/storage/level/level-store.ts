@@ -1,0 +1,128 @@
+import { mkdirSync } from "node:fs";
+import { Level } from "level";
+import { WorqError } from "../../engine/errors.js";
+import { isTerminal, type JobBody, type JobMeta } from "../../engine/job.js";
+import type { Counters, Store, StoreWrite } from "../../engine/store.js";
+import { decodeBody, decodeJson, decodeMeta, encodeBody, encodeJson, encodeMeta, plainBytes } from "./codec.js";
+import { GroupCommitter } from "./group-commit.js";
+import { KEYS, jidOfLiveKey, prefixRange } from "./keys.js";
+
+type BatchOp = { type: "put"; key: string; value: Uint8Array } | { type: "del"; key: string };
+
+const LAYOUT_VERSION = "1";
+const EMPTY = new Uint8Array();
+
+/**
+ * The embedded LevelDB Store (classic-level via `level`). Every commit is one `db.batch`
+ * with `sync: true` (LevelDB appends to its log and fdatasyncs before the batch resolves);
+ * concurrent commits are group-committed. Key layout: keys.ts and docs/keyspace.md.
+ */
+export class LevelStore implements Store {
+  readonly kind = "leveldb";
+  private readonly db: Level<string, Uint8Array>;
+  private readonly committer: GroupCommitter<BatchOp>;
+
+  constructor(readonly dataDir: string) {
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    this.db = new Level<string, Uint8Array>(dataDir, { keyEncoding: "utf8", valueEncoding: "view" });
+    this.committer = new GroupCommitter((ops) => this.db.batch(ops, { sync: true }));
+  }
+
+  async open(): Promise<void> {
+    try {
+      await this.db.open();
+    } catch (error) {
+      const cause = (error as { cause?: Error }).cause;
+      throw new Error(`cannot open the data dir ${this.dataDir}: ${cause?.message ?? (error as Error).message}`, {
+        cause: error,
+      });
+    }
+    const version = await this.db.get(KEYS.layoutVersion);
+    if (version === undefined) {
+      await this.db.put(KEYS.layoutVersion, encodeJson(LAYOUT_VERSION), { sync: true });
+    } else if (decodeJson<string>(version) !== LAYOUT_VERSION) {
+      throw new Error(`data dir ${this.dataDir} has keyspace layout ${decodeJson<string>(version)}; this server reads ${LAYOUT_VERSION}`);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.committer.flushed();
+    await this.db.close();
+  }
+
+  async commit(writes: StoreWrite[]): Promise<void> {
+    try {
+      await this.committer.commit(writes.flatMap(toBatchOps));
+    } catch (error) {
+      throw new WorqError("WORQ_UNAVAILABLE", `storage write failed: ${(error as Error).message}`);
+    }
+  }
+
+  async getMeta(jid: string): Promise<JobMeta | undefined> {
+    const bytes = await this.db.get(KEYS.meta(jid));
+    return bytes && decodeMeta(bytes);
+  }
+
+  async getBodies(jids: readonly string[]): Promise<(JobBody | undefined)[]> {
+    if (jids.length === 0) return [];
+    const values = await this.db.getMany(jids.map(KEYS.body));
+    return values.map((bytes) => bytes && decodeBody(bytes));
+  }
+
+  async getResult(jid: string): Promise<Uint8Array | undefined> {
+    const bytes = await this.db.get(KEYS.result(jid));
+    return bytes && plainBytes(bytes);
+  }
+
+  async *liveJobs(): AsyncIterable<JobMeta> {
+    const pageSize = 1000;
+    let jids: string[] = [];
+    for await (const key of this.db.keys(prefixRange(KEYS.livePrefix))) {
+      jids.push(jidOfLiveKey(key));
+      if (jids.length === pageSize) {
+        yield* await this.metasOf(jids);
+        jids = [];
+      }
+    }
+    yield* await this.metasOf(jids);
+  }
+
+  private async metasOf(jids: string[]): Promise<JobMeta[]> {
+    if (jids.length === 0) return [];
+    const values = await this.db.getMany(jids.map(KEYS.meta));
+    return values.flatMap((bytes) => (bytes ? [decodeMeta(bytes)] : []));
+  }
+
+  async getCounters(): Promise<Counters> {
+    const bytes = await this.db.get(KEYS.counters);
+    return bytes ? decodeJson<Counters>(bytes) : { submitted: 0, processed: 0, failed: 0, evicted: 0 };
+  }
+}
+
+function toBatchOps(write: StoreWrite): BatchOp[] {
+  switch (write.kind) {
+    case "put-job":
+      return [
+        { type: "put", key: KEYS.meta(write.meta.jid), value: encodeMeta(write.meta) },
+        { type: "put", key: KEYS.body(write.meta.jid), value: encodeBody(write.body) },
+        liveIndexOp(write.meta),
+      ];
+    case "put-meta": {
+      const ops: BatchOp[] = [{ type: "put", key: KEYS.meta(write.meta.jid), value: encodeMeta(write.meta) }];
+      if (isTerminal(write.meta.state) !== isTerminal(write.previous.state)) ops.push(liveIndexOp(write.meta));
+      return ops;
+    }
+    case "put-result":
+      return [{ type: "put", key: KEYS.result(write.jid), value: write.result }];
+    case "delete-job":
+      return [KEYS.meta, KEYS.body, KEYS.result, KEYS.live].map((key) => ({ type: "del", key: key(write.meta.jid) }));
+    case "put-counters":
+      return [{ type: "put", key: KEYS.counters, value: encodeJson(write.counters) }];
+  }
+}
+
+function liveIndexOp(meta: JobMeta): BatchOp {
+  return isTerminal(meta.state)
+    ? { type: "del", key: KEYS.live(meta.jid) }
+    : { type: "put", key: KEYS.live(meta.jid), value: EMPTY };
+}

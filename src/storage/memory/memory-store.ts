@@ -1,0 +1,93 @@
+import type { JobBody, JobMeta } from "../../engine/job.js";
+import { isTerminal } from "../../engine/job.js";
+import type { Counters, Store, StoreWrite } from "../../engine/store.js";
+
+/** The data of a MemoryStore; pass the same one to a new MemoryStore to simulate a restart. */
+export interface MemoryData {
+  metas: Map<string, JobMeta>;
+  bodies: Map<string, JobBody>;
+  results: Map<string, Uint8Array>;
+  counters: Counters;
+}
+
+export function createMemoryData(): MemoryData {
+  return { metas: new Map(), bodies: new Map(), results: new Map(), counters: { submitted: 0, processed: 0, failed: 0, evicted: 0 } };
+}
+
+/**
+ * The reference Store: everything in memory, nothing durable. For fast engine tests; it
+ * passes the same conformance suite as the LevelDB store. Records are copied on the way in
+ * and out so callers cannot alias stored state.
+ */
+export class MemoryStore implements Store {
+  readonly kind = "memory";
+  private chain: Promise<void> = Promise.resolve();
+
+  constructor(readonly data: MemoryData = createMemoryData()) {}
+
+  async open(): Promise<void> {}
+
+  async close(): Promise<void> {
+    await this.chain;
+  }
+
+  commit(writes: StoreWrite[]): Promise<void> {
+    const copied = structuredClone(writes);
+    // Applied in call order, asynchronously, like a real backend.
+    this.chain = this.chain.then(() => this.apply(copied));
+    return this.chain;
+  }
+
+  private apply(writes: StoreWrite[]): void {
+    const { metas, bodies, results } = this.data;
+    for (const write of writes) {
+      switch (write.kind) {
+        case "put-job":
+          metas.set(write.meta.jid, write.meta);
+          bodies.set(write.meta.jid, write.body);
+          break;
+        case "put-meta":
+          metas.set(write.meta.jid, write.meta);
+          break;
+        case "put-result":
+          results.set(write.jid, write.result);
+          break;
+        case "delete-job":
+          metas.delete(write.meta.jid);
+          bodies.delete(write.meta.jid);
+          results.delete(write.meta.jid);
+          break;
+        case "put-counters":
+          this.data.counters = write.counters;
+          break;
+      }
+    }
+  }
+
+  async getMeta(jid: string): Promise<JobMeta | undefined> {
+    const meta = this.data.metas.get(jid);
+    return meta && structuredClone(meta);
+  }
+
+  async getBodies(jids: readonly string[]): Promise<(JobBody | undefined)[]> {
+    return jids.map((jid) => {
+      const body = this.data.bodies.get(jid);
+      return body && structuredClone(body);
+    });
+  }
+
+  async getResult(jid: string): Promise<Uint8Array | undefined> {
+    const result = this.data.results.get(jid);
+    return result && result.slice();
+  }
+
+  async *liveJobs(): AsyncIterable<JobMeta> {
+    for (const meta of [...this.data.metas.values()]) {
+      if (!isTerminal(meta.state)) yield structuredClone(meta);
+    }
+  }
+
+  async getCounters(): Promise<Counters> {
+    return { ...this.data.counters };
+  }
+}

@@ -1,0 +1,217 @@
+import { create, fromJson, toJson, type JsonValue as PbJsonValue } from "@bufbuild/protobuf";
+import {
+  DurationSchema,
+  ListValueSchema,
+  timestampDate,
+  timestampFromMs,
+  type Duration,
+  type ListValue,
+  type Timestamp,
+} from "@bufbuild/protobuf/wkt";
+import { WorqError, invalid } from "../engine/errors.js";
+import type {
+  BackoffStrategy as DomainBackoff,
+  ExhaustedAction as DomainExhausted,
+  FailureCategory as DomainCategory,
+  JobMeta,
+  JobState as DomainState,
+  JobView,
+  JsonValue,
+  PriorityLevel,
+  RetryPolicy as DomainRetryPolicy,
+  SubmitInput,
+} from "../engine/job.js";
+import type { LeaseGrant } from "../engine/engine.js";
+import type { FailureReport } from "../engine/state-machine.js";
+import {
+  BackoffStrategy,
+  ExhaustedAction,
+  FailureCategory,
+  JobSchema,
+  JobState,
+  Priority,
+  RetryPolicySchema,
+  type Job,
+  type JobSpec,
+  type RetryPolicy,
+} from "../../gen/ts/worq/v1/job_pb.js";
+import { LeasedJobSchema, type FailRequest, type LeasedJob } from "../../gen/ts/worq/v1/worker_service_pb.js";
+
+/** Converts a JobSpec to engine input, refusing fields this server does not build yet (UNIMPLEMENTED). */
+export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitInput {
+  if (!spec) invalid(field, "is required");
+  refuseUnbuilt(spec, field);
+  const input: SubmitInput = { type: spec.type };
+  if (spec.queue) input.queue = spec.queue;
+  if (spec.args) input.args = toJson(ListValueSchema, spec.args) as JsonValue[];
+  if (spec.kwargs) input.kwargs = spec.kwargs as SubmitInput["kwargs"];
+  if (spec.custom) input.custom = spec.custom as SubmitInput["custom"];
+  if (spec.payload.byteLength > 0) input.payload = spec.payload;
+  if (spec.priority !== Priority.UNSPECIFIED) input.priority = priorityOf(spec.priority, `${field}.priority`);
+  if (spec.at) input.atMs = timestampMsOf(spec.at, `${field}.at`);
+  if (spec.delay) input.delayMs = durationMsOf(spec.delay, `${field}.delay`);
+  if (spec.reserveFor) input.reserveForMs = durationMsOf(spec.reserveFor, `${field}.reserve_for`);
+  if (spec.executionTimeout) input.executionTimeoutMs = durationMsOf(spec.executionTimeout, `${field}.execution_timeout`);
+  if (spec.retry) input.retry = retryInputOf(spec.retry, `${field}.retry`);
+  if (spec.backtrace) input.backtraceFrames = spec.backtrace;
+  if (Object.keys(spec.tags).length > 0) input.tags = { ...spec.tags };
+  if (spec.correlationId) input.correlationId = spec.correlationId;
+  return input;
+}
+
+function refuseUnbuilt(spec: JobSpec, field: string): void {
+  const unbuilt: [string, boolean][] = [
+    ["ttl", spec.ttl !== undefined],
+    ["idempotency_key", spec.idempotencyKey !== ""],
+    ["depends_on", spec.dependsOn !== undefined],
+    ["batch_ref", spec.batchRef !== ""],
+    ["callback_url", spec.callbackUrl !== ""],
+  ];
+  for (const [name, set] of unbuilt) {
+    if (set) {
+      throw new WorqError(
+        "WORQ_UNIMPLEMENTED",
+        `${field}.${name}: not supported by this server yet; leave it unset (nothing was stored)`,
+        `${field}.${name}`,
+      );
+    }
+  }
+}
+
+function retryInputOf(retry: RetryPolicy, field: string): Partial<DomainRetryPolicy> {
+  const out: Partial<DomainRetryPolicy> = {};
+  if (retry.maxAttempts !== undefined) out.maxAttempts = retry.maxAttempts;
+  if (retry.maxFails !== undefined) out.maxFails = retry.maxFails;
+  if (retry.backoff !== BackoffStrategy.UNSPECIFIED) out.backoff = enumName(BackoffStrategy, retry.backoff, `${field}.backoff`, "BACKOFF_STRATEGY_") as DomainBackoff;
+  if (retry.initialDelay) out.initialDelayMs = durationMsOf(retry.initialDelay, `${field}.initial_delay`);
+  if (retry.multiplier !== undefined) out.multiplier = retry.multiplier;
+  if (retry.maxDelay) out.maxDelayMs = durationMsOf(retry.maxDelay, `${field}.max_delay`);
+  if (retry.jitter) out.jitter = true;
+  if (retry.onExhausted !== ExhaustedAction.UNSPECIFIED) {
+    out.onExhausted = enumName(ExhaustedAction, retry.onExhausted, `${field}.on_exhausted`, "EXHAUSTED_ACTION_") as DomainExhausted;
+  }
+  return out;
+}
+
+/** Converts a Fail request's failure fields (prefix names the request in error messages). */
+export function failureReportOf(request: FailRequest, prefix: string): FailureReport {
+  const report: FailureReport = {
+    message: request.message,
+    errtype: request.errtype,
+    backtrace: [...request.backtrace],
+    category:
+      request.category === FailureCategory.UNSPECIFIED
+        ? "TEMPORARY"
+        : (enumName(FailureCategory, request.category, `${prefix}category`, "FAILURE_CATEGORY_") as DomainCategory),
+  };
+  if (request.retryAfter) report.retryAfterMs = durationMsOf(request.retryAfter, `${prefix}retry_after`);
+  return report;
+}
+
+/** The proto Job of a job as stored (result included when given). */
+export function jobOf(view: JobView): Job {
+  const { meta, body } = view;
+  const job = create(JobSchema, {
+    jid: meta.jid,
+    type: meta.type,
+    queue: meta.queue,
+    payload: body.payload,
+    priority: (meta.priority + 1) as Priority,
+    reserveFor: durationOf(meta.reserveForMs),
+    executionTimeout: durationOf(meta.executionTimeoutMs),
+    retry: retryPolicyOf(meta.retry),
+    backtrace: meta.backtraceFrames,
+    tags: body.tags,
+    correlationId: body.correlationId,
+    state: JobState[meta.state as keyof typeof JobState],
+    attempt: meta.attempt,
+    fails: meta.fails,
+    createdAt: timestampFromMs(meta.createdAtMs),
+    updatedAt: timestampFromMs(meta.updatedAtMs),
+    previousLeaseIds: meta.previousLeaseIds,
+  });
+  if (body.args) job.args = fromJson(ListValueSchema, body.args as PbJsonValue);
+  if (body.kwargs) job.kwargs = body.kwargs;
+  if (body.custom) job.custom = body.custom;
+  if (meta.atMs !== undefined) job.at = timestampFromMs(meta.atMs);
+  if (meta.enqueuedAtMs !== undefined) job.enqueuedAt = timestampFromMs(meta.enqueuedAtMs);
+  if (meta.dueAtMs !== undefined) job.scheduledAt = timestampFromMs(meta.dueAtMs);
+  if (meta.startedAtMs !== undefined) job.startedAt = timestampFromMs(meta.startedAtMs);
+  if (meta.completedAtMs !== undefined) job.completedAt = timestampFromMs(meta.completedAtMs);
+  if (meta.lease) {
+    job.leaseExpiresAt = timestampFromMs(meta.lease.expiresAtMs);
+    job.workerId = meta.lease.workerId;
+  }
+  if (meta.failure) {
+    const f = meta.failure;
+    job.failure = {
+      $typeName: "worq.v1.Failure",
+      failedAt: timestampFromMs(f.failedAtMs),
+      retriedAt: timestampFromMs(f.retriedAtMs),
+      retryCount: f.retryCount,
+      message: f.message,
+      errtype: f.errtype,
+      backtrace: f.backtrace,
+      category: FailureCategory[f.category],
+    };
+  }
+  if (view.result) job.result = view.result;
+  return job;
+}
+
+export function leasedJobOf(grant: LeaseGrant): LeasedJob {
+  const lease = grant.meta.lease!;
+  return create(LeasedJobSchema, {
+    job: jobOf(grant),
+    leaseId: lease.leaseId,
+    leaseExpiresAt: timestampFromMs(lease.expiresAtMs),
+    executionDeadline: timestampFromMs(lease.executionDeadlineMs),
+  });
+}
+
+export function stateOf(state: DomainState): JobState {
+  return JobState[state];
+}
+
+function retryPolicyOf(policy: DomainRetryPolicy): RetryPolicy {
+  return create(RetryPolicySchema, {
+    maxAttempts: policy.maxAttempts,
+    ...(policy.maxFails !== null ? { maxFails: policy.maxFails } : {}),
+    backoff: BackoffStrategy[policy.backoff],
+    initialDelay: durationOf(policy.initialDelayMs),
+    multiplier: policy.multiplier,
+    maxDelay: durationOf(policy.maxDelayMs),
+    jitter: policy.jitter,
+    onExhausted: ExhaustedAction[policy.onExhausted],
+  });
+}
+
+function priorityOf(priority: Priority, field: string): PriorityLevel {
+  if (priority < Priority.CRITICAL || priority > Priority.BULK) invalid(field, `unknown priority ${priority}`);
+  return (priority - 1) as PriorityLevel;
+}
+
+function enumName(enumObject: Record<string, string | number>, value: number, field: string, prefix: string): string {
+  const name = enumObject[value];
+  if (typeof name !== "string" || value === 0) invalid(field, `unknown value ${value} (${prefix}*)`);
+  return name;
+}
+
+export function durationMsOf(duration: Duration, field: string): number {
+  const ms = Number(duration.seconds) * 1000 + Math.trunc(duration.nanos / 1_000_000);
+  if (duration.seconds < 0n || duration.nanos < 0) invalid(field, "must not be negative");
+  if (!Number.isSafeInteger(ms)) invalid(field, "is out of range");
+  return ms;
+}
+
+export function durationOf(ms: number): Duration {
+  return create(DurationSchema, { seconds: BigInt(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1_000_000 });
+}
+
+function timestampMsOf(timestamp: Timestamp, field: string): number {
+  const ms = timestampDate(timestamp).getTime();
+  if (!Number.isFinite(ms)) invalid(field, "is not a valid time");
+  return ms;
+}
+
+

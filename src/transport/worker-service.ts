@@ -1,0 +1,129 @@
+import { create } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import type { Engine, LeaseGrant } from "../engine/engine.js";
+import type { Logger } from "../log.js";
+import {
+  ControlAction,
+  ItemResultSchema,
+  LeaseResponseSchema,
+  WorkerService,
+  type ItemResult,
+  type LeaseRequest,
+  type LeaseResponse,
+} from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { failureReportOf, leasedJobOf, stateOf } from "./convert.js";
+import { toConnectError } from "./error-mapping.js";
+import { guarded } from "./handler-guard.js";
+import { Outbox } from "./outbox.js";
+
+export interface WorkerServiceOptions {
+  /** An idle Lease stream gets a keepalive message this often (must stay under 30 s). */
+  keepaliveIntervalMs: number;
+}
+
+interface OutboxEntry {
+  message: LeaseResponse;
+  /** The stream ends after this message. */
+  last: boolean;
+}
+
+/** worq.v1.WorkerService: Lease as an async generator over the engine's push sessions. */
+export function createWorkerService(engine: Engine, log: Logger, options: WorkerServiceOptions): ServiceImpl<typeof WorkerService> {
+  async function* lease(request: LeaseRequest, ctx: HandlerContext): AsyncGenerator<LeaseResponse> {
+    const outbox = new Outbox<OutboxEntry>();
+    let session;
+    try {
+      session = engine.openLease(
+        { queues: [...request.queues], workerId: request.workerId, credits: request.credits, labels: { ...request.labels } },
+        {
+          deliver: (grants: LeaseGrant[]) =>
+            outbox.push({
+              message: create(LeaseResponseSchema, { kind: { case: "jobs", value: { jobs: grants.map(leasedJobOf) } } }),
+              last: false,
+            }),
+          control: (action, reason) =>
+            outbox.push({
+              message: create(LeaseResponseSchema, {
+                kind: { case: "control", value: { action: ControlAction[action], reason } },
+              }),
+              last: action !== "QUIET",
+            }),
+        },
+      );
+    } catch (error) {
+      throw toConnectError(error, log, "Lease");
+    }
+    log.info("worker connected", { workerId: request.workerId, queues: request.queues, credits: request.credits });
+    try {
+      for (;;) {
+        const next = await outbox.next(options.keepaliveIntervalMs, ctx.signal);
+        if (next.kind === "aborted") return;
+        if (next.kind === "timeout") {
+          yield create(LeaseResponseSchema, { kind: { case: "keepalive", value: {} } });
+          continue;
+        }
+        yield next.item.message;
+        if (next.item.last) return;
+      }
+    } finally {
+      session.close();
+      log.info("worker disconnected", { workerId: request.workerId, reason: ctx.signal.aborted ? "stream cancelled" : "server ended stream" });
+    }
+  }
+
+  /** Runs one item of a batch call, turning its error into a per-item status. */
+  async function item(jid: string, run: () => Promise<{ state?: JobState }>): Promise<ItemResult> {
+    try {
+      return create(ItemResultSchema, { jid, ...(await run()) });
+    } catch (error) {
+      const connectError = toConnectError(error, log, "Report");
+      return create(ItemResultSchema, { jid, code: connectError.code, message: connectError.rawMessage });
+    }
+  }
+
+  return {
+    lease,
+    ack: guarded("Ack", log, async (request) => {
+      await engine.ack(request.jid, request.leaseId, request.result);
+      return {};
+    }),
+    fail: guarded("Fail", log, async (request) => {
+      const outcome = await engine.fail(request.jid, request.leaseId, failureReportOf(request, ""));
+      return {
+        state: outcome.state === null ? JobState.UNSPECIFIED : stateOf(outcome.state),
+        ...(outcome.retryAtMs !== undefined ? { retryAt: timestampFromMs(outcome.retryAtMs) } : {}),
+      };
+    }),
+    renew: guarded("Renew", log, async (request) => {
+      const results = await Promise.all(
+        request.leases.map(async (ref, i) => {
+          try {
+            const expiresAtMs = await engine.renew(ref.jid, ref.leaseId, `leases[${i}].`);
+            return { jid: ref.jid, code: 0, message: "", leaseExpiresAt: timestampFromMs(expiresAtMs) };
+          } catch (error) {
+            const connectError = toConnectError(error, log, "Renew");
+            return { jid: ref.jid, code: connectError.code, message: connectError.rawMessage };
+          }
+        }),
+      );
+      return { results };
+    }),
+    report: guarded("Report", log, async (request) => {
+      const acks = await Promise.all(
+        request.acks.map((ack, i) => item(ack.jid, async () => {
+          await engine.ack(ack.jid, ack.leaseId, ack.result, `acks[${i}].`);
+          return {};
+        })),
+      );
+      const fails = await Promise.all(
+        request.fails.map((fail, i) => item(fail.jid, async () => {
+          const outcome = await engine.fail(fail.jid, fail.leaseId, failureReportOf(fail, `fails[${i}].`), `fails[${i}].`);
+          return { state: outcome.state === null ? JobState.UNSPECIFIED : stateOf(outcome.state) };
+        })),
+      );
+      return { acks, fails };
+    }),
+  };
+}

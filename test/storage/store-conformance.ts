@@ -1,0 +1,155 @@
+import { randomUUID } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import type { JobBody, JobMeta, JobState } from "../../src/engine/job.js";
+import type { Store } from "../../src/engine/store.js";
+
+/** A store under test plus a way to simulate a restart on the same data. */
+export interface StoreFixture {
+  store: Store;
+  /** Closes the store and opens a fresh instance on the same data. */
+  reopen(): Promise<Store>;
+  cleanup(): Promise<void>;
+}
+
+export function metaOf(jid: string, state: JobState = "SCHEDULED", readySeq = 1): JobMeta {
+  return {
+    jid,
+    type: "email.send",
+    queue: "default",
+    priority: 2,
+    state,
+    attempt: 0,
+    fails: 0,
+    reserveForMs: 300_000,
+    executionTimeoutMs: 1_800_000,
+    retry: {
+      maxAttempts: 3,
+      maxFails: null,
+      backoff: "EXPONENTIAL",
+      initialDelayMs: 1000,
+      multiplier: 2,
+      maxDelayMs: 3_600_000,
+      jitter: false,
+      onExhausted: "DEAD_LETTER",
+    },
+    backtraceFrames: 0,
+    createdAtMs: 1000,
+    updatedAtMs: 1000,
+    readySeq,
+    previousLeaseIds: [],
+  };
+}
+
+export function bodyOf(payload: number[] = [0, 1, 2, 255]): JobBody {
+  return {
+    args: [1, "two", { three: [3] }],
+    kwargs: { to: "a@example.com" },
+    custom: { locale: "EN_us" },
+    payload: new Uint8Array(payload),
+    tags: { team: "growth" },
+    correlationId: "trace-1",
+  };
+}
+
+async function collect(store: Store): Promise<JobMeta[]> {
+  const out: JobMeta[] = [];
+  for await (const meta of store.liveJobs()) out.push(meta);
+  return out;
+}
+
+/** The behaviour every Store backend must have. New Store behaviour lands here first. */
+export function describeStoreConformance(name: string, setup: () => Promise<StoreFixture>): void {
+  describe(`Store conformance: ${name}`, () => {
+    it("stores a new job's meta and body and reads them back unchanged", async () => {
+      const { store, cleanup } = await setup();
+      const jid = randomUUID();
+      await store.commit([{ kind: "put-job", meta: metaOf(jid), body: bodyOf() }]);
+      expect(await store.getMeta(jid)).toEqual(metaOf(jid));
+      const [body, missing] = await store.getBodies([jid, randomUUID()]);
+      expect(body).toEqual(bodyOf());
+      expect(body!.payload).toBeInstanceOf(Uint8Array);
+      expect(missing).toBeUndefined();
+      await cleanup();
+    });
+
+    it("lists only non-terminal jobs as live, following transitions", async () => {
+      const { store, cleanup } = await setup();
+      const [a, b] = [randomUUID(), randomUUID()];
+      await store.commit([
+        { kind: "put-job", meta: metaOf(a), body: bodyOf() },
+        { kind: "put-job", meta: metaOf(b), body: bodyOf() },
+      ]);
+      await store.commit([{ kind: "put-meta", meta: metaOf(a, "COMPLETED"), previous: metaOf(a) }]);
+      expect((await collect(store)).map((m) => m.jid)).toEqual([b]);
+      expect((await store.getMeta(a))!.state).toBe("COMPLETED");
+      await store.commit([{ kind: "put-meta", meta: metaOf(a, "SCHEDULED", 9), previous: metaOf(a, "COMPLETED") }]);
+      expect((await collect(store)).map((m) => m.jid).sort()).toEqual([a, b].sort());
+      await cleanup();
+    });
+
+    it("applies commits in call order even when issued concurrently", async () => {
+      const { store, cleanup } = await setup();
+      const jid = randomUUID();
+      await store.commit([{ kind: "put-job", meta: metaOf(jid), body: bodyOf() }]);
+      const commits = Array.from({ length: 50 }, (_, i) =>
+        store.commit([{ kind: "put-meta", meta: metaOf(jid, "SCHEDULED", i + 2), previous: metaOf(jid, "SCHEDULED", i + 1) }]),
+      );
+      await Promise.all(commits);
+      expect((await store.getMeta(jid))!.readySeq).toBe(51);
+      await cleanup();
+    });
+
+    it("stores results and deletes a job with everything it owns", async () => {
+      const { store, cleanup } = await setup();
+      const jid = randomUUID();
+      await store.commit([{ kind: "put-job", meta: metaOf(jid, "RUNNING"), body: bodyOf() }]);
+      await store.commit([
+        { kind: "put-meta", meta: metaOf(jid, "COMPLETED"), previous: metaOf(jid, "RUNNING") },
+        { kind: "put-result", jid, result: new Uint8Array([9, 8, 7]) },
+      ]);
+      expect(await store.getResult(jid)).toEqual(new Uint8Array([9, 8, 7]));
+      await store.commit([{ kind: "delete-job", meta: metaOf(jid, "COMPLETED") }]);
+      expect(await store.getMeta(jid)).toBeUndefined();
+      expect(await store.getBodies([jid])).toEqual([undefined]);
+      expect(await store.getResult(jid)).toBeUndefined();
+      expect(await collect(store)).toEqual([]);
+      await cleanup();
+    });
+
+    it("keeps counters, starting from zero", async () => {
+      const { store, cleanup } = await setup();
+      expect(await store.getCounters()).toEqual({ submitted: 0, processed: 0, failed: 0, evicted: 0 });
+      await store.commit([
+        { kind: "put-counters", counters: { submitted: 1, processed: 0, failed: 0, evicted: 0 } },
+        { kind: "put-counters", counters: { submitted: 2, processed: 1, failed: 0, evicted: 0 } },
+      ]);
+      expect(await store.getCounters()).toEqual({ submitted: 2, processed: 1, failed: 0, evicted: 0 });
+      await cleanup();
+    });
+
+    it("keeps everything committed across a reopen", async () => {
+      const fixture = await setup();
+      const jids = Array.from({ length: 1500 }, () => randomUUID());
+      await Promise.all(
+        jids.map((jid, i) => fixture.store.commit([{ kind: "put-job", meta: metaOf(jid, "SCHEDULED", i + 1), body: bodyOf([i % 256]) }])),
+      );
+      await fixture.store.commit([{ kind: "put-counters", counters: { submitted: 1500, processed: 0, failed: 0, evicted: 0 } }]);
+      const reopened = await fixture.reopen();
+      const live = await collect(reopened);
+      expect(live.map((m) => m.jid).sort()).toEqual([...jids].sort());
+      expect((await reopened.getBodies([jids[7]!]))[0]!.payload).toEqual(new Uint8Array([7]));
+      expect((await reopened.getCounters()).submitted).toBe(1500);
+      await fixture.cleanup();
+    });
+
+    it("keeps a body of 1 MiB of binary bytes intact", async () => {
+      const { store, cleanup } = await setup();
+      const jid = randomUUID();
+      const payload = Array.from({ length: 1024 * 1024 }, (_, i) => (i * 31) % 256);
+      await store.commit([{ kind: "put-job", meta: metaOf(jid), body: bodyOf(payload) }]);
+      const [body] = await store.getBodies([jid]);
+      expect(Buffer.from(body!.payload).equals(Buffer.from(payload))).toBe(true);
+      await cleanup();
+    });
+  });
+}
