@@ -75,7 +75,8 @@ export interface EngineInfo {
 interface Session extends LeaseSession {
   readonly options: LeaseSessionOptions;
   readonly sink: LeaseSink;
-  readonly held: Set<string>;
+  /** Lease ids delivered on this stream whose outcome the worker has not reported yet. */
+  readonly held: Map<string, string>; // lease id -> jid
   readonly connectedAtMs: number;
   closed: boolean;
 }
@@ -104,7 +105,11 @@ export class Engine {
   private readonly ready = new Map<string, ReadyQueue>();
   private readonly timers = new TimerHeap();
   private readonly sessions = new Map<number, Session>();
-  /** jid -> the session whose stream the job was delivered on. */
+  /**
+   * lease id -> the session whose stream delivered it. A worker's slot stays taken until it
+   * reports the job (Ack/Fail, even a refused stale one) or its stream ends, also when the
+   * lease lapsed meanwhile: its handler may still be running, so credits keep meaning slots.
+   */
   private readonly holders = new Map<string, Session>();
   private readySeq = 0;
   private sessionSeq = 0;
@@ -238,7 +243,7 @@ export class Engine {
       id: ++this.sessionSeq,
       options: { ...options, queues: [...new Set(options.queues)] },
       sink,
-      held: new Set(),
+      held: new Map(),
       connectedAtMs: this.clock.nowMs(),
       closed: false,
       close: () => this.closeSession(session),
@@ -312,7 +317,6 @@ export class Engine {
       if (top.kind === "due" && (meta.state === "DELAYED" || meta.state === "RETRYING") && meta.dueAtMs! <= now) {
         writes.push(this.apply(meta, { kind: "due" }));
       } else if (top.kind === "lease" && meta.state === "RUNNING" && meta.lease!.expiresAtMs <= now) {
-        this.release(meta.jid);
         writes.push(this.apply(meta, { kind: "lease-lapsed" }));
       }
     }
@@ -336,15 +340,16 @@ export class Engine {
     if (!meta) {
       const stored = await this.store.getMeta(jid);
       if (!stored) throw notFound(jid);
+      if (event.kind !== "renew") this.release(event.leaseId);
       throw new WorqError(
         "WORQ_LEASE_NOT_HELD",
         `lease ${event.leaseId} is not the live lease of job ${jid}: the job has finished; nothing changed`,
         "lease_id",
       );
     }
-    const write = this.apply(meta, event); // throws WORQ_LEASE_NOT_HELD before any change
-    if (event.kind !== "renew") this.release(jid);
-    return [write];
+    // A report, even a refused one, frees the worker's slot for that lease.
+    if (event.kind !== "renew") this.release(event.leaseId);
+    return [this.apply(meta, event)]; // throws WORQ_LEASE_NOT_HELD before any change
   }
 
   /** Runs one transition and updates the indexes; returns the write that persists it. */
@@ -379,8 +384,8 @@ export class Engine {
         if (!meta) continue;
         const leaseId = this.newId();
         writes.push(this.apply(meta, { kind: "lease", leaseId, workerId: session.options.workerId }));
-        session.held.add(meta.jid);
-        this.holders.set(meta.jid, session);
+        session.held.set(leaseId, meta.jid);
+        this.holders.set(leaseId, session);
         const leased = this.live.get(meta.jid)!;
         const list = grants.get(session);
         if (list) list.push(leased);
@@ -441,12 +446,12 @@ export class Engine {
     if (atMs !== undefined && this.timers.peek()?.atMs === atMs) this.wakeListener?.();
   }
 
-  /** The job no longer counts against its session's credits. */
-  private release(jid: string): void {
-    const session = this.holders.get(jid);
+  /** The lease no longer takes a slot of the session it was delivered on. */
+  private release(leaseId: string): void {
+    const session = this.holders.get(leaseId);
     if (!session) return;
-    this.holders.delete(jid);
-    session.held.delete(jid);
+    this.holders.delete(leaseId);
+    session.held.delete(leaseId);
   }
 
   private closeSession(session: Session): void {
@@ -454,10 +459,10 @@ export class Engine {
     session.closed = true;
     this.sessions.delete(session.id);
     const capMs = this.clock.nowMs() + this.orphanGraceMs;
-    for (const jid of session.held) {
-      this.holders.delete(jid);
+    for (const [leaseId, jid] of session.held) {
+      this.holders.delete(leaseId);
       const meta = this.live.get(jid);
-      if (meta?.state !== "RUNNING" || !meta.lease || meta.lease.expiresAtMs <= capMs) continue;
+      if (meta?.state !== "RUNNING" || meta.lease?.leaseId !== leaseId || meta.lease.expiresAtMs <= capMs) continue;
       // Memory only: after a restart every lease is capped the same way during recovery.
       const orphaned = { ...meta, lease: { ...meta.lease, expiresAtMs: capMs } };
       this.live.set(jid, orphaned);

@@ -1,0 +1,111 @@
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { StreamWorker } from "./support/clients.js";
+import { startTestServer, type TestServer } from "./support/test-server.js";
+
+async function codeOf(promise: Promise<unknown>): Promise<Code | "ok"> {
+  try {
+    await promise;
+    return "ok";
+  } catch (error) {
+    return ConnectError.from(error).code;
+  }
+}
+
+async function eventually(check: () => Promise<boolean>, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe("leases (real server)", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer({ orphanGraceMs: 300, keepaliveIntervalMs: 100 });
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+
+  it("redelivers a lapsed lease to another worker and refuses the first worker's late Ack", async () => {
+    const { jid } = await server.producer.submit({ job: { type: "slow", queue: "lapse", reserveFor: durationFromMs(1_000) } });
+    const first = new StreamWorker(server, { queues: ["lapse"], workerId: "w-first", credits: 1 });
+    const firstLease = await first.next();
+    const second = new StreamWorker(server, { queues: ["lapse"], workerId: "w-second", credits: 1 });
+    const secondLease = await second.next(3_000); // after reserve_for (1 s) lapses
+    expect(secondLease.job!.jid).toBe(jid);
+    expect(secondLease.job!.attempt).toBe(2);
+    expect(secondLease.leaseId).not.toBe(firstLease.leaseId);
+
+    expect(await codeOf(server.worker.ack({ jid, leaseId: firstLease.leaseId }))).toBe(Code.FailedPrecondition);
+    expect(await codeOf(server.worker.fail({ jid, leaseId: firstLease.leaseId, message: "late" }))).toBe(Code.FailedPrecondition);
+    const { job } = await server.admin.getJob({ jid });
+    expect(job!.state).toBe(JobState.RUNNING);
+    expect(job!.workerId).toBe("w-second");
+
+    await server.worker.ack({ jid, leaseId: secondLease.leaseId });
+    expect((await server.admin.getJob({ jid })).job!.state).toBe(JobState.COMPLETED);
+    await first.stop();
+    await second.stop();
+  });
+
+  it("keeps a renewed lease past reserve_for", async () => {
+    const { jid } = await server.producer.submit({ job: { type: "long", queue: "renew", reserveFor: durationFromMs(1_000) } });
+    const worker = new StreamWorker(server, { queues: ["renew"], workerId: "w-renew", credits: 1 });
+    const leased = await worker.next();
+    for (let i = 0; i < 3; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const { results } = await server.worker.renew({ leases: [{ jid, leaseId: leased.leaseId }] });
+      expect(results[0]!.code).toBe(0);
+    }
+    // 1.5 s after the lease started, beyond its 1 s reserve_for: still ours.
+    await server.worker.ack({ jid, leaseId: leased.leaseId });
+    expect((await server.admin.getJob({ jid })).job!.attempt).toBe(1);
+    await worker.stop();
+  });
+
+  it("frees a cancelled stream at once: no waiter left, new jobs go to live workers, held jobs return after the grace", async () => {
+    const connected = async () => (await server.admin.getServerInfo({})).connectedWorkers;
+    await eventually(async () => (await connected()) === 0); // earlier tests' streams are gone
+    const quitter = new StreamWorker(server, { queues: ["cancel"], workerId: "w-quitter", credits: 1 });
+    await eventually(async () => (await connected()) === 1);
+    const { jid: heldJid } = await server.producer.submit({ job: { type: "held", queue: "cancel", reserveFor: durationFromMs(3_600_000) } });
+    const held = await quitter.next();
+    expect(held.job!.jid).toBe(heldJid);
+    await quitter.stop();
+    await eventually(async () => (await connected()) === 0);
+
+    const stayer = new StreamWorker(server, { queues: ["cancel"], workerId: "w-stayer", credits: 5 });
+    // The orphaned job comes back after the 300 ms grace, though reserve_for is an hour.
+    const returned = await stayer.next(2_000);
+    expect(returned.job!.jid).toBe(heldJid);
+    expect(returned.job!.attempt).toBe(2);
+    const { jid: freshJid } = await server.producer.submit({ job: { type: "fresh", queue: "cancel" } });
+    expect((await stayer.next()).job!.jid).toBe(freshJid);
+    await stayer.stop();
+  });
+
+  it("never holds more jobs on a stream than its credits; an ack returns one credit", async () => {
+    await server.producer.submitBatch({ jobs: Array.from({ length: 5 }, () => ({ type: "credit", queue: "credits" })) });
+    const worker = new StreamWorker(server, { queues: ["credits"], workerId: "w-credits", credits: 2 });
+    const a = await worker.next();
+    await worker.next();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(worker.jobs).toHaveLength(2);
+    await server.worker.ack({ jid: a.job!.jid, leaseId: a.leaseId });
+    await worker.next();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(worker.jobs).toHaveLength(3);
+    await worker.stop();
+  });
+
+  it("sends keepalives on an idle stream", async () => {
+    const worker = new StreamWorker(server, { queues: ["idle"], workerId: "w-idle", credits: 1 });
+    await worker.waitForMessage((m) => m.kind.case === "keepalive", 2_000);
+    await worker.stop();
+  });
+});

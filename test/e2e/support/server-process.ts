@@ -1,0 +1,37 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+/** The built CLI (npm test builds first). */
+export const WORQ_CLI = fileURLToPath(new URL("../../../dist/src/cli/worq.js", import.meta.url));
+
+export interface ServerProcess {
+  port: number;
+  child: ChildProcess;
+  /** Collected stderr (structured logs). */
+  stderr: () => string;
+  /** Resolves with the exit code or signal once the process has exited. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Starts `worq serve` as a child process on a free port and waits for its "listening" line. */
+export async function spawnServer(dataDir: string, extraArgs: string[] = []): Promise<ServerProcess> {
+  const child = spawn(process.execPath, [WORQ_CLI, "serve", "--port", "0", "--data-dir", dataDir, ...extraArgs], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once("exit", (code, signal) => resolve({ code, signal })),
+  );
+  const port = await new Promise<number>((resolve, reject) => {
+    const lines = createInterface({ input: child.stdout! });
+    lines.on("line", (line) => {
+      const match = /"grpcPort":(\d+)/.exec(line);
+      if (match) resolve(Number(match[1]));
+    });
+    void exited.then(({ code }) => reject(new Error(`worq serve exited (${code}) before listening:\n${stderr}`)));
+    setTimeout(() => reject(new Error(`worq serve did not start within 15 s:\n${stderr}`)), 15_000);
+  });
+  return { port, child, stderr: () => stderr, exited };
+}

@@ -1,0 +1,48 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { ServerConfig } from "../../../src/config.js";
+import { createLogger } from "../../../src/log.js";
+import { startServer, type RunningServer } from "../../../src/main.js";
+import { connect, type WorqClients } from "./clients.js";
+
+export interface TestServer extends WorqClients {
+  port: number;
+  dataDir: string;
+  /** Stops the server gracefully and starts a new one on the same data dir and a new port. */
+  restart(): Promise<TestServer>;
+  /** Stops the server and deletes its data dir. */
+  close(): Promise<void>;
+}
+
+/** A real Worq server in this process: gRPC on 127.0.0.1:<free port>, LevelDB in a temp dir. */
+export async function startTestServer(overrides: Partial<ServerConfig> = {}, dataDir?: string): Promise<TestServer> {
+  const dir = dataDir ?? mkdtempSync(join(tmpdir(), "worq-e2e-"));
+  const config: ServerConfig = {
+    host: "127.0.0.1",
+    port: 0,
+    httpPort: 0,
+    dataDir: dir,
+    maxJobBytes: 1024 * 1024,
+    orphanGraceMs: 10_000,
+    keepaliveIntervalMs: 15_000,
+    logLevel: "silent",
+    ...overrides,
+  };
+  const running: RunningServer = await startServer(config, createLogger(process.env.WORQ_TEST_LOG ? "info" : "silent"), (error) => {
+    throw error;
+  });
+  return {
+    ...connect(running.grpcPort),
+    port: running.grpcPort,
+    dataDir: dir,
+    restart: async () => {
+      await running.close();
+      return startTestServer(overrides, dir);
+    },
+    close: async () => {
+      await running.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
