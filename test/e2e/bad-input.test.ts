@@ -1,0 +1,121 @@
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { StreamWorker } from "./support/clients.js";
+import { startTestServer, type TestServer } from "./support/test-server.js";
+
+async function errorOf(promise: Promise<unknown>): Promise<ConnectError> {
+  try {
+    await promise;
+  } catch (error) {
+    return ConnectError.from(error);
+  }
+  throw new Error("expected the call to fail");
+}
+
+describe("bad input gets a clear error naming the field and changes nothing (real server)", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer();
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+
+  const submitted = async () => (await server.admin.getServerInfo({})).totalSubmitted;
+
+  it.each([
+    ["empty type", { type: "" }, Code.InvalidArgument, "job.type"],
+    ["bad queue name", { type: "t", queue: "9bad queue!" }, Code.InvalidArgument, "job.queue"],
+    ["queue over 128 chars", { type: "t", queue: `q${"x".repeat(128)}` }, Code.InvalidArgument, "job.queue"],
+    ["type over 256 chars", { type: "t".repeat(257) }, Code.InvalidArgument, "job.type"],
+    ["payload over 1 MiB", { type: "t", payload: new Uint8Array(1024 * 1024 + 1) }, Code.ResourceExhausted, "job.payload"],
+    ["reserve_for over 24 h", { type: "t", reserveFor: durationFromMs(25 * 3_600_000) }, Code.InvalidArgument, "job.reserve_for"],
+    ["at and delay both", { type: "t", delay: durationFromMs(1), at: { seconds: 1n, nanos: 0 } }, Code.InvalidArgument, "job.at"],
+    ["retry.max_attempts 0", { type: "t", retry: { maxAttempts: 0 } }, Code.InvalidArgument, "job.retry.max_attempts"],
+    ["ttl (not built yet)", { type: "t", ttl: durationFromMs(1000) }, Code.Unimplemented, "job.ttl"],
+    ["idempotency_key (not built yet)", { type: "t", idempotencyKey: "k" }, Code.Unimplemented, "job.idempotency_key"],
+    ["depends_on (not built yet)", { type: "t", dependsOn: { jids: [] } }, Code.Unimplemented, "job.depends_on"],
+    ["callback_url (not built yet)", { type: "t", callbackUrl: "http://x" }, Code.Unimplemented, "job.callback_url"],
+  ])("Submit with %s → %s naming the field, nothing stored", async (_name, job, code, field) => {
+    const before = await submitted();
+    const error = await errorOf(server.producer.submit({ job }));
+    expect(error.code).toBe(code);
+    expect(error.rawMessage).toContain(field);
+    expect(await submitted()).toBe(before);
+  });
+
+  it("Submit without a job → INVALID_ARGUMENT naming `job`", async () => {
+    const error = await errorOf(server.producer.submit({}));
+    expect(error.code).toBe(Code.InvalidArgument);
+    expect(error.rawMessage).toMatch(/^job: /);
+  });
+
+  it("a batch with one bad job stores none of them and names jobs[i]", async () => {
+    const before = await submitted();
+    const error = await errorOf(
+      server.producer.submitBatch({ jobs: [{ type: "ok", queue: "batch" }, { type: "ok", queue: "batch" }, { type: "", queue: "batch" }] }),
+    );
+    expect(error.code).toBe(Code.InvalidArgument);
+    expect(error.rawMessage).toContain("jobs[2].type");
+    expect(await submitted()).toBe(before);
+    const worker = new StreamWorker(server, { queues: ["batch"], workerId: "w-batch", credits: 5 });
+    await expect(worker.next(300)).rejects.toThrow(/no job leased/);
+    await worker.stop();
+  });
+
+  it("unknown jid → NOT_FOUND; malformed jid → INVALID_ARGUMENT; bad lease id → FAILED_PRECONDITION, job unchanged", async () => {
+    const unknown = "6ba7b810-9dad-41d1-80b4-00c04fd430c4";
+    expect((await errorOf(server.admin.getJob({ jid: unknown }))).code).toBe(Code.NotFound);
+    expect((await errorOf(server.worker.ack({ jid: unknown, leaseId: unknown }))).code).toBe(Code.NotFound);
+    const malformed = await errorOf(server.admin.getJob({ jid: "not-a-uuid" }));
+    expect(malformed.code).toBe(Code.InvalidArgument);
+    expect(malformed.rawMessage).toMatch(/^jid: /);
+
+    const { jid } = await server.producer.submit({ job: { type: "t", queue: "badlease" } });
+    const worker = new StreamWorker(server, { queues: ["badlease"], workerId: "w-badlease", credits: 1 });
+    const leased = await worker.next();
+    expect((await errorOf(server.worker.ack({ jid, leaseId: unknown }))).code).toBe(Code.FailedPrecondition);
+    expect((await errorOf(server.worker.fail({ jid, leaseId: "garbage" }))).code).toBe(Code.FailedPrecondition);
+    const missingLease = await errorOf(server.worker.ack({ jid, leaseId: "" }));
+    expect(missingLease.code).toBe(Code.InvalidArgument);
+    expect(missingLease.rawMessage).toMatch(/^lease_id: /);
+    const { job } = await server.admin.getJob({ jid });
+    expect(job!.state).toBe(JobState.RUNNING);
+    expect(job!.attempt).toBe(1);
+    await server.worker.ack({ jid, leaseId: leased.leaseId });
+    await worker.stop();
+  });
+
+  it("a result over 1 MiB → RESOURCE_EXHAUSTED naming `result`, job still running", async () => {
+    const { jid } = await server.producer.submit({ job: { type: "t", queue: "bigresult" } });
+    const worker = new StreamWorker(server, { queues: ["bigresult"], workerId: "w-big", credits: 1 });
+    const leased = await worker.next();
+    const error = await errorOf(server.worker.ack({ jid, leaseId: leased.leaseId, result: new Uint8Array(1024 * 1024 + 1) }));
+    expect(error.code).toBe(Code.ResourceExhausted);
+    expect(error.rawMessage).toMatch(/^result: /);
+    expect((await server.admin.getJob({ jid })).job!.state).toBe(JobState.RUNNING);
+    await worker.stop();
+  });
+
+  it("Lease with no queues, no worker_id or zero credits → INVALID_ARGUMENT naming the field", async () => {
+    for (const [request, field] of [
+      [{ queues: [], workerId: "w", credits: 1 }, "queues"],
+      [{ queues: ["q"], workerId: "", credits: 1 }, "worker_id"],
+      [{ queues: ["q"], workerId: "w", credits: 0 }, "credits"],
+      [{ queues: ["bad name"], workerId: "w", credits: 1 }, "queues[0]"],
+    ] as const) {
+      const worker = new StreamWorker(server, request);
+      const error = ConnectError.from(await worker.ended);
+      expect(error.code).toBe(Code.InvalidArgument);
+      expect(error.rawMessage.startsWith(`${field}: `)).toBe(true);
+    }
+  });
+
+  it("RPCs not built yet answer UNIMPLEMENTED with a clear message", async () => {
+    const error = await errorOf(server.admin.listQueues({}));
+    expect(error.code).toBe(Code.Unimplemented);
+    expect(error.rawMessage).toContain("AdminService.ListQueues is not built yet");
+  });
+});

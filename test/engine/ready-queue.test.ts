@@ -1,0 +1,97 @@
+import { describe, expect, it } from "vitest";
+import type { PriorityLevel } from "../../src/engine/job.js";
+import { ReadyQueue } from "../../src/engine/ready-queue.js";
+
+function setup() {
+  const queue = new ReadyQueue();
+  let seq = 0;
+  /** Live jobs: jid -> readySeq of its current ready entry. */
+  const live = new Map<string, number>();
+  const push = (jid: string, priority: PriorityLevel = 2) => {
+    const readySeq = ++seq;
+    live.set(jid, readySeq);
+    queue.push(jid, priority, readySeq);
+  };
+  const isCurrent = (jid: string, readySeq: number) => live.get(jid) === readySeq;
+  const take = () => {
+    const jid = queue.take(isCurrent);
+    if (jid !== undefined) live.delete(jid);
+    return jid;
+  };
+  const drain = () => {
+    const out: string[] = [];
+    for (let jid = take(); jid !== undefined; jid = take()) out.push(jid);
+    return out;
+  };
+  return { queue, live, push, take, drain };
+}
+
+describe("ReadyQueue", () => {
+  it("is empty at first", () => {
+    const { queue, take } = setup();
+    expect(take()).toBeUndefined();
+    expect(queue.sizeBound).toBe(0);
+  });
+
+  it("is FIFO within one priority", () => {
+    const { push, drain } = setup();
+    for (const jid of ["a", "b", "c", "d"]) push(jid);
+    expect(drain()).toEqual(["a", "b", "c", "d"]);
+  });
+
+  it("serves strictly by priority (0 = CRITICAL first), FIFO within each level", () => {
+    const { push, drain } = setup();
+    push("bulk1", 4);
+    push("normal1", 2);
+    push("critical1", 0);
+    push("low1", 3);
+    push("high1", 1);
+    push("normal2", 2);
+    push("critical2", 0);
+    expect(drain()).toEqual(["critical1", "critical2", "high1", "normal1", "normal2", "low1", "bulk1"]);
+  });
+
+  it("a higher-priority job pushed later still goes before waiting lower ones", () => {
+    const { push, take } = setup();
+    push("n1", 2);
+    push("n2", 2);
+    expect(take()).toBe("n1");
+    push("c1", 0);
+    expect(take()).toBe("c1");
+    expect(take()).toBe("n2");
+  });
+
+  it("skips and drops stale entries (jobs that left the ready state or were re-queued)", () => {
+    const { queue, live, push, take, drain } = setup();
+    push("a");
+    push("b");
+    push("c");
+    live.delete("b"); // e.g. deleted or cancelled while ready
+    push("a"); // re-queued: its first entry is now stale
+    expect(queue.sizeBound).toBe(4);
+    expect(take()).toBe("c");
+    expect(queue.sizeBound).toBe(1); // the stale a and b entries were dropped on the way
+    expect(drain()).toEqual(["a"]);
+    expect(queue.sizeBound).toBe(0);
+  });
+
+  it("returns undefined when only stale entries remain, and drops them", () => {
+    const { queue, live, push, take } = setup();
+    push("x", 1);
+    push("y", 3);
+    live.clear();
+    expect(take()).toBeUndefined();
+    expect(queue.sizeBound).toBe(0);
+  });
+
+  it("keeps FIFO order across the compaction of a long drain", () => {
+    const { push, take, drain } = setup();
+    const jids = Array.from({ length: 5_000 }, (_, i) => `j${i}`);
+    for (const jid of jids.slice(0, 3_000)) push(jid);
+    const out: string[] = [];
+    for (let i = 0; i < 2_500; i++) out.push(take()!);
+    for (const jid of jids.slice(3_000)) push(jid);
+    out.push(...drain());
+    expect(out).toEqual(jids);
+  });
+});
