@@ -445,7 +445,6 @@ describe("Engine: failures and retries", () => {
     const view = await engine.getJob(jid);
     expect(view.meta.state).toBe("FAILED");
     expect(view.meta.failure).toMatchObject({ category: "PERMANENT", message: "bad input", retryCount: 1 });
-    expect(engine.nextWakeMs()).not.toBe(undefined); // only the stale lease timer
     expect(engine.info().liveJobs).toBe(0);
   });
 
@@ -547,8 +546,8 @@ describe("Engine: failures and retries", () => {
     expect(seen).toEqual(delays);
   });
 
-  it("a retried job keeps its place by priority but goes behind jobs already waiting", async () => {
-    const { clock, engine } = await setup();
+  it("a retried job goes behind jobs already waiting", async () => {
+    const { engine } = await setup();
     const first = await submitOne(engine, { type: "first" });
     const { sink, session } = await lease(engine, ["default"], 1);
     session.close();
@@ -557,7 +556,6 @@ describe("Engine: failures and retries", () => {
     engine.tick();
     const other = await lease(engine, ["default"], 5);
     expect(other.sink.jids).toEqual([second, first]);
-    clock.advance(0);
   });
 
   it.each([
@@ -625,22 +623,64 @@ describe("Engine: lease lapse, renewal and execution timeout", () => {
     expect(text((await engine.getJob(jid)).result)).toBe("ok");
   });
 
-  it("a lapsed job comes back to the same session (its credit is returned) with a new lease", async () => {
+  it("a lapsed lease keeps its worker's slot until the worker reports: the job waits for another slot", async () => {
     const { clock, engine } = await setup();
     const jid = await submitOne(engine, { type: "t", reserveForMs: 5 * SECOND });
-    const { sink } = await lease(engine, ["default"], 1);
+    const a = await lease(engine, ["default"], 1, "worker-a");
     clock.advance(5 * SECOND);
     engine.tick();
     await flush();
-    expect(sink.jids).toEqual([jid, jid]);
-    expect(sink.grants[1]!.meta.lease!.leaseId).not.toBe(sink.grants[0]!.meta.lease!.leaseId);
-    expect(sink.grants[1]!.meta.attempt).toBe(2);
+    // The job is ready again, but worker-a's only slot is still taken by the lapsed lease
+    // (its handler may still be running), so it is not handed back to worker-a.
+    expect((await engine.getJob(jid)).meta).toMatchObject({ state: "SCHEDULED", attempt: 1 });
+    expect(a.sink.grants).toHaveLength(1);
+    const b = await lease(engine, ["default"], 1, "worker-b");
+    expect(b.sink.jids).toEqual([jid]);
+    expect(b.sink.grants[0]!.meta.attempt).toBe(2);
+    expect(b.sink.grants[0]!.meta.lease!.leaseId).not.toBe(a.sink.grants[0]!.meta.lease!.leaseId);
+  });
+
+  it("a stale report (refused) frees the lapsed lease's slot for the next job", async () => {
+    const { clock, engine } = await setup();
+    const first = await submitOne(engine, { type: "first", reserveForMs: 5 * SECOND });
+    const a = await lease(engine, ["default"], 1);
+    const staleLease = a.sink.grantOf(first).meta.lease!.leaseId;
+    clock.advance(5 * SECOND);
+    engine.tick();
+    await flush();
+    await expectWorqError(() => engine.ack(first, staleLease, new Uint8Array()), "WORQ_LEASE_NOT_HELD", "lease_id");
+    // The slot is free now: the next event that pumps hands worker-a the waiting job.
+    const second = await submitOne(engine, { type: "second" });
+    await flush();
+    expect(a.sink.jids).toEqual([first, first]);
+    expect(a.sink.grants[1]!.meta.attempt).toBe(2);
+    expect((await engine.getJob(second)).meta.state).toBe("SCHEDULED");
+  });
+
+  // BUG (engine.ts applyHeld/ack/fail): a refused Ack/Fail frees the worker's slot
+  // (release() before the throw) but nothing pumps afterwards, so a job that is ready right now
+  // is not pushed to the worker until some unrelated event (a submit, a tick, another ack)
+  // runs pump(). SPEC §3: the server pushes jobs "while the worker has credit, the moment they
+  // are ready (no polling)". Fix: pump() when release() freed a slot, also on the refusal path.
+  it.fails("a stale report that frees a slot gets the waiting job pushed at once", async () => {
+    const { clock, engine } = await setup();
+    const jid = await submitOne(engine, { type: "t", reserveForMs: 5 * SECOND });
+    const a = await lease(engine, ["default"], 1);
+    const staleLease = a.sink.grantOf(jid).meta.lease!.leaseId;
+    clock.advance(5 * SECOND);
+    engine.tick();
+    await flush();
+    expect(a.sink.grants).toHaveLength(1);
+    await expectWorqError(() => engine.ack(jid, staleLease, new Uint8Array()), "WORQ_LEASE_NOT_HELD", "lease_id");
+    await flush();
+    expect(a.sink.jids).toEqual([jid, jid]);
   });
 
   it("a lapse on the last attempt dead-letters the job", async () => {
     const { clock, engine } = await setup();
     const jid = await submitOne(engine, { type: "t", reserveForMs: 5 * SECOND, retry: { maxAttempts: 2 } });
-    const { sink } = await lease(engine, ["default"], 1);
+    // Two slots: the first lapsed lease keeps one until the worker reports.
+    const { sink } = await lease(engine, ["default"], 2);
     clock.advance(5 * SECOND);
     engine.tick();
     await flush();
@@ -669,7 +709,7 @@ describe("Engine: lease lapse, renewal and execution timeout", () => {
     clock.set(T0 + 18 * SECOND);
     engine.tick();
     await flush();
-    expect(sink.grants).toHaveLength(2);
+    expect((await engine.getJob(jid)).meta).toMatchObject({ state: "SCHEDULED", previousLeaseIds: [leaseId] });
   });
 
   it("renewals never extend past startedAt + execution_timeout; lapsing there is a TIMEOUT failure, RETRYING", async () => {
@@ -699,7 +739,7 @@ describe("Engine: lease lapse, renewal and execution timeout", () => {
   it("after an execution timeout the retry runs as a new attempt with a fresh deadline", async () => {
     const { clock, engine } = await setup();
     const jid = await submitOne(engine, { type: "t", reserveForMs: 60 * SECOND, executionTimeoutMs: 20 * SECOND });
-    const { sink } = await lease(engine, ["default"], 1);
+    const { sink } = await lease(engine, ["default"], 2);
     expect(sink.grantOf(jid).meta.lease!.expiresAtMs).toBe(T0 + 20 * SECOND);
     clock.set(T0 + 20 * SECOND);
     engine.tick();
@@ -770,6 +810,24 @@ describe("Engine: closing a session (orphaned leases)", () => {
     clock.advance(3 * SECOND);
     engine.tick();
     expect((await engine.getJob(jid)).meta.state).toBe("SCHEDULED");
+  });
+
+  it("closing a session whose lease lapsed leaves the job's new lease (held elsewhere) alone", async () => {
+    const { clock, engine } = await openEngine({ orphanGraceMs: SECOND });
+    const jid = await submitOne(engine, { type: "t", reserveForMs: 5 * SECOND });
+    const a = await lease(engine, ["default"], 1, "worker-a");
+    clock.set(T0 + 5 * SECOND);
+    engine.tick();
+    const b = await lease(engine, ["default"], 1, "worker-b");
+    const fresh = b.sink.grantOf(jid).meta.lease!;
+    expect(fresh.expiresAtMs).toBe(T0 + 10 * SECOND);
+    clock.set(T0 + 6 * SECOND);
+    a.session.close();
+    clock.set(T0 + 7 * SECOND);
+    engine.tick();
+    expect((await engine.getJob(jid)).meta.lease).toEqual(fresh);
+    await engine.ack(jid, fresh.leaseId, new Uint8Array());
+    expect((await engine.getJob(jid)).meta.state).toBe("COMPLETED");
   });
 
   it("a closed session is sent nothing more", async () => {
@@ -864,9 +922,9 @@ describe("Engine: restart recovery", () => {
     await lease(engine, ["default"], 2);
     clock.set(T0 + SECOND);
 
-    const again = await restart(data, clock, { orphanGraceMs: 10 * SECOND });
+    const again = await restart(data, clock, { orphanGraceMs: 8 * SECOND });
     expect((await again.engine.getJob(short)).meta.lease!.expiresAtMs).toBe(T0 + 5 * SECOND);
-    expect((await again.engine.getJob(long)).meta.lease!.expiresAtMs).toBe(T0 + 11 * SECOND);
+    expect((await again.engine.getJob(long)).meta.lease!.expiresAtMs).toBe(T0 + 9 * SECOND);
     expect(again.engine.nextWakeMs()).toBe(T0 + 5 * SECOND);
     const { sink } = await lease(again.engine, ["default"], 5);
     expect(sink.grants).toHaveLength(0);
@@ -877,7 +935,7 @@ describe("Engine: restart recovery", () => {
     expect(sink.jids).toEqual([short]);
     expect((await again.engine.getJob(long)).meta.state).toBe("RUNNING");
 
-    clock.set(T0 + 11 * SECOND);
+    clock.set(T0 + 9 * SECOND);
     again.engine.tick();
     await flush();
     expect(sink.jids).toEqual([short, long]);
@@ -919,7 +977,7 @@ describe("Engine: restart recovery", () => {
     expect(again.engine.info().counters).toEqual(before);
     await submitOne(again.engine, { type: "d" });
     expect(again.engine.info().counters.submitted).toBe(4);
-    expect(again.engine.info().liveJobs).toBe(3); // b retrying, c.. no: c FAILED; b + d + (none)
+    expect(again.engine.info().liveJobs).toBe(2); // b (RETRYING) and d; a COMPLETED, c FAILED
   });
 });
 
@@ -1044,6 +1102,27 @@ describe("Engine: submit validation", () => {
     expect(data.bodies.size).toBe(0);
     expect(engine.nextWakeMs()).toBeUndefined();
     expect(engine.info()).toMatchObject({ liveJobs: 0, counters: { submitted: 0 } });
+  });
+
+  // BUG (submit-validation.ts buildNewJob / engine.ts submit): `priority` is never range-checked.
+  // An out-of-range value (e.g. an unknown protobuf enum number passed through by a transport)
+  // crashes in ReadyQueue.push with a TypeError *after* earlier jobs of the batch were put in
+  // the live map and ready queue but before anything was committed: the engine then holds jobs
+  // the store never saw, and the next pump leases one, writing a RUNNING meta with no body and
+  // taking the worker's slot with a job it can never deliver. SPEC §2: a malformed request
+  // "gets a clear error naming the field, and changes nothing". Fix: in buildNewJob,
+  // `if (!Number.isInteger(priority) || priority < 0 || priority >= PRIORITY_LEVELS) invalid(`${field}.priority`, ...)`.
+  it.fails("an out-of-range priority → WORQ_INVALID_ARGUMENT naming it, creating nothing", async () => {
+    const { engine, data } = await setup();
+    await expectWorqError(
+      () => engine.submit([{ type: "ok" }, { type: "bad", priority: 7 as unknown as 0 }], batch),
+      "WORQ_INVALID_ARGUMENT",
+      "jobs[1].priority",
+    );
+    expect(engine.info().liveJobs).toBe(0);
+    const { sink } = await lease(engine, ["default"], 5);
+    expect(sink.grants).toHaveLength(0);
+    expect(data.metas.size).toBe(0);
   });
 
   it("an empty batch → WORQ_INVALID_ARGUMENT naming jobs", async () => {
@@ -1195,6 +1274,23 @@ describe("Engine: close", () => {
     expect(b.sink.controls).toHaveLength(1);
     await expectWorqError(() => engine.submit([{ type: "t" }], single), "WORQ_UNAVAILABLE");
     await expectWorqError(() => engine.openLease({ queues: ["q"], workerId: "w", credits: 1 }, a.sink), "WORQ_UNAVAILABLE");
+  });
+
+  it("beginShutdown is idempotent, refuses new work and stops the timers", async () => {
+    const { clock, engine, store } = await setup();
+    const a = await lease(engine, ["default"], 1);
+    await submitOne(engine, { type: "t", delayMs: SECOND });
+    engine.beginShutdown();
+    engine.beginShutdown();
+    expect(a.sink.controls).toHaveLength(1);
+    expect(a.sink.controls[0]!.action).toBe("RECONNECT");
+    await expectWorqError(() => engine.submit([{ type: "t" }], single), "WORQ_UNAVAILABLE");
+    const commit = vi.spyOn(store, "commit");
+    clock.advance(SECOND);
+    engine.tick();
+    await flush();
+    expect(commit).not.toHaveBeenCalled();
+    expect(a.sink.grants).toHaveLength(0);
   });
 
   it("waits for pending writes: a submit in flight is in the store after close", async () => {
