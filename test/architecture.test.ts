@@ -1,0 +1,40 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { join, relative } from "node:path";
+import { describe, expect, it } from "vitest";
+
+const SRC = join(import.meta.dirname, "../src");
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory() ? sourceFiles(join(dir, entry.name)) : entry.name.endsWith(".ts") ? [join(dir, entry.name)] : [],
+  );
+}
+
+function importsOf(file: string): string[] {
+  return [...readFileSync(file, "utf8").matchAll(/^\s*(?:import|export)\b(?:[^'"]*?\bfrom\s+|\s+)["']([^"']+)["']/gm)].map((m) => m[1]!);
+}
+
+/**
+ * Layer rules (CONTRIBUTING.md): imports flow transport -> engine <- storage. The engine is
+ * pure domain logic: no gRPC, no protobuf, no storage backend, no file or network I/O.
+ */
+describe("layer rules", () => {
+  const files = sourceFiles(SRC);
+
+  it.each([
+    ["engine", /^(?:\.\.\/(?:transport|storage|cli)\/|@grpc\/|@connectrpc\/|@bufbuild\/|level$|node:(?:fs|net|http|http2|child_process))|gen\/ts/],
+    ["storage", /^(?:\.\.\/\.\.\/(?:transport|cli)\/|@grpc\/|@connectrpc\/|@bufbuild\/)|gen\/ts/],
+  ])("src/%s imports nothing it must not", (layer, forbidden) => {
+    const offenders = files
+      .filter((file) => relative(SRC, file).startsWith(`${layer}/`))
+      .flatMap((file) => importsOf(file).filter((spec) => forbidden.test(spec)).map((spec) => `${relative(SRC, file)} -> ${spec}`));
+    expect(offenders).toEqual([]);
+  });
+
+  it("keys of the LevelDB keyspace are built only in keys.ts", () => {
+    const offenders = files
+      .filter((file) => !file.endsWith("keys.ts"))
+      .filter((file) => /["'`](?:j|b|r|l|m)\/["'`$]/.test(readFileSync(file, "utf8")));
+    expect(offenders.map((file) => relative(SRC, file))).toEqual([]);
+  });
+});
