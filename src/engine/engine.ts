@@ -255,7 +255,7 @@ export class Engine {
 
   /** Completes a leased job and stores its result. Resolves once durable. */
   async ack(jid: string, leaseId: string, result: Uint8Array, field = ""): Promise<void> {
-    this.checkUsable();
+    this.checkReportable();
     checkLeaseRef(jid, leaseId, field);
     if (result.byteLength > LIMITS.maxResultBytes) {
       throw new WorqError(
@@ -264,7 +264,7 @@ export class Engine {
         `${field}result`,
       );
     }
-    const writes = await this.applyHeld(jid, { kind: "ack", leaseId });
+    const writes = this.applyHeld(jid, { kind: "ack", leaseId }) ?? (await this.refuseMissing(jid, leaseId));
     if (result.byteLength > 0) writes.push({ kind: "put-result", jid, result });
     this.counters.processed++;
     const durable = this.persist(writes);
@@ -274,7 +274,7 @@ export class Engine {
 
   /** Records a failed attempt and retries, fails or dead-letters the job per its policy. */
   async fail(jid: string, leaseId: string, report: FailureReport, field = ""): Promise<FailResult> {
-    this.checkUsable();
+    this.checkReportable();
     checkLeaseRef(jid, leaseId, field);
     if (report.message.length > LIMITS.failMessageMaxChars) {
       invalid(`${field}message`, `must be at most ${LIMITS.failMessageMaxChars} chars`);
@@ -285,7 +285,7 @@ export class Engine {
     if (report.retryAfterMs !== undefined && report.retryAfterMs < 0) {
       invalid(`${field}retry_after`, "must not be negative");
     }
-    const writes = await this.applyHeld(jid, { kind: "fail", leaseId, report });
+    const writes = this.applyHeld(jid, { kind: "fail", leaseId, report }) ?? (await this.refuseMissing(jid, leaseId));
     this.counters.failed++;
     const after = this.live.get(jid) ?? lastMeta(writes);
     const durable = this.persist(writes);
@@ -297,9 +297,9 @@ export class Engine {
 
   /** Extends a held lease to now + reserve_for (capped by the execution deadline); returns the new expiry. */
   async renew(jid: string, leaseId: string, field = ""): Promise<number> {
-    this.checkUsable();
+    this.checkReportable();
     checkLeaseRef(jid, leaseId, field);
-    const writes = await this.applyHeld(jid, { kind: "renew", leaseId });
+    const writes = this.applyHeld(jid, { kind: "renew", leaseId }) ?? (await this.refuseMissing(jid, leaseId));
     const meta = this.live.get(jid)!;
     await this.persist(writes);
     return meta.lease!.expiresAtMs;
@@ -318,6 +318,7 @@ export class Engine {
         writes.push(this.apply(meta, { kind: "due" }));
       } else if (top.kind === "lease" && meta.state === "RUNNING" && meta.lease!.expiresAtMs <= now) {
         writes.push(this.apply(meta, { kind: "lease-lapsed" }));
+        this.counters.failed++;
       }
     }
     if (writes.length === 0) return;
@@ -334,22 +335,27 @@ export class Engine {
     };
   }
 
-  /** Applies `event` to a live job, looking the job up in the store to explain a miss. */
-  private async applyHeld(jid: string, event: JobEvent & { leaseId: string }): Promise<StoreWrite[]> {
+  /**
+   * Applies a worker's report to a live job, synchronously, so that its write reaches the
+   * store in the same turn as the change. Returns undefined when the job is not live.
+   * A report, even a refused one, frees the worker's slot for that lease.
+   */
+  private applyHeld(jid: string, event: JobEvent & { leaseId: string }): StoreWrite[] | undefined {
+    if (event.kind !== "renew" && this.release(event.leaseId)) queueMicrotask(() => this.pump());
     const meta = this.live.get(jid);
-    if (!meta) {
-      const stored = await this.store.getMeta(jid);
-      if (!stored) throw notFound(jid);
-      if (event.kind !== "renew") this.release(event.leaseId);
-      throw new WorqError(
-        "WORQ_LEASE_NOT_HELD",
-        `lease ${event.leaseId} is not the live lease of job ${jid}: the job has finished; nothing changed`,
-        "lease_id",
-      );
-    }
-    // A report, even a refused one, frees the worker's slot for that lease.
-    if (event.kind !== "renew") this.release(event.leaseId);
+    if (!meta) return undefined;
     return [this.apply(meta, event)]; // throws WORQ_LEASE_NOT_HELD before any change
+  }
+
+  /** Explains a report about a job that is not live: NOT_FOUND, or finished (LEASE_NOT_HELD). */
+  private async refuseMissing(jid: string, leaseId: string): Promise<never> {
+    const stored = await this.store.getMeta(jid);
+    if (!stored) throw notFound(jid);
+    throw new WorqError(
+      "WORQ_LEASE_NOT_HELD",
+      `lease ${leaseId} is not the live lease of job ${jid}: the job has finished; nothing changed`,
+      "lease_id",
+    );
   }
 
   /** Runs one transition and updates the indexes; returns the write that persists it. */
@@ -446,12 +452,13 @@ export class Engine {
     if (atMs !== undefined && this.timers.peek()?.atMs === atMs) this.wakeListener?.();
   }
 
-  /** The lease no longer takes a slot of the session it was delivered on. */
-  private release(leaseId: string): void {
+  /** The lease no longer takes a slot of the session it was delivered on; true if it did. */
+  private release(leaseId: string): boolean {
     const session = this.holders.get(leaseId);
-    if (!session) return;
+    if (!session) return false;
     this.holders.delete(leaseId);
     session.held.delete(leaseId);
+    return true;
   }
 
   private closeSession(session: Session): void {
@@ -480,6 +487,14 @@ export class Engine {
       }
       throw new WorqError("WORQ_UNAVAILABLE", "storage failed; the server stopped accepting work");
     });
+  }
+
+  /**
+   * Reports (Ack, Fail, Renew) are still taken while shutting down, so jobs that finish
+   * during the drain are settled here rather than redelivered later.
+   */
+  private checkReportable(): void {
+    if (this.fatal !== undefined) throw new WorqError("WORQ_UNAVAILABLE", "storage failed; the server stopped accepting work");
   }
 
   private checkUsable(): void {

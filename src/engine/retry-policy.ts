@@ -45,7 +45,7 @@ export function backoffDelayMs(policy: RetryPolicy, n: number, random: () => num
       delay = policy.initialDelayMs * Math.pow(policy.multiplier, n - 1);
       break;
   }
-  delay = Math.min(delay, policy.maxDelayMs);
   if (policy.jitter) delay = delay * (0.9 + 0.2 * random());
-  return Math.round(delay);
+  // The cap is hard: applied after jitter.
+  return Math.round(Math.min(delay, policy.maxDelayMs));
 }

@@ -81,7 +81,9 @@ export function transition(meta: JobMeta, event: JobEvent, ctx: TransitionContex
     case "lease-lapsed": {
       if (meta.state !== "RUNNING" || !meta.lease) throw illegal(meta, event);
       const lease = meta.lease;
-      if (now >= lease.executionDeadlineMs) {
+      // Which deadline lapsed, not when the tick ran: a late tick (after downtime) must not
+      // turn a plain lapse into a TIMEOUT.
+      if (lease.expiresAtMs >= lease.executionDeadlineMs) {
         // The attempt ran past its execution timeout: a TIMEOUT failure, retried with backoff.
         const report: FailureReport = {
           message: `execution timeout of ${meta.executionTimeoutMs} ms passed (worker ${lease.workerId})`,

@@ -1,5 +1,5 @@
 import { WorqError, invalid } from "./errors.js";
-import { PRIORITY_NORMAL, type JobBody, type JobMeta, type SubmitInput } from "./job.js";
+import { PRIORITY_LEVELS, PRIORITY_NORMAL, type JobBody, type JobMeta, type SubmitInput } from "./job.js";
 import { LIMITS } from "./limits.js";
 import { resolveRetryPolicy } from "./retry-policy.js";
 
@@ -25,21 +25,24 @@ export function buildNewJob(
   const queue = input.queue || LIMITS.defaultQueue;
   checkQueueName(queue, `${field}.queue`);
   const priority = input.priority ?? PRIORITY_NORMAL;
+  if (!Number.isInteger(priority) || priority < 0 || priority >= PRIORITY_LEVELS) {
+    invalid(`${field}.priority`, `unknown priority ${priority}`);
+  }
   if (input.atMs !== undefined && input.delayMs !== undefined) {
     invalid(`${field}.at`, "set `at` or `delay`, not both");
   }
-  if (input.delayMs !== undefined && input.delayMs < 0) invalid(`${field}.delay`, "must not be negative");
+  if (input.delayMs !== undefined && !(input.delayMs >= 0)) invalid(`${field}.delay`, "must not be negative");
   const reserveForMs = input.reserveForMs ?? LIMITS.defaultReserveForMs;
-  if (reserveForMs < LIMITS.minReserveForMs || reserveForMs > LIMITS.maxReserveForMs) {
+  if (!(reserveForMs >= LIMITS.minReserveForMs && reserveForMs <= LIMITS.maxReserveForMs)) {
     invalid(`${field}.reserve_for`, "must be between 1s and 24h");
   }
   const executionTimeoutMs = input.executionTimeoutMs ?? LIMITS.defaultExecutionTimeoutMs;
-  if (executionTimeoutMs <= 0 || executionTimeoutMs > LIMITS.maxExecutionTimeoutMs) {
+  if (!(executionTimeoutMs > 0 && executionTimeoutMs <= LIMITS.maxExecutionTimeoutMs)) {
     invalid(`${field}.execution_timeout`, "must be more than 0 and at most 24h");
   }
   const backtraceFrames = input.backtraceFrames ?? 0;
-  if (backtraceFrames > LIMITS.maxBacktraceFrames) {
-    invalid(`${field}.backtrace`, `must be at most ${LIMITS.maxBacktraceFrames}`);
+  if (!Number.isInteger(backtraceFrames) || backtraceFrames < 0 || backtraceFrames > LIMITS.maxBacktraceFrames) {
+    invalid(`${field}.backtrace`, `must be between 0 and ${LIMITS.maxBacktraceFrames}`);
   }
   const tags = input.tags ?? {};
   checkTags(tags, `${field}.tags`);
