@@ -19,4 +19,8 @@ ensure_venv "grpcio-tools==$GRPCIO_TOOLS_VERSION" "grpcio==$GRPCIO_VERSION" "pro
 PATH="$TOOLS_BIN:$PATH" npx --no-install buf generate
 # Vendored grpc.health.v1, TS descriptors only: gRPC reflection serves them so grpcurl can call Health.
 npx --no-install buf generate --template buf.gen.third-party.yaml
-echo "generate: wrote gen/ts, gen/go, gen/python, gen/third_party/ts" >&2
+# A descriptor set with source info (comments) for gRPC reflection, so that
+# `grpcurl describe` shows each RPC's and field's contract comment.
+mkdir -p gen/descriptors
+npx --no-install buf build -o gen/descriptors/worq.binpb
+echo "generate: wrote gen/ts, gen/go, gen/python, gen/third_party/ts, gen/descriptors" >&2

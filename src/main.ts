@@ -1,5 +1,8 @@
 import * as grpc from "@grpc/grpc-js";
-import { resolve } from "node:path";
+import { fromBinary } from "@bufbuild/protobuf";
+import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
+import { readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
 import type { ServerConfig } from "./config.js";
 import { systemClock } from "./engine/clock.js";
 import { Engine } from "./engine/engine.js";
@@ -9,7 +12,7 @@ import { createAdminService } from "./transport/admin-service.js";
 import { createGrpcServer } from "./transport/grpc-server.js";
 import { createProducerService } from "./transport/producer-service.js";
 import { createWorkerService } from "./transport/worker-service.js";
-import { packageVersion } from "./version.js";
+import { packageRoot, packageVersion } from "./package-root.js";
 import { driveEngineTimers } from "./wakeup.js";
 
 export interface RunningServer {
@@ -43,7 +46,10 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
       worker: createWorkerService(engine, log, { keepaliveIntervalMs: config.keepaliveIntervalMs }),
       admin: createAdminService(engine, log, { version: packageVersion(), startedAtMs, clock: systemClock }),
     },
-    { maxReceiveMessageBytes: Math.max(config.maxJobBytes * 2, config.maxJobBytes + MESSAGE_OVERHEAD_BYTES) },
+    {
+      maxReceiveMessageBytes: Math.max(config.maxJobBytes * 2, config.maxJobBytes + MESSAGE_OVERHEAD_BYTES),
+      descriptorSet: fromBinary(FileDescriptorSetSchema, readFileSync(join(packageRoot(), "gen/descriptors/worq.binpb"))),
+    },
   );
   const grpcPort = await new Promise<number>((ok, fail) =>
     server.bindAsync(`${config.host}:${config.port}`, grpc.ServerCredentials.createInsecure(), (error, port) =>

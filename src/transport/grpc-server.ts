@@ -2,12 +2,12 @@ import * as grpc from "@grpc/grpc-js";
 import { ReflectionService } from "@grpc/reflection";
 import { HealthImplementation } from "grpc-health-check";
 import { toBinary, type DescFile } from "@bufbuild/protobuf";
-import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
+import { FileDescriptorProtoSchema, type FileDescriptorSet } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { file_grpc_health_v1_health } from "../../gen/third_party/ts/grpc/health/v1/health_pb.js";
-import { AdminService, file_worq_v1_admin_service } from "../../gen/ts/worq/v1/admin_service_pb.js";
-import { ProducerService, file_worq_v1_producer_service } from "../../gen/ts/worq/v1/producer_service_pb.js";
-import { WorkerService, file_worq_v1_worker_service } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
+import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
+import { WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import { addConnectService } from "./grpc-adapter.js";
 
 export interface GrpcServices {
@@ -19,6 +19,11 @@ export interface GrpcServices {
 export interface GrpcServerOptions {
   /** Largest request accepted, in bytes (a SubmitBatch can carry many jobs). */
   maxReceiveMessageBytes: number;
+  /**
+   * The worq.v1 files (and their imports) with source info, from gen/descriptors/worq.binpb:
+   * reflection serves them, so `grpcurl describe` shows the contract comments.
+   */
+  descriptorSet: FileDescriptorSet;
 }
 
 export const SERVICE_NAMES = [ProducerService.typeName, WorkerService.typeName, AdminService.typeName];
@@ -48,26 +53,27 @@ export function createGrpcServer(services: GrpcServices, options: GrpcServerOpti
 
   // @grpc/reflection reads only `fileDescriptorProtos`; hand it the raw descriptors
   // (its proto-loader path emits invalid descriptors for map fields, research/stack.md §1.7).
-  const files = descriptorsOf([
-    file_worq_v1_producer_service,
-    file_worq_v1_worker_service,
-    file_worq_v1_admin_service,
-    file_grpc_health_v1_health,
-  ]);
+  // Health's descriptor comes from protoc-gen-es (it has no comments worth showing).
+  const worqFiles = options.descriptorSet.file;
+  const known = new Set(worqFiles.map((file) => file.name));
+  const healthFiles = withDependencies([file_grpc_health_v1_health]).filter((file) => !known.has(file.name));
+  const files = [...worqFiles, ...healthFiles.map((file) => file.proto)].map((proto) =>
+    Buffer.from(toBinary(FileDescriptorProtoSchema, proto)),
+  );
   const packageDefinition = { all: { fileDescriptorProtos: files } };
   new ReflectionService(packageDefinition as never, { services: [...SERVICE_NAMES, HEALTH_SERVICE] }).addToServer(server);
   return { server, health };
 }
 
-/** Serialised FileDescriptorProtos of `roots` and everything they import, dependencies first. */
-function descriptorsOf(roots: DescFile[]): Buffer[] {
+/** `roots` and every file they import, dependencies first. */
+function withDependencies(roots: DescFile[]): DescFile[] {
   const seen = new Set<string>();
-  const out: Buffer[] = [];
+  const out: DescFile[] = [];
   const visit = (file: DescFile) => {
-    if (seen.has(file.name)) return;
-    seen.add(file.name);
+    if (seen.has(file.proto.name)) return;
+    seen.add(file.proto.name);
     file.dependencies.forEach(visit);
-    out.push(Buffer.from(toBinary(FileDescriptorProtoSchema, file.proto)));
+    out.push(file);
   };
   roots.forEach(visit);
   return out;

@@ -80,6 +80,10 @@ describe.skipIf(!hasGrpcurl)("grpcurl against a live server (reflection, no prot
     );
     expect(await grpcurl(`127.0.0.1:${server.port}`, "describe", "worq.v1.AdminService")).toContain("rpc GetJob");
     expect(await grpcurl(`127.0.0.1:${server.port}`, "describe", "worq.v1.Job")).toContain("map<string, string> tags");
+    // Served from gen/descriptors/worq.binpb with source info: the contract comments show.
+    expect(await grpcurl(`127.0.0.1:${server.port}`, "describe", "worq.v1.WorkerService.Ack")).toContain(
+      "// Ack completes a leased job and stores its result.",
+    );
   });
 
   it("submits, leases, acks and gets a job from JSON, as in the README quickstart", async () => {
