@@ -36,7 +36,7 @@ async function serve(argv: string[]): Promise<void> {
   });
   // One machine-readable line on stdout, so scripts and tests can find the port.
   process.stdout.write(
-    `${JSON.stringify({ msg: "worq listening", grpc: `${config.host}:${server.grpcPort}`, grpcPort: server.grpcPort, dataDir: config.dataDir })}\n`,
+    `${JSON.stringify({ msg: "worq listening", grpc: `${config.host}:${server.grpcPort}`, grpcPort: server.grpcPort, dataDir: config.dataDir, pid: process.pid })}\n`,
   );
   let stopping = false;
   async function stop(reason: string): Promise<void> {
