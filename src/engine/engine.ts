@@ -7,6 +7,7 @@ import { ReadyQueue } from "./ready-queue.js";
 import { transition, type FailureReport, type JobEvent } from "./state-machine.js";
 import type { Counters, Store, StoreWrite } from "./store.js";
 import { buildNewJob, checkQueueName } from "./submit-validation.js";
+import { LeaseSlots, type SlotHolder } from "./lease-slots.js";
 import { TimerHeap } from "./timer-heap.js";
 
 export interface EngineOptions {
@@ -72,16 +73,16 @@ export interface EngineInfo {
   storeKind: string;
 }
 
-interface Session extends LeaseSession {
+interface Session extends LeaseSession, SlotHolder {
   readonly options: LeaseSessionOptions;
   readonly sink: LeaseSink;
-  /** Lease ids delivered on this stream whose outcome the worker has not reported yet. */
-  readonly held: Map<string, string>; // lease id -> jid
   readonly connectedAtMs: number;
   closed: boolean;
 }
 
 const DEFAULT_ORPHAN_GRACE_MS = 10_000;
+/** Longest wait of GetResult and Run. */
+const MAX_WAIT_MS = 3_600_000;
 
 /**
  * The job engine: validates requests, applies transitions (state-machine.ts), keeps the
@@ -106,11 +107,13 @@ export class Engine {
   private readonly timers = new TimerHeap();
   private readonly sessions = new Map<number, Session>();
   /**
-   * lease id -> the session whose stream delivered it. A worker's slot stays taken until it
-   * reports the job (Ack/Fail, even a refused stale one) or its stream ends, also when the
-   * lease lapsed meanwhile: its handler may still be running, so credits keep meaning slots.
+   * The worker slot of every unreported lease. A slot stays taken until the worker reports
+   * the job (Ack/Fail, even a refused stale one), also when the lease lapsed meanwhile: its
+   * handler may still be running, so credits keep meaning slots.
    */
-  private readonly holders = new Map<string, Session>();
+  private readonly slots = new LeaseSlots();
+  /** jid -> waiters of waitFinished, told once the job's terminal state is durable. */
+  private readonly finishListeners = new Map<string, Set<() => void>>();
   private readySeq = 0;
   private sessionSeq = 0;
   private counters: Counters = { submitted: 0, processed: 0, failed: 0, evicted: 0 };
@@ -146,7 +149,9 @@ export class Engine {
       this.readySeq = Math.max(this.readySeq, meta.readySeq);
       if (meta.state === "SCHEDULED") ready.push(meta);
       if (meta.state === "RUNNING" && meta.lease) {
-        meta = { ...meta, lease: { ...meta.lease, expiresAtMs: Math.min(meta.lease.expiresAtMs, now + this.orphanGraceMs) } };
+        const lease = { ...meta.lease, expiresAtMs: Math.min(meta.lease.expiresAtMs, now + this.orphanGraceMs) };
+        meta = { ...meta, lease };
+        this.slots.addOrphan(lease.leaseId, meta.jid, lease.workerId);
       }
       this.live.set(meta.jid, meta);
       this.scheduleTimers(meta);
@@ -224,6 +229,44 @@ export class Engine {
   }
 
   /**
+   * Waits until the job is in a terminal state (durably) and returns it, for up to `waitMs`.
+   * Throws WORQ_DEADLINE_EXCEEDED when the wait runs out (the job is left as it is),
+   * WORQ_NOT_FOUND for an unknown job or one discarded meanwhile, and stops waiting when
+   * `signal` aborts (the caller went away).
+   */
+  async waitFinished(jid: string, waitMs: number, signal?: AbortSignal): Promise<JobView> {
+    checkJid(jid, "jid");
+    if (!(waitMs >= 0 && waitMs <= MAX_WAIT_MS)) invalid("wait_timeout", `must be between 0 and ${MAX_WAIT_MS / 1000} s`);
+    let finished!: () => void;
+    const done = new Promise<void>((resolve) => (finished = resolve));
+    // Subscribe before looking, so a job finishing in between is not missed.
+    const listeners = this.finishListeners.get(jid) ?? new Set();
+    this.finishListeners.set(jid, listeners);
+    listeners.add(finished);
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const view = await this.getJob(jid);
+      if (isTerminal(view.meta.state)) return view;
+      const outcome = await Promise.race([
+        done.then(() => "finished" as const),
+        new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), waitMs))),
+        new Promise<"aborted">((resolve) => signal?.addEventListener("abort", () => resolve("aborted"), { once: true })),
+      ]);
+      if (outcome !== "finished") {
+        throw new WorqError(
+          "WORQ_DEADLINE_EXCEEDED",
+          `job ${jid} did not finish within ${waitMs} ms (it is ${view.meta.state}); it is left as it is`,
+        );
+      }
+      return await this.getJob(jid);
+    } finally {
+      clearTimeout(timer);
+      listeners.delete(finished);
+      if (listeners.size === 0 && this.finishListeners.get(jid) === listeners) this.finishListeners.delete(jid);
+    }
+  }
+
+  /**
    * Registers a worker's stream. Jobs are pushed to `sink` whenever one of its queues has a
    * ready job and the worker holds fewer than `credits` jobs.
    */
@@ -243,12 +286,14 @@ export class Engine {
       id: ++this.sessionSeq,
       options: { ...options, queues: [...new Set(options.queues)] },
       sink,
-      held: new Map(),
+      workerId: options.workerId,
+      held: new Set(),
       connectedAtMs: this.clock.nowMs(),
       closed: false,
       close: () => this.closeSession(session),
     };
     this.sessions.set(session.id, session);
+    this.slots.adopt(session); // a reconnecting worker's running jobs still count against its credits
     this.pump();
     return session;
   }
@@ -317,6 +362,7 @@ export class Engine {
       if (top.kind === "due" && (meta.state === "DELAYED" || meta.state === "RETRYING") && meta.dueAtMs! <= now) {
         writes.push(this.apply(meta, { kind: "due" }));
       } else if (top.kind === "lease" && meta.state === "RUNNING" && meta.lease!.expiresAtMs <= now) {
+        this.slots.dropIfOrphan(meta.lease!.leaseId);
         writes.push(this.apply(meta, { kind: "lease-lapsed" }));
         this.counters.failed++;
       }
@@ -341,7 +387,7 @@ export class Engine {
    * A report, even a refused one, frees the worker's slot for that lease.
    */
   private applyHeld(jid: string, event: JobEvent & { leaseId: string }): StoreWrite[] | undefined {
-    if (event.kind !== "renew" && this.release(event.leaseId)) queueMicrotask(() => this.pump());
+    if (event.kind !== "renew" && this.slots.release(event.leaseId)) queueMicrotask(() => this.pump());
     const meta = this.live.get(jid);
     if (!meta) return undefined;
     return [this.apply(meta, event)]; // throws WORQ_LEASE_NOT_HELD before any change
@@ -390,8 +436,7 @@ export class Engine {
         if (!meta) continue;
         const leaseId = this.newId();
         writes.push(this.apply(meta, { kind: "lease", leaseId, workerId: session.options.workerId }));
-        session.held.set(leaseId, meta.jid);
-        this.holders.set(leaseId, session);
+        this.slots.take(leaseId, meta.jid, session);
         const leased = this.live.get(meta.jid)!;
         const list = grants.get(session);
         if (list) list.push(leased);
@@ -452,22 +497,12 @@ export class Engine {
     if (atMs !== undefined && this.timers.peek()?.atMs === atMs) this.wakeListener?.();
   }
 
-  /** The lease no longer takes a slot of the session it was delivered on; true if it did. */
-  private release(leaseId: string): boolean {
-    const session = this.holders.get(leaseId);
-    if (!session) return false;
-    this.holders.delete(leaseId);
-    session.held.delete(leaseId);
-    return true;
-  }
-
   private closeSession(session: Session): void {
     if (session.closed) return;
     session.closed = true;
     this.sessions.delete(session.id);
     const capMs = this.clock.nowMs() + this.orphanGraceMs;
-    for (const [leaseId, jid] of session.held) {
-      this.holders.delete(leaseId);
+    for (const { leaseId, jid } of this.slots.detach(session)) {
       const meta = this.live.get(jid);
       if (meta?.state !== "RUNNING" || meta.lease?.leaseId !== leaseId || meta.lease.expiresAtMs <= capMs) continue;
       // Memory only: after a restart every lease is capped the same way during recovery.
@@ -475,12 +510,17 @@ export class Engine {
       this.live.set(jid, orphaned);
       this.scheduleTimers(orphaned);
     }
-    session.held.clear();
   }
 
   private persist(writes: StoreWrite[]): Promise<void> {
+    const finished = this.finishListeners.size === 0 ? [] : writes.flatMap(finishedJid);
     writes.push({ kind: "put-counters", counters: { ...this.counters } });
-    return this.store.commit(writes).catch((error: unknown) => {
+    const durable = this.store.commit(writes);
+    if (finished.length > 0) {
+      // Waiters hear of a finished job only once that is on disk.
+      void durable.then(() => finished.forEach((jid) => this.finishListeners.get(jid)?.forEach((notify) => notify())), () => {});
+    }
+    return durable.catch((error: unknown) => {
       if (this.fatal === undefined) {
         this.fatal = error;
         this.onFatal(error);
@@ -515,6 +555,13 @@ function checkLeaseRef(jid: string, leaseId: string, prefix: string): void {
 
 function notFound(jid: string): WorqError {
   return new WorqError("WORQ_NOT_FOUND", `job ${jid} not found`, "jid");
+}
+
+/** The jid a write finishes (terminal state or deletion), if any. */
+function finishedJid(write: StoreWrite): string[] {
+  if (write.kind === "delete-job") return [write.meta.jid];
+  if (write.kind === "put-meta" && isTerminal(write.meta.state)) return [write.meta.jid];
+  return [];
 }
 
 function lastMeta(writes: StoreWrite[]): JobMeta | undefined {

@@ -3,7 +3,8 @@ import type { Engine } from "../engine/engine.js";
 import { WorqError } from "../engine/errors.js";
 import type { Logger } from "../log.js";
 import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
-import { stateOf, submitInputOf } from "./convert.js";
+import { durationMsOf, jobOf, stateOf, submitInputOf } from "./convert.js";
+import { toConnectError } from "./error-mapping.js";
 import { guarded } from "./handler-guard.js";
 
 /** worq.v1.ProducerService: decode, call the engine, encode. */
@@ -22,8 +23,29 @@ export function createProducerService(engine: Engine, log: Logger): ServiceImpl<
       const results = await engine.submit(inputs, (i) => `jobs[${i}]`);
       return { jobs: results.map((result) => ({ jid: result.jid, state: stateOf(result.state) })) };
     }),
-    run: notBuilt("ProducerService.Run"),
-    getResult: notBuilt("ProducerService.GetResult"),
+    run: guarded("Run", log, async (request, ctx) => {
+      const waitMs = request.waitTimeout ? durationMsOf(request.waitTimeout, "wait_timeout") : 0;
+      const [submitted] = await engine.submit([submitInputOf(request.job, "job")], () => "job");
+      // The jid travels in a trailer too, so a caller whose wait ran out can still follow the job.
+      ctx.responseTrailer.set("worq-jid", submitted!.jid);
+      try {
+        return { job: jobOf(await engine.waitFinished(submitted!.jid, waitMs, ctx.signal)) };
+      } catch (error) {
+        throw withJidMetadata(error, submitted!.jid);
+      }
+    }),
+    getResult: guarded("GetResult", log, async (request, ctx) => {
+      const waitMs = request.waitTimeout ? durationMsOf(request.waitTimeout, "wait_timeout") : 0;
+      return { job: jobOf(await engine.waitFinished(request.jid, waitMs, ctx.signal)) };
+    }),
     cancel: notBuilt("ProducerService.Cancel"),
   };
+}
+
+/** The error as a ConnectError carrying the submitted job's id in `worq-jid` metadata. */
+function withJidMetadata(error: unknown, jid: string): unknown {
+  if (!(error instanceof WorqError)) return error;
+  const connectError = toConnectError(error, { error: () => {} }, "Run");
+  connectError.metadata.set("worq-jid", jid);
+  return connectError;
 }

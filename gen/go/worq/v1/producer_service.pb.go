@@ -229,7 +229,7 @@ type RunRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required: the job to run.
 	Job *JobSpec `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
-	// How long to wait for the result; DEADLINE_EXCEEDED after it, the job left as it is.
+	// How long to wait, at most 1 h; zero submits and checks once.
 	WaitTimeout   *durationpb.Duration `protobuf:"bytes,2,opt,name=wait_timeout,json=waitTimeout,proto3" json:"wait_timeout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -330,7 +330,7 @@ type GetResultRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required: the job's id.
 	Jid string `protobuf:"bytes,1,opt,name=jid,proto3" json:"jid,omitempty"`
-	// How long to wait for a terminal state; zero returns at once.
+	// How long to wait for a terminal state, at most 1 h; zero checks once.
 	WaitTimeout   *durationpb.Duration `protobuf:"bytes,2,opt,name=wait_timeout,json=waitTimeout,proto3" json:"wait_timeout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

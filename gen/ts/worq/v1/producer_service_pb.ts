@@ -128,7 +128,7 @@ export type RunRequest = Message<"worq.v1.RunRequest"> & {
   job?: JobSpec | undefined;
 
   /**
-   * How long to wait for the result; DEADLINE_EXCEEDED after it, the job left as it is.
+   * How long to wait, at most 1 h; zero submits and checks once.
    *
    * @generated from field: google.protobuf.Duration wait_timeout = 2;
    */
@@ -177,7 +177,7 @@ export type GetResultRequest = Message<"worq.v1.GetResultRequest"> & {
   jid: string;
 
   /**
-   * How long to wait for a terminal state; zero returns at once.
+   * How long to wait for a terminal state, at most 1 h; zero checks once.
    *
    * @generated from field: google.protobuf.Duration wait_timeout = 2;
    */
@@ -285,8 +285,10 @@ export const ProducerService: GenService<{
     output: typeof SubmitBatchResponseSchema;
   },
   /**
-   * Run submits a job and waits for its result up to `wait_timeout` (seed 003 `run`).
-   * Not built yet: answers UNIMPLEMENTED.
+   * Run submits a job and waits up to `wait_timeout` for it to reach a terminal state
+   * (seed 003 `run`). OK carries the finished job with its result. DEADLINE_EXCEEDED when
+   * the wait runs out: the job is left as it is and its jid is in the `worq-jid` trailer.
+   * Submit's errors apply to the job.
    *
    * @generated from rpc worq.v1.ProducerService.Run
    */
@@ -296,8 +298,9 @@ export const ProducerService: GenService<{
     output: typeof RunResponseSchema;
   },
   /**
-   * GetResult waits up to `wait_timeout` for a job to finish and returns its outcome
-   * (seed 003 `result`). Not built yet: answers UNIMPLEMENTED.
+   * GetResult waits up to `wait_timeout` for a job to reach a terminal state and returns it,
+   * result included (seed 003 `result`). DEADLINE_EXCEEDED when it has not finished by then;
+   * NOT_FOUND for an unknown job, or one discarded by its retry policy.
    *
    * @generated from rpc worq.v1.ProducerService.GetResult
    */
