@@ -57,6 +57,8 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
     }
     log.info("worker connected", { workerId: request.workerId, queues: request.queues, credits: request.credits });
     try {
+      // The first message confirms the stream is registered, so a worker knows it is connected.
+      yield create(LeaseResponseSchema, { kind: { case: "keepalive", value: {} } });
       for (;;) {
         const next = await outbox.next(options.keepaliveIntervalMs, ctx.signal);
         if (next.kind === "aborted") return;

@@ -9,8 +9,8 @@ import { connect, type WorqClients } from "./clients.js";
 export interface TestServer extends WorqClients {
   port: number;
   dataDir: string;
-  /** Stops the server gracefully and starts a new one on the same data dir and a new port. */
-  restart(): Promise<TestServer>;
+  /** Stops the server gracefully and starts a new one on the same data dir (and port, with samePort). */
+  restart(options?: { samePort?: boolean }): Promise<TestServer>;
   /** Stops the server and deletes its data dir. */
   close(): Promise<void>;
 }
@@ -36,9 +36,9 @@ export async function startTestServer(overrides: Partial<ServerConfig> = {}, dat
     ...connect(running.grpcPort),
     port: running.grpcPort,
     dataDir: dir,
-    restart: async () => {
+    restart: async (options = {}) => {
       await running.close();
-      return startTestServer(overrides, dir);
+      return startTestServer(options.samePort ? { ...overrides, port: running.grpcPort } : overrides, dir);
     },
     close: async () => {
       await running.close();

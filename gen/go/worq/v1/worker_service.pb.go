@@ -243,7 +243,8 @@ type LeaseResponse_Jobs struct {
 }
 
 type LeaseResponse_Keepalive struct {
-	// Sent when the stream has been idle, so that proxies keep it open; ignore it.
+	// Sent first, once the worker is registered, then whenever the stream has been idle,
+	// so that proxies keep it open; otherwise ignore it.
 	Keepalive *Keepalive `protobuf:"bytes,2,opt,name=keepalive,proto3,oneof"`
 }
 

@@ -79,7 +79,8 @@ export type LeaseResponse = Message<"worq.v1.LeaseResponse"> & {
     case: "jobs";
   } | {
     /**
-     * Sent when the stream has been idle, so that proxies keep it open; ignore it.
+     * Sent first, once the worker is registered, then whenever the stream has been idle,
+     * so that proxies keep it open; otherwise ignore it.
      *
      * @generated from field: worq.v1.Keepalive keepalive = 2;
      */

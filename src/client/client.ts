@@ -1,0 +1,65 @@
+import { createClient, type Client, type Transport } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
+import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
+import type { Job } from "../../gen/ts/worq/v1/job_pb.js";
+import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
+import { WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { toClientError } from "./errors.js";
+import { jobSpecOf, type SubmitOptions } from "./job-options.js";
+
+export interface ClientOptions {
+  /** host:port of the Worq gRPC server, e.g. "127.0.0.1:7419". */
+  address: string;
+}
+
+/** Talks to one Worq server: submit jobs, read them, wait for results. */
+export class WorqClient {
+  readonly producer: Client<typeof ProducerService>;
+  readonly admin: Client<typeof AdminService>;
+  /** The raw worker RPCs; `Worker` builds on them. */
+  readonly worker: Client<typeof WorkerService>;
+
+  constructor(options: ClientOptions) {
+    const transport: Transport = createGrpcTransport({ baseUrl: `http://${options.address}` });
+    this.producer = createClient(ProducerService, transport);
+    this.admin = createClient(AdminService, transport);
+    this.worker = createClient(WorkerService, transport);
+  }
+
+  /** Creates a job; resolves with its jid once it is stored on disk. */
+  async submit(type: string, options?: SubmitOptions): Promise<string> {
+    return call(async () => (await this.producer.submit({ job: jobSpecOf(type, options) })).jid);
+  }
+
+  /** Creates jobs atomically (all or none); resolves with their jids in order. */
+  async submitBatch(jobs: ({ type: string } & SubmitOptions)[]): Promise<string[]> {
+    return call(async () => {
+      const response = await this.producer.submitBatch({ jobs: jobs.map(({ type, ...options }) => jobSpecOf(type, options)) });
+      return response.jobs.map((job) => job.jid);
+    });
+  }
+
+  async getJob(jid: string): Promise<Job> {
+    return call(async () => (await this.admin.getJob({ jid })).job!);
+  }
+
+  /** Waits up to `timeoutMs` for the job to finish and returns it (state, result, failure). */
+  async waitResult(jid: string, timeoutMs: number): Promise<Job> {
+    return call(async () => (await this.producer.getResult({ jid, waitTimeout: durationFromMs(timeoutMs) })).job!);
+  }
+
+  /** Submits a job and waits up to `waitMs` for it to finish. */
+  async run(type: string, options: SubmitOptions & { waitMs: number }): Promise<Job> {
+    const { waitMs, ...rest } = options;
+    return call(async () => (await this.producer.run({ job: jobSpecOf(type, rest), waitTimeout: durationFromMs(waitMs) })).job!);
+  }
+}
+
+async function call<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (error) {
+    throw toClientError(error);
+  }
+}

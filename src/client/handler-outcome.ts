@@ -1,0 +1,43 @@
+import { create, type JsonValue } from "@bufbuild/protobuf";
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
+import { FailureCategory } from "../../gen/ts/worq/v1/job_pb.js";
+import { FailRequestSchema, type FailRequest } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { PermanentError, RetryLaterError } from "./errors.js";
+
+const encoder = new TextEncoder();
+
+/** The Ack result for a handler's return value: bytes as they are, strings as UTF-8, nothing as empty, anything else as JSON. */
+export function resultBytesOf(value: unknown): Uint8Array {
+  if (value === undefined || value === null) return new Uint8Array();
+  if (value instanceof Uint8Array) return value;
+  if (typeof value === "string") return encoder.encode(value);
+  return encoder.encode(JSON.stringify(value as JsonValue));
+}
+
+/**
+ * The Fail request for what a handler threw: message, error type, at most `frames` stack
+ * frames, category PERMANENT for a PermanentError (else TEMPORARY), and the retry delay of a
+ * RetryLaterError.
+ */
+export function failRequestOf(error: unknown, ref: { jid: string; leaseId: string }, frames: number): FailRequest {
+  const err = error instanceof Error ? error : new Error(String(error));
+  const request = create(FailRequestSchema, {
+    jid: ref.jid,
+    leaseId: ref.leaseId,
+    message: err.message.slice(0, 64 * 1024),
+    errtype: (err.constructor?.name && err.constructor.name !== "Error" ? err.constructor.name : err.name).slice(0, 256),
+    backtrace: stackFramesOf(err).slice(0, frames),
+    category: err instanceof PermanentError ? FailureCategory.PERMANENT : FailureCategory.TEMPORARY,
+  });
+  const retryAfterMs = err instanceof RetryLaterError ? err.retryAfterMs : (err as { retryAfterMs?: unknown }).retryAfterMs;
+  if (typeof retryAfterMs === "number" && retryAfterMs >= 0) request.retryAfter = durationFromMs(retryAfterMs);
+  return request;
+}
+
+function stackFramesOf(error: Error): string[] {
+  return (error.stack ?? "")
+    .split("\n")
+    .map((line) => line.trim())
+    .filter((line) => line.startsWith("at "))
+    .map((line) => line.slice(3));
+}

@@ -1,0 +1,19 @@
+/**
+ * The Worq TypeScript client: `WorqClient` to submit and follow jobs, `Worker` to run them.
+ *
+ *   import { WorqClient, Worker, PermanentError } from "worq";
+ */
+export { WorqClient, type ClientOptions } from "./client.js";
+export { Worker, type WorkerOptions, type WorkerJob, type JobContext, type Handler, type WorkerEvent, type WorkerLogger } from "./worker.js";
+export type { SubmitOptions, RetryOptions, PriorityName } from "./job-options.js";
+export {
+  WorqClientError,
+  PermanentError,
+  RetryLaterError,
+  isLeaseLost,
+  isNotFound,
+  isInvalidArgument,
+  isUnavailable,
+  isDeadlineExceeded,
+} from "./errors.js";
+export { JobState } from "../../gen/ts/worq/v1/job_pb.js";

@@ -1,0 +1,371 @@
+import { hostname } from "node:os";
+import { randomBytes } from "node:crypto";
+import { toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { durationFromMs, ListValueSchema, timestampDate } from "@bufbuild/protobuf/wkt";
+import { Code } from "@connectrpc/connect";
+import type { Job } from "../../gen/ts/worq/v1/job_pb.js";
+import { ControlAction, type FailRequest, type LeasedJob } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { WorqClient } from "./client.js";
+import { toClientError } from "./errors.js";
+import { failRequestOf, resultBytesOf } from "./handler-outcome.js";
+import { ReconnectBackoff } from "./reconnect-backoff.js";
+
+/** A leased job as a handler sees it. */
+export interface WorkerJob {
+  jid: string;
+  type: string;
+  queue: string;
+  args: JsonValue[];
+  kwargs: JsonObject;
+  payload: Uint8Array;
+  custom: JsonObject;
+  /** 1 for the first run, 2 for the first retry, … */
+  attempt: number;
+  tags: Record<string, string>;
+  leaseId: string;
+  /** The job as the server sent it. */
+  proto: Job;
+}
+
+export interface JobContext {
+  /** Aborted at the job's execution deadline, when its lease is lost, or at shutdown past the timeout. */
+  readonly signal: AbortSignal;
+  /** The execution deadline: the attempt must end by then. */
+  readonly deadline: Date;
+  /** Renews the lease now (the worker also renews on its own while the handler runs). */
+  renew(): Promise<void>;
+}
+
+export type Handler = (job: WorkerJob, ctx: JobContext) => unknown;
+
+/** What the worker reports as it runs; for logs, metrics or tests. */
+export type WorkerEvent =
+  | { event: "ready"; workerId: string }
+  | { event: "start"; jid: string; attempt: number; type: string }
+  | { event: "done"; jid: string; outcome: "ack" | "fail" | "lease_lost" }
+  | { event: "reconnecting"; delayMs: number; reason: string }
+  | { event: "stopped" };
+
+export interface WorkerLogger {
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+  error(message: string, fields?: Record<string, unknown>): void;
+}
+
+export interface WorkerOptions {
+  /** host:port of the server; or pass `client`. */
+  address?: string;
+  client?: WorqClient;
+  /** Queues to take jobs from, in priority order. */
+  queues: string[];
+  /** Handlers that may run at once (the Lease credits). Default 10. */
+  concurrency?: number;
+  /** Stable identity of this process; default hostname-pid-random. */
+  workerId?: string;
+  /** How long a graceful stop waits for running handlers before failing them back. Default 30 s. */
+  shutdownTimeoutMs?: number;
+  /** Stop gracefully on SIGTERM and SIGINT. Default false (a library does not own the process). */
+  handleSignals?: boolean;
+  labels?: Record<string, string>;
+  logger?: WorkerLogger;
+  onEvent?: (event: WorkerEvent) => void;
+}
+
+interface Running {
+  job: WorkerJob;
+  abort: AbortController;
+  reserveForMs: number;
+  timers: NodeJS.Timeout[];
+  /** Set when shutdown already failed the job back: the handler's late outcome is dropped. */
+  failedBack: boolean;
+  done: Promise<void>;
+}
+
+const silentLogger: WorkerLogger = { info: () => {}, warn: () => {}, error: () => {} };
+
+/**
+ * Runs handlers for leased jobs: holds one Lease stream (credits = concurrency), renews
+ * leases while handlers run, reports outcomes (retrying while the server is unreachable,
+ * dropping reports for lost leases), reconnects with jittered backoff, and stops gracefully.
+ * Behaviour is specified in clients/CONFORMANCE.md.
+ */
+export class Worker {
+  readonly workerId: string;
+  private readonly client: WorqClient;
+  private readonly queues: string[];
+  private readonly concurrency: number;
+  private readonly shutdownTimeoutMs: number;
+  private readonly labels: Record<string, string>;
+  private readonly log: WorkerLogger;
+  private readonly emit: (event: WorkerEvent) => void;
+  private readonly handleSignals: boolean;
+  private readonly handlers = new Map<string, Handler>();
+  private readonly inFlight = new Map<string, Running>();
+  private readonly backoff = new ReconnectBackoff();
+  private stream: AbortController | undefined;
+  private wakeReconnect: (() => void) | undefined;
+  private quieted = false;
+  private stopping: Promise<void> | undefined;
+  private announcedReady = false;
+
+  constructor(options: WorkerOptions) {
+    if (!options.client && !options.address) throw new Error("Worker needs `address` or `client`");
+    this.client = options.client ?? new WorqClient({ address: options.address! });
+    this.queues = options.queues;
+    this.concurrency = options.concurrency ?? 10;
+    this.workerId = options.workerId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`;
+    this.shutdownTimeoutMs = options.shutdownTimeoutMs ?? 30_000;
+    this.labels = { lang: "typescript", ...options.labels };
+    this.log = options.logger ?? silentLogger;
+    this.emit = options.onEvent ?? (() => {});
+    this.handleSignals = options.handleSignals ?? false;
+  }
+
+  /** Registers the handler of a job type. Its return value is the result; a throw fails the job. */
+  register(type: string, handler: Handler): this {
+    this.handlers.set(type, handler);
+    return this;
+  }
+
+  /** Leases and runs jobs until `stop()` (or TERMINATE, or a signal with `handleSignals`); resolves once stopped. */
+  async run(): Promise<void> {
+    const onSignal = (signal: NodeJS.Signals) => {
+      this.log.info("signal received, stopping gracefully", { signal });
+      void this.stop();
+    };
+    if (this.handleSignals) {
+      process.on("SIGTERM", onSignal);
+      process.on("SIGINT", onSignal);
+    }
+    try {
+      while (!this.stopping && !this.quieted) {
+        const reason = await this.leaseOnce();
+        if (this.stopping || this.quieted) break;
+        const delayMs = this.backoff.next();
+        this.log.warn("lease stream ended, reconnecting", { reason, delayMs });
+        this.emit({ event: "reconnecting", delayMs, reason });
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, delayMs);
+          this.wakeReconnect = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+      }
+      if (this.quieted && !this.stopping) await Promise.all([...this.inFlight.values()].map((r) => r.done));
+      await this.stopping;
+    } finally {
+      if (this.handleSignals) {
+        process.off("SIGTERM", onSignal);
+        process.off("SIGINT", onSignal);
+      }
+    }
+  }
+
+  /** Takes no more work; running handlers finish and report. `run()` resolves when they are done. */
+  quiet(): void {
+    if (this.quieted) return;
+    this.quieted = true;
+    this.log.info("quiet: taking no more jobs", { inFlight: this.inFlight.size });
+    this.closeStream();
+  }
+
+  /**
+   * Ends the Lease stream but keeps the held jobs: the server caps the leases of a closed
+   * stream at its orphan grace, so renew them right after it has seen the stream go.
+   */
+  private closeStream(): void {
+    this.stream?.abort();
+    this.wakeReconnect?.();
+    if (this.inFlight.size > 0) setTimeout(() => void this.renewAll(), 50);
+  }
+
+  /**
+   * Graceful stop: closes the stream, lets running handlers finish within the shutdown
+   * timeout, then cancels the rest and fails them back (TEMPORARY, retry at once).
+   */
+  stop(): Promise<void> {
+    this.stopping ??= this.shutdown();
+    return this.stopping;
+  }
+
+  private async shutdown(): Promise<void> {
+    this.closeStream();
+    const running = [...this.inFlight.values()];
+    this.log.info("stopping", { inFlight: running.length, timeoutMs: this.shutdownTimeoutMs });
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = await Promise.race([
+      Promise.all(running.map((r) => r.done)).then(() => false),
+      new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), this.shutdownTimeoutMs))),
+    ]);
+    clearTimeout(timer);
+    if (timedOut) {
+      const left = [...this.inFlight.values()];
+      this.log.warn("shutdown timeout: failing back running jobs for immediate retry", { jobs: left.length });
+      await Promise.all(
+        left.map(async (r) => {
+          r.failedBack = true;
+          r.abort.abort(new Error("worker shutting down"));
+          const request = failRequestOf(new Error("worker shut down before the job finished"), r.job, 0);
+          request.retryAfter = durationFromMs(0);
+          await this.report(r, { fail: request }, this.shutdownTimeoutMs);
+          this.finish(r);
+        }),
+      );
+    }
+    this.emit({ event: "stopped" });
+    this.log.info("stopped");
+  }
+
+  /** One Lease stream, until it ends; returns why it ended. */
+  private async leaseOnce(): Promise<string> {
+    const stream = new AbortController();
+    this.stream = stream;
+    try {
+      const responses = this.client.worker.lease(
+        { queues: this.queues, workerId: this.workerId, credits: this.concurrency, labels: this.labels },
+        { signal: stream.signal },
+      );
+      let first = true;
+      for await (const response of responses) {
+        if (first) {
+          first = false;
+          this.backoff.reset();
+          // Jobs that outlived a dropped stream: renew now, their leases were capped at the orphan grace.
+          void this.renewAll();
+        }
+        const kind = response.kind;
+        if (kind.case === "jobs") kind.value.jobs.forEach((leased) => this.start(leased));
+        else if (kind.case === "control") {
+          const action = kind.value.action;
+          this.log.info("control from server", { action: ControlAction[action], reason: kind.value.reason });
+          if (action === ControlAction.QUIET) this.quiet();
+          if (action === ControlAction.TERMINATE) void this.stop();
+          if (action === ControlAction.RECONNECT) return `server asked to reconnect: ${kind.value.reason}`;
+        }
+        if (!this.announcedReady) {
+          this.announcedReady = true;
+          this.emit({ event: "ready", workerId: this.workerId });
+        }
+      }
+      return "stream ended";
+    } catch (error) {
+      if (stream.signal.aborted) return "stream closed";
+      const clientError = toClientError(error);
+      return `${Code[clientError.code]}: ${clientError.message}`;
+    } finally {
+      stream.abort();
+    }
+  }
+
+  private start(leased: LeasedJob): void {
+    const job = workerJobOf(leased);
+    const handler = this.handlers.get(job.type);
+    const abort = new AbortController();
+    const deadline = leased.executionDeadline ? timestampDate(leased.executionDeadline) : new Date(Date.now() + 1_800_000);
+    const reserveForMs = Math.max(1_000, durationMs(leased.job?.reserveFor) ?? 300_000);
+    const running: Running = { job, abort, reserveForMs, timers: [], failedBack: false, done: Promise.resolve() };
+    this.inFlight.set(job.leaseId, running);
+    running.timers.push(
+      setTimeout(() => abort.abort(new Error("execution timeout passed")), Math.max(0, deadline.getTime() - Date.now())),
+      setInterval(() => void this.renew([running]), Math.floor(reserveForMs / 3)),
+    );
+    const ctx: JobContext = { signal: abort.signal, deadline, renew: () => this.renew([running]) };
+    running.done = (async () => {
+      this.emit({ event: "start", jid: job.jid, attempt: job.attempt, type: job.type });
+      let outcome: { ack: Uint8Array } | { fail: FailRequest };
+      try {
+        if (!handler) throw new Error(`no handler registered for job type ${JSON.stringify(job.type)} on worker ${this.workerId}`);
+        outcome = { ack: resultBytesOf(await handler(job, ctx)) };
+      } catch (error) {
+        outcome = { fail: failRequestOf(error, job, job.proto.backtrace) };
+      }
+      if (running.failedBack) return;
+      await this.report(running, outcome, Infinity);
+      this.finish(running);
+    })();
+  }
+
+  private finish(running: Running): void {
+    running.timers.forEach((timer) => clearTimeout(timer));
+    this.inFlight.delete(running.job.leaseId);
+  }
+
+  /**
+   * Sends an Ack or Fail, retrying with backoff while the server is unreachable (up to
+   * `giveUpAfterMs`); a lost lease (FAILED_PRECONDITION, NOT_FOUND) is logged and dropped.
+   */
+  private async report(running: Running, outcome: { ack: Uint8Array } | { fail: FailRequest }, giveUpAfterMs: number): Promise<void> {
+    const { jid, leaseId } = running.job;
+    const backoff = new ReconnectBackoff(100, 5_000);
+    const giveUpAt = Date.now() + giveUpAfterMs;
+    for (;;) {
+      try {
+        if ("ack" in outcome) await this.client.worker.ack({ jid, leaseId, result: outcome.ack });
+        else await this.client.worker.fail(outcome.fail);
+        this.emit({ event: "done", jid, outcome: "ack" in outcome ? "ack" : "fail" });
+        return;
+      } catch (error) {
+        const clientError = toClientError(error);
+        if (clientError.code === Code.FailedPrecondition || clientError.code === Code.NotFound) {
+          this.log.warn("lease lost before the report; dropped (the job is or was run elsewhere)", { jid, error: clientError.message });
+          this.emit({ event: "done", jid, outcome: "lease_lost" });
+          return;
+        }
+        if (!isTransient(clientError.code) || Date.now() >= giveUpAt) {
+          this.log.error("report failed; dropped", { jid, error: clientError.message });
+          return;
+        }
+        const delayMs = backoff.next();
+        this.log.warn("report failed, retrying", { jid, delayMs, error: clientError.message });
+        await new Promise((resolve) => setTimeout(resolve, delayMs));
+      }
+    }
+  }
+
+  private async renewAll(): Promise<void> {
+    if (this.inFlight.size > 0) await this.renew([...this.inFlight.values()]);
+  }
+
+  /** Renews leases in one call; a lease the server no longer knows aborts its handler. */
+  private async renew(runnings: Running[]): Promise<void> {
+    const live = runnings.filter((r) => !r.failedBack);
+    if (live.length === 0) return;
+    try {
+      const { results } = await this.client.worker.renew({ leases: live.map((r) => ({ jid: r.job.jid, leaseId: r.job.leaseId })) });
+      results.forEach((result, i) => {
+        if (result.code === Code.FailedPrecondition || result.code === Code.NotFound) {
+          this.log.warn("lease lost; cancelling the handler", { jid: result.jid, error: result.message });
+          live[i]!.abort.abort(new Error(`lease lost: ${result.message}`));
+        }
+      });
+    } catch (error) {
+      this.log.warn("renew failed; will retry at the next interval", { error: toClientError(error).message });
+    }
+  }
+}
+
+function isTransient(code: Code): boolean {
+  return code === Code.Unavailable || code === Code.Unknown || code === Code.DeadlineExceeded || code === Code.Internal || code === Code.Aborted;
+}
+
+function durationMs(duration: { seconds: bigint; nanos: number } | undefined): number | undefined {
+  return duration ? Number(duration.seconds) * 1000 + Math.floor(duration.nanos / 1e6) : undefined;
+}
+
+function workerJobOf(leased: LeasedJob): WorkerJob {
+  const job = leased.job!;
+  return {
+    jid: job.jid,
+    type: job.type,
+    queue: job.queue,
+    args: job.args ? (toJson(ListValueSchema, job.args) as JsonValue[]) : [],
+    kwargs: job.kwargs ?? {},
+    payload: job.payload,
+    custom: job.custom ?? {},
+    attempt: job.attempt,
+    tags: job.tags,
+    leaseId: leased.leaseId,
+    proto: job,
+  };
+}

@@ -1,0 +1,209 @@
+import { durationFromMs, timestampDate } from "@bufbuild/protobuf/wkt";
+import { expect } from "vitest";
+import { FailureCategory, JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import type { TestServer } from "../e2e/support/test-server.js";
+import { WorkerProcess, type Lang } from "./worker-process.js";
+
+/**
+ * The behaviour every worker library must show, one list for all languages
+ * (clients/CONFORMANCE.md), so that the libraries cannot drift apart. Each scenario gets a
+ * running server (orphan grace 500 ms) and its own queue, and starts its own workers.
+ */
+export interface Scenario {
+  name: string;
+  run(ctx: ScenarioContext): Promise<void>;
+}
+
+export interface ScenarioContext {
+  lang: Lang;
+  /** The server; `restartServer` replaces it. */
+  server: () => TestServer;
+  /** Restarts the server gracefully on the same port and data dir. */
+  restartServer(): Promise<void>;
+  queue: string;
+  /** Starts a conformance worker of this language on the scenario's queue. */
+  startWorker(options?: { workerId?: string; concurrency?: number; shutdownTimeoutMs?: number }): Promise<WorkerProcess>;
+}
+
+const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
+
+async function submitScenario(ctx: ScenarioContext, kwargs: Record<string, unknown>, extra: Record<string, unknown> = {}): Promise<string> {
+  const { jid } = await ctx.server().producer.submit({ job: { type: "scenario", queue: ctx.queue, kwargs: kwargs as never, ...extra } });
+  return jid;
+}
+
+async function finished(ctx: ScenarioContext, jid: string, waitMs = 20_000) {
+  return (await ctx.server().producer.getResult({ jid, waitTimeout: durationFromMs(waitMs) })).job!;
+}
+
+async function stopGracefully(worker: WorkerProcess): Promise<void> {
+  worker.kill("SIGTERM");
+  expect(await worker.exited).toEqual({ code: 0, signal: null });
+}
+
+export const SCENARIOS: Scenario[] = [
+  {
+    name: "a returned value is acked as the result",
+    async run(ctx) {
+      const worker = await ctx.startWorker();
+      const jid = await submitScenario(ctx, { action: "succeed", result: `ok-${ctx.lang}` });
+      const job = await finished(ctx, jid);
+      expect(job.state).toBe(JobState.COMPLETED);
+      expect(text(job.result)).toBe(`ok-${ctx.lang}`);
+      expect(job.attempt).toBe(1);
+      await worker.waitFor((e) => e.event === "done" && e.jid === jid && e.outcome === "ack");
+      await stopGracefully(worker);
+    },
+  },
+  {
+    name: "an ordinary error fails the job, which is retried until it succeeds",
+    async run(ctx) {
+      const worker = await ctx.startWorker();
+      const jid = await submitScenario(
+        ctx,
+        { action: "fail_times", times: 2, result: "third time" },
+        { backtrace: 5, retry: { maxAttempts: 5, initialDelay: durationFromMs(100), backoff: 1 } },
+      );
+      const job = await finished(ctx, jid);
+      expect(job.state).toBe(JobState.COMPLETED);
+      expect(text(job.result)).toBe("third time");
+      expect(job.attempt).toBe(3);
+      expect(job.failure!.retryCount).toBe(2);
+      expect(job.failure!.message).toBe("planned failure 2");
+      expect(job.failure!.category).toBe(FailureCategory.TEMPORARY);
+      expect(job.failure!.errtype).not.toBe("");
+      expect(job.failure!.backtrace.length).toBeGreaterThan(0);
+      expect(job.failure!.backtrace.length).toBeLessThanOrEqual(5);
+      await stopGracefully(worker);
+    },
+  },
+  {
+    name: "the permanent-error type fails the job at once, without retry",
+    async run(ctx) {
+      const worker = await ctx.startWorker();
+      const jid = await submitScenario(ctx, { action: "permanent", message: "no such account" });
+      const job = await finished(ctx, jid);
+      expect(job.state).toBe(JobState.FAILED);
+      expect(job.attempt).toBe(1);
+      expect(job.failure!.category).toBe(FailureCategory.PERMANENT);
+      expect(job.failure!.message).toBe("no such account");
+      await stopGracefully(worker);
+    },
+  },
+  {
+    name: "a job whose retries run out ends dead",
+    async run(ctx) {
+      const worker = await ctx.startWorker();
+      const jid = await submitScenario(ctx, { action: "fail_times", times: 99 }, { retry: { maxAttempts: 2, initialDelay: durationFromMs(50) } });
+      const job = await finished(ctx, jid);
+      expect(job.state).toBe(JobState.DEAD_LETTER);
+      expect(job.attempt).toBe(2);
+      await stopGracefully(worker);
+    },
+  },
+  {
+    name: "retry_after from the handler sets the retry time",
+    async run(ctx) {
+      const worker = await ctx.startWorker();
+      const jid = await submitScenario(ctx, { action: "retry_after", ms: 400 });
+      const job = await finished(ctx, jid);
+      expect(job.state).toBe(JobState.COMPLETED);
+      expect(text(job.result)).toBe("retried");
+      expect(job.attempt).toBe(2);
+      const failedAt = timestampDate(job.failure!.retriedAt!).getTime();
+      expect(timestampDate(job.startedAt!).getTime() - failedAt).toBeGreaterThanOrEqual(400);
+      await stopGracefully(worker);
+    },
+  },
+  {
+    name: "a job running 3x its reserve_for is renewed automatically and runs once",
+    async run(ctx) {
+      const worker = await ctx.startWorker();
+      const jid = await submitScenario(ctx, { action: "sleep", ms: 3_000, result: "long" }, { reserveFor: durationFromMs(1_000) });
+      const job = await finished(ctx, jid);
+      expect(job.state).toBe(JobState.COMPLETED);
+      expect(job.attempt).toBe(1);
+      expect(worker.events.filter((e) => e.event === "start" && e.jid === jid)).toHaveLength(1);
+      await stopGracefully(worker);
+    },
+  },
+  {
+    name: "concurrency N runs at most N handlers at once",
+    async run(ctx) {
+      const worker = await ctx.startWorker({ concurrency: 2 });
+      const jids = await Promise.all(Array.from({ length: 6 }, () => submitScenario(ctx, { action: "sleep", ms: 300, result: "x" })));
+      for (const jid of jids) expect((await finished(ctx, jid)).state).toBe(JobState.COMPLETED);
+      let running = 0;
+      let most = 0;
+      for (const event of worker.events) {
+        if (event.event === "start") most = Math.max(most, ++running);
+        if (event.event === "done") running--;
+      }
+      expect(most).toBe(2);
+      await stopGracefully(worker);
+    },
+  },
+  {
+    name: "graceful shutdown mid-job finishes the job, then exits 0",
+    async run(ctx) {
+      const worker = await ctx.startWorker({ shutdownTimeoutMs: 10_000 });
+      const jid = await submitScenario(ctx, { action: "sleep", ms: 1_500, result: "finished" });
+      await worker.waitFor((e) => e.event === "start" && e.jid === jid);
+      await stopGracefully(worker);
+      const job = (await ctx.server().admin.getJob({ jid })).job!;
+      expect(job.state).toBe(JobState.COMPLETED);
+      expect(text(job.result)).toBe("finished");
+      expect(worker.events.at(-1)).toMatchObject({ event: "stopped" });
+    },
+  },
+  {
+    name: "graceful shutdown past its timeout fails the job back for an immediate retry, then exits 0",
+    async run(ctx) {
+      const worker = await ctx.startWorker({ shutdownTimeoutMs: 300 });
+      const jid = await submitScenario(ctx, { action: "sleep", ms: 30_000, result: "never" });
+      await worker.waitFor((e) => e.event === "start" && e.jid === jid);
+      const stoppedAt = Date.now();
+      await stopGracefully(worker);
+      expect(Date.now() - stoppedAt).toBeLessThan(5_000);
+      const job = (await ctx.server().admin.getJob({ jid })).job!;
+      expect([JobState.SCHEDULED, JobState.RETRYING]).toContain(job.state);
+      expect(job.failure!.category).toBe(FailureCategory.TEMPORARY);
+      const next = await ctx.startWorker({ shutdownTimeoutMs: 300 });
+      expect((await next.waitFor((e) => e.event === "start" && e.jid === jid)).attempt).toBe(2);
+      await stopGracefully(next);
+    },
+  },
+  {
+    name: "a server restart mid-job: the worker reconnects, reports the job, and takes new work",
+    async run(ctx) {
+      const worker = await ctx.startWorker();
+      const jid = await submitScenario(ctx, { action: "sleep", ms: 1_500, result: "survived" });
+      await worker.waitFor((e) => e.event === "start" && e.jid === jid);
+      await ctx.restartServer();
+      const job = await finished(ctx, jid);
+      expect(job.state).toBe(JobState.COMPLETED);
+      expect(job.attempt).toBe(1);
+      expect(text(job.result)).toBe("survived");
+      await worker.waitFor((e) => e.event === "reconnecting");
+      const after = await submitScenario(ctx, { action: "succeed", result: "after restart" });
+      expect((await finished(ctx, after)).state).toBe(JobState.COMPLETED);
+      await stopGracefully(worker);
+    },
+  },
+  {
+    name: "a worker killed with SIGKILL mid-job: a second worker finishes the job",
+    async run(ctx) {
+      const first = await ctx.startWorker();
+      const jid = await submitScenario(ctx, { action: "sleep", ms: 2_000, result: "rescued" }, { reserveFor: durationFromMs(60_000) });
+      await first.waitFor((e) => e.event === "start" && e.jid === jid);
+      first.kill("SIGKILL");
+      await first.exited;
+      const second = await ctx.startWorker();
+      const job = await finished(ctx, jid);
+      expect(job.state).toBe(JobState.COMPLETED);
+      expect(job.attempt).toBe(2); // redelivered after the orphan grace, not after reserve_for (60 s)
+      expect(text(job.result)).toBe("rescued");
+      await stopGracefully(second);
+    },
+  },
+];
