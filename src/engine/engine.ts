@@ -362,7 +362,7 @@ export class Engine {
       if (top.kind === "due" && (meta.state === "DELAYED" || meta.state === "RETRYING") && meta.dueAtMs! <= now) {
         writes.push(this.apply(meta, { kind: "due" }));
       } else if (top.kind === "lease" && meta.state === "RUNNING" && meta.lease!.expiresAtMs <= now) {
-        this.slots.dropIfOrphan(meta.lease!.leaseId);
+        this.slots.releaseAtLapse(meta.lease!.leaseId);
         writes.push(this.apply(meta, { kind: "lease-lapsed" }));
         this.counters.failed++;
       }

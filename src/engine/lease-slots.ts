@@ -9,6 +9,8 @@ interface Slot {
   workerId: string;
   /** The open stream the slot counts against; undefined while orphaned (stream gone). */
   holder: SlotHolder | undefined;
+  /** Taken over by a later stream of the same worker id, which may be a new process. */
+  adopted: boolean;
 }
 
 /**
@@ -23,13 +25,13 @@ export class LeaseSlots {
 
   /** Records a lease delivered on `holder`'s stream. */
   take(leaseId: string, jid: string, holder: SlotHolder): void {
-    this.slots.set(leaseId, { jid, workerId: holder.workerId, holder });
+    this.slots.set(leaseId, { jid, workerId: holder.workerId, holder, adopted: false });
     holder.held.add(leaseId);
   }
 
   /** Records a lease that has no stream (recovered after a restart). */
   addOrphan(leaseId: string, jid: string, workerId: string): void {
-    this.slots.set(leaseId, { jid, workerId, holder: undefined });
+    this.slots.set(leaseId, { jid, workerId, holder: undefined, adopted: false });
     this.orphanSet(workerId).add(leaseId);
   }
 
@@ -46,13 +48,16 @@ export class LeaseSlots {
     return false;
   }
 
-  /** Drops the slot of a lapsed lease if no open stream carries it (no one runs it any more). */
-  dropIfOrphan(leaseId: string): void {
+  /**
+   * At a lease's lapse: frees its slot unless the stream that received the job still holds
+   * it (that worker may still run the job and will report it). An orphaned slot has no one
+   * running it; an adopted one may belong to a restarted process that never knew the job.
+   * Returns true when an open stream got a slot back.
+   */
+  releaseAtLapse(leaseId: string): boolean {
     const slot = this.slots.get(leaseId);
-    if (slot && !slot.holder) {
-      this.slots.delete(leaseId);
-      this.removeOrphan(slot.workerId, leaseId);
-    }
+    if (!slot || (slot.holder && !slot.adopted)) return false;
+    return this.release(leaseId);
   }
 
   /** The stream ended: its slots become orphans of its worker. Returns their leases. */
@@ -74,7 +79,9 @@ export class LeaseSlots {
     const orphans = this.orphansByWorker.get(holder.workerId);
     if (!orphans) return;
     for (const leaseId of orphans) {
-      this.slots.get(leaseId)!.holder = holder;
+      const slot = this.slots.get(leaseId)!;
+      slot.holder = holder;
+      slot.adopted = true;
       holder.held.add(leaseId);
     }
     this.orphansByWorker.delete(holder.workerId);

@@ -34,17 +34,29 @@ describe("LeaseSlots", () => {
     expect([...again.held]).toEqual(["l2"]);
   });
 
-  it("an orphan dropped at lapse is not adopted later; a held slot is not dropped", () => {
+  it("at lapse: an orphan is freed and not adopted later; a slot on its own stream is kept", () => {
     const slots = new LeaseSlots();
     const first = holder("w");
     slots.take("l1", "j1", first);
     slots.take("l2", "j2", first);
-    slots.dropIfOrphan("l2"); // still on an open stream: kept
+    expect(slots.releaseAtLapse("l2")).toBe(false); // its worker may still run it and report
+    expect(first.held.has("l2")).toBe(true);
     slots.detach(first);
-    slots.dropIfOrphan("l1");
+    expect(slots.releaseAtLapse("l1")).toBe(false); // no open stream got a slot back
     const again = holder("w");
     slots.adopt(again);
     expect([...again.held]).toEqual(["l2"]);
+  });
+
+  it("at lapse: an adopted slot is freed (a restarted process with the same id never knew the job)", () => {
+    const slots = new LeaseSlots();
+    const first = holder("w");
+    slots.take("l1", "j1", first);
+    slots.detach(first);
+    const restarted = holder("w");
+    slots.adopt(restarted);
+    expect(slots.releaseAtLapse("l1")).toBe(true);
+    expect(restarted.held.size).toBe(0);
   });
 });
 
