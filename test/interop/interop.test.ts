@@ -94,10 +94,14 @@ describe.skipIf(!hasGrpcurl)("grpcurl against a live server (reflection, no prot
     const leaseOutput = await grpcurl(
       "-max-time", "2", "-d", '{"queues":["grpcurl"],"workerId":"cli","credits":1}', addr, "worq.v1.WorkerService/Lease",
     ).catch((error: { stdout: string }) => error.stdout); // the stream ends at -max-time
-    const leased = JSON.parse(leaseOutput.slice(0, leaseOutput.indexOf("\n}\n") + 2)) as {
-      jobs: { jobs: { job: { jid: string }; leaseId: string }[] };
-    };
-    const { job, leaseId } = leased.jobs.jobs[0]!;
+    // grpcurl prints one JSON object per stream message: the first is the keepalive that
+    // confirms the stream, then the jobs.
+    const messages = leaseOutput
+      .split(/\n(?=\{)/)
+      .map((text) => JSON.parse(text) as { keepalive?: object; jobs?: { jobs: { job: { jid: string }; leaseId: string }[] } });
+    expect(messages[0]).toEqual({ keepalive: {} });
+    const leased = messages.find((message) => message.jobs)!;
+    const { job, leaseId } = leased.jobs!.jobs[0]!;
     expect(job.jid).toBe(submitted.jid);
     await grpcurl("-d", JSON.stringify({ jid: job.jid, leaseId, result: Buffer.from("ok").toString("base64") }), addr, "worq.v1.WorkerService/Ack");
     const got = JSON.parse(await grpcurl("-d", JSON.stringify({ jid: job.jid }), addr, "worq.v1.AdminService/GetJob")) as {
