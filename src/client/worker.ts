@@ -236,6 +236,11 @@ export class Worker {
         }
         const kind = response.kind;
         if (kind.case === "jobs") kind.value.jobs.forEach((leased) => this.start(leased));
+        else if (kind.case === "revoked") {
+          const running = this.inFlight.get(kind.value.leaseId);
+          this.log.info("job revoked by the server; cancelling its handler", { jid: kind.value.jid, reason: kind.value.reason });
+          running?.abort.abort(new Error(`job ${kind.value.reason}`));
+        }
         else if (kind.case === "control") {
           const action = kind.value.action;
           this.log.info("control from server", { action: ControlAction[action], reason: kind.value.reason });

@@ -1,14 +1,14 @@
 import { randomUUID } from "node:crypto";
 import type { Clock } from "./clock.js";
 import { WorqError, invalid } from "./errors.js";
-import { isTerminal, type JobBody, type JobMeta, type JobState, type JobView, type SubmitInput } from "./job.js";
+import { isPurgedAtExpiry, isTerminal, type JobBody, type JobMeta, type JobState, type JobView, type SubmitInput } from "./job.js";
 import { LIMITS, isUuidV4 } from "./limits.js";
 import { ReadyQueue } from "./ready-queue.js";
 import { transition, type FailureReport, type JobEvent } from "./state-machine.js";
 import type { Counters, Store, StoreWrite } from "./store.js";
 import { buildNewJob, checkQueueName } from "./submit-validation.js";
 import { LeaseSlots, type SlotHolder } from "./lease-slots.js";
-import { TimerHeap } from "./timer-heap.js";
+import { TimerHeap, type TimerEntry } from "./timer-heap.js";
 
 export interface EngineOptions {
   store: Store;
@@ -34,6 +34,8 @@ export interface LeaseSink {
   deliver(grants: LeaseGrant[]): void;
   /** The server wants the worker to reconnect (shutdown), go quiet or terminate. */
   control(action: "RECONNECT" | "QUIET" | "TERMINATE", reason: string): void;
+  /** A job this worker holds was cancelled, deleted or evicted: its lease is no longer valid. */
+  revoke(jid: string, leaseId: string, reason: string): void;
 }
 
 export interface LeaseGrant {
@@ -114,6 +116,9 @@ export class Engine {
   private readonly slots = new LeaseSlots();
   /** jid -> waiters of waitFinished, told once the job's terminal state is durable. */
   private readonly finishListeners = new Map<string, Set<() => void>>();
+  /** When the next purge of expired finished jobs is scheduled, if one is. */
+  private purgeAtMs: number | undefined;
+  private purging = false;
   private readySeq = 0;
   private sessionSeq = 0;
   private counters: Counters = { submitted: 0, processed: 0, failed: 0, evicted: 0 };
@@ -155,9 +160,12 @@ export class Engine {
       }
       this.live.set(meta.jid, meta);
       this.scheduleTimers(meta);
+      this.pushTimer({ atMs: meta.expiresAtMs, jid: meta.jid, kind: "ttl" });
     }
     ready.sort((a, b) => a.readySeq - b.readySeq);
     for (const meta of ready) this.enqueueReady(meta);
+    const purgeAtMs = await this.store.nextPurgeAtMs();
+    if (purgeAtMs !== undefined) this.schedulePurge(purgeAtMs);
   }
 
   /**
@@ -204,6 +212,7 @@ export class Engine {
       this.live.set(meta.jid, meta);
       if (meta.state === "SCHEDULED") this.enqueueReady(meta);
       this.scheduleTimers(meta);
+      this.pushTimer({ atMs: meta.expiresAtMs, jid: meta.jid, kind: "ttl" });
       writes.push({ kind: "put-job", meta, body });
     }
     this.counters.submitted += created.length;
@@ -350,6 +359,41 @@ export class Engine {
     return meta.lease!.expiresAtMs;
   }
 
+  /**
+   * Cancels a job that has not finished: it moves to CANCELLED; a running job's lease is
+   * revoked and its worker told. Throws WORQ_NOT_FOUND, or WORQ_LEASE_NOT_HELD's sibling
+   * WORQ_FAILED_PRECONDITION for a finished job.
+   */
+  async cancel(jid: string): Promise<JobView> {
+    this.checkUsable();
+    checkJid(jid, "jid");
+    const meta = this.live.get(jid);
+    if (!meta) throw await this.finishedOrMissing(jid, "cancelled");
+    const writes = this.endUnfinished(meta, { kind: "cancel", reason: "cancelled on request" }, "cancelled");
+    const durable = this.persist(writes);
+    this.pump();
+    await durable;
+    return this.getJob(jid);
+  }
+
+  /** Deletes a job, its body, result and indexes, whatever its state (a running job's lease is revoked). */
+  async deleteJob(jid: string): Promise<void> {
+    this.checkUsable();
+    checkJid(jid, "jid");
+    const meta = this.live.get(jid);
+    if (meta) {
+      this.revokeLease(meta, "deleted");
+      this.live.delete(jid);
+      const durable = this.persist([{ kind: "delete-job", meta }]);
+      this.pump();
+      await durable;
+      return;
+    }
+    const stored = await this.store.getMeta(jid);
+    if (!stored) throw notFound(jid);
+    await this.persist([{ kind: "delete-job", meta: stored }]);
+  }
+
   /** Applies every timer that is due: promotes delayed and retrying jobs, expires lapsed leases. */
   tick(): void {
     if (this.fatal !== undefined || this.closing) return;
@@ -357,8 +401,19 @@ export class Engine {
     const writes: StoreWrite[] = [];
     for (let top = this.timers.peek(); top && top.atMs <= now; top = this.timers.peek()) {
       this.timers.pop();
+      if (top.kind === "purge") {
+        if (top.atMs === this.purgeAtMs) {
+          this.purgeAtMs = undefined;
+          void this.purgeExpired();
+        }
+        continue;
+      }
       const meta = this.live.get(top.jid);
       if (!meta) continue;
+      if (top.kind === "ttl") {
+        if (meta.expiresAtMs <= now) writes.push(...this.endUnfinished(meta, { kind: "evict" }, "ttl exceeded"));
+        continue;
+      }
       if (top.kind === "due" && (meta.state === "DELAYED" || meta.state === "RETRYING") && meta.dueAtMs! <= now) {
         writes.push(this.apply(meta, { kind: "due" }));
       } else if (top.kind === "lease" && meta.state === "RUNNING" && meta.lease!.expiresAtMs <= now) {
@@ -417,6 +472,7 @@ export class Engine {
     }
     if (isTerminal(next.state)) this.live.delete(next.jid);
     else this.live.set(next.jid, next);
+    if (isPurgedAtExpiry(next.state)) this.schedulePurge(next.expiresAtMs);
     if (next.state === "SCHEDULED" && meta.state !== "SCHEDULED") this.enqueueReady(next);
     this.scheduleTimers(next);
     return { kind: "put-meta", meta: next, previous: meta };
@@ -485,16 +541,67 @@ export class Engine {
     queue.push(meta.jid, meta.priority, meta.readySeq);
   }
 
+  /** Timers for the job's current state: its due time, or its lease's expiry. */
   private scheduleTimers(meta: JobMeta): void {
-    let atMs: number | undefined;
     if ((meta.state === "DELAYED" || meta.state === "RETRYING") && meta.dueAtMs !== undefined) {
-      atMs = meta.dueAtMs;
-      this.timers.push({ atMs, jid: meta.jid, kind: "due" });
+      this.pushTimer({ atMs: meta.dueAtMs, jid: meta.jid, kind: "due" });
     } else if (meta.state === "RUNNING" && meta.lease) {
-      atMs = meta.lease.expiresAtMs;
-      this.timers.push({ atMs, jid: meta.jid, kind: "lease" });
+      this.pushTimer({ atMs: meta.lease.expiresAtMs, jid: meta.jid, kind: "lease" });
     }
-    if (atMs !== undefined && this.timers.peek()?.atMs === atMs) this.wakeListener?.();
+  }
+
+  /** Adds a timer and tells the owner when it is now the earliest. */
+  private pushTimer(entry: TimerEntry): void {
+    this.timers.push(entry);
+    if (this.timers.peek() === entry) this.wakeListener?.();
+  }
+
+  /** Ends an unfinished job by cancel or eviction, revoking its lease first. */
+  private endUnfinished(meta: JobMeta, event: JobEvent & { kind: "cancel" | "evict" }, reason: string): StoreWrite[] {
+    this.revokeLease(meta, reason);
+    if (event.kind === "evict") this.counters.evicted++;
+    return [this.apply(meta, event)];
+  }
+
+  /** Tells the worker holding the job's lease that it is void; frees the slot if no live stream runs it. */
+  private revokeLease(meta: JobMeta, reason: string): void {
+    if (meta.state !== "RUNNING" || !meta.lease) return;
+    const holder = this.slots.holderOf(meta.lease.leaseId) as Session | undefined;
+    holder?.sink.revoke(meta.jid, meta.lease.leaseId, reason);
+    this.slots.releaseAtLapse(meta.lease.leaseId);
+  }
+
+  private async finishedOrMissing(jid: string, verb: string): Promise<WorqError> {
+    const stored = await this.store.getMeta(jid);
+    if (!stored) return notFound(jid);
+    return new WorqError("WORQ_FAILED_PRECONDITION", `job ${jid} cannot be ${verb}: it has already finished (${stored.state})`, "jid");
+  }
+
+  private schedulePurge(atMs: number): void {
+    if (this.purgeAtMs !== undefined && this.purgeAtMs <= atMs) return;
+    this.purgeAtMs = atMs;
+    this.pushTimer({ atMs, jid: "", kind: "purge" });
+  }
+
+  /** Deletes COMPLETED and CANCELLED jobs whose lifetime has passed, then schedules the next round. */
+  private async purgeExpired(): Promise<void> {
+    if (this.purging) return;
+    this.purging = true;
+    try {
+      const batchSize = 500;
+      for (;;) {
+        if (this.fatal !== undefined || this.closing) return;
+        const expired = await this.store.purgeable(this.clock.nowMs(), batchSize);
+        if (expired.length > 0) await this.persist(expired.map((meta): StoreWrite => ({ kind: "delete-job", meta })));
+        if (expired.length < batchSize) break;
+      }
+      const next = await this.store.nextPurgeAtMs();
+      if (next !== undefined) this.schedulePurge(next);
+    } catch {
+      // A storage failure is fatal and reported through onFatal.
+    } finally {
+      this.purging = false;
+    }
   }
 
   private closeSession(session: Session): void {

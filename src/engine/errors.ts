@@ -7,6 +7,7 @@ export type WorqErrorCode =
   | "WORQ_TOO_LARGE" // a size limit was exceeded
   | "WORQ_NOT_FOUND" // no such job
   | "WORQ_LEASE_NOT_HELD" // the lease quoted is not the job's live lease
+  | "WORQ_FAILED_PRECONDITION" // the job is not in a state that allows the request (e.g. cancel a finished job)
   | "WORQ_UNIMPLEMENTED" // a contract field or RPC this server does not build yet
   | "WORQ_UNAVAILABLE" // storage failed or the server is stopping; retry elsewhere/later
   | "WORQ_DEADLINE_EXCEEDED"; // a wait ran out

@@ -21,6 +21,11 @@ export function isTerminal(state: JobState): boolean {
   return TERMINAL_STATES.has(state);
 }
 
+/** Finished states whose job is deleted at its expiry (FAILED and DEAD_LETTER wait for an operator). */
+export function isPurgedAtExpiry(state: JobState): boolean {
+  return state === "COMPLETED" || state === "CANCELLED";
+}
+
 /** 0 = CRITICAL … 4 = BULK: lower runs first (seed 004 §3). */
 export type PriorityLevel = 0 | 1 | 2 | 3 | 4;
 export const PRIORITY_NORMAL: PriorityLevel = 2;
@@ -78,6 +83,10 @@ export interface JobMeta {
   fails: number;
   reserveForMs: number;
   executionTimeoutMs: number;
+  /** Total lifetime; see expiresAtMs. */
+  ttlMs: number;
+  /** createdAt + ttl: an unfinished job is evicted (DEAD_LETTER), a COMPLETED/CANCELLED one deleted. */
+  expiresAtMs: number;
   retry: RetryPolicy;
   backtraceFrames: number;
   createdAtMs: number;
@@ -118,6 +127,7 @@ export interface SubmitInput {
   delayMs?: number;
   reserveForMs?: number;
   executionTimeoutMs?: number;
+  ttlMs?: number;
   retry?: Partial<RetryPolicy>;
   backtraceFrames?: number;
   tags?: Record<string, string>;

@@ -29,6 +29,11 @@ export class LeaseSlots {
     holder.held.add(leaseId);
   }
 
+  /** The open stream that carries the lease's slot, if any. */
+  holderOf(leaseId: string): SlotHolder | undefined {
+    return this.slots.get(leaseId)?.holder;
+  }
+
   /** Records a lease that has no stream (recovered after a restart). */
   addOrphan(leaseId: string, jid: string, workerId: string): void {
     this.slots.set(leaseId, { jid, workerId, holder: undefined, adopted: false });

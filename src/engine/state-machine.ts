@@ -1,5 +1,5 @@
 import { WorqError } from "./errors.js";
-import type { FailureCategory, JobMeta, JobState } from "./job.js";
+import { isTerminal, type FailureCategory, type JobMeta, type JobState } from "./job.js";
 import { backoffDelayMs } from "./retry-policy.js";
 
 /** What a worker reports with Fail. */
@@ -21,7 +21,11 @@ export type JobEvent =
   | { kind: "ack"; leaseId: string }
   | { kind: "fail"; leaseId: string; report: FailureReport }
   /** The lease's expiry passed without an Ack or Fail. */
-  | { kind: "lease-lapsed" };
+  | { kind: "lease-lapsed" }
+  /** Cancel requested (any unfinished state; a lease is revoked). */
+  | { kind: "cancel"; reason: string }
+  /** The job's lifetime (TTL) passed before it finished. */
+  | { kind: "evict" };
 
 export interface TransitionContext {
   nowMs: number;
@@ -77,6 +81,22 @@ export function transition(meta: JobMeta, event: JobEvent, ctx: TransitionContex
       const lease = heldLease(meta, event.leaseId);
       const failure = recordFailure(meta, event.report, now);
       return afterFailure({ ...meta, fails: meta.fails + 1 }, lease.leaseId, failure, event.report, ctx);
+    }
+    case "cancel":
+    case "evict": {
+      if (isTerminal(meta.state)) throw illegal(meta, event);
+      const report: FailureReport =
+        event.kind === "cancel"
+          ? { message: event.reason, errtype: "Cancelled", backtrace: [], category: "CANCELLED" }
+          : { message: `lifetime (ttl) of ${meta.ttlMs} ms passed before the job finished`, errtype: "TtlExceeded", backtrace: [], category: "SYSTEM" };
+      const fields = {
+        state: event.kind === "cancel" ? ("CANCELLED" as const) : ("DEAD_LETTER" as const),
+        failure: recordFailure(meta, report, now),
+        updatedAtMs: now,
+        completedAtMs: now,
+        dueAtMs: undefined,
+      };
+      return meta.lease ? settle(meta, meta.lease.leaseId, fields) : { ...meta, ...fields };
     }
     case "lease-lapsed": {
       if (meta.state !== "RUNNING" || !meta.lease) throw illegal(meta, event);

@@ -45,4 +45,8 @@ export interface Store {
   liveJobs(): AsyncIterable<JobMeta>;
   /** Totals as of the last commit; zeros for a new store. */
   getCounters(): Promise<Counters>;
+  /** The earliest expiresAtMs of a COMPLETED or CANCELLED job (due for deletion), if any. */
+  nextPurgeAtMs(): Promise<number | undefined>;
+  /** Up to `limit` COMPLETED or CANCELLED jobs with expiresAtMs <= nowMs, earliest first. */
+  purgeable(nowMs: number, limit: number): Promise<JobMeta[]>;
 }

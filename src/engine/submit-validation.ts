@@ -40,6 +40,8 @@ export function buildNewJob(
   if (!(executionTimeoutMs > 0 && executionTimeoutMs <= LIMITS.maxExecutionTimeoutMs)) {
     invalid(`${field}.execution_timeout`, "must be more than 0 and at most 24h");
   }
+  const ttlMs = input.ttlMs ?? LIMITS.defaultTtlMs;
+  if (!(ttlMs >= LIMITS.minTtlMs && ttlMs <= LIMITS.maxTtlMs)) invalid(`${field}.ttl`, "must be between 1s and 366 days");
   const backtraceFrames = input.backtraceFrames ?? 0;
   if (!Number.isInteger(backtraceFrames) || backtraceFrames < 0 || backtraceFrames > LIMITS.maxBacktraceFrames) {
     invalid(`${field}.backtrace`, `must be between 0 and ${LIMITS.maxBacktraceFrames}`);
@@ -66,6 +68,8 @@ export function buildNewJob(
     fails: 0,
     reserveForMs,
     executionTimeoutMs,
+    ttlMs,
+    expiresAtMs: nowMs + ttlMs,
     retry,
     backtraceFrames,
     createdAtMs: nowMs,

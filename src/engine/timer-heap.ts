@@ -1,8 +1,11 @@
-/** What a timer entry wakes: a due DELAYED/RETRYING job, or a lease to check for lapse. */
+/**
+ * What a timer entry wakes: a due DELAYED/RETRYING job, a lease to check for lapse, a job's
+ * lifetime (ttl) end, or the deletion of expired finished jobs ("purge", jid empty).
+ */
 export interface TimerEntry {
   atMs: number;
   jid: string;
-  kind: "due" | "lease";
+  kind: "due" | "lease" | "ttl" | "purge";
 }
 
 /**

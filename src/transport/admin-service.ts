@@ -41,7 +41,10 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
     listQueues: notBuilt("AdminService.ListQueues"),
     getQueueStats: notBuilt("AdminService.GetQueueStats"),
     listWorkers: notBuilt("AdminService.ListWorkers"),
-    deleteJob: notBuilt("AdminService.DeleteJob"),
+    deleteJob: guarded("DeleteJob", log, async (request) => {
+      await engine.deleteJob(request.jid);
+      return {};
+    }),
     retryJobs: notBuilt("AdminService.RetryJobs"),
     pauseQueue: notBuilt("AdminService.PauseQueue"),
     resumeQueue: notBuilt("AdminService.ResumeQueue"),

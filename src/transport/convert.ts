@@ -52,6 +52,7 @@ export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitI
   if (spec.delay) input.delayMs = durationMsOf(spec.delay, `${field}.delay`);
   if (spec.reserveFor) input.reserveForMs = durationMsOf(spec.reserveFor, `${field}.reserve_for`);
   if (spec.executionTimeout) input.executionTimeoutMs = durationMsOf(spec.executionTimeout, `${field}.execution_timeout`);
+  if (spec.ttl) input.ttlMs = durationMsOf(spec.ttl, `${field}.ttl`);
   if (spec.retry) input.retry = retryInputOf(spec.retry, `${field}.retry`);
   if (spec.backtrace) input.backtraceFrames = spec.backtrace;
   if (Object.keys(spec.tags).length > 0) input.tags = { ...spec.tags };
@@ -61,7 +62,6 @@ export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitI
 
 function refuseUnbuilt(spec: JobSpec, field: string): void {
   const unbuilt: [string, boolean][] = [
-    ["ttl", spec.ttl !== undefined],
     ["idempotency_key", spec.idempotencyKey !== ""],
     ["depends_on", spec.dependsOn !== undefined],
     ["batch_ref", spec.batchRef !== ""],
@@ -119,6 +119,8 @@ export function jobOf(view: JobView): Job {
     priority: (meta.priority + 1) as Priority,
     reserveFor: durationOf(meta.reserveForMs),
     executionTimeout: durationOf(meta.executionTimeoutMs),
+    ttl: durationOf(meta.ttlMs),
+    expiresAt: timestampFromMs(meta.expiresAtMs),
     retry: retryPolicyOf(meta.retry),
     backtrace: meta.backtraceFrames,
     tags: body.tags,

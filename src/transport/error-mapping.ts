@@ -8,6 +8,7 @@ const CODE_OF: Record<WorqErrorCode, Code> = {
   WORQ_NOT_FOUND: Code.NotFound,
   // Not ABORTED: clients auto-retry ABORTED, and a lost lease must never be retried.
   WORQ_LEASE_NOT_HELD: Code.FailedPrecondition,
+  WORQ_FAILED_PRECONDITION: Code.FailedPrecondition,
   WORQ_UNIMPLEMENTED: Code.Unimplemented,
   WORQ_UNAVAILABLE: Code.Unavailable,
   WORQ_DEADLINE_EXCEEDED: Code.DeadlineExceeded,

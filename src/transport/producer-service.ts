@@ -9,10 +9,6 @@ import { guarded } from "./handler-guard.js";
 
 /** worq.v1.ProducerService: decode, call the engine, encode. */
 export function createProducerService(engine: Engine, log: Logger): ServiceImpl<typeof ProducerService> {
-  const notBuilt = (rpc: string) =>
-    guarded(rpc, log, async () => {
-      throw new WorqError("WORQ_UNIMPLEMENTED", `${rpc} is not built yet in this server version`);
-    });
   return {
     submit: guarded("Submit", log, async (request) => {
       const [result] = await engine.submit([submitInputOf(request.job, "job")], () => "job");
@@ -38,7 +34,7 @@ export function createProducerService(engine: Engine, log: Logger): ServiceImpl<
       const waitMs = request.waitTimeout ? durationMsOf(request.waitTimeout, "wait_timeout") : 0;
       return { job: jobOf(await engine.waitFinished(request.jid, waitMs, ctx.signal)) };
     }),
-    cancel: notBuilt("ProducerService.Cancel"),
+    cancel: guarded("Cancel", log, async (request) => ({ job: jobOf(await engine.cancel(request.jid)) })),
   };
 }
 

@@ -50,6 +50,11 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
               }),
               last: action !== "QUIET",
             }),
+          revoke: (jid, leaseId, reason) =>
+            outbox.push({
+              message: create(LeaseResponseSchema, { kind: { case: "revoked", value: { jid, leaseId, reason } } }),
+              last: false,
+            }),
         },
       );
     } catch (error) {

@@ -305,7 +305,7 @@ describe("Engine: delayed jobs", () => {
     const view = await engine.getJob(jid);
     expect(view.meta.state).toBe("SCHEDULED");
     expect(view.meta.enqueuedAtMs).toBe(T0 + 7 * SECOND);
-    expect(engine.nextWakeMs()).toBeUndefined();
+    expect(engine.nextWakeMs()).toBe(view.meta.expiresAtMs); // only its lifetime (ttl) timer is left
   });
 
   it("releases several delayed jobs in due order; a late tick releases all that are due", async () => {
@@ -321,7 +321,7 @@ describe("Engine: delayed jobs", () => {
     expect(engine.nextWakeMs()).toBe(T0 + 20 * SECOND);
     clock.set(T0 + 60 * SECOND);
     engine.tick();
-    expect(engine.nextWakeMs()).toBeUndefined();
+    expect(engine.nextWakeMs()).toBe(T0 + 7 * 24 * 3_600_000); // the default lifetime (ttl) of all three
     const { sink } = await lease(engine, ["default"], 5);
     expect(sink.jids).toEqual([early, middle, late]);
   });

@@ -28,6 +28,10 @@ export class CollectingSink implements LeaseSink {
   readonly grants: LeaseGrant[] = [];
   readonly batches: LeaseGrant[][] = [];
   readonly controls: { action: string; reason: string }[] = [];
+  readonly revoked: { jid: string; leaseId: string; reason: string }[] = [];
+  revoke(jid: string, leaseId: string, reason: string): void {
+    this.revoked.push({ jid, leaseId, reason });
+  }
   deliver(grants: LeaseGrant[]): void {
     this.batches.push(grants);
     this.grants.push(...grants);

@@ -28,6 +28,8 @@ describe("buildNewJob: defaults", () => {
       fails: 0,
       reserveForMs: 5 * 60_000,
       executionTimeoutMs: 30 * 60_000,
+      ttlMs: 7 * 24 * 3_600_000,
+      expiresAtMs: T0 + 7 * 24 * 3_600_000,
       retry: {
         maxAttempts: 3,
         maxFails: null,

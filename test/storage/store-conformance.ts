@@ -22,6 +22,8 @@ export function metaOf(jid: string, state: JobState = "SCHEDULED", readySeq = 1)
     fails: 0,
     reserveForMs: 300_000,
     executionTimeoutMs: 1_800_000,
+    ttlMs: 7 * 24 * 3_600_000,
+    expiresAtMs: 1000 + 7 * 24 * 3_600_000,
     retry: {
       maxAttempts: 3,
       maxFails: null,
@@ -140,6 +142,27 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
       expect((await reopened.getBodies([jids[7]!]))[0]!.payload).toEqual(new Uint8Array([7]));
       expect((await reopened.getCounters()).submitted).toBe(1500);
       await fixture.cleanup();
+    });
+
+    it("lists COMPLETED and CANCELLED jobs for deletion by expiry, earliest first; FAILED and DEAD_LETTER never", async () => {
+      const { store, cleanup } = await setup();
+      const at = (jid: string, state: JobState, expiresAtMs: number) => ({ ...metaOf(jid, state), expiresAtMs });
+      const [done, cancelled, dead, failed, running] = [randomUUID(), randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+      await store.commit([done, cancelled, dead, failed, running].map((jid) => ({ kind: "put-job" as const, meta: at(jid, "RUNNING", 5_000), body: bodyOf() })));
+      expect(await store.nextPurgeAtMs()).toBeUndefined();
+      await store.commit([
+        { kind: "put-meta", meta: at(done, "COMPLETED", 9_000), previous: at(done, "RUNNING", 9_000) },
+        { kind: "put-meta", meta: at(cancelled, "CANCELLED", 7_000), previous: at(cancelled, "RUNNING", 7_000) },
+        { kind: "put-meta", meta: at(dead, "DEAD_LETTER", 1_000), previous: at(dead, "RUNNING", 1_000) },
+        { kind: "put-meta", meta: at(failed, "FAILED", 1_000), previous: at(failed, "RUNNING", 1_000) },
+      ]);
+      expect(await store.nextPurgeAtMs()).toBe(7_000);
+      expect((await store.purgeable(8_000, 10)).map((m) => m.jid)).toEqual([cancelled]);
+      expect((await store.purgeable(10_000, 10)).map((m) => m.jid)).toEqual([cancelled, done]);
+      expect((await store.purgeable(10_000, 1)).map((m) => m.jid)).toEqual([cancelled]);
+      await store.commit([{ kind: "delete-job", meta: at(cancelled, "CANCELLED", 7_000) }]);
+      expect(await store.nextPurgeAtMs()).toBe(9_000);
+      await cleanup();
     });
 
     it("keeps a body of 1 MiB of binary bytes intact", async () => {

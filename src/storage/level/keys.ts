@@ -12,6 +12,9 @@ export const KEYS = {
   /** Present (empty value) while the job is not terminal: the recovery index. */
   live: (jid: string) => `l/${jid}`,
   livePrefix: "l/",
+  /** Present (empty value) while the job is COMPLETED or CANCELLED: deletion order by expiry. */
+  purge: (expiresAtMs: number, jid: string) => `x/${String(expiresAtMs).padStart(15, "0")}/${jid}`,
+  purgePrefix: "x/",
   /** Counters JSON. */
   counters: "m/counters",
   /** Keyspace layout version, "1". */
@@ -26,4 +29,10 @@ export function jidOfLiveKey(key: string): string {
 /** Bounds for iterating every key that starts with `prefix`. */
 export function prefixRange(prefix: string): { gte: string; lt: string } {
   return { gte: prefix, lt: `${prefix}\xff` };
+}
+
+/** The expiry time and jid of a `x/<expiresAtMs>/<jid>` key. */
+export function parsePurgeKey(key: string): { expiresAtMs: number; jid: string } {
+  const [, ms, jid] = key.split("/");
+  return { expiresAtMs: Number(ms), jid: jid! };
 }

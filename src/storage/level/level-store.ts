@@ -1,11 +1,11 @@
 import { mkdirSync } from "node:fs";
 import { Level } from "level";
 import { WorqError } from "../../engine/errors.js";
-import { isTerminal, type JobBody, type JobMeta } from "../../engine/job.js";
+import { isPurgedAtExpiry, isTerminal, type JobBody, type JobMeta } from "../../engine/job.js";
 import type { Counters, Store, StoreWrite } from "../../engine/store.js";
 import { decodeBody, decodeJson, decodeMeta, encodeBody, encodeJson, encodeMeta, plainBytes } from "./codec.js";
 import { GroupCommitter } from "./group-commit.js";
-import { KEYS, jidOfLiveKey, prefixRange } from "./keys.js";
+import { KEYS, jidOfLiveKey, parsePurgeKey, prefixRange } from "./keys.js";
 
 type BatchOp = { type: "put"; key: string; value: Uint8Array } | { type: "del"; key: string };
 
@@ -93,6 +93,18 @@ export class LevelStore implements Store {
     return values.flatMap((bytes) => (bytes ? [decodeMeta(bytes)] : []));
   }
 
+  async nextPurgeAtMs(): Promise<number | undefined> {
+    for await (const key of this.db.keys({ ...prefixRange(KEYS.purgePrefix), limit: 1 })) return parsePurgeKey(key).expiresAtMs;
+    return undefined;
+  }
+
+  async purgeable(nowMs: number, limit: number): Promise<JobMeta[]> {
+    const jids: string[] = [];
+    const range = { gte: KEYS.purgePrefix, lt: KEYS.purge(nowMs + 1, ""), limit };
+    for await (const key of this.db.keys(range)) jids.push(parsePurgeKey(key).jid);
+    return this.metasOf(jids);
+  }
+
   async getCounters(): Promise<Counters> {
     const bytes = await this.db.get(KEYS.counters);
     return bytes ? decodeJson<Counters>(bytes) : { submitted: 0, processed: 0, failed: 0, evicted: 0 };
@@ -108,14 +120,23 @@ function toBatchOps(write: StoreWrite): BatchOp[] {
         liveIndexOp(write.meta),
       ];
     case "put-meta": {
-      const ops: BatchOp[] = [{ type: "put", key: KEYS.meta(write.meta.jid), value: encodeMeta(write.meta) }];
-      if (isTerminal(write.meta.state) !== isTerminal(write.previous.state)) ops.push(liveIndexOp(write.meta));
+      const { meta, previous } = write;
+      const ops: BatchOp[] = [{ type: "put", key: KEYS.meta(meta.jid), value: encodeMeta(meta) }];
+      if (isTerminal(meta.state) !== isTerminal(previous.state)) ops.push(liveIndexOp(meta));
+      if (isPurgedAtExpiry(meta.state) && !isPurgedAtExpiry(previous.state)) {
+        ops.push({ type: "put", key: KEYS.purge(meta.expiresAtMs, meta.jid), value: EMPTY });
+      } else if (!isPurgedAtExpiry(meta.state) && isPurgedAtExpiry(previous.state)) {
+        ops.push({ type: "del", key: KEYS.purge(previous.expiresAtMs, meta.jid) });
+      }
       return ops;
     }
     case "put-result":
       return [{ type: "put", key: KEYS.result(write.jid), value: write.result }];
     case "delete-job":
-      return [KEYS.meta, KEYS.body, KEYS.result, KEYS.live].map((key) => ({ type: "del", key: key(write.meta.jid) }));
+      return [
+        ...[KEYS.meta, KEYS.body, KEYS.result, KEYS.live].map((key): BatchOp => ({ type: "del", key: key(write.meta.jid) })),
+        { type: "del", key: KEYS.purge(write.meta.expiresAtMs, write.meta.jid) },
+      ];
     case "put-counters":
       return [{ type: "put", key: KEYS.counters, value: encodeJson(write.counters) }];
   }

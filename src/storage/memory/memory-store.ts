@@ -1,5 +1,5 @@
 import type { JobBody, JobMeta } from "../../engine/job.js";
-import { isTerminal } from "../../engine/job.js";
+import { isPurgedAtExpiry, isTerminal } from "../../engine/job.js";
 import type { Counters, Store, StoreWrite } from "../../engine/store.js";
 
 /** The data of a MemoryStore; pass the same one to a new MemoryStore to simulate a restart. */
@@ -89,5 +89,20 @@ export class MemoryStore implements Store {
 
   async getCounters(): Promise<Counters> {
     return { ...this.data.counters };
+  }
+
+  async nextPurgeAtMs(): Promise<number | undefined> {
+    return this.finished()[0]?.expiresAtMs;
+  }
+
+  async purgeable(nowMs: number, limit: number): Promise<JobMeta[]> {
+    return this.finished()
+      .filter((meta) => meta.expiresAtMs <= nowMs)
+      .slice(0, limit)
+      .map((meta) => structuredClone(meta));
+  }
+
+  private finished(): JobMeta[] {
+    return [...this.data.metas.values()].filter((meta) => isPurgedAtExpiry(meta.state)).sort((a, b) => a.expiresAtMs - b.expiresAtMs);
   }
 }

@@ -53,7 +53,9 @@ type AdminServiceClient interface {
 	GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error)
 	// ListWorkers lists connected workers and the jobs each holds. Not built yet: answers UNIMPLEMENTED.
 	ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error)
-	// DeleteJob removes a job and its indexes. Not built yet: answers UNIMPLEMENTED.
+	// DeleteJob removes a job, its result and its indexes entirely, whatever its state; a
+	// running job's lease is revoked (its worker is told, its report refused). NOT_FOUND for an
+	// unknown job.
 	DeleteJob(ctx context.Context, in *DeleteJobRequest, opts ...grpc.CallOption) (*DeleteJobResponse, error)
 	// RetryJobs moves dead (or failed) jobs back to SCHEDULED. Not built yet: answers UNIMPLEMENTED.
 	RetryJobs(ctx context.Context, in *RetryJobsRequest, opts ...grpc.CallOption) (*RetryJobsResponse, error)
@@ -215,7 +217,9 @@ type AdminServiceServer interface {
 	GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error)
 	// ListWorkers lists connected workers and the jobs each holds. Not built yet: answers UNIMPLEMENTED.
 	ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error)
-	// DeleteJob removes a job and its indexes. Not built yet: answers UNIMPLEMENTED.
+	// DeleteJob removes a job, its result and its indexes entirely, whatever its state; a
+	// running job's lease is revoked (its worker is told, its report refused). NOT_FOUND for an
+	// unknown job.
 	DeleteJob(context.Context, *DeleteJobRequest) (*DeleteJobResponse, error)
 	// RetryJobs moves dead (or failed) jobs back to SCHEDULED. Not built yet: answers UNIMPLEMENTED.
 	RetryJobs(context.Context, *RetryJobsRequest) (*RetryJobsResponse, error)

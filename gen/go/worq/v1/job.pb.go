@@ -603,8 +603,10 @@ type JobSpec struct {
 	ReserveFor *durationpb.Duration `protobuf:"bytes,10,opt,name=reserve_for,json=reserveFor,proto3" json:"reserve_for,omitempty"`
 	// Hard cap on one attempt's wall-clock time, renewals included. Default 30 min, at most 24 h.
 	ExecutionTimeout *durationpb.Duration `protobuf:"bytes,11,opt,name=execution_timeout,json=executionTimeout,proto3" json:"execution_timeout,omitempty"`
-	// Total lifetime from submission to a terminal state; default 7 days.
-	// Not built yet: setting it is refused with UNIMPLEMENTED.
+	// Total lifetime (seed 003 TTL, 004 lifetime), default 7 days, 1 s to 366 days. A job not
+	// finished by created + ttl is moved to DEAD_LETTER and counted as evicted, whatever its
+	// state (a running job's lease is revoked). A COMPLETED or CANCELLED job, with its result,
+	// is deleted at created + ttl; FAILED and DEAD_LETTER jobs stay until an operator acts.
 	Ttl *durationpb.Duration `protobuf:"bytes,12,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	// Retry bounds and backoff; defaults as documented on RetryPolicy.
 	Retry *RetryPolicy `protobuf:"bytes,13,opt,name=retry,proto3" json:"retry,omitempty"`
@@ -960,7 +962,11 @@ type Job struct {
 	// While RUNNING: when the current lease lapses unless renewed.
 	LeaseExpiresAt *timestamppb.Timestamp `protobuf:"bytes,28,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
 	// While RUNNING: the worker_id holding the lease.
-	WorkerId      string `protobuf:"bytes,29,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	WorkerId string `protobuf:"bytes,29,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	// created_at + ttl: when an unfinished job is evicted, or a finished one deleted.
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,30,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// See JobSpec.ttl (the default resolved).
+	Ttl           *durationpb.Duration `protobuf:"bytes,31,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1198,6 +1204,20 @@ func (x *Job) GetWorkerId() string {
 	return ""
 }
 
+func (x *Job) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *Job) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
 var File_worq_v1_job_proto protoreflect.FileDescriptor
 
 const file_worq_v1_job_proto_rawDesc = "" +
@@ -1259,8 +1279,7 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12\x18\n" +
 	"\aerrtype\x18\x05 \x01(\tR\aerrtype\x12\x1c\n" +
 	"\tbacktrace\x18\x06 \x03(\tR\tbacktrace\x124\n" +
-	"\bcategory\x18\a \x01(\x0e2\x18.worq.v1.FailureCategoryR\bcategory\"\xbc\n" +
-	"\n" +
+	"\bcategory\x18\a \x01(\x0e2\x18.worq.v1.FailureCategoryR\bcategory\"\xa4\v\n" +
 	"\x03Job\x12\x10\n" +
 	"\x03jid\x18\x01 \x01(\tR\x03jid\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
@@ -1296,7 +1315,10 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\x06result\x18\x1a \x01(\fR\x06result\x12,\n" +
 	"\x12previous_lease_ids\x18\x1b \x03(\tR\x10previousLeaseIds\x12D\n" +
 	"\x10lease_expires_at\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12\x1b\n" +
-	"\tworker_id\x18\x1d \x01(\tR\bworkerId\x1a7\n" +
+	"\tworker_id\x18\x1d \x01(\tR\bworkerId\x129\n" +
+	"\n" +
+	"expires_at\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12+\n" +
+	"\x03ttl\x18\x1f \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xfe\x01\n" +
@@ -1412,11 +1434,13 @@ var file_worq_v1_job_proto_depIdxs = []int32{
 	16, // 35: worq.v1.Job.updated_at:type_name -> google.protobuf.Timestamp
 	16, // 36: worq.v1.Job.completed_at:type_name -> google.protobuf.Timestamp
 	16, // 37: worq.v1.Job.lease_expires_at:type_name -> google.protobuf.Timestamp
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	16, // 38: worq.v1.Job.expires_at:type_name -> google.protobuf.Timestamp
+	13, // 39: worq.v1.Job.ttl:type_name -> google.protobuf.Duration
+	40, // [40:40] is the sub-list for method output_type
+	40, // [40:40] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_worq_v1_job_proto_init() }

@@ -49,7 +49,10 @@ type ProducerServiceClient interface {
 	// result included (seed 003 `result`). DEADLINE_EXCEEDED when it has not finished by then;
 	// NOT_FOUND for an unknown job, or one discarded by its retry policy.
 	GetResult(ctx context.Context, in *GetResultRequest, opts ...grpc.CallOption) (*GetResultResponse, error)
-	// Cancel moves a job that has not finished to CANCELLED. Not built yet: answers UNIMPLEMENTED.
+	// Cancel moves a job that has not finished to CANCELLED (failure category CANCELLED). A
+	// running job's lease is revoked and its worker is told on its Lease stream (`revoked`);
+	// the worker's later Ack or Fail is refused. FAILED_PRECONDITION for a job already
+	// finished, NOT_FOUND for an unknown one.
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
 }
 
@@ -134,7 +137,10 @@ type ProducerServiceServer interface {
 	// result included (seed 003 `result`). DEADLINE_EXCEEDED when it has not finished by then;
 	// NOT_FOUND for an unknown job, or one discarded by its retry policy.
 	GetResult(context.Context, *GetResultRequest) (*GetResultResponse, error)
-	// Cancel moves a job that has not finished to CANCELLED. Not built yet: answers UNIMPLEMENTED.
+	// Cancel moves a job that has not finished to CANCELLED (failure category CANCELLED). A
+	// running job's lease is revoked and its worker is told on its Lease stream (`revoked`);
+	// the worker's later Ack or Fail is refused. FAILED_PRECONDITION for a job already
+	// finished, NOT_FOUND for an unknown one.
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
 	mustEmbedUnimplementedProducerServiceServer()
 }

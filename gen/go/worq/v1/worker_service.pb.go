@@ -164,6 +164,7 @@ type LeaseResponse struct {
 	//	*LeaseResponse_Jobs
 	//	*LeaseResponse_Keepalive
 	//	*LeaseResponse_Control
+	//	*LeaseResponse_Revoked
 	Kind          isLeaseResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -233,6 +234,15 @@ func (x *LeaseResponse) GetControl() *Control {
 	return nil
 }
 
+func (x *LeaseResponse) GetRevoked() *Revoked {
+	if x != nil {
+		if x, ok := x.Kind.(*LeaseResponse_Revoked); ok {
+			return x.Revoked
+		}
+	}
+	return nil
+}
+
 type isLeaseResponse_Kind interface {
 	isLeaseResponse_Kind()
 }
@@ -253,11 +263,83 @@ type LeaseResponse_Control struct {
 	Control *Control `protobuf:"bytes,3,opt,name=control,proto3,oneof"`
 }
 
+type LeaseResponse_Revoked struct {
+	// A job this worker holds was cancelled or deleted: stop working on it; its Ack or Fail
+	// will be refused (FAILED_PRECONDITION). Reporting it still frees the worker's slot.
+	Revoked *Revoked `protobuf:"bytes,4,opt,name=revoked,proto3,oneof"`
+}
+
 func (*LeaseResponse_Jobs) isLeaseResponse_Kind() {}
 
 func (*LeaseResponse_Keepalive) isLeaseResponse_Kind() {}
 
 func (*LeaseResponse_Control) isLeaseResponse_Kind() {}
+
+func (*LeaseResponse_Revoked) isLeaseResponse_Kind() {}
+
+// Revoked names a lease the server took back.
+type Revoked struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's id.
+	Jid string `protobuf:"bytes,1,opt,name=jid,proto3" json:"jid,omitempty"`
+	// The lease that is no longer valid.
+	LeaseId string `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	// Why, for logs (e.g. "cancelled", "deleted", "ttl exceeded").
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Revoked) Reset() {
+	*x = Revoked{}
+	mi := &file_worq_v1_worker_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Revoked) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Revoked) ProtoMessage() {}
+
+func (x *Revoked) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_worker_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Revoked.ProtoReflect.Descriptor instead.
+func (*Revoked) Descriptor() ([]byte, []int) {
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Revoked) GetJid() string {
+	if x != nil {
+		return x.Jid
+	}
+	return ""
+}
+
+func (x *Revoked) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *Revoked) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
 
 // LeasedJobs is a group of jobs pushed together.
 type LeasedJobs struct {
@@ -270,7 +352,7 @@ type LeasedJobs struct {
 
 func (x *LeasedJobs) Reset() {
 	*x = LeasedJobs{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[2]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -282,7 +364,7 @@ func (x *LeasedJobs) String() string {
 func (*LeasedJobs) ProtoMessage() {}
 
 func (x *LeasedJobs) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[2]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -295,7 +377,7 @@ func (x *LeasedJobs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeasedJobs.ProtoReflect.Descriptor instead.
 func (*LeasedJobs) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{2}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *LeasedJobs) GetJobs() []*LeasedJob {
@@ -322,7 +404,7 @@ type LeasedJob struct {
 
 func (x *LeasedJob) Reset() {
 	*x = LeasedJob{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[3]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -334,7 +416,7 @@ func (x *LeasedJob) String() string {
 func (*LeasedJob) ProtoMessage() {}
 
 func (x *LeasedJob) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[3]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -347,7 +429,7 @@ func (x *LeasedJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeasedJob.ProtoReflect.Descriptor instead.
 func (*LeasedJob) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{3}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LeasedJob) GetJob() *Job {
@@ -387,7 +469,7 @@ type Keepalive struct {
 
 func (x *Keepalive) Reset() {
 	*x = Keepalive{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[4]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -399,7 +481,7 @@ func (x *Keepalive) String() string {
 func (*Keepalive) ProtoMessage() {}
 
 func (x *Keepalive) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[4]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -412,7 +494,7 @@ func (x *Keepalive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Keepalive.ProtoReflect.Descriptor instead.
 func (*Keepalive) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{4}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{5}
 }
 
 // Control is an instruction from the server.
@@ -428,7 +510,7 @@ type Control struct {
 
 func (x *Control) Reset() {
 	*x = Control{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[5]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -440,7 +522,7 @@ func (x *Control) String() string {
 func (*Control) ProtoMessage() {}
 
 func (x *Control) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[5]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -453,7 +535,7 @@ func (x *Control) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Control.ProtoReflect.Descriptor instead.
 func (*Control) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{5}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Control) GetAction() ControlAction {
@@ -485,7 +567,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[6]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -497,7 +579,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[6]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -510,7 +592,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{6}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AckRequest) GetJid() string {
@@ -543,7 +625,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[7]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -555,7 +637,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[7]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -568,7 +650,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{7}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{8}
 }
 
 // FailRequest reports a failed attempt.
@@ -594,7 +676,7 @@ type FailRequest struct {
 
 func (x *FailRequest) Reset() {
 	*x = FailRequest{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[8]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -606,7 +688,7 @@ func (x *FailRequest) String() string {
 func (*FailRequest) ProtoMessage() {}
 
 func (x *FailRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[8]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -619,7 +701,7 @@ func (x *FailRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailRequest.ProtoReflect.Descriptor instead.
 func (*FailRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{8}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FailRequest) GetJid() string {
@@ -685,7 +767,7 @@ type FailResponse struct {
 
 func (x *FailResponse) Reset() {
 	*x = FailResponse{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[9]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -697,7 +779,7 @@ func (x *FailResponse) String() string {
 func (*FailResponse) ProtoMessage() {}
 
 func (x *FailResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[9]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -710,7 +792,7 @@ func (x *FailResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailResponse.ProtoReflect.Descriptor instead.
 func (*FailResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{9}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FailResponse) GetState() JobState {
@@ -740,7 +822,7 @@ type LeaseRef struct {
 
 func (x *LeaseRef) Reset() {
 	*x = LeaseRef{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[10]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +834,7 @@ func (x *LeaseRef) String() string {
 func (*LeaseRef) ProtoMessage() {}
 
 func (x *LeaseRef) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[10]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +847,7 @@ func (x *LeaseRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRef.ProtoReflect.Descriptor instead.
 func (*LeaseRef) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{10}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LeaseRef) GetJid() string {
@@ -793,7 +875,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[11]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +887,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[11]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +900,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{11}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RenewRequest) GetLeases() []*LeaseRef {
@@ -839,7 +921,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[12]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +933,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[12]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +946,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{12}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RenewResponse) GetResults() []*RenewResult {
@@ -891,7 +973,7 @@ type RenewResult struct {
 
 func (x *RenewResult) Reset() {
 	*x = RenewResult{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[13]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +985,7 @@ func (x *RenewResult) String() string {
 func (*RenewResult) ProtoMessage() {}
 
 func (x *RenewResult) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[13]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +998,7 @@ func (x *RenewResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResult.ProtoReflect.Descriptor instead.
 func (*RenewResult) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{13}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RenewResult) GetJid() string {
@@ -960,7 +1042,7 @@ type ReportRequest struct {
 
 func (x *ReportRequest) Reset() {
 	*x = ReportRequest{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[14]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1054,7 @@ func (x *ReportRequest) String() string {
 func (*ReportRequest) ProtoMessage() {}
 
 func (x *ReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[14]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1067,7 @@ func (x *ReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRequest.ProtoReflect.Descriptor instead.
 func (*ReportRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{14}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReportRequest) GetAcks() []*AckRequest {
@@ -1015,7 +1097,7 @@ type ReportResponse struct {
 
 func (x *ReportResponse) Reset() {
 	*x = ReportResponse{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[15]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1109,7 @@ func (x *ReportResponse) String() string {
 func (*ReportResponse) ProtoMessage() {}
 
 func (x *ReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[15]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1122,7 @@ func (x *ReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportResponse.ProtoReflect.Descriptor instead.
 func (*ReportResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{15}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReportResponse) GetAcks() []*ItemResult {
@@ -1074,7 +1156,7 @@ type ItemResult struct {
 
 func (x *ItemResult) Reset() {
 	*x = ItemResult{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[16]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1168,7 @@ func (x *ItemResult) String() string {
 func (*ItemResult) ProtoMessage() {}
 
 func (x *ItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[16]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1181,7 @@ func (x *ItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemResult.ProtoReflect.Descriptor instead.
 func (*ItemResult) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{16}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ItemResult) GetJid() string {
@@ -1142,12 +1224,17 @@ const file_worq_v1_worker_service_proto_rawDesc = "" +
 	"\x06labels\x18\x04 \x03(\v2!.worq.v1.LeaseRequest.LabelsEntryR\x06labels\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa4\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd2\x01\n" +
 	"\rLeaseResponse\x12)\n" +
 	"\x04jobs\x18\x01 \x01(\v2\x13.worq.v1.LeasedJobsH\x00R\x04jobs\x122\n" +
 	"\tkeepalive\x18\x02 \x01(\v2\x12.worq.v1.KeepaliveH\x00R\tkeepalive\x12,\n" +
-	"\acontrol\x18\x03 \x01(\v2\x10.worq.v1.ControlH\x00R\acontrolB\x06\n" +
-	"\x04kind\"4\n" +
+	"\acontrol\x18\x03 \x01(\v2\x10.worq.v1.ControlH\x00R\acontrol\x12,\n" +
+	"\arevoked\x18\x04 \x01(\v2\x10.worq.v1.RevokedH\x00R\arevokedB\x06\n" +
+	"\x04kind\"N\n" +
+	"\aRevoked\x12\x10\n" +
+	"\x03jid\x18\x01 \x01(\tR\x03jid\x12\x19\n" +
+	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"4\n" +
 	"\n" +
 	"LeasedJobs\x12&\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x12.worq.v1.LeasedJobR\x04jobs\"\xd7\x01\n" +
@@ -1228,70 +1315,72 @@ func file_worq_v1_worker_service_proto_rawDescGZIP() []byte {
 }
 
 var file_worq_v1_worker_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_worq_v1_worker_service_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_worq_v1_worker_service_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_worq_v1_worker_service_proto_goTypes = []any{
 	(ControlAction)(0),            // 0: worq.v1.ControlAction
 	(*LeaseRequest)(nil),          // 1: worq.v1.LeaseRequest
 	(*LeaseResponse)(nil),         // 2: worq.v1.LeaseResponse
-	(*LeasedJobs)(nil),            // 3: worq.v1.LeasedJobs
-	(*LeasedJob)(nil),             // 4: worq.v1.LeasedJob
-	(*Keepalive)(nil),             // 5: worq.v1.Keepalive
-	(*Control)(nil),               // 6: worq.v1.Control
-	(*AckRequest)(nil),            // 7: worq.v1.AckRequest
-	(*AckResponse)(nil),           // 8: worq.v1.AckResponse
-	(*FailRequest)(nil),           // 9: worq.v1.FailRequest
-	(*FailResponse)(nil),          // 10: worq.v1.FailResponse
-	(*LeaseRef)(nil),              // 11: worq.v1.LeaseRef
-	(*RenewRequest)(nil),          // 12: worq.v1.RenewRequest
-	(*RenewResponse)(nil),         // 13: worq.v1.RenewResponse
-	(*RenewResult)(nil),           // 14: worq.v1.RenewResult
-	(*ReportRequest)(nil),         // 15: worq.v1.ReportRequest
-	(*ReportResponse)(nil),        // 16: worq.v1.ReportResponse
-	(*ItemResult)(nil),            // 17: worq.v1.ItemResult
-	nil,                           // 18: worq.v1.LeaseRequest.LabelsEntry
-	(*Job)(nil),                   // 19: worq.v1.Job
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(FailureCategory)(0),          // 21: worq.v1.FailureCategory
-	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
-	(JobState)(0),                 // 23: worq.v1.JobState
+	(*Revoked)(nil),               // 3: worq.v1.Revoked
+	(*LeasedJobs)(nil),            // 4: worq.v1.LeasedJobs
+	(*LeasedJob)(nil),             // 5: worq.v1.LeasedJob
+	(*Keepalive)(nil),             // 6: worq.v1.Keepalive
+	(*Control)(nil),               // 7: worq.v1.Control
+	(*AckRequest)(nil),            // 8: worq.v1.AckRequest
+	(*AckResponse)(nil),           // 9: worq.v1.AckResponse
+	(*FailRequest)(nil),           // 10: worq.v1.FailRequest
+	(*FailResponse)(nil),          // 11: worq.v1.FailResponse
+	(*LeaseRef)(nil),              // 12: worq.v1.LeaseRef
+	(*RenewRequest)(nil),          // 13: worq.v1.RenewRequest
+	(*RenewResponse)(nil),         // 14: worq.v1.RenewResponse
+	(*RenewResult)(nil),           // 15: worq.v1.RenewResult
+	(*ReportRequest)(nil),         // 16: worq.v1.ReportRequest
+	(*ReportResponse)(nil),        // 17: worq.v1.ReportResponse
+	(*ItemResult)(nil),            // 18: worq.v1.ItemResult
+	nil,                           // 19: worq.v1.LeaseRequest.LabelsEntry
+	(*Job)(nil),                   // 20: worq.v1.Job
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(FailureCategory)(0),          // 22: worq.v1.FailureCategory
+	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
+	(JobState)(0),                 // 24: worq.v1.JobState
 }
 var file_worq_v1_worker_service_proto_depIdxs = []int32{
-	18, // 0: worq.v1.LeaseRequest.labels:type_name -> worq.v1.LeaseRequest.LabelsEntry
-	3,  // 1: worq.v1.LeaseResponse.jobs:type_name -> worq.v1.LeasedJobs
-	5,  // 2: worq.v1.LeaseResponse.keepalive:type_name -> worq.v1.Keepalive
-	6,  // 3: worq.v1.LeaseResponse.control:type_name -> worq.v1.Control
-	4,  // 4: worq.v1.LeasedJobs.jobs:type_name -> worq.v1.LeasedJob
-	19, // 5: worq.v1.LeasedJob.job:type_name -> worq.v1.Job
-	20, // 6: worq.v1.LeasedJob.lease_expires_at:type_name -> google.protobuf.Timestamp
-	20, // 7: worq.v1.LeasedJob.execution_deadline:type_name -> google.protobuf.Timestamp
-	0,  // 8: worq.v1.Control.action:type_name -> worq.v1.ControlAction
-	21, // 9: worq.v1.FailRequest.category:type_name -> worq.v1.FailureCategory
-	22, // 10: worq.v1.FailRequest.retry_after:type_name -> google.protobuf.Duration
-	23, // 11: worq.v1.FailResponse.state:type_name -> worq.v1.JobState
-	20, // 12: worq.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
-	11, // 13: worq.v1.RenewRequest.leases:type_name -> worq.v1.LeaseRef
-	14, // 14: worq.v1.RenewResponse.results:type_name -> worq.v1.RenewResult
-	20, // 15: worq.v1.RenewResult.lease_expires_at:type_name -> google.protobuf.Timestamp
-	7,  // 16: worq.v1.ReportRequest.acks:type_name -> worq.v1.AckRequest
-	9,  // 17: worq.v1.ReportRequest.fails:type_name -> worq.v1.FailRequest
-	17, // 18: worq.v1.ReportResponse.acks:type_name -> worq.v1.ItemResult
-	17, // 19: worq.v1.ReportResponse.fails:type_name -> worq.v1.ItemResult
-	23, // 20: worq.v1.ItemResult.state:type_name -> worq.v1.JobState
-	1,  // 21: worq.v1.WorkerService.Lease:input_type -> worq.v1.LeaseRequest
-	7,  // 22: worq.v1.WorkerService.Ack:input_type -> worq.v1.AckRequest
-	9,  // 23: worq.v1.WorkerService.Fail:input_type -> worq.v1.FailRequest
-	12, // 24: worq.v1.WorkerService.Renew:input_type -> worq.v1.RenewRequest
-	15, // 25: worq.v1.WorkerService.Report:input_type -> worq.v1.ReportRequest
-	2,  // 26: worq.v1.WorkerService.Lease:output_type -> worq.v1.LeaseResponse
-	8,  // 27: worq.v1.WorkerService.Ack:output_type -> worq.v1.AckResponse
-	10, // 28: worq.v1.WorkerService.Fail:output_type -> worq.v1.FailResponse
-	13, // 29: worq.v1.WorkerService.Renew:output_type -> worq.v1.RenewResponse
-	16, // 30: worq.v1.WorkerService.Report:output_type -> worq.v1.ReportResponse
-	26, // [26:31] is the sub-list for method output_type
-	21, // [21:26] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	19, // 0: worq.v1.LeaseRequest.labels:type_name -> worq.v1.LeaseRequest.LabelsEntry
+	4,  // 1: worq.v1.LeaseResponse.jobs:type_name -> worq.v1.LeasedJobs
+	6,  // 2: worq.v1.LeaseResponse.keepalive:type_name -> worq.v1.Keepalive
+	7,  // 3: worq.v1.LeaseResponse.control:type_name -> worq.v1.Control
+	3,  // 4: worq.v1.LeaseResponse.revoked:type_name -> worq.v1.Revoked
+	5,  // 5: worq.v1.LeasedJobs.jobs:type_name -> worq.v1.LeasedJob
+	20, // 6: worq.v1.LeasedJob.job:type_name -> worq.v1.Job
+	21, // 7: worq.v1.LeasedJob.lease_expires_at:type_name -> google.protobuf.Timestamp
+	21, // 8: worq.v1.LeasedJob.execution_deadline:type_name -> google.protobuf.Timestamp
+	0,  // 9: worq.v1.Control.action:type_name -> worq.v1.ControlAction
+	22, // 10: worq.v1.FailRequest.category:type_name -> worq.v1.FailureCategory
+	23, // 11: worq.v1.FailRequest.retry_after:type_name -> google.protobuf.Duration
+	24, // 12: worq.v1.FailResponse.state:type_name -> worq.v1.JobState
+	21, // 13: worq.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
+	12, // 14: worq.v1.RenewRequest.leases:type_name -> worq.v1.LeaseRef
+	15, // 15: worq.v1.RenewResponse.results:type_name -> worq.v1.RenewResult
+	21, // 16: worq.v1.RenewResult.lease_expires_at:type_name -> google.protobuf.Timestamp
+	8,  // 17: worq.v1.ReportRequest.acks:type_name -> worq.v1.AckRequest
+	10, // 18: worq.v1.ReportRequest.fails:type_name -> worq.v1.FailRequest
+	18, // 19: worq.v1.ReportResponse.acks:type_name -> worq.v1.ItemResult
+	18, // 20: worq.v1.ReportResponse.fails:type_name -> worq.v1.ItemResult
+	24, // 21: worq.v1.ItemResult.state:type_name -> worq.v1.JobState
+	1,  // 22: worq.v1.WorkerService.Lease:input_type -> worq.v1.LeaseRequest
+	8,  // 23: worq.v1.WorkerService.Ack:input_type -> worq.v1.AckRequest
+	10, // 24: worq.v1.WorkerService.Fail:input_type -> worq.v1.FailRequest
+	13, // 25: worq.v1.WorkerService.Renew:input_type -> worq.v1.RenewRequest
+	16, // 26: worq.v1.WorkerService.Report:input_type -> worq.v1.ReportRequest
+	2,  // 27: worq.v1.WorkerService.Lease:output_type -> worq.v1.LeaseResponse
+	9,  // 28: worq.v1.WorkerService.Ack:output_type -> worq.v1.AckResponse
+	11, // 29: worq.v1.WorkerService.Fail:output_type -> worq.v1.FailResponse
+	14, // 30: worq.v1.WorkerService.Renew:output_type -> worq.v1.RenewResponse
+	17, // 31: worq.v1.WorkerService.Report:output_type -> worq.v1.ReportResponse
+	27, // [27:32] is the sub-list for method output_type
+	22, // [22:27] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_worq_v1_worker_service_proto_init() }
@@ -1304,6 +1393,7 @@ func file_worq_v1_worker_service_proto_init() {
 		(*LeaseResponse_Jobs)(nil),
 		(*LeaseResponse_Keepalive)(nil),
 		(*LeaseResponse_Control)(nil),
+		(*LeaseResponse_Revoked)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1311,7 +1401,7 @@ func file_worq_v1_worker_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worq_v1_worker_service_proto_rawDesc), len(file_worq_v1_worker_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -813,7 +813,9 @@ export const AdminService: GenService<{
     output: typeof ListWorkersResponseSchema;
   },
   /**
-   * DeleteJob removes a job and its indexes. Not built yet: answers UNIMPLEMENTED.
+   * DeleteJob removes a job, its result and its indexes entirely, whatever its state; a
+   * running job's lease is revoked (its worker is told, its report refused). NOT_FOUND for an
+   * unknown job.
    *
    * @generated from rpc worq.v1.AdminService.DeleteJob
    */

@@ -310,7 +310,10 @@ export const ProducerService: GenService<{
     output: typeof GetResultResponseSchema;
   },
   /**
-   * Cancel moves a job that has not finished to CANCELLED. Not built yet: answers UNIMPLEMENTED.
+   * Cancel moves a job that has not finished to CANCELLED (failure category CANCELLED). A
+   * running job's lease is revoked and its worker is told on its Lease stream (`revoked`);
+   * the worker's later Ack or Fail is refused. FAILED_PRECONDITION for a job already
+   * finished, NOT_FOUND for an unknown one.
    *
    * @generated from rpc worq.v1.ProducerService.Cancel
    */

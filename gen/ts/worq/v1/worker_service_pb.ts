@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file worq/v1/worker_service.proto.
  */
 export const file_worq_v1_worker_service: GenFile = /*@__PURE__*/
-  fileDesc("Chx3b3JxL3YxL3dvcmtlcl9zZXJ2aWNlLnByb3RvEgd3b3JxLnYxIqQBCgxMZWFzZVJlcXVlc3QSDgoGcXVldWVzGAEgAygJEhEKCXdvcmtlcl9pZBgCIAEoCRIPCgdjcmVkaXRzGAMgASgNEjEKBmxhYmVscxgEIAMoCzIhLndvcnEudjEuTGVhc2VSZXF1ZXN0LkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiigEKDUxlYXNlUmVzcG9uc2USIwoEam9icxgBIAEoCzITLndvcnEudjEuTGVhc2VkSm9ic0gAEicKCWtlZXBhbGl2ZRgCIAEoCzISLndvcnEudjEuS2VlcGFsaXZlSAASIwoHY29udHJvbBgDIAEoCzIQLndvcnEudjEuQ29udHJvbEgAQgYKBGtpbmQiLgoKTGVhc2VkSm9icxIgCgRqb2JzGAEgAygLMhIud29ycS52MS5MZWFzZWRKb2IipgEKCUxlYXNlZEpvYhIZCgNqb2IYASABKAsyDC53b3JxLnYxLkpvYhIQCghsZWFzZV9pZBgCIAEoCRI0ChBsZWFzZV9leHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI2ChJleGVjdXRpb25fZGVhZGxpbmUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIgsKCUtlZXBhbGl2ZSJBCgdDb250cm9sEiYKBmFjdGlvbhgBIAEoDjIWLndvcnEudjEuQ29udHJvbEFjdGlvbhIOCgZyZWFzb24YAiABKAkiOwoKQWNrUmVxdWVzdBILCgNqaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSDgoGcmVzdWx0GAMgASgMIg0KC0Fja1Jlc3BvbnNlIr0BCgtGYWlsUmVxdWVzdBILCgNqaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIPCgdlcnJ0eXBlGAQgASgJEhEKCWJhY2t0cmFjZRgFIAMoCRIqCghjYXRlZ29yeRgGIAEoDjIYLndvcnEudjEuRmFpbHVyZUNhdGVnb3J5Ei4KC3JldHJ5X2FmdGVyGAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIl4KDEZhaWxSZXNwb25zZRIgCgVzdGF0ZRgBIAEoDjIRLndvcnEudjEuSm9iU3RhdGUSLAoIcmV0cnlfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIikKCExlYXNlUmVmEgsKA2ppZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCSIxCgxSZW5ld1JlcXVlc3QSIQoGbGVhc2VzGAEgAygLMhEud29ycS52MS5MZWFzZVJlZiI2Cg1SZW5ld1Jlc3BvbnNlEiUKB3Jlc3VsdHMYASADKAsyFC53b3JxLnYxLlJlbmV3UmVzdWx0Im8KC1JlbmV3UmVzdWx0EgsKA2ppZBgBIAEoCRIMCgRjb2RlGAIgASgFEg8KB21lc3NhZ2UYAyABKAkSNAoQbGVhc2VfZXhwaXJlc19hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiVwoNUmVwb3J0UmVxdWVzdBIhCgRhY2tzGAEgAygLMhMud29ycS52MS5BY2tSZXF1ZXN0EiMKBWZhaWxzGAIgAygLMhQud29ycS52MS5GYWlsUmVxdWVzdCJXCg5SZXBvcnRSZXNwb25zZRIhCgRhY2tzGAEgAygLMhMud29ycS52MS5JdGVtUmVzdWx0EiIKBWZhaWxzGAIgAygLMhMud29ycS52MS5JdGVtUmVzdWx0IloKCkl0ZW1SZXN1bHQSCwoDamlkGAEgASgJEgwKBGNvZGUYAiABKAUSDwoHbWVzc2FnZRgDIAEoCRIgCgVzdGF0ZRgEIAEoDjIRLndvcnEudjEuSm9iU3RhdGUqhQEKDUNvbnRyb2xBY3Rpb24SHgoaQ09OVFJPTF9BQ1RJT05fVU5TUEVDSUZJRUQQABIcChhDT05UUk9MX0FDVElPTl9SRUNPTk5FQ1QQARIYChRDT05UUk9MX0FDVElPTl9RVUlFVBACEhwKGENPTlRST0xfQUNUSU9OX1RFUk1JTkFURRADMqMCCg1Xb3JrZXJTZXJ2aWNlEjgKBUxlYXNlEhUud29ycS52MS5MZWFzZVJlcXVlc3QaFi53b3JxLnYxLkxlYXNlUmVzcG9uc2UwARIwCgNBY2sSEy53b3JxLnYxLkFja1JlcXVlc3QaFC53b3JxLnYxLkFja1Jlc3BvbnNlEjMKBEZhaWwSFC53b3JxLnYxLkZhaWxSZXF1ZXN0GhUud29ycS52MS5GYWlsUmVzcG9uc2USNgoFUmVuZXcSFS53b3JxLnYxLlJlbmV3UmVxdWVzdBoWLndvcnEudjEuUmVuZXdSZXNwb25zZRI5CgZSZXBvcnQSFi53b3JxLnYxLlJlcG9ydFJlcXVlc3QaFy53b3JxLnYxLlJlcG9ydFJlc3BvbnNlQo4BCgtjb20ud29ycS52MUISV29ya2VyU2VydmljZVByb3RvUAFaLmdpdGh1Yi5jb20vd29ycS1kZXYvd29ycS9nZW4vZ28vd29ycS92MTt3b3JxdjGiAgNXWFiqAgdXb3JxLlYxygIHV29ycVxWMeICE1dvcnFcVjFcR1BCTWV0YWRhdGHqAghXb3JxOjpWMWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_worq_v1_job]);
+  fileDesc("Chx3b3JxL3YxL3dvcmtlcl9zZXJ2aWNlLnByb3RvEgd3b3JxLnYxIqQBCgxMZWFzZVJlcXVlc3QSDgoGcXVldWVzGAEgAygJEhEKCXdvcmtlcl9pZBgCIAEoCRIPCgdjcmVkaXRzGAMgASgNEjEKBmxhYmVscxgEIAMoCzIhLndvcnEudjEuTGVhc2VSZXF1ZXN0LkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEirwEKDUxlYXNlUmVzcG9uc2USIwoEam9icxgBIAEoCzITLndvcnEudjEuTGVhc2VkSm9ic0gAEicKCWtlZXBhbGl2ZRgCIAEoCzISLndvcnEudjEuS2VlcGFsaXZlSAASIwoHY29udHJvbBgDIAEoCzIQLndvcnEudjEuQ29udHJvbEgAEiMKB3Jldm9rZWQYBCABKAsyEC53b3JxLnYxLlJldm9rZWRIAEIGCgRraW5kIjgKB1Jldm9rZWQSCwoDamlkGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCSIuCgpMZWFzZWRKb2JzEiAKBGpvYnMYASADKAsyEi53b3JxLnYxLkxlYXNlZEpvYiKmAQoJTGVhc2VkSm9iEhkKA2pvYhgBIAEoCzIMLndvcnEudjEuSm9iEhAKCGxlYXNlX2lkGAIgASgJEjQKEGxlYXNlX2V4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjYKEmV4ZWN1dGlvbl9kZWFkbGluZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiCwoJS2VlcGFsaXZlIkEKB0NvbnRyb2wSJgoGYWN0aW9uGAEgASgOMhYud29ycS52MS5Db250cm9sQWN0aW9uEg4KBnJlYXNvbhgCIAEoCSI7CgpBY2tSZXF1ZXN0EgsKA2ppZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIOCgZyZXN1bHQYAyABKAwiDQoLQWNrUmVzcG9uc2UivQEKC0ZhaWxSZXF1ZXN0EgsKA2ppZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEg8KB2VycnR5cGUYBCABKAkSEQoJYmFja3RyYWNlGAUgAygJEioKCGNhdGVnb3J5GAYgASgOMhgud29ycS52MS5GYWlsdXJlQ2F0ZWdvcnkSLgoLcmV0cnlfYWZ0ZXIYByABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iXgoMRmFpbFJlc3BvbnNlEiAKBXN0YXRlGAEgASgOMhEud29ycS52MS5Kb2JTdGF0ZRIsCghyZXRyeV9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiKQoITGVhc2VSZWYSCwoDamlkGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJIjEKDFJlbmV3UmVxdWVzdBIhCgZsZWFzZXMYASADKAsyES53b3JxLnYxLkxlYXNlUmVmIjYKDVJlbmV3UmVzcG9uc2USJQoHcmVzdWx0cxgBIAMoCzIULndvcnEudjEuUmVuZXdSZXN1bHQibwoLUmVuZXdSZXN1bHQSCwoDamlkGAEgASgJEgwKBGNvZGUYAiABKAUSDwoHbWVzc2FnZRgDIAEoCRI0ChBsZWFzZV9leHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJXCg1SZXBvcnRSZXF1ZXN0EiEKBGFja3MYASADKAsyEy53b3JxLnYxLkFja1JlcXVlc3QSIwoFZmFpbHMYAiADKAsyFC53b3JxLnYxLkZhaWxSZXF1ZXN0IlcKDlJlcG9ydFJlc3BvbnNlEiEKBGFja3MYASADKAsyEy53b3JxLnYxLkl0ZW1SZXN1bHQSIgoFZmFpbHMYAiADKAsyEy53b3JxLnYxLkl0ZW1SZXN1bHQiWgoKSXRlbVJlc3VsdBILCgNqaWQYASABKAkSDAoEY29kZRgCIAEoBRIPCgdtZXNzYWdlGAMgASgJEiAKBXN0YXRlGAQgASgOMhEud29ycS52MS5Kb2JTdGF0ZSqFAQoNQ29udHJvbEFjdGlvbhIeChpDT05UUk9MX0FDVElPTl9VTlNQRUNJRklFRBAAEhwKGENPTlRST0xfQUNUSU9OX1JFQ09OTkVDVBABEhgKFENPTlRST0xfQUNUSU9OX1FVSUVUEAISHAoYQ09OVFJPTF9BQ1RJT05fVEVSTUlOQVRFEAMyowIKDVdvcmtlclNlcnZpY2USOAoFTGVhc2USFS53b3JxLnYxLkxlYXNlUmVxdWVzdBoWLndvcnEudjEuTGVhc2VSZXNwb25zZTABEjAKA0FjaxITLndvcnEudjEuQWNrUmVxdWVzdBoULndvcnEudjEuQWNrUmVzcG9uc2USMwoERmFpbBIULndvcnEudjEuRmFpbFJlcXVlc3QaFS53b3JxLnYxLkZhaWxSZXNwb25zZRI2CgVSZW5ldxIVLndvcnEudjEuUmVuZXdSZXF1ZXN0GhYud29ycS52MS5SZW5ld1Jlc3BvbnNlEjkKBlJlcG9ydBIWLndvcnEudjEuUmVwb3J0UmVxdWVzdBoXLndvcnEudjEuUmVwb3J0UmVzcG9uc2VCjgEKC2NvbS53b3JxLnYxQhJXb3JrZXJTZXJ2aWNlUHJvdG9QAVouZ2l0aHViLmNvbS93b3JxLWRldi93b3JxL2dlbi9nby93b3JxL3YxO3dvcnF2MaICA1dYWKoCB1dvcnEuVjHKAgdXb3JxXFYx4gITV29ycVxWMVxHUEJNZXRhZGF0YeoCCFdvcnE6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_worq_v1_job]);
 
 /**
  * LeaseRequest opens a worker's stream.
@@ -94,6 +94,15 @@ export type LeaseResponse = Message<"worq.v1.LeaseResponse"> & {
      */
     value: Control;
     case: "control";
+  } | {
+    /**
+     * A job this worker holds was cancelled or deleted: stop working on it; its Ack or Fail
+     * will be refused (FAILED_PRECONDITION). Reporting it still frees the worker's slot.
+     *
+     * @generated from field: worq.v1.Revoked revoked = 4;
+     */
+    value: Revoked;
+    case: "revoked";
   } | { case: undefined; value?: undefined };
 };
 
@@ -103,6 +112,41 @@ export type LeaseResponse = Message<"worq.v1.LeaseResponse"> & {
  */
 export const LeaseResponseSchema: GenMessage<LeaseResponse> = /*@__PURE__*/
   messageDesc(file_worq_v1_worker_service, 1);
+
+/**
+ * Revoked names a lease the server took back.
+ *
+ * @generated from message worq.v1.Revoked
+ */
+export type Revoked = Message<"worq.v1.Revoked"> & {
+  /**
+   * The job's id.
+   *
+   * @generated from field: string jid = 1;
+   */
+  jid: string;
+
+  /**
+   * The lease that is no longer valid.
+   *
+   * @generated from field: string lease_id = 2;
+   */
+  leaseId: string;
+
+  /**
+   * Why, for logs (e.g. "cancelled", "deleted", "ttl exceeded").
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message worq.v1.Revoked.
+ * Use `create(RevokedSchema)` to create a new message.
+ */
+export const RevokedSchema: GenMessage<Revoked> = /*@__PURE__*/
+  messageDesc(file_worq_v1_worker_service, 2);
 
 /**
  * LeasedJobs is a group of jobs pushed together.
@@ -123,7 +167,7 @@ export type LeasedJobs = Message<"worq.v1.LeasedJobs"> & {
  * Use `create(LeasedJobsSchema)` to create a new message.
  */
 export const LeasedJobsSchema: GenMessage<LeasedJobs> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 2);
+  messageDesc(file_worq_v1_worker_service, 3);
 
 /**
  * LeasedJob is one job with the lease that the worker must quote in Ack, Fail and Renew.
@@ -165,7 +209,7 @@ export type LeasedJob = Message<"worq.v1.LeasedJob"> & {
  * Use `create(LeasedJobSchema)` to create a new message.
  */
 export const LeasedJobSchema: GenMessage<LeasedJob> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 3);
+  messageDesc(file_worq_v1_worker_service, 4);
 
 /**
  * Keepalive carries nothing.
@@ -180,7 +224,7 @@ export type Keepalive = Message<"worq.v1.Keepalive"> & {
  * Use `create(KeepaliveSchema)` to create a new message.
  */
 export const KeepaliveSchema: GenMessage<Keepalive> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 4);
+  messageDesc(file_worq_v1_worker_service, 5);
 
 /**
  * Control is an instruction from the server.
@@ -208,7 +252,7 @@ export type Control = Message<"worq.v1.Control"> & {
  * Use `create(ControlSchema)` to create a new message.
  */
 export const ControlSchema: GenMessage<Control> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 5);
+  messageDesc(file_worq_v1_worker_service, 6);
 
 /**
  * AckRequest completes one job.
@@ -243,7 +287,7 @@ export type AckRequest = Message<"worq.v1.AckRequest"> & {
  * Use `create(AckRequestSchema)` to create a new message.
  */
 export const AckRequestSchema: GenMessage<AckRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 6);
+  messageDesc(file_worq_v1_worker_service, 7);
 
 /**
  * AckResponse is empty: OK means the completion is on disk.
@@ -258,7 +302,7 @@ export type AckResponse = Message<"worq.v1.AckResponse"> & {
  * Use `create(AckResponseSchema)` to create a new message.
  */
 export const AckResponseSchema: GenMessage<AckResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 7);
+  messageDesc(file_worq_v1_worker_service, 8);
 
 /**
  * FailRequest reports a failed attempt.
@@ -321,7 +365,7 @@ export type FailRequest = Message<"worq.v1.FailRequest"> & {
  * Use `create(FailRequestSchema)` to create a new message.
  */
 export const FailRequestSchema: GenMessage<FailRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 8);
+  messageDesc(file_worq_v1_worker_service, 9);
 
 /**
  * FailResponse reports what the server did with the job.
@@ -350,7 +394,7 @@ export type FailResponse = Message<"worq.v1.FailResponse"> & {
  * Use `create(FailResponseSchema)` to create a new message.
  */
 export const FailResponseSchema: GenMessage<FailResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 9);
+  messageDesc(file_worq_v1_worker_service, 10);
 
 /**
  * LeaseRef names one lease.
@@ -378,7 +422,7 @@ export type LeaseRef = Message<"worq.v1.LeaseRef"> & {
  * Use `create(LeaseRefSchema)` to create a new message.
  */
 export const LeaseRefSchema: GenMessage<LeaseRef> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 10);
+  messageDesc(file_worq_v1_worker_service, 11);
 
 /**
  * RenewRequest lists leases to extend.
@@ -399,7 +443,7 @@ export type RenewRequest = Message<"worq.v1.RenewRequest"> & {
  * Use `create(RenewRequestSchema)` to create a new message.
  */
 export const RenewRequestSchema: GenMessage<RenewRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 11);
+  messageDesc(file_worq_v1_worker_service, 12);
 
 /**
  * RenewResponse reports each lease in request order.
@@ -420,7 +464,7 @@ export type RenewResponse = Message<"worq.v1.RenewResponse"> & {
  * Use `create(RenewResponseSchema)` to create a new message.
  */
 export const RenewResponseSchema: GenMessage<RenewResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 12);
+  messageDesc(file_worq_v1_worker_service, 13);
 
 /**
  * RenewResult is the outcome for one lease.
@@ -462,7 +506,7 @@ export type RenewResult = Message<"worq.v1.RenewResult"> & {
  * Use `create(RenewResultSchema)` to create a new message.
  */
 export const RenewResultSchema: GenMessage<RenewResult> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 13);
+  messageDesc(file_worq_v1_worker_service, 14);
 
 /**
  * ReportRequest settles many jobs.
@@ -490,7 +534,7 @@ export type ReportRequest = Message<"worq.v1.ReportRequest"> & {
  * Use `create(ReportRequestSchema)` to create a new message.
  */
 export const ReportRequestSchema: GenMessage<ReportRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 14);
+  messageDesc(file_worq_v1_worker_service, 15);
 
 /**
  * ReportResponse gives one outcome per item: all acks first, then all fails.
@@ -518,7 +562,7 @@ export type ReportResponse = Message<"worq.v1.ReportResponse"> & {
  * Use `create(ReportResponseSchema)` to create a new message.
  */
 export const ReportResponseSchema: GenMessage<ReportResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 15);
+  messageDesc(file_worq_v1_worker_service, 16);
 
 /**
  * ItemResult is the outcome of one item of a batch call.
@@ -560,7 +604,7 @@ export type ItemResult = Message<"worq.v1.ItemResult"> & {
  * Use `create(ItemResultSchema)` to create a new message.
  */
 export const ItemResultSchema: GenMessage<ItemResult> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 16);
+  messageDesc(file_worq_v1_worker_service, 17);
 
 /**
  * ControlAction tells a worker what to do.

@@ -146,7 +146,9 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteJob(self, request, context):
-        """DeleteJob removes a job and its indexes. Not built yet: answers UNIMPLEMENTED.
+        """DeleteJob removes a job, its result and its indexes entirely, whatever its state; a
+        running job's lease is revoked (its worker is told, its report refused). NOT_FOUND for an
+        unknown job.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -104,7 +104,10 @@ class ProducerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Cancel(self, request, context):
-        """Cancel moves a job that has not finished to CANCELLED. Not built yet: answers UNIMPLEMENTED.
+        """Cancel moves a job that has not finished to CANCELLED (failure category CANCELLED). A
+        running job's lease is revoked and its worker is told on its Lease stream (`revoked`);
+        the worker's later Ack or Fail is refused. FAILED_PRECONDITION for a job already
+        finished, NOT_FOUND for an unknown one.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

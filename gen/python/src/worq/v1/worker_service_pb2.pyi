@@ -43,14 +43,26 @@ class LeaseRequest(_message.Message):
     def __init__(self, queues: _Optional[_Iterable[str]] = ..., worker_id: _Optional[str] = ..., credits: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class LeaseResponse(_message.Message):
-    __slots__ = ("jobs", "keepalive", "control")
+    __slots__ = ("jobs", "keepalive", "control", "revoked")
     JOBS_FIELD_NUMBER: _ClassVar[int]
     KEEPALIVE_FIELD_NUMBER: _ClassVar[int]
     CONTROL_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
     jobs: LeasedJobs
     keepalive: Keepalive
     control: Control
-    def __init__(self, jobs: _Optional[_Union[LeasedJobs, _Mapping]] = ..., keepalive: _Optional[_Union[Keepalive, _Mapping]] = ..., control: _Optional[_Union[Control, _Mapping]] = ...) -> None: ...
+    revoked: Revoked
+    def __init__(self, jobs: _Optional[_Union[LeasedJobs, _Mapping]] = ..., keepalive: _Optional[_Union[Keepalive, _Mapping]] = ..., control: _Optional[_Union[Control, _Mapping]] = ..., revoked: _Optional[_Union[Revoked, _Mapping]] = ...) -> None: ...
+
+class Revoked(_message.Message):
+    __slots__ = ("jid", "lease_id", "reason")
+    JID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    jid: str
+    lease_id: str
+    reason: str
+    def __init__(self, jid: _Optional[str] = ..., lease_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class LeasedJobs(_message.Message):
     __slots__ = ("jobs",)
