@@ -1,0 +1,69 @@
+__path__ = __import__("pkgutil").extend_path(__path__, __name__)
+__doc__ = """Worq: a Python client and worker library for the Worq job server.
+
+::
+
+    import worq
+
+    async with worq.Client("127.0.0.1:7419") as client:
+        jid = await client.submit("email.send", args=["a@example.com"], queue="mail")
+
+    worker = worq.Worker("127.0.0.1:7419", queues=["mail"])
+
+    @worker.handler("email.send")
+    async def send(job, ctx):
+        ...
+
+The generated protobuf stubs live in the ``worq.v1`` subpackage (the ``worq-proto``
+distribution); ``worq`` is a pkgutil-style namespace package shared by both.
+"""
+
+from . import errors
+from .client import Client
+from .errors import (
+    DeadlineExceeded,
+    InvalidArgument,
+    LeaseLost,
+    NotFound,
+    PermanentError,
+    ResourceExhausted,
+    RetryLater,
+    Unavailable,
+    Unimplemented,
+    WorqError,
+)
+from .types import Backoff, Failure, FailureCategory, Job, JobSpec, JobState, OnExhausted, Priority, RetryPolicy
+from .worker import JobContext, Worker, WorkerEvent
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client",
+    "Worker",
+    "JobContext",
+    "WorkerEvent",
+    "Job",
+    "JobSpec",
+    "JobState",
+    "Priority",
+    "RetryPolicy",
+    "Backoff",
+    "OnExhausted",
+    "Failure",
+    "FailureCategory",
+    "PermanentError",
+    "RetryLater",
+    "WorqError",
+    "InvalidArgument",
+    "NotFound",
+    "LeaseLost",
+    "Unavailable",
+    "DeadlineExceeded",
+    "ResourceExhausted",
+    "Unimplemented",
+    "errors",
+]
+
+import logging as _logging
+
+_logging.getLogger("worq").addHandler(_logging.NullHandler())

@@ -1,0 +1,193 @@
+"""The producer side: :class:`Client` submits jobs and follows them."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from types import TracebackType
+from typing import Any, Awaitable, Callable, List, Mapping, Optional, Sequence, Type, TypeVar, Union
+
+import grpc
+import grpc.aio
+
+from worq.v1 import admin_service_pb2, admin_service_pb2_grpc
+from worq.v1 import producer_service_pb2, producer_service_pb2_grpc
+
+from . import _convert
+from ._channel import ChannelOptions, open_channel
+from ._convert import Seconds
+from .errors import from_rpc_error
+from .types import Job, JobSpec, Priority, RetryPolicy
+
+__all__ = ["Client"]
+
+T = TypeVar("T")
+
+# Extra time the gRPC deadline of a waiting call gets beyond the server-side wait, so that the
+# server's DEADLINE_EXCEEDED (with its metadata) arrives before our own deadline cuts the call.
+_WAIT_MARGIN = 5.0
+
+
+class Client:
+    """Submits jobs to a Worq server and reads them back. Every method is a coroutine.
+
+    ::
+
+        async with worq.Client("127.0.0.1:7419") as client:
+            jid = await client.submit("email.send", args=["a@example.com"], queue="mail")
+            job = await client.wait_result(jid, timeout=30)
+            print(job.state.name, job.result_text)
+
+    Errors are :mod:`worq.errors` exceptions carrying the gRPC status code. The channel is
+    opened on first use, inside the running event loop; ``close()`` (or leaving the ``async
+    with`` block) closes it.
+    """
+
+    def __init__(
+        self,
+        address: str = "127.0.0.1:7419",
+        *,
+        timeout: Optional[float] = 30.0,
+        channel_options: Optional[ChannelOptions] = None,
+        channel: Optional[grpc.aio.Channel] = None,
+    ) -> None:
+        """``timeout`` is the deadline of each call in seconds (None: no deadline). Pass
+        ``channel`` to share a grpc.aio channel you manage (then ``close()`` leaves it open)."""
+        self.address = address
+        self.timeout = timeout
+        self._channel_options = channel_options
+        self._channel: Optional[grpc.aio.Channel] = channel
+        self._owns_channel = channel is None
+        self._producer: Optional[producer_service_pb2_grpc.ProducerServiceStub] = None
+        self._admin: Optional[admin_service_pb2_grpc.AdminServiceStub] = None
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def __aenter__(self) -> "Client":
+        self._stubs()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Closes the channel (if this client opened it)."""
+        channel, self._channel = self._channel, None
+        self._producer = self._admin = None
+        if channel is not None and self._owns_channel:
+            await channel.close()
+
+    def _stubs(self) -> "tuple[producer_service_pb2_grpc.ProducerServiceStub, admin_service_pb2_grpc.AdminServiceStub]":
+        if self._channel is None:
+            self._channel = open_channel(self.address, self._channel_options)
+            self._owns_channel = True
+        if self._producer is None or self._admin is None:
+            self._producer = producer_service_pb2_grpc.ProducerServiceStub(self._channel)
+            self._admin = admin_service_pb2_grpc.AdminServiceStub(self._channel)
+        return self._producer, self._admin
+
+    async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        try:
+            return await fn()
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+
+    # --- producing ------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        type: str,
+        *,
+        args: Optional[Sequence[Any]] = None,
+        kwargs: Optional[Mapping[str, Any]] = None,
+        payload: Union[bytes, str, None] = None,
+        queue: str = "default",
+        priority: Union[Priority, str, int, None] = None,
+        at: Optional[_dt.datetime] = None,
+        delay: Optional[Seconds] = None,
+        retry: Union[RetryPolicy, Mapping[str, Any], None] = None,
+        custom: Optional[Mapping[str, Any]] = None,
+        reserve_for: Optional[Seconds] = None,
+        execution_timeout: Optional[Seconds] = None,
+        backtrace: Optional[int] = None,
+        tags: Optional[Mapping[str, str]] = None,
+        correlation_id: Optional[str] = None,
+    ) -> str:
+        """Creates one job and returns its jid once it is on disk.
+
+        ``args`` (list) and ``kwargs``/``custom`` (dicts) must be JSON-compatible; ``payload``
+        is opaque bytes (a str is sent as UTF-8). ``at`` (datetime; naive means local time) or
+        ``delay`` (seconds or timedelta) schedule it; ``reserve_for`` and ``execution_timeout``
+        are seconds or timedeltas; ``priority`` is a :class:`Priority` or its name
+        (``"high"``); ``retry`` a :class:`RetryPolicy` or a dict of its fields.
+        """
+        spec = JobSpec(
+            type=type,
+            args=args,
+            kwargs=kwargs,
+            payload=payload,
+            queue=queue,
+            priority=priority,
+            at=at,
+            delay=delay,
+            retry=retry,
+            custom=custom,
+            reserve_for=reserve_for,
+            execution_timeout=execution_timeout,
+            backtrace=backtrace,
+            tags=tags,
+            correlation_id=correlation_id,
+        )
+        request = producer_service_pb2.SubmitRequest(job=spec.to_proto("job"))
+        producer, _ = self._stubs()
+        response = await self._call(lambda: producer.Submit(request, timeout=self.timeout))
+        return response.jid
+
+    async def submit_batch(self, jobs: Sequence[Union[JobSpec, Mapping[str, Any]]]) -> List[str]:
+        """Creates up to 10,000 jobs atomically (all or none). Each item is a :class:`JobSpec`
+        or a dict with :meth:`submit`'s keyword arguments plus ``type``. Returns the jids in order."""
+        specs = [JobSpec.coerce(job, f"jobs[{i}]").to_proto(f"jobs[{i}]") for i, job in enumerate(jobs)]
+        request = producer_service_pb2.SubmitBatchRequest(jobs=specs)
+        producer, _ = self._stubs()
+        response = await self._call(lambda: producer.SubmitBatch(request, timeout=self.timeout))
+        return [item.jid for item in response.jobs]
+
+    async def run(self, type: str, *, wait_timeout: Seconds = 60.0, **spec: Any) -> Job:
+        """Submits a job and waits up to ``wait_timeout`` for it to reach a terminal state
+        (seed 003 ``run``). Takes :meth:`submit`'s keyword arguments. Raises
+        :class:`worq.errors.DeadlineExceeded` when the wait runs out; its ``jid`` names the job,
+        which is left as it is."""
+        job = JobSpec.coerce({"type": type, **spec}, "job")
+        wait = _convert.seconds_of(wait_timeout, "wait_timeout")
+        request = producer_service_pb2.RunRequest(
+            job=job.to_proto("job"), wait_timeout=_convert.to_duration(wait, "wait_timeout")
+        )
+        producer, _ = self._stubs()
+        response = await self._call(lambda: producer.Run(request, timeout=wait + _WAIT_MARGIN))
+        return Job(response.job)
+
+    # --- following ------------------------------------------------------------------------
+
+    async def get_job(self, jid: str) -> Job:
+        """The job now, with its state, failure and result. :class:`worq.errors.NotFound` for an unknown jid."""
+        request = admin_service_pb2.GetJobRequest(jid=jid)
+        _, admin = self._stubs()
+        response = await self._call(lambda: admin.GetJob(request, timeout=self.timeout))
+        return Job(response.job)
+
+    async def wait_result(self, jid: str, timeout: Seconds = 60.0) -> Job:
+        """Waits up to ``timeout`` (seconds or timedelta, at most 1 h) for the job to reach a
+        terminal state (COMPLETED, FAILED, DEAD_LETTER, CANCELLED) and returns it. Raises
+        :class:`worq.errors.DeadlineExceeded` if it has not finished by then. Check
+        ``job.state``: a job that failed for good is returned, not raised."""
+        wait = _convert.seconds_of(timeout, "timeout")
+        request = producer_service_pb2.GetResultRequest(
+            jid=jid, wait_timeout=_convert.to_duration(wait, "timeout")
+        )
+        producer, _ = self._stubs()
+        response = await self._call(lambda: producer.GetResult(request, timeout=wait + _WAIT_MARGIN))
+        return Job(response.job)

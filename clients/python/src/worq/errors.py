@@ -1,0 +1,172 @@
+"""Errors of the Worq client library.
+
+Two families:
+
+* :class:`WorqError` and its subclasses are raised by client calls (:class:`worq.Client`,
+  :meth:`worq.JobContext.renew`). Each carries the gRPC status ``code`` the server answered,
+  so callers can branch on the kind (``except worq.errors.NotFound``), see docs/errors.md.
+* :class:`PermanentError` and :class:`RetryLater` are raised *by handlers* to steer how a
+  failed job is retried. Any other exception a handler raises fails the job as TEMPORARY
+  (retried per the job's retry policy).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Dict, Optional, Tuple, Type, Union
+
+import grpc
+
+__all__ = [
+    "WorqError",
+    "InvalidArgument",
+    "NotFound",
+    "LeaseLost",
+    "Unavailable",
+    "DeadlineExceeded",
+    "ResourceExhausted",
+    "Unimplemented",
+    "Cancelled",
+    "Internal",
+    "PermanentError",
+    "RetryLater",
+    "from_rpc_error",
+]
+
+
+class WorqError(Exception):
+    """A call to the Worq server failed. ``code`` is the gRPC status code."""
+
+    #: The status code this class stands for (the base class accepts any).
+    default_code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+
+    def __init__(
+        self,
+        code: Optional[grpc.StatusCode] = None,
+        message: str = "",
+        *,
+        metadata: Optional[Tuple[Tuple[str, Union[str, bytes]], ...]] = None,
+    ) -> None:
+        self.code: grpc.StatusCode = code if code is not None else self.default_code
+        self.message: str = message
+        #: Trailing metadata of the failed call (e.g. ``worq-jid`` when Run's wait ran out).
+        self.metadata: Tuple[Tuple[str, Union[str, bytes]], ...] = tuple(metadata or ())
+        super().__init__(f"{self.code.name}: {message}" if message else self.code.name)
+
+    @property
+    def jid(self) -> Optional[str]:
+        """The job id the server attached to the error (``worq-jid``), if any."""
+        for key, value in self.metadata:
+            if key == "worq-jid":
+                return value.decode() if isinstance(value, bytes) else value
+        return None
+
+
+class InvalidArgument(WorqError):
+    """INVALID_ARGUMENT: the request is malformed; the message names the field. Do not retry."""
+
+    default_code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class NotFound(WorqError):
+    """NOT_FOUND: unknown jid. Do not retry."""
+
+    default_code = grpc.StatusCode.NOT_FOUND
+
+
+class LeaseLost(WorqError):
+    """FAILED_PRECONDITION: the quoted lease is not the job's live lease (it lapsed or was settled)."""
+
+    default_code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class Unavailable(WorqError):
+    """UNAVAILABLE: the server cannot be reached or is stopping. Retry with backoff."""
+
+    default_code = grpc.StatusCode.UNAVAILABLE
+
+
+class DeadlineExceeded(WorqError):
+    """DEADLINE_EXCEEDED: a wait ran out (GetResult, Run) or the call's own deadline passed."""
+
+    default_code = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+class ResourceExhausted(WorqError):
+    """RESOURCE_EXHAUSTED: the job or result is over the server's size limit."""
+
+    default_code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class Unimplemented(WorqError):
+    """UNIMPLEMENTED: a field or RPC this server does not build yet. Leave it unset."""
+
+    default_code = grpc.StatusCode.UNIMPLEMENTED
+
+
+class Cancelled(WorqError):
+    """CANCELLED: the call was cancelled on the client side."""
+
+    default_code = grpc.StatusCode.CANCELLED
+
+
+class Internal(WorqError):
+    """INTERNAL: a server bug; the cause is in the server log."""
+
+    default_code = grpc.StatusCode.INTERNAL
+
+
+_BY_CODE: Dict[grpc.StatusCode, Type[WorqError]] = {
+    cls.default_code: cls
+    for cls in (
+        InvalidArgument,
+        NotFound,
+        LeaseLost,
+        Unavailable,
+        DeadlineExceeded,
+        ResourceExhausted,
+        Unimplemented,
+        Cancelled,
+        Internal,
+    )
+}
+
+
+def error_for_code(code: grpc.StatusCode, message: str = "", metadata=None) -> WorqError:  # type: ignore[no-untyped-def]
+    """The :class:`WorqError` subclass instance for a status code."""
+    cls = _BY_CODE.get(code, WorqError)
+    return cls(code, message, metadata=metadata)
+
+
+def from_rpc_error(err: grpc.RpcError) -> WorqError:
+    """Converts a grpc error (sync or asyncio) to the matching :class:`WorqError`."""
+    code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN  # type: ignore[attr-defined]
+    details = err.details() if hasattr(err, "details") else str(err)  # type: ignore[attr-defined]
+    metadata = None
+    try:
+        metadata = tuple(err.trailing_metadata() or ())  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - metadata is best effort
+        metadata = None
+    return error_for_code(code if code is not None else grpc.StatusCode.UNKNOWN, details or "", metadata)
+
+
+# --- raised by handlers -----------------------------------------------------------------
+
+
+class PermanentError(Exception):
+    """Raise from a handler to fail the job for good (category PERMANENT: state FAILED, no retry)."""
+
+
+class RetryLater(Exception):
+    """Raise from a handler to fail this attempt and retry no earlier than ``after`` from now.
+
+    ``after`` is seconds (int or float) or a :class:`datetime.timedelta`. Any exception with a
+    ``retry_after`` attribute works the same way; this class is just the ready-made one.
+    """
+
+    def __init__(self, after: Union[float, _dt.timedelta], message: str = "") -> None:
+        seconds = after.total_seconds() if isinstance(after, _dt.timedelta) else float(after)
+        if seconds < 0:
+            raise ValueError("RetryLater: after must be >= 0")
+        self.retry_after: float = seconds
+        super().__init__(message or f"retry in {seconds:g}s")

@@ -1,0 +1,374 @@
+"""The job model: :class:`Job` (as the server holds it), :class:`JobSpec` (what a producer
+sets), :class:`RetryPolicy` and the enums. See proto/worq/v1/job.proto for every field."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import enum
+import json
+from functools import cached_property
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+from worq.v1 import job_pb2
+
+from . import _convert
+from ._convert import Seconds
+
+__all__ = [
+    "JobState",
+    "Priority",
+    "FailureCategory",
+    "Backoff",
+    "OnExhausted",
+    "RetryPolicy",
+    "JobSpec",
+    "Failure",
+    "Job",
+]
+
+
+class JobState(enum.IntEnum):
+    """Where a job is in its lifecycle (docs/state-machine.md)."""
+
+    UNSPECIFIED = 0
+    PENDING = 1
+    SCHEDULED = 2
+    DELAYED = 3
+    RUNNING = 4
+    RETRYING = 5
+    COMPLETED = 6
+    FAILED = 7
+    DEAD_LETTER = 8
+    CANCELLED = 9
+
+    @property
+    def terminal(self) -> bool:
+        """COMPLETED, FAILED, DEAD_LETTER or CANCELLED."""
+        return self in (JobState.COMPLETED, JobState.FAILED, JobState.DEAD_LETTER, JobState.CANCELLED)
+
+
+class Priority(enum.IntEnum):
+    """Order inside a queue: strictly by level, FIFO within a level."""
+
+    CRITICAL = 1
+    HIGH = 2
+    NORMAL = 3
+    LOW = 4
+    BULK = 5
+
+
+class FailureCategory(enum.IntEnum):
+    UNSPECIFIED = 0
+    TEMPORARY = 1
+    PERMANENT = 2
+    TIMEOUT = 3
+    CANCELLED = 4
+    SYSTEM = 5
+
+
+class Backoff(enum.IntEnum):
+    CONSTANT = 1
+    LINEAR = 2
+    EXPONENTIAL = 3
+
+
+class OnExhausted(enum.IntEnum):
+    DEAD_LETTER = 1
+    DISCARD = 2
+
+
+def _enum_of(cls: Any, value: Any, where: str) -> Any:
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, str):
+        try:
+            return cls[value.upper()]
+        except KeyError:
+            pass
+    elif isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return cls(value)
+        except ValueError:
+            pass
+    names = ", ".join(m.name.lower() for m in cls)
+    raise ValueError(f"{where}: {value!r} is not one of {names}")
+
+
+@dataclasses.dataclass
+class RetryPolicy:
+    """Retry bounds and pacing of a job. ``None`` fields take the server's defaults
+    (3 attempts, exponential backoff from 1 s, doubling, capped at 1 h, then DEAD_LETTER)."""
+
+    max_attempts: Optional[int] = None
+    max_fails: Optional[int] = None
+    backoff: Union[Backoff, str, None] = None
+    initial_delay: Optional[Seconds] = None
+    multiplier: Optional[float] = None
+    max_delay: Optional[Seconds] = None
+    jitter: bool = False
+    on_exhausted: Union[OnExhausted, str, None] = None
+
+    @classmethod
+    def coerce(cls, value: Union["RetryPolicy", Mapping[str, Any]], where: str = "retry") -> "RetryPolicy":
+        if isinstance(value, RetryPolicy):
+            return value
+        if isinstance(value, Mapping):
+            unknown = set(value) - {f.name for f in dataclasses.fields(cls)}
+            if unknown:
+                raise TypeError(f"{where}: unknown keys {sorted(unknown)}")
+            return cls(**value)
+        raise TypeError(f"{where}: must be a RetryPolicy or a dict, got {type(value).__name__}")
+
+    def to_proto(self, where: str = "retry") -> job_pb2.RetryPolicy:
+        out = job_pb2.RetryPolicy()
+        if self.max_attempts is not None:
+            out.max_attempts = self.max_attempts
+        if self.max_fails is not None:
+            out.max_fails = self.max_fails
+        if self.backoff is not None:
+            out.backoff = int(_enum_of(Backoff, self.backoff, f"{where}.backoff"))
+        if self.initial_delay is not None:
+            out.initial_delay.CopyFrom(_convert.to_duration(self.initial_delay, f"{where}.initial_delay"))
+        if self.multiplier is not None:
+            out.multiplier = self.multiplier
+        if self.max_delay is not None:
+            out.max_delay.CopyFrom(_convert.to_duration(self.max_delay, f"{where}.max_delay"))
+        out.jitter = bool(self.jitter)
+        if self.on_exhausted is not None:
+            out.on_exhausted = int(_enum_of(OnExhausted, self.on_exhausted, f"{where}.on_exhausted"))
+        return out
+
+    @classmethod
+    def from_proto(cls, proto: job_pb2.RetryPolicy) -> "RetryPolicy":
+        return cls(
+            max_attempts=proto.max_attempts if proto.HasField("max_attempts") else None,
+            max_fails=proto.max_fails if proto.HasField("max_fails") else None,
+            backoff=Backoff(proto.backoff) if proto.backoff else None,
+            initial_delay=_convert.from_duration(proto.initial_delay) if proto.HasField("initial_delay") else None,
+            multiplier=proto.multiplier if proto.HasField("multiplier") else None,
+            max_delay=_convert.from_duration(proto.max_delay) if proto.HasField("max_delay") else None,
+            jitter=proto.jitter,
+            on_exhausted=OnExhausted(proto.on_exhausted) if proto.on_exhausted else None,
+        )
+
+
+@dataclasses.dataclass
+class JobSpec:
+    """Everything a producer sets on a job; the keyword arguments of :meth:`worq.Client.submit`."""
+
+    type: str
+    args: Optional[Sequence[Any]] = None
+    kwargs: Optional[Mapping[str, Any]] = None
+    payload: Union[bytes, str, None] = None
+    queue: str = "default"
+    priority: Union[Priority, str, int, None] = None
+    at: Optional[_dt.datetime] = None
+    delay: Optional[Seconds] = None
+    retry: Union[RetryPolicy, Mapping[str, Any], None] = None
+    custom: Optional[Mapping[str, Any]] = None
+    reserve_for: Optional[Seconds] = None
+    execution_timeout: Optional[Seconds] = None
+    backtrace: Optional[int] = None
+    tags: Optional[Mapping[str, str]] = None
+    correlation_id: Optional[str] = None
+
+    @classmethod
+    def coerce(cls, value: Union["JobSpec", Mapping[str, Any]], where: str = "job") -> "JobSpec":
+        if isinstance(value, JobSpec):
+            return value
+        if isinstance(value, Mapping):
+            unknown = set(value) - {f.name for f in dataclasses.fields(cls)}
+            if unknown:
+                raise TypeError(f"{where}: unknown keys {sorted(unknown)}")
+            if "type" not in value:
+                raise TypeError(f"{where}: 'type' is required")
+            return cls(**value)
+        raise TypeError(f"{where}: must be a JobSpec or a dict, got {type(value).__name__}")
+
+    def to_proto(self, where: str = "job") -> job_pb2.JobSpec:
+        if not isinstance(self.type, str):
+            raise TypeError(f"{where}.type: must be a str")
+        out = job_pb2.JobSpec(type=self.type, queue=self.queue or "")
+        if self.args is not None:
+            out.args.CopyFrom(_convert.to_list(self.args, f"{where}.args"))
+        if self.kwargs is not None:
+            out.kwargs.CopyFrom(_convert.to_struct(self.kwargs, f"{where}.kwargs"))
+        if self.payload is not None:
+            if isinstance(self.payload, str):
+                out.payload = self.payload.encode("utf-8")
+            elif isinstance(self.payload, (bytes, bytearray, memoryview)):
+                out.payload = bytes(self.payload)
+            else:
+                raise TypeError(f"{where}.payload: must be bytes or str")
+        if self.custom is not None:
+            out.custom.CopyFrom(_convert.to_struct(self.custom, f"{where}.custom"))
+        if self.priority is not None:
+            out.priority = int(_enum_of(Priority, self.priority, f"{where}.priority"))
+        if self.at is not None and self.delay is not None:
+            raise ValueError(f"{where}: give at or delay, not both")
+        if self.at is not None:
+            out.at.CopyFrom(_convert.to_timestamp(self.at, f"{where}.at"))
+        if self.delay is not None:
+            out.delay.CopyFrom(_convert.to_duration(self.delay, f"{where}.delay"))
+        if self.retry is not None:
+            out.retry.CopyFrom(RetryPolicy.coerce(self.retry, f"{where}.retry").to_proto(f"{where}.retry"))
+        if self.reserve_for is not None:
+            out.reserve_for.CopyFrom(_convert.to_duration(self.reserve_for, f"{where}.reserve_for"))
+        if self.execution_timeout is not None:
+            out.execution_timeout.CopyFrom(_convert.to_duration(self.execution_timeout, f"{where}.execution_timeout"))
+        if self.backtrace is not None:
+            out.backtrace = self.backtrace
+        if self.tags:
+            for key, value in self.tags.items():
+                out.tags[key] = value
+        if self.correlation_id is not None:
+            out.correlation_id = self.correlation_id
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """The record of a job's last failure."""
+
+    message: str
+    errtype: str
+    backtrace: List[str]
+    category: FailureCategory
+    retry_count: int
+    failed_at: Optional[_dt.datetime]
+    retried_at: Optional[_dt.datetime]
+
+
+class Job:
+    """A job as the server holds it. Wraps the ``worq.v1.Job`` proto (``job.raw``) and decodes
+    its fields to Python values: ``args`` a list, ``kwargs``/``custom`` dicts (JSON numbers that
+    are whole come back as ``int``), ``payload``/``result`` bytes, times as aware UTC datetimes."""
+
+    def __init__(self, raw: job_pb2.Job) -> None:
+        self.raw: job_pb2.Job = raw
+
+    def __repr__(self) -> str:
+        return f"<worq.Job {self.jid} type={self.type!r} queue={self.queue!r} state={self.state.name} attempt={self.attempt}>"
+
+    @property
+    def jid(self) -> str:
+        return self.raw.jid
+
+    @property
+    def type(self) -> str:
+        return self.raw.type
+
+    @property
+    def queue(self) -> str:
+        return self.raw.queue
+
+    @property
+    def state(self) -> JobState:
+        return JobState(self.raw.state)
+
+    @property
+    def attempt(self) -> int:
+        """1 on the first execution, 2 on the first retry, …"""
+        return self.raw.attempt
+
+    @cached_property
+    def args(self) -> List[Any]:
+        return _convert.from_list(self.raw.args)
+
+    @cached_property
+    def kwargs(self) -> Dict[str, Any]:
+        return _convert.from_struct(self.raw.kwargs)
+
+    @property
+    def payload(self) -> bytes:
+        return self.raw.payload
+
+    @cached_property
+    def custom(self) -> Dict[str, Any]:
+        return _convert.from_struct(self.raw.custom)
+
+    @property
+    def tags(self) -> Dict[str, str]:
+        return dict(self.raw.tags)
+
+    @property
+    def priority(self) -> Priority:
+        return Priority(self.raw.priority) if self.raw.priority else Priority.NORMAL
+
+    @property
+    def correlation_id(self) -> str:
+        return self.raw.correlation_id
+
+    @property
+    def backtrace(self) -> int:
+        """How many stack frames of a failure to keep."""
+        return self.raw.backtrace
+
+    @property
+    def reserve_for(self) -> _dt.timedelta:
+        return _convert.from_duration(self.raw.reserve_for)
+
+    @property
+    def execution_timeout(self) -> _dt.timedelta:
+        return _convert.from_duration(self.raw.execution_timeout)
+
+    @property
+    def retry(self) -> RetryPolicy:
+        return RetryPolicy.from_proto(self.raw.retry)
+
+    @property
+    def fails(self) -> int:
+        return self.raw.fails
+
+    @property
+    def worker_id(self) -> str:
+        return self.raw.worker_id
+
+    @property
+    def result(self) -> bytes:
+        """What the handler returned (bytes as-is, str as UTF-8, else JSON); set once COMPLETED."""
+        return self.raw.result
+
+    @property
+    def result_text(self) -> str:
+        return self.raw.result.decode("utf-8")
+
+    def result_json(self) -> Any:
+        """The result parsed as JSON (for handlers that returned dicts, lists, numbers…)."""
+        return json.loads(self.raw.result)
+
+    @property
+    def failure(self) -> Optional[Failure]:
+        if not self.raw.HasField("failure"):
+            return None
+        f = self.raw.failure
+        return Failure(
+            message=f.message,
+            errtype=f.errtype,
+            backtrace=list(f.backtrace),
+            category=FailureCategory(f.category),
+            retry_count=f.retry_count,
+            failed_at=_convert.optional_timestamp(f, "failed_at"),
+            retried_at=_convert.optional_timestamp(f, "retried_at"),
+        )
+
+    @property
+    def created_at(self) -> Optional[_dt.datetime]:
+        return _convert.optional_timestamp(self.raw, "created_at")
+
+    @property
+    def started_at(self) -> Optional[_dt.datetime]:
+        return _convert.optional_timestamp(self.raw, "started_at")
+
+    @property
+    def completed_at(self) -> Optional[_dt.datetime]:
+        return _convert.optional_timestamp(self.raw, "completed_at")
+
+    @property
+    def scheduled_at(self) -> Optional[_dt.datetime]:
+        return _convert.optional_timestamp(self.raw, "scheduled_at")
+
+    @property
+    def lease_expires_at(self) -> Optional[_dt.datetime]:
+        return _convert.optional_timestamp(self.raw, "lease_expires_at")

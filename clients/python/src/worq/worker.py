@@ -1,0 +1,977 @@
+"""The worker side: :class:`Worker` leases jobs and runs handlers on one asyncio event loop.
+
+How it behaves is fixed by clients/CONFORMANCE.md; the protocol is docs/protocol.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import concurrent.futures.thread
+import contextvars
+import dataclasses
+import datetime as _dt
+import functools
+import inspect
+import json
+import logging
+import os
+import random
+import secrets
+import signal
+import socket
+import threading
+import time
+import traceback
+from typing import (
+    Any,
+    Awaitable,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    TypeVar,
+    Union,
+)
+
+import grpc
+import grpc.aio
+from google.protobuf import duration_pb2
+
+from worq.v1 import job_pb2, worker_service_pb2, worker_service_pb2_grpc
+
+from . import _convert
+from ._channel import ChannelOptions, open_channel
+from .errors import LeaseLost, PermanentError, WorqError, error_for_code, from_rpc_error
+from .types import Job
+
+__all__ = ["Worker", "JobContext", "WorkerEvent", "Handler"]
+
+log = logging.getLogger("worq.worker")
+
+Handler = Callable[..., Any]
+"""``async def handler(job, ctx)`` (or ``(job)``), or a plain ``def`` run in a thread."""
+
+H = TypeVar("H", bound=Handler)
+
+_VERSION = "0.1.0"
+_STATUS_OK = 0
+_LOST_CODES = (grpc.StatusCode.FAILED_PRECONDITION.value[0], grpc.StatusCode.NOT_FOUND.value[0])
+_UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
+# Call failures worth retrying: the server is away, restarting, or did not answer in time.
+_RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+_MAX_MESSAGE_BYTES = 64 * 1024
+_MAX_ERRTYPE_CHARS = 256
+_MAX_BATCH = 1000
+
+# Reconnect backoff (CONFORMANCE.md §6): ~100 ms doubling to ~5 s, equal jitter; reset after
+# a stream that delivered jobs or stayed up this long.
+_BACKOFF_INITIAL = 0.1
+_BACKOFF_MAX = 5.0
+_STREAM_STABLE_AFTER = 5.0
+# The server sends a keepalive at least every 30 s on an idle stream: silence this long means
+# the stream is dead even if TCP has not noticed.
+_STREAM_SILENCE_LIMIT = 65.0
+_CALL_TIMEOUT = 10.0
+
+
+class _Backoff:
+    """Exponential delays with equal jitter (half fixed, half random)."""
+
+    def __init__(self, initial: float = _BACKOFF_INITIAL, maximum: float = _BACKOFF_MAX) -> None:
+        self.initial = initial
+        self.maximum = maximum
+        self.attempt = 0
+
+    def next(self) -> float:
+        base = min(self.maximum, self.initial * (2**self.attempt))
+        self.attempt = min(self.attempt + 1, 30)
+        return base / 2 + random.random() * base / 2
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerEvent:
+    """What ``Worker(on_event=...)`` is called with.
+
+    ``name`` is one of:
+
+    * ``"ready"``: the first Lease stream is open (once); ``"connected"``: any stream opened;
+    * ``"start"``: a handler starts (``jid``, ``attempt``, ``type``);
+    * ``"done"``: the server answered the job's report; ``outcome`` is ``"ack"``, ``"fail"``,
+      ``"lease_lost"`` (refused as stale, dropped) or ``"error"`` (refused otherwise, dropped);
+    * ``"reconnecting"``: the stream dropped; the next try is in ``delay`` seconds (``reason``);
+    * ``"quiet"``: the server said QUIET, no more work is taken;
+    * ``"stopped"``: the worker is about to return from :meth:`Worker.run`.
+    """
+
+    name: str
+    jid: Optional[str] = None
+    attempt: Optional[int] = None
+    type: Optional[str] = None
+    outcome: Optional[str] = None
+    delay: Optional[float] = None
+    reason: Optional[str] = None
+
+
+class JobContext:
+    """Per-attempt context handed to a handler with the job.
+
+    * ``cancelled``: an :class:`asyncio.Event` set when the attempt must stop (execution
+      deadline, worker shutdown past its timeout, or the lease was lost); ``cancel_reason``
+      says which (``"deadline"``, ``"shutdown"``, ``"lease_lost"``). An ``async`` handler is
+      also cancelled (:class:`asyncio.CancelledError`) at that moment; a sync handler, running
+      in a thread, cannot be interrupted and should poll ``cancelled.is_set()``.
+    * ``deadline``: when this attempt must end (aware UTC datetime); ``time_left()`` in seconds.
+    * ``renew()``: renews the lease now. Not needed: the worker renews every ``reserve_for / 3``.
+    """
+
+    def __init__(self, worker: "Worker", leased: worker_service_pb2.LeasedJob, loop: asyncio.AbstractEventLoop) -> None:
+        self._worker = worker
+        self._loop = loop
+        self.worker_id: str = worker.worker_id
+        self.jid: str = leased.job.jid
+        self.lease_id: str = leased.lease_id
+        self.deadline: Optional[_dt.datetime] = _convert.optional_timestamp(leased, "execution_deadline")
+        self.lease_expires_at: Optional[_dt.datetime] = _convert.optional_timestamp(leased, "lease_expires_at")
+        self.cancelled: asyncio.Event = asyncio.Event()
+        self.cancel_reason: Optional[str] = None
+        self.logger: logging.LoggerAdapter = logging.LoggerAdapter(
+            logging.getLogger("worq.job"), {"jid": self.jid, "job_type": leased.job.type}
+        )
+
+    def time_left(self) -> float:
+        """Seconds until the execution deadline (``inf`` when there is none)."""
+        if self.deadline is None:
+            return float("inf")
+        return self.deadline.timestamp() - time.time()
+
+    async def renew(self) -> _dt.datetime:
+        """Renews the lease now and returns the new expiry. Raises :class:`worq.errors.LeaseLost`
+        when the lease is no longer held. Must be awaited on the worker's event loop."""
+        return await self._worker._renew_one(self)
+
+    def _cancel(self, reason: str) -> None:
+        if self.cancel_reason is None:
+            self.cancel_reason = reason
+        self.cancelled.set()
+
+
+@dataclasses.dataclass(eq=False)
+class _Held:
+    """One leased job, from delivery until the server answered its report."""
+
+    leased: worker_service_pb2.LeasedJob
+    job: Job
+    ctx: JobContext
+    renew_every: float
+    next_renew: float
+    task: Optional["asyncio.Task[None]"] = None
+    deadline_timer: Optional[asyncio.TimerHandle] = None
+    started: bool = False
+    finished: bool = False
+    lost: bool = False
+
+    @property
+    def jid(self) -> str:
+        return self.leased.job.jid
+
+    @property
+    def lease_id(self) -> str:
+        return self.leased.lease_id
+
+
+@dataclasses.dataclass(eq=False)
+class _Report:
+    held: _Held
+    ack: Optional[worker_service_pb2.AckRequest] = None
+    fail: Optional[worker_service_pb2.FailRequest] = None
+    retried_invalid: bool = False
+
+
+def _default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+
+def _wants_ctx(fn: Callable[..., Any]) -> bool:
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return True
+    positional = [
+        p for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    if any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in params):
+        return True
+    return len(positional) >= 2
+
+
+def result_bytes(value: Any) -> bytes:
+    """The Ack result of a handler's return value: bytes as-is, str as UTF-8, None as empty,
+    anything else as JSON."""
+    if value is None:
+        return b""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _truncate_utf8(text: str, limit: int) -> str:
+    raw = text.encode("utf-8")
+    if len(raw) <= limit:
+        return text
+    return raw[:limit].decode("utf-8", "ignore")
+
+
+_OWN_FILES = frozenset({__file__, concurrent.futures.thread.__file__})
+
+_CANCEL_MESSAGES = {
+    "deadline": "cancelled at the job's execution deadline",
+    "shutdown": "cancelled: the worker is shutting down",
+    "lease_lost": "cancelled: the lease was lost",
+}
+
+
+def fail_request_of(
+    exc: BaseException, held_jid: str, lease_id: str, frames: int, cancel_reason: Optional[str]
+) -> worker_service_pb2.FailRequest:
+    """The Fail for what a handler raised (CONFORMANCE.md §2 and §8)."""
+    message = str(exc)
+    if isinstance(exc, asyncio.CancelledError) and cancel_reason is not None:
+        message = _CANCEL_MESSAGES.get(cancel_reason, "cancelled")
+    if not message:
+        message = type(exc).__name__
+    backtrace: List[str] = []
+    tb = exc.__traceback__
+    # Skip the library's own outer frames (and the executor's, for sync handlers).
+    while tb is not None and tb.tb_frame.f_code.co_filename in _OWN_FILES:
+        tb = tb.tb_next
+    if frames > 0 and tb is not None:
+        summary = traceback.extract_tb(tb)
+        # Innermost first, as the server keeps the first `frames` of them.
+        for fs in reversed(summary):
+            backtrace.append(f'File "{fs.filename}", line {fs.lineno}, in {fs.name}')
+            if len(backtrace) >= frames:
+                break
+    if isinstance(exc, PermanentError):
+        category = job_pb2.FAILURE_CATEGORY_PERMANENT
+    elif cancel_reason == "deadline":
+        category = job_pb2.FAILURE_CATEGORY_TIMEOUT
+    else:
+        category = job_pb2.FAILURE_CATEGORY_TEMPORARY
+    request = worker_service_pb2.FailRequest(
+        jid=held_jid,
+        lease_id=lease_id,
+        message=_truncate_utf8(message, _MAX_MESSAGE_BYTES),
+        errtype=type(exc).__name__[:_MAX_ERRTYPE_CHARS],
+        backtrace=backtrace,
+        category=category,
+    )
+    if cancel_reason == "shutdown" and category != job_pb2.FAILURE_CATEGORY_PERMANENT:
+        # Failed back at shutdown: retry at once, on another worker.
+        request.retry_after.CopyFrom(duration_pb2.Duration())
+    else:
+        after = getattr(exc, "retry_after", None)
+        if after is not None:
+            try:
+                request.retry_after.CopyFrom(_convert.to_duration(after, "retry_after"))
+            except (TypeError, ValueError) as err:
+                log.warning("ignoring retry_after of %s: %s", type(exc).__name__, err)
+    return request
+
+
+class Worker:
+    """Leases jobs from ``queues`` and runs the registered handlers, at most ``concurrency``
+    at once, on one asyncio event loop.
+
+    ::
+
+        worker = worq.Worker("127.0.0.1:7419", queues=["mail"], concurrency=10)
+
+        @worker.handler("email.send")
+        async def send(job, ctx):
+            await mailer.send(job.args[0])
+            return "sent"
+
+        asyncio.run(worker.run(install_signal_handlers=True))
+
+    A handler returns a result (bytes as-is, str as UTF-8, None as empty, else JSON) to Ack
+    the job, or raises to Fail it: :class:`worq.PermanentError` fails it for good, an
+    exception with a ``retry_after`` attribute (e.g. :class:`worq.RetryLater`) sets the retry
+    time, anything else is retried per the job's retry policy. Leases are renewed
+    automatically, the stream reconnects on its own, and ``stop()`` (or SIGTERM/SIGINT with
+    ``install_signal_handlers=True``) shuts down gracefully.
+    """
+
+    def __init__(
+        self,
+        address: str = "127.0.0.1:7419",
+        queues: Sequence[str] = ("default",),
+        concurrency: int = 10,
+        worker_id: Optional[str] = None,
+        shutdown_timeout: float = 30.0,
+        *,
+        labels: Optional[Mapping[str, str]] = None,
+        on_event: Optional[Callable[[WorkerEvent], None]] = None,
+        executor: Optional[concurrent.futures.Executor] = None,
+        channel_options: Optional[ChannelOptions] = None,
+        flush_timeout: float = 10.0,
+    ) -> None:
+        """
+        ``queues`` are served in order (strictly). ``concurrency`` is the Lease credits and the
+        most handlers run at once (1–10,000). ``shutdown_timeout`` (seconds) is how long
+        running handlers get to finish after ``stop()``. ``on_event`` is called with a
+        :class:`WorkerEvent` on the event loop (keep it quick). Sync handlers run in
+        ``executor`` (default: a thread pool of ``concurrency`` threads). ``flush_timeout``
+        bounds how long shutdown waits for the server to answer the last reports.
+        """
+        if isinstance(queues, str):
+            queues = [queues]
+        if not queues:
+            raise ValueError("queues: give at least one queue")
+        if not isinstance(concurrency, int) or not 1 <= concurrency <= 10_000:
+            raise ValueError("concurrency: must be an int between 1 and 10000")
+        self.address = address
+        self.queues: List[str] = list(queues)
+        self.concurrency = concurrency
+        self.worker_id: str = worker_id or _default_worker_id()
+        self.shutdown_timeout = float(shutdown_timeout)
+        self.flush_timeout = float(flush_timeout)
+        self.labels: Dict[str, str] = {
+            "lang": "python",
+            "library": f"worq-python/{_VERSION}",
+            "hostname": socket.gethostname(),
+            "pid": str(os.getpid()),
+            **dict(labels or {}),
+        }
+        self._on_event = on_event
+        self._executor = executor
+        self._owns_executor = executor is None
+        self._channel_options = channel_options
+        self._handlers: Dict[str, Tuple[Handler, bool, bool]] = {}
+
+        # Run state, (re)made by run() on its event loop.
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._running = False
+        self._stop_requested = False
+        self._force_requested = False
+        self._stopping: Optional[asyncio.Event] = None
+        self._force: Optional[asyncio.Event] = None
+        self._quiet = False
+        self._fatal: Optional[BaseException] = None
+        self._held: Dict[str, _Held] = {}  # by lease_id
+        self._sem: Optional[asyncio.Semaphore] = None
+        self._renew_now: Optional[asyncio.Event] = None  # wakes the renewer
+        self._renew_all = False  # its next round renews every held lease
+        self._reports: List[_Report] = []
+        self._reports_wakeup: Optional[asyncio.Event] = None
+        self._reports_idle: Optional[asyncio.Event] = None
+        self._stub: Optional[worker_service_pb2_grpc.WorkerServiceStub] = None
+        self._ready_sent = False
+
+    # --- registration ---------------------------------------------------------------------
+
+    def handler(self, type: str) -> Callable[[H], H]:
+        """Decorator: ``@worker.handler("email.send")`` registers the function for that job type."""
+
+        def decorate(fn: H) -> H:
+            self.register(type, fn)
+            return fn
+
+        return decorate
+
+    def register(self, type: str, fn: Handler) -> None:
+        """Registers ``fn`` for jobs of ``type``: ``async def fn(job, ctx)`` or ``fn(job)``;
+        a plain ``def`` runs in the executor."""
+        if not isinstance(type, str) or not type:
+            raise ValueError("type: must be a non-empty string")
+        if not callable(fn):
+            raise TypeError(f"handler for {type!r} is not callable")
+        if type in self._handlers:
+            raise ValueError(f"a handler for {type!r} is already registered")
+        self._handlers[type] = (fn, _is_async(fn), _wants_ctx(fn))
+
+    @property
+    def job_types(self) -> List[str]:
+        return sorted(self._handlers)
+
+    # --- running --------------------------------------------------------------------------
+
+    def run_sync(self, *, install_signal_handlers: bool = True) -> None:
+        """``asyncio.run(worker.run(...))``: blocks until the worker has stopped."""
+        asyncio.run(self.run(install_signal_handlers=install_signal_handlers))
+
+    def stop(self, *, force: bool = False) -> None:
+        """Asks the worker to shut down gracefully: close the Lease stream, give running
+        handlers ``shutdown_timeout`` seconds, then cancel them and fail them back for an
+        immediate retry. ``force=True`` skips the wait. Safe to call from any thread, and
+        before ``run()`` (which then returns at once)."""
+        loop = self._loop
+        if loop is None or not self._running:
+            self._stop_requested = True
+            self._force_requested = self._force_requested or force
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._request_stop(force)
+        else:
+            loop.call_soon_threadsafe(self._request_stop, force)
+
+    @property
+    def stopping(self) -> bool:
+        return bool(self._stopping is not None and self._stopping.is_set())
+
+    def _request_stop(self, force: bool = False) -> None:
+        assert self._stopping is not None and self._force is not None
+        if force:
+            self._force.set()
+        if not self._stopping.is_set():
+            log.info("worker %s stopping", self.worker_id)
+            self._stopping.set()
+
+    def _on_signal(self, signum: int) -> None:
+        if self._stopping is not None and self._stopping.is_set():
+            log.warning("second %s: cancelling running handlers now", signal.Signals(signum).name)
+            self._request_stop(force=True)
+        else:
+            log.info("%s received: shutting down gracefully", signal.Signals(signum).name)
+            self._request_stop()
+
+    async def run(self, *, install_signal_handlers: bool = False) -> None:
+        """Runs until ``stop()``, a TERMINATE from the server, or (with
+        ``install_signal_handlers``) SIGTERM/SIGINT; then shuts down gracefully and returns.
+        Raises :class:`worq.errors.WorqError` if the server refuses the Lease itself (e.g.
+        INVALID_ARGUMENT for a bad queue name), after the same shutdown."""
+        if self._running:
+            raise RuntimeError("this Worker is already running")
+        if not self._handlers:
+            raise RuntimeError("no handlers registered: use @worker.handler(type) or worker.register(type, fn)")
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._running = True
+        self._stopping = asyncio.Event()
+        self._force = asyncio.Event()
+        self._renew_now = asyncio.Event()
+        self._reports_wakeup = asyncio.Event()
+        self._reports_idle = asyncio.Event()
+        self._reports_idle.set()
+        self._sem = asyncio.Semaphore(self.concurrency)
+        self._held = {}
+        self._reports = []
+        self._quiet = False
+        self._fatal = None
+        self._ready_sent = False
+        if self._stop_requested:
+            self._stopping.set()
+        if self._force_requested:
+            self._force.set()
+        self._stop_requested = self._force_requested = False
+        if self._owns_executor:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=self.concurrency, thread_name_prefix="worq-handler"
+            )
+        channel = open_channel(self.address, self._channel_options)
+        self._stub = worker_service_pb2_grpc.WorkerServiceStub(channel)
+        signals_installed: List[int] = []
+        if install_signal_handlers:
+            signals_installed = self._install_signals(loop)
+        renewer = asyncio.create_task(self._renew_loop(), name="worq-renew")
+        reporter = asyncio.create_task(self._report_loop(), name="worq-report")
+        leaser = asyncio.create_task(self._lease_loop(), name="worq-lease")
+        log.info(
+            "worker %s: queues %s, concurrency %d, handlers %s, server %s",
+            self.worker_id, self.queues, self.concurrency, self.job_types, self.address,
+        )
+        try:
+            stop_wait = asyncio.create_task(self._stopping.wait())
+            try:
+                await asyncio.wait({leaser, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stop_wait.cancel()
+            if leaser.done() and not leaser.cancelled() and leaser.exception() is not None:
+                log.error("lease loop crashed", exc_info=leaser.exception())
+            await self._cancel_task(leaser)
+            await self._drain()
+        except asyncio.CancelledError:
+            # run() itself was cancelled (e.g. Ctrl-C under asyncio.run without signal handlers):
+            # fail back what is running, briefly, then let the cancellation through.
+            self._request_stop(force=True)
+            await self._cancel_task(leaser)
+            try:
+                await asyncio.shield(asyncio.wait_for(self._drain(), timeout=min(self.flush_timeout, 5.0)))
+            except BaseException:  # noqa: BLE001 - best effort on the way out
+                pass
+            raise
+        finally:
+            for task in (renewer, reporter):
+                task.cancel()
+            for task in (renewer, reporter):
+                await self._cancel_task(task)
+            for signum in signals_installed:
+                try:
+                    loop.remove_signal_handler(signum)
+                except (NotImplementedError, RuntimeError):
+                    signal.signal(signum, signal.SIG_DFL)
+            await channel.close()
+            if self._owns_executor and self._executor is not None:
+                self._executor.shutdown(wait=False)
+                self._executor = None
+            self._stub = None
+            self._running = False
+            self._emit(WorkerEvent("stopped"))
+            log.info("worker %s stopped", self.worker_id)
+        if self._fatal is not None:
+            raise self._fatal
+
+    def _install_signals(self, loop: asyncio.AbstractEventLoop) -> List[int]:
+        installed = []
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(signum, self._on_signal, signum)
+            except NotImplementedError:  # Windows: no loop signal handlers
+                signal.signal(signum, lambda s, _f: loop.call_soon_threadsafe(self._on_signal, s))
+            installed.append(signum)
+        return installed
+
+    @staticmethod
+    async def _cancel_task(task: "asyncio.Task[Any]") -> None:
+        if not task.done():
+            task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # noqa: BLE001 - already logged where it matters
+            pass
+
+    def _emit(self, event: WorkerEvent) -> None:
+        if self._on_event is None:
+            return
+        try:
+            self._on_event(event)
+        except Exception:  # noqa: BLE001 - a listener must not break the worker
+            log.exception("on_event listener raised for %s", event.name)
+
+    # --- the Lease stream -----------------------------------------------------------------
+
+    async def _lease_loop(self) -> None:
+        assert self._stub is not None and self._stopping is not None and self._renew_now is not None
+        backoff = _Backoff()
+        request = worker_service_pb2.LeaseRequest(
+            queues=self.queues, worker_id=self.worker_id, credits=self.concurrency, labels=self.labels
+        )
+        while not self._stopping.is_set():
+            opened_at = time.monotonic()
+            delivered = False
+            reason = "the server ended the stream"
+            call = self._stub.Lease(request)
+            try:
+                await call.wait_for_connection()
+                log.info("lease stream open (worker %s, %d in flight)", self.worker_id, len(self._held))
+                if not self._ready_sent:
+                    self._ready_sent = True
+                    self._emit(WorkerEvent("ready"))
+                self._emit(WorkerEvent("connected"))
+                if self._held:
+                    # The server capped our leases at now + orphan grace when the old stream
+                    # ended: renew them at once (CONFORMANCE.md §6).
+                    self._renew_all = True
+                    self._renew_now.set()
+                while True:
+                    try:
+                        message = await asyncio.wait_for(call.read(), timeout=_STREAM_SILENCE_LIMIT)
+                    except asyncio.TimeoutError:
+                        reason = f"no message from the server for {_STREAM_SILENCE_LIMIT:g} s"
+                        break
+                    if message is grpc.aio.EOF:
+                        break
+                    kind = message.WhichOneof("kind")
+                    if kind == "jobs":
+                        delivered = True
+                        for leased in message.jobs.jobs:
+                            self._accept(leased)
+                    elif kind == "control":
+                        action = message.control.action
+                        why = message.control.reason
+                        if action == worker_service_pb2.CONTROL_ACTION_RECONNECT:
+                            reason = f"server asked to reconnect{': ' + why if why else ''}"
+                            break
+                        if action == worker_service_pb2.CONTROL_ACTION_QUIET:
+                            log.info("QUIET from the server%s: taking no more work", f" ({why})" if why else "")
+                            self._quiet = True
+                            break
+                        if action == worker_service_pb2.CONTROL_ACTION_TERMINATE:
+                            log.info("TERMINATE from the server%s: shutting down", f" ({why})" if why else "")
+                            self._request_stop()
+                            break
+                        log.debug("ignoring control action %d", action)
+                    # keepalive: nothing to do
+            except grpc.aio.AioRpcError as err:
+                code = err.code()
+                if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNIMPLEMENTED):
+                    # Retrying the same request cannot help: stop and report it from run().
+                    self._fatal = from_rpc_error(err)
+                    log.error("the server refused the Lease: %s", self._fatal)
+                    self._request_stop()
+                    return
+                reason = f"{code.name}: {err.details()}"
+            finally:
+                call.cancel()
+            if self._quiet:
+                self._emit(WorkerEvent("quiet"))
+                await self._stopping.wait()
+                return
+            if self._stopping.is_set():
+                return
+            if delivered or time.monotonic() - opened_at >= _STREAM_STABLE_AFTER:
+                backoff.reset()
+            delay = backoff.next()
+            log.warning("lease stream dropped (%s); reconnecting in %.0f ms", reason, delay * 1000)
+            self._emit(WorkerEvent("reconnecting", delay=delay, reason=reason))
+            try:
+                await asyncio.wait_for(self._stopping.wait(), timeout=delay)
+            except asyncio.TimeoutError:
+                pass
+
+    def _accept(self, leased: worker_service_pb2.LeasedJob) -> None:
+        loop = self._loop
+        assert loop is not None
+        job = Job(leased.job)
+        ctx = JobContext(self, leased, loop)
+        reserve_for = max(job.reserve_for.total_seconds(), 0.3)
+        held = _Held(
+            leased=leased,
+            job=job,
+            ctx=ctx,
+            renew_every=reserve_for / 3,
+            next_renew=loop.time() + reserve_for / 3,
+        )
+        self._held[held.lease_id] = held
+        if ctx.deadline is not None:
+            delay = ctx.deadline.timestamp() - time.time()
+            held.deadline_timer = loop.call_later(max(delay, 0.0), self._on_deadline, held)
+        held.task = loop.create_task(self._execute(held), name=f"worq-job-{held.jid}")
+        if self._renew_now is not None:
+            self._renew_now.set()  # wake the renewer to take this job's schedule into account
+
+    def _on_deadline(self, held: _Held) -> None:
+        if held.finished or held.task is None or held.task.done():
+            return
+        log.warning("job %s passed its execution deadline: cancelling the handler", held.jid)
+        held.ctx._cancel("deadline")
+        held.task.cancel()
+
+    # --- running a handler ----------------------------------------------------------------
+
+    async def _execute(self, held: _Held) -> None:
+        assert self._sem is not None
+        report: _Report
+        try:
+            await self._sem.acquire()
+        except asyncio.CancelledError as exc:
+            # Cancelled before it could start (shutdown, deadline or lost lease while waiting).
+            reason = held.ctx.cancel_reason or "shutdown"
+            report = _Report(held, fail=fail_request_of(exc, held.jid, held.lease_id, 0, reason))
+        else:
+            try:
+                report = await self._run_handler(held)
+            finally:
+                self._sem.release()
+        held.finished = True
+        if held.deadline_timer is not None:
+            held.deadline_timer.cancel()
+        self._enqueue_report(report)
+
+    async def _run_handler(self, held: _Held) -> _Report:
+        job, ctx = held.job, held.ctx
+        if self._stopping is not None and self._stopping.is_set() and self._force is not None and self._force.is_set():
+            ctx._cancel("shutdown")
+        held.started = True
+        self._emit(WorkerEvent("start", jid=held.jid, attempt=job.attempt, type=job.type))
+        entry = self._handlers.get(job.type)
+        if entry is None:
+            log.error("no handler for job type %r (job %s): failing it back", job.type, held.jid)
+            return _Report(
+                held,
+                fail=worker_service_pb2.FailRequest(
+                    jid=held.jid,
+                    lease_id=held.lease_id,
+                    message=f"no handler registered for job type {job.type!r} on worker {self.worker_id}",
+                    errtype="UnknownJobType",
+                    category=job_pb2.FAILURE_CATEGORY_TEMPORARY,
+                ),
+            )
+        fn, is_async, wants_ctx = entry
+        call_args = (job, ctx) if wants_ctx else (job,)
+        try:
+            if ctx.cancelled.is_set():
+                raise asyncio.CancelledError()
+            if is_async:
+                value = await fn(*call_args)
+            else:
+                context = contextvars.copy_context()
+                value = await asyncio.get_running_loop().run_in_executor(
+                    self._executor, functools.partial(context.run, fn, *call_args)
+                )
+                if inspect.isawaitable(value):
+                    value = await value
+            result = result_bytes(value)
+        except asyncio.CancelledError as exc:
+            reason = ctx.cancel_reason
+            if reason is None:
+                # Not cancelled by us: the handler (or something it awaited) was cancelled.
+                reason = "shutdown" if self.stopping else None
+            log.info("job %s cancelled (%s)", held.jid, reason or "by the handler")
+            return _Report(held, fail=fail_request_of(exc, held.jid, held.lease_id, job.backtrace, reason))
+        except Exception as exc:  # noqa: BLE001 - every handler error becomes a Fail
+            level = logging.INFO if isinstance(exc, PermanentError) else logging.WARNING
+            log.log(level, "job %s (%s, attempt %d) failed: %s: %s", held.jid, job.type, job.attempt, type(exc).__name__, exc)
+            return _Report(held, fail=fail_request_of(exc, held.jid, held.lease_id, job.backtrace, ctx.cancel_reason))
+        return _Report(held, ack=worker_service_pb2.AckRequest(jid=held.jid, lease_id=held.lease_id, result=result))
+
+    # --- renewal --------------------------------------------------------------------------
+
+    async def _renew_loop(self) -> None:
+        assert self._renew_now is not None and self._loop is not None
+        loop = self._loop
+        while True:
+            now_all, self._renew_all = self._renew_all, False
+            self._renew_now.clear()
+            now = loop.time()
+            live = [h for h in self._held.values() if not h.lost]
+            due = [h for h in live if now_all or h.next_renew <= now]
+            for i in range(0, len(due), _MAX_BATCH):
+                await self._renew(due[i : i + _MAX_BATCH])
+            live = [h for h in self._held.values() if not h.lost]
+            wait = min((h.next_renew for h in live), default=now + 5.0) - loop.time()
+            try:
+                await asyncio.wait_for(self._renew_now.wait(), timeout=max(wait, 0.02))
+            except asyncio.TimeoutError:
+                pass
+
+    async def _renew(self, due: List[_Held]) -> None:
+        assert self._stub is not None and self._loop is not None
+        request = worker_service_pb2.RenewRequest(
+            leases=[worker_service_pb2.LeaseRef(jid=h.jid, lease_id=h.lease_id) for h in due]
+        )
+        timeout = max(0.5, min(_CALL_TIMEOUT, min(h.renew_every for h in due) * 2))
+        try:
+            response = await self._stub.Renew(request, timeout=timeout)
+        except grpc.aio.AioRpcError as err:
+            log.warning("renewing %d lease(s) failed (%s: %s); retrying", len(due), err.code().name, err.details())
+            retry_at = self._loop.time() + 0.25
+            for h in due:
+                h.next_renew = min(retry_at, self._loop.time() + h.renew_every)
+            return
+        now = self._loop.time()
+        for held, result in zip(due, response.results):
+            self._apply_renew(held, result.code, result.message, result, now)
+
+    def _apply_renew(self, held: _Held, code: int, message: str, result: Any, now: float) -> None:
+        if code == _STATUS_OK:
+            held.next_renew = now + held.renew_every
+            if result is not None and result.HasField("lease_expires_at"):
+                held.ctx.lease_expires_at = _convert.from_timestamp(result.lease_expires_at)
+            return
+        if code in _LOST_CODES:
+            if held.lost:
+                return
+            held.lost = True
+            if held.finished:
+                # Usually a renewal that crossed the job's own Ack or Fail; the report says more.
+                log.debug("renewing job %s after it finished: %s", held.jid, message)
+                return
+            log.warning("lease of job %s lost (%s); the server may run it elsewhere", held.jid, message)
+            if not held.finished and held.task is not None and not held.task.done():
+                held.ctx._cancel("lease_lost")
+                held.task.cancel()
+            return
+        log.warning("renewing job %s: code %d: %s", held.jid, code, message)
+        held.next_renew = now + min(held.renew_every, 1.0)
+
+    async def _renew_one(self, ctx: JobContext) -> _dt.datetime:
+        assert self._loop is not None
+        if self._stub is None:
+            raise RuntimeError("the worker is not running")
+        held = self._held.get(ctx.lease_id)
+        request = worker_service_pb2.RenewRequest(leases=[worker_service_pb2.LeaseRef(jid=ctx.jid, lease_id=ctx.lease_id)])
+        try:
+            response = await self._stub.Renew(request, timeout=_CALL_TIMEOUT)
+        except grpc.aio.AioRpcError as err:
+            raise from_rpc_error(err) from None
+        result = response.results[0]
+        if held is not None:
+            self._apply_renew(held, result.code, result.message, result, self._loop.time())
+        if result.code != _STATUS_OK:
+            raise error_for_code(_status_code(result.code), result.message)
+        return _convert.from_timestamp(result.lease_expires_at)
+
+    # --- reporting ------------------------------------------------------------------------
+
+    def _enqueue_report(self, report: _Report) -> None:
+        assert self._reports_wakeup is not None and self._reports_idle is not None
+        self._reports.append(report)
+        self._reports_idle.clear()
+        self._reports_wakeup.set()
+
+    async def _report_loop(self) -> None:
+        assert self._reports_wakeup is not None and self._reports_idle is not None and self._stub is not None
+        backoff = _Backoff()
+        while True:
+            if not self._reports:
+                self._reports_idle.set()
+                self._reports_wakeup.clear()
+                await self._reports_wakeup.wait()
+                continue
+            # Everything that finished while the previous call was in flight goes in one Report.
+            batch, self._reports = self._reports[:_MAX_BATCH], self._reports[_MAX_BATCH:]
+            acks = [r for r in batch if r.ack is not None]
+            fails = [r for r in batch if r.fail is not None]
+            request = worker_service_pb2.ReportRequest(acks=[r.ack for r in acks], fails=[r.fail for r in fails])
+            try:
+                response = await self._stub.Report(request, timeout=_CALL_TIMEOUT)
+            except grpc.aio.AioRpcError as err:
+                if err.code() in _RETRYABLE:
+                    delay = backoff.next()
+                    log.warning(
+                        "reporting %d job(s) failed (%s: %s); retrying in %.0f ms",
+                        len(batch), err.code().name, err.details(), delay * 1000,
+                    )
+                    self._reports[:0] = batch
+                    await asyncio.sleep(delay)
+                    continue
+                log.error("the server refused a Report of %d job(s): %s: %s", len(batch), err.code().name, err.details())
+                for report in batch:
+                    self._settle(report, "error")
+                continue
+            backoff.reset()
+            retry: List[_Report] = []
+            for report, item in zip(acks, response.acks):
+                self._handle_item(report, item.code, item.message, retry)
+            for report, item in zip(fails, response.fails):
+                self._handle_item(report, item.code, item.message, retry)
+            if retry:
+                self._reports[:0] = retry
+                await asyncio.sleep(backoff.next())
+
+    def _handle_item(self, report: _Report, code: int, message: str, retry: List[_Report]) -> None:
+        kind = "ack" if report.ack is not None else "fail"
+        if code == _STATUS_OK:
+            self._settle(report, kind)
+        elif code in _LOST_CODES:
+            log.warning("%s of job %s refused, lease lost (%s): dropped", kind.capitalize(), report.held.jid, message)
+            self._settle(report, "lease_lost")
+        elif code == _UNAVAILABLE:
+            retry.append(report)
+        elif kind == "ack" and code in (
+            grpc.StatusCode.RESOURCE_EXHAUSTED.value[0],
+            grpc.StatusCode.INVALID_ARGUMENT.value[0],
+        ):
+            # The result itself was refused (too large): fail the job for good instead.
+            log.error("result of job %s refused (%s): failing the job", report.held.jid, message)
+            retry.append(
+                _Report(
+                    report.held,
+                    fail=worker_service_pb2.FailRequest(
+                        jid=report.held.jid,
+                        lease_id=report.held.lease_id,
+                        message=_truncate_utf8(f"result refused by the server: {message}", _MAX_MESSAGE_BYTES),
+                        errtype="ResultRefused",
+                        category=job_pb2.FAILURE_CATEGORY_PERMANENT,
+                    ),
+                )
+            )
+        elif kind == "fail" and code == grpc.StatusCode.INVALID_ARGUMENT.value[0] and not report.retried_invalid:
+            assert report.fail is not None
+            log.error("Fail of job %s refused (%s): resending it without details", report.held.jid, message)
+            bare = worker_service_pb2.FailRequest(
+                jid=report.fail.jid,
+                lease_id=report.fail.lease_id,
+                message=report.fail.message[:1024],
+                errtype="Error",
+                category=report.fail.category,
+            )
+            retry.append(_Report(report.held, fail=bare, retried_invalid=True))
+        else:
+            log.error("%s of job %s refused: code %d: %s: dropped", kind.capitalize(), report.held.jid, code, message)
+            self._settle(report, "error")
+
+    def _settle(self, report: _Report, outcome: str) -> None:
+        held = report.held
+        self._held.pop(held.lease_id, None)
+        if held.deadline_timer is not None:
+            held.deadline_timer.cancel()
+        self._emit(WorkerEvent("done", jid=held.jid, attempt=held.job.attempt, type=held.job.type, outcome=outcome))
+
+    # --- graceful shutdown ----------------------------------------------------------------
+
+    async def _wait_all_or_force(self, tasks: Set["asyncio.Task[None]"], timeout: float) -> None:
+        """Waits until every task is done, ``timeout`` passes, or a forced stop is requested."""
+        assert self._force is not None and self._loop is not None
+        deadline = self._loop.time() + timeout
+        pending = set(tasks)
+        force_wait = asyncio.create_task(self._force.wait())
+        try:
+            while pending and not self._force.is_set():
+                remaining = deadline - self._loop.time()
+                if remaining <= 0:
+                    break
+                done, _ = await asyncio.wait(pending | {force_wait}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+                pending -= done
+        finally:
+            force_wait.cancel()
+
+    async def _drain(self) -> None:
+        """After the stream is closed: let handlers finish within shutdown_timeout, cancel
+        the rest (failed back with retry_after 0), then wait for the last reports."""
+        assert self._force is not None and self._reports_idle is not None
+        tasks = {h.task for h in self._held.values() if h.task is not None and not h.task.done()}
+        # Jobs that never got a slot are failed back at once rather than started now.
+        for held in self._held.values():
+            if not held.started and held.task is not None and not held.task.done():
+                held.ctx._cancel("shutdown")
+                held.task.cancel()
+        if tasks:
+            log.info("waiting up to %.1f s for %d running job(s)", self.shutdown_timeout, len(tasks))
+            await self._wait_all_or_force(tasks, self.shutdown_timeout)
+            still = [h for h in self._held.values() if h.task is not None and not h.task.done()]
+            for held in still:
+                log.warning("job %s still running at shutdown: cancelling it and failing it back", held.jid)
+                held.ctx._cancel("shutdown")
+                held.task.cancel()  # type: ignore[union-attr]
+            if still:
+                await asyncio.wait([h.task for h in still if h.task is not None])
+        if self._reports or not self._reports_idle.is_set():
+            try:
+                await asyncio.wait_for(self._reports_idle.wait(), timeout=self.flush_timeout)
+            except asyncio.TimeoutError:
+                log.error(
+                    "gave up on %d report(s) after %.1f s: the server did not answer; their leases will lapse",
+                    len(self._reports), self.flush_timeout,
+                )
+
+
+def _status_code(code: int) -> grpc.StatusCode:
+    for status in grpc.StatusCode:
+        if status.value[0] == code:
+            return status
+    return grpc.StatusCode.UNKNOWN
