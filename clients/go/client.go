@@ -1,0 +1,219 @@
+package worq
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	worqv1 "github.com/worq-dev/worq/gen/go/worq/v1"
+	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// Client is a connection to a Worq server: a producer (Submit, WaitResult, Run, GetJob)
+// and the transport of the Workers built on it. It is safe for concurrent use.
+type Client struct {
+	conn     *grpc.ClientConn
+	producer worqv1.ProducerServiceClient
+	worker   worqv1.WorkerServiceClient
+	admin    worqv1.AdminServiceClient
+	logger   *slog.Logger
+}
+
+// DialOption configures Dial.
+type DialOption func(*dialConfig)
+
+type dialConfig struct {
+	creds    credentials.TransportCredentials
+	block    bool
+	logger   *slog.Logger
+	grpcOpts []grpc.DialOption
+}
+
+// WithTransportCredentials sets TLS (or other) credentials; the default is plaintext.
+func WithTransportCredentials(creds credentials.TransportCredentials) DialOption {
+	return func(c *dialConfig) { c.creds = creds }
+}
+
+// WithBlock makes Dial wait until the connection is up (or its context ends). By default
+// Dial returns at once and connects in the background.
+func WithBlock() DialOption { return func(c *dialConfig) { c.block = true } }
+
+// WithLogger sets the logger of the client and of its workers that set none (default slog.Default()).
+func WithLogger(logger *slog.Logger) DialOption { return func(c *dialConfig) { c.logger = logger } }
+
+// WithGRPCDialOptions appends raw grpc-go dial options (interceptors, keepalive …).
+func WithGRPCDialOptions(opts ...grpc.DialOption) DialOption {
+	return func(c *dialConfig) { c.grpcOpts = append(c.grpcOpts, opts...) }
+}
+
+// Dial creates a client of the server at addr ("host:port"). It does not wait for the
+// connection unless WithBlock is given; calls made before the server is reachable fail
+// with UNAVAILABLE (a Worker retries them).
+func Dial(ctx context.Context, addr string, opts ...DialOption) (*Client, error) {
+	cfg := dialConfig{creds: insecure.NewCredentials()}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.Default()
+	}
+	grpcOpts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(cfg.creds),
+		// Reconnect quickly: the worker paces itself; grpc-go's default backoff reaches 120 s.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           grpcbackoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+		// A LeaseResponse may carry several jobs of up to 1 MiB (or more) each.
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256 << 20)),
+	}, cfg.grpcOpts...)
+	conn, err := grpc.NewClient(addr, grpcOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("worq: dial %s: %w", addr, err)
+	}
+	c := &Client{
+		conn:     conn,
+		producer: worqv1.NewProducerServiceClient(conn),
+		worker:   worqv1.NewWorkerServiceClient(conn),
+		admin:    worqv1.NewAdminServiceClient(conn),
+		logger:   cfg.logger,
+	}
+	if cfg.block {
+		conn.Connect()
+		for state := conn.GetState(); state != connectivity.Ready; state = conn.GetState() {
+			if !conn.WaitForStateChange(ctx, state) {
+				conn.Close()
+				return nil, wrapErr(ctx, ctx.Err())
+			}
+		}
+	}
+	return c, nil
+}
+
+// Close closes the connection. Stop workers first.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Conn returns the underlying gRPC connection, for the generated stubs of RPCs this
+// library does not wrap (the AdminService, for example).
+func (c *Client) Conn() *grpc.ClientConn { return c.conn }
+
+// Submit creates one job of type jobType and returns its jid once it is on disk.
+func (c *Client) Submit(ctx context.Context, jobType string, opts ...SubmitOption) (string, error) {
+	spec, err := NewJobSpec(jobType, opts...).toProto("job")
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.producer.Submit(ctx, &worqv1.SubmitRequest{Job: spec})
+	if err != nil {
+		return "", wrapErr(ctx, err)
+	}
+	return resp.GetJid(), nil
+}
+
+// SubmitBatch creates up to 10,000 jobs atomically (all or none) and returns their jids
+// in order. An invalid job fails the batch with INVALID_ARGUMENT naming `jobs[i].field`.
+func (c *Client) SubmitBatch(ctx context.Context, specs []JobSpec) ([]string, error) {
+	req := &worqv1.SubmitBatchRequest{Jobs: make([]*worqv1.JobSpec, len(specs))}
+	for i, s := range specs {
+		p, err := s.toProto(fmt.Sprintf("jobs[%d]", i))
+		if err != nil {
+			return nil, err
+		}
+		req.Jobs[i] = p
+	}
+	resp, err := c.producer.SubmitBatch(ctx, req)
+	if err != nil {
+		return nil, wrapErr(ctx, err)
+	}
+	jids := make([]string, len(resp.GetJobs()))
+	for i, r := range resp.GetJobs() {
+		jids[i] = r.GetJid()
+	}
+	return jids, nil
+}
+
+// GetJob returns a job with its state, failure and result. NOT_FOUND for an unknown jid,
+// INVALID_ARGUMENT for a jid that is not a UUID.
+func (c *Client) GetJob(ctx context.Context, jid string) (*Job, error) {
+	resp, err := c.admin.GetJob(ctx, &worqv1.GetJobRequest{Jid: jid})
+	if err != nil {
+		return nil, wrapErr(ctx, err)
+	}
+	return jobFromProto(resp.GetJob()), nil
+}
+
+// WaitResult waits up to timeout for the job to reach a terminal state (COMPLETED, FAILED,
+// DEAD_LETTER, CANCELLED) and returns it; check job.State, then job.Result or job.Failure.
+// DEADLINE_EXCEEDED (IsDeadlineExceeded) when it is not done in time; the job is left as it is.
+//
+// It calls ProducerService.GetResult; against a server that does not build GetResult yet
+// (UNIMPLEMENTED), it polls GetJob instead.
+func (c *Client) WaitResult(ctx context.Context, jid string, timeout time.Duration) (*Job, error) {
+	resp, err := c.producer.GetResult(ctx, &worqv1.GetResultRequest{Jid: jid, WaitTimeout: durationpb.New(timeout)})
+	if err == nil {
+		return jobFromProto(resp.GetJob()), nil
+	}
+	err = wrapErr(ctx, err)
+	if Code(err) != codes.Unimplemented {
+		return nil, err
+	}
+	return c.pollResult(ctx, jid, timeout)
+}
+
+// pollResult is WaitResult for servers without GetResult.
+func (c *Client) pollResult(ctx context.Context, jid string, timeout time.Duration) (*Job, error) {
+	deadline := time.Now().Add(timeout)
+	delay := 20 * time.Millisecond
+	for {
+		job, err := c.GetJob(ctx, jid)
+		if err != nil {
+			return nil, err
+		}
+		if job.State.Terminal() {
+			return job, nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, &Error{Code: codes.DeadlineExceeded, Message: fmt.Sprintf("job %s did not finish within %s", jid, timeout)}
+		}
+		t := time.NewTimer(min(delay, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, wrapErr(ctx, ctx.Err())
+		case <-t.C:
+		}
+		delay = min(delay*2, 500*time.Millisecond)
+	}
+}
+
+// Run submits a job and waits up to wait for it to finish, like Submit then WaitResult in
+// one call. DEADLINE_EXCEEDED when it is not done in time; the job is left as it is.
+// Against a server that does not build Run yet (UNIMPLEMENTED) it does exactly Submit +
+// WaitResult.
+func (c *Client) Run(ctx context.Context, jobType string, wait time.Duration, opts ...SubmitOption) (*Job, error) {
+	spec, err := NewJobSpec(jobType, opts...).toProto("job")
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.producer.Run(ctx, &worqv1.RunRequest{Job: spec, WaitTimeout: durationpb.New(wait)})
+	if err == nil {
+		return jobFromProto(resp.GetJob()), nil
+	}
+	err = wrapErr(ctx, err)
+	if Code(err) != codes.Unimplemented {
+		return nil, err
+	}
+	jid, err := c.Submit(ctx, jobType, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return c.WaitResult(ctx, jid, wait)
+}

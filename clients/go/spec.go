@@ -1,0 +1,260 @@
+package worq
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	worqv1 "github.com/worq-dev/worq/gen/go/worq/v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// JobPriority orders jobs inside one queue: strictly by level, FIFO within a level.
+type JobPriority int32
+
+// Priorities, highest first. PriorityDefault lets the server choose (NORMAL).
+const (
+	PriorityDefault  JobPriority = JobPriority(worqv1.Priority_PRIORITY_UNSPECIFIED)
+	PriorityCritical JobPriority = JobPriority(worqv1.Priority_PRIORITY_CRITICAL)
+	PriorityHigh     JobPriority = JobPriority(worqv1.Priority_PRIORITY_HIGH)
+	PriorityNormal   JobPriority = JobPriority(worqv1.Priority_PRIORITY_NORMAL)
+	PriorityLow      JobPriority = JobPriority(worqv1.Priority_PRIORITY_LOW)
+	PriorityBulk     JobPriority = JobPriority(worqv1.Priority_PRIORITY_BULK)
+)
+
+func (p JobPriority) String() string { return trimEnum(worqv1.Priority(p).String(), "PRIORITY_") }
+
+// BackoffStrategy computes the delay before each retry.
+type BackoffStrategy int32
+
+// Backoff strategies. BackoffDefault lets the server choose (EXPONENTIAL).
+const (
+	BackoffDefault     BackoffStrategy = BackoffStrategy(worqv1.BackoffStrategy_BACKOFF_STRATEGY_UNSPECIFIED)
+	BackoffConstant    BackoffStrategy = BackoffStrategy(worqv1.BackoffStrategy_BACKOFF_STRATEGY_CONSTANT)
+	BackoffLinear      BackoffStrategy = BackoffStrategy(worqv1.BackoffStrategy_BACKOFF_STRATEGY_LINEAR)
+	BackoffExponential BackoffStrategy = BackoffStrategy(worqv1.BackoffStrategy_BACKOFF_STRATEGY_EXPONENTIAL)
+)
+
+// ExhaustedAction says what happens to a job whose retries are used up.
+type ExhaustedAction int32
+
+// Exhausted actions. ExhaustedDefault lets the server choose (DEAD_LETTER).
+const (
+	ExhaustedDefault    ExhaustedAction = ExhaustedAction(worqv1.ExhaustedAction_EXHAUSTED_ACTION_UNSPECIFIED)
+	ExhaustedDeadLetter ExhaustedAction = ExhaustedAction(worqv1.ExhaustedAction_EXHAUSTED_ACTION_DEAD_LETTER)
+	ExhaustedDiscard    ExhaustedAction = ExhaustedAction(worqv1.ExhaustedAction_EXHAUSTED_ACTION_DISCARD)
+)
+
+// RetryPolicy bounds and paces the attempts of one job. A zero field takes the server's
+// default (proto/worq/v1/job.proto, RetryPolicy).
+type RetryPolicy struct {
+	// MaxAttempts counts every attempt, the first included: 1 means never retry
+	// (Faktory `retry: 0`). 0: server default (3).
+	MaxAttempts int
+	// MaxFails limits explicit Fail reports apart from attempts. 0: no separate limit.
+	MaxFails int
+	// Backoff is the delay algorithm. Default EXPONENTIAL.
+	Backoff BackoffStrategy
+	// InitialDelay is the delay before the first retry. 0: server default (1 s).
+	InitialDelay time.Duration
+	// Multiplier is EXPONENTIAL's growth factor (≥ 1). 0: server default (2).
+	Multiplier float64
+	// MaxDelay caps any single delay. 0: server default (1 h).
+	MaxDelay time.Duration
+	// Jitter spreads each delay by ±10 %.
+	Jitter bool
+	// OnExhausted: keep the job in DEAD_LETTER (default) or discard it.
+	OnExhausted ExhaustedAction
+}
+
+// JobSpec is everything a producer sets on a job. Zero fields take the server's defaults.
+// Build one with NewJobSpec and SubmitOptions, or fill it in directly.
+type JobSpec struct {
+	Type             string            // required: what workers dispatch on
+	Queue            string            // default "default"
+	Args             []any             // positional arguments (JSON values; numbers arrive as float64)
+	Kwargs           map[string]any    // keyword arguments (JSON object)
+	Payload          []byte            // opaque bytes, delivered unmodified
+	Custom           map[string]any    // application data passed through
+	Priority         JobPriority       // default NORMAL
+	At               time.Time         // run no earlier than this (exclusive with Delay)
+	Delay            time.Duration     // run no earlier than now + Delay (exclusive with At)
+	Retry            *RetryPolicy      // default: 3 attempts, exponential backoff from 1 s
+	ReserveFor       time.Duration     // how long one lease lasts without a renewal; default 5 min
+	ExecutionTimeout time.Duration     // hard cap on one attempt; default 30 min
+	Backtrace        int               // stack frames of a failure to keep; default 0
+	Tags             map[string]string // user labels
+	CorrelationID    string            // trace correlation id, stored and returned unchanged
+}
+
+// SubmitOption sets one field of a JobSpec.
+type SubmitOption func(*JobSpec)
+
+// NewJobSpec builds a JobSpec of the given type, for SubmitBatch.
+func NewJobSpec(jobType string, opts ...SubmitOption) JobSpec {
+	spec := JobSpec{Type: jobType}
+	for _, opt := range opts {
+		opt(&spec)
+	}
+	return spec
+}
+
+// Args sets the positional arguments. Values must encode as JSON.
+func Args(args ...any) SubmitOption { return func(s *JobSpec) { s.Args = args } }
+
+// Kwargs sets the keyword arguments. Values must encode as JSON.
+func Kwargs(kwargs map[string]any) SubmitOption { return func(s *JobSpec) { s.Kwargs = kwargs } }
+
+// Payload sets opaque bytes delivered to the worker unmodified.
+func Payload(payload []byte) SubmitOption { return func(s *JobSpec) { s.Payload = payload } }
+
+// Queue sets the queue (default "default").
+func Queue(queue string) SubmitOption { return func(s *JobSpec) { s.Queue = queue } }
+
+// Priority sets the priority inside the queue, e.g. Priority(PriorityHigh).
+func Priority(p JobPriority) SubmitOption { return func(s *JobSpec) { s.Priority = p } }
+
+// At schedules the job to run no earlier than t.
+func At(t time.Time) SubmitOption { return func(s *JobSpec) { s.At = t } }
+
+// Delay schedules the job to run no earlier than d after submission.
+func Delay(d time.Duration) SubmitOption { return func(s *JobSpec) { s.Delay = d } }
+
+// Retry sets the retry policy.
+func Retry(p RetryPolicy) SubmitOption { return func(s *JobSpec) { s.Retry = &p } }
+
+// Custom sets application data passed through untouched.
+func Custom(custom map[string]any) SubmitOption { return func(s *JobSpec) { s.Custom = custom } }
+
+// ReserveFor sets how long one lease lasts without a renewal (1 s to 24 h).
+func ReserveFor(d time.Duration) SubmitOption { return func(s *JobSpec) { s.ReserveFor = d } }
+
+// ExecutionTimeout caps one attempt's wall-clock time, renewals included.
+func ExecutionTimeout(d time.Duration) SubmitOption {
+	return func(s *JobSpec) { s.ExecutionTimeout = d }
+}
+
+// Backtrace sets how many stack frames of a failure the server keeps (0 to 1000).
+func Backtrace(frames int) SubmitOption { return func(s *JobSpec) { s.Backtrace = frames } }
+
+// Tags sets user labels.
+func Tags(tags map[string]string) SubmitOption { return func(s *JobSpec) { s.Tags = tags } }
+
+// CorrelationID sets a trace correlation id.
+func CorrelationID(id string) SubmitOption { return func(s *JobSpec) { s.CorrelationID = id } }
+
+// toProto converts the spec; field names in errors are prefixed with `field`.
+func (s JobSpec) toProto(field string) (*worqv1.JobSpec, error) {
+	out := &worqv1.JobSpec{
+		Type:          s.Type,
+		Queue:         s.Queue,
+		Payload:       s.Payload,
+		Priority:      worqv1.Priority(s.Priority),
+		Tags:          s.Tags,
+		CorrelationId: s.CorrelationID,
+	}
+	if s.Args != nil {
+		list, err := toList(s.Args)
+		if err != nil {
+			return nil, invalidArgument("%s.args: %v", field, err)
+		}
+		out.Args = list
+	}
+	var err error
+	if out.Kwargs, err = toStruct(s.Kwargs); err != nil {
+		return nil, invalidArgument("%s.kwargs: %v", field, err)
+	}
+	if out.Custom, err = toStruct(s.Custom); err != nil {
+		return nil, invalidArgument("%s.custom: %v", field, err)
+	}
+	if !s.At.IsZero() {
+		out.At = timestamppb.New(s.At)
+	}
+	if s.Delay != 0 {
+		out.Delay = durationpb.New(s.Delay)
+	}
+	if s.ReserveFor != 0 {
+		out.ReserveFor = durationpb.New(s.ReserveFor)
+	}
+	if s.ExecutionTimeout != 0 {
+		out.ExecutionTimeout = durationpb.New(s.ExecutionTimeout)
+	}
+	if s.Backtrace < 0 {
+		return nil, invalidArgument("%s.backtrace: must not be negative", field)
+	}
+	out.Backtrace = uint32(s.Backtrace)
+	if r := s.Retry; r != nil {
+		p := &worqv1.RetryPolicy{
+			Backoff:     worqv1.BackoffStrategy(r.Backoff),
+			Jitter:      r.Jitter,
+			OnExhausted: worqv1.ExhaustedAction(r.OnExhausted),
+		}
+		if r.MaxAttempts < 0 || r.MaxFails < 0 {
+			return nil, invalidArgument("%s.retry: max_attempts and max_fails must not be negative", field)
+		}
+		if r.MaxAttempts > 0 {
+			p.MaxAttempts = proto.Uint32(uint32(r.MaxAttempts))
+		}
+		if r.MaxFails > 0 {
+			p.MaxFails = proto.Uint32(uint32(r.MaxFails))
+		}
+		if r.InitialDelay != 0 {
+			p.InitialDelay = durationpb.New(r.InitialDelay)
+		}
+		if r.Multiplier != 0 {
+			p.Multiplier = proto.Float64(r.Multiplier)
+		}
+		if r.MaxDelay != 0 {
+			p.MaxDelay = durationpb.New(r.MaxDelay)
+		}
+		out.Retry = p
+	}
+	return out, nil
+}
+
+// toValue converts a Go value to a protobuf Value: directly when structpb knows the type,
+// else through its JSON encoding (structs, typed slices and maps, json.Marshalers).
+func toValue(v any) (*structpb.Value, error) {
+	if pv, err := structpb.NewValue(v); err == nil {
+		return pv, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var generic any
+	if err := json.Unmarshal(b, &generic); err != nil {
+		return nil, err
+	}
+	return structpb.NewValue(generic)
+}
+
+func toList(values []any) (*structpb.ListValue, error) {
+	list := &structpb.ListValue{Values: make([]*structpb.Value, len(values))}
+	for i, v := range values {
+		pv, err := toValue(v)
+		if err != nil {
+			return nil, fmt.Errorf("[%d]: %w", i, err)
+		}
+		list.Values[i] = pv
+	}
+	return list, nil
+}
+
+func toStruct(m map[string]any) (*structpb.Struct, error) {
+	if m == nil {
+		return nil, nil
+	}
+	out := &structpb.Struct{Fields: make(map[string]*structpb.Value, len(m))}
+	for k, v := range m {
+		pv, err := toValue(v)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", k, err)
+		}
+		out.Fields[k] = pv
+	}
+	return out, nil
+}

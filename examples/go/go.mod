@@ -1,0 +1,21 @@
+module github.com/worq-dev/worq/examples/go
+
+go 1.26.0
+
+// The library and the generated stubs come from this repository's checkout.
+replace (
+	github.com/worq-dev/worq/clients/go => ../../clients/go
+	github.com/worq-dev/worq/gen/go => ../../gen/go
+)
+
+require github.com/worq-dev/worq/clients/go v0.0.0-00010101000000-000000000000
+
+require (
+	github.com/worq-dev/worq/gen/go v0.0.0-00010101000000-000000000000 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/grpc v1.85.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)
