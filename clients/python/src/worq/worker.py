@@ -79,6 +79,9 @@ _STREAM_STABLE_AFTER = 5.0
 # the stream is dead even if TCP has not noticed.
 _STREAM_SILENCE_LIMIT = 65.0
 _CALL_TIMEOUT = 10.0
+# After closing its own stream the worker renews its leases this much later, once the server
+# has seen the stream end and capped them at the orphan grace.
+_RENEW_AFTER_CLOSE = 0.05
 
 
 class _Backoff:
@@ -127,7 +130,7 @@ class JobContext:
 
     * ``cancelled``: an :class:`asyncio.Event` set when the attempt must stop (execution
       deadline, worker shutdown past its timeout, or the lease was lost); ``cancel_reason``
-      says which (``"deadline"``, ``"shutdown"``, ``"lease_lost"``). An ``async`` handler is
+      says which (``"deadline"``, ``"shutdown"``, ``"lease_lost"``, ``"revoked"``). An ``async`` handler is
       also cancelled (:class:`asyncio.CancelledError`) at that moment; a sync handler, running
       in a thread, cannot be interrupted and should poll ``cancelled.is_set()``.
     * ``deadline``: when this attempt must end (aware UTC datetime); ``time_left()`` in seconds.
@@ -177,6 +180,7 @@ class _Held:
     task: Optional["asyncio.Task[None]"] = None
     deadline_timer: Optional[asyncio.TimerHandle] = None
     started: bool = False
+    has_slot: bool = False
     finished: bool = False
     lost: bool = False
 
@@ -245,6 +249,7 @@ _CANCEL_MESSAGES = {
     "deadline": "cancelled at the job's execution deadline",
     "shutdown": "cancelled: the worker is shutting down",
     "lease_lost": "cancelled: the lease was lost",
+    "revoked": "cancelled: the server revoked the lease (job cancelled or deleted)",
 }
 
 
@@ -510,6 +515,7 @@ class Worker:
             if leaser.done() and not leaser.cancelled() and leaser.exception() is not None:
                 log.error("lease loop crashed", exc_info=leaser.exception())
             await self._cancel_task(leaser)
+            self._schedule_renew_all(_RENEW_AFTER_CLOSE)
             await self._drain()
         except asyncio.CancelledError:
             # run() itself was cancelled (e.g. Ctrl-C under asyncio.run without signal handlers):
@@ -586,16 +592,7 @@ class Worker:
             call = self._stub.Lease(request)
             try:
                 await call.wait_for_connection()
-                log.info("lease stream open (worker %s, %d in flight)", self.worker_id, len(self._held))
-                if not self._ready_sent:
-                    self._ready_sent = True
-                    self._emit(WorkerEvent("ready"))
-                self._emit(WorkerEvent("connected"))
-                if self._held:
-                    # The server capped our leases at now + orphan grace when the old stream
-                    # ended: renew them at once (CONFORMANCE.md §6).
-                    self._renew_all = True
-                    self._renew_now.set()
+                opened = False
                 while True:
                     try:
                         message = await asyncio.wait_for(call.read(), timeout=_STREAM_SILENCE_LIMIT)
@@ -604,11 +601,17 @@ class Worker:
                         break
                     if message is grpc.aio.EOF:
                         break
+                    if not opened:
+                        # The server's first message (a keepalive) confirms the stream is open.
+                        opened = True
+                        self._on_stream_open()
                     kind = message.WhichOneof("kind")
                     if kind == "jobs":
                         delivered = True
                         for leased in message.jobs.jobs:
                             self._accept(leased)
+                    elif kind == "revoked":
+                        self._revoke(message.revoked.jid, message.revoked.lease_id, message.revoked.reason)
                     elif kind == "control":
                         action = message.control.action
                         why = message.control.reason
@@ -636,6 +639,10 @@ class Worker:
                 reason = f"{code.name}: {err.details()}"
             finally:
                 call.cancel()
+            if self._quiet or self._stopping.is_set():
+                # We closed the stream ourselves: the server now caps our leases at its orphan
+                # grace. Renew them once it has seen the stream end (CONFORMANCE.md §7).
+                self._schedule_renew_all(_RENEW_AFTER_CLOSE)
             if self._quiet:
                 self._emit(WorkerEvent("quiet"))
                 await self._stopping.wait()
@@ -651,6 +658,18 @@ class Worker:
                 await asyncio.wait_for(self._stopping.wait(), timeout=delay)
             except asyncio.TimeoutError:
                 pass
+
+    def _on_stream_open(self) -> None:
+        log.info("lease stream open (worker %s, %d in flight)", self.worker_id, len(self._held))
+        if not self._ready_sent:
+            self._ready_sent = True
+            self._emit(WorkerEvent("ready"))
+        self._emit(WorkerEvent("connected"))
+        if self._held and self._renew_now is not None:
+            # The server capped our leases at now + orphan grace when the old stream ended:
+            # renew them at once (CONFORMANCE.md §6).
+            self._renew_all = True
+            self._renew_now.set()
 
     def _accept(self, leased: worker_service_pb2.LeasedJob) -> None:
         loop = self._loop
@@ -673,6 +692,27 @@ class Worker:
         if self._renew_now is not None:
             self._renew_now.set()  # wake the renewer to take this job's schedule into account
 
+    def _revoke(self, jid: str, lease_id: str, reason: str) -> None:
+        held = self._held.get(lease_id)
+        if held is None or held.lost:
+            return
+        held.lost = True
+        log.info("job %s revoked by the server (%s)", jid, reason or "no reason given")
+        if not held.finished and held.task is not None and not held.task.done():
+            # Its report will be refused, but sending it frees the slot on the server.
+            held.ctx._cancel("revoked")
+            held.task.cancel()
+
+    def _schedule_renew_all(self, delay: float) -> None:
+        """Renews every held lease ``delay`` seconds from now."""
+        def fire() -> None:
+            if self._renew_now is not None and self._held:
+                self._renew_all = True
+                self._renew_now.set()
+
+        if self._loop is not None:
+            self._loop.call_later(delay, fire)
+
     def _on_deadline(self, held: _Held) -> None:
         if held.finished or held.task is None or held.task.done():
             return
@@ -692,10 +732,10 @@ class Worker:
             reason = held.ctx.cancel_reason or "shutdown"
             report = _Report(held, fail=fail_request_of(exc, held.jid, held.lease_id, 0, reason))
         else:
-            try:
-                report = await self._run_handler(held)
-            finally:
-                self._sem.release()
+            # The slot stays taken until the server answered the report, as on the server
+            # (docs/protocol.md): the next job cannot start before this one's `done`.
+            held.has_slot = True
+            report = await self._run_handler(held)
         held.finished = True
         if held.deadline_timer is not None:
             held.deadline_timer.cancel()
@@ -918,6 +958,9 @@ class Worker:
     def _settle(self, report: _Report, outcome: str) -> None:
         held = report.held
         self._held.pop(held.lease_id, None)
+        if held.has_slot and self._sem is not None:
+            held.has_slot = False
+            self._sem.release()
         if held.deadline_timer is not None:
             held.deadline_timer.cancel()
         self._emit(WorkerEvent("done", jid=held.jid, attempt=held.job.attempt, type=held.job.type, outcome=outcome))
