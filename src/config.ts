@@ -14,6 +14,8 @@ export interface ServerConfig {
   orphanGraceMs: number;
   /** Keepalive message interval on idle Lease streams. */
   keepaliveIntervalMs: number;
+  /** How long an idempotency key deduplicates submits of its job type. */
+  idempotencyWindowMs: number;
   logLevel: LogLevel;
 }
 
@@ -29,6 +31,7 @@ Options (environment variable in brackets):
   --max-job-bytes <n>         limit on args+kwargs+payload+custom of a job [WORQ_MAX_JOB_BYTES] (default 1048576, at most 16777216)
   --orphan-grace <duration>   how long a disconnected worker keeps its leases [WORQ_ORPHAN_GRACE] (default 10s)
   --keepalive-interval <dur>  keepalive on idle Lease streams [WORQ_KEEPALIVE_INTERVAL] (default 15s, at most 30s)
+  --idempotency-window <dur>  how long an idempotency key deduplicates submits [WORQ_IDEMPOTENCY_WINDOW] (default 24h)
   --log-level <level>         info | warn | error | silent [WORQ_LOG_LEVEL] (default info)
   -h, --help                  show this help
 
@@ -46,6 +49,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       "max-job-bytes": { type: "string" },
       "orphan-grace": { type: "string" },
       "keepalive-interval": { type: "string" },
+      "idempotency-window": { type: "string" },
       "log-level": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
@@ -61,6 +65,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     maxJobBytes: parseInteger(pick("max-job-bytes", "WORQ_MAX_JOB_BYTES") ?? String(LIMITS.defaultMaxJobBytes), "--max-job-bytes"),
     orphanGraceMs: parseDurationMs(pick("orphan-grace", "WORQ_ORPHAN_GRACE") ?? "10s", "--orphan-grace"),
     keepaliveIntervalMs: parseDurationMs(pick("keepalive-interval", "WORQ_KEEPALIVE_INTERVAL") ?? "15s", "--keepalive-interval"),
+    idempotencyWindowMs: parseDurationMs(pick("idempotency-window", "WORQ_IDEMPOTENCY_WINDOW") ?? "24h", "--idempotency-window"),
     logLevel: parseLogLevel(pick("log-level", "WORQ_LOG_LEVEL") ?? "info"),
   };
   if (config.maxJobBytes < 1 || config.maxJobBytes > LIMITS.maxMaxJobBytes) {

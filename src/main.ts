@@ -33,6 +33,7 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
     clock: systemClock,
     maxJobBytes: config.maxJobBytes,
     orphanGraceMs: config.orphanGraceMs,
+    idempotencyWindowMs: config.idempotencyWindowMs,
     onFatal: (error) => {
       log.error("storage failed; refusing all work (fail-stop)", { error: String(error) });
       onFatal(error);

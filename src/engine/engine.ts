@@ -5,7 +5,7 @@ import { isPurgedAtExpiry, isTerminal, type JobBody, type JobMeta, type JobState
 import { LIMITS, isUuidV4 } from "./limits.js";
 import { ReadyQueue } from "./ready-queue.js";
 import { transition, type FailureReport, type JobEvent } from "./state-machine.js";
-import type { Counters, Store, StoreWrite } from "./store.js";
+import type { Counters, IdempotencyClaim, Store, StoreWrite } from "./store.js";
 import { buildNewJob, checkQueueName } from "./submit-validation.js";
 import { LeaseSlots, type SlotHolder } from "./lease-slots.js";
 import { TimerHeap, type TimerEntry } from "./timer-heap.js";
@@ -26,6 +26,8 @@ export interface EngineOptions {
   orphanGraceMs?: number;
   /** Called once when storage fails; the engine then refuses all work (fail-stop). */
   onFatal?: (error: unknown) => void;
+  /** How long an idempotency key deduplicates submits of its job type (seed 004 §1). Default 24 h. */
+  idempotencyWindowMs?: number;
 }
 
 /** What the engine pushes to a worker's Lease stream. */
@@ -59,7 +61,10 @@ export interface LeaseSession {
 
 export interface SubmitResult {
   jid: string;
-  state: JobState;
+  /** The job's state; undefined for a duplicate whose job no longer exists. */
+  state: JobState | undefined;
+  /** True when an earlier job with the same type and idempotency key was returned instead. */
+  duplicate: boolean;
 }
 
 export interface FailResult {
@@ -103,6 +108,10 @@ export class Engine {
   private readonly maxJobBytes: number;
   private readonly orphanGraceMs: number;
   private readonly onFatal: (error: unknown) => void;
+  private readonly idempotencyWindowMs: number;
+  /** "type\0key" -> the job holding that idempotency key, until the claim expires. */
+  private readonly claims = new Map<string, IdempotencyClaim>();
+  private claimsSinceSweep = 0;
 
   private readonly live = new Map<string, JobMeta>();
   private readonly ready = new Map<string, ReadyQueue>();
@@ -134,6 +143,7 @@ export class Engine {
     this.maxJobBytes = options.maxJobBytes ?? LIMITS.defaultMaxJobBytes;
     this.orphanGraceMs = options.orphanGraceMs ?? DEFAULT_ORPHAN_GRACE_MS;
     this.onFatal = options.onFatal ?? (() => {});
+    this.idempotencyWindowMs = options.idempotencyWindowMs ?? LIMITS.defaultIdempotencyWindowMs;
     if (this.maxJobBytes > LIMITS.maxMaxJobBytes) {
       throw new Error(`maxJobBytes may be at most ${LIMITS.maxMaxJobBytes}`);
     }
@@ -164,6 +174,12 @@ export class Engine {
     }
     ready.sort((a, b) => a.readySeq - b.readySeq);
     for (const meta of ready) this.enqueueReady(meta);
+    const expiredClaims: StoreWrite[] = [];
+    for await (const claim of this.store.idempotencyClaims()) {
+      if (claim.expiresAtMs > now) this.claims.set(claimKey(claim.type, claim.key), claim);
+      else expiredClaims.push({ kind: "delete-idempotency", claim });
+    }
+    if (expiredClaims.length > 0) await this.persist(expiredClaims);
     const purgeAtMs = await this.store.nextPurgeAtMs();
     if (purgeAtMs !== undefined) this.schedulePurge(purgeAtMs);
   }
@@ -205,21 +221,41 @@ export class Engine {
     if (inputs.length === 0) invalid("jobs", "at least one job is required");
     if (inputs.length > LIMITS.batchMaxJobs) invalid("jobs", `at most ${LIMITS.batchMaxJobs} jobs per batch`);
     const nowMs = this.clock.nowMs();
-    const created = inputs.map((input, i) => buildNewJob(input, fieldOf(i), { jid: this.newId(), nowMs }, this.maxJobBytes));
+    const built = inputs.map((input, i) => buildNewJob(input, fieldOf(i), { jid: this.newId(), nowMs }, this.maxJobBytes));
     const writes: StoreWrite[] = [];
-    for (const { meta: built, body } of created) {
-      const meta = built.state === "SCHEDULED" ? { ...built, readySeq: ++this.readySeq } : built;
+    const results: SubmitResult[] = [];
+    const duplicatesOfStored: SubmitResult[] = [];
+    for (const { meta: candidate, body } of built) {
+      const key = candidate.idempotencyKey === undefined ? undefined : claimKey(candidate.type, candidate.idempotencyKey);
+      const claim = key === undefined ? undefined : this.claims.get(key);
+      if (claim && claim.expiresAtMs > nowMs) {
+        const state = this.live.get(claim.jid)?.state;
+        const result: SubmitResult = { jid: claim.jid, state, duplicate: true };
+        if (state === undefined) duplicatesOfStored.push(result);
+        results.push(result);
+        continue;
+      }
+      const meta = candidate.state === "SCHEDULED" ? { ...candidate, readySeq: ++this.readySeq } : candidate;
       this.live.set(meta.jid, meta);
       if (meta.state === "SCHEDULED") this.enqueueReady(meta);
       this.scheduleTimers(meta);
       this.pushTimer({ atMs: meta.expiresAtMs, jid: meta.jid, kind: "ttl" });
       writes.push({ kind: "put-job", meta, body });
+      if (key !== undefined) {
+        const newClaim = { type: meta.type, key: meta.idempotencyKey!, jid: meta.jid, expiresAtMs: nowMs + this.idempotencyWindowMs };
+        this.claims.set(key, newClaim);
+        writes.push({ kind: "put-idempotency", claim: newClaim });
+        writes.push(...this.sweepExpiredClaims(nowMs));
+      }
+      results.push({ jid: meta.jid, state: meta.state, duplicate: false });
     }
-    this.counters.submitted += created.length;
-    const durable = this.persist(writes);
+    this.counters.submitted += writes.filter((write) => write.kind === "put-job").length;
+    const durable = writes.length > 0 ? this.persist(writes) : Promise.resolve();
     this.pump();
     await durable;
-    return created.map(({ meta }) => ({ jid: meta.jid, state: meta.state }));
+    // A duplicate of a job that is no longer live: its state comes from the store.
+    for (const result of duplicatesOfStored) result.state = (await this.store.getMeta(result.jid))?.state;
+    return results;
   }
 
   /** Returns the job with body and (when completed) result. Throws WORQ_NOT_FOUND. */
@@ -556,6 +592,19 @@ export class Engine {
     if (this.timers.peek() === entry) this.wakeListener?.();
   }
 
+  /** Every 1000 new claims, drops the expired ones (memory and store). */
+  private sweepExpiredClaims(nowMs: number): StoreWrite[] {
+    if (++this.claimsSinceSweep < 1000) return [];
+    this.claimsSinceSweep = 0;
+    const writes: StoreWrite[] = [];
+    for (const [key, claim] of this.claims) {
+      if (claim.expiresAtMs > nowMs) continue;
+      this.claims.delete(key);
+      writes.push({ kind: "delete-idempotency", claim });
+    }
+    return writes;
+  }
+
   /** Ends an unfinished job by cancel or eviction, revoking its lease first. */
   private endUnfinished(meta: JobMeta, event: JobEvent & { kind: "cancel" | "evict" }, reason: string): StoreWrite[] {
     this.revokeLease(meta, reason);
@@ -648,6 +697,10 @@ export class Engine {
     if (this.fatal !== undefined) throw new WorqError("WORQ_UNAVAILABLE", "storage failed; the server stopped accepting work");
     if (this.closing) throw new WorqError("WORQ_UNAVAILABLE", "server is shutting down; retry on reconnect");
   }
+}
+
+function claimKey(type: string, key: string): string {
+  return `${type}\0${key}`;
 }
 
 function checkJid(jid: string, field: string): void {

@@ -87,6 +87,8 @@ export interface JobMeta {
   ttlMs: number;
   /** createdAt + ttl: an unfinished job is evicted (DEAD_LETTER), a COMPLETED/CANCELLED one deleted. */
   expiresAtMs: number;
+  /** Deduplicates submits of the same type within the idempotency window. */
+  idempotencyKey?: string;
   retry: RetryPolicy;
   backtraceFrames: number;
   createdAtMs: number;
@@ -128,6 +130,7 @@ export interface SubmitInput {
   reserveForMs?: number;
   executionTimeoutMs?: number;
   ttlMs?: number;
+  idempotencyKey?: string;
   retry?: Partial<RetryPolicy>;
   backtraceFrames?: number;
   tags?: Record<string, string>;

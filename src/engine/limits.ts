@@ -16,6 +16,8 @@ export const LIMITS = {
   defaultTtlMs: 7 * 24 * 3_600_000,
   minTtlMs: 1_000,
   maxTtlMs: 366 * 24 * 3_600_000,
+  idempotencyKeyMaxChars: 256,
+  defaultIdempotencyWindowMs: 24 * 3_600_000,
   defaultMaxAttempts: 3,
   maxMaxAttempts: 1000,
   defaultInitialDelayMs: 1_000,

@@ -18,7 +18,18 @@ export type StoreWrite =
   | { kind: "put-result"; jid: string; result: Uint8Array }
   /** Removes the job, its body, its result and every index entry. */
   | { kind: "delete-job"; meta: JobMeta }
-  | { kind: "put-counters"; counters: Counters };
+  | { kind: "put-counters"; counters: Counters }
+  /** Claims an idempotency key for a job until `expiresAtMs`; replaces an expired claim. */
+  | { kind: "put-idempotency"; claim: IdempotencyClaim }
+  | { kind: "delete-idempotency"; claim: IdempotencyClaim };
+
+/** A job type + idempotency key, held by one job until it expires. */
+export interface IdempotencyClaim {
+  type: string;
+  key: string;
+  jid: string;
+  expiresAtMs: number;
+}
 
 /**
  * The storage port. The engine serialises every read-modify-write itself (one writer), so a
@@ -45,6 +56,8 @@ export interface Store {
   liveJobs(): AsyncIterable<JobMeta>;
   /** Totals as of the last commit; zeros for a new store. */
   getCounters(): Promise<Counters>;
+  /** Every idempotency claim stored (recovery), expired ones included. */
+  idempotencyClaims(): AsyncIterable<IdempotencyClaim>;
   /** The earliest expiresAtMs of a COMPLETED or CANCELLED job (due for deletion), if any. */
   nextPurgeAtMs(): Promise<number | undefined>;
   /** Up to `limit` COMPLETED or CANCELLED jobs with expiresAtMs <= nowMs, earliest first. */

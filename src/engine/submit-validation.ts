@@ -52,6 +52,9 @@ export function buildNewJob(
   if (correlationId.length > LIMITS.correlationIdMaxChars) {
     invalid(`${field}.correlation_id`, `must be at most ${LIMITS.correlationIdMaxChars} chars`);
   }
+  if (input.idempotencyKey !== undefined && (input.idempotencyKey.length === 0 || input.idempotencyKey.length > LIMITS.idempotencyKeyMaxChars)) {
+    invalid(`${field}.idempotency_key`, `must be 1–${LIMITS.idempotencyKeyMaxChars} chars`);
+  }
   const retry = resolveRetryPolicy(input.retry, `${field}.retry`);
   const payload = input.payload ?? new Uint8Array();
   checkJobSize(input, payload, field, maxJobBytes);
@@ -77,6 +80,7 @@ export function buildNewJob(
     readySeq: 0,
     previousLeaseIds: [],
     ...(delayed ? { atMs: runAtMs, dueAtMs: runAtMs } : { enqueuedAtMs: nowMs }),
+    ...(input.idempotencyKey !== undefined ? { idempotencyKey: input.idempotencyKey } : {}),
   };
   const body: JobBody = { payload, tags, correlationId };
   if (input.args !== undefined) body.args = input.args;

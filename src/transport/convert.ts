@@ -53,6 +53,7 @@ export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitI
   if (spec.reserveFor) input.reserveForMs = durationMsOf(spec.reserveFor, `${field}.reserve_for`);
   if (spec.executionTimeout) input.executionTimeoutMs = durationMsOf(spec.executionTimeout, `${field}.execution_timeout`);
   if (spec.ttl) input.ttlMs = durationMsOf(spec.ttl, `${field}.ttl`);
+  if (spec.idempotencyKey) input.idempotencyKey = spec.idempotencyKey;
   if (spec.retry) input.retry = retryInputOf(spec.retry, `${field}.retry`);
   if (spec.backtrace) input.backtraceFrames = spec.backtrace;
   if (Object.keys(spec.tags).length > 0) input.tags = { ...spec.tags };
@@ -62,7 +63,6 @@ export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitI
 
 function refuseUnbuilt(spec: JobSpec, field: string): void {
   const unbuilt: [string, boolean][] = [
-    ["idempotency_key", spec.idempotencyKey !== ""],
     ["depends_on", spec.dependsOn !== undefined],
     ["batch_ref", spec.batchRef !== ""],
     ["callback_url", spec.callbackUrl !== ""],
@@ -120,6 +120,7 @@ export function jobOf(view: JobView): Job {
     reserveFor: durationOf(meta.reserveForMs),
     executionTimeout: durationOf(meta.executionTimeoutMs),
     ttl: durationOf(meta.ttlMs),
+    idempotencyKey: meta.idempotencyKey ?? "",
     expiresAt: timestampFromMs(meta.expiresAtMs),
     retry: retryPolicyOf(meta.retry),
     backtrace: meta.backtraceFrames,

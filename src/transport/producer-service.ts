@@ -1,5 +1,6 @@
 import type { ServiceImpl } from "@connectrpc/connect";
-import type { Engine } from "../engine/engine.js";
+import type { Engine, SubmitResult } from "../engine/engine.js";
+import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
 import { WorqError } from "../engine/errors.js";
 import type { Logger } from "../log.js";
 import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
@@ -12,12 +13,12 @@ export function createProducerService(engine: Engine, log: Logger): ServiceImpl<
   return {
     submit: guarded("Submit", log, async (request) => {
       const [result] = await engine.submit([submitInputOf(request.job, "job")], () => "job");
-      return { jid: result!.jid, state: stateOf(result!.state) };
+      return responseOf(result!);
     }),
     submitBatch: guarded("SubmitBatch", log, async (request) => {
       const inputs = request.jobs.map((job, i) => submitInputOf(job, `jobs[${i}]`));
       const results = await engine.submit(inputs, (i) => `jobs[${i}]`);
-      return { jobs: results.map((result) => ({ jid: result.jid, state: stateOf(result.state) })) };
+      return { jobs: results.map(responseOf) };
     }),
     run: guarded("Run", log, async (request, ctx) => {
       const waitMs = request.waitTimeout ? durationMsOf(request.waitTimeout, "wait_timeout") : 0;
@@ -44,4 +45,8 @@ function withJidMetadata(error: unknown, jid: string): unknown {
   const connectError = toConnectError(error, { error: () => {} }, "Run");
   connectError.metadata.set("worq-jid", jid);
   return connectError;
+}
+
+function responseOf(result: SubmitResult) {
+  return { jid: result.jid, duplicate: result.duplicate, state: result.state === undefined ? JobState.UNSPECIFIED : stateOf(result.state) };
 }

@@ -35,7 +35,7 @@ describe("bad input gets a clear error naming the field and changes nothing (rea
     ["at and delay both", { type: "t", delay: durationFromMs(1), at: { seconds: 1n, nanos: 0 } }, Code.InvalidArgument, "job.at"],
     ["retry.max_attempts 0", { type: "t", retry: { maxAttempts: 0 } }, Code.InvalidArgument, "job.retry.max_attempts"],
     ["ttl under 1 s", { type: "t", ttl: durationFromMs(500) }, Code.InvalidArgument, "job.ttl"],
-    ["idempotency_key (not built yet)", { type: "t", idempotencyKey: "k" }, Code.Unimplemented, "job.idempotency_key"],
+    ["idempotency_key over 256 chars", { type: "t", idempotencyKey: "k".repeat(257) }, Code.InvalidArgument, "job.idempotency_key"],
     ["depends_on (not built yet)", { type: "t", dependsOn: { jids: [] } }, Code.Unimplemented, "job.depends_on"],
     ["callback_url (not built yet)", { type: "t", callbackUrl: "http://x" }, Code.Unimplemented, "job.callback_url"],
   ])("Submit with %s → %s naming the field, nothing stored", async (_name, job, code, field) => {

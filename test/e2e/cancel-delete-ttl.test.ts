@@ -63,3 +63,22 @@ describe("cancel, delete and lifetime over gRPC (real server)", () => {
     await worker.stop();
   });
 });
+
+describe("004 §1 idempotency keys over gRPC (real server)", () => {
+  it("a duplicate Submit returns the same jid with duplicate: true, also after a restart", async () => {
+    let server = await startTestServer();
+    try {
+      const first = await server.producer.submit({ job: { type: "charge", queue: "idem", idempotencyKey: "order-7" } });
+      const again = await server.producer.submit({ job: { type: "charge", queue: "idem", idempotencyKey: "order-7" } });
+      expect(first.duplicate).toBe(false);
+      expect(again).toMatchObject({ jid: first.jid, duplicate: true, state: JobState.SCHEDULED });
+      server = await server.restart();
+      const afterRestart = await server.producer.submit({ job: { type: "charge", queue: "idem", idempotencyKey: "order-7" } });
+      expect(afterRestart).toMatchObject({ jid: first.jid, duplicate: true });
+      expect((await server.admin.getServerInfo({})).totalSubmitted).toBe(1n);
+      expect((await server.admin.getJob({ jid: first.jid })).job!.idempotencyKey).toBe("order-7");
+    } finally {
+      await server.close();
+    }
+  });
+});

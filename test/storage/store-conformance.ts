@@ -165,6 +165,28 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
       await cleanup();
     });
 
+    it("stores idempotency claims by type and key, replaces and deletes them, across a reopen", async () => {
+      const fixture = await setup();
+      const claim = (type: string, key: string, jid: string) => ({ type, key, jid, expiresAtMs: 5_000 });
+      const [a, b] = [randomUUID(), randomUUID()];
+      await fixture.store.commit([
+        { kind: "put-idempotency", claim: claim("charge", "k/1", a) },
+        { kind: "put-idempotency", claim: claim("charge:x", "1", b) }, // must not collide with the first
+      ]);
+      await fixture.store.commit([{ kind: "put-idempotency", claim: claim("charge", "k/1", b) }]);
+      const all = async (store: Store) => {
+        const out: unknown[] = [];
+        for await (const c of store.idempotencyClaims()) out.push(c);
+        return out;
+      };
+      const reopened = await fixture.reopen();
+      expect(await all(reopened)).toHaveLength(2);
+      expect(await all(reopened)).toContainEqual(claim("charge", "k/1", b));
+      await reopened.commit([{ kind: "delete-idempotency", claim: claim("charge", "k/1", b) }]);
+      expect(await all(reopened)).toEqual([claim("charge:x", "1", b)]);
+      await fixture.cleanup();
+    });
+
     it("keeps a body of 1 MiB of binary bytes intact", async () => {
       const { store, cleanup } = await setup();
       const jid = randomUUID();

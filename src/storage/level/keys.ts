@@ -15,6 +15,9 @@ export const KEYS = {
   /** Present (empty value) while the job is COMPLETED or CANCELLED: deletion order by expiry. */
   purge: (expiresAtMs: number, jid: string) => `x/${String(expiresAtMs).padStart(15, "0")}/${jid}`,
   purgePrefix: "x/",
+  /** IdempotencyClaim JSON, by job type and key (the type length-prefixed, so any chars are safe). */
+  idempotency: (type: string, key: string) => `k/${type.length}:${type}/${key}`,
+  idempotencyPrefix: "k/",
   /** Counters JSON. */
   counters: "m/counters",
   /** Keyspace layout version, "1". */

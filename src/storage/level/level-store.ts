@@ -2,7 +2,7 @@ import { mkdirSync } from "node:fs";
 import { Level } from "level";
 import { WorqError } from "../../engine/errors.js";
 import { isPurgedAtExpiry, isTerminal, type JobBody, type JobMeta } from "../../engine/job.js";
-import type { Counters, Store, StoreWrite } from "../../engine/store.js";
+import type { Counters, IdempotencyClaim, Store, StoreWrite } from "../../engine/store.js";
 import { decodeBody, decodeJson, decodeMeta, encodeBody, encodeJson, encodeMeta, plainBytes } from "./codec.js";
 import { GroupCommitter } from "./group-commit.js";
 import { KEYS, jidOfLiveKey, parsePurgeKey, prefixRange } from "./keys.js";
@@ -93,6 +93,10 @@ export class LevelStore implements Store {
     return values.flatMap((bytes) => (bytes ? [decodeMeta(bytes)] : []));
   }
 
+  async *idempotencyClaims(): AsyncIterable<IdempotencyClaim> {
+    for await (const value of this.db.values(prefixRange(KEYS.idempotencyPrefix))) yield decodeJson<IdempotencyClaim>(value);
+  }
+
   async nextPurgeAtMs(): Promise<number | undefined> {
     for await (const key of this.db.keys({ ...prefixRange(KEYS.purgePrefix), limit: 1 })) return parsePurgeKey(key).expiresAtMs;
     return undefined;
@@ -139,6 +143,10 @@ function toBatchOps(write: StoreWrite): BatchOp[] {
       ];
     case "put-counters":
       return [{ type: "put", key: KEYS.counters, value: encodeJson(write.counters) }];
+    case "put-idempotency":
+      return [{ type: "put", key: KEYS.idempotency(write.claim.type, write.claim.key), value: encodeJson(write.claim) }];
+    case "delete-idempotency":
+      return [{ type: "del", key: KEYS.idempotency(write.claim.type, write.claim.key) }];
   }
 }
 

@@ -1,17 +1,18 @@
 import type { JobBody, JobMeta } from "../../engine/job.js";
 import { isPurgedAtExpiry, isTerminal } from "../../engine/job.js";
-import type { Counters, Store, StoreWrite } from "../../engine/store.js";
+import type { Counters, IdempotencyClaim, Store, StoreWrite } from "../../engine/store.js";
 
 /** The data of a MemoryStore; pass the same one to a new MemoryStore to simulate a restart. */
 export interface MemoryData {
   metas: Map<string, JobMeta>;
   bodies: Map<string, JobBody>;
   results: Map<string, Uint8Array>;
+  claims: Map<string, IdempotencyClaim>;
   counters: Counters;
 }
 
 export function createMemoryData(): MemoryData {
-  return { metas: new Map(), bodies: new Map(), results: new Map(), counters: { submitted: 0, processed: 0, failed: 0, evicted: 0 } };
+  return { metas: new Map(), bodies: new Map(), results: new Map(), claims: new Map(), counters: { submitted: 0, processed: 0, failed: 0, evicted: 0 } };
 }
 
 /**
@@ -60,6 +61,12 @@ export class MemoryStore implements Store {
         case "put-counters":
           this.data.counters = write.counters;
           break;
+        case "put-idempotency":
+          this.data.claims.set(`${write.claim.type}\0${write.claim.key}`, write.claim);
+          break;
+        case "delete-idempotency":
+          this.data.claims.delete(`${write.claim.type}\0${write.claim.key}`);
+          break;
       }
     }
   }
@@ -89,6 +96,10 @@ export class MemoryStore implements Store {
 
   async getCounters(): Promise<Counters> {
     return { ...this.data.counters };
+  }
+
+  async *idempotencyClaims(): AsyncIterable<IdempotencyClaim> {
+    for (const claim of [...this.data.claims.values()]) yield structuredClone(claim);
   }
 
   async nextPurgeAtMs(): Promise<number | undefined> {

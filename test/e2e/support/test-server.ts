@@ -26,6 +26,7 @@ export async function startTestServer(overrides: Partial<ServerConfig> = {}, dat
     maxJobBytes: 1024 * 1024,
     orphanGraceMs: 10_000,
     keepaliveIntervalMs: 15_000,
+    idempotencyWindowMs: 24 * 3_600_000,
     logLevel: "silent",
     ...overrides,
   };

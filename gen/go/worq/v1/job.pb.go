@@ -612,8 +612,9 @@ type JobSpec struct {
 	Retry *RetryPolicy `protobuf:"bytes,13,opt,name=retry,proto3" json:"retry,omitempty"`
 	// How many stack frames of a failure's backtrace to keep (seed 000); default 0, at most 1000.
 	Backtrace uint32 `protobuf:"varint,14,opt,name=backtrace,proto3" json:"backtrace,omitempty"`
-	// Deduplicates submits per job type within a window (seed 004 §1), at most 256 chars.
-	// Not built yet: setting it is refused with UNIMPLEMENTED.
+	// Deduplicates submits (seed 004 §1): while a job of the same `type` with the same key was
+	// submitted within the server's idempotency window (default 24 h, `--idempotency-window`),
+	// a submit returns that job's jid with `duplicate: true` and creates nothing. 1–256 chars.
 	IdempotencyKey string `protobuf:"bytes,15,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Jobs this one waits for. Not built yet: setting it is refused with UNIMPLEMENTED.
 	DependsOn *Dependencies `protobuf:"bytes,16,opt,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
@@ -963,6 +964,8 @@ type Job struct {
 	LeaseExpiresAt *timestamppb.Timestamp `protobuf:"bytes,28,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
 	// While RUNNING: the worker_id holding the lease.
 	WorkerId string `protobuf:"bytes,29,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	// See JobSpec.idempotency_key.
+	IdempotencyKey string `protobuf:"bytes,32,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// created_at + ttl: when an unfinished job is evicted, or a finished one deleted.
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,30,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// See JobSpec.ttl (the default resolved).
@@ -1204,6 +1207,13 @@ func (x *Job) GetWorkerId() string {
 	return ""
 }
 
+func (x *Job) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
 func (x *Job) GetExpiresAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ExpiresAt
@@ -1279,7 +1289,7 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12\x18\n" +
 	"\aerrtype\x18\x05 \x01(\tR\aerrtype\x12\x1c\n" +
 	"\tbacktrace\x18\x06 \x03(\tR\tbacktrace\x124\n" +
-	"\bcategory\x18\a \x01(\x0e2\x18.worq.v1.FailureCategoryR\bcategory\"\xa4\v\n" +
+	"\bcategory\x18\a \x01(\x0e2\x18.worq.v1.FailureCategoryR\bcategory\"\xcd\v\n" +
 	"\x03Job\x12\x10\n" +
 	"\x03jid\x18\x01 \x01(\tR\x03jid\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
@@ -1315,7 +1325,8 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\x06result\x18\x1a \x01(\fR\x06result\x12,\n" +
 	"\x12previous_lease_ids\x18\x1b \x03(\tR\x10previousLeaseIds\x12D\n" +
 	"\x10lease_expires_at\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12\x1b\n" +
-	"\tworker_id\x18\x1d \x01(\tR\bworkerId\x129\n" +
+	"\tworker_id\x18\x1d \x01(\tR\bworkerId\x12'\n" +
+	"\x0fidempotency_key\x18  \x01(\tR\x0eidempotencyKey\x129\n" +
 	"\n" +
 	"expires_at\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12+\n" +
 	"\x03ttl\x18\x1f \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x1a7\n" +

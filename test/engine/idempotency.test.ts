@@ -1,0 +1,74 @@
+import { describe, expect, it } from "vitest";
+import { batch, expectWorqError, openEngine, single } from "./helpers.js";
+
+const HOUR = 3_600_000;
+
+async function setup() {
+  return openEngine({ idempotencyWindowMs: 24 * HOUR });
+}
+
+describe("004 §1 idempotency keys", () => {
+  it("a duplicate submit returns the existing jid, says so, and creates nothing", async () => {
+    const { engine, data } = await setup();
+    const [first] = await engine.submit([{ type: "charge", idempotencyKey: "order-42" }], single);
+    const [again] = await engine.submit([{ type: "charge", idempotencyKey: "order-42" }], single);
+    expect(first).toMatchObject({ duplicate: false, state: "SCHEDULED" });
+    expect(again).toEqual({ jid: first!.jid, duplicate: true, state: "SCHEDULED" });
+    expect(data.metas.size).toBe(1);
+    expect(engine.info().counters.submitted).toBe(1);
+  });
+
+  it("keys are per job type", async () => {
+    const { engine } = await setup();
+    const [a] = await engine.submit([{ type: "charge", idempotencyKey: "k" }], single);
+    const [b] = await engine.submit([{ type: "refund", idempotencyKey: "k" }], single);
+    expect(b!.duplicate).toBe(false);
+    expect(b!.jid).not.toBe(a!.jid);
+  });
+
+  it("inside one batch, a repeated key refers to the first job", async () => {
+    const { engine } = await setup();
+    const results = await engine.submit(
+      [{ type: "t", idempotencyKey: "k" }, { type: "t", idempotencyKey: "k" }, { type: "t" }],
+      batch,
+    );
+    expect(results[1]).toEqual({ jid: results[0]!.jid, duplicate: true, state: "SCHEDULED" });
+    expect(results[2]!.duplicate).toBe(false);
+  });
+
+  it("the guarantee expires after the window: then the key creates a new job", async () => {
+    const { engine, clock } = await setup();
+    const [first] = await engine.submit([{ type: "t", idempotencyKey: "k" }], single);
+    clock.advance(24 * HOUR - 1);
+    expect((await engine.submit([{ type: "t", idempotencyKey: "k" }], single))[0]!.duplicate).toBe(true);
+    clock.advance(1);
+    const [later] = await engine.submit([{ type: "t", idempotencyKey: "k" }], single);
+    expect(later!.duplicate).toBe(false);
+    expect(later!.jid).not.toBe(first!.jid);
+  });
+
+  it("survives a restart, and reports a finished original's state", async () => {
+    const { engine, data, clock } = await setup();
+    const [first] = await engine.submit([{ type: "t", idempotencyKey: "k" }], single);
+    await engine.cancel(first!.jid);
+    await engine.close();
+    const restarted = await openEngine({ data, clock, idempotencyWindowMs: 24 * HOUR });
+    const [again] = await restarted.engine.submit([{ type: "t", idempotencyKey: "k" }], single);
+    expect(again).toEqual({ jid: first!.jid, duplicate: true, state: "CANCELLED" });
+  });
+
+  it("expired claims are dropped from the store on restart", async () => {
+    const { engine, data, clock } = await setup();
+    await engine.submit([{ type: "t", idempotencyKey: "k" }], single);
+    await engine.close();
+    clock.advance(25 * HOUR);
+    await openEngine({ data, clock, idempotencyWindowMs: 24 * HOUR });
+    expect(data.claims.size).toBe(0);
+  });
+
+  it("an empty or over-long key is refused naming the field", async () => {
+    const { engine } = await setup();
+    await expectWorqError(() => engine.submit([{ type: "t", idempotencyKey: "" }], single), "WORQ_INVALID_ARGUMENT", "job.idempotency_key");
+    await expectWorqError(() => engine.submit([{ type: "t", idempotencyKey: "x".repeat(257) }], single), "WORQ_INVALID_ARGUMENT", "job.idempotency_key");
+  });
+});
