@@ -4,9 +4,10 @@ import { WorqError, invalid } from "./errors.js";
 import { isPurgedAtExpiry, isTerminal, type JobBody, type JobMeta, type JobState, type JobView, type SubmitInput } from "./job.js";
 import { LIMITS, isUuidV4 } from "./limits.js";
 import { ReadyQueue } from "./ready-queue.js";
-import { transition, type FailureReport, type JobEvent } from "./state-machine.js";
+import { dependencyFailed, transition, type FailureReport, type JobEvent } from "./state-machine.js";
 import type { Counters, IdempotencyClaim, Store, StoreWrite } from "./store.js";
-import { buildNewJob, checkQueueName } from "./submit-validation.js";
+import { buildNewJob, checkQueueName, type NewJob } from "./submit-validation.js";
+import { dependencyFields, planDependencies, type BatchShape, type DependencyOutcome, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
 import { LeaseSlots, type SlotHolder } from "./lease-slots.js";
 import { TimerHeap, type TimerEntry } from "./timer-heap.js";
 
@@ -125,6 +126,15 @@ export class Engine {
   private readonly slots = new LeaseSlots();
   /** jid -> waiters of waitFinished, told once the job's terminal state is durable. */
   private readonly finishListeners = new Map<string, Set<() => void>>();
+  /** dependency jid -> PENDING jobs waiting for it. */
+  private readonly dependents = new Map<string, Set<string>>();
+  /** Writes of dependents moved by a job's terminal transition, committed with that transition. */
+  private cascade: StoreWrite[] = [];
+  /** While submits read the store, the jobs that finish meanwhile (see submit). */
+  private finishWatchers = 0;
+  private readonly recentlyFinished = new Map<string, JobMeta>();
+  /** Jobs that left the live set but whose final write is not durable yet (the store still has the old meta). */
+  private readonly finishing = new Map<string, JobMeta>();
   /** When the next purge of expired finished jobs is scheduled, if one is. */
   private purgeAtMs: number | undefined;
   private purging = false;
@@ -174,6 +184,9 @@ export class Engine {
     }
     ready.sort((a, b) => a.readySeq - b.readySeq);
     for (const meta of ready) this.enqueueReady(meta);
+    for (const meta of this.live.values()) {
+      if (meta.state === "PENDING") for (const dep of meta.waitingOn ?? []) this.addDependent(dep, meta.jid);
+    }
     const expiredClaims: StoreWrite[] = [];
     for await (const claim of this.store.idempotencyClaims()) {
       if (claim.expiresAtMs > now) this.claims.set(claimKey(claim.type, claim.key), claim);
@@ -214,41 +227,105 @@ export class Engine {
 
   /**
    * Creates jobs atomically: validates all (throwing for the first bad one, naming the
-   * field with `fieldOf(i)` as prefix), then persists all in one commit. Resolves once durable.
+   * field with `fieldOf(i)` as prefix), then persists all in one commit. Resolves once
+   * durable. A job whose idempotency key is taken is not created: its result names the
+   * existing job. `shape` adds CHAIN or FAN_IN dependencies over the batch (seed 004 §6).
    */
-  async submit(inputs: SubmitInput[], fieldOf: (index: number) => string): Promise<SubmitResult[]> {
+  async submit(inputs: SubmitInput[], fieldOf: (index: number) => string, shape?: BatchShape): Promise<SubmitResult[]> {
     this.checkUsable();
     if (inputs.length === 0) invalid("jobs", "at least one job is required");
     if (inputs.length > LIMITS.batchMaxJobs) invalid("jobs", `at most ${LIMITS.batchMaxJobs} jobs per batch`);
     const nowMs = this.clock.nowMs();
     const built = inputs.map((input, i) => buildNewJob(input, fieldOf(i), { jid: this.newId(), nowMs }, this.maxJobBytes));
+    inputs.forEach((input, i) => {
+      if (input.parentJid !== undefined && !isUuidV4(input.parentJid)) invalid(`${fieldOf(i)}.parent_jid`, "is not a job id (UUID v4)");
+    });
+
+    // Jobs outside the batch that it refers to: read those that are not live before the
+    // synchronous part; jobs finishing meanwhile are recorded by apply().
+    const referenced = new Set<string>();
+    for (const input of inputs) {
+      input.dependsOn?.jids?.forEach((jid) => referenced.add(jid));
+      if (input.parentJid !== undefined) referenced.add(input.parentJid);
+    }
+    for (const { meta } of built) {
+      const claim = meta.idempotencyKey === undefined ? undefined : this.claims.get(claimKey(meta.type, meta.idempotencyKey));
+      if (claim) referenced.add(claim.jid);
+    }
+    this.finishWatchers++;
+    let stored: Map<string, JobMeta | undefined>;
+    try {
+      const toRead = [...referenced].filter((jid) => !this.live.has(jid) && isUuidV4(jid));
+      // Without anything to read, stay synchronous: no turn passes between submit and its write.
+      if (toRead.length === 0) stored = new Map();
+      else {
+        stored = new Map(await Promise.all(toRead.map(async (jid) => [jid, await this.store.getMeta(jid)] as const)));
+        this.checkUsable();
+      }
+      return await this.createJobs(built, inputs, fieldOf, shape, stored, nowMs);
+    } finally {
+      if (--this.finishWatchers === 0) this.recentlyFinished.clear();
+    }
+  }
+
+  /** The synchronous part of submit: decides duplicates and dependencies, then creates. */
+  private async createJobs(
+    built: NewJob[],
+    inputs: SubmitInput[],
+    fieldOf: (index: number) => string,
+    shape: BatchShape | undefined,
+    stored: Map<string, JobMeta | undefined>,
+    nowMs: number,
+  ): Promise<SubmitResult[]> {
+    const known = (jid: string): JobMeta | undefined =>
+      this.live.get(jid) ?? this.finishing.get(jid) ?? this.recentlyFinished.get(jid) ?? stored.get(jid);
+    const existing = (jid: string): ExistingJob | undefined => {
+      const meta = known(jid);
+      return meta && { state: meta.state, priority: meta.priority, depth: meta.depth ?? 0 };
+    };
+    inputs.forEach((input, i) => {
+      if (input.parentJid !== undefined && !known(input.parentJid)) invalid(`${fieldOf(i)}.parent_jid`, `job ${input.parentJid} does not exist`);
+    });
+    const seenKeys = new Map<string, string>();
+    const planned: PlannedJob[] = built.map(({ meta }, i) => {
+      const key = meta.idempotencyKey === undefined ? undefined : claimKey(meta.type, meta.idempotencyKey);
+      const claim = key === undefined ? undefined : this.claims.get(key);
+      const existingJid = claim && claim.expiresAtMs > nowMs ? claim.jid : key !== undefined ? seenKeys.get(key) : undefined;
+      if (key !== undefined && existingJid === undefined) seenKeys.set(key, meta.jid);
+      return { input: inputs[i]!, jid: meta.jid, priority: meta.priority, ...(existingJid !== undefined ? { existingJid } : {}) };
+    });
+    const outcomes = planDependencies(planned, shape, fieldOf, existing);
+
     const writes: StoreWrite[] = [];
     const results: SubmitResult[] = [];
     const duplicatesOfStored: SubmitResult[] = [];
-    for (const { meta: candidate, body } of built) {
-      const key = candidate.idempotencyKey === undefined ? undefined : claimKey(candidate.type, candidate.idempotencyKey);
-      const claim = key === undefined ? undefined : this.claims.get(key);
-      if (claim && claim.expiresAtMs > nowMs) {
-        const state = this.live.get(claim.jid)?.state;
-        const result: SubmitResult = { jid: claim.jid, state, duplicate: true };
+    built.forEach(({ meta: candidate, body }, i) => {
+      const plan = planned[i]!;
+      if (plan.existingJid !== undefined) {
+        const state = this.live.get(plan.existingJid)?.state ?? (plan.existingJid === candidate.jid ? undefined : known(plan.existingJid)?.state);
+        const result: SubmitResult = { jid: plan.existingJid, state, duplicate: true };
         if (state === undefined) duplicatesOfStored.push(result);
         results.push(result);
-        continue;
+        return;
       }
-      const meta = candidate.state === "SCHEDULED" ? { ...candidate, readySeq: ++this.readySeq } : candidate;
-      this.live.set(meta.jid, meta);
-      if (meta.state === "SCHEDULED") this.enqueueReady(meta);
-      this.scheduleTimers(meta);
-      this.pushTimer({ atMs: meta.expiresAtMs, jid: meta.jid, kind: "ttl" });
+      const meta = this.newJobMeta(candidate, outcomes[i]!, inputs[i]!.parentJid, nowMs);
+      if (isTerminal(meta.state)) {
+        if (isPurgedAtExpiry(meta.state)) this.schedulePurge(meta.expiresAtMs);
+      } else {
+        this.live.set(meta.jid, meta);
+        if (meta.state === "SCHEDULED") this.enqueueReady(meta);
+        for (const dep of meta.waitingOn ?? []) this.addDependent(dep, meta.jid);
+        this.scheduleTimers(meta);
+        this.pushTimer({ atMs: meta.expiresAtMs, jid: meta.jid, kind: "ttl" });
+      }
       writes.push({ kind: "put-job", meta, body });
-      if (key !== undefined) {
-        const newClaim = { type: meta.type, key: meta.idempotencyKey!, jid: meta.jid, expiresAtMs: nowMs + this.idempotencyWindowMs };
-        this.claims.set(key, newClaim);
-        writes.push({ kind: "put-idempotency", claim: newClaim });
-        writes.push(...this.sweepExpiredClaims(nowMs));
+      if (meta.idempotencyKey !== undefined) {
+        const claim = { type: meta.type, key: meta.idempotencyKey, jid: meta.jid, expiresAtMs: nowMs + this.idempotencyWindowMs };
+        this.claims.set(claimKey(meta.type, meta.idempotencyKey), claim);
+        writes.push({ kind: "put-idempotency", claim }, ...this.sweepExpiredClaims(nowMs));
       }
       results.push({ jid: meta.jid, state: meta.state, duplicate: false });
-    }
+    });
     this.counters.submitted += writes.filter((write) => write.kind === "put-job").length;
     const durable = writes.length > 0 ? this.persist(writes) : Promise.resolve();
     this.pump();
@@ -258,10 +335,22 @@ export class Engine {
     return results;
   }
 
+  /** A new job's meta once its dependencies are known: PENDING, born failed, or as built. */
+  private newJobMeta(candidate: JobMeta, outcome: DependencyOutcome, parentJid: string | undefined, nowMs: number): JobMeta {
+    let meta: JobMeta = { ...candidate, ...dependencyFields(outcome), ...(parentJid !== undefined ? { parentJid } : {}) };
+    if (outcome.failedDependency) return dependencyFailed(meta, outcome.failedDependency.jid, outcome.failedDependency.state, nowMs);
+    if (outcome.waitingOn.length > 0) {
+      const { enqueuedAtMs: _enqueued, dueAtMs: _due, ...rest } = meta;
+      return { ...rest, state: "PENDING" };
+    }
+    if (meta.state === "SCHEDULED") meta = { ...meta, readySeq: ++this.readySeq };
+    return meta;
+  }
+
   /** Returns the job with body and (when completed) result. Throws WORQ_NOT_FOUND. */
   async getJob(jid: string): Promise<JobView> {
     checkJid(jid, "jid");
-    const meta = this.live.get(jid) ?? (await this.store.getMeta(jid));
+    const meta = this.live.get(jid) ?? this.finishing.get(jid) ?? (await this.store.getMeta(jid));
     if (!meta) throw notFound(jid);
     const [body] = await this.store.getBodies([jid]);
     if (!body) throw notFound(jid);
@@ -420,6 +509,7 @@ export class Engine {
     if (meta) {
       this.revokeLease(meta, "deleted");
       this.live.delete(jid);
+      this.resolveDependents(jid, "CANCELLED"); // a deleted dependency counts as cancelled
       const durable = this.persist([{ kind: "delete-job", meta }]);
       this.pump();
       await durable;
@@ -504,14 +594,40 @@ export class Engine {
     });
     if (next === null) {
       this.live.delete(meta.jid);
+      this.resolveDependents(meta.jid, "DEAD_LETTER");
       return { kind: "delete-job", meta };
     }
-    if (isTerminal(next.state)) this.live.delete(next.jid);
-    else this.live.set(next.jid, next);
+    if (isTerminal(next.state)) {
+      this.live.delete(next.jid);
+      this.finishing.set(next.jid, next);
+      if (this.finishWatchers > 0) this.recentlyFinished.set(next.jid, next);
+      this.resolveDependents(next.jid, next.state);
+    } else this.live.set(next.jid, next);
     if (isPurgedAtExpiry(next.state)) this.schedulePurge(next.expiresAtMs);
     if (next.state === "SCHEDULED" && meta.state !== "SCHEDULED") this.enqueueReady(next);
     this.scheduleTimers(next);
     return { kind: "put-meta", meta: next, previous: meta };
+  }
+
+  private addDependent(dependency: string, dependent: string): void {
+    let set = this.dependents.get(dependency);
+    if (!set) {
+      set = new Set();
+      this.dependents.set(dependency, set);
+    }
+    set.add(dependent);
+  }
+
+  /** A job ended in `state`: moves the PENDING jobs waiting for it on (004 §6), cascading. */
+  private resolveDependents(jid: string, state: JobState): void {
+    const waiting = this.dependents.get(jid);
+    if (!waiting) return;
+    this.dependents.delete(jid);
+    for (const dependent of waiting) {
+      const meta = this.live.get(dependent);
+      if (meta?.state !== "PENDING") continue;
+      this.cascade.push(this.apply(meta, { kind: "dependency-finished", jid, state }));
+    }
   }
 
   /** Hands ready jobs to sessions with free credit, round-robin, then persists and delivers them. */
@@ -669,9 +785,17 @@ export class Engine {
   }
 
   private persist(writes: StoreWrite[]): Promise<void> {
-    const finished = this.finishListeners.size === 0 ? [] : writes.flatMap(finishedJid);
+    if (this.cascade.length > 0) {
+      writes.push(...this.cascade);
+      this.cascade = [];
+    }
+    const finished = writes.flatMap(finishedJid);
     writes.push({ kind: "put-counters", counters: { ...this.counters } });
     const durable = this.store.commit(writes);
+    if (finished.length > 0) {
+      const settled = writes.flatMap((write) => (write.kind === "put-meta" && isTerminal(write.meta.state) ? [write.meta] : []));
+      void durable.then(() => settled.forEach((meta) => this.finishing.get(meta.jid) === meta && this.finishing.delete(meta.jid)), () => {});
+    }
     if (finished.length > 0) {
       // Waiters hear of a finished job only once that is on disk.
       void durable.then(() => finished.forEach((jid) => this.finishListeners.get(jid)?.forEach((notify) => notify())), () => {});

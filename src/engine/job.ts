@@ -34,6 +34,7 @@ export const PRIORITY_LEVELS = 5;
 export type FailureCategory = "TEMPORARY" | "PERMANENT" | "TIMEOUT" | "CANCELLED" | "SYSTEM";
 export type BackoffStrategy = "CONSTANT" | "LINEAR" | "EXPONENTIAL";
 export type ExhaustedAction = "DEAD_LETTER" | "DISCARD";
+export type DependencyType = "AFTER" | "AFTER_ANY";
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 export type JsonObject = { [key: string]: JsonValue };
@@ -89,6 +90,14 @@ export interface JobMeta {
   expiresAtMs: number;
   /** Deduplicates submits of the same type within the idempotency window. */
   idempotencyKey?: string;
+  /** FAN_OUT: the job that spawned this one. */
+  parentJid?: string;
+  /** What this job waits (or waited) for, seed 004 §6. */
+  dependency?: { type: DependencyType; jids: string[] };
+  /** While PENDING: the dependencies not finished yet. */
+  waitingOn?: string[];
+  /** 0 without dependencies, else 1 + the deepest dependency's depth (at most 100). */
+  depth?: number;
   retry: RetryPolicy;
   backtraceFrames: number;
   createdAtMs: number;
@@ -131,6 +140,10 @@ export interface SubmitInput {
   executionTimeoutMs?: number;
   ttlMs?: number;
   idempotencyKey?: string;
+  dependsOn?: { type?: DependencyType; jids?: string[]; batchRefs?: string[] };
+  /** Name inside a batch, for other jobs' dependsOn.batchRefs. */
+  batchRef?: string;
+  parentJid?: string;
   retry?: Partial<RetryPolicy>;
   backtraceFrames?: number;
   tags?: Record<string, string>;

@@ -25,7 +25,9 @@ export type JobEvent =
   /** Cancel requested (any unfinished state; a lease is revoked). */
   | { kind: "cancel"; reason: string }
   /** The job's lifetime (TTL) passed before it finished. */
-  | { kind: "evict" };
+  | { kind: "evict" }
+  /** A job this PENDING job waits for reached a terminal state. */
+  | { kind: "dependency-finished"; jid: string; state: JobState };
 
 export interface TransitionContext {
   nowMs: number;
@@ -98,6 +100,20 @@ export function transition(meta: JobMeta, event: JobEvent, ctx: TransitionContex
       };
       return meta.lease ? settle(meta, meta.lease.leaseId, fields) : { ...meta, ...fields };
     }
+    case "dependency-finished": {
+      expectState(meta, event, "PENDING");
+      const waitingOn = (meta.waitingOn ?? []).filter((jid) => jid !== event.jid);
+      const failed = event.state !== "COMPLETED";
+      if (failed && meta.dependency?.type !== "AFTER_ANY") {
+        // 004 §6 propagation: the dependent takes the failed dependency's state.
+        return dependencyFailed(meta, event.jid, event.state, now);
+      }
+      if (waitingOn.length > 0) return { ...meta, waitingOn, updatedAtMs: now };
+      if (meta.atMs !== undefined && meta.atMs > now) {
+        return { ...meta, waitingOn: [], state: "DELAYED", dueAtMs: meta.atMs, updatedAtMs: now };
+      }
+      return becomeReady({ ...meta, waitingOn: [] }, ctx);
+    }
     case "lease-lapsed": {
       if (meta.state !== "RUNNING" || !meta.lease) throw illegal(meta, event);
       const lease = meta.lease;
@@ -125,6 +141,26 @@ export function transition(meta: JobMeta, event: JobEvent, ctx: TransitionContex
       return becomeReady(settle(meta, lease.leaseId, { failure, updatedAtMs: now }), ctx);
     }
   }
+}
+
+/** A dependent ending because its dependency `jid` ended in the failed `state` (004 §6 table). */
+export function dependencyFailed(meta: JobMeta, jid: string, state: JobState, now: number): JobMeta {
+  const report: FailureReport = {
+    message: `dependency ${jid} ended ${state}`,
+    errtype: "DependencyFailed",
+    backtrace: [],
+    category: state === "CANCELLED" ? "CANCELLED" : "SYSTEM",
+  };
+  const ended = state === "CANCELLED" ? "CANCELLED" : state === "FAILED" ? "FAILED" : "DEAD_LETTER";
+  return {
+    ...meta,
+    state: ended,
+    waitingOn: [],
+    failure: recordFailure(meta, report, now),
+    updatedAtMs: now,
+    completedAtMs: now,
+    dueAtMs: undefined,
+  };
 }
 
 function afterFailure(

@@ -11,6 +11,7 @@ import {
 import { WorqError, invalid } from "../engine/errors.js";
 import type {
   BackoffStrategy as DomainBackoff,
+  DependencyType as DomainDependencyType,
   ExhaustedAction as DomainExhausted,
   FailureCategory as DomainCategory,
   JobMeta,
@@ -25,6 +26,7 @@ import type { LeaseGrant } from "../engine/engine.js";
 import type { FailureReport } from "../engine/state-machine.js";
 import {
   BackoffStrategy,
+  DependencyType,
   ExhaustedAction,
   FailureCategory,
   JobSchema,
@@ -54,6 +56,14 @@ export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitI
   if (spec.executionTimeout) input.executionTimeoutMs = durationMsOf(spec.executionTimeout, `${field}.execution_timeout`);
   if (spec.ttl) input.ttlMs = durationMsOf(spec.ttl, `${field}.ttl`);
   if (spec.idempotencyKey) input.idempotencyKey = spec.idempotencyKey;
+  if (spec.dependsOn) {
+    const type = spec.dependsOn.type === DependencyType.UNSPECIFIED
+      ? undefined
+      : (enumName(DependencyType, spec.dependsOn.type, `${field}.depends_on.type`, "DEPENDENCY_TYPE_") as DomainDependencyType);
+    input.dependsOn = { jids: [...spec.dependsOn.jids], batchRefs: [...spec.dependsOn.batchRefs], ...(type ? { type } : {}) };
+  }
+  if (spec.batchRef) input.batchRef = spec.batchRef;
+  if (spec.parentJid) input.parentJid = spec.parentJid;
   if (spec.retry) input.retry = retryInputOf(spec.retry, `${field}.retry`);
   if (spec.backtrace) input.backtraceFrames = spec.backtrace;
   if (Object.keys(spec.tags).length > 0) input.tags = { ...spec.tags };
@@ -63,8 +73,6 @@ export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitI
 
 function refuseUnbuilt(spec: JobSpec, field: string): void {
   const unbuilt: [string, boolean][] = [
-    ["depends_on", spec.dependsOn !== undefined],
-    ["batch_ref", spec.batchRef !== ""],
     ["callback_url", spec.callbackUrl !== ""],
   ];
   for (const [name, set] of unbuilt) {
@@ -121,6 +129,10 @@ export function jobOf(view: JobView): Job {
     executionTimeout: durationOf(meta.executionTimeoutMs),
     ttl: durationOf(meta.ttlMs),
     idempotencyKey: meta.idempotencyKey ?? "",
+    parentJid: meta.parentJid ?? "",
+    dependencyType: meta.dependency ? DependencyType[meta.dependency.type] : DependencyType.UNSPECIFIED,
+    dependsOn: meta.dependency?.jids ?? [],
+    waitingOn: meta.waitingOn ?? [],
     expiresAt: timestampFromMs(meta.expiresAtMs),
     retry: retryPolicyOf(meta.retry),
     backtrace: meta.backtraceFrames,

@@ -1,9 +1,9 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Engine, SubmitResult } from "../engine/engine.js";
 import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
-import { WorqError } from "../engine/errors.js";
+import { WorqError, invalid } from "../engine/errors.js";
 import type { Logger } from "../log.js";
-import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
+import { BatchShape, ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
 import { durationMsOf, jobOf, stateOf, submitInputOf } from "./convert.js";
 import { toConnectError } from "./error-mapping.js";
 import { guarded } from "./handler-guard.js";
@@ -17,7 +17,9 @@ export function createProducerService(engine: Engine, log: Logger): ServiceImpl<
     }),
     submitBatch: guarded("SubmitBatch", log, async (request) => {
       const inputs = request.jobs.map((job, i) => submitInputOf(job, `jobs[${i}]`));
-      const results = await engine.submit(inputs, (i) => `jobs[${i}]`);
+      const shape = request.shape === BatchShape.CHAIN ? "CHAIN" : request.shape === BatchShape.FAN_IN ? "FAN_IN" : undefined;
+      if (shape === undefined && request.shape !== BatchShape.UNSPECIFIED) invalid("shape", `unknown value ${request.shape}`);
+      const results = await engine.submit(inputs, (i) => `jobs[${i}]`, shape);
       return { jobs: results.map(responseOf) };
     }),
     run: guarded("Run", log, async (request, ctx) => {

@@ -36,7 +36,7 @@ describe("bad input gets a clear error naming the field and changes nothing (rea
     ["retry.max_attempts 0", { type: "t", retry: { maxAttempts: 0 } }, Code.InvalidArgument, "job.retry.max_attempts"],
     ["ttl under 1 s", { type: "t", ttl: durationFromMs(500) }, Code.InvalidArgument, "job.ttl"],
     ["idempotency_key over 256 chars", { type: "t", idempotencyKey: "k".repeat(257) }, Code.InvalidArgument, "job.idempotency_key"],
-    ["depends_on (not built yet)", { type: "t", dependsOn: { jids: [] } }, Code.Unimplemented, "job.depends_on"],
+    ["depends_on an unknown job", { type: "t", dependsOn: { jids: ["6ba7b810-9dad-41d1-80b4-00c04fd430c4"] } }, Code.InvalidArgument, "job.depends_on.jids"],
     ["callback_url (not built yet)", { type: "t", callbackUrl: "http://x" }, Code.Unimplemented, "job.callback_url"],
   ])("Submit with %s → %s naming the field, nothing stored", async (_name, job, code, field) => {
     const before = await submitted();

@@ -514,11 +514,16 @@ func (x *RetryPolicy) GetOnExhausted() ExhaustedAction {
 }
 
 // Dependencies makes a job wait in PENDING until other jobs finish (seed 004 §6).
+// The job stays PENDING until they are done; then it becomes SCHEDULED (or DELAYED, if its
+// `at` is still ahead). With AFTER, a dependency ending FAILED, DEAD_LETTER or CANCELLED
+// gives the dependent that same state (and so on down the graph). The dependent runs at the
+// highest priority among itself and its dependencies. At most 1000 dependencies, a chain at
+// most 100 deep, no cycles; every jid must exist (INVALID_ARGUMENT naming the field otherwise).
 type Dependencies struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How the dependencies' outcomes gate this job; default AFTER.
 	Type DependencyType `protobuf:"varint,1,opt,name=type,proto3,enum=worq.v1.DependencyType" json:"type,omitempty"`
-	// Existing jobs this job waits for. At most 1000 in all.
+	// Existing jobs this job waits for.
 	Jids []string `protobuf:"bytes,2,rep,name=jids,proto3" json:"jids,omitempty"`
 	// Jobs of the same SubmitBatch this job waits for, by their JobSpec.batch_ref.
 	BatchRefs     []string `protobuf:"bytes,3,rep,name=batch_refs,json=batchRefs,proto3" json:"batch_refs,omitempty"`
@@ -616,15 +621,18 @@ type JobSpec struct {
 	// submitted within the server's idempotency window (default 24 h, `--idempotency-window`),
 	// a submit returns that job's jid with `duplicate: true` and creates nothing. 1–256 chars.
 	IdempotencyKey string `protobuf:"bytes,15,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	// Jobs this one waits for. Not built yet: setting it is refused with UNIMPLEMENTED.
+	// Jobs this one waits for (seed 004 §6); see Dependencies.
 	DependsOn *Dependencies `protobuf:"bytes,16,opt,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
-	// Name of this job inside a SubmitBatch, for Dependencies.batch_refs; unique in the batch.
-	// Not built yet: setting it is refused with UNIMPLEMENTED.
+	// Name of this job inside a SubmitBatch, for Dependencies.batch_refs; unique in the batch,
+	// 1–128 chars. Only meaningful in SubmitBatch.
 	BatchRef string `protobuf:"bytes,17,opt,name=batch_ref,json=batchRef,proto3" json:"batch_ref,omitempty"`
 	// User labels (seed 004), at most 64 entries; keys 1–128 chars, values at most 1024 chars.
 	Tags map[string]string `protobuf:"bytes,18,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Trace correlation id, at most 256 chars; stored and returned unchanged.
 	CorrelationId string `protobuf:"bytes,19,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
+	// FAN_OUT (seed 004 §6): the job that spawned this one, usually the running job whose handler
+	// submits it. Must exist. Shown on the child as `parent_jid`.
+	ParentJid string `protobuf:"bytes,21,opt,name=parent_jid,json=parentJid,proto3" json:"parent_jid,omitempty"`
 	// Webhook POSTed when the job reaches a terminal state.
 	// Not built yet: setting it is refused with UNIMPLEMENTED.
 	CallbackUrl   string `protobuf:"bytes,20,opt,name=callback_url,json=callbackUrl,proto3" json:"callback_url,omitempty"`
@@ -791,6 +799,13 @@ func (x *JobSpec) GetTags() map[string]string {
 func (x *JobSpec) GetCorrelationId() string {
 	if x != nil {
 		return x.CorrelationId
+	}
+	return ""
+}
+
+func (x *JobSpec) GetParentJid() string {
+	if x != nil {
+		return x.ParentJid
 	}
 	return ""
 }
@@ -966,6 +981,14 @@ type Job struct {
 	WorkerId string `protobuf:"bytes,29,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// See JobSpec.idempotency_key.
 	IdempotencyKey string `protobuf:"bytes,32,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// See JobSpec.parent_jid.
+	ParentJid string `protobuf:"bytes,33,opt,name=parent_jid,json=parentJid,proto3" json:"parent_jid,omitempty"`
+	// The jobs this one waits (or waited) for, and how.
+	DependencyType DependencyType `protobuf:"varint,34,opt,name=dependency_type,json=dependencyType,proto3,enum=worq.v1.DependencyType" json:"dependency_type,omitempty"`
+	// See dependency_type.
+	DependsOn []string `protobuf:"bytes,35,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
+	// While PENDING: the dependencies not finished yet.
+	WaitingOn []string `protobuf:"bytes,36,rep,name=waiting_on,json=waitingOn,proto3" json:"waiting_on,omitempty"`
 	// created_at + ttl: when an unfinished job is evicted, or a finished one deleted.
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,30,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// See JobSpec.ttl (the default resolved).
@@ -1214,6 +1237,34 @@ func (x *Job) GetIdempotencyKey() string {
 	return ""
 }
 
+func (x *Job) GetParentJid() string {
+	if x != nil {
+		return x.ParentJid
+	}
+	return ""
+}
+
+func (x *Job) GetDependencyType() DependencyType {
+	if x != nil {
+		return x.DependencyType
+	}
+	return DependencyType_DEPENDENCY_TYPE_UNSPECIFIED
+}
+
+func (x *Job) GetDependsOn() []string {
+	if x != nil {
+		return x.DependsOn
+	}
+	return nil
+}
+
+func (x *Job) GetWaitingOn() []string {
+	if x != nil {
+		return x.WaitingOn
+	}
+	return nil
+}
+
 func (x *Job) GetExpiresAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ExpiresAt
@@ -1252,7 +1303,7 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\x0e2\x17.worq.v1.DependencyTypeR\x04type\x12\x12\n" +
 	"\x04jids\x18\x02 \x03(\tR\x04jids\x12\x1d\n" +
 	"\n" +
-	"batch_refs\x18\x03 \x03(\tR\tbatchRefs\"\x95\a\n" +
+	"batch_refs\x18\x03 \x03(\tR\tbatchRefs\"\xb4\a\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12.\n" +
@@ -1275,7 +1326,9 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"depends_on\x18\x10 \x01(\v2\x15.worq.v1.DependenciesR\tdependsOn\x12\x1b\n" +
 	"\tbatch_ref\x18\x11 \x01(\tR\bbatchRef\x12.\n" +
 	"\x04tags\x18\x12 \x03(\v2\x1a.worq.v1.JobSpec.TagsEntryR\x04tags\x12%\n" +
-	"\x0ecorrelation_id\x18\x13 \x01(\tR\rcorrelationId\x12!\n" +
+	"\x0ecorrelation_id\x18\x13 \x01(\tR\rcorrelationId\x12\x1d\n" +
+	"\n" +
+	"parent_jid\x18\x15 \x01(\tR\tparentJid\x12!\n" +
 	"\fcallback_url\x18\x14 \x01(\tR\vcallbackUrl\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -1289,7 +1342,7 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12\x18\n" +
 	"\aerrtype\x18\x05 \x01(\tR\aerrtype\x12\x1c\n" +
 	"\tbacktrace\x18\x06 \x03(\tR\tbacktrace\x124\n" +
-	"\bcategory\x18\a \x01(\x0e2\x18.worq.v1.FailureCategoryR\bcategory\"\xcd\v\n" +
+	"\bcategory\x18\a \x01(\x0e2\x18.worq.v1.FailureCategoryR\bcategory\"\xec\f\n" +
 	"\x03Job\x12\x10\n" +
 	"\x03jid\x18\x01 \x01(\tR\x03jid\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
@@ -1326,7 +1379,14 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\x12previous_lease_ids\x18\x1b \x03(\tR\x10previousLeaseIds\x12D\n" +
 	"\x10lease_expires_at\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12\x1b\n" +
 	"\tworker_id\x18\x1d \x01(\tR\bworkerId\x12'\n" +
-	"\x0fidempotency_key\x18  \x01(\tR\x0eidempotencyKey\x129\n" +
+	"\x0fidempotency_key\x18  \x01(\tR\x0eidempotencyKey\x12\x1d\n" +
+	"\n" +
+	"parent_jid\x18! \x01(\tR\tparentJid\x12@\n" +
+	"\x0fdependency_type\x18\" \x01(\x0e2\x17.worq.v1.DependencyTypeR\x0edependencyType\x12\x1d\n" +
+	"\n" +
+	"depends_on\x18# \x03(\tR\tdependsOn\x12\x1d\n" +
+	"\n" +
+	"waiting_on\x18$ \x03(\tR\twaitingOn\x129\n" +
 	"\n" +
 	"expires_at\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12+\n" +
 	"\x03ttl\x18\x1f \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x1a7\n" +
@@ -1445,13 +1505,14 @@ var file_worq_v1_job_proto_depIdxs = []int32{
 	16, // 35: worq.v1.Job.updated_at:type_name -> google.protobuf.Timestamp
 	16, // 36: worq.v1.Job.completed_at:type_name -> google.protobuf.Timestamp
 	16, // 37: worq.v1.Job.lease_expires_at:type_name -> google.protobuf.Timestamp
-	16, // 38: worq.v1.Job.expires_at:type_name -> google.protobuf.Timestamp
-	13, // 39: worq.v1.Job.ttl:type_name -> google.protobuf.Duration
-	40, // [40:40] is the sub-list for method output_type
-	40, // [40:40] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	5,  // 38: worq.v1.Job.dependency_type:type_name -> worq.v1.DependencyType
+	16, // 39: worq.v1.Job.expires_at:type_name -> google.protobuf.Timestamp
+	13, // 40: worq.v1.Job.ttl:type_name -> google.protobuf.Duration
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_worq_v1_job_proto_init() }

@@ -22,6 +22,60 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// BatchShape is a dependency pattern over the jobs of one SubmitBatch (seed 004 §6).
+type BatchShape int32
+
+const (
+	// No implied dependencies: each job's own `depends_on` only.
+	BatchShape_BATCH_SHAPE_UNSPECIFIED BatchShape = 0
+	// CHAIN: each job runs AFTER the one before it; a failure stops the rest (they take its state).
+	BatchShape_BATCH_SHAPE_CHAIN BatchShape = 1
+	// FAN_IN: the last job runs AFTER all the others (e.g. children submitted by a running
+	// parent, then a job that gathers their results).
+	BatchShape_BATCH_SHAPE_FAN_IN BatchShape = 2
+)
+
+// Enum value maps for BatchShape.
+var (
+	BatchShape_name = map[int32]string{
+		0: "BATCH_SHAPE_UNSPECIFIED",
+		1: "BATCH_SHAPE_CHAIN",
+		2: "BATCH_SHAPE_FAN_IN",
+	}
+	BatchShape_value = map[string]int32{
+		"BATCH_SHAPE_UNSPECIFIED": 0,
+		"BATCH_SHAPE_CHAIN":       1,
+		"BATCH_SHAPE_FAN_IN":      2,
+	}
+)
+
+func (x BatchShape) Enum() *BatchShape {
+	p := new(BatchShape)
+	*p = x
+	return p
+}
+
+func (x BatchShape) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BatchShape) Descriptor() protoreflect.EnumDescriptor {
+	return file_worq_v1_producer_service_proto_enumTypes[0].Descriptor()
+}
+
+func (BatchShape) Type() protoreflect.EnumType {
+	return &file_worq_v1_producer_service_proto_enumTypes[0]
+}
+
+func (x BatchShape) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BatchShape.Descriptor instead.
+func (BatchShape) EnumDescriptor() ([]byte, []int) {
+	return file_worq_v1_producer_service_proto_rawDescGZIP(), []int{0}
+}
+
 // SubmitRequest carries one job.
 type SubmitRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -136,7 +190,9 @@ func (x *SubmitResponse) GetState() JobState {
 type SubmitBatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1 to 10,000 jobs.
-	Jobs          []*JobSpec `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	Jobs []*JobSpec `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// A dependency pattern to apply on top of each job's own `depends_on`.
+	Shape         BatchShape `protobuf:"varint,2,opt,name=shape,proto3,enum=worq.v1.BatchShape" json:"shape,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -176,6 +232,13 @@ func (x *SubmitBatchRequest) GetJobs() []*JobSpec {
 		return x.Jobs
 	}
 	return nil
+}
+
+func (x *SubmitBatchRequest) GetShape() BatchShape {
+	if x != nil {
+		return x.Shape
+	}
+	return BatchShape_BATCH_SHAPE_UNSPECIFIED
 }
 
 // SubmitBatchResponse answers in request order.
@@ -528,9 +591,10 @@ const file_worq_v1_producer_service_proto_rawDesc = "" +
 	"\x0eSubmitResponse\x12\x10\n" +
 	"\x03jid\x18\x01 \x01(\tR\x03jid\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x12'\n" +
-	"\x05state\x18\x03 \x01(\x0e2\x11.worq.v1.JobStateR\x05state\":\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x11.worq.v1.JobStateR\x05state\"e\n" +
 	"\x12SubmitBatchRequest\x12$\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x10.worq.v1.JobSpecR\x04jobs\"B\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x10.worq.v1.JobSpecR\x04jobs\x12)\n" +
+	"\x05shape\x18\x02 \x01(\x0e2\x13.worq.v1.BatchShapeR\x05shape\"B\n" +
 	"\x13SubmitBatchResponse\x12+\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x17.worq.v1.SubmitResponseR\x04jobs\"n\n" +
 	"\n" +
@@ -547,7 +611,12 @@ const file_worq_v1_producer_service_proto_rawDesc = "" +
 	"\rCancelRequest\x12\x10\n" +
 	"\x03jid\x18\x01 \x01(\tR\x03jid\"0\n" +
 	"\x0eCancelResponse\x12\x1e\n" +
-	"\x03job\x18\x01 \x01(\v2\f.worq.v1.JobR\x03job2\xc7\x02\n" +
+	"\x03job\x18\x01 \x01(\v2\f.worq.v1.JobR\x03job*X\n" +
+	"\n" +
+	"BatchShape\x12\x1b\n" +
+	"\x17BATCH_SHAPE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11BATCH_SHAPE_CHAIN\x10\x01\x12\x16\n" +
+	"\x12BATCH_SHAPE_FAN_IN\x10\x022\xc7\x02\n" +
 	"\x0fProducerService\x129\n" +
 	"\x06Submit\x12\x16.worq.v1.SubmitRequest\x1a\x17.worq.v1.SubmitResponse\x12H\n" +
 	"\vSubmitBatch\x12\x1b.worq.v1.SubmitBatchRequest\x1a\x1c.worq.v1.SubmitBatchResponse\x120\n" +
@@ -568,49 +637,52 @@ func file_worq_v1_producer_service_proto_rawDescGZIP() []byte {
 	return file_worq_v1_producer_service_proto_rawDescData
 }
 
+var file_worq_v1_producer_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_worq_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_worq_v1_producer_service_proto_goTypes = []any{
-	(*SubmitRequest)(nil),       // 0: worq.v1.SubmitRequest
-	(*SubmitResponse)(nil),      // 1: worq.v1.SubmitResponse
-	(*SubmitBatchRequest)(nil),  // 2: worq.v1.SubmitBatchRequest
-	(*SubmitBatchResponse)(nil), // 3: worq.v1.SubmitBatchResponse
-	(*RunRequest)(nil),          // 4: worq.v1.RunRequest
-	(*RunResponse)(nil),         // 5: worq.v1.RunResponse
-	(*GetResultRequest)(nil),    // 6: worq.v1.GetResultRequest
-	(*GetResultResponse)(nil),   // 7: worq.v1.GetResultResponse
-	(*CancelRequest)(nil),       // 8: worq.v1.CancelRequest
-	(*CancelResponse)(nil),      // 9: worq.v1.CancelResponse
-	(*JobSpec)(nil),             // 10: worq.v1.JobSpec
-	(JobState)(0),               // 11: worq.v1.JobState
-	(*durationpb.Duration)(nil), // 12: google.protobuf.Duration
-	(*Job)(nil),                 // 13: worq.v1.Job
+	(BatchShape)(0),             // 0: worq.v1.BatchShape
+	(*SubmitRequest)(nil),       // 1: worq.v1.SubmitRequest
+	(*SubmitResponse)(nil),      // 2: worq.v1.SubmitResponse
+	(*SubmitBatchRequest)(nil),  // 3: worq.v1.SubmitBatchRequest
+	(*SubmitBatchResponse)(nil), // 4: worq.v1.SubmitBatchResponse
+	(*RunRequest)(nil),          // 5: worq.v1.RunRequest
+	(*RunResponse)(nil),         // 6: worq.v1.RunResponse
+	(*GetResultRequest)(nil),    // 7: worq.v1.GetResultRequest
+	(*GetResultResponse)(nil),   // 8: worq.v1.GetResultResponse
+	(*CancelRequest)(nil),       // 9: worq.v1.CancelRequest
+	(*CancelResponse)(nil),      // 10: worq.v1.CancelResponse
+	(*JobSpec)(nil),             // 11: worq.v1.JobSpec
+	(JobState)(0),               // 12: worq.v1.JobState
+	(*durationpb.Duration)(nil), // 13: google.protobuf.Duration
+	(*Job)(nil),                 // 14: worq.v1.Job
 }
 var file_worq_v1_producer_service_proto_depIdxs = []int32{
-	10, // 0: worq.v1.SubmitRequest.job:type_name -> worq.v1.JobSpec
-	11, // 1: worq.v1.SubmitResponse.state:type_name -> worq.v1.JobState
-	10, // 2: worq.v1.SubmitBatchRequest.jobs:type_name -> worq.v1.JobSpec
-	1,  // 3: worq.v1.SubmitBatchResponse.jobs:type_name -> worq.v1.SubmitResponse
-	10, // 4: worq.v1.RunRequest.job:type_name -> worq.v1.JobSpec
-	12, // 5: worq.v1.RunRequest.wait_timeout:type_name -> google.protobuf.Duration
-	13, // 6: worq.v1.RunResponse.job:type_name -> worq.v1.Job
-	12, // 7: worq.v1.GetResultRequest.wait_timeout:type_name -> google.protobuf.Duration
-	13, // 8: worq.v1.GetResultResponse.job:type_name -> worq.v1.Job
-	13, // 9: worq.v1.CancelResponse.job:type_name -> worq.v1.Job
-	0,  // 10: worq.v1.ProducerService.Submit:input_type -> worq.v1.SubmitRequest
-	2,  // 11: worq.v1.ProducerService.SubmitBatch:input_type -> worq.v1.SubmitBatchRequest
-	4,  // 12: worq.v1.ProducerService.Run:input_type -> worq.v1.RunRequest
-	6,  // 13: worq.v1.ProducerService.GetResult:input_type -> worq.v1.GetResultRequest
-	8,  // 14: worq.v1.ProducerService.Cancel:input_type -> worq.v1.CancelRequest
-	1,  // 15: worq.v1.ProducerService.Submit:output_type -> worq.v1.SubmitResponse
-	3,  // 16: worq.v1.ProducerService.SubmitBatch:output_type -> worq.v1.SubmitBatchResponse
-	5,  // 17: worq.v1.ProducerService.Run:output_type -> worq.v1.RunResponse
-	7,  // 18: worq.v1.ProducerService.GetResult:output_type -> worq.v1.GetResultResponse
-	9,  // 19: worq.v1.ProducerService.Cancel:output_type -> worq.v1.CancelResponse
-	15, // [15:20] is the sub-list for method output_type
-	10, // [10:15] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	11, // 0: worq.v1.SubmitRequest.job:type_name -> worq.v1.JobSpec
+	12, // 1: worq.v1.SubmitResponse.state:type_name -> worq.v1.JobState
+	11, // 2: worq.v1.SubmitBatchRequest.jobs:type_name -> worq.v1.JobSpec
+	0,  // 3: worq.v1.SubmitBatchRequest.shape:type_name -> worq.v1.BatchShape
+	2,  // 4: worq.v1.SubmitBatchResponse.jobs:type_name -> worq.v1.SubmitResponse
+	11, // 5: worq.v1.RunRequest.job:type_name -> worq.v1.JobSpec
+	13, // 6: worq.v1.RunRequest.wait_timeout:type_name -> google.protobuf.Duration
+	14, // 7: worq.v1.RunResponse.job:type_name -> worq.v1.Job
+	13, // 8: worq.v1.GetResultRequest.wait_timeout:type_name -> google.protobuf.Duration
+	14, // 9: worq.v1.GetResultResponse.job:type_name -> worq.v1.Job
+	14, // 10: worq.v1.CancelResponse.job:type_name -> worq.v1.Job
+	1,  // 11: worq.v1.ProducerService.Submit:input_type -> worq.v1.SubmitRequest
+	3,  // 12: worq.v1.ProducerService.SubmitBatch:input_type -> worq.v1.SubmitBatchRequest
+	5,  // 13: worq.v1.ProducerService.Run:input_type -> worq.v1.RunRequest
+	7,  // 14: worq.v1.ProducerService.GetResult:input_type -> worq.v1.GetResultRequest
+	9,  // 15: worq.v1.ProducerService.Cancel:input_type -> worq.v1.CancelRequest
+	2,  // 16: worq.v1.ProducerService.Submit:output_type -> worq.v1.SubmitResponse
+	4,  // 17: worq.v1.ProducerService.SubmitBatch:output_type -> worq.v1.SubmitBatchResponse
+	6,  // 18: worq.v1.ProducerService.Run:output_type -> worq.v1.RunResponse
+	8,  // 19: worq.v1.ProducerService.GetResult:output_type -> worq.v1.GetResultResponse
+	10, // 20: worq.v1.ProducerService.Cancel:output_type -> worq.v1.CancelResponse
+	16, // [16:21] is the sub-list for method output_type
+	11, // [11:16] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_worq_v1_producer_service_proto_init() }
@@ -624,13 +696,14 @@ func file_worq_v1_producer_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worq_v1_producer_service_proto_rawDesc), len(file_worq_v1_producer_service_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_worq_v1_producer_service_proto_goTypes,
 		DependencyIndexes: file_worq_v1_producer_service_proto_depIdxs,
+		EnumInfos:         file_worq_v1_producer_service_proto_enumTypes,
 		MessageInfos:      file_worq_v1_producer_service_proto_msgTypes,
 	}.Build()
 	File_worq_v1_producer_service_proto = out.File

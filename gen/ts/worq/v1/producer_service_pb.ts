@@ -2,8 +2,8 @@
 // @generated from file worq/v1/producer_service.proto (package worq.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Duration } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
 import type { Job, JobSpec, JobState } from "./job_pb.js";
@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file worq/v1/producer_service.proto.
  */
 export const file_worq_v1_producer_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch53b3JxL3YxL3Byb2R1Y2VyX3NlcnZpY2UucHJvdG8SB3dvcnEudjEiLgoNU3VibWl0UmVxdWVzdBIdCgNqb2IYASABKAsyEC53b3JxLnYxLkpvYlNwZWMiUgoOU3VibWl0UmVzcG9uc2USCwoDamlkGAEgASgJEhEKCWR1cGxpY2F0ZRgCIAEoCBIgCgVzdGF0ZRgDIAEoDjIRLndvcnEudjEuSm9iU3RhdGUiNAoSU3VibWl0QmF0Y2hSZXF1ZXN0Eh4KBGpvYnMYASADKAsyEC53b3JxLnYxLkpvYlNwZWMiPAoTU3VibWl0QmF0Y2hSZXNwb25zZRIlCgRqb2JzGAEgAygLMhcud29ycS52MS5TdWJtaXRSZXNwb25zZSJcCgpSdW5SZXF1ZXN0Eh0KA2pvYhgBIAEoCzIQLndvcnEudjEuSm9iU3BlYxIvCgx3YWl0X3RpbWVvdXQYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iKAoLUnVuUmVzcG9uc2USGQoDam9iGAEgASgLMgwud29ycS52MS5Kb2IiUAoQR2V0UmVzdWx0UmVxdWVzdBILCgNqaWQYASABKAkSLwoMd2FpdF90aW1lb3V0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIi4KEUdldFJlc3VsdFJlc3BvbnNlEhkKA2pvYhgBIAEoCzIMLndvcnEudjEuSm9iIhwKDUNhbmNlbFJlcXVlc3QSCwoDamlkGAEgASgJIisKDkNhbmNlbFJlc3BvbnNlEhkKA2pvYhgBIAEoCzIMLndvcnEudjEuSm9iMscCCg9Qcm9kdWNlclNlcnZpY2USOQoGU3VibWl0EhYud29ycS52MS5TdWJtaXRSZXF1ZXN0Ghcud29ycS52MS5TdWJtaXRSZXNwb25zZRJICgtTdWJtaXRCYXRjaBIbLndvcnEudjEuU3VibWl0QmF0Y2hSZXF1ZXN0Ghwud29ycS52MS5TdWJtaXRCYXRjaFJlc3BvbnNlEjAKA1J1bhITLndvcnEudjEuUnVuUmVxdWVzdBoULndvcnEudjEuUnVuUmVzcG9uc2USQgoJR2V0UmVzdWx0Ehkud29ycS52MS5HZXRSZXN1bHRSZXF1ZXN0Ghoud29ycS52MS5HZXRSZXN1bHRSZXNwb25zZRI5CgZDYW5jZWwSFi53b3JxLnYxLkNhbmNlbFJlcXVlc3QaFy53b3JxLnYxLkNhbmNlbFJlc3BvbnNlQpABCgtjb20ud29ycS52MUIUUHJvZHVjZXJTZXJ2aWNlUHJvdG9QAVouZ2l0aHViLmNvbS93b3JxLWRldi93b3JxL2dlbi9nby93b3JxL3YxO3dvcnF2MaICA1dYWKoCB1dvcnEuVjHKAgdXb3JxXFYx4gITV29ycVxWMVxHUEJNZXRhZGF0YeoCCFdvcnE6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_worq_v1_job]);
+  fileDesc("Ch53b3JxL3YxL3Byb2R1Y2VyX3NlcnZpY2UucHJvdG8SB3dvcnEudjEiLgoNU3VibWl0UmVxdWVzdBIdCgNqb2IYASABKAsyEC53b3JxLnYxLkpvYlNwZWMiUgoOU3VibWl0UmVzcG9uc2USCwoDamlkGAEgASgJEhEKCWR1cGxpY2F0ZRgCIAEoCBIgCgVzdGF0ZRgDIAEoDjIRLndvcnEudjEuSm9iU3RhdGUiWAoSU3VibWl0QmF0Y2hSZXF1ZXN0Eh4KBGpvYnMYASADKAsyEC53b3JxLnYxLkpvYlNwZWMSIgoFc2hhcGUYAiABKA4yEy53b3JxLnYxLkJhdGNoU2hhcGUiPAoTU3VibWl0QmF0Y2hSZXNwb25zZRIlCgRqb2JzGAEgAygLMhcud29ycS52MS5TdWJtaXRSZXNwb25zZSJcCgpSdW5SZXF1ZXN0Eh0KA2pvYhgBIAEoCzIQLndvcnEudjEuSm9iU3BlYxIvCgx3YWl0X3RpbWVvdXQYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iKAoLUnVuUmVzcG9uc2USGQoDam9iGAEgASgLMgwud29ycS52MS5Kb2IiUAoQR2V0UmVzdWx0UmVxdWVzdBILCgNqaWQYASABKAkSLwoMd2FpdF90aW1lb3V0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIi4KEUdldFJlc3VsdFJlc3BvbnNlEhkKA2pvYhgBIAEoCzIMLndvcnEudjEuSm9iIhwKDUNhbmNlbFJlcXVlc3QSCwoDamlkGAEgASgJIisKDkNhbmNlbFJlc3BvbnNlEhkKA2pvYhgBIAEoCzIMLndvcnEudjEuSm9iKlgKCkJhdGNoU2hhcGUSGwoXQkFUQ0hfU0hBUEVfVU5TUEVDSUZJRUQQABIVChFCQVRDSF9TSEFQRV9DSEFJThABEhYKEkJBVENIX1NIQVBFX0ZBTl9JThACMscCCg9Qcm9kdWNlclNlcnZpY2USOQoGU3VibWl0EhYud29ycS52MS5TdWJtaXRSZXF1ZXN0Ghcud29ycS52MS5TdWJtaXRSZXNwb25zZRJICgtTdWJtaXRCYXRjaBIbLndvcnEudjEuU3VibWl0QmF0Y2hSZXF1ZXN0Ghwud29ycS52MS5TdWJtaXRCYXRjaFJlc3BvbnNlEjAKA1J1bhITLndvcnEudjEuUnVuUmVxdWVzdBoULndvcnEudjEuUnVuUmVzcG9uc2USQgoJR2V0UmVzdWx0Ehkud29ycS52MS5HZXRSZXN1bHRSZXF1ZXN0Ghoud29ycS52MS5HZXRSZXN1bHRSZXNwb25zZRI5CgZDYW5jZWwSFi53b3JxLnYxLkNhbmNlbFJlcXVlc3QaFy53b3JxLnYxLkNhbmNlbFJlc3BvbnNlQpABCgtjb20ud29ycS52MUIUUHJvZHVjZXJTZXJ2aWNlUHJvdG9QAVouZ2l0aHViLmNvbS93b3JxLWRldi93b3JxL2dlbi9nby93b3JxL3YxO3dvcnF2MaICA1dYWKoCB1dvcnEuVjHKAgdXb3JxXFYx4gITV29ycVxWMVxHUEJNZXRhZGF0YeoCCFdvcnE6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_worq_v1_job]);
 
 /**
  * SubmitRequest carries one job.
@@ -84,6 +84,13 @@ export type SubmitBatchRequest = Message<"worq.v1.SubmitBatchRequest"> & {
    * @generated from field: repeated worq.v1.JobSpec jobs = 1;
    */
   jobs: JobSpec[];
+
+  /**
+   * A dependency pattern to apply on top of each job's own `depends_on`.
+   *
+   * @generated from field: worq.v1.BatchShape shape = 2;
+   */
+  shape: BatchShape;
 };
 
 /**
@@ -253,6 +260,41 @@ export type CancelResponse = Message<"worq.v1.CancelResponse"> & {
  */
 export const CancelResponseSchema: GenMessage<CancelResponse> = /*@__PURE__*/
   messageDesc(file_worq_v1_producer_service, 9);
+
+/**
+ * BatchShape is a dependency pattern over the jobs of one SubmitBatch (seed 004 §6).
+ *
+ * @generated from enum worq.v1.BatchShape
+ */
+export enum BatchShape {
+  /**
+   * No implied dependencies: each job's own `depends_on` only.
+   *
+   * @generated from enum value: BATCH_SHAPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * CHAIN: each job runs AFTER the one before it; a failure stops the rest (they take its state).
+   *
+   * @generated from enum value: BATCH_SHAPE_CHAIN = 1;
+   */
+  CHAIN = 1,
+
+  /**
+   * FAN_IN: the last job runs AFTER all the others (e.g. children submitted by a running
+   * parent, then a job that gathers their results).
+   *
+   * @generated from enum value: BATCH_SHAPE_FAN_IN = 2;
+   */
+  FAN_IN = 2,
+}
+
+/**
+ * Describes the enum worq.v1.BatchShape.
+ */
+export const BatchShapeSchema: GenEnum<BatchShape> = /*@__PURE__*/
+  enumDesc(file_worq_v1_producer_service, 0);
 
 /**
  * ProducerService is what applications call to create jobs and follow them.

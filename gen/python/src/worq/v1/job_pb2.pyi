@@ -125,7 +125,7 @@ class Dependencies(_message.Message):
     def __init__(self, type: _Optional[_Union[DependencyType, str]] = ..., jids: _Optional[_Iterable[str]] = ..., batch_refs: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("type", "queue", "args", "kwargs", "payload", "custom", "priority", "at", "delay", "reserve_for", "execution_timeout", "ttl", "retry", "backtrace", "idempotency_key", "depends_on", "batch_ref", "tags", "correlation_id", "callback_url")
+    __slots__ = ("type", "queue", "args", "kwargs", "payload", "custom", "priority", "at", "delay", "reserve_for", "execution_timeout", "ttl", "retry", "backtrace", "idempotency_key", "depends_on", "batch_ref", "tags", "correlation_id", "parent_jid", "callback_url")
     class TagsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -152,6 +152,7 @@ class JobSpec(_message.Message):
     BATCH_REF_FIELD_NUMBER: _ClassVar[int]
     TAGS_FIELD_NUMBER: _ClassVar[int]
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    PARENT_JID_FIELD_NUMBER: _ClassVar[int]
     CALLBACK_URL_FIELD_NUMBER: _ClassVar[int]
     type: str
     queue: str
@@ -172,8 +173,9 @@ class JobSpec(_message.Message):
     batch_ref: str
     tags: _containers.ScalarMap[str, str]
     correlation_id: str
+    parent_jid: str
     callback_url: str
-    def __init__(self, type: _Optional[str] = ..., queue: _Optional[str] = ..., args: _Optional[_Union[_struct_pb2.ListValue, _Mapping]] = ..., kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., payload: _Optional[bytes] = ..., custom: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., priority: _Optional[_Union[Priority, str]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., reserve_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., backtrace: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., depends_on: _Optional[_Union[Dependencies, _Mapping]] = ..., batch_ref: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., correlation_id: _Optional[str] = ..., callback_url: _Optional[str] = ...) -> None: ...
+    def __init__(self, type: _Optional[str] = ..., queue: _Optional[str] = ..., args: _Optional[_Union[_struct_pb2.ListValue, _Mapping]] = ..., kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., payload: _Optional[bytes] = ..., custom: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., priority: _Optional[_Union[Priority, str]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., reserve_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., backtrace: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., depends_on: _Optional[_Union[Dependencies, _Mapping]] = ..., batch_ref: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., correlation_id: _Optional[str] = ..., parent_jid: _Optional[str] = ..., callback_url: _Optional[str] = ...) -> None: ...
 
 class Failure(_message.Message):
     __slots__ = ("failed_at", "retried_at", "retry_count", "message", "errtype", "backtrace", "category")
@@ -194,7 +196,7 @@ class Failure(_message.Message):
     def __init__(self, failed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retried_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retry_count: _Optional[int] = ..., message: _Optional[str] = ..., errtype: _Optional[str] = ..., backtrace: _Optional[_Iterable[str]] = ..., category: _Optional[_Union[FailureCategory, str]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("jid", "type", "queue", "state", "attempt", "args", "kwargs", "payload", "custom", "priority", "at", "reserve_for", "execution_timeout", "retry", "backtrace", "tags", "correlation_id", "fails", "failure", "created_at", "enqueued_at", "scheduled_at", "started_at", "updated_at", "completed_at", "result", "previous_lease_ids", "lease_expires_at", "worker_id", "idempotency_key", "expires_at", "ttl")
+    __slots__ = ("jid", "type", "queue", "state", "attempt", "args", "kwargs", "payload", "custom", "priority", "at", "reserve_for", "execution_timeout", "retry", "backtrace", "tags", "correlation_id", "fails", "failure", "created_at", "enqueued_at", "scheduled_at", "started_at", "updated_at", "completed_at", "result", "previous_lease_ids", "lease_expires_at", "worker_id", "idempotency_key", "parent_jid", "dependency_type", "depends_on", "waiting_on", "expires_at", "ttl")
     class TagsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -232,6 +234,10 @@ class Job(_message.Message):
     LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    PARENT_JID_FIELD_NUMBER: _ClassVar[int]
+    DEPENDENCY_TYPE_FIELD_NUMBER: _ClassVar[int]
+    DEPENDS_ON_FIELD_NUMBER: _ClassVar[int]
+    WAITING_ON_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     TTL_FIELD_NUMBER: _ClassVar[int]
     jid: str
@@ -264,6 +270,10 @@ class Job(_message.Message):
     lease_expires_at: _timestamp_pb2.Timestamp
     worker_id: str
     idempotency_key: str
+    parent_jid: str
+    dependency_type: DependencyType
+    depends_on: _containers.RepeatedScalarFieldContainer[str]
+    waiting_on: _containers.RepeatedScalarFieldContainer[str]
     expires_at: _timestamp_pb2.Timestamp
     ttl: _duration_pb2.Duration
-    def __init__(self, jid: _Optional[str] = ..., type: _Optional[str] = ..., queue: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., attempt: _Optional[int] = ..., args: _Optional[_Union[_struct_pb2.ListValue, _Mapping]] = ..., kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., payload: _Optional[bytes] = ..., custom: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., priority: _Optional[_Union[Priority, str]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reserve_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., backtrace: _Optional[int] = ..., tags: _Optional[_Mapping[str, str]] = ..., correlation_id: _Optional[str] = ..., fails: _Optional[int] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[bytes] = ..., previous_lease_ids: _Optional[_Iterable[str]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., worker_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    def __init__(self, jid: _Optional[str] = ..., type: _Optional[str] = ..., queue: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., attempt: _Optional[int] = ..., args: _Optional[_Union[_struct_pb2.ListValue, _Mapping]] = ..., kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., payload: _Optional[bytes] = ..., custom: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., priority: _Optional[_Union[Priority, str]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reserve_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., backtrace: _Optional[int] = ..., tags: _Optional[_Mapping[str, str]] = ..., correlation_id: _Optional[str] = ..., fails: _Optional[int] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[bytes] = ..., previous_lease_ids: _Optional[_Iterable[str]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., worker_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., parent_jid: _Optional[str] = ..., dependency_type: _Optional[_Union[DependencyType, str]] = ..., depends_on: _Optional[_Iterable[str]] = ..., waiting_on: _Optional[_Iterable[str]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...

@@ -26,7 +26,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from worq.v1 import job_pb2 as worq_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eworq/v1/producer_service.proto\x12\x07worq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x11worq/v1/job.proto\"3\n\rSubmitRequest\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x10.worq.v1.JobSpecR\x03job\"i\n\x0eSubmitResponse\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\x12\x1c\n\tduplicate\x18\x02 \x01(\x08R\tduplicate\x12\'\n\x05state\x18\x03 \x01(\x0e\x32\x11.worq.v1.JobStateR\x05state\":\n\x12SubmitBatchRequest\x12$\n\x04jobs\x18\x01 \x03(\x0b\x32\x10.worq.v1.JobSpecR\x04jobs\"B\n\x13SubmitBatchResponse\x12+\n\x04jobs\x18\x01 \x03(\x0b\x32\x17.worq.v1.SubmitResponseR\x04jobs\"n\n\nRunRequest\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x10.worq.v1.JobSpecR\x03job\x12<\n\x0cwait_timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0bwaitTimeout\"-\n\x0bRunResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x0c.worq.v1.JobR\x03job\"b\n\x10GetResultRequest\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\x12<\n\x0cwait_timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0bwaitTimeout\"3\n\x11GetResultResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x0c.worq.v1.JobR\x03job\"!\n\rCancelRequest\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\"0\n\x0e\x43\x61ncelResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x0c.worq.v1.JobR\x03job2\xc7\x02\n\x0fProducerService\x12\x39\n\x06Submit\x12\x16.worq.v1.SubmitRequest\x1a\x17.worq.v1.SubmitResponse\x12H\n\x0bSubmitBatch\x12\x1b.worq.v1.SubmitBatchRequest\x1a\x1c.worq.v1.SubmitBatchResponse\x12\x30\n\x03Run\x12\x13.worq.v1.RunRequest\x1a\x14.worq.v1.RunResponse\x12\x42\n\tGetResult\x12\x19.worq.v1.GetResultRequest\x1a\x1a.worq.v1.GetResultResponse\x12\x39\n\x06\x43\x61ncel\x12\x16.worq.v1.CancelRequest\x1a\x17.worq.v1.CancelResponseB\x90\x01\n\x0b\x63om.worq.v1B\x14ProducerServiceProtoP\x01Z.github.com/worq-dev/worq/gen/go/worq/v1;worqv1\xa2\x02\x03WXX\xaa\x02\x07Worq.V1\xca\x02\x07Worq\\V1\xe2\x02\x13Worq\\V1\\GPBMetadata\xea\x02\x08Worq::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eworq/v1/producer_service.proto\x12\x07worq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x11worq/v1/job.proto\"3\n\rSubmitRequest\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x10.worq.v1.JobSpecR\x03job\"i\n\x0eSubmitResponse\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\x12\x1c\n\tduplicate\x18\x02 \x01(\x08R\tduplicate\x12\'\n\x05state\x18\x03 \x01(\x0e\x32\x11.worq.v1.JobStateR\x05state\"e\n\x12SubmitBatchRequest\x12$\n\x04jobs\x18\x01 \x03(\x0b\x32\x10.worq.v1.JobSpecR\x04jobs\x12)\n\x05shape\x18\x02 \x01(\x0e\x32\x13.worq.v1.BatchShapeR\x05shape\"B\n\x13SubmitBatchResponse\x12+\n\x04jobs\x18\x01 \x03(\x0b\x32\x17.worq.v1.SubmitResponseR\x04jobs\"n\n\nRunRequest\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x10.worq.v1.JobSpecR\x03job\x12<\n\x0cwait_timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0bwaitTimeout\"-\n\x0bRunResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x0c.worq.v1.JobR\x03job\"b\n\x10GetResultRequest\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\x12<\n\x0cwait_timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0bwaitTimeout\"3\n\x11GetResultResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x0c.worq.v1.JobR\x03job\"!\n\rCancelRequest\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\"0\n\x0e\x43\x61ncelResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x0c.worq.v1.JobR\x03job*X\n\nBatchShape\x12\x1b\n\x17\x42\x41TCH_SHAPE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x42\x41TCH_SHAPE_CHAIN\x10\x01\x12\x16\n\x12\x42\x41TCH_SHAPE_FAN_IN\x10\x02\x32\xc7\x02\n\x0fProducerService\x12\x39\n\x06Submit\x12\x16.worq.v1.SubmitRequest\x1a\x17.worq.v1.SubmitResponse\x12H\n\x0bSubmitBatch\x12\x1b.worq.v1.SubmitBatchRequest\x1a\x1c.worq.v1.SubmitBatchResponse\x12\x30\n\x03Run\x12\x13.worq.v1.RunRequest\x1a\x14.worq.v1.RunResponse\x12\x42\n\tGetResult\x12\x19.worq.v1.GetResultRequest\x1a\x1a.worq.v1.GetResultResponse\x12\x39\n\x06\x43\x61ncel\x12\x16.worq.v1.CancelRequest\x1a\x17.worq.v1.CancelResponseB\x90\x01\n\x0b\x63om.worq.v1B\x14ProducerServiceProtoP\x01Z.github.com/worq-dev/worq/gen/go/worq/v1;worqv1\xa2\x02\x03WXX\xaa\x02\x07Worq.V1\xca\x02\x07Worq\\V1\xe2\x02\x13Worq\\V1\\GPBMetadata\xea\x02\x08Worq::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,26 +34,28 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'worq.v1.producer_service_pb
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\013com.worq.v1B\024ProducerServiceProtoP\001Z.github.com/worq-dev/worq/gen/go/worq/v1;worqv1\242\002\003WXX\252\002\007Worq.V1\312\002\007Worq\\V1\342\002\023Worq\\V1\\GPBMetadata\352\002\010Worq::V1'
+  _globals['_BATCHSHAPE']._serialized_start=822
+  _globals['_BATCHSHAPE']._serialized_end=910
   _globals['_SUBMITREQUEST']._serialized_start=94
   _globals['_SUBMITREQUEST']._serialized_end=145
   _globals['_SUBMITRESPONSE']._serialized_start=147
   _globals['_SUBMITRESPONSE']._serialized_end=252
   _globals['_SUBMITBATCHREQUEST']._serialized_start=254
-  _globals['_SUBMITBATCHREQUEST']._serialized_end=312
-  _globals['_SUBMITBATCHRESPONSE']._serialized_start=314
-  _globals['_SUBMITBATCHRESPONSE']._serialized_end=380
-  _globals['_RUNREQUEST']._serialized_start=382
-  _globals['_RUNREQUEST']._serialized_end=492
-  _globals['_RUNRESPONSE']._serialized_start=494
-  _globals['_RUNRESPONSE']._serialized_end=539
-  _globals['_GETRESULTREQUEST']._serialized_start=541
-  _globals['_GETRESULTREQUEST']._serialized_end=639
-  _globals['_GETRESULTRESPONSE']._serialized_start=641
-  _globals['_GETRESULTRESPONSE']._serialized_end=692
-  _globals['_CANCELREQUEST']._serialized_start=694
-  _globals['_CANCELREQUEST']._serialized_end=727
-  _globals['_CANCELRESPONSE']._serialized_start=729
-  _globals['_CANCELRESPONSE']._serialized_end=777
-  _globals['_PRODUCERSERVICE']._serialized_start=780
-  _globals['_PRODUCERSERVICE']._serialized_end=1107
+  _globals['_SUBMITBATCHREQUEST']._serialized_end=355
+  _globals['_SUBMITBATCHRESPONSE']._serialized_start=357
+  _globals['_SUBMITBATCHRESPONSE']._serialized_end=423
+  _globals['_RUNREQUEST']._serialized_start=425
+  _globals['_RUNREQUEST']._serialized_end=535
+  _globals['_RUNRESPONSE']._serialized_start=537
+  _globals['_RUNRESPONSE']._serialized_end=582
+  _globals['_GETRESULTREQUEST']._serialized_start=584
+  _globals['_GETRESULTREQUEST']._serialized_end=682
+  _globals['_GETRESULTRESPONSE']._serialized_start=684
+  _globals['_GETRESULTRESPONSE']._serialized_end=735
+  _globals['_CANCELREQUEST']._serialized_start=737
+  _globals['_CANCELREQUEST']._serialized_end=770
+  _globals['_CANCELRESPONSE']._serialized_start=772
+  _globals['_CANCELRESPONSE']._serialized_end=820
+  _globals['_PRODUCERSERVICE']._serialized_start=913
+  _globals['_PRODUCERSERVICE']._serialized_end=1240
 # @@protoc_insertion_point(module_scope)

@@ -3,12 +3,22 @@ import datetime
 from google.protobuf import duration_pb2 as _duration_pb2
 from worq.v1 import job_pb2 as _job_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class BatchShape(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BATCH_SHAPE_UNSPECIFIED: _ClassVar[BatchShape]
+    BATCH_SHAPE_CHAIN: _ClassVar[BatchShape]
+    BATCH_SHAPE_FAN_IN: _ClassVar[BatchShape]
+BATCH_SHAPE_UNSPECIFIED: BatchShape
+BATCH_SHAPE_CHAIN: BatchShape
+BATCH_SHAPE_FAN_IN: BatchShape
 
 class SubmitRequest(_message.Message):
     __slots__ = ("job",)
@@ -27,10 +37,12 @@ class SubmitResponse(_message.Message):
     def __init__(self, jid: _Optional[str] = ..., duplicate: _Optional[bool] = ..., state: _Optional[_Union[_job_pb2.JobState, str]] = ...) -> None: ...
 
 class SubmitBatchRequest(_message.Message):
-    __slots__ = ("jobs",)
+    __slots__ = ("jobs", "shape")
     JOBS_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[_job_pb2.JobSpec]
-    def __init__(self, jobs: _Optional[_Iterable[_Union[_job_pb2.JobSpec, _Mapping]]] = ...) -> None: ...
+    shape: BatchShape
+    def __init__(self, jobs: _Optional[_Iterable[_Union[_job_pb2.JobSpec, _Mapping]]] = ..., shape: _Optional[_Union[BatchShape, str]] = ...) -> None: ...
 
 class SubmitBatchResponse(_message.Message):
     __slots__ = ("jobs",)
