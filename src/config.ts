@@ -16,6 +16,8 @@ export interface ServerConfig {
   keepaliveIntervalMs: number;
   /** How long an idempotency key deduplicates submits of its job type. */
   idempotencyWindowMs: number;
+  /** Origins that callback_url webhooks may target; empty = none. */
+  callbackAllow: string[];
   logLevel: LogLevel;
 }
 
@@ -32,6 +34,7 @@ Options (environment variable in brackets):
   --orphan-grace <duration>   how long a disconnected worker keeps its leases [WORQ_ORPHAN_GRACE] (default 10s)
   --keepalive-interval <dur>  keepalive on idle Lease streams [WORQ_KEEPALIVE_INTERVAL] (default 15s, at most 30s)
   --idempotency-window <dur>  how long an idempotency key deduplicates submits [WORQ_IDEMPOTENCY_WINDOW] (default 24h)
+  --callback-allow <origins>  comma-separated origins callback_url may target, e.g. https://hooks.example.com [WORQ_CALLBACK_ALLOW] (default none)
   --log-level <level>         info | warn | error | silent [WORQ_LOG_LEVEL] (default info)
   -h, --help                  show this help
 
@@ -50,6 +53,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       "orphan-grace": { type: "string" },
       "keepalive-interval": { type: "string" },
       "idempotency-window": { type: "string" },
+      "callback-allow": { type: "string" },
       "log-level": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
@@ -66,6 +70,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     orphanGraceMs: parseDurationMs(pick("orphan-grace", "WORQ_ORPHAN_GRACE") ?? "10s", "--orphan-grace"),
     keepaliveIntervalMs: parseDurationMs(pick("keepalive-interval", "WORQ_KEEPALIVE_INTERVAL") ?? "15s", "--keepalive-interval"),
     idempotencyWindowMs: parseDurationMs(pick("idempotency-window", "WORQ_IDEMPOTENCY_WINDOW") ?? "24h", "--idempotency-window"),
+    callbackAllow: parseOrigins(pick("callback-allow", "WORQ_CALLBACK_ALLOW") ?? ""),
     logLevel: parseLogLevel(pick("log-level", "WORQ_LOG_LEVEL") ?? "info"),
   };
   if (config.maxJobBytes < 1 || config.maxJobBytes > LIMITS.maxMaxJobBytes) {
@@ -94,6 +99,23 @@ export function parseDurationMs(text: string, flag: string): number {
   const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(text.trim());
   if (!match) throw new Error(`${flag} must be a duration like 500ms, 10s, 5m or 1h; got ${JSON.stringify(text)}`);
   return Math.round(Number(match[1]) * UNIT_MS[match[2]!]!);
+}
+
+function parseOrigins(text: string): string[] {
+  return text
+    .split(",")
+    .map((part) => part.trim())
+    .filter((part) => part.length > 0)
+    .map((part) => {
+      let url: URL;
+      try {
+        url = new URL(part);
+      } catch {
+        throw new Error(`--callback-allow: ${JSON.stringify(part)} is not an origin like https://hooks.example.com`);
+      }
+      if (url.protocol !== "http:" && url.protocol !== "https:") throw new Error(`--callback-allow: ${part} must be http or https`);
+      return url.origin;
+    });
 }
 
 function parseLogLevel(text: string): LogLevel {

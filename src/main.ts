@@ -14,6 +14,7 @@ import { createProducerService } from "./transport/producer-service.js";
 import { createWorkerService } from "./transport/worker-service.js";
 import { packageRoot, packageVersion } from "./package-root.js";
 import { driveEngineTimers } from "./wakeup.js";
+import { originAllowlist, WebhookSender } from "./callbacks/webhook-sender.js";
 
 export interface RunningServer {
   grpcPort: number;
@@ -27,6 +28,7 @@ const MESSAGE_OVERHEAD_BYTES = 4 * 1024 * 1024;
 /** The composition root: config -> store -> engine -> gRPC server. */
 export async function startServer(config: ServerConfig, log: Logger, onFatal: (error: unknown) => void): Promise<RunningServer> {
   const startedAtMs = systemClock.nowMs();
+  const isCallbackAllowed = originAllowlist(config.callbackAllow);
   const store = new LevelStore(resolve(config.dataDir));
   const engine = new Engine({
     store,
@@ -34,6 +36,7 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
     maxJobBytes: config.maxJobBytes,
     orphanGraceMs: config.orphanGraceMs,
     idempotencyWindowMs: config.idempotencyWindowMs,
+    isCallbackAllowed,
     onFatal: (error) => {
       log.error("storage failed; refusing all work (fail-stop)", { error: String(error) });
       onFatal(error);
@@ -41,6 +44,7 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
   });
   await engine.open();
   const stopTimers = driveEngineTimers(engine);
+  const webhooks = new WebhookSender(engine, log, { isAllowed: isCallbackAllowed });
   const { server, health } = createGrpcServer(
     {
       producer: createProducerService(engine, log),
@@ -66,6 +70,7 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
       health.setStatus("", "NOT_SERVING");
       engine.beginShutdown();
       stopTimers();
+      webhooks.stop();
       await new Promise<void>((done) => {
         const force = setTimeout(() => {
           server.forceShutdown();

@@ -5,7 +5,7 @@ import { isPurgedAtExpiry, isTerminal, type JobBody, type JobMeta, type JobState
 import { LIMITS, isUuidV4 } from "./limits.js";
 import { ReadyQueue } from "./ready-queue.js";
 import { dependencyFailed, transition, type FailureReport, type JobEvent } from "./state-machine.js";
-import type { Counters, IdempotencyClaim, Store, StoreWrite } from "./store.js";
+import type { Counters, IdempotencyClaim, PendingCallback, Store, StoreWrite } from "./store.js";
 import { buildNewJob, checkQueueName, type NewJob } from "./submit-validation.js";
 import { dependencyFields, planDependencies, type BatchShape, type DependencyOutcome, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
 import { LeaseSlots, type SlotHolder } from "./lease-slots.js";
@@ -29,6 +29,11 @@ export interface EngineOptions {
   onFatal?: (error: unknown) => void;
   /** How long an idempotency key deduplicates submits of its job type (seed 004 §1). Default 24 h. */
   idempotencyWindowMs?: number;
+  /**
+   * Whether a job may carry this callback_url; default: none may (no server-side request
+   * can be aimed into the server's network unless the operator allows the target).
+   */
+  isCallbackAllowed?: (url: URL) => boolean;
 }
 
 /** What the engine pushes to a worker's Lease stream. */
@@ -110,6 +115,8 @@ export class Engine {
   private readonly orphanGraceMs: number;
   private readonly onFatal: (error: unknown) => void;
   private readonly idempotencyWindowMs: number;
+  private readonly isCallbackAllowed: (url: URL) => boolean;
+  private callbackListener: ((callback: PendingCallback) => void) | undefined;
   /** "type\0key" -> the job holding that idempotency key, until the claim expires. */
   private readonly claims = new Map<string, IdempotencyClaim>();
   private claimsSinceSweep = 0;
@@ -135,6 +142,8 @@ export class Engine {
   private readonly recentlyFinished = new Map<string, JobMeta>();
   /** Jobs that left the live set but whose final write is not durable yet (the store still has the old meta). */
   private readonly finishing = new Map<string, JobMeta>();
+  /** Callbacks found at open, handed to the listener when it registers. */
+  private readonly pendingCallbacks: PendingCallback[] = [];
   /** When the next purge of expired finished jobs is scheduled, if one is. */
   private purgeAtMs: number | undefined;
   private purging = false;
@@ -154,6 +163,7 @@ export class Engine {
     this.orphanGraceMs = options.orphanGraceMs ?? DEFAULT_ORPHAN_GRACE_MS;
     this.onFatal = options.onFatal ?? (() => {});
     this.idempotencyWindowMs = options.idempotencyWindowMs ?? LIMITS.defaultIdempotencyWindowMs;
+    this.isCallbackAllowed = options.isCallbackAllowed ?? (() => false);
     if (this.maxJobBytes > LIMITS.maxMaxJobBytes) {
       throw new Error(`maxJobBytes may be at most ${LIMITS.maxMaxJobBytes}`);
     }
@@ -193,6 +203,7 @@ export class Engine {
       else expiredClaims.push({ kind: "delete-idempotency", claim });
     }
     if (expiredClaims.length > 0) await this.persist(expiredClaims);
+    for await (const callback of this.store.pendingCallbacks()) this.pendingCallbacks.push(callback);
     const purgeAtMs = await this.store.nextPurgeAtMs();
     if (purgeAtMs !== undefined) this.schedulePurge(purgeAtMs);
   }
@@ -239,6 +250,7 @@ export class Engine {
     const built = inputs.map((input, i) => buildNewJob(input, fieldOf(i), { jid: this.newId(), nowMs }, this.maxJobBytes));
     inputs.forEach((input, i) => {
       if (input.parentJid !== undefined && !isUuidV4(input.parentJid)) invalid(`${fieldOf(i)}.parent_jid`, "is not a job id (UUID v4)");
+      if (input.callbackUrl !== undefined) this.checkCallbackUrl(input.callbackUrl, `${fieldOf(i)}.callback_url`);
     });
 
     // Jobs outside the batch that it refers to: read those that are not live before the
@@ -600,6 +612,7 @@ export class Engine {
     if (isTerminal(next.state)) {
       this.live.delete(next.jid);
       this.finishing.set(next.jid, next);
+      if (next.callbackUrl !== undefined) this.cascade.push({ kind: "put-callback", callback: { jid: next.jid, url: next.callbackUrl } });
       if (this.finishWatchers > 0) this.recentlyFinished.set(next.jid, next);
       this.resolveDependents(next.jid, next.state);
     } else this.live.set(next.jid, next);
@@ -708,6 +721,40 @@ export class Engine {
     if (this.timers.peek() === entry) this.wakeListener?.();
   }
 
+  /**
+   * Registers the webhook sender: it hears of each finished job's callback once that is
+   * durable, and of those left undelivered before a restart when `open()` has run.
+   */
+  onCallbackDue(listener: (callback: PendingCallback) => void): void {
+    this.callbackListener = listener;
+    const recovered = this.pendingCallbacks.splice(0);
+    recovered.forEach((callback) => listener(callback));
+  }
+
+  /** The webhook of `jid` was delivered (or given up): forget it. */
+  async settleCallback(jid: string): Promise<void> {
+    if (this.fatal !== undefined) return;
+    await this.persist([{ kind: "delete-callback", jid }]).catch(() => {});
+  }
+
+  private checkCallbackUrl(text: string, field: string): void {
+    let url: URL;
+    try {
+      url = new URL(text);
+    } catch {
+      invalid(field, `${JSON.stringify(text.slice(0, 200))} is not a URL`);
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") invalid(field, "must be an http or https URL");
+    if (text.length > 2048) invalid(field, "must be at most 2048 chars");
+    if (!this.isCallbackAllowed(url)) {
+      throw new WorqError(
+        "WORQ_PERMISSION_DENIED",
+        `${field}: ${url.origin} is not in the server's callback allowlist (--callback-allow); nothing was stored`,
+        field,
+      );
+    }
+  }
+
   /** Every 1000 new claims, drops the expired ones (memory and store). */
   private sweepExpiredClaims(nowMs: number): StoreWrite[] {
     if (++this.claimsSinceSweep < 1000) return [];
@@ -792,6 +839,10 @@ export class Engine {
     const finished = writes.flatMap(finishedJid);
     writes.push({ kind: "put-counters", counters: { ...this.counters } });
     const durable = this.store.commit(writes);
+    const callbacks = writes.flatMap((write) => (write.kind === "put-callback" ? [write.callback] : []));
+    if (callbacks.length > 0) {
+      void durable.then(() => callbacks.forEach((callback) => this.callbackListener?.(callback)), () => {});
+    }
     if (finished.length > 0) {
       const settled = writes.flatMap((write) => (write.kind === "put-meta" && isTerminal(write.meta.state) ? [write.meta] : []));
       void durable.then(() => settled.forEach((meta) => this.finishing.get(meta.jid) === meta && this.finishing.delete(meta.jid)), () => {});

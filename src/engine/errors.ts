@@ -9,6 +9,7 @@ export type WorqErrorCode =
   | "WORQ_LEASE_NOT_HELD" // the lease quoted is not the job's live lease
   | "WORQ_FAILED_PRECONDITION" // the job is not in a state that allows the request (e.g. cancel a finished job)
   | "WORQ_UNIMPLEMENTED" // a contract field or RPC this server does not build yet
+  | "WORQ_PERMISSION_DENIED" // the server's policy forbids it (e.g. a callback target not allowed)
   | "WORQ_UNAVAILABLE" // storage failed or the server is stopping; retry elsewhere/later
   | "WORQ_DEADLINE_EXCEEDED"; // a wait ran out
 

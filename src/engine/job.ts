@@ -90,6 +90,8 @@ export interface JobMeta {
   expiresAtMs: number;
   /** Deduplicates submits of the same type within the idempotency window. */
   idempotencyKey?: string;
+  /** Webhook POSTed (seed 002 envelope) when the job reaches a terminal state. */
+  callbackUrl?: string;
   /** FAN_OUT: the job that spawned this one. */
   parentJid?: string;
   /** What this job waits (or waited) for, seed 004 §6. */
@@ -144,6 +146,7 @@ export interface SubmitInput {
   /** Name inside a batch, for other jobs' dependsOn.batchRefs. */
   batchRef?: string;
   parentJid?: string;
+  callbackUrl?: string;
   retry?: Partial<RetryPolicy>;
   backtraceFrames?: number;
   tags?: Record<string, string>;

@@ -21,7 +21,16 @@ export type StoreWrite =
   | { kind: "put-counters"; counters: Counters }
   /** Claims an idempotency key for a job until `expiresAtMs`; replaces an expired claim. */
   | { kind: "put-idempotency"; claim: IdempotencyClaim }
-  | { kind: "delete-idempotency"; claim: IdempotencyClaim };
+  | { kind: "delete-idempotency"; claim: IdempotencyClaim }
+  /** A webhook to call for a finished job, kept until it was delivered or given up. */
+  | { kind: "put-callback"; callback: PendingCallback }
+  | { kind: "delete-callback"; jid: string };
+
+/** A finished job's webhook that has not been delivered yet. */
+export interface PendingCallback {
+  jid: string;
+  url: string;
+}
 
 /** A job type + idempotency key, held by one job until it expires. */
 export interface IdempotencyClaim {
@@ -56,6 +65,8 @@ export interface Store {
   liveJobs(): AsyncIterable<JobMeta>;
   /** Totals as of the last commit; zeros for a new store. */
   getCounters(): Promise<Counters>;
+  /** Every webhook not delivered yet (recovery). */
+  pendingCallbacks(): AsyncIterable<PendingCallback>;
   /** Every idempotency claim stored (recovery), expired ones included. */
   idempotencyClaims(): AsyncIterable<IdempotencyClaim>;
   /** The earliest expiresAtMs of a COMPLETED or CANCELLED job (due for deletion), if any. */

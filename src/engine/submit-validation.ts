@@ -81,6 +81,7 @@ export function buildNewJob(
     previousLeaseIds: [],
     ...(delayed ? { atMs: runAtMs, dueAtMs: runAtMs } : { enqueuedAtMs: nowMs }),
     ...(input.idempotencyKey !== undefined ? { idempotencyKey: input.idempotencyKey } : {}),
+    ...(input.callbackUrl !== undefined ? { callbackUrl: input.callbackUrl } : {}),
   };
   const body: JobBody = { payload, tags, correlationId };
   if (input.args !== undefined) body.args = input.args;

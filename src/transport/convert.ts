@@ -42,7 +42,6 @@ import { LeasedJobSchema, type FailRequest, type LeasedJob } from "../../gen/ts/
 /** Converts a JobSpec to engine input, refusing fields this server does not build yet (UNIMPLEMENTED). */
 export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitInput {
   if (!spec) invalid(field, "is required");
-  refuseUnbuilt(spec, field);
   const input: SubmitInput = { type: spec.type };
   if (spec.queue) input.queue = spec.queue;
   if (spec.args) input.args = toJson(ListValueSchema, spec.args) as JsonValue[];
@@ -64,6 +63,7 @@ export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitI
   }
   if (spec.batchRef) input.batchRef = spec.batchRef;
   if (spec.parentJid) input.parentJid = spec.parentJid;
+  if (spec.callbackUrl) input.callbackUrl = spec.callbackUrl;
   if (spec.retry) input.retry = retryInputOf(spec.retry, `${field}.retry`);
   if (spec.backtrace) input.backtraceFrames = spec.backtrace;
   if (Object.keys(spec.tags).length > 0) input.tags = { ...spec.tags };
@@ -71,20 +71,6 @@ export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitI
   return input;
 }
 
-function refuseUnbuilt(spec: JobSpec, field: string): void {
-  const unbuilt: [string, boolean][] = [
-    ["callback_url", spec.callbackUrl !== ""],
-  ];
-  for (const [name, set] of unbuilt) {
-    if (set) {
-      throw new WorqError(
-        "WORQ_UNIMPLEMENTED",
-        `${field}.${name}: not supported by this server yet; leave it unset (nothing was stored)`,
-        `${field}.${name}`,
-      );
-    }
-  }
-}
 
 function retryInputOf(retry: RetryPolicy, field: string): Partial<DomainRetryPolicy> {
   const out: Partial<DomainRetryPolicy> = {};
@@ -133,6 +119,7 @@ export function jobOf(view: JobView): Job {
     dependencyType: meta.dependency ? DependencyType[meta.dependency.type] : DependencyType.UNSPECIFIED,
     dependsOn: meta.dependency?.jids ?? [],
     waitingOn: meta.waitingOn ?? [],
+    callbackUrl: meta.callbackUrl ?? "",
     expiresAt: timestampFromMs(meta.expiresAtMs),
     retry: retryPolicyOf(meta.retry),
     backtrace: meta.backtraceFrames,

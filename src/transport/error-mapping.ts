@@ -10,6 +10,7 @@ const CODE_OF: Record<WorqErrorCode, Code> = {
   WORQ_LEASE_NOT_HELD: Code.FailedPrecondition,
   WORQ_FAILED_PRECONDITION: Code.FailedPrecondition,
   WORQ_UNIMPLEMENTED: Code.Unimplemented,
+  WORQ_PERMISSION_DENIED: Code.PermissionDenied,
   WORQ_UNAVAILABLE: Code.Unavailable,
   WORQ_DEADLINE_EXCEEDED: Code.DeadlineExceeded,
 };

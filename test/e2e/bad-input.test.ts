@@ -37,7 +37,8 @@ describe("bad input gets a clear error naming the field and changes nothing (rea
     ["ttl under 1 s", { type: "t", ttl: durationFromMs(500) }, Code.InvalidArgument, "job.ttl"],
     ["idempotency_key over 256 chars", { type: "t", idempotencyKey: "k".repeat(257) }, Code.InvalidArgument, "job.idempotency_key"],
     ["depends_on an unknown job", { type: "t", dependsOn: { jids: ["6ba7b810-9dad-41d1-80b4-00c04fd430c4"] } }, Code.InvalidArgument, "job.depends_on.jids"],
-    ["callback_url (not built yet)", { type: "t", callbackUrl: "http://x" }, Code.Unimplemented, "job.callback_url"],
+    ["callback_url outside the allowlist", { type: "t", callbackUrl: "http://169.254.169.254/latest" }, Code.PermissionDenied, "job.callback_url"],
+    ["callback_url not http", { type: "t", callbackUrl: "file:///etc/passwd" }, Code.InvalidArgument, "job.callback_url"],
   ])("Submit with %s → %s naming the field, nothing stored", async (_name, job, code, field) => {
     const before = await submitted();
     const error = await errorOf(server.producer.submit({ job }));

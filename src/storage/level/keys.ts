@@ -18,6 +18,9 @@ export const KEYS = {
   /** IdempotencyClaim JSON, by job type and key (the type length-prefixed, so any chars are safe). */
   idempotency: (type: string, key: string) => `k/${type.length}:${type}/${key}`,
   idempotencyPrefix: "k/",
+  /** PendingCallback JSON of a finished job whose webhook is not delivered yet. */
+  callback: (jid: string) => `w/${jid}`,
+  callbackPrefix: "w/",
   /** Counters JSON. */
   counters: "m/counters",
   /** Keyspace layout version, "1". */

@@ -2,7 +2,7 @@ import { mkdirSync } from "node:fs";
 import { Level } from "level";
 import { WorqError } from "../../engine/errors.js";
 import { isPurgedAtExpiry, isTerminal, type JobBody, type JobMeta } from "../../engine/job.js";
-import type { Counters, IdempotencyClaim, Store, StoreWrite } from "../../engine/store.js";
+import type { Counters, IdempotencyClaim, PendingCallback, Store, StoreWrite } from "../../engine/store.js";
 import { decodeBody, decodeJson, decodeMeta, encodeBody, encodeJson, encodeMeta, plainBytes } from "./codec.js";
 import { GroupCommitter } from "./group-commit.js";
 import { KEYS, jidOfLiveKey, parsePurgeKey, prefixRange } from "./keys.js";
@@ -93,6 +93,10 @@ export class LevelStore implements Store {
     return values.flatMap((bytes) => (bytes ? [decodeMeta(bytes)] : []));
   }
 
+  async *pendingCallbacks(): AsyncIterable<PendingCallback> {
+    for await (const value of this.db.values(prefixRange(KEYS.callbackPrefix))) yield decodeJson<PendingCallback>(value);
+  }
+
   async *idempotencyClaims(): AsyncIterable<IdempotencyClaim> {
     for await (const value of this.db.values(prefixRange(KEYS.idempotencyPrefix))) yield decodeJson<IdempotencyClaim>(value);
   }
@@ -138,7 +142,7 @@ function toBatchOps(write: StoreWrite): BatchOp[] {
       return [{ type: "put", key: KEYS.result(write.jid), value: write.result }];
     case "delete-job":
       return [
-        ...[KEYS.meta, KEYS.body, KEYS.result, KEYS.live].map((key): BatchOp => ({ type: "del", key: key(write.meta.jid) })),
+        ...[KEYS.meta, KEYS.body, KEYS.result, KEYS.live, KEYS.callback].map((key): BatchOp => ({ type: "del", key: key(write.meta.jid) })),
         { type: "del", key: KEYS.purge(write.meta.expiresAtMs, write.meta.jid) },
       ];
     case "put-counters":
@@ -147,6 +151,10 @@ function toBatchOps(write: StoreWrite): BatchOp[] {
       return [{ type: "put", key: KEYS.idempotency(write.claim.type, write.claim.key), value: encodeJson(write.claim) }];
     case "delete-idempotency":
       return [{ type: "del", key: KEYS.idempotency(write.claim.type, write.claim.key) }];
+    case "put-callback":
+      return [{ type: "put", key: KEYS.callback(write.callback.jid), value: encodeJson(write.callback) }];
+    case "delete-callback":
+      return [{ type: "del", key: KEYS.callback(write.jid) }];
   }
 }
 

@@ -1,6 +1,6 @@
 import type { JobBody, JobMeta } from "../../engine/job.js";
 import { isPurgedAtExpiry, isTerminal } from "../../engine/job.js";
-import type { Counters, IdempotencyClaim, Store, StoreWrite } from "../../engine/store.js";
+import type { Counters, IdempotencyClaim, PendingCallback, Store, StoreWrite } from "../../engine/store.js";
 
 /** The data of a MemoryStore; pass the same one to a new MemoryStore to simulate a restart. */
 export interface MemoryData {
@@ -8,11 +8,12 @@ export interface MemoryData {
   bodies: Map<string, JobBody>;
   results: Map<string, Uint8Array>;
   claims: Map<string, IdempotencyClaim>;
+  callbacks: Map<string, PendingCallback>;
   counters: Counters;
 }
 
 export function createMemoryData(): MemoryData {
-  return { metas: new Map(), bodies: new Map(), results: new Map(), claims: new Map(), counters: { submitted: 0, processed: 0, failed: 0, evicted: 0 } };
+  return { metas: new Map(), bodies: new Map(), results: new Map(), claims: new Map(), callbacks: new Map(), counters: { submitted: 0, processed: 0, failed: 0, evicted: 0 } };
 }
 
 /**
@@ -57,6 +58,7 @@ export class MemoryStore implements Store {
           metas.delete(write.meta.jid);
           bodies.delete(write.meta.jid);
           results.delete(write.meta.jid);
+          this.data.callbacks.delete(write.meta.jid);
           break;
         case "put-counters":
           this.data.counters = write.counters;
@@ -66,6 +68,12 @@ export class MemoryStore implements Store {
           break;
         case "delete-idempotency":
           this.data.claims.delete(`${write.claim.type}\0${write.claim.key}`);
+          break;
+        case "put-callback":
+          this.data.callbacks.set(write.callback.jid, write.callback);
+          break;
+        case "delete-callback":
+          this.data.callbacks.delete(write.jid);
           break;
       }
     }
@@ -96,6 +104,10 @@ export class MemoryStore implements Store {
 
   async getCounters(): Promise<Counters> {
     return { ...this.data.counters };
+  }
+
+  async *pendingCallbacks(): AsyncIterable<PendingCallback> {
+    for (const callback of [...this.data.callbacks.values()]) yield structuredClone(callback);
   }
 
   async *idempotencyClaims(): AsyncIterable<IdempotencyClaim> {

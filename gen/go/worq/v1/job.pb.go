@@ -633,8 +633,10 @@ type JobSpec struct {
 	// FAN_OUT (seed 004 §6): the job that spawned this one, usually the running job whose handler
 	// submits it. Must exist. Shown on the child as `parent_jid`.
 	ParentJid string `protobuf:"bytes,21,opt,name=parent_jid,json=parentJid,proto3" json:"parent_jid,omitempty"`
-	// Webhook POSTed when the job reaches a terminal state.
-	// Not built yet: setting it is refused with UNIMPLEMENTED.
+	// Webhook (seed 004): when the job reaches a terminal state, the server POSTs the job as a
+	// seed 002 envelope (JSON) here, retrying with backoff for about 10 minutes, never holding
+	// up any queue. http or https; the target's origin must be in the server's allowlist
+	// (`--callback-allow`, empty by default), else PERMISSION_DENIED and nothing is stored.
 	CallbackUrl   string `protobuf:"bytes,20,opt,name=callback_url,json=callbackUrl,proto3" json:"callback_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -989,6 +991,8 @@ type Job struct {
 	DependsOn []string `protobuf:"bytes,35,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
 	// While PENDING: the dependencies not finished yet.
 	WaitingOn []string `protobuf:"bytes,36,rep,name=waiting_on,json=waitingOn,proto3" json:"waiting_on,omitempty"`
+	// See JobSpec.callback_url.
+	CallbackUrl string `protobuf:"bytes,37,opt,name=callback_url,json=callbackUrl,proto3" json:"callback_url,omitempty"`
 	// created_at + ttl: when an unfinished job is evicted, or a finished one deleted.
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,30,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// See JobSpec.ttl (the default resolved).
@@ -1265,6 +1269,13 @@ func (x *Job) GetWaitingOn() []string {
 	return nil
 }
 
+func (x *Job) GetCallbackUrl() string {
+	if x != nil {
+		return x.CallbackUrl
+	}
+	return ""
+}
+
 func (x *Job) GetExpiresAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ExpiresAt
@@ -1342,7 +1353,7 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12\x18\n" +
 	"\aerrtype\x18\x05 \x01(\tR\aerrtype\x12\x1c\n" +
 	"\tbacktrace\x18\x06 \x03(\tR\tbacktrace\x124\n" +
-	"\bcategory\x18\a \x01(\x0e2\x18.worq.v1.FailureCategoryR\bcategory\"\xec\f\n" +
+	"\bcategory\x18\a \x01(\x0e2\x18.worq.v1.FailureCategoryR\bcategory\"\x8f\r\n" +
 	"\x03Job\x12\x10\n" +
 	"\x03jid\x18\x01 \x01(\tR\x03jid\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
@@ -1386,7 +1397,8 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"depends_on\x18# \x03(\tR\tdependsOn\x12\x1d\n" +
 	"\n" +
-	"waiting_on\x18$ \x03(\tR\twaitingOn\x129\n" +
+	"waiting_on\x18$ \x03(\tR\twaitingOn\x12!\n" +
+	"\fcallback_url\x18% \x01(\tR\vcallbackUrl\x129\n" +
 	"\n" +
 	"expires_at\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12+\n" +
 	"\x03ttl\x18\x1f \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x1a7\n" +
