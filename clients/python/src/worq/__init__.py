@@ -32,7 +32,7 @@ from .errors import (
     Unimplemented,
     WorqError,
 )
-from .types import Backoff, Failure, FailureCategory, Job, JobSpec, JobState, OnExhausted, Priority, RetryPolicy
+from .types import Backoff, Dependencies, DependencyType, Failure, FailureCategory, Job, JobSpec, JobState, OnExhausted, Priority, RetryPolicy
 from .worker import JobContext, Worker, WorkerEvent
 
 __version__ = "0.1.0"
@@ -47,6 +47,8 @@ __all__ = [
     "JobState",
     "Priority",
     "RetryPolicy",
+    "Dependencies",
+    "DependencyType",
     "Backoff",
     "OnExhausted",
     "Failure",

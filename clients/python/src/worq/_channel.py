@@ -9,12 +9,18 @@ import grpc.aio
 
 ChannelOptions = Sequence[Tuple[str, Any]]
 
-# gRPC's own reconnect backoff grows to 120 s by default: after a long outage a channel could
-# sit in TRANSIENT_FAILURE well after the server is back. Cap it near the worker's 5 s.
+# gRPC's own reconnect backoff grows to 120 s by default, and while it waits every call fails
+# at once with UNAVAILABLE: after an outage a channel could sit in TRANSIENT_FAILURE well after
+# the server is back. A worker must renew its leases within the server's orphan grace of a
+# restart, so the channel retries at least every second (one TCP connect per second per
+# process while the server is down). The worker's own stream backoff (to ~5 s) sits on top.
 DEFAULT_OPTIONS: List[Tuple[str, Any]] = [
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 5000),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+    # gRPC shares subchannels between channels to the same address: a Client opened after an
+    # outage would inherit the worker's backoff state and fail at once. Keep them apart.
+    ("grpc.use_local_subchannel_pool", 1),
     # Up to 1 MiB of job data plus a 1 MiB result in one message, with room to spare.
     ("grpc.max_receive_message_length", 16 * 1024 * 1024),
     ("grpc.max_send_message_length", 16 * 1024 * 1024),

@@ -16,7 +16,7 @@ from . import _convert
 from ._channel import ChannelOptions, open_channel
 from ._convert import Seconds
 from .errors import from_rpc_error
-from .types import Job, JobSpec, Priority, RetryPolicy
+from .types import Dependencies, Job, JobSpec, Priority, RetryPolicy
 
 __all__ = ["Client"]
 
@@ -116,6 +116,11 @@ class Client:
         backtrace: Optional[int] = None,
         tags: Optional[Mapping[str, str]] = None,
         correlation_id: Optional[str] = None,
+        ttl: Optional[Seconds] = None,
+        idempotency_key: Optional[str] = None,
+        depends_on: Union[Dependencies, Mapping[str, Any], Sequence[str], None] = None,
+        parent_jid: Optional[str] = None,
+        callback_url: Optional[str] = None,
     ) -> str:
         """Creates one job and returns its jid once it is on disk.
 
@@ -123,7 +128,9 @@ class Client:
         is opaque bytes (a str is sent as UTF-8). ``at`` (datetime; naive means local time) or
         ``delay`` (seconds or timedelta) schedule it; ``reserve_for`` and ``execution_timeout``
         are seconds or timedeltas; ``priority`` is a :class:`Priority` or its name
-        (``"high"``); ``retry`` a :class:`RetryPolicy` or a dict of its fields.
+        (``"high"``); ``retry`` a :class:`RetryPolicy` or a dict of its fields. ``depends_on``
+        is a list of jids or a :class:`Dependencies`. With an ``idempotency_key`` already used
+        for this type within the server's window, the earlier job's jid is returned.
         """
         spec = JobSpec(
             type=type,
@@ -141,6 +148,11 @@ class Client:
             backtrace=backtrace,
             tags=tags,
             correlation_id=correlation_id,
+            ttl=ttl,
+            idempotency_key=idempotency_key,
+            depends_on=depends_on,
+            parent_jid=parent_jid,
+            callback_url=callback_url,
         )
         request = producer_service_pb2.SubmitRequest(job=spec.to_proto("job"))
         producer, _ = self._stubs()
@@ -178,6 +190,21 @@ class Client:
         _, admin = self._stubs()
         response = await self._call(lambda: admin.GetJob(request, timeout=self.timeout))
         return Job(response.job)
+
+    async def cancel(self, jid: str) -> Job:
+        """Moves a job that has not finished to CANCELLED and returns it. A running job's
+        worker is told to stop. :class:`worq.errors.LeaseLost` (FAILED_PRECONDITION) when it
+        already finished, :class:`worq.errors.NotFound` for an unknown jid."""
+        request = producer_service_pb2.CancelRequest(jid=jid)
+        producer, _ = self._stubs()
+        response = await self._call(lambda: producer.Cancel(request, timeout=self.timeout))
+        return Job(response.job)
+
+    async def delete_job(self, jid: str) -> None:
+        """Deletes a job, its result and its indexes, whatever its state (admin)."""
+        request = admin_service_pb2.DeleteJobRequest(jid=jid)
+        _, admin = self._stubs()
+        await self._call(lambda: admin.DeleteJob(request, timeout=self.timeout))
 
     async def wait_result(self, jid: str, timeout: Seconds = 60.0) -> Job:
         """Waits up to ``timeout`` (seconds or timedelta, at most 1 h) for the job to reach a

@@ -22,6 +22,8 @@ __all__ = [
     "Backoff",
     "OnExhausted",
     "RetryPolicy",
+    "DependencyType",
+    "Dependencies",
     "JobSpec",
     "Failure",
     "Job",
@@ -76,6 +78,14 @@ class Backoff(enum.IntEnum):
 class OnExhausted(enum.IntEnum):
     DEAD_LETTER = 1
     DISCARD = 2
+
+
+class DependencyType(enum.IntEnum):
+    """AFTER: run once every dependency COMPLETED (a failed one propagates); AFTER_ANY: once
+    every dependency reached any terminal state."""
+
+    AFTER = 1
+    AFTER_ANY = 2
 
 
 def _enum_of(cls: Any, value: Any, where: str) -> Any:
@@ -154,6 +164,36 @@ class RetryPolicy:
 
 
 @dataclasses.dataclass
+class Dependencies:
+    """Jobs a job waits for (in PENDING): existing ``jids``, and jobs of the same
+    ``submit_batch`` named by their ``batch_ref``."""
+
+    jids: Sequence[str] = ()
+    batch_refs: Sequence[str] = ()
+    type: Union[DependencyType, str, None] = None
+
+    @classmethod
+    def coerce(cls, value: Union["Dependencies", Mapping[str, Any], Sequence[str]], where: str = "depends_on") -> "Dependencies":
+        """A :class:`Dependencies`, a dict of its fields, or a plain list of jids."""
+        if isinstance(value, Dependencies):
+            return value
+        if isinstance(value, Mapping):
+            unknown = set(value) - {f.name for f in dataclasses.fields(cls)}
+            if unknown:
+                raise TypeError(f"{where}: unknown keys {sorted(unknown)}")
+            return cls(**value)
+        if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+            return cls(jids=list(value))
+        raise TypeError(f"{where}: must be Dependencies, a dict or a list of jids, got {type(value).__name__}")
+
+    def to_proto(self, where: str = "depends_on") -> job_pb2.Dependencies:
+        out = job_pb2.Dependencies(jids=list(self.jids), batch_refs=list(self.batch_refs))
+        if self.type is not None:
+            out.type = int(_enum_of(DependencyType, self.type, f"{where}.type"))
+        return out
+
+
+@dataclasses.dataclass
 class JobSpec:
     """Everything a producer sets on a job; the keyword arguments of :meth:`worq.Client.submit`."""
 
@@ -172,6 +212,12 @@ class JobSpec:
     backtrace: Optional[int] = None
     tags: Optional[Mapping[str, str]] = None
     correlation_id: Optional[str] = None
+    ttl: Optional[Seconds] = None
+    idempotency_key: Optional[str] = None
+    depends_on: Union[Dependencies, Mapping[str, Any], Sequence[str], None] = None
+    batch_ref: Optional[str] = None
+    parent_jid: Optional[str] = None
+    callback_url: Optional[str] = None
 
     @classmethod
     def coerce(cls, value: Union["JobSpec", Mapping[str, Any]], where: str = "job") -> "JobSpec":
@@ -224,6 +270,18 @@ class JobSpec:
                 out.tags[key] = value
         if self.correlation_id is not None:
             out.correlation_id = self.correlation_id
+        if self.ttl is not None:
+            out.ttl.CopyFrom(_convert.to_duration(self.ttl, f"{where}.ttl"))
+        if self.idempotency_key is not None:
+            out.idempotency_key = self.idempotency_key
+        if self.depends_on is not None:
+            out.depends_on.CopyFrom(Dependencies.coerce(self.depends_on, f"{where}.depends_on").to_proto(f"{where}.depends_on"))
+        if self.batch_ref is not None:
+            out.batch_ref = self.batch_ref
+        if self.parent_jid is not None:
+            out.parent_jid = self.parent_jid
+        if self.callback_url is not None:
+            out.callback_url = self.callback_url
         return out
 
 
@@ -324,6 +382,31 @@ class Job:
     @property
     def worker_id(self) -> str:
         return self.raw.worker_id
+
+    @property
+    def idempotency_key(self) -> str:
+        return self.raw.idempotency_key
+
+    @property
+    def parent_jid(self) -> str:
+        return self.raw.parent_jid
+
+    @property
+    def depends_on(self) -> List[str]:
+        return list(self.raw.depends_on)
+
+    @property
+    def waiting_on(self) -> List[str]:
+        """While PENDING: the dependencies not finished yet."""
+        return list(self.raw.waiting_on)
+
+    @property
+    def ttl(self) -> _dt.timedelta:
+        return _convert.from_duration(self.raw.ttl)
+
+    @property
+    def expires_at(self) -> Optional[_dt.datetime]:
+        return _convert.optional_timestamp(self.raw, "expires_at")
 
     @property
     def result(self) -> bytes:
