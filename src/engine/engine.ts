@@ -10,6 +10,7 @@ import { buildNewJob, checkQueueName, type NewJob } from "./submit-validation.js
 import { dependencyFields, planDependencies, type BatchShape, type DependencyOutcome, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
 import { LeaseSlots, type SlotHolder } from "./lease-slots.js";
 import { TimerHeap, type TimerEntry } from "./timer-heap.js";
+import { LISTABLE_STATES, pageOf } from "./live-listing.js";
 
 export interface EngineOptions {
   store: Store;
@@ -357,6 +358,26 @@ export class Engine {
     }
     if (meta.state === "SCHEDULED") meta = { ...meta, readySeq: ++this.readySeq };
     return meta;
+  }
+
+  /**
+   * Lists unfinished jobs (003 `inspect jobs` / `inspect scheduled-jobs`) of a queue and
+   * state, a page at a time; see live-listing.ts for order and cursor. Finished states need
+   * a store index that is not built yet (WORQ_UNIMPLEMENTED).
+   */
+  async listJobs(filter: { queue?: string; state?: JobState; pageSize?: number; pageToken?: string }): Promise<{ jobs: JobView[]; nextPageToken: string }> {
+    if (filter.queue) checkQueueName(filter.queue, "queue");
+    if (filter.state && !LISTABLE_STATES.has(filter.state)) {
+      throw new WorqError("WORQ_UNIMPLEMENTED", `state: listing ${filter.state} jobs is not built yet; unfinished states can be listed`, "state");
+    }
+    const pageSize = filter.pageSize || 100;
+    if (pageSize > 1000) invalid("page_size", "must be at most 1000");
+    const matching = [...this.live.values()].filter(
+      (meta) => (!filter.queue || meta.queue === filter.queue) && (!filter.state || meta.state === filter.state),
+    );
+    const { page, nextPageToken } = pageOf(matching, pageSize, filter.pageToken ?? "");
+    const bodies = await this.store.getBodies(page.map((meta) => meta.jid));
+    return { jobs: page.flatMap((meta, i) => (bodies[i] ? [{ meta, body: bodies[i]! }] : [])), nextPageToken };
   }
 
   /** Returns the job with body and (when completed) result. Throws WORQ_NOT_FOUND. */

@@ -5,7 +5,8 @@ import type { Engine } from "../engine/engine.js";
 import { WorqError } from "../engine/errors.js";
 import type { Logger } from "../log.js";
 import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
-import { durationOf, jobOf } from "./convert.js";
+import { domainStateOf, durationOf, jobOf } from "./convert.js";
+import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
 import { guarded } from "./handler-guard.js";
 
 export interface AdminServiceOptions {
@@ -37,7 +38,16 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
         store: info.storeKind,
       };
     }),
-    listJobs: notBuilt("AdminService.ListJobs"),
+    listJobs: guarded("ListJobs", log, async (request) => {
+      const state = request.state === JobState.UNSPECIFIED ? undefined : domainStateOf(request.state);
+      const { jobs, nextPageToken } = await engine.listJobs({
+        queue: request.queue,
+        ...(state ? { state } : {}),
+        pageSize: request.pageSize,
+        pageToken: request.pageToken,
+      });
+      return { jobs: jobs.map(jobOf), nextPageToken };
+    }),
     listQueues: notBuilt("AdminService.ListQueues"),
     getQueueStats: notBuilt("AdminService.GetQueueStats"),
     listWorkers: notBuilt("AdminService.ListWorkers"),

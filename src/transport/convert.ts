@@ -175,6 +175,11 @@ export function stateOf(state: DomainState): JobState {
   return JobState[state];
 }
 
+/** The engine's name of a proto JobState; INVALID_ARGUMENT for an unknown value. */
+export function domainStateOf(state: JobState): DomainState {
+  return enumName(JobState, state, "state", "JOB_STATE_") as DomainState;
+}
+
 function retryPolicyOf(policy: DomainRetryPolicy): RetryPolicy {
   return create(RetryPolicySchema, {
     maxAttempts: policy.maxAttempts,

@@ -42,8 +42,10 @@ type AdminServiceClient interface {
 	// GetJob returns one job with its state, failure and result. NOT_FOUND for an
 	// unknown jid, INVALID_ARGUMENT for a jid that is not a UUID.
 	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error)
-	// ListJobs pages through one queue's jobs in one state with a cursor that stays
-	// correct while jobs move. Not built yet: answers UNIMPLEMENTED.
+	// ListJobs pages through one queue's jobs in one state (seed 003 `inspect jobs` and
+	// `inspect scheduled-jobs`) with a cursor that stays correct while jobs move: ready jobs in
+	// run order, delayed and retrying ones by due time. Unfinished states only so far; a
+	// finished state answers UNIMPLEMENTED.
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
 	// ListQueues lists queues sorted by name with their stats. Not built yet: answers UNIMPLEMENTED.
 	ListQueues(ctx context.Context, in *ListQueuesRequest, opts ...grpc.CallOption) (*ListQueuesResponse, error)
@@ -206,8 +208,10 @@ type AdminServiceServer interface {
 	// GetJob returns one job with its state, failure and result. NOT_FOUND for an
 	// unknown jid, INVALID_ARGUMENT for a jid that is not a UUID.
 	GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error)
-	// ListJobs pages through one queue's jobs in one state with a cursor that stays
-	// correct while jobs move. Not built yet: answers UNIMPLEMENTED.
+	// ListJobs pages through one queue's jobs in one state (seed 003 `inspect jobs` and
+	// `inspect scheduled-jobs`) with a cursor that stays correct while jobs move: ready jobs in
+	// run order, delayed and retrying ones by due time. Unfinished states only so far; a
+	// finished state answers UNIMPLEMENTED.
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
 	// ListQueues lists queues sorted by name with their stats. Not built yet: answers UNIMPLEMENTED.
 	ListQueues(context.Context, *ListQueuesRequest) (*ListQueuesResponse, error)

@@ -762,8 +762,10 @@ export const AdminService: GenService<{
     output: typeof GetJobResponseSchema;
   },
   /**
-   * ListJobs pages through one queue's jobs in one state with a cursor that stays
-   * correct while jobs move. Not built yet: answers UNIMPLEMENTED.
+   * ListJobs pages through one queue's jobs in one state (seed 003 `inspect jobs` and
+   * `inspect scheduled-jobs`) with a cursor that stays correct while jobs move: ready jobs in
+   * run order, delayed and retrying ones by due time. Unfinished states only so far; a
+   * finished state answers UNIMPLEMENTED.
    *
    * @generated from rpc worq.v1.AdminService.ListJobs
    */

@@ -110,8 +110,10 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListJobs(self, request, context):
-        """ListJobs pages through one queue's jobs in one state with a cursor that stays
-        correct while jobs move. Not built yet: answers UNIMPLEMENTED.
+        """ListJobs pages through one queue's jobs in one state (seed 003 `inspect jobs` and
+        `inspect scheduled-jobs`) with a cursor that stays correct while jobs move: ready jobs in
+        run order, delayed and retrying ones by due time. Unfinished states only so far; a
+        finished state answers UNIMPLEMENTED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
