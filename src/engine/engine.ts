@@ -508,10 +508,15 @@ export class Engine {
   }
 
   /** Extends a held lease to now + reserve_for (capped by the execution deadline); returns the new expiry. */
-  async renew(jid: string, leaseId: string, field = ""): Promise<number> {
+  async renew(jid: string, leaseId: string, field = "", executionTimeoutMs?: number): Promise<number> {
     this.checkReportable();
     checkLeaseRef(jid, leaseId, field);
-    const writes = this.applyHeld(jid, { kind: "renew", leaseId }) ?? (await this.refuseMissing(jid, leaseId));
+    const live = this.live.get(jid);
+    if (executionTimeoutMs !== undefined && live && !(executionTimeoutMs > 0 && executionTimeoutMs <= live.executionTimeoutMs)) {
+      invalid(`${field}execution_timeout`, `may only shorten the job's execution timeout of ${live.executionTimeoutMs} ms`);
+    }
+    const event = { kind: "renew" as const, leaseId, ...(executionTimeoutMs !== undefined ? { executionTimeoutMs } : {}) };
+    const writes = this.applyHeld(jid, event) ?? (await this.refuseMissing(jid, leaseId));
     const meta = this.live.get(jid)!;
     await this.persist(writes);
     return meta.lease!.expiresAtMs;

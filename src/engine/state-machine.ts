@@ -17,7 +17,7 @@ export type JobEvent =
   | { kind: "due" }
   /** A worker is given the job. */
   | { kind: "lease"; leaseId: string; workerId: string }
-  | { kind: "renew"; leaseId: string }
+  | { kind: "renew"; leaseId: string; executionTimeoutMs?: number }
   | { kind: "ack"; leaseId: string }
   | { kind: "fail"; leaseId: string; report: FailureReport }
   /** The lease's expiry passed without an Ack or Fail. */
@@ -70,9 +70,14 @@ export function transition(meta: JobMeta, event: JobEvent, ctx: TransitionContex
     }
     case "renew": {
       const lease = heldLease(meta, event.leaseId);
+      // A handler may shorten its attempt's deadline, never lengthen it (004 §4).
+      const executionDeadlineMs =
+        event.executionTimeoutMs === undefined
+          ? lease.executionDeadlineMs
+          : Math.min(lease.executionDeadlineMs, (meta.startedAtMs ?? now) + event.executionTimeoutMs);
       return {
         ...meta,
-        lease: { ...lease, expiresAtMs: Math.min(now + meta.reserveForMs, lease.executionDeadlineMs) },
+        lease: { ...lease, executionDeadlineMs, expiresAtMs: Math.min(now + meta.reserveForMs, executionDeadlineMs) },
       };
     }
     case "ack": {

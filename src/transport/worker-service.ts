@@ -13,7 +13,7 @@ import {
   type LeaseResponse,
 } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
-import { failureReportOf, leasedJobOf, stateOf } from "./convert.js";
+import { durationMsOf, failureReportOf, leasedJobOf, stateOf } from "./convert.js";
 import { toConnectError } from "./error-mapping.js";
 import { guarded } from "./handler-guard.js";
 import { Outbox } from "./outbox.js";
@@ -107,7 +107,8 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
       const results = await Promise.all(
         request.leases.map(async (ref, i) => {
           try {
-            const expiresAtMs = await engine.renew(ref.jid, ref.leaseId, `leases[${i}].`);
+            const executionTimeoutMs = ref.executionTimeout ? durationMsOf(ref.executionTimeout, `leases[${i}].execution_timeout`) : undefined;
+            const expiresAtMs = await engine.renew(ref.jid, ref.leaseId, `leases[${i}].`, executionTimeoutMs);
             return { jid: ref.jid, code: 0, message: "", leaseExpiresAt: timestampFromMs(expiresAtMs) };
           } catch (error) {
             const connectError = toConnectError(error, log, "Renew");

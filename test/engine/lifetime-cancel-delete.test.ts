@@ -121,3 +121,20 @@ describe("003 delete", () => {
     await expectWorqError(() => engine.deleteJob(waiting), "WORQ_NOT_FOUND");
   });
 });
+
+describe("004 §4 handler-specified timeout", () => {
+  it("a handler may shorten its attempt's execution timeout through Renew, never lengthen it", async () => {
+    const { clock, engine } = await setup();
+    const jid = await submitOne(engine, { type: "t", reserveForMs: 60 * SECOND, executionTimeoutMs: 120 * SECOND });
+    const { sink } = await lease(engine, ["default"], 1);
+    const leaseId = sink.grantOf(jid).meta.lease!.leaseId;
+    await expectWorqError(() => engine.renew(jid, leaseId, "", 121 * SECOND), "WORQ_INVALID_ARGUMENT", "execution_timeout");
+    expect(await engine.renew(jid, leaseId, "", 10 * SECOND)).toBe(clock.nowMs() + 10 * SECOND);
+    clock.advance(10 * SECOND);
+    engine.tick();
+    await flush();
+    const { meta } = await engine.getJob(jid);
+    expect(meta.state).toBe("RETRYING");
+    expect(meta.failure!.category).toBe("TIMEOUT");
+  });
+});

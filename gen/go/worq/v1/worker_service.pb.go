@@ -815,9 +815,13 @@ type LeaseRef struct {
 	// The job's id.
 	Jid string `protobuf:"bytes,1,opt,name=jid,proto3" json:"jid,omitempty"`
 	// The lease id it was delivered with.
-	LeaseId       string `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LeaseId string `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	// In Renew only: the handler asks for a shorter execution timeout for this attempt (seed
+	// 004 §4: "may request shorter, cannot exceed"); the attempt must end by its start + this.
+	// More than the job's execution_timeout is refused (INVALID_ARGUMENT). Unset keeps it.
+	ExecutionTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=execution_timeout,json=executionTimeout,proto3" json:"execution_timeout,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *LeaseRef) Reset() {
@@ -862,6 +866,13 @@ func (x *LeaseRef) GetLeaseId() string {
 		return x.LeaseId
 	}
 	return ""
+}
+
+func (x *LeaseRef) GetExecutionTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.ExecutionTimeout
+	}
+	return nil
 }
 
 // RenewRequest lists leases to extend.
@@ -1264,10 +1275,11 @@ const file_worq_v1_worker_service_proto_rawDesc = "" +
 	"retryAfter\"n\n" +
 	"\fFailResponse\x12'\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x11.worq.v1.JobStateR\x05state\x125\n" +
-	"\bretry_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aretryAt\"7\n" +
+	"\bretry_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aretryAt\"\x7f\n" +
 	"\bLeaseRef\x12\x10\n" +
 	"\x03jid\x18\x01 \x01(\tR\x03jid\x12\x19\n" +
-	"\blease_id\x18\x02 \x01(\tR\aleaseId\"9\n" +
+	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12F\n" +
+	"\x11execution_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x10executionTimeout\"9\n" +
 	"\fRenewRequest\x12)\n" +
 	"\x06leases\x18\x01 \x03(\v2\x11.worq.v1.LeaseRefR\x06leases\"?\n" +
 	"\rRenewResponse\x12.\n" +
@@ -1358,29 +1370,30 @@ var file_worq_v1_worker_service_proto_depIdxs = []int32{
 	23, // 11: worq.v1.FailRequest.retry_after:type_name -> google.protobuf.Duration
 	24, // 12: worq.v1.FailResponse.state:type_name -> worq.v1.JobState
 	21, // 13: worq.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
-	12, // 14: worq.v1.RenewRequest.leases:type_name -> worq.v1.LeaseRef
-	15, // 15: worq.v1.RenewResponse.results:type_name -> worq.v1.RenewResult
-	21, // 16: worq.v1.RenewResult.lease_expires_at:type_name -> google.protobuf.Timestamp
-	8,  // 17: worq.v1.ReportRequest.acks:type_name -> worq.v1.AckRequest
-	10, // 18: worq.v1.ReportRequest.fails:type_name -> worq.v1.FailRequest
-	18, // 19: worq.v1.ReportResponse.acks:type_name -> worq.v1.ItemResult
-	18, // 20: worq.v1.ReportResponse.fails:type_name -> worq.v1.ItemResult
-	24, // 21: worq.v1.ItemResult.state:type_name -> worq.v1.JobState
-	1,  // 22: worq.v1.WorkerService.Lease:input_type -> worq.v1.LeaseRequest
-	8,  // 23: worq.v1.WorkerService.Ack:input_type -> worq.v1.AckRequest
-	10, // 24: worq.v1.WorkerService.Fail:input_type -> worq.v1.FailRequest
-	13, // 25: worq.v1.WorkerService.Renew:input_type -> worq.v1.RenewRequest
-	16, // 26: worq.v1.WorkerService.Report:input_type -> worq.v1.ReportRequest
-	2,  // 27: worq.v1.WorkerService.Lease:output_type -> worq.v1.LeaseResponse
-	9,  // 28: worq.v1.WorkerService.Ack:output_type -> worq.v1.AckResponse
-	11, // 29: worq.v1.WorkerService.Fail:output_type -> worq.v1.FailResponse
-	14, // 30: worq.v1.WorkerService.Renew:output_type -> worq.v1.RenewResponse
-	17, // 31: worq.v1.WorkerService.Report:output_type -> worq.v1.ReportResponse
-	27, // [27:32] is the sub-list for method output_type
-	22, // [22:27] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	23, // 14: worq.v1.LeaseRef.execution_timeout:type_name -> google.protobuf.Duration
+	12, // 15: worq.v1.RenewRequest.leases:type_name -> worq.v1.LeaseRef
+	15, // 16: worq.v1.RenewResponse.results:type_name -> worq.v1.RenewResult
+	21, // 17: worq.v1.RenewResult.lease_expires_at:type_name -> google.protobuf.Timestamp
+	8,  // 18: worq.v1.ReportRequest.acks:type_name -> worq.v1.AckRequest
+	10, // 19: worq.v1.ReportRequest.fails:type_name -> worq.v1.FailRequest
+	18, // 20: worq.v1.ReportResponse.acks:type_name -> worq.v1.ItemResult
+	18, // 21: worq.v1.ReportResponse.fails:type_name -> worq.v1.ItemResult
+	24, // 22: worq.v1.ItemResult.state:type_name -> worq.v1.JobState
+	1,  // 23: worq.v1.WorkerService.Lease:input_type -> worq.v1.LeaseRequest
+	8,  // 24: worq.v1.WorkerService.Ack:input_type -> worq.v1.AckRequest
+	10, // 25: worq.v1.WorkerService.Fail:input_type -> worq.v1.FailRequest
+	13, // 26: worq.v1.WorkerService.Renew:input_type -> worq.v1.RenewRequest
+	16, // 27: worq.v1.WorkerService.Report:input_type -> worq.v1.ReportRequest
+	2,  // 28: worq.v1.WorkerService.Lease:output_type -> worq.v1.LeaseResponse
+	9,  // 29: worq.v1.WorkerService.Ack:output_type -> worq.v1.AckResponse
+	11, // 30: worq.v1.WorkerService.Fail:output_type -> worq.v1.FailResponse
+	14, // 31: worq.v1.WorkerService.Renew:output_type -> worq.v1.RenewResponse
+	17, // 32: worq.v1.WorkerService.Report:output_type -> worq.v1.ReportResponse
+	28, // [28:33] is the sub-list for method output_type
+	23, // [23:28] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_worq_v1_worker_service_proto_init() }

@@ -135,12 +135,14 @@ class FailResponse(_message.Message):
     def __init__(self, state: _Optional[_Union[_job_pb2.JobState, str]] = ..., retry_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class LeaseRef(_message.Message):
-    __slots__ = ("jid", "lease_id")
+    __slots__ = ("jid", "lease_id", "execution_timeout")
     JID_FIELD_NUMBER: _ClassVar[int]
     LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     jid: str
     lease_id: str
-    def __init__(self, jid: _Optional[str] = ..., lease_id: _Optional[str] = ...) -> None: ...
+    execution_timeout: _duration_pb2.Duration
+    def __init__(self, jid: _Optional[str] = ..., lease_id: _Optional[str] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class RenewRequest(_message.Message):
     __slots__ = ("leases",)
