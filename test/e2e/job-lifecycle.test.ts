@@ -80,10 +80,13 @@ describe("job lifecycle over gRPC (real server, LevelDB in a temp dir)", () => {
     expect(state).toBe(JobState.DELAYED);
     expect((await server.admin.getJob({ jid })).job!.state).toBe(JobState.DELAYED);
     const leased = await worker.next(2_000);
-    const deliveredMs = Date.now();
     expect(leased.job!.jid).toBe(jid);
-    expect(deliveredMs).toBeGreaterThanOrEqual(atMs);
-    expect(deliveredMs - atMs).toBeLessThanOrEqual(50);
+    expect(Date.now()).toBeGreaterThanOrEqual(atMs);
+    // Measured where the server hands the job out (its lease start), not where this test
+    // process, which shares two cores with the rest of the suite, gets round to reading it.
+    const leasedAtMs = timestampDate(leased.job!.startedAt!).getTime();
+    expect(leasedAtMs).toBeGreaterThanOrEqual(atMs);
+    expect(leasedAtMs - atMs).toBeLessThanOrEqual(50);
     expect(timestampDate(leased.job!.at!).getTime()).toBe(atMs);
     await worker.stop();
   });
