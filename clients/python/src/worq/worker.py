@@ -79,6 +79,10 @@ _STREAM_STABLE_AFTER = 5.0
 # the stream is dead even if TCP has not noticed.
 _STREAM_SILENCE_LIMIT = 65.0
 _CALL_TIMEOUT = 10.0
+# While the stream is down (not closed by us), held leases are renewed this often: after a
+# server restart they are capped at restart + orphan grace, and the stream's reconnect backoff
+# may come too late to renew them in time.
+_EAGER_RENEW = 0.25
 # After closing its own stream the worker renews its leases this much later, once the server
 # has seen the stream end and capped them at the orphan grace.
 _RENEW_AFTER_CLOSE = 0.05
@@ -387,8 +391,10 @@ class Worker:
         self._reports: List[_Report] = []
         self._reports_wakeup: Optional[asyncio.Event] = None
         self._reports_idle: Optional[asyncio.Event] = None
+        self._reports_kick: Optional[asyncio.Event] = None
         self._stub: Optional[worker_service_pb2_grpc.WorkerServiceStub] = None
         self._ready_sent = False
+        self._stream_lost = False  # the stream dropped and is not open again yet
 
     # --- registration ---------------------------------------------------------------------
 
@@ -479,12 +485,14 @@ class Worker:
         self._reports_wakeup = asyncio.Event()
         self._reports_idle = asyncio.Event()
         self._reports_idle.set()
+        self._reports_kick = asyncio.Event()
         self._sem = asyncio.Semaphore(self.concurrency)
         self._held = {}
         self._reports = []
         self._quiet = False
         self._fatal = None
         self._ready_sent = False
+        self._stream_lost = False
         if self._stop_requested:
             self._stopping.set()
         if self._force_requested:
@@ -590,9 +598,9 @@ class Worker:
             delivered = False
             reason = "the server ended the stream"
             call = self._stub.Lease(request)
+            opened = False
             try:
                 await call.wait_for_connection()
-                opened = False
                 while True:
                     try:
                         message = await asyncio.wait_for(call.read(), timeout=_STREAM_SILENCE_LIMIT)
@@ -639,6 +647,8 @@ class Worker:
                 reason = f"{code.name}: {err.details()}"
             finally:
                 call.cancel()
+            if not self._quiet and not self._stopping.is_set():
+                self._on_stream_lost()
             if self._quiet or self._stopping.is_set():
                 # We closed the stream ourselves: the server now caps our leases at its orphan
                 # grace. Renew them once it has seen the stream end (CONFORMANCE.md §7).
@@ -652,14 +662,31 @@ class Worker:
             if delivered or time.monotonic() - opened_at >= _STREAM_STABLE_AFTER:
                 backoff.reset()
             delay = backoff.next()
-            log.warning("lease stream dropped (%s); reconnecting in %.0f ms", reason, delay * 1000)
+            # Loud once when an open stream drops, quieter for each failed reconnect after it.
+            log.log(
+                logging.WARNING if opened else logging.INFO,
+                "lease stream %s (%s); reconnecting in %.0f ms",
+                "dropped" if opened else "could not open", reason, delay * 1000,
+            )
             self._emit(WorkerEvent("reconnecting", delay=delay, reason=reason))
             try:
                 await asyncio.wait_for(self._stopping.wait(), timeout=delay)
             except asyncio.TimeoutError:
                 pass
 
+    def _on_stream_lost(self) -> None:
+        """Renew held leases now and every _EAGER_RENEW until a stream is open again."""
+        self._stream_lost = True
+        if self._held and self._loop is not None and self._renew_now is not None:
+            now = self._loop.time()
+            for held in self._held.values():
+                held.next_renew = min(held.next_renew, now)
+            self._renew_now.set()
+
     def _on_stream_open(self) -> None:
+        self._stream_lost = False
+        if self._reports_kick is not None:
+            self._reports_kick.set()  # reports waiting out a backoff can go now
         log.info("lease stream open (worker %s, %d in flight)", self.worker_id, len(self._held))
         if not self._ready_sent:
             self._ready_sent = True
@@ -817,10 +844,11 @@ class Worker:
         try:
             response = await self._stub.Renew(request, timeout=timeout)
         except grpc.aio.AioRpcError as err:
-            log.warning("renewing %d lease(s) failed (%s: %s); retrying", len(due), err.code().name, err.details())
-            retry_at = self._loop.time() + 0.25
+            level = logging.DEBUG if self._stream_lost else logging.WARNING
+            log.log(level, "renewing %d lease(s) failed (%s: %s); retrying", len(due), err.code().name, err.details())
+            now = self._loop.time()
             for h in due:
-                h.next_renew = min(retry_at, self._loop.time() + h.renew_every)
+                h.next_renew = now + min(h.renew_every, _EAGER_RENEW)
             return
         now = self._loop.time()
         for held, result in zip(due, response.results):
@@ -828,7 +856,7 @@ class Worker:
 
     def _apply_renew(self, held: _Held, code: int, message: str, result: Any, now: float) -> None:
         if code == _STATUS_OK:
-            held.next_renew = now + held.renew_every
+            held.next_renew = now + (min(held.renew_every, _EAGER_RENEW) if self._stream_lost else held.renew_every)
             if result is not None and result.HasField("lease_expires_at"):
                 held.ctx.lease_expires_at = _convert.from_timestamp(result.lease_expires_at)
             return
@@ -897,7 +925,7 @@ class Worker:
                         len(batch), err.code().name, err.details(), delay * 1000,
                     )
                     self._reports[:0] = batch
-                    await asyncio.sleep(delay)
+                    await self._report_pause(delay)
                     continue
                 log.error("the server refused a Report of %d job(s): %s: %s", len(batch), err.code().name, err.details())
                 for report in batch:
@@ -911,7 +939,16 @@ class Worker:
                 self._handle_item(report, item.code, item.message, retry)
             if retry:
                 self._reports[:0] = retry
-                await asyncio.sleep(backoff.next())
+                await self._report_pause(backoff.next())
+
+    async def _report_pause(self, delay: float) -> None:
+        """Sleeps before retrying reports; cut short when a stream opens (the server is back)."""
+        assert self._reports_kick is not None
+        self._reports_kick.clear()
+        try:
+            await asyncio.wait_for(self._reports_kick.wait(), timeout=delay)
+        except asyncio.TimeoutError:
+            pass
 
     def _handle_item(self, report: _Report, code: int, message: str, retry: List[_Report]) -> None:
         kind = "ack" if report.ack is not None else "fail"
