@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the interop tests need, idempotently, into .tools/ (gitignored):
-#   - .tools/venv: grpcio, protobuf, pytest (pinned) and the generated package gen/python
-#     (editable, so a later `npm run generate` needs no reinstall);
+#   - .tools/venv: grpcio, protobuf, pytest (pinned), the generated package gen/python
+#     (editable, so a later `npm run generate` needs no reinstall) and the Python worker
+#     library clients/python (editable; both share the `worq` namespace package);
 #   - .tools/bin/grpcurl;
 #   - the Go modules of test/interop/go, and a warm build cache for `go run .` there.
 # Pins live in scripts/tools.sh. Called by CI (.ci/run) and by hand.
@@ -17,6 +18,14 @@ have="$(cd / && "$VENV_PY" -c 'import worq.v1; print(worq.v1.__file__)' 2>/dev/n
 if [ "$have" != "$want" ]; then
   log "pip installing gen/python (worq-proto, editable) into .tools/venv"
   "$VENV_PY" -m pip install --disable-pip-version-check -q --no-deps -e ./gen/python
+fi
+
+# Same for the worker library (worq, editable): its tests and conformance worker use the venv.
+want="$PWD/clients/python/src/worq/client.py"
+have="$(cd / && "$VENV_PY" -c 'import worq.client; print(worq.client.__file__)' 2>/dev/null || true)"
+if [ "$have" != "$want" ]; then
+  log "pip installing clients/python (worq, editable) into .tools/venv"
+  "$VENV_PY" -m pip install --disable-pip-version-check -q --no-deps -e ./clients/python
 fi
 
 ensure_go_tool grpcurl github.com/fullstorydev/grpcurl/cmd/grpcurl "$GRPCURL_VERSION"
