@@ -19,10 +19,11 @@ func reconnectBackoff() backoff {
 	return backoff{initial: 100 * time.Millisecond, max: 5 * time.Second, factor: 2, jitter: 0.2}
 }
 
-// renewRetryBackoff paces renewals that could not reach the server: short, because a
-// restarted server caps every lease at restart + orphan grace.
+// renewRetryBackoff paces renewals that could not reach the server: short (at most
+// 250 ms), because a restarted server caps every lease at restart + orphan grace, and the
+// renewal that lifts the cap must land inside that grace.
 func renewRetryBackoff() backoff {
-	return backoff{initial: 100 * time.Millisecond, max: 500 * time.Millisecond, factor: 1.5, jitter: 0.2}
+	return backoff{initial: 50 * time.Millisecond, max: 250 * time.Millisecond, factor: 1.5, jitter: 0.2}
 }
 
 // delay returns the n-th delay (n ≥ 0); r is a uniform random number in [0, 1).

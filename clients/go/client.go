@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -97,6 +98,16 @@ func Dial(ctx context.Context, addr string, opts ...DialOption) (*Client, error)
 	return c, nil
 }
 
+// fail converts a stub's error (see wrapErr). After UNAVAILABLE it also ends the
+// connection's reconnect backoff, so that the next call tries the server at once.
+func (c *Client) fail(ctx context.Context, err error) error {
+	err = wrapErr(ctx, err)
+	if IsUnavailable(err) {
+		c.conn.ResetConnectBackoff()
+	}
+	return err
+}
+
 // Close closes the connection. Stop workers first.
 func (c *Client) Close() error { return c.conn.Close() }
 
@@ -112,7 +123,7 @@ func (c *Client) Submit(ctx context.Context, jobType string, opts ...SubmitOptio
 	}
 	resp, err := c.producer.Submit(ctx, &worqv1.SubmitRequest{Job: spec})
 	if err != nil {
-		return "", wrapErr(ctx, err)
+		return "", c.fail(ctx, err)
 	}
 	return resp.GetJid(), nil
 }
@@ -130,7 +141,7 @@ func (c *Client) SubmitBatch(ctx context.Context, specs []JobSpec) ([]string, er
 	}
 	resp, err := c.producer.SubmitBatch(ctx, req)
 	if err != nil {
-		return nil, wrapErr(ctx, err)
+		return nil, c.fail(ctx, err)
 	}
 	jids := make([]string, len(resp.GetJobs()))
 	for i, r := range resp.GetJobs() {
@@ -144,7 +155,7 @@ func (c *Client) SubmitBatch(ctx context.Context, specs []JobSpec) ([]string, er
 func (c *Client) GetJob(ctx context.Context, jid string) (*Job, error) {
 	resp, err := c.admin.GetJob(ctx, &worqv1.GetJobRequest{Jid: jid})
 	if err != nil {
-		return nil, wrapErr(ctx, err)
+		return nil, c.fail(ctx, err)
 	}
 	return jobFromProto(resp.GetJob()), nil
 }
@@ -160,7 +171,7 @@ func (c *Client) WaitResult(ctx context.Context, jid string, timeout time.Durati
 	if err == nil {
 		return jobFromProto(resp.GetJob()), nil
 	}
-	err = wrapErr(ctx, err)
+	err = c.fail(ctx, err)
 	if Code(err) != codes.Unimplemented {
 		return nil, err
 	}
@@ -203,17 +214,25 @@ func (c *Client) Run(ctx context.Context, jobType string, wait time.Duration, op
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.producer.Run(ctx, &worqv1.RunRequest{Job: spec, WaitTimeout: durationpb.New(wait)})
+	var trailer metadata.MD
+	resp, err := c.producer.Run(ctx, &worqv1.RunRequest{Job: spec, WaitTimeout: durationpb.New(wait)}, grpc.Trailer(&trailer))
 	if err == nil {
 		return jobFromProto(resp.GetJob()), nil
 	}
-	err = wrapErr(ctx, err)
+	err = c.fail(ctx, err)
 	if Code(err) != codes.Unimplemented {
+		if e, ok := err.(*Error); ok && len(trailer.Get("worq-jid")) > 0 {
+			e.JID = trailer.Get("worq-jid")[0]
+		}
 		return nil, err
 	}
 	jid, err := c.Submit(ctx, jobType, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return c.WaitResult(ctx, jid, wait)
+	job, err := c.WaitResult(ctx, jid, wait)
+	if e, ok := err.(*Error); ok {
+		e.JID = jid
+	}
+	return job, err
 }

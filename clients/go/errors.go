@@ -19,6 +19,9 @@ type Error struct {
 	Code codes.Code
 	// Message is the server's message; it starts with the offending request field.
 	Message string
+	// JID is the job the error is about when the call created it: Run sets it when the
+	// job was submitted but its wait ran out (DEADLINE_EXCEEDED), so it can be followed.
+	JID string
 
 	cause error // the context's error when the call was cancelled by its context
 }
