@@ -86,8 +86,8 @@ class Client:
             self._channel = open_channel(self.address, self._channel_options)
             self._owns_channel = True
         if self._producer is None or self._admin is None:
-            self._producer = producer_service_pb2_grpc.ProducerServiceStub(self._channel)
-            self._admin = admin_service_pb2_grpc.AdminServiceStub(self._channel)
+            self._producer = producer_service_pb2_grpc.ProducerServiceStub(self._channel)  # type: ignore[no-untyped-call]
+            self._admin = admin_service_pb2_grpc.AdminServiceStub(self._channel)  # type: ignore[no-untyped-call]
         return self._producer, self._admin
 
     async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
@@ -156,7 +156,9 @@ class Client:
         )
         request = producer_service_pb2.SubmitRequest(job=spec.to_proto("job"))
         producer, _ = self._stubs()
-        response = await self._call(lambda: producer.Submit(request, timeout=self.timeout))
+        response: producer_service_pb2.SubmitResponse = await self._call(
+            lambda: producer.Submit(request, timeout=self.timeout)
+        )
         return response.jid
 
     async def submit_batch(self, jobs: Sequence[Union[JobSpec, Mapping[str, Any]]]) -> List[str]:

@@ -13,7 +13,7 @@ Two families:
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Dict, Optional, Tuple, Type, Union
+from typing import Any, Dict, Optional, Tuple, Type, Union
 
 import grpc
 
@@ -132,7 +132,11 @@ _BY_CODE: Dict[grpc.StatusCode, Type[WorqError]] = {
 }
 
 
-def error_for_code(code: grpc.StatusCode, message: str = "", metadata=None) -> WorqError:  # type: ignore[no-untyped-def]
+def error_for_code(
+    code: grpc.StatusCode,
+    message: str = "",
+    metadata: Optional[Tuple[Tuple[str, Union[str, bytes]], ...]] = None,
+) -> WorqError:
     """The :class:`WorqError` subclass instance for a status code."""
     cls = _BY_CODE.get(code, WorqError)
     return cls(code, message, metadata=metadata)
@@ -140,11 +144,12 @@ def error_for_code(code: grpc.StatusCode, message: str = "", metadata=None) -> W
 
 def from_rpc_error(err: grpc.RpcError) -> WorqError:
     """Converts a grpc error (sync or asyncio) to the matching :class:`WorqError`."""
-    code = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN  # type: ignore[attr-defined]
-    details = err.details() if hasattr(err, "details") else str(err)  # type: ignore[attr-defined]
+    call: Any = err
+    code = call.code() if hasattr(call, "code") else grpc.StatusCode.UNKNOWN
+    details = call.details() if hasattr(call, "details") else str(err)
     metadata = None
     try:
-        metadata = tuple(err.trailing_metadata() or ())  # type: ignore[attr-defined]
+        metadata = tuple(call.trailing_metadata() or ())
     except Exception:  # noqa: BLE001 - metadata is best effort
         metadata = None
     return error_for_code(code if code is not None else grpc.StatusCode.UNKNOWN, details or "", metadata)

@@ -88,6 +88,11 @@ class DependencyType(enum.IntEnum):
     AFTER_ANY = 2
 
 
+def _pb_enum(value: enum.IntEnum) -> Any:
+    """The plain int a proto enum field takes (typed Any for the generated stubs' enum types)."""
+    return int(value)
+
+
 def _enum_of(cls: Any, value: Any, where: str) -> Any:
     if isinstance(value, cls):
         return value
@@ -137,7 +142,7 @@ class RetryPolicy:
         if self.max_fails is not None:
             out.max_fails = self.max_fails
         if self.backoff is not None:
-            out.backoff = int(_enum_of(Backoff, self.backoff, f"{where}.backoff"))
+            out.backoff = _pb_enum(_enum_of(Backoff, self.backoff, f"{where}.backoff"))
         if self.initial_delay is not None:
             out.initial_delay.CopyFrom(_convert.to_duration(self.initial_delay, f"{where}.initial_delay"))
         if self.multiplier is not None:
@@ -146,7 +151,7 @@ class RetryPolicy:
             out.max_delay.CopyFrom(_convert.to_duration(self.max_delay, f"{where}.max_delay"))
         out.jitter = bool(self.jitter)
         if self.on_exhausted is not None:
-            out.on_exhausted = int(_enum_of(OnExhausted, self.on_exhausted, f"{where}.on_exhausted"))
+            out.on_exhausted = _pb_enum(_enum_of(OnExhausted, self.on_exhausted, f"{where}.on_exhausted"))
         return out
 
     @classmethod
@@ -189,7 +194,7 @@ class Dependencies:
     def to_proto(self, where: str = "depends_on") -> job_pb2.Dependencies:
         out = job_pb2.Dependencies(jids=list(self.jids), batch_refs=list(self.batch_refs))
         if self.type is not None:
-            out.type = int(_enum_of(DependencyType, self.type, f"{where}.type"))
+            out.type = _pb_enum(_enum_of(DependencyType, self.type, f"{where}.type"))
         return out
 
 
@@ -250,7 +255,7 @@ class JobSpec:
         if self.custom is not None:
             out.custom.CopyFrom(_convert.to_struct(self.custom, f"{where}.custom"))
         if self.priority is not None:
-            out.priority = int(_enum_of(Priority, self.priority, f"{where}.priority"))
+            out.priority = _pb_enum(_enum_of(Priority, self.priority, f"{where}.priority"))
         if self.at is not None and self.delay is not None:
             raise ValueError(f"{where}: give at or delay, not both")
         if self.at is not None:

@@ -99,7 +99,7 @@ class _Backoff:
     def next(self) -> float:
         base = min(self.maximum, self.initial * (2**self.attempt))
         self.attempt = min(self.attempt + 1, 30)
-        return base / 2 + random.random() * base / 2
+        return float(base / 2 + random.random() * base / 2)
 
     def reset(self) -> None:
         self.attempt = 0
@@ -151,7 +151,7 @@ class JobContext:
         self.lease_expires_at: Optional[_dt.datetime] = _convert.optional_timestamp(leased, "lease_expires_at")
         self.cancelled: asyncio.Event = asyncio.Event()
         self.cancel_reason: Optional[str] = None
-        self.logger: logging.LoggerAdapter = logging.LoggerAdapter(
+        self.logger: "logging.LoggerAdapter[logging.Logger]" = logging.LoggerAdapter(
             logging.getLogger("worq.job"), {"jid": self.jid, "job_type": leased.job.type}
         )
 
@@ -503,7 +503,7 @@ class Worker:
                 max_workers=self.concurrency, thread_name_prefix="worq-handler"
             )
         channel = open_channel(self.address, self._channel_options)
-        self._stub = worker_service_pb2_grpc.WorkerServiceStub(channel)
+        self._stub = worker_service_pb2_grpc.WorkerServiceStub(channel)  # type: ignore[no-untyped-call]
         signals_installed: List[int] = []
         if install_signal_handlers:
             signals_installed = self._install_signals(loop)
@@ -557,7 +557,7 @@ class Worker:
             raise self._fatal
 
     def _install_signals(self, loop: asyncio.AbstractEventLoop) -> List[int]:
-        installed = []
+        installed: List[int] = []
         for signum in (signal.SIGTERM, signal.SIGINT):
             try:
                 loop.add_signal_handler(signum, self._on_signal, signum)
@@ -914,7 +914,9 @@ class Worker:
             batch, self._reports = self._reports[:_MAX_BATCH], self._reports[_MAX_BATCH:]
             acks = [r for r in batch if r.ack is not None]
             fails = [r for r in batch if r.fail is not None]
-            request = worker_service_pb2.ReportRequest(acks=[r.ack for r in acks], fails=[r.fail for r in fails])
+            request = worker_service_pb2.ReportRequest(
+                acks=[r.ack for r in acks if r.ack is not None], fails=[r.fail for r in fails if r.fail is not None]
+            )
             try:
                 response = await self._stub.Report(request, timeout=_CALL_TIMEOUT)
             except grpc.aio.AioRpcError as err:
