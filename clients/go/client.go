@@ -128,10 +128,34 @@ func (c *Client) Submit(ctx context.Context, jobType string, opts ...SubmitOptio
 	return resp.GetJid(), nil
 }
 
+// BatchShape is a dependency pattern over the jobs of one SubmitBatch.
+type BatchShape int32
+
+// Batch shapes.
+const (
+	// ShapeNone: each job's own DependsOn only.
+	ShapeNone BatchShape = BatchShape(worqv1.BatchShape_BATCH_SHAPE_UNSPECIFIED)
+	// ShapeChain: each job runs after the one before it; a failure stops the rest.
+	ShapeChain BatchShape = BatchShape(worqv1.BatchShape_BATCH_SHAPE_CHAIN)
+	// ShapeFanIn: the last job runs after all the others.
+	ShapeFanIn BatchShape = BatchShape(worqv1.BatchShape_BATCH_SHAPE_FAN_IN)
+)
+
+// BatchOption configures SubmitBatch.
+type BatchOption func(*worqv1.SubmitBatchRequest)
+
+// Shape applies a dependency pattern over the batch's jobs.
+func Shape(shape BatchShape) BatchOption {
+	return func(r *worqv1.SubmitBatchRequest) { r.Shape = worqv1.BatchShape(shape) }
+}
+
 // SubmitBatch creates up to 10,000 jobs atomically (all or none) and returns their jids
 // in order. An invalid job fails the batch with INVALID_ARGUMENT naming `jobs[i].field`.
-func (c *Client) SubmitBatch(ctx context.Context, specs []JobSpec) ([]string, error) {
+func (c *Client) SubmitBatch(ctx context.Context, specs []JobSpec, opts ...BatchOption) ([]string, error) {
 	req := &worqv1.SubmitBatchRequest{Jobs: make([]*worqv1.JobSpec, len(specs))}
+	for _, opt := range opts {
+		opt(req)
+	}
 	for i, s := range specs {
 		p, err := s.toProto(fmt.Sprintf("jobs[%d]", i))
 		if err != nil {
@@ -160,6 +184,29 @@ func (c *Client) GetJob(ctx context.Context, jid string) (*Job, error) {
 	return jobFromProto(resp.GetJob()), nil
 }
 
+// Cancel moves a job that has not finished to CANCELLED and returns it; a running job's
+// worker is told to stop (its handler's context is cancelled with a *RevokedError).
+// FAILED_PRECONDITION when the job already finished, NOT_FOUND for an unknown jid.
+func (c *Client) Cancel(ctx context.Context, jid string) (*Job, error) {
+	resp, err := c.producer.Cancel(ctx, &worqv1.CancelRequest{Jid: jid})
+	if err != nil {
+		return nil, c.fail(ctx, err)
+	}
+	return jobFromProto(resp.GetJob()), nil
+}
+
+// DeleteJob removes a job, its result and its indexes, whatever its state (an admin call);
+// a running job's worker is told to stop. NOT_FOUND for an unknown jid.
+func (c *Client) DeleteJob(ctx context.Context, jid string) error {
+	if _, err := c.admin.DeleteJob(ctx, &worqv1.DeleteJobRequest{Jid: jid}); err != nil {
+		return c.fail(ctx, err)
+	}
+	return nil
+}
+
+// maxWait is the server's limit on one GetResult or Run wait.
+const maxWait = time.Hour
+
 // WaitResult waits up to timeout for the job to reach a terminal state (COMPLETED, FAILED,
 // DEAD_LETTER, CANCELLED) and returns it; check job.State, then job.Result or job.Failure.
 // DEADLINE_EXCEEDED (IsDeadlineExceeded) when it is not done in time; the job is left as it is.
@@ -167,15 +214,24 @@ func (c *Client) GetJob(ctx context.Context, jid string) (*Job, error) {
 // It calls ProducerService.GetResult; against a server that does not build GetResult yet
 // (UNIMPLEMENTED), it polls GetJob instead.
 func (c *Client) WaitResult(ctx context.Context, jid string, timeout time.Duration) (*Job, error) {
-	resp, err := c.producer.GetResult(ctx, &worqv1.GetResultRequest{Jid: jid, WaitTimeout: durationpb.New(timeout)})
-	if err == nil {
-		return jobFromProto(resp.GetJob()), nil
+	deadline := time.Now().Add(timeout)
+	for {
+		// The server waits at most an hour per call; longer waits take several calls.
+		wait := max(min(time.Until(deadline), maxWait), 0)
+		resp, err := c.producer.GetResult(ctx, &worqv1.GetResultRequest{Jid: jid, WaitTimeout: durationpb.New(wait)})
+		if err == nil {
+			return jobFromProto(resp.GetJob()), nil
+		}
+		err = c.fail(ctx, err)
+		switch {
+		case Code(err) == codes.Unimplemented:
+			return c.pollResult(ctx, jid, time.Until(deadline))
+		case IsDeadlineExceeded(err) && ctx.Err() == nil && time.Until(deadline) > 0:
+			continue
+		default:
+			return nil, err
+		}
 	}
-	err = c.fail(ctx, err)
-	if Code(err) != codes.Unimplemented {
-		return nil, err
-	}
-	return c.pollResult(ctx, jid, timeout)
 }
 
 // pollResult is WaitResult for servers without GetResult.
@@ -214,17 +270,28 @@ func (c *Client) Run(ctx context.Context, jobType string, wait time.Duration, op
 	if err != nil {
 		return nil, err
 	}
+	deadline := time.Now().Add(wait)
 	var trailer metadata.MD
-	resp, err := c.producer.Run(ctx, &worqv1.RunRequest{Job: spec, WaitTimeout: durationpb.New(wait)}, grpc.Trailer(&trailer))
+	resp, err := c.producer.Run(ctx, &worqv1.RunRequest{Job: spec, WaitTimeout: durationpb.New(max(min(wait, maxWait), 0))}, grpc.Trailer(&trailer))
 	if err == nil {
 		return jobFromProto(resp.GetJob()), nil
 	}
 	err = c.fail(ctx, err)
 	if Code(err) != codes.Unimplemented {
-		if e, ok := err.(*Error); ok && len(trailer.Get("worq-jid")) > 0 {
-			e.JID = trailer.Get("worq-jid")[0]
+		e, ok := err.(*Error)
+		if !ok || len(trailer.Get("worq-jid")) == 0 {
+			return nil, err
 		}
-		return nil, err
+		e.JID = trailer.Get("worq-jid")[0]
+		if !IsDeadlineExceeded(err) || ctx.Err() != nil || time.Until(deadline) <= 0 {
+			return nil, err
+		}
+		// A wait over the server's hour: go on waiting for the job Run created.
+		job, err := c.WaitResult(ctx, e.JID, time.Until(deadline))
+		if e2, ok := err.(*Error); ok {
+			e2.JID = e.JID
+		}
+		return job, err
 	}
 	jid, err := c.Submit(ctx, jobType, opts...)
 	if err != nil {

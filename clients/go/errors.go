@@ -45,7 +45,22 @@ var (
 	ErrLeaseLost = errors.New("worq: the job's lease was lost")
 	// ErrShutdown: the worker shut down and its shutdown timeout ran out before the handler returned.
 	ErrShutdown = errors.New("worq: the worker shut down before the handler finished")
+	// ErrRevoked: the server took the job back (cancelled, deleted, or its ttl passed);
+	// the cause is a *RevokedError, which matches it with errors.Is.
+	ErrRevoked = errors.New("worq: the server revoked the job")
 )
+
+// RevokedError is the cause of a handler's context cancellation when the server revoked
+// the job.
+type RevokedError struct {
+	// Reason is the server's word for it, e.g. "cancelled", "deleted", "ttl exceeded".
+	Reason string
+}
+
+func (e *RevokedError) Error() string { return "worq: the server revoked the job: " + e.Reason }
+
+// Is makes errors.Is(err, ErrRevoked) true.
+func (e *RevokedError) Is(target error) bool { return target == ErrRevoked }
 
 // wrapErr turns an error from a generated stub into a *Error. A call cancelled by ctx keeps
 // the context's error as its cause.

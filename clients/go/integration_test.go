@@ -501,3 +501,95 @@ func TestTypedErrors(t *testing.T) {
 		t.Errorf("Submit to a stopped server: %v, want Unavailable", err)
 	}
 }
+
+func TestCancelRevokesRunningJob(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	c := dial(t, srv)
+	started := make(chan struct{}, 1)
+	causes := make(chan error, 1)
+	var outcomes sync.Map
+	w := NewWorker(c, WorkerOptions{Queues: []string{"t-cancel"}, Logger: testLogger(t),
+		Hooks: Hooks{OnDone: func(job *Job, o Outcome, _ error) { outcomes.Store(job.JID, o) }}})
+	w.Handle("long", func(ctx context.Context, job *Job) (any, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return nil, context.Cause(ctx)
+	})
+	runWorker(t, w)
+	jid := submit(t, c, "long", Queue("t-cancel"))
+	<-started
+	job, err := c.Cancel(context.Background(), jid)
+	if err != nil || job.State != StateCancelled {
+		t.Fatalf("Cancel: %+v %v", job, err)
+	}
+	select {
+	case cause := <-causes:
+		var re *RevokedError
+		if !errors.Is(cause, ErrRevoked) || !errors.As(cause, &re) || re.Reason == "" {
+			t.Errorf("handler ctx ended with %v, want a *RevokedError", cause)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler was not told the job was cancelled")
+	}
+	if _, err := c.Cancel(context.Background(), jid); !IsLeaseLost(err) {
+		t.Errorf("second Cancel: %v, want FailedPrecondition", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for o, _ := outcomes.Load(jid); o != OutcomeLeaseLost; o, _ = outcomes.Load(jid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("outcome %v, want lease_lost", o)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := c.DeleteJob(context.Background(), jid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetJob(context.Background(), jid); !IsNotFound(err) {
+		t.Errorf("GetJob after DeleteJob: %v", err)
+	}
+}
+
+func TestDependenciesIdempotencyAndTTL(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	c := dial(t, srv)
+	var mu sync.Mutex
+	var order []string
+	w := NewWorker(c, WorkerOptions{Queues: []string{"t-deps"}, Logger: testLogger(t)})
+	w.Handle("step", func(ctx context.Context, job *Job) (any, error) {
+		mu.Lock()
+		order = append(order, job.Args[0].(string))
+		mu.Unlock()
+		return nil, nil
+	})
+	runWorker(t, w)
+	ctx := context.Background()
+
+	jids, err := c.SubmitBatch(ctx, []JobSpec{
+		NewJobSpec("step", Queue("t-deps"), Args("a")),
+		NewJobSpec("step", Queue("t-deps"), Args("b")),
+		NewJobSpec("step", Queue("t-deps"), Args("c")),
+	}, Shape(ShapeChain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := waitResult(t, c, jids[2], 10*time.Second)
+	if last.State != StateCompleted || len(last.DependsOn) != 1 || last.DependsOn[0] != jids[1] {
+		t.Fatalf("last of the chain: %s, depends on %v", last.State, last.DependsOn)
+	}
+	after := submit(t, c, "step", Queue("t-deps"), Args("d"), DependsOn(jids[2]), TTL(time.Hour), IdempotencyKey("k-1"))
+	if job := waitResult(t, c, after, 10*time.Second); job.State != StateCompleted || job.IdempotencyKey != "k-1" ||
+		job.ExpiresAt.Before(time.Now().Add(50*time.Minute)) {
+		t.Fatalf("dependent job: %s key %q expires %s", job.State, job.IdempotencyKey, job.ExpiresAt)
+	}
+	if again := submit(t, c, "step", Queue("t-deps"), Args("e"), IdempotencyKey("k-1")); again != after {
+		t.Errorf("repeat submit with the same idempotency key made %s, want %s", again, after)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(order, "") != "abcd" {
+		t.Errorf("ran in order %v", order)
+	}
+}

@@ -96,6 +96,12 @@ type Job struct {
 
 	CreatedAt   time.Time
 	CompletedAt time.Time
+	ExpiresAt   time.Time // created + ttl
+
+	IdempotencyKey string
+	ParentJID      string
+	DependsOn      []string // the jobs this one waits (or waited) for
+	WaitingOn      []string // while PENDING: the dependencies not finished yet
 
 	// LeaseID and ExecutionDeadline are set on jobs handed to a handler.
 	LeaseID           string
@@ -134,6 +140,11 @@ func jobFromProto(p *worqv1.Job) *Job {
 		Result:           p.GetResult(),
 		CreatedAt:        timeOf(p.GetCreatedAt()),
 		CompletedAt:      timeOf(p.GetCompletedAt()),
+		ExpiresAt:        timeOf(p.GetExpiresAt()),
+		IdempotencyKey:   p.GetIdempotencyKey(),
+		ParentJID:        p.GetParentJid(),
+		DependsOn:        p.GetDependsOn(),
+		WaitingOn:        p.GetWaitingOn(),
 		Proto:            p,
 	}
 	if p.GetArgs() != nil {

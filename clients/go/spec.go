@@ -70,6 +70,26 @@ type RetryPolicy struct {
 	OnExhausted ExhaustedAction
 }
 
+// DependencyType says when a dependent job may run.
+type DependencyType int32
+
+// Dependency types. DependencyDefault lets the server choose (AFTER).
+const (
+	DependencyDefault  DependencyType = DependencyType(worqv1.DependencyType_DEPENDENCY_TYPE_UNSPECIFIED)
+	DependencyAfter    DependencyType = DependencyType(worqv1.DependencyType_DEPENDENCY_TYPE_AFTER)
+	DependencyAfterAny DependencyType = DependencyType(worqv1.DependencyType_DEPENDENCY_TYPE_AFTER_ANY)
+)
+
+// Dependencies makes a job wait in PENDING until other jobs finish. With AFTER (the
+// default) it runs once all of them COMPLETED, and a dependency ending FAILED, DEAD_LETTER
+// or CANCELLED gives it that same state; with AFTER_ANY it runs once all of them finished,
+// whatever their state.
+type Dependencies struct {
+	Type      DependencyType
+	JIDs      []string // existing jobs
+	BatchRefs []string // jobs of the same SubmitBatch, by their JobSpec.BatchRef
+}
+
 // JobSpec is everything a producer sets on a job. Zero fields take the server's defaults.
 // Build one with NewJobSpec and SubmitOptions, or fill it in directly.
 type JobSpec struct {
@@ -88,6 +108,12 @@ type JobSpec struct {
 	Backtrace        int               // stack frames of a failure to keep; default 0
 	Tags             map[string]string // user labels
 	CorrelationID    string            // trace correlation id, stored and returned unchanged
+	TTL              time.Duration     // lifetime from submission; default 7 days
+	IdempotencyKey   string            // a repeat submit of this type and key returns the first job
+	DependsOn        *Dependencies     // jobs this one waits for
+	BatchRef         string            // this job's name inside a SubmitBatch, for BatchRefs
+	ParentJID        string            // the job that spawned this one (fan-out)
+	CallbackURL      string            // POSTed the job when it reaches a terminal state
 }
 
 // SubmitOption sets one field of a JobSpec.
@@ -146,15 +172,51 @@ func Tags(tags map[string]string) SubmitOption { return func(s *JobSpec) { s.Tag
 // CorrelationID sets a trace correlation id.
 func CorrelationID(id string) SubmitOption { return func(s *JobSpec) { s.CorrelationID = id } }
 
+// TTL sets the job's lifetime: unfinished by submission + ttl, it goes to DEAD_LETTER;
+// finished (COMPLETED or CANCELLED), it is deleted then.
+func TTL(d time.Duration) SubmitOption { return func(s *JobSpec) { s.TTL = d } }
+
+// IdempotencyKey deduplicates submits: within the server's window, a submit of the same
+// type and key returns the earlier job's jid and creates nothing.
+func IdempotencyKey(key string) SubmitOption { return func(s *JobSpec) { s.IdempotencyKey = key } }
+
+// DependsOn makes the job wait until the given jobs COMPLETED (AFTER).
+func DependsOn(jids ...string) SubmitOption {
+	return func(s *JobSpec) { s.DependsOn = &Dependencies{JIDs: jids} }
+}
+
+// WithDependencies sets the job's dependencies in full (type, jids, batch refs).
+func WithDependencies(d Dependencies) SubmitOption { return func(s *JobSpec) { s.DependsOn = &d } }
+
+// BatchRef names the job inside a SubmitBatch, so that others can depend on it.
+func BatchRef(ref string) SubmitOption { return func(s *JobSpec) { s.BatchRef = ref } }
+
+// ParentJID records the job that spawned this one (usually the running job's JID).
+func ParentJID(jid string) SubmitOption { return func(s *JobSpec) { s.ParentJID = jid } }
+
+// CallbackURL sets a webhook the server POSTs the job to when it reaches a terminal state
+// (its origin must be allowed by the server's --callback-allow).
+func CallbackURL(url string) SubmitOption { return func(s *JobSpec) { s.CallbackURL = url } }
+
 // toProto converts the spec; field names in errors are prefixed with `field`.
 func (s JobSpec) toProto(field string) (*worqv1.JobSpec, error) {
 	out := &worqv1.JobSpec{
-		Type:          s.Type,
-		Queue:         s.Queue,
-		Payload:       s.Payload,
-		Priority:      worqv1.Priority(s.Priority),
-		Tags:          s.Tags,
-		CorrelationId: s.CorrelationID,
+		Type:           s.Type,
+		Queue:          s.Queue,
+		Payload:        s.Payload,
+		Priority:       worqv1.Priority(s.Priority),
+		Tags:           s.Tags,
+		CorrelationId:  s.CorrelationID,
+		IdempotencyKey: s.IdempotencyKey,
+		BatchRef:       s.BatchRef,
+		ParentJid:      s.ParentJID,
+		CallbackUrl:    s.CallbackURL,
+	}
+	if s.TTL != 0 {
+		out.Ttl = durationpb.New(s.TTL)
+	}
+	if d := s.DependsOn; d != nil {
+		out.DependsOn = &worqv1.Dependencies{Type: worqv1.DependencyType(d.Type), Jids: d.JIDs, BatchRefs: d.BatchRefs}
 	}
 	if s.Args != nil {
 		list, err := toList(s.Args)

@@ -23,8 +23,9 @@ import (
 // Handler runs one job. Its return value becomes the job's result (see EncodeResult); an
 // error fails the attempt (TEMPORARY, or PERMANENT when wrapped with Permanent; see also
 // RetryAfter). ctx is cancelled at the job's execution deadline, when the lease is lost,
-// and when the worker's shutdown timeout runs out; context.Cause(ctx) says which
-// (ErrExecutionDeadline, ErrLeaseLost, ErrShutdown).
+// when the server revokes the job (cancelled, deleted, expired), and when the worker's
+// shutdown timeout runs out; context.Cause(ctx) says which (ErrExecutionDeadline,
+// ErrLeaseLost, a *RevokedError matching ErrRevoked, ErrShutdown).
 type Handler func(ctx context.Context, job *Job) (any, error)
 
 // Middleware wraps every handler of a worker, outermost first (see Worker.Use).
@@ -117,6 +118,7 @@ type Worker struct {
 	middleware []Middleware
 	started    bool
 	tasks      map[string]*task // by lease id
+	opened     chan struct{}    // closed (and replaced) whenever a Lease stream opens
 }
 
 // NewWorker creates a worker on client.
@@ -147,7 +149,23 @@ func NewWorker(client *Client, opts WorkerOptions) *Worker {
 		slots:    make(chan struct{}, opts.Concurrency),
 		handlers: map[string]Handler{},
 		tasks:    map[string]*task{},
+		opened:   make(chan struct{}),
 	}
+}
+
+// streamOpened wakes the reports waiting to retry: the server is reachable again.
+func (w *Worker) streamOpened() {
+	w.mu.Lock()
+	close(w.opened)
+	w.opened = make(chan struct{})
+	w.mu.Unlock()
+}
+
+// nextStreamOpen returns a channel closed when the next Lease stream opens.
+func (w *Worker) nextStreamOpen() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.opened
 }
 
 // ID returns the worker id sent to the server.
@@ -270,7 +288,7 @@ func (w *Worker) shutdown(cancelReports context.CancelFunc) {
 		go w.failBack(t)
 	}
 	// The closed stream capped every lease at now + orphan grace; a renewal lifts that.
-	w.renewNow()
+	w.renewSoon()
 
 	drained := make(chan struct{})
 	go func() {
@@ -336,8 +354,9 @@ func (w *Worker) leaseLoop(ctx context.Context) error {
 			return nil
 		}
 		received, err := w.leaseOnce(ctx, req)
-		// Whatever ended the stream, the server capped our leases at now + orphan grace.
-		w.renewNow()
+		// Whatever ended the stream, the server capped our leases at now + orphan grace:
+		// renew them once it has seen the stream end.
+		w.renewSoon()
 		if w.stopped(ctx) {
 			return nil
 		}
@@ -404,12 +423,6 @@ func (w *Worker) leaseOnce(ctx context.Context, req *worqv1.LeaseRequest) (recei
 	if err != nil {
 		return false, wrapErr(sctx, err)
 	}
-	// The server knows this worker again: renew what it still runs at once.
-	w.renewNow()
-	w.log.Debug("lease stream open")
-	if h := w.opts.Hooks.OnReady; h != nil {
-		h(w.opts.WorkerID)
-	}
 	for {
 		msg, err := stream.Recv()
 		if err == io.EOF {
@@ -418,13 +431,26 @@ func (w *Worker) leaseOnce(ctx context.Context, req *worqv1.LeaseRequest) (recei
 		if err != nil {
 			return received, wrapErr(sctx, err)
 		}
-		received = true
+		if !received {
+			// The first message (a keepalive) confirms the server registered this worker and
+			// adopted its unreported leases: renew them at once, and retry waiting reports
+			// now rather than after their backoff.
+			received = true
+			w.renewNow()
+			w.streamOpened()
+			w.log.Debug("lease stream open")
+			if h := w.opts.Hooks.OnReady; h != nil {
+				h(w.opts.WorkerID)
+			}
+		}
 		switch kind := msg.GetKind().(type) {
 		case *worqv1.LeaseResponse_Jobs:
 			for _, lj := range kind.Jobs.GetJobs() {
 				w.accept(lj)
 			}
 		case *worqv1.LeaseResponse_Keepalive:
+		case *worqv1.LeaseResponse_Revoked:
+			w.revoke(kind.Revoked)
 		case *worqv1.LeaseResponse_Control:
 			reason := kind.Control.GetReason()
 			switch kind.Control.GetAction() {
@@ -629,12 +655,13 @@ func failRequest(job *Job, err error, fallback []uintptr) *worqv1.FailRequest {
 }
 
 // report sends an Ack or Fail until the server answers: UNAVAILABLE (and other transient
-// codes) are retried with backoff; FAILED_PRECONDITION and NOT_FOUND mean the lease was
+// codes) are retried with backoff, and at once when a Lease stream opens; FAILED_PRECONDITION and NOT_FOUND mean the lease was
 // lost, and the report is dropped.
 func (w *Worker) report(t *task, kind string, success Outcome, call func(context.Context) error) Outcome {
 	log := w.log.With("jid", t.job.JID, "lease_id", t.job.LeaseID, "report", kind)
 	r := retrier{b: reconnectBackoff()}
 	for {
+		opened := w.nextStreamOpen()
 		ctx, cancel := context.WithTimeout(w.reportCx, callTimeout)
 		err := call(ctx)
 		cancel()
@@ -655,9 +682,10 @@ func (w *Worker) report(t *task, kind string, success Outcome, call func(context
 			timer := time.NewTimer(delay)
 			select {
 			case <-w.reportCx.Done():
-				timer.Stop()
+			case <-opened:
 			case <-timer.C:
 			}
+			timer.Stop()
 			if code == codes.Unavailable {
 				w.client.conn.ResetConnectBackoff()
 			}
@@ -808,6 +836,39 @@ func (w *Worker) renewNow() {
 	}
 	w.mu.Unlock()
 	w.kickRenewer()
+}
+
+// renewAfterClose is how long after closing a stream the worker renews its leases: the
+// server must have seen the stream end first, or it caps the leases after the renewal.
+const renewAfterClose = 50 * time.Millisecond
+
+// renewSoon makes every held lease due for renewal renewAfterClose from now.
+func (w *Worker) renewSoon() {
+	at := time.Now().Add(renewAfterClose)
+	w.mu.Lock()
+	for _, t := range w.tasks {
+		if t.nextRenew.After(at) {
+			t.nextRenew = at
+		}
+	}
+	w.mu.Unlock()
+	w.kickRenewer()
+}
+
+// revoke cancels the handler of a job the server took back (cancelled, deleted, expired).
+// Its report still goes out: the server refuses it, and that frees the slot.
+func (w *Worker) revoke(r *worqv1.Revoked) {
+	w.mu.Lock()
+	t := w.tasks[r.GetLeaseId()]
+	if t != nil {
+		t.lost = true
+	}
+	w.mu.Unlock()
+	if t == nil {
+		return
+	}
+	w.log.Info("job revoked by the server; cancelling its handler", "jid", r.GetJid(), "lease_id", r.GetLeaseId(), "reason", r.GetReason())
+	t.cancel(&RevokedError{Reason: r.GetReason()})
 }
 
 func (w *Worker) kickRenewer() {
