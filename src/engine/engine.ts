@@ -849,7 +849,12 @@ export class Engine {
     const capMs = this.clock.nowMs() + this.orphanGraceMs;
     for (const { leaseId, jid } of this.slots.detach(session)) {
       const meta = this.live.get(jid);
-      if (meta?.state !== "RUNNING" || meta.lease?.leaseId !== leaseId || meta.lease.expiresAtMs <= capMs) continue;
+      if (meta?.state !== "RUNNING" || meta.lease?.leaseId !== leaseId) {
+        // The lease already lapsed or was revoked: no later stream of this worker should keep its slot.
+        this.slots.release(leaseId);
+        continue;
+      }
+      if (meta.lease.expiresAtMs <= capMs) continue;
       // Memory only: after a restart every lease is capped the same way during recovery.
       const orphaned = { ...meta, lease: { ...meta.lease, expiresAtMs: capMs } };
       this.live.set(jid, orphaned);

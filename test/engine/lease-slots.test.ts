@@ -103,3 +103,17 @@ describe("Engine: a reconnecting worker keeps its slots", () => {
     expect(again.sink.jids).toHaveLength(1);
   });
 });
+
+describe("Engine: a dead lease does not keep a slot past its stream (found by the property test)", () => {
+  it("a lease that lapsed while its stream was open frees its slot when the stream closes", async () => {
+    const { engine, clock } = await openEngine();
+    await submitOne(engine, { type: "t", queue: "q", reserveForMs: 1_000 });
+    const first = await lease(engine, ["q"], 1, "w0");
+    clock.advance(1_000);
+    engine.tick();
+    await flush();
+    first.session.close();
+    const again = await lease(engine, ["q"], 1, "w0");
+    expect(again.sink.grants).toHaveLength(1); // the requeued job, not a slot held by a dead lease
+  });
+});
