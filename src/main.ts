@@ -72,10 +72,12 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
       stopTimers();
       webhooks.stop();
       await new Promise<void>((done) => {
+        // Streams end at once (RECONNECT) and unary calls take milliseconds, so a connection
+        // still open after 2 s is one grpc-js failed to see closing: cut it.
         const force = setTimeout(() => {
           server.forceShutdown();
           done();
-        }, 5_000);
+        }, 2_000);
         server.tryShutdown(() => {
           clearTimeout(force);
           done();

@@ -219,6 +219,8 @@ export class Engine {
     for (const session of [...this.sessions.values()]) {
       session.sink.control("RECONNECT", "server is shutting down");
     }
+    // Wake every GetResult/Run wait: they answer at once rather than hold the shutdown.
+    for (const listeners of this.finishListeners.values()) listeners.forEach((notify) => notify());
   }
 
   /** Stops (see beginShutdown) and closes the store once every pending write is durable. */
@@ -425,7 +427,11 @@ export class Engine {
           `job ${jid} did not finish within ${waitMs} ms (it is ${view.meta.state}); it is left as it is`,
         );
       }
-      return await this.getJob(jid);
+      const finished = await this.getJob(jid);
+      if (!isTerminal(finished.meta.state)) {
+        throw new WorqError("WORQ_UNAVAILABLE", `server is shutting down; job ${jid} has not finished, wait again after reconnecting`);
+      }
+      return finished;
     } finally {
       clearTimeout(timer);
       listeners.delete(finished);

@@ -26,9 +26,9 @@ const EXAMPLES = {
     producer: [PYTHON, join(ROOT, "examples/python/producer.py")],
   },
   go: {
-    available: toolAvailable("Go examples", () => fileExists(join(ROOT, ".tools/bin/go-example-worker")), `no .tools/bin/go-example-worker; ${HINT}`),
-    worker: [join(ROOT, ".tools/bin/go-example-worker")],
-    producer: [join(ROOT, ".tools/bin/go-example-producer")],
+    available: toolAvailable("Go examples", () => fileExists(join(ROOT, ".tools/bin/worq-example-go-worker")), `no .tools/bin/worq-example-go-worker; ${HINT}`),
+    worker: [join(ROOT, ".tools/bin/worq-example-go-worker")],
+    producer: [join(ROOT, ".tools/bin/worq-example-go-producer")],
   },
 } as const;
 
