@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import time
 from types import TracebackType
 from typing import Any, Awaitable, Callable, List, Mapping, Optional, Sequence, Type, TypeVar, Union
 
@@ -15,12 +16,15 @@ from worq.v1 import producer_service_pb2, producer_service_pb2_grpc
 from . import _convert
 from ._channel import ChannelOptions, open_channel
 from ._convert import Seconds
-from .errors import from_rpc_error
+from .errors import DeadlineExceeded, from_rpc_error
 from .types import Dependencies, Job, JobSpec, Priority, RetryPolicy
 
 __all__ = ["Client"]
 
 T = TypeVar("T")
+
+# The longest wait the server takes in one GetResult or Run call; longer waits are chained.
+_MAX_SERVER_WAIT = 3600.0
 
 # Extra time the gRPC deadline of a waiting call gets beyond the server-side wait, so that the
 # server's DEADLINE_EXCEEDED (with its metadata) arrives before our own deadline cuts the call.
@@ -177,11 +181,19 @@ class Client:
         which is left as it is."""
         job = JobSpec.coerce({"type": type, **spec}, "job")
         wait = _convert.seconds_of(wait_timeout, "wait_timeout")
+        first = min(wait, _MAX_SERVER_WAIT)
         request = producer_service_pb2.RunRequest(
-            job=job.to_proto("job"), wait_timeout=_convert.to_duration(wait, "wait_timeout")
+            job=job.to_proto("job"), wait_timeout=_convert.to_duration(first, "wait_timeout")
         )
         producer, _ = self._stubs()
-        response = await self._call(lambda: producer.Run(request, timeout=wait + _WAIT_MARGIN))
+        started = time.monotonic()
+        try:
+            response = await self._call(lambda: producer.Run(request, timeout=first + _WAIT_MARGIN))
+        except DeadlineExceeded as err:
+            left = wait - (time.monotonic() - started)
+            if err.jid is None or left <= 0:
+                raise
+            return await self.wait_result(err.jid, left)  # waits over an hour: keep waiting
         return Job(response.job)
 
     # --- following ------------------------------------------------------------------------
@@ -212,11 +224,23 @@ class Client:
         """Waits up to ``timeout`` (seconds or timedelta, at most 1 h) for the job to reach a
         terminal state (COMPLETED, FAILED, DEAD_LETTER, CANCELLED) and returns it. Raises
         :class:`worq.errors.DeadlineExceeded` if it has not finished by then. Check
-        ``job.state``: a job that failed for good is returned, not raised."""
+        ``job.state``: a job that failed for good is returned, not raised. Waits longer than
+        the server's one-hour cap are chained over several calls."""
         wait = _convert.seconds_of(timeout, "timeout")
-        request = producer_service_pb2.GetResultRequest(
-            jid=jid, wait_timeout=_convert.to_duration(wait, "timeout")
-        )
+        if wait < 0:
+            raise ValueError("timeout: must be >= 0")
         producer, _ = self._stubs()
-        response = await self._call(lambda: producer.GetResult(request, timeout=wait + _WAIT_MARGIN))
-        return Job(response.job)
+        deadline = time.monotonic() + wait
+        while True:
+            # The server waits at most an hour per call: chain calls for longer waits.
+            chunk = min(max(deadline - time.monotonic(), 0.0), _MAX_SERVER_WAIT)
+            request = producer_service_pb2.GetResultRequest(
+                jid=jid, wait_timeout=_convert.to_duration(chunk, "timeout")
+            )
+            try:
+                response = await self._call(lambda: producer.GetResult(request, timeout=chunk + _WAIT_MARGIN))
+            except DeadlineExceeded:
+                if deadline - time.monotonic() > 0:
+                    continue
+                raise
+            return Job(response.job)
