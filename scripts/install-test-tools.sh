@@ -4,7 +4,8 @@
 #     (editable, so a later `npm run generate` needs no reinstall) and the Python worker
 #     library clients/python (editable; both share the `worq` namespace package);
 #   - .tools/bin/grpcurl;
-#   - the Go modules of test/interop/go, and a warm build cache for `go run .` there.
+#   - the Go modules of test/interop/go, and a warm build cache for `go run .` there;
+#   - the Go worker library's conformance worker and the Go examples, into .tools/bin.
 # Pins live in scripts/tools.sh. Called by CI (.ci/run) and by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,4 +34,10 @@ ensure_go_tool grpcurl github.com/fullstorydev/grpcurl/cmd/grpcurl "$GRPCURL_VER
 log "downloading Go modules of test/interop/go and building it"
 (cd test/interop/go && go mod download && go build -o /dev/null .)
 
-log "test tools ready: $VENV_PY, $TOOLS_BIN/grpcurl, test/interop/go"
+log "building the Go worker library, its conformance worker and the Go examples"
+(cd clients/go && go mod download && go build ./... && go build -o "$TOOLS_BIN/go-conformance-worker" ./cmd/conformance-worker)
+(cd examples/go && go mod download \
+  && go build -o "$TOOLS_BIN/worq-example-go-worker" ./worker \
+  && go build -o "$TOOLS_BIN/worq-example-go-producer" ./producer)
+
+log "test tools ready: $VENV_PY, $TOOLS_BIN/grpcurl, $TOOLS_BIN/go-conformance-worker, Go examples"

@@ -30,12 +30,11 @@
  * WORQ_PROPERTY_RUNS=<n> raises the number of runs for a soak (default 200); WORQ_PROPERTY_SEED
  * and WORQ_PROPERTY_PATH replay a failure that fast-check reported.
  *
- * Modelled as the engine does it, and doubtful: a slot whose lease lapsed (or was revoked by
- * Cancel) while its stream was open stays taken after the stream ends and is adopted by the
- * next stream of the same worker id (lease-slots.test.ts asserts this). If that stream is a
- * new process it never reports the lease, so the credit is lost until a server restart:
- * submit(reserve 1 s) → open(w0, credits 1) → advance 1 s + tick (lapse) → close → open(w0,
- * credits 1): the job stays SCHEDULED forever while w0's only slot is the dead lease.
+ * Found by this test and fixed: a slot whose lease lapsed (or was revoked) while its stream
+ * was open used to stay taken after the stream ended and be adopted by the next stream of the
+ * same worker id, which (as a new process) never reported it: submit(reserve 1 s) → open(w0,
+ * credits 1) → advance 1 s + tick → close → open(w0, credits 1) left the job SCHEDULED forever.
+ * Now such a slot is freed when its stream ends, and the model says so in close().
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
@@ -425,11 +424,16 @@ class Sim {
     session.handle.close();
     session.open = false;
     const orphaned: Slot[] = [];
-    for (const slot of this.slots.values()) {
-      if (slot.holder === session.key) {
-        slot.holder = undefined;
-        orphaned.push(slot);
+    for (const [leaseId, slot] of this.slots) {
+      if (slot.holder !== session.key) continue;
+      const meta = before.get(slot.jid);
+      if (meta?.state !== "RUNNING" || meta.lease?.leaseId !== leaseId) {
+        // A lease that already lapsed or was revoked frees its slot when its stream ends.
+        this.slots.delete(leaseId);
+        continue;
       }
+      slot.holder = undefined;
+      orphaned.push(slot);
     }
     await this.settle({ kind: "close" });
     // Leases of the closed stream lapse within the orphan grace (memory only).

@@ -1,0 +1,41 @@
+import { execFile } from "node:child_process";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { describe, expect, it } from "vitest";
+import { commandWorks, fileExists, toolAvailable } from "../support/require-tool.js";
+
+const run = promisify(execFile);
+const ROOT = join(import.meta.dirname, "../..");
+const PYTHON = join(ROOT, ".tools/venv/bin/python");
+
+const hasGo = toolAvailable("Go library suite", () => commandWorks("go", ["version"]), "no `go` on PATH");
+const hasPython = toolAvailable(
+  "Python library suite",
+  () => fileExists(PYTHON) && commandWorks(PYTHON, ["-c", "import pytest, worq.client, worq.v1"]),
+  "no .tools/venv with pytest and clients/python; run `bash scripts/install-test-tools.sh` first",
+);
+
+/**
+ * Each worker library's own test suite (they start real servers from dist/), run from here
+ * so that `npm test` runs every test of the project.
+ */
+describe("the worker libraries' own test suites", () => {
+  it.skipIf(!hasGo)("clients/go: go vet and go test ./...", async () => {
+    const cwd = join(ROOT, "clients/go");
+    const env = { ...process.env, WORQ_REQUIRE_ALL: process.env.WORQ_REQUIRE_ALL ?? "" };
+    await run("go", ["vet", "./..."], { cwd, env, timeout: 300_000 });
+    const { stdout } = await run("go", ["test", "-count=1", "./..."], { cwd, env, timeout: 300_000, maxBuffer: 16 * 1024 * 1024 });
+    expect(stdout).toMatch(/^ok\s/m);
+    expect(stdout).not.toMatch(/^FAIL/m);
+  }, 360_000);
+
+  it.skipIf(!hasPython)("clients/python: pytest", async () => {
+    const { stdout } = await run(PYTHON, ["-m", "pytest", "-q", "-p", "no:cacheprovider", "clients/python/tests"], {
+      cwd: ROOT,
+      timeout: 300_000,
+      maxBuffer: 16 * 1024 * 1024,
+    });
+    expect(stdout).toMatch(/\d+ passed/);
+    expect(stdout).not.toMatch(/\d+ failed/);
+  }, 360_000);
+});
