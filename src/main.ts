@@ -2,6 +2,7 @@ import * as grpc from "@grpc/grpc-js";
 import { fromBinary } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
 import { readFileSync } from "node:fs";
+import { readdir, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { ServerConfig } from "./config.js";
 import { systemClock } from "./engine/clock.js";
@@ -29,7 +30,8 @@ const MESSAGE_OVERHEAD_BYTES = 4 * 1024 * 1024;
 export async function startServer(config: ServerConfig, log: Logger, onFatal: (error: unknown) => void): Promise<RunningServer> {
   const startedAtMs = systemClock.nowMs();
   const isCallbackAllowed = originAllowlist(config.callbackAllow);
-  const store = new LevelStore(resolve(config.dataDir));
+  const dataDir = resolve(config.dataDir);
+  const store = new LevelStore(dataDir);
   const engine = new Engine({
     store,
     clock: systemClock,
@@ -49,7 +51,7 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
     {
       producer: createProducerService(engine, log),
       worker: createWorkerService(engine, log, { keepaliveIntervalMs: config.keepaliveIntervalMs }),
-      admin: createAdminService(engine, log, { version: packageVersion(), startedAtMs, clock: systemClock }),
+      admin: createAdminService(engine, log, { version: packageVersion(), startedAtMs, clock: systemClock, dataBytes: () => directoryBytes(dataDir) }),
     },
     {
       maxReceiveMessageBytes: Math.max(config.maxJobBytes * 2, config.maxJobBytes + MESSAGE_OVERHEAD_BYTES),
@@ -86,4 +88,11 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
       await engine.close();
     })());
   return { grpcPort, close };
+}
+
+/** Total size of the files in `dir` (LevelDB keeps a flat directory). */
+async function directoryBytes(dir: string): Promise<number> {
+  const names = await readdir(dir).catch(() => []);
+  const sizes = await Promise.all(names.map((name) => stat(join(dir, name)).then((s) => (s.isFile() ? s.size : 0), () => 0)));
+  return sizes.reduce((a, b) => a + b, 0);
 }

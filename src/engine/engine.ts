@@ -5,7 +5,8 @@ import { isPurgedAtExpiry, isTerminal, type JobBody, type JobMeta, type JobState
 import { LIMITS, isUuidV4 } from "./limits.js";
 import { ReadyQueue } from "./ready-queue.js";
 import { dependencyFailed, transition, type FailureReport, type JobEvent } from "./state-machine.js";
-import type { Counters, IdempotencyClaim, PendingCallback, Store, StoreWrite } from "./store.js";
+import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, Store, StoreWrite } from "./store.js";
+import { QueueRegistry } from "./queue-registry.js";
 import { buildNewJob, checkQueueName, type NewJob } from "./submit-validation.js";
 import { dependencyFields, planDependencies, type BatchShape, type DependencyOutcome, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
 import { LeaseSlots, type SlotHolder } from "./lease-slots.js";
@@ -80,6 +81,32 @@ export interface FailResult {
   retryAtMs?: number;
 }
 
+/** An open Lease stream, for admin views. */
+export interface WorkerView {
+  workerId: string;
+  queues: string[];
+  credits: number;
+  labels: Record<string, string>;
+  connectedAtMs: number;
+  held: { jid: string; leaseId: string }[];
+}
+
+/** One queue's numbers (003 `inspect queue`). */
+export interface QueueStatsView {
+  queue: string;
+  pending: number;
+  ready: number;
+  delayed: number;
+  inFlight: number;
+  retrying: number;
+  dead: number;
+  failed: number;
+  completed: number;
+  /** When the oldest ready job became ready; undefined when none is. */
+  oldestReadyAtMs: number | undefined;
+  paused: boolean;
+}
+
 export interface EngineInfo {
   connectedWorkers: number;
   liveJobs: number;
@@ -134,6 +161,7 @@ export class Engine {
   private readonly slots = new LeaseSlots();
   /** jid -> waiters of waitFinished, told once the job's terminal state is durable. */
   private readonly finishListeners = new Map<string, Set<() => void>>();
+  private readonly queues = new QueueRegistry();
   /** dependency jid -> PENDING jobs waiting for it. */
   private readonly dependents = new Map<string, Set<string>>();
   /** Writes of dependents moved by a job's terminal transition, committed with that transition. */
@@ -178,6 +206,9 @@ export class Engine {
   async open(): Promise<void> {
     await this.store.open();
     this.counters = await this.store.getCounters();
+    const knownQueues: QueueInfo[] = [];
+    for await (const queue of this.store.queues()) knownQueues.push(queue);
+    this.queues.load(knownQueues, await this.store.finishedCounts());
     const now = this.clock.nowMs();
     const ready: JobMeta[] = [];
     for await (const stored of this.store.liveJobs()) {
@@ -334,6 +365,8 @@ export class Engine {
         this.pushTimer({ atMs: meta.expiresAtMs, jid: meta.jid, kind: "ttl" });
       }
       writes.push({ kind: "put-job", meta, body });
+      const newQueue = this.queues.touch(meta.queue);
+      if (newQueue) writes.push(newQueue);
       if (meta.idempotencyKey !== undefined) {
         const claim = { type: meta.type, key: meta.idempotencyKey, jid: meta.jid, expiresAtMs: nowMs + this.idempotencyWindowMs };
         this.claims.set(claimKey(meta.type, meta.idempotencyKey), claim);
@@ -362,6 +395,143 @@ export class Engine {
     return meta;
   }
 
+  /** Stops leasing from a queue; submits are still accepted (Faktory/Sidekiq pause). */
+  async pauseQueue(name: string): Promise<void> {
+    this.checkUsable();
+    checkQueueName(name, "queue");
+    this.queues.touch(name);
+    await this.persist([this.queues.setPaused(name, true)]);
+  }
+
+  async resumeQueue(name: string): Promise<void> {
+    this.checkUsable();
+    checkQueueName(name, "queue");
+    this.queues.touch(name);
+    const durable = this.persist([this.queues.setPaused(name, false)]);
+    this.pump();
+    await durable;
+  }
+
+  /** Deletes every job of the queue that waits (SCHEDULED, DELAYED, RETRYING, PENDING); returns how many. */
+  async purgeQueue(name: string): Promise<number> {
+    this.checkUsable();
+    checkQueueName(name, "queue");
+    const waiting = [...this.live.values()].filter(
+      (meta) => meta.queue === name && (meta.state === "SCHEDULED" || meta.state === "DELAYED" || meta.state === "RETRYING" || meta.state === "PENDING"),
+    );
+    const writes: StoreWrite[] = [];
+    for (const meta of waiting) {
+      this.live.delete(meta.jid);
+      this.resolveDependents(meta.jid, "CANCELLED");
+      writes.push({ kind: "delete-job", meta });
+    }
+    if (writes.length > 0) await this.persist(writes);
+    return waiting.length;
+  }
+
+  /**
+   * Moves DEAD_LETTER and FAILED jobs back to SCHEDULED with fresh attempts (their last
+   * failure kept): the given jids, or else every dead job of `queue` (or of all queues).
+   * Jobs in another state are left alone. Returns how many were retried.
+   */
+  async retryJobs(jids: string[], queue?: string): Promise<number> {
+    this.checkUsable();
+    jids.forEach((jid, i) => checkJid(jid, `jids[${i}]`));
+    if (queue) checkQueueName(queue, "queue");
+    const candidates: JobMeta[] = [];
+    if (jids.length > 0) {
+      for (const meta of await Promise.all(jids.map((jid) => this.store.getMeta(jid)))) if (meta) candidates.push(meta);
+    } else {
+      for (let after: FinishedCursor | undefined; ; ) {
+        const page = await this.store.listFinished("DEAD_LETTER", queue || undefined, after, 500);
+        candidates.push(...page);
+        if (page.length < 500) break;
+        const last = page.at(-1)!;
+        after = { finishedAtMs: last.completedAtMs ?? last.updatedAtMs, jid: last.jid };
+      }
+    }
+    this.checkUsable();
+    const writes: StoreWrite[] = [];
+    for (const meta of candidates) {
+      // Read before this turn: skip any that is live again or changed meanwhile.
+      if (this.live.has(meta.jid) || this.finishing.has(meta.jid)) continue;
+      if (meta.state !== "DEAD_LETTER" && meta.state !== "FAILED") continue;
+      const write = this.apply(meta, { kind: "retry" });
+      this.pushTimer({ atMs: (write as { meta: JobMeta }).meta.expiresAtMs, jid: meta.jid, kind: "ttl" });
+      writes.push(write);
+    }
+    const retried = writes.length;
+    if (retried === 0) return 0;
+    const durable = this.persist(writes);
+    this.pump();
+    await durable;
+    return retried;
+  }
+
+  /** The open Lease streams and what each holds. */
+  listWorkers(): WorkerView[] {
+    return [...this.sessions.values()].map((session) => ({
+      workerId: session.options.workerId,
+      queues: session.options.queues,
+      credits: session.options.credits,
+      labels: session.options.labels ?? {},
+      connectedAtMs: session.connectedAtMs,
+      held: [...session.held].flatMap((leaseId) => {
+        const jid = this.slots.jidOf(leaseId);
+        return jid === undefined ? [] : [{ jid, leaseId }];
+      }),
+    }));
+  }
+
+  /** Sends QUIET or TERMINATE to every open stream of `workerId`; returns how many. */
+  controlWorker(workerId: string, action: "QUIET" | "TERMINATE"): number {
+    if (!workerId) invalid("worker_id", "is required");
+    const targets = [...this.sessions.values()].filter((session) => session.options.workerId === workerId);
+    for (const session of targets) session.sink.control(action, `${action.toLowerCase()} requested by an operator`);
+    return targets.length;
+  }
+
+  /** Counts, latency and pause state of one queue (003 `inspect queue`). */
+  queueStats(name: string): QueueStatsView {
+    checkQueueName(name, "queue");
+    const stats: QueueStatsView = {
+      queue: name,
+      pending: 0,
+      ready: 0,
+      delayed: 0,
+      inFlight: 0,
+      retrying: 0,
+      dead: this.queues.finishedCount(name, "DEAD_LETTER"),
+      failed: this.queues.finishedCount(name, "FAILED"),
+      completed: this.queues.finishedCount(name, "COMPLETED"),
+      oldestReadyAtMs: undefined,
+      paused: this.queues.isPaused(name),
+    };
+    for (const meta of this.live.values()) {
+      if (meta.queue !== name) continue;
+      if (meta.state === "PENDING") stats.pending++;
+      else if (meta.state === "SCHEDULED") {
+        stats.ready++;
+        const since = meta.enqueuedAtMs ?? meta.createdAtMs;
+        if (stats.oldestReadyAtMs === undefined || since < stats.oldestReadyAtMs) stats.oldestReadyAtMs = since;
+      } else if (meta.state === "DELAYED") stats.delayed++;
+      else if (meta.state === "RUNNING") stats.inFlight++;
+      else if (meta.state === "RETRYING") stats.retrying++;
+    }
+    return stats;
+  }
+
+  /** Queues sorted by name (003 `inspect queues`), a page at a time after the name in `pageToken`. */
+  listQueues(pageSize = 100, pageToken = ""): { queues: QueueStatsView[]; nextPageToken: string } {
+    if (pageSize > 1000) invalid("page_size", "must be at most 1000");
+    const size = pageSize || 100;
+    const after = pageToken ? Buffer.from(pageToken, "base64url").toString("utf8") : "";
+    const names = this.queues.names().filter((name) => name > after);
+    const page = names.slice(0, size);
+    const nextPageToken = names.length > size ? Buffer.from(page.at(-1)!).toString("base64url") : "";
+    return { queues: page.map((name) => this.queueStats(name)), nextPageToken };
+  }
+
   /**
    * Lists unfinished jobs (003 `inspect jobs` / `inspect scheduled-jobs`) of a queue and
    * state, a page at a time; see live-listing.ts for order and cursor. Finished states need
@@ -369,16 +539,36 @@ export class Engine {
    */
   async listJobs(filter: { queue?: string; state?: JobState; pageSize?: number; pageToken?: string }): Promise<{ jobs: JobView[]; nextPageToken: string }> {
     if (filter.queue) checkQueueName(filter.queue, "queue");
-    if (filter.state && !LISTABLE_STATES.has(filter.state)) {
-      throw new WorqError("WORQ_UNIMPLEMENTED", `state: listing ${filter.state} jobs is not built yet; unfinished states can be listed`, "state");
-    }
     const pageSize = filter.pageSize || 100;
     if (pageSize > 1000) invalid("page_size", "must be at most 1000");
+    if (filter.state && !LISTABLE_STATES.has(filter.state)) return this.listFinished(filter.state, filter.queue, pageSize, filter.pageToken ?? "");
     const matching = [...this.live.values()].filter(
       (meta) => (!filter.queue || meta.queue === filter.queue) && (!filter.state || meta.state === filter.state),
     );
     const { page, nextPageToken } = pageOf(matching, pageSize, filter.pageToken ?? "");
     const bodies = await this.store.getBodies(page.map((meta) => meta.jid));
+    return { jobs: page.flatMap((meta, i) => (bodies[i] ? [{ meta, body: bodies[i]! }] : [])), nextPageToken };
+  }
+
+  /** Finished jobs of a state from the store's index, oldest finish first, by a key cursor. */
+  private async listFinished(state: JobState, queue: string | undefined, pageSize: number, pageToken: string) {
+    let after: FinishedCursor | undefined;
+    if (pageToken) {
+      try {
+        after = JSON.parse(Buffer.from(pageToken, "base64url").toString("utf8")) as FinishedCursor;
+        if (typeof after.finishedAtMs !== "number" || typeof after.jid !== "string") throw new Error("shape");
+      } catch {
+        invalid("page_token", "is not a token this server issued");
+      }
+    }
+    const metas = await this.store.listFinished(state, queue || undefined, after, pageSize + 1);
+    const page = metas.slice(0, pageSize);
+    const bodies = await this.store.getBodies(page.map((meta) => meta.jid));
+    const last = page.at(-1);
+    const nextPageToken =
+      metas.length > pageSize && last
+        ? Buffer.from(JSON.stringify({ finishedAtMs: last.completedAtMs ?? last.updatedAtMs, jid: last.jid })).toString("base64url")
+        : "";
     return { jobs: page.flatMap((meta, i) => (bodies[i] ? [{ meta, body: bodies[i]! }] : [])), nextPageToken };
   }
 
@@ -720,6 +910,7 @@ export class Engine {
 
   private takeReady(queues: readonly string[]): JobMeta | undefined {
     for (const queue of queues) {
+      if (this.queues.isPaused(queue)) continue;
       const jid = this.ready.get(queue)?.take((candidate, seq) => {
         const meta = this.live.get(candidate);
         return meta !== undefined && meta.state === "SCHEDULED" && meta.readySeq === seq;
@@ -873,6 +1064,7 @@ export class Engine {
       writes.push(...this.cascade);
       this.cascade = [];
     }
+    this.queues.observe(writes);
     const finished = writes.flatMap(finishedJid);
     writes.push({ kind: "put-counters", counters: { ...this.counters } });
     const durable = this.store.commit(writes);

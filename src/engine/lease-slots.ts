@@ -29,6 +29,11 @@ export class LeaseSlots {
     holder.held.add(leaseId);
   }
 
+  /** The job a lease's slot is for. */
+  jidOf(leaseId: string): string | undefined {
+    return this.slots.get(leaseId)?.jid;
+  }
+
   /** The open stream that carries the lease's slot, if any. */
   holderOf(leaseId: string): SlotHolder | undefined {
     return this.slots.get(leaseId)?.holder;

@@ -26,6 +26,8 @@ export type JobEvent =
   | { kind: "cancel"; reason: string }
   /** The job's lifetime (TTL) passed before it finished. */
   | { kind: "evict" }
+  /** An operator retries a dead or failed job: a fresh start (attempts, fails, lifetime), its failure kept. */
+  | { kind: "retry" }
   /** A job this PENDING job waits for reached a terminal state. */
   | { kind: "dependency-finished"; jid: string; state: JobState };
 
@@ -104,6 +106,13 @@ export function transition(meta: JobMeta, event: JobEvent, ctx: TransitionContex
         dueAtMs: undefined,
       };
       return meta.lease ? settle(meta, meta.lease.leaseId, fields) : { ...meta, ...fields };
+    }
+    case "retry": {
+      expectState(meta, event, "DEAD_LETTER", "FAILED");
+      return becomeReady(
+        { ...meta, attempt: 0, fails: 0, completedAtMs: undefined, expiresAtMs: now + meta.ttlMs, waitingOn: [] },
+        ctx,
+      );
     }
     case "dependency-finished": {
       expectState(meta, event, "PENDING");

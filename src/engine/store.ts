@@ -1,4 +1,4 @@
-import type { JobBody, JobMeta } from "./job.js";
+import type { JobBody, JobMeta, JobState } from "./job.js";
 
 /** Totals kept across restarts (server info). */
 export interface Counters {
@@ -24,7 +24,21 @@ export type StoreWrite =
   | { kind: "delete-idempotency"; claim: IdempotencyClaim }
   /** A webhook to call for a finished job, kept until it was delivered or given up. */
   | { kind: "put-callback"; callback: PendingCallback }
-  | { kind: "delete-callback"; jid: string };
+  | { kind: "delete-callback"; jid: string }
+  /** Records a queue (first use) or its paused flag. */
+  | { kind: "put-queue"; queue: QueueInfo };
+
+/** A queue as the store keeps it. */
+export interface QueueInfo {
+  name: string;
+  paused: boolean;
+}
+
+/** A position in a listing of finished jobs: after this job (finished at this time). */
+export interface FinishedCursor {
+  finishedAtMs: number;
+  jid: string;
+}
 
 /** A finished job's webhook that has not been delivered yet. */
 export interface PendingCallback {
@@ -65,6 +79,15 @@ export interface Store {
   liveJobs(): AsyncIterable<JobMeta>;
   /** Totals as of the last commit; zeros for a new store. */
   getCounters(): Promise<Counters>;
+  /** Every queue ever used, sorted by name. */
+  queues(): AsyncIterable<QueueInfo>;
+  /**
+   * Finished jobs in `state` (of `queue`, or of all queues), oldest finish first, after
+   * `after`; at most `limit`. Keys, not offsets: jobs finishing meanwhile do not shift pages.
+   */
+  listFinished(state: JobState, queue: string | undefined, after: FinishedCursor | undefined, limit: number): Promise<JobMeta[]>;
+  /** Counts of finished jobs per queue and state (recovery of queue stats). */
+  finishedCounts(): Promise<{ queue: string; state: JobState; count: number }[]>;
   /** Every webhook not delivered yet (recovery). */
   pendingCallbacks(): AsyncIterable<PendingCallback>;
   /** Every idempotency claim stored (recovery), expired ones included. */

@@ -1,28 +1,58 @@
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Clock } from "../engine/clock.js";
-import type { Engine } from "../engine/engine.js";
-import { WorqError } from "../engine/errors.js";
+import type { Engine, QueueStatsView } from "../engine/engine.js";
+import { WorqError, invalid } from "../engine/errors.js";
 import type { Logger } from "../log.js";
-import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
-import { domainStateOf, durationOf, jobOf } from "./convert.js";
+import { AdminService, type QueueStats } from "../../gen/ts/worq/v1/admin_service_pb.js";
 import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { ControlAction } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { domainStateOf, durationOf, jobOf } from "./convert.js";
 import { guarded } from "./handler-guard.js";
 
 export interface AdminServiceOptions {
   version: string;
   startedAtMs: number;
   clock: Clock;
+  /** Bytes the store takes on disk (0 when unknown). */
+  dataBytes: () => Promise<number>;
 }
 
-/** worq.v1.AdminService. RPCs not built yet answer UNIMPLEMENTED with a clear message. */
+/** worq.v1.AdminService: decode, call the engine, encode. */
 export function createAdminService(engine: Engine, log: Logger, options: AdminServiceOptions): ServiceImpl<typeof AdminService> {
-  const notBuilt = (rpc: string) =>
-    guarded(rpc, log, async () => {
-      throw new WorqError("WORQ_UNIMPLEMENTED", `${rpc} is not built yet in this server version`);
-    });
+  const statsOf = (stats: QueueStatsView): Omit<QueueStats, "$typeName"> => ({
+    queue: stats.queue,
+    ready: BigInt(stats.ready),
+    delayed: BigInt(stats.delayed),
+    inFlight: BigInt(stats.inFlight),
+    retrying: BigInt(stats.retrying),
+    dead: BigInt(stats.dead),
+    pending: BigInt(stats.pending),
+    completed: BigInt(stats.completed),
+    failed: BigInt(stats.failed),
+    latency: durationOf(stats.oldestReadyAtMs === undefined ? 0 : Math.max(0, options.clock.nowMs() - stats.oldestReadyAtMs)),
+    paused: stats.paused,
+  });
   return {
     getJob: guarded("GetJob", log, async (request) => ({ job: jobOf(await engine.getJob(request.jid)) })),
+    listJobs: guarded("ListJobs", log, async (request) => {
+      const state = request.state === JobState.UNSPECIFIED ? undefined : domainStateOf(request.state);
+      const { jobs, nextPageToken } = await engine.listJobs({
+        queue: request.queue,
+        ...(state ? { state } : {}),
+        pageSize: request.pageSize,
+        pageToken: request.pageToken,
+      });
+      return { jobs: jobs.map(jobOf), nextPageToken };
+    }),
+    listQueues: guarded("ListQueues", log, async (request) => {
+      const { queues, nextPageToken } = engine.listQueues(request.pageSize, request.pageToken);
+      return { queues: queues.map(statsOf), nextPageToken };
+    }),
+    getQueueStats: guarded("GetQueueStats", log, async (request) => {
+      if (!request.queue) invalid("queue", "is required");
+      return { stats: statsOf(engine.queueStats(request.queue)) };
+    }),
     getServerInfo: guarded("GetServerInfo", log, async () => {
       const info = engine.info();
       return {
@@ -36,29 +66,39 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
         evictedJobs: BigInt(info.counters.evicted),
         liveJobs: BigInt(info.liveJobs),
         store: info.storeKind,
+        dataBytes: BigInt(await options.dataBytes()),
       };
     }),
-    listJobs: guarded("ListJobs", log, async (request) => {
-      const state = request.state === JobState.UNSPECIFIED ? undefined : domainStateOf(request.state);
-      const { jobs, nextPageToken } = await engine.listJobs({
-        queue: request.queue,
-        ...(state ? { state } : {}),
-        pageSize: request.pageSize,
-        pageToken: request.pageToken,
-      });
-      return { jobs: jobs.map(jobOf), nextPageToken };
-    }),
-    listQueues: notBuilt("AdminService.ListQueues"),
-    getQueueStats: notBuilt("AdminService.GetQueueStats"),
-    listWorkers: notBuilt("AdminService.ListWorkers"),
+    listWorkers: guarded("ListWorkers", log, async () => ({
+      workers: engine.listWorkers().map((worker) => ({
+        workerId: worker.workerId,
+        queues: worker.queues,
+        credits: worker.credits,
+        labels: worker.labels,
+        connectedAt: timestampFromMs(worker.connectedAtMs),
+        held: worker.held,
+      })),
+    })),
     deleteJob: guarded("DeleteJob", log, async (request) => {
       await engine.deleteJob(request.jid);
       return {};
     }),
-    retryJobs: notBuilt("AdminService.RetryJobs"),
-    pauseQueue: notBuilt("AdminService.PauseQueue"),
-    resumeQueue: notBuilt("AdminService.ResumeQueue"),
-    purgeQueue: notBuilt("AdminService.PurgeQueue"),
-    controlWorker: notBuilt("AdminService.ControlWorker"),
+    retryJobs: guarded("RetryJobs", log, async (request) => ({ retried: BigInt(await engine.retryJobs([...request.jids], request.queue)) })),
+    pauseQueue: guarded("PauseQueue", log, async (request) => {
+      await engine.pauseQueue(request.queue);
+      return {};
+    }),
+    resumeQueue: guarded("ResumeQueue", log, async (request) => {
+      await engine.resumeQueue(request.queue);
+      return {};
+    }),
+    purgeQueue: guarded("PurgeQueue", log, async (request) => ({ deleted: BigInt(await engine.purgeQueue(request.queue)) })),
+    controlWorker: guarded("ControlWorker", log, async (request) => {
+      const action =
+        request.action === ControlAction.QUIET ? "QUIET" : request.action === ControlAction.TERMINATE ? "TERMINATE" : invalid("action", "must be QUIET or TERMINATE");
+      const streams = engine.controlWorker(request.workerId, action);
+      if (streams === 0) throw new WorqError("WORQ_NOT_FOUND", `worker ${request.workerId} has no open stream`, "worker_id");
+      return { streams };
+    }),
   };
 }

@@ -712,6 +712,9 @@ class Sim {
     switch (write.kind) {
       case "put-counters":
         return;
+      case "put-queue":
+        check(ctx.kind === "submit" && !write.queue.paused, `unexpected queue record in a ${ctx.kind} step: ${show(write)}`);
+        return;
       case "put-job": {
         const meta = write.meta;
         check(ctx.kind === "submit" && ctx.jids.includes(meta.jid) && !this.jobs.has(meta.jid), `unexpected new job ${meta.jid} in a ${ctx.kind} step`);

@@ -21,6 +21,17 @@ export const KEYS = {
   /** PendingCallback JSON of a finished job whose webhook is not delivered yet. */
   callback: (jid: string) => `w/${jid}`,
   callbackPrefix: "w/",
+  /** Present (empty) while the job is finished: finished jobs of a state and queue, oldest first. */
+  finishedInQueue: (state: string, queue: string, completedAtMs: number, jid: string) =>
+    `f/${state}/${queue}/${String(completedAtMs).padStart(15, "0")}/${jid}`,
+  finishedInQueuePrefix: (state: string, queue: string) => `f/${state}/${queue}/`,
+  /** The same across queues: finished jobs of a state, oldest first. */
+  finished: (state: string, completedAtMs: number, jid: string) => `g/${state}/${String(completedAtMs).padStart(15, "0")}/${jid}`,
+  finishedPrefix: (state: string) => `g/${state}/`,
+  finishedInQueueAll: "f/",
+  /** QueueInfo JSON ({paused}) of every queue ever used; queue names sort like the key. */
+  queue: (name: string) => `n/${name}`,
+  queuePrefix: "n/",
   /** Counters JSON. */
   counters: "m/counters",
   /** Keyspace layout version, "1". */
@@ -41,4 +52,15 @@ export function prefixRange(prefix: string): { gte: string; lt: string } {
 export function parsePurgeKey(key: string): { expiresAtMs: number; jid: string } {
   const [, ms, jid] = key.split("/");
   return { expiresAtMs: Number(ms), jid: jid! };
+}
+
+/** The jid at the end of any index key. */
+export function jidOfIndexKey(key: string): string {
+  return key.slice(key.lastIndexOf("/") + 1);
+}
+
+/** State and queue of an `f/<state>/<queue>/<ms>/<jid>` key (queue names contain no "/"). */
+export function parseFinishedInQueueKey(key: string): { state: string; queue: string } {
+  const [, state, queue] = key.split("/");
+  return { state: state!, queue: queue! };
 }

@@ -2,10 +2,11 @@ import { mkdirSync } from "node:fs";
 import { Level } from "level";
 import { WorqError } from "../../engine/errors.js";
 import { isPurgedAtExpiry, isTerminal, type JobBody, type JobMeta } from "../../engine/job.js";
-import type { Counters, IdempotencyClaim, PendingCallback, Store, StoreWrite } from "../../engine/store.js";
+import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, Store, StoreWrite } from "../../engine/store.js";
+import type { JobState } from "../../engine/job.js";
 import { decodeBody, decodeJson, decodeMeta, encodeBody, encodeJson, encodeMeta, plainBytes } from "./codec.js";
 import { GroupCommitter } from "./group-commit.js";
-import { KEYS, jidOfLiveKey, parsePurgeKey, prefixRange } from "./keys.js";
+import { KEYS, jidOfIndexKey, jidOfLiveKey, parseFinishedInQueueKey, parsePurgeKey, prefixRange } from "./keys.js";
 
 type BatchOp = { type: "put"; key: string; value: Uint8Array } | { type: "del"; key: string };
 
@@ -93,6 +94,35 @@ export class LevelStore implements Store {
     return values.flatMap((bytes) => (bytes ? [decodeMeta(bytes)] : []));
   }
 
+  async *queues(): AsyncIterable<QueueInfo> {
+    for await (const [key, value] of this.db.iterator(prefixRange(KEYS.queuePrefix))) {
+      yield { name: key.slice(KEYS.queuePrefix.length), ...decodeJson<{ paused: boolean }>(value) };
+    }
+  }
+
+  async listFinished(state: JobState, queue: string | undefined, after: FinishedCursor | undefined, limit: number): Promise<JobMeta[]> {
+    const prefix = queue === undefined ? KEYS.finishedPrefix(state) : KEYS.finishedInQueuePrefix(state, queue);
+    const gt = after === undefined ? undefined : queue === undefined
+      ? KEYS.finished(state, after.finishedAtMs, after.jid)
+      : KEYS.finishedInQueue(state, queue, after.finishedAtMs, after.jid);
+    const range = gt === undefined ? { ...prefixRange(prefix), limit } : { gt, lt: `${prefix}\xff`, limit };
+    const jids: string[] = [];
+    for await (const key of this.db.keys(range)) jids.push(jidOfIndexKey(key));
+    return this.metasOf(jids);
+  }
+
+  async finishedCounts(): Promise<{ queue: string; state: JobState; count: number }[]> {
+    const counts = new Map<string, { queue: string; state: JobState; count: number }>();
+    for await (const key of this.db.keys(prefixRange(KEYS.finishedInQueueAll))) {
+      const { state, queue } = parseFinishedInQueueKey(key);
+      const id = `${state}/${queue}`;
+      const entry = counts.get(id) ?? { queue, state: state as JobState, count: 0 };
+      entry.count++;
+      counts.set(id, entry);
+    }
+    return [...counts.values()];
+  }
+
   async *pendingCallbacks(): AsyncIterable<PendingCallback> {
     for await (const value of this.db.values(prefixRange(KEYS.callbackPrefix))) yield decodeJson<PendingCallback>(value);
   }
@@ -125,25 +155,16 @@ function toBatchOps(write: StoreWrite): BatchOp[] {
       return [
         { type: "put", key: KEYS.meta(write.meta.jid), value: encodeMeta(write.meta) },
         { type: "put", key: KEYS.body(write.meta.jid), value: encodeBody(write.body) },
-        liveIndexOp(write.meta),
+        ...indexOps(undefined, write.meta),
       ];
-    case "put-meta": {
-      const { meta, previous } = write;
-      const ops: BatchOp[] = [{ type: "put", key: KEYS.meta(meta.jid), value: encodeMeta(meta) }];
-      if (isTerminal(meta.state) !== isTerminal(previous.state)) ops.push(liveIndexOp(meta));
-      if (isPurgedAtExpiry(meta.state) && !isPurgedAtExpiry(previous.state)) {
-        ops.push({ type: "put", key: KEYS.purge(meta.expiresAtMs, meta.jid), value: EMPTY });
-      } else if (!isPurgedAtExpiry(meta.state) && isPurgedAtExpiry(previous.state)) {
-        ops.push({ type: "del", key: KEYS.purge(previous.expiresAtMs, meta.jid) });
-      }
-      return ops;
-    }
+    case "put-meta":
+      return [{ type: "put", key: KEYS.meta(write.meta.jid), value: encodeMeta(write.meta) }, ...indexOps(write.previous, write.meta)];
     case "put-result":
       return [{ type: "put", key: KEYS.result(write.jid), value: write.result }];
     case "delete-job":
       return [
-        ...[KEYS.meta, KEYS.body, KEYS.result, KEYS.live, KEYS.callback].map((key): BatchOp => ({ type: "del", key: key(write.meta.jid) })),
-        { type: "del", key: KEYS.purge(write.meta.expiresAtMs, write.meta.jid) },
+        ...[KEYS.meta, KEYS.body, KEYS.result, KEYS.callback].map((key): BatchOp => ({ type: "del", key: key(write.meta.jid) })),
+        ...indexOps(write.meta, undefined),
       ];
     case "put-counters":
       return [{ type: "put", key: KEYS.counters, value: encodeJson(write.counters) }];
@@ -155,11 +176,27 @@ function toBatchOps(write: StoreWrite): BatchOp[] {
       return [{ type: "put", key: KEYS.callback(write.callback.jid), value: encodeJson(write.callback) }];
     case "delete-callback":
       return [{ type: "del", key: KEYS.callback(write.jid) }];
+    case "put-queue":
+      return [{ type: "put", key: KEYS.queue(write.queue.name), value: encodeJson({ paused: write.queue.paused }) }];
   }
 }
 
-function liveIndexOp(meta: JobMeta): BatchOp {
-  return isTerminal(meta.state)
-    ? { type: "del", key: KEYS.live(meta.jid) }
-    : { type: "put", key: KEYS.live(meta.jid), value: EMPTY };
+/** The index keys a job's meta is listed under (docs/keyspace.md); empty values. */
+function indexKeysOf(meta: JobMeta | undefined): string[] {
+  if (!meta) return [];
+  if (!isTerminal(meta.state)) return [KEYS.live(meta.jid)];
+  const finishedAtMs = meta.completedAtMs ?? meta.updatedAtMs;
+  const keys = [KEYS.finishedInQueue(meta.state, meta.queue, finishedAtMs, meta.jid), KEYS.finished(meta.state, finishedAtMs, meta.jid)];
+  if (isPurgedAtExpiry(meta.state)) keys.push(KEYS.purge(meta.expiresAtMs, meta.jid));
+  return keys;
+}
+
+/** Puts and deletes that move a job's index entries from `previous` to `next`. */
+function indexOps(previous: JobMeta | undefined, next: JobMeta | undefined): BatchOp[] {
+  const before = new Set(indexKeysOf(previous));
+  const after = new Set(indexKeysOf(next));
+  return [
+    ...[...before].filter((key) => !after.has(key)).map((key): BatchOp => ({ type: "del", key })),
+    ...[...after].filter((key) => !before.has(key)).map((key): BatchOp => ({ type: "put", key, value: EMPTY })),
+  ];
 }

@@ -1,6 +1,7 @@
 import type { JobBody, JobMeta } from "../../engine/job.js";
 import { isPurgedAtExpiry, isTerminal } from "../../engine/job.js";
-import type { Counters, IdempotencyClaim, PendingCallback, Store, StoreWrite } from "../../engine/store.js";
+import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, Store, StoreWrite } from "../../engine/store.js";
+import type { JobState } from "../../engine/job.js";
 
 /** The data of a MemoryStore; pass the same one to a new MemoryStore to simulate a restart. */
 export interface MemoryData {
@@ -9,11 +10,12 @@ export interface MemoryData {
   results: Map<string, Uint8Array>;
   claims: Map<string, IdempotencyClaim>;
   callbacks: Map<string, PendingCallback>;
+  queues: Map<string, QueueInfo>;
   counters: Counters;
 }
 
 export function createMemoryData(): MemoryData {
-  return { metas: new Map(), bodies: new Map(), results: new Map(), claims: new Map(), callbacks: new Map(), counters: { submitted: 0, processed: 0, failed: 0, evicted: 0 } };
+  return { metas: new Map(), bodies: new Map(), results: new Map(), claims: new Map(), callbacks: new Map(), queues: new Map(), counters: { submitted: 0, processed: 0, failed: 0, evicted: 0 } };
 }
 
 /**
@@ -75,6 +77,9 @@ export class MemoryStore implements Store {
         case "delete-callback":
           this.data.callbacks.delete(write.jid);
           break;
+        case "put-queue":
+          this.data.queues.set(write.queue.name, write.queue);
+          break;
       }
     }
   }
@@ -104,6 +109,32 @@ export class MemoryStore implements Store {
 
   async getCounters(): Promise<Counters> {
     return { ...this.data.counters };
+  }
+
+  async *queues(): AsyncIterable<QueueInfo> {
+    for (const queue of [...this.data.queues.values()].sort((a, b) => (a.name < b.name ? -1 : 1))) yield { ...queue };
+  }
+
+  async listFinished(state: JobState, queue: string | undefined, after: FinishedCursor | undefined, limit: number): Promise<JobMeta[]> {
+    const at = (meta: JobMeta) => meta.completedAtMs ?? meta.updatedAtMs;
+    return [...this.data.metas.values()]
+      .filter((meta) => meta.state === state && (queue === undefined || meta.queue === queue))
+      .sort((a, b) => at(a) - at(b) || (a.jid < b.jid ? -1 : 1))
+      .filter((meta) => !after || at(meta) > after.finishedAtMs || (at(meta) === after.finishedAtMs && meta.jid > after.jid))
+      .slice(0, limit)
+      .map((meta) => structuredClone(meta));
+  }
+
+  async finishedCounts(): Promise<{ queue: string; state: JobState; count: number }[]> {
+    const counts = new Map<string, { queue: string; state: JobState; count: number }>();
+    for (const meta of this.data.metas.values()) {
+      if (!isTerminal(meta.state)) continue;
+      const id = `${meta.state}/${meta.queue}`;
+      const entry = counts.get(id) ?? { queue: meta.queue, state: meta.state, count: 0 };
+      entry.count++;
+      counts.set(id, entry);
+    }
+    return [...counts.values()];
   }
 
   async *pendingCallbacks(): AsyncIterable<PendingCallback> {

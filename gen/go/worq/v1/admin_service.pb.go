@@ -373,7 +373,11 @@ type QueueStats struct {
 	// Whether leasing from the queue is paused.
 	Paused bool `protobuf:"varint,8,opt,name=paused,proto3" json:"paused,omitempty"`
 	// Jobs PENDING on dependencies.
-	Pending       uint64 `protobuf:"varint,9,opt,name=pending,proto3" json:"pending,omitempty"`
+	Pending uint64 `protobuf:"varint,9,opt,name=pending,proto3" json:"pending,omitempty"`
+	// Jobs COMPLETED and not yet deleted at their ttl.
+	Completed uint64 `protobuf:"varint,10,opt,name=completed,proto3" json:"completed,omitempty"`
+	// Jobs FAILED (permanent failures).
+	Failed        uint64 `protobuf:"varint,11,opt,name=failed,proto3" json:"failed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -467,6 +471,20 @@ func (x *QueueStats) GetPaused() bool {
 func (x *QueueStats) GetPending() uint64 {
 	if x != nil {
 		return x.Pending
+	}
+	return 0
+}
+
+func (x *QueueStats) GetCompleted() uint64 {
+	if x != nil {
+		return x.Completed
+	}
+	return 0
+}
+
+func (x *QueueStats) GetFailed() uint64 {
+	if x != nil {
+		return x.Failed
 	}
 	return 0
 }
@@ -623,8 +641,10 @@ type GetServerInfoResponse struct {
 	Store string `protobuf:"bytes,9,opt,name=store,proto3" json:"store,omitempty"`
 	// Jobs submitted since the data dir was created.
 	TotalSubmitted uint64 `protobuf:"varint,10,opt,name=total_submitted,json=totalSubmitted,proto3" json:"total_submitted,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Bytes the data dir takes on disk.
+	DataBytes     uint64 `protobuf:"varint,11,opt,name=data_bytes,json=dataBytes,proto3" json:"data_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetServerInfoResponse) Reset() {
@@ -723,6 +743,13 @@ func (x *GetServerInfoResponse) GetStore() string {
 func (x *GetServerInfoResponse) GetTotalSubmitted() uint64 {
 	if x != nil {
 		return x.TotalSubmitted
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetDataBytes() uint64 {
+	if x != nil {
+		return x.DataBytes
 	}
 	return 0
 }
@@ -1468,7 +1495,7 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"i\n" +
 	"\x12ListQueuesResponse\x12+\n" +
 	"\x06queues\x18\x01 \x03(\v2\x13.worq.v1.QueueStatsR\x06queues\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x86\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbc\x02\n" +
 	"\n" +
 	"QueueStats\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
@@ -1479,12 +1506,15 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\x04dead\x18\x06 \x01(\x04R\x04dead\x123\n" +
 	"\alatency\x18\a \x01(\v2\x19.google.protobuf.DurationR\alatency\x12\x16\n" +
 	"\x06paused\x18\b \x01(\bR\x06paused\x12\x18\n" +
-	"\apending\x18\t \x01(\x04R\apending\",\n" +
+	"\apending\x18\t \x01(\x04R\apending\x12\x1c\n" +
+	"\tcompleted\x18\n" +
+	" \x01(\x04R\tcompleted\x12\x16\n" +
+	"\x06failed\x18\v \x01(\x04R\x06failed\",\n" +
 	"\x14GetQueueStatsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"B\n" +
 	"\x15GetQueueStatsResponse\x12)\n" +
 	"\x05stats\x18\x01 \x01(\v2\x13.worq.v1.QueueStatsR\x05stats\"\x16\n" +
-	"\x14GetServerInfoRequest\"\x97\x03\n" +
+	"\x14GetServerInfoRequest\"\xb6\x03\n" +
 	"\x15GetServerInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x129\n" +
 	"\n" +
@@ -1497,7 +1527,9 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\tlive_jobs\x18\b \x01(\x04R\bliveJobs\x12\x14\n" +
 	"\x05store\x18\t \x01(\tR\x05store\x12'\n" +
 	"\x0ftotal_submitted\x18\n" +
-	" \x01(\x04R\x0etotalSubmitted\"\x14\n" +
+	" \x01(\x04R\x0etotalSubmitted\x12\x1d\n" +
+	"\n" +
+	"data_bytes\x18\v \x01(\x04R\tdataBytes\"\x14\n" +
 	"\x12ListWorkersRequest\"D\n" +
 	"\x13ListWorkersResponse\x12-\n" +
 	"\aworkers\x18\x01 \x03(\v2\x13.worq.v1.WorkerInfoR\aworkers\"\xb5\x02\n" +

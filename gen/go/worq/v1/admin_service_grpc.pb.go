@@ -42,32 +42,35 @@ type AdminServiceClient interface {
 	// GetJob returns one job with its state, failure and result. NOT_FOUND for an
 	// unknown jid, INVALID_ARGUMENT for a jid that is not a UUID.
 	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error)
-	// ListJobs pages through one queue's jobs in one state (seed 003 `inspect jobs` and
-	// `inspect scheduled-jobs`) with a cursor that stays correct while jobs move: ready jobs in
-	// run order, delayed and retrying ones by due time. Unfinished states only so far; a
-	// finished state answers UNIMPLEMENTED.
+	// ListJobs pages through one queue's (or every queue's) jobs in one state (seed 003
+	// `inspect jobs` and `inspect scheduled-jobs`) with a key cursor that stays correct while
+	// jobs move (none skipped or repeated because another moved): ready jobs in run order,
+	// delayed and retrying ones by due time, finished ones by finish time.
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
-	// ListQueues lists queues sorted by name with their stats. Not built yet: answers UNIMPLEMENTED.
+	// ListQueues lists every queue ever used, sorted by name, with its stats (seed 003 `inspect queues`).
 	ListQueues(ctx context.Context, in *ListQueuesRequest, opts ...grpc.CallOption) (*ListQueuesResponse, error)
-	// GetQueueStats returns one queue's counts and latency. Not built yet: answers UNIMPLEMENTED.
+	// GetQueueStats returns one queue's counts, latency and pause state (seed 003 `inspect queue`).
 	GetQueueStats(ctx context.Context, in *GetQueueStatsRequest, opts ...grpc.CallOption) (*GetQueueStatsResponse, error)
 	// GetServerInfo returns version, uptime, connected workers and totals.
 	GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error)
-	// ListWorkers lists connected workers and the jobs each holds. Not built yet: answers UNIMPLEMENTED.
+	// ListWorkers lists the open Lease streams and the jobs each holds.
 	ListWorkers(ctx context.Context, in *ListWorkersRequest, opts ...grpc.CallOption) (*ListWorkersResponse, error)
 	// DeleteJob removes a job, its result and its indexes entirely, whatever its state; a
 	// running job's lease is revoked (its worker is told, its report refused). NOT_FOUND for an
 	// unknown job.
 	DeleteJob(ctx context.Context, in *DeleteJobRequest, opts ...grpc.CallOption) (*DeleteJobResponse, error)
-	// RetryJobs moves dead (or failed) jobs back to SCHEDULED. Not built yet: answers UNIMPLEMENTED.
+	// RetryJobs moves DEAD_LETTER or FAILED jobs back to SCHEDULED with fresh attempts and
+	// lifetime (their last failure kept): the given jids, or every dead job of a queue or of all.
 	RetryJobs(ctx context.Context, in *RetryJobsRequest, opts ...grpc.CallOption) (*RetryJobsResponse, error)
-	// PauseQueue stops leasing from a queue (submits still accepted). Not built yet: answers UNIMPLEMENTED.
+	// PauseQueue stops leasing from a queue; submits are still accepted. Survives restarts.
 	PauseQueue(ctx context.Context, in *PauseQueueRequest, opts ...grpc.CallOption) (*PauseQueueResponse, error)
-	// ResumeQueue undoes PauseQueue. Not built yet: answers UNIMPLEMENTED.
+	// ResumeQueue undoes PauseQueue.
 	ResumeQueue(ctx context.Context, in *ResumeQueueRequest, opts ...grpc.CallOption) (*ResumeQueueResponse, error)
-	// PurgeQueue deletes every waiting job of a queue. Not built yet: answers UNIMPLEMENTED.
+	// PurgeQueue deletes every waiting job (SCHEDULED, DELAYED, RETRYING, PENDING) of a queue;
+	// running and finished ones stay.
 	PurgeQueue(ctx context.Context, in *PurgeQueueRequest, opts ...grpc.CallOption) (*PurgeQueueResponse, error)
-	// ControlWorker sends quiet or terminate to a connected worker. Not built yet: answers UNIMPLEMENTED.
+	// ControlWorker sends QUIET or TERMINATE on every open stream of a worker id; NOT_FOUND
+	// when it has none.
 	ControlWorker(ctx context.Context, in *ControlWorkerRequest, opts ...grpc.CallOption) (*ControlWorkerResponse, error)
 }
 
@@ -208,32 +211,35 @@ type AdminServiceServer interface {
 	// GetJob returns one job with its state, failure and result. NOT_FOUND for an
 	// unknown jid, INVALID_ARGUMENT for a jid that is not a UUID.
 	GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error)
-	// ListJobs pages through one queue's jobs in one state (seed 003 `inspect jobs` and
-	// `inspect scheduled-jobs`) with a cursor that stays correct while jobs move: ready jobs in
-	// run order, delayed and retrying ones by due time. Unfinished states only so far; a
-	// finished state answers UNIMPLEMENTED.
+	// ListJobs pages through one queue's (or every queue's) jobs in one state (seed 003
+	// `inspect jobs` and `inspect scheduled-jobs`) with a key cursor that stays correct while
+	// jobs move (none skipped or repeated because another moved): ready jobs in run order,
+	// delayed and retrying ones by due time, finished ones by finish time.
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
-	// ListQueues lists queues sorted by name with their stats. Not built yet: answers UNIMPLEMENTED.
+	// ListQueues lists every queue ever used, sorted by name, with its stats (seed 003 `inspect queues`).
 	ListQueues(context.Context, *ListQueuesRequest) (*ListQueuesResponse, error)
-	// GetQueueStats returns one queue's counts and latency. Not built yet: answers UNIMPLEMENTED.
+	// GetQueueStats returns one queue's counts, latency and pause state (seed 003 `inspect queue`).
 	GetQueueStats(context.Context, *GetQueueStatsRequest) (*GetQueueStatsResponse, error)
 	// GetServerInfo returns version, uptime, connected workers and totals.
 	GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error)
-	// ListWorkers lists connected workers and the jobs each holds. Not built yet: answers UNIMPLEMENTED.
+	// ListWorkers lists the open Lease streams and the jobs each holds.
 	ListWorkers(context.Context, *ListWorkersRequest) (*ListWorkersResponse, error)
 	// DeleteJob removes a job, its result and its indexes entirely, whatever its state; a
 	// running job's lease is revoked (its worker is told, its report refused). NOT_FOUND for an
 	// unknown job.
 	DeleteJob(context.Context, *DeleteJobRequest) (*DeleteJobResponse, error)
-	// RetryJobs moves dead (or failed) jobs back to SCHEDULED. Not built yet: answers UNIMPLEMENTED.
+	// RetryJobs moves DEAD_LETTER or FAILED jobs back to SCHEDULED with fresh attempts and
+	// lifetime (their last failure kept): the given jids, or every dead job of a queue or of all.
 	RetryJobs(context.Context, *RetryJobsRequest) (*RetryJobsResponse, error)
-	// PauseQueue stops leasing from a queue (submits still accepted). Not built yet: answers UNIMPLEMENTED.
+	// PauseQueue stops leasing from a queue; submits are still accepted. Survives restarts.
 	PauseQueue(context.Context, *PauseQueueRequest) (*PauseQueueResponse, error)
-	// ResumeQueue undoes PauseQueue. Not built yet: answers UNIMPLEMENTED.
+	// ResumeQueue undoes PauseQueue.
 	ResumeQueue(context.Context, *ResumeQueueRequest) (*ResumeQueueResponse, error)
-	// PurgeQueue deletes every waiting job of a queue. Not built yet: answers UNIMPLEMENTED.
+	// PurgeQueue deletes every waiting job (SCHEDULED, DELAYED, RETRYING, PENDING) of a queue;
+	// running and finished ones stay.
 	PurgeQueue(context.Context, *PurgeQueueRequest) (*PurgeQueueResponse, error)
-	// ControlWorker sends quiet or terminate to a connected worker. Not built yet: answers UNIMPLEMENTED.
+	// ControlWorker sends QUIET or TERMINATE on every open stream of a worker id; NOT_FOUND
+	// when it has none.
 	ControlWorker(context.Context, *ControlWorkerRequest) (*ControlWorkerResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file worq/v1/admin_service.proto.
  */
 export const file_worq_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("Cht3b3JxL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SB3dvcnEudjEiHAoNR2V0Sm9iUmVxdWVzdBILCgNqaWQYASABKAkiKwoOR2V0Sm9iUmVzcG9uc2USGQoDam9iGAEgASgLMgwud29ycS52MS5Kb2IiaQoPTGlzdEpvYnNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEiAKBXN0YXRlGAIgASgOMhEud29ycS52MS5Kb2JTdGF0ZRIRCglwYWdlX3NpemUYAyABKA0SEgoKcGFnZV90b2tlbhgEIAEoCSJHChBMaXN0Sm9ic1Jlc3BvbnNlEhoKBGpvYnMYASADKAsyDC53b3JxLnYxLkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiOgoRTGlzdFF1ZXVlc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkiUgoSTGlzdFF1ZXVlc1Jlc3BvbnNlEiMKBnF1ZXVlcxgBIAMoCzITLndvcnEudjEuUXVldWVTdGF0cxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiuwEKClF1ZXVlU3RhdHMSDQoFcXVldWUYASABKAkSDQoFcmVhZHkYAiABKAQSDwoHZGVsYXllZBgDIAEoBBIRCglpbl9mbGlnaHQYBCABKAQSEAoIcmV0cnlpbmcYBSABKAQSDAoEZGVhZBgGIAEoBBIqCgdsYXRlbmN5GAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBnBhdXNlZBgIIAEoCBIPCgdwZW5kaW5nGAkgASgEIiUKFEdldFF1ZXVlU3RhdHNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIjsKFUdldFF1ZXVlU3RhdHNSZXNwb25zZRIiCgVzdGF0cxgBIAEoCzITLndvcnEudjEuUXVldWVTdGF0cyIWChRHZXRTZXJ2ZXJJbmZvUmVxdWVzdCKeAgoVR2V0U2VydmVySW5mb1Jlc3BvbnNlEg8KB3ZlcnNpb24YASABKAkSLgoKc3RhcnRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoGdXB0aW1lGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhkKEWNvbm5lY3RlZF93b3JrZXJzGAQgASgNEhcKD3RvdGFsX3Byb2Nlc3NlZBgFIAEoBBIUCgx0b3RhbF9mYWlsZWQYBiABKAQSFAoMZXZpY3RlZF9qb2JzGAcgASgEEhEKCWxpdmVfam9icxgIIAEoBBINCgVzdG9yZRgJIAEoCRIXCg90b3RhbF9zdWJtaXR0ZWQYCiABKAQiFAoSTGlzdFdvcmtlcnNSZXF1ZXN0IjsKE0xpc3RXb3JrZXJzUmVzcG9uc2USJAoHd29ya2VycxgBIAMoCzITLndvcnEudjEuV29ya2VySW5mbyLzAQoKV29ya2VySW5mbxIRCgl3b3JrZXJfaWQYASABKAkSDgoGcXVldWVzGAIgAygJEg8KB2NyZWRpdHMYAyABKA0SHwoEaGVsZBgEIAMoCzIRLndvcnEudjEuTGVhc2VSZWYSMAoMY29ubmVjdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgZsYWJlbHMYBiADKAsyHy53b3JxLnYxLldvcmtlckluZm8uTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIfChBEZWxldGVKb2JSZXF1ZXN0EgsKA2ppZBgBIAEoCSITChFEZWxldGVKb2JSZXNwb25zZSIvChBSZXRyeUpvYnNSZXF1ZXN0EgwKBGppZHMYASADKAkSDQoFcXVldWUYAiABKAkiJAoRUmV0cnlKb2JzUmVzcG9uc2USDwoHcmV0cmllZBgBIAEoBCIiChFQYXVzZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIUChJQYXVzZVF1ZXVlUmVzcG9uc2UiIwoSUmVzdW1lUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIhUKE1Jlc3VtZVF1ZXVlUmVzcG9uc2UiIgoRUHVyZ2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiJQoSUHVyZ2VRdWV1ZVJlc3BvbnNlEg8KB2RlbGV0ZWQYASABKAQiUQoUQ29udHJvbFdvcmtlclJlcXVlc3QSEQoJd29ya2VyX2lkGAEgASgJEiYKBmFjdGlvbhgCIAEoDjIWLndvcnEudjEuQ29udHJvbEFjdGlvbiIoChVDb250cm9sV29ya2VyUmVzcG9uc2USDwoHc3RyZWFtcxgBIAEoDTLrBgoMQWRtaW5TZXJ2aWNlEjkKBkdldEpvYhIWLndvcnEudjEuR2V0Sm9iUmVxdWVzdBoXLndvcnEudjEuR2V0Sm9iUmVzcG9uc2USPwoITGlzdEpvYnMSGC53b3JxLnYxLkxpc3RKb2JzUmVxdWVzdBoZLndvcnEudjEuTGlzdEpvYnNSZXNwb25zZRJFCgpMaXN0UXVldWVzEhoud29ycS52MS5MaXN0UXVldWVzUmVxdWVzdBobLndvcnEudjEuTGlzdFF1ZXVlc1Jlc3BvbnNlEk4KDUdldFF1ZXVlU3RhdHMSHS53b3JxLnYxLkdldFF1ZXVlU3RhdHNSZXF1ZXN0Gh4ud29ycS52MS5HZXRRdWV1ZVN0YXRzUmVzcG9uc2USTgoNR2V0U2VydmVySW5mbxIdLndvcnEudjEuR2V0U2VydmVySW5mb1JlcXVlc3QaHi53b3JxLnYxLkdldFNlcnZlckluZm9SZXNwb25zZRJICgtMaXN0V29ya2VycxIbLndvcnEudjEuTGlzdFdvcmtlcnNSZXF1ZXN0Ghwud29ycS52MS5MaXN0V29ya2Vyc1Jlc3BvbnNlEkIKCURlbGV0ZUpvYhIZLndvcnEudjEuRGVsZXRlSm9iUmVxdWVzdBoaLndvcnEudjEuRGVsZXRlSm9iUmVzcG9uc2USQgoJUmV0cnlKb2JzEhkud29ycS52MS5SZXRyeUpvYnNSZXF1ZXN0Ghoud29ycS52MS5SZXRyeUpvYnNSZXNwb25zZRJFCgpQYXVzZVF1ZXVlEhoud29ycS52MS5QYXVzZVF1ZXVlUmVxdWVzdBobLndvcnEudjEuUGF1c2VRdWV1ZVJlc3BvbnNlEkgKC1Jlc3VtZVF1ZXVlEhsud29ycS52MS5SZXN1bWVRdWV1ZVJlcXVlc3QaHC53b3JxLnYxLlJlc3VtZVF1ZXVlUmVzcG9uc2USRQoKUHVyZ2VRdWV1ZRIaLndvcnEudjEuUHVyZ2VRdWV1ZVJlcXVlc3QaGy53b3JxLnYxLlB1cmdlUXVldWVSZXNwb25zZRJOCg1Db250cm9sV29ya2VyEh0ud29ycS52MS5Db250cm9sV29ya2VyUmVxdWVzdBoeLndvcnEudjEuQ29udHJvbFdvcmtlclJlc3BvbnNlQo0BCgtjb20ud29ycS52MUIRQWRtaW5TZXJ2aWNlUHJvdG9QAVouZ2l0aHViLmNvbS93b3JxLWRldi93b3JxL2dlbi9nby93b3JxL3YxO3dvcnF2MaICA1dYWKoCB1dvcnEuVjHKAgdXb3JxXFYx4gITV29ycVxWMVxHUEJNZXRhZGF0YeoCCFdvcnE6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_worq_v1_job, file_worq_v1_worker_service]);
+  fileDesc("Cht3b3JxL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SB3dvcnEudjEiHAoNR2V0Sm9iUmVxdWVzdBILCgNqaWQYASABKAkiKwoOR2V0Sm9iUmVzcG9uc2USGQoDam9iGAEgASgLMgwud29ycS52MS5Kb2IiaQoPTGlzdEpvYnNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEiAKBXN0YXRlGAIgASgOMhEud29ycS52MS5Kb2JTdGF0ZRIRCglwYWdlX3NpemUYAyABKA0SEgoKcGFnZV90b2tlbhgEIAEoCSJHChBMaXN0Sm9ic1Jlc3BvbnNlEhoKBGpvYnMYASADKAsyDC53b3JxLnYxLkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiOgoRTGlzdFF1ZXVlc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkiUgoSTGlzdFF1ZXVlc1Jlc3BvbnNlEiMKBnF1ZXVlcxgBIAMoCzITLndvcnEudjEuUXVldWVTdGF0cxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAki3gEKClF1ZXVlU3RhdHMSDQoFcXVldWUYASABKAkSDQoFcmVhZHkYAiABKAQSDwoHZGVsYXllZBgDIAEoBBIRCglpbl9mbGlnaHQYBCABKAQSEAoIcmV0cnlpbmcYBSABKAQSDAoEZGVhZBgGIAEoBBIqCgdsYXRlbmN5GAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBnBhdXNlZBgIIAEoCBIPCgdwZW5kaW5nGAkgASgEEhEKCWNvbXBsZXRlZBgKIAEoBBIOCgZmYWlsZWQYCyABKAQiJQoUR2V0UXVldWVTdGF0c1JlcXVlc3QSDQoFcXVldWUYASABKAkiOwoVR2V0UXVldWVTdGF0c1Jlc3BvbnNlEiIKBXN0YXRzGAEgASgLMhMud29ycS52MS5RdWV1ZVN0YXRzIhYKFEdldFNlcnZlckluZm9SZXF1ZXN0IrICChVHZXRTZXJ2ZXJJbmZvUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoCRIuCgpzdGFydGVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgZ1cHRpbWUYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGQoRY29ubmVjdGVkX3dvcmtlcnMYBCABKA0SFwoPdG90YWxfcHJvY2Vzc2VkGAUgASgEEhQKDHRvdGFsX2ZhaWxlZBgGIAEoBBIUCgxldmljdGVkX2pvYnMYByABKAQSEQoJbGl2ZV9qb2JzGAggASgEEg0KBXN0b3JlGAkgASgJEhcKD3RvdGFsX3N1Ym1pdHRlZBgKIAEoBBISCgpkYXRhX2J5dGVzGAsgASgEIhQKEkxpc3RXb3JrZXJzUmVxdWVzdCI7ChNMaXN0V29ya2Vyc1Jlc3BvbnNlEiQKB3dvcmtlcnMYASADKAsyEy53b3JxLnYxLldvcmtlckluZm8i8wEKCldvcmtlckluZm8SEQoJd29ya2VyX2lkGAEgASgJEg4KBnF1ZXVlcxgCIAMoCRIPCgdjcmVkaXRzGAMgASgNEh8KBGhlbGQYBCADKAsyES53b3JxLnYxLkxlYXNlUmVmEjAKDGNvbm5lY3RlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoGbGFiZWxzGAYgAygLMh8ud29ycS52MS5Xb3JrZXJJbmZvLkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiHwoQRGVsZXRlSm9iUmVxdWVzdBILCgNqaWQYASABKAkiEwoRRGVsZXRlSm9iUmVzcG9uc2UiLwoQUmV0cnlKb2JzUmVxdWVzdBIMCgRqaWRzGAEgAygJEg0KBXF1ZXVlGAIgASgJIiQKEVJldHJ5Sm9ic1Jlc3BvbnNlEg8KB3JldHJpZWQYASABKAQiIgoRUGF1c2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiFAoSUGF1c2VRdWV1ZVJlc3BvbnNlIiMKElJlc3VtZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIVChNSZXN1bWVRdWV1ZVJlc3BvbnNlIiIKEVB1cmdlUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIiUKElB1cmdlUXVldWVSZXNwb25zZRIPCgdkZWxldGVkGAEgASgEIlEKFENvbnRyb2xXb3JrZXJSZXF1ZXN0EhEKCXdvcmtlcl9pZBgBIAEoCRImCgZhY3Rpb24YAiABKA4yFi53b3JxLnYxLkNvbnRyb2xBY3Rpb24iKAoVQ29udHJvbFdvcmtlclJlc3BvbnNlEg8KB3N0cmVhbXMYASABKA0y6wYKDEFkbWluU2VydmljZRI5CgZHZXRKb2ISFi53b3JxLnYxLkdldEpvYlJlcXVlc3QaFy53b3JxLnYxLkdldEpvYlJlc3BvbnNlEj8KCExpc3RKb2JzEhgud29ycS52MS5MaXN0Sm9ic1JlcXVlc3QaGS53b3JxLnYxLkxpc3RKb2JzUmVzcG9uc2USRQoKTGlzdFF1ZXVlcxIaLndvcnEudjEuTGlzdFF1ZXVlc1JlcXVlc3QaGy53b3JxLnYxLkxpc3RRdWV1ZXNSZXNwb25zZRJOCg1HZXRRdWV1ZVN0YXRzEh0ud29ycS52MS5HZXRRdWV1ZVN0YXRzUmVxdWVzdBoeLndvcnEudjEuR2V0UXVldWVTdGF0c1Jlc3BvbnNlEk4KDUdldFNlcnZlckluZm8SHS53b3JxLnYxLkdldFNlcnZlckluZm9SZXF1ZXN0Gh4ud29ycS52MS5HZXRTZXJ2ZXJJbmZvUmVzcG9uc2USSAoLTGlzdFdvcmtlcnMSGy53b3JxLnYxLkxpc3RXb3JrZXJzUmVxdWVzdBocLndvcnEudjEuTGlzdFdvcmtlcnNSZXNwb25zZRJCCglEZWxldGVKb2ISGS53b3JxLnYxLkRlbGV0ZUpvYlJlcXVlc3QaGi53b3JxLnYxLkRlbGV0ZUpvYlJlc3BvbnNlEkIKCVJldHJ5Sm9icxIZLndvcnEudjEuUmV0cnlKb2JzUmVxdWVzdBoaLndvcnEudjEuUmV0cnlKb2JzUmVzcG9uc2USRQoKUGF1c2VRdWV1ZRIaLndvcnEudjEuUGF1c2VRdWV1ZVJlcXVlc3QaGy53b3JxLnYxLlBhdXNlUXVldWVSZXNwb25zZRJICgtSZXN1bWVRdWV1ZRIbLndvcnEudjEuUmVzdW1lUXVldWVSZXF1ZXN0Ghwud29ycS52MS5SZXN1bWVRdWV1ZVJlc3BvbnNlEkUKClB1cmdlUXVldWUSGi53b3JxLnYxLlB1cmdlUXVldWVSZXF1ZXN0Ghsud29ycS52MS5QdXJnZVF1ZXVlUmVzcG9uc2USTgoNQ29udHJvbFdvcmtlchIdLndvcnEudjEuQ29udHJvbFdvcmtlclJlcXVlc3QaHi53b3JxLnYxLkNvbnRyb2xXb3JrZXJSZXNwb25zZUKNAQoLY29tLndvcnEudjFCEUFkbWluU2VydmljZVByb3RvUAFaLmdpdGh1Yi5jb20vd29ycS1kZXYvd29ycS9nZW4vZ28vd29ycS92MTt3b3JxdjGiAgNXWFiqAgdXb3JxLlYxygIHV29ycVxWMeICE1dvcnFcVjFcR1BCTWV0YWRhdGHqAghXb3JxOjpWMWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_worq_v1_job, file_worq_v1_worker_service]);
 
 /**
  * GetJobRequest names a job.
@@ -254,6 +254,20 @@ export type QueueStats = Message<"worq.v1.QueueStats"> & {
    * @generated from field: uint64 pending = 9;
    */
   pending: bigint;
+
+  /**
+   * Jobs COMPLETED and not yet deleted at their ttl.
+   *
+   * @generated from field: uint64 completed = 10;
+   */
+  completed: bigint;
+
+  /**
+   * Jobs FAILED (permanent failures).
+   *
+   * @generated from field: uint64 failed = 11;
+   */
+  failed: bigint;
 };
 
 /**
@@ -395,6 +409,13 @@ export type GetServerInfoResponse = Message<"worq.v1.GetServerInfoResponse"> & {
    * @generated from field: uint64 total_submitted = 10;
    */
   totalSubmitted: bigint;
+
+  /**
+   * Bytes the data dir takes on disk.
+   *
+   * @generated from field: uint64 data_bytes = 11;
+   */
+  dataBytes: bigint;
 };
 
 /**
@@ -762,10 +783,10 @@ export const AdminService: GenService<{
     output: typeof GetJobResponseSchema;
   },
   /**
-   * ListJobs pages through one queue's jobs in one state (seed 003 `inspect jobs` and
-   * `inspect scheduled-jobs`) with a cursor that stays correct while jobs move: ready jobs in
-   * run order, delayed and retrying ones by due time. Unfinished states only so far; a
-   * finished state answers UNIMPLEMENTED.
+   * ListJobs pages through one queue's (or every queue's) jobs in one state (seed 003
+   * `inspect jobs` and `inspect scheduled-jobs`) with a key cursor that stays correct while
+   * jobs move (none skipped or repeated because another moved): ready jobs in run order,
+   * delayed and retrying ones by due time, finished ones by finish time.
    *
    * @generated from rpc worq.v1.AdminService.ListJobs
    */
@@ -775,7 +796,7 @@ export const AdminService: GenService<{
     output: typeof ListJobsResponseSchema;
   },
   /**
-   * ListQueues lists queues sorted by name with their stats. Not built yet: answers UNIMPLEMENTED.
+   * ListQueues lists every queue ever used, sorted by name, with its stats (seed 003 `inspect queues`).
    *
    * @generated from rpc worq.v1.AdminService.ListQueues
    */
@@ -785,7 +806,7 @@ export const AdminService: GenService<{
     output: typeof ListQueuesResponseSchema;
   },
   /**
-   * GetQueueStats returns one queue's counts and latency. Not built yet: answers UNIMPLEMENTED.
+   * GetQueueStats returns one queue's counts, latency and pause state (seed 003 `inspect queue`).
    *
    * @generated from rpc worq.v1.AdminService.GetQueueStats
    */
@@ -805,7 +826,7 @@ export const AdminService: GenService<{
     output: typeof GetServerInfoResponseSchema;
   },
   /**
-   * ListWorkers lists connected workers and the jobs each holds. Not built yet: answers UNIMPLEMENTED.
+   * ListWorkers lists the open Lease streams and the jobs each holds.
    *
    * @generated from rpc worq.v1.AdminService.ListWorkers
    */
@@ -827,7 +848,8 @@ export const AdminService: GenService<{
     output: typeof DeleteJobResponseSchema;
   },
   /**
-   * RetryJobs moves dead (or failed) jobs back to SCHEDULED. Not built yet: answers UNIMPLEMENTED.
+   * RetryJobs moves DEAD_LETTER or FAILED jobs back to SCHEDULED with fresh attempts and
+   * lifetime (their last failure kept): the given jids, or every dead job of a queue or of all.
    *
    * @generated from rpc worq.v1.AdminService.RetryJobs
    */
@@ -837,7 +859,7 @@ export const AdminService: GenService<{
     output: typeof RetryJobsResponseSchema;
   },
   /**
-   * PauseQueue stops leasing from a queue (submits still accepted). Not built yet: answers UNIMPLEMENTED.
+   * PauseQueue stops leasing from a queue; submits are still accepted. Survives restarts.
    *
    * @generated from rpc worq.v1.AdminService.PauseQueue
    */
@@ -847,7 +869,7 @@ export const AdminService: GenService<{
     output: typeof PauseQueueResponseSchema;
   },
   /**
-   * ResumeQueue undoes PauseQueue. Not built yet: answers UNIMPLEMENTED.
+   * ResumeQueue undoes PauseQueue.
    *
    * @generated from rpc worq.v1.AdminService.ResumeQueue
    */
@@ -857,7 +879,8 @@ export const AdminService: GenService<{
     output: typeof ResumeQueueResponseSchema;
   },
   /**
-   * PurgeQueue deletes every waiting job of a queue. Not built yet: answers UNIMPLEMENTED.
+   * PurgeQueue deletes every waiting job (SCHEDULED, DELAYED, RETRYING, PENDING) of a queue;
+   * running and finished ones stay.
    *
    * @generated from rpc worq.v1.AdminService.PurgeQueue
    */
@@ -867,7 +890,8 @@ export const AdminService: GenService<{
     output: typeof PurgeQueueResponseSchema;
   },
   /**
-   * ControlWorker sends quiet or terminate to a connected worker. Not built yet: answers UNIMPLEMENTED.
+   * ControlWorker sends QUIET or TERMINATE on every open stream of a worker id; NOT_FOUND
+   * when it has none.
    *
    * @generated from rpc worq.v1.AdminService.ControlWorker
    */

@@ -61,7 +61,7 @@ class ListQueuesResponse(_message.Message):
     def __init__(self, queues: _Optional[_Iterable[_Union[QueueStats, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class QueueStats(_message.Message):
-    __slots__ = ("queue", "ready", "delayed", "in_flight", "retrying", "dead", "latency", "paused", "pending")
+    __slots__ = ("queue", "ready", "delayed", "in_flight", "retrying", "dead", "latency", "paused", "pending", "completed", "failed")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
     DELAYED_FIELD_NUMBER: _ClassVar[int]
@@ -71,6 +71,8 @@ class QueueStats(_message.Message):
     LATENCY_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
     PENDING_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
     queue: str
     ready: int
     delayed: int
@@ -80,7 +82,9 @@ class QueueStats(_message.Message):
     latency: _duration_pb2.Duration
     paused: bool
     pending: int
-    def __init__(self, queue: _Optional[str] = ..., ready: _Optional[int] = ..., delayed: _Optional[int] = ..., in_flight: _Optional[int] = ..., retrying: _Optional[int] = ..., dead: _Optional[int] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., paused: _Optional[bool] = ..., pending: _Optional[int] = ...) -> None: ...
+    completed: int
+    failed: int
+    def __init__(self, queue: _Optional[str] = ..., ready: _Optional[int] = ..., delayed: _Optional[int] = ..., in_flight: _Optional[int] = ..., retrying: _Optional[int] = ..., dead: _Optional[int] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., paused: _Optional[bool] = ..., pending: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ...) -> None: ...
 
 class GetQueueStatsRequest(_message.Message):
     __slots__ = ("queue",)
@@ -99,7 +103,7 @@ class GetServerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetServerInfoResponse(_message.Message):
-    __slots__ = ("version", "started_at", "uptime", "connected_workers", "total_processed", "total_failed", "evicted_jobs", "live_jobs", "store", "total_submitted")
+    __slots__ = ("version", "started_at", "uptime", "connected_workers", "total_processed", "total_failed", "evicted_jobs", "live_jobs", "store", "total_submitted", "data_bytes")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     UPTIME_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +114,7 @@ class GetServerInfoResponse(_message.Message):
     LIVE_JOBS_FIELD_NUMBER: _ClassVar[int]
     STORE_FIELD_NUMBER: _ClassVar[int]
     TOTAL_SUBMITTED_FIELD_NUMBER: _ClassVar[int]
+    DATA_BYTES_FIELD_NUMBER: _ClassVar[int]
     version: str
     started_at: _timestamp_pb2.Timestamp
     uptime: _duration_pb2.Duration
@@ -120,7 +125,8 @@ class GetServerInfoResponse(_message.Message):
     live_jobs: int
     store: str
     total_submitted: int
-    def __init__(self, version: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., uptime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., connected_workers: _Optional[int] = ..., total_processed: _Optional[int] = ..., total_failed: _Optional[int] = ..., evicted_jobs: _Optional[int] = ..., live_jobs: _Optional[int] = ..., store: _Optional[str] = ..., total_submitted: _Optional[int] = ...) -> None: ...
+    data_bytes: int
+    def __init__(self, version: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., uptime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., connected_workers: _Optional[int] = ..., total_processed: _Optional[int] = ..., total_failed: _Optional[int] = ..., evicted_jobs: _Optional[int] = ..., live_jobs: _Optional[int] = ..., store: _Optional[str] = ..., total_submitted: _Optional[int] = ..., data_bytes: _Optional[int] = ...) -> None: ...
 
 class ListWorkersRequest(_message.Message):
     __slots__ = ()

@@ -110,24 +110,24 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListJobs(self, request, context):
-        """ListJobs pages through one queue's jobs in one state (seed 003 `inspect jobs` and
-        `inspect scheduled-jobs`) with a cursor that stays correct while jobs move: ready jobs in
-        run order, delayed and retrying ones by due time. Unfinished states only so far; a
-        finished state answers UNIMPLEMENTED.
+        """ListJobs pages through one queue's (or every queue's) jobs in one state (seed 003
+        `inspect jobs` and `inspect scheduled-jobs`) with a key cursor that stays correct while
+        jobs move (none skipped or repeated because another moved): ready jobs in run order,
+        delayed and retrying ones by due time, finished ones by finish time.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListQueues(self, request, context):
-        """ListQueues lists queues sorted by name with their stats. Not built yet: answers UNIMPLEMENTED.
+        """ListQueues lists every queue ever used, sorted by name, with its stats (seed 003 `inspect queues`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetQueueStats(self, request, context):
-        """GetQueueStats returns one queue's counts and latency. Not built yet: answers UNIMPLEMENTED.
+        """GetQueueStats returns one queue's counts, latency and pause state (seed 003 `inspect queue`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -141,7 +141,7 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListWorkers(self, request, context):
-        """ListWorkers lists connected workers and the jobs each holds. Not built yet: answers UNIMPLEMENTED.
+        """ListWorkers lists the open Lease streams and the jobs each holds.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -157,35 +157,38 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def RetryJobs(self, request, context):
-        """RetryJobs moves dead (or failed) jobs back to SCHEDULED. Not built yet: answers UNIMPLEMENTED.
+        """RetryJobs moves DEAD_LETTER or FAILED jobs back to SCHEDULED with fresh attempts and
+        lifetime (their last failure kept): the given jids, or every dead job of a queue or of all.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def PauseQueue(self, request, context):
-        """PauseQueue stops leasing from a queue (submits still accepted). Not built yet: answers UNIMPLEMENTED.
+        """PauseQueue stops leasing from a queue; submits are still accepted. Survives restarts.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ResumeQueue(self, request, context):
-        """ResumeQueue undoes PauseQueue. Not built yet: answers UNIMPLEMENTED.
+        """ResumeQueue undoes PauseQueue.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def PurgeQueue(self, request, context):
-        """PurgeQueue deletes every waiting job of a queue. Not built yet: answers UNIMPLEMENTED.
+        """PurgeQueue deletes every waiting job (SCHEDULED, DELAYED, RETRYING, PENDING) of a queue;
+        running and finished ones stay.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ControlWorker(self, request, context):
-        """ControlWorker sends quiet or terminate to a connected worker. Not built yet: answers UNIMPLEMENTED.
+        """ControlWorker sends QUIET or TERMINATE on every open stream of a worker id; NOT_FOUND
+        when it has none.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,62 @@
+import { isTerminal, type JobState } from "./job.js";
+import type { QueueInfo, StoreWrite } from "./store.js";
+
+/**
+ * What the engine knows of queues beyond their ready jobs: every queue ever used (for
+ * ListQueues), which are paused, and how many finished jobs each holds per state (queue
+ * stats; the unfinished ones are counted from the live jobs).
+ */
+export class QueueRegistry {
+  private readonly paused = new Map<string, boolean>();
+  private readonly finished = new Map<string, Map<JobState, number>>();
+
+  load(queues: QueueInfo[], finishedCounts: { queue: string; state: JobState; count: number }[]): void {
+    for (const queue of queues) this.paused.set(queue.name, queue.paused);
+    for (const { queue, state, count } of finishedCounts) this.adjust(queue, state, count);
+  }
+
+  /** The write recording `name` when it is new, else undefined. */
+  touch(name: string): StoreWrite | undefined {
+    if (this.paused.has(name)) return undefined;
+    this.paused.set(name, false);
+    return { kind: "put-queue", queue: { name, paused: false } };
+  }
+
+  isPaused(name: string): boolean {
+    return this.paused.get(name) ?? false;
+  }
+
+  setPaused(name: string, paused: boolean): StoreWrite {
+    this.paused.set(name, paused);
+    return { kind: "put-queue", queue: { name, paused } };
+  }
+
+  names(): string[] {
+    return [...this.paused.keys()].sort();
+  }
+
+  finishedCount(queue: string, state: JobState): number {
+    return this.finished.get(queue)?.get(state) ?? 0;
+  }
+
+  /** Keeps the finished counts in step with a commit's writes (called as it is handed to the store). */
+  observe(writes: readonly StoreWrite[]): void {
+    for (const write of writes) {
+      if (write.kind === "put-job" && isTerminal(write.meta.state)) this.adjust(write.meta.queue, write.meta.state, 1);
+      if (write.kind === "put-meta") {
+        if (isTerminal(write.previous.state)) this.adjust(write.previous.queue, write.previous.state, -1);
+        if (isTerminal(write.meta.state)) this.adjust(write.meta.queue, write.meta.state, 1);
+      }
+      if (write.kind === "delete-job" && isTerminal(write.meta.state)) this.adjust(write.meta.queue, write.meta.state, -1);
+    }
+  }
+
+  private adjust(queue: string, state: JobState, delta: number): void {
+    let byState = this.finished.get(queue);
+    if (!byState) {
+      byState = new Map();
+      this.finished.set(queue, byState);
+    }
+    byState.set(state, Math.max(0, (byState.get(state) ?? 0) + delta));
+  }
+}
