@@ -10,6 +10,9 @@ import { Engine } from "./engine/engine.js";
 import type { Logger } from "./log.js";
 import { LevelStore } from "./storage/level/level-store.js";
 import { createAdminService } from "./transport/admin-service.js";
+import { createHttpServer } from "./http/http-server.js";
+import { createMetrics } from "./http/metrics.js";
+import type { AddressInfo } from "node:net";
 import { createGrpcServer } from "./transport/grpc-server.js";
 import { createProducerService } from "./transport/producer-service.js";
 import { createWorkerService } from "./transport/worker-service.js";
@@ -19,6 +22,8 @@ import { originAllowlist, WebhookSender } from "./callbacks/webhook-sender.js";
 
 export interface RunningServer {
   grpcPort: number;
+  /** Port of the HTTP side (Connect, /healthz, /metrics). */
+  httpPort: number;
   /** Graceful stop: refuse new work, tell workers to reconnect, finish in-flight writes, close the store. */
   close(): Promise<void>;
 }
@@ -31,14 +36,17 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
   const startedAtMs = systemClock.nowMs();
   const isCallbackAllowed = originAllowlist(config.callbackAllow);
   const dataDir = resolve(config.dataDir);
-  const store = new LevelStore(dataDir);
-  const engine = new Engine({
+  let engine: Engine | undefined;
+  const metrics = createMetrics(() => engine);
+  const store = new LevelStore(dataDir, (seconds, operations) => metrics.observeStoreWrite(seconds, operations));
+  engine = new Engine({
     store,
     clock: systemClock,
     maxJobBytes: config.maxJobBytes,
     orphanGraceMs: config.orphanGraceMs,
     idempotencyWindowMs: config.idempotencyWindowMs,
     isCallbackAllowed,
+    observeWrites: (writes) => metrics.observeWrites(writes),
     onFatal: (error) => {
       log.error("storage failed; refusing all work (fail-stop)", { error: String(error) });
       onFatal(error);
@@ -47,22 +55,28 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
   await engine.open();
   const stopTimers = driveEngineTimers(engine);
   const webhooks = new WebhookSender(engine, log, { isAllowed: isCallbackAllowed });
-  const { server, health } = createGrpcServer(
-    {
-      producer: createProducerService(engine, log),
-      worker: createWorkerService(engine, log, { keepaliveIntervalMs: config.keepaliveIntervalMs }),
-      admin: createAdminService(engine, log, { version: packageVersion(), startedAtMs, clock: systemClock, dataBytes: () => directoryBytes(dataDir) }),
-    },
-    {
-      maxReceiveMessageBytes: Math.max(config.maxJobBytes * 2, config.maxJobBytes + MESSAGE_OVERHEAD_BYTES),
-      descriptorSet: fromBinary(FileDescriptorSetSchema, readFileSync(join(packageRoot(), "gen/descriptors/worq.binpb"))),
-    },
-  );
+  const services = {
+    producer: createProducerService(engine, log),
+    worker: createWorkerService(engine, log, { keepaliveIntervalMs: config.keepaliveIntervalMs }),
+    admin: createAdminService(engine, log, { version: packageVersion(), startedAtMs, clock: systemClock, dataBytes: () => directoryBytes(dataDir) }),
+  };
+  const maxRequestBytes = Math.max(config.maxJobBytes * 2, config.maxJobBytes + MESSAGE_OVERHEAD_BYTES);
+  const { server, health } = createGrpcServer(services, {
+    maxReceiveMessageBytes: maxRequestBytes,
+    descriptorSet: fromBinary(FileDescriptorSetSchema, readFileSync(join(packageRoot(), "gen/descriptors/worq.binpb"))),
+    onCall: (method, code, seconds) => metrics.observeRpc(method, code, seconds),
+  });
+  let serving = true;
+  const http = createHttpServer({ services, metrics, healthy: () => serving, maxRequestBytes });
   const grpcPort = await new Promise<number>((ok, fail) =>
     server.bindAsync(`${config.host}:${config.port}`, grpc.ServerCredentials.createInsecure(), (error, port) =>
       error ? fail(error) : ok(port),
     ),
   );
+  const httpPort = await new Promise<number>((ok, fail) => {
+    http.once("error", fail);
+    http.listen(config.httpPort, config.host, () => ok((http.address() as AddressInfo).port));
+  });
   const info = engine.info();
   log.info("recovered", { liveJobs: info.liveJobs, dataDir: resolve(config.dataDir) });
 
@@ -70,7 +84,8 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
   const close = () =>
     (closing ??= (async () => {
       health.setStatus("", "NOT_SERVING");
-      engine.beginShutdown();
+      serving = false;
+      engine!.beginShutdown();
       stopTimers();
       webhooks.stop();
       await new Promise<void>((done) => {
@@ -85,9 +100,11 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
           done();
         });
       });
-      await engine.close();
+      http.closeAllConnections();
+      await new Promise((done) => http.close(done));
+      await engine!.close();
     })());
-  return { grpcPort, close };
+  return { grpcPort, httpPort, close };
 }
 
 /** Total size of the files in `dir` (LevelDB keeps a flat directory). */

@@ -36,6 +36,8 @@ export interface EngineOptions {
    * can be aimed into the server's network unless the operator allows the target).
    */
   isCallbackAllowed?: (url: URL) => boolean;
+  /** Sees every commit's writes as they are handed to the store (metrics, debug logs). */
+  observeWrites?: (writes: readonly StoreWrite[]) => void;
 }
 
 /** What the engine pushes to a worker's Lease stream. */
@@ -144,6 +146,7 @@ export class Engine {
   private readonly onFatal: (error: unknown) => void;
   private readonly idempotencyWindowMs: number;
   private readonly isCallbackAllowed: (url: URL) => boolean;
+  private readonly observeWrites: (writes: readonly StoreWrite[]) => void;
   private callbackListener: ((callback: PendingCallback) => void) | undefined;
   /** "type\0key" -> the job holding that idempotency key, until the claim expires. */
   private readonly claims = new Map<string, IdempotencyClaim>();
@@ -193,6 +196,7 @@ export class Engine {
     this.onFatal = options.onFatal ?? (() => {});
     this.idempotencyWindowMs = options.idempotencyWindowMs ?? LIMITS.defaultIdempotencyWindowMs;
     this.isCallbackAllowed = options.isCallbackAllowed ?? (() => false);
+    this.observeWrites = options.observeWrites ?? (() => {});
     if (this.maxJobBytes > LIMITS.maxMaxJobBytes) {
       throw new Error(`maxJobBytes may be at most ${LIMITS.maxMaxJobBytes}`);
     }
@@ -1065,6 +1069,7 @@ export class Engine {
       this.cascade = [];
     }
     this.queues.observe(writes);
+    this.observeWrites(writes);
     const finished = writes.flatMap(finishedJid);
     writes.push({ kind: "put-counters", counters: { ...this.counters } });
     const durable = this.store.commit(writes);

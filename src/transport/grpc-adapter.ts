@@ -8,7 +8,12 @@ import { Code, ConnectError, createContextValues, createHandlerContext, type Han
  * once (typed by the protoc-gen-es GenService) and can later also be served over the Connect
  * protocol. Connect codes equal gRPC status codes, so errors map 1:1. research/stack.md §1.9.
  */
-export function addConnectService<S extends DescService>(server: grpc.Server, service: S, impl: Partial<ServiceImpl<S>>): void {
+export function addConnectService<S extends DescService>(
+  server: grpc.Server,
+  service: S,
+  impl: Partial<ServiceImpl<S>>,
+  onCall: (method: string, code: string, seconds: number) => void = () => {},
+): void {
   const handlers: grpc.UntypedServiceImplementation = {};
   for (const method of service.methods) {
     const fn = (impl as Record<string, unknown>)[method.localName] as ((req: unknown, ctx: HandlerContext) => unknown) | undefined;
@@ -17,11 +22,20 @@ export function addConnectService<S extends DescService>(server: grpc.Server, se
     if (method.methodKind === "unary") {
       handlers[method.localName] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
         const ctx = contextOf(call, service, method);
+        const started = process.hrtime.bigint();
+        const done = (code: string) => onCall(method.name, code, Number(process.hrtime.bigint() - started) / 1e9);
         Promise.resolve()
           .then(() => fn.call(impl, call.request, ctx))
           .then(
-            (response) => callback(null, toOutput(response), trailersOf(ctx)),
-            (error: unknown) => callback(statusOf(error)),
+            (response) => {
+              done("OK");
+              callback(null, toOutput(response), trailersOf(ctx));
+            },
+            (error: unknown) => {
+              const status = statusOf(error);
+              done(grpc.status[status.code ?? grpc.status.UNKNOWN] ?? "UNKNOWN");
+              callback(status);
+            },
           )
           .finally(() => ctx.abort());
       };

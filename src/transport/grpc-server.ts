@@ -24,6 +24,8 @@ export interface GrpcServerOptions {
    * reflection serves them, so `grpcurl describe` shows the contract comments.
    */
   descriptorSet: FileDescriptorSet;
+  /** Hears of every unary call: method, status code name, seconds. */
+  onCall?: (method: string, code: string, seconds: number) => void;
 }
 
 export const SERVICE_NAMES = [ProducerService.typeName, WorkerService.typeName, AdminService.typeName];
@@ -44,9 +46,9 @@ export function createGrpcServer(services: GrpcServices, options: GrpcServerOpti
     "grpc.http2.min_ping_interval_without_data_ms": 5_000,
     "grpc.max_concurrent_streams": 1000,
   });
-  addConnectService(server, ProducerService, services.producer);
-  addConnectService(server, WorkerService, services.worker);
-  addConnectService(server, AdminService, services.admin);
+  addConnectService(server, ProducerService, services.producer, options.onCall);
+  addConnectService(server, WorkerService, services.worker, options.onCall);
+  addConnectService(server, AdminService, services.admin, options.onCall);
 
   const health = new HealthImplementation({ "": "SERVING", ...Object.fromEntries(SERVICE_NAMES.map((name) => [name, "SERVING"])) });
   health.addToServer(server);

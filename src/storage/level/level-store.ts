@@ -23,10 +23,18 @@ export class LevelStore implements Store {
   private readonly db: Level<string, Uint8Array>;
   private readonly committer: GroupCommitter<BatchOp>;
 
-  constructor(readonly dataDir: string) {
+  /** `onBatch` hears of each durable batch: its time in seconds and its key operations. */
+  constructor(
+    readonly dataDir: string,
+    onBatch: (seconds: number, operations: number) => void = () => {},
+  ) {
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     this.db = new Level<string, Uint8Array>(dataDir, { keyEncoding: "utf8", valueEncoding: "view" });
-    this.committer = new GroupCommitter((ops) => this.db.batch(ops, { sync: true }));
+    this.committer = new GroupCommitter(async (ops) => {
+      const started = process.hrtime.bigint();
+      await this.db.batch(ops, { sync: true });
+      onBatch(Number(process.hrtime.bigint() - started) / 1e9, ops.length);
+    });
   }
 
   async open(): Promise<void> {

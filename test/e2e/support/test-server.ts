@@ -8,6 +8,8 @@ import { connect, type WorqClients } from "./clients.js";
 
 export interface TestServer extends WorqClients {
   port: number;
+  /** The HTTP side: Connect protocol, /healthz, /metrics. */
+  httpPort: number;
   dataDir: string;
   /** Stops the server gracefully and starts a new one on the same data dir (and port, with samePort). */
   restart(options?: { samePort?: boolean }): Promise<TestServer>;
@@ -37,6 +39,7 @@ export async function startTestServer(overrides: Partial<ServerConfig> = {}, dat
   return {
     ...connect(running.grpcPort),
     port: running.grpcPort,
+    httpPort: running.httpPort,
     dataDir: dir,
     restart: async (options = {}) => {
       await running.close();

@@ -1,0 +1,64 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
+import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
+import { WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import type { GrpcServices } from "../transport/grpc-server.js";
+import type { WorqMetrics } from "./metrics.js";
+
+export interface HttpServerOptions {
+  services: GrpcServices;
+  metrics: WorqMetrics;
+  /** False while starting or stopping: /healthz answers 503. */
+  healthy: () => boolean;
+  maxRequestBytes: number;
+}
+
+/**
+ * The HTTP side (port 7420 by default): the same three services over the Connect protocol
+ * (JSON or binary over HTTP/1.1, so curl works; gRPC-Web for browsers), `/healthz` and
+ * `/metrics`. No CORS headers are sent, so browsers on other origins are refused.
+ */
+export function createHttpServer(options: HttpServerOptions): Server {
+  const timing: Interceptor = (next) => async (request) => {
+    const started = process.hrtime.bigint();
+    const seconds = () => Number(process.hrtime.bigint() - started) / 1e9;
+    try {
+      const response = await next(request);
+      options.metrics.observeRpc(request.method.name, "OK", seconds());
+      return response;
+    } catch (error) {
+      options.metrics.observeRpc(request.method.name, Code[ConnectError.from(error).code] ?? "Unknown", seconds());
+      throw error;
+    }
+  };
+  const connect = connectNodeAdapter({
+    routes: (router) => {
+      router.service(ProducerService, options.services.producer);
+      router.service(WorkerService, options.services.worker);
+      router.service(AdminService, options.services.admin);
+    },
+    // gRPC proper is served on the gRPC port; here: Connect and gRPC-Web.
+    grpc: false,
+    acceptCompression: [],
+    readMaxBytes: options.maxRequestBytes,
+    interceptors: [timing],
+  });
+  return createServer((request: IncomingMessage, response: ServerResponse) => {
+    const path = (request.url ?? "").split("?")[0];
+    if (request.method === "GET" && path === "/healthz") {
+      const healthy = options.healthy();
+      response.writeHead(healthy ? 200 : 503, { "content-type": "application/json" }).end(JSON.stringify({ status: healthy ? "SERVING" : "NOT_SERVING" }));
+      return;
+    }
+    if (request.method === "GET" && path === "/metrics") {
+      options.metrics.registry.metrics().then(
+        (text) => response.writeHead(200, { "content-type": options.metrics.registry.contentType }).end(text),
+        (error: unknown) => response.writeHead(500).end(String(error)),
+      );
+      return;
+    }
+    connect(request, response);
+  });
+}

@@ -1,0 +1,106 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { Engine } from "../engine/engine.js";
+import { isTerminal } from "../engine/job.js";
+import type { StoreWrite } from "../engine/store.js";
+
+/** Prometheus metrics of one server (prom-client), scraped at GET /metrics on the HTTP port. */
+export interface WorqMetrics {
+  registry: Registry;
+  /** Feeds job lifecycle counters from a commit's writes (the engine's observer). */
+  observeWrites(writes: readonly StoreWrite[]): void;
+  observeRpc(method: string, code: string, seconds: number): void;
+  observeStoreWrite(seconds: number, operations: number): void;
+}
+
+export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: "worq_" }); // worq_process_*, worq_nodejs_*
+  const counter = (name: string, help: string) => new Counter({ name, help, labelNames: ["queue"], registers: [registry] });
+  const submitted = counter("worq_jobs_submitted_total", "Jobs created by Submit, SubmitBatch or Run.");
+  const completed = counter("worq_jobs_completed_total", "Jobs acked by a worker (COMPLETED).");
+  const failed = counter("worq_jobs_failed_total", "Failed attempts: Fail reports, lapsed leases and execution timeouts.");
+  const dead = counter("worq_jobs_dead_total", "Jobs moved to DEAD_LETTER.");
+  const leaseLatency = new Histogram({
+    name: "worq_lease_latency_seconds",
+    help: "Time from a job becoming ready to its lease being granted.",
+    labelNames: ["queue"],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+    registers: [registry],
+  });
+  const rpc = new Histogram({
+    name: "worq_rpc_duration_seconds",
+    help: "RPC handling time by method and status code.",
+    labelNames: ["method", "code"],
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5],
+    registers: [registry],
+  });
+  const storeWrite = new Histogram({
+    name: "worq_store_write_duration_seconds",
+    help: "Time of one durable (fsync'd) store batch.",
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5],
+    registers: [registry],
+  });
+  const storeBatch = new Histogram({
+    name: "worq_store_batch_operations",
+    help: "Key operations per durable store batch (group commit).",
+    buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000],
+    registers: [registry],
+  });
+  new Gauge({
+    name: "worq_queue_depth",
+    help: "Jobs per queue and state (unfinished states, and dead).",
+    labelNames: ["queue", "state"],
+    registers: [registry],
+    collect() {
+      const current = engine();
+      if (!current) return;
+      this.reset();
+      for (const stats of current.listQueues(1000).queues) {
+        const by = { ready: stats.ready, delayed: stats.delayed, in_flight: stats.inFlight, retrying: stats.retrying, pending: stats.pending, dead: stats.dead };
+        for (const [state, value] of Object.entries(by)) this.set({ queue: stats.queue, state }, value);
+      }
+    },
+  });
+  new Gauge({
+    name: "worq_queue_oldest_job_age_seconds",
+    help: "Age of the oldest ready job per queue (0 when none is ready).",
+    labelNames: ["queue"],
+    registers: [registry],
+    collect() {
+      const current = engine();
+      if (!current) return;
+      this.reset();
+      const now = Date.now();
+      for (const stats of current.listQueues(1000).queues) {
+        this.set({ queue: stats.queue }, stats.oldestReadyAtMs === undefined ? 0 : Math.max(0, now - stats.oldestReadyAtMs) / 1000);
+      }
+    },
+  });
+
+  return {
+    registry,
+    observeWrites(writes) {
+      for (const write of writes) {
+        if (write.kind === "put-job") submitted.inc({ queue: write.meta.queue });
+        if (write.kind !== "put-meta") continue;
+        const { previous, meta } = write;
+        const queue = meta.queue;
+        if (meta.state === "RUNNING" && previous.state === "SCHEDULED") {
+          leaseLatency.observe({ queue }, Math.max(0, (meta.startedAtMs ?? 0) - (previous.enqueuedAtMs ?? previous.createdAtMs)) / 1000);
+        }
+        if ((meta.failure?.retryCount ?? 0) > (previous.failure?.retryCount ?? 0)) failed.inc({ queue });
+        if (meta.state !== previous.state && isTerminal(meta.state)) {
+          if (meta.state === "COMPLETED") completed.inc({ queue });
+          if (meta.state === "DEAD_LETTER") dead.inc({ queue });
+        }
+      }
+    },
+    observeRpc(method, code, seconds) {
+      rpc.observe({ method, code }, seconds);
+    },
+    observeStoreWrite(seconds, operations) {
+      storeWrite.observe(seconds);
+      storeBatch.observe(operations);
+    },
+  };
+}

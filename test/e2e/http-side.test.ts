@@ -1,0 +1,83 @@
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { StreamWorker } from "./support/clients.js";
+import { startTestServer, type TestServer } from "./support/test-server.js";
+
+const run = promisify(execFile);
+
+/** curl, as an operator would type it. */
+async function curl(...args: string[]): Promise<{ status: number; body: string; headers: string }> {
+  const { stdout } = await run("curl", ["-sS", "-i", "--max-time", "10", ...args]);
+  const split = stdout.indexOf("\r\n\r\n");
+  const headers = stdout.slice(0, split);
+  return { status: Number(/^HTTP\/[\d.]+ (\d+)/.exec(headers)![1]), headers, body: stdout.slice(split + 4) };
+}
+
+describe("the HTTP side: Connect protocol with curl, /healthz, /metrics (real server)", () => {
+  let server: TestServer;
+  let base: string;
+  beforeAll(async () => {
+    server = await startTestServer();
+    base = `http://127.0.0.1:${server.httpPort}`;
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+
+  const post = (rpc: string, body: unknown) =>
+    curl("-H", "Content-Type: application/json", "-d", JSON.stringify(body), `${base}/${rpc}`);
+
+  it("submits and reads a job as JSON over HTTP/1.1 with curl", async () => {
+    const submitted = await post("worq.v1.ProducerService/Submit", { job: { type: "email.send", queue: "http", args: ["a@example.com"] } });
+    expect(submitted.status).toBe(200);
+    const { jid } = JSON.parse(submitted.body) as { jid: string };
+    const got = await post("worq.v1.AdminService/GetJob", { jid });
+    expect(JSON.parse(got.body)).toMatchObject({ job: { jid, type: "email.send", queue: "http", state: "JOB_STATE_SCHEDULED", args: ["a@example.com"] } });
+    const queues = await post("worq.v1.AdminService/ListQueues", {});
+    expect(JSON.parse(queues.body).queues.map((q: { queue: string }) => q.queue)).toContain("http");
+  });
+
+  it("maps errors to Connect error JSON with the code, naming the field", async () => {
+    const bad = await post("worq.v1.ProducerService/Submit", { job: { type: "" } });
+    expect(bad.status).toBe(400);
+    expect(JSON.parse(bad.body)).toMatchObject({ code: "invalid_argument", message: "job.type: is required" });
+  });
+
+  it("sends no CORS headers (cross-origin browsers are refused by default)", async () => {
+    const preflight = await curl("-X", "OPTIONS", "-H", "Origin: https://evil.example", "-H", "Access-Control-Request-Method: POST", `${base}/worq.v1.AdminService/ListQueues`);
+    expect(preflight.headers.toLowerCase()).not.toContain("access-control-allow-origin");
+  });
+
+  it("/healthz answers SERVING", async () => {
+    const health = await curl(`${base}/healthz`);
+    expect(health.status).toBe(200);
+    expect(JSON.parse(health.body)).toEqual({ status: "SERVING" });
+  });
+
+  it("/metrics has the named series after real traffic", async () => {
+    const { jid } = await server.producer.submit({ job: { type: "t", queue: "metered" } });
+    const worker = new StreamWorker(server, { queues: ["metered"], workerId: "w-metrics", credits: 1 });
+    const leased = await worker.next();
+    await server.worker.ack({ jid, leaseId: leased.leaseId });
+    await worker.stop();
+    const { status, body, headers } = await curl(`${base}/metrics`);
+    expect(status).toBe(200);
+    expect(headers).toMatch(/content-type: text\/plain/i);
+    for (const series of [
+      'worq_jobs_submitted_total{queue="metered"} 1',
+      'worq_jobs_completed_total{queue="metered"} 1',
+      "worq_jobs_failed_total",
+      "worq_jobs_dead_total",
+      'worq_lease_latency_seconds_count{queue="metered"} 1',
+      'worq_queue_depth{queue="metered",state="ready"} 0',
+      'worq_queue_oldest_job_age_seconds{queue="metered"} 0',
+      'worq_rpc_duration_seconds_count{method="Ack",code="OK"}',
+      "worq_store_write_duration_seconds_count",
+      "worq_store_batch_operations_bucket",
+      "worq_process_resident_memory_bytes",
+    ]) {
+      expect(body, series).toContain(series);
+    }
+  });
+});
