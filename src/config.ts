@@ -6,7 +6,7 @@ export interface ServerConfig {
   host: string;
   /** gRPC port; 0 picks a free one (printed on start). */
   port: number;
-  /** HTTP side (Connect, dashboard, metrics): not built yet. */
+  /** HTTP side: Connect protocol, /healthz, /metrics. */
   httpPort: number;
   dataDir: string;
   maxJobBytes: number;
@@ -28,14 +28,14 @@ Runs the Worq server: gRPC on --host:--port, data in --data-dir (LevelDB).
 Options (environment variable in brackets):
   --host <addr>               address to bind [WORQ_HOST] (default 127.0.0.1)
   --port <n>                  gRPC port, 0 = any free port [WORQ_PORT] (default 7419)
-  --http-port <n>             HTTP port for Connect/dashboard/metrics [WORQ_HTTP_PORT] (default 7420; not built yet)
+  --http-port <n>             HTTP port: Connect protocol (curl), /healthz, /metrics [WORQ_HTTP_PORT] (default 7420, 0 = any free port)
   --data-dir <dir>            LevelDB data directory [WORQ_DATA_DIR] (default ./worq-data)
   --max-job-bytes <n>         limit on args+kwargs+payload+custom of a job [WORQ_MAX_JOB_BYTES] (default 1048576, at most 16777216)
   --orphan-grace <duration>   how long a disconnected worker keeps its leases [WORQ_ORPHAN_GRACE] (default 10s)
   --keepalive-interval <dur>  keepalive on idle Lease streams [WORQ_KEEPALIVE_INTERVAL] (default 15s, at most 30s)
   --idempotency-window <dur>  how long an idempotency key deduplicates submits [WORQ_IDEMPOTENCY_WINDOW] (default 24h)
   --callback-allow <origins>  comma-separated origins callback_url may target, e.g. https://hooks.example.com [WORQ_CALLBACK_ALLOW] (default none)
-  --log-level <level>         info | warn | error | silent [WORQ_LOG_LEVEL] (default info)
+  --log-level <level>         debug | info | warn | error | silent [WORQ_LOG_LEVEL] (default info; debug logs every job state change, never job data)
   -h, --help                  show this help
 
 Durations: 500ms, 10s, 5m, 1h.`;
@@ -119,6 +119,6 @@ function parseOrigins(text: string): string[] {
 }
 
 function parseLogLevel(text: string): LogLevel {
-  if (text === "info" || text === "warn" || text === "error" || text === "silent") return text;
-  throw new Error(`--log-level must be info, warn, error or silent; got ${JSON.stringify(text)}`);
+  if (text === "debug" || text === "info" || text === "warn" || text === "error" || text === "silent") return text;
+  throw new Error(`--log-level must be debug, info, warn, error or silent; got ${JSON.stringify(text)}`);
 }

@@ -1,18 +1,29 @@
-/** Structured logs: one JSON object per line on stderr. */
+import { pino, type Logger as Pino } from "pino";
+
+/**
+ * Structured logs: one JSON object per line on stderr (pino). Job payloads, args and results
+ * are never logged (seed 004 §9: they may hold sensitive data); ids, types and states are.
+ */
 export interface Logger {
+  debug(message: string, fields?: Record<string, unknown>): void;
   info(message: string, fields?: Record<string, unknown>): void;
   warn(message: string, fields?: Record<string, unknown>): void;
   error(message: string, fields?: Record<string, unknown>): void;
+  /** Whether debug lines are written (skip building their fields otherwise). */
+  readonly debugEnabled: boolean;
 }
 
-export type LogLevel = "info" | "warn" | "error" | "silent";
+export type LogLevel = "debug" | "info" | "warn" | "error" | "silent";
 
-const RANK: Record<LogLevel, number> = { info: 0, warn: 1, error: 2, silent: 3 };
-
-export function createLogger(level: LogLevel = "info", write: (line: string) => void = (line) => process.stderr.write(line)): Logger {
-  const emit = (at: Exclude<LogLevel, "silent">) => (message: string, fields: Record<string, unknown> = {}) => {
-    if (RANK[at] < RANK[level]) return;
-    write(`${JSON.stringify({ time: new Date().toISOString(), level: at, msg: message, ...fields })}\n`);
+export function createLogger(level: LogLevel = "info", destination: NodeJS.WritableStream = process.stderr): Logger {
+  const log: Pino = pino({ level, base: undefined, timestamp: pino.stdTimeFunctions.isoTime }, destination);
+  return {
+    debug: (message, fields = {}) => log.debug(fields, message),
+    info: (message, fields = {}) => log.info(fields, message),
+    warn: (message, fields = {}) => log.warn(fields, message),
+    error: (message, fields = {}) => log.error(fields, message),
+    get debugEnabled() {
+      return log.isLevelEnabled("debug");
+    },
   };
-  return { info: emit("info"), warn: emit("warn"), error: emit("error") };
 }

@@ -12,6 +12,7 @@ import { LevelStore } from "./storage/level/level-store.js";
 import { createAdminService } from "./transport/admin-service.js";
 import { createHttpServer } from "./http/http-server.js";
 import { createMetrics } from "./http/metrics.js";
+import { logLifecycle } from "./lifecycle-log.js";
 import type { AddressInfo } from "node:net";
 import { createGrpcServer } from "./transport/grpc-server.js";
 import { createProducerService } from "./transport/producer-service.js";
@@ -46,7 +47,10 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
     orphanGraceMs: config.orphanGraceMs,
     idempotencyWindowMs: config.idempotencyWindowMs,
     isCallbackAllowed,
-    observeWrites: (writes) => metrics.observeWrites(writes),
+    observeWrites: (writes) => {
+      metrics.observeWrites(writes);
+      logLifecycle(log, writes);
+    },
     onFatal: (error) => {
       log.error("storage failed; refusing all work (fail-stop)", { error: String(error) });
       onFatal(error);
