@@ -1,4 +1,10 @@
-import type { JobState, JobView, JsonObject, JsonValue } from "../engine/job.js";
+/**
+ * The worker job envelope of seed 002 (job_id, job_path, args, kwargs, state, ts_* epoch
+ * seconds, error): how a job is reported to clients and webhooks, and a shape jobs can be
+ * imported from. Nine job states fold into the envelope's four (SPEC §2).
+ */
+import type { JobState, JobView, JsonObject, JsonValue, SubmitInput } from "../engine/job.js";
+import { jobObject, optionalString, requiredArray, requiredObject, requiredType, type ImportedJob } from "./json-input.js";
 
 /** The worker job envelope of seed 002: the job as reported to clients. */
 export interface Envelope {
@@ -13,7 +19,8 @@ export interface Envelope {
   error?: string | null;
 }
 
-const ENVELOPE_STATE: Record<JobState, Envelope["state"]> = {
+/** Waiting states are "enqueued"; every unsuccessful end is "error". */
+export const ENVELOPE_STATE: Record<JobState, Envelope["state"]> = {
   PENDING: "enqueued",
   SCHEDULED: "enqueued",
   DELAYED: "enqueued",
@@ -40,6 +47,34 @@ export function envelopeOf(view: JobView): Envelope {
   };
   if (meta.startedAtMs !== undefined) envelope.ts_started = epochSeconds(meta.startedAtMs);
   if (meta.completedAtMs !== undefined) envelope.ts_finished = epochSeconds(meta.completedAtMs);
-  if (envelope.state === "error") envelope.error = meta.failure ? `${meta.failure.errtype}: ${meta.failure.message}` : meta.state;
+  if (envelope.state === "error") envelope.error = errorOf(view);
   return envelope;
+}
+
+/** "errtype: message" of the last failure (either part alone when the other is empty), else the state's name. */
+function errorOf({ meta }: JobView): string {
+  const parts = meta.failure ? [meta.failure.errtype, meta.failure.message].filter((part) => part !== "") : [];
+  return parts.length > 0 ? parts.join(": ") : meta.state;
+}
+
+/**
+ * Reads an envelope for submission: `job_path` (the job type), `args` and `kwargs` are
+ * required (seed 002: "never omitted", may be empty). `job_id` is returned as clientJid,
+ * never used (the server assigns ids); `state`, `ts_*` and `error` describe a job's past and
+ * are ignored, as are extra keys (seed 002: consumers tolerate them).
+ */
+export function importEnvelope(json: unknown): ImportedJob {
+  const obj = jobObject(json);
+  const input: SubmitInput = {
+    type: requiredType(obj, "job_path"),
+    args: requiredArray(obj, "args"),
+    kwargs: requiredObject(obj, "kwargs"),
+  };
+  const clientJid = optionalString(obj, "job_id");
+  return clientJid ? { input, clientJid } : { input };
+}
+
+/** The SubmitInput of an envelope (see importEnvelope). */
+export function submitInputFromEnvelope(json: unknown): SubmitInput {
+  return importEnvelope(json).input;
 }

@@ -1,0 +1,77 @@
+/**
+ * Shared reading of an imported JSON job (SPEC §5): small type checks that throw
+ * WORQ_INVALID_ARGUMENT naming the JSON field as the format spells it ("jobtype", "tags[2]"),
+ * so a user sees which key of *their* document is wrong, not an engine field name.
+ * Inputs are what `JSON.parse` returns; nothing here does I/O.
+ */
+import { invalid } from "../engine/errors.js";
+import type { JsonObject, JsonValue, SubmitInput } from "../engine/job.js";
+import { LIMITS } from "../engine/limits.js";
+
+/** An imported job: what to submit, plus the id the document carried, if any. */
+export interface ImportedJob {
+  input: SubmitInput;
+  /**
+   * The document's own job id (`jid`, `job_id`). Never used as the job's id: the server
+   * assigns every jid (seed 004 §1, SPEC §2). Returned so callers can warn that it was ignored.
+   */
+  clientJid?: string;
+}
+
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** The document itself must be a JSON object. */
+export function jobObject(json: unknown): Record<string, unknown> {
+  if (!isPlainObject(json)) invalid("job", "must be a JSON object");
+  return json;
+}
+
+/** A required, non-empty string of at most 256 chars (the job type). */
+export function requiredType(obj: Record<string, unknown>, field: string): string {
+  const value = obj[field];
+  if (typeof value !== "string" || value.length === 0) invalid(field, "is required and must be a non-empty string");
+  if (value.length > LIMITS.typeMaxChars) invalid(field, `must be at most ${LIMITS.typeMaxChars} chars`);
+  return value;
+}
+
+export function optionalString(obj: Record<string, unknown>, field: string): string | undefined {
+  const value = obj[field];
+  if (value === undefined) return undefined;
+  if (typeof value !== "string") invalid(field, "must be a string");
+  return value;
+}
+
+/** A required JSON array (positional args). */
+export function requiredArray(obj: Record<string, unknown>, field: string): JsonValue[] {
+  const value = obj[field];
+  if (!Array.isArray(value)) invalid(field, "is required and must be an array");
+  return value as JsonValue[];
+}
+
+export function optionalObject(obj: Record<string, unknown>, field: string): JsonObject | undefined {
+  const value = obj[field];
+  if (value === undefined) return undefined;
+  if (!isPlainObject(value)) invalid(field, "must be a JSON object");
+  return value as JsonObject;
+}
+
+/** A required JSON object (keyword args). */
+export function requiredObject(obj: Record<string, unknown>, field: string): JsonObject {
+  const value = obj[field];
+  if (!isPlainObject(value)) invalid(field, "is required and must be a JSON object");
+  return value as JsonObject;
+}
+
+/** An integer in [min, max], or undefined when absent. */
+export function optionalInt(obj: Record<string, unknown>, field: string, min: number, max: number): number | undefined {
+  const value = obj[field];
+  if (value === undefined) return undefined;
+  if (typeof value !== "number" || !Number.isInteger(value)) invalid(field, "must be an integer");
+  if (value < min || value > max) invalid(field, `must be between ${min} and ${max}`);
+  return value;
+}
+
+/** The largest Faktory/Sidekiq retry count the engine can hold (max attempts - 1). */
+export const MAX_RETRIES = LIMITS.maxMaxAttempts - 1;

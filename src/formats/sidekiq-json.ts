@@ -1,0 +1,161 @@
+/**
+ * Sidekiq's job hash (seed 001): `class`, `args`, `queue`, epoch-float timestamps, and the
+ * retry bookkeeping Sidekiq's retry middleware writes.
+ *
+ * Retry follows Sidekiq: `retry: true` is Sidekiq's default of 25 retries (26 attempts);
+ * `retry: n` is n retries (n + 1 attempts); `retry: 0` goes to the dead letters at the first
+ * failure; `retry: false` makes the job ephemeral, discarded at its first failure (Sidekiq
+ * puts it in neither Retry nor Dead); `dead: false` discards instead of dead-lettering once
+ * retries run out. Export writes `retry` as a number (or `false`), plus `dead: false` when
+ * exhausted jobs are discarded. An absent `retry` takes the server's default (3 attempts).
+ *
+ * Sidekiq keeps every key of the hash, so keys this module does not know (ActiveJob's
+ * `wrapped`, `locale`, middleware keys…) go to `custom` on import and come back at the top
+ * level on export (a custom key that clashes with a Sidekiq key below is left out there).
+ *
+ * `tags` (Sidekiq's array of strings) become tags with empty values; on export a tag with a
+ * value is written "key:value". `backtrace: true` keeps up to 1000 frames (the server's cap).
+ * Not represented: kwargs, payload, priority, dependencies, backoff shape, timeouts, ttl.
+ */
+import type { JobView, JsonObject, JsonValue, RetryPolicy, SubmitInput } from "../engine/job.js";
+import { invalid } from "../engine/errors.js";
+import { LIMITS } from "../engine/limits.js";
+import { checkQueueName } from "../engine/submit-validation.js";
+import { MAX_RETRIES, jobObject, optionalString, requiredArray, requiredType, type ImportedJob } from "./json-input.js";
+
+/** Sidekiq's default number of retries for `retry: true`. */
+export const SIDEKIQ_DEFAULT_RETRIES = 25;
+
+export interface SidekiqKnownKeys {
+  class: string;
+  jid: string;
+  args: JsonValue[];
+  queue: string;
+  retry: number | false;
+  dead?: false;
+  backtrace?: number;
+  tags?: string[];
+  /** Epoch seconds with fraction (Sidekiq's `Time.now.to_f`). */
+  created_at: number;
+  enqueued_at?: number;
+  at?: number;
+  /** Retries so far: 0 after the first failure (Sidekiq's count). */
+  retry_count?: number;
+  error_message?: string;
+  error_class?: string;
+  failed_at?: number;
+  /** The latest failure, once the job has been retried. */
+  retried_at?: number;
+  error_backtrace?: string[];
+}
+
+/** The Sidekiq job hash: the keys above plus pass-through keys from `custom`. */
+export type SidekiqJson = SidekiqKnownKeys & { [extra: string]: JsonValue | undefined };
+
+/** Keys with a meaning here; all others are pass-through. */
+const SIDEKIQ_KEYS = new Set<string>([
+  "class", "jid", "args", "queue", "retry", "dead", "backtrace", "tags", "created_at", "enqueued_at", "at",
+  "retry_count", "error_message", "error_class", "failed_at", "retried_at", "error_backtrace",
+]);
+
+const epochFloat = (ms: number) => ms / 1000;
+
+/** The job as a Sidekiq job hash. */
+export function sidekiqJsonOf(view: JobView): SidekiqJson {
+  const { meta, body } = view;
+  const discard = meta.retry.onExhausted === "DISCARD";
+  const json: SidekiqJson = {
+    class: meta.type,
+    jid: meta.jid,
+    args: body.args ?? [],
+    queue: meta.queue,
+    retry: discard && meta.retry.maxAttempts === 1 ? false : meta.retry.maxAttempts - 1,
+    created_at: epochFloat(meta.createdAtMs),
+  };
+  if (discard && meta.retry.maxAttempts > 1) json.dead = false;
+  if (meta.backtraceFrames > 0) json.backtrace = meta.backtraceFrames;
+  const tags = Object.entries(body.tags).map(([key, value]) => (value === "" ? key : `${key}:${value}`));
+  if (tags.length > 0) json.tags = tags;
+  if (meta.enqueuedAtMs !== undefined) json.enqueued_at = epochFloat(meta.enqueuedAtMs);
+  if (meta.atMs !== undefined) json.at = epochFloat(meta.atMs);
+  if (meta.failure) {
+    const f = meta.failure;
+    json.retry_count = f.retryCount - 1;
+    json.error_message = f.message;
+    json.error_class = f.errtype;
+    json.failed_at = epochFloat(f.failedAtMs);
+    if (f.retryCount > 1) json.retried_at = epochFloat(f.retriedAtMs);
+    if (f.backtrace.length > 0) json.error_backtrace = f.backtrace;
+  }
+  // defineProperty, not `json[key] =`, so a key named "__proto__" stays a plain key.
+  for (const [key, value] of Object.entries(body.custom ?? {})) {
+    if (!SIDEKIQ_KEYS.has(key)) Object.defineProperty(json, key, { value, enumerable: true, writable: true, configurable: true });
+  }
+  return json;
+}
+
+/**
+ * Reads a Sidekiq job hash for submission. `class` and `args` are required; `queue`
+ * defaults to "default". `jid` is returned as clientJid, never used; `created_at`,
+ * `enqueued_at` and the failure keys are server-owned and ignored.
+ */
+export function importSidekiqJson(json: unknown): ImportedJob {
+  const obj = jobObject(json);
+  const input: SubmitInput = { type: requiredType(obj, "class"), args: requiredArray(obj, "args") };
+  const queue = optionalString(obj, "queue");
+  if (queue !== undefined) {
+    checkQueueName(queue, "queue");
+    input.queue = queue;
+  }
+  const retry = retryOf(obj.retry, obj.dead);
+  if (retry) input.retry = retry;
+  if (obj.at !== undefined) {
+    if (typeof obj.at !== "number" || !Number.isFinite(obj.at) || obj.at < 0) invalid("at", "must be epoch seconds (a number)");
+    input.atMs = Math.round(obj.at * 1000);
+  }
+  const backtrace = backtraceOf(obj.backtrace);
+  if (backtrace !== undefined) input.backtraceFrames = backtrace;
+  if (obj.tags !== undefined) input.tags = tagsOf(obj.tags);
+  // fromEntries defines own keys, so even "__proto__" passes through as data.
+  const custom: JsonObject = Object.fromEntries(Object.entries(obj).filter(([key]) => !SIDEKIQ_KEYS.has(key))) as JsonObject;
+  if (Object.keys(custom).length > 0) input.custom = custom;
+  const clientJid = optionalString(obj, "jid");
+  return clientJid ? { input, clientJid } : { input };
+}
+
+/** The SubmitInput of a Sidekiq job hash (see importSidekiqJson; a client `jid` is ignored). */
+export function submitInputFromSidekiqJson(json: unknown): SubmitInput {
+  return importSidekiqJson(json).input;
+}
+
+function retryOf(retry: unknown, dead: unknown): Partial<RetryPolicy> | undefined {
+  if (dead !== undefined && typeof dead !== "boolean") invalid("dead", "must be true or false");
+  const onExhausted = dead === false ? { onExhausted: "DISCARD" as const } : {};
+  if (retry === undefined) return dead === false ? onExhausted : undefined;
+  if (retry === false) return { maxAttempts: 1, onExhausted: "DISCARD" };
+  if (retry === true) return { maxAttempts: SIDEKIQ_DEFAULT_RETRIES + 1, ...onExhausted };
+  if (typeof retry !== "number" || !Number.isInteger(retry) || retry < 0 || retry > MAX_RETRIES) {
+    invalid("retry", `must be true, false or an integer between 0 and ${MAX_RETRIES}`);
+  }
+  return { maxAttempts: retry + 1, ...onExhausted };
+}
+
+function backtraceOf(backtrace: unknown): number | undefined {
+  if (backtrace === undefined) return undefined;
+  if (backtrace === true) return LIMITS.maxBacktraceFrames;
+  if (backtrace === false) return 0;
+  if (typeof backtrace !== "number" || !Number.isInteger(backtrace) || backtrace < 0 || backtrace > LIMITS.maxBacktraceFrames) {
+    invalid("backtrace", `must be true, false or an integer between 0 and ${LIMITS.maxBacktraceFrames}`);
+  }
+  return backtrace;
+}
+
+function tagsOf(tags: unknown): Record<string, string> {
+  if (!Array.isArray(tags)) invalid("tags", "must be an array of strings");
+  tags.forEach((tag, i) => {
+    if (typeof tag !== "string" || tag.length === 0 || tag.length > LIMITS.tagKeyMaxChars) {
+      invalid(`tags[${i}]`, `must be a string of 1–${LIMITS.tagKeyMaxChars} chars`);
+    }
+  });
+  return Object.fromEntries((tags as string[]).map((tag) => [tag, ""]));
+}

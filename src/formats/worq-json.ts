@@ -1,0 +1,126 @@
+/**
+ * Worq JSON, the job payload of seed 000 (Faktory's format), exactly: only the seed's keys,
+ * 27-char UTC timestamps, integers rather than floats or booleans, and unknown keys outside
+ * `custom` dropped on import.
+ *
+ * Retry follows Faktory: `retry` is the number of *retries* after the first attempt, so
+ * `retry: n` is max attempts n + 1; `retry: 0` sends the job to the dead letters at its first
+ * failure; `retry: -1` discards it instead (max attempts 1, onExhausted DISCARD). An absent
+ * `retry` takes the server's default policy (SPEC §2: 3 attempts), not Faktory's 25.
+ *
+ * Not represented (dropped on export): kwargs, payload, priority, tags, correlation id,
+ * dependencies, the backoff shape, execution timeout, ttl, result. Use the protobuf job or
+ * the Sidekiq/envelope formats for those that they carry.
+ */
+import type { JobView, JsonObject, JsonValue, SubmitInput } from "../engine/job.js";
+import { LIMITS } from "../engine/limits.js";
+import { checkQueueName } from "../engine/submit-validation.js";
+import {
+  MAX_RETRIES,
+  jobObject,
+  optionalInt,
+  optionalObject,
+  optionalString,
+  requiredArray,
+  requiredType,
+  type ImportedJob,
+} from "./json-input.js";
+import { formatTimestamp27, parseRfc3339 } from "./timestamps.js";
+
+export interface WorqJsonFailure {
+  /** The first failure. */
+  failed_at: string;
+  /** The latest failure, once the job has failed more than once. */
+  retried_at?: string;
+  /** How many times the job has failed so far. */
+  retry_count: number;
+  message: string;
+  errtype: string;
+  backtrace?: string[];
+}
+
+/** Seed 000's job payload; key order follows the seed. */
+export interface WorqJson {
+  jid: string;
+  jobtype: string;
+  args: JsonValue[];
+  queue: string;
+  created_at: string;
+  /** Set once the job is (or was last) ready to run. */
+  enqueued_at?: string;
+  /** The requested run time of a scheduled job. */
+  at?: string;
+  /** Lease length in whole seconds (rounded up). */
+  reserve_for: number;
+  retry: number;
+  /** Stack frames kept per failure; omitted when 0 (the default). */
+  backtrace?: number;
+  failure?: WorqJsonFailure;
+  custom?: JsonObject;
+}
+
+/** The job in seed 000's shape, keys in the seed's order. */
+export function worqJsonOf(view: JobView): WorqJson {
+  const { meta, body } = view;
+  const f = meta.failure;
+  return {
+    jid: meta.jid,
+    jobtype: meta.type,
+    args: body.args ?? [],
+    queue: meta.queue,
+    created_at: formatTimestamp27(meta.createdAtMs),
+    ...(meta.enqueuedAtMs !== undefined ? { enqueued_at: formatTimestamp27(meta.enqueuedAtMs) } : {}),
+    ...(meta.atMs !== undefined ? { at: formatTimestamp27(meta.atMs) } : {}),
+    reserve_for: Math.ceil(meta.reserveForMs / 1000),
+    // Faktory counts retries after the first attempt; -1 is "discard at the first failure".
+    retry: meta.retry.maxAttempts === 1 && meta.retry.onExhausted === "DISCARD" ? -1 : meta.retry.maxAttempts - 1,
+    ...(meta.backtraceFrames > 0 ? { backtrace: meta.backtraceFrames } : {}),
+    ...(f
+      ? {
+          failure: {
+            failed_at: formatTimestamp27(f.failedAtMs),
+            ...(f.retryCount > 1 ? { retried_at: formatTimestamp27(f.retriedAtMs) } : {}),
+            retry_count: f.retryCount,
+            message: f.message,
+            errtype: f.errtype,
+            ...(f.backtrace.length > 0 ? { backtrace: f.backtrace } : {}),
+          },
+        }
+      : {}),
+    ...(body.custom ? { custom: body.custom } : {}),
+  };
+}
+
+/**
+ * Reads a seed 000 document for submission. `jobtype` and `args` are required; `queue`
+ * defaults to "default". Server-owned keys are ignored: `jid` (returned as clientJid),
+ * `created_at`, `enqueued_at`, `failure`. `reserve_for: 0` and `at: ""` mean unset, as in
+ * Faktory's clients. Any other unknown key is dropped (seed 000).
+ */
+export function importWorqJson(json: unknown): ImportedJob {
+  const obj = jobObject(json);
+  const input: SubmitInput = { type: requiredType(obj, "jobtype"), args: requiredArray(obj, "args") };
+  const queue = optionalString(obj, "queue");
+  if (queue !== undefined) {
+    checkQueueName(queue, "queue");
+    input.queue = queue;
+  }
+  if (obj.at !== undefined && obj.at !== "") input.atMs = parseRfc3339(obj.at, "at");
+  const reserveFor = optionalInt(obj, "reserve_for", 0, LIMITS.maxReserveForMs / 1000);
+  if (reserveFor) input.reserveForMs = reserveFor * 1000;
+  const retry = optionalInt(obj, "retry", -1, MAX_RETRIES);
+  if (retry !== undefined) {
+    input.retry = retry === -1 ? { maxAttempts: 1, onExhausted: "DISCARD" } : { maxAttempts: retry + 1 };
+  }
+  const backtrace = optionalInt(obj, "backtrace", 0, LIMITS.maxBacktraceFrames);
+  if (backtrace !== undefined) input.backtraceFrames = backtrace;
+  const custom = optionalObject(obj, "custom");
+  if (custom !== undefined) input.custom = custom;
+  const clientJid = optionalString(obj, "jid");
+  return clientJid ? { input, clientJid } : { input };
+}
+
+/** The SubmitInput of a seed 000 document (see importWorqJson; a client `jid` is ignored). */
+export function submitInputFromWorqJson(json: unknown): SubmitInput {
+  return importWorqJson(json).input;
+}

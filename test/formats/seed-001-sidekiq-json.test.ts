@@ -1,0 +1,196 @@
+/** Seed 001 "Job Format": Sidekiq's job hash, its examples, retry semantics and validation. */
+import { describe, expect, it } from "vitest";
+import type { JsonObject } from "../../src/engine/job.js";
+import { importSidekiqJson, sidekiqJsonOf, submitInputFromSidekiqJson } from "../../src/formats/sidekiq-json.js";
+import { JID, expectInvalid, failure, viewOf } from "./helpers.js";
+
+/** "Job": the bare minimum (the seed's `//` comment removed). */
+const SEED_001_JOB = JSON.parse(`{
+  "class": "SomeWorker",
+  "jid": "b4a577edbccf1d805744efa9",
+  "args": [1, "arg", true],
+  "created_at": 1234567890,
+  "enqueued_at": 1234567890
+}`) as JsonObject;
+
+/** "ActiveJob Middleware Format" (the seed's `//` comment removed). */
+const SEED_001_ACTIVE_JOB = JSON.parse(`{
+  "class": "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper",
+  "wrapped": "SomeWorker",
+  "queue": "default",
+  "args":[
+    {
+      "job_class": "SomeWorker",
+      "job_id": "b4a577edbccf1d805744efa9",
+      "provider_job_id": null,
+      "queue_name": "default",
+      "priority": null,
+      "arguments": ["some",["argument","value"]],
+      "executions": 0,
+      "locale": "en",
+      "attempt_number": 1
+    }
+  ],
+  "retry": true,
+  "wait": "0.1",
+  "jid": "d774900367dc8b2962b2479c",
+  "created_at": 1234567890,
+  "locale": "en",
+  "enqueued_at": 1234567890,
+  "error_message": null,
+  "error_class": null,
+  "failed_at": null,
+  "retry_count": 0,
+  "retried_at": null
+}`) as JsonObject;
+
+/** "Worker Options". */
+const SEED_001_WORKER_OPTIONS = JSON.parse(`{ "queue": "default", "retry": true }`) as JsonObject;
+
+/** "Scheduled Jobs". */
+const SEED_001_SCHEDULED = JSON.parse(`{ "at": 1234567890.123 }`) as JsonObject;
+
+/** "Retries" (the seed's `//` comments and the "..." of the backtrace removed). */
+const SEED_001_RETRIES = JSON.parse(`{
+  "retry_count": 2,
+  "error_message": "wrong number of arguments (2 for 3)",
+  "error_class": "ArgumentError",
+  "error_backtrace": ["line 0", "line 1"],
+  "failed_at": 1234567890,
+  "retried_at": 1234567890
+}`) as JsonObject;
+
+const T_SEED = 1234567890_000;
+
+describe("seed 001: the Sidekiq job hash", () => {
+  it("Job: the minimal hash round-trips (jid replaced, queue and retry filled in)", () => {
+    const { input, clientJid } = importSidekiqJson(SEED_001_JOB);
+    expect(clientJid).toBe("b4a577edbccf1d805744efa9");
+    expect(input).toEqual({ type: "SomeWorker", args: [1, "arg", true] });
+    const out = sidekiqJsonOf(viewOf(input, { createdAtMs: T_SEED, enqueuedAtMs: T_SEED }));
+    expect(out).toEqual({ ...SEED_001_JOB, jid: JID, queue: "default", retry: 2 });
+    expect(submitInputFromSidekiqJson(out)).toEqual({ ...input, queue: "default", retry: { maxAttempts: 3 } });
+  });
+
+  it("ActiveJob: unknown keys pass through (via custom), `retry: true` is 25 retries", () => {
+    const input = submitInputFromSidekiqJson(SEED_001_ACTIVE_JOB);
+    expect(input).toEqual({
+      type: "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper",
+      queue: "default",
+      args: SEED_001_ACTIVE_JOB.args,
+      retry: { maxAttempts: 26 },
+      custom: { wrapped: "SomeWorker", wait: "0.1", locale: "en" },
+    });
+    const out = sidekiqJsonOf(viewOf(input, { createdAtMs: T_SEED, enqueuedAtMs: T_SEED }));
+    // The failure keys (null / 0 before any failure) are server-owned: absent until the job fails.
+    const { error_message, error_class, failed_at, retry_count, retried_at, ...survivors } = SEED_001_ACTIVE_JOB;
+    expect([error_message, error_class, failed_at, retried_at, retry_count]).toEqual([null, null, null, null, 0]);
+    expect(out).toEqual({ ...survivors, jid: JID, retry: 25 });
+    expect(submitInputFromSidekiqJson(out)).toEqual(input);
+  });
+
+  it("Worker Options: queue and retry merged into a job", () => {
+    const input = submitInputFromSidekiqJson({ ...SEED_001_JOB, ...SEED_001_WORKER_OPTIONS });
+    expect(input.queue).toBe("default");
+    expect(input.retry).toEqual({ maxAttempts: 26 });
+    const out = sidekiqJsonOf(viewOf(input));
+    expect(out).toMatchObject({ queue: "default", retry: 25 });
+  });
+
+  it("Scheduled Jobs: `at` in epoch seconds schedules the job and comes back as the same float", () => {
+    const input = submitInputFromSidekiqJson({ ...SEED_001_JOB, ...SEED_001_SCHEDULED });
+    expect(input.atMs).toBe(1234567890123);
+    const view = viewOf(input, {}, T_SEED - 60_000);
+    expect(view.meta.state).toBe("DELAYED");
+    const out = sidekiqJsonOf(view);
+    expect(out.at).toBe(1234567890.123);
+    expect(out.enqueued_at).toBeUndefined(); // Sidekiq: no enqueued_at until pushed onto a queue
+    expect(out.created_at).toBe(1234567830);
+  });
+
+  it("Retries: the retry keys come back from the engine's failure record", () => {
+    const input = submitInputFromSidekiqJson({ ...SEED_001_JOB, ...SEED_001_RETRIES, backtrace: true });
+    // Failure keys are server-owned: not part of a submission.
+    expect(input).toEqual({ type: "SomeWorker", args: [1, "arg", true], backtraceFrames: 1000 });
+    const out = sidekiqJsonOf(
+      viewOf(input, {
+        createdAtMs: T_SEED,
+        enqueuedAtMs: T_SEED,
+        // Sidekiq counts retries (0 at the first failure); the engine counts failures.
+        failure: failure({
+          retryCount: 3,
+          failedAtMs: T_SEED,
+          retriedAtMs: T_SEED,
+          message: "wrong number of arguments (2 for 3)",
+          errtype: "ArgumentError",
+          backtrace: ["line 0", "line 1"],
+        }),
+      }),
+    );
+    expect(out).toEqual({ ...SEED_001_JOB, ...SEED_001_RETRIES, jid: JID, queue: "default", retry: 2, backtrace: 1000 });
+  });
+
+  it("first failure: retry_count 0 and failed_at, no retried_at; timestamps keep their fraction", () => {
+    const out = sidekiqJsonOf(viewOf({ type: "T" }, { failure: failure({ retryCount: 1, failedAtMs: 1700000000250 }) }));
+    expect(out.retry_count).toBe(0);
+    expect(out.failed_at).toBe(1700000000.25);
+    expect(out.retried_at).toBeUndefined();
+    expect(out.error_backtrace).toBeUndefined();
+  });
+
+  it("retry: true = 25 retries, n = n retries, 0 dead at once, false discarded, dead: false discards when exhausted", () => {
+    const retryOf = (fields: JsonObject) => submitInputFromSidekiqJson({ class: "T", args: [], ...fields }).retry;
+    expect(retryOf({ retry: true })).toEqual({ maxAttempts: 26 });
+    expect(retryOf({ retry: 5 })).toEqual({ maxAttempts: 6 });
+    expect(retryOf({ retry: 0 })).toEqual({ maxAttempts: 1 });
+    expect(retryOf({ retry: false })).toEqual({ maxAttempts: 1, onExhausted: "DISCARD" });
+    expect(retryOf({ retry: 5, dead: false })).toEqual({ maxAttempts: 6, onExhausted: "DISCARD" });
+    expect(retryOf({ dead: false })).toEqual({ onExhausted: "DISCARD" });
+    expect(retryOf({ retry: 5, dead: true })).toEqual({ maxAttempts: 6 });
+    expect(retryOf({})).toBeUndefined();
+
+    const exported = (fields: JsonObject) => {
+      const out = sidekiqJsonOf(viewOf(submitInputFromSidekiqJson({ class: "T", args: [], ...fields })));
+      return { retry: out.retry, dead: out.dead };
+    };
+    expect(exported({ retry: true })).toEqual({ retry: 25, dead: undefined });
+    expect(exported({ retry: 0 })).toEqual({ retry: 0, dead: undefined });
+    expect(exported({ retry: false })).toEqual({ retry: false, dead: undefined });
+    expect(exported({ retry: 5, dead: false })).toEqual({ retry: 5, dead: false });
+
+    for (const bad of [-1, 2.5, "yes", null, 1000]) expectInvalid(() => retryOf({ retry: bad }), "retry");
+    expectInvalid(() => retryOf({ dead: "no" }), "dead");
+  });
+
+  it("tags: an array of strings becomes tags with empty values, and back", () => {
+    const input = submitInputFromSidekiqJson({ class: "T", args: [], tags: ["billing", "eu"] });
+    expect(input.tags).toEqual({ billing: "", eu: "" });
+    expect(sidekiqJsonOf(viewOf(input)).tags).toEqual(["billing", "eu"]);
+    expect(sidekiqJsonOf(viewOf({ type: "T", tags: { team: "core", urgent: "" } })).tags).toEqual(["team:core", "urgent"]);
+    expect(sidekiqJsonOf(viewOf({ type: "T" })).tags).toBeUndefined();
+    expectInvalid(() => submitInputFromSidekiqJson({ class: "T", args: [], tags: "billing" }), "tags");
+    expectInvalid(() => submitInputFromSidekiqJson({ class: "T", args: [], tags: ["ok", 3] }), "tags[1]");
+    expectInvalid(() => submitInputFromSidekiqJson({ class: "T", args: [], tags: [""] }), "tags[0]");
+  });
+
+  it("custom keys go to the top level on export, but never over a Sidekiq key", () => {
+    const out = sidekiqJsonOf(viewOf({ type: "T", custom: { locale: "en", queue: "evil", class: "Evil" } }));
+    expect(out).toMatchObject({ class: "T", queue: "default", locale: "en" });
+    const proto = sidekiqJsonOf(viewOf({ type: "T", custom: JSON.parse(`{"__proto__": {"polluted": 1}}`) }));
+    expect(JSON.stringify(proto)).toContain(`"__proto__":{"polluted":1}`);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it("names the JSON field of bad input", () => {
+    expectInvalid(() => submitInputFromSidekiqJson("job"), "job");
+    expectInvalid(() => submitInputFromSidekiqJson({ args: [] }), "class");
+    expectInvalid(() => submitInputFromSidekiqJson({ class: "", args: [] }), "class");
+    expectInvalid(() => submitInputFromSidekiqJson({ class: "T" }), "args");
+    expectInvalid(() => submitInputFromSidekiqJson({ class: "T", args: "1,2" }), "args");
+    expectInvalid(() => submitInputFromSidekiqJson({ class: "T", args: [], queue: "my queue" }), "queue");
+    expectInvalid(() => submitInputFromSidekiqJson({ class: "T", args: [], at: "2026-01-01T00:00:00Z" }), "at");
+    expectInvalid(() => submitInputFromSidekiqJson({ class: "T", args: [], at: -5 }), "at");
+    expectInvalid(() => submitInputFromSidekiqJson({ class: "T", args: [], backtrace: "all" }), "backtrace");
+    expectInvalid(() => submitInputFromSidekiqJson({ class: "T", args: [], jid: 5 }), "jid");
+  });
+});

@@ -1,0 +1,92 @@
+/** Seed 002 "Worker job envelope contract": lifecycle examples, state mapping, submission. */
+import { describe, expect, it } from "vitest";
+import type { JobMeta, JobState } from "../../src/engine/job.js";
+import { envelopeOf, importEnvelope, submitInputFromEnvelope, type Envelope } from "../../src/formats/envelope.js";
+import { JID, expectInvalid, failure, viewOf } from "./helpers.js";
+
+const base = `"job_id": "job-123",
+  "job_path": "backend.workers.tasks.worker_heartbeat",
+  "args": [],
+  "kwargs": {"timestamp": 1672531200},`;
+
+/** The seed's four lifecycle examples, verbatim. */
+const SEED_002_EXAMPLES: Record<Envelope["state"], Envelope> = {
+  enqueued: JSON.parse(`{ ${base} "state": "enqueued", "ts_enqueued": 1672531200 }`),
+  running: JSON.parse(`{ ${base} "state": "running", "ts_enqueued": 1672531200, "ts_started": 1672531201 }`),
+  done: JSON.parse(`{ ${base} "state": "done", "ts_enqueued": 1672531200, "ts_started": 1672531201, "ts_finished": 1672531205 }`),
+  error: JSON.parse(
+    `{ ${base} "state": "error", "ts_enqueued": 1672531200, "ts_started": 1672531201, "ts_finished": 1672531202, "error": "Timeout talking to worker" }`,
+  ),
+};
+
+/** The engine's job at the point each example describes. */
+const META_AT: Record<Envelope["state"], Partial<JobMeta>> = {
+  enqueued: { state: "SCHEDULED", enqueuedAtMs: 1672531200_000 },
+  running: { state: "RUNNING", enqueuedAtMs: 1672531200_000, startedAtMs: 1672531201_400 },
+  done: { state: "COMPLETED", enqueuedAtMs: 1672531200_000, startedAtMs: 1672531201_000, completedAtMs: 1672531205_999 },
+  error: {
+    state: "FAILED",
+    enqueuedAtMs: 1672531200_000,
+    startedAtMs: 1672531201_000,
+    completedAtMs: 1672531202_000,
+    failure: failure({ errtype: "", message: "Timeout talking to worker", category: "TIMEOUT" }),
+  },
+};
+
+describe("seed 002: the worker job envelope", () => {
+  it.each(Object.keys(SEED_002_EXAMPLES) as Envelope["state"][])("the %s example round-trips", (state) => {
+    const example = SEED_002_EXAMPLES[state];
+    const { input, clientJid } = importEnvelope(example);
+    expect(clientJid).toBe("job-123");
+    // state, ts_* and error describe the past: not part of a submission.
+    expect(input).toEqual({ type: "backend.workers.tasks.worker_heartbeat", args: [], kwargs: { timestamp: 1672531200 } });
+    const out = envelopeOf(viewOf(input, META_AT[state]));
+    expect(out).toEqual({ ...example, job_id: JID });
+    expect(Object.values(out).every((v) => v === null || typeof v !== "number" || Number.isInteger(v))).toBe(true);
+  });
+
+  it.each<[JobState, Envelope["state"]]>([
+    ["SCHEDULED", "enqueued"],
+    ["DELAYED", "enqueued"],
+    ["PENDING", "enqueued"],
+    ["RETRYING", "enqueued"],
+    ["RUNNING", "running"],
+    ["COMPLETED", "done"],
+    ["FAILED", "error"],
+    ["DEAD_LETTER", "error"],
+    ["CANCELLED", "error"],
+  ])("state %s is %s", (state, expected) => {
+    const out = envelopeOf(viewOf({ type: "T" }, { state }));
+    expect(out.state).toBe(expected);
+    if (expected === "error") expect(out.error).toBe(state);
+    else expect(out.error).toBeUndefined();
+  });
+
+  it("error is `errtype: message` of the last failure", () => {
+    const view = viewOf({ type: "T" }, { state: "DEAD_LETTER", failure: failure({ errtype: "KeyError", message: "no such user" }) });
+    expect(envelopeOf(view).error).toBe("KeyError: no such user");
+    const typeOnly = viewOf({ type: "T" }, { state: "DEAD_LETTER", failure: failure({ errtype: "KeyError", message: "" }) });
+    expect(envelopeOf(typeOnly).error).toBe("KeyError");
+  });
+
+  it("always writes args and kwargs, empty when the job has none", () => {
+    const out = envelopeOf(viewOf({ type: "T" }));
+    expect(out.args).toEqual([]);
+    expect(out.kwargs).toEqual({});
+  });
+
+  it("tolerates extra keys on import, and drops them", () => {
+    const input = submitInputFromEnvelope({ job_path: "p", args: [1], kwargs: {}, ts_iso: "2026-01-01T00:00:00Z", state: "bogus" });
+    expect(input).toEqual({ type: "p", args: [1], kwargs: {} });
+  });
+
+  it("names the JSON field of bad input", () => {
+    expectInvalid(() => submitInputFromEnvelope(42), "job");
+    expectInvalid(() => submitInputFromEnvelope({ args: [], kwargs: {} }), "job_path");
+    expectInvalid(() => submitInputFromEnvelope({ job_path: "", args: [], kwargs: {} }), "job_path");
+    expectInvalid(() => submitInputFromEnvelope({ job_path: "p", kwargs: {} }), "args");
+    expectInvalid(() => submitInputFromEnvelope({ job_path: "p", args: [] }), "kwargs");
+    expectInvalid(() => submitInputFromEnvelope({ job_path: "p", args: [], kwargs: [] }), "kwargs");
+    expectInvalid(() => submitInputFromEnvelope({ job_path: "p", args: [], kwargs: {}, job_id: 1 }), "job_id");
+  });
+});
