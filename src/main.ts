@@ -71,7 +71,7 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
     onCall: (method, code, seconds) => metrics.observeRpc(method, code, seconds),
   });
   let serving = true;
-  const http = createHttpServer({ services, metrics, healthy: () => serving, maxRequestBytes });
+  const http = createHttpServer({ services, engine, metrics, healthy: () => serving, maxRequestBytes });
   const grpcPort = await new Promise<number>((ok, fail) =>
     server.bindAsync(`${config.host}:${config.port}`, grpc.ServerCredentials.createInsecure(), (error, port) =>
       error ? fail(error) : ok(port),

@@ -6,9 +6,12 @@ import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
 import { WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import type { GrpcServices } from "../transport/grpc-server.js";
 import type { WorqMetrics } from "./metrics.js";
+import type { Engine } from "../engine/engine.js";
+import { handleJobJsonRoute } from "./job-json-routes.js";
 
 export interface HttpServerOptions {
   services: GrpcServices;
+  engine: Engine;
   metrics: WorqMetrics;
   /** False while starting or stopping: /healthz answers 503. */
   healthy: () => boolean;
@@ -17,8 +20,8 @@ export interface HttpServerOptions {
 
 /**
  * The HTTP side (port 7420 by default): the same three services over the Connect protocol
- * (JSON or binary over HTTP/1.1, so curl works; gRPC-Web for browsers), `/healthz` and
- * `/metrics`. No CORS headers are sent, so browsers on other origins are refused.
+ * (JSON or binary over HTTP/1.1, so curl works; gRPC-Web for browsers), the job in the
+ * seeds' JSON shapes at `/v1/jobs` (job-json-routes.ts), `/healthz` and `/metrics`. No CORS headers are sent, so browsers on other origins are refused.
  */
 export function createHttpServer(options: HttpServerOptions): Server {
   const timing: Interceptor = (next) => async (request) => {
@@ -59,6 +62,7 @@ export function createHttpServer(options: HttpServerOptions): Server {
       );
       return;
     }
+    if (handleJobJsonRoute(options.engine, options.maxRequestBytes, request, response)) return;
     connect(request, response);
   });
 }

@@ -81,3 +81,45 @@ describe("the HTTP side: Connect protocol with curl, /healthz, /metrics (real se
     }
   });
 });
+
+describe("SPEC §5 formats over HTTP: submit and fetch a job in any of the seeds' shapes (curl)", () => {
+  let server: TestServer;
+  let base: string;
+  beforeAll(async () => {
+    server = await startTestServer();
+    base = `http://127.0.0.1:${server.httpPort}`;
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+
+  const submit = (format: string, body: unknown) =>
+    curl("-H", "Content-Type: application/json", "-d", JSON.stringify(body), `${base}/v1/jobs?format=${format}`);
+
+  it("a Sidekiq job submitted over HTTP is fetched in all three shapes", async () => {
+    const sent = await submit("sidekiq", { class: "HardWorker", args: [1, 2, "3"], queue: "http-formats", retry: 5 });
+    expect(sent.status).toBe(200);
+    const { jobs } = JSON.parse(sent.body) as { jobs: { jid: string; state: string }[] };
+    const jid = jobs[0]!.jid;
+    const worq = JSON.parse((await curl(`${base}/v1/jobs/${jid}?format=worq`)).body);
+    expect(worq).toMatchObject({ jid, jobtype: "HardWorker", args: [1, 2, "3"], queue: "http-formats", retry: 5 });
+    expect(worq.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
+    const sidekiq = JSON.parse((await curl(`${base}/v1/jobs/${jid}?format=sidekiq`)).body);
+    expect(sidekiq).toMatchObject({ class: "HardWorker", jid, args: [1, 2, "3"], queue: "http-formats" });
+    expect(typeof sidekiq.created_at).toBe("number");
+    const envelope = JSON.parse((await curl(`${base}/v1/jobs/${jid}?format=envelope`)).body);
+    expect(envelope).toMatchObject({ job_id: jid, job_path: "HardWorker", args: [1, 2, "3"], kwargs: {}, state: "enqueued" });
+  });
+
+  it("a batch of Worq JSON and an envelope submit; bad input names the field; unknown jid is 404", async () => {
+    const batch = await submit("worq", [{ jobtype: "A", args: [], queue: "http-formats" }, { jobtype: "B", args: [1] }]);
+    expect(JSON.parse(batch.body).jobs).toHaveLength(2);
+    const envelope = await submit("envelope", { job_id: "ignored", job_path: "pkg.fn", args: [], kwargs: { a: 1 } });
+    expect(envelope.status).toBe(200);
+    const bad = await submit("worq", { jobtype: "", args: [] });
+    expect(bad.status).toBe(400);
+    expect(JSON.parse(bad.body)).toMatchObject({ code: "invalid_argument", message: expect.stringMatching(/^jobtype: /) });
+    const missing = await curl(`${base}/v1/jobs/6ba7b810-9dad-41d1-80b4-00c04fd430c4`);
+    expect(missing.status).toBe(404);
+  });
+});
