@@ -28,7 +28,7 @@ Runs the Worq server: gRPC on --host:--port, data in --data-dir (LevelDB).
 Options (environment variable in brackets):
   --host <addr>               address to bind [WORQ_HOST] (default 127.0.0.1)
   --port <n>                  gRPC port, 0 = any free port [WORQ_PORT] (default 7419)
-  --http-port <n>             HTTP port: Connect protocol (curl), /healthz, /metrics [WORQ_HTTP_PORT] (default 7420, 0 = any free port)
+  --http-port <n>             HTTP port: Connect protocol (curl), /healthz, /metrics [WORQ_HTTP_PORT] (default 7420; with --port 0, any free port)
   --data-dir <dir>            LevelDB data directory [WORQ_DATA_DIR] (default ./worq-data)
   --max-job-bytes <n>         limit on args+kwargs+payload+custom of a job [WORQ_MAX_JOB_BYTES] (default 1048576, at most 16777216)
   --orphan-grace <duration>   how long a disconnected worker keeps its leases [WORQ_ORPHAN_GRACE] (default 10s)
@@ -64,7 +64,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   const config: ServerConfig = {
     host: pick("host", "WORQ_HOST") ?? "127.0.0.1",
     port: parsePort(pick("port", "WORQ_PORT") ?? "7419", "--port"),
-    httpPort: parsePort(pick("http-port", "WORQ_HTTP_PORT") ?? "7420", "--http-port"),
+    httpPort: 0, // set below
     dataDir: pick("data-dir", "WORQ_DATA_DIR") ?? "./worq-data",
     maxJobBytes: parseInteger(pick("max-job-bytes", "WORQ_MAX_JOB_BYTES") ?? String(LIMITS.defaultMaxJobBytes), "--max-job-bytes"),
     orphanGraceMs: parseDurationMs(pick("orphan-grace", "WORQ_ORPHAN_GRACE") ?? "10s", "--orphan-grace"),
@@ -73,6 +73,9 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     callbackAllow: parseOrigins(pick("callback-allow", "WORQ_CALLBACK_ALLOW") ?? ""),
     logLevel: parseLogLevel(pick("log-level", "WORQ_LOG_LEVEL") ?? "info"),
   };
+  // With --port 0 (any free port, as tests and side-by-side servers use) the HTTP side also
+  // takes any free port unless given, so two such servers never fight over 7420.
+  config.httpPort = parsePort(pick("http-port", "WORQ_HTTP_PORT") ?? (config.port === 0 ? "0" : "7420"), "--http-port");
   if (config.maxJobBytes < 1 || config.maxJobBytes > LIMITS.maxMaxJobBytes) {
     throw new Error(`--max-job-bytes must be between 1 and ${LIMITS.maxMaxJobBytes}`);
   }
