@@ -1,68 +1,61 @@
 #!/usr/bin/env node
-import { parseServeArgs, SERVE_HELP } from "../config.js";
-import { createLogger } from "../log.js";
-import { startServer } from "../main.js";
+import { ConnectError } from "@connectrpc/connect";
+import { CommanderError } from "commander";
+import { serverErrorMessage } from "./connection.js";
+import { CliError, EXIT } from "./exit-codes.js";
+import { createProgram } from "./program.js";
 
-const HELP = `Usage: worq <command> [options]
+/**
+ * The `worq` command: `worq serve` runs the server; every other command is a client of a
+ * running server (see `worq --help`). Exit codes are listed in exit-codes.ts.
+ */
 
-Commands:
-  serve    run the Worq server (see: worq serve --help)
+let serving = false;
+const program = createProgram(async (argv) => {
+  serving = true;
+  // Loaded on demand: client commands need not load the server (LevelDB, gRPC server).
+  const { serve } = await import("./serve.js");
+  await serve(argv);
+});
 
-More commands (submit, get, queues, jobs, …) arrive with the admin API.`;
-
-async function serve(argv: string[]): Promise<void> {
-  let config;
-  try {
-    config = parseServeArgs(argv);
-  } catch (error) {
-    process.stderr.write(`worq serve: ${(error as Error).message}\n\n${SERVE_HELP}\n`);
-    process.exit(2);
+/** Reports `error` on stderr and returns the exit code it means. */
+function report(error: unknown, command: string): number {
+  if (error instanceof CommanderError) {
+    // Commander has printed its message (or the help) already.
+    const shown = error.code === "commander.helpDisplayed" || error.code === "commander.help" || error.code === "commander.version";
+    return shown ? error.exitCode : EXIT.usage;
   }
-  if (config === "help") {
-    process.stdout.write(`${SERVE_HELP}\n`);
-    return;
+  if (error instanceof CliError) {
+    const hint = error.exitCode === EXIT.usage ? `\n(see worq ${command} --help)` : "";
+    process.stderr.write(`worq${error.exitCode === EXIT.usage ? ` ${command}` : ""}: ${error.message}${hint}\n`);
+    return error.exitCode;
   }
-  const log = createLogger(config.logLevel);
-  if (config.httpPort !== 7420 || process.env.WORQ_HTTP_PORT) {
-    log.warn("the HTTP side (Connect, dashboard, metrics) is not built yet; --http-port has no effect");
+  if (error instanceof ConnectError) {
+    process.stderr.write(`worq: ${serverErrorMessage(error)}\n`);
+    return EXIT.failed;
   }
-  let exitCode = 0;
-  const server = await startServer(config, log, () => {
-    exitCode = 1;
-    void stop("storage failure");
-  }).catch((error: unknown) => {
-    log.error("cannot start", { error: (error as Error).message });
-    process.exit(1);
-  });
-  // One machine-readable line on stdout, so scripts and tests can find the port.
-  process.stdout.write(
-    `${JSON.stringify({ msg: "worq listening", grpc: `${config.host}:${server.grpcPort}`, grpcPort: server.grpcPort, dataDir: config.dataDir, pid: process.pid })}\n`,
-  );
-  let stopping = false;
-  async function stop(reason: string): Promise<void> {
-    if (stopping) return;
-    stopping = true;
-    log.info("shutting down", { reason });
-    await server.close();
-    log.info("stopped");
-    process.exit(exitCode);
-  }
-  process.on("SIGTERM", () => void stop("SIGTERM"));
-  process.on("SIGINT", () => void stop("SIGINT"));
+  process.stderr.write(`worq: unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  return EXIT.failed;
 }
 
-const [command, ...rest] = process.argv.slice(2);
-switch (command) {
-  case "serve":
-    await serve(rest);
-    break;
-  case undefined:
-  case "help":
-  case "--help":
-  case "-h":
-    process.stdout.write(`${HELP}\n`);
-    break;
-  default:
-    process.stderr.write(`worq: unknown command ${JSON.stringify(command)}\n\n${HELP}\n`);
-    process.exit(2);
+/** Exits once stdout and stderr have been handed to the OS (process.exit alone can cut piped output). */
+async function exit(code: number): Promise<never> {
+  await Promise.all([process.stdout, process.stderr].map((stream) => new Promise<void>((done) => stream.write("", () => done()))));
+  process.exit(code);
 }
+
+const argv = process.argv.slice(2);
+if (argv.length === 0) {
+  program.outputHelp();
+  await exit(EXIT.ok);
+}
+let command = argv[0]!;
+program.hook("preAction", (_root, actionCommand) => {
+  command = actionCommand.name();
+});
+try {
+  await program.parseAsync(argv, { from: "user" });
+} catch (error) {
+  await exit(report(error, command));
+}
+if (!serving) await exit(typeof process.exitCode === "number" ? process.exitCode : EXIT.ok);

@@ -1,0 +1,125 @@
+import { createInterface } from "node:readline/promises";
+import { toJson } from "@bufbuild/protobuf";
+import { durationMs } from "@bufbuild/protobuf/wkt";
+import type { Command } from "commander";
+import { QueueStatsSchema, type QueueStats } from "../../../gen/ts/worq/v1/admin_service_pb.js";
+import { contextOf, withGlobalOptions } from "../command-context.js";
+import { CliError, EXIT, usageError } from "../exit-codes.js";
+import { humanDuration, keyValues, print, printJson, table } from "../output.js";
+
+const statsJson = (stats: QueueStats) => toJson(QueueStatsSchema, stats, { alwaysEmitImplicit: true });
+const latency = (stats: QueueStats) => (stats.latency ? humanDuration(durationMs(stats.latency)) : "0ms");
+
+/** queues, pause, resume, purge. */
+export function registerQueues(program: Command): void {
+  const queues = program
+    .command("queues")
+    .summary("list queues with their counts, or show one")
+    .description("Lists every queue ever used, sorted by name, with its job counts and the age of its oldest ready job (LATENCY); or one queue's stats.")
+    .argument("[queue]", "show only this queue")
+    .addHelpText("after", "\nExamples:\n  worq queues\n  worq queues mail --json");
+  withGlobalOptions(queues);
+  queues.action(async (queue: string | undefined, _flags: unknown, self: Command) => {
+    const { connection, json } = contextOf(self);
+    if (queue !== undefined) {
+      const { stats } = await connection.call((options) => connection.admin.getQueueStats({ queue }, options));
+      if (json) return printJson(statsJson(stats!));
+      const s = stats!;
+      return print(
+        keyValues([
+          ["queue", s.queue],
+          ["paused", s.paused ? "yes" : "no"],
+          ["ready", String(s.ready)],
+          ["delayed", String(s.delayed)],
+          ["running", String(s.inFlight)],
+          ["retrying", String(s.retrying)],
+          ["pending", String(s.pending)],
+          ["dead", String(s.dead)],
+          ["failed", String(s.failed)],
+          ["completed", String(s.completed)],
+          ["latency", latency(s)],
+        ]),
+      );
+    }
+    const all: QueueStats[] = [];
+    let pageToken = "";
+    do {
+      const page = await connection.call((options) => connection.admin.listQueues({ pageSize: 1000, pageToken }, options));
+      all.push(...page.queues);
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
+    if (json) return printJson({ queues: all.map(statsJson) });
+    if (all.length === 0) return print("no queues");
+    print(
+      table(
+        ["QUEUE", "PAUSED", "READY", "DELAYED", "RUNNING", "RETRYING", "PENDING", "DEAD", "FAILED", "COMPLETED", "LATENCY"],
+        all.map((s) => [
+          s.queue,
+          s.paused ? "yes" : "no",
+          String(s.ready),
+          String(s.delayed),
+          String(s.inFlight),
+          String(s.retrying),
+          String(s.pending),
+          String(s.dead),
+          String(s.failed),
+          String(s.completed),
+          latency(s),
+        ]),
+      ),
+    );
+  });
+
+  const pause = program
+    .command("pause")
+    .summary("stop workers leasing from a queue")
+    .description("Stops leasing from a queue; submits are still accepted and jobs already running finish. Survives restarts.")
+    .argument("<queue>", "the queue")
+    .addHelpText("after", "\nExample:\n  worq pause mail");
+  withGlobalOptions(pause);
+  pause.action(async (queue: string, _flags: unknown, self: Command) => {
+    const { connection, json } = contextOf(self);
+    await connection.call((options) => connection.admin.pauseQueue({ queue }, options));
+    if (json) return printJson({ queue, paused: true });
+    print(`paused queue ${queue}`);
+  });
+
+  const resume = program
+    .command("resume")
+    .summary("undo pause: workers lease from the queue again")
+    .description("Resumes leasing from a paused queue.")
+    .argument("<queue>", "the queue")
+    .addHelpText("after", "\nExample:\n  worq resume mail");
+  withGlobalOptions(resume);
+  resume.action(async (queue: string, _flags: unknown, self: Command) => {
+    const { connection, json } = contextOf(self);
+    await connection.call((options) => connection.admin.resumeQueue({ queue }, options));
+    if (json) return printJson({ queue, paused: false });
+    print(`resumed queue ${queue}`);
+  });
+
+  const purge = program
+    .command("purge")
+    .summary("delete every waiting job of a queue")
+    .description("Deletes every waiting job (scheduled, delayed, retrying, pending) of a queue; running and finished ones stay. Asks first on a terminal; scripts must pass --yes.")
+    .argument("<queue>", "the queue")
+    .option("-y, --yes", "do not ask for confirmation")
+    .addHelpText("after", "\nExample:\n  worq purge mail --yes");
+  withGlobalOptions(purge);
+  purge.action(async (queue: string, flags: { yes?: boolean }, self: Command) => {
+    if (!flags.yes) await confirm(`Delete every waiting job of queue ${JSON.stringify(queue)}? This cannot be undone. [y/N] `);
+    const { connection, json } = contextOf(self);
+    const { deleted } = await connection.call((options) => connection.admin.purgeQueue({ queue }, options));
+    if (json) return printJson({ queue, deleted: Number(deleted) });
+    print(`purged queue ${queue}: deleted ${deleted} job${deleted === 1n ? "" : "s"}`);
+  });
+}
+
+/** Asks on the terminal; without one, refuses (a script must say --yes). */
+async function confirm(question: string): Promise<void> {
+  if (!process.stdin.isTTY || !process.stderr.isTTY) throw usageError("purge deletes jobs: pass --yes to confirm (stdin is not a terminal)");
+  const prompt = createInterface({ input: process.stdin, output: process.stderr });
+  const answer = await prompt.question(question);
+  prompt.close();
+  if (!/^y(es)?$/i.test(answer.trim())) throw new CliError("purge not confirmed; nothing deleted", EXIT.failed);
+}

@@ -1,0 +1,170 @@
+import { readFileSync } from "node:fs";
+import { Option, type Command } from "commander";
+import type { SubmitInput } from "../../engine/job.js";
+import type { SubmitResponse } from "../../../gen/ts/worq/v1/producer_service_pb.js";
+import { contextOf, withGlobalOptions } from "../command-context.js";
+import { usageError } from "../exit-codes.js";
+import { durationMs, jsonArray, jsonObject, PRIORITY_NAMES, priorityLevel, rfc3339Ms, tag, wholeNumber } from "../flag-values.js";
+import { submitInputFromFormat, JOB_FORMATS, type JobFormat } from "../../formats/index.js";
+import { jobSpecOfInput } from "../job-spec.js";
+import { stateName } from "../job-view.js";
+import { keyValues, print, printJson } from "../output.js";
+
+interface SubmitFlags {
+  queue?: string;
+  args?: SubmitInput["args"];
+  kwargs?: SubmitInput["kwargs"];
+  custom?: SubmitInput["custom"];
+  payload?: string;
+  payloadFile?: string;
+  priority?: (typeof PRIORITY_NAMES)[number];
+  delay?: number;
+  at?: number;
+  maxAttempts?: number;
+  idempotencyKey?: string;
+  ttl?: number;
+  reserveFor?: number;
+  executionTimeout?: number;
+  tag?: Record<string, string>;
+  correlationId?: string;
+  json?: boolean | string;
+  format: JobFormat;
+}
+
+/** The flags that describe a job; they cannot be mixed with a job read as JSON. */
+const JOB_FLAGS = [
+  "queue", "args", "kwargs", "custom", "payload", "payloadFile", "priority", "delay", "at", "maxAttempts",
+  "idempotencyKey", "ttl", "reserveFor", "executionTimeout", "tag", "correlationId",
+] as const;
+
+const EXAMPLES = `
+Examples:
+  worq submit email.send --queue mail --args '["a@example.com"]' --priority high
+  worq submit report.build --kwargs '{"month": "2030-01"}' --delay 10m --max-attempts 5
+  worq submit invoice.pay --idempotency-key order-42 --at 2030-01-02T09:00:00Z --ttl 2d
+  worq submit --json job.json                      one job (or a JSON array: one atomic batch)
+  echo '{"class":"HardWorker","args":[1]}' | worq submit --json --format sidekiq
+
+With --json input the jobs' own JSON says everything (no job flags), and the answer is JSON:
+  {"jid": "…", "state": "SCHEDULED", "duplicate": false}, or {"jobs": [ … ]} for a batch.
+The formats: worq (seed 000: jobtype, args, queue, at, retry, custom…), sidekiq (class, args,
+queue, at…), envelope (seed 002: job_path, args, kwargs).`;
+
+export function registerSubmit(program: Command): void {
+  const command = program
+    .command("submit")
+    .summary("create a job from flags, or from JSON (a file or stdin)")
+    .description("Creates a job. OK means it is stored on disk; prints its jid and the state it starts in.")
+    .argument("[type]", "job type that workers dispatch on, e.g. email.send")
+    .option("-q, --queue <queue>", 'queue to put the job in (default "default")')
+    .option("--args <json>", "positional arguments: a JSON array", jsonArray)
+    .option("--kwargs <json>", "keyword arguments: a JSON object", jsonObject)
+    .option("--custom <json>", "application data passed through untouched: a JSON object", jsonObject)
+    .option("--payload <text>", "opaque payload bytes, given as UTF-8 text")
+    .addOption(new Option("--payload-file <path>", "opaque payload bytes, read from a file").conflicts("payload"))
+    .addOption(new Option("--priority <level>", "scheduling priority inside the queue (default: normal)").choices(PRIORITY_NAMES))
+    .option("--delay <duration>", "run no earlier than now + this, e.g. 10s, 5m, 2h", durationMs)
+    .addOption(new Option("--at <time>", "run no earlier than this RFC 3339 time").argParser(rfc3339Ms).conflicts("delay"))
+    .option("--max-attempts <n>", "attempts including the first; 1 = never retry (default 3)", wholeNumber(1, 1000))
+    .option("--idempotency-key <key>", "a second submit of this type with this key returns the first job")
+    .option("--ttl <duration>", "total lifetime, e.g. 1h, 7d (default 7d)", durationMs)
+    .option("--reserve-for <duration>", "how long one lease lasts without renewal (default 5m)", durationMs)
+    .option("--execution-timeout <duration>", "hard cap on one attempt (default 30m)", durationMs)
+    .option("--tag <key=value>", "a label; repeat for more", tag)
+    .option("--correlation-id <id>", "trace correlation id, stored and returned unchanged")
+    .option("--json [file]", "read the job as JSON from <file>, or stdin when no file or '-'; with <type>, print the answer as JSON")
+    .addOption(new Option("--format <format>", "shape of the JSON read by --json").choices([...JOB_FORMATS]).default("worq"))
+    .addHelpText("after", EXAMPLES);
+  withGlobalOptions(command, { json: false });
+  command.action(async (type: string | undefined, flags: SubmitFlags, self: Command) => {
+    const readsJson = typeof flags.json === "string" || (flags.json === true && type === undefined);
+    if (readsJson) {
+      if (type !== undefined) throw usageError(`give a job type or --json <file>, not both (got type ${JSON.stringify(type)})`);
+      const mixed = JOB_FLAGS.filter((name) => flags[name] !== undefined);
+      if (mixed.length > 0) {
+        throw usageError(`--${kebab(mixed[0]!)} cannot be combined with --json input: put it in the job's JSON`);
+      }
+      return submitJson(self, flags.json === true ? "-" : (flags.json as string), flags.format);
+    }
+    if (type === undefined) throw usageError("missing the job type (or --json to read jobs as JSON)");
+    if (self.getOptionValueSource("format") === "cli") throw usageError("--format applies to --json input only");
+    const { connection, json } = contextOf(self);
+    const input = submitInputOfFlags(type, flags);
+    const response = await connection.call((options) => connection.producer.submit({ job: jobSpecOfInput(input) }, options));
+    if (json) return printJson(answerOf(response));
+    print(
+      keyValues([
+        ["jid", response.jid],
+        ["state", stateName(response.state)],
+        ["duplicate", response.duplicate ? "yes: an earlier job of this type had this idempotency key; nothing new was created" : undefined],
+      ]),
+    );
+  });
+}
+
+function submitInputOfFlags(type: string, flags: SubmitFlags): SubmitInput {
+  const input: SubmitInput = { type };
+  if (flags.queue !== undefined) input.queue = flags.queue;
+  if (flags.args) input.args = flags.args;
+  if (flags.kwargs) input.kwargs = flags.kwargs;
+  if (flags.custom) input.custom = flags.custom;
+  if (flags.payload !== undefined) input.payload = new TextEncoder().encode(flags.payload);
+  if (flags.payloadFile !== undefined) input.payload = readInput(flags.payloadFile);
+  if (flags.priority) input.priority = priorityLevel(flags.priority);
+  if (flags.delay !== undefined) input.delayMs = flags.delay;
+  if (flags.at !== undefined) input.atMs = flags.at;
+  if (flags.maxAttempts !== undefined) input.retry = { maxAttempts: flags.maxAttempts };
+  if (flags.idempotencyKey !== undefined) input.idempotencyKey = flags.idempotencyKey;
+  if (flags.ttl !== undefined) input.ttlMs = flags.ttl;
+  if (flags.reserveFor !== undefined) input.reserveForMs = flags.reserveFor;
+  if (flags.executionTimeout !== undefined) input.executionTimeoutMs = flags.executionTimeout;
+  if (flags.tag) input.tags = flags.tag;
+  if (flags.correlationId !== undefined) input.correlationId = flags.correlationId;
+  return input;
+}
+
+/** Reads one job (an object) or a batch (an array) in `format` from `source` and submits it. */
+async function submitJson(self: Command, source: string, format: JobFormat): Promise<void> {
+  const name = source === "-" ? "stdin" : source;
+  if (source === "-" && process.stdin.isTTY) process.stderr.write("reading the job's JSON from stdin (end with Ctrl-D)…\n");
+  const text = new TextDecoder().decode(readInput(source));
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    throw usageError(`${name}: not valid JSON (${(error as Error).message})`);
+  }
+  const convert = (value: unknown, where: string): SubmitInput => {
+    try {
+      return submitInputFromFormat(value, format);
+    } catch (error) {
+      throw usageError(`${where}: not a ${format} job: ${(error as Error).message}`);
+    }
+  };
+  const { connection } = contextOf(self);
+  if (!Array.isArray(parsed)) {
+    const spec = jobSpecOfInput(convert(parsed, name));
+    const response = await connection.call((options) => connection.producer.submit({ job: spec }, options));
+    return printJson(answerOf(response));
+  }
+  if (parsed.length === 0) throw usageError(`${name}: an empty array has no jobs to submit`);
+  const jobs = parsed.map((value, i) => jobSpecOfInput(convert(value, `${name}[${i}]`)));
+  const response = await connection.call((options) => connection.producer.submitBatch({ jobs }, options));
+  printJson({ jobs: response.jobs.map(answerOf) });
+}
+
+function answerOf(response: SubmitResponse) {
+  return { jid: response.jid, state: stateName(response.state), duplicate: response.duplicate };
+}
+
+/** A file's bytes, or stdin's for "-". */
+function readInput(path: string): Uint8Array {
+  try {
+    return readFileSync(path === "-" ? 0 : path);
+  } catch (error) {
+    throw usageError(`cannot read ${path === "-" ? "stdin" : path}: ${(error as Error).message}`);
+  }
+}
+
+const kebab = (name: string) => name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+

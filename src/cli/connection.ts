@@ -1,0 +1,82 @@
+import { Code, ConnectError, createClient, type CallOptions, type Client } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
+import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
+import { CliError, EXIT } from "./exit-codes.js";
+import { humanDuration } from "./output.js";
+
+export const DEFAULT_SERVER = "127.0.0.1:7419";
+/** How long one call may take before the server counts as unreachable (plus the wait, for waits); --timeout. */
+export const DEFAULT_DEADLINE_MS = 10_000;
+
+/** Errors of the socket layer that mean "nobody answered", whatever status they arrive as. */
+const NETWORK_ERROR = /ECONNREFUSED|ECONNRESET|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT|EAI_AGAIN/;
+
+/** The admin and producer RPCs of one server, each call bounded by a deadline. */
+export interface Connection {
+  /** host:port as the user gave it (for messages). */
+  address: string;
+  /** The deadline of a call that does not wait on purpose. */
+  deadlineMs: number;
+  producer: Client<typeof ProducerService>;
+  admin: Client<typeof AdminService>;
+  /**
+   * Runs one RPC, aborting it after `deadlineMs`. Throws CliError (exit 4) when the server
+   * cannot be reached or does not answer in time; any other failure is the ConnectError the
+   * server sent, for the caller (or worq.ts) to report.
+   */
+  call<T>(rpc: (options: CallOptions) => Promise<T>, deadlineMs?: number): Promise<T>;
+}
+
+/** The address to use: --server, else $WORQ_SERVER, else 127.0.0.1:7419. */
+export function serverAddress(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  const address = flag ?? env.WORQ_SERVER;
+  return address && address.trim() !== "" ? address.trim() : DEFAULT_SERVER;
+}
+
+function baseUrlOf(address: string): string {
+  if (/^https?:\/\//i.test(address)) return address;
+  return `http://${address}`;
+}
+
+export function connectTo(address: string, deadlineMs = DEFAULT_DEADLINE_MS): Connection {
+  const transport = createGrpcTransport({ baseUrl: baseUrlOf(address) });
+  const unreachable = (detail: string) =>
+    new CliError(`cannot reach Worq at ${address}: is \`worq serve\` running?\n  (${detail})`, EXIT.unreachable);
+  return {
+    address,
+    deadlineMs,
+    producer: createClient(ProducerService, transport),
+    admin: createClient(AdminService, transport),
+    async call<T>(rpc: (options: CallOptions) => Promise<T>, callDeadlineMs = deadlineMs): Promise<T> {
+      const abort = new AbortController();
+      const timer = setTimeout(() => abort.abort(), callDeadlineMs);
+      try {
+        return await rpc({ signal: abort.signal });
+      } catch (error) {
+        if (abort.signal.aborted) throw unreachable(`no answer within ${humanDuration(callDeadlineMs)}`);
+        const connectError = ConnectError.from(error);
+        if (connectError.code === Code.Unavailable || NETWORK_ERROR.test(connectError.rawMessage)) {
+          throw unreachable(connectError.rawMessage);
+        }
+        throw connectError;
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
+}
+
+/** A gRPC status name as the docs spell it: Code.NotFound -> "NOT_FOUND". */
+export function statusName(code: Code): string {
+  return (Code[code] ?? String(code)).replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase();
+}
+
+/** The report of a failed RPC, after "worq: ": `NOT_FOUND: job … not found`. */
+export function serverErrorMessage(error: ConnectError): string {
+  const line = `${statusName(error.code)}: ${error.rawMessage}`;
+  if (error.code === Code.Unimplemented) {
+    return `${line}\n  (this server does not implement it yet)`;
+  }
+  return line;
+}

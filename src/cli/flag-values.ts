@@ -1,0 +1,104 @@
+import { InvalidArgumentError } from "commander";
+import type { JsonObject, JsonValue, PriorityLevel } from "../engine/job.js";
+import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+
+/**
+ * Parsers for flag values, in commander's shape: each returns the value or throws
+ * InvalidArgumentError, which commander reports as a usage error (exit 2) naming the flag.
+ */
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** "500ms", "10s", "5m", "1h", "7d", or a sum of them ("1h30m") -> milliseconds. */
+export function durationMs(text: string): number {
+  const parts = [...text.trim().matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d)/g)];
+  if (parts.length === 0 || parts.map((p) => p[0]).join("") !== text.trim()) {
+    throw new InvalidArgumentError("expected a duration like 500ms, 10s, 5m, 1h, 7d or 1h30m.");
+  }
+  return Math.round(parts.reduce((sum, p) => sum + Number(p[1]) * UNIT_MS[p[2]!]!, 0));
+}
+
+/** A duration above zero. */
+export function positiveDurationMs(text: string): number {
+  const ms = durationMs(text);
+  if (ms <= 0) throw new InvalidArgumentError("must be longer than zero.");
+  return ms;
+}
+
+/** An RFC 3339 time ("2030-01-02T15:04:05Z", offset required) -> epoch milliseconds. */
+export function rfc3339Ms(text: string): number {
+  const ms = Date.parse(text);
+  if (!/^\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:\d\d)$/i.test(text) || Number.isNaN(ms)) {
+    throw new InvalidArgumentError("expected an RFC 3339 time with a zone, like 2030-01-02T15:04:05Z.");
+  }
+  return ms;
+}
+
+/** A whole number in [min, max]. */
+export function wholeNumber(min: number, max: number): (text: string) => number {
+  return (text) => {
+    if (!/^\d+$/.test(text) || Number(text) < min || Number(text) > max) {
+      throw new InvalidArgumentError(`expected a whole number from ${min} to ${max}.`);
+    }
+    return Number(text);
+  };
+}
+
+function json(text: string): JsonValue {
+  try {
+    return JSON.parse(text) as JsonValue;
+  } catch (error) {
+    throw new InvalidArgumentError(`not valid JSON (${(error as Error).message}).`);
+  }
+}
+
+export function jsonArray(text: string): JsonValue[] {
+  const value = json(text);
+  if (!Array.isArray(value)) throw new InvalidArgumentError('expected a JSON array, like \'["a@example.com", 2]\'.');
+  return value;
+}
+
+export function jsonObject(text: string): JsonObject {
+  const value = json(text);
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw new InvalidArgumentError('expected a JSON object, like \'{"locale": "en"}\'.');
+  }
+  return value;
+}
+
+/** Repeatable `key=value`, collected into a record. */
+export function tag(text: string, previous: Record<string, string> = {}): Record<string, string> {
+  const at = text.indexOf("=");
+  if (at < 1) throw new InvalidArgumentError("expected key=value.");
+  return { ...previous, [text.slice(0, at)]: text.slice(at + 1) };
+}
+
+export const PRIORITY_NAMES = ["critical", "high", "normal", "low", "bulk"] as const;
+
+export function priorityLevel(text: string): PriorityLevel {
+  const level = PRIORITY_NAMES.indexOf(text.toLowerCase() as (typeof PRIORITY_NAMES)[number]);
+  if (level < 0) throw new InvalidArgumentError(`expected one of ${PRIORITY_NAMES.join(", ")}.`);
+  return level as PriorityLevel;
+}
+
+/** The `--state` names of `worq jobs`, as an operator says them. */
+export const STATE_NAMES: Record<string, JobState> = {
+  pending: JobState.PENDING,
+  scheduled: JobState.SCHEDULED,
+  delayed: JobState.DELAYED,
+  running: JobState.RUNNING,
+  retrying: JobState.RETRYING,
+  completed: JobState.COMPLETED,
+  failed: JobState.FAILED,
+  dead: JobState.DEAD_LETTER,
+  cancelled: JobState.CANCELLED,
+};
+
+const STATE_ALIASES: Record<string, string> = { ready: "scheduled", dead_letter: "dead", "dead-letter": "dead", canceled: "cancelled" };
+
+export function jobState(text: string): JobState {
+  const name = text.toLowerCase();
+  const state = STATE_NAMES[STATE_ALIASES[name] ?? name];
+  if (state === undefined) throw new InvalidArgumentError(`expected one of ${Object.keys(STATE_NAMES).join(", ")}.`);
+  return state;
+}

@@ -1,0 +1,72 @@
+import { Command } from "commander";
+import { SERVE_HELP } from "../config.js";
+import { packageVersion } from "../package-root.js";
+import { registerGet } from "./commands/get.js";
+import { registerInfo } from "./commands/info.js";
+import { registerJobAdmin } from "./commands/job-admin.js";
+import { registerJobs } from "./commands/jobs.js";
+import { registerQueues } from "./commands/queues.js";
+import { registerResult } from "./commands/result.js";
+import { registerSubmit } from "./commands/submit.js";
+import { registerWorkers } from "./commands/workers.js";
+import { withGlobalOptions } from "./command-context.js";
+import { EXIT_CODES_HELP } from "./exit-codes.js";
+
+const GUIDE = `
+Start a server, then talk to it from another terminal:
+  worq serve                                        gRPC on 127.0.0.1:7419, data in ./worq-data
+  worq submit email.send --queue mail --args '["a@example.com"]'
+  worq get <jid>                                    the job, its state and failure
+  worq result <jid> --wait 30s                      wait for it to finish
+  worq jobs --queue mail --state scheduled          what is waiting
+  worq info                                         is the server up, how busy is it
+
+Every client command takes --server <host:port> (default $WORQ_SERVER, else 127.0.0.1:7419),
+--json (one JSON document on stdout, for scripts) and --timeout <duration> (default 10s),
+before or after the command name.
+Payload bytes are never printed unless asked (--show-payload): they may be sensitive.
+
+Environment:
+  WORQ_SERVER   server address for client commands (host:port)
+  WORQ_*        the server's settings: see worq serve --help
+
+${EXIT_CODES_HELP}`;
+
+/**
+ * The `worq` command tree. Client commands live in commands/; `serve` hands its arguments,
+ * untouched, to the server's own flag parser (src/config.ts), which also prints its help.
+ */
+export function createProgram(serve: (argv: string[]) => Promise<void>): Command {
+  const program = new Command("worq")
+    .description("Worq: a durable, polyglot background-job server, and the tool to operate it.")
+    .version(packageVersion(), "-V, --version", "print the version")
+    .enablePositionalOptions()
+    .exitOverride()
+    .showHelpAfterError("(see worq --help)")
+    .configureOutput({ outputError: (text, write) => write(text.replace(/^error: /, "worq: ")) })
+    .helpCommand("help [command]", "show help for a command")
+    .addHelpText("after", GUIDE);
+  withGlobalOptions(program);
+
+  const serveCommand = program
+    .command("serve")
+    .summary("run the Worq server (see worq serve --help)")
+    .helpOption(false)
+    .allowUnknownOption()
+    .allowExcessArguments()
+    .passThroughOptions()
+    .argument("[flags...]")
+    .action(async (flags: string[]) => serve(flags));
+  // `worq help serve` prints the server's own help.
+  serveCommand.helpInformation = () => `${SERVE_HELP}\n`;
+
+  registerSubmit(program);
+  registerGet(program);
+  registerResult(program);
+  registerJobs(program);
+  registerQueues(program);
+  registerWorkers(program);
+  registerJobAdmin(program);
+  registerInfo(program);
+  return program;
+}

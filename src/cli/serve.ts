@@ -1,0 +1,49 @@
+import { parseServeArgs, SERVE_HELP } from "../config.js";
+import { createLogger } from "../log.js";
+import { startServer } from "../main.js";
+
+/**
+ * `worq serve`: runs the server until SIGTERM or SIGINT. Its flags are parsed by
+ * parseServeArgs (src/config.ts), so `npm start -- <flags>` and the environment variables
+ * behave as documented there. Prints one JSON line on stdout once listening.
+ */
+export async function serve(argv: string[]): Promise<void> {
+  let config;
+  try {
+    config = parseServeArgs(argv);
+  } catch (error) {
+    process.stderr.write(`worq serve: ${(error as Error).message}\n\n${SERVE_HELP}\n`);
+    process.exit(2);
+  }
+  if (config === "help") {
+    process.stdout.write(`${SERVE_HELP}\n`);
+    return;
+  }
+  const log = createLogger(config.logLevel);
+  if (config.httpPort !== 7420 || process.env.WORQ_HTTP_PORT) {
+    log.warn("the HTTP side (Connect, dashboard, metrics) is not built yet; --http-port has no effect");
+  }
+  let exitCode = 0;
+  const server = await startServer(config, log, () => {
+    exitCode = 1;
+    void stop("storage failure");
+  }).catch((error: unknown) => {
+    log.error("cannot start", { error: (error as Error).message });
+    process.exit(1);
+  });
+  // One machine-readable line on stdout, so scripts and tests can find the port.
+  process.stdout.write(
+    `${JSON.stringify({ msg: "worq listening", grpc: `${config.host}:${server.grpcPort}`, grpcPort: server.grpcPort, dataDir: config.dataDir, pid: process.pid })}\n`,
+  );
+  let stopping = false;
+  async function stop(reason: string): Promise<void> {
+    if (stopping) return;
+    stopping = true;
+    log.info("shutting down", { reason });
+    await server.close();
+    log.info("stopped");
+    process.exit(exitCode);
+  }
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+  process.on("SIGINT", () => void stop("SIGINT"));
+}

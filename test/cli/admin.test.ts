@@ -1,0 +1,116 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FailureCategory, JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { ControlAction } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { StreamWorker } from "../e2e/support/clients.js";
+import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
+import { cliFor, field, jsonOf } from "./support/run-cli.js";
+
+/** The row of `name` in a table printed by the CLI, split into cells. */
+function row(stdout: string, name: string): string[] | undefined {
+  return stdout
+    .split("\n")
+    .map((line) => line.split(/\s{2,}/))
+    .find((cells) => cells[0] === name);
+}
+
+describe("worq queues, pause, resume, purge, retry, workers, quiet, terminate (built CLI against a real server)", () => {
+  let server: TestServer;
+  let cli: ReturnType<typeof cliFor>;
+  beforeAll(async () => {
+    server = await startTestServer();
+    cli = cliFor(server.port);
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+
+  it("queues lists every queue with its counts; queues <name> shows one", async () => {
+    await server.producer.submitBatch({ jobs: [{ type: "a", queue: "q-stats" }, { type: "b", queue: "q-stats" }, { type: "c", queue: "q-other" }] });
+    const run = await cli(["queues"]);
+    expect(run.code, run.stderr).toBe(0);
+    const header = run.stdout.split("\n")[0]!.split(/\s{2,}/);
+    expect(header).toEqual(["QUEUE", "PAUSED", "READY", "DELAYED", "RUNNING", "RETRYING", "PENDING", "DEAD", "FAILED", "COMPLETED", "LATENCY"]);
+    const cells = row(run.stdout, "q-stats")!;
+    expect(cells[header.indexOf("READY")]).toBe("2");
+    expect(cells[header.indexOf("PAUSED")]).toBe("no");
+    expect(row(run.stdout, "q-other")).toBeDefined();
+
+    const one = await cli(["queues", "q-stats"]);
+    expect(one.code, one.stderr).toBe(0);
+    expect(field(one.stdout, "ready")).toBe("2");
+    expect(field(one.stdout, "paused")).toBe("no");
+    const json = jsonOf<{ queues: { queue: string; ready: string }[] }>(await cli(["queues", "--json"]));
+    expect(json.queues.find((queue) => queue.queue === "q-stats")!.ready).toBe("2");
+  });
+
+  it("pause stops leasing from a queue, resume restarts it; purge --yes deletes its waiting jobs", async () => {
+    const paused = await cli(["pause", "q-pause"]);
+    expect([paused.code, paused.stdout.trim()]).toEqual([0, "paused queue q-pause"]);
+    expect(jsonOf(await cli(["queues", "q-pause", "--json"]))).toMatchObject({ queue: "q-pause", paused: true });
+
+    const { jid } = await server.producer.submit({ job: { type: "a", queue: "q-pause" } });
+    const worker = new StreamWorker(server, { queues: ["q-pause"], workerId: "w-pause", credits: 1 });
+    await expect(worker.next(300)).rejects.toThrow(/no job leased/);
+    const resumed = await cli(["resume", "q-pause", "--json"]);
+    expect(jsonOf(resumed)).toEqual({ queue: "q-pause", paused: false });
+    expect((await worker.next()).job!.jid).toBe(jid);
+    await worker.stop();
+
+    await server.producer.submitBatch({ jobs: [{ type: "a", queue: "q-purge" }, { type: "b", queue: "q-purge" }] });
+    const refused = await cli(["purge", "q-purge"]); // stdin is not a terminal: no prompt, no purge
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/pass --yes/);
+    const purged = await cli(["purge", "q-purge", "--yes"]);
+    expect([purged.code, purged.stdout.trim()]).toEqual([0, "purged queue q-purge: deleted 2 jobs"]);
+    expect(jsonOf(await cli(["queues", "q-purge", "--json"]))).toMatchObject({ ready: "0" });
+  });
+
+  it("retry moves a dead job back to SCHEDULED, by jid or with --all --queue", async () => {
+    async function deadJob(queue: string): Promise<string> {
+      const { jid } = await server.producer.submit({ job: { type: "a", queue, retry: { maxAttempts: 1 } } });
+      const worker = new StreamWorker(server, { queues: [queue], workerId: `w-${queue}`, credits: 1 });
+      const leased = await worker.next();
+      await server.worker.fail({ jid, leaseId: leased.leaseId, message: "boom", category: FailureCategory.TEMPORARY });
+      await worker.stop();
+      expect((await server.admin.getJob({ jid })).job!.state).toBe(JobState.DEAD_LETTER);
+      return jid;
+    }
+    const first = await deadJob("q-retry");
+    const dead = await cli(["jobs", "--queue", "q-retry", "--state", "dead"]);
+    expect(dead.stdout).toContain(first);
+    const byJid = await cli(["retry", first]);
+    expect([byJid.code, byJid.stdout.trim()]).toEqual([0, "retried 1 job"]);
+    expect((await server.admin.getJob({ jid: first })).job!.state).toBe(JobState.SCHEDULED);
+
+    const second = await deadJob("q-retry-all");
+    const all = await cli(["retry", "--all", "--queue", "q-retry-all", "--json"]);
+    expect(jsonOf(all)).toEqual({ retried: 1 });
+    expect((await server.admin.getJob({ jid: second })).job!.state).toBe(JobState.SCHEDULED);
+
+    for (const args of [["retry"], ["retry", first, "--all"], ["retry", first, "--queue", "q"]]) {
+      expect((await cli(args)).code, args.join(" ")).toBe(2);
+    }
+  });
+
+  it("workers lists open Lease streams; quiet and terminate reach the worker's stream", async () => {
+    const worker = new StreamWorker(server, { queues: ["q-workers", "q-more"], workerId: "billing-1", credits: 3 });
+    await worker.waitForMessage((message) => message.kind.case === "keepalive");
+    const run = await cli(["workers"]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(row(run.stdout, "billing-1")?.slice(1, 4)).toEqual(["q-workers,q-more", "3", "0"]);
+    const json = jsonOf<{ workers: { workerId: string; credits: number }[] }>(await cli(["workers", "--json"]));
+    expect(json.workers.find((w) => w.workerId === "billing-1")).toMatchObject({ credits: 3 });
+
+    const quiet = await cli(["quiet", "billing-1"]);
+    expect([quiet.code, quiet.stdout.trim()]).toEqual([0, "told 1 stream of worker billing-1 to quiet"]);
+    await worker.waitForMessage((message) => message.kind.case === "control" && message.kind.value.action === ControlAction.QUIET);
+    const terminate = await cli(["terminate", "billing-1", "--json"]);
+    expect(jsonOf(terminate)).toEqual({ workerId: "billing-1", action: "terminate", streams: 1 });
+    await worker.waitForMessage((message) => message.kind.case === "control" && message.kind.value.action === ControlAction.TERMINATE);
+    await worker.stop();
+
+    const nobody = await cli(["quiet", "nobody"]);
+    expect(nobody.code).toBe(1);
+    expect(nobody.stderr).toMatch(/^worq: NOT_FOUND: /);
+  });
+});
