@@ -20,9 +20,6 @@ export async function serve(argv: string[]): Promise<void> {
     return;
   }
   const log = createLogger(config.logLevel);
-  if (config.httpPort !== 7420 || process.env.WORQ_HTTP_PORT) {
-    log.warn("the HTTP side (Connect, dashboard, metrics) is not built yet; --http-port has no effect");
-  }
   let exitCode = 0;
   const server = await startServer(config, log, () => {
     exitCode = 1;
@@ -31,10 +28,17 @@ export async function serve(argv: string[]): Promise<void> {
     log.error("cannot start", { error: (error as Error).message });
     process.exit(1);
   });
-  // One machine-readable line on stdout, so scripts and tests can find the port.
-  process.stdout.write(
-    `${JSON.stringify({ msg: "worq listening", grpc: `${config.host}:${server.grpcPort}`, grpcPort: server.grpcPort, dataDir: config.dataDir, pid: process.pid })}\n`,
-  );
+  // One machine-readable line on stdout, so scripts and tests can find the ports.
+  const listening = {
+    msg: "worq listening",
+    grpc: `${config.host}:${server.grpcPort}`,
+    grpcPort: server.grpcPort,
+    dataDir: config.dataDir,
+    pid: process.pid,
+    http: `${config.host}:${server.httpPort}`,
+    httpPort: server.httpPort,
+  };
+  process.stdout.write(`${JSON.stringify(listening)}\n`);
   let stopping = false;
   async function stop(reason: string): Promise<void> {
     if (stopping) return;

@@ -137,6 +137,7 @@ describe("worq serve (unchanged by the client commands)", () => {
       expect(field(run.stdout, "store")).toBe("leveldb");
       served.child.kill("SIGTERM");
       expect(await served.exited).toEqual({ code: 0, signal: null });
+      expect(served.stderr()).not.toContain("not built yet"); // the HTTP side is built: no stale warning
     } finally {
       if (served.child.exitCode === null) served.child.kill("SIGKILL");
       rmSync(dataDir, { recursive: true, force: true });
