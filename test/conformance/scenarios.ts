@@ -201,7 +201,7 @@ export const SCENARIOS: Scenario[] = [
       const second = await ctx.startWorker();
       const job = await finished(ctx, jid);
       expect(job.state).toBe(JobState.COMPLETED);
-      expect(job.attempt).toBe(2); // redelivered after the orphan grace, not after reserve_for (60 s)
+      expect(job.attempt).toBe(2); // redelivered after the orphan grace (2 s), not after reserve_for (60 s)
       expect(text(job.result)).toBe("rescued");
       await stopGracefully(second);
     },
