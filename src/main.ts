@@ -62,7 +62,14 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
   const services = {
     producer: createProducerService(engine, log),
     worker: createWorkerService(engine, log, { keepaliveIntervalMs: config.keepaliveIntervalMs }),
-    admin: createAdminService(engine, log, { version: packageVersion(), startedAtMs, clock: systemClock, dataBytes: () => directoryBytes(dataDir) }),
+    admin: createAdminService(engine, log, {
+      version: packageVersion(),
+      startedAtMs,
+      clock: systemClock,
+      dataBytes: () => directoryBytes(dataDir),
+      connectedClients: async () =>
+        grpcSessions(server) + (await new Promise<number>((ok) => http.getConnections((error, count) => ok(error ? 0 : count)))),
+    }),
   };
   const maxRequestBytes = Math.max(config.maxJobBytes * 2, config.maxJobBytes + MESSAGE_OVERHEAD_BYTES);
   const { server, health } = createGrpcServer(services, {
@@ -109,6 +116,15 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
       await engine!.close();
     })());
   return { grpcPort, httpPort, close };
+}
+
+/**
+ * Open HTTP/2 sessions of the grpc-js server. grpc-js keeps them in a private `sessions` map
+ * and has no public count (channelz aside); test/e2e/admin.test.ts checks this still works.
+ */
+function grpcSessions(server: grpc.Server): number {
+  const sessions = (server as unknown as { sessions?: Map<unknown, unknown> }).sessions;
+  return sessions instanceof Map ? sessions.size : 0;
 }
 
 /** Total size of the files in `dir` (LevelDB keeps a flat directory). */

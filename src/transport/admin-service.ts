@@ -16,6 +16,8 @@ export interface AdminServiceOptions {
   clock: Clock;
   /** Bytes the store takes on disk (0 when unknown). */
   dataBytes: () => Promise<number>;
+  /** Open client connections. */
+  connectedClients: () => Promise<number>;
 }
 
 /** worq.v1.AdminService: decode, call the engine, encode. */
@@ -67,6 +69,7 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
         liveJobs: BigInt(info.liveJobs),
         store: info.storeKind,
         dataBytes: BigInt(await options.dataBytes()),
+        connectedClients: await options.connectedClients(),
       };
     }),
     listWorkers: guarded("ListWorkers", log, async () => ({

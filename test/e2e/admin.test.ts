@@ -132,9 +132,10 @@ describe("AdminService against a real server", () => {
     expect(await codeOf(server.admin.controlWorker({ workerId: "nobody", action: ControlAction.QUIET }))).toBe(Code.NotFound);
   });
 
-  it("GetServerInfo reports the data dir's size and the totals", async () => {
+  it("GetServerInfo reports the data dir's size, connected clients and the totals", async () => {
     const info = await server.admin.getServerInfo({});
     expect(info.dataBytes).toBeGreaterThan(0n);
+    expect(info.connectedClients).toBeGreaterThanOrEqual(1); // this test's own connection
     expect(info.totalSubmitted).toBeGreaterThan(0n);
     expect(info.store).toBe("leveldb");
   });

@@ -642,9 +642,11 @@ type GetServerInfoResponse struct {
 	// Jobs submitted since the data dir was created.
 	TotalSubmitted uint64 `protobuf:"varint,10,opt,name=total_submitted,json=totalSubmitted,proto3" json:"total_submitted,omitempty"`
 	// Bytes the data dir takes on disk.
-	DataBytes     uint64 `protobuf:"varint,11,opt,name=data_bytes,json=dataBytes,proto3" json:"data_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DataBytes uint64 `protobuf:"varint,11,opt,name=data_bytes,json=dataBytes,proto3" json:"data_bytes,omitempty"`
+	// Open client connections: gRPC (HTTP/2) sessions plus HTTP connections.
+	ConnectedClients uint32 `protobuf:"varint,12,opt,name=connected_clients,json=connectedClients,proto3" json:"connected_clients,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GetServerInfoResponse) Reset() {
@@ -750,6 +752,13 @@ func (x *GetServerInfoResponse) GetTotalSubmitted() uint64 {
 func (x *GetServerInfoResponse) GetDataBytes() uint64 {
 	if x != nil {
 		return x.DataBytes
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetConnectedClients() uint32 {
+	if x != nil {
+		return x.ConnectedClients
 	}
 	return 0
 }
@@ -1514,7 +1523,7 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"B\n" +
 	"\x15GetQueueStatsResponse\x12)\n" +
 	"\x05stats\x18\x01 \x01(\v2\x13.worq.v1.QueueStatsR\x05stats\"\x16\n" +
-	"\x14GetServerInfoRequest\"\xb6\x03\n" +
+	"\x14GetServerInfoRequest\"\xe3\x03\n" +
 	"\x15GetServerInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x129\n" +
 	"\n" +
@@ -1529,7 +1538,8 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\x0ftotal_submitted\x18\n" +
 	" \x01(\x04R\x0etotalSubmitted\x12\x1d\n" +
 	"\n" +
-	"data_bytes\x18\v \x01(\x04R\tdataBytes\"\x14\n" +
+	"data_bytes\x18\v \x01(\x04R\tdataBytes\x12+\n" +
+	"\x11connected_clients\x18\f \x01(\rR\x10connectedClients\"\x14\n" +
 	"\x12ListWorkersRequest\"D\n" +
 	"\x13ListWorkersResponse\x12-\n" +
 	"\aworkers\x18\x01 \x03(\v2\x13.worq.v1.WorkerInfoR\aworkers\"\xb5\x02\n" +

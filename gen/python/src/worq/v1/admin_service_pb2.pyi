@@ -103,7 +103,7 @@ class GetServerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetServerInfoResponse(_message.Message):
-    __slots__ = ("version", "started_at", "uptime", "connected_workers", "total_processed", "total_failed", "evicted_jobs", "live_jobs", "store", "total_submitted", "data_bytes")
+    __slots__ = ("version", "started_at", "uptime", "connected_workers", "total_processed", "total_failed", "evicted_jobs", "live_jobs", "store", "total_submitted", "data_bytes", "connected_clients")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     UPTIME_FIELD_NUMBER: _ClassVar[int]
@@ -115,6 +115,7 @@ class GetServerInfoResponse(_message.Message):
     STORE_FIELD_NUMBER: _ClassVar[int]
     TOTAL_SUBMITTED_FIELD_NUMBER: _ClassVar[int]
     DATA_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_CLIENTS_FIELD_NUMBER: _ClassVar[int]
     version: str
     started_at: _timestamp_pb2.Timestamp
     uptime: _duration_pb2.Duration
@@ -126,7 +127,8 @@ class GetServerInfoResponse(_message.Message):
     store: str
     total_submitted: int
     data_bytes: int
-    def __init__(self, version: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., uptime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., connected_workers: _Optional[int] = ..., total_processed: _Optional[int] = ..., total_failed: _Optional[int] = ..., evicted_jobs: _Optional[int] = ..., live_jobs: _Optional[int] = ..., store: _Optional[str] = ..., total_submitted: _Optional[int] = ..., data_bytes: _Optional[int] = ...) -> None: ...
+    connected_clients: int
+    def __init__(self, version: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., uptime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., connected_workers: _Optional[int] = ..., total_processed: _Optional[int] = ..., total_failed: _Optional[int] = ..., evicted_jobs: _Optional[int] = ..., live_jobs: _Optional[int] = ..., store: _Optional[str] = ..., total_submitted: _Optional[int] = ..., data_bytes: _Optional[int] = ..., connected_clients: _Optional[int] = ...) -> None: ...
 
 class ListWorkersRequest(_message.Message):
     __slots__ = ()
