@@ -4,11 +4,12 @@ import { toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { durationFromMs, ListValueSchema, timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import type { Job } from "../../gen/ts/worq/v1/job_pb.js";
-import { ControlAction, type FailRequest, type LeasedJob } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { ControlAction, type LeasedJob } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import { WorqClient } from "./client.js";
 import { toClientError } from "./errors.js";
 import { failRequestOf, resultBytesOf } from "./handler-outcome.js";
 import { ReconnectBackoff } from "./reconnect-backoff.js";
+import { ReportBatcher, type Outcome } from "./report-batcher.js";
 
 /** A leased job as a handler sees it. */
 export interface WorkerJob {
@@ -102,6 +103,7 @@ export class Worker {
   private readonly handlers = new Map<string, Handler>();
   private readonly inFlight = new Map<string, Running>();
   private readonly backoff = new ReconnectBackoff();
+  private readonly reports: ReportBatcher;
   private stream: AbortController | undefined;
   private wakeReconnect: (() => void) | undefined;
   private quieted = false;
@@ -119,6 +121,7 @@ export class Worker {
     this.log = options.logger ?? silentLogger;
     this.emit = options.onEvent ?? (() => {});
     this.handleSignals = options.handleSignals ?? false;
+    this.reports = new ReportBatcher(this.client, this.log);
   }
 
   /** Registers the handler of a job type. Its return value is the result; a throw fails the job. */
@@ -278,7 +281,7 @@ export class Worker {
     const ctx: JobContext = { signal: abort.signal, deadline, renew: () => this.renew([running]) };
     running.done = (async () => {
       this.emit({ event: "start", jid: job.jid, attempt: job.attempt, type: job.type });
-      let outcome: { ack: Uint8Array } | { fail: FailRequest };
+      let outcome: Outcome;
       try {
         if (!handler) throw new Error(`no handler registered for job type ${JSON.stringify(job.type)} on worker ${this.workerId}`);
         outcome = { ack: resultBytesOf(await handler(job, ctx)) };
@@ -296,36 +299,10 @@ export class Worker {
     this.inFlight.delete(running.job.leaseId);
   }
 
-  /**
-   * Sends an Ack or Fail, retrying with backoff while the server is unreachable (up to
-   * `giveUpAfterMs`); a lost lease (FAILED_PRECONDITION, NOT_FOUND) is logged and dropped.
-   */
-  private async report(running: Running, outcome: { ack: Uint8Array } | { fail: FailRequest }, giveUpAfterMs: number): Promise<void> {
-    const { jid, leaseId } = running.job;
-    const backoff = new ReconnectBackoff(100, 5_000);
-    const giveUpAt = Date.now() + giveUpAfterMs;
-    for (;;) {
-      try {
-        if ("ack" in outcome) await this.client.worker.ack({ jid, leaseId, result: outcome.ack });
-        else await this.client.worker.fail(outcome.fail);
-        this.emit({ event: "done", jid, outcome: "ack" in outcome ? "ack" : "fail" });
-        return;
-      } catch (error) {
-        const clientError = toClientError(error);
-        if (clientError.code === Code.FailedPrecondition || clientError.code === Code.NotFound) {
-          this.log.warn("lease lost before the report; dropped (the job is or was run elsewhere)", { jid, error: clientError.message });
-          this.emit({ event: "done", jid, outcome: "lease_lost" });
-          return;
-        }
-        if (!isTransient(clientError.code) || Date.now() >= giveUpAt) {
-          this.log.error("report failed; dropped", { jid, error: clientError.message });
-          return;
-        }
-        const delayMs = backoff.next();
-        this.log.warn("report failed, retrying", { jid, delayMs, error: clientError.message });
-        await new Promise((resolve) => setTimeout(resolve, delayMs));
-      }
-    }
+  /** Sends an Ack or Fail (batched with others, see ReportBatcher) and emits its outcome. */
+  private async report(running: Running, outcome: Outcome, giveUpAfterMs: number): Promise<void> {
+    const result = await this.reports.send(running.job.jid, running.job.leaseId, outcome, giveUpAfterMs);
+    if (result !== "dropped") this.emit({ event: "done", jid: running.job.jid, outcome: result });
   }
 
   private async renewAll(): Promise<void> {
@@ -350,9 +327,6 @@ export class Worker {
   }
 }
 
-function isTransient(code: Code): boolean {
-  return code === Code.Unavailable || code === Code.Unknown || code === Code.DeadlineExceeded || code === Code.Internal || code === Code.Aborted;
-}
 
 function durationMs(duration: { seconds: bigint; nanos: number } | undefined): number | undefined {
   return duration ? Number(duration.seconds) * 1000 + Math.floor(duration.nanos / 1e6) : undefined;

@@ -5,16 +5,14 @@ import {
   timestampDate,
   timestampFromMs,
   type Duration,
-  type ListValue,
   type Timestamp,
 } from "@bufbuild/protobuf/wkt";
-import { WorqError, invalid } from "../engine/errors.js";
+import { invalid } from "../engine/errors.js";
 import type {
   BackoffStrategy as DomainBackoff,
   DependencyType as DomainDependencyType,
   ExhaustedAction as DomainExhausted,
   FailureCategory as DomainCategory,
-  JobMeta,
   JobState as DomainState,
   JobView,
   JsonValue,
