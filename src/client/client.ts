@@ -7,6 +7,7 @@ import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
 import { WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import { toClientError } from "./errors.js";
 import { jobSpecOf, type SubmitOptions } from "./job-options.js";
+import { SubmitBatcher } from "./submit-batcher.js";
 
 export interface ClientOptions {
   /** host:port of the Worq gRPC server, e.g. "127.0.0.1:7419". */
@@ -20,16 +21,22 @@ export class WorqClient {
   /** The raw worker RPCs; `Worker` builds on them. */
   readonly worker: Client<typeof WorkerService>;
 
+  private readonly submits: SubmitBatcher;
+
   constructor(options: ClientOptions) {
     const transport: Transport = createGrpcTransport({ baseUrl: `http://${options.address}` });
     this.producer = createClient(ProducerService, transport);
+    this.submits = new SubmitBatcher(this.producer);
     this.admin = createClient(AdminService, transport);
     this.worker = createClient(WorkerService, transport);
   }
 
-  /** Creates a job; resolves with its jid once it is stored on disk. */
+  /**
+   * Creates a job; resolves with its jid once it is stored on disk. Concurrent submits are
+   * sent together in batch calls (each still resolves or fails on its own).
+   */
   async submit(type: string, options?: SubmitOptions): Promise<string> {
-    return call(async () => (await this.producer.submit({ job: jobSpecOf(type, options) })).jid);
+    return this.submits.submit(jobSpecOf(type, options));
   }
 
   /** Creates jobs atomically (all or none); resolves with their jids in order. */

@@ -1,0 +1,57 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Worker, WorqClient, isInvalidArgument } from "../../src/client/index.js";
+import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
+
+/** RPC counts by method, from the server's /metrics. */
+async function rpcCounts(server: TestServer): Promise<Record<string, number>> {
+  const text = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`)).text();
+  const counts: Record<string, number> = {};
+  for (const match of text.matchAll(/^worq_rpc_duration_seconds_count\{method="(\w+)",code="OK"\} (\d+)$/gm)) {
+    counts[match[1]!] = (counts[match[1]!] ?? 0) + Number(match[2]);
+  }
+  return counts;
+}
+
+describe("the TypeScript library batches calls (real server)", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer();
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+
+  it("concurrent submits share SubmitBatch calls; a bad job fails alone", async () => {
+    const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
+    const before = await rpcCounts(server);
+    const results = await Promise.allSettled(
+      Array.from({ length: 200 }, (_, i) => client.submit(i === 77 ? "" : "batched", { queue: "batching", args: [i] })),
+    );
+    const rejected = results.filter((r) => r.status === "rejected") as PromiseRejectedResult[];
+    expect(rejected).toHaveLength(1);
+    expect(isInvalidArgument(rejected[0]!.reason)).toBe(true);
+    expect(String(rejected[0]!.reason.message)).toContain("job.type");
+    const jids = results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+    expect(new Set(jids).size).toBe(199);
+    const after = await rpcCounts(server);
+    const calls = (after.SubmitBatch ?? 0) - (before.SubmitBatch ?? 0) + (after.Submit ?? 0) - (before.Submit ?? 0);
+    expect(calls).toBeLessThan(100);
+  });
+
+  it("a worker's acks go out in Report calls, several per call", async () => {
+    const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
+    const jids = await client.submitBatch(Array.from({ length: 300 }, (_, i) => ({ type: "quick", queue: "reports", args: [i] })));
+    const before = await rpcCounts(server);
+    const worker = new Worker({ client, queues: ["reports"], concurrency: 50 });
+    worker.register("quick", () => "ok");
+    const running = worker.run();
+    for (const jid of jids) await client.waitResult(jid, 10_000);
+    await worker.stop();
+    await running;
+    const after = await rpcCounts(server);
+    expect((after.Ack ?? 0) - (before.Ack ?? 0)).toBe(0);
+    const reports = (after.Report ?? 0) - (before.Report ?? 0);
+    expect(reports).toBeGreaterThan(0);
+    expect(reports).toBeLessThan(300);
+  });
+});
