@@ -1,0 +1,56 @@
+import { fileURLToPath } from "node:url";
+
+/**
+ * The configurations compared. `server` says what to start: a Worq server with its default
+ * (durable) settings, or a private redis-server with AOF and the given appendfsync.
+ */
+export const PEERS = {
+  "worq-lib": {
+    side: "worq",
+    label: "Worq (TS library)",
+    dir: "worq-lib",
+    server: { kind: "worq" },
+    durability: "LevelDB; every acknowledged write fsync'd before the reply (group commit)",
+    client: "WorqClient.submit / submitBatch and Worker, defaults (concurrency 50)",
+  },
+  "worq-raw": {
+    side: "worq",
+    label: "Worq (raw stubs)",
+    dir: "worq-raw",
+    server: { kind: "worq" },
+    durability: "LevelDB; every acknowledged write fsync'd before the reply (group commit)",
+    client: "generated connect-node stubs: one Submit RPC per job (50 in flight), Lease stream with credits 50, one Ack RPC per job",
+    // Only W1's single-submit scenario: what one RPC per submit and per ack costs.
+    workloads: ["W1"],
+    w1Scenarios: ["single"],
+  },
+  "bullmq-everysec": {
+    side: "bullmq",
+    label: "BullMQ (AOF everysec)",
+    dir: "bullmq",
+    server: { kind: "redis", appendfsync: "everysec" },
+    durability: "Redis AOF, appendfsync everysec (up to ~1 s of acknowledged writes can be lost)",
+    client: "Queue.add / addBulk and Worker (concurrency 50), defaults (completed jobs kept)",
+  },
+  "bullmq-always": {
+    side: "bullmq",
+    label: "BullMQ (AOF always)",
+    dir: "bullmq",
+    server: { kind: "redis", appendfsync: "always" },
+    durability: "Redis AOF, appendfsync always (fsync before each write is acknowledged)",
+    client: "Queue.add / addBulk and Worker (concurrency 50), defaults (completed jobs kept)",
+  },
+};
+
+/** Path of a peer's child script: producer, worker, latency (W2) or scheduled (W5). */
+export function peerScript(peerId, kind) {
+  return fileURLToPath(new URL(`../peers/${PEERS[peerId].dir}/${kind}.mjs`, import.meta.url));
+}
+
+/** Whether `peerId` takes part in `workload` (and, for W1, in `scenario`). */
+export function peerRuns(peerId, workload, scenario) {
+  const peer = PEERS[peerId];
+  if (peer.workloads && !peer.workloads.includes(workload)) return false;
+  if (scenario && peer.w1Scenarios && !peer.w1Scenarios.includes(scenario)) return false;
+  return true;
+}

@@ -1,0 +1,59 @@
+import { num, ratioValue } from "./table.mjs";
+import { sizeLabel } from "../workloads/w4-scale.mjs";
+
+const BASE = "bullmq-everysec";
+
+/**
+ * The speed issue's targets, judged from one run's figures (ratios within the same run).
+ * Each: { target, measured, met } with met true/false, or undefined when not measured.
+ */
+export function evaluateTargets(results) {
+  const out = [];
+  const add = (target, measured, met, note) => out.push({ target, measured, met, ...(note ? { note } : {}) });
+  const w1 = results.W1?.figures;
+  const ratioTarget = (target, peer, scenario, min) => {
+    const r = ratioValue(w1?.[peer]?.[scenario]?.e2eRate, w1?.[BASE]?.[scenario]?.e2eRate);
+    add(target, Number.isFinite(r) ? `${r.toFixed(2)}× (${num(w1[peer][scenario].e2eRate.median)} vs ${num(w1[BASE][scenario].e2eRate.median)} jobs/s)` : "not measured", Number.isFinite(r) ? r >= min : undefined);
+  };
+  ratioTarget("W1 end-to-end, TS library with defaults (50 single submits in flight) ≥ 2× BullMQ (everysec)", "worq-lib", "single", 2);
+  ratioTarget("W1 end-to-end with batch submits ≥ 3× BullMQ bulk (everysec)", "worq-lib", "batch", 3);
+  ratioTarget("W1 end-to-end, raw stubs (one RPC per submit and per ack, 50 in flight) ≥ 1× BullMQ (everysec)", "worq-raw", "single", 1);
+
+  const p99 = results.W2?.figures?.["worq-lib"]?.p99?.median;
+  add("W2 pickup p99 ≤ 1 ms", Number.isFinite(p99) ? `${num(p99)} ms` : "not measured", Number.isFinite(p99) ? p99 <= 1 : undefined);
+
+  const w3 = results.W3?.figures;
+  const cmp = (target, key, unit) => {
+    const a = w3?.["worq-lib"]?.[key]?.median;
+    const b = w3?.[BASE]?.[key]?.median;
+    const ok = Number.isFinite(a) && Number.isFinite(b);
+    add(target, ok ? `${num(a)} vs ${num(b)} ${unit} (${(a / b).toFixed(2)}×)` : "not measured", ok ? a <= b : undefined);
+  };
+  cmp("W3 CPU per 1,000 jobs, server + worker ≤ BullMQ (everysec)", "serverPlusWorkerCpuPer1k", "CPU-s");
+  cmp("W3 worker peak RSS no higher than BullMQ's", "workerPeakRssMiB", "MiB");
+
+  const w4 = results.W4?.figures?.["worq-lib"];
+  const sizes = w4 ? Object.keys(w4).map(Number).sort((a, b) => a - b) : [];
+  const small = sizes.find((s) => s === 10_000) ?? sizes[0];
+  const large = sizes.includes(1_000_000) ? 1_000_000 : sizes[sizes.length - 1];
+  const proxy = large !== 1_000_000 && large !== undefined ? `measured at ${sizeLabel(large)} queued; 1 M runs with --long or --sizes 10k,1M` : undefined;
+  if (w4 && large !== undefined && large !== small) {
+    const submit = w4[large].submitRate.median / w4[small].submitRate.median;
+    const drain = w4[large].drainRate.median / w4[small].drainRate.median;
+    add(`W4 submit and drain rates at 1 M queued ≥ 90 % of those at ${sizeLabel(small)}`, `submit ${Math.round(submit * 100)} %, drain ${Math.round(drain * 100)} % (at ${sizeLabel(large)})`, submit >= 0.9 && drain >= 0.9, proxy);
+  } else add("W4 submit and drain rates at 1 M queued ≥ 90 % of those at 10 k", "not measured", undefined);
+  if (w4 && large !== undefined) {
+    const mb = Math.max(w4[large].rssAfterPreloadMiB.median, w4[large].rssEndMiB.median) * 1.048576;
+    add("W4 server RSS at 1 M queued ≤ 300 MB", `${num(mb)} MB (at ${sizeLabel(large)})`, mb <= 300, proxy);
+  } else add("W4 server RSS at 1 M queued ≤ 300 MB", "not measured", undefined);
+
+  const late = results.W5?.figures?.["worq-lib"]?.p99?.median;
+  add("W5 lateness p99 ≤ 5 ms", Number.isFinite(late) ? `${num(late)} ms` : "not measured", Number.isFinite(late) ? late <= 5 : undefined);
+  return out;
+}
+
+export function renderTargets(targets) {
+  const lines = ["### Targets (ratios within this run)", "", "| Target | Measured (Worq vs BullMQ) | |", "|---|---|---|"];
+  for (const t of targets) lines.push(`| ${t.target} | ${t.measured}${t.note ? ` — ${t.note}` : ""} | ${t.met === undefined ? "not measured" : t.met ? "**met**" : "**missed**"} |`);
+  return lines.join("\n");
+}

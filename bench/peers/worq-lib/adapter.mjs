@@ -1,0 +1,49 @@
+import { WorqClient, Worker } from "../../../dist/src/client/index.js";
+import { JOB_TYPE, jobArgs } from "../payload.mjs";
+
+/**
+ * Worq through its TypeScript library with defaults: WorqClient.submit / submitBatch, and a
+ * Worker (one Lease stream, credits = concurrency, one Ack per job).
+ */
+export async function openProducer({ address, queue }) {
+  const client = new WorqClient({ address });
+  await client.admin.getServerInfo({}); // connected before the clock starts
+  return {
+    submitOne: (seq) => client.submit(JOB_TYPE, { queue, args: [jobArgs(seq)] }),
+    submitBatch: (seqs) => client.submitBatch(seqs.map((seq) => ({ type: JOB_TYPE, queue, args: [jobArgs(seq)] }))),
+    submitScheduled: (jobs) => client.submitBatch(jobs.map(({ seq, atMs }) => ({ type: JOB_TYPE, queue, args: [{ ...jobArgs(seq), atMs }], at: new Date(atMs) }))),
+  };
+}
+
+/** `hooks.onStart(args)` runs at handler start (if given); `hooks.onDone(seq)` once the Ack is stored. */
+export async function openWorker({ address, queue, concurrency }, { onStart, onDone }) {
+  const client = new WorqClient({ address });
+  await client.admin.getServerInfo({});
+  const seqOf = new Map();
+  const worker = new Worker({
+    client,
+    queues: [queue],
+    concurrency,
+    onEvent: (event) => {
+      if (event.event !== "done" || event.outcome !== "ack") return;
+      const seq = seqOf.get(event.jid);
+      seqOf.delete(event.jid);
+      onDone(seq);
+    },
+  });
+  worker.register(JOB_TYPE, async (job) => {
+    const args = job.args[0];
+    seqOf.set(job.jid, args.seq);
+    onStart?.(args);
+  });
+  let running;
+  return {
+    start() {
+      running = worker.run();
+    },
+    async stop() {
+      await worker.stop();
+      await running;
+    },
+  };
+}

@@ -1,0 +1,67 @@
+import { fromJson } from "@bufbuild/protobuf";
+import { ListValueSchema } from "@bufbuild/protobuf/wkt";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { AdminService } from "../../../dist/gen/ts/worq/v1/admin_service_pb.js";
+import { ProducerService } from "../../../dist/gen/ts/worq/v1/producer_service_pb.js";
+import { WorkerService } from "../../../dist/gen/ts/worq/v1/worker_service_pb.js";
+import { JOB_TYPE, jobArgs } from "../payload.mjs";
+
+/**
+ * Worq through the raw generated stubs (connect-node gRPC transport), no library: one Submit
+ * RPC per job (or SubmitBatch), one Lease stream with credits = concurrency, one Ack RPC per job.
+ */
+function clients(address) {
+  const transport = createGrpcTransport({ baseUrl: `http://${address}` });
+  return {
+    admin: createClient(AdminService, transport),
+    producer: createClient(ProducerService, transport),
+    worker: createClient(WorkerService, transport),
+  };
+}
+
+const spec = (queue, seq) => ({ type: JOB_TYPE, queue, args: fromJson(ListValueSchema, [jobArgs(seq)]) });
+
+export async function openProducer({ address, queue }) {
+  const { admin, producer } = clients(address);
+  await admin.getServerInfo({});
+  return {
+    submitOne: (seq) => producer.submit({ job: spec(queue, seq) }),
+    submitBatch: (seqs) => producer.submitBatch({ jobs: seqs.map((seq) => spec(queue, seq)) }),
+  };
+}
+
+export async function openWorker({ address, queue, concurrency }, { onDone }) {
+  const { admin, worker } = clients(address);
+  await admin.getServerInfo({});
+  const abort = new AbortController();
+  let running;
+  const handle = async (leased) => {
+    await noop(leased.job);
+    await worker.ack({ jid: leased.job.jid, leaseId: leased.leaseId });
+    onDone();
+  };
+  return {
+    start() {
+      running = (async () => {
+        const stream = worker.lease({ queues: [queue], workerId: `bench-raw-${process.pid}`, credits: concurrency }, { signal: abort.signal });
+        for await (const response of stream) {
+          if (response.kind.case === "jobs") for (const leased of response.kind.value.jobs) void handle(leased).catch(fatal);
+        }
+      })().catch((error) => {
+        if (!abort.signal.aborted) fatal(error);
+      });
+    },
+    async stop() {
+      abort.abort();
+      await running;
+    },
+  };
+}
+
+async function noop() {}
+
+function fatal(error) {
+  process.stderr.write(`${error?.stack ?? error}\n`);
+  process.exit(1);
+}
