@@ -6,7 +6,6 @@ import { rmSync } from "node:fs";
  */
 const processes = new Set(); // ChildProcess
 const dirs = new Set();
-const hooks = [];
 
 export function trackProcess(child) {
   processes.add(child);
@@ -17,15 +16,6 @@ export function trackProcess(child) {
 export function trackDir(dir) {
   dirs.add(dir);
   return dir;
-}
-
-export function untrackDir(dir) {
-  dirs.delete(dir);
-}
-
-/** A function to run at cleanup, before processes are killed (e.g. print a note). */
-export function onCleanup(fn) {
-  hooks.push(fn);
 }
 
 /** Pids of the processes still running, for CPU accounting. */
@@ -55,11 +45,6 @@ let cleaning;
 /** Kills every tracked process and removes every tracked dir; safe to call more than once. */
 export function cleanupAll() {
   cleaning ??= (async () => {
-    for (const hook of hooks.splice(0)) {
-      try {
-        hook();
-      } catch {}
-    }
     await Promise.all([...processes].map((child) => stopProcess(child, 3_000)));
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
     dirs.clear();

@@ -27,7 +27,7 @@ export function summarizeCpuProfile(path, limit = 15) {
   const byFile = new Map();
   for (const [nodeId, us] of selfUs) {
     const { url, functionName } = byNode.get(nodeId).callFrame;
-    const key = url ? packageOf(url) : `(${functionName || "native"})`;
+    const key = url ? packageOf(url) : functionName.startsWith("(") ? functionName : `(${functionName || "native"})`;
     byFile.set(key, (byFile.get(key) ?? 0) + us);
   }
   const top = (map, n) =>

@@ -1,4 +1,4 @@
-import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { createServer, connect } from "node:net";
 import { join } from "node:path";
@@ -105,12 +105,4 @@ function ping(port) {
     socket.once("error", () => resolve(false));
     socket.once("timeout", () => (socket.destroy(), resolve(false)));
   });
-}
-
-export function redisVersionOf(bin) {
-  try {
-    return /v=(\S+)/.exec(execFileSync(bin, ["--version"], { encoding: "utf8" }))?.[1];
-  } catch {
-    return undefined;
-  }
 }

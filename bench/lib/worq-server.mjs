@@ -1,6 +1,5 @@
 import { spawn } from "node:child_process";
 import { mkdirSync } from "node:fs";
-import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { stopProcess, trackProcess } from "./cleanup.mjs";
@@ -41,8 +40,4 @@ export async function startWorqServer(dataDir, { cpuProfile } = {}) {
     /** Graceful stop (SIGTERM): the store closes, a CPU profile is written. */
     stop: () => stopProcess(child, 30_000),
   };
-}
-
-export function worqDataDir(root, label) {
-  return join(root, label);
 }
