@@ -32,7 +32,7 @@ export class LevelStore implements Store {
     this.db = new Level<string, Uint8Array>(dataDir, { keyEncoding: "utf8", valueEncoding: "view" });
     this.committer = new GroupCommitter(async (ops) => {
       const started = process.hrtime.bigint();
-      await this.db.batch(ops, { sync: true });
+      await this.db.batch(lastWritePerKey(ops), { sync: true });
       onBatch(Number(process.hrtime.bigint() - started) / 1e9, ops.length);
     });
   }
@@ -207,4 +207,14 @@ function indexOps(previous: JobMeta | undefined, next: JobMeta | undefined): Bat
     ...[...before].filter((key) => !after.has(key)).map((key): BatchOp => ({ type: "del", key })),
     ...[...after].filter((key) => !before.has(key)).map((key): BatchOp => ({ type: "put", key, value: EMPTY })),
   ];
+}
+
+/**
+ * The ops of a group with only the last one per key: a group often carries the same key
+ * several times (the counters are written by every commit), and in LevelDB the last wins.
+ */
+function lastWritePerKey(ops: BatchOp[]): BatchOp[] {
+  const last = new Map<string, number>();
+  ops.forEach((op, i) => last.set(op.key, i));
+  return last.size === ops.length ? ops : ops.filter((op, i) => last.get(op.key) === i);
 }
