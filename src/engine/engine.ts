@@ -174,6 +174,8 @@ export class Engine {
   private readonly recentlyFinished = new Map<string, JobMeta>();
   /** Jobs that left the live set but whose final write is not durable yet (the store still has the old meta). */
   private readonly finishing = new Map<string, JobMeta>();
+  /** For each job in `finishing`: its commit, so that readers can wait for it to be durable. */
+  private readonly finishingCommit = new Map<string, Promise<void>>();
   /** Callbacks found at open, handed to the listener when it registers. */
   private readonly pendingCallbacks: PendingCallback[] = [];
   /** When the next purge of expired finished jobs is scheduled, if one is. */
@@ -579,7 +581,10 @@ export class Engine {
   /** Returns the job with body and (when completed) result. Throws WORQ_NOT_FOUND. */
   async getJob(jid: string): Promise<JobView> {
     checkJid(jid, "jid");
-    const meta = this.live.get(jid) ?? this.finishing.get(jid) ?? (await this.store.getMeta(jid));
+    // A job whose final write is still on its way: read it once that is durable, result included.
+    const finishing = this.finishingCommit.get(jid);
+    if (finishing && !this.live.has(jid)) await finishing.catch(() => {});
+    const meta = this.live.get(jid) ?? (await this.store.getMeta(jid));
     if (!meta) throw notFound(jid);
     const [body] = await this.store.getBodies([jid]);
     if (!body) throw notFound(jid);
@@ -1079,7 +1084,14 @@ export class Engine {
     }
     if (finished.length > 0) {
       const settled = writes.flatMap((write) => (write.kind === "put-meta" && isTerminal(write.meta.state) ? [write.meta] : []));
-      void durable.then(() => settled.forEach((meta) => this.finishing.get(meta.jid) === meta && this.finishing.delete(meta.jid)), () => {});
+      settled.forEach((meta) => this.finishingCommit.set(meta.jid, durable));
+      const forget = () =>
+        settled.forEach((meta) => {
+          if (this.finishing.get(meta.jid) !== meta) return;
+          this.finishing.delete(meta.jid);
+          this.finishingCommit.delete(meta.jid);
+        });
+      void durable.then(forget, forget);
     }
     if (finished.length > 0) {
       // Waiters hear of a finished job only once that is on disk.

@@ -1325,3 +1325,16 @@ describe("Engine: write ordering (bugs)", () => {
     expect(data.metas.get(jid)!.state).toBe(inMemory.state);
   });
 });
+
+describe("Engine: reads never see a final state before it is durable (found by CI)", () => {
+  it("getJob of a job whose ack is still being written waits for it, result included", async () => {
+    const { engine } = await openEngine();
+    const jid = await submitOne(engine, { type: "t" });
+    const { sink } = await lease(engine, ["default"], 1);
+    const acked = engine.ack(jid, sink.grantOf(jid).meta.lease!.leaseId, new Uint8Array([42]));
+    const view = await engine.getJob(jid); // asked before the ack's commit resolved
+    expect(view.meta.state).toBe("COMPLETED");
+    expect(view.result).toEqual(new Uint8Array([42]));
+    await acked;
+  });
+});
