@@ -1,6 +1,7 @@
-import { create, fromJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
-import { durationFromMs, ListValueSchema, timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { BackoffStrategy, ExhaustedAction, JobSpecSchema, Priority, type JobSpec } from "../../gen/ts/worq/v1/job_pb.js";
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import type { PriorityLevel, RetryPolicy, SubmitInput } from "../engine/job.js";
+import type { JobSpec } from "../../gen/ts/worq/v1/job_pb.js";
+import { jobSpecOfInput } from "./job-spec.js";
 
 export type PriorityName = "critical" | "high" | "normal" | "low" | "bulk";
 
@@ -39,56 +40,35 @@ export interface SubmitOptions {
   correlationId?: string;
 }
 
-const PRIORITIES: Record<PriorityName, Priority> = {
-  critical: Priority.CRITICAL,
-  high: Priority.HIGH,
-  normal: Priority.NORMAL,
-  low: Priority.LOW,
-  bulk: Priority.BULK,
-};
+const PRIORITY_LEVELS: Record<PriorityName, PriorityLevel> = { critical: 0, high: 1, normal: 2, low: 3, bulk: 4 };
 
-const BACKOFFS = {
-  constant: BackoffStrategy.CONSTANT,
-  linear: BackoffStrategy.LINEAR,
-  exponential: BackoffStrategy.EXPONENTIAL,
-} as const;
-
-/** The JobSpec message for a job of `type` with `options`. */
+/** The JobSpec message for a job of `type` with `options` (through jobSpecOfInput, the one converter). */
 export function jobSpecOf(type: string, options: SubmitOptions = {}): JobSpec {
-  const spec = create(JobSpecSchema, {
+  const { retry } = options;
+  return jobSpecOfInput({
     type,
-    queue: options.queue ?? "",
-    payload: options.payload ?? new Uint8Array(),
-    priority: options.priority ? PRIORITIES[options.priority] : Priority.UNSPECIFIED,
-    backtrace: options.backtrace ?? 0,
-    tags: options.tags ?? {},
-    correlationId: options.correlationId ?? "",
-  });
-  if (options.args) spec.args = fromJson(ListValueSchema, options.args);
-  if (options.kwargs) spec.kwargs = options.kwargs;
-  if (options.custom) spec.custom = options.custom;
-  if (options.at) spec.at = timestampFromDate(options.at);
-  if (options.delayMs !== undefined) spec.delay = durationFromMs(options.delayMs);
-  if (options.reserveForMs !== undefined) spec.reserveFor = durationFromMs(options.reserveForMs);
-  if (options.executionTimeoutMs !== undefined) spec.executionTimeout = durationFromMs(options.executionTimeoutMs);
-  const retry = options.retry;
-  if (retry) {
-    spec.retry = {
-      $typeName: "worq.v1.RetryPolicy",
+    queue: options.queue,
+    args: options.args as SubmitInput["args"],
+    kwargs: options.kwargs as SubmitInput["kwargs"],
+    payload: options.payload,
+    custom: options.custom as SubmitInput["custom"],
+    priority: options.priority === undefined ? undefined : PRIORITY_LEVELS[options.priority],
+    atMs: options.at?.getTime(),
+    delayMs: options.delayMs,
+    reserveForMs: options.reserveForMs,
+    executionTimeoutMs: options.executionTimeoutMs,
+    backtraceFrames: options.backtrace,
+    tags: options.tags,
+    correlationId: options.correlationId,
+    retry: retry && {
       maxAttempts: retry.maxAttempts,
       maxFails: retry.maxFails,
-      backoff: retry.backoff ? BACKOFFS[retry.backoff] : BackoffStrategy.UNSPECIFIED,
-      initialDelay: retry.initialDelayMs === undefined ? undefined : durationFromMs(retry.initialDelayMs),
+      backoff: retry.backoff?.toUpperCase() as RetryPolicy["backoff"] | undefined,
+      initialDelayMs: retry.initialDelayMs,
       multiplier: retry.multiplier,
-      maxDelay: retry.maxDelayMs === undefined ? undefined : durationFromMs(retry.maxDelayMs),
-      jitter: retry.jitter ?? false,
-      onExhausted:
-        retry.onExhausted === "discard"
-          ? ExhaustedAction.DISCARD
-          : retry.onExhausted === "dead-letter"
-            ? ExhaustedAction.DEAD_LETTER
-            : ExhaustedAction.UNSPECIFIED,
-    };
-  }
-  return spec;
+      maxDelayMs: retry.maxDelayMs,
+      jitter: retry.jitter,
+      onExhausted: retry.onExhausted && (retry.onExhausted === "discard" ? "DISCARD" : "DEAD_LETTER"),
+    },
+  });
 }

@@ -172,10 +172,11 @@ export class Engine {
   /** While submits read the store, the jobs that finish meanwhile (see submit). */
   private finishWatchers = 0;
   private readonly recentlyFinished = new Map<string, JobMeta>();
-  /** Jobs that left the live set but whose final write is not durable yet (the store still has the old meta). */
-  private readonly finishing = new Map<string, JobMeta>();
-  /** For each job in `finishing`: its commit, so that readers can wait for it to be durable. */
-  private readonly finishingCommit = new Map<string, Promise<void>>();
+  /**
+   * Jobs that left the live set but whose final write is not durable yet (the store still has
+   * the old meta), with that write's commit once it is handed to the store, for readers to await.
+   */
+  private readonly finishing = new Map<string, { meta: JobMeta; commit?: Promise<void> }>();
   /** Callbacks found at open, handed to the listener when it registers. */
   private readonly pendingCallbacks: PendingCallback[] = [];
   /** When the next purge of expired finished jobs is scheduled, if one is. */
@@ -330,7 +331,7 @@ export class Engine {
     nowMs: number,
   ): Promise<SubmitResult[]> {
     const known = (jid: string): JobMeta | undefined =>
-      this.live.get(jid) ?? this.finishing.get(jid) ?? this.recentlyFinished.get(jid) ?? stored.get(jid);
+      this.live.get(jid) ?? this.finishing.get(jid)?.meta ?? this.recentlyFinished.get(jid) ?? stored.get(jid);
     const existing = (jid: string): ExistingJob | undefined => {
       const meta = known(jid);
       return meta && { state: meta.state, priority: meta.priority, depth: meta.depth ?? 0 };
@@ -462,9 +463,7 @@ export class Engine {
       // Read before this turn: skip any that is live again or changed meanwhile.
       if (this.live.has(meta.jid) || this.finishing.has(meta.jid)) continue;
       if (meta.state !== "DEAD_LETTER" && meta.state !== "FAILED") continue;
-      const write = this.apply(meta, { kind: "retry" });
-      this.pushTimer({ atMs: (write as { meta: JobMeta }).meta.expiresAtMs, jid: meta.jid, kind: "ttl" });
-      writes.push(write);
+      writes.push(this.apply(meta, { kind: "retry" }));
     }
     const retried = writes.length;
     if (retried === 0) return 0;
@@ -582,7 +581,7 @@ export class Engine {
   async getJob(jid: string): Promise<JobView> {
     checkJid(jid, "jid");
     // A job whose final write is still on its way: read it once that is durable, result included.
-    const finishing = this.finishingCommit.get(jid);
+    const finishing = this.finishing.get(jid)?.commit;
     if (finishing && !this.live.has(jid)) await finishing.catch(() => {});
     const meta = this.live.get(jid) ?? (await this.store.getMeta(jid));
     if (!meta) throw notFound(jid);
@@ -842,11 +841,15 @@ export class Engine {
     }
     if (isTerminal(next.state)) {
       this.live.delete(next.jid);
-      this.finishing.set(next.jid, next);
+      this.finishing.set(next.jid, { meta: next });
       if (next.callbackUrl !== undefined) this.cascade.push({ kind: "put-callback", callback: { jid: next.jid, url: next.callbackUrl } });
       if (this.finishWatchers > 0) this.recentlyFinished.set(next.jid, next);
       this.resolveDependents(next.jid, next.state);
-    } else this.live.set(next.jid, next);
+    } else {
+      this.live.set(next.jid, next);
+      // Back from a finished state (an operator's retry): its lifetime is counted again.
+      if (isTerminal(meta.state)) this.pushTimer({ atMs: next.expiresAtMs, jid: next.jid, kind: "ttl" });
+    }
     if (isPurgedAtExpiry(next.state)) this.schedulePurge(next.expiresAtMs);
     if (next.state === "SCHEDULED" && meta.state !== "SCHEDULED") this.enqueueReady(next);
     this.scheduleTimers(next);
@@ -1084,16 +1087,13 @@ export class Engine {
     }
     if (finished.length > 0) {
       const settled = writes.flatMap((write) => (write.kind === "put-meta" && isTerminal(write.meta.state) ? [write.meta] : []));
-      settled.forEach((meta) => this.finishingCommit.set(meta.jid, durable));
+      for (const meta of settled) {
+        const entry = this.finishing.get(meta.jid);
+        if (entry?.meta === meta) entry.commit = durable;
+      }
       const forget = () =>
-        settled.forEach((meta) => {
-          if (this.finishing.get(meta.jid) !== meta) return;
-          this.finishing.delete(meta.jid);
-          this.finishingCommit.delete(meta.jid);
-        });
+        settled.forEach((meta) => this.finishing.get(meta.jid)?.meta === meta && this.finishing.delete(meta.jid));
       void durable.then(forget, forget);
-    }
-    if (finished.length > 0) {
       // Waiters hear of a finished job only once that is on disk.
       void durable.then(() => finished.forEach((jid) => this.finishListeners.get(jid)?.forEach((notify) => notify())), () => {});
     }

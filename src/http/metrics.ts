@@ -46,36 +46,34 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
     buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000],
     registers: [registry],
   });
-  new Gauge({
-    name: "worq_queue_depth",
-    help: "Jobs per queue and state (unfinished states, and dead).",
-    labelNames: ["queue", "state"],
-    registers: [registry],
-    collect() {
-      const current = engine();
-      if (!current) return;
-      this.reset();
-      for (const stats of current.listQueues(1000).queues) {
-        const by = { ready: stats.ready, delayed: stats.delayed, in_flight: stats.inFlight, retrying: stats.retrying, pending: stats.pending, dead: stats.dead };
-        for (const [state, value] of Object.entries(by)) this.set({ queue: stats.queue, state }, value);
-      }
-    },
-  });
-  new Gauge({
+  // Both queue gauges come from one pass over the queues per scrape: the depth gauge's collect
+  // (run first, in registration order) also fills the age gauge.
+  const oldestAge = new Gauge({
     name: "worq_queue_oldest_job_age_seconds",
     help: "Age of the oldest ready job per queue (0 when none is ready).",
     labelNames: ["queue"],
-    registers: [registry],
+    registers: [], // not the global registry: registered below, in order
+  });
+  const depth = new Gauge({
+    name: "worq_queue_depth",
+    help: "Jobs per queue and state (unfinished states, and dead).",
+    labelNames: ["queue", "state"],
+    registers: [],
     collect() {
       const current = engine();
       if (!current) return;
       this.reset();
+      oldestAge.reset();
       const now = Date.now();
       for (const stats of current.listQueues(1000).queues) {
-        this.set({ queue: stats.queue }, stats.oldestReadyAtMs === undefined ? 0 : Math.max(0, now - stats.oldestReadyAtMs) / 1000);
+        const by = { ready: stats.ready, delayed: stats.delayed, in_flight: stats.inFlight, retrying: stats.retrying, pending: stats.pending, dead: stats.dead };
+        for (const [state, value] of Object.entries(by)) this.set({ queue: stats.queue, state }, value);
+        oldestAge.set({ queue: stats.queue }, stats.oldestReadyAtMs === undefined ? 0 : Math.max(0, now - stats.oldestReadyAtMs) / 1000);
       }
     },
   });
+  registry.registerMetric(depth);
+  registry.registerMetric(oldestAge);
 
   return {
     registry,

@@ -5,8 +5,8 @@ import { FailureCategory, JobState } from "../../gen/ts/worq/v1/job_pb.js";
 import { ControlAction } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import { StreamWorker } from "./support/clients.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
+import { codeOf } from "./support/errors.js";
 
-const codeOf = async (promise: Promise<unknown>) => ConnectError.from(await promise.then(() => new Error("no error"), (e: unknown) => e)).code;
 
 describe("AdminService against a real server", () => {
   let server: TestServer;

@@ -4,8 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FailureCategory, JobState } from "../../gen/ts/worq/v1/job_pb.js";
 import { StreamWorker } from "./support/clients.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
+import { codeOf } from "./support/errors.js";
 
-const codeOf = async (promise: Promise<unknown>) => ConnectError.from(await promise.then(() => new Error("no error"), (e: unknown) => e)).code;
 
 describe("cancel, delete and lifetime over gRPC (real server)", () => {
   let server: TestServer;
@@ -56,7 +56,8 @@ describe("cancel, delete and lifetime over gRPC (real server)", () => {
     await server.worker.ack({ jid, leaseId: leased.leaseId, result: new TextEncoder().encode("kept") });
     expect(new TextDecoder().decode((await server.admin.getJob({ jid })).job!.result)).toBe("kept");
     const deadline = Date.now() + 5_000;
-    while ((await codeOf(server.admin.getJob({ jid }))) !== Code.NotFound) {
+    const lookup = () => server.admin.getJob({ jid }).then(() => "present", (e: unknown) => ConnectError.from(e).code);
+    while ((await lookup()) !== Code.NotFound) {
       if (Date.now() > deadline) throw new Error("the job was not deleted at its ttl");
       await new Promise((resolve) => setTimeout(resolve, 50));
     }

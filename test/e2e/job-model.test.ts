@@ -4,8 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ExhaustedAction, FailureCategory, JobState } from "../../gen/ts/worq/v1/job_pb.js";
 import { StreamWorker } from "./support/clients.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
+import { codeOf } from "./support/errors.js";
 
-const codeOf = async (promise: Promise<unknown>) => ConnectError.from(await promise.then(() => new Error("no error"), (e: unknown) => e)).code;
 
 describe("the job model over gRPC (real server)", () => {
   let server: TestServer;

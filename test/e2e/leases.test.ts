@@ -4,15 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
 import { StreamWorker } from "./support/clients.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
+import { codeOf } from "./support/errors.js";
 
-async function codeOf(promise: Promise<unknown>): Promise<Code | "ok"> {
-  try {
-    await promise;
-    return "ok";
-  } catch (error) {
-    return ConnectError.from(error).code;
-  }
-}
 
 async function eventually(check: () => Promise<boolean>, timeoutMs = 5_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

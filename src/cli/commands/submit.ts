@@ -6,7 +6,7 @@ import { contextOf, withGlobalOptions } from "../command-context.js";
 import { usageError } from "../exit-codes.js";
 import { durationMs, jsonArray, jsonObject, PRIORITY_NAMES, priorityLevel, rfc3339Ms, tag, wholeNumber } from "../flag-values.js";
 import { submitInputFromFormat, JOB_FORMATS, type JobFormat } from "../../formats/index.js";
-import { jobSpecOfInput } from "../job-spec.js";
+import { jobSpecOfInput } from "../../client/job-spec.js";
 import { stateName } from "../job-view.js";
 import { keyValues, print, printJson } from "../output.js";
 
