@@ -11,6 +11,7 @@ import { buildNewJob, checkQueueName, type NewJob } from "./submit-validation.js
 import { dependencyFields, planDependencies, type BatchShape, type DependencyOutcome, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
 import { LeaseSlots, type SlotHolder } from "./lease-slots.js";
 import { TimerHeap, type TimerEntry } from "./timer-heap.js";
+import { BodyCache } from "./body-cache.js";
 import { LISTABLE_STATES, pageOf } from "./live-listing.js";
 
 export interface EngineOptions {
@@ -155,6 +156,8 @@ export class Engine {
   private readonly live = new Map<string, JobMeta>();
   private readonly ready = new Map<string, ReadyQueue>();
   private readonly timers = new TimerHeap();
+  /** Bodies of just-submitted ready jobs, so their lease does not read them back. */
+  private readonly bodies = new BodyCache();
   private readonly sessions = new Map<number, Session>();
   /**
    * The worker slot of every unreported lease. A slot stays taken until the worker reports
@@ -352,7 +355,7 @@ export class Engine {
     const writes: StoreWrite[] = [];
     const results: SubmitResult[] = [];
     const duplicatesOfStored: SubmitResult[] = [];
-    built.forEach(({ meta: candidate, body }, i) => {
+    built.forEach(({ meta: candidate, body, dataBytes }, i) => {
       const plan = planned[i]!;
       if (plan.existingJid !== undefined) {
         const state = this.live.get(plan.existingJid)?.state ?? (plan.existingJid === candidate.jid ? undefined : known(plan.existingJid)?.state);
@@ -366,7 +369,10 @@ export class Engine {
         if (isPurgedAtExpiry(meta.state)) this.schedulePurge(meta.expiresAtMs);
       } else {
         this.live.set(meta.jid, meta);
-        if (meta.state === "SCHEDULED") this.enqueueReady(meta);
+        if (meta.state === "SCHEDULED") {
+          this.bodies.offer(meta.jid, body, dataBytes);
+          this.enqueueReady(meta);
+        }
         for (const dep of meta.waitingOn ?? []) this.addDependent(dep, meta.jid);
         this.scheduleTimers(meta);
         this.pushTimer({ atMs: meta.expiresAtMs, jid: meta.jid, kind: "ttl" });
@@ -836,11 +842,13 @@ export class Engine {
     });
     if (next === null) {
       this.live.delete(meta.jid);
+      this.bodies.delete(meta.jid);
       this.resolveDependents(meta.jid, "DEAD_LETTER");
       return { kind: "delete-job", meta };
     }
     if (isTerminal(next.state)) {
       this.live.delete(next.jid);
+      this.bodies.delete(next.jid);
       this.finishing.set(next.jid, { meta: next });
       if (next.callbackUrl !== undefined) this.cascade.push({ kind: "put-callback", callback: { jid: next.jid, url: next.callbackUrl } });
       if (this.finishWatchers > 0) this.recentlyFinished.set(next.jid, next);
@@ -900,15 +908,33 @@ export class Engine {
       }
     }
     if (grants.size === 0) return;
-    this.persist(writes)
-      .then(() => this.deliver(grants))
-      .catch(() => {}); // storage failure is fatal and reported through onFatal
+    // Delivery does not wait for the leases to be durable: if the server dies first, the
+    // jobs are still SCHEDULED on disk and run again (at least once); a report about them
+    // is committed after the lease, in order, so nothing a worker is told goes backwards.
+    this.persist(writes).catch(() => {}); // storage failure is fatal and reported through onFatal
+    const bodyOf = new Map<string, JobBody | undefined>();
+    const misses: string[] = [];
+    for (const list of grants.values()) {
+      for (const meta of list) {
+        const body = this.bodies.take(meta.jid);
+        if (body) bodyOf.set(meta.jid, body);
+        else misses.push(meta.jid);
+      }
+    }
+    if (misses.length === 0) {
+      this.deliver(grants, bodyOf);
+      return;
+    }
+    this.store
+      .getBodies(misses)
+      .then((bodies) => {
+        misses.forEach((jid, i) => bodyOf.set(jid, bodies[i]));
+        this.deliver(grants, bodyOf);
+      })
+      .catch(() => {}); // a failed read leaves the leases to lapse: the jobs run again
   }
 
-  private async deliver(grants: Map<Session, JobMeta[]>): Promise<void> {
-    const metas = [...grants.values()].flat();
-    const bodies = await this.store.getBodies(metas.map((meta) => meta.jid));
-    const bodyOf = new Map(metas.map((meta, i) => [meta.jid, bodies[i]]));
+  private deliver(grants: Map<Session, JobMeta[]>, bodyOf: Map<string, JobBody | undefined>): void {
     for (const [session, list] of grants) {
       if (session.closed) continue; // its jobs are orphans now; their leases lapse after the grace
       const delivered: LeaseGrant[] = [];

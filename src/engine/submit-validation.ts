@@ -6,6 +6,8 @@ import { resolveRetryPolicy } from "./retry-policy.js";
 export interface NewJob {
   meta: JobMeta;
   body: JobBody;
+  /** Size of args + kwargs + custom (as JSON) + payload, as checked against the limit. */
+  dataBytes: number;
 }
 
 /**
@@ -57,7 +59,7 @@ export function buildNewJob(
   }
   const retry = resolveRetryPolicy(input.retry, `${field}.retry`);
   const payload = input.payload ?? new Uint8Array();
-  checkJobSize(input, payload, field, maxJobBytes);
+  const dataBytes = checkJobSize(input, payload, field, maxJobBytes);
 
   const runAtMs = input.atMs ?? (input.delayMs !== undefined ? nowMs + input.delayMs : undefined);
   const delayed = runAtMs !== undefined && runAtMs > nowMs;
@@ -87,7 +89,7 @@ export function buildNewJob(
   if (input.args !== undefined) body.args = input.args;
   if (input.kwargs !== undefined) body.kwargs = input.kwargs;
   if (input.custom !== undefined) body.custom = input.custom;
-  return { meta, body };
+  return { meta, body, dataBytes };
 }
 
 /** Throws WORQ_INVALID_ARGUMENT unless `name` is a valid queue name. */
@@ -111,7 +113,8 @@ function checkTags(tags: Record<string, string>, field: string): void {
   }
 }
 
-function checkJobSize(input: SubmitInput, payload: Uint8Array, field: string, maxJobBytes: number): void {
+/** Returns the job's data size; throws WORQ_TOO_LARGE naming the largest part when over the limit. */
+function checkJobSize(input: SubmitInput, payload: Uint8Array, field: string, maxJobBytes: number): number {
   const sizes: [string, number][] = [
     ["payload", payload.byteLength],
     ["args", jsonBytes(input.args)],
@@ -119,7 +122,7 @@ function checkJobSize(input: SubmitInput, payload: Uint8Array, field: string, ma
     ["custom", jsonBytes(input.custom)],
   ];
   const total = sizes.reduce((n, [, size]) => n + size, 0);
-  if (total <= maxJobBytes) return;
+  if (total <= maxJobBytes) return total;
   const [largest] = [...sizes].sort((a, b) => b[1] - a[1])[0]!;
   const detail = sizes.map(([name, size]) => `${name} ${size}`).join(", ");
   throw new WorqError(

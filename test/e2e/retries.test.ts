@@ -41,9 +41,11 @@ describe("fail, retry with backoff, dead letter (real server)", () => {
         expect(outcome.state).toBe(JobState.RETRYING);
         retryAtMs = timestampDate(outcome.retryAt!).getTime();
         const { job } = await server.admin.getJob({ jid });
+        const answeredAtMs = Date.now();
         const failedAtMs = timestampDate(job!.failure!.retriedAt!).getTime();
         expect(retryAtMs - failedAtMs).toBe(expectedDelaysMs[attempt - 1]!);
-        expect((await server.admin.getJob({ jid })).job!.state).toBe(JobState.RETRYING);
+        // Until its retry time the job waits as RETRYING (on a loaded machine the answer may come later).
+        if (answeredAtMs < retryAtMs) expect(job!.state).toBe(JobState.RETRYING);
       } else {
         expect(outcome.state).toBe(JobState.DEAD_LETTER);
       }

@@ -1,0 +1,74 @@
+#!/usr/bin/env node
+// One W1 end-to-end run of the Worq side only, for profiling work (not part of the bench):
+//   node bench/diag/e2e.mjs [--peer worq-lib|worq-raw] [--mode single|batch] [--n 20000] [--profile]
+// Prints jobs/s, server CPU-seconds per 1,000 jobs, and with --profile the top self-time
+// functions of the server (profile in bench/results/profiles/diag-*.cpuprofile).
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { installCleanupHandlers } from "../lib/cleanup.mjs";
+import { createContext, createLogger } from "../lib/context.mjs";
+import { summarizeCpuProfile } from "../lib/cpu-profile.mjs";
+import { withScope } from "../lib/run-scope.mjs";
+import { rate } from "../lib/stats.mjs";
+import { PROFILE_DIR } from "../workloads/profile.mjs";
+
+const { values } = parseArgs({
+  options: {
+    peer: { type: "string", default: "worq-lib" },
+    mode: { type: "string", default: "single" },
+    n: { type: "string", default: "20000" },
+    profile: { type: "boolean", default: false },
+    backlog: { type: "boolean", default: false },
+  },
+});
+const n = Number(values.n);
+const log = createLogger();
+installCleanupHandlers(log);
+const root = mkdtempSync(join(tmpdir(), "worq-diag-"));
+const ctx = createContext({ options: { n }, root, log });
+const name = `diag-${Date.now()}.cpuprofile`;
+if (values.profile) mkdirSync(PROFILE_DIR, { recursive: true });
+
+const result = await withScope(ctx, async (scope) => {
+  const server = await scope.server(values.peer, "diag", values.profile ? { cpuProfile: { dir: PROFILE_DIR, name } } : {});
+  const config = { ...server.target, queue: "bench", n, mode: values.mode, concurrency: 50, expect: n };
+  const producer = scope.child(values.peer, "producer", config);
+  const worker = scope.child(values.peer, "worker", config);
+  await Promise.all([producer.next("ready"), worker.next("ready")]);
+  const cpu0 = server.cpu();
+  if (values.backlog) {
+    producer.send("go");
+    const submitted = await producer.next("result");
+    const cpu1 = server.cpu();
+    worker.send("go");
+    const done = await worker.next("done");
+    const cpu2 = server.cpu();
+    worker.send("stop");
+    await worker.next("stopped");
+    return {
+      submitRate: rate(n, submitted.startedAt, submitted.endedAt),
+      drainRate: rate(n, done.goAt, done.lastAt),
+      submitCpuPer1k: ((cpu1 - cpu0) / n) * 1000,
+      drainCpuPer1k: ((cpu2 - cpu1) / n) * 1000,
+      rssMiB: server.mem(),
+    };
+  }
+  worker.send("go");
+  producer.send("go");
+  const submitted = await producer.next("result");
+  const done = await worker.next("done");
+  const cpu = server.cpu() - cpu0;
+  worker.send("stop");
+  await worker.next("stopped");
+  return { e2eRate: rate(n, submitted.startedAt, done.lastAt), serverCpuPer1k: (cpu / n) * 1000, rssMiB: server.mem() };
+});
+rmSync(root, { recursive: true, force: true });
+console.log(JSON.stringify(result));
+if (values.profile) {
+  const summary = summarizeCpuProfile(join(PROFILE_DIR, name), 30);
+  for (const t of summary.top) console.log(`${String(t.selfMs).padStart(6)} ms ${(t.share * 100).toFixed(1).padStart(5)}%  ${t.name}`);
+  console.log("--");
+  for (const t of summary.byPackage) console.log(`${String(t.selfMs).padStart(6)} ms ${(t.share * 100).toFixed(1).padStart(5)}%  ${t.name}`);
+}

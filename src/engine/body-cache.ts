@@ -1,0 +1,47 @@
+import type { JobBody } from "./job.js";
+
+/**
+ * The bodies of just-submitted ready jobs, kept until they are leased, so a lease does not
+ * read back from the store what was written a moment ago (the common case: a worker is
+ * waiting). Bounded by entries and data bytes; when full it admits nothing new, which keeps
+ * the oldest jobs, the ones a FIFO queue hands out first. A miss is only a store read.
+ */
+export class BodyCache {
+  private readonly entries = new Map<string, { body: JobBody; bytes: number }>();
+  private bytes = 0;
+
+  constructor(
+    private readonly maxEntries = 50_000,
+    private readonly maxBytes = 32 * 1024 * 1024,
+  ) {}
+
+  /** Keeps `body` if there is room; `dataBytes` is its args + kwargs + custom + payload size. */
+  offer(jid: string, body: JobBody, dataBytes: number): void {
+    if (this.entries.size >= this.maxEntries || this.bytes + dataBytes > this.maxBytes) return;
+    this.entries.set(jid, { body, bytes: dataBytes });
+    this.bytes += dataBytes;
+  }
+
+  /** The body of `jid` if cached, removing it: a body is handed out once, at its lease. */
+  take(jid: string): JobBody | undefined {
+    const entry = this.entries.get(jid);
+    if (!entry) return undefined;
+    this.forget(jid, entry.bytes);
+    return entry.body;
+  }
+
+  /** Drops `jid` (it finished or left the ready set without a lease). */
+  delete(jid: string): void {
+    const entry = this.entries.get(jid);
+    if (entry) this.forget(jid, entry.bytes);
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  private forget(jid: string, bytes: number): void {
+    this.entries.delete(jid);
+    this.bytes -= bytes;
+  }
+}
