@@ -72,7 +72,9 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
     }),
   };
   const maxRequestBytes = Math.max(config.maxJobBytes * 2, config.maxJobBytes + MESSAGE_OVERHEAD_BYTES);
-  const { server, health } = createGrpcServer(services, {
+  // gRPC always speaks binary protobuf, so its Lease streams send jobs pre-encoded.
+  const grpcServices = { ...services, worker: createWorkerService(engine, log, { keepaliveIntervalMs: config.keepaliveIntervalMs, binaryOnly: true }) };
+  const { server, health } = createGrpcServer(grpcServices, {
     maxReceiveMessageBytes: maxRequestBytes,
     descriptorSet: fromBinary(FileDescriptorSetSchema, readFileSync(join(packageRoot(), "gen/descriptors/worq.binpb"))),
     onCall: (method, code, seconds) => metrics.observeRpc(method, code, seconds),

@@ -62,7 +62,13 @@ const result = await withScope(ctx, async (scope) => {
   const cpu = server.cpu() - cpu0;
   worker.send("stop");
   await worker.next("stopped");
-  return { e2eRate: rate(n, submitted.startedAt, done.lastAt), serverCpuPer1k: (cpu / n) * 1000, rssMiB: server.mem() };
+  return {
+    e2eRate: rate(n, submitted.startedAt, done.lastAt),
+    serverCpuPer1k: (cpu / n) * 1000,
+    workerCpuPer1k: (done.cpuSec / n) * 1000,
+    producerCpuPer1k: (submitted.cpuSec / n) * 1000,
+    rssMiB: server.mem(),
+  };
 });
 rmSync(root, { recursive: true, force: true });
 console.log(JSON.stringify(result));

@@ -1,5 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { WireType } from "@bufbuild/protobuf/wire";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Engine, LeaseGrant } from "../engine/engine.js";
 import type { Logger } from "../log.js";
@@ -17,10 +18,17 @@ import { durationMsOf, failureReportOf, leasedJobOf, stateOf } from "./convert.j
 import { toConnectError } from "./error-mapping.js";
 import { guarded } from "./handler-guard.js";
 import { Outbox } from "./outbox.js";
+import { encodeLeasedJobDelimited } from "./leased-job-wire.js";
 
 export interface WorkerServiceOptions {
   /** An idle Lease stream gets a keepalive message this often (must stay under 30 s). */
   keepaliveIntervalMs: number;
+  /**
+   * Leased jobs go out pre-encoded (leased-job-wire.ts) as unknown fields of LeasedJobs:
+   * the same bytes in binary protobuf, but invisible to JSON serialisation, so only for
+   * transports that always send binary (gRPC), not the Connect side that may speak JSON.
+   */
+  binaryOnly?: boolean;
 }
 
 interface OutboxEntry {
@@ -31,6 +39,20 @@ interface OutboxEntry {
 
 /** worq.v1.WorkerService: Lease as an async generator over the engine's push sessions. */
 export function createWorkerService(engine: Engine, log: Logger, options: WorkerServiceOptions): ServiceImpl<typeof WorkerService> {
+  const jobsMessage = (grants: LeaseGrant[]): LeaseResponse =>
+    options.binaryOnly
+      ? create(LeaseResponseSchema, {
+          kind: {
+            case: "jobs",
+            value: {
+              $typeName: "worq.v1.LeasedJobs",
+              jobs: [],
+              $unknown: grants.map((grant) => ({ no: 1, wireType: WireType.LengthDelimited, data: encodeLeasedJobDelimited(grant) })),
+            },
+          },
+        })
+      : create(LeaseResponseSchema, { kind: { case: "jobs", value: { jobs: grants.map(leasedJobOf) } } });
+
   async function* lease(request: LeaseRequest, ctx: HandlerContext): AsyncGenerator<LeaseResponse> {
     const outbox = new Outbox<OutboxEntry>();
     let session;
@@ -38,11 +60,7 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
       session = engine.openLease(
         { queues: [...request.queues], workerId: request.workerId, credits: request.credits, labels: { ...request.labels } },
         {
-          deliver: (grants: LeaseGrant[]) =>
-            outbox.push({
-              message: create(LeaseResponseSchema, { kind: { case: "jobs", value: { jobs: grants.map(leasedJobOf) } } }),
-              last: false,
-            }),
+          deliver: (grants: LeaseGrant[]) => outbox.push({ message: jobsMessage(grants), last: false }),
           control: (action, reason) =>
             outbox.push({
               message: create(LeaseResponseSchema, {

@@ -1,0 +1,177 @@
+import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import type { JobBody, JobMeta, JsonValue, RetryPolicy } from "../engine/job.js";
+import type { LeaseGrant } from "../engine/engine.js";
+import { BackoffStrategy, DependencyType, ExhaustedAction, FailureCategory, JobState } from "../../gen/ts/worq/v1/job_pb.js";
+
+/**
+ * Writes leased jobs straight to protobuf wire format (worq.v1.LeasedJob, field numbers from
+ * proto/worq/v1), byte-for-byte what `toBinary(LeasedJobSchema, leasedJobOf(grant))` means
+ * but without building the message tree first: building and then encoding the 37-field Job,
+ * its Timestamps and the args' Value tree was a sixth of the server's CPU per job
+ * (docs/performance.md). test/transport/leased-job-wire.test.ts decodes both and compares
+ * them, so a field added to `jobOf` and not here fails there.
+ */
+export function encodeLeasedJob(grant: LeaseGrant): Uint8Array {
+  const writer = new BinaryWriter();
+  writeLeasedJob(writer, grant);
+  return writer.finish();
+}
+
+/**
+ * The same, length-prefixed: the data of one unknown-field entry `{ no: 1, wireType:
+ * LengthDelimited }` of LeasedJobs, which protobuf-es writes out as-is, so a LeaseResponse
+ * carrying such entries is wire-identical to one with `jobs` set.
+ */
+export function encodeLeasedJobDelimited(grant: LeaseGrant): Uint8Array {
+  const writer = new BinaryWriter();
+  writer.fork();
+  writeLeasedJob(writer, grant);
+  writer.join();
+  return writer.finish();
+}
+
+function writeLeasedJob(w: BinaryWriter, { meta, body }: LeaseGrant): void {
+  const lease = meta.lease!;
+  w.tag(1, WireType.LengthDelimited).fork();
+  writeJob(w, meta, body);
+  w.join();
+  str(w, 2, lease.leaseId);
+  timestamp(w, 3, lease.expiresAtMs);
+  timestamp(w, 4, lease.executionDeadlineMs);
+}
+
+function writeJob(w: BinaryWriter, meta: JobMeta, body: JobBody): void {
+  str(w, 1, meta.jid);
+  str(w, 2, meta.type);
+  str(w, 3, meta.queue);
+  varint(w, 4, JobState[meta.state]);
+  varint(w, 5, meta.attempt);
+  if (body.args) {
+    w.tag(6, WireType.LengthDelimited).fork();
+    writeListValue(w, body.args);
+    w.join();
+  }
+  if (body.kwargs) struct(w, 7, body.kwargs);
+  if (body.payload.byteLength > 0) w.tag(8, WireType.LengthDelimited).bytes(body.payload);
+  if (body.custom) struct(w, 9, body.custom);
+  varint(w, 10, meta.priority + 1);
+  if (meta.atMs !== undefined) timestamp(w, 11, meta.atMs);
+  duration(w, 12, meta.reserveForMs);
+  duration(w, 13, meta.executionTimeoutMs);
+  w.tag(14, WireType.LengthDelimited).fork();
+  writeRetryPolicy(w, meta.retry);
+  w.join();
+  varint(w, 15, meta.backtraceFrames);
+  for (const key of Object.keys(body.tags)) {
+    w.tag(16, WireType.LengthDelimited).fork();
+    w.tag(1, WireType.LengthDelimited).string(key);
+    w.tag(2, WireType.LengthDelimited).string(body.tags[key]!);
+    w.join();
+  }
+  str(w, 17, body.correlationId);
+  varint(w, 18, meta.fails);
+  if (meta.failure) {
+    const f = meta.failure;
+    w.tag(19, WireType.LengthDelimited).fork();
+    timestamp(w, 1, f.failedAtMs);
+    timestamp(w, 2, f.retriedAtMs);
+    varint(w, 3, f.retryCount);
+    str(w, 4, f.message);
+    str(w, 5, f.errtype);
+    for (const line of f.backtrace) w.tag(6, WireType.LengthDelimited).string(line);
+    varint(w, 7, FailureCategory[f.category]);
+    w.join();
+  }
+  timestamp(w, 20, meta.createdAtMs);
+  if (meta.enqueuedAtMs !== undefined) timestamp(w, 21, meta.enqueuedAtMs);
+  if (meta.dueAtMs !== undefined) timestamp(w, 22, meta.dueAtMs);
+  if (meta.startedAtMs !== undefined) timestamp(w, 23, meta.startedAtMs);
+  timestamp(w, 24, meta.updatedAtMs);
+  if (meta.completedAtMs !== undefined) timestamp(w, 25, meta.completedAtMs);
+  for (const id of meta.previousLeaseIds) w.tag(27, WireType.LengthDelimited).string(id);
+  if (meta.lease) {
+    timestamp(w, 28, meta.lease.expiresAtMs);
+    str(w, 29, meta.lease.workerId);
+  }
+  timestamp(w, 30, meta.expiresAtMs);
+  duration(w, 31, meta.ttlMs);
+  str(w, 32, meta.idempotencyKey ?? "");
+  str(w, 33, meta.parentJid ?? "");
+  if (meta.dependency) varint(w, 34, DependencyType[meta.dependency.type]);
+  for (const jid of meta.dependency?.jids ?? []) w.tag(35, WireType.LengthDelimited).string(jid);
+  for (const jid of meta.waitingOn ?? []) w.tag(36, WireType.LengthDelimited).string(jid);
+  str(w, 37, meta.callbackUrl ?? "");
+}
+
+function writeRetryPolicy(w: BinaryWriter, policy: RetryPolicy): void {
+  w.tag(1, WireType.Varint).uint32(policy.maxAttempts); // explicit presence: always written
+  if (policy.maxFails !== null) w.tag(2, WireType.Varint).uint32(policy.maxFails);
+  varint(w, 3, BackoffStrategy[policy.backoff]);
+  duration(w, 4, policy.initialDelayMs);
+  w.tag(5, WireType.Bit64).double(policy.multiplier);
+  duration(w, 6, policy.maxDelayMs);
+  if (policy.jitter) w.tag(7, WireType.Varint).bool(true);
+  varint(w, 8, ExhaustedAction[policy.onExhausted]);
+}
+
+/** google.protobuf.Value, as protobuf-es's fromJson builds it from a JSON value. */
+function writeValue(w: BinaryWriter, value: JsonValue): void {
+  if (value === null) w.tag(1, WireType.Varint).int32(0);
+  else if (typeof value === "number") w.tag(2, WireType.Bit64).double(value);
+  else if (typeof value === "string") w.tag(3, WireType.LengthDelimited).string(value);
+  else if (typeof value === "boolean") w.tag(4, WireType.Varint).bool(value);
+  else if (Array.isArray(value)) {
+    w.tag(6, WireType.LengthDelimited).fork();
+    writeListValue(w, value);
+    w.join();
+  } else {
+    w.tag(5, WireType.LengthDelimited).fork();
+    writeStructFields(w, value);
+    w.join();
+  }
+}
+
+function writeListValue(w: BinaryWriter, values: JsonValue[]): void {
+  for (const value of values) {
+    w.tag(1, WireType.LengthDelimited).fork();
+    writeValue(w, value);
+    w.join();
+  }
+}
+
+function writeStructFields(w: BinaryWriter, object: { [key: string]: JsonValue }): void {
+  for (const key of Object.keys(object)) {
+    w.tag(1, WireType.LengthDelimited).fork();
+    w.tag(1, WireType.LengthDelimited).string(key);
+    w.tag(2, WireType.LengthDelimited).fork();
+    writeValue(w, object[key]!);
+    w.join();
+    w.join();
+  }
+}
+
+function struct(w: BinaryWriter, field: number, object: { [key: string]: JsonValue }): void {
+  w.tag(field, WireType.LengthDelimited).fork();
+  writeStructFields(w, object);
+  w.join();
+}
+
+/** Timestamp / Duration from milliseconds, as timestampFromMs builds it; always present. */
+function timestamp(w: BinaryWriter, field: number, ms: number): void {
+  w.tag(field, WireType.LengthDelimited).fork();
+  const seconds = Math.floor(ms / 1000);
+  const nanos = (ms - seconds * 1000) * 1_000_000;
+  if (seconds !== 0) w.tag(1, WireType.Varint).int64(seconds);
+  if (nanos !== 0) w.tag(2, WireType.Varint).int32(nanos);
+  w.join();
+}
+
+const duration = timestamp;
+
+function str(w: BinaryWriter, field: number, value: string): void {
+  if (value !== "") w.tag(field, WireType.LengthDelimited).string(value);
+}
+
+function varint(w: BinaryWriter, field: number, value: number): void {
+  if (value !== 0) w.tag(field, WireType.Varint).uint32(value);
+}
