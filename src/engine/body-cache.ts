@@ -1,9 +1,9 @@
 import type { JobBody } from "./job.js";
 
 /**
- * The bodies of just-submitted ready jobs, kept until they are leased, so a lease does not
- * read back from the store what was written a moment ago (the common case: a worker is
- * waiting). Bounded by entries and data bytes; when full it admits nothing new, which keeps
+ * The bodies of just-submitted jobs that are ready or due within seconds, kept until they
+ * are leased, so a lease does not read back from the store what was written a moment ago
+ * (the common case: a worker is waiting). Bounded by entries and data bytes; when full it admits nothing new, which keeps
  * the oldest jobs, the ones a FIFO queue hands out first. A miss is only a store read.
  */
 export class BodyCache {
@@ -11,8 +11,8 @@ export class BodyCache {
   private bytes = 0;
 
   constructor(
-    private readonly maxEntries = 50_000,
-    private readonly maxBytes = 32 * 1024 * 1024,
+    private readonly maxEntries = 10_000,
+    private readonly maxBytes = 16 * 1024 * 1024,
   ) {}
 
   /** Keeps `body` if there is room; `dataBytes` is its args + kwargs + custom + payload size. */
@@ -30,7 +30,7 @@ export class BodyCache {
     return entry.body;
   }
 
-  /** Drops `jid` (it finished or left the ready set without a lease). */
+  /** Drops `jid` (it finished without a lease). */
   delete(jid: string): void {
     const entry = this.entries.get(jid);
     if (entry) this.forget(jid, entry.bytes);

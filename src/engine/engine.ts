@@ -125,6 +125,8 @@ interface Session extends LeaseSession, SlotHolder {
 }
 
 const DEFAULT_ORPHAN_GRACE_MS = 10_000;
+/** A delayed job due within this long keeps its body in memory for its lease, like a ready one. */
+const BODY_CACHE_HORIZON_MS = 10_000;
 /** Longest wait of GetResult and Run. */
 const MAX_WAIT_MS = 3_600_000;
 
@@ -369,10 +371,10 @@ export class Engine {
         if (isPurgedAtExpiry(meta.state)) this.schedulePurge(meta.expiresAtMs);
       } else {
         this.live.set(meta.jid, meta);
-        if (meta.state === "SCHEDULED") {
+        if (meta.state === "SCHEDULED" || (meta.state === "DELAYED" && meta.dueAtMs! - nowMs <= BODY_CACHE_HORIZON_MS)) {
           this.bodies.offer(meta.jid, body, dataBytes);
-          this.enqueueReady(meta);
         }
+        if (meta.state === "SCHEDULED") this.enqueueReady(meta);
         for (const dep of meta.waitingOn ?? []) this.addDependent(dep, meta.jid);
         this.scheduleTimers(meta);
         this.pushTimer({ atMs: meta.expiresAtMs, jid: meta.jid, kind: "ttl" });

@@ -1,0 +1,88 @@
+import { describe, expect, it } from "vitest";
+import { BodyCache } from "../../src/engine/body-cache.js";
+import type { JobBody } from "../../src/engine/job.js";
+import { MemoryStore } from "../../src/storage/memory/memory-store.js";
+import { CollectingSink, flush, openEngine, report, submitOne } from "./helpers.js";
+
+const bodyOf = (n: number): JobBody => ({ args: [n], payload: new Uint8Array(), tags: {}, correlationId: "" });
+
+/** Counts the body reads that reach the store. */
+class CountingStore extends MemoryStore {
+  bodyReads = 0;
+  override getBodies(jids: readonly string[]) {
+    this.bodyReads += jids.length;
+    return super.getBodies(jids);
+  }
+}
+
+describe("BodyCache", () => {
+  it("admits while it has room, then keeps the oldest (the ones a FIFO queue hands out first)", () => {
+    const cache = new BodyCache(2, 1_000);
+    cache.offer("a", bodyOf(1), 10);
+    cache.offer("b", bodyOf(2), 10);
+    cache.offer("c", bodyOf(3), 10);
+    expect(cache.take("c")).toBeUndefined();
+    expect(cache.take("a")).toEqual(bodyOf(1));
+    expect(cache.take("a")).toBeUndefined(); // handed out once
+    cache.offer("d", bodyOf(4), 10);
+    expect(cache.size).toBe(2);
+  });
+
+  it("is bounded by data bytes too, and a deleted entry gives its bytes back", () => {
+    const cache = new BodyCache(100, 25);
+    cache.offer("a", bodyOf(1), 20);
+    cache.offer("b", bodyOf(2), 10);
+    expect(cache.size).toBe(1);
+    cache.delete("a");
+    cache.offer("b", bodyOf(2), 10);
+    expect(cache.take("b")).toEqual(bodyOf(2));
+  });
+});
+
+describe("engine: bodies of just-submitted jobs", () => {
+  it("a waiting worker gets a new job's body without a store read, before the submit is even durable", async () => {
+    const store = new CountingStore();
+    const { engine } = await openEngine({ store });
+    const sink = new CollectingSink();
+    engine.openLease({ queues: ["q"], workerId: "w", credits: 5 }, sink);
+    const submitted = engine.submit([{ type: "t", queue: "q", args: [{ n: 1 }], kwargs: { k: "v" } }], () => "job");
+    expect(sink.grants).toHaveLength(1); // delivered in the submit's own turn
+    expect(sink.grants[0]!.body.args).toEqual([{ n: 1 }]);
+    expect(sink.grants[0]!.body.kwargs).toEqual({ k: "v" });
+    await submitted;
+    expect(store.bodyReads).toBe(0);
+  });
+
+  it("a retried attempt and a job due beyond the cache horizon read their body from the store", async () => {
+    const store = new CountingStore();
+    const { engine, clock } = await openEngine({ store });
+    const sink = new CollectingSink();
+    engine.openLease({ queues: ["q"], workerId: "w", credits: 5 }, sink);
+    const jid = await submitOne(engine, { type: "t", queue: "q", args: ["first"], retry: { initialDelayMs: 1_000, jitter: false } });
+    const first = sink.grantOf(jid);
+    await engine.fail(jid, first.meta.lease!.leaseId, report());
+    clock.advance(1_000);
+    engine.tick();
+    await flush();
+    expect(sink.grants).toHaveLength(2);
+    expect(sink.grants[1]!.body.args).toEqual(["first"]);
+    expect(store.bodyReads).toBe(1);
+
+    const later = await submitOne(engine, { type: "t", queue: "q", args: ["later"], delayMs: 60_000 });
+    clock.advance(60_000);
+    engine.tick();
+    await flush();
+    expect(sink.grantOf(later).body.args).toEqual(["later"]);
+    expect(store.bodyReads).toBe(2);
+  });
+
+  it("a cancelled job's cached body is dropped, not handed to a later lease", async () => {
+    const { engine } = await openEngine();
+    const jid = await submitOne(engine, { type: "t", queue: "q", args: ["x"] });
+    await engine.cancel(jid);
+    const sink = new CollectingSink();
+    engine.openLease({ queues: ["q"], workerId: "w", credits: 5 }, sink);
+    await flush();
+    expect(sink.grants).toHaveLength(0);
+  });
+});
