@@ -11,6 +11,8 @@ import { installCleanupHandlers } from "../lib/cleanup.mjs";
 import { createContext, createLogger } from "../lib/context.mjs";
 import { summarizeCpuProfile } from "../lib/cpu-profile.mjs";
 import { withScope } from "../lib/run-scope.mjs";
+import { startChild } from "../lib/child.mjs";
+import { peerScript } from "../lib/peers.mjs";
 import { rate } from "../lib/stats.mjs";
 import { PROFILE_DIR } from "../workloads/profile.mjs";
 
@@ -21,6 +23,7 @@ const { values } = parseArgs({
     n: { type: "string", default: "20000" },
     profile: { type: "boolean", default: false },
     backlog: { type: "boolean", default: false },
+    "profile-worker": { type: "boolean", default: false },
   },
 });
 const n = Number(values.n);
@@ -29,13 +32,17 @@ installCleanupHandlers(log);
 const root = mkdtempSync(join(tmpdir(), "worq-diag-"));
 const ctx = createContext({ options: { n }, root, log });
 const name = `diag-${Date.now()}.cpuprofile`;
-if (values.profile) mkdirSync(PROFILE_DIR, { recursive: true });
+if (values.profile || values["profile-worker"]) mkdirSync(PROFILE_DIR, { recursive: true });
 
 const result = await withScope(ctx, async (scope) => {
   const server = await scope.server(values.peer, "diag", values.profile ? { cpuProfile: { dir: PROFILE_DIR, name } } : {});
   const config = { ...server.target, queue: "bench", n, mode: values.mode, concurrency: 50, expect: n };
   const producer = scope.child(values.peer, "producer", config);
-  const worker = scope.child(values.peer, "worker", config);
+  const worker = values["profile-worker"]
+    ? startChild(peerScript(values.peer, "worker"), config, {
+        nodeArgs: ["--cpu-prof", "--cpu-prof-dir", PROFILE_DIR, "--cpu-prof-name", `worker-${name}`],
+      })
+    : scope.child(values.peer, "worker", config);
   await Promise.all([producer.next("ready"), worker.next("ready")]);
   const cpu0 = server.cpu();
   if (values.backlog) {
@@ -60,21 +67,36 @@ const result = await withScope(ctx, async (scope) => {
   const submitted = await producer.next("result");
   const done = await worker.next("done");
   const cpu = server.cpu() - cpu0;
+  const rpcs = await rpcCounts(server.httpPort);
   worker.send("stop");
   await worker.next("stopped");
+  if (values["profile-worker"]) await worker.close(5_000);
   return {
     e2eRate: rate(n, submitted.startedAt, done.lastAt),
     serverCpuPer1k: (cpu / n) * 1000,
     workerCpuPer1k: (done.cpuSec / n) * 1000,
     producerCpuPer1k: (submitted.cpuSec / n) * 1000,
     rssMiB: server.mem(),
+    rpcsPer1k: Object.fromEntries(Object.entries(rpcs).map(([method, count]) => [method, Math.round((count / n) * 1000)])),
   };
 });
 rmSync(root, { recursive: true, force: true });
 console.log(JSON.stringify(result));
-if (values.profile) {
-  const summary = summarizeCpuProfile(join(PROFILE_DIR, name), 30);
+for (const file of [values.profile && name, values["profile-worker"] && `worker-${name}`].filter(Boolean)) {
+  console.log(`== ${file}`);
+  const summary = summarizeCpuProfile(join(PROFILE_DIR, file), 30);
   for (const t of summary.top) console.log(`${String(t.selfMs).padStart(6)} ms ${(t.share * 100).toFixed(1).padStart(5)}%  ${t.name}`);
   console.log("--");
   for (const t of summary.byPackage) console.log(`${String(t.selfMs).padStart(6)} ms ${(t.share * 100).toFixed(1).padStart(5)}%  ${t.name}`);
+}
+
+/** Calls per RPC method so far, from the server's /metrics. */
+async function rpcCounts(httpPort) {
+  if (!httpPort) return {};
+  const text = await (await fetch(`http://127.0.0.1:${httpPort}/metrics`)).text();
+  const counts = {};
+  for (const match of text.matchAll(/^worq_rpc_duration_seconds_count\{[^}]*method="(\w+)"[^}]*\} (\d+)/gm)) {
+    counts[match[1]] = (counts[match[1]] ?? 0) + Number(match[2]);
+  }
+  return counts;
 }

@@ -33,6 +33,7 @@ export function createContext({ options, root, redisBin, log }) {
       return {
         pid: server.pid,
         target: server.target,
+        httpPort: server.httpPort,
         /** CPU seconds so far (Redis: with its reaped AOF-rewrite children). */
         cpu: () => cpuSeconds(server.pid, { withChildren: redis }),
         mem: () => memoryMiB(server.pid),

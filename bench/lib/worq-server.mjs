@@ -34,6 +34,7 @@ export async function startWorqServer(dataDir, { cpuProfile } = {}) {
   return {
     pid: child.pid,
     address: `127.0.0.1:${listening.grpcPort}`,
+    httpPort: listening.httpPort,
     target: { address: `127.0.0.1:${listening.grpcPort}` },
     dataDir,
     stderr: () => stderr,
