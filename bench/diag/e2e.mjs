@@ -24,6 +24,7 @@ const { values } = parseArgs({
     profile: { type: "boolean", default: false },
     backlog: { type: "boolean", default: false },
     "profile-worker": { type: "boolean", default: false },
+    "heap-prof": { type: "boolean", default: false },
   },
 });
 const n = Number(values.n);
@@ -35,7 +36,10 @@ const name = `diag-${Date.now()}.cpuprofile`;
 if (values.profile || values["profile-worker"]) mkdirSync(PROFILE_DIR, { recursive: true });
 
 const result = await withScope(ctx, async (scope) => {
-  const server = await scope.server(values.peer, "diag", values.profile ? { cpuProfile: { dir: PROFILE_DIR, name } } : {});
+  const server = await scope.server(values.peer, "diag", {
+    ...(values.profile ? { cpuProfile: { dir: PROFILE_DIR, name } } : {}),
+    ...(values["heap-prof"] ? { nodeArgs: ["--heap-prof", "--heap-prof-dir", PROFILE_DIR, "--heap-prof-name", `heap-${name}.heapprofile`] } : {}),
+  });
   const config = { ...server.target, queue: "bench", n, mode: values.mode, concurrency: 50, expect: n };
   const producer = scope.child(values.peer, "producer", config);
   const worker = values["profile-worker"]

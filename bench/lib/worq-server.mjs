@@ -11,9 +11,10 @@ export const WORQ_CLI = fileURLToPath(new URL("../../dist/src/cli/worq.js", impo
  * LevelDB in `dataDir`; resolves once it prints its "listening" line. `cpuProfile`
  * ({ dir, name }) runs it under `node --cpu-prof`, written when it stops.
  */
-export async function startWorqServer(dataDir, { cpuProfile } = {}) {
+export async function startWorqServer(dataDir, { cpuProfile, nodeArgs: extraNodeArgs = [] } = {}) {
   mkdirSync(dataDir, { recursive: true });
   const nodeArgs = cpuProfile ? ["--cpu-prof", "--cpu-prof-dir", cpuProfile.dir, "--cpu-prof-name", cpuProfile.name] : [];
+  nodeArgs.push(...extraNodeArgs);
   const child = trackProcess(
     spawn(process.execPath, [...nodeArgs, WORQ_CLI, "serve", "--port", "0", "--data-dir", dataDir, "--log-level", "warn"], {
       stdio: ["ignore", "pipe", "pipe"],

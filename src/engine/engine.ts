@@ -12,6 +12,7 @@ import { dependencyFields, planDependencies, type BatchShape, type DependencyOut
 import { LeaseSlots, type SlotHolder } from "./lease-slots.js";
 import { TimerHeap, type TimerEntry } from "./timer-heap.js";
 import { BodyCache } from "./body-cache.js";
+import { internName, internRetryPolicy } from "./intern.js";
 import { LISTABLE_STATES, pageOf } from "./live-listing.js";
 
 export interface EngineOptions {
@@ -224,7 +225,7 @@ export class Engine {
     const now = this.clock.nowMs();
     const ready: JobMeta[] = [];
     for await (const stored of this.store.liveJobs()) {
-      let meta = stored;
+      let meta: JobMeta = { ...stored, type: internName(stored.type), queue: internName(stored.queue), retry: internRetryPolicy(stored.retry) };
       this.readySeq = Math.max(this.readySeq, meta.readySeq);
       if (meta.state === "SCHEDULED") ready.push(meta);
       if (meta.state === "RUNNING" && meta.lease) {

@@ -2,6 +2,7 @@ import { WorqError, invalid } from "./errors.js";
 import { PRIORITY_LEVELS, PRIORITY_NORMAL, type JobBody, type JobMeta, type SubmitInput } from "./job.js";
 import { LIMITS } from "./limits.js";
 import { resolveRetryPolicy } from "./retry-policy.js";
+import { NO_LEASE_IDS, internName, internRetryPolicy } from "./intern.js";
 
 export interface NewJob {
   meta: JobMeta;
@@ -57,7 +58,7 @@ export function buildNewJob(
   if (input.idempotencyKey !== undefined && (input.idempotencyKey.length === 0 || input.idempotencyKey.length > LIMITS.idempotencyKeyMaxChars)) {
     invalid(`${field}.idempotency_key`, `must be 1–${LIMITS.idempotencyKeyMaxChars} chars`);
   }
-  const retry = resolveRetryPolicy(input.retry, `${field}.retry`);
+  const retry = internRetryPolicy(resolveRetryPolicy(input.retry, `${field}.retry`));
   const payload = input.payload ?? new Uint8Array();
   const dataBytes = checkJobSize(input, payload, field, maxJobBytes);
 
@@ -65,8 +66,8 @@ export function buildNewJob(
   const delayed = runAtMs !== undefined && runAtMs > nowMs;
   const meta: JobMeta = {
     jid,
-    type: input.type,
-    queue,
+    type: internName(input.type),
+    queue: internName(queue),
     priority,
     state: delayed ? "DELAYED" : "SCHEDULED",
     attempt: 0,
@@ -80,7 +81,7 @@ export function buildNewJob(
     createdAtMs: nowMs,
     updatedAtMs: nowMs,
     readySeq: 0,
-    previousLeaseIds: [],
+    previousLeaseIds: NO_LEASE_IDS,
     ...(delayed ? { atMs: runAtMs, dueAtMs: runAtMs } : { enqueuedAtMs: nowMs }),
     ...(input.idempotencyKey !== undefined ? { idempotencyKey: input.idempotencyKey } : {}),
     ...(input.callbackUrl !== undefined ? { callbackUrl: input.callbackUrl } : {}),
