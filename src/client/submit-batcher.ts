@@ -15,7 +15,7 @@ const MAX_BATCH = 1000;
 
 /**
  * Coalesces concurrent `submit` calls into SubmitBatch calls, as ioredis auto-pipelines for
- * BullMQ: one call in flight; whatever arrives meanwhile goes out together next. A lone
+ * BullMQ: up to two calls in flight; whatever arrives meanwhile goes out together next. A lone
  * submit goes out as Submit. A batch refused because of one job (SubmitBatch is atomic, and
  * names it as jobs[i]) is resent without it, and that job alone fails, with its own error.
  */
@@ -31,7 +31,9 @@ export class SubmitBatcher {
   submit(spec: JobSpec): Promise<string> {
     return new Promise((resolve, reject) => {
       this.queue.push({ spec, resolve, reject });
-      if (this.inFlight < this.maxInFlight) setImmediate(() => void this.flush());
+      // A microtask, not setImmediate: submits made in the same turn still go out together,
+      // and a lone submit leaves without waiting for the next event-loop iteration (pickup latency).
+      if (this.inFlight < this.maxInFlight) queueMicrotask(() => void this.flush());
     });
   }
 
