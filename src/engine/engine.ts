@@ -189,6 +189,7 @@ export class Engine {
   private purgeAtMs: number | undefined;
   private purging = false;
   private readySeq = 0;
+  private pumpScheduled = false;
   private sessionSeq = 0;
   private counters: Counters = { submitted: 0, processed: 0, failed: 0, evicted: 0 };
   private fatal: unknown;
@@ -693,7 +694,7 @@ export class Engine {
     if (result.byteLength > 0) writes.push({ kind: "put-result", jid, result });
     this.counters.processed++;
     const durable = this.persist(writes);
-    this.pump();
+    this.schedulePump();
     await durable;
   }
 
@@ -714,7 +715,7 @@ export class Engine {
     this.counters.failed++;
     const after = this.live.get(jid) ?? lastMeta(writes);
     const durable = this.persist(writes);
-    this.pump();
+    this.schedulePump();
     await durable;
     if (!after) return { state: null };
     return after.state === "RETRYING" ? { state: after.state, retryAtMs: after.dueAtMs! } : { state: after.state };
@@ -819,7 +820,7 @@ export class Engine {
    * A report, even a refused one, frees the worker's slot for that lease.
    */
   private applyHeld(jid: string, event: JobEvent & { leaseId: string }): StoreWrite[] | undefined {
-    if (event.kind !== "renew" && this.slots.release(event.leaseId)) queueMicrotask(() => this.pump());
+    if (event.kind !== "renew" && this.slots.release(event.leaseId)) this.schedulePump();
     const meta = this.live.get(jid);
     if (!meta) return undefined;
     return [this.apply(meta, event)]; // throws WORQ_LEASE_NOT_HELD before any change
@@ -886,6 +887,20 @@ export class Engine {
       if (meta?.state !== "PENDING") continue;
       this.cascade.push(this.apply(meta, { kind: "dependency-finished", jid, state }));
     }
+  }
+
+  /**
+   * Pumps once, in a microtask: the reports of one Report call (or of several settled in one
+   * turn) free their slots first, and the freed credits are refilled together, in one lease
+   * commit and one stream message per worker, instead of one per report.
+   */
+  private schedulePump(): void {
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    queueMicrotask(() => {
+      this.pumpScheduled = false;
+      this.pump();
+    });
   }
 
   /** Hands ready jobs to sessions with free credit, round-robin, then persists and delivers them. */
