@@ -393,7 +393,7 @@ export class Engine {
     });
     this.counters.submitted += writes.filter((write) => write.kind === "put-job").length;
     const durable = writes.length > 0 ? this.persist(writes) : Promise.resolve();
-    this.pump();
+    this.schedulePump(); // submits parsed from one socket read are delivered together
     await durable;
     // A duplicate of a job that is no longer live: its state comes from the store.
     for (const result of duplicatesOfStored) result.state = (await this.store.getMeta(result.jid))?.state;
