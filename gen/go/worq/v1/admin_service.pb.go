@@ -124,8 +124,22 @@ type ListJobsRequest struct {
 	State JobState `protobuf:"varint,2,opt,name=state,proto3,enum=worq.v1.JobState" json:"state,omitempty"`
 	// At most this many jobs; default 100, at most 1000.
 	PageSize uint32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// Cursor from a previous response; empty starts at the beginning.
-	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Cursor from a previous response; empty starts at the beginning. A cursor stays valid
+	// when the filters below change (it is a position in the listing order).
+	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only jobs of exactly this type; empty matches every type.
+	Type string `protobuf:"bytes,5,opt,name=type,proto3" json:"type,omitempty"`
+	// Only jobs carrying every one of these tags; an empty value matches any value of its key.
+	Tags map[string]string `protobuf:"bytes,6,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Only jobs with exactly this correlation id; empty matches every job.
+	CorrelationId string `protobuf:"bytes,7,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
+	// Only jobs whose jid starts with this (lowercase hex and dashes, at most 36 chars); empty
+	// matches every job.
+	JidPrefix string `protobuf:"bytes,8,opt,name=jid_prefix,json=jidPrefix,proto3" json:"jid_prefix,omitempty"`
+	// Only jobs submitted at or after this instant; unset means no lower bound.
+	CreatedAfter *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_after,json=createdAfter,proto3" json:"created_after,omitempty"`
+	// Only jobs submitted before this instant; unset means no upper bound.
+	CreatedBefore *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=created_before,json=createdBefore,proto3" json:"created_before,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -188,12 +202,56 @@ func (x *ListJobsRequest) GetPageToken() string {
 	return ""
 }
 
+func (x *ListJobsRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ListJobsRequest) GetTags() map[string]string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+func (x *ListJobsRequest) GetCorrelationId() string {
+	if x != nil {
+		return x.CorrelationId
+	}
+	return ""
+}
+
+func (x *ListJobsRequest) GetJidPrefix() string {
+	if x != nil {
+		return x.JidPrefix
+	}
+	return ""
+}
+
+func (x *ListJobsRequest) GetCreatedAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAfter
+	}
+	return nil
+}
+
+func (x *ListJobsRequest) GetCreatedBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedBefore
+	}
+	return nil
+}
+
 // ListJobsResponse is one page.
 type ListJobsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The jobs, in queue order (priority, then FIFO) or by due time for DELAYED/RETRYING.
 	Jobs []*Job `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
-	// Cursor for the next page; empty when this was the last.
+	// Cursor for the next page; empty when this was the last. With filters, one call examines
+	// at most 10,000 jobs, so a page may hold fewer than page_size jobs (even none) while this
+	// is set: the listing goes on from here.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1488,13 +1546,24 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\rGetJobRequest\x12\x10\n" +
 	"\x03jid\x18\x01 \x01(\tR\x03jid\"0\n" +
 	"\x0eGetJobResponse\x12\x1e\n" +
-	"\x03job\x18\x01 \x01(\v2\f.worq.v1.JobR\x03job\"\x8c\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\f.worq.v1.JobR\x03job\"\xdb\x03\n" +
 	"\x0fListJobsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12'\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x11.worq.v1.JobStateR\x05state\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\rR\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tR\tpageToken\"\\\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\x12\x12\n" +
+	"\x04type\x18\x05 \x01(\tR\x04type\x126\n" +
+	"\x04tags\x18\x06 \x03(\v2\".worq.v1.ListJobsRequest.TagsEntryR\x04tags\x12%\n" +
+	"\x0ecorrelation_id\x18\a \x01(\tR\rcorrelationId\x12\x1d\n" +
+	"\n" +
+	"jid_prefix\x18\b \x01(\tR\tjidPrefix\x12?\n" +
+	"\rcreated_after\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\fcreatedAfter\x12A\n" +
+	"\x0ecreated_before\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\rcreatedBefore\x1a7\n" +
+	"\tTagsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\\\n" +
 	"\x10ListJobsResponse\x12 \n" +
 	"\x04jobs\x18\x01 \x03(\v2\f.worq.v1.JobR\x04jobs\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"O\n" +
@@ -1607,7 +1676,7 @@ func file_worq_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_worq_v1_admin_service_proto_rawDescData
 }
 
-var file_worq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_worq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_worq_v1_admin_service_proto_goTypes = []any{
 	(*GetJobRequest)(nil),         // 0: worq.v1.GetJobRequest
 	(*GetJobResponse)(nil),        // 1: worq.v1.GetJobResponse
@@ -1635,57 +1704,61 @@ var file_worq_v1_admin_service_proto_goTypes = []any{
 	(*PurgeQueueResponse)(nil),    // 23: worq.v1.PurgeQueueResponse
 	(*ControlWorkerRequest)(nil),  // 24: worq.v1.ControlWorkerRequest
 	(*ControlWorkerResponse)(nil), // 25: worq.v1.ControlWorkerResponse
-	nil,                           // 26: worq.v1.WorkerInfo.LabelsEntry
-	(*Job)(nil),                   // 27: worq.v1.Job
-	(JobState)(0),                 // 28: worq.v1.JobState
-	(*durationpb.Duration)(nil),   // 29: google.protobuf.Duration
+	nil,                           // 26: worq.v1.ListJobsRequest.TagsEntry
+	nil,                           // 27: worq.v1.WorkerInfo.LabelsEntry
+	(*Job)(nil),                   // 28: worq.v1.Job
+	(JobState)(0),                 // 29: worq.v1.JobState
 	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
-	(*LeaseRef)(nil),              // 31: worq.v1.LeaseRef
-	(ControlAction)(0),            // 32: worq.v1.ControlAction
+	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
+	(*LeaseRef)(nil),              // 32: worq.v1.LeaseRef
+	(ControlAction)(0),            // 33: worq.v1.ControlAction
 }
 var file_worq_v1_admin_service_proto_depIdxs = []int32{
-	27, // 0: worq.v1.GetJobResponse.job:type_name -> worq.v1.Job
-	28, // 1: worq.v1.ListJobsRequest.state:type_name -> worq.v1.JobState
-	27, // 2: worq.v1.ListJobsResponse.jobs:type_name -> worq.v1.Job
-	6,  // 3: worq.v1.ListQueuesResponse.queues:type_name -> worq.v1.QueueStats
-	29, // 4: worq.v1.QueueStats.latency:type_name -> google.protobuf.Duration
-	6,  // 5: worq.v1.GetQueueStatsResponse.stats:type_name -> worq.v1.QueueStats
-	30, // 6: worq.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
-	29, // 7: worq.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
-	13, // 8: worq.v1.ListWorkersResponse.workers:type_name -> worq.v1.WorkerInfo
-	31, // 9: worq.v1.WorkerInfo.held:type_name -> worq.v1.LeaseRef
-	30, // 10: worq.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	26, // 11: worq.v1.WorkerInfo.labels:type_name -> worq.v1.WorkerInfo.LabelsEntry
-	32, // 12: worq.v1.ControlWorkerRequest.action:type_name -> worq.v1.ControlAction
-	0,  // 13: worq.v1.AdminService.GetJob:input_type -> worq.v1.GetJobRequest
-	2,  // 14: worq.v1.AdminService.ListJobs:input_type -> worq.v1.ListJobsRequest
-	4,  // 15: worq.v1.AdminService.ListQueues:input_type -> worq.v1.ListQueuesRequest
-	7,  // 16: worq.v1.AdminService.GetQueueStats:input_type -> worq.v1.GetQueueStatsRequest
-	9,  // 17: worq.v1.AdminService.GetServerInfo:input_type -> worq.v1.GetServerInfoRequest
-	11, // 18: worq.v1.AdminService.ListWorkers:input_type -> worq.v1.ListWorkersRequest
-	14, // 19: worq.v1.AdminService.DeleteJob:input_type -> worq.v1.DeleteJobRequest
-	16, // 20: worq.v1.AdminService.RetryJobs:input_type -> worq.v1.RetryJobsRequest
-	18, // 21: worq.v1.AdminService.PauseQueue:input_type -> worq.v1.PauseQueueRequest
-	20, // 22: worq.v1.AdminService.ResumeQueue:input_type -> worq.v1.ResumeQueueRequest
-	22, // 23: worq.v1.AdminService.PurgeQueue:input_type -> worq.v1.PurgeQueueRequest
-	24, // 24: worq.v1.AdminService.ControlWorker:input_type -> worq.v1.ControlWorkerRequest
-	1,  // 25: worq.v1.AdminService.GetJob:output_type -> worq.v1.GetJobResponse
-	3,  // 26: worq.v1.AdminService.ListJobs:output_type -> worq.v1.ListJobsResponse
-	5,  // 27: worq.v1.AdminService.ListQueues:output_type -> worq.v1.ListQueuesResponse
-	8,  // 28: worq.v1.AdminService.GetQueueStats:output_type -> worq.v1.GetQueueStatsResponse
-	10, // 29: worq.v1.AdminService.GetServerInfo:output_type -> worq.v1.GetServerInfoResponse
-	12, // 30: worq.v1.AdminService.ListWorkers:output_type -> worq.v1.ListWorkersResponse
-	15, // 31: worq.v1.AdminService.DeleteJob:output_type -> worq.v1.DeleteJobResponse
-	17, // 32: worq.v1.AdminService.RetryJobs:output_type -> worq.v1.RetryJobsResponse
-	19, // 33: worq.v1.AdminService.PauseQueue:output_type -> worq.v1.PauseQueueResponse
-	21, // 34: worq.v1.AdminService.ResumeQueue:output_type -> worq.v1.ResumeQueueResponse
-	23, // 35: worq.v1.AdminService.PurgeQueue:output_type -> worq.v1.PurgeQueueResponse
-	25, // 36: worq.v1.AdminService.ControlWorker:output_type -> worq.v1.ControlWorkerResponse
-	25, // [25:37] is the sub-list for method output_type
-	13, // [13:25] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	28, // 0: worq.v1.GetJobResponse.job:type_name -> worq.v1.Job
+	29, // 1: worq.v1.ListJobsRequest.state:type_name -> worq.v1.JobState
+	26, // 2: worq.v1.ListJobsRequest.tags:type_name -> worq.v1.ListJobsRequest.TagsEntry
+	30, // 3: worq.v1.ListJobsRequest.created_after:type_name -> google.protobuf.Timestamp
+	30, // 4: worq.v1.ListJobsRequest.created_before:type_name -> google.protobuf.Timestamp
+	28, // 5: worq.v1.ListJobsResponse.jobs:type_name -> worq.v1.Job
+	6,  // 6: worq.v1.ListQueuesResponse.queues:type_name -> worq.v1.QueueStats
+	31, // 7: worq.v1.QueueStats.latency:type_name -> google.protobuf.Duration
+	6,  // 8: worq.v1.GetQueueStatsResponse.stats:type_name -> worq.v1.QueueStats
+	30, // 9: worq.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
+	31, // 10: worq.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
+	13, // 11: worq.v1.ListWorkersResponse.workers:type_name -> worq.v1.WorkerInfo
+	32, // 12: worq.v1.WorkerInfo.held:type_name -> worq.v1.LeaseRef
+	30, // 13: worq.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	27, // 14: worq.v1.WorkerInfo.labels:type_name -> worq.v1.WorkerInfo.LabelsEntry
+	33, // 15: worq.v1.ControlWorkerRequest.action:type_name -> worq.v1.ControlAction
+	0,  // 16: worq.v1.AdminService.GetJob:input_type -> worq.v1.GetJobRequest
+	2,  // 17: worq.v1.AdminService.ListJobs:input_type -> worq.v1.ListJobsRequest
+	4,  // 18: worq.v1.AdminService.ListQueues:input_type -> worq.v1.ListQueuesRequest
+	7,  // 19: worq.v1.AdminService.GetQueueStats:input_type -> worq.v1.GetQueueStatsRequest
+	9,  // 20: worq.v1.AdminService.GetServerInfo:input_type -> worq.v1.GetServerInfoRequest
+	11, // 21: worq.v1.AdminService.ListWorkers:input_type -> worq.v1.ListWorkersRequest
+	14, // 22: worq.v1.AdminService.DeleteJob:input_type -> worq.v1.DeleteJobRequest
+	16, // 23: worq.v1.AdminService.RetryJobs:input_type -> worq.v1.RetryJobsRequest
+	18, // 24: worq.v1.AdminService.PauseQueue:input_type -> worq.v1.PauseQueueRequest
+	20, // 25: worq.v1.AdminService.ResumeQueue:input_type -> worq.v1.ResumeQueueRequest
+	22, // 26: worq.v1.AdminService.PurgeQueue:input_type -> worq.v1.PurgeQueueRequest
+	24, // 27: worq.v1.AdminService.ControlWorker:input_type -> worq.v1.ControlWorkerRequest
+	1,  // 28: worq.v1.AdminService.GetJob:output_type -> worq.v1.GetJobResponse
+	3,  // 29: worq.v1.AdminService.ListJobs:output_type -> worq.v1.ListJobsResponse
+	5,  // 30: worq.v1.AdminService.ListQueues:output_type -> worq.v1.ListQueuesResponse
+	8,  // 31: worq.v1.AdminService.GetQueueStats:output_type -> worq.v1.GetQueueStatsResponse
+	10, // 32: worq.v1.AdminService.GetServerInfo:output_type -> worq.v1.GetServerInfoResponse
+	12, // 33: worq.v1.AdminService.ListWorkers:output_type -> worq.v1.ListWorkersResponse
+	15, // 34: worq.v1.AdminService.DeleteJob:output_type -> worq.v1.DeleteJobResponse
+	17, // 35: worq.v1.AdminService.RetryJobs:output_type -> worq.v1.RetryJobsResponse
+	19, // 36: worq.v1.AdminService.PauseQueue:output_type -> worq.v1.PauseQueueResponse
+	21, // 37: worq.v1.AdminService.ResumeQueue:output_type -> worq.v1.ResumeQueueResponse
+	23, // 38: worq.v1.AdminService.PurgeQueue:output_type -> worq.v1.PurgeQueueResponse
+	25, // 39: worq.v1.AdminService.ControlWorker:output_type -> worq.v1.ControlWorkerResponse
+	28, // [28:40] is the sub-list for method output_type
+	16, // [16:28] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_worq_v1_admin_service_proto_init() }
@@ -1701,7 +1774,7 @@ func file_worq_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worq_v1_admin_service_proto_rawDesc), len(file_worq_v1_admin_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

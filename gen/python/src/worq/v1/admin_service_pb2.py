@@ -28,7 +28,7 @@ from worq.v1 import job_pb2 as worq_dot_v1_dot_job__pb2
 from worq.v1 import worker_service_pb2 as worq_dot_v1_dot_worker__service__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bworq/v1/admin_service.proto\x12\x07worq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11worq/v1/job.proto\x1a\x1cworq/v1/worker_service.proto\"!\n\rGetJobRequest\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\"0\n\x0eGetJobResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x0c.worq.v1.JobR\x03job\"\x8c\x01\n\x0fListJobsRequest\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\x12\'\n\x05state\x18\x02 \x01(\x0e\x32\x11.worq.v1.JobStateR\x05state\x12\x1b\n\tpage_size\x18\x03 \x01(\rR\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\"\\\n\x10ListJobsResponse\x12 \n\x04jobs\x18\x01 \x03(\x0b\x32\x0c.worq.v1.JobR\x04jobs\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"O\n\x11ListQueuesRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\rR\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"i\n\x12ListQueuesResponse\x12+\n\x06queues\x18\x01 \x03(\x0b\x32\x13.worq.v1.QueueStatsR\x06queues\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbc\x02\n\nQueueStats\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n\x05ready\x18\x02 \x01(\x04R\x05ready\x12\x18\n\x07\x64\x65layed\x18\x03 \x01(\x04R\x07\x64\x65layed\x12\x1b\n\tin_flight\x18\x04 \x01(\x04R\x08inFlight\x12\x1a\n\x08retrying\x18\x05 \x01(\x04R\x08retrying\x12\x12\n\x04\x64\x65\x61\x64\x18\x06 \x01(\x04R\x04\x64\x65\x61\x64\x12\x33\n\x07latency\x18\x07 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07latency\x12\x16\n\x06paused\x18\x08 \x01(\x08R\x06paused\x12\x18\n\x07pending\x18\t \x01(\x04R\x07pending\x12\x1c\n\tcompleted\x18\n \x01(\x04R\tcompleted\x12\x16\n\x06\x66\x61iled\x18\x0b \x01(\x04R\x06\x66\x61iled\",\n\x14GetQueueStatsRequest\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\"B\n\x15GetQueueStatsResponse\x12)\n\x05stats\x18\x01 \x01(\x0b\x32\x13.worq.v1.QueueStatsR\x05stats\"\x16\n\x14GetServerInfoRequest\"\xe3\x03\n\x15GetServerInfoResponse\x12\x18\n\x07version\x18\x01 \x01(\tR\x07version\x12\x39\n\nstarted_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartedAt\x12\x31\n\x06uptime\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationR\x06uptime\x12+\n\x11\x63onnected_workers\x18\x04 \x01(\rR\x10\x63onnectedWorkers\x12\'\n\x0ftotal_processed\x18\x05 \x01(\x04R\x0etotalProcessed\x12!\n\x0ctotal_failed\x18\x06 \x01(\x04R\x0btotalFailed\x12!\n\x0c\x65victed_jobs\x18\x07 \x01(\x04R\x0b\x65victedJobs\x12\x1b\n\tlive_jobs\x18\x08 \x01(\x04R\x08liveJobs\x12\x14\n\x05store\x18\t \x01(\tR\x05store\x12\'\n\x0ftotal_submitted\x18\n \x01(\x04R\x0etotalSubmitted\x12\x1d\n\ndata_bytes\x18\x0b \x01(\x04R\tdataBytes\x12+\n\x11\x63onnected_clients\x18\x0c \x01(\rR\x10\x63onnectedClients\"\x14\n\x12ListWorkersRequest\"D\n\x13ListWorkersResponse\x12-\n\x07workers\x18\x01 \x03(\x0b\x32\x13.worq.v1.WorkerInfoR\x07workers\"\xb5\x02\n\nWorkerInfo\x12\x1b\n\tworker_id\x18\x01 \x01(\tR\x08workerId\x12\x16\n\x06queues\x18\x02 \x03(\tR\x06queues\x12\x18\n\x07\x63redits\x18\x03 \x01(\rR\x07\x63redits\x12%\n\x04held\x18\x04 \x03(\x0b\x32\x11.worq.v1.LeaseRefR\x04held\x12=\n\x0c\x63onnected_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0b\x63onnectedAt\x12\x37\n\x06labels\x18\x06 \x03(\x0b\x32\x1f.worq.v1.WorkerInfo.LabelsEntryR\x06labels\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"$\n\x10\x44\x65leteJobRequest\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\"\x13\n\x11\x44\x65leteJobResponse\"<\n\x10RetryJobsRequest\x12\x12\n\x04jids\x18\x01 \x03(\tR\x04jids\x12\x14\n\x05queue\x18\x02 \x01(\tR\x05queue\"-\n\x11RetryJobsResponse\x12\x18\n\x07retried\x18\x01 \x01(\x04R\x07retried\")\n\x11PauseQueueRequest\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\"\x14\n\x12PauseQueueResponse\"*\n\x12ResumeQueueRequest\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\"\x15\n\x13ResumeQueueResponse\")\n\x11PurgeQueueRequest\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\".\n\x12PurgeQueueResponse\x12\x18\n\x07\x64\x65leted\x18\x01 \x01(\x04R\x07\x64\x65leted\"c\n\x14\x43ontrolWorkerRequest\x12\x1b\n\tworker_id\x18\x01 \x01(\tR\x08workerId\x12.\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32\x16.worq.v1.ControlActionR\x06\x61\x63tion\"1\n\x15\x43ontrolWorkerResponse\x12\x18\n\x07streams\x18\x01 \x01(\rR\x07streams2\xeb\x06\n\x0c\x41\x64minService\x12\x39\n\x06GetJob\x12\x16.worq.v1.GetJobRequest\x1a\x17.worq.v1.GetJobResponse\x12?\n\x08ListJobs\x12\x18.worq.v1.ListJobsRequest\x1a\x19.worq.v1.ListJobsResponse\x12\x45\n\nListQueues\x12\x1a.worq.v1.ListQueuesRequest\x1a\x1b.worq.v1.ListQueuesResponse\x12N\n\rGetQueueStats\x12\x1d.worq.v1.GetQueueStatsRequest\x1a\x1e.worq.v1.GetQueueStatsResponse\x12N\n\rGetServerInfo\x12\x1d.worq.v1.GetServerInfoRequest\x1a\x1e.worq.v1.GetServerInfoResponse\x12H\n\x0bListWorkers\x12\x1b.worq.v1.ListWorkersRequest\x1a\x1c.worq.v1.ListWorkersResponse\x12\x42\n\tDeleteJob\x12\x19.worq.v1.DeleteJobRequest\x1a\x1a.worq.v1.DeleteJobResponse\x12\x42\n\tRetryJobs\x12\x19.worq.v1.RetryJobsRequest\x1a\x1a.worq.v1.RetryJobsResponse\x12\x45\n\nPauseQueue\x12\x1a.worq.v1.PauseQueueRequest\x1a\x1b.worq.v1.PauseQueueResponse\x12H\n\x0bResumeQueue\x12\x1b.worq.v1.ResumeQueueRequest\x1a\x1c.worq.v1.ResumeQueueResponse\x12\x45\n\nPurgeQueue\x12\x1a.worq.v1.PurgeQueueRequest\x1a\x1b.worq.v1.PurgeQueueResponse\x12N\n\rControlWorker\x12\x1d.worq.v1.ControlWorkerRequest\x1a\x1e.worq.v1.ControlWorkerResponseB\x8d\x01\n\x0b\x63om.worq.v1B\x11\x41\x64minServiceProtoP\x01Z.github.com/worq-dev/worq/gen/go/worq/v1;worqv1\xa2\x02\x03WXX\xaa\x02\x07Worq.V1\xca\x02\x07Worq\\V1\xe2\x02\x13Worq\\V1\\GPBMetadata\xea\x02\x08Worq::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bworq/v1/admin_service.proto\x12\x07worq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11worq/v1/job.proto\x1a\x1cworq/v1/worker_service.proto\"!\n\rGetJobRequest\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\"0\n\x0eGetJobResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x0c.worq.v1.JobR\x03job\"\xdb\x03\n\x0fListJobsRequest\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\x12\'\n\x05state\x18\x02 \x01(\x0e\x32\x11.worq.v1.JobStateR\x05state\x12\x1b\n\tpage_size\x18\x03 \x01(\rR\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\x12\x12\n\x04type\x18\x05 \x01(\tR\x04type\x12\x36\n\x04tags\x18\x06 \x03(\x0b\x32\".worq.v1.ListJobsRequest.TagsEntryR\x04tags\x12%\n\x0e\x63orrelation_id\x18\x07 \x01(\tR\rcorrelationId\x12\x1d\n\njid_prefix\x18\x08 \x01(\tR\tjidPrefix\x12?\n\rcreated_after\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0c\x63reatedAfter\x12\x41\n\x0e\x63reated_before\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampR\rcreatedBefore\x1a\x37\n\tTagsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"\\\n\x10ListJobsResponse\x12 \n\x04jobs\x18\x01 \x03(\x0b\x32\x0c.worq.v1.JobR\x04jobs\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"O\n\x11ListQueuesRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\rR\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"i\n\x12ListQueuesResponse\x12+\n\x06queues\x18\x01 \x03(\x0b\x32\x13.worq.v1.QueueStatsR\x06queues\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbc\x02\n\nQueueStats\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n\x05ready\x18\x02 \x01(\x04R\x05ready\x12\x18\n\x07\x64\x65layed\x18\x03 \x01(\x04R\x07\x64\x65layed\x12\x1b\n\tin_flight\x18\x04 \x01(\x04R\x08inFlight\x12\x1a\n\x08retrying\x18\x05 \x01(\x04R\x08retrying\x12\x12\n\x04\x64\x65\x61\x64\x18\x06 \x01(\x04R\x04\x64\x65\x61\x64\x12\x33\n\x07latency\x18\x07 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07latency\x12\x16\n\x06paused\x18\x08 \x01(\x08R\x06paused\x12\x18\n\x07pending\x18\t \x01(\x04R\x07pending\x12\x1c\n\tcompleted\x18\n \x01(\x04R\tcompleted\x12\x16\n\x06\x66\x61iled\x18\x0b \x01(\x04R\x06\x66\x61iled\",\n\x14GetQueueStatsRequest\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\"B\n\x15GetQueueStatsResponse\x12)\n\x05stats\x18\x01 \x01(\x0b\x32\x13.worq.v1.QueueStatsR\x05stats\"\x16\n\x14GetServerInfoRequest\"\xe3\x03\n\x15GetServerInfoResponse\x12\x18\n\x07version\x18\x01 \x01(\tR\x07version\x12\x39\n\nstarted_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartedAt\x12\x31\n\x06uptime\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationR\x06uptime\x12+\n\x11\x63onnected_workers\x18\x04 \x01(\rR\x10\x63onnectedWorkers\x12\'\n\x0ftotal_processed\x18\x05 \x01(\x04R\x0etotalProcessed\x12!\n\x0ctotal_failed\x18\x06 \x01(\x04R\x0btotalFailed\x12!\n\x0c\x65victed_jobs\x18\x07 \x01(\x04R\x0b\x65victedJobs\x12\x1b\n\tlive_jobs\x18\x08 \x01(\x04R\x08liveJobs\x12\x14\n\x05store\x18\t \x01(\tR\x05store\x12\'\n\x0ftotal_submitted\x18\n \x01(\x04R\x0etotalSubmitted\x12\x1d\n\ndata_bytes\x18\x0b \x01(\x04R\tdataBytes\x12+\n\x11\x63onnected_clients\x18\x0c \x01(\rR\x10\x63onnectedClients\"\x14\n\x12ListWorkersRequest\"D\n\x13ListWorkersResponse\x12-\n\x07workers\x18\x01 \x03(\x0b\x32\x13.worq.v1.WorkerInfoR\x07workers\"\xb5\x02\n\nWorkerInfo\x12\x1b\n\tworker_id\x18\x01 \x01(\tR\x08workerId\x12\x16\n\x06queues\x18\x02 \x03(\tR\x06queues\x12\x18\n\x07\x63redits\x18\x03 \x01(\rR\x07\x63redits\x12%\n\x04held\x18\x04 \x03(\x0b\x32\x11.worq.v1.LeaseRefR\x04held\x12=\n\x0c\x63onnected_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0b\x63onnectedAt\x12\x37\n\x06labels\x18\x06 \x03(\x0b\x32\x1f.worq.v1.WorkerInfo.LabelsEntryR\x06labels\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"$\n\x10\x44\x65leteJobRequest\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\"\x13\n\x11\x44\x65leteJobResponse\"<\n\x10RetryJobsRequest\x12\x12\n\x04jids\x18\x01 \x03(\tR\x04jids\x12\x14\n\x05queue\x18\x02 \x01(\tR\x05queue\"-\n\x11RetryJobsResponse\x12\x18\n\x07retried\x18\x01 \x01(\x04R\x07retried\")\n\x11PauseQueueRequest\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\"\x14\n\x12PauseQueueResponse\"*\n\x12ResumeQueueRequest\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\"\x15\n\x13ResumeQueueResponse\")\n\x11PurgeQueueRequest\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\".\n\x12PurgeQueueResponse\x12\x18\n\x07\x64\x65leted\x18\x01 \x01(\x04R\x07\x64\x65leted\"c\n\x14\x43ontrolWorkerRequest\x12\x1b\n\tworker_id\x18\x01 \x01(\tR\x08workerId\x12.\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32\x16.worq.v1.ControlActionR\x06\x61\x63tion\"1\n\x15\x43ontrolWorkerResponse\x12\x18\n\x07streams\x18\x01 \x01(\rR\x07streams2\xeb\x06\n\x0c\x41\x64minService\x12\x39\n\x06GetJob\x12\x16.worq.v1.GetJobRequest\x1a\x17.worq.v1.GetJobResponse\x12?\n\x08ListJobs\x12\x18.worq.v1.ListJobsRequest\x1a\x19.worq.v1.ListJobsResponse\x12\x45\n\nListQueues\x12\x1a.worq.v1.ListQueuesRequest\x1a\x1b.worq.v1.ListQueuesResponse\x12N\n\rGetQueueStats\x12\x1d.worq.v1.GetQueueStatsRequest\x1a\x1e.worq.v1.GetQueueStatsResponse\x12N\n\rGetServerInfo\x12\x1d.worq.v1.GetServerInfoRequest\x1a\x1e.worq.v1.GetServerInfoResponse\x12H\n\x0bListWorkers\x12\x1b.worq.v1.ListWorkersRequest\x1a\x1c.worq.v1.ListWorkersResponse\x12\x42\n\tDeleteJob\x12\x19.worq.v1.DeleteJobRequest\x1a\x1a.worq.v1.DeleteJobResponse\x12\x42\n\tRetryJobs\x12\x19.worq.v1.RetryJobsRequest\x1a\x1a.worq.v1.RetryJobsResponse\x12\x45\n\nPauseQueue\x12\x1a.worq.v1.PauseQueueRequest\x1a\x1b.worq.v1.PauseQueueResponse\x12H\n\x0bResumeQueue\x12\x1b.worq.v1.ResumeQueueRequest\x1a\x1c.worq.v1.ResumeQueueResponse\x12\x45\n\nPurgeQueue\x12\x1a.worq.v1.PurgeQueueRequest\x1a\x1b.worq.v1.PurgeQueueResponse\x12N\n\rControlWorker\x12\x1d.worq.v1.ControlWorkerRequest\x1a\x1e.worq.v1.ControlWorkerResponseB\x8d\x01\n\x0b\x63om.worq.v1B\x11\x41\x64minServiceProtoP\x01Z.github.com/worq-dev/worq/gen/go/worq/v1;worqv1\xa2\x02\x03WXX\xaa\x02\x07Worq.V1\xca\x02\x07Worq\\V1\xe2\x02\x13Worq\\V1\\GPBMetadata\xea\x02\x08Worq::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,6 +36,8 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'worq.v1.admin_service_pb2',
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\013com.worq.v1B\021AdminServiceProtoP\001Z.github.com/worq-dev/worq/gen/go/worq/v1;worqv1\242\002\003WXX\252\002\007Worq.V1\312\002\007Worq\\V1\342\002\023Worq\\V1\\GPBMetadata\352\002\010Worq::V1'
+  _globals['_LISTJOBSREQUEST_TAGSENTRY']._loaded_options = None
+  _globals['_LISTJOBSREQUEST_TAGSENTRY']._serialized_options = b'8\001'
   _globals['_WORKERINFO_LABELSENTRY']._loaded_options = None
   _globals['_WORKERINFO_LABELSENTRY']._serialized_options = b'8\001'
   _globals['_GETJOBREQUEST']._serialized_start=154
@@ -43,55 +45,57 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETJOBRESPONSE']._serialized_start=189
   _globals['_GETJOBRESPONSE']._serialized_end=237
   _globals['_LISTJOBSREQUEST']._serialized_start=240
-  _globals['_LISTJOBSREQUEST']._serialized_end=380
-  _globals['_LISTJOBSRESPONSE']._serialized_start=382
-  _globals['_LISTJOBSRESPONSE']._serialized_end=474
-  _globals['_LISTQUEUESREQUEST']._serialized_start=476
-  _globals['_LISTQUEUESREQUEST']._serialized_end=555
-  _globals['_LISTQUEUESRESPONSE']._serialized_start=557
-  _globals['_LISTQUEUESRESPONSE']._serialized_end=662
-  _globals['_QUEUESTATS']._serialized_start=665
-  _globals['_QUEUESTATS']._serialized_end=981
-  _globals['_GETQUEUESTATSREQUEST']._serialized_start=983
-  _globals['_GETQUEUESTATSREQUEST']._serialized_end=1027
-  _globals['_GETQUEUESTATSRESPONSE']._serialized_start=1029
-  _globals['_GETQUEUESTATSRESPONSE']._serialized_end=1095
-  _globals['_GETSERVERINFOREQUEST']._serialized_start=1097
-  _globals['_GETSERVERINFOREQUEST']._serialized_end=1119
-  _globals['_GETSERVERINFORESPONSE']._serialized_start=1122
-  _globals['_GETSERVERINFORESPONSE']._serialized_end=1605
-  _globals['_LISTWORKERSREQUEST']._serialized_start=1607
-  _globals['_LISTWORKERSREQUEST']._serialized_end=1627
-  _globals['_LISTWORKERSRESPONSE']._serialized_start=1629
-  _globals['_LISTWORKERSRESPONSE']._serialized_end=1697
-  _globals['_WORKERINFO']._serialized_start=1700
-  _globals['_WORKERINFO']._serialized_end=2009
-  _globals['_WORKERINFO_LABELSENTRY']._serialized_start=1952
-  _globals['_WORKERINFO_LABELSENTRY']._serialized_end=2009
-  _globals['_DELETEJOBREQUEST']._serialized_start=2011
-  _globals['_DELETEJOBREQUEST']._serialized_end=2047
-  _globals['_DELETEJOBRESPONSE']._serialized_start=2049
-  _globals['_DELETEJOBRESPONSE']._serialized_end=2068
-  _globals['_RETRYJOBSREQUEST']._serialized_start=2070
-  _globals['_RETRYJOBSREQUEST']._serialized_end=2130
-  _globals['_RETRYJOBSRESPONSE']._serialized_start=2132
-  _globals['_RETRYJOBSRESPONSE']._serialized_end=2177
-  _globals['_PAUSEQUEUEREQUEST']._serialized_start=2179
-  _globals['_PAUSEQUEUEREQUEST']._serialized_end=2220
-  _globals['_PAUSEQUEUERESPONSE']._serialized_start=2222
-  _globals['_PAUSEQUEUERESPONSE']._serialized_end=2242
-  _globals['_RESUMEQUEUEREQUEST']._serialized_start=2244
-  _globals['_RESUMEQUEUEREQUEST']._serialized_end=2286
-  _globals['_RESUMEQUEUERESPONSE']._serialized_start=2288
-  _globals['_RESUMEQUEUERESPONSE']._serialized_end=2309
-  _globals['_PURGEQUEUEREQUEST']._serialized_start=2311
-  _globals['_PURGEQUEUEREQUEST']._serialized_end=2352
-  _globals['_PURGEQUEUERESPONSE']._serialized_start=2354
-  _globals['_PURGEQUEUERESPONSE']._serialized_end=2400
-  _globals['_CONTROLWORKERREQUEST']._serialized_start=2402
-  _globals['_CONTROLWORKERREQUEST']._serialized_end=2501
-  _globals['_CONTROLWORKERRESPONSE']._serialized_start=2503
-  _globals['_CONTROLWORKERRESPONSE']._serialized_end=2552
-  _globals['_ADMINSERVICE']._serialized_start=2555
-  _globals['_ADMINSERVICE']._serialized_end=3430
+  _globals['_LISTJOBSREQUEST']._serialized_end=715
+  _globals['_LISTJOBSREQUEST_TAGSENTRY']._serialized_start=660
+  _globals['_LISTJOBSREQUEST_TAGSENTRY']._serialized_end=715
+  _globals['_LISTJOBSRESPONSE']._serialized_start=717
+  _globals['_LISTJOBSRESPONSE']._serialized_end=809
+  _globals['_LISTQUEUESREQUEST']._serialized_start=811
+  _globals['_LISTQUEUESREQUEST']._serialized_end=890
+  _globals['_LISTQUEUESRESPONSE']._serialized_start=892
+  _globals['_LISTQUEUESRESPONSE']._serialized_end=997
+  _globals['_QUEUESTATS']._serialized_start=1000
+  _globals['_QUEUESTATS']._serialized_end=1316
+  _globals['_GETQUEUESTATSREQUEST']._serialized_start=1318
+  _globals['_GETQUEUESTATSREQUEST']._serialized_end=1362
+  _globals['_GETQUEUESTATSRESPONSE']._serialized_start=1364
+  _globals['_GETQUEUESTATSRESPONSE']._serialized_end=1430
+  _globals['_GETSERVERINFOREQUEST']._serialized_start=1432
+  _globals['_GETSERVERINFOREQUEST']._serialized_end=1454
+  _globals['_GETSERVERINFORESPONSE']._serialized_start=1457
+  _globals['_GETSERVERINFORESPONSE']._serialized_end=1940
+  _globals['_LISTWORKERSREQUEST']._serialized_start=1942
+  _globals['_LISTWORKERSREQUEST']._serialized_end=1962
+  _globals['_LISTWORKERSRESPONSE']._serialized_start=1964
+  _globals['_LISTWORKERSRESPONSE']._serialized_end=2032
+  _globals['_WORKERINFO']._serialized_start=2035
+  _globals['_WORKERINFO']._serialized_end=2344
+  _globals['_WORKERINFO_LABELSENTRY']._serialized_start=2287
+  _globals['_WORKERINFO_LABELSENTRY']._serialized_end=2344
+  _globals['_DELETEJOBREQUEST']._serialized_start=2346
+  _globals['_DELETEJOBREQUEST']._serialized_end=2382
+  _globals['_DELETEJOBRESPONSE']._serialized_start=2384
+  _globals['_DELETEJOBRESPONSE']._serialized_end=2403
+  _globals['_RETRYJOBSREQUEST']._serialized_start=2405
+  _globals['_RETRYJOBSREQUEST']._serialized_end=2465
+  _globals['_RETRYJOBSRESPONSE']._serialized_start=2467
+  _globals['_RETRYJOBSRESPONSE']._serialized_end=2512
+  _globals['_PAUSEQUEUEREQUEST']._serialized_start=2514
+  _globals['_PAUSEQUEUEREQUEST']._serialized_end=2555
+  _globals['_PAUSEQUEUERESPONSE']._serialized_start=2557
+  _globals['_PAUSEQUEUERESPONSE']._serialized_end=2577
+  _globals['_RESUMEQUEUEREQUEST']._serialized_start=2579
+  _globals['_RESUMEQUEUEREQUEST']._serialized_end=2621
+  _globals['_RESUMEQUEUERESPONSE']._serialized_start=2623
+  _globals['_RESUMEQUEUERESPONSE']._serialized_end=2644
+  _globals['_PURGEQUEUEREQUEST']._serialized_start=2646
+  _globals['_PURGEQUEUEREQUEST']._serialized_end=2687
+  _globals['_PURGEQUEUERESPONSE']._serialized_start=2689
+  _globals['_PURGEQUEUERESPONSE']._serialized_end=2735
+  _globals['_CONTROLWORKERREQUEST']._serialized_start=2737
+  _globals['_CONTROLWORKERREQUEST']._serialized_end=2836
+  _globals['_CONTROLWORKERRESPONSE']._serialized_start=2838
+  _globals['_CONTROLWORKERRESPONSE']._serialized_end=2887
+  _globals['_ADMINSERVICE']._serialized_start=2890
+  _globals['_ADMINSERVICE']._serialized_end=3765
 # @@protoc_insertion_point(module_scope)
