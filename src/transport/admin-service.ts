@@ -93,6 +93,7 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
       return {};
     }),
     retryJobs: guarded("RetryJobs", log, async (request) => ({ retried: BigInt(await engine.retryJobs([...request.jids], request.queue)) })),
+    runJobsNow: guarded("RunJobsNow", log, async (request) => ({ scheduled: BigInt(await engine.runNow([...request.jids])) })),
     pauseQueue: guarded("PauseQueue", log, async (request) => {
       await engine.pauseQueue(request.queue);
       return {};

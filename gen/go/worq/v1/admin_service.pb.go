@@ -1179,6 +1179,98 @@ func (x *RetryJobsResponse) GetRetried() uint64 {
 	return 0
 }
 
+// RunJobsNowRequest names the jobs to run now.
+type RunJobsNowRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: 1 to 1000 job ids.
+	Jids          []string `protobuf:"bytes,1,rep,name=jids,proto3" json:"jids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunJobsNowRequest) Reset() {
+	*x = RunJobsNowRequest{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunJobsNowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunJobsNowRequest) ProtoMessage() {}
+
+func (x *RunJobsNowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunJobsNowRequest.ProtoReflect.Descriptor instead.
+func (*RunJobsNowRequest) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RunJobsNowRequest) GetJids() []string {
+	if x != nil {
+		return x.Jids
+	}
+	return nil
+}
+
+// RunJobsNowResponse counts the jobs moved.
+type RunJobsNowResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many jobs became SCHEDULED (ready).
+	Scheduled     uint64 `protobuf:"varint,1,opt,name=scheduled,proto3" json:"scheduled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunJobsNowResponse) Reset() {
+	*x = RunJobsNowResponse{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunJobsNowResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunJobsNowResponse) ProtoMessage() {}
+
+func (x *RunJobsNowResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunJobsNowResponse.ProtoReflect.Descriptor instead.
+func (*RunJobsNowResponse) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RunJobsNowResponse) GetScheduled() uint64 {
+	if x != nil {
+		return x.Scheduled
+	}
+	return 0
+}
+
 // PauseQueueRequest names a queue.
 type PauseQueueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1190,7 +1282,7 @@ type PauseQueueRequest struct {
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1294,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1307,7 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{18}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PauseQueueRequest) GetQueue() string {
@@ -1234,7 +1326,7 @@ type PauseQueueResponse struct {
 
 func (x *PauseQueueResponse) Reset() {
 	*x = PauseQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1338,7 @@ func (x *PauseQueueResponse) String() string {
 func (*PauseQueueResponse) ProtoMessage() {}
 
 func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1351,7 @@ func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
 func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{19}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{21}
 }
 
 // ResumeQueueRequest names a queue.
@@ -1273,7 +1365,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1377,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1390,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{20}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ResumeQueueRequest) GetQueue() string {
@@ -1317,7 +1409,7 @@ type ResumeQueueResponse struct {
 
 func (x *ResumeQueueResponse) Reset() {
 	*x = ResumeQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1421,7 @@ func (x *ResumeQueueResponse) String() string {
 func (*ResumeQueueResponse) ProtoMessage() {}
 
 func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1434,7 @@ func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
 func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{21}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{23}
 }
 
 // PurgeQueueRequest names a queue.
@@ -1356,7 +1448,7 @@ type PurgeQueueRequest struct {
 
 func (x *PurgeQueueRequest) Reset() {
 	*x = PurgeQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1460,7 @@ func (x *PurgeQueueRequest) String() string {
 func (*PurgeQueueRequest) ProtoMessage() {}
 
 func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1473,7 @@ func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueRequest.ProtoReflect.Descriptor instead.
 func (*PurgeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{22}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PurgeQueueRequest) GetQueue() string {
@@ -1402,7 +1494,7 @@ type PurgeQueueResponse struct {
 
 func (x *PurgeQueueResponse) Reset() {
 	*x = PurgeQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1414,7 +1506,7 @@ func (x *PurgeQueueResponse) String() string {
 func (*PurgeQueueResponse) ProtoMessage() {}
 
 func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1427,7 +1519,7 @@ func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueResponse.ProtoReflect.Descriptor instead.
 func (*PurgeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{23}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PurgeQueueResponse) GetDeleted() uint64 {
@@ -1450,7 +1542,7 @@ type ControlWorkerRequest struct {
 
 func (x *ControlWorkerRequest) Reset() {
 	*x = ControlWorkerRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +1554,7 @@ func (x *ControlWorkerRequest) String() string {
 func (*ControlWorkerRequest) ProtoMessage() {}
 
 func (x *ControlWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +1567,7 @@ func (x *ControlWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlWorkerRequest.ProtoReflect.Descriptor instead.
 func (*ControlWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{24}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ControlWorkerRequest) GetWorkerId() string {
@@ -1503,7 +1595,7 @@ type ControlWorkerResponse struct {
 
 func (x *ControlWorkerResponse) Reset() {
 	*x = ControlWorkerResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +1607,7 @@ func (x *ControlWorkerResponse) String() string {
 func (*ControlWorkerResponse) ProtoMessage() {}
 
 func (x *ControlWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +1620,7 @@ func (x *ControlWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlWorkerResponse.ProtoReflect.Descriptor instead.
 func (*ControlWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{25}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ControlWorkerResponse) GetStreams() uint32 {
@@ -1630,7 +1722,11 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\x04jids\x18\x01 \x03(\tR\x04jids\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\"-\n" +
 	"\x11RetryJobsResponse\x12\x18\n" +
-	"\aretried\x18\x01 \x01(\x04R\aretried\")\n" +
+	"\aretried\x18\x01 \x01(\x04R\aretried\"'\n" +
+	"\x11RunJobsNowRequest\x12\x12\n" +
+	"\x04jids\x18\x01 \x03(\tR\x04jids\"2\n" +
+	"\x12RunJobsNowResponse\x12\x1c\n" +
+	"\tscheduled\x18\x01 \x01(\x04R\tscheduled\")\n" +
 	"\x11PauseQueueRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"\x14\n" +
 	"\x12PauseQueueResponse\"*\n" +
@@ -1645,7 +1741,7 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12.\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x16.worq.v1.ControlActionR\x06action\"1\n" +
 	"\x15ControlWorkerResponse\x12\x18\n" +
-	"\astreams\x18\x01 \x01(\rR\astreams2\xeb\x06\n" +
+	"\astreams\x18\x01 \x01(\rR\astreams2\xb2\a\n" +
 	"\fAdminService\x129\n" +
 	"\x06GetJob\x12\x16.worq.v1.GetJobRequest\x1a\x17.worq.v1.GetJobResponse\x12?\n" +
 	"\bListJobs\x12\x18.worq.v1.ListJobsRequest\x1a\x19.worq.v1.ListJobsResponse\x12E\n" +
@@ -1656,6 +1752,8 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\vListWorkers\x12\x1b.worq.v1.ListWorkersRequest\x1a\x1c.worq.v1.ListWorkersResponse\x12B\n" +
 	"\tDeleteJob\x12\x19.worq.v1.DeleteJobRequest\x1a\x1a.worq.v1.DeleteJobResponse\x12B\n" +
 	"\tRetryJobs\x12\x19.worq.v1.RetryJobsRequest\x1a\x1a.worq.v1.RetryJobsResponse\x12E\n" +
+	"\n" +
+	"RunJobsNow\x12\x1a.worq.v1.RunJobsNowRequest\x1a\x1b.worq.v1.RunJobsNowResponse\x12E\n" +
 	"\n" +
 	"PauseQueue\x12\x1a.worq.v1.PauseQueueRequest\x1a\x1b.worq.v1.PauseQueueResponse\x12H\n" +
 	"\vResumeQueue\x12\x1b.worq.v1.ResumeQueueRequest\x1a\x1c.worq.v1.ResumeQueueResponse\x12E\n" +
@@ -1676,7 +1774,7 @@ func file_worq_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_worq_v1_admin_service_proto_rawDescData
 }
 
-var file_worq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_worq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_worq_v1_admin_service_proto_goTypes = []any{
 	(*GetJobRequest)(nil),         // 0: worq.v1.GetJobRequest
 	(*GetJobResponse)(nil),        // 1: worq.v1.GetJobResponse
@@ -1696,40 +1794,42 @@ var file_worq_v1_admin_service_proto_goTypes = []any{
 	(*DeleteJobResponse)(nil),     // 15: worq.v1.DeleteJobResponse
 	(*RetryJobsRequest)(nil),      // 16: worq.v1.RetryJobsRequest
 	(*RetryJobsResponse)(nil),     // 17: worq.v1.RetryJobsResponse
-	(*PauseQueueRequest)(nil),     // 18: worq.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),    // 19: worq.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),    // 20: worq.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),   // 21: worq.v1.ResumeQueueResponse
-	(*PurgeQueueRequest)(nil),     // 22: worq.v1.PurgeQueueRequest
-	(*PurgeQueueResponse)(nil),    // 23: worq.v1.PurgeQueueResponse
-	(*ControlWorkerRequest)(nil),  // 24: worq.v1.ControlWorkerRequest
-	(*ControlWorkerResponse)(nil), // 25: worq.v1.ControlWorkerResponse
-	nil,                           // 26: worq.v1.ListJobsRequest.TagsEntry
-	nil,                           // 27: worq.v1.WorkerInfo.LabelsEntry
-	(*Job)(nil),                   // 28: worq.v1.Job
-	(JobState)(0),                 // 29: worq.v1.JobState
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
-	(*LeaseRef)(nil),              // 32: worq.v1.LeaseRef
-	(ControlAction)(0),            // 33: worq.v1.ControlAction
+	(*RunJobsNowRequest)(nil),     // 18: worq.v1.RunJobsNowRequest
+	(*RunJobsNowResponse)(nil),    // 19: worq.v1.RunJobsNowResponse
+	(*PauseQueueRequest)(nil),     // 20: worq.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),    // 21: worq.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),    // 22: worq.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),   // 23: worq.v1.ResumeQueueResponse
+	(*PurgeQueueRequest)(nil),     // 24: worq.v1.PurgeQueueRequest
+	(*PurgeQueueResponse)(nil),    // 25: worq.v1.PurgeQueueResponse
+	(*ControlWorkerRequest)(nil),  // 26: worq.v1.ControlWorkerRequest
+	(*ControlWorkerResponse)(nil), // 27: worq.v1.ControlWorkerResponse
+	nil,                           // 28: worq.v1.ListJobsRequest.TagsEntry
+	nil,                           // 29: worq.v1.WorkerInfo.LabelsEntry
+	(*Job)(nil),                   // 30: worq.v1.Job
+	(JobState)(0),                 // 31: worq.v1.JobState
+	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 33: google.protobuf.Duration
+	(*LeaseRef)(nil),              // 34: worq.v1.LeaseRef
+	(ControlAction)(0),            // 35: worq.v1.ControlAction
 }
 var file_worq_v1_admin_service_proto_depIdxs = []int32{
-	28, // 0: worq.v1.GetJobResponse.job:type_name -> worq.v1.Job
-	29, // 1: worq.v1.ListJobsRequest.state:type_name -> worq.v1.JobState
-	26, // 2: worq.v1.ListJobsRequest.tags:type_name -> worq.v1.ListJobsRequest.TagsEntry
-	30, // 3: worq.v1.ListJobsRequest.created_after:type_name -> google.protobuf.Timestamp
-	30, // 4: worq.v1.ListJobsRequest.created_before:type_name -> google.protobuf.Timestamp
-	28, // 5: worq.v1.ListJobsResponse.jobs:type_name -> worq.v1.Job
+	30, // 0: worq.v1.GetJobResponse.job:type_name -> worq.v1.Job
+	31, // 1: worq.v1.ListJobsRequest.state:type_name -> worq.v1.JobState
+	28, // 2: worq.v1.ListJobsRequest.tags:type_name -> worq.v1.ListJobsRequest.TagsEntry
+	32, // 3: worq.v1.ListJobsRequest.created_after:type_name -> google.protobuf.Timestamp
+	32, // 4: worq.v1.ListJobsRequest.created_before:type_name -> google.protobuf.Timestamp
+	30, // 5: worq.v1.ListJobsResponse.jobs:type_name -> worq.v1.Job
 	6,  // 6: worq.v1.ListQueuesResponse.queues:type_name -> worq.v1.QueueStats
-	31, // 7: worq.v1.QueueStats.latency:type_name -> google.protobuf.Duration
+	33, // 7: worq.v1.QueueStats.latency:type_name -> google.protobuf.Duration
 	6,  // 8: worq.v1.GetQueueStatsResponse.stats:type_name -> worq.v1.QueueStats
-	30, // 9: worq.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
-	31, // 10: worq.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
+	32, // 9: worq.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
+	33, // 10: worq.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
 	13, // 11: worq.v1.ListWorkersResponse.workers:type_name -> worq.v1.WorkerInfo
-	32, // 12: worq.v1.WorkerInfo.held:type_name -> worq.v1.LeaseRef
-	30, // 13: worq.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	27, // 14: worq.v1.WorkerInfo.labels:type_name -> worq.v1.WorkerInfo.LabelsEntry
-	33, // 15: worq.v1.ControlWorkerRequest.action:type_name -> worq.v1.ControlAction
+	34, // 12: worq.v1.WorkerInfo.held:type_name -> worq.v1.LeaseRef
+	32, // 13: worq.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	29, // 14: worq.v1.WorkerInfo.labels:type_name -> worq.v1.WorkerInfo.LabelsEntry
+	35, // 15: worq.v1.ControlWorkerRequest.action:type_name -> worq.v1.ControlAction
 	0,  // 16: worq.v1.AdminService.GetJob:input_type -> worq.v1.GetJobRequest
 	2,  // 17: worq.v1.AdminService.ListJobs:input_type -> worq.v1.ListJobsRequest
 	4,  // 18: worq.v1.AdminService.ListQueues:input_type -> worq.v1.ListQueuesRequest
@@ -1738,24 +1838,26 @@ var file_worq_v1_admin_service_proto_depIdxs = []int32{
 	11, // 21: worq.v1.AdminService.ListWorkers:input_type -> worq.v1.ListWorkersRequest
 	14, // 22: worq.v1.AdminService.DeleteJob:input_type -> worq.v1.DeleteJobRequest
 	16, // 23: worq.v1.AdminService.RetryJobs:input_type -> worq.v1.RetryJobsRequest
-	18, // 24: worq.v1.AdminService.PauseQueue:input_type -> worq.v1.PauseQueueRequest
-	20, // 25: worq.v1.AdminService.ResumeQueue:input_type -> worq.v1.ResumeQueueRequest
-	22, // 26: worq.v1.AdminService.PurgeQueue:input_type -> worq.v1.PurgeQueueRequest
-	24, // 27: worq.v1.AdminService.ControlWorker:input_type -> worq.v1.ControlWorkerRequest
-	1,  // 28: worq.v1.AdminService.GetJob:output_type -> worq.v1.GetJobResponse
-	3,  // 29: worq.v1.AdminService.ListJobs:output_type -> worq.v1.ListJobsResponse
-	5,  // 30: worq.v1.AdminService.ListQueues:output_type -> worq.v1.ListQueuesResponse
-	8,  // 31: worq.v1.AdminService.GetQueueStats:output_type -> worq.v1.GetQueueStatsResponse
-	10, // 32: worq.v1.AdminService.GetServerInfo:output_type -> worq.v1.GetServerInfoResponse
-	12, // 33: worq.v1.AdminService.ListWorkers:output_type -> worq.v1.ListWorkersResponse
-	15, // 34: worq.v1.AdminService.DeleteJob:output_type -> worq.v1.DeleteJobResponse
-	17, // 35: worq.v1.AdminService.RetryJobs:output_type -> worq.v1.RetryJobsResponse
-	19, // 36: worq.v1.AdminService.PauseQueue:output_type -> worq.v1.PauseQueueResponse
-	21, // 37: worq.v1.AdminService.ResumeQueue:output_type -> worq.v1.ResumeQueueResponse
-	23, // 38: worq.v1.AdminService.PurgeQueue:output_type -> worq.v1.PurgeQueueResponse
-	25, // 39: worq.v1.AdminService.ControlWorker:output_type -> worq.v1.ControlWorkerResponse
-	28, // [28:40] is the sub-list for method output_type
-	16, // [16:28] is the sub-list for method input_type
+	18, // 24: worq.v1.AdminService.RunJobsNow:input_type -> worq.v1.RunJobsNowRequest
+	20, // 25: worq.v1.AdminService.PauseQueue:input_type -> worq.v1.PauseQueueRequest
+	22, // 26: worq.v1.AdminService.ResumeQueue:input_type -> worq.v1.ResumeQueueRequest
+	24, // 27: worq.v1.AdminService.PurgeQueue:input_type -> worq.v1.PurgeQueueRequest
+	26, // 28: worq.v1.AdminService.ControlWorker:input_type -> worq.v1.ControlWorkerRequest
+	1,  // 29: worq.v1.AdminService.GetJob:output_type -> worq.v1.GetJobResponse
+	3,  // 30: worq.v1.AdminService.ListJobs:output_type -> worq.v1.ListJobsResponse
+	5,  // 31: worq.v1.AdminService.ListQueues:output_type -> worq.v1.ListQueuesResponse
+	8,  // 32: worq.v1.AdminService.GetQueueStats:output_type -> worq.v1.GetQueueStatsResponse
+	10, // 33: worq.v1.AdminService.GetServerInfo:output_type -> worq.v1.GetServerInfoResponse
+	12, // 34: worq.v1.AdminService.ListWorkers:output_type -> worq.v1.ListWorkersResponse
+	15, // 35: worq.v1.AdminService.DeleteJob:output_type -> worq.v1.DeleteJobResponse
+	17, // 36: worq.v1.AdminService.RetryJobs:output_type -> worq.v1.RetryJobsResponse
+	19, // 37: worq.v1.AdminService.RunJobsNow:output_type -> worq.v1.RunJobsNowResponse
+	21, // 38: worq.v1.AdminService.PauseQueue:output_type -> worq.v1.PauseQueueResponse
+	23, // 39: worq.v1.AdminService.ResumeQueue:output_type -> worq.v1.ResumeQueueResponse
+	25, // 40: worq.v1.AdminService.PurgeQueue:output_type -> worq.v1.PurgeQueueResponse
+	27, // 41: worq.v1.AdminService.ControlWorker:output_type -> worq.v1.ControlWorkerResponse
+	29, // [29:42] is the sub-list for method output_type
+	16, // [16:29] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
 	16, // [16:16] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name
@@ -1774,7 +1876,7 @@ func file_worq_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worq_v1_admin_service_proto_rawDesc), len(file_worq_v1_admin_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file worq/v1/admin_service.proto.
  */
 export const file_worq_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("Cht3b3JxL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SB3dvcnEudjEiHAoNR2V0Sm9iUmVxdWVzdBILCgNqaWQYASABKAkiKwoOR2V0Sm9iUmVzcG9uc2USGQoDam9iGAEgASgLMgwud29ycS52MS5Kb2Ii6QIKD0xpc3RKb2JzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIgCgVzdGF0ZRgCIAEoDjIRLndvcnEudjEuSm9iU3RhdGUSEQoJcGFnZV9zaXplGAMgASgNEhIKCnBhZ2VfdG9rZW4YBCABKAkSDAoEdHlwZRgFIAEoCRIwCgR0YWdzGAYgAygLMiIud29ycS52MS5MaXN0Sm9ic1JlcXVlc3QuVGFnc0VudHJ5EhYKDmNvcnJlbGF0aW9uX2lkGAcgASgJEhIKCmppZF9wcmVmaXgYCCABKAkSMQoNY3JlYXRlZF9hZnRlchgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoOY3JlYXRlZF9iZWZvcmUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGisKCVRhZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkcKEExpc3RKb2JzUmVzcG9uc2USGgoEam9icxgBIAMoCzIMLndvcnEudjEuSm9iEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSI6ChFMaXN0UXVldWVzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCSJSChJMaXN0UXVldWVzUmVzcG9uc2USIwoGcXVldWVzGAEgAygLMhMud29ycS52MS5RdWV1ZVN0YXRzEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSLeAQoKUXVldWVTdGF0cxINCgVxdWV1ZRgBIAEoCRINCgVyZWFkeRgCIAEoBBIPCgdkZWxheWVkGAMgASgEEhEKCWluX2ZsaWdodBgEIAEoBBIQCghyZXRyeWluZxgFIAEoBBIMCgRkZWFkGAYgASgEEioKB2xhdGVuY3kYByABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDgoGcGF1c2VkGAggASgIEg8KB3BlbmRpbmcYCSABKAQSEQoJY29tcGxldGVkGAogASgEEg4KBmZhaWxlZBgLIAEoBCIlChRHZXRRdWV1ZVN0YXRzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSI7ChVHZXRRdWV1ZVN0YXRzUmVzcG9uc2USIgoFc3RhdHMYASABKAsyEy53b3JxLnYxLlF1ZXVlU3RhdHMiFgoUR2V0U2VydmVySW5mb1JlcXVlc3QizQIKFUdldFNlcnZlckluZm9SZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgJEi4KCnN0YXJ0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBnVwdGltZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIZChFjb25uZWN0ZWRfd29ya2VycxgEIAEoDRIXCg90b3RhbF9wcm9jZXNzZWQYBSABKAQSFAoMdG90YWxfZmFpbGVkGAYgASgEEhQKDGV2aWN0ZWRfam9icxgHIAEoBBIRCglsaXZlX2pvYnMYCCABKAQSDQoFc3RvcmUYCSABKAkSFwoPdG90YWxfc3VibWl0dGVkGAogASgEEhIKCmRhdGFfYnl0ZXMYCyABKAQSGQoRY29ubmVjdGVkX2NsaWVudHMYDCABKA0iFAoSTGlzdFdvcmtlcnNSZXF1ZXN0IjsKE0xpc3RXb3JrZXJzUmVzcG9uc2USJAoHd29ya2VycxgBIAMoCzITLndvcnEudjEuV29ya2VySW5mbyLzAQoKV29ya2VySW5mbxIRCgl3b3JrZXJfaWQYASABKAkSDgoGcXVldWVzGAIgAygJEg8KB2NyZWRpdHMYAyABKA0SHwoEaGVsZBgEIAMoCzIRLndvcnEudjEuTGVhc2VSZWYSMAoMY29ubmVjdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgZsYWJlbHMYBiADKAsyHy53b3JxLnYxLldvcmtlckluZm8uTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIfChBEZWxldGVKb2JSZXF1ZXN0EgsKA2ppZBgBIAEoCSITChFEZWxldGVKb2JSZXNwb25zZSIvChBSZXRyeUpvYnNSZXF1ZXN0EgwKBGppZHMYASADKAkSDQoFcXVldWUYAiABKAkiJAoRUmV0cnlKb2JzUmVzcG9uc2USDwoHcmV0cmllZBgBIAEoBCIiChFQYXVzZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIUChJQYXVzZVF1ZXVlUmVzcG9uc2UiIwoSUmVzdW1lUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIhUKE1Jlc3VtZVF1ZXVlUmVzcG9uc2UiIgoRUHVyZ2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiJQoSUHVyZ2VRdWV1ZVJlc3BvbnNlEg8KB2RlbGV0ZWQYASABKAQiUQoUQ29udHJvbFdvcmtlclJlcXVlc3QSEQoJd29ya2VyX2lkGAEgASgJEiYKBmFjdGlvbhgCIAEoDjIWLndvcnEudjEuQ29udHJvbEFjdGlvbiIoChVDb250cm9sV29ya2VyUmVzcG9uc2USDwoHc3RyZWFtcxgBIAEoDTLrBgoMQWRtaW5TZXJ2aWNlEjkKBkdldEpvYhIWLndvcnEudjEuR2V0Sm9iUmVxdWVzdBoXLndvcnEudjEuR2V0Sm9iUmVzcG9uc2USPwoITGlzdEpvYnMSGC53b3JxLnYxLkxpc3RKb2JzUmVxdWVzdBoZLndvcnEudjEuTGlzdEpvYnNSZXNwb25zZRJFCgpMaXN0UXVldWVzEhoud29ycS52MS5MaXN0UXVldWVzUmVxdWVzdBobLndvcnEudjEuTGlzdFF1ZXVlc1Jlc3BvbnNlEk4KDUdldFF1ZXVlU3RhdHMSHS53b3JxLnYxLkdldFF1ZXVlU3RhdHNSZXF1ZXN0Gh4ud29ycS52MS5HZXRRdWV1ZVN0YXRzUmVzcG9uc2USTgoNR2V0U2VydmVySW5mbxIdLndvcnEudjEuR2V0U2VydmVySW5mb1JlcXVlc3QaHi53b3JxLnYxLkdldFNlcnZlckluZm9SZXNwb25zZRJICgtMaXN0V29ya2VycxIbLndvcnEudjEuTGlzdFdvcmtlcnNSZXF1ZXN0Ghwud29ycS52MS5MaXN0V29ya2Vyc1Jlc3BvbnNlEkIKCURlbGV0ZUpvYhIZLndvcnEudjEuRGVsZXRlSm9iUmVxdWVzdBoaLndvcnEudjEuRGVsZXRlSm9iUmVzcG9uc2USQgoJUmV0cnlKb2JzEhkud29ycS52MS5SZXRyeUpvYnNSZXF1ZXN0Ghoud29ycS52MS5SZXRyeUpvYnNSZXNwb25zZRJFCgpQYXVzZVF1ZXVlEhoud29ycS52MS5QYXVzZVF1ZXVlUmVxdWVzdBobLndvcnEudjEuUGF1c2VRdWV1ZVJlc3BvbnNlEkgKC1Jlc3VtZVF1ZXVlEhsud29ycS52MS5SZXN1bWVRdWV1ZVJlcXVlc3QaHC53b3JxLnYxLlJlc3VtZVF1ZXVlUmVzcG9uc2USRQoKUHVyZ2VRdWV1ZRIaLndvcnEudjEuUHVyZ2VRdWV1ZVJlcXVlc3QaGy53b3JxLnYxLlB1cmdlUXVldWVSZXNwb25zZRJOCg1Db250cm9sV29ya2VyEh0ud29ycS52MS5Db250cm9sV29ya2VyUmVxdWVzdBoeLndvcnEudjEuQ29udHJvbFdvcmtlclJlc3BvbnNlQo0BCgtjb20ud29ycS52MUIRQWRtaW5TZXJ2aWNlUHJvdG9QAVouZ2l0aHViLmNvbS93b3JxLWRldi93b3JxL2dlbi9nby93b3JxL3YxO3dvcnF2MaICA1dYWKoCB1dvcnEuVjHKAgdXb3JxXFYx4gITV29ycVxWMVxHUEJNZXRhZGF0YeoCCFdvcnE6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_worq_v1_job, file_worq_v1_worker_service]);
+  fileDesc("Cht3b3JxL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SB3dvcnEudjEiHAoNR2V0Sm9iUmVxdWVzdBILCgNqaWQYASABKAkiKwoOR2V0Sm9iUmVzcG9uc2USGQoDam9iGAEgASgLMgwud29ycS52MS5Kb2Ii6QIKD0xpc3RKb2JzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIgCgVzdGF0ZRgCIAEoDjIRLndvcnEudjEuSm9iU3RhdGUSEQoJcGFnZV9zaXplGAMgASgNEhIKCnBhZ2VfdG9rZW4YBCABKAkSDAoEdHlwZRgFIAEoCRIwCgR0YWdzGAYgAygLMiIud29ycS52MS5MaXN0Sm9ic1JlcXVlc3QuVGFnc0VudHJ5EhYKDmNvcnJlbGF0aW9uX2lkGAcgASgJEhIKCmppZF9wcmVmaXgYCCABKAkSMQoNY3JlYXRlZF9hZnRlchgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoOY3JlYXRlZF9iZWZvcmUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wGisKCVRhZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkcKEExpc3RKb2JzUmVzcG9uc2USGgoEam9icxgBIAMoCzIMLndvcnEudjEuSm9iEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSI6ChFMaXN0UXVldWVzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCSJSChJMaXN0UXVldWVzUmVzcG9uc2USIwoGcXVldWVzGAEgAygLMhMud29ycS52MS5RdWV1ZVN0YXRzEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSLeAQoKUXVldWVTdGF0cxINCgVxdWV1ZRgBIAEoCRINCgVyZWFkeRgCIAEoBBIPCgdkZWxheWVkGAMgASgEEhEKCWluX2ZsaWdodBgEIAEoBBIQCghyZXRyeWluZxgFIAEoBBIMCgRkZWFkGAYgASgEEioKB2xhdGVuY3kYByABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDgoGcGF1c2VkGAggASgIEg8KB3BlbmRpbmcYCSABKAQSEQoJY29tcGxldGVkGAogASgEEg4KBmZhaWxlZBgLIAEoBCIlChRHZXRRdWV1ZVN0YXRzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSI7ChVHZXRRdWV1ZVN0YXRzUmVzcG9uc2USIgoFc3RhdHMYASABKAsyEy53b3JxLnYxLlF1ZXVlU3RhdHMiFgoUR2V0U2VydmVySW5mb1JlcXVlc3QizQIKFUdldFNlcnZlckluZm9SZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgJEi4KCnN0YXJ0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBnVwdGltZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIZChFjb25uZWN0ZWRfd29ya2VycxgEIAEoDRIXCg90b3RhbF9wcm9jZXNzZWQYBSABKAQSFAoMdG90YWxfZmFpbGVkGAYgASgEEhQKDGV2aWN0ZWRfam9icxgHIAEoBBIRCglsaXZlX2pvYnMYCCABKAQSDQoFc3RvcmUYCSABKAkSFwoPdG90YWxfc3VibWl0dGVkGAogASgEEhIKCmRhdGFfYnl0ZXMYCyABKAQSGQoRY29ubmVjdGVkX2NsaWVudHMYDCABKA0iFAoSTGlzdFdvcmtlcnNSZXF1ZXN0IjsKE0xpc3RXb3JrZXJzUmVzcG9uc2USJAoHd29ya2VycxgBIAMoCzITLndvcnEudjEuV29ya2VySW5mbyLzAQoKV29ya2VySW5mbxIRCgl3b3JrZXJfaWQYASABKAkSDgoGcXVldWVzGAIgAygJEg8KB2NyZWRpdHMYAyABKA0SHwoEaGVsZBgEIAMoCzIRLndvcnEudjEuTGVhc2VSZWYSMAoMY29ubmVjdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgZsYWJlbHMYBiADKAsyHy53b3JxLnYxLldvcmtlckluZm8uTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIfChBEZWxldGVKb2JSZXF1ZXN0EgsKA2ppZBgBIAEoCSITChFEZWxldGVKb2JSZXNwb25zZSIvChBSZXRyeUpvYnNSZXF1ZXN0EgwKBGppZHMYASADKAkSDQoFcXVldWUYAiABKAkiJAoRUmV0cnlKb2JzUmVzcG9uc2USDwoHcmV0cmllZBgBIAEoBCIhChFSdW5Kb2JzTm93UmVxdWVzdBIMCgRqaWRzGAEgAygJIicKElJ1bkpvYnNOb3dSZXNwb25zZRIRCglzY2hlZHVsZWQYASABKAQiIgoRUGF1c2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiFAoSUGF1c2VRdWV1ZVJlc3BvbnNlIiMKElJlc3VtZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIVChNSZXN1bWVRdWV1ZVJlc3BvbnNlIiIKEVB1cmdlUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIiUKElB1cmdlUXVldWVSZXNwb25zZRIPCgdkZWxldGVkGAEgASgEIlEKFENvbnRyb2xXb3JrZXJSZXF1ZXN0EhEKCXdvcmtlcl9pZBgBIAEoCRImCgZhY3Rpb24YAiABKA4yFi53b3JxLnYxLkNvbnRyb2xBY3Rpb24iKAoVQ29udHJvbFdvcmtlclJlc3BvbnNlEg8KB3N0cmVhbXMYASABKA0ysgcKDEFkbWluU2VydmljZRI5CgZHZXRKb2ISFi53b3JxLnYxLkdldEpvYlJlcXVlc3QaFy53b3JxLnYxLkdldEpvYlJlc3BvbnNlEj8KCExpc3RKb2JzEhgud29ycS52MS5MaXN0Sm9ic1JlcXVlc3QaGS53b3JxLnYxLkxpc3RKb2JzUmVzcG9uc2USRQoKTGlzdFF1ZXVlcxIaLndvcnEudjEuTGlzdFF1ZXVlc1JlcXVlc3QaGy53b3JxLnYxLkxpc3RRdWV1ZXNSZXNwb25zZRJOCg1HZXRRdWV1ZVN0YXRzEh0ud29ycS52MS5HZXRRdWV1ZVN0YXRzUmVxdWVzdBoeLndvcnEudjEuR2V0UXVldWVTdGF0c1Jlc3BvbnNlEk4KDUdldFNlcnZlckluZm8SHS53b3JxLnYxLkdldFNlcnZlckluZm9SZXF1ZXN0Gh4ud29ycS52MS5HZXRTZXJ2ZXJJbmZvUmVzcG9uc2USSAoLTGlzdFdvcmtlcnMSGy53b3JxLnYxLkxpc3RXb3JrZXJzUmVxdWVzdBocLndvcnEudjEuTGlzdFdvcmtlcnNSZXNwb25zZRJCCglEZWxldGVKb2ISGS53b3JxLnYxLkRlbGV0ZUpvYlJlcXVlc3QaGi53b3JxLnYxLkRlbGV0ZUpvYlJlc3BvbnNlEkIKCVJldHJ5Sm9icxIZLndvcnEudjEuUmV0cnlKb2JzUmVxdWVzdBoaLndvcnEudjEuUmV0cnlKb2JzUmVzcG9uc2USRQoKUnVuSm9ic05vdxIaLndvcnEudjEuUnVuSm9ic05vd1JlcXVlc3QaGy53b3JxLnYxLlJ1bkpvYnNOb3dSZXNwb25zZRJFCgpQYXVzZVF1ZXVlEhoud29ycS52MS5QYXVzZVF1ZXVlUmVxdWVzdBobLndvcnEudjEuUGF1c2VRdWV1ZVJlc3BvbnNlEkgKC1Jlc3VtZVF1ZXVlEhsud29ycS52MS5SZXN1bWVRdWV1ZVJlcXVlc3QaHC53b3JxLnYxLlJlc3VtZVF1ZXVlUmVzcG9uc2USRQoKUHVyZ2VRdWV1ZRIaLndvcnEudjEuUHVyZ2VRdWV1ZVJlcXVlc3QaGy53b3JxLnYxLlB1cmdlUXVldWVSZXNwb25zZRJOCg1Db250cm9sV29ya2VyEh0ud29ycS52MS5Db250cm9sV29ya2VyUmVxdWVzdBoeLndvcnEudjEuQ29udHJvbFdvcmtlclJlc3BvbnNlQo0BCgtjb20ud29ycS52MUIRQWRtaW5TZXJ2aWNlUHJvdG9QAVouZ2l0aHViLmNvbS93b3JxLWRldi93b3JxL2dlbi9nby93b3JxL3YxO3dvcnF2MaICA1dYWKoCB1dvcnEuVjHKAgdXb3JxXFYx4gITV29ycVxWMVxHUEJNZXRhZGF0YeoCCFdvcnE6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_worq_v1_job, file_worq_v1_worker_service]);
 
 /**
  * GetJobRequest names a job.
@@ -656,6 +656,48 @@ export const RetryJobsResponseSchema: GenMessage<RetryJobsResponse> = /*@__PURE_
   messageDesc(file_worq_v1_admin_service, 17);
 
 /**
+ * RunJobsNowRequest names the jobs to run now.
+ *
+ * @generated from message worq.v1.RunJobsNowRequest
+ */
+export type RunJobsNowRequest = Message<"worq.v1.RunJobsNowRequest"> & {
+  /**
+   * Required: 1 to 1000 job ids.
+   *
+   * @generated from field: repeated string jids = 1;
+   */
+  jids: string[];
+};
+
+/**
+ * Describes the message worq.v1.RunJobsNowRequest.
+ * Use `create(RunJobsNowRequestSchema)` to create a new message.
+ */
+export const RunJobsNowRequestSchema: GenMessage<RunJobsNowRequest> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 18);
+
+/**
+ * RunJobsNowResponse counts the jobs moved.
+ *
+ * @generated from message worq.v1.RunJobsNowResponse
+ */
+export type RunJobsNowResponse = Message<"worq.v1.RunJobsNowResponse"> & {
+  /**
+   * How many jobs became SCHEDULED (ready).
+   *
+   * @generated from field: uint64 scheduled = 1;
+   */
+  scheduled: bigint;
+};
+
+/**
+ * Describes the message worq.v1.RunJobsNowResponse.
+ * Use `create(RunJobsNowResponseSchema)` to create a new message.
+ */
+export const RunJobsNowResponseSchema: GenMessage<RunJobsNowResponse> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 19);
+
+/**
  * PauseQueueRequest names a queue.
  *
  * @generated from message worq.v1.PauseQueueRequest
@@ -674,7 +716,7 @@ export type PauseQueueRequest = Message<"worq.v1.PauseQueueRequest"> & {
  * Use `create(PauseQueueRequestSchema)` to create a new message.
  */
 export const PauseQueueRequestSchema: GenMessage<PauseQueueRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 18);
+  messageDesc(file_worq_v1_admin_service, 20);
 
 /**
  * PauseQueueResponse is empty.
@@ -689,7 +731,7 @@ export type PauseQueueResponse = Message<"worq.v1.PauseQueueResponse"> & {
  * Use `create(PauseQueueResponseSchema)` to create a new message.
  */
 export const PauseQueueResponseSchema: GenMessage<PauseQueueResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 19);
+  messageDesc(file_worq_v1_admin_service, 21);
 
 /**
  * ResumeQueueRequest names a queue.
@@ -710,7 +752,7 @@ export type ResumeQueueRequest = Message<"worq.v1.ResumeQueueRequest"> & {
  * Use `create(ResumeQueueRequestSchema)` to create a new message.
  */
 export const ResumeQueueRequestSchema: GenMessage<ResumeQueueRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 20);
+  messageDesc(file_worq_v1_admin_service, 22);
 
 /**
  * ResumeQueueResponse is empty.
@@ -725,7 +767,7 @@ export type ResumeQueueResponse = Message<"worq.v1.ResumeQueueResponse"> & {
  * Use `create(ResumeQueueResponseSchema)` to create a new message.
  */
 export const ResumeQueueResponseSchema: GenMessage<ResumeQueueResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 21);
+  messageDesc(file_worq_v1_admin_service, 23);
 
 /**
  * PurgeQueueRequest names a queue.
@@ -746,7 +788,7 @@ export type PurgeQueueRequest = Message<"worq.v1.PurgeQueueRequest"> & {
  * Use `create(PurgeQueueRequestSchema)` to create a new message.
  */
 export const PurgeQueueRequestSchema: GenMessage<PurgeQueueRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 22);
+  messageDesc(file_worq_v1_admin_service, 24);
 
 /**
  * PurgeQueueResponse counts deleted jobs.
@@ -767,7 +809,7 @@ export type PurgeQueueResponse = Message<"worq.v1.PurgeQueueResponse"> & {
  * Use `create(PurgeQueueResponseSchema)` to create a new message.
  */
 export const PurgeQueueResponseSchema: GenMessage<PurgeQueueResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 23);
+  messageDesc(file_worq_v1_admin_service, 25);
 
 /**
  * ControlWorkerRequest targets one worker.
@@ -795,7 +837,7 @@ export type ControlWorkerRequest = Message<"worq.v1.ControlWorkerRequest"> & {
  * Use `create(ControlWorkerRequestSchema)` to create a new message.
  */
 export const ControlWorkerRequestSchema: GenMessage<ControlWorkerRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 24);
+  messageDesc(file_worq_v1_admin_service, 26);
 
 /**
  * ControlWorkerResponse counts the streams told.
@@ -816,7 +858,7 @@ export type ControlWorkerResponse = Message<"worq.v1.ControlWorkerResponse"> & {
  * Use `create(ControlWorkerResponseSchema)` to create a new message.
  */
 export const ControlWorkerResponseSchema: GenMessage<ControlWorkerResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 25);
+  messageDesc(file_worq_v1_admin_service, 27);
 
 /**
  * AdminService is what operators, the CLI and the dashboard call to see and fix things.
@@ -910,6 +952,17 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof RetryJobsRequestSchema;
     output: typeof RetryJobsResponseSchema;
+  },
+  /**
+   * RunJobsNow makes DELAYED or RETRYING jobs ready at once, as if their time had come (the
+   * dashboard's "run now"); jobs in any other state, or unknown, are skipped.
+   *
+   * @generated from rpc worq.v1.AdminService.RunJobsNow
+   */
+  runJobsNow: {
+    methodKind: "unary";
+    input: typeof RunJobsNowRequestSchema;
+    output: typeof RunJobsNowResponseSchema;
   },
   /**
    * PauseQueue stops leasing from a queue; submits are still accepted. Survives restarts.

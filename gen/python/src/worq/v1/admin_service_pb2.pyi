@@ -206,6 +206,18 @@ class RetryJobsResponse(_message.Message):
     retried: int
     def __init__(self, retried: _Optional[int] = ...) -> None: ...
 
+class RunJobsNowRequest(_message.Message):
+    __slots__ = ("jids",)
+    JIDS_FIELD_NUMBER: _ClassVar[int]
+    jids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, jids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RunJobsNowResponse(_message.Message):
+    __slots__ = ("scheduled",)
+    SCHEDULED_FIELD_NUMBER: _ClassVar[int]
+    scheduled: int
+    def __init__(self, scheduled: _Optional[int] = ...) -> None: ...
+
 class PauseQueueRequest(_message.Message):
     __slots__ = ("queue",)
     QUEUE_FIELD_NUMBER: _ClassVar[int]
