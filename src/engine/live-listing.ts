@@ -17,6 +17,10 @@ export interface JobFilter {
   jidPrefix?: string;
   createdAfterMs?: number;
   createdBeforeMs?: number;
+  /** Jobs spawned by this job (FAN_OUT). */
+  parentJid?: string;
+  /** Jobs that depend on this job. */
+  dependsOnJid?: string;
 }
 
 /** Throws WORQ_INVALID_ARGUMENT naming the field of a filter no job could sensibly match. */
@@ -34,7 +38,9 @@ function metaMatches(filter: JobFilter, meta: JobMeta): boolean {
     (!filter.type || meta.type === filter.type) &&
     (!filter.jidPrefix || meta.jid.startsWith(filter.jidPrefix)) &&
     (filter.createdAfterMs === undefined || meta.createdAtMs >= filter.createdAfterMs) &&
-    (filter.createdBeforeMs === undefined || meta.createdAtMs < filter.createdBeforeMs)
+    (filter.createdBeforeMs === undefined || meta.createdAtMs < filter.createdBeforeMs) &&
+    (!filter.parentJid || meta.parentJid === filter.parentJid) &&
+    (!filter.dependsOnJid || (meta.dependency?.jids.includes(filter.dependsOnJid) ?? false))
   );
 }
 
@@ -48,7 +54,7 @@ function bodyMatches(filter: JobFilter, body: JobBody): boolean {
 
 function isFiltering(filter: JobFilter): boolean {
   return Boolean(
-    filter.type || filter.jidPrefix || filter.correlationId || Object.keys(filter.tags ?? {}).length > 0 ||
+    filter.type || filter.jidPrefix || filter.correlationId || filter.parentJid || filter.dependsOnJid || Object.keys(filter.tags ?? {}).length > 0 ||
       filter.createdAfterMs !== undefined || filter.createdBeforeMs !== undefined,
   );
 }

@@ -48,6 +48,8 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
         tags: request.tags,
         correlationId: request.correlationId,
         jidPrefix: request.jidPrefix,
+        parentJid: request.parentJid,
+        dependsOnJid: request.dependsOnJid,
         ...(request.createdAfter ? { createdAfterMs: timestampMs(request.createdAfter) } : {}),
         ...(request.createdBefore ? { createdBeforeMs: timestampMs(request.createdBefore) } : {}),
       });

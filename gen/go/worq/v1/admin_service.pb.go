@@ -140,6 +140,10 @@ type ListJobsRequest struct {
 	CreatedAfter *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_after,json=createdAfter,proto3" json:"created_after,omitempty"`
 	// Only jobs submitted before this instant; unset means no upper bound.
 	CreatedBefore *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=created_before,json=createdBefore,proto3" json:"created_before,omitempty"`
+	// Only jobs spawned by this job (their parent_jid); empty matches every job.
+	ParentJid string `protobuf:"bytes,11,opt,name=parent_jid,json=parentJid,proto3" json:"parent_jid,omitempty"`
+	// Only jobs that depend on this job (it is in their depends_on); empty matches every job.
+	DependsOnJid  string `protobuf:"bytes,12,opt,name=depends_on_jid,json=dependsOnJid,proto3" json:"depends_on_jid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -242,6 +246,20 @@ func (x *ListJobsRequest) GetCreatedBefore() *timestamppb.Timestamp {
 		return x.CreatedBefore
 	}
 	return nil
+}
+
+func (x *ListJobsRequest) GetParentJid() string {
+	if x != nil {
+		return x.ParentJid
+	}
+	return ""
+}
+
+func (x *ListJobsRequest) GetDependsOnJid() string {
+	if x != nil {
+		return x.DependsOnJid
+	}
+	return ""
 }
 
 // ListJobsResponse is one page.
@@ -1638,7 +1656,7 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\rGetJobRequest\x12\x10\n" +
 	"\x03jid\x18\x01 \x01(\tR\x03jid\"0\n" +
 	"\x0eGetJobResponse\x12\x1e\n" +
-	"\x03job\x18\x01 \x01(\v2\f.worq.v1.JobR\x03job\"\xdb\x03\n" +
+	"\x03job\x18\x01 \x01(\v2\f.worq.v1.JobR\x03job\"\xa0\x04\n" +
 	"\x0fListJobsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12'\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x11.worq.v1.JobStateR\x05state\x12\x1b\n" +
@@ -1652,7 +1670,10 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"jid_prefix\x18\b \x01(\tR\tjidPrefix\x12?\n" +
 	"\rcreated_after\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\fcreatedAfter\x12A\n" +
 	"\x0ecreated_before\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\rcreatedBefore\x1a7\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\rcreatedBefore\x12\x1d\n" +
+	"\n" +
+	"parent_jid\x18\v \x01(\tR\tparentJid\x12$\n" +
+	"\x0edepends_on_jid\x18\f \x01(\tR\fdependsOnJid\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\\\n" +
