@@ -30,7 +30,7 @@ function niceMax(value: number): number {
 
 /** The chart over [fromMs, toMs]; `unit` labels the y axis ticks (e.g. "/s"). */
 export function lineChart(series: Series[], fromMs: number, toMs: number, label: string): SVGSVGElement {
-  const root = svg("svg", { class: "chart", viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", role: "img", "aria-label": label });
+  const root = svg("svg", { class: "chart", viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": label });
   const max = niceMax(Math.max(0, ...series.flatMap((s) => s.points.map(([, v]) => v))));
   const x = (t: number) => PAD.left + ((t - fromMs) / Math.max(1, toMs - fromMs)) * (W - PAD.left - PAD.right);
   const y = (v: number) => H - PAD.bottom - (v / max) * (H - PAD.top - PAD.bottom);

@@ -130,10 +130,11 @@ export const jobDetailPage: PageFactory = (root, path) => {
           "dl",
           { class: "fields" },
           ...field("Parent (fan-out)", job.parentJid ? jidLinks([job.parentJid]) : "–"),
-          ...field(`Depends on (${DependencyType[job.dependencyType] ?? "AFTER"})`, jidLinks(job.dependsOn)),
+          ...field(`Depends on${job.dependsOn.length ? ` (${job.dependencyType === DependencyType.AFTER_ANY ? "after any outcome" : "after success"})` : ""}`, jidLinks(job.dependsOn)),
           ...field("Still waiting on", jidLinks(job.waitingOn)),
+          ...field("Children (unfinished)", el("span", { data: { block: "children" } }, "…")),
+          ...field("Dependents (unfinished)", el("span", { data: { block: "dependents" } }, "…")),
         ),
-        el("div", { data: { block: "children" } }),
       ),
       el("div", { class: "panel" }, el("h2", {}, "History"), table(["When", "Event"], timeline(job).map(([ms, text]) => [new Date(ms).toLocaleString("sv-SE"), text]))),
     ];
@@ -181,15 +182,8 @@ export const jobDetailPage: PageFactory = (root, path) => {
       admin.listJobs({ parentJid: job.jid, pageSize: 100 }),
       admin.listJobs({ dependsOnJid: job.jid, pageSize: 100 }),
     ]);
-    const box = root.querySelector<HTMLElement>('[data-block="children"]');
-    box?.replaceChildren(
-      el(
-        "dl",
-        { class: "fields" },
-        ...field("Children (unfinished)", jidLinks(spawned.jobs.map((j) => j.jid))),
-        ...field("Dependents (unfinished)", jidLinks(dependents.jobs.map((j) => j.jid))),
-      ),
-    );
+    root.querySelector('[data-block="children"]')?.replaceChildren(jidLinks(spawned.jobs.map((j) => j.jid)));
+    root.querySelector('[data-block="dependents"]')?.replaceChildren(jidLinks(dependents.jobs.map((j) => j.jid)));
   }
 
   async function refresh() {
