@@ -31,8 +31,9 @@ const transport = createConnectTransport({ baseUrl: location.origin, interceptor
 export const admin = createClient(AdminService, transport);
 export const producer = createClient(ProducerService, transport);
 
+/** The server wants a (different) token. A token lacking a permission is PERMISSION_DENIED: shown as an error. */
 export function isUnauthenticated(error: unknown): boolean {
-  return error instanceof ConnectError && (error.code === Code.Unauthenticated || error.code === Code.PermissionDenied);
+  return error instanceof ConnectError && error.code === Code.Unauthenticated;
 }
 
 /** A one-line description of a failed call, for the banner. */

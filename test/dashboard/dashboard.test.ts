@@ -297,3 +297,53 @@ describe.skipIf(!chromiumAvailable())("dashboard in Chromium (real server, real 
     }
   });
 });
+
+describe.skipIf(!chromiumAvailable())("dashboard token handling in Chromium", { timeout: 60_000 }, () => {
+  let browser: Awaited<ReturnType<typeof launchBrowser>>;
+  beforeAll(async () => {
+    browser = await launchBrowser();
+  });
+  afterAll(async () => {
+    await browser?.close();
+  });
+
+  it("sends a stored token as an Authorization header on every API call, and forgets it on request", async () => {
+    const page = await browser.context.newPage();
+    const authorizations: (string | undefined)[] = [];
+    page.on("request", (request) => {
+      if (request.url().includes("/worq.v1.")) authorizations.push(request.headers()["authorization"]);
+    });
+    await page.goto(`${base}/#/queues`);
+    await page.evaluate(() => sessionStorage.setItem("worq.token", "t0ken-from-the-user"));
+    await page.reload();
+    await page.waitForSelector("table");
+    authorizations.length = 0;
+    await page.waitForSelector('button:has-text("Forget token")');
+    await eventually(async () => authorizations.length >= 2, "two API calls");
+    expect(new Set(authorizations)).toEqual(new Set(["Bearer t0ken-from-the-user"]));
+    await page.click('button:has-text("Forget token")');
+    expect(await page.evaluate(() => sessionStorage.getItem("worq.token"))).toBeNull();
+    authorizations.length = 0;
+    await eventually(async () => authorizations.length >= 1, "an API call");
+    expect(authorizations.every((value) => value === undefined)).toBe(true);
+    await page.close();
+  });
+
+  // This branch's server has no auth yet: the server's UNAUTHENTICATED answer is played by the
+  // browser's request routing, to check what the page does with it.
+  it("asks for a token when the server answers UNAUTHENTICATED, then uses it", async () => {
+    const page = await browser.context.newPage();
+    await page.route("**/worq.v1.*/**", async (route) => {
+      if (route.request().headers()["authorization"] === "Bearer right") return route.continue();
+      return route.fulfill({ status: 401, contentType: "application/json", body: '{"code":"unauthenticated","message":"a bearer token is required"}' });
+    });
+    await page.goto(`${base}/#/queues`);
+    await page.waitForSelector('input[name="token"]');
+    expect(await page.locator("main").textContent()).toContain("Token required");
+    await page.fill('input[name="token"]', "right");
+    await page.click('button:has-text("Use token")');
+    await page.waitForSelector('tr[data-queue="mail"]');
+    expect(await page.evaluate(() => sessionStorage.getItem("worq.token"))).toBe("right");
+    await page.close();
+  });
+});
