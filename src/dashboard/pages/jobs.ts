@@ -152,11 +152,9 @@ export function jobsPage(title: string, fixedState?: JobState): PageFactory {
         for (const job of shown) all.checked ? selected.add(job.jid) : selected.delete(job.jid);
         void refresh().catch(showError);
       });
-      const headers = [el("th", {}, all), "Job", "Type", "Queue", "State", "Attempt", "Created", "When", "Tags", "Last error", ""].map((h) =>
-        typeof h === "string" && h === "Tags" ? el("th", { class: "hide-narrow" }, h) : h,
-      );
+      const headers = [el("th", {}, all), "Job", "Type", "Queue", "State", "Attempt", "Created", "When", el("th", { class: "hide-narrow" }, "Tags"), "Last error", ""];
       const empty = nextToken ? "No matching job among the jobs examined so far: Next page searches on." : "No jobs match.";
-      list(table(headers as (string | HTMLTableCellElement)[], shown.map(rowOf), empty));
+      list(table(headers, shown.map(rowOf), empty));
       renderActions();
       pager(
         button("First page", () => guard(((tokens.length = 1), refresh())), { disabled: tokens.length === 1 }),
