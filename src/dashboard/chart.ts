@@ -39,10 +39,10 @@ export function lineChart(series: Series[], fromMs: number, toMs: number, label:
     root.append(svg("line", { class: "axis", x1: PAD.left, x2: W - PAD.right, y1: y(value), y2: y(value) }));
     root.append(svg("text", { x: PAD.left - 4, y: y(value) + 3, "text-anchor": "end" }, value >= 10 ? value.toFixed(0) : value.toFixed(value ? 1 : 0)));
   }
-  const minutes = Math.round((toMs - fromMs) / 60_000);
+  const ago = (ms: number) => (toMs - fromMs >= 120_000 ? `-${Math.round(ms / 60_000)} min` : `-${Math.round(ms / 1000)} s`);
   for (const fraction of [0, 0.5, 1]) {
     const t = fromMs + (toMs - fromMs) * fraction;
-    const text = fraction === 1 ? "now" : `-${Math.round(minutes * (1 - fraction))} min`;
+    const text = fraction === 1 ? "now" : ago((toMs - fromMs) * (1 - fraction));
     root.append(svg("text", { x: x(t), y: H - 5, "text-anchor": fraction === 0 ? "start" : fraction === 1 ? "end" : "middle" }, text));
   }
   series.forEach((s, i) => {

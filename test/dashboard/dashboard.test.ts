@@ -16,6 +16,7 @@ import { chromiumAvailable, eventually, launchBrowser } from "./support/browser.
 const SCREENSHOTS = join(packageRoot(), "artifacts/screenshots");
 const XSS = "<script>window.__xss = 1</script><img src=x onerror=\"window.__xss = 2\">";
 
+const hasChromium = chromiumAvailable();
 let server: TestServer;
 let base: string;
 
@@ -63,7 +64,7 @@ describe("dashboard serving and request safety (real server, no browser)", () =>
   });
 });
 
-describe.skipIf(!chromiumAvailable())("dashboard in Chromium (real server, real browser)", { timeout: 60_000 }, () => {
+describe.skipIf(!hasChromium)("dashboard in Chromium (real server, real browser)", { timeout: 60_000 }, () => {
   let context: BrowserContext;
   let closeBrowser: () => Promise<void>;
   let page: Page;
@@ -174,6 +175,9 @@ describe.skipIf(!chromiumAvailable())("dashboard in Chromium (real server, real 
     }
     expect(await text('tr[data-queue="mail"] td[data-col=SCHEDULED]')).toBe("3");
     await screenshot("queues");
+    await page.emulateMedia({ colorScheme: "dark" });
+    await screenshot("queues-dark");
+    await page.emulateMedia({ colorScheme: "light" });
   });
 
   it("pausing a queue in the browser stops a worker getting its jobs; resuming delivers them", async () => {
@@ -298,7 +302,7 @@ describe.skipIf(!chromiumAvailable())("dashboard in Chromium (real server, real 
   });
 });
 
-describe.skipIf(!chromiumAvailable())("dashboard token handling in Chromium", { timeout: 60_000 }, () => {
+describe.skipIf(!hasChromium)("dashboard token handling in Chromium", { timeout: 60_000 }, () => {
   let browser: Awaited<ReturnType<typeof launchBrowser>>;
   beforeAll(async () => {
     browser = await launchBrowser();

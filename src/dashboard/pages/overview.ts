@@ -54,8 +54,9 @@ export const overviewPage: PageFactory = (root) => {
         card("Live jobs", count(info.liveJobs), "live"),
         card("Workers", count(info.connectedWorkers), "workers"),
       );
+      // The x axis spans what was sampled: the last hour at most, a minute at least.
       const now = Date.now();
-      const from = now - 3_600_000;
+      const from = Math.min(now - 60_000, Math.max(now - 3_600_000, history()[0]?.atMs ?? now));
       const throughput: Series[] = [
         { name: "completed / s", points: rate((s) => s.processed) },
         { name: "failed attempts / s", points: rate((s) => s.failed) },
