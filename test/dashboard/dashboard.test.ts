@@ -7,6 +7,7 @@ import { join } from "node:path";
 import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { ControlAction } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import { packageRoot } from "../../src/package-root.js";
 import { StreamWorker } from "../e2e/support/clients.js";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
@@ -195,6 +196,23 @@ describe.skipIf(!hasChromium)("dashboard in Chromium (real server, real browser)
       await server.worker.ack({ jid: leased.job!.jid, leaseId: leased.leaseId });
     } finally {
       await worker.stop();
+    }
+  });
+
+  it("Purge (confirmed) deletes a queue's waiting jobs; Quiet tells a worker's stream", async () => {
+    await server.producer.submitBatch({ jobs: [{ type: "old", queue: "purgeable" }, { type: "old", queue: "purgeable" }] });
+    await show("#/queues", 'tr[data-queue="purgeable"]');
+    await page.click('tr[data-queue="purgeable"] button:has-text("Purge")');
+    await eventually(async () => (await text('tr[data-queue="purgeable"] td[data-col=SCHEDULED]')) === "0", "the purged queue to show 0 ready");
+    expect((await server.admin.getQueueStats({ queue: "purgeable" })).stats!.ready).toBe(0n);
+
+    const quiet = new StreamWorker(server, { queues: ["quiet-q"], workerId: "w-quiet", credits: 1 });
+    try {
+      await show("#/workers", 'tr[data-worker="w-quiet"]');
+      await page.click('tr[data-worker="w-quiet"] button:has-text("Quiet")');
+      await quiet.waitForMessage((message) => message.kind.case === "control" && message.kind.value.action === ControlAction.QUIET);
+    } finally {
+      await quiet.stop();
     }
   });
 
