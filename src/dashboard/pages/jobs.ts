@@ -87,13 +87,15 @@ export function jobsPage(title: string, fixedState?: JobState): PageFactory {
         const jids = picked.filter((job) => applies(job.state)).map((job) => job.jid);
         return button(`${label}${jids.length ? ` (${jids.length})` : ""}`, () => guard(action(jids)), { disabled: jids.length === 0, class: danger ? "danger" : "", data: { bulk: label } });
       };
+      // A fixed-state list (Scheduled, Retries, Dead) offers only what applies to its state.
+      const offered = (applies: (state: JobState) => boolean) => fixedState === undefined || applies(fixedState);
       const children: Node[] = [
         el("span", { class: "note" }, `${picked.length} selected`),
-        bulk("Retry", isRetryable, retry),
-        bulk("Run now", isWaitingForTime, runNow),
-        bulk("Cancel", isUnfinished, cancel),
+        offered(isRetryable) && bulk("Retry", isRetryable, retry),
+        offered(isWaitingForTime) && bulk("Run now", isWaitingForTime, runNow),
+        offered(isUnfinished) && bulk("Cancel", isUnfinished, cancel),
         bulk("Delete", () => true, remove, true),
-      ];
+      ].filter((child): child is HTMLElement => child !== false);
       if (fixedState === JobState.DEAD_LETTER) {
         const queue = request.queue ?? "";
         children.push(
