@@ -13,7 +13,7 @@ import { LeaseSlots, type SlotHolder } from "./lease-slots.js";
 import { TimerHeap, type TimerEntry } from "./timer-heap.js";
 import { BodyCache } from "./body-cache.js";
 import { internName, internRetryPolicy } from "./intern.js";
-import { LISTABLE_STATES, pageOf } from "./live-listing.js";
+import { LISTABLE_STATES, checkJobFilter, finishedJobsPage, liveJobsPage, type JobFilter } from "./live-listing.js";
 
 export interface EngineOptions {
   store: Store;
@@ -483,6 +483,24 @@ export class Engine {
     return retried;
   }
 
+  /** Makes DELAYED or RETRYING jobs ready now (the dashboard's "run now"); skips others. Returns how many moved. */
+  async runNow(jids: string[]): Promise<number> {
+    this.checkUsable();
+    if (jids.length === 0 || jids.length > 1000) invalid("jids", "must name 1 to 1000 jobs");
+    jids.forEach((jid, i) => checkJid(jid, `jids[${i}]`));
+    const writes: StoreWrite[] = [];
+    for (const jid of new Set(jids)) {
+      const meta = this.live.get(jid);
+      if (meta && (meta.state === "DELAYED" || meta.state === "RETRYING")) writes.push(this.apply(meta, { kind: "due" }));
+    }
+    const scheduled = writes.length; // before persist, which appends cascading writes
+    if (scheduled === 0) return 0;
+    const durable = this.persist(writes);
+    this.pump();
+    await durable;
+    return scheduled;
+  }
+
   /** The open Lease streams and what each holds. */
   listWorkers(): WorkerView[] {
     return [...this.sessions.values()].map((session) => ({
@@ -548,43 +566,25 @@ export class Engine {
   }
 
   /**
-   * Lists unfinished jobs (003 `inspect jobs` / `inspect scheduled-jobs`) of a queue and
-   * state, a page at a time; see live-listing.ts for order and cursor. Finished states need
-   * a store index that is not built yet (WORQ_UNIMPLEMENTED).
+   * Lists jobs (003 `inspect jobs` / `inspect scheduled-jobs`) of a queue and state, narrowed
+   * by `filter`, a page at a time; see live-listing.ts for order, filters and cursor. Live
+   * states come from memory, finished ones from the store's index.
    */
-  async listJobs(filter: { queue?: string; state?: JobState; pageSize?: number; pageToken?: string }): Promise<{ jobs: JobView[]; nextPageToken: string }> {
+  async listJobs(
+    filter: { queue?: string; state?: JobState; pageSize?: number; pageToken?: string } & JobFilter,
+  ): Promise<{ jobs: JobView[]; nextPageToken: string }> {
     if (filter.queue) checkQueueName(filter.queue, "queue");
     const pageSize = filter.pageSize || 100;
     if (pageSize > 1000) invalid("page_size", "must be at most 1000");
-    if (filter.state && !LISTABLE_STATES.has(filter.state)) return this.listFinished(filter.state, filter.queue, pageSize, filter.pageToken ?? "");
-    const matching = [...this.live.values()].filter(
-      (meta) => (!filter.queue || meta.queue === filter.queue) && (!filter.state || meta.state === filter.state),
-    );
-    const { page, nextPageToken } = pageOf(matching, pageSize, filter.pageToken ?? "");
-    const bodies = await this.store.getBodies(page.map((meta) => meta.jid));
-    return { jobs: page.flatMap((meta, i) => (bodies[i] ? [{ meta, body: bodies[i]! }] : [])), nextPageToken };
-  }
-
-  /** Finished jobs of a state from the store's index, oldest finish first, by a key cursor. */
-  private async listFinished(state: JobState, queue: string | undefined, pageSize: number, pageToken: string) {
-    let after: FinishedCursor | undefined;
-    if (pageToken) {
-      try {
-        after = JSON.parse(Buffer.from(pageToken, "base64url").toString("utf8")) as FinishedCursor;
-        if (typeof after.finishedAtMs !== "number" || typeof after.jid !== "string") throw new Error("shape");
-      } catch {
-        invalid("page_token", "is not a token this server issued");
-      }
+    checkJobFilter(filter);
+    const getBodies = (jids: readonly string[]) => this.store.getBodies(jids);
+    const { state, queue } = filter;
+    if (state && !LISTABLE_STATES.has(state)) {
+      const listFinished = (after: FinishedCursor | undefined, limit: number) => this.store.listFinished(state, queue || undefined, after, limit);
+      return finishedJobsPage(listFinished, getBodies, filter, pageSize, filter.pageToken ?? "");
     }
-    const metas = await this.store.listFinished(state, queue || undefined, after, pageSize + 1);
-    const page = metas.slice(0, pageSize);
-    const bodies = await this.store.getBodies(page.map((meta) => meta.jid));
-    const last = page.at(-1);
-    const nextPageToken =
-      metas.length > pageSize && last
-        ? Buffer.from(JSON.stringify({ finishedAtMs: last.completedAtMs ?? last.updatedAtMs, jid: last.jid })).toString("base64url")
-        : "";
-    return { jobs: page.flatMap((meta, i) => (bodies[i] ? [{ meta, body: bodies[i]! }] : [])), nextPageToken };
+    const matching = [...this.live.values()].filter((meta) => (!queue || meta.queue === queue) && (!state || meta.state === state));
+    return liveJobsPage(matching, getBodies, filter, pageSize, filter.pageToken ?? "");
   }
 
   /** Returns the job with body and (when completed) result. Throws WORQ_NOT_FOUND. */

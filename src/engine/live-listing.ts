@@ -1,8 +1,96 @@
 import { invalid } from "./errors.js";
-import type { JobMeta, JobState } from "./job.js";
+import type { JobBody, JobMeta, JobState, JobView } from "./job.js";
+import type { FinishedCursor } from "./store.js";
 
 /** States whose jobs the engine holds in memory, so they can be listed without a store index. */
 export const LISTABLE_STATES: ReadonlySet<JobState> = new Set(["PENDING", "SCHEDULED", "DELAYED", "RUNNING", "RETRYING"]);
+
+/** Most jobs one filtered listing call examines before it returns what it found (and a cursor). */
+export const SCAN_LIMIT = 10_000;
+
+/** What ListJobs narrows a listing to, besides queue and state. Unset fields match every job. */
+export interface JobFilter {
+  type?: string;
+  /** Every entry must be on the job; an empty value matches any value of its key. */
+  tags?: Record<string, string>;
+  correlationId?: string;
+  jidPrefix?: string;
+  createdAfterMs?: number;
+  createdBeforeMs?: number;
+  /** Jobs spawned by this job (FAN_OUT). */
+  parentJid?: string;
+  /** Jobs that depend on this job. */
+  dependsOnJid?: string;
+}
+
+/** Throws WORQ_INVALID_ARGUMENT naming the field of a filter no job could sensibly match. */
+export function checkJobFilter(filter: JobFilter): void {
+  if (filter.jidPrefix && !/^[0-9a-f-]{1,36}$/.test(filter.jidPrefix)) {
+    invalid("jid_prefix", "must be lowercase hex digits and dashes, at most 36 characters");
+  }
+  if (filter.createdAfterMs !== undefined && filter.createdBeforeMs !== undefined && filter.createdAfterMs > filter.createdBeforeMs) {
+    invalid("created_after", "must not be later than created_before");
+  }
+}
+
+function metaMatches(filter: JobFilter, meta: JobMeta): boolean {
+  return (
+    (!filter.type || meta.type === filter.type) &&
+    (!filter.jidPrefix || meta.jid.startsWith(filter.jidPrefix)) &&
+    (filter.createdAfterMs === undefined || meta.createdAtMs >= filter.createdAfterMs) &&
+    (filter.createdBeforeMs === undefined || meta.createdAtMs < filter.createdBeforeMs) &&
+    (!filter.parentJid || meta.parentJid === filter.parentJid) &&
+    (!filter.dependsOnJid || (meta.dependency?.jids.includes(filter.dependsOnJid) ?? false))
+  );
+}
+
+function bodyMatches(filter: JobFilter, body: JobBody): boolean {
+  if (filter.correlationId && body.correlationId !== filter.correlationId) return false;
+  for (const [key, value] of Object.entries(filter.tags ?? {})) {
+    if (!(key in body.tags) || (value !== "" && body.tags[key] !== value)) return false;
+  }
+  return true;
+}
+
+function isFiltering(filter: JobFilter): boolean {
+  return Boolean(
+    filter.type || filter.jidPrefix || filter.correlationId || filter.parentJid || filter.dependsOnJid || Object.keys(filter.tags ?? {}).length > 0 ||
+      filter.createdAfterMs !== undefined || filter.createdBeforeMs !== undefined,
+  );
+}
+
+/**
+ * One page of jobs from `nextChunk` (successive runs of metas in listing order: after the
+ * given meta, or from the request's cursor when undefined), keeping those that match
+ * `filter`, until the page is full, the listing ends or SCAN_LIMIT jobs were examined.
+ * `resumeAfter` is the last job examined when the listing may go on (undefined at its end).
+ */
+export async function collectPage(
+  nextChunk: (after: JobMeta | undefined, limit: number) => Promise<JobMeta[]>,
+  getBodies: (jids: readonly string[]) => Promise<(JobBody | undefined)[]>,
+  filter: JobFilter,
+  pageSize: number,
+): Promise<{ jobs: JobView[]; resumeAfter: JobMeta | undefined }> {
+  const chunkSize = isFiltering(filter) ? Math.max(pageSize + 1, 256) : pageSize + 1;
+  const jobs: JobView[] = [];
+  let examined = 0;
+  let last: JobMeta | undefined;
+  for (;;) {
+    const chunk = await nextChunk(last, chunkSize);
+    const candidates = chunk.filter((meta) => metaMatches(filter, meta));
+    const bodies = new Map<string, JobBody | undefined>();
+    (await getBodies(candidates.map((meta) => meta.jid))).forEach((body, i) => bodies.set(candidates[i]!.jid, body));
+    for (const meta of chunk) {
+      if (jobs.length === pageSize || examined === SCAN_LIMIT) return { jobs, resumeAfter: last };
+      examined++;
+      last = meta;
+      const body = bodies.get(meta.jid);
+      // A job deleted between reading its meta and its body is left out.
+      if (body && metaMatches(filter, meta) && bodyMatches(filter, body)) jobs.push({ meta, body });
+    }
+    if (chunk.length < chunkSize) return { jobs, resumeAfter: undefined };
+  }
+}
 
 /**
  * The order jobs of a state are listed in: ready jobs in the order they will run, delayed
@@ -35,27 +123,60 @@ function compare(a: Cursor, b: Cursor): number {
   return a.jid < b.jid ? -1 : a.jid > b.jid ? 1 : 0;
 }
 
-/**
- * One page of `metas` (already filtered to one state or none) in listing order, after the
- * opaque `pageToken`. Positions are keys, not offsets, so a job moving elsewhere between two
- * pages makes no other job be skipped or repeated. Throws WORQ_INVALID_ARGUMENT for a bad token.
- */
-export function pageOf(metas: Iterable<JobMeta>, pageSize: number, pageToken: string): { page: JobMeta[]; nextPageToken: string } {
-  let after: Cursor | undefined;
-  if (pageToken) {
-    try {
-      after = JSON.parse(Buffer.from(pageToken, "base64url").toString("utf8")) as Cursor;
-      if (!Array.isArray(after.key) || typeof after.jid !== "string") throw new Error("shape");
-    } catch {
-      invalid("page_token", "is not a token this server issued");
-    }
+function decodeToken<T>(pageToken: string, valid: (value: T) => boolean): T | undefined {
+  if (!pageToken) return undefined;
+  try {
+    const value = JSON.parse(Buffer.from(pageToken, "base64url").toString("utf8")) as T;
+    if (!valid(value)) throw new Error("shape");
+    return value;
+  } catch {
+    return invalid("page_token", "is not a token this server issued");
   }
-  const entries = [...metas]
+}
+
+const encodeToken = (cursor: unknown) => Buffer.from(JSON.stringify(cursor)).toString("base64url");
+
+/**
+ * One page of live jobs (`metas`, already narrowed to a queue and state) in listing order,
+ * after the opaque `pageToken`. Positions are keys, not offsets, so a job moving elsewhere
+ * between two pages makes no other job be skipped or repeated. Throws WORQ_INVALID_ARGUMENT
+ * for a bad token.
+ */
+export async function liveJobsPage(
+  metas: Iterable<JobMeta>,
+  getBodies: (jids: readonly string[]) => Promise<(JobBody | undefined)[]>,
+  filter: JobFilter,
+  pageSize: number,
+  pageToken: string,
+): Promise<{ jobs: JobView[]; nextPageToken: string }> {
+  const after = decodeToken<Cursor>(pageToken, (cursor) => Array.isArray(cursor.key) && typeof cursor.jid === "string");
+  const ordered = [...metas]
     .map((meta) => ({ meta, cursor: { key: sortKeyOf(meta), jid: meta.jid } }))
     .filter((entry) => !after || compare(entry.cursor, after) > 0)
     .sort((a, b) => compare(a.cursor, b.cursor));
-  const page = entries.slice(0, pageSize);
-  const last = page.at(-1);
-  const nextPageToken = entries.length > pageSize && last ? Buffer.from(JSON.stringify(last.cursor)).toString("base64url") : "";
-  return { page: page.map((entry) => entry.meta), nextPageToken };
+  const indexOf = new Map(ordered.map((entry, i) => [entry.meta.jid, i]));
+  const { jobs, resumeAfter } = await collectPage(
+    async (last, limit) => {
+      const start = last ? indexOf.get(last.jid)! + 1 : 0;
+      return ordered.slice(start, start + limit).map((entry) => entry.meta);
+    },
+    getBodies,
+    filter,
+    pageSize,
+  );
+  return { jobs, nextPageToken: resumeAfter ? encodeToken(ordered[indexOf.get(resumeAfter.jid)!]!.cursor) : "" };
+}
+
+/** One page of finished jobs of a state from the store's index, oldest finish first, by a key cursor. */
+export async function finishedJobsPage(
+  listFinished: (after: FinishedCursor | undefined, limit: number) => Promise<JobMeta[]>,
+  getBodies: (jids: readonly string[]) => Promise<(JobBody | undefined)[]>,
+  filter: JobFilter,
+  pageSize: number,
+  pageToken: string,
+): Promise<{ jobs: JobView[]; nextPageToken: string }> {
+  const start = decodeToken<FinishedCursor>(pageToken, (cursor) => typeof cursor.finishedAtMs === "number" && typeof cursor.jid === "string");
+  const cursorOf = (meta: JobMeta): FinishedCursor => ({ finishedAtMs: meta.completedAtMs ?? meta.updatedAtMs, jid: meta.jid });
+  const { jobs, resumeAfter } = await collectPage((last, limit) => listFinished(last ? cursorOf(last) : start, limit), getBodies, filter, pageSize);
+  return { jobs, nextPageToken: resumeAfter ? encodeToken(cursorOf(resumeAfter)) : "" };
 }

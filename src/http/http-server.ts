@@ -7,6 +7,7 @@ import { WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import type { GrpcServices } from "../transport/grpc-server.js";
 import type { WorqMetrics } from "./metrics.js";
 import type { Engine } from "../engine/engine.js";
+import { handleDashboardRoute } from "./dashboard-routes.js";
 import { handleJobJsonRoute } from "./job-json-routes.js";
 
 export interface HttpServerOptions {
@@ -21,7 +22,9 @@ export interface HttpServerOptions {
 /**
  * The HTTP side (port 7420 by default): the same three services over the Connect protocol
  * (JSON or binary over HTTP/1.1, so curl works; gRPC-Web for browsers), the job in the
- * seeds' JSON shapes at `/v1/jobs` (job-json-routes.ts), `/healthz` and `/metrics`. No CORS headers are sent, so browsers on other origins are refused.
+ * seeds' JSON shapes at `/v1/jobs` (job-json-routes.ts), `/healthz`, `/metrics`, and the web
+ * dashboard at `/` (dashboard-routes.ts). No CORS headers are sent, so browsers on other
+ * origins are refused.
  */
 export function createHttpServer(options: HttpServerOptions): Server {
   const timing: Interceptor = (next) => async (request) => {
@@ -63,6 +66,7 @@ export function createHttpServer(options: HttpServerOptions): Server {
       return;
     }
     if (handleJobJsonRoute(options.engine, options.maxRequestBytes, request, response)) return;
+    if (handleDashboardRoute(request, response)) return;
     connect(request, response);
   });
 }

@@ -1,4 +1,4 @@
-import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Clock } from "../engine/clock.js";
 import type { Engine, QueueStatsView } from "../engine/engine.js";
@@ -44,6 +44,14 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
         ...(state ? { state } : {}),
         pageSize: request.pageSize,
         pageToken: request.pageToken,
+        type: request.type,
+        tags: request.tags,
+        correlationId: request.correlationId,
+        jidPrefix: request.jidPrefix,
+        parentJid: request.parentJid,
+        dependsOnJid: request.dependsOnJid,
+        ...(request.createdAfter ? { createdAfterMs: timestampMs(request.createdAfter) } : {}),
+        ...(request.createdBefore ? { createdBeforeMs: timestampMs(request.createdBefore) } : {}),
       });
       return { jobs: jobs.map(jobOf), nextPageToken };
     }),
@@ -87,6 +95,7 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
       return {};
     }),
     retryJobs: guarded("RetryJobs", log, async (request) => ({ retried: BigInt(await engine.retryJobs([...request.jids], request.queue)) })),
+    runJobsNow: guarded("RunJobsNow", log, async (request) => ({ scheduled: BigInt(await engine.runNow([...request.jids])) })),
     pauseQueue: guarded("PauseQueue", log, async (request) => {
       await engine.pauseQueue(request.queue);
       return {};

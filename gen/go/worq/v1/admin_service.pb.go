@@ -124,8 +124,26 @@ type ListJobsRequest struct {
 	State JobState `protobuf:"varint,2,opt,name=state,proto3,enum=worq.v1.JobState" json:"state,omitempty"`
 	// At most this many jobs; default 100, at most 1000.
 	PageSize uint32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// Cursor from a previous response; empty starts at the beginning.
-	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Cursor from a previous response; empty starts at the beginning. A cursor stays valid
+	// when the filters below change (it is a position in the listing order).
+	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only jobs of exactly this type; empty matches every type.
+	Type string `protobuf:"bytes,5,opt,name=type,proto3" json:"type,omitempty"`
+	// Only jobs carrying every one of these tags; an empty value matches any value of its key.
+	Tags map[string]string `protobuf:"bytes,6,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Only jobs with exactly this correlation id; empty matches every job.
+	CorrelationId string `protobuf:"bytes,7,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
+	// Only jobs whose jid starts with this (lowercase hex and dashes, at most 36 chars); empty
+	// matches every job.
+	JidPrefix string `protobuf:"bytes,8,opt,name=jid_prefix,json=jidPrefix,proto3" json:"jid_prefix,omitempty"`
+	// Only jobs submitted at or after this instant; unset means no lower bound.
+	CreatedAfter *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_after,json=createdAfter,proto3" json:"created_after,omitempty"`
+	// Only jobs submitted before this instant; unset means no upper bound.
+	CreatedBefore *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=created_before,json=createdBefore,proto3" json:"created_before,omitempty"`
+	// Only jobs spawned by this job (their parent_jid); empty matches every job.
+	ParentJid string `protobuf:"bytes,11,opt,name=parent_jid,json=parentJid,proto3" json:"parent_jid,omitempty"`
+	// Only jobs that depend on this job (it is in their depends_on); empty matches every job.
+	DependsOnJid  string `protobuf:"bytes,12,opt,name=depends_on_jid,json=dependsOnJid,proto3" json:"depends_on_jid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -188,12 +206,70 @@ func (x *ListJobsRequest) GetPageToken() string {
 	return ""
 }
 
+func (x *ListJobsRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ListJobsRequest) GetTags() map[string]string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+func (x *ListJobsRequest) GetCorrelationId() string {
+	if x != nil {
+		return x.CorrelationId
+	}
+	return ""
+}
+
+func (x *ListJobsRequest) GetJidPrefix() string {
+	if x != nil {
+		return x.JidPrefix
+	}
+	return ""
+}
+
+func (x *ListJobsRequest) GetCreatedAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAfter
+	}
+	return nil
+}
+
+func (x *ListJobsRequest) GetCreatedBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedBefore
+	}
+	return nil
+}
+
+func (x *ListJobsRequest) GetParentJid() string {
+	if x != nil {
+		return x.ParentJid
+	}
+	return ""
+}
+
+func (x *ListJobsRequest) GetDependsOnJid() string {
+	if x != nil {
+		return x.DependsOnJid
+	}
+	return ""
+}
+
 // ListJobsResponse is one page.
 type ListJobsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The jobs, in queue order (priority, then FIFO) or by due time for DELAYED/RETRYING.
 	Jobs []*Job `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
-	// Cursor for the next page; empty when this was the last.
+	// Cursor for the next page; empty when this was the last. With filters, one call examines
+	// at most 10,000 jobs, so a page may hold fewer than page_size jobs (even none) while this
+	// is set: the listing goes on from here.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1121,6 +1197,98 @@ func (x *RetryJobsResponse) GetRetried() uint64 {
 	return 0
 }
 
+// RunJobsNowRequest names the jobs to run now.
+type RunJobsNowRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: 1 to 1000 job ids.
+	Jids          []string `protobuf:"bytes,1,rep,name=jids,proto3" json:"jids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunJobsNowRequest) Reset() {
+	*x = RunJobsNowRequest{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunJobsNowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunJobsNowRequest) ProtoMessage() {}
+
+func (x *RunJobsNowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunJobsNowRequest.ProtoReflect.Descriptor instead.
+func (*RunJobsNowRequest) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RunJobsNowRequest) GetJids() []string {
+	if x != nil {
+		return x.Jids
+	}
+	return nil
+}
+
+// RunJobsNowResponse counts the jobs moved.
+type RunJobsNowResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many jobs became SCHEDULED (ready).
+	Scheduled     uint64 `protobuf:"varint,1,opt,name=scheduled,proto3" json:"scheduled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunJobsNowResponse) Reset() {
+	*x = RunJobsNowResponse{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunJobsNowResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunJobsNowResponse) ProtoMessage() {}
+
+func (x *RunJobsNowResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunJobsNowResponse.ProtoReflect.Descriptor instead.
+func (*RunJobsNowResponse) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RunJobsNowResponse) GetScheduled() uint64 {
+	if x != nil {
+		return x.Scheduled
+	}
+	return 0
+}
+
 // PauseQueueRequest names a queue.
 type PauseQueueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1132,7 +1300,7 @@ type PauseQueueRequest struct {
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1312,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1325,7 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{18}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PauseQueueRequest) GetQueue() string {
@@ -1176,7 +1344,7 @@ type PauseQueueResponse struct {
 
 func (x *PauseQueueResponse) Reset() {
 	*x = PauseQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1356,7 @@ func (x *PauseQueueResponse) String() string {
 func (*PauseQueueResponse) ProtoMessage() {}
 
 func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1369,7 @@ func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
 func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{19}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{21}
 }
 
 // ResumeQueueRequest names a queue.
@@ -1215,7 +1383,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1395,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1408,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{20}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ResumeQueueRequest) GetQueue() string {
@@ -1259,7 +1427,7 @@ type ResumeQueueResponse struct {
 
 func (x *ResumeQueueResponse) Reset() {
 	*x = ResumeQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1439,7 @@ func (x *ResumeQueueResponse) String() string {
 func (*ResumeQueueResponse) ProtoMessage() {}
 
 func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1452,7 @@ func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
 func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{21}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{23}
 }
 
 // PurgeQueueRequest names a queue.
@@ -1298,7 +1466,7 @@ type PurgeQueueRequest struct {
 
 func (x *PurgeQueueRequest) Reset() {
 	*x = PurgeQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1310,7 +1478,7 @@ func (x *PurgeQueueRequest) String() string {
 func (*PurgeQueueRequest) ProtoMessage() {}
 
 func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1323,7 +1491,7 @@ func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueRequest.ProtoReflect.Descriptor instead.
 func (*PurgeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{22}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PurgeQueueRequest) GetQueue() string {
@@ -1344,7 +1512,7 @@ type PurgeQueueResponse struct {
 
 func (x *PurgeQueueResponse) Reset() {
 	*x = PurgeQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1356,7 +1524,7 @@ func (x *PurgeQueueResponse) String() string {
 func (*PurgeQueueResponse) ProtoMessage() {}
 
 func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1369,7 +1537,7 @@ func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueResponse.ProtoReflect.Descriptor instead.
 func (*PurgeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{23}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PurgeQueueResponse) GetDeleted() uint64 {
@@ -1392,7 +1560,7 @@ type ControlWorkerRequest struct {
 
 func (x *ControlWorkerRequest) Reset() {
 	*x = ControlWorkerRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1404,7 +1572,7 @@ func (x *ControlWorkerRequest) String() string {
 func (*ControlWorkerRequest) ProtoMessage() {}
 
 func (x *ControlWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1417,7 +1585,7 @@ func (x *ControlWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlWorkerRequest.ProtoReflect.Descriptor instead.
 func (*ControlWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{24}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ControlWorkerRequest) GetWorkerId() string {
@@ -1445,7 +1613,7 @@ type ControlWorkerResponse struct {
 
 func (x *ControlWorkerResponse) Reset() {
 	*x = ControlWorkerResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1457,7 +1625,7 @@ func (x *ControlWorkerResponse) String() string {
 func (*ControlWorkerResponse) ProtoMessage() {}
 
 func (x *ControlWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1470,7 +1638,7 @@ func (x *ControlWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlWorkerResponse.ProtoReflect.Descriptor instead.
 func (*ControlWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{25}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ControlWorkerResponse) GetStreams() uint32 {
@@ -1488,13 +1656,27 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\rGetJobRequest\x12\x10\n" +
 	"\x03jid\x18\x01 \x01(\tR\x03jid\"0\n" +
 	"\x0eGetJobResponse\x12\x1e\n" +
-	"\x03job\x18\x01 \x01(\v2\f.worq.v1.JobR\x03job\"\x8c\x01\n" +
+	"\x03job\x18\x01 \x01(\v2\f.worq.v1.JobR\x03job\"\xa0\x04\n" +
 	"\x0fListJobsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12'\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x11.worq.v1.JobStateR\x05state\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\rR\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tR\tpageToken\"\\\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\x12\x12\n" +
+	"\x04type\x18\x05 \x01(\tR\x04type\x126\n" +
+	"\x04tags\x18\x06 \x03(\v2\".worq.v1.ListJobsRequest.TagsEntryR\x04tags\x12%\n" +
+	"\x0ecorrelation_id\x18\a \x01(\tR\rcorrelationId\x12\x1d\n" +
+	"\n" +
+	"jid_prefix\x18\b \x01(\tR\tjidPrefix\x12?\n" +
+	"\rcreated_after\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\fcreatedAfter\x12A\n" +
+	"\x0ecreated_before\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\rcreatedBefore\x12\x1d\n" +
+	"\n" +
+	"parent_jid\x18\v \x01(\tR\tparentJid\x12$\n" +
+	"\x0edepends_on_jid\x18\f \x01(\tR\fdependsOnJid\x1a7\n" +
+	"\tTagsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\\\n" +
 	"\x10ListJobsResponse\x12 \n" +
 	"\x04jobs\x18\x01 \x03(\v2\f.worq.v1.JobR\x04jobs\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"O\n" +
@@ -1561,7 +1743,11 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\x04jids\x18\x01 \x03(\tR\x04jids\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\"-\n" +
 	"\x11RetryJobsResponse\x12\x18\n" +
-	"\aretried\x18\x01 \x01(\x04R\aretried\")\n" +
+	"\aretried\x18\x01 \x01(\x04R\aretried\"'\n" +
+	"\x11RunJobsNowRequest\x12\x12\n" +
+	"\x04jids\x18\x01 \x03(\tR\x04jids\"2\n" +
+	"\x12RunJobsNowResponse\x12\x1c\n" +
+	"\tscheduled\x18\x01 \x01(\x04R\tscheduled\")\n" +
 	"\x11PauseQueueRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"\x14\n" +
 	"\x12PauseQueueResponse\"*\n" +
@@ -1576,7 +1762,7 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12.\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x16.worq.v1.ControlActionR\x06action\"1\n" +
 	"\x15ControlWorkerResponse\x12\x18\n" +
-	"\astreams\x18\x01 \x01(\rR\astreams2\xeb\x06\n" +
+	"\astreams\x18\x01 \x01(\rR\astreams2\xb2\a\n" +
 	"\fAdminService\x129\n" +
 	"\x06GetJob\x12\x16.worq.v1.GetJobRequest\x1a\x17.worq.v1.GetJobResponse\x12?\n" +
 	"\bListJobs\x12\x18.worq.v1.ListJobsRequest\x1a\x19.worq.v1.ListJobsResponse\x12E\n" +
@@ -1587,6 +1773,8 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\vListWorkers\x12\x1b.worq.v1.ListWorkersRequest\x1a\x1c.worq.v1.ListWorkersResponse\x12B\n" +
 	"\tDeleteJob\x12\x19.worq.v1.DeleteJobRequest\x1a\x1a.worq.v1.DeleteJobResponse\x12B\n" +
 	"\tRetryJobs\x12\x19.worq.v1.RetryJobsRequest\x1a\x1a.worq.v1.RetryJobsResponse\x12E\n" +
+	"\n" +
+	"RunJobsNow\x12\x1a.worq.v1.RunJobsNowRequest\x1a\x1b.worq.v1.RunJobsNowResponse\x12E\n" +
 	"\n" +
 	"PauseQueue\x12\x1a.worq.v1.PauseQueueRequest\x1a\x1b.worq.v1.PauseQueueResponse\x12H\n" +
 	"\vResumeQueue\x12\x1b.worq.v1.ResumeQueueRequest\x1a\x1c.worq.v1.ResumeQueueResponse\x12E\n" +
@@ -1607,7 +1795,7 @@ func file_worq_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_worq_v1_admin_service_proto_rawDescData
 }
 
-var file_worq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_worq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_worq_v1_admin_service_proto_goTypes = []any{
 	(*GetJobRequest)(nil),         // 0: worq.v1.GetJobRequest
 	(*GetJobResponse)(nil),        // 1: worq.v1.GetJobResponse
@@ -1627,65 +1815,73 @@ var file_worq_v1_admin_service_proto_goTypes = []any{
 	(*DeleteJobResponse)(nil),     // 15: worq.v1.DeleteJobResponse
 	(*RetryJobsRequest)(nil),      // 16: worq.v1.RetryJobsRequest
 	(*RetryJobsResponse)(nil),     // 17: worq.v1.RetryJobsResponse
-	(*PauseQueueRequest)(nil),     // 18: worq.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),    // 19: worq.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),    // 20: worq.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),   // 21: worq.v1.ResumeQueueResponse
-	(*PurgeQueueRequest)(nil),     // 22: worq.v1.PurgeQueueRequest
-	(*PurgeQueueResponse)(nil),    // 23: worq.v1.PurgeQueueResponse
-	(*ControlWorkerRequest)(nil),  // 24: worq.v1.ControlWorkerRequest
-	(*ControlWorkerResponse)(nil), // 25: worq.v1.ControlWorkerResponse
-	nil,                           // 26: worq.v1.WorkerInfo.LabelsEntry
-	(*Job)(nil),                   // 27: worq.v1.Job
-	(JobState)(0),                 // 28: worq.v1.JobState
-	(*durationpb.Duration)(nil),   // 29: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
-	(*LeaseRef)(nil),              // 31: worq.v1.LeaseRef
-	(ControlAction)(0),            // 32: worq.v1.ControlAction
+	(*RunJobsNowRequest)(nil),     // 18: worq.v1.RunJobsNowRequest
+	(*RunJobsNowResponse)(nil),    // 19: worq.v1.RunJobsNowResponse
+	(*PauseQueueRequest)(nil),     // 20: worq.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),    // 21: worq.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),    // 22: worq.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),   // 23: worq.v1.ResumeQueueResponse
+	(*PurgeQueueRequest)(nil),     // 24: worq.v1.PurgeQueueRequest
+	(*PurgeQueueResponse)(nil),    // 25: worq.v1.PurgeQueueResponse
+	(*ControlWorkerRequest)(nil),  // 26: worq.v1.ControlWorkerRequest
+	(*ControlWorkerResponse)(nil), // 27: worq.v1.ControlWorkerResponse
+	nil,                           // 28: worq.v1.ListJobsRequest.TagsEntry
+	nil,                           // 29: worq.v1.WorkerInfo.LabelsEntry
+	(*Job)(nil),                   // 30: worq.v1.Job
+	(JobState)(0),                 // 31: worq.v1.JobState
+	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 33: google.protobuf.Duration
+	(*LeaseRef)(nil),              // 34: worq.v1.LeaseRef
+	(ControlAction)(0),            // 35: worq.v1.ControlAction
 }
 var file_worq_v1_admin_service_proto_depIdxs = []int32{
-	27, // 0: worq.v1.GetJobResponse.job:type_name -> worq.v1.Job
-	28, // 1: worq.v1.ListJobsRequest.state:type_name -> worq.v1.JobState
-	27, // 2: worq.v1.ListJobsResponse.jobs:type_name -> worq.v1.Job
-	6,  // 3: worq.v1.ListQueuesResponse.queues:type_name -> worq.v1.QueueStats
-	29, // 4: worq.v1.QueueStats.latency:type_name -> google.protobuf.Duration
-	6,  // 5: worq.v1.GetQueueStatsResponse.stats:type_name -> worq.v1.QueueStats
-	30, // 6: worq.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
-	29, // 7: worq.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
-	13, // 8: worq.v1.ListWorkersResponse.workers:type_name -> worq.v1.WorkerInfo
-	31, // 9: worq.v1.WorkerInfo.held:type_name -> worq.v1.LeaseRef
-	30, // 10: worq.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	26, // 11: worq.v1.WorkerInfo.labels:type_name -> worq.v1.WorkerInfo.LabelsEntry
-	32, // 12: worq.v1.ControlWorkerRequest.action:type_name -> worq.v1.ControlAction
-	0,  // 13: worq.v1.AdminService.GetJob:input_type -> worq.v1.GetJobRequest
-	2,  // 14: worq.v1.AdminService.ListJobs:input_type -> worq.v1.ListJobsRequest
-	4,  // 15: worq.v1.AdminService.ListQueues:input_type -> worq.v1.ListQueuesRequest
-	7,  // 16: worq.v1.AdminService.GetQueueStats:input_type -> worq.v1.GetQueueStatsRequest
-	9,  // 17: worq.v1.AdminService.GetServerInfo:input_type -> worq.v1.GetServerInfoRequest
-	11, // 18: worq.v1.AdminService.ListWorkers:input_type -> worq.v1.ListWorkersRequest
-	14, // 19: worq.v1.AdminService.DeleteJob:input_type -> worq.v1.DeleteJobRequest
-	16, // 20: worq.v1.AdminService.RetryJobs:input_type -> worq.v1.RetryJobsRequest
-	18, // 21: worq.v1.AdminService.PauseQueue:input_type -> worq.v1.PauseQueueRequest
-	20, // 22: worq.v1.AdminService.ResumeQueue:input_type -> worq.v1.ResumeQueueRequest
-	22, // 23: worq.v1.AdminService.PurgeQueue:input_type -> worq.v1.PurgeQueueRequest
-	24, // 24: worq.v1.AdminService.ControlWorker:input_type -> worq.v1.ControlWorkerRequest
-	1,  // 25: worq.v1.AdminService.GetJob:output_type -> worq.v1.GetJobResponse
-	3,  // 26: worq.v1.AdminService.ListJobs:output_type -> worq.v1.ListJobsResponse
-	5,  // 27: worq.v1.AdminService.ListQueues:output_type -> worq.v1.ListQueuesResponse
-	8,  // 28: worq.v1.AdminService.GetQueueStats:output_type -> worq.v1.GetQueueStatsResponse
-	10, // 29: worq.v1.AdminService.GetServerInfo:output_type -> worq.v1.GetServerInfoResponse
-	12, // 30: worq.v1.AdminService.ListWorkers:output_type -> worq.v1.ListWorkersResponse
-	15, // 31: worq.v1.AdminService.DeleteJob:output_type -> worq.v1.DeleteJobResponse
-	17, // 32: worq.v1.AdminService.RetryJobs:output_type -> worq.v1.RetryJobsResponse
-	19, // 33: worq.v1.AdminService.PauseQueue:output_type -> worq.v1.PauseQueueResponse
-	21, // 34: worq.v1.AdminService.ResumeQueue:output_type -> worq.v1.ResumeQueueResponse
-	23, // 35: worq.v1.AdminService.PurgeQueue:output_type -> worq.v1.PurgeQueueResponse
-	25, // 36: worq.v1.AdminService.ControlWorker:output_type -> worq.v1.ControlWorkerResponse
-	25, // [25:37] is the sub-list for method output_type
-	13, // [13:25] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	30, // 0: worq.v1.GetJobResponse.job:type_name -> worq.v1.Job
+	31, // 1: worq.v1.ListJobsRequest.state:type_name -> worq.v1.JobState
+	28, // 2: worq.v1.ListJobsRequest.tags:type_name -> worq.v1.ListJobsRequest.TagsEntry
+	32, // 3: worq.v1.ListJobsRequest.created_after:type_name -> google.protobuf.Timestamp
+	32, // 4: worq.v1.ListJobsRequest.created_before:type_name -> google.protobuf.Timestamp
+	30, // 5: worq.v1.ListJobsResponse.jobs:type_name -> worq.v1.Job
+	6,  // 6: worq.v1.ListQueuesResponse.queues:type_name -> worq.v1.QueueStats
+	33, // 7: worq.v1.QueueStats.latency:type_name -> google.protobuf.Duration
+	6,  // 8: worq.v1.GetQueueStatsResponse.stats:type_name -> worq.v1.QueueStats
+	32, // 9: worq.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
+	33, // 10: worq.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
+	13, // 11: worq.v1.ListWorkersResponse.workers:type_name -> worq.v1.WorkerInfo
+	34, // 12: worq.v1.WorkerInfo.held:type_name -> worq.v1.LeaseRef
+	32, // 13: worq.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	29, // 14: worq.v1.WorkerInfo.labels:type_name -> worq.v1.WorkerInfo.LabelsEntry
+	35, // 15: worq.v1.ControlWorkerRequest.action:type_name -> worq.v1.ControlAction
+	0,  // 16: worq.v1.AdminService.GetJob:input_type -> worq.v1.GetJobRequest
+	2,  // 17: worq.v1.AdminService.ListJobs:input_type -> worq.v1.ListJobsRequest
+	4,  // 18: worq.v1.AdminService.ListQueues:input_type -> worq.v1.ListQueuesRequest
+	7,  // 19: worq.v1.AdminService.GetQueueStats:input_type -> worq.v1.GetQueueStatsRequest
+	9,  // 20: worq.v1.AdminService.GetServerInfo:input_type -> worq.v1.GetServerInfoRequest
+	11, // 21: worq.v1.AdminService.ListWorkers:input_type -> worq.v1.ListWorkersRequest
+	14, // 22: worq.v1.AdminService.DeleteJob:input_type -> worq.v1.DeleteJobRequest
+	16, // 23: worq.v1.AdminService.RetryJobs:input_type -> worq.v1.RetryJobsRequest
+	18, // 24: worq.v1.AdminService.RunJobsNow:input_type -> worq.v1.RunJobsNowRequest
+	20, // 25: worq.v1.AdminService.PauseQueue:input_type -> worq.v1.PauseQueueRequest
+	22, // 26: worq.v1.AdminService.ResumeQueue:input_type -> worq.v1.ResumeQueueRequest
+	24, // 27: worq.v1.AdminService.PurgeQueue:input_type -> worq.v1.PurgeQueueRequest
+	26, // 28: worq.v1.AdminService.ControlWorker:input_type -> worq.v1.ControlWorkerRequest
+	1,  // 29: worq.v1.AdminService.GetJob:output_type -> worq.v1.GetJobResponse
+	3,  // 30: worq.v1.AdminService.ListJobs:output_type -> worq.v1.ListJobsResponse
+	5,  // 31: worq.v1.AdminService.ListQueues:output_type -> worq.v1.ListQueuesResponse
+	8,  // 32: worq.v1.AdminService.GetQueueStats:output_type -> worq.v1.GetQueueStatsResponse
+	10, // 33: worq.v1.AdminService.GetServerInfo:output_type -> worq.v1.GetServerInfoResponse
+	12, // 34: worq.v1.AdminService.ListWorkers:output_type -> worq.v1.ListWorkersResponse
+	15, // 35: worq.v1.AdminService.DeleteJob:output_type -> worq.v1.DeleteJobResponse
+	17, // 36: worq.v1.AdminService.RetryJobs:output_type -> worq.v1.RetryJobsResponse
+	19, // 37: worq.v1.AdminService.RunJobsNow:output_type -> worq.v1.RunJobsNowResponse
+	21, // 38: worq.v1.AdminService.PauseQueue:output_type -> worq.v1.PauseQueueResponse
+	23, // 39: worq.v1.AdminService.ResumeQueue:output_type -> worq.v1.ResumeQueueResponse
+	25, // 40: worq.v1.AdminService.PurgeQueue:output_type -> worq.v1.PurgeQueueResponse
+	27, // 41: worq.v1.AdminService.ControlWorker:output_type -> worq.v1.ControlWorkerResponse
+	29, // [29:42] is the sub-list for method output_type
+	16, // [16:29] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_worq_v1_admin_service_proto_init() }
@@ -1701,7 +1897,7 @@ func file_worq_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worq_v1_admin_service_proto_rawDesc), len(file_worq_v1_admin_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

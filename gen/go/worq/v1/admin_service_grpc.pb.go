@@ -27,6 +27,7 @@ const (
 	AdminService_ListWorkers_FullMethodName   = "/worq.v1.AdminService/ListWorkers"
 	AdminService_DeleteJob_FullMethodName     = "/worq.v1.AdminService/DeleteJob"
 	AdminService_RetryJobs_FullMethodName     = "/worq.v1.AdminService/RetryJobs"
+	AdminService_RunJobsNow_FullMethodName    = "/worq.v1.AdminService/RunJobsNow"
 	AdminService_PauseQueue_FullMethodName    = "/worq.v1.AdminService/PauseQueue"
 	AdminService_ResumeQueue_FullMethodName   = "/worq.v1.AdminService/ResumeQueue"
 	AdminService_PurgeQueue_FullMethodName    = "/worq.v1.AdminService/PurgeQueue"
@@ -62,6 +63,9 @@ type AdminServiceClient interface {
 	// RetryJobs moves DEAD_LETTER or FAILED jobs back to SCHEDULED with fresh attempts and
 	// lifetime (their last failure kept): the given jids, or every dead job of a queue or of all.
 	RetryJobs(ctx context.Context, in *RetryJobsRequest, opts ...grpc.CallOption) (*RetryJobsResponse, error)
+	// RunJobsNow makes DELAYED or RETRYING jobs ready at once, as if their time had come (the
+	// dashboard's "run now"); jobs in any other state, or unknown, are skipped.
+	RunJobsNow(ctx context.Context, in *RunJobsNowRequest, opts ...grpc.CallOption) (*RunJobsNowResponse, error)
 	// PauseQueue stops leasing from a queue; submits are still accepted. Survives restarts.
 	PauseQueue(ctx context.Context, in *PauseQueueRequest, opts ...grpc.CallOption) (*PauseQueueResponse, error)
 	// ResumeQueue undoes PauseQueue.
@@ -162,6 +166,16 @@ func (c *adminServiceClient) RetryJobs(ctx context.Context, in *RetryJobsRequest
 	return out, nil
 }
 
+func (c *adminServiceClient) RunJobsNow(ctx context.Context, in *RunJobsNowRequest, opts ...grpc.CallOption) (*RunJobsNowResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RunJobsNowResponse)
+	err := c.cc.Invoke(ctx, AdminService_RunJobsNow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminServiceClient) PauseQueue(ctx context.Context, in *PauseQueueRequest, opts ...grpc.CallOption) (*PauseQueueResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PauseQueueResponse)
@@ -231,6 +245,9 @@ type AdminServiceServer interface {
 	// RetryJobs moves DEAD_LETTER or FAILED jobs back to SCHEDULED with fresh attempts and
 	// lifetime (their last failure kept): the given jids, or every dead job of a queue or of all.
 	RetryJobs(context.Context, *RetryJobsRequest) (*RetryJobsResponse, error)
+	// RunJobsNow makes DELAYED or RETRYING jobs ready at once, as if their time had come (the
+	// dashboard's "run now"); jobs in any other state, or unknown, are skipped.
+	RunJobsNow(context.Context, *RunJobsNowRequest) (*RunJobsNowResponse, error)
 	// PauseQueue stops leasing from a queue; submits are still accepted. Survives restarts.
 	PauseQueue(context.Context, *PauseQueueRequest) (*PauseQueueResponse, error)
 	// ResumeQueue undoes PauseQueue.
@@ -274,6 +291,9 @@ func (UnimplementedAdminServiceServer) DeleteJob(context.Context, *DeleteJobRequ
 }
 func (UnimplementedAdminServiceServer) RetryJobs(context.Context, *RetryJobsRequest) (*RetryJobsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RetryJobs not implemented")
+}
+func (UnimplementedAdminServiceServer) RunJobsNow(context.Context, *RunJobsNowRequest) (*RunJobsNowResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RunJobsNow not implemented")
 }
 func (UnimplementedAdminServiceServer) PauseQueue(context.Context, *PauseQueueRequest) (*PauseQueueResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PauseQueue not implemented")
@@ -452,6 +472,24 @@ func _AdminService_RetryJobs_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_RunJobsNow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RunJobsNowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RunJobsNow(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RunJobsNow_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RunJobsNow(ctx, req.(*RunJobsNowRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AdminService_PauseQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(PauseQueueRequest)
 	if err := dec(in); err != nil {
@@ -562,6 +600,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RetryJobs",
 			Handler:    _AdminService_RetryJobs_Handler,
+		},
+		{
+			MethodName: "RunJobsNow",
+			Handler:    _AdminService_RunJobsNow_Handler,
 		},
 		{
 			MethodName: "PauseQueue",

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file worq/v1/admin_service.proto.
  */
 export const file_worq_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("Cht3b3JxL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SB3dvcnEudjEiHAoNR2V0Sm9iUmVxdWVzdBILCgNqaWQYASABKAkiKwoOR2V0Sm9iUmVzcG9uc2USGQoDam9iGAEgASgLMgwud29ycS52MS5Kb2IiaQoPTGlzdEpvYnNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEiAKBXN0YXRlGAIgASgOMhEud29ycS52MS5Kb2JTdGF0ZRIRCglwYWdlX3NpemUYAyABKA0SEgoKcGFnZV90b2tlbhgEIAEoCSJHChBMaXN0Sm9ic1Jlc3BvbnNlEhoKBGpvYnMYASADKAsyDC53b3JxLnYxLkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiOgoRTGlzdFF1ZXVlc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkiUgoSTGlzdFF1ZXVlc1Jlc3BvbnNlEiMKBnF1ZXVlcxgBIAMoCzITLndvcnEudjEuUXVldWVTdGF0cxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAki3gEKClF1ZXVlU3RhdHMSDQoFcXVldWUYASABKAkSDQoFcmVhZHkYAiABKAQSDwoHZGVsYXllZBgDIAEoBBIRCglpbl9mbGlnaHQYBCABKAQSEAoIcmV0cnlpbmcYBSABKAQSDAoEZGVhZBgGIAEoBBIqCgdsYXRlbmN5GAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBnBhdXNlZBgIIAEoCBIPCgdwZW5kaW5nGAkgASgEEhEKCWNvbXBsZXRlZBgKIAEoBBIOCgZmYWlsZWQYCyABKAQiJQoUR2V0UXVldWVTdGF0c1JlcXVlc3QSDQoFcXVldWUYASABKAkiOwoVR2V0UXVldWVTdGF0c1Jlc3BvbnNlEiIKBXN0YXRzGAEgASgLMhMud29ycS52MS5RdWV1ZVN0YXRzIhYKFEdldFNlcnZlckluZm9SZXF1ZXN0Is0CChVHZXRTZXJ2ZXJJbmZvUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoCRIuCgpzdGFydGVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgZ1cHRpbWUYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGQoRY29ubmVjdGVkX3dvcmtlcnMYBCABKA0SFwoPdG90YWxfcHJvY2Vzc2VkGAUgASgEEhQKDHRvdGFsX2ZhaWxlZBgGIAEoBBIUCgxldmljdGVkX2pvYnMYByABKAQSEQoJbGl2ZV9qb2JzGAggASgEEg0KBXN0b3JlGAkgASgJEhcKD3RvdGFsX3N1Ym1pdHRlZBgKIAEoBBISCgpkYXRhX2J5dGVzGAsgASgEEhkKEWNvbm5lY3RlZF9jbGllbnRzGAwgASgNIhQKEkxpc3RXb3JrZXJzUmVxdWVzdCI7ChNMaXN0V29ya2Vyc1Jlc3BvbnNlEiQKB3dvcmtlcnMYASADKAsyEy53b3JxLnYxLldvcmtlckluZm8i8wEKCldvcmtlckluZm8SEQoJd29ya2VyX2lkGAEgASgJEg4KBnF1ZXVlcxgCIAMoCRIPCgdjcmVkaXRzGAMgASgNEh8KBGhlbGQYBCADKAsyES53b3JxLnYxLkxlYXNlUmVmEjAKDGNvbm5lY3RlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoGbGFiZWxzGAYgAygLMh8ud29ycS52MS5Xb3JrZXJJbmZvLkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiHwoQRGVsZXRlSm9iUmVxdWVzdBILCgNqaWQYASABKAkiEwoRRGVsZXRlSm9iUmVzcG9uc2UiLwoQUmV0cnlKb2JzUmVxdWVzdBIMCgRqaWRzGAEgAygJEg0KBXF1ZXVlGAIgASgJIiQKEVJldHJ5Sm9ic1Jlc3BvbnNlEg8KB3JldHJpZWQYASABKAQiIgoRUGF1c2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiFAoSUGF1c2VRdWV1ZVJlc3BvbnNlIiMKElJlc3VtZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIVChNSZXN1bWVRdWV1ZVJlc3BvbnNlIiIKEVB1cmdlUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIiUKElB1cmdlUXVldWVSZXNwb25zZRIPCgdkZWxldGVkGAEgASgEIlEKFENvbnRyb2xXb3JrZXJSZXF1ZXN0EhEKCXdvcmtlcl9pZBgBIAEoCRImCgZhY3Rpb24YAiABKA4yFi53b3JxLnYxLkNvbnRyb2xBY3Rpb24iKAoVQ29udHJvbFdvcmtlclJlc3BvbnNlEg8KB3N0cmVhbXMYASABKA0y6wYKDEFkbWluU2VydmljZRI5CgZHZXRKb2ISFi53b3JxLnYxLkdldEpvYlJlcXVlc3QaFy53b3JxLnYxLkdldEpvYlJlc3BvbnNlEj8KCExpc3RKb2JzEhgud29ycS52MS5MaXN0Sm9ic1JlcXVlc3QaGS53b3JxLnYxLkxpc3RKb2JzUmVzcG9uc2USRQoKTGlzdFF1ZXVlcxIaLndvcnEudjEuTGlzdFF1ZXVlc1JlcXVlc3QaGy53b3JxLnYxLkxpc3RRdWV1ZXNSZXNwb25zZRJOCg1HZXRRdWV1ZVN0YXRzEh0ud29ycS52MS5HZXRRdWV1ZVN0YXRzUmVxdWVzdBoeLndvcnEudjEuR2V0UXVldWVTdGF0c1Jlc3BvbnNlEk4KDUdldFNlcnZlckluZm8SHS53b3JxLnYxLkdldFNlcnZlckluZm9SZXF1ZXN0Gh4ud29ycS52MS5HZXRTZXJ2ZXJJbmZvUmVzcG9uc2USSAoLTGlzdFdvcmtlcnMSGy53b3JxLnYxLkxpc3RXb3JrZXJzUmVxdWVzdBocLndvcnEudjEuTGlzdFdvcmtlcnNSZXNwb25zZRJCCglEZWxldGVKb2ISGS53b3JxLnYxLkRlbGV0ZUpvYlJlcXVlc3QaGi53b3JxLnYxLkRlbGV0ZUpvYlJlc3BvbnNlEkIKCVJldHJ5Sm9icxIZLndvcnEudjEuUmV0cnlKb2JzUmVxdWVzdBoaLndvcnEudjEuUmV0cnlKb2JzUmVzcG9uc2USRQoKUGF1c2VRdWV1ZRIaLndvcnEudjEuUGF1c2VRdWV1ZVJlcXVlc3QaGy53b3JxLnYxLlBhdXNlUXVldWVSZXNwb25zZRJICgtSZXN1bWVRdWV1ZRIbLndvcnEudjEuUmVzdW1lUXVldWVSZXF1ZXN0Ghwud29ycS52MS5SZXN1bWVRdWV1ZVJlc3BvbnNlEkUKClB1cmdlUXVldWUSGi53b3JxLnYxLlB1cmdlUXVldWVSZXF1ZXN0Ghsud29ycS52MS5QdXJnZVF1ZXVlUmVzcG9uc2USTgoNQ29udHJvbFdvcmtlchIdLndvcnEudjEuQ29udHJvbFdvcmtlclJlcXVlc3QaHi53b3JxLnYxLkNvbnRyb2xXb3JrZXJSZXNwb25zZUKNAQoLY29tLndvcnEudjFCEUFkbWluU2VydmljZVByb3RvUAFaLmdpdGh1Yi5jb20vd29ycS1kZXYvd29ycS9nZW4vZ28vd29ycS92MTt3b3JxdjGiAgNXWFiqAgdXb3JxLlYxygIHV29ycVxWMeICE1dvcnFcVjFcR1BCTWV0YWRhdGHqAghXb3JxOjpWMWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_worq_v1_job, file_worq_v1_worker_service]);
+  fileDesc("Cht3b3JxL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SB3dvcnEudjEiHAoNR2V0Sm9iUmVxdWVzdBILCgNqaWQYASABKAkiKwoOR2V0Sm9iUmVzcG9uc2USGQoDam9iGAEgASgLMgwud29ycS52MS5Kb2IilQMKD0xpc3RKb2JzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIgCgVzdGF0ZRgCIAEoDjIRLndvcnEudjEuSm9iU3RhdGUSEQoJcGFnZV9zaXplGAMgASgNEhIKCnBhZ2VfdG9rZW4YBCABKAkSDAoEdHlwZRgFIAEoCRIwCgR0YWdzGAYgAygLMiIud29ycS52MS5MaXN0Sm9ic1JlcXVlc3QuVGFnc0VudHJ5EhYKDmNvcnJlbGF0aW9uX2lkGAcgASgJEhIKCmppZF9wcmVmaXgYCCABKAkSMQoNY3JlYXRlZF9hZnRlchgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoOY3JlYXRlZF9iZWZvcmUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnBhcmVudF9qaWQYCyABKAkSFgoOZGVwZW5kc19vbl9qaWQYDCABKAkaKwoJVGFnc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiRwoQTGlzdEpvYnNSZXNwb25zZRIaCgRqb2JzGAEgAygLMgwud29ycS52MS5Kb2ISFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjoKEUxpc3RRdWV1ZXNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoDRISCgpwYWdlX3Rva2VuGAIgASgJIlIKEkxpc3RRdWV1ZXNSZXNwb25zZRIjCgZxdWV1ZXMYASADKAsyEy53b3JxLnYxLlF1ZXVlU3RhdHMSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIt4BCgpRdWV1ZVN0YXRzEg0KBXF1ZXVlGAEgASgJEg0KBXJlYWR5GAIgASgEEg8KB2RlbGF5ZWQYAyABKAQSEQoJaW5fZmxpZ2h0GAQgASgEEhAKCHJldHJ5aW5nGAUgASgEEgwKBGRlYWQYBiABKAQSKgoHbGF0ZW5jeRgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZwYXVzZWQYCCABKAgSDwoHcGVuZGluZxgJIAEoBBIRCgljb21wbGV0ZWQYCiABKAQSDgoGZmFpbGVkGAsgASgEIiUKFEdldFF1ZXVlU3RhdHNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIjsKFUdldFF1ZXVlU3RhdHNSZXNwb25zZRIiCgVzdGF0cxgBIAEoCzITLndvcnEudjEuUXVldWVTdGF0cyIWChRHZXRTZXJ2ZXJJbmZvUmVxdWVzdCLNAgoVR2V0U2VydmVySW5mb1Jlc3BvbnNlEg8KB3ZlcnNpb24YASABKAkSLgoKc3RhcnRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoGdXB0aW1lGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhkKEWNvbm5lY3RlZF93b3JrZXJzGAQgASgNEhcKD3RvdGFsX3Byb2Nlc3NlZBgFIAEoBBIUCgx0b3RhbF9mYWlsZWQYBiABKAQSFAoMZXZpY3RlZF9qb2JzGAcgASgEEhEKCWxpdmVfam9icxgIIAEoBBINCgVzdG9yZRgJIAEoCRIXCg90b3RhbF9zdWJtaXR0ZWQYCiABKAQSEgoKZGF0YV9ieXRlcxgLIAEoBBIZChFjb25uZWN0ZWRfY2xpZW50cxgMIAEoDSIUChJMaXN0V29ya2Vyc1JlcXVlc3QiOwoTTGlzdFdvcmtlcnNSZXNwb25zZRIkCgd3b3JrZXJzGAEgAygLMhMud29ycS52MS5Xb3JrZXJJbmZvIvMBCgpXb3JrZXJJbmZvEhEKCXdvcmtlcl9pZBgBIAEoCRIOCgZxdWV1ZXMYAiADKAkSDwoHY3JlZGl0cxgDIAEoDRIfCgRoZWxkGAQgAygLMhEud29ycS52MS5MZWFzZVJlZhIwCgxjb25uZWN0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KBmxhYmVscxgGIAMoCzIfLndvcnEudjEuV29ya2VySW5mby5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIh8KEERlbGV0ZUpvYlJlcXVlc3QSCwoDamlkGAEgASgJIhMKEURlbGV0ZUpvYlJlc3BvbnNlIi8KEFJldHJ5Sm9ic1JlcXVlc3QSDAoEamlkcxgBIAMoCRINCgVxdWV1ZRgCIAEoCSIkChFSZXRyeUpvYnNSZXNwb25zZRIPCgdyZXRyaWVkGAEgASgEIiEKEVJ1bkpvYnNOb3dSZXF1ZXN0EgwKBGppZHMYASADKAkiJwoSUnVuSm9ic05vd1Jlc3BvbnNlEhEKCXNjaGVkdWxlZBgBIAEoBCIiChFQYXVzZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIUChJQYXVzZVF1ZXVlUmVzcG9uc2UiIwoSUmVzdW1lUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIhUKE1Jlc3VtZVF1ZXVlUmVzcG9uc2UiIgoRUHVyZ2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiJQoSUHVyZ2VRdWV1ZVJlc3BvbnNlEg8KB2RlbGV0ZWQYASABKAQiUQoUQ29udHJvbFdvcmtlclJlcXVlc3QSEQoJd29ya2VyX2lkGAEgASgJEiYKBmFjdGlvbhgCIAEoDjIWLndvcnEudjEuQ29udHJvbEFjdGlvbiIoChVDb250cm9sV29ya2VyUmVzcG9uc2USDwoHc3RyZWFtcxgBIAEoDTKyBwoMQWRtaW5TZXJ2aWNlEjkKBkdldEpvYhIWLndvcnEudjEuR2V0Sm9iUmVxdWVzdBoXLndvcnEudjEuR2V0Sm9iUmVzcG9uc2USPwoITGlzdEpvYnMSGC53b3JxLnYxLkxpc3RKb2JzUmVxdWVzdBoZLndvcnEudjEuTGlzdEpvYnNSZXNwb25zZRJFCgpMaXN0UXVldWVzEhoud29ycS52MS5MaXN0UXVldWVzUmVxdWVzdBobLndvcnEudjEuTGlzdFF1ZXVlc1Jlc3BvbnNlEk4KDUdldFF1ZXVlU3RhdHMSHS53b3JxLnYxLkdldFF1ZXVlU3RhdHNSZXF1ZXN0Gh4ud29ycS52MS5HZXRRdWV1ZVN0YXRzUmVzcG9uc2USTgoNR2V0U2VydmVySW5mbxIdLndvcnEudjEuR2V0U2VydmVySW5mb1JlcXVlc3QaHi53b3JxLnYxLkdldFNlcnZlckluZm9SZXNwb25zZRJICgtMaXN0V29ya2VycxIbLndvcnEudjEuTGlzdFdvcmtlcnNSZXF1ZXN0Ghwud29ycS52MS5MaXN0V29ya2Vyc1Jlc3BvbnNlEkIKCURlbGV0ZUpvYhIZLndvcnEudjEuRGVsZXRlSm9iUmVxdWVzdBoaLndvcnEudjEuRGVsZXRlSm9iUmVzcG9uc2USQgoJUmV0cnlKb2JzEhkud29ycS52MS5SZXRyeUpvYnNSZXF1ZXN0Ghoud29ycS52MS5SZXRyeUpvYnNSZXNwb25zZRJFCgpSdW5Kb2JzTm93Ehoud29ycS52MS5SdW5Kb2JzTm93UmVxdWVzdBobLndvcnEudjEuUnVuSm9ic05vd1Jlc3BvbnNlEkUKClBhdXNlUXVldWUSGi53b3JxLnYxLlBhdXNlUXVldWVSZXF1ZXN0Ghsud29ycS52MS5QYXVzZVF1ZXVlUmVzcG9uc2USSAoLUmVzdW1lUXVldWUSGy53b3JxLnYxLlJlc3VtZVF1ZXVlUmVxdWVzdBocLndvcnEudjEuUmVzdW1lUXVldWVSZXNwb25zZRJFCgpQdXJnZVF1ZXVlEhoud29ycS52MS5QdXJnZVF1ZXVlUmVxdWVzdBobLndvcnEudjEuUHVyZ2VRdWV1ZVJlc3BvbnNlEk4KDUNvbnRyb2xXb3JrZXISHS53b3JxLnYxLkNvbnRyb2xXb3JrZXJSZXF1ZXN0Gh4ud29ycS52MS5Db250cm9sV29ya2VyUmVzcG9uc2VCjQEKC2NvbS53b3JxLnYxQhFBZG1pblNlcnZpY2VQcm90b1ABWi5naXRodWIuY29tL3dvcnEtZGV2L3dvcnEvZ2VuL2dvL3dvcnEvdjE7d29ycXYxogIDV1hYqgIHV29ycS5WMcoCB1dvcnFcVjHiAhNXb3JxXFYxXEdQQk1ldGFkYXRh6gIIV29ycTo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_worq_v1_job, file_worq_v1_worker_service]);
 
 /**
  * GetJobRequest names a job.
@@ -88,11 +88,69 @@ export type ListJobsRequest = Message<"worq.v1.ListJobsRequest"> & {
   pageSize: number;
 
   /**
-   * Cursor from a previous response; empty starts at the beginning.
+   * Cursor from a previous response; empty starts at the beginning. A cursor stays valid
+   * when the filters below change (it is a position in the listing order).
    *
    * @generated from field: string page_token = 4;
    */
   pageToken: string;
+
+  /**
+   * Only jobs of exactly this type; empty matches every type.
+   *
+   * @generated from field: string type = 5;
+   */
+  type: string;
+
+  /**
+   * Only jobs carrying every one of these tags; an empty value matches any value of its key.
+   *
+   * @generated from field: map<string, string> tags = 6;
+   */
+  tags: { [key: string]: string };
+
+  /**
+   * Only jobs with exactly this correlation id; empty matches every job.
+   *
+   * @generated from field: string correlation_id = 7;
+   */
+  correlationId: string;
+
+  /**
+   * Only jobs whose jid starts with this (lowercase hex and dashes, at most 36 chars); empty
+   * matches every job.
+   *
+   * @generated from field: string jid_prefix = 8;
+   */
+  jidPrefix: string;
+
+  /**
+   * Only jobs submitted at or after this instant; unset means no lower bound.
+   *
+   * @generated from field: google.protobuf.Timestamp created_after = 9;
+   */
+  createdAfter?: Timestamp | undefined;
+
+  /**
+   * Only jobs submitted before this instant; unset means no upper bound.
+   *
+   * @generated from field: google.protobuf.Timestamp created_before = 10;
+   */
+  createdBefore?: Timestamp | undefined;
+
+  /**
+   * Only jobs spawned by this job (their parent_jid); empty matches every job.
+   *
+   * @generated from field: string parent_jid = 11;
+   */
+  parentJid: string;
+
+  /**
+   * Only jobs that depend on this job (it is in their depends_on); empty matches every job.
+   *
+   * @generated from field: string depends_on_jid = 12;
+   */
+  dependsOnJid: string;
 };
 
 /**
@@ -116,7 +174,9 @@ export type ListJobsResponse = Message<"worq.v1.ListJobsResponse"> & {
   jobs: Job[];
 
   /**
-   * Cursor for the next page; empty when this was the last.
+   * Cursor for the next page; empty when this was the last. With filters, one call examines
+   * at most 10,000 jobs, so a page may hold fewer than page_size jobs (even none) while this
+   * is set: the listing goes on from here.
    *
    * @generated from field: string next_page_token = 2;
    */
@@ -610,6 +670,48 @@ export const RetryJobsResponseSchema: GenMessage<RetryJobsResponse> = /*@__PURE_
   messageDesc(file_worq_v1_admin_service, 17);
 
 /**
+ * RunJobsNowRequest names the jobs to run now.
+ *
+ * @generated from message worq.v1.RunJobsNowRequest
+ */
+export type RunJobsNowRequest = Message<"worq.v1.RunJobsNowRequest"> & {
+  /**
+   * Required: 1 to 1000 job ids.
+   *
+   * @generated from field: repeated string jids = 1;
+   */
+  jids: string[];
+};
+
+/**
+ * Describes the message worq.v1.RunJobsNowRequest.
+ * Use `create(RunJobsNowRequestSchema)` to create a new message.
+ */
+export const RunJobsNowRequestSchema: GenMessage<RunJobsNowRequest> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 18);
+
+/**
+ * RunJobsNowResponse counts the jobs moved.
+ *
+ * @generated from message worq.v1.RunJobsNowResponse
+ */
+export type RunJobsNowResponse = Message<"worq.v1.RunJobsNowResponse"> & {
+  /**
+   * How many jobs became SCHEDULED (ready).
+   *
+   * @generated from field: uint64 scheduled = 1;
+   */
+  scheduled: bigint;
+};
+
+/**
+ * Describes the message worq.v1.RunJobsNowResponse.
+ * Use `create(RunJobsNowResponseSchema)` to create a new message.
+ */
+export const RunJobsNowResponseSchema: GenMessage<RunJobsNowResponse> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 19);
+
+/**
  * PauseQueueRequest names a queue.
  *
  * @generated from message worq.v1.PauseQueueRequest
@@ -628,7 +730,7 @@ export type PauseQueueRequest = Message<"worq.v1.PauseQueueRequest"> & {
  * Use `create(PauseQueueRequestSchema)` to create a new message.
  */
 export const PauseQueueRequestSchema: GenMessage<PauseQueueRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 18);
+  messageDesc(file_worq_v1_admin_service, 20);
 
 /**
  * PauseQueueResponse is empty.
@@ -643,7 +745,7 @@ export type PauseQueueResponse = Message<"worq.v1.PauseQueueResponse"> & {
  * Use `create(PauseQueueResponseSchema)` to create a new message.
  */
 export const PauseQueueResponseSchema: GenMessage<PauseQueueResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 19);
+  messageDesc(file_worq_v1_admin_service, 21);
 
 /**
  * ResumeQueueRequest names a queue.
@@ -664,7 +766,7 @@ export type ResumeQueueRequest = Message<"worq.v1.ResumeQueueRequest"> & {
  * Use `create(ResumeQueueRequestSchema)` to create a new message.
  */
 export const ResumeQueueRequestSchema: GenMessage<ResumeQueueRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 20);
+  messageDesc(file_worq_v1_admin_service, 22);
 
 /**
  * ResumeQueueResponse is empty.
@@ -679,7 +781,7 @@ export type ResumeQueueResponse = Message<"worq.v1.ResumeQueueResponse"> & {
  * Use `create(ResumeQueueResponseSchema)` to create a new message.
  */
 export const ResumeQueueResponseSchema: GenMessage<ResumeQueueResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 21);
+  messageDesc(file_worq_v1_admin_service, 23);
 
 /**
  * PurgeQueueRequest names a queue.
@@ -700,7 +802,7 @@ export type PurgeQueueRequest = Message<"worq.v1.PurgeQueueRequest"> & {
  * Use `create(PurgeQueueRequestSchema)` to create a new message.
  */
 export const PurgeQueueRequestSchema: GenMessage<PurgeQueueRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 22);
+  messageDesc(file_worq_v1_admin_service, 24);
 
 /**
  * PurgeQueueResponse counts deleted jobs.
@@ -721,7 +823,7 @@ export type PurgeQueueResponse = Message<"worq.v1.PurgeQueueResponse"> & {
  * Use `create(PurgeQueueResponseSchema)` to create a new message.
  */
 export const PurgeQueueResponseSchema: GenMessage<PurgeQueueResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 23);
+  messageDesc(file_worq_v1_admin_service, 25);
 
 /**
  * ControlWorkerRequest targets one worker.
@@ -749,7 +851,7 @@ export type ControlWorkerRequest = Message<"worq.v1.ControlWorkerRequest"> & {
  * Use `create(ControlWorkerRequestSchema)` to create a new message.
  */
 export const ControlWorkerRequestSchema: GenMessage<ControlWorkerRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 24);
+  messageDesc(file_worq_v1_admin_service, 26);
 
 /**
  * ControlWorkerResponse counts the streams told.
@@ -770,7 +872,7 @@ export type ControlWorkerResponse = Message<"worq.v1.ControlWorkerResponse"> & {
  * Use `create(ControlWorkerResponseSchema)` to create a new message.
  */
 export const ControlWorkerResponseSchema: GenMessage<ControlWorkerResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 25);
+  messageDesc(file_worq_v1_admin_service, 27);
 
 /**
  * AdminService is what operators, the CLI and the dashboard call to see and fix things.
@@ -864,6 +966,17 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof RetryJobsRequestSchema;
     output: typeof RetryJobsResponseSchema;
+  },
+  /**
+   * RunJobsNow makes DELAYED or RETRYING jobs ready at once, as if their time had come (the
+   * dashboard's "run now"); jobs in any other state, or unknown, are skipped.
+   *
+   * @generated from rpc worq.v1.AdminService.RunJobsNow
+   */
+  runJobsNow: {
+    methodKind: "unary";
+    input: typeof RunJobsNowRequestSchema;
+    output: typeof RunJobsNowResponseSchema;
   },
   /**
    * PauseQueue stops leasing from a queue; submits are still accepted. Survives restarts.

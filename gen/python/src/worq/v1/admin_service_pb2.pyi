@@ -25,16 +25,39 @@ class GetJobResponse(_message.Message):
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("queue", "state", "page_size", "page_token")
+    __slots__ = ("queue", "state", "page_size", "page_token", "type", "tags", "correlation_id", "jid_prefix", "created_after", "created_before", "parent_jid", "depends_on_jid")
+    class TagsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    JID_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    PARENT_JID_FIELD_NUMBER: _ClassVar[int]
+    DEPENDS_ON_JID_FIELD_NUMBER: _ClassVar[int]
     queue: str
     state: _job_pb2.JobState
     page_size: int
     page_token: str
-    def __init__(self, queue: _Optional[str] = ..., state: _Optional[_Union[_job_pb2.JobState, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    type: str
+    tags: _containers.ScalarMap[str, str]
+    correlation_id: str
+    jid_prefix: str
+    created_after: _timestamp_pb2.Timestamp
+    created_before: _timestamp_pb2.Timestamp
+    parent_jid: str
+    depends_on_jid: str
+    def __init__(self, queue: _Optional[str] = ..., state: _Optional[_Union[_job_pb2.JobState, str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., type: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., correlation_id: _Optional[str] = ..., jid_prefix: _Optional[str] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., parent_jid: _Optional[str] = ..., depends_on_jid: _Optional[str] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token")
@@ -186,6 +209,18 @@ class RetryJobsResponse(_message.Message):
     RETRIED_FIELD_NUMBER: _ClassVar[int]
     retried: int
     def __init__(self, retried: _Optional[int] = ...) -> None: ...
+
+class RunJobsNowRequest(_message.Message):
+    __slots__ = ("jids",)
+    JIDS_FIELD_NUMBER: _ClassVar[int]
+    jids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, jids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RunJobsNowResponse(_message.Message):
+    __slots__ = ("scheduled",)
+    SCHEDULED_FIELD_NUMBER: _ClassVar[int]
+    scheduled: int
+    def __init__(self, scheduled: _Optional[int] = ...) -> None: ...
 
 class PauseQueueRequest(_message.Message):
     __slots__ = ("queue",)

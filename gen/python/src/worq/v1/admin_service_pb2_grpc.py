@@ -75,6 +75,11 @@ class AdminServiceStub:
                 request_serializer=worq_dot_v1_dot_admin__service__pb2.RetryJobsRequest.SerializeToString,
                 response_deserializer=worq_dot_v1_dot_admin__service__pb2.RetryJobsResponse.FromString,
                 _registered_method=True)
+        self.RunJobsNow = channel.unary_unary(
+                '/worq.v1.AdminService/RunJobsNow',
+                request_serializer=worq_dot_v1_dot_admin__service__pb2.RunJobsNowRequest.SerializeToString,
+                response_deserializer=worq_dot_v1_dot_admin__service__pb2.RunJobsNowResponse.FromString,
+                _registered_method=True)
         self.PauseQueue = channel.unary_unary(
                 '/worq.v1.AdminService/PauseQueue',
                 request_serializer=worq_dot_v1_dot_admin__service__pb2.PauseQueueRequest.SerializeToString,
@@ -164,6 +169,14 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RunJobsNow(self, request, context):
+        """RunJobsNow makes DELAYED or RETRYING jobs ready at once, as if their time had come (the
+        dashboard's "run now"); jobs in any other state, or unknown, are skipped.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PauseQueue(self, request, context):
         """PauseQueue stops leasing from a queue; submits are still accepted. Survives restarts.
         """
@@ -236,6 +249,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.RetryJobs,
                     request_deserializer=worq_dot_v1_dot_admin__service__pb2.RetryJobsRequest.FromString,
                     response_serializer=worq_dot_v1_dot_admin__service__pb2.RetryJobsResponse.SerializeToString,
+            ),
+            'RunJobsNow': grpc.unary_unary_rpc_method_handler(
+                    servicer.RunJobsNow,
+                    request_deserializer=worq_dot_v1_dot_admin__service__pb2.RunJobsNowRequest.FromString,
+                    response_serializer=worq_dot_v1_dot_admin__service__pb2.RunJobsNowResponse.SerializeToString,
             ),
             'PauseQueue': grpc.unary_unary_rpc_method_handler(
                     servicer.PauseQueue,
@@ -475,6 +493,33 @@ class AdminService:
             '/worq.v1.AdminService/RetryJobs',
             worq_dot_v1_dot_admin__service__pb2.RetryJobsRequest.SerializeToString,
             worq_dot_v1_dot_admin__service__pb2.RetryJobsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RunJobsNow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/worq.v1.AdminService/RunJobsNow',
+            worq_dot_v1_dot_admin__service__pb2.RunJobsNowRequest.SerializeToString,
+            worq_dot_v1_dot_admin__service__pb2.RunJobsNowResponse.FromString,
             options,
             channel_credentials,
             insecure,

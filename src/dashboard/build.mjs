@@ -1,0 +1,27 @@
+// Builds the dashboard (browser code) into dist/dashboard/: type-checks it with its own
+// tsconfig (lib dom, kept out of the server build), bundles main.ts with esbuild, and copies
+// the static files. Run by `npm run build`.
+import { execFileSync } from "node:child_process";
+import { copyFileSync, mkdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, "../..");
+const out = join(root, "dist/dashboard");
+
+execFileSync(process.execPath, [join(root, "node_modules/typescript/bin/tsc"), "-p", join(here, "tsconfig.json")], { stdio: "inherit" });
+mkdirSync(out, { recursive: true });
+await build({
+  entryPoints: [join(here, "main.ts")],
+  outfile: join(out, "app.js"),
+  bundle: true,
+  format: "esm",
+  target: "es2022",
+  minify: true,
+  sourcemap: true,
+  legalComments: "none",
+  logLevel: "warning",
+});
+for (const file of ["index.html", "style.css", "favicon.svg"]) copyFileSync(join(here, file), join(out, file));
