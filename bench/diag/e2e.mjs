@@ -25,6 +25,7 @@ const { values } = parseArgs({
     backlog: { type: "boolean", default: false },
     "profile-worker": { type: "boolean", default: false },
     "heap-prof": { type: "boolean", default: false },
+    "server-node-args": { type: "string", default: "" },
   },
 });
 const n = Number(values.n);
@@ -38,7 +39,10 @@ if (values.profile || values["profile-worker"]) mkdirSync(PROFILE_DIR, { recursi
 const result = await withScope(ctx, async (scope) => {
   const server = await scope.server(values.peer, "diag", {
     ...(values.profile ? { cpuProfile: { dir: PROFILE_DIR, name } } : {}),
-    ...(values["heap-prof"] ? { nodeArgs: ["--heap-prof", "--heap-prof-dir", PROFILE_DIR, "--heap-prof-name", `heap-${name}.heapprofile`] } : {}),
+    nodeArgs: [
+      ...(values["heap-prof"] ? ["--heap-prof", "--heap-prof-dir", PROFILE_DIR, "--heap-prof-name", `heap-${name}.heapprofile`] : []),
+      ...values["server-node-args"].split(" ").filter(Boolean),
+    ],
   });
   const config = { ...server.target, queue: "bench", n, mode: values.mode, concurrency: 50, expect: n };
   const producer = scope.child(values.peer, "producer", config);
