@@ -216,14 +216,14 @@ function indexKeysOf(meta: JobMeta | undefined): string[] {
   return keys;
 }
 
-/** Puts and deletes that move a job's index entries from `previous` to `next`. */
+/** Puts and deletes that move a job's index entries from `previous` to `next` (at most three keys each). */
 function indexOps(previous: JobMeta | undefined, next: JobMeta | undefined): BatchOp[] {
-  const before = new Set(indexKeysOf(previous));
-  const after = new Set(indexKeysOf(next));
-  return [
-    ...[...before].filter((key) => !after.has(key)).map((key): BatchOp => ({ type: "del", key })),
-    ...[...after].filter((key) => !before.has(key)).map((key): BatchOp => ({ type: "put", key, value: EMPTY })),
-  ];
+  const before = indexKeysOf(previous);
+  const after = indexKeysOf(next);
+  const ops: BatchOp[] = [];
+  for (const key of before) if (!after.includes(key)) ops.push({ type: "del", key });
+  for (const key of after) if (!before.includes(key)) ops.push({ type: "put", key, value: EMPTY });
+  return ops;
 }
 
 /**
