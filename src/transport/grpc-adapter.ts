@@ -1,7 +1,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { once } from "node:events";
 import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
-import { Code, ConnectError, createContextValues, createHandlerContext, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, createContextValues, type ContextValues, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 
 /**
  * Mounts a Connect-style ServiceImpl on a grpc-js Server, so the service logic is written
@@ -29,7 +29,7 @@ export function addConnectService<S extends DescService>(
           .then(
             (response) => {
               done("OK");
-              callback(null, toOutput(response), trailersOf(ctx));
+              callback(null, toOutput(response), ctx.trailers());
             },
             (error: unknown) => {
               const status = statusOf(error);
@@ -48,7 +48,7 @@ export function addConnectService<S extends DescService>(
             // Back-pressure: pull the next message only once grpc-js has drained its buffer.
             if (!call.write(toOutput(response))) await once(call, "drain", { signal: ctx.signal });
           }
-          call.end(trailersOf(ctx));
+          call.end(ctx.trailers());
         } catch (error) {
           if (!call.cancelled) call.emit("error", statusOf(error));
         } finally {
@@ -100,37 +100,103 @@ function deserializer(desc: DescMessage) {
 
 type AnyCall = grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerWritableStream<unknown, unknown>;
 
-function contextOf(call: AnyCall, service: DescService, method: DescMethod) {
-  const cancelled = new AbortController();
-  call.on("cancelled", () => cancelled.abort(new ConnectError("the client cancelled the call", Code.Canceled)));
-  const deadline = call.getDeadline();
-  const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
-  const requestHeader = new Headers();
-  for (const [key, value] of Object.entries(call.metadata.getMap())) {
-    if (typeof value === "string") requestHeader.set(key, value);
-  }
-  const values = createContextValues();
-  values.set(PEER, call.getPeer());
-  return createHandlerContext({
-    service,
-    method,
-    protocolName: "grpc",
-    requestMethod: "POST",
-    url: `/${service.typeName}/${method.name}`,
-    timeoutMs: Number.isFinite(deadlineMs) ? Math.max(0, deadlineMs - Date.now()) : undefined,
-    requestSignal: cancelled.signal,
-    requestHeader,
-    contextValues: values,
-  });
+function contextOf(call: AnyCall, service: DescService, method: DescMethod): GrpcCallContext {
+  return new GrpcCallContext(call, service, method);
 }
 
-/** The peer address of a call, e.g. "127.0.0.1:53211". */
-export const PEER = { id: Symbol("peer"), defaultValue: "" };
+/**
+ * The HandlerContext of one gRPC call, built lazily: createHandlerContext makes four Headers,
+ * two or three AbortControllers and a deadline timer per call, and a call that ends aborts its
+ * signal with a fresh DOMException; together a measurable share of a unary call's server
+ * CPU (docs/performance.md). Most handlers read none of it, so each part is made on first use.
+ */
+class GrpcCallContext implements HandlerContext {
+  readonly protocolName = "grpc";
+  readonly requestMethod = "POST";
+  private readonly deadlineMs: number | undefined;
+  private controller: AbortController | undefined;
+  private deadlineTimer: NodeJS.Timeout | undefined;
+  private ended = false;
+  private endReason: unknown;
+  private requestHeaders: Headers | undefined;
+  private responseHeaders: Headers | undefined;
+  private responseTrailers: Headers | undefined;
+  private contextValues: ContextValues | undefined;
 
-function trailersOf(ctx: HandlerContext): grpc.Metadata {
-  const metadata = new grpc.Metadata();
-  ctx.responseTrailer.forEach((value, key) => metadata.set(key, value));
-  return metadata;
+  constructor(
+    private readonly call: AnyCall,
+    readonly service: DescService,
+    readonly method: DescMethod,
+  ) {
+    const deadline = call.getDeadline();
+    const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
+    this.deadlineMs = Number.isFinite(deadlineMs) ? deadlineMs : undefined;
+    call.on("cancelled", () => this.abort(new ConnectError("the client cancelled the call", Code.Canceled)));
+  }
+
+  get url(): string {
+    return `/${this.service.typeName}/${this.method.name}`;
+  }
+
+  /** Aborted when the client cancels, the deadline passes, or the call ends. */
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.ended) this.controller.abort(this.endReason ?? callEnded());
+      else if (this.deadlineMs !== undefined) {
+        this.deadlineTimer = setTimeout(
+          () => this.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)),
+          Math.max(0, this.deadlineMs - Date.now()),
+        );
+      }
+    }
+    return this.controller.signal;
+  }
+
+  readonly timeoutMs = (): number | undefined => (this.deadlineMs === undefined ? undefined : this.deadlineMs - Date.now());
+
+  get requestHeader(): Headers {
+    if (!this.requestHeaders) {
+      this.requestHeaders = new Headers();
+      for (const [key, value] of Object.entries(this.call.metadata.getMap())) {
+        if (typeof value === "string") this.requestHeaders.set(key, value);
+      }
+    }
+    return this.requestHeaders;
+  }
+
+  get responseHeader(): Headers {
+    return (this.responseHeaders ??= new Headers());
+  }
+
+  get responseTrailer(): Headers {
+    return (this.responseTrailers ??= new Headers());
+  }
+
+  get values(): ContextValues {
+    return (this.contextValues ??= createContextValues());
+  }
+
+  /** Trailers a handler set, as gRPC metadata; undefined when it set none. */
+  trailers(): grpc.Metadata | undefined {
+    if (!this.responseTrailers) return undefined;
+    const metadata = new grpc.Metadata();
+    this.responseTrailers.forEach((value, key) => metadata.set(key, value));
+    return metadata;
+  }
+
+  /** Ends the context: its signal (if anyone took it) aborts, its deadline timer stops. */
+  abort(reason?: unknown): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.endReason = reason;
+    clearTimeout(this.deadlineTimer);
+    this.controller?.abort(reason ?? callEnded());
+  }
+}
+
+function callEnded(): ConnectError {
+  return new ConnectError("the call has ended", Code.Canceled);
 }
 
 function statusOf(error: unknown): Partial<grpc.StatusObject> {
