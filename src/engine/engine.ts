@@ -79,6 +79,14 @@ export interface SubmitResult {
   duplicate: boolean;
 }
 
+/** One Ack of a Report call; `field` prefixes field names in its errors, e.g. "acks[3].". */
+export interface AckItem {
+  jid: string;
+  leaseId: string;
+  result: Uint8Array;
+  field?: string;
+}
+
 export interface FailResult {
   /** The job's state afterwards; null when the policy discarded it. */
   state: JobState | null;
@@ -681,21 +689,55 @@ export class Engine {
 
   /** Completes a leased job and stores its result. Resolves once durable. */
   async ack(jid: string, leaseId: string, result: Uint8Array, field = ""): Promise<void> {
+    const [refused] = await this.ackAll([{ jid, leaseId, result, field }]);
+    if (refused) throw refused;
+  }
+
+  /**
+   * Acks several jobs (a Report call) in one commit: each item is checked and applied on its
+   * own, and answered with its own error, or null once the commit holding it is durable.
+   * One commit and one promise for the call, instead of one per item.
+   */
+  async ackAll(items: readonly AckItem[]): Promise<(WorqError | null)[]> {
     this.checkReportable();
-    checkLeaseRef(jid, leaseId, field);
-    if (result.byteLength > LIMITS.maxResultBytes) {
-      throw new WorqError(
-        "WORQ_TOO_LARGE",
-        `${field}result: ${result.byteLength} bytes, the limit is ${LIMITS.maxResultBytes}`,
-        `${field}result`,
-      );
-    }
-    const writes = this.applyHeld(jid, { kind: "ack", leaseId }) ?? (await this.refuseMissing(jid, leaseId));
-    if (result.byteLength > 0) writes.push({ kind: "put-result", jid, result });
-    this.counters.processed++;
-    const durable = this.persist(writes);
+    const outcomes: (WorqError | null)[] = items.map(() => null);
+    const writes: StoreWrite[] = [];
+    const missing: number[] = [];
+    items.forEach(({ jid, leaseId, result, field = "" }, i) => {
+      try {
+        checkLeaseRef(jid, leaseId, field);
+        if (result.byteLength > LIMITS.maxResultBytes) {
+          throw new WorqError(
+            "WORQ_TOO_LARGE",
+            `${field}result: ${result.byteLength} bytes, the limit is ${LIMITS.maxResultBytes}`,
+            `${field}result`,
+          );
+        }
+        const held = this.applyHeld(jid, { kind: "ack", leaseId });
+        if (!held) {
+          missing.push(i);
+          return;
+        }
+        writes.push(...held);
+        if (result.byteLength > 0) writes.push({ kind: "put-result", jid, result });
+        this.counters.processed++;
+      } catch (error) {
+        if (!(error instanceof WorqError)) throw error;
+        outcomes[i] = error;
+      }
+    });
+    const durable = writes.length > 0 ? this.persist(writes) : Promise.resolve();
     this.schedulePump();
+    await Promise.all(
+      missing.map((i) =>
+        this.refuseMissing(items[i]!.jid, items[i]!.leaseId).catch((error: unknown) => {
+          if (!(error instanceof WorqError)) throw error;
+          outcomes[i] = error;
+        }),
+      ),
+    );
     await durable;
+    return outcomes;
   }
 
   /** Records a failed attempt and retries, fails or dead-letters the job per its policy. */

@@ -137,12 +137,15 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
       return { results };
     }),
     report: guarded("Report", log, async (request) => {
-      const acks = await Promise.all(
-        request.acks.map((ack, i) => item(ack.jid, async () => {
-          await engine.ack(ack.jid, ack.leaseId, ack.result, `acks[${i}].`);
-          return {};
-        })),
+      const refusals = await engine.ackAll(
+        request.acks.map((ack, i) => ({ jid: ack.jid, leaseId: ack.leaseId, result: ack.result, field: `acks[${i}].` })),
       );
+      const acks = request.acks.map((ack, i) => {
+        const refusal = refusals[i];
+        if (!refusal) return create(ItemResultSchema, { jid: ack.jid });
+        const connectError = toConnectError(refusal, log, "Report");
+        return create(ItemResultSchema, { jid: ack.jid, code: connectError.code, message: connectError.rawMessage });
+      });
       const fails = await Promise.all(
         request.fails.map((fail, i) => item(fail.jid, async () => {
           const outcome = await engine.fail(fail.jid, fail.leaseId, failureReportOf(fail, `fails[${i}].`), `fails[${i}].`);

@@ -4,7 +4,18 @@ import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { commandWorks, fileExists, toolAvailable } from "../support/require-tool.js";
 
-const run = promisify(execFile);
+const execFileAsync = promisify(execFile);
+
+/** Runs a suite; a failure carries the tail of its output (go test reports on stdout, which execFile's error leaves out). */
+async function run(command: string, args: string[], options: Parameters<typeof execFileAsync>[2]): Promise<{ stdout: string }> {
+  try {
+    const { stdout } = await execFileAsync(command, args, { ...options, encoding: "utf8" });
+    return { stdout: String(stdout) };
+  } catch (error) {
+    const { stdout = "", stderr = "" } = error as { stdout?: string; stderr?: string };
+    throw new Error(`${command} ${args.join(" ")} failed:\n--- stdout (tail)\n${String(stdout).slice(-6000)}\n--- stderr (tail)\n${String(stderr).slice(-3000)}`);
+  }
+}
 const ROOT = join(import.meta.dirname, "../..");
 const PYTHON = join(ROOT, ".tools/venv/bin/python");
 
