@@ -24,6 +24,7 @@ const { values } = parseArgs({
     profile: { type: "boolean", default: false },
     backlog: { type: "boolean", default: false },
     "profile-worker": { type: "boolean", default: false },
+    "profile-producer": { type: "boolean", default: false },
     "heap-prof": { type: "boolean", default: false },
     "server-node-args": { type: "string", default: "" },
   },
@@ -34,7 +35,7 @@ installCleanupHandlers(log);
 const root = mkdtempSync(join(tmpdir(), "worq-diag-"));
 const ctx = createContext({ options: { n }, root, log });
 const name = `diag-${Date.now()}.cpuprofile`;
-if (values.profile || values["profile-worker"]) mkdirSync(PROFILE_DIR, { recursive: true });
+if (values.profile || values["profile-worker"] || values["profile-producer"]) mkdirSync(PROFILE_DIR, { recursive: true });
 
 const result = await withScope(ctx, async (scope) => {
   const server = await scope.server(values.peer, "diag", {
@@ -45,7 +46,11 @@ const result = await withScope(ctx, async (scope) => {
     ],
   });
   const config = { ...server.target, queue: "bench", n, mode: values.mode, concurrency: 50, expect: n };
-  const producer = scope.child(values.peer, "producer", config);
+  const producer = values["profile-producer"]
+    ? startChild(peerScript(values.peer, "producer"), config, {
+        nodeArgs: ["--cpu-prof", "--cpu-prof-dir", PROFILE_DIR, "--cpu-prof-name", `producer-${name}`],
+      })
+    : scope.child(values.peer, "producer", config);
   const worker = values["profile-worker"]
     ? startChild(peerScript(values.peer, "worker"), config, {
         nodeArgs: ["--cpu-prof", "--cpu-prof-dir", PROFILE_DIR, "--cpu-prof-name", `worker-${name}`],
@@ -79,6 +84,7 @@ const result = await withScope(ctx, async (scope) => {
   worker.send("stop");
   await worker.next("stopped");
   if (values["profile-worker"]) await worker.close(5_000);
+  if (values["profile-producer"]) await producer.close(5_000);
   return {
     e2eRate: rate(n, submitted.startedAt, done.lastAt),
     serverCpuPer1k: (cpu / n) * 1000,
@@ -90,7 +96,8 @@ const result = await withScope(ctx, async (scope) => {
 });
 rmSync(root, { recursive: true, force: true });
 console.log(JSON.stringify(result));
-for (const file of [values.profile && name, values["profile-worker"] && `worker-${name}`].filter(Boolean)) {
+const profiles = [values.profile && name, values["profile-worker"] && `worker-${name}`, values["profile-producer"] && `producer-${name}`];
+for (const file of profiles.filter(Boolean)) {
   console.log(`== ${file}`);
   const summary = summarizeCpuProfile(join(PROFILE_DIR, file), 30);
   for (const t of summary.top) console.log(`${String(t.selfMs).padStart(6)} ms ${(t.share * 100).toFixed(1).padStart(5)}%  ${t.name}`);
