@@ -1,32 +1,39 @@
 import { PRIORITY_LEVELS, type PriorityLevel } from "./job.js";
 
-interface Entry {
-  jid: string;
-  readySeq: number;
-}
-
-/** A FIFO with O(1) push and shift that compacts its backing array as it drains. */
+/**
+ * A FIFO of (jid, readySeq) with O(1) push and shift that compacts as it drains. Two parallel
+ * arrays rather than an object per entry: with a million jobs queued, that is 16 bytes per
+ * job instead of about 56, and a million fewer objects for the garbage collector to trace.
+ */
 class Fifo {
-  private items: Entry[] = [];
+  private jids: string[] = [];
+  private seqs: number[] = [];
   private head = 0;
   get size(): number {
-    return this.items.length - this.head;
+    return this.jids.length - this.head;
   }
-  push(entry: Entry): void {
-    this.items.push(entry);
+  push(jid: string, readySeq: number): void {
+    this.jids.push(jid);
+    this.seqs.push(readySeq);
   }
-  peek(): Entry | undefined {
-    return this.items[this.head];
+  /** Removes entries from the front until one for which `isCurrent` holds; returns its jid. */
+  takeFirst(isCurrent: (jid: string, readySeq: number) => boolean): string | undefined {
+    let found: string | undefined;
+    while (found === undefined && this.head < this.jids.length) {
+      const jid = this.jids[this.head]!;
+      if (isCurrent(jid, this.seqs[this.head++]!)) found = jid;
+    }
+    this.compact();
+    return found;
   }
-  shift(): Entry | undefined {
-    const entry = this.items[this.head];
-    if (entry === undefined) return undefined;
-    this.head++;
-    if (this.head > 1024 && this.head * 2 > this.items.length) {
-      this.items = this.items.slice(this.head);
+
+  /** Drops the consumed prefix once it is most of the arrays. */
+  private compact(): void {
+    if (this.head > 1024 && this.head * 2 > this.jids.length) {
+      this.jids = this.jids.slice(this.head);
+      this.seqs = this.seqs.slice(this.head);
       this.head = 0;
     }
-    return entry;
   }
 }
 
@@ -38,17 +45,16 @@ class Fifo {
 export class ReadyQueue {
   private readonly levels: Fifo[] = Array.from({ length: PRIORITY_LEVELS }, () => new Fifo());
 
-  /** Adds a job. Jobs must arrive in readySeq order per level, except during recovery (use `fromSorted`). */
+  /** Adds a job. Jobs must arrive in readySeq order per level (recovery sorts them first). */
   push(jid: string, priority: PriorityLevel, readySeq: number): void {
-    this.levels[priority]!.push({ jid, readySeq });
+    this.levels[priority]!.push(jid, readySeq);
   }
 
   /** Removes and returns the next job for which `isCurrent` holds, or undefined. */
   take(isCurrent: (jid: string, readySeq: number) => boolean): string | undefined {
     for (const level of this.levels) {
-      for (let entry = level.shift(); entry; entry = level.shift()) {
-        if (isCurrent(entry.jid, entry.readySeq)) return entry.jid;
-      }
+      const jid = level.takeFirst(isCurrent);
+      if (jid !== undefined) return jid;
     }
     return undefined;
   }
