@@ -11,6 +11,7 @@ import { buildNewJob, checkQueueName, type NewJob } from "./submit-validation.js
 import { dependencyFields, planDependencies, type BatchShape, type DependencyOutcome, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
 import { LeaseSlots, type SlotHolder } from "./lease-slots.js";
 import { TimerHeap, type TimerEntry } from "./timer-heap.js";
+import { ExpiryQueue } from "./expiry-queue.js";
 import { BodyCache } from "./body-cache.js";
 import { internName, internRetryPolicy } from "./intern.js";
 import { LISTABLE_STATES, checkJobFilter, finishedJobsPage, liveJobsPage, type JobFilter } from "./live-listing.js";
@@ -167,6 +168,8 @@ export class Engine {
   private readonly live = new Map<string, JobMeta>();
   private readonly ready = new Map<string, ReadyQueue>();
   private readonly timers = new TimerHeap();
+  /** When each live job's ttl ends; kept apart from `timers` because every job has one. */
+  private readonly expiries = new ExpiryQueue();
   /** Bodies of just-submitted ready jobs, so their lease does not read them back. */
   private readonly bodies = new BodyCache();
   private readonly sessions = new Map<number, Session>();
@@ -244,8 +247,9 @@ export class Engine {
       }
       this.live.set(meta.jid, meta);
       this.scheduleTimers(meta);
-      this.pushTimer({ atMs: meta.expiresAtMs, jid: meta.jid, kind: "ttl" });
     }
+    // Oldest expiry first, so each ttl's expiries fill its FIFO lane in order (expiry-queue.ts).
+    [...this.live.values()].sort((a, b) => a.expiresAtMs - b.expiresAtMs).forEach((meta) => this.pushExpiry(meta));
     ready.sort((a, b) => a.readySeq - b.readySeq);
     for (const meta of ready) this.enqueueReady(meta);
     for (const meta of this.live.values()) {
@@ -289,7 +293,10 @@ export class Engine {
 
   /** When `tick()` next has work to do, or undefined when no timer is pending. */
   nextWakeMs(): number | undefined {
-    return this.timers.peek()?.atMs;
+    const timerAtMs = this.timers.peek()?.atMs;
+    const expiryAtMs = this.expiries.peekAtMs();
+    if (timerAtMs === undefined) return expiryAtMs;
+    return expiryAtMs === undefined ? timerAtMs : Math.min(timerAtMs, expiryAtMs);
   }
 
   /**
@@ -387,7 +394,7 @@ export class Engine {
         if (meta.state === "SCHEDULED") this.enqueueReady(meta);
         for (const dep of meta.waitingOn ?? []) this.addDependent(dep, meta.jid);
         this.scheduleTimers(meta);
-        this.pushTimer({ atMs: meta.expiresAtMs, jid: meta.jid, kind: "ttl" });
+        this.pushExpiry(meta);
       }
       writes.push({ kind: "put-job", meta, body });
       const newQueue = this.queues.touch(meta.queue);
@@ -819,7 +826,16 @@ export class Engine {
     if (this.fatal !== undefined || this.closing) return;
     const now = this.clock.nowMs();
     const writes: StoreWrite[] = [];
-    for (let top = this.timers.peek(); top && top.atMs <= now; top = this.timers.peek()) {
+    for (;;) {
+      const expiryAtMs = this.expiries.peekAtMs();
+      const top = this.timers.peek();
+      const timerDue = top !== undefined && top.atMs <= now;
+      if (expiryAtMs !== undefined && expiryAtMs <= now && (!timerDue || expiryAtMs < top.atMs)) {
+        const meta = this.live.get(this.expiries.pop()!);
+        if (meta && meta.expiresAtMs <= now) writes.push(...this.endUnfinished(meta, { kind: "evict" }, "ttl exceeded"));
+        continue;
+      }
+      if (!timerDue) break;
       this.timers.pop();
       if (top.kind === "purge") {
         if (top.atMs === this.purgeAtMs) {
@@ -830,10 +846,6 @@ export class Engine {
       }
       const meta = this.live.get(top.jid);
       if (!meta) continue;
-      if (top.kind === "ttl") {
-        if (meta.expiresAtMs <= now) writes.push(...this.endUnfinished(meta, { kind: "evict" }, "ttl exceeded"));
-        continue;
-      }
       if (top.kind === "due" && (meta.state === "DELAYED" || meta.state === "RETRYING") && meta.dueAtMs! <= now) {
         writes.push(this.apply(meta, { kind: "due" }));
       } else if (top.kind === "lease" && meta.state === "RUNNING" && meta.lease!.expiresAtMs <= now) {
@@ -902,7 +914,7 @@ export class Engine {
     } else {
       this.live.set(next.jid, next);
       // Back from a finished state (an operator's retry): its lifetime is counted again.
-      if (isTerminal(meta.state)) this.pushTimer({ atMs: next.expiresAtMs, jid: next.jid, kind: "ttl" });
+      if (isTerminal(meta.state)) this.pushExpiry(next);
     }
     if (isPurgedAtExpiry(next.state)) this.schedulePurge(next.expiresAtMs);
     if (next.state === "SCHEDULED" && meta.state !== "SCHEDULED") this.enqueueReady(next);
@@ -1040,6 +1052,13 @@ export class Engine {
   private pushTimer(entry: TimerEntry): void {
     this.timers.push(entry);
     if (this.timers.peek() === entry) this.wakeListener?.();
+  }
+
+  /** Schedules the end of the job's lifetime (eviction if it is still unfinished then). */
+  private pushExpiry(meta: JobMeta): void {
+    const earliest = this.nextWakeMs();
+    this.expiries.push(meta.jid, meta.expiresAtMs, meta.ttlMs);
+    if (earliest === undefined || meta.expiresAtMs < earliest) this.wakeListener?.();
   }
 
   /**
