@@ -74,12 +74,37 @@ export interface WorkerOptions {
 
 interface Running {
   job: WorkerJob;
-  abort: AbortController;
+  abort: LazyAbort;
   reserveForMs: number;
   timers: NodeJS.Timeout[];
   /** Set when shutdown already failed the job back: the handler's late outcome is dropped. */
   failedBack: boolean;
   done: Promise<void>;
+}
+
+/**
+ * A job's abort signal, made on first use: most handlers never look at it, and an
+ * AbortController per job was a visible share of a worker's CPU (docs/performance.md).
+ */
+class LazyAbort {
+  private controller: AbortController | undefined;
+  private aborted = false;
+  private reason: unknown;
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.aborted) this.controller.abort(this.reason);
+    }
+    return this.controller.signal;
+  }
+
+  abort(reason: unknown): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason;
+    this.controller?.abort(reason);
+  }
 }
 
 const silentLogger: WorkerLogger = { info: () => {}, warn: () => {}, error: () => {} };
@@ -269,7 +294,7 @@ export class Worker {
   private start(leased: LeasedJob): void {
     const job = workerJobOf(leased);
     const handler = this.handlers.get(job.type);
-    const abort = new AbortController();
+    const abort = new LazyAbort();
     const deadline = leased.executionDeadline ? timestampDate(leased.executionDeadline) : new Date(Date.now() + 1_800_000);
     const reserveForMs = Math.max(1_000, durationMs(leased.job?.reserveFor) ?? 300_000);
     const running: Running = { job, abort, reserveForMs, timers: [], failedBack: false, done: Promise.resolve() };
@@ -278,7 +303,13 @@ export class Worker {
       setTimeout(() => abort.abort(new Error("execution timeout passed")), Math.max(0, deadline.getTime() - Date.now())),
       setInterval(() => void this.renew([running]), Math.floor(reserveForMs / 3)),
     );
-    const ctx: JobContext = { signal: abort.signal, deadline, renew: () => this.renew([running]) };
+    const ctx: JobContext = {
+      get signal() {
+        return abort.signal;
+      },
+      deadline,
+      renew: () => this.renew([running]),
+    };
     running.done = (async () => {
       this.emit({ event: "start", jid: job.jid, attempt: job.attempt, type: job.type });
       let outcome: Outcome;
