@@ -983,7 +983,8 @@ export class Engine {
     // Delivery does not wait for the leases to be durable: if the server dies first, the
     // jobs are still SCHEDULED on disk and run again (at least once); a report about them
     // is committed after the lease, in order, so nothing a worker is told goes backwards.
-    this.persist(writes).catch(() => {}); // storage failure is fatal and reported through onFatal
+    const leasesDurable = this.persist(writes);
+    leasesDurable.catch(() => {}); // storage failure is fatal and reported through onFatal
     const bodyOf = new Map<string, JobBody | undefined>();
     const misses: string[] = [];
     for (const list of grants.values()) {
@@ -997,8 +998,11 @@ export class Engine {
       this.deliver(grants, bodyOf);
       return;
     }
-    this.store
-      .getBodies(misses)
+    // A body not in memory may still be on its way to the store: a job made ready by
+    // another's ack moments after its own submit. Read once the leases are durable: they
+    // were committed after every earlier write, that submit's included.
+    leasesDurable
+      .then(() => this.store.getBodies(misses))
       .then((bodies) => {
         misses.forEach((jid, i) => bodyOf.set(jid, bodies[i]));
         this.deliver(grants, bodyOf);

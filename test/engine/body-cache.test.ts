@@ -88,3 +88,47 @@ describe("engine: bodies of just-submitted jobs", () => {
     expect(sink.grants).toHaveLength(0);
   });
 });
+
+/** A MemoryStore whose commits wait at a gate, as a slow disk would: reads see only what passed. */
+class GatedStore extends MemoryStore {
+  private gate: Promise<void> = Promise.resolve();
+  private openGate: () => void = () => {};
+  closeGate(): void {
+    this.gate = new Promise((resolve) => (this.openGate = resolve));
+  }
+  openGateNow(): void {
+    this.openGate();
+  }
+  override commit(writes: Parameters<MemoryStore["commit"]>[0]): Promise<void> {
+    const gate = this.gate;
+    return gate.then(() => super.commit(writes));
+  }
+}
+
+describe("engine: a body not in memory", () => {
+  it("is read only once the writes before it are in the store (a chain's next job, readied by an ack right after its submit)", async () => {
+    const store = new GatedStore();
+    const { engine } = await openEngine({ store });
+    const sink = new CollectingSink();
+    engine.openLease({ queues: ["q"], workerId: "w", credits: 5 }, sink);
+    store.closeGate(); // the submit's commit is slow
+    const submitted = engine.submit(
+      [
+        { type: "t", queue: "q", args: ["a"], batchRef: "a" },
+        { type: "t", queue: "q", args: ["b"], dependsOn: { batchRefs: ["a"] } },
+      ],
+      (i) => `jobs[${i}]`,
+    );
+    await flush();
+    expect(sink.jids).toHaveLength(1); // a: its body was in memory
+    const a = sink.grants[0]!;
+    void engine.ackAll([{ jid: a.meta.jid, leaseId: a.meta.lease!.leaseId, result: new Uint8Array() }]);
+    await flush();
+    expect(sink.grants).toHaveLength(1); // b is leased, but its body is not readable yet
+    store.openGateNow();
+    await submitted;
+    await flush();
+    expect(sink.grants).toHaveLength(2);
+    expect(sink.grants[1]!.body.args).toEqual(["b"]);
+  });
+});
