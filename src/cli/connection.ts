@@ -1,8 +1,9 @@
 import { Code, ConnectError, createClient, type CallOptions, type Client } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { readFileSync } from "node:fs";
+import { createWorqTransport, type TlsOptions } from "../client/transport.js";
 import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
 import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
-import { CliError, EXIT } from "./exit-codes.js";
+import { CliError, EXIT, usageError } from "./exit-codes.js";
 import { humanDuration } from "./output.js";
 
 export const DEFAULT_SERVER = "127.0.0.1:7419";
@@ -34,13 +35,50 @@ export function serverAddress(flag: string | undefined, env: NodeJS.ProcessEnv =
   return address && address.trim() !== "" ? address.trim() : DEFAULT_SERVER;
 }
 
-function baseUrlOf(address: string): string {
-  if (/^https?:\/\//i.test(address)) return address;
-  return `http://${address}`;
+/** The token and TLS files of the client commands' flags (paths, read here). */
+export interface SecurityFlags {
+  token?: string | undefined;
+  /** --tls: TLS with the system's roots, when no CA file is given. */
+  tls?: boolean | undefined;
+  tlsCa?: string | undefined;
+  tlsCert?: string | undefined;
+  tlsKey?: string | undefined;
 }
 
-export function connectTo(address: string, deadlineMs = DEFAULT_DEADLINE_MS): Connection {
-  const transport = createGrpcTransport({ baseUrl: baseUrlOf(address) });
+/** Flags over environment variables (WORQ_TOKEN, WORQ_TLS_CA, WORQ_CLIENT_CERT, WORQ_CLIENT_KEY). */
+export function securityFrom(flags: SecurityFlags, env: NodeJS.ProcessEnv = process.env): SecurityFlags {
+  const nonEmpty = (value: string | undefined) => (value && value.trim() !== "" ? value.trim() : undefined);
+  return {
+    token: nonEmpty(flags.token) ?? nonEmpty(env.WORQ_TOKEN),
+    tls: flags.tls,
+    tlsCa: nonEmpty(flags.tlsCa) ?? nonEmpty(env.WORQ_TLS_CA),
+    tlsCert: nonEmpty(flags.tlsCert) ?? nonEmpty(env.WORQ_CLIENT_CERT),
+    tlsKey: nonEmpty(flags.tlsKey) ?? nonEmpty(env.WORQ_CLIENT_KEY),
+  };
+}
+
+function tlsOf(security: SecurityFlags): TlsOptions | undefined {
+  if ((security.tlsCert === undefined) !== (security.tlsKey === undefined)) {
+    throw usageError("--tls-cert and --tls-key go together: give both or neither");
+  }
+  const read = (flag: string, path: string | undefined) => {
+    if (path === undefined) return undefined;
+    try {
+      return readFileSync(path);
+    } catch (error) {
+      throw usageError(`${flag}: cannot read ${path}: ${(error as Error).message}`);
+    }
+  };
+  const ca = read("--tls-ca", security.tlsCa);
+  const cert = read("--tls-cert", security.tlsCert);
+  const key = read("--tls-key", security.tlsKey);
+  if (!security.tls && !ca && !cert) return undefined;
+  return { ...(ca && { ca }), ...(cert && { cert }), ...(key && { key }) };
+}
+
+export function connectTo(address: string, deadlineMs = DEFAULT_DEADLINE_MS, security: SecurityFlags = {}): Connection {
+  const tls = tlsOf(security);
+  const transport = createWorqTransport({ address, ...(security.token && { token: security.token }), ...(tls && { tls }) });
   const unreachable = (detail: string) =>
     new CliError(`cannot reach Worq at ${address}: is \`worq serve\` running?\n  (${detail})`, EXIT.unreachable);
   return {
@@ -77,6 +115,9 @@ export function serverErrorMessage(error: ConnectError): string {
   const line = `${statusName(error.code)}: ${error.rawMessage}`;
   if (error.code === Code.Unimplemented) {
     return `${line}\n  (this server does not implement it yet)`;
+  }
+  if (error.code === Code.Unauthenticated) {
+    return `${line}\n  (this server checks tokens: pass --token or set WORQ_TOKEN)`;
   }
   return line;
 }

@@ -37,6 +37,7 @@ export async function serve(argv: string[]): Promise<void> {
     pid: process.pid,
     http: `${config.host}:${server.httpPort}`,
     httpPort: server.httpPort,
+    tls: server.tls,
   };
   process.stdout.write(`${JSON.stringify(listening)}\n`);
   let stopping = false;
@@ -48,6 +49,13 @@ export async function serve(argv: string[]): Promise<void> {
     log.info("stopped");
     process.exit(exitCode);
   }
+  process.on("SIGHUP", () => {
+    try {
+      log.info("reloaded the token file", { tokens: server.reloadTokens() });
+    } catch (error) {
+      log.error("cannot reload the token file; the old tokens stay in force", { error: (error as Error).message });
+    }
+  });
   process.on("SIGTERM", () => void stop("SIGTERM"));
   process.on("SIGINT", () => void stop("SIGINT"));
 }
