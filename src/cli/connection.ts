@@ -12,6 +12,8 @@ export const DEFAULT_DEADLINE_MS = 10_000;
 
 /** Errors of the socket layer that mean "nobody answered", whatever status they arrive as. */
 const NETWORK_ERROR = /ECONNREFUSED|ECONNRESET|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT|EAI_AGAIN/;
+/** What a TLS client meeting a plaintext server reports. */
+const TLS_MISMATCH = /EPROTO|wrong version number|packet length too long/i;
 
 /** The admin and producer RPCs of one server, each call bounded by a deadline. */
 export interface Connection {
@@ -96,6 +98,11 @@ export function connectTo(address: string, deadlineMs = DEFAULT_DEADLINE_MS, sec
         const connectError = ConnectError.from(error);
         if (connectError.code === Code.Unavailable || NETWORK_ERROR.test(connectError.rawMessage)) {
           throw unreachable(connectError.rawMessage);
+        }
+        // A TLS server drops a plaintext HTTP/2 connection unanswered; a plaintext server
+        // does not speak TLS. Both look like this: say what to check.
+        if (connectError.code === Code.Canceled || TLS_MISMATCH.test(connectError.rawMessage)) {
+          throw unreachable(`${connectError.rawMessage}; ${tls ? "does the server use TLS? Drop the --tls flags if not" : "if the server uses TLS, pass --tls-ca <file> or --tls"}`);
         }
         throw connectError;
       } finally {
