@@ -96,7 +96,8 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
     maxReceiveMessageBytes: maxRequestBytes,
     descriptorSet: fromBinary(FileDescriptorSetSchema, readFileSync(join(packageRoot(), "gen/descriptors/worq.binpb"))),
     onCall: (method, code, seconds) => metrics.observeRpc(method, code, seconds),
-    interceptors: [grpcAccessInterceptor(access)],
+    // Refused calls never reach a handler: count them here, under their code.
+    interceptors: [grpcAccessInterceptor(access, (method, code) => metrics.observeRpc(method, code, 0))],
   });
   let serving = true;
   const http = createHttpServer({ services, engine, metrics, healthy: () => serving, maxRequestBytes, access, ...(tls && { tls }) });

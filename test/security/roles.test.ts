@@ -113,6 +113,9 @@ describe("roles: every RPC, every credential, both ports", () => {
     const denied = (await submit("worker")) as ConnectError;
     expect(denied.code).toBe(Code.PermissionDenied);
     expect(denied.rawMessage).toBe('the worker token "test-worker" may not call worq.v1.ProducerService/Submit (needs producer or admin)');
+    // Refusals never reach a handler, yet /metrics counts them under their code.
+    const metrics = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`, { headers: { authorization: `Bearer ${TOKENS.admin}` } })).text();
+    expect(metrics).toMatch(/^worq_rpc_duration_seconds_count\{(?=[^}]*method="Submit")(?=[^}]*code="PERMISSION_DENIED")[^}]*\} [1-9]/m);
   });
 
   it("gRPC health answers without a token; reflection needs one", async () => {

@@ -8,10 +8,17 @@ import { jobsSubmittedBy, type AccessControl, type Caller } from "./access-contr
  * server (worq, reflection, health) before any handler runs. The call's metadata decides who
  * calls and whether they may; a submit's message decides whether the rate allows it.
  */
-export function grpcAccessInterceptor(access: AccessControl): grpc.ServerInterceptor {
+export function grpcAccessInterceptor(
+  access: AccessControl,
+  onRefused: (method: string, code: string) => void = () => {},
+): grpc.ServerInterceptor {
   return (method, call) => {
     let caller: Caller | undefined;
-    const refuse = (error: unknown) => call.sendStatus(statusOf(error));
+    const refuse = (error: unknown) => {
+      const status = statusOf(error);
+      onRefused(method.path.slice(method.path.lastIndexOf("/") + 1), grpc.status[status.code] ?? "UNKNOWN");
+      call.sendStatus(status);
+    };
     return new grpc.ServerInterceptingCall(call, {
       start: (next) =>
         next({
@@ -37,7 +44,7 @@ export function grpcAccessInterceptor(access: AccessControl): grpc.ServerInterce
 }
 
 /** A ConnectError as a grpc-js status, details (google.rpc.Status) and trailers included. */
-function statusOf(error: unknown): Parameters<grpc.ServerInterceptingCallInterface["sendStatus"]>[0] {
+function statusOf(error: unknown): { code: grpc.status; details: string; metadata: grpc.Metadata } {
   const connectError = ConnectError.from(error);
   const trailers = setTrailerStatus(new Headers(), connectError);
   const metadata = new grpc.Metadata();
