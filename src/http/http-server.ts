@@ -38,6 +38,8 @@ export interface HttpServerOptions {
  * seeds' JSON shapes at `/v1/jobs` (job-json-routes.ts), `/healthz`, `/metrics`, and the web
  * dashboard at `/` (dashboard-routes.ts). No CORS headers are sent, so browsers on other
  * origins are refused.
+ * With `tls` it is HTTPS (HTTP/1.1); `access` guards every route but /healthz and the
+ * dashboard's static files (docs/security.md).
  */
 export function createHttpServer(options: HttpServerOptions): Server {
   const timing: Interceptor = (next) => async (request) => {
