@@ -105,7 +105,9 @@ func (s *testServer) addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) 
 // start runs the server on port (0: any free port) and waits for its listening line.
 func (s *testServer) start(port int) {
 	s.t.Helper()
-	args := append([]string{s.script, "serve", "--host", "127.0.0.1", "--port", fmt.Sprint(port),
+	// --http-port 0: a restart passes a fixed --port, and the HTTP side would then take 7420,
+	// which a parallel test (or another server on the machine) may hold.
+	args := append([]string{s.script, "serve", "--host", "127.0.0.1", "--port", fmt.Sprint(port), "--http-port", "0",
 		"--data-dir", s.dataDir, "--orphan-grace", "1s", "--log-level", logLevel()}, s.args...)
 	cmd := exec.Command("node", args...)
 	cmd.Stderr = s.logs

@@ -54,6 +54,9 @@ class ServerProcess:
             "node", str(CLI), "serve",
             "--host", "127.0.0.1",
             "--port", str(port),
+            # A restart passes a fixed --port; the HTTP side would then take 7420, which a
+            # parallel test (or another server on the machine) may hold.
+            "--http-port", "0",
             "--data-dir", str(self.data_dir),
             "--orphan-grace", self.orphan_grace,
             "--log-level", "warn",
