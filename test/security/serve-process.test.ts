@@ -109,7 +109,7 @@ describe("tokens: worq token create/hash and rotation by SIGHUP", () => {
     const server = await start(dir, ["--auth-tokens", file]);
     writeFileSync(file, "admin ops not-a-hash\n");
     server.child.kill("SIGHUP");
-    await waitFor(() => server.stderr().includes("cannot reload the token file"));
+    await waitFor(() => server.stderr().includes("cannot reload the token file"), server);
     expect(server.stderr()).toContain(":1: the hash must be sha256:<64 hex digits>");
     expect((await runCli(["info", "--server", `127.0.0.1:${server.port}`], { env: { WORQ_TOKEN: "admin-token" } })).code).toBe(0);
   });
@@ -118,13 +118,13 @@ describe("tokens: worq token create/hash and rotation by SIGHUP", () => {
 /** Sends SIGHUP and waits for the server to log the reload (the n-th one). */
 async function reload(server: ServerProcess, n: number): Promise<void> {
   server.child.kill("SIGHUP");
-  await waitFor(() => server.stderr().split("reloaded the token file").length - 1 >= n);
+  await waitFor(() => server.stderr().split("reloaded the token file").length - 1 >= n, server);
 }
 
-async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
+async function waitFor(condition: () => boolean, server: ServerProcess, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!condition()) {
-    if (Date.now() > deadline) throw new Error("timed out waiting for the server");
+    if (Date.now() > deadline) throw new Error(`timed out waiting for the server; its log:\n${server.stderr()}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
