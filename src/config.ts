@@ -1,6 +1,7 @@
 import { parseArgs } from "node:util";
 import { LIMITS } from "./engine/limits.js";
 import type { LogLevel } from "./log.js";
+import { parseSubmitRate, type SubmitRate } from "./transport/auth/submit-rate.js";
 
 export interface ServerConfig {
   host: string;
@@ -19,6 +20,14 @@ export interface ServerConfig {
   /** Origins that callback_url webhooks may target; empty = none. */
   callbackAllow: string[];
   logLevel: LogLevel;
+  /** TLS on both ports; with clientCaFile, clients must present a certificate it signed (mTLS). */
+  tls?: { certFile: string; keyFile: string; clientCaFile?: string };
+  /** File of hashed bearer tokens with roles (docs/security.md); unset = no token auth. */
+  authTokensFile?: string;
+  /** gRPC reflection without a token when token auth is on. */
+  publicReflection?: boolean;
+  /** Per-token limit on submitted jobs. */
+  submitRate?: SubmitRate;
 }
 
 export const SERVE_HELP = `Usage: worq serve [options]
@@ -38,6 +47,17 @@ Options (environment variable in brackets):
   --log-level <level>         debug | info | warn | error | silent [WORQ_LOG_LEVEL] (default info; debug logs every job state change, never job data)
   -h, --help                  show this help
 
+Security (docs/security.md):
+  --tls-cert <file>           PEM certificate chain: serve TLS on both ports [WORQ_TLS_CERT]
+  --tls-key <file>            PEM private key of --tls-cert [WORQ_TLS_KEY]
+  --tls-client-ca <file>      PEM CA bundle: require client certificates it signed (mutual TLS) [WORQ_TLS_CLIENT_CA]
+  --auth-tokens <file>        bearer tokens with roles, one "<role> <name> sha256:<hex>" a line
+                              (make one with worq token create; SIGHUP re-reads the file) [WORQ_AUTH_TOKENS]
+  --public-reflection         serve gRPC reflection without a token (health is always open) [WORQ_PUBLIC_REFLECTION=1]
+  --submit-rate <r>[:burst]   at most r submitted jobs per second per token, bursts of up to
+                              burst (default r) jobs; over it: RESOURCE_EXHAUSTED [WORQ_SUBMIT_RATE]
+  --insecure                  allow a non-loopback --host without TLS and client authentication [WORQ_INSECURE=1]
+
 Durations: 500ms, 10s, 5m, 1h.`;
 
 /** Parses `worq serve` flags over environment variables over defaults. Throws a readable Error on bad input. */
@@ -55,12 +75,20 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       "idempotency-window": { type: "string" },
       "callback-allow": { type: "string" },
       "log-level": { type: "string" },
+      "tls-cert": { type: "string" },
+      "tls-key": { type: "string" },
+      "tls-client-ca": { type: "string" },
+      "auth-tokens": { type: "string" },
+      "public-reflection": { type: "boolean" },
+      "submit-rate": { type: "string" },
+      insecure: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
   });
   if (values.help) return "help";
   const pick = (flag: keyof typeof values, envName: string) => (values[flag] as string | undefined) ?? env[envName];
+  const pickSwitch = (flag: keyof typeof values, envName: string) => values[flag] === true || env[envName] === "1";
   const config: ServerConfig = {
     host: pick("host", "WORQ_HOST") ?? "127.0.0.1",
     port: parsePort(pick("port", "WORQ_PORT") ?? "7419", "--port"),
@@ -79,10 +107,54 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (config.maxJobBytes < 1 || config.maxJobBytes > LIMITS.maxMaxJobBytes) {
     throw new Error(`--max-job-bytes must be between 1 and ${LIMITS.maxMaxJobBytes}`);
   }
+  Object.assign(config, securityOf(pick, pickSwitch));
   if (config.keepaliveIntervalMs < 10 || config.keepaliveIntervalMs > 30_000) {
     throw new Error("--keepalive-interval must be between 10ms and 30s");
   }
+  refuseOpenNetworkBind(config, pickSwitch("insecure", "WORQ_INSECURE"));
   return config;
+}
+
+function securityOf(
+  pick: (flag: "tls-cert" | "tls-key" | "tls-client-ca" | "auth-tokens" | "submit-rate", envName: string) => string | undefined,
+  pickSwitch: (flag: "public-reflection", envName: string) => boolean,
+): Pick<ServerConfig, "tls" | "authTokensFile" | "publicReflection" | "submitRate"> {
+  const certFile = pick("tls-cert", "WORQ_TLS_CERT");
+  const keyFile = pick("tls-key", "WORQ_TLS_KEY");
+  const clientCaFile = pick("tls-client-ca", "WORQ_TLS_CLIENT_CA");
+  if ((certFile === undefined) !== (keyFile === undefined)) throw new Error("--tls-cert and --tls-key go together: give both or neither");
+  if (clientCaFile !== undefined && certFile === undefined) throw new Error("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is TLS first)");
+  const submitRate = pick("submit-rate", "WORQ_SUBMIT_RATE");
+  return {
+    tls: certFile !== undefined && keyFile !== undefined ? { certFile, keyFile, ...(clientCaFile !== undefined && { clientCaFile }) } : undefined,
+    authTokensFile: pick("auth-tokens", "WORQ_AUTH_TOKENS"),
+    publicReflection: pickSwitch("public-reflection", "WORQ_PUBLIC_REFLECTION"),
+    submitRate: submitRate === undefined ? undefined : parseSubmitRate(submitRate),
+  };
+}
+
+/**
+ * Anyone who can reach a non-loopback address can submit, read and delete jobs unless the
+ * server checks who they are, and a bearer token sent in plaintext can be read off the wire:
+ * such a bind needs TLS and client authentication (tokens or client certificates), or an
+ * explicit --insecure (a trusted private network, a TLS-terminating proxy in front).
+ */
+function refuseOpenNetworkBind(config: ServerConfig, insecure: boolean): void {
+  if (insecure || isLoopback(config.host)) return;
+  const missing = [
+    ...(config.tls ? [] : ["TLS (--tls-cert, --tls-key)"]),
+    ...(config.authTokensFile || config.tls?.clientCaFile ? [] : ["client authentication (--auth-tokens or --tls-client-ca)"]),
+  ];
+  if (missing.length === 0) return;
+  throw new Error(
+    `refusing to listen on ${config.host}, which other machines can reach, without ${missing.join(" and ")}; ` +
+      "add them, or pass --insecure if the network is trusted (docs/security.md)",
+  );
+}
+
+export function isLoopback(host: string): boolean {
+  const bare = host.replace(/^\[|\]$/g, "").toLowerCase();
+  return bare === "localhost" || bare === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(bare) || /^::ffff:127\./.test(bare);
 }
 
 function parsePort(text: string, flag: string): number {

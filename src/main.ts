@@ -20,11 +20,18 @@ import { createWorkerService } from "./transport/worker-service.js";
 import { packageRoot, packageVersion } from "./package-root.js";
 import { driveEngineTimers } from "./wakeup.js";
 import { originAllowlist, WebhookSender } from "./callbacks/webhook-sender.js";
+import { AccessControl } from "./transport/auth/access-control.js";
+import { grpcAccessInterceptor } from "./transport/auth/grpc-interceptor.js";
+import { loadTokenFile } from "./transport/auth/token-file.js";
 
 export interface RunningServer {
   grpcPort: number;
   /** Port of the HTTP side (Connect, /healthz, /metrics). */
   httpPort: number;
+  /** Whether the ports speak TLS. */
+  tls: boolean;
+  /** Re-reads the --auth-tokens file (SIGHUP): tokens added or removed take effect for new calls. Returns the token count. */
+  reloadTokens(): number;
   /** Graceful stop: refuse new work, tell workers to reconnect, finish in-flight writes, close the store. */
   close(): Promise<void>;
 }
@@ -34,6 +41,17 @@ const MESSAGE_OVERHEAD_BYTES = 4 * 1024 * 1024;
 
 /** The composition root: config -> store -> engine -> gRPC server. */
 export async function startServer(config: ServerConfig, log: Logger, onFatal: (error: unknown) => void): Promise<RunningServer> {
+  // Read every key and token file before opening the store: a bad path fails the start at once.
+  const tls = config.tls && {
+    cert: readFileSync(config.tls.certFile),
+    key: readFileSync(config.tls.keyFile),
+    ...(config.tls.clientCaFile !== undefined && { ca: readFileSync(config.tls.clientCaFile) }),
+  };
+  const access = new AccessControl({
+    tokens: config.authTokensFile === undefined ? undefined : loadTokenFile(config.authTokensFile),
+    publicReflection: config.publicReflection ?? false,
+    submitRate: config.submitRate,
+  });
   const startedAtMs = systemClock.nowMs();
   const isCallbackAllowed = originAllowlist(config.callbackAllow);
   const dataDir = resolve(config.dataDir);
@@ -78,11 +96,16 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
     maxReceiveMessageBytes: maxRequestBytes,
     descriptorSet: fromBinary(FileDescriptorSetSchema, readFileSync(join(packageRoot(), "gen/descriptors/worq.binpb"))),
     onCall: (method, code, seconds) => metrics.observeRpc(method, code, seconds),
+    // Refused calls never reach a handler: count them here, under their code.
+    interceptors: [grpcAccessInterceptor(access, (method, code) => metrics.observeRpc(method, code, 0))],
   });
   let serving = true;
-  const http = createHttpServer({ services, engine, metrics, healthy: () => serving, maxRequestBytes });
+  const http = createHttpServer({ services, engine, metrics, healthy: () => serving, maxRequestBytes, access, ...(tls && { tls }) });
+  const grpcCredentials = tls
+    ? grpc.ServerCredentials.createSsl(tls.ca ?? null, [{ cert_chain: tls.cert, private_key: tls.key }], tls.ca !== undefined)
+    : grpc.ServerCredentials.createInsecure();
   const grpcPort = await new Promise<number>((ok, fail) =>
-    server.bindAsync(`${config.host}:${config.port}`, grpc.ServerCredentials.createInsecure(), (error, port) =>
+    server.bindAsync(`${config.host}:${config.port}`, grpcCredentials, (error, port) =>
       error ? fail(error) : ok(port),
     ),
   );
@@ -92,6 +115,11 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
   });
   const info = engine.info();
   log.info("recovered", { liveJobs: info.liveJobs, dataDir: resolve(config.dataDir) });
+  log.info("security", {
+    tls: tls ? (tls.ca ? "mutual" : "server") : "off",
+    tokens: config.authTokensFile === undefined ? "off" : config.authTokensFile,
+    submitRate: config.submitRate ? `${config.submitRate.perSecond}/s burst ${config.submitRate.burst}` : "unlimited",
+  });
 
   let closing: Promise<void> | undefined;
   const close = () =>
@@ -117,7 +145,13 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
       await new Promise((done) => http.close(done));
       await engine!.close();
     })());
-  return { grpcPort, httpPort, close };
+  const reloadTokens = () => {
+    if (config.authTokensFile === undefined) throw new Error("no --auth-tokens file to reload");
+    const tokens = loadTokenFile(config.authTokensFile);
+    access.replaceTokens(tokens);
+    return tokens.length;
+  };
+  return { grpcPort, httpPort, tls: tls !== undefined, reloadTokens, close };
 }
 
 /**

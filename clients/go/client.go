@@ -35,6 +35,8 @@ type dialConfig struct {
 	block    bool
 	logger   *slog.Logger
 	grpcOpts []grpc.DialOption
+	// err is a failed option (an unreadable TLS file): Dial returns it.
+	err error
 }
 
 // WithTransportCredentials sets TLS (or other) credentials; the default is plaintext.
@@ -61,6 +63,9 @@ func Dial(ctx context.Context, addr string, opts ...DialOption) (*Client, error)
 	cfg := dialConfig{creds: insecure.NewCredentials()}
 	for _, opt := range opts {
 		opt(&cfg)
+	}
+	if cfg.err != nil {
+		return nil, cfg.err
 	}
 	if cfg.logger == nil {
 		cfg.logger = slog.Default()

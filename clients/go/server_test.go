@@ -28,6 +28,7 @@ type testServer struct {
 	exited  chan struct{}
 	logs    *syncBuffer
 	clients []*Client // closed after the server stopped
+	args    []string  // extra `worq serve` flags
 }
 
 type syncBuffer struct {
@@ -79,9 +80,9 @@ func serverScript(t *testing.T) string {
 
 // startServer starts a server on a fresh data directory and a free port; it is stopped
 // when the test ends.
-func startServer(t *testing.T) *testServer {
+func startServer(t *testing.T, args ...string) *testServer {
 	t.Helper()
-	s := &testServer{t: t, script: serverScript(t), dataDir: t.TempDir(), logs: &syncBuffer{}}
+	s := &testServer{t: t, script: serverScript(t), dataDir: t.TempDir(), logs: &syncBuffer{}, args: args}
 	s.start(0)
 	t.Cleanup(func() {
 		begin := time.Now()
@@ -104,8 +105,11 @@ func (s *testServer) addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) 
 // start runs the server on port (0: any free port) and waits for its listening line.
 func (s *testServer) start(port int) {
 	s.t.Helper()
-	cmd := exec.Command("node", s.script, "serve", "--host", "127.0.0.1", "--port", fmt.Sprint(port),
-		"--data-dir", s.dataDir, "--orphan-grace", "1s", "--log-level", logLevel())
+	// --http-port 0: a restart passes a fixed --port, and the HTTP side would then take 7420,
+	// which a parallel test (or another server on the machine) may hold.
+	args := append([]string{s.script, "serve", "--host", "127.0.0.1", "--port", fmt.Sprint(port), "--http-port", "0",
+		"--data-dir", s.dataDir, "--orphan-grace", "1s", "--log-level", logLevel()}, s.args...)
+	cmd := exec.Command("node", args...)
 	cmd.Stderr = s.logs
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { connectTo, serverAddress, type Connection } from "./connection.js";
+import { connectTo, securityFrom, serverAddress, type Connection } from "./connection.js";
 import { positiveDurationMs } from "./flag-values.js";
 
 /** What every client command is given: where the server is, and how to print. */
@@ -16,6 +16,11 @@ export interface CommandContext {
 export function withGlobalOptions(command: Command, options: { json?: boolean } = {}): Command {
   command.option("--server <host:port>", "Worq server to talk to [WORQ_SERVER] (default 127.0.0.1:7419)");
   command.option("--timeout <duration>", "give up on a call the server has not answered after this long (default 10s)", positiveDurationMs);
+  command.option("--token <token>", "bearer token for a server with --auth-tokens [WORQ_TOKEN] (the variable keeps it out of ps)");
+  command.option("--tls", "connect over TLS, trusting the system's CAs (implied by the --tls-* flags and https:// addresses)");
+  command.option("--tls-ca <file>", "PEM CA certificate(s) to verify the server with [WORQ_TLS_CA]");
+  command.option("--tls-cert <file>", "PEM client certificate, for a server that requires mutual TLS [WORQ_CLIENT_CERT]");
+  command.option("--tls-key <file>", "PEM private key of --tls-cert [WORQ_CLIENT_KEY]");
   if (options.json !== false) command.option("--json", "print one JSON document instead of a table");
   return command.showHelpAfterError(`(see worq ${command.name() === "worq" ? "" : `${command.name()} `}--help)`);
 }
@@ -31,7 +36,17 @@ export function optionOf<T>(command: Command, name: string): T | undefined {
 
 export function contextOf(command: Command): CommandContext {
   return {
-    connection: connectTo(serverAddress(optionOf<string>(command, "server")), optionOf<number>(command, "timeout")),
+    connection: connectTo(
+      serverAddress(optionOf<string>(command, "server")),
+      optionOf<number>(command, "timeout"),
+      securityFrom({
+        token: optionOf<string>(command, "token"),
+        tls: optionOf<boolean>(command, "tls"),
+        tlsCa: optionOf<string>(command, "tlsCa"),
+        tlsCert: optionOf<string>(command, "tlsCert"),
+        tlsKey: optionOf<string>(command, "tlsKey"),
+      }),
+    ),
     json: optionOf<boolean | string>(command, "json") === true,
   };
 }

@@ -1,8 +1,9 @@
 import { Code, ConnectError, createClient, type CallOptions, type Client } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { readFileSync } from "node:fs";
+import { createWorqTransport, type TlsOptions } from "../client/transport.js";
 import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
 import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
-import { CliError, EXIT } from "./exit-codes.js";
+import { CliError, EXIT, usageError } from "./exit-codes.js";
 import { humanDuration } from "./output.js";
 
 export const DEFAULT_SERVER = "127.0.0.1:7419";
@@ -11,6 +12,8 @@ export const DEFAULT_DEADLINE_MS = 10_000;
 
 /** Errors of the socket layer that mean "nobody answered", whatever status they arrive as. */
 const NETWORK_ERROR = /ECONNREFUSED|ECONNRESET|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT|EAI_AGAIN/;
+/** What a TLS client meeting a plaintext server reports. */
+const TLS_MISMATCH = /EPROTO|wrong version number|packet length too long/i;
 
 /** The admin and producer RPCs of one server, each call bounded by a deadline. */
 export interface Connection {
@@ -34,13 +37,50 @@ export function serverAddress(flag: string | undefined, env: NodeJS.ProcessEnv =
   return address && address.trim() !== "" ? address.trim() : DEFAULT_SERVER;
 }
 
-function baseUrlOf(address: string): string {
-  if (/^https?:\/\//i.test(address)) return address;
-  return `http://${address}`;
+/** The token and TLS files of the client commands' flags (paths, read here). */
+export interface SecurityFlags {
+  token?: string | undefined;
+  /** --tls: TLS with the system's roots, when no CA file is given. */
+  tls?: boolean | undefined;
+  tlsCa?: string | undefined;
+  tlsCert?: string | undefined;
+  tlsKey?: string | undefined;
 }
 
-export function connectTo(address: string, deadlineMs = DEFAULT_DEADLINE_MS): Connection {
-  const transport = createGrpcTransport({ baseUrl: baseUrlOf(address) });
+/** Flags over environment variables (WORQ_TOKEN, WORQ_TLS_CA, WORQ_CLIENT_CERT, WORQ_CLIENT_KEY). */
+export function securityFrom(flags: SecurityFlags, env: NodeJS.ProcessEnv = process.env): SecurityFlags {
+  const nonEmpty = (value: string | undefined) => (value && value.trim() !== "" ? value.trim() : undefined);
+  return {
+    token: nonEmpty(flags.token) ?? nonEmpty(env.WORQ_TOKEN),
+    tls: flags.tls,
+    tlsCa: nonEmpty(flags.tlsCa) ?? nonEmpty(env.WORQ_TLS_CA),
+    tlsCert: nonEmpty(flags.tlsCert) ?? nonEmpty(env.WORQ_CLIENT_CERT),
+    tlsKey: nonEmpty(flags.tlsKey) ?? nonEmpty(env.WORQ_CLIENT_KEY),
+  };
+}
+
+function tlsOf(security: SecurityFlags): TlsOptions | undefined {
+  if ((security.tlsCert === undefined) !== (security.tlsKey === undefined)) {
+    throw usageError("--tls-cert and --tls-key go together: give both or neither");
+  }
+  const read = (flag: string, path: string | undefined) => {
+    if (path === undefined) return undefined;
+    try {
+      return readFileSync(path);
+    } catch (error) {
+      throw usageError(`${flag}: cannot read ${path}: ${(error as Error).message}`);
+    }
+  };
+  const ca = read("--tls-ca", security.tlsCa);
+  const cert = read("--tls-cert", security.tlsCert);
+  const key = read("--tls-key", security.tlsKey);
+  if (!security.tls && !ca && !cert) return undefined;
+  return { ...(ca && { ca }), ...(cert && { cert }), ...(key && { key }) };
+}
+
+export function connectTo(address: string, deadlineMs = DEFAULT_DEADLINE_MS, security: SecurityFlags = {}): Connection {
+  const tls = tlsOf(security);
+  const transport = createWorqTransport({ address, ...(security.token && { token: security.token }), ...(tls && { tls }) });
   const unreachable = (detail: string) =>
     new CliError(`cannot reach Worq at ${address}: is \`worq serve\` running?\n  (${detail})`, EXIT.unreachable);
   return {
@@ -58,6 +98,11 @@ export function connectTo(address: string, deadlineMs = DEFAULT_DEADLINE_MS): Co
         const connectError = ConnectError.from(error);
         if (connectError.code === Code.Unavailable || NETWORK_ERROR.test(connectError.rawMessage)) {
           throw unreachable(connectError.rawMessage);
+        }
+        // A TLS server drops a plaintext HTTP/2 connection unanswered; a plaintext server
+        // does not speak TLS. Both look like this: say what to check.
+        if (connectError.code === Code.Canceled || TLS_MISMATCH.test(connectError.rawMessage)) {
+          throw unreachable(`${connectError.rawMessage}; ${tls ? "does the server use TLS? Drop the --tls flags if not" : "if the server uses TLS, pass --tls-ca <file> or --tls"}`);
         }
         throw connectError;
       } finally {
@@ -77,6 +122,9 @@ export function serverErrorMessage(error: ConnectError): string {
   const line = `${statusName(error.code)}: ${error.rawMessage}`;
   if (error.code === Code.Unimplemented) {
     return `${line}\n  (this server does not implement it yet)`;
+  }
+  if (error.code === Code.Unauthenticated) {
+    return `${line}\n  (this server checks tokens: pass --token or set WORQ_TOKEN)`;
   }
   return line;
 }

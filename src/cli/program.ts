@@ -8,6 +8,7 @@ import { registerJobs } from "./commands/jobs.js";
 import { registerQueues } from "./commands/queues.js";
 import { registerResult } from "./commands/result.js";
 import { registerSubmit } from "./commands/submit.js";
+import { registerToken } from "./commands/token.js";
 import { registerWorkers } from "./commands/workers.js";
 import { withGlobalOptions } from "./command-context.js";
 import { EXIT_CODES_HELP } from "./exit-codes.js";
@@ -27,7 +28,9 @@ before or after the command name.
 Payload bytes are never printed unless asked (--show-payload): they may be sensitive.
 
 Environment:
-  WORQ_SERVER   server address for client commands (host:port)
+  WORQ_SERVER   server address for client commands (host:port, or https://host:port)
+  WORQ_TOKEN    bearer token for a server that checks tokens (see worq token --help)
+  WORQ_TLS_CA, WORQ_CLIENT_CERT, WORQ_CLIENT_KEY   TLS files, as --tls-ca, --tls-cert, --tls-key
   WORQ_*        the server's settings: see worq serve --help
 
 ${EXIT_CODES_HELP}`;
@@ -68,5 +71,6 @@ export function createProgram(serve: (argv: string[]) => Promise<void>): Command
   registerWorkers(program);
   registerJobAdmin(program);
   registerInfo(program);
+  registerToken(program);
   return program;
 }

@@ -28,17 +28,6 @@ export async function serve(argv: string[]): Promise<void> {
     log.error("cannot start", { error: (error as Error).message });
     process.exit(1);
   });
-  // One machine-readable line on stdout, so scripts and tests can find the ports.
-  const listening = {
-    msg: "worq listening",
-    grpc: `${config.host}:${server.grpcPort}`,
-    grpcPort: server.grpcPort,
-    dataDir: config.dataDir,
-    pid: process.pid,
-    http: `${config.host}:${server.httpPort}`,
-    httpPort: server.httpPort,
-  };
-  process.stdout.write(`${JSON.stringify(listening)}\n`);
   let stopping = false;
   async function stop(reason: string): Promise<void> {
     if (stopping) return;
@@ -48,6 +37,26 @@ export async function serve(argv: string[]): Promise<void> {
     log.info("stopped");
     process.exit(exitCode);
   }
+  process.on("SIGHUP", () => {
+    try {
+      log.info("reloaded the token file", { tokens: server.reloadTokens() });
+    } catch (error) {
+      log.error("cannot reload the token file; the old tokens stay in force", { error: (error as Error).message });
+    }
+  });
   process.on("SIGTERM", () => void stop("SIGTERM"));
   process.on("SIGINT", () => void stop("SIGINT"));
+  // One machine-readable line on stdout, so scripts and tests can find the ports. Printed
+  // once the signal handlers are in place: a SIGHUP sent on seeing it must not kill the server.
+  const listening = {
+    msg: "worq listening",
+    grpc: `${config.host}:${server.grpcPort}`,
+    grpcPort: server.grpcPort,
+    dataDir: config.dataDir,
+    pid: process.pid,
+    http: `${config.host}:${server.httpPort}`,
+    httpPort: server.httpPort,
+    tls: server.tls,
+  };
+  process.stdout.write(`${JSON.stringify(listening)}\n`);
 }

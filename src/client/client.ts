@@ -1,5 +1,4 @@
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
 import type { Job } from "../../gen/ts/worq/v1/job_pb.js";
@@ -8,11 +7,10 @@ import { WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import { toClientError } from "./errors.js";
 import { jobSpecOf, type SubmitOptions } from "./job-options.js";
 import { SubmitBatcher } from "./submit-batcher.js";
+import { createWorqTransport, type ConnectionOptions } from "./transport.js";
 
-export interface ClientOptions {
-  /** host:port of the Worq gRPC server, e.g. "127.0.0.1:7419". */
-  address: string;
-}
+/** Where the server is, and the token and TLS settings to reach it with. */
+export type ClientOptions = ConnectionOptions;
 
 /** Talks to one Worq server: submit jobs, read them, wait for results. */
 export class WorqClient {
@@ -24,7 +22,7 @@ export class WorqClient {
   private readonly submits: SubmitBatcher;
 
   constructor(options: ClientOptions) {
-    const transport: Transport = createGrpcTransport({ baseUrl: `http://${options.address}` });
+    const transport: Transport = createWorqTransport(options);
     this.producer = createClient(ProducerService, transport);
     this.submits = new SubmitBatcher(this.producer);
     this.admin = createClient(AdminService, transport);

@@ -10,6 +10,7 @@ import { toClientError } from "./errors.js";
 import { failRequestOf, resultBytesOf } from "./handler-outcome.js";
 import { ReconnectBackoff } from "./reconnect-backoff.js";
 import { ReportBatcher, type Outcome } from "./report-batcher.js";
+import type { TlsOptions } from "./transport.js";
 
 /** A leased job as a handler sees it. */
 export interface WorkerJob {
@@ -56,6 +57,10 @@ export interface WorkerLogger {
 export interface WorkerOptions {
   /** host:port of the server; or pass `client`. */
   address?: string;
+  /** Bearer token, when the server checks tokens (with `address`; a `client` carries its own). */
+  token?: string;
+  /** TLS towards the server (with `address`). */
+  tls?: TlsOptions | boolean;
   client?: WorqClient;
   /** Queues to take jobs from, in priority order. */
   queues: string[];
@@ -137,7 +142,11 @@ export class Worker {
 
   constructor(options: WorkerOptions) {
     if (!options.client && !options.address) throw new Error("Worker needs `address` or `client`");
-    this.client = options.client ?? new WorqClient({ address: options.address! });
+    this.client = options.client ?? new WorqClient({
+        address: options.address!,
+        ...(options.token !== undefined && { token: options.token }),
+        ...(options.tls !== undefined && { tls: options.tls }),
+      });
     this.queues = options.queues;
     this.concurrency = options.concurrency ?? 10;
     this.workerId = options.workerId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`;

@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createTlsServer } from "node:https";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
@@ -9,6 +10,15 @@ import type { WorqMetrics } from "./metrics.js";
 import type { Engine } from "../engine/engine.js";
 import { handleDashboardRoute } from "./dashboard-routes.js";
 import { handleJobJsonRoute } from "./job-json-routes.js";
+import type { AccessControl } from "../transport/auth/access-control.js";
+import { authorizeHttpRoute, connectAccessInterceptor } from "../transport/auth/http-access.js";
+
+/** PEM contents for HTTPS; with `ca`, clients must present a certificate it signed. */
+export interface HttpTlsOptions {
+  cert: Buffer;
+  key: Buffer;
+  ca?: Buffer;
+}
 
 export interface HttpServerOptions {
   services: GrpcServices;
@@ -17,6 +27,9 @@ export interface HttpServerOptions {
   /** False while starting or stopping: /healthz answers 503. */
   healthy: () => boolean;
   maxRequestBytes: number;
+  /** Tokens, roles and submit rate, as on the gRPC port; /healthz stays open. */
+  access: AccessControl;
+  tls?: HttpTlsOptions;
 }
 
 /**
@@ -25,6 +38,8 @@ export interface HttpServerOptions {
  * seeds' JSON shapes at `/v1/jobs` (job-json-routes.ts), `/healthz`, `/metrics`, and the web
  * dashboard at `/` (dashboard-routes.ts). No CORS headers are sent, so browsers on other
  * origins are refused.
+ * With `tls` it is HTTPS (HTTP/1.1); `access` guards every route but /healthz and the
+ * dashboard's static files (docs/security.md).
  */
 export function createHttpServer(options: HttpServerOptions): Server {
   const timing: Interceptor = (next) => async (request) => {
@@ -49,9 +64,10 @@ export function createHttpServer(options: HttpServerOptions): Server {
     grpc: false,
     acceptCompression: [],
     readMaxBytes: options.maxRequestBytes,
-    interceptors: [timing],
+    // Timing first, so refused calls are counted under their code too.
+    interceptors: [timing, connectAccessInterceptor(options.access)],
   });
-  return createServer((request: IncomingMessage, response: ServerResponse) => {
+  const handle = (request: IncomingMessage, response: ServerResponse) => {
     const path = (request.url ?? "").split("?")[0];
     if (request.method === "GET" && path === "/healthz") {
       const healthy = options.healthy();
@@ -59,14 +75,18 @@ export function createHttpServer(options: HttpServerOptions): Server {
       return;
     }
     if (request.method === "GET" && path === "/metrics") {
+      if (!authorizeHttpRoute(options.access, "metrics", request, response)) return;
       options.metrics.registry.metrics().then(
         (text) => response.writeHead(200, { "content-type": options.metrics.registry.contentType }).end(text),
         (error: unknown) => response.writeHead(500).end(String(error)),
       );
       return;
     }
-    if (handleJobJsonRoute(options.engine, options.maxRequestBytes, request, response)) return;
+    if (handleJobJsonRoute(options.engine, options.maxRequestBytes, request, response, options.access)) return;
     if (handleDashboardRoute(request, response)) return;
     connect(request, response);
-  });
+  };
+  if (!options.tls) return createServer(handle);
+  const { cert, key, ca } = options.tls;
+  return createTlsServer({ cert, key, ...(ca && { ca, requestCert: true, rejectUnauthorized: true }) }, handle);
 }

@@ -2,6 +2,9 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Engine } from "../engine/engine.js";
 import { WorqError, type WorqErrorCode } from "../engine/errors.js";
 import { formatJob, importJob, isJobFormat, type JobFormat } from "../formats/index.js";
+import { ConnectError } from "@connectrpc/connect";
+import type { AccessControl, Caller } from "../transport/auth/access-control.js";
+import { authorizeHttpRoute, replyError } from "../transport/auth/http-access.js";
 
 /** HTTP status and Connect-style code of each engine error, as the Connect protocol maps them. */
 const HTTP_ERROR: Record<WorqErrorCode, [number, string]> = {
@@ -22,14 +25,21 @@ const HTTP_ERROR: Record<WorqErrorCode, [number, string]> = {
  *   POST /v1/jobs?format=worq|sidekiq|envelope          submit one job (object) or a batch (array)
  * Returns false when the request is not one of these routes.
  */
-export function handleJobJsonRoute(engine: Engine, maxBodyBytes: number, request: IncomingMessage, response: ServerResponse): boolean {
+export function handleJobJsonRoute(
+  engine: Engine,
+  maxBodyBytes: number,
+  request: IncomingMessage,
+  response: ServerResponse,
+  access: AccessControl,
+): boolean {
   const url = new URL(request.url ?? "/", "http://localhost");
   const match = /^\/v1\/jobs(?:\/([^/]+))?$/.exec(url.pathname);
   if (!match) return false;
   const reply = (status: number, body: unknown) =>
     response.writeHead(status, { "content-type": "application/json" }).end(`${JSON.stringify(body, null, 2)}\n`);
   const fail = (error: unknown) => {
-    if (error instanceof WorqError) {
+    if (error instanceof ConnectError) replyError(response, error);
+    else if (error instanceof WorqError) {
       const [status, code] = HTTP_ERROR[error.code];
       reply(status, { code, message: error.message });
     } else reply(500, { code: "internal", message: "internal server error (logged on the server)" });
@@ -41,12 +51,15 @@ export function handleJobJsonRoute(engine: Engine, maxBodyBytes: number, request
   }
   const jid = match[1];
   if (request.method === "GET" && jid !== undefined) {
+    if (!authorizeHttpRoute(access, "get-job", request, response)) return true;
     engine.getJob(decodeURIComponent(jid)).then((view) => reply(200, formatJob(view, format)), fail);
     return true;
   }
   if (request.method === "POST" && jid === undefined) {
+    const caller = authorizeHttpRoute(access, "submit-jobs", request, response);
+    if (!caller) return true;
     readJson(request, maxBodyBytes)
-      .then((body) => submit(engine, body, format))
+      .then((body) => submit(engine, body, format, caller, access))
       .then((jobs) => reply(200, { jobs }), fail);
     return true;
   }
@@ -54,9 +67,10 @@ export function handleJobJsonRoute(engine: Engine, maxBodyBytes: number, request
   return true;
 }
 
-async function submit(engine: Engine, body: unknown, format: JobFormat) {
+async function submit(engine: Engine, body: unknown, format: JobFormat, caller: Caller, access: AccessControl) {
   const batch = Array.isArray(body);
   const documents = batch ? (body as unknown[]) : [body];
+  access.admitSubmits(caller, documents.length);
   const inputs = documents.map((document, i) => {
     try {
       return importJob(document, format).input;

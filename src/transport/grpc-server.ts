@@ -26,6 +26,8 @@ export interface GrpcServerOptions {
   descriptorSet: FileDescriptorSet;
   /** Hears of every unary call: method, status code name, seconds. */
   onCall?: (method: string, code: string, seconds: number) => void;
+  /** Run before any handler of any service (src/transport/auth: tokens, roles, submit rate). */
+  interceptors?: grpc.ServerInterceptor[];
 }
 
 export const SERVICE_NAMES = [ProducerService.typeName, WorkerService.typeName, AdminService.typeName];
@@ -45,6 +47,7 @@ export function createGrpcServer(services: GrpcServices, options: GrpcServerOpti
     "grpc.keepalive_permit_without_calls": 1,
     "grpc.http2.min_ping_interval_without_data_ms": 5_000,
     "grpc.max_concurrent_streams": 1000,
+    interceptors: options.interceptors ?? [],
   });
   addConnectService(server, ProducerService, services.producer, options.onCall);
   addConnectService(server, WorkerService, services.worker, options.onCall);

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, List, Optional, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, List, Optional, Sequence, TypeVar
 
 import pytest
 
@@ -37,9 +37,10 @@ def _missing_reason() -> Optional[str]:
 class ServerProcess:
     """One `worq serve` process; restart() starts a new one on the same port and data dir."""
 
-    def __init__(self, data_dir: Path, orphan_grace: str = "1s") -> None:
+    def __init__(self, data_dir: Path, orphan_grace: str = "1s", args: Sequence[str] = ()) -> None:
         self.data_dir = data_dir
         self.orphan_grace = orphan_grace
+        self.args = list(args)
         self.port = 0
         self.proc: Optional[subprocess.Popen[str]] = None
         self.stderr_lines: List[str] = []
@@ -53,9 +54,13 @@ class ServerProcess:
             "node", str(CLI), "serve",
             "--host", "127.0.0.1",
             "--port", str(port),
+            # A restart passes a fixed --port; the HTTP side would then take 7420, which a
+            # parallel test (or another server on the machine) may hold.
+            "--http-port", "0",
             "--data-dir", str(self.data_dir),
             "--orphan-grace", self.orphan_grace,
             "--log-level", "warn",
+            *self.args,
         ]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         threading.Thread(target=self._drain_stderr, args=(self.proc,), daemon=True).start()
@@ -106,8 +111,8 @@ def server_factory(tmp_path: Path) -> Iterator[Callable[..., ServerProcess]]:
         pytest.skip(f"skipping: {reason}")
     servers: List[ServerProcess] = []
 
-    def make(orphan_grace: str = "1s") -> ServerProcess:
-        server = ServerProcess(tmp_path / f"data-{len(servers)}", orphan_grace)
+    def make(orphan_grace: str = "1s", args: Sequence[str] = ()) -> ServerProcess:
+        server = ServerProcess(tmp_path / f"data-{len(servers)}", orphan_grace, args)
         server.start()
         servers.append(server)
         return server

@@ -26,12 +26,15 @@ from .errors import (
     LeaseLost,
     NotFound,
     PermanentError,
+    PermissionDenied,
     ResourceExhausted,
     RetryLater,
+    Unauthenticated,
     Unavailable,
     Unimplemented,
     WorqError,
 )
+from ._channel import TLS
 from .types import Backoff, Dependencies, DependencyType, Failure, FailureCategory, Job, JobSpec, JobState, OnExhausted, Priority, RetryPolicy
 from .worker import JobContext, Worker, WorkerEvent
 
@@ -58,6 +61,9 @@ __all__ = [
     "WorqError",
     "InvalidArgument",
     "NotFound",
+    "Unauthenticated",
+    "PermissionDenied",
+    "TLS",
     "LeaseLost",
     "Unavailable",
     "DeadlineExceeded",

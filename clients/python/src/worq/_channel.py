@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import grpc
 import grpc.aio
@@ -27,7 +29,75 @@ DEFAULT_OPTIONS: List[Tuple[str, Any]] = [
 ]
 
 
-def open_channel(address: str, options: Optional[ChannelOptions] = None) -> grpc.aio.Channel:
+@dataclass(frozen=True)
+class TLS:
+    """TLS towards the server, as PEM bytes. ``ca`` verifies the server (None: the system's
+    roots); ``cert`` and ``key`` are a client certificate, for servers that require mutual TLS.
+
+    ::
+
+        worq.Client("worq.internal:7419", token=os.environ["WORQ_TOKEN"],
+                    tls=worq.TLS.from_files(ca="ca.pem"))
+    """
+
+    ca: Optional[bytes] = None
+    cert: Optional[bytes] = None
+    key: Optional[bytes] = None
+
+    @classmethod
+    def from_files(
+        cls,
+        ca: Optional[Union[str, Path]] = None,
+        cert: Optional[Union[str, Path]] = None,
+        key: Optional[Union[str, Path]] = None,
+    ) -> "TLS":
+        read = lambda path: Path(path).read_bytes() if path is not None else None  # noqa: E731
+        return cls(ca=read(ca), cert=read(cert), key=read(key))
+
+
+def open_channel(
+    address: str,
+    options: Optional[ChannelOptions] = None,
+    *,
+    token: Optional[str] = None,
+    tls: Optional[Union[TLS, bool]] = None,
+) -> grpc.aio.Channel:
+    """A channel to ``address``: TLS when ``tls`` is given (True: the system's roots), and
+    ``authorization: Bearer <token>`` on every call when ``token`` is given."""
     merged = dict(DEFAULT_OPTIONS)
     merged.update(dict(options or ()))
-    return grpc.aio.insecure_channel(address, options=list(merged.items()))
+    # grpc.aio files each interceptor under one kind only: one instance per kind of call.
+    interceptors = [_UnaryBearerToken(token), _StreamBearerToken(token)] if token is not None else None
+    if tls:
+        settings = tls if isinstance(tls, TLS) else TLS()
+        if (settings.cert is None) != (settings.key is None):
+            raise ValueError("tls: give both cert and key, or neither")
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=settings.ca, private_key=settings.key, certificate_chain=settings.cert
+        )
+        return grpc.aio.secure_channel(address, credentials, options=list(merged.items()), interceptors=interceptors)
+    return grpc.aio.insecure_channel(address, options=list(merged.items()), interceptors=interceptors)
+
+
+class _BearerToken:
+    """Adds the token to every call's metadata. An interceptor rather than call credentials,
+    which gRPC sends only over TLS: a loopback server without TLS may check tokens too."""
+
+    def __init__(self, token: str) -> None:
+        self._header = ("authorization", f"Bearer {token}")
+
+    def _with_token(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
+        metadata = grpc.aio.Metadata(*tuple(details.metadata or ()), self._header)
+        return grpc.aio.ClientCallDetails(
+            details.method, details.timeout, metadata, details.credentials, details.wait_for_ready
+        )
+
+
+class _UnaryBearerToken(_BearerToken, grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+    async def intercept_unary_unary(self, continuation: Any, details: grpc.aio.ClientCallDetails, request: Any) -> Any:
+        return await continuation(self._with_token(details), request)
+
+
+class _StreamBearerToken(_BearerToken, grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
+    async def intercept_unary_stream(self, continuation: Any, details: grpc.aio.ClientCallDetails, request: Any) -> Any:
+        return await continuation(self._with_token(details), request)

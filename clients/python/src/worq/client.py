@@ -14,7 +14,7 @@ from worq.v1 import admin_service_pb2, admin_service_pb2_grpc
 from worq.v1 import producer_service_pb2, producer_service_pb2_grpc
 
 from . import _convert
-from ._channel import ChannelOptions, open_channel
+from ._channel import TLS, ChannelOptions, open_channel
 from ._convert import Seconds
 from .errors import DeadlineExceeded, from_rpc_error
 from .types import Dependencies, Job, JobSpec, Priority, RetryPolicy
@@ -52,13 +52,19 @@ class Client:
         *,
         timeout: Optional[float] = 30.0,
         channel_options: Optional[ChannelOptions] = None,
+        token: Optional[str] = None,
+        tls: Optional[Union[TLS, bool]] = None,
         channel: Optional[grpc.aio.Channel] = None,
     ) -> None:
         """``timeout`` is the deadline of each call in seconds (None: no deadline). Pass
-        ``channel`` to share a grpc.aio channel you manage (then ``close()`` leaves it open)."""
+        ``channel`` to share a grpc.aio channel you manage (then ``close()`` leaves it open).
+        ``token`` is sent as ``authorization: Bearer <token>`` (servers with --auth-tokens);
+        ``tls`` connects over TLS (a :class:`worq.TLS`, or True for the system's roots)."""
         self.address = address
         self.timeout = timeout
         self._channel_options = channel_options
+        self._token = token
+        self._tls = tls
         self._channel: Optional[grpc.aio.Channel] = channel
         self._owns_channel = channel is None
         self._producer: Optional[producer_service_pb2_grpc.ProducerServiceStub] = None
@@ -87,7 +93,7 @@ class Client:
 
     def _stubs(self) -> "tuple[producer_service_pb2_grpc.ProducerServiceStub, admin_service_pb2_grpc.AdminServiceStub]":
         if self._channel is None:
-            self._channel = open_channel(self.address, self._channel_options)
+            self._channel = open_channel(self.address, self._channel_options, token=self._token, tls=self._tls)
             self._owns_channel = True
         if self._producer is None or self._admin is None:
             self._producer = producer_service_pb2_grpc.ProducerServiceStub(self._channel)  # type: ignore[no-untyped-call]

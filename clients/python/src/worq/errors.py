@@ -28,6 +28,8 @@ __all__ = [
     "Unimplemented",
     "Cancelled",
     "Internal",
+    "Unauthenticated",
+    "PermissionDenied",
     "PermanentError",
     "RetryLater",
     "from_rpc_error",
@@ -93,9 +95,30 @@ class DeadlineExceeded(WorqError):
 
 
 class ResourceExhausted(WorqError):
-    """RESOURCE_EXHAUSTED: the job or result is over the server's size limit."""
+    """RESOURCE_EXHAUSTED: the job or result is over the server's size limit, or the token is
+    over its submit rate (then :attr:`retry_after` says when to try again)."""
 
     default_code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    @property
+    def retry_after(self) -> Optional[float]:
+        """Seconds to wait before submitting again (the ``retry-after-ms`` trailer), if given."""
+        for key, value in self.metadata:
+            if key == "retry-after-ms":
+                return int(value.decode() if isinstance(value, bytes) else value) / 1000
+        return None
+
+
+class Unauthenticated(WorqError):
+    """UNAUTHENTICATED: the server checks tokens and none, or an unknown one, was sent."""
+
+    default_code = grpc.StatusCode.UNAUTHENTICATED
+
+
+class PermissionDenied(WorqError):
+    """PERMISSION_DENIED: the token's role may not make this call."""
+
+    default_code = grpc.StatusCode.PERMISSION_DENIED
 
 
 class Unimplemented(WorqError):
@@ -125,6 +148,8 @@ _BY_CODE: Dict[grpc.StatusCode, Type[WorqError]] = {
         Unavailable,
         DeadlineExceeded,
         ResourceExhausted,
+        Unauthenticated,
+        PermissionDenied,
         Unimplemented,
         Cancelled,
         Internal,

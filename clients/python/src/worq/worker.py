@@ -46,7 +46,7 @@ from google.protobuf import duration_pb2
 from worq.v1 import job_pb2, worker_service_pb2, worker_service_pb2_grpc
 
 from . import _convert
-from ._channel import ChannelOptions, open_channel
+from ._channel import TLS, ChannelOptions, open_channel
 from .errors import LeaseLost, PermanentError, WorqError, error_for_code, from_rpc_error
 from .types import Job
 
@@ -340,6 +340,8 @@ class Worker:
         on_event: Optional[Callable[[WorkerEvent], None]] = None,
         executor: Optional[concurrent.futures.Executor] = None,
         channel_options: Optional[ChannelOptions] = None,
+        token: Optional[str] = None,
+        tls: Optional[Union[TLS, bool]] = None,
         flush_timeout: float = 10.0,
     ) -> None:
         """
@@ -348,7 +350,8 @@ class Worker:
         running handlers get to finish after ``stop()``. ``on_event`` is called with a
         :class:`WorkerEvent` on the event loop (keep it quick). Sync handlers run in
         ``executor`` (default: a thread pool of ``concurrency`` threads). ``flush_timeout``
-        bounds how long shutdown waits for the server to answer the last reports.
+        bounds how long shutdown waits for the server to answer the last reports. ``token``
+        and ``tls`` are as for :class:`worq.Client`.
         """
         if isinstance(queues, str):
             queues = [queues]
@@ -373,6 +376,8 @@ class Worker:
         self._executor = executor
         self._owns_executor = executor is None
         self._channel_options = channel_options
+        self._token = token
+        self._tls = tls
         self._handlers: Dict[str, Tuple[Handler, bool, bool]] = {}
 
         # Run state, (re)made by run() on its event loop.
@@ -502,7 +507,7 @@ class Worker:
             self._executor = concurrent.futures.ThreadPoolExecutor(
                 max_workers=self.concurrency, thread_name_prefix="worq-handler"
             )
-        channel = open_channel(self.address, self._channel_options)
+        channel = open_channel(self.address, self._channel_options, token=self._token, tls=self._tls)
         self._stub = worker_service_pb2_grpc.WorkerServiceStub(channel)  # type: ignore[no-untyped-call]
         signals_installed: List[int] = []
         if install_signal_handlers:

@@ -1,0 +1,60 @@
+/** `--submit-rate <jobs/s>[:burst]`: jobs per second per token, and the bucket size. */
+export interface SubmitRate {
+  perSecond: number;
+  burst: number;
+}
+
+export function parseSubmitRate(text: string): SubmitRate {
+  const match = /^(\d+(?:\.\d+)?)(?::(\d+))?$/.exec(text.trim());
+  const perSecond = match ? Number(match[1]) : NaN;
+  if (!match || !(perSecond > 0)) {
+    throw new Error(`--submit-rate must be <jobs per second>[:<burst>], e.g. 100 or 100:500; got ${JSON.stringify(text)}`);
+  }
+  const burst = match[2] !== undefined ? Number(match[2]) : Math.max(1, Math.ceil(perSecond));
+  if (burst < 1) throw new Error("--submit-rate: the burst must be at least 1");
+  return { perSecond, burst };
+}
+
+/** The answer to a request for jobs: allowed, or when to try again. */
+export type Admission = { allowed: true } | { allowed: false; retryAfterMs: number; reason: string };
+
+/**
+ * One token bucket per caller (the token's name): it holds up to `burst` jobs and refills at
+ * `perSecond`. A SubmitBatch of n jobs takes n. Buckets of callers idle long enough to be
+ * full again are dropped, so memory follows the active callers.
+ */
+export class SubmitRateLimiter {
+  private readonly buckets = new Map<string, { tokens: number; atMs: number }>();
+
+  constructor(
+    private readonly rate: SubmitRate,
+    private readonly nowMs: () => number = () => performance.now(),
+  ) {}
+
+  take(caller: string, jobs: number): Admission {
+    if (jobs > this.rate.burst) {
+      return { allowed: false, retryAfterMs: 0, reason: `a batch of ${jobs} jobs is larger than the submit burst (${this.rate.burst}); split it` };
+    }
+    const now = this.nowMs();
+    this.forgetFullBuckets(now);
+    const bucket = this.buckets.get(caller) ?? { tokens: this.rate.burst, atMs: now };
+    bucket.tokens = Math.min(this.rate.burst, bucket.tokens + ((now - bucket.atMs) / 1000) * this.rate.perSecond);
+    bucket.atMs = now;
+    this.buckets.set(caller, bucket);
+    if (bucket.tokens >= jobs) {
+      bucket.tokens -= jobs;
+      return { allowed: true };
+    }
+    const retryAfterMs = Math.ceil(((jobs - bucket.tokens) / this.rate.perSecond) * 1000);
+    return { allowed: false, retryAfterMs, reason: `submit rate limit of ${this.rate.perSecond} jobs/s (burst ${this.rate.burst}) reached` };
+  }
+
+  private lastSweepMs = 0;
+
+  private forgetFullBuckets(now: number): void {
+    const fullAfterMs = (this.rate.burst / this.rate.perSecond) * 1000;
+    if (now - this.lastSweepMs < fullAfterMs) return;
+    this.lastSweepMs = now;
+    for (const [caller, bucket] of this.buckets) if (now - bucket.atMs >= fullAfterMs) this.buckets.delete(caller);
+  }
+}

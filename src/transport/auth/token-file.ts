@@ -1,0 +1,57 @@
+import { createHash, randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { isRole, ROLES, type Role } from "./roles.js";
+
+/** One line of the token file: the server keeps only the hash of a token, never the token. */
+export interface TokenEntry {
+  role: Role;
+  /** Who holds the token, for logs and the per-token rate limit; unique in the file. */
+  name: string;
+  /** SHA-256 of the token's UTF-8 bytes. */
+  sha256: Buffer;
+}
+
+const PREFIX = "worq_";
+
+/** A new random token: 32 bytes from the OS CSPRNG, base64url, with a recognisable prefix. */
+export function newToken(): string {
+  return PREFIX + randomBytes(32).toString("base64url");
+}
+
+export function hashToken(token: string): Buffer {
+  return createHash("sha256").update(token, "utf8").digest();
+}
+
+/** The token file line that grants `token` the `role` under `name`. */
+export function tokenFileLine(role: Role, name: string, token: string): string {
+  return `${role} ${name} sha256:${hashToken(token).toString("hex")}`;
+}
+
+/**
+ * Parses a token file: one `<role> <name> sha256:<64 hex>` per line; blank lines and lines
+ * starting with # are ignored. Throws an Error naming the file and line on anything else,
+ * so a typo never silently locks a client out (or in).
+ */
+export function parseTokenFile(text: string, fileName: string): TokenEntry[] {
+  const entries: TokenEntry[] = [];
+  const names = new Set<string>();
+  text.split(/\r?\n/).forEach((raw, index) => {
+    const line = raw.trim();
+    if (line === "" || line.startsWith("#")) return;
+    const where = `${fileName}:${index + 1}`;
+    const fields = line.split(/\s+/);
+    if (fields.length !== 3) throw new Error(`${where}: expected "<role> <name> sha256:<hex>", got ${fields.length} fields`);
+    const [role, name, hash] = fields as [string, string, string];
+    if (!isRole(role)) throw new Error(`${where}: role must be one of ${ROLES.join(", ")}; got ${JSON.stringify(role)}`);
+    if (names.has(name)) throw new Error(`${where}: the name ${JSON.stringify(name)} is used twice`);
+    const match = /^sha256:([0-9a-f]{64})$/i.exec(hash);
+    if (!match) throw new Error(`${where}: the hash must be sha256:<64 hex digits> (see worq token create)`);
+    names.add(name);
+    entries.push({ role, name, sha256: Buffer.from(match[1]!, "hex") });
+  });
+  return entries;
+}
+
+export function loadTokenFile(path: string): TokenEntry[] {
+  return parseTokenFile(readFileSync(path, "utf8"), path);
+}
