@@ -96,8 +96,9 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
     maxReceiveMessageBytes: maxRequestBytes,
     descriptorSet: fromBinary(FileDescriptorSetSchema, readFileSync(join(packageRoot(), "gen/descriptors/worq.binpb"))),
     onCall: (method, code, seconds) => metrics.observeRpc(method, code, seconds),
-    // Refused calls never reach a handler: count them here, under their code.
-    interceptors: [grpcAccessInterceptor(access, (method, code) => metrics.observeRpc(method, code, 0))],
+    // Refused calls never reach a handler: count them here, under their code. Without tokens
+    // or a submit rate nothing is refused, and a per-call interceptor would only cost time.
+    interceptors: access.guards ? [grpcAccessInterceptor(access, (method, code) => metrics.observeRpc(method, code, 0))] : [],
   });
   let serving = true;
   const http = createHttpServer({ services, engine, metrics, healthy: () => serving, maxRequestBytes, access, ...(tls && { tls }) });

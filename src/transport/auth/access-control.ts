@@ -45,6 +45,11 @@ export class AccessControl {
     return this.tokens !== undefined;
   }
 
+  /** Whether any call can be refused: without tokens and a submit rate, the gate can be left out. */
+  get guards(): boolean {
+    return this.tokens !== undefined || this.limiter !== undefined;
+  }
+
   /** Swaps in a re-read token file (SIGHUP): how tokens are rotated without a restart. */
   replaceTokens(tokens: TokenEntry[]): void {
     if (this.tokens === undefined) throw new Error("token auth is off (start the server with --auth-tokens)");
