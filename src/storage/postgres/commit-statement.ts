@@ -1,0 +1,176 @@
+import { isPurgedAtExpiry, isTerminal, type JobMeta } from "../../engine/job.js";
+import type { Counters, StoreWrite } from "../../engine/store.js";
+import { encodeJson, encodeMeta } from "../level/codec.js";
+
+/**
+ * One group of commits as ONE SQL statement: data-modifying CTEs that delete and upsert each
+ * table from arrays (unnest). A single statement is a single implicit transaction, so the
+ * group is atomic and durable (synchronous_commit=on) when the round trip returns, and a
+ * group costs one round trip whatever its size. The SQL is constant, so it is prepared once
+ * per connection.
+ *
+ * The writes are first reduced to the LAST operation per row, as LevelDB's batch would
+ * leave them: a statement must not touch one row twice (an upsert cannot, and CTEs run on
+ * one snapshot), and a group often writes the same row several times (the counters every
+ * commit, a job's meta at each transition).
+ */
+export const COMMIT_SQL = `
+WITH
+  del_jobs AS (DELETE FROM worq_jobs WHERE jid = ANY($1::text[])),
+  put_jobs AS (
+    INSERT INTO worq_jobs (jid, state, queue, live, finished_at_ms, purge_at_ms, meta)
+    SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::boolean[], $6::bigint[], $7::bigint[], $8::bytea[])
+    ON CONFLICT (jid) DO UPDATE SET state = EXCLUDED.state, queue = EXCLUDED.queue, live = EXCLUDED.live,
+      finished_at_ms = EXCLUDED.finished_at_ms, purge_at_ms = EXCLUDED.purge_at_ms, meta = EXCLUDED.meta),
+  del_bodies AS (DELETE FROM worq_bodies WHERE jid = ANY($9::text[])),
+  put_bodies AS (
+    INSERT INTO worq_bodies (jid, body, payload) SELECT * FROM unnest($10::text[], $11::bytea[], $12::bytea[])
+    ON CONFLICT (jid) DO UPDATE SET body = EXCLUDED.body, payload = EXCLUDED.payload),
+  del_results AS (DELETE FROM worq_results WHERE jid = ANY($13::text[])),
+  put_results AS (
+    INSERT INTO worq_results (jid, result) SELECT * FROM unnest($14::text[], $15::bytea[])
+    ON CONFLICT (jid) DO UPDATE SET result = EXCLUDED.result),
+  del_callbacks AS (DELETE FROM worq_callbacks WHERE jid = ANY($16::text[])),
+  put_callbacks AS (
+    INSERT INTO worq_callbacks (jid, url) SELECT * FROM unnest($17::text[], $18::text[])
+    ON CONFLICT (jid) DO UPDATE SET url = EXCLUDED.url),
+  del_claims AS (
+    DELETE FROM worq_idempotency WHERE (type, key) IN (SELECT * FROM unnest($19::text[], $20::text[]))),
+  put_claims AS (
+    INSERT INTO worq_idempotency (type, key, jid, expires_at_ms) SELECT * FROM unnest($21::text[], $22::text[], $23::text[], $24::bigint[])
+    ON CONFLICT (type, key) DO UPDATE SET jid = EXCLUDED.jid, expires_at_ms = EXCLUDED.expires_at_ms),
+  put_queues AS (
+    INSERT INTO worq_queues (name, paused) SELECT * FROM unnest($25::text[], $26::boolean[])
+    ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused),
+  put_counters AS (
+    INSERT INTO worq_counters (id, submitted, processed, failed, evicted)
+    SELECT 1, c[1], c[2], c[3], c[4] FROM (SELECT $27::bigint[] AS c) AS given WHERE cardinality(c) = 4
+    ON CONFLICT (id) DO UPDATE SET submitted = EXCLUDED.submitted, processed = EXCLUDED.processed,
+      failed = EXCLUDED.failed, evicted = EXCLUDED.evicted)
+SELECT 1`;
+
+type Put<T> = { put: T } | { delete: true };
+
+/** The last operation per row of each table. */
+interface RowOps {
+  jobs: Map<string, Put<JobMeta>>;
+  bodies: Map<string, Put<{ body: Uint8Array; payload: Uint8Array }>>;
+  results: Map<string, Put<Uint8Array>>;
+  callbacks: Map<string, Put<string>>;
+  claims: Map<string, Put<{ type: string; key: string; jid: string; expiresAtMs: number }> & { type: string; key: string }>;
+  queues: Map<string, boolean>;
+  counters: Counters | undefined;
+}
+
+const DELETE = { delete: true } as const;
+
+function rowOpsOf(writes: readonly StoreWrite[]): RowOps {
+  const ops: RowOps = { jobs: new Map(), bodies: new Map(), results: new Map(), callbacks: new Map(), claims: new Map(), queues: new Map(), counters: undefined };
+  for (const write of writes) {
+    switch (write.kind) {
+      case "put-job": {
+        const { payload, ...rest } = write.body;
+        ops.jobs.set(write.meta.jid, { put: write.meta });
+        ops.bodies.set(write.meta.jid, { put: { body: encodeJson(rest), payload } });
+        break;
+      }
+      case "put-meta":
+        ops.jobs.set(write.meta.jid, { put: write.meta });
+        break;
+      case "put-result":
+        ops.results.set(write.jid, { put: write.result });
+        break;
+      case "delete-job":
+        for (const table of [ops.jobs, ops.bodies, ops.results, ops.callbacks] as Map<string, Put<unknown>>[]) table.set(write.meta.jid, DELETE);
+        break;
+      case "put-counters":
+        ops.counters = write.counters;
+        break;
+      case "put-idempotency": {
+        const { type, key } = write.claim;
+        ops.claims.set(claimId(type, key), { put: write.claim, type, key });
+        break;
+      }
+      case "delete-idempotency": {
+        const { type, key } = write.claim;
+        ops.claims.set(claimId(type, key), { ...DELETE, type, key });
+        break;
+      }
+      case "put-callback":
+        ops.callbacks.set(write.callback.jid, { put: write.callback.url });
+        break;
+      case "delete-callback":
+        ops.callbacks.set(write.jid, DELETE);
+        break;
+      case "put-queue":
+        ops.queues.set(write.queue.name, write.queue.paused);
+        break;
+    }
+  }
+  return ops;
+}
+
+/** A key no (type, key) pair shares with another: the type length-prefixed. */
+function claimId(type: string, key: string): string {
+  return `${type.length}:${type}/${key}`;
+}
+
+/** Keys whose last operation is a delete, and the rows put. */
+function split<T>(table: Map<string, Put<T>>): { deleted: string[]; put: [string, T][] } {
+  const deleted: string[] = [];
+  const put: [string, T][] = [];
+  for (const [id, op] of table) {
+    if ("put" in op) put.push([id, op.put]);
+    else deleted.push(id);
+  }
+  return { deleted, put };
+}
+
+/** node-postgres encodes Buffers (not plain Uint8Arrays) inside arrays as bytea. */
+function buffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/** The parameters of COMMIT_SQL for a group of writes, and how many rows it changes. */
+export function commitParameters(writes: readonly StoreWrite[]): { values: unknown[]; rows: number } {
+  const ops = rowOpsOf(writes);
+  const jobs = split(ops.jobs);
+  const bodies = split(ops.bodies);
+  const results = split(ops.results);
+  const callbacks = split(ops.callbacks);
+  const claimsDeleted = [...ops.claims.values()].filter((op) => "delete" in op);
+  const claimsPut = [...ops.claims.values()].flatMap((op) => ("put" in op ? [op.put] : []));
+  const metas = jobs.put.map(([, meta]) => meta);
+  const values = [
+    jobs.deleted,
+    metas.map((meta) => meta.jid),
+    metas.map((meta) => meta.state),
+    metas.map((meta) => meta.queue),
+    metas.map((meta) => !isTerminal(meta.state)),
+    metas.map((meta) => (isTerminal(meta.state) ? (meta.completedAtMs ?? meta.updatedAtMs) : null)),
+    metas.map((meta) => (isPurgedAtExpiry(meta.state) ? meta.expiresAtMs : null)),
+    metas.map((meta) => buffer(encodeMeta(meta))),
+    bodies.deleted,
+    bodies.put.map(([jid]) => jid),
+    bodies.put.map(([, row]) => buffer(row.body)),
+    bodies.put.map(([, row]) => buffer(row.payload)),
+    results.deleted,
+    results.put.map(([jid]) => jid),
+    results.put.map(([, result]) => buffer(result)),
+    callbacks.deleted,
+    callbacks.put.map(([jid]) => jid),
+    callbacks.put.map(([, url]) => url),
+    claimsDeleted.map((claim) => claim.type),
+    claimsDeleted.map((claim) => claim.key),
+    claimsPut.map((claim) => claim.type),
+    claimsPut.map((claim) => claim.key),
+    claimsPut.map((claim) => claim.jid),
+    claimsPut.map((claim) => claim.expiresAtMs),
+    [...ops.queues.keys()],
+    [...ops.queues.values()],
+    ops.counters ? [ops.counters.submitted, ops.counters.processed, ops.counters.failed, ops.counters.evicted] : [],
+  ];
+  const rows =
+    ops.jobs.size + ops.bodies.size + ops.results.size + ops.callbacks.size + ops.claims.size + ops.queues.size + (ops.counters ? 1 : 0);
+  return { values, rows };
+}

@@ -1,0 +1,209 @@
+import pg from "pg";
+import { WorqError } from "../../engine/errors.js";
+import type { JobBody, JobMeta, JobState } from "../../engine/job.js";
+import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, Store, StoreWrite } from "../../engine/store.js";
+import { decodeJson, decodeMeta, plainBytes } from "../level/codec.js";
+import { GroupCommitter } from "../level/group-commit.js";
+import { COMMIT_SQL, commitParameters } from "./commit-statement.js";
+import { applyMigrations } from "./migrations.js";
+import { redactedUrl } from "./url.js";
+
+/**
+ * Held (pg_try_advisory_lock, session level) by the one server writing a database. The engine
+ * keeps every live job in memory and is the only writer, so a second server on the same
+ * database would corrupt it: it is refused at open instead. Multi-node is not built yet.
+ */
+const SINGLE_WRITER_LOCK = 0x776f7271_00; // "worq" 0
+
+/** Rows per round trip when a listing streams a whole table (recovery). */
+const PAGE_ROWS = 1000;
+
+/**
+ * The PostgreSQL Store for ONE Worq server per database. Every group of concurrent commits
+ * is one statement (commit-statement.ts), so one transaction, committed with
+ * synchronous_commit=on before any commit in it resolves; if it fails, every commit in the
+ * group rejects and none of it is applied. Writes go through one dedicated connection that
+ * also holds the single-writer lock; reads use a small pool. Schema: migrations.ts.
+ */
+export class PostgresStore implements Store {
+  readonly kind = "postgres";
+  private readonly writer: pg.Client;
+  private readonly pool: pg.Pool;
+  private readonly committer: GroupCommitter<StoreWrite>;
+  /** Set once the writer connection broke: every later commit fails fast with it. */
+  private writerError: Error | undefined;
+
+  /** `onBatch` hears of each durable group: its time in seconds and the rows it wrote. */
+  constructor(
+    readonly url: string,
+    onBatch: (seconds: number, rows: number) => void = () => {},
+  ) {
+    // Whatever the server's or role's default, a commit is durable when it returns.
+    const config = { connectionString: url, options: "-c synchronous_commit=on" };
+    this.writer = new pg.Client(config);
+    this.writer.on("error", (error) => (this.writerError ??= error));
+    this.pool = new pg.Pool({ ...config, max: 4 });
+    // An idle pooled connection that breaks is discarded by the pool; the next read reports it.
+    this.pool.on("error", () => {});
+    this.committer = new GroupCommitter(async (writes) => {
+      const started = process.hrtime.bigint();
+      const { values, rows } = commitParameters(writes);
+      await this.write(values);
+      onBatch(Number(process.hrtime.bigint() - started) / 1e9, rows);
+    });
+  }
+
+  /** Connects, applies missing migrations and takes the single-writer lock. */
+  async open(): Promise<void> {
+    try {
+      await this.writer.connect();
+    } catch (error) {
+      throw new Error(`cannot connect to ${redactedUrl(this.url)}: ${(error as Error).message}`, { cause: error });
+    }
+    await applyMigrations(this.writer);
+    const { rows } = await this.writer.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1) AS locked", [SINGLE_WRITER_LOCK]);
+    if (!rows[0]!.locked) {
+      await this.writer.end();
+      throw new Error(
+        `another Worq server is using ${redactedUrl(this.url)}: one server per database (several servers on one database is not supported yet)`,
+      );
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.committer.flushed();
+    await Promise.all([this.writer.end().catch(() => {}), this.pool.end()]);
+  }
+
+  async commit(writes: StoreWrite[]): Promise<void> {
+    try {
+      await this.committer.commit(writes);
+    } catch (error) {
+      throw new WorqError("WORQ_UNAVAILABLE", `storage write failed: ${(error as Error).message}`);
+    }
+  }
+
+  private async write(values: unknown[]): Promise<void> {
+    if (this.writerError) throw this.writerError;
+    await this.writer.query({ name: "worq_commit", text: COMMIT_SQL, values });
+  }
+
+  /** Size of the database on disk (server info). */
+  async databaseBytes(): Promise<number> {
+    const { rows } = await this.pool.query<{ bytes: string }>("SELECT pg_database_size(current_database()) AS bytes");
+    return Number(rows[0]!.bytes);
+  }
+
+  async getMeta(jid: string): Promise<JobMeta | undefined> {
+    const { rows } = await this.pool.query<{ meta: Buffer }>("SELECT meta FROM worq_jobs WHERE jid = $1", [jid]);
+    return rows[0] && decodeMeta(rows[0].meta);
+  }
+
+  async getBodies(jids: readonly string[]): Promise<(JobBody | undefined)[]> {
+    if (jids.length === 0) return [];
+    const { rows } = await this.pool.query<{ jid: string; body: Buffer; payload: Buffer }>(
+      "SELECT jid, body, payload FROM worq_bodies WHERE jid = ANY($1::text[])",
+      [jids],
+    );
+    const byJid = new Map(rows.map((row) => [row.jid, row]));
+    return jids.map((jid) => {
+      const row = byJid.get(jid);
+      return row && { ...decodeJson<Omit<JobBody, "payload">>(row.body), payload: plainBytes(row.payload) };
+    });
+  }
+
+  async getResult(jid: string): Promise<Uint8Array | undefined> {
+    const { rows } = await this.pool.query<{ result: Buffer }>("SELECT result FROM worq_results WHERE jid = $1", [jid]);
+    return rows[0] && plainBytes(rows[0].result);
+  }
+
+  async *liveJobs(): AsyncIterable<JobMeta> {
+    let after = "";
+    for (;;) {
+      const { rows } = await this.pool.query<{ jid: string; meta: Buffer }>(
+        "SELECT jid, meta FROM worq_jobs WHERE live AND jid > $1 ORDER BY jid LIMIT $2",
+        [after, PAGE_ROWS],
+      );
+      for (const row of rows) yield decodeMeta(row.meta);
+      if (rows.length < PAGE_ROWS) return;
+      after = rows[rows.length - 1]!.jid;
+    }
+  }
+
+  async getCounters(): Promise<Counters> {
+    const { rows } = await this.pool.query<Record<keyof Counters, string>>("SELECT submitted, processed, failed, evicted FROM worq_counters");
+    const row = rows[0];
+    if (!row) return { submitted: 0, processed: 0, failed: 0, evicted: 0 };
+    return { submitted: Number(row.submitted), processed: Number(row.processed), failed: Number(row.failed), evicted: Number(row.evicted) };
+  }
+
+  async *queues(): AsyncIterable<QueueInfo> {
+    const { rows } = await this.pool.query<QueueInfo>("SELECT name, paused FROM worq_queues ORDER BY name");
+    yield* rows;
+  }
+
+  async listFinished(state: JobState, queue: string | undefined, after: FinishedCursor | undefined, limit: number): Promise<JobMeta[]> {
+    const cursor = after ? [after.finishedAtMs, after.jid] : [-1, ""];
+    const { rows } =
+      queue === undefined
+        ? await this.pool.query<{ meta: Buffer }>(
+            `SELECT meta FROM worq_jobs WHERE state = $1 AND finished_at_ms IS NOT NULL AND (finished_at_ms, jid) > ($2, $3)
+             ORDER BY finished_at_ms, jid LIMIT $4`,
+            [state, ...cursor, limit],
+          )
+        : await this.pool.query<{ meta: Buffer }>(
+            `SELECT meta FROM worq_jobs WHERE state = $1 AND queue = $2 AND finished_at_ms IS NOT NULL AND (finished_at_ms, jid) > ($3, $4)
+             ORDER BY finished_at_ms, jid LIMIT $5`,
+            [state, queue, ...cursor, limit],
+          );
+    return rows.map((row) => decodeMeta(row.meta));
+  }
+
+  async finishedCounts(): Promise<{ queue: string; state: JobState; count: number }[]> {
+    const { rows } = await this.pool.query<{ queue: string; state: JobState; count: string }>(
+      "SELECT queue, state, count(*) AS count FROM worq_jobs WHERE finished_at_ms IS NOT NULL GROUP BY queue, state",
+    );
+    return rows.map((row) => ({ queue: row.queue, state: row.state, count: Number(row.count) }));
+  }
+
+  async *pendingCallbacks(): AsyncIterable<PendingCallback> {
+    let after = "";
+    for (;;) {
+      const { rows } = await this.pool.query<PendingCallback>("SELECT jid, url FROM worq_callbacks WHERE jid > $1 ORDER BY jid LIMIT $2", [
+        after,
+        PAGE_ROWS,
+      ]);
+      yield* rows;
+      if (rows.length < PAGE_ROWS) return;
+      after = rows[rows.length - 1]!.jid;
+    }
+  }
+
+  async *idempotencyClaims(): AsyncIterable<IdempotencyClaim> {
+    let after = ["", ""];
+    for (;;) {
+      const { rows } = await this.pool.query<{ type: string; key: string; jid: string; expires_at_ms: string }>(
+        "SELECT type, key, jid, expires_at_ms FROM worq_idempotency WHERE (type, key) > ($1, $2) ORDER BY type, key LIMIT $3",
+        [...after, PAGE_ROWS],
+      );
+      for (const row of rows) yield { type: row.type, key: row.key, jid: row.jid, expiresAtMs: Number(row.expires_at_ms) };
+      if (rows.length < PAGE_ROWS) return;
+      const last = rows[rows.length - 1]!;
+      after = [last.type, last.key];
+    }
+  }
+
+  async nextPurgeAtMs(): Promise<number | undefined> {
+    const { rows } = await this.pool.query<{ at: string | null }>("SELECT min(purge_at_ms) AS at FROM worq_jobs WHERE purge_at_ms IS NOT NULL");
+    const at = rows[0]?.at;
+    return at === null || at === undefined ? undefined : Number(at);
+  }
+
+  async purgeable(nowMs: number, limit: number): Promise<JobMeta[]> {
+    const { rows } = await this.pool.query<{ meta: Buffer }>(
+      "SELECT meta FROM worq_jobs WHERE purge_at_ms IS NOT NULL AND purge_at_ms <= $1 ORDER BY purge_at_ms, jid LIMIT $2",
+      [nowMs, limit],
+    );
+    return rows.map((row) => decodeMeta(row.meta));
+  }
+}
