@@ -10,6 +10,8 @@ export interface ServerConfig {
   /** HTTP side: Connect protocol, /healthz, /metrics. */
   httpPort: number;
   dataDir: string;
+  /** A postgres:// URL to keep the data in PostgreSQL instead of LevelDB in dataDir. */
+  store?: string;
   maxJobBytes: number;
   /** How long a disconnected worker's leases stay valid without a Renew. */
   orphanGraceMs: number;
@@ -32,13 +34,16 @@ export interface ServerConfig {
 
 export const SERVE_HELP = `Usage: worq serve [options]
 
-Runs the Worq server: gRPC on --host:--port, data in --data-dir (LevelDB).
+Runs the Worq server: gRPC on --host:--port, data in --data-dir (LevelDB) or, with --store,
+in a PostgreSQL database (one server per database; see docs/deploy.md).
 
 Options (environment variable in brackets):
   --host <addr>               address to bind [WORQ_HOST] (default 127.0.0.1)
   --port <n>                  gRPC port, 0 = any free port [WORQ_PORT] (default 7419)
   --http-port <n>             HTTP port: Connect protocol (curl), /healthz, /metrics [WORQ_HTTP_PORT] (default 7420; with --port 0, any free port)
   --data-dir <dir>            LevelDB data directory [WORQ_DATA_DIR] (default ./worq-data)
+  --store <url>               keep the data in PostgreSQL instead, e.g. postgres://worq@db:5432/worq [WORQ_STORE]
+                              (schema migrations applied on start; --data-dir is then unused)
   --max-job-bytes <n>         limit on args+kwargs+payload+custom of a job [WORQ_MAX_JOB_BYTES] (default 1048576, at most 16777216)
   --orphan-grace <duration>   how long a disconnected worker keeps its leases [WORQ_ORPHAN_GRACE] (default 10s)
   --keepalive-interval <dur>  keepalive on idle Lease streams [WORQ_KEEPALIVE_INTERVAL] (default 15s, at most 30s)
@@ -69,6 +74,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       port: { type: "string" },
       "http-port": { type: "string" },
       "data-dir": { type: "string" },
+      store: { type: "string" },
       "max-job-bytes": { type: "string" },
       "orphan-grace": { type: "string" },
       "keepalive-interval": { type: "string" },
@@ -104,6 +110,8 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   // With --port 0 (any free port, as tests and side-by-side servers use) the HTTP side also
   // takes any free port unless given, so two such servers never fight over 7420.
   config.httpPort = parsePort(pick("http-port", "WORQ_HTTP_PORT") ?? (config.port === 0 ? "0" : "7420"), "--http-port");
+  const store = pick("store", "WORQ_STORE");
+  if (store !== undefined && store !== "") config.store = parseStoreUrl(store);
   if (config.maxJobBytes < 1 || config.maxJobBytes > LIMITS.maxMaxJobBytes) {
     throw new Error(`--max-job-bytes must be between 1 and ${LIMITS.maxMaxJobBytes}`);
   }
@@ -155,6 +163,13 @@ function refuseOpenNetworkBind(config: ServerConfig, insecure: boolean): void {
 export function isLoopback(host: string): boolean {
   const bare = host.replace(/^\[|\]$/g, "").toLowerCase();
   return bare === "localhost" || bare === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(bare) || /^::ffff:127\./.test(bare);
+}
+
+function parseStoreUrl(text: string): string {
+  if (!/^postgres(ql)?:\/\/./i.test(text)) {
+    throw new Error(`--store must be a PostgreSQL URL like postgres://user@host:5432/db (omit it for LevelDB in --data-dir); got ${JSON.stringify(text.replace(/:[^:@/]*@/, ":***@"))}`);
+  }
+  return text;
 }
 
 function parsePort(text: string, flag: string): number {

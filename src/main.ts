@@ -2,13 +2,11 @@ import * as grpc from "@grpc/grpc-js";
 import { fromBinary } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
 import { readFileSync } from "node:fs";
-import { readdir, stat } from "node:fs/promises";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import type { ServerConfig } from "./config.js";
 import { systemClock } from "./engine/clock.js";
 import { Engine } from "./engine/engine.js";
 import type { Logger } from "./log.js";
-import { LevelStore } from "./storage/level/level-store.js";
 import { createAdminService } from "./transport/admin-service.js";
 import { createHttpServer } from "./http/http-server.js";
 import { createMetrics } from "./http/metrics.js";
@@ -23,6 +21,7 @@ import { originAllowlist, WebhookSender } from "./callbacks/webhook-sender.js";
 import { AccessControl } from "./transport/auth/access-control.js";
 import { grpcAccessInterceptor } from "./transport/auth/grpc-interceptor.js";
 import { loadTokenFile } from "./transport/auth/token-file.js";
+import { createStore } from "./storage/open-store.js";
 
 export interface RunningServer {
   grpcPort: number;
@@ -54,10 +53,9 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
   });
   const startedAtMs = systemClock.nowMs();
   const isCallbackAllowed = originAllowlist(config.callbackAllow);
-  const dataDir = resolve(config.dataDir);
   let engine: Engine | undefined;
   const metrics = createMetrics(() => engine);
-  const store = new LevelStore(dataDir, (seconds, operations) => metrics.observeStoreWrite(seconds, operations));
+  const { store, location, dataBytes } = createStore(config, (seconds, operations) => metrics.observeStoreWrite(seconds, operations));
   engine = new Engine({
     store,
     clock: systemClock,
@@ -84,7 +82,7 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
       version: packageVersion(),
       startedAtMs,
       clock: systemClock,
-      dataBytes: () => directoryBytes(dataDir),
+      dataBytes,
       connectedClients: async () =>
         grpcSessions(server) + (await new Promise<number>((ok) => http.getConnections((error, count) => ok(error ? 0 : count)))),
     }),
@@ -115,7 +113,7 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
     http.listen(config.httpPort, config.host, () => ok((http.address() as AddressInfo).port));
   });
   const info = engine.info();
-  log.info("recovered", { liveJobs: info.liveJobs, dataDir: resolve(config.dataDir) });
+  log.info("recovered", { liveJobs: info.liveJobs, store: store.kind, location });
   log.info("security", {
     tls: tls ? (tls.ca ? "mutual" : "server") : "off",
     tokens: config.authTokensFile === undefined ? "off" : config.authTokensFile,
@@ -162,11 +160,4 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
 function grpcSessions(server: grpc.Server): number {
   const sessions = (server as unknown as { sessions?: Map<unknown, unknown> }).sessions;
   return sessions instanceof Map ? sessions.size : 0;
-}
-
-/** Total size of the files in `dir` (LevelDB keeps a flat directory). */
-async function directoryBytes(dir: string): Promise<number> {
-  const names = await readdir(dir).catch(() => []);
-  const sizes = await Promise.all(names.map((name) => stat(join(dir, name)).then((s) => (s.isFile() ? s.size : 0), () => 0)));
-  return sizes.reduce((a, b) => a + b, 0);
 }

@@ -1,0 +1,43 @@
+import { readdir, stat } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import type { Store } from "../engine/store.js";
+import { LevelStore } from "./level/level-store.js";
+import { PostgresStore } from "./postgres/postgres-store.js";
+import { isPostgresUrl, redactedUrl } from "./postgres/url.js";
+
+/** A store chosen by configuration, with what the server reports about it. */
+export interface ConfiguredStore {
+  store: Store;
+  /** Where the data lives, for logs: the data dir, or the database URL without its password. */
+  location: string;
+  /** Bytes the data takes on disk (server info). */
+  dataBytes(): Promise<number>;
+}
+
+/**
+ * The server's store: PostgreSQL when `store` (`--store`, WORQ_STORE) is given, else LevelDB
+ * in `dataDir`. `onBatch` hears of each durable write: seconds and operations.
+ */
+export function createStore(
+  config: { store?: string | undefined; dataDir: string },
+  onBatch: (seconds: number, operations: number) => void = () => {},
+): ConfiguredStore {
+  return storeAt(config.store ?? config.dataDir, onBatch);
+}
+
+/** The store at `location`: a postgres:// URL, or else a LevelDB data dir. */
+export function storeAt(location: string, onBatch: (seconds: number, operations: number) => void = () => {}): ConfiguredStore {
+  if (isPostgresUrl(location)) {
+    const store = new PostgresStore(location, onBatch);
+    return { store, location: redactedUrl(location), dataBytes: () => store.databaseBytes() };
+  }
+  const dataDir = resolve(location);
+  return { store: new LevelStore(dataDir, onBatch), location: dataDir, dataBytes: () => directoryBytes(dataDir) };
+}
+
+/** Total size of the files in `dir` (LevelDB keeps a flat directory). */
+async function directoryBytes(dir: string): Promise<number> {
+  const names = await readdir(dir).catch(() => []);
+  const sizes = await Promise.all(names.map((name) => stat(join(dir, name)).then((s) => (s.isFile() ? s.size : 0), () => 0)));
+  return sizes.reduce((a, b) => a + b, 0);
+}
