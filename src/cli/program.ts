@@ -7,6 +7,7 @@ import { registerJobAdmin } from "./commands/job-admin.js";
 import { registerJobs } from "./commands/jobs.js";
 import { registerQueues } from "./commands/queues.js";
 import { registerResult } from "./commands/result.js";
+import { registerStoreAdmin } from "./commands/store-admin.js";
 import { registerSubmit } from "./commands/submit.js";
 import { registerToken } from "./commands/token.js";
 import { registerWorkers } from "./commands/workers.js";
@@ -72,5 +73,6 @@ export function createProgram(serve: (argv: string[]) => Promise<void>): Command
   registerJobAdmin(program);
   registerInfo(program);
   registerToken(program);
+  registerStoreAdmin(program);
   return program;
 }

@@ -1,4 +1,5 @@
-import type pg from "pg";
+import pg from "pg";
+import { redactedUrl } from "./url.js";
 
 /**
  * The PostgreSQL schema, as an ordered list of migrations. Each is applied once, in a
@@ -99,5 +100,20 @@ export async function applyMigrations(client: pg.ClientBase): Promise<MigrationO
   } catch (error) {
     await client.query("ROLLBACK").catch(() => {});
     throw error;
+  }
+}
+
+/** Connects to `url`, applies what is missing (applyMigrations) and disconnects. */
+export async function migrateDatabase(url: string): Promise<MigrationOutcome> {
+  const client = new pg.Client({ connectionString: url });
+  try {
+    await client.connect();
+  } catch (error) {
+    throw new Error(`cannot connect to ${redactedUrl(url)}: ${(error as Error).message}`, { cause: error });
+  }
+  try {
+    return await applyMigrations(client);
+  } finally {
+    await client.end().catch(() => {});
   }
 }
