@@ -82,6 +82,23 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
     await store.close();
   });
 
+  it("splits a large group into several statements of ONE transaction: all applied, or none", async () => {
+    const url = await cluster.createDatabase();
+    const store = new PostgresStore(url, () => {}, 100_000);
+    await store.open();
+    const big = (jid: string): StoreWrite => ({ kind: "put-job", meta: metaOf(jid), body: bodyOf(Array.from({ length: 60_000 }, (_, i) => i % 256)) });
+    const [first, a, b, c, d, e] = Array.from({ length: 6 }, () => randomUUID());
+    await store.commit([big(first)]);
+    await Promise.all([store.commit([big(a)]), store.commit([big(b)]), store.commit([big(c)])]);
+    expect((await store.getBodies([a, b, c])).map((body) => body?.payload.byteLength)).toEqual([60_000, 60_000, 60_000]);
+    // A failure in the last statement rolls back the statements before it.
+    const nan = { kind: "put-counters", counters: { submitted: Number.NaN, processed: 0, failed: 0, evicted: 0 } } as const;
+    const outcomes = await Promise.allSettled([store.commit([big(first)]), store.commit([big(d), big(e)]), store.commit([big(a), nan])]);
+    expect(outcomes.map((o) => o.status)).toEqual(["fulfilled", "rejected", "rejected"]);
+    expect(await store.getBodies([d, e])).toEqual([undefined, undefined]);
+    await store.close();
+  });
+
   it("lists finished jobs per state and queue with a cursor, oldest first, and counts them", async () => {
     const { store } = await openStore();
     const finished = (jid: string, queue: string, completedAtMs: number) => ({ ...metaOf(jid, "FAILED"), queue, completedAtMs });

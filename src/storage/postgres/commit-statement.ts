@@ -49,6 +49,29 @@ WITH
       failed = EXCLUDED.failed, evicted = EXCLUDED.evicted)
 SELECT 1`;
 
+/**
+ * Bytes of job data and results one statement may carry. Byte arrays travel hex-encoded
+ * (twice their size) inside one string, and PostgreSQL takes at most 1 GB per message: a
+ * larger group is split into several statements of one transaction.
+ */
+export const STATEMENT_DATA_BYTES = 64 * 1024 * 1024;
+
+/** `writes` in order, cut into runs of at most `maxBytes` of data (a single larger write alone). */
+export function statementChunks(writes: readonly StoreWrite[], maxBytes = STATEMENT_DATA_BYTES): StoreWrite[][] {
+  const chunks: StoreWrite[][] = [[]];
+  let bytes = 0;
+  for (const write of writes) {
+    const size = write.kind === "put-job" ? write.body.payload.byteLength + 1024 : write.kind === "put-result" ? write.result.byteLength : 0;
+    if (bytes + size > maxBytes && chunks[chunks.length - 1]!.length > 0) {
+      chunks.push([]);
+      bytes = 0;
+    }
+    chunks[chunks.length - 1]!.push(write);
+    bytes += size;
+  }
+  return chunks;
+}
+
 type Put<T> = { put: T } | { delete: true };
 
 /** The last operation per row of each table. */

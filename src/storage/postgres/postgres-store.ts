@@ -4,7 +4,7 @@ import type { JobBody, JobMeta, JobState } from "../../engine/job.js";
 import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, Store, StoreWrite } from "../../engine/store.js";
 import { decodeJson, decodeMeta, plainBytes } from "../level/codec.js";
 import { GroupCommitter } from "../level/group-commit.js";
-import { COMMIT_SQL, commitParameters } from "./commit-statement.js";
+import { COMMIT_SQL, commitParameters, STATEMENT_DATA_BYTES, statementChunks } from "./commit-statement.js";
 import { applyMigrations } from "./migrations.js";
 import { redactedUrl } from "./url.js";
 
@@ -33,10 +33,14 @@ export class PostgresStore implements Store {
   /** Set once the writer connection broke: every later commit fails fast with it. */
   private writerError: Error | undefined;
 
-  /** `onBatch` hears of each durable group: its time in seconds and the rows it wrote. */
+  /**
+   * `onBatch` hears of each durable group: its time in seconds and the rows it wrote.
+   * `statementDataBytes` (tests) lowers the data one statement carries (STATEMENT_DATA_BYTES).
+   */
   constructor(
     readonly url: string,
     onBatch: (seconds: number, rows: number) => void = () => {},
+    private readonly statementDataBytes = STATEMENT_DATA_BYTES,
   ) {
     // Whatever the server's or role's default, a commit is durable when it returns.
     const config = { connectionString: url, options: "-c synchronous_commit=on" };
@@ -47,8 +51,7 @@ export class PostgresStore implements Store {
     this.pool.on("error", () => {});
     this.committer = new GroupCommitter(async (writes) => {
       const started = process.hrtime.bigint();
-      const { values, rows } = commitParameters(writes);
-      await this.write(values);
+      const rows = await this.write(writes);
       onBatch(Number(process.hrtime.bigint() - started) / 1e9, rows);
     });
   }
@@ -83,9 +86,25 @@ export class PostgresStore implements Store {
     }
   }
 
-  private async write(values: unknown[]): Promise<void> {
+  /** Applies a group in one transaction: one statement, or several when it is large. Returns rows written. */
+  private async write(writes: StoreWrite[]): Promise<number> {
     if (this.writerError) throw this.writerError;
-    await this.writer.query({ name: "worq_commit", text: COMMIT_SQL, values });
+    const chunks = statementChunks(writes, this.statementDataBytes);
+    const statement = (chunk: StoreWrite[]) => {
+      const { values, rows } = commitParameters(chunk);
+      return this.writer.query({ name: "worq_commit", text: COMMIT_SQL, values }).then(() => rows);
+    };
+    if (chunks.length === 1) return statement(chunks[0]!);
+    let rows = 0;
+    await this.writer.query("BEGIN");
+    try {
+      for (const chunk of chunks) rows += await statement(chunk);
+      await this.writer.query("COMMIT");
+    } catch (error) {
+      await this.writer.query("ROLLBACK").catch(() => {});
+      throw error;
+    }
+    return rows;
   }
 
   /** Size of the database on disk (server info). */
