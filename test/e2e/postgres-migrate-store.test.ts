@@ -1,5 +1,6 @@
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -44,6 +45,21 @@ describe.skipIf(!postgresAvailable())("worq migrate and worq migrate-store (real
     expect(again.code, again.stderr).toBe(0);
     expect(again.stdout).toMatch(/is at schema version 1: nothing to apply/);
     expect((await runCli(["migrate", "--store", "./some-dir"])).code).toBe(2);
+  });
+
+  it("worq serve: --store must be a postgres:// URL; an unreachable database fails the start without printing the password", async () => {
+    const bad = await runCli(["serve", "--port", "0", "--store", "mysql://worq@127.0.0.1/worq"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("--store must be a PostgreSQL URL");
+    const probe = createServer();
+    await new Promise<void>((listening) => probe.listen(0, "127.0.0.1", listening));
+    const { port } = probe.address() as { port: number };
+    await new Promise((closed) => probe.close(closed)); // nothing listens there now
+    const closed = `postgres://worq:hunter2@127.0.0.1:${port}/worq`;
+    const down = await runCli(["serve", "--port", "0", "--store", closed], { timeoutMs: 30_000 });
+    expect(down.code).toBe(1);
+    expect(down.stderr).toMatch(/cannot connect to postgres:\/\/worq:\*\*\*@127\.0\.0\.1/);
+    expect(down.stderr + down.stdout).not.toContain("hunter2");
   });
 
   it("moves a LevelDB data dir into PostgreSQL, and a server on PostgreSQL serves all of it", async () => {
