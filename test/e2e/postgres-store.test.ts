@@ -1,6 +1,8 @@
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Code } from "@connectrpc/connect";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
@@ -91,6 +93,8 @@ describe.skipIf(!postgresAvailable())("worq serve --store postgres:// (real proc
     await expect(after.next(300)).rejects.toThrow(/no job leased/);
     await after.stop();
     expect(readdirSync(unusedDataDir)).toEqual([]);
+    server.child.kill("SIGTERM");
+    await server.exited;
   }, 120_000);
 
   it("refuses to start a second server on the same database", async () => {
@@ -102,7 +106,26 @@ describe.skipIf(!postgresAvailable())("worq serve --store postgres:// (real proc
       );
     } finally {
       first.child.kill("SIGTERM");
-      await first.exited;
     }
+    expect((await first.exited).code).toBe(0); // graceful stop closes the store cleanly
+  }, 60_000);
+
+  it("stops taking work when PostgreSQL drops its connection (fail-stop), and a restart recovers what was acknowledged", async () => {
+    const url = await cluster.createDatabase();
+    const start = () => spawnServer(join(unusedDataDir, "c"), ["--store", url, "--log-level", "error"]);
+    server = await start();
+    let clients = connect(server.port);
+    const { jid } = await clients.producer.submit({ job: { type: "kept", queue: "fs" } });
+    const admin = new pg.Client(url);
+    await admin.connect();
+    await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()");
+    await admin.end();
+    await expect(clients.producer.submit({ job: { type: "lost", queue: "fs" } })).rejects.toMatchObject({ code: Code.Unavailable });
+    expect((await server.exited).code).toBe(1);
+
+    server = await start();
+    clients = connect(server.port);
+    expect((await clients.admin.getJob({ jid })).job!.state).toBe(JobState.SCHEDULED);
+    expect(Number((await clients.admin.getServerInfo({})).liveJobs)).toBe(1);
   }, 60_000);
 });
