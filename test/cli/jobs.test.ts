@@ -3,6 +3,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
+import { testStoreKind } from "../e2e/support/test-store.js";
 import { cliFor, field, jsonOf } from "./support/run-cli.js";
 
 /** The jids in a `worq jobs` table, top to bottom. */
@@ -96,11 +97,11 @@ describe("worq jobs, delete, cancel, info (built CLI against a real server)", ()
     const run = await cli(["info"]);
     expect(run.code, run.stderr).toBe(0);
     expect(field(run.stdout, "server")).toBe(`127.0.0.1:${server.port}`);
-    expect(field(run.stdout, "store")).toBe("leveldb");
+    expect(field(run.stdout, "store")).toBe(testStoreKind());
     expect(field(run.stdout, "version")).toMatch(/^\d+\.\d+\.\d+/);
     expect(field(run.stdout, "connected workers")).toBe("0");
     const json = jsonOf(await cli(["info", "--json"]));
     const info = await server.admin.getServerInfo({});
-    expect(json).toMatchObject({ version: info.version, store: "leveldb", totalSubmitted: String(info.totalSubmitted) });
+    expect(json).toMatchObject({ version: info.version, store: testStoreKind(), totalSubmitted: String(info.totalSubmitted) });
   });
 });

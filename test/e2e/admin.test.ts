@@ -5,6 +5,7 @@ import { FailureCategory, JobState } from "../../gen/ts/worq/v1/job_pb.js";
 import { ControlAction } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import { StreamWorker } from "./support/clients.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
+import { testStoreKind } from "./support/test-store.js";
 import { codeOf } from "./support/errors.js";
 
 
@@ -137,7 +138,7 @@ describe("AdminService against a real server", () => {
     expect(info.dataBytes).toBeGreaterThan(0n);
     expect(info.connectedClients).toBeGreaterThanOrEqual(1); // this test's own connection
     expect(info.totalSubmitted).toBeGreaterThan(0n);
-    expect(info.store).toBe("leveldb");
+    expect(info.store).toBe(testStoreKind());
   });
 
   it("a FAILED job's category survives a retry of it", async () => {

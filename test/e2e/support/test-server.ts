@@ -5,6 +5,7 @@ import type { ServerConfig } from "../../../src/config.js";
 import { createLogger } from "../../../src/log.js";
 import { startServer, type RunningServer } from "../../../src/main.js";
 import { connect, type WorqClients } from "./clients.js";
+import { databaseFor } from "./test-store.js";
 
 export interface TestServer extends WorqClients {
   port: number;
@@ -31,6 +32,7 @@ export async function startTestServer(overrides: Partial<ServerConfig> = {}, dat
     idempotencyWindowMs: 24 * 3_600_000,
     callbackAllow: [],
     logLevel: "silent",
+    ...(await databaseFor(dir)),
     ...overrides,
   };
   const running: RunningServer = await startServer(config, createLogger(process.env.WORQ_TEST_LOG ? "info" : "silent"), (error) => {
