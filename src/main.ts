@@ -12,16 +12,20 @@ import { createHttpServer } from "./http/http-server.js";
 import { createMetrics } from "./http/metrics.js";
 import { logLifecycle } from "./lifecycle-log.js";
 import type { AddressInfo } from "node:net";
+import type { HealthImplementation } from "grpc-health-check";
 import { createGrpcServer } from "./transport/grpc-server.js";
 import { createProducerService } from "./transport/producer-service.js";
 import { createWorkerService } from "./transport/worker-service.js";
 import { packageRoot, packageVersion } from "./package-root.js";
 import { driveEngineTimers } from "./wakeup.js";
+import { StoreRecovery } from "./store-recovery.js";
+import { swappableEngine, type SwappableEngine } from "./swappable-engine.js";
 import { originAllowlist, WebhookSender } from "./callbacks/webhook-sender.js";
 import { AccessControl } from "./transport/auth/access-control.js";
 import { grpcAccessInterceptor } from "./transport/auth/grpc-interceptor.js";
 import { loadTokenFile } from "./transport/auth/token-file.js";
 import { createStore } from "./storage/open-store.js";
+import type { Store } from "./engine/store.js";
 
 export interface RunningServer {
   grpcPort: number;
@@ -39,7 +43,7 @@ export interface RunningServer {
 const MESSAGE_OVERHEAD_BYTES = 4 * 1024 * 1024;
 
 /** The composition root: config -> store -> engine -> gRPC server. */
-export async function startServer(config: ServerConfig, log: Logger, onFatal: (error: unknown) => void): Promise<RunningServer> {
+export async function startServer(config: ServerConfig, log: Logger): Promise<RunningServer> {
   // Read every key and token file before opening the store: a bad path fails the start at once.
   const tls = config.tls && {
     cert: readFileSync(config.tls.certFile),
@@ -53,28 +57,54 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
   });
   const startedAtMs = systemClock.nowMs();
   const isCallbackAllowed = originAllowlist(config.callbackAllow);
-  let engine: Engine | undefined;
-  const metrics = createMetrics(() => engine);
-  const { store, location, dataBytes } = createStore(config, (seconds, operations) => metrics.observeStoreWrite(seconds, operations));
-  engine = new Engine({
-    store,
-    clock: systemClock,
-    maxJobBytes: config.maxJobBytes,
-    orphanGraceMs: config.orphanGraceMs,
-    idempotencyWindowMs: config.idempotencyWindowMs,
-    isCallbackAllowed,
-    observeWrites: (writes) => {
-      metrics.observeWrites(writes);
-      logLifecycle(log, writes);
+  let handle: SwappableEngine | undefined;
+  const metrics = createMetrics(() => handle?.engine);
+  let health: HealthImplementation | undefined;
+  let serving = true;
+  const onBatch = (seconds: number, operations: number) => metrics.observeStoreWrite(seconds, operations);
+  const { store, location, dataBytes } = createStore(config, onBatch);
+  const recovery: StoreRecovery = new StoreRecovery({
+    // A LevelDB data dir can be probed with a file write; PostgreSQL only by reopening.
+    ...(store.kind === "leveldb" && { probeDir: location }),
+    log,
+    closeFailed: () => handle!.current().close(),
+    reopen: () => openEngine(createStore(config, onBatch).store),
+    recovered: (engine) => {
+      handle!.swap(engine);
+      stopTimers();
+      stopTimers = driveEngineTimers(engine);
+      webhooks.stop();
+      webhooks = new WebhookSender(engine, log, { isAllowed: isCallbackAllowed });
     },
-    onFatal: (error) => {
-      log.error("storage failed; refusing all work (fail-stop)", { error: String(error) });
-      onFatal(error);
-    },
+    onDegraded: (degraded) => health?.setStatus("", degraded ? "NOT_SERVING" : "SERVING"),
   });
-  await engine.open();
-  const stopTimers = driveEngineTimers(engine);
-  const webhooks = new WebhookSender(engine, log, { isAllowed: isCallbackAllowed });
+  /** A store and an engine loaded from it, as at start-up (and again after a storage failure). */
+  const openEngine = async (store: Store): Promise<Engine> => {
+    const engine = new Engine({
+      store,
+      clock: systemClock,
+      maxJobBytes: config.maxJobBytes,
+      orphanGraceMs: config.orphanGraceMs,
+      idempotencyWindowMs: config.idempotencyWindowMs,
+      isCallbackAllowed,
+      observeWrites: (writes) => {
+        metrics.observeWrites(writes);
+        logLifecycle(log, writes);
+      },
+      onFatal: (error) => recovery.storeFailed(error),
+    });
+    try {
+      await engine.open();
+    } catch (error) {
+      await store.close().catch(() => {});
+      throw error;
+    }
+    return engine;
+  };
+  handle = swappableEngine(await openEngine(store));
+  const engine = handle.engine;
+  let stopTimers = driveEngineTimers(engine);
+  let webhooks = new WebhookSender(engine, log, { isAllowed: isCallbackAllowed });
   const services = {
     producer: createProducerService(engine, log),
     worker: createWorkerService(engine, log, { keepaliveIntervalMs: config.keepaliveIntervalMs }),
@@ -90,7 +120,7 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
   const maxRequestBytes = Math.max(config.maxJobBytes * 2, config.maxJobBytes + MESSAGE_OVERHEAD_BYTES);
   // gRPC always speaks binary protobuf, so its Lease streams send jobs pre-encoded.
   const grpcServices = { ...services, worker: createWorkerService(engine, log, { keepaliveIntervalMs: config.keepaliveIntervalMs, binaryOnly: true }) };
-  const { server, health } = createGrpcServer(grpcServices, {
+  const grpcServer = createGrpcServer(grpcServices, {
     maxReceiveMessageBytes: maxRequestBytes,
     descriptorSet: fromBinary(FileDescriptorSetSchema, readFileSync(join(packageRoot(), "gen/descriptors/worq.binpb"))),
     onCall: (method, code, seconds) => metrics.observeRpc(method, code, seconds),
@@ -98,8 +128,9 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
     // or a submit rate nothing is refused, and a per-call interceptor would only cost time.
     interceptors: access.guards ? [grpcAccessInterceptor(access, (method, code) => metrics.observeRpc(method, code, 0))] : [],
   });
-  let serving = true;
-  const http = createHttpServer({ services, engine, metrics, healthy: () => serving, maxRequestBytes, access, ...(tls && { tls }) });
+  const server = grpcServer.server;
+  health = grpcServer.health;
+  const http = createHttpServer({ services, engine, metrics, healthy: () => serving && !recovery.degraded, maxRequestBytes, access, ...(tls && { tls }) });
   const grpcCredentials = tls
     ? grpc.ServerCredentials.createSsl(tls.ca ?? null, [{ cert_chain: tls.cert, private_key: tls.key }], tls.ca !== undefined)
     : grpc.ServerCredentials.createInsecure();
@@ -123,9 +154,10 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
-      health.setStatus("", "NOT_SERVING");
+      health!.setStatus("", "NOT_SERVING");
       serving = false;
-      engine!.beginShutdown();
+      recovery.stop();
+      engine.beginShutdown();
       stopTimers();
       webhooks.stop();
       await new Promise<void>((done) => {
@@ -142,7 +174,7 @@ export async function startServer(config: ServerConfig, log: Logger, onFatal: (e
       });
       http.closeAllConnections();
       await new Promise((done) => http.close(done));
-      await engine!.close();
+      await engine.close();
     })());
   const reloadTokens = () => {
     if (config.authTokensFile === undefined) throw new Error("no --auth-tokens file to reload");

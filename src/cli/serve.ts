@@ -20,11 +20,7 @@ export async function serve(argv: string[]): Promise<void> {
     return;
   }
   const log = createLogger(config.logLevel);
-  let exitCode = 0;
-  const server = await startServer(config, log, () => {
-    exitCode = 1;
-    void stop("storage failure");
-  }).catch((error: unknown) => {
+  const server = await startServer(config, log).catch((error: unknown) => {
     log.error("cannot start", { error: (error as Error).message });
     process.exit(1);
   });
@@ -35,7 +31,7 @@ export async function serve(argv: string[]): Promise<void> {
     log.info("shutting down", { reason });
     await server.close();
     log.info("stopped");
-    process.exit(exitCode);
+    process.exit(0);
   }
   process.on("SIGHUP", () => {
     try {

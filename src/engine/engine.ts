@@ -10,6 +10,7 @@ import { QueueRegistry } from "./queue-registry.js";
 import { buildNewJob, checkQueueName, type NewJob } from "./submit-validation.js";
 import { dependencyFields, planDependencies, type BatchShape, type DependencyOutcome, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
 import { LeaseSlots, type SlotHolder } from "./lease-slots.js";
+import { storageFailure } from "./storage-failure.js";
 import { TimerHeap, type TimerEntry } from "./timer-heap.js";
 import { ExpiryQueue } from "./expiry-queue.js";
 import { BodyCache } from "./body-cache.js";
@@ -30,7 +31,11 @@ export interface EngineOptions {
    * restart) stay valid without a Renew: the bound on "a dead worker's jobs come back".
    */
   orphanGraceMs?: number;
-  /** Called once when storage fails; the engine then refuses all work (fail-stop). */
+  /**
+   * Called once when a storage write fails; the engine then refuses all work (its memory may
+   * be ahead of the disk). The owner replaces it with one loaded from the store once storage
+   * works again (src/store-recovery.ts).
+   */
   onFatal?: (error: unknown) => void;
   /** How long an idempotency key deduplicates submits of its job type (seed 004 §1). Default 24 h. */
   idempotencyWindowMs?: number;
@@ -1211,7 +1216,7 @@ export class Engine {
         this.fatal = error;
         this.onFatal(error);
       }
-      throw new WorqError("WORQ_UNAVAILABLE", "storage failed; the server stopped accepting work");
+      throw storageFailure(this.fatal);
     });
   }
 
@@ -1220,11 +1225,11 @@ export class Engine {
    * during the drain are settled here rather than redelivered later.
    */
   private checkReportable(): void {
-    if (this.fatal !== undefined) throw new WorqError("WORQ_UNAVAILABLE", "storage failed; the server stopped accepting work");
+    if (this.fatal !== undefined) throw storageFailure(this.fatal);
   }
 
   private checkUsable(): void {
-    if (this.fatal !== undefined) throw new WorqError("WORQ_UNAVAILABLE", "storage failed; the server stopped accepting work");
+    if (this.fatal !== undefined) throw storageFailure(this.fatal);
     if (this.closing) throw new WorqError("WORQ_UNAVAILABLE", "server is shutting down; retry on reconnect");
   }
 }

@@ -35,9 +35,7 @@ export async function startTestServer(overrides: Partial<ServerConfig> = {}, dat
     ...(await databaseFor(dir)),
     ...overrides,
   };
-  const running: RunningServer = await startServer(config, createLogger(process.env.WORQ_TEST_LOG ? "info" : "silent"), (error) => {
-    throw error;
-  });
+  const running: RunningServer = await startServer(config, createLogger(process.env.WORQ_TEST_LOG ? "info" : "silent"));
   return {
     ...connect(running.grpcPort),
     port: running.grpcPort,

@@ -1,0 +1,124 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { connect, StreamWorker } from "../e2e/support/clients.js";
+import { spawnServer, type ServerProcess } from "../e2e/support/server-process.js";
+import { printFigures } from "./support/figures.js";
+import { freePort } from "./support/free-port.js";
+import { LazyMount, lazyFsAvailable, type FaultMode } from "./support/lazy-mount.js";
+
+/**
+ * Disk trouble (issue #7 item 4): the data dir is on the lazy FUSE filesystem, which is told
+ * to fail writes with ENOSPC (disk full) or EROFS (read-only). Clients must get UNAVAILABLE
+ * naming the cause, the server must stay up, claim nothing stored that was not, and resume
+ * by itself once writes work again (src/store-recovery.ts), with nothing lost or corrupted.
+ */
+const RUN = lazyFsAvailable();
+
+describe.runIf(RUN)("disk full or read-only: clear errors, no corruption, recovery (real process on a FUSE mount)", () => {
+  const root = mkdtempSync(join(tmpdir(), "worq-disk-"));
+  let fs: LazyMount;
+  let server: ServerProcess | undefined;
+  beforeAll(async () => {
+    fs = new LazyMount(root);
+    await fs.mount();
+  });
+  afterAll(async () => {
+    server?.child.kill("SIGKILL");
+    await server?.exited;
+    await fs.unmount();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  const cases: { mode: FaultMode; cause: RegExp }[] = [
+    { mode: "enospc", cause: /No space left on device/i },
+    { mode: "erofs", cause: /Read-only file system/i },
+  ];
+
+  it("refuses writes with UNAVAILABLE naming the cause, stays up, and resumes without losing or inventing a job", async () => {
+    const http = await freePort();
+    server = await spawnServer(join(fs.mountpoint, "data"), ["--http-port", String(http), "--orphan-grace", "2s", "--log-level", "warn"]);
+    const clients = connect(server.port);
+    const health = async () => (await fetch(`http://127.0.0.1:${http}/healthz`)).status;
+    const acknowledged: string[] = [];
+    const submit = async (i: number) => {
+      const { jid } = await clients.producer.submit({ job: { type: "disk", queue: "disk", kwargs: { i } } });
+      acknowledged.push(jid);
+    };
+    let refused = 0;
+    let recoveryMs = 0;
+    for (const [round, { mode, cause }] of cases.entries()) {
+      for (let i = 0; i < 20; i++) await submit(i);
+      // A job leased before the failure: its lease must survive the degraded period.
+      const worker = new StreamWorker(clients, { queues: ["disk"], workerId: `w-${mode}`, credits: 1 });
+      const held = await worker.next();
+
+      fs.setMode(mode);
+      const first = await clients.producer.submit({ job: { type: "disk", queue: "disk" } }).then(() => undefined, (e: unknown) => e);
+      expect(first).toBeInstanceOf(ConnectError);
+      expect((first as ConnectError).code).toBe(Code.Unavailable);
+      expect((first as ConnectError).rawMessage).toMatch(cause);
+      refused++;
+      // Every later write is refused the same way, reads still answer, health says NOT_SERVING.
+      const later = await clients.producer.submitBatch({ jobs: [{ type: "disk", queue: "disk" }] }).then(() => undefined, (e: unknown) => e);
+      expect((later as ConnectError).code).toBe(Code.Unavailable);
+      expect((later as ConnectError).rawMessage).toMatch(cause);
+      refused++;
+      expect(await health()).toBe(503);
+      expect(server.child.exitCode).toBeNull();
+
+      fs.setMode("ok");
+      const startedAt = Date.now();
+      await eventually(() => submit(100 + round), 20_000);
+      recoveryMs = Math.max(recoveryMs, Date.now() - startedAt);
+      expect(await health()).toBe(200);
+      // Reloaded from disk: exactly the acknowledged jobs are live (the refused ones never existed).
+      const info = await clients.admin.getServerInfo({});
+      expect(Number(info.liveJobs), `acknowledged ${acknowledged.length}`).toBe(acknowledged.length - round * 21);
+      // The lease taken before the failure is still good after the reload.
+      await eventually(() => clients.worker.ack({ jid: held.job!.jid, leaseId: held.leaseId }), 10_000);
+      await worker.stop();
+      // Drain this round's jobs so the next round starts from an empty queue.
+      const drain = new StreamWorker(clients, { queues: ["disk"], workerId: `drain-${mode}`, credits: 100 });
+      const live = Number((await clients.admin.getServerInfo({})).liveJobs);
+      for (let i = 0; i < live; i++) {
+        const job = await drain.next(10_000);
+        await clients.worker.ack({ jid: job.job!.jid, leaseId: job.leaseId });
+      }
+      await drain.stop();
+    }
+
+    // No corruption: every acknowledged job is COMPLETED, and stays so across a restart.
+    server.child.kill("SIGTERM");
+    await server.exited;
+    server = await spawnServer(join(fs.mountpoint, "data"), ["--log-level", "warn"]);
+    const after = connect(server.port);
+    const states = await Promise.all(acknowledged.map((jid) => after.admin.getJob({ jid }).then((r) => r.job!.state)));
+    const completed = states.filter((state) => state === JobState.COMPLETED).length;
+    printFigures("disk trouble", {
+      faults: cases.map((c) => c.mode).join("+"),
+      jobs: acknowledged.length,
+      completed,
+      lost: acknowledged.length - completed,
+      "refused-with-cause": refused,
+      "recovery-ms-max": recoveryMs,
+    });
+    expect(completed).toBe(acknowledged.length);
+    expect(Number((await after.admin.getServerInfo({})).liveJobs)).toBe(0);
+  }, 90_000);
+});
+
+async function eventually<T>(attempt: () => Promise<T>, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+}
