@@ -128,6 +128,10 @@ export interface QueueStatsView {
 export interface EngineInfo {
   connectedWorkers: number;
   liveJobs: number;
+  /** GetResult/Run calls waiting for a job to finish: returns to 0 when callers go away. */
+  resultWaiters: number;
+  /** Worker slots taken by unreported leases (docs/protocol.md): returns to 0 when no job is leased. */
+  leaseSlots: number;
   counters: Counters;
   storeKind: string;
 }
@@ -647,7 +651,10 @@ export class Engine {
       const outcome = await Promise.race([
         done.then(() => "finished" as const),
         new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), waitMs))),
-        new Promise<"aborted">((resolve) => signal?.addEventListener("abort", () => resolve("aborted"), { once: true })),
+        // The caller may have gone away while getJob read the store: then no abort event comes.
+        new Promise<"aborted">((resolve) =>
+          signal?.aborted ? resolve("aborted") : signal?.addEventListener("abort", () => resolve("aborted"), { once: true }),
+        ),
       ]);
       if (outcome !== "finished") {
         throw new WorqError(
@@ -868,6 +875,8 @@ export class Engine {
     return {
       connectedWorkers: this.sessions.size,
       liveJobs: this.live.size,
+      resultWaiters: [...this.finishListeners.values()].reduce((sum, listeners) => sum + listeners.size, 0),
+      leaseSlots: this.slots.size,
       counters: { ...this.counters },
       storeKind: this.store.kind,
     };

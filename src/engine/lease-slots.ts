@@ -23,6 +23,11 @@ export class LeaseSlots {
   private readonly slots = new Map<string, Slot>();
   private readonly orphansByWorker = new Map<string, Set<string>>();
 
+  /** Slots taken, orphans included. */
+  get size(): number {
+    return this.slots.size;
+  }
+
   /** Records a lease delivered on `holder`'s stream. */
   take(leaseId: string, jid: string, holder: SlotHolder): void {
     this.slots.set(leaseId, { jid, workerId: holder.workerId, holder, adopted: false });

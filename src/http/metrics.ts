@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
-import type { Engine } from "../engine/engine.js";
+import type { Engine, EngineInfo } from "../engine/engine.js";
 import { isTerminal } from "../engine/job.js";
 import type { StoreWrite } from "../engine/store.js";
 
@@ -73,6 +73,20 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
     },
   });
   registry.registerMetric(depth);
+  // What leaks would show as: each returns to 0 once clients are gone and no job is leased.
+  const engineGauge = (name: string, help: string, read: (info: EngineInfo) => number) =>
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        const current = engine();
+        if (current) this.set(read(current.info()));
+      },
+    });
+  engineGauge("worq_connected_workers", "Open Lease streams.", (info) => info.connectedWorkers);
+  engineGauge("worq_result_waiters", "GetResult and Run calls waiting for a job to finish.", (info) => info.resultWaiters);
+  engineGauge("worq_lease_slots", "Worker slots taken by unreported leases (orphaned ones included).", (info) => info.leaseSlots);
   registry.registerMetric(oldestAge);
 
   return {

@@ -42,7 +42,7 @@ describe("kill -9 under load (separate producer, worker and server processes)", 
       new LineProcess(builtHelper("load-worker"), ["--addr", addr, "--concurrency", "8", "--work-ms", "20"]),
     );
     processes.push(...producers, ...workers);
-    await Promise.all(workers.map((w) => w.waitFor((line) => line === "ready")));
+    await Promise.all(workers.map((w) => w.waitFor((line) => line.startsWith("ready"))));
 
     const restartMs: number[] = [];
     for (let cycle = 1; cycle <= CYCLES; cycle++) {

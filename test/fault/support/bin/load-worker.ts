@@ -1,7 +1,9 @@
 /**
  * A worker process for the fault tests, on the public Worker API: runs every "load" job of
  * `--queue` with 0-`--work-ms` ms of fake work and prints "run <jid> <attempt>" as each
- * execution starts, so the test can count executions per job (duplicates).
+ * execution starts, so the test can count executions per job (duplicates). `--count N` runs
+ * N workers (each its own connection and Lease stream), printing "ready <workerId>" for each
+ * stream that is (again) connected.
  */
 import { parseArgs } from "node:util";
 import { Worker } from "../../../../src/client/index.js";
@@ -12,24 +14,30 @@ const { values } = parseArgs({
     queue: { type: "string", default: "load" },
     concurrency: { type: "string", default: "8" },
     "work-ms": { type: "string", default: "20" },
-    "worker-id": { type: "string" },
+    "worker-id": { type: "string", default: `load-${process.pid}` },
+    count: { type: "string", default: "1" },
   },
 });
 const workMs = Number(values["work-ms"]);
-const worker = new Worker({
-  address: values.addr!,
-  queues: [values.queue!],
-  concurrency: Number(values.concurrency),
-  shutdownTimeoutMs: 2_000,
-  handleSignals: true,
-  ...(values["worker-id"] ? { workerId: values["worker-id"] } : {}),
-  onEvent: (event) => {
-    if (event.event === "ready") process.stdout.write("ready\n");
-  },
+const workers = Array.from({ length: Number(values.count) }, (_, i) => {
+  const workerId = Number(values.count) === 1 ? values["worker-id"]! : `${values["worker-id"]}-${i}`;
+  const worker = new Worker({
+    address: values.addr!,
+    queues: [values.queue!],
+    concurrency: Number(values.concurrency),
+    shutdownTimeoutMs: 2_000,
+    workerId,
+    onEvent: (event) => {
+      if (event.event === "ready") process.stdout.write(`ready ${workerId}\n`);
+    },
+  });
+  return worker.register("load", async (job) => {
+    process.stdout.write(`run ${job.jid} ${job.attempt}\n`);
+    await new Promise((resolve) => setTimeout(resolve, Math.random() * workMs));
+    return "ok";
+  });
 });
-worker.register("load", async (job) => {
-  process.stdout.write(`run ${job.jid} ${job.attempt}\n`);
-  await new Promise((resolve) => setTimeout(resolve, Math.random() * workMs));
-  return "ok";
-});
-await worker.run();
+const stop = () => void Promise.all(workers.map((worker) => worker.stop())).then(() => process.exit(0));
+process.on("SIGTERM", stop);
+process.on("SIGINT", stop);
+await Promise.all(workers.map((worker) => worker.run()));
