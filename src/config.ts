@@ -19,6 +19,8 @@ export interface ServerConfig {
   keepaliveIntervalMs: number;
   /** How long an idempotency key deduplicates submits of its job type. */
   idempotencyWindowMs: number;
+  /** Calls (unary and streams, all connections together) served at once; beyond it RESOURCE_EXHAUSTED. */
+  maxConcurrentCalls: number;
   /** Origins that callback_url webhooks may target; empty = none. */
   callbackAllow: string[];
   logLevel: LogLevel;
@@ -48,6 +50,7 @@ Options (environment variable in brackets):
   --orphan-grace <duration>   how long a disconnected worker keeps its leases [WORQ_ORPHAN_GRACE] (default 10s)
   --keepalive-interval <dur>  keepalive on idle Lease streams [WORQ_KEEPALIVE_INTERVAL] (default 15s, at most 30s)
   --idempotency-window <dur>  how long an idempotency key deduplicates submits [WORQ_IDEMPOTENCY_WINDOW] (default 24h)
+  --max-calls <n>             calls served at once, all connections together; more get RESOURCE_EXHAUSTED [WORQ_MAX_CALLS] (default ${LIMITS.defaultMaxConcurrentCalls})
   --callback-allow <origins>  comma-separated origins callback_url may target, e.g. https://hooks.example.com [WORQ_CALLBACK_ALLOW] (default none)
   --log-level <level>         debug | info | warn | error | silent [WORQ_LOG_LEVEL] (default info; debug logs every job state change, never job data)
   -h, --help                  show this help
@@ -79,6 +82,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       "orphan-grace": { type: "string" },
       "keepalive-interval": { type: "string" },
       "idempotency-window": { type: "string" },
+      "max-calls": { type: "string" },
       "callback-allow": { type: "string" },
       "log-level": { type: "string" },
       "tls-cert": { type: "string" },
@@ -104,6 +108,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     orphanGraceMs: parseDurationMs(pick("orphan-grace", "WORQ_ORPHAN_GRACE") ?? "10s", "--orphan-grace"),
     keepaliveIntervalMs: parseDurationMs(pick("keepalive-interval", "WORQ_KEEPALIVE_INTERVAL") ?? "15s", "--keepalive-interval"),
     idempotencyWindowMs: parseDurationMs(pick("idempotency-window", "WORQ_IDEMPOTENCY_WINDOW") ?? "24h", "--idempotency-window"),
+    maxConcurrentCalls: parseInteger(pick("max-calls", "WORQ_MAX_CALLS") ?? String(LIMITS.defaultMaxConcurrentCalls), "--max-calls"),
     callbackAllow: parseOrigins(pick("callback-allow", "WORQ_CALLBACK_ALLOW") ?? ""),
     logLevel: parseLogLevel(pick("log-level", "WORQ_LOG_LEVEL") ?? "info"),
   };
@@ -116,6 +121,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     throw new Error(`--max-job-bytes must be between 1 and ${LIMITS.maxMaxJobBytes}`);
   }
   Object.assign(config, securityOf(pick, pickSwitch));
+  if (config.maxConcurrentCalls < 1) throw new Error("--max-calls must be at least 1");
   if (config.keepaliveIntervalMs < 10 || config.keepaliveIntervalMs > 30_000) {
     throw new Error("--keepalive-interval must be between 10ms and 30s");
   }

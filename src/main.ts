@@ -122,6 +122,7 @@ export async function startServer(config: ServerConfig, log: Logger): Promise<Ru
   const grpcServices = { ...services, worker: createWorkerService(engine, log, { keepaliveIntervalMs: config.keepaliveIntervalMs, binaryOnly: true }) };
   const grpcServer = createGrpcServer(grpcServices, {
     maxReceiveMessageBytes: maxRequestBytes,
+    maxConcurrentCalls: config.maxConcurrentCalls,
     descriptorSet: fromBinary(FileDescriptorSetSchema, readFileSync(join(packageRoot(), "gen/descriptors/worq.binpb"))),
     onCall: (method, code, seconds) => metrics.observeRpc(method, code, seconds),
     // Refused calls never reach a handler: count them here, under their code. Without tokens

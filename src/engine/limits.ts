@@ -37,6 +37,10 @@ export const LIMITS = {
   workerIdMaxChars: 256,
   leaseMaxQueues: 64,
   leaseMaxCredits: 10_000,
+  /** Calls a server serves at once (all connections), by default: Lease streams and waits included. */
+  defaultMaxConcurrentCalls: 10_000,
+  /** HTTP/2 streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). */
+  maxStreamsPerConnection: 1000,
 } as const;
 
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;

@@ -37,12 +37,21 @@ import {
 } from "../../gen/ts/worq/v1/job_pb.js";
 import { LeasedJobSchema, type FailRequest, type LeasedJob } from "../../gen/ts/worq/v1/worker_service_pb.js";
 
+/** A ListValue as JSON; one with a Value that holds nothing (valid protobuf, no JSON) is refused. */
+function argsOf(spec: JobSpec, field: string): JsonValue[] {
+  try {
+    return toJson(ListValueSchema, spec.args!) as JsonValue[];
+  } catch (error) {
+    invalid(field, `is not representable as JSON: ${(error as Error).message}`);
+  }
+}
+
 /** Converts a JobSpec to engine input, refusing fields this server does not build yet (UNIMPLEMENTED). */
 export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitInput {
   if (!spec) invalid(field, "is required");
   const input: SubmitInput = { type: spec.type };
   if (spec.queue) input.queue = spec.queue;
-  if (spec.args) input.args = toJson(ListValueSchema, spec.args) as JsonValue[];
+  if (spec.args) input.args = argsOf(spec, `${field}.args`);
   if (spec.kwargs) input.kwargs = spec.kwargs as SubmitInput["kwargs"];
   if (spec.custom) input.custom = spec.custom as SubmitInput["custom"];
   if (spec.payload.byteLength > 0) input.payload = spec.payload;

@@ -2,6 +2,7 @@ import * as grpc from "@grpc/grpc-js";
 import { once } from "node:events";
 import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues, type ContextValues, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import type { ConcurrentCallLimit } from "./call-limit.js";
 
 /**
  * Mounts a Connect-style ServiceImpl on a grpc-js Server, so the service logic is written
@@ -13,6 +14,7 @@ export function addConnectService<S extends DescService>(
   service: S,
   impl: Partial<ServiceImpl<S>>,
   onCall: (method: string, code: string, seconds: number) => void = () => {},
+  limit?: ConcurrentCallLimit,
 ): void {
   const handlers: grpc.UntypedServiceImplementation = {};
   for (const method of service.methods) {
@@ -21,6 +23,17 @@ export function addConnectService<S extends DescService>(
     const toOutput = (value: unknown) => (isMessage(value, method.output) ? value : create(method.output, value as never));
     if (method.methodKind === "unary") {
       handlers[method.localName] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+        if (call.request instanceof MalformedRequest) {
+          onCall(method.name, "INVALID_ARGUMENT", 0);
+          callback(call.request.status());
+          return;
+        }
+        const leave = limit?.enter();
+        if (limit && !leave) {
+          onCall(method.name, "RESOURCE_EXHAUSTED", 0);
+          callback(limit.refusal());
+          return;
+        }
         const ctx = contextOf(call, service, method);
         const started = process.hrtime.bigint();
         const done = (code: string) => onCall(method.name, code, Number(process.hrtime.bigint() - started) / 1e9);
@@ -37,10 +50,22 @@ export function addConnectService<S extends DescService>(
               callback(status);
             },
           )
-          .finally(() => ctx.abort());
+          .finally(() => {
+            ctx.abort();
+            leave?.();
+          });
       };
     } else if (method.methodKind === "server_streaming") {
       handlers[method.localName] = async (call: grpc.ServerWritableStream<unknown, unknown>) => {
+        if (call.request instanceof MalformedRequest) {
+          call.emit("error", call.request.status());
+          return;
+        }
+        const leave = limit?.enter();
+        if (limit && !leave) {
+          call.emit("error", limit.refusal());
+          return;
+        }
         const ctx = contextOf(call, service, method);
         try {
           for await (const response of fn.call(impl, call.request, ctx) as AsyncIterable<unknown>) {
@@ -53,6 +78,7 @@ export function addConnectService<S extends DescService>(
           if (!call.cancelled) call.emit("error", statusOf(error));
         } finally {
           ctx.abort();
+          leave?.();
         }
       };
     } else {
@@ -85,15 +111,25 @@ function serializer(desc: DescMessage) {
   return (message: any) => Buffer.from(toBinary(desc, message));
 }
 
+/**
+ * A request whose bytes are not a valid message. grpc-js answers a throwing deserializer with
+ * INTERNAL "Error deserializing request" whatever the error says, so the deserializer hands
+ * this on instead and the handler answers INVALID_ARGUMENT: the client's fault, named.
+ */
+class MalformedRequest {
+  constructor(readonly reason: string) {}
+
+  status(): Partial<grpc.StatusObject> {
+    return { code: grpc.status.INVALID_ARGUMENT, details: this.reason };
+  }
+}
+
 function deserializer(desc: DescMessage) {
   return (bytes: Buffer): unknown => {
     try {
       return fromBinary(desc, bytes);
     } catch (error) {
-      // grpc-js turns a throwing deserializer into INTERNAL; a malformed message is the client's fault.
-      throw Object.assign(new Error(`malformed ${desc.typeName}: ${(error as Error).message}`), {
-        code: grpc.status.INVALID_ARGUMENT,
-      });
+      return new MalformedRequest(`malformed ${desc.typeName}: ${(error as Error).message}`);
     }
   };
 }

@@ -8,6 +8,8 @@ import { file_grpc_health_v1_health } from "../../gen/third_party/ts/grpc/health
 import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
 import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
 import { WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { LIMITS } from "../engine/limits.js";
+import { ConcurrentCallLimit } from "./call-limit.js";
 import { addConnectService } from "./grpc-adapter.js";
 
 export interface GrpcServices {
@@ -24,6 +26,8 @@ export interface GrpcServerOptions {
    * reflection serves them, so `grpcurl describe` shows the contract comments.
    */
   descriptorSet: FileDescriptorSet;
+  /** Calls served at once over all connections (see ConcurrentCallLimit). */
+  maxConcurrentCalls: number;
   /** Hears of every unary call: method, status code name, seconds. */
   onCall?: (method: string, code: string, seconds: number) => void;
   /** Run before any handler of any service (src/transport/auth: tokens, roles, submit rate). */
@@ -46,12 +50,13 @@ export function createGrpcServer(services: GrpcServices, options: GrpcServerOpti
     "grpc.keepalive_timeout_ms": 10_000,
     "grpc.keepalive_permit_without_calls": 1,
     "grpc.http2.min_ping_interval_without_data_ms": 5_000,
-    "grpc.max_concurrent_streams": 1000,
+    "grpc.max_concurrent_streams": LIMITS.maxStreamsPerConnection,
     interceptors: options.interceptors ?? [],
   });
-  addConnectService(server, ProducerService, services.producer, options.onCall);
-  addConnectService(server, WorkerService, services.worker, options.onCall);
-  addConnectService(server, AdminService, services.admin, options.onCall);
+  const limit = new ConcurrentCallLimit(options.maxConcurrentCalls);
+  addConnectService(server, ProducerService, services.producer, options.onCall, limit);
+  addConnectService(server, WorkerService, services.worker, options.onCall, limit);
+  addConnectService(server, AdminService, services.admin, options.onCall, limit);
 
   const health = new HealthImplementation({ "": "SERVING", ...Object.fromEntries(SERVICE_NAMES.map((name) => [name, "SERVING"])) });
   health.addToServer(server);

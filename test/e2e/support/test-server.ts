@@ -30,6 +30,7 @@ export async function startTestServer(overrides: Partial<ServerConfig> = {}, dat
     orphanGraceMs: 10_000,
     keepaliveIntervalMs: 15_000,
     idempotencyWindowMs: 24 * 3_600_000,
+    maxConcurrentCalls: 10_000,
     callbackAllow: [],
     logLevel: "silent",
     ...(await databaseFor(dir)),
