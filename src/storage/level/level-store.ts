@@ -14,7 +14,13 @@ type BatchOp = { type: "put"; key: string; value: Uint8Array } | { type: "del"; 
 interface NativeBatch {
   _batch(ops: BatchOp[], options: { sync: boolean }): Promise<void>;
 }
-const SYNC = { sync: true };
+/**
+ * `sync: false` only for a deliberately broken server, the fault tests' self-check
+ * (test/fault): with WORQ_TEST_ONLY_SKIP_FSYNC=1 commits are acknowledged without fsync, and
+ * the power-loss and fsync-audit tests must fail. Never set it anywhere else: acknowledged
+ * jobs are then lost on power loss.
+ */
+const SYNC = { sync: process.env.WORQ_TEST_ONLY_SKIP_FSYNC !== "1" };
 
 const LAYOUT_VERSION = "1";
 const EMPTY = new Uint8Array();
