@@ -17,7 +17,7 @@ const CYCLES = Number(process.env.WORQ_FAULT_CYCLES ?? 2);
 const LONG = CYCLES > 2;
 const PRODUCERS = 2;
 const WORKERS = 2;
-const RATE_PER_PRODUCER = LONG ? 300 : 150;
+const RATE_PER_PRODUCER = LONG ? 200 : 150;
 const ORPHAN_GRACE = "2s";
 
 describe("kill -9 under load (separate producer, worker and server processes)", () => {
@@ -62,7 +62,7 @@ describe("kill -9 under load (separate producer, worker and server processes)", 
     const acknowledged = producers.flatMap((p) => acknowledgedJids(p.lines));
     const unknown = producers.reduce((n, p) => n + p.lines.filter((line) => line.startsWith("err ")).length, 0);
     const clients = connect(port);
-    const figures = await settle(clients, acknowledged, () => executionsPerJob(workers.flatMap((w) => w.lines)), 60_000);
+    const figures = await settle(clients, acknowledged, () => executionsPerJob(workers.flatMap((w) => w.lines)), 15_000);
     await Promise.all(workers.map((w) => (w.child.kill("SIGTERM"), w.exited)));
     printFigures("kill -9 under load", {
       cycles: CYCLES,

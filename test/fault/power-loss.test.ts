@@ -49,7 +49,7 @@ describe.runIf(RUN)("power loss: unsynced data dropped at each cut (FUSE), produ
     const start = () => startWorq(dataDir, ["--port", String(port), "--http-port", "0", "--orphan-grace", "2s", "--log-level", "warn"], { env });
     server = await start();
     const addr = `127.0.0.1:${port}`;
-    const producers = [0, 1].map(() => new LineProcess(builtHelper("load-producer"), ["--addr", addr, "--rate", LONG ? "150" : "100"]));
+    const producers = [0, 1].map(() => new LineProcess(builtHelper("load-producer"), ["--addr", addr, "--rate", "100"]));
     const workers = [0, 1].map(() => new LineProcess(builtHelper("load-worker"), ["--addr", addr, "--concurrency", "4", "--work-ms", "50"]));
     processes.push(...producers, ...workers);
     for (let cycle = 1; cycle <= cycles; cycle++) {
@@ -64,7 +64,7 @@ describe.runIf(RUN)("power loss: unsynced data dropped at each cut (FUSE), produ
     await sleep(1_000);
     await Promise.all(producers.map((p) => p.finish()));
     const acknowledged = producers.flatMap((p) => acknowledgedJids(p.lines));
-    const figures = await settle(connect(port), acknowledged, () => executionsPerJob(workers.flatMap((w) => w.lines)), env.WORQ_TEST_ONLY_SKIP_FSYNC ? 5_000 : 60_000);
+    const figures = await settle(connect(port), acknowledged, () => executionsPerJob(workers.flatMap((w) => w.lines)), env.WORQ_TEST_ONLY_SKIP_FSYNC ? 5_000 : 15_000);
     await Promise.all(workers.map((w) => (w.child.kill("SIGTERM"), w.exited)));
     return figures;
   }

@@ -207,7 +207,7 @@ describe("worker faults against a real server process", () => {
     await eventually(async () => expect(await listed()).toBe(FLEET), 30_000);
     const second = await submitN(clients, 300, "fleet", 60, "load");
     const acknowledged = [...first, ...second];
-    const figures = await settle(clients, acknowledged, () => executionsPerJob(fleet.lines), 60_000);
+    const figures = await settle(clients, acknowledged, () => executionsPerJob(fleet.lines), 15_000);
     const reconnected = new Set((await clients.admin.listWorkers({})).workers.map((w) => w.workerId)).size;
     printFigures("server restart under connected workers", {
       workers: FLEET,

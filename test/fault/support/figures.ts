@@ -35,17 +35,19 @@ export function acknowledgedJids(lines: Iterable<string>): string[] {
 }
 
 /**
- * Polls the server until every acknowledged job is COMPLETED or `timeoutMs` passed, then
- * classifies them. Uses GetJob per job (the server's own view, not the workers').
+ * Polls the server until every acknowledged job is COMPLETED, or until no job completed for
+ * `stallMs` (longer than the orphan grace and the leases, so a job still open then is stuck,
+ * not merely queued behind a backlog), then classifies them. Uses GetJob per job (the
+ * server's own view, not the workers').
  */
 export async function settle(
   clients: WorqClients,
   acknowledged: readonly string[],
   runs: () => Map<string, number>,
-  timeoutMs: number,
+  stallMs: number,
 ): Promise<Figures & { lostJids: string[]; stuckJids: string[] }> {
-  const deadline = Date.now() + timeoutMs;
   let open = [...new Set(acknowledged)];
+  let progressAt = Date.now();
   const lostJids: string[] = [];
   for (;;) {
     const still: string[] = [];
@@ -67,8 +69,9 @@ export async function settle(
         else if (states[k] !== JobState.COMPLETED) still.push(jid);
       });
     }
+    if (still.length < open.length) progressAt = Date.now();
     open = still;
-    if (open.length === 0 || Date.now() > deadline) break;
+    if (open.length === 0 || Date.now() - progressAt > stallMs) break;
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
   const executed = runs();
