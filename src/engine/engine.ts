@@ -998,7 +998,7 @@ export class Engine {
     // jobs are still SCHEDULED on disk and run again (at least once); a report about them
     // is committed after the lease, in order, so nothing a worker is told goes backwards.
     const leasesDurable = this.persist(writes);
-    leasesDurable.catch(() => {}); // storage failure is fatal and reported through onFatal
+    leasesDurable.catch(() => {}); // a storage failure is reported through onFatal
     const bodyOf = new Map<string, JobBody | undefined>();
     const misses: string[] = [];
     for (const list of grants.values()) {
@@ -1168,7 +1168,7 @@ export class Engine {
       const next = await this.store.nextPurgeAtMs();
       if (next !== undefined) this.schedulePurge(next);
     } catch {
-      // A storage failure is fatal and reported through onFatal.
+      // A storage failure is reported through onFatal (the owner replaces this engine).
     } finally {
       this.purging = false;
     }

@@ -75,6 +75,9 @@ describe("the HTTP side: Connect protocol with curl, /healthz, /metrics (real se
       'worq_rpc_duration_seconds_count{method="Ack",code="OK"}',
       "worq_store_write_duration_seconds_count",
       "worq_store_batch_operations_bucket",
+      "worq_connected_workers ",
+      "worq_result_waiters 0",
+      "worq_lease_slots ",
       "worq_process_resident_memory_bytes",
     ]) {
       expect(body, series).toContain(series);

@@ -1171,18 +1171,23 @@ describe("Engine: counters and info", () => {
     expect(engine.info()).toEqual({
       connectedWorkers: 0,
       liveJobs: 0,
+      resultWaiters: 0,
+      leaseSlots: 0,
       counters: { submitted: 0, processed: 0, failed: 0, evicted: 0 },
       storeKind: "memory",
     });
     await engine.submit([{ type: "a" }, { type: "b" }, { type: "c" }], batch);
     const { sink, session } = await lease(engine, ["default"], 3);
     const [a, b, c] = sink.grants;
+    expect(engine.info().leaseSlots).toBe(3);
     await engine.ack(a!.meta.jid, a!.meta.lease!.leaseId, new Uint8Array());
     await engine.fail(b!.meta.jid, b!.meta.lease!.leaseId, report());
     await engine.fail(c!.meta.jid, c!.meta.lease!.leaseId, report({ category: "PERMANENT" }));
     expect(engine.info()).toEqual({
       connectedWorkers: 1,
       liveJobs: 1,
+      resultWaiters: 0,
+      leaseSlots: 0, // every lease reported
       counters: { submitted: 3, processed: 1, failed: 2, evicted: 0 },
       storeKind: "memory",
     });
