@@ -45,16 +45,18 @@ describe("kill -9 under load (separate producer, worker and server processes)", 
     await Promise.all(workers.map((w) => w.waitFor((line) => line.startsWith("ready"))));
 
     const restartMs: number[] = [];
+    const acked = () => producers.reduce((n, p) => n + acknowledgedJids(p.lines).length, 0);
     for (let cycle = 1; cycle <= CYCLES; cycle++) {
-      // A random moment: submits, leases and acks are all in flight by then.
+      // A random moment once submits are being acknowledged: submits, leases and acks are all in flight.
+      const before = acked();
       await sleep((LONG ? 2_000 : 800) + Math.random() * (LONG ? 4_000 : 1_200));
+      for (let waited = 0; acked() < before + 20 && waited < 30_000; waited += 100) await sleep(100);
       server.child.kill("SIGKILL");
       expect((await server.exited).signal).toBe("SIGKILL");
       const killedAt = Date.now();
       server = await start();
       restartMs.push(Date.now() - killedAt);
-      const acked = producers.reduce((n, p) => n + acknowledgedJids(p.lines).length, 0);
-      process.stdout.write(`kill cycle ${cycle}/${CYCLES}: ${acked} acknowledged so far, restarted in ${restartMs.at(-1)} ms\n`);
+      process.stdout.write(`kill cycle ${cycle}/${CYCLES}: ${acked()} acknowledged so far, restarted in ${restartMs.at(-1)} ms\n`);
     }
     await sleep(1_000); // load on the last incarnation too
     await Promise.all(producers.map((p) => p.finish()));

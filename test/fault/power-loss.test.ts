@@ -52,14 +52,19 @@ describe.runIf(RUN)("power loss: unsynced data dropped at each cut (FUSE), produ
     const producers = [0, 1].map(() => new LineProcess(builtHelper("load-producer"), ["--addr", addr, "--rate", "100"]));
     const workers = [0, 1].map(() => new LineProcess(builtHelper("load-worker"), ["--addr", addr, "--concurrency", "4", "--work-ms", "50"]));
     processes.push(...producers, ...workers);
+    const acked = () => producers.reduce((n, p) => n + acknowledgedJids(p.lines).length, 0);
     for (let cycle = 1; cycle <= cycles; cycle++) {
+      // A random moment once submits are being acknowledged (on a busy machine the first
+      // acknowledgements can take seconds): a cut before any would test nothing.
+      const before = acked();
       await sleep((LONG ? 2_000 : 1_000) + Math.random() * (LONG ? 3_000 : 1_000));
+      for (let waited = 0; acked() < before + 20 && waited < 30_000; waited += 100) await sleep(100);
       server.child.kill("SIGKILL");
       await server.exited;
       await fs.powerCut();
       await fs.mount();
       server = await start();
-      process.stdout.write(`power cycle ${cycle}/${cycles}: ${producers.reduce((n, p) => n + acknowledgedJids(p.lines).length, 0)} acknowledged so far\n`);
+      process.stdout.write(`power cycle ${cycle}/${cycles}: ${acked()} acknowledged so far\n`);
     }
     await sleep(1_000);
     await Promise.all(producers.map((p) => p.finish()));
