@@ -17,7 +17,7 @@ const CYCLES = Number(process.env.WORQ_FAULT_CYCLES ?? 2);
 const LONG = CYCLES > 2;
 const PRODUCERS = 2;
 const WORKERS = 2;
-const RATE_PER_PRODUCER = LONG ? 200 : 150;
+const RATE_PER_PRODUCER = LONG ? 200 : 100;
 const ORPHAN_GRACE = "2s";
 
 describe("kill -9 under load (separate producer, worker and server processes)", () => {

@@ -49,7 +49,7 @@ describe.runIf(RUN)("power loss: unsynced data dropped at each cut (FUSE), produ
     const start = () => startWorq(dataDir, ["--port", String(port), "--http-port", "0", "--orphan-grace", "2s", "--log-level", "warn"], { env });
     server = await start();
     const addr = `127.0.0.1:${port}`;
-    const producers = [0, 1].map(() => new LineProcess(builtHelper("load-producer"), ["--addr", addr, "--rate", "100"]));
+    const producers = [0, 1].map(() => new LineProcess(builtHelper("load-producer"), ["--addr", addr, "--rate", LONG ? "100" : "60"]));
     const workers = [0, 1].map(() => new LineProcess(builtHelper("load-worker"), ["--addr", addr, "--concurrency", "4", "--work-ms", "50"]));
     processes.push(...producers, ...workers);
     const acked = () => producers.reduce((n, p) => n + acknowledgedJids(p.lines).length, 0);
