@@ -62,13 +62,20 @@ export async function startServer(config: ServerConfig, log: Logger): Promise<Ru
   let health: HealthImplementation | undefined;
   let serving = true;
   const onBatch = (seconds: number, operations: number) => metrics.observeStoreWrite(seconds, operations);
-  const { store, location, dataBytes } = createStore(config, onBatch);
+  // Replaced, with its engine, when storage recovers (dataBytes asks the store in use).
+  let configured = createStore(config, onBatch);
+  const { store, location } = configured;
   const recovery: StoreRecovery = new StoreRecovery({
     // A LevelDB data dir can be probed with a file write; PostgreSQL only by reopening.
     ...(store.kind === "leveldb" && { probeDir: location }),
     log,
     closeFailed: () => handle!.current().close(),
-    reopen: () => openEngine(createStore(config, onBatch).store),
+    reopen: async () => {
+      const next = createStore(config, onBatch);
+      const engine = await openEngine(next.store);
+      configured = next;
+      return engine;
+    },
     recovered: (engine) => {
       handle!.swap(engine);
       stopTimers();
@@ -112,7 +119,7 @@ export async function startServer(config: ServerConfig, log: Logger): Promise<Ru
       version: packageVersion(),
       startedAtMs,
       clock: systemClock,
-      dataBytes,
+      dataBytes: () => configured.dataBytes(),
       connectedClients: async () =>
         grpcSessions(server) + (await new Promise<number>((ok) => http.getConnections((error, count) => ok(error ? 0 : count)))),
     }),

@@ -45,9 +45,7 @@ export async function startSecureServer(overrides: Partial<ServerConfig> = {}): 
     authTokensFile: writeTokenFile(dir),
     ...overrides,
   };
-  const running = await startServer(config, createLogger(process.env.WORQ_TEST_LOG ? "info" : "silent"), (error) => {
-    throw error;
-  });
+  const running = await startServer(config, createLogger(process.env.WORQ_TEST_LOG ? "info" : "silent"));
   return {
     port: running.grpcPort,
     httpPort: running.httpPort,
