@@ -1,3 +1,4 @@
+import { hostname } from "node:os";
 import { parseArgs } from "node:util";
 import { LIMITS } from "./engine/limits.js";
 import type { LogLevel } from "./log.js";
@@ -32,12 +33,23 @@ export interface ServerConfig {
   publicReflection?: boolean;
   /** Per-token limit on submitted jobs. */
   submitRate?: SubmitRate;
+  /** Run as one node of a cluster on the --store database (src/cluster, docs/deploy.md). */
+  cluster?: ClusterConfig;
+}
+
+export interface ClusterConfig {
+  /** Names this node in server info and worker labels; 1–48 of [A-Za-z0-9._-]. */
+  nodeId: string;
+  /** The host other nodes and clients reach this node at (its ports are the bound ones). */
+  advertiseHost: string;
+  /** With TLS: the CA bundle a leader's certificate must chain to, on the links between nodes. */
+  caFile?: string;
 }
 
 export const SERVE_HELP = `Usage: worq serve [options]
 
 Runs the Worq server: gRPC on --host:--port, data in --data-dir (LevelDB) or, with --store,
-in a PostgreSQL database (one server per database; see docs/deploy.md).
+in a PostgreSQL database (one server per database, or a --cluster of them; see docs/deploy.md).
 
 Options (environment variable in brackets):
   --host <addr>               address to bind [WORQ_HOST] (default 127.0.0.1)
@@ -54,6 +66,14 @@ Options (environment variable in brackets):
   --callback-allow <origins>  comma-separated origins callback_url may target, e.g. https://hooks.example.com [WORQ_CALLBACK_ALLOW] (default none)
   --log-level <level>         debug | info | warn | error | silent [WORQ_LOG_LEVEL] (default info; debug logs every job state change, never job data)
   -h, --help                  show this help
+
+Cluster (several servers on one PostgreSQL database; docs/deploy.md):
+  --cluster                   join the cluster of --store: one node leads (runs the engine), the
+                              others forward every call to it and take over when it dies [WORQ_CLUSTER=1]
+  --node-id <id>              this node's name, 1-48 of A-Z a-z 0-9 . _ - [WORQ_NODE_ID] (default <hostname>-<pid>)
+  --advertise-host <host>     where the other nodes reach this one [WORQ_ADVERTISE_HOST] (default --host, or the hostname when --host is 0.0.0.0 or ::)
+  --cluster-ca <file>         with TLS: PEM CA bundle the leader's certificate must chain to, on the links
+                              between nodes [WORQ_CLUSTER_CA] (default --tls-client-ca, else --tls-cert itself)
 
 Security (docs/security.md):
   --tls-cert <file>           PEM certificate chain: serve TLS on both ports [WORQ_TLS_CERT]
@@ -92,6 +112,10 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       "public-reflection": { type: "boolean" },
       "submit-rate": { type: "string" },
       insecure: { type: "boolean" },
+      cluster: { type: "boolean" },
+      "node-id": { type: "string" },
+      "advertise-host": { type: "string" },
+      "cluster-ca": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
     strict: true,
@@ -126,7 +150,29 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     throw new Error("--keepalive-interval must be between 10ms and 30s");
   }
   refuseOpenNetworkBind(config, pickSwitch("insecure", "WORQ_INSECURE"));
+  if (pickSwitch("cluster", "WORQ_CLUSTER")) {
+    config.cluster = clusterOf(config, pick("node-id", "WORQ_NODE_ID"), pick("advertise-host", "WORQ_ADVERTISE_HOST"), pick("cluster-ca", "WORQ_CLUSTER_CA"));
+  } else {
+    for (const [flag, envName] of [["node-id", "WORQ_NODE_ID"], ["advertise-host", "WORQ_ADVERTISE_HOST"], ["cluster-ca", "WORQ_CLUSTER_CA"]] as const) {
+      if (pick(flag, envName) !== undefined) throw new Error(`--${flag} is a cluster setting: it needs --cluster`);
+    }
+  }
   return config;
+}
+
+function clusterOf(config: ServerConfig, nodeId: string | undefined, advertiseHost: string | undefined, caFile: string | undefined): ClusterConfig {
+  if (config.store === undefined) {
+    throw new Error("--cluster needs --store postgres://…: the nodes of a cluster share one PostgreSQL database (LevelDB is one server's own)");
+  }
+  const id = nodeId ?? `${hostname().replace(/[^A-Za-z0-9._-]/g, "-").slice(0, 36)}-${process.pid}`;
+  if (!/^[A-Za-z0-9._-]{1,48}$/.test(id)) throw new Error(`--node-id must be 1-48 of A-Z a-z 0-9 . _ -, got ${JSON.stringify(id)}`);
+  if (caFile !== undefined && !config.tls) throw new Error("--cluster-ca is for TLS links between nodes: it needs --tls-cert and --tls-key");
+  const wildcard = ["0.0.0.0", "::", "[::]"].includes(config.host);
+  return {
+    nodeId: id,
+    advertiseHost: advertiseHost ?? (wildcard ? hostname() : config.host),
+    ...(config.tls && { caFile: caFile ?? config.tls.clientCaFile ?? config.tls.certFile }),
+  };
 }
 
 function securityOf(

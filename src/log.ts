@@ -15,8 +15,9 @@ export interface Logger {
 
 export type LogLevel = "debug" | "info" | "warn" | "error" | "silent";
 
-export function createLogger(level: LogLevel = "info", destination: NodeJS.WritableStream = process.stderr): Logger {
-  const log: Pino = pino({ level, base: undefined, timestamp: pino.stdTimeFunctions.isoTime }, destination);
+/** `fields` go on every line (a cluster node's id, say). */
+export function createLogger(level: LogLevel = "info", destination: NodeJS.WritableStream = process.stderr, fields?: Record<string, unknown>): Logger {
+  const log: Pino = pino({ level, base: fields, timestamp: pino.stdTimeFunctions.isoTime }, destination);
   return {
     debug: (message, fields = {}) => log.debug(fields, message),
     info: (message, fields = {}) => log.info(fields, message),

@@ -1,6 +1,6 @@
 import * as grpc from "@grpc/grpc-js";
 import { fromBinary } from "@bufbuild/protobuf";
-import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt";
+import { FileDescriptorSetSchema, type FileDescriptorSet } from "@bufbuild/protobuf/wkt";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ServerConfig } from "./config.js";
@@ -26,6 +26,7 @@ import { grpcAccessInterceptor } from "./transport/auth/grpc-interceptor.js";
 import { loadTokenFile } from "./transport/auth/token-file.js";
 import { createStore } from "./storage/open-store.js";
 import type { Store } from "./engine/store.js";
+import type { ClusterNodeView } from "./transport/admin-service.js";
 
 export interface RunningServer {
   grpcPort: number;
@@ -42,8 +43,25 @@ export interface RunningServer {
 /** Overhead a batch or a job's non-data fields may add above the job data limit. */
 const MESSAGE_OVERHEAD_BYTES = 4 * 1024 * 1024;
 
+/** The largest message either port accepts or sends. */
+export function maxMessageBytes(config: ServerConfig): number {
+  return Math.max(config.maxJobBytes * 2, config.maxJobBytes + MESSAGE_OVERHEAD_BYTES);
+}
+
+/** How a cluster node (src/cluster/cluster-node.ts) runs a server as its leader. */
+export interface LeaderHooks {
+  /** Names the store's PostgreSQL connections: the cluster finds its leader by it. */
+  applicationName: string;
+  /** Runs once the store is open (the writer lock is held) and before the ports are bound. */
+  beforeBind(): Promise<void>;
+  /** Replaces storage recovery: a leader whose store fails steps down instead. */
+  onStorageFailure(error: unknown): void;
+  /** For server info: this node and the cluster's nodes. */
+  cluster: { nodeId: string; nodes: () => Promise<ClusterNodeView[]> };
+}
+
 /** The composition root: config -> store -> engine -> gRPC server. */
-export async function startServer(config: ServerConfig, log: Logger): Promise<RunningServer> {
+export async function startServer(config: ServerConfig, log: Logger, leader?: LeaderHooks): Promise<RunningServer> {
   // Read every key and token file before opening the store: a bad path fails the start at once.
   const tls = config.tls && {
     cert: readFileSync(config.tls.certFile),
@@ -63,7 +81,7 @@ export async function startServer(config: ServerConfig, log: Logger): Promise<Ru
   let serving = true;
   const onBatch = (seconds: number, operations: number) => metrics.observeStoreWrite(seconds, operations);
   // Replaced, with its engine, when storage recovers (dataBytes asks the store in use).
-  let configured = createStore(config, onBatch);
+  let configured = createStore(config, onBatch, leader?.applicationName);
   const { store, location } = configured;
   const recovery: StoreRecovery = new StoreRecovery({
     // A LevelDB data dir can be probed with a file write; PostgreSQL only by reopening.
@@ -71,7 +89,7 @@ export async function startServer(config: ServerConfig, log: Logger): Promise<Ru
     log,
     closeFailed: () => handle!.current().close(),
     reopen: async () => {
-      const next = createStore(config, onBatch);
+      const next = createStore(config, onBatch, leader?.applicationName);
       const engine = await openEngine(next.store);
       configured = next;
       return engine;
@@ -98,7 +116,7 @@ export async function startServer(config: ServerConfig, log: Logger): Promise<Ru
         metrics.observeWrites(writes);
         logLifecycle(log, writes);
       },
-      onFatal: (error) => recovery.storeFailed(error),
+      onFatal: (error) => (leader ? leader.onStorageFailure(error) : recovery.storeFailed(error)),
     });
     try {
       await engine.open();
@@ -122,15 +140,16 @@ export async function startServer(config: ServerConfig, log: Logger): Promise<Ru
       dataBytes: () => configured.dataBytes(),
       connectedClients: async () =>
         grpcSessions(server) + (await new Promise<number>((ok) => http.getConnections((error, count) => ok(error ? 0 : count)))),
+      ...(leader && { cluster: leader.cluster }),
     }),
   };
-  const maxRequestBytes = Math.max(config.maxJobBytes * 2, config.maxJobBytes + MESSAGE_OVERHEAD_BYTES);
+  const maxRequestBytes = maxMessageBytes(config);
   // gRPC always speaks binary protobuf, so its Lease streams send jobs pre-encoded.
   const grpcServices = { ...services, worker: createWorkerService(engine, log, { keepaliveIntervalMs: config.keepaliveIntervalMs, binaryOnly: true }) };
   const grpcServer = createGrpcServer(grpcServices, {
     maxReceiveMessageBytes: maxRequestBytes,
     maxConcurrentCalls: config.maxConcurrentCalls,
-    descriptorSet: fromBinary(FileDescriptorSetSchema, readFileSync(join(packageRoot(), "gen/descriptors/worq.binpb"))),
+    descriptorSet: worqDescriptorSet(),
     onCall: (method, code, seconds) => metrics.observeRpc(method, code, seconds),
     // Refused calls never reach a handler: count them here, under their code. Without tokens
     // or a submit rate nothing is refused, and a per-call interceptor would only cost time.
@@ -139,18 +158,27 @@ export async function startServer(config: ServerConfig, log: Logger): Promise<Ru
   const server = grpcServer.server;
   health = grpcServer.health;
   const http = createHttpServer({ services, engine, metrics, healthy: () => serving && !recovery.degraded, maxRequestBytes, access, ...(tls && { tls }) });
+  await leader?.beforeBind();
   const grpcCredentials = tls
     ? grpc.ServerCredentials.createSsl(tls.ca ?? null, [{ cert_chain: tls.cert, private_key: tls.key }], tls.ca !== undefined)
     : grpc.ServerCredentials.createInsecure();
-  const grpcPort = await new Promise<number>((ok, fail) =>
-    server.bindAsync(`${config.host}:${config.port}`, grpcCredentials, (error, port) =>
-      error ? fail(error) : ok(port),
-    ),
-  );
-  const httpPort = await new Promise<number>((ok, fail) => {
-    http.once("error", fail);
-    http.listen(config.httpPort, config.host, () => ok((http.address() as AddressInfo).port));
-  });
+  let grpcPort: number, httpPort: number;
+  try {
+    grpcPort = await new Promise<number>((ok, fail) =>
+      server.bindAsync(`${config.host}:${config.port}`, grpcCredentials, (error, port) => (error ? fail(error) : ok(port))),
+    );
+    httpPort = await new Promise<number>((ok, fail) => {
+      http.once("error", fail);
+      http.listen(config.httpPort, config.host, () => ok((http.address() as AddressInfo).port));
+    });
+  } catch (error) {
+    // Release the store (and its lock: a cluster must not be left with a leader that never serves).
+    server.forceShutdown();
+    stopTimers();
+    webhooks.stop();
+    await engine.close().catch(() => {});
+    throw error;
+  }
   const info = engine.info();
   log.info("recovered", { liveJobs: info.liveJobs, store: store.kind, location });
   log.info("security", {
@@ -191,6 +219,14 @@ export async function startServer(config: ServerConfig, log: Logger): Promise<Ru
     return tokens.length;
   };
   return { grpcPort, httpPort, tls: tls !== undefined, reloadTokens, close };
+}
+
+/**
+ * The worq.v1 files (and their imports) with source info, from gen/descriptors/worq.binpb:
+ * reflection serves them, so `grpcurl describe` shows the contract comments.
+ */
+export function worqDescriptorSet(): FileDescriptorSet {
+  return fromBinary(FileDescriptorSetSchema, readFileSync(join(packageRoot(), "gen/descriptors/worq.binpb")));
 }
 
 /**

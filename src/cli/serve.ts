@@ -1,6 +1,8 @@
 import { parseServeArgs, SERVE_HELP } from "../config.js";
 import { createLogger } from "../log.js";
 import { startServer } from "../main.js";
+import { startClusterNode } from "../cluster/cluster-node.js";
+import { redactedUrl } from "../storage/postgres/url.js";
 
 /**
  * `worq serve`: runs the server until SIGTERM or SIGINT. Its flags are parsed by
@@ -19,8 +21,9 @@ export async function serve(argv: string[]): Promise<void> {
     process.stdout.write(`${SERVE_HELP}\n`);
     return;
   }
-  const log = createLogger(config.logLevel);
-  const server = await startServer(config, log).catch((error: unknown) => {
+  const log = createLogger(config.logLevel, process.stderr, config.cluster && { node: config.cluster.nodeId });
+  const start = config.cluster && config.store ? startClusterNode({ ...config, cluster: config.cluster, store: config.store }, log) : startServer(config, log);
+  const server = await start.catch((error: unknown) => {
     log.error("cannot start", { error: (error as Error).message });
     process.exit(1);
   });
@@ -48,11 +51,12 @@ export async function serve(argv: string[]): Promise<void> {
     msg: "worq listening",
     grpc: `${config.host}:${server.grpcPort}`,
     grpcPort: server.grpcPort,
-    dataDir: config.dataDir,
+    ...(config.store ? { store: redactedUrl(config.store) } : { dataDir: config.dataDir }),
     pid: process.pid,
     http: `${config.host}:${server.httpPort}`,
     httpPort: server.httpPort,
     tls: server.tls,
+    ...(config.cluster && { node: config.cluster.nodeId, cluster: true }),
   };
   process.stdout.write(`${JSON.stringify(listening)}\n`);
 }

@@ -21,14 +21,18 @@ export interface ConfiguredStore {
 export function createStore(
   config: { store?: string | undefined; dataDir: string },
   onBatch: (seconds: number, operations: number) => void = () => {},
+  applicationName?: string,
 ): ConfiguredStore {
-  return storeAt(config.store ?? config.dataDir, onBatch);
+  return storeAt(config.store ?? config.dataDir, onBatch, applicationName);
 }
 
-/** The store at `location`: a postgres:// URL, or else a LevelDB data dir. */
-export function storeAt(location: string, onBatch: (seconds: number, operations: number) => void = () => {}): ConfiguredStore {
+/**
+ * The store at `location`: a postgres:// URL, or else a LevelDB data dir. `applicationName`
+ * names the PostgreSQL connections (a cluster finds its leader by it, src/cluster).
+ */
+export function storeAt(location: string, onBatch: (seconds: number, operations: number) => void = () => {}, applicationName?: string): ConfiguredStore {
   if (isPostgresUrl(location)) {
-    const store = new PostgresStore(location, onBatch);
+    const store = new PostgresStore(location, onBatch, undefined, applicationName);
     return { store, location: redactedUrl(location), dataBytes: () => store.databaseBytes() };
   }
   const dataDir = resolve(location);

@@ -18,6 +18,19 @@ export interface AdminServiceOptions {
   dataBytes: () => Promise<number>;
   /** Open client connections. */
   connectedClients: () => Promise<number>;
+  /** Set when this server leads a cluster (src/cluster): its node id and every live node. */
+  cluster?: { nodeId: string; nodes: () => Promise<ClusterNodeView[]> };
+}
+
+/** One node of a cluster, as server info shows it. */
+export interface ClusterNodeView {
+  nodeId: string;
+  role: "leader" | "follower";
+  grpcAddress: string;
+  httpAddress: string;
+  version: string;
+  startedAtMs: number;
+  heartbeatAtMs: number;
 }
 
 /** worq.v1.AdminService: decode, call the engine, encode. */
@@ -78,6 +91,18 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
         store: info.storeKind,
         dataBytes: BigInt(await options.dataBytes()),
         connectedClients: await options.connectedClients(),
+        ...(options.cluster && {
+          nodeId: options.cluster.nodeId,
+          clusterNodes: (await options.cluster.nodes()).map((node) => ({
+            nodeId: node.nodeId,
+            role: node.role,
+            grpcAddress: node.grpcAddress,
+            httpAddress: node.httpAddress,
+            version: node.version,
+            startedAt: timestampFromMs(node.startedAtMs),
+            lastSeen: timestampFromMs(node.heartbeatAtMs),
+          })),
+        }),
       };
     }),
     listWorkers: guarded("ListWorkers", log, async () => ({

@@ -43,28 +43,36 @@ const HEALTH_SERVICE = "grpc.health.v1.Health";
  * (a killed worker's jobs come back), and message sizes are bounded both ways.
  */
 export function createGrpcServer(services: GrpcServices, options: GrpcServerOptions): { server: grpc.Server; health: HealthImplementation } {
-  const server = new grpc.Server({
-    "grpc.max_receive_message_length": options.maxReceiveMessageBytes,
-    "grpc.max_send_message_length": options.maxReceiveMessageBytes,
+  const server = new grpc.Server({ ...serverChannelOptions(options.maxReceiveMessageBytes), interceptors: options.interceptors ?? [] });
+  const limit = new ConcurrentCallLimit(options.maxConcurrentCalls);
+  addConnectService(server, ProducerService, services.producer, options.onCall, limit);
+  addConnectService(server, WorkerService, services.worker, options.onCall, limit);
+  addConnectService(server, AdminService, services.admin, options.onCall, limit);
+  return { server, health: addHealthAndReflection(server, options.descriptorSet) };
+}
+
+/** grpc-js server options: message size limits both ways, keepalive, streams per connection. */
+export function serverChannelOptions(maxMessageBytes: number): grpc.ServerOptions {
+  return {
+    "grpc.max_receive_message_length": maxMessageBytes,
+    "grpc.max_send_message_length": maxMessageBytes,
     "grpc.keepalive_time_ms": 10_000,
     "grpc.keepalive_timeout_ms": 10_000,
     "grpc.keepalive_permit_without_calls": 1,
     "grpc.http2.min_ping_interval_without_data_ms": 5_000,
     "grpc.max_concurrent_streams": LIMITS.maxStreamsPerConnection,
-    interceptors: options.interceptors ?? [],
-  });
-  const limit = new ConcurrentCallLimit(options.maxConcurrentCalls);
-  addConnectService(server, ProducerService, services.producer, options.onCall, limit);
-  addConnectService(server, WorkerService, services.worker, options.onCall, limit);
-  addConnectService(server, AdminService, services.admin, options.onCall, limit);
+  };
+}
 
+/** Adds grpc.health.v1.Health (every service SERVING) and reflection (v1 and v1alpha) of the worq services. */
+export function addHealthAndReflection(server: grpc.Server, descriptorSet: FileDescriptorSet): HealthImplementation {
   const health = new HealthImplementation({ "": "SERVING", ...Object.fromEntries(SERVICE_NAMES.map((name) => [name, "SERVING"])) });
   health.addToServer(server);
 
   // @grpc/reflection reads only `fileDescriptorProtos`; hand it the raw descriptors
   // (its proto-loader path emits invalid descriptors for map fields, research/stack.md §1.7).
   // Health's descriptor comes from protoc-gen-es (it has no comments worth showing).
-  const worqFiles = options.descriptorSet.file;
+  const worqFiles = descriptorSet.file;
   const known = new Set(worqFiles.map((file) => file.name));
   const healthFiles = withDependencies([file_grpc_health_v1_health]).filter((file) => !known.has(file.name));
   const files = [...worqFiles, ...healthFiles.map((file) => file.proto)].map((proto) =>
@@ -72,7 +80,7 @@ export function createGrpcServer(services: GrpcServices, options: GrpcServerOpti
   );
   const packageDefinition = { all: { fileDescriptorProtos: files } };
   new ReflectionService(packageDefinition as never, { services: [...SERVICE_NAMES, HEALTH_SERVICE] }).addToServer(server);
-  return { server, health };
+  return health;
 }
 
 /** `roots` and every file they import, dependencies first. */

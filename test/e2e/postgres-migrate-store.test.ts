@@ -40,10 +40,11 @@ describe.skipIf(!postgresAvailable())("worq migrate and worq migrate-store (real
     const first = await runCli(["migrate", "--store", url]);
     expect(first.code, first.stderr).toBe(0);
     expect(first.stdout).toMatch(/^applied migration 1: /m);
-    expect(first.stdout).toContain("is now at schema version 1");
+    expect(first.stdout).toMatch(/^applied migration 2: cluster nodes/m);
+    expect(first.stdout).toContain("is now at schema version 2");
     const again = await runCli(["migrate"], { env: { WORQ_STORE: url } });
     expect(again.code, again.stderr).toBe(0);
-    expect(again.stdout).toMatch(/is at schema version 1: nothing to apply/);
+    expect(again.stdout).toMatch(/is at schema version 2: nothing to apply/);
     expect((await runCli(["migrate", "--store", "./some-dir"])).code).toBe(2);
   });
 

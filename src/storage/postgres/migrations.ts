@@ -57,6 +57,23 @@ export const MIGRATIONS: readonly { version: number; name: string; sql: string }
       );
     `,
   },
+  {
+    version: 2,
+    name: "cluster nodes",
+    // One row per server process of a cluster (src/cluster/node-registry.ts), upserted by
+    // its heartbeat. Which node leads is not stored here: it is whoever holds the writer
+    // lock, read from pg_locks, so a dead leader can never look alive in this table.
+    sql: `
+      CREATE TABLE worq_nodes (
+        node_id text COLLATE "C" PRIMARY KEY,
+        grpc_address text NOT NULL,
+        http_address text NOT NULL,
+        version text NOT NULL,
+        started_at_ms bigint NOT NULL,
+        heartbeat_at_ms bigint NOT NULL
+      );
+    `,
+  },
 ];
 
 /** Serialises migrations of one database across processes (pg_advisory_xact_lock key). */

@@ -9,11 +9,16 @@ import { applyMigrations } from "./migrations.js";
 import { redactedUrl } from "./url.js";
 
 /**
- * Held (pg_try_advisory_lock, session level) by the one server writing a database. The engine
- * keeps every live job in memory and is the only writer, so a second server on the same
- * database would corrupt it: it is refused at open instead. Multi-node is not built yet.
+ * Held (pg_try_advisory_lock, session level) by the writer connection of the one server
+ * writing a database. The engine keeps every live job in memory and is the only writer, so a
+ * second writer on the same database would corrupt it: it is refused at open instead. In a
+ * cluster (src/cluster) holding this lock is what makes a node the leader; the lock goes with
+ * the connection, so every write that succeeds was made by the current holder.
  */
-const SINGLE_WRITER_LOCK = 0x776f7271_00; // "worq" 0
+export const SINGLE_WRITER_LOCK = 0x776f7271_00; // "worq" 0
+
+/** open() found the writer lock held by another connection: another server writes this database. */
+export class WriterLockHeldError extends Error {}
 
 /** Rows per round trip when a listing streams a whole table (recovery). */
 const PAGE_ROWS = 1000;
@@ -41,9 +46,11 @@ export class PostgresStore implements Store {
     readonly url: string,
     onBatch: (seconds: number, rows: number) => void = () => {},
     private readonly statementDataBytes = STATEMENT_DATA_BYTES,
+    /** Names this server's connections in pg_stat_activity (a cluster finds its leader by it). */
+    applicationName = "worq",
   ) {
     // Whatever the server's or role's default, a commit is durable when it returns.
-    const config = { connectionString: url, options: "-c synchronous_commit=on" };
+    const config = { connectionString: url, options: "-c synchronous_commit=on", application_name: applicationName };
     this.writer = new pg.Client(config);
     this.writer.on("error", (error) => (this.writerError ??= error));
     this.pool = new pg.Pool({ ...config, max: 4 });
@@ -67,8 +74,8 @@ export class PostgresStore implements Store {
     const { rows } = await this.writer.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1) AS locked", [SINGLE_WRITER_LOCK]);
     if (!rows[0]!.locked) {
       await this.writer.end();
-      throw new Error(
-        `another Worq server is using ${redactedUrl(this.url)}: one server per database (several servers on one database is not supported yet)`,
+      throw new WriterLockHeldError(
+        `another Worq server is using ${redactedUrl(this.url)}: one server per database, unless every server runs with --cluster (docs/deploy.md)`,
       );
     }
   }

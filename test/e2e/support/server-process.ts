@@ -7,6 +7,8 @@ export const WORQ_CLI = fileURLToPath(new URL("../../../dist/src/cli/worq.js", i
 
 export interface ServerProcess {
   port: number;
+  /** The HTTP side's port. */
+  httpPort: number;
   child: ChildProcess;
   /** Collected stderr (structured logs). */
   stderr: () => string;
@@ -24,14 +26,15 @@ export async function spawnServer(dataDir: string, extraArgs: string[] = []): Pr
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once("exit", (code, signal) => resolve({ code, signal })),
   );
-  const port = await new Promise<number>((resolve, reject) => {
+  const [port, httpPort] = await new Promise<[number, number]>((resolve, reject) => {
     const lines = createInterface({ input: child.stdout! });
     lines.on("line", (line) => {
-      const match = /"grpcPort":(\d+)/.exec(line);
-      if (match) resolve(Number(match[1]));
+      const grpc = /"grpcPort":(\d+)/.exec(line);
+      const http = /"httpPort":(\d+)/.exec(line);
+      if (grpc && http) resolve([Number(grpc[1]), Number(http[1])]);
     });
     void exited.then(({ code }) => reject(new Error(`worq serve exited (${code}) before listening:\n${stderr}`)));
     setTimeout(() => reject(new Error(`worq serve did not start within 15 s:\n${stderr}`)), 15_000);
   });
-  return { port, child, stderr: () => stderr, exited };
+  return { port, httpPort, child, stderr: () => stderr, exited };
 }

@@ -721,8 +721,15 @@ type GetServerInfoResponse struct {
 	DataBytes uint64 `protobuf:"varint,11,opt,name=data_bytes,json=dataBytes,proto3" json:"data_bytes,omitempty"`
 	// Open client connections: gRPC (HTTP/2) sessions plus HTTP connections.
 	ConnectedClients uint32 `protobuf:"varint,12,opt,name=connected_clients,json=connectedClients,proto3" json:"connected_clients,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The node that answered: in a cluster (several servers on one PostgreSQL database,
+	// docs/deploy.md) always the leader, since followers forward every call to it; empty
+	// when the server runs alone.
+	NodeId string `protobuf:"bytes,13,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Every node of the cluster that reported in the last 10 s, leader first, then by node id;
+	// empty when the server runs alone.
+	ClusterNodes  []*ClusterNode `protobuf:"bytes,14,rep,name=cluster_nodes,json=clusterNodes,proto3" json:"cluster_nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetServerInfoResponse) Reset() {
@@ -839,6 +846,121 @@ func (x *GetServerInfoResponse) GetConnectedClients() uint32 {
 	return 0
 }
 
+func (x *GetServerInfoResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *GetServerInfoResponse) GetClusterNodes() []*ClusterNode {
+	if x != nil {
+		return x.ClusterNodes
+	}
+	return nil
+}
+
+// ClusterNode is one server of a cluster.
+type ClusterNode struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its --node-id.
+	NodeId string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// "leader" (runs the engine: leases, timers, every write) or "follower" (forwards the
+	// calls it receives to the leader, and takes over when the leader is gone).
+	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// Where clients reach its gRPC port (host:port, from --advertise-host and --port).
+	GrpcAddress string `protobuf:"bytes,3,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
+	// Where clients reach its HTTP port.
+	HttpAddress string `protobuf:"bytes,4,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
+	// When the node process started.
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// Its last heartbeat (written every second).
+	LastSeen *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	// Its Worq version.
+	Version       string `protobuf:"bytes,7,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterNode) Reset() {
+	*x = ClusterNode{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterNode) ProtoMessage() {}
+
+func (x *ClusterNode) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
+func (*ClusterNode) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ClusterNode) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ClusterNode) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *ClusterNode) GetGrpcAddress() string {
+	if x != nil {
+		return x.GrpcAddress
+	}
+	return ""
+}
+
+func (x *ClusterNode) GetHttpAddress() string {
+	if x != nil {
+		return x.HttpAddress
+	}
+	return ""
+}
+
+func (x *ClusterNode) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *ClusterNode) GetLastSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeen
+	}
+	return nil
+}
+
+func (x *ClusterNode) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
 // ListWorkersRequest is empty.
 type ListWorkersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -848,7 +970,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[11]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +982,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[11]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +995,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{11}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{12}
 }
 
 // ListWorkersResponse lists connected workers.
@@ -887,7 +1009,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[12]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -899,7 +1021,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[12]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -912,7 +1034,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{12}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -943,7 +1065,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[13]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -955,7 +1077,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[13]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -968,7 +1090,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{13}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WorkerInfo) GetWorkerId() string {
@@ -1024,7 +1146,7 @@ type DeleteJobRequest struct {
 
 func (x *DeleteJobRequest) Reset() {
 	*x = DeleteJobRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[14]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1158,7 @@ func (x *DeleteJobRequest) String() string {
 func (*DeleteJobRequest) ProtoMessage() {}
 
 func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[14]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1171,7 @@ func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{14}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteJobRequest) GetJid() string {
@@ -1068,7 +1190,7 @@ type DeleteJobResponse struct {
 
 func (x *DeleteJobResponse) Reset() {
 	*x = DeleteJobResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[15]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1202,7 @@ func (x *DeleteJobResponse) String() string {
 func (*DeleteJobResponse) ProtoMessage() {}
 
 func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[15]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1215,7 @@ func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{15}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{16}
 }
 
 // RetryJobsRequest selects dead jobs to retry.
@@ -1109,7 +1231,7 @@ type RetryJobsRequest struct {
 
 func (x *RetryJobsRequest) Reset() {
 	*x = RetryJobsRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[16]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1243,7 @@ func (x *RetryJobsRequest) String() string {
 func (*RetryJobsRequest) ProtoMessage() {}
 
 func (x *RetryJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[16]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1256,7 @@ func (x *RetryJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobsRequest.ProtoReflect.Descriptor instead.
 func (*RetryJobsRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{16}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RetryJobsRequest) GetJids() []string {
@@ -1162,7 +1284,7 @@ type RetryJobsResponse struct {
 
 func (x *RetryJobsResponse) Reset() {
 	*x = RetryJobsResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[17]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1296,7 @@ func (x *RetryJobsResponse) String() string {
 func (*RetryJobsResponse) ProtoMessage() {}
 
 func (x *RetryJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[17]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1309,7 @@ func (x *RetryJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobsResponse.ProtoReflect.Descriptor instead.
 func (*RetryJobsResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{17}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RetryJobsResponse) GetRetried() uint64 {
@@ -1208,7 +1330,7 @@ type RunJobsNowRequest struct {
 
 func (x *RunJobsNowRequest) Reset() {
 	*x = RunJobsNowRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1342,7 @@ func (x *RunJobsNowRequest) String() string {
 func (*RunJobsNowRequest) ProtoMessage() {}
 
 func (x *RunJobsNowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1355,7 @@ func (x *RunJobsNowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunJobsNowRequest.ProtoReflect.Descriptor instead.
 func (*RunJobsNowRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{18}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RunJobsNowRequest) GetJids() []string {
@@ -1254,7 +1376,7 @@ type RunJobsNowResponse struct {
 
 func (x *RunJobsNowResponse) Reset() {
 	*x = RunJobsNowResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1388,7 @@ func (x *RunJobsNowResponse) String() string {
 func (*RunJobsNowResponse) ProtoMessage() {}
 
 func (x *RunJobsNowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1401,7 @@ func (x *RunJobsNowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunJobsNowResponse.ProtoReflect.Descriptor instead.
 func (*RunJobsNowResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{19}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RunJobsNowResponse) GetScheduled() uint64 {
@@ -1300,7 +1422,7 @@ type PauseQueueRequest struct {
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1434,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1447,7 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{20}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PauseQueueRequest) GetQueue() string {
@@ -1344,7 +1466,7 @@ type PauseQueueResponse struct {
 
 func (x *PauseQueueResponse) Reset() {
 	*x = PauseQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1356,7 +1478,7 @@ func (x *PauseQueueResponse) String() string {
 func (*PauseQueueResponse) ProtoMessage() {}
 
 func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1369,7 +1491,7 @@ func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
 func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{21}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{22}
 }
 
 // ResumeQueueRequest names a queue.
@@ -1383,7 +1505,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1517,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1530,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{22}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResumeQueueRequest) GetQueue() string {
@@ -1427,7 +1549,7 @@ type ResumeQueueResponse struct {
 
 func (x *ResumeQueueResponse) Reset() {
 	*x = ResumeQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1439,7 +1561,7 @@ func (x *ResumeQueueResponse) String() string {
 func (*ResumeQueueResponse) ProtoMessage() {}
 
 func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1452,7 +1574,7 @@ func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
 func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{23}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{24}
 }
 
 // PurgeQueueRequest names a queue.
@@ -1466,7 +1588,7 @@ type PurgeQueueRequest struct {
 
 func (x *PurgeQueueRequest) Reset() {
 	*x = PurgeQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1600,7 @@ func (x *PurgeQueueRequest) String() string {
 func (*PurgeQueueRequest) ProtoMessage() {}
 
 func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1613,7 @@ func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueRequest.ProtoReflect.Descriptor instead.
 func (*PurgeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{24}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PurgeQueueRequest) GetQueue() string {
@@ -1512,7 +1634,7 @@ type PurgeQueueResponse struct {
 
 func (x *PurgeQueueResponse) Reset() {
 	*x = PurgeQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1524,7 +1646,7 @@ func (x *PurgeQueueResponse) String() string {
 func (*PurgeQueueResponse) ProtoMessage() {}
 
 func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1537,7 +1659,7 @@ func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueResponse.ProtoReflect.Descriptor instead.
 func (*PurgeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{25}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PurgeQueueResponse) GetDeleted() uint64 {
@@ -1560,7 +1682,7 @@ type ControlWorkerRequest struct {
 
 func (x *ControlWorkerRequest) Reset() {
 	*x = ControlWorkerRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1572,7 +1694,7 @@ func (x *ControlWorkerRequest) String() string {
 func (*ControlWorkerRequest) ProtoMessage() {}
 
 func (x *ControlWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1585,7 +1707,7 @@ func (x *ControlWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlWorkerRequest.ProtoReflect.Descriptor instead.
 func (*ControlWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{26}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ControlWorkerRequest) GetWorkerId() string {
@@ -1613,7 +1735,7 @@ type ControlWorkerResponse struct {
 
 func (x *ControlWorkerResponse) Reset() {
 	*x = ControlWorkerResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1747,7 @@ func (x *ControlWorkerResponse) String() string {
 func (*ControlWorkerResponse) ProtoMessage() {}
 
 func (x *ControlWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1760,7 @@ func (x *ControlWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlWorkerResponse.ProtoReflect.Descriptor instead.
 func (*ControlWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{27}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ControlWorkerResponse) GetStreams() uint32 {
@@ -1705,7 +1827,7 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"B\n" +
 	"\x15GetQueueStatsResponse\x12)\n" +
 	"\x05stats\x18\x01 \x01(\v2\x13.worq.v1.QueueStatsR\x05stats\"\x16\n" +
-	"\x14GetServerInfoRequest\"\xe3\x03\n" +
+	"\x14GetServerInfoRequest\"\xb7\x04\n" +
 	"\x15GetServerInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x129\n" +
 	"\n" +
@@ -1721,7 +1843,18 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	" \x01(\x04R\x0etotalSubmitted\x12\x1d\n" +
 	"\n" +
 	"data_bytes\x18\v \x01(\x04R\tdataBytes\x12+\n" +
-	"\x11connected_clients\x18\f \x01(\rR\x10connectedClients\"\x14\n" +
+	"\x11connected_clients\x18\f \x01(\rR\x10connectedClients\x12\x17\n" +
+	"\anode_id\x18\r \x01(\tR\x06nodeId\x129\n" +
+	"\rcluster_nodes\x18\x0e \x03(\v2\x14.worq.v1.ClusterNodeR\fclusterNodes\"\x8e\x02\n" +
+	"\vClusterNode\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12!\n" +
+	"\fgrpc_address\x18\x03 \x01(\tR\vgrpcAddress\x12!\n" +
+	"\fhttp_address\x18\x04 \x01(\tR\vhttpAddress\x129\n" +
+	"\n" +
+	"started_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x127\n" +
+	"\tlast_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\x12\x18\n" +
+	"\aversion\x18\a \x01(\tR\aversion\"\x14\n" +
 	"\x12ListWorkersRequest\"D\n" +
 	"\x13ListWorkersResponse\x12-\n" +
 	"\aworkers\x18\x01 \x03(\v2\x13.worq.v1.WorkerInfoR\aworkers\"\xb5\x02\n" +
@@ -1795,7 +1928,7 @@ func file_worq_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_worq_v1_admin_service_proto_rawDescData
 }
 
-var file_worq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_worq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_worq_v1_admin_service_proto_goTypes = []any{
 	(*GetJobRequest)(nil),         // 0: worq.v1.GetJobRequest
 	(*GetJobResponse)(nil),        // 1: worq.v1.GetJobResponse
@@ -1808,80 +1941,84 @@ var file_worq_v1_admin_service_proto_goTypes = []any{
 	(*GetQueueStatsResponse)(nil), // 8: worq.v1.GetQueueStatsResponse
 	(*GetServerInfoRequest)(nil),  // 9: worq.v1.GetServerInfoRequest
 	(*GetServerInfoResponse)(nil), // 10: worq.v1.GetServerInfoResponse
-	(*ListWorkersRequest)(nil),    // 11: worq.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),   // 12: worq.v1.ListWorkersResponse
-	(*WorkerInfo)(nil),            // 13: worq.v1.WorkerInfo
-	(*DeleteJobRequest)(nil),      // 14: worq.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),     // 15: worq.v1.DeleteJobResponse
-	(*RetryJobsRequest)(nil),      // 16: worq.v1.RetryJobsRequest
-	(*RetryJobsResponse)(nil),     // 17: worq.v1.RetryJobsResponse
-	(*RunJobsNowRequest)(nil),     // 18: worq.v1.RunJobsNowRequest
-	(*RunJobsNowResponse)(nil),    // 19: worq.v1.RunJobsNowResponse
-	(*PauseQueueRequest)(nil),     // 20: worq.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),    // 21: worq.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),    // 22: worq.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),   // 23: worq.v1.ResumeQueueResponse
-	(*PurgeQueueRequest)(nil),     // 24: worq.v1.PurgeQueueRequest
-	(*PurgeQueueResponse)(nil),    // 25: worq.v1.PurgeQueueResponse
-	(*ControlWorkerRequest)(nil),  // 26: worq.v1.ControlWorkerRequest
-	(*ControlWorkerResponse)(nil), // 27: worq.v1.ControlWorkerResponse
-	nil,                           // 28: worq.v1.ListJobsRequest.TagsEntry
-	nil,                           // 29: worq.v1.WorkerInfo.LabelsEntry
-	(*Job)(nil),                   // 30: worq.v1.Job
-	(JobState)(0),                 // 31: worq.v1.JobState
-	(*timestamppb.Timestamp)(nil), // 32: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 33: google.protobuf.Duration
-	(*LeaseRef)(nil),              // 34: worq.v1.LeaseRef
-	(ControlAction)(0),            // 35: worq.v1.ControlAction
+	(*ClusterNode)(nil),           // 11: worq.v1.ClusterNode
+	(*ListWorkersRequest)(nil),    // 12: worq.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),   // 13: worq.v1.ListWorkersResponse
+	(*WorkerInfo)(nil),            // 14: worq.v1.WorkerInfo
+	(*DeleteJobRequest)(nil),      // 15: worq.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),     // 16: worq.v1.DeleteJobResponse
+	(*RetryJobsRequest)(nil),      // 17: worq.v1.RetryJobsRequest
+	(*RetryJobsResponse)(nil),     // 18: worq.v1.RetryJobsResponse
+	(*RunJobsNowRequest)(nil),     // 19: worq.v1.RunJobsNowRequest
+	(*RunJobsNowResponse)(nil),    // 20: worq.v1.RunJobsNowResponse
+	(*PauseQueueRequest)(nil),     // 21: worq.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),    // 22: worq.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),    // 23: worq.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),   // 24: worq.v1.ResumeQueueResponse
+	(*PurgeQueueRequest)(nil),     // 25: worq.v1.PurgeQueueRequest
+	(*PurgeQueueResponse)(nil),    // 26: worq.v1.PurgeQueueResponse
+	(*ControlWorkerRequest)(nil),  // 27: worq.v1.ControlWorkerRequest
+	(*ControlWorkerResponse)(nil), // 28: worq.v1.ControlWorkerResponse
+	nil,                           // 29: worq.v1.ListJobsRequest.TagsEntry
+	nil,                           // 30: worq.v1.WorkerInfo.LabelsEntry
+	(*Job)(nil),                   // 31: worq.v1.Job
+	(JobState)(0),                 // 32: worq.v1.JobState
+	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 34: google.protobuf.Duration
+	(*LeaseRef)(nil),              // 35: worq.v1.LeaseRef
+	(ControlAction)(0),            // 36: worq.v1.ControlAction
 }
 var file_worq_v1_admin_service_proto_depIdxs = []int32{
-	30, // 0: worq.v1.GetJobResponse.job:type_name -> worq.v1.Job
-	31, // 1: worq.v1.ListJobsRequest.state:type_name -> worq.v1.JobState
-	28, // 2: worq.v1.ListJobsRequest.tags:type_name -> worq.v1.ListJobsRequest.TagsEntry
-	32, // 3: worq.v1.ListJobsRequest.created_after:type_name -> google.protobuf.Timestamp
-	32, // 4: worq.v1.ListJobsRequest.created_before:type_name -> google.protobuf.Timestamp
-	30, // 5: worq.v1.ListJobsResponse.jobs:type_name -> worq.v1.Job
+	31, // 0: worq.v1.GetJobResponse.job:type_name -> worq.v1.Job
+	32, // 1: worq.v1.ListJobsRequest.state:type_name -> worq.v1.JobState
+	29, // 2: worq.v1.ListJobsRequest.tags:type_name -> worq.v1.ListJobsRequest.TagsEntry
+	33, // 3: worq.v1.ListJobsRequest.created_after:type_name -> google.protobuf.Timestamp
+	33, // 4: worq.v1.ListJobsRequest.created_before:type_name -> google.protobuf.Timestamp
+	31, // 5: worq.v1.ListJobsResponse.jobs:type_name -> worq.v1.Job
 	6,  // 6: worq.v1.ListQueuesResponse.queues:type_name -> worq.v1.QueueStats
-	33, // 7: worq.v1.QueueStats.latency:type_name -> google.protobuf.Duration
+	34, // 7: worq.v1.QueueStats.latency:type_name -> google.protobuf.Duration
 	6,  // 8: worq.v1.GetQueueStatsResponse.stats:type_name -> worq.v1.QueueStats
-	32, // 9: worq.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
-	33, // 10: worq.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
-	13, // 11: worq.v1.ListWorkersResponse.workers:type_name -> worq.v1.WorkerInfo
-	34, // 12: worq.v1.WorkerInfo.held:type_name -> worq.v1.LeaseRef
-	32, // 13: worq.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	29, // 14: worq.v1.WorkerInfo.labels:type_name -> worq.v1.WorkerInfo.LabelsEntry
-	35, // 15: worq.v1.ControlWorkerRequest.action:type_name -> worq.v1.ControlAction
-	0,  // 16: worq.v1.AdminService.GetJob:input_type -> worq.v1.GetJobRequest
-	2,  // 17: worq.v1.AdminService.ListJobs:input_type -> worq.v1.ListJobsRequest
-	4,  // 18: worq.v1.AdminService.ListQueues:input_type -> worq.v1.ListQueuesRequest
-	7,  // 19: worq.v1.AdminService.GetQueueStats:input_type -> worq.v1.GetQueueStatsRequest
-	9,  // 20: worq.v1.AdminService.GetServerInfo:input_type -> worq.v1.GetServerInfoRequest
-	11, // 21: worq.v1.AdminService.ListWorkers:input_type -> worq.v1.ListWorkersRequest
-	14, // 22: worq.v1.AdminService.DeleteJob:input_type -> worq.v1.DeleteJobRequest
-	16, // 23: worq.v1.AdminService.RetryJobs:input_type -> worq.v1.RetryJobsRequest
-	18, // 24: worq.v1.AdminService.RunJobsNow:input_type -> worq.v1.RunJobsNowRequest
-	20, // 25: worq.v1.AdminService.PauseQueue:input_type -> worq.v1.PauseQueueRequest
-	22, // 26: worq.v1.AdminService.ResumeQueue:input_type -> worq.v1.ResumeQueueRequest
-	24, // 27: worq.v1.AdminService.PurgeQueue:input_type -> worq.v1.PurgeQueueRequest
-	26, // 28: worq.v1.AdminService.ControlWorker:input_type -> worq.v1.ControlWorkerRequest
-	1,  // 29: worq.v1.AdminService.GetJob:output_type -> worq.v1.GetJobResponse
-	3,  // 30: worq.v1.AdminService.ListJobs:output_type -> worq.v1.ListJobsResponse
-	5,  // 31: worq.v1.AdminService.ListQueues:output_type -> worq.v1.ListQueuesResponse
-	8,  // 32: worq.v1.AdminService.GetQueueStats:output_type -> worq.v1.GetQueueStatsResponse
-	10, // 33: worq.v1.AdminService.GetServerInfo:output_type -> worq.v1.GetServerInfoResponse
-	12, // 34: worq.v1.AdminService.ListWorkers:output_type -> worq.v1.ListWorkersResponse
-	15, // 35: worq.v1.AdminService.DeleteJob:output_type -> worq.v1.DeleteJobResponse
-	17, // 36: worq.v1.AdminService.RetryJobs:output_type -> worq.v1.RetryJobsResponse
-	19, // 37: worq.v1.AdminService.RunJobsNow:output_type -> worq.v1.RunJobsNowResponse
-	21, // 38: worq.v1.AdminService.PauseQueue:output_type -> worq.v1.PauseQueueResponse
-	23, // 39: worq.v1.AdminService.ResumeQueue:output_type -> worq.v1.ResumeQueueResponse
-	25, // 40: worq.v1.AdminService.PurgeQueue:output_type -> worq.v1.PurgeQueueResponse
-	27, // 41: worq.v1.AdminService.ControlWorker:output_type -> worq.v1.ControlWorkerResponse
-	29, // [29:42] is the sub-list for method output_type
-	16, // [16:29] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	33, // 9: worq.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
+	34, // 10: worq.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
+	11, // 11: worq.v1.GetServerInfoResponse.cluster_nodes:type_name -> worq.v1.ClusterNode
+	33, // 12: worq.v1.ClusterNode.started_at:type_name -> google.protobuf.Timestamp
+	33, // 13: worq.v1.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	14, // 14: worq.v1.ListWorkersResponse.workers:type_name -> worq.v1.WorkerInfo
+	35, // 15: worq.v1.WorkerInfo.held:type_name -> worq.v1.LeaseRef
+	33, // 16: worq.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	30, // 17: worq.v1.WorkerInfo.labels:type_name -> worq.v1.WorkerInfo.LabelsEntry
+	36, // 18: worq.v1.ControlWorkerRequest.action:type_name -> worq.v1.ControlAction
+	0,  // 19: worq.v1.AdminService.GetJob:input_type -> worq.v1.GetJobRequest
+	2,  // 20: worq.v1.AdminService.ListJobs:input_type -> worq.v1.ListJobsRequest
+	4,  // 21: worq.v1.AdminService.ListQueues:input_type -> worq.v1.ListQueuesRequest
+	7,  // 22: worq.v1.AdminService.GetQueueStats:input_type -> worq.v1.GetQueueStatsRequest
+	9,  // 23: worq.v1.AdminService.GetServerInfo:input_type -> worq.v1.GetServerInfoRequest
+	12, // 24: worq.v1.AdminService.ListWorkers:input_type -> worq.v1.ListWorkersRequest
+	15, // 25: worq.v1.AdminService.DeleteJob:input_type -> worq.v1.DeleteJobRequest
+	17, // 26: worq.v1.AdminService.RetryJobs:input_type -> worq.v1.RetryJobsRequest
+	19, // 27: worq.v1.AdminService.RunJobsNow:input_type -> worq.v1.RunJobsNowRequest
+	21, // 28: worq.v1.AdminService.PauseQueue:input_type -> worq.v1.PauseQueueRequest
+	23, // 29: worq.v1.AdminService.ResumeQueue:input_type -> worq.v1.ResumeQueueRequest
+	25, // 30: worq.v1.AdminService.PurgeQueue:input_type -> worq.v1.PurgeQueueRequest
+	27, // 31: worq.v1.AdminService.ControlWorker:input_type -> worq.v1.ControlWorkerRequest
+	1,  // 32: worq.v1.AdminService.GetJob:output_type -> worq.v1.GetJobResponse
+	3,  // 33: worq.v1.AdminService.ListJobs:output_type -> worq.v1.ListJobsResponse
+	5,  // 34: worq.v1.AdminService.ListQueues:output_type -> worq.v1.ListQueuesResponse
+	8,  // 35: worq.v1.AdminService.GetQueueStats:output_type -> worq.v1.GetQueueStatsResponse
+	10, // 36: worq.v1.AdminService.GetServerInfo:output_type -> worq.v1.GetServerInfoResponse
+	13, // 37: worq.v1.AdminService.ListWorkers:output_type -> worq.v1.ListWorkersResponse
+	16, // 38: worq.v1.AdminService.DeleteJob:output_type -> worq.v1.DeleteJobResponse
+	18, // 39: worq.v1.AdminService.RetryJobs:output_type -> worq.v1.RetryJobsResponse
+	20, // 40: worq.v1.AdminService.RunJobsNow:output_type -> worq.v1.RunJobsNowResponse
+	22, // 41: worq.v1.AdminService.PauseQueue:output_type -> worq.v1.PauseQueueResponse
+	24, // 42: worq.v1.AdminService.ResumeQueue:output_type -> worq.v1.ResumeQueueResponse
+	26, // 43: worq.v1.AdminService.PurgeQueue:output_type -> worq.v1.PurgeQueueResponse
+	28, // 44: worq.v1.AdminService.ControlWorker:output_type -> worq.v1.ControlWorkerResponse
+	32, // [32:45] is the sub-list for method output_type
+	19, // [19:32] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_worq_v1_admin_service_proto_init() }
@@ -1897,7 +2034,7 @@ func file_worq_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worq_v1_admin_service_proto_rawDesc), len(file_worq_v1_admin_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,7 +28,7 @@ from worq.v1 import job_pb2 as worq_dot_v1_dot_job__pb2
 from worq.v1 import worker_service_pb2 as worq_dot_v1_dot_worker__service__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bworq/v1/admin_service.proto\x12\x07worq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11worq/v1/job.proto\x1a\x1cworq/v1/worker_service.proto\"!\n\rGetJobRequest\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\"0\n\x0eGetJobResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x0c.worq.v1.JobR\x03job\"\xa0\x04\n\x0fListJobsRequest\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\x12\'\n\x05state\x18\x02 \x01(\x0e\x32\x11.worq.v1.JobStateR\x05state\x12\x1b\n\tpage_size\x18\x03 \x01(\rR\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\x12\x12\n\x04type\x18\x05 \x01(\tR\x04type\x12\x36\n\x04tags\x18\x06 \x03(\x0b\x32\".worq.v1.ListJobsRequest.TagsEntryR\x04tags\x12%\n\x0e\x63orrelation_id\x18\x07 \x01(\tR\rcorrelationId\x12\x1d\n\njid_prefix\x18\x08 \x01(\tR\tjidPrefix\x12?\n\rcreated_after\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0c\x63reatedAfter\x12\x41\n\x0e\x63reated_before\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampR\rcreatedBefore\x12\x1d\n\nparent_jid\x18\x0b \x01(\tR\tparentJid\x12$\n\x0e\x64\x65pends_on_jid\x18\x0c \x01(\tR\x0c\x64\x65pendsOnJid\x1a\x37\n\tTagsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"\\\n\x10ListJobsResponse\x12 \n\x04jobs\x18\x01 \x03(\x0b\x32\x0c.worq.v1.JobR\x04jobs\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"O\n\x11ListQueuesRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\rR\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"i\n\x12ListQueuesResponse\x12+\n\x06queues\x18\x01 \x03(\x0b\x32\x13.worq.v1.QueueStatsR\x06queues\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbc\x02\n\nQueueStats\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n\x05ready\x18\x02 \x01(\x04R\x05ready\x12\x18\n\x07\x64\x65layed\x18\x03 \x01(\x04R\x07\x64\x65layed\x12\x1b\n\tin_flight\x18\x04 \x01(\x04R\x08inFlight\x12\x1a\n\x08retrying\x18\x05 \x01(\x04R\x08retrying\x12\x12\n\x04\x64\x65\x61\x64\x18\x06 \x01(\x04R\x04\x64\x65\x61\x64\x12\x33\n\x07latency\x18\x07 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07latency\x12\x16\n\x06paused\x18\x08 \x01(\x08R\x06paused\x12\x18\n\x07pending\x18\t \x01(\x04R\x07pending\x12\x1c\n\tcompleted\x18\n \x01(\x04R\tcompleted\x12\x16\n\x06\x66\x61iled\x18\x0b \x01(\x04R\x06\x66\x61iled\",\n\x14GetQueueStatsRequest\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\"B\n\x15GetQueueStatsResponse\x12)\n\x05stats\x18\x01 \x01(\x0b\x32\x13.worq.v1.QueueStatsR\x05stats\"\x16\n\x14GetServerInfoRequest\"\xe3\x03\n\x15GetServerInfoResponse\x12\x18\n\x07version\x18\x01 \x01(\tR\x07version\x12\x39\n\nstarted_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartedAt\x12\x31\n\x06uptime\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationR\x06uptime\x12+\n\x11\x63onnected_workers\x18\x04 \x01(\rR\x10\x63onnectedWorkers\x12\'\n\x0ftotal_processed\x18\x05 \x01(\x04R\x0etotalProcessed\x12!\n\x0ctotal_failed\x18\x06 \x01(\x04R\x0btotalFailed\x12!\n\x0c\x65victed_jobs\x18\x07 \x01(\x04R\x0b\x65victedJobs\x12\x1b\n\tlive_jobs\x18\x08 \x01(\x04R\x08liveJobs\x12\x14\n\x05store\x18\t \x01(\tR\x05store\x12\'\n\x0ftotal_submitted\x18\n \x01(\x04R\x0etotalSubmitted\x12\x1d\n\ndata_bytes\x18\x0b \x01(\x04R\tdataBytes\x12+\n\x11\x63onnected_clients\x18\x0c \x01(\rR\x10\x63onnectedClients\"\x14\n\x12ListWorkersRequest\"D\n\x13ListWorkersResponse\x12-\n\x07workers\x18\x01 \x03(\x0b\x32\x13.worq.v1.WorkerInfoR\x07workers\"\xb5\x02\n\nWorkerInfo\x12\x1b\n\tworker_id\x18\x01 \x01(\tR\x08workerId\x12\x16\n\x06queues\x18\x02 \x03(\tR\x06queues\x12\x18\n\x07\x63redits\x18\x03 \x01(\rR\x07\x63redits\x12%\n\x04held\x18\x04 \x03(\x0b\x32\x11.worq.v1.LeaseRefR\x04held\x12=\n\x0c\x63onnected_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0b\x63onnectedAt\x12\x37\n\x06labels\x18\x06 \x03(\x0b\x32\x1f.worq.v1.WorkerInfo.LabelsEntryR\x06labels\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"$\n\x10\x44\x65leteJobRequest\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\"\x13\n\x11\x44\x65leteJobResponse\"<\n\x10RetryJobsRequest\x12\x12\n\x04jids\x18\x01 \x03(\tR\x04jids\x12\x14\n\x05queue\x18\x02 \x01(\tR\x05queue\"-\n\x11RetryJobsResponse\x12\x18\n\x07retried\x18\x01 \x01(\x04R\x07retried\"\'\n\x11RunJobsNowRequest\x12\x12\n\x04jids\x18\x01 \x03(\tR\x04jids\"2\n\x12RunJobsNowResponse\x12\x1c\n\tscheduled\x18\x01 \x01(\x04R\tscheduled\")\n\x11PauseQueueRequest\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\"\x14\n\x12PauseQueueResponse\"*\n\x12ResumeQueueRequest\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\"\x15\n\x13ResumeQueueResponse\")\n\x11PurgeQueueRequest\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\".\n\x12PurgeQueueResponse\x12\x18\n\x07\x64\x65leted\x18\x01 \x01(\x04R\x07\x64\x65leted\"c\n\x14\x43ontrolWorkerRequest\x12\x1b\n\tworker_id\x18\x01 \x01(\tR\x08workerId\x12.\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32\x16.worq.v1.ControlActionR\x06\x61\x63tion\"1\n\x15\x43ontrolWorkerResponse\x12\x18\n\x07streams\x18\x01 \x01(\rR\x07streams2\xb2\x07\n\x0c\x41\x64minService\x12\x39\n\x06GetJob\x12\x16.worq.v1.GetJobRequest\x1a\x17.worq.v1.GetJobResponse\x12?\n\x08ListJobs\x12\x18.worq.v1.ListJobsRequest\x1a\x19.worq.v1.ListJobsResponse\x12\x45\n\nListQueues\x12\x1a.worq.v1.ListQueuesRequest\x1a\x1b.worq.v1.ListQueuesResponse\x12N\n\rGetQueueStats\x12\x1d.worq.v1.GetQueueStatsRequest\x1a\x1e.worq.v1.GetQueueStatsResponse\x12N\n\rGetServerInfo\x12\x1d.worq.v1.GetServerInfoRequest\x1a\x1e.worq.v1.GetServerInfoResponse\x12H\n\x0bListWorkers\x12\x1b.worq.v1.ListWorkersRequest\x1a\x1c.worq.v1.ListWorkersResponse\x12\x42\n\tDeleteJob\x12\x19.worq.v1.DeleteJobRequest\x1a\x1a.worq.v1.DeleteJobResponse\x12\x42\n\tRetryJobs\x12\x19.worq.v1.RetryJobsRequest\x1a\x1a.worq.v1.RetryJobsResponse\x12\x45\n\nRunJobsNow\x12\x1a.worq.v1.RunJobsNowRequest\x1a\x1b.worq.v1.RunJobsNowResponse\x12\x45\n\nPauseQueue\x12\x1a.worq.v1.PauseQueueRequest\x1a\x1b.worq.v1.PauseQueueResponse\x12H\n\x0bResumeQueue\x12\x1b.worq.v1.ResumeQueueRequest\x1a\x1c.worq.v1.ResumeQueueResponse\x12\x45\n\nPurgeQueue\x12\x1a.worq.v1.PurgeQueueRequest\x1a\x1b.worq.v1.PurgeQueueResponse\x12N\n\rControlWorker\x12\x1d.worq.v1.ControlWorkerRequest\x1a\x1e.worq.v1.ControlWorkerResponseB\x8d\x01\n\x0b\x63om.worq.v1B\x11\x41\x64minServiceProtoP\x01Z.github.com/worq-dev/worq/gen/go/worq/v1;worqv1\xa2\x02\x03WXX\xaa\x02\x07Worq.V1\xca\x02\x07Worq\\V1\xe2\x02\x13Worq\\V1\\GPBMetadata\xea\x02\x08Worq::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bworq/v1/admin_service.proto\x12\x07worq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11worq/v1/job.proto\x1a\x1cworq/v1/worker_service.proto\"!\n\rGetJobRequest\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\"0\n\x0eGetJobResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x0c.worq.v1.JobR\x03job\"\xa0\x04\n\x0fListJobsRequest\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\x12\'\n\x05state\x18\x02 \x01(\x0e\x32\x11.worq.v1.JobStateR\x05state\x12\x1b\n\tpage_size\x18\x03 \x01(\rR\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\x12\x12\n\x04type\x18\x05 \x01(\tR\x04type\x12\x36\n\x04tags\x18\x06 \x03(\x0b\x32\".worq.v1.ListJobsRequest.TagsEntryR\x04tags\x12%\n\x0e\x63orrelation_id\x18\x07 \x01(\tR\rcorrelationId\x12\x1d\n\njid_prefix\x18\x08 \x01(\tR\tjidPrefix\x12?\n\rcreated_after\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0c\x63reatedAfter\x12\x41\n\x0e\x63reated_before\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampR\rcreatedBefore\x12\x1d\n\nparent_jid\x18\x0b \x01(\tR\tparentJid\x12$\n\x0e\x64\x65pends_on_jid\x18\x0c \x01(\tR\x0c\x64\x65pendsOnJid\x1a\x37\n\tTagsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"\\\n\x10ListJobsResponse\x12 \n\x04jobs\x18\x01 \x03(\x0b\x32\x0c.worq.v1.JobR\x04jobs\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"O\n\x11ListQueuesRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\rR\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\"i\n\x12ListQueuesResponse\x12+\n\x06queues\x18\x01 \x03(\x0b\x32\x13.worq.v1.QueueStatsR\x06queues\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbc\x02\n\nQueueStats\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n\x05ready\x18\x02 \x01(\x04R\x05ready\x12\x18\n\x07\x64\x65layed\x18\x03 \x01(\x04R\x07\x64\x65layed\x12\x1b\n\tin_flight\x18\x04 \x01(\x04R\x08inFlight\x12\x1a\n\x08retrying\x18\x05 \x01(\x04R\x08retrying\x12\x12\n\x04\x64\x65\x61\x64\x18\x06 \x01(\x04R\x04\x64\x65\x61\x64\x12\x33\n\x07latency\x18\x07 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07latency\x12\x16\n\x06paused\x18\x08 \x01(\x08R\x06paused\x12\x18\n\x07pending\x18\t \x01(\x04R\x07pending\x12\x1c\n\tcompleted\x18\n \x01(\x04R\tcompleted\x12\x16\n\x06\x66\x61iled\x18\x0b \x01(\x04R\x06\x66\x61iled\",\n\x14GetQueueStatsRequest\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\"B\n\x15GetQueueStatsResponse\x12)\n\x05stats\x18\x01 \x01(\x0b\x32\x13.worq.v1.QueueStatsR\x05stats\"\x16\n\x14GetServerInfoRequest\"\xb7\x04\n\x15GetServerInfoResponse\x12\x18\n\x07version\x18\x01 \x01(\tR\x07version\x12\x39\n\nstarted_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartedAt\x12\x31\n\x06uptime\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationR\x06uptime\x12+\n\x11\x63onnected_workers\x18\x04 \x01(\rR\x10\x63onnectedWorkers\x12\'\n\x0ftotal_processed\x18\x05 \x01(\x04R\x0etotalProcessed\x12!\n\x0ctotal_failed\x18\x06 \x01(\x04R\x0btotalFailed\x12!\n\x0c\x65victed_jobs\x18\x07 \x01(\x04R\x0b\x65victedJobs\x12\x1b\n\tlive_jobs\x18\x08 \x01(\x04R\x08liveJobs\x12\x14\n\x05store\x18\t \x01(\tR\x05store\x12\'\n\x0ftotal_submitted\x18\n \x01(\x04R\x0etotalSubmitted\x12\x1d\n\ndata_bytes\x18\x0b \x01(\x04R\tdataBytes\x12+\n\x11\x63onnected_clients\x18\x0c \x01(\rR\x10\x63onnectedClients\x12\x17\n\x07node_id\x18\r \x01(\tR\x06nodeId\x12\x39\n\rcluster_nodes\x18\x0e \x03(\x0b\x32\x14.worq.v1.ClusterNodeR\x0c\x63lusterNodes\"\x8e\x02\n\x0b\x43lusterNode\x12\x17\n\x07node_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n\x04role\x18\x02 \x01(\tR\x04role\x12!\n\x0cgrpc_address\x18\x03 \x01(\tR\x0bgrpcAddress\x12!\n\x0chttp_address\x18\x04 \x01(\tR\x0bhttpAddress\x12\x39\n\nstarted_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tstartedAt\x12\x37\n\tlast_seen\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08lastSeen\x12\x18\n\x07version\x18\x07 \x01(\tR\x07version\"\x14\n\x12ListWorkersRequest\"D\n\x13ListWorkersResponse\x12-\n\x07workers\x18\x01 \x03(\x0b\x32\x13.worq.v1.WorkerInfoR\x07workers\"\xb5\x02\n\nWorkerInfo\x12\x1b\n\tworker_id\x18\x01 \x01(\tR\x08workerId\x12\x16\n\x06queues\x18\x02 \x03(\tR\x06queues\x12\x18\n\x07\x63redits\x18\x03 \x01(\rR\x07\x63redits\x12%\n\x04held\x18\x04 \x03(\x0b\x32\x11.worq.v1.LeaseRefR\x04held\x12=\n\x0c\x63onnected_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0b\x63onnectedAt\x12\x37\n\x06labels\x18\x06 \x03(\x0b\x32\x1f.worq.v1.WorkerInfo.LabelsEntryR\x06labels\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"$\n\x10\x44\x65leteJobRequest\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\"\x13\n\x11\x44\x65leteJobResponse\"<\n\x10RetryJobsRequest\x12\x12\n\x04jids\x18\x01 \x03(\tR\x04jids\x12\x14\n\x05queue\x18\x02 \x01(\tR\x05queue\"-\n\x11RetryJobsResponse\x12\x18\n\x07retried\x18\x01 \x01(\x04R\x07retried\"\'\n\x11RunJobsNowRequest\x12\x12\n\x04jids\x18\x01 \x03(\tR\x04jids\"2\n\x12RunJobsNowResponse\x12\x1c\n\tscheduled\x18\x01 \x01(\x04R\tscheduled\")\n\x11PauseQueueRequest\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\"\x14\n\x12PauseQueueResponse\"*\n\x12ResumeQueueRequest\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\"\x15\n\x13ResumeQueueResponse\")\n\x11PurgeQueueRequest\x12\x14\n\x05queue\x18\x01 \x01(\tR\x05queue\".\n\x12PurgeQueueResponse\x12\x18\n\x07\x64\x65leted\x18\x01 \x01(\x04R\x07\x64\x65leted\"c\n\x14\x43ontrolWorkerRequest\x12\x1b\n\tworker_id\x18\x01 \x01(\tR\x08workerId\x12.\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32\x16.worq.v1.ControlActionR\x06\x61\x63tion\"1\n\x15\x43ontrolWorkerResponse\x12\x18\n\x07streams\x18\x01 \x01(\rR\x07streams2\xb2\x07\n\x0c\x41\x64minService\x12\x39\n\x06GetJob\x12\x16.worq.v1.GetJobRequest\x1a\x17.worq.v1.GetJobResponse\x12?\n\x08ListJobs\x12\x18.worq.v1.ListJobsRequest\x1a\x19.worq.v1.ListJobsResponse\x12\x45\n\nListQueues\x12\x1a.worq.v1.ListQueuesRequest\x1a\x1b.worq.v1.ListQueuesResponse\x12N\n\rGetQueueStats\x12\x1d.worq.v1.GetQueueStatsRequest\x1a\x1e.worq.v1.GetQueueStatsResponse\x12N\n\rGetServerInfo\x12\x1d.worq.v1.GetServerInfoRequest\x1a\x1e.worq.v1.GetServerInfoResponse\x12H\n\x0bListWorkers\x12\x1b.worq.v1.ListWorkersRequest\x1a\x1c.worq.v1.ListWorkersResponse\x12\x42\n\tDeleteJob\x12\x19.worq.v1.DeleteJobRequest\x1a\x1a.worq.v1.DeleteJobResponse\x12\x42\n\tRetryJobs\x12\x19.worq.v1.RetryJobsRequest\x1a\x1a.worq.v1.RetryJobsResponse\x12\x45\n\nRunJobsNow\x12\x1a.worq.v1.RunJobsNowRequest\x1a\x1b.worq.v1.RunJobsNowResponse\x12\x45\n\nPauseQueue\x12\x1a.worq.v1.PauseQueueRequest\x1a\x1b.worq.v1.PauseQueueResponse\x12H\n\x0bResumeQueue\x12\x1b.worq.v1.ResumeQueueRequest\x1a\x1c.worq.v1.ResumeQueueResponse\x12\x45\n\nPurgeQueue\x12\x1a.worq.v1.PurgeQueueRequest\x1a\x1b.worq.v1.PurgeQueueResponse\x12N\n\rControlWorker\x12\x1d.worq.v1.ControlWorkerRequest\x1a\x1e.worq.v1.ControlWorkerResponseB\x8d\x01\n\x0b\x63om.worq.v1B\x11\x41\x64minServiceProtoP\x01Z.github.com/worq-dev/worq/gen/go/worq/v1;worqv1\xa2\x02\x03WXX\xaa\x02\x07Worq.V1\xca\x02\x07Worq\\V1\xe2\x02\x13Worq\\V1\\GPBMetadata\xea\x02\x08Worq::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -63,43 +63,45 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETSERVERINFOREQUEST']._serialized_start=1501
   _globals['_GETSERVERINFOREQUEST']._serialized_end=1523
   _globals['_GETSERVERINFORESPONSE']._serialized_start=1526
-  _globals['_GETSERVERINFORESPONSE']._serialized_end=2009
-  _globals['_LISTWORKERSREQUEST']._serialized_start=2011
-  _globals['_LISTWORKERSREQUEST']._serialized_end=2031
-  _globals['_LISTWORKERSRESPONSE']._serialized_start=2033
-  _globals['_LISTWORKERSRESPONSE']._serialized_end=2101
-  _globals['_WORKERINFO']._serialized_start=2104
-  _globals['_WORKERINFO']._serialized_end=2413
-  _globals['_WORKERINFO_LABELSENTRY']._serialized_start=2356
-  _globals['_WORKERINFO_LABELSENTRY']._serialized_end=2413
-  _globals['_DELETEJOBREQUEST']._serialized_start=2415
-  _globals['_DELETEJOBREQUEST']._serialized_end=2451
-  _globals['_DELETEJOBRESPONSE']._serialized_start=2453
-  _globals['_DELETEJOBRESPONSE']._serialized_end=2472
-  _globals['_RETRYJOBSREQUEST']._serialized_start=2474
-  _globals['_RETRYJOBSREQUEST']._serialized_end=2534
-  _globals['_RETRYJOBSRESPONSE']._serialized_start=2536
-  _globals['_RETRYJOBSRESPONSE']._serialized_end=2581
-  _globals['_RUNJOBSNOWREQUEST']._serialized_start=2583
-  _globals['_RUNJOBSNOWREQUEST']._serialized_end=2622
-  _globals['_RUNJOBSNOWRESPONSE']._serialized_start=2624
-  _globals['_RUNJOBSNOWRESPONSE']._serialized_end=2674
-  _globals['_PAUSEQUEUEREQUEST']._serialized_start=2676
-  _globals['_PAUSEQUEUEREQUEST']._serialized_end=2717
-  _globals['_PAUSEQUEUERESPONSE']._serialized_start=2719
-  _globals['_PAUSEQUEUERESPONSE']._serialized_end=2739
-  _globals['_RESUMEQUEUEREQUEST']._serialized_start=2741
-  _globals['_RESUMEQUEUEREQUEST']._serialized_end=2783
-  _globals['_RESUMEQUEUERESPONSE']._serialized_start=2785
-  _globals['_RESUMEQUEUERESPONSE']._serialized_end=2806
-  _globals['_PURGEQUEUEREQUEST']._serialized_start=2808
-  _globals['_PURGEQUEUEREQUEST']._serialized_end=2849
-  _globals['_PURGEQUEUERESPONSE']._serialized_start=2851
-  _globals['_PURGEQUEUERESPONSE']._serialized_end=2897
-  _globals['_CONTROLWORKERREQUEST']._serialized_start=2899
-  _globals['_CONTROLWORKERREQUEST']._serialized_end=2998
-  _globals['_CONTROLWORKERRESPONSE']._serialized_start=3000
-  _globals['_CONTROLWORKERRESPONSE']._serialized_end=3049
-  _globals['_ADMINSERVICE']._serialized_start=3052
-  _globals['_ADMINSERVICE']._serialized_end=3998
+  _globals['_GETSERVERINFORESPONSE']._serialized_end=2093
+  _globals['_CLUSTERNODE']._serialized_start=2096
+  _globals['_CLUSTERNODE']._serialized_end=2366
+  _globals['_LISTWORKERSREQUEST']._serialized_start=2368
+  _globals['_LISTWORKERSREQUEST']._serialized_end=2388
+  _globals['_LISTWORKERSRESPONSE']._serialized_start=2390
+  _globals['_LISTWORKERSRESPONSE']._serialized_end=2458
+  _globals['_WORKERINFO']._serialized_start=2461
+  _globals['_WORKERINFO']._serialized_end=2770
+  _globals['_WORKERINFO_LABELSENTRY']._serialized_start=2713
+  _globals['_WORKERINFO_LABELSENTRY']._serialized_end=2770
+  _globals['_DELETEJOBREQUEST']._serialized_start=2772
+  _globals['_DELETEJOBREQUEST']._serialized_end=2808
+  _globals['_DELETEJOBRESPONSE']._serialized_start=2810
+  _globals['_DELETEJOBRESPONSE']._serialized_end=2829
+  _globals['_RETRYJOBSREQUEST']._serialized_start=2831
+  _globals['_RETRYJOBSREQUEST']._serialized_end=2891
+  _globals['_RETRYJOBSRESPONSE']._serialized_start=2893
+  _globals['_RETRYJOBSRESPONSE']._serialized_end=2938
+  _globals['_RUNJOBSNOWREQUEST']._serialized_start=2940
+  _globals['_RUNJOBSNOWREQUEST']._serialized_end=2979
+  _globals['_RUNJOBSNOWRESPONSE']._serialized_start=2981
+  _globals['_RUNJOBSNOWRESPONSE']._serialized_end=3031
+  _globals['_PAUSEQUEUEREQUEST']._serialized_start=3033
+  _globals['_PAUSEQUEUEREQUEST']._serialized_end=3074
+  _globals['_PAUSEQUEUERESPONSE']._serialized_start=3076
+  _globals['_PAUSEQUEUERESPONSE']._serialized_end=3096
+  _globals['_RESUMEQUEUEREQUEST']._serialized_start=3098
+  _globals['_RESUMEQUEUEREQUEST']._serialized_end=3140
+  _globals['_RESUMEQUEUERESPONSE']._serialized_start=3142
+  _globals['_RESUMEQUEUERESPONSE']._serialized_end=3163
+  _globals['_PURGEQUEUEREQUEST']._serialized_start=3165
+  _globals['_PURGEQUEUEREQUEST']._serialized_end=3206
+  _globals['_PURGEQUEUERESPONSE']._serialized_start=3208
+  _globals['_PURGEQUEUERESPONSE']._serialized_end=3254
+  _globals['_CONTROLWORKERREQUEST']._serialized_start=3256
+  _globals['_CONTROLWORKERREQUEST']._serialized_end=3355
+  _globals['_CONTROLWORKERRESPONSE']._serialized_start=3357
+  _globals['_CONTROLWORKERRESPONSE']._serialized_end=3406
+  _globals['_ADMINSERVICE']._serialized_start=3409
+  _globals['_ADMINSERVICE']._serialized_end=4355
 # @@protoc_insertion_point(module_scope)

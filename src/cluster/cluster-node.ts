@@ -1,0 +1,166 @@
+import { readFileSync } from "node:fs";
+import type { ClusterConfig, ServerConfig } from "../config.js";
+import type { Logger } from "../log.js";
+import { maxMessageBytes, startServer, worqDescriptorSet, type RunningServer } from "../main.js";
+import { packageVersion } from "../package-root.js";
+import { migrateDatabase } from "../storage/postgres/migrations.js";
+import { WriterLockHeldError } from "../storage/postgres/postgres-store.js";
+import { loadTokenFile } from "../transport/auth/token-file.js";
+import { startForwarder, type Forwarder, type ForwarderOptions } from "./forwarder.js";
+import { NodeRegistry, nodeApplicationName } from "./node-registry.js";
+
+export interface ClusterTiming {
+  /** How often a follower checks who leads (and tries to lead when nobody does). */
+  electionIntervalMs: number;
+  /** How often each node writes its heartbeat row. */
+  heartbeatIntervalMs: number;
+}
+
+const DEFAULT_TIMING: ClusterTiming = { electionIntervalMs: 250, heartbeatIntervalMs: 1_000 };
+
+export interface ClusterNode extends RunningServer {
+  nodeId: string;
+  /** What this node is right now. */
+  role(): "leader" | "follower";
+}
+
+/**
+ * One node of a cluster of Worq servers on one PostgreSQL database (docs/deploy.md).
+ *
+ * Exactly one node leads: the one whose store holds the writer lock. The leader is a whole
+ * Worq server (src/main.ts): it runs the engine, every lease, timer and write. Every other
+ * node is a follower: it serves the same ports and forwards each call to the leader
+ * (forwarder.ts), so clients may connect to any node, a worker on one node is woken at once
+ * by a submit on another, and timers run once. Four times a second a follower asks
+ * PostgreSQL who holds the lock; when nobody does (the leader died: PostgreSQL dropped its
+ * session and the lock with it), it tries to take it, loads the jobs as a restarted server
+ * would (leases kept until the orphan grace), and serves. A leader whose store fails steps
+ * down and becomes a follower, since another node may hold the lock by then.
+ */
+export async function startClusterNode(
+  config: ServerConfig & { cluster: ClusterConfig; store: string },
+  log: Logger,
+  timing: ClusterTiming = DEFAULT_TIMING,
+): Promise<ClusterNode> {
+  const { nodeId, advertiseHost } = config.cluster;
+  await migrateDatabase(config.store); // the nodes table must exist before anyone reports
+  const tls = config.tls && {
+    cert: readFileSync(config.tls.certFile),
+    key: readFileSync(config.tls.keyFile),
+    ...(config.tls.clientCaFile !== undefined && { ca: readFileSync(config.tls.clientCaFile) }),
+  };
+  const forwarderOptions: ForwarderOptions = {
+    nodeId,
+    host: config.host,
+    grpcPort: config.port,
+    httpPort: config.httpPort,
+    maxMessageBytes: maxMessageBytes(config),
+    descriptorSet: worqDescriptorSet(),
+    ...(tls && { tls, linkTls: { ca: readFileSync(config.cluster.caFile ?? config.tls!.certFile), cert: tls.cert, key: tls.key } }),
+    log: log,
+  };
+  let forwarder: Forwarder | undefined = await startForwarder(forwarderOptions);
+  // The ports are the node's for its whole life, whichever role it has.
+  const ports = { grpc: forwarder.grpcPort, http: forwarder.httpPort };
+  forwarderOptions.grpcPort = ports.grpc;
+  forwarderOptions.httpPort = ports.http;
+  const registry = new NodeRegistry(config.store, {
+    nodeId,
+    grpcAddress: `${hostForAddress(advertiseHost)}:${ports.grpc}`,
+    httpAddress: `${hostForAddress(advertiseHost)}:${ports.http}`,
+    version: packageVersion(),
+    startedAtMs: Date.now(),
+  });
+  await registry.heartbeat(Date.now());
+
+  let leader: RunningServer | undefined;
+  let closed = false;
+  /** Role changes and checks run one at a time. */
+  let work: Promise<void> = Promise.resolve();
+  let checking = false;
+  const serialized = (step: () => Promise<void>) => (work = work.then(step, step));
+
+  const follow = async () => {
+    forwarder ??= await startForwarder(forwarderOptions);
+  };
+
+  const tryToLead = async () => {
+    let forwarderClosed = false;
+    try {
+      leader = await startServer({ ...config, port: ports.grpc, httpPort: ports.http }, log, {
+        applicationName: nodeApplicationName(nodeId),
+        beforeBind: async () => {
+          await forwarder?.close();
+          forwarder = undefined;
+          forwarderClosed = true;
+        },
+        onStorageFailure: (error) => void serialized(() => stepDown(error)),
+        cluster: { nodeId, nodes: () => registry.view(Date.now()) },
+      });
+      log.info("leading the cluster", { grpcPort: ports.grpc, httpPort: ports.http });
+    } catch (error) {
+      if (!(error instanceof WriterLockHeldError)) log.warn("could not take the lead", { error: (error as Error).message });
+      if (forwarderClosed) await follow();
+    }
+  };
+
+  const stepDown = async (error: unknown) => {
+    const server = leader;
+    if (!server) return;
+    log.error("storage failed: stepping down as the cluster leader", { error: error instanceof Error ? error.message : String(error) });
+    leader = undefined;
+    await server.close().catch((closeError: unknown) => log.warn("closing the failed leader", { error: String(closeError) }));
+    if (!closed) await follow();
+  };
+
+  const check = async () => {
+    if (closed || leader) return;
+    const leaderId = await registry.leaderId();
+    if (leaderId === undefined) return tryToLead();
+    const record = await registry.node(leaderId);
+    forwarder?.setLeader(record && { nodeId: record.nodeId, grpcAddress: record.grpcAddress, httpAddress: record.httpAddress });
+  };
+
+  const electionTimer = setInterval(() => {
+    if (checking) return;
+    checking = true;
+    void serialized(() =>
+      check().catch((error: unknown) => log.warn("cannot read the cluster's state from PostgreSQL", { error: (error as Error).message })),
+    ).finally(() => (checking = false));
+  }, timing.electionIntervalMs);
+  let beats = 0;
+  const heartbeatTimer = setInterval(() => {
+    const now = Date.now();
+    registry.heartbeat(now).catch((error: unknown) => log.warn("heartbeat failed", { error: (error as Error).message }));
+    if (leader && ++beats % 60 === 0) registry.forgetSilent(now).catch(() => {});
+  }, timing.heartbeatIntervalMs);
+  await serialized(() => check().catch(() => {}));
+
+  return {
+    nodeId,
+    grpcPort: ports.grpc,
+    httpPort: ports.http,
+    tls: tls !== undefined,
+    role: () => (leader ? "leader" : "follower"),
+    reloadTokens() {
+      if (leader) return leader.reloadTokens();
+      // A follower checks no tokens (the leader does); read the file anyway to report errors now.
+      if (config.authTokensFile === undefined) throw new Error("no --auth-tokens file to reload");
+      return loadTokenFile(config.authTokensFile).length;
+    },
+    async close() {
+      closed = true;
+      clearInterval(electionTimer);
+      clearInterval(heartbeatTimer);
+      await work;
+      await leader?.close();
+      await forwarder?.close();
+      await registry.close();
+    },
+  };
+}
+
+/** host:port needs brackets around an IPv6 host. */
+function hostForAddress(host: string): string {
+  return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
+}

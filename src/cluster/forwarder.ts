@@ -1,0 +1,239 @@
+import * as grpc from "@grpc/grpc-js";
+import { request as httpRequest, createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { request as httpsRequest, createServer as createTlsServer } from "node:https";
+import type { AddressInfo } from "node:net";
+import { fromBinary, toBinary, type DescService } from "@bufbuild/protobuf";
+import type { FileDescriptorSet } from "@bufbuild/protobuf/wkt";
+import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
+import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
+import { LeaseRequestSchema, WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import type { Logger } from "../log.js";
+import { addHealthAndReflection, serverChannelOptions } from "../transport/grpc-server.js";
+import { LeaderLink, type LeaderAddress, type LinkTls } from "./leader-link.js";
+
+/** Added to every call a follower forwards: which node it came through. */
+export const FORWARDED_BY_HEADER = "x-worq-forwarded-by";
+/** The label a follower adds to each Lease it forwards, so the leader's worker list shows the node. */
+export const NODE_LABEL = "worq.node";
+
+const LEASE_PATH = `/${WorkerService.typeName}/${WorkerService.method.lease.name}`;
+
+export interface ForwarderOptions {
+  nodeId: string;
+  host: string;
+  grpcPort: number;
+  httpPort: number;
+  maxMessageBytes: number;
+  descriptorSet: FileDescriptorSet;
+  /** Both ports serve TLS with this certificate (and require client certificates with `ca`). */
+  tls?: { cert: Buffer; key: Buffer; ca?: Buffer };
+  /** TLS of the links to the leader; unset = plaintext. */
+  linkTls?: LinkTls;
+  log: Logger;
+}
+
+export interface Forwarder {
+  grpcPort: number;
+  httpPort: number;
+  /** Points every new call at `leader` (undefined: none known, calls get UNAVAILABLE). */
+  setLeader(leader: LeaderAddress | undefined): void;
+  /** Stops both ports at once: forwarded streams end, their clients reconnect. */
+  close(): Promise<void>;
+}
+
+/**
+ * A follower's face: the same gRPC and HTTP ports a server has, every worq call passed to the
+ * leader byte for byte (nothing decoded but a Lease's labels), status, message and trailers
+ * passed back. Health and reflection are answered here: health says SERVING while a leader
+ * is known. Auth is the leader's job: tokens travel in the forwarded metadata; client
+ * certificates are checked here, with the same CA the leader uses.
+ */
+export async function startForwarder(options: ForwarderOptions): Promise<Forwarder> {
+  let link: LeaderLink | undefined;
+  const noLeader = (): Partial<grpc.StatusObject> => ({
+    code: grpc.status.UNAVAILABLE,
+    details: `node ${options.nodeId} knows no cluster leader yet (an election is under way); retry`,
+  });
+
+  const server = new grpc.Server(serverChannelOptions(options.maxMessageBytes));
+  for (const service of [ProducerService, WorkerService, AdminService] as DescService[]) {
+    const definition: Record<string, grpc.MethodDefinition<Buffer, Buffer>> = {};
+    const handlers: grpc.UntypedServiceImplementation = {};
+    for (const method of service.methods) {
+      const path = `/${service.typeName}/${method.name}`;
+      const streaming = method.methodKind === "server_streaming";
+      definition[method.localName] = {
+        path,
+        requestStream: false,
+        responseStream: streaming,
+        requestSerialize: rawBytes,
+        requestDeserialize: rawBytes,
+        responseSerialize: rawBytes,
+        responseDeserialize: rawBytes,
+      };
+      handlers[method.localName] = streaming
+        ? (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
+            if (!link) return void call.emit("error", noLeader());
+            const request = path === LEASE_PATH ? withNodeLabel(call.request, options.nodeId) : call.request;
+            const upstream = link.call((client) =>
+              client.makeServerStreamRequest(path, rawBytes, rawBytes, request, outgoing(call.metadata, options.nodeId), { deadline: call.getDeadline() }),
+            );
+            upstream.on("data", (chunk: Buffer) => {
+              if (call.write(chunk)) return;
+              upstream.pause(); // back-pressure from the worker reaches the leader
+              call.once("drain", () => upstream.resume());
+            });
+            upstream.on("status", (status: grpc.StatusObject) => {
+              if (status.code === grpc.status.OK) call.end(status.metadata);
+            });
+            upstream.on("error", (error: grpc.ServiceError) => {
+              if (!call.cancelled) call.emit("error", statusOf(error));
+            });
+            call.on("cancelled", () => upstream.cancel());
+          }
+        : (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
+            if (!link) return callback(noLeader());
+            const upstream = link.call((client) =>
+              client.makeUnaryRequest(
+                path,
+                rawBytes,
+                rawBytes,
+                call.request,
+                outgoing(call.metadata, options.nodeId),
+                { deadline: call.getDeadline() },
+                (error: grpc.ServiceError | null, response?: Buffer) => (error ? callback(statusOf(error)) : callback(null, response)),
+              ),
+            );
+            call.on("cancelled", () => upstream.cancel());
+          };
+    }
+    server.addService(definition, handlers);
+  }
+  const health = addHealthAndReflection(server, options.descriptorSet);
+  health.setStatus("", "NOT_SERVING");
+  const credentials = options.tls
+    ? grpc.ServerCredentials.createSsl(options.tls.ca ?? null, [{ cert_chain: options.tls.cert, private_key: options.tls.key }], options.tls.ca !== undefined)
+    : grpc.ServerCredentials.createInsecure();
+  const grpcPort = await new Promise<number>((ok, fail) =>
+    server.bindAsync(`${options.host}:${options.grpcPort}`, credentials, (error, port) => (error ? fail(error) : ok(port))),
+  );
+
+  const http = createHttpForwarder(options, () => link?.leader);
+  const httpPort = await new Promise<number>((ok, fail) => {
+    http.once("error", fail);
+    http.listen(options.httpPort, options.host, () => ok((http.address() as AddressInfo).port));
+  }).catch((error: unknown) => {
+    server.forceShutdown();
+    throw error;
+  });
+
+  return {
+    grpcPort,
+    httpPort,
+    setLeader(leader) {
+      if (leader?.nodeId === link?.leader.nodeId && leader?.grpcAddress === link?.leader.grpcAddress) return;
+      const previous = link;
+      link = leader && new LeaderLink(leader, options.linkTls, options.maxMessageBytes);
+      health.setStatus("", link ? "SERVING" : "NOT_SERVING");
+      options.log.info(leader ? "following the cluster leader" : "no cluster leader known", leader ? { leader: leader.nodeId, grpc: leader.grpcAddress } : {});
+      // Calls already on their way to the old leader finish (or fail) on their own.
+      if (previous) setTimeout(() => previous.close(), 30_000).unref();
+    },
+    async close() {
+      server.forceShutdown();
+      http.closeAllConnections();
+      await new Promise((done) => http.close(done));
+      link?.close();
+    },
+  };
+}
+
+/** The HTTP port of a follower: /healthz and /metrics of its own, every other request passed to the leader's HTTP port. */
+function createHttpForwarder(options: ForwarderOptions, leader: () => LeaderAddress | undefined): Server {
+  const handle = (request: IncomingMessage, response: ServerResponse) => {
+    const path = (request.url ?? "").split("?")[0];
+    const target = leader();
+    if (request.method === "GET" && path === "/healthz") {
+      response
+        .writeHead(target ? 200 : 503, { "content-type": "application/json" })
+        .end(JSON.stringify({ status: target ? "SERVING" : "NOT_SERVING", node: options.nodeId, role: "follower", leader: target?.nodeId ?? null }));
+      return;
+    }
+    if (request.method === "GET" && path === "/metrics") {
+      // Its own figures only: forwarding the leader's would count them once per node.
+      response
+        .writeHead(200, { "content-type": "text/plain; version=0.0.4" })
+        .end(
+          "# HELP worq_cluster_leader 1 on the node leading the cluster, 0 on a follower (which forwards to it).\n" +
+            "# TYPE worq_cluster_leader gauge\nworq_cluster_leader 0\n" +
+            "# HELP worq_cluster_leader_known 1 while this follower knows a leader to forward to.\n" +
+            `# TYPE worq_cluster_leader_known gauge\nworq_cluster_leader_known ${target ? 1 : 0}\n`,
+        );
+      return;
+    }
+    if (!target) {
+      unavailable(response, `node ${options.nodeId} knows no cluster leader yet (an election is under way); retry`);
+      return;
+    }
+    const { hostname, port } = new URL(`http://${target.httpAddress}`);
+    const headers = { ...request.headers, [FORWARDED_BY_HEADER]: options.nodeId };
+    delete headers.connection;
+    const tls = options.linkTls;
+    const upstream = (tls ? httpsRequest : httpRequest)(
+      {
+        hostname: hostname.replace(/^\[|\]$/g, ""),
+        port,
+        method: request.method,
+        path: request.url,
+        headers,
+        ...(tls && { ca: tls.ca, cert: tls.cert, key: tls.key }),
+      },
+      (reply) => {
+        response.writeHead(reply.statusCode ?? 502, reply.headers);
+        reply.pipe(response);
+      },
+    );
+    upstream.on("error", (error) => {
+      if (!response.headersSent) unavailable(response, `the cluster leader ${target.nodeId} did not answer: ${error.message}`);
+      else response.destroy();
+    });
+    response.on("close", () => upstream.destroy());
+    request.pipe(upstream);
+  };
+  if (!options.tls) return createServer(handle);
+  const { cert, key, ca } = options.tls;
+  return createTlsServer({ cert, key, ...(ca && { ca, requestCert: true, rejectUnauthorized: true }) }, handle);
+}
+
+/** A Connect-protocol error body, which the dashboard and Connect clients read as UNAVAILABLE. */
+function unavailable(response: ServerResponse, message: string): void {
+  response.writeHead(503, { "content-type": "application/json" }).end(JSON.stringify({ code: "unavailable", message }));
+}
+
+function rawBytes(bytes: Buffer): Buffer {
+  return bytes;
+}
+
+/** The client's metadata (tokens included) for the leader, minus what the link sets itself. */
+function outgoing(incoming: grpc.Metadata, nodeId: string): grpc.Metadata {
+  const metadata = incoming.clone();
+  metadata.remove("user-agent");
+  metadata.remove("grpc-timeout");
+  metadata.set(FORWARDED_BY_HEADER, nodeId);
+  return metadata;
+}
+
+/** A Lease request with the label naming this node; a malformed one goes as it came (the leader answers it). */
+function withNodeLabel(request: Buffer, nodeId: string): Buffer {
+  try {
+    const lease = fromBinary(LeaseRequestSchema, request);
+    lease.labels[NODE_LABEL] = nodeId;
+    return Buffer.from(toBinary(LeaseRequestSchema, lease));
+  } catch {
+    return request;
+  }
+}
+
+function statusOf(error: grpc.ServiceError): Partial<grpc.StatusObject> {
+  return { code: error.code, details: error.details, metadata: error.metadata };
+}

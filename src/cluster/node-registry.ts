@@ -1,0 +1,121 @@
+import pg from "pg";
+import type { ClusterNodeView } from "../transport/admin-service.js";
+import { SINGLE_WRITER_LOCK } from "../storage/postgres/postgres-store.js";
+
+/** A node is listed while its last heartbeat is this recent. */
+export const NODE_LIVENESS_MS = 10_000;
+/** Rows of nodes silent this long are deleted by the leader. */
+const FORGET_AFTER_MS = 60 * 60_000;
+
+const APPLICATION_PREFIX = "worq-node:";
+
+/** The application_name of every PostgreSQL connection of node `nodeId` (at most 63 bytes: ids are ≤ 48). */
+export function nodeApplicationName(nodeId: string): string {
+  return `${APPLICATION_PREFIX}${nodeId}`;
+}
+
+/** What a node tells the others about itself. */
+export interface NodeRecord {
+  nodeId: string;
+  grpcAddress: string;
+  httpAddress: string;
+  version: string;
+  startedAtMs: number;
+}
+
+/**
+ * The cluster's membership, kept in PostgreSQL (table worq_nodes, migration 2). Each node
+ * upserts its row every second; the leader is never written down but read from pg_locks: it
+ * is the node whose connection holds the writer lock (SINGLE_WRITER_LOCK, taken by the
+ * leader's store), recognised by the connection's application_name. So a leader that died is
+ * no longer the leader the moment PostgreSQL drops its session, whatever the table says.
+ */
+export class NodeRegistry {
+  private readonly pool: pg.Pool;
+
+  constructor(
+    url: string,
+    private readonly self: NodeRecord,
+  ) {
+    this.pool = new pg.Pool({ connectionString: url, max: 2, application_name: nodeApplicationName(self.nodeId) });
+    this.pool.on("error", () => {}); // a broken idle connection is dropped; the next query reports it
+  }
+
+  /** Writes this node's row with a fresh heartbeat. */
+  async heartbeat(nowMs: number): Promise<void> {
+    const { nodeId, grpcAddress, httpAddress, version, startedAtMs } = this.self;
+    await this.pool.query(
+      `INSERT INTO worq_nodes (node_id, grpc_address, http_address, version, started_at_ms, heartbeat_at_ms)
+       VALUES ($1, $2, $3, $4, $5, $6)
+       ON CONFLICT (node_id) DO UPDATE SET grpc_address = $2, http_address = $3, version = $4, started_at_ms = $5, heartbeat_at_ms = $6`,
+      [nodeId, grpcAddress, httpAddress, version, startedAtMs, nowMs],
+    );
+  }
+
+  /** The node id of the current leader (holder of the writer lock in this database), if any. */
+  async leaderId(): Promise<string | undefined> {
+    const lock = BigInt(SINGLE_WRITER_LOCK);
+    const { rows } = await this.pool.query<{ name: string }>(
+      `SELECT a.application_name AS name
+         FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+        WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+          AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+          AND l.classid::bigint = $1 AND l.objid::bigint = $2`,
+      [Number(lock >> 32n), Number(lock & 0xffffffffn)],
+    );
+    const name = rows[0]?.name;
+    if (name === undefined) return undefined;
+    // A holder that is not a cluster node (a server started without --cluster) has no node id.
+    return name.startsWith(APPLICATION_PREFIX) ? name.slice(APPLICATION_PREFIX.length) : `(${name || "a server without --cluster"})`;
+  }
+
+  /** The record of node `nodeId`, if it has reported. */
+  async node(nodeId: string): Promise<NodeRecord | undefined> {
+    const { rows } = await this.pool.query<NodeRow>("SELECT * FROM worq_nodes WHERE node_id = $1", [nodeId]);
+    return rows[0] && recordOf(rows[0]);
+  }
+
+  /** Every node heard from in the last NODE_LIVENESS_MS, leader first, then by node id. */
+  async view(nowMs: number): Promise<ClusterNodeView[]> {
+    const [leaderId, { rows }] = await Promise.all([
+      this.leaderId(),
+      this.pool.query<NodeRow>("SELECT * FROM worq_nodes WHERE heartbeat_at_ms >= $1 ORDER BY node_id", [nowMs - NODE_LIVENESS_MS]),
+    ]);
+    const nodes = rows.map((row): ClusterNodeView => ({
+      ...recordOf(row),
+      role: row.node_id === leaderId ? "leader" : "follower",
+      heartbeatAtMs: Number(row.heartbeat_at_ms),
+    }));
+    return [...nodes.filter((node) => node.role === "leader"), ...nodes.filter((node) => node.role !== "leader")];
+  }
+
+  /** Deletes the rows of nodes silent for an hour (called by the leader now and then). */
+  async forgetSilent(nowMs: number): Promise<void> {
+    await this.pool.query("DELETE FROM worq_nodes WHERE heartbeat_at_ms < $1", [nowMs - FORGET_AFTER_MS]);
+  }
+
+  /** Removes this node's row (clean shutdown) and closes the connections. */
+  async close(): Promise<void> {
+    await this.pool.query("DELETE FROM worq_nodes WHERE node_id = $1", [this.self.nodeId]).catch(() => {});
+    await this.pool.end();
+  }
+}
+
+interface NodeRow {
+  node_id: string;
+  grpc_address: string;
+  http_address: string;
+  version: string;
+  started_at_ms: string;
+  heartbeat_at_ms: string;
+}
+
+function recordOf(row: NodeRow): NodeRecord {
+  return {
+    nodeId: row.node_id,
+    grpcAddress: row.grpc_address,
+    httpAddress: row.http_address,
+    version: row.version,
+    startedAtMs: Number(row.started_at_ms),
+  };
+}

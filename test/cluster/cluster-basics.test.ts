@@ -1,0 +1,105 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
+import { StreamWorker } from "../e2e/support/clients.js";
+import { spawnNode, waitForCluster, type ClusterProcess } from "./support/cluster.js";
+
+/**
+ * Three `worq serve --cluster` processes on one throwaway PostgreSQL database: one leads, two
+ * forward (src/cluster). What a user of any node relies on: a submit anywhere wakes a worker
+ * anywhere at once, errors come back as the leader gave them, server info and the worker list
+ * show the whole cluster, and a node without --cluster is kept out.
+ */
+describe.skipIf(!postgresAvailable())("a cluster of three servers on one PostgreSQL database", () => {
+  let postgres: PostgresCluster;
+  let url: string;
+  const nodes: ClusterProcess[] = [];
+  let leaderId: string;
+  const leader = () => nodes.find((node) => node.nodeId === leaderId)!;
+  const followers = () => nodes.filter((node) => node.nodeId !== leaderId);
+
+  beforeAll(async () => {
+    postgres = await startPostgres();
+    url = await postgres.createDatabase();
+    for (const id of ["alpha", "bravo", "charlie"]) nodes.push(await spawnNode(url, id));
+    leaderId = await waitForCluster(nodes[2]!.clients, 3);
+  }, 120_000);
+  afterAll(async () => {
+    nodes.forEach((node) => node.child.kill("SIGKILL"));
+    await Promise.all(nodes.map((node) => node.exited));
+    await postgres?.stop();
+  });
+
+  it("the first node to start leads; every node's server info names the leader and lists all three", async () => {
+    expect(leaderId).toBe("alpha");
+    for (const node of nodes) {
+      const info = await node.clients.admin.getServerInfo({});
+      expect(info.nodeId).toBe("alpha");
+      expect(info.store).toBe("postgres");
+      expect(info.clusterNodes.map((n) => [n.nodeId, n.role])).toEqual([
+        ["alpha", "leader"],
+        ["bravo", "follower"],
+        ["charlie", "follower"],
+      ]);
+      const self = info.clusterNodes.find((n) => n.nodeId === node.nodeId)!;
+      expect(self.grpcAddress).toBe(`127.0.0.1:${node.port}`);
+    }
+  });
+
+  it("a submit through one follower wakes a worker held through the other at once", async () => {
+    const [first, second] = followers();
+    const worker = new StreamWorker(first!.clients, { queues: ["wake"], workerId: "w-wake", credits: 5 });
+    try {
+      // Registered once the leader's first keepalive came back through the follower.
+      for (let i = 0; i < 100 && worker.messages.length === 0; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(worker.messages[0]?.kind.case).toBe("keepalive");
+      const { jid } = await second!.clients.producer.submit({ job: { type: "t", queue: "wake", kwargs: { n: 1 } } });
+      const leased = await worker.next(2_000);
+      expect(leased.job!.jid).toBe(jid);
+      // The worker list, asked through the third node, shows it with the node it came through.
+      const { workers } = await leader().clients.admin.listWorkers({});
+      const listed = workers.find((w) => w.workerId === "w-wake");
+      expect(listed?.labels["worq.node"]).toBe(first!.nodeId);
+      await first!.clients.worker.ack({ jid, leaseId: leased.leaseId });
+      const job = await second!.clients.admin.getJob({ jid });
+      expect(job.job!.state).toBe(JobState.COMPLETED);
+    } finally {
+      await worker.stop().catch(() => {});
+    }
+  });
+
+  it("bad input through a follower gets the leader's error, naming the field, with nothing stored", async () => {
+    const follower = followers()[0]!;
+    const before = await follower.clients.admin.getServerInfo({});
+    const error = await follower.clients.producer.submit({ job: { type: "", queue: "wake" } }).catch((e: unknown) => ConnectError.from(e));
+    expect(error).toBeInstanceOf(ConnectError);
+    expect((error as ConnectError).code).toBe(Code.InvalidArgument);
+    expect((error as ConnectError).rawMessage).toMatch(/job\.type/);
+    const missing = await follower.clients.admin.getJob({ jid: "6f1c7f46-3c2a-4d8e-9f55-1b8f4f2b7a10" }).catch((e: unknown) => ConnectError.from(e));
+    expect((missing as ConnectError).code).toBe(Code.NotFound);
+    const after = await follower.clients.admin.getServerInfo({});
+    expect(after.totalSubmitted).toBe(before.totalSubmitted);
+  });
+
+  it("a follower's HTTP port answers its own /healthz and passes the API (Connect, JSON routes) to the leader", async () => {
+    const follower = followers()[1]!;
+    const httpPort = follower.httpPort;
+    const health = await fetch(`http://127.0.0.1:${httpPort}/healthz`).then((r) => r.json());
+    expect(health).toEqual({ status: "SERVING", node: follower.nodeId, role: "follower", leader: "alpha" });
+    const info = await fetch(`http://127.0.0.1:${httpPort}/worq.v1.AdminService/GetServerInfo`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{}",
+    });
+    expect(info.status).toBe(200);
+    expect((await info.json()).nodeId).toBe("alpha");
+    const metrics = await fetch(`http://127.0.0.1:${httpPort}/metrics`).then((r) => r.text());
+    expect(metrics).toMatch(/^worq_cluster_leader 0$/m);
+  });
+
+  it("a server started on the same database without --cluster is refused", async () => {
+    const { spawnServer } = await import("../e2e/support/server-process.js");
+    await expect(spawnServer("/nonexistent-unused", ["--store", url, "--log-level", "warn"])).rejects.toThrow(/another Worq server is using/);
+  });
+});

@@ -1,0 +1,57 @@
+/**
+ * A worker process for the cluster tests, on the raw generated stubs so that it sees every
+ * lease and every ack outcome: holds a Lease stream to `--addr` (reconnecting whenever it
+ * ends), runs each job for 0-`--work-ms` ms and acks it. Its stdout is the lease-grant log:
+ *   "ready"                                  a stream is (again) registered
+ *   "grant <jid> <leaseId> <ms>"             a job arrived (wall-clock ms)
+ *   "ack <jid> <leaseId> <code> <sentMs> <doneMs>"  its Ack: gRPC code (0 = accepted), when sent and answered
+ */
+import { parseArgs } from "node:util";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { WorkerService } from "../../../../gen/ts/worq/v1/worker_service_pb.js";
+
+const { values } = parseArgs({
+  options: {
+    addr: { type: "string" },
+    queue: { type: "string", default: "cluster" },
+    credits: { type: "string", default: "20" },
+    "work-ms": { type: "string", default: "5" },
+    "worker-id": { type: "string", default: `cluster-${process.pid}` },
+  },
+});
+const workMs = Number(values["work-ms"]);
+const worker = createClient(WorkerService, createGrpcTransport({ baseUrl: `http://${values.addr}` }));
+const out = (line: string) => process.stdout.write(`${line}\n`);
+
+async function run(jid: string, leaseId: string): Promise<void> {
+  await new Promise((resolve) => setTimeout(resolve, Math.random() * workMs));
+  const sent = Date.now();
+  const code = await worker.ack({ jid, leaseId }, { timeoutMs: 10_000 }).then(
+    () => 0,
+    (error: unknown) => (error as { code?: number }).code ?? -1,
+  );
+  out(`ack ${jid} ${leaseId} ${code} ${sent} ${Date.now()}`);
+}
+
+let stopped = false;
+process.on("SIGTERM", () => {
+  stopped = true;
+  process.exit(0);
+});
+while (!stopped) {
+  try {
+    const stream = worker.lease({ queues: [values.queue!], workerId: values["worker-id"]!, credits: Number(values.credits) });
+    for await (const message of stream) {
+      if (message.kind.case === "keepalive") out("ready");
+      if (message.kind.case !== "jobs") continue;
+      for (const leased of message.kind.value.jobs) {
+        out(`grant ${leased.job!.jid} ${leased.leaseId} ${Date.now()}`);
+        void run(leased.job!.jid, leased.leaseId);
+      }
+    }
+  } catch {
+    // The node went away or restarted: reconnect after a moment, as a worker library does.
+  }
+  await new Promise((resolve) => setTimeout(resolve, 200));
+}
