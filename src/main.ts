@@ -81,7 +81,9 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
   let serving = true;
   const onBatch = (seconds: number, operations: number) => metrics.observeStoreWrite(seconds, operations);
   // Replaced, with its engine, when storage recovers (dataBytes asks the store in use).
-  let configured = createStore(config, onBatch, leader?.applicationName);
+  // A cluster leader that lost its writer connection has lost the lead: it steps down at once.
+  const listeners = { onBatch, ...(leader && { applicationName: leader.applicationName, onWriterLost: leader.onStorageFailure }) };
+  let configured = createStore(config, listeners);
   const { store, location } = configured;
   const recovery: StoreRecovery = new StoreRecovery({
     // A LevelDB data dir can be probed with a file write; PostgreSQL only by reopening.
@@ -89,7 +91,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
     log,
     closeFailed: () => handle!.current().close(),
     reopen: async () => {
-      const next = createStore(config, onBatch, leader?.applicationName);
+      const next = createStore(config, listeners);
       const engine = await openEngine(next.store);
       configured = next;
       return engine;

@@ -14,29 +14,29 @@ export interface ConfiguredStore {
   dataBytes(): Promise<number>;
 }
 
-/**
- * The server's store: PostgreSQL when `store` (`--store`, WORQ_STORE) is given, else LevelDB
- * in `dataDir`. `onBatch` hears of each durable write: seconds and operations.
- */
-export function createStore(
-  config: { store?: string | undefined; dataDir: string },
-  onBatch: (seconds: number, operations: number) => void = () => {},
-  applicationName?: string,
-): ConfiguredStore {
-  return storeAt(config.store ?? config.dataDir, onBatch, applicationName);
+/** What a store reports as it works. */
+export interface StoreListeners {
+  /** Hears of each durable write: seconds and operations. */
+  onBatch?: (seconds: number, operations: number) => void;
+  /** PostgreSQL: names the connections (a cluster finds its leader by it, src/cluster). */
+  applicationName?: string;
+  /** PostgreSQL: the writer connection (and the writer lock) was lost. */
+  onWriterLost?: (error: Error) => void;
 }
 
-/**
- * The store at `location`: a postgres:// URL, or else a LevelDB data dir. `applicationName`
- * names the PostgreSQL connections (a cluster finds its leader by it, src/cluster).
- */
-export function storeAt(location: string, onBatch: (seconds: number, operations: number) => void = () => {}, applicationName?: string): ConfiguredStore {
+/** The server's store: PostgreSQL when `store` (`--store`, WORQ_STORE) is given, else LevelDB in `dataDir`. */
+export function createStore(config: { store?: string | undefined; dataDir: string }, listeners: StoreListeners = {}): ConfiguredStore {
+  return storeAt(config.store ?? config.dataDir, listeners);
+}
+
+/** The store at `location`: a postgres:// URL, or else a LevelDB data dir. */
+export function storeAt(location: string, listeners: StoreListeners = {}): ConfiguredStore {
   if (isPostgresUrl(location)) {
-    const store = new PostgresStore(location, onBatch, undefined, applicationName);
+    const store = new PostgresStore(location, listeners);
     return { store, location: redactedUrl(location), dataBytes: () => store.databaseBytes() };
   }
   const dataDir = resolve(location);
-  return { store: new LevelStore(dataDir, onBatch), location: dataDir, dataBytes: () => directoryBytes(dataDir) };
+  return { store: new LevelStore(dataDir, listeners.onBatch), location: dataDir, dataBytes: () => directoryBytes(dataDir) };
 }
 
 /** Total size of the files in `dir` (LevelDB keeps a flat directory). */

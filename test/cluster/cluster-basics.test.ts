@@ -1,4 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
@@ -96,6 +97,32 @@ describe.skipIf(!postgresAvailable())("a cluster of three servers on one Postgre
     expect((await info.json()).nodeId).toBe("alpha");
     const metrics = await fetch(`http://127.0.0.1:${httpPort}/metrics`).then((r) => r.text());
     expect(metrics).toMatch(/^worq_cluster_leader 0$/m);
+  });
+
+  it("a leader whose PostgreSQL connection is cut steps down at once; the cluster elects a leader and keeps every job", async () => {
+    const before = await leader().clients.producer.submit({ job: { type: "t", queue: "cut", kwargs: { n: 2 } } });
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    try {
+      // What a network cut or a PostgreSQL restart looks like to the leader: its sessions end, the writer lock with them.
+      const { rowCount } = await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [`worq-node:${leaderId}`]);
+      expect(rowCount).toBeGreaterThan(0);
+    } finally {
+      await admin.end();
+    }
+    const old = leader();
+    for (let i = 0; i < 100 && !/stepping down as the cluster leader/.test(old.stderr()); i++) await new Promise((r) => setTimeout(r, 100));
+    expect(old.stderr()).toMatch(/stepping down as the cluster leader/);
+    leaderId = await waitForCluster(nodes[1]!.clients, 3);
+    // Whoever leads now (the old leader may win again, as a fresh follower), the job is there and new work flows.
+    const job = await nodes[2]!.clients.admin.getJob({ jid: before.jid });
+    expect(job.job!.state).toBe(JobState.SCHEDULED);
+    const worker = new StreamWorker(nodes[0]!.clients, { queues: ["cut"], workerId: "w-cut", credits: 1 });
+    try {
+      expect((await worker.next(10_000)).job!.jid).toBe(before.jid);
+    } finally {
+      await worker.stop().catch(() => {});
+    }
   });
 
   it("a server started on the same database without --cluster is refused", async () => {

@@ -84,7 +84,7 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
 
   it("splits a large group into several statements of ONE transaction: all applied, or none", async () => {
     const url = await cluster.createDatabase();
-    const store = new PostgresStore(url, () => {}, 100_000);
+    const store = new PostgresStore(url, { statementDataBytes: 100_000 });
     await store.open();
     const big = (jid: string): StoreWrite => ({ kind: "put-job", meta: metaOf(jid), body: bodyOf(Array.from({ length: 60_000 }, (_, i) => i % 256)) });
     const [first, a, b, c, d, e] = Array.from({ length: 6 }, () => randomUUID());

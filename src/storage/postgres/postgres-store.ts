@@ -17,6 +17,20 @@ import { redactedUrl } from "./url.js";
  */
 export const SINGLE_WRITER_LOCK = 0x776f7271_00; // "worq" 0
 
+export interface PostgresStoreOptions {
+  /** Hears of each durable group: its time in seconds and the rows it wrote. */
+  onBatch?: (seconds: number, rows: number) => void;
+  /** Lowers the data one statement carries (tests; default STATEMENT_DATA_BYTES). */
+  statementDataBytes?: number;
+  /** Names the connections in pg_stat_activity (a cluster finds its leader by it). */
+  applicationName?: string;
+  /**
+   * Called once if the writer connection (and with it the writer lock) is lost, before any
+   * write notices: a cluster leader must stop serving at once, since another node may lead now.
+   */
+  onWriterLost?: (error: Error) => void;
+}
+
 /** open() found the writer lock held by another connection: another server writes this database. */
 export class WriterLockHeldError extends Error {}
 
@@ -37,22 +51,22 @@ export class PostgresStore implements Store {
   private readonly committer: GroupCommitter<StoreWrite>;
   /** Set once the writer connection broke: every later commit fails fast with it. */
   private writerError: Error | undefined;
+  private readonly statementDataBytes: number;
 
-  /**
-   * `onBatch` hears of each durable group: its time in seconds and the rows it wrote.
-   * `statementDataBytes` (tests) lowers the data one statement carries (STATEMENT_DATA_BYTES).
-   */
   constructor(
     readonly url: string,
-    onBatch: (seconds: number, rows: number) => void = () => {},
-    private readonly statementDataBytes = STATEMENT_DATA_BYTES,
-    /** Names this server's connections in pg_stat_activity (a cluster finds its leader by it). */
-    applicationName = "worq",
+    options: PostgresStoreOptions = {},
   ) {
+    const { onBatch = () => {}, statementDataBytes = STATEMENT_DATA_BYTES, applicationName = "worq", onWriterLost } = options;
+    this.statementDataBytes = statementDataBytes;
     // Whatever the server's or role's default, a commit is durable when it returns.
     const config = { connectionString: url, options: "-c synchronous_commit=on", application_name: applicationName };
     this.writer = new pg.Client(config);
-    this.writer.on("error", (error) => (this.writerError ??= error));
+    this.writer.on("error", (error) => {
+      if (this.writerError) return;
+      this.writerError = error;
+      onWriterLost?.(error);
+    });
     this.pool = new pg.Pool({ ...config, max: 4 });
     // An idle pooled connection that breaks is discarded by the pool; the next read reports it.
     this.pool.on("error", () => {});

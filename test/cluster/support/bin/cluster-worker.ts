@@ -1,7 +1,8 @@
 /**
  * A worker process for the cluster tests, on the raw generated stubs so that it sees every
  * lease and every ack outcome: holds a Lease stream to `--addr` (reconnecting whenever it
- * ends), runs each job for 0-`--work-ms` ms and acks it. Its stdout is the lease-grant log:
+ * ends), runs each job for 0-`--work-ms` ms and acks it (retrying while UNAVAILABLE, as a
+ * worker library does across a failover). Its stdout is the lease-grant log:
  *   "ready"                                  a stream is (again) registered
  *   "grant <jid> <leaseId> <ms>"             a job arrived (wall-clock ms)
  *   "ack <jid> <leaseId> <code> <sentMs> <doneMs>"  its Ack: gRPC code (0 = accepted), when sent and answered
@@ -21,16 +22,23 @@ const { values } = parseArgs({
   },
 });
 const workMs = Number(values["work-ms"]);
+const UNAVAILABLE = 14;
 const worker = createClient(WorkerService, createGrpcTransport({ baseUrl: `http://${values.addr}` }));
 const out = (line: string) => process.stdout.write(`${line}\n`);
 
 async function run(jid: string, leaseId: string): Promise<void> {
   await new Promise((resolve) => setTimeout(resolve, Math.random() * workMs));
   const sent = Date.now();
-  const code = await worker.ack({ jid, leaseId }, { timeoutMs: 10_000 }).then(
-    () => 0,
-    (error: unknown) => (error as { code?: number }).code ?? -1,
-  );
+  let code = -1;
+  // UNAVAILABLE: the node or the leader behind it is gone for now; the lease outlives that, so retry.
+  for (let attempt = 0; attempt < 50; attempt++) {
+    code = await worker.ack({ jid, leaseId }, { timeoutMs: 10_000 }).then(
+      () => 0,
+      (error: unknown) => (error as { code?: number }).code ?? -1,
+    );
+    if (code !== UNAVAILABLE) break;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
   out(`ack ${jid} ${leaseId} ${code} ${sent} ${Date.now()}`);
 }
 
