@@ -16,6 +16,9 @@ export interface Pki {
   serverKey: string;
   clientCert: string;
   clientKey: string;
+  /** A cluster node's certificate: server and client (the links between nodes are mutual TLS). */
+  nodeCert: string;
+  nodeKey: string;
   /** A client certificate signed by another CA, which the server must refuse. */
   strangerCert: string;
   strangerKey: string;
@@ -42,6 +45,7 @@ export function makePki(): Pki {
   leaf("server", "worq-test-ca", "serverAuth");
   leaf("client", "worq-test-ca", "clientAuth");
   leaf("stranger", "stranger-ca", "clientAuth");
+  leaf("node", "worq-test-ca", "serverAuth,clientAuth");
   const path = (name: string) => join(dir, name);
   return {
     dir,
@@ -50,6 +54,8 @@ export function makePki(): Pki {
     serverKey: path("server-key.pem"),
     clientCert: path("client.pem"),
     clientKey: path("client-key.pem"),
+    nodeCert: path("node.pem"),
+    nodeKey: path("node-key.pem"),
     strangerCert: path("stranger.pem"),
     strangerKey: path("stranger-key.pem"),
     read: (file) => readFileSync(file),
