@@ -16,6 +16,9 @@ Workloads:
   W3  cost: CPU-seconds per 1,000 jobs and peak RSS of server, worker, producer (from W1).
   W4  scale: submit and drain rates with 10 k / 100 k jobs queued (10 k, 1 M, 10 M with --long).
   W5  scheduled: 2,000 jobs due across 2 s; lateness p50/p99.
+  WM  multi-node: W1 end-to-end with producers and workers spread over 1, 2 and 3
+      \`worq serve --cluster\` nodes on one PostgreSQL database, beside one LevelDB server
+      (Worq only; PostgreSQL from Debian: bash scripts/install-postgres.sh)
 
 Options:
   --quick               fast check of the harness (< 2 min): N = 2,000, 1 run, 200 latency
@@ -37,7 +40,7 @@ redis-server is installed with apt-get when missing (Debian); BullMQ's Redis dri
 (ioredis) with npm ci in bench/. If either cannot be had, Worq runs alone and the BullMQ
 figures are marked missing.`;
 
-const WORKLOADS = ["W1", "W2", "W3", "W4", "W5"];
+const WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "WM"];
 
 /** Parses argv into the run's options; throws with a message for bad usage. */
 export function parseOptions(argv) {
@@ -69,7 +72,7 @@ export function parseOptions(argv) {
     long: { n: 50_000, reps: 3, latencySamples: 2_000, scaleSizes: [10_000, 1_000_000, 10_000_000], scaleSample: 10_000, scheduledJobs: 2_000, profile: true },
   }[mode];
   const workloads = values.only ? values.only.split(",").map((w) => w.trim().toUpperCase()) : WORKLOADS;
-  for (const w of workloads) if (!WORKLOADS.includes(w)) throw new Error(`unknown workload ${w} (W1..W5)`);
+  for (const w of workloads) if (!WORKLOADS.includes(w)) throw new Error(`unknown workload ${w} (W1..W5, WM)`);
   if (workloads.includes("W3") && !workloads.includes("W1")) workloads.unshift("W1");
   if (!["worq", "bullmq", "both"].includes(values.peer)) throw new Error("--peer is worq, bullmq or both");
   const fsyncs = values.fsync.split(",").map((s) => s.trim());

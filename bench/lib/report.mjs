@@ -7,6 +7,7 @@ import { renderW2 } from "../workloads/w2-latency.mjs";
 import { renderW3 } from "../workloads/w3-cost.mjs";
 import { renderW4 } from "../workloads/w4-scale.mjs";
 import { renderW5 } from "../workloads/w5-scheduled.mjs";
+import { renderWM } from "../workloads/wm-cluster.mjs";
 
 /** The whole run as markdown: command, machine, peers, one table per workload, targets, profile. */
 export function renderReport({ command, options, machine, results, targets, missing, notes, errors }) {
@@ -29,6 +30,7 @@ export function renderReport({ command, options, machine, results, targets, miss
   if (results.W3) sections.push("", renderW3(results.W3, missing));
   if (results.W4) sections.push("", renderW4(results.W4, missing));
   if (results.W5) sections.push("", renderW5(results.W5, missing));
+  if (results.WM) sections.push("", renderWM(results.WM));
   sections.push("", renderTargets(targets));
   if (results.profile) sections.push("", renderProfile(results.profile));
   if (notes.length) sections.push("", ...notes.map((n) => `- ${n}`));

@@ -8,15 +8,15 @@ export const WORQ_CLI = fileURLToPath(new URL("../../dist/src/cli/worq.js", impo
 
 /**
  * Starts `worq serve` with its default (durable) configuration on a free 127.0.0.1 port,
- * LevelDB in `dataDir`; resolves once it prints its "listening" line. `cpuProfile`
+ * LevelDB in `dataDir` (or what `serveArgs` say, e.g. --store and --cluster); resolves once it prints its "listening" line. `cpuProfile`
  * ({ dir, name }) runs it under `node --cpu-prof`, written when it stops.
  */
-export async function startWorqServer(dataDir, { cpuProfile, nodeArgs: extraNodeArgs = [] } = {}) {
+export async function startWorqServer(dataDir, { cpuProfile, nodeArgs: extraNodeArgs = [], serveArgs = [] } = {}) {
   mkdirSync(dataDir, { recursive: true });
   const nodeArgs = cpuProfile ? ["--cpu-prof", "--cpu-prof-dir", cpuProfile.dir, "--cpu-prof-name", cpuProfile.name] : [];
   nodeArgs.push(...extraNodeArgs);
   const child = trackProcess(
-    spawn(process.execPath, [...nodeArgs, WORQ_CLI, "serve", "--port", "0", "--data-dir", dataDir, "--log-level", "warn"], {
+    spawn(process.execPath, [...nodeArgs, WORQ_CLI, "serve", "--port", "0", "--data-dir", dataDir, "--log-level", "warn", ...serveArgs], {
       stdio: ["ignore", "pipe", "pipe"],
     }),
   );

@@ -101,6 +101,8 @@ describe.skipIf(!postgresAvailable())("a cluster of three servers on one Postgre
 
   it("a leader whose PostgreSQL connection is cut steps down at once; the cluster elects a leader and keeps every job", async () => {
     const before = await leader().clients.producer.submit({ job: { type: "t", queue: "cut", kwargs: { n: 2 } } });
+    // A timer the old leader holds: due after the cut, so the next leader must promote it.
+    const delayed = await leader().clients.producer.submit({ job: { type: "t", queue: "cut", kwargs: { n: 3 }, delay: { seconds: 2n } } });
     const admin = new pg.Client({ connectionString: url });
     await admin.connect();
     try {
@@ -117,9 +119,10 @@ describe.skipIf(!postgresAvailable())("a cluster of three servers on one Postgre
     // Whoever leads now (the old leader may win again, as a fresh follower), the job is there and new work flows.
     const job = await nodes[2]!.clients.admin.getJob({ jid: before.jid });
     expect(job.job!.state).toBe(JobState.SCHEDULED);
-    const worker = new StreamWorker(nodes[0]!.clients, { queues: ["cut"], workerId: "w-cut", credits: 1 });
+    const worker = new StreamWorker(nodes[0]!.clients, { queues: ["cut"], workerId: "w-cut", credits: 2 });
     try {
       expect((await worker.next(10_000)).job!.jid).toBe(before.jid);
+      expect((await worker.next(10_000)).job!.jid).toBe(delayed.jid);
     } finally {
       await worker.stop().catch(() => {});
     }
