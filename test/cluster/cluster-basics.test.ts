@@ -56,7 +56,7 @@ describe.skipIf(!postgresAvailable())("a cluster of three servers on one Postgre
       for (let i = 0; i < 100 && worker.messages.length === 0; i++) await new Promise((r) => setTimeout(r, 50));
       expect(worker.messages[0]?.kind.case).toBe("keepalive");
       const { jid } = await second!.clients.producer.submit({ job: { type: "t", queue: "wake", kwargs: { n: 1 } } });
-      const leased = await worker.next(2_000);
+      const leased = await worker.next(3_000);
       expect(leased.job!.jid).toBe(jid);
       // The worker list, asked through the third node, shows it with the node it came through.
       const { workers } = await leader().clients.admin.listWorkers({});

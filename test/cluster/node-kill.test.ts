@@ -28,8 +28,8 @@ async function waitForNewLeader(via: ClusterProcess, previous: string): Promise<
 const JOBS = Number(process.env.WORQ_CLUSTER_JOBS ?? 10_000);
 const BATCH = 100;
 const ORPHAN_GRACE_MS = 3_000;
-/** An election takes a poll (250 ms) and loading the live jobs; this is a bound, not a figure. */
-const ELECTION_ALLOWANCE_MS = 7_000;
+/** An election (a 250 ms poll, loading the live jobs), reconnects, and a loaded 2-core CI machine: a bound, not a figure. */
+const ELECTION_ALLOWANCE_MS = 15_000;
 
 interface Grant {
   jid: string;
