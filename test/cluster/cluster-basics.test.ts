@@ -48,6 +48,17 @@ describe.skipIf(!postgresAvailable())("a cluster of three servers on one Postgre
     }
   });
 
+  it("worq info through a follower shows the leader and a table of the nodes", async () => {
+    const { runCli } = await import("../cli/support/run-cli.js");
+    const follower = followers()[0]!;
+    const run = await runCli(["info", "--server", `127.0.0.1:${follower.port}`]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toMatch(/^cluster leader\s+alpha$/m);
+    expect(run.stdout).toMatch(/^NODE\s+ROLE\s+GRPC\s+HTTP\s+LAST SEEN\s+VERSION$/m);
+    expect(run.stdout).toMatch(new RegExp(`^alpha\\s+leader\\s+127\\.0\\.0\\.1:${leader().port}\\s`, "m"));
+    expect(run.stdout).toMatch(new RegExp(`^${follower.nodeId}\\s+follower\\s+127\\.0\\.0\\.1:${follower.port}\\s`, "m"));
+  });
+
   it("a submit through one follower wakes a worker held through the other at once", async () => {
     const [first, second] = followers();
     const worker = new StreamWorker(first!.clients, { queues: ["wake"], workerId: "w-wake", credits: 5 });
