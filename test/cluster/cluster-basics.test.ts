@@ -106,6 +106,11 @@ describe.skipIf(!postgresAvailable())("a cluster of three servers on one Postgre
     });
     expect(info.status).toBe(200);
     expect((await info.json()).nodeId).toBe("alpha");
+    // The dashboard, served by the leader through the follower, with its security headers.
+    const page = await fetch(`http://127.0.0.1:${httpPort}/`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-security-policy")).toMatch(/default-src/);
+    expect(await page.text()).toMatch(/<html/i);
     const metrics = await fetch(`http://127.0.0.1:${httpPort}/metrics`).then((r) => r.text());
     expect(metrics).toMatch(/^worq_cluster_leader 0$/m);
   });

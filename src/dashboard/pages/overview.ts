@@ -90,6 +90,10 @@ export const overviewPage: PageFactory = (root) => {
             ...field("Store", `${info.store}, ${bytesSize(info.dataBytes)} on disk`),
             ...field("Connected", `${info.connectedWorkers} worker streams, ${info.connectedClients} client connections`),
             ...field("Evicted (ttl)", count(info.evictedJobs)),
+            // In a cluster (docs/deploy.md): whoever answered leads; every node with its role.
+            ...(info.clusterNodes.length > 0
+              ? field("Cluster", info.clusterNodes.map((node) => `${node.nodeId} (${node.role}, ${node.grpcAddress})`).join(", "))
+              : []),
             ...field("Queues", el("span", {}, `${queues.queues.length} `, link("(see all)", ["queues"]))),
           ),
         ),
