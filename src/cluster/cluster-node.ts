@@ -71,7 +71,14 @@ export async function startClusterNode(
     version: packageVersion(),
     startedAtMs: Date.now(),
   });
-  await registry.heartbeat(Date.now());
+  try {
+    await registry.checkIdFree(Date.now());
+    await registry.heartbeat(Date.now());
+  } catch (error) {
+    await forwarder.close();
+    await registry.close({ keepRow: true });
+    throw error;
+  }
 
   let leader: RunningServer | undefined;
   let closed = false;

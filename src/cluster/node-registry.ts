@@ -41,6 +41,27 @@ export class NodeRegistry {
     this.pool.on("error", () => {}); // a broken idle connection is dropped; the next query reports it
   }
 
+  /**
+   * Refuses to start when another live node uses this node's id: two nodes with one id would be
+   * told apart by nothing (the leader is found by the id in its connection name). Live means
+   * it has a session open now: a node killed a moment ago (restarted under its old id) has none,
+   * since PostgreSQL ends a dead client's sessions, even if its heartbeat is recent.
+   */
+  async checkIdFree(nowMs: number): Promise<void> {
+    const { rows } = await this.pool.query<NodeRow>(
+      `SELECT n.* FROM worq_nodes n
+        WHERE n.node_id = $1 AND n.heartbeat_at_ms >= $2
+          AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.application_name = $3 AND a.pid <> pg_backend_pid())`,
+      [this.self.nodeId, nowMs - NODE_LIVENESS_MS, nodeApplicationName(this.self.nodeId)],
+    );
+    const other = rows[0];
+    if (other && Number(other.started_at_ms) !== this.self.startedAtMs) {
+      throw new Error(
+        `node id ${this.self.nodeId} is taken by a live node at ${other.grpc_address} (last heartbeat ${nowMs - Number(other.heartbeat_at_ms)} ms ago): give each node its own --node-id`,
+      );
+    }
+  }
+
   /** Writes this node's row with a fresh heartbeat. */
   async heartbeat(nowMs: number): Promise<void> {
     const { nodeId, grpcAddress, httpAddress, version, startedAtMs } = this.self;
@@ -94,9 +115,13 @@ export class NodeRegistry {
     await this.pool.query("DELETE FROM worq_nodes WHERE heartbeat_at_ms < $1", [nowMs - FORGET_AFTER_MS]);
   }
 
-  /** Removes this node's row (clean shutdown) and closes the connections. */
-  async close(): Promise<void> {
-    await this.pool.query("DELETE FROM worq_nodes WHERE node_id = $1", [this.self.nodeId]).catch(() => {});
+  /** Removes this node's row (clean shutdown; not when the id belongs to another node) and closes the connections. */
+  async close({ keepRow = false } = {}): Promise<void> {
+    if (!keepRow) {
+      await this.pool
+        .query("DELETE FROM worq_nodes WHERE node_id = $1 AND started_at_ms = $2", [this.self.nodeId, this.self.startedAtMs])
+        .catch(() => {});
+    }
     await this.pool.end();
   }
 }

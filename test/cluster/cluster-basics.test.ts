@@ -144,6 +144,17 @@ describe.skipIf(!postgresAvailable())("a cluster of three servers on one Postgre
     }
   });
 
+  it("a second node with a live node's --node-id is refused at start; a killed node's id is free again at once", async () => {
+    await expect(spawnNode(url, "bravo")).rejects.toThrow(/node id bravo is taken by a live node at 127\.0\.0\.1:\d+.*own --node-id/);
+    const extra = await spawnNode(url, "delta");
+    extra.child.kill("SIGKILL");
+    await extra.exited;
+    // Its heartbeat is seconds old, but PostgreSQL ended its sessions: a restart under the same id starts.
+    const again = await spawnNode(url, "delta");
+    again.child.kill("SIGKILL");
+    await again.exited;
+  });
+
   it("a server started on the same database without --cluster is refused", async () => {
     const { spawnServer } = await import("../e2e/support/server-process.js");
     await expect(spawnServer("/nonexistent-unused", ["--store", url, "--log-level", "warn"])).rejects.toThrow(/another Worq server is using/);
