@@ -4,7 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { StreamWorker } from "../e2e/support/clients.js";
-import { spawnNode, waitForCluster, type ClusterProcess } from "./support/cluster.js";
+import { LineProcess } from "../fault/support/line-process.js";
+import { CLUSTER_WORKER, spawnNode, waitForCluster, type ClusterProcess } from "./support/cluster.js";
 
 /**
  * Three `worq serve --cluster` processes on one throwaway PostgreSQL database: one leads, two
@@ -78,6 +79,34 @@ describe.skipIf(!postgresAvailable())("a cluster of three servers on one Postgre
       expect(job.job!.state).toBe(JobState.COMPLETED);
     } finally {
       await worker.stop().catch(() => {});
+    }
+  });
+
+  it("a worker that leaves a follower (stream cancelled, or process SIGKILLed) leaves the leader too: no ghost holds credits", async () => {
+    const [first, second] = followers();
+    const listed = async () => (await leader().clients.admin.listWorkers({})).workers.map((w) => w.workerId);
+    const until = async (predicate: (ids: string[]) => boolean) => {
+      for (let i = 0; i < 100; i++) {
+        if (predicate(await listed())) return;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error(`worker list still ${JSON.stringify(await listed())}`);
+    };
+    const polite = new StreamWorker(first!.clients, { queues: ["ghost"], workerId: "w-polite", credits: 5 });
+    const killed = new LineProcess(CLUSTER_WORKER, ["--addr", `127.0.0.1:${second!.port}`, "--queue", "ghost", "--worker-id", "w-killed"]);
+    await killed.waitFor((line) => line === "ready");
+    await until((ids) => ids.includes("w-polite") && ids.includes("w-killed"));
+    await polite.stop().catch(() => {});
+    killed.child.kill("SIGKILL");
+    await killed.exited;
+    await until((ids) => !ids.includes("w-polite") && !ids.includes("w-killed"));
+    // A job for that queue now waits for a live worker instead of going to a ghost.
+    const { jid } = await first!.clients.producer.submit({ job: { type: "t", queue: "ghost", kwargs: { n: 4 } } });
+    const fresh = new StreamWorker(second!.clients, { queues: ["ghost"], workerId: "w-fresh", credits: 1 });
+    try {
+      expect((await fresh.next(3_000)).job!.jid).toBe(jid);
+    } finally {
+      await fresh.stop().catch(() => {});
     }
   });
 
