@@ -234,6 +234,15 @@ function withNodeLabel(request: Buffer, nodeId: string): Buffer {
   }
 }
 
-function statusOf(error: grpc.ServiceError): Partial<grpc.StatusObject> {
+/**
+ * The leader's status as it gave it, except when the link itself broke mid-call: grpc-js
+ * reports a stream that ended without a gRPC status (the leader died while answering) as
+ * INTERNAL "Received RST_STREAM …", which worker libraries treat as a server bug and do not
+ * retry. For the client it is the leader going away: UNAVAILABLE, outcome unknown, retry.
+ */
+export function statusOf(error: grpc.ServiceError): Partial<grpc.StatusObject> {
+  if (error.code === grpc.status.INTERNAL && error.details.startsWith("Received RST_STREAM")) {
+    return { code: grpc.status.UNAVAILABLE, details: `the cluster leader went away mid-call (${error.details}); the outcome is unknown, retry`, metadata: error.metadata };
+  }
   return { code: error.code, details: error.details, metadata: error.metadata };
 }

@@ -3,18 +3,7 @@ import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { LineProcess } from "../fault/support/line-process.js";
 import { printFigures } from "../fault/support/figures.js";
-import { CLUSTER_WORKER, sleep, spawnNode, waitForCluster, type ClusterProcess } from "./support/cluster.js";
-
-/** Waits until `via` answers for a leader other than `previous`; returns its node id. */
-async function waitForNewLeader(via: ClusterProcess, previous: string): Promise<string> {
-  const deadline = Date.now() + 30_000;
-  while (Date.now() < deadline) {
-    const info = await via.clients.admin.getServerInfo({}, { timeoutMs: 1_000 }).catch(() => undefined);
-    if (info && info.nodeId !== previous && info.nodeId !== "") return info.nodeId;
-    await sleep(50);
-  }
-  throw new Error(`no new leader within 30 s of ${previous}'s death`);
-}
+import { CLUSTER_WORKER, sleep, spawnNode, waitForCluster, waitForNewLeader, type ClusterProcess } from "./support/cluster.js";
 
 /**
  * Issue #9's proof: three `worq serve --cluster` processes on one PostgreSQL database, a

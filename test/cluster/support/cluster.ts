@@ -39,6 +39,17 @@ export async function waitForCluster(via: WorqClients, count: number, timeoutMs 
   throw new Error(`the cluster did not settle on ${count} nodes with a leader within ${timeoutMs} ms; last: ${last}`);
 }
 
+/** Waits until `via` answers for a leader other than `previous`; returns its node id. */
+export async function waitForNewLeader(via: ClusterProcess, previous: string, timeoutMs = 30_000): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const info = await via.clients.admin.getServerInfo({}, { timeoutMs: 1_000 }).catch(() => undefined);
+    if (info && info.nodeId !== previous && info.nodeId !== "") return info.nodeId;
+    await sleep(50);
+  }
+  throw new Error(`no new leader within ${timeoutMs} ms of ${previous}'s death`);
+}
+
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
