@@ -8,12 +8,11 @@ import { systemClock } from "./engine/clock.js";
 import { Engine } from "./engine/engine.js";
 import type { Logger } from "./log.js";
 import { createAdminService } from "./transport/admin-service.js";
-import { createHttpServer } from "./http/http-server.js";
+import { createHttpServer, listenHttp } from "./http/http-server.js";
 import { createMetrics } from "./http/metrics.js";
 import { logLifecycle } from "./lifecycle-log.js";
-import type { AddressInfo } from "node:net";
 import type { HealthImplementation } from "grpc-health-check";
-import { createGrpcServer } from "./transport/grpc-server.js";
+import { bindGrpc, createGrpcServer, type PortTls } from "./transport/grpc-server.js";
 import { createProducerService } from "./transport/producer-service.js";
 import { createWorkerService } from "./transport/worker-service.js";
 import { packageRoot, packageVersion } from "./package-root.js";
@@ -63,11 +62,7 @@ export interface LeaderHooks {
 /** The composition root: config -> store -> engine -> gRPC server. */
 export async function startServer(config: ServerConfig, log: Logger, leader?: LeaderHooks): Promise<RunningServer> {
   // Read every key and token file before opening the store: a bad path fails the start at once.
-  const tls = config.tls && {
-    cert: readFileSync(config.tls.certFile),
-    key: readFileSync(config.tls.keyFile),
-    ...(config.tls.clientCaFile !== undefined && { ca: readFileSync(config.tls.clientCaFile) }),
-  };
+  const tls = readTlsFiles(config);
   const access = new AccessControl({
     tokens: config.authTokensFile === undefined ? undefined : loadTokenFile(config.authTokensFile),
     publicReflection: config.publicReflection ?? false,
@@ -161,18 +156,10 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
   health = grpcServer.health;
   const http = createHttpServer({ services, engine, metrics, healthy: () => serving && !recovery.degraded, maxRequestBytes, access, ...(tls && { tls }) });
   await leader?.beforeBind();
-  const grpcCredentials = tls
-    ? grpc.ServerCredentials.createSsl(tls.ca ?? null, [{ cert_chain: tls.cert, private_key: tls.key }], tls.ca !== undefined)
-    : grpc.ServerCredentials.createInsecure();
   let grpcPort: number, httpPort: number;
   try {
-    grpcPort = await new Promise<number>((ok, fail) =>
-      server.bindAsync(`${config.host}:${config.port}`, grpcCredentials, (error, port) => (error ? fail(error) : ok(port))),
-    );
-    httpPort = await new Promise<number>((ok, fail) => {
-      http.once("error", fail);
-      http.listen(config.httpPort, config.host, () => ok((http.address() as AddressInfo).port));
-    });
+    grpcPort = await bindGrpc(server, config.host, config.port, tls);
+    httpPort = await listenHttp(http, config.host, config.httpPort);
   } catch (error) {
     // Release the store (and its lock: a cluster must not be left with a leader that never serves).
     server.forceShutdown();
@@ -221,6 +208,17 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
     return tokens.length;
   };
   return { grpcPort, httpPort, tls: tls !== undefined, reloadTokens, close };
+}
+
+/** The PEM files of --tls-cert, --tls-key and --tls-client-ca, read; undefined without TLS. */
+export function readTlsFiles(config: ServerConfig): PortTls | undefined {
+  return (
+    config.tls && {
+      cert: readFileSync(config.tls.certFile),
+      key: readFileSync(config.tls.keyFile),
+      ...(config.tls.clientCaFile !== undefined && { ca: readFileSync(config.tls.clientCaFile) }),
+    }
+  );
 }
 
 /**

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import type { ClusterConfig, ServerConfig } from "../config.js";
 import type { Logger } from "../log.js";
-import { maxMessageBytes, startServer, worqDescriptorSet, type RunningServer } from "../main.js";
+import { maxMessageBytes, readTlsFiles, startServer, worqDescriptorSet, type RunningServer } from "../main.js";
 import { packageVersion } from "../package-root.js";
 import { migrateDatabase } from "../storage/postgres/migrations.js";
 import { WriterLockHeldError } from "../storage/postgres/postgres-store.js";
@@ -44,11 +44,7 @@ export async function startClusterNode(
 ): Promise<ClusterNode> {
   const { nodeId, advertiseHost } = config.cluster;
   await migrateDatabase(config.store); // the nodes table must exist before anyone reports
-  const tls = config.tls && {
-    cert: readFileSync(config.tls.certFile),
-    key: readFileSync(config.tls.keyFile),
-    ...(config.tls.clientCaFile !== undefined && { ca: readFileSync(config.tls.clientCaFile) }),
-  };
+  const tls = readTlsFiles(config);
   const forwarderOptions: ForwarderOptions = {
     nodeId,
     host: config.host,
@@ -57,7 +53,7 @@ export async function startClusterNode(
     maxMessageBytes: maxMessageBytes(config),
     descriptorSet: worqDescriptorSet(),
     ...(tls && { tls, linkTls: { ca: readFileSync(config.cluster.caFile ?? config.tls!.certFile), cert: tls.cert, key: tls.key } }),
-    log: log,
+    log,
   };
   let forwarder: Forwarder | undefined = await startForwarder(forwarderOptions);
   // The ports are the node's for its whole life, whichever role it has.
@@ -81,6 +77,8 @@ export async function startClusterNode(
   }
 
   let leader: RunningServer | undefined;
+  /** The leader session the current forwarder points at: its row is read once per leader, not on every poll. */
+  let following: string | undefined;
   let closed = false;
   /** Role changes and checks run one at a time. */
   let work: Promise<void> = Promise.resolve();
@@ -88,6 +86,7 @@ export async function startClusterNode(
   const serialized = (step: () => Promise<void>) => (work = work.then(step, step));
 
   const follow = async () => {
+    following = undefined; // a new forwarder knows no leader yet
     forwarder ??= await startForwarder(forwarderOptions);
   };
 
@@ -122,10 +121,13 @@ export async function startClusterNode(
 
   const check = async () => {
     if (closed || leader) return;
-    const leaderId = await registry.leaderId();
-    if (leaderId === undefined) return tryToLead();
-    const record = await registry.node(leaderId);
+    const current = await registry.leader();
+    if (current === undefined) return tryToLead();
+    const session = `${current.nodeId}/${current.sessionPid}`;
+    if (session === following) return;
+    const record = await registry.node(current.nodeId);
     forwarder?.setLeader(record && { nodeId: record.nodeId, grpcAddress: record.grpcAddress, httpAddress: record.httpAddress });
+    following = record && forwarder ? session : undefined;
   };
 
   const electionTimer = setInterval(() => {

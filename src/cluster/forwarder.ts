@@ -1,14 +1,14 @@
 import * as grpc from "@grpc/grpc-js";
-import { request as httpRequest, createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import { request as httpsRequest, createServer as createTlsServer } from "node:https";
-import type { AddressInfo } from "node:net";
+import { request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { request as httpsRequest } from "node:https";
 import { fromBinary, toBinary, type DescService } from "@bufbuild/protobuf";
 import type { FileDescriptorSet } from "@bufbuild/protobuf/wkt";
 import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
 import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
 import { LeaseRequestSchema, WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import type { Logger } from "../log.js";
-import { addHealthAndReflection, serverChannelOptions } from "../transport/grpc-server.js";
+import { httpServerFor, listenHttp } from "../http/http-server.js";
+import { addHealthAndReflection, bindGrpc, serverChannelOptions, type PortTls } from "../transport/grpc-server.js";
 import { LeaderLink, type LeaderAddress, type LinkTls } from "./leader-link.js";
 
 /** Added to every call a follower forwards: which node it came through. */
@@ -26,7 +26,7 @@ export interface ForwarderOptions {
   maxMessageBytes: number;
   descriptorSet: FileDescriptorSet;
   /** Both ports serve TLS with this certificate (and require client certificates with `ca`). */
-  tls?: { cert: Buffer; key: Buffer; ca?: Buffer };
+  tls?: PortTls;
   /** TLS of the links to the leader; unset = plaintext. */
   linkTls?: LinkTls;
   log: Logger;
@@ -50,10 +50,7 @@ export interface Forwarder {
  */
 export async function startForwarder(options: ForwarderOptions): Promise<Forwarder> {
   let link: LeaderLink | undefined;
-  const noLeader = (): Partial<grpc.StatusObject> => ({
-    code: grpc.status.UNAVAILABLE,
-    details: `node ${options.nodeId} knows no cluster leader yet (an election is under way); retry`,
-  });
+  const noLeader = (): Partial<grpc.StatusObject> => ({ code: grpc.status.UNAVAILABLE, details: noLeaderMessage(options.nodeId) });
 
   const server = new grpc.Server(serverChannelOptions(options.maxMessageBytes));
   for (const service of [ProducerService, WorkerService, AdminService] as DescService[]) {
@@ -111,18 +108,9 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
   }
   const health = addHealthAndReflection(server, options.descriptorSet);
   health.setStatus("", "NOT_SERVING");
-  const credentials = options.tls
-    ? grpc.ServerCredentials.createSsl(options.tls.ca ?? null, [{ cert_chain: options.tls.cert, private_key: options.tls.key }], options.tls.ca !== undefined)
-    : grpc.ServerCredentials.createInsecure();
-  const grpcPort = await new Promise<number>((ok, fail) =>
-    server.bindAsync(`${options.host}:${options.grpcPort}`, credentials, (error, port) => (error ? fail(error) : ok(port))),
-  );
-
+  const grpcPort = await bindGrpc(server, options.host, options.grpcPort, options.tls);
   const http = createHttpForwarder(options, () => link?.leader);
-  const httpPort = await new Promise<number>((ok, fail) => {
-    http.once("error", fail);
-    http.listen(options.httpPort, options.host, () => ok((http.address() as AddressInfo).port));
-  }).catch((error: unknown) => {
+  const httpPort = await listenHttp(http, options.host, options.httpPort).catch((error: unknown) => {
     server.forceShutdown();
     throw error;
   });
@@ -172,7 +160,7 @@ function createHttpForwarder(options: ForwarderOptions, leader: () => LeaderAddr
       return;
     }
     if (!target) {
-      unavailable(response, `node ${options.nodeId} knows no cluster leader yet (an election is under way); retry`);
+      unavailable(response, noLeaderMessage(options.nodeId));
       return;
     }
     const { hostname, port } = new URL(`http://${target.httpAddress}`);
@@ -200,9 +188,11 @@ function createHttpForwarder(options: ForwarderOptions, leader: () => LeaderAddr
     response.on("close", () => upstream.destroy());
     request.pipe(upstream);
   };
-  if (!options.tls) return createServer(handle);
-  const { cert, key, ca } = options.tls;
-  return createTlsServer({ cert, key, ...(ca && { ca, requestCert: true, rejectUnauthorized: true }) }, handle);
+  return httpServerFor(options.tls, handle);
+}
+
+function noLeaderMessage(nodeId: string): string {
+  return `node ${nodeId} knows no cluster leader yet (an election is under way); retry`;
 }
 
 /** A Connect-protocol error body, which the dashboard and Connect clients read as UNAVAILABLE. */

@@ -75,19 +75,28 @@ export class NodeRegistry {
 
   /** The node id of the current leader (holder of the writer lock in this database), if any. */
   async leaderId(): Promise<string | undefined> {
+    return (await this.leader())?.nodeId;
+  }
+
+  /**
+   * The current leader: its node id, and the backend pid of its lock-holding session, which
+   * tells a leader restarted under the same id (a new session) from the one seen before.
+   */
+  async leader(): Promise<{ nodeId: string; sessionPid: number } | undefined> {
     const lock = BigInt(SINGLE_WRITER_LOCK);
-    const { rows } = await this.pool.query<{ name: string }>(
-      `SELECT a.application_name AS name
+    const { rows } = await this.pool.query<{ name: string; pid: number }>(
+      `SELECT a.application_name AS name, l.pid
          FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
           AND l.classid::bigint = $1 AND l.objid::bigint = $2`,
       [Number(lock >> 32n), Number(lock & 0xffffffffn)],
     );
-    const name = rows[0]?.name;
-    if (name === undefined) return undefined;
+    const row = rows[0];
+    if (row === undefined) return undefined;
     // A holder that is not a cluster node (a server started without --cluster) has no node id.
-    return name.startsWith(APPLICATION_PREFIX) ? name.slice(APPLICATION_PREFIX.length) : `(${name || "a server without --cluster"})`;
+    const nodeId = row.name.startsWith(APPLICATION_PREFIX) ? row.name.slice(APPLICATION_PREFIX.length) : `(${row.name || "a server without --cluster"})`;
+    return { nodeId, sessionPid: row.pid };
   }
 
   /** The record of node `nodeId`, if it has reported. */

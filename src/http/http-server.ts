@@ -1,11 +1,12 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { createServer as createTlsServer } from "node:https";
+import type { AddressInfo } from "node:net";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
 import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
 import { WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
-import type { GrpcServices } from "../transport/grpc-server.js";
+import type { GrpcServices, PortTls } from "../transport/grpc-server.js";
 import type { WorqMetrics } from "./metrics.js";
 import type { Engine } from "../engine/engine.js";
 import { handleDashboardRoute } from "./dashboard-routes.js";
@@ -14,11 +15,7 @@ import type { AccessControl } from "../transport/auth/access-control.js";
 import { authorizeHttpRoute, connectAccessInterceptor } from "../transport/auth/http-access.js";
 
 /** PEM contents for HTTPS; with `ca`, clients must present a certificate it signed. */
-export interface HttpTlsOptions {
-  cert: Buffer;
-  key: Buffer;
-  ca?: Buffer;
-}
+export type HttpTlsOptions = PortTls;
 
 export interface HttpServerOptions {
   services: GrpcServices;
@@ -86,7 +83,20 @@ export function createHttpServer(options: HttpServerOptions): Server {
     if (handleDashboardRoute(request, response)) return;
     connect(request, response);
   };
-  if (!options.tls) return createServer(handle);
-  const { cert, key, ca } = options.tls;
+  return httpServerFor(options.tls, handle);
+}
+
+/** An HTTP server for `handle`, or HTTPS with `tls` (requiring client certificates when `tls.ca` is set). */
+export function httpServerFor(tls: HttpTlsOptions | undefined, handle: (request: IncomingMessage, response: ServerResponse) => void): Server {
+  if (!tls) return createServer(handle);
+  const { cert, key, ca } = tls;
   return createTlsServer({ cert, key, ...(ca && { ca, requestCert: true, rejectUnauthorized: true }) }, handle);
+}
+
+/** Starts `http` listening on host:port; resolves with the bound port. */
+export function listenHttp(http: Server, host: string, port: number): Promise<number> {
+  return new Promise((ok, fail) => {
+    http.once("error", fail);
+    http.listen(port, host, () => ok((http.address() as AddressInfo).port));
+  });
 }

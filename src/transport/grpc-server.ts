@@ -51,6 +51,21 @@ export function createGrpcServer(services: GrpcServices, options: GrpcServerOpti
   return { server, health: addHealthAndReflection(server, options.descriptorSet) };
 }
 
+/** PEM contents for TLS on a port; with `ca`, clients must present a certificate it signed. */
+export interface PortTls {
+  cert: Buffer;
+  key: Buffer;
+  ca?: Buffer;
+}
+
+/** Binds `server` on host:port with TLS (mutual when `tls.ca` is set) or plaintext; resolves with the bound port. */
+export function bindGrpc(server: grpc.Server, host: string, port: number, tls: PortTls | undefined): Promise<number> {
+  const credentials = tls
+    ? grpc.ServerCredentials.createSsl(tls.ca ?? null, [{ cert_chain: tls.cert, private_key: tls.key }], tls.ca !== undefined)
+    : grpc.ServerCredentials.createInsecure();
+  return new Promise((ok, fail) => server.bindAsync(`${host}:${port}`, credentials, (error, bound) => (error ? fail(error) : ok(bound))));
+}
+
 /** grpc-js server options: message size limits both ways, keepalive, streams per connection. */
 export function serverChannelOptions(maxMessageBytes: number): grpc.ServerOptions {
   return {
