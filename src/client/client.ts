@@ -6,7 +6,8 @@ import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
 import { WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import { toClientError } from "./errors.js";
 import { jobSpecOf, type SubmitOptions } from "./job-options.js";
-import { SubmitBatcher } from "./submit-batcher.js";
+import { GrpcLink } from "./grpc-link.js";
+import { SubmitBatcher, submitBatchCall } from "./submit-batcher.js";
 import { createWorqTransport, type ConnectionOptions } from "./transport.js";
 
 /** Where the server is, and the token and TLS settings to reach it with. */
@@ -19,12 +20,15 @@ export class WorqClient {
   /** The raw worker RPCs; `Worker` builds on them. */
   readonly worker: Client<typeof WorkerService>;
 
+  /** @internal The grpc-js channel of the hot-path calls (submits, Lease, Report): grpc-link.ts. */
+  readonly link: GrpcLink;
   private readonly submits: SubmitBatcher;
 
   constructor(options: ClientOptions) {
     const transport: Transport = createWorqTransport(options);
+    this.link = new GrpcLink(options);
     this.producer = createClient(ProducerService, transport);
-    this.submits = new SubmitBatcher(this.producer);
+    this.submits = new SubmitBatcher(this.link);
     this.admin = createClient(AdminService, transport);
     this.worker = createClient(WorkerService, transport);
   }
@@ -39,10 +43,7 @@ export class WorqClient {
 
   /** Creates jobs atomically (all or none); resolves with their jids in order. */
   async submitBatch(jobs: ({ type: string } & SubmitOptions)[]): Promise<string[]> {
-    return call(async () => {
-      const response = await this.producer.submitBatch({ jobs: jobs.map(({ type, ...options }) => jobSpecOf(type, options)) });
-      return response.jobs.map((job) => job.jid);
-    });
+    return call(() => submitBatchCall(this.link, jobs.map(({ type, ...options }) => jobSpecOf(type, options))));
   }
 
   async getJob(jid: string): Promise<Job> {

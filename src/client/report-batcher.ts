@@ -1,8 +1,9 @@
-import { create } from "@bufbuild/protobuf";
+import { fromBinary } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
-import { AckRequestSchema, type FailRequest } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { ReportResponseSchema, type FailRequest } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import type { WorqClient } from "./client.js";
 import { toClientError } from "./errors.js";
+import { writeReportRequest } from "./lease-wire.js";
 import { ReconnectBackoff } from "./reconnect-backoff.js";
 
 export type Outcome = { ack: Uint8Array } | { fail: FailRequest };
@@ -55,10 +56,11 @@ export class ReportBatcher {
     const acks = batch.filter((item) => "ack" in item.outcome);
     const fails = batch.filter((item) => "fail" in item.outcome);
     try {
-      const response = await this.client.worker.report({
-        acks: acks.map((item) => create(AckRequestSchema, { jid: item.jid, leaseId: item.leaseId, result: (item.outcome as { ack: Uint8Array }).ack })),
-        fails: fails.map((item) => (item.outcome as { fail: FailRequest }).fail),
-      });
+      const request = writeReportRequest(
+        acks.map((item) => ({ jid: item.jid, leaseId: item.leaseId, result: (item.outcome as { ack: Uint8Array }).ack })),
+        fails.map((item) => (item.outcome as { fail: FailRequest }).fail),
+      );
+      const response = fromBinary(ReportResponseSchema, await this.client.link.unary("/worq.v1.WorkerService/Report", request));
       this.backoff.reset();
       acks.forEach((item, i) => this.settleItem(item, response.acks[i]?.code ?? Code.Internal, response.acks[i]?.message ?? "no answer", "ack"));
       fails.forEach((item, i) => this.settleItem(item, response.fails[i]?.code ?? Code.Internal, response.fails[i]?.message ?? "no answer", "fail"));

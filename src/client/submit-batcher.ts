@@ -1,8 +1,25 @@
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import type { JobSpec } from "../../gen/ts/worq/v1/job_pb.js";
-import type { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
-import type { Client } from "@connectrpc/connect";
+import {
+  SubmitBatchRequestSchema,
+  SubmitBatchResponseSchema,
+  SubmitRequestSchema,
+  SubmitResponseSchema,
+} from "../../gen/ts/worq/v1/producer_service_pb.js";
 import { toClientError } from "./errors.js";
+import type { GrpcLink } from "./grpc-link.js";
+
+/** One SubmitBatch call; resolves with the jids in order. */
+export async function submitBatchCall(link: GrpcLink, jobs: JobSpec[]): Promise<string[]> {
+  const response = await link.unary("/worq.v1.ProducerService/SubmitBatch", toBinary(SubmitBatchRequestSchema, create(SubmitBatchRequestSchema, { jobs })));
+  return fromBinary(SubmitBatchResponseSchema, response).jobs.map((job) => job.jid);
+}
+
+async function submitCall(link: GrpcLink, job: JobSpec): Promise<string> {
+  const response = await link.unary("/worq.v1.ProducerService/Submit", toBinary(SubmitRequestSchema, create(SubmitRequestSchema, { job })));
+  return fromBinary(SubmitResponseSchema, response).jid;
+}
 
 interface Pending {
   spec: JobSpec;
@@ -24,7 +41,7 @@ export class SubmitBatcher {
   private inFlight = 0;
 
   constructor(
-    private readonly producer: Client<typeof ProducerService>,
+    private readonly link: GrpcLink,
     private readonly maxInFlight = 2,
   ) {}
 
@@ -45,8 +62,8 @@ export class SubmitBatcher {
       if (batch.length === 1) await this.sendOne(batch[0]!);
       else {
         try {
-          const { jobs } = await this.producer.submitBatch({ jobs: batch.map((item) => item.spec) });
-          batch.forEach((item, i) => item.resolve(jobs[i]!.jid));
+          const jids = await submitBatchCall(this.link, batch.map((item) => item.spec));
+          batch.forEach((item, i) => item.resolve(jids[i]!));
         } catch (error) {
           const clientError = toClientError(error);
           const code = clientError.code;
@@ -70,7 +87,7 @@ export class SubmitBatcher {
 
   private async sendOne(item: Pending): Promise<void> {
     try {
-      item.resolve((await this.producer.submit({ job: item.spec })).jid);
+      item.resolve(await submitCall(this.link, item.spec));
     } catch (error) {
       item.reject(toClientError(error));
     }

@@ -1,13 +1,14 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
-import { toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
-import { durationFromMs, ListValueSchema, timestampDate } from "@bufbuild/protobuf/wkt";
+import { create, toBinary, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import type { Job } from "../../gen/ts/worq/v1/job_pb.js";
-import { ControlAction, type LeasedJob } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { ControlAction, LeaseRequestSchema } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import { WorqClient } from "./client.js";
 import { toClientError } from "./errors.js";
 import { failRequestOf, resultBytesOf } from "./handler-outcome.js";
+import { readLeaseResponse, type LeasedJobView, type LeaseMessage } from "./lease-wire.js";
 import { ReconnectBackoff } from "./reconnect-backoff.js";
 import { ReportBatcher, type Outcome } from "./report-batcher.js";
 import type { TlsOptions } from "./transport.js";
@@ -77,8 +78,10 @@ export interface WorkerOptions {
   onEvent?: (event: WorkerEvent) => void;
 }
 
+const LEASE_PATH = "/worq.v1.WorkerService/Lease";
+
 interface Running {
-  job: WorkerJob;
+  job: LeasedJobView;
   abort: LazyAbort;
   reserveForMs: number;
   timers: NodeJS.Timeout[];
@@ -134,7 +137,7 @@ export class Worker {
   private readonly inFlight = new Map<string, Running>();
   private readonly backoff = new ReconnectBackoff();
   private readonly reports: ReportBatcher;
-  private stream: AbortController | undefined;
+  private closeLease: (() => void) | undefined;
   private wakeReconnect: (() => void) | undefined;
   private quieted = false;
   private stopping: Promise<void> | undefined;
@@ -212,7 +215,7 @@ export class Worker {
    * stream at its orphan grace, so renew them right after it has seen the stream go.
    */
   private closeStream(): void {
-    this.stream?.abort();
+    this.closeLease?.();
     this.wakeReconnect?.();
     if (this.inFlight.size > 0) setTimeout(() => void this.renewAll(), 50);
   }
@@ -255,57 +258,71 @@ export class Worker {
   }
 
   /** One Lease stream, until it ends; returns why it ended. */
-  private async leaseOnce(): Promise<string> {
-    const stream = new AbortController();
-    this.stream = stream;
-    try {
-      const responses = this.client.worker.lease(
-        { queues: this.queues, workerId: this.workerId, credits: this.concurrency, labels: this.labels },
-        { signal: stream.signal },
-      );
+  private leaseOnce(): Promise<string> {
+    const request = create(LeaseRequestSchema, { queues: this.queues, workerId: this.workerId, credits: this.concurrency, labels: this.labels });
+    const call = this.client.link.serverStream(LEASE_PATH, toBinary(LeaseRequestSchema, request));
+    let closed = false;
+    const close = () => {
+      closed = true;
+      call.cancel();
+    };
+    this.closeLease = close;
+    return new Promise<string>((resolve) => {
       let first = true;
-      for await (const response of responses) {
+      const end = (reason: string) => {
+        if (this.closeLease === close) this.closeLease = undefined;
+        resolve(reason);
+      };
+      call.on("data", (bytes: Buffer) => {
+        let message: LeaseMessage;
+        try {
+          message = readLeaseResponse(bytes);
+        } catch (error) {
+          close();
+          end(`malformed LeaseResponse: ${(error as Error).message}`);
+          return;
+        }
         if (first) {
           first = false;
           this.backoff.reset();
           // Jobs that outlived a dropped stream: renew now, their leases were capped at the orphan grace.
           void this.renewAll();
         }
-        const kind = response.kind;
-        if (kind.case === "jobs") kind.value.jobs.forEach((leased) => this.start(leased));
-        else if (kind.case === "revoked") {
-          const running = this.inFlight.get(kind.value.leaseId);
-          this.log.info("job revoked by the server; cancelling its handler", { jid: kind.value.jid, reason: kind.value.reason });
-          running?.abort.abort(new Error(`job ${kind.value.reason}`));
-        }
-        else if (kind.case === "control") {
-          const action = kind.value.action;
-          this.log.info("control from server", { action: ControlAction[action], reason: kind.value.reason });
+        if (message.kind === "jobs") for (const leased of message.jobs) this.start(leased);
+        else if (message.kind === "revoked") {
+          const { jid, leaseId, reason } = message.revoked;
+          this.log.info("job revoked by the server; cancelling its handler", { jid, reason });
+          this.inFlight.get(leaseId)?.abort.abort(new Error(`job ${reason}`));
+        } else if (message.kind === "control") {
+          const { action, reason } = message.control;
+          this.log.info("control from server", { action: ControlAction[action], reason });
           if (action === ControlAction.QUIET) this.quiet();
           if (action === ControlAction.TERMINATE) void this.stop();
-          if (action === ControlAction.RECONNECT) return `server asked to reconnect: ${kind.value.reason}`;
+          if (action === ControlAction.RECONNECT) {
+            close();
+            end(`server asked to reconnect: ${reason}`);
+            return;
+          }
         }
         if (!this.announcedReady) {
           this.announcedReady = true;
           this.emit({ event: "ready", workerId: this.workerId });
         }
-      }
-      return "stream ended";
-    } catch (error) {
-      if (stream.signal.aborted) return "stream closed";
-      const clientError = toClientError(error);
-      return `${Code[clientError.code]}: ${clientError.message}`;
-    } finally {
-      stream.abort();
-    }
+      });
+      call.on("error", (error: Error) => {
+        if (closed) return end("stream closed");
+        const clientError = toClientError(error);
+        end(`${Code[clientError.code]}: ${clientError.message}`);
+      });
+      call.on("end", () => end(closed ? "stream closed" : "stream ended"));
+    });
   }
 
-  private start(leased: LeasedJob): void {
-    const job = workerJobOf(leased);
+  private start(job: LeasedJobView): void {
     const handler = this.handlers.get(job.type);
     const abort = new LazyAbort();
-    const deadline = leased.executionDeadline ? timestampDate(leased.executionDeadline) : new Date(Date.now() + 1_800_000);
-    const reserveForMs = Math.max(1_000, durationMs(leased.job?.reserveFor) ?? 300_000);
+    const deadline = new Date(job.executionDeadlineMs ?? Date.now() + 1_800_000);
+    const reserveForMs = Math.max(1_000, job.reserveForMs ?? 300_000);
     const running: Running = { job, abort, reserveForMs, timers: [], failedBack: false, done: Promise.resolve() };
     this.inFlight.set(job.leaseId, running);
     running.timers.push(
@@ -326,7 +343,7 @@ export class Worker {
         if (!handler) throw new Error(`no handler registered for job type ${JSON.stringify(job.type)} on worker ${this.workerId}`);
         outcome = { ack: resultBytesOf(await handler(job, ctx)) };
       } catch (error) {
-        outcome = { fail: failRequestOf(error, job, job.proto.backtrace) };
+        outcome = { fail: failRequestOf(error, job, job.backtraceFrames) };
       }
       if (running.failedBack) return;
       await this.report(running, outcome, Infinity);
@@ -368,23 +385,3 @@ export class Worker {
 }
 
 
-function durationMs(duration: { seconds: bigint; nanos: number } | undefined): number | undefined {
-  return duration ? Number(duration.seconds) * 1000 + Math.floor(duration.nanos / 1e6) : undefined;
-}
-
-function workerJobOf(leased: LeasedJob): WorkerJob {
-  const job = leased.job!;
-  return {
-    jid: job.jid,
-    type: job.type,
-    queue: job.queue,
-    args: job.args ? (toJson(ListValueSchema, job.args) as JsonValue[]) : [],
-    kwargs: job.kwargs ?? {},
-    payload: job.payload,
-    custom: job.custom ?? {},
-    attempt: job.attempt,
-    tags: job.tags,
-    leaseId: leased.leaseId,
-    proto: job,
-  };
-}

@@ -1,5 +1,6 @@
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import type { JobBody, JobMeta, JsonValue, RetryPolicy } from "../engine/job.js";
+import type { JobBody, JobMeta, RetryPolicy } from "../engine/job.js";
+import { writeListValueField, writeStructField } from "../wire/json-value.js";
 import type { LeaseGrant } from "../engine/engine.js";
 import { BackoffStrategy, DependencyType, ExhaustedAction, FailureCategory, JobState } from "../../gen/ts/worq/v1/job_pb.js";
 
@@ -46,14 +47,10 @@ function writeJob(w: BinaryWriter, meta: JobMeta, body: JobBody): void {
   str(w, 3, meta.queue);
   varint(w, 4, JobState[meta.state]);
   varint(w, 5, meta.attempt);
-  if (body.args) {
-    w.tag(6, WireType.LengthDelimited).fork();
-    writeListValue(w, body.args);
-    w.join();
-  }
-  if (body.kwargs) struct(w, 7, body.kwargs);
+  if (body.args) writeListValueField(w, 6, body.args);
+  if (body.kwargs) writeStructField(w, 7, body.kwargs);
   if (body.payload.byteLength > 0) w.tag(8, WireType.LengthDelimited).bytes(body.payload);
-  if (body.custom) struct(w, 9, body.custom);
+  if (body.custom) writeStructField(w, 9, body.custom);
   varint(w, 10, meta.priority + 1);
   if (meta.atMs !== undefined) timestamp(w, 11, meta.atMs);
   duration(w, 12, meta.reserveForMs);
@@ -112,48 +109,6 @@ function writeRetryPolicy(w: BinaryWriter, policy: RetryPolicy): void {
   duration(w, 6, policy.maxDelayMs);
   if (policy.jitter) w.tag(7, WireType.Varint).bool(true);
   varint(w, 8, ExhaustedAction[policy.onExhausted]);
-}
-
-/** google.protobuf.Value, as protobuf-es's fromJson builds it from a JSON value. */
-function writeValue(w: BinaryWriter, value: JsonValue): void {
-  if (value === null) w.tag(1, WireType.Varint).int32(0);
-  else if (typeof value === "number") w.tag(2, WireType.Bit64).double(value);
-  else if (typeof value === "string") w.tag(3, WireType.LengthDelimited).string(value);
-  else if (typeof value === "boolean") w.tag(4, WireType.Varint).bool(value);
-  else if (Array.isArray(value)) {
-    w.tag(6, WireType.LengthDelimited).fork();
-    writeListValue(w, value);
-    w.join();
-  } else {
-    w.tag(5, WireType.LengthDelimited).fork();
-    writeStructFields(w, value);
-    w.join();
-  }
-}
-
-function writeListValue(w: BinaryWriter, values: JsonValue[]): void {
-  for (const value of values) {
-    w.tag(1, WireType.LengthDelimited).fork();
-    writeValue(w, value);
-    w.join();
-  }
-}
-
-function writeStructFields(w: BinaryWriter, object: { [key: string]: JsonValue }): void {
-  for (const key of Object.keys(object)) {
-    w.tag(1, WireType.LengthDelimited).fork();
-    w.tag(1, WireType.LengthDelimited).string(key);
-    w.tag(2, WireType.LengthDelimited).fork();
-    writeValue(w, object[key]!);
-    w.join();
-    w.join();
-  }
-}
-
-function struct(w: BinaryWriter, field: number, object: { [key: string]: JsonValue }): void {
-  w.tag(field, WireType.LengthDelimited).fork();
-  writeStructFields(w, object);
-  w.join();
 }
 
 /** Timestamp / Duration from milliseconds, as timestampFromMs builds it; always present. */

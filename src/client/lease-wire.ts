@@ -1,0 +1,187 @@
+import { fromBinary, toBinary, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { JobSchema, type Job } from "../../gen/ts/worq/v1/job_pb.js";
+import { ControlSchema, FailRequestSchema, RevokedSchema, type Control, type FailRequest, type Revoked } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { readListValue, readStruct } from "../wire/json-value.js";
+
+/**
+ * The worker's side of the wire, read and written field by field (numbers from
+ * proto/worq/v1/worker_service.proto and job.proto): a leased job becomes the handler's
+ * plain object directly, and the full `Job` message is decoded only if someone reads
+ * `job.proto`. Decoding every Job with its Value trees, Timestamps and Durations, then
+ * converting the args back to JSON, was most of a worker's garbage per job
+ * (docs/performance.md). test/client/lease-wire.test.ts checks it against protobuf-es.
+ */
+
+/** One leased job as a handler sees it (see WorkerJob in worker.ts). */
+export class LeasedJobView {
+  jid = "";
+  type = "";
+  queue = "";
+  args: JsonValue[] = [];
+  kwargs: JsonObject = {};
+  payload: Uint8Array = EMPTY;
+  custom: JsonObject = {};
+  attempt = 0;
+  tags: Record<string, string> = {};
+  leaseId = "";
+  /** Job.reserve_for in ms, when set. */
+  reserveForMs: number | undefined = undefined;
+  /** LeasedJob.execution_deadline in ms since the epoch, when set. */
+  executionDeadlineMs: number | undefined = undefined;
+  /** Job.backtrace: how many stack frames a failure keeps. */
+  backtraceFrames = 0;
+  private jobBytes: Uint8Array = EMPTY;
+  private decoded: Job | undefined = undefined;
+
+  /** The job as the server sent it, decoded on first use. */
+  get proto(): Job {
+    return (this.decoded ??= fromBinary(JobSchema, this.jobBytes));
+  }
+
+  /** @internal */
+  static read(r: BinaryReader, end: number, bytes: Uint8Array): LeasedJobView {
+    const view = new LeasedJobView();
+    while (r.pos < end) {
+      const [field, wireType] = r.tag();
+      if (field === 1 && wireType === WireType.LengthDelimited) {
+        const length = r.uint32();
+        view.jobBytes = bytes.subarray(r.pos, r.pos + length);
+        view.readJob(r, r.pos + length);
+      } else if (field === 2) view.leaseId = r.string();
+      else if (field === 4) view.executionDeadlineMs = readMs(r, r.uint32() + r.pos);
+      else r.skip(wireType, field);
+    }
+    return view;
+  }
+
+  private readJob(r: BinaryReader, end: number): void {
+    while (r.pos < end) {
+      const [field, wireType] = r.tag();
+      switch (field) {
+        case 1:
+          this.jid = r.string();
+          break;
+        case 2:
+          this.type = r.string();
+          break;
+        case 3:
+          this.queue = r.string();
+          break;
+        case 5:
+          this.attempt = r.uint32();
+          break;
+        case 6:
+          this.args = readListValue(r, r.uint32() + r.pos);
+          break;
+        case 7:
+          this.kwargs = readStruct(r, r.uint32() + r.pos);
+          break;
+        case 8:
+          this.payload = r.bytes();
+          break;
+        case 9:
+          this.custom = readStruct(r, r.uint32() + r.pos);
+          break;
+        case 12:
+          this.reserveForMs = readMs(r, r.uint32() + r.pos);
+          break;
+        case 15:
+          this.backtraceFrames = r.uint32();
+          break;
+        case 16:
+          this.readTag(r, r.uint32() + r.pos);
+          break;
+        default:
+          r.skip(wireType, field);
+      }
+    }
+  }
+
+  private readTag(r: BinaryReader, end: number): void {
+    let key = "";
+    let value = "";
+    while (r.pos < end) {
+      const [field, wireType] = r.tag();
+      if (field === 1) key = r.string();
+      else if (field === 2) value = r.string();
+      else r.skip(wireType, field);
+    }
+    if (key === "__proto__") Object.defineProperty(this.tags, key, { value, enumerable: true, writable: true, configurable: true });
+    else this.tags[key] = value;
+  }
+}
+
+const EMPTY = new Uint8Array(0);
+
+/** What one LeaseResponse carries. */
+export type LeaseMessage =
+  | { kind: "jobs"; jobs: LeasedJobView[] }
+  | { kind: "revoked"; revoked: Revoked }
+  | { kind: "control"; control: Control }
+  | { kind: "keepalive" };
+
+const KEEPALIVE: LeaseMessage = { kind: "keepalive" };
+
+/** Reads one worq.v1.LeaseResponse. */
+export function readLeaseResponse(bytes: Uint8Array): LeaseMessage {
+  const r = new BinaryReader(bytes);
+  let message: LeaseMessage = KEEPALIVE;
+  while (r.pos < r.len) {
+    const [field, wireType] = r.tag();
+    if (wireType !== WireType.LengthDelimited) {
+      r.skip(wireType, field);
+      continue;
+    }
+    if (field === 1) {
+      const end = r.uint32() + r.pos;
+      const jobs: LeasedJobView[] = [];
+      while (r.pos < end) {
+        const [jobsField, jobsWireType] = r.tag();
+        if (jobsField === 1 && jobsWireType === WireType.LengthDelimited) jobs.push(LeasedJobView.read(r, r.uint32() + r.pos, bytes));
+        else r.skip(jobsWireType, jobsField);
+      }
+      message = { kind: "jobs", jobs };
+    } else if (field === 3) message = { kind: "control", control: fromBinary(ControlSchema, r.bytes()) };
+    else if (field === 4) message = { kind: "revoked", revoked: fromBinary(RevokedSchema, r.bytes()) };
+    else {
+      r.skip(wireType, field);
+      message = KEEPALIVE;
+    }
+  }
+  return message;
+}
+
+/** A Timestamp or Duration occupying r.pos..end, in milliseconds. */
+function readMs(r: BinaryReader, end: number): number {
+  let seconds = 0;
+  let nanos = 0;
+  while (r.pos < end) {
+    const [field, wireType] = r.tag();
+    if (field === 1) seconds = Number(r.int64());
+    else if (field === 2) nanos = r.int32();
+    else r.skip(wireType, field);
+  }
+  return seconds * 1000 + Math.floor(nanos / 1e6);
+}
+
+/** An Ack as the Report call carries it. */
+export interface AckItem {
+  jid: string;
+  leaseId: string;
+  result: Uint8Array;
+}
+
+/** One worq.v1.ReportRequest. */
+export function writeReportRequest(acks: readonly AckItem[], fails: readonly FailRequest[]): Uint8Array {
+  const w = new BinaryWriter();
+  for (const ack of acks) {
+    w.tag(1, WireType.LengthDelimited).fork();
+    w.tag(1, WireType.LengthDelimited).string(ack.jid);
+    w.tag(2, WireType.LengthDelimited).string(ack.leaseId);
+    if (ack.result.byteLength > 0) w.tag(3, WireType.LengthDelimited).bytes(ack.result);
+    w.join();
+  }
+  for (const fail of fails) w.tag(2, WireType.LengthDelimited).bytes(toBinary(FailRequestSchema, fail));
+  return w.finish();
+}
