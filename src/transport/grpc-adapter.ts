@@ -167,7 +167,10 @@ class GrpcCallContext implements HandlerContext {
     const deadline = call.getDeadline();
     const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
     this.deadlineMs = Number.isFinite(deadlineMs) ? deadlineMs : undefined;
-    call.on("cancelled", () => this.abort(new ConnectError("the client cancelled the call", Code.Canceled)));
+    // grpc-js also says "cancelled" when the stream closes after a call has ended: no error then.
+    call.on("cancelled", () => {
+      if (!this.ended) this.abort(new ConnectError("the client cancelled the call", Code.Canceled));
+    });
   }
 
   get url(): string {

@@ -116,7 +116,10 @@ function timestamp(w: BinaryWriter, field: number, ms: number): void {
   w.tag(field, WireType.LengthDelimited).fork();
   const seconds = Math.floor(ms / 1000);
   const nanos = (ms - seconds * 1000) * 1_000_000;
-  if (seconds !== 0) w.tag(1, WireType.Varint).int64(seconds);
+  // A non-negative int64 below 2^32 has the same varint bytes as a uint32, without the
+  // 64-bit split protobuf-es does for int64 (seconds since 1970 stay below 2^32 until 2106).
+  if (seconds > 0 && seconds < 2 ** 32) w.tag(1, WireType.Varint).uint32(seconds);
+  else if (seconds !== 0) w.tag(1, WireType.Varint).int64(seconds);
   if (nanos !== 0) w.tag(2, WireType.Varint).int32(nanos);
   w.join();
 }
