@@ -29,6 +29,7 @@ export class GrpcLink {
       // Reconnect soon after a server restart: the worker's own backoff paces the retries.
       "grpc.initial_reconnect_backoff_ms": 100,
       "grpc.max_reconnect_backoff_ms": 1000,
+      "grpc.enable_channelz": 0,
     });
     this.token = options.token;
   }

@@ -111,17 +111,32 @@ function writeRetryPolicy(w: BinaryWriter, policy: RetryPolicy): void {
   varint(w, 8, ExhaustedAction[policy.onExhausted]);
 }
 
-/** Timestamp / Duration from milliseconds, as timestampFromMs builds it; always present. */
+/**
+ * Timestamp / Duration from milliseconds, as timestampFromMs builds it; always present.
+ * Written with its length computed up front rather than through fork/join, which allocates
+ * a chunk list per nested message (a Job has up to 14 of these).
+ */
 function timestamp(w: BinaryWriter, field: number, ms: number): void {
-  w.tag(field, WireType.LengthDelimited).fork();
   const seconds = Math.floor(ms / 1000);
   const nanos = (ms - seconds * 1000) * 1_000_000;
-  // A non-negative int64 below 2^32 has the same varint bytes as a uint32, without the
-  // 64-bit split protobuf-es does for int64 (seconds since 1970 stay below 2^32 until 2106).
-  if (seconds > 0 && seconds < 2 ** 32) w.tag(1, WireType.Varint).uint32(seconds);
-  else if (seconds !== 0) w.tag(1, WireType.Varint).int64(seconds);
-  if (nanos !== 0) w.tag(2, WireType.Varint).int32(nanos);
-  w.join();
+  if (seconds < 0 || seconds >= 2 ** 32) {
+    w.tag(field, WireType.LengthDelimited).fork();
+    if (seconds !== 0) w.tag(1, WireType.Varint).int64(seconds);
+    if (nanos !== 0) w.tag(2, WireType.Varint).int32(nanos);
+    w.join();
+    return;
+  }
+  // A non-negative int64 below 2^32 has the same varint bytes as a uint32 (seconds since
+  // 1970 stay below 2^32 until 2106); nanos are below 10^9.
+  const length = (seconds !== 0 ? 1 + varintLength(seconds) : 0) + (nanos !== 0 ? 1 + varintLength(nanos) : 0);
+  w.tag(field, WireType.LengthDelimited).uint32(length);
+  if (seconds !== 0) w.tag(1, WireType.Varint).uint32(seconds);
+  if (nanos !== 0) w.tag(2, WireType.Varint).uint32(nanos);
+}
+
+/** Bytes of the varint of 0 ≤ n < 2^32. */
+function varintLength(n: number): number {
+  return n < 0x80 ? 1 : n < 0x4000 ? 2 : n < 0x200000 ? 3 : n < 0x10000000 ? 4 : 5;
 }
 
 const duration = timestamp;
