@@ -1,16 +1,44 @@
-import { describe, expect, it } from "vitest";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import fc from "fast-check";
+import { Level } from "level";
+import { afterEach, describe, expect, it } from "vitest";
 import { buildNewJob } from "../../src/engine/submit-validation.js";
-import { decodeMeta, encodeMeta } from "../../src/storage/level/codec.js";
+import { decodeMeta, encodeMeta, encodeMetaJson } from "../../src/storage/level/codec.js";
+import { KEYS } from "../../src/storage/level/keys.js";
+import { LevelStore } from "../../src/storage/level/level-store.js";
+import { meta as anyMeta, RUNS } from "../support/job-arbitraries.js";
 
 const metaWith = (retry?: Parameters<typeof buildNewJob>[0]["retry"]) =>
   buildNewJob({ type: "t", queue: "q", ...(retry ? { retry } : {}) }, "job", { jid: crypto.randomUUID(), nowMs: 1_700_000_000_000 }, 1 << 20).meta;
 
 describe("LevelDB meta records", () => {
+  it("read back every field as written, in the binary form and in JSON", () => {
+    fc.assert(
+      fc.property(anyMeta, (meta) => {
+        const asJson = JSON.parse(JSON.stringify(meta));
+        expect(decodeMeta(encodeMeta(meta))).toEqual(asJson);
+        expect(decodeMeta(encodeMetaJson(meta))).toEqual(asJson);
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
+  it("are binary and under half the size of the JSON form", () => {
+    const meta = metaWith();
+    const binary = encodeMeta(meta);
+    expect(binary[0]).toBe(0x01);
+    expect(binary.byteLength).toBeLessThan(encodeMetaJson(meta).byteLength / 2);
+  });
+
   it("leave out a retry policy equal to layout 1's defaults, and read it back whole", () => {
     const meta = metaWith();
-    const bytes = encodeMeta(meta);
-    expect(Buffer.from(bytes).toString()).not.toContain('"retry"');
-    expect(decodeMeta(bytes)).toEqual(JSON.parse(JSON.stringify(meta)));
+    const json = encodeMetaJson(meta);
+    expect(Buffer.from(json).toString()).not.toContain('"retry"');
+    expect(decodeMeta(json)).toEqual(JSON.parse(JSON.stringify(meta)));
+    expect(encodeMeta(meta).byteLength).toBeLessThan(encodeMeta({ ...meta, retry: { ...meta.retry, maxAttempts: 4 } }).byteLength);
+    expect(decodeMeta(encodeMeta(meta))).toEqual(JSON.parse(JSON.stringify(meta)));
   });
 
   it("keep any other policy as given", () => {
@@ -23,5 +51,31 @@ describe("LevelDB meta records", () => {
   it("read records written with the policy in full (older data dirs)", () => {
     const meta = metaWith();
     expect(decodeMeta(Buffer.from(JSON.stringify(meta))).retry).toEqual({ ...meta.retry });
+  });
+});
+
+describe("a layout-1 data dir (JSON metas)", () => {
+  const dirs: string[] = [];
+  afterEach(() => dirs.splice(0).forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+
+  it("opens, reads its jobs, and is marked layout 2; an unknown layout is refused", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "worq-layout-"));
+    dirs.push(dir);
+    const meta = metaWith();
+    const raw = new Level<string, Uint8Array>(dir, { keyEncoding: "utf8", valueEncoding: "view" });
+    await raw.put(KEYS.layoutVersion, Buffer.from(JSON.stringify("1")));
+    await raw.put(KEYS.meta(meta.jid), Buffer.from(JSON.stringify(meta)));
+    await raw.put(KEYS.live(meta.jid), new Uint8Array());
+    await raw.close();
+
+    const store = new LevelStore(dir);
+    await store.open();
+    expect(await store.getMeta(meta.jid)).toEqual(JSON.parse(JSON.stringify(meta)));
+    await store.close();
+    const reopened = new Level<string, string>(dir, { keyEncoding: "utf8", valueEncoding: "utf8" });
+    expect(await reopened.get(KEYS.layoutVersion)).toBe('"2"');
+    await reopened.put(KEYS.layoutVersion, '"3"');
+    await reopened.close();
+    await expect(new LevelStore(dir).open()).rejects.toThrow(/keyspace layout 3; this server reads 1 and 2/);
   });
 });

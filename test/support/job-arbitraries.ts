@@ -15,7 +15,7 @@ export const object = fc.dictionary(text, json, { maxKeys: 4 }) as fc.Arbitrary<
 const opt = <T>(arb: fc.Arbitrary<T>) => fc.option(arb, { nil: undefined });
 const states: JobState[] = ["PENDING", "SCHEDULED", "DELAYED", "RUNNING", "RETRYING", "COMPLETED", "FAILED", "DEAD_LETTER", "CANCELLED"];
 
-const meta: fc.Arbitrary<JobMeta> = fc
+export const meta: fc.Arbitrary<JobMeta> = fc
   .record({
     jid: id,
     type: text,
@@ -52,6 +52,7 @@ const meta: fc.Arbitrary<JobMeta> = fc
     startedAtMs: opt(ms),
     completedAtMs: opt(ms),
     readySeq: fc.nat(),
+    depth: opt(fc.nat(100)),
     lease: fc.record({ leaseId: id, workerId: text, expiresAtMs: ms, executionDeadlineMs: ms }),
     failure: opt(
       fc.record({

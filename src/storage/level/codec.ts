@@ -1,4 +1,5 @@
 import type { JobBody, JobMeta, RetryPolicy } from "../../engine/job.js";
+import { BINARY_META_FORMAT, decodeBinaryMeta, encodeBinaryMeta } from "./meta-binary.js";
 
 const decoder = new TextDecoder();
 
@@ -27,8 +28,13 @@ const OMITTED_RETRY_POLICY: Readonly<RetryPolicy> = Object.freeze({
   onExhausted: "DEAD_LETTER",
 });
 
-/** A meta record: JSON, without `retry` when it is OMITTED_RETRY_POLICY. */
+/** A meta record of the LevelDB store: binary (meta-binary.ts), without `retry` when it is OMITTED_RETRY_POLICY. */
 export function encodeMeta(meta: JobMeta): Uint8Array {
+  return encodeBinaryMeta(meta, isOmittedPolicy(meta.retry));
+}
+
+/** A meta record as JSON, without `retry` when it is OMITTED_RETRY_POLICY (the PostgreSQL store's form). */
+export function encodeMetaJson(meta: JobMeta): Uint8Array {
   if (!isOmittedPolicy(meta.retry)) return encodeJson(meta);
   // JSON.stringify leaves out undefined properties: blanking `retry` for the call costs
   // less than copying the record without it (and keeps its hidden class).
@@ -41,8 +47,9 @@ export function encodeMeta(meta: JobMeta): Uint8Array {
   }
 }
 
+/** Reads a meta record in either form: binary (first byte BINARY_META_FORMAT) or JSON ("{"). */
 export function decodeMeta(bytes: Uint8Array): JobMeta {
-  const meta = decodeJson<JobMeta>(bytes);
+  const meta = bytes[0] === BINARY_META_FORMAT ? decodeBinaryMeta(bytes) : decodeJson<JobMeta>(bytes);
   meta.retry ??= { ...OMITTED_RETRY_POLICY };
   return meta;
 }

@@ -3,7 +3,7 @@
  * Keys are UTF-8 strings; `/` separates parts; a range of one prefix is [prefix, prefix + "\xff").
  */
 export const KEYS = {
-  /** JobMeta as JSON: the mutable, small record rewritten on every transition. */
+  /** JobMeta (binary, meta-binary.ts; JSON in layout 1): the mutable, small record rewritten on every transition. */
   meta: (jid: string) => `j/${jid}`,
   /** JobBody (codec.ts): the immutable data, written once. */
   body: (jid: string) => `b/${jid}`,
@@ -34,7 +34,7 @@ export const KEYS = {
   queuePrefix: "n/",
   /** Counters JSON. */
   counters: "m/counters",
-  /** Keyspace layout version, "1". */
+  /** Keyspace layout version: "2" (binary metas); "1" (JSON metas) is still read. */
   layoutVersion: "m/layout-version",
 } as const;
 

@@ -22,7 +22,13 @@ interface NativeBatch {
  */
 const SYNC = { sync: process.env.WORQ_TEST_ONLY_SKIP_FSYNC !== "1" };
 
-const LAYOUT_VERSION = "1";
+/**
+ * Keyspace layout written: 2 stores metas in binary (meta-binary.ts). A layout-1 dir (JSON
+ * metas) is read as it is and marked 2 at open, since new records will be binary; a server
+ * that reads only layout 1 then refuses the dir instead of misreading it.
+ */
+const LAYOUT_VERSION = "2";
+const READABLE_LAYOUTS = new Set(["1", "2"]);
 const EMPTY = new Uint8Array();
 
 /**
@@ -58,12 +64,12 @@ export class LevelStore implements Store {
         cause: error,
       });
     }
-    const version = await this.db.get(KEYS.layoutVersion);
-    if (version === undefined) {
-      await this.db.put(KEYS.layoutVersion, encodeJson(LAYOUT_VERSION), { sync: true });
-    } else if (decodeJson<string>(version) !== LAYOUT_VERSION) {
-      throw new Error(`data dir ${this.dataDir} has keyspace layout ${decodeJson<string>(version)}; this server reads ${LAYOUT_VERSION}`);
+    const stored = await this.db.get(KEYS.layoutVersion);
+    const version = stored === undefined ? undefined : decodeJson<string>(stored);
+    if (version !== undefined && !READABLE_LAYOUTS.has(version)) {
+      throw new Error(`data dir ${this.dataDir} has keyspace layout ${version}; this server reads ${[...READABLE_LAYOUTS].join(" and ")}`);
     }
+    if (version !== LAYOUT_VERSION) await this.db.put(KEYS.layoutVersion, encodeJson(LAYOUT_VERSION), { sync: true });
   }
 
   /**

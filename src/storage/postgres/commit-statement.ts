@@ -1,6 +1,6 @@
 import { isPurgedAtExpiry, isTerminal, type JobMeta } from "../../engine/job.js";
 import type { Counters, StoreWrite } from "../../engine/store.js";
-import { encodeJson, encodeMeta } from "../level/codec.js";
+import { encodeJson, encodeMetaJson } from "../level/codec.js";
 
 /**
  * One group of commits as ONE SQL statement: data-modifying CTEs that delete and upsert each
@@ -172,7 +172,7 @@ export function commitParameters(writes: readonly StoreWrite[]): { values: unkno
     metas.map((meta) => !isTerminal(meta.state)),
     metas.map((meta) => (isTerminal(meta.state) ? (meta.completedAtMs ?? meta.updatedAtMs) : null)),
     metas.map((meta) => (isPurgedAtExpiry(meta.state) ? meta.expiresAtMs : null)),
-    metas.map((meta) => buffer(encodeMeta(meta))),
+    metas.map((meta) => buffer(encodeMetaJson(meta))),
     bodies.deleted,
     bodies.put.map(([jid]) => jid),
     bodies.put.map(([, row]) => buffer(row.body)),
