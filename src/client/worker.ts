@@ -79,12 +79,17 @@ export interface WorkerOptions {
 }
 
 const LEASE_PATH = "/worq.v1.WorkerService/Lease";
+/** How often running jobs are checked for their deadline and lease renewal. */
+const SWEEP_EVERY_MS = 100;
 
 interface Running {
   job: LeasedJobView;
   abort: LazyAbort;
-  reserveForMs: number;
-  timers: NodeJS.Timeout[];
+  /** When the handler's signal aborts: the attempt's execution deadline. */
+  deadlineMs: number;
+  /** A third of the lease: renewed that often while the handler runs. */
+  renewEveryMs: number;
+  nextRenewAtMs: number;
   /** Set when shutdown already failed the job back: the handler's late outcome is dropped. */
   failedBack: boolean;
   done: Promise<void>;
@@ -177,6 +182,7 @@ export class Worker {
       process.on("SIGTERM", onSignal);
       process.on("SIGINT", onSignal);
     }
+    const sweeper = setInterval(() => this.sweep(), SWEEP_EVERY_MS);
     try {
       while (!this.stopping && !this.quieted) {
         const reason = await this.leaseOnce();
@@ -195,6 +201,7 @@ export class Worker {
       if (this.quieted && !this.stopping) await Promise.all([...this.inFlight.values()].map((r) => r.done));
       await this.stopping;
     } finally {
+      clearInterval(sweeper);
       if (this.handleSignals) {
         process.off("SIGTERM", onSignal);
         process.off("SIGINT", onSignal);
@@ -322,13 +329,17 @@ export class Worker {
     const handler = this.handlers.get(job.type);
     const abort = new LazyAbort();
     const deadline = new Date(job.executionDeadlineMs ?? Date.now() + 1_800_000);
-    const reserveForMs = Math.max(1_000, job.reserveForMs ?? 300_000);
-    const running: Running = { job, abort, reserveForMs, timers: [], failedBack: false, done: Promise.resolve() };
+    const renewEveryMs = Math.floor(Math.max(1_000, job.reserveForMs ?? 300_000) / 3);
+    const running: Running = {
+      job,
+      abort,
+      deadlineMs: deadline.getTime(),
+      renewEveryMs,
+      nextRenewAtMs: Date.now() + renewEveryMs,
+      failedBack: false,
+      done: Promise.resolve(),
+    };
     this.inFlight.set(job.leaseId, running);
-    running.timers.push(
-      setTimeout(() => abort.abort(new Error("execution timeout passed")), Math.max(0, deadline.getTime() - Date.now())),
-      setInterval(() => void this.renew([running]), Math.floor(reserveForMs / 3)),
-    );
     const ctx: JobContext = {
       get signal() {
         return abort.signal;
@@ -352,7 +363,6 @@ export class Worker {
   }
 
   private finish(running: Running): void {
-    running.timers.forEach((timer) => clearTimeout(timer));
     this.inFlight.delete(running.job.leaseId);
   }
 
@@ -360,6 +370,24 @@ export class Worker {
   private async report(running: Running, outcome: Outcome, giveUpAfterMs: number): Promise<void> {
     const result = await this.reports.send(running.job.jid, running.job.leaseId, outcome, giveUpAfterMs);
     if (result !== "dropped") this.emit({ event: "done", jid: running.job.jid, outcome: result });
+  }
+
+  /**
+   * One timer for all running jobs, instead of a deadline timeout and a renew interval per
+   * job (two timers per job were a visible share of a busy worker's CPU and garbage): aborts
+   * handlers past their deadline, and renews in one call the leases due for it.
+   */
+  private sweep(): void {
+    const nowMs = Date.now();
+    const due: Running[] = [];
+    for (const running of this.inFlight.values()) {
+      if (nowMs >= running.deadlineMs) running.abort.abort(new Error("execution timeout passed"));
+      else if (nowMs >= running.nextRenewAtMs) {
+        running.nextRenewAtMs = nowMs + running.renewEveryMs;
+        due.push(running);
+      }
+    }
+    if (due.length > 0) void this.renew(due);
   }
 
   private async renewAll(): Promise<void> {
