@@ -13,9 +13,7 @@ import { BackoffStrategy, DependencyType, ExhaustedAction, FailureCategory, JobS
  * them, so a field added to `jobOf` and not here fails there.
  */
 export function encodeLeasedJob(grant: LeaseGrant): Uint8Array {
-  const writer = new BinaryWriter();
-  writeLeasedJob(writer, grant);
-  return writer.finish();
+  return written((w) => writeLeasedJob(w, grant));
 }
 
 /**
@@ -24,11 +22,27 @@ export function encodeLeasedJob(grant: LeaseGrant): Uint8Array {
  * carrying such entries is wire-identical to one with `jobs` set.
  */
 export function encodeLeasedJobDelimited(grant: LeaseGrant): Uint8Array {
-  const writer = new BinaryWriter();
-  writer.fork();
-  writeLeasedJob(writer, grant);
-  writer.join();
-  return writer.finish();
+  return written((w) => {
+    w.fork();
+    writeLeasedJob(w, grant);
+    w.join();
+  });
+}
+
+/**
+ * One writer for every leased job, so its buffer grows once rather than from empty for each
+ * job (growing was ~1.5 % of the server's CPU); `finish()` copies the bytes out and resets it.
+ */
+const shared = new BinaryWriter();
+
+function written(write: (w: BinaryWriter) => void): Uint8Array {
+  try {
+    write(shared);
+    return shared.finish();
+  } catch (error) {
+    shared.finish(); // leave it empty for the next job
+    throw error;
+  }
 }
 
 function writeLeasedJob(w: BinaryWriter, { meta, body }: LeaseGrant): void {
@@ -113,8 +127,8 @@ function writeRetryPolicy(w: BinaryWriter, policy: RetryPolicy): void {
 
 /**
  * Timestamp / Duration from milliseconds, as timestampFromMs builds it; always present.
- * Written with its length computed up front rather than through fork/join, which allocates
- * a chunk list per nested message (a Job has up to 14 of these).
+ * Written with its length computed up front rather than through fork/join (a Job has up to
+ * 14 of these), and without protobuf-es's 64-bit split of int64 seconds.
  */
 function timestamp(w: BinaryWriter, field: number, ms: number): void {
   const seconds = Math.floor(ms / 1000);
