@@ -2,7 +2,7 @@ import { fromBinary, toBinary, type JsonObject, type JsonValue } from "@bufbuild
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { JobSchema, type Job } from "../../gen/ts/worq/v1/job_pb.js";
 import { ControlSchema, FailRequestSchema, RevokedSchema, type Control, type FailRequest, type Revoked } from "../../gen/ts/worq/v1/worker_service_pb.js";
-import { readListValue, readStruct } from "../wire/json-value.js";
+import { readListValue, readStruct, readTag } from "../wire/json-value.js";
 
 /**
  * The worker's side of the wire, read and written field by field (numbers from
@@ -43,7 +43,9 @@ export class LeasedJobView {
   static read(r: BinaryReader, end: number, bytes: Uint8Array): LeasedJobView {
     const view = new LeasedJobView();
     while (r.pos < end) {
-      const [field, wireType] = r.tag();
+      const fieldTag = readTag(r);
+      const field = fieldTag >>> 3;
+      const wireType = fieldTag & 7;
       if (field === 1 && wireType === WireType.LengthDelimited) {
         const length = r.uint32();
         view.jobBytes = bytes.subarray(r.pos, r.pos + length);
@@ -57,7 +59,9 @@ export class LeasedJobView {
 
   private readJob(r: BinaryReader, end: number): void {
     while (r.pos < end) {
-      const [field, wireType] = r.tag();
+      const fieldTag = readTag(r);
+      const field = fieldTag >>> 3;
+      const wireType = fieldTag & 7;
       switch (field) {
         case 1:
           this.jid = r.string();
@@ -102,7 +106,9 @@ export class LeasedJobView {
     let key = "";
     let value = "";
     while (r.pos < end) {
-      const [field, wireType] = r.tag();
+      const fieldTag = readTag(r);
+      const field = fieldTag >>> 3;
+      const wireType = fieldTag & 7;
       if (field === 1) key = r.string();
       else if (field === 2) value = r.string();
       else r.skip(wireType, field);
@@ -128,7 +134,9 @@ export function readLeaseResponse(bytes: Uint8Array): LeaseMessage {
   const r = new BinaryReader(bytes);
   let message: LeaseMessage = KEEPALIVE;
   while (r.pos < r.len) {
-    const [field, wireType] = r.tag();
+    const fieldTag = readTag(r);
+    const field = fieldTag >>> 3;
+    const wireType = fieldTag & 7;
     if (wireType !== WireType.LengthDelimited) {
       r.skip(wireType, field);
       continue;
@@ -137,7 +145,9 @@ export function readLeaseResponse(bytes: Uint8Array): LeaseMessage {
       const end = r.uint32() + r.pos;
       const jobs: LeasedJobView[] = [];
       while (r.pos < end) {
-        const [jobsField, jobsWireType] = r.tag();
+        const jobsFieldTag = readTag(r);
+        const jobsField = jobsFieldTag >>> 3;
+        const jobsWireType = jobsFieldTag & 7;
         if (jobsField === 1 && jobsWireType === WireType.LengthDelimited) jobs.push(LeasedJobView.read(r, r.uint32() + r.pos, bytes));
         else r.skip(jobsWireType, jobsField);
       }
@@ -157,7 +167,9 @@ function readMs(r: BinaryReader, end: number): number {
   let seconds = 0;
   let nanos = 0;
   while (r.pos < end) {
-    const [field, wireType] = r.tag();
+    const fieldTag = readTag(r);
+    const field = fieldTag >>> 3;
+    const wireType = fieldTag & 7;
     if (field === 1) seconds = Number(r.int64());
     else if (field === 2) nanos = r.int32();
     else r.skip(wireType, field);

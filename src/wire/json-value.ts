@@ -67,7 +67,9 @@ export function writeStructField(w: BinaryWriter, field: number, object: JsonObj
 export function readValue(r: BinaryReader, end: number): JsonValue {
   let value: JsonValue = null;
   while (r.pos < end) {
-    const [field, wireType] = r.tag();
+    const fieldTag = readTag(r);
+    const field = fieldTag >>> 3;
+    const wireType = fieldTag & 7;
     switch (field) {
       case 1:
         r.int32();
@@ -99,7 +101,9 @@ export function readValue(r: BinaryReader, end: number): JsonValue {
 export function readListValue(r: BinaryReader, end: number): JsonValue[] {
   const values: JsonValue[] = [];
   while (r.pos < end) {
-    const [field, wireType] = r.tag();
+    const fieldTag = readTag(r);
+    const field = fieldTag >>> 3;
+    const wireType = fieldTag & 7;
     if (field === 1 && wireType === WireType.LengthDelimited) values.push(readValue(r, r.uint32() + r.pos));
     else r.skip(wireType, field);
   }
@@ -110,7 +114,9 @@ export function readListValue(r: BinaryReader, end: number): JsonValue[] {
 export function readStruct(r: BinaryReader, end: number): JsonObject {
   const object: JsonObject = {};
   while (r.pos < end) {
-    const [field, wireType] = r.tag();
+    const fieldTag = readTag(r);
+    const field = fieldTag >>> 3;
+    const wireType = fieldTag & 7;
     if (field !== 1 || wireType !== WireType.LengthDelimited) {
       r.skip(wireType, field);
       continue;
@@ -119,7 +125,9 @@ export function readStruct(r: BinaryReader, end: number): JsonObject {
     let key = "";
     let value: JsonValue = null;
     while (r.pos < entryEnd) {
-      const [entryField, entryWireType] = r.tag();
+      const entryFieldTag = readTag(r);
+      const entryField = entryFieldTag >>> 3;
+      const entryWireType = entryFieldTag & 7;
       if (entryField === 1) key = r.string();
       else if (entryField === 2) value = readValue(r, r.uint32() + r.pos);
       else r.skip(entryWireType, entryField);
@@ -129,4 +137,15 @@ export function readStruct(r: BinaryReader, end: number): JsonObject {
     else object[key] = value;
   }
   return object;
+}
+
+/**
+ * Reads a field tag as one number (field << 3 | wire type), refusing what BinaryReader.tag()
+ * refuses, without the array tag() returns: decoding allocates nothing per field.
+ */
+export function readTag(r: BinaryReader): number {
+  if (r.pos >= r.len) throw new RangeError("premature EOF");
+  const tag = r.uint32();
+  if (tag >>> 3 === 0 || (tag & 7) > 5) throw new Error(`illegal tag: field no ${tag >>> 3} wire type ${tag & 7}`);
+  return tag;
 }
