@@ -161,7 +161,17 @@ export class Worker {
     this.shutdownTimeoutMs = options.shutdownTimeoutMs ?? 30_000;
     this.labels = { lang: "typescript", ...options.labels };
     this.log = options.logger ?? silentLogger;
-    this.emit = options.onEvent ?? (() => {});
+    const onEvent = options.onEvent;
+    // An observer's bug must not stop the work: a throw from onEvent is logged, not raised.
+    this.emit = onEvent
+      ? (event) => {
+          try {
+            onEvent(event);
+          } catch (error) {
+            this.log.error("onEvent threw; ignored", { event: event.event, error: (error as Error).message });
+          }
+        }
+      : () => {};
     this.handleSignals = options.handleSignals ?? false;
     this.reports = new ReportBatcher(this.client, this.log);
   }
@@ -280,15 +290,17 @@ export class Worker {
         if (this.closeLease === close) this.closeLease = undefined;
         resolve(reason);
       };
+      // A message that cannot be read ends this stream and the worker reconnects: a listener
+      // that threw would take the whole process down.
       call.on("data", (bytes: Buffer) => {
-        let message: LeaseMessage;
         try {
-          message = readLeaseResponse(bytes);
+          onMessage(readLeaseResponse(bytes));
         } catch (error) {
           close();
-          end(`malformed LeaseResponse: ${(error as Error).message}`);
-          return;
+          end(`lease stream message failed: ${(error as Error).message}`);
         }
+      });
+      const onMessage = (message: LeaseMessage) => {
         if (first) {
           first = false;
           this.backoff.reset();
@@ -315,7 +327,7 @@ export class Worker {
           this.announcedReady = true;
           this.emit({ event: "ready", workerId: this.workerId });
         }
-      });
+      };
       call.on("error", (error: Error) => {
         if (closed) return end("stream closed");
         const clientError = toClientError(error);

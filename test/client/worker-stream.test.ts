@@ -1,0 +1,58 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { JobState, Worker, WorqClient, type WorkerEvent } from "../../src/client/index.js";
+import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
+
+describe("the TS worker's Lease stream (real server)", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer();
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+
+  it("an onEvent callback that throws is logged and ignored: the job still runs and reports", async () => {
+    const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
+    const events: WorkerEvent["event"][] = [];
+    let thrown = false;
+    const logged: string[] = [];
+    const worker = new Worker({
+      client,
+      queues: ["stream-resilience"],
+      logger: { info: () => {}, warn: () => {}, error: (message) => logged.push(message) },
+      onEvent: (event) => {
+        events.push(event.event);
+        if (event.event === "start" && !thrown) {
+          thrown = true;
+          throw new Error("a buggy event listener");
+        }
+      },
+    });
+    worker.register("resilient", (job) => ({ got: job.args }));
+    const running = worker.run();
+    const jid = await client.submit("resilient", { queue: "stream-resilience", args: [1, "two"] });
+    const job = await client.waitResult(jid, 10_000);
+    await worker.stop();
+    await running;
+    expect(job.state).toBe(JobState.COMPLETED);
+    expect(JSON.parse(Buffer.from(job.result).toString())).toEqual({ got: [1, "two"] });
+    expect(thrown).toBe(true);
+    expect(logged).toContain("onEvent threw; ignored");
+    expect(events).toEqual(expect.arrayContaining(["ready", "start", "done", "stopped"]));
+  });
+
+  it("hands the handler the job's fields, and the whole Job message as job.proto", async () => {
+    const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
+    const seen: unknown[] = [];
+    const worker = new Worker({ client, queues: ["stream-fields"] });
+    worker.register("fields", (job) => {
+      seen.push({ jid: job.jid, queue: job.queue, args: job.args, kwargs: job.kwargs, tags: job.tags, attempt: job.attempt, protoJid: job.proto.jid, protoQueue: job.proto.queue });
+    });
+    const running = worker.run();
+    const jid = await client.submit("fields", { queue: "stream-fields", args: [{ a: [true, null] }], kwargs: { k: 1.5 }, tags: { team: "x" } });
+    await client.waitResult(jid, 10_000);
+    await worker.stop();
+    await running;
+    expect(seen).toEqual([{ jid, queue: "stream-fields", args: [{ a: [true, null] }], kwargs: { k: 1.5 }, tags: { team: "x" }, attempt: 1, protoJid: jid, protoQueue: "stream-fields" }]);
+  });
+});
