@@ -406,7 +406,14 @@ func TestReconnectAfterServerRestart(t *testing.T) {
 	if job.State != StateCompleted || job.Attempt != 1 || string(job.Result) != "survived" {
 		t.Fatalf("job running across the restart: %s attempt %d %q %+v", job.State, job.Attempt, job.Result, job.Failure)
 	}
-	if o, _ := outcomes.Load(slow); o != OutcomeAck {
+	// OnDone runs once the worker has read the Ack's reply, which can come after the server
+	// already shows the job COMPLETED to waitResult.
+	deadline := time.Now().Add(5 * time.Second)
+	o, _ := outcomes.Load(slow)
+	for ; o != OutcomeAck && time.Now().Before(deadline); o, _ = outcomes.Load(slow) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if o != OutcomeAck {
 		t.Errorf("outcome %v, want ack", o)
 	}
 	if reconnects.Load() == 0 {
