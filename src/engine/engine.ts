@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { Clock } from "./clock.js";
 import { WorqError, invalid } from "./errors.js";
-import { isPurgedAtExpiry, isTerminal, type JobBody, type JobMeta, type JobState, type JobView, type SubmitInput } from "./job.js";
+import { isPurgedAtExpiry, isTerminal, shapedMeta, type JobBody, type JobMeta, type JobState, type JobView, type SubmitInput } from "./job.js";
 import { LIMITS, isUuidV4 } from "./limits.js";
 import { ReadyQueue } from "./ready-queue.js";
 import { dependencyFailed, transition, type FailureReport, type JobEvent } from "./state-machine.js";
@@ -246,7 +246,7 @@ export class Engine {
     const now = this.clock.nowMs();
     const ready: JobMeta[] = [];
     for await (const stored of this.store.liveJobs()) {
-      let meta: JobMeta = { ...stored, type: internName(stored.type), queue: internName(stored.queue), retry: internRetryPolicy(stored.retry) };
+      let meta: JobMeta = shapedMeta({ ...stored, type: internName(stored.type), queue: internName(stored.queue), retry: internRetryPolicy(stored.retry) });
       this.readySeq = Math.max(this.readySeq, meta.readySeq);
       if (meta.state === "SCHEDULED") ready.push(meta);
       if (meta.state === "RUNNING" && meta.lease) {
@@ -426,12 +426,11 @@ export class Engine {
 
   /** A new job's meta once its dependencies are known: PENDING, born failed, or as built. */
   private newJobMeta(candidate: JobMeta, outcome: DependencyOutcome, parentJid: string | undefined, nowMs: number): JobMeta {
-    let meta: JobMeta = { ...candidate, ...dependencyFields(outcome), ...(parentJid !== undefined ? { parentJid } : {}) };
+    // Fields set onto a copy (not spread in): the meta keeps its one shape (shapedMeta).
+    let meta: JobMeta = Object.assign({ ...candidate }, dependencyFields(outcome));
+    if (parentJid !== undefined) meta.parentJid = parentJid;
     if (outcome.failedDependency) return dependencyFailed(meta, outcome.failedDependency.jid, outcome.failedDependency.state, nowMs);
-    if (outcome.waitingOn.length > 0) {
-      const { enqueuedAtMs: _enqueued, dueAtMs: _due, ...rest } = meta;
-      return { ...rest, state: "PENDING" };
-    }
+    if (outcome.waitingOn.length > 0) return { ...meta, enqueuedAtMs: undefined, dueAtMs: undefined, state: "PENDING" };
     if (meta.state === "SCHEDULED") meta = { ...meta, readySeq: ++this.readySeq };
     return meta;
   }

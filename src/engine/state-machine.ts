@@ -105,7 +105,7 @@ export function transition(meta: JobMeta, event: JobEvent, ctx: TransitionContex
         completedAtMs: now,
         dueAtMs: undefined,
       };
-      return meta.lease ? settle(meta, meta.lease.leaseId, fields) : { ...meta, ...fields };
+      return meta.lease ? settle(meta, meta.lease.leaseId, fields) : Object.assign({ ...meta }, fields);
     }
     case "retry": {
       expectState(meta, event, "DEAD_LETTER", "FAILED");
@@ -203,9 +203,12 @@ function exhausted(meta: JobMeta, leaseId: string, failure: NonNullable<JobMeta[
   return settle(meta, leaseId, { state: "DEAD_LETTER", failure, updatedAtMs: now, completedAtMs: now });
 }
 
-/** Ends the current lease: the lease id moves to history and the given fields apply. */
+/**
+ * Ends the current lease: the lease id moves to history and the given fields apply.
+ * Object.assign onto a copy, not a second spread: a meta keeps its one shape (shapedMeta).
+ */
 function settle(meta: JobMeta, leaseId: string, fields: Partial<JobMeta>): JobMeta {
-  return { ...meta, ...fields, lease: undefined, previousLeaseIds: [...meta.previousLeaseIds, leaseId] };
+  return Object.assign({ ...meta, lease: undefined, previousLeaseIds: [...meta.previousLeaseIds, leaseId] }, fields);
 }
 
 function becomeReady(meta: JobMeta, ctx: TransitionContext): JobMeta {

@@ -1,5 +1,5 @@
 import { WorqError, invalid } from "./errors.js";
-import { PRIORITY_LEVELS, PRIORITY_NORMAL, type JobBody, type JobMeta, type SubmitInput } from "./job.js";
+import { PRIORITY_LEVELS, PRIORITY_NORMAL, shapedMeta, type JobBody, type JobMeta, type SubmitInput } from "./job.js";
 import { LIMITS } from "./limits.js";
 import { resolveRetryPolicy } from "./retry-policy.js";
 import { NO_LEASE_IDS, internName, internRetryPolicy } from "./intern.js";
@@ -64,7 +64,7 @@ export function buildNewJob(
 
   const runAtMs = input.atMs ?? (input.delayMs !== undefined ? nowMs + input.delayMs : undefined);
   const delayed = runAtMs !== undefined && runAtMs > nowMs;
-  const meta: JobMeta = {
+  const meta = shapedMeta({
     jid,
     type: internName(input.type),
     queue: internName(queue),
@@ -76,16 +76,18 @@ export function buildNewJob(
     executionTimeoutMs,
     ttlMs,
     expiresAtMs: nowMs + ttlMs,
+    idempotencyKey: input.idempotencyKey,
+    callbackUrl: input.callbackUrl,
     retry,
     backtraceFrames,
     createdAtMs: nowMs,
     updatedAtMs: nowMs,
+    atMs: delayed ? runAtMs : undefined,
+    enqueuedAtMs: delayed ? undefined : nowMs,
+    dueAtMs: delayed ? runAtMs : undefined,
     readySeq: 0,
     previousLeaseIds: NO_LEASE_IDS,
-    ...(delayed ? { atMs: runAtMs, dueAtMs: runAtMs } : { enqueuedAtMs: nowMs }),
-    ...(input.idempotencyKey !== undefined ? { idempotencyKey: input.idempotencyKey } : {}),
-    ...(input.callbackUrl !== undefined ? { callbackUrl: input.callbackUrl } : {}),
-  };
+  });
   const body: JobBody = { payload, tags, correlationId };
   if (input.args !== undefined) body.args = input.args;
   if (input.kwargs !== undefined) body.kwargs = input.kwargs;

@@ -1,4 +1,4 @@
-import type { JobBody, JobMeta, RetryPolicy } from "../../engine/job.js";
+import { shapedMeta, type JobBody, type JobMeta, type RetryPolicy } from "../../engine/job.js";
 import { BINARY_META_FORMAT, decodeBinaryMeta, encodeBinaryMeta } from "./meta-binary.js";
 
 const decoder = new TextDecoder();
@@ -49,7 +49,7 @@ export function encodeMetaJson(meta: JobMeta): Uint8Array {
 
 /** Reads a meta record in either form: binary (first byte BINARY_META_FORMAT) or JSON ("{"). */
 export function decodeMeta(bytes: Uint8Array): JobMeta {
-  const meta = bytes[0] === BINARY_META_FORMAT ? decodeBinaryMeta(bytes) : decodeJson<JobMeta>(bytes);
+  const meta = bytes[0] === BINARY_META_FORMAT ? decodeBinaryMeta(bytes) : shapedMeta(decodeJson<JobMeta>(bytes));
   meta.retry ??= { ...OMITTED_RETRY_POLICY };
   return meta;
 }

@@ -40,6 +40,12 @@ export class LevelStore implements Store {
   readonly kind = "leveldb";
   private readonly db: Level<string, Uint8Array>;
   private readonly committer: GroupCommitter<BatchOp>;
+  /**
+   * The newest counters of the commits waiting for the next group: every engine commit
+   * carries the totals, and a group of k commits needs only the last, so they are encoded
+   * once per group (at its write) instead of k times.
+   */
+  private pendingCounters: Counters | undefined;
 
   /** `onBatch` hears of each durable batch: its time in seconds and its key operations. */
   constructor(
@@ -49,6 +55,11 @@ export class LevelStore implements Store {
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     this.db = new Level<string, Uint8Array>(dataDir, { keyEncoding: "utf8", valueEncoding: "view" });
     this.committer = new GroupCommitter(async (ops) => {
+      // Called as the group is taken: the counters pending now are those of its commits.
+      if (this.pendingCounters !== undefined) {
+        ops.push({ type: "put", key: KEYS.counters, value: encodeJson(this.pendingCounters) });
+        this.pendingCounters = undefined;
+      }
       const started = process.hrtime.bigint();
       await this.writeBatch(lastWritePerKey(ops));
       onBatch(Number(process.hrtime.bigint() - started) / 1e9, ops.length);
@@ -89,8 +100,13 @@ export class LevelStore implements Store {
   }
 
   async commit(writes: StoreWrite[]): Promise<void> {
+    const ops: BatchOp[] = [];
+    for (const write of writes) {
+      if (write.kind === "put-counters") this.pendingCounters = write.counters;
+      else addBatchOps(write, ops);
+    }
     try {
-      await this.committer.commit(writes.flatMap(toBatchOps));
+      await this.committer.commit(ops);
     } catch (error) {
       throw new WorqError("WORQ_UNAVAILABLE", `storage write failed: ${(error as Error).message}`);
     }
@@ -186,35 +202,44 @@ export class LevelStore implements Store {
   }
 }
 
-function toBatchOps(write: StoreWrite): BatchOp[] {
+/** Appends the key operations of `write` to `ops` (put-counters is written per group, see pendingCounters). */
+function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
   switch (write.kind) {
-    case "put-job":
-      return [
-        { type: "put", key: KEYS.meta(write.meta.jid), value: encodeMeta(write.meta) },
-        { type: "put", key: KEYS.body(write.meta.jid), value: encodeBody(write.body) },
-        ...indexOps(undefined, write.meta),
-      ];
+    case "put-job": {
+      const jid = write.meta.jid;
+      ops.push({ type: "put", key: KEYS.meta(jid), value: encodeMeta(write.meta) }, { type: "put", key: KEYS.body(jid), value: encodeBody(write.body) });
+      addIndexOps(undefined, write.meta, ops);
+      return;
+    }
     case "put-meta":
-      return [{ type: "put", key: KEYS.meta(write.meta.jid), value: encodeMeta(write.meta) }, ...indexOps(write.previous, write.meta)];
+      ops.push({ type: "put", key: KEYS.meta(write.meta.jid), value: encodeMeta(write.meta) });
+      addIndexOps(write.previous, write.meta, ops);
+      return;
     case "put-result":
-      return [{ type: "put", key: KEYS.result(write.jid), value: write.result }];
+      ops.push({ type: "put", key: KEYS.result(write.jid), value: write.result });
+      return;
     case "delete-job":
-      return [
-        ...[KEYS.meta, KEYS.body, KEYS.result, KEYS.callback].map((key): BatchOp => ({ type: "del", key: key(write.meta.jid) })),
-        ...indexOps(write.meta, undefined),
-      ];
+      for (const key of [KEYS.meta, KEYS.body, KEYS.result, KEYS.callback]) ops.push({ type: "del", key: key(write.meta.jid) });
+      addIndexOps(write.meta, undefined, ops);
+      return;
     case "put-counters":
-      return [{ type: "put", key: KEYS.counters, value: encodeJson(write.counters) }];
+      ops.push({ type: "put", key: KEYS.counters, value: encodeJson(write.counters) });
+      return;
     case "put-idempotency":
-      return [{ type: "put", key: KEYS.idempotency(write.claim.type, write.claim.key), value: encodeJson(write.claim) }];
+      ops.push({ type: "put", key: KEYS.idempotency(write.claim.type, write.claim.key), value: encodeJson(write.claim) });
+      return;
     case "delete-idempotency":
-      return [{ type: "del", key: KEYS.idempotency(write.claim.type, write.claim.key) }];
+      ops.push({ type: "del", key: KEYS.idempotency(write.claim.type, write.claim.key) });
+      return;
     case "put-callback":
-      return [{ type: "put", key: KEYS.callback(write.callback.jid), value: encodeJson(write.callback) }];
+      ops.push({ type: "put", key: KEYS.callback(write.callback.jid), value: encodeJson(write.callback) });
+      return;
     case "delete-callback":
-      return [{ type: "del", key: KEYS.callback(write.jid) }];
+      ops.push({ type: "del", key: KEYS.callback(write.jid) });
+      return;
     case "put-queue":
-      return [{ type: "put", key: KEYS.queue(write.queue.name), value: encodeJson({ paused: write.queue.paused }) }];
+      ops.push({ type: "put", key: KEYS.queue(write.queue.name), value: encodeJson({ paused: write.queue.paused }) });
+      return;
   }
 }
 
@@ -228,14 +253,15 @@ function indexKeysOf(meta: JobMeta | undefined): string[] {
   return keys;
 }
 
-/** Puts and deletes that move a job's index entries from `previous` to `next` (at most three keys each). */
-function indexOps(previous: JobMeta | undefined, next: JobMeta | undefined): BatchOp[] {
+/** Appends the puts and deletes that move a job's index entries from `previous` to `next` (at most three keys each). */
+function addIndexOps(previous: JobMeta | undefined, next: JobMeta | undefined, ops: BatchOp[]): void {
+  // Most transitions (lease, renew, fail and retry, due) go from one unfinished state to
+  // another: the job stays under its one l/<jid> key, and there is nothing to build.
+  if (previous !== undefined && next !== undefined && !isTerminal(previous.state) && !isTerminal(next.state)) return;
   const before = indexKeysOf(previous);
   const after = indexKeysOf(next);
-  const ops: BatchOp[] = [];
   for (const key of before) if (!after.includes(key)) ops.push({ type: "del", key });
   for (const key of after) if (!before.includes(key)) ops.push({ type: "put", key, value: EMPTY });
-  return ops;
 }
 
 /**

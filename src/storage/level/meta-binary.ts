@@ -1,4 +1,4 @@
-import type { JobMeta, JobState } from "../../engine/job.js";
+import { shapedMeta, type JobMeta, type JobState } from "../../engine/job.js";
 
 /**
  * The binary form of a JobMeta record (keyspace layout 2): one format byte, then fields as
@@ -208,7 +208,7 @@ export function decodeBinaryMeta(bytes: Uint8Array): JobMeta {
     pos = end;
     return value;
   };
-  const meta = { previousLeaseIds: [] as string[] } as unknown as JobMeta;
+  const meta = shapedMeta({ previousLeaseIds: [] as string[] } as unknown as JobMeta);
   let lease: Partial<NonNullable<JobMeta["lease"]>> | undefined;
   while (pos < buf.length) {
     const tag = varint();
