@@ -172,6 +172,11 @@ export interface JobBody {
   correlationId: string;
 }
 
+/** A JobBody of the one shape all bodies have (absent fields undefined): see shapedMeta. */
+export function jobBody(fields: Omit<JobBody, "payload">, payload: Uint8Array): JobBody {
+  return { args: fields.args, kwargs: fields.kwargs, custom: fields.custom, payload, tags: fields.tags, correlationId: fields.correlationId };
+}
+
 /** What a producer submits, after transport decoding; unset fields take defaults. */
 export interface SubmitInput {
   type: string;

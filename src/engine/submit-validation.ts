@@ -1,5 +1,5 @@
 import { WorqError, invalid } from "./errors.js";
-import { PRIORITY_LEVELS, PRIORITY_NORMAL, shapedMeta, type JobBody, type JobMeta, type SubmitInput } from "./job.js";
+import { PRIORITY_LEVELS, PRIORITY_NORMAL, jobBody, shapedMeta, type JobBody, type JobMeta, type SubmitInput } from "./job.js";
 import { LIMITS } from "./limits.js";
 import { resolveRetryPolicy } from "./retry-policy.js";
 import { NO_LEASE_IDS, internName, internRetryPolicy } from "./intern.js";
@@ -88,10 +88,7 @@ export function buildNewJob(
     readySeq: 0,
     previousLeaseIds: NO_LEASE_IDS,
   });
-  const body: JobBody = { payload, tags, correlationId };
-  if (input.args !== undefined) body.args = input.args;
-  if (input.kwargs !== undefined) body.kwargs = input.kwargs;
-  if (input.custom !== undefined) body.custom = input.custom;
+  const body = jobBody({ args: input.args, kwargs: input.kwargs, custom: input.custom, tags, correlationId }, payload);
   return { meta, body, dataBytes };
 }
 
