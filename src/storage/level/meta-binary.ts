@@ -90,6 +90,16 @@ class Writer {
   /** 0 ≤ value ≤ 2^53 − 1. */
   varint(value: number): void {
     this.ensure(8);
+    if (value < 0x10000000) {
+      // Below 2^28 (tags, states, counts, durations) shifts are exact and cheaper than
+      // the division the timestamps need.
+      while (value >= 0x80) {
+        this.buf[this.pos++] = (value & 0x7f) | 0x80;
+        value >>>= 7;
+      }
+      this.buf[this.pos++] = value;
+      return;
+    }
     while (value >= 0x80) {
       this.buf[this.pos++] = (value % 0x80) | 0x80;
       value = Math.floor(value / 0x80);
