@@ -290,16 +290,6 @@ export class Worker {
         if (this.closeLease === close) this.closeLease = undefined;
         resolve(reason);
       };
-      // A message that cannot be read ends this stream and the worker reconnects: a listener
-      // that threw would take the whole process down.
-      call.on("data", (bytes: Buffer) => {
-        try {
-          onMessage(readLeaseResponse(bytes));
-        } catch (error) {
-          close();
-          end(`lease stream message failed: ${(error as Error).message}`);
-        }
-      });
       const onMessage = (message: LeaseMessage) => {
         if (first) {
           first = false;
@@ -328,6 +318,16 @@ export class Worker {
           this.emit({ event: "ready", workerId: this.workerId });
         }
       };
+      // A message that cannot be read, or whose handling throws, ends this stream and the worker reconnects: a listener
+      // that threw would take the whole process down.
+      call.on("data", (bytes: Buffer) => {
+        try {
+          onMessage(readLeaseResponse(bytes));
+        } catch (error) {
+          close();
+          end(`lease stream message failed: ${(error as Error).message}`);
+        }
+      });
       call.on("error", (error: Error) => {
         if (closed) return end("stream closed");
         const clientError = toClientError(error);

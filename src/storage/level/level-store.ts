@@ -123,7 +123,7 @@ export class LevelStore implements Store {
     const ops: BatchOp[] = [];
     for (const write of writes) {
       if (write.kind === "put-counters") this.pendingCounters = write.counters;
-      else addBatchOps(write, ops);
+      addBatchOps(write, ops);
     }
     try {
       await this.committer.commit(ops);
@@ -222,7 +222,7 @@ export class LevelStore implements Store {
   }
 }
 
-/** Appends the key operations of `write` to `ops` (put-counters is written per group, see pendingCounters). */
+/** Appends the key operations of `write` to `ops`; put-counters is written once per group (pendingCounters). */
 function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
   switch (write.kind) {
     case "put-job": {
@@ -243,8 +243,7 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
       addIndexOps(write.meta, undefined, ops);
       return;
     case "put-counters":
-      ops.push({ type: "put", key: KEYS.counters, value: encodeJson(write.counters) });
-      return;
+      return; // commit() keeps them for the group's write (pendingCounters)
     case "put-idempotency":
       ops.push({ type: "put", key: KEYS.idempotency(write.claim.type, write.claim.key), value: encodeJson(write.claim) });
       return;
