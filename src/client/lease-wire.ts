@@ -2,7 +2,7 @@ import { fromBinary, toBinary, type JsonObject, type JsonValue } from "@bufbuild
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { JobSchema, type Job } from "../../gen/ts/worq/v1/job_pb.js";
 import { ControlSchema, FailRequestSchema, RevokedSchema, type Control, type FailRequest, type Revoked } from "../../gen/ts/worq/v1/worker_service_pb.js";
-import { readListValue, readStruct, readTag } from "../wire/json-value.js";
+import { readListValue, readStruct, readTag, skipField } from "../wire/json-value.js";
 
 /**
  * The worker's side of the wire, read and written field by field (numbers from
@@ -52,7 +52,7 @@ export class LeasedJobView {
         view.readJob(r, r.pos + length);
       } else if (field === 2) view.leaseId = r.string();
       else if (field === 4) view.executionDeadlineMs = readMs(r, r.uint32() + r.pos);
-      else r.skip(wireType, field);
+      else skipField(r, wireType, field);
     }
     return view;
   }
@@ -97,7 +97,7 @@ export class LeasedJobView {
           this.readTag(r, r.uint32() + r.pos);
           break;
         default:
-          r.skip(wireType, field);
+          skipField(r, wireType, field);
       }
     }
   }
@@ -111,7 +111,7 @@ export class LeasedJobView {
       const wireType = fieldTag & 7;
       if (field === 1) key = r.string();
       else if (field === 2) value = r.string();
-      else r.skip(wireType, field);
+      else skipField(r, wireType, field);
     }
     if (key === "__proto__") Object.defineProperty(this.tags, key, { value, enumerable: true, writable: true, configurable: true });
     else this.tags[key] = value;
@@ -138,7 +138,7 @@ export function readLeaseResponse(bytes: Uint8Array): LeaseMessage {
     const field = fieldTag >>> 3;
     const wireType = fieldTag & 7;
     if (wireType !== WireType.LengthDelimited) {
-      r.skip(wireType, field);
+      skipField(r, wireType, field);
       continue;
     }
     if (field === 1) {
@@ -149,13 +149,13 @@ export function readLeaseResponse(bytes: Uint8Array): LeaseMessage {
         const jobsField = jobsFieldTag >>> 3;
         const jobsWireType = jobsFieldTag & 7;
         if (jobsField === 1 && jobsWireType === WireType.LengthDelimited) jobs.push(LeasedJobView.read(r, r.uint32() + r.pos, bytes));
-        else r.skip(jobsWireType, jobsField);
+        else skipField(r, jobsWireType, jobsField);
       }
       message = { kind: "jobs", jobs };
     } else if (field === 3) message = { kind: "control", control: fromBinary(ControlSchema, r.bytes()) };
     else if (field === 4) message = { kind: "revoked", revoked: fromBinary(RevokedSchema, r.bytes()) };
     else {
-      r.skip(wireType, field);
+      skipField(r, wireType, field);
       message = KEEPALIVE;
     }
   }
@@ -172,7 +172,7 @@ function readMs(r: BinaryReader, end: number): number {
     const wireType = fieldTag & 7;
     if (field === 1) seconds = Number(r.int64());
     else if (field === 2) nanos = r.int32();
-    else r.skip(wireType, field);
+    else skipField(r, wireType, field);
   }
   return seconds * 1000 + Math.floor(nanos / 1e6);
 }

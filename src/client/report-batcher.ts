@@ -6,6 +6,15 @@ import { toClientError } from "./errors.js";
 import { writeReportRequest } from "./lease-wire.js";
 import { ReconnectBackoff } from "./reconnect-backoff.js";
 
+/** Report calls one worker has in flight at most. */
+const MAX_CALLS_IN_FLIGHT = 4;
+/**
+ * How long the first report waits for others to share its call. Every unary call is ~7 KB of
+ * grpc-js garbage in the worker, and at a job per millisecond the worker's scavenges were
+ * the tail of scheduled-job lateness (docs/performance.md).
+ */
+const COALESCE_MS = 1;
+
 export type Outcome = { ack: Uint8Array } | { fail: FailRequest };
 /** What became of a report: the server took it, the lease was lost, or it was given up. */
 export type ReportResult = "ack" | "fail" | "lease_lost" | "dropped";
@@ -24,33 +33,57 @@ export interface ReportLogger {
 }
 
 /**
- * Sends Acks and Fails in `Report` calls: everything that finishes while one call is in
- * flight goes out together in the next (one unary call costs the server ~120 µs, whatever it
- * carries). Items are settled one by one from the per-item codes. A whole call failing with a
- * transient error is retried with backoff until each item's give-up time; a lost lease
- * (FAILED_PRECONDITION, NOT_FOUND) is dropped at once, never retried.
+ * Sends Acks and Fails in `Report` calls: what finishes within `COALESCE_MS`, or while a call
+ * is in flight, goes out together in the next (one unary call costs the server ~120 µs,
+ * whatever it carries). Items are settled one by one from the per-item codes. A whole call
+ * failing with a transient error is retried with backoff until each item's give-up time; a
+ * lost lease (FAILED_PRECONDITION, NOT_FOUND) is dropped at once, never retried.
+ *
+ * A call waits for the server's fsync, and the server frees a job's lease slot (the worker's
+ * credit) only when its report arrives. So reports must not queue behind a slow call: one
+ * that waits for a stalled disk would hold every finished job's slot, and the worker would be
+ * sent nothing until it returns. Reports waiting `overtakeAfterMs`, or `overtakeAtCount` of
+ * them, go out in another call, up to `MAX_CALLS_IN_FLIGHT` at once.
  */
 export class ReportBatcher {
   private queue: Pending[] = [];
-  private sending = false;
+  private callsInFlight = 0;
+  private flushTimer: NodeJS.Timeout | undefined;
+  private overtakeTimer: NodeJS.Timeout | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
   private readonly backoff = new ReconnectBackoff(100, 5_000);
+  private readonly flushNow = () => {
+    this.flushTimer = undefined;
+    void this.flush();
+  };
+  private readonly overtake = () => {
+    this.overtakeTimer = undefined;
+    void this.flush();
+  };
 
   constructor(
     private readonly client: WorqClient,
     private readonly log: ReportLogger,
+    private readonly overtakeAtCount = 25,
+    private readonly overtakeAfterMs = 5,
   ) {}
 
   send(jid: string, leaseId: string, outcome: Outcome, giveUpAfterMs: number): Promise<ReportResult> {
     return new Promise((settle) => {
       this.queue.push({ jid, leaseId, outcome, giveUpAt: Date.now() + giveUpAfterMs, settle });
-      if (!this.sending && !this.retryTimer) setImmediate(() => void this.flush());
+      if (this.retryTimer) return;
+      if (this.queue.length >= this.overtakeAtCount) void this.flush();
+      else if (this.callsInFlight === 0) this.flushTimer ??= setTimeout(this.flushNow, COALESCE_MS);
+      else this.overtakeTimer ??= setTimeout(this.overtake, this.overtakeAfterMs);
     });
   }
 
   private async flush(): Promise<void> {
-    if (this.sending || this.queue.length === 0) return;
-    this.sending = true;
+    if (this.queue.length === 0 || this.retryTimer || this.callsInFlight >= MAX_CALLS_IN_FLIGHT) return;
+    clearTimeout(this.flushTimer);
+    clearTimeout(this.overtakeTimer);
+    this.flushTimer = this.overtakeTimer = undefined;
+    this.callsInFlight++;
     const batch = this.queue;
     this.queue = [];
     const acks = batch.filter((item) => "ack" in item.outcome);
@@ -82,9 +115,10 @@ export class ReportBatcher {
         }, delayMs);
       }
     } finally {
-      this.sending = false;
+      this.callsInFlight--;
     }
-    if (this.queue.length > 0 && !this.retryTimer) void this.flush();
+    if (this.callsInFlight === 0 || this.queue.length >= this.overtakeAtCount) void this.flush();
+    else if (this.queue.length > 0) this.overtakeTimer ??= setTimeout(this.overtake, this.overtakeAfterMs);
   }
 
   private settleItem(item: Pending, code: number, message: string, kind: "ack" | "fail"): void {

@@ -173,7 +173,7 @@ export class Worker {
         }
       : () => {};
     this.handleSignals = options.handleSignals ?? false;
-    this.reports = new ReportBatcher(this.client, this.log);
+    this.reports = new ReportBatcher(this.client, this.log, this.concurrency);
   }
 
   /** Registers the handler of a job type. Its return value is the result; a throw fails the job. */

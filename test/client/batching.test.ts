@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Worker, WorqClient, isInvalidArgument } from "../../src/client/index.js";
+import { JobState, Worker, WorqClient, isInvalidArgument } from "../../src/client/index.js";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
 
 /** RPC counts by method, from the server's /metrics. */
@@ -53,5 +53,42 @@ describe("the TypeScript library batches calls (real server)", () => {
     const reports = (after.Report ?? 0) - (before.Report ?? 0);
     expect(reports).toBeGreaterThan(0);
     expect(reports).toBeLessThan(300);
+  });
+
+  it("a Report call that does not return does not stop the worker: later reports overtake it and free their slots", async () => {
+    const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
+    // The first Report call waits here before it is sent, as one waits on a stalled disk.
+    // It carries job 0's ack alone: the other handlers wait until it has gone out.
+    let releaseFirst!: () => void;
+    const firstHeld = new Promise<void>((resolve) => (releaseFirst = resolve));
+    let firstSent!: () => void;
+    const firstGoneOut = new Promise<void>((resolve) => (firstSent = resolve));
+    const unary = client.link.unary.bind(client.link);
+    let reportCalls = 0;
+    client.link.unary = async (path, request) => {
+      if (path.endsWith("/Report") && ++reportCalls === 1) {
+        firstSent();
+        await firstHeld;
+      }
+      return unary(path, request);
+    };
+    const jids = await client.submitBatch(Array.from({ length: 40 }, (_, i) => ({ type: "quick", queue: "overtake", args: [i] })));
+    const worker = new Worker({ client, queues: ["overtake"], concurrency: 4 });
+    const started: string[] = [];
+    worker.register("quick", async (job) => {
+      started.push(job.jid);
+      if (job.args[0] !== 0) await firstGoneOut;
+    });
+    const running = worker.run();
+    // With 4 credits, one of them held by the stalled call, every job must still run.
+    const producer = new WorqClient({ address: `127.0.0.1:${server.port}` });
+    await expect.poll(() => started.length, { timeout: 10_000 }).toBe(40);
+    const states = await Promise.all(jids.map(async (jid) => (await producer.getJob(jid)).state));
+    expect(states.filter((state) => state === JobState.COMPLETED).length).toBe(39);
+    releaseFirst();
+    for (const jid of jids) expect((await producer.waitResult(jid, 10_000)).state).toBe(JobState.COMPLETED);
+    expect(reportCalls).toBeGreaterThan(1);
+    await worker.stop();
+    await running;
   });
 });

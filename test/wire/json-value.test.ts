@@ -3,11 +3,11 @@
  * google.protobuf.Value / ListValue / Struct mean: the same bytes out, the same JSON back.
  */
 import { fromJson, toBinary, toJson, type JsonValue as PbJsonValue } from "@bufbuild/protobuf";
-import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
+import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { ListValueSchema, StructSchema, ValueSchema } from "@bufbuild/protobuf/wkt";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { readListValue, readStruct, readValue, writeListValue, writeStructFields, writeValue, type JsonValue } from "../../src/wire/json-value.js";
+import { readListValue, readStruct, readTag, readValue, skipField, writeListValue, writeStructFields, writeValue, type JsonValue } from "../../src/wire/json-value.js";
 import { json, object, RUNS } from "../support/job-arbitraries.js";
 
 const written = (write: (w: BinaryWriter) => void): Uint8Array => {
@@ -49,5 +49,36 @@ describe("JSON values on the wire", () => {
     writeValue(w, ["a", 1, { b: true }] as JsonValue);
     const bytes = w.finish();
     expect(readValue(new BinaryReader(bytes), bytes.byteLength)).toEqual(["a", 1, { b: true }]);
+  });
+
+  it("skip unknown fields of every wire type to exactly where BinaryReader.skip() would, and refuse a truncated one", () => {
+    const w = new BinaryWriter();
+    w.tag(1, WireType.Varint).uint64(2n ** 63n + 5n); // a 10-byte varint
+    w.tag(2, WireType.Bit64).double(1.5);
+    w.tag(3, WireType.Bit32).fixed32(9);
+    w.tag(4, WireType.LengthDelimited).string("x".repeat(300));
+    w.tag(5, WireType.StartGroup).tag(1, WireType.Varint).uint32(1).tag(5, WireType.EndGroup);
+    w.tag(6, WireType.Varint).uint32(42);
+    const bytes = w.finish();
+    const ours = new BinaryReader(bytes);
+    const theirs = new BinaryReader(bytes);
+    while (ours.pos < ours.len) {
+      const tag = readTag(ours);
+      const [field, wireType] = theirs.tag();
+      expect(tag).toBe((field << 3) | wireType);
+      if (field === 6) {
+        expect(ours.uint32()).toBe(42);
+        break;
+      }
+      skipField(ours, tag & 7, tag >>> 3);
+      theirs.skip(wireType, field);
+      expect(ours.pos).toBe(theirs.pos);
+    }
+    expect(ours.pos).toBe(bytes.byteLength);
+
+    const truncated = written((tw) => tw.tag(4, WireType.LengthDelimited).string("abcdef")).subarray(0, 5);
+    const reader = new BinaryReader(truncated);
+    const tag = readTag(reader);
+    expect(() => skipField(reader, tag & 7, tag >>> 3)).toThrow(/premature EOF/);
   });
 });
