@@ -1,5 +1,4 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { headersOf, isServiceError } from "./grpc-link.js";
 
 /**
  * An error from the Worq server, with the gRPC status code so callers can branch on the
@@ -20,7 +19,6 @@ export class WorqClientError extends Error {
 /** Wraps whatever a call threw as a WorqClientError. */
 export function toClientError(error: unknown): WorqClientError {
   if (error instanceof WorqClientError) return error;
-  if (isServiceError(error)) return new WorqClientError(error.code as number as Code, error.details, headersOf(error.metadata));
   const connectError = ConnectError.from(error);
   return new WorqClientError(connectError.code, connectError.rawMessage, connectError.metadata);
 }
@@ -36,7 +34,6 @@ export const isDeadlineExceeded = (error: unknown): boolean => codeOf(error) ===
 function codeOf(error: unknown): Code | undefined {
   if (error instanceof WorqClientError) return error.code;
   if (error instanceof ConnectError) return error.code;
-  if (isServiceError(error)) return error.code as number as Code;
   return undefined;
 }
 

@@ -1,77 +1,329 @@
-import * as grpc from "@grpc/grpc-js";
+import { EventEmitter } from "node:events";
+import http2 from "node:http2";
+import net from "node:net";
+import tls from "node:tls";
+import { Code } from "@connectrpc/connect";
+import { WorqClientError } from "./errors.js";
 import type { ConnectionOptions } from "./transport.js";
 
-const bytesOut = (message: Uint8Array): Buffer => (Buffer.isBuffer(message) ? message : Buffer.from(message.buffer, message.byteOffset, message.byteLength));
-const bytesIn = (data: Buffer): Buffer => data;
+const { NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM } = http2.constants;
 
 /**
- * The calls on the library's hot path (Submit, SubmitBatch, Report, Lease) on a grpc-js
- * channel, with messages the caller has already encoded and decodes itself. A connect-node
- * unary call costs the client about twice the CPU of a grpc-js one here and 2.5× the garbage,
- * and a worker's GC pauses were the tail of the scheduled-job and pickup latencies
- * (docs/performance.md). The other RPCs stay on the generated Connect clients.
+ * The calls on the library's hot path (Submit, SubmitBatch, Report, Lease): gRPC over one
+ * `node:http2` session, with messages the caller has already encoded and decodes itself.
+ * A grpc-js unary call costs the client about twice the garbage of a bare HTTP/2 request
+ * (~38 against ~19 KB sampled, `bench/diag/unary-client.mjs`) and twice its latency here, and
+ * a worker's scavenges were the tail of scheduled-job lateness (docs/performance.md). The
+ * other RPCs stay on the generated Connect clients.
+ *
+ * What it does of gRPC: length-prefixed messages, uncompressed; status from trailers, or from
+ * the headers of a trailers-only response; an HTTP status without a gRPC one mapped as the
+ * gRPC spec says; a session that fails, closes or gets GOAWAY is replaced at the next call
+ * (callers retry with their own backoff). The socket does not keep the process alive while
+ * no call is open, as a grpc-js channel's does not.
  */
 export class GrpcLink {
-  private readonly channel: grpc.Client;
-  private readonly token: string | undefined;
+  private readonly authority: string;
+  private readonly connect: () => net.Socket;
+  private readonly baseHeaders: http2.OutgoingHttpHeaders;
+  private readonly headersByPath = new Map<string, http2.OutgoingHttpHeaders>();
+  private current: LinkSession | undefined;
+  private closed = false;
 
   constructor(options: ConnectionOptions) {
-    const tls = options.tls === true ? {} : options.tls || undefined;
-    const url = /^https?:\/\//i.test(options.address) ? new URL(options.address) : undefined;
-    const secure = tls !== undefined || url?.protocol === "https:";
-    const target = url ? url.host || `${url.hostname}:${secure ? 443 : 80}` : options.address;
-    const credentials = secure
-      ? grpc.credentials.createSsl(pem(tls?.ca), pem(tls?.key), pem(tls?.cert))
-      : grpc.credentials.createInsecure();
-    this.channel = new grpc.Client(target, credentials, {
-      // The server limits what it takes; what it sends (a Lease message of big jobs) is not capped here.
-      "grpc.max_receive_message_length": -1,
-      // Reconnect soon after a server restart: the worker's own backoff paces the retries.
-      "grpc.initial_reconnect_backoff_ms": 100,
-      "grpc.max_reconnect_backoff_ms": 1000,
-      "grpc.enable_channelz": 0,
-    });
-    this.token = options.token;
+    const tlsOptions = options.tls === true ? {} : options.tls || undefined;
+    const url = /^https?:\/\//i.test(options.address) ? new URL(options.address) : new URL(`http://${options.address}`);
+    const secure = tlsOptions !== undefined || url.protocol === "https:";
+    const host = url.hostname.replace(/^\[(.*)\]$/, "$1");
+    const port = Number(url.port) || (secure ? 443 : 80);
+    this.authority = `${secure ? "https" : "http"}://${url.host}`;
+    this.connect = secure
+      ? () =>
+          tls.connect({
+            host,
+            port,
+            ALPNProtocols: ["h2"],
+            ...(net.isIP(host) ? {} : { servername: host }),
+            ...(tlsOptions?.ca !== undefined ? { ca: tlsOptions.ca } : {}),
+            ...(tlsOptions?.key !== undefined ? { key: tlsOptions.key } : {}),
+            ...(tlsOptions?.cert !== undefined ? { cert: tlsOptions.cert } : {}),
+          }).setNoDelay(true)
+      : () => net.connect({ host, port, noDelay: true });
+    this.baseHeaders = {
+      "content-type": "application/grpc",
+      te: "trailers",
+      "user-agent": "worq-ts",
+      ...(options.token !== undefined ? { authorization: `Bearer ${options.token}` } : {}),
+    };
   }
 
+  /** One request message, one response message. Rejects with a WorqClientError. */
   unary(path: string, request: Uint8Array): Promise<Buffer> {
     return new Promise((resolve, reject) => {
-      this.channel.makeUnaryRequest(path, bytesOut, bytesIn, request, this.metadata(), (error, response) => {
-        if (error) reject(error);
-        else resolve(response!);
+      let response: Buffer | undefined;
+      this.start(path, request, {
+        message: (message) => {
+          response = message;
+        },
+        end: (error) => {
+          if (error) reject(error);
+          else if (response) resolve(response);
+          else reject(new WorqClientError(Code.Internal, "the server answered OK without a response message"));
+        },
       });
     });
   }
 
-  serverStream(path: string, request: Uint8Array): grpc.ClientReadableStream<Buffer> {
-    return this.channel.makeServerStreamRequest(path, bytesOut, bytesIn, request, this.metadata());
+  /** One request message, a stream of response messages: 'data' (Buffer), then 'end' or 'error' (WorqClientError). */
+  serverStream(path: string, request: Uint8Array): LinkStream {
+    const stream = new LinkStream();
+    stream.cancelCall = this.start(path, request, {
+      message: (message) => stream.emit("data", message),
+      end: (error) => (error ? stream.emit("error", error) : stream.emit("end")),
+    });
+    return stream;
   }
 
   close(): void {
-    this.channel.close();
+    this.closed = true;
+    this.current?.session.close();
+    this.current = undefined;
   }
 
-  private metadata(): grpc.Metadata {
-    const metadata = new grpc.Metadata();
-    if (this.token !== undefined) metadata.set("authorization", `Bearer ${this.token}`);
-    return metadata;
+  /** Opens one call; returns a function that cancels it. `sink.end` is called exactly once. */
+  private start(path: string, request: Uint8Array, sink: CallSink): () => void {
+    if (this.closed) {
+      queueMicrotask(() => sink.end(new WorqClientError(Code.Unavailable, "the client is closed")));
+      return () => {};
+    }
+    const link = this.session();
+    let stream: http2.ClientHttp2Stream;
+    try {
+      stream = link.session.request(this.headers(path), { endStream: false });
+    } catch (error) {
+      // The session was destroyed between the check and the request.
+      if (this.current === link) this.current = undefined;
+      queueMicrotask(() => sink.end(new WorqClientError(Code.Unavailable, `connection failed: ${(error as Error).message}`)));
+      return () => {};
+    }
+    link.opened();
+    const framer = new MessageFramer();
+    let status: WorqClientError | null | undefined; // null = OK
+    let httpStatus = 0;
+    let streamError: Error | undefined;
+    let cancelled = false;
+    let ended = false;
+    const finish = () => {
+      if (ended) return;
+      ended = true;
+      link.closedOne();
+      if (cancelled) return sink.end(new WorqClientError(Code.Canceled, "cancelled by the client"));
+      if (status !== undefined) return sink.end(status ?? undefined);
+      if (httpStatus !== 0 && httpStatus !== 200) return sink.end(new WorqClientError(codeOfHttpStatus(httpStatus), `HTTP status ${httpStatus} without a gRPC status`));
+      if (stream.rstCode === NGHTTP2_REFUSED_STREAM || streamError || link.failed) {
+        const why = streamError?.message ?? link.failure ?? "the connection closed";
+        return sink.end(new WorqClientError(Code.Unavailable, `connection failed: ${why}`));
+      }
+      sink.end(new WorqClientError(Code.Internal, `the stream closed without a gRPC status (HTTP/2 code ${stream.rstCode})`));
+    };
+    stream.on("response", (headers) => {
+      httpStatus = Number(headers[":status"]);
+      if (headers["grpc-status"] !== undefined) status = statusOf(headers);
+    });
+    stream.on("trailers", (trailers) => {
+      status = statusOf(trailers);
+    });
+    stream.on("data", (chunk: Buffer) => {
+      if (cancelled || status !== undefined) return;
+      try {
+        framer.push(chunk, sink.message);
+      } catch (error) {
+        status = new WorqClientError(Code.Internal, (error as Error).message);
+        stream.close(NGHTTP2_CANCEL);
+      }
+    });
+    stream.on("error", (error) => {
+      streamError = error;
+    });
+    stream.on("close", finish);
+    const frame = Buffer.allocUnsafe(5 + request.byteLength);
+    frame[0] = 0;
+    frame.writeUInt32BE(request.byteLength, 1);
+    frame.set(request, 5);
+    stream.end(frame);
+    return () => {
+      if (ended || cancelled) return;
+      cancelled = true;
+      stream.close(NGHTTP2_CANCEL);
+    };
+  }
+
+  private headers(path: string): http2.OutgoingHttpHeaders {
+    let headers = this.headersByPath.get(path);
+    if (!headers) {
+      headers = { ":method": "POST", ":path": path, ...this.baseHeaders };
+      this.headersByPath.set(path, headers);
+    }
+    return headers;
+  }
+
+  private session(): LinkSession {
+    const current = this.current;
+    if (current && !current.done) return current;
+    const link = new LinkSession(
+      http2.connect(this.authority, { createConnection: this.connect, maxSessionMemory: Number.MAX_SAFE_INTEGER, settings: { enablePush: false } }),
+      () => {
+        if (this.current === link) this.current = undefined;
+      },
+    );
+    this.current = link;
+    return link;
   }
 }
 
-function pem(value: string | Buffer | undefined): Buffer | null {
-  return value === undefined ? null : Buffer.from(value);
+/** One HTTP/2 connection and the calls open on it: referenced (keeping the process alive) only while a call is. */
+class LinkSession {
+  done = false;
+  failed = false;
+  failure: string | undefined;
+  private open = 0;
+
+  constructor(
+    readonly session: http2.ClientHttp2Session,
+    onDone: () => void,
+  ) {
+    session.unref();
+    const retire = () => {
+      this.done = true;
+      onDone();
+    };
+    session.on("error", (error) => {
+      this.failed = true;
+      this.failure = error.message;
+      retire();
+    });
+    session.on("goaway", retire);
+    session.on("close", retire);
+  }
+
+  opened(): void {
+    if (this.open++ === 0) this.session.ref();
+  }
+
+  closedOne(): void {
+    if (--this.open === 0 && !this.session.destroyed) this.session.unref();
+  }
 }
 
-/** Whether `error` is a grpc-js call error (code, details, metadata). */
-export function isServiceError(error: unknown): error is grpc.ServiceError {
-  return error instanceof Error && typeof (error as grpc.ServiceError).code === "number" && (error as grpc.ServiceError).metadata instanceof grpc.Metadata;
+interface CallSink {
+  message(message: Buffer): void;
+  end(error?: WorqClientError): void;
 }
 
-/** A grpc-js Metadata as Headers, binary values base64 as Connect gives them. */
-export function headersOf(metadata: grpc.Metadata): Headers {
+/** A server-streaming call: emits 'data' (one Buffer per message), then 'end' or 'error'. */
+export class LinkStream extends EventEmitter {
+  /** @internal */
+  cancelCall: () => void = () => {};
+
+  /** Ends the call; 'error' follows with code CANCELLED. */
+  cancel(): void {
+    this.cancelCall();
+  }
+}
+
+/** Splits a response body into gRPC messages (1 byte compressed flag, 4 bytes length, message). */
+class MessageFramer {
+  private chunks: Buffer[] = [];
+  private buffered = 0;
+  private bodyLength = -1;
+
+  push(chunk: Buffer, onMessage: (message: Buffer) => void): void {
+    this.chunks.push(chunk);
+    this.buffered += chunk.length;
+    for (;;) {
+      if (this.bodyLength < 0) {
+        if (this.buffered < 5) return;
+        const prefix = this.take(5);
+        if (prefix[0] !== 0) throw new Error("the server sent a compressed message, which this client did not ask for");
+        this.bodyLength = prefix.readUInt32BE(1);
+      }
+      if (this.buffered < this.bodyLength) return;
+      const message = this.take(this.bodyLength);
+      this.bodyLength = -1;
+      onMessage(message);
+    }
+  }
+
+  private take(length: number): Buffer {
+    this.buffered -= length;
+    const first = this.chunks[0]!;
+    if (first.length > length) {
+      this.chunks[0] = first.subarray(length);
+      return first.subarray(0, length);
+    }
+    if (first.length === length) {
+      this.chunks.shift();
+      return first;
+    }
+    const parts: Buffer[] = [];
+    let needed = length;
+    while (needed > 0) {
+      const chunk = this.chunks[0]!;
+      if (chunk.length <= needed) {
+        parts.push(chunk);
+        this.chunks.shift();
+        needed -= chunk.length;
+      } else {
+        parts.push(chunk.subarray(0, needed));
+        this.chunks[0] = chunk.subarray(needed);
+        needed = 0;
+      }
+    }
+    return Buffer.concat(parts, length);
+  }
+}
+
+/** The call's end from its trailers (or trailers-only headers): null for OK. */
+function statusOf(trailers: http2.IncomingHttpHeaders): WorqClientError | null {
+  const code = Number(trailers["grpc-status"]);
+  if (code === 0) return null;
+  const raw = String(trailers["grpc-message"] ?? "");
+  let message = raw;
+  try {
+    message = decodeURIComponent(raw);
+  } catch {
+    // not percent-encoded as the spec asks: keep it as sent
+  }
+  return new WorqClientError(Number.isInteger(code) && code > 0 && code <= 16 ? (code as Code) : Code.Unknown, message, metadataOf(trailers));
+}
+
+/** Response metadata as Headers (binary values stay base64, as on the wire). */
+function metadataOf(trailers: http2.IncomingHttpHeaders): Headers {
   const headers = new Headers();
-  for (const [key, value] of Object.entries(metadata.getMap())) {
-    headers.set(key, typeof value === "string" ? value : Buffer.from(value).toString("base64"));
+  for (const [key, value] of Object.entries(trailers)) {
+    if (key.startsWith(":") || key === "grpc-status" || key === "grpc-message" || key === "content-type" || value === undefined) continue;
+    headers.set(key, Array.isArray(value) ? value.join(", ") : String(value));
   }
   return headers;
+}
+
+/** https://github.com/grpc/grpc/blob/master/doc/http-grpc-status-mapping.md */
+function codeOfHttpStatus(status: number): Code {
+  switch (status) {
+    case 400:
+      return Code.Internal;
+    case 401:
+      return Code.Unauthenticated;
+    case 403:
+      return Code.PermissionDenied;
+    case 404:
+      return Code.Unimplemented;
+    case 429:
+    case 502:
+    case 503:
+    case 504:
+      return Code.Unavailable;
+    default:
+      return Code.Unknown;
+  }
 }

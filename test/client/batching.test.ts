@@ -82,9 +82,9 @@ describe("the TypeScript library batches calls (real server)", () => {
     const running = worker.run();
     // With 4 credits, one of them held by the stalled call, every job must still run.
     const producer = new WorqClient({ address: `127.0.0.1:${server.port}` });
-    await expect.poll(() => started.length, { timeout: 10_000 }).toBe(40);
-    const states = await Promise.all(jids.map(async (jid) => (await producer.getJob(jid)).state));
-    expect(states.filter((state) => state === JobState.COMPLETED).length).toBe(39);
+    const completed = async () => (await Promise.all(jids.map(async (jid) => (await producer.getJob(jid)).state))).filter((state) => state === JobState.COMPLETED).length;
+    await expect.poll(completed, { timeout: 10_000 }).toBe(39);
+    expect(started).toHaveLength(40);
     releaseFirst();
     for (const jid of jids) expect((await producer.waitResult(jid, 10_000)).state).toBe(JobState.COMPLETED);
     expect(reportCalls).toBeGreaterThan(1);
