@@ -20,7 +20,7 @@ export class WorqClient {
   /** The raw worker RPCs; `Worker` builds on them. */
   readonly worker: Client<typeof WorkerService>;
 
-  /** @internal The grpc-js channel of the hot-path calls (submits, Lease, Report): grpc-link.ts. */
+  /** @internal The HTTP/2 link of the hot-path calls (submits, Lease, Report): grpc-link.ts. */
   readonly link: GrpcLink;
   private readonly submits: SubmitBatcher;
 

@@ -28,7 +28,6 @@ export class GrpcLink {
   private readonly baseHeaders: http2.OutgoingHttpHeaders;
   private readonly headersByPath = new Map<string, http2.OutgoingHttpHeaders>();
   private current: LinkSession | undefined;
-  private closed = false;
 
   constructor(options: ConnectionOptions) {
     const tlsOptions = options.tls === true ? {} : options.tls || undefined;
@@ -84,18 +83,8 @@ export class GrpcLink {
     return stream;
   }
 
-  close(): void {
-    this.closed = true;
-    this.current?.session.close();
-    this.current = undefined;
-  }
-
   /** Opens one call; returns a function that cancels it. `sink.end` is called exactly once. */
   private start(path: string, request: Uint8Array, sink: CallSink): () => void {
-    if (this.closed) {
-      queueMicrotask(() => sink.end(new WorqClientError(Code.Unavailable, "the client is closed")));
-      return () => {};
-    }
     const link = this.session();
     let stream: http2.ClientHttp2Stream;
     try {
