@@ -5,10 +5,12 @@ import { FailRequestSchema, type FailRequest } from "../../gen/ts/worq/v1/worker
 import { PermanentError, RetryLaterError } from "./errors.js";
 
 const encoder = new TextEncoder();
+/** The result of a handler that returned nothing; shared, as nothing writes into it. */
+const NO_RESULT = new Uint8Array(0);
 
 /** The Ack result for a handler's return value: bytes as they are, strings as UTF-8, nothing as empty, anything else as JSON. */
 export function resultBytesOf(value: unknown): Uint8Array {
-  if (value === undefined || value === null) return new Uint8Array();
+  if (value === undefined || value === null) return NO_RESULT;
   if (value instanceof Uint8Array) return value;
   if (typeof value === "string") return encoder.encode(value);
   return encoder.encode(JSON.stringify(value as JsonValue));

@@ -1,8 +1,8 @@
 import { fromBinary, toBinary, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
-import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { BinaryWriter, WireType, type BinaryReader } from "@bufbuild/protobuf/wire";
 import { JobSchema, type Job } from "../../gen/ts/worq/v1/job_pb.js";
 import { ControlSchema, FailRequestSchema, RevokedSchema, type Control, type FailRequest, type Revoked } from "../../gen/ts/worq/v1/worker_service_pb.js";
-import { readListValue, readStruct, readTag, skipField } from "../wire/json-value.js";
+import { readListValue, readString, readStruct, readTag, skipField, WireReader } from "../wire/json-value.js";
 
 /**
  * The worker's side of the wire, read and written field by field (numbers from
@@ -50,7 +50,7 @@ export class LeasedJobView {
         const length = r.uint32();
         view.jobBytes = bytes.subarray(r.pos, r.pos + length);
         view.readJob(r, r.pos + length);
-      } else if (field === 2) view.leaseId = r.string();
+      } else if (field === 2) view.leaseId = readString(r);
       else if (field === 4) view.executionDeadlineMs = readMs(r, r.uint32() + r.pos);
       else skipField(r, wireType, field);
     }
@@ -64,13 +64,13 @@ export class LeasedJobView {
       const wireType = fieldTag & 7;
       switch (field) {
         case 1:
-          this.jid = r.string();
+          this.jid = readString(r);
           break;
         case 2:
-          this.type = r.string();
+          this.type = readString(r);
           break;
         case 3:
-          this.queue = r.string();
+          this.queue = readString(r);
           break;
         case 5:
           this.attempt = r.uint32();
@@ -81,9 +81,12 @@ export class LeasedJobView {
         case 7:
           this.kwargs = readStruct(r, r.uint32() + r.pos);
           break;
-        case 8:
-          this.payload = r.bytes();
+        case 8: {
+          // A plain Uint8Array as declared, not the Buffer the reader's bytes are (no copy).
+          const payload = r.bytes();
+          this.payload = new Uint8Array(payload.buffer, payload.byteOffset, payload.byteLength);
           break;
+        }
         case 9:
           this.custom = readStruct(r, r.uint32() + r.pos);
           break;
@@ -109,8 +112,8 @@ export class LeasedJobView {
       const fieldTag = readTag(r);
       const field = fieldTag >>> 3;
       const wireType = fieldTag & 7;
-      if (field === 1) key = r.string();
-      else if (field === 2) value = r.string();
+      if (field === 1) key = readString(r);
+      else if (field === 2) value = readString(r);
       else skipField(r, wireType, field);
     }
     if (key === "__proto__") Object.defineProperty(this.tags, key, { value, enumerable: true, writable: true, configurable: true });
@@ -131,7 +134,7 @@ const KEEPALIVE: LeaseMessage = { kind: "keepalive" };
 
 /** Reads one worq.v1.LeaseResponse. */
 export function readLeaseResponse(bytes: Uint8Array): LeaseMessage {
-  const r = new BinaryReader(bytes);
+  const r = new WireReader(bytes);
   let message: LeaseMessage = KEEPALIVE;
   while (r.pos < r.len) {
     const fieldTag = readTag(r);
@@ -175,6 +178,44 @@ function readMs(r: BinaryReader, end: number): number {
     else skipField(r, wireType, field);
   }
   return seconds * 1000 + Math.floor(nanos / 1e6);
+}
+
+/** One item's outcome in a ReportResponse (ItemResult's code and message). */
+export interface ItemOutcome {
+  code: number;
+  message: string;
+}
+
+const OK: ItemOutcome = Object.freeze({ code: 0, message: "" });
+
+/** Reads one worq.v1.ReportResponse: the outcomes of the acks and of the fails, in order. */
+export function readReportResponse(bytes: Uint8Array): { acks: ItemOutcome[]; fails: ItemOutcome[] } {
+  const r = new WireReader(bytes);
+  const acks: ItemOutcome[] = [];
+  const fails: ItemOutcome[] = [];
+  while (r.pos < r.len) {
+    const fieldTag = readTag(r);
+    const field = fieldTag >>> 3;
+    const wireType = fieldTag & 7;
+    if ((field === 1 || field === 2) && wireType === WireType.LengthDelimited) (field === 1 ? acks : fails).push(readItemOutcome(r, r.uint32() + r.pos));
+    else skipField(r, wireType, field);
+  }
+  return { acks, fails };
+}
+
+function readItemOutcome(r: BinaryReader, end: number): ItemOutcome {
+  let code = 0;
+  let message = "";
+  while (r.pos < end) {
+    const fieldTag = readTag(r);
+    const field = fieldTag >>> 3;
+    const wireType = fieldTag & 7;
+    if (field === 2 && wireType === WireType.Varint) code = r.int32();
+    else if (field === 3 && wireType === WireType.LengthDelimited) message = readString(r);
+    else skipField(r, wireType, field);
+  }
+  // Nearly every outcome is OK: one shared object for those.
+  return code === 0 && message === "" ? OK : { code, message };
 }
 
 /** An Ack as the Report call carries it. */

@@ -1,9 +1,8 @@
-import { fromBinary } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
-import { ReportResponseSchema, type FailRequest } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import type { FailRequest } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import type { WorqClient } from "./client.js";
 import { toClientError } from "./errors.js";
-import { writeReportRequest } from "./lease-wire.js";
+import { readReportResponse, writeReportRequest } from "./lease-wire.js";
 import { ReconnectBackoff } from "./reconnect-backoff.js";
 
 /** Report calls one worker has in flight at most. */
@@ -93,7 +92,7 @@ export class ReportBatcher {
         acks.map((item) => ({ jid: item.jid, leaseId: item.leaseId, result: (item.outcome as { ack: Uint8Array }).ack })),
         fails.map((item) => (item.outcome as { fail: FailRequest }).fail),
       );
-      const response = fromBinary(ReportResponseSchema, await this.client.link.unary("/worq.v1.WorkerService/Report", request));
+      const response = readReportResponse(await this.client.link.unary("/worq.v1.WorkerService/Report", request));
       this.backoff.reset();
       acks.forEach((item, i) => this.settleItem(item, response.acks[i]?.code ?? Code.Internal, response.acks[i]?.message ?? "no answer", "ack"));
       fails.forEach((item, i) => this.settleItem(item, response.fails[i]?.code ?? Code.Internal, response.fails[i]?.message ?? "no answer", "fail"));

@@ -120,6 +120,30 @@ class LazyAbort {
   }
 }
 
+const SETTLED = Promise.resolve();
+
+/** A handler's JobContext: one object per job, its members on the prototype (no closures per job). */
+class HandlerContext implements JobContext {
+  private deadlineDate: Date | undefined;
+
+  constructor(
+    private readonly running: Running,
+    private readonly renewLease: (running: Running) => Promise<void>,
+  ) {}
+
+  get signal(): AbortSignal {
+    return this.running.abort.signal;
+  }
+
+  get deadline(): Date {
+    return (this.deadlineDate ??= new Date(this.running.deadlineMs));
+  }
+
+  renew(): Promise<void> {
+    return this.renewLease(this.running);
+  }
+}
+
 const silentLogger: WorkerLogger = { info: () => {}, warn: () => {}, error: () => {} };
 
 /**
@@ -142,6 +166,7 @@ export class Worker {
   private readonly inFlight = new Map<string, Running>();
   private readonly backoff = new ReconnectBackoff();
   private readonly reports: ReportBatcher;
+  private readonly renewOne = (running: Running): Promise<void> => this.renew([running]);
   private closeLease: (() => void) | undefined;
   private wakeReconnect: (() => void) | undefined;
   private quieted = false;
@@ -339,26 +364,18 @@ export class Worker {
 
   private start(job: LeasedJobView): void {
     const handler = this.handlers.get(job.type);
-    const abort = new LazyAbort();
-    const deadline = new Date(job.executionDeadlineMs ?? Date.now() + 1_800_000);
     const renewEveryMs = Math.floor(Math.max(1_000, job.reserveForMs ?? 300_000) / 3);
     const running: Running = {
       job,
-      abort,
-      deadlineMs: deadline.getTime(),
+      abort: new LazyAbort(),
+      deadlineMs: job.executionDeadlineMs ?? Date.now() + 1_800_000,
       renewEveryMs,
       nextRenewAtMs: Date.now() + renewEveryMs,
       failedBack: false,
-      done: Promise.resolve(),
+      done: SETTLED,
     };
     this.inFlight.set(job.leaseId, running);
-    const ctx: JobContext = {
-      get signal() {
-        return abort.signal;
-      },
-      deadline,
-      renew: () => this.renew([running]),
-    };
+    const ctx = new HandlerContext(running, this.renewOne);
     running.done = (async () => {
       this.emit({ event: "start", jid: job.jid, attempt: job.attempt, type: job.type });
       let outcome: Outcome;

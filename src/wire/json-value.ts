@@ -63,6 +63,31 @@ export function writeStructField(w: BinaryWriter, field: number, object: JsonObj
   w.join();
 }
 
+/**
+ * A BinaryReader that reads strings straight out of its bytes (`readString`), without the
+ * subarray BinaryReader.string() makes of each: a leased job's strings were a worker's
+ * largest garbage after the call itself.
+ */
+export class WireReader extends BinaryReader {
+  readonly data: Buffer;
+
+  constructor(bytes: Uint8Array) {
+    const data = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    super(data);
+    this.data = data;
+  }
+}
+
+/** A string field's value: read in place from a WireReader, through string() from any other reader. */
+export function readString(r: BinaryReader): string {
+  if (!(r instanceof WireReader)) return r.string();
+  const length = r.uint32();
+  const start = r.pos;
+  if (start + length > r.len) throw new RangeError("premature EOF");
+  r.pos = start + length;
+  return r.data.toString("utf8", start, start + length);
+}
+
 /** Reads a google.protobuf.Value message occupying r.pos..end, as toJson would give it. */
 export function readValue(r: BinaryReader, end: number): JsonValue {
   let value: JsonValue = null;
@@ -79,7 +104,7 @@ export function readValue(r: BinaryReader, end: number): JsonValue {
         value = r.double();
         break;
       case 3:
-        value = r.string();
+        value = readString(r);
         break;
       case 4:
         value = r.bool();
@@ -128,7 +153,7 @@ export function readStruct(r: BinaryReader, end: number): JsonObject {
       const entryFieldTag = readTag(r);
       const entryField = entryFieldTag >>> 3;
       const entryWireType = entryFieldTag & 7;
-      if (entryField === 1) key = r.string();
+      if (entryField === 1) key = readString(r);
       else if (entryField === 2) value = readValue(r, r.uint32() + r.pos);
       else skipField(r, entryWireType, entryField);
     }

@@ -8,14 +8,15 @@ import { create, equals, fromBinary, toBinary, toJson } from "@bufbuild/protobuf
 import { durationFromMs, ListValueSchema } from "@bufbuild/protobuf/wkt";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { readLeaseResponse, writeReportRequest } from "../../src/client/lease-wire.js";
+import { readLeaseResponse, readReportResponse, writeReportRequest } from "../../src/client/lease-wire.js";
 import { leasedJobOf } from "../../src/transport/convert.js";
-import { FailureCategory, JobSchema } from "../../gen/ts/worq/v1/job_pb.js";
+import { FailureCategory, JobSchema, JobState } from "../../gen/ts/worq/v1/job_pb.js";
 import {
   ControlAction,
   FailRequestSchema,
   LeaseResponseSchema,
   ReportRequestSchema,
+  ReportResponseSchema,
 } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import { grant, RUNS } from "../support/job-arbitraries.js";
 
@@ -81,6 +82,24 @@ describe("the TS library's Report writer", () => {
           expect(equals(ReportRequestSchema, decoded, create(ReportRequestSchema, { acks, fails }))).toBe(true);
         },
       ),
+      { numRuns: RUNS },
+    );
+  });
+
+  it("reads each outcome of a Report response as protobuf-es decodes it, in order", () => {
+    const item = fc.record({
+      jid: fc.uuid({ version: 4 }),
+      code: fc.constantFrom(0, 3, 5, 9, 13),
+      message: fc.oneof(fc.constant(""), fc.string(), fc.string({ unit: "grapheme" })),
+      state: fc.constantFrom(JobState.UNSPECIFIED, JobState.RETRYING, JobState.DEAD_LETTER),
+    });
+    fc.assert(
+      fc.property(fc.array(item, { maxLength: 6 }), fc.array(item, { maxLength: 4 }), (acks, fails) => {
+        const bytes = toBinary(ReportResponseSchema, create(ReportResponseSchema, { acks, fails }));
+        const decoded = fromBinary(ReportResponseSchema, bytes);
+        const outcomes = (items: typeof decoded.acks) => items.map(({ code, message }) => ({ code, message }));
+        expect(readReportResponse(bytes)).toEqual({ acks: outcomes(decoded.acks), fails: outcomes(decoded.fails) });
+      }),
       { numRuns: RUNS },
     );
   });
