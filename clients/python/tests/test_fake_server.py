@@ -147,3 +147,72 @@ def test_reports_are_retried_on_unavailable_and_dropped_when_the_lease_is_lost()
             await server.stop(None)
 
     run(scenario())
+
+
+class CreditsFakeService(worker_service_pb2_grpc.WorkerServiceServicer):
+    """Leases `total` jobs as the worker's credits allow, freeing a credit when a job's report
+    arrives (as the real server does); the first Report call is held until `release` is set,
+    as one waiting on a stalled disk would be."""
+
+    def __init__(self, total: int) -> None:
+        self.pending = [f"j{i}" for i in range(total)]
+        self.acked: List[str] = []
+        self.first_report_arrived = asyncio.Event()
+        self.release = asyncio.Event()
+        self.freed = asyncio.Event()
+        self.freed_slots = 0
+        self.report_calls = 0
+
+    async def Lease(self, request: Any, context: Any) -> AsyncIterator[worker_service_pb2.LeaseResponse]:
+        credits = request.credits
+        yield worker_service_pb2.LeaseResponse(keepalive=worker_service_pb2.Keepalive())
+        while True:
+            while credits > 0 and self.pending:
+                credits -= 1
+                yield worker_service_pb2.LeaseResponse(jobs=worker_service_pb2.LeasedJobs(jobs=[leased(self.pending.pop(0))]))
+            while self.freed_slots == 0:
+                self.freed.clear()
+                await self.freed.wait()
+            credits += self.freed_slots
+            self.freed_slots = 0
+
+    async def Renew(self, request: Any, context: Any) -> worker_service_pb2.RenewResponse:
+        return worker_service_pb2.RenewResponse(results=[worker_service_pb2.RenewResult(jid=ref.jid, code=0) for ref in request.leases])
+
+    async def Report(self, request: Any, context: Any) -> worker_service_pb2.ReportResponse:
+        self.report_calls += 1
+        self.freed_slots += len(request.acks)  # a slot is free as soon as its report arrives
+        self.freed.set()
+        if self.report_calls == 1:
+            self.first_report_arrived.set()
+            await self.release.wait()
+        self.acked.extend(a.jid for a in request.acks)
+        return worker_service_pb2.ReportResponse(acks=[worker_service_pb2.ItemResult(jid=a.jid, code=0) for a in request.acks])
+
+
+def test_a_report_call_that_does_not_return_does_not_stop_the_work() -> None:
+    async def scenario() -> None:
+        service = CreditsFakeService(total=12)
+        server, address = await serve(service)
+        handle = make_worker(address, "q", concurrency=2, shutdown_timeout=5)
+
+        @handle.worker.handler("t")
+        async def t(job: worq.Job) -> str:
+            if job.jid != "j0":
+                await service.first_report_arrived.wait()  # so the held call carries j0 alone
+            return "ok"
+
+        handle.task = asyncio.create_task(handle.worker.run())
+        try:
+            deadline = asyncio.get_running_loop().time() + 10
+            while len(service.acked) < 11 and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.01)
+            assert sorted(service.acked) == sorted(f"j{i}" for i in range(1, 12))  # all but the held j0
+            service.release.set()
+            await handle.wait_for(lambda e: e.name == "done" and e.jid == "j0", timeout=5)
+        finally:
+            service.release.set()
+            await handle.stop()
+            await server.stop(None)
+
+    run(scenario())

@@ -69,6 +69,10 @@ _RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 _MAX_MESSAGE_BYTES = 64 * 1024
 _MAX_ERRTYPE_CHARS = 256
 _MAX_BATCH = 1000
+# Report calls out at once, and how long finished jobs wait for the call in flight before
+# going out beside it (see Worker._report_loop).
+_MAX_REPORT_CALLS = 4
+_OVERTAKE_AFTER = 0.005
 
 # Reconnect backoff (CONFORMANCE.md §6): ~100 ms doubling to ~5 s, equal jitter; reset after
 # a stream that delivered jobs or stayed up this long.
@@ -397,6 +401,7 @@ class Worker:
         self._reports_wakeup: Optional[asyncio.Event] = None
         self._reports_idle: Optional[asyncio.Event] = None
         self._reports_kick: Optional[asyncio.Event] = None
+        self._reports_pausing = 0
         self._stub: Optional[worker_service_pb2_grpc.WorkerServiceStub] = None
         self._ready_sent = False
         self._stream_lost = False  # the stream dropped and is not open again yet
@@ -907,46 +912,82 @@ class Worker:
         self._reports_wakeup.set()
 
     async def _report_loop(self) -> None:
-        assert self._reports_wakeup is not None and self._reports_idle is not None and self._stub is not None
+        """Sends what finished in Report calls. What finishes while a call is out goes in the
+        next one, once that one is answered; but not behind a slow call: the server frees a
+        job's slot (this worker's credit) only when its report arrives, so reports held behind
+        a call waiting on a stalled disk would leave the worker with nothing to run. After
+        _OVERTAKE_AFTER they go out beside it, up to _MAX_REPORT_CALLS calls at once."""
+        assert self._reports_wakeup is not None and self._reports_idle is not None
         backoff = _Backoff()
-        while True:
-            if not self._reports:
-                self._reports_idle.set()
-                self._reports_wakeup.clear()
-                await self._reports_wakeup.wait()
-                continue
-            # Everything that finished while the previous call was in flight goes in one Report.
-            batch, self._reports = self._reports[:_MAX_BATCH], self._reports[_MAX_BATCH:]
-            acks = [r for r in batch if r.ack is not None]
-            fails = [r for r in batch if r.fail is not None]
-            request = worker_service_pb2.ReportRequest(
-                acks=[r.ack for r in acks if r.ack is not None], fails=[r.fail for r in fails if r.fail is not None]
-            )
-            try:
-                response = await self._stub.Report(request, timeout=_CALL_TIMEOUT)
-            except grpc.aio.AioRpcError as err:
-                if err.code() in _RETRYABLE:
-                    delay = backoff.next()
-                    log.warning(
-                        "reporting %d job(s) failed (%s: %s); retrying in %.0f ms",
-                        len(batch), err.code().name, err.details(), delay * 1000,
-                    )
-                    self._reports[:0] = batch
-                    await self._report_pause(delay)
+        calls: Set["asyncio.Task[None]"] = set()
+        try:
+            while True:
+                if not self._reports or self._reports_pausing:
+                    if not self._reports and not calls:
+                        self._reports_idle.set()
+                    self._reports_wakeup.clear()
+                    wakeup = asyncio.ensure_future(self._reports_wakeup.wait())
+                    try:
+                        await asyncio.wait({wakeup, *calls}, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        wakeup.cancel()
                     continue
-                log.error("the server refused a Report of %d job(s): %s: %s", len(batch), err.code().name, err.details())
-                for report in batch:
-                    self._settle(report, "error")
-                continue
-            backoff.reset()
-            retry: List[_Report] = []
-            for report, item in zip(acks, response.acks):
-                self._handle_item(report, item.code, item.message, retry)
-            for report, item in zip(fails, response.fails):
-                self._handle_item(report, item.code, item.message, retry)
-            if retry:
-                self._reports[:0] = retry
-                await self._report_pause(backoff.next())
+                if calls:
+                    await asyncio.wait(calls, timeout=_OVERTAKE_AFTER, return_when=asyncio.FIRST_COMPLETED)
+                if len(calls) >= _MAX_REPORT_CALLS:
+                    await asyncio.wait(calls, return_when=asyncio.FIRST_COMPLETED)
+                if not self._reports or self._reports_pausing:
+                    continue
+                batch, self._reports = self._reports[:_MAX_BATCH], self._reports[_MAX_BATCH:]
+                call = asyncio.create_task(self._report_call(batch, backoff))
+                calls.add(call)
+                call.add_done_callback(calls.discard)
+        finally:
+            for call in list(calls):
+                call.cancel()
+
+    async def _report_call(self, batch: List[_Report], backoff: _Backoff) -> None:
+        """One Report call; what is to be retried goes back to the front of the queue, and
+        no other call goes out until its backoff has passed."""
+        assert self._stub is not None
+        acks = [r for r in batch if r.ack is not None]
+        fails = [r for r in batch if r.fail is not None]
+        request = worker_service_pb2.ReportRequest(
+            acks=[r.ack for r in acks if r.ack is not None], fails=[r.fail for r in fails if r.fail is not None]
+        )
+        try:
+            response = await self._stub.Report(request, timeout=_CALL_TIMEOUT)
+        except grpc.aio.AioRpcError as err:
+            if err.code() in _RETRYABLE:
+                delay = backoff.next()
+                log.warning(
+                    "reporting %d job(s) failed (%s: %s); retrying in %.0f ms",
+                    len(batch), err.code().name, err.details(), delay * 1000,
+                )
+                await self._requeue_reports(batch, delay)
+                return
+            log.error("the server refused a Report of %d job(s): %s: %s", len(batch), err.code().name, err.details())
+            for report in batch:
+                self._settle(report, "error")
+            return
+        backoff.reset()
+        retry: List[_Report] = []
+        for report, item in zip(acks, response.acks):
+            self._handle_item(report, item.code, item.message, retry)
+        for report, item in zip(fails, response.fails):
+            self._handle_item(report, item.code, item.message, retry)
+        if retry:
+            await self._requeue_reports(retry, backoff.next())
+
+    async def _requeue_reports(self, reports: List[_Report], delay: float) -> None:
+        assert self._reports_wakeup is not None
+        self._reports[:0] = reports
+        self._reports_pausing += 1
+        try:
+            await self._report_pause(delay)
+        finally:
+            self._reports_pausing -= 1
+            self._reports_wakeup.set()
 
     async def _report_pause(self, delay: float) -> None:
         """Sleeps before retrying reports; cut short when a stream opens (the server is back)."""
