@@ -5,7 +5,7 @@ import type { Job } from "../../gen/ts/worq/v1/job_pb.js";
 import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
 import { WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import { toClientError } from "./errors.js";
-import { jobSpecOf, type SubmitOptions } from "./job-options.js";
+import { encodedJobSpecOf, jobSpecOf, type SubmitOptions } from "./job-options.js";
 import { GrpcLink } from "./grpc-link.js";
 import { SubmitBatcher, submitBatchCall } from "./submit-batcher.js";
 import { createWorqTransport, type ConnectionOptions } from "./transport.js";
@@ -38,12 +38,12 @@ export class WorqClient {
    * sent together in batch calls (each still resolves or fails on its own).
    */
   async submit(type: string, options?: SubmitOptions): Promise<string> {
-    return this.submits.submit(jobSpecOf(type, options));
+    return this.submits.submit(encodedJobSpecOf(type, options));
   }
 
   /** Creates jobs atomically (all or none); resolves with their jids in order. */
   async submitBatch(jobs: ({ type: string } & SubmitOptions)[]): Promise<string[]> {
-    return call(() => submitBatchCall(this.link, jobs.map(({ type, ...options }) => jobSpecOf(type, options))));
+    return call(() => submitBatchCall(this.link, jobs.map(({ type, ...options }) => encodedJobSpecOf(type, options))));
   }
 
   async getJob(jid: string): Promise<Job> {

@@ -1,7 +1,7 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import type { PriorityLevel, RetryPolicy, SubmitInput } from "../engine/job.js";
 import type { JobSpec } from "../../gen/ts/worq/v1/job_pb.js";
-import { jobSpecOfInput } from "./job-spec.js";
+import { encodeJobSpec, jobSpecOfInput } from "./job-spec.js";
 
 export type PriorityName = "critical" | "high" | "normal" | "low" | "bulk";
 
@@ -44,8 +44,17 @@ const PRIORITY_LEVELS: Record<PriorityName, PriorityLevel> = { critical: 0, high
 
 /** The JobSpec message for a job of `type` with `options` (through jobSpecOfInput, the one converter). */
 export function jobSpecOf(type: string, options: SubmitOptions = {}): JobSpec {
+  return jobSpecOfInput(submitInputOf(type, options));
+}
+
+/** The same JobSpec, encoded (what submit and submitBatch send). */
+export function encodedJobSpecOf(type: string, options: SubmitOptions = {}): Uint8Array {
+  return encodeJobSpec(submitInputOf(type, options));
+}
+
+function submitInputOf(type: string, options: SubmitOptions): SubmitInput {
   const { retry } = options;
-  return jobSpecOfInput({
+  return {
     type,
     queue: options.queue,
     args: options.args as SubmitInput["args"],
@@ -70,5 +79,5 @@ export function jobSpecOf(type: string, options: SubmitOptions = {}): JobSpec {
       jitter: retry.jitter,
       onExhausted: retry.onExhausted && (retry.onExhausted === "discard" ? "DISCARD" : "DEAD_LETTER"),
     },
-  });
+  };
 }

@@ -1,15 +1,20 @@
-import { create, fromJson, type JsonValue as PbJsonValue } from "@bufbuild/protobuf";
-import { durationFromMs, ListValueSchema, timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { create, fromJson, toBinary, type JsonValue as PbJsonValue } from "@bufbuild/protobuf";
+import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { DurationSchema, durationFromMs, ListValueSchema, TimestampSchema, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { SubmitInput } from "../engine/job.js";
 import {
   BackoffStrategy,
+  DependenciesSchema,
   DependencyType,
   ExhaustedAction,
   JobSpecSchema,
   Priority,
   RetryPolicySchema,
+  type Dependencies,
   type JobSpec,
+  type RetryPolicy,
 } from "../../gen/ts/worq/v1/job_pb.js";
+import { writeListValueField, writeStructField, type JsonValue } from "../wire/json-value.js";
 
 /**
  * The JobSpec that submits `input`: the inverse of the server's submitInputOf, so a job read
@@ -38,26 +43,75 @@ export function jobSpecOfInput(input: SubmitInput): JobSpec {
   if (input.reserveForMs !== undefined) spec.reserveFor = durationFromMs(input.reserveForMs);
   if (input.executionTimeoutMs !== undefined) spec.executionTimeout = durationFromMs(input.executionTimeoutMs);
   if (input.ttlMs !== undefined) spec.ttl = durationFromMs(input.ttlMs);
-  if (input.dependsOn) {
-    spec.dependsOn = {
-      $typeName: "worq.v1.Dependencies",
-      type: input.dependsOn.type ? DependencyType[input.dependsOn.type] : DependencyType.UNSPECIFIED,
-      jids: input.dependsOn.jids ?? [],
-      batchRefs: input.dependsOn.batchRefs ?? [],
-    };
-  }
-  const retry = input.retry;
-  if (retry) {
-    spec.retry = create(RetryPolicySchema, {
-      backoff: retry.backoff ? BackoffStrategy[retry.backoff] : BackoffStrategy.UNSPECIFIED,
-      jitter: retry.jitter ?? false,
-      onExhausted: retry.onExhausted ? ExhaustedAction[retry.onExhausted] : ExhaustedAction.UNSPECIFIED,
-    });
-    if (retry.maxAttempts !== undefined) spec.retry.maxAttempts = retry.maxAttempts;
-    if (retry.maxFails !== undefined && retry.maxFails !== null) spec.retry.maxFails = retry.maxFails;
-    if (retry.initialDelayMs !== undefined) spec.retry.initialDelay = durationFromMs(retry.initialDelayMs);
-    if (retry.multiplier !== undefined) spec.retry.multiplier = retry.multiplier;
-    if (retry.maxDelayMs !== undefined) spec.retry.maxDelay = durationFromMs(retry.maxDelayMs);
-  }
+  if (input.dependsOn) spec.dependsOn = dependenciesOf(input.dependsOn);
+  if (input.retry) spec.retry = retryPolicyOf(input.retry);
   return spec;
+}
+
+function dependenciesOf(dependsOn: NonNullable<SubmitInput["dependsOn"]>): Dependencies {
+  return create(DependenciesSchema, {
+    type: dependsOn.type ? DependencyType[dependsOn.type] : DependencyType.UNSPECIFIED,
+    jids: dependsOn.jids ?? [],
+    batchRefs: dependsOn.batchRefs ?? [],
+  });
+}
+
+function retryPolicyOf(retry: NonNullable<SubmitInput["retry"]>): RetryPolicy {
+  const policy = create(RetryPolicySchema, {
+    backoff: retry.backoff ? BackoffStrategy[retry.backoff] : BackoffStrategy.UNSPECIFIED,
+    jitter: retry.jitter ?? false,
+    onExhausted: retry.onExhausted ? ExhaustedAction[retry.onExhausted] : ExhaustedAction.UNSPECIFIED,
+  });
+  if (retry.maxAttempts !== undefined) policy.maxAttempts = retry.maxAttempts;
+  if (retry.maxFails !== undefined && retry.maxFails !== null) policy.maxFails = retry.maxFails;
+  if (retry.initialDelayMs !== undefined) policy.initialDelay = durationFromMs(retry.initialDelayMs);
+  if (retry.multiplier !== undefined) policy.multiplier = retry.multiplier;
+  if (retry.maxDelayMs !== undefined) policy.maxDelay = durationFromMs(retry.maxDelayMs);
+  return policy;
+}
+
+/**
+ * The same JobSpec as jobSpecOfInput, encoded: the fields a submit on the hot path sets
+ * (type, queue, args, kwargs, payload, ...) written straight from the input, the rarer
+ * sub-messages (times, retry, dependencies) through protobuf-es. Building the message tree
+ * and its Value trees first was most of a producer's garbage per job (docs/performance.md);
+ * test/client/job-spec.test.ts checks the two against each other.
+ */
+export function encodeJobSpec(input: SubmitInput): Uint8Array {
+  const w = new BinaryWriter();
+  writeString(w, 1, input.type);
+  writeString(w, 2, input.queue);
+  if (input.args) writeListValueField(w, 3, input.args as JsonValue[]);
+  if (input.kwargs) writeStructField(w, 4, input.kwargs);
+  if (input.payload && input.payload.byteLength > 0) w.tag(5, WireType.LengthDelimited).bytes(input.payload);
+  if (input.custom) writeStructField(w, 6, input.custom);
+  if (input.priority !== undefined) w.tag(7, WireType.Varint).int32(input.priority + 1);
+  if (input.atMs !== undefined) w.tag(8, WireType.LengthDelimited).bytes(toBinary(TimestampSchema, timestampFromMs(input.atMs)));
+  writeDuration(w, 9, input.delayMs);
+  writeDuration(w, 10, input.reserveForMs);
+  writeDuration(w, 11, input.executionTimeoutMs);
+  writeDuration(w, 12, input.ttlMs);
+  if (input.retry) w.tag(13, WireType.LengthDelimited).bytes(toBinary(RetryPolicySchema, retryPolicyOf(input.retry)));
+  if (input.backtraceFrames) w.tag(14, WireType.Varint).uint32(input.backtraceFrames);
+  writeString(w, 15, input.idempotencyKey);
+  if (input.dependsOn) w.tag(16, WireType.LengthDelimited).bytes(toBinary(DependenciesSchema, dependenciesOf(input.dependsOn)));
+  writeString(w, 17, input.batchRef);
+  for (const [key, value] of Object.entries(input.tags ?? {})) {
+    w.tag(18, WireType.LengthDelimited).fork();
+    w.tag(1, WireType.LengthDelimited).string(key);
+    w.tag(2, WireType.LengthDelimited).string(value);
+    w.join();
+  }
+  writeString(w, 19, input.correlationId);
+  writeString(w, 20, input.callbackUrl);
+  writeString(w, 21, input.parentJid);
+  return w.finish();
+}
+
+function writeString(w: BinaryWriter, field: number, value: string | undefined): void {
+  if (value) w.tag(field, WireType.LengthDelimited).string(value);
+}
+
+function writeDuration(w: BinaryWriter, field: number, ms: number | undefined): void {
+  if (ms !== undefined) w.tag(field, WireType.LengthDelimited).bytes(toBinary(DurationSchema, durationFromMs(ms)));
 }

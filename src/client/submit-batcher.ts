@@ -1,28 +1,48 @@
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { Code } from "@connectrpc/connect";
-import type { JobSpec } from "../../gen/ts/worq/v1/job_pb.js";
-import {
-  SubmitBatchRequestSchema,
-  SubmitBatchResponseSchema,
-  SubmitRequestSchema,
-  SubmitResponseSchema,
-} from "../../gen/ts/worq/v1/producer_service_pb.js";
+import { readString, readTag, skipField, WireReader } from "../wire/json-value.js";
 import { toClientError } from "./errors.js";
 import type { GrpcLink } from "./grpc-link.js";
 
-/** One SubmitBatch call; resolves with the jids in order. */
-export async function submitBatchCall(link: GrpcLink, jobs: JobSpec[]): Promise<string[]> {
-  const response = await link.unary("/worq.v1.ProducerService/SubmitBatch", toBinary(SubmitBatchRequestSchema, create(SubmitBatchRequestSchema, { jobs })));
-  return fromBinary(SubmitBatchResponseSchema, response).jobs.map((job) => job.jid);
+/**
+ * One SubmitBatch call with encoded JobSpecs (encodeJobSpec); resolves with the jids in
+ * order. The request is SubmitBatchRequest.jobs (field 1) and the answer is read for
+ * SubmitBatchResponse.jobs[].jid (field 1 of field 1) only, without building messages.
+ */
+export async function submitBatchCall(link: GrpcLink, specs: readonly Uint8Array[]): Promise<string[]> {
+  const w = new BinaryWriter();
+  for (const spec of specs) w.tag(1, WireType.LengthDelimited).bytes(spec);
+  const r = new WireReader(await link.unary("/worq.v1.ProducerService/SubmitBatch", w.finish()));
+  const jids: string[] = [];
+  while (r.pos < r.len) {
+    const tag = readTag(r);
+    if (tag === ((1 << 3) | WireType.LengthDelimited)) jids.push(readJid(r, r.uint32() + r.pos));
+    else skipField(r, tag & 7, tag >>> 3);
+  }
+  return jids;
 }
 
-async function submitCall(link: GrpcLink, job: JobSpec): Promise<string> {
-  const response = await link.unary("/worq.v1.ProducerService/Submit", toBinary(SubmitRequestSchema, create(SubmitRequestSchema, { job })));
-  return fromBinary(SubmitResponseSchema, response).jid;
+/** One Submit call (SubmitRequest.job, field 1); resolves with SubmitResponse.jid. */
+async function submitCall(link: GrpcLink, spec: Uint8Array): Promise<string> {
+  const w = new BinaryWriter();
+  w.tag(1, WireType.LengthDelimited).bytes(spec);
+  const r = new WireReader(await link.unary("/worq.v1.ProducerService/Submit", w.finish()));
+  return readJid(r, r.len);
+}
+
+/** SubmitResponse.jid (field 1) of the message occupying r.pos..end. */
+function readJid(r: WireReader, end: number): string {
+  let jid = "";
+  while (r.pos < end) {
+    const tag = readTag(r);
+    if (tag === ((1 << 3) | WireType.LengthDelimited)) jid = readString(r);
+    else skipField(r, tag & 7, tag >>> 3);
+  }
+  return jid;
 }
 
 interface Pending {
-  spec: JobSpec;
+  spec: Uint8Array;
   resolve: (jid: string) => void;
   reject: (error: unknown) => void;
 }
@@ -45,7 +65,7 @@ export class SubmitBatcher {
     private readonly maxInFlight = 2,
   ) {}
 
-  submit(spec: JobSpec): Promise<string> {
+  submit(spec: Uint8Array): Promise<string> {
     return new Promise((resolve, reject) => {
       this.queue.push({ spec, resolve, reject });
       // A microtask, not setImmediate: submits made in the same turn still go out together,
