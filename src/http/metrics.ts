@@ -12,6 +12,13 @@ export interface WorqMetrics {
   observeStoreWrite(seconds: number, operations: number): void;
 }
 
+interface QueueCounts {
+  submitted: number;
+  completed: number;
+  failed: number;
+  dead: number;
+}
+
 export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "worq_" }); // worq_process_*, worq_nodejs_*
@@ -92,19 +99,34 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
   return {
     registry,
     observeWrites(writes) {
+      // Counted per queue first, then one inc per queue and counter: prom-client hashes the
+      // labels on every call, and a group commit carries hundreds of jobs of a few queues.
+      const counts = new Map<string, QueueCounts>();
+      const countsOf = (queue: string): QueueCounts => {
+        let entry = counts.get(queue);
+        if (!entry) counts.set(queue, (entry = { submitted: 0, completed: 0, failed: 0, dead: 0 }));
+        return entry;
+      };
       for (const write of writes) {
-        if (write.kind === "put-job") submitted.inc({ queue: write.meta.queue });
+        if (write.kind === "put-job") countsOf(write.meta.queue).submitted++;
         if (write.kind !== "put-meta") continue;
         const { previous, meta } = write;
         const queue = meta.queue;
         if (meta.state === "RUNNING" && previous.state === "SCHEDULED") {
           leaseLatency.observe({ queue }, Math.max(0, (meta.startedAtMs ?? 0) - (previous.enqueuedAtMs ?? previous.createdAtMs)) / 1000);
         }
-        if ((meta.failure?.retryCount ?? 0) > (previous.failure?.retryCount ?? 0)) failed.inc({ queue });
+        if ((meta.failure?.retryCount ?? 0) > (previous.failure?.retryCount ?? 0)) countsOf(queue).failed++;
         if (meta.state !== previous.state && isTerminal(meta.state)) {
-          if (meta.state === "COMPLETED") completed.inc({ queue });
-          if (meta.state === "DEAD_LETTER") dead.inc({ queue });
+          if (meta.state === "COMPLETED") countsOf(queue).completed++;
+          if (meta.state === "DEAD_LETTER") countsOf(queue).dead++;
         }
+      }
+      for (const [queue, count] of counts) {
+        const labels = { queue };
+        if (count.submitted > 0) submitted.inc(labels, count.submitted);
+        if (count.completed > 0) completed.inc(labels, count.completed);
+        if (count.failed > 0) failed.inc(labels, count.failed);
+        if (count.dead > 0) dead.inc(labels, count.dead);
       }
     },
     observeRpc(method, code, seconds) {

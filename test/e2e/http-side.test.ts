@@ -83,6 +83,21 @@ describe("the HTTP side: Connect protocol with curl, /healthz, /metrics (real se
       expect(body, series).toContain(series);
     }
   });
+
+  it("/metrics counts every job of a batch that spans queues (counted per queue, once per commit)", async () => {
+    await server.producer.submitBatch({
+      jobs: [
+        { type: "t", queue: "metered-a" },
+        { type: "t", queue: "metered-b" },
+        { type: "t", queue: "metered-a" },
+        { type: "t", queue: "metered-a" },
+        { type: "t", queue: "metered-b" },
+      ],
+    });
+    const { body } = await curl(`${base}/metrics`);
+    expect(body).toContain('worq_jobs_submitted_total{queue="metered-a"} 3');
+    expect(body).toContain('worq_jobs_submitted_total{queue="metered-b"} 2');
+  });
 });
 
 describe("SPEC §5 formats over HTTP: submit and fetch a job in any of the seeds' shapes (curl)", () => {
