@@ -67,14 +67,13 @@ export class ReportBatcher {
     private readonly overtakeAfterMs = 5,
   ) {}
 
-  send(jid: string, leaseId: string, outcome: Outcome, giveUpAfterMs: number): Promise<ReportResult> {
-    return new Promise((settle) => {
-      this.queue.push({ jid, leaseId, outcome, giveUpAt: Date.now() + giveUpAfterMs, settle });
-      if (this.retryTimer) return;
-      if (this.queue.length >= this.overtakeAtCount) void this.flush();
-      else if (this.callsInFlight === 0) this.flushTimer ??= setTimeout(this.flushNow, COALESCE_MS);
-      else this.overtakeTimer ??= setTimeout(this.overtake, this.overtakeAfterMs);
-    });
+  /** Queues a report; `settle` is called once with what became of it. */
+  send(jid: string, leaseId: string, outcome: Outcome, giveUpAfterMs: number, settle: (result: ReportResult) => void): void {
+    this.queue.push({ jid, leaseId, outcome, giveUpAt: Date.now() + giveUpAfterMs, settle });
+    if (this.retryTimer) return;
+    if (this.queue.length >= this.overtakeAtCount) void this.flush();
+    else if (this.callsInFlight === 0) this.flushTimer ??= setTimeout(this.flushNow, COALESCE_MS);
+    else this.overtakeTimer ??= setTimeout(this.overtake, this.overtakeAfterMs);
   }
 
   private async flush(): Promise<void> {

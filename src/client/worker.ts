@@ -10,7 +10,7 @@ import { toClientError } from "./errors.js";
 import { failRequestOf, resultBytesOf } from "./handler-outcome.js";
 import { readLeaseResponse, type LeasedJobView, type LeaseMessage } from "./lease-wire.js";
 import { ReconnectBackoff } from "./reconnect-backoff.js";
-import { ReportBatcher, type Outcome } from "./report-batcher.js";
+import { ReportBatcher, type Outcome, type ReportResult } from "./report-batcher.js";
 import type { TlsOptions } from "./transport.js";
 
 /** A leased job as a handler sees it. */
@@ -82,17 +82,35 @@ const LEASE_PATH = "/worq.v1.WorkerService/Lease";
 /** How often running jobs are checked for their deadline and lease renewal. */
 const SWEEP_EVERY_MS = 100;
 
-interface Running {
-  job: LeasedJobView;
-  abort: LazyAbort;
+/** A leased job whose handler runs or whose report is on its way. */
+class Running {
+  readonly abort = new LazyAbort();
   /** When the handler's signal aborts: the attempt's execution deadline. */
-  deadlineMs: number;
+  readonly deadlineMs: number;
   /** A third of the lease: renewed that often while the handler runs. */
-  renewEveryMs: number;
+  readonly renewEveryMs: number;
   nextRenewAtMs: number;
   /** Set when shutdown already failed the job back: the handler's late outcome is dropped. */
-  failedBack: boolean;
-  done: Promise<void>;
+  failedBack = false;
+  private ended = false;
+  private waiters: (() => void)[] | undefined;
+
+  constructor(readonly job: LeasedJobView) {
+    this.deadlineMs = job.executionDeadlineMs ?? Date.now() + 1_800_000;
+    this.renewEveryMs = Math.floor(Math.max(1_000, job.reserveForMs ?? 300_000) / 3);
+    this.nextRenewAtMs = Date.now() + this.renewEveryMs;
+  }
+
+  /** Resolves once the handler has ended and its report is settled (or it was failed back). Made on demand: shutdown and quiet ask, the hot path does not. */
+  done(): Promise<void> {
+    return this.ended ? SETTLED : new Promise((resolve) => (this.waiters ??= []).push(resolve));
+  }
+
+  end(): void {
+    this.ended = true;
+    this.waiters?.forEach((resolve) => resolve());
+    this.waiters = undefined;
+  }
 }
 
 /**
@@ -121,6 +139,10 @@ class LazyAbort {
 }
 
 const SETTLED = Promise.resolve();
+
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as PromiseLike<unknown> | null)?.then === "function";
+}
 
 /** A handler's JobContext: one object per job, its members on the prototype (no closures per job). */
 class HandlerContext implements JobContext {
@@ -233,7 +255,7 @@ export class Worker {
           };
         });
       }
-      if (this.quieted && !this.stopping) await Promise.all([...this.inFlight.values()].map((r) => r.done));
+      if (this.quieted && !this.stopping) await Promise.all([...this.inFlight.values()].map((r) => r.done()));
       await this.stopping;
     } finally {
       clearInterval(sweeper);
@@ -277,7 +299,7 @@ export class Worker {
     this.log.info("stopping", { inFlight: running.length, timeoutMs: this.shutdownTimeoutMs });
     let timer: NodeJS.Timeout | undefined;
     const timedOut = await Promise.race([
-      Promise.all(running.map((r) => r.done)).then(() => false),
+      Promise.all(running.map((r) => r.done())).then(() => false),
       new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), this.shutdownTimeoutMs))),
     ]);
     clearTimeout(timer);
@@ -362,33 +384,52 @@ export class Worker {
     });
   }
 
+  /**
+   * Runs a job's handler and reports its outcome. Callbacks, not an async function: a
+   * worker at one job per millisecond spent ~3.5 KB per job on the promise chain, and its
+   * scavenges are the tail of scheduled-job lateness (docs/performance.md).
+   */
   private start(job: LeasedJobView): void {
     const handler = this.handlers.get(job.type);
-    const renewEveryMs = Math.floor(Math.max(1_000, job.reserveForMs ?? 300_000) / 3);
-    const running: Running = {
-      job,
-      abort: new LazyAbort(),
-      deadlineMs: job.executionDeadlineMs ?? Date.now() + 1_800_000,
-      renewEveryMs,
-      nextRenewAtMs: Date.now() + renewEveryMs,
-      failedBack: false,
-      done: SETTLED,
-    };
+    const running = new Running(job);
     this.inFlight.set(job.leaseId, running);
-    const ctx = new HandlerContext(running, this.renewOne);
-    running.done = (async () => {
-      this.emit({ event: "start", jid: job.jid, attempt: job.attempt, type: job.type });
-      let outcome: Outcome;
-      try {
-        if (!handler) throw new Error(`no handler registered for job type ${JSON.stringify(job.type)} on worker ${this.workerId}`);
-        outcome = { ack: resultBytesOf(await handler(job, ctx)) };
-      } catch (error) {
-        outcome = { fail: failRequestOf(error, job, job.backtraceFrames) };
-      }
-      if (running.failedBack) return;
-      await this.report(running, outcome, Infinity);
+    this.emit({ event: "start", jid: job.jid, attempt: job.attempt, type: job.type });
+    let returned: unknown;
+    try {
+      if (!handler) throw new Error(`no handler registered for job type ${JSON.stringify(job.type)} on worker ${this.workerId}`);
+      returned = handler(job, new HandlerContext(running, this.renewOne));
+    } catch (error) {
+      return this.handlerFailed(running, error);
+    }
+    if (isThenable(returned)) {
+      returned.then(
+        (value) => this.handlerReturned(running, value),
+        (error: unknown) => this.handlerFailed(running, error),
+      );
+    } else this.handlerReturned(running, returned);
+  }
+
+  private handlerReturned(running: Running, value: unknown): void {
+    let result: Uint8Array;
+    try {
+      result = resultBytesOf(value);
+    } catch (error) {
+      return this.handlerFailed(running, error); // e.g. a result JSON cannot hold
+    }
+    this.handlerEnded(running, { ack: result });
+  }
+
+  private handlerFailed(running: Running, error: unknown): void {
+    this.handlerEnded(running, { fail: failRequestOf(error, running.job, running.job.backtraceFrames) });
+  }
+
+  private handlerEnded(running: Running, outcome: Outcome): void {
+    if (running.failedBack) return running.end();
+    this.reports.send(running.job.jid, running.job.leaseId, outcome, Infinity, (result) => {
+      this.emitDone(running, result);
       this.finish(running);
-    })();
+      running.end();
+    });
   }
 
   private finish(running: Running): void {
@@ -396,8 +437,16 @@ export class Worker {
   }
 
   /** Sends an Ack or Fail (batched with others, see ReportBatcher) and emits its outcome. */
-  private async report(running: Running, outcome: Outcome, giveUpAfterMs: number): Promise<void> {
-    const result = await this.reports.send(running.job.jid, running.job.leaseId, outcome, giveUpAfterMs);
+  private report(running: Running, outcome: Outcome, giveUpAfterMs: number): Promise<void> {
+    return new Promise((resolve) =>
+      this.reports.send(running.job.jid, running.job.leaseId, outcome, giveUpAfterMs, (result) => {
+        this.emitDone(running, result);
+        resolve();
+      }),
+    );
+  }
+
+  private emitDone(running: Running, result: ReportResult): void {
     if (result !== "dropped") this.emit({ event: "done", jid: running.job.jid, outcome: result });
   }
 

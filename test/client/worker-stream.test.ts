@@ -55,4 +55,30 @@ describe("the TS worker's Lease stream (real server)", () => {
     await running;
     expect(seen).toEqual([{ jid, queue: "stream-fields", args: [{ a: [true, null] }], kwargs: { k: 1.5 }, tags: { team: "x" }, attempt: 1, protoJid: jid, protoQueue: "stream-fields" }]);
   });
+
+  it("takes a handler's outcome however it comes: a value, a thenable, a throw, or a result JSON cannot hold", async () => {
+    const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
+    const worker = new Worker({ client, queues: ["stream-outcomes"] });
+    worker.register("value", () => ({ v: 1 }));
+    worker.register("thenable", () => ({ then: (resolve: (value: unknown) => void) => setTimeout(() => resolve({ v: 2 }), 1) }));
+    worker.register("throws", () => {
+      throw new Error("sync boom");
+    });
+    worker.register("bigint", () => ({ n: 1n }));
+    const running = worker.run();
+    const submit = (type: string) => client.submit(type, { queue: "stream-outcomes", retry: { maxAttempts: 1 } });
+    const [value, thenable, throws, bigint] = await Promise.all(["value", "thenable", "throws", "bigint"].map(submit));
+    const result = async (jid: string) => client.waitResult(jid, 10_000);
+    const json = (bytes: Uint8Array) => JSON.parse(Buffer.from(bytes).toString());
+    expect(json((await result(value!)).result)).toEqual({ v: 1 });
+    expect(json((await result(thenable!)).result)).toEqual({ v: 2 });
+    const thrown = await result(throws!);
+    expect(thrown.state).toBe(JobState.DEAD_LETTER);
+    expect(thrown.failure?.message).toBe("sync boom");
+    const unserializable = await result(bigint!);
+    expect(unserializable.state).toBe(JobState.DEAD_LETTER);
+    expect(unserializable.failure?.message).toMatch(/BigInt/);
+    await worker.stop();
+    await running;
+  });
 });
