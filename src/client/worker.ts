@@ -101,7 +101,10 @@ class Running {
     this.nextRenewAtMs = Date.now() + this.renewEveryMs;
   }
 
-  /** Resolves once the handler has ended and its report is settled (or it was failed back). Made on demand: shutdown and quiet ask, the hot path does not. */
+  /**
+   * Resolves once the handler has ended and its report is settled (or it was failed back).
+   * Made on demand: shutdown and quiet ask, the hot path does not.
+   */
   done(): Promise<void> {
     return this.ended ? SETTLED : new Promise((resolve) => (this.waiters ??= []).push(resolve));
   }
