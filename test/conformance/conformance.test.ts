@@ -13,7 +13,13 @@ describe.each(["ts", "py", "go"] as const)("worker library conformance: %s", (la
     // enough that a killed worker's job comes back well within the scenarios' waits.
     server = await startTestServer({ orphanGraceMs: 2_000, keepaliveIntervalMs: 1_000 });
   });
-  afterEach(async () => {
+  afterEach(async ({ task }) => {
+    // A failed or timed-out scenario shows what each worker did: its events and its log.
+    if (task.result?.state === "fail") {
+      for (const worker of workers) {
+        console.error(`conformance worker (${lang}), exit ${worker.child.exitCode}: events ${JSON.stringify(worker.events)}\nstderr:\n${worker.log.slice(-4000)}`);
+      }
+    }
     for (const worker of workers) worker.kill("SIGKILL");
     await Promise.all(workers.map((worker) => worker.exited));
     workers = [];
