@@ -42,10 +42,10 @@ export class GrpcLink {
             host,
             port,
             ALPNProtocols: ["h2"],
-            ...(net.isIP(host) ? {} : { servername: host }),
-            ...(tlsOptions?.ca !== undefined ? { ca: tlsOptions.ca } : {}),
-            ...(tlsOptions?.key !== undefined ? { key: tlsOptions.key } : {}),
-            ...(tlsOptions?.cert !== undefined ? { cert: tlsOptions.cert } : {}),
+            servername: net.isIP(host) ? undefined : host, // SNI takes no IP address
+            ca: tlsOptions?.ca,
+            key: tlsOptions?.key,
+            cert: tlsOptions?.cert,
           }).setNoDelay(true)
       : () => net.connect({ host, port, noDelay: true });
     this.baseHeaders = {
@@ -109,7 +109,7 @@ export class GrpcLink {
       if (cancelled) return sink.end(new WorqClientError(Code.Canceled, "cancelled by the client"));
       if (status !== undefined) return sink.end(status ?? undefined);
       if (httpStatus !== 0 && httpStatus !== 200) return sink.end(new WorqClientError(codeOfHttpStatus(httpStatus), `HTTP status ${httpStatus} without a gRPC status`));
-      if (stream.rstCode === NGHTTP2_REFUSED_STREAM || streamError || link.failed) {
+      if (stream.rstCode === NGHTTP2_REFUSED_STREAM || streamError || link.failure !== undefined) {
         const why = streamError?.message ?? link.failure ?? "the connection closed";
         return sink.end(new WorqClientError(Code.Unavailable, `connection failed: ${why}`));
       }
@@ -156,9 +156,9 @@ export class GrpcLink {
     return headers;
   }
 
+  /** The open session, or a new one (a session that failed, closed or got GOAWAY has retired itself). */
   private session(): LinkSession {
-    const current = this.current;
-    if (current && !current.done) return current;
+    if (this.current) return this.current;
     const link = new LinkSession(
       http2.connect(this.authority, { createConnection: this.connect, maxSessionMemory: Number.MAX_SAFE_INTEGER, settings: { enablePush: false } }),
       () => {
@@ -172,27 +172,21 @@ export class GrpcLink {
 
 /** One HTTP/2 connection and the calls open on it: referenced (keeping the process alive) only while a call is. */
 class LinkSession {
-  done = false;
-  failed = false;
+  /** Why the session failed, once it has. */
   failure: string | undefined;
   private open = 0;
 
   constructor(
     readonly session: http2.ClientHttp2Session,
-    onDone: () => void,
+    onRetired: () => void,
   ) {
     session.unref();
-    const retire = () => {
-      this.done = true;
-      onDone();
-    };
     session.on("error", (error) => {
-      this.failed = true;
       this.failure = error.message;
-      retire();
+      onRetired();
     });
-    session.on("goaway", retire);
-    session.on("close", retire);
+    session.on("goaway", onRetired);
+    session.on("close", onRetired);
   }
 
   opened(): void {

@@ -8,11 +8,13 @@ import { ReconnectBackoff } from "./reconnect-backoff.js";
 /** Report calls one worker has in flight at most. */
 const MAX_CALLS_IN_FLIGHT = 4;
 /**
- * How long the first report waits for others to share its call. Every unary call is ~7 KB of
- * grpc-js garbage in the worker, and at a job per millisecond the worker's scavenges were
- * the tail of scheduled-job lateness (docs/performance.md).
+ * How long the first report waits for others to share its call. Every unary call is garbage
+ * in the worker (~19 KB sampled, bench/diag/unary-client.mjs), and at a job per millisecond
+ * the worker's scavenges were the tail of scheduled-job lateness (docs/performance.md).
  */
 const COALESCE_MS = 1;
+/** How long reports wait behind a call still out before they go in a call of their own. */
+const OVERTAKE_AFTER_MS = 5;
 
 export type Outcome = { ack: Uint8Array } | { fail: FailRequest };
 /** What became of a report: the server took it, the lease was lost, or it was given up. */
@@ -41,30 +43,25 @@ export interface ReportLogger {
  * A call waits for the server's fsync, and the server frees a job's lease slot (the worker's
  * credit) only when its report arrives. So reports must not queue behind a slow call: one
  * that waits for a stalled disk would hold every finished job's slot, and the worker would be
- * sent nothing until it returns. Reports waiting `overtakeAfterMs`, or `overtakeAtCount` of
- * them, go out in another call, up to `MAX_CALLS_IN_FLIGHT` at once.
+ * sent nothing until it returns. Reports waiting `OVERTAKE_AFTER_MS`, or `overtakeAtCount` of
+ * them (the worker's concurrency), go out in another call, up to `MAX_CALLS_IN_FLIGHT` at once.
  */
 export class ReportBatcher {
   private queue: Pending[] = [];
   private callsInFlight = 0;
+  /** A flush that waits: COALESCE_MS with no call out, OVERTAKE_AFTER_MS behind one. */
   private flushTimer: NodeJS.Timeout | undefined;
-  private overtakeTimer: NodeJS.Timeout | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
   private readonly backoff = new ReconnectBackoff(100, 5_000);
-  private readonly flushNow = () => {
+  private readonly timedFlush = () => {
     this.flushTimer = undefined;
-    void this.flush();
-  };
-  private readonly overtake = () => {
-    this.overtakeTimer = undefined;
     void this.flush();
   };
 
   constructor(
     private readonly client: WorqClient,
     private readonly log: ReportLogger,
-    private readonly overtakeAtCount = 25,
-    private readonly overtakeAfterMs = 5,
+    private readonly overtakeAtCount: number,
   ) {}
 
   /** Queues a report; `settle` is called once with what became of it. */
@@ -72,15 +69,13 @@ export class ReportBatcher {
     this.queue.push({ jid, leaseId, outcome, giveUpAt: Date.now() + giveUpAfterMs, settle });
     if (this.retryTimer) return;
     if (this.queue.length >= this.overtakeAtCount) void this.flush();
-    else if (this.callsInFlight === 0) this.flushTimer ??= setTimeout(this.flushNow, COALESCE_MS);
-    else this.overtakeTimer ??= setTimeout(this.overtake, this.overtakeAfterMs);
+    else this.flushTimer ??= setTimeout(this.timedFlush, this.callsInFlight === 0 ? COALESCE_MS : OVERTAKE_AFTER_MS);
   }
 
   private async flush(): Promise<void> {
     if (this.queue.length === 0 || this.retryTimer || this.callsInFlight >= MAX_CALLS_IN_FLIGHT) return;
     clearTimeout(this.flushTimer);
-    clearTimeout(this.overtakeTimer);
-    this.flushTimer = this.overtakeTimer = undefined;
+    this.flushTimer = undefined;
     this.callsInFlight++;
     const batch = this.queue;
     this.queue = [];
@@ -116,7 +111,7 @@ export class ReportBatcher {
       this.callsInFlight--;
     }
     if (this.callsInFlight === 0 || this.queue.length >= this.overtakeAtCount) void this.flush();
-    else if (this.queue.length > 0) this.overtakeTimer ??= setTimeout(this.overtake, this.overtakeAfterMs);
+    else if (this.queue.length > 0) this.flushTimer ??= setTimeout(this.timedFlush, OVERTAKE_AFTER_MS);
   }
 
   private settleItem(item: Pending, code: number, message: string, kind: "ack" | "fail"): void {
