@@ -141,8 +141,13 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
     }),
   };
   const maxRequestBytes = maxMessageBytes(config);
-  // gRPC always speaks binary protobuf, so its Lease streams send jobs pre-encoded.
-  const grpcServices = { ...services, worker: createWorkerService(engine, log, { keepaliveIntervalMs: config.keepaliveIntervalMs, binaryOnly: true }) };
+  // gRPC always speaks binary protobuf, so its hot answers (leased jobs, submit and report
+  // outcomes) go out pre-encoded.
+  const grpcServices = {
+    ...services,
+    producer: createProducerService(engine, log, { binaryOnly: true }),
+    worker: createWorkerService(engine, log, { keepaliveIntervalMs: config.keepaliveIntervalMs, binaryOnly: true }),
+  };
   const grpcServer = createGrpcServer(grpcServices, {
     maxReceiveMessageBytes: maxRequestBytes,
     maxConcurrentCalls: config.maxConcurrentCalls,

@@ -5,6 +5,13 @@ import { Code, ConnectError, createContextValues, type ContextValues, type Handl
 import type { ConcurrentCallLimit } from "./call-limit.js";
 
 /**
+ * Request readers that replace fromBinary for some methods (by local name): what they return
+ * is what the handler gets, so a handler that takes it must accept it beside the message.
+ * A reader that throws makes the call INVALID_ARGUMENT, as a malformed message does.
+ */
+export type RequestReaders = Readonly<Record<string, (bytes: Uint8Array) => unknown>>;
+
+/**
  * Mounts a Connect-style ServiceImpl on a grpc-js Server, so the service logic is written
  * once (typed by the protoc-gen-es GenService) and can later also be served over the Connect
  * protocol. Connect codes equal gRPC status codes, so errors map 1:1. research/stack.md §1.9.
@@ -15,6 +22,7 @@ export function addConnectService<S extends DescService>(
   impl: Partial<ServiceImpl<S>>,
   onCall: (method: string, code: string, seconds: number) => void = () => {},
   limit?: ConcurrentCallLimit,
+  readers: RequestReaders = {},
 ): void {
   const handlers: grpc.UntypedServiceImplementation = {};
   for (const method of service.methods) {
@@ -85,11 +93,11 @@ export function addConnectService<S extends DescService>(
       throw new Error(`${service.typeName}.${method.name}: ${method.methodKind} methods are not supported by this adapter`);
     }
   }
-  server.addService(serviceDefinitionOf(service), handlers);
+  server.addService(serviceDefinitionOf(service, readers), handlers);
 }
 
-/** A grpc-js ServiceDefinition using @bufbuild/protobuf binary serialisation. */
-export function serviceDefinitionOf(service: DescService): grpc.ServiceDefinition {
+/** A grpc-js ServiceDefinition using @bufbuild/protobuf binary serialisation (or `readers`). */
+function serviceDefinitionOf(service: DescService, readers: RequestReaders): grpc.ServiceDefinition {
   const definition: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
   for (const method of service.methods) {
     definition[method.localName] = {
@@ -97,7 +105,7 @@ export function serviceDefinitionOf(service: DescService): grpc.ServiceDefinitio
       requestStream: method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming",
       responseStream: method.methodKind === "server_streaming" || method.methodKind === "bidi_streaming",
       requestSerialize: serializer(method.input),
-      requestDeserialize: deserializer(method.input),
+      requestDeserialize: deserializer(method.input, readers[method.localName]),
       responseSerialize: serializer(method.output),
       responseDeserialize: deserializer(method.output),
       originalName: method.localName,
@@ -124,10 +132,10 @@ class MalformedRequest {
   }
 }
 
-function deserializer(desc: DescMessage) {
+function deserializer(desc: DescMessage, read: (bytes: Uint8Array) => unknown = (bytes) => fromBinary(desc, bytes)) {
   return (bytes: Buffer): unknown => {
     try {
-      return fromBinary(desc, bytes);
+      return read(bytes);
     } catch (error) {
       return new MalformedRequest(`malformed ${desc.typeName}: ${(error as Error).message}`);
     }

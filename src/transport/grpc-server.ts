@@ -11,6 +11,8 @@ import { WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import { LIMITS } from "../engine/limits.js";
 import { ConcurrentCallLimit } from "./call-limit.js";
 import { addConnectService } from "./grpc-adapter.js";
+import { readReportRequest } from "./report-wire.js";
+import { readSubmitBatchRequest, readSubmitRequest } from "./submit-wire.js";
 
 export interface GrpcServices {
   producer: ServiceImpl<typeof ProducerService>;
@@ -45,8 +47,12 @@ const HEALTH_SERVICE = "grpc.health.v1.Health";
 export function createGrpcServer(services: GrpcServices, options: GrpcServerOptions): { server: grpc.Server; health: HealthImplementation } {
   const server = new grpc.Server({ ...serverChannelOptions(options.maxReceiveMessageBytes), interceptors: options.interceptors ?? [] });
   const limit = new ConcurrentCallLimit(options.maxConcurrentCalls);
-  addConnectService(server, ProducerService, services.producer, options.onCall, limit);
-  addConnectService(server, WorkerService, services.worker, options.onCall, limit);
+  // The hot requests are read by hand (submit-wire.ts, report-wire.ts); their handlers take both forms.
+  addConnectService(server, ProducerService, services.producer, options.onCall, limit, {
+    submit: readSubmitRequest,
+    submitBatch: readSubmitBatchRequest,
+  });
+  addConnectService(server, WorkerService, services.worker, options.onCall, limit, { report: readReportRequest });
   addConnectService(server, AdminService, services.admin, options.onCall, limit);
   return { server, health: addHealthAndReflection(server, options.descriptorSet) };
 }

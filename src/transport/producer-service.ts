@@ -1,26 +1,50 @@
+import { WireType } from "@bufbuild/protobuf/wire";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Engine, SubmitResult } from "../engine/engine.js";
-import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import type { SubmitInput } from "../engine/job.js";
+import { JobState, type JobSpec } from "../../gen/ts/worq/v1/job_pb.js";
 import { WorqError, invalid } from "../engine/errors.js";
 import type { Logger } from "../log.js";
-import { BatchShape, ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
+import { BatchShape, ProducerService, type SubmitBatchResponse, type SubmitResponse } from "../../gen/ts/worq/v1/producer_service_pb.js";
 import { durationMsOf, jobOf, stateOf, submitInputOf } from "./convert.js";
 import { toConnectError } from "./error-mapping.js";
 import { guarded } from "./handler-guard.js";
+import { encodeSubmitOutcomeDelimited, submitInputOfWire } from "./submit-wire.js";
+
+export interface ProducerServiceOptions {
+  /**
+   * SubmitBatch answers go out pre-encoded, as unknown fields (see submit-wire.ts): only for
+   * transports that always send binary (gRPC), not the Connect side that may speak JSON.
+   */
+  binaryOnly?: boolean;
+}
+
+/**
+ * A submitted job as the request carries it: a JobSpec message, or its bytes when the
+ * transport hands requests over undecoded (gRPC, submit-wire.ts).
+ */
+type SubmittedJob = JobSpec | Uint8Array | undefined;
 
 /** worq.v1.ProducerService: decode, call the engine, encode. */
-export function createProducerService(engine: Engine, log: Logger): ServiceImpl<typeof ProducerService> {
+export function createProducerService(engine: Engine, log: Logger, options: ProducerServiceOptions = {}): ServiceImpl<typeof ProducerService> {
+  const batchResponse = (results: SubmitResult[]): SubmitBatchResponse | { jobs: SubmitResponse[] } =>
+    options.binaryOnly
+      ? {
+          $typeName: "worq.v1.SubmitBatchResponse",
+          jobs: [],
+          $unknown: results.map((result) => ({ no: 1, wireType: WireType.LengthDelimited, data: encodeSubmitOutcomeDelimited(responseOf(result)) })),
+        }
+      : { jobs: results.map(responseOf) as SubmitResponse[] };
   return {
-    submit: guarded("Submit", log, async (request) => {
-      const [result] = await engine.submit([submitInputOf(request.job, "job")], () => "job");
+    submit: guarded("Submit", log, async (request: { job?: SubmittedJob }) => {
+      const [result] = await engine.submit([inputOf(request.job, "job")], () => "job");
       return responseOf(result!);
     }),
-    submitBatch: guarded("SubmitBatch", log, async (request) => {
-      const inputs = request.jobs.map((job, i) => submitInputOf(job, `jobs[${i}]`));
+    submitBatch: guarded("SubmitBatch", log, async (request: { jobs: readonly SubmittedJob[]; shape: number }) => {
+      const inputs = request.jobs.map((job, i) => inputOf(job, `jobs[${i}]`));
       const shape = request.shape === BatchShape.CHAIN ? "CHAIN" : request.shape === BatchShape.FAN_IN ? "FAN_IN" : undefined;
       if (shape === undefined && request.shape !== BatchShape.UNSPECIFIED) invalid("shape", `unknown value ${request.shape}`);
-      const results = await engine.submit(inputs, (i) => `jobs[${i}]`, shape);
-      return { jobs: results.map(responseOf) };
+      return batchResponse(await engine.submit(inputs, (i) => `jobs[${i}]`, shape));
     }),
     run: guarded("Run", log, async (request, ctx) => {
       const waitMs = request.waitTimeout ? durationMsOf(request.waitTimeout, "wait_timeout") : 0;
@@ -47,6 +71,10 @@ function withJidMetadata(error: unknown, jid: string): unknown {
   const connectError = toConnectError(error, { error: () => {} }, "Run");
   connectError.metadata.set("worq-jid", jid);
   return connectError;
+}
+
+function inputOf(job: SubmittedJob, field: string): SubmitInput {
+  return job instanceof Uint8Array ? submitInputOfWire(job, field) : submitInputOf(job, field);
 }
 
 function responseOf(result: SubmitResult) {

@@ -19,14 +19,16 @@ import { toConnectError } from "./error-mapping.js";
 import { guarded } from "./handler-guard.js";
 import { Outbox } from "./outbox.js";
 import { encodeLeasedJobDelimited } from "./leased-job-wire.js";
+import { encodeAckOutcomeDelimited, type ItemOutcome, type ReportItems } from "./report-wire.js";
 
 export interface WorkerServiceOptions {
   /** An idle Lease stream gets a keepalive message this often (must stay under 30 s). */
   keepaliveIntervalMs: number;
   /**
-   * Leased jobs go out pre-encoded (leased-job-wire.ts) as unknown fields of LeasedJobs:
-   * the same bytes in binary protobuf, but invisible to JSON serialisation, so only for
-   * transports that always send binary (gRPC), not the Connect side that may speak JSON.
+   * Leased jobs (leased-job-wire.ts) and Report's ack outcomes (report-wire.ts) go out
+   * pre-encoded as unknown fields: the same bytes in binary protobuf, but invisible to JSON
+   * serialisation, so only for transports that always send binary (gRPC), not the Connect
+   * side that may speak JSON.
    */
   binaryOnly?: boolean;
 }
@@ -136,15 +138,15 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
       );
       return { results };
     }),
-    report: guarded("Report", log, async (request) => {
+    report: guarded("Report", log, async (request: ReportItems) => {
       const refusals = await engine.ackAll(
         request.acks.map((ack, i) => ({ jid: ack.jid, leaseId: ack.leaseId, result: ack.result, field: `acks[${i}].` })),
       );
-      const acks = request.acks.map((ack, i) => {
+      const ackOutcomes = request.acks.map((ack, i): ItemOutcome => {
         const refusal = refusals[i];
-        if (!refusal) return create(ItemResultSchema, { jid: ack.jid });
+        if (!refusal) return { jid: ack.jid, code: 0, message: "" };
         const connectError = toConnectError(refusal, log, "Report");
-        return create(ItemResultSchema, { jid: ack.jid, code: connectError.code, message: connectError.rawMessage });
+        return { jid: ack.jid, code: connectError.code, message: connectError.rawMessage };
       });
       const fails = await Promise.all(
         request.fails.map((fail, i) => item(fail.jid, async () => {
@@ -152,7 +154,14 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
           return { state: outcome.state === null ? JobState.UNSPECIFIED : stateOf(outcome.state) };
         })),
       );
-      return { acks, fails };
+      return options.binaryOnly
+        ? {
+            $typeName: "worq.v1.ReportResponse",
+            acks: [],
+            fails,
+            $unknown: ackOutcomes.map((outcome) => ({ no: 1, wireType: WireType.LengthDelimited, data: encodeAckOutcomeDelimited(outcome) })),
+          }
+        : { acks: ackOutcomes.map((outcome) => create(ItemResultSchema, outcome)), fails };
     }),
   };
 }

@@ -88,13 +88,18 @@ export function readString(r: BinaryReader): string {
   return r.data.toString("utf8", start, start + length);
 }
 
-/** Reads a google.protobuf.Value message occupying r.pos..end, as toJson would give it. */
+/**
+ * Reads a google.protobuf.Value message occupying r.pos..end, as `toJson(fromBinary(...))`
+ * gives it: a Value that holds nothing, NaN or an infinity throws (JSON has none of them),
+ * and protobuf's merge rules hold when a kind occurs twice (two structs merge, two lists
+ * concatenate, anything else: the last wins).
+ */
 export function readValue(r: BinaryReader, end: number): JsonValue {
-  let value: JsonValue = null;
+  let value: JsonValue | undefined;
+  let kind = 0;
   while (r.pos < end) {
     const fieldTag = readTag(r);
     const field = fieldTag >>> 3;
-    const wireType = fieldTag & 7;
     switch (field) {
       case 1:
         r.int32();
@@ -110,21 +115,24 @@ export function readValue(r: BinaryReader, end: number): JsonValue {
         value = r.bool();
         break;
       case 5:
-        value = readStruct(r, r.uint32() + r.pos);
+        value = readStruct(r, r.uint32() + r.pos, kind === 5 ? (value as JsonObject) : {});
         break;
       case 6:
-        value = readListValue(r, r.uint32() + r.pos);
+        value = readListValue(r, r.uint32() + r.pos, kind === 6 ? (value as JsonValue[]) : []);
         break;
       default:
-        skipField(r, wireType, field);
+        skipField(r, fieldTag & 7, field);
+        continue;
     }
+    kind = field;
   }
+  if (value === undefined) throw new Error("google.protobuf.Value must have a value");
+  if (typeof value === "number" && !Number.isFinite(value)) throw new Error("google.protobuf.Value cannot be NaN or Infinity");
   return value;
 }
 
-/** Reads a google.protobuf.ListValue occupying r.pos..end. */
-export function readListValue(r: BinaryReader, end: number): JsonValue[] {
-  const values: JsonValue[] = [];
+/** Reads a google.protobuf.ListValue occupying r.pos..end, appending to `values`. */
+export function readListValue(r: BinaryReader, end: number, values: JsonValue[] = []): JsonValue[] {
   while (r.pos < end) {
     const fieldTag = readTag(r);
     const field = fieldTag >>> 3;
@@ -135,9 +143,8 @@ export function readListValue(r: BinaryReader, end: number): JsonValue[] {
   return values;
 }
 
-/** Reads a google.protobuf.Struct occupying r.pos..end. */
-export function readStruct(r: BinaryReader, end: number): JsonObject {
-  const object: JsonObject = {};
+/** Reads a google.protobuf.Struct occupying r.pos..end into `object` (a later key replaces). */
+export function readStruct(r: BinaryReader, end: number, object: JsonObject = {}): JsonObject {
   while (r.pos < end) {
     const fieldTag = readTag(r);
     const field = fieldTag >>> 3;
@@ -148,7 +155,7 @@ export function readStruct(r: BinaryReader, end: number): JsonObject {
     }
     const entryEnd = r.uint32() + r.pos;
     let key = "";
-    let value: JsonValue = null;
+    let value: JsonValue | undefined;
     while (r.pos < entryEnd) {
       const entryFieldTag = readTag(r);
       const entryField = entryFieldTag >>> 3;
@@ -157,6 +164,7 @@ export function readStruct(r: BinaryReader, end: number): JsonObject {
       else if (entryField === 2) value = readValue(r, r.uint32() + r.pos);
       else skipField(r, entryWireType, entryField);
     }
+    if (value === undefined) throw new Error("google.protobuf.Value must have a value");
     // A key "__proto__" must stay an own property, as JSON.parse makes it, not set the prototype.
     if (key === "__proto__") Object.defineProperty(object, key, { value, enumerable: true, writable: true, configurable: true });
     else object[key] = value;

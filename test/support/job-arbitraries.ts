@@ -4,7 +4,7 @@
  */
 import fc from "fast-check";
 import type { LeaseGrant } from "../../src/engine/engine.js";
-import type { JobBody, JobMeta, JobState, JsonObject, JsonValue } from "../../src/engine/job.js";
+import type { JobBody, JobMeta, JobState, JsonObject, JsonValue, SubmitInput } from "../../src/engine/job.js";
 
 export const RUNS = Number(process.env.WORQ_PROPERTY_RUNS ?? 300);
 const ms = fc.integer({ min: 0, max: 4_102_444_800_000 });
@@ -81,3 +81,52 @@ const body: fc.Arbitrary<JobBody> = fc
   .map((record) => Object.fromEntries(Object.entries(record).filter(([, v]) => v !== undefined)) as unknown as JobBody);
 
 export const grant = fc.record({ meta, body }) as fc.Arbitrary<LeaseGrant>;
+
+const grapheme = fc.string({ maxLength: 20, unit: "grapheme" });
+
+/** What a producer submits, every field optional but `type`. */
+export const submitInput: fc.Arbitrary<SubmitInput> = fc.record(
+  {
+    type: grapheme,
+    queue: opt(grapheme),
+    args: opt(fc.array(json, { maxLength: 4 })),
+    kwargs: opt(object),
+    custom: opt(object),
+    payload: opt(fc.uint8Array({ maxLength: 40 })),
+    priority: opt(fc.constantFrom(0, 1, 2, 3, 4) as fc.Arbitrary<0 | 1 | 2 | 3 | 4>),
+    atMs: opt(ms),
+    delayMs: opt(fc.nat(10_000_000)),
+    reserveForMs: opt(fc.nat(10_000_000)),
+    executionTimeoutMs: opt(fc.nat(10_000_000)),
+    ttlMs: opt(fc.nat(10_000_000)),
+    idempotencyKey: opt(grapheme),
+    dependsOn: opt(
+      fc.record(
+        { type: opt(fc.constantFrom("AFTER", "AFTER_ANY") as fc.Arbitrary<"AFTER" | "AFTER_ANY">), jids: opt(fc.array(fc.uuid({ version: 4 }), { maxLength: 3 })), batchRefs: opt(fc.array(grapheme, { maxLength: 3 })) },
+        { requiredKeys: [] },
+      ),
+    ),
+    batchRef: opt(grapheme),
+    parentJid: opt(fc.uuid({ version: 4 })),
+    callbackUrl: opt(fc.webUrl()),
+    retry: opt(
+      fc.record(
+        {
+          maxAttempts: fc.nat(50),
+          maxFails: fc.option(fc.nat(50), { nil: null }),
+          backoff: fc.constantFrom("CONSTANT", "LINEAR", "EXPONENTIAL") as fc.Arbitrary<"CONSTANT" | "LINEAR" | "EXPONENTIAL">,
+          initialDelayMs: fc.nat(100_000),
+          multiplier: fc.double({ min: 1, max: 10, noNaN: true }),
+          maxDelayMs: fc.nat(10_000_000),
+          jitter: fc.boolean(),
+          onExhausted: fc.constantFrom("DEAD_LETTER", "DISCARD") as fc.Arbitrary<"DEAD_LETTER" | "DISCARD">,
+        },
+        { requiredKeys: [] },
+      ),
+    ),
+    backtraceFrames: opt(fc.nat(100)),
+    tags: opt(fc.dictionary(grapheme, grapheme, { maxKeys: 3 })),
+    correlationId: opt(grapheme),
+  },
+  { requiredKeys: ["type"] },
+);

@@ -2,7 +2,7 @@
  * JSON values written and read straight on the wire must mean what protobuf-es's
  * google.protobuf.Value / ListValue / Struct mean: the same bytes out, the same JSON back.
  */
-import { fromJson, toBinary, toJson, type JsonValue as PbJsonValue } from "@bufbuild/protobuf";
+import { fromBinary, fromJson, toBinary, toJson, type JsonValue as PbJsonValue } from "@bufbuild/protobuf";
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { ListValueSchema, StructSchema, ValueSchema } from "@bufbuild/protobuf/wkt";
 import fc from "fast-check";
@@ -49,6 +49,30 @@ describe("JSON values on the wire", () => {
     writeValue(w, ["a", 1, { b: true }] as JsonValue);
     const bytes = w.finish();
     expect(readValue(new BinaryReader(bytes), bytes.byteLength)).toEqual(["a", 1, { b: true }]);
+  });
+
+  it("merge a kind that occurs twice and refuse what JSON cannot hold, as fromBinary + toJson do", () => {
+    const valueOf = (json: PbJsonValue) => toBinary(ValueSchema, fromJson(ValueSchema, json));
+    const both = (a: Uint8Array, b: Uint8Array) => new Uint8Array([...a, ...b]);
+    const viaProtobufEs = (bytes: Uint8Array) => toJson(ValueSchema, fromBinary(ValueSchema, bytes));
+    const viaReader = (bytes: Uint8Array) => readValue(new BinaryReader(bytes), bytes.byteLength);
+    for (const bytes of [
+      both(valueOf({ x: 1, z: [1] }), valueOf({ y: 2, z: "last" })), // structs merge, a key's later value wins
+      both(valueOf([1, "a"]), valueOf([{ b: null }])), // lists concatenate
+      both(valueOf({ x: 1 }), valueOf([1])), // another kind replaces
+      both(valueOf([1]), valueOf(true)),
+    ]) {
+      expect(viaReader(bytes)).toEqual(viaProtobufEs(bytes));
+    }
+    const nan = written((w) => w.tag(2, WireType.Bit64).double(Number.NaN));
+    const infinity = written((w) => w.tag(2, WireType.Bit64).double(Number.POSITIVE_INFINITY));
+    const empty = new Uint8Array();
+    for (const bytes of [nan, infinity, empty]) {
+      expect(() => viaProtobufEs(bytes)).toThrow();
+      expect(() => viaReader(bytes)).toThrow(/must have a value|cannot be NaN or Infinity/);
+    }
+    const entryWithoutValue = written((w) => w.tag(1, WireType.LengthDelimited).fork().tag(1, WireType.LengthDelimited).string("k").join());
+    expect(() => readStruct(new BinaryReader(entryWithoutValue), entryWithoutValue.byteLength)).toThrow(/must have a value/);
   });
 
   it("skip unknown fields of every wire type to exactly where BinaryReader.skip() would, and refuse a truncated one", () => {

@@ -1,0 +1,82 @@
+import { fromBinary } from "@bufbuild/protobuf";
+import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { FailRequestSchema, type FailRequest } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { readString, readTag, skipField, WireReader } from "../wire/json-value.js";
+
+/** One completion of a Report call: worq.v1.AckRequest's fields. */
+export interface AckItem {
+  jid: string;
+  leaseId: string;
+  result: Uint8Array;
+}
+
+/** A Report call's items; a ReportRequest message is one too. */
+export interface ReportItems {
+  acks: readonly AckItem[];
+  fails: readonly FailRequest[];
+}
+
+const NO_RESULT = new Uint8Array(0);
+
+/**
+ * Reads a ReportRequest for the gRPC side: acks (every job's report, every few ms) by hand,
+ * fails (rare, many fields) through fromBinary. Same values as fromBinary(ReportRequestSchema),
+ * without a reflective decode and a message object per ack.
+ */
+export function readReportRequest(bytes: Uint8Array): ReportItems {
+  const r = new WireReader(bytes);
+  const acks: AckItem[] = [];
+  const fails: FailRequest[] = [];
+  while (r.pos < r.len) {
+    const tag = readTag(r);
+    if (tag === ((1 << 3) | WireType.LengthDelimited)) acks.push(readAck(r, r.uint32() + r.pos));
+    else if (tag === ((2 << 3) | WireType.LengthDelimited)) {
+      const end = r.uint32() + r.pos;
+      if (end > r.len) throw new RangeError("premature EOF");
+      fails.push(fromBinary(FailRequestSchema, r.data.subarray(r.pos, end)));
+      r.pos = end;
+    } else skipField(r, tag & 7, tag >>> 3);
+  }
+  return { acks, fails };
+}
+
+function readAck(r: WireReader, end: number): AckItem {
+  if (end > r.len) throw new RangeError("premature EOF");
+  const ack: AckItem = { jid: "", leaseId: "", result: NO_RESULT };
+  while (r.pos < end) {
+    const tag = readTag(r);
+    if (tag === ((1 << 3) | WireType.LengthDelimited)) ack.jid = readString(r);
+    else if (tag === ((2 << 3) | WireType.LengthDelimited)) ack.leaseId = readString(r);
+    else if (tag === ((3 << 3) | WireType.LengthDelimited)) {
+      const length = r.uint32();
+      if (r.pos + length > end) throw new RangeError("premature EOF");
+      ack.result = r.data.subarray(r.pos, r.pos + length);
+      r.pos += length;
+    } else skipField(r, tag & 7, tag >>> 3);
+  }
+  if (r.pos !== end) throw new RangeError("premature EOF");
+  return ack;
+}
+
+const shared = new BinaryWriter();
+
+/** worq.v1.ItemResult's fields. */
+export interface ItemOutcome {
+  jid: string;
+  code: number;
+  message: string;
+}
+
+/**
+ * An ack's ItemResult, length-prefixed: the data of one unknown-field entry `{ no: 1,
+ * wireType: LengthDelimited }` of a ReportResponse, which protobuf-es writes out as-is (as
+ * leased-job-wire.ts does for leased jobs).
+ */
+export function encodeAckOutcomeDelimited(outcome: ItemOutcome): Uint8Array {
+  shared.fork();
+  shared.tag(1, WireType.LengthDelimited).string(outcome.jid);
+  if (outcome.code !== 0) shared.tag(2, WireType.Varint).int32(outcome.code);
+  if (outcome.message !== "") shared.tag(3, WireType.LengthDelimited).string(outcome.message);
+  shared.join();
+  return shared.finish();
+}

@@ -1,0 +1,148 @@
+/**
+ * The gRPC side reads Submit, SubmitBatch and Report requests by hand (submit-wire.ts,
+ * report-wire.ts) and writes their answers as pre-encoded fields. Over random inputs covering
+ * every field, and over two messages concatenated (protobuf's merge rules), what it reads
+ * must be what fromBinary + submitInputOf give, errors included, and what it writes must
+ * decode to the answer protobuf-es would have written.
+ */
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { encodeJobSpec, jobSpecOfInput } from "../../src/client/job-spec.js";
+import type { SubmitInput } from "../../src/engine/job.js";
+import { submitInputOf } from "../../src/transport/convert.js";
+import { encodeAckOutcomeDelimited, readReportRequest } from "../../src/transport/report-wire.js";
+import { encodeSubmitOutcomeDelimited, readSubmitBatchRequest, readSubmitRequest, submitInputOfWire } from "../../src/transport/submit-wire.js";
+import { FailureCategory, JobSpecSchema, JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { SubmitBatchRequestSchema, SubmitBatchResponseSchema, SubmitRequestSchema } from "../../gen/ts/worq/v1/producer_service_pb.js";
+import { ReportRequestSchema, ReportResponseSchema } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { RUNS, submitInput } from "../support/job-arbitraries.js";
+
+const concat = (...parts: Uint8Array[]) => new Uint8Array(Buffer.concat(parts));
+/** Bytes as plain Uint8Arrays, so a Buffer and a Uint8Array of the same bytes compare equal. */
+const plain = (input: SubmitInput) => ({ ...input, ...(input.payload && { payload: new Uint8Array(input.payload) }) });
+const viaProtobufEs = (bytes: Uint8Array) => submitInputOf(fromBinary(JobSpecSchema, bytes), "jobs[0]");
+const outcome = (read: () => SubmitInput): SubmitInput | string => {
+  try {
+    return plain(read());
+  } catch (error) {
+    return (error as Error).message;
+  }
+};
+
+describe("JobSpecs read from the wire", () => {
+  it("give the engine input fromBinary + submitInputOf give, alone and merged with another", () => {
+    fc.assert(
+      fc.property(submitInput, submitInput, (a, b) => {
+        const first = toBinary(JobSpecSchema, jobSpecOfInput(a));
+        for (const bytes of [first, encodeJobSpec(a), concat(first, toBinary(JobSpecSchema, jobSpecOfInput(b)))]) {
+          expect(outcome(() => submitInputOfWire(bytes, "jobs[0]"))).toEqual(outcome(() => viaProtobufEs(bytes)));
+        }
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
+  it("refuse what submitInputOf refuses, naming the same field", () => {
+    const write = (fill: (w: BinaryWriter) => void) => {
+      const w = new BinaryWriter();
+      fill(w);
+      return w.finish();
+    };
+    const cases = [
+      write((w) => w.tag(1, WireType.LengthDelimited).string("t").tag(7, WireType.Varint).int32(9)), // unknown priority
+      write((w) => w.tag(1, WireType.LengthDelimited).string("t").tag(10, WireType.LengthDelimited).fork().tag(1, WireType.Varint).int64(-1).join()),
+      write((w) => w.tag(3, WireType.LengthDelimited).fork().tag(1, WireType.LengthDelimited).fork().tag(2, WireType.Bit64).double(Number.NaN).join().join()),
+      write((w) => w.tag(3, WireType.LengthDelimited).fork().tag(1, WireType.LengthDelimited).fork().join().join()), // a Value holding nothing
+    ];
+    for (const bytes of cases) {
+      const expected = outcome(() => viaProtobufEs(bytes));
+      expect(typeof expected).toBe("string");
+      const field = /^[^:]*/.exec(expected as string)![0];
+      expect(outcome(() => submitInputOfWire(bytes, "jobs[0]"))).toMatch(new RegExp(`^${field.replace(/[[\]().]/g, "\\$&")}:`));
+    }
+    // Bytes cut short: refused naming the job (or its args) where fromBinary refuses them.
+    const whole = toBinary(JobSpecSchema, jobSpecOfInput({ type: "t", args: [{ a: "b" }], priority: 1 }));
+    for (let end = 1; end < whole.length; end++) {
+      const bytes = whole.subarray(0, end);
+      const expected = outcome(() => viaProtobufEs(bytes));
+      if (typeof expected === "string") expect(outcome(() => submitInputOfWire(bytes, "jobs[0]"))).toMatch(/^jobs\[0\](\.args)?: /);
+      else expect(outcome(() => submitInputOfWire(bytes, "jobs[0]"))).toEqual(expected);
+    }
+  });
+});
+
+describe("Submit and SubmitBatch requests read from the wire", () => {
+  it("hand over each job's JobSpec bytes and the shape, and merge a repeated Submit job", () => {
+    fc.assert(
+      fc.property(fc.array(submitInput, { maxLength: 4 }), fc.constantFrom(0, 1, 2, 7), (inputs, shape) => {
+        const request = create(SubmitBatchRequestSchema, { jobs: inputs.map(jobSpecOfInput), shape });
+        const read = readSubmitBatchRequest(toBinary(SubmitBatchRequestSchema, request));
+        expect(read.shape).toBe(shape);
+        expect(read.jobs.map((bytes) => plain(submitInputOfWire(bytes, "j")))).toEqual(request.jobs.map((spec) => plain(submitInputOf(spec, "j"))));
+      }),
+      { numRuns: RUNS / 3 },
+    );
+    const one = toBinary(SubmitRequestSchema, create(SubmitRequestSchema, { job: jobSpecOfInput({ type: "a", args: [1] }) }));
+    const two = toBinary(SubmitRequestSchema, create(SubmitRequestSchema, { job: jobSpecOfInput({ type: "b", args: [2], queue: "q" }) }));
+    const merged = concat(one, two);
+    expect(plain(submitInputOfWire(readSubmitRequest(merged).job!, "job"))).toEqual(
+      plain(submitInputOf(fromBinary(SubmitRequestSchema, merged).job, "job")),
+    );
+    expect(submitInputOfWire(readSubmitRequest(merged).job!, "job")).toMatchObject({ type: "b", queue: "q", args: [1, 2] });
+    expect(readSubmitRequest(new Uint8Array()).job).toBeUndefined();
+    expect(() => readSubmitBatchRequest(one.subarray(0, 3))).toThrow(/premature EOF/);
+  });
+
+  it("are answered with bytes that decode to the SubmitBatchResponse protobuf-es would write", () => {
+    const outcomes = [
+      { jid: "8c0b7c1e-5b1a-4f3e-9d2a-0d6c1f2e3a4b", duplicate: false, state: JobState.SCHEDULED },
+      { jid: "1f0e2d3c-4b5a-4968-8776-a5b4c3d2e1f0", duplicate: true, state: 0 },
+    ];
+    const response = {
+      ...create(SubmitBatchResponseSchema),
+      $unknown: outcomes.map((o) => ({ no: 1, wireType: WireType.LengthDelimited, data: encodeSubmitOutcomeDelimited(o) })),
+    };
+    expect(fromBinary(SubmitBatchResponseSchema, toBinary(SubmitBatchResponseSchema, response))).toEqual(create(SubmitBatchResponseSchema, { jobs: outcomes }));
+  });
+});
+
+describe("Report requests read from the wire", () => {
+  const text = fc.string({ maxLength: 30 });
+  const ack = fc.record({ jid: text, leaseId: text, result: fc.uint8Array({ maxLength: 20 }) });
+  const fail = fc.record({ jid: text, leaseId: text, message: text, errtype: text, backtrace: fc.array(text, { maxLength: 2 }), category: fc.constantFrom(0, FailureCategory.PERMANENT) });
+  const report = fc.record({ acks: fc.array(ack, { maxLength: 4 }), fails: fc.array(fail, { maxLength: 2 }) });
+
+  it("give the acks and fails fromBinary gives, alone and concatenated", () => {
+    fc.assert(
+      fc.property(report, report, (a, b) => {
+        const first = toBinary(ReportRequestSchema, create(ReportRequestSchema, a));
+        for (const bytes of [first, concat(first, toBinary(ReportRequestSchema, create(ReportRequestSchema, b)))]) {
+          const expected = fromBinary(ReportRequestSchema, bytes);
+          const read = readReportRequest(bytes);
+          expect(read.acks.map((x) => ({ ...x, result: new Uint8Array(x.result) }))).toEqual(
+            expected.acks.map(({ jid, leaseId, result }) => ({ jid, leaseId, result: new Uint8Array(result) })),
+          );
+          expect(read.fails).toEqual(expected.fails);
+        }
+      }),
+      { numRuns: RUNS / 3 },
+    );
+    const whole = toBinary(ReportRequestSchema, create(ReportRequestSchema, { acks: [{ jid: "j", leaseId: "l", result: new Uint8Array([1, 2]) }] }));
+    for (let end = 1; end < whole.length; end++) expect(() => readReportRequest(whole.subarray(0, end))).toThrow(/premature EOF/);
+  });
+
+  it("are answered with ack outcomes that decode to the ReportResponse protobuf-es would write", () => {
+    const acks = [
+      { jid: "a", code: 0, message: "" },
+      { jid: "b", code: 9, message: "lease x is not the live lease" },
+    ];
+    const fails = [{ jid: "c", code: 0, message: "", state: JobState.RETRYING }];
+    const response = {
+      ...create(ReportResponseSchema, { fails }),
+      $unknown: acks.map((o) => ({ no: 1, wireType: WireType.LengthDelimited, data: encodeAckOutcomeDelimited(o) })),
+    };
+    expect(fromBinary(ReportResponseSchema, toBinary(ReportResponseSchema, response))).toEqual(create(ReportResponseSchema, { acks, fails }));
+  });
+});
