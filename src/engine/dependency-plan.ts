@@ -1,5 +1,5 @@
 import { invalid } from "./errors.js";
-import { isTerminal, type DependencyType, type JobMeta, type JobState, type PriorityLevel, type SubmitInput } from "./job.js";
+import { isTerminal, PRIORITY_LEVELS, type DependencyType, type JobState, type PriorityLevel, type SubmitInput } from "./job.js";
 import { LIMITS, isUuidV4 } from "./limits.js";
 
 /** A submission pattern over a batch (seed 004 §6). */
@@ -25,6 +25,11 @@ export interface DependencyOutcome {
   failedDependency?: { jid: string; state: JobState };
 }
 
+/** The outcome of a job without dependencies, per priority (shared, so never changed). */
+const NO_DEPENDENCIES: readonly DependencyOutcome[] = Array.from({ length: PRIORITY_LEVELS }, (_, priority) =>
+  Object.freeze({ waitingOn: Object.freeze([]) as unknown as string[], depth: 0, priority: priority as PriorityLevel }),
+);
+
 export interface PlannedJob {
   input: SubmitInput;
   jid: string;
@@ -46,6 +51,10 @@ export function planDependencies(
   fieldOf: (index: number) => string,
   existing: (jid: string) => ExistingJob | undefined,
 ): DependencyOutcome[] {
+  // Most batches have no dependencies at all: one shared outcome per priority, no graph.
+  if (shape === undefined && jobs.every(({ input }) => input.batchRef === undefined && input.dependsOn === undefined)) {
+    return jobs.map((job) => NO_DEPENDENCIES[job.priority]!);
+  }
   const indexOfRef = new Map<string, number>();
   jobs.forEach(({ input }, i) => {
     const ref = input.batchRef;
@@ -99,7 +108,7 @@ export function planDependencies(
     }
     if (deps.length > LIMITS.maxDependencies) invalid(field, `at most ${LIMITS.maxDependencies} dependencies per job`);
     if (deps.length === 0) {
-      outcomes[i] = { waitingOn: [], depth: 0, priority: job.priority };
+      outcomes[i] = NO_DEPENDENCIES[job.priority]!;
       continue;
     }
     const depth = 1 + Math.max(...deps.map((dep) => dep.depth));
@@ -146,8 +155,3 @@ function topologicalOrder(deps: number[][], fieldOf: (index: number) => string):
   return order;
 }
 
-/** The fields of a new job's meta that its dependencies decide. */
-export function dependencyFields(outcome: DependencyOutcome): Partial<JobMeta> {
-  if (!outcome.dependency) return {};
-  return { dependency: outcome.dependency, waitingOn: outcome.waitingOn, depth: outcome.depth, priority: outcome.priority };
-}

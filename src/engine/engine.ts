@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { randomUuidV4 } from "./uuid.js";
 import type { Clock } from "./clock.js";
 import { WorqError, invalid } from "./errors.js";
 import { isPurgedAtExpiry, isTerminal, shapedMeta, type JobBody, type JobMeta, type JobState, type JobView, type SubmitInput } from "./job.js";
@@ -8,7 +8,7 @@ import { dependencyFailed, transition, type FailureReport, type JobEvent } from 
 import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, Store, StoreWrite } from "./store.js";
 import { QueueRegistry } from "./queue-registry.js";
 import { buildNewJob, checkQueueName, type NewJob } from "./submit-validation.js";
-import { dependencyFields, planDependencies, type BatchShape, type DependencyOutcome, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
+import { planDependencies, type BatchShape, type DependencyOutcome, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
 import { LeaseSlots, type SlotHolder } from "./lease-slots.js";
 import { storageFailure } from "./storage-failure.js";
 import { TimerHeap, type TimerEntry } from "./timer-heap.js";
@@ -220,7 +220,7 @@ export class Engine {
     this.store = options.store;
     this.clock = options.clock;
     this.random = options.random ?? Math.random;
-    this.newId = options.newId ?? randomUUID;
+    this.newId = options.newId ?? randomUuidV4;
     this.maxJobBytes = options.maxJobBytes ?? LIMITS.defaultMaxJobBytes;
     this.orphanGraceMs = options.orphanGraceMs ?? DEFAULT_ORPHAN_GRACE_MS;
     this.onFatal = options.onFatal ?? (() => {});
@@ -426,12 +426,22 @@ export class Engine {
 
   /** A new job's meta once its dependencies are known: PENDING, born failed, or as built. */
   private newJobMeta(candidate: JobMeta, outcome: DependencyOutcome, parentJid: string | undefined, nowMs: number): JobMeta {
-    // Fields set onto a copy (not spread in): the meta keeps its one shape (shapedMeta).
-    let meta: JobMeta = Object.assign({ ...candidate }, dependencyFields(outcome));
+    // The candidate is this submit's own (buildNewJob), so fields are set on it rather than
+    // on copies of a 30-field object, and it keeps its one shape (shapedMeta).
+    const meta = candidate;
+    if (outcome.dependency) {
+      meta.dependency = outcome.dependency;
+      meta.waitingOn = outcome.waitingOn;
+      meta.depth = outcome.depth;
+      meta.priority = outcome.priority;
+    }
     if (parentJid !== undefined) meta.parentJid = parentJid;
     if (outcome.failedDependency) return dependencyFailed(meta, outcome.failedDependency.jid, outcome.failedDependency.state, nowMs);
-    if (outcome.waitingOn.length > 0) return { ...meta, enqueuedAtMs: undefined, dueAtMs: undefined, state: "PENDING" };
-    if (meta.state === "SCHEDULED") meta = { ...meta, readySeq: ++this.readySeq };
+    if (outcome.waitingOn.length > 0) {
+      meta.enqueuedAtMs = undefined;
+      meta.dueAtMs = undefined;
+      meta.state = "PENDING";
+    } else if (meta.state === "SCHEDULED") meta.readySeq = ++this.readySeq;
     return meta;
   }
 
