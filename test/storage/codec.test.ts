@@ -74,11 +74,11 @@ describe("LevelDB meta records", () => {
   });
 });
 
-describe("a layout-1 data dir (JSON metas)", () => {
+describe("an older data dir (layout 1: JSON metas, and the index across queues)", () => {
   const dirs: string[] = [];
   afterEach(() => dirs.splice(0).forEach((dir) => rmSync(dir, { recursive: true, force: true })));
 
-  it("opens, reads its jobs, and is marked layout 2; an unknown layout is refused", async () => {
+  it("opens, reads its jobs, drops the index across queues of layouts 1 and 2, and is marked layout 3; an unknown layout is refused", async () => {
     const dir = mkdtempSync(join(tmpdir(), "worq-layout-"));
     dirs.push(dir);
     const meta = metaWith();
@@ -86,6 +86,9 @@ describe("a layout-1 data dir (JSON metas)", () => {
     await raw.put(KEYS.layoutVersion, Buffer.from(JSON.stringify("1")));
     await raw.put(KEYS.meta(meta.jid), Buffer.from(JSON.stringify(meta)));
     await raw.put(KEYS.live(meta.jid), new Uint8Array());
+    const oldIndexKey = `g/COMPLETED/000001700000000000/${crypto.randomUUID()}`;
+    await raw.put(oldIndexKey, new Uint8Array());
+    await raw.put("h/after-the-old-index", new Uint8Array());
     await raw.close();
 
     const store = new LevelStore(dir);
@@ -93,9 +96,11 @@ describe("a layout-1 data dir (JSON metas)", () => {
     expect(await store.getMeta(meta.jid)).toEqual(JSON.parse(JSON.stringify(meta)));
     await store.close();
     const reopened = new Level<string, string>(dir, { keyEncoding: "utf8", valueEncoding: "utf8" });
-    expect(await reopened.get(KEYS.layoutVersion)).toBe('"2"');
-    await reopened.put(KEYS.layoutVersion, '"3"');
+    expect(await reopened.get(KEYS.layoutVersion)).toBe('"3"');
+    expect(await reopened.get(oldIndexKey)).toBeUndefined();
+    expect(await reopened.get("h/after-the-old-index")).toBe("");
+    await reopened.put(KEYS.layoutVersion, '"4"');
     await reopened.close();
-    await expect(new LevelStore(dir).open()).rejects.toThrow(/keyspace layout 3; this server reads 1 and 2/);
+    await expect(new LevelStore(dir).open()).rejects.toThrow(/keyspace layout 4; this server reads 1, 2, 3/);
   });
 });

@@ -165,6 +165,42 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
       await cleanup();
     });
 
+    it("lists finished jobs of a state oldest first, in one queue or across queues, page by page", async () => {
+      const { store, cleanup } = await setup();
+      // Eight COMPLETED jobs over three queues, finished at interleaved times (two at the same ms),
+      // one FAILED job, one RUNNING job.
+      const finished = [
+        { queue: "alpha", atMs: 5_000 },
+        { queue: "beta", atMs: 2_000 },
+        { queue: "gamma.x", atMs: 2_000 },
+        { queue: "alpha", atMs: 1_000 },
+        { queue: "beta", atMs: 9_000 },
+        { queue: "alpha", atMs: 7_000 },
+        { queue: "gamma.x", atMs: 3_000 },
+        { queue: "beta", atMs: 4_000 },
+      ].map(({ queue, atMs }) => ({ ...metaOf(randomUUID(), "COMPLETED"), queue, completedAtMs: atMs, updatedAtMs: atMs }));
+      const failed = { ...metaOf(randomUUID(), "FAILED"), queue: "beta", completedAtMs: 500, updatedAtMs: 500 };
+      const running = { ...metaOf(randomUUID(), "RUNNING"), queue: "alpha" };
+      await store.commit([...finished, failed, running].map((meta) => ({ kind: "put-job" as const, meta, body: bodyOf() })));
+      const order = (metas: JobMeta[]) => [...metas].sort((a, b) => a.completedAtMs! - b.completedAtMs! || (a.jid < b.jid ? -1 : 1)).map((m) => m.jid);
+      const pages = async (queue: string | undefined, size: number) => {
+        const jids: string[] = [];
+        for (let page = await store.listFinished("COMPLETED", queue, undefined, size); page.length > 0; ) {
+          jids.push(...page.map((m) => m.jid));
+          const last = page[page.length - 1]!;
+          page = await store.listFinished("COMPLETED", queue, { finishedAtMs: last.completedAtMs!, jid: last.jid }, size);
+        }
+        return jids;
+      };
+      for (const size of [1, 3, 100]) {
+        expect(await pages(undefined, size)).toEqual(order(finished));
+        expect(await pages("beta", size)).toEqual(order(finished.filter((m) => m.queue === "beta")));
+      }
+      expect((await store.listFinished("FAILED", undefined, undefined, 10)).map((m) => m.jid)).toEqual([failed.jid]);
+      expect(await store.listFinished("DEAD_LETTER", undefined, undefined, 10)).toEqual([]);
+      await cleanup();
+    });
+
     it("stores idempotency claims by type and key, replaces and deletes them, across a reopen", async () => {
       const fixture = await setup();
       const claim = (type: string, key: string, jid: string) => ({ type, key, jid, expiresAtMs: 5_000 });

@@ -25,16 +25,16 @@ export const KEYS = {
   finishedInQueue: (state: string, queue: string, completedAtMs: number, jid: string) =>
     `f/${state}/${queue}/${String(completedAtMs).padStart(15, "0")}/${jid}`,
   finishedInQueuePrefix: (state: string, queue: string) => `f/${state}/${queue}/`,
-  /** The same across queues: finished jobs of a state, oldest first. */
-  finished: (state: string, completedAtMs: number, jid: string) => `g/${state}/${String(completedAtMs).padStart(15, "0")}/${jid}`,
-  finishedPrefix: (state: string) => `g/${state}/`,
+  finishedInStatePrefix: (state: string) => `f/${state}/`,
+  /** Layouts 1 and 2 only: finished jobs of a state across queues. Deleted when a dir is opened. */
+  droppedFinishedIndexPrefix: "g/",
   finishedInQueueAll: "f/",
   /** QueueInfo JSON ({paused}) of every queue ever used; queue names sort like the key. */
   queue: (name: string) => `n/${name}`,
   queuePrefix: "n/",
   /** Counters JSON. */
   counters: "m/counters",
-  /** Keyspace layout version: "2" (binary metas); "1" (JSON metas) is still read. */
+  /** Keyspace layout version: "3"; "2" and "1" (JSON metas) are still read. */
   layoutVersion: "m/layout-version",
 } as const;
 

@@ -34,8 +34,8 @@ const SYNC = { sync: process.env.WORQ_TEST_ONLY_SKIP_FSYNC !== "1" };
  * metas) is read as it is and marked 2 at open, since new records will be binary; a server
  * that reads only layout 1 then refuses the dir instead of misreading it.
  */
-const LAYOUT_VERSION = "2";
-const READABLE_LAYOUTS = new Set(["1", "2"]);
+const LAYOUT_VERSION = "3";
+const READABLE_LAYOUTS = new Set(["1", "2", "3"]);
 const EMPTY = new Uint8Array();
 
 /**
@@ -85,9 +85,14 @@ export class LevelStore implements Store {
     const stored = await this.db.get(KEYS.layoutVersion);
     const version = stored === undefined ? undefined : decodeJson<string>(stored);
     if (version !== undefined && !READABLE_LAYOUTS.has(version)) {
-      throw new Error(`data dir ${this.dataDir} has keyspace layout ${version}; this server reads ${[...READABLE_LAYOUTS].join(" and ")}`);
+      throw new Error(`data dir ${this.dataDir} has keyspace layout ${version}; this server reads ${[...READABLE_LAYOUTS].join(", ")}`);
     }
-    if (version !== LAYOUT_VERSION) await this.db.put(KEYS.layoutVersion, encodeJson(LAYOUT_VERSION), { sync: true });
+    if (version !== LAYOUT_VERSION) {
+      // Layouts 1 and 2 kept an index of finished jobs across queues; 3 merges the per-queue
+      // one instead. Dropped before the version is written, so an interrupted open redoes it.
+      await this.db.clear(prefixRange(KEYS.droppedFinishedIndexPrefix));
+      await this.db.put(KEYS.layoutVersion, encodeJson(LAYOUT_VERSION), { sync: true });
+    }
   }
 
   /**
@@ -174,14 +179,44 @@ export class LevelStore implements Store {
   }
 
   async listFinished(state: JobState, queue: string | undefined, after: FinishedCursor | undefined, limit: number): Promise<JobMeta[]> {
-    const prefix = queue === undefined ? KEYS.finishedPrefix(state) : KEYS.finishedInQueuePrefix(state, queue);
-    const gt = after === undefined ? undefined : queue === undefined
-      ? KEYS.finished(state, after.finishedAtMs, after.jid)
-      : KEYS.finishedInQueue(state, queue, after.finishedAtMs, after.jid);
-    const range = gt === undefined ? { ...prefixRange(prefix), limit } : { gt, lt: `${prefix}\xff`, limit };
-    const jids: string[] = [];
-    for await (const key of this.db.keys(range)) jids.push(jidOfIndexKey(key));
-    return this.metasOf(jids);
+    if (queue !== undefined) return this.metasOf((await this.finishedInQueue(state, queue, after, limit)).map(jidOfIndexKey));
+    // Across queues: each queue's first `limit` after the cursor, merged by (finished at, jid),
+    // which is how every queue's range is ordered after its prefix. An index across queues
+    // would cost a key per finished job; an operator's listing is rare.
+    const queues = await this.queuesWithFinished(state);
+    const pages = await Promise.all(queues.map((name) => this.finishedInQueue(state, name, after, limit)));
+    const merged = pages
+      .flatMap((keys, i) => keys.map((key) => ({ order: key.slice(KEYS.finishedInQueuePrefix(state, queues[i]!).length), key })))
+      .sort((a, b) => (a.order < b.order ? -1 : a.order > b.order ? 1 : 0))
+      .slice(0, limit);
+    return this.metasOf(merged.map(({ key }) => jidOfIndexKey(key)));
+  }
+
+  /** The queues with finished jobs in `state`: one seek per queue past its range. */
+  private async queuesWithFinished(state: JobState): Promise<string[]> {
+    const queues: string[] = [];
+    const keys = this.db.keys(prefixRange(KEYS.finishedInStatePrefix(state)));
+    try {
+      for (let key = await keys.next(); key !== undefined; key = await keys.next()) {
+        const { queue } = parseFinishedInQueueKey(key);
+        queues.push(queue);
+        keys.seek(`${KEYS.finishedInQueuePrefix(state, queue)}\xff`);
+      }
+    } finally {
+      await keys.close();
+    }
+    return queues;
+  }
+
+  /** Up to `limit` `f/` keys of a state and queue after the cursor, oldest first. */
+  private async finishedInQueue(state: JobState, queue: string, after: FinishedCursor | undefined, limit: number): Promise<string[]> {
+    const prefix = KEYS.finishedInQueuePrefix(state, queue);
+    const range = after === undefined
+      ? { ...prefixRange(prefix), limit }
+      : { gt: KEYS.finishedInQueue(state, queue, after.finishedAtMs, after.jid), lt: `${prefix}\xff`, limit };
+    const keys: string[] = [];
+    for await (const key of this.db.keys(range)) keys.push(key);
+    return keys;
   }
 
   async finishedCounts(): Promise<{ queue: string; state: JobState; count: number }[]> {
@@ -267,7 +302,7 @@ function indexKeysOf(meta: JobMeta | undefined): string[] {
   if (!meta) return [];
   if (!isTerminal(meta.state)) return [KEYS.live(meta.jid)];
   const finishedAtMs = meta.completedAtMs ?? meta.updatedAtMs;
-  const keys = [KEYS.finishedInQueue(meta.state, meta.queue, finishedAtMs, meta.jid), KEYS.finished(meta.state, finishedAtMs, meta.jid)];
+  const keys = [KEYS.finishedInQueue(meta.state, meta.queue, finishedAtMs, meta.jid)];
   if (isPurgedAtExpiry(meta.state)) keys.push(KEYS.purge(meta.expiresAtMs, meta.jid));
   return keys;
 }
