@@ -27,6 +27,23 @@ describe("LevelDB meta records", () => {
     );
   });
 
+  it("read back any text (ASCII or not, short or long) and any safe whole number of ms", () => {
+    const nearAscii = fc.integer({ min: 0x20, max: 0x2ff }).map((code) => String.fromCharCode(code)); // Latin-1 and beyond
+    const text = fc.oneof(
+      fc.string({ maxLength: 200, unit: nearAscii }),
+      fc.string({ maxLength: 200, unit: "binary" }),
+      fc.string({ minLength: 120, maxLength: 140 }),
+    );
+    const ms = fc.oneof(fc.constantFrom(0, 0x7f, 0x80, 0x0fffffff, 0x10000000, 2 ** 35, 2 ** 42 + 1, Number.MAX_SAFE_INTEGER), fc.maxSafeNat());
+    fc.assert(
+      fc.property(anyMeta, text, text, ms, ms, (meta, type, queue, createdAtMs, updatedAtMs) => {
+        const edited = { ...meta, type, queue, createdAtMs, updatedAtMs };
+        expect(decodeMeta(encodeMeta(edited))).toEqual(JSON.parse(JSON.stringify(edited)));
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
   it("come back with every JobMeta field in one order, as submitted and transitioned metas have them", () => {
     // One key order is one V8 hidden class for every meta (shapedMeta): the engine's hot
     // paths stay monomorphic whether a meta was submitted, transitioned or read back.

@@ -90,21 +90,24 @@ class Writer {
   /** 0 ≤ value ≤ 2^53 − 1. */
   varint(value: number): void {
     this.ensure(8);
-    if (value < 0x10000000) {
-      // Below 2^28 (tags, states, counts, durations) shifts are exact and cheaper than
-      // the division the timestamps need.
-      while (value >= 0x80) {
-        this.buf[this.pos++] = (value & 0x7f) | 0x80;
-        value >>>= 7;
-      }
-      this.buf[this.pos++] = value;
-      return;
+    const buf = this.buf;
+    let pos = this.pos;
+    if (value >= 0x10000000) {
+      // A timestamp in ms: its low 28 bits as four full groups, then the rest (< 2^25) below.
+      // Shifts are exact only on 32-bit values, and a division loop cost twice as much.
+      const low = value % 0x10000000;
+      value = (value - low) / 0x10000000;
+      buf[pos++] = (low & 0x7f) | 0x80;
+      buf[pos++] = ((low >>> 7) & 0x7f) | 0x80;
+      buf[pos++] = ((low >>> 14) & 0x7f) | 0x80;
+      buf[pos++] = (low >>> 21) | 0x80;
     }
     while (value >= 0x80) {
-      this.buf[this.pos++] = (value % 0x80) | 0x80;
-      value = Math.floor(value / 0x80);
+      buf[pos++] = (value & 0x7f) | 0x80;
+      value >>>= 7;
     }
-    this.buf[this.pos++] = value;
+    buf[pos++] = value;
+    this.pos = pos;
   }
 
   number(field: number, value: number): void {
@@ -125,16 +128,27 @@ class Writer {
   }
 
   private rawText(value: string): void {
-    this.ensure(5 + value.length * 3);
-    if (value.length <= 42) {
-      // At most 126 UTF-8 bytes: the length fits one varint byte, filled in after writing.
-      const written = this.buf.write(value, this.pos + 1, "utf8");
-      this.buf[this.pos] = written;
-      this.pos += 1 + written;
-    } else {
-      this.varint(Buffer.byteLength(value, "utf8"));
-      this.pos += this.buf.write(value, this.pos, "utf8");
+    const length = value.length;
+    this.ensure(5 + length * 3);
+    if (length < 0x80) {
+      // Mostly ASCII (ids, type and queue names): copied char by char, which costs less than
+      // a call into Buffer.write; the length then fits the one varint byte before it.
+      const buf = this.buf;
+      const start = this.pos + 1;
+      let i = 0;
+      for (; i < length; i++) {
+        const code = value.charCodeAt(i);
+        if (code >= 0x80) break;
+        buf[start + i] = code;
+      }
+      if (i === length) {
+        buf[this.pos] = length;
+        this.pos = start + length;
+        return;
+      }
     }
+    this.varint(Buffer.byteLength(value, "utf8"));
+    this.pos += this.buf.write(value, this.pos, "utf8");
   }
 
   json(field: number, value: unknown): void {
