@@ -1,5 +1,6 @@
 import { create, fromJson, toBinary, type JsonValue as PbJsonValue } from "@bufbuild/protobuf";
-import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { WireType } from "@bufbuild/protobuf/wire";
+import { encoded, type ProtoWriter } from "../wire/wire-writer.js";
 import { DurationSchema, durationFromMs, ListValueSchema, TimestampSchema, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { SubmitInput } from "../engine/job.js";
 import {
@@ -78,7 +79,10 @@ function retryPolicyOf(retry: NonNullable<SubmitInput["retry"]>): RetryPolicy {
  * test/client/job-spec.test.ts checks the two against each other.
  */
 export function encodeJobSpec(input: SubmitInput): Uint8Array {
-  const w = new BinaryWriter();
+  return encoded((w) => writeJobSpec(w, input));
+}
+
+function writeJobSpec(w: ProtoWriter, input: SubmitInput): void {
   writeString(w, 1, input.type);
   writeString(w, 2, input.queue);
   if (input.args) writeListValueField(w, 3, input.args as JsonValue[]);
@@ -105,13 +109,12 @@ export function encodeJobSpec(input: SubmitInput): Uint8Array {
   writeString(w, 19, input.correlationId);
   writeString(w, 20, input.callbackUrl);
   writeString(w, 21, input.parentJid);
-  return w.finish();
 }
 
-function writeString(w: BinaryWriter, field: number, value: string | undefined): void {
+function writeString(w: ProtoWriter, field: number, value: string | undefined): void {
   if (value) w.tag(field, WireType.LengthDelimited).string(value);
 }
 
-function writeDuration(w: BinaryWriter, field: number, ms: number | undefined): void {
+function writeDuration(w: ProtoWriter, field: number, ms: number | undefined): void {
   if (ms !== undefined) w.tag(field, WireType.LengthDelimited).bytes(toBinary(DurationSchema, durationFromMs(ms)));
 }

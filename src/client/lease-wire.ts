@@ -1,5 +1,6 @@
 import { fromBinary, toBinary, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
-import { BinaryWriter, WireType, type BinaryReader } from "@bufbuild/protobuf/wire";
+import { WireType, type BinaryReader } from "@bufbuild/protobuf/wire";
+import { encoded } from "../wire/wire-writer.js";
 import { JobSchema, type Job } from "../../gen/ts/worq/v1/job_pb.js";
 import { ControlSchema, FailRequestSchema, RevokedSchema, type Control, type FailRequest, type Revoked } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import { readListValue, readString, readStruct, readTag, skipField, WireReader } from "../wire/json-value.js";
@@ -227,14 +228,14 @@ export interface AckItem {
 
 /** One worq.v1.ReportRequest. */
 export function writeReportRequest(acks: readonly AckItem[], fails: readonly FailRequest[]): Uint8Array {
-  const w = new BinaryWriter();
-  for (const ack of acks) {
-    w.tag(1, WireType.LengthDelimited).fork();
-    w.tag(1, WireType.LengthDelimited).string(ack.jid);
-    w.tag(2, WireType.LengthDelimited).string(ack.leaseId);
-    if (ack.result.byteLength > 0) w.tag(3, WireType.LengthDelimited).bytes(ack.result);
-    w.join();
-  }
-  for (const fail of fails) w.tag(2, WireType.LengthDelimited).bytes(toBinary(FailRequestSchema, fail));
-  return w.finish();
+  return encoded((w) => {
+    for (const ack of acks) {
+      w.tag(1, WireType.LengthDelimited).fork();
+      w.tag(1, WireType.LengthDelimited).string(ack.jid);
+      w.tag(2, WireType.LengthDelimited).string(ack.leaseId);
+      if (ack.result.byteLength > 0) w.tag(3, WireType.LengthDelimited).bytes(ack.result);
+      w.join();
+    }
+    for (const fail of fails) w.tag(2, WireType.LengthDelimited).bytes(toBinary(FailRequestSchema, fail));
+  });
 }

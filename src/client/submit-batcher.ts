@@ -1,4 +1,5 @@
-import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { WireType } from "@bufbuild/protobuf/wire";
+import { encoded } from "../wire/wire-writer.js";
 import { Code } from "@connectrpc/connect";
 import { readString, readTag, skipField, WireReader } from "../wire/json-value.js";
 import { toClientError } from "./errors.js";
@@ -10,9 +11,10 @@ import type { GrpcLink } from "./grpc-link.js";
  * SubmitBatchResponse.jobs[].jid (field 1 of field 1) only, without building messages.
  */
 export async function submitBatchCall(link: GrpcLink, specs: readonly Uint8Array[]): Promise<string[]> {
-  const w = new BinaryWriter();
-  for (const spec of specs) w.tag(1, WireType.LengthDelimited).bytes(spec);
-  const r = new WireReader(await link.unary("/worq.v1.ProducerService/SubmitBatch", w.finish()));
+  const request = encoded((w) => {
+    for (const spec of specs) w.tag(1, WireType.LengthDelimited).bytes(spec);
+  });
+  const r = new WireReader(await link.unary("/worq.v1.ProducerService/SubmitBatch", request));
   const jids: string[] = [];
   while (r.pos < r.len) {
     const tag = readTag(r);
@@ -24,9 +26,8 @@ export async function submitBatchCall(link: GrpcLink, specs: readonly Uint8Array
 
 /** One Submit call (SubmitRequest.job, field 1); resolves with SubmitResponse.jid. */
 async function submitCall(link: GrpcLink, spec: Uint8Array): Promise<string> {
-  const w = new BinaryWriter();
-  w.tag(1, WireType.LengthDelimited).bytes(spec);
-  const r = new WireReader(await link.unary("/worq.v1.ProducerService/Submit", w.finish()));
+  const request = encoded((w) => w.tag(1, WireType.LengthDelimited).bytes(spec));
+  const r = new WireReader(await link.unary("/worq.v1.ProducerService/Submit", request));
   return readJid(r, r.len);
 }
 

@@ -1,6 +1,7 @@
 import { fromBinary } from "@bufbuild/protobuf";
-import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { WireType } from "@bufbuild/protobuf/wire";
 import { FailRequestSchema, type FailRequest } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { encoded } from "../wire/wire-writer.js";
 import { readString, readTag, skipField, WireReader } from "../wire/json-value.js";
 
 /** One completion of a Report call: worq.v1.AckRequest's fields. */
@@ -58,8 +59,6 @@ function readAck(r: WireReader, end: number): AckItem {
   return ack;
 }
 
-const shared = new BinaryWriter();
-
 /** worq.v1.ItemResult's fields. */
 export interface ItemOutcome {
   jid: string;
@@ -73,10 +72,11 @@ export interface ItemOutcome {
  * leased-job-wire.ts does for leased jobs).
  */
 export function encodeAckOutcomeDelimited(outcome: ItemOutcome): Uint8Array {
-  shared.fork();
-  shared.tag(1, WireType.LengthDelimited).string(outcome.jid);
-  if (outcome.code !== 0) shared.tag(2, WireType.Varint).int32(outcome.code);
-  if (outcome.message !== "") shared.tag(3, WireType.LengthDelimited).string(outcome.message);
-  shared.join();
-  return shared.finish();
+  return encoded((w) => {
+    w.fork();
+    w.tag(1, WireType.LengthDelimited).string(outcome.jid);
+    if (outcome.code !== 0) w.tag(2, WireType.Varint).int32(outcome.code);
+    if (outcome.message !== "") w.tag(3, WireType.LengthDelimited).string(outcome.message);
+    w.join();
+  });
 }

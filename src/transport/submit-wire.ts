@@ -1,9 +1,10 @@
 import { fromBinary } from "@bufbuild/protobuf";
-import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { WireType } from "@bufbuild/protobuf/wire";
 import { invalid, WorqError } from "../engine/errors.js";
 import type { JsonObject, JsonValue, SubmitInput } from "../engine/job.js";
 import { JobSpecSchema } from "../../gen/ts/worq/v1/job_pb.js";
 import { readListValue, readString, readStruct, readTag, skipField, WireReader } from "../wire/json-value.js";
+import { encoded } from "../wire/wire-writer.js";
 import { submitInputOf } from "./convert.js";
 
 /**
@@ -138,18 +139,17 @@ export interface SubmitOutcome {
   state: number;
 }
 
-const shared = new BinaryWriter();
-
 /**
  * The fields of a SubmitResponse, length-prefixed: the data of one unknown-field entry
  * `{ no: 1, wireType: LengthDelimited }` of a SubmitBatchResponse, which protobuf-es writes
  * out as-is (as leased-job-wire.ts does for leased jobs).
  */
 export function encodeSubmitOutcomeDelimited(outcome: SubmitOutcome): Uint8Array {
-  shared.fork();
-  shared.tag(1, WireType.LengthDelimited).string(outcome.jid);
-  if (outcome.duplicate) shared.tag(2, WireType.Varint).bool(true);
-  if (outcome.state !== 0) shared.tag(3, WireType.Varint).int32(outcome.state);
-  shared.join();
-  return shared.finish();
+  return encoded((w) => {
+    w.fork();
+    w.tag(1, WireType.LengthDelimited).string(outcome.jid);
+    if (outcome.duplicate) w.tag(2, WireType.Varint).bool(true);
+    if (outcome.state !== 0) w.tag(3, WireType.Varint).int32(outcome.state);
+    w.join();
+  });
 }

@@ -81,6 +81,11 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
       throw toConnectError(error, log, "Lease");
     }
     log.info("worker connected", { workerId: request.workerId, queues: request.queues, credits: request.credits });
+    // Closed the moment the server hears of the cancel, not once this generator next resumes:
+    // a report processed in between would free a slot the engine refills into a stream that
+    // is gone, and that job would wait out the orphan grace.
+    const closeOnCancel = () => session.close();
+    ctx.signal.addEventListener("abort", closeOnCancel, { once: true });
     try {
       // The first message confirms the stream is registered, so a worker knows it is connected.
       yield create(LeaseResponseSchema, { kind: { case: "keepalive", value: {} } });
@@ -95,6 +100,7 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
         if (next.item.last) return;
       }
     } finally {
+      ctx.signal.removeEventListener("abort", closeOnCancel);
       session.close();
       log.info("worker disconnected", { workerId: request.workerId, reason: ctx.signal.aborted ? "stream cancelled" : "server ended stream" });
     }

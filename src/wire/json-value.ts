@@ -1,4 +1,5 @@
-import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
+import type { ProtoWriter } from "./wire-writer.js";
 
 /**
  * JSON values straight to and from the protobuf wire format of google.protobuf.Value,
@@ -12,7 +13,7 @@ export type JsonValue = null | boolean | number | string | JsonValue[] | { [key:
 export type JsonObject = { [key: string]: JsonValue };
 
 /** google.protobuf.Value, as protobuf-es's fromJson builds it from a JSON value. */
-export function writeValue(w: BinaryWriter, value: JsonValue): void {
+export function writeValue(w: ProtoWriter, value: JsonValue): void {
   if (value === null) w.tag(1, WireType.Varint).int32(0);
   else if (typeof value === "number") w.tag(2, WireType.Bit64).double(value);
   else if (typeof value === "string") w.tag(3, WireType.LengthDelimited).string(value);
@@ -29,7 +30,7 @@ export function writeValue(w: BinaryWriter, value: JsonValue): void {
 }
 
 /** The fields of a google.protobuf.ListValue holding `values`. */
-export function writeListValue(w: BinaryWriter, values: readonly JsonValue[]): void {
+export function writeListValue(w: ProtoWriter, values: readonly JsonValue[]): void {
   for (const value of values) {
     w.tag(1, WireType.LengthDelimited).fork();
     writeValue(w, value);
@@ -38,7 +39,7 @@ export function writeListValue(w: BinaryWriter, values: readonly JsonValue[]): v
 }
 
 /** The fields of a google.protobuf.Struct holding `object`. */
-export function writeStructFields(w: BinaryWriter, object: JsonObject): void {
+export function writeStructFields(w: ProtoWriter, object: JsonObject): void {
   for (const key of Object.keys(object)) {
     w.tag(1, WireType.LengthDelimited).fork();
     w.tag(1, WireType.LengthDelimited).string(key);
@@ -50,14 +51,14 @@ export function writeStructFields(w: BinaryWriter, object: JsonObject): void {
 }
 
 /** Field `field` holding a google.protobuf.ListValue. */
-export function writeListValueField(w: BinaryWriter, field: number, values: readonly JsonValue[]): void {
+export function writeListValueField(w: ProtoWriter, field: number, values: readonly JsonValue[]): void {
   w.tag(field, WireType.LengthDelimited).fork();
   writeListValue(w, values);
   w.join();
 }
 
 /** Field `field` holding a google.protobuf.Struct. */
-export function writeStructField(w: BinaryWriter, field: number, object: JsonObject): void {
+export function writeStructField(w: ProtoWriter, field: number, object: JsonObject): void {
   w.tag(field, WireType.LengthDelimited).fork();
   writeStructFields(w, object);
   w.join();

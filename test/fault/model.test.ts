@@ -63,6 +63,14 @@ function setState(model: Model, job: ModelJob, state: ModelState): void {
   if (state === "SCHEDULED") model.ready.get(job.queue)!.push(job.jid);
 }
 
+async function until(condition: () => Promise<boolean>, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
 async function codeOf(call: Promise<unknown>): Promise<Code | "OK"> {
   try {
     await call;
@@ -131,6 +139,10 @@ class Lease implements fc.AsyncCommand<Model, Real> {
       job.leaseId = leased.leaseId;
     } finally {
       await worker.stop(); // the lease outlives the stream (orphan grace: an hour here)
+      // The model has no worker after this; the server learns of the cancel a moment later,
+      // and a report processed before that would refill the slot into the closing stream
+      // (that job is an orphan until the grace ends, which the model does not model).
+      await until(async () => (await real.server.admin.getServerInfo({})).connectedWorkers === 0);
     }
   }
   toString(): string {
