@@ -1,8 +1,10 @@
 #!/usr/bin/env node
 // One W1 end-to-end run of the Worq side only, for profiling work (not part of the bench):
-//   node bench/diag/e2e.mjs [--peer worq-lib|worq-raw] [--mode single|batch] [--n 20000] [--profile]
-// Prints jobs/s, server CPU-seconds per 1,000 jobs, and with --profile the top self-time
-// functions of the server (profile in bench/results/profiles/diag-*.cpuprofile).
+//   node bench/diag/e2e.mjs [--peer worq-lib|worq-raw] [--mode single|batch] [--n 20000] [--profile] [--alloc]
+// Prints jobs/s, server CPU-seconds per 1,000 jobs, with --profile the top self-time
+// functions of the server (profile in bench/results/profiles/diag-*.cpuprofile), and with
+// --alloc the server's bytes allocated per job, garbage included, by allocating function
+// (the run is slower under the sampler: its rates and CPU figures do not count).
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,6 +12,7 @@ import { parseArgs } from "node:util";
 import { installCleanupHandlers } from "../lib/cleanup.mjs";
 import { createContext, createLogger } from "../lib/context.mjs";
 import { summarizeCpuProfile } from "../lib/cpu-profile.mjs";
+import { summarizeAllocations } from "../lib/heap-profile.mjs";
 import { withScope } from "../lib/run-scope.mjs";
 import { startChild } from "../lib/child.mjs";
 import { peerScript } from "../lib/peers.mjs";
@@ -26,6 +29,7 @@ const { values } = parseArgs({
     "profile-worker": { type: "boolean", default: false },
     "profile-producer": { type: "boolean", default: false },
     "heap-prof": { type: "boolean", default: false },
+    alloc: { type: "boolean", default: false },
     "server-node-args": { type: "string", default: "" },
   },
 });
@@ -35,13 +39,16 @@ installCleanupHandlers(log);
 const root = mkdtempSync(join(tmpdir(), "worq-diag-"));
 const ctx = createContext({ options: { n }, root, log });
 const name = `diag-${Date.now()}.cpuprofile`;
-if (values.profile || values["profile-worker"] || values["profile-producer"]) mkdirSync(PROFILE_DIR, { recursive: true });
+if (values.profile || values["profile-worker"] || values["profile-producer"] || values.alloc) mkdirSync(PROFILE_DIR, { recursive: true });
+const allocProfile = join(PROFILE_DIR, `alloc-${name}.heapprofile`);
+if (values.alloc) process.env.WORQ_ALLOC_PROFILE = allocProfile; // the server inherits it
 
 const result = await withScope(ctx, async (scope) => {
   const server = await scope.server(values.peer, "diag", {
     ...(values.profile ? { cpuProfile: { dir: PROFILE_DIR, name } } : {}),
     nodeArgs: [
       ...(values["heap-prof"] ? ["--heap-prof", "--heap-prof-dir", PROFILE_DIR, "--heap-prof-name", `heap-${name}.heapprofile`] : []),
+      ...(values.alloc ? [`--import=${new URL("./alloc-preload.mjs", import.meta.url).pathname}`] : []),
       ...values["server-node-args"].split(" ").filter(Boolean),
     ],
   });
@@ -103,6 +110,12 @@ for (const file of profiles.filter(Boolean)) {
   for (const t of summary.top) console.log(`${String(t.selfMs).padStart(6)} ms ${(t.share * 100).toFixed(1).padStart(5)}%  ${t.name}`);
   console.log("--");
   for (const t of summary.byPackage) console.log(`${String(t.selfMs).padStart(6)} ms ${(t.share * 100).toFixed(1).padStart(5)}%  ${t.name}`);
+}
+
+if (values.alloc) {
+  const { bytesPerUnit, top } = summarizeAllocations(allocProfile, n);
+  console.log(`== server: ${bytesPerUnit} bytes allocated per job (${allocProfile})`);
+  for (const t of top) console.log(`${String(t.bytesPerUnit).padStart(6)} B  ${t.name}`);
 }
 
 /** Calls per RPC method so far, from the server's /metrics. */

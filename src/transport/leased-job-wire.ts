@@ -18,14 +18,19 @@ export function encodeLeasedJob(grant: LeaseGrant): Uint8Array {
 }
 
 /**
- * The same, length-prefixed: the data of one unknown-field entry `{ no: 1, wireType:
- * LengthDelimited }` of LeasedJobs, which protobuf-es writes out as-is, so a LeaseResponse
- * carrying such entries is wire-identical to one with `jobs` set.
+ * A LeasedJobs message holding `grants`, length-prefixed: the data of one unknown-field entry
+ * `{ no: 1, wireType: LengthDelimited }` of LeaseResponse (its `jobs` case), which
+ * protobuf-es writes out as-is, so such a response is wire-identical to one with `jobs` set.
+ * All of a message's jobs go into one buffer (an entry per job cost a copy and an object each).
  */
-export function encodeLeasedJobDelimited(grant: LeaseGrant): Uint8Array {
+export function encodeLeasedJobsDelimited(grants: readonly LeaseGrant[]): Uint8Array {
   return encoded((w) => {
     w.fork();
-    writeLeasedJob(w, grant);
+    for (const grant of grants) {
+      w.tag(1, WireType.LengthDelimited).fork();
+      writeLeasedJob(w, grant);
+      w.join();
+    }
     w.join();
   });
 }

@@ -18,7 +18,7 @@ import { durationMsOf, failureReportOf, leasedJobOf, stateOf } from "./convert.j
 import { toConnectError } from "./error-mapping.js";
 import { guarded } from "./handler-guard.js";
 import { Outbox } from "./outbox.js";
-import { encodeLeasedJobDelimited } from "./leased-job-wire.js";
+import { encodeLeasedJobsDelimited } from "./leased-job-wire.js";
 import { encodeAckOutcomeDelimited, type ItemOutcome, type ReportItems } from "./report-wire.js";
 
 export interface WorkerServiceOptions {
@@ -43,16 +43,11 @@ interface OutboxEntry {
 export function createWorkerService(engine: Engine, log: Logger, options: WorkerServiceOptions): ServiceImpl<typeof WorkerService> {
   const jobsMessage = (grants: LeaseGrant[]): LeaseResponse =>
     options.binaryOnly
-      ? create(LeaseResponseSchema, {
-          kind: {
-            case: "jobs",
-            value: {
-              $typeName: "worq.v1.LeasedJobs",
-              jobs: [],
-              $unknown: grants.map((grant) => ({ no: 1, wireType: WireType.LengthDelimited, data: encodeLeasedJobDelimited(grant) })),
-            },
-          },
-        })
+      ? {
+          $typeName: "worq.v1.LeaseResponse",
+          kind: { case: undefined },
+          $unknown: [{ no: 1, wireType: WireType.LengthDelimited, data: encodeLeasedJobsDelimited(grants) }],
+        }
       : create(LeaseResponseSchema, { kind: { case: "jobs", value: { jobs: grants.map(leasedJobOf) } } });
 
   async function* lease(request: LeaseRequest, ctx: HandlerContext): AsyncGenerator<LeaseResponse> {

@@ -78,22 +78,11 @@ export class WireWriter implements ProtoWriter {
   }
 
   string(value: string): this {
-    const length = value.length;
-    this.ensure(5 + length * 3);
-    if (length < 0x80) {
-      const buf = this.buf;
-      const start = this.pos + 1;
-      let i = 0;
-      for (; i < length; i++) {
-        const code = value.charCodeAt(i);
-        if (code >= 0x80) break;
-        buf[start + i] = code;
-      }
-      if (i === length) {
-        buf[this.pos] = length; // under 128 ASCII chars: the varint length is one byte
-        this.pos = start + length;
-        return this;
-      }
+    this.ensure(5 + value.length * 3);
+    const end = writeShortAscii(this.buf, this.pos, value);
+    if (end >= 0) {
+      this.pos = end;
+      return this;
     }
     this.uint32(Buffer.byteLength(value, "utf8"));
     this.pos += this.buf.write(value, this.pos, "utf8");
@@ -171,6 +160,25 @@ export class WireWriter implements ProtoWriter {
     this.buf.copy(grown, 0, 0, this.pos);
     this.buf = grown;
   }
+}
+
+/**
+ * Writes a string of under 128 ASCII chars at `pos` as its length (one varint byte) and its
+ * chars, copied one by one, and returns where it ends; returns -1, having written nothing
+ * that counts, for any other string. Ids, job types and queue names are such strings, and
+ * the copy costs less than a call into Buffer.write. `buf` must have room for 1 + length.
+ */
+export function writeShortAscii(buf: Buffer, pos: number, value: string): number {
+  const length = value.length;
+  if (length >= 0x80) return -1;
+  const start = pos + 1;
+  for (let i = 0; i < length; i++) {
+    const code = value.charCodeAt(i);
+    if (code >= 0x80) return -1;
+    buf[start + i] = code;
+  }
+  buf[pos] = length;
+  return start + length;
 }
 
 /** Bytes of the varint of 0 ≤ n < 2^32. */

@@ -1,4 +1,5 @@
 import { shapedMeta, type JobMeta, type JobState } from "../../engine/job.js";
+import { writeShortAscii } from "../../wire/wire-writer.js";
 
 /**
  * The binary form of a JobMeta record (keyspace layout 2): one format byte, then fields as
@@ -128,24 +129,11 @@ class Writer {
   }
 
   private rawText(value: string): void {
-    const length = value.length;
-    this.ensure(5 + length * 3);
-    if (length < 0x80) {
-      // Mostly ASCII (ids, type and queue names): copied char by char, which costs less than
-      // a call into Buffer.write; the length then fits the one varint byte before it.
-      const buf = this.buf;
-      const start = this.pos + 1;
-      let i = 0;
-      for (; i < length; i++) {
-        const code = value.charCodeAt(i);
-        if (code >= 0x80) break;
-        buf[start + i] = code;
-      }
-      if (i === length) {
-        buf[this.pos] = length;
-        this.pos = start + length;
-        return;
-      }
+    this.ensure(5 + value.length * 3);
+    const end = writeShortAscii(this.buf, this.pos, value);
+    if (end >= 0) {
+      this.pos = end;
+      return;
     }
     this.varint(Buffer.byteLength(value, "utf8"));
     this.pos += this.buf.write(value, this.pos, "utf8");
