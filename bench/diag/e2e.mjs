@@ -40,7 +40,7 @@ const root = mkdtempSync(join(tmpdir(), "worq-diag-"));
 const ctx = createContext({ options: { n }, root, log });
 const name = `diag-${Date.now()}.cpuprofile`;
 if (values.profile || values["profile-worker"] || values["profile-producer"] || values.alloc) mkdirSync(PROFILE_DIR, { recursive: true });
-const allocProfile = join(PROFILE_DIR, `alloc-${name}.heapprofile`);
+const allocProfile = join(PROFILE_DIR, `alloc-${name.replace(".cpuprofile", ".heapprofile")}`);
 if (values.alloc) process.env.WORQ_ALLOC_PROFILE = allocProfile; // the server inherits it
 
 const result = await withScope(ctx, async (scope) => {
