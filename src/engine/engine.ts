@@ -132,6 +132,8 @@ export interface EngineInfo {
   resultWaiters: number;
   /** Worker slots taken by unreported leases (docs/protocol.md): returns to 0 when no job is leased. */
   leaseSlots: number;
+  /** Jobs that finished while a submit read the store, kept for its decisions: 0 once it has made them. */
+  finishedWhileSubmitting: number;
   counters: Counters;
   storeKind: string;
 }
@@ -336,20 +338,23 @@ export class Engine {
       const claim = meta.idempotencyKey === undefined ? undefined : this.claims.get(claimKey(meta.type, meta.idempotencyKey));
       if (claim) referenced.add(claim.jid);
     }
+    const toRead = [...referenced].filter((jid) => !this.live.has(jid) && isUuidV4(jid));
+    // Without anything to read, stay synchronous: no turn passes between submit and its write.
+    if (toRead.length === 0) return await this.createJobs(built, inputs, fieldOf, shape, new Map(), nowMs);
+    // Jobs that finish while the store is read are recorded by apply(), until the decisions
+    // are made: createJobs decides synchronously, before its first await (the commit). The
+    // record used to be kept until the commit was durable too, so with submits overlapping
+    // without a break it was never cleared and held every job finished meanwhile.
     this.finishWatchers++;
-    let stored: Map<string, JobMeta | undefined>;
+    let created: Promise<SubmitResult[]>;
     try {
-      const toRead = [...referenced].filter((jid) => !this.live.has(jid) && isUuidV4(jid));
-      // Without anything to read, stay synchronous: no turn passes between submit and its write.
-      if (toRead.length === 0) stored = new Map();
-      else {
-        stored = new Map(await Promise.all(toRead.map(async (jid) => [jid, await this.store.getMeta(jid)] as const)));
-        this.checkUsable();
-      }
-      return await this.createJobs(built, inputs, fieldOf, shape, stored, nowMs);
+      const stored = new Map(await Promise.all(toRead.map(async (jid) => [jid, await this.store.getMeta(jid)] as const)));
+      this.checkUsable();
+      created = this.createJobs(built, inputs, fieldOf, shape, stored, nowMs);
     } finally {
       if (--this.finishWatchers === 0) this.recentlyFinished.clear();
     }
+    return await created;
   }
 
   /** The synchronous part of submit: decides duplicates and dependencies, then creates. */
@@ -886,6 +891,7 @@ export class Engine {
       liveJobs: this.live.size,
       resultWaiters: [...this.finishListeners.values()].reduce((sum, listeners) => sum + listeners.size, 0),
       leaseSlots: this.slots.size,
+      finishedWhileSubmitting: this.recentlyFinished.size,
       counters: { ...this.counters },
       storeKind: this.store.kind,
     };

@@ -1173,6 +1173,7 @@ describe("Engine: counters and info", () => {
       liveJobs: 0,
       resultWaiters: 0,
       leaseSlots: 0,
+      finishedWhileSubmitting: 0,
       counters: { submitted: 0, processed: 0, failed: 0, evicted: 0 },
       storeKind: "memory",
     });
@@ -1188,11 +1189,74 @@ describe("Engine: counters and info", () => {
       liveJobs: 1,
       resultWaiters: 0,
       leaseSlots: 0, // every lease reported
+      finishedWhileSubmitting: 0,
       counters: { submitted: 3, processed: 1, failed: 2, evicted: 0 },
       storeKind: "memory",
     });
     session.close();
     expect(engine.info().connectedWorkers).toBe(0);
+  });
+
+  it("keeps no finished job for submits waiting on their commits (it did for as long as one waited)", async () => {
+    /** A store whose commits wait while `held`, like a slow fsync: submits stay in flight. */
+    class SlowStore extends MemoryStore {
+      held = false;
+      private waiting: (() => void)[] = [];
+      override commit(writes: Parameters<MemoryStore["commit"]>[0]): Promise<void> {
+        if (!this.held) return super.commit(writes);
+        return new Promise<void>((resolve) => this.waiting.push(resolve)).then(() => super.commit(writes));
+      }
+      release(): void {
+        this.held = false;
+        this.waiting.splice(0).forEach((go) => go());
+      }
+    }
+    const store = new SlowStore();
+    const { engine } = await openEngine({ store });
+    await engine.submit([{ type: "a" }, { type: "b" }], batch);
+    const { sink } = await lease(engine, ["default"], 2);
+    store.held = true;
+    const pending = engine.submit([{ type: "c" }], single); // in flight until released
+    const [a, b] = sink.grants;
+    const acked = engine.ackAll([
+      { jid: a!.meta.jid, leaseId: a!.meta.lease!.leaseId, result: new Uint8Array() },
+      { jid: b!.meta.jid, leaseId: b!.meta.lease!.leaseId, result: new Uint8Array() },
+    ]);
+    await flush();
+    expect(engine.info().finishedWhileSubmitting).toBe(0);
+    store.release();
+    await Promise.all([pending, acked]);
+    expect((await engine.getJob(a!.meta.jid)).meta.state).toBe("COMPLETED");
+  });
+
+  it("still sees a job that finishes while a submit reads the store for another", async () => {
+    /** A store whose reads of metas wait until released. */
+    class SlowReadStore extends MemoryStore {
+      private waiting: (() => void)[] = [];
+      held = false;
+      override getMeta(jid: string) {
+        if (!this.held) return super.getMeta(jid);
+        return new Promise<void>((resolve) => this.waiting.push(resolve)).then(() => super.getMeta(jid));
+      }
+      release(): void {
+        this.held = false;
+        this.waiting.splice(0).forEach((go) => go());
+      }
+    }
+    const store = new SlowReadStore();
+    const { engine } = await openEngine({ store });
+    const [x, y] = await submitEach(engine, [{ type: "x" }, { type: "y" }]);
+    const { sink } = await lease(engine, ["default"], 2);
+    const [gx, gy] = sink.grants;
+    await engine.ack(gx!.meta.jid, gx!.meta.lease!.leaseId, new Uint8Array()); // x finished: read from the store
+    store.held = true;
+    const dependent = engine.submit([{ type: "z", dependsOn: { jids: [x!, y!] } }], single);
+    await engine.ack(gy!.meta.jid, gy!.meta.lease!.leaseId, new Uint8Array()); // y finishes, durably, during that read
+    expect(engine.info().finishedWhileSubmitting).toBe(1);
+    store.release();
+    const [z] = await dependent;
+    expect(z!.state).toBe("SCHEDULED"); // both dependencies done: not PENDING, and y not "does not exist"
+    expect(engine.info().finishedWhileSubmitting).toBe(0);
   });
 
   it("persists the counters with each commit", async () => {
