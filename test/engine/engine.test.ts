@@ -7,6 +7,7 @@ import { isUuidV4 } from "../../src/engine/limits.js";
 import { MemoryStore, createMemoryData, type MemoryData } from "../../src/storage/memory/memory-store.js";
 import {
   FlakyStore,
+  GatedStore,
   T0,
   batch,
   bytes,
@@ -1198,24 +1199,11 @@ describe("Engine: counters and info", () => {
   });
 
   it("keeps no finished job for submits waiting on their commits (it did for as long as one waited)", async () => {
-    /** A store whose commits wait while `held`, like a slow fsync: submits stay in flight. */
-    class SlowStore extends MemoryStore {
-      held = false;
-      private waiting: (() => void)[] = [];
-      override commit(writes: Parameters<MemoryStore["commit"]>[0]): Promise<void> {
-        if (!this.held) return super.commit(writes);
-        return new Promise<void>((resolve) => this.waiting.push(resolve)).then(() => super.commit(writes));
-      }
-      release(): void {
-        this.held = false;
-        this.waiting.splice(0).forEach((go) => go());
-      }
-    }
-    const store = new SlowStore();
+    const store = new GatedStore();
     const { engine } = await openEngine({ store });
     await engine.submit([{ type: "a" }, { type: "b" }], batch);
     const { sink } = await lease(engine, ["default"], 2);
-    store.held = true;
+    store.holdCommits = true; // like a slow fsync: the next submit stays in flight
     const pending = engine.submit([{ type: "c" }], single); // in flight until released
     const [a, b] = sink.grants;
     const acked = engine.ackAll([
@@ -1230,26 +1218,13 @@ describe("Engine: counters and info", () => {
   });
 
   it("still sees a job that finishes while a submit reads the store for another", async () => {
-    /** A store whose reads of metas wait until released. */
-    class SlowReadStore extends MemoryStore {
-      private waiting: (() => void)[] = [];
-      held = false;
-      override getMeta(jid: string) {
-        if (!this.held) return super.getMeta(jid);
-        return new Promise<void>((resolve) => this.waiting.push(resolve)).then(() => super.getMeta(jid));
-      }
-      release(): void {
-        this.held = false;
-        this.waiting.splice(0).forEach((go) => go());
-      }
-    }
-    const store = new SlowReadStore();
+    const store = new GatedStore();
     const { engine } = await openEngine({ store });
     const [x, y] = await submitEach(engine, [{ type: "x" }, { type: "y" }]);
     const { sink } = await lease(engine, ["default"], 2);
     const [gx, gy] = sink.grants;
     await engine.ack(gx!.meta.jid, gx!.meta.lease!.leaseId, new Uint8Array()); // x finished: read from the store
-    store.held = true;
+    store.holdReads = true;
     const dependent = engine.submit([{ type: "z", dependsOn: { jids: [x!, y!] } }], single);
     await engine.ack(gy!.meta.jid, gy!.meta.lease!.leaseId, new Uint8Array()); // y finishes, durably, during that read
     expect(engine.info().finishedWhileSubmitting).toBe(1);

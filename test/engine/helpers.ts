@@ -62,6 +62,26 @@ export class FlakyStore extends MemoryStore {
   }
 }
 
+/** A MemoryStore whose commits or meta reads can be held, like a slow disk, until released. */
+export class GatedStore extends MemoryStore {
+  holdCommits = false;
+  holdReads = false;
+  private waiting: (() => void)[] = [];
+  override commit(writes: StoreWrite[]): Promise<void> {
+    return this.holdCommits ? this.gate().then(() => super.commit(writes)) : super.commit(writes);
+  }
+  override getMeta(jid: string): ReturnType<MemoryStore["getMeta"]> {
+    return this.holdReads ? this.gate().then(() => super.getMeta(jid)) : super.getMeta(jid);
+  }
+  release(): void {
+    this.holdCommits = this.holdReads = false;
+    this.waiting.splice(0).forEach((go) => go());
+  }
+  private gate(): Promise<void> {
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+}
+
 export interface Fixture {
   clock: ManualClock;
   store: MemoryStore;
