@@ -3,6 +3,7 @@ package worq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -28,11 +29,15 @@ type fakeWorkerService struct {
 	fail  func(n int, req *worqv1.FailRequest) error
 	renew func(n int, ref *worqv1.LeaseRef) (int32, string)
 
-	mu     sync.Mutex
-	leases []*worqv1.LeaseRequest
-	acks   []*worqv1.AckRequest
-	fails  []*worqv1.FailRequest
-	renews int
+	// holdReport, when set, runs at the start of each Report call (to hold one back).
+	holdReport func(ctx context.Context) error
+
+	mu          sync.Mutex
+	leases      []*worqv1.LeaseRequest
+	acks        []*worqv1.AckRequest
+	fails       []*worqv1.FailRequest
+	renews      int
+	reportCalls []int // acks per Report call
 }
 
 func (f *fakeWorkerService) Lease(req *worqv1.LeaseRequest, stream grpc.ServerStreamingServer[worqv1.LeaseResponse]) error {
@@ -58,6 +63,38 @@ func (f *fakeWorkerService) Ack(_ context.Context, req *worqv1.AckRequest) (*wor
 		}
 	}
 	return &worqv1.AckResponse{}, nil
+}
+
+// Report answers each ack as Ack would (through the ack hook), as that item's outcome;
+// reportCalls records the acks of each call.
+func (f *fakeWorkerService) Report(ctx context.Context, req *worqv1.ReportRequest) (*worqv1.ReportResponse, error) {
+	f.mu.Lock()
+	f.reportCalls = append(f.reportCalls, len(req.GetAcks()))
+	hold := f.holdReport
+	f.mu.Unlock()
+	if hold != nil {
+		if err := hold(ctx); err != nil {
+			return nil, err
+		}
+	}
+	resp := &worqv1.ReportResponse{}
+	for _, ack := range req.GetAcks() {
+		item := &worqv1.ItemResult{Jid: ack.GetJid()}
+		if _, err := f.Ack(ctx, ack); err != nil {
+			st := status.Convert(err)
+			item.Code, item.Message = int32(st.Code()), st.Message()
+		}
+		resp.Acks = append(resp.Acks, item)
+	}
+	for _, fail := range req.GetFails() {
+		item := &worqv1.ItemResult{Jid: fail.GetJid()}
+		if _, err := f.Fail(ctx, fail); err != nil {
+			st := status.Convert(err)
+			item.Code, item.Message = int32(st.Code()), st.Message()
+		}
+		resp.Fails = append(resp.Fails, item)
+	}
+	return resp, nil
 }
 
 func (f *fakeWorkerService) Fail(_ context.Context, req *worqv1.FailRequest) (*worqv1.FailResponse, error) {
@@ -338,6 +375,62 @@ func TestReportsRetryUnavailableAndDropLostLeases(t *testing.T) {
 	}
 	if fr := f.fails[0]; fr.GetMessage() != "nope" || fr.GetErrtype() != "*errors.errorString" || len(fr.GetBacktrace()) == 0 {
 		t.Errorf("fail request %v", fr)
+	}
+}
+
+func TestAcksShareReportCallsAndOvertakeAHeldOne(t *testing.T) {
+	t.Parallel()
+	const jobs = 40
+	release := make(chan struct{})
+	var held sync.Once
+	f := &fakeWorkerService{
+		lease: func(n int, _ *worqv1.LeaseRequest, send func(*worqv1.LeaseResponse) error, ctx context.Context) error {
+			for i := 0; i < jobs; i++ {
+				_ = send(fakeJob(fmt.Sprintf("j%d", i), time.Minute))
+			}
+			<-ctx.Done()
+			return nil
+		},
+	}
+	// The first Report call does not return until the test ends: the other acks must not wait for it.
+	f.holdReport = func(ctx context.Context) error {
+		first := false
+		held.Do(func() { first = true })
+		if first {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	}
+	defer close(release) // before the worker's cleanup, which waits for its reports
+	c := startFake(t, f)
+	done := newDoneEvents()
+	done.ch = make(chan string, jobs)
+	w := NewWorker(c, WorkerOptions{Queues: []string{"q"}, Concurrency: jobs, Logger: testLogger(t), Hooks: Hooks{OnDone: done.hook}})
+	w.Handle("fake", func(ctx context.Context, job *Job) (any, error) { return nil, nil })
+	runWorker(t, w)
+	// Every ack but those in the held call is answered.
+	deadline := time.After(10 * time.Second)
+	for {
+		f.mu.Lock()
+		calls := append([]int(nil), f.reportCalls...)
+		f.mu.Unlock()
+		done.mu.Lock()
+		finished := len(done.outcomes)
+		done.mu.Unlock()
+		if len(calls) > 0 && finished == jobs-calls[0] {
+			if len(calls) >= jobs {
+				t.Fatalf("%d Report calls for %d acks: acks were not batched (%v)", len(calls), jobs, calls)
+			}
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("%d of %d jobs reported with the first Report call held; calls %v", finished, jobs-calls[0], calls)
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }
 

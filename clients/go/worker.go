@@ -119,6 +119,8 @@ type Worker struct {
 	started    bool
 	tasks      map[string]*task // by lease id
 	opened     chan struct{}    // closed (and replaced) whenever a Lease stream opens
+
+	acks *ackBatcher // acks go out together in Report calls
 }
 
 // NewWorker creates a worker on client.
@@ -150,6 +152,9 @@ func NewWorker(client *Client, opts WorkerOptions) *Worker {
 		handlers: map[string]Handler{},
 		tasks:    map[string]*task{},
 		opened:   make(chan struct{}),
+		acks: &ackBatcher{report: func(ctx context.Context, req *worqv1.ReportRequest) (*worqv1.ReportResponse, error) {
+			return client.worker.Report(ctx, req)
+		}},
 	}
 }
 
@@ -597,8 +602,7 @@ func (w *Worker) settle(t *task, result any, herr error) {
 	if herr == nil {
 		req := &worqv1.AckRequest{Jid: t.job.JID, LeaseId: t.job.LeaseID, Result: data}
 		outcome = w.report(t, "Ack", OutcomeAck, func(ctx context.Context) error {
-			_, err := w.client.worker.Ack(ctx, req)
-			return err
+			return w.acks.ack(ctx, req)
 		})
 	} else {
 		req := failRequest(t.job, herr, callers(2))
