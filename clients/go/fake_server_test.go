@@ -30,7 +30,7 @@ type fakeWorkerService struct {
 	renew func(n int, ref *worqv1.LeaseRef) (int32, string)
 
 	// holdReport, when set, runs at the start of each Report call (to hold one back).
-	holdReport func(ctx context.Context) error
+	holdReport func(ctx context.Context)
 
 	mu          sync.Mutex
 	leases      []*worqv1.LeaseRequest
@@ -66,16 +66,14 @@ func (f *fakeWorkerService) Ack(_ context.Context, req *worqv1.AckRequest) (*wor
 }
 
 // Report answers each ack as Ack would (through the ack hook), as that item's outcome;
-// reportCalls records the acks of each call.
+// reportCalls records the acks of each call. (The Go worker reports fails with Fail.)
 func (f *fakeWorkerService) Report(ctx context.Context, req *worqv1.ReportRequest) (*worqv1.ReportResponse, error) {
 	f.mu.Lock()
 	f.reportCalls = append(f.reportCalls, len(req.GetAcks()))
 	hold := f.holdReport
 	f.mu.Unlock()
 	if hold != nil {
-		if err := hold(ctx); err != nil {
-			return nil, err
-		}
+		hold(ctx)
 	}
 	resp := &worqv1.ReportResponse{}
 	for _, ack := range req.GetAcks() {
@@ -85,14 +83,6 @@ func (f *fakeWorkerService) Report(ctx context.Context, req *worqv1.ReportReques
 			item.Code, item.Message = int32(st.Code()), st.Message()
 		}
 		resp.Acks = append(resp.Acks, item)
-	}
-	for _, fail := range req.GetFails() {
-		item := &worqv1.ItemResult{Jid: fail.GetJid()}
-		if _, err := f.Fail(ctx, fail); err != nil {
-			st := status.Convert(err)
-			item.Code, item.Message = int32(st.Code()), st.Message()
-		}
-		resp.Fails = append(resp.Fails, item)
 	}
 	return resp, nil
 }
@@ -393,7 +383,7 @@ func TestAcksShareReportCallsAndOvertakeAHeldOne(t *testing.T) {
 		},
 	}
 	// The first Report call does not return until the test ends: the other acks must not wait for it.
-	f.holdReport = func(ctx context.Context) error {
+	f.holdReport = func(ctx context.Context) {
 		first := false
 		held.Do(func() { first = true })
 		if first {
@@ -402,7 +392,6 @@ func TestAcksShareReportCallsAndOvertakeAHeldOne(t *testing.T) {
 			case <-ctx.Done():
 			}
 		}
-		return nil
 	}
 	defer close(release) // before the worker's cleanup, which waits for its reports
 	c := startFake(t, f)

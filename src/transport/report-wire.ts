@@ -2,14 +2,8 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
 import { FailRequestSchema, type FailRequest } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import { encoded } from "../wire/wire-writer.js";
-import { readString, readTag, skipField, WireReader } from "../wire/json-value.js";
-
-/** One completion of a Report call: worq.v1.AckRequest's fields. */
-export interface AckItem {
-  jid: string;
-  leaseId: string;
-  result: Uint8Array;
-}
+import type { AckItem } from "../engine/engine.js";
+import { readBytes, readString, readTag, skipField, WireReader } from "../wire/json-value.js";
 
 /** A Report call's items; a ReportRequest message is one too. */
 export interface ReportItems {
@@ -31,12 +25,8 @@ export function readReportRequest(bytes: Uint8Array): ReportItems {
   while (r.pos < r.len) {
     const tag = readTag(r);
     if (tag === ((1 << 3) | WireType.LengthDelimited)) acks.push(readAck(r, r.uint32() + r.pos));
-    else if (tag === ((2 << 3) | WireType.LengthDelimited)) {
-      const end = r.uint32() + r.pos;
-      if (end > r.len) throw new RangeError("premature EOF");
-      fails.push(fromBinary(FailRequestSchema, r.data.subarray(r.pos, end)));
-      r.pos = end;
-    } else skipField(r, tag & 7, tag >>> 3);
+    else if (tag === ((2 << 3) | WireType.LengthDelimited)) fails.push(fromBinary(FailRequestSchema, readBytes(r)));
+    else skipField(r, tag & 7, tag >>> 3);
   }
   return { acks, fails };
 }
@@ -48,14 +38,10 @@ function readAck(r: WireReader, end: number): AckItem {
     const tag = readTag(r);
     if (tag === ((1 << 3) | WireType.LengthDelimited)) ack.jid = readString(r);
     else if (tag === ((2 << 3) | WireType.LengthDelimited)) ack.leaseId = readString(r);
-    else if (tag === ((3 << 3) | WireType.LengthDelimited)) {
-      const length = r.uint32();
-      if (r.pos + length > end) throw new RangeError("premature EOF");
-      ack.result = r.data.subarray(r.pos, r.pos + length);
-      r.pos += length;
-    } else skipField(r, tag & 7, tag >>> 3);
+    else if (tag === ((3 << 3) | WireType.LengthDelimited)) ack.result = readBytes(r);
+    else skipField(r, tag & 7, tag >>> 3);
   }
-  if (r.pos !== end) throw new RangeError("premature EOF");
+  if (r.pos !== end) throw new RangeError("premature EOF"); // a field ran past the ack's end
   return ack;
 }
 

@@ -3,7 +3,7 @@ import { WireType } from "@bufbuild/protobuf/wire";
 import { invalid, WorqError } from "../engine/errors.js";
 import type { JsonObject, JsonValue, SubmitInput } from "../engine/job.js";
 import { JobSpecSchema } from "../../gen/ts/worq/v1/job_pb.js";
-import { readListValue, readString, readStruct, readTag, skipField, WireReader } from "../wire/json-value.js";
+import { readBytes, readListValue, readString, readStruct, readTag, skipField, WireReader } from "../wire/json-value.js";
 import { encoded } from "../wire/wire-writer.js";
 import { submitInputOf } from "./convert.js";
 
@@ -33,7 +33,7 @@ export function readSubmitBatchRequest(bytes: Uint8Array): SubmitBatchWire {
   const request: SubmitBatchWire = { jobs: [], shape: 0 };
   while (r.pos < r.len) {
     const tag = readTag(r);
-    if (tag === ((1 << 3) | WireType.LengthDelimited)) request.jobs.push(lengthDelimited(r));
+    if (tag === ((1 << 3) | WireType.LengthDelimited)) request.jobs.push(readBytes(r));
     else if (tag === ((2 << 3) | WireType.Varint)) request.shape = r.int32();
     else skipField(r, tag & 7, tag >>> 3);
   }
@@ -49,7 +49,7 @@ export function readSubmitRequest(bytes: Uint8Array): SubmitWire {
   const parts: Uint8Array[] = [];
   while (r.pos < r.len) {
     const tag = readTag(r);
-    if (tag === ((1 << 3) | WireType.LengthDelimited)) parts.push(lengthDelimited(r));
+    if (tag === ((1 << 3) | WireType.LengthDelimited)) parts.push(readBytes(r));
     else skipField(r, tag & 7, tag >>> 3);
   }
   return { job: parts.length <= 1 ? parts[0] : Buffer.concat(parts) };
@@ -121,14 +121,6 @@ function asJson<T>(field: string, read: () => T): T {
   } catch (error) {
     invalid(field, `is not representable as JSON: ${(error as Error).message}`);
   }
-}
-
-function lengthDelimited(r: WireReader): Uint8Array {
-  const length = r.uint32();
-  const start = r.pos;
-  if (start + length > r.len) throw new RangeError("premature EOF");
-  r.pos = start + length;
-  return r.data.subarray(start, start + length);
 }
 
 /** What one submitted job came to: worq.v1.SubmitResponse's fields. */

@@ -82,11 +82,22 @@ export class WireReader extends BinaryReader {
 /** A string field's value: read in place from a WireReader, through string() from any other reader. */
 export function readString(r: BinaryReader): string {
   if (!(r instanceof WireReader)) return r.string();
+  const start = skipLengthPrefixed(r);
+  return r.data.toString("utf8", start, r.pos);
+}
+
+/** A bytes or message field's value: a view of the reader's bytes, not a copy. */
+export function readBytes(r: WireReader): Buffer {
+  const start = skipLengthPrefixed(r);
+  return r.data.subarray(start, r.pos);
+}
+
+/** Reads a length prefix and moves past that many bytes; returns where they start. */
+function skipLengthPrefixed(r: BinaryReader): number {
   const length = r.uint32();
   const start = r.pos;
-  if (start + length > r.len) throw new RangeError("premature EOF");
-  r.pos = start + length;
-  return r.data.toString("utf8", start, start + length);
+  advance(r, length);
+  return start;
 }
 
 /**

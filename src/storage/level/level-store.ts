@@ -186,7 +186,10 @@ export class LevelStore implements Store {
     const queues = await this.queuesWithFinished(state);
     const pages = await Promise.all(queues.map((name) => this.finishedInQueue(state, name, after, limit)));
     const merged = pages
-      .flatMap((keys, i) => keys.map((key) => ({ order: key.slice(KEYS.finishedInQueuePrefix(state, queues[i]!).length), key })))
+      .flatMap((keys, i) => {
+        const prefixLength = KEYS.finishedInQueuePrefix(state, queues[i]!).length;
+        return keys.map((key) => ({ order: key.slice(prefixLength), key }));
+      })
       .sort((a, b) => (a.order < b.order ? -1 : a.order > b.order ? 1 : 0))
       .slice(0, limit);
     return this.metasOf(merged.map(({ key }) => jidOfIndexKey(key)));
