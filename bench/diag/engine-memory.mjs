@@ -1,18 +1,26 @@
 #!/usr/bin/env node
-// Heap bytes per queued job held by the engine itself (no gRPC, no LevelDB): submits N jobs
-// to an Engine over a MemoryStore, then empties the store's maps so only the engine's
-// indexes remain. For memory work on W4 (not part of the bench).
-//   npm run build && node --expose-gc bench/diag/engine-memory.mjs [N=100000]
+// Heap bytes per queued job held by the engine itself (no gRPC): submits N jobs to an
+// Engine, then reports what they hold. For memory work on W4 (not part of the bench).
+//   npm run build && node --expose-gc bench/diag/engine-memory.mjs [N=100000] [--level]
+// Default: over a MemoryStore whose maps are then emptied, so only the engine's indexes
+// remain. --level: over a LevelStore in a temp dir (the server's default), and also the
+// process's RSS and V8 heap totals, to see what besides the engine's heap a backlog costs.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Engine } from "../../dist/src/engine/engine.js";
 import { systemClock } from "../../dist/src/engine/clock.js";
 import { MemoryStore } from "../../dist/src/storage/memory/memory-store.js";
+import { LevelStore } from "../../dist/src/storage/level/level-store.js";
 
 if (typeof global.gc !== "function") {
   console.error("run with node --expose-gc");
   process.exit(2);
 }
-const n = Number(process.argv[2] ?? 100_000);
-const store = new MemoryStore();
+const n = Number(process.argv.slice(2).find((arg) => /^\d+$/.test(arg)) ?? 100_000);
+const onLevel = process.argv.includes("--level");
+const dataDir = onLevel ? mkdtempSync(join(tmpdir(), "worq-engine-memory-")) : undefined;
+const store = onLevel ? new LevelStore(dataDir) : new MemoryStore();
 const engine = new Engine({ store, clock: systemClock });
 await engine.open();
 const heapUsed = () => {
@@ -20,6 +28,7 @@ const heapUsed = () => {
   global.gc();
   return process.memoryUsage().heapUsed;
 };
+const MiB = (bytes) => Math.round(bytes / 1024 / 1024);
 const args = { user: 12345, action: "send-welcome-email", to: "someone@example.com", locale: "en-GB", attempt: 0 };
 const before = heapUsed();
 for (let i = 0; i < n; i += 500) {
@@ -28,6 +37,24 @@ for (let i = 0; i < n; i += 500) {
   await engine.submit(jobs, (k) => `jobs[${k}]`);
 }
 const withStore = heapUsed();
-for (const value of Object.values(store.data)) if (value instanceof Map) value.clear();
-const engineOnly = heapUsed();
-console.log(JSON.stringify({ n, heapPerJobWithMemoryStore: Math.round((withStore - before) / n), heapPerJobEngineOnly: Math.round((engineOnly - before) / n) }));
+const info = engine.info();
+if (onLevel) {
+  const usage = process.memoryUsage();
+  console.log(
+    JSON.stringify({
+      n,
+      packedMetas: info.packedMetas,
+      heapPerJob: Math.round((withStore - before) / n),
+      heapUsedMiB: MiB(usage.heapUsed),
+      heapTotalMiB: MiB(usage.heapTotal),
+      externalMiB: MiB(usage.external),
+      rssMiB: MiB(usage.rss),
+    }),
+  );
+  await engine.close();
+  rmSync(dataDir, { recursive: true, force: true });
+} else {
+  for (const value of Object.values(store.data)) if (value instanceof Map) value.clear();
+  const engineOnly = heapUsed();
+  console.log(JSON.stringify({ n, packedMetas: info.packedMetas, heapPerJobWithMemoryStore: Math.round((withStore - before) / n), heapPerJobEngineOnly: Math.round((engineOnly - before) / n) }));
+}

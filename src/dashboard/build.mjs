@@ -2,7 +2,7 @@
 // tsconfig (lib dom, kept out of the server build), bundles main.ts with esbuild, and copies
 // the static files. Run by `npm run build`.
 import { execFileSync } from "node:child_process";
-import { copyFileSync, mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
@@ -13,7 +13,7 @@ const out = join(root, "dist/dashboard");
 
 execFileSync(process.execPath, [join(root, "node_modules/typescript/bin/tsc"), "-p", join(here, "tsconfig.json")], { stdio: "inherit" });
 mkdirSync(out, { recursive: true });
-await build({
+const bundle = await build({
   entryPoints: [join(here, "main.ts")],
   outfile: join(out, "app.js"),
   bundle: true,
@@ -23,5 +23,14 @@ await build({
   sourcemap: true,
   legalComments: "none",
   logLevel: "warning",
+  write: false,
 });
-for (const file of ["index.html", "style.css", "favicon.svg"]) copyFileSync(join(here, file), join(out, file));
+// Each file replaced whole (written beside, then renamed over): a server already running
+// from dist/ (the test suite's, while npm start builds) never serves half a file.
+const replace = (path, contents) => {
+  const temporary = `${path}.${process.pid}.tmp`;
+  writeFileSync(temporary, contents);
+  renameSync(temporary, path);
+};
+for (const file of bundle.outputFiles) replace(file.path, file.contents);
+for (const file of ["index.html", "style.css", "favicon.svg"]) replace(join(out, file), readFileSync(join(here, file)));

@@ -1,7 +1,7 @@
 import { randomUuidV4 } from "./uuid.js";
 import type { Clock } from "./clock.js";
 import { WorqError, invalid } from "./errors.js";
-import { isPurgedAtExpiry, isTerminal, shapedMeta, type JobBody, type JobMeta, type JobState, type JobView, type SubmitInput } from "./job.js";
+import { isPurgedAtExpiry, isTerminal, shapedMeta, type JobBody, type JobMeta, type JobState, type JobView, type PriorityLevel, type SubmitInput } from "./job.js";
 import { LIMITS, isUuidV4 } from "./limits.js";
 import { ReadyQueue } from "./ready-queue.js";
 import { dependencyFailed, transition, type FailureReport, type JobEvent } from "./state-machine.js";
@@ -15,6 +15,7 @@ import { TimerHeap, type TimerEntry } from "./timer-heap.js";
 import { ExpiryQueue } from "./expiry-queue.js";
 import { BodyCache } from "./body-cache.js";
 import { internName, internRetryPolicy } from "./intern.js";
+import { LiveJobs } from "./live-jobs.js";
 import { LISTABLE_STATES, checkJobFilter, finishedJobsPage, liveJobsPage, type JobFilter } from "./live-listing.js";
 
 export interface EngineOptions {
@@ -46,6 +47,8 @@ export interface EngineOptions {
   isCallbackAllowed?: (url: URL) => boolean;
   /** Sees every commit's writes as they are handed to the store (metrics, debug logs). */
   observeWrites?: (writes: readonly StoreWrite[]) => void;
+  /** Metas held as objects before waiting jobs' metas are held packed (live-jobs.ts); tests set it low. */
+  unpackedMetaLimit?: number;
 }
 
 /** What the engine pushes to a worker's Lease stream. */
@@ -134,6 +137,8 @@ export interface EngineInfo {
   leaseSlots: number;
   /** Jobs that finished while a submit read the store, kept for its decisions: 0 once it has made them. */
   finishedWhileSubmitting: number;
+  /** Live jobs whose meta is held packed (live-jobs.ts): waiting jobs past the unpacked limit. */
+  packedMetas: number;
   counters: Counters;
   storeKind: string;
 }
@@ -176,7 +181,7 @@ export class Engine {
   private readonly claims = new Map<string, IdempotencyClaim>();
   private claimsSinceSweep = 0;
 
-  private readonly live = new Map<string, JobMeta>();
+  private readonly live: LiveJobs;
   private readonly ready = new Map<string, ReadyQueue>();
   private readonly timers = new TimerHeap();
   /** When each live job's ttl ends; kept apart from `timers` because every job has one. */
@@ -220,6 +225,7 @@ export class Engine {
 
   constructor(options: EngineOptions) {
     this.store = options.store;
+    this.live = new LiveJobs(options.unpackedMetaLimit);
     this.clock = options.clock;
     this.random = options.random ?? Math.random;
     this.newId = options.newId ?? randomUuidV4;
@@ -246,26 +252,35 @@ export class Engine {
     for await (const queue of this.store.queues()) knownQueues.push(queue);
     this.queues.load(knownQueues, await this.store.finishedCounts());
     const now = this.clock.nowMs();
-    const ready: JobMeta[] = [];
+    // What the indexes need of each job, kept apart from the metas (which may be packed):
+    // lifetimes sorted so each ttl's expiries fill its FIFO lane in order (expiry-queue.ts),
+    // ready jobs sorted by readySeq.
+    const lifetimes = { jids: [] as string[], atMs: [] as number[], ttlMs: [] as number[] };
+    const ready = { jids: [] as string[], seqs: [] as number[], queues: [] as string[], priorities: [] as PriorityLevel[] };
     for await (const stored of this.store.liveJobs()) {
       let meta: JobMeta = shapedMeta({ ...stored, type: internName(stored.type), queue: internName(stored.queue), retry: internRetryPolicy(stored.retry) });
       this.readySeq = Math.max(this.readySeq, meta.readySeq);
-      if (meta.state === "SCHEDULED") ready.push(meta);
+      if (meta.state === "SCHEDULED") {
+        ready.jids.push(meta.jid);
+        ready.seqs.push(meta.readySeq);
+        ready.queues.push(meta.queue);
+        ready.priorities.push(meta.priority);
+      }
       if (meta.state === "RUNNING" && meta.lease) {
         const lease = { ...meta.lease, expiresAtMs: Math.min(meta.lease.expiresAtMs, now + this.orphanGraceMs) };
         meta = { ...meta, lease };
         this.slots.addOrphan(lease.leaseId, meta.jid, lease.workerId);
       }
-      this.live.set(meta.jid, meta);
+      if (meta.state === "PENDING") for (const dep of meta.waitingOn ?? []) this.addDependent(dep, meta.jid);
+      lifetimes.jids.push(meta.jid);
+      lifetimes.atMs.push(meta.expiresAtMs);
+      lifetimes.ttlMs.push(meta.ttlMs);
+      this.live.set(meta);
       this.scheduleTimers(meta);
     }
-    // Oldest expiry first, so each ttl's expiries fill its FIFO lane in order (expiry-queue.ts).
-    [...this.live.values()].sort((a, b) => a.expiresAtMs - b.expiresAtMs).forEach((meta) => this.pushExpiry(meta));
-    ready.sort((a, b) => a.readySeq - b.readySeq);
-    for (const meta of ready) this.enqueueReady(meta);
-    for (const meta of this.live.values()) {
-      if (meta.state === "PENDING") for (const dep of meta.waitingOn ?? []) this.addDependent(dep, meta.jid);
-    }
+    for (const i of ascendingOrder(lifetimes.atMs)) this.expiries.push(lifetimes.jids[i]!, lifetimes.atMs[i]!, lifetimes.ttlMs[i]!);
+    for (const i of ascendingOrder(ready.seqs)) this.readyQueueOf(ready.queues[i]!).push(ready.jids[i]!, ready.priorities[i]!, ready.seqs[i]!);
+    this.wakeListener?.();
     const expiredClaims: StoreWrite[] = [];
     for await (const claim of this.store.idempotencyClaims()) {
       if (claim.expiresAtMs > now) this.claims.set(claimKey(claim.type, claim.key), claim);
@@ -391,7 +406,7 @@ export class Engine {
     built.forEach(({ meta: candidate, body, dataBytes }, i) => {
       const plan = planned[i]!;
       if (plan.existingJid !== undefined) {
-        const state = this.live.get(plan.existingJid)?.state ?? (plan.existingJid === candidate.jid ? undefined : known(plan.existingJid)?.state);
+        const state = this.live.stateOf(plan.existingJid) ?? (plan.existingJid === candidate.jid ? undefined : known(plan.existingJid)?.state);
         const result: SubmitResult = { jid: plan.existingJid, state, duplicate: true };
         if (state === undefined) duplicatesOfStored.push(result);
         results.push(result);
@@ -401,7 +416,7 @@ export class Engine {
       if (isTerminal(meta.state)) {
         if (isPurgedAtExpiry(meta.state)) this.schedulePurge(meta.expiresAtMs);
       } else {
-        this.live.set(meta.jid, meta);
+        this.live.set(meta);
         if (meta.state === "SCHEDULED" || (meta.state === "DELAYED" && meta.dueAtMs! - nowMs <= BODY_CACHE_HORIZON_MS)) {
           this.bodies.offer(meta.jid, body, dataBytes);
         }
@@ -471,12 +486,12 @@ export class Engine {
   async purgeQueue(name: string): Promise<number> {
     this.checkUsable();
     checkQueueName(name, "queue");
-    const waiting = [...this.live.values()].filter(
-      (meta) => meta.queue === name && (meta.state === "SCHEDULED" || meta.state === "DELAYED" || meta.state === "RETRYING" || meta.state === "PENDING"),
+    const waiting = [...this.live.matching(name, undefined)].filter(
+      (meta) => meta.state === "SCHEDULED" || meta.state === "DELAYED" || meta.state === "RETRYING" || meta.state === "PENDING",
     );
     const writes: StoreWrite[] = [];
     for (const meta of waiting) {
-      this.live.delete(meta.jid);
+      this.live.delete(meta);
       this.resolveDependents(meta.jid, "CANCELLED");
       writes.push({ kind: "delete-job", meta });
     }
@@ -578,16 +593,13 @@ export class Engine {
       oldestReadyAtMs: undefined,
       paused: this.queues.isPaused(name),
     };
-    for (const meta of this.live.values()) {
-      if (meta.queue !== name) continue;
-      if (meta.state === "PENDING") stats.pending++;
-      else if (meta.state === "SCHEDULED") {
-        stats.ready++;
-        const since = meta.enqueuedAtMs ?? meta.createdAtMs;
-        if (stats.oldestReadyAtMs === undefined || since < stats.oldestReadyAtMs) stats.oldestReadyAtMs = since;
-      } else if (meta.state === "DELAYED") stats.delayed++;
-      else if (meta.state === "RUNNING") stats.inFlight++;
-      else if (meta.state === "RETRYING") stats.retrying++;
+    const count = (state: JobState) => this.live.count(name, state);
+    Object.assign(stats, { pending: count("PENDING"), ready: count("SCHEDULED"), delayed: count("DELAYED"), inFlight: count("RUNNING"), retrying: count("RETRYING") });
+    // The front of each priority level is its longest-waiting job (readySeq follows time).
+    for (const jid of this.ready.get(name)?.fronts((candidate, seq) => this.isReadyEntry(candidate, seq)) ?? []) {
+      const meta = this.live.get(jid)!;
+      const since = meta.enqueuedAtMs ?? meta.createdAtMs;
+      if (stats.oldestReadyAtMs === undefined || since < stats.oldestReadyAtMs) stats.oldestReadyAtMs = since;
     }
     return stats;
   }
@@ -621,7 +633,7 @@ export class Engine {
       const listFinished = (after: FinishedCursor | undefined, limit: number) => this.store.listFinished(state, queue || undefined, after, limit);
       return finishedJobsPage(listFinished, getBodies, filter, pageSize, filter.pageToken ?? "");
     }
-    const matching = [...this.live.values()].filter((meta) => (!queue || meta.queue === queue) && (!state || meta.state === state));
+    const matching = [...this.live.matching(queue || undefined, state)];
     return liveJobsPage(matching, getBodies, filter, pageSize, filter.pageToken ?? "");
   }
 
@@ -835,7 +847,7 @@ export class Engine {
     const meta = this.live.get(jid);
     if (meta) {
       this.revokeLease(meta, "deleted");
-      this.live.delete(jid);
+      this.live.delete(meta);
       this.resolveDependents(jid, "CANCELLED"); // a deleted dependency counts as cancelled
       const durable = this.persist([{ kind: "delete-job", meta }]);
       this.pump();
@@ -892,6 +904,7 @@ export class Engine {
       resultWaiters: [...this.finishListeners.values()].reduce((sum, listeners) => sum + listeners.size, 0),
       leaseSlots: this.slots.size,
       finishedWhileSubmitting: this.recentlyFinished.size,
+      packedMetas: this.live.packed,
       counters: { ...this.counters },
       storeKind: this.store.kind,
     };
@@ -928,20 +941,20 @@ export class Engine {
       nextReadySeq: () => ++this.readySeq,
     });
     if (next === null) {
-      this.live.delete(meta.jid);
+      this.live.delete(meta);
       this.bodies.delete(meta.jid);
       this.resolveDependents(meta.jid, "DEAD_LETTER");
       return { kind: "delete-job", meta };
     }
     if (isTerminal(next.state)) {
-      this.live.delete(next.jid);
+      this.live.delete(next);
       this.bodies.delete(next.jid);
       this.finishing.set(next.jid, { meta: next });
       if (next.callbackUrl !== undefined) this.cascade.push({ kind: "put-callback", callback: { jid: next.jid, url: next.callbackUrl } });
       if (this.finishWatchers > 0) this.recentlyFinished.set(next.jid, next);
       this.resolveDependents(next.jid, next.state);
     } else {
-      this.live.set(next.jid, next);
+      this.live.set(next);
       // Back from a finished state (an operator's retry): its lifetime is counted again.
       if (isTerminal(meta.state)) this.pushExpiry(next);
     }
@@ -1054,22 +1067,35 @@ export class Engine {
   private takeReady(queues: readonly string[]): JobMeta | undefined {
     for (const queue of queues) {
       if (this.queues.isPaused(queue)) continue;
-      const jid = this.ready.get(queue)?.take((candidate, seq) => {
+      let taken: JobMeta | undefined;
+      this.ready.get(queue)?.take((candidate, seq) => {
         const meta = this.live.get(candidate);
-        return meta !== undefined && meta.state === "SCHEDULED" && meta.readySeq === seq;
+        if (meta === undefined || meta.state !== "SCHEDULED" || meta.readySeq !== seq) return false;
+        taken = meta;
+        return true;
       });
-      if (jid !== undefined) return this.live.get(jid);
+      if (taken !== undefined) return taken;
     }
     return undefined;
   }
 
+  /** Whether a ready queue's entry still stands for a ready job (entries are removed lazily). */
+  private isReadyEntry(jid: string, readySeq: number): boolean {
+    const meta = this.live.get(jid);
+    return meta !== undefined && meta.state === "SCHEDULED" && meta.readySeq === readySeq;
+  }
+
   private enqueueReady(meta: JobMeta): void {
-    let queue = this.ready.get(meta.queue);
+    this.readyQueueOf(meta.queue).push(meta.jid, meta.priority, meta.readySeq);
+  }
+
+  private readyQueueOf(name: string): ReadyQueue {
+    let queue = this.ready.get(name);
     if (!queue) {
       queue = new ReadyQueue();
-      this.ready.set(meta.queue, queue);
+      this.ready.set(name, queue);
     }
-    queue.push(meta.jid, meta.priority, meta.readySeq);
+    return queue;
   }
 
   /** Timers for the job's current state: its due time, or its lease's expiry. */
@@ -1204,7 +1230,7 @@ export class Engine {
       if (meta.lease.expiresAtMs <= capMs) continue;
       // Memory only: after a restart every lease is capped the same way during recovery.
       const orphaned = { ...meta, lease: { ...meta.lease, expiresAtMs: capMs } };
-      this.live.set(jid, orphaned);
+      this.live.set(orphaned);
       this.scheduleTimers(orphaned);
     }
   }
@@ -1281,6 +1307,11 @@ function finishedJid(write: StoreWrite): string[] {
   if (write.kind === "delete-job") return [write.meta.jid];
   if (write.kind === "put-meta" && isTerminal(write.meta.state)) return [write.meta.jid];
   return [];
+}
+
+/** The indexes of `keys` in ascending order of key. */
+function ascendingOrder(keys: readonly number[]): Uint32Array {
+  return Uint32Array.from(keys, (_, i) => i).sort((a, b) => keys[a]! - keys[b]!);
 }
 
 function lastMeta(writes: StoreWrite[]): JobMeta | undefined {

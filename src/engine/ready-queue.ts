@@ -27,6 +27,20 @@ class Fifo {
     return found;
   }
 
+  /** Drops entries from the front until one for which `isCurrent` holds; returns its jid, left in place. */
+  front(isCurrent: (jid: string, readySeq: number) => boolean): string | undefined {
+    while (this.head < this.jids.length) {
+      const jid = this.jids[this.head]!;
+      if (isCurrent(jid, this.seqs[this.head]!)) {
+        this.compact();
+        return jid;
+      }
+      this.head++;
+    }
+    this.compact();
+    return undefined;
+  }
+
   /** Drops the consumed prefix once it is most of the arrays. */
   private compact(): void {
     if (this.head > 1024 && this.head * 2 > this.jids.length) {
@@ -57,6 +71,11 @@ export class ReadyQueue {
       if (jid !== undefined) return jid;
     }
     return undefined;
+  }
+
+  /** The first job of each priority level that has one (stale entries in front are dropped). */
+  fronts(isCurrent: (jid: string, readySeq: number) => boolean): string[] {
+    return this.levels.flatMap((level) => level.front(isCurrent) ?? []);
   }
 
   /** Upper bound of the ready jobs held (stale entries included). */

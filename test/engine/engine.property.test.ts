@@ -44,7 +44,7 @@ import { WorqError } from "../../src/engine/errors.js";
 import { isTerminal, type FailureCategory, type JobMeta, type JobState, type SubmitInput } from "../../src/engine/job.js";
 import type { StoreWrite } from "../../src/engine/store.js";
 import { MemoryStore, createMemoryData, type MemoryData } from "../../src/storage/memory/memory-store.js";
-import { CollectingSink, T0, batch, flush, report, single } from "./helpers.js";
+import { CollectingSink, T0, batch, flush, report, single, unpackedMetaLimitUnderTest } from "./helpers.js";
 
 const RUNS = Number(process.env.WORQ_PROPERTY_RUNS ?? 200);
 const SEED = process.env.WORQ_PROPERTY_SEED === undefined ? undefined : Number(process.env.WORQ_PROPERTY_SEED);
@@ -333,6 +333,7 @@ class Sim {
       clock: this.clock,
       random: () => 0.5,
       orphanGraceMs: ORPHAN_GRACE_MS,
+      unpackedMetaLimit: unpackedMetaLimitUnderTest(),
     });
   }
 

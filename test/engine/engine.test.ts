@@ -20,6 +20,7 @@ import {
   submitEach,
   submitOne,
   text,
+  unpackedMetaLimitUnderTest,
 } from "./helpers.js";
 
 const SECOND = 1_000;
@@ -29,7 +30,7 @@ const MINUTE = 60_000;
 async function restart(data: MemoryData, clock: ManualClock, options: { orphanGraceMs?: number } = {}) {
   await flush();
   const store = new MemoryStore(data);
-  const engine = new Engine({ store, clock, random: () => 0.5, ...options });
+  const engine = new Engine({ store, clock, random: () => 0.5, unpackedMetaLimit: unpackedMetaLimitUnderTest(), ...options });
   await engine.open();
   return { clock, store, engine, data };
 }
@@ -1175,6 +1176,7 @@ describe("Engine: counters and info", () => {
       resultWaiters: 0,
       leaseSlots: 0,
       finishedWhileSubmitting: 0,
+      packedMetas: 0,
       counters: { submitted: 0, processed: 0, failed: 0, evicted: 0 },
       storeKind: "memory",
     });
@@ -1191,6 +1193,7 @@ describe("Engine: counters and info", () => {
       resultWaiters: 0,
       leaseSlots: 0, // every lease reported
       finishedWhileSubmitting: 0,
+      packedMetas: unpackedMetaLimitUnderTest() === 0 ? 1 : 0, // the RETRYING job waits
       counters: { submitted: 3, processed: 1, failed: 2, evicted: 0 },
       storeKind: "memory",
     });

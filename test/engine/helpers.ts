@@ -12,6 +12,14 @@ import type { FailureReport } from "../../src/engine/state-machine.js";
 import type { StoreWrite } from "../../src/engine/store.js";
 import { MemoryStore, createMemoryData, type MemoryData } from "../../src/storage/memory/memory-store.js";
 
+/**
+ * The engine's unpackedMetaLimit in these tests: the default, or 0 (every waiting job's meta
+ * held packed) when packed-metas.test.ts runs the engine suites again.
+ */
+export function unpackedMetaLimitUnderTest(): number | undefined {
+  return (globalThis as { worqUnpackedMetaLimit?: number }).worqUnpackedMetaLimit;
+}
+
 /** 2026-01-01T00:00:00Z, the ManualClock's default start. */
 export const T0 = Date.UTC(2026, 0, 1);
 
@@ -96,7 +104,7 @@ export async function openEngine(
   const data = options.data ?? createMemoryData();
   const clock = options.clock ?? new ManualClock(T0);
   const store = (options.store as MemoryStore | undefined) ?? new MemoryStore(data);
-  const engine = new Engine({ random: () => 0.5, ...options, store, clock });
+  const engine = new Engine({ random: () => 0.5, unpackedMetaLimit: unpackedMetaLimitUnderTest(), ...options, store, clock });
   await engine.open();
   return { clock, store, engine, data };
 }

@@ -1,5 +1,5 @@
 import { jobBody, shapedMeta, type JobBody, type JobMeta, type RetryPolicy } from "../../engine/job.js";
-import { BINARY_META_FORMAT, decodeBinaryMeta, encodeBinaryMeta } from "./meta-binary.js";
+import { BINARY_META_FORMAT, decodeBinaryMeta, encodeBinaryMeta, isOmittedPolicy, OMITTED_RETRY_POLICY } from "../../engine/meta-binary.js";
 
 const decoder = new TextDecoder();
 
@@ -11,22 +11,6 @@ export function encodeJson(value: unknown): Uint8Array {
 export function decodeJson<T>(bytes: Uint8Array): T {
   return JSON.parse(decoder.decode(bytes)) as T;
 }
-
-/**
- * The retry policy a meta record may leave out: the server's defaults when this layout was
- * written, fixed here (not read from LIMITS) so a later change of defaults cannot change
- * what stored jobs mean. A quarter of a typical record, rewritten on every transition.
- */
-const OMITTED_RETRY_POLICY: Readonly<RetryPolicy> = Object.freeze({
-  maxAttempts: 3,
-  maxFails: null,
-  backoff: "EXPONENTIAL",
-  initialDelayMs: 1000,
-  multiplier: 2,
-  maxDelayMs: 3_600_000,
-  jitter: false,
-  onExhausted: "DEAD_LETTER",
-});
 
 /** A meta record of the LevelDB store: binary (meta-binary.ts), without `retry` when it is OMITTED_RETRY_POLICY. */
 export function encodeMeta(meta: JobMeta): Uint8Array {
@@ -52,20 +36,6 @@ export function decodeMeta(bytes: Uint8Array): JobMeta {
   const meta = bytes[0] === BINARY_META_FORMAT ? decodeBinaryMeta(bytes) : shapedMeta(decodeJson<JobMeta>(bytes));
   meta.retry ??= { ...OMITTED_RETRY_POLICY };
   return meta;
-}
-
-function isOmittedPolicy(policy: RetryPolicy): boolean {
-  const d = OMITTED_RETRY_POLICY;
-  return (
-    policy.maxAttempts === d.maxAttempts &&
-    policy.maxFails === d.maxFails &&
-    policy.backoff === d.backoff &&
-    policy.initialDelayMs === d.initialDelayMs &&
-    policy.multiplier === d.multiplier &&
-    policy.maxDelayMs === d.maxDelayMs &&
-    policy.jitter === d.jitter &&
-    policy.onExhausted === d.onExhausted
-  );
 }
 
 /**

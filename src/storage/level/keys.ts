@@ -3,7 +3,7 @@
  * Keys are UTF-8 strings; `/` separates parts; a range of one prefix is [prefix, prefix + "\xff").
  */
 export const KEYS = {
-  /** JobMeta (binary, meta-binary.ts; JSON in layout 1): the mutable, small record rewritten on every transition. */
+  /** JobMeta (binary, engine/meta-binary.ts; JSON in layout 1): the mutable, small record rewritten on every transition. */
   meta: (jid: string) => `j/${jid}`,
   /** JobBody (codec.ts): the immutable data, written once. */
   body: (jid: string) => `b/${jid}`,

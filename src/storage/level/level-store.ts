@@ -30,7 +30,7 @@ interface NativeLevel {
 const SYNC = { sync: process.env.WORQ_TEST_ONLY_SKIP_FSYNC !== "1" };
 
 /**
- * Keyspace layout written: 2 stores metas in binary (meta-binary.ts). A layout-1 dir (JSON
+ * Keyspace layout written: 2 stores metas in binary (engine/meta-binary.ts). A layout-1 dir (JSON
  * metas) is read as it is and marked 2 at open, since new records will be binary; a server
  * that reads only layout 1 then refuses the dir instead of misreading it.
  */

@@ -1,8 +1,9 @@
-import { shapedMeta, type JobMeta, type JobState } from "../../engine/job.js";
-import { writeShortAscii } from "../../wire/wire-writer.js";
+import { shapedMeta, type JobMeta, type JobState, type RetryPolicy } from "./job.js";
+import { writeShortAscii } from "../wire/wire-writer.js";
 
 /**
- * The binary form of a JobMeta record (keyspace layout 2): one format byte, then fields as
+ * The binary form of a JobMeta: the LevelDB store's meta record (keyspace layout 2), and the
+ * engine's packed form of a waiting job's meta (live-jobs.ts). The record: one format byte, then fields as
  * `varint(field << 3 | kind)` and a value, protobuf-style, so a reader skips fields it does
  * not know. Numbers that are safe non-negative integers are varints (timestamps in ms take 6
  * bytes, not 13 characters); strings are length-prefixed UTF-8; the rare nested records
@@ -12,6 +13,37 @@ import { writeShortAscii } from "../../wire/wire-writer.js";
  * Records written before (JSON, first byte "{") are still read: codec.ts tells them apart.
  */
 export const BINARY_META_FORMAT = 0x01;
+
+/**
+ * The retry policy a meta record may leave out: the server's defaults when this layout was
+ * written, fixed here (not read from LIMITS) so a later change of defaults cannot change
+ * what stored jobs mean. A quarter of a typical record, rewritten on every transition.
+ */
+export const OMITTED_RETRY_POLICY: Readonly<RetryPolicy> = Object.freeze({
+  maxAttempts: 3,
+  maxFails: null,
+  backoff: "EXPONENTIAL",
+  initialDelayMs: 1000,
+  multiplier: 2,
+  maxDelayMs: 3_600_000,
+  jitter: false,
+  onExhausted: "DEAD_LETTER",
+});
+
+/** Whether `policy` is OMITTED_RETRY_POLICY (a record may then leave it out). */
+export function isOmittedPolicy(policy: RetryPolicy): boolean {
+  const d = OMITTED_RETRY_POLICY;
+  return (
+    policy.maxAttempts === d.maxAttempts &&
+    policy.maxFails === d.maxFails &&
+    policy.backoff === d.backoff &&
+    policy.initialDelayMs === d.initialDelayMs &&
+    policy.multiplier === d.multiplier &&
+    policy.maxDelayMs === d.maxDelayMs &&
+    policy.jitter === d.jitter &&
+    policy.onExhausted === d.onExhausted
+  );
+}
 
 const enum Kind {
   Varint = 0,
@@ -58,8 +90,14 @@ const enum F {
   previousLeaseIds = 33,
 }
 
-const STATES: readonly JobState[] = ["PENDING", "SCHEDULED", "DELAYED", "RUNNING", "RETRYING", "COMPLETED", "FAILED", "DEAD_LETTER", "CANCELLED"];
+/** Every state, by its code in a record: a code never changes meaning. */
+export const STATES: readonly JobState[] = ["PENDING", "SCHEDULED", "DELAYED", "RUNNING", "RETRYING", "COMPLETED", "FAILED", "DEAD_LETTER", "CANCELLED"];
 const STATE_CODE = new Map(STATES.map((state, i) => [state, i]));
+
+/** The code of `state` in a record (an index of STATES). */
+export function stateCode(state: JobState): number {
+  return STATE_CODE.get(state)!;
+}
 
 /** A growable scratch buffer; each record is copied out of it at the end. */
 class Writer {
@@ -70,7 +108,7 @@ class Writer {
     this.pos = 0;
   }
 
-  finish(): Uint8Array {
+  finish(): Buffer {
     const out = Buffer.allocUnsafe(this.pos);
     this.buf.copy(out, 0, 0, this.pos);
     return out;
@@ -153,12 +191,15 @@ class Writer {
 
 const writer = new Writer();
 
-/** The binary record of `meta`; its retry policy is left out when `omitRetry`. */
-export function encodeBinaryMeta(meta: JobMeta, omitRetry: boolean): Uint8Array {
+/**
+ * The binary record of `meta`; its retry policy is left out when `omitRetry`, its jid when
+ * `omitJid` (a record whose reader knows the jid already).
+ */
+export function encodeBinaryMeta(meta: JobMeta, omitRetry: boolean, omitJid = false): Buffer {
   const w = writer;
   w.start();
   w.byte(BINARY_META_FORMAT);
-  w.text(F.jid, meta.jid);
+  if (!omitJid) w.text(F.jid, meta.jid);
   w.text(F.type, meta.type);
   w.text(F.queue, meta.queue);
   w.number(F.priority, meta.priority);

@@ -1,0 +1,140 @@
+import type { JobMeta, JobState } from "./job.js";
+import { internName, internRetryPolicy, NO_LEASE_IDS } from "./intern.js";
+import { BINARY_META_FORMAT, decodeBinaryMeta, encodeBinaryMeta, isOmittedPolicy, OMITTED_RETRY_POLICY, STATES, stateCode } from "./meta-binary.js";
+
+/** Metas held as objects before waiting jobs' metas are packed (see LiveJobs). */
+export const DEFAULT_UNPACKED_LIMIT = 10_000;
+
+/** Counts of one queue's live jobs by state code (meta-binary.ts STATES). */
+export type StateCounts = Int32Array;
+
+const DEFAULT_POLICY = internRetryPolicy({ ...OMITTED_RETRY_POLICY });
+
+/**
+ * The metas of the live jobs, by jid, with each queue's count per state.
+ *
+ * A meta object costs about 330 bytes of heap (30 fields, boxed timestamps) and is one
+ * more object for every major GC to trace; with a million jobs queued that was most of the
+ * server's memory (docs/performance.md, W4). So once `unpackedLimit` metas are held as
+ * objects, the meta of a job that only waits (PENDING, SCHEDULED, DELAYED, RETRYING) is
+ * kept packed instead: its binary record (meta-binary.ts, without the jid, which is the key)
+ * as a one-byte string, about 95 bytes that the GC does not look into. The first character
+ * is the state's code, so counts are kept without unpacking. `get` unpacks a fresh object
+ * each call; a transition stores its new meta with `set`, and a job that runs (RUNNING)
+ * is always an object. Jobs near the front of a FIFO queue were usually submitted while it
+ * was short, so they are objects already; the rest are unpacked once, at their lease.
+ */
+export class LiveJobs {
+  private readonly metas = new Map<string, JobMeta | string>();
+  private readonly counts = new Map<string, StateCounts>();
+  private objects = 0;
+
+  constructor(private readonly unpackedLimit = DEFAULT_UNPACKED_LIMIT) {}
+
+  get size(): number {
+    return this.metas.size;
+  }
+
+  /** How many metas are held packed. */
+  get packed(): number {
+    return this.metas.size - this.objects;
+  }
+
+  has(jid: string): boolean {
+    return this.metas.has(jid);
+  }
+
+  get(jid: string): JobMeta | undefined {
+    const held = this.metas.get(jid);
+    return typeof held === "string" ? unpack(jid, held) : held;
+  }
+
+  /** The state of a live job, without unpacking its meta. */
+  stateOf(jid: string): JobState | undefined {
+    const held = this.metas.get(jid);
+    if (held === undefined) return undefined;
+    return typeof held === "string" ? STATES[held.charCodeAt(0)] : held.state;
+  }
+
+  /** Holds `meta` as the job's current meta (a job keeps its queue for life). */
+  set(meta: JobMeta): void {
+    const previous = this.metas.get(meta.jid);
+    const counts = this.countsOf(meta.queue);
+    if (previous !== undefined) counts[stateCodeOf(previous)]!--;
+    counts[stateCode(meta.state)]!++;
+    const wasObject = previous !== undefined && typeof previous !== "string";
+    if (this.objects - (wasObject ? 1 : 0) >= this.unpackedLimit && isWaiting(meta.state)) {
+      this.metas.set(meta.jid, pack(meta));
+      if (wasObject) this.objects--;
+    } else {
+      this.metas.set(meta.jid, meta);
+      if (!wasObject) this.objects++;
+    }
+  }
+
+  /** Forgets the job of `meta` (its current meta, or an earlier one: only jid and queue are read). */
+  delete(meta: JobMeta): void {
+    const held = this.metas.get(meta.jid);
+    if (held === undefined) return;
+    this.metas.delete(meta.jid);
+    if (typeof held !== "string") this.objects--;
+    this.counts.get(meta.queue)![stateCodeOf(held)]!--;
+  }
+
+  /** Every live meta (packed ones unpacked): for admin reads, which look at all of them anyway. */
+  *values(): IterableIterator<JobMeta> {
+    for (const [jid, held] of this.metas) yield typeof held === "string" ? unpack(jid, held) : held;
+  }
+
+  /** The live metas of `queue` (any queue when undefined) in `state` (any when undefined); packed ones in another state are not unpacked. */
+  *matching(queue: string | undefined, state: JobState | undefined): IterableIterator<JobMeta> {
+    const code = state === undefined ? -1 : stateCode(state);
+    for (const [jid, held] of this.metas) {
+      if (typeof held === "string") {
+        if (code >= 0 && held.charCodeAt(0) !== code) continue;
+        const meta = unpack(jid, held);
+        if (queue === undefined || meta.queue === queue) yield meta;
+      } else if ((queue === undefined || held.queue === queue) && (state === undefined || held.state === state)) yield held;
+    }
+  }
+
+  /** How many live jobs of `queue` are in `state`. */
+  count(queue: string, state: JobState): number {
+    return this.counts.get(queue)?.[stateCode(state)] ?? 0;
+  }
+
+  private countsOf(queue: string): StateCounts {
+    let counts = this.counts.get(queue);
+    if (!counts) {
+      counts = new Int32Array(STATES.length);
+      this.counts.set(queue, counts);
+    }
+    return counts;
+  }
+}
+
+function isWaiting(state: JobState): boolean {
+  return state === "SCHEDULED" || state === "PENDING" || state === "DELAYED" || state === "RETRYING";
+}
+
+function stateCodeOf(held: JobMeta | string): number {
+  return typeof held === "string" ? held.charCodeAt(0) : stateCode(held.state);
+}
+
+function pack(meta: JobMeta): string {
+  const record = encodeBinaryMeta(meta, isOmittedPolicy(meta.retry), true);
+  record[0] = stateCode(meta.state); // in place of the format byte, which this form does not need
+  return record.toString("latin1");
+}
+
+function unpack(jid: string, packed: string): JobMeta {
+  const record = Buffer.from(packed, "latin1");
+  record[0] = BINARY_META_FORMAT;
+  const meta = decodeBinaryMeta(record);
+  meta.jid = jid;
+  meta.type = internName(meta.type);
+  meta.queue = internName(meta.queue);
+  meta.retry = meta.retry === undefined ? DEFAULT_POLICY : internRetryPolicy(meta.retry);
+  if (meta.previousLeaseIds.length === 0) meta.previousLeaseIds = NO_LEASE_IDS;
+  return meta;
+}
