@@ -143,6 +143,14 @@ export interface EngineInfo {
   storeKind: string;
 }
 
+/** A submit's jobs once created: the answers, and when they may be given. */
+interface CreatedJobs {
+  results: SubmitResult[];
+  durable: Promise<void>;
+  /** Answers whose state is read from the store once durable. */
+  duplicatesOfStored: SubmitResult[];
+}
+
 interface Session extends LeaseSession, SlotHolder {
   readonly options: LeaseSessionOptions;
   readonly sink: LeaseSink;
@@ -355,13 +363,13 @@ export class Engine {
     }
     const toRead = [...referenced].filter((jid) => !this.live.has(jid) && isUuidV4(jid));
     // Without anything to read, stay synchronous: no turn passes between submit and its write.
-    if (toRead.length === 0) return await this.createJobs(built, inputs, fieldOf, shape, new Map(), nowMs);
+    if (toRead.length === 0) return this.settleSubmit(this.createJobs(built, inputs, fieldOf, shape, new Map(), nowMs));
     // Jobs that finish while the store is read are recorded by apply(), until the decisions
     // are made: createJobs decides synchronously, before its first await (the commit). The
     // record used to be kept until the commit was durable too, so with submits overlapping
     // without a break it was never cleared and held every job finished meanwhile.
     this.finishWatchers++;
-    let created: Promise<SubmitResult[]>;
+    let created: CreatedJobs;
     try {
       const stored = new Map(await Promise.all(toRead.map(async (jid) => [jid, await this.store.getMeta(jid)] as const)));
       this.checkUsable();
@@ -369,18 +377,30 @@ export class Engine {
     } finally {
       if (--this.finishWatchers === 0) this.recentlyFinished.clear();
     }
-    return await created;
+    return this.settleSubmit(created);
+  }
+
+  /**
+   * Answers a submit once its jobs are durable. Only the answers wait: the jobs' inputs,
+   * metas and bodies are not held while the commit runs (they would outlive a young-generation
+   * GC or two and fragment the old one: a preload of a million jobs left half its heap empty).
+   */
+  private async settleSubmit({ results, durable, duplicatesOfStored }: CreatedJobs): Promise<SubmitResult[]> {
+    await durable;
+    // A duplicate of a job that is no longer live: its state comes from the store.
+    for (const result of duplicatesOfStored) result.state = (await this.store.getMeta(result.jid))?.state;
+    return results;
   }
 
   /** The synchronous part of submit: decides duplicates and dependencies, then creates. */
-  private async createJobs(
+  private createJobs(
     built: NewJob[],
     inputs: SubmitInput[],
     fieldOf: (index: number) => string,
     shape: BatchShape | undefined,
     stored: Map<string, JobMeta | undefined>,
     nowMs: number,
-  ): Promise<SubmitResult[]> {
+  ): CreatedJobs {
     const known = (jid: string): JobMeta | undefined =>
       this.live.get(jid) ?? this.finishing.get(jid)?.meta ?? this.recentlyFinished.get(jid) ?? stored.get(jid);
     const existing = (jid: string): ExistingJob | undefined => {
@@ -438,10 +458,7 @@ export class Engine {
     this.counters.submitted += writes.filter((write) => write.kind === "put-job").length;
     const durable = writes.length > 0 ? this.persist(writes) : Promise.resolve();
     this.schedulePump(); // submits parsed from one socket read are delivered together
-    await durable;
-    // A duplicate of a job that is no longer live: its state comes from the store.
-    for (const result of duplicatesOfStored) result.state = (await this.store.getMeta(result.jid))?.state;
-    return results;
+    return { results, durable, duplicatesOfStored };
   }
 
   /** A new job's meta once its dependencies are known: PENDING, born failed, or as built. */
