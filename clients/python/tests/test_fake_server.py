@@ -216,3 +216,66 @@ def test_a_report_call_that_does_not_return_does_not_stop_the_work() -> None:
             await server.stop(None)
 
     run(scenario())
+
+
+class OutageFakeService(worker_service_pb2_grpc.WorkerServiceServicer):
+    """An outage as a worker sees it: the first `failures` Report calls fail UNAVAILABLE, so
+    the worker's report backoff grows; the last of them is held until the Lease stream has
+    dropped and a new one is open (the server is back), and only then fails."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.report_times: List[float] = []
+        self.held_failed_at = 0.0
+        self.leases = 0
+        self.held_arrived = asyncio.Event()
+        self.second_stream = asyncio.Event()
+
+    async def Lease(self, request: Any, context: Any) -> AsyncIterator[worker_service_pb2.LeaseResponse]:
+        self.leases += 1
+        yield worker_service_pb2.LeaseResponse(keepalive=worker_service_pb2.Keepalive())
+        if self.leases == 1:
+            yield worker_service_pb2.LeaseResponse(jobs=worker_service_pb2.LeasedJobs(jobs=[leased("j1")]))
+            await self.held_arrived.wait()
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "fake restart")
+        self.second_stream.set()
+        await asyncio.sleep(60)
+
+    async def Renew(self, request: Any, context: Any) -> worker_service_pb2.RenewResponse:
+        return worker_service_pb2.RenewResponse(results=[worker_service_pb2.RenewResult(jid=ref.jid, code=0) for ref in request.leases])
+
+    async def Report(self, request: Any, context: Any) -> worker_service_pb2.ReportResponse:
+        loop = asyncio.get_running_loop()
+        self.report_times.append(loop.time())
+        calls = len(self.report_times)
+        if calls == self.failures:
+            self.held_arrived.set()
+            await self.second_stream.wait()
+            await asyncio.sleep(0.1)  # the worker has seen the new stream open
+            self.held_failed_at = loop.time()
+        if calls <= self.failures:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "fake outage")
+        return worker_service_pb2.ReportResponse(acks=[worker_service_pb2.ItemResult(jid=a.jid, code=0) for a in request.acks])
+
+
+def test_a_report_failing_after_the_server_is_back_is_retried_at_once() -> None:
+    async def scenario() -> None:
+        # Four quick failures take the report backoff to 0.8-1.6 s for the fifth.
+        service = OutageFakeService(failures=5)
+        server, address = await serve(service)
+        hold = asyncio.Event()
+        hold.set()
+        handle = fake_worker(address, hold)
+        handle.task = asyncio.create_task(handle.worker.run())
+        try:
+            done = await handle.wait_for(lambda e: e.name == "done", timeout=10)
+            assert done.outcome == "ack"
+            assert len(service.report_times) == 6
+            # The held call went out before the new stream opened and failed after: the server
+            # is back, so its retry does not wait out the backoff.
+            assert service.report_times[5] - service.held_failed_at < 0.5
+        finally:
+            await handle.stop()
+            await server.stop(None)
+
+    run(scenario())

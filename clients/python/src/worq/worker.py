@@ -402,6 +402,7 @@ class Worker:
         self._reports_idle: Optional[asyncio.Event] = None
         self._reports_kick: Optional[asyncio.Event] = None
         self._reports_pausing = 0
+        self._stream_opens = 0  # Lease streams opened so far: a report pause ends when one opens
         self._stub: Optional[worker_service_pb2_grpc.WorkerServiceStub] = None
         self._ready_sent = False
         self._stream_lost = False  # the stream dropped and is not open again yet
@@ -695,6 +696,7 @@ class Worker:
 
     def _on_stream_open(self) -> None:
         self._stream_lost = False
+        self._stream_opens += 1
         if self._reports_kick is not None:
             self._reports_kick.set()  # reports waiting out a backoff can go now
         log.info("lease stream open (worker %s, %d in flight)", self.worker_id, len(self._held))
@@ -955,6 +957,7 @@ class Worker:
         request = worker_service_pb2.ReportRequest(
             acks=[r.ack for r in acks if r.ack is not None], fails=[r.fail for r in fails if r.fail is not None]
         )
+        opens_before = self._stream_opens
         try:
             response = await self._stub.Report(request, timeout=_CALL_TIMEOUT)
         except grpc.aio.AioRpcError as err:
@@ -964,7 +967,7 @@ class Worker:
                     "reporting %d job(s) failed (%s: %s); retrying in %.0f ms",
                     len(batch), err.code().name, err.details(), delay * 1000,
                 )
-                await self._requeue_reports(batch, delay)
+                await self._requeue_reports(batch, delay, opens_before)
                 return
             log.error("the server refused a Report of %d job(s): %s: %s", len(batch), err.code().name, err.details())
             for report in batch:
@@ -977,21 +980,24 @@ class Worker:
         for report, item in zip(fails, response.fails):
             self._handle_item(report, item.code, item.message, retry)
         if retry:
-            await self._requeue_reports(retry, backoff.next())
+            await self._requeue_reports(retry, backoff.next(), opens_before)
 
-    async def _requeue_reports(self, reports: List[_Report], delay: float) -> None:
+    async def _requeue_reports(self, reports: List[_Report], delay: float, opens_before: int) -> None:
         assert self._reports_wakeup is not None
         self._reports[:0] = reports
         self._reports_pausing += 1
         try:
-            await self._report_pause(delay)
+            await self._report_pause(delay, opens_before)
         finally:
             self._reports_pausing -= 1
             self._reports_wakeup.set()
 
-    async def _report_pause(self, delay: float) -> None:
-        """Sleeps before retrying reports; cut short when a stream opens (the server is back)."""
+    async def _report_pause(self, delay: float, opens_before: int) -> None:
+        """Sleeps before retrying reports; cut short when a stream opens (the server is back),
+        or skipped when one opened since the failed call went out."""
         assert self._reports_kick is not None
+        if self._stream_opens != opens_before:
+            return
         self._reports_kick.clear()
         try:
             await asyncio.wait_for(self._reports_kick.wait(), timeout=delay)
