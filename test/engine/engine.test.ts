@@ -1165,6 +1165,33 @@ describe("Engine: lease session validation", () => {
   });
 });
 
+describe("Engine: queue stats", () => {
+  it("counts each waiting and running state per queue, and the oldest ready job across priorities", async () => {
+    const { engine, clock } = await openEngine();
+    const a = await submitOne(engine, { type: "t", queue: "s" }); // normal priority, at T0
+    clock.advance(SECOND);
+    await submitOne(engine, { type: "t", queue: "s", priority: 0 }); // critical, a second later
+    await submitOne(engine, { type: "t", queue: "s", delayMs: MINUTE });
+    await submitOne(engine, { type: "t", queue: "s", dependsOn: { jids: [a] } });
+    await submitOne(engine, { type: "t", queue: "other" });
+    const counts = () => {
+      const { pending, ready, delayed, inFlight, retrying, oldestReadyAtMs } = engine.queueStats("s");
+      return { pending, ready, delayed, inFlight, retrying, oldestReadyAtMs };
+    };
+    expect(counts()).toEqual({ pending: 1, ready: 2, delayed: 1, inFlight: 0, retrying: 0, oldestReadyAtMs: T0 });
+    const { sink, session } = await lease(engine, ["s"], 1); // takes the critical job
+    expect(sink.grants[0]!.meta.priority).toBe(0);
+    expect(counts()).toEqual({ pending: 1, ready: 1, delayed: 1, inFlight: 1, retrying: 0, oldestReadyAtMs: T0 });
+    const [leased] = sink.grants;
+    await engine.fail(leased!.meta.jid, leased!.meta.lease!.leaseId, report());
+    await flush();
+    // The freed credit took a; the failed job waits for its retry.
+    expect(counts()).toEqual({ pending: 1, ready: 0, delayed: 1, inFlight: 1, retrying: 1, oldestReadyAtMs: undefined });
+    expect(engine.queueStats("other").ready).toBe(1);
+    session.close();
+  });
+});
+
 describe("Engine: counters and info", () => {
   const setup = () => openEngine();
 

@@ -23,7 +23,7 @@ function setup() {
     for (let jid = take(); jid !== undefined; jid = take()) out.push(jid);
     return out;
   };
-  return { queue, live, push, take, drain };
+  return { queue, live, push, take, drain, isCurrent };
 }
 
 describe("ReadyQueue", () => {
@@ -93,5 +93,19 @@ describe("ReadyQueue", () => {
     for (const jid of jids.slice(3_000)) push(jid);
     out.push(...drain());
     expect(out).toEqual(jids);
+  });
+
+  it("names the first ready job of each priority level, dropping stale entries in front and taking none", () => {
+    const { queue, live, push, take, isCurrent } = setup();
+    push("a", 2);
+    push("b", 2);
+    push("c", 0);
+    push("d", 4);
+    live.delete("a"); // left the ready state without a removal here
+    expect(queue.fronts(isCurrent)).toEqual(["c", "b", "d"]);
+    expect(queue.sizeBound).toBe(3); // a's stale entry went
+    expect(take()).toBe("c"); // nothing was taken by fronts
+    live.clear();
+    expect(queue.fronts(isCurrent)).toEqual([]);
   });
 });
