@@ -16,7 +16,7 @@ import { ExpiryQueue } from "./expiry-queue.js";
 import { BodyCache } from "./body-cache.js";
 import { internName, internRetryPolicy } from "./intern.js";
 import { LiveJobs } from "./live-jobs.js";
-import { LISTABLE_STATES, checkJobFilter, finishedJobsPage, liveJobsPage, type JobFilter } from "./live-listing.js";
+import { LISTABLE_STATES, checkJobFilter, finishedJobsPage, liveJobsPage, readyJobsPage, type JobFilter } from "./live-listing.js";
 
 export interface EngineOptions {
   store: Store;
@@ -650,7 +650,8 @@ export class Engine {
       const listFinished = (after: FinishedCursor | undefined, limit: number) => this.store.listFinished(state, queue || undefined, after, limit);
       return finishedJobsPage(listFinished, getBodies, filter, pageSize, filter.pageToken ?? "");
     }
-    const matching = [...this.live.matching(queue || undefined, state)];
+    if (state === "SCHEDULED") return readyJobsPage((after, limit) => this.readyAfter(queue || undefined, after, limit), getBodies, filter, pageSize, filter.pageToken ?? "");
+    const matching = [...this.live.matching(queue || undefined, state || undefined)];
     return liveJobsPage(matching, getBodies, filter, pageSize, filter.pageToken ?? "");
   }
 
@@ -1094,6 +1095,16 @@ export class Engine {
       if (taken !== undefined) return taken;
     }
     return undefined;
+  }
+
+  /** Up to `limit` ready jobs of `queue` (of every queue when undefined) in the order they will run, after a position. */
+  private readyAfter(queue: string | undefined, after: { priority: number; readySeq: number } | undefined, limit: number): JobMeta[] {
+    const isCurrent = (jid: string, readySeq: number) => this.isReadyEntry(jid, readySeq);
+    const queues = queue === undefined ? [...this.ready.values()] : [this.ready.get(queue)].filter((q) => q !== undefined);
+    const entries = queues.flatMap((ready) => ready.entriesAfter(after, limit, isCurrent));
+    // Across queues: the same order as within one (readySeq is unique across the engine).
+    if (queues.length > 1) entries.sort((a, b) => a.priority - b.priority || a.readySeq - b.readySeq);
+    return entries.slice(0, limit).map((entry) => this.live.get(entry.jid)!);
   }
 
   /** Whether a ready queue's entry still stands for a ready job (entries are removed lazily). */

@@ -41,6 +41,26 @@ class Fifo {
     return undefined;
   }
 
+  /** Up to `limit` entries for which `isCurrent` holds with a readySeq above `afterSeq`, in order. */
+  entriesAfter(afterSeq: number, limit: number, isCurrent: (jid: string, readySeq: number) => boolean, out: ReadyEntry[], priority: PriorityLevel): void {
+    // seqs ascend from head: find the first above afterSeq.
+    let low = this.head;
+    let high = this.seqs.length;
+    while (low < high) {
+      const mid = (low + high) >>> 1;
+      if (this.seqs[mid]! <= afterSeq) low = mid + 1;
+      else high = mid;
+    }
+    let taken = 0;
+    for (let i = low; i < this.jids.length && taken < limit; i++) {
+      const jid = this.jids[i]!;
+      const readySeq = this.seqs[i]!;
+      if (!isCurrent(jid, readySeq)) continue;
+      out.push({ jid, priority, readySeq });
+      taken++;
+    }
+  }
+
   /** Drops the consumed prefix once it is most of the arrays. */
   private compact(): void {
     if (this.head > 1024 && this.head * 2 > this.jids.length) {
@@ -49,6 +69,13 @@ class Fifo {
       this.head = 0;
     }
   }
+}
+
+/** A ready job's place in its queue. */
+export interface ReadyEntry {
+  jid: string;
+  priority: PriorityLevel;
+  readySeq: number;
 }
 
 /**
@@ -71,6 +98,20 @@ export class ReadyQueue {
       if (jid !== undefined) return jid;
     }
     return undefined;
+  }
+
+  /**
+   * Up to `limit` ready jobs in the order they will run, after the position (priority,
+   * readySeq) when given: for listings, without taking anything or sorting the backlog.
+   */
+  entriesAfter(after: { priority: number; readySeq: number } | undefined, limit: number, isCurrent: (jid: string, readySeq: number) => boolean): ReadyEntry[] {
+    const out: ReadyEntry[] = [];
+    this.levels.forEach((level, priority) => {
+      if (out.length >= limit || (after !== undefined && priority < after.priority)) return;
+      const afterSeq = after !== undefined && priority === after.priority ? after.readySeq : -1;
+      level.entriesAfter(afterSeq, limit - out.length, isCurrent, out, priority as PriorityLevel);
+    });
+    return out;
   }
 
   /** The first job of each priority level that has one (stale entries in front are dropped). */

@@ -1192,6 +1192,33 @@ describe("Engine: queue stats", () => {
   });
 });
 
+describe("Engine: listing ready jobs", () => {
+  it("lists them in run order across queues, a page at a time; a job leaving between pages skips nothing", async () => {
+    const { engine } = await openEngine();
+    const [a, b, c, d, e] = await submitEach(engine, [
+      { type: "a", queue: "q1" },
+      { type: "b", queue: "q1", priority: 0 },
+      { type: "c", queue: "q1" },
+      { type: "d", queue: "q2", priority: 1 },
+      { type: "e", queue: "q2" },
+    ]);
+    await engine.cancel(c!); // its ready entry stays behind, stale
+    const page = async (filter: { queue?: string; pageToken?: string; type?: string }) => {
+      const { jobs, nextPageToken } = await engine.listJobs({ state: "SCHEDULED", pageSize: 2, ...filter });
+      return { jids: jobs.map((job) => job.meta.jid), nextPageToken };
+    };
+    const first = await page({});
+    expect(first.jids).toEqual([b, d]);
+    await engine.cancel(d!); // the job the token points after leaves
+    const second = await page({ pageToken: first.nextPageToken });
+    expect(second.jids).toEqual([a, e]);
+    expect(second.nextPageToken).toBe(""); // the end
+    expect((await page({ queue: "q1" })).jids).toEqual([b, a]);
+    expect((await page({ type: "e" })).jids).toEqual([e]);
+    await expectWorqError(() => page({ pageToken: "bm90IGEgdG9rZW4" }), "WORQ_INVALID_ARGUMENT", "page_token");
+  });
+});
+
 describe("Engine: counters and info", () => {
   const setup = () => openEngine();
 

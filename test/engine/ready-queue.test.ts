@@ -108,4 +108,21 @@ describe("ReadyQueue", () => {
     live.clear();
     expect(queue.fronts(isCurrent)).toEqual([]);
   });
+
+  it("reads ready jobs in run order after a position, skipping stale entries and taking none", () => {
+    const { queue, live, push, take, isCurrent } = setup();
+    for (const jid of ["a", "b", "c", "d", "e"]) push(jid, 2); // readySeq 1..5
+    push("x", 0); // 6
+    push("y", 4); // 7
+    live.delete("c");
+    const jids = (after: { priority: number; readySeq: number } | undefined, limit = 10) => queue.entriesAfter(after, limit, isCurrent).map((entry) => entry.jid);
+    expect(jids(undefined)).toEqual(["x", "a", "b", "d", "e", "y"]);
+    expect(jids(undefined, 3)).toEqual(["x", "a", "b"]);
+    expect(jids({ priority: 2, readySeq: 2 })).toEqual(["d", "e", "y"]); // after b; c is stale
+    expect(jids({ priority: 2, readySeq: 3 })).toEqual(["d", "e", "y"]); // after where c was
+    expect(jids({ priority: 3, readySeq: 0 })).toEqual(["y"]);
+    expect(queue.entriesAfter({ priority: 0, readySeq: 6 }, 1, isCurrent)).toEqual([{ jid: "a", priority: 2, readySeq: 1 }]);
+    expect(take()).toBe("x");
+  });
 });
+
