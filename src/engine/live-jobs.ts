@@ -3,10 +3,10 @@ import { internName, internRetryPolicy, NO_LEASE_IDS } from "./intern.js";
 import { BINARY_META_FORMAT, decodeBinaryMeta, encodeBinaryMeta, isOmittedPolicy, OMITTED_RETRY_POLICY, STATES, stateCode } from "./meta-binary.js";
 
 /** Metas held as objects before waiting jobs' metas are packed (see LiveJobs). */
-export const DEFAULT_UNPACKED_LIMIT = 10_000;
+const DEFAULT_UNPACKED_LIMIT = 10_000;
 
 /** Counts of one queue's live jobs by state code (meta-binary.ts STATES). */
-export type StateCounts = Int32Array;
+type StateCounts = Int32Array;
 
 const DEFAULT_POLICY = internRetryPolicy({ ...OMITTED_RETRY_POLICY });
 
@@ -79,11 +79,6 @@ export class LiveJobs {
     this.metas.delete(meta.jid);
     if (typeof held !== "string") this.objects--;
     this.counts.get(meta.queue)![stateCodeOf(held)]!--;
-  }
-
-  /** Every live meta (packed ones unpacked): for admin reads, which look at all of them anyway. */
-  *values(): IterableIterator<JobMeta> {
-    for (const [jid, held] of this.metas) yield typeof held === "string" ? unpack(jid, held) : held;
   }
 
   /** The live metas of `queue` (any queue when undefined) in `state` (any when undefined); packed ones in another state are not unpacked. */
