@@ -19,14 +19,33 @@ export function internName(name: string): string {
   return name;
 }
 
+/** The policy interned last: nearly every job has the same one, found without building a key. */
+let lastPolicy: Readonly<RetryPolicy> | undefined;
+
 /** A frozen, shared policy equal to `policy` (transitions never modify a policy). */
 export function internRetryPolicy(policy: RetryPolicy): RetryPolicy {
+  if (lastPolicy !== undefined && samePolicy(lastPolicy, policy)) return lastPolicy;
   const key = `${policy.maxAttempts}|${policy.maxFails}|${policy.backoff}|${policy.initialDelayMs}|${policy.multiplier}|${policy.maxDelayMs}|${policy.jitter}|${policy.onExhausted}`;
-  const canonical = policies.get(key);
-  if (canonical !== undefined) return canonical;
-  const frozen = Object.freeze({ ...policy });
-  if (policies.size < MAX_DISTINCT) policies.set(key, frozen);
-  return frozen;
+  let canonical = policies.get(key);
+  if (canonical === undefined) {
+    canonical = Object.freeze({ ...policy });
+    if (policies.size < MAX_DISTINCT) policies.set(key, canonical);
+  }
+  lastPolicy = canonical;
+  return canonical;
+}
+
+function samePolicy(a: RetryPolicy, b: RetryPolicy): boolean {
+  return (
+    a.maxAttempts === b.maxAttempts &&
+    a.maxFails === b.maxFails &&
+    a.backoff === b.backoff &&
+    a.initialDelayMs === b.initialDelayMs &&
+    a.multiplier === b.multiplier &&
+    a.maxDelayMs === b.maxDelayMs &&
+    a.jitter === b.jitter &&
+    a.onExhausted === b.onExhausted
+  );
 }
 
 /** One shared empty list for jobs never leased yet; transitions build a new list when they add. */

@@ -13,6 +13,12 @@ describe("interned job fields (memory per queued job)", () => {
     expect(Object.isFrozen(a)).toBe(true);
     expect(c).not.toBe(a);
     expect(c.maxAttempts).toBe(7);
+    // Back and forth between policies: each keeps its one copy; a one-field difference counts.
+    expect(internRetryPolicy(resolveRetryPolicy(undefined, "retry"))).toBe(a);
+    expect(internRetryPolicy(resolveRetryPolicy({ maxAttempts: 7 }, "retry"))).toBe(c);
+    const jittered = internRetryPolicy({ ...c, jitter: !c.jitter });
+    expect(jittered).not.toBe(c);
+    expect(jittered.jitter).toBe(!c.jitter);
   });
 
   it("names are returned as their canonical copy", () => {
