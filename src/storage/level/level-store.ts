@@ -312,9 +312,21 @@ function indexKeysOf(meta: JobMeta | undefined): string[] {
 
 /** Appends the puts and deletes that move a job's index entries from `previous` to `next` (at most three keys each). */
 function addIndexOps(previous: JobMeta | undefined, next: JobMeta | undefined, ops: BatchOp[]): void {
+  const wasLive = previous !== undefined && !isTerminal(previous.state);
+  const isLive = next !== undefined && !isTerminal(next.state);
   // Most transitions (lease, renew, fail and retry, due) go from one unfinished state to
   // another: the job stays under its one l/<jid> key, and there is nothing to build.
-  if (previous !== undefined && next !== undefined && !isTerminal(previous.state) && !isTerminal(next.state)) return;
+  if (wasLive && isLive) return;
+  // A submit, and a job finishing: once per job each, so written out without key lists.
+  if (previous === undefined && isLive) {
+    ops.push({ type: "put", key: KEYS.live(next.jid), value: EMPTY });
+    return;
+  }
+  if (wasLive && next !== undefined) {
+    ops.push({ type: "del", key: KEYS.live(previous.jid) });
+    for (const key of indexKeysOf(next)) ops.push({ type: "put", key, value: EMPTY });
+    return;
+  }
   const before = indexKeysOf(previous);
   const after = indexKeysOf(next);
   for (const key of before) if (!after.includes(key)) ops.push({ type: "del", key });
