@@ -7,6 +7,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
 import { spawnServer } from "../e2e/support/server-process.js";
+import { freePort } from "../support/free-port.js";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
 import { field, runCli } from "./support/run-cli.js";
 
@@ -15,14 +16,8 @@ const COMMANDS = [
   "pause", "resume", "purge", "info", "quiet", "terminate",
 ];
 
-/** A port on 127.0.0.1 that nothing listens on (bound, then released). */
-async function closedPort(): Promise<number> {
-  const probe = createTcpServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise<void>((resolve) => probe.close(() => resolve()));
-  return port;
-}
+/** A port on 127.0.0.1 that nothing listens on (free-port.ts: outside the range other tests' servers get). */
+const closedPort = freePort;
 
 async function listening<T extends TcpServer | Http2Server>(server: T): Promise<number> {
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));

@@ -1,6 +1,6 @@
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
+import { freePort } from "../support/free-port.js";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -52,10 +52,7 @@ describe.skipIf(!postgresAvailable())("worq migrate and worq migrate-store (real
     const bad = await runCli(["serve", "--port", "0", "--store", "mysql://worq@127.0.0.1/worq"]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain("--store must be a PostgreSQL URL");
-    const probe = createServer();
-    await new Promise<void>((listening) => probe.listen(0, "127.0.0.1", listening));
-    const { port } = probe.address() as { port: number };
-    await new Promise((closed) => probe.close(closed)); // nothing listens there now
+    const port = await freePort(); // nothing listens there now
     const closed = `postgres://worq:hunter2@127.0.0.1:${port}/worq`;
     const down = await runCli(["serve", "--port", "0", "--store", closed], { timeoutMs: 30_000 });
     expect(down.code).toBe(1);

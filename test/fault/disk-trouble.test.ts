@@ -7,7 +7,6 @@ import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
 import { connect, StreamWorker } from "../e2e/support/clients.js";
 import { spawnServer, type ServerProcess } from "../e2e/support/server-process.js";
 import { printFigures } from "./support/figures.js";
-import { freePort } from "./support/free-port.js";
 import { LazyMount, lazyFsAvailable, type FaultMode } from "./support/lazy-mount.js";
 
 /**
@@ -39,9 +38,9 @@ describe.runIf(RUN)("disk full or read-only: clear errors, no corruption, recove
   ];
 
   it("refuses writes with UNAVAILABLE naming the cause, stays up, and resumes without losing or inventing a job", async () => {
-    const http = await freePort();
-    server = await spawnServer(join(fs.mountpoint, "data"), ["--http-port", String(http), "--orphan-grace", "2s", "--log-level", "warn"]);
+    server = await spawnServer(join(fs.mountpoint, "data"), ["--orphan-grace", "2s", "--log-level", "warn"]);
     const clients = connect(server.port);
+    const http = server.httpPort;
     const health = async () => (await fetch(`http://127.0.0.1:${http}/healthz`)).status;
     const acknowledged: string[] = [];
     const submit = async (i: number) => {

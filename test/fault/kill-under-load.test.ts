@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { connect } from "../e2e/support/clients.js";
 import { spawnServer, type ServerProcess } from "../e2e/support/server-process.js";
 import { acknowledgedJids, executionsPerJob, printFigures, settle } from "./support/figures.js";
-import { freePort } from "./support/free-port.js";
+import { freePort } from "../support/free-port.js";
 import { builtHelper, LineProcess } from "./support/line-process.js";
 
 /**

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { connect } from "../e2e/support/clients.js";
 import type { ServerProcess } from "../e2e/support/server-process.js";
 import { acknowledgedJids, executionsPerJob, printFigures, settle, type Figures } from "./support/figures.js";
-import { freePort } from "./support/free-port.js";
+import { freePort } from "../support/free-port.js";
 import { LazyMount, lazyFsAvailable } from "./support/lazy-mount.js";
 import { builtHelper, LineProcess } from "./support/line-process.js";
 import { startWorq } from "./support/worq-process.js";

@@ -10,7 +10,7 @@ import { WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import { connect, StreamWorker, type WorqClients } from "../e2e/support/clients.js";
 import { spawnServer, type ServerProcess } from "../e2e/support/server-process.js";
 import { executionsPerJob, printFigures, settle } from "./support/figures.js";
-import { freePort } from "./support/free-port.js";
+import { freePort } from "../support/free-port.js";
 import { builtHelper, LineProcess } from "./support/line-process.js";
 import { establishedOnPorts } from "./support/tcp-connections.js";
 import { TcpProxy } from "./support/tcp-proxy.js";
@@ -37,10 +37,9 @@ describe("worker faults against a real server process", () => {
   async function start(args: string[] = []): Promise<{ server: ServerProcess; clients: WorqClients; dataDir: string; http: number }> {
     const dataDir = mkdtempSync(join(tmpdir(), "worq-wfault-"));
     dirs.push(dataDir);
-    const http = await freePort();
-    const server = await spawnServer(dataDir, ["--orphan-grace", `${ORPHAN_GRACE_MS}ms`, "--http-port", String(http), "--log-level", "warn", ...args]);
+    const server = await spawnServer(dataDir, ["--orphan-grace", `${ORPHAN_GRACE_MS}ms`, "--log-level", "warn", ...args]);
     children.push(server);
-    return { server, clients: connect(server.port), dataDir, http };
+    return { server, clients: connect(server.port), dataDir, http: server.httpPort };
   }
 
   async function submitN(clients: WorqClients, n: number, queue: string, reserveForS = 60, type = "fault"): Promise<string[]> {

@@ -12,7 +12,6 @@ import { WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import { connect, type WorqClients } from "../e2e/support/clients.js";
 import { spawnServer, type ServerProcess } from "../e2e/support/server-process.js";
 import { printFigures } from "../fault/support/figures.js";
-import { freePort } from "../fault/support/free-port.js";
 import { establishedOnPorts } from "../fault/support/tcp-connections.js";
 import { messageArbitrary } from "./support/proto-arbitrary.js";
 import { frame, RawGrpc, type RawAnswer } from "./support/raw-grpc.js";
@@ -43,8 +42,8 @@ describe("fuzzing every RPC of a real server process", () => {
   const count = (code: string) => codes.set(code, (codes.get(code) ?? 0) + 1);
 
   beforeAll(async () => {
-    http = await freePort();
-    server = await spawnServer(dataDir, ["--http-port", String(http), "--orphan-grace", "500ms", "--log-level", "error"]);
+    server = await spawnServer(dataDir, ["--orphan-grace", "500ms", "--log-level", "error"]);
+    http = server.httpPort;
     clients = connect(server.port);
     await clients.admin.getServerInfo({});
     rssBeforeKb = rssKb(server.child.pid!);
