@@ -225,6 +225,8 @@ export class Engine {
   private purging = false;
   private readySeq = 0;
   private pumpScheduled = false;
+  /** The last pump's delivery while it waits for bodies read from the store, if one does. */
+  private deliveryTail: Promise<void> | undefined;
   private sessionSeq = 0;
   private counters: Counters = { submitted: 0, processed: 0, failed: 0, evicted: 0 };
   private fatal: unknown;
@@ -1054,20 +1056,26 @@ export class Engine {
         else misses.push(meta.jid);
       }
     }
-    if (misses.length === 0) {
+    if (misses.length === 0 && this.deliveryTail === undefined) {
       this.deliver(grants, bodyOf);
       return;
     }
     // A body not in memory may still be on its way to the store: a job made ready by
     // another's ack moments after its own submit. Read once the leases are durable: they
     // were committed after every earlier write, that submit's included.
-    leasesDurable
-      .then(() => this.store.getBodies(misses))
-      .then((bodies) => {
-        misses.forEach((jid, i) => bodyOf.set(jid, bodies[i]));
-        this.deliver(grants, bodyOf);
-      })
-      .catch(() => {}); // a failed read leaves the leases to lapse: the jobs run again
+    const bodiesRead =
+      misses.length === 0
+        ? undefined
+        : leasesDurable.then(() => this.store.getBodies(misses)).then((bodies) => misses.forEach((jid, i) => bodyOf.set(jid, bodies[i])));
+    // Delivered after every earlier pump's jobs, whose reads may finish later than this one's:
+    // jobs reach workers in the order they were leased (priority, then FIFO).
+    const tail: Promise<void> = Promise.all([this.deliveryTail, bodiesRead])
+      .then(() => this.deliver(grants, bodyOf))
+      .catch(() => {}) // a failed read leaves the leases to lapse: the jobs run again
+      .finally(() => {
+        if (this.deliveryTail === tail) this.deliveryTail = undefined;
+      });
+    this.deliveryTail = tail;
   }
 
   private deliver(grants: Map<Session, JobMeta[]>, bodyOf: Map<string, JobBody | undefined>): void {

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it, vi } from "vitest";
 import { ManualClock } from "../../src/engine/clock.js";
-import { Engine } from "../../src/engine/engine.js";
+import { Engine, type LeaseGrant } from "../../src/engine/engine.js";
 import type { SubmitInput } from "../../src/engine/job.js";
 import { isUuidV4 } from "../../src/engine/limits.js";
 import { MemoryStore, createMemoryData, type MemoryData } from "../../src/storage/memory/memory-store.js";
@@ -1216,6 +1216,43 @@ describe("Engine: listing ready jobs", () => {
     expect((await page({ queue: "q1" })).jids).toEqual([b, a]);
     expect((await page({ type: "e" })).jids).toEqual([e]);
     await expectWorqError(() => page({ pageToken: "bm90IGEgdG9rZW4" }), "WORQ_INVALID_ARGUMENT", "page_token");
+  });
+});
+
+describe("Engine: delivery order when bodies are read from the store", () => {
+  /** A store whose first body read waits until released: reads finishing out of order. */
+  class FirstBodyReadHeld extends MemoryStore {
+    private held: (() => void) | undefined;
+    private reads = 0;
+    override async getBodies(jids: readonly string[]): ReturnType<MemoryStore["getBodies"]> {
+      if (this.reads++ === 0) await new Promise<void>((resolve) => (this.held = resolve));
+      return super.getBodies(jids);
+    }
+    release(): void {
+      this.held?.();
+    }
+  }
+
+  it("jobs reach workers in the order they were leased, even when an earlier lease's read finishes last", async () => {
+    const data = createMemoryData();
+    const first = await openEngine({ data });
+    const jids = await submitEach(first.engine, [1, 2, 3, 4].map((i) => ({ type: "t", queue: "q", kwargs: { i } })));
+    await first.engine.close();
+    // A restart: no body is in memory, every lease reads its job's body.
+    const store = new FirstBodyReadHeld(data);
+    const { engine } = await openEngine({ data, store });
+    const delivered: string[] = [];
+    const sinkOf = () => ({ deliver: (grants: LeaseGrant[]) => delivered.push(...grants.map((g) => g.meta.jid)), control: () => {}, revoke: () => {} });
+    const a = engine.openLease({ queues: ["q"], workerId: "a", credits: 2 }, sinkOf());
+    await flush();
+    const b = engine.openLease({ queues: ["q"], workerId: "b", credits: 2 }, sinkOf());
+    await flush();
+    expect(delivered).toEqual([]); // b's jobs wait for a's, whose read is held
+    store.release();
+    await flush();
+    expect(delivered).toEqual(jids);
+    a.close();
+    b.close();
   });
 });
 
