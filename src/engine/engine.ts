@@ -599,21 +599,20 @@ export class Engine {
   /** Counts, latency and pause state of one queue (003 `inspect queue`). */
   queueStats(name: string): QueueStatsView {
     checkQueueName(name, "queue");
+    const count = (state: JobState) => this.live.count(name, state);
     const stats: QueueStatsView = {
       queue: name,
-      pending: 0,
-      ready: 0,
-      delayed: 0,
-      inFlight: 0,
-      retrying: 0,
+      pending: count("PENDING"),
+      ready: count("SCHEDULED"),
+      delayed: count("DELAYED"),
+      inFlight: count("RUNNING"),
+      retrying: count("RETRYING"),
       dead: this.queues.finishedCount(name, "DEAD_LETTER"),
       failed: this.queues.finishedCount(name, "FAILED"),
       completed: this.queues.finishedCount(name, "COMPLETED"),
       oldestReadyAtMs: undefined,
       paused: this.queues.isPaused(name),
     };
-    const count = (state: JobState) => this.live.count(name, state);
-    Object.assign(stats, { pending: count("PENDING"), ready: count("SCHEDULED"), delayed: count("DELAYED"), inFlight: count("RUNNING"), retrying: count("RETRYING") });
     // The front of each priority level is its longest-waiting job (readySeq follows time).
     for (const jid of this.ready.get(name)?.fronts((candidate, seq) => this.isReadyEntry(candidate, seq)) ?? []) {
       const meta = this.live.get(jid)!;
@@ -1096,7 +1095,7 @@ export class Engine {
       let taken: JobMeta | undefined;
       this.ready.get(queue)?.take((candidate, seq) => {
         const meta = this.live.get(candidate);
-        if (meta === undefined || meta.state !== "SCHEDULED" || meta.readySeq !== seq) return false;
+        if (!isReadyAt(meta, seq)) return false;
         taken = meta;
         return true;
       });
@@ -1117,8 +1116,7 @@ export class Engine {
 
   /** Whether a ready queue's entry still stands for a ready job (entries are removed lazily). */
   private isReadyEntry(jid: string, readySeq: number): boolean {
-    const meta = this.live.get(jid);
-    return meta !== undefined && meta.state === "SCHEDULED" && meta.readySeq === readySeq;
+    return isReadyAt(this.live.get(jid), readySeq);
   }
 
   private enqueueReady(meta: JobMeta): void {
@@ -1343,6 +1341,11 @@ function finishedJid(write: StoreWrite): string[] {
   if (write.kind === "delete-job") return [write.meta.jid];
   if (write.kind === "put-meta" && isTerminal(write.meta.state)) return [write.meta.jid];
   return [];
+}
+
+/** Whether `meta` is a ready job at the ready-queue position `readySeq`. */
+function isReadyAt(meta: JobMeta | undefined, readySeq: number): meta is JobMeta {
+  return meta !== undefined && meta.state === "SCHEDULED" && meta.readySeq === readySeq;
 }
 
 /** The indexes of `keys` in ascending order of key. */

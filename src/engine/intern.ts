@@ -1,4 +1,4 @@
-import type { RetryPolicy } from "./job.js";
+import { sameRetryPolicy, type RetryPolicy } from "./job.js";
 
 /**
  * Canonical copies of values that nearly every job repeats, so a million queued jobs share
@@ -24,7 +24,7 @@ let lastPolicy: Readonly<RetryPolicy> | undefined;
 
 /** A frozen, shared policy equal to `policy` (transitions never modify a policy). */
 export function internRetryPolicy(policy: RetryPolicy): RetryPolicy {
-  if (lastPolicy !== undefined && samePolicy(lastPolicy, policy)) return lastPolicy;
+  if (lastPolicy !== undefined && sameRetryPolicy(lastPolicy, policy)) return lastPolicy;
   const key = `${policy.maxAttempts}|${policy.maxFails}|${policy.backoff}|${policy.initialDelayMs}|${policy.multiplier}|${policy.maxDelayMs}|${policy.jitter}|${policy.onExhausted}`;
   let canonical = policies.get(key);
   if (canonical === undefined) {
@@ -33,19 +33,6 @@ export function internRetryPolicy(policy: RetryPolicy): RetryPolicy {
   }
   lastPolicy = canonical;
   return canonical;
-}
-
-function samePolicy(a: RetryPolicy, b: RetryPolicy): boolean {
-  return (
-    a.maxAttempts === b.maxAttempts &&
-    a.maxFails === b.maxFails &&
-    a.backoff === b.backoff &&
-    a.initialDelayMs === b.initialDelayMs &&
-    a.multiplier === b.multiplier &&
-    a.maxDelayMs === b.maxDelayMs &&
-    a.jitter === b.jitter &&
-    a.onExhausted === b.onExhausted
-  );
 }
 
 /** One shared empty list for jobs never leased yet; transitions build a new list when they add. */

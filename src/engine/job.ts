@@ -52,6 +52,20 @@ export interface RetryPolicy {
   onExhausted: ExhaustedAction;
 }
 
+/** Whether two policies are equal field by field. */
+export function sameRetryPolicy(a: RetryPolicy, b: RetryPolicy): boolean {
+  return (
+    a.maxAttempts === b.maxAttempts &&
+    a.maxFails === b.maxFails &&
+    a.backoff === b.backoff &&
+    a.initialDelayMs === b.initialDelayMs &&
+    a.multiplier === b.multiplier &&
+    a.maxDelayMs === b.maxDelayMs &&
+    a.jitter === b.jitter &&
+    a.onExhausted === b.onExhausted
+  );
+}
+
 export interface Failure {
   failedAtMs: number;
   retriedAtMs: number;

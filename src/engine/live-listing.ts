@@ -111,11 +111,10 @@ function sortKeyOf(meta: JobMeta): number[] {
 }
 
 /** A live job's place in its listing: sortKeyOf, then the jid. */
-export interface LiveCursor {
+interface Cursor {
   key: number[];
   jid: string;
 }
-type Cursor = LiveCursor;
 
 function compare(a: Cursor, b: Cursor): number {
   for (let i = 0; i < a.key.length; i++) {

@@ -1,4 +1,4 @@
-import { shapedMeta, type JobMeta, type JobState, type RetryPolicy } from "./job.js";
+import { sameRetryPolicy, shapedMeta, type JobMeta, type JobState, type RetryPolicy } from "./job.js";
 import { writeShortAscii } from "../wire/wire-writer.js";
 
 /**
@@ -32,17 +32,7 @@ export const OMITTED_RETRY_POLICY: Readonly<RetryPolicy> = Object.freeze({
 
 /** Whether `policy` is OMITTED_RETRY_POLICY (a record may then leave it out). */
 export function isOmittedPolicy(policy: RetryPolicy): boolean {
-  const d = OMITTED_RETRY_POLICY;
-  return (
-    policy.maxAttempts === d.maxAttempts &&
-    policy.maxFails === d.maxFails &&
-    policy.backoff === d.backoff &&
-    policy.initialDelayMs === d.initialDelayMs &&
-    policy.multiplier === d.multiplier &&
-    policy.maxDelayMs === d.maxDelayMs &&
-    policy.jitter === d.jitter &&
-    policy.onExhausted === d.onExhausted
-  );
+  return sameRetryPolicy(policy, OMITTED_RETRY_POLICY);
 }
 
 const enum Kind {

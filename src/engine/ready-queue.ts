@@ -18,13 +18,12 @@ class Fifo {
   }
   /** Removes entries from the front until one for which `isCurrent` holds; returns its jid. */
   takeFirst(isCurrent: (jid: string, readySeq: number) => boolean): string | undefined {
-    let found: string | undefined;
-    while (found === undefined && this.head < this.jids.length) {
-      const jid = this.jids[this.head]!;
-      if (isCurrent(jid, this.seqs[this.head++]!)) found = jid;
+    const jid = this.front(isCurrent);
+    if (jid !== undefined) {
+      this.head++;
+      this.compact();
     }
-    this.compact();
-    return found;
+    return jid;
   }
 
   /** Drops entries from the front until one for which `isCurrent` holds; returns its jid, left in place. */
