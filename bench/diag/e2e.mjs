@@ -34,6 +34,7 @@ const { values } = parseArgs({
   },
 });
 const n = Number(values.n);
+const perThousandJobs = (counts) => Object.fromEntries(Object.entries(counts).map(([method, count]) => [method, Math.round((count / n) * 1000)]));
 const log = createLogger();
 installCleanupHandlers(log);
 const root = mkdtempSync(join(tmpdir(), "worq-diag-"));
@@ -72,6 +73,7 @@ const result = await withScope(ctx, async (scope) => {
     worker.send("go");
     const done = await worker.next("done");
     const cpu2 = server.cpu();
+    const rpcs = await rpcCounts(server.httpPort);
     worker.send("stop");
     await worker.next("stopped");
     return {
@@ -80,6 +82,7 @@ const result = await withScope(ctx, async (scope) => {
       submitCpuPer1k: ((cpu1 - cpu0) / n) * 1000,
       drainCpuPer1k: ((cpu2 - cpu1) / n) * 1000,
       rssMiB: server.mem(),
+      rpcsPer1k: perThousandJobs(rpcs),
     };
   }
   worker.send("go");
@@ -98,7 +101,7 @@ const result = await withScope(ctx, async (scope) => {
     workerCpuPer1k: (done.cpuSec / n) * 1000,
     producerCpuPer1k: (submitted.cpuSec / n) * 1000,
     rssMiB: server.mem(),
-    rpcsPer1k: Object.fromEntries(Object.entries(rpcs).map(([method, count]) => [method, Math.round((count / n) * 1000)])),
+    rpcsPer1k: perThousandJobs(rpcs),
   };
 });
 rmSync(root, { recursive: true, force: true });

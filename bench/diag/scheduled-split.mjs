@@ -3,8 +3,9 @@
 // (2,000 jobs due across 2 s, a TS Worker with concurrency 50 in this process, the server
 // in its own), each job's lateness split at the lease, whose time the server stamps into the
 // job's execution deadline: server side = lease − due (whole ms), worker side = handler
-// start − lease. Also lists both processes' GC pauses ≥ 2 ms and event-loop stalls ≥ 10 ms
-// in the window, and this process's unary calls slower than 15 ms.
+// start − lease. Also lists both processes' GC pauses ≥ 2 ms (this process's marked minor or
+// major) and event-loop stalls ≥ 10 ms in the window, and this process's unary calls slower
+// than 15 ms.
 //   npm run build && node bench/diag/scheduled-split.mjs [runs=3]
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -43,7 +44,7 @@ for (let run = 1; run <= Number(process.argv[2] ?? 3); run++) {
   };
   const gcs = [];
   const observer = new PerformanceObserver((list) => {
-    for (const e of list.getEntries()) if (e.duration >= 2) gcs.push({ atMs: performance.timeOrigin + e.startTime, ms: e.duration });
+    for (const e of list.getEntries()) if (e.duration >= 2) gcs.push({ atMs: performance.timeOrigin + e.startTime, ms: e.duration, kind: e.detail?.kind === 1 ? "minor" : "major" });
   });
   observer.observe({ entryTypes: ["gc"] });
   const rows = [];
@@ -75,7 +76,7 @@ for (let run = 1; run <= Number(process.argv[2] ?? 3); run++) {
   console.log(`  lateness     ${summary(rows.map((r) => r.startedAt - r.atMs))}`);
   console.log(`  server side  ${summary(rows.map((r) => r.leasedAtMs - r.atMs))}`);
   console.log(`  worker side  ${summary(rows.map((r) => r.startedAt - r.leasedAtMs))}`);
-  console.log(`  worker GC ≥ 2 ms: ${gcs.filter((g) => inWindow(g.atMs)).map((g) => `${at(g.atMs)}: ${g.ms.toFixed(1)}`).join(", ") || "none"}`);
+  console.log(`  worker GC ≥ 2 ms: ${gcs.filter((g) => inWindow(g.atMs)).map((g) => `${at(g.atMs)}: ${g.ms.toFixed(1)} ${g.kind}`).join(", ") || "none"}`);
   const serverPauses = server.stderr().split("\n").map((line) => line.split(" ")).filter(([kind, atMs]) => (kind === "GC" || kind === "STALL") && inWindow(Number(atMs)));
   console.log(`  server GC ≥ 2 ms / stalls ≥ 10 ms: ${serverPauses.map(([kind, atMs, ms]) => `${kind} ${at(Number(atMs))}: ${ms}`).join(", ") || "none"}`);
   console.log(`  unary calls over 15 ms: ${slowCalls.filter((c) => inWindow(c.atMs)).map((c) => `${c.path} ${at(c.atMs)}: ${c.ms.toFixed(0)}`).join(", ") || "none"}`);
