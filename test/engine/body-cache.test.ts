@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { BodyCache } from "../../src/engine/body-cache.js";
 import type { JobBody } from "../../src/engine/job.js";
 import { MemoryStore } from "../../src/storage/memory/memory-store.js";
-import { CollectingSink, flush, openEngine, report, submitOne } from "./helpers.js";
+import { CollectingSink, flush, GatedStore, openEngine, report, submitOne } from "./helpers.js";
 
 const bodyOf = (n: number): JobBody => ({ args: [n], payload: new Uint8Array(), tags: {}, correlationId: "" });
 
@@ -89,29 +89,13 @@ describe("engine: bodies of just-submitted jobs", () => {
   });
 });
 
-/** A MemoryStore whose commits wait at a gate, as a slow disk would: reads see only what passed. */
-class GatedStore extends MemoryStore {
-  private gate: Promise<void> = Promise.resolve();
-  private openGate: () => void = () => {};
-  closeGate(): void {
-    this.gate = new Promise((resolve) => (this.openGate = resolve));
-  }
-  openGateNow(): void {
-    this.openGate();
-  }
-  override commit(writes: Parameters<MemoryStore["commit"]>[0]): Promise<void> {
-    const gate = this.gate;
-    return gate.then(() => super.commit(writes));
-  }
-}
-
 describe("engine: a body not in memory", () => {
   it("is read only once the writes before it are in the store (a chain's next job, readied by an ack right after its submit)", async () => {
     const store = new GatedStore();
     const { engine } = await openEngine({ store });
     const sink = new CollectingSink();
     engine.openLease({ queues: ["q"], workerId: "w", credits: 5 }, sink);
-    store.closeGate(); // the submit's commit is slow
+    store.holdCommits = true; // the submit's commit is slow
     const submitted = engine.submit(
       [
         { type: "t", queue: "q", args: ["a"], batchRef: "a" },
@@ -125,7 +109,7 @@ describe("engine: a body not in memory", () => {
     void engine.ackAll([{ jid: a.meta.jid, leaseId: a.meta.lease!.leaseId, result: new Uint8Array() }]);
     await flush();
     expect(sink.grants).toHaveLength(1); // b is leased, but its body is not readable yet
-    store.openGateNow();
+    store.release();
     await submitted;
     await flush();
     expect(sink.grants).toHaveLength(2);

@@ -1220,26 +1220,14 @@ describe("Engine: listing ready jobs", () => {
 });
 
 describe("Engine: delivery order when bodies are read from the store", () => {
-  /** A store whose first body read waits until released: reads finishing out of order. */
-  class FirstBodyReadHeld extends MemoryStore {
-    private held: (() => void) | undefined;
-    private reads = 0;
-    override async getBodies(jids: readonly string[]): ReturnType<MemoryStore["getBodies"]> {
-      if (this.reads++ === 0) await new Promise<void>((resolve) => (this.held = resolve));
-      return super.getBodies(jids);
-    }
-    release(): void {
-      this.held?.();
-    }
-  }
-
   it("jobs reach workers in the order they were leased, even when an earlier lease's read finishes last", async () => {
     const data = createMemoryData();
     const first = await openEngine({ data });
     const jids = await submitEach(first.engine, [1, 2, 3, 4].map((i) => ({ type: "t", queue: "q", kwargs: { i } })));
     await first.engine.close();
     // A restart: no body is in memory, every lease reads its job's body.
-    const store = new FirstBodyReadHeld(data);
+    const store = new GatedStore(data);
+    store.heldBodyReads = 1; // the first lease's read finishes last
     const { engine } = await openEngine({ data, store });
     const delivered: string[] = [];
     const sinkOf = () => ({ deliver: (grants: LeaseGrant[]) => delivered.push(...grants.map((g) => g.meta.jid)), control: () => {}, revoke: () => {} });

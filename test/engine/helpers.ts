@@ -70,10 +70,15 @@ export class FlakyStore extends MemoryStore {
   }
 }
 
-/** A MemoryStore whose commits or meta reads can be held, like a slow disk, until released. */
+/**
+ * A MemoryStore whose calls can be held until `release()`, as a slow disk's would: commits
+ * (reads see only what passed), meta reads, and the next `heldBodyReads` body reads (later
+ * ones pass, so reads finish out of order).
+ */
 export class GatedStore extends MemoryStore {
   holdCommits = false;
   holdReads = false;
+  heldBodyReads = 0;
   private waiting: (() => void)[] = [];
   override commit(writes: StoreWrite[]): Promise<void> {
     return this.holdCommits ? this.gate().then(() => super.commit(writes)) : super.commit(writes);
@@ -81,8 +86,14 @@ export class GatedStore extends MemoryStore {
   override getMeta(jid: string): ReturnType<MemoryStore["getMeta"]> {
     return this.holdReads ? this.gate().then(() => super.getMeta(jid)) : super.getMeta(jid);
   }
+  override getBodies(jids: readonly string[]): ReturnType<MemoryStore["getBodies"]> {
+    if (this.heldBodyReads === 0) return super.getBodies(jids);
+    this.heldBodyReads--;
+    return this.gate().then(() => super.getBodies(jids));
+  }
   release(): void {
     this.holdCommits = this.holdReads = false;
+    this.heldBodyReads = 0;
     this.waiting.splice(0).forEach((go) => go());
   }
   private gate(): Promise<void> {
