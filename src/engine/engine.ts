@@ -268,7 +268,10 @@ export class Engine {
     const lifetimes = { jids: [] as string[], atMs: [] as number[], ttlMs: [] as number[] };
     const ready = { jids: [] as string[], seqs: [] as number[], queues: [] as string[], priorities: [] as PriorityLevel[] };
     for await (const stored of this.store.liveJobs()) {
-      let meta: JobMeta = shapedMeta({ ...stored, type: internName(stored.type), queue: internName(stored.queue), retry: internRetryPolicy(stored.retry) });
+      let meta = shapedMeta(stored); // the engine's own copy, in JobMeta's one hidden class
+      meta.type = internName(meta.type);
+      meta.queue = internName(meta.queue);
+      meta.retry = internRetryPolicy(meta.retry);
       this.readySeq = Math.max(this.readySeq, meta.readySeq);
       if (meta.state === "SCHEDULED") {
         ready.jids.push(meta.jid);
