@@ -1,5 +1,5 @@
 import { sameRetryPolicy, shapedMeta, type JobMeta, type JobState, type RetryPolicy } from "./job.js";
-import { writeShortAscii } from "../wire/wire-writer.js";
+import { WireWriter } from "../wire/wire-writer.js";
 
 /**
  * The binary form of a JobMeta: the LevelDB store's meta record (keyspace layout 2), and the
@@ -89,97 +89,31 @@ export function stateCode(state: JobState): number {
   return STATE_CODE.get(state)!;
 }
 
-/** A growable scratch buffer; each record is copied out of it at the end. */
-class Writer {
-  private buf = Buffer.allocUnsafe(1024);
-  private pos = 0;
-
-  start(): void {
-    this.pos = 0;
-  }
-
-  finish(): Buffer {
-    const out = Buffer.allocUnsafe(this.pos);
-    this.buf.copy(out, 0, 0, this.pos);
-    return out;
-  }
-
-  byte(value: number): void {
-    this.ensure(1);
-    this.buf[this.pos++] = value;
-  }
-
-  private ensure(bytes: number): void {
-    if (this.pos + bytes <= this.buf.length) return;
-    const grown = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.pos + bytes));
-    this.buf.copy(grown, 0, 0, this.pos);
-    this.buf = grown;
-  }
-
-  /** 0 ≤ value ≤ 2^53 − 1. */
-  varint(value: number): void {
-    this.ensure(8);
-    const buf = this.buf;
-    let pos = this.pos;
-    if (value >= 0x10000000) {
-      // A timestamp in ms: its low 28 bits as four full groups, then the rest (< 2^25) below.
-      // Shifts are exact only on 32-bit values, and a division loop cost twice as much.
-      const low = value % 0x10000000;
-      value = (value - low) / 0x10000000;
-      buf[pos++] = (low & 0x7f) | 0x80;
-      buf[pos++] = ((low >>> 7) & 0x7f) | 0x80;
-      buf[pos++] = ((low >>> 14) & 0x7f) | 0x80;
-      buf[pos++] = (low >>> 21) | 0x80;
-    }
-    while (value >= 0x80) {
-      buf[pos++] = (value & 0x7f) | 0x80;
-      value >>>= 7;
-    }
-    buf[pos++] = value;
-    this.pos = pos;
-  }
-
-  number(field: number, value: number): void {
-    if (Number.isSafeInteger(value) && value >= 0) {
-      this.varint((field << 3) | Kind.Varint);
-      this.varint(value);
-    } else {
-      this.varint((field << 3) | Kind.Double);
-      this.ensure(8);
-      this.buf.writeDoubleLE(value, this.pos);
-      this.pos += 8;
-    }
-  }
-
-  text(field: number, value: string): void {
-    this.varint((field << 3) | Kind.Text);
-    this.rawText(value);
-  }
-
-  private rawText(value: string): void {
-    this.ensure(5 + value.length * 3);
-    const end = writeShortAscii(this.buf, this.pos, value);
-    if (end >= 0) {
-      this.pos = end;
-      return;
-    }
-    this.varint(Buffer.byteLength(value, "utf8"));
-    this.pos += this.buf.write(value, this.pos, "utf8");
-  }
-
-  json(field: number, value: unknown): void {
-    this.varint((field << 3) | Kind.Json);
-    this.rawText(JSON.stringify(value));
-  }
-
-  textList(field: number, values: readonly string[]): void {
-    this.varint((field << 3) | Kind.TextList);
-    this.varint(values.length);
-    for (const value of values) this.rawText(value);
-  }
+/** A field of a record: its key, then a value of `kind`. */
+function key(w: WireWriter, field: number, kind: Kind): WireWriter {
+  return w.uint32((field << 3) | kind);
 }
 
-const writer = new Writer();
+function number(w: WireWriter, field: number, value: number): void {
+  if (Number.isSafeInteger(value) && value >= 0) key(w, field, Kind.Varint).uint53(value);
+  else key(w, field, Kind.Double).double(value);
+}
+
+function text(w: WireWriter, field: number, value: string): void {
+  key(w, field, Kind.Text).string(value);
+}
+
+function json(w: WireWriter, field: number, value: unknown): void {
+  key(w, field, Kind.Json).string(JSON.stringify(value));
+}
+
+function textList(w: WireWriter, field: number, values: readonly string[]): void {
+  key(w, field, Kind.TextList).uint32(values.length);
+  for (const value of values) w.string(value);
+}
+
+/** The record's own writer: its buffer is reused record after record, each copied out at the end. */
+const writer = new WireWriter();
 
 /**
  * The binary record of `meta`; its retry policy is left out when `omitRetry`, its jid when
@@ -187,44 +121,44 @@ const writer = new Writer();
  */
 export function encodeBinaryMeta(meta: JobMeta, omitRetry: boolean, omitJid = false): Buffer {
   const w = writer;
-  w.start();
-  w.byte(BINARY_META_FORMAT);
-  if (!omitJid) w.text(F.jid, meta.jid);
-  w.text(F.type, meta.type);
-  w.text(F.queue, meta.queue);
-  w.number(F.priority, meta.priority);
-  w.number(F.state, STATE_CODE.get(meta.state)!);
-  w.number(F.attempt, meta.attempt);
-  w.number(F.fails, meta.fails);
-  w.number(F.reserveForMs, meta.reserveForMs);
-  w.number(F.executionTimeoutMs, meta.executionTimeoutMs);
-  w.number(F.ttlMs, meta.ttlMs);
-  w.number(F.expiresAtMs, meta.expiresAtMs);
-  if (meta.idempotencyKey !== undefined) w.text(F.idempotencyKey, meta.idempotencyKey);
-  if (meta.callbackUrl !== undefined) w.text(F.callbackUrl, meta.callbackUrl);
-  if (meta.parentJid !== undefined) w.text(F.parentJid, meta.parentJid);
-  if (meta.dependency !== undefined) w.json(F.dependency, meta.dependency);
-  if (meta.waitingOn !== undefined) w.textList(F.waitingOn, meta.waitingOn);
-  if (meta.depth !== undefined) w.number(F.depth, meta.depth);
-  if (!omitRetry) w.json(F.retry, meta.retry);
-  w.number(F.backtraceFrames, meta.backtraceFrames);
-  w.number(F.createdAtMs, meta.createdAtMs);
-  w.number(F.updatedAtMs, meta.updatedAtMs);
-  if (meta.atMs !== undefined) w.number(F.atMs, meta.atMs);
-  if (meta.enqueuedAtMs !== undefined) w.number(F.enqueuedAtMs, meta.enqueuedAtMs);
-  if (meta.dueAtMs !== undefined) w.number(F.dueAtMs, meta.dueAtMs);
-  if (meta.startedAtMs !== undefined) w.number(F.startedAtMs, meta.startedAtMs);
-  if (meta.completedAtMs !== undefined) w.number(F.completedAtMs, meta.completedAtMs);
-  w.number(F.readySeq, meta.readySeq);
+  w.reset(); // empty even if the last record threw halfway
+  w.uint32(BINARY_META_FORMAT);
+  if (!omitJid) text(w, F.jid, meta.jid);
+  text(w, F.type, meta.type);
+  text(w, F.queue, meta.queue);
+  number(w, F.priority, meta.priority);
+  number(w, F.state, STATE_CODE.get(meta.state)!);
+  number(w, F.attempt, meta.attempt);
+  number(w, F.fails, meta.fails);
+  number(w, F.reserveForMs, meta.reserveForMs);
+  number(w, F.executionTimeoutMs, meta.executionTimeoutMs);
+  number(w, F.ttlMs, meta.ttlMs);
+  number(w, F.expiresAtMs, meta.expiresAtMs);
+  if (meta.idempotencyKey !== undefined) text(w, F.idempotencyKey, meta.idempotencyKey);
+  if (meta.callbackUrl !== undefined) text(w, F.callbackUrl, meta.callbackUrl);
+  if (meta.parentJid !== undefined) text(w, F.parentJid, meta.parentJid);
+  if (meta.dependency !== undefined) json(w, F.dependency, meta.dependency);
+  if (meta.waitingOn !== undefined) textList(w, F.waitingOn, meta.waitingOn);
+  if (meta.depth !== undefined) number(w, F.depth, meta.depth);
+  if (!omitRetry) json(w, F.retry, meta.retry);
+  number(w, F.backtraceFrames, meta.backtraceFrames);
+  number(w, F.createdAtMs, meta.createdAtMs);
+  number(w, F.updatedAtMs, meta.updatedAtMs);
+  if (meta.atMs !== undefined) number(w, F.atMs, meta.atMs);
+  if (meta.enqueuedAtMs !== undefined) number(w, F.enqueuedAtMs, meta.enqueuedAtMs);
+  if (meta.dueAtMs !== undefined) number(w, F.dueAtMs, meta.dueAtMs);
+  if (meta.startedAtMs !== undefined) number(w, F.startedAtMs, meta.startedAtMs);
+  if (meta.completedAtMs !== undefined) number(w, F.completedAtMs, meta.completedAtMs);
+  number(w, F.readySeq, meta.readySeq);
   const lease = meta.lease;
   if (lease !== undefined) {
-    w.text(F.leaseId, lease.leaseId);
-    w.text(F.leaseWorkerId, lease.workerId);
-    w.number(F.leaseExpiresAtMs, lease.expiresAtMs);
-    w.number(F.leaseExecutionDeadlineMs, lease.executionDeadlineMs);
+    text(w, F.leaseId, lease.leaseId);
+    text(w, F.leaseWorkerId, lease.workerId);
+    number(w, F.leaseExpiresAtMs, lease.expiresAtMs);
+    number(w, F.leaseExecutionDeadlineMs, lease.executionDeadlineMs);
   }
-  if (meta.failure !== undefined) w.json(F.failure, meta.failure);
-  if (meta.previousLeaseIds.length > 0) w.textList(F.previousLeaseIds, meta.previousLeaseIds);
+  if (meta.failure !== undefined) json(w, F.failure, meta.failure);
+  if (meta.previousLeaseIds.length > 0) textList(w, F.previousLeaseIds, meta.previousLeaseIds);
   return w.finish();
 }
 

@@ -28,7 +28,8 @@ const KEPT_BYTES = 1 << 20;
  * BinaryWriter makes a Uint8Array per string (TextEncoder) and a chunk list per fork; a
  * leased job has a dozen strings and nested messages, and encoding one cost the server
  * about 6 µs. Here ASCII strings are copied char by char, and a fork reserves one length
- * byte, moving the message up only when it turns out 128 bytes or longer.
+ * byte, moving the message up only when it turns out 128 bytes or longer. The LevelDB
+ * store's meta records (engine/meta-binary.ts) are written with it too.
  */
 export class WireWriter implements ProtoWriter {
   private buf = Buffer.allocUnsafe(INITIAL_BYTES);
@@ -60,8 +61,32 @@ export class WireWriter implements ProtoWriter {
   }
 
   int64(value: number): this {
-    if (value >= 0 && value < 2 ** 32) return this.uint32(value);
+    if (value >= 0 && Number.isSafeInteger(value)) return this.uint53(value);
     return this.varint64(BigInt.asUintN(64, BigInt(value)));
+  }
+
+  /** The varint of 0 ≤ value ≤ 2^53 − 1 (what a uint64 or int64 holds of a safe integer), without BigInt. */
+  uint53(value: number): this {
+    this.ensure(8);
+    const buf = this.buf;
+    let pos = this.pos;
+    if (value >= 0x10000000) {
+      // A timestamp in ms: its low 28 bits as four full groups, then the rest (< 2^25) below.
+      // Shifts are exact only on 32-bit values, and a division loop cost twice as much.
+      const low = value % 0x10000000;
+      value = (value - low) / 0x10000000;
+      buf[pos++] = (low & 0x7f) | 0x80;
+      buf[pos++] = ((low >>> 7) & 0x7f) | 0x80;
+      buf[pos++] = ((low >>> 14) & 0x7f) | 0x80;
+      buf[pos++] = (low >>> 21) | 0x80;
+    }
+    while (value >= 0x80) {
+      buf[pos++] = (value & 0x7f) | 0x80;
+      value >>>= 7;
+    }
+    buf[pos++] = value;
+    this.pos = pos;
+    return this;
   }
 
   bool(value: boolean): this {
@@ -129,7 +154,7 @@ export class WireWriter implements ProtoWriter {
    * comes from Node's Buffer pool: a fresh Uint8Array of a leased job's size cost 3× as much
    * (its own zeroed backing store); these bytes are written to a socket and dropped.
    */
-  finish(): Uint8Array {
+  finish(): Buffer {
     if (this.forks.length > 0) throw new Error("finish() inside a fork()");
     const out = Buffer.allocUnsafe(this.pos);
     this.buf.copy(out, 0, 0, this.pos);
