@@ -1,7 +1,8 @@
 import { create, fromJson, toBinary, type JsonValue as PbJsonValue } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
 import { encoded, type ProtoWriter } from "../wire/wire-writer.js";
-import { DurationSchema, durationFromMs, ListValueSchema, TimestampSchema, timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { writeDurationMs, writeTimestampMs } from "../wire/well-known.js";
+import { durationFromMs, ListValueSchema, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { SubmitInput } from "../engine/job.js";
 import {
   BackoffStrategy,
@@ -90,7 +91,7 @@ function writeJobSpec(w: ProtoWriter, input: SubmitInput): void {
   if (input.payload && input.payload.byteLength > 0) w.tag(5, WireType.LengthDelimited).bytes(input.payload);
   if (input.custom) writeStructField(w, 6, input.custom);
   if (input.priority !== undefined) w.tag(7, WireType.Varint).int32(input.priority + 1);
-  if (input.atMs !== undefined) w.tag(8, WireType.LengthDelimited).bytes(toBinary(TimestampSchema, timestampFromMs(input.atMs)));
+  if (input.atMs !== undefined) writeTimestampMs(w, 8, input.atMs);
   writeDuration(w, 9, input.delayMs);
   writeDuration(w, 10, input.reserveForMs);
   writeDuration(w, 11, input.executionTimeoutMs);
@@ -116,5 +117,5 @@ function writeString(w: ProtoWriter, field: number, value: string | undefined): 
 }
 
 function writeDuration(w: ProtoWriter, field: number, ms: number | undefined): void {
-  if (ms !== undefined) w.tag(field, WireType.LengthDelimited).bytes(toBinary(DurationSchema, durationFromMs(ms)));
+  if (ms !== undefined) writeDurationMs(w, field, ms);
 }

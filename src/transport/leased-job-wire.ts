@@ -1,5 +1,6 @@
 import { WireType } from "@bufbuild/protobuf/wire";
-import { encoded, varintLength, type ProtoWriter } from "../wire/wire-writer.js";
+import { encoded, type ProtoWriter } from "../wire/wire-writer.js";
+import { writeDurationMs as duration, writeTimestampMs as timestamp } from "../wire/well-known.js";
 import type { JobBody, JobMeta, RetryPolicy } from "../engine/job.js";
 import { writeListValueField, writeStructField } from "../wire/json-value.js";
 import type { LeaseGrant } from "../engine/engine.js";
@@ -115,30 +116,6 @@ function writeRetryPolicy(w: ProtoWriter, policy: RetryPolicy): void {
   varint(w, 8, ExhaustedAction[policy.onExhausted]);
 }
 
-/**
- * Timestamp / Duration from milliseconds, as timestampFromMs builds it; always present.
- * Written with its length computed up front rather than through fork/join (a Job has up to
- * 14 of these), and without protobuf-es's 64-bit split of int64 seconds.
- */
-function timestamp(w: ProtoWriter, field: number, ms: number): void {
-  const seconds = Math.floor(ms / 1000);
-  const nanos = (ms - seconds * 1000) * 1_000_000;
-  if (seconds < 0 || seconds >= 2 ** 32) {
-    w.tag(field, WireType.LengthDelimited).fork();
-    if (seconds !== 0) w.tag(1, WireType.Varint).int64(seconds);
-    if (nanos !== 0) w.tag(2, WireType.Varint).int32(nanos);
-    w.join();
-    return;
-  }
-  // A non-negative int64 below 2^32 has the same varint bytes as a uint32 (seconds since
-  // 1970 stay below 2^32 until 2106); nanos are below 10^9.
-  const length = (seconds !== 0 ? 1 + varintLength(seconds) : 0) + (nanos !== 0 ? 1 + varintLength(nanos) : 0);
-  w.tag(field, WireType.LengthDelimited).uint32(length);
-  if (seconds !== 0) w.tag(1, WireType.Varint).uint32(seconds);
-  if (nanos !== 0) w.tag(2, WireType.Varint).uint32(nanos);
-}
-
-const duration = timestamp;
 
 function str(w: ProtoWriter, field: number, value: string): void {
   if (value !== "") w.tag(field, WireType.LengthDelimited).string(value);

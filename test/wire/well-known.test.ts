@@ -1,0 +1,44 @@
+/**
+ * The hand-written Timestamp and Duration fields must be the bytes protobuf-es writes for
+ * the message its timestampFromMs / durationFromMs build, negative and far-off values included.
+ */
+import { toBinary } from "@bufbuild/protobuf";
+import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { DurationSchema, durationFromMs, TimestampSchema, timestampFromMs } from "@bufbuild/protobuf/wkt";
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { writeDurationMs, writeTimestampMs } from "../../src/wire/well-known.js";
+import { WireWriter } from "../../src/wire/wire-writer.js";
+import { RUNS } from "../support/job-arbitraries.js";
+
+const ms = fc.oneof(
+  fc.integer({ min: -(2 ** 45), max: 2 ** 45 }), // seconds past 2^32 either way
+  fc.integer({ min: -5_000, max: 5_000 }), // around zero
+  fc.constantFrom(0, 999, 1000, 1001, -1, -999, -1000, -1001),
+);
+const field = fc.integer({ min: 1, max: 536_870_911 });
+const asField = (no: number, message: Uint8Array) => new BinaryWriter().tag(no, WireType.LengthDelimited).bytes(message).finish();
+
+describe("Timestamp and Duration fields", () => {
+  it("writeTimestampMs writes what protobuf-es writes for timestampFromMs", () => {
+    const w = new WireWriter();
+    fc.assert(
+      fc.property(field, ms, (no, value) => {
+        writeTimestampMs(w, no, value);
+        expect(new Uint8Array(w.finish())).toEqual(asField(no, toBinary(TimestampSchema, timestampFromMs(value))));
+      }),
+      { numRuns: RUNS },
+    );
+  });
+
+  it("writeDurationMs writes what protobuf-es writes for durationFromMs, negative durations included", () => {
+    const w = new WireWriter();
+    fc.assert(
+      fc.property(field, ms, (no, value) => {
+        writeDurationMs(w, no, value);
+        expect(new Uint8Array(w.finish())).toEqual(asField(no, toBinary(DurationSchema, durationFromMs(value))));
+      }),
+      { numRuns: RUNS },
+    );
+  });
+});
