@@ -16,7 +16,7 @@ import { ExpiryQueue } from "./expiry-queue.js";
 import { BodyCache } from "./body-cache.js";
 import { internName, internRetryPolicy } from "./intern.js";
 import { LiveJobs } from "./live-jobs.js";
-import { LISTABLE_STATES, checkJobFilter, finishedJobsPage, liveJobsPage, readyJobsPage, type JobFilter } from "./live-listing.js";
+import { LISTABLE_STATES, UNREADY_LIVE_STATES, checkJobFilter, finishedJobsPage, liveJobsPage, type JobFilter, type ReadyPosition } from "./live-listing.js";
 
 export interface EngineOptions {
   store: Store;
@@ -654,9 +654,10 @@ export class Engine {
       const listFinished = (after: FinishedCursor | undefined, limit: number) => this.store.listFinished(state, queue || undefined, after, limit);
       return finishedJobsPage(listFinished, getBodies, filter, pageSize, filter.pageToken ?? "");
     }
-    if (state === "SCHEDULED") return readyJobsPage((after, limit) => this.readyAfter(queue || undefined, after, limit), getBodies, filter, pageSize, filter.pageToken ?? "");
-    const matching = [...this.live.matching(queue || undefined, state || undefined)];
-    return liveJobsPage(matching, getBodies, filter, pageSize, filter.pageToken ?? "");
+    // Ready jobs come from the ready queues in order; the others from a pass over the live jobs.
+    const readyAfter = !state || state === "SCHEDULED" ? (after: ReadyPosition | undefined, limit: number) => this.readyAfter(queue || undefined, after, limit) : undefined;
+    const others = state === "SCHEDULED" ? [] : this.live.matching(queue || undefined, state ? [state] : UNREADY_LIVE_STATES);
+    return liveJobsPage(readyAfter, others, getBodies, filter, pageSize, filter.pageToken ?? "");
   }
 
   /** Returns the job with body and (when completed) result. Throws WORQ_NOT_FOUND. */
@@ -1108,7 +1109,7 @@ export class Engine {
   }
 
   /** Up to `limit` ready jobs of `queue` (of every queue when undefined) in the order they will run, after a position. */
-  private readyAfter(queue: string | undefined, after: { priority: number; readySeq: number } | undefined, limit: number): JobMeta[] {
+  private readyAfter(queue: string | undefined, after: ReadyPosition | undefined, limit: number): JobMeta[] {
     const isCurrent = (jid: string, readySeq: number) => this.isReadyEntry(jid, readySeq);
     const queues = queue === undefined ? [...this.ready.values()] : [this.ready.get(queue)].filter((q) => q !== undefined);
     const entries = queues.flatMap((ready) => ready.entriesAfter(after, limit, isCurrent));

@@ -81,15 +81,15 @@ export class LiveJobs {
     this.counts.get(meta.queue)![stateCodeOf(held)]!--;
   }
 
-  /** The live metas of `queue` (any queue when undefined) in `state` (any when undefined); packed ones in another state are not unpacked. */
-  *matching(queue: string | undefined, state: JobState | undefined): IterableIterator<JobMeta> {
-    const code = state === undefined ? -1 : stateCode(state);
+  /** The live metas of `queue` (any queue when undefined) in one of `states` (any when undefined); packed ones in another state are not unpacked. */
+  *matching(queue: string | undefined, states: readonly JobState[] | undefined): IterableIterator<JobMeta> {
+    const wanted = STATES.map((state) => states === undefined || states.includes(state));
     for (const [jid, held] of this.metas) {
       if (typeof held === "string") {
-        if (code >= 0 && held.charCodeAt(0) !== code) continue;
+        if (!wanted[held.charCodeAt(0)]) continue;
         const meta = unpack(jid, held);
         if (queue === undefined || meta.queue === queue) yield meta;
-      } else if ((queue === undefined || held.queue === queue) && (state === undefined || held.state === state)) yield held;
+      } else if ((queue === undefined || held.queue === queue) && wanted[stateCode(held.state)]) yield held;
     }
   }
 

@@ -4,6 +4,8 @@ import type { FinishedCursor } from "./store.js";
 
 /** States whose jobs the engine holds in memory, so they can be listed without a store index. */
 export const LISTABLE_STATES: ReadonlySet<JobState> = new Set(["PENDING", "SCHEDULED", "DELAYED", "RUNNING", "RETRYING"]);
+/** The listable states but SCHEDULED, whose jobs a listing reads from the ready queues. */
+export const UNREADY_LIVE_STATES: readonly JobState[] = ["PENDING", "DELAYED", "RUNNING", "RETRYING"];
 
 /** Most jobs one filtered listing call examines before it returns what it found (and a cursor). */
 export const SCAN_LIMIT = 10_000;
@@ -137,56 +139,75 @@ function decodeToken<T>(pageToken: string, valid: (value: T) => boolean): T | un
 
 const encodeToken = (cursor: unknown) => Buffer.from(JSON.stringify(cursor)).toString("base64url");
 
+/** A place in the ready queues: what `readyAfter` continues from. */
+export interface ReadyPosition {
+  priority: number;
+  readySeq: number;
+}
+
 /**
- * One page of live jobs (`metas`, already narrowed to a queue and state) in listing order,
- * after the opaque `pageToken`. Positions are keys, not offsets, so a job moving elsewhere
+ * One page of live jobs in listing order (sortKeyOf, then the jid) after the opaque
+ * `pageToken`: ready jobs read from the ready queues by position (`readyAfter`; undefined
+ * when the listing is of another state) merged with `others`, the jobs of the other states
+ * listed (already narrowed to a queue). So a page costs its own ready jobs, not a sort of
+ * the backlog and the unpacking of every meta in it: with a million jobs ready, that held the
+ * server for seconds per page. Positions are keys, not offsets, so a job moving elsewhere
  * between two pages makes no other job be skipped or repeated. Throws WORQ_INVALID_ARGUMENT
  * for a bad token.
  */
 export async function liveJobsPage(
-  metas: Iterable<JobMeta>,
-  getBodies: (jids: readonly string[]) => Promise<(JobBody | undefined)[]>,
-  filter: JobFilter,
-  pageSize: number,
-  pageToken: string,
-): Promise<{ jobs: JobView[]; nextPageToken: string }> {
-  const after = decodeToken<Cursor>(pageToken, (cursor) => Array.isArray(cursor.key) && typeof cursor.jid === "string");
-  const ordered = [...metas]
-    .map((meta) => ({ meta, cursor: { key: sortKeyOf(meta), jid: meta.jid } }))
-    .filter((entry) => !after || compare(entry.cursor, after) > 0)
-    .sort((a, b) => compare(a.cursor, b.cursor));
-  const indexOf = new Map(ordered.map((entry, i) => [entry.meta.jid, i]));
-  const { jobs, resumeAfter } = await collectPage(
-    async (last, limit) => {
-      const start = last ? indexOf.get(last.jid)! + 1 : 0;
-      return ordered.slice(start, start + limit).map((entry) => entry.meta);
-    },
-    getBodies,
-    filter,
-    pageSize,
-  );
-  return { jobs, nextPageToken: resumeAfter ? encodeToken(ordered[indexOf.get(resumeAfter.jid)!]!.cursor) : "" };
-}
-
-/**
- * One page of ready (SCHEDULED) jobs in the order they will run, the order liveJobsPage
- * gives them, with the same tokens. `readyAfter` reads the next ones after a position
- * straight from the ready queues, so a page costs its own jobs, not a sort of the backlog
- * (with a million queued, that sort and the unpacking of every meta held the server for
- * seconds).
- */
-export async function readyJobsPage(
-  readyAfter: (after: { priority: number; readySeq: number } | undefined, limit: number) => JobMeta[],
+  readyAfter: ((after: ReadyPosition | undefined, limit: number) => JobMeta[]) | undefined,
+  others: Iterable<JobMeta>,
   getBodies: (jids: readonly string[]) => Promise<(JobBody | undefined)[]>,
   filter: JobFilter,
   pageSize: number,
   pageToken: string,
 ): Promise<{ jobs: JobView[]; nextPageToken: string }> {
   const start = decodeToken<Cursor>(pageToken, (cursor) => Array.isArray(cursor.key) && cursor.key.length === 2 && cursor.key.every(Number.isFinite) && typeof cursor.jid === "string");
-  const positionOf = (meta: JobMeta) => ({ priority: meta.priority, readySeq: meta.readySeq });
-  const startPosition = start && { priority: start.key[0]!, readySeq: start.key[1]! };
-  const { jobs, resumeAfter } = await collectPage(async (last, limit) => readyAfter(last ? positionOf(last) : startPosition, limit), getBodies, filter, pageSize);
-  return { jobs, nextPageToken: resumeAfter ? encodeToken({ key: sortKeyOf(resumeAfter), jid: resumeAfter.jid }) : "" };
+  const ordered = [...others]
+    .map((meta) => ({ meta, cursor: cursorOf(meta) }))
+    .filter((entry) => !start || compare(entry.cursor, start) > 0)
+    .sort((a, b) => compare(a.cursor, b.cursor));
+  const { jobs, resumeAfter } = await collectPage(
+    async (last, limit) => {
+      const from = last ? cursorOf(last) : start;
+      // A ready job's key is its position; any other cursor's key compares to positions the same way.
+      const ready = readyAfter?.(from && { priority: from.key[0]!, readySeq: from.key[1]! }, limit) ?? [];
+      const next = from ? firstAfter(ordered, from) : 0;
+      return mergeInOrder(ready, ordered.slice(next, next + limit).map((entry) => entry.meta)).slice(0, limit);
+    },
+    getBodies,
+    filter,
+    pageSize,
+  );
+  return { jobs, nextPageToken: resumeAfter ? encodeToken(cursorOf(resumeAfter)) : "" };
+}
+
+function cursorOf(meta: JobMeta): Cursor {
+  return { key: sortKeyOf(meta), jid: meta.jid };
+}
+
+/** The index of the first entry of `ordered` after `cursor`. */
+function firstAfter(ordered: readonly { cursor: Cursor }[], cursor: Cursor): number {
+  let low = 0;
+  let high = ordered.length;
+  while (low < high) {
+    const mid = (low + high) >>> 1;
+    if (compare(ordered[mid]!.cursor, cursor) <= 0) low = mid + 1;
+    else high = mid;
+  }
+  return low;
+}
+
+/** Two runs in listing order, merged into one. */
+function mergeInOrder(a: readonly JobMeta[], b: readonly JobMeta[]): JobMeta[] {
+  if (a.length === 0) return [...b];
+  if (b.length === 0) return [...a];
+  const out: JobMeta[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length && j < b.length) out.push(compare(cursorOf(a[i]!), cursorOf(b[j]!)) <= 0 ? a[i++]! : b[j++]!);
+  return out.concat(a.slice(i), b.slice(j));
 }
 
 /** One page of finished jobs of a state from the store's index, oldest finish first, by a key cursor. */

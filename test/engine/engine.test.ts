@@ -1219,6 +1219,58 @@ describe("Engine: listing ready jobs", () => {
   });
 });
 
+describe("Engine: listing live jobs of every state", () => {
+  it("lists ready jobs first in run order, then the others by their state's time, a page at a time without skips or repeats", async () => {
+    const { engine, clock } = await openEngine();
+    const [a, b, d] = await submitEach(engine, [
+      { type: "a", queue: "q1" },
+      { type: "b", queue: "q1", priority: 0 },
+      { type: "d", queue: "q2", priority: 1 },
+    ]);
+    clock.advance(1_000);
+    const running = await submitOne(engine, { type: "r", queue: "work" });
+    await lease(engine, ["work"], 1); // RUNNING, by start
+    clock.advance(1_000);
+    const retrying = await submitOne(engine, { type: "f", queue: "flaky" });
+    const { sink } = await lease(engine, ["flaky"], 1);
+    await engine.fail(retrying, sink.grants[0]!.meta.lease!.leaseId, report()); // RETRYING, by due time
+    const delayed = await submitOne(engine, { type: "x", queue: "q1", delayMs: 10_000 }); // DELAYED, by due time
+    clock.advance(500);
+    const pending = await submitOne(engine, { type: "p", queue: "q1", dependsOn: { jids: [delayed] } }); // PENDING, by submission
+    const timeOf = async (jid: string) => {
+      const { meta } = await engine.getJob(jid);
+      return meta.state === "RUNNING" ? meta.startedAtMs! : meta.state === "PENDING" ? meta.createdAtMs : meta.dueAtMs!;
+    };
+    const others = [running, retrying, delayed, pending];
+    const times = new Map(await Promise.all(others.map(async (jid) => [jid, await timeOf(jid)] as const)));
+    others.sort((x, y) => times.get(x)! - times.get(y)! || (x < y ? -1 : 1));
+    expect(others).toEqual([running, pending, retrying, delayed]); // the times chosen above
+    const all = async (filter: { queue?: string; pageSize: number }) => {
+      const jids: string[] = [];
+      let pageToken = "";
+      do {
+        const page = await engine.listJobs({ ...filter, pageToken });
+        expect(page.jobs.length).toBeLessThanOrEqual(filter.pageSize);
+        jids.push(...page.jobs.map((job) => job.meta.jid));
+        pageToken = page.nextPageToken;
+      } while (pageToken);
+      return jids;
+    };
+    for (const pageSize of [1, 2, 3, 100]) expect(await all({ pageSize })).toEqual([b, d, a, ...others]);
+    expect(await all({ queue: "q1", pageSize: 2 })).toEqual([b, a, pending, delayed]);
+  });
+
+  it("finds a filtered job past the first chunk of jobs examined", async () => {
+    const { engine } = await openEngine();
+    const inputs = [...Array.from({ length: 300 }, (_, i) => ({ type: "x", delayMs: 1_000 + i })), { type: "y", delayMs: 5_000 }, { type: "y", delayMs: 6_000 }];
+    const jids = (await engine.submit(inputs, batch)).map((result) => result.jid);
+    const first = await engine.listJobs({ type: "y", pageSize: 1 });
+    expect(first.jobs.map((job) => job.meta.jid)).toEqual([jids[300]]);
+    const second = await engine.listJobs({ type: "y", pageSize: 1, pageToken: first.nextPageToken });
+    expect(second.jobs.map((job) => job.meta.jid)).toEqual([jids[301]]);
+  });
+});
+
 describe("Engine: delivery order when bodies are read from the store", () => {
   it("jobs reach workers in the order they were leased, even when an earlier lease's read finishes last", async () => {
     const data = createMemoryData();
