@@ -15,8 +15,8 @@ import { TimerHeap, type TimerEntry } from "./timer-heap.js";
 import { ExpiryQueue } from "./expiry-queue.js";
 import { BodyCache } from "./body-cache.js";
 import { internName, internRetryPolicy } from "./intern.js";
-import { LiveJobs } from "./live-jobs.js";
-import { LISTABLE_STATES, UNREADY_LIVE_STATES, checkJobFilter, finishedJobsPage, liveJobsPage, type JobFilter, type ReadyPosition } from "./live-listing.js";
+import { LiveJobs, UNREADY_LIVE_STATES } from "./live-jobs.js";
+import { LISTABLE_STATES, checkJobFilter, finishedJobsPage, liveJobsPage, type JobFilter, type ReadyPosition } from "./live-listing.js";
 
 export interface EngineOptions {
   store: Store;

@@ -27,6 +27,12 @@ const DEFAULT_POLICY = internRetryPolicy({ ...OMITTED_RETRY_POLICY });
 export class LiveJobs {
   private readonly metas = new Map<string, JobMeta | string>();
   private readonly counts = new Map<string, StateCounts>();
+  /**
+   * The jids in each live state but SCHEDULED, by state code: a listing of running, delayed,
+   * retrying or pending jobs reads these instead of walking a backlog of ready ones (which the
+   * ready queues list in order themselves).
+   */
+  private readonly jidsByState: (Set<string> | undefined)[] = STATES.map((state) => (UNREADY_LIVE_STATES.includes(state) ? new Set<string>() : undefined));
   private objects = 0;
 
   constructor(private readonly unpackedLimit = DEFAULT_UNPACKED_LIMIT) {}
@@ -60,8 +66,14 @@ export class LiveJobs {
   set(meta: JobMeta): void {
     const previous = this.metas.get(meta.jid);
     const counts = this.countsOf(meta.queue);
-    if (previous !== undefined) counts[stateCodeOf(previous)]!--;
-    counts[stateCode(meta.state)]!++;
+    const code = stateCode(meta.state);
+    if (previous !== undefined) {
+      const previousCode = stateCodeOf(previous);
+      counts[previousCode]!--;
+      if (previousCode !== code) this.jidsByState[previousCode]?.delete(meta.jid);
+    }
+    counts[code]!++;
+    this.jidsByState[code]?.add(meta.jid);
     const wasObject = previous !== undefined && typeof previous !== "string";
     if (this.objects - (wasObject ? 1 : 0) >= this.unpackedLimit && isWaiting(meta.state)) {
       this.metas.set(meta.jid, pack(meta));
@@ -78,11 +90,22 @@ export class LiveJobs {
     if (held === undefined) return;
     this.metas.delete(meta.jid);
     if (typeof held !== "string") this.objects--;
-    this.counts.get(meta.queue)![stateCodeOf(held)]!--;
+    const code = stateCodeOf(held);
+    this.counts.get(meta.queue)![code]!--;
+    this.jidsByState[code]?.delete(meta.jid);
   }
 
   /** The live metas of `queue` (any queue when undefined) in one of `states` (any when undefined); packed ones in another state are not unpacked. */
   *matching(queue: string | undefined, states: readonly JobState[] | undefined): IterableIterator<JobMeta> {
+    if (states !== undefined && states.every((state) => UNREADY_LIVE_STATES.includes(state))) {
+      for (const state of states) {
+        for (const jid of this.jidsByState[stateCode(state)]!) {
+          const meta = this.get(jid)!;
+          if (queue === undefined || meta.queue === queue) yield meta;
+        }
+      }
+      return;
+    }
     const wanted = STATES.map((state) => states === undefined || states.includes(state));
     for (const [jid, held] of this.metas) {
       if (typeof held === "string") {
@@ -107,6 +130,9 @@ export class LiveJobs {
     return counts;
   }
 }
+
+/** The live states but SCHEDULED: LiveJobs keeps their jids apart (the ready queues list SCHEDULED jobs). */
+export const UNREADY_LIVE_STATES: readonly JobState[] = ["PENDING", "DELAYED", "RUNNING", "RETRYING"];
 
 function isWaiting(state: JobState): boolean {
   return state === "SCHEDULED" || state === "PENDING" || state === "DELAYED" || state === "RETRYING";

@@ -4,8 +4,6 @@ import type { FinishedCursor } from "./store.js";
 
 /** States whose jobs the engine holds in memory, so they can be listed without a store index. */
 export const LISTABLE_STATES: ReadonlySet<JobState> = new Set(["PENDING", "SCHEDULED", "DELAYED", "RUNNING", "RETRYING"]);
-/** The listable states but SCHEDULED, whose jobs a listing reads from the ready queues. */
-export const UNREADY_LIVE_STATES: readonly JobState[] = ["PENDING", "DELAYED", "RUNNING", "RETRYING"];
 
 /** Most jobs one filtered listing call examines before it returns what it found (and a cursor). */
 export const SCAN_LIMIT = 10_000;

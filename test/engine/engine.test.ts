@@ -1160,7 +1160,7 @@ describe("Engine: lease session validation", () => {
     ["over 10 000 credits", "credits", { queues: ["q"], workerId: "w", credits: 10_001 }],
   ])("%s → WORQ_INVALID_ARGUMENT %s, no session opened", async (_name, field, options) => {
     const { engine } = await setup();
-    await expectWorqError(() => engine.openLease(options, { deliver: () => {}, control: () => {} }), "WORQ_INVALID_ARGUMENT", field);
+    await expectWorqError(() => engine.openLease(options, { deliver: () => {}, control: () => {}, revoke: () => {} }), "WORQ_INVALID_ARGUMENT", field);
     expect(engine.info().connectedWorkers).toBe(0);
   });
 });

@@ -99,14 +99,37 @@ describe("LiveJobs", () => {
     expect(live.packed).toBe(1); // b stays packed until its next transition
   });
 
-  it("lists by queue and state, unpacking only packed metas in that state", () => {
+  it("lists by queue and states, unpacking only packed metas in those states", () => {
     const live = new LiveJobs(0);
     const metas = [metaOf(), metaOf({ state: "DELAYED", dueAtMs: T0 + 1 }), metaOf({}, "other")];
     metas.forEach((meta) => live.set(meta));
-    const jids = (queue?: string, state?: JobState) => [...live.matching(queue, state)].map((meta) => meta.jid).sort();
-    expect(jids("emails", "SCHEDULED")).toEqual([metas[0]!.jid]);
-    expect(jids(undefined, "SCHEDULED")).toEqual([metas[0]!.jid, metas[2]!.jid].sort());
+    const jids = (queue?: string, states?: JobState[]) => [...live.matching(queue, states)].map((meta) => meta.jid).sort();
+    expect(jids("emails", ["SCHEDULED"])).toEqual([metas[0]!.jid]);
+    expect(jids(undefined, ["SCHEDULED"])).toEqual([metas[0]!.jid, metas[2]!.jid].sort());
+    expect(jids(undefined, ["SCHEDULED", "DELAYED"])).toEqual(metas.map((meta) => meta.jid).sort());
     expect(jids("emails")).toEqual([metas[0]!.jid, metas[1]!.jid].sort());
     expect([...live.matching(undefined, undefined)].length).toBe(3);
+  });
+
+  it("lists jobs of states other than SCHEDULED through transitions and deletes, packed or not", () => {
+    for (const limit of [0, 100]) {
+      const live = new LiveJobs(limit);
+      const lease = { leaseId: randomUuidV4(), workerId: "w", expiresAtMs: T0 + 1, executionDeadlineMs: T0 + 2 };
+      const [ready, delayed, pending, other] = [metaOf(), metaOf({ state: "DELAYED", dueAtMs: T0 + 1 }), metaOf({ state: "PENDING" }), metaOf({ state: "DELAYED" }, "other")];
+      for (const meta of [ready!, delayed!, pending!, other!]) live.set(meta);
+      const jids = (queue: string | undefined, ...states: JobState[]) => [...live.matching(queue, states)].map((meta) => meta.jid).sort();
+      expect(jids(undefined, "DELAYED")).toEqual([delayed!.jid, other!.jid].sort());
+      expect(jids("emails", "DELAYED", "PENDING")).toEqual([delayed!.jid, pending!.jid].sort());
+      live.set({ ...ready!, state: "RUNNING", lease }); // leased
+      live.set({ ...delayed!, state: "SCHEDULED" }); // came due
+      expect(jids(undefined, "RUNNING")).toEqual([ready!.jid]);
+      expect(jids(undefined, "DELAYED")).toEqual([other!.jid]);
+      live.set({ ...ready!, state: "RETRYING", lease: undefined }); // failed
+      expect(jids(undefined, "RUNNING")).toEqual([]);
+      expect(jids(undefined, "RETRYING")).toEqual([ready!.jid]);
+      live.delete(pending!); // cancelled
+      expect(jids(undefined, "PENDING", "DELAYED", "RUNNING", "RETRYING")).toEqual([other!.jid, ready!.jid].sort());
+      expect(jids(undefined, "SCHEDULED")).toEqual([delayed!.jid]);
+    }
   });
 });
