@@ -68,7 +68,7 @@ export class LevelStore implements Store {
         this.pendingCounters = undefined;
       }
       const started = process.hrtime.bigint();
-      await this.writeBatch(lastWritePerKey(ops));
+      await this.writeBatch(ops); // a key written twice in a group is fine: LevelDB applies a batch in order
       onBatch(Number(process.hrtime.bigint() - started) / 1e9, ops.length);
     });
   }
@@ -331,14 +331,4 @@ function addIndexOps(previous: JobMeta | undefined, next: JobMeta | undefined, o
   const after = indexKeysOf(next);
   for (const key of before) if (!after.includes(key)) ops.push({ type: "del", key });
   for (const key of after) if (!before.includes(key)) ops.push({ type: "put", key, value: EMPTY });
-}
-
-/**
- * The ops of a group with only the last one per key: a group often carries the same key
- * several times (the counters are written by every commit), and in LevelDB the last wins.
- */
-function lastWritePerKey(ops: BatchOp[]): BatchOp[] {
-  const last = new Map<string, number>();
-  ops.forEach((op, i) => last.set(op.key, i));
-  return last.size === ops.length ? ops : ops.filter((op, i) => last.get(op.key) === i);
 }
