@@ -134,7 +134,7 @@ describe.skipIf(!postgresAvailable())("a cluster of three servers on one Postgre
       body: "{}",
     });
     expect(info.status).toBe(200);
-    expect((await info.json()).nodeId).toBe("alpha");
+    expect(((await info.json()) as { nodeId: string }).nodeId).toBe("alpha");
     // The dashboard, served by the leader through the follower, with its security headers.
     const page = await fetch(`http://127.0.0.1:${httpPort}/`);
     expect(page.status).toBe(200);

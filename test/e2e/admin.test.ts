@@ -1,5 +1,5 @@
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FailureCategory, JobState } from "../../gen/ts/worq/v1/job_pb.js";
 import { ControlAction } from "../../gen/ts/worq/v1/worker_service_pb.js";

@@ -94,12 +94,13 @@ describe("bad input gets a clear error naming the field and changes nothing (rea
   });
 
   it("Lease with no queues, no worker_id or zero credits → INVALID_ARGUMENT naming the field", async () => {
-    for (const [request, field] of [
+    const cases: [request: ConstructorParameters<typeof StreamWorker>[1], field: string][] = [
       [{ queues: [], workerId: "w", credits: 1 }, "queues"],
       [{ queues: ["q"], workerId: "", credits: 1 }, "worker_id"],
       [{ queues: ["q"], workerId: "w", credits: 0 }, "credits"],
       [{ queues: ["bad name"], workerId: "w", credits: 1 }, "queues[0]"],
-    ] as const) {
+    ];
+    for (const [request, field] of cases) {
       const worker = new StreamWorker(server, request);
       const error = ConnectError.from(await worker.ended);
       expect(error.code).toBe(Code.InvalidArgument);

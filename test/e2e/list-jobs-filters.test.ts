@@ -29,7 +29,7 @@ describe("ListJobs filters (real server)", () => {
   }
 
   it("narrows live jobs by type, tag (any value or one value), correlation id and jid prefix, across pages", async () => {
-    const specs = [
+    const specs: { type: string; tags: Record<string, string>; correlationId: string }[] = [
       { type: "email", tags: { tenant: "a" }, correlationId: "req-1" },
       { type: "email", tags: { tenant: "b" }, correlationId: "req-2" },
       { type: "sms", tags: { tenant: "a" }, correlationId: "req-1" },

@@ -163,7 +163,7 @@ class Ack extends JobCommand {
       expect(code).toBe(job.state === "DELETED" ? Code.NotFound : Code.FailedPrecondition);
     }
   }
-  toString(): string {
+  override toString(): string {
     return `Ack(#${this.pick})`;
   }
 }
@@ -181,7 +181,7 @@ class Fail extends JobCommand {
       expect(code).toBe(job.state === "DELETED" ? Code.NotFound : Code.FailedPrecondition);
     }
   }
-  toString(): string {
+  override toString(): string {
     return `Fail(#${this.pick})`;
   }
 }
@@ -198,7 +198,7 @@ class Cancel extends JobCommand {
       expect(code).toBe(job.state === "DELETED" ? Code.NotFound : Code.FailedPrecondition);
     }
   }
-  toString(): string {
+  override toString(): string {
     return `Cancel(#${this.pick})`;
   }
 }
@@ -215,7 +215,7 @@ class Retry extends JobCommand {
       expect(Number(reply.retried)).toBe(0);
     }
   }
-  toString(): string {
+  override toString(): string {
     return `Retry(#${this.pick})`;
   }
 }
@@ -232,7 +232,7 @@ class Delete extends JobCommand {
       setState(model, job, "DELETED");
     }
   }
-  toString(): string {
+  override toString(): string {
     return `Delete(#${this.pick})`;
   }
 }

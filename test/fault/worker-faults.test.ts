@@ -126,6 +126,8 @@ describe("worker faults against a real server process", () => {
       const worker = createClient(WorkerService, transport);
       const producer = createClient(ProducerService, transport);
       const abort = new AbortController();
+      let registered = () => {};
+      const isRegistered = new Promise<void>((resolve) => (registered = resolve));
       // A Lease stream (jobs get pushed into it) and a GetResult wait, both cut mid-call.
       const stream = (async () => {
         try {
@@ -137,8 +139,6 @@ describe("worker faults against a real server process", () => {
           // cut
         }
       })();
-      let registered = () => {};
-      const isRegistered = new Promise<void>((resolve) => (registered = resolve));
       const wait = producer.getResult({ jid: waited!, waitTimeout: { seconds: 600n } }, { signal: abort.signal }).catch(() => undefined);
       await Promise.race([isRegistered, new Promise((resolve) => setTimeout(resolve, 2_000))]);
       proxy.cutAll();

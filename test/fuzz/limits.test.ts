@@ -91,7 +91,7 @@ describe("limits of a real server process", () => {
     raw.close();
 
     // MAX_CALLS result waits over several connections fill the server; one more call is refused at once.
-    const [{ jid }] = (await clients.producer.submitBatch({ jobs: [{ type: "never", queue: "nobody" }] })).jobs;
+    const { jid } = (await clients.producer.submitBatch({ jobs: [{ type: "never", queue: "nobody" }] })).jobs[0]!;
     const abort = new AbortController();
     const producers = Array.from({ length: 4 }, () => createClient(ProducerService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${server.port}` })));
     const waits = Array.from({ length: MAX_CALLS }, (_, i) =>

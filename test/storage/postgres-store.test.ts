@@ -87,7 +87,7 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
     const store = new PostgresStore(url, { statementDataBytes: 100_000 });
     await store.open();
     const big = (jid: string): StoreWrite => ({ kind: "put-job", meta: metaOf(jid), body: bodyOf(Array.from({ length: 60_000 }, (_, i) => i % 256)) });
-    const [first, a, b, c, d, e] = Array.from({ length: 6 }, () => randomUUID());
+    const [first, a, b, c, d, e] = [randomUUID(), randomUUID(), randomUUID(), randomUUID(), randomUUID(), randomUUID()];
     await store.commit([big(first)]);
     await Promise.all([store.commit([big(a)]), store.commit([big(b)]), store.commit([big(c)])]);
     expect((await store.getBodies([a, b, c])).map((body) => body?.payload.byteLength)).toEqual([60_000, 60_000, 60_000]);

@@ -15,7 +15,7 @@ import { submitInputOf } from "../../src/transport/convert.js";
 import { encodeAckOutcomeDelimited, readReportRequest } from "../../src/transport/report-wire.js";
 import { encodeSubmitOutcomeDelimited, readSubmitBatchRequest, readSubmitRequest, submitInputOfWire } from "../../src/transport/submit-wire.js";
 import { FailureCategory, JobSpecSchema, JobState } from "../../gen/ts/worq/v1/job_pb.js";
-import { SubmitBatchRequestSchema, SubmitBatchResponseSchema, SubmitRequestSchema } from "../../gen/ts/worq/v1/producer_service_pb.js";
+import { type BatchShape, SubmitBatchRequestSchema, SubmitBatchResponseSchema, SubmitRequestSchema } from "../../gen/ts/worq/v1/producer_service_pb.js";
 import { ReportRequestSchema, ReportResponseSchema } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import { RUNS, submitInput } from "../support/job-arbitraries.js";
 
@@ -77,7 +77,8 @@ describe("Submit and SubmitBatch requests read from the wire", () => {
   it("hand over each job's JobSpec bytes and the shape, and merge a repeated Submit job", () => {
     fc.assert(
       fc.property(fc.array(submitInput, { maxLength: 4 }), fc.constantFrom(0, 1, 2, 7), (inputs, shape) => {
-        const request = create(SubmitBatchRequestSchema, { jobs: inputs.map(jobSpecOfInput), shape });
+        // Deliberately ill-typed: 7 is no BatchShape value, but an open enum carries any number on the wire.
+        const request = create(SubmitBatchRequestSchema, { jobs: inputs.map(jobSpecOfInput), shape: shape as BatchShape });
         const read = readSubmitBatchRequest(toBinary(SubmitBatchRequestSchema, request));
         expect(read.shape).toBe(shape);
         expect(read.jobs.map((bytes) => plain(submitInputOfWire(bytes, "j")))).toEqual(request.jobs.map((spec) => plain(submitInputOf(spec, "j"))));

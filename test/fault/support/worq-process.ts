@@ -18,12 +18,12 @@ export async function startWorq(dataDir: string, args: string[], options: WorqPr
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once("exit", (code, signal) => resolve({ code, signal })),
   );
-  const listening = await new Promise<{ grpcPort: number; pid: number }>((resolve, reject) => {
+  const listening = await new Promise<{ grpcPort: number; httpPort: number; pid: number }>((resolve, reject) => {
     createInterface({ input: child.stdout! }).on("line", (line) => {
-      if (line.includes('"grpcPort"')) resolve(JSON.parse(line) as { grpcPort: number; pid: number });
+      if (line.includes('"grpcPort"')) resolve(JSON.parse(line) as { grpcPort: number; httpPort: number; pid: number });
     });
     void exited.then(({ code }) => reject(new Error(`worq serve exited (${code}) before listening:\n${stderr}`)));
     setTimeout(() => reject(new Error(`worq serve did not start within 30 s:\n${stderr}`)), 30_000);
   });
-  return { port: listening.grpcPort, pid: listening.pid, child, stderr: () => stderr, exited };
+  return { port: listening.grpcPort, httpPort: listening.httpPort, pid: listening.pid, child, stderr: () => stderr, exited };
 }

@@ -40,6 +40,7 @@ export async function startSecureServer(overrides: Partial<ServerConfig> = {}): 
     orphanGraceMs: 10_000,
     keepaliveIntervalMs: 15_000,
     idempotencyWindowMs: 24 * 3_600_000,
+    maxConcurrentCalls: 10_000,
     callbackAllow: [],
     logLevel: "silent",
     authTokensFile: writeTokenFile(dir),
