@@ -67,26 +67,19 @@ export class WireWriter implements ProtoWriter {
 
   /** The varint of 0 ≤ value ≤ 2^53 − 1 (what a uint64 or int64 holds of a safe integer), without BigInt. */
   uint53(value: number): this {
-    this.ensure(8);
+    if (value < 0x100000000) return this.uint32(value);
+    // A timestamp in ms: its low 28 bits as four full groups, then the rest (< 2^25) as a
+    // uint32's. Shifts are exact only on 32-bit values, and a division loop cost twice as much.
+    this.ensure(4);
+    const low = value % 0x10000000;
     const buf = this.buf;
-    let pos = this.pos;
-    if (value >= 0x10000000) {
-      // A timestamp in ms: its low 28 bits as four full groups, then the rest (< 2^25) below.
-      // Shifts are exact only on 32-bit values, and a division loop cost twice as much.
-      const low = value % 0x10000000;
-      value = (value - low) / 0x10000000;
-      buf[pos++] = (low & 0x7f) | 0x80;
-      buf[pos++] = ((low >>> 7) & 0x7f) | 0x80;
-      buf[pos++] = ((low >>> 14) & 0x7f) | 0x80;
-      buf[pos++] = (low >>> 21) | 0x80;
-    }
-    while (value >= 0x80) {
-      buf[pos++] = (value & 0x7f) | 0x80;
-      value >>>= 7;
-    }
-    buf[pos++] = value;
-    this.pos = pos;
-    return this;
+    const pos = this.pos;
+    buf[pos] = (low & 0x7f) | 0x80;
+    buf[pos + 1] = ((low >>> 7) & 0x7f) | 0x80;
+    buf[pos + 2] = ((low >>> 14) & 0x7f) | 0x80;
+    buf[pos + 3] = (low >>> 21) | 0x80;
+    this.pos = pos + 4;
+    return this.uint32((value - low) / 0x10000000);
   }
 
   bool(value: boolean): this {
