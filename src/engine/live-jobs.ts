@@ -134,7 +134,8 @@ export class LiveJobs {
 /** The live states but SCHEDULED: LiveJobs keeps their jids apart (the ready queues list SCHEDULED jobs). */
 export const UNREADY_LIVE_STATES: readonly JobState[] = ["PENDING", "DELAYED", "RUNNING", "RETRYING"];
 
-function isWaiting(state: JobState): boolean {
+/** Whether a job in `state` only waits (to be ready, due, or its dependencies): not running, not finished. */
+export function isWaiting(state: JobState): boolean {
   return state === "SCHEDULED" || state === "PENDING" || state === "DELAYED" || state === "RETRYING";
 }
 

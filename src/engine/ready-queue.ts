@@ -60,6 +60,11 @@ class Fifo {
     }
   }
 
+  /** The jids of the entries for which `isCurrent` holds, front first. */
+  *current(isCurrent: (jid: string, readySeq: number) => boolean): IterableIterator<string> {
+    for (let i = this.head; i < this.jids.length; i++) if (isCurrent(this.jids[i]!, this.seqs[i]!)) yield this.jids[i]!;
+  }
+
   /** Drops the consumed prefix once it is most of the arrays. */
   private compact(): void {
     if (this.head > 1024 && this.head * 2 > this.jids.length) {
@@ -111,6 +116,11 @@ export class ReadyQueue {
       level.entriesAfter(afterSeq, limit - out.length, isCurrent, out, priority as PriorityLevel);
     });
     return out;
+  }
+
+  /** The jids of every ready job, in the order they will run. */
+  *jids(isCurrent: (jid: string, readySeq: number) => boolean): IterableIterator<string> {
+    for (const level of this.levels) yield* level.current(isCurrent);
   }
 
   /** The first job of each priority level that has one (stale entries in front are dropped). */

@@ -1219,6 +1219,48 @@ describe("Engine: listing ready jobs", () => {
   });
 });
 
+describe("Engine: purging a queue", () => {
+  it("deletes its waiting jobs (ready, delayed, retrying, pending), not its running ones nor other queues'", async () => {
+    const { engine, data } = await openEngine();
+    const [running, flaky] = await submitEach(engine, [{ type: "r", queue: "a" }, { type: "f", queue: "a" }]);
+    const { sink, session } = await lease(engine, ["a"], 2);
+    await engine.fail(flaky!, sink.grants[1]!.meta.lease!.leaseId, report()); // RETRYING
+    session.close(); // no more leases: the running job keeps its lease
+    const waiting = await submitEach(engine, [
+      { type: "ready", queue: "a" },
+      { type: "later", queue: "a", delayMs: 60_000 },
+    ]);
+    const pending = await submitOne(engine, { type: "p", queue: "a", dependsOn: { jids: [running!] } });
+    const [elsewhere] = await submitEach(engine, [{ type: "b", queue: "b" }]);
+    expect(await engine.purgeQueue("a")).toBe(4);
+    for (const jid of [flaky!, ...waiting, pending]) await expectWorqError(() => engine.getJob(jid), "WORQ_NOT_FOUND");
+    expect(data.metas.has(running!) && data.metas.has(elsewhere!)).toBe(true);
+    expect((await engine.getJob(running!)).meta.state).toBe("RUNNING");
+    expect(engine.queueStats("a")).toMatchObject({ ready: 0, delayed: 0, retrying: 0, pending: 0, inFlight: 1 });
+  });
+
+  it("purges a queue deeper than one commit in several, serving in between: a job leased meanwhile stays", async () => {
+    const store = new GatedStore();
+    const { engine } = await openEngine({ store });
+    const jids: string[] = [];
+    for (const length of [10_000, 3]) {
+      jids.push(...(await engine.submit(Array.from({ length }, () => ({ type: "t", queue: "a" })), batch)).map((result) => result.jid));
+    }
+    store.holdCommits = true; // the first commit of the purge waits, as on a slow disk
+    const purging = engine.purgeQueue("a");
+    await flush();
+    expect(engine.queueStats("a").ready).toBe(3); // the first 10,000 are gone from memory
+    const { sink } = await lease(engine, ["a"], 1); // the server goes on serving meanwhile
+    expect((await engine.getJob(jids[10_000]!)).meta.state).toBe("RUNNING");
+    store.release();
+    expect(await purging).toBe(10_002);
+    await flush();
+    expect(sink.jids).toEqual([jids[10_000]]); // delivered once its lease was durable (its body was not in memory)
+    expect((await engine.getJob(jids[10_000]!)).meta.state).toBe("RUNNING");
+    await expectWorqError(() => engine.getJob(jids[10_002]!), "WORQ_NOT_FOUND");
+  });
+});
+
 describe("Engine: listing live jobs of every state", () => {
   it("lists ready jobs first in run order, then the others by their state's time, a page at a time without skips or repeats", async () => {
     const { engine, clock } = await openEngine();
