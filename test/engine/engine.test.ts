@@ -296,6 +296,17 @@ describe("Engine: delayed jobs", () => {
     expect(sink.grants[0]!.meta.startedAtMs).toBe(T0 + 30 * SECOND);
   });
 
+  it("many jobs due at one time are promoted a slice per tick, and nextWakeMs says more are due", async () => {
+    const { clock, engine } = await setup();
+    await engine.submit(Array.from({ length: 5_003 }, () => ({ type: "t", queue: "burst", atMs: T0 + SECOND })), batch);
+    clock.set(T0 + SECOND);
+    engine.tick();
+    expect(engine.queueStats("burst")).toMatchObject({ ready: 5_000, delayed: 3 });
+    expect(engine.nextWakeMs()).toBeLessThanOrEqual(T0 + SECOND); // due now: the driver ticks again at once
+    engine.tick();
+    expect(engine.queueStats("burst")).toMatchObject({ ready: 5_003, delayed: 0 });
+  });
+
   it("`delay`: due at submit time + delay; SCHEDULED when no session takes it", async () => {
     const { clock, engine } = await setup();
     clock.advance(5 * SECOND);
