@@ -165,6 +165,8 @@ const BODY_CACHE_HORIZON_MS = 10_000;
 const MAX_WAIT_MS = 3_600_000;
 /** Jobs one purge commit deletes (about 40 ms of the server's time each). */
 const PURGE_CHUNK = 10_000;
+/** Dead jobs one retry-all commit moves back (a page of the store's finished index). */
+const RETRY_PAGE = 500;
 /** Timers one tick applies (a promotion costs the server about 6 µs). */
 const TICK_BUDGET = 5_000;
 
@@ -541,29 +543,35 @@ export class Engine {
 
   /**
    * Moves DEAD_LETTER and FAILED jobs back to SCHEDULED with fresh attempts (their last
-   * failure kept): the given jids, or else every dead job of `queue` (or of all queues).
-   * Jobs in another state are left alone. Returns how many were retried.
+   * failure kept): the given jids, or else every dead job of `queue` (or of all queues) that
+   * was dead when called, a page of the store's index per commit (a commit of every dead job
+   * held the server for as long as it took). Jobs in another state are left alone. Returns
+   * how many were retried.
    */
   async retryJobs(jids: string[], queue?: string): Promise<number> {
     this.checkUsable();
     jids.forEach((jid, i) => checkJid(jid, `jids[${i}]`));
     if (queue) checkQueueName(queue, "queue");
-    const candidates: JobMeta[] = [];
-    if (jids.length > 0) {
-      for (const meta of await Promise.all(jids.map((jid) => this.store.getMeta(jid)))) if (meta) candidates.push(meta);
-    } else {
-      for (let after: FinishedCursor | undefined; ; ) {
-        const page = await this.store.listFinished("DEAD_LETTER", queue || undefined, after, 500);
-        candidates.push(...page);
-        if (page.length < 500) break;
-        const last = page.at(-1)!;
-        after = { finishedAtMs: last.completedAtMs ?? last.updatedAtMs, jid: last.jid };
-      }
+    if (jids.length > 0) return this.retryStored((await Promise.all(jids.map((jid) => this.store.getMeta(jid)))).filter((meta) => meta !== undefined));
+    // Jobs that die again meanwhile are listed after the ones dead now: stop at those.
+    const calledAtMs = this.clock.nowMs();
+    const finishedAt = (meta: JobMeta) => meta.completedAtMs ?? meta.updatedAtMs;
+    let retried = 0;
+    for (let after: FinishedCursor | undefined; ; ) {
+      const page = await this.store.listFinished("DEAD_LETTER", queue || undefined, after, RETRY_PAGE);
+      const deadBefore = page.filter((meta) => finishedAt(meta) <= calledAtMs);
+      retried += await this.retryStored(deadBefore);
+      if (page.length < RETRY_PAGE || deadBefore.length < page.length) return retried;
+      const last = page.at(-1)!;
+      after = { finishedAtMs: finishedAt(last), jid: last.jid };
     }
+  }
+
+  /** Retries the stored jobs that are still finished and dead or failed (read before this turn); returns how many. */
+  private async retryStored(stored: readonly JobMeta[]): Promise<number> {
     this.checkUsable();
     const writes: StoreWrite[] = [];
-    for (const meta of candidates) {
-      // Read before this turn: skip any that is live again or changed meanwhile.
+    for (const meta of stored) {
       if (this.live.has(meta.jid) || this.finishing.has(meta.jid)) continue;
       if (meta.state !== "DEAD_LETTER" && meta.state !== "FAILED") continue;
       writes.push(this.apply(meta, { kind: "retry" }));

@@ -1230,6 +1230,23 @@ describe("Engine: listing ready jobs", () => {
   });
 });
 
+describe("Engine: retrying dead jobs", () => {
+  it("retries every dead job of a queue, a page of the index per commit, and only dead ones", async () => {
+    const { engine, clock } = await openEngine();
+    const jids = (await engine.submit(Array.from({ length: 1_203 }, () => ({ type: "t", queue: "graveyard", retry: { maxAttempts: 1 } })), batch)).map((r) => r.jid);
+    const { sink, session } = await lease(engine, ["graveyard"], 1_203);
+    for (const grant of sink.grants.slice(0, 1_202)) {
+      clock.advance(1); // distinct finish times: the index pages by them
+      await engine.fail(grant.meta.jid, grant.meta.lease!.leaseId, report());
+    }
+    session.close();
+    expect(engine.queueStats("graveyard")).toMatchObject({ dead: 1_202, inFlight: 1 });
+    expect(await engine.retryJobs([], "graveyard")).toBe(1_202); // three pages of 500
+    expect(engine.queueStats("graveyard")).toMatchObject({ dead: 0, ready: 1_202, inFlight: 1 });
+    expect((await engine.getJob(jids[1_202]!)).meta.state).toBe("RUNNING");
+  });
+});
+
 describe("Engine: purging a queue", () => {
   it("deletes its waiting jobs (ready, delayed, retrying, pending), not its running ones nor other queues'", async () => {
     const { engine, data } = await openEngine();
