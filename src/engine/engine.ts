@@ -680,7 +680,7 @@ export class Engine {
       const listFinished = (after: FinishedCursor | undefined, limit: number) => this.store.listFinished(state, queue || undefined, after, limit);
       return finishedJobsPage(listFinished, getBodies, filter, pageSize, filter.pageToken ?? "");
     }
-    // Ready jobs come from the ready queues in order; the others from a pass over the live jobs.
+    // Ready jobs come from the ready queues in order; the others from LiveJobs by state.
     const readyAfter = !state || state === "SCHEDULED" ? (after: ReadyPosition | undefined, limit: number) => this.readyAfter(queue || undefined, after, limit) : undefined;
     const others = state === "SCHEDULED" ? [] : this.live.matching(queue || undefined, state ? [state] : UNREADY_LIVE_STATES);
     return liveJobsPage(readyAfter, others, getBodies, filter, pageSize, filter.pageToken ?? "");
