@@ -2,7 +2,9 @@
 # Installs what the interop tests need, idempotently, into .tools/ (gitignored):
 #   - .tools/venv: grpcio, protobuf, pytest (pinned), the generated package gen/python
 #     (editable, so a later `npm run generate` needs no reinstall) and the Python worker
-#     library clients/python (editable; both share the `worq` namespace package);
+#     library clients/python (editable; both share the `worq` namespace package); and mypy
+#     with the typeshed stubs types-grpcio and types-protobuf, which type-check
+#     clients/python/src/worq (config in clients/python/pyproject.toml);
 #   - .tools/bin/grpcurl;
 #   - the Go modules of test/interop/go, and a warm build cache for `go run .` there;
 #   - the Go worker library's conformance worker and the Go examples, into .tools/bin.
@@ -11,7 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/tools.sh
 
-ensure_venv "grpcio==$GRPCIO_VERSION" "protobuf==$PROTOBUF_PY_VERSION" "pytest==$PYTEST_VERSION"
+ensure_venv "grpcio==$GRPCIO_VERSION" "protobuf==$PROTOBUF_PY_VERSION" "pytest==$PYTEST_VERSION" \
+  "mypy==$MYPY_VERSION" "types-grpcio==$TYPES_GRPCIO_VERSION" "types-protobuf==$TYPES_PROTOBUF_VERSION"
 
 # Reinstall only when `worq.v1` does not already resolve to this checkout's gen/python.
 want="$PWD/gen/python/src/worq/v1/__init__.py"
@@ -40,4 +43,4 @@ log "building the Go worker library, its conformance worker and the Go examples"
   && go build -o "$TOOLS_BIN/worq-example-go-worker" ./worker \
   && go build -o "$TOOLS_BIN/worq-example-go-producer" ./producer)
 
-log "test tools ready: $VENV_PY, $TOOLS_BIN/grpcurl, $TOOLS_BIN/go-conformance-worker, Go examples"
+log "test tools ready: $VENV_PY (with mypy), $TOOLS_BIN/grpcurl, $TOOLS_BIN/go-conformance-worker, Go examples"

@@ -16,6 +16,11 @@ PROTOBUF_PY_VERSION=7.36.2
 # Test tools.
 PYTEST_VERSION=9.2.0
 GRPCURL_VERSION=v1.9.3
+# The Python client's type checker, and the stubs of its dependencies: they match the
+# runtime pins above (grpcio 1.85, protobuf 7.3x), so bump them together.
+MYPY_VERSION=2.4.1
+TYPES_GRPCIO_VERSION=1.85.0.20261028
+TYPES_PROTOBUF_VERSION=7.35.1.20260906
 
 # --- helpers (sourced; expect the repo root as the working directory) -----------------
 

@@ -22,8 +22,8 @@ const PYTHON = join(ROOT, ".tools/venv/bin/python");
 const hasGo = toolAvailable("Go library suite", () => commandWorks("go", ["version"]), "no `go` on PATH");
 const hasPython = toolAvailable(
   "Python library suite",
-  () => fileExists(PYTHON) && commandWorks(PYTHON, ["-c", "import pytest, worq.client, worq.v1"]),
-  "no .tools/venv with pytest and clients/python; run `bash scripts/install-test-tools.sh` first",
+  () => fileExists(PYTHON) && commandWorks(PYTHON, ["-c", "import pytest, mypy, worq.client, worq.v1"]),
+  "no .tools/venv with pytest, mypy and clients/python; run `bash scripts/install-test-tools.sh` first",
 );
 
 /**
@@ -40,7 +40,10 @@ describe("the worker libraries' own test suites", () => {
     expect(stdout).not.toMatch(/^FAIL/m);
   }, 360_000);
 
-  it.skipIf(!hasPython)("clients/python: pytest", async () => {
+  it.skipIf(!hasPython)("clients/python: mypy --strict and pytest", async () => {
+    // mypy reads its config (strict, the generated stubs' path) from clients/python/pyproject.toml.
+    const typed = await run(PYTHON, ["-m", "mypy"], { cwd: join(ROOT, "clients/python"), timeout: 300_000 });
+    expect(typed.stdout).toMatch(/^Success: no issues found/m);
     const { stdout } = await run(PYTHON, ["-m", "pytest", "-q", "-p", "no:cacheprovider", "clients/python/tests"], {
       cwd: ROOT,
       timeout: 300_000,

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import grpc
 import grpc.aio
 
 ChannelOptions = Sequence[Tuple[str, Any]]
+
+_Request = TypeVar("_Request")
+_Response = TypeVar("_Response")
 
 # gRPC's own reconnect backoff grows to 120 s by default, and while it waits every call fails
 # at once with UNAVAILABLE: a channel could sit in TRANSIENT_FAILURE long after the server is
@@ -51,7 +54,9 @@ class TLS:
         cert: Optional[Union[str, Path]] = None,
         key: Optional[Union[str, Path]] = None,
     ) -> "TLS":
-        read = lambda path: Path(path).read_bytes() if path is not None else None  # noqa: E731
+        def read(path: Optional[Union[str, Path]]) -> Optional[bytes]:
+            return Path(path).read_bytes() if path is not None else None
+
         return cls(ca=read(ca), cert=read(cert), key=read(key))
 
 
@@ -67,7 +72,9 @@ def open_channel(
     merged = dict(DEFAULT_OPTIONS)
     merged.update(dict(options or ()))
     # grpc.aio files each interceptor under one kind only: one instance per kind of call.
-    interceptors = [_UnaryBearerToken(token), _StreamBearerToken(token)] if token is not None else None
+    interceptors: Optional[List[grpc.aio.ClientInterceptor]] = (
+        [_UnaryBearerToken(token), _StreamBearerToken(token)] if token is not None else None
+    )
     if tls:
         settings = tls if isinstance(tls, TLS) else TLS()
         if (settings.cert is None) != (settings.key is None):
@@ -93,11 +100,25 @@ class _BearerToken:
         )
 
 
-class _UnaryBearerToken(_BearerToken, grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
-    async def intercept_unary_unary(self, continuation: Any, details: grpc.aio.ClientCallDetails, request: Any) -> Any:
+class _UnaryBearerToken(_BearerToken, grpc.aio.UnaryUnaryClientInterceptor):
+    async def intercept_unary_unary(
+        self,
+        continuation: Callable[
+            [grpc.aio.ClientCallDetails, _Request], Awaitable[grpc.aio.UnaryUnaryCall[_Request, _Response]]
+        ],
+        details: grpc.aio.ClientCallDetails,
+        request: _Request,
+    ) -> grpc.aio.UnaryUnaryCall[_Request, _Response]:
         return await continuation(self._with_token(details), request)
 
 
-class _StreamBearerToken(_BearerToken, grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
-    async def intercept_unary_stream(self, continuation: Any, details: grpc.aio.ClientCallDetails, request: Any) -> Any:
+class _StreamBearerToken(_BearerToken, grpc.aio.UnaryStreamClientInterceptor):
+    async def intercept_unary_stream(
+        self,
+        continuation: Callable[
+            [grpc.aio.ClientCallDetails, _Request], Awaitable[grpc.aio.UnaryStreamCall[_Request, _Response]]
+        ],
+        details: grpc.aio.ClientCallDetails,
+        request: _Request,
+    ) -> grpc.aio.UnaryStreamCall[_Request, _Response]:
         return await continuation(self._with_token(details), request)

@@ -7,6 +7,7 @@ import math
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
+from google.protobuf.message import Message
 
 Seconds = Union[int, float, _dt.timedelta]
 
@@ -132,5 +133,5 @@ def from_timestamp(value: timestamp_pb2.Timestamp) -> _dt.datetime:
     return _dt.datetime.fromtimestamp(value.seconds + value.nanos / 1e9, tz=_dt.timezone.utc)
 
 
-def optional_timestamp(message: Any, field: str) -> Optional[_dt.datetime]:
+def optional_timestamp(message: Message, field: str) -> Optional[_dt.datetime]:
     return from_timestamp(getattr(message, field)) if message.HasField(field) else None

@@ -96,6 +96,7 @@ class Client:
             self._channel = open_channel(self.address, self._channel_options, token=self._token, tls=self._tls)
             self._owns_channel = True
         if self._producer is None or self._admin is None:
+            # The generated *_pb2_grpc.py have no type hints (grpcio-tools writes no .pyi for them).
             self._producer = producer_service_pb2_grpc.ProducerServiceStub(self._channel)  # type: ignore[no-untyped-call]
             self._admin = admin_service_pb2_grpc.AdminServiceStub(self._channel)  # type: ignore[no-untyped-call]
         return self._producer, self._admin
@@ -177,7 +178,9 @@ class Client:
         specs = [JobSpec.coerce(job, f"jobs[{i}]").to_proto(f"jobs[{i}]") for i, job in enumerate(jobs)]
         request = producer_service_pb2.SubmitBatchRequest(jobs=specs)
         producer, _ = self._stubs()
-        response = await self._call(lambda: producer.SubmitBatch(request, timeout=self.timeout))
+        response: producer_service_pb2.SubmitBatchResponse = await self._call(
+            lambda: producer.SubmitBatch(request, timeout=self.timeout)
+        )
         return [item.jid for item in response.jobs]
 
     async def run(self, type: str, *, wait_timeout: Seconds = 60.0, **spec: Any) -> Job:
@@ -194,7 +197,9 @@ class Client:
         producer, _ = self._stubs()
         started = time.monotonic()
         try:
-            response = await self._call(lambda: producer.Run(request, timeout=first + _WAIT_MARGIN))
+            response: producer_service_pb2.RunResponse = await self._call(
+                lambda: producer.Run(request, timeout=first + _WAIT_MARGIN)
+            )
         except DeadlineExceeded as err:
             left = wait - (time.monotonic() - started)
             if err.jid is None or left <= 0:
@@ -208,7 +213,9 @@ class Client:
         """The job now, with its state, failure and result. :class:`worq.errors.NotFound` for an unknown jid."""
         request = admin_service_pb2.GetJobRequest(jid=jid)
         _, admin = self._stubs()
-        response = await self._call(lambda: admin.GetJob(request, timeout=self.timeout))
+        response: admin_service_pb2.GetJobResponse = await self._call(
+            lambda: admin.GetJob(request, timeout=self.timeout)
+        )
         return Job(response.job)
 
     async def cancel(self, jid: str) -> Job:
@@ -217,7 +224,9 @@ class Client:
         already finished, :class:`worq.errors.NotFound` for an unknown jid."""
         request = producer_service_pb2.CancelRequest(jid=jid)
         producer, _ = self._stubs()
-        response = await self._call(lambda: producer.Cancel(request, timeout=self.timeout))
+        response: producer_service_pb2.CancelResponse = await self._call(
+            lambda: producer.Cancel(request, timeout=self.timeout)
+        )
         return Job(response.job)
 
     async def delete_job(self, jid: str) -> None:
@@ -244,7 +253,9 @@ class Client:
                 jid=jid, wait_timeout=_convert.to_duration(chunk, "timeout")
             )
             try:
-                response = await self._call(lambda: producer.GetResult(request, timeout=chunk + _WAIT_MARGIN))
+                response: producer_service_pb2.GetResultResponse = await self._call(
+                    lambda: producer.GetResult(request, timeout=chunk + _WAIT_MARGIN)
+                )
             except DeadlineExceeded:
                 if deadline - time.monotonic() > 0:
                     continue

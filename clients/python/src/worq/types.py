@@ -8,7 +8,7 @@ import datetime as _dt
 import enum
 import json
 from functools import cached_property
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Type, TypeVar, Union
 
 from worq.v1 import job_pb2
 
@@ -93,7 +93,10 @@ def _pb_enum(value: enum.IntEnum) -> Any:
     return int(value)
 
 
-def _enum_of(cls: Any, value: Any, where: str) -> Any:
+_E = TypeVar("_E", bound=enum.IntEnum)
+
+
+def _enum_of(cls: Type[_E], value: object, where: str) -> _E:
     if isinstance(value, cls):
         return value
     if isinstance(value, str):

@@ -514,6 +514,7 @@ class Worker:
                 max_workers=self.concurrency, thread_name_prefix="worq-handler"
             )
         channel = open_channel(self.address, self._channel_options, token=self._token, tls=self._tls)
+        # The generated *_pb2_grpc.py have no type hints (grpcio-tools writes no .pyi for them).
         self._stub = worker_service_pb2_grpc.WorkerServiceStub(channel)  # type: ignore[no-untyped-call]
         signals_installed: List[int] = []
         if install_signal_handlers:
@@ -578,7 +579,7 @@ class Worker:
         return installed
 
     @staticmethod
-    async def _cancel_task(task: "asyncio.Task[Any]") -> None:
+    async def _cancel_task(task: "asyncio.Task[object]") -> None:
         if not task.done():
             task.cancel()
         try:
@@ -854,7 +855,7 @@ class Worker:
         )
         timeout = max(0.5, min(_CALL_TIMEOUT, min(h.renew_every for h in due) * 2))
         try:
-            response = await self._stub.Renew(request, timeout=timeout)
+            response: worker_service_pb2.RenewResponse = await self._stub.Renew(request, timeout=timeout)
         except grpc.aio.AioRpcError as err:
             level = logging.DEBUG if self._stream_lost else logging.WARNING
             log.log(level, "renewing %d lease(s) failed (%s: %s); retrying", len(due), err.code().name, err.details())
@@ -866,7 +867,9 @@ class Worker:
         for held, result in zip(due, response.results):
             self._apply_renew(held, result.code, result.message, result, now)
 
-    def _apply_renew(self, held: _Held, code: int, message: str, result: Any, now: float) -> None:
+    def _apply_renew(
+        self, held: _Held, code: int, message: str, result: Optional[worker_service_pb2.RenewResult], now: float
+    ) -> None:
         if code == _STATUS_OK:
             held.next_renew = now + (min(held.renew_every, _EAGER_RENEW) if self._stream_lost else held.renew_every)
             if result is not None and result.HasField("lease_expires_at"):
@@ -895,7 +898,7 @@ class Worker:
         held = self._held.get(ctx.lease_id)
         request = worker_service_pb2.RenewRequest(leases=[worker_service_pb2.LeaseRef(jid=ctx.jid, lease_id=ctx.lease_id)])
         try:
-            response = await self._stub.Renew(request, timeout=_CALL_TIMEOUT)
+            response: worker_service_pb2.RenewResponse = await self._stub.Renew(request, timeout=_CALL_TIMEOUT)
         except grpc.aio.AioRpcError as err:
             raise from_rpc_error(err) from None
         result = response.results[0]
@@ -959,7 +962,7 @@ class Worker:
         )
         opens_before = self._stream_opens
         try:
-            response = await self._stub.Report(request, timeout=_CALL_TIMEOUT)
+            response: worker_service_pb2.ReportResponse = await self._stub.Report(request, timeout=_CALL_TIMEOUT)
         except grpc.aio.AioRpcError as err:
             if err.code() in _RETRYABLE:
                 delay = backoff.next()
@@ -1087,13 +1090,13 @@ class Worker:
         if tasks:
             log.info("waiting up to %.1f s for %d running job(s)", self.shutdown_timeout, len(tasks))
             await self._wait_all_or_force(tasks, self.shutdown_timeout)
-            still = [h for h in self._held.values() if h.task is not None and not h.task.done()]
-            for held in still:
+            still = [(h, h.task) for h in self._held.values() if h.task is not None and not h.task.done()]
+            for held, task in still:
                 log.warning("job %s still running at shutdown: cancelling it and failing it back", held.jid)
                 held.ctx._cancel("shutdown")
-                held.task.cancel()  # type: ignore[union-attr]
+                task.cancel()
             if still:
-                await asyncio.wait([h.task for h in still if h.task is not None])
+                await asyncio.wait([task for _, task in still])
         if self._reports or not self._reports_idle.is_set():
             try:
                 await asyncio.wait_for(self._reports_idle.wait(), timeout=self.flush_timeout)
