@@ -40,6 +40,15 @@ export class BodyCache {
     return this.entries.size;
   }
 
+  /** How many more entries it admits (if their bytes fit). */
+  get room(): number {
+    return this.maxEntries - this.entries.size;
+  }
+
+  has(jid: string): boolean {
+    return this.entries.has(jid);
+  }
+
   private forget(jid: string, bytes: number): void {
     this.entries.delete(jid);
     this.bytes -= bytes;

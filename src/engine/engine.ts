@@ -7,7 +7,7 @@ import { ReadyQueue } from "./ready-queue.js";
 import { dependencyFailed, transition, type FailureReport, type JobEvent } from "./state-machine.js";
 import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, Store, StoreWrite } from "./store.js";
 import { QueueRegistry } from "./queue-registry.js";
-import { buildNewJob, checkQueueName, type NewJob } from "./submit-validation.js";
+import { bodyDataBytes, buildNewJob, checkQueueName, type NewJob } from "./submit-validation.js";
 import { planDependencies, type BatchShape, type DependencyOutcome, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
 import { LeaseSlots, type SlotHolder } from "./lease-slots.js";
 import { storageFailure } from "./storage-failure.js";
@@ -167,6 +167,8 @@ const MAX_WAIT_MS = 3_600_000;
 const PURGE_CHUNK = 10_000;
 /** Dead jobs one retry-all commit moves back (a page of the store's finished index). */
 const RETRY_PAGE = 500;
+/** Bodies of the next ready jobs read with a lease's missing ones (see pump). */
+const READ_AHEAD = 1_000;
 /** Timers one tick applies (a promotion costs the server about 6 µs). */
 const TICK_BUDGET = 5_000;
 
@@ -897,6 +899,7 @@ export class Engine {
     if (meta) {
       this.revokeLease(meta, "deleted");
       this.live.delete(meta);
+      this.bodies.delete(jid);
       this.resolveDependents(jid, "CANCELLED"); // a deleted dependency counts as cancelled
       const durable = this.persist([{ kind: "delete-job", meta }]);
       this.pump();
@@ -1097,10 +1100,23 @@ export class Engine {
     // A body not in memory may still be on its way to the store: a job made ready by
     // another's ack moments after its own submit. Read once the leases are durable: they
     // were committed after every earlier write, that submit's included.
+    // The same read takes the bodies of the next ready jobs into the cache (read-ahead): a
+    // backlog past the cache then costs one store read per READ_AHEAD jobs, not one per
+    // lease round that each delivery waits for.
+    const ahead = misses.length === 0 ? [] : this.readAheadJids(grants);
     const bodiesRead =
       misses.length === 0
         ? undefined
-        : leasesDurable.then(() => this.store.getBodies(misses)).then((bodies) => misses.forEach((jid, i) => bodyOf.set(jid, bodies[i])));
+        : leasesDurable
+            .then(() => this.store.getBodies([...misses, ...ahead]))
+            .then((bodies) => {
+              misses.forEach((jid, i) => bodyOf.set(jid, bodies[i]));
+              ahead.forEach((jid, i) => {
+                const body = bodies[misses.length + i];
+                // Only for a job still waiting to be leased: a finished one's body would stay.
+                if (body && this.live.stateOf(jid) === "SCHEDULED") this.bodies.offer(jid, body, bodyDataBytes(body));
+              });
+            });
     // Delivered after every earlier pump's jobs, whose reads may finish later than this one's:
     // jobs reach workers in the order they were leased (priority, then FIFO).
     const tail: Promise<void> = Promise.all([this.deliveryTail, bodiesRead])
@@ -1122,6 +1138,24 @@ export class Engine {
       }
       if (delivered.length > 0) session.sink.deliver(delivered);
     }
+  }
+
+  /**
+   * The next ready jobs of the queues the sessions of `grants` serve whose bodies the cache
+   * has room for and lacks, up to READ_AHEAD, by state (a ready queue's stale entry costs a
+   * read at most).
+   */
+  private readAheadJids(grants: Map<Session, JobMeta[]>): string[] {
+    const room = Math.min(READ_AHEAD, this.bodies.room);
+    const queues = new Set([...grants.keys()].flatMap((session) => session.options.queues));
+    const jids: string[] = [];
+    for (const queue of queues) {
+      for (const jid of this.ready.get(queue)?.jids((candidate) => this.live.stateOf(candidate) === "SCHEDULED") ?? []) {
+        if (jids.length >= room) return jids;
+        if (!this.bodies.has(jid)) jids.push(jid);
+      }
+    }
+    return jids;
   }
 
   private takeReady(queues: readonly string[]): JobMeta | undefined {

@@ -132,6 +132,11 @@ function checkJobSize(input: SubmitInput, payload: Uint8Array, field: string, ma
   );
 }
 
+/** A stored job's data size, as checkJobSize counts it at submit (for the body cache). */
+export function bodyDataBytes(body: JobBody): number {
+  return body.payload.byteLength + jsonBytes(body.args) + jsonBytes(body.kwargs) + jsonBytes(body.custom);
+}
+
 function jsonBytes(value: unknown): number {
   return value === undefined ? 0 : Buffer.byteLength(JSON.stringify(value));
 }

@@ -1,16 +1,18 @@
 import { describe, expect, it } from "vitest";
 import { BodyCache } from "../../src/engine/body-cache.js";
 import type { JobBody } from "../../src/engine/job.js";
-import { MemoryStore } from "../../src/storage/memory/memory-store.js";
-import { CollectingSink, flush, GatedStore, openEngine, report, submitOne } from "./helpers.js";
+import { createMemoryData, MemoryStore } from "../../src/storage/memory/memory-store.js";
+import { batch, CollectingSink, flush, GatedStore, openEngine, report, submitOne } from "./helpers.js";
 
 const bodyOf = (n: number): JobBody => ({ args: [n], payload: new Uint8Array(), tags: {}, correlationId: "" });
 
-/** Counts the body reads that reach the store. */
+/** Counts the body reads that reach the store (jobs, and calls). */
 class CountingStore extends MemoryStore {
   bodyReads = 0;
+  bodyReadCalls = 0;
   override getBodies(jids: readonly string[]) {
     this.bodyReads += jids.length;
+    this.bodyReadCalls++;
     return super.getBodies(jids);
   }
 }
@@ -86,6 +88,33 @@ describe("engine: bodies of just-submitted jobs", () => {
     engine.openLease({ queues: ["q"], workerId: "w", credits: 5 }, sink);
     await flush();
     expect(sink.grants).toHaveLength(0);
+  });
+});
+
+describe("engine: a backlog past the body cache", () => {
+  it("reads the bodies of the next ready jobs with a lease's missing ones: a few store reads, each body once, in order", async () => {
+    const data = createMemoryData();
+    const first = await openEngine({ data });
+    const jids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      jids.push(...(await first.engine.submit(Array.from({ length: 1_000 }, (_, n) => ({ type: "t", queue: "q", args: [i * 1_000 + n] })), batch)).map((r) => r.jid));
+    }
+    await first.engine.close();
+    const store = new CountingStore(data); // a restart: no body is in memory
+    const { engine } = await openEngine({ data, store });
+    const sink = new CollectingSink();
+    engine.openLease({ queues: ["q"], workerId: "w", credits: 50 }, sink);
+    for (let acked = 0; acked < jids.length; ) {
+      await flush();
+      const delivered = sink.grants.slice(acked);
+      if (delivered.length === 0) throw new Error(`stalled after ${acked} jobs`);
+      await engine.ackAll(delivered.map((g) => ({ jid: g.meta.jid, leaseId: g.meta.lease!.leaseId, result: new Uint8Array() })));
+      acked += delivered.length;
+    }
+    expect(sink.jids).toEqual(jids);
+    expect(sink.grants.map((g) => g.body.args![0])).toEqual(jids.map((_, i) => i));
+    expect(store.bodyReads).toBe(jids.length); // each body once
+    expect(store.bodyReadCalls).toBeLessThanOrEqual(6); // not one per lease round of 50 (60)
   });
 });
 
