@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { Engine } from "../../dist/src/engine/engine.js";
 import { systemClock } from "../../dist/src/engine/clock.js";
 import { LevelStore } from "../../dist/src/storage/level/level-store.js";
+import { watchLoopGaps } from "../lib/loop-gaps.mjs";
 import { driveEngineTimers } from "../../dist/src/wakeup.js";
 
 const n = Number(process.argv[2] ?? 300_000);
@@ -23,16 +24,10 @@ for (let i = 0; i < n / 1000; i++) {
 }
 if (Date.now() >= atMs) throw new Error("the submits took longer than planned: raise the lead time");
 await new Promise((resolve) => setTimeout(resolve, atMs - Date.now() - 50));
-let longestGapMs = 0;
-let last = performance.now();
-const gaps = setInterval(() => {
-  const now = performance.now();
-  longestGapMs = Math.max(longestGapMs, now - last);
-  last = now;
-}, 1);
+const gaps = watchLoopGaps();
 while (engine.queueStats("q").ready < n) await new Promise((resolve) => setTimeout(resolve, 1));
 const tookMs = Date.now() - atMs;
-clearInterval(gaps);
+const longestGapMs = gaps.stop();
 console.log(`${n} jobs due at once: all ready ${tookMs} ms after their time; longest event-loop gap ${longestGapMs.toFixed(0)} ms`);
 stopTimers();
 await engine.close();

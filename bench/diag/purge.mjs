@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { Engine } from "../../dist/src/engine/engine.js";
 import { systemClock } from "../../dist/src/engine/clock.js";
 import { LevelStore } from "../../dist/src/storage/level/level-store.js";
+import { watchLoopGaps } from "../lib/loop-gaps.mjs";
 
 const n = Number(process.argv[2] ?? 1_000_000);
 const dataDir = mkdtempSync(join(tmpdir(), "worq-purge-"));
@@ -18,17 +19,11 @@ await engine.open();
 for (let i = 0; i < n / 1000; i++) {
   await engine.submit(Array.from({ length: 1000 }, (_, j) => ({ type: "t", queue: i % 2 ? "a" : "b", args: [{ i, j }] })), (k) => `jobs[${k}]`);
 }
-let longestGapMs = 0;
-let last = performance.now();
-const timer = setInterval(() => {
-  const now = performance.now();
-  longestGapMs = Math.max(longestGapMs, now - last);
-  last = now;
-}, 1);
+const gaps = watchLoopGaps();
 const t0 = performance.now();
 const purged = await engine.purgeQueue("a");
 const tookMs = performance.now() - t0;
-clearInterval(timer);
+const longestGapMs = gaps.stop();
 console.log(`purged ${purged} in ${tookMs.toFixed(0)} ms; longest event-loop gap ${longestGapMs.toFixed(0)} ms; RSS ${(process.memoryUsage().rss / 2 ** 20).toFixed(0)} MiB`);
 await engine.close();
 rmSync(dataDir, { recursive: true, force: true });

@@ -16,7 +16,7 @@ import { ExpiryQueue } from "./expiry-queue.js";
 import { BodyCache } from "./body-cache.js";
 import { internName, internRetryPolicy } from "./intern.js";
 import { isWaiting, LiveJobs, UNREADY_LIVE_STATES } from "./live-jobs.js";
-import { LISTABLE_STATES, checkJobFilter, finishedJobsPage, liveJobsPage, type JobFilter, type ReadyPosition } from "./live-listing.js";
+import { LISTABLE_STATES, checkJobFilter, finishedCursorOf, finishedJobsPage, liveJobsPage, type JobFilter, type ReadyPosition } from "./live-listing.js";
 
 export interface EngineOptions {
   store: Store;
@@ -521,9 +521,8 @@ export class Engine {
   async purgeQueue(name: string): Promise<number> {
     this.checkUsable();
     checkQueueName(name, "queue");
-    // Ready ones by state only, without unpacking their metas: a stale entry names a job
-    // twice at most, and the second finds it gone.
-    const ready = this.ready.get(name)?.jids((jid) => this.live.stateOf(jid) === "SCHEDULED") ?? [];
+    // A job named twice (readyJidsOf) is gone the second time.
+    const ready = this.readyJidsOf(name);
     const others = [...this.live.matching(name, ["PENDING", "DELAYED", "RETRYING"])].map((meta) => meta.jid);
     const jids = [...ready, ...others];
     let purged = 0;
@@ -557,15 +556,13 @@ export class Engine {
     if (jids.length > 0) return this.retryStored((await Promise.all(jids.map((jid) => this.store.getMeta(jid)))).filter((meta) => meta !== undefined));
     // Jobs that die again meanwhile are listed after the ones dead now: stop at those.
     const calledAtMs = this.clock.nowMs();
-    const finishedAt = (meta: JobMeta) => meta.completedAtMs ?? meta.updatedAtMs;
     let retried = 0;
     for (let after: FinishedCursor | undefined; ; ) {
       const page = await this.store.listFinished("DEAD_LETTER", queue || undefined, after, RETRY_PAGE);
-      const deadBefore = page.filter((meta) => finishedAt(meta) <= calledAtMs);
+      const deadBefore = page.filter((meta) => finishedCursorOf(meta).finishedAtMs <= calledAtMs);
       retried += await this.retryStored(deadBefore);
       if (page.length < RETRY_PAGE || deadBefore.length < page.length) return retried;
-      const last = page.at(-1)!;
-      after = { finishedAtMs: finishedAt(last), jid: last.jid };
+      after = finishedCursorOf(page.at(-1)!);
     }
   }
 
@@ -1141,16 +1138,23 @@ export class Engine {
   }
 
   /**
+   * The jids of a queue's ready jobs in the order they will run, checked by state only (no
+   * meta unpacked): a stale entry of a job ready again elsewhere in the queue may name it twice.
+   */
+  private readyJidsOf(queue: string): Iterable<string> {
+    return this.ready.get(queue)?.jids((jid) => this.live.stateOf(jid) === "SCHEDULED") ?? [];
+  }
+
+  /**
    * The next ready jobs of the queues the sessions of `grants` serve whose bodies the cache
-   * has room for and lacks, up to READ_AHEAD, by state (a ready queue's stale entry costs a
-   * read at most).
+   * has room for and lacks, up to READ_AHEAD (a stale entry costs a read at most).
    */
   private readAheadJids(grants: Map<Session, JobMeta[]>): string[] {
     const room = Math.min(READ_AHEAD, this.bodies.room);
     const queues = new Set([...grants.keys()].flatMap((session) => session.options.queues));
     const jids: string[] = [];
     for (const queue of queues) {
-      for (const jid of this.ready.get(queue)?.jids((candidate) => this.live.stateOf(candidate) === "SCHEDULED") ?? []) {
+      for (const jid of this.readyJidsOf(queue)) {
         if (jids.length >= room) return jids;
         if (!this.bodies.has(jid)) jids.push(jid);
       }

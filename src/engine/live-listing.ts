@@ -217,7 +217,11 @@ export async function finishedJobsPage(
   pageToken: string,
 ): Promise<{ jobs: JobView[]; nextPageToken: string }> {
   const start = decodeToken<FinishedCursor>(pageToken, (cursor) => typeof cursor.finishedAtMs === "number" && typeof cursor.jid === "string");
-  const cursorOf = (meta: JobMeta): FinishedCursor => ({ finishedAtMs: meta.completedAtMs ?? meta.updatedAtMs, jid: meta.jid });
-  const { jobs, resumeAfter } = await collectPage((last, limit) => listFinished(last ? cursorOf(last) : start, limit), getBodies, filter, pageSize);
-  return { jobs, nextPageToken: resumeAfter ? encodeToken(cursorOf(resumeAfter)) : "" };
+  const { jobs, resumeAfter } = await collectPage((last, limit) => listFinished(last ? finishedCursorOf(last) : start, limit), getBodies, filter, pageSize);
+  return { jobs, nextPageToken: resumeAfter ? encodeToken(finishedCursorOf(resumeAfter)) : "" };
+}
+
+/** A finished job's place in the store's index of finished jobs (by finish time, then jid). */
+export function finishedCursorOf(meta: JobMeta): FinishedCursor {
+  return { finishedAtMs: meta.completedAtMs ?? meta.updatedAtMs, jid: meta.jid };
 }

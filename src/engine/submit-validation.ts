@@ -115,13 +115,8 @@ function checkTags(tags: Record<string, string>, field: string): void {
 
 /** Returns the job's data size; throws WORQ_TOO_LARGE naming the largest part when over the limit. */
 function checkJobSize(input: SubmitInput, payload: Uint8Array, field: string, maxJobBytes: number): number {
-  const sizes: [string, number][] = [
-    ["payload", payload.byteLength],
-    ["args", jsonBytes(input.args)],
-    ["kwargs", jsonBytes(input.kwargs)],
-    ["custom", jsonBytes(input.custom)],
-  ];
-  const total = sizes.reduce((n, [, size]) => n + size, 0);
+  const sizes = dataSizes(input.args, input.kwargs, input.custom, payload);
+  const total = sum(sizes);
   if (total <= maxJobBytes) return total;
   const [largest] = [...sizes].sort((a, b) => b[1] - a[1])[0]!;
   const detail = sizes.map(([name, size]) => `${name} ${size}`).join(", ");
@@ -134,7 +129,21 @@ function checkJobSize(input: SubmitInput, payload: Uint8Array, field: string, ma
 
 /** A stored job's data size, as checkJobSize counts it at submit (for the body cache). */
 export function bodyDataBytes(body: JobBody): number {
-  return body.payload.byteLength + jsonBytes(body.args) + jsonBytes(body.kwargs) + jsonBytes(body.custom);
+  return sum(dataSizes(body.args, body.kwargs, body.custom, body.payload));
+}
+
+/** The size of each part of a job's data that counts against the limit: JSON for the structured ones. */
+function dataSizes(args: unknown, kwargs: unknown, custom: unknown, payload: Uint8Array): [string, number][] {
+  return [
+    ["payload", payload.byteLength],
+    ["args", jsonBytes(args)],
+    ["kwargs", jsonBytes(kwargs)],
+    ["custom", jsonBytes(custom)],
+  ];
+}
+
+function sum(sizes: [string, number][]): number {
+  return sizes.reduce((n, [, size]) => n + size, 0);
 }
 
 function jsonBytes(value: unknown): number {

@@ -116,7 +116,6 @@ function writeRetryPolicy(w: ProtoWriter, policy: RetryPolicy): void {
   varint(w, 8, ExhaustedAction[policy.onExhausted]);
 }
 
-
 function str(w: ProtoWriter, field: number, value: string): void {
   if (value !== "") w.tag(field, WireType.LengthDelimited).string(value);
 }

@@ -20,25 +20,20 @@ const field = fc.integer({ min: 1, max: 536_870_911 });
 const asField = (no: number, message: Uint8Array) => new BinaryWriter().tag(no, WireType.LengthDelimited).bytes(message).finish();
 
 describe("Timestamp and Duration fields", () => {
-  it("writeTimestampMs writes what protobuf-es writes for timestampFromMs", () => {
-    const w = new WireWriter();
-    fc.assert(
-      fc.property(field, ms, (no, value) => {
-        writeTimestampMs(w, no, value);
-        expect(new Uint8Array(w.finish())).toEqual(asField(no, toBinary(TimestampSchema, timestampFromMs(value))));
-      }),
-      { numRuns: RUNS },
-    );
-  });
-
-  it("writeDurationMs writes what protobuf-es writes for durationFromMs, negative durations included", () => {
-    const w = new WireWriter();
-    fc.assert(
-      fc.property(field, ms, (no, value) => {
-        writeDurationMs(w, no, value);
-        expect(new Uint8Array(w.finish())).toEqual(asField(no, toBinary(DurationSchema, durationFromMs(value))));
-      }),
-      { numRuns: RUNS },
-    );
-  });
+  const cases = [
+    { name: "writeTimestampMs writes what protobuf-es writes for timestampFromMs", write: writeTimestampMs, expected: (ms: number) => toBinary(TimestampSchema, timestampFromMs(ms)) },
+    { name: "writeDurationMs writes what protobuf-es writes for durationFromMs, negative durations included", write: writeDurationMs, expected: (ms: number) => toBinary(DurationSchema, durationFromMs(ms)) },
+  ];
+  for (const { name, write, expected } of cases) {
+    it(name, () => {
+      const w = new WireWriter();
+      fc.assert(
+        fc.property(field, ms, (no, value) => {
+          write(w, no, value);
+          expect(new Uint8Array(w.finish())).toEqual(asField(no, expected(value)));
+        }),
+        { numRuns: RUNS },
+      );
+    });
+  }
 });
