@@ -71,6 +71,7 @@ async def serve(service: FakeWorkerService) -> "tuple[grpc.aio.Server, str]":
 
 
 def fake_worker(address: str, hold: asyncio.Event) -> Running:
+    """A running worker of queue "q" whose jobs of type "t" finish once `hold` is set."""
     handle = make_worker(address, "q", shutdown_timeout=5)
 
     @handle.worker.handler("t")
@@ -78,6 +79,7 @@ def fake_worker(address: str, hold: asyncio.Event) -> Running:
         await hold.wait()
         return "ok"
 
+    handle.task = asyncio.create_task(handle.worker.run())
     return handle
 
 
@@ -87,7 +89,6 @@ def test_quiet_closes_the_stream_finishes_held_jobs_and_keeps_renewing() -> None
         server, address = await serve(service)
         hold = asyncio.Event()
         handle = fake_worker(address, hold)
-        handle.task = asyncio.create_task(handle.worker.run())
         try:
             await handle.wait_for(lambda e: e.name == "quiet")
             await asyncio.wait_for(service.stream_closed.wait(), 2)
@@ -113,7 +114,6 @@ def test_terminate_stops_the_worker_gracefully() -> None:
         server, address = await serve(service)
         hold = asyncio.Event()
         handle = fake_worker(address, hold)
-        handle.task = asyncio.create_task(handle.worker.run())
         try:
             await handle.wait_for(lambda e: e.name == "start")
             await asyncio.wait_for(service.stream_closed.wait(), 2)
@@ -136,7 +136,6 @@ def test_reports_are_retried_on_unavailable_and_dropped_when_the_lease_is_lost()
         hold = asyncio.Event()
         hold.set()
         handle = fake_worker(address, hold)
-        handle.task = asyncio.create_task(handle.worker.run())
         try:
             done = await handle.wait_for(lambda e: e.name == "done", timeout=5)
             assert done.outcome == "lease_lost"
@@ -266,7 +265,6 @@ def test_a_report_failing_after_the_server_is_back_is_retried_at_once() -> None:
         hold = asyncio.Event()
         hold.set()
         handle = fake_worker(address, hold)
-        handle.task = asyncio.create_task(handle.worker.run())
         try:
             done = await handle.wait_for(lambda e: e.name == "done", timeout=10)
             assert done.outcome == "ack"
