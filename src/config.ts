@@ -16,6 +16,8 @@ export interface ServerConfig {
   maxJobBytes: number;
   /** How long a disconnected worker's leases stay valid without a Renew. */
   orphanGraceMs: number;
+  /** Ready jobs held in memory per queue and priority level; a deeper backlog waits in the store. */
+  readyWindow: number;
   /** Keepalive message interval on idle Lease streams. */
   keepaliveIntervalMs: number;
   /** How long an idempotency key deduplicates submits of its job type. */
@@ -60,6 +62,8 @@ Options (environment variable in brackets):
                               (schema migrations applied on start; --data-dir is then unused)
   --max-job-bytes <n>         limit on args+kwargs+payload+custom of a job [WORQ_MAX_JOB_BYTES] (default 1048576, at most 16777216)
   --orphan-grace <duration>   how long a disconnected worker keeps its leases [WORQ_ORPHAN_GRACE] (default 10s)
+  --ready-window <n>          ready jobs held in memory per queue and priority; deeper backlogs wait on disk
+                              and are read in as the queue drains [WORQ_READY_WINDOW] (default 10000)
   --keepalive-interval <dur>  keepalive on idle Lease streams [WORQ_KEEPALIVE_INTERVAL] (default 15s, at most 30s)
   --idempotency-window <dur>  how long an idempotency key deduplicates submits [WORQ_IDEMPOTENCY_WINDOW] (default 24h)
   --max-calls <n>             calls served at once, all connections together; more get RESOURCE_EXHAUSTED [WORQ_MAX_CALLS] (default ${LIMITS.defaultMaxConcurrentCalls})
@@ -100,6 +104,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       store: { type: "string" },
       "max-job-bytes": { type: "string" },
       "orphan-grace": { type: "string" },
+      "ready-window": { type: "string" },
       "keepalive-interval": { type: "string" },
       "idempotency-window": { type: "string" },
       "max-calls": { type: "string" },
@@ -130,6 +135,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     dataDir: pick("data-dir", "WORQ_DATA_DIR") ?? "./worq-data",
     maxJobBytes: parseInteger(pick("max-job-bytes", "WORQ_MAX_JOB_BYTES") ?? String(LIMITS.defaultMaxJobBytes), "--max-job-bytes"),
     orphanGraceMs: parseDurationMs(pick("orphan-grace", "WORQ_ORPHAN_GRACE") ?? "10s", "--orphan-grace"),
+    readyWindow: parseInteger(pick("ready-window", "WORQ_READY_WINDOW") ?? String(LIMITS.defaultReadyWindow), "--ready-window"),
     keepaliveIntervalMs: parseDurationMs(pick("keepalive-interval", "WORQ_KEEPALIVE_INTERVAL") ?? "15s", "--keepalive-interval"),
     idempotencyWindowMs: parseDurationMs(pick("idempotency-window", "WORQ_IDEMPOTENCY_WINDOW") ?? "24h", "--idempotency-window"),
     maxConcurrentCalls: parseInteger(pick("max-calls", "WORQ_MAX_CALLS") ?? String(LIMITS.defaultMaxConcurrentCalls), "--max-calls"),
@@ -146,6 +152,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   }
   Object.assign(config, securityOf(pick, pickSwitch));
   if (config.maxConcurrentCalls < 1) throw new Error("--max-calls must be at least 1");
+  if (config.readyWindow < 1 || config.readyWindow > LIMITS.maxReadyWindow) throw new Error(`--ready-window must be between 1 and ${LIMITS.maxReadyWindow}`);
   if (config.keepaliveIntervalMs < 10 || config.keepaliveIntervalMs > 30_000) {
     throw new Error("--keepalive-interval must be between 10ms and 30s");
   }

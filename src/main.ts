@@ -107,6 +107,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
       clock: systemClock,
       maxJobBytes: config.maxJobBytes,
       orphanGraceMs: config.orphanGraceMs,
+      readyWindow: config.readyWindow,
       idempotencyWindowMs: config.idempotencyWindowMs,
       isCallbackAllowed,
       observeWrites: (writes) => {

@@ -1,7 +1,7 @@
 import { randomUuidV4 } from "./uuid.js";
 import type { Clock } from "./clock.js";
 import { WorqError, invalid } from "./errors.js";
-import { isPurgedAtExpiry, isTerminal, shapedMeta, type JobBody, type JobMeta, type JobState, type JobView, type PriorityLevel, type SubmitInput } from "./job.js";
+import { isPurgedAtExpiry, isTerminal, PRIORITY_LEVELS, shapedMeta, type JobBody, type JobMeta, type JobState, type JobView, type PriorityLevel, type SubmitInput } from "./job.js";
 import { LIMITS, isUuidV4 } from "./limits.js";
 import { ReadyQueue } from "./ready-queue.js";
 import { dependencyFailed, transition, type FailureReport, type JobEvent } from "./state-machine.js";
@@ -13,6 +13,7 @@ import { LeaseSlots, type SlotHolder } from "./lease-slots.js";
 import { storageFailure } from "./storage-failure.js";
 import { TimerHeap, type TimerEntry } from "./timer-heap.js";
 import { ExpiryQueue } from "./expiry-queue.js";
+import { KeyedLock } from "./keyed-lock.js";
 import { BodyCache } from "./body-cache.js";
 import { internName, internRetryPolicy } from "./intern.js";
 import { isWaiting, LiveJobs, UNREADY_LIVE_STATES } from "./live-jobs.js";
@@ -49,6 +50,11 @@ export interface EngineOptions {
   observeWrites?: (writes: readonly StoreWrite[]) => void;
   /** Metas held as objects before waiting jobs' metas are held packed (live-jobs.ts); tests set it low. */
   unpackedMetaLimit?: number;
+  /**
+   * Ready jobs held in memory per queue and priority level; the rest wait in the store only
+   * and are read in as the level drains (ready-queue.ts). Tests set it low.
+   */
+  readyWindow?: number;
 }
 
 /** What the engine pushes to a worker's Lease stream. */
@@ -139,6 +145,8 @@ export interface EngineInfo {
   finishedWhileSubmitting: number;
   /** Live jobs whose meta is held packed (live-jobs.ts): waiting jobs past the unpacked limit. */
   packedMetas: number;
+  /** Ready jobs left in the store past the ready window (ready-queue.ts), not in memory. */
+  coldReadyJobs: number;
   counters: Counters;
   storeKind: string;
 }
@@ -171,6 +179,17 @@ const RETRY_PAGE = 500;
 const READ_AHEAD = 1_000;
 /** Timers one tick applies (a promotion costs the server about 6 µs). */
 const TICK_BUDGET = 5_000;
+/** Rounds of looking a job up again when it moves between memory and the store meanwhile. */
+const COLD_LOOKUP_ROUNDS = 20;
+/**
+ * Cold jobs past their lifetime are evicted by a sweep that reads their level's cold jobs
+ * (held jobs have their own expiry timers): at most one sweep this often, so a backlog that
+ * expires job by job is read once a minute, not once per job. A cold job never runs after
+ * its lifetime: the page-in that would make it leasable evicts it first.
+ */
+const SWEEP_INTERVAL_MS = 60_000;
+/** Cold jobs one sweep or purge step reads (and one commit writes). */
+const COLD_PAGE = 5_000;
 
 /**
  * The job engine: validates requests, applies transitions (state-machine.ts), keeps the
@@ -199,6 +218,19 @@ export class Engine {
 
   private readonly live: LiveJobs;
   private readonly ready = new Map<string, ReadyQueue>();
+  private readonly readyWindow: number;
+  /** Per "queue\0priority": page-ins, and cancels and deletes of cold jobs (see KeyedLock). */
+  private readonly levelLocks = new KeyedLock();
+  /** The levels a page-in is queued or running for. */
+  private readonly pagingIn = new Set<string>();
+  /** Cold jobs counted since start: a page-in that finds none tells a stale count from jobs on their way. */
+  private coldCounted = 0;
+  /** The newest commit handed to the store: once it is durable, so is every earlier one. */
+  private lastCommit: Promise<void> = Promise.resolve();
+  /** When the next sweep of expired cold jobs is scheduled, if one is; when the last began. */
+  private sweepAtMs: number | undefined;
+  private lastSweepMs = -Infinity;
+  private sweeping = false;
   private readonly timers = new TimerHeap();
   /** When each live job's ttl ends; kept apart from `timers` because every job has one. */
   private readonly expiries = new ExpiryQueue();
@@ -244,6 +276,8 @@ export class Engine {
   constructor(options: EngineOptions) {
     this.store = options.store;
     this.live = new LiveJobs(options.unpackedMetaLimit);
+    this.readyWindow = options.readyWindow ?? LIMITS.defaultReadyWindow;
+    if (!(this.readyWindow >= 1)) throw new Error("readyWindow must be at least 1");
     this.clock = options.clock;
     this.random = options.random ?? Math.random;
     this.newId = options.newId ?? randomUuidV4;
@@ -274,33 +308,43 @@ export class Engine {
     // lifetimes sorted so each ttl's expiries fill its FIFO lane in order (expiry-queue.ts),
     // ready jobs sorted by readySeq.
     const lifetimes = { jids: [] as string[], atMs: [] as number[], ttlMs: [] as number[] };
-    const ready = { jids: [] as string[], seqs: [] as number[], queues: [] as string[], priorities: [] as PriorityLevel[] };
-    for await (const stored of this.store.liveJobs()) {
-      let meta = shapedMeta(stored); // the engine's own copy, in JobMeta's one hidden class
-      meta.type = internName(meta.type);
-      meta.queue = internName(meta.queue);
-      meta.retry = internRetryPolicy(meta.retry);
-      this.readySeq = Math.max(this.readySeq, meta.readySeq);
-      if (meta.state === "SCHEDULED") {
-        ready.jids.push(meta.jid);
-        ready.seqs.push(meta.readySeq);
-        ready.queues.push(meta.queue);
-        ready.priorities.push(meta.priority);
+    const hold = (meta: JobMeta) => {
+      lifetimes.jids.push(meta.jid);
+      lifetimes.atMs.push(meta.expiresAtMs);
+      lifetimes.ttlMs.push(meta.ttlMs);
+      this.live.set(meta);
+    };
+    // Ready jobs: each level's first window, in order; the rest stay in the store (cold).
+    for (const level of await this.store.readyCounts()) {
+      this.readySeq = Math.max(this.readySeq, level.maxReadySeq);
+      const queue = this.readyQueueOf(internName(level.queue));
+      const page = await this.store.readyPage(level.queue, level.priority, 0, this.readyWindow);
+      for (const stored of page) {
+        const meta = ownMeta(stored);
+        hold(meta);
+        queue.push(meta.jid, meta.priority, meta.readySeq);
       }
+      if (level.count > page.length) {
+        this.countCold(queue, level.priority, level.count - page.length);
+        // When these expire is not known without reading them all: a sweep a minute from now does.
+        queue.noteColdExpiry(level.priority, now);
+        this.lastSweepMs = now;
+        this.scheduleSweep(now);
+      }
+    }
+    for await (const stored of this.store.unreadyLiveJobs()) {
+      let meta = ownMeta(stored);
+      this.readySeq = Math.max(this.readySeq, meta.readySeq);
       if (meta.state === "RUNNING" && meta.lease) {
         const lease = { ...meta.lease, expiresAtMs: Math.min(meta.lease.expiresAtMs, now + this.orphanGraceMs) };
         meta = { ...meta, lease };
         this.slots.addOrphan(lease.leaseId, meta.jid, lease.workerId);
       }
       if (meta.state === "PENDING") for (const dep of meta.waitingOn ?? []) this.addDependent(dep, meta.jid);
-      lifetimes.jids.push(meta.jid);
-      lifetimes.atMs.push(meta.expiresAtMs);
-      lifetimes.ttlMs.push(meta.ttlMs);
-      this.live.set(meta);
+      hold(meta);
       this.scheduleTimers(meta);
     }
     for (const i of ascendingOrder(lifetimes.atMs)) this.expiries.push(lifetimes.jids[i]!, lifetimes.atMs[i]!, lifetimes.ttlMs[i]!);
-    for (const i of ascendingOrder(ready.seqs)) this.readyQueueOf(ready.queues[i]!).push(ready.jids[i]!, ready.priorities[i]!, ready.seqs[i]!);
     this.wakeListener?.();
     const expiredClaims: StoreWrite[] = [];
     for await (const claim of this.store.idempotencyClaims()) {
@@ -448,12 +492,12 @@ export class Engine {
       const meta = this.newJobMeta(candidate, outcomes[i]!, inputs[i]!.parentJid, nowMs);
       if (isTerminal(meta.state)) {
         if (isPurgedAtExpiry(meta.state)) this.schedulePurge(meta.expiresAtMs);
-      } else {
+      } else if (meta.state !== "SCHEDULED" || this.enqueueReady(meta)) {
+        // (A ready job behind a full window is cold: left to the store, see enqueueReady.)
         this.live.set(meta);
         if (meta.state === "SCHEDULED" || (meta.state === "DELAYED" && meta.dueAtMs! - nowMs <= BODY_CACHE_HORIZON_MS)) {
           this.bodies.offer(meta.jid, body, dataBytes);
         }
-        if (meta.state === "SCHEDULED") this.enqueueReady(meta);
         for (const dep of meta.waitingOn ?? []) this.addDependent(dep, meta.jid);
         this.scheduleTimers(meta);
         this.pushExpiry(meta);
@@ -521,6 +565,7 @@ export class Engine {
   async purgeQueue(name: string): Promise<number> {
     this.checkUsable();
     checkQueueName(name, "queue");
+    const lastReadySeq = this.readySeq; // jobs made ready after the call are not purged
     // A job named twice (readyJidsOf) is gone the second time.
     const ready = this.readyJidsOf(name);
     const others = [...this.live.matching(name, ["PENDING", "DELAYED", "RETRYING"])].map((meta) => meta.jid);
@@ -539,7 +584,96 @@ export class Engine {
       purged += writes.length;
       if (writes.length > 0) await this.persist(writes);
     }
+    // Then the jobs left in the store (cold), a page per commit.
+    const queue = this.ready.get(name);
+    for (let priority = 0 as PriorityLevel; queue && priority < PRIORITY_LEVELS; priority++) {
+      if (queue.coldAt(priority) === 0) continue;
+      await this.walkCold(name, queue, priority, (page) => {
+        const waiting = page.filter((meta) => meta.readySeq <= lastReadySeq);
+        purged += waiting.length;
+        const writes = waiting.map((meta): StoreWrite => {
+          this.resolveDependents(meta.jid, "CANCELLED");
+          return { kind: "delete-job", meta };
+        });
+        return { writes, gone: waiting.length, done: waiting.length < page.length };
+      });
+    }
     return purged;
+  }
+
+  /**
+   * Reads a level's cold jobs a page at a time, in order; each page is read and acted on under
+   * the level's lock once every commit so far is durable (so it is current, and no page-in
+   * takes its jobs meanwhile; page-ins run between pages). `act` returns the page's writes,
+   * how many of its jobs leave the level, and whether to stop.
+   */
+  private async walkCold(
+    name: string,
+    queue: ReadyQueue,
+    priority: PriorityLevel,
+    act: (page: JobMeta[]) => { writes: StoreWrite[]; gone: number; done: boolean },
+  ): Promise<void> {
+    let after = queue.lastSeqAt(priority);
+    for (let more = true; more; ) {
+      more = await this.levelLocks.run(levelKey(name, priority), async () => {
+        this.checkUsable();
+        await this.lastCommit.catch(() => {});
+        after = Math.max(after, queue.lastSeqAt(priority));
+        const page = await this.store.readyPage(name, priority, after, COLD_PAGE);
+        if (page.length === 0) return false;
+        after = page.at(-1)!.readySeq;
+        const cold = page.filter((meta) => !this.live.has(meta.jid)).map(ownMeta);
+        const { writes, gone, done } = act(cold);
+        this.countCold(queue, priority, -gone);
+        if (writes.length > 0) await this.persist(writes);
+        return !done && page.length === COLD_PAGE;
+      });
+    }
+  }
+
+  /** Schedules a sweep of expired cold jobs for `atMs`, or SWEEP_INTERVAL_MS after the last one began if that is later. */
+  private scheduleSweep(atMs: number): void {
+    const at = Math.max(atMs, this.lastSweepMs + SWEEP_INTERVAL_MS);
+    if (this.sweepAtMs !== undefined && this.sweepAtMs <= at) return;
+    this.sweepAtMs = at;
+    this.pushTimer({ atMs: at, jid: "", kind: "sweep" });
+  }
+
+  /** Evicts the cold jobs past their lifetime, in every level that may have some; then schedules the next sweep. */
+  private async sweepCold(): Promise<void> {
+    if (this.sweeping) return;
+    this.sweeping = true;
+    const nowMs = this.clock.nowMs();
+    this.lastSweepMs = nowMs;
+    try {
+      for (const [name, queue] of this.ready) {
+        for (let priority = 0 as PriorityLevel; priority < PRIORITY_LEVELS; priority++) {
+          if (queue.coldAt(priority) === 0 || queue.coldExpiresAt(priority) > nowMs) continue;
+          queue.clearColdExpiry(priority); // noted anew from what is read, and by jobs made cold meanwhile
+          let earliest = Infinity;
+          await this.walkCold(name, queue, priority, (page) => {
+            const writes: StoreWrite[] = [];
+            for (const meta of page) {
+              if (meta.expiresAtMs <= nowMs) writes.push(...this.endUnfinished(meta, { kind: "evict" }, "ttl exceeded"));
+              else earliest = Math.min(earliest, meta.expiresAtMs);
+            }
+            return { writes, gone: writes.length, done: false };
+          });
+          queue.noteColdExpiry(priority, earliest);
+        }
+      }
+    } catch {
+      // A storage failure is reported through onFatal; a closing engine stops sweeping.
+    } finally {
+      this.sweeping = false;
+    }
+    let next = Infinity;
+    for (const queue of this.ready.values()) {
+      for (let priority = 0 as PriorityLevel; priority < PRIORITY_LEVELS; priority++) {
+        if (queue.coldAt(priority) > 0) next = Math.min(next, queue.coldExpiresAt(priority));
+      }
+    }
+    if (next !== Infinity && this.fatal === undefined && !this.closing) this.scheduleSweep(next);
   }
 
   /**
@@ -631,7 +765,7 @@ export class Engine {
     const stats: QueueStatsView = {
       queue: name,
       pending: count("PENDING"),
-      ready: count("SCHEDULED"),
+      ready: count("SCHEDULED") + (this.ready.get(name)?.cold ?? 0),
       delayed: count("DELAYED"),
       inFlight: count("RUNNING"),
       retrying: count("RETRYING"),
@@ -879,33 +1013,49 @@ export class Engine {
   async cancel(jid: string): Promise<JobView> {
     this.checkUsable();
     checkJid(jid, "jid");
-    const meta = this.live.get(jid);
-    if (!meta) throw await this.finishedOrMissing(jid, "cancelled");
-    const writes = this.endUnfinished(meta, { kind: "cancel", reason: "cancelled on request" }, "cancelled");
-    const durable = this.persist(writes);
-    this.pump();
-    await durable;
-    return this.getJob(jid);
+    const cancelled = (meta: JobMeta) => this.endUnfinished(meta, { kind: "cancel", reason: "cancelled on request" }, "cancelled");
+    for (let round = 0; round < COLD_LOOKUP_ROUNDS; round++) {
+      const meta = this.live.get(jid);
+      if (meta) {
+        const durable = this.persist(cancelled(meta));
+        this.pump();
+        await durable;
+        return this.getJob(jid);
+      }
+      const outcome = await this.onColdJob(jid, (cold) => this.persist(cancelled(cold)));
+      if (outcome === "done") return this.getJob(jid);
+      if (outcome !== "moved") throw finishedOrMissing(jid, outcome.stored, "cancelled");
+    }
+    throw movingJob(jid);
   }
 
   /** Deletes a job, its body, result and indexes, whatever its state (a running job's lease is revoked). */
   async deleteJob(jid: string): Promise<void> {
     this.checkUsable();
     checkJid(jid, "jid");
-    const meta = this.live.get(jid);
-    if (meta) {
-      this.revokeLease(meta, "deleted");
-      this.live.delete(meta);
-      this.bodies.delete(jid);
+    const deleted = (meta: JobMeta): StoreWrite => {
       this.resolveDependents(jid, "CANCELLED"); // a deleted dependency counts as cancelled
-      const durable = this.persist([{ kind: "delete-job", meta }]);
-      this.pump();
-      await durable;
+      return { kind: "delete-job", meta };
+    };
+    for (let round = 0; round < COLD_LOOKUP_ROUNDS; round++) {
+      const meta = this.live.get(jid);
+      if (meta) {
+        this.revokeLease(meta, "deleted");
+        this.live.delete(meta);
+        this.bodies.delete(jid);
+        const durable = this.persist([deleted(meta)]);
+        this.pump();
+        await durable;
+        return;
+      }
+      const outcome = await this.onColdJob(jid, (cold) => this.persist([deleted(cold)]));
+      if (outcome === "done") return;
+      if (outcome === "moved") continue;
+      if (!outcome.stored) throw notFound(jid);
+      await this.persist([{ kind: "delete-job", meta: outcome.stored }]);
       return;
     }
-    const stored = await this.store.getMeta(jid);
-    if (!stored) throw notFound(jid);
-    await this.persist([{ kind: "delete-job", meta: stored }]);
+    throw movingJob(jid);
   }
 
   /**
@@ -936,6 +1086,13 @@ export class Engine {
         }
         continue;
       }
+      if (top.kind === "sweep") {
+        if (top.atMs === this.sweepAtMs) {
+          this.sweepAtMs = undefined;
+          void this.sweepCold();
+        }
+        continue;
+      }
       const meta = this.live.get(top.jid);
       if (!meta) continue;
       if (top.kind === "due" && (meta.state === "DELAYED" || meta.state === "RETRYING") && meta.dueAtMs! <= now) {
@@ -959,6 +1116,7 @@ export class Engine {
       leaseSlots: this.slots.size,
       finishedWhileSubmitting: this.recentlyFinished.size,
       packedMetas: this.live.packed,
+      coldReadyJobs: [...this.ready.values()].reduce((sum, queue) => sum + queue.cold, 0),
       counters: { ...this.counters },
       storeKind: this.store.kind,
     };
@@ -1013,7 +1171,11 @@ export class Engine {
       if (isTerminal(meta.state)) this.pushExpiry(next);
     }
     if (isPurgedAtExpiry(next.state)) this.schedulePurge(next.expiresAtMs);
-    if (next.state === "SCHEDULED" && meta.state !== "SCHEDULED") this.enqueueReady(next);
+    if (next.state === "SCHEDULED" && meta.state !== "SCHEDULED" && !this.enqueueReady(next)) {
+      // Cold: its level's window is full or has cold jobs before it; the store holds it now.
+      this.live.delete(next);
+      this.bodies.delete(next.jid);
+    }
     this.scheduleTimers(next);
     return { kind: "put-meta", meta: next, previous: meta };
   }
@@ -1172,19 +1334,37 @@ export class Engine {
         taken = meta;
         return true;
       });
+      this.pageInIfLow(queue);
       if (taken !== undefined) return taken;
     }
     return undefined;
   }
 
-  /** Up to `limit` ready jobs of `queue` (of every queue when undefined) in the order they will run, after a position. */
-  private readyAfter(queue: string | undefined, after: ReadyPosition | undefined, limit: number): JobMeta[] {
+  /**
+   * Up to `limit` ready jobs of `queue` (of every queue when undefined) in the order they will
+   * run, after a position: from the windows, and from the store past a window with cold jobs.
+   */
+  private async readyAfter(queue: string | undefined, after: ReadyPosition | undefined, limit: number): Promise<JobMeta[]> {
     const isCurrent = (jid: string, readySeq: number) => this.isReadyEntry(jid, readySeq);
-    const queues = queue === undefined ? [...this.ready.values()] : [this.ready.get(queue)].filter((q) => q !== undefined);
-    const entries = queues.flatMap((ready) => ready.entriesAfter(after, limit, isCurrent));
-    // Across queues: the same order as within one (readySeq is unique across the engine).
-    if (queues.length > 1) entries.sort((a, b) => a.priority - b.priority || a.readySeq - b.readySeq);
-    return entries.slice(0, limit).map((entry) => this.live.get(entry.jid)!);
+    const names = queue === undefined ? [...this.ready.keys()] : this.ready.has(queue) ? [queue] : [];
+    const held: JobMeta[] = [];
+    const coldReads: Promise<JobMeta[]>[] = [];
+    for (const name of names) {
+      const ready = this.ready.get(name)!;
+      for (const entry of ready.entriesAfter(after, limit, isCurrent)) held.push(this.live.get(entry.jid)!);
+      for (let priority = 0 as PriorityLevel; ready.cold > 0 && priority < PRIORITY_LEVELS; priority++) {
+        if (ready.coldAt(priority) === 0 || (after !== undefined && priority < after.priority)) continue;
+        // Taken now: jobs paged in while the store is read are still listed once, from the read.
+        const lastSeq = ready.lastSeqAt(priority);
+        const afterSeq = after !== undefined && priority === after.priority ? Math.max(after.readySeq, lastSeq) : lastSeq;
+        coldReads.push(this.store.readyPage(name, priority, afterSeq, limit));
+      }
+    }
+    // Across queues and levels: the same order as within one (readySeq is unique across the engine).
+    const cold = (await Promise.all(coldReads)).flat();
+    const all = held.concat(cold);
+    if (names.length > 1 || cold.length > 0) all.sort((a, b) => a.priority - b.priority || a.readySeq - b.readySeq);
+    return all.slice(0, limit);
   }
 
   /** Whether a ready queue's entry still stands for a ready job (entries are removed lazily). */
@@ -1192,8 +1372,104 @@ export class Engine {
     return isReadyAt(this.live.get(jid), readySeq);
   }
 
-  private enqueueReady(meta: JobMeta): void {
-    this.readyQueueOf(meta.queue).push(meta.jid, meta.priority, meta.readySeq);
+  /**
+   * Queues a job just made ready: into its level's window, or, when the window is full or has
+   * cold jobs before it, as one more cold job (the caller then does not hold it in memory; its
+   * write, handed to the store in this turn, is what a page-in reads). Returns whether it is held.
+   */
+  private enqueueReady(meta: JobMeta): boolean {
+    const queue = this.readyQueueOf(meta.queue);
+    if (queue.admits(meta.priority, this.readyWindow)) {
+      queue.push(meta.jid, meta.priority, meta.readySeq);
+      return true;
+    }
+    this.countCold(queue, meta.priority, 1);
+    queue.noteColdExpiry(meta.priority, meta.expiresAtMs);
+    this.scheduleSweep(meta.expiresAtMs);
+    return false;
+  }
+
+  private countCold(queue: ReadyQueue, priority: PriorityLevel, n: number): void {
+    queue.addCold(priority, n);
+    if (n > 0) this.coldCounted += n;
+  }
+
+  /** Starts a page-in for each level of `name` whose window is below half with cold jobs waiting. */
+  private pageInIfLow(name: string): void {
+    const queue = this.ready.get(name);
+    if (!queue || queue.cold === 0) return;
+    for (let priority = 0 as PriorityLevel; priority < PRIORITY_LEVELS; priority++) {
+      if (queue.coldAt(priority) === 0 || queue.windowAt(priority) * 2 >= this.readyWindow) continue;
+      const key = levelKey(name, priority);
+      if (this.pagingIn.has(key)) continue;
+      this.pagingIn.add(key);
+      void this.levelLocks
+        .run(key, () => this.pageIn(name, queue, priority))
+        .catch(() => {}) // a failed read: the jobs stay cold, the next take tries again
+        .finally(() => {
+          this.pagingIn.delete(key);
+          if (this.fatal === undefined && !this.closing) this.pageInIfLow(name);
+        });
+    }
+  }
+
+  /**
+   * Reads the next page of a level's cold jobs into its window (under the level's lock).
+   * It first waits for every commit handed to the store so far: a job counted cold is written
+   * in the same turn, and commits apply in order, so the page holds the level's next jobs.
+   */
+  private async pageIn(name: string, queue: ReadyQueue, priority: PriorityLevel): Promise<void> {
+    await this.lastCommit.catch(() => {});
+    const countedBefore = this.coldCounted;
+    const room = this.readyWindow - queue.windowAt(priority);
+    if (room <= 0) return;
+    const page = await this.store.readyPage(name, priority, queue.lastSeqAt(priority), room);
+    if (this.fatal !== undefined || this.closing) return;
+    const nowMs = this.clock.nowMs();
+    const evictions: StoreWrite[] = [];
+    let read = 0;
+    for (const stored of page) {
+      if (stored.readySeq <= queue.lastSeqAt(priority) || this.live.has(stored.jid)) continue;
+      read++;
+      const meta = ownMeta(stored);
+      queue.push(meta.jid, priority, meta.readySeq);
+      if (meta.expiresAtMs <= nowMs) {
+        evictions.push(...this.endUnfinished(meta, { kind: "evict" }, "ttl exceeded"));
+        continue;
+      }
+      this.live.set(meta);
+      this.pushExpiry(meta);
+    }
+    // None found, and none made cold since the read began: the count was off; do not read forever.
+    const missing = page.length === 0 && this.coldCounted === countedBefore ? queue.coldAt(priority) : 0;
+    this.countCold(queue, priority, -(read + missing));
+    if (evictions.length > 0) this.persist(evictions).catch(() => {});
+    this.schedulePump();
+  }
+
+  /**
+   * Runs `act` on `jid` if it is a cold job (stored SCHEDULED past its level's window, not in
+   * memory), under its level's lock and after every commit handed to the store so far, so that
+   * what it read is current. "moved" when the job was in memory or on its way meanwhile (look
+   * again), else the stored meta, which is not a cold job's (missing or finished).
+   */
+  private async onColdJob(jid: string, act: (meta: JobMeta) => Promise<void>): Promise<"done" | "moved" | { stored: JobMeta | undefined }> {
+    await this.lastCommit.catch(() => {});
+    const first = await this.store.getMeta(jid);
+    if (this.live.has(jid) || this.finishing.has(jid)) return "moved";
+    if (first === undefined || isTerminal(first.state)) return { stored: first };
+    if (first.state !== "SCHEDULED") return "moved"; // a write about it is on its way
+    const queue = this.readyQueueOf(internName(first.queue));
+    return this.levelLocks.run(levelKey(first.queue, first.priority), async () => {
+      await this.lastCommit.catch(() => {});
+      const meta = await this.store.getMeta(jid);
+      const isCold = meta?.state === "SCHEDULED" && meta.priority === first.priority && meta.readySeq > queue.lastSeqAt(meta.priority);
+      if (!isCold || this.live.has(jid) || this.finishing.has(jid)) return "moved";
+      this.checkUsable();
+      this.countCold(queue, meta.priority, -1);
+      await act(ownMeta(meta));
+      return "done";
+    });
   }
 
   private readyQueueOf(name: string): ReadyQueue {
@@ -1289,12 +1565,6 @@ export class Engine {
     this.slots.releaseAtLapse(meta.lease.leaseId);
   }
 
-  private async finishedOrMissing(jid: string, verb: string): Promise<WorqError> {
-    const stored = await this.store.getMeta(jid);
-    if (!stored) return notFound(jid);
-    return new WorqError("WORQ_FAILED_PRECONDITION", `job ${jid} cannot be ${verb}: it has already finished (${stored.state})`, "jid");
-  }
-
   private schedulePurge(atMs: number): void {
     if (this.purgeAtMs !== undefined && this.purgeAtMs <= atMs) return;
     this.purgeAtMs = atMs;
@@ -1352,6 +1622,7 @@ export class Engine {
     const finished = writes.flatMap(finishedJid);
     writes.push({ kind: "put-counters", counters: { ...this.counters } });
     const durable = this.store.commit(writes);
+    this.lastCommit = durable;
     const callbacks = writes.flatMap((write) => (write.kind === "put-callback" ? [write.callback] : []));
     if (callbacks.length > 0) {
       void durable.then(() => callbacks.forEach((callback) => this.callbackListener?.(callback)), () => {});
@@ -1391,6 +1662,20 @@ export class Engine {
   }
 }
 
+/** The engine's own copy of a stored meta, in JobMeta's one hidden class, names interned. */
+function ownMeta(stored: JobMeta): JobMeta {
+  const meta = shapedMeta(stored);
+  meta.type = internName(meta.type);
+  meta.queue = internName(meta.queue);
+  meta.retry = internRetryPolicy(meta.retry);
+  return meta;
+}
+
+/** A priority level of a queue, as a key of the level locks (queue names hold no NUL). */
+function levelKey(queue: string, priority: PriorityLevel): string {
+  return `${queue}\0${priority}`;
+}
+
 function claimKey(type: string, key: string): string {
   return `${type}\0${key}`;
 }
@@ -1407,6 +1692,17 @@ function checkLeaseRef(jid: string, leaseId: string, prefix: string): void {
 
 function notFound(jid: string): WorqError {
   return new WorqError("WORQ_NOT_FOUND", `job ${jid} not found`, "jid");
+}
+
+/** Why a job that is neither in memory nor cold cannot be `verb`: it is missing or finished. */
+function finishedOrMissing(jid: string, stored: JobMeta | undefined, verb: string): WorqError {
+  if (!stored) return notFound(jid);
+  return new WorqError("WORQ_FAILED_PRECONDITION", `job ${jid} cannot be ${verb}: it has already finished (${stored.state})`, "jid");
+}
+
+/** A job that kept moving between memory and the store while looked up (not seen in practice). */
+function movingJob(jid: string): WorqError {
+  return new WorqError("WORQ_UNAVAILABLE", `job ${jid} kept changing while it was looked up; try again`, "jid");
 }
 
 /** The jid a write finishes (terminal state or deletion), if any. */

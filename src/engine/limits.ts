@@ -41,6 +41,12 @@ export const LIMITS = {
   defaultMaxConcurrentCalls: 10_000,
   /** HTTP/2 streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). */
   maxStreamsPerConnection: 1000,
+  /**
+   * Ready jobs held in memory per queue and priority level, by default (about 230 bytes of
+   * heap each); a deeper backlog waits in the store, read back half a window at a time.
+   */
+  defaultReadyWindow: 10_000,
+  maxReadyWindow: 10_000_000,
 } as const;
 
 const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;

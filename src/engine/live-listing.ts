@@ -154,7 +154,7 @@ export interface ReadyPosition {
  * for a bad token.
  */
 export async function liveJobsPage(
-  readyAfter: ((after: ReadyPosition | undefined, limit: number) => JobMeta[]) | undefined,
+  readyAfter: ((after: ReadyPosition | undefined, limit: number) => Promise<JobMeta[]>) | undefined,
   others: Iterable<JobMeta>,
   getBodies: (jids: readonly string[]) => Promise<(JobBody | undefined)[]>,
   filter: JobFilter,
@@ -170,7 +170,7 @@ export async function liveJobsPage(
     async (last, limit) => {
       const from = last ? cursorOf(last) : start;
       // A ready job's key is its position; any other cursor's key compares to positions the same way.
-      const ready = readyAfter?.(from && { priority: from.key[0]!, readySeq: from.key[1]! }, limit) ?? [];
+      const ready = (await readyAfter?.(from && { priority: from.key[0]!, readySeq: from.key[1]! }, limit)) ?? [];
       const next = from ? firstAfter(ordered, from) : 0;
       return mergeInOrder(ready, ordered.slice(next, next + limit).map((entry) => entry.meta)).slice(0, limit);
     },

@@ -9,12 +9,19 @@ class Fifo {
   private jids: string[] = [];
   private seqs: number[] = [];
   private head = 0;
+  /** The highest readySeq ever pushed (0 before any): the level's cold jobs all come after it. */
+  lastSeq = 0;
+  /** Ready jobs of this level left in the store, after `lastSeq` (see ReadyQueue). */
+  cold = 0;
+  /** No cold job of this level expires before this (Infinity when none is known to). */
+  coldExpiresAtMs = Infinity;
   get size(): number {
     return this.jids.length - this.head;
   }
   push(jid: string, readySeq: number): void {
     this.jids.push(jid);
     this.seqs.push(readySeq);
+    this.lastSeq = readySeq;
   }
   /** Removes entries from the front until one for which `isCurrent` holds; returns its jid. */
   takeFirst(isCurrent: (jid: string, readySeq: number) => boolean): string | undefined {
@@ -86,20 +93,79 @@ export interface ReadyEntry {
  * The ready jobs of one queue: strictly by priority, FIFO (by readySeq) within a level.
  * Entries are validated lazily: `isCurrent` tells whether an entry still describes a ready
  * job (a job can leave the ready state by other paths, e.g. deletion, without a removal here).
+ *
+ * Of each level only a window of its first jobs is held (the engine's ready window); the
+ * rest are *cold*: left in the store, counted here, all with a readySeq above the level's
+ * `lastSeq`, and read in a page at a time as the window drains (Engine.pageIn). A job made
+ * ready while its level has cold jobs is cold too, so a level's order is its readySeq order.
  */
 export class ReadyQueue {
   private readonly levels: Fifo[] = Array.from({ length: PRIORITY_LEVELS }, () => new Fifo());
+  private coldJobs = 0;
 
-  /** Adds a job. Jobs must arrive in readySeq order per level (recovery sorts them first). */
+  /** Adds a job. Jobs must arrive in readySeq order per level (pages are read in order). */
   push(jid: string, priority: PriorityLevel, readySeq: number): void {
     this.levels[priority]!.push(jid, readySeq);
   }
 
-  /** Removes and returns the next job for which `isCurrent` holds, or undefined. */
+  /** Whether a job made ready now at `priority` is held, with `window` jobs at most per level; else it is cold. */
+  admits(priority: PriorityLevel, window: number): boolean {
+    const level = this.levels[priority]!;
+    return level.cold === 0 && level.size < window;
+  }
+
+  /** Counts `n` more (or, negative, fewer) cold jobs at `priority`. */
+  addCold(priority: PriorityLevel, n: number): void {
+    this.levels[priority]!.cold += n;
+    this.coldJobs += n;
+  }
+
+  /** Lowers the bound on when a cold job at `priority` may expire. */
+  noteColdExpiry(priority: PriorityLevel, atMs: number): void {
+    const level = this.levels[priority]!;
+    level.coldExpiresAtMs = Math.min(level.coldExpiresAtMs, atMs);
+  }
+
+  /** No cold job at `priority` expires before this. */
+  coldExpiresAt(priority: PriorityLevel): number {
+    return this.levels[priority]!.coldExpiresAtMs;
+  }
+
+  /** Forgets the bound at `priority` (a sweep is about to read every cold job there and note it anew). */
+  clearColdExpiry(priority: PriorityLevel): void {
+    this.levels[priority]!.coldExpiresAtMs = Infinity;
+  }
+
+  /** Cold jobs at `priority`. */
+  coldAt(priority: PriorityLevel): number {
+    return this.levels[priority]!.cold;
+  }
+
+  /** Cold jobs at every level. */
+  get cold(): number {
+    return this.coldJobs;
+  }
+
+  /** The highest readySeq held at `priority` so far: cold jobs come after it. */
+  lastSeqAt(priority: PriorityLevel): number {
+    return this.levels[priority]!.lastSeq;
+  }
+
+  /** Entries held at `priority` (stale ones included). */
+  windowAt(priority: PriorityLevel): number {
+    return this.levels[priority]!.size;
+  }
+
+  /**
+   * Removes and returns the next job for which `isCurrent` holds, or undefined. A level whose
+   * window is empty while it has cold jobs stops the search: a job of a lower level must not
+   * run before them (they are paged in first).
+   */
   take(isCurrent: (jid: string, readySeq: number) => boolean): string | undefined {
     for (const level of this.levels) {
       const jid = level.takeFirst(isCurrent);
       if (jid !== undefined) return jid;
+      if (level.cold > 0) return undefined;
     }
     return undefined;
   }

@@ -1,4 +1,4 @@
-import type { JobBody, JobMeta, JobState } from "./job.js";
+import type { JobBody, JobMeta, JobState, PriorityLevel } from "./job.js";
 
 /** Totals kept across restarts (server info). */
 export interface Counters {
@@ -32,6 +32,15 @@ export type StoreWrite =
 export interface QueueInfo {
   name: string;
   paused: boolean;
+}
+
+/** The number of SCHEDULED jobs of one queue and priority level. */
+export interface ReadyLevelCount {
+  queue: string;
+  priority: PriorityLevel;
+  count: number;
+  /** The highest readySeq among them: the engine numbers ready jobs on from above every stored one. */
+  maxReadySeq: number;
 }
 
 /** A position in a listing of finished jobs: after this job (finished at this time). */
@@ -75,8 +84,21 @@ export interface Store {
   /** Bodies of `jids`, in order; undefined where a job does not exist. */
   getBodies(jids: readonly string[]): Promise<(JobBody | undefined)[]>;
   getResult(jid: string): Promise<Uint8Array | undefined>;
-  /** Every job not in a terminal state (recovery), in no particular order. */
+  /** Every job not in a terminal state, in no particular order (copies between stores). */
   liveJobs(): AsyncIterable<JobMeta>;
+  /**
+   * Every job not in a terminal state but SCHEDULED (recovery), in no particular order: the
+   * engine reads ready jobs a page at a time (readyPage), since a backlog need not fit in memory.
+   */
+  unreadyLiveJobs(): AsyncIterable<JobMeta>;
+  /** How many SCHEDULED jobs each (queue, priority) level holds; levels without any are left out. */
+  readyCounts(): Promise<ReadyLevelCount[]>;
+  /**
+   * Up to `limit` SCHEDULED jobs of one queue and priority level with a readySeq above
+   * `afterSeq`, in readySeq order: the order they run in. Keyed, so jobs leaving meanwhile
+   * do not shift pages.
+   */
+  readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number): Promise<JobMeta[]>;
   /** Totals as of the last commit; zeros for a new store. */
   getCounters(): Promise<Counters>;
   /** Every queue ever used, sorted by name. */

@@ -1,11 +1,12 @@
 /**
  * What a timer entry wakes: a due DELAYED/RETRYING job, a lease to check for lapse, a job's
- * lifetime (ttl) end, or the deletion of expired finished jobs ("purge", jid empty).
+ * lifetime (ttl) end, the deletion of expired finished jobs ("purge", jid empty), or a
+ * sweep of cold ready jobs past their lifetime ("sweep", jid empty).
  */
 export interface TimerEntry {
   atMs: number;
   jid: string;
-  kind: "due" | "lease" | "ttl" | "purge";
+  kind: "due" | "lease" | "ttl" | "purge" | "sweep";
 }
 
 /**

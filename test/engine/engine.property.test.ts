@@ -44,7 +44,7 @@ import { WorqError } from "../../src/engine/errors.js";
 import { isTerminal, type FailureCategory, type JobMeta, type JobState, type SubmitInput } from "../../src/engine/job.js";
 import type { StoreWrite } from "../../src/engine/store.js";
 import { MemoryStore, createMemoryData, type MemoryData } from "../../src/storage/memory/memory-store.js";
-import { CollectingSink, T0, batch, flush, report, single, unpackedMetaLimitUnderTest } from "./helpers.js";
+import { CollectingSink, T0, batch, flush, report, single, readyWindowUnderTest, unpackedMetaLimitUnderTest } from "./helpers.js";
 
 const RUNS = Number(process.env.WORQ_PROPERTY_RUNS ?? 200);
 const SEED = process.env.WORQ_PROPERTY_SEED === undefined ? undefined : Number(process.env.WORQ_PROPERTY_SEED);
@@ -334,6 +334,7 @@ class Sim {
       random: () => 0.5,
       orphanGraceMs: ORPHAN_GRACE_MS,
       unpackedMetaLimit: unpackedMetaLimitUnderTest(),
+      readyWindow: readyWindowUnderTest(),
     });
   }
 
@@ -683,7 +684,8 @@ class Sim {
 
     // 4. Live jobs and counters, in memory and durable.
     const unfinished = [...this.jobs.values()].filter((info) => !isTerminal(info.written.state)).length;
-    check(this.engine.info().liveJobs === unfinished, `engine has ${this.engine.info().liveJobs} live jobs, ${unfinished} are unfinished`);
+    const { liveJobs, coldReadyJobs } = this.engine.info(); // in memory, and ready ones left in the store
+    check(liveJobs + coldReadyJobs === unfinished, `engine has ${liveJobs} live jobs and ${coldReadyJobs} cold ones, ${unfinished} are unfinished`);
     const counters = this.engine.info().counters;
     check(counters.submitted === this.submits, `counters.submitted ${counters.submitted}, submits ${this.submits}`);
     check(counters.processed === this.acks, `counters.processed ${counters.processed}, acks ${this.acks}`);

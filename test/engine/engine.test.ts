@@ -20,6 +20,7 @@ import {
   submitEach,
   submitOne,
   text,
+  readyWindowUnderTest,
   unpackedMetaLimitUnderTest,
 } from "./helpers.js";
 
@@ -30,7 +31,7 @@ const MINUTE = 60_000;
 async function restart(data: MemoryData, clock: ManualClock, options: { orphanGraceMs?: number } = {}) {
   await flush();
   const store = new MemoryStore(data);
-  const engine = new Engine({ store, clock, random: () => 0.5, unpackedMetaLimit: unpackedMetaLimitUnderTest(), ...options });
+  const engine = new Engine({ store, clock, random: () => 0.5, unpackedMetaLimit: unpackedMetaLimitUnderTest(), readyWindow: readyWindowUnderTest(), ...options });
   await engine.open();
   return { clock, store, engine, data };
 }
@@ -1269,7 +1270,7 @@ describe("Engine: purging a queue", () => {
 
   it("purges a queue deeper than one commit in several, serving in between: a job leased meanwhile stays", async () => {
     const store = new GatedStore();
-    const { engine } = await openEngine({ store });
+    const { engine } = await openEngine({ store, readyWindow: 20_000 }); // every job in memory (cold ones: paging.test.ts)
     const jids: string[] = [];
     for (const length of [10_000, 3]) {
       jids.push(...(await engine.submit(Array.from({ length }, () => ({ type: "t", queue: "a" })), batch)).map((result) => result.jid));
@@ -1378,6 +1379,7 @@ describe("Engine: counters and info", () => {
       leaseSlots: 0,
       finishedWhileSubmitting: 0,
       packedMetas: 0,
+      coldReadyJobs: 0,
       counters: { submitted: 0, processed: 0, failed: 0, evicted: 0 },
       storeKind: "memory",
     });
@@ -1395,6 +1397,7 @@ describe("Engine: counters and info", () => {
       leaseSlots: 0, // every lease reported
       finishedWhileSubmitting: 0,
       packedMetas: unpackedMetaLimitUnderTest() === 0 ? 1 : 0, // the RETRYING job waits
+      coldReadyJobs: 0,
       counters: { submitted: 3, processed: 1, failed: 2, evicted: 0 },
       storeKind: "memory",
     });

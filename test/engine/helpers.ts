@@ -20,6 +20,11 @@ export function unpackedMetaLimitUnderTest(): number | undefined {
   return (globalThis as { worqUnpackedMetaLimit?: number }).worqUnpackedMetaLimit;
 }
 
+/** The engines' ready window (src/engine/ready-queue.ts) when a suite runs with a small one (small-ready-window.test.ts). */
+export function readyWindowUnderTest(): number | undefined {
+  return (globalThis as { worqReadyWindow?: number }).worqReadyWindow;
+}
+
 /** 2026-01-01T00:00:00Z, the ManualClock's default start. */
 export const T0 = Date.UTC(2026, 0, 1);
 
@@ -79,6 +84,8 @@ export class GatedStore extends MemoryStore {
   holdCommits = false;
   holdReads = false;
   heldBodyReads = 0;
+  /** Ready pages (page-ins, listings, purges of cold jobs) to hold, the next ones read. */
+  heldReadyPages = 0;
   private waiting: (() => void)[] = [];
   override commit(writes: StoreWrite[]): Promise<void> {
     return this.holdCommits ? this.gate().then(() => super.commit(writes)) : super.commit(writes);
@@ -91,9 +98,14 @@ export class GatedStore extends MemoryStore {
     this.heldBodyReads--;
     return this.gate().then(() => super.getBodies(jids));
   }
+  override readyPage(...args: Parameters<MemoryStore["readyPage"]>): ReturnType<MemoryStore["readyPage"]> {
+    if (this.heldReadyPages === 0) return super.readyPage(...args);
+    this.heldReadyPages--;
+    return this.gate().then(() => super.readyPage(...args));
+  }
   release(): void {
     this.holdCommits = this.holdReads = false;
-    this.heldBodyReads = 0;
+    this.heldBodyReads = this.heldReadyPages = 0;
     this.waiting.splice(0).forEach((go) => go());
   }
   private gate(): Promise<void> {
@@ -115,7 +127,7 @@ export async function openEngine(
   const data = options.data ?? createMemoryData();
   const clock = options.clock ?? new ManualClock(T0);
   const store = (options.store as MemoryStore | undefined) ?? new MemoryStore(data);
-  const engine = new Engine({ random: () => 0.5, unpackedMetaLimit: unpackedMetaLimitUnderTest(), ...options, store, clock });
+  const engine = new Engine({ random: () => 0.5, unpackedMetaLimit: unpackedMetaLimitUnderTest(), readyWindow: readyWindowUnderTest(), ...options, store, clock });
   await engine.open();
   return { clock, store, engine, data };
 }

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import fc from "fast-check";
 import { Level } from "level";
 import { afterEach, describe, expect, it } from "vitest";
-import { shapedMeta } from "../../src/engine/job.js";
+import { shapedMeta, type JobMeta, type PriorityLevel } from "../../src/engine/job.js";
 import { transition } from "../../src/engine/state-machine.js";
 import { buildNewJob } from "../../src/engine/submit-validation.js";
 import { decodeMeta, encodeMeta, encodeMetaJson } from "../../src/storage/level/codec.js";
@@ -95,7 +95,7 @@ describe("an older data dir (layout 1: JSON metas, and the index across queues)"
   const dirs: string[] = [];
   afterEach(() => dirs.splice(0).forEach((dir) => rmSync(dir, { recursive: true, force: true })));
 
-  it("opens, reads its jobs, drops the index across queues of layouts 1 and 2, and is marked layout 3; an unknown layout is refused", async () => {
+  it("opens, reads its jobs, drops the index across queues of layouts 1 and 2, and is marked layout 4; an unknown layout is refused", async () => {
     const dir = mkdtempSync(join(tmpdir(), "worq-layout-"));
     dirs.push(dir);
     const meta = metaWith();
@@ -113,11 +113,71 @@ describe("an older data dir (layout 1: JSON metas, and the index across queues)"
     expect(await store.getMeta(meta.jid)).toEqual(JSON.parse(JSON.stringify(meta)));
     await store.close();
     const reopened = new Level<string, string>(dir, { keyEncoding: "utf8", valueEncoding: "utf8" });
-    expect(await reopened.get(KEYS.layoutVersion)).toBe('"3"');
+    expect(await reopened.get(KEYS.layoutVersion)).toBe('"4"');
     expect(await reopened.get(oldIndexKey)).toBeUndefined();
     expect(await reopened.get("h/after-the-old-index")).toBe("");
-    await reopened.put(KEYS.layoutVersion, '"4"');
+    await reopened.put(KEYS.layoutVersion, '"5"');
     await reopened.close();
-    await expect(new LevelStore(dir).open()).rejects.toThrow(/keyspace layout 4; this server reads 1, 2, 3/);
+    await expect(new LevelStore(dir).open()).rejects.toThrow(/keyspace layout 5; this server reads 1, 2, 3, 4/);
+  });
+});
+
+describe("a layout-3 data dir (SCHEDULED jobs under l/ with the other unfinished ones)", () => {
+  const dirs: string[] = [];
+  afterEach(() => dirs.splice(0).forEach((dir) => rmSync(dir, { recursive: true, force: true })));
+
+  /** A dir of layout 3 holding `metas`, each under j/ and l/ as layout 3 wrote them; `moved` already under q/ instead. */
+  async function layout3Dir(metas: JobMeta[], moved: JobMeta[] = []): Promise<string> {
+    const dir = mkdtempSync(join(tmpdir(), "worq-layout-"));
+    dirs.push(dir);
+    const raw = new Level<string, Uint8Array>(dir, { keyEncoding: "utf8", valueEncoding: "view" });
+    await raw.batch([
+      { type: "put", key: KEYS.layoutVersion, value: Buffer.from(JSON.stringify("3")) },
+      ...[...metas, ...moved].map((meta) => ({ type: "put" as const, key: KEYS.meta(meta.jid), value: encodeMeta(meta) })),
+      ...metas.map((meta) => ({ type: "put" as const, key: KEYS.live(meta.jid), value: new Uint8Array() })),
+      ...moved.map((meta) => ({ type: "put" as const, key: KEYS.ready(meta.queue, meta.priority, meta.readySeq, meta.jid), value: new Uint8Array() })),
+    ]);
+    await raw.close();
+    return dir;
+  }
+
+  const scheduled = (queue: string, priority: PriorityLevel, readySeq: number): JobMeta => ({ ...metaWith(), queue, priority, state: "SCHEDULED", readySeq });
+
+  it("moves its SCHEDULED jobs to the ready index at open, batch by batch, and is marked layout 4", async () => {
+    // More than one batch of l/ keys (10,000), in two queues, and unfinished jobs that stay under l/.
+    const ready = Array.from({ length: 12_000 }, (_, i) => scheduled(i % 3 === 0 ? "q" : "other", 2, i + 1));
+    const running = { ...metaWith(), state: "RUNNING" as const, readySeq: 5 };
+    const delayed = { ...metaWith(), state: "DELAYED" as const, dueAtMs: 1_800_000_000_000 };
+    const dir = await layout3Dir([...ready, running, delayed]);
+
+    const store = new LevelStore(dir);
+    await store.open();
+    const inQ = ready.filter((meta) => meta.queue === "q");
+    expect((await store.readyPage("q", 2, 0, 5)).map((meta) => meta.jid)).toEqual(inQ.slice(0, 5).map((meta) => meta.jid));
+    expect((await store.readyPage("q", 2, inQ[3_000]!.readySeq, 10_000)).map((meta) => meta.jid)).toEqual(inQ.slice(3_001).map((meta) => meta.jid));
+    expect((await store.readyCounts()).sort((a, b) => (a.queue < b.queue ? -1 : 1))).toEqual([
+      { queue: "other", priority: 2, count: 8_000, maxReadySeq: 12_000 },
+      { queue: "q", priority: 2, count: 4_000, maxReadySeq: 11_998 },
+    ]);
+    const unready: string[] = [];
+    for await (const meta of store.unreadyLiveJobs()) unready.push(meta.jid);
+    expect(unready.sort()).toEqual([running.jid, delayed.jid].sort());
+    await store.close();
+
+    const raw = new Level<string, string>(dir, { keyEncoding: "utf8", valueEncoding: "utf8" });
+    expect(await raw.get(KEYS.layoutVersion)).toBe('"4"');
+    expect(await raw.keys({ gte: KEYS.livePrefix, lt: `${KEYS.livePrefix}\xff` }).all()).toEqual([KEYS.live(running.jid), KEYS.live(delayed.jid)].sort());
+    await raw.close();
+  });
+
+  it("finishes a move that an earlier open left half done", async () => {
+    const [left, moved] = [scheduled("q", 0, 2), scheduled("q", 0, 1)];
+    const store = new LevelStore(await layout3Dir([left], [moved]));
+    await store.open();
+    expect((await store.readyPage("q", 0, 0, 10)).map((meta) => meta.jid)).toEqual([moved.jid, left.jid]);
+    const live: string[] = [];
+    for await (const meta of store.liveJobs()) live.push(meta.jid);
+    expect(live.sort()).toEqual([left.jid, moved.jid].sort());
+    await store.close();
   });
 });

@@ -1,7 +1,9 @@
 import { randomUUID } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { JobMeta, PriorityLevel } from "../../src/engine/job.js";
 import type { StoreWrite } from "../../src/engine/store.js";
+import { encodeMetaJson } from "../../src/storage/level/codec.js";
 import { MIGRATIONS } from "../../src/storage/postgres/migrations.js";
 import { PostgresStore } from "../../src/storage/postgres/postgres-store.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
@@ -50,6 +52,68 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
     const { rows } = await client.query("SELECT version, name FROM worq_schema_migrations ORDER BY version");
     await client.end();
     expect(rows).toEqual(MIGRATIONS.map(({ version, name }) => ({ version, name })));
+  });
+
+  it("migrates a database of schema 2: the SCHEDULED rows get their priority and ready_seq from their metas", async () => {
+    const url = await cluster.createDatabase();
+    const client = new pg.Client(url);
+    await client.connect();
+    // Schema 2 as migrations 1 and 2 left it, with rows as schema 2's commit wrote them.
+    await client.query("CREATE TABLE worq_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
+    for (const migration of MIGRATIONS.filter(({ version }) => version <= 2)) {
+      await client.query(migration.sql);
+      await client.query("INSERT INTO worq_schema_migrations (version, name) VALUES ($1, $2)", [migration.version, migration.name]);
+    }
+    // More SCHEDULED rows than one round trip of the backfill (10,000) takes.
+    const scheduled = (queue: string, priority: PriorityLevel, readySeq: number): JobMeta => ({ ...metaOf(randomUUID(), "SCHEDULED", readySeq), queue, priority });
+    const ready = Array.from({ length: 10_500 }, (_, i) => scheduled(i % 2 === 0 ? "mail" : "sms", i % 3 === 0 ? 0 : 2, i + 1));
+    const running = metaOf(randomUUID(), "RUNNING", 7);
+    const completed = { ...metaOf(randomUUID(), "COMPLETED", 8), completedAtMs: 2_000 };
+    const rows = [...ready, running, completed];
+    await client.query(
+      `INSERT INTO worq_jobs (jid, state, queue, live, finished_at_ms, purge_at_ms, meta)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::boolean[], $5::bigint[], $6::bigint[], $7::bytea[])`,
+      [
+        rows.map((meta) => meta.jid),
+        rows.map((meta) => meta.state),
+        rows.map((meta) => meta.queue),
+        rows.map((meta) => meta !== completed),
+        rows.map((meta) => (meta === completed ? 2_000 : null)),
+        rows.map((meta) => (meta === completed ? meta.expiresAtMs : null)),
+        rows.map((meta) => Buffer.from(encodeMetaJson(meta))),
+      ],
+    );
+
+    const { store } = await openStore(url);
+    const level = (queue: string, priority: number) => ready.filter((meta) => meta.queue === queue && meta.priority === priority);
+    expect(await store.readyPage("sms", 0, 0, 3)).toEqual(level("sms", 0).slice(0, 3));
+    expect((await store.readyPage("mail", 2, 5_000, 10_000)).map((meta) => meta.jid)).toEqual(
+      level("mail", 2).filter((meta) => meta.readySeq > 5_000).map((meta) => meta.jid),
+    );
+    const counts = (await store.readyCounts()).sort((a, b) => (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : a.priority - b.priority));
+    expect(counts).toEqual(
+      [["mail", 0], ["mail", 2], ["sms", 0], ["sms", 2]].map(([queue, priority]) => {
+        const metas = level(queue as string, priority as number);
+        return { queue, priority, count: metas.length, maxReadySeq: metas[metas.length - 1]!.readySeq };
+      }),
+    );
+    const unready: JobMeta[] = [];
+    for await (const meta of store.unreadyLiveJobs()) unready.push(meta);
+    expect(unready).toEqual([running]);
+    await store.close();
+
+    const columns = await client.query<{ state: string; filled: string; empty: string }>(
+      `SELECT state, count(*) FILTER (WHERE priority IS NOT NULL AND ready_seq IS NOT NULL) AS filled,
+         count(*) FILTER (WHERE priority IS NULL AND ready_seq IS NULL) AS empty FROM worq_jobs GROUP BY state ORDER BY state`,
+    );
+    expect(columns.rows).toEqual([
+      { state: "COMPLETED", filled: "0", empty: "1" },
+      { state: "RUNNING", filled: "0", empty: "1" },
+      { state: "SCHEDULED", filled: "10500", empty: "0" },
+    ]);
+    const versions = await client.query("SELECT version FROM worq_schema_migrations ORDER BY version");
+    expect(versions.rows.map((row) => row.version)).toEqual(MIGRATIONS.map(({ version }) => version));
+    await client.end();
   });
 
   it("refuses a second server on the same database while the first has it open", async () => {

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import type { JobBody, JobMeta, JobState } from "../../src/engine/job.js";
-import type { Store } from "../../src/engine/store.js";
+import type { JobBody, JobMeta, JobState, PriorityLevel } from "../../src/engine/job.js";
+import type { ReadyLevelCount, Store } from "../../src/engine/store.js";
 
 /** A store under test plus a way to simulate a restart on the same data. */
 export interface StoreFixture {
@@ -53,10 +53,25 @@ export function bodyOf(payload: number[] = [0, 1, 2, 255]): JobBody {
   };
 }
 
-async function collect(store: Store): Promise<JobMeta[]> {
+async function collect(store: Store, listing: (store: Store) => AsyncIterable<JobMeta> = (s) => s.liveJobs()): Promise<JobMeta[]> {
   const out: JobMeta[] = [];
-  for await (const meta of store.liveJobs()) out.push(meta);
+  for await (const meta of listing(store)) out.push(meta);
   return out;
+}
+
+/** The jids of a listing of live jobs, sorted (their order is unspecified). */
+async function liveJids(store: Store, listing: "liveJobs" | "unreadyLiveJobs"): Promise<string[]> {
+  return (await collect(store, (s) => s[listing]())).map((m) => m.jid).sort();
+}
+
+/** The jids of one readyPage, in its order. */
+async function readyJids(store: Store, queue: string, priority: PriorityLevel, afterSeq = 0, limit = 100): Promise<string[]> {
+  return (await store.readyPage(queue, priority, afterSeq, limit)).map((m) => m.jid);
+}
+
+/** readyCounts in one order, for comparing. */
+async function sortedReadyCounts(store: Store): Promise<ReadyLevelCount[]> {
+  return (await store.readyCounts()).sort((a, b) => (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : a.priority - b.priority));
 }
 
 /** The behaviour every Store backend must have. New Store behaviour lands here first. */
@@ -220,6 +235,114 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
       expect(await all(reopened)).toContainEqual(claim("charge", "k/1", b));
       await reopened.commit([{ kind: "delete-idempotency", claim: claim("charge", "k/1", b) }]);
       expect(await all(reopened)).toEqual([claim("charge:x", "1", b)]);
+      await fixture.cleanup();
+    });
+
+    it("pages the SCHEDULED jobs of each queue and priority level in readySeq order, after the last readySeq seen", async () => {
+      const fixture = await setup();
+      // Queues whose names prefix one another, readySeqs of different lengths, submitted out of
+      // order, and unfinished and finished jobs in the same levels that are not ready.
+      const ready = [
+        { queue: "mail", priority: 2, readySeq: 100 },
+        { queue: "mail", priority: 2, readySeq: 9 },
+        { queue: "mail.bulk", priority: 2, readySeq: 10 },
+        { queue: "mail", priority: 0, readySeq: 11 },
+        { queue: "mail", priority: 2, readySeq: 1_000_000_000_000 },
+        { queue: "mail", priority: 2, readySeq: 12 },
+        { queue: "mail.bulk", priority: 4, readySeq: 3 },
+        { queue: "mail", priority: 2, readySeq: 10 },
+      ].map(({ queue, priority, readySeq }) => ({ ...metaOf(randomUUID(), "SCHEDULED", readySeq), queue, priority: priority as PriorityLevel }));
+      const unready = (["RUNNING", "DELAYED", "RETRYING", "PENDING"] as const).map((state, i) => ({ ...metaOf(randomUUID(), state, 20 + i), queue: "mail" }));
+      const finished = { ...metaOf(randomUUID(), "COMPLETED", 30), queue: "mail", completedAtMs: 2_000 };
+      await fixture.store.commit([...ready, ...unready, finished].map((meta) => ({ kind: "put-job" as const, meta, body: bodyOf() })));
+      const inOrder = (queue: string, priority: number) =>
+        ready.filter((m) => m.queue === queue && m.priority === priority).sort((a, b) => a.readySeq - b.readySeq).map((m) => m.jid);
+
+      for (const reopen of [false, true]) {
+        const store = reopen ? await fixture.reopen() : fixture.store;
+        expect(await readyJids(store, "mail", 2)).toEqual(inOrder("mail", 2));
+        expect(await readyJids(store, "mail", 0)).toEqual(inOrder("mail", 0));
+        expect(await readyJids(store, "mail.bulk", 2)).toEqual(inOrder("mail.bulk", 2));
+        expect(await readyJids(store, "mail.bulk", 4)).toEqual(inOrder("mail.bulk", 4));
+        expect(await readyJids(store, "mail", 1)).toEqual([]);
+        expect(await readyJids(store, "nope", 2)).toEqual([]);
+        // Page by page, each after the last readySeq of the one before.
+        for (const size of [1, 2, 3]) {
+          const jids: string[] = [];
+          for (let page = await store.readyPage("mail", 2, 0, size); page.length > 0; ) {
+            expect(page.length).toBeLessThanOrEqual(size);
+            jids.push(...page.map((m) => m.jid));
+            page = await store.readyPage("mail", 2, page[page.length - 1]!.readySeq, size);
+          }
+          expect(jids).toEqual(inOrder("mail", 2));
+        }
+        expect(await readyJids(store, "mail", 2, 10)).toEqual(inOrder("mail", 2).slice(2));
+        expect(await readyJids(store, "mail", 2, 11, 2)).toEqual(inOrder("mail", 2).slice(2, 4));
+        expect(await readyJids(store, "mail", 2, 1_000_000_000_000)).toEqual([]);
+        expect(await store.readyPage("mail", 2, 99, 1)).toEqual([ready[0]]);
+        expect(await sortedReadyCounts(store)).toEqual([
+          { queue: "mail", priority: 0, count: 1, maxReadySeq: 11 },
+          { queue: "mail", priority: 2, count: 5, maxReadySeq: 1_000_000_000_000 },
+          { queue: "mail.bulk", priority: 2, count: 1, maxReadySeq: 10 },
+          { queue: "mail.bulk", priority: 4, count: 1, maxReadySeq: 3 },
+        ]);
+        expect(await liveJids(store, "unreadyLiveJobs")).toEqual(unready.map((m) => m.jid).sort());
+        expect(await liveJids(store, "liveJobs")).toEqual([...ready, ...unready].map((m) => m.jid).sort());
+      }
+      await fixture.cleanup();
+    });
+
+    it("moves a job in and out of the ready pages as it leaves SCHEDULED, comes back, or changes readySeq or priority", async () => {
+      const fixture = await setup();
+      const [leased, deleted, cancelled, requeued, kept] = [randomUUID(), randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+      const at = (jid: string, state: JobState, readySeq: number, priority: PriorityLevel = 2): JobMeta => ({ ...metaOf(jid, state, readySeq), priority });
+      let store = fixture.store;
+      await store.commit([leased, deleted, cancelled, requeued, kept].map((jid, i) => ({ kind: "put-job" as const, meta: at(jid, "SCHEDULED", i + 1), body: bodyOf() })));
+      expect(await readyJids(store, "default", 2)).toEqual([leased, deleted, cancelled, requeued, kept]);
+
+      // Leased (to RUNNING), deleted, and finished while SCHEDULED: gone from the pages and counts.
+      await store.commit([
+        { kind: "put-meta", meta: at(leased, "RUNNING", 1), previous: at(leased, "SCHEDULED", 1) },
+        { kind: "delete-job", meta: at(deleted, "SCHEDULED", 2) },
+        { kind: "put-meta", meta: { ...at(cancelled, "CANCELLED", 3), completedAtMs: 2_000 }, previous: at(cancelled, "SCHEDULED", 3) },
+      ]);
+      expect(await readyJids(store, "default", 2)).toEqual([requeued, kept]);
+      expect(await sortedReadyCounts(store)).toEqual([{ queue: "default", priority: 2, count: 2, maxReadySeq: 5 }]);
+      expect(await liveJids(store, "unreadyLiveJobs")).toEqual([leased]);
+      expect((await store.listFinished("CANCELLED", "default", undefined, 10)).map((m) => m.jid)).toEqual([cancelled]);
+
+      // Back to SCHEDULED (a retry) with a new readySeq; a SCHEDULED job renumbered in place
+      // (each at its new position only); a rewrite that keeps both.
+      await store.commit([
+        { kind: "put-meta", meta: at(leased, "SCHEDULED", 7), previous: at(leased, "RUNNING", 1) },
+        { kind: "put-meta", meta: at(requeued, "SCHEDULED", 6), previous: at(requeued, "SCHEDULED", 4) },
+        { kind: "put-meta", meta: { ...at(kept, "SCHEDULED", 5), updatedAtMs: 3_000 }, previous: at(kept, "SCHEDULED", 5) },
+      ]);
+      expect(await readyJids(store, "default", 2)).toEqual([kept, requeued, leased]);
+      expect(await readyJids(store, "default", 2, 5)).toEqual([requeued, leased]);
+      expect(await liveJids(store, "unreadyLiveJobs")).toEqual([]);
+
+      // A priority change moves the job to the other level's pages.
+      await store.commit([{ kind: "put-meta", meta: at(requeued, "SCHEDULED", 6, 0), previous: at(requeued, "SCHEDULED", 6) }]);
+      store = await fixture.reopen();
+      expect(await readyJids(store, "default", 2)).toEqual([kept, leased]);
+      expect(await readyJids(store, "default", 0)).toEqual([requeued]);
+      expect((await store.readyPage("default", 0, 0, 10))[0]).toEqual(at(requeued, "SCHEDULED", 6, 0));
+      expect(await sortedReadyCounts(store)).toEqual([
+        { queue: "default", priority: 0, count: 1, maxReadySeq: 6 },
+        { queue: "default", priority: 2, count: 2, maxReadySeq: 7 },
+      ]);
+      expect(await liveJids(store, "liveJobs")).toEqual([leased, requeued, kept].sort());
+
+      // Out of SCHEDULED into a state other than RUNNING, and back out of terminal: still one listing each.
+      await store.commit([
+        { kind: "put-meta", meta: { ...at(kept, "DELAYED", 5), dueAtMs: 9_000 }, previous: at(kept, "SCHEDULED", 5) },
+        { kind: "put-meta", meta: at(cancelled, "SCHEDULED", 8), previous: { ...at(cancelled, "CANCELLED", 3), completedAtMs: 2_000 } },
+      ]);
+      expect(await readyJids(store, "default", 2)).toEqual([leased, cancelled]);
+      expect(await liveJids(store, "unreadyLiveJobs")).toEqual([kept]);
+      expect(await store.listFinished("CANCELLED", "default", undefined, 10)).toEqual([]);
+      expect(await liveJids(store, "liveJobs")).toEqual([leased, cancelled, requeued, kept].sort());
       await fixture.cleanup();
     });
 

@@ -1,3 +1,5 @@
+import type { PriorityLevel } from "../../engine/job.js";
+
 /**
  * The LevelDB key layout, and the only place that builds keys. Documented in docs/keyspace.md.
  * Keys are UTF-8 strings; `/` separates parts; a range of one prefix is [prefix, prefix + "\xff").
@@ -9,11 +11,18 @@ export const KEYS = {
   body: (jid: string) => `b/${jid}`,
   /** Result bytes of a completed job. */
   result: (jid: string) => `r/${jid}`,
-  /** Present (empty value) while the job is not terminal: the recovery index. */
+  /** Present (empty value) while the job is neither terminal nor SCHEDULED: the recovery index. */
   live: (jid: string) => `l/${jid}`,
   livePrefix: "l/",
+  /**
+   * Present (empty value) while the job is SCHEDULED, instead of l/: the ready jobs of a queue
+   * and priority level in the order they run, read a page at a time.
+   */
+  ready: (queue: string, priority: PriorityLevel, readySeq: number, jid: string) => `q/${queue}/${priority}/${digits15(readySeq)}/${jid}`,
+  readyLevelPrefix: (queue: string, priority: PriorityLevel) => `q/${queue}/${priority}/`,
+  readyPrefix: "q/",
   /** Present (empty value) while the job is COMPLETED or CANCELLED: deletion order by expiry. */
-  purge: (expiresAtMs: number, jid: string) => `x/${String(expiresAtMs).padStart(15, "0")}/${jid}`,
+  purge: (expiresAtMs: number, jid: string) => `x/${digits15(expiresAtMs)}/${jid}`,
   purgePrefix: "x/",
   /** IdempotencyClaim JSON, by job type and key (the type length-prefixed, so any chars are safe). */
   idempotency: (type: string, key: string) => `k/${type.length}:${type}/${key}`,
@@ -23,7 +32,7 @@ export const KEYS = {
   callbackPrefix: "w/",
   /** Present (empty) while the job is finished: finished jobs of a state and queue, oldest first. */
   finishedInQueue: (state: string, queue: string, completedAtMs: number, jid: string) =>
-    `f/${state}/${queue}/${String(completedAtMs).padStart(15, "0")}/${jid}`,
+    `f/${state}/${queue}/${digits15(completedAtMs)}/${jid}`,
   finishedInQueuePrefix: (state: string, queue: string) => `f/${state}/${queue}/`,
   finishedInStatePrefix: (state: string) => `f/${state}/`,
   /** Layouts 1 and 2 only: finished jobs of a state across queues. Deleted when a dir is opened. */
@@ -34,18 +43,30 @@ export const KEYS = {
   queuePrefix: "n/",
   /** Counters JSON. */
   counters: "m/counters",
-  /** Keyspace layout version: "3"; "2" and "1" (JSON metas) are still read. */
+  /** Keyspace layout version: "4"; "3", "2" and "1" (JSON metas) are still read (and migrated at open). */
   layoutVersion: "m/layout-version",
 } as const;
 
-/** The jid of a `l/<jid>` key. */
-export function jidOfLiveKey(key: string): string {
-  return key.slice(KEYS.livePrefix.length);
+/** A number in 15 digits, so keys sort by it. */
+function digits15(value: number): string {
+  return String(value).padStart(15, "0");
 }
 
 /** Bounds for iterating every key that starts with `prefix`. */
 export function prefixRange(prefix: string): { gte: string; lt: string } {
   return { gte: prefix, lt: `${prefix}\xff` };
+}
+
+/** Bounds of the `q/` keys of one level with a readySeq above `afterSeq` (all of them for a negative one). */
+export function readyRangeAfter(queue: string, priority: PriorityLevel, afterSeq: number): { gte: string; lt: string } {
+  const prefix = KEYS.readyLevelPrefix(queue, priority);
+  return { gte: `${prefix}${digits15(Math.max(0, Math.floor(afterSeq) + 1))}`, lt: `${prefix}\xff` };
+}
+
+/** Queue, priority and readySeq of a `q/<queue>/<priority>/<readySeq>/<jid>` key (queue names contain no "/"). */
+export function parseReadyKey(key: string): { queue: string; priority: PriorityLevel; readySeq: number } {
+  const [, queue, priority, readySeq] = key.split("/");
+  return { queue: queue!, priority: Number(priority) as PriorityLevel, readySeq: Number(readySeq) };
 }
 
 /** The expiry time and jid of a `x/<expiresAtMs>/<jid>` key. */

@@ -2,11 +2,11 @@ import { mkdirSync } from "node:fs";
 import { Level } from "level";
 import { WorqError } from "../../engine/errors.js";
 import { isPurgedAtExpiry, isTerminal, type JobBody, type JobMeta } from "../../engine/job.js";
-import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, Store, StoreWrite } from "../../engine/store.js";
-import type { JobState } from "../../engine/job.js";
+import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, ReadyLevelCount, Store, StoreWrite } from "../../engine/store.js";
+import type { JobState, PriorityLevel } from "../../engine/job.js";
 import { decodeBody, decodeJson, decodeMeta, encodeBody, encodeJson, encodeMeta, plainBytes } from "./codec.js";
 import { GroupCommitter } from "./group-commit.js";
-import { KEYS, jidOfIndexKey, jidOfLiveKey, parseFinishedInQueueKey, parsePurgeKey, prefixRange } from "./keys.js";
+import { KEYS, jidOfIndexKey, parseFinishedInQueueKey, parsePurgeKey, parseReadyKey, prefixRange, readyRangeAfter } from "./keys.js";
 
 type BatchOp = { type: "put"; key: string; value: Uint8Array } | { type: "del"; key: string };
 
@@ -30,13 +30,19 @@ interface NativeLevel {
 const SYNC = { sync: process.env.WORQ_TEST_ONLY_SKIP_FSYNC !== "1" };
 
 /**
- * Keyspace layout written: 2 stores metas in binary (engine/meta-binary.ts). A layout-1 dir (JSON
- * metas) is read as it is and marked 2 at open, since new records will be binary; a server
- * that reads only layout 1 then refuses the dir instead of misreading it.
+ * Keyspace layout written: 2 stores metas in binary (engine/meta-binary.ts), 3 drops the index
+ * of finished jobs across queues, 4 lists SCHEDULED jobs under q/ instead of l/. An older dir
+ * is migrated at open and marked 4 (a layout-1 dir's JSON metas are read as they are, since
+ * new records will be binary); a server that reads only an older layout then refuses the dir
+ * instead of misreading it.
  */
-const LAYOUT_VERSION = "3";
-const READABLE_LAYOUTS = new Set(["1", "2", "3"]);
+const LAYOUT_VERSION = "4";
+const READABLE_LAYOUTS = new Set(["1", "2", "3", "4"]);
 const EMPTY = new Uint8Array();
+/** Metas read per round trip when a listing streams an index (recovery). */
+const PAGE_KEYS = 1000;
+/** l/ keys looked at per synced batch when an older dir's SCHEDULED jobs move to q/. */
+const MIGRATION_KEYS = 10_000;
 
 /**
  * The embedded LevelDB Store (classic-level via `level`). Every commit is one `db.batch`
@@ -89,9 +95,28 @@ export class LevelStore implements Store {
     }
     if (version !== LAYOUT_VERSION) {
       // Layouts 1 and 2 kept an index of finished jobs across queues; 3 merges the per-queue
-      // one instead. Dropped before the version is written, so an interrupted open redoes it.
+      // one instead. Both steps are done before the version is written, and each can be
+      // redone, so an interrupted open finishes the job at the next.
       await this.db.clear(prefixRange(KEYS.droppedFinishedIndexPrefix));
+      await this.moveReadyJobs();
       await this.db.put(KEYS.layoutVersion, encodeJson(LAYOUT_VERSION), { sync: true });
+    }
+  }
+
+  /**
+   * Layouts 1 to 3 listed SCHEDULED jobs under l/ with the other unfinished ones; 4 lists them
+   * under q/ by level and readySeq, so the engine can page them. Each batch is synced: an
+   * interrupted move leaves the jobs not moved yet under l/, and the next open moves them.
+   */
+  private async moveReadyJobs(): Promise<void> {
+    // The iterator reads a snapshot, so the batches written meanwhile do not disturb it.
+    for await (const jids of this.jidPages(KEYS.livePrefix, MIGRATION_KEYS)) {
+      const ops: BatchOp[] = [];
+      for (const meta of await this.metasOf(jids)) {
+        if (meta.state !== "SCHEDULED") continue;
+        ops.push({ type: "del", key: KEYS.live(meta.jid) }, { type: "put", key: KEYS.ready(meta.queue, meta.priority, meta.readySeq, meta.jid), value: EMPTY });
+      }
+      if (ops.length > 0) await this.writeBatch(ops);
     }
   }
 
@@ -154,16 +179,46 @@ export class LevelStore implements Store {
   }
 
   async *liveJobs(): AsyncIterable<JobMeta> {
-    const pageSize = 1000;
+    yield* this.unreadyLiveJobs();
+    for await (const jids of this.jidPages(KEYS.readyPrefix, PAGE_KEYS)) yield* await this.metasOf(jids);
+  }
+
+  async *unreadyLiveJobs(): AsyncIterable<JobMeta> {
+    for await (const jids of this.jidPages(KEYS.livePrefix, PAGE_KEYS)) yield* await this.metasOf(jids);
+  }
+
+  async readyCounts(): Promise<ReadyLevelCount[]> {
+    // Keys sort by level, then readySeq: each level is one run of keys, its last the highest readySeq.
+    const counts: ReadyLevelCount[] = [];
+    for await (const key of this.db.keys(prefixRange(KEYS.readyPrefix))) {
+      const { queue, priority, readySeq } = parseReadyKey(key);
+      const level = counts[counts.length - 1];
+      if (level?.queue === queue && level.priority === priority) {
+        level.count++;
+        level.maxReadySeq = readySeq;
+      } else {
+        counts.push({ queue, priority, count: 1, maxReadySeq: readySeq });
+      }
+    }
+    return counts;
+  }
+
+  async readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number): Promise<JobMeta[]> {
+    const keys = await this.db.keys({ ...readyRangeAfter(queue, priority, afterSeq), limit }).all();
+    return this.metasOf(keys.map(jidOfIndexKey));
+  }
+
+  /** The jids of the index keys under `prefix`, `pageSize` at a time. */
+  private async *jidPages(prefix: string, pageSize: number): AsyncIterable<string[]> {
     let jids: string[] = [];
-    for await (const key of this.db.keys(prefixRange(KEYS.livePrefix))) {
-      jids.push(jidOfLiveKey(key));
+    for await (const key of this.db.keys(prefixRange(prefix))) {
+      jids.push(jidOfIndexKey(key));
       if (jids.length === pageSize) {
-        yield* await this.metasOf(jids);
+        yield jids;
         jids = [];
       }
     }
-    yield* await this.metasOf(jids);
+    if (jids.length > 0) yield jids;
   }
 
   private async metasOf(jids: string[]): Promise<JobMeta[]> {
@@ -300,10 +355,15 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
   }
 }
 
+/** The one index key of an unfinished job: q/ while SCHEDULED, else l/. */
+function liveKeyOf(meta: JobMeta): string {
+  return meta.state === "SCHEDULED" ? KEYS.ready(meta.queue, meta.priority, meta.readySeq, meta.jid) : KEYS.live(meta.jid);
+}
+
 /** The index keys a job's meta is listed under (docs/keyspace.md); empty values. */
 function indexKeysOf(meta: JobMeta | undefined): string[] {
   if (!meta) return [];
-  if (!isTerminal(meta.state)) return [KEYS.live(meta.jid)];
+  if (!isTerminal(meta.state)) return [liveKeyOf(meta)];
   const finishedAtMs = meta.completedAtMs ?? meta.updatedAtMs;
   const keys = [KEYS.finishedInQueue(meta.state, meta.queue, finishedAtMs, meta.jid)];
   if (isPurgedAtExpiry(meta.state)) keys.push(KEYS.purge(meta.expiresAtMs, meta.jid));
@@ -315,15 +375,21 @@ function addIndexOps(previous: JobMeta | undefined, next: JobMeta | undefined, o
   const wasLive = previous !== undefined && !isTerminal(previous.state);
   const isLive = next !== undefined && !isTerminal(next.state);
   // Most transitions (lease, renew, fail and retry, due) go from one unfinished state to
-  // another: the job stays under its one l/<jid> key, and there is nothing to build.
-  if (wasLive && isLive) return;
+  // another: the job moves from one live key to another at most. Between two states other
+  // than SCHEDULED it stays under its l/<jid> key, and there is nothing to build.
+  if (wasLive && isLive) {
+    if (previous.state !== "SCHEDULED" && next.state !== "SCHEDULED") return;
+    const [before, after] = [liveKeyOf(previous), liveKeyOf(next)];
+    if (before !== after) ops.push({ type: "del", key: before }, { type: "put", key: after, value: EMPTY });
+    return;
+  }
   // A submit, and a job finishing: once per job each, so written out without key lists.
   if (previous === undefined && isLive) {
-    ops.push({ type: "put", key: KEYS.live(next.jid), value: EMPTY });
+    ops.push({ type: "put", key: liveKeyOf(next), value: EMPTY });
     return;
   }
   if (wasLive && next !== undefined) {
-    ops.push({ type: "del", key: KEYS.live(previous.jid) });
+    ops.push({ type: "del", key: liveKeyOf(previous) });
     for (const key of indexKeysOf(next)) ops.push({ type: "put", key, value: EMPTY });
     return;
   }

@@ -1,7 +1,7 @@
 import type { JobBody, JobMeta } from "../../engine/job.js";
 import { isPurgedAtExpiry, isTerminal } from "../../engine/job.js";
-import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, Store, StoreWrite } from "../../engine/store.js";
-import type { JobState } from "../../engine/job.js";
+import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, ReadyLevelCount, Store, StoreWrite } from "../../engine/store.js";
+import type { JobState, PriorityLevel } from "../../engine/job.js";
 
 /** The data of a MemoryStore; pass the same one to a new MemoryStore to simulate a restart. */
 export interface MemoryData {
@@ -105,6 +105,33 @@ export class MemoryStore implements Store {
     for (const meta of [...this.data.metas.values()]) {
       if (!isTerminal(meta.state)) yield structuredClone(meta);
     }
+  }
+
+  async *unreadyLiveJobs(): AsyncIterable<JobMeta> {
+    for (const meta of [...this.data.metas.values()]) {
+      if (!isTerminal(meta.state) && meta.state !== "SCHEDULED") yield structuredClone(meta);
+    }
+  }
+
+  async readyCounts(): Promise<ReadyLevelCount[]> {
+    const counts = new Map<string, ReadyLevelCount>();
+    for (const meta of this.data.metas.values()) {
+      if (meta.state !== "SCHEDULED") continue;
+      const id = `${meta.queue}/${meta.priority}`;
+      const entry = counts.get(id) ?? { queue: meta.queue, priority: meta.priority, count: 0, maxReadySeq: 0 };
+      entry.count++;
+      entry.maxReadySeq = Math.max(entry.maxReadySeq, meta.readySeq);
+      counts.set(id, entry);
+    }
+    return [...counts.values()];
+  }
+
+  async readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number): Promise<JobMeta[]> {
+    return [...this.data.metas.values()]
+      .filter((meta) => meta.state === "SCHEDULED" && meta.queue === queue && meta.priority === priority && meta.readySeq > afterSeq)
+      .sort((a, b) => a.readySeq - b.readySeq || (a.jid < b.jid ? -1 : 1))
+      .slice(0, limit)
+      .map((meta) => structuredClone(meta));
   }
 
   async getCounters(): Promise<Counters> {

@@ -18,33 +18,34 @@ export const COMMIT_SQL = `
 WITH
   del_jobs AS (DELETE FROM worq_jobs WHERE jid = ANY($1::text[])),
   put_jobs AS (
-    INSERT INTO worq_jobs (jid, state, queue, live, finished_at_ms, purge_at_ms, meta)
-    SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::boolean[], $6::bigint[], $7::bigint[], $8::bytea[])
+    INSERT INTO worq_jobs (jid, state, queue, live, finished_at_ms, purge_at_ms, meta, priority, ready_seq)
+    SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::boolean[], $6::bigint[], $7::bigint[], $8::bytea[], $9::smallint[], $10::bigint[])
     ON CONFLICT (jid) DO UPDATE SET state = EXCLUDED.state, queue = EXCLUDED.queue, live = EXCLUDED.live,
-      finished_at_ms = EXCLUDED.finished_at_ms, purge_at_ms = EXCLUDED.purge_at_ms, meta = EXCLUDED.meta),
-  del_bodies AS (DELETE FROM worq_bodies WHERE jid = ANY($9::text[])),
+      finished_at_ms = EXCLUDED.finished_at_ms, purge_at_ms = EXCLUDED.purge_at_ms, meta = EXCLUDED.meta,
+      priority = EXCLUDED.priority, ready_seq = EXCLUDED.ready_seq),
+  del_bodies AS (DELETE FROM worq_bodies WHERE jid = ANY($11::text[])),
   put_bodies AS (
-    INSERT INTO worq_bodies (jid, body, payload) SELECT * FROM unnest($10::text[], $11::bytea[], $12::bytea[])
+    INSERT INTO worq_bodies (jid, body, payload) SELECT * FROM unnest($12::text[], $13::bytea[], $14::bytea[])
     ON CONFLICT (jid) DO UPDATE SET body = EXCLUDED.body, payload = EXCLUDED.payload),
-  del_results AS (DELETE FROM worq_results WHERE jid = ANY($13::text[])),
+  del_results AS (DELETE FROM worq_results WHERE jid = ANY($15::text[])),
   put_results AS (
-    INSERT INTO worq_results (jid, result) SELECT * FROM unnest($14::text[], $15::bytea[])
+    INSERT INTO worq_results (jid, result) SELECT * FROM unnest($16::text[], $17::bytea[])
     ON CONFLICT (jid) DO UPDATE SET result = EXCLUDED.result),
-  del_callbacks AS (DELETE FROM worq_callbacks WHERE jid = ANY($16::text[])),
+  del_callbacks AS (DELETE FROM worq_callbacks WHERE jid = ANY($18::text[])),
   put_callbacks AS (
-    INSERT INTO worq_callbacks (jid, url) SELECT * FROM unnest($17::text[], $18::text[])
+    INSERT INTO worq_callbacks (jid, url) SELECT * FROM unnest($19::text[], $20::text[])
     ON CONFLICT (jid) DO UPDATE SET url = EXCLUDED.url),
   del_claims AS (
-    DELETE FROM worq_idempotency WHERE (type, key) IN (SELECT * FROM unnest($19::text[], $20::text[]))),
+    DELETE FROM worq_idempotency WHERE (type, key) IN (SELECT * FROM unnest($21::text[], $22::text[]))),
   put_claims AS (
-    INSERT INTO worq_idempotency (type, key, jid, expires_at_ms) SELECT * FROM unnest($21::text[], $22::text[], $23::text[], $24::bigint[])
+    INSERT INTO worq_idempotency (type, key, jid, expires_at_ms) SELECT * FROM unnest($23::text[], $24::text[], $25::text[], $26::bigint[])
     ON CONFLICT (type, key) DO UPDATE SET jid = EXCLUDED.jid, expires_at_ms = EXCLUDED.expires_at_ms),
   put_queues AS (
-    INSERT INTO worq_queues (name, paused) SELECT * FROM unnest($25::text[], $26::boolean[])
+    INSERT INTO worq_queues (name, paused) SELECT * FROM unnest($27::text[], $28::boolean[])
     ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused),
   put_counters AS (
     INSERT INTO worq_counters (id, submitted, processed, failed, evicted)
-    SELECT 1, c[1], c[2], c[3], c[4] FROM (SELECT $27::bigint[] AS c) AS given WHERE cardinality(c) = 4
+    SELECT 1, c[1], c[2], c[3], c[4] FROM (SELECT $29::bigint[] AS c) AS given WHERE cardinality(c) = 4
     ON CONFLICT (id) DO UPDATE SET submitted = EXCLUDED.submitted, processed = EXCLUDED.processed,
       failed = EXCLUDED.failed, evicted = EXCLUDED.evicted)
 SELECT 1`;
@@ -173,6 +174,8 @@ export function commitParameters(writes: readonly StoreWrite[]): { values: unkno
     metas.map((meta) => (isTerminal(meta.state) ? (meta.completedAtMs ?? meta.updatedAtMs) : null)),
     metas.map((meta) => (isPurgedAtExpiry(meta.state) ? meta.expiresAtMs : null)),
     metas.map((meta) => buffer(encodeMetaJson(meta))),
+    metas.map((meta) => (meta.state === "SCHEDULED" ? meta.priority : null)),
+    metas.map((meta) => (meta.state === "SCHEDULED" ? meta.readySeq : null)),
     bodies.deleted,
     bodies.put.map(([jid]) => jid),
     bodies.put.map(([, row]) => buffer(row.body)),

@@ -1,12 +1,21 @@
 import pg from "pg";
+import { decodeMeta } from "../level/codec.js";
 import { redactedUrl } from "./url.js";
+
+/** One schema change: its SQL, then, when rows need what only Worq can decode, a backfill in JS. */
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+  backfill?: (client: pg.ClientBase) => Promise<void>;
+}
 
 /**
  * The PostgreSQL schema, as an ordered list of migrations. Each is applied once, in a
  * transaction, and recorded in worq_schema_migrations; never edit one that has shipped, add
  * the next. Layout and reasons: docs/deploy.md.
  */
-export const MIGRATIONS: readonly { version: number; name: string; sql: string }[] = [
+export const MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
     name: "jobs, bodies, results, idempotency claims, callbacks, queues, counters",
@@ -74,7 +83,43 @@ export const MIGRATIONS: readonly { version: number; name: string; sql: string }
       );
     `,
   },
+  {
+    version: 3,
+    name: "ready jobs by queue, priority and ready sequence",
+    // The engine reads SCHEDULED jobs a page at a time per (queue, priority) in readySeq
+    // order, and the other unfinished ones whole at start: an index for each. priority and
+    // ready_seq are set only while SCHEDULED, the only rows the ready index holds. The live
+    // index goes: both listings of unfinished jobs read one of the two new ones.
+    sql: `
+      ALTER TABLE worq_jobs ADD COLUMN priority smallint, ADD COLUMN ready_seq bigint;
+      CREATE INDEX worq_jobs_ready ON worq_jobs (queue, priority, ready_seq, jid) WHERE state = 'SCHEDULED';
+      CREATE INDEX worq_jobs_unready ON worq_jobs (jid) WHERE live AND state <> 'SCHEDULED';
+      DROP INDEX worq_jobs_live;
+    `,
+    backfill: backfillReadyColumns,
+  },
 ];
+
+/** Rows decoded and updated per round trip of a backfill. */
+const BACKFILL_ROWS = 10_000;
+
+/** Sets priority and ready_seq of the SCHEDULED rows from their metas (migration 3). */
+async function backfillReadyColumns(client: pg.ClientBase): Promise<void> {
+  // A cursor reads the rows as they were when it was declared, in one pass over the table,
+  // whatever the updates made meanwhile in this transaction.
+  await client.query("DECLARE worq_backfill NO SCROLL CURSOR FOR SELECT jid, meta FROM worq_jobs WHERE state = 'SCHEDULED'");
+  for (;;) {
+    const { rows } = await client.query<{ jid: string; meta: Buffer }>(`FETCH ${BACKFILL_ROWS} FROM worq_backfill`);
+    if (rows.length === 0) break;
+    const metas = rows.map((row) => decodeMeta(row.meta));
+    await client.query(
+      `UPDATE worq_jobs SET priority = given.priority, ready_seq = given.ready_seq
+       FROM unnest($1::text[], $2::smallint[], $3::bigint[]) AS given (jid, priority, ready_seq) WHERE worq_jobs.jid = given.jid`,
+      [rows.map((row) => row.jid), metas.map((meta) => meta.priority), metas.map((meta) => meta.readySeq)],
+    );
+  }
+  await client.query("CLOSE worq_backfill");
+}
 
 /** Serialises migrations of one database across processes (pg_advisory_xact_lock key). */
 const MIGRATION_LOCK = 0x776f7271_01; // "worq" 1
@@ -109,6 +154,7 @@ export async function applyMigrations(client: pg.ClientBase): Promise<MigrationO
     for (const migration of MIGRATIONS) {
       if (present.has(migration.version)) continue;
       await client.query(migration.sql);
+      await migration.backfill?.(client);
       await client.query("INSERT INTO worq_schema_migrations (version, name) VALUES ($1, $2)", [migration.version, migration.name]);
       applied.push({ version: migration.version, name: migration.name });
     }

@@ -1,7 +1,7 @@
 import pg from "pg";
 import { WorqError } from "../../engine/errors.js";
-import type { JobBody, JobMeta, JobState } from "../../engine/job.js";
-import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, Store, StoreWrite } from "../../engine/store.js";
+import type { JobBody, JobMeta, JobState, PriorityLevel } from "../../engine/job.js";
+import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, ReadyLevelCount, Store, StoreWrite } from "../../engine/store.js";
 import { decodeJson, decodeMeta, plainBytes } from "../level/codec.js";
 import { GroupCommitter } from "../level/group-commit.js";
 import { COMMIT_SQL, commitParameters, STATEMENT_DATA_BYTES, statementChunks } from "./commit-statement.js";
@@ -158,16 +158,49 @@ export class PostgresStore implements Store {
   }
 
   async *liveJobs(): AsyncIterable<JobMeta> {
+    yield* this.unreadyLiveJobs();
+    // The ready index's order, paged by its whole key.
+    let after: [string, number, number, string] = ["", -1, -1, ""];
+    for (;;) {
+      const { rows } = await this.pool.query<{ queue: string; priority: number; ready_seq: string; jid: string; meta: Buffer }>(
+        `SELECT queue, priority, ready_seq, jid, meta FROM worq_jobs WHERE state = 'SCHEDULED' AND (queue, priority, ready_seq, jid) > ($1, $2, $3, $4)
+         ORDER BY queue, priority, ready_seq, jid LIMIT $5`,
+        [...after, PAGE_ROWS],
+      );
+      for (const row of rows) yield decodeMeta(row.meta);
+      if (rows.length < PAGE_ROWS) return;
+      const last = rows[rows.length - 1]!;
+      after = [last.queue, last.priority, Number(last.ready_seq), last.jid];
+    }
+  }
+
+  async *unreadyLiveJobs(): AsyncIterable<JobMeta> {
     let after = "";
     for (;;) {
       const { rows } = await this.pool.query<{ jid: string; meta: Buffer }>(
-        "SELECT jid, meta FROM worq_jobs WHERE live AND jid > $1 ORDER BY jid LIMIT $2",
+        "SELECT jid, meta FROM worq_jobs WHERE live AND state <> 'SCHEDULED' AND jid > $1 ORDER BY jid LIMIT $2",
         [after, PAGE_ROWS],
       );
       for (const row of rows) yield decodeMeta(row.meta);
       if (rows.length < PAGE_ROWS) return;
       after = rows[rows.length - 1]!.jid;
     }
+  }
+
+  async readyCounts(): Promise<ReadyLevelCount[]> {
+    const { rows } = await this.pool.query<{ queue: string; priority: PriorityLevel; count: string; max_ready_seq: string }>(
+      "SELECT queue, priority, count(*) AS count, max(ready_seq) AS max_ready_seq FROM worq_jobs WHERE state = 'SCHEDULED' GROUP BY queue, priority",
+    );
+    return rows.map((row) => ({ queue: row.queue, priority: row.priority, count: Number(row.count), maxReadySeq: Number(row.max_ready_seq) }));
+  }
+
+  async readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number): Promise<JobMeta[]> {
+    const { rows } = await this.pool.query<{ meta: Buffer }>(
+      `SELECT meta FROM worq_jobs WHERE state = 'SCHEDULED' AND queue = $1 AND priority = $2 AND ready_seq > $3
+       ORDER BY ready_seq, jid LIMIT $4`,
+      [queue, priority, afterSeq, limit],
+    );
+    return rows.map((row) => decodeMeta(row.meta));
   }
 
   async getCounters(): Promise<Counters> {

@@ -28,6 +28,7 @@ export async function startTestServer(overrides: Partial<ServerConfig> = {}, dat
     dataDir: dir,
     maxJobBytes: 1024 * 1024,
     orphanGraceMs: 10_000,
+    readyWindow: 10_000,
     keepaliveIntervalMs: 15_000,
     idempotencyWindowMs: 24 * 3_600_000,
     maxConcurrentCalls: 10_000,
