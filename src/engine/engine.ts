@@ -319,10 +319,11 @@ export class Engine {
       this.readySeq = Math.max(this.readySeq, level.maxReadySeq);
       const queue = this.readyQueueOf(internName(level.queue));
       const page = await this.store.readyPage(level.queue, level.priority, 0, this.readyWindow);
-      for (const stored of page) {
+      for (const { meta: stored, body } of page) {
         const meta = ownMeta(stored);
         hold(meta);
         queue.push(meta.jid, meta.priority, meta.readySeq);
+        if (body) this.bodies.offer(meta.jid, body, bodyDataBytes(body));
       }
       if (level.count > page.length) {
         this.countCold(queue, level.priority, level.count - page.length);
@@ -621,8 +622,8 @@ export class Engine {
         after = Math.max(after, queue.lastSeqAt(priority));
         const page = await this.store.readyPage(name, priority, after, COLD_PAGE);
         if (page.length === 0) return false;
-        after = page.at(-1)!.readySeq;
-        const cold = page.filter((meta) => !this.live.has(meta.jid)).map(ownMeta);
+        after = page.at(-1)!.meta.readySeq;
+        const cold = page.flatMap(({ meta }) => (this.live.has(meta.jid) ? [] : [ownMeta(meta)]));
         const { writes, gone, done } = act(cold);
         this.countCold(queue, priority, -gone);
         if (writes.length > 0) await this.persist(writes);
@@ -1357,7 +1358,7 @@ export class Engine {
         // Taken now: jobs paged in while the store is read are still listed once, from the read.
         const lastSeq = ready.lastSeqAt(priority);
         const afterSeq = after !== undefined && priority === after.priority ? Math.max(after.readySeq, lastSeq) : lastSeq;
-        coldReads.push(this.store.readyPage(name, priority, afterSeq, limit));
+        coldReads.push(this.store.readyPage(name, priority, afterSeq, limit).then((jobs) => jobs.map((job) => job.meta)));
       }
     }
     // Across queues and levels: the same order as within one (readySeq is unique across the engine).
@@ -1428,7 +1429,7 @@ export class Engine {
     const nowMs = this.clock.nowMs();
     const evictions: StoreWrite[] = [];
     let read = 0;
-    for (const stored of page) {
+    for (const { meta: stored, body } of page) {
       if (stored.readySeq <= queue.lastSeqAt(priority) || this.live.has(stored.jid)) continue;
       read++;
       const meta = ownMeta(stored);
@@ -1439,6 +1440,8 @@ export class Engine {
       }
       this.live.set(meta);
       this.pushExpiry(meta);
+      // Read with the page (LevelDB keeps a copy beside it): the lease then needs no read by jid.
+      if (body) this.bodies.offer(meta.jid, body, bodyDataBytes(body));
     }
     // None found, and none made cold since the read began: the count was off; do not read forever.
     const missing = page.length === 0 && this.coldCounted === countedBefore ? queue.coldAt(priority) : 0;

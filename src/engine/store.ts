@@ -34,6 +34,12 @@ export interface QueueInfo {
   paused: boolean;
 }
 
+/** A job of a page of ready jobs: its meta, and its body when the store keeps it with the page (else getBodies reads it). */
+export interface ReadyJob {
+  meta: JobMeta;
+  body: JobBody | undefined;
+}
+
 /** The number of SCHEDULED jobs of one queue and priority level. */
 export interface ReadyLevelCount {
   queue: string;
@@ -98,7 +104,7 @@ export interface Store {
    * `afterSeq`, in readySeq order: the order they run in. Keyed, so jobs leaving meanwhile
    * do not shift pages.
    */
-  readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number): Promise<JobMeta[]>;
+  readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number): Promise<ReadyJob[]>;
   /** Totals as of the last commit; zeros for a new store. */
   getCounters(): Promise<Counters>;
   /** Every queue ever used, sorted by name. */

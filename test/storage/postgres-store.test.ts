@@ -86,8 +86,8 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
 
     const { store } = await openStore(url);
     const level = (queue: string, priority: number) => ready.filter((meta) => meta.queue === queue && meta.priority === priority);
-    expect(await store.readyPage("sms", 0, 0, 3)).toEqual(level("sms", 0).slice(0, 3));
-    expect((await store.readyPage("mail", 2, 5_000, 10_000)).map((meta) => meta.jid)).toEqual(
+    expect((await store.readyPage("sms", 0, 0, 3)).map((job) => job.meta)).toEqual(level("sms", 0).slice(0, 3));
+    expect((await store.readyPage("mail", 2, 5_000, 10_000)).map((job) => job.meta.jid)).toEqual(
       level("mail", 2).filter((meta) => meta.readySeq > 5_000).map((meta) => meta.jid),
     );
     const counts = (await store.readyCounts()).sort((a, b) => (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : a.priority - b.priority));

@@ -66,7 +66,7 @@ async function liveJids(store: Store, listing: "liveJobs" | "unreadyLiveJobs"): 
 
 /** The jids of one readyPage, in its order. */
 async function readyJids(store: Store, queue: string, priority: PriorityLevel, afterSeq = 0, limit = 100): Promise<string[]> {
-  return (await store.readyPage(queue, priority, afterSeq, limit)).map((m) => m.jid);
+  return (await store.readyPage(queue, priority, afterSeq, limit)).map((job) => job.meta.jid);
 }
 
 /** readyCounts in one order, for comparing. */
@@ -271,15 +271,15 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
           const jids: string[] = [];
           for (let page = await store.readyPage("mail", 2, 0, size); page.length > 0; ) {
             expect(page.length).toBeLessThanOrEqual(size);
-            jids.push(...page.map((m) => m.jid));
-            page = await store.readyPage("mail", 2, page[page.length - 1]!.readySeq, size);
+            jids.push(...page.map((job) => job.meta.jid));
+            page = await store.readyPage("mail", 2, page[page.length - 1]!.meta.readySeq, size);
           }
           expect(jids).toEqual(inOrder("mail", 2));
         }
         expect(await readyJids(store, "mail", 2, 10)).toEqual(inOrder("mail", 2).slice(2));
         expect(await readyJids(store, "mail", 2, 11, 2)).toEqual(inOrder("mail", 2).slice(2, 4));
         expect(await readyJids(store, "mail", 2, 1_000_000_000_000)).toEqual([]);
-        expect(await store.readyPage("mail", 2, 99, 1)).toEqual([ready[0]]);
+        expect((await store.readyPage("mail", 2, 99, 1)).map((job) => job.meta)).toEqual([ready[0]]);
         expect(await sortedReadyCounts(store)).toEqual([
           { queue: "mail", priority: 0, count: 1, maxReadySeq: 11 },
           { queue: "mail", priority: 2, count: 5, maxReadySeq: 1_000_000_000_000 },
@@ -327,7 +327,7 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
       store = await fixture.reopen();
       expect(await readyJids(store, "default", 2)).toEqual([kept, leased]);
       expect(await readyJids(store, "default", 0)).toEqual([requeued]);
-      expect((await store.readyPage("default", 0, 0, 10))[0]).toEqual(at(requeued, "SCHEDULED", 6, 0));
+      expect((await store.readyPage("default", 0, 0, 10))[0]!.meta).toEqual(at(requeued, "SCHEDULED", 6, 0));
       expect(await sortedReadyCounts(store)).toEqual([
         { queue: "default", priority: 0, count: 1, maxReadySeq: 6 },
         { queue: "default", priority: 2, count: 2, maxReadySeq: 7 },
@@ -343,6 +343,13 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
       expect(await liveJids(store, "unreadyLiveJobs")).toEqual([kept]);
       expect(await store.listFinished("CANCELLED", "default", undefined, 10)).toEqual([]);
       expect(await liveJids(store, "liveJobs")).toEqual([leased, cancelled, requeued, kept].sort());
+      // Whatever a page holds is the job's current meta, and its body if any (LevelDB keeps copies beside the keys).
+      for (const priority of [0, 2] as const) {
+        for (const { meta, body } of await store.readyPage("default", priority, 0, 10)) {
+          expect(meta).toEqual(await store.getMeta(meta.jid));
+          if (body !== undefined) expect(body).toEqual(bodyOf());
+        }
+      }
       await fixture.cleanup();
     });
 

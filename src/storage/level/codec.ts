@@ -59,6 +59,28 @@ export function decodeBody(bytes: Uint8Array): JobBody {
   return jobBody(rest, plainBytes(bytes.subarray(4 + jsonLength)));
 }
 
+/**
+ * The value of a ready job's `q/` key: `u32 BE length of the meta | meta record | body record`
+ * (the body only when it was at hand: at submit). A copy of the job's meta and body records, so a page
+ * of ready jobs is one range read of adjacent keys instead of a lookup per job by random jid,
+ * each of which maps another block of some table file into the server's memory.
+ */
+export function encodeReadyValue(meta: Uint8Array, body: Uint8Array | undefined): Uint8Array {
+  const out = Buffer.allocUnsafe(4 + meta.byteLength + (body?.byteLength ?? 0));
+  out.writeUInt32BE(meta.byteLength, 0);
+  out.set(meta, 4);
+  if (body) out.set(body, 4 + meta.byteLength);
+  return out;
+}
+
+/** A `q/` value's meta and body (undefined when it holds none); undefined for an empty value (layouts before 4 moved at open). */
+export function decodeReadyValue(bytes: Uint8Array): { meta: JobMeta; body: JobBody | undefined } | undefined {
+  if (bytes.byteLength === 0) return undefined;
+  const metaLength = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(0);
+  const bodyBytes = bytes.subarray(4 + metaLength);
+  return { meta: decodeMeta(bytes.subarray(4, 4 + metaLength)), body: bodyBytes.byteLength > 0 ? decodeBody(bodyBytes) : undefined };
+}
+
 /** Copies into a plain Uint8Array: LevelDB hands out Buffers, whose slice() does not copy. */
 export function plainBytes(bytes: Uint8Array): Uint8Array {
   return new Uint8Array(bytes);

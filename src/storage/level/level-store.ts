@@ -2,9 +2,9 @@ import { mkdirSync } from "node:fs";
 import { Level } from "level";
 import { WorqError } from "../../engine/errors.js";
 import { isPurgedAtExpiry, isTerminal, type JobBody, type JobMeta } from "../../engine/job.js";
-import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, ReadyLevelCount, Store, StoreWrite } from "../../engine/store.js";
+import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, ReadyJob, ReadyLevelCount, Store, StoreWrite } from "../../engine/store.js";
 import type { JobState, PriorityLevel } from "../../engine/job.js";
-import { decodeBody, decodeJson, decodeMeta, encodeBody, encodeJson, encodeMeta, plainBytes } from "./codec.js";
+import { decodeBody, decodeJson, decodeMeta, decodeReadyValue, encodeBody, encodeJson, encodeMeta, encodeReadyValue, plainBytes } from "./codec.js";
 import { GroupCommitter } from "./group-commit.js";
 import { KEYS, jidOfIndexKey, parseFinishedInQueueKey, parsePurgeKey, parseReadyKey, prefixRange, readyRangeAfter } from "./keys.js";
 
@@ -203,9 +203,17 @@ export class LevelStore implements Store {
     return counts;
   }
 
-  async readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number): Promise<JobMeta[]> {
-    const keys = await this.db.keys({ ...readyRangeAfter(queue, priority, afterSeq), limit }).all();
-    return this.metasOf(keys.map(jidOfIndexKey));
+  async readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number): Promise<ReadyJob[]> {
+    const entries = await this.db.iterator({ ...readyRangeAfter(queue, priority, afterSeq), limit }).all();
+    const jobs = entries.map(([, value]) => decodeReadyValue(value));
+    // Keys moved from l/ by the layout-4 migration hold no copy: their metas are read by jid.
+    const bare = jobs.flatMap((job, i) => (job === undefined ? [jidOfIndexKey(entries[i]![0])] : []));
+    const metas = new Map((await this.metasOf(bare)).map((meta) => [meta.jid, meta]));
+    return jobs.flatMap((job, i) => {
+      if (job) return [job];
+      const meta = metas.get(jidOfIndexKey(entries[i]![0]));
+      return meta ? [{ meta, body: undefined }] : [];
+    });
   }
 
   /** The jids of the index keys under `prefix`, `pageSize` at a time. */
@@ -320,14 +328,17 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
   switch (write.kind) {
     case "put-job": {
       const jid = write.meta.jid;
-      ops.push({ type: "put", key: KEYS.meta(jid), value: encodeMeta(write.meta) }, { type: "put", key: KEYS.body(jid), value: encodeBody(write.body) });
-      addIndexOps(undefined, write.meta, ops);
+      const [meta, body] = [encodeMeta(write.meta), encodeBody(write.body)];
+      ops.push({ type: "put", key: KEYS.meta(jid), value: meta }, { type: "put", key: KEYS.body(jid), value: body });
+      addIndexOps(undefined, write.meta, ops, meta, body);
       return;
     }
-    case "put-meta":
-      ops.push({ type: "put", key: KEYS.meta(write.meta.jid), value: encodeMeta(write.meta) });
-      addIndexOps(write.previous, write.meta, ops);
+    case "put-meta": {
+      const meta = encodeMeta(write.meta);
+      ops.push({ type: "put", key: KEYS.meta(write.meta.jid), value: meta });
+      addIndexOps(write.previous, write.meta, ops, meta);
       return;
+    }
     case "put-result":
       ops.push({ type: "put", key: KEYS.result(write.jid), value: write.result });
       return;
@@ -370,22 +381,28 @@ function indexKeysOf(meta: JobMeta | undefined): string[] {
   return keys;
 }
 
-/** Appends the puts and deletes that move a job's index entries from `previous` to `next` (at most three keys each). */
-function addIndexOps(previous: JobMeta | undefined, next: JobMeta | undefined, ops: BatchOp[]): void {
+/**
+ * Appends the puts and deletes that move a job's index entries from `previous` to `next` (at
+ * most three keys each). `meta` and `body` are `next`'s records as written, for the copy a
+ * SCHEDULED job's q/ key holds (encodeReadyValue).
+ */
+function addIndexOps(previous: JobMeta | undefined, next: JobMeta | undefined, ops: BatchOp[], meta?: Uint8Array, body?: Uint8Array): void {
   const wasLive = previous !== undefined && !isTerminal(previous.state);
   const isLive = next !== undefined && !isTerminal(next.state);
+  const liveValue = () => (next?.state === "SCHEDULED" && meta ? encodeReadyValue(meta, body) : EMPTY);
   // Most transitions (lease, renew, fail and retry, due) go from one unfinished state to
   // another: the job moves from one live key to another at most. Between two states other
   // than SCHEDULED it stays under its l/<jid> key, and there is nothing to build.
   if (wasLive && isLive) {
     if (previous.state !== "SCHEDULED" && next.state !== "SCHEDULED") return;
     const [before, after] = [liveKeyOf(previous), liveKeyOf(next)];
-    if (before !== after) ops.push({ type: "del", key: before }, { type: "put", key: after, value: EMPTY });
+    if (before !== after) ops.push({ type: "del", key: before });
+    ops.push({ type: "put", key: after, value: liveValue() }); // a SCHEDULED job's copy follows its meta
     return;
   }
   // A submit, and a job finishing: once per job each, so written out without key lists.
   if (previous === undefined && isLive) {
-    ops.push({ type: "put", key: liveKeyOf(next), value: EMPTY });
+    ops.push({ type: "put", key: liveKeyOf(next), value: liveValue() });
     return;
   }
   if (wasLive && next !== undefined) {
@@ -396,5 +413,5 @@ function addIndexOps(previous: JobMeta | undefined, next: JobMeta | undefined, o
   const before = indexKeysOf(previous);
   const after = indexKeysOf(next);
   for (const key of before) if (!after.includes(key)) ops.push({ type: "del", key });
-  for (const key of after) if (!before.includes(key)) ops.push({ type: "put", key, value: EMPTY });
+  for (const key of after) if (!before.includes(key)) ops.push({ type: "put", key, value: isLive && key === liveKeyOf(next) ? liveValue() : EMPTY });
 }

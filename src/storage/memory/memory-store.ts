@@ -1,6 +1,6 @@
 import type { JobBody, JobMeta } from "../../engine/job.js";
 import { isPurgedAtExpiry, isTerminal } from "../../engine/job.js";
-import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, ReadyLevelCount, Store, StoreWrite } from "../../engine/store.js";
+import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, ReadyJob, ReadyLevelCount, Store, StoreWrite } from "../../engine/store.js";
 import type { JobState, PriorityLevel } from "../../engine/job.js";
 
 /** The data of a MemoryStore; pass the same one to a new MemoryStore to simulate a restart. */
@@ -126,12 +126,13 @@ export class MemoryStore implements Store {
     return [...counts.values()];
   }
 
-  async readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number): Promise<JobMeta[]> {
+  /** Metas only, as PostgreSQL's (the engine then reads bodies by jid, the path most engine tests are about). */
+  async readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number): Promise<ReadyJob[]> {
     return [...this.data.metas.values()]
       .filter((meta) => meta.state === "SCHEDULED" && meta.queue === queue && meta.priority === priority && meta.readySeq > afterSeq)
       .sort((a, b) => a.readySeq - b.readySeq || (a.jid < b.jid ? -1 : 1))
       .slice(0, limit)
-      .map((meta) => structuredClone(meta));
+      .map((meta) => ({ meta: structuredClone(meta), body: undefined }));
   }
 
   async getCounters(): Promise<Counters> {

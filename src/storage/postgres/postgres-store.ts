@@ -1,7 +1,7 @@
 import pg from "pg";
 import { WorqError } from "../../engine/errors.js";
 import type { JobBody, JobMeta, JobState, PriorityLevel } from "../../engine/job.js";
-import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, ReadyLevelCount, Store, StoreWrite } from "../../engine/store.js";
+import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, ReadyJob, ReadyLevelCount, Store, StoreWrite } from "../../engine/store.js";
 import { decodeJson, decodeMeta, plainBytes } from "../level/codec.js";
 import { GroupCommitter } from "../level/group-commit.js";
 import { COMMIT_SQL, commitParameters, STATEMENT_DATA_BYTES, statementChunks } from "./commit-statement.js";
@@ -10,7 +10,7 @@ import { redactedUrl } from "./url.js";
 
 /**
  * Held (pg_try_advisory_lock, session level) by the writer connection of the one server
- * writing a database. The engine keeps every live job in memory and is the only writer, so a
+ * writing a database. The engine keeps the live jobs' state in memory and is the only writer, so a
  * second writer on the same database would corrupt it: it is refused at open instead. In a
  * cluster (src/cluster) holding this lock is what makes a node the leader; the lock goes with
  * the connection, so every write that succeeds was made by the current holder.
@@ -194,13 +194,14 @@ export class PostgresStore implements Store {
     return rows.map((row) => ({ queue: row.queue, priority: row.priority, count: Number(row.count), maxReadySeq: Number(row.max_ready_seq) }));
   }
 
-  async readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number): Promise<JobMeta[]> {
+  /** Metas only: the engine reads the bodies of the jobs it leases (getBodies), as for any other. */
+  async readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number): Promise<ReadyJob[]> {
     const { rows } = await this.pool.query<{ meta: Buffer }>(
       `SELECT meta FROM worq_jobs WHERE state = 'SCHEDULED' AND queue = $1 AND priority = $2 AND ready_seq > $3
        ORDER BY ready_seq, jid LIMIT $4`,
       [queue, priority, afterSeq, limit],
     );
-    return rows.map((row) => decodeMeta(row.meta));
+    return rows.map((row) => ({ meta: decodeMeta(row.meta), body: undefined }));
   }
 
   async getCounters(): Promise<Counters> {
