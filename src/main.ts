@@ -175,7 +175,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
     throw error;
   }
   const info = engine.info();
-  log.info("recovered", { liveJobs: info.liveJobs, store: store.kind, location });
+  log.info("recovered", { liveJobs: info.liveJobs + info.coldReadyJobs, readyInStoreOnly: info.coldReadyJobs, store: store.kind, location });
   log.info("security", {
     tls: tls ? (tls.ca ? "mutual" : "server") : "off",
     tokens: config.authTokensFile === undefined ? "off" : config.authTokensFile,

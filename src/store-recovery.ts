@@ -103,7 +103,7 @@ export class StoreRecovery {
     this.failure = undefined;
     this.options.recovered(engine);
     this.options.onDegraded(false);
-    this.options.log.info("storage recovered; serving again", { degradedMs: Date.now() - failure.sinceMs, liveJobs: engine.info().liveJobs });
+    this.options.log.info("storage recovered; serving again", { degradedMs: Date.now() - failure.sinceMs, liveJobs: engine.info().liveJobs + engine.info().coldReadyJobs });
   }
 }
 

@@ -136,6 +136,7 @@ export interface QueueStatsView {
 
 export interface EngineInfo {
   connectedWorkers: number;
+  /** Unfinished jobs held in memory; with coldReadyJobs, every unfinished job. */
   liveJobs: number;
   /** GetResult/Run calls waiting for a job to finish: returns to 0 when callers go away. */
   resultWaiters: number;

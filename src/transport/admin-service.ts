@@ -87,7 +87,7 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
         totalProcessed: BigInt(info.counters.processed),
         totalFailed: BigInt(info.counters.failed),
         evictedJobs: BigInt(info.counters.evicted),
-        liveJobs: BigInt(info.liveJobs),
+        liveJobs: BigInt(info.liveJobs + info.coldReadyJobs),
         store: info.storeKind,
         dataBytes: BigInt(await options.dataBytes()),
         connectedClients: await options.connectedClients(),

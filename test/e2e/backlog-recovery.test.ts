@@ -7,9 +7,11 @@ import { connect, StreamWorker, type WorqClients } from "./support/clients.js";
 import { spawnServer, type ServerProcess } from "./support/server-process.js";
 
 /**
- * Past its first 10,000 the server holds a waiting job's meta packed (src/engine/live-jobs.ts).
- * A backlog beyond that, through a SIGKILL and recovery: every job comes back once, in
- * priority order and FIFO within a priority, and stats and listings see all of them.
+ * Past its first 10,000 the server holds a waiting job's meta packed (src/engine/live-jobs.ts),
+ * and past 10,000 ready jobs of a queue and priority it leaves them in the store (cold,
+ * src/engine/ready-queue.ts). A backlog beyond both, through a SIGKILL and recovery: every
+ * job comes back once, in priority order and FIFO within a priority, and stats, listings and
+ * server info see all of them.
  */
 const JOBS = 24_000;
 const BATCH = 1000;
@@ -50,6 +52,7 @@ describe("a backlog past the unpacked limit, across kill -9 (real process, real 
     server = await spawnServer(dataDir, ["--log-level", "warn"]);
     clients = connect(server.port);
     expect(await readyCount(clients)).toBe(JOBS);
+    expect(Number((await clients.admin.getServerInfo({})).liveJobs)).toBe(JOBS); // held in memory or not
     const secondPage = await clients.admin.listJobs({ queue: "backlog", state: JobState.SCHEDULED, pageSize: 3, pageToken: firstPage.nextPageToken });
     expect(secondPage.jobs.map((job) => job.jid)).toEqual(expected.slice(3, 6));
 

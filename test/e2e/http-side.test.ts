@@ -78,6 +78,7 @@ describe("the HTTP side: Connect protocol with curl, /healthz, /metrics (real se
       "worq_connected_workers ",
       "worq_result_waiters 0",
       "worq_lease_slots ",
+      "worq_ready_jobs_in_store_only 0",
       "worq_process_resident_memory_bytes",
     ]) {
       expect(body, series).toContain(series);
