@@ -1405,13 +1405,13 @@ export class Engine {
       const key = levelKey(name, priority);
       if (this.pagingIn.has(key)) continue;
       this.pagingIn.add(key);
-      void this.levelLocks
-        .run(key, () => this.pageIn(name, queue, priority))
-        .catch(() => {}) // a failed read: the jobs stay cold, the next take tries again
-        .finally(() => {
+      void this.levelLocks.run(key, () => this.pageIn(name, queue, priority)).then(
+        () => {
           this.pagingIn.delete(key);
-          if (this.fatal === undefined && !this.closing) this.pageInIfLow(name);
-        });
+          if (this.fatal === undefined && !this.closing) this.pageInIfLow(name); // still below half: the next page
+        },
+        () => this.pagingIn.delete(key), // a failed read: the jobs stay cold, and the next take tries again
+      );
     }
   }
 

@@ -114,10 +114,12 @@ export class ReadyQueue {
     return level.cold === 0 && level.size < window;
   }
 
-  /** Counts `n` more (or, negative, fewer) cold jobs at `priority`. */
+  /** Counts `n` more (or, negative, fewer) cold jobs at `priority`; never below none. */
   addCold(priority: PriorityLevel, n: number): void {
-    this.levels[priority]!.cold += n;
-    this.coldJobs += n;
+    const level = this.levels[priority]!;
+    const cold = Math.max(0, level.cold + n);
+    this.coldJobs += cold - level.cold;
+    level.cold = cold;
   }
 
   /** Lowers the bound on when a cold job at `priority` may expire. */

@@ -150,6 +150,22 @@ export async function submitEach(engine: Engine, inputs: SubmitInput[]): Promise
   return jids;
 }
 
+/** Acks each job `sink` is given until nothing more comes (20 quiet rounds of `settle`). */
+export async function ackAsDelivered(engine: Engine, sink: CollectingSink, settle: () => Promise<void> = () => flush()): Promise<void> {
+  let acked = 0;
+  for (let idle = 0; idle < 20; ) {
+    await settle();
+    const delivered = sink.grants.slice(acked);
+    if (delivered.length === 0) {
+      idle++;
+      continue;
+    }
+    idle = 0;
+    await engine.ackAll(delivered.map((grant) => ({ jid: grant.meta.jid, leaseId: grant.meta.lease!.leaseId, result: new Uint8Array() })));
+    acked += delivered.length;
+  }
+}
+
 /** Opens a lease session with a collecting sink and lets the first deliveries arrive. */
 export async function lease(
   engine: Engine,

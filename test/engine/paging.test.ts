@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import type { Engine } from "../../src/engine/engine.js";
 import type { SubmitInput } from "../../src/engine/job.js";
-import { createMemoryData } from "../../src/storage/memory/memory-store.js";
-import { batch, CollectingSink, expectWorqError, flush, GatedStore, lease, openEngine, report, submitEach, submitOne } from "./helpers.js";
+import { createMemoryData, MemoryStore } from "../../src/storage/memory/memory-store.js";
+import { ackAsDelivered, batch, CollectingSink, expectWorqError, flush, GatedStore, lease, openEngine, report, submitEach, submitOne } from "./helpers.js";
 
 // A backlog deeper than the ready window (src/engine/ready-queue.ts): the first jobs of each
 // queue and priority level are held in memory, the rest (cold) wait in the store and are read
@@ -22,22 +22,6 @@ async function drain(engine: Engine, queues: string[], credits = 1): Promise<str
   await ackAsDelivered(engine, sink);
   session.close();
   return sink.jids;
-}
-
-/** Acks each job `sink` is given, until nothing more comes. */
-async function ackAsDelivered(engine: Engine, sink: CollectingSink): Promise<void> {
-  let acked = 0;
-  for (let idle = 0; idle < 20; ) {
-    await flush();
-    const delivered = sink.grants.slice(acked);
-    if (delivered.length === 0) {
-      idle++;
-      continue;
-    }
-    idle = 0;
-    await engine.ackAll(delivered.map((grant) => ({ jid: grant.meta.jid, leaseId: grant.meta.lease!.leaseId, result: new Uint8Array() })));
-    acked += delivered.length;
-  }
 }
 
 describe("engine: ready jobs past the window wait in the store", () => {
@@ -114,6 +98,28 @@ describe("engine: ready jobs past the window wait in the store", () => {
     await ackAsDelivered(engine, sink);
     expect(sink.jids).toEqual([0, 1, 2, 3, 4, 6, 7].map((i) => jids[i]));
     expect(engine.info()).toMatchObject({ liveJobs: 0, coldReadyJobs: 0 });
+  });
+
+  it("a page-in whose read fails leaves the jobs cold and is tried again at the next lease, not in a loop", async () => {
+    class FailingReads extends MemoryStore {
+      failures = 1;
+      reads = 0;
+      override async readyPage(...args: Parameters<MemoryStore["readyPage"]>) {
+        this.reads++;
+        if (this.failures > 0 && this.failures--) throw new Error("read failed");
+        return super.readyPage(...args);
+      }
+    }
+    const store = new FailingReads();
+    const { engine } = await openEngine({ store, readyWindow: 2 });
+    const jids = await submitMany(engine, 5);
+    const { sink } = await lease(engine, ["q"], 5);
+    await flush(20);
+    expect(sink.jids).toEqual(jids.slice(0, 2));
+    expect(store.reads).toBe(1); // failed once, not retried on its own
+    expect(engine.info().coldReadyJobs).toBe(3);
+    await ackAsDelivered(engine, sink); // the acks free credits: the next take reads again
+    expect(sink.jids).toEqual(jids);
   });
 
   it("purges cold jobs with the held ones; jobs made ready after the call stay", async () => {

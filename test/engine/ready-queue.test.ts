@@ -126,3 +126,51 @@ describe("ReadyQueue", () => {
   });
 });
 
+
+describe("ReadyQueue: the window held and the cold jobs counted", () => {
+  it("admits a job while its level's window has room and no cold jobs; after one cold job, none", () => {
+    const { queue, push } = setup();
+    push("a");
+    push("b");
+    expect(queue.admits(2, 3)).toBe(true);
+    push("c");
+    expect(queue.admits(2, 3)).toBe(false); // full
+    expect(queue.admits(0, 3)).toBe(true); // another level
+    queue.addCold(0, 1);
+    expect(queue.admits(0, 3)).toBe(false); // behind a cold job, even with room
+    expect([queue.coldAt(0), queue.cold, queue.windowAt(2)]).toEqual([1, 1, 3]);
+  });
+
+  it("stops at a level whose window is empty while it has cold jobs: lower levels wait for its page", () => {
+    const { queue, push, take } = setup();
+    push("urgent", 0);
+    push("low", 4);
+    queue.addCold(0, 2);
+    expect(take()).toBe("urgent");
+    expect(take()).toBeUndefined(); // not "low": level 0's cold jobs go first
+    queue.addCold(0, -2);
+    expect(take()).toBe("low");
+  });
+
+  it("remembers the highest readySeq a level held after it drains, and never counts below no cold job", () => {
+    const { queue, push, drain } = setup();
+    push("a", 1);
+    push("b", 1);
+    drain();
+    expect(queue.lastSeqAt(1)).toBe(2);
+    expect(queue.lastSeqAt(3)).toBe(0);
+    queue.addCold(1, 1);
+    queue.addCold(1, -3);
+    expect([queue.coldAt(1), queue.cold]).toEqual([0, 0]);
+  });
+
+  it("keeps the earliest expiry noted for a level's cold jobs until cleared", () => {
+    const queue = new ReadyQueue();
+    expect(queue.coldExpiresAt(2)).toBe(Infinity);
+    queue.noteColdExpiry(2, 500);
+    queue.noteColdExpiry(2, 900);
+    expect(queue.coldExpiresAt(2)).toBe(500);
+    queue.clearColdExpiry(2);
+    expect(queue.coldExpiresAt(2)).toBe(Infinity);
+  });
+});
