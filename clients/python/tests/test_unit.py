@@ -12,7 +12,7 @@ import worq
 from worq import _convert, errors
 from worq.types import JobSpec
 from worq.v1 import job_pb2
-from worq.worker import fail_request_of, result_bytes
+from worq.worker import Worker, fail_request_of, result_bytes
 
 
 def test_namespace_shares_worq_with_generated_stubs() -> None:
@@ -138,3 +138,31 @@ def test_worker_validates_its_options() -> None:
         worker.register("a", a)
     with pytest.raises(RuntimeError):
         asyncio.run(worq.Worker("x:1").run())  # no handlers
+
+
+def test_stopping_a_task_cancels_it_again_when_a_cancellation_was_swallowed() -> None:
+    # As asyncio.wait_for does before Python 3.12 when its result and the cancellation arrive
+    # together (CPython gh-86296): the lease stream's read loop then ran on, and a graceful
+    # stop waited for it forever.
+    swallowed = 0
+
+    async def stubborn() -> None:
+        nonlocal swallowed
+        while True:
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                if swallowed == 0:
+                    swallowed += 1
+                    continue
+                raise
+
+    async def main() -> "asyncio.Task[None]":
+        task = asyncio.create_task(stubborn())
+        await asyncio.sleep(0)
+        await asyncio.wait_for(Worker._cancel_task(task), timeout=5)
+        return task
+
+    task = asyncio.run(main())
+    assert task.cancelled()
+    assert swallowed == 1

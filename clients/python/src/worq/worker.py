@@ -90,6 +90,9 @@ _EAGER_RENEW = 0.25
 # After closing its own stream the worker renews its leases this much later, once the server
 # has seen the stream end and capped them at the orphan grace.
 _RENEW_AFTER_CLOSE = 0.05
+# A task being stopped that has not ended this long after its cancellation is cancelled again
+# (see Worker._cancel_task).
+_CANCEL_AGAIN_AFTER = 0.1
 
 
 class _Backoff:
@@ -580,10 +583,15 @@ class Worker:
 
     @staticmethod
     async def _cancel_task(task: "asyncio.Task[object]") -> None:
-        if not task.done():
+        # Cancelled again until it ends: before Python 3.12, asyncio.wait_for returns the inner
+        # result instead of raising when the cancellation and the result arrive together
+        # (CPython gh-86296), and a loop around it (the lease stream's reads) then runs on,
+        # leaving a graceful stop waiting forever.
+        while not task.done():
             task.cancel()
+            await asyncio.wait({task}, timeout=_CANCEL_AGAIN_AFTER)
         try:
-            await task
+            task.result()
         except asyncio.CancelledError:
             pass
         except Exception:  # noqa: BLE001 - already logged where it matters
