@@ -492,10 +492,12 @@ export class Engine {
         return;
       }
       const meta = this.newJobMeta(candidate, outcomes[i]!, inputs[i]!.parentJid, nowMs);
+      let cold: true | undefined;
       if (isTerminal(meta.state)) {
         if (isPurgedAtExpiry(meta.state)) this.schedulePurge(meta.expiresAtMs);
-      } else if (meta.state !== "SCHEDULED" || this.enqueueReady(meta)) {
-        // (A ready job behind a full window is cold: left to the store, see enqueueReady.)
+      } else if (meta.state === "SCHEDULED" && !this.enqueueReady(meta)) {
+        cold = true; // behind a full window: left to the store, see enqueueReady
+      } else {
         this.live.set(meta);
         if (meta.state === "SCHEDULED" || (meta.state === "DELAYED" && meta.dueAtMs! - nowMs <= BODY_CACHE_HORIZON_MS)) {
           this.bodies.offer(meta.jid, body, dataBytes);
@@ -504,7 +506,7 @@ export class Engine {
         this.scheduleTimers(meta);
         this.pushExpiry(meta);
       }
-      writes.push({ kind: "put-job", meta, body });
+      writes.push(cold ? { kind: "put-job", meta, body, cold } : { kind: "put-job", meta, body });
       const newQueue = this.queues.touch(meta.queue);
       if (newQueue) writes.push(newQueue);
       if (meta.idempotencyKey !== undefined) {
@@ -1177,6 +1179,7 @@ export class Engine {
       // Cold: its level's window is full or has cold jobs before it; the store holds it now.
       this.live.delete(next);
       this.bodies.delete(next.jid);
+      return { kind: "put-meta", meta: next, previous: meta, cold: true };
     }
     this.scheduleTimers(next);
     return { kind: "put-meta", meta: next, previous: meta };

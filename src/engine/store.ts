@@ -10,10 +10,14 @@ export interface Counters {
 
 /** One write of a commit; a commit applies all of its writes atomically. */
 export type StoreWrite =
-  /** A new job: both records. */
-  | { kind: "put-job"; meta: JobMeta; body: JobBody }
-  /** A transition of an existing job; `previous` is what the store held, for index upkeep. */
-  | { kind: "put-meta"; meta: JobMeta; previous: JobMeta }
+  /**
+   * A new job: both records. `cold`: a SCHEDULED job the engine does not hold in memory (past
+   * its level's ready window), which readyPage will read back, so a store may keep its records
+   * beside its ready entry (LevelDB does, docs/keyspace.md); readyPage answers the same either way.
+   */
+  | { kind: "put-job"; meta: JobMeta; body: JobBody; cold?: true }
+  /** A transition of an existing job; `previous` is what the store held, for index upkeep. `cold`: as for put-job. */
+  | { kind: "put-meta"; meta: JobMeta; previous: JobMeta; cold?: true }
   /** A result stored by Ack. */
   | { kind: "put-result"; jid: string; result: Uint8Array }
   /** Removes the job, its body, its result and every index entry. */

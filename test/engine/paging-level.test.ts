@@ -43,7 +43,7 @@ async function drain(engine: Engine, credits: number): Promise<CollectingSink["g
 }
 
 describe("engine over LevelDB: a backlog past the ready window", () => {
-  it("runs every job once in order with its body, across a restart, without reading paged-in bodies by jid", async () => {
+  it("runs every job once in order with its body, across a restart, reading no paged-in body by jid", async () => {
     const dir = mkdtempSync(join(tmpdir(), "worq-paging-"));
     dirs.push(dir);
     const clock = new ManualClock(T0);
@@ -66,8 +66,9 @@ describe("engine over LevelDB: a backlog past the ready window", () => {
     const numbers = [...Array.from({ length: 10 }, (_, i) => 100 + i), ...Array.from({ length: 30 }, (_, i) => i).filter((i) => i !== 20)];
     expect(grants.map((grant) => grant.body.args)).toEqual(numbers.map((n) => [n]));
     expect(grants.map((grant) => [...grant.body.payload])).toEqual(numbers.map((n) => [n]));
-    // The pages carried every body, the restart's first window's too: nothing was read by jid.
-    expect(store.bodyReads).toBe(0);
+    // Only the bodies of the restart's first window of each level (4 + 4), written while held
+    // and so without a copy beside their keys, were read by jid; the pages carried the rest.
+    expect(store.bodyReads).toBe(8);
     expect(engine.info()).toMatchObject({ liveJobs: 0, coldReadyJobs: 0 });
     await engine.close();
   });

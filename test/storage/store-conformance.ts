@@ -297,7 +297,12 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
       const [leased, deleted, cancelled, requeued, kept] = [randomUUID(), randomUUID(), randomUUID(), randomUUID(), randomUUID()];
       const at = (jid: string, state: JobState, readySeq: number, priority: PriorityLevel = 2): JobMeta => ({ ...metaOf(jid, state, readySeq), priority });
       let store = fixture.store;
-      await store.commit([leased, deleted, cancelled, requeued, kept].map((jid, i) => ({ kind: "put-job" as const, meta: at(jid, "SCHEDULED", i + 1), body: bodyOf() })));
+      // Some written as cold (past the engine's window: a store may keep a copy for readyPage).
+      await store.commit(
+        [leased, deleted, cancelled, requeued, kept].map((jid, i) =>
+          i % 2 === 0 ? { kind: "put-job" as const, meta: at(jid, "SCHEDULED", i + 1), body: bodyOf(), cold: true as const } : { kind: "put-job" as const, meta: at(jid, "SCHEDULED", i + 1), body: bodyOf() },
+        ),
+      );
       expect(await readyJids(store, "default", 2)).toEqual([leased, deleted, cancelled, requeued, kept]);
 
       // Leased (to RUNNING), deleted, and finished while SCHEDULED: gone from the pages and counts.
@@ -314,7 +319,7 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
       // Back to SCHEDULED (a retry) with a new readySeq; a SCHEDULED job renumbered in place
       // (each at its new position only); a rewrite that keeps both.
       await store.commit([
-        { kind: "put-meta", meta: at(leased, "SCHEDULED", 7), previous: at(leased, "RUNNING", 1) },
+        { kind: "put-meta", meta: at(leased, "SCHEDULED", 7), previous: at(leased, "RUNNING", 1), cold: true },
         { kind: "put-meta", meta: at(requeued, "SCHEDULED", 6), previous: at(requeued, "SCHEDULED", 4) },
         { kind: "put-meta", meta: { ...at(kept, "SCHEDULED", 5), updatedAtMs: 3_000 }, previous: at(kept, "SCHEDULED", 5) },
       ]);

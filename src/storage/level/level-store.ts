@@ -330,13 +330,13 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
       const jid = write.meta.jid;
       const [meta, body] = [encodeMeta(write.meta), encodeBody(write.body)];
       ops.push({ type: "put", key: KEYS.meta(jid), value: meta }, { type: "put", key: KEYS.body(jid), value: body });
-      addIndexOps(undefined, write.meta, ops, meta, body);
+      addIndexOps(undefined, write.meta, ops, write.cold && meta, body);
       return;
     }
     case "put-meta": {
       const meta = encodeMeta(write.meta);
       ops.push({ type: "put", key: KEYS.meta(write.meta.jid), value: meta });
-      addIndexOps(write.previous, write.meta, ops, meta);
+      addIndexOps(write.previous, write.meta, ops, write.cold && meta);
       return;
     }
     case "put-result":
@@ -383,8 +383,10 @@ function indexKeysOf(meta: JobMeta | undefined): string[] {
 
 /**
  * Appends the puts and deletes that move a job's index entries from `previous` to `next` (at
- * most three keys each). `meta` and `body` are `next`'s records as written, for the copy a
- * SCHEDULED job's q/ key holds (encodeReadyValue).
+ * most three keys each). `meta` and `body` are `next`'s records as written when the engine
+ * will read the job back by its page (a `cold` write, store.ts): its q/ key then holds
+ * a copy of them (encodeReadyValue). A job the engine holds is not read by page but at a
+ * restart, by jid; its q/ value stays empty, so a submit writes its records once.
  */
 function addIndexOps(previous: JobMeta | undefined, next: JobMeta | undefined, ops: BatchOp[], meta?: Uint8Array, body?: Uint8Array): void {
   const wasLive = previous !== undefined && !isTerminal(previous.state);
