@@ -319,7 +319,7 @@ export class Engine {
     for (const level of await this.store.readyCounts()) {
       this.readySeq = Math.max(this.readySeq, level.maxReadySeq);
       const queue = this.readyQueueOf(internName(level.queue));
-      const page = await this.store.readyPage(level.queue, level.priority, 0, this.readyWindow);
+      const page = await this.store.readyPage(level.queue, level.priority, 0, this.readyWindow, true);
       for (const { meta: stored, body } of page) {
         const meta = ownMeta(stored);
         hold(meta);
@@ -1428,7 +1428,7 @@ export class Engine {
     const countedBefore = this.coldCounted;
     const room = this.readyWindow - queue.windowAt(priority);
     if (room <= 0) return;
-    const page = await this.store.readyPage(name, priority, queue.lastSeqAt(priority), room);
+    const page = await this.store.readyPage(name, priority, queue.lastSeqAt(priority), room, true);
     if (this.fatal !== undefined || this.closing) return;
     const nowMs = this.clock.nowMs();
     const evictions: StoreWrite[] = [];

@@ -106,9 +106,10 @@ export interface Store {
   /**
    * Up to `limit` SCHEDULED jobs of one queue and priority level with a readySeq above
    * `afterSeq`, in readySeq order: the order they run in. Keyed, so jobs leaving meanwhile
-   * do not shift pages.
+   * do not shift pages. Bodies only `withBodies` (for jobs about to be leased), and only where
+   * the store keeps them with the page; sweeps, purges and listings need the metas alone.
    */
-  readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number): Promise<ReadyJob[]>;
+  readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number, withBodies?: boolean): Promise<ReadyJob[]>;
   /** Totals as of the last commit; zeros for a new store. */
   getCounters(): Promise<Counters>;
   /** Every queue ever used, sorted by name. */

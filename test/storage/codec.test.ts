@@ -7,13 +7,30 @@ import { afterEach, describe, expect, it } from "vitest";
 import { shapedMeta, type JobMeta, type PriorityLevel } from "../../src/engine/job.js";
 import { transition } from "../../src/engine/state-machine.js";
 import { buildNewJob } from "../../src/engine/submit-validation.js";
-import { decodeMeta, encodeMeta, encodeMetaJson } from "../../src/storage/level/codec.js";
+import { decodeBody, decodeMeta, decodeReadyValue, encodeBody, encodeMeta, encodeMetaJson, encodeReadyValue } from "../../src/storage/level/codec.js";
 import { KEYS } from "../../src/storage/level/keys.js";
 import { LevelStore } from "../../src/storage/level/level-store.js";
-import { meta as anyMeta, RUNS } from "../support/job-arbitraries.js";
+import { body as anyBody, meta as anyMeta, RUNS } from "../support/job-arbitraries.js";
 
 const metaWith = (retry?: Parameters<typeof buildNewJob>[0]["retry"]) =>
   buildNewJob({ type: "t", queue: "q", ...(retry ? { retry } : {}) }, "job", { jid: crypto.randomUUID(), nowMs: 1_700_000_000_000 }, 1 << 20).meta;
+
+describe("LevelDB q/ values (a cold job's records beside its ready key)", () => {
+  it("read back the meta, and the body when asked for and kept; an empty value is no copy", () => {
+    fc.assert(
+      fc.property(anyMeta, anyBody, (meta, body) => {
+        const [metaBytes, bodyBytes] = [encodeMeta(meta), encodeBody(body)];
+        const withBody = decodeReadyValue(encodeReadyValue(metaBytes, bodyBytes), true)!;
+        expect(withBody.meta).toEqual(decodeMeta(metaBytes));
+        expect(withBody.body).toEqual(decodeBody(bodyBytes));
+        expect(decodeReadyValue(encodeReadyValue(metaBytes, bodyBytes), false)!.body).toBeUndefined();
+        expect(decodeReadyValue(encodeReadyValue(metaBytes, undefined), true)).toEqual({ meta: decodeMeta(metaBytes), body: undefined });
+      }),
+      { numRuns: RUNS },
+    );
+    expect(decodeReadyValue(new Uint8Array(), true)).toBeUndefined();
+  });
+});
 
 describe("LevelDB meta records", () => {
   it("read back every field as written, in the binary form and in JSON", () => {

@@ -350,7 +350,7 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
       expect(await liveJids(store, "liveJobs")).toEqual([leased, cancelled, requeued, kept].sort());
       // Whatever a page holds is the job's current meta, and its body if any (LevelDB keeps copies beside the keys).
       for (const priority of [0, 2] as const) {
-        for (const { meta, body } of await store.readyPage("default", priority, 0, 10)) {
+        for (const { meta, body } of await store.readyPage("default", priority, 0, 10, true)) {
           expect(meta).toEqual(await store.getMeta(meta.jid));
           if (body !== undefined) expect(body).toEqual(bodyOf());
         }

@@ -69,7 +69,7 @@ export const meta: fc.Arbitrary<JobMeta> = fc
   })
   .map((record) => Object.fromEntries(Object.entries(record).filter(([, v]) => v !== undefined)) as unknown as JobMeta);
 
-const body: fc.Arbitrary<JobBody> = fc
+export const body: fc.Arbitrary<JobBody> = fc
   .record({
     args: opt(fc.array(json, { maxLength: 4 })),
     kwargs: opt(object),

@@ -73,12 +73,12 @@ export function encodeReadyValue(meta: Uint8Array, body: Uint8Array | undefined)
   return out;
 }
 
-/** A `q/` value's meta and body (undefined when it holds none); undefined for an empty value (layouts before 4 moved at open). */
-export function decodeReadyValue(bytes: Uint8Array): { meta: JobMeta; body: JobBody | undefined } | undefined {
+/** A `q/` value's meta and, `withBody`, its body (undefined when it holds none); undefined for an empty value (a job written while held). */
+export function decodeReadyValue(bytes: Uint8Array, withBody: boolean): { meta: JobMeta; body: JobBody | undefined } | undefined {
   if (bytes.byteLength === 0) return undefined;
   const metaLength = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(0);
   const bodyBytes = bytes.subarray(4 + metaLength);
-  return { meta: decodeMeta(bytes.subarray(4, 4 + metaLength)), body: bodyBytes.byteLength > 0 ? decodeBody(bodyBytes) : undefined };
+  return { meta: decodeMeta(bytes.subarray(4, 4 + metaLength)), body: withBody && bodyBytes.byteLength > 0 ? decodeBody(bodyBytes) : undefined };
 }
 
 /** Copies into a plain Uint8Array: LevelDB hands out Buffers, whose slice() does not copy. */

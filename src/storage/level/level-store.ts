@@ -203,9 +203,9 @@ export class LevelStore implements Store {
     return counts;
   }
 
-  async readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number): Promise<ReadyJob[]> {
+  async readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number, withBodies = false): Promise<ReadyJob[]> {
     const entries = await this.db.iterator({ ...readyRangeAfter(queue, priority, afterSeq), limit }).all();
-    const jobs = entries.map(([, value]) => decodeReadyValue(value));
+    const jobs = entries.map(([, value]) => decodeReadyValue(value, withBodies));
     // Keys moved from l/ by the layout-4 migration hold no copy: their metas are read by jid.
     const bare = jobs.flatMap((job, i) => (job === undefined ? [jidOfIndexKey(entries[i]![0])] : []));
     const metas = new Map((await this.metasOf(bare)).map((meta) => [meta.jid, meta]));
