@@ -1018,19 +1018,17 @@ export class Engine {
     this.checkUsable();
     checkJid(jid, "jid");
     const cancelled = (meta: JobMeta) => this.endUnfinished(meta, { kind: "cancel", reason: "cancelled on request" }, "cancelled");
-    for (let round = 0; round < COLD_LOOKUP_ROUNDS; round++) {
-      const meta = this.live.get(jid);
-      if (meta) {
-        const durable = this.persist(cancelled(meta));
+    const other = await this.onUnfinished(
+      jid,
+      async (held) => {
+        const durable = this.persist(cancelled(held));
         this.pump();
         await durable;
-        return this.getJob(jid);
-      }
-      const outcome = await this.onColdJob(jid, (cold) => this.persist(cancelled(cold)));
-      if (outcome === "done") return this.getJob(jid);
-      if (outcome !== "moved") throw finishedOrMissing(jid, outcome.stored, "cancelled");
-    }
-    throw movingJob(jid);
+      },
+      (cold) => this.persist(cancelled(cold)),
+    );
+    if (other) throw finishedOrMissing(jid, other.stored, "cancelled");
+    return this.getJob(jid);
   }
 
   /** Deletes a job, its body, result and indexes, whatever its state (a running job's lease is revoked). */
@@ -1041,23 +1039,42 @@ export class Engine {
       this.resolveDependents(jid, "CANCELLED"); // a deleted dependency counts as cancelled
       return { kind: "delete-job", meta };
     };
+    const other = await this.onUnfinished(
+      jid,
+      async (held) => {
+        this.revokeLease(held, "deleted");
+        this.live.delete(held);
+        this.bodies.delete(jid);
+        const durable = this.persist([deleted(held)]);
+        this.pump();
+        await durable;
+      },
+      (cold) => this.persist([deleted(cold)]),
+    );
+    if (!other) return;
+    if (!other.stored) throw notFound(jid);
+    await this.persist([{ kind: "delete-job", meta: other.stored }]);
+  }
+
+  /**
+   * Runs `held` on `jid`'s meta if the job is in memory, or `cold` if it is a cold job (see
+   * onColdJob), looking again while it moves between the two. Resolves to undefined once one
+   * ran, else to the stored meta: the job is missing or finished.
+   */
+  private async onUnfinished(
+    jid: string,
+    held: (meta: JobMeta) => Promise<void>,
+    cold: (meta: JobMeta) => Promise<void>,
+  ): Promise<{ stored: JobMeta | undefined } | undefined> {
     for (let round = 0; round < COLD_LOOKUP_ROUNDS; round++) {
       const meta = this.live.get(jid);
       if (meta) {
-        this.revokeLease(meta, "deleted");
-        this.live.delete(meta);
-        this.bodies.delete(jid);
-        const durable = this.persist([deleted(meta)]);
-        this.pump();
-        await durable;
-        return;
+        await held(meta);
+        return undefined;
       }
-      const outcome = await this.onColdJob(jid, (cold) => this.persist([deleted(cold)]));
-      if (outcome === "done") return;
-      if (outcome === "moved") continue;
-      if (!outcome.stored) throw notFound(jid);
-      await this.persist([{ kind: "delete-job", meta: outcome.stored }]);
-      return;
+      const outcome = await this.onColdJob(jid, cold);
+      if (outcome === "done") return undefined;
+      if (outcome !== "moved") return outcome;
     }
     throw movingJob(jid);
   }
@@ -1332,14 +1349,16 @@ export class Engine {
   private takeReady(queues: readonly string[]): JobMeta | undefined {
     for (const queue of queues) {
       if (this.queues.isPaused(queue)) continue;
+      const ready = this.ready.get(queue);
+      if (!ready) continue;
       let taken: JobMeta | undefined;
-      this.ready.get(queue)?.take((candidate, seq) => {
+      ready.take((candidate, seq) => {
         const meta = this.live.get(candidate);
         if (!isReadyAt(meta, seq)) return false;
         taken = meta;
         return true;
       });
-      this.pageInIfLow(queue);
+      if (ready.cold > 0) this.pageInIfLow(queue, ready);
       if (taken !== undefined) return taken;
     }
     return undefined;
@@ -1399,10 +1418,8 @@ export class Engine {
     if (n > 0) this.coldCounted += n;
   }
 
-  /** Starts a page-in for each level of `name` whose window is below half with cold jobs waiting. */
-  private pageInIfLow(name: string): void {
-    const queue = this.ready.get(name);
-    if (!queue || queue.cold === 0) return;
+  /** Starts a page-in for each level of `queue` (named `name`) whose window is below half with cold jobs waiting. */
+  private pageInIfLow(name: string, queue: ReadyQueue): void {
     for (let priority = 0 as PriorityLevel; priority < PRIORITY_LEVELS; priority++) {
       if (queue.coldAt(priority) === 0 || queue.windowAt(priority) * 2 >= this.readyWindow) continue;
       const key = levelKey(name, priority);
@@ -1411,7 +1428,7 @@ export class Engine {
       void this.levelLocks.run(key, () => this.pageIn(name, queue, priority)).then(
         () => {
           this.pagingIn.delete(key);
-          if (this.fatal === undefined && !this.closing) this.pageInIfLow(name); // still below half: the next page
+          if (this.fatal === undefined && !this.closing) this.pageInIfLow(name, queue); // still below half: the next page
         },
         () => this.pagingIn.delete(key), // a failed read: the jobs stay cold, and the next take tries again
       );

@@ -371,6 +371,11 @@ function liveKeyOf(meta: JobMeta): string {
   return meta.state === "SCHEDULED" ? KEYS.ready(meta.queue, meta.priority, meta.readySeq, meta.jid) : KEYS.live(meta.jid);
 }
 
+/** The value of an unfinished job's live key: for a cold SCHEDULED job (records given), the copy of its records; else empty. */
+function liveValueOf(next: JobMeta, meta: Uint8Array | undefined, body: Uint8Array | undefined): Uint8Array {
+  return next.state === "SCHEDULED" && meta ? encodeReadyValue(meta, body) : EMPTY;
+}
+
 /** The index keys a job's meta is listed under (docs/keyspace.md); empty values. */
 function indexKeysOf(meta: JobMeta | undefined): string[] {
   if (!meta) return [];
@@ -391,7 +396,6 @@ function indexKeysOf(meta: JobMeta | undefined): string[] {
 function addIndexOps(previous: JobMeta | undefined, next: JobMeta | undefined, ops: BatchOp[], meta?: Uint8Array, body?: Uint8Array): void {
   const wasLive = previous !== undefined && !isTerminal(previous.state);
   const isLive = next !== undefined && !isTerminal(next.state);
-  const liveValue = () => (next?.state === "SCHEDULED" && meta ? encodeReadyValue(meta, body) : EMPTY);
   // Most transitions (lease, renew, fail and retry, due) go from one unfinished state to
   // another: the job moves from one live key to another at most. Between two states other
   // than SCHEDULED it stays under its l/<jid> key, and there is nothing to build.
@@ -399,12 +403,12 @@ function addIndexOps(previous: JobMeta | undefined, next: JobMeta | undefined, o
     if (previous.state !== "SCHEDULED" && next.state !== "SCHEDULED") return;
     const [before, after] = [liveKeyOf(previous), liveKeyOf(next)];
     if (before !== after) ops.push({ type: "del", key: before });
-    ops.push({ type: "put", key: after, value: liveValue() }); // a SCHEDULED job's copy follows its meta
+    ops.push({ type: "put", key: after, value: liveValueOf(next, meta, body) }); // a SCHEDULED job's copy follows its meta
     return;
   }
   // A submit, and a job finishing: once per job each, so written out without key lists.
   if (previous === undefined && isLive) {
-    ops.push({ type: "put", key: liveKeyOf(next), value: liveValue() });
+    ops.push({ type: "put", key: liveKeyOf(next), value: liveValueOf(next, meta, body) });
     return;
   }
   if (wasLive && next !== undefined) {
@@ -415,5 +419,5 @@ function addIndexOps(previous: JobMeta | undefined, next: JobMeta | undefined, o
   const before = indexKeysOf(previous);
   const after = indexKeysOf(next);
   for (const key of before) if (!after.includes(key)) ops.push({ type: "del", key });
-  for (const key of after) if (!before.includes(key)) ops.push({ type: "put", key, value: isLive && key === liveKeyOf(next) ? liveValue() : EMPTY });
+  for (const key of after) if (!before.includes(key)) ops.push({ type: "put", key, value: isLive && key === liveKeyOf(next) ? liveValueOf(next, meta, body) : EMPTY });
 }

@@ -127,7 +127,7 @@ export class MemoryStore implements Store {
   }
 
   /** Metas only, as PostgreSQL's (the engine then reads bodies by jid, the path most engine tests are about). */
-  async readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number, _withBodies?: boolean): Promise<ReadyJob[]> {
+  async readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number): Promise<ReadyJob[]> {
     return [...this.data.metas.values()]
       .filter((meta) => meta.state === "SCHEDULED" && meta.queue === queue && meta.priority === priority && meta.readySeq > afterSeq)
       .sort((a, b) => a.readySeq - b.readySeq || (a.jid < b.jid ? -1 : 1))

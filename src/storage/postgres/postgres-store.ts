@@ -195,7 +195,7 @@ export class PostgresStore implements Store {
   }
 
   /** Metas only: the engine reads the bodies of the jobs it leases (getBodies), as for any other. */
-  async readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number, _withBodies?: boolean): Promise<ReadyJob[]> {
+  async readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number): Promise<ReadyJob[]> {
     const { rows } = await this.pool.query<{ meta: Buffer }>(
       `SELECT meta FROM worq_jobs WHERE state = 'SCHEDULED' AND queue = $1 AND priority = $2 AND ready_seq > $3
        ORDER BY ready_seq, jid LIMIT $4`,
