@@ -28,6 +28,15 @@ export async function serve(argv: string[]): Promise<void> {
   // 346 MiB of old space for 158 live (bench/diag/engine-memory.mjs --level; docs/performance.md).
   // Set before the server allocates anything; it is read at each GC.
   setFlagsFromString("--no-allocation-site-pretenuring");
+  // After a burst (a preload of 1 M jobs) V8 let the old generation grow to ~4× what was
+  // live, and the Buffers that garbage held kept malloc's heap at ~70 MiB until the next full
+  // GC: 290–306 MiB of RSS with 1 M queued against ~200 once V8's memory reducer ran (20 s
+  // later, and only if idle). Growing it by at most 2× keeps that at 230–245 MiB with no
+  // measurable cost in W1 end to end (bench/diag/w4-memory.mjs, e2e.mjs; docs/performance.md).
+  // An operator's own --heap-growing-percent (node flag or NODE_OPTIONS) wins.
+  if (!`${process.execArgv.join(" ")} ${process.env.NODE_OPTIONS ?? ""}`.includes("--heap-growing-percent")) {
+    setFlagsFromString("--heap-growing-percent=100");
+  }
   const log = createLogger(config.logLevel, process.stderr, config.cluster && { node: config.cluster.nodeId });
   const start = config.cluster && config.store ? startClusterNode({ ...config, cluster: config.cluster, store: config.store }, log) : startServer(config, log);
   const server = await start.catch((error: unknown) => {
