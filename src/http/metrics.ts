@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
 import type { Engine, EngineInfo } from "../engine/engine.js";
 import { isTerminal } from "../engine/job.js";
 import type { StoreWrite } from "../engine/store.js";
+import { QueueHistogram } from "./queue-histogram.js";
 
 /** Prometheus metrics of one server (prom-client), scraped at GET /metrics on the HTTP port. */
 export interface WorqMetrics {
@@ -27,13 +28,12 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
   const completed = counter("worq_jobs_completed_total", "Jobs acked by a worker (COMPLETED).");
   const failed = counter("worq_jobs_failed_total", "Failed attempts: Fail reports, lapsed leases and execution timeouts.");
   const dead = counter("worq_jobs_dead_total", "Jobs moved to DEAD_LETTER.");
-  const leaseLatency = new Histogram({
-    name: "worq_lease_latency_seconds",
-    help: "Time from a job becoming ready to its lease being granted.",
-    labelNames: ["queue"],
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
-    registers: [registry],
-  });
+  const leaseLatency = new QueueHistogram(
+    "worq_lease_latency_seconds",
+    "Time from a job becoming ready to its lease being granted.",
+    [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+    registry,
+  );
   const rpc = new Histogram({
     name: "worq_rpc_duration_seconds",
     help: "RPC handling time by method and status code.",
@@ -114,7 +114,7 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
         const { previous, meta } = write;
         const queue = meta.queue;
         if (meta.state === "RUNNING" && previous.state === "SCHEDULED") {
-          leaseLatency.observe({ queue }, Math.max(0, (meta.startedAtMs ?? 0) - (previous.enqueuedAtMs ?? previous.createdAtMs)) / 1000);
+          leaseLatency.observe(queue, Math.max(0, (meta.startedAtMs ?? 0) - (previous.enqueuedAtMs ?? previous.createdAtMs)) / 1000);
         }
         if ((meta.failure?.retryCount ?? 0) > (previous.failure?.retryCount ?? 0)) countsOf(queue).failed++;
         if (meta.state !== previous.state && isTerminal(meta.state)) {
