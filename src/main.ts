@@ -5,7 +5,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ServerConfig } from "./config.js";
 import { systemClock } from "./engine/clock.js";
-import { Engine } from "./engine/engine.js";
+import { Engine, unfinishedJobs } from "./engine/engine.js";
 import type { Logger } from "./log.js";
 import { createAdminService } from "./transport/admin-service.js";
 import { createHttpServer, listenHttp } from "./http/http-server.js";
@@ -175,7 +175,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
     throw error;
   }
   const info = engine.info();
-  log.info("recovered", { liveJobs: info.liveJobs + info.coldReadyJobs, readyInStoreOnly: info.coldReadyJobs, store: store.kind, location });
+  log.info("recovered", { liveJobs: unfinishedJobs(info), readyInStoreOnly: info.coldReadyJobs, store: store.kind, location });
   log.info("security", {
     tls: tls ? (tls.ca ? "mutual" : "server") : "off",
     tokens: config.authTokensFile === undefined ? "off" : config.authTokensFile,

@@ -1,6 +1,6 @@
 import { open, unlink } from "node:fs/promises";
 import { join } from "node:path";
-import type { Engine } from "./engine/engine.js";
+import { unfinishedJobs, type Engine } from "./engine/engine.js";
 import type { Logger } from "./log.js";
 
 /** How often a degraded server tries its storage again. */
@@ -103,7 +103,7 @@ export class StoreRecovery {
     this.failure = undefined;
     this.options.recovered(engine);
     this.options.onDegraded(false);
-    this.options.log.info("storage recovered; serving again", { degradedMs: Date.now() - failure.sinceMs, liveJobs: engine.info().liveJobs + engine.info().coldReadyJobs });
+    this.options.log.info("storage recovered; serving again", { degradedMs: Date.now() - failure.sinceMs, liveJobs: unfinishedJobs(engine.info()) });
   }
 }
 

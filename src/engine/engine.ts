@@ -57,6 +57,11 @@ export interface EngineOptions {
   readyWindow?: number;
 }
 
+/** Every unfinished job of an engine: those in memory and the ready ones left in the store. */
+export function unfinishedJobs(info: EngineInfo): number {
+  return info.liveJobs + info.coldReadyJobs;
+}
+
 /** What the engine pushes to a worker's Lease stream. */
 export interface LeaseSink {
   /** Jobs now leased to this worker; never more than its free credits. */

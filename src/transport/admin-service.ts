@@ -1,7 +1,7 @@
 import { timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Clock } from "../engine/clock.js";
-import type { Engine, QueueStatsView } from "../engine/engine.js";
+import { unfinishedJobs, type Engine, type QueueStatsView } from "../engine/engine.js";
 import { WorqError, invalid } from "../engine/errors.js";
 import type { Logger } from "../log.js";
 import { AdminService, type QueueStats } from "../../gen/ts/worq/v1/admin_service_pb.js";
@@ -87,7 +87,7 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
         totalProcessed: BigInt(info.counters.processed),
         totalFailed: BigInt(info.counters.failed),
         evictedJobs: BigInt(info.counters.evicted),
-        liveJobs: BigInt(info.liveJobs + info.coldReadyJobs),
+        liveJobs: BigInt(unfinishedJobs(info)),
         store: info.storeKind,
         dataBytes: BigInt(await options.dataBytes()),
         connectedClients: await options.connectedClients(),

@@ -205,13 +205,13 @@ export class LevelStore implements Store {
 
   async readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number, withBodies = false): Promise<ReadyJob[]> {
     const entries = await this.db.iterator({ ...readyRangeAfter(queue, priority, afterSeq), limit }).all();
-    const jobs = entries.map(([, value]) => decodeReadyValue(value, withBodies));
+    const jobs = entries.map(([key, value]) => decodeReadyValue(value, withBodies) ?? jidOfIndexKey(key));
     // Keys moved from l/ by the layout-4 migration hold no copy: their metas are read by jid.
-    const bare = jobs.flatMap((job, i) => (job === undefined ? [jidOfIndexKey(entries[i]![0])] : []));
+    const bare = jobs.filter((job): job is string => typeof job === "string");
     const metas = new Map((await this.metasOf(bare)).map((meta) => [meta.jid, meta]));
-    return jobs.flatMap((job, i) => {
-      if (job) return [job];
-      const meta = metas.get(jidOfIndexKey(entries[i]![0]));
+    return jobs.flatMap((job) => {
+      if (typeof job !== "string") return [job];
+      const meta = metas.get(job);
       return meta ? [{ meta, body: undefined }] : [];
     });
   }
