@@ -20,6 +20,7 @@ import { driveEngineTimers } from "./wakeup.js";
 import { StoreRecovery } from "./store-recovery.js";
 import { swappableEngine, type SwappableEngine } from "./swappable-engine.js";
 import { originAllowlist, WebhookSender } from "./callbacks/webhook-sender.js";
+import { readWebhookSecret } from "./callbacks/webhook-signature.js";
 import { AccessControl } from "./transport/auth/access-control.js";
 import { grpcAccessInterceptor } from "./transport/auth/grpc-interceptor.js";
 import { loadTokenFile } from "./transport/auth/token-file.js";
@@ -70,6 +71,13 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
   });
   const startedAtMs = systemClock.nowMs();
   const isCallbackAllowed = originAllowlist(config.callbackAllow);
+  const webhookSecret = config.webhookSecretFile === undefined ? undefined : readWebhookSecret(config.webhookSecretFile);
+  const newWebhookSender = (engine: Engine) =>
+    new WebhookSender(engine, log, {
+      isAllowed: isCallbackAllowed,
+      concurrencyPerTarget: config.webhookConcurrencyPerTarget,
+      ...(webhookSecret && { secret: webhookSecret }),
+    });
   let handle: SwappableEngine | undefined;
   const metrics = createMetrics(() => handle?.engine);
   let health: HealthImplementation | undefined;
@@ -96,7 +104,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
       stopTimers();
       stopTimers = driveEngineTimers(engine);
       webhooks.stop();
-      webhooks = new WebhookSender(engine, log, { isAllowed: isCallbackAllowed });
+      webhooks = newWebhookSender(engine);
     },
     onDegraded: (degraded) => health?.setStatus("", degraded ? "NOT_SERVING" : "SERVING"),
   });
@@ -110,6 +118,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
       readyWindow: config.readyWindow,
       idempotencyWindowMs: config.idempotencyWindowMs,
       isCallbackAllowed,
+      ...(config.maxQueues !== undefined && { maxQueues: config.maxQueues }),
       observeWrites: (writes) => {
         metrics.observeWrites(writes);
         logLifecycle(log, writes);
@@ -127,7 +136,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
   handle = swappableEngine(await openEngine(store));
   const engine = handle.engine;
   let stopTimers = driveEngineTimers(engine);
-  let webhooks = new WebhookSender(engine, log, { isAllowed: isCallbackAllowed });
+  let webhooks = newWebhookSender(engine);
   const services = {
     producer: createProducerService(engine, log),
     worker: createWorkerService(engine, log, { keepaliveIntervalMs: config.keepaliveIntervalMs }),
