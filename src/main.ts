@@ -3,7 +3,7 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema, type FileDescriptorSet } from "@bufbuild/protobuf/wkt";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { ServerConfig } from "./config.js";
+import { DEFAULT_HEADER_TIMEOUT_MS, DEFAULT_MAX_CONNECTIONS, type ServerConfig } from "./config.js";
 import { systemClock } from "./engine/clock.js";
 import { Engine, unfinishedJobs } from "./engine/engine.js";
 import type { Logger } from "./log.js";
@@ -13,6 +13,7 @@ import { createMetrics } from "./http/metrics.js";
 import { logLifecycle } from "./lifecycle-log.js";
 import type { HealthImplementation } from "grpc-health-check";
 import { bindGrpc, createGrpcServer, type PortTls } from "./transport/grpc-server.js";
+import { capGrpcConnections, capHttpConnections, type ConnectionCaps } from "./transport/connection-caps.js";
 import { createProducerService } from "./transport/producer-service.js";
 import { createWorkerService } from "./transport/worker-service.js";
 import { packageRoot, packageVersion } from "./package-root.js";
@@ -170,10 +171,18 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
   const server = grpcServer.server;
   health = grpcServer.health;
   const http = createHttpServer({ services, engine, metrics, healthy: () => serving && !recovery.degraded, maxRequestBytes, access, ...(tls && { tls }) });
+  const caps = (port: ConnectionCaps["port"]): ConnectionCaps => ({
+    port,
+    maxConnections: config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS,
+    headerTimeoutMs: config.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS,
+    observe: (name, event) => metrics.observeConnection(name, event),
+  });
+  capHttpConnections(http, caps("http"));
   await leader?.beforeBind();
   let grpcPort: number, httpPort: number;
   try {
     grpcPort = await bindGrpc(server, config.host, config.port, tls);
+    capGrpcConnections(server, caps("grpc"));
     httpPort = await listenHttp(http, config.host, config.httpPort);
   } catch (error) {
     // Release the store (and its lock: a cluster must not be left with a leader that never serves).
