@@ -43,6 +43,8 @@ export interface ServerConfig {
   authTokensFile?: string;
   /** gRPC reflection without a token when token auth is on. */
   publicReflection?: boolean;
+  /** --insecure was given: a non-loopback bind may lack TLS or client authentication. */
+  insecure?: boolean;
   /** Per-token limit on submitted jobs. */
   submitRate?: SubmitRate;
   /** Run as one node of a cluster on the --store database (src/cluster, docs/deploy.md). */
@@ -199,7 +201,8 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (config.keepaliveIntervalMs < 10 || config.keepaliveIntervalMs > 30_000) {
     throw new Error("--keepalive-interval must be between 10ms and 30s");
   }
-  refuseOpenNetworkBind(config, pickSwitch("insecure", "WORQ_INSECURE"));
+  if (pickSwitch("insecure", "WORQ_INSECURE")) config.insecure = true;
+  refuseOpenNetworkBind(config, config.insecure === true);
   if (pickSwitch("cluster", "WORQ_CLUSTER")) {
     config.cluster = clusterOf(config, pick("node-id", "WORQ_NODE_ID"), pick("advertise-host", "WORQ_ADVERTISE_HOST"), pick("cluster-ca", "WORQ_CLUSTER_CA"));
   } else {

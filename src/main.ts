@@ -22,6 +22,7 @@ import { StoreRecovery } from "./store-recovery.js";
 import { swappableEngine, type SwappableEngine } from "./swappable-engine.js";
 import { originAllowlist, WebhookSender } from "./callbacks/webhook-sender.js";
 import { readWebhookSecret } from "./callbacks/webhook-signature.js";
+import { checkClientCaBundle, fileMode, startupWarnings } from "./startup-checks.js";
 import { AccessControl } from "./transport/auth/access-control.js";
 import { grpcAccessInterceptor } from "./transport/auth/grpc-interceptor.js";
 import { loadTokenFile } from "./transport/auth/token-file.js";
@@ -199,6 +200,9 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
     tokens: config.authTokensFile === undefined ? "off" : config.authTokensFile,
     submitRate: config.submitRate ? `${config.submitRate.perSecond}/s burst ${config.submitRate.burst}` : "unlimited",
   });
+  for (const { check, message } of startupWarnings({ config, ...(tls && { certPem: tls.cert }), nowMs: systemClock.nowMs(), modeOf: fileMode })) {
+    log.warn(message, { check });
+  }
 
   let closing: Promise<void> | undefined;
   const close = () =>
@@ -240,9 +244,15 @@ export function readTlsFiles(config: ServerConfig): PortTls | undefined {
     config.tls && {
       cert: readFileSync(config.tls.certFile),
       key: readFileSync(config.tls.keyFile),
-      ...(config.tls.clientCaFile !== undefined && { ca: readFileSync(config.tls.clientCaFile) }),
+      ...(config.tls.clientCaFile !== undefined && { ca: readClientCa(config.tls.clientCaFile) }),
     }
   );
+}
+
+function readClientCa(file: string): Buffer {
+  const pem = readFileSync(file);
+  checkClientCaBundle(pem, file);
+  return pem;
 }
 
 /**
