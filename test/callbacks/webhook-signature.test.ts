@@ -5,7 +5,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { verifyWorqSignature } from "../../examples/ts/verify-webhook.js";
+import { verifyWebhookSignature } from "../../src/client/index.js";
 import { readWebhookSecret, webhookSignature } from "../../src/callbacks/webhook-signature.js";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
 import { commandWorks, fileExists, toolAvailable } from "../support/require-tool.js";
@@ -18,7 +18,7 @@ const pythonAvailable = toolAvailable("Python webhook snippet", () => fileExists
 const goAvailable = toolAvailable("Go webhook snippet", () => commandWorks("go", ["version"]), "no go on PATH; install Go 1.26 or newer");
 
 /** The snippet files docs/webhooks.md shows, each verbatim. */
-const SNIPPETS = ["examples/ts/verify-webhook.ts", "examples/python/verify_webhook.py", "examples/go/verifywebhook/main.go"];
+const SNIPPETS = ["src/client/webhook-signature.ts", "examples/python/verify_webhook.py", "examples/go/verifywebhook/main.go"];
 
 interface Delivery {
   headers: IncomingHttpHeaders;
@@ -84,16 +84,16 @@ describe("webhook signatures: a real server signs, and each documented snippet v
     expect(webhookSignature(Buffer.from(SECRET), signed.rawBody.toString(), t)).toBe(header);
   });
 
-  it("TypeScript snippet: accepts the delivery; refuses a changed body, another secret, a stale or missing header", () => {
+  it("TypeScript (verifyWebhookSignature of the worq package): accepts the delivery; refuses a changed body, another secret, a stale or missing header", () => {
     const header = signed.headers["worq-signature"] as string;
     const t = Number(/^t=(\d+)/.exec(header)![1]);
-    expect(verifyWorqSignature(SECRET, header, signed.rawBody)).toBe(true);
-    expect(verifyWorqSignature(SECRET, header, Buffer.concat([signed.rawBody, Buffer.from(" ")]))).toBe(false);
-    expect(verifyWorqSignature(`${SECRET}x`, header, signed.rawBody)).toBe(false);
-    expect(verifyWorqSignature(SECRET, header, signed.rawBody, t + 301)).toBe(false);
-    expect(verifyWorqSignature(SECRET, header, signed.rawBody, t + 299)).toBe(true);
-    expect(verifyWorqSignature(SECRET, undefined, signed.rawBody)).toBe(false);
-    expect(verifyWorqSignature(SECRET, header.replace(/v1=./, "v1=0"), signed.rawBody)).toBe(false);
+    expect(verifyWebhookSignature(SECRET, header, signed.rawBody)).toBe(true);
+    expect(verifyWebhookSignature(SECRET, header, Buffer.concat([signed.rawBody, Buffer.from(" ")]))).toBe(false);
+    expect(verifyWebhookSignature(`${SECRET}x`, header, signed.rawBody)).toBe(false);
+    expect(verifyWebhookSignature(SECRET, header, signed.rawBody, t + 301)).toBe(false);
+    expect(verifyWebhookSignature(SECRET, header, signed.rawBody, t + 299)).toBe(true);
+    expect(verifyWebhookSignature(SECRET, undefined, signed.rawBody)).toBe(false);
+    expect(verifyWebhookSignature(SECRET, header.replace(/v1=./, "v1=0"), signed.rawBody)).toBe(false);
   });
 
   it.skipIf(!pythonAvailable)("Python snippet (examples/python/verify_webhook.py): verified, and rejected for a changed body", async () => {

@@ -7,7 +7,7 @@ import { createHmac, timingSafeEqual } from "node:crypto";
  * trailing newline. Refuses a signature older than `toleranceSeconds`, so a recorded webhook
  * cannot be replayed later.
  */
-export function verifyWorqSignature(
+export function verifyWebhookSignature(
   secret: string,
   header: string | undefined,
   rawBody: Buffer,
