@@ -178,7 +178,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     ),
     maxQueues: parseInteger(pick("max-queues", "WORQ_MAX_QUEUES") ?? String(LIMITS.defaultMaxQueues), "--max-queues"),
     maxConnectionsPerPort: parseInteger(pick("max-connections", "WORQ_MAX_CONNECTIONS") ?? String(DEFAULT_MAX_CONNECTIONS), "--max-connections"),
-    headerTimeoutMs: parseDurationMs(pick("header-timeout", "WORQ_HEADER_TIMEOUT") ?? "10s", "--header-timeout"),
+    headerTimeoutMs: parseDurationMs(pick("header-timeout", "WORQ_HEADER_TIMEOUT") ?? `${DEFAULT_HEADER_TIMEOUT_MS}ms`, "--header-timeout"),
     logLevel: parseLogLevel(pick("log-level", "WORQ_LOG_LEVEL") ?? "info"),
   };
   // With --port 0 (any free port, as tests and side-by-side servers use) the HTTP side also
