@@ -80,13 +80,18 @@ export class WebhookSender {
       const { origin, delivery } = next;
       this.inFlight++;
       this.inFlightByOrigin.set(origin, (this.inFlightByOrigin.get(origin) ?? 0) + 1);
-      void this.send(delivery.callback, delivery.attempt).finally(() => {
-        this.inFlight--;
-        const left = this.inFlightByOrigin.get(origin)! - 1;
-        if (left === 0) this.inFlightByOrigin.delete(origin);
-        else this.inFlightByOrigin.set(origin, left);
-        this.drain();
-      });
+      const { jid } = delivery.callback;
+      // A store error while settling must not end the process: the webhook stays owed and
+      // is sent again after the next restart.
+      void this.send(delivery.callback, delivery.attempt)
+        .catch((error: unknown) => this.log.error("webhook delivery failed", { jid, origin, error: redactUserinfo(String(error)) }))
+        .finally(() => {
+          this.inFlight--;
+          const left = this.inFlightByOrigin.get(origin)! - 1;
+          if (left === 0) this.inFlightByOrigin.delete(origin);
+          else this.inFlightByOrigin.set(origin, left);
+          this.drain();
+        });
     }
   }
 
@@ -103,7 +108,14 @@ export class WebhookSender {
   }
 
   private async send(callback: PendingCallback, attempt: number): Promise<void> {
-    const url = new URL(callback.url);
+    let url: URL;
+    try {
+      url = new URL(callback.url);
+    } catch {
+      this.log.warn("webhook URL does not parse; dropped", { jid: callback.jid });
+      await this.engine.settleCallback(callback.jid);
+      return;
+    }
     if (url.username !== "" || url.password !== "") {
       // Submit refuses such a URL; a job stored by an earlier version may carry one, which
       // fetch() would refuse on every attempt (and its message would hold the password).

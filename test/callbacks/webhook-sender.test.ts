@@ -28,18 +28,22 @@ async function waitUntil(predicate: () => boolean, what: string, timeoutMs = 10_
 }
 
 describe("webhook sender: credentials never logged", () => {
-  it("a stored webhook whose URL carries user:password@ is dropped at once with a warning that names only the origin", async () => {
+  it("stored webhooks that can never be sent (credentials in the URL, a URL that does not parse) are dropped at once; no log line holds the password", async () => {
     const data = createMemoryData();
-    const jid = "6ba7b810-9dad-41d1-80b4-00c04fd430c4";
-    data.callbacks.set(jid, { jid, url: "http://alice:s3cret@127.0.0.1:9/hook" });
+    const withCredentials = "6ba7b810-9dad-41d1-80b4-00c04fd430c4";
+    const unparsable = "6ba7b810-9dad-41d1-80b4-00c04fd430c5";
+    data.callbacks.set(withCredentials, { jid: withCredentials, url: "http://alice:s3cret@127.0.0.1:9/hook" });
+    data.callbacks.set(unparsable, { jid: unparsable, url: "http://[zz/" });
     const { engine } = await openEngine({ data, isCallbackAllowed: () => true });
     const { log, lines } = capturingLogger();
     const sender = new WebhookSender(engine, log, { isAllowed: () => true });
-    await waitUntil(() => data.callbacks.size === 0, "the webhook to be settled");
+    await waitUntil(() => data.callbacks.size === 0, "the webhooks to be settled");
     await flush();
     sender.stop();
-    expect(lines.map((line) => JSON.parse(line) as Record<string, unknown>).map(({ msg, jid: id, origin }) => ({ msg, jid: id, origin }))).toEqual([
-      { msg: "webhook URL carries credentials; dropped", jid, origin: "http://127.0.0.1:9" },
+    const logged = lines.map((line) => JSON.parse(line) as Record<string, unknown>).map(({ msg, jid, origin }) => ({ msg, jid, origin }));
+    expect(logged).toEqual([
+      { msg: "webhook URL carries credentials; dropped", jid: withCredentials, origin: "http://127.0.0.1:9" },
+      { msg: "webhook URL does not parse; dropped", jid: unparsable, origin: undefined },
     ]);
     expect(lines.join("\n")).not.toContain("s3cret");
   });
