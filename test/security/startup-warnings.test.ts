@@ -56,6 +56,23 @@ describe.skipIf(!hasOpenssl)("worq serve: startup warnings and refusals, read fr
     expect(closedAfterMs).toBeGreaterThanOrEqual(250);
   });
 
+  it("warns once that --insecure serves a reachable address without TLS, and nothing else for a fresh data dir", async () => {
+    const insecure = await spawnServer(join(dir, "data-insecure"), ["--host", "0.0.0.0", "--insecure"]);
+    insecure.child.kill("SIGTERM");
+    await insecure.exited;
+    const warnings = insecure
+      .stderr()
+      .split("\n")
+      .filter((line) => line.includes('"level":40'))
+      .map((line) => JSON.parse(line) as { check?: string; msg: string });
+    expect(warnings.map(({ check, msg }) => ({ check, msg }))).toEqual([
+      {
+        check: "insecure",
+        msg: "--insecure: serving 0.0.0.0, which other machines can reach, without TLS; anyone who reaches it can submit, read and delete jobs",
+      },
+    ]);
+  });
+
   it("refuses a --tls-client-ca file with no certificate: exit 1 with the reason logged, naming the flag", async () => {
     const empty = join(dir, "empty-ca.pem");
     writeFileSync(empty, "\n");
