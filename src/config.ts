@@ -26,6 +26,16 @@ export interface ServerConfig {
   maxConcurrentCalls: number;
   /** Origins that callback_url webhooks may target; empty = none. */
   callbackAllow: string[];
+  /** File holding the key that signs webhooks (Worq-Signature header); unset = unsigned. */
+  webhookSecretFile?: string;
+  /** Webhooks in flight at once to one origin (default 4). */
+  webhookConcurrencyPerTarget?: number;
+  /** Distinct queue names the server keeps; a submit that would add one more is refused (default LIMITS.defaultMaxQueues). */
+  maxQueues?: number;
+  /** Open connections per port; more are closed at once (default DEFAULT_MAX_CONNECTIONS). */
+  maxConnectionsPerPort?: number;
+  /** How long a new connection may take to send its request headers (HTTP) or HTTP/2 preface (gRPC). */
+  headerTimeoutMs?: number;
   logLevel: LogLevel;
   /** TLS on both ports; with clientCaFile, clients must present a certificate it signed (mTLS). */
   tls?: { certFile: string; keyFile: string; clientCaFile?: string };
@@ -33,6 +43,8 @@ export interface ServerConfig {
   authTokensFile?: string;
   /** gRPC reflection without a token when token auth is on. */
   publicReflection?: boolean;
+  /** --insecure was given: a non-loopback bind may lack TLS or client authentication. */
+  insecure?: boolean;
   /** Per-token limit on submitted jobs. */
   submitRate?: SubmitRate;
   /** Run as one node of a cluster on the --store database (src/cluster, docs/deploy.md). */
@@ -47,6 +59,13 @@ export interface ClusterConfig {
   /** With TLS: the CA bundle a leader's certificate must chain to, on the links between nodes. */
   caFile?: string;
 }
+
+/** Default of --max-connections: open connections per port. */
+export const DEFAULT_MAX_CONNECTIONS = 1024;
+/** Default of --header-timeout. */
+export const DEFAULT_HEADER_TIMEOUT_MS = 10_000;
+/** Default of --webhook-concurrency-per-target. */
+export const DEFAULT_WEBHOOK_CONCURRENCY_PER_TARGET = 4;
 
 export const SERVE_HELP = `Usage: worq serve [options]
 
@@ -67,7 +86,15 @@ Options (environment variable in brackets):
   --keepalive-interval <dur>  keepalive on idle Lease streams [WORQ_KEEPALIVE_INTERVAL] (default 15s, at most 30s)
   --idempotency-window <dur>  how long an idempotency key deduplicates submits [WORQ_IDEMPOTENCY_WINDOW] (default 24h)
   --max-calls <n>             calls served at once, all connections together; more get RESOURCE_EXHAUSTED [WORQ_MAX_CALLS] (default ${LIMITS.defaultMaxConcurrentCalls})
+  --max-queues <n>            distinct queue names kept; a submit to one more is refused with RESOURCE_EXHAUSTED [WORQ_MAX_QUEUES] (default ${LIMITS.defaultMaxQueues})
+  --max-connections <n>       open connections per port; more are closed at once [WORQ_MAX_CONNECTIONS] (default ${DEFAULT_MAX_CONNECTIONS})
+  --header-timeout <dur>      a new connection that has not sent its request headers (HTTP port) or HTTP/2
+                              preface and settings (gRPC port) by then is closed [WORQ_HEADER_TIMEOUT] (default 10s)
   --callback-allow <origins>  comma-separated origins callback_url may target, e.g. https://hooks.example.com [WORQ_CALLBACK_ALLOW] (default none)
+  --webhook-secret-file <f>   key that signs webhooks: a Worq-Signature header on each (docs/webhooks.md);
+                              unset = unsigned [WORQ_WEBHOOK_SECRET_FILE]
+  --webhook-concurrency-per-target <n>
+                              webhooks in flight at once to one origin, of 8 in all [WORQ_WEBHOOK_CONCURRENCY_PER_TARGET] (default ${DEFAULT_WEBHOOK_CONCURRENCY_PER_TARGET})
   --log-level <level>         debug | info | warn | error | silent [WORQ_LOG_LEVEL] (default info; debug logs every job state change, never job data)
   -h, --help                  show this help
 
@@ -109,6 +136,11 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       "idempotency-window": { type: "string" },
       "max-calls": { type: "string" },
       "callback-allow": { type: "string" },
+      "webhook-secret-file": { type: "string" },
+      "webhook-concurrency-per-target": { type: "string" },
+      "max-queues": { type: "string" },
+      "max-connections": { type: "string" },
+      "header-timeout": { type: "string" },
       "log-level": { type: "string" },
       "tls-cert": { type: "string" },
       "tls-key": { type: "string" },
@@ -140,6 +172,13 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     idempotencyWindowMs: parseDurationMs(pick("idempotency-window", "WORQ_IDEMPOTENCY_WINDOW") ?? "24h", "--idempotency-window"),
     maxConcurrentCalls: parseInteger(pick("max-calls", "WORQ_MAX_CALLS") ?? String(LIMITS.defaultMaxConcurrentCalls), "--max-calls"),
     callbackAllow: parseOrigins(pick("callback-allow", "WORQ_CALLBACK_ALLOW") ?? ""),
+    webhookConcurrencyPerTarget: parseInteger(
+      pick("webhook-concurrency-per-target", "WORQ_WEBHOOK_CONCURRENCY_PER_TARGET") ?? String(DEFAULT_WEBHOOK_CONCURRENCY_PER_TARGET),
+      "--webhook-concurrency-per-target",
+    ),
+    maxQueues: parseInteger(pick("max-queues", "WORQ_MAX_QUEUES") ?? String(LIMITS.defaultMaxQueues), "--max-queues"),
+    maxConnectionsPerPort: parseInteger(pick("max-connections", "WORQ_MAX_CONNECTIONS") ?? String(DEFAULT_MAX_CONNECTIONS), "--max-connections"),
+    headerTimeoutMs: parseDurationMs(pick("header-timeout", "WORQ_HEADER_TIMEOUT") ?? `${DEFAULT_HEADER_TIMEOUT_MS}ms`, "--header-timeout"),
     logLevel: parseLogLevel(pick("log-level", "WORQ_LOG_LEVEL") ?? "info"),
   };
   // With --port 0 (any free port, as tests and side-by-side servers use) the HTTP side also
@@ -152,11 +191,18 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   }
   Object.assign(config, securityOf(pick, pickSwitch));
   if (config.maxConcurrentCalls < 1) throw new Error("--max-calls must be at least 1");
+  const webhookSecretFile = pick("webhook-secret-file", "WORQ_WEBHOOK_SECRET_FILE");
+  if (webhookSecretFile !== undefined && webhookSecretFile !== "") config.webhookSecretFile = webhookSecretFile;
+  if (config.webhookConcurrencyPerTarget! < 1) throw new Error("--webhook-concurrency-per-target must be at least 1");
+  if (config.maxQueues! < 1) throw new Error("--max-queues must be at least 1");
+  if (config.maxConnectionsPerPort! < 1) throw new Error("--max-connections must be at least 1");
+  if (config.headerTimeoutMs! < 100) throw new Error("--header-timeout must be at least 100ms");
   if (config.readyWindow < 1 || config.readyWindow > LIMITS.maxReadyWindow) throw new Error(`--ready-window must be between 1 and ${LIMITS.maxReadyWindow}`);
   if (config.keepaliveIntervalMs < 10 || config.keepaliveIntervalMs > 30_000) {
     throw new Error("--keepalive-interval must be between 10ms and 30s");
   }
-  refuseOpenNetworkBind(config, pickSwitch("insecure", "WORQ_INSECURE"));
+  if (pickSwitch("insecure", "WORQ_INSECURE")) config.insecure = true;
+  refuseOpenNetworkBind(config, config.insecure === true);
   if (pickSwitch("cluster", "WORQ_CLUSTER")) {
     config.cluster = clusterOf(config, pick("node-id", "WORQ_NODE_ID"), pick("advertise-host", "WORQ_ADVERTISE_HOST"), pick("cluster-ca", "WORQ_CLUSTER_CA"));
   } else {

@@ -3,7 +3,7 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema, type FileDescriptorSet } from "@bufbuild/protobuf/wkt";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { ServerConfig } from "./config.js";
+import { DEFAULT_HEADER_TIMEOUT_MS, DEFAULT_MAX_CONNECTIONS, type ServerConfig } from "./config.js";
 import { systemClock } from "./engine/clock.js";
 import { Engine, unfinishedJobs } from "./engine/engine.js";
 import type { Logger } from "./log.js";
@@ -13,6 +13,7 @@ import { createMetrics } from "./http/metrics.js";
 import { logLifecycle } from "./lifecycle-log.js";
 import type { HealthImplementation } from "grpc-health-check";
 import { bindGrpc, createGrpcServer, type PortTls } from "./transport/grpc-server.js";
+import { capGrpcConnections, capHttpConnections, type ConnectionCaps } from "./transport/connection-caps.js";
 import { createProducerService } from "./transport/producer-service.js";
 import { createWorkerService } from "./transport/worker-service.js";
 import { packageRoot, packageVersion } from "./package-root.js";
@@ -20,6 +21,8 @@ import { driveEngineTimers } from "./wakeup.js";
 import { StoreRecovery } from "./store-recovery.js";
 import { swappableEngine, type SwappableEngine } from "./swappable-engine.js";
 import { originAllowlist, WebhookSender } from "./callbacks/webhook-sender.js";
+import { readWebhookSecret } from "./callbacks/webhook-signature.js";
+import { checkClientCaBundle, fileMode, startupWarnings } from "./startup-checks.js";
 import { AccessControl } from "./transport/auth/access-control.js";
 import { grpcAccessInterceptor } from "./transport/auth/grpc-interceptor.js";
 import { loadTokenFile } from "./transport/auth/token-file.js";
@@ -70,6 +73,13 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
   });
   const startedAtMs = systemClock.nowMs();
   const isCallbackAllowed = originAllowlist(config.callbackAllow);
+  const webhookSecret = config.webhookSecretFile === undefined ? undefined : readWebhookSecret(config.webhookSecretFile);
+  const newWebhookSender = (engine: Engine) =>
+    new WebhookSender(engine, log, {
+      isAllowed: isCallbackAllowed,
+      concurrencyPerTarget: config.webhookConcurrencyPerTarget,
+      ...(webhookSecret && { secret: webhookSecret }),
+    });
   let handle: SwappableEngine | undefined;
   const metrics = createMetrics(() => handle?.engine);
   let health: HealthImplementation | undefined;
@@ -96,7 +106,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
       stopTimers();
       stopTimers = driveEngineTimers(engine);
       webhooks.stop();
-      webhooks = new WebhookSender(engine, log, { isAllowed: isCallbackAllowed });
+      webhooks = newWebhookSender(engine);
     },
     onDegraded: (degraded) => health?.setStatus("", degraded ? "NOT_SERVING" : "SERVING"),
   });
@@ -110,6 +120,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
       readyWindow: config.readyWindow,
       idempotencyWindowMs: config.idempotencyWindowMs,
       isCallbackAllowed,
+      ...(config.maxQueues !== undefined && { maxQueues: config.maxQueues }),
       observeWrites: (writes) => {
         metrics.observeWrites(writes);
         logLifecycle(log, writes);
@@ -127,7 +138,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
   handle = swappableEngine(await openEngine(store));
   const engine = handle.engine;
   let stopTimers = driveEngineTimers(engine);
-  let webhooks = new WebhookSender(engine, log, { isAllowed: isCallbackAllowed });
+  let webhooks = newWebhookSender(engine);
   const services = {
     producer: createProducerService(engine, log),
     worker: createWorkerService(engine, log, { keepaliveIntervalMs: config.keepaliveIntervalMs }),
@@ -161,10 +172,18 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
   const server = grpcServer.server;
   health = grpcServer.health;
   const http = createHttpServer({ services, engine, metrics, healthy: () => serving && !recovery.degraded, maxRequestBytes, access, ...(tls && { tls }) });
+  const caps = (port: ConnectionCaps["port"]): ConnectionCaps => ({
+    port,
+    maxConnections: config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS,
+    headerTimeoutMs: config.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS,
+    observe: (name, event) => metrics.observeConnection(name, event),
+  });
+  capHttpConnections(http, caps("http"));
   await leader?.beforeBind();
   let grpcPort: number, httpPort: number;
   try {
     grpcPort = await bindGrpc(server, config.host, config.port, tls);
+    capGrpcConnections(server, caps("grpc"));
     httpPort = await listenHttp(http, config.host, config.httpPort);
   } catch (error) {
     // Release the store (and its lock: a cluster must not be left with a leader that never serves).
@@ -181,6 +200,9 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
     tokens: config.authTokensFile === undefined ? "off" : config.authTokensFile,
     submitRate: config.submitRate ? `${config.submitRate.perSecond}/s burst ${config.submitRate.burst}` : "unlimited",
   });
+  for (const { check, message } of startupWarnings({ config, ...(tls && { certPem: tls.cert }), nowMs: systemClock.nowMs(), modeOf: fileMode })) {
+    log.warn(message, { check });
+  }
 
   let closing: Promise<void> | undefined;
   const close = () =>
@@ -222,9 +244,15 @@ export function readTlsFiles(config: ServerConfig): PortTls | undefined {
     config.tls && {
       cert: readFileSync(config.tls.certFile),
       key: readFileSync(config.tls.keyFile),
-      ...(config.tls.clientCaFile !== undefined && { ca: readFileSync(config.tls.clientCaFile) }),
+      ...(config.tls.clientCaFile !== undefined && { ca: readClientCa(config.tls.clientCaFile) }),
     }
   );
+}
+
+function readClientCa(file: string): Buffer {
+  const pem = readFileSync(file);
+  checkClientCaBundle(pem, file);
+  return pem;
 }
 
 /**

@@ -3,6 +3,7 @@ import { WorqError } from "../engine/errors.js";
 import type { PendingCallback } from "../engine/store.js";
 import { envelopeOf } from "../formats/envelope.js";
 import type { Logger } from "../log.js";
+import { SIGNATURE_HEADER, webhookSignature } from "./webhook-signature.js";
 
 export interface WebhookSenderOptions {
   /** Attempts before giving up on one webhook. */
@@ -11,9 +12,18 @@ export interface WebhookSenderOptions {
   initialDelayMs?: number;
   /** Per-request timeout. */
   timeoutMs?: number;
-  /** Webhooks in flight at once. */
+  /** Webhooks in flight at once, all targets together. */
   concurrency?: number;
+  /** Webhooks in flight at once to one origin, so a slow receiver cannot take every slot. */
+  concurrencyPerTarget?: number;
+  /** Signs each request (the Worq-Signature header) when set; unsigned without. */
+  secret?: Buffer;
   isAllowed: (url: URL) => boolean;
+}
+
+interface Delivery {
+  callback: PendingCallback;
+  attempt: number;
 }
 
 /**
@@ -21,9 +31,13 @@ export interface WebhookSenderOptions {
  * with exponential backoff (1 s, 2 s, 4 s … for ~10 attempts), off the job path so no queue
  * waits on a slow receiver. A webhook is forgotten (in the store) once a 2xx arrives or it
  * is given up; one pending at a crash is sent again after the restart (at least once).
+ * Deliveries wait in one queue per origin, served in turn, so a slow receiver holds at most
+ * `concurrencyPerTarget` of the `concurrency` slots and the others' webhooks go on.
  */
 export class WebhookSender {
-  private readonly queue: { callback: PendingCallback; attempt: number }[] = [];
+  /** Waiting deliveries by origin; an origin is moved to the end when it is served. */
+  private readonly waiting = new Map<string, Delivery[]>();
+  private readonly inFlightByOrigin = new Map<string, number>();
   private inFlight = 0;
   private stopped = false;
   private readonly timers = new Set<NodeJS.Timeout>();
@@ -31,6 +45,7 @@ export class WebhookSender {
   private readonly initialDelayMs: number;
   private readonly timeoutMs: number;
   private readonly concurrency: number;
+  private readonly concurrencyPerTarget: number;
 
   constructor(
     private readonly engine: Engine,
@@ -41,6 +56,7 @@ export class WebhookSender {
     this.initialDelayMs = options.initialDelayMs ?? 1_000;
     this.timeoutMs = options.timeoutMs ?? 10_000;
     this.concurrency = options.concurrency ?? 8;
+    this.concurrencyPerTarget = options.concurrencyPerTarget ?? 4;
     engine.onCallbackDue((callback) => this.enqueue(callback, 1));
   }
 
@@ -50,23 +66,63 @@ export class WebhookSender {
   }
 
   private enqueue(callback: PendingCallback, attempt: number): void {
-    this.queue.push({ callback, attempt });
+    const origin = originOf(callback.url);
+    const queue = this.waiting.get(origin);
+    if (queue) queue.push({ callback, attempt });
+    else this.waiting.set(origin, [{ callback, attempt }]);
     this.drain();
   }
 
   private drain(): void {
-    while (!this.stopped && this.inFlight < this.concurrency && this.queue.length > 0) {
-      const next = this.queue.shift()!;
+    while (!this.stopped && this.inFlight < this.concurrency) {
+      const next = this.nextDelivery();
+      if (!next) return;
+      const { origin, delivery } = next;
       this.inFlight++;
-      void this.send(next.callback, next.attempt).finally(() => {
-        this.inFlight--;
-        this.drain();
-      });
+      this.inFlightByOrigin.set(origin, (this.inFlightByOrigin.get(origin) ?? 0) + 1);
+      const { jid } = delivery.callback;
+      // A store error while settling must not end the process: the webhook stays owed and
+      // is sent again after the next restart.
+      void this.send(delivery.callback, delivery.attempt)
+        .catch((error: unknown) => this.log.error("webhook delivery failed", { jid, origin, error: redactUserinfo(String(error)) }))
+        .finally(() => {
+          this.inFlight--;
+          const left = this.inFlightByOrigin.get(origin)! - 1;
+          if (left === 0) this.inFlightByOrigin.delete(origin);
+          else this.inFlightByOrigin.set(origin, left);
+          this.drain();
+        });
     }
   }
 
+  /** The first waiting delivery of the first origin below its cap; that origin goes to the back of the turn. */
+  private nextDelivery(): { origin: string; delivery: Delivery } | undefined {
+    for (const [origin, queue] of this.waiting) {
+      if ((this.inFlightByOrigin.get(origin) ?? 0) >= this.concurrencyPerTarget) continue;
+      const delivery = queue.shift()!;
+      this.waiting.delete(origin);
+      if (queue.length > 0) this.waiting.set(origin, queue);
+      return { origin, delivery };
+    }
+    return undefined;
+  }
+
   private async send(callback: PendingCallback, attempt: number): Promise<void> {
-    const url = new URL(callback.url);
+    let url: URL;
+    try {
+      url = new URL(callback.url);
+    } catch {
+      this.log.warn("webhook URL does not parse; dropped", { jid: callback.jid });
+      await this.engine.settleCallback(callback.jid);
+      return;
+    }
+    if (url.username !== "" || url.password !== "") {
+      // Submit refuses such a URL; a job stored by an earlier version may carry one, which
+      // fetch() would refuse on every attempt (and its message would hold the password).
+      this.log.warn("webhook URL carries credentials; dropped", { jid: callback.jid, origin: url.origin });
+      await this.engine.settleCallback(callback.jid);
+      return;
+    }
     if (!this.options.isAllowed(url)) {
       // The allowlist shrank since the job was submitted: never call a target no longer allowed.
       this.log.warn("webhook target no longer allowed; dropped", { jid: callback.jid, origin: url.origin });
@@ -87,7 +143,12 @@ export class WebhookSender {
     try {
       const response = await fetch(url, {
         method: "POST",
-        headers: { "content-type": "application/json", "user-agent": "worq-webhook", "worq-jid": callback.jid },
+        headers: {
+          "content-type": "application/json",
+          "user-agent": "worq-webhook",
+          "worq-jid": callback.jid,
+          ...(this.options.secret && { [SIGNATURE_HEADER]: webhookSignature(this.options.secret, body, Math.floor(Date.now() / 1000)) }),
+        },
         body,
         redirect: "manual", // a redirect could lead anywhere, past the allowlist
         signal: AbortSignal.timeout(this.timeoutMs),
@@ -99,7 +160,7 @@ export class WebhookSender {
       }
       problem = `HTTP ${response.status}`;
     } catch (error) {
-      problem = (error as Error).message;
+      problem = redactUserinfo((error as Error).message);
     }
     if (attempt >= this.maxAttempts) {
       this.log.error("webhook given up", { jid: callback.jid, origin: url.origin, attempts: attempt, problem });
@@ -120,4 +181,18 @@ export class WebhookSender {
 export function originAllowlist(origins: readonly string[]): (url: URL) => boolean {
   const allowed = new Set(origins.map((origin) => new URL(origin).origin));
   return (url) => allowed.has(url.origin);
+}
+
+/** The origin a delivery counts against for the per-target cap; "" for a URL that does not parse (send() drops it). */
+function originOf(text: string): string {
+  try {
+    return new URL(text).origin;
+  } catch {
+    return "";
+  }
+}
+
+/** `text` with the user:password@ part of any URL in it masked, so no log line carries a credential. */
+export function redactUserinfo(text: string): string {
+  return text.replace(/(\/\/)[^/?#@\s]*@/g, "$1***@");
 }

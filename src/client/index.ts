@@ -18,3 +18,4 @@ export {
   isDeadlineExceeded,
 } from "./errors.js";
 export { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+export { verifyWebhookSignature } from "./webhook-signature.js";

@@ -46,6 +46,12 @@ export interface EngineOptions {
    * can be aimed into the server's network unless the operator allows the target).
    */
   isCallbackAllowed?: (url: URL) => boolean;
+  /**
+   * Distinct queue names kept (each one is a label value of several /metrics series and an
+   * entry of ListQueues); a submit or pause that would add one more is refused. Default
+   * LIMITS.defaultMaxQueues.
+   */
+  maxQueues?: number;
   /** Sees every commit's writes as they are handed to the store (metrics, debug logs). */
   observeWrites?: (writes: readonly StoreWrite[]) => void;
   /** Metas held as objects before waiting jobs' metas are held packed (live-jobs.ts); tests set it low. */
@@ -216,6 +222,7 @@ export class Engine {
   private readonly onFatal: (error: unknown) => void;
   private readonly idempotencyWindowMs: number;
   private readonly isCallbackAllowed: (url: URL) => boolean;
+  private readonly maxQueues: number;
   private readonly observeWrites: (writes: readonly StoreWrite[]) => void;
   private callbackListener: ((callback: PendingCallback) => void) | undefined;
   /** "type\0key" -> the job holding that idempotency key, until the claim expires. */
@@ -292,6 +299,7 @@ export class Engine {
     this.onFatal = options.onFatal ?? (() => {});
     this.idempotencyWindowMs = options.idempotencyWindowMs ?? LIMITS.defaultIdempotencyWindowMs;
     this.isCallbackAllowed = options.isCallbackAllowed ?? (() => false);
+    this.maxQueues = options.maxQueues ?? LIMITS.defaultMaxQueues;
     this.observeWrites = options.observeWrites ?? (() => {});
     if (this.maxJobBytes > LIMITS.maxMaxJobBytes) {
       throw new Error(`maxJobBytes may be at most ${LIMITS.maxMaxJobBytes}`);
@@ -483,6 +491,12 @@ export class Engine {
       return { input: inputs[i]!, jid: meta.jid, priority: meta.priority, ...(existingJid !== undefined ? { existingJid } : {}) };
     });
     const outcomes = planDependencies(planned, shape, fieldOf, existing);
+    const newQueues = new Set<string>();
+    built.forEach(({ meta }, i) => {
+      if (planned[i]!.existingJid !== undefined || this.queues.has(meta.queue) || newQueues.has(meta.queue)) return;
+      newQueues.add(meta.queue);
+      this.checkQueueRoom(meta.queue, newQueues.size, `${fieldOf(i)}.queue`);
+    });
 
     const writes: StoreWrite[] = [];
     const results: SubmitResult[] = [];
@@ -552,6 +566,7 @@ export class Engine {
   async pauseQueue(name: string): Promise<void> {
     this.checkUsable();
     checkQueueName(name, "queue");
+    if (!this.queues.has(name)) this.checkQueueRoom(name, 1, "queue");
     this.queues.touch(name);
     await this.persist([this.queues.setPaused(name, true)]);
   }
@@ -559,6 +574,7 @@ export class Engine {
   async resumeQueue(name: string): Promise<void> {
     this.checkUsable();
     checkQueueName(name, "queue");
+    if (!this.queues.has(name)) this.checkQueueRoom(name, 1, "queue");
     this.queues.touch(name);
     const durable = this.persist([this.queues.setPaused(name, false)]);
     this.pump();
@@ -1548,6 +1564,16 @@ export class Engine {
     await this.persist([{ kind: "delete-callback", jid }]).catch(() => {});
   }
 
+  /** Throws WORQ_RESOURCE_EXHAUSTED naming `field` when `adding` new queues (the last being `queue`) would pass maxQueues. */
+  private checkQueueRoom(queue: string, adding: number, field: string): void {
+    if (this.queues.size + adding <= this.maxQueues) return;
+    throw new WorqError(
+      "WORQ_RESOURCE_EXHAUSTED",
+      `${field}: queue ${JSON.stringify(queue)} would be one more than the ${this.maxQueues} distinct queues this server keeps (--max-queues); nothing was stored`,
+      field,
+    );
+  }
+
   private checkCallbackUrl(text: string, field: string): void {
     let url: URL;
     try {
@@ -1557,6 +1583,11 @@ export class Engine {
     }
     if (url.protocol !== "http:" && url.protocol !== "https:") invalid(field, "must be an http or https URL");
     if (text.length > 2048) invalid(field, "must be at most 2048 chars");
+    // fetch() refuses a URL with user:password@, so such a webhook could never be sent; and the
+    // password would sit in the store and the job's view. A receiver checks the signature instead.
+    if (url.username !== "" || url.password !== "") {
+      invalid(field, "must not carry credentials (user:password@); the receiver verifies the Worq-Signature header instead");
+    }
     if (!this.isCallbackAllowed(url)) {
       throw new WorqError(
         "WORQ_PERMISSION_DENIED",

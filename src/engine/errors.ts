@@ -11,7 +11,8 @@ export type WorqErrorCode =
   | "WORQ_UNIMPLEMENTED" // a contract field or RPC this server does not build yet
   | "WORQ_PERMISSION_DENIED" // the server's policy forbids it (e.g. a callback target not allowed)
   | "WORQ_UNAVAILABLE" // storage failed or the server is stopping; retry elsewhere/later
-  | "WORQ_DEADLINE_EXCEEDED"; // a wait ran out
+  | "WORQ_DEADLINE_EXCEEDED" // a wait ran out
+  | "WORQ_RESOURCE_EXHAUSTED"; // a server-wide capacity limit (e.g. --max-queues) is reached
 
 /** The one error type the engine throws; `field` names the offending request field, if any. */
 export class WorqError extends Error {

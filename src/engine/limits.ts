@@ -36,6 +36,8 @@ export const LIMITS = {
   errtypeMaxChars: 256,
   workerIdMaxChars: 256,
   leaseMaxQueues: 64,
+  /** Distinct queue names a server keeps, by default: each is a label value of several /metrics series. */
+  defaultMaxQueues: 10_000,
   leaseMaxCredits: 10_000,
   /** Calls a server serves at once (all connections), by default: Lease streams and waits included. */
   defaultMaxConcurrentCalls: 10_000,

@@ -22,6 +22,16 @@ export class QueueRegistry {
     return { kind: "put-queue", queue: { name, paused: false } };
   }
 
+  /** Whether `name` is a known queue. */
+  has(name: string): boolean {
+    return this.paused.has(name);
+  }
+
+  /** How many queues are known. */
+  get size(): number {
+    return this.paused.size;
+  }
+
   isPaused(name: string): boolean {
     return this.paused.get(name) ?? false;
   }

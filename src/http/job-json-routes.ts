@@ -17,6 +17,7 @@ const HTTP_ERROR: Record<WorqErrorCode, [number, string]> = {
   WORQ_UNIMPLEMENTED: [501, "unimplemented"],
   WORQ_UNAVAILABLE: [503, "unavailable"],
   WORQ_DEADLINE_EXCEEDED: [504, "deadline_exceeded"],
+  WORQ_RESOURCE_EXHAUSTED: [429, "resource_exhausted"],
 };
 
 /**

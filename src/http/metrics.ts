@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
 import type { Engine, EngineInfo } from "../engine/engine.js";
 import { isTerminal } from "../engine/job.js";
 import type { StoreWrite } from "../engine/store.js";
+import type { ConnectionEvent } from "../transport/connection-caps.js";
 import { QueueHistogram } from "./queue-histogram.js";
 
 /** Prometheus metrics of one server (prom-client), scraped at GET /metrics on the HTTP port. */
@@ -11,6 +12,8 @@ export interface WorqMetrics {
   observeWrites(writes: readonly StoreWrite[]): void;
   observeRpc(method: string, code: string, seconds: number): void;
   observeStoreWrite(seconds: number, operations: number): void;
+  /** Counts a connection of a port ("grpc", "http") opened, closed, or closed by a cap. */
+  observeConnection(port: string, event: ConnectionEvent): void;
 }
 
 interface QueueCounts {
@@ -96,6 +99,13 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
   engineGauge("worq_lease_slots", "Worker slots taken by unreported leases (orphaned ones included).", (info) => info.leaseSlots);
   engineGauge("worq_ready_jobs_in_store_only", "Ready jobs past the ready window (--ready-window), left in the store until their queue drains.", (info) => info.coldReadyJobs);
   registry.registerMetric(oldestAge);
+  const connectionsOpen = new Gauge({ name: "worq_connections_open", help: "Open connections per port.", labelNames: ["port"], registers: [registry] });
+  const connectionsRefused = new Counter({
+    name: "worq_connections_refused_total",
+    help: "Connections closed by a cap: reason over_max_connections (--max-connections) or header_timeout (--header-timeout).",
+    labelNames: ["port", "reason"],
+    registers: [registry],
+  });
 
   return {
     registry,
@@ -136,6 +146,11 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
     observeStoreWrite(seconds, operations) {
       storeWrite.observe(seconds);
       storeBatch.observe(operations);
+    },
+    observeConnection(port, event) {
+      if (event === "opened") connectionsOpen.inc({ port });
+      else if (event === "closed") connectionsOpen.dec({ port });
+      else connectionsRefused.inc({ port, reason: event });
     },
   };
 }

@@ -13,6 +13,7 @@ const CODE_OF: Record<WorqErrorCode, Code> = {
   WORQ_PERMISSION_DENIED: Code.PermissionDenied,
   WORQ_UNAVAILABLE: Code.Unavailable,
   WORQ_DEADLINE_EXCEEDED: Code.DeadlineExceeded,
+  WORQ_RESOURCE_EXHAUSTED: Code.ResourceExhausted,
 };
 
 export interface ErrorLogger {

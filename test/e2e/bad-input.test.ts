@@ -32,6 +32,7 @@ describe("bad input gets a clear error naming the field and changes nothing (rea
     ["depends_on an unknown job", { type: "t", dependsOn: { jids: ["6ba7b810-9dad-41d1-80b4-00c04fd430c4"] } }, Code.InvalidArgument, "job.depends_on.jids"],
     ["callback_url outside the allowlist", { type: "t", callbackUrl: "http://169.254.169.254/latest" }, Code.PermissionDenied, "job.callback_url"],
     ["callback_url not http", { type: "t", callbackUrl: "file:///etc/passwd" }, Code.InvalidArgument, "job.callback_url"],
+    ["callback_url with user:password@", { type: "t", callbackUrl: "https://u:pw@hooks.example.com/x" }, Code.InvalidArgument, "job.callback_url"],
   ])("Submit with %s → %s naming the field, nothing stored", async (_name, job, code, field) => {
     const before = await submitted();
     const error = await errorOf(server.producer.submit({ job }));

@@ -57,6 +57,7 @@ describe("004 callback_url webhooks (real server, real HTTP receiver on 127.0.0.
     await waitFor(() => received.some((r) => r.body.job_id === jid));
     const hook = received.find((r) => r.body.job_id === jid)!;
     expect(hook.headers["content-type"]).toBe("application/json");
+    expect(hook.headers["worq-signature"]).toBeUndefined(); // no --webhook-secret-file: unsigned
     expect(hook.body).toMatchObject({ job_id: jid, job_path: "backend.workers.tasks.send", args: [], kwargs: { to: "a" }, state: "done" });
     expect(typeof hook.body.ts_enqueued).toBe("number");
     expect(typeof hook.body.ts_finished).toBe("number");

@@ -32,6 +32,25 @@ describe("004 callback_url: webhooks owed are durable", () => {
     expect(data.metas.size).toBe(0);
   });
 
+  it("refuses a URL carrying credentials (user:password@ or user@) with INVALID_ARGUMENT naming the field, on single and batch submits", async () => {
+    const { engine, data } = await openEngine({ isCallbackAllowed: allowHooks });
+    const error = await expectWorqError(
+      () => submitOne(engine, { type: "t", callbackUrl: "https://alice:s3cret@hooks.example.com/done" }),
+      "WORQ_INVALID_ARGUMENT",
+      "job.callback_url",
+    );
+    expect(error.message).toBe("job.callback_url: must not carry credentials (user:password@); the receiver verifies the Worq-Signature header instead");
+    expect(error.message).not.toContain("s3cret");
+    await expectWorqError(() => submitOne(engine, { type: "t", callbackUrl: "https://alice@hooks.example.com/done" }), "WORQ_INVALID_ARGUMENT", "job.callback_url");
+    await expectWorqError(
+      () => engine.submit([{ type: "t" }, { type: "t", callbackUrl: "https://a:b@hooks.example.com/" }], (i) => `jobs[${i}]`),
+      "WORQ_INVALID_ARGUMENT",
+      "jobs[1].callback_url",
+    );
+    expect(data.metas.size).toBe(0);
+    expect(data.callbacks.size).toBe(0);
+  });
+
   it("with no allowlist (the default) every callback_url is refused", async () => {
     const { engine } = await openEngine();
     await expectWorqError(() => submitOne(engine, { type: "t", callbackUrl: "https://hooks.example.com/x" }), "WORQ_PERMISSION_DENIED");

@@ -1,0 +1,47 @@
+import { describe, expect, it } from "vitest";
+import { parseServeArgs, SERVE_HELP, type ServerConfig } from "../src/config.js";
+
+const parse = (argv: string[], env: NodeJS.ProcessEnv = {}) => parseServeArgs(argv, env) as ServerConfig;
+
+describe("worq serve: hardening flags", () => {
+  it("defaults: 1024 connections per port, 10 s header timeout, 10,000 queues, 4 webhooks per target, unsigned webhooks", () => {
+    const config = parse([]);
+    expect({
+      maxConnectionsPerPort: config.maxConnectionsPerPort,
+      headerTimeoutMs: config.headerTimeoutMs,
+      maxQueues: config.maxQueues,
+      webhookConcurrencyPerTarget: config.webhookConcurrencyPerTarget,
+      webhookSecretFile: config.webhookSecretFile,
+      insecure: config.insecure,
+    }).toEqual({ maxConnectionsPerPort: 1024, headerTimeoutMs: 10_000, maxQueues: 10_000, webhookConcurrencyPerTarget: 4, webhookSecretFile: undefined, insecure: undefined });
+  });
+
+  it("flags, and environment variables under them", () => {
+    const flags = ["--max-connections", "50", "--header-timeout", "2s", "--max-queues", "300", "--webhook-concurrency-per-target", "2", "--webhook-secret-file", "/run/secret", "--insecure"];
+    expect(parse(flags)).toMatchObject({ maxConnectionsPerPort: 50, headerTimeoutMs: 2_000, maxQueues: 300, webhookConcurrencyPerTarget: 2, webhookSecretFile: "/run/secret", insecure: true });
+    const env = {
+      WORQ_MAX_CONNECTIONS: "60",
+      WORQ_HEADER_TIMEOUT: "500ms",
+      WORQ_MAX_QUEUES: "7",
+      WORQ_WEBHOOK_CONCURRENCY_PER_TARGET: "1",
+      WORQ_WEBHOOK_SECRET_FILE: "/etc/worq/hook.secret",
+    };
+    expect(parse([], env)).toMatchObject({ maxConnectionsPerPort: 60, headerTimeoutMs: 500, maxQueues: 7, webhookConcurrencyPerTarget: 1, webhookSecretFile: "/etc/worq/hook.secret" });
+    expect(parse(["--max-queues", "8"], env).maxQueues).toBe(8);
+  });
+
+  it("refuses zero or malformed values, naming the flag", () => {
+    expect(() => parse(["--max-connections", "0"])).toThrow("--max-connections must be at least 1");
+    expect(() => parse(["--max-queues", "0"])).toThrow("--max-queues must be at least 1");
+    expect(() => parse(["--max-queues", "ten"])).toThrow('--max-queues must be a whole number, got "ten"');
+    expect(() => parse(["--webhook-concurrency-per-target", "0"])).toThrow("--webhook-concurrency-per-target must be at least 1");
+    expect(() => parse(["--header-timeout", "50ms"])).toThrow("--header-timeout must be at least 100ms");
+    expect(() => parse(["--header-timeout", "10"])).toThrow(/^--header-timeout must be a duration like 500ms/);
+  });
+
+  it("--help lists each of them", () => {
+    for (const flag of ["--max-connections", "--header-timeout", "--max-queues", "--webhook-secret-file", "--webhook-concurrency-per-target"]) {
+      expect(SERVE_HELP, flag).toContain(`  ${flag} <`);
+    }
+  });
+});
