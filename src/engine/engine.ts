@@ -218,7 +218,7 @@ export class Engine {
   private readonly isCallbackAllowed: (url: URL) => boolean;
   private readonly observeWrites: (writes: readonly StoreWrite[]) => void;
   private callbackListener: ((callback: PendingCallback) => void) | undefined;
-  /** "type\0key" -> the job holding that idempotency key, until the claim expires. */
+  /** claimKey(namespace, type, key) -> the job holding that idempotency key, until the claim expires. */
   private readonly claims = new Map<string, IdempotencyClaim>();
   private claimsSinceSweep = 0;
 
@@ -355,7 +355,7 @@ export class Engine {
     this.wakeListener?.();
     const expiredClaims: StoreWrite[] = [];
     for await (const claim of this.store.idempotencyClaims()) {
-      if (claim.expiresAtMs > now) this.claims.set(claimKey(claim.type, claim.key), claim);
+      if (claim.expiresAtMs > now) this.claims.set(claimKey(claim.namespace, claim.type, claim.key), claim);
       else expiredClaims.push({ kind: "delete-idempotency", claim });
     }
     if (expiredClaims.length > 0) await this.persist(expiredClaims);
@@ -421,8 +421,8 @@ export class Engine {
       input.dependsOn?.jids?.forEach((jid) => referenced.add(jid));
       if (input.parentJid !== undefined) referenced.add(input.parentJid);
     }
-    for (const { meta } of built) {
-      const claim = meta.idempotencyKey === undefined ? undefined : this.claims.get(claimKey(meta.type, meta.idempotencyKey));
+    for (const [i, { meta }] of built.entries()) {
+      const claim = meta.idempotencyKey === undefined ? undefined : this.claims.get(claimKey(inputs[i]!.idempotencyNamespace, meta.type, meta.idempotencyKey));
       if (claim) referenced.add(claim.jid);
     }
     const toRead = [...referenced].filter((jid) => !this.live.has(jid) && isUuidV4(jid));
@@ -476,7 +476,7 @@ export class Engine {
     });
     const seenKeys = new Map<string, string>();
     const planned: PlannedJob[] = built.map(({ meta }, i) => {
-      const key = meta.idempotencyKey === undefined ? undefined : claimKey(meta.type, meta.idempotencyKey);
+      const key = meta.idempotencyKey === undefined ? undefined : claimKey(inputs[i]!.idempotencyNamespace, meta.type, meta.idempotencyKey);
       const claim = key === undefined ? undefined : this.claims.get(key);
       const existingJid = claim && claim.expiresAtMs > nowMs ? claim.jid : key !== undefined ? seenKeys.get(key) : undefined;
       if (key !== undefined && existingJid === undefined) seenKeys.set(key, meta.jid);
@@ -515,8 +515,15 @@ export class Engine {
       const newQueue = this.queues.touch(meta.queue);
       if (newQueue) writes.push(newQueue);
       if (meta.idempotencyKey !== undefined) {
-        const claim = { type: meta.type, key: meta.idempotencyKey, jid: meta.jid, expiresAtMs: nowMs + this.idempotencyWindowMs };
-        this.claims.set(claimKey(meta.type, meta.idempotencyKey), claim);
+        const namespace = inputs[i]!.idempotencyNamespace;
+        const claim: IdempotencyClaim = {
+          ...(namespace ? { namespace } : {}),
+          type: meta.type,
+          key: meta.idempotencyKey,
+          jid: meta.jid,
+          expiresAtMs: nowMs + this.idempotencyWindowMs,
+        };
+        this.claims.set(claimKey(namespace, meta.type, meta.idempotencyKey), claim);
         writes.push({ kind: "put-idempotency", claim }, ...this.sweepExpiredClaims(nowMs));
       }
       results.push({ jid: meta.jid, state: meta.state, duplicate: false });
@@ -1705,8 +1712,9 @@ function levelKey(queue: string, priority: PriorityLevel): string {
   return `${queue}\0${priority}`;
 }
 
-function claimKey(type: string, key: string): string {
-  return `${type}\0${key}`;
+/** The claims map's key: namespace and type length-prefixed, so no two triples share one. */
+function claimKey(namespace: string | undefined, type: string, key: string): string {
+  return `${namespace?.length ?? 0}:${namespace ?? ""}${type.length}:${type}${key}`;
 }
 
 function checkJid(jid: string, field: string): void {
