@@ -800,12 +800,15 @@ export class Engine {
     return stats;
   }
 
-  /** Queues sorted by name (003 `inspect queues`), a page at a time after the name in `pageToken`. */
-  listQueues(pageSize = 100, pageToken = ""): { queues: QueueStatsView[]; nextPageToken: string } {
+  /**
+   * Queues sorted by name (003 `inspect queues`), a page at a time after the name in
+   * `pageToken`; only those `allowed` accepts (every queue by default).
+   */
+  listQueues(pageSize = 100, pageToken = "", allowed: (queue: string) => boolean = () => true): { queues: QueueStatsView[]; nextPageToken: string } {
     if (pageSize > 1000) invalid("page_size", "must be at most 1000");
     const size = pageSize || 100;
     const after = pageToken ? Buffer.from(pageToken, "base64url").toString("utf8") : "";
-    const names = this.queues.names().filter((name) => name > after);
+    const names = this.queues.names().filter((name) => name > after && allowed(name));
     const page = names.slice(0, size);
     const nextPageToken = names.length > size ? Buffer.from(page.at(-1)!).toString("base64url") : "";
     return { queues: page.map((name) => this.queueStats(name)), nextPageToken };
