@@ -54,7 +54,10 @@ export function handleJobJsonRoute(
   if (request.method === "GET" && jid !== undefined) {
     const caller = authorizeHttpRoute(access, "get-job", request, response);
     if (!caller) return true;
-    engine.getJob(decodeURIComponent(jid)).then((view) => reply(200, formatJob(visibleJob(caller.scope, view), format)), fail);
+    engine
+      .getJob(decodeURIComponent(jid))
+      .then((view) => visibleJob(caller.scope, view))
+      .then((view) => reply(200, formatJob(view, format)), fail);
     return true;
   }
   if (request.method === "POST" && jid === undefined) {

@@ -161,9 +161,12 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
       for (const queue of retryQueues(engine, scope)) retried += await engine.retryJobs([], queue);
       return { retried: BigInt(retried) };
     }),
-    runJobsNow: guarded("RunJobsNow", log, async (request, ctx) => ({
-      scheduled: BigInt(await engine.runNow(await visibleJids(engine, scopeOf(ctx), [...request.jids]))),
-    })),
+    runJobsNow: guarded("RunJobsNow", log, async (request, ctx) => {
+      // A job outside the scope is skipped, as a jid that does not exist is.
+      const jids = await visibleJids(engine, scopeOf(ctx), [...request.jids]);
+      if (jids.length === 0 && request.jids.length > 0) return { scheduled: 0n };
+      return { scheduled: BigInt(await engine.runNow(jids)) };
+    }),
     pauseQueue: guarded("PauseQueue", log, async (request, ctx) => {
       checkQueueInScope(scopeOf(ctx), request.queue, "queue");
       await engine.pauseQueue(request.queue);
