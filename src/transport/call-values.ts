@@ -7,9 +7,12 @@ import { createContextValues, type ContextValues } from "@connectrpc/connect";
  */
 const attached = new WeakMap<object, ContextValues>();
 
-/** The context values of the call whose metadata is `metadata`, made on first use. */
+/** The context values an interceptor attached to the call whose metadata is `metadata`, or fresh ones. */
 export function contextValuesOf(metadata: object): ContextValues {
-  let values = attached.get(metadata);
-  if (!values) attached.set(metadata, (values = createContextValues()));
-  return values;
+  return attached.get(metadata) ?? createContextValues();
+}
+
+/** Attaches `values` to the call whose metadata is `metadata`, for its handler's context. */
+export function attachContextValues(metadata: object, values: ContextValues): void {
+  attached.set(metadata, values);
 }

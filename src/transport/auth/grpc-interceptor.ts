@@ -1,7 +1,7 @@
 import * as grpc from "@grpc/grpc-js";
-import { ConnectError } from "@connectrpc/connect";
+import { ConnectError, createContextValues } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
-import { contextValuesOf } from "../call-values.js";
+import { attachContextValues } from "../call-values.js";
 import { jobsSubmittedBy, type AccessControl, type Caller } from "./access-control.js";
 import { CALLER } from "./caller-context.js";
 
@@ -28,7 +28,11 @@ export function grpcAccessInterceptor(
           onReceiveMetadata: (metadata, pass) => {
             try {
               caller = access.authorize(method.path, metadata.get("authorization")[0] as string | undefined);
-              if (!caller.scope.all) contextValuesOf(metadata).set(CALLER, caller);
+              if (!caller.scope.all) {
+                const values = createContextValues();
+                values.set(CALLER, caller);
+                attachContextValues(metadata, values);
+              }
             } catch (error) {
               return refuse(error);
             }
