@@ -21,7 +21,7 @@ export function connectAccessInterceptor(access: AccessControl): Interceptor {
  * The gate of the plain HTTP routes. `/v1/jobs` reads and submits jobs, so it takes the
  * rules of GetJob and SubmitBatch; `/metrics` (queue names and counts, no job data) needs
  * any valid token. Answers the request (401/403/429 with a Connect-style JSON error) and
- * returns undefined when refused.
+ * returns undefined when refused; else the caller, whose queue scope the route applies.
  */
 export function authorizeHttpRoute(
   access: AccessControl,
