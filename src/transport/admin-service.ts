@@ -10,7 +10,7 @@ import { ControlAction } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import { domainStateOf, durationOf, jobOf } from "./convert.js";
 import { scopeOf } from "./auth/caller-context.js";
 import { checkQueueInScope } from "./auth/queue-scope.js";
-import { checkJobAccess, retryQueues, visibleJids, visibleJob, workerVisible } from "./auth/scoped-calls.js";
+import { checkJobAccess, retryInScope, runNowInScope, serverFiguresInScope, visibleJob, workerIdVisible, workerVisible } from "./auth/scoped-calls.js";
 import { guarded } from "./handler-guard.js";
 
 export interface AdminServiceOptions {
@@ -87,15 +87,14 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
       const scope = scopeOf(ctx);
       const info = engine.info();
       if (!scope.all) {
-        // A caller of some queues gets this server's own facts, and figures over its queues
-        // where the engine keeps them per queue; server-wide totals are left at 0.
-        const { queues } = engine.listQueues(1000, "", scope.allows);
+        // This server's own facts, and the figures countable over the caller's queues.
+        const figures = serverFiguresInScope(engine, scope);
         return {
           version: options.version,
           startedAt: timestampFromMs(options.startedAtMs),
           uptime: durationOf(options.clock.nowMs() - options.startedAtMs),
-          connectedWorkers: engine.listWorkers().filter((worker) => workerVisible(scope, worker)).length,
-          liveJobs: BigInt(queues.reduce((sum, q) => sum + q.pending + q.ready + q.delayed + q.inFlight + q.retrying, 0)),
+          connectedWorkers: figures.connectedWorkers,
+          liveJobs: BigInt(figures.liveJobs),
           store: info.storeKind,
           ...(options.cluster && { nodeId: options.cluster.nodeId }),
         };
@@ -142,31 +141,8 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
       await engine.deleteJob(request.jid);
       return {};
     }),
-    retryJobs: guarded("RetryJobs", log, async (request, ctx) => {
-      const scope = scopeOf(ctx);
-      if (scope.all || request.jids.length > 0) {
-        if (request.queue) checkQueueInScope(scope, request.queue, "queue");
-        // A job outside the scope is skipped, as a jid that does not exist is (and none left
-        // must not become "every dead job").
-        const jids = await visibleJids(engine, scope, [...request.jids]);
-        if (jids.length === 0 && request.jids.length > 0) return { retried: 0n };
-        return { retried: BigInt(await engine.retryJobs(jids, request.queue)) };
-      }
-      if (request.queue) {
-        checkQueueInScope(scope, request.queue, "queue");
-        return { retried: BigInt(await engine.retryJobs([], request.queue)) };
-      }
-      // Every dead job "of all queues" is every dead job of the caller's queues.
-      let retried = 0;
-      for (const queue of retryQueues(engine, scope)) retried += await engine.retryJobs([], queue);
-      return { retried: BigInt(retried) };
-    }),
-    runJobsNow: guarded("RunJobsNow", log, async (request, ctx) => {
-      // A job outside the scope is skipped, as a jid that does not exist is.
-      const jids = await visibleJids(engine, scopeOf(ctx), [...request.jids]);
-      if (jids.length === 0 && request.jids.length > 0) return { scheduled: 0n };
-      return { scheduled: BigInt(await engine.runNow(jids)) };
-    }),
+    retryJobs: guarded("RetryJobs", log, async (request, ctx) => ({ retried: BigInt(await retryInScope(engine, scopeOf(ctx), [...request.jids], request.queue)) })),
+    runJobsNow: guarded("RunJobsNow", log, async (request, ctx) => ({ scheduled: BigInt(await runNowInScope(engine, scopeOf(ctx), [...request.jids])) })),
     pauseQueue: guarded("PauseQueue", log, async (request, ctx) => {
       checkQueueInScope(scopeOf(ctx), request.queue, "queue");
       await engine.pauseQueue(request.queue);
@@ -185,9 +161,7 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
       const action =
         request.action === ControlAction.QUIET ? "QUIET" : request.action === ControlAction.TERMINATE ? "TERMINATE" : invalid("action", "must be QUIET or TERMINATE");
       // A worker of other queues is answered as one with no open stream.
-      const scope = scopeOf(ctx);
-      const visible = scope.all || engine.listWorkers().every((worker) => worker.workerId !== request.workerId || workerVisible(scope, worker));
-      const streams = visible ? engine.controlWorker(request.workerId, action) : 0;
+      const streams = workerIdVisible(engine, scopeOf(ctx), request.workerId) ? engine.controlWorker(request.workerId, action) : 0;
       if (streams === 0) throw new WorqError("WORQ_NOT_FOUND", `worker ${request.workerId} has no open stream`, "worker_id");
       return { streams };
     }),

@@ -203,6 +203,18 @@ describe("tokens scoped to queues", () => {
         expect((await ops.getQueueStats({ queue: listed })).stats?.paused).toBe(true);
       });
 
+      it("RetryJobs without jids or queue retries the dead jobs of the scope's queues only", async () => {
+        const queues = [`${billing}.dead`, `${payroll}.dead`];
+        const { jobs } = await producer(TOKENS.producer).submitBatch({ jobs: queues.map((queue) => ({ type: "t", queue, retry: { maxAttempts: 1 } })) });
+        for (const queue of queues) {
+          const leased = await leaseOne(worker(TOKENS.worker), queue);
+          expect((await worker(TOKENS.worker).fail({ jid: leased.jid, leaseId: leased.leaseId, message: "boom" })).state).toBe(JobState.DEAD_LETTER);
+        }
+        expect((await admin(SCOPED.billingAdmin).retryJobs({})).retried).toBe(1n);
+        const states = await Promise.all(jobs.map(async ({ jid }) => (await admin(TOKENS.admin).getJob({ jid })).job?.state));
+        expect(states).toEqual([JobState.SCHEDULED, JobState.DEAD_LETTER]);
+      });
+
       it("ListWorkers and ControlWorker see only workers whose every queue is in scope", async () => {
         const abort = new AbortController();
         const streams = [

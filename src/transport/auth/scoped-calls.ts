@@ -1,5 +1,5 @@
 import { WorqError, invalid } from "../../engine/errors.js";
-import type { AckItem, Engine, WorkerView } from "../../engine/engine.js";
+import type { AckItem, Engine, QueueStatsView, WorkerView } from "../../engine/engine.js";
 import type { JobView, SubmitInput } from "../../engine/job.js";
 import { LIMITS } from "../../engine/limits.js";
 import { checkJobInScope, checkQueueInScope, type QueueScope } from "./queue-scope.js";
@@ -57,7 +57,7 @@ export async function ackAllInScope(engine: Engine, scope: QueueScope, items: Ac
 }
 
 /** `jids` without those of jobs outside `scope`: for calls that skip a jid that does not exist. */
-export async function visibleJids(engine: Engine, scope: QueueScope, jids: string[]): Promise<string[]> {
+async function visibleJids(engine: Engine, scope: QueueScope, jids: string[]): Promise<string[]> {
   if (scope.all) return jids;
   const hidden = await Promise.all(jids.map((jid) => isHidden(engine, scope, jid)));
   return jids.filter((_, i) => !hidden[i]);
@@ -76,13 +76,54 @@ export function workerVisible(scope: QueueScope, worker: WorkerView): boolean {
   return scope.all || worker.queues.every((queue) => scope.allows(queue));
 }
 
-/** The queues a scoped RetryJobs without jids or queue goes over: each of the caller's queues. */
-export function retryQueues(engine: Engine, scope: QueueScope): string[] {
-  const names: string[] = [];
+/**
+ * RetryJobs for `scope`'s caller: jobs outside the scope are skipped, as jids that do not
+ * exist are; a `queue` outside it is PERMISSION_DENIED; without jids or queue, "every dead
+ * job" is every dead job of the scope's queues. Returns how many were retried.
+ */
+export async function retryInScope(engine: Engine, scope: QueueScope, jids: string[], queue: string): Promise<number> {
+  if (queue) checkQueueInScope(scope, queue, "queue");
+  if (scope.all) return engine.retryJobs(jids, queue);
+  if (jids.length > 0) {
+    const visible = await visibleJids(engine, scope, jids);
+    // None left must not become "every dead job".
+    return visible.length === 0 ? 0 : engine.retryJobs(visible, queue);
+  }
+  if (queue) return engine.retryJobs([], queue);
+  let retried = 0;
+  for (const stats of queuesInScope(engine, scope)) retried += await engine.retryJobs([], stats.queue);
+  return retried;
+}
+
+/** RunJobsNow for `scope`'s caller: jobs outside the scope are skipped, as jids that do not exist are. */
+export async function runNowInScope(engine: Engine, scope: QueueScope, jids: string[]): Promise<number> {
+  const visible = await visibleJids(engine, scope, jids);
+  return visible.length === 0 && jids.length > 0 ? 0 : engine.runNow(visible);
+}
+
+/** Whether `scope`'s caller may control worker `workerId`: every open stream of it is visible (workerVisible). */
+export function workerIdVisible(engine: Engine, scope: QueueScope, workerId: string): boolean {
+  return scope.all || engine.listWorkers().every((worker) => worker.workerId !== workerId || workerVisible(scope, worker));
+}
+
+/**
+ * The figures of GetServerInfo that can be counted over `scope`'s queues: unfinished jobs
+ * of its queues, and the Lease streams it may see. The server-wide totals (submitted,
+ * processed, failed, evicted) are kept only for all queues together, so a scoped caller gets
+ * none of them.
+ */
+export function serverFiguresInScope(engine: Engine, scope: QueueScope): { liveJobs: number; connectedWorkers: number } {
+  const liveJobs = queuesInScope(engine, scope).reduce((sum, q) => sum + q.pending + q.ready + q.delayed + q.inFlight + q.retrying, 0);
+  return { liveJobs, connectedWorkers: engine.listWorkers().filter((worker) => workerVisible(scope, worker)).length };
+}
+
+/** The stats of every queue `scope` allows, over all pages of listQueues. */
+function queuesInScope(engine: Engine, scope: QueueScope): QueueStatsView[] {
+  const queues: QueueStatsView[] = [];
   for (let pageToken = ""; ; ) {
     const page = engine.listQueues(1000, pageToken, scope.allows);
-    names.push(...page.queues.map((stats) => stats.queue));
-    if (!page.nextPageToken) return names;
+    queues.push(...page.queues);
+    if (!page.nextPageToken) return queues;
     pageToken = page.nextPageToken;
   }
 }
