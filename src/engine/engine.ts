@@ -225,7 +225,7 @@ export class Engine {
   private readonly maxQueues: number;
   private readonly observeWrites: (writes: readonly StoreWrite[]) => void;
   private callbackListener: ((callback: PendingCallback) => void) | undefined;
-  /** "type\0key" -> the job holding that idempotency key, until the claim expires. */
+  /** claimKey(namespace, type, key) -> the job holding that idempotency key, until the claim expires. */
   private readonly claims = new Map<string, IdempotencyClaim>();
   private claimsSinceSweep = 0;
 
@@ -363,7 +363,7 @@ export class Engine {
     this.wakeListener?.();
     const expiredClaims: StoreWrite[] = [];
     for await (const claim of this.store.idempotencyClaims()) {
-      if (claim.expiresAtMs > now) this.claims.set(claimKey(claim.type, claim.key), claim);
+      if (claim.expiresAtMs > now) this.claims.set(claimKey(claim.namespace, claim.type, claim.key), claim);
       else expiredClaims.push({ kind: "delete-idempotency", claim });
     }
     if (expiredClaims.length > 0) await this.persist(expiredClaims);
@@ -429,8 +429,8 @@ export class Engine {
       input.dependsOn?.jids?.forEach((jid) => referenced.add(jid));
       if (input.parentJid !== undefined) referenced.add(input.parentJid);
     }
-    for (const { meta } of built) {
-      const claim = meta.idempotencyKey === undefined ? undefined : this.claims.get(claimKey(meta.type, meta.idempotencyKey));
+    for (const [i, { meta }] of built.entries()) {
+      const claim = meta.idempotencyKey === undefined ? undefined : this.claims.get(claimKey(inputs[i]!.idempotencyNamespace, meta.type, meta.idempotencyKey));
       if (claim) referenced.add(claim.jid);
     }
     const toRead = [...referenced].filter((jid) => !this.live.has(jid) && isUuidV4(jid));
@@ -484,7 +484,7 @@ export class Engine {
     });
     const seenKeys = new Map<string, string>();
     const planned: PlannedJob[] = built.map(({ meta }, i) => {
-      const key = meta.idempotencyKey === undefined ? undefined : claimKey(meta.type, meta.idempotencyKey);
+      const key = meta.idempotencyKey === undefined ? undefined : claimKey(inputs[i]!.idempotencyNamespace, meta.type, meta.idempotencyKey);
       const claim = key === undefined ? undefined : this.claims.get(key);
       const existingJid = claim && claim.expiresAtMs > nowMs ? claim.jid : key !== undefined ? seenKeys.get(key) : undefined;
       if (key !== undefined && existingJid === undefined) seenKeys.set(key, meta.jid);
@@ -529,8 +529,15 @@ export class Engine {
       const newQueue = this.queues.touch(meta.queue);
       if (newQueue) writes.push(newQueue);
       if (meta.idempotencyKey !== undefined) {
-        const claim = { type: meta.type, key: meta.idempotencyKey, jid: meta.jid, expiresAtMs: nowMs + this.idempotencyWindowMs };
-        this.claims.set(claimKey(meta.type, meta.idempotencyKey), claim);
+        const namespace = inputs[i]!.idempotencyNamespace;
+        const claim: IdempotencyClaim = {
+          ...(namespace ? { namespace } : {}),
+          type: meta.type,
+          key: meta.idempotencyKey,
+          jid: meta.jid,
+          expiresAtMs: nowMs + this.idempotencyWindowMs,
+        };
+        this.claims.set(claimKey(namespace, meta.type, meta.idempotencyKey), claim);
         writes.push({ kind: "put-idempotency", claim }, ...this.sweepExpiredClaims(nowMs));
       }
       results.push({ jid: meta.jid, state: meta.state, duplicate: false });
@@ -809,12 +816,15 @@ export class Engine {
     return stats;
   }
 
-  /** Queues sorted by name (003 `inspect queues`), a page at a time after the name in `pageToken`. */
-  listQueues(pageSize = 100, pageToken = ""): { queues: QueueStatsView[]; nextPageToken: string } {
+  /**
+   * Queues sorted by name (003 `inspect queues`), a page at a time after the name in
+   * `pageToken`; only those `allowed` accepts (every queue by default).
+   */
+  listQueues(pageSize = 100, pageToken = "", allowed: (queue: string) => boolean = () => true): { queues: QueueStatsView[]; nextPageToken: string } {
     if (pageSize > 1000) invalid("page_size", "must be at most 1000");
     const size = pageSize || 100;
     const after = pageToken ? Buffer.from(pageToken, "base64url").toString("utf8") : "";
-    const names = this.queues.names().filter((name) => name > after);
+    const names = this.queues.names().filter((name) => name > after && allowed(name));
     const page = names.slice(0, size);
     const nextPageToken = names.length > size ? Buffer.from(page.at(-1)!).toString("base64url") : "";
     return { queues: page.map((name) => this.queueStats(name)), nextPageToken };
@@ -1736,8 +1746,9 @@ function levelKey(queue: string, priority: PriorityLevel): string {
   return `${queue}\0${priority}`;
 }
 
-function claimKey(type: string, key: string): string {
-  return `${type}\0${key}`;
+/** The claims map's key: namespace and type length-prefixed, so no two triples share one. */
+function claimKey(namespace: string | undefined, type: string, key: string): string {
+  return `${namespace?.length ?? 0}:${namespace ?? ""}${type.length}:${type}${key}`;
 }
 
 function checkJid(jid: string, field: string): void {

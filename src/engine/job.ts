@@ -206,6 +206,12 @@ export interface SubmitInput {
   executionTimeoutMs?: number;
   ttlMs?: number;
   idempotencyKey?: string;
+  /**
+   * Whose idempotency keys this key is compared with: keys deduplicate only within one
+   * namespace. Opaque to the engine (the transport passes the caller's queue scope, so callers
+   * of different scopes never learn each other's jobs); absent or "" is the shared namespace.
+   */
+  idempotencyNamespace?: string;
   dependsOn?: { type?: DependencyType; jids?: string[]; batchRefs?: string[] };
   /** Name inside a batch, for other jobs' dependsOn.batchRefs. */
   batchRef?: string;

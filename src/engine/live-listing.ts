@@ -21,6 +21,8 @@ export interface JobFilter {
   parentJid?: string;
   /** Jobs that depend on this job. */
   dependsOnJid?: string;
+  /** Only jobs of the queues this accepts (the caller's queues, when it may not see every one). */
+  queueAllowed?: (queue: string) => boolean;
 }
 
 /** Throws WORQ_INVALID_ARGUMENT naming the field of a filter no job could sensibly match. */
@@ -40,7 +42,8 @@ function metaMatches(filter: JobFilter, meta: JobMeta): boolean {
     (filter.createdAfterMs === undefined || meta.createdAtMs >= filter.createdAfterMs) &&
     (filter.createdBeforeMs === undefined || meta.createdAtMs < filter.createdBeforeMs) &&
     (!filter.parentJid || meta.parentJid === filter.parentJid) &&
-    (!filter.dependsOnJid || (meta.dependency?.jids.includes(filter.dependsOnJid) ?? false))
+    (!filter.dependsOnJid || (meta.dependency?.jids.includes(filter.dependsOnJid) ?? false)) &&
+    (!filter.queueAllowed || filter.queueAllowed(meta.queue))
   );
 }
 
@@ -54,7 +57,7 @@ function bodyMatches(filter: JobFilter, body: JobBody): boolean {
 
 function isFiltering(filter: JobFilter): boolean {
   return Boolean(
-    filter.type || filter.jidPrefix || filter.correlationId || filter.parentJid || filter.dependsOnJid || Object.keys(filter.tags ?? {}).length > 0 ||
+    filter.type || filter.jidPrefix || filter.correlationId || filter.parentJid || filter.dependsOnJid || filter.queueAllowed || Object.keys(filter.tags ?? {}).length > 0 ||
       filter.createdAfterMs !== undefined || filter.createdBeforeMs !== undefined,
   );
 }

@@ -65,8 +65,10 @@ export interface PendingCallback {
   url: string;
 }
 
-/** A job type + idempotency key, held by one job until it expires. */
+/** A job type + idempotency key (within a namespace), held by one job until it expires. */
 export interface IdempotencyClaim {
+  /** Set only for a namespace other than the shared one (SubmitInput.idempotencyNamespace). */
+  namespace?: string;
   type: string;
   key: string;
   jid: string;

@@ -13,6 +13,7 @@ import { handleDashboardRoute } from "./dashboard-routes.js";
 import { handleJobJsonRoute } from "./job-json-routes.js";
 import type { AccessControl } from "../transport/auth/access-control.js";
 import { authorizeHttpRoute, connectAccessInterceptor } from "../transport/auth/http-access.js";
+import { scopedMetricsText } from "../transport/auth/scoped-metrics.js";
 
 /** PEM contents for HTTPS; with `ca`, clients must present a certificate it signed. */
 export type HttpTlsOptions = PortTls;
@@ -72,9 +73,10 @@ export function createHttpServer(options: HttpServerOptions): Server {
       return;
     }
     if (request.method === "GET" && path === "/metrics") {
-      if (!authorizeHttpRoute(options.access, "metrics", request, response)) return;
+      const caller = authorizeHttpRoute(options.access, "metrics", request, response);
+      if (!caller) return;
       options.metrics.registry.metrics().then(
-        (text) => response.writeHead(200, { "content-type": options.metrics.registry.contentType }).end(text),
+        (text) => response.writeHead(200, { "content-type": options.metrics.registry.contentType }).end(scopedMetricsText(text, caller.scope)),
         (error: unknown) => response.writeHead(500).end(String(error)),
       );
       return;

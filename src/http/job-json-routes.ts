@@ -5,6 +5,7 @@ import { formatJob, importJob, isJobFormat, type JobFormat } from "../formats/in
 import { ConnectError } from "@connectrpc/connect";
 import type { AccessControl, Caller } from "../transport/auth/access-control.js";
 import { authorizeHttpRoute, replyError } from "../transport/auth/http-access.js";
+import { scopeSubmits, visibleJob } from "../transport/auth/scoped-calls.js";
 
 /** HTTP status and Connect-style code of each engine error, as the Connect protocol maps them. */
 const HTTP_ERROR: Record<WorqErrorCode, [number, string]> = {
@@ -52,8 +53,12 @@ export function handleJobJsonRoute(
   }
   const jid = match[1];
   if (request.method === "GET" && jid !== undefined) {
-    if (!authorizeHttpRoute(access, "get-job", request, response)) return true;
-    engine.getJob(decodeURIComponent(jid)).then((view) => reply(200, formatJob(view, format)), fail);
+    const caller = authorizeHttpRoute(access, "get-job", request, response);
+    if (!caller) return true;
+    engine
+      .getJob(decodeURIComponent(jid))
+      .then((view) => visibleJob(caller.scope, view))
+      .then((view) => reply(200, formatJob(view, format)), fail);
     return true;
   }
   if (request.method === "POST" && jid === undefined) {
@@ -80,7 +85,8 @@ async function submit(engine: Engine, body: unknown, format: JobFormat, caller: 
       throw error;
     }
   });
-  const results = await engine.submit(inputs, (i) => (batch ? `jobs[${i}]` : "job"));
+  const fieldOf = (i: number) => (batch ? `jobs[${i}]` : "job");
+  const results = await engine.submit(await scopeSubmits(engine, caller.scope, inputs, fieldOf), fieldOf);
   return results.map((result) => ({ jid: result.jid, duplicate: result.duplicate, state: result.state ?? null }));
 }
 

@@ -8,6 +8,9 @@ import { AdminService, type QueueStats } from "../../gen/ts/worq/v1/admin_servic
 import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
 import { ControlAction } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import { domainStateOf, durationOf, jobOf } from "./convert.js";
+import { scopeOf } from "./auth/caller-context.js";
+import { checkQueueInScope } from "./auth/queue-scope.js";
+import { checkJobAccess, retryInScope, runNowInScope, serverFiguresInScope, visibleJob, workerIdVisible, workerVisible } from "./auth/scoped-calls.js";
 import { guarded } from "./handler-guard.js";
 
 export interface AdminServiceOptions {
@@ -49,8 +52,10 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
     paused: stats.paused,
   });
   return {
-    getJob: guarded("GetJob", log, async (request) => ({ job: jobOf(await engine.getJob(request.jid)) })),
-    listJobs: guarded("ListJobs", log, async (request) => {
+    getJob: guarded("GetJob", log, async (request, ctx) => ({ job: jobOf(visibleJob(scopeOf(ctx), await engine.getJob(request.jid))) })),
+    listJobs: guarded("ListJobs", log, async (request, ctx) => {
+      const scope = scopeOf(ctx);
+      if (request.queue) checkQueueInScope(scope, request.queue, "queue");
       const state = request.state === JobState.UNSPECIFIED ? undefined : domainStateOf(request.state);
       const { jobs, nextPageToken } = await engine.listJobs({
         queue: request.queue,
@@ -65,19 +70,35 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
         dependsOnJid: request.dependsOnJid,
         ...(request.createdAfter ? { createdAfterMs: timestampMs(request.createdAfter) } : {}),
         ...(request.createdBefore ? { createdBeforeMs: timestampMs(request.createdBefore) } : {}),
+        ...(scope.all ? {} : { queueAllowed: scope.allows }),
       });
       return { jobs: jobs.map(jobOf), nextPageToken };
     }),
-    listQueues: guarded("ListQueues", log, async (request) => {
-      const { queues, nextPageToken } = engine.listQueues(request.pageSize, request.pageToken);
+    listQueues: guarded("ListQueues", log, async (request, ctx) => {
+      const { queues, nextPageToken } = engine.listQueues(request.pageSize, request.pageToken, scopeOf(ctx).allows);
       return { queues: queues.map(statsOf), nextPageToken };
     }),
-    getQueueStats: guarded("GetQueueStats", log, async (request) => {
+    getQueueStats: guarded("GetQueueStats", log, async (request, ctx) => {
       if (!request.queue) invalid("queue", "is required");
+      checkQueueInScope(scopeOf(ctx), request.queue, "queue");
       return { stats: statsOf(engine.queueStats(request.queue)) };
     }),
-    getServerInfo: guarded("GetServerInfo", log, async () => {
+    getServerInfo: guarded("GetServerInfo", log, async (_request, ctx) => {
+      const scope = scopeOf(ctx);
       const info = engine.info();
+      if (!scope.all) {
+        // This server's own facts, and the figures countable over the caller's queues.
+        const figures = serverFiguresInScope(engine, scope);
+        return {
+          version: options.version,
+          startedAt: timestampFromMs(options.startedAtMs),
+          uptime: durationOf(options.clock.nowMs() - options.startedAtMs),
+          connectedWorkers: figures.connectedWorkers,
+          liveJobs: BigInt(figures.liveJobs),
+          store: info.storeKind,
+          ...(options.cluster && { nodeId: options.cluster.nodeId }),
+        };
+      }
       return {
         version: options.version,
         startedAt: timestampFromMs(options.startedAtMs),
@@ -105,8 +126,8 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
         }),
       };
     }),
-    listWorkers: guarded("ListWorkers", log, async () => ({
-      workers: engine.listWorkers().map((worker) => ({
+    listWorkers: guarded("ListWorkers", log, async (_request, ctx) => ({
+      workers: engine.listWorkers().filter((worker) => workerVisible(scopeOf(ctx), worker)).map((worker) => ({
         workerId: worker.workerId,
         queues: worker.queues,
         credits: worker.credits,
@@ -115,25 +136,32 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
         held: worker.held,
       })),
     })),
-    deleteJob: guarded("DeleteJob", log, async (request) => {
+    deleteJob: guarded("DeleteJob", log, async (request, ctx) => {
+      await checkJobAccess(engine, scopeOf(ctx), request.jid);
       await engine.deleteJob(request.jid);
       return {};
     }),
-    retryJobs: guarded("RetryJobs", log, async (request) => ({ retried: BigInt(await engine.retryJobs([...request.jids], request.queue)) })),
-    runJobsNow: guarded("RunJobsNow", log, async (request) => ({ scheduled: BigInt(await engine.runNow([...request.jids])) })),
-    pauseQueue: guarded("PauseQueue", log, async (request) => {
+    retryJobs: guarded("RetryJobs", log, async (request, ctx) => ({ retried: BigInt(await retryInScope(engine, scopeOf(ctx), [...request.jids], request.queue)) })),
+    runJobsNow: guarded("RunJobsNow", log, async (request, ctx) => ({ scheduled: BigInt(await runNowInScope(engine, scopeOf(ctx), [...request.jids])) })),
+    pauseQueue: guarded("PauseQueue", log, async (request, ctx) => {
+      checkQueueInScope(scopeOf(ctx), request.queue, "queue");
       await engine.pauseQueue(request.queue);
       return {};
     }),
-    resumeQueue: guarded("ResumeQueue", log, async (request) => {
+    resumeQueue: guarded("ResumeQueue", log, async (request, ctx) => {
+      checkQueueInScope(scopeOf(ctx), request.queue, "queue");
       await engine.resumeQueue(request.queue);
       return {};
     }),
-    purgeQueue: guarded("PurgeQueue", log, async (request) => ({ deleted: BigInt(await engine.purgeQueue(request.queue)) })),
-    controlWorker: guarded("ControlWorker", log, async (request) => {
+    purgeQueue: guarded("PurgeQueue", log, async (request, ctx) => {
+      checkQueueInScope(scopeOf(ctx), request.queue, "queue");
+      return { deleted: BigInt(await engine.purgeQueue(request.queue)) };
+    }),
+    controlWorker: guarded("ControlWorker", log, async (request, ctx) => {
       const action =
         request.action === ControlAction.QUIET ? "QUIET" : request.action === ControlAction.TERMINATE ? "TERMINATE" : invalid("action", "must be QUIET or TERMINATE");
-      const streams = engine.controlWorker(request.workerId, action);
+      // A worker of other queues is answered as one with no open stream.
+      const streams = workerIdVisible(engine, scopeOf(ctx), request.workerId) ? engine.controlWorker(request.workerId, action) : 0;
       if (streams === 0) throw new WorqError("WORQ_NOT_FOUND", `worker ${request.workerId} has no open stream`, "worker_id");
       return { streams };
     }),

@@ -1,8 +1,9 @@
 import * as grpc from "@grpc/grpc-js";
 import { once } from "node:events";
 import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
-import { Code, ConnectError, createContextValues, type ContextValues, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, type ContextValues, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { ConcurrentCallLimit } from "./call-limit.js";
+import { contextValuesOf } from "./call-values.js";
 
 /**
  * Request readers that replace fromBinary for some methods (by local name): what they return
@@ -220,8 +221,9 @@ class GrpcCallContext implements HandlerContext {
     return (this.responseTrailers ??= new Headers());
   }
 
+  /** The values interceptors attached to this call (call-values.ts), such as the caller. */
   get values(): ContextValues {
-    return (this.contextValues ??= createContextValues());
+    return (this.contextValues ??= contextValuesOf(this.call.metadata));
   }
 
   /** Trailers a handler set, as gRPC metadata; undefined when it set none. */

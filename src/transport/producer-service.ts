@@ -1,5 +1,5 @@
 import { WireType } from "@bufbuild/protobuf/wire";
-import type { ServiceImpl } from "@connectrpc/connect";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Engine, SubmitResult } from "../engine/engine.js";
 import type { SubmitInput } from "../engine/job.js";
 import { JobState, type JobSpec } from "../../gen/ts/worq/v1/job_pb.js";
@@ -8,6 +8,8 @@ import type { Logger } from "../log.js";
 import { BatchShape, ProducerService, type SubmitBatchResponse, type SubmitResponse } from "../../gen/ts/worq/v1/producer_service_pb.js";
 import { durationMsOf, jobOf, stateOf, submitInputOf } from "./convert.js";
 import { toConnectError } from "./error-mapping.js";
+import { scopeOf } from "./auth/caller-context.js";
+import { checkJobAccess, scopeSubmits } from "./auth/scoped-calls.js";
 import { guarded } from "./handler-guard.js";
 import { encodeSubmitOutcomeDelimited, submitInputOfWire } from "./submit-wire.js";
 
@@ -36,19 +38,22 @@ export function createProducerService(engine: Engine, log: Logger, options: Prod
         }
       : { jobs: results.map(responseOf) as SubmitResponse[] };
   return {
-    submit: guarded("Submit", log, async (request: { job?: SubmittedJob }) => {
-      const [result] = await engine.submit([inputOf(request.job, "job")], () => "job");
+    submit: guarded("Submit", log, async (request: { job?: SubmittedJob }, ctx: HandlerContext) => {
+      const inputs = await scopeSubmits(engine, scopeOf(ctx), [inputOf(request.job, "job")], () => "job");
+      const [result] = await engine.submit(inputs, () => "job");
       return responseOf(result!);
     }),
-    submitBatch: guarded("SubmitBatch", log, async (request: { jobs: readonly SubmittedJob[]; shape: number }) => {
-      const inputs = request.jobs.map((job, i) => inputOf(job, `jobs[${i}]`));
+    submitBatch: guarded("SubmitBatch", log, async (request: { jobs: readonly SubmittedJob[]; shape: number }, ctx: HandlerContext) => {
+      const fieldOf = (i: number) => `jobs[${i}]`;
+      const inputs = await scopeSubmits(engine, scopeOf(ctx), request.jobs.map((job, i) => inputOf(job, fieldOf(i))), fieldOf);
       const shape = request.shape === BatchShape.CHAIN ? "CHAIN" : request.shape === BatchShape.FAN_IN ? "FAN_IN" : undefined;
       if (shape === undefined && request.shape !== BatchShape.UNSPECIFIED) invalid("shape", `unknown value ${request.shape}`);
-      return batchResponse(await engine.submit(inputs, (i) => `jobs[${i}]`, shape));
+      return batchResponse(await engine.submit(inputs, fieldOf, shape));
     }),
     run: guarded("Run", log, async (request, ctx) => {
       const waitMs = request.waitTimeout ? durationMsOf(request.waitTimeout, "wait_timeout") : 0;
-      const [submitted] = await engine.submit([submitInputOf(request.job, "job")], () => "job");
+      const inputs = await scopeSubmits(engine, scopeOf(ctx), [submitInputOf(request.job, "job")], () => "job");
+      const [submitted] = await engine.submit(inputs, () => "job");
       // The jid travels in a trailer too, so a caller whose wait ran out can still follow the job.
       ctx.responseTrailer.set("worq-jid", submitted!.jid);
       try {
@@ -59,9 +64,13 @@ export function createProducerService(engine: Engine, log: Logger, options: Prod
     }),
     getResult: guarded("GetResult", log, async (request, ctx) => {
       const waitMs = request.waitTimeout ? durationMsOf(request.waitTimeout, "wait_timeout") : 0;
+      await checkJobAccess(engine, scopeOf(ctx), request.jid);
       return { job: jobOf(await engine.waitFinished(request.jid, waitMs, ctx.signal)) };
     }),
-    cancel: guarded("Cancel", log, async (request) => ({ job: jobOf(await engine.cancel(request.jid)) })),
+    cancel: guarded("Cancel", log, async (request, ctx) => {
+      await checkJobAccess(engine, scopeOf(ctx), request.jid);
+      return { job: jobOf(await engine.cancel(request.jid)) };
+    }),
   };
 }
 

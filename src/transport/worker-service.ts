@@ -16,6 +16,8 @@ import {
 import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
 import { durationMsOf, failureReportOf, leasedJobOf, stateOf } from "./convert.js";
 import { toConnectError } from "./error-mapping.js";
+import { scopeOf } from "./auth/caller-context.js";
+import { ackAllInScope, checkJobAccess, checkLeaseQueues } from "./auth/scoped-calls.js";
 import { guarded } from "./handler-guard.js";
 import { Outbox } from "./outbox.js";
 import { encodeLeasedJobsDelimited } from "./leased-job-wire.js";
@@ -54,6 +56,7 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
     const outbox = new Outbox<OutboxEntry>();
     let session;
     try {
+      checkLeaseQueues(scopeOf(ctx), request.queues);
       session = engine.openLease(
         { queues: [...request.queues], workerId: request.workerId, credits: request.credits, labels: { ...request.labels } },
         {
@@ -113,21 +116,25 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
 
   return {
     lease,
-    ack: guarded("Ack", log, async (request) => {
+    ack: guarded("Ack", log, async (request, ctx) => {
+      await checkJobAccess(engine, scopeOf(ctx), request.jid);
       await engine.ack(request.jid, request.leaseId, request.result);
       return {};
     }),
-    fail: guarded("Fail", log, async (request) => {
+    fail: guarded("Fail", log, async (request, ctx) => {
+      await checkJobAccess(engine, scopeOf(ctx), request.jid);
       const outcome = await engine.fail(request.jid, request.leaseId, failureReportOf(request, ""));
       return {
         state: outcome.state === null ? JobState.UNSPECIFIED : stateOf(outcome.state),
         ...(outcome.retryAtMs !== undefined ? { retryAt: timestampFromMs(outcome.retryAtMs) } : {}),
       };
     }),
-    renew: guarded("Renew", log, async (request) => {
+    renew: guarded("Renew", log, async (request, ctx) => {
+      const scope = scopeOf(ctx);
       const results = await Promise.all(
         request.leases.map(async (ref, i) => {
           try {
+            await checkJobAccess(engine, scope, ref.jid);
             const executionTimeoutMs = ref.executionTimeout ? durationMsOf(ref.executionTimeout, `leases[${i}].execution_timeout`) : undefined;
             const expiresAtMs = await engine.renew(ref.jid, ref.leaseId, `leases[${i}].`, executionTimeoutMs);
             return { jid: ref.jid, code: 0, message: "", leaseExpiresAt: timestampFromMs(expiresAtMs) };
@@ -139,8 +146,11 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
       );
       return { results };
     }),
-    report: guarded("Report", log, async (request: ReportItems) => {
-      const refusals = await engine.ackAll(
+    report: guarded("Report", log, async (request: ReportItems, ctx: HandlerContext) => {
+      const scope = scopeOf(ctx);
+      const refusals = await ackAllInScope(
+        engine,
+        scope,
         request.acks.map((ack, i) => ({ jid: ack.jid, leaseId: ack.leaseId, result: ack.result, field: `acks[${i}].` })),
       );
       const ackOutcomes = request.acks.map((ack, i): ItemOutcome => {
@@ -151,6 +161,7 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
       });
       const fails = await Promise.all(
         request.fails.map((fail, i) => item(fail.jid, async () => {
+          await checkJobAccess(engine, scope, fail.jid);
           const outcome = await engine.fail(fail.jid, fail.leaseId, failureReportOf(fail, `fails[${i}].`), `fails[${i}].`);
           return { state: outcome.state === null ? JobState.UNSPECIFIED : stateOf(outcome.state) };
         })),

@@ -42,10 +42,11 @@ describe.skipIf(!postgresAvailable())("worq migrate and worq migrate-store (real
     expect(first.stdout).toMatch(/^applied migration 1: /m);
     expect(first.stdout).toMatch(/^applied migration 2: cluster nodes/m);
     expect(first.stdout).toMatch(/^applied migration 3: ready jobs by queue, priority and ready sequence/m);
-    expect(first.stdout).toContain("is now at schema version 3");
+    expect(first.stdout).toMatch(/^applied migration 4: idempotency claims by namespace/m);
+    expect(first.stdout).toContain("is now at schema version 4");
     const again = await runCli(["migrate"], { env: { WORQ_STORE: url } });
     expect(again.code, again.stderr).toBe(0);
-    expect(again.stdout).toMatch(/is at schema version 3: nothing to apply/);
+    expect(again.stdout).toMatch(/is at schema version 4: nothing to apply/);
     expect((await runCli(["migrate", "--store", "./some-dir"])).code).toBe(2);
   });
 

@@ -26,6 +26,25 @@ describe("004 §1 idempotency keys", () => {
     expect(b!.jid).not.toBe(a!.jid);
   });
 
+  it("keys are per namespace: the same type and key in another namespace is a new job, the shared one ('' or none) is one namespace, across a restart", async () => {
+    const { engine, data, clock } = await setup();
+    const submit = async (eng: typeof engine, idempotencyNamespace?: string) =>
+      (await eng.submit([{ type: "charge", idempotencyKey: "k", ...(idempotencyNamespace !== undefined ? { idempotencyNamespace } : {}) }], single))[0]!;
+    const shared = await submit(engine);
+    const billing = await submit(engine, "billing.*");
+    const invoices = await submit(engine, "invoices");
+    expect([shared.duplicate, billing.duplicate, invoices.duplicate]).toEqual([false, false, false]);
+    expect(new Set([shared.jid, billing.jid, invoices.jid]).size).toBe(3);
+    expect(await submit(engine, "")).toMatchObject({ jid: shared.jid, duplicate: true });
+    // The job keeps its own key, whatever namespace it was deduplicated in.
+    expect((await engine.getJob(billing.jid)).meta.idempotencyKey).toBe("k");
+    await engine.close();
+    const restarted = (await openEngine({ data, clock, idempotencyWindowMs: 24 * HOUR })).engine;
+    expect(await submit(restarted, "billing.*")).toMatchObject({ jid: billing.jid, duplicate: true });
+    expect(await submit(restarted, "invoices")).toMatchObject({ jid: invoices.jid, duplicate: true });
+    expect(await submit(restarted)).toMatchObject({ jid: shared.jid, duplicate: true });
+  });
+
   it("inside one batch, a repeated key refers to the first job", async () => {
     const { engine } = await setup();
     const results = await engine.submit(

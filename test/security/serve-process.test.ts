@@ -102,6 +102,33 @@ describe("tokens: worq token create/hash and rotation by SIGHUP", () => {
     expect((await info("old-admin-token")).stderr).toContain("UNAUTHENTICATED: unknown token");
   });
 
+  it("a token scoped with --queues limits the queues it submits to; a reload changes the scope", async () => {
+    const dir = tempDir();
+    const file = join(dir, "tokens");
+    writeFileSync(file, `${tokenFileLine("admin", "ops", "admin-token")}\n`);
+    const server = await start(dir, ["--auth-tokens", file]);
+    const created = await runCli(["token", "create", "--role", "producer", "--name", "billing", "--queues", "invoices,billing.*", "--json"]);
+    const { token, line, queues } = JSON.parse(created.stdout) as { token: string; line: string; queues: string };
+    expect(line).toMatch(/^producer billing sha256:[0-9a-f]{64} queues=billing\.\*,invoices$/);
+    expect(queues).toBe("billing.*,invoices");
+    appendFileSync(file, `${line}\n`);
+    await reload(server, 1);
+    const submit = (queue: string) => runCli(["submit", "t", "--queue", queue, "--server", `127.0.0.1:${server.port}`], { env: { WORQ_TOKEN: token } });
+    expect((await submit("billing.eu")).code).toBe(0);
+    const refused = await submit("payroll");
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('PERMISSION_DENIED: job.queue: the queue "payroll" is outside this token\'s queues (billing.*,invoices)');
+
+    writeFileSync(file, `${line.replace(/queues=.*$/, "queues=payroll")}\n`);
+    await reload(server, 2);
+    expect((await submit("payroll")).code).toBe(0);
+    expect((await submit("billing.eu")).stderr).toContain("PERMISSION_DENIED: job.queue");
+
+    const bad = await runCli(["token", "create", "--role", "producer", "--name", "x", "--queues", "billing/*"]);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain('--queues: "billing/*" is not a queue pattern');
+  });
+
   it("a reload that fails keeps the tokens in force", async () => {
     const dir = tempDir();
     const file = join(dir, "tokens");

@@ -116,6 +116,34 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
     await client.end();
   });
 
+  it("migrates a database of schema 3: its idempotency claims are the shared namespace's, and a namespaced claim of the same type and key sits beside them", async () => {
+    const url = await cluster.createDatabase();
+    const client = new pg.Client(url);
+    await client.connect();
+    await client.query("CREATE TABLE worq_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
+    for (const migration of MIGRATIONS.filter(({ version }) => version <= 3)) {
+      await client.query(migration.sql);
+      await client.query("INSERT INTO worq_schema_migrations (version, name) VALUES ($1, $2)", [migration.version, migration.name]);
+    }
+    const old = { type: "charge", key: "order-42", jid: randomUUID(), expiresAtMs: 9_000 };
+    await client.query("INSERT INTO worq_idempotency (type, key, jid, expires_at_ms) VALUES ($1, $2, $3, $4)", [old.type, old.key, old.jid, old.expiresAtMs]);
+
+    const { store } = await openStore(url);
+    const claims = async () => {
+      const out: unknown[] = [];
+      for await (const claim of store.idempotencyClaims()) out.push(claim);
+      return out;
+    };
+    expect(await claims()).toEqual([old]);
+    const scoped = { namespace: "billing.*", type: old.type, key: old.key, jid: randomUUID(), expiresAtMs: 9_500 };
+    await store.commit([{ kind: "put-idempotency", claim: scoped }]);
+    expect(await claims()).toEqual([old, scoped]);
+    await store.commit([{ kind: "delete-idempotency", claim: old }]);
+    expect(await claims()).toEqual([scoped]);
+    await store.close();
+    await client.end();
+  });
+
   it("refuses a second server on the same database while the first has it open", async () => {
     const { store, url } = await openStore();
     await expect(openStore(url)).rejects.toThrow(/another Worq server is using .*one server per database/);

@@ -238,6 +238,32 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
       await fixture.cleanup();
     });
 
+    it("keeps idempotency claims of different namespaces apart: same type and key, one claim each, deleted one at a time", async () => {
+      const fixture = await setup();
+      const [a, b, c] = [randomUUID(), randomUUID(), randomUUID()];
+      const shared = { type: "charge", key: "k1", jid: a, expiresAtMs: 5_000 };
+      const billing = { namespace: "billing.*", type: "charge", key: "k1", jid: b, expiresAtMs: 6_000 };
+      // A namespace that looks like a shared claim's type and key joined must not meet it.
+      const lookalike = { namespace: "5:charge", type: "k", key: "1", jid: c, expiresAtMs: 7_000 };
+      await fixture.store.commit([
+        { kind: "put-idempotency", claim: shared },
+        { kind: "put-idempotency", claim: billing },
+        { kind: "put-idempotency", claim: lookalike },
+      ]);
+      const all = async (store: Store) => {
+        const out: unknown[] = [];
+        for await (const claim of store.idempotencyClaims()) out.push(claim);
+        return out;
+      };
+      const reopened = await fixture.reopen();
+      expect(new Set(await all(reopened))).toEqual(new Set([shared, billing, lookalike]));
+      await reopened.commit([{ kind: "delete-idempotency", claim: billing }]);
+      expect(new Set(await all(reopened))).toEqual(new Set([shared, lookalike]));
+      await reopened.commit([{ kind: "delete-idempotency", claim: shared }]);
+      expect(await all(reopened)).toEqual([lookalike]);
+      await fixture.cleanup();
+    });
+
     it("pages the SCHEDULED jobs of each queue and priority level in readySeq order, after the last readySeq seen", async () => {
       const fixture = await setup();
       // Queues whose names prefix one another, readySeqs of different lengths, submitted out of

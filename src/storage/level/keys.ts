@@ -24,8 +24,13 @@ export const KEYS = {
   /** Present (empty value) while the job is COMPLETED or CANCELLED: deletion order by expiry. */
   purge: (expiresAtMs: number, jid: string) => `x/${digits15(expiresAtMs)}/${jid}`,
   purgePrefix: "x/",
-  /** IdempotencyClaim JSON, by job type and key (the type length-prefixed, so any chars are safe). */
-  idempotency: (type: string, key: string) => `k/${type.length}:${type}/${key}`,
+  /**
+   * IdempotencyClaim JSON, by namespace, job type and key (length-prefixed, so any chars are
+   * safe). The shared namespace ("") keeps the key it had before namespaces existed; another
+   * namespace is marked by `@`, which a length never starts with.
+   */
+  idempotency: (namespace: string, type: string, key: string) =>
+    namespace === "" ? `k/${type.length}:${type}/${key}` : `k/@${namespace.length}:${namespace}/${type.length}:${type}/${key}`,
   idempotencyPrefix: "k/",
   /** PendingCallback JSON of a finished job whose webhook is not delivered yet. */
   callback: (jid: string) => `w/${jid}`,

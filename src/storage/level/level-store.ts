@@ -349,10 +349,10 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
     case "put-counters":
       return; // commit() keeps them for the group's write (pendingCounters)
     case "put-idempotency":
-      ops.push({ type: "put", key: KEYS.idempotency(write.claim.type, write.claim.key), value: encodeJson(write.claim) });
+      ops.push({ type: "put", key: KEYS.idempotency(write.claim.namespace ?? "", write.claim.type, write.claim.key), value: encodeJson(write.claim) });
       return;
     case "delete-idempotency":
-      ops.push({ type: "del", key: KEYS.idempotency(write.claim.type, write.claim.key) });
+      ops.push({ type: "del", key: KEYS.idempotency(write.claim.namespace ?? "", write.claim.type, write.claim.key) });
       return;
     case "put-callback":
       ops.push({ type: "put", key: KEYS.callback(write.callback.jid), value: encodeJson(write.callback) });

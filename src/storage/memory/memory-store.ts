@@ -66,10 +66,10 @@ export class MemoryStore implements Store {
           this.data.counters = write.counters;
           break;
         case "put-idempotency":
-          this.data.claims.set(`${write.claim.type}\0${write.claim.key}`, write.claim);
+          this.data.claims.set(claimId(write.claim), write.claim);
           break;
         case "delete-idempotency":
-          this.data.claims.delete(`${write.claim.type}\0${write.claim.key}`);
+          this.data.claims.delete(claimId(write.claim));
           break;
         case "put-callback":
           this.data.callbacks.set(write.callback.jid, write.callback);
@@ -187,4 +187,10 @@ export class MemoryStore implements Store {
   private finished(): JobMeta[] {
     return [...this.data.metas.values()].filter((meta) => isPurgedAtExpiry(meta.state)).sort((a, b) => a.expiresAtMs - b.expiresAtMs);
   }
+}
+
+/** A key no two claims share: namespace and type length-prefixed. */
+function claimId(claim: IdempotencyClaim): string {
+  const namespace = claim.namespace ?? "";
+  return `${namespace.length}:${namespace}${claim.type.length}:${claim.type}${claim.key}`;
 }

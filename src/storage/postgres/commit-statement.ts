@@ -1,5 +1,5 @@
 import { isPurgedAtExpiry, isTerminal, type JobMeta } from "../../engine/job.js";
-import type { Counters, StoreWrite } from "../../engine/store.js";
+import type { Counters, IdempotencyClaim, StoreWrite } from "../../engine/store.js";
 import { encodeJson, encodeMetaJson } from "../level/codec.js";
 
 /**
@@ -36,10 +36,11 @@ WITH
     INSERT INTO worq_callbacks (jid, url) SELECT * FROM unnest($19::text[], $20::text[])
     ON CONFLICT (jid) DO UPDATE SET url = EXCLUDED.url),
   del_claims AS (
-    DELETE FROM worq_idempotency WHERE (type, key) IN (SELECT * FROM unnest($21::text[], $22::text[]))),
+    DELETE FROM worq_idempotency WHERE (namespace, type, key) IN (SELECT * FROM unnest($30::text[], $21::text[], $22::text[]))),
   put_claims AS (
-    INSERT INTO worq_idempotency (type, key, jid, expires_at_ms) SELECT * FROM unnest($23::text[], $24::text[], $25::text[], $26::bigint[])
-    ON CONFLICT (type, key) DO UPDATE SET jid = EXCLUDED.jid, expires_at_ms = EXCLUDED.expires_at_ms),
+    INSERT INTO worq_idempotency (namespace, type, key, jid, expires_at_ms)
+    SELECT * FROM unnest($31::text[], $23::text[], $24::text[], $25::text[], $26::bigint[])
+    ON CONFLICT (namespace, type, key) DO UPDATE SET jid = EXCLUDED.jid, expires_at_ms = EXCLUDED.expires_at_ms),
   put_queues AS (
     INSERT INTO worq_queues (name, paused) SELECT * FROM unnest($27::text[], $28::boolean[])
     ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused),
@@ -81,7 +82,7 @@ interface RowOps {
   bodies: Map<string, Put<{ body: Uint8Array; payload: Uint8Array }>>;
   results: Map<string, Put<Uint8Array>>;
   callbacks: Map<string, Put<string>>;
-  claims: Map<string, Put<{ type: string; key: string; jid: string; expiresAtMs: number }> & { type: string; key: string }>;
+  claims: Map<string, Put<IdempotencyClaim> & { namespace: string; type: string; key: string }>;
   queues: Map<string, boolean>;
   counters: Counters | undefined;
 }
@@ -111,13 +112,13 @@ function rowOpsOf(writes: readonly StoreWrite[]): RowOps {
         ops.counters = write.counters;
         break;
       case "put-idempotency": {
-        const { type, key } = write.claim;
-        ops.claims.set(claimId(type, key), { put: write.claim, type, key });
+        const { namespace = "", type, key } = write.claim;
+        ops.claims.set(claimId(namespace, type, key), { put: write.claim, namespace, type, key });
         break;
       }
       case "delete-idempotency": {
-        const { type, key } = write.claim;
-        ops.claims.set(claimId(type, key), { ...DELETE, type, key });
+        const { namespace = "", type, key } = write.claim;
+        ops.claims.set(claimId(namespace, type, key), { ...DELETE, namespace, type, key });
         break;
       }
       case "put-callback":
@@ -134,9 +135,9 @@ function rowOpsOf(writes: readonly StoreWrite[]): RowOps {
   return ops;
 }
 
-/** A key no (type, key) pair shares with another: the type length-prefixed. */
-function claimId(type: string, key: string): string {
-  return `${type.length}:${type}/${key}`;
+/** A key no (namespace, type, key) triple shares with another: namespace and type length-prefixed. */
+function claimId(namespace: string, type: string, key: string): string {
+  return `${namespace.length}:${namespace}${type.length}:${type}/${key}`;
 }
 
 /** Keys whose last operation is a delete, and the rows put. */
@@ -195,6 +196,8 @@ export function commitParameters(writes: readonly StoreWrite[]): { values: unkno
     [...ops.queues.keys()],
     [...ops.queues.values()],
     ops.counters ? [ops.counters.submitted, ops.counters.processed, ops.counters.failed, ops.counters.evicted] : [],
+    claimsDeleted.map((claim) => claim.namespace),
+    claimsPut.map((claim) => claim.namespace ?? ""),
   ];
   const rows =
     ops.jobs.size + ops.bodies.size + ops.results.size + ops.callbacks.size + ops.claims.size + ops.queues.size + (ops.counters ? 1 : 0);

@@ -254,16 +254,18 @@ export class PostgresStore implements Store {
   }
 
   async *idempotencyClaims(): AsyncIterable<IdempotencyClaim> {
-    let after = ["", ""];
+    let after = ["", "", ""];
     for (;;) {
-      const { rows } = await this.pool.query<{ type: string; key: string; jid: string; expires_at_ms: string }>(
-        "SELECT type, key, jid, expires_at_ms FROM worq_idempotency WHERE (type, key) > ($1, $2) ORDER BY type, key LIMIT $3",
+      const { rows } = await this.pool.query<{ namespace: string; type: string; key: string; jid: string; expires_at_ms: string }>(
+        "SELECT namespace, type, key, jid, expires_at_ms FROM worq_idempotency WHERE (namespace, type, key) > ($1, $2, $3) ORDER BY namespace, type, key LIMIT $4",
         [...after, PAGE_ROWS],
       );
-      for (const row of rows) yield { type: row.type, key: row.key, jid: row.jid, expiresAtMs: Number(row.expires_at_ms) };
+      for (const row of rows) {
+        yield { ...(row.namespace ? { namespace: row.namespace } : {}), type: row.type, key: row.key, jid: row.jid, expiresAtMs: Number(row.expires_at_ms) };
+      }
       if (rows.length < PAGE_ROWS) return;
       const last = rows[rows.length - 1]!;
-      after = [last.type, last.key];
+      after = [last.namespace, last.type, last.key];
     }
   }
 

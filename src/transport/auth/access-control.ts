@@ -3,6 +3,7 @@ import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { toBinary } from "@bufbuild/protobuf";
 import { DurationSchema, durationFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
+import { ALL_QUEUES, type QueueScope } from "./queue-scope.js";
 import { ruleOf, type Role } from "./roles.js";
 import { SubmitRateLimiter, type SubmitRate } from "./submit-rate.js";
 import { hashToken, type TokenEntry } from "./token-file.js";
@@ -18,10 +19,12 @@ export interface AccessOptions {
 export interface Caller {
   name: string;
   role: Role | "anonymous";
+  /** The queues the caller may touch. */
+  scope: QueueScope;
 }
 
-/** Without token auth every caller is one and shares one submit-rate bucket. */
-const ANONYMOUS: Caller = { name: "(anonymous)", role: "anonymous" };
+/** Without token auth every caller is one, shares one submit-rate bucket and touches every queue. */
+export const ANONYMOUS: Caller = { name: "(anonymous)", role: "anonymous", scope: ALL_QUEUES };
 
 /** The trailer (and HTTP header) that says how long to wait before submitting again. */
 export const RETRY_AFTER_MS = "retry-after-ms";
@@ -99,7 +102,7 @@ export class AccessControl {
       if (timingSafeEqual(presented, entry.sha256) && !found) found = entry;
     }
     if (!found) throw new ConnectError("unknown token", Code.Unauthenticated);
-    return { name: found.name, role: found.role };
+    return { name: found.name, role: found.role, scope: found.scope };
   }
 }
 

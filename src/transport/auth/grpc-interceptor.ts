@@ -1,12 +1,15 @@
 import * as grpc from "@grpc/grpc-js";
-import { ConnectError } from "@connectrpc/connect";
+import { ConnectError, createContextValues } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { attachContextValues } from "../call-values.js";
 import { jobsSubmittedBy, type AccessControl, type Caller } from "./access-control.js";
+import { CALLER } from "./caller-context.js";
 
 /**
  * The gRPC port's gate: a grpc-js server interceptor, so it guards every service on the
  * server (worq, reflection, health) before any handler runs. The call's metadata decides who
- * calls and whether they may; a submit's message decides whether the rate allows it.
+ * calls and whether they may; a submit's message decides whether the rate allows it. A caller
+ * limited to some queues is left in the call's context values for the handlers (CALLER).
  */
 export function grpcAccessInterceptor(
   access: AccessControl,
@@ -25,6 +28,11 @@ export function grpcAccessInterceptor(
           onReceiveMetadata: (metadata, pass) => {
             try {
               caller = access.authorize(method.path, metadata.get("authorization")[0] as string | undefined);
+              if (!caller.scope.all) {
+                const values = createContextValues();
+                values.set(CALLER, caller);
+                attachContextValues(metadata, values);
+              }
             } catch (error) {
               return refuse(error);
             }

@@ -1,12 +1,17 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { jobsSubmittedBy, RETRY_AFTER_MS, type AccessControl, type Caller } from "./access-control.js";
+import { CALLER } from "./caller-context.js";
 
-/** The HTTP port's gate for the Connect protocol: the same paths and rules as the gRPC port. */
+/**
+ * The HTTP port's gate for the Connect protocol: the same paths and rules as the gRPC port,
+ * and the caller left in the context values for the handlers (CALLER).
+ */
 export function connectAccessInterceptor(access: AccessControl): Interceptor {
   return (next) => async (request) => {
     const path = `/${request.service.typeName}/${request.method.name}`;
     const caller = access.authorize(path, request.header.get("authorization"));
+    request.contextValues.set(CALLER, caller);
     if (!request.stream) access.admitSubmits(caller, jobsSubmittedBy(path, request.message));
     return next(request);
   };
@@ -16,7 +21,7 @@ export function connectAccessInterceptor(access: AccessControl): Interceptor {
  * The gate of the plain HTTP routes. `/v1/jobs` reads and submits jobs, so it takes the
  * rules of GetJob and SubmitBatch; `/metrics` (queue names and counts, no job data) needs
  * any valid token. Answers the request (401/403/429 with a Connect-style JSON error) and
- * returns undefined when refused.
+ * returns undefined when refused; else the caller, whose queue scope the route applies.
  */
 export function authorizeHttpRoute(
   access: AccessControl,
