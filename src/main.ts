@@ -9,6 +9,7 @@ import { Engine, unfinishedJobs } from "./engine/engine.js";
 import type { Logger } from "./log.js";
 import { createAdminService } from "./transport/admin-service.js";
 import { createHttpServer, listenHttp } from "./http/http-server.js";
+import { hostRuleOf } from "./http/http-door.js";
 import { createMetrics } from "./http/metrics.js";
 import { logLifecycle } from "./lifecycle-log.js";
 import type { HealthImplementation } from "grpc-health-check";
@@ -160,7 +161,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
   });
   const server = grpcServer.server;
   health = grpcServer.health;
-  const http = createHttpServer({ services, engine, metrics, healthy: () => serving && !recovery.degraded, maxRequestBytes, access, ...(tls && { tls }) });
+  const http = createHttpServer({ services, engine, metrics, healthy: () => serving && !recovery.degraded, maxRequestBytes, access, hosts: hostRuleOf(config), log, ...(tls && { tls }) });
   await leader?.beforeBind();
   let grpcPort: number, httpPort: number;
   try {

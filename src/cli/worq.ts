@@ -10,6 +10,13 @@ import { createProgram } from "./program.js";
  * running server (see `worq --help`). Exit codes are listed in exit-codes.ts.
  */
 
+// `worq jobs … | head`: the reader closing the pipe early ends the output quietly, as in any
+// Unix tool, instead of an EPIPE stack trace.
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code === "EPIPE") process.exit(0);
+  throw error;
+});
+
 let serving = false;
 const program = createProgram(async (argv) => {
   serving = true;

@@ -69,7 +69,7 @@ export function bindGrpc(server: grpc.Server, host: string, port: number, tls: P
   const credentials = tls
     ? grpc.ServerCredentials.createSsl(tls.ca ?? null, [{ cert_chain: tls.cert, private_key: tls.key }], tls.ca !== undefined)
     : grpc.ServerCredentials.createInsecure();
-  return new Promise((ok, fail) => server.bindAsync(`${host}:${port}`, credentials, (error, bound) => (error ? fail(error) : ok(bound))));
+  return new Promise((ok, fail) => server.bindAsync(`${host.includes(":") ? `[${host}]` : host}:${port}`, credentials, (error, bound) => (error ? fail(error) : ok(bound))));
 }
 
 /** grpc-js server options: message size limits both ways, keepalive, streams per connection. */
