@@ -37,7 +37,7 @@ export function rawHttp(port: number, bytes: Buffer | string, options: RawHttpOp
     socket.on("error", (cause) => (error ??= (cause as NodeJS.ErrnoException).code ?? cause.message));
     socket.once("close", () => {
       clearTimeout(timer);
-      const text = Buffer.concat(chunks).toString("latin1");
+      const text = Buffer.concat(chunks).toString("utf8");
       const status = /^HTTP\/1\.[01] (\d{3})/.exec(text)?.[1];
       resolve({ status: status === undefined ? undefined : Number(status), text, ...(error !== undefined && { error }) });
     });
