@@ -16,10 +16,15 @@ export interface RawHttpOptions {
   timeoutMs?: number;
 }
 
+/** How long a server may stay silent before the request is taken as waiting for more bytes, and the connection half-closed. */
+const SILENCE_MS = 500;
+
 /**
- * Sends `bytes` as they are over a fresh TCP (or TLS) connection to 127.0.0.1:`port`, then
- * half-closes it: the server answers what it read and closes, so the whole answer is known
- * without parsing it. For requests no HTTP client library would send.
+ * Sends `bytes` as they are over a fresh TCP (or TLS) connection to 127.0.0.1:`port` and
+ * reads the first response to its end (by Content-Length, the last chunk, or the server
+ * closing). A request the server still waits on (a body shorter than its Content-Length)
+ * gets a half-close after SILENCE_MS, so the server sees the end of input. For requests no
+ * HTTP client library would send.
  */
 export function rawHttp(port: number, bytes: Buffer | string, options: RawHttpOptions = {}): Promise<RawHttpAnswer> {
   return new Promise((resolve) => {
@@ -32,16 +37,36 @@ export function rawHttp(port: number, bytes: Buffer | string, options: RawHttpOp
       error = "timeout";
       socket.destroy();
     }, options.timeoutMs ?? 10_000);
-    socket.once(options.tls ? "secureConnect" : "connect", () => socket.end(bytes));
-    socket.on("data", (chunk: Buffer) => chunks.push(chunk));
+    const silence = setTimeout(() => socket.end(), SILENCE_MS);
+    socket.once(options.tls ? "secureConnect" : "connect", () => socket.write(bytes));
+    socket.on("data", (chunk: Buffer) => {
+      clearTimeout(silence);
+      chunks.push(chunk);
+      if (responseComplete(Buffer.concat(chunks))) socket.destroy();
+    });
     socket.on("error", (cause) => (error ??= (cause as NodeJS.ErrnoException).code ?? cause.message));
     socket.once("close", () => {
       clearTimeout(timer);
+      clearTimeout(silence);
       const text = Buffer.concat(chunks).toString("utf8");
       const status = /^HTTP\/1\.[01] (\d{3})/.exec(text)?.[1];
       resolve({ status: status === undefined ? undefined : Number(status), text, ...(error !== undefined && { error }) });
     });
   });
+}
+
+/** Whether `data` holds a whole response: its headers and, by Content-Length or chunking, its body. */
+function responseComplete(data: Buffer): boolean {
+  const headerEnd = data.indexOf("\r\n\r\n");
+  if (headerEnd < 0) return false;
+  const head = data.subarray(0, headerEnd).toString("latin1");
+  const body = data.subarray(headerEnd + 4);
+  const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(head)?.[1]);
+  if (status === 204 || status === 304 || (status >= 100 && status < 200)) return true;
+  const length = /\r\ncontent-length: *(\d+)/i.exec(head)?.[1];
+  if (length !== undefined) return body.length >= Number(length);
+  if (/\r\ntransfer-encoding: *chunked/i.test(head)) return body.toString("latin1").endsWith("0\r\n\r\n");
+  return false; // read until the server closes
 }
 
 /** The JSON body of a non-chunked or single-chunk answer, or undefined. */
