@@ -154,6 +154,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
     maxReceiveMessageBytes: maxRequestBytes,
     maxConcurrentCalls: config.maxConcurrentCalls,
     descriptorSet: worqDescriptorSet(),
+    log,
     onCall: (method, code, seconds) => metrics.observeRpc(method, code, seconds),
     // Refused calls never reach a handler: count them here, under their code. Without tokens
     // or a submit rate nothing is refused, and a per-call interceptor would only cost time.

@@ -10,7 +10,8 @@ import { LeaseRequestSchema, WorkerService } from "../../gen/ts/worq/v1/worker_s
 import type { Logger } from "../log.js";
 import { httpServerFor, listenHttp, replyRefusal } from "../http/http-server.js";
 import { checkDoor, isRefusal, type HostRule } from "../http/http-door.js";
-import { guardRequests, internalErrorMessage, newRequestId, type RequestHandler } from "../http/request-guard.js";
+import { guardRequests, type RequestHandler } from "../http/request-guard.js";
+import { internalErrorMessage, newRequestId } from "../transport/request-id.js";
 import type { AccessControl } from "../transport/auth/access-control.js";
 import { grpcAccessInterceptor } from "../transport/auth/grpc-interceptor.js";
 import { authorizeHttpRoute } from "../transport/auth/http-access.js";

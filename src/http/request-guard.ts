@@ -1,6 +1,6 @@
-import { randomBytes } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "../log.js";
+import { internalErrorMessage, newRequestId } from "../transport/request-id.js";
 
 /** A request handler that may throw or return a promise that rejects. */
 export type RequestHandler = (request: IncomingMessage, response: ServerResponse) => void | Promise<void>;
@@ -42,14 +42,4 @@ export function answerInternalError(request: IncomingMessage, response: ServerRe
   response
     .writeHead(500, { "content-type": "application/json" })
     .end(`${JSON.stringify({ code: "internal", message: internalErrorMessage(requestId) })}\n`);
-}
-
-/** The message a client gets for a failure whose cause is only in the server's log. */
-export function internalErrorMessage(requestId: string): string {
-  return `internal server error (request id ${requestId})`;
-}
-
-/** 16 hex digits: unique enough to find one line in a log. */
-export function newRequestId(): string {
-  return randomBytes(8).toString("hex");
 }
