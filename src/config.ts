@@ -90,9 +90,10 @@ Security (docs/security.md):
   --public-reflection         serve gRPC reflection without a token (health is always open) [WORQ_PUBLIC_REFLECTION=1]
   --submit-rate <r>[:burst]   at most r submitted jobs per second per token, bursts of up to
                               burst (default r) jobs; over it: RESOURCE_EXHAUSTED [WORQ_SUBMIT_RATE]
-  --http-allowed-hosts <names> comma-separated Host names the HTTP port answers besides localhost, *.localhost,
-                              127.0.0.1 and [::1] (on a loopback --host only these; elsewhere any, unless given),
-                              * for any [WORQ_HTTP_ALLOWED_HOSTS]
+  --http-allowed-hosts <names>
+                              comma-separated Host names the HTTP port answers besides localhost, *.localhost,
+                              127.0.0.1 and [::1] (a loopback --host answers only those; any other --host answers
+                              any name unless this is given); * for any [WORQ_HTTP_ALLOWED_HOSTS]
   --insecure                  allow a non-loopback --host without TLS and client authentication [WORQ_INSECURE=1]
 
 Durations: 500ms, 10s, 5m, 1h.`;
