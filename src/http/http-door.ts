@@ -81,7 +81,8 @@ function refusal(status: number, code: string, message: string): DoorRefusal {
 /** The name in a Host header (lower case, without port, brackets or trailing dot); undefined when it is not host[:port]. */
 export function hostnameOf(host: string): string | undefined {
   const match = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._~!$&'()*+,;=%-]+)(?::\d{0,5})?$/.exec(host);
-  if (!match) return undefined;
+  // Routes build URLs on it (Connect does): it must be a valid URL authority too.
+  if (!match || !URL.canParse(`http://${host}/`)) return undefined;
   const name = bareHostname(match[1]!);
   return name.startsWith("[") || (name.includes(":") && isIP(name) !== 6) ? undefined : name;
 }

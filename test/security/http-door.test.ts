@@ -132,6 +132,13 @@ describe("the HTTP door of a real server process", () => {
     expect(answer.status).toBe(400);
     expect(answer.body.code).toBe("invalid_argument");
     expect(answer.body.message).toMatch(/^body: is not the request message in binary protobuf \(parse binary: /);
+    // A streaming call answers in its end-of-stream message (HTTP 200): invalid_argument there too.
+    const garbage = Buffer.from([0, 0, 0, 0, 3, 0xff, 0xff, 0xff]);
+    const stream = await fetch(`${base}/worq.v1.WorkerService/Lease`, { method: "POST", headers: { "content-type": "application/connect+proto" }, body: garbage });
+    const bytes = Buffer.from(await stream.arrayBuffer());
+    expect(stream.status).toBe(200);
+    expect(bytes[0]).toBe(0b10);
+    expect(JSON.parse(bytes.subarray(5).toString()).error).toMatchObject({ code: "invalid_argument", message: expect.stringMatching(/^body: is not the request message in binary protobuf/) });
   });
 
   it("JSON nested deeper than 100 levels on /v1/jobs gets 400 naming the body (was a 500 that logged nothing)", async () => {
