@@ -10,14 +10,14 @@ import { createProgram } from "./program.js";
  * running server (see `worq --help`). Exit codes are listed in exit-codes.ts.
  */
 
-// `worq jobs … | head`: the reader closing the pipe early ends the output quietly, as in any
-// Unix tool, instead of an EPIPE stack trace.
-process.stdout.on("error", (error: NodeJS.ErrnoException) => {
-  if (error.code === "EPIPE") process.exit(0);
-  throw error;
-});
-
 let serving = false;
+
+// `worq jobs … | head`: the reader closing the pipe early ends the output quietly, as in any
+// Unix tool, instead of an EPIPE stack trace. A server keeps serving (it logs to stderr).
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code !== "EPIPE") throw error;
+  if (!serving) process.exit(0);
+});
 const program = createProgram(async (argv) => {
   serving = true;
   // Loaded on demand: client commands need not load the server (LevelDB, gRPC server).
