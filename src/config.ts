@@ -47,6 +47,8 @@ export interface ServerConfig {
   insecure?: boolean;
   /** Per-token limit on submitted jobs. */
   submitRate?: SubmitRate;
+  /** Host header names the HTTP port answers besides loopback names (src/http/http-door.ts); `*` = any. */
+  httpAllowedHosts?: string[];
   /** Run as one node of a cluster on the --store database (src/cluster, docs/deploy.md). */
   cluster?: ClusterConfig;
 }
@@ -115,6 +117,10 @@ Security (docs/security.md):
   --public-reflection         serve gRPC reflection without a token (health is always open) [WORQ_PUBLIC_REFLECTION=1]
   --submit-rate <r>[:burst]   at most r submitted jobs per second per token, bursts of up to
                               burst (default r) jobs; over it: RESOURCE_EXHAUSTED [WORQ_SUBMIT_RATE]
+  --http-allowed-hosts <names>
+                              comma-separated Host names the HTTP port answers besides localhost, *.localhost,
+                              127.0.0.1 and [::1] (a loopback --host answers only those; any other --host answers
+                              any name unless this is given); * for any [WORQ_HTTP_ALLOWED_HOSTS]
   --insecure                  allow a non-loopback --host without TLS and client authentication [WORQ_INSECURE=1]
 
 Durations: 500ms, 10s, 5m, 1h.`;
@@ -149,6 +155,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       "public-reflection": { type: "boolean" },
       "submit-rate": { type: "string" },
       insecure: { type: "boolean" },
+      "http-allowed-hosts": { type: "string" },
       cluster: { type: "boolean" },
       "node-id": { type: "string" },
       "advertise-host": { type: "string" },
@@ -161,7 +168,8 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   const pick = (flag: keyof typeof values, envName: string) => (values[flag] as string | undefined) ?? env[envName];
   const pickSwitch = (flag: keyof typeof values, envName: string) => values[flag] === true || env[envName] === "1";
   const config: ServerConfig = {
-    host: pick("host", "WORQ_HOST") ?? "127.0.0.1",
+    // Bare (::1, not [::1]): both forms are accepted, and every bind and URL adds its own brackets.
+    host: (pick("host", "WORQ_HOST") ?? "127.0.0.1").replace(/^\[(.*)\]$/, "$1"),
     port: parsePort(pick("port", "WORQ_PORT") ?? "7419", "--port"),
     httpPort: 0, // set below
     dataDir: pick("data-dir", "WORQ_DATA_DIR") ?? "./worq-data",
@@ -190,6 +198,8 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     throw new Error(`--max-job-bytes must be between 1 and ${LIMITS.maxMaxJobBytes}`);
   }
   Object.assign(config, securityOf(pick, pickSwitch));
+  const allowedHosts = pick("http-allowed-hosts", "WORQ_HTTP_ALLOWED_HOSTS");
+  if (allowedHosts !== undefined) config.httpAllowedHosts = allowedHosts.split(",").map((name) => name.trim()).filter((name) => name !== "");
   if (config.maxConcurrentCalls < 1) throw new Error("--max-calls must be at least 1");
   const webhookSecretFile = pick("webhook-secret-file", "WORQ_WEBHOOK_SECRET_FILE");
   if (webhookSecretFile !== undefined && webhookSecretFile !== "") config.webhookSecretFile = webhookSecretFile;

@@ -9,6 +9,7 @@ import { Engine, unfinishedJobs } from "./engine/engine.js";
 import type { Logger } from "./log.js";
 import { createAdminService } from "./transport/admin-service.js";
 import { createHttpServer, listenHttp } from "./http/http-server.js";
+import { hostRuleOf } from "./http/http-door.js";
 import { createMetrics } from "./http/metrics.js";
 import { logLifecycle } from "./lifecycle-log.js";
 import type { HealthImplementation } from "grpc-health-check";
@@ -164,6 +165,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
     maxReceiveMessageBytes: maxRequestBytes,
     maxConcurrentCalls: config.maxConcurrentCalls,
     descriptorSet: worqDescriptorSet(),
+    log,
     onCall: (method, code, seconds) => metrics.observeRpc(method, code, seconds),
     // Refused calls never reach a handler: count them here, under their code. Without tokens
     // or a submit rate nothing is refused, and a per-call interceptor would only cost time.
@@ -171,7 +173,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
   });
   const server = grpcServer.server;
   health = grpcServer.health;
-  const http = createHttpServer({ services, engine, metrics, healthy: () => serving && !recovery.degraded, maxRequestBytes, access, ...(tls && { tls }) });
+  const http = createHttpServer({ services, engine, metrics, healthy: () => serving && !recovery.degraded, maxRequestBytes, access, hosts: hostRuleOf(config), log, ...(tls && { tls }) });
   const caps = (port: ConnectionCaps["port"]): ConnectionCaps => ({
     port,
     maxConnections: config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS,

@@ -11,6 +11,13 @@ import { createProgram } from "./program.js";
  */
 
 let serving = false;
+
+// `worq jobs … | head`: the reader closing the pipe early ends the output quietly, as in any
+// Unix tool, instead of an EPIPE stack trace. A server keeps serving (it logs to stderr).
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code !== "EPIPE") throw error;
+  if (!serving) process.exit(0);
+});
 const program = createProgram(async (argv) => {
   serving = true;
   // Loaded on demand: client commands need not load the server (LevelDB, gRPC server).

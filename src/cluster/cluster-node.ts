@@ -6,6 +6,8 @@ import { packageVersion } from "../package-root.js";
 import { migrateDatabase } from "../storage/postgres/migrations.js";
 import { WriterLockHeldError } from "../storage/postgres/postgres-store.js";
 import { loadTokenFile } from "../transport/auth/token-file.js";
+import { AccessControl } from "../transport/auth/access-control.js";
+import { hostRuleOf } from "../http/http-door.js";
 import { startForwarder, type Forwarder, type ForwarderOptions } from "./forwarder.js";
 import { NodeRegistry, nodeApplicationName } from "./node-registry.js";
 
@@ -45,6 +47,12 @@ export async function startClusterNode(
   const { nodeId, advertiseHost } = config.cluster;
   await migrateDatabase(config.store); // the nodes table must exist before anyone reports
   const tls = readTlsFiles(config);
+  // A follower's own gate: the leader's tokens, without a submit rate (the leader counts submits).
+  const followerAccess = new AccessControl({
+    tokens: config.authTokensFile === undefined ? undefined : loadTokenFile(config.authTokensFile),
+    publicReflection: config.publicReflection ?? false,
+    submitRate: undefined,
+  });
   const forwarderOptions: ForwarderOptions = {
     nodeId,
     host: config.host,
@@ -53,6 +61,8 @@ export async function startClusterNode(
     maxMessageBytes: maxMessageBytes(config),
     descriptorSet: worqDescriptorSet(),
     ...(tls && { tls, linkTls: { ca: readFileSync(config.cluster.caFile ?? config.tls!.certFile), cert: tls.cert, key: tls.key } }),
+    access: followerAccess,
+    hosts: hostRuleOf(config),
     log,
   };
   let forwarder: Forwarder | undefined = await startForwarder(forwarderOptions);
@@ -152,10 +162,11 @@ export async function startClusterNode(
     tls: tls !== undefined,
     role: () => (leader ? "leader" : "follower"),
     reloadTokens() {
-      if (leader) return leader.reloadTokens();
-      // A follower checks no tokens (the leader does); read the file anyway to report errors now.
       if (config.authTokensFile === undefined) throw new Error("no --auth-tokens file to reload");
-      return loadTokenFile(config.authTokensFile).length;
+      // Both gates: the follower's now, the leader's if this node leads (or leads later).
+      const tokens = loadTokenFile(config.authTokensFile);
+      followerAccess.replaceTokens(tokens);
+      return leader ? leader.reloadTokens() : tokens.length;
     },
     async close() {
       closed = true;

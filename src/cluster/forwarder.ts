@@ -1,13 +1,20 @@
 import * as grpc from "@grpc/grpc-js";
-import { request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { request as httpRequest, type Server, type ServerResponse } from "node:http";
 import { request as httpsRequest } from "node:https";
+import { isIP } from "node:net";
 import { fromBinary, toBinary, type DescService } from "@bufbuild/protobuf";
 import type { FileDescriptorSet } from "@bufbuild/protobuf/wkt";
 import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
 import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
 import { LeaseRequestSchema, WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import type { Logger } from "../log.js";
-import { httpServerFor, listenHttp } from "../http/http-server.js";
+import { httpServerFor, listenHttp, replyRefusal } from "../http/http-server.js";
+import { checkDoor, isRefusal, type HostRule } from "../http/http-door.js";
+import { guardRequests, type RequestHandler } from "../http/request-guard.js";
+import { internalErrorMessage, newRequestId } from "../transport/request-id.js";
+import type { AccessControl } from "../transport/auth/access-control.js";
+import { grpcAccessInterceptor } from "../transport/auth/grpc-interceptor.js";
+import { authorizeHttpRoute } from "../transport/auth/http-access.js";
 import { addHealthAndReflection, bindGrpc, serverChannelOptions, type PortTls } from "../transport/grpc-server.js";
 import { LeaderLink, type LeaderAddress, type LinkTls } from "./leader-link.js";
 
@@ -29,6 +36,14 @@ export interface ForwarderOptions {
   tls?: PortTls;
   /** TLS of the links to the leader; unset = plaintext. */
   linkTls?: LinkTls;
+  /**
+   * The tokens of the cluster (no submit rate: the leader counts submits). Reflection and
+   * /metrics, answered here, need a token as on the leader; every forwarded call is checked
+   * here and again by the leader.
+   */
+  access: AccessControl;
+  /** The Host names served, as on the leader (http-door.ts). */
+  hosts: HostRule;
   log: Logger;
 }
 
@@ -45,14 +60,17 @@ export interface Forwarder {
  * A follower's face: the same gRPC and HTTP ports a server has, every worq call passed to the
  * leader byte for byte (nothing decoded but a Lease's labels), status, message and trailers
  * passed back. Health and reflection are answered here: health says SERVING while a leader
- * is known. Auth is the leader's job: tokens travel in the forwarded metadata; client
- * certificates are checked here, with the same CA the leader uses.
+ * is known. Tokens are checked here (reflection and /metrics never reach the leader) and
+ * travel in the forwarded metadata for the leader to check; client certificates are
+ * checked here, with the same CA the leader uses. A forwarding handler that throws fails
+ * its one call (INTERNAL or 500, logged with a request id), never the process.
  */
 export async function startForwarder(options: ForwarderOptions): Promise<Forwarder> {
   let link: LeaderLink | undefined;
   const noLeader = (): Partial<grpc.StatusObject> => ({ code: grpc.status.UNAVAILABLE, details: noLeaderMessage(options.nodeId) });
 
-  const server = new grpc.Server(serverChannelOptions(options.maxMessageBytes));
+  const interceptors = options.access.guards ? [grpcAccessInterceptor(options.access)] : [];
+  const server = new grpc.Server({ ...serverChannelOptions(options.maxMessageBytes), interceptors });
   for (const service of [ProducerService, WorkerService, AdminService] as DescService[]) {
     const definition: Record<string, grpc.MethodDefinition<Buffer, Buffer>> = {};
     const handlers: grpc.UntypedServiceImplementation = {};
@@ -68,8 +86,13 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
         responseSerialize: rawBytes,
         responseDeserialize: rawBytes,
       };
+      const internal = (error: unknown): Partial<grpc.StatusObject> => {
+        const requestId = newRequestId();
+        options.log.error("forwarding a call failed", { requestId, rpc: path, error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+        return { code: grpc.status.INTERNAL, details: internalErrorMessage(requestId) };
+      };
       handlers[method.localName] = streaming
-        ? (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
+        ? guardedStream(internal, (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
             if (!link) return void call.emit("error", noLeader());
             const request = path === LEASE_PATH ? withNodeLabel(call.request, options.nodeId) : call.request;
             const upstream = link.call((client) =>
@@ -87,8 +110,8 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
               if (!call.cancelled) call.emit("error", statusOf(error));
             });
             call.on("cancelled", () => upstream.cancel());
-          }
-        : (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
+          })
+        : guardedUnary(internal, (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
             if (!link) return callback(noLeader());
             const upstream = link.call((client) =>
               client.makeUnaryRequest(
@@ -102,7 +125,7 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
               ),
             );
             call.on("cancelled", () => upstream.cancel());
-          };
+          });
     }
     server.addService(definition, handlers);
   }
@@ -136,10 +159,17 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
   };
 }
 
-/** The HTTP port of a follower: /healthz and /metrics of its own, every other request passed to the leader's HTTP port. */
+/**
+ * The HTTP port of a follower: the door's checks and /healthz and /metrics of its own; every
+ * other request passed to the leader's HTTP port, addressed to the leader (its Host, and its
+ * name checked against its certificate). The door's Origin check is made here, so the
+ * Origin header is not passed on: the leader sees the follower's request, not a browser's.
+ */
 function createHttpForwarder(options: ForwarderOptions, leader: () => LeaderAddress | undefined): Server {
-  const handle = (request: IncomingMessage, response: ServerResponse) => {
-    const path = (request.url ?? "").split("?")[0];
+  const handle: RequestHandler = (request, response) => {
+    const door = checkDoor(request, options.hosts);
+    if (isRefusal(door)) return replyRefusal(response, door);
+    const path = door.path;
     const target = leader();
     if (request.method === "GET" && path === "/healthz") {
       response
@@ -148,6 +178,7 @@ function createHttpForwarder(options: ForwarderOptions, leader: () => LeaderAddr
       return;
     }
     if (request.method === "GET" && path === "/metrics") {
+      if (!authorizeHttpRoute(options.access, "metrics", request, response)) return;
       // Its own figures only: forwarding the leader's would count them once per node.
       response
         .writeHead(200, { "content-type": "text/plain; version=0.0.4" })
@@ -164,17 +195,20 @@ function createHttpForwarder(options: ForwarderOptions, leader: () => LeaderAddr
       return;
     }
     const { hostname, port } = new URL(`http://${target.httpAddress}`);
-    const headers = { ...request.headers, [FORWARDED_BY_HEADER]: options.nodeId };
+    const leaderHost = hostname.replace(/^\[|\]$/g, "");
+    const headers = { ...request.headers, host: target.httpAddress, [FORWARDED_BY_HEADER]: options.nodeId };
     delete headers.connection;
+    delete headers.origin;
     const tls = options.linkTls;
     const upstream = (tls ? httpsRequest : httpRequest)(
       {
-        hostname: hostname.replace(/^\[|\]$/g, ""),
+        hostname: leaderHost,
         port,
         method: request.method,
-        path: request.url,
+        path: door.originForm,
         headers,
-        ...(tls && { ca: tls.ca, cert: tls.cert, key: tls.key }),
+        // The leader's name, not the client's Host: that is what its certificate carries (no SNI for an address).
+        ...(tls && { ca: tls.ca, cert: tls.cert, key: tls.key, servername: isIP(leaderHost) ? "" : leaderHost }),
       },
       (reply) => {
         response.writeHead(reply.statusCode ?? 502, reply.headers);
@@ -188,7 +222,35 @@ function createHttpForwarder(options: ForwarderOptions, leader: () => LeaderAddr
     response.on("close", () => upstream.destroy());
     request.pipe(upstream);
   };
-  return httpServerFor(options.tls, handle);
+  return httpServerFor(options.tls, guardRequests(handle, options.log));
+}
+
+/** A unary handler whose synchronous throw answers INTERNAL (via `internal`) instead of reaching grpc-js. */
+function guardedUnary(
+  internal: (error: unknown) => Partial<grpc.StatusObject>,
+  handle: grpc.handleUnaryCall<Buffer, Buffer>,
+): grpc.handleUnaryCall<Buffer, Buffer> {
+  return (call, callback) => {
+    try {
+      handle(call, callback);
+    } catch (error) {
+      callback(internal(error));
+    }
+  };
+}
+
+/** A server-streaming handler whose synchronous throw ends the call with INTERNAL (via `internal`). */
+function guardedStream(
+  internal: (error: unknown) => Partial<grpc.StatusObject>,
+  handle: grpc.handleServerStreamingCall<Buffer, Buffer>,
+): grpc.handleServerStreamingCall<Buffer, Buffer> {
+  return (call) => {
+    try {
+      handle(call);
+    } catch (error) {
+      call.emit("error", internal(error));
+    }
+  };
 }
 
 function noLeaderMessage(nodeId: string): string {

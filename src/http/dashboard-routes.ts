@@ -29,14 +29,14 @@ const FILES: Record<string, [file: string, type: string]> = {
 
 /**
  * Serves the web dashboard at `/` on the HTTP port: a static page that calls the API (Connect,
- * same origin) from the browser. Returns false when the request is not for one of its files.
+ * same origin) from the browser. Returns false when the request is not for one of its files,
+ * else the promise of the answer.
  */
-export function handleDashboardRoute(request: IncomingMessage, response: ServerResponse): boolean {
-  const path = (request.url ?? "/").split("?")[0]!;
-  const entry = FILES[path];
+export function handleDashboardRoute(request: IncomingMessage, response: ServerResponse, path: string): false | Promise<void> {
+  const entry = Object.hasOwn(FILES, path) ? FILES[path] : undefined;
   if (!entry || (request.method !== "GET" && request.method !== "HEAD")) return false;
   const [file, type] = entry;
-  readFile(join(packageRoot(), "dist/dashboard", file)).then(
+  return readFile(join(packageRoot(), "dist/dashboard", file)).then(
     (body) => {
       response.writeHead(200, {
         "content-type": type,
@@ -55,5 +55,4 @@ export function handleDashboardRoute(request: IncomingMessage, response: ServerR
         .end("The dashboard is not built: run `npm run build` (it writes dist/dashboard/).\n");
     },
   );
-  return true;
 }

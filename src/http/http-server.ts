@@ -2,7 +2,6 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createTlsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
 import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
 import { WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
@@ -14,6 +13,10 @@ import { handleJobJsonRoute } from "./job-json-routes.js";
 import type { AccessControl } from "../transport/auth/access-control.js";
 import { authorizeHttpRoute, connectAccessInterceptor } from "../transport/auth/http-access.js";
 import { scopedMetricsText } from "../transport/auth/scoped-metrics.js";
+import type { Logger } from "../log.js";
+import { createConnectRoutes } from "./connect-routes.js";
+import { checkDoor, isRefusal, type DoorRefusal, type HostRule } from "./http-door.js";
+import { guardRequests, type RequestHandler } from "./request-guard.js";
 
 /** PEM contents for HTTPS; with `ca`, clients must present a certificate it signed. */
 export type HttpTlsOptions = PortTls;
@@ -27,6 +30,10 @@ export interface HttpServerOptions {
   maxRequestBytes: number;
   /** Tokens, roles and submit rate, as on the gRPC port; /healthz stays open. */
   access: AccessControl;
+  /** The Host names served (DNS rebinding defence; http-door.ts). */
+  hosts: HostRule;
+  /** Where a request that fails unexpectedly is logged, with the id its 500 answer names. */
+  log: Logger;
   tls?: HttpTlsOptions;
 }
 
@@ -37,7 +44,9 @@ export interface HttpServerOptions {
  * dashboard at `/` (dashboard-routes.ts). No CORS headers are sent, so browsers on other
  * origins are refused.
  * With `tls` it is HTTPS (HTTP/1.1); `access` guards every route but /healthz and the
- * dashboard's static files (docs/security.md).
+ * dashboard's static files (docs/security.md). Before any route, every request passes the
+ * door (http-door.ts: a parsable target, a served Host, no foreign Origin on a POST), and
+ * the request guard answers whatever a route throws with a logged 500.
  */
 export function createHttpServer(options: HttpServerOptions): Server {
   const timing: Interceptor = (next) => async (request) => {
@@ -52,21 +61,26 @@ export function createHttpServer(options: HttpServerOptions): Server {
       throw error;
     }
   };
-  const connect = connectNodeAdapter({
-    routes: (router) => {
+  const connect = createConnectRoutes(
+    {
+      // gRPC proper is served on the gRPC port; here: Connect and gRPC-Web.
+      grpc: false,
+      acceptCompression: [],
+      readMaxBytes: options.maxRequestBytes,
+      // Timing first, so refused calls are counted under their code too.
+      interceptors: [timing, connectAccessInterceptor(options.access)],
+    },
+    (router) => {
       router.service(ProducerService, options.services.producer);
       router.service(WorkerService, options.services.worker);
       router.service(AdminService, options.services.admin);
     },
-    // gRPC proper is served on the gRPC port; here: Connect and gRPC-Web.
-    grpc: false,
-    acceptCompression: [],
-    readMaxBytes: options.maxRequestBytes,
-    // Timing first, so refused calls are counted under their code too.
-    interceptors: [timing, connectAccessInterceptor(options.access)],
-  });
-  const handle = (request: IncomingMessage, response: ServerResponse) => {
-    const path = (request.url ?? "").split("?")[0];
+  );
+  const handle: RequestHandler = async (request, response) => {
+    const target = checkDoor(request, options.hosts);
+    if (isRefusal(target)) return replyRefusal(response, target);
+    request.url = target.originForm; // every route, Connect's included, reads the origin-form
+    const path = target.path;
     if (request.method === "GET" && path === "/healthz") {
       const healthy = options.healthy();
       response.writeHead(healthy ? 200 : 503, { "content-type": "application/json" }).end(JSON.stringify({ status: healthy ? "SERVING" : "NOT_SERVING" }));
@@ -75,17 +89,22 @@ export function createHttpServer(options: HttpServerOptions): Server {
     if (request.method === "GET" && path === "/metrics") {
       const caller = authorizeHttpRoute(options.access, "metrics", request, response);
       if (!caller) return;
-      options.metrics.registry.metrics().then(
-        (text) => response.writeHead(200, { "content-type": options.metrics.registry.contentType }).end(scopedMetricsText(text, caller.scope)),
-        (error: unknown) => response.writeHead(500).end(String(error)),
-      );
+      const text = await options.metrics.registry.metrics();
+      response.writeHead(200, { "content-type": options.metrics.registry.contentType }).end(scopedMetricsText(text, caller.scope));
       return;
     }
-    if (handleJobJsonRoute(options.engine, options.maxRequestBytes, request, response, options.access)) return;
-    if (handleDashboardRoute(request, response)) return;
-    connect(request, response);
+    const jobs = handleJobJsonRoute(options.engine, options.maxRequestBytes, request, response, options.access, target);
+    if (jobs) return jobs;
+    const dashboard = handleDashboardRoute(request, response, path);
+    if (dashboard) return dashboard;
+    return connect(request, response, path);
   };
-  return httpServerFor(options.tls, handle);
+  return httpServerFor(options.tls, guardRequests(handle, options.log));
+}
+
+/** Answers a request refused at the door, as a Connect-style JSON error. */
+export function replyRefusal(response: ServerResponse, refusal: DoorRefusal): void {
+  response.writeHead(refusal.status, { "content-type": "application/json" }).end(`${JSON.stringify({ code: refusal.code, message: refusal.message })}\n`);
 }
 
 /** An HTTP server for `handle`, or HTTPS with `tls` (requiring client certificates when `tls.ca` is set). */

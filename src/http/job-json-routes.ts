@@ -6,11 +6,14 @@ import { ConnectError } from "@connectrpc/connect";
 import type { AccessControl, Caller } from "../transport/auth/access-control.js";
 import { authorizeHttpRoute, replyError } from "../transport/auth/http-access.js";
 import { scopeSubmits, visibleJob } from "../transport/auth/scoped-calls.js";
+import { exceedsJsonDepth, MAX_JSON_DEPTH } from "../engine/json-depth.js";
+import type { RequestTarget } from "./request-target.js";
 
 /** HTTP status and Connect-style code of each engine error, as the Connect protocol maps them. */
 const HTTP_ERROR: Record<WorqErrorCode, [number, string]> = {
   WORQ_INVALID_ARGUMENT: [400, "invalid_argument"],
-  WORQ_TOO_LARGE: [429, "resource_exhausted"],
+  // A size limit: 413 Payload Too Large (not 429: waiting does not help).
+  WORQ_TOO_LARGE: [413, "resource_exhausted"],
   WORQ_NOT_FOUND: [404, "not_found"],
   WORQ_LEASE_NOT_HELD: [400, "failed_precondition"],
   WORQ_FAILED_PRECONDITION: [400, "failed_precondition"],
@@ -25,7 +28,10 @@ const HTTP_ERROR: Record<WorqErrorCode, [number, string]> = {
  * The job in any of the seeds' JSON shapes (SPEC §5), for curl and scripts:
  *   GET  /v1/jobs/<jid>?format=worq|sidekiq|envelope   the job in that shape (default worq)
  *   POST /v1/jobs?format=worq|sidekiq|envelope          submit one job (object) or a batch (array)
- * Returns false when the request is not one of these routes.
+ * A POST must say `Content-Type: application/json` (else 415): the types a cross-site form
+ * or a "simple" fetch can send (text/plain, form encodings) never submit a job.
+ * Returns false when the request is not one of these routes, else the promise of the answer;
+ * unexpected errors reject it (the server's request guard answers them).
  */
 export function handleJobJsonRoute(
   engine: Engine,
@@ -33,44 +39,63 @@ export function handleJobJsonRoute(
   request: IncomingMessage,
   response: ServerResponse,
   access: AccessControl,
-): boolean {
-  const url = new URL(request.url ?? "/", "http://localhost");
-  const match = /^\/v1\/jobs(?:\/([^/]+))?$/.exec(url.pathname);
+  target: RequestTarget,
+): false | Promise<void> {
+  const match = /^\/v1\/jobs(?:\/([^/]+))?$/.exec(target.path);
   if (!match) return false;
   const reply = (status: number, body: unknown) =>
-    response.writeHead(status, { "content-type": "application/json" }).end(`${JSON.stringify(body, null, 2)}\n`);
-  const fail = (error: unknown) => {
-    if (error instanceof ConnectError) replyError(response, error);
-    else if (error instanceof WorqError) {
+    void response.writeHead(status, { "content-type": "application/json" }).end(`${JSON.stringify(body, null, 2)}\n`);
+  const answer = async (work: () => Promise<unknown>) => {
+    let body: unknown;
+    try {
+      body = await work();
+    } catch (error) {
+      if (error instanceof ConnectError) return replyError(response, error);
+      if (!(error instanceof WorqError)) throw error;
       const [status, code] = HTTP_ERROR[error.code];
-      reply(status, { code, message: error.message });
-    } else reply(500, { code: "internal", message: "internal server error (logged on the server)" });
+      return reply(status, { code, message: error.message });
+    }
+    reply(200, body);
   };
-  const format = url.searchParams.get("format") ?? "worq";
+  const format = target.query.get("format") ?? "worq";
   if (!isJobFormat(format)) {
-    reply(400, { code: "invalid_argument", message: `format: must be worq, sidekiq or envelope; got ${JSON.stringify(format)}` });
-    return true;
+    reply(400, { code: "invalid_argument", message: `format: must be worq, sidekiq or envelope; got ${JSON.stringify(format.slice(0, 100))}` });
+    return Promise.resolve();
   }
-  const jid = match[1];
-  if (request.method === "GET" && jid !== undefined) {
+  const jidSegment = match[1];
+  if (request.method === "GET" && jidSegment !== undefined) {
     const caller = authorizeHttpRoute(access, "get-job", request, response);
-    if (!caller) return true;
-    engine
-      .getJob(decodeURIComponent(jid))
-      .then((view) => visibleJob(caller.scope, view))
-      .then((view) => reply(200, formatJob(view, format)), fail);
-    return true;
+    if (!caller) return Promise.resolve();
+    return answer(async () => formatJob(visibleJob(caller.scope, await engine.getJob(decodeJid(jidSegment))), format));
   }
-  if (request.method === "POST" && jid === undefined) {
+  if (request.method === "POST" && jidSegment === undefined) {
     const caller = authorizeHttpRoute(access, "submit-jobs", request, response);
-    if (!caller) return true;
-    readJson(request, maxBodyBytes)
-      .then((body) => submit(engine, body, format, caller, access))
-      .then((jobs) => reply(200, { jobs }), fail);
-    return true;
+    if (!caller) return Promise.resolve();
+    if (!isJsonContentType(request.headers["content-type"])) {
+      reply(415, {
+        code: "invalid_argument",
+        message: `Content-Type: must be application/json; got ${JSON.stringify((request.headers["content-type"] ?? "(none)").slice(0, 100))}`,
+      });
+      return Promise.resolve();
+    }
+    return answer(async () => ({ jobs: await submit(engine, await readJson(request, maxBodyBytes), format, caller, access) }));
   }
   reply(405, { code: "unimplemented", message: "use GET /v1/jobs/<jid> or POST /v1/jobs" });
-  return true;
+  return Promise.resolve();
+}
+
+/** The jid path segment, percent-decoded; WORQ_INVALID_ARGUMENT naming it when the encoding is broken. */
+function decodeJid(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new WorqError("WORQ_INVALID_ARGUMENT", `jid: the path segment ${JSON.stringify(segment.slice(0, 100))} is not valid percent-encoded UTF-8`, "jid");
+  }
+}
+
+/** `application/json`, with parameters (charset) or not. */
+function isJsonContentType(contentType: string | undefined): boolean {
+  return contentType !== undefined && contentType.split(";")[0]!.trim().toLowerCase() === "application/json";
 }
 
 async function submit(engine: Engine, body: unknown, format: JobFormat, caller: Caller, access: AccessControl) {
@@ -98,9 +123,12 @@ async function readJson(request: IncomingMessage, maxBytes: number): Promise<unk
     if (size > maxBytes) throw new WorqError("WORQ_TOO_LARGE", `body: more than ${maxBytes} bytes`, "body");
     chunks.push(chunk);
   }
+  let body: unknown;
   try {
-    return JSON.parse(Buffer.concat(chunks).toString("utf8"));
+    body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
   } catch {
     throw new WorqError("WORQ_INVALID_ARGUMENT", "body: is not JSON", "body");
   }
+  if (exceedsJsonDepth(body)) throw new WorqError("WORQ_INVALID_ARGUMENT", `body: nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep`, "body");
+  return body;
 }

@@ -4,6 +4,8 @@ import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMet
 import { Code, ConnectError, type ContextValues, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { ConcurrentCallLimit } from "./call-limit.js";
 import { contextValuesOf } from "./call-values.js";
+import type { ErrorLogger } from "./error-mapping.js";
+import { internalErrorMessage, newRequestId } from "./request-id.js";
 
 /**
  * Request readers that replace fromBinary for some methods (by local name): what they return
@@ -24,6 +26,7 @@ export function addConnectService<S extends DescService>(
   onCall: (method: string, code: string, seconds: number) => void = () => {},
   limit?: ConcurrentCallLimit,
   readers: RequestReaders = {},
+  log?: ErrorLogger,
 ): void {
   const handlers: grpc.UntypedServiceImplementation = {};
   for (const method of service.methods) {
@@ -46,19 +49,18 @@ export function addConnectService<S extends DescService>(
         const ctx = contextOf(call, service, method);
         const started = process.hrtime.bigint();
         const done = (code: string) => onCall(method.name, code, Number(process.hrtime.bigint() - started) / 1e9);
+        // One chain: whatever throws, the handler or the answer's conversion, answers the call.
         Promise.resolve()
           .then(() => fn.call(impl, call.request, ctx))
-          .then(
-            (response) => {
-              done("OK");
-              callback(null, toOutput(response), ctx.trailers());
-            },
-            (error: unknown) => {
-              const status = statusOf(error);
-              done(grpc.status[status.code ?? grpc.status.UNKNOWN] ?? "UNKNOWN");
-              callback(status);
-            },
-          )
+          .then((response) => {
+            callback(null, toOutput(response), ctx.trailers());
+            done("OK");
+          })
+          .catch((error: unknown) => {
+            const status = statusOf(error, log, method.name);
+            done(grpc.status[status.code ?? grpc.status.UNKNOWN] ?? "UNKNOWN");
+            callback(status);
+          })
           .finally(() => {
             ctx.abort();
             leave?.();
@@ -84,7 +86,7 @@ export function addConnectService<S extends DescService>(
           }
           call.end(ctx.trailers());
         } catch (error) {
-          if (!call.cancelled) call.emit("error", statusOf(error));
+          if (!call.cancelled) call.emit("error", statusOf(error, log, method.name));
         } finally {
           ctx.abort();
           leave?.();
@@ -248,8 +250,14 @@ function callEnded(): ConnectError {
   return new ConnectError("the call has ended", Code.Canceled);
 }
 
-function statusOf(error: unknown): Partial<grpc.StatusObject> {
+function statusOf(error: unknown, log: ErrorLogger | undefined, rpc: string): Partial<grpc.StatusObject> {
   const connectError = ConnectError.from(error);
+  if (connectError.code === Code.Unknown && !(error instanceof ConnectError)) {
+    // Services translate their own errors (error-mapping.ts); anything else is a bug here: logged, never sent.
+    const requestId = newRequestId();
+    log?.error("internal error", { rpc, requestId, error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+    return { code: grpc.status.INTERNAL, details: internalErrorMessage(requestId) };
+  }
   const metadata = new grpc.Metadata();
   connectError.metadata.forEach((value, key) => metadata.set(key, value));
   return { code: connectError.code as number as grpc.status, details: connectError.rawMessage, metadata };

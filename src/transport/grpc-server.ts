@@ -10,6 +10,7 @@ import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
 import { WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
 import { LIMITS } from "../engine/limits.js";
 import { ConcurrentCallLimit } from "./call-limit.js";
+import type { ErrorLogger } from "./error-mapping.js";
 import { addConnectService } from "./grpc-adapter.js";
 import { readReportRequest } from "./report-wire.js";
 import { readSubmitBatchRequest, readSubmitRequest } from "./submit-wire.js";
@@ -34,6 +35,8 @@ export interface GrpcServerOptions {
   onCall?: (method: string, code: string, seconds: number) => void;
   /** Run before any handler of any service (src/transport/auth: tokens, roles, submit rate). */
   interceptors?: grpc.ServerInterceptor[];
+  /** Where an error no service translated is logged, with the request id its INTERNAL status names. */
+  log?: ErrorLogger;
 }
 
 export const SERVICE_NAMES = [ProducerService.typeName, WorkerService.typeName, AdminService.typeName];
@@ -51,9 +54,9 @@ export function createGrpcServer(services: GrpcServices, options: GrpcServerOpti
   addConnectService(server, ProducerService, services.producer, options.onCall, limit, {
     submit: readSubmitRequest,
     submitBatch: readSubmitBatchRequest,
-  });
-  addConnectService(server, WorkerService, services.worker, options.onCall, limit, { report: readReportRequest });
-  addConnectService(server, AdminService, services.admin, options.onCall, limit);
+  }, options.log);
+  addConnectService(server, WorkerService, services.worker, options.onCall, limit, { report: readReportRequest }, options.log);
+  addConnectService(server, AdminService, services.admin, options.onCall, limit, {}, options.log);
   return { server, health: addHealthAndReflection(server, options.descriptorSet) };
 }
 
@@ -69,7 +72,7 @@ export function bindGrpc(server: grpc.Server, host: string, port: number, tls: P
   const credentials = tls
     ? grpc.ServerCredentials.createSsl(tls.ca ?? null, [{ cert_chain: tls.cert, private_key: tls.key }], tls.ca !== undefined)
     : grpc.ServerCredentials.createInsecure();
-  return new Promise((ok, fail) => server.bindAsync(`${host}:${port}`, credentials, (error, bound) => (error ? fail(error) : ok(bound))));
+  return new Promise((ok, fail) => server.bindAsync(`${host.includes(":") ? `[${host}]` : host}:${port}`, credentials, (error, bound) => (error ? fail(error) : ok(bound))));
 }
 
 /** grpc-js server options: message size limits both ways, keepalive, streams per connection. */

@@ -139,7 +139,7 @@ describe("roles: every RPC, every credential, both ports", () => {
     expect([await status("/metrics", "none"), await status("/metrics", "unknown")]).toEqual([401, 401]);
     expect([await status("/metrics", "producer"), await status("/metrics", "worker"), await status("/metrics", "admin")]).toEqual([200, 200, 200]);
     expect([await status("/v1/jobs", "none", submit), await status("/v1/jobs", "worker", submit)]).toEqual([401, 403]);
-    const created = await fetch(`${base}/v1/jobs`, { ...submit, headers: { authorization: `Bearer ${TOKENS.producer}` } });
+    const created = await fetch(`${base}/v1/jobs`, { ...submit, headers: { authorization: `Bearer ${TOKENS.producer}`, "content-type": "application/json" } });
     const body = (await created.json()) as { jobs: { jid: string }[] };
     expect(created.status, JSON.stringify(body)).toBe(200);
     const jid = body.jobs[0]!.jid;

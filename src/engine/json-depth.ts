@@ -1,0 +1,18 @@
+/**
+ * The deepest nesting of arrays and objects accepted in a JSON document, the same as the
+ * recursion limit protobuf-es applies when the Connect and gRPC paths decode a message
+ * (so no path accepts what another refuses to parse).
+ */
+export const MAX_JSON_DEPTH = 100;
+
+/**
+ * Whether `value` nests arrays or objects more than `maxDepth` levels deep (a scalar is 0
+ * levels, `[1]` one). Stops at the first level past the limit, so its own recursion is
+ * bounded by `maxDepth` however deep the value is.
+ */
+export function exceedsJsonDepth(value: unknown, maxDepth: number = MAX_JSON_DEPTH): boolean {
+  if (value === null || typeof value !== "object") return false;
+  if (maxDepth === 0) return true;
+  const children = Array.isArray(value) ? value : Object.values(value);
+  return children.some((child) => exceedsJsonDepth(child, maxDepth - 1));
+}
