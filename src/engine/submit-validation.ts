@@ -3,7 +3,7 @@ import { PRIORITY_LEVELS, PRIORITY_NORMAL, jobBody, shapedMeta, type JobBody, ty
 import { LIMITS } from "./limits.js";
 import { resolveRetryPolicy } from "./retry-policy.js";
 import { NO_LEASE_IDS, internName, internRetryPolicy } from "./intern.js";
-import { checkJsonData, checkText, checkTimeMs } from "./value-checks.js";
+import { checkDelayMs, checkJsonData, checkText, checkTimeMs } from "./value-checks.js";
 
 export interface NewJob {
   meta: JobMeta;
@@ -37,10 +37,7 @@ export function buildNewJob(
     invalid(`${field}.at`, "set `at` or `delay`, not both");
   }
   if (input.atMs !== undefined) checkTimeMs(input.atMs, `${field}.at`);
-  if (input.delayMs !== undefined) {
-    if (!(input.delayMs >= 0)) invalid(`${field}.delay`, "must not be negative");
-    checkTimeMs(nowMs + input.delayMs, `${field}.delay`);
-  }
+  if (input.delayMs !== undefined) checkDelayMs(input.delayMs, nowMs, `${field}.delay`);
   const reserveForMs = input.reserveForMs ?? LIMITS.defaultReserveForMs;
   if (!(reserveForMs >= LIMITS.minReserveForMs && reserveForMs <= LIMITS.maxReserveForMs)) {
     invalid(`${field}.reserve_for`, "must be between 1s and 24h");

@@ -25,6 +25,12 @@ export function checkTimeMs(ms: number, field: string): void {
   }
 }
 
+/** Throws unless `delayMs` is a delay from 0 that puts `nowMs + delayMs` at or before LIMITS.maxTimeMs. */
+export function checkDelayMs(delayMs: number, nowMs: number, field: string): void {
+  if (!(delayMs >= 0)) invalid(field, "must not be negative");
+  if (!(nowMs + delayMs <= LIMITS.maxTimeMs)) invalid(field, `must not put the run time after ${MAX_TIME}`);
+}
+
 /**
  * Throws when `text` holds a lone surrogate: no UTF-8 encoding of it exists, so protobuf
  * writers would replace it and JSON readers differ on it; what was stored would not be what
