@@ -3,11 +3,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create, fromJson, toBinary, type JsonValue } from "@bufbuild/protobuf";
 import { durationFromMs, ListValueSchema, timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { JobSpec } from "../../gen/ts/worq/v1/job_pb.js";
-import { SubmitRequestSchema } from "../../gen/ts/worq/v1/producer_service_pb.js";
+import { ProducerService, SubmitRequestSchema } from "../../gen/ts/worq/v1/producer_service_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { runCli } from "../cli/support/run-cli.js";
 import { connect, StreamWorker, type WorqClients } from "../e2e/support/clients.js";
@@ -18,7 +19,7 @@ import { connectJson, readAllListings, readDashboardCalls, readJobEverywhere, se
 
 /**
  * Accepted implies readable: hostile-but-plausible jobs go to a real `worq serve` through
- * every submit path (gRPC binary, Connect JSON, `/v1/jobs` in the worq, sidekiq and envelope
+ * every submit path (gRPC, Connect JSON and binary, `/v1/jobs` in the worq, sidekiq and envelope
  * formats, and every few runs `worq submit`). Each accepted job is read back on every read
  * path (gRPC and Connect JSON GetJob, `/v1/jobs/<jid>` in the three formats, ListJobs by
  * queue and state in both encodings, the calls each dashboard page makes, and every few runs
@@ -31,8 +32,8 @@ import { connectJson, readAllListings, readDashboardCalls, readJobEverywhere, se
 const RUNS = Number(process.env.WORQ_FUZZ_RUNS ?? 25);
 const SEED = Number(process.env.WORQ_FUZZ_SEED ?? Date.now() % 2 ** 31);
 const MAX_JOB_BYTES = 64 * 1024;
-/** `worq submit`, `worq get` and `worq jobs` run for one job in this many (each is a process). */
-const CLI_EVERY = 5;
+/** `worq submit`, `worq get` and `worq jobs` run for one job in this many: about 20 in all (each is a process). */
+const CLI_EVERY = Math.max(5, Math.round(RUNS / 20));
 
 type SubmitAnswer =
   | { kind: "accepted"; jid: string }
@@ -55,6 +56,8 @@ describe("accepted implies readable, on a real server process", () => {
   const scratch = mkdtempSync(join(tmpdir(), "worq-readable-cli-"));
   let server: ServerProcess;
   let clients: WorqClients;
+  /** The producer over Connect's binary encoding (application/proto) on the HTTP port. */
+  let connectBinary: Client<typeof ProducerService>;
   let base: string;
   const figures = { runs: 0, submits: 0, accepted: 0, refused: 0, decoderRefusals: 0, unsendable: 0, reads: 0, faults: 0, cliRuns: 0 };
   const faults: string[] = [];
@@ -64,6 +67,7 @@ describe("accepted implies readable, on a real server process", () => {
     server = await spawnServer(dataDir, ["--max-job-bytes", String(MAX_JOB_BYTES), "--orphan-grace", "500ms", "--log-level", "error"]);
     clients = connect(server.port);
     base = `http://127.0.0.1:${server.httpPort}`;
+    connectBinary = createClient(ProducerService, createConnectTransport({ baseUrl: base, httpVersion: "1.1", useBinaryFormat: true }));
   });
   afterAll(() => {
     server.child.kill("SIGKILL");
@@ -93,7 +97,7 @@ describe("accepted implies readable, on a real server process", () => {
     return spec;
   }
 
-  async function viaGrpc(job: HostileJob, queue = job.queue): Promise<SubmitAnswer> {
+  async function viaGrpc(job: HostileJob, queue = job.queue, producer = clients.producer): Promise<SubmitAnswer> {
     let spec: ReturnType<typeof specOf>;
     try {
       spec = specOf(job, queue);
@@ -102,7 +106,7 @@ describe("accepted implies readable, on a real server process", () => {
       return { kind: "unsendable", reason: (error as Error).message };
     }
     try {
-      return { kind: "accepted", jid: (await clients.producer.submit({ job: spec })).jid };
+      return { kind: "accepted", jid: (await producer.submit({ job: spec })).jid };
     } catch (error) {
       const e = ConnectError.from(error);
       if (e.code === Code.Internal || e.code === Code.Unknown || e.code === Code.Unavailable) return { kind: "fault", answer: `grpc:${Code[e.code]} ${e.rawMessage}` };
@@ -178,12 +182,12 @@ describe("accepted implies readable, on a real server process", () => {
     return { kind: "fault", answer: `cli exit ${cli.code}: ${cli.stderr}` };
   }
 
-  /** Every read of `jid`; returns the outcomes and records faults. */
+  /** Every read of `jid` but the dashboard's (see readDashboard); records faults. */
   async function readBack(jid: string, where: string, withCli: boolean): Promise<void> {
     const got = await clients.admin.getJob({ jid });
     const { queue, state } = got.job!;
     queues.add(queue);
-    const outcomes: ReadOutcome[] = [...(await readJobEverywhere({ clients, httpPort: server.httpPort }, jid, queue, state)), ...(await readDashboardCalls(server.httpPort, jid, queue))];
+    const outcomes = await readJobEverywhere({ clients, httpPort: server.httpPort }, jid, queue, state);
     if (withCli) {
       for (const args of [["get", jid], ["get", jid, "--json"], ["jobs", "--queue", queue], ["jobs", "--queue", queue, "--json"]]) {
         const cli = await runCli([...args, "--server", `127.0.0.1:${server.port}`]);
@@ -192,6 +196,12 @@ describe("accepted implies readable, on a real server process", () => {
       }
     }
     record(outcomes, `${where} ${jid}`);
+  }
+
+  /** The calls of every dashboard page, its job page showing `jid`. */
+  async function readDashboard(jid: string): Promise<void> {
+    const { job } = await clients.admin.getJob({ jid });
+    record(await readDashboardCalls(server.httpPort, jid, job!.queue), `dashboard ${jid}`);
   }
 
   function record(outcomes: ReadOutcome[], where: string): void {
@@ -210,12 +220,14 @@ describe("accepted implies readable, on a real server process", () => {
     try {
       const leased = await worker.next(3_000);
       await readBack(answer.jid, "running", false);
+      await readDashboard(answer.jid);
       const failed = await clients.worker.fail({ jid: answer.jid, leaseId: leased.leaseId, message, errtype: message.slice(0, 200), backtrace: [message] }).then(
         () => "ok",
         (error: unknown) => ConnectError.from(error),
       );
       if (failed instanceof ConnectError && (failed.code === Code.Internal || failed.code === Code.Unknown)) faults.push(`Fail ${answer.jid}: ${failed.rawMessage}`);
       await readBack(answer.jid, "failed", false);
+      await readDashboard(answer.jid);
     } finally {
       await worker.stop();
     }
@@ -225,6 +237,7 @@ describe("accepted implies readable, on a real server process", () => {
     const paths: [string, (job: HostileJob, run: number) => Promise<SubmitAnswer>][] = [
       ["grpc", (job) => viaGrpc(job)],
       ["connect-json", viaConnectJson],
+      ["connect-binary", (job) => viaGrpc(job, job.queue, connectBinary)],
       ["/v1/jobs worq", (job) => viaJobsRoute(job, "worq")],
       ["/v1/jobs sidekiq", (job) => viaJobsRoute(job, "sidekiq")],
       ["/v1/jobs envelope", (job) => viaJobsRoute(job, "envelope")],
@@ -234,6 +247,7 @@ describe("accepted implies readable, on a real server process", () => {
       fc.asyncProperty(hostileJob(MAX_JOB_BYTES), fc.string({ unit: "binary", maxLength: 40 }), async (job, failMessage) => {
         const run = figures.runs++;
         const withCli = run % CLI_EVERY === 0;
+        const accepted: string[] = [];
         for (const [name, submit] of paths) {
           if (name === "worq submit" && !withCli) continue;
           const before = await submittedCount();
@@ -249,9 +263,12 @@ describe("accepted implies readable, on a real server process", () => {
           }
           if (answer.kind === "accepted") {
             figures.accepted++;
+            accepted.push(answer.jid);
             await readBack(answer.jid, `accepted via ${name}`, withCli && name === "grpc");
           }
         }
+        // The pages' calls are mostly global: once per run, with every job of the run stored.
+        if (accepted.length > 0) await readDashboard(accepted[0]!);
         if (run % 3 === 0) await liveThrough(job, run, failMessage);
         expect(faults).toEqual([]);
         expect(server.child.exitCode).toBe(null);
