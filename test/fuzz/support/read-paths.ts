@@ -55,7 +55,8 @@ const STATE_NAMES: Record<number, string> = Object.fromEntries(
 /**
  * Reads one job on every API read path: gRPC GetJob (binary), Connect JSON GetJob,
  * `/v1/jobs/<jid>` in the three formats, and ListJobs (first page) by its queue, by its
- * queue and state, and by its state alone, in both encodings.
+ * queue and state, and by its state alone, in both encodings (a page of 20: readAllListings
+ * reads every page once at the end).
  */
 export async function readJobEverywhere(target: ReadTarget, jid: string, queue: string, state: JobState): Promise<ReadOutcome[]> {
   const { clients, httpPort } = target;
@@ -72,8 +73,8 @@ export async function readJobEverywhere(target: ReadTarget, jid: string, queue: 
   }
   for (const request of [{ queue }, { queue, state }, { state }]) {
     const what = Object.keys(request).join("+");
-    await grpc(`grpc ListJobs by ${what}`, clients.admin.listJobs({ ...request, pageSize: 100 }));
-    await json(`connect-json ListJobs by ${what}`, "AdminService/ListJobs", { ...request, state: request.state === undefined ? undefined : STATE_NAMES[request.state], pageSize: 100 });
+    await grpc(`grpc ListJobs by ${what}`, clients.admin.listJobs({ ...request, pageSize: 20 }));
+    await json(`connect-json ListJobs by ${what}`, "AdminService/ListJobs", { ...request, state: request.state === undefined ? undefined : STATE_NAMES[request.state], pageSize: 20 });
   }
   return outcomes;
 }
@@ -108,7 +109,8 @@ export async function readDashboardCalls(httpPort: number, jid: string, queue: s
 
 /**
  * Walks every page of ListJobs, for every queue and state and for none, in both encodings:
- * a stored job that cannot be encoded fails the page that holds it, wherever it is.
+ * a stored job that cannot be encoded fails the page that holds it, wherever it is. Pages of
+ * 50, so 50 jobs near a 64 KiB job limit stay under the gRPC send limit.
  */
 export async function readAllListings(target: ReadTarget, queues: readonly string[]): Promise<ReadOutcome[]> {
   const { clients, httpPort } = target;
@@ -120,7 +122,7 @@ export async function readAllListings(target: ReadTarget, queues: readonly strin
       let token = "";
       do {
         try {
-          const page = await clients.admin.listJobs({ queue, state, pageSize: 1000, pageToken: token });
+          const page = await clients.admin.listJobs({ queue, state, pageSize: 50, pageToken: token });
           token = page.nextPageToken;
           outcomes.push({ path: `grpc ${what}`, answer: "grpc:ok" });
         } catch (error) {
@@ -132,7 +134,7 @@ export async function readAllListings(target: ReadTarget, queues: readonly strin
         const { status, body } = await connectJson(httpPort, "AdminService/ListJobs", {
           queue,
           state: state === undefined ? undefined : STATE_NAMES[state],
-          pageSize: 1000,
+          pageSize: 50,
           pageToken: token || undefined,
         });
         outcomes.push({ path: `connect-json ${what}`, answer: String(status) });
