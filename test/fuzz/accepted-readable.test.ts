@@ -59,7 +59,7 @@ describe("accepted implies readable, on a real server process", () => {
   /** The producer over Connect's binary encoding (application/proto) on the HTTP port. */
   let connectBinary: Client<typeof ProducerService>;
   let base: string;
-  const figures = { runs: 0, submits: 0, accepted: 0, refused: 0, decoderRefusals: 0, unsendable: 0, reads: 0, faults: 0, cliRuns: 0 };
+  const figures = { runs: 0, submits: 0, accepted: 0, refused: 0, decoderRefusals: 0, unsendable: 0, reads: 0, "5xx": 0, cliRuns: 0 };
   const faults: string[] = [];
   const queues = new Set<string>();
 
@@ -207,7 +207,7 @@ describe("accepted implies readable, on a real server process", () => {
   function record(outcomes: ReadOutcome[], where: string): void {
     figures.reads += outcomes.length;
     for (const fault of serverFaults(outcomes)) faults.push(`${where}: ${fault.path} answered ${fault.answer}`);
-    figures.faults = faults.length;
+    figures["5xx"] = faults.length;
   }
 
   /** Makes the job due now, leases it from a queue of its own, fails it with a hostile message, and reads it again. */
