@@ -198,10 +198,12 @@ describe("accepted implies readable, on a real server process", () => {
     record(outcomes, `${where} ${jid}`);
   }
 
-  /** The calls of every dashboard page, its job page showing `jid`. */
+  /** The calls of every dashboard page, its job page showing `jid`, and `/metrics`. */
   async function readDashboard(jid: string): Promise<void> {
     const { job } = await clients.admin.getJob({ jid });
-    record(await readDashboardCalls(server.httpPort, jid, job!.queue), `dashboard ${jid}`);
+    const metrics = await fetch(`${base}/metrics`);
+    await metrics.arrayBuffer();
+    record([...(await readDashboardCalls(server.httpPort, jid, job!.queue)), { path: "GET /metrics", answer: String(metrics.status) }], `dashboard ${jid}`);
   }
 
   function record(outcomes: ReadOutcome[], where: string): void {
