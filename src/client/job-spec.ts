@@ -40,14 +40,26 @@ export function jobSpecOfInput(input: SubmitInput): JobSpec {
   if (input.args) spec.args = fromJson(ListValueSchema, input.args as PbJsonValue);
   if (input.kwargs) spec.kwargs = input.kwargs;
   if (input.custom) spec.custom = input.custom;
-  if (input.atMs !== undefined) spec.at = timestampFromMs(input.atMs);
-  if (input.delayMs !== undefined) spec.delay = durationFromMs(input.delayMs);
-  if (input.reserveForMs !== undefined) spec.reserveFor = durationFromMs(input.reserveForMs);
-  if (input.executionTimeoutMs !== undefined) spec.executionTimeout = durationFromMs(input.executionTimeoutMs);
-  if (input.ttlMs !== undefined) spec.ttl = durationFromMs(input.ttlMs);
+  if (input.atMs !== undefined) spec.at = timeOf("at", input.atMs, timestampFromMs);
+  if (input.delayMs !== undefined) spec.delay = timeOf("delay", input.delayMs, durationFromMs);
+  if (input.reserveForMs !== undefined) spec.reserveFor = timeOf("reserve_for", input.reserveForMs, durationFromMs);
+  if (input.executionTimeoutMs !== undefined) spec.executionTimeout = timeOf("execution_timeout", input.executionTimeoutMs, durationFromMs);
+  if (input.ttlMs !== undefined) spec.ttl = timeOf("ttl", input.ttlMs, durationFromMs);
   if (input.dependsOn) spec.dependsOn = dependenciesOf(input.dependsOn);
   if (input.retry) spec.retry = retryPolicyOf(input.retry);
   return spec;
+}
+
+/**
+ * The Timestamp or Duration of `ms`; a RangeError naming `field` when protobuf cannot hold it
+ * (its seconds past int64), so the job cannot be sent at all.
+ */
+function timeOf<T>(field: string, ms: number, make: (ms: number) => T): T {
+  try {
+    return make(ms);
+  } catch (error) {
+    throw new RangeError(`${field}: ${ms} ms cannot be sent as a protobuf time (${(error as Error).message})`);
+  }
 }
 
 function dependenciesOf(dependsOn: NonNullable<SubmitInput["dependsOn"]>): Dependencies {
@@ -66,9 +78,9 @@ function retryPolicyOf(retry: NonNullable<SubmitInput["retry"]>): RetryPolicy {
   });
   if (retry.maxAttempts !== undefined) policy.maxAttempts = retry.maxAttempts;
   if (retry.maxFails !== undefined && retry.maxFails !== null) policy.maxFails = retry.maxFails;
-  if (retry.initialDelayMs !== undefined) policy.initialDelay = durationFromMs(retry.initialDelayMs);
+  if (retry.initialDelayMs !== undefined) policy.initialDelay = timeOf("retry.initial_delay", retry.initialDelayMs, durationFromMs);
   if (retry.multiplier !== undefined) policy.multiplier = retry.multiplier;
-  if (retry.maxDelayMs !== undefined) policy.maxDelay = durationFromMs(retry.maxDelayMs);
+  if (retry.maxDelayMs !== undefined) policy.maxDelay = timeOf("retry.max_delay", retry.maxDelayMs, durationFromMs);
   return policy;
 }
 

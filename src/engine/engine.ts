@@ -8,6 +8,7 @@ import { dependencyFailed, transition, type FailureReport, type JobEvent } from 
 import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, Store, StoreWrite } from "./store.js";
 import { QueueRegistry } from "./queue-registry.js";
 import { bodyDataBytes, buildNewJob, checkQueueName, type NewJob } from "./submit-validation.js";
+import { checkRetryDelayMs } from "./retry-policy.js";
 import { planDependencies, type BatchShape, type DependencyOutcome, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
 import { LeaseSlots, type SlotHolder } from "./lease-slots.js";
 import { storageFailure } from "./storage-failure.js";
@@ -1012,9 +1013,7 @@ export class Engine {
     if (report.errtype.length > LIMITS.errtypeMaxChars) {
       invalid(`${field}errtype`, `must be at most ${LIMITS.errtypeMaxChars} chars`);
     }
-    if (report.retryAfterMs !== undefined && report.retryAfterMs < 0) {
-      invalid(`${field}retry_after`, "must not be negative");
-    }
+    if (report.retryAfterMs !== undefined) checkRetryDelayMs(report.retryAfterMs, `${field}retry_after`);
     const writes = this.applyHeld(jid, { kind: "fail", leaseId, report }) ?? (await this.refuseMissing(jid, leaseId));
     this.counters.failed++;
     const after = this.live.get(jid) ?? lastMeta(writes);

@@ -20,6 +20,22 @@ export const LIMITS = {
   defaultIdempotencyWindowMs: 24 * 3_600_000,
   defaultMaxAttempts: 3,
   maxMaxAttempts: 1000,
+  /** Retry backoff delays (initial_delay, max_delay) and a Fail's retry_after, at most: a job lives no longer. */
+  maxRetryDelayMs: 366 * 24 * 3_600_000,
+  /**
+   * The range every time a job is given or computed from (`at`, now + `delay`) must fall in:
+   * 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z. Every form a job is read back in holds
+   * it: protobuf Timestamp, JS Date, the 27-char RFC 3339 form, epoch seconds.
+   */
+  minTimeMs: 0,
+  maxTimeMs: Date.UTC(9999, 11, 31, 23, 59, 59, 999),
+  /**
+   * Levels of arrays and objects in args, kwargs or custom, at most (the top-level array or
+   * object is level 1). Each level is two protobuf messages (Value and ListValue or Struct)
+   * and protobuf readers stop at 100 nested messages (protobuf-es, Python, C++), so every job
+   * within it decodes in a LeaseResponse, GetJobResponse or ListJobsResponse with room to spare.
+   */
+  maxJsonDepth: 32,
   defaultInitialDelayMs: 1_000,
   defaultMultiplier: 2,
   defaultMaxDelayMs: 3_600_000,

@@ -20,12 +20,18 @@ export function resolveRetryPolicy(input: Partial<RetryPolicy> | undefined, fiel
   if (policy.maxFails !== null && (!Number.isInteger(policy.maxFails) || policy.maxFails < 1)) {
     invalid(`${field}.max_fails`, "must be at least 1 when set");
   }
-  if (!(policy.initialDelayMs >= 0)) invalid(`${field}.initial_delay`, "must not be negative");
-  if (!(policy.maxDelayMs >= 0)) invalid(`${field}.max_delay`, "must not be negative");
+  checkRetryDelayMs(policy.initialDelayMs, `${field}.initial_delay`);
+  checkRetryDelayMs(policy.maxDelayMs, `${field}.max_delay`);
   if (!(policy.multiplier >= 1) || !Number.isFinite(policy.multiplier)) {
     invalid(`${field}.multiplier`, "must be a finite number >= 1");
   }
   return policy;
+}
+
+/** Throws WORQ_INVALID_ARGUMENT naming `field` unless `ms` is a retry delay from 0 to LIMITS.maxRetryDelayMs. */
+export function checkRetryDelayMs(ms: number, field: string): void {
+  if (!(ms >= 0)) invalid(field, "must not be negative");
+  if (!(ms <= LIMITS.maxRetryDelayMs)) invalid(field, "must be at most 366 days");
 }
 
 /**

@@ -3,6 +3,7 @@ import { PRIORITY_LEVELS, PRIORITY_NORMAL, jobBody, shapedMeta, type JobBody, ty
 import { LIMITS } from "./limits.js";
 import { resolveRetryPolicy } from "./retry-policy.js";
 import { NO_LEASE_IDS, internName, internRetryPolicy } from "./intern.js";
+import { checkDelayMs, checkJsonData, checkText, checkTimeMs } from "./value-checks.js";
 
 export interface NewJob {
   meta: JobMeta;
@@ -25,6 +26,7 @@ export function buildNewJob(
   const { jid, nowMs } = ids;
   if (!input.type) invalid(`${field}.type`, "is required");
   if (input.type.length > LIMITS.typeMaxChars) invalid(`${field}.type`, `must be at most ${LIMITS.typeMaxChars} chars`);
+  checkText(input.type, `${field}.type`);
   const queue = input.queue || LIMITS.defaultQueue;
   checkQueueName(queue, `${field}.queue`);
   const priority = input.priority ?? PRIORITY_NORMAL;
@@ -34,7 +36,8 @@ export function buildNewJob(
   if (input.atMs !== undefined && input.delayMs !== undefined) {
     invalid(`${field}.at`, "set `at` or `delay`, not both");
   }
-  if (input.delayMs !== undefined && !(input.delayMs >= 0)) invalid(`${field}.delay`, "must not be negative");
+  if (input.atMs !== undefined) checkTimeMs(input.atMs, `${field}.at`);
+  if (input.delayMs !== undefined) checkDelayMs(input.delayMs, nowMs, `${field}.delay`);
   const reserveForMs = input.reserveForMs ?? LIMITS.defaultReserveForMs;
   if (!(reserveForMs >= LIMITS.minReserveForMs && reserveForMs <= LIMITS.maxReserveForMs)) {
     invalid(`${field}.reserve_for`, "must be between 1s and 24h");
@@ -55,9 +58,17 @@ export function buildNewJob(
   if (correlationId.length > LIMITS.correlationIdMaxChars) {
     invalid(`${field}.correlation_id`, `must be at most ${LIMITS.correlationIdMaxChars} chars`);
   }
+  checkText(correlationId, `${field}.correlation_id`);
   if (input.idempotencyKey !== undefined && (input.idempotencyKey.length === 0 || input.idempotencyKey.length > LIMITS.idempotencyKeyMaxChars)) {
     invalid(`${field}.idempotency_key`, `must be 1–${LIMITS.idempotencyKeyMaxChars} chars`);
   }
+  if (input.idempotencyKey !== undefined) checkText(input.idempotencyKey, `${field}.idempotency_key`);
+  if (input.callbackUrl !== undefined) checkText(input.callbackUrl, `${field}.callback_url`);
+  if (input.batchRef !== undefined) checkText(input.batchRef, `${field}.batch_ref`);
+  // Before the size check, which serialises them: a value nested past the limit is refused unread.
+  if (input.args !== undefined) checkJsonData(input.args, `${field}.args`);
+  if (input.kwargs !== undefined) checkJsonData(input.kwargs, `${field}.kwargs`);
+  if (input.custom !== undefined) checkJsonData(input.custom, `${field}.custom`);
   const retry = internRetryPolicy(resolveRetryPolicy(input.retry, `${field}.retry`));
   const payload = input.payload ?? new Uint8Array();
   const dataBytes = checkJobSize(input, payload, field, maxJobBytes);
@@ -107,6 +118,8 @@ function checkTags(tags: Record<string, string>, field: string): void {
     if (key.length === 0 || key.length > LIMITS.tagKeyMaxChars) {
       invalid(field, `tag keys must be 1–${LIMITS.tagKeyMaxChars} chars`);
     }
+    checkText(key, field);
+    checkText(tags[key]!, `${field}[${key}]`);
     if (tags[key]!.length > LIMITS.tagValueMaxChars) {
       invalid(`${field}[${key}]`, `must be at most ${LIMITS.tagValueMaxChars} chars`);
     }

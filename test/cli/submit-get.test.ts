@@ -142,6 +142,16 @@ describe("worq submit --json and get --format: the three job formats", () => {
     expect(typeof back.created_at).toBe("number");
   });
 
+  it("a Sidekiq `at` no protobuf Timestamp holds exits 2 naming `at`; one past 9999 that it holds, the server refuses (exit 1, job.at)", async () => {
+    const unsendable = await cli(["submit", "--json", "-", "--format", "sidekiq"], { input: '{"class":"x","queue":"p","args":[],"at":1e300}' });
+    expect(unsendable.code).toBe(2);
+    expect(unsendable.stderr).toMatch(/^worq submit: stdin: not a sidekiq job: at: 1e\+303 ms cannot be sent as a protobuf time/);
+    const refused = await cli(["submit", "--json", "-", "--format", "sidekiq"], { input: '{"class":"x","queue":"p","args":[],"at":1e12}' });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/INVALID_ARGUMENT: job\.at: must be between 1970-01-01T00:00:00\.000Z and 9999-12-31T23:59:59\.999Z/);
+    expect((await server.admin.listJobs({ queue: "p" })).jobs).toEqual([]);
+  });
+
   it("reads a JSON array of envelopes (seed 002) as one atomic batch", async () => {
     const jobs = [
       { job_path: "app.tasks.resize", args: ["a.png"], kwargs: { width: 100 } },

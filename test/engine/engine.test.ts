@@ -574,6 +574,7 @@ describe("Engine: failures and retries", () => {
 
   it.each([
     ["retry_after", { retryAfterMs: -1 }],
+    ["retry_after", { retryAfterMs: 366 * 24 * 3_600_000 + 1 }],
     ["message", { message: "m".repeat(64 * 1024 + 1) }],
     ["errtype", { errtype: "e".repeat(257) }],
   ] as const)("refuses a bad %s with WORQ_INVALID_ARGUMENT and changes nothing", async (field, bad) => {

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import type { SubmitInput } from "../../src/engine/job.js";
+import type { JsonValue, SubmitInput } from "../../src/engine/job.js";
 import { LIMITS } from "../../src/engine/limits.js";
 import { buildNewJob, checkQueueName } from "../../src/engine/submit-validation.js";
 import { T0, expectWorqErrorSync } from "./helpers.js";
@@ -125,6 +125,26 @@ describe("buildNewJob: validation names the field", () => {
     ["a tag value over 1024 chars", "job.tags[team]", { tags: { team: "v".repeat(1_025) } }],
     ["retry.max_attempts 0", "job.retry.max_attempts", { retry: { maxAttempts: 0 } }],
     ["retry.multiplier below 1", "job.retry.multiplier", { retry: { multiplier: 0.9 } }],
+    ["retry.initial_delay over 366 days", "job.retry.initial_delay", { retry: { initialDelayMs: LIMITS.maxRetryDelayMs + 1 } }],
+    ["retry.max_delay over 366 days", "job.retry.max_delay", { retry: { maxDelayMs: LIMITS.maxRetryDelayMs + 1 } }],
+    ["at after year 9999", "job.at", { atMs: LIMITS.maxTimeMs + 1 }],
+    ["at 1e303 ms", "job.at", { atMs: 1e303 }],
+    ["at before 1970", "job.at", { atMs: -1 }],
+    ["at NaN", "job.at", { atMs: Number.NaN }],
+    ["now + delay after year 9999", "job.delay", { delayMs: LIMITS.maxTimeMs - T0 + 1 }],
+    ["delay NaN", "job.delay", { delayMs: Number.NaN }],
+    ["a type with a lone surrogate", "job.type", { type: "a\ud800" }],
+    ["a tag key with a lone surrogate", "job.tags", { tags: { "k\udc00": "v" } }],
+    ["a tag value with a lone surrogate", "job.tags[k]", { tags: { k: "\ud800" } }],
+    ["a correlation id with a lone surrogate", "job.correlation_id", { correlationId: "\ud800" }],
+    ["an idempotency key with a lone surrogate", "job.idempotency_key", { idempotencyKey: "\ud800" }],
+    ["args nested 33 levels", "job.args", { args: nested(32) }],
+    ["kwargs nested 33 levels", "job.kwargs", { kwargs: { a: nested(31) } }],
+    ["custom nested 33 levels", "job.custom", { custom: { a: { b: nested(30) } } }],
+    ["args nested 100,000 levels", "job.args", { args: nested(99_999) }],
+    ["an args string with a lone surrogate", "job.args", { args: [["ok", "\udfff"]] }],
+    ["a kwargs key with a lone surrogate", "job.kwargs", { kwargs: { "\ud83d": 1 } }],
+    ["an args number that is not finite", "job.args", { args: [Number.POSITIVE_INFINITY] }],
   ])("%s → WORQ_INVALID_ARGUMENT %s", (_name, field, input) => {
     const error = setup().rejects(input, field);
     expect(error.message.startsWith(`${field}:`)).toBe(true);
@@ -150,7 +170,24 @@ describe("buildNewJob: validation names the field", () => {
     ).not.toThrow();
     expect(() => build({ reserveForMs: 24 * 3_600_000 })).not.toThrow();
   });
+
+  it("accepts the time range, depth and delays at their limits, and paired surrogates", () => {
+    const { build } = setup();
+    expect(build({ atMs: LIMITS.maxTimeMs }).meta.dueAtMs).toBe(LIMITS.maxTimeMs);
+    expect(build({ delayMs: LIMITS.maxTimeMs - T0 }).meta.dueAtMs).toBe(LIMITS.maxTimeMs);
+    expect(build({ atMs: 0 }).meta.state).toBe("SCHEDULED");
+    expect(build({ args: nested(31), kwargs: { a: nested(30) }, custom: { a: { b: nested(29) } } }).body.args).toEqual(nested(31));
+    expect(build({ retry: { initialDelayMs: LIMITS.maxRetryDelayMs, maxDelayMs: LIMITS.maxRetryDelayMs } }).meta.retry.maxDelayMs).toBe(LIMITS.maxRetryDelayMs);
+    expect(build({ type: "emoji.😀", args: ["😀"], kwargs: { "😀": -0, big: 1e308, __proto__x: 1 } }).meta.type).toBe("emoji.😀");
+  });
 });
+
+/** An array `levels` + 1 deep: nested(0) is [1], nested(2) is [[[1]]]. */
+function nested(levels: number): JsonValue[] {
+  let value: JsonValue[] = [1];
+  for (let i = 0; i < levels; i++) value = [value];
+  return value;
+}
 
 describe("buildNewJob: size limit", () => {
   it("payload + args over maxJobBytes → WORQ_TOO_LARGE naming the largest field", () => {

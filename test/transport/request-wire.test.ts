@@ -11,6 +11,8 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { encodeJobSpec, jobSpecOfInput } from "../../src/client/job-spec.js";
 import type { SubmitInput } from "../../src/engine/job.js";
+import { LIMITS } from "../../src/engine/limits.js";
+import { buildNewJob } from "../../src/engine/submit-validation.js";
 import { submitInputOf } from "../../src/transport/convert.js";
 import { encodeAckOutcomeDelimited, readReportRequest } from "../../src/transport/report-wire.js";
 import { encodeSubmitOutcomeDelimited, readSubmitBatchRequest, readSubmitRequest, submitInputOfWire } from "../../src/transport/submit-wire.js";
@@ -72,6 +74,54 @@ describe("JobSpecs read from the wire", () => {
     }
   });
 });
+
+describe("JobSpecs with args nested deeper than the engine's limit", () => {
+  it("are refused naming the args, at 33 levels by the engine's check and at 100,000 (deeper than the stack) by the reader", () => {
+    for (const [levels, message] of [
+      [33, /^jobs\[0\]\.args: nests more than 32 levels of arrays and objects$/],
+      [100_000, /^jobs\[0\]\.args: is not representable as JSON: Maximum call stack size exceeded$/],
+    ] as const) {
+      const bytes = jobSpecWithNestedArgs(levels);
+      const input = (() => {
+        try {
+          return submitInputOfWire(bytes, "jobs[0]");
+        } catch (error) {
+          return (error as Error).message;
+        }
+      })();
+      if (typeof input === "string") expect(input).toMatch(message);
+      else expect(() => buildNewJob(input, "jobs[0]", { jid: "j", nowMs: 0 }, LIMITS.defaultMaxJobBytes)).toThrow(message);
+    }
+  });
+});
+
+/**
+ * The bytes of JobSpec { type: "t", args: [[[…1…]]] } with `levels` arrays (args itself is
+ * the first), written from the outside in with every length computed first, so building a
+ * message nested deeper than any recursive writer could go takes linear time.
+ */
+function jobSpecWithNestedArgs(levels: number): Uint8Array {
+  const varint = (n: number) => {
+    const out: number[] = [];
+    for (; n >= 0x80; n = Math.floor(n / 0x80)) out.push((n % 0x80) | 0x80);
+    out.push(n);
+    return out;
+  };
+  const leaf = [0x11, ...new Uint8Array(new Float64Array([1]).buffer)]; // Value { number_value: 1 }
+  // Inside out: each level is ListValue { values: <value> } inside Value { list_value: … }.
+  const headers: number[][] = [];
+  let length = leaf.length;
+  for (let i = 1; i < levels; i++) {
+    const list = [0x0a, ...varint(length)];
+    const value = [0x32, ...varint(length + list.length)];
+    headers.push(list, value);
+    length += list.length + value.length;
+  }
+  headers.push([0x0a, ...varint(length)]); // args' own ListValue holds the outermost Value
+  length += headers.at(-1)!.length;
+  headers.push([0x1a, ...varint(length)]); // JobSpec field 3
+  return new Uint8Array([0x0a, 0x01, 0x74, ...headers.reverse().flat(), ...leaf]);
+}
 
 describe("Submit and SubmitBatch requests read from the wire", () => {
   it("hand over each job's JobSpec bytes and the shape, and merge a repeated Submit job", () => {

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { Option, type Command } from "commander";
 import type { SubmitInput } from "../../engine/job.js";
 import type { SubmitResponse } from "../../../gen/ts/worq/v1/producer_service_pb.js";
+import type { JobSpec } from "../../../gen/ts/worq/v1/job_pb.js";
 import { contextOf, withGlobalOptions } from "../command-context.js";
 import { usageError } from "../exit-codes.js";
 import { durationMs, jsonArray, jsonObject, PRIORITY_NAMES, priorityLevel, rfc3339Ms, tag, wholeNumber } from "../flag-values.js";
@@ -89,8 +90,8 @@ export function registerSubmit(program: Command): void {
     if (type === undefined) throw usageError("missing the job type (or --json to read jobs as JSON)");
     if (self.getOptionValueSource("format") === "cli") throw usageError("--format applies to --json input only");
     const { connection, json } = contextOf(self);
-    const input = submitInputOfFlags(type, flags);
-    const response = await connection.call((options) => connection.producer.submit({ job: jobSpecOfInput(input) }, options));
+    const spec = sendableSpec(submitInputOfFlags(type, flags));
+    const response = await connection.call((options) => connection.producer.submit({ job: spec }, options));
     if (json) return printJson(answerOf(response));
     print(
       keyValues([
@@ -123,6 +124,15 @@ function submitInputOfFlags(type: string, flags: SubmitFlags): SubmitInput {
   return input;
 }
 
+/** The JobSpec of flags' input; a usage error naming the field when a time cannot be sent. */
+function sendableSpec(input: SubmitInput): JobSpec {
+  try {
+    return jobSpecOfInput(input);
+  } catch (error) {
+    throw usageError((error as Error).message);
+  }
+}
+
 /** Reads one job (an object) or a batch (an array) in `format` from `source` and submits it. */
 async function submitJson(self: Command, source: string, format: JobFormat): Promise<void> {
   const name = source === "-" ? "stdin" : source;
@@ -134,21 +144,21 @@ async function submitJson(self: Command, source: string, format: JobFormat): Pro
   } catch (error) {
     throw usageError(`${name}: not valid JSON (${(error as Error).message})`);
   }
-  const convert = (value: unknown, where: string): SubmitInput => {
+  const convert = (value: unknown, where: string): JobSpec => {
     try {
-      return submitInputFromFormat(value, format);
+      return jobSpecOfInput(submitInputFromFormat(value, format));
     } catch (error) {
       throw usageError(`${where}: not a ${format} job: ${(error as Error).message}`);
     }
   };
   const { connection } = contextOf(self);
   if (!Array.isArray(parsed)) {
-    const spec = jobSpecOfInput(convert(parsed, name));
+    const spec = convert(parsed, name);
     const response = await connection.call((options) => connection.producer.submit({ job: spec }, options));
     return printJson(answerOf(response));
   }
   if (parsed.length === 0) throw usageError(`${name}: an empty array has no jobs to submit`);
-  const jobs = parsed.map((value, i) => jobSpecOfInput(convert(value, `${name}[${i}]`)));
+  const jobs = parsed.map((value, i) => convert(value, `${name}[${i}]`));
   const response = await connection.call((options) => connection.producer.submitBatch({ jobs }, options));
   printJson({ jobs: response.jobs.map(answerOf) });
 }

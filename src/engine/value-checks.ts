@@ -1,0 +1,73 @@
+import { invalid } from "./errors.js";
+import type { JsonValue } from "./job.js";
+import { LIMITS } from "./limits.js";
+
+/**
+ * Checks of single values that every submitted job passes, whichever door it came in by, so
+ * that whatever is accepted reads back in every format and encoding: times every timestamp
+ * form can hold, strings every encoder writes unchanged, JSON every protobuf reader decodes.
+ * Each throws WORQ_INVALID_ARGUMENT naming `field`.
+ */
+
+const MAX_TIME = new Date(LIMITS.maxTimeMs).toISOString();
+
+/** A surrogate code point: in unicode mode a paired surrogate reads as one astral character, so only a lone one matches. */
+const LONE_SURROGATE_PATTERN = /\p{Cs}/u;
+
+function isWellFormed(text: string): boolean {
+  return !LONE_SURROGATE_PATTERN.test(text);
+}
+
+/** Throws unless `ms` is an epoch-ms time within LIMITS.minTimeMs..maxTimeMs. */
+export function checkTimeMs(ms: number, field: string): void {
+  if (!(ms >= LIMITS.minTimeMs && ms <= LIMITS.maxTimeMs)) {
+    invalid(field, `must be between 1970-01-01T00:00:00.000Z and ${MAX_TIME}`);
+  }
+}
+
+/** Throws unless `delayMs` is a delay from 0 that puts `nowMs + delayMs` at or before LIMITS.maxTimeMs. */
+export function checkDelayMs(delayMs: number, nowMs: number, field: string): void {
+  if (!(delayMs >= 0)) invalid(field, "must not be negative");
+  if (!(nowMs + delayMs <= LIMITS.maxTimeMs)) invalid(field, `must not put the run time after ${MAX_TIME}`);
+}
+
+/**
+ * Throws when `text` holds a lone surrogate: no UTF-8 encoding of it exists, so protobuf
+ * writers would replace it and JSON readers differ on it; what was stored would not be what
+ * reads back.
+ */
+export function checkText(text: string, field: string): void {
+  if (!isWellFormed(text)) invalid(field, "is not well-formed Unicode (it holds a lone surrogate)");
+}
+
+/**
+ * Throws when `value` (args, kwargs or custom) nests deeper than LIMITS.maxJsonDepth, or holds
+ * a key or string with a lone surrogate, or a number that is not finite. Stops at the first
+ * level past the limit, so a value of any depth is checked without deep recursion.
+ */
+export function checkJsonData(value: JsonValue, field: string): void {
+  const problem = jsonProblem(value, 1);
+  if (problem) invalid(field, problem);
+}
+
+function jsonProblem(value: JsonValue, depth: number): string | undefined {
+  if (typeof value === "string") return isWellFormed(value) ? undefined : LONE_SURROGATE;
+  if (typeof value === "number") return Number.isFinite(value) ? undefined : "holds a number that is not finite";
+  if (value === null || typeof value !== "object") return undefined;
+  if (depth > LIMITS.maxJsonDepth) return `nests more than ${LIMITS.maxJsonDepth} levels of arrays and objects`;
+  if (Array.isArray(value)) {
+    for (const item of value) {
+      const problem = jsonProblem(item, depth + 1);
+      if (problem) return problem;
+    }
+    return undefined;
+  }
+  for (const key of Object.keys(value)) {
+    if (!isWellFormed(key)) return LONE_SURROGATE;
+    const problem = jsonProblem(value[key]!, depth + 1);
+    if (problem) return problem;
+  }
+  return undefined;
+}
+
+const LONE_SURROGATE = "holds a string that is not well-formed Unicode (a lone surrogate)";
