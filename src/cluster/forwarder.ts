@@ -15,7 +15,6 @@ import { internalErrorMessage, newRequestId } from "../transport/request-id.js";
 import type { AccessControl } from "../transport/auth/access-control.js";
 import { grpcAccessInterceptor } from "../transport/auth/grpc-interceptor.js";
 import { authorizeHttpRoute } from "../transport/auth/http-access.js";
-import { capGrpcConnections, capHttpConnections, type ConnectionCaps } from "../transport/connection-caps.js";
 import { addHealthAndReflection, bindGrpc, serverChannelOptions, type PortTls } from "../transport/grpc-server.js";
 import { LeaderLink, type LeaderAddress, type LinkTls } from "./leader-link.js";
 
@@ -45,8 +44,6 @@ export interface ForwarderOptions {
   access: AccessControl;
   /** The Host names served, as on the leader (http-door.ts). */
   hosts: HostRule;
-  /** Open connections per port and the header deadline, as on the leader (connection-caps.ts). */
-  connectionCaps: { maxConnections: number; headerTimeoutMs: number };
   log: Logger;
 }
 
@@ -135,11 +132,7 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
   const health = addHealthAndReflection(server, options.descriptorSet);
   health.setStatus("", "NOT_SERVING");
   const grpcPort = await bindGrpc(server, options.host, options.grpcPort, options.tls);
-  // A follower's /metrics shows only its cluster gauges, so its caps are enforced, not counted.
-  const caps = (port: ConnectionCaps["port"]): ConnectionCaps => ({ port, ...options.connectionCaps, observe: () => {} });
-  capGrpcConnections(server, caps("grpc"));
   const http = createHttpForwarder(options, () => link?.leader);
-  capHttpConnections(http, caps("http"));
   const httpPort = await listenHttp(http, options.host, options.httpPort).catch((error: unknown) => {
     server.forceShutdown();
     throw error;
