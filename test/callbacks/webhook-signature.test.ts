@@ -93,7 +93,8 @@ describe("webhook signatures: a real server signs, and each documented snippet v
     expect(verifyWebhookSignature(SECRET, header, signed.rawBody, t + 301)).toBe(false);
     expect(verifyWebhookSignature(SECRET, header, signed.rawBody, t + 299)).toBe(true);
     expect(verifyWebhookSignature(SECRET, undefined, signed.rawBody)).toBe(false);
-    expect(verifyWebhookSignature(SECRET, header.replace(/v1=./, "v1=0"), signed.rawBody)).toBe(false);
+    const flipped = header.replace(/v1=(.)/, (_, first: string) => `v1=${first === "0" ? "1" : "0"}`);
+    expect(verifyWebhookSignature(SECRET, flipped, signed.rawBody)).toBe(false);
   });
 
   it.skipIf(!pythonAvailable)("Python snippet (examples/python/verify_webhook.py): verified, and rejected for a changed body", async () => {
