@@ -48,7 +48,7 @@ describe.skipIf(!postgresAvailable())("worq migrate and worq migrate-store (real
     expect(again.code, again.stderr).toBe(0);
     expect(again.stdout).toMatch(/is at schema version 4: nothing to apply/);
     expect((await runCli(["migrate", "--store", "./some-dir"])).code).toBe(2);
-  });
+  }, 60_000); // three CLI processes and a database: past 20 s on a busy 2-core machine
 
   it("worq serve: --store must be a postgres:// URL; an unreachable database fails the start without printing the password", async () => {
     const bad = await runCli(["serve", "--port", "0", "--store", "mysql://worq@127.0.0.1/worq"]);
