@@ -25,7 +25,7 @@ const HTTP_ERROR: Record<WorqErrorCode, [number, string]> = {
 };
 
 /**
- * The job in any of the seeds' JSON shapes (SPEC §5), for curl and scripts:
+ * The job in any of its JSON formats (docs/job-formats.md), for curl and scripts:
  *   GET  /v1/jobs/<jid>?format=worq|sidekiq|envelope   the job in that shape (default worq)
  *   POST /v1/jobs?format=worq|sidekiq|envelope          submit one job (object) or a batch (array)
  * A POST must say `Content-Type: application/json` (else 415): the types a cross-site form
