@@ -4,8 +4,9 @@ import { WorqError } from "../../engine/errors.js";
 import { isPurgedAtExpiry, isTerminal, type JobBody, type JobMeta } from "../../engine/job.js";
 import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, ReadyJob, ReadyLevelCount, Store, StoreWrite } from "../../engine/store.js";
 import type { JobState, PriorityLevel } from "../../engine/job.js";
-import { decodeBody, decodeJson, decodeMeta, decodeReadyValue, encodeBody, encodeJson, encodeMeta, encodeReadyValue, plainBytes } from "./codec.js";
-import { GroupCommitter } from "./group-commit.js";
+import { decodeJson, decodeMeta, encodeJson, plainBytes } from "../record-codec.js";
+import { decodeBody, decodeReadyValue, encodeBody, encodeMeta, encodeReadyValue } from "./codec.js";
+import { GroupCommitter } from "../group-commit.js";
 import { KEYS, jidOfIndexKey, parseFinishedInQueueKey, parsePurgeKey, parseReadyKey, prefixRange, readyRangeAfter } from "./keys.js";
 
 type BatchOp = { type: "put"; key: string; value: Uint8Array } | { type: "del"; key: string };
