@@ -125,10 +125,10 @@ export class LevelStore implements Store {
    * One durable batch through classic-level's implementation methods (the abstract-level
    * contract between a store and its backend), not the public `batch`: our keys are strings
    * and values bytes already, and the public method's per-op copying, validation and
-   * encoding cost 2-3× the native write itself here. A chained batch, op by op, not the
+   * encoding cost more than the native write itself. A chained batch, op by op, not the
    * array form `_batch`: that one reads each op's type, key and value back from JS through
-   * N-API property lookups, about 1.5 µs an op on the main thread against 0.8 here
-   * (docs/performance.md).
+   * N-API property lookups, which costs the main thread more per op (docs/performance.md;
+   * `node bench/diag/level-batch.mjs` measures both).
    */
   private async writeBatch(ops: BatchOp[]): Promise<void> {
     if (this.db.status !== "open") throw new Error(`the store is ${this.db.status}`);
