@@ -2,7 +2,7 @@ import { pino, type Logger as Pino } from "pino";
 
 /**
  * Structured logs: one JSON object per line on stderr (pino). Job payloads, args and results
- * are never logged (seed 004 §9: they may hold sensitive data); ids, types and states are.
+ * are never logged (they may hold sensitive data); ids, types and states are.
  */
 export interface Logger {
   debug(message: string, fields?: Record<string, unknown>): void;

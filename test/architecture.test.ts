@@ -31,6 +31,18 @@ describe("layer rules", () => {
     expect(offenders).toEqual([]);
   });
 
+  it("no storage backend imports a sibling backend (storage/level, storage/postgres, storage/memory): shared parts live in src/storage/", () => {
+    const backends = ["level", "postgres", "memory"];
+    const offenders = files
+      .filter((file) => backends.some((backend) => relative(SRC, file).startsWith(`storage/${backend}/`)))
+      .flatMap((file) => {
+        const own = relative(SRC, file).split("/")[1]!;
+        const siblings = new RegExp(`^\\.\\./(?:${backends.filter((backend) => backend !== own).join("|")})/`);
+        return importsOf(file).filter((spec) => siblings.test(spec)).map((spec) => `${relative(SRC, file)} -> ${spec}`);
+      });
+    expect(offenders).toEqual([]);
+  });
+
   it("keys of the LevelDB keyspace are built only in keys.ts", () => {
     const offenders = files
       .filter((file) => !file.endsWith("keys.ts"))

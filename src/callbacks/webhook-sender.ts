@@ -27,9 +27,9 @@ interface Delivery {
 }
 
 /**
- * Delivers `callback_url` webhooks: POSTs the finished job as a seed 002 envelope, retrying
- * with exponential backoff (1 s, 2 s, 4 s … for ~10 attempts), off the job path so no queue
- * waits on a slow receiver. A webhook is forgotten (in the store) once a 2xx arrives or it
+ * Delivers `callback_url` webhooks: POSTs the finished job as a job envelope
+ * (docs/job-formats.md, docs/webhooks.md), retrying with exponential backoff (1 s, 2 s,
+ * 4 s … for ~10 attempts), off the job path so no queue waits on a slow receiver. A webhook is forgotten (in the store) once a 2xx arrives or it
  * is given up; one pending at a crash is sent again after the restart (at least once).
  * Deliveries wait in one queue per origin, served in turn, so a slow receiver holds at most
  * `concurrencyPerTarget` of the `concurrency` slots and the others' webhooks go on.

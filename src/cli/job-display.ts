@@ -12,7 +12,7 @@ export function priorityName(priority: Priority): string {
 }
 
 /**
- * Opaque bytes for a person: their size only, unless asked (seed 004 §9: payloads may hold
+ * Opaque bytes for a person: their size only, unless asked (payloads may hold
  * sensitive data, so a terminal, a log or a screen share must not show them by default).
  */
 export function hiddenBytes(bytes: Uint8Array, show: boolean): string | undefined {

@@ -24,15 +24,15 @@ export async function serve(argv: string[]): Promise<void> {
   }
   // A submit's inputs, metas and bodies all live until its commit, so V8 sees each of their
   // allocation sites survive a young-generation GC and starts allocating them in the old
-  // generation, where they then die and leave it fragmented: a million queued jobs took
-  // 346 MiB of old space for 158 live (bench/diag/engine-memory.mjs --level; docs/performance.md).
+  // generation, where they then die and leave it fragmented: with a large backlog most of the
+  // old space held nothing live (bench/diag/engine-memory.mjs --level; docs/performance.md).
   // Set before the server allocates anything; it is read at each GC.
   setFlagsFromString("--no-allocation-site-pretenuring");
-  // After a burst (a preload of 1 M jobs) V8 let the old generation grow to ~4× what was
-  // live, and the Buffers that garbage held kept malloc's heap at ~70 MiB until the next full
-  // GC: 290–306 MiB of RSS with 1 M queued against ~200 once V8's memory reducer ran (20 s
-  // later, and only if idle). Growing it by at most 2× keeps that at 230–245 MiB with no
-  // measurable cost in W1 end to end (bench/diag/w4-memory.mjs, e2e.mjs; docs/performance.md).
+  // After a burst (a large preload) V8 let the old generation grow to several times what was
+  // live, and the Buffers that garbage held kept malloc's heap large until the next full GC,
+  // which V8's memory reducer runs only once the server idles. Growing it by at most 2× what
+  // a full GC left live keeps the server's memory near what is live, with no measurable cost
+  // in W1 end to end (bench/diag/w4-memory.mjs, e2e.mjs; docs/performance.md).
   // An operator's own --heap-growing-percent (node flag or NODE_OPTIONS) wins.
   if (!`${process.execArgv.join(" ")} ${process.env.NODE_OPTIONS ?? ""}`.includes("--heap-growing-percent")) {
     setFlagsFromString("--heap-growing-percent=100");

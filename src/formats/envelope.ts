@@ -1,12 +1,12 @@
 /**
- * The worker job envelope of seed 002 (job_id, job_path, args, kwargs, state, ts_* epoch
- * seconds, error): how a job is reported to clients and webhooks, and a shape jobs can be
- * imported from. Nine job states fold into the envelope's four (SPEC §2).
+ * The worker job envelope (job_id, job_path, args, kwargs, state, ts_* epoch seconds,
+ * error; docs/job-formats.md): how a job is reported to clients and webhooks, and a shape
+ * jobs can be imported from. Nine job states fold into the envelope's four (ENVELOPE_STATE).
  */
 import type { JobState, JobView, JsonObject, JsonValue, SubmitInput } from "../engine/job.js";
 import { jobObject, optionalString, requiredArray, requiredObject, requiredType, type ImportedJob } from "./json-input.js";
 
-/** The worker job envelope of seed 002: the job as reported to clients. */
+/** The worker job envelope: the job as reported to clients. */
 export interface Envelope {
   job_id: string;
   job_path: string;
@@ -34,7 +34,7 @@ export const ENVELOPE_STATE: Record<JobState, Envelope["state"]> = {
 
 const epochSeconds = (ms: number) => Math.floor(ms / 1000);
 
-/** A job in seed 002's envelope shape (SPEC §2 maps the states). */
+/** A job in the envelope shape (ENVELOPE_STATE maps the states). */
 export function envelopeOf(view: JobView): Envelope {
   const { meta, body } = view;
   const envelope: Envelope = {
@@ -59,9 +59,9 @@ function errorOf({ meta }: JobView): string {
 
 /**
  * Reads an envelope for submission: `job_path` (the job type), `args` and `kwargs` are
- * required (seed 002: "never omitted", may be empty). `job_id` is returned as clientJid,
+ * required (the envelope never omits them; they may be empty). `job_id` is returned as clientJid,
  * never used (the server assigns ids); `state`, `ts_*` and `error` describe a job's past and
- * are ignored, as are extra keys (seed 002: consumers tolerate them).
+ * are ignored, as are extra keys (envelope consumers tolerate extra keys).
  */
 export function importEnvelope(json: unknown): ImportedJob {
   const obj = jobObject(json);

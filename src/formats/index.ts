@@ -1,6 +1,7 @@
 /**
- * The job's JSON formats (SPEC §5) behind one switch, for the CLI and HTTP import/export:
- * "worq" (seed 000, Faktory-style), "sidekiq" (seed 001), "envelope" (seed 002). All pure.
+ * The job's JSON formats behind one switch, for the CLI and HTTP import/export: "worq"
+ * (Faktory-style), "sidekiq" (Sidekiq's job hash) and "envelope" (the worker job envelope).
+ * What each promises: docs/job-formats.md. All pure.
  */
 import type { JobView, SubmitInput } from "../engine/job.js";
 import { envelopeOf, importEnvelope, type Envelope } from "./envelope.js";

@@ -1,5 +1,5 @@
 /**
- * Shared reading of an imported JSON job (SPEC §5): small type checks that throw
+ * Shared reading of an imported JSON job (docs/job-formats.md): small type checks that throw
  * WORQ_INVALID_ARGUMENT naming the JSON field as the format spells it ("jobtype", "tags[2]"),
  * so a user sees which key of *their* document is wrong, not an engine field name.
  * Inputs are what `JSON.parse` returns; nothing here does I/O.
@@ -13,7 +13,8 @@ export interface ImportedJob {
   input: SubmitInput;
   /**
    * The document's own job id (`jid`, `job_id`). Never used as the job's id: the server
-   * assigns every jid (seed 004 §1, SPEC §2). Returned so callers can warn that it was ignored.
+   * assigns every jid, so a client cannot pick or collide with another job's id. Returned so
+   * callers can warn that it was ignored.
    */
   clientJid?: string;
 }

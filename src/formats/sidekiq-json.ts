@@ -1,5 +1,5 @@
 /**
- * Sidekiq's job hash (seed 001): `class`, `args`, `queue`, epoch-float timestamps, and the
+ * Sidekiq's job hash (docs/job-formats.md): `class`, `args`, `queue`, epoch-float timestamps, and the
  * retry bookkeeping Sidekiq's retry middleware writes.
  *
  * Retry follows Sidekiq: `retry: true` is Sidekiq's default of 25 retries (26 attempts);

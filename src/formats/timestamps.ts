@@ -1,5 +1,5 @@
 /**
- * Timestamps of seed 000: RFC 3339 strings, written exactly 27 chars long in UTC with
+ * Timestamps of Worq JSON: RFC 3339 strings, written exactly 27 chars long in UTC with
  * microseconds ("2006-01-02T15:04:05.001000Z"). Worq keeps milliseconds, so the last three
  * digits are always written as zeros and finer digits read are truncated.
  */

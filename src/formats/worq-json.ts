@@ -1,12 +1,12 @@
 /**
- * Worq JSON, the job payload of seed 000 (Faktory's format), exactly: only the seed's keys,
+ * Worq JSON, Faktory's job payload (docs/job-formats.md), exactly: only its keys,
  * 27-char UTC timestamps, integers rather than floats or booleans, and unknown keys outside
  * `custom` dropped on import.
  *
  * Retry follows Faktory: `retry` is the number of *retries* after the first attempt, so
  * `retry: n` is max attempts n + 1; `retry: 0` sends the job to the dead letters at its first
  * failure; `retry: -1` discards it instead (max attempts 1, onExhausted DISCARD). An absent
- * `retry` takes the server's default policy (SPEC §2: 3 attempts), not Faktory's 25.
+ * `retry` takes the server's default policy (3 attempts, docs/job-model.md), not Faktory's 25.
  *
  * Not represented (dropped on export): kwargs, payload, priority, tags, correlation id,
  * dependencies, the backoff shape, execution timeout, ttl, result. Use the protobuf job or
@@ -39,7 +39,7 @@ export interface WorqJsonFailure {
   backtrace?: string[];
 }
 
-/** Seed 000's job payload; key order follows the seed. */
+/** The Worq JSON job payload; key order follows Faktory's. */
 export interface WorqJson {
   jid: string;
   jobtype: string;
@@ -59,7 +59,7 @@ export interface WorqJson {
   custom?: JsonObject;
 }
 
-/** The job in seed 000's shape, keys in the seed's order. */
+/** The job as Worq JSON, keys in Faktory's order. */
 export function worqJsonOf(view: JobView): WorqJson {
   const { meta, body } = view;
   const f = meta.failure;
@@ -92,10 +92,11 @@ export function worqJsonOf(view: JobView): WorqJson {
 }
 
 /**
- * Reads a seed 000 document for submission. `jobtype` and `args` are required; `queue`
+ * Reads a Worq JSON document for submission. `jobtype` and `args` are required; `queue`
  * defaults to "default". Server-owned keys are ignored: `jid` (returned as clientJid),
  * `created_at`, `enqueued_at`, `failure`. `reserve_for: 0` and `at: ""` mean unset, as in
- * Faktory's clients. Any other unknown key is dropped (seed 000).
+ * Faktory's clients. Any other unknown key is dropped: the format keeps only `custom` as a
+ * bag of extra attributes.
  */
 export function importWorqJson(json: unknown): ImportedJob {
   const obj = jobObject(json);
@@ -120,7 +121,7 @@ export function importWorqJson(json: unknown): ImportedJob {
   return clientJid ? { input, clientJid } : { input };
 }
 
-/** The SubmitInput of a seed 000 document (see importWorqJson; a client `jid` is ignored). */
+/** The SubmitInput of a Worq JSON document (see importWorqJson; a client `jid` is ignored). */
 export function submitInputFromWorqJson(json: unknown): SubmitInput {
   return importWorqJson(json).input;
 }

@@ -40,7 +40,7 @@ export interface HttpServerOptions {
 /**
  * The HTTP side (port 7420 by default): the same three services over the Connect protocol
  * (JSON or binary over HTTP/1.1, so curl works; gRPC-Web for browsers), the job in the
- * seeds' JSON shapes at `/v1/jobs` (job-json-routes.ts), `/healthz`, `/metrics`, and the web
+ * JSON formats at `/v1/jobs` (job-json-routes.ts), `/healthz`, `/metrics`, and the web
  * dashboard at `/` (dashboard-routes.ts). No CORS headers are sent, so browsers on other
  * origins are refused.
  * With `tls` it is HTTPS (HTTP/1.1); `access` guards every route but /healthz and the

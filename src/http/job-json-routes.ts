@@ -1,31 +1,29 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Engine } from "../engine/engine.js";
-import { WorqError, type WorqErrorCode } from "../engine/errors.js";
+import { WorqError } from "../engine/errors.js";
 import { formatJob, importJob, isJobFormat, type JobFormat } from "../formats/index.js";
 import { ConnectError } from "@connectrpc/connect";
+import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
 import type { AccessControl, Caller } from "../transport/auth/access-control.js";
 import { authorizeHttpRoute, replyError } from "../transport/auth/http-access.js";
 import { scopeSubmits, visibleJob } from "../transport/auth/scoped-calls.js";
+import { grpcCodeOf } from "../transport/error-mapping.js";
 import { exceedsJsonDepth, MAX_JSON_DEPTH } from "../engine/json-depth.js";
 import type { RequestTarget } from "./request-target.js";
 
-/** HTTP status and Connect-style code of each engine error, as the Connect protocol maps them. */
-const HTTP_ERROR: Record<WorqErrorCode, [number, string]> = {
-  WORQ_INVALID_ARGUMENT: [400, "invalid_argument"],
-  // A size limit: 413 Payload Too Large (not 429: waiting does not help).
-  WORQ_TOO_LARGE: [413, "resource_exhausted"],
-  WORQ_NOT_FOUND: [404, "not_found"],
-  WORQ_LEASE_NOT_HELD: [400, "failed_precondition"],
-  WORQ_FAILED_PRECONDITION: [400, "failed_precondition"],
-  WORQ_PERMISSION_DENIED: [403, "permission_denied"],
-  WORQ_UNIMPLEMENTED: [501, "unimplemented"],
-  WORQ_UNAVAILABLE: [503, "unavailable"],
-  WORQ_DEADLINE_EXCEEDED: [504, "deadline_exceeded"],
-  WORQ_RESOURCE_EXHAUSTED: [429, "resource_exhausted"],
-};
+/**
+ * The HTTP status and Connect code name of an engine error: its gRPC code (error-mapping.ts,
+ * the one table) as the Connect protocol answers that code over HTTP. One exception: a size
+ * limit answers 413 Payload Too Large, not Connect's 429 for resource_exhausted, since
+ * sending the same body again later does not help.
+ */
+export function httpErrorOf(error: WorqError): { status: number; code: string } {
+  const code = grpcCodeOf(error.code);
+  return { status: error.code === "WORQ_TOO_LARGE" ? 413 : codeToHttpStatus(code), code: codeToString(code) };
+}
 
 /**
- * The job in any of the seeds' JSON shapes (SPEC §5), for curl and scripts:
+ * The job in any of its JSON formats (docs/job-formats.md), for curl and scripts:
  *   GET  /v1/jobs/<jid>?format=worq|sidekiq|envelope   the job in that shape (default worq)
  *   POST /v1/jobs?format=worq|sidekiq|envelope          submit one job (object) or a batch (array)
  * A POST must say `Content-Type: application/json` (else 415): the types a cross-site form
@@ -52,7 +50,7 @@ export function handleJobJsonRoute(
     } catch (error) {
       if (error instanceof ConnectError) return replyError(response, error);
       if (!(error instanceof WorqError)) throw error;
-      const [status, code] = HTTP_ERROR[error.code];
+      const { status, code } = httpErrorOf(error);
       return reply(status, { code, message: error.message });
     }
     reply(200, body);

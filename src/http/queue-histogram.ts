@@ -10,8 +10,8 @@ interface QueueBuckets {
 /**
  * A histogram with one label, `queue`, for a value observed once per job (the lease
  * latency). prom-client's Histogram validates and hashes its labels on every observe, the
- * one prom-client call per job left on the server's path (~0.5 µs each in a W1 profile);
- * this one looks the queue up in a Map, and the same registry formats it into the same text
+ * one prom-client call per job left on the server's path (docs/performance.md); this one
+ * looks the queue up in a Map, and the same registry formats it into the same text
  * (test/http/queue-histogram.test.ts compares the two).
  */
 export class QueueHistogram {

@@ -16,6 +16,11 @@ const CODE_OF: Record<WorqErrorCode, Code> = {
   WORQ_RESOURCE_EXHAUSTED: Code.ResourceExhausted,
 };
 
+/** The gRPC status code of an engine error; Connect's codes are the same numbers. */
+export function grpcCodeOf(code: WorqErrorCode): Code {
+  return CODE_OF[code];
+}
+
 export interface ErrorLogger {
   error(message: string, fields: Record<string, unknown>): void;
 }

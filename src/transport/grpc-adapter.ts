@@ -17,7 +17,7 @@ export type RequestReaders = Readonly<Record<string, (bytes: Uint8Array) => unkn
 /**
  * Mounts a Connect-style ServiceImpl on a grpc-js Server, so the service logic is written
  * once (typed by the protoc-gen-es GenService) and can later also be served over the Connect
- * protocol. Connect codes equal gRPC status codes, so errors map 1:1. research/stack.md §1.9.
+ * protocol. Connect's error codes are the gRPC status codes by number, so errors map 1:1.
  */
 export function addConnectService<S extends DescService>(
   server: grpc.Server,

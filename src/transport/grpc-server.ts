@@ -94,7 +94,7 @@ export function addHealthAndReflection(server: grpc.Server, descriptorSet: FileD
   health.addToServer(server);
 
   // @grpc/reflection reads only `fileDescriptorProtos`; hand it the raw descriptors
-  // (its proto-loader path emits invalid descriptors for map fields, research/stack.md §1.7).
+  // (its proto-loader path emits invalid descriptors for map fields).
   // Health's descriptor comes from protoc-gen-es (it has no comments worth showing).
   const worqFiles = descriptorSet.file;
   const known = new Set(worqFiles.map((file) => file.name));

@@ -10,7 +10,7 @@ import { BackoffStrategy, DependencyType, ExhaustedAction, FailureCategory, JobS
  * Writes leased jobs straight to protobuf wire format (worq.v1.LeasedJob, field numbers from
  * proto/worq/v1), byte-for-byte what `toBinary(LeasedJobSchema, leasedJobOf(grant))` means
  * but without building the message tree first: building and then encoding the 37-field Job,
- * its Timestamps and the args' Value tree was a sixth of the server's CPU per job
+ * its Timestamps and the args' Value tree was a large share of the server's CPU per job
  * (docs/performance.md). test/transport/leased-job-wire.test.ts decodes both and compares
  * them, so a field added to `jobOf` and not here fails there.
  */

@@ -197,7 +197,7 @@ export function readTag(r: BinaryReader): number {
 
 /**
  * Skips one field's value like BinaryReader.skip(), without the subarray skip() returns (a
- * leased Job's skipped Timestamps and messages cost a worker over 1 KB of garbage per job).
+ * leased Job's skipped Timestamps and messages were a worker's garbage on every job).
  * Groups, which nothing in worq.v1 uses, go through skip() itself.
  */
 export function skipField(r: BinaryReader, wireType: number, field: number): void {

@@ -26,8 +26,8 @@ const KEPT_BYTES = 1 << 20;
 /**
  * A protobuf writer over one growable buffer, reused message after message. protobuf-es's
  * BinaryWriter makes a Uint8Array per string (TextEncoder) and a chunk list per fork; a
- * leased job has a dozen strings and nested messages, and encoding one cost the server
- * about 6 µs. Here ASCII strings are copied char by char, and a fork reserves one length
+ * leased job has a dozen strings and nested messages, each paying for those allocations.
+ * Here ASCII strings are copied char by char, and a fork reserves one length
  * byte, moving the message up only when it turns out 128 bytes or longer. The LevelDB
  * store's meta records (engine/meta-binary.ts) are written with it too.
  */
@@ -144,7 +144,7 @@ export class WireWriter implements ProtoWriter {
 
   /**
    * The bytes written since the last finish(), copied out; the writer starts over. The copy
-   * comes from Node's Buffer pool: a fresh Uint8Array of a leased job's size cost 3× as much
+   * comes from Node's Buffer pool: a fresh Uint8Array of a leased job's size costs more
    * (its own zeroed backing store); these bytes are written to a socket and dropped.
    */
   finish(): Buffer {

@@ -3,7 +3,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { JobMeta, PriorityLevel } from "../../src/engine/job.js";
 import type { StoreWrite } from "../../src/engine/store.js";
-import { encodeMetaJson } from "../../src/storage/level/codec.js";
+import { encodeMetaJson } from "../../src/storage/record-codec.js";
 import { MIGRATIONS } from "../../src/storage/postgres/migrations.js";
 import { PostgresStore } from "../../src/storage/postgres/postgres-store.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";

@@ -48,8 +48,8 @@ Examples:
 
 With --json input the jobs' own JSON says everything (no job flags), and the answer is JSON:
   {"jid": "…", "state": "SCHEDULED", "duplicate": false}, or {"jobs": [ … ]} for a batch.
-The formats: worq (seed 000: jobtype, args, queue, at, retry, custom…), sidekiq (class, args,
-queue, at…), envelope (seed 002: job_path, args, kwargs).`;
+The formats: worq (Faktory-style: jobtype, args, queue, at, retry, custom…), sidekiq (class, args,
+queue, at…), envelope (job_path, args, kwargs).`;
 
 export function registerSubmit(program: Command): void {
   const command = program

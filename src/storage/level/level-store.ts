@@ -4,8 +4,9 @@ import { WorqError } from "../../engine/errors.js";
 import { isPurgedAtExpiry, isTerminal, type JobBody, type JobMeta } from "../../engine/job.js";
 import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, ReadyJob, ReadyLevelCount, Store, StoreWrite } from "../../engine/store.js";
 import type { JobState, PriorityLevel } from "../../engine/job.js";
-import { decodeBody, decodeJson, decodeMeta, decodeReadyValue, encodeBody, encodeJson, encodeMeta, encodeReadyValue, plainBytes } from "./codec.js";
-import { GroupCommitter } from "./group-commit.js";
+import { decodeJson, decodeMeta, encodeJson, plainBytes } from "../record-codec.js";
+import { decodeBody, decodeReadyValue, encodeBody, encodeMeta, encodeReadyValue } from "./codec.js";
+import { GroupCommitter } from "../group-commit.js";
 import { KEYS, jidOfIndexKey, parseFinishedInQueueKey, parsePurgeKey, parseReadyKey, prefixRange, readyRangeAfter } from "./keys.js";
 
 type BatchOp = { type: "put"; key: string; value: Uint8Array } | { type: "del"; key: string };
@@ -124,10 +125,10 @@ export class LevelStore implements Store {
    * One durable batch through classic-level's implementation methods (the abstract-level
    * contract between a store and its backend), not the public `batch`: our keys are strings
    * and values bytes already, and the public method's per-op copying, validation and
-   * encoding cost 2-3× the native write itself here. A chained batch, op by op, not the
+   * encoding cost more than the native write itself. A chained batch, op by op, not the
    * array form `_batch`: that one reads each op's type, key and value back from JS through
-   * N-API property lookups, about 1.5 µs an op on the main thread against 0.8 here
-   * (docs/performance.md).
+   * N-API property lookups, which costs the main thread more per op (docs/performance.md;
+   * `node bench/diag/level-batch.mjs` measures both).
    */
   private async writeBatch(ops: BatchOp[]): Promise<void> {
     if (this.db.status !== "open") throw new Error(`the store is ${this.db.status}`);

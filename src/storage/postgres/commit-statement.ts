@@ -1,6 +1,6 @@
 import { isPurgedAtExpiry, isTerminal, type JobMeta } from "../../engine/job.js";
 import type { Counters, IdempotencyClaim, StoreWrite } from "../../engine/store.js";
-import { encodeJson, encodeMetaJson } from "../level/codec.js";
+import { encodeJson, encodeMetaJson } from "../record-codec.js";
 
 /**
  * One group of commits as ONE SQL statement: data-modifying CTEs that delete and upsert each

@@ -1,5 +1,5 @@
 import pg from "pg";
-import { decodeMeta } from "../level/codec.js";
+import { decodeMeta } from "../record-codec.js";
 import { redactedUrl } from "./url.js";
 
 /** One schema change: its SQL, then, when rows need what only Worq can decode, a backfill in JS. */

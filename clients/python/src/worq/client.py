@@ -185,7 +185,7 @@ class Client:
 
     async def run(self, type: str, *, wait_timeout: Seconds = 60.0, **spec: Any) -> Job:
         """Submits a job and waits up to ``wait_timeout`` for it to reach a terminal state
-        (seed 003 ``run``). Takes :meth:`submit`'s keyword arguments. Raises
+        (submit-and-wait). Takes :meth:`submit`'s keyword arguments. Raises
         :class:`worq.errors.DeadlineExceeded` when the wait runs out; its ``jid`` names the job,
         which is left as it is."""
         job = JobSpec.coerce({"type": type, **spec}, "job")

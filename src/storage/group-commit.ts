@@ -1,7 +1,8 @@
 /**
  * Serialises durable batch writes and lets concurrent callers share one fsync: while one
  * write is in flight, everything that arrives queues up and goes out as the next single
- * write (research/stack.md §3.2: ~2× here, 10–50× on disks with slower fsync).
+ * write. The gain grows with the disk's fsync latency: the slower each sync, the more
+ * callers share it (docs/performance.md).
  * Writes are applied in call order; a failed write rejects every caller in it.
  */
 export class GroupCommitter<Op> {
