@@ -14,5 +14,7 @@ export function onCallbackDue(core: EngineCore, listener: (callback: PendingCall
 /** The webhook of `jid` was delivered (or given up): forget it. */
 export async function settleCallback(core: EngineCore, jid: string): Promise<void> {
   if (core.fatal !== undefined) return;
+  // Safe to ignore: a failed commit is reported through onFatal, and the callback stays
+  // stored, so it is sent again (at least once) by the engine loaded after recovery.
   await core.persist([{ kind: "delete-callback", jid }]).catch(() => {});
 }

@@ -52,6 +52,7 @@ export function openLease(core: EngineCore, options: LeaseSessionOptions, sink: 
   return session;
 }
 
+/** Ends a Lease stream: its held jobs become orphans, their leases capped at now + orphan grace. */
 export function closeSession(core: EngineCore, session: Session): void {
   if (session.closed) return;
   session.closed = true;
@@ -158,6 +159,7 @@ export function pump(core: EngineCore): void {
   core.deliveryTail = tail;
 }
 
+/** Pushes each open session its leased jobs whose bodies were found. */
 export function deliver(core: EngineCore, grants: Map<Session, JobMeta[]>, bodyOf: Map<string, JobBody | undefined>): void {
   for (const [session, list] of grants) {
     if (session.closed) continue; // its jobs are orphans now; their leases lapse after the grace
@@ -187,6 +189,7 @@ export function readAheadJids(core: EngineCore, grants: Map<Session, JobMeta[]>)
   return jids;
 }
 
+/** The next ready job of the first of `queues` (in order) that is not paused and has one; pages in cold jobs as a level runs low. */
 export function takeReady(core: EngineCore, queues: readonly string[]): JobMeta | undefined {
   for (const queue of queues) {
     if (core.queues.isPaused(queue)) continue;

@@ -4,7 +4,8 @@ import { WorqError } from "./errors.js";
 import { isPurgedAtExpiry, isTerminal, type JobMeta, type JobState } from "./job.js";
 import { LIMITS } from "./limits.js";
 import type { ReadyQueue } from "./ready-queue.js";
-import { transition, type JobEvent } from "./state-machine.js";
+import { dependencyFailed, firstState, transition, type JobEvent } from "./state-machine.js";
+import type { DependencyOutcome } from "./dependency-plan.js";
 import type { Counters, IdempotencyClaim, PendingCallback, Store, StoreWrite } from "./store.js";
 import { QueueRegistry } from "./queue-registry.js";
 import { LeaseSlots } from "./lease-slots.js";
@@ -20,6 +21,14 @@ import { enqueueReady } from "./paging.js";
 import { pushExpiry, schedulePurge, scheduleTimers } from "./timers.js";
 
 const DEFAULT_ORPHAN_GRACE_MS = 10_000;
+
+/** A GetResult/Run call waiting for its job to finish (read-views.ts waitFinished). */
+export interface Waiter {
+  /** When the wait runs out, on the engine's clock. */
+  deadlineMs: number;
+  /** Ends the wait: "finished" to look at the job again (it finished, or the engine stops), "timeout" when the deadline passed. */
+  wake(outcome: "finished" | "timeout"): void;
+}
 
 /**
  * The engine's state and the one place that changes a job: `apply` runs a transition
@@ -75,7 +84,7 @@ export class EngineCore {
    */
   readonly slots = new LeaseSlots();
   /** jid -> waiters of waitFinished, told once the job's terminal state is durable. */
-  readonly finishListeners = new Map<string, Set<() => void>>();
+  readonly finishListeners = new Map<string, Set<Waiter>>();
   readonly queues = new QueueRegistry();
   /** dependency jid -> PENDING jobs waiting for it. */
   readonly dependents = new Map<string, Set<string>>();
@@ -124,6 +133,31 @@ export class EngineCore {
     }
   }
 
+  /**
+   * A new job's meta once its dependencies are known: born failed (a dependency already
+   * failed), or in its first state (state-machine.ts firstState), with its place in FIFO order
+   * when ready. Sets fields on `candidate`, this submit's own meta from buildNewJob, rather
+   * than on copies, so it keeps its one shape (shapedMeta).
+   */
+  admit(candidate: JobMeta, outcome: DependencyOutcome, parentJid: string | undefined, nowMs: number): JobMeta {
+    const meta = candidate;
+    if (outcome.dependency) {
+      meta.dependency = outcome.dependency;
+      meta.waitingOn = outcome.waitingOn;
+      meta.depth = outcome.depth;
+      meta.priority = outcome.priority;
+    }
+    if (parentJid !== undefined) meta.parentJid = parentJid;
+    if (outcome.failedDependency) return dependencyFailed(meta, outcome.failedDependency.jid, outcome.failedDependency.state, nowMs);
+    const state = firstState(outcome.waitingOn.length, meta.atMs, nowMs);
+    if (state === "PENDING") {
+      meta.enqueuedAtMs = undefined;
+      meta.dueAtMs = undefined;
+      meta.state = state;
+    } else if (state === "SCHEDULED") meta.readySeq = ++this.readySeq;
+    return meta;
+  }
+
   /** Runs one transition and updates the indexes; returns the write that persists it. */
   apply(meta: JobMeta, event: JobEvent): StoreWrite {
     const next = transition(meta, event, {
@@ -160,23 +194,28 @@ export class EngineCore {
     return { kind: "put-meta", meta: next, previous: meta };
   }
 
-  persist(writes: StoreWrite[]): Promise<void> {
-    if (this.cascade.length > 0) {
-      writes.push(...this.cascade);
-      this.cascade = [];
-    }
-    this.queues.observe(writes);
-    this.observeWrites(writes);
-    const finished = writes.flatMap(finishedJid);
-    writes.push({ kind: "put-counters", counters: { ...this.counters } });
-    const durable = this.store.commit(writes);
+  /**
+   * Hands `writes` (and the cascade of the transitions that made them) to the store as one
+   * commit, with the counters; resolves once durable. `writes` itself is left as it is.
+   * The first failed commit makes the engine fatal: it then refuses all work.
+   */
+  persist(writes: readonly StoreWrite[]): Promise<void> {
+    const cascade = this.cascade;
+    if (cascade.length > 0) this.cascade = [];
+    const observed = cascade.length > 0 ? writes.concat(cascade) : writes;
+    this.queues.observe(observed);
+    this.observeWrites(observed);
+    const finished = observed.flatMap(finishedJid);
+    const committed = observed.concat({ kind: "put-counters", counters: { ...this.counters } });
+    const durable = this.store.commit(committed);
     this.lastCommit = durable;
-    const callbacks = writes.flatMap((write) => (write.kind === "put-callback" ? [write.callback] : []));
+    // The rejection handlers below ignore a failed commit: it is handled once, by the catch at the end.
+    const callbacks = observed.flatMap((write) => (write.kind === "put-callback" ? [write.callback] : []));
     if (callbacks.length > 0) {
       void durable.then(() => callbacks.forEach((callback) => this.callbackListener?.(callback)), () => {});
     }
     if (finished.length > 0) {
-      const settled = writes.flatMap((write) => (write.kind === "put-meta" && isTerminal(write.meta.state) ? [write.meta] : []));
+      const settled = observed.flatMap((write) => (write.kind === "put-meta" && isTerminal(write.meta.state) ? [write.meta] : []));
       for (const meta of settled) {
         const entry = this.finishing.get(meta.jid);
         if (entry?.meta === meta) entry.commit = durable;
@@ -185,18 +224,21 @@ export class EngineCore {
         settled.forEach((meta) => this.finishing.get(meta.jid)?.meta === meta && this.finishing.delete(meta.jid));
       void durable.then(forget, forget);
       // Waiters hear of a finished job only once that is on disk.
-      void durable.then(() => finished.forEach((jid) => this.finishListeners.get(jid)?.forEach((notify) => notify())), () => {});
+      void durable.then(() => finished.forEach((jid) => this.finishListeners.get(jid)?.forEach((waiter) => waiter.wake("finished"))), () => {});
     }
     return durable.catch((error: unknown) => {
       if (this.fatal === undefined) {
         this.fatal = error;
         this.onFatal(error);
+        // No timer of this engine runs any more: its result waits answer now (with the failure).
+        for (const listeners of this.finishListeners.values()) listeners.forEach((waiter) => waiter.wake("finished"));
       }
       throw storageFailure(this.fatal);
     });
   }
 
-  /** A job ended in `state`: moves the PENDING jobs waiting for it on (004 §6), cascading. */
+
+  /** A job ended in `state`: moves the PENDING jobs waiting for it on (docs/state-machine.md), cascading. */
   resolveDependents(jid: string, state: JobState): void {
     const waiting = this.dependents.get(jid);
     if (!waiting) return;
@@ -208,6 +250,7 @@ export class EngineCore {
     }
   }
 
+  /** Records that the PENDING job `dependent` waits for `dependency`. */
   addDependent(dependency: string, dependent: string): void {
     let set = this.dependents.get(dependency);
     if (!set) {
@@ -225,6 +268,7 @@ export class EngineCore {
     if (this.fatal !== undefined) throw storageFailure(this.fatal);
   }
 
+  /** Throws unless the engine takes new work: not failed (storage) and not shutting down. */
   checkUsable(): void {
     if (this.fatal !== undefined) throw storageFailure(this.fatal);
     if (this.closing) throw new WorqError("WORQ_UNAVAILABLE", "server is shutting down; retry on reconnect");

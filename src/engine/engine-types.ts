@@ -22,7 +22,7 @@ export interface EngineOptions {
    * works again (src/store-recovery.ts).
    */
   onFatal?: (error: unknown) => void;
-  /** How long an idempotency key deduplicates submits of its job type (seed 004 §1). Default 24 h. */
+  /** How long an idempotency key deduplicates submits of its job type (docs/job-model.md). Default 24 h. */
   idempotencyWindowMs?: number;
   /**
    * Whether a job may carry this callback_url; default: none may (no server-side request
@@ -107,7 +107,7 @@ export interface WorkerView {
   held: { jid: string; leaseId: string }[];
 }
 
-/** One queue's numbers (003 `inspect queue`). */
+/** One queue's numbers (`worq inspect queue`). */
 export interface QueueStatsView {
   queue: string;
   pending: number;

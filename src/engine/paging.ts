@@ -36,7 +36,7 @@ export async function walkCold(
   for (let more = true; more; ) {
     more = await core.levelLocks.run(levelKey(name, priority), async () => {
       core.checkUsable();
-      await core.lastCommit.catch(() => {});
+      await core.lastCommit.catch(() => {}); // only the order matters: a failed commit made the engine fatal, checked below
       after = Math.max(after, queue.lastSeqAt(priority));
       const page = await core.store.readyPage(name, priority, after, COLD_PAGE);
       if (page.length === 0) return false;
@@ -152,6 +152,7 @@ export function enqueueReady(core: EngineCore, meta: JobMeta): boolean {
   return false;
 }
 
+/** Adds `n` (negative to remove) to a level's count of cold jobs; counts those added since start. */
 export function countCold(core: EngineCore, queue: ReadyQueue, priority: PriorityLevel, n: number): void {
   queue.addCold(priority, n);
   if (n > 0) core.coldCounted += n;
@@ -180,7 +181,7 @@ export function pageInIfLow(core: EngineCore, name: string, queue: ReadyQueue): 
  * in the same turn, and commits apply in order, so the page holds the level's next jobs.
  */
 export async function pageIn(core: EngineCore, name: string, queue: ReadyQueue, priority: PriorityLevel): Promise<void> {
-  await core.lastCommit.catch(() => {});
+  await core.lastCommit.catch(() => {}); // only the order matters: a failed commit made the engine fatal, checked below
   const countedBefore = core.coldCounted;
   const room = core.readyWindow - queue.windowAt(priority);
   if (room <= 0) return;
@@ -206,7 +207,7 @@ export async function pageIn(core: EngineCore, name: string, queue: ReadyQueue, 
   // None found, and none made cold since the read began: the count was off; do not read forever.
   const missing = page.length === 0 && core.coldCounted === countedBefore ? queue.coldAt(priority) : 0;
   countCold(core, queue, priority, -(read + missing));
-  if (evictions.length > 0) core.persist(evictions).catch(() => {});
+  if (evictions.length > 0) core.persist(evictions).catch(() => {}); // failure is fatal and reported through onFatal
   schedulePump(core);
 }
 
@@ -217,14 +218,14 @@ export async function pageIn(core: EngineCore, name: string, queue: ReadyQueue, 
  * again), else the stored meta, which is not a cold job's (missing or finished).
  */
 export async function onColdJob(core: EngineCore, jid: string, act: (meta: JobMeta) => Promise<void>): Promise<"done" | "moved" | { stored: JobMeta | undefined }> {
-  await core.lastCommit.catch(() => {});
+  await core.lastCommit.catch(() => {}); // only the order matters: a failed commit made the engine fatal, checked below
   const first = await core.store.getMeta(jid);
   if (core.live.has(jid) || core.finishing.has(jid)) return "moved";
   if (first === undefined || isTerminal(first.state)) return { stored: first };
   if (first.state !== "SCHEDULED") return "moved"; // a write about it is on its way
   const queue = readyQueueOf(core, internName(first.queue));
   return core.levelLocks.run(levelKey(first.queue, first.priority), async () => {
-    await core.lastCommit.catch(() => {});
+    await core.lastCommit.catch(() => {}); // as above
     const meta = await core.store.getMeta(jid);
     const isCold = meta?.state === "SCHEDULED" && meta.priority === first.priority && meta.readySeq > queue.lastSeqAt(meta.priority);
     if (!isCold || core.live.has(jid) || core.finishing.has(jid)) return "moved";
@@ -235,6 +236,7 @@ export async function onColdJob(core: EngineCore, jid: string, act: (meta: JobMe
   });
 }
 
+/** The ready queue of `name`, created on first use. */
 export function readyQueueOf(core: EngineCore, name: string): ReadyQueue {
   let queue = core.ready.get(name);
   if (!queue) {

@@ -23,6 +23,7 @@ export async function pauseQueue(core: EngineCore, name: string): Promise<void> 
   await core.persist([core.queues.setPaused(name, true)]);
 }
 
+/** Lets a paused queue's jobs be leased again. */
 export async function resumeQueue(core: EngineCore, name: string): Promise<void> {
   core.checkUsable();
   checkQueueName(name, "queue");
@@ -36,7 +37,7 @@ export async function resumeQueue(core: EngineCore, name: string): Promise<void>
 /**
  * Deletes every job of the queue that waits (SCHEDULED, DELAYED, RETRYING, PENDING) when
  * called; returns how many. Deleted in commits of PURGE_CHUNK jobs, so the server goes on
- * serving while a deep queue is purged (one commit of a million jobs held it for seconds);
+ * serving while a deep queue is purged (one commit of every job would hold it until done);
  * a crash part way leaves the rest, and the call had not answered.
  */
 export async function purgeQueue(core: EngineCore, name: string): Promise<number> {
@@ -129,7 +130,7 @@ export async function runNow(core: EngineCore, jids: string[]): Promise<number> 
     const meta = core.live.get(jid);
     if (meta && (meta.state === "DELAYED" || meta.state === "RETRYING")) writes.push(core.apply(meta, { kind: "due" }));
   }
-  const scheduled = writes.length; // before persist, which appends cascading writes
+  const scheduled = writes.length; // the jobs asked for, not those their moves cascade to
   if (scheduled === 0) return 0;
   const durable = core.persist(writes);
   pump(core);

@@ -6,13 +6,15 @@ import { checkQueueName } from "./submit-validation.js";
 import { UNREADY_LIVE_STATES } from "./live-jobs.js";
 import { LISTABLE_STATES, checkJobFilter, finishedJobsPage, liveJobsPage, type JobFilter, type ReadyPosition } from "./live-listing.js";
 import type { EngineInfo, QueueStatsView } from "./engine-types.js";
-import type { EngineCore } from "./engine-core.js";
+import type { EngineCore, Waiter } from "./engine-core.js";
+import { storageFailure } from "./storage-failure.js";
+import { pushTimer } from "./timers.js";
 import { isReadyEntry, readyAfter } from "./paging.js";
 
 /** Longest wait of GetResult and Run. */
 const MAX_WAIT_MS = 3_600_000;
 
-/** Counts, latency and pause state of one queue (003 `inspect queue`). */
+/** Counts, latency and pause state of one queue (`worq inspect queue`). */
 export function queueStats(core: EngineCore, name: string): QueueStatsView {
   checkQueueName(name, "queue");
   const count = (state: JobState) => core.live.count(name, state);
@@ -39,7 +41,7 @@ export function queueStats(core: EngineCore, name: string): QueueStatsView {
 }
 
 /**
- * Queues sorted by name (003 `inspect queues`), a page at a time after the name in
+ * Queues sorted by name (`worq inspect queues`), a page at a time after the name in
  * `pageToken`; only those `allowed` accepts (every queue by default).
  */
 export function listQueues(core: EngineCore, pageSize = 100, pageToken = "", allowed: (queue: string) => boolean = () => true): { queues: QueueStatsView[]; nextPageToken: string } {
@@ -53,7 +55,7 @@ export function listQueues(core: EngineCore, pageSize = 100, pageToken = "", all
 }
 
 /**
- * Lists jobs (003 `inspect jobs` / `inspect scheduled-jobs`) of a queue and state, narrowed
+ * Lists jobs (`worq inspect jobs` / `inspect scheduled-jobs`) of a queue and state, narrowed
  * by `filter`, a page at a time; see live-listing.ts for order, filters and cursor. Live
  * states come from memory, finished ones from the store's index.
  */
@@ -82,6 +84,7 @@ export async function getJob(core: EngineCore, jid: string): Promise<JobView> {
   checkJid(jid, "jid");
   // A job whose final write is still on its way: read it once that is durable, result included.
   const finishing = core.finishing.get(jid)?.commit;
+  // Only the wait matters: a failed commit made the engine fatal, and the store read below tells.
   if (finishing && !core.live.has(jid)) await finishing.catch(() => {});
   const meta = core.live.get(jid) ?? (await core.store.getMeta(jid));
   if (!meta) throw notFound(jid);
@@ -104,19 +107,24 @@ export async function getJob(core: EngineCore, jid: string): Promise<JobView> {
 export async function waitFinished(core: EngineCore, jid: string, waitMs: number, signal?: AbortSignal): Promise<JobView> {
   checkJid(jid, "jid");
   if (!(waitMs >= 0 && waitMs <= MAX_WAIT_MS)) invalid("wait_timeout", `must be between 0 and ${MAX_WAIT_MS / 1000} s`);
-  let finished!: () => void;
-  const done = new Promise<void>((resolve) => (finished = resolve));
+  let wake!: (outcome: "finished" | "timeout") => void;
+  const woken = new Promise<"finished" | "timeout">((resolve) => (wake = resolve));
+  // The deadline is set once the job has been looked at; until then no timer can end the wait.
+  const waiter: Waiter = { deadlineMs: Infinity, wake };
   // Subscribe before looking, so a job finishing in between is not missed.
   const listeners = core.finishListeners.get(jid) ?? new Set();
   core.finishListeners.set(jid, listeners);
-  listeners.add(finished);
-  let timer: NodeJS.Timeout | undefined;
+  listeners.add(waiter);
   try {
     const view = await getJob(core, jid);
     if (isTerminal(view.meta.state)) return view;
+    // A stopping engine applies no more timers and wakes no more waiters: answer as woken.
+    if (core.closing || core.fatal !== undefined) waiter.wake("finished");
+    // The timeout is a timer of the engine (timers.ts), so it runs on the engine's clock.
+    waiter.deadlineMs = core.clock.nowMs() + waitMs;
+    pushTimer(core, { atMs: waiter.deadlineMs, jid, kind: "wait" });
     const outcome = await Promise.race([
-      done.then(() => "finished" as const),
-      new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), waitMs))),
+      woken,
       // The caller may have gone away while getJob read the store: then no abort event comes.
       new Promise<"aborted">((resolve) =>
         signal?.aborted ? resolve("aborted") : signal?.addEventListener("abort", () => resolve("aborted"), { once: true }),
@@ -128,18 +136,26 @@ export async function waitFinished(core: EngineCore, jid: string, waitMs: number
         `job ${jid} did not finish within ${waitMs} ms (it is ${view.meta.state}); it is left as it is`,
       );
     }
+    if (core.fatal !== undefined) throw storageFailure(core.fatal);
     const finished = await getJob(core, jid);
     if (!isTerminal(finished.meta.state)) {
       throw new WorqError("WORQ_UNAVAILABLE", `server is shutting down; job ${jid} has not finished, wait again after reconnecting`);
     }
     return finished;
   } finally {
-    clearTimeout(timer);
-    listeners.delete(finished);
+    listeners.delete(waiter);
     if (listeners.size === 0 && core.finishListeners.get(jid) === listeners) core.finishListeners.delete(jid);
   }
 }
 
+/** Ends the waits on `jid` whose deadline has passed (a "wait" timer of `jid` is due). */
+export function expireWaits(core: EngineCore, jid: string, nowMs: number): void {
+  const listeners = core.finishListeners.get(jid);
+  if (!listeners) return;
+  for (const waiter of listeners) if (waiter.deadlineMs <= nowMs) waiter.wake("timeout");
+}
+
+/** Counts for /metrics and the health views. */
 export function info(core: EngineCore): EngineInfo {
   return {
     connectedWorkers: core.sessions.size,
@@ -154,16 +170,18 @@ export function info(core: EngineCore): EngineInfo {
   };
 }
 
+/** Throws WORQ_INVALID_ARGUMENT naming `field` unless `jid` is a job id (UUID v4). */
 export function checkJid(jid: string, field: string): void {
   if (!jid) invalid(field, "is required");
   if (!isUuidV4(jid)) invalid(field, `${JSON.stringify(jid.slice(0, 64))} is not a job id (UUID v4)`);
 }
 
+/** The WORQ_NOT_FOUND error for `jid`. */
 export function notFound(jid: string): WorqError {
   return new WorqError("WORQ_NOT_FOUND", `job ${jid} not found`, "jid");
 }
 
-/** Wakes every GetResult/Run wait (shutdown): each answers from what the job is now. */
+/** Wakes every GetResult/Run wait (shutdown, storage failure): each answers from what the job is now. */
 export function wakeWaiters(core: EngineCore): void {
-  for (const listeners of core.finishListeners.values()) listeners.forEach((notify) => notify());
+  for (const listeners of core.finishListeners.values()) listeners.forEach((waiter) => waiter.wake("finished"));
 }

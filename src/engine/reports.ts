@@ -115,11 +115,13 @@ export async function refuseMissing(core: EngineCore, jid: string, leaseId: stri
   );
 }
 
+/** Throws unless `jid` is a job id and `leaseId` is given; field names get `prefix`. */
 export function checkLeaseRef(jid: string, leaseId: string, prefix: string): void {
   checkJid(jid, `${prefix}jid`);
   if (!leaseId) invalid(`${prefix}lease_id`, "is required");
 }
 
+/** The meta a report's first write stores, if it stores one (not a deletion). */
 export function lastMeta(writes: StoreWrite[]): JobMeta | undefined {
   const write = writes[0];
   return write?.kind === "put-meta" ? write.meta : undefined;

@@ -1,10 +1,9 @@
 import { invalid, WorqError } from "./errors.js";
 import { isPurgedAtExpiry, isTerminal, type JobMeta, type SubmitInput } from "./job.js";
 import { LIMITS, isUuidV4 } from "./limits.js";
-import { dependencyFailed } from "./state-machine.js";
 import type { IdempotencyClaim, StoreWrite } from "./store.js";
 import { buildNewJob, type NewJob } from "./submit-validation.js";
-import { planDependencies, type BatchShape, type DependencyOutcome, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
+import { planDependencies, type BatchShape, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
 import type { SubmitResult } from "./engine-types.js";
 import type { EngineCore } from "./engine-core.js";
 import { enqueueReady } from "./paging.js";
@@ -27,7 +26,7 @@ interface CreatedJobs {
  * Creates jobs atomically: validates all (throwing for the first bad one, naming the
  * field with `fieldOf(i)` as prefix), then persists all in one commit. Resolves once
  * durable. A job whose idempotency key is taken is not created: its result names the
- * existing job. `shape` adds CHAIN or FAN_IN dependencies over the batch (seed 004 §6).
+ * existing job. `shape` adds CHAIN or FAN_IN dependencies over the batch (docs/job-model.md).
  */
 export async function submit(core: EngineCore, inputs: SubmitInput[], fieldOf: (index: number) => string, shape?: BatchShape): Promise<SubmitResult[]> {
   core.checkUsable();
@@ -73,7 +72,7 @@ export async function submit(core: EngineCore, inputs: SubmitInput[], fieldOf: (
 /**
  * Answers a submit once its jobs are durable. Only the answers wait: the jobs' inputs,
  * metas and bodies are not held while the commit runs (they would outlive a young-generation
- * GC or two and fragment the old one: a preload of a million jobs left half its heap empty).
+ * GC or two and fragment the old one).
  */
 export async function settleSubmit(core: EngineCore, { results, durable, duplicatesOfStored }: CreatedJobs): Promise<SubmitResult[]> {
   await durable;
@@ -129,7 +128,7 @@ export function createJobs(
       results.push(result);
       return;
     }
-    const meta = newJobMeta(core, candidate, outcomes[i]!, inputs[i]!.parentJid, nowMs);
+    const meta = core.admit(candidate, outcomes[i]!, inputs[i]!.parentJid, nowMs);
     let cold: true | undefined;
     if (isTerminal(meta.state)) {
       if (isPurgedAtExpiry(meta.state)) schedulePurge(core, meta.expiresAtMs);
@@ -167,27 +166,8 @@ export function createJobs(
   return { results, durable, duplicatesOfStored };
 }
 
-/** A new job's meta once its dependencies are known: PENDING, born failed, or as built. */
-export function newJobMeta(core: EngineCore, candidate: JobMeta, outcome: DependencyOutcome, parentJid: string | undefined, nowMs: number): JobMeta {
-  // The candidate is this submit's own (buildNewJob), so fields are set on it rather than
-  // on copies of a 30-field object, and it keeps its one shape (shapedMeta).
-  const meta = candidate;
-  if (outcome.dependency) {
-    meta.dependency = outcome.dependency;
-    meta.waitingOn = outcome.waitingOn;
-    meta.depth = outcome.depth;
-    meta.priority = outcome.priority;
-  }
-  if (parentJid !== undefined) meta.parentJid = parentJid;
-  if (outcome.failedDependency) return dependencyFailed(meta, outcome.failedDependency.jid, outcome.failedDependency.state, nowMs);
-  if (outcome.waitingOn.length > 0) {
-    meta.enqueuedAtMs = undefined;
-    meta.dueAtMs = undefined;
-    meta.state = "PENDING";
-  } else if (meta.state === "SCHEDULED") meta.readySeq = ++core.readySeq;
-  return meta;
-}
 
+/** Throws unless `text` is an http(s) URL without credentials that the server allows callbacks to. */
 export function checkCallbackUrl(core: EngineCore, text: string, field: string): void {
   let url: URL;
   try {

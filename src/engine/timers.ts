@@ -5,6 +5,7 @@ import type { EngineCore } from "./engine-core.js";
 import { pump } from "./dispatch.js";
 import { endUnfinished } from "./cancel-delete.js";
 import { sweepCold } from "./paging.js";
+import { expireWaits } from "./read-views.js";
 
 /** Timers one tick applies, so a mass of jobs due at once is promoted a slice at a time. */
 const TICK_BUDGET = 5_000;
@@ -20,7 +21,7 @@ export function nextWakeMs(core: EngineCore): number | undefined {
 /**
  * Applies the timers that are due: promotes delayed and retrying jobs, expires lapsed
  * leases, evicts jobs past their lifetime. At most TICK_BUDGET of them per call, so a
- * million jobs due at one time are promoted a slice at a time with the server serving in
+ * mass of jobs due at one time is promoted a slice at a time with the server serving in
  * between; `nextWakeMs` then says more are due, and the driver calls again at once.
  */
 export function tick(core: EngineCore): void {
@@ -43,6 +44,10 @@ export function tick(core: EngineCore): void {
         core.purgeAtMs = undefined;
         void purgeExpired(core);
       }
+      continue;
+    }
+    if (top.kind === "wait") {
+      expireWaits(core, top.jid, now);
       continue;
     }
     if (top.kind === "sweep") {
@@ -89,6 +94,7 @@ export function pushExpiry(core: EngineCore, meta: JobMeta): void {
   if (earliest === undefined || meta.expiresAtMs < earliest) core.wakeListener?.();
 }
 
+/** Schedules the purge of expired finished jobs for `atMs`, unless one is scheduled sooner. */
 export function schedulePurge(core: EngineCore, atMs: number): void {
   if (core.purgeAtMs !== undefined && core.purgeAtMs <= atMs) return;
   core.purgeAtMs = atMs;
