@@ -1,3 +1,7 @@
+/**
+ * Webhook callbacks: handing finished jobs' callbacks to the sender, and forgetting delivered
+ * ones.
+ */
 import type { PendingCallback } from "./store.js";
 import type { EngineCore } from "./engine-core.js";
 

@@ -1,3 +1,7 @@
+/**
+ * Cancel and delete of single jobs, in memory or cold, and ending an unfinished job (cancel,
+ * eviction) with its lease revoked.
+ */
 import { WorqError } from "./errors.js";
 import type { JobMeta, JobView } from "./job.js";
 import type { JobEvent } from "./state-machine.js";

@@ -1,3 +1,7 @@
+/**
+ * Dispatch: worker Lease streams, handing ready jobs to free credits (pump), and delivering them
+ * with their bodies.
+ */
 import { invalid } from "./errors.js";
 import type { JobBody, JobMeta } from "./job.js";
 import { LIMITS } from "./limits.js";

@@ -1,3 +1,6 @@
+/**
+ * Queue administration: pause, resume, purge, retry of dead jobs, run-now.
+ */
 import { WorqError, invalid } from "./errors.js";
 import { PRIORITY_LEVELS, type JobMeta, type PriorityLevel } from "./job.js";
 import type { FinishedCursor, StoreWrite } from "./store.js";

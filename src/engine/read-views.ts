@@ -1,3 +1,7 @@
+/**
+ * Read views: one job, job and queue listings, queue stats, engine info, and waits for a job to
+ * finish.
+ */
 import { WorqError, invalid } from "./errors.js";
 import { isTerminal, type JobState, type JobView } from "./job.js";
 import { isUuidV4 } from "./limits.js";

@@ -1,3 +1,6 @@
+/**
+ * Recovery: rebuilding the engine's indexes from the store when it opens.
+ */
 import type { JobMeta } from "./job.js";
 import type { QueueInfo, StoreWrite } from "./store.js";
 import { bodyDataBytes } from "./submit-validation.js";

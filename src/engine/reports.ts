@@ -1,3 +1,6 @@
+/**
+ * Reports of workers about leased jobs: Ack (one or many in one commit), Fail and Renew.
+ */
 import { WorqError, invalid } from "./errors.js";
 import type { JobMeta } from "./job.js";
 import { LIMITS } from "./limits.js";

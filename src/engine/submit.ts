@@ -1,3 +1,7 @@
+/**
+ * Submit: validation beyond one job's fields, idempotency claims, dependency planning, and
+ * creating the jobs of a batch in one commit.
+ */
 import { invalid, WorqError } from "./errors.js";
 import { isPurgedAtExpiry, isTerminal, type JobMeta, type SubmitInput } from "./job.js";
 import { LIMITS, isUuidV4 } from "./limits.js";
