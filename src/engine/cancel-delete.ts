@@ -66,7 +66,7 @@ export async function deleteJob(core: EngineCore, jid: string): Promise<void> {
  * onColdJob), looking again while it moves between the two. Resolves to undefined once one
  * ran, else to the stored meta: the job is missing or finished.
  */
-export async function onUnfinished(
+async function onUnfinished(
   core: EngineCore,
   jid: string,
   held: (meta: JobMeta) => Promise<void>,
@@ -93,12 +93,12 @@ export function endUnfinished(core: EngineCore, meta: JobMeta, event: JobEvent &
 }
 
 /** Why a job that is neither in memory nor cold cannot be `verb`: it is missing or finished. */
-export function finishedOrMissing(jid: string, stored: JobMeta | undefined, verb: string): WorqError {
+function finishedOrMissing(jid: string, stored: JobMeta | undefined, verb: string): WorqError {
   if (!stored) return notFound(jid);
   return new WorqError("WORQ_FAILED_PRECONDITION", `job ${jid} cannot be ${verb}: it has already finished (${stored.state})`, "jid");
 }
 
 /** A job that kept moving between memory and the store while looked up (not seen in practice). */
-export function movingJob(jid: string): WorqError {
+function movingJob(jid: string): WorqError {
   return new WorqError("WORQ_UNAVAILABLE", `job ${jid} kept changing while it was looked up; try again`, "jid");
 }

@@ -57,7 +57,7 @@ export function openLease(core: EngineCore, options: LeaseSessionOptions, sink: 
 }
 
 /** Ends a Lease stream: its held jobs become orphans, their leases capped at now + orphan grace. */
-export function closeSession(core: EngineCore, session: Session): void {
+function closeSession(core: EngineCore, session: Session): void {
   if (session.closed) return;
   session.closed = true;
   core.sessions.delete(session.id);
@@ -164,7 +164,7 @@ export function pump(core: EngineCore): void {
 }
 
 /** Pushes each open session its leased jobs whose bodies were found. */
-export function deliver(core: EngineCore, grants: Map<Session, JobMeta[]>, bodyOf: Map<string, JobBody | undefined>): void {
+function deliver(core: EngineCore, grants: Map<Session, JobMeta[]>, bodyOf: Map<string, JobBody | undefined>): void {
   for (const [session, list] of grants) {
     if (session.closed) continue; // its jobs are orphans now; their leases lapse after the grace
     const delivered: LeaseGrant[] = [];
@@ -180,7 +180,7 @@ export function deliver(core: EngineCore, grants: Map<Session, JobMeta[]>, bodyO
  * The next ready jobs of the queues the sessions of `grants` serve whose bodies the cache
  * has room for and lacks, up to READ_AHEAD (a stale entry costs a read at most).
  */
-export function readAheadJids(core: EngineCore, grants: Map<Session, JobMeta[]>): string[] {
+function readAheadJids(core: EngineCore, grants: Map<Session, JobMeta[]>): string[] {
   const room = Math.min(READ_AHEAD, core.bodies.room);
   const queues = new Set([...grants.keys()].flatMap((session) => session.options.queues));
   const jids: string[] = [];
@@ -194,7 +194,7 @@ export function readAheadJids(core: EngineCore, grants: Map<Session, JobMeta[]>)
 }
 
 /** The next ready job of the first of `queues` (in order) that is not paused and has one; pages in cold jobs as a level runs low. */
-export function takeReady(core: EngineCore, queues: readonly string[]): JobMeta | undefined {
+function takeReady(core: EngineCore, queues: readonly string[]): JobMeta | undefined {
   for (const queue of queues) {
     if (core.queues.isPaused(queue)) continue;
     const ready = core.ready.get(queue);

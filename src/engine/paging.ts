@@ -184,7 +184,7 @@ export function pageInIfLow(core: EngineCore, name: string, queue: ReadyQueue): 
  * It first waits for every commit handed to the store so far: a job counted cold is written
  * in the same turn, and commits apply in order, so the page holds the level's next jobs.
  */
-export async function pageIn(core: EngineCore, name: string, queue: ReadyQueue, priority: PriorityLevel): Promise<void> {
+async function pageIn(core: EngineCore, name: string, queue: ReadyQueue, priority: PriorityLevel): Promise<void> {
   await core.lastCommit.catch(() => {}); // only the order matters: a failed commit made the engine fatal, checked below
   const countedBefore = core.coldCounted;
   const room = core.readyWindow - queue.windowAt(priority);
@@ -260,7 +260,7 @@ export function ownMeta(stored: JobMeta): JobMeta {
 }
 
 /** A priority level of a queue, as a key of the level locks (queue names hold no NUL). */
-export function levelKey(queue: string, priority: PriorityLevel): string {
+function levelKey(queue: string, priority: PriorityLevel): string {
   return `${queue}\0${priority}`;
 }
 

@@ -107,7 +107,7 @@ export async function retryJobs(core: EngineCore, jids: string[], queue?: string
 }
 
 /** Retries the stored jobs that are still finished and dead or failed (read before this turn); returns how many. */
-export async function retryStored(core: EngineCore, stored: readonly JobMeta[]): Promise<number> {
+async function retryStored(core: EngineCore, stored: readonly JobMeta[]): Promise<number> {
   core.checkUsable();
   const writes: StoreWrite[] = [];
   for (const meta of stored) {

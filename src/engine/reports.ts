@@ -100,7 +100,7 @@ export async function renew(core: EngineCore, jid: string, leaseId: string, fiel
  * store in the same turn as the change. Returns undefined when the job is not live.
  * A report, even a refused one, frees the worker's slot for that lease.
  */
-export function applyHeld(core: EngineCore, jid: string, event: JobEvent & { leaseId: string }): StoreWrite[] | undefined {
+function applyHeld(core: EngineCore, jid: string, event: JobEvent & { leaseId: string }): StoreWrite[] | undefined {
   if (event.kind !== "renew" && core.slots.release(event.leaseId)) schedulePump(core);
   const meta = core.live.get(jid);
   if (!meta) return undefined;
@@ -108,7 +108,7 @@ export function applyHeld(core: EngineCore, jid: string, event: JobEvent & { lea
 }
 
 /** Explains a report about a job that is not live: NOT_FOUND, or finished (LEASE_NOT_HELD). */
-export async function refuseMissing(core: EngineCore, jid: string, leaseId: string): Promise<never> {
+async function refuseMissing(core: EngineCore, jid: string, leaseId: string): Promise<never> {
   const stored = await core.store.getMeta(jid);
   if (!stored) throw notFound(jid);
   throw new WorqError(
@@ -119,13 +119,13 @@ export async function refuseMissing(core: EngineCore, jid: string, leaseId: stri
 }
 
 /** Throws unless `jid` is a job id and `leaseId` is given; field names get `prefix`. */
-export function checkLeaseRef(jid: string, leaseId: string, prefix: string): void {
+function checkLeaseRef(jid: string, leaseId: string, prefix: string): void {
   checkJid(jid, `${prefix}jid`);
   if (!leaseId) invalid(`${prefix}lease_id`, "is required");
 }
 
 /** The meta a report's first write stores, if it stores one (not a deletion). */
-export function lastMeta(writes: StoreWrite[]): JobMeta | undefined {
+function lastMeta(writes: StoreWrite[]): JobMeta | undefined {
   const write = writes[0];
   return write?.kind === "put-meta" ? write.meta : undefined;
 }

@@ -78,7 +78,7 @@ export async function submit(core: EngineCore, inputs: SubmitInput[], fieldOf: (
  * metas and bodies are not held while the commit runs (they would outlive a young-generation
  * GC or two and fragment the old one).
  */
-export async function settleSubmit(core: EngineCore, { results, durable, duplicatesOfStored }: CreatedJobs): Promise<SubmitResult[]> {
+async function settleSubmit(core: EngineCore, { results, durable, duplicatesOfStored }: CreatedJobs): Promise<SubmitResult[]> {
   await durable;
   // A duplicate of a job that is no longer live: its state comes from the store.
   for (const result of duplicatesOfStored) result.state = (await core.store.getMeta(result.jid))?.state;
@@ -86,7 +86,7 @@ export async function settleSubmit(core: EngineCore, { results, durable, duplica
 }
 
 /** The synchronous part of submit: decides duplicates and dependencies, then creates. */
-export function createJobs(
+function createJobs(
   core: EngineCore,
   built: NewJob[],
   inputs: SubmitInput[],
@@ -172,7 +172,7 @@ export function createJobs(
 
 
 /** Throws unless `text` is an http(s) URL without credentials that the server allows callbacks to. */
-export function checkCallbackUrl(core: EngineCore, text: string, field: string): void {
+function checkCallbackUrl(core: EngineCore, text: string, field: string): void {
   let url: URL;
   try {
     url = new URL(text);
@@ -196,7 +196,7 @@ export function checkCallbackUrl(core: EngineCore, text: string, field: string):
 }
 
 /** Every 1000 new claims, drops the expired ones (memory and store). */
-export function sweepExpiredClaims(core: EngineCore, nowMs: number): StoreWrite[] {
+function sweepExpiredClaims(core: EngineCore, nowMs: number): StoreWrite[] {
   if (++core.claimsSinceSweep < 1000) return [];
   core.claimsSinceSweep = 0;
   const writes: StoreWrite[] = [];

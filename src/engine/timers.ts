@@ -106,7 +106,7 @@ export function schedulePurge(core: EngineCore, atMs: number): void {
 }
 
 /** Deletes COMPLETED and CANCELLED jobs whose lifetime has passed, then schedules the next round. */
-export async function purgeExpired(core: EngineCore): Promise<void> {
+async function purgeExpired(core: EngineCore): Promise<void> {
   if (core.purging) return;
   core.purging = true;
   try {
