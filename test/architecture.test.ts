@@ -50,3 +50,36 @@ describe("layer rules", () => {
     expect(offenders.map((file) => relative(SRC, file))).toEqual([]);
   });
 });
+
+/**
+ * Engine rules: one small core (engine-core.ts) alone changes jobs and writes them; every other
+ * engine file holds one concern and asks the core. The engine has no timers of its own.
+ */
+describe("engine rules", () => {
+  const engineFiles = sourceFiles(join(SRC, "engine"));
+  const name = (file: string) => relative(SRC, file);
+  const offenders = (files: string[], pattern: RegExp) => files.filter((file) => pattern.test(readFileSync(file, "utf8"))).map(name);
+
+  it("only engine-core.ts applies transition() and dependencyFailed() (state-machine.ts defines them)", () => {
+    const others = sourceFiles(SRC).filter((file) => !/engine\/(?:engine-core|state-machine)\.ts$/.test(file));
+    expect(offenders(others, /\b(?:transition|dependencyFailed)\(/)).toEqual([]);
+    expect(offenders(engineFiles, /\btransition\(meta, event/)).toEqual(["engine/engine-core.ts"]); // the rule is not vacuous
+  });
+
+  it("only engine-core.ts writes to the store (store.commit)", () => {
+    const others = engineFiles.filter((file) => !file.endsWith("engine-core.ts"));
+    expect(offenders(others, /\.commit\(/)).toEqual([]);
+  });
+
+  it("the engine sets no timers of its own (setTimeout, setInterval): its owner drives tick() on the injected clock", () => {
+    expect(offenders(engineFiles, /\b(?:setTimeout|setInterval|setImmediate)\(/)).toEqual([]);
+  });
+
+  it("no file in src/engine is over 400 lines", () => {
+    const long = engineFiles.flatMap((file) => {
+      const lines = readFileSync(file, "utf8").split("\n").length - 1;
+      return lines > 400 ? [`${name(file)}: ${lines} lines`] : [];
+    });
+    expect(long).toEqual([]);
+  });
+});

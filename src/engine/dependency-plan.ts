@@ -2,7 +2,7 @@ import { invalid } from "./errors.js";
 import { isTerminal, PRIORITY_LEVELS, type DependencyType, type JobState, type PriorityLevel, type SubmitInput } from "./job.js";
 import { LIMITS, isUuidV4 } from "./limits.js";
 
-/** A submission pattern over a batch (seed 004 §6). */
+/** A submission pattern over a batch: CHAIN (each job waits for the one before) or FAN_IN (the last waits for all others); docs/job-model.md. */
 export type BatchShape = "CHAIN" | "FAN_IN";
 
 /** What the planner needs to know of a job that exists already. */
@@ -19,7 +19,7 @@ export interface DependencyOutcome {
   /** Unfinished dependencies: the job starts PENDING while this is not empty. */
   waitingOn: string[];
   depth: number;
-  /** The highest priority among the job and its dependencies (004 §3 inheritance). */
+  /** The highest priority among the job and its dependencies (a dependency inherits it, so it is not starved behind the job waiting for it). */
   priority: PriorityLevel;
   /** Set when an AFTER dependency already ended FAILED, DEAD_LETTER or CANCELLED. */
   failedDependency?: { jid: string; state: JobState };

@@ -1,9 +1,8 @@
 import { sameRetryPolicy, type RetryPolicy } from "./job.js";
 
 /**
- * Canonical copies of values that nearly every job repeats, so a million queued jobs share
- * one retry policy object and one string per job type and queue name instead of carrying
- * their own (docs/performance.md, W4 memory). Each table stops growing at MAX_DISTINCT;
+ * Canonical copies of values that nearly every job repeats, so queued jobs share one retry
+ * policy object and one string per job type and queue name instead of carrying their own. Each table stops growing at MAX_DISTINCT;
  * past that, values are kept as they are.
  */
 const MAX_DISTINCT = 10_000;

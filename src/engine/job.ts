@@ -26,7 +26,7 @@ export function isPurgedAtExpiry(state: JobState): boolean {
   return state === "COMPLETED" || state === "CANCELLED";
 }
 
-/** 0 = CRITICAL … 4 = BULK: lower runs first (seed 004 §3). */
+/** 0 = CRITICAL … 4 = BULK: lower runs first (docs/job-model.md). */
 export type PriorityLevel = 0 | 1 | 2 | 3 | 4;
 export const PRIORITY_NORMAL: PriorityLevel = 2;
 export const PRIORITY_LEVELS = 5;
@@ -104,11 +104,11 @@ export interface JobMeta {
   expiresAtMs: number;
   /** Deduplicates submits of the same type within the idempotency window. */
   idempotencyKey?: string;
-  /** Webhook POSTed (seed 002 envelope) when the job reaches a terminal state. */
+  /** Webhook POSTed (docs/webhooks.md) when the job reaches a terminal state. */
   callbackUrl?: string;
   /** FAN_OUT: the job that spawned this one. */
   parentJid?: string;
-  /** What this job waits (or waited) for, seed 004 §6. */
+  /** What this job waits (or waited) for (docs/job-model.md). */
   dependency?: { type: DependencyType; jids: string[] };
   /** While PENDING: the dependencies not finished yet. */
   waitingOn?: string[];
@@ -136,8 +136,8 @@ export interface JobMeta {
  * `meta` as an object of the one shape every JobMeta in the engine has: all fields, absent
  * ones undefined, in declaration order. V8 then gives all metas one hidden class, so a
  * transition's `{ ...meta, state }` is a plain copy and every reader of a meta field is
- * monomorphic; metas built with conditional spreads came in dozens of shapes, and a job's
- * transitions and encodes cost twice as much (docs/performance.md). Used where a meta
+ * monomorphic; metas built with conditional spreads came in dozens of shapes, which made every
+ * transition and encode of a job polymorphic and slow. Used where a meta
  * enters the engine (submit, recovery, store reads); transitions only overwrite fields.
  */
 export function shapedMeta(meta: JobMeta): JobMeta {

@@ -1,4 +1,4 @@
-/** Limits and defaults of the job model (SPEC §2). Sizes in bytes, durations in ms. */
+/** Limits and defaults of the job model (docs/job-model.md). Sizes in bytes, durations in ms. */
 export const LIMITS = {
   typeMaxChars: 256,
   queueMaxChars: 128,

@@ -13,9 +13,8 @@ const DEFAULT_POLICY = internRetryPolicy({ ...OMITTED_RETRY_POLICY });
 /**
  * The metas of the live jobs, by jid, with each queue's count per state.
  *
- * A meta object costs about 330 bytes of heap (30 fields, boxed timestamps) and is one
- * more object for every major GC to trace; with a million jobs queued that was most of the
- * server's memory (docs/performance.md, W4). So once `unpackedLimit` metas are held as
+ * A meta object is large (30 fields, boxed timestamps) and one more object for every major
+ * GC to trace; with a deep backlog, metas are most of the server's memory. So once `unpackedLimit` metas are held as
  * objects, the meta of a job that only waits (PENDING, SCHEDULED, DELAYED, RETRYING) is
  * kept packed instead: its binary record (meta-binary.ts, without the jid, which is the key)
  * as a one-byte string, about 95 bytes that the GC does not look into. The first character

@@ -9,7 +9,7 @@ import { WireWriter } from "../wire/wire-writer.js";
  * bytes, not 13 characters); strings are length-prefixed UTF-8; the rare nested records
  * (failure, dependency, a non-default retry policy) are JSON. A meta is rewritten on every
  * transition: as JSON it was the largest share of the bytes LevelDB logs and compacts per
- * job, and JSON.stringify the largest single cost of a commit (docs/performance.md).
+ * job, and JSON.stringify the largest single cost of a commit.
  * Records written before (JSON, first byte "{") are still read: codec.ts tells them apart.
  */
 export const BINARY_META_FORMAT = 0x01;

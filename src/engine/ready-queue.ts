@@ -2,8 +2,8 @@ import { PRIORITY_LEVELS, type PriorityLevel } from "./job.js";
 
 /**
  * A FIFO of (jid, readySeq) with O(1) push and shift that compacts as it drains. Two parallel
- * arrays rather than an object per entry: with a million jobs queued, that is 16 bytes per
- * job instead of about 56, and a million fewer objects for the garbage collector to trace.
+ * arrays rather than an object per entry: a deep queue then costs two array slots per job, and
+ * no object per job for the garbage collector to trace.
  */
 class Fifo {
   private jids: string[] = [];

@@ -35,7 +35,7 @@ export function checkRetryDelayMs(ms: number, field: string): void {
 }
 
 /**
- * Delay before retry `n` (n = 1 for the first retry) per seed 004 §5, capped at maxDelayMs.
+ * Delay before retry `n` (n = 1 for the first retry) (exponential from the policy's initial delay by its multiplier), capped at maxDelayMs.
  * With jitter the delay is spread uniformly over ±10 %; `random` returns [0, 1).
  */
 export function backoffDelayMs(policy: RetryPolicy, n: number, random: () => number): number {

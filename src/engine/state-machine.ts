@@ -72,7 +72,7 @@ export function transition(meta: JobMeta, event: JobEvent, ctx: TransitionContex
     }
     case "renew": {
       const lease = heldLease(meta, event.leaseId);
-      // A handler may shorten its attempt's deadline, never lengthen it (004 §4).
+      // A handler may shorten its attempt's deadline, never lengthen it.
       const executionDeadlineMs =
         event.executionTimeoutMs === undefined
           ? lease.executionDeadlineMs
@@ -119,13 +119,12 @@ export function transition(meta: JobMeta, event: JobEvent, ctx: TransitionContex
       const waitingOn = (meta.waitingOn ?? []).filter((jid) => jid !== event.jid);
       const failed = event.state !== "COMPLETED";
       if (failed && meta.dependency?.type !== "AFTER_ANY") {
-        // 004 §6 propagation: the dependent takes the failed dependency's state.
+        // Propagation (docs/state-machine.md): the dependent takes the failed dependency's state.
         return dependencyFailed(meta, event.jid, event.state, now);
       }
-      if (waitingOn.length > 0) return { ...meta, waitingOn, updatedAtMs: now };
-      if (meta.atMs !== undefined && meta.atMs > now) {
-        return { ...meta, waitingOn: [], state: "DELAYED", dueAtMs: meta.atMs, updatedAtMs: now };
-      }
+      const next = firstState(waitingOn.length, meta.atMs, now);
+      if (next === "PENDING") return { ...meta, waitingOn, updatedAtMs: now };
+      if (next === "DELAYED") return { ...meta, waitingOn: [], state: "DELAYED", dueAtMs: meta.atMs, updatedAtMs: now };
       return becomeReady({ ...meta, waitingOn: [] }, ctx);
     }
     case "lease-lapsed": {
@@ -157,7 +156,17 @@ export function transition(meta: JobMeta, event: JobEvent, ctx: TransitionContex
   }
 }
 
-/** A dependent ending because its dependency `jid` ended in the failed `state` (004 §6 table). */
+/**
+ * The state a job starts in, decided here only (docs/state-machine.md): PENDING while it
+ * waits for `waitingOn` dependencies, DELAYED while its run time `runAtMs` is still ahead,
+ * else SCHEDULED. A PENDING job whose dependencies all completed starts again from here.
+ */
+export function firstState(waitingOn: number, runAtMs: number | undefined, nowMs: number): "PENDING" | "DELAYED" | "SCHEDULED" {
+  if (waitingOn > 0) return "PENDING";
+  return runAtMs !== undefined && runAtMs > nowMs ? "DELAYED" : "SCHEDULED";
+}
+
+/** A dependent ending because its dependency `jid` ended in the failed `state`: CANCELLED stays CANCELLED, FAILED stays FAILED, any other failure is DEAD_LETTER. */
 export function dependencyFailed(meta: JobMeta, jid: string, state: JobState, now: number): JobMeta {
   const report: FailureReport = {
     message: `dependency ${jid} ended ${state}`,

@@ -2,6 +2,7 @@ import { WorqError, invalid } from "./errors.js";
 import { PRIORITY_LEVELS, PRIORITY_NORMAL, jobBody, shapedMeta, type JobBody, type JobMeta, type SubmitInput } from "./job.js";
 import { LIMITS } from "./limits.js";
 import { resolveRetryPolicy } from "./retry-policy.js";
+import { firstState } from "./state-machine.js";
 import { NO_LEASE_IDS, internName, internRetryPolicy } from "./intern.js";
 import { checkDelayMs, checkJsonData, checkText, checkTimeMs } from "./value-checks.js";
 
@@ -74,13 +75,15 @@ export function buildNewJob(
   const dataBytes = checkJobSize(input, payload, field, maxJobBytes);
 
   const runAtMs = input.atMs ?? (input.delayMs !== undefined ? nowMs + input.delayMs : undefined);
-  const delayed = runAtMs !== undefined && runAtMs > nowMs;
+  // Dependencies are planned later, with the whole batch: the core may make it PENDING then.
+  const state = firstState(0, runAtMs, nowMs);
+  const delayed = state === "DELAYED";
   const meta = shapedMeta({
     jid,
     type: internName(input.type),
     queue: internName(queue),
     priority,
-    state: delayed ? "DELAYED" : "SCHEDULED",
+    state,
     attempt: 0,
     fails: 0,
     reserveForMs,

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { WorqError } from "../../src/engine/errors.js";
 import type { JobMeta, SubmitInput } from "../../src/engine/job.js";
 import { LIMITS } from "../../src/engine/limits.js";
-import { transition, type JobEvent, type TransitionContext } from "../../src/engine/state-machine.js";
+import { firstState, transition, type JobEvent, type TransitionContext } from "../../src/engine/state-machine.js";
 import { buildNewJob } from "../../src/engine/submit-validation.js";
 import { T0, expectWorqErrorSync, report } from "./helpers.js";
 
@@ -392,5 +392,23 @@ describe("transition: lease-lapsed", () => {
   it("throws a plain Error for a job that is not RUNNING", () => {
     const { meta, ctx } = setup();
     expect(() => transition(meta, { kind: "lease-lapsed" }, ctx)).toThrow(/illegal transition: lease-lapsed/);
+  });
+});
+
+describe("firstState", () => {
+  it("is PENDING while dependencies wait, DELAYED while the run time is ahead, else SCHEDULED", () => {
+    expect(firstState(1, T0 + 5_000, T0)).toBe("PENDING");
+    expect(firstState(2, undefined, T0)).toBe("PENDING");
+    expect(firstState(0, T0 + 1, T0)).toBe("DELAYED");
+    expect(firstState(0, T0, T0)).toBe("SCHEDULED");
+    expect(firstState(0, T0 - 1, T0)).toBe("SCHEDULED");
+    expect(firstState(0, undefined, T0)).toBe("SCHEDULED");
+  });
+
+  it("decides the state buildNewJob gives a new job", () => {
+    const at = (input: Partial<SubmitInput>) => buildNewJob({ type: "t", ...input }, "job", { jid: randomUUID(), nowMs: T0 }, LIMITS.defaultMaxJobBytes).meta.state;
+    expect(at({})).toBe("SCHEDULED");
+    expect(at({ delayMs: 1_000 })).toBe("DELAYED");
+    expect(at({ atMs: T0 })).toBe("SCHEDULED");
   });
 });

@@ -1,0 +1,244 @@
+/**
+ * Dispatch: worker Lease streams, handing ready jobs to free credits (pump), and delivering them
+ * with their bodies.
+ */
+import { invalid } from "./errors.js";
+import type { JobBody, JobMeta } from "./job.js";
+import { LIMITS } from "./limits.js";
+import type { StoreWrite } from "./store.js";
+import { bodyDataBytes, checkQueueName } from "./submit-validation.js";
+import type { SlotHolder } from "./lease-slots.js";
+import type { LeaseGrant, LeaseSession, LeaseSessionOptions, LeaseSink, WorkerView } from "./engine-types.js";
+import type { EngineCore } from "./engine-core.js";
+import { isReadyAt, pageInIfLow, readyJidsOf } from "./paging.js";
+import { scheduleTimers } from "./timers.js";
+
+/** Bodies of the next ready jobs read with a lease's missing ones (see pump). */
+const READ_AHEAD = 1_000;
+
+/** A worker's Lease stream as the engine holds it. */
+export interface Session extends LeaseSession, SlotHolder {
+  readonly options: LeaseSessionOptions;
+  readonly sink: LeaseSink;
+  readonly connectedAtMs: number;
+  closed: boolean;
+}
+
+/**
+ * Registers a worker's stream. Jobs are pushed to `sink` whenever one of its queues has a
+ * ready job and the worker holds fewer than `credits` jobs.
+ */
+export function openLease(core: EngineCore, options: LeaseSessionOptions, sink: LeaseSink): LeaseSession {
+  core.checkUsable();
+  if (options.queues.length === 0) invalid("queues", "at least one queue is required");
+  if (options.queues.length > LIMITS.leaseMaxQueues) invalid("queues", `at most ${LIMITS.leaseMaxQueues} queues`);
+  options.queues.forEach((queue, i) => checkQueueName(queue, `queues[${i}]`));
+  if (!options.workerId) invalid("worker_id", "is required");
+  if (options.workerId.length > LIMITS.workerIdMaxChars) {
+    invalid("worker_id", `must be at most ${LIMITS.workerIdMaxChars} chars`);
+  }
+  if (!Number.isInteger(options.credits) || options.credits < 1 || options.credits > LIMITS.leaseMaxCredits) {
+    invalid("credits", `must be between 1 and ${LIMITS.leaseMaxCredits}`);
+  }
+  const session: Session = {
+    id: ++core.sessionSeq,
+    options: { ...options, queues: [...new Set(options.queues)] },
+    sink,
+    workerId: options.workerId,
+    held: new Set(),
+    connectedAtMs: core.clock.nowMs(),
+    closed: false,
+    close: () => closeSession(core, session),
+  };
+  core.sessions.set(session.id, session);
+  core.slots.adopt(session); // a reconnecting worker's running jobs still count against its credits
+  pump(core);
+  return session;
+}
+
+/** Ends a Lease stream: its held jobs become orphans, their leases capped at now + orphan grace. */
+function closeSession(core: EngineCore, session: Session): void {
+  if (session.closed) return;
+  session.closed = true;
+  core.sessions.delete(session.id);
+  const capMs = core.clock.nowMs() + core.orphanGraceMs;
+  for (const { leaseId, jid } of core.slots.detach(session)) {
+    const meta = core.live.get(jid);
+    if (meta?.state !== "RUNNING" || meta.lease?.leaseId !== leaseId) {
+      // The lease already lapsed or was revoked: no later stream of this worker should keep its slot.
+      core.slots.release(leaseId);
+      continue;
+    }
+    if (meta.lease.expiresAtMs <= capMs) continue;
+    // Memory only: after a restart every lease is capped the same way during recovery.
+    const orphaned = { ...meta, lease: { ...meta.lease, expiresAtMs: capMs } };
+    core.live.set(orphaned);
+    scheduleTimers(core, orphaned);
+  }
+}
+
+/**
+ * Pumps once, in a microtask: the reports of one Report call (or of several settled in one
+ * turn) free their slots first, and the freed credits are refilled together, in one lease
+ * commit and one stream message per worker, instead of one per report.
+ */
+export function schedulePump(core: EngineCore): void {
+  if (core.pumpScheduled) return;
+  core.pumpScheduled = true;
+  queueMicrotask(() => {
+    core.pumpScheduled = false;
+    pump(core);
+  });
+}
+
+/** Hands ready jobs to sessions with free credit, round-robin, then persists and delivers them. */
+export function pump(core: EngineCore): void {
+  if (core.fatal !== undefined || core.closing) return;
+  const grants = new Map<Session, JobMeta[]>();
+  const writes: StoreWrite[] = [];
+  let progressed = true;
+  while (progressed) {
+    progressed = false;
+    for (const session of core.sessions.values()) {
+      if (session.held.size >= session.options.credits) continue;
+      const meta = takeReady(core, session.options.queues);
+      if (!meta) continue;
+      const leaseId = core.newId();
+      writes.push(core.apply(meta, { kind: "lease", leaseId, workerId: session.options.workerId }));
+      core.slots.take(leaseId, meta.jid, session);
+      const leased = core.live.get(meta.jid)!;
+      const list = grants.get(session);
+      if (list) list.push(leased);
+      else grants.set(session, [leased]);
+      progressed = true;
+    }
+  }
+  if (grants.size === 0) return;
+  // Delivery does not wait for the leases to be durable: if the server dies first, the
+  // jobs are still SCHEDULED on disk and run again (at least once); a report about them
+  // is committed after the lease, in order, so nothing a worker is told goes backwards.
+  const leasesDurable = core.persist(writes);
+  leasesDurable.catch(() => {}); // a storage failure is reported through onFatal
+  const bodyOf = new Map<string, JobBody | undefined>();
+  const misses: string[] = [];
+  for (const list of grants.values()) {
+    for (const meta of list) {
+      const body = core.bodies.take(meta.jid);
+      if (body) bodyOf.set(meta.jid, body);
+      else misses.push(meta.jid);
+    }
+  }
+  if (misses.length === 0 && core.deliveryTail === undefined) {
+    deliver(core, grants, bodyOf);
+    return;
+  }
+  // A body not in memory may still be on its way to the store: a job made ready by
+  // another's ack moments after its own submit. Read once the leases are durable: they
+  // were committed after every earlier write, that submit's included.
+  // The same read takes the bodies of the next ready jobs into the cache (read-ahead): a
+  // backlog past the cache then costs one store read per READ_AHEAD jobs, not one per
+  // lease round that each delivery waits for.
+  const ahead = misses.length === 0 ? [] : readAheadJids(core, grants);
+  const bodiesRead =
+    misses.length === 0
+      ? undefined
+      : leasesDurable
+          .then(() => core.store.getBodies([...misses, ...ahead]))
+          .then((bodies) => {
+            misses.forEach((jid, i) => bodyOf.set(jid, bodies[i]));
+            ahead.forEach((jid, i) => {
+              const body = bodies[misses.length + i];
+              // Only for a job still waiting to be leased: a finished one's body would stay.
+              if (body && core.live.stateOf(jid) === "SCHEDULED") core.bodies.offer(jid, body, bodyDataBytes(body));
+            });
+          });
+  // Delivered after every earlier pump's jobs, whose reads may finish later than this one's:
+  // jobs reach workers in the order they were leased (priority, then FIFO).
+  const tail: Promise<void> = Promise.all([core.deliveryTail, bodiesRead])
+    .then(() => deliver(core, grants, bodyOf))
+    .catch(() => {}) // a failed read leaves the leases to lapse: the jobs run again
+    .finally(() => {
+      if (core.deliveryTail === tail) core.deliveryTail = undefined;
+    });
+  core.deliveryTail = tail;
+}
+
+/** Pushes each open session its leased jobs whose bodies were found. */
+function deliver(core: EngineCore, grants: Map<Session, JobMeta[]>, bodyOf: Map<string, JobBody | undefined>): void {
+  for (const [session, list] of grants) {
+    if (session.closed) continue; // its jobs are orphans now; their leases lapse after the grace
+    const delivered: LeaseGrant[] = [];
+    for (const meta of list) {
+      const body = bodyOf.get(meta.jid);
+      if (body) delivered.push({ meta, body });
+    }
+    if (delivered.length > 0) session.sink.deliver(delivered);
+  }
+}
+
+/**
+ * The next ready jobs of the queues the sessions of `grants` serve whose bodies the cache
+ * has room for and lacks, up to READ_AHEAD (a stale entry costs a read at most).
+ */
+function readAheadJids(core: EngineCore, grants: Map<Session, JobMeta[]>): string[] {
+  const room = Math.min(READ_AHEAD, core.bodies.room);
+  const queues = new Set([...grants.keys()].flatMap((session) => session.options.queues));
+  const jids: string[] = [];
+  for (const queue of queues) {
+    for (const jid of readyJidsOf(core, queue)) {
+      if (jids.length >= room) return jids;
+      if (!core.bodies.has(jid)) jids.push(jid);
+    }
+  }
+  return jids;
+}
+
+/** The next ready job of the first of `queues` (in order) that is not paused and has one; pages in cold jobs as a level runs low. */
+function takeReady(core: EngineCore, queues: readonly string[]): JobMeta | undefined {
+  for (const queue of queues) {
+    if (core.queues.isPaused(queue)) continue;
+    const ready = core.ready.get(queue);
+    if (!ready) continue;
+    let taken: JobMeta | undefined;
+    ready.take((candidate, seq) => {
+      const meta = core.live.get(candidate);
+      if (!isReadyAt(meta, seq)) return false;
+      taken = meta;
+      return true;
+    });
+    if (ready.cold > 0) pageInIfLow(core, queue, ready);
+    if (taken !== undefined) return taken;
+  }
+  return undefined;
+}
+
+/** The open Lease streams and what each holds. */
+export function listWorkers(core: EngineCore): WorkerView[] {
+  return [...core.sessions.values()].map((session) => ({
+    workerId: session.options.workerId,
+    queues: session.options.queues,
+    credits: session.options.credits,
+    labels: session.options.labels ?? {},
+    connectedAtMs: session.connectedAtMs,
+    held: [...session.held].flatMap((leaseId) => {
+      const jid = core.slots.jidOf(leaseId);
+      return jid === undefined ? [] : [{ jid, leaseId }];
+    }),
+  }));
+}
+
+/** Sends QUIET or TERMINATE to every open stream of `workerId`; returns how many. */
+export function controlWorker(core: EngineCore, workerId: string, action: "QUIET" | "TERMINATE"): number {
+  if (!workerId) invalid("worker_id", "is required");
+  const targets = [...core.sessions.values()].filter((session) => session.options.workerId === workerId);
+  for (const session of targets) session.sink.control(action, `${action.toLowerCase()} requested by an operator`);
+  return targets.length;
+}
+
+/** Tells the worker holding the job's lease that it is void; frees the slot if no live stream runs it. */
+export function revokeLease(core: EngineCore, meta: JobMeta, reason: string): void {
+  if (meta.state !== "RUNNING" || !meta.lease) return;
+  const holder = core.slots.holderOf(meta.lease.leaseId) as Session | undefined;
+  holder?.sink.revoke(meta.jid, meta.lease.leaseId, reason);
+  core.slots.releaseAtLapse(meta.lease.leaseId);
+}

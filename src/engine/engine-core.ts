@@ -1,0 +1,283 @@
+import { randomUuidV4 } from "./uuid.js";
+import type { Clock } from "./clock.js";
+import { WorqError } from "./errors.js";
+import { isPurgedAtExpiry, isTerminal, type JobMeta, type JobState } from "./job.js";
+import { LIMITS } from "./limits.js";
+import type { ReadyQueue } from "./ready-queue.js";
+import { dependencyFailed, firstState, transition, type JobEvent } from "./state-machine.js";
+import type { DependencyOutcome } from "./dependency-plan.js";
+import type { Counters, IdempotencyClaim, PendingCallback, Store, StoreWrite } from "./store.js";
+import { QueueRegistry } from "./queue-registry.js";
+import { LeaseSlots } from "./lease-slots.js";
+import { storageFailure } from "./storage-failure.js";
+import { TimerHeap } from "./timer-heap.js";
+import { ExpiryQueue } from "./expiry-queue.js";
+import { KeyedLock } from "./keyed-lock.js";
+import { BodyCache } from "./body-cache.js";
+import { LiveJobs } from "./live-jobs.js";
+import type { EngineOptions } from "./engine-types.js";
+import type { Session } from "./dispatch.js";
+import { enqueueReady } from "./paging.js";
+import { pushExpiry, schedulePurge, scheduleTimers } from "./timers.js";
+
+const DEFAULT_ORPHAN_GRACE_MS = 10_000;
+
+/** A GetResult/Run call waiting for its job to finish (read-views.ts waitFinished). */
+export interface Waiter {
+  /** When the wait runs out, on the engine's clock. */
+  deadlineMs: number;
+  /** Ends the wait: "finished" to look at the job again (it finished, or the engine stops), "timeout" when the deadline passed. */
+  wake(outcome: "finished" | "timeout"): void;
+}
+
+/**
+ * The engine's state and the one place that changes a job: `apply` runs a transition
+ * (state-machine.ts) and updates the indexes, `persist` hands writes to the store. Every
+ * other engine file reads this state and asks the core to change jobs and write; none calls
+ * `transition()` or `store.commit()` itself (test/architecture.test.ts).
+ *
+ * Invariant: every in-memory change is applied synchronously and its writes are handed to
+ * the store in the same turn, so the store sees changes in the order they happened (one writer).
+ */
+export class EngineCore {
+  readonly store: Store;
+  readonly clock: Clock;
+  readonly random: () => number;
+  readonly newId: () => string;
+  readonly maxJobBytes: number;
+  readonly orphanGraceMs: number;
+  readonly onFatal: (error: unknown) => void;
+  readonly idempotencyWindowMs: number;
+  readonly isCallbackAllowed: (url: URL) => boolean;
+  readonly maxQueues: number;
+  readonly observeWrites: (writes: readonly StoreWrite[]) => void;
+  callbackListener: ((callback: PendingCallback) => void) | undefined;
+  /** claimKey(namespace, type, key) -> the job holding that idempotency key, until the claim expires. */
+  readonly claims = new Map<string, IdempotencyClaim>();
+  claimsSinceSweep = 0;
+
+  readonly live: LiveJobs;
+  readonly ready = new Map<string, ReadyQueue>();
+  readonly readyWindow: number;
+  /** Per "queue\0priority": page-ins, and cancels and deletes of cold jobs (see KeyedLock). */
+  readonly levelLocks = new KeyedLock();
+  /** The levels a page-in is queued or running for. */
+  readonly pagingIn = new Set<string>();
+  /** Cold jobs counted since start: a page-in that finds none tells a stale count from jobs on their way. */
+  coldCounted = 0;
+  /** The newest commit handed to the store: once it is durable, so is every earlier one. */
+  lastCommit: Promise<void> = Promise.resolve();
+  /** When the next sweep of expired cold jobs is scheduled, if one is; when the last began. */
+  sweepAtMs: number | undefined;
+  lastSweepMs = -Infinity;
+  sweeping = false;
+  readonly timers = new TimerHeap();
+  /** When each live job's ttl ends; kept apart from `timers` because every job has one. */
+  readonly expiries = new ExpiryQueue();
+  /** Bodies of just-submitted ready jobs, so their lease does not read them back. */
+  readonly bodies = new BodyCache();
+  readonly sessions = new Map<number, Session>();
+  /**
+   * The worker slot of every unreported lease. A slot stays taken until the worker reports
+   * the job (Ack/Fail, even a refused stale one), also when the lease lapsed meanwhile: its
+   * handler may still be running, so credits keep meaning slots.
+   */
+  readonly slots = new LeaseSlots();
+  /** jid -> waiters of waitFinished, told once the job's terminal state is durable. */
+  readonly finishListeners = new Map<string, Set<Waiter>>();
+  readonly queues = new QueueRegistry();
+  /** dependency jid -> PENDING jobs waiting for it. */
+  readonly dependents = new Map<string, Set<string>>();
+  /** Writes of dependents moved by a job's terminal transition, committed with that transition. */
+  cascade: StoreWrite[] = [];
+  /** While submits read the store, the jobs that finish meanwhile (see submit). */
+  finishWatchers = 0;
+  readonly recentlyFinished = new Map<string, JobMeta>();
+  /**
+   * Jobs that left the live set but whose final write is not durable yet (the store still has
+   * the old meta), with that write's commit once it is handed to the store, for readers to await.
+   */
+  readonly finishing = new Map<string, { meta: JobMeta; commit?: Promise<void> }>();
+  /** Callbacks found at open, handed to the listener when it registers. */
+  readonly pendingCallbacks: PendingCallback[] = [];
+  /** When the next purge of expired finished jobs is scheduled, if one is. */
+  purgeAtMs: number | undefined;
+  purging = false;
+  readySeq = 0;
+  pumpScheduled = false;
+  /** The last pump's delivery while it waits for bodies read from the store, if one does. */
+  deliveryTail: Promise<void> | undefined;
+  sessionSeq = 0;
+  counters: Counters = { submitted: 0, processed: 0, failed: 0, evicted: 0 };
+  fatal: unknown;
+  closing = false;
+  wakeListener: (() => void) | undefined;
+
+  constructor(options: EngineOptions) {
+    this.store = options.store;
+    this.live = new LiveJobs(options.unpackedMetaLimit);
+    this.readyWindow = options.readyWindow ?? LIMITS.defaultReadyWindow;
+    if (!(this.readyWindow >= 1)) throw new Error("readyWindow must be at least 1");
+    this.clock = options.clock;
+    this.random = options.random ?? Math.random;
+    this.newId = options.newId ?? randomUuidV4;
+    this.maxJobBytes = options.maxJobBytes ?? LIMITS.defaultMaxJobBytes;
+    this.orphanGraceMs = options.orphanGraceMs ?? DEFAULT_ORPHAN_GRACE_MS;
+    this.onFatal = options.onFatal ?? (() => {});
+    this.idempotencyWindowMs = options.idempotencyWindowMs ?? LIMITS.defaultIdempotencyWindowMs;
+    this.isCallbackAllowed = options.isCallbackAllowed ?? (() => false);
+    this.maxQueues = options.maxQueues ?? LIMITS.defaultMaxQueues;
+    this.observeWrites = options.observeWrites ?? (() => {});
+    if (this.maxJobBytes > LIMITS.maxMaxJobBytes) {
+      throw new Error(`maxJobBytes may be at most ${LIMITS.maxMaxJobBytes}`);
+    }
+  }
+
+  /**
+   * A new job's meta once its dependencies are known: born failed (a dependency already
+   * failed), or in its first state (state-machine.ts firstState), with its place in FIFO order
+   * when ready. Sets fields on `candidate`, this submit's own meta from buildNewJob, rather
+   * than on copies, so it keeps its one shape (shapedMeta).
+   */
+  admit(candidate: JobMeta, outcome: DependencyOutcome, parentJid: string | undefined, nowMs: number): JobMeta {
+    const meta = candidate;
+    if (outcome.dependency) {
+      meta.dependency = outcome.dependency;
+      meta.waitingOn = outcome.waitingOn;
+      meta.depth = outcome.depth;
+      meta.priority = outcome.priority;
+    }
+    if (parentJid !== undefined) meta.parentJid = parentJid;
+    if (outcome.failedDependency) return dependencyFailed(meta, outcome.failedDependency.jid, outcome.failedDependency.state, nowMs);
+    const state = firstState(outcome.waitingOn.length, meta.atMs, nowMs);
+    if (state === "PENDING") {
+      meta.enqueuedAtMs = undefined;
+      meta.dueAtMs = undefined;
+      meta.state = state;
+    } else if (state === "SCHEDULED") meta.readySeq = ++this.readySeq;
+    return meta;
+  }
+
+  /** Runs one transition and updates the indexes; returns the write that persists it. */
+  apply(meta: JobMeta, event: JobEvent): StoreWrite {
+    const next = transition(meta, event, {
+      nowMs: this.clock.nowMs(),
+      random: this.random,
+      nextReadySeq: () => ++this.readySeq,
+    });
+    if (next === null) {
+      this.live.delete(meta);
+      this.bodies.delete(meta.jid);
+      this.resolveDependents(meta.jid, "DEAD_LETTER");
+      return { kind: "delete-job", meta };
+    }
+    if (isTerminal(next.state)) {
+      this.live.delete(next);
+      this.bodies.delete(next.jid);
+      this.finishing.set(next.jid, { meta: next });
+      if (next.callbackUrl !== undefined) this.cascade.push({ kind: "put-callback", callback: { jid: next.jid, url: next.callbackUrl } });
+      if (this.finishWatchers > 0) this.recentlyFinished.set(next.jid, next);
+      this.resolveDependents(next.jid, next.state);
+    } else {
+      this.live.set(next);
+      // Back from a finished state (an operator's retry): its lifetime is counted again.
+      if (isTerminal(meta.state)) pushExpiry(this, next);
+    }
+    if (isPurgedAtExpiry(next.state)) schedulePurge(this, next.expiresAtMs);
+    if (next.state === "SCHEDULED" && meta.state !== "SCHEDULED" && !enqueueReady(this, next)) {
+      // Cold: its level's window is full or has cold jobs before it; the store holds it now.
+      this.live.delete(next);
+      this.bodies.delete(next.jid);
+      return { kind: "put-meta", meta: next, previous: meta, cold: true };
+    }
+    scheduleTimers(this, next);
+    return { kind: "put-meta", meta: next, previous: meta };
+  }
+
+  /**
+   * Hands `writes` (and the cascade of the transitions that made them) to the store as one
+   * commit, with the counters; resolves once durable. `writes` itself is left as it is.
+   * The first failed commit makes the engine fatal: it then refuses all work.
+   */
+  persist(writes: readonly StoreWrite[]): Promise<void> {
+    const cascade = this.cascade;
+    if (cascade.length > 0) this.cascade = [];
+    const observed = cascade.length > 0 ? writes.concat(cascade) : writes;
+    this.queues.observe(observed);
+    this.observeWrites(observed);
+    const finished = observed.flatMap(finishedJid);
+    const committed = observed.concat({ kind: "put-counters", counters: { ...this.counters } });
+    const durable = this.store.commit(committed);
+    this.lastCommit = durable;
+    // The rejection handlers below ignore a failed commit: it is handled once, by the catch at the end.
+    const callbacks = observed.flatMap((write) => (write.kind === "put-callback" ? [write.callback] : []));
+    if (callbacks.length > 0) {
+      void durable.then(() => callbacks.forEach((callback) => this.callbackListener?.(callback)), () => {});
+    }
+    if (finished.length > 0) {
+      const settled = observed.flatMap((write) => (write.kind === "put-meta" && isTerminal(write.meta.state) ? [write.meta] : []));
+      for (const meta of settled) {
+        const entry = this.finishing.get(meta.jid);
+        if (entry?.meta === meta) entry.commit = durable;
+      }
+      const forget = () =>
+        settled.forEach((meta) => this.finishing.get(meta.jid)?.meta === meta && this.finishing.delete(meta.jid));
+      void durable.then(forget, forget);
+      // Waiters hear of a finished job only once that is on disk.
+      void durable.then(() => finished.forEach((jid) => this.finishListeners.get(jid)?.forEach((waiter) => waiter.wake("finished"))), () => {});
+    }
+    return durable.catch((error: unknown) => {
+      if (this.fatal === undefined) {
+        this.fatal = error;
+        this.onFatal(error);
+        // No timer of this engine runs any more: its result waits answer now (with the failure).
+        for (const listeners of this.finishListeners.values()) listeners.forEach((waiter) => waiter.wake("finished"));
+      }
+      throw storageFailure(this.fatal);
+    });
+  }
+
+
+  /** A job ended in `state`: moves the PENDING jobs waiting for it on (docs/state-machine.md), cascading. */
+  resolveDependents(jid: string, state: JobState): void {
+    const waiting = this.dependents.get(jid);
+    if (!waiting) return;
+    this.dependents.delete(jid);
+    for (const dependent of waiting) {
+      const meta = this.live.get(dependent);
+      if (meta?.state !== "PENDING") continue;
+      this.cascade.push(this.apply(meta, { kind: "dependency-finished", jid, state }));
+    }
+  }
+
+  /** Records that the PENDING job `dependent` waits for `dependency`. */
+  addDependent(dependency: string, dependent: string): void {
+    let set = this.dependents.get(dependency);
+    if (!set) {
+      set = new Set();
+      this.dependents.set(dependency, set);
+    }
+    set.add(dependent);
+  }
+
+  /**
+   * Reports (Ack, Fail, Renew) are still taken while shutting down, so jobs that finish
+   * during the drain are settled here rather than redelivered later.
+   */
+  checkReportable(): void {
+    if (this.fatal !== undefined) throw storageFailure(this.fatal);
+  }
+
+  /** Throws unless the engine takes new work: not failed (storage) and not shutting down. */
+  checkUsable(): void {
+    if (this.fatal !== undefined) throw storageFailure(this.fatal);
+    if (this.closing) throw new WorqError("WORQ_UNAVAILABLE", "server is shutting down; retry on reconnect");
+  }
+}
+
+/** The jid a write finishes (terminal state or deletion), if any. */
+function finishedJid(write: StoreWrite): string[] {
+  if (write.kind === "delete-job") return [write.meta.jid];
+  if (write.kind === "put-meta" && isTerminal(write.meta.state)) return [write.meta.jid];
+  return [];
+}

@@ -1,0 +1,146 @@
+/**
+ * The engine's public types: its options, what it hands workers, and the answers of its calls.
+ */
+import type { Clock } from "./clock.js";
+import type { JobBody, JobMeta, JobState } from "./job.js";
+import type { Counters, Store, StoreWrite } from "./store.js";
+
+export interface EngineOptions {
+  store: Store;
+  clock: Clock;
+  /** Uniform in [0, 1); for backoff jitter. */
+  random?: () => number;
+  /** Issues jids and lease ids (UUID v4). */
+  newId?: () => string;
+  /** Limit on args + kwargs + payload + custom of one job. */
+  maxJobBytes?: number;
+  /**
+   * How long the leases of a worker whose stream ended (or that was connected before a
+   * restart) stay valid without a Renew: the bound on "a dead worker's jobs come back".
+   */
+  orphanGraceMs?: number;
+  /**
+   * Called once when a storage write fails; the engine then refuses all work (its memory may
+   * be ahead of the disk). The owner replaces it with one loaded from the store once storage
+   * works again (src/store-recovery.ts).
+   */
+  onFatal?: (error: unknown) => void;
+  /** How long an idempotency key deduplicates submits of its job type (docs/job-model.md). Default 24 h. */
+  idempotencyWindowMs?: number;
+  /**
+   * Whether a job may carry this callback_url; default: none may (no server-side request
+   * can be aimed into the server's network unless the operator allows the target).
+   */
+  isCallbackAllowed?: (url: URL) => boolean;
+  /**
+   * Distinct queue names kept (each one is a label value of several /metrics series and an
+   * entry of ListQueues); a submit or pause that would add one more is refused. Default
+   * LIMITS.defaultMaxQueues.
+   */
+  maxQueues?: number;
+  /** Sees every commit's writes as they are handed to the store (metrics, debug logs). */
+  observeWrites?: (writes: readonly StoreWrite[]) => void;
+  /** Metas held as objects before waiting jobs' metas are held packed (live-jobs.ts); tests set it low. */
+  unpackedMetaLimit?: number;
+  /**
+   * Ready jobs held in memory per queue and priority level; the rest wait in the store only
+   * and are read in as the level drains (ready-queue.ts). Tests set it low.
+   */
+  readyWindow?: number;
+}
+
+/** What the engine pushes to a worker's Lease stream. */
+export interface LeaseSink {
+  /** Jobs now leased to this worker; never more than its free credits. */
+  deliver(grants: LeaseGrant[]): void;
+  /** The server wants the worker to reconnect (shutdown), go quiet or terminate. */
+  control(action: "RECONNECT" | "QUIET" | "TERMINATE", reason: string): void;
+  /** A job this worker holds was cancelled, deleted or evicted: its lease is no longer valid. */
+  revoke(jid: string, leaseId: string, reason: string): void;
+}
+
+export interface LeaseGrant {
+  meta: JobMeta;
+  body: JobBody;
+}
+
+export interface LeaseSessionOptions {
+  queues: string[];
+  workerId: string;
+  credits: number;
+  labels?: Record<string, string>;
+}
+
+/** A worker's open Lease stream as the engine tracks it. */
+export interface LeaseSession {
+  readonly id: number;
+  /** Ends the session: its held jobs become orphans (leases capped at now + orphan grace). */
+  close(): void;
+}
+
+export interface SubmitResult {
+  jid: string;
+  /** The job's state; undefined for a duplicate whose job no longer exists. */
+  state: JobState | undefined;
+  /** True when an earlier job with the same type and idempotency key was returned instead. */
+  duplicate: boolean;
+}
+
+/** One Ack of a Report call; `field` prefixes field names in its errors, e.g. "acks[3].". */
+export interface AckItem {
+  jid: string;
+  leaseId: string;
+  result: Uint8Array;
+  field?: string;
+}
+
+export interface FailResult {
+  /** The job's state afterwards; null when the policy discarded it. */
+  state: JobState | null;
+  retryAtMs?: number;
+}
+
+/** An open Lease stream, for admin views. */
+export interface WorkerView {
+  workerId: string;
+  queues: string[];
+  credits: number;
+  labels: Record<string, string>;
+  connectedAtMs: number;
+  held: { jid: string; leaseId: string }[];
+}
+
+/** One queue's numbers (`worq inspect queue`). */
+export interface QueueStatsView {
+  queue: string;
+  pending: number;
+  ready: number;
+  delayed: number;
+  inFlight: number;
+  retrying: number;
+  dead: number;
+  failed: number;
+  completed: number;
+  /** When the oldest ready job became ready; undefined when none is. */
+  oldestReadyAtMs: number | undefined;
+  paused: boolean;
+}
+
+export interface EngineInfo {
+  connectedWorkers: number;
+  /** Unfinished jobs held in memory; with coldReadyJobs, every unfinished job. */
+  liveJobs: number;
+  /** GetResult/Run calls waiting for a job to finish: returns to 0 when callers go away. */
+  resultWaiters: number;
+  /** Worker slots taken by unreported leases (docs/protocol.md): returns to 0 when no job is leased. */
+  leaseSlots: number;
+  /** Jobs that finished while a submit read the store, kept for its decisions: 0 once it has made them. */
+  finishedWhileSubmitting: number;
+  /** Live jobs whose meta is held packed (live-jobs.ts): waiting jobs past the unpacked limit. */
+  packedMetas: number;
+  /** Ready jobs left in the store past the ready window (ready-queue.ts), not in memory. */
+  coldReadyJobs: number;
+  counters: Counters;
+  storeKind: string;
+}
+

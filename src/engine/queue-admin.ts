@@ -1,0 +1,152 @@
+/**
+ * Queue administration: pause, resume, purge, retry of dead jobs, run-now.
+ */
+import { WorqError, invalid } from "./errors.js";
+import { PRIORITY_LEVELS, type JobMeta, type PriorityLevel } from "./job.js";
+import type { FinishedCursor, StoreWrite } from "./store.js";
+import { checkQueueName } from "./submit-validation.js";
+import { isWaiting } from "./live-jobs.js";
+import { finishedCursorOf } from "./live-listing.js";
+import type { EngineCore } from "./engine-core.js";
+import { pump } from "./dispatch.js";
+import { readyJidsOf, walkCold } from "./paging.js";
+import { checkJid } from "./read-views.js";
+
+/** Jobs one purge commit deletes (a commit that size keeps the server responsive between chunks). */
+const PURGE_CHUNK = 10_000;
+/** Dead jobs one retry-all commit moves back (a page of the store's finished index). */
+const RETRY_PAGE = 500;
+
+/** Stops leasing from a queue; submits are still accepted (Faktory/Sidekiq pause). */
+export async function pauseQueue(core: EngineCore, name: string): Promise<void> {
+  core.checkUsable();
+  checkQueueName(name, "queue");
+  if (!core.queues.has(name)) checkQueueRoom(core, name, 1, "queue");
+  core.queues.touch(name);
+  await core.persist([core.queues.setPaused(name, true)]);
+}
+
+/** Lets a paused queue's jobs be leased again. */
+export async function resumeQueue(core: EngineCore, name: string): Promise<void> {
+  core.checkUsable();
+  checkQueueName(name, "queue");
+  if (!core.queues.has(name)) checkQueueRoom(core, name, 1, "queue");
+  core.queues.touch(name);
+  const durable = core.persist([core.queues.setPaused(name, false)]);
+  pump(core);
+  await durable;
+}
+
+/**
+ * Deletes every job of the queue that waits (SCHEDULED, DELAYED, RETRYING, PENDING) when
+ * called; returns how many. Deleted in commits of PURGE_CHUNK jobs, so the server goes on
+ * serving while a deep queue is purged (one commit of every job would hold it until done);
+ * a crash part way leaves the rest, and the call had not answered.
+ */
+export async function purgeQueue(core: EngineCore, name: string): Promise<number> {
+  core.checkUsable();
+  checkQueueName(name, "queue");
+  const lastReadySeq = core.readySeq; // jobs made ready after the call are not purged
+  // A job named twice (readyJidsOf) is gone the second time.
+  const ready = readyJidsOf(core, name);
+  const others = [...core.live.matching(name, ["PENDING", "DELAYED", "RETRYING"])].map((meta) => meta.jid);
+  const jids = [...ready, ...others];
+  let purged = 0;
+  for (let start = 0; start < jids.length; start += PURGE_CHUNK) {
+    const writes: StoreWrite[] = [];
+    for (const jid of jids.slice(start, start + PURGE_CHUNK)) {
+      const meta = core.live.get(jid); // still waiting: the jobs go on moving between chunks
+      if (!meta || !isWaiting(meta.state)) continue;
+      core.live.delete(meta);
+      core.bodies.delete(jid);
+      core.resolveDependents(jid, "CANCELLED");
+      writes.push({ kind: "delete-job", meta });
+    }
+    purged += writes.length;
+    if (writes.length > 0) await core.persist(writes);
+  }
+  // Then the jobs left in the store (cold), a page per commit.
+  const queue = core.ready.get(name);
+  for (let priority = 0 as PriorityLevel; queue && priority < PRIORITY_LEVELS; priority++) {
+    if (queue.coldAt(priority) === 0) continue;
+    await walkCold(core, name, queue, priority, (page) => {
+      const waiting = page.filter((meta) => meta.readySeq <= lastReadySeq);
+      purged += waiting.length;
+      const writes = waiting.map((meta): StoreWrite => {
+        core.resolveDependents(meta.jid, "CANCELLED");
+        return { kind: "delete-job", meta };
+      });
+      return { writes, gone: waiting.length, done: waiting.length < page.length };
+    });
+  }
+  return purged;
+}
+
+/**
+ * Moves DEAD_LETTER and FAILED jobs back to SCHEDULED with fresh attempts (their last
+ * failure kept): the given jids, or else every dead job of `queue` (or of all queues) that
+ * was dead when called, a page of the store's index per commit (a commit of every dead job
+ * held the server for as long as it took). Jobs in another state are left alone. Returns
+ * how many were retried.
+ */
+export async function retryJobs(core: EngineCore, jids: string[], queue?: string): Promise<number> {
+  core.checkUsable();
+  jids.forEach((jid, i) => checkJid(jid, `jids[${i}]`));
+  if (queue) checkQueueName(queue, "queue");
+  if (jids.length > 0) return retryStored(core, (await Promise.all(jids.map((jid) => core.store.getMeta(jid)))).filter((meta) => meta !== undefined));
+  // Jobs that die again meanwhile are listed after the ones dead now: stop at those.
+  const calledAtMs = core.clock.nowMs();
+  let retried = 0;
+  for (let after: FinishedCursor | undefined; ; ) {
+    const page = await core.store.listFinished("DEAD_LETTER", queue || undefined, after, RETRY_PAGE);
+    const deadBefore = page.filter((meta) => finishedCursorOf(meta).finishedAtMs <= calledAtMs);
+    retried += await retryStored(core, deadBefore);
+    if (page.length < RETRY_PAGE || deadBefore.length < page.length) return retried;
+    after = finishedCursorOf(page.at(-1)!);
+  }
+}
+
+/** Retries the stored jobs that are still finished and dead or failed (read before this turn); returns how many. */
+async function retryStored(core: EngineCore, stored: readonly JobMeta[]): Promise<number> {
+  core.checkUsable();
+  const writes: StoreWrite[] = [];
+  for (const meta of stored) {
+    if (core.live.has(meta.jid) || core.finishing.has(meta.jid)) continue;
+    if (meta.state !== "DEAD_LETTER" && meta.state !== "FAILED") continue;
+    writes.push(core.apply(meta, { kind: "retry" }));
+  }
+  const retried = writes.length;
+  if (retried === 0) return 0;
+  const durable = core.persist(writes);
+  pump(core);
+  await durable;
+  return retried;
+}
+
+/** Makes DELAYED or RETRYING jobs ready now (the dashboard's "run now"); skips others. Returns how many moved. */
+export async function runNow(core: EngineCore, jids: string[]): Promise<number> {
+  core.checkUsable();
+  if (jids.length === 0 || jids.length > 1000) invalid("jids", "must name 1 to 1000 jobs");
+  jids.forEach((jid, i) => checkJid(jid, `jids[${i}]`));
+  const writes: StoreWrite[] = [];
+  for (const jid of new Set(jids)) {
+    const meta = core.live.get(jid);
+    if (meta && (meta.state === "DELAYED" || meta.state === "RETRYING")) writes.push(core.apply(meta, { kind: "due" }));
+  }
+  const scheduled = writes.length; // the jobs asked for, not those their moves cascade to
+  if (scheduled === 0) return 0;
+  const durable = core.persist(writes);
+  pump(core);
+  await durable;
+  return scheduled;
+}
+
+/** Throws WORQ_RESOURCE_EXHAUSTED naming `field` when `adding` new queues (the last being `queue`) would pass maxQueues. */
+export function checkQueueRoom(core: EngineCore, queue: string, adding: number, field: string): void {
+  if (core.queues.size + adding <= core.maxQueues) return;
+  throw new WorqError(
+    "WORQ_RESOURCE_EXHAUSTED",
+    `${field}: queue ${JSON.stringify(queue)} would be one more than the ${core.maxQueues} distinct queues this server keeps (--max-queues); nothing was stored`,
+    field,
+  );
+}

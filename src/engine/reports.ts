@@ -1,0 +1,131 @@
+/**
+ * Reports of workers about leased jobs: Ack (one or many in one commit), Fail and Renew.
+ */
+import { WorqError, invalid } from "./errors.js";
+import type { JobMeta } from "./job.js";
+import { LIMITS } from "./limits.js";
+import type { FailureReport, JobEvent } from "./state-machine.js";
+import type { StoreWrite } from "./store.js";
+import { checkRetryDelayMs } from "./retry-policy.js";
+import type { AckItem, FailResult } from "./engine-types.js";
+import type { EngineCore } from "./engine-core.js";
+import { schedulePump } from "./dispatch.js";
+import { checkJid, notFound } from "./read-views.js";
+
+/**
+ * Acks several jobs (a Report call) in one commit: each item is checked and applied on its
+ * own, and answered with its own error, or null once the commit holding it is durable.
+ * One commit and one promise for the call, instead of one per item.
+ */
+export async function ackAll(core: EngineCore, items: readonly AckItem[]): Promise<(WorqError | null)[]> {
+  core.checkReportable();
+  const outcomes: (WorqError | null)[] = items.map(() => null);
+  const writes: StoreWrite[] = [];
+  const missing: number[] = [];
+  items.forEach(({ jid, leaseId, result, field = "" }, i) => {
+    try {
+      checkLeaseRef(jid, leaseId, field);
+      if (result.byteLength > LIMITS.maxResultBytes) {
+        throw new WorqError(
+          "WORQ_TOO_LARGE",
+          `${field}result: ${result.byteLength} bytes, the limit is ${LIMITS.maxResultBytes}`,
+          `${field}result`,
+        );
+      }
+      const held = applyHeld(core, jid, { kind: "ack", leaseId });
+      if (!held) {
+        missing.push(i);
+        return;
+      }
+      writes.push(...held);
+      if (result.byteLength > 0) writes.push({ kind: "put-result", jid, result });
+      core.counters.processed++;
+    } catch (error) {
+      if (!(error instanceof WorqError)) throw error;
+      outcomes[i] = error;
+    }
+  });
+  const durable = writes.length > 0 ? core.persist(writes) : Promise.resolve();
+  schedulePump(core);
+  await Promise.all(
+    missing.map((i) =>
+      refuseMissing(core, items[i]!.jid, items[i]!.leaseId).catch((error: unknown) => {
+        if (!(error instanceof WorqError)) throw error;
+        outcomes[i] = error;
+      }),
+    ),
+  );
+  await durable;
+  return outcomes;
+}
+
+/** Records a failed attempt and retries, fails or dead-letters the job per its policy. */
+export async function fail(core: EngineCore, jid: string, leaseId: string, report: FailureReport, field = ""): Promise<FailResult> {
+  core.checkReportable();
+  checkLeaseRef(jid, leaseId, field);
+  if (report.message.length > LIMITS.failMessageMaxChars) {
+    invalid(`${field}message`, `must be at most ${LIMITS.failMessageMaxChars} chars`);
+  }
+  if (report.errtype.length > LIMITS.errtypeMaxChars) {
+    invalid(`${field}errtype`, `must be at most ${LIMITS.errtypeMaxChars} chars`);
+  }
+  if (report.retryAfterMs !== undefined) checkRetryDelayMs(report.retryAfterMs, `${field}retry_after`);
+  const writes = applyHeld(core, jid, { kind: "fail", leaseId, report }) ?? (await refuseMissing(core, jid, leaseId));
+  core.counters.failed++;
+  const after = core.live.get(jid) ?? lastMeta(writes);
+  const durable = core.persist(writes);
+  schedulePump(core);
+  await durable;
+  if (!after) return { state: null };
+  return after.state === "RETRYING" ? { state: after.state, retryAtMs: after.dueAtMs! } : { state: after.state };
+}
+
+/** Extends a held lease to now + reserve_for (capped by the execution deadline); returns the new expiry. */
+export async function renew(core: EngineCore, jid: string, leaseId: string, field = "", executionTimeoutMs?: number): Promise<number> {
+  core.checkReportable();
+  checkLeaseRef(jid, leaseId, field);
+  const live = core.live.get(jid);
+  if (executionTimeoutMs !== undefined && live && !(executionTimeoutMs > 0 && executionTimeoutMs <= live.executionTimeoutMs)) {
+    invalid(`${field}execution_timeout`, `may only shorten the job's execution timeout of ${live.executionTimeoutMs} ms`);
+  }
+  const event = { kind: "renew" as const, leaseId, ...(executionTimeoutMs !== undefined ? { executionTimeoutMs } : {}) };
+  const writes = applyHeld(core, jid, event) ?? (await refuseMissing(core, jid, leaseId));
+  const meta = core.live.get(jid)!;
+  await core.persist(writes);
+  return meta.lease!.expiresAtMs;
+}
+
+/**
+ * Applies a worker's report to a live job, synchronously, so that its write reaches the
+ * store in the same turn as the change. Returns undefined when the job is not live.
+ * A report, even a refused one, frees the worker's slot for that lease.
+ */
+function applyHeld(core: EngineCore, jid: string, event: JobEvent & { leaseId: string }): StoreWrite[] | undefined {
+  if (event.kind !== "renew" && core.slots.release(event.leaseId)) schedulePump(core);
+  const meta = core.live.get(jid);
+  if (!meta) return undefined;
+  return [core.apply(meta, event)]; // throws WORQ_LEASE_NOT_HELD before any change
+}
+
+/** Explains a report about a job that is not live: NOT_FOUND, or finished (LEASE_NOT_HELD). */
+async function refuseMissing(core: EngineCore, jid: string, leaseId: string): Promise<never> {
+  const stored = await core.store.getMeta(jid);
+  if (!stored) throw notFound(jid);
+  throw new WorqError(
+    "WORQ_LEASE_NOT_HELD",
+    `lease ${leaseId} is not the live lease of job ${jid}: the job has finished; nothing changed`,
+    "lease_id",
+  );
+}
+
+/** Throws unless `jid` is a job id and `leaseId` is given; field names get `prefix`. */
+function checkLeaseRef(jid: string, leaseId: string, prefix: string): void {
+  checkJid(jid, `${prefix}jid`);
+  if (!leaseId) invalid(`${prefix}lease_id`, "is required");
+}
+
+/** The meta a report's first write stores, if it stores one (not a deletion). */
+function lastMeta(writes: StoreWrite[]): JobMeta | undefined {
+  const write = writes[0];
+  return write?.kind === "put-meta" ? write.meta : undefined;
+}
