@@ -3,7 +3,7 @@
  * of the `worq` package, driven by test/conformance/scenarios.ts.
  */
 import { parseArgs } from "node:util";
-import { PermanentError, RetryLaterError, Worker, type JobContext, type WorkerJob } from "worq";
+import { PermanentError, RetryLaterError, Worker, type JobContext, type WorkerJob } from "@worq/client";
 
 const { values } = parseArgs({
   options: {
