@@ -84,7 +84,7 @@ describe("webhook signatures: a real server signs, and each documented snippet v
     expect(webhookSignature(Buffer.from(SECRET), signed.rawBody.toString(), t)).toBe(header);
   });
 
-  it("TypeScript (verifyWebhookSignature of the worq package): accepts the delivery; refuses a changed body, another secret, a stale or missing header", () => {
+  it("TypeScript (verifyWebhookSignature of the @worq/client package): accepts the delivery; refuses a changed body, another secret, a stale or missing header", () => {
     const header = signed.headers["worq-signature"] as string;
     const t = Number(/^t=(\d+)/.exec(header)![1]);
     expect(verifyWebhookSignature(SECRET, header, signed.rawBody)).toBe(true);
