@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates gen/ts, gen/go and gen/python from proto/ with buf and local, pinned plugins.
+# Regenerates the TS code (packages/client/src/gen), gen/go and gen/python from proto/ with buf and local, pinned plugins.
 # Idempotent: installs missing or outdated generators into .tools/ first, and the output
 # depends only on proto/ and the pins in scripts/tools.sh.
 set -euo pipefail
@@ -23,4 +23,4 @@ npx --no-install buf generate --template buf.gen.third-party.yaml
 # `grpcurl describe` shows each RPC's and field's contract comment.
 mkdir -p gen/descriptors
 npx --no-install buf build -o gen/descriptors/worq.binpb
-echo "generate: wrote gen/ts, gen/go, gen/python, gen/third_party/ts, gen/descriptors" >&2
+echo "generate: wrote packages/client/src/gen, gen/go, gen/python, gen/third_party/ts, gen/descriptors" >&2

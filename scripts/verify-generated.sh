@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails when the committed gen/ differs from what `npm run generate` produces now
+# Fails when the committed gen/ (and the client package's packages/client/src/gen) differs from what `npm run generate` produces now
 # (edited protos, bumped generator pins, or hand edits to generated files).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -7,10 +7,10 @@ cd "$(dirname "$0")/.."
 bash scripts/generate.sh
 
 stale=0
-if ! git diff --exit-code --stat -- gen; then
+if ! git diff --exit-code --stat -- gen packages/client/src/gen; then
   stale=1
 fi
-untracked="$(git ls-files --others --exclude-standard -- gen)"
+untracked="$(git ls-files --others --exclude-standard -- gen packages/client/src/gen)"
 if [ -n "$untracked" ]; then
   echo "untracked generated files:" >&2
   echo "$untracked" >&2

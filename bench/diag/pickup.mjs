@@ -7,7 +7,7 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { WorqClient, Worker } from "../../dist/src/client/index.js";
+import { WorqClient, Worker } from "@worq/client";
 import { cleanupAll, trackDir } from "../lib/cleanup.mjs";
 import { latencySummary } from "../lib/stats.mjs";
 import { num } from "../lib/table.mjs";

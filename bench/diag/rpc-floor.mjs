@@ -13,7 +13,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
-import { WorqClient } from "../../dist/src/client/index.js";
+import { WorqClient } from "@worq/client";
 import { cleanupAll, trackDir, trackProcess } from "../lib/cleanup.mjs";
 import { latencySummary } from "../lib/stats.mjs";
 import { num } from "../lib/table.mjs";

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PerformanceObserver } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
-import { Worker, WorqClient } from "../../dist/src/client/index.js";
+import { Worker, WorqClient } from "@worq/client";
 import { installCleanupHandlers } from "../lib/cleanup.mjs";
 import { createLogger } from "../lib/context.mjs";
 import { nowMs } from "../lib/clock.mjs";

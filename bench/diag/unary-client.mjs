@@ -1,13 +1,13 @@
 #!/usr/bin/env node
 // Diagnostic, not part of `npm run bench`: what one unary call costs a client, grpc-js against
-// the TS library's own HTTP/2 link (src/client/grpc-link.ts), both against one bare grpc-js
+// the TS library's own HTTP/2 link (packages/client/src/grpc-link.ts), both against one bare grpc-js
 // echo server in a process of its own. Heap allocated per call (sampled, collected objects
 // included) and latency, one call at a time, two rounds each.
 //   npm run build && node bench/diag/unary-client.mjs [calls=2000]
 import { fork } from "node:child_process";
 import { Session } from "node:inspector/promises";
 import * as grpc from "@grpc/grpc-js";
-import { GrpcLink } from "../../dist/src/client/grpc-link.js";
+import { GrpcLink } from "@worq/client/grpc-link.js";
 import { trackProcess } from "../lib/cleanup.mjs";
 import { latencySummary } from "../lib/stats.mjs";
 import { num } from "../lib/table.mjs";

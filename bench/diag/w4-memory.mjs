@@ -11,7 +11,7 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Worker, WorqClient } from "../../dist/src/client/index.js";
+import { Worker, WorqClient } from "@worq/client";
 import { installCleanupHandlers } from "../lib/cleanup.mjs";
 import { createLogger } from "../lib/context.mjs";
 import { startWorqServer } from "../lib/worq-server.mjs";

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { WorqClient } from "../../dist/src/client/index.js";
+import { WorqClient } from "@worq/client";
 import { startPostgres } from "../../dist/test/support/postgres.js";
 import { nowMs, sleep } from "../lib/clock.mjs";
 import { attempt, withScope } from "../lib/run-scope.mjs";

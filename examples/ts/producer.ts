@@ -1,6 +1,6 @@
 // Submits three jobs and prints their results. Run: node dist/examples/ts/producer.js --addr 127.0.0.1:7419
 import { parseArgs } from "node:util";
-import { JobState, WorqClient } from "worq";
+import { JobState, WorqClient } from "@worq/client";
 
 const { values } = parseArgs({ options: { addr: { type: "string", default: "127.0.0.1:7419" }, queue: { type: "string", default: "examples-ts" } } });
 

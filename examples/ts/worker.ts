@@ -1,6 +1,6 @@
 // A worker that greets people. Run: npm run build && node dist/examples/ts/worker.js --addr 127.0.0.1:7419
 import { parseArgs } from "node:util";
-import { Worker } from "worq";
+import { Worker } from "@worq/client";
 
 const { values } = parseArgs({ options: { addr: { type: "string", default: "127.0.0.1:7419" }, queue: { type: "string", default: "examples-ts" } } });
 

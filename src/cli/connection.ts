@@ -1,8 +1,8 @@
 import { Code, ConnectError, createClient, type CallOptions, type Client } from "@connectrpc/connect";
 import { readFileSync } from "node:fs";
-import { createWorqTransport, type TlsOptions } from "../client/transport.js";
-import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
-import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
+import { createWorqTransport, type TlsOptions } from "@worq/client/transport.js";
+import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
+import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { CliError, EXIT, usageError } from "./exit-codes.js";
 import { humanDuration } from "./output.js";
 

@@ -1,6 +1,6 @@
 import { InvalidArgumentError } from "commander";
 import type { JsonObject, JsonValue, PriorityLevel } from "../engine/job.js";
-import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 
 /**
  * Parsers for flag values, in commander's shape: each returns the value or throws

@@ -1,6 +1,6 @@
 import { toJson } from "@bufbuild/protobuf";
 import { durationMs, ListValueSchema, timestampMs, type Timestamp } from "@bufbuild/protobuf/wkt";
-import { FailureCategory, JobState, Priority, type Job } from "../../gen/ts/worq/v1/job_pb.js";
+import { FailureCategory, JobState, Priority, type Job } from "@worq/client/gen/worq/v1/job_pb.js";
 import { stateName } from "./job-view.js";
 import { byteSize, bytesAsText, humanDuration, keyValues, relative, timeWithAge } from "./output.js";
 

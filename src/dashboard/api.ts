@@ -1,7 +1,7 @@
 import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
-import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
-import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
+import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
+import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 
 /**
  * The dashboard talks to the server through the public API only: the generated clients over

@@ -1,4 +1,4 @@
-import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { describeError, isUnauthenticated, setToken, storedToken } from "./api.js";
 import { button, el, route } from "./dom.js";
 import { sample, SAMPLE_EVERY_MS } from "./history.js";

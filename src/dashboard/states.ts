@@ -1,4 +1,4 @@
-import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { el } from "./dom.js";
 
 /** Every job state the Jobs page can filter on, in lifecycle order, with its label. */

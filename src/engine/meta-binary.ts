@@ -1,5 +1,5 @@
 import { sameRetryPolicy, shapedMeta, type JobMeta, type JobState, type RetryPolicy } from "./job.js";
-import { WireWriter } from "../wire/wire-writer.js";
+import { WireWriter } from "@worq/client/wire/wire-writer.js";
 
 /**
  * The binary form of a JobMeta: the LevelDB store's meta record (keyspace layout 2), and the

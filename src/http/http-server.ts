@@ -2,9 +2,9 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { createServer as createTlsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
-import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
-import { WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
+import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
+import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import type { GrpcServices, PortTls } from "../transport/grpc-server.js";
 import type { WorqMetrics } from "./metrics.js";
 import type { Engine } from "../engine/engine.js";

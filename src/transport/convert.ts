@@ -34,8 +34,8 @@ import {
   type Job,
   type JobSpec,
   type RetryPolicy,
-} from "../../gen/ts/worq/v1/job_pb.js";
-import { LeasedJobSchema, type FailRequest, type LeasedJob } from "../../gen/ts/worq/v1/worker_service_pb.js";
+} from "@worq/client/gen/worq/v1/job_pb.js";
+import { LeasedJobSchema, type FailRequest, type LeasedJob } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 
 /** A ListValue as JSON; one with a Value that holds nothing (valid protobuf, no JSON) is refused. */
 function argsOf(spec: JobSpec, field: string): JsonValue[] {

@@ -1,10 +1,10 @@
 import { WireType } from "@bufbuild/protobuf/wire";
-import { encoded, type ProtoWriter } from "../wire/wire-writer.js";
-import { writeDurationMs as duration, writeTimestampMs as timestamp } from "../wire/well-known.js";
+import { encoded, type ProtoWriter } from "@worq/client/wire/wire-writer.js";
+import { writeDurationMs as duration, writeTimestampMs as timestamp } from "@worq/client/wire/well-known.js";
 import type { JobBody, JobMeta, RetryPolicy } from "../engine/job.js";
-import { writeListValueField, writeStructField } from "../wire/json-value.js";
+import { writeListValueField, writeStructField } from "@worq/client/wire/json-value.js";
 import type { LeaseGrant } from "../engine/engine.js";
-import { BackoffStrategy, DependencyType, ExhaustedAction, FailureCategory, JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { BackoffStrategy, DependencyType, ExhaustedAction, FailureCategory, JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 
 /**
  * Writes leased jobs straight to protobuf wire format (worq.v1.LeasedJob, field numbers from

@@ -1,9 +1,9 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
-import { FailRequestSchema, type FailRequest } from "../../gen/ts/worq/v1/worker_service_pb.js";
-import { encoded } from "../wire/wire-writer.js";
+import { FailRequestSchema, type FailRequest } from "@worq/client/gen/worq/v1/worker_service_pb.js";
+import { encoded } from "@worq/client/wire/wire-writer.js";
 import type { AckItem } from "../engine/engine.js";
-import { readBytes, readString, readTag, skipField, WireReader } from "../wire/json-value.js";
+import { readBytes, readString, readTag, skipField, WireReader } from "@worq/client/wire/json-value.js";
 
 /** A Report call's items; a ReportRequest message is one too. */
 export interface ReportItems {

@@ -2,9 +2,9 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
 import { invalid, WorqError } from "../engine/errors.js";
 import type { JsonObject, JsonValue, SubmitInput } from "../engine/job.js";
-import { JobSpecSchema } from "../../gen/ts/worq/v1/job_pb.js";
-import { readBytes, readListValue, readString, readStruct, readTag, skipField, WireReader } from "../wire/json-value.js";
-import { encoded } from "../wire/wire-writer.js";
+import { JobSpecSchema } from "@worq/client/gen/worq/v1/job_pb.js";
+import { readBytes, readListValue, readString, readStruct, readTag, skipField, WireReader } from "@worq/client/wire/json-value.js";
+import { encoded } from "@worq/client/wire/wire-writer.js";
 import { submitInputOf } from "./convert.js";
 
 /**

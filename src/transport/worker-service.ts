@@ -12,8 +12,8 @@ import {
   type ItemResult,
   type LeaseRequest,
   type LeaseResponse,
-} from "../../gen/ts/worq/v1/worker_service_pb.js";
-import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+} from "@worq/client/gen/worq/v1/worker_service_pb.js";
+import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { durationMsOf, failureReportOf, leasedJobOf, stateOf } from "./convert.js";
 import { toConnectError } from "./error-mapping.js";
 import { scopeOf } from "./auth/caller-context.js";

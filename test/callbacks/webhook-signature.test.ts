@@ -5,7 +5,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { verifyWebhookSignature } from "../../src/client/index.js";
+import { verifyWebhookSignature } from "@worq/client";
 import { readWebhookSecret, webhookSignature } from "../../src/callbacks/webhook-signature.js";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
 import { commandWorks, fileExists, toolAvailable } from "../support/require-tool.js";
@@ -18,7 +18,7 @@ const pythonAvailable = toolAvailable("Python webhook snippet", () => fileExists
 const goAvailable = toolAvailable("Go webhook snippet", () => commandWorks("go", ["version"]), "no go on PATH; install Go 1.26 or newer");
 
 /** The snippet files docs/webhooks.md shows, each verbatim. */
-const SNIPPETS = ["src/client/webhook-signature.ts", "examples/python/verify_webhook.py", "examples/go/verifywebhook/main.go"];
+const SNIPPETS = ["packages/client/src/webhook-signature.ts", "examples/python/verify_webhook.py", "examples/go/verifywebhook/main.go"];
 
 interface Delivery {
   headers: IncomingHttpHeaders;
@@ -84,7 +84,7 @@ describe("webhook signatures: a real server signs, and each documented snippet v
     expect(webhookSignature(Buffer.from(SECRET), signed.rawBody.toString(), t)).toBe(header);
   });
 
-  it("TypeScript (verifyWebhookSignature of the worq package): accepts the delivery; refuses a changed body, another secret, a stale or missing header", () => {
+  it("TypeScript (verifyWebhookSignature of the @worq/client package): accepts the delivery; refuses a changed body, another secret, a stale or missing header", () => {
     const header = signed.headers["worq-signature"] as string;
     const t = Number(/^t=(\d+)/.exec(header)![1]);
     expect(verifyWebhookSignature(SECRET, header, signed.rawBody)).toBe(true);

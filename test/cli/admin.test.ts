@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FailureCategory, JobState } from "../../gen/ts/worq/v1/job_pb.js";
-import { ControlAction } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { FailureCategory, JobState } from "@worq/client/gen/worq/v1/job_pb.js";
+import { ControlAction } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { StreamWorker } from "../e2e/support/clients.js";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
 import { cliFor, field, jsonOf } from "./support/run-cli.js";

@@ -1,7 +1,7 @@
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
 import { testStoreKind } from "../e2e/support/test-store.js";
 import { cliFor, field, jsonOf } from "./support/run-cli.js";

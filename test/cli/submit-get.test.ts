@@ -1,6 +1,6 @@
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { JobState, Priority } from "../../gen/ts/worq/v1/job_pb.js";
+import { JobState, Priority } from "@worq/client/gen/worq/v1/job_pb.js";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
 import { cliFor, field, jsonOf, type CliRun } from "./support/run-cli.js";
 

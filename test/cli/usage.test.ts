@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
+import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { spawnServer } from "../e2e/support/server-process.js";
 import { freePort } from "../support/free-port.js";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";

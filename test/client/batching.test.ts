@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { JobState, Worker, WorqClient, isInvalidArgument } from "../../src/client/index.js";
+import { JobState, Worker, WorqClient, isInvalidArgument } from "@worq/client";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
 
 /** RPC counts by method, from the server's /metrics. */

@@ -1,5 +1,5 @@
 /**
- * The library's own gRPC-over-HTTP/2 link (src/client/grpc-link.ts), against a real server:
+ * The library's own gRPC-over-HTTP/2 link (packages/client/src/grpc-link.ts), against a real server:
  * statuses and messages as the server sent them, messages of any size, failures as
  * UNAVAILABLE, and a process that may exit while a client is open but idle.
  */
@@ -9,8 +9,8 @@ import { join } from "node:path";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { GetJobRequestSchema } from "../../gen/ts/worq/v1/admin_service_pb.js";
-import { Worker, WorqClient, WorqClientError } from "../../src/client/index.js";
+import { GetJobRequestSchema } from "@worq/client/gen/worq/v1/admin_service_pb.js";
+import { Worker, WorqClient, WorqClientError } from "@worq/client";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
 
 const ROOT = join(import.meta.dirname, "../..");
@@ -61,7 +61,7 @@ describe("the TS library's gRPC link (real server)", () => {
 
   it("an open client with no call in flight does not keep the process alive", async () => {
     const script = `
-      const { WorqClient } = await import(${JSON.stringify(join(ROOT, "dist/src/client/index.js"))});
+      const { WorqClient } = await import(${JSON.stringify(join(ROOT, "packages/client/dist/index.js"))});
       const client = new WorqClient({ address: "127.0.0.1:${server.port}" });
       console.log(await client.submit("idle-exit", { queue: "link-idle" }));
     `;

@@ -6,8 +6,8 @@
 import { equals, fromBinary } from "@bufbuild/protobuf";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { encodeJobSpec, jobSpecOfInput } from "../../src/client/job-spec.js";
-import { JobSpecSchema } from "../../gen/ts/worq/v1/job_pb.js";
+import { encodeJobSpec, jobSpecOfInput } from "@worq/client/job-spec.js";
+import { JobSpecSchema } from "@worq/client/gen/worq/v1/job_pb.js";
 import { RUNS, submitInput } from "../support/job-arbitraries.js";
 
 describe("the TS library's JobSpec encoder", () => {

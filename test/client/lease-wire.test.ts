@@ -1,6 +1,6 @@
 /**
  * The TS library reads Lease messages and writes Report requests field by field
- * (src/client/lease-wire.ts). What it reads must be what protobuf-es decodes from the same
+ * (packages/client/src/lease-wire.ts). What it reads must be what protobuf-es decodes from the same
  * bytes, over random jobs covering every field; what it writes must decode to the request
  * the generic encoder would have sent.
  */
@@ -8,16 +8,16 @@ import { create, equals, fromBinary, toBinary, toJson } from "@bufbuild/protobuf
 import { durationFromMs, ListValueSchema } from "@bufbuild/protobuf/wkt";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { readLeaseResponse, readReportResponse, writeReportRequest } from "../../src/client/lease-wire.js";
+import { readLeaseResponse, readReportResponse, writeReportRequest } from "@worq/client/lease-wire.js";
 import { leasedJobOf } from "../../src/transport/convert.js";
-import { FailureCategory, JobSchema, JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { FailureCategory, JobSchema, JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import {
   ControlAction,
   FailRequestSchema,
   LeaseResponseSchema,
   ReportRequestSchema,
   ReportResponseSchema,
-} from "../../gen/ts/worq/v1/worker_service_pb.js";
+} from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { grant, RUNS } from "../support/job-arbitraries.js";
 
 describe("the TS library's Lease reader", () => {

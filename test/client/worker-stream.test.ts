@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { JobState, Worker, WorqClient, type WorkerEvent } from "../../src/client/index.js";
+import { JobState, Worker, WorqClient, type WorkerEvent } from "@worq/client";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
 
 describe("the TS worker's Lease stream (real server)", () => {

@@ -1,7 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { StreamWorker } from "../e2e/support/clients.js";
 import { LineProcess } from "../fault/support/line-process.js";

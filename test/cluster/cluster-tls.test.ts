@@ -1,6 +1,6 @@
 import { request } from "node:https";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { WorqClient } from "../../src/client/index.js";
+import { WorqClient } from "@worq/client";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { hasOpenssl, makePki, type Pki } from "../security/support/pki.js";
 import { spawnServer, type ServerProcess } from "../e2e/support/server-process.js";

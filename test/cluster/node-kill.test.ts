@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from "vitest";
-import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { LineProcess } from "../fault/support/line-process.js";
 import { printFigures } from "../fault/support/figures.js";

@@ -1,6 +1,6 @@
 import { durationFromMs, timestampDate } from "@bufbuild/protobuf/wkt";
 import { expect } from "vitest";
-import { FailureCategory, JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { FailureCategory, JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import type { TestServer } from "../e2e/support/test-server.js";
 import { WorkerProcess, type Lang } from "./worker-process.js";
 

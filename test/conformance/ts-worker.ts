@@ -1,9 +1,9 @@
 /**
  * The TypeScript conformance worker (clients/CONFORMANCE.md): built only on the public API
- * of the `worq` package, driven by test/conformance/scenarios.ts.
+ * of the `@worq/client` package, driven by test/conformance/scenarios.ts.
  */
 import { parseArgs } from "node:util";
-import { PermanentError, RetryLaterError, Worker, type JobContext, type WorkerJob } from "worq";
+import { PermanentError, RetryLaterError, Worker, type JobContext, type WorkerJob } from "@worq/client";
 
 const { values } = parseArgs({
   options: {

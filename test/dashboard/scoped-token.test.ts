@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
+import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { parseQueueScope } from "../../src/transport/auth/queue-scope.js";
 import { tokenFileLine } from "../../src/transport/auth/token-file.js";
 import { startSecureServer, TOKENS, writeTokenFile, type SecureServer } from "../security/support/secure-server.js";

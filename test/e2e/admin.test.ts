@@ -1,8 +1,8 @@
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FailureCategory, JobState } from "../../gen/ts/worq/v1/job_pb.js";
-import { ControlAction } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { FailureCategory, JobState } from "@worq/client/gen/worq/v1/job_pb.js";
+import { ControlAction } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { StreamWorker } from "./support/clients.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 import { testStoreKind } from "./support/test-store.js";

@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FailureCategory } from "../../gen/ts/worq/v1/job_pb.js";
+import { FailureCategory } from "@worq/client/gen/worq/v1/job_pb.js";
 import { StreamWorker } from "./support/clients.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DependencyType, FailureCategory, JobState } from "../../gen/ts/worq/v1/job_pb.js";
-import { BatchShape } from "../../gen/ts/worq/v1/producer_service_pb.js";
+import { DependencyType, FailureCategory, JobState } from "@worq/client/gen/worq/v1/job_pb.js";
+import { BatchShape } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { StreamWorker } from "./support/clients.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 

@@ -1,6 +1,6 @@
 import { timestampDate, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { JobState, Priority } from "../../gen/ts/worq/v1/job_pb.js";
+import { JobState, Priority } from "@worq/client/gen/worq/v1/job_pb.js";
 import { StreamWorker } from "./support/clients.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 

@@ -1,7 +1,7 @@
 import { durationFromMs, timestampDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ExhaustedAction, FailureCategory, JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { ExhaustedAction, FailureCategory, JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { StreamWorker } from "./support/clients.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 import { codeOf } from "./support/errors.js";

@@ -4,7 +4,7 @@ import { freePort } from "../support/free-port.js";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { runCli } from "../cli/support/run-cli.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { connect, StreamWorker, type WorqClients } from "./support/clients.js";

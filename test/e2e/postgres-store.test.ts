@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { connect, StreamWorker } from "./support/clients.js";
 import { spawnServer, type ServerProcess } from "./support/server-process.js";

@@ -1,6 +1,6 @@
 import { durationFromMs, timestampDate, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { afterAll, describe, expect, it } from "vitest";
-import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { StreamWorker } from "./support/clients.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 

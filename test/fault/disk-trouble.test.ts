@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { connect, StreamWorker } from "../e2e/support/clients.js";
 import { spawnServer, type ServerProcess } from "../e2e/support/server-process.js";
 import { printFigures } from "./support/figures.js";

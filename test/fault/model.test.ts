@@ -1,7 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { StreamWorker } from "../e2e/support/clients.js";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
 import { printFigures } from "./support/figures.js";

@@ -7,8 +7,8 @@ import { Code, ConnectError, createClient, type Client } from "@connectrpc/conne
 import { createConnectTransport } from "@connectrpc/connect-node";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { JobSpec } from "../../gen/ts/worq/v1/job_pb.js";
-import { ProducerService, SubmitRequestSchema } from "../../gen/ts/worq/v1/producer_service_pb.js";
+import type { JobSpec } from "@worq/client/gen/worq/v1/job_pb.js";
+import { ProducerService, SubmitRequestSchema } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { runCli } from "../cli/support/run-cli.js";
 import { connect, StreamWorker, type WorqClients } from "../e2e/support/clients.js";

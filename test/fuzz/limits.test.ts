@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
+import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { LIMITS } from "../../src/engine/limits.js";
 import { connect, StreamWorker, type WorqClients } from "../e2e/support/clients.js";
 import { spawnServer, type ServerProcess } from "../e2e/support/server-process.js";

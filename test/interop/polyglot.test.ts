@@ -1,6 +1,6 @@
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { afterAll, describe, expect, it } from "vitest";
-import { JobState, WorqClient } from "../../src/client/index.js";
+import { JobState, WorqClient } from "@worq/client";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
 import { availableLanguages, WorkerProcess, type Lang } from "../conformance/worker-process.js";
 

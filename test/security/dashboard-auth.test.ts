@@ -1,7 +1,7 @@
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
+import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { chromiumAvailable, launchBrowser } from "../dashboard/support/browser.js";
 import { startSecureServer, TOKENS, type SecureServer } from "./support/secure-server.js";
 

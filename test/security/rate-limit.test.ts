@@ -4,7 +4,7 @@ import { DurationSchema, durationMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, createClient, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
+import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { tokenFileLine } from "../../src/transport/auth/token-file.js";
 import { startSecureServer, writeTokenFile, type SecureServer } from "./support/secure-server.js";
 import { mkdtempSync } from "node:fs";

@@ -3,9 +3,9 @@ import type { DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
-import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
-import { WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
+import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
+import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { Health } from "../../gen/third_party/ts/grpc/health/v1/health_pb.js";
 import { startSecureServer, TOKENS, type SecureServer } from "./support/secure-server.js";
 

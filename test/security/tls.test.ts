@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Worker, WorqClient } from "../../src/client/index.js";
+import { Worker, WorqClient } from "@worq/client";
 import { runCli } from "../cli/support/run-cli.js";
 import { fileExists, toolAvailable } from "../support/require-tool.js";
 import { hasOpenssl, makePki, type Pki } from "./support/pki.js";

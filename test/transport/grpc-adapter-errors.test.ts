@@ -2,7 +2,7 @@ import * as grpc from "@grpc/grpc-js";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterEach, describe, expect, it } from "vitest";
-import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
+import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { addConnectService } from "../../src/transport/grpc-adapter.js";
 
 /** A real grpc-js server on 127.0.0.1 serving AdminService with `impl`, logging into `lines`. */

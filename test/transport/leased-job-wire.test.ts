@@ -9,7 +9,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { leasedJobOf } from "../../src/transport/convert.js";
 import { encodeLeasedJob, encodeLeasedJobsDelimited } from "../../src/transport/leased-job-wire.js";
-import { LeasedJobSchema, LeaseResponseSchema } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { LeasedJobSchema, LeaseResponseSchema } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { grant, RUNS } from "../support/job-arbitraries.js";
 
 

@@ -7,7 +7,7 @@ import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { ListValueSchema, StructSchema, ValueSchema } from "@bufbuild/protobuf/wkt";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { readListValue, readStruct, readTag, readValue, skipField, writeListValue, writeStructFields, writeValue, type JsonValue } from "../../src/wire/json-value.js";
+import { readListValue, readStruct, readTag, readValue, skipField, writeListValue, writeStructFields, writeValue, type JsonValue } from "@worq/client/wire/json-value.js";
 import { json, object, RUNS } from "../support/job-arbitraries.js";
 
 const written = (write: (w: BinaryWriter) => void): Uint8Array => {

@@ -7,8 +7,8 @@ import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { DurationSchema, durationFromMs, TimestampSchema, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { writeDurationMs, writeTimestampMs } from "../../src/wire/well-known.js";
-import { WireWriter } from "../../src/wire/wire-writer.js";
+import { writeDurationMs, writeTimestampMs } from "@worq/client/wire/well-known.js";
+import { WireWriter } from "@worq/client/wire/wire-writer.js";
 import { RUNS } from "../support/job-arbitraries.js";
 
 const ms = fc.oneof(

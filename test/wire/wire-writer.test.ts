@@ -5,7 +5,7 @@
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { WireWriter, type ProtoWriter } from "../../src/wire/wire-writer.js";
+import { WireWriter, type ProtoWriter } from "@worq/client/wire/wire-writer.js";
 import { RUNS } from "../support/job-arbitraries.js";
 
 type Op =

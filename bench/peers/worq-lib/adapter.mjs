@@ -1,4 +1,4 @@
-import { WorqClient, Worker } from "../../../dist/src/client/index.js";
+import { WorqClient, Worker } from "@worq/client";
 import { JOB_TYPE, jobArgs } from "../payload.mjs";
 
 /**

@@ -2,9 +2,9 @@ import { fromJson } from "@bufbuild/protobuf";
 import { ListValueSchema } from "@bufbuild/protobuf/wkt";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { AdminService } from "../../../dist/gen/ts/worq/v1/admin_service_pb.js";
-import { ProducerService } from "../../../dist/gen/ts/worq/v1/producer_service_pb.js";
-import { WorkerService } from "../../../dist/gen/ts/worq/v1/worker_service_pb.js";
+import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
+import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
+import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { JOB_TYPE, jobArgs } from "../payload.mjs";
 
 /**

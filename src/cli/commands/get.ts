@@ -1,6 +1,6 @@
 import { toJson } from "@bufbuild/protobuf";
 import { Option, type Command } from "commander";
-import { JobSchema, type Job } from "../../../gen/ts/worq/v1/job_pb.js";
+import { JobSchema, type Job } from "@worq/client/gen/worq/v1/job_pb.js";
 import { contextOf, withGlobalOptions } from "../command-context.js";
 import { formatJob, JOB_FORMATS, type JobFormat } from "../../formats/index.js";
 import { jobDetails } from "../job-display.js";

@@ -1,7 +1,7 @@
 import { toJson } from "@bufbuild/protobuf";
 import { durationMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
-import { GetServerInfoResponseSchema } from "../../../gen/ts/worq/v1/admin_service_pb.js";
+import { GetServerInfoResponseSchema } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { contextOf, withGlobalOptions } from "../command-context.js";
 import { byteSize, humanDuration, keyValues, print, printJson, relative, table, timeWithAge } from "../output.js";
 

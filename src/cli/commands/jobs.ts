@@ -1,5 +1,5 @@
 import type { Command } from "commander";
-import { JobState } from "../../../gen/ts/worq/v1/job_pb.js";
+import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { contextOf, withGlobalOptions } from "../command-context.js";
 import { jobState, STATE_NAMES, wholeNumber } from "../flag-values.js";
 import { JOB_COLUMNS, jobRow } from "../job-display.js";

@@ -2,7 +2,7 @@ import { createInterface } from "node:readline/promises";
 import { toJson } from "@bufbuild/protobuf";
 import { durationMs } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
-import { QueueStatsSchema, type QueueStats } from "../../../gen/ts/worq/v1/admin_service_pb.js";
+import { QueueStatsSchema, type QueueStats } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { contextOf, withGlobalOptions } from "../command-context.js";
 import { CliError, EXIT, usageError } from "../exit-codes.js";
 import { humanDuration, keyValues, print, printJson, table } from "../output.js";

@@ -1,7 +1,7 @@
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Command } from "commander";
-import { JobState, type Job } from "../../../gen/ts/worq/v1/job_pb.js";
+import { JobState, type Job } from "@worq/client/gen/worq/v1/job_pb.js";
 import { contextOf, withGlobalOptions } from "../command-context.js";
 import type { Connection } from "../connection.js";
 import { CliError, EXIT } from "../exit-codes.js";

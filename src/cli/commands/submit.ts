@@ -1,13 +1,13 @@
 import { readFileSync } from "node:fs";
 import { Option, type Command } from "commander";
 import type { SubmitInput } from "../../engine/job.js";
-import type { SubmitResponse } from "../../../gen/ts/worq/v1/producer_service_pb.js";
-import type { JobSpec } from "../../../gen/ts/worq/v1/job_pb.js";
+import type { SubmitResponse } from "@worq/client/gen/worq/v1/producer_service_pb.js";
+import type { JobSpec } from "@worq/client/gen/worq/v1/job_pb.js";
 import { contextOf, withGlobalOptions } from "../command-context.js";
 import { usageError } from "../exit-codes.js";
 import { durationMs, jsonArray, jsonObject, PRIORITY_NAMES, priorityLevel, rfc3339Ms, tag, wholeNumber } from "../flag-values.js";
 import { submitInputFromFormat, JOB_FORMATS, type JobFormat } from "../../formats/index.js";
-import { jobSpecOfInput } from "../../client/job-spec.js";
+import { jobSpecOfInput } from "@worq/client/job-spec.js";
 import { stateName } from "../job-view.js";
 import { keyValues, print, printJson } from "../output.js";
 

@@ -1,8 +1,8 @@
 import { toJson } from "@bufbuild/protobuf";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
-import { ListWorkersResponseSchema } from "../../../gen/ts/worq/v1/admin_service_pb.js";
-import { ControlAction } from "../../../gen/ts/worq/v1/worker_service_pb.js";
+import { ListWorkersResponseSchema } from "@worq/client/gen/worq/v1/admin_service_pb.js";
+import { ControlAction } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { contextOf, withGlobalOptions } from "../command-context.js";
 import { CliError, EXIT } from "../exit-codes.js";
 import { print, printJson, relative, table } from "../output.js";

@@ -1,4 +1,4 @@
-import { DependencyType, FailureCategory, JobState, Priority, type Job } from "../../../gen/ts/worq/v1/job_pb.js";
+import { DependencyType, FailureCategory, JobState, Priority, type Job } from "@worq/client/gen/worq/v1/job_pb.js";
 import { admin, producer } from "../api.js";
 import { button, el, link, table, type Child } from "../dom.js";
 import { bytesSize, hexDump, json, listJson, msOf, span, utf8, when, whenMs } from "../format.js";

@@ -1,7 +1,7 @@
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { ListJobsRequestSchema } from "../../../gen/ts/worq/v1/admin_service_pb.js";
-import { JobState, type Job } from "../../../gen/ts/worq/v1/job_pb.js";
+import type { ListJobsRequestSchema } from "@worq/client/gen/worq/v1/admin_service_pb.js";
+import { JobState, type Job } from "@worq/client/gen/worq/v1/job_pb.js";
 import { admin, producer } from "../api.js";
 import { button, el, link, num, route, table } from "../dom.js";
 import { relative, shortJid, truncate, whenMs } from "../format.js";

@@ -1,4 +1,4 @@
-import type { QueueStats } from "../../../gen/ts/worq/v1/admin_service_pb.js";
+import type { QueueStats } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { admin } from "../api.js";
 import { button, el, link, num, table } from "../dom.js";
 import { count, msOf, span } from "../format.js";

@@ -1,6 +1,6 @@
-import { JobState, type Job } from "../../../gen/ts/worq/v1/job_pb.js";
-import { ControlAction } from "../../../gen/ts/worq/v1/worker_service_pb.js";
-import type { WorkerInfo } from "../../../gen/ts/worq/v1/admin_service_pb.js";
+import { JobState, type Job } from "@worq/client/gen/worq/v1/job_pb.js";
+import { ControlAction } from "@worq/client/gen/worq/v1/worker_service_pb.js";
+import type { WorkerInfo } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { admin } from "../api.js";
 import { button, el, link, num, table } from "../dom.js";
 import { relative, shortJid, span, whenMs } from "../format.js";

@@ -1,8 +1,8 @@
 import { createClient, type Client } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { AdminService } from "../../../gen/ts/worq/v1/admin_service_pb.js";
-import { ProducerService } from "../../../gen/ts/worq/v1/producer_service_pb.js";
-import { WorkerService, type LeasedJob, type LeaseResponse } from "../../../gen/ts/worq/v1/worker_service_pb.js";
+import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
+import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
+import { WorkerService, type LeasedJob, type LeaseResponse } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 
 export interface WorqClients {
   producer: Client<typeof ProducerService>;

@@ -10,7 +10,7 @@
 import { parseArgs } from "node:util";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { WorkerService } from "../../../../gen/ts/worq/v1/worker_service_pb.js";
+import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 
 const { values } = parseArgs({
   options: {

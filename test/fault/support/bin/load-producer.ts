@@ -9,7 +9,7 @@
 import { parseArgs } from "node:util";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { ProducerService } from "../../../../gen/ts/worq/v1/producer_service_pb.js";
+import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 
 const { values } = parseArgs({
   options: {

@@ -6,7 +6,7 @@
  * stream that is (again) connected.
  */
 import { parseArgs } from "node:util";
-import { Worker } from "../../../../src/client/index.js";
+import { Worker } from "@worq/client";
 
 const { values } = parseArgs({
   options: {

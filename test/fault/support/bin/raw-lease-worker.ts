@@ -8,7 +8,7 @@ import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { WorkerService } from "../../../../gen/ts/worq/v1/worker_service_pb.js";
+import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 
 const { values } = parseArgs({
   options: {

@@ -1,7 +1,7 @@
 import { WireType } from "@bufbuild/protobuf/wire";
-import { encoded } from "../wire/wire-writer.js";
+import { encoded } from "./wire/wire-writer.js";
 import { Code } from "@connectrpc/connect";
-import { readString, readTag, skipField, WireReader } from "../wire/json-value.js";
+import { readString, readTag, skipField, WireReader } from "./wire/json-value.js";
 import { toClientError } from "./errors.js";
 import type { GrpcLink } from "./grpc-link.js";
 

@@ -1,5 +1,5 @@
 import { Code } from "@connectrpc/connect";
-import type { FailRequest } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import type { FailRequest } from "./gen/worq/v1/worker_service_pb.js";
 import type { WorqClient } from "./client.js";
 import { toClientError } from "./errors.js";
 import { readReportResponse, writeReportRequest } from "./lease-wire.js";

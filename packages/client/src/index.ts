@@ -1,7 +1,7 @@
 /**
  * The Worq TypeScript client: `WorqClient` to submit and follow jobs, `Worker` to run them.
  *
- *   import { WorqClient, Worker, PermanentError } from "worq";
+ *   import { WorqClient, Worker, PermanentError } from "@worq/client";
  */
 export { WorqClient, type ClientOptions } from "./client.js";
 export type { TlsOptions } from "./transport.js";
@@ -17,5 +17,5 @@ export {
   isUnavailable,
   isDeadlineExceeded,
 } from "./errors.js";
-export { JobState } from "../../gen/ts/worq/v1/job_pb.js";
+export { JobState } from "./gen/worq/v1/job_pb.js";
 export { verifyWebhookSignature } from "./webhook-signature.js";

@@ -1,9 +1,9 @@
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
-import { AdminService } from "../../gen/ts/worq/v1/admin_service_pb.js";
-import type { Job } from "../../gen/ts/worq/v1/job_pb.js";
-import { ProducerService } from "../../gen/ts/worq/v1/producer_service_pb.js";
-import { WorkerService } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { AdminService } from "./gen/worq/v1/admin_service_pb.js";
+import type { Job } from "./gen/worq/v1/job_pb.js";
+import { ProducerService } from "./gen/worq/v1/producer_service_pb.js";
+import { WorkerService } from "./gen/worq/v1/worker_service_pb.js";
 import { toClientError } from "./errors.js";
 import { encodedJobSpecOf, jobSpecOf, type SubmitOptions } from "./job-options.js";
 import { GrpcLink } from "./grpc-link.js";

@@ -1,9 +1,9 @@
 import { create, fromJson, toBinary, type JsonValue as PbJsonValue } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
-import { encoded, type ProtoWriter } from "../wire/wire-writer.js";
-import { writeDurationMs, writeTimestampMs } from "../wire/well-known.js";
+import { encoded, type ProtoWriter } from "./wire/wire-writer.js";
+import { writeDurationMs, writeTimestampMs } from "./wire/well-known.js";
 import { durationFromMs, ListValueSchema, timestampFromMs } from "@bufbuild/protobuf/wkt";
-import type { SubmitInput } from "../engine/job.js";
+import type { SubmitInput } from "./submit-input.js";
 import {
   BackoffStrategy,
   DependenciesSchema,
@@ -15,8 +15,8 @@ import {
   type Dependencies,
   type JobSpec,
   type RetryPolicy,
-} from "../../gen/ts/worq/v1/job_pb.js";
-import { writeListValueField, writeStructField, type JsonValue } from "../wire/json-value.js";
+} from "./gen/worq/v1/job_pb.js";
+import { writeListValueField, writeStructField, type JsonValue } from "./wire/json-value.js";
 
 /**
  * The JobSpec that submits `input`: the inverse of the server's submitInputOf, so a job read

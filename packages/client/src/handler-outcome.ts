@@ -1,7 +1,7 @@
 import { create, type JsonValue } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
-import { FailureCategory } from "../../gen/ts/worq/v1/job_pb.js";
-import { FailRequestSchema, type FailRequest } from "../../gen/ts/worq/v1/worker_service_pb.js";
+import { FailureCategory } from "./gen/worq/v1/job_pb.js";
+import { FailRequestSchema, type FailRequest } from "./gen/worq/v1/worker_service_pb.js";
 import { PermanentError, RetryLaterError } from "./errors.js";
 
 const encoder = new TextEncoder();

@@ -1,9 +1,9 @@
 import { fromBinary, toBinary, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { WireType, type BinaryReader } from "@bufbuild/protobuf/wire";
-import { encoded } from "../wire/wire-writer.js";
-import { JobSchema, type Job } from "../../gen/ts/worq/v1/job_pb.js";
-import { ControlSchema, FailRequestSchema, RevokedSchema, type Control, type FailRequest, type Revoked } from "../../gen/ts/worq/v1/worker_service_pb.js";
-import { readListValue, readString, readStruct, readTag, skipField, WireReader } from "../wire/json-value.js";
+import { encoded } from "./wire/wire-writer.js";
+import { JobSchema, type Job } from "./gen/worq/v1/job_pb.js";
+import { ControlSchema, FailRequestSchema, RevokedSchema, type Control, type FailRequest, type Revoked } from "./gen/worq/v1/worker_service_pb.js";
+import { readListValue, readString, readStruct, readTag, skipField, WireReader } from "./wire/json-value.js";
 
 /**
  * The worker's side of the wire, read and written field by field (numbers from

@@ -1,6 +1,6 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import type { PriorityLevel, RetryPolicy, SubmitInput } from "../engine/job.js";
-import type { JobSpec } from "../../gen/ts/worq/v1/job_pb.js";
+import type { PriorityLevel, SubmitInput } from "./submit-input.js";
+import type { JobSpec } from "./gen/worq/v1/job_pb.js";
 import { encodeJobSpec, jobSpecOfInput } from "./job-spec.js";
 
 export type PriorityName = "critical" | "high" | "normal" | "low" | "bulk";
@@ -72,7 +72,7 @@ function submitInputOf(type: string, options: SubmitOptions): SubmitInput {
     retry: retry && {
       maxAttempts: retry.maxAttempts,
       maxFails: retry.maxFails,
-      backoff: retry.backoff?.toUpperCase() as RetryPolicy["backoff"] | undefined,
+      backoff: retry.backoff?.toUpperCase() as NonNullable<SubmitInput["retry"]>["backoff"] | undefined,
       initialDelayMs: retry.initialDelayMs,
       multiplier: retry.multiplier,
       maxDelayMs: retry.maxDelayMs,
