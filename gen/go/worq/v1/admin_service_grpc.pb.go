@@ -43,14 +43,14 @@ type AdminServiceClient interface {
 	// GetJob returns one job with its state, failure and result. NOT_FOUND for an
 	// unknown jid, INVALID_ARGUMENT for a jid that is not a UUID.
 	GetJob(ctx context.Context, in *GetJobRequest, opts ...grpc.CallOption) (*GetJobResponse, error)
-	// ListJobs pages through one queue's (or every queue's) jobs in one state (seed 003
+	// ListJobs pages through one queue's (or every queue's) jobs in one state (Workq's
 	// `inspect jobs` and `inspect scheduled-jobs`) with a key cursor that stays correct while
 	// jobs move (none skipped or repeated because another moved): ready jobs in run order,
 	// delayed and retrying ones by due time, finished ones by finish time.
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
-	// ListQueues lists every queue ever used, sorted by name, with its stats (seed 003 `inspect queues`).
+	// ListQueues lists every queue ever used, sorted by name, with its stats (Workq's `inspect queues`).
 	ListQueues(ctx context.Context, in *ListQueuesRequest, opts ...grpc.CallOption) (*ListQueuesResponse, error)
-	// GetQueueStats returns one queue's counts, latency and pause state (seed 003 `inspect queue`).
+	// GetQueueStats returns one queue's counts, latency and pause state (Workq's `inspect queue`).
 	GetQueueStats(ctx context.Context, in *GetQueueStatsRequest, opts ...grpc.CallOption) (*GetQueueStatsResponse, error)
 	// GetServerInfo returns version, uptime, connected workers and totals.
 	GetServerInfo(ctx context.Context, in *GetServerInfoRequest, opts ...grpc.CallOption) (*GetServerInfoResponse, error)
@@ -225,14 +225,14 @@ type AdminServiceServer interface {
 	// GetJob returns one job with its state, failure and result. NOT_FOUND for an
 	// unknown jid, INVALID_ARGUMENT for a jid that is not a UUID.
 	GetJob(context.Context, *GetJobRequest) (*GetJobResponse, error)
-	// ListJobs pages through one queue's (or every queue's) jobs in one state (seed 003
+	// ListJobs pages through one queue's (or every queue's) jobs in one state (Workq's
 	// `inspect jobs` and `inspect scheduled-jobs`) with a key cursor that stays correct while
 	// jobs move (none skipped or repeated because another moved): ready jobs in run order,
 	// delayed and retrying ones by due time, finished ones by finish time.
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
-	// ListQueues lists every queue ever used, sorted by name, with its stats (seed 003 `inspect queues`).
+	// ListQueues lists every queue ever used, sorted by name, with its stats (Workq's `inspect queues`).
 	ListQueues(context.Context, *ListQueuesRequest) (*ListQueuesResponse, error)
-	// GetQueueStats returns one queue's counts, latency and pause state (seed 003 `inspect queue`).
+	// GetQueueStats returns one queue's counts, latency and pause state (Workq's `inspect queue`).
 	GetQueueStats(context.Context, *GetQueueStatsRequest) (*GetQueueStatsResponse, error)
 	// GetServerInfo returns version, uptime, connected workers and totals.
 	GetServerInfo(context.Context, *GetServerInfoRequest) (*GetServerInfoResponse, error)

@@ -24,7 +24,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// JobState is where a job is in its lifecycle (seed 004 §2, plus CANCELLED).
+// JobState is where a job is in its lifecycle.
 // Transitions are listed in docs/state-machine.md; every transition is one atomic,
 // fsync'd write.
 type JobState int32
@@ -107,8 +107,8 @@ func (JobState) EnumDescriptor() ([]byte, []int) {
 	return file_worq_v1_job_proto_rawDescGZIP(), []int{0}
 }
 
-// Priority orders jobs inside one queue: strictly by level, FIFO within a level
-// (seed 004 §3). A running job is never preempted.
+// Priority orders jobs inside one queue: strictly by level, FIFO within a level.
+// A running job is never preempted.
 type Priority int32
 
 const (
@@ -173,7 +173,8 @@ func (Priority) EnumDescriptor() ([]byte, []int) {
 	return file_worq_v1_job_proto_rawDescGZIP(), []int{1}
 }
 
-// FailureCategory classifies a failure and decides whether it is retried (seed 004 §8).
+// FailureCategory classifies a failure and decides whether it is retried
+// (docs/job-model.md, "Retries").
 type FailureCategory int32
 
 const (
@@ -348,7 +349,7 @@ func (ExhaustedAction) EnumDescriptor() ([]byte, []int) {
 	return file_worq_v1_job_proto_rawDescGZIP(), []int{4}
 }
 
-// DependencyType says when a dependent job may run (seed 004 §6).
+// DependencyType says when a dependent job may run.
 type DependencyType int32
 
 const (
@@ -408,7 +409,7 @@ type RetryPolicy struct {
 	// Maximum attempts including the first; every lease counts, a lapsed lease included.
 	// Default 3; 1 means "never retry" (Faktory `retry: 0`); at most 1000.
 	MaxAttempts *uint32 `protobuf:"varint,1,opt,name=max_attempts,json=maxAttempts,proto3,oneof" json:"max_attempts,omitempty"`
-	// Maximum explicit Fail reports (seed 003 `max-fails`), counted apart from attempts.
+	// Maximum explicit Fail reports (Workq's `max-fails`), counted apart from attempts.
 	// Unset means no separate limit.
 	MaxFails *uint32 `protobuf:"varint,2,opt,name=max_fails,json=maxFails,proto3,oneof" json:"max_fails,omitempty"`
 	// Backoff algorithm; default EXPONENTIAL.
@@ -513,7 +514,7 @@ func (x *RetryPolicy) GetOnExhausted() ExhaustedAction {
 	return ExhaustedAction_EXHAUSTED_ACTION_UNSPECIFIED
 }
 
-// Dependencies makes a job wait in PENDING until other jobs finish (seed 004 §6).
+// Dependencies makes a job wait in PENDING until other jobs finish.
 // The job stays PENDING until they are done; then it becomes SCHEDULED (or DELAYED, if its
 // `at` is still ahead). With AFTER, a dependency ending FAILED, DEAD_LETTER or CANCELLED
 // gives the dependent that same state (and so on down the graph). The dependent runs at the
@@ -592,11 +593,11 @@ type JobSpec struct {
 	Queue string `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
 	// Positional arguments: a JSON array. Numbers travel as doubles (exact up to 2^53).
 	Args *structpb.ListValue `protobuf:"bytes,3,opt,name=args,proto3" json:"args,omitempty"`
-	// Keyword arguments: a JSON object (seed 002).
+	// Keyword arguments: a JSON object.
 	Kwargs *structpb.Struct `protobuf:"bytes,4,opt,name=kwargs,proto3" json:"kwargs,omitempty"`
-	// Opaque bytes delivered to the worker unmodified (seeds 003, 004).
+	// Opaque bytes delivered to the worker unmodified.
 	Payload []byte `protobuf:"bytes,5,opt,name=payload,proto3" json:"payload,omitempty"`
-	// Application data passed through untouched (seed 000 `custom`).
+	// Application data passed through untouched (Faktory's `custom`).
 	Custom *structpb.Struct `protobuf:"bytes,6,opt,name=custom,proto3" json:"custom,omitempty"`
 	// Scheduling priority inside the queue; default NORMAL.
 	Priority Priority `protobuf:"varint,7,opt,name=priority,proto3,enum=worq.v1.Priority" json:"priority,omitempty"`
@@ -608,33 +609,33 @@ type JobSpec struct {
 	ReserveFor *durationpb.Duration `protobuf:"bytes,10,opt,name=reserve_for,json=reserveFor,proto3" json:"reserve_for,omitempty"`
 	// Hard cap on one attempt's wall-clock time, renewals included. Default 30 min, at most 24 h.
 	ExecutionTimeout *durationpb.Duration `protobuf:"bytes,11,opt,name=execution_timeout,json=executionTimeout,proto3" json:"execution_timeout,omitempty"`
-	// Total lifetime (seed 003 TTL, 004 lifetime), default 7 days, 1 s to 366 days. A job not
+	// Total lifetime (Workq's TTL), default 7 days, 1 s to 366 days. A job not
 	// finished by created + ttl is moved to DEAD_LETTER and counted as evicted, whatever its
 	// state (a running job's lease is revoked). A COMPLETED or CANCELLED job, with its result,
 	// is deleted at created + ttl; FAILED and DEAD_LETTER jobs stay until an operator acts.
 	Ttl *durationpb.Duration `protobuf:"bytes,12,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	// Retry bounds and backoff; defaults as documented on RetryPolicy.
 	Retry *RetryPolicy `protobuf:"bytes,13,opt,name=retry,proto3" json:"retry,omitempty"`
-	// How many stack frames of a failure's backtrace to keep (seed 000); default 0, at most 1000.
+	// How many stack frames of a failure's backtrace to keep (as Faktory's `backtrace`); default 0, at most 1000.
 	Backtrace uint32 `protobuf:"varint,14,opt,name=backtrace,proto3" json:"backtrace,omitempty"`
-	// Deduplicates submits (seed 004 §1): while a job of the same `type` with the same key was
+	// Deduplicates submits: while a job of the same `type` with the same key was
 	// submitted within the server's idempotency window (default 24 h, `--idempotency-window`),
 	// a submit returns that job's jid with `duplicate: true` and creates nothing. 1–256 chars.
 	IdempotencyKey string `protobuf:"bytes,15,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	// Jobs this one waits for (seed 004 §6); see Dependencies.
+	// Jobs this one waits for; see Dependencies.
 	DependsOn *Dependencies `protobuf:"bytes,16,opt,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
 	// Name of this job inside a SubmitBatch, for Dependencies.batch_refs; unique in the batch,
 	// 1–128 chars. Only meaningful in SubmitBatch.
 	BatchRef string `protobuf:"bytes,17,opt,name=batch_ref,json=batchRef,proto3" json:"batch_ref,omitempty"`
-	// User labels (seed 004), at most 64 entries; keys 1–128 chars, values at most 1024 chars.
+	// User labels, at most 64 entries; keys 1–128 chars, values at most 1024 chars.
 	Tags map[string]string `protobuf:"bytes,18,rep,name=tags,proto3" json:"tags,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Trace correlation id, at most 256 chars; stored and returned unchanged.
 	CorrelationId string `protobuf:"bytes,19,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
-	// FAN_OUT (seed 004 §6): the job that spawned this one, usually the running job whose handler
+	// FAN_OUT: the job that spawned this one, usually the running job whose handler
 	// submits it. Must exist. Shown on the child as `parent_jid`.
 	ParentJid string `protobuf:"bytes,21,opt,name=parent_jid,json=parentJid,proto3" json:"parent_jid,omitempty"`
-	// Webhook (seed 004): when the job reaches a terminal state, the server POSTs the job as a
-	// seed 002 envelope (JSON) here, retrying with backoff for about 10 minutes, never holding
+	// Webhook: when the job reaches a terminal state, the server POSTs the job as a
+	// JSON envelope (docs/webhooks.md) here, retrying with backoff for about 10 minutes, never holding
 	// up any queue. http or https; the target's origin must be in the server's allowlist
 	// (`--callback-allow`, empty by default), else PERMISSION_DENIED and nothing is stored.
 	CallbackUrl   string `protobuf:"bytes,20,opt,name=callback_url,json=callbackUrl,proto3" json:"callback_url,omitempty"`
@@ -819,7 +820,7 @@ func (x *JobSpec) GetCallbackUrl() string {
 	return ""
 }
 
-// Failure is the record of a job's failures (seed 000 `failure`, seed 004 §8).
+// Failure is the record of a job's failures (Faktory's `failure` block).
 type Failure struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// When the job first failed.
@@ -975,7 +976,7 @@ type Job struct {
 	CompletedAt *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
 	// Result bytes stored by Ack (at most 1 MiB); filled by GetJob, empty in leased jobs.
 	Result []byte `protobuf:"bytes,26,opt,name=result,proto3" json:"result,omitempty"`
-	// Lease ids of earlier attempts, oldest first (seed 004 "previous attempt id").
+	// Lease ids of earlier attempts, oldest first.
 	PreviousLeaseIds []string `protobuf:"bytes,27,rep,name=previous_lease_ids,json=previousLeaseIds,proto3" json:"previous_lease_ids,omitempty"`
 	// While RUNNING: when the current lease lapses unless renewed.
 	LeaseExpiresAt *timestamppb.Timestamp `protobuf:"bytes,28,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`

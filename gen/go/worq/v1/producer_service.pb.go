@@ -22,7 +22,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// BatchShape is a dependency pattern over the jobs of one SubmitBatch (seed 004 §6).
+// BatchShape is a dependency pattern over the jobs of one SubmitBatch.
 type BatchShape int32
 
 const (

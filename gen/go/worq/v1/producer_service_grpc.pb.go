@@ -41,12 +41,12 @@ type ProducerServiceClient interface {
 	// One invalid job fails the whole batch with INVALID_ARGUMENT naming `jobs[i].field`.
 	SubmitBatch(ctx context.Context, in *SubmitBatchRequest, opts ...grpc.CallOption) (*SubmitBatchResponse, error)
 	// Run submits a job and waits up to `wait_timeout` for it to reach a terminal state
-	// (seed 003 `run`). OK carries the finished job with its result. DEADLINE_EXCEEDED when
+	// (Workq's `run`). OK carries the finished job with its result. DEADLINE_EXCEEDED when
 	// the wait runs out: the job is left as it is and its jid is in the `worq-jid` trailer.
 	// Submit's errors apply to the job.
 	Run(ctx context.Context, in *RunRequest, opts ...grpc.CallOption) (*RunResponse, error)
 	// GetResult waits up to `wait_timeout` for a job to reach a terminal state and returns it,
-	// result included (seed 003 `result`). DEADLINE_EXCEEDED when it has not finished by then;
+	// result included (Workq's `result`). DEADLINE_EXCEEDED when it has not finished by then;
 	// NOT_FOUND for an unknown job, or one discarded by its retry policy.
 	GetResult(ctx context.Context, in *GetResultRequest, opts ...grpc.CallOption) (*GetResultResponse, error)
 	// Cancel moves a job that has not finished to CANCELLED (failure category CANCELLED). A
@@ -129,12 +129,12 @@ type ProducerServiceServer interface {
 	// One invalid job fails the whole batch with INVALID_ARGUMENT naming `jobs[i].field`.
 	SubmitBatch(context.Context, *SubmitBatchRequest) (*SubmitBatchResponse, error)
 	// Run submits a job and waits up to `wait_timeout` for it to reach a terminal state
-	// (seed 003 `run`). OK carries the finished job with its result. DEADLINE_EXCEEDED when
+	// (Workq's `run`). OK carries the finished job with its result. DEADLINE_EXCEEDED when
 	// the wait runs out: the job is left as it is and its jid is in the `worq-jid` trailer.
 	// Submit's errors apply to the job.
 	Run(context.Context, *RunRequest) (*RunResponse, error)
 	// GetResult waits up to `wait_timeout` for a job to reach a terminal state and returns it,
-	// result included (seed 003 `result`). DEADLINE_EXCEEDED when it has not finished by then;
+	// result included (Workq's `result`). DEADLINE_EXCEEDED when it has not finished by then;
 	// NOT_FOUND for an unknown job, or one discarded by its retry policy.
 	GetResult(context.Context, *GetResultRequest) (*GetResultResponse, error)
 	// Cancel moves a job that has not finished to CANCELLED (failure category CANCELLED). A

@@ -668,7 +668,7 @@ type FailRequest struct {
 	Backtrace []string `protobuf:"bytes,5,rep,name=backtrace,proto3" json:"backtrace,omitempty"`
 	// Failure category; default TEMPORARY. PERMANENT goes to FAILED at once.
 	Category FailureCategory `protobuf:"varint,6,opt,name=category,proto3,enum=worq.v1.FailureCategory" json:"category,omitempty"`
-	// Retry no earlier than this; overrides the computed backoff (seed 004 retry_after).
+	// Retry no earlier than this; overrides the computed backoff.
 	RetryAfter    *durationpb.Duration `protobuf:"bytes,7,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -816,8 +816,8 @@ type LeaseRef struct {
 	Jid string `protobuf:"bytes,1,opt,name=jid,proto3" json:"jid,omitempty"`
 	// The lease id it was delivered with.
 	LeaseId string `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
-	// In Renew only: the handler asks for a shorter execution timeout for this attempt (seed
-	// 004 §4: "may request shorter, cannot exceed"); the attempt must end by its start + this.
+	// In Renew only: the handler asks for a shorter execution timeout for this attempt (it
+	// may shorten it, never lengthen it); the attempt must end by its start + this.
 	// More than the job's execution_timeout is refused (INVALID_ARGUMENT). Unset keeps it.
 	ExecutionTimeout *durationpb.Duration `protobuf:"bytes,3,opt,name=execution_timeout,json=executionTimeout,proto3" json:"execution_timeout,omitempty"`
 	unknownFields    protoimpl.UnknownFields

@@ -115,7 +115,7 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListJobs(self, request, context):
-        """ListJobs pages through one queue's (or every queue's) jobs in one state (seed 003
+        """ListJobs pages through one queue's (or every queue's) jobs in one state (Workq's
         `inspect jobs` and `inspect scheduled-jobs`) with a key cursor that stays correct while
         jobs move (none skipped or repeated because another moved): ready jobs in run order,
         delayed and retrying ones by due time, finished ones by finish time.
@@ -125,14 +125,14 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListQueues(self, request, context):
-        """ListQueues lists every queue ever used, sorted by name, with its stats (seed 003 `inspect queues`).
+        """ListQueues lists every queue ever used, sorted by name, with its stats (Workq's `inspect queues`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetQueueStats(self, request, context):
-        """GetQueueStats returns one queue's counts, latency and pause state (seed 003 `inspect queue`).
+        """GetQueueStats returns one queue's counts, latency and pause state (Workq's `inspect queue`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -86,7 +86,7 @@ class ProducerServiceServicer:
 
     def Run(self, request, context):
         """Run submits a job and waits up to `wait_timeout` for it to reach a terminal state
-        (seed 003 `run`). OK carries the finished job with its result. DEADLINE_EXCEEDED when
+        (Workq's `run`). OK carries the finished job with its result. DEADLINE_EXCEEDED when
         the wait runs out: the job is left as it is and its jid is in the `worq-jid` trailer.
         Submit's errors apply to the job.
         """
@@ -96,7 +96,7 @@ class ProducerServiceServicer:
 
     def GetResult(self, request, context):
         """GetResult waits up to `wait_timeout` for a job to reach a terminal state and returns it,
-        result included (seed 003 `result`). DEADLINE_EXCEEDED when it has not finished by then;
+        result included (Workq's `result`). DEADLINE_EXCEEDED when it has not finished by then;
         NOT_FOUND for an unknown job, or one discarded by its retry policy.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

@@ -973,7 +973,7 @@ export const AdminService: GenService<{
     output: typeof GetJobResponseSchema;
   },
   /**
-   * ListJobs pages through one queue's (or every queue's) jobs in one state (seed 003
+   * ListJobs pages through one queue's (or every queue's) jobs in one state (Workq's
    * `inspect jobs` and `inspect scheduled-jobs`) with a key cursor that stays correct while
    * jobs move (none skipped or repeated because another moved): ready jobs in run order,
    * delayed and retrying ones by due time, finished ones by finish time.
@@ -986,7 +986,7 @@ export const AdminService: GenService<{
     output: typeof ListJobsResponseSchema;
   },
   /**
-   * ListQueues lists every queue ever used, sorted by name, with its stats (seed 003 `inspect queues`).
+   * ListQueues lists every queue ever used, sorted by name, with its stats (Workq's `inspect queues`).
    *
    * @generated from rpc worq.v1.AdminService.ListQueues
    */
@@ -996,7 +996,7 @@ export const AdminService: GenService<{
     output: typeof ListQueuesResponseSchema;
   },
   /**
-   * GetQueueStats returns one queue's counts, latency and pause state (seed 003 `inspect queue`).
+   * GetQueueStats returns one queue's counts, latency and pause state (Workq's `inspect queue`).
    *
    * @generated from rpc worq.v1.AdminService.GetQueueStats
    */

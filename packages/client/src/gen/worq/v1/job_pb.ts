@@ -30,7 +30,7 @@ export type RetryPolicy = Message<"worq.v1.RetryPolicy"> & {
   maxAttempts?: number | undefined;
 
   /**
-   * Maximum explicit Fail reports (seed 003 `max-fails`), counted apart from attempts.
+   * Maximum explicit Fail reports (Workq's `max-fails`), counted apart from attempts.
    * Unset means no separate limit.
    *
    * @generated from field: optional uint32 max_fails = 2;
@@ -88,7 +88,7 @@ export const RetryPolicySchema: GenMessage<RetryPolicy> = /*@__PURE__*/
   messageDesc(file_worq_v1_job, 0);
 
 /**
- * Dependencies makes a job wait in PENDING until other jobs finish (seed 004 §6).
+ * Dependencies makes a job wait in PENDING until other jobs finish.
  * The job stays PENDING until they are done; then it becomes SCHEDULED (or DELAYED, if its
  * `at` is still ahead). With AFTER, a dependency ending FAILED, DEAD_LETTER or CANCELLED
  * gives the dependent that same state (and so on down the graph). The dependent runs at the
@@ -156,21 +156,21 @@ export type JobSpec = Message<"worq.v1.JobSpec"> & {
   args?: ListValue | undefined;
 
   /**
-   * Keyword arguments: a JSON object (seed 002).
+   * Keyword arguments: a JSON object.
    *
    * @generated from field: google.protobuf.Struct kwargs = 4;
    */
   kwargs?: JsonObject | undefined;
 
   /**
-   * Opaque bytes delivered to the worker unmodified (seeds 003, 004).
+   * Opaque bytes delivered to the worker unmodified.
    *
    * @generated from field: bytes payload = 5;
    */
   payload: Uint8Array;
 
   /**
-   * Application data passed through untouched (seed 000 `custom`).
+   * Application data passed through untouched (Faktory's `custom`).
    *
    * @generated from field: google.protobuf.Struct custom = 6;
    */
@@ -212,7 +212,7 @@ export type JobSpec = Message<"worq.v1.JobSpec"> & {
   executionTimeout?: Duration | undefined;
 
   /**
-   * Total lifetime (seed 003 TTL, 004 lifetime), default 7 days, 1 s to 366 days. A job not
+   * Total lifetime (Workq's TTL), default 7 days, 1 s to 366 days. A job not
    * finished by created + ttl is moved to DEAD_LETTER and counted as evicted, whatever its
    * state (a running job's lease is revoked). A COMPLETED or CANCELLED job, with its result,
    * is deleted at created + ttl; FAILED and DEAD_LETTER jobs stay until an operator acts.
@@ -229,14 +229,14 @@ export type JobSpec = Message<"worq.v1.JobSpec"> & {
   retry?: RetryPolicy | undefined;
 
   /**
-   * How many stack frames of a failure's backtrace to keep (seed 000); default 0, at most 1000.
+   * How many stack frames of a failure's backtrace to keep (as Faktory's `backtrace`); default 0, at most 1000.
    *
    * @generated from field: uint32 backtrace = 14;
    */
   backtrace: number;
 
   /**
-   * Deduplicates submits (seed 004 §1): while a job of the same `type` with the same key was
+   * Deduplicates submits: while a job of the same `type` with the same key was
    * submitted within the server's idempotency window (default 24 h, `--idempotency-window`),
    * a submit returns that job's jid with `duplicate: true` and creates nothing. 1–256 chars.
    *
@@ -245,7 +245,7 @@ export type JobSpec = Message<"worq.v1.JobSpec"> & {
   idempotencyKey: string;
 
   /**
-   * Jobs this one waits for (seed 004 §6); see Dependencies.
+   * Jobs this one waits for; see Dependencies.
    *
    * @generated from field: worq.v1.Dependencies depends_on = 16;
    */
@@ -260,7 +260,7 @@ export type JobSpec = Message<"worq.v1.JobSpec"> & {
   batchRef: string;
 
   /**
-   * User labels (seed 004), at most 64 entries; keys 1–128 chars, values at most 1024 chars.
+   * User labels, at most 64 entries; keys 1–128 chars, values at most 1024 chars.
    *
    * @generated from field: map<string, string> tags = 18;
    */
@@ -274,7 +274,7 @@ export type JobSpec = Message<"worq.v1.JobSpec"> & {
   correlationId: string;
 
   /**
-   * FAN_OUT (seed 004 §6): the job that spawned this one, usually the running job whose handler
+   * FAN_OUT: the job that spawned this one, usually the running job whose handler
    * submits it. Must exist. Shown on the child as `parent_jid`.
    *
    * @generated from field: string parent_jid = 21;
@@ -282,8 +282,8 @@ export type JobSpec = Message<"worq.v1.JobSpec"> & {
   parentJid: string;
 
   /**
-   * Webhook (seed 004): when the job reaches a terminal state, the server POSTs the job as a
-   * seed 002 envelope (JSON) here, retrying with backoff for about 10 minutes, never holding
+   * Webhook: when the job reaches a terminal state, the server POSTs the job as a
+   * JSON envelope (docs/webhooks.md) here, retrying with backoff for about 10 minutes, never holding
    * up any queue. http or https; the target's origin must be in the server's allowlist
    * (`--callback-allow`, empty by default), else PERMISSION_DENIED and nothing is stored.
    *
@@ -300,7 +300,7 @@ export const JobSpecSchema: GenMessage<JobSpec> = /*@__PURE__*/
   messageDesc(file_worq_v1_job, 2);
 
 /**
- * Failure is the record of a job's failures (seed 000 `failure`, seed 004 §8).
+ * Failure is the record of a job's failures (Faktory's `failure` block).
  *
  * @generated from message worq.v1.Failure
  */
@@ -552,7 +552,7 @@ export type Job = Message<"worq.v1.Job"> & {
   result: Uint8Array;
 
   /**
-   * Lease ids of earlier attempts, oldest first (seed 004 "previous attempt id").
+   * Lease ids of earlier attempts, oldest first.
    *
    * @generated from field: repeated string previous_lease_ids = 27;
    */
@@ -637,7 +637,7 @@ export const JobSchema: GenMessage<Job> = /*@__PURE__*/
   messageDesc(file_worq_v1_job, 4);
 
 /**
- * JobState is where a job is in its lifecycle (seed 004 §2, plus CANCELLED).
+ * JobState is where a job is in its lifecycle.
  * Transitions are listed in docs/state-machine.md; every transition is one atomic,
  * fsync'd write.
  *
@@ -722,8 +722,8 @@ export const JobStateSchema: GenEnum<JobState> = /*@__PURE__*/
   enumDesc(file_worq_v1_job, 0);
 
 /**
- * Priority orders jobs inside one queue: strictly by level, FIFO within a level
- * (seed 004 §3). A running job is never preempted.
+ * Priority orders jobs inside one queue: strictly by level, FIFO within a level.
+ * A running job is never preempted.
  *
  * @generated from enum worq.v1.Priority
  */
@@ -778,7 +778,8 @@ export const PrioritySchema: GenEnum<Priority> = /*@__PURE__*/
   enumDesc(file_worq_v1_job, 1);
 
 /**
- * FailureCategory classifies a failure and decides whether it is retried (seed 004 §8).
+ * FailureCategory classifies a failure and decides whether it is retried
+ * (docs/job-model.md, "Retries").
  *
  * @generated from enum worq.v1.FailureCategory
  */
@@ -908,7 +909,7 @@ export const ExhaustedActionSchema: GenEnum<ExhaustedAction> = /*@__PURE__*/
   enumDesc(file_worq_v1_job, 4);
 
 /**
- * DependencyType says when a dependent job may run (seed 004 §6).
+ * DependencyType says when a dependent job may run.
  *
  * @generated from enum worq.v1.DependencyType
  */

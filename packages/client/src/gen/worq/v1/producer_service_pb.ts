@@ -262,7 +262,7 @@ export const CancelResponseSchema: GenMessage<CancelResponse> = /*@__PURE__*/
   messageDesc(file_worq_v1_producer_service, 9);
 
 /**
- * BatchShape is a dependency pattern over the jobs of one SubmitBatch (seed 004 §6).
+ * BatchShape is a dependency pattern over the jobs of one SubmitBatch.
  *
  * @generated from enum worq.v1.BatchShape
  */
@@ -328,7 +328,7 @@ export const ProducerService: GenService<{
   },
   /**
    * Run submits a job and waits up to `wait_timeout` for it to reach a terminal state
-   * (seed 003 `run`). OK carries the finished job with its result. DEADLINE_EXCEEDED when
+   * (Workq's `run`). OK carries the finished job with its result. DEADLINE_EXCEEDED when
    * the wait runs out: the job is left as it is and its jid is in the `worq-jid` trailer.
    * Submit's errors apply to the job.
    *
@@ -341,7 +341,7 @@ export const ProducerService: GenService<{
   },
   /**
    * GetResult waits up to `wait_timeout` for a job to reach a terminal state and returns it,
-   * result included (seed 003 `result`). DEADLINE_EXCEEDED when it has not finished by then;
+   * result included (Workq's `result`). DEADLINE_EXCEEDED when it has not finished by then;
    * NOT_FOUND for an unknown job, or one discarded by its retry policy.
    *
    * @generated from rpc worq.v1.ProducerService.GetResult

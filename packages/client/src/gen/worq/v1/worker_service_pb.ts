@@ -353,7 +353,7 @@ export type FailRequest = Message<"worq.v1.FailRequest"> & {
   category: FailureCategory;
 
   /**
-   * Retry no earlier than this; overrides the computed backoff (seed 004 retry_after).
+   * Retry no earlier than this; overrides the computed backoff.
    *
    * @generated from field: google.protobuf.Duration retry_after = 7;
    */
@@ -417,8 +417,8 @@ export type LeaseRef = Message<"worq.v1.LeaseRef"> & {
   leaseId: string;
 
   /**
-   * In Renew only: the handler asks for a shorter execution timeout for this attempt (seed
-   * 004 §4: "may request shorter, cannot exceed"); the attempt must end by its start + this.
+   * In Renew only: the handler asks for a shorter execution timeout for this attempt (it
+   * may shorten it, never lengthen it); the attempt must end by its start + this.
    * More than the job's execution_timeout is refused (INVALID_ARGUMENT). Unset keeps it.
    *
    * @generated from field: google.protobuf.Duration execution_timeout = 3;
