@@ -114,7 +114,7 @@ describe("worq submit --json and get --format: the three job formats", () => {
     await server.close();
   });
 
-  it("reads a Worq JSON job (seed 000) from stdin and prints it back in that shape", async () => {
+  it("reads a Worq JSON job from stdin and prints it back in that shape", async () => {
     const job = { jid: "client-side-id", jobtype: "SomeWorker", args: [1, 2, 3], queue: "imports", custom: { locale: "EN_us" } };
     const run = await cli(["submit", "--json"], { input: JSON.stringify(job) });
     expect(run.code, run.stderr).toBe(0);
@@ -126,10 +126,10 @@ describe("worq submit --json and get --format: the three job formats", () => {
     expect(back.code, back.stderr).toBe(0);
     const worq = jsonOf(back);
     expect(worq).toMatchObject({ jid, jobtype: "SomeWorker", args: [1, 2, 3], queue: "imports", custom: { locale: "EN_us" } });
-    expect(worq.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/); // 27 characters, seed 000
+    expect(worq.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/); // 27 characters, as Faktory writes them
   });
 
-  it("reads a Sidekiq job (seed 001) from stdin ('-') and prints it back in that shape", async () => {
+  it("reads a Sidekiq job from stdin ('-') and prints it back in that shape", async () => {
     const job = { class: "HardWorker", jid: "b4a577edbccf1d805744efa9", args: [1, "arg", true], queue: "legacy", created_at: 1234567890 };
     const run = await cli(["submit", "--json", "-", "--format", "sidekiq"], { input: JSON.stringify(job) });
     expect(run.code, run.stderr).toBe(0);
@@ -152,7 +152,7 @@ describe("worq submit --json and get --format: the three job formats", () => {
     expect((await server.admin.listJobs({ queue: "p" })).jobs).toEqual([]);
   });
 
-  it("reads a JSON array of envelopes (seed 002) as one atomic batch", async () => {
+  it("reads a JSON array of envelopes as one atomic batch", async () => {
     const jobs = [
       { job_path: "app.tasks.resize", args: ["a.png"], kwargs: { width: 100 } },
       { job_path: "app.tasks.notify", args: [], kwargs: { user: 7 } },

@@ -47,7 +47,7 @@ describe("004 callback_url webhooks (real server, real HTTP receiver on 127.0.0.
     }
   };
 
-  it("POSTs the finished job as a seed 002 envelope", async () => {
+  it("POSTs the finished job as an envelope (?format=envelope shape)", async () => {
     const { jid } = await server.producer.submit({
       job: { type: "backend.workers.tasks.send", queue: "hooks", args: { values: [] }, kwargs: { to: "a" }, callbackUrl: `${origin}/done` },
     });

@@ -40,7 +40,7 @@ describe("cancel, delete and lifetime over gRPC (real server)", () => {
     await worker.stop();
   });
 
-  it("004 §4 lifetime: a job not finished within its ttl is dead-lettered and counted as evicted", async () => {
+  it("lifetime: a job not finished within its ttl is dead-lettered and counted as evicted", async () => {
     const before = (await server.admin.getServerInfo({})).evictedJobs;
     const { jid } = await server.producer.submit({ job: { type: "t", queue: "nobody-leases-this", ttl: durationFromMs(1_000) } });
     const { job } = await server.producer.getResult({ jid, waitTimeout: durationFromMs(3_000) });
@@ -65,7 +65,7 @@ describe("cancel, delete and lifetime over gRPC (real server)", () => {
   });
 });
 
-describe("004 §1 idempotency keys over gRPC (real server)", () => {
+describe("idempotency keys over gRPC (real server)", () => {
   it("a duplicate Submit returns the same jid with duplicate: true, also after a restart", async () => {
     let server = await startTestServer();
     try {

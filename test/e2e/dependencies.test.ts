@@ -4,7 +4,7 @@ import { BatchShape } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { StreamWorker } from "./support/clients.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
-describe("004 §6 dependencies over gRPC (real server)", () => {
+describe("dependencies over gRPC (real server)", () => {
   let server: TestServer;
   beforeAll(async () => {
     server = await startTestServer();

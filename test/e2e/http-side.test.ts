@@ -101,7 +101,7 @@ describe("the HTTP side: Connect protocol with curl, /healthz, /metrics (real se
   });
 });
 
-describe("SPEC §5 formats over HTTP: submit and fetch a job in any of the seeds' shapes (curl)", () => {
+describe("formats over HTTP: submit and fetch a job as Worq JSON, Sidekiq or envelope (curl)", () => {
   let server: TestServer;
   let base: string;
   beforeAll(async () => {

@@ -16,7 +16,7 @@ describe("the job model over gRPC (real server)", () => {
     await server.close();
   });
 
-  it("004 §5 / 003 max-fails: explicit fails are limited apart from attempts", async () => {
+  it("max-fails: explicit fails are limited apart from attempts", async () => {
     const { jid } = await server.producer.submit({
       job: { type: "t", queue: "max-fails", retry: { maxAttempts: 10, maxFails: 1, initialDelay: durationFromMs(10) } },
     });
@@ -43,7 +43,7 @@ describe("the job model over gRPC (real server)", () => {
     await worker.stop();
   });
 
-  it("004 §4 execution timeout: a hard cap per attempt even with renewals, failed as TIMEOUT and retried", async () => {
+  it("execution timeout: a hard cap per attempt even with renewals, failed as TIMEOUT and retried", async () => {
     const { jid } = await server.producer.submit({
       job: { type: "t", queue: "exec-timeout", reserveFor: durationFromMs(1_000), executionTimeout: durationFromMs(1_500), retry: { initialDelay: durationFromMs(50) } },
     });
@@ -62,7 +62,7 @@ describe("the job model over gRPC (real server)", () => {
     await worker.stop();
   });
 
-  it("004 §10 metadata: tags, correlation id, timestamps, attempt and previous attempt ids on every job", async () => {
+  it("metadata: tags, correlation id, timestamps, attempt and previous attempt ids on every job", async () => {
     const { jid } = await server.producer.submit({
       job: { type: "t", queue: "meta", tags: { team: "growth" }, correlationId: "trace-42", retry: { initialDelay: durationFromMs(10) } },
     });
@@ -80,7 +80,7 @@ describe("the job model over gRPC (real server)", () => {
     expect(times).toEqual([...times].sort((a, b) => a - b));
   });
 
-  it("004 §9 limits: the job data limit is configurable (here 2 MiB), and enforced naming the field", async () => {
+  it("limits: the job data limit is configurable (here 2 MiB), and enforced naming the field", async () => {
     const ok = await server.producer.submit({ job: { type: "t", queue: "big", payload: new Uint8Array(1536 * 1024) } });
     expect(ok.jid).toHaveLength(36);
     const error = ConnectError.from(

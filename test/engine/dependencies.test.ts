@@ -23,7 +23,7 @@ async function runAll(engine: Engine, queues = ["default"]): Promise<CollectingS
 
 const state = async (engine: Engine, jid: string) => (await engine.getJob(jid)).meta.state;
 
-describe("004 §6 dependencies: AFTER", () => {
+describe("dependencies: AFTER", () => {
   it("a dependent is PENDING until its dependency completes, then runs", async () => {
     const { engine } = await setup();
     const parent = await submitOne(engine, { type: "parent", queue: "p" });
@@ -87,7 +87,7 @@ describe("004 §6 dependencies: AFTER", () => {
   });
 });
 
-describe("004 §6 dependencies: AFTER_ANY", () => {
+describe("dependencies: AFTER_ANY", () => {
   it("runs after every dependency finished, whatever the outcome", async () => {
     const { engine } = await setup();
     const bad = await submitOne(engine, { type: "fail:PERMANENT", queue: "p" });
@@ -98,7 +98,7 @@ describe("004 §6 dependencies: AFTER_ANY", () => {
   });
 });
 
-describe("004 §6 submission shapes: CHAIN, FAN_IN, FAN_OUT", () => {
+describe("submission shapes: CHAIN, FAN_IN, FAN_OUT", () => {
   it("CHAIN runs the batch in sequence", async () => {
     const { engine } = await setup();
     const jids = (await engine.submit(["1", "2", "3"].map((type) => ({ type })), batch, "CHAIN")).map((r) => r.jid);
@@ -147,7 +147,7 @@ describe("004 §6 submission shapes: CHAIN, FAN_IN, FAN_OUT", () => {
   });
 });
 
-describe("004 §6 constraints", () => {
+describe("dependency constraints", () => {
   it("a batch with a cycle is refused, and nothing is created", async () => {
     const { engine, data } = await setup();
     await expectWorqError(
@@ -182,7 +182,7 @@ describe("004 §6 constraints", () => {
   });
 });
 
-describe("004 §6 dependencies across a restart", () => {
+describe("dependencies across a restart", () => {
   it("a PENDING job is still waiting after a restart and runs when its dependency completes", async () => {
     const { engine, data, clock } = await setup();
     const parent = await submitOne(engine, { type: "parent", queue: "p" });

@@ -5,7 +5,7 @@
  * clock advances followed by tick(), and restarts (graceful, or kill -9) over the same
  * MemoryData. After every step (and a flush) the engine is checked against a small model:
  *
- * - every store write is one allowed transition (seed 004 §2 + docs/state-machine.md) of the
+ * - every store write is one allowed transition (docs/state-machine.md) of the
  *   job as last written, with a cause in that step (report, lapse/due in a tick, lease by the
  *   pump, cancel); terminal states never change; attempt grows by one exactly on a lease;
  * - reports: a live ack/fail/renew gives the documented outcome (state, retry time, lease
@@ -55,8 +55,8 @@ const WORKERS = ["w0", "w1", "w2"] as const;
 const MAX_SESSIONS = 3;
 
 /**
- * Transitions a job may take: seed 004 §2 plus Worq's additions (docs/state-machine.md):
- * renew, lapse back to SCHEDULED, CANCELLED, ttl eviction. Terminal states have none.
+ * Transitions a job may take (docs/state-machine.md), including renew, lapse back to
+ * SCHEDULED, CANCELLED and ttl eviction. Terminal states have none.
  */
 const ALLOWED: Record<JobState, readonly JobState[]> = {
   PENDING: ["SCHEDULED", "DELAYED", "CANCELLED", "DEAD_LETTER"],

@@ -675,8 +675,8 @@ describe("Engine: lease lapse, renewal and execution timeout", () => {
   // BUG (engine.ts applyHeld/ack/fail): a refused Ack/Fail frees the worker's slot
   // (release() before the throw) but nothing pumps afterwards, so a job that is ready right now
   // is not pushed to the worker until some unrelated event (a submit, a tick, another ack)
-  // runs pump(). SPEC §3: the server pushes jobs "while the worker has credit, the moment they
-  // are ready (no polling)". Fix: pump() when release() freed a slot, also on the refusal path.
+  // runs pump(). The server must push a job while the worker has credit, the moment the job
+  // is ready (no polling). Fix: pump() when release() freed a slot, also on the refusal path.
   it("a stale report that frees a slot gets the waiting job pushed at once", async () => {
     const { clock, engine } = await setup();
     const jid = await submitOne(engine, { type: "t", reserveForMs: 5 * SECOND });
@@ -1124,8 +1124,8 @@ describe("Engine: submit validation", () => {
   // crashes in ReadyQueue.push with a TypeError *after* earlier jobs of the batch were put in
   // the live map and ready queue but before anything was committed: the engine then holds jobs
   // the store never saw, and the next pump leases one, writing a RUNNING meta with no body and
-  // taking the worker's slot with a job it can never deliver. SPEC §2: a malformed request
-  // "gets a clear error naming the field, and changes nothing". Fix: in buildNewJob,
+  // taking the worker's slot with a job it can never deliver. A malformed request must get a
+  // clear error naming the field, and change nothing. Fix: in buildNewJob,
   // `if (!Number.isInteger(priority) || priority < 0 || priority >= PRIORITY_LEVELS) invalid(`${field}.priority`, ...)`.
   it("an out-of-range priority → WORQ_INVALID_ARGUMENT naming it, creating nothing", async () => {
     const { engine, data } = await setup();

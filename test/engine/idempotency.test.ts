@@ -7,7 +7,7 @@ async function setup() {
   return openEngine({ idempotencyWindowMs: 24 * HOUR });
 }
 
-describe("004 §1 idempotency keys", () => {
+describe("idempotency keys", () => {
   it("a duplicate submit returns the existing jid, says so, and creates nothing", async () => {
     const { engine, data } = await setup();
     const [first] = await engine.submit([{ type: "charge", idempotencyKey: "order-42" }], single);

@@ -8,7 +8,7 @@ async function setup() {
   return openEngine();
 }
 
-describe("004 §4 total lifetime (ttl) / 003 TTL", () => {
+describe("total lifetime (ttl)", () => {
   it("an unfinished job past its ttl goes to DEAD_LETTER, counted as evicted, whatever its state", async () => {
     const { clock, engine } = await setup();
     const waiting = await submitOne(engine, { type: "t", queue: "a", ttlMs: 10 * SECOND });
@@ -122,7 +122,7 @@ describe("003 delete", () => {
   });
 });
 
-describe("004 §4 handler-specified timeout", () => {
+describe("handler-specified execution timeout", () => {
   it("a handler may shorten its attempt's execution timeout through Renew, never lengthen it", async () => {
     const { clock, engine } = await setup();
     const jid = await submitOne(engine, { type: "t", reserveForMs: 60 * SECOND, executionTimeoutMs: 120 * SECOND });

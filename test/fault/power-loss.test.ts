@@ -15,7 +15,7 @@ import { startWorq } from "./support/worq-process.js";
  * keeps written data in memory until fsync. At each cycle the server is SIGKILLed and the
  * filesystem is killed too (every unsynced byte is gone, as in a power cut), remounted, and
  * the server restarted on it, while producer and worker processes keep going. A kill -9
- * alone cannot show this: the OS keeps unsynced pages (research/reliability.md §0).
+ * alone cannot show this: the OS keeps unsynced pages in its page cache, which survives a process kill.
  * Self-check: the same run against a server that skips fsync must lose acknowledged jobs.
  * `npm run test:power` runs 20 cycles (WORQ_FAULT_CYCLES); the default suite 2.
  */

@@ -1,4 +1,4 @@
-/** SPEC §5: one switch over the three formats, and each format reading what it writes. */
+/** One switch over the three JSON formats, and each format reading what it writes. */
 import { describe, expect, it } from "vitest";
 import type { SubmitInput } from "../../src/engine/job.js";
 import { JOB_FORMATS, formatJob, importJob, isJobFormat, submitInputFromFormat } from "../../src/formats/index.js";

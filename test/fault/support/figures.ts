@@ -3,7 +3,7 @@ import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import type { WorqClients } from "../../e2e/support/clients.js";
 
 /**
- * The Jepsen total-queue classification of a fault run (research/reliability.md §2.1):
+ * The Jepsen total-queue classification of a fault run:
  * lost = acknowledged but gone; stuck = acknowledged, still there, never completed;
  * duplicated = jobs that ran more than once (allowed: at-least-once, but reported).
  */

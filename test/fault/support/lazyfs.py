@@ -1,7 +1,7 @@
 """A FUSE filesystem for the fault tests (test/fault): a pass-through to a backing directory
 that keeps file contents in memory until fsync/fdatasync, like an OS page cache that a power
 cut wipes. Killing this process (or SIGUSR1) therefore drops every unsynced write: a power
-loss. After research/reliability.md Appendix A, plus:
+loss. Modelled on LazyFS (the fault-injection filesystem Jepsen uses), plus:
 
 - fsync writes only the dirty tail of a file (LevelDB's log is append-only), not all of it;
 - a control file makes writes fail on demand: its content is "ok", "enospc" (disk full: data

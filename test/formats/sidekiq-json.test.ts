@@ -1,4 +1,4 @@
-/** Seed 001 "Job Format": Sidekiq's job hash, its examples, retry semantics and validation. */
+/** Sidekiq's job hash (?format=sidekiq): its examples, retry semantics and validation. */
 import { describe, expect, it } from "vitest";
 import type { JsonObject } from "../../src/engine/job.js";
 import { importSidekiqJson, sidekiqJsonOf, submitInputFromSidekiqJson } from "../../src/formats/sidekiq-json.js";
@@ -62,7 +62,7 @@ const SEED_001_RETRIES = JSON.parse(`{
 
 const T_SEED = 1234567890_000;
 
-describe("seed 001: the Sidekiq job hash", () => {
+describe("the Sidekiq job hash (?format=sidekiq)", () => {
   it("Job: the minimal hash round-trips (jid replaced, queue and retry filled in)", () => {
     const { input, clientJid } = importSidekiqJson(SEED_001_JOB);
     expect(clientJid).toBe("b4a577edbccf1d805744efa9");

@@ -1,4 +1,4 @@
-/** Seed 000 "Job Payload": the Worq JSON format, round trip, timestamps, retry, validation. */
+/** The Worq JSON format (Faktory's job payload): round trip, timestamps, retry, validation. */
 import { describe, expect, it } from "vitest";
 import type { JsonObject } from "../../src/engine/job.js";
 import { formatTimestamp27, parseRfc3339 } from "../../src/formats/timestamps.js";
@@ -35,7 +35,7 @@ const SEED_000_EXAMPLE = JSON.parse(`{
 
 const TS27 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
-describe("seed 000: the Worq JSON payload", () => {
+describe("the Worq JSON payload (Faktory's job shape)", () => {
   it("reads the seed's example into a SubmitInput, keeping the client jid apart", () => {
     const { input, clientJid } = importWorqJson(SEED_000_EXAMPLE);
     expect(clientJid).toBe("some_string");
@@ -171,7 +171,7 @@ describe("seed 000: the Worq JSON payload", () => {
     const out = worqJsonOf({ ...view, meta: { ...view.meta, state: "DEAD_LETTER", failure: failure() } });
     for (const key of Object.keys(out)) expect(allowed).toContain(key);
     expect(Object.keys(out.failure!)).toEqual(["failed_at", "retry_count", "message", "errtype"]);
-    // Only integers and strings (seed 000 avoids floats and booleans).
+    // Only integers and strings (the Faktory job shape avoids floats and booleans).
     expect(out.reserve_for).toBe(300);
     expect(out.backtrace).toBe(3);
   });

@@ -1,4 +1,4 @@
-/** Seed 002 "Worker job envelope contract": lifecycle examples, state mapping, submission. */
+/** The worker job envelope (?format=envelope): lifecycle examples, state mapping, submission. */
 import { describe, expect, it } from "vitest";
 import type { JobMeta, JobState } from "../../src/engine/job.js";
 import { envelopeOf, importEnvelope, submitInputFromEnvelope, type Envelope } from "../../src/formats/envelope.js";
@@ -33,7 +33,7 @@ const META_AT: Record<Envelope["state"], Partial<JobMeta>> = {
   },
 };
 
-describe("seed 002: the worker job envelope", () => {
+describe("the worker job envelope (?format=envelope)", () => {
   it.each(Object.keys(SEED_002_EXAMPLES) as Envelope["state"][])("the %s example round-trips", (state) => {
     const example = SEED_002_EXAMPLES[state];
     const { input, clientJid } = importEnvelope(example);
