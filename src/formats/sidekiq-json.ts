@@ -7,7 +7,7 @@
  * failure; `retry: false` makes the job ephemeral, discarded at its first failure (Sidekiq
  * puts it in neither Retry nor Dead); `dead: false` discards instead of dead-lettering once
  * retries run out. Export writes `retry` as a number (or `false`), plus `dead: false` when
- * exhausted jobs are discarded. An absent `retry` takes the server's default (3 attempts).
+ * exhausted jobs are discarded. An absent `retry` is Sidekiq's own default, 25 retries.
  *
  * Sidekiq keeps every key of the hash, so keys this module does not know (ActiveJob's
  * `wrapped`, `locale`, middleware keys…) go to `custom` on import and come back at the top
@@ -23,7 +23,7 @@ import { LIMITS } from "../engine/limits.js";
 import { checkQueueName } from "../engine/submit-validation.js";
 import { MAX_RETRIES, jobObject, optionalString, requiredArray, requiredType, type ImportedJob } from "./json-input.js";
 
-/** Sidekiq's default number of retries for `retry: true`. */
+/** Sidekiq's default number of retries, for `retry: true` or no `retry` at all. */
 export const SIDEKIQ_DEFAULT_RETRIES = 25;
 
 export interface SidekiqKnownKeys {
@@ -128,12 +128,11 @@ export function submitInputFromSidekiqJson(json: unknown): SubmitInput {
   return importSidekiqJson(json).input;
 }
 
-function retryOf(retry: unknown, dead: unknown): Partial<RetryPolicy> | undefined {
+function retryOf(retry: unknown, dead: unknown): Partial<RetryPolicy> {
   if (dead !== undefined && typeof dead !== "boolean") invalid("dead", "must be true or false");
   const onExhausted = dead === false ? { onExhausted: "DISCARD" as const } : {};
-  if (retry === undefined) return dead === false ? onExhausted : undefined;
   if (retry === false) return { maxAttempts: 1, onExhausted: "DISCARD" };
-  if (retry === true) return { maxAttempts: SIDEKIQ_DEFAULT_RETRIES + 1, ...onExhausted };
+  if (retry === undefined || retry === true) return { maxAttempts: SIDEKIQ_DEFAULT_RETRIES + 1, ...onExhausted };
   if (typeof retry !== "number" || !Number.isInteger(retry) || retry < 0 || retry > MAX_RETRIES) {
     invalid("retry", `must be true, false or an integer between 0 and ${MAX_RETRIES}`);
   }

@@ -5,8 +5,9 @@
  *
  * Retry follows Faktory: `retry` is the number of *retries* after the first attempt, so
  * `retry: n` is max attempts n + 1; `retry: 0` sends the job to the dead letters at its first
- * failure; `retry: -1` discards it instead (max attempts 1, onExhausted DISCARD). An absent
- * `retry` takes the server's default policy (3 attempts, docs/job-model.md), not Faktory's 25.
+ * failure; `retry: -1` discards it instead (max attempts 1, onExhausted DISCARD). The format's
+ * own defaults apply, not the native API's: an absent `retry` is 25 retries and an absent
+ * (or 0) `reserve_for` is 600 s, as a Faktory client expects.
  *
  * Not represented (dropped on export): kwargs, payload, priority, tags, correlation id,
  * dependencies, the backoff shape, execution timeout, ttl, result. Use the protobuf job or
@@ -26,6 +27,12 @@ import {
   type ImportedJob,
 } from "./json-input.js";
 import { formatTimestamp27, parseRfc3339 } from "./timestamps.js";
+
+
+/** Faktory's default retries for a job that does not say. */
+const FAKTORY_DEFAULT_RETRIES = 25;
+/** Faktory's default reservation, in seconds, for a job that does not say. */
+const FAKTORY_DEFAULT_RESERVE_FOR_S = 600;
 
 export interface WorqJsonFailure {
   /** The first failure. */
@@ -108,11 +115,9 @@ export function importWorqJson(json: unknown): ImportedJob {
   }
   if (obj.at !== undefined && obj.at !== "") input.atMs = parseRfc3339(obj.at, "at");
   const reserveFor = optionalInt(obj, "reserve_for", 0, LIMITS.maxReserveForMs / 1000);
-  if (reserveFor) input.reserveForMs = reserveFor * 1000;
-  const retry = optionalInt(obj, "retry", -1, MAX_RETRIES);
-  if (retry !== undefined) {
-    input.retry = retry === -1 ? { maxAttempts: 1, onExhausted: "DISCARD" } : { maxAttempts: retry + 1 };
-  }
+  input.reserveForMs = (reserveFor || FAKTORY_DEFAULT_RESERVE_FOR_S) * 1000;
+  const retry = optionalInt(obj, "retry", -1, MAX_RETRIES) ?? FAKTORY_DEFAULT_RETRIES;
+  input.retry = retry === -1 ? { maxAttempts: 1, onExhausted: "DISCARD" } : { maxAttempts: retry + 1 };
   const backtrace = optionalInt(obj, "backtrace", 0, LIMITS.maxBacktraceFrames);
   if (backtrace !== undefined) input.backtraceFrames = backtrace;
   const custom = optionalObject(obj, "custom");

@@ -130,6 +130,26 @@ describe("formats over HTTP: submit and fetch a job as Worq JSON, Sidekiq or env
     expect(envelope).toMatchObject({ job_id: jid, job_path: "HardWorker", args: [1, 2, "3"], kwargs: {}, state: "enqueued" });
   });
 
+  it("each format's own defaults: Faktory's 25 retries and 600 s reservation, Sidekiq's 25 retries, the native 3 attempts for an envelope", async () => {
+    const jidOf = async (format: string, body: unknown) => {
+      const sent = await submit(format, body);
+      expect(sent.status).toBe(200);
+      return (JSON.parse(sent.body) as { jobs: { jid: string }[] }).jobs[0]!.jid;
+    };
+    const protoJob = async (jid: string) => {
+      const got = await curl("-H", "Content-Type: application/json", "-d", JSON.stringify({ jid }), `${base}/worq.v1.AdminService/GetJob`);
+      expect(got.status).toBe(200);
+      return (JSON.parse(got.body) as { job: { retry: { maxAttempts: number }; reserveFor: string } }).job;
+    };
+    const faktory = await protoJob(await jidOf("worq", { jobtype: "Defaults", args: [], queue: "http-defaults" }));
+    expect(faktory.retry.maxAttempts).toBe(26);
+    expect(faktory.reserveFor).toBe("600s");
+    const sidekiq = await protoJob(await jidOf("sidekiq", { class: "Defaults", args: [], queue: "http-defaults" }));
+    expect(sidekiq.retry.maxAttempts).toBe(26);
+    const envelope = await protoJob(await jidOf("envelope", { job_id: "x", job_path: "pkg.defaults", args: [], kwargs: {} }));
+    expect(envelope.retry.maxAttempts).toBe(3);
+  });
+
   it("a batch of Worq JSON and an envelope submit; bad input names the field; unknown jid is 404", async () => {
     const batch = await submit("worq", [{ jobtype: "A", args: [], queue: "http-formats" }, { jobtype: "B", args: [1] }]);
     expect(JSON.parse(batch.body).jobs).toHaveLength(2);

@@ -63,13 +63,13 @@ const SEED_001_RETRIES = JSON.parse(`{
 const T_SEED = 1234567890_000;
 
 describe("the Sidekiq job hash (?format=sidekiq)", () => {
-  it("Job: the minimal hash round-trips (jid replaced, queue and retry filled in)", () => {
+  it("Job: the minimal hash round-trips (jid replaced, queue filled in, no `retry` = Sidekiq's 25 retries)", () => {
     const { input, clientJid } = importSidekiqJson(SEED_001_JOB);
     expect(clientJid).toBe("b4a577edbccf1d805744efa9");
-    expect(input).toEqual({ type: "SomeWorker", args: [1, "arg", true] });
+    expect(input).toEqual({ type: "SomeWorker", args: [1, "arg", true], retry: { maxAttempts: 26 } });
     const out = sidekiqJsonOf(viewOf(input, { createdAtMs: T_SEED, enqueuedAtMs: T_SEED }));
-    expect(out).toEqual({ ...SEED_001_JOB, jid: JID, queue: "default", retry: 2 });
-    expect(submitInputFromSidekiqJson(out)).toEqual({ ...input, queue: "default", retry: { maxAttempts: 3 } });
+    expect(out).toEqual({ ...SEED_001_JOB, jid: JID, queue: "default", retry: 25 });
+    expect(submitInputFromSidekiqJson(out)).toEqual({ ...input, queue: "default" });
   });
 
   it("ActiveJob: unknown keys pass through (via custom), `retry: true` is 25 retries", () => {
@@ -111,7 +111,7 @@ describe("the Sidekiq job hash (?format=sidekiq)", () => {
   it("Retries: the retry keys come back from the engine's failure record", () => {
     const input = submitInputFromSidekiqJson({ ...SEED_001_JOB, ...SEED_001_RETRIES, backtrace: true });
     // Failure keys are server-owned: not part of a submission.
-    expect(input).toEqual({ type: "SomeWorker", args: [1, "arg", true], backtraceFrames: 1000 });
+    expect(input).toEqual({ type: "SomeWorker", args: [1, "arg", true], retry: { maxAttempts: 26 }, backtraceFrames: 1000 });
     const out = sidekiqJsonOf(
       viewOf(input, {
         createdAtMs: T_SEED,
@@ -127,7 +127,7 @@ describe("the Sidekiq job hash (?format=sidekiq)", () => {
         }),
       }),
     );
-    expect(out).toEqual({ ...SEED_001_JOB, ...SEED_001_RETRIES, jid: JID, queue: "default", retry: 2, backtrace: 1000 });
+    expect(out).toEqual({ ...SEED_001_JOB, ...SEED_001_RETRIES, jid: JID, queue: "default", retry: 25, backtrace: 1000 });
   });
 
   it("first failure: retry_count 0 and failed_at, no retried_at; timestamps keep their fraction", () => {
@@ -145,9 +145,9 @@ describe("the Sidekiq job hash (?format=sidekiq)", () => {
     expect(retryOf({ retry: 0 })).toEqual({ maxAttempts: 1 });
     expect(retryOf({ retry: false })).toEqual({ maxAttempts: 1, onExhausted: "DISCARD" });
     expect(retryOf({ retry: 5, dead: false })).toEqual({ maxAttempts: 6, onExhausted: "DISCARD" });
-    expect(retryOf({ dead: false })).toEqual({ onExhausted: "DISCARD" });
+    expect(retryOf({ dead: false })).toEqual({ maxAttempts: 26, onExhausted: "DISCARD" });
     expect(retryOf({ retry: 5, dead: true })).toEqual({ maxAttempts: 6 });
-    expect(retryOf({})).toBeUndefined();
+    expect(retryOf({})).toEqual({ maxAttempts: 26 }); // Sidekiq's default when `retry` is absent
 
     const exported = (fields: JsonObject) => {
       const out = sidekiqJsonOf(viewOf(submitInputFromSidekiqJson({ class: "T", args: [], ...fields })));

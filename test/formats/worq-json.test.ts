@@ -130,7 +130,7 @@ describe("the Worq JSON payload (Faktory's job shape)", () => {
     expect(retryOf(2)).toEqual({ maxAttempts: 3 });
     expect(retryOf(0)).toEqual({ maxAttempts: 1 });
     expect(retryOf(-1)).toEqual({ maxAttempts: 1, onExhausted: "DISCARD" });
-    expect(submitInputFromWorqJson({ jobtype: "T", args: [] }).retry).toBeUndefined();
+    expect(submitInputFromWorqJson({ jobtype: "T", args: [] }).retry).toEqual({ maxAttempts: 26 }); // Faktory's default: 25 retries
 
     for (const retry of [25, 2, 0, -1]) {
       expect(worqJsonOf(viewOf(submitInputFromWorqJson({ jobtype: "T", args: [], retry }))).retry).toBe(retry);
@@ -149,7 +149,7 @@ describe("the Worq JSON payload (Faktory's job shape)", () => {
       `{"jobtype":"T","args":["a"],"priority":9,"kwargs":{"k":1},"foo":"bar","custom":{"nested":{"deep":[1,{"x":null}]},"flag":true,"__proto__":"kept"}}`,
     );
     const input = submitInputFromWorqJson(doc);
-    expect(Object.keys(input).sort()).toEqual(["args", "custom", "type"]);
+    expect(Object.keys(input).sort()).toEqual(["args", "custom", "reserveForMs", "retry", "type"]);
     const out = worqJsonOf(viewOf(input));
     expect(Object.keys(out)).toEqual(["jid", "jobtype", "args", "queue", "created_at", "enqueued_at", "reserve_for", "retry", "custom"]);
     expect(JSON.stringify(out.custom)).toBe(`{"nested":{"deep":[1,{"x":null}]},"flag":true,"__proto__":"kept"}`);
@@ -176,9 +176,10 @@ describe("the Worq JSON payload (Faktory's job shape)", () => {
     expect(out.backtrace).toBe(3);
   });
 
-  it("rounds reserve_for up to whole seconds and treats 0 as unset", () => {
+  it("rounds reserve_for up to whole seconds; absent or 0 is Faktory's default of 600 s", () => {
     expect(worqJsonOf(viewOf({ type: "T", reserveForMs: 1_500 })).reserve_for).toBe(2);
-    expect(submitInputFromWorqJson({ jobtype: "T", args: [], reserve_for: 0 }).reserveForMs).toBeUndefined();
+    expect(submitInputFromWorqJson({ jobtype: "T", args: [], reserve_for: 0 }).reserveForMs).toBe(600_000);
+    expect(submitInputFromWorqJson({ jobtype: "T", args: [] }).reserveForMs).toBe(600_000);
     expectInvalid(() => submitInputFromWorqJson({ jobtype: "T", args: [], reserve_for: 86_401 }), "reserve_for");
     expectInvalid(() => submitInputFromWorqJson({ jobtype: "T", args: [], reserve_for: 1.5 }), "reserve_for");
   });
