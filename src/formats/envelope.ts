@@ -43,7 +43,9 @@ export function envelopeOf(view: JobView): Envelope {
     args: body.args ?? [],
     kwargs: body.kwargs ?? {},
     state: ENVELOPE_STATE[meta.state],
-    ts_enqueued: epochSeconds(meta.enqueuedAtMs ?? meta.createdAtMs),
+    // When the producer enqueued the job: fixed for its whole life, so a retried job's
+    // ts_enqueued stays before its ts_started (the engine's enqueuedAt moves with each retry).
+    ts_enqueued: epochSeconds(meta.createdAtMs),
   };
   if (meta.startedAtMs !== undefined) envelope.ts_started = epochSeconds(meta.startedAtMs);
   if (meta.completedAtMs !== undefined) envelope.ts_finished = epochSeconds(meta.completedAtMs);

@@ -59,6 +59,7 @@ const SIDEKIQ_KEYS = new Set<string>([
 ]);
 
 const epochFloat = (ms: number) => ms / 1000;
+const epochInteger = (ms: number) => Math.floor(ms / 1000);
 
 /** The job as a Sidekiq job hash. */
 export function sidekiqJsonOf(view: JobView): SidekiqJson {
@@ -83,8 +84,9 @@ export function sidekiqJsonOf(view: JobView): SidekiqJson {
     json.retry_count = f.retryCount - 1;
     json.error_message = f.message;
     json.error_class = f.errtype;
-    json.failed_at = epochFloat(f.failedAtMs);
-    if (f.retryCount > 1) json.retried_at = epochFloat(f.retriedAtMs);
+    // Sidekiq's retry middleware writes these two as whole epoch seconds, unlike the job's other times.
+    json.failed_at = epochInteger(f.failedAtMs);
+    if (f.retryCount > 1) json.retried_at = epochInteger(f.retriedAtMs);
     if (f.backtrace.length > 0) json.error_backtrace = f.backtrace;
   }
   // defineProperty, not `json[key] =`, so a key named "__proto__" stays a plain key.

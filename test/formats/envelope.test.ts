@@ -21,12 +21,12 @@ const SEED_002_EXAMPLES: Record<Envelope["state"], Envelope> = {
 
 /** The engine's job at the point each example describes. */
 const META_AT: Record<Envelope["state"], Partial<JobMeta>> = {
-  enqueued: { state: "SCHEDULED", enqueuedAtMs: 1672531200_000 },
-  running: { state: "RUNNING", enqueuedAtMs: 1672531200_000, startedAtMs: 1672531201_400 },
-  done: { state: "COMPLETED", enqueuedAtMs: 1672531200_000, startedAtMs: 1672531201_000, completedAtMs: 1672531205_999 },
+  enqueued: { state: "SCHEDULED", createdAtMs: 1672531200_000 },
+  running: { state: "RUNNING", createdAtMs: 1672531200_000, startedAtMs: 1672531201_400 },
+  done: { state: "COMPLETED", createdAtMs: 1672531200_000, startedAtMs: 1672531201_000, completedAtMs: 1672531205_999 },
   error: {
     state: "FAILED",
-    enqueuedAtMs: 1672531200_000,
+    createdAtMs: 1672531200_000,
     startedAtMs: 1672531201_000,
     completedAtMs: 1672531202_000,
     failure: failure({ errtype: "", message: "Timeout talking to worker", category: "TIMEOUT" }),
@@ -43,6 +43,15 @@ describe("the worker job envelope (?format=envelope)", () => {
     const out = envelopeOf(viewOf(input, META_AT[state]));
     expect(out).toEqual({ ...example, job_id: JID });
     expect(Object.values(out).every((v) => v === null || typeof v !== "number" || Number.isInteger(v))).toBe(true);
+  });
+
+  it("ts_enqueued is when the producer enqueued the job, not its latest retry: it stays before ts_started", () => {
+    // A job created at T, first run at T+1, failed, re-enqueued for its retry at T+10 and running again since T+11.
+    const out = envelopeOf(
+      viewOf({ type: "T" }, { state: "RUNNING", createdAtMs: 1672531200_000, enqueuedAtMs: 1672531210_000, startedAtMs: 1672531211_000 }),
+    );
+    expect(out.ts_enqueued).toBe(1672531200);
+    expect(out.ts_enqueued).toBeLessThanOrEqual(out.ts_started!);
   });
 
   it.each<[JobState, Envelope["state"]]>([

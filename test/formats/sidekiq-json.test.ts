@@ -130,11 +130,16 @@ describe("the Sidekiq job hash (?format=sidekiq)", () => {
     expect(out).toEqual({ ...SEED_001_JOB, ...SEED_001_RETRIES, jid: JID, queue: "default", retry: 25, backtrace: 1000 });
   });
 
-  it("first failure: retry_count 0 and failed_at, no retried_at; timestamps keep their fraction", () => {
-    const out = sidekiqJsonOf(viewOf({ type: "T" }, { failure: failure({ retryCount: 1, failedAtMs: 1700000000250 }) }));
+  it("first failure: retry_count 0 and failed_at, no retried_at; failed_at and retried_at are whole epoch seconds", () => {
+    const out = sidekiqJsonOf(
+      viewOf({ type: "T" }, { createdAtMs: 1699999999_500, failure: failure({ retryCount: 1, failedAtMs: 1700000000250 }) }),
+    );
     expect(out.retry_count).toBe(0);
-    expect(out.failed_at).toBe(1700000000.25);
+    expect(out.failed_at).toBe(1700000000);
+    expect(out.created_at).toBe(1699999999.5); // the job's own times keep their fraction
     expect(out.retried_at).toBeUndefined();
+    const retried = sidekiqJsonOf(viewOf({ type: "T" }, { failure: failure({ retryCount: 3, failedAtMs: 1700000000250, retriedAtMs: 1700000100_999 }) }));
+    expect(retried.retried_at).toBe(1700000100);
     expect(out.error_backtrace).toBeUndefined();
   });
 
