@@ -78,6 +78,13 @@ export function buildNewJob(
   // Dependencies are planned later, with the whole batch: the core may make it PENDING then.
   const state = firstState(0, runAtMs, nowMs);
   const delayed = state === "DELAYED";
+  // A scheduled job's lifetime starts at its run time, so a job due next month with a week's
+  // ttl is not dead-lettered before it ever runs.
+  const expiresAtMs = (delayed ? runAtMs! : nowMs) + ttlMs;
+  if (expiresAtMs > LIMITS.maxTimeMs) {
+    const timeField = input.atMs !== undefined ? `${field}.at` : `${field}.delay`;
+    invalid(timeField, `plus ${field}.ttl (${ttlMs} ms) ends the job's lifetime after ${new Date(LIMITS.maxTimeMs).toISOString()}; schedule it earlier or give it a shorter ttl`);
+  }
   const meta = shapedMeta({
     jid,
     type: internName(input.type),
@@ -89,7 +96,7 @@ export function buildNewJob(
     reserveForMs,
     executionTimeoutMs,
     ttlMs,
-    expiresAtMs: nowMs + ttlMs,
+    expiresAtMs,
     idempotencyKey: input.idempotencyKey,
     callbackUrl: input.callbackUrl,
     retry,

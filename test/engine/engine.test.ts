@@ -335,7 +335,8 @@ describe("Engine: delayed jobs", () => {
     expect(engine.nextWakeMs()).toBe(T0 + 20 * SECOND);
     clock.set(T0 + 60 * SECOND);
     engine.tick();
-    expect(engine.nextWakeMs()).toBe(T0 + 7 * 24 * 3_600_000); // the default lifetime (ttl) of all three
+    // The earliest lifetime end: the default ttl counts from each job's run time, `early`'s first.
+    expect(engine.nextWakeMs()).toBe(T0 + 10 * SECOND + 7 * 24 * 3_600_000);
     const { sink } = await lease(engine, ["default"], 5);
     expect(sink.jids).toEqual([early, middle, late]);
   });

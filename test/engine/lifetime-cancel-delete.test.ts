@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { expectWorqError, flush, lease, openEngine, submitOne } from "./helpers.js";
+import { T0, expectWorqError, flush, lease, openEngine, submitOne } from "./helpers.js";
+import { LIMITS } from "../../src/engine/limits.js";
 
 const SECOND = 1_000;
 const DAY = 24 * 3_600_000;
@@ -12,14 +13,23 @@ describe("total lifetime (ttl)", () => {
   it("an unfinished job past its ttl goes to DEAD_LETTER, counted as evicted, whatever its state", async () => {
     const { clock, engine } = await setup();
     const waiting = await submitOne(engine, { type: "t", queue: "a", ttlMs: 10 * SECOND });
-    const delayed = await submitOne(engine, { type: "t", queue: "a", ttlMs: 10 * SECOND, delayMs: 60 * SECOND });
+    const retrying = await submitOne(engine, { type: "t", queue: "c", ttlMs: 10 * SECOND });
     const running = await submitOne(engine, { type: "t", queue: "b", ttlMs: 10 * SECOND, reserveForMs: 60 * SECOND });
     const { sink } = await lease(engine, ["b"], 1);
     const leaseId = sink.grantOf(running).meta.lease!.leaseId;
+    const first = await lease(engine, ["c"], 1);
+    await engine.fail(retrying, first.sink.grantOf(retrying).meta.lease!.leaseId, {
+      message: "later",
+      errtype: "E",
+      backtrace: [],
+      category: "TEMPORARY",
+      retryAfterMs: 60 * SECOND,
+    });
+    expect((await engine.getJob(retrying)).meta.state).toBe("RETRYING");
     clock.advance(10 * SECOND);
     engine.tick();
     await flush();
-    for (const jid of [waiting, delayed, running]) {
+    for (const jid of [waiting, retrying, running]) {
       const { meta } = await engine.getJob(jid);
       expect(meta.state).toBe("DEAD_LETTER");
       expect(meta.failure).toMatchObject({ errtype: "TtlExceeded", category: "SYSTEM" });
@@ -27,6 +37,27 @@ describe("total lifetime (ttl)", () => {
     expect(engine.info().counters.evicted).toBe(3);
     expect(sink.revoked).toEqual([{ jid: running, leaseId, reason: "ttl exceeded" }]);
     await expectWorqError(() => engine.ack(running, leaseId, new Uint8Array()), "WORQ_LEASE_NOT_HELD");
+  });
+
+  it("a scheduled job's lifetime starts at its run time; one whose lifetime would end after 9999-12-31 is refused naming at and ttl", async () => {
+    const { clock, engine } = await setup();
+    const later = await submitOne(engine, { type: "t", ttlMs: 10 * SECOND, delayMs: 60 * SECOND });
+    expect((await engine.getJob(later)).meta.expiresAtMs).toBe(T0 + 70 * SECOND);
+    clock.advance(65 * SECOND);
+    engine.tick();
+    await flush();
+    expect((await engine.getJob(later)).meta.state).toBe("SCHEDULED"); // released at 60 s, alive until 70 s
+    clock.advance(5 * SECOND);
+    engine.tick();
+    await flush();
+    expect((await engine.getJob(later)).meta.state).toBe("DEAD_LETTER");
+
+    const before = engine.info().counters;
+    const error = await expectWorqError(() => submitOne(engine, { type: "t", atMs: LIMITS.maxTimeMs - 500, ttlMs: SECOND }), "WORQ_INVALID_ARGUMENT");
+    expect(error.field).toBe("job.at");
+    expect(error.message).toMatch(/^job\.at: plus job\.ttl \(1000 ms\) ends the job's lifetime after 9999-12-31T23:59:59\.999Z/);
+    expect(engine.info().counters).toEqual(before);
+    await expect(submitOne(engine, { type: "t", atMs: LIMITS.maxTimeMs - SECOND, ttlMs: SECOND })).resolves.toBeTypeOf("string");
   });
 
   it("a COMPLETED job and its result are deleted at created + ttl; a DEAD_LETTER job stays", async () => {

@@ -173,8 +173,10 @@ describe("buildNewJob: validation names the field", () => {
 
   it("accepts the time range, depth and delays at their limits, and paired surrogates", () => {
     const { build } = setup();
-    expect(build({ atMs: LIMITS.maxTimeMs }).meta.dueAtMs).toBe(LIMITS.maxTimeMs);
-    expect(build({ delayMs: LIMITS.maxTimeMs - T0 }).meta.dueAtMs).toBe(LIMITS.maxTimeMs);
+    // The lifetime starts at the run time and must end by the last time too: with the shortest ttl, 1 s before it.
+    const lastRunMs = LIMITS.maxTimeMs - LIMITS.minTtlMs;
+    expect(build({ atMs: lastRunMs, ttlMs: LIMITS.minTtlMs }).meta.dueAtMs).toBe(lastRunMs);
+    expect(build({ delayMs: lastRunMs - T0, ttlMs: LIMITS.minTtlMs }).meta.dueAtMs).toBe(lastRunMs);
     expect(build({ atMs: 0 }).meta.state).toBe("SCHEDULED");
     expect(build({ args: nested(31), kwargs: { a: nested(30) }, custom: { a: { b: nested(29) } } }).body.args).toEqual(nested(31));
     expect(build({ retry: { initialDelayMs: LIMITS.maxRetryDelayMs, maxDelayMs: LIMITS.maxRetryDelayMs } }).meta.retry.maxDelayMs).toBe(LIMITS.maxRetryDelayMs);

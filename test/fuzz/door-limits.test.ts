@@ -18,6 +18,8 @@ import { connectJson, readDashboardCalls, readJobEverywhere, serverFaults } from
  * at the last moment of the time range delivers that time.
  */
 const MAX_TIME = LIMITS.maxTimeMs;
+/** The latest run time of a job with the default ttl: its lifetime, which starts then, ends at the last time. */
+const LAST_AT_DEFAULT_TTL = MAX_TIME - LIMITS.defaultTtlMs;
 
 describe("the door's limits on a real server process", () => {
   const dataDir = mkdtempSync(join(tmpdir(), "worq-door-"));
@@ -105,37 +107,41 @@ describe("the door's limits on a real server process", () => {
     expect(await submitted()).toBe(before);
   });
 
-  it("the limits themselves are accepted and read back on every path: `at` 9999-12-31T23:59:59.999Z, args 32 levels deep", async () => {
-    const answer = await postJobs("sidekiq", JSON.stringify({ class: "edge", queue: "edge", args: [nested(31)], at: MAX_TIME / 1000 }));
+  it("the limits themselves are accepted and read back on every path: the last `at` whose default 7-day lifetime ends by 9999-12-31T23:59:59.999Z, args 32 levels deep", async () => {
+    const answer = await postJobs("sidekiq", JSON.stringify({ class: "edge", queue: "edge", args: [nested(31)], at: LAST_AT_DEFAULT_TTL / 1000 }));
     expect(answer.status).toBe(200);
     const jid = answer.body.jobs![0]!.jid;
     const { job } = await clients.admin.getJob({ jid });
     expect(job!.state).toBe(JobState.DELAYED);
-    expect(timestampDate(job!.at!).getTime()).toBe(MAX_TIME);
+    expect(timestampDate(job!.at!).getTime()).toBe(LAST_AT_DEFAULT_TTL);
+    expect(timestampDate(job!.expiresAt!).getTime()).toBe(MAX_TIME);
     const worq = (await (await fetch(`${base}/v1/jobs/${jid}?format=worq`)).json()) as { at: string };
-    expect(worq.at).toBe("9999-12-31T23:59:59.999000Z");
+    expect(worq.at).toBe("9999-12-24T23:59:59.999000Z");
     const sidekiq = (await (await fetch(`${base}/v1/jobs/${jid}?format=sidekiq`)).json()) as { at: number };
-    expect(sidekiq.at).toBe(MAX_TIME / 1000);
+    expect(sidekiq.at).toBe(LAST_AT_DEFAULT_TTL / 1000);
+    const tooLate = await postJobs("sidekiq", JSON.stringify({ class: "edge", queue: "edge", args: [], at: (LAST_AT_DEFAULT_TTL + 1) / 1000 }));
+    expect(tooLate.status).toBe(400);
+    expect(tooLate.body.message).toMatch(/^job\.at: plus job\.ttl \(604800000 ms\) ends the job's lifetime after 9999-12-31T23:59:59\.999Z/);
     const reads = [...(await readJobEverywhere({ clients, httpPort: server.httpPort }, jid, "edge", JobState.DELAYED)), ...(await readDashboardCalls(server.httpPort, jid, "edge"))];
     expect(reads.length).toBe(24);
     expect(serverFaults(reads)).toEqual([]);
     expect(reads.filter(({ answer }) => answer !== "200" && answer !== "grpc:ok")).toEqual([]);
   });
 
-  it("RunJobsNow of a job scheduled at 9999-12-31T23:59:59.999Z leases it at once, its `at` unchanged", async () => {
-    const { jid } = await clients.producer.submit({ job: { type: "far", queue: "far", at: timestampFromMs(MAX_TIME) } });
+  it("RunJobsNow of a job scheduled at 9999-12-31T23:59:58.999Z (1 s ttl) leases it at once, its `at` unchanged", async () => {
+    const { jid } = await clients.producer.submit({ job: { type: "far", queue: "far", at: timestampFromMs(MAX_TIME - 1_000), ttl: { seconds: 1n } } });
     expect((await clients.admin.runJobsNow({ jids: [jid] })).scheduled).toBe(1n);
     const worker = new StreamWorker(clients, { queues: ["far"], workerId: "far-worker", credits: 1 });
     try {
       const leased = await worker.next();
       expect(leased.job!.jid).toBe(jid);
-      expect(timestampDate(leased.job!.at!).toISOString()).toBe("9999-12-31T23:59:59.999Z");
+      expect(timestampDate(leased.job!.at!).toISOString()).toBe("9999-12-31T23:59:58.999Z");
     } finally {
       await worker.stop();
     }
     const { job } = await clients.admin.getJob({ jid });
     expect(job!.state).toBe(JobState.RUNNING);
-    expect(timestampDate(job!.at!).getTime()).toBe(MAX_TIME);
+    expect(timestampDate(job!.at!).getTime()).toBe(MAX_TIME - 1_000);
     expect(server.child.exitCode).toBe(null);
   });
 });

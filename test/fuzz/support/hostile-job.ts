@@ -70,10 +70,15 @@ const time: fc.Arbitrary<HostileTime> = fc.oneof(
   fc.constant<HostileTime>({ kind: "none" }),
   fc.constant<HostileTime>({ kind: "none" }),
   fc
-    .constantFrom(-1, 0, 1, Date.now() - DAY_MS, Date.now() + DAY_MS, LIMITS.maxTimeMs - 1, LIMITS.maxTimeMs, LIMITS.maxTimeMs + 1, 1e15, 8.64e15, 1e300)
+    .constantFrom(
+      -1, 0, 1, Date.now() - DAY_MS, Date.now() + DAY_MS,
+      // The last run time a default-ttl job may have (its lifetime starts then and must end by the last time), and around it.
+      LIMITS.maxTimeMs - LIMITS.defaultTtlMs, LIMITS.maxTimeMs - LIMITS.defaultTtlMs + 1,
+      LIMITS.maxTimeMs - 1, LIMITS.maxTimeMs, LIMITS.maxTimeMs + 1, 1e15, 8.64e15, 1e300,
+    )
     .map((ms): HostileTime => ({ kind: "at", ms })),
   fc
-    .constantFrom(0, 1_000, 366 * DAY_MS, LIMITS.maxTimeMs - Date.now() - DAY_MS, LIMITS.maxTimeMs - Date.now() + DAY_MS, MAX_DURATION_MS)
+    .constantFrom(0, 1_000, 366 * DAY_MS, LIMITS.maxTimeMs - LIMITS.defaultTtlMs - Date.now() - DAY_MS, LIMITS.maxTimeMs - Date.now() - DAY_MS, LIMITS.maxTimeMs - Date.now() + DAY_MS, MAX_DURATION_MS)
     .map((ms): HostileTime => ({ kind: "delay", ms })),
 );
 

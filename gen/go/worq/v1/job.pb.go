@@ -609,10 +609,12 @@ type JobSpec struct {
 	ReserveFor *durationpb.Duration `protobuf:"bytes,10,opt,name=reserve_for,json=reserveFor,proto3" json:"reserve_for,omitempty"`
 	// Hard cap on one attempt's wall-clock time, renewals included. Default 30 min, at most 24 h.
 	ExecutionTimeout *durationpb.Duration `protobuf:"bytes,11,opt,name=execution_timeout,json=executionTimeout,proto3" json:"execution_timeout,omitempty"`
-	// Total lifetime (Workq's TTL), default 7 days, 1 s to 366 days. A job not
-	// finished by created + ttl is moved to DEAD_LETTER and counted as evicted, whatever its
-	// state (a running job's lease is revoked). A COMPLETED or CANCELLED job, with its result,
-	// is deleted at created + ttl; FAILED and DEAD_LETTER jobs stay until an operator acts.
+	// Total lifetime (Workq's TTL), default 7 days, 1 s to 366 days. It starts at the job's
+	// run time: `at` or `delay` when given, else its creation. A job not finished by then + ttl
+	// is moved to DEAD_LETTER and counted as evicted, whatever its state (a running job's lease
+	// is revoked). A COMPLETED or CANCELLED job, with its result, is deleted at that time;
+	// FAILED and DEAD_LETTER jobs stay until an operator acts. A lifetime that would end after
+	// 9999-12-31T23:59:59.999Z is refused (INVALID_ARGUMENT naming `at` or `delay`, and `ttl`).
 	Ttl *durationpb.Duration `protobuf:"bytes,12,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	// Retry bounds and backoff; defaults as documented on RetryPolicy.
 	Retry *RetryPolicy `protobuf:"bytes,13,opt,name=retry,proto3" json:"retry,omitempty"`
@@ -994,7 +996,8 @@ type Job struct {
 	WaitingOn []string `protobuf:"bytes,36,rep,name=waiting_on,json=waitingOn,proto3" json:"waiting_on,omitempty"`
 	// See JobSpec.callback_url.
 	CallbackUrl string `protobuf:"bytes,37,opt,name=callback_url,json=callbackUrl,proto3" json:"callback_url,omitempty"`
-	// created_at + ttl: when an unfinished job is evicted, or a finished one deleted.
+	// Run time (`at`, else created_at) + ttl: when an unfinished job is evicted, or a finished
+	// one deleted.
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,30,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// See JobSpec.ttl (the default resolved).
 	Ttl           *durationpb.Duration `protobuf:"bytes,31,opt,name=ttl,proto3" json:"ttl,omitempty"`

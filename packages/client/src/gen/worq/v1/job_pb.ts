@@ -212,10 +212,12 @@ export type JobSpec = Message<"worq.v1.JobSpec"> & {
   executionTimeout?: Duration | undefined;
 
   /**
-   * Total lifetime (Workq's TTL), default 7 days, 1 s to 366 days. A job not
-   * finished by created + ttl is moved to DEAD_LETTER and counted as evicted, whatever its
-   * state (a running job's lease is revoked). A COMPLETED or CANCELLED job, with its result,
-   * is deleted at created + ttl; FAILED and DEAD_LETTER jobs stay until an operator acts.
+   * Total lifetime (Workq's TTL), default 7 days, 1 s to 366 days. It starts at the job's
+   * run time: `at` or `delay` when given, else its creation. A job not finished by then + ttl
+   * is moved to DEAD_LETTER and counted as evicted, whatever its state (a running job's lease
+   * is revoked). A COMPLETED or CANCELLED job, with its result, is deleted at that time;
+   * FAILED and DEAD_LETTER jobs stay until an operator acts. A lifetime that would end after
+   * 9999-12-31T23:59:59.999Z is refused (INVALID_ARGUMENT naming `at` or `delay`, and `ttl`).
    *
    * @generated from field: google.protobuf.Duration ttl = 12;
    */
@@ -615,7 +617,8 @@ export type Job = Message<"worq.v1.Job"> & {
   callbackUrl: string;
 
   /**
-   * created_at + ttl: when an unfinished job is evicted, or a finished one deleted.
+   * Run time (`at`, else created_at) + ttl: when an unfinished job is evicted, or a finished
+   * one deleted.
    *
    * @generated from field: google.protobuf.Timestamp expires_at = 30;
    */
