@@ -155,7 +155,7 @@ func Retry(p RetryPolicy) SubmitOption { return func(s *JobSpec) { s.Retry = &p 
 // Custom sets application data passed through untouched.
 func Custom(custom map[string]any) SubmitOption { return func(s *JobSpec) { s.Custom = custom } }
 
-// ReserveFor sets how long one lease lasts without a renewal (1 s to 24 h).
+// ReserveFor sets how long one lease lasts without a renewal (1 ms to 24 h).
 func ReserveFor(d time.Duration) SubmitOption { return func(s *JobSpec) { s.ReserveFor = d } }
 
 // ExecutionTimeout caps one attempt's wall-clock time, renewals included.

@@ -9,7 +9,7 @@ export const LIMITS = {
   maxMaxJobBytes: 16 * 1024 * 1024,
   maxResultBytes: 1024 * 1024,
   defaultReserveForMs: 5 * 60_000,
-  minReserveForMs: 1_000,
+  minReserveForMs: 1,
   maxReserveForMs: 24 * 3_600_000,
   defaultExecutionTimeoutMs: 30 * 60_000,
   maxExecutionTimeoutMs: 24 * 3_600_000,

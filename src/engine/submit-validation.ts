@@ -40,8 +40,8 @@ export function buildNewJob(
   if (input.atMs !== undefined) checkTimeMs(input.atMs, `${field}.at`);
   if (input.delayMs !== undefined) checkDelayMs(input.delayMs, nowMs, `${field}.delay`);
   const reserveForMs = input.reserveForMs ?? LIMITS.defaultReserveForMs;
-  if (!(reserveForMs >= LIMITS.minReserveForMs && reserveForMs <= LIMITS.maxReserveForMs)) {
-    invalid(`${field}.reserve_for`, "must be between 1s and 24h");
+  if (!(Number.isInteger(reserveForMs) && reserveForMs >= LIMITS.minReserveForMs && reserveForMs <= LIMITS.maxReserveForMs)) {
+    invalid(`${field}.reserve_for`, "must be whole milliseconds between 1ms and 24h");
   }
   const executionTimeoutMs = input.executionTimeoutMs ?? LIMITS.defaultExecutionTimeoutMs;
   if (!(executionTimeoutMs > 0 && executionTimeoutMs <= LIMITS.maxExecutionTimeoutMs)) {

@@ -1,4 +1,4 @@
-import { durationFromMs } from "@bufbuild/protobuf/wkt";
+import { durationFromMs, durationMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
@@ -42,6 +42,23 @@ describe("leases (real server)", () => {
 
     await server.worker.ack({ jid, leaseId: secondLease.leaseId });
     expect((await server.admin.getJob({ jid })).job!.state).toBe(JobState.COMPLETED);
+    await first.stop();
+    await second.stop();
+  });
+
+  it("reserve_for in milliseconds, as Workq's ttr: a 250 ms lease ends 250 ms after its start and is redelivered", async () => {
+    const { jid } = await server.producer.submit({ job: { type: "quick", queue: "lapse-ms", reserveFor: durationFromMs(250), retry: { maxAttempts: 2 } } });
+    const first = new StreamWorker(server, { queues: ["lapse-ms"], workerId: "w-ms-1", credits: 1 });
+    const firstLease = await first.next();
+    const { job } = await server.admin.getJob({ jid });
+    expect(durationMs(job!.reserveFor!)).toBe(250);
+    expect(timestampMs(job!.leaseExpiresAt!) - timestampMs(job!.startedAt!)).toBe(250);
+    const second = new StreamWorker(server, { queues: ["lapse-ms"], workerId: "w-ms-2", credits: 1 });
+    const secondLease = await second.next(3_000);
+    expect(secondLease.job!.jid).toBe(jid);
+    expect(secondLease.leaseId).not.toBe(firstLease.leaseId);
+    expect(secondLease.job!.attempt).toBe(2);
+    await eventually(async () => (await server.admin.getJob({ jid })).job!.state === JobState.DEAD_LETTER);
     await first.stop();
     await second.stop();
   });

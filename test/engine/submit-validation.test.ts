@@ -112,7 +112,7 @@ describe("buildNewJob: validation names the field", () => {
     ["queue over 128 chars", "job.queue", { queue: "q".repeat(129) }],
     ["at and delay both set", "job.at", { atMs: T0 + 1_000, delayMs: 1_000 }],
     ["negative delay", "job.delay", { delayMs: -1 }],
-    ["reserve_for under 1 s", "job.reserve_for", { reserveForMs: 999 }],
+    ["reserve_for of a fraction of a millisecond", "job.reserve_for", { reserveForMs: 0.5 }],
     ["reserve_for 0", "job.reserve_for", { reserveForMs: 0 }],
     ["reserve_for over 24 h", "job.reserve_for", { reserveForMs: 24 * 3_600_000 + 1 }],
     ["execution_timeout 0", "job.execution_timeout", { executionTimeoutMs: 0 }],
@@ -169,6 +169,7 @@ describe("buildNewJob: validation names the field", () => {
       }),
     ).not.toThrow();
     expect(() => build({ reserveForMs: 24 * 3_600_000 })).not.toThrow();
+    expect(build({ reserveForMs: 1 }).meta.reserveForMs).toBe(1); // Workq's ttr: any positive number of milliseconds
   });
 
   it("accepts the time range, depth and delays at their limits, and paired surrogates", () => {

@@ -605,7 +605,7 @@ type JobSpec struct {
 	At *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=at,proto3" json:"at,omitempty"`
 	// Run no earlier than submit time + delay. Exclusive with `at`.
 	Delay *durationpb.Duration `protobuf:"bytes,9,opt,name=delay,proto3" json:"delay,omitempty"`
-	// Visibility timeout: how long one lease lasts without a Renew. Default 5 min, 1 s to 24 h.
+	// Visibility timeout: how long one lease lasts without a Renew. Default 5 min, 1 ms to 24 h.
 	ReserveFor *durationpb.Duration `protobuf:"bytes,10,opt,name=reserve_for,json=reserveFor,proto3" json:"reserve_for,omitempty"`
 	// Hard cap on one attempt's wall-clock time, renewals included. Default 30 min, at most 24 h.
 	ExecutionTimeout *durationpb.Duration `protobuf:"bytes,11,opt,name=execution_timeout,json=executionTimeout,proto3" json:"execution_timeout,omitempty"`

@@ -198,7 +198,7 @@ export type JobSpec = Message<"worq.v1.JobSpec"> & {
   delay?: Duration | undefined;
 
   /**
-   * Visibility timeout: how long one lease lasts without a Renew. Default 5 min, 1 s to 24 h.
+   * Visibility timeout: how long one lease lasts without a Renew. Default 5 min, 1 ms to 24 h.
    *
    * @generated from field: google.protobuf.Duration reserve_for = 10;
    */
