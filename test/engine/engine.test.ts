@@ -1072,7 +1072,7 @@ describe("Engine: submit validation", () => {
     ["empty type", "job.type", { type: "" }],
     ["a bad queue name", "job.queue", { type: "t", queue: "9lives" }],
     ["at and delay both set", "job.at", { type: "t", atMs: T0 + 1, delayMs: 1 }],
-    ["reserve_for under 1 s", "job.reserve_for", { type: "t", reserveForMs: 500 }],
+    ["reserve_for of 0 ms", "job.reserve_for", { type: "t", reserveForMs: 0 }],
     ["reserve_for over 24 h", "job.reserve_for", { type: "t", reserveForMs: 25 * 3_600_000 }],
   ])("%s → WORQ_INVALID_ARGUMENT %s; the store stays empty", async (_name, field, input) => {
     const { engine, data } = await setup();
