@@ -6,6 +6,7 @@ import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import type { GrpcServices, PortTls } from "../transport/grpc-server.js";
+import { connectWorkerService } from "../transport/worker-service.js";
 import type { WorqMetrics } from "./metrics.js";
 import type { Engine } from "../engine/engine.js";
 import { handleDashboardRoute } from "./dashboard-routes.js";
@@ -72,7 +73,7 @@ export function createHttpServer(options: HttpServerOptions): Server {
     },
     (router) => {
       router.service(ProducerService, options.services.producer);
-      router.service(WorkerService, options.services.worker);
+      router.service(WorkerService, connectWorkerService(options.services.worker));
       router.service(AdminService, options.services.admin);
     },
   );
