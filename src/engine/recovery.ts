@@ -1,7 +1,7 @@
 /**
  * Recovery: rebuilding the engine's indexes from the store when it opens.
  */
-import type { JobMeta } from "./job.js";
+import type { JobMeta } from "../model/job.js";
 import type { QueueInfo, StoreWrite } from "./store.js";
 import { bodyDataBytes } from "./submit-validation.js";
 import { internName } from "./intern.js";

@@ -1,4 +1,4 @@
-import type { JobBody, JobMeta, JobState, PriorityLevel } from "./job.js";
+import type { JobBody, JobMeta, JobState, PriorityLevel } from "../model/job.js";
 
 /** Totals kept across restarts (server info). */
 export interface Counters {

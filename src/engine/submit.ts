@@ -2,9 +2,9 @@
  * Submit: validation beyond one job's fields, idempotency claims, dependency planning, and
  * creating the jobs of a batch in one commit.
  */
-import { invalid, WorqError } from "./errors.js";
-import { isPurgedAtExpiry, isTerminal, type JobMeta, type SubmitInput } from "./job.js";
-import { LIMITS, isUuidV4 } from "./limits.js";
+import { invalid, WorqError } from "../model/errors.js";
+import { isPurgedAtExpiry, isTerminal, type JobMeta, type SubmitInput } from "../model/job.js";
+import { LIMITS, isUuidV4 } from "../model/limits.js";
 import type { IdempotencyClaim, StoreWrite } from "./store.js";
 import { buildNewJob, type NewJob } from "./submit-validation.js";
 import { planDependencies, type BatchShape, type ExistingJob, type PlannedJob } from "./dependency-plan.js";

@@ -1,6 +1,6 @@
-import { invalid } from "./errors.js";
-import type { JsonValue } from "./job.js";
-import { LIMITS } from "./limits.js";
+import { invalid } from "../model/errors.js";
+import type { JsonValue } from "../model/job.js";
+import { LIMITS } from "../model/limits.js";
 
 /**
  * Checks of single values that every submitted job passes, whichever door it came in by, so

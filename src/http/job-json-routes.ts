@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Engine } from "../engine/engine.js";
-import { WorqError } from "../engine/errors.js";
+import { WorqError } from "../model/errors.js";
 import { formatJob, importJob, isJobFormat, type JobFormat } from "../formats/index.js";
 import { ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";

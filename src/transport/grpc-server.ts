@@ -8,7 +8,7 @@ import { file_grpc_health_v1_health } from "../../gen/third_party/ts/grpc/health
 import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
-import { LIMITS } from "../engine/limits.js";
+import { LIMITS } from "../model/limits.js";
 import { ConcurrentCallLimit } from "./call-limit.js";
 import type { ErrorLogger } from "./error-mapping.js";
 import { addConnectService } from "./grpc-adapter.js";

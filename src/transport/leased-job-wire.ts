@@ -2,7 +2,7 @@ import { toBinary } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
 import { encoded, type ProtoWriter } from "@worq/client/wire/wire-writer.js";
 import { writeDurationMs as duration, writeTimestampMs as timestamp } from "@worq/client/wire/well-known.js";
-import type { JobBody, JobMeta, RetryPolicy } from "../engine/job.js";
+import type { JobBody, JobMeta, RetryPolicy } from "../model/job.js";
 import { writeListValueField, writeStructField } from "@worq/client/wire/json-value.js";
 import type { LeaseGrant } from "../engine/engine.js";
 import { BackoffStrategy, DependencyType, ExhaustedAction, FailureCategory, JobState } from "@worq/client/gen/worq/v1/job_pb.js";

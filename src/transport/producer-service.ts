@@ -1,8 +1,8 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Engine, SubmitResult } from "../engine/engine.js";
-import type { SubmitInput } from "../engine/job.js";
+import type { SubmitInput } from "../model/job.js";
 import { JobState, type JobSpec } from "@worq/client/gen/worq/v1/job_pb.js";
-import { WorqError, invalid } from "../engine/errors.js";
+import { WorqError, invalid } from "../model/errors.js";
 import type { Logger } from "../log.js";
 import { BatchShape, ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { durationMsOf, jobOf, stateOf, submitInputOf } from "./convert.js";

@@ -1,7 +1,7 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
-import { invalid, WorqError } from "../engine/errors.js";
-import type { JsonObject, JsonValue, SubmitInput } from "../engine/job.js";
+import { invalid, WorqError } from "../model/errors.js";
+import type { JsonObject, JsonValue, SubmitInput } from "../model/job.js";
 import { JobSpecSchema } from "@worq/client/gen/worq/v1/job_pb.js";
 import { readBytes, readListValue, readString, readStruct, readTag, skipField, WireReader } from "@worq/client/wire/json-value.js";
 import { encoded } from "@worq/client/wire/wire-writer.js";

@@ -1,7 +1,7 @@
-import type { JobBody, JobMeta } from "../../engine/job.js";
-import { isPurgedAtExpiry, isTerminal } from "../../engine/job.js";
+import type { JobBody, JobMeta } from "../../model/job.js";
+import { isPurgedAtExpiry, isTerminal } from "../../model/job.js";
 import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, ReadyJob, ReadyLevelCount, Store, StoreWrite } from "../../engine/store.js";
-import type { JobState, PriorityLevel } from "../../engine/job.js";
+import type { JobState, PriorityLevel } from "../../model/job.js";
 
 /** The data of a MemoryStore; pass the same one to a new MemoryStore to simulate a restart. */
 export interface MemoryData {

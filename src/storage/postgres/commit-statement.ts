@@ -1,4 +1,4 @@
-import { isPurgedAtExpiry, isTerminal, type JobMeta } from "../../engine/job.js";
+import { isPurgedAtExpiry, isTerminal, type JobMeta } from "../../model/job.js";
 import type { Counters, IdempotencyClaim, StoreWrite } from "../../engine/store.js";
 import { encodeJson, encodeMetaJson } from "../record-codec.js";
 
