@@ -76,6 +76,15 @@ export interface IdempotencyClaim {
 }
 
 /**
+ * A claim's identity as one string, for maps held in memory (never stored: the LevelDB store
+ * keys claims its own way, keys.ts): namespace and type length-prefixed, so no two
+ * (namespace, type, key) triples share one.
+ */
+export function claimKey(namespace: string | undefined, type: string, key: string): string {
+  return `${namespace?.length ?? 0}:${namespace ?? ""}${type.length}:${type}${key}`;
+}
+
+/**
  * The storage port. The engine serialises every read-modify-write itself (one writer), so a
  * Store only has to apply each commit atomically and in call order, and resolve a commit
  * only once it is durable (fsync'd). Concurrent commits may share one fsync (group commit).
