@@ -9,7 +9,7 @@ import { replyConnectError, replyJson, replyJsonError } from "./json-answer.js";
 import { authorizeHttpRoute } from "./route-access.js";
 import { scopeSubmits, visibleJob } from "../transport/auth/scoped-calls.js";
 import { grpcCodeOf } from "../transport/error-mapping.js";
-import { exceedsJsonDepth, MAX_JSON_DEPTH } from "../engine/json-depth.js";
+import { exceedsJsonDepth, MAX_JSON_DEPTH } from "../model/json-depth.js";
 import type { RequestTarget } from "./request-target.js";
 
 /**
