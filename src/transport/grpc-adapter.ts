@@ -20,7 +20,7 @@ export type RequestReaders = Readonly<Record<string, (bytes: Uint8Array) => unkn
  */
 export type ResponseWriters = Readonly<Record<string, (answer: never) => Uint8Array>>;
 
-/** A method's hand-written codec: how its requests are read, how its answers are written. */
+/** The hand-written codecs of a service's hot methods: how their requests are read, how their answers are written. */
 export interface MethodCodecs {
   readers?: RequestReaders;
   writers?: ResponseWriters;
@@ -28,8 +28,10 @@ export interface MethodCodecs {
 
 /**
  * Mounts a Connect-style ServiceImpl on a grpc-js Server, so the service logic is written
- * once (typed by the protoc-gen-es GenService) and can later also be served over the Connect
- * protocol. Connect's error codes are the gRPC status codes by number, so errors map 1:1.
+ * once (typed by the protoc-gen-es GenService) and also served over the Connect protocol.
+ * Connect's error codes are the gRPC status codes by number, so errors map 1:1. `impl` is
+ * typed by its caller (grpc-server.ts's GrpcServices): a method with a writer in `codecs`
+ * may answer what that writer takes rather than a message.
  */
 export function addConnectService<S extends DescService, Handlers extends object = Partial<ServiceImpl<S>>>(
   server: grpc.Server,
