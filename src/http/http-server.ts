@@ -5,7 +5,7 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
-import type { GrpcServices, PortTls } from "../transport/grpc-server.js";
+import type { WorqServices, PortTls } from "../transport/grpc-server.js";
 import { connectWorkerService } from "../transport/worker-service.js";
 import type { WorqMetrics } from "./metrics.js";
 import type { Engine } from "../engine/engine.js";
@@ -25,7 +25,7 @@ import { guardRequests, type RequestHandler } from "./request-guard.js";
 export type HttpTlsOptions = PortTls;
 
 export interface HttpServerOptions {
-  services: GrpcServices;
+  services: WorqServices;
   engine: Engine;
   metrics: WorqMetrics;
   /** False while starting or stopping: /healthz answers 503. */

@@ -30,7 +30,7 @@ export interface MethodCodecs {
  * Mounts a Connect-style ServiceImpl on a grpc-js Server, so the service logic is written
  * once (typed by the protoc-gen-es GenService) and also served over the Connect protocol.
  * Connect's error codes are the gRPC status codes by number, so errors map 1:1. `impl` is
- * typed by its caller (grpc-server.ts's GrpcServices): a method with a writer in `codecs`
+ * typed by its caller (grpc-server.ts's WorqServices): a method with a writer in `codecs`
  * may answer what that writer takes rather than a message.
  */
 export function addConnectService<S extends DescService, Handlers extends object = Partial<ServiceImpl<S>>>(

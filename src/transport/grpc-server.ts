@@ -17,7 +17,8 @@ import { readReportRequest, writeReportResponse } from "./report-wire.js";
 import { readSubmitBatchRequest, readSubmitRequest, writeSubmitBatchResponse } from "./submit-wire.js";
 import type { WorkerHandlers } from "./worker-service.js";
 
-export interface GrpcServices {
+/** The three worq.v1 services, one set for both doors: the gRPC port (here) and the HTTP port's Connect routes. */
+export interface WorqServices {
   producer: ServiceImpl<typeof ProducerService>;
   worker: WorkerHandlers;
   admin: ServiceImpl<typeof AdminService>;
@@ -49,7 +50,7 @@ const HEALTH_SERVICE = "grpc.health.v1.Health";
  * grpcurl needs no proto files) and grpc.health.v1.Health. Keepalive pings find dead peers
  * (a killed worker's jobs come back), and message sizes are bounded both ways.
  */
-export function createGrpcServer(services: GrpcServices, options: GrpcServerOptions): { server: grpc.Server; health: HealthImplementation } {
+export function createGrpcServer(services: WorqServices, options: GrpcServerOptions): { server: grpc.Server; health: HealthImplementation } {
   const server = new grpc.Server({ ...serverChannelOptions(options.maxReceiveMessageBytes), interceptors: options.interceptors ?? [] });
   const limit = new ConcurrentCallLimit(options.maxConcurrentCalls);
   // gRPC always speaks binary protobuf, so the hot requests are read by hand (their handlers
