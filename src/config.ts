@@ -1,6 +1,6 @@
 import { hostname } from "node:os";
 import { parseArgs } from "node:util";
-import { LIMITS } from "./engine/limits.js";
+import { LIMITS } from "./model/limits.js";
 import type { LogLevel } from "./log.js";
 import { parseSubmitRate, type SubmitRate } from "./transport/auth/submit-rate.js";
 

@@ -154,14 +154,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
     }),
   };
   const maxRequestBytes = maxMessageBytes(config);
-  // gRPC always speaks binary protobuf, so its hot answers (leased jobs, submit and report
-  // outcomes) go out pre-encoded.
-  const grpcServices = {
-    ...services,
-    producer: createProducerService(engine, log, { binaryOnly: true }),
-    worker: createWorkerService(engine, log, { keepaliveIntervalMs: config.keepaliveIntervalMs, binaryOnly: true }),
-  };
-  const grpcServer = createGrpcServer(grpcServices, {
+  const grpcServer = createGrpcServer(services, {
     maxReceiveMessageBytes: maxRequestBytes,
     maxConcurrentCalls: config.maxConcurrentCalls,
     descriptorSet: worqDescriptorSet(),

@@ -15,17 +15,91 @@ function importsOf(file: string): string[] {
   return [...readFileSync(file, "utf8").matchAll(/^\s*(?:import|export)\b(?:[^'"]*?\bfrom\s+|\s+)["']([^"']+)["']/gm)].map((m) => m[1]!);
 }
 
+/** The top-level place under src/ that `file` is in: its directory, or "root" for src/*.ts. */
+function placeOf(file: string): string {
+  const parts = relative(SRC, file).split("/");
+  return parts.length > 1 ? parts[0]! : "root";
+}
+
 /**
- * Layer rules (CONTRIBUTING.md): imports flow transport -> engine <- storage. The engine is
- * pure domain logic: no gRPC, no protobuf, no storage backend, no file or network I/O.
+ * Import directions between the top-level parts of src/ (CONTRIBUTING.md): the job model
+ * (model) is at the bottom; the engine builds on it; storage implements the engine's Store
+ * contract; the doors (transport, http) and the rest build on the engine. Each rule lists
+ * the parts of src/ a part may import (its own files always); anything else is an offender.
+ */
+describe("import directions", () => {
+  const files = sourceFiles(SRC);
+  /** `file -> import` for each relative import of `place`'s files that reaches a part of src/ not allowed. */
+  const crossings = (place: string, allowed: readonly string[], allowedFiles: readonly string[] = []) =>
+    files
+      .filter((file) => placeOf(file) === place)
+      .flatMap((file) =>
+        importsOf(file)
+          .filter((spec) => spec.startsWith("."))
+          .filter((spec) => {
+            const target = resolve(dirname(file), spec);
+            if (!target.startsWith(SRC + "/")) return false; // generated code outside src/ (gen/)
+            const to = placeOf(target);
+            return to !== place && !allowed.includes(to) && !allowedFiles.includes(relative(SRC, target).replace(/\.js$/, ".ts"));
+          })
+          .map((spec) => `${relative(SRC, file)} -> ${spec}`),
+      );
+
+  it("src/model (the job model) imports no other part of src", () => {
+    expect(files.some((file) => placeOf(file) === "model")).toBe(true);
+    expect(crossings("model", [])).toEqual([]);
+  });
+
+  it("src/engine imports only the job model", () => {
+    expect(crossings("engine", ["model"])).toEqual([]);
+  });
+
+  it("src/storage imports only the job model and the engine's Store contract (engine/store.ts)", () => {
+    expect(crossings("storage", ["model"], ["engine/store.ts"])).toEqual([]);
+  });
+
+  it("src/formats (job JSON shapes) imports only the job model", () => {
+    expect(crossings("formats", ["model"])).toEqual([]);
+  });
+
+  it("src/transport (the gRPC services) imports the engine, the job model and the server's own files (log, config) only", () => {
+    expect(crossings("transport", ["engine", "model", "root"])).toEqual([]);
+  });
+
+  it("src/http (the HTTP port) imports the engine, the job model, the formats, the services and the server's own files only", () => {
+    expect(crossings("http", ["engine", "model", "formats", "transport", "root"])).toEqual([]);
+  });
+
+  it("src/callbacks (webhooks) imports the engine, the job model, the formats and the server's own files only", () => {
+    expect(crossings("callbacks", ["engine", "model", "formats", "root"])).toEqual([]);
+  });
+
+  it("src/cluster imports the doors, storage and the server's own files, never the engine directly", () => {
+    expect(crossings("cluster", ["transport", "http", "storage", "root"])).toEqual([]);
+  });
+
+  it("src/dashboard (a browser bundle) imports no other part of src", () => {
+    expect(crossings("dashboard", [])).toEqual([]);
+  });
+
+  it("nothing imports src/cli: the command line is the top", () => {
+    const places = [...new Set(files.map(placeOf))].filter((place) => place !== "cli");
+    expect(places.flatMap((place) => crossings(place, places))).toEqual([]);
+  });
+});
+
+/**
+ * Layer rules (CONTRIBUTING.md): the job model and the engine are pure domain logic: no
+ * gRPC, no protobuf, no storage backend, no file or network I/O.
  */
 describe("layer rules", () => {
   const files = sourceFiles(SRC);
 
   it.each([
-    // The client package's wire helpers are plain byte writers; its generated code and the rest are not.
-    ["engine", /^(?:\.\.\/(?:transport|storage|cli)\/|@grpc\/|@connectrpc\/|@bufbuild\/|level$|node:(?:fs|net|http|http2|child_process)|@worq\/client(?!\/wire\/))/],
-    ["storage", /^(?:\.\.\/\.\.\/(?:transport|cli)\/|@grpc\/|@connectrpc\/|@bufbuild\/|@worq\/client\/gen\/)/],
+    // The client package's wire helpers are plain byte writers (the meta record's); its generated code and the rest are not.
+    ["model", /^(?:@grpc\/|@connectrpc\/|@bufbuild\/|level$|node:(?:fs|net|http|http2|child_process)|@worq\/client(?!\/wire\/))/],
+    ["engine", /^(?:@grpc\/|@connectrpc\/|@bufbuild\/|level$|node:(?:fs|net|http|http2|child_process)|@worq\/client)/],
+    ["storage", /^(?:@grpc\/|@connectrpc\/|@bufbuild\/|@worq\/client\/gen\/)/],
   ])("src/%s imports nothing it must not", (layer, forbidden) => {
     const offenders = files
       .filter((file) => relative(SRC, file).startsWith(`${layer}/`))

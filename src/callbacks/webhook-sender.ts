@@ -1,5 +1,5 @@
 import type { Engine } from "../engine/engine.js";
-import { WorqError } from "../engine/errors.js";
+import { WorqError } from "../model/errors.js";
 import type { PendingCallback } from "../engine/store.js";
 import { envelopeOf } from "../formats/envelope.js";
 import type { Logger } from "../log.js";

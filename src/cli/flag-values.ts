@@ -1,5 +1,5 @@
 import { InvalidArgumentError } from "commander";
-import type { JsonObject, JsonValue, PriorityLevel } from "../engine/job.js";
+import type { JsonObject, JsonValue, PriorityLevel } from "../model/job.js";
 import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 
 /**

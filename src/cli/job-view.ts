@@ -10,7 +10,7 @@ import type {
   JobView,
   JsonValue,
   PriorityLevel,
-} from "../engine/job.js";
+} from "../model/job.js";
 import { BackoffStrategy, DependencyType, ExhaustedAction, FailureCategory, JobState, Priority, type Job } from "@worq/client/gen/worq/v1/job_pb.js";
 
 const msOf = (timestamp: Timestamp | undefined): number | undefined => (timestamp ? timestampMs(timestamp) : undefined);

@@ -8,13 +8,14 @@ import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { LeaseRequestSchema, WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import type { Logger } from "../log.js";
-import { httpServerFor, listenHttp, replyRefusal } from "../http/http-server.js";
+import { httpServerFor, listenHttp } from "../http/http-server.js";
+import { replyJsonError } from "../http/json-answer.js";
 import { checkDoor, isRefusal, type HostRule } from "../http/http-door.js";
 import { guardRequests, type RequestHandler } from "../http/request-guard.js";
 import { internalErrorMessage, newRequestId } from "../transport/request-id.js";
 import type { AccessControl } from "../transport/auth/access-control.js";
 import { grpcAccessInterceptor } from "../transport/auth/grpc-interceptor.js";
-import { authorizeHttpRoute } from "../transport/auth/http-access.js";
+import { authorizeHttpRoute } from "../http/route-access.js";
 import { addHealthAndReflection, bindGrpc, serverChannelOptions, type PortTls } from "../transport/grpc-server.js";
 import { LeaderLink, type LeaderAddress, type LinkTls } from "./leader-link.js";
 
@@ -168,7 +169,7 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
 function createHttpForwarder(options: ForwarderOptions, leader: () => LeaderAddress | undefined): Server {
   const handle: RequestHandler = (request, response) => {
     const door = checkDoor(request, options.hosts);
-    if (isRefusal(door)) return replyRefusal(response, door);
+    if (isRefusal(door)) return replyJsonError(response, door.status, door.code, door.message);
     const path = door.path;
     const target = leader();
     if (request.method === "GET" && path === "/healthz") {

@@ -1,4 +1,4 @@
-import type { JobBody } from "./job.js";
+import type { JobBody } from "../model/job.js";
 
 /**
  * The bodies of just-submitted jobs that are ready or due within seconds, kept until they

@@ -2,8 +2,8 @@
  * Cancel and delete of single jobs, in memory or cold, and ending an unfinished job (cancel,
  * eviction) with its lease revoked.
  */
-import { WorqError } from "./errors.js";
-import type { JobMeta, JobView } from "./job.js";
+import { WorqError } from "../model/errors.js";
+import type { JobMeta, JobView } from "../model/job.js";
 import type { JobEvent } from "./state-machine.js";
 import type { StoreWrite } from "./store.js";
 import type { EngineCore } from "./engine-core.js";

@@ -1,6 +1,6 @@
-import { invalid } from "./errors.js";
-import { isTerminal, PRIORITY_LEVELS, type DependencyType, type JobState, type PriorityLevel, type SubmitInput } from "./job.js";
-import { LIMITS, isUuidV4 } from "./limits.js";
+import { invalid } from "../model/errors.js";
+import { isTerminal, PRIORITY_LEVELS, type DependencyType, type JobState, type PriorityLevel, type SubmitInput } from "../model/job.js";
+import { LIMITS, isUuidV4 } from "../model/limits.js";
 
 /** A submission pattern over a batch: CHAIN (each job waits for the one before) or FAN_IN (the last waits for all others); docs/job-model.md. */
 export type BatchShape = "CHAIN" | "FAN_IN";

@@ -2,11 +2,11 @@
  * Dispatch: worker Lease streams, handing ready jobs to free credits (pump), and delivering them
  * with their bodies.
  */
-import { invalid } from "./errors.js";
-import type { JobBody, JobMeta } from "./job.js";
-import { LIMITS } from "./limits.js";
+import { invalid } from "../model/errors.js";
+import type { JobBody, JobMeta } from "../model/job.js";
+import { checkQueueName, LIMITS } from "../model/limits.js";
 import type { StoreWrite } from "./store.js";
-import { bodyDataBytes, checkQueueName } from "./submit-validation.js";
+import { bodyDataBytes } from "./submit-validation.js";
 import type { SlotHolder } from "./lease-slots.js";
 import type { LeaseGrant, LeaseSession, LeaseSessionOptions, LeaseSink, WorkerView } from "./engine-types.js";
 import type { EngineCore } from "./engine-core.js";

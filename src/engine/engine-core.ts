@@ -1,8 +1,8 @@
 import { randomUuidV4 } from "./uuid.js";
 import type { Clock } from "./clock.js";
-import { WorqError } from "./errors.js";
-import { isPurgedAtExpiry, isTerminal, type JobMeta, type JobState } from "./job.js";
-import { LIMITS } from "./limits.js";
+import { WorqError } from "../model/errors.js";
+import { isPurgedAtExpiry, isTerminal, type JobMeta, type JobState } from "../model/job.js";
+import { LIMITS } from "../model/limits.js";
 import type { ReadyQueue } from "./ready-queue.js";
 import { dependencyFailed, firstState, transition, type JobEvent } from "./state-machine.js";
 import type { DependencyOutcome } from "./dependency-plan.js";

@@ -2,7 +2,7 @@
  * The engine's public types: its options, what it hands workers, and the answers of its calls.
  */
 import type { Clock } from "./clock.js";
-import type { JobBody, JobMeta, JobState } from "./job.js";
+import type { JobBody, JobMeta, JobState } from "../model/job.js";
 import type { Counters, Store, StoreWrite } from "./store.js";
 
 export interface EngineOptions {

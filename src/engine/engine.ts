@@ -1,5 +1,5 @@
-import type { WorqError } from "./errors.js";
-import type { JobState, JobView, SubmitInput } from "./job.js";
+import type { WorqError } from "../model/errors.js";
+import type { JobState, JobView, SubmitInput } from "../model/job.js";
 import type { FailureReport } from "./state-machine.js";
 import type { PendingCallback } from "./store.js";
 import type { BatchShape } from "./dependency-plan.js";
@@ -27,19 +27,7 @@ import { getJob, info, listJobs, listQueues, queueStats, waitFinished, wakeWaite
 import { nextWakeMs, tick } from "./timers.js";
 import { onCallbackDue, settleCallback } from "./callbacks.js";
 
-export type {
-  AckItem,
-  EngineInfo,
-  EngineOptions,
-  FailResult,
-  LeaseGrant,
-  LeaseSession,
-  LeaseSessionOptions,
-  LeaseSink,
-  QueueStatsView,
-  SubmitResult,
-  WorkerView,
-} from "./engine-types.js";
+export type * from "./engine-types.js";
 
 /** Every unfinished job of an engine: those in memory and the ready ones left in the store. */
 export function unfinishedJobs(info: EngineInfo): number {

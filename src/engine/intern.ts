@@ -1,4 +1,4 @@
-import { sameRetryPolicy, type RetryPolicy } from "./job.js";
+import { sameRetryPolicy, type RetryPolicy } from "../model/job.js";
 
 /**
  * Canonical copies of values that nearly every job repeats, so queued jobs share one retry

@@ -1,6 +1,6 @@
-import type { JobMeta, JobState } from "./job.js";
+import type { JobMeta, JobState } from "../model/job.js";
 import { internName, internRetryPolicy, NO_LEASE_IDS } from "./intern.js";
-import { BINARY_META_FORMAT, decodeBinaryMeta, encodeBinaryMeta, isOmittedPolicy, OMITTED_RETRY_POLICY, STATES, stateCode } from "./meta-binary.js";
+import { BINARY_META_FORMAT, decodeBinaryMeta, encodeBinaryMeta, isOmittedPolicy, OMITTED_RETRY_POLICY, STATES, stateCode } from "../model/meta-binary.js";
 
 /** Metas held as objects before waiting jobs' metas are packed (see LiveJobs). */
 const DEFAULT_UNPACKED_LIMIT = 10_000;

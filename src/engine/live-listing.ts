@@ -1,5 +1,5 @@
-import { invalid } from "./errors.js";
-import type { JobBody, JobMeta, JobState, JobView } from "./job.js";
+import { invalid } from "../model/errors.js";
+import type { JobBody, JobMeta, JobState, JobView } from "../model/job.js";
 import type { FinishedCursor } from "./store.js";
 
 /** States whose jobs the engine holds in memory, so they can be listed without a store index. */

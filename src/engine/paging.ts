@@ -2,7 +2,7 @@
  * The cold backlog: ready jobs past a level's in-memory window stay in the store and are paged in,
  * walked (purge, sweep) and listed from there.
  */
-import { isTerminal, PRIORITY_LEVELS, shapedMeta, type JobMeta, type PriorityLevel } from "./job.js";
+import { isTerminal, PRIORITY_LEVELS, shapedMeta, type JobMeta, type PriorityLevel } from "../model/job.js";
 import { ReadyQueue } from "./ready-queue.js";
 import type { StoreWrite } from "./store.js";
 import { bodyDataBytes } from "./submit-validation.js";

@@ -1,10 +1,10 @@
 /**
  * Queue administration: pause, resume, purge, retry of dead jobs, run-now.
  */
-import { WorqError, invalid } from "./errors.js";
-import { PRIORITY_LEVELS, type JobMeta, type PriorityLevel } from "./job.js";
+import { WorqError, invalid } from "../model/errors.js";
+import { PRIORITY_LEVELS, type JobMeta, type PriorityLevel } from "../model/job.js";
 import type { FinishedCursor, StoreWrite } from "./store.js";
-import { checkQueueName } from "./submit-validation.js";
+import { checkQueueName } from "../model/limits.js";
 import { isWaiting } from "./live-jobs.js";
 import { finishedCursorOf } from "./live-listing.js";
 import type { EngineCore } from "./engine-core.js";

@@ -1,4 +1,4 @@
-import { isTerminal, type JobState } from "./job.js";
+import { isTerminal, type JobState } from "../model/job.js";
 import type { QueueInfo, StoreWrite } from "./store.js";
 
 /**

@@ -2,11 +2,10 @@
  * Read views: one job, job and queue listings, queue stats, engine info, and waits for a job to
  * finish.
  */
-import { WorqError, invalid } from "./errors.js";
-import { isTerminal, type JobState, type JobView } from "./job.js";
-import { isUuidV4 } from "./limits.js";
+import { WorqError, invalid } from "../model/errors.js";
+import { isTerminal, type JobState, type JobView } from "../model/job.js";
+import { checkQueueName, isUuidV4 } from "../model/limits.js";
 import type { FinishedCursor } from "./store.js";
-import { checkQueueName } from "./submit-validation.js";
 import { UNREADY_LIVE_STATES } from "./live-jobs.js";
 import { LISTABLE_STATES, checkJobFilter, finishedJobsPage, liveJobsPage, type JobFilter, type ReadyPosition } from "./live-listing.js";
 import type { EngineInfo, QueueStatsView } from "./engine-types.js";

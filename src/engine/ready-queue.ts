@@ -1,4 +1,4 @@
-import { PRIORITY_LEVELS, type PriorityLevel } from "./job.js";
+import { PRIORITY_LEVELS, type PriorityLevel } from "../model/job.js";
 
 /**
  * A FIFO of (jid, readySeq) with O(1) push and shift that compacts as it drains. Two parallel

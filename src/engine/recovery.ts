@@ -1,14 +1,13 @@
 /**
  * Recovery: rebuilding the engine's indexes from the store when it opens.
  */
-import type { JobMeta } from "./job.js";
-import type { QueueInfo, StoreWrite } from "./store.js";
+import type { JobMeta } from "../model/job.js";
+import { claimKey, type QueueInfo, type StoreWrite } from "./store.js";
 import { bodyDataBytes } from "./submit-validation.js";
 import { internName } from "./intern.js";
 import type { EngineCore } from "./engine-core.js";
 import { ascendingOrder, countCold, ownMeta, readyQueueOf, scheduleSweep } from "./paging.js";
 import { schedulePurge, scheduleTimers } from "./timers.js";
-import { claimKey } from "./submit.js";
 
 /**
  * Opens the store and rebuilds the indexes from it: ready jobs in their FIFO order, due

@@ -1,9 +1,9 @@
 /**
  * Reports of workers about leased jobs: Ack (one or many in one commit), Fail and Renew.
  */
-import { WorqError, invalid } from "./errors.js";
-import type { JobMeta } from "./job.js";
-import { LIMITS } from "./limits.js";
+import { WorqError, invalid } from "../model/errors.js";
+import type { JobMeta } from "../model/job.js";
+import { LIMITS } from "../model/limits.js";
 import type { FailureReport, JobEvent } from "./state-machine.js";
 import type { StoreWrite } from "./store.js";
 import { checkRetryDelayMs } from "./retry-policy.js";

@@ -1,6 +1,6 @@
-import { invalid } from "./errors.js";
-import type { RetryPolicy } from "./job.js";
-import { LIMITS } from "./limits.js";
+import { invalid } from "../model/errors.js";
+import type { RetryPolicy } from "../model/job.js";
+import { LIMITS } from "../model/limits.js";
 
 /** Resolves a partial policy to a full one, rejecting out-of-range values (field names under `field`). */
 export function resolveRetryPolicy(input: Partial<RetryPolicy> | undefined, field: string): RetryPolicy {

@@ -1,5 +1,5 @@
-import { WorqError } from "./errors.js";
-import { isTerminal, type FailureCategory, type JobMeta, type JobState } from "./job.js";
+import { WorqError } from "../model/errors.js";
+import { isTerminal, type FailureCategory, type JobMeta, type JobState } from "../model/job.js";
 import { backoffDelayMs } from "./retry-policy.js";
 
 /** What a worker reports with Fail. */

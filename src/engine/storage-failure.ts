@@ -1,4 +1,4 @@
-import { WorqError } from "./errors.js";
+import { WorqError } from "../model/errors.js";
 
 /**
  * The error a request gets once a storage write failed: UNAVAILABLE (retry later: the server

@@ -1,4 +1,4 @@
-import type { JobBody, JobMeta, JobState, PriorityLevel } from "./job.js";
+import type { JobBody, JobMeta, JobState, PriorityLevel } from "../model/job.js";
 
 /** Totals kept across restarts (server info). */
 export interface Counters {
@@ -73,6 +73,15 @@ export interface IdempotencyClaim {
   key: string;
   jid: string;
   expiresAtMs: number;
+}
+
+/**
+ * A claim's identity as one string, for maps held in memory (never stored: the LevelDB store
+ * keys claims its own way, keys.ts): namespace and type length-prefixed, so no two
+ * (namespace, type, key) triples share one.
+ */
+export function claimKey(namespace: string | undefined, type: string, key: string): string {
+  return `${namespace?.length ?? 0}:${namespace ?? ""}${type.length}:${type}${key}`;
 }
 
 /**

@@ -1,6 +1,6 @@
-import { WorqError, invalid } from "./errors.js";
-import { PRIORITY_LEVELS, PRIORITY_NORMAL, jobBody, shapedMeta, type JobBody, type JobMeta, type SubmitInput } from "./job.js";
-import { LIMITS } from "./limits.js";
+import { WorqError, invalid } from "../model/errors.js";
+import { PRIORITY_LEVELS, PRIORITY_NORMAL, jobBody, shapedMeta, type JobBody, type JobMeta, type SubmitInput } from "../model/job.js";
+import { checkQueueName, LIMITS } from "../model/limits.js";
 import { resolveRetryPolicy } from "./retry-policy.js";
 import { firstState } from "./state-machine.js";
 import { NO_LEASE_IDS, internName, internRetryPolicy } from "./intern.js";
@@ -111,14 +111,6 @@ export function buildNewJob(
   });
   const body = jobBody({ args: input.args, kwargs: input.kwargs, custom: input.custom, tags, correlationId }, payload);
   return { meta, body, dataBytes };
-}
-
-/** Throws WORQ_INVALID_ARGUMENT unless `name` is a valid queue name. */
-export function checkQueueName(name: string, field: string): void {
-  if (name.length > LIMITS.queueMaxChars) invalid(field, `must be at most ${LIMITS.queueMaxChars} chars`);
-  if (!LIMITS.queuePattern.test(name)) {
-    invalid(field, `${JSON.stringify(name)} must match ^[a-zA-Z][a-zA-Z0-9_.-]*$`);
-  }
 }
 
 function checkTags(tags: Record<string, string>, field: string): void {

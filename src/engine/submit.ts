@@ -2,10 +2,10 @@
  * Submit: validation beyond one job's fields, idempotency claims, dependency planning, and
  * creating the jobs of a batch in one commit.
  */
-import { invalid, WorqError } from "./errors.js";
-import { isPurgedAtExpiry, isTerminal, type JobMeta, type SubmitInput } from "./job.js";
-import { LIMITS, isUuidV4 } from "./limits.js";
-import type { IdempotencyClaim, StoreWrite } from "./store.js";
+import { invalid, WorqError } from "../model/errors.js";
+import { isPurgedAtExpiry, isTerminal, type JobMeta, type SubmitInput } from "../model/job.js";
+import { LIMITS, isUuidV4 } from "../model/limits.js";
+import { claimKey, type IdempotencyClaim, type StoreWrite } from "./store.js";
 import { buildNewJob, type NewJob } from "./submit-validation.js";
 import { planDependencies, type BatchShape, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
 import type { SubmitResult } from "./engine-types.js";
@@ -206,9 +206,4 @@ function sweepExpiredClaims(core: EngineCore, nowMs: number): StoreWrite[] {
     writes.push({ kind: "delete-idempotency", claim });
   }
   return writes;
-}
-
-/** The claims map's key: namespace and type length-prefixed, so no two triples share one. */
-export function claimKey(namespace: string | undefined, type: string, key: string): string {
-  return `${namespace?.length ?? 0}:${namespace ?? ""}${type.length}:${type}${key}`;
 }

@@ -2,7 +2,7 @@
  * Timers: the due times, lease expiries, lifetimes, purges, sweeps and result-wait deadlines that
  * tick() applies.
  */
-import type { JobMeta } from "./job.js";
+import type { JobMeta } from "../model/job.js";
 import type { StoreWrite } from "./store.js";
 import type { TimerEntry } from "./timer-heap.js";
 import type { EngineCore } from "./engine-core.js";

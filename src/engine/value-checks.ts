@@ -1,6 +1,7 @@
-import { invalid } from "./errors.js";
-import type { JsonValue } from "./job.js";
-import { LIMITS } from "./limits.js";
+import { invalid } from "../model/errors.js";
+import type { JsonValue } from "../model/job.js";
+import { firstJsonProblem, type JsonWalk } from "../model/json-depth.js";
+import { LIMITS } from "../model/limits.js";
 
 /**
  * Checks of single values that every submitted job passes, whichever door it came in by, so
@@ -46,28 +47,17 @@ export function checkText(text: string, field: string): void {
  * level past the limit, so a value of any depth is checked without deep recursion.
  */
 export function checkJsonData(value: JsonValue, field: string): void {
-  const problem = jsonProblem(value, 1);
+  const problem = firstJsonProblem(value, JSON_DATA_WALK);
   if (problem) invalid(field, problem);
 }
 
-function jsonProblem(value: JsonValue, depth: number): string | undefined {
-  if (typeof value === "string") return isWellFormed(value) ? undefined : LONE_SURROGATE;
-  if (typeof value === "number") return Number.isFinite(value) ? undefined : "holds a number that is not finite";
-  if (value === null || typeof value !== "object") return undefined;
-  if (depth > LIMITS.maxJsonDepth) return `nests more than ${LIMITS.maxJsonDepth} levels of arrays and objects`;
-  if (Array.isArray(value)) {
-    for (const item of value) {
-      const problem = jsonProblem(item, depth + 1);
-      if (problem) return problem;
-    }
-    return undefined;
-  }
-  for (const key of Object.keys(value)) {
-    if (!isWellFormed(key)) return LONE_SURROGATE;
-    const problem = jsonProblem(value[key]!, depth + 1);
-    if (problem) return problem;
-  }
-  return undefined;
-}
+const JSON_DATA_WALK: JsonWalk = {
+  maxDepth: LIMITS.maxJsonDepth,
+  tooDeep: `nests more than ${LIMITS.maxJsonDepth} levels of arrays and objects`,
+  leafProblem: (leaf) => {
+    if (typeof leaf === "string") return isWellFormed(leaf) ? undefined : LONE_SURROGATE;
+    return Number.isFinite(leaf) ? undefined : "holds a number that is not finite";
+  },
+};
 
 const LONE_SURROGATE = "holds a string that is not well-formed Unicode (a lone surrogate)";

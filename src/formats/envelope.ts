@@ -3,7 +3,7 @@
  * error; docs/job-formats.md): how a job is reported to clients and webhooks, and a shape
  * jobs can be imported from. Nine job states fold into the envelope's four (ENVELOPE_STATE).
  */
-import type { JobState, JobView, JsonObject, JsonValue, SubmitInput } from "../engine/job.js";
+import type { JobState, JobView, JsonObject, JsonValue, SubmitInput } from "../model/job.js";
 import { jobObject, optionalString, requiredArray, requiredObject, requiredType, type ImportedJob } from "./json-input.js";
 
 /** The worker job envelope: the job as reported to clients. */

@@ -3,7 +3,7 @@
  * (Faktory-style), "sidekiq" (Sidekiq's job hash) and "envelope" (the worker job envelope).
  * What each promises: docs/job-formats.md. All pure.
  */
-import type { JobView, SubmitInput } from "../engine/job.js";
+import type { JobView, SubmitInput } from "../model/job.js";
 import { envelopeOf, importEnvelope, type Envelope } from "./envelope.js";
 import type { ImportedJob } from "./json-input.js";
 import { importSidekiqJson, sidekiqJsonOf, type SidekiqJson } from "./sidekiq-json.js";

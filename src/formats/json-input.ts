@@ -4,9 +4,9 @@
  * so a user sees which key of *their* document is wrong, not an engine field name.
  * Inputs are what `JSON.parse` returns; nothing here does I/O.
  */
-import { invalid } from "../engine/errors.js";
-import type { JsonObject, JsonValue, SubmitInput } from "../engine/job.js";
-import { LIMITS } from "../engine/limits.js";
+import { invalid } from "../model/errors.js";
+import type { JsonObject, JsonValue, SubmitInput } from "../model/job.js";
+import { LIMITS } from "../model/limits.js";
 
 /** An imported job: what to submit, plus the id the document carried, if any. */
 export interface ImportedJob {

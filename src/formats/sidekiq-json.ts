@@ -17,10 +17,9 @@
  * value is written "key:value". `backtrace: true` keeps up to 1000 frames (the server's cap).
  * Not represented: kwargs, payload, priority, dependencies, backoff shape, timeouts, ttl.
  */
-import type { JobView, JsonObject, JsonValue, RetryPolicy, SubmitInput } from "../engine/job.js";
-import { invalid } from "../engine/errors.js";
-import { LIMITS } from "../engine/limits.js";
-import { checkQueueName } from "../engine/submit-validation.js";
+import type { JobView, JsonObject, JsonValue, RetryPolicy, SubmitInput } from "../model/job.js";
+import { invalid } from "../model/errors.js";
+import { checkQueueName, LIMITS } from "../model/limits.js";
 import { MAX_RETRIES, jobObject, optionalString, requiredArray, requiredType, type ImportedJob } from "./json-input.js";
 
 /** Sidekiq's default number of retries, for `retry: true` or no `retry` at all. */

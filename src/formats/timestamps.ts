@@ -3,7 +3,7 @@
  * microseconds ("2006-01-02T15:04:05.001000Z"). Worq keeps milliseconds, so the last three
  * digits are always written as zeros and finer digits read are truncated.
  */
-import { invalid } from "../engine/errors.js";
+import { invalid } from "../model/errors.js";
 
 /** `ms` (epoch milliseconds) as the 27-char UTC form. Throws RangeError outside years 0000–9999. */
 export function formatTimestamp27(ms: number): string {

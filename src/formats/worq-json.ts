@@ -13,9 +13,8 @@
  * dependencies, the backoff shape, execution timeout, ttl, result. Use the protobuf job or
  * the Sidekiq/envelope formats for those that they carry.
  */
-import type { JobView, JsonObject, JsonValue, SubmitInput } from "../engine/job.js";
-import { LIMITS } from "../engine/limits.js";
-import { checkQueueName } from "../engine/submit-validation.js";
+import type { JobView, JsonObject, JsonValue, SubmitInput } from "../model/job.js";
+import { checkQueueName, LIMITS } from "../model/limits.js";
 import {
   MAX_RETRIES,
   jobObject,

@@ -5,24 +5,27 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
-import type { GrpcServices, PortTls } from "../transport/grpc-server.js";
+import type { WorqServices, PortTls } from "../transport/grpc-server.js";
+import { connectWorkerService } from "../transport/worker-service.js";
 import type { WorqMetrics } from "./metrics.js";
 import type { Engine } from "../engine/engine.js";
 import { handleDashboardRoute } from "./dashboard-routes.js";
 import { handleJobJsonRoute } from "./job-json-routes.js";
 import type { AccessControl } from "../transport/auth/access-control.js";
-import { authorizeHttpRoute, connectAccessInterceptor } from "../transport/auth/http-access.js";
+import { connectAccessInterceptor } from "../transport/auth/http-access.js";
+import { replyJsonError } from "./json-answer.js";
+import { authorizeHttpRoute } from "./route-access.js";
 import { scopedMetricsText } from "../transport/auth/scoped-metrics.js";
 import type { Logger } from "../log.js";
 import { createConnectRoutes } from "./connect-routes.js";
-import { checkDoor, isRefusal, type DoorRefusal, type HostRule } from "./http-door.js";
+import { checkDoor, isRefusal, type HostRule } from "./http-door.js";
 import { guardRequests, type RequestHandler } from "./request-guard.js";
 
 /** PEM contents for HTTPS; with `ca`, clients must present a certificate it signed. */
 export type HttpTlsOptions = PortTls;
 
 export interface HttpServerOptions {
-  services: GrpcServices;
+  services: WorqServices;
   engine: Engine;
   metrics: WorqMetrics;
   /** False while starting or stopping: /healthz answers 503. */
@@ -72,13 +75,13 @@ export function createHttpServer(options: HttpServerOptions): Server {
     },
     (router) => {
       router.service(ProducerService, options.services.producer);
-      router.service(WorkerService, options.services.worker);
+      router.service(WorkerService, connectWorkerService(options.services.worker));
       router.service(AdminService, options.services.admin);
     },
   );
   const handle: RequestHandler = async (request, response) => {
     const target = checkDoor(request, options.hosts);
-    if (isRefusal(target)) return replyRefusal(response, target);
+    if (isRefusal(target)) return replyJsonError(response, target.status, target.code, target.message);
     request.url = target.originForm; // every route, Connect's included, reads the origin-form
     const path = target.path;
     if (request.method === "GET" && path === "/healthz") {
@@ -100,11 +103,6 @@ export function createHttpServer(options: HttpServerOptions): Server {
     return connect(request, response, path);
   };
   return httpServerFor(options.tls, guardRequests(handle, options.log));
-}
-
-/** Answers a request refused at the door, as a Connect-style JSON error. */
-export function replyRefusal(response: ServerResponse, refusal: DoorRefusal): void {
-  response.writeHead(refusal.status, { "content-type": "application/json" }).end(`${JSON.stringify({ code: refusal.code, message: refusal.message })}\n`);
 }
 
 /** An HTTP server for `handle`, or HTTPS with `tls` (requiring client certificates when `tls.ca` is set). */

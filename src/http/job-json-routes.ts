@@ -1,14 +1,15 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Engine } from "../engine/engine.js";
-import { WorqError } from "../engine/errors.js";
+import { WorqError } from "../model/errors.js";
 import { formatJob, importJob, isJobFormat, type JobFormat } from "../formats/index.js";
 import { ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
 import type { AccessControl, Caller } from "../transport/auth/access-control.js";
-import { authorizeHttpRoute, replyError } from "../transport/auth/http-access.js";
+import { replyConnectError, replyJson, replyJsonError } from "./json-answer.js";
+import { authorizeHttpRoute } from "./route-access.js";
 import { scopeSubmits, visibleJob } from "../transport/auth/scoped-calls.js";
 import { grpcCodeOf } from "../transport/error-mapping.js";
-import { exceedsJsonDepth, MAX_JSON_DEPTH } from "../engine/json-depth.js";
+import { exceedsJsonDepth, MAX_JSON_DEPTH } from "../model/json-depth.js";
 import type { RequestTarget } from "./request-target.js";
 
 /**
@@ -41,23 +42,23 @@ export function handleJobJsonRoute(
 ): false | Promise<void> {
   const match = /^\/v1\/jobs(?:\/([^/]+))?$/.exec(target.path);
   if (!match) return false;
-  const reply = (status: number, body: unknown) =>
-    void response.writeHead(status, { "content-type": "application/json" }).end(`${JSON.stringify(body, null, 2)}\n`);
+  // Indented: these routes are made for curl.
+  const refuse = (status: number, code: string, message: string) => replyJsonError(response, status, code, message, { indent: true });
   const answer = async (work: () => Promise<unknown>) => {
     let body: unknown;
     try {
       body = await work();
     } catch (error) {
-      if (error instanceof ConnectError) return replyError(response, error);
+      if (error instanceof ConnectError) return replyConnectError(response, error);
       if (!(error instanceof WorqError)) throw error;
       const { status, code } = httpErrorOf(error);
-      return reply(status, { code, message: error.message });
+      return refuse(status, code, error.message);
     }
-    reply(200, body);
+    replyJson(response, 200, body, { indent: true });
   };
   const format = target.query.get("format") ?? "worq";
   if (!isJobFormat(format)) {
-    reply(400, { code: "invalid_argument", message: `format: must be worq, sidekiq or envelope; got ${JSON.stringify(format.slice(0, 100))}` });
+    refuse(400, "invalid_argument", `format: must be worq, sidekiq or envelope; got ${JSON.stringify(format.slice(0, 100))}`);
     return Promise.resolve();
   }
   const jidSegment = match[1];
@@ -70,15 +71,12 @@ export function handleJobJsonRoute(
     const caller = authorizeHttpRoute(access, "submit-jobs", request, response);
     if (!caller) return Promise.resolve();
     if (!isJsonContentType(request.headers["content-type"])) {
-      reply(415, {
-        code: "invalid_argument",
-        message: `Content-Type: must be application/json; got ${JSON.stringify((request.headers["content-type"] ?? "(none)").slice(0, 100))}`,
-      });
+      refuse(415, "invalid_argument", `Content-Type: must be application/json; got ${JSON.stringify((request.headers["content-type"] ?? "(none)").slice(0, 100))}`);
       return Promise.resolve();
     }
     return answer(async () => ({ jobs: await submit(engine, await readJson(request, maxBodyBytes), format, caller, access) }));
   }
-  reply(405, { code: "unimplemented", message: "use GET /v1/jobs/<jid> or POST /v1/jobs" });
+  refuse(405, "unimplemented", "use GET /v1/jobs/<jid> or POST /v1/jobs");
   return Promise.resolve();
 }
 

@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { Engine, EngineInfo } from "../engine/engine.js";
-import { isTerminal } from "../engine/job.js";
+import { isTerminal } from "../model/job.js";
 import type { StoreWrite } from "../engine/store.js";
 import type { ConnectionEvent } from "../transport/connection-caps.js";
 import { QueueHistogram } from "./queue-histogram.js";

@@ -1,4 +1,4 @@
-import { TERMINAL_STATES, type JobMeta, type JobState } from "../engine/job.js";
+import { TERMINAL_STATES, type JobMeta, type JobState } from "../model/job.js";
 import type { FinishedCursor, Store, StoreWrite } from "../engine/store.js";
 
 /** What a copy wrote to the destination. */

@@ -3,8 +3,8 @@
  * PostgreSQL store's form) read back in either form, and plain byte copies. The LevelDB
  * store's own forms (binary meta, body, ready value) are in level/codec.ts.
  */
-import { shapedMeta, type JobMeta, type RetryPolicy } from "../engine/job.js";
-import { BINARY_META_FORMAT, decodeBinaryMeta, isOmittedPolicy, OMITTED_RETRY_POLICY } from "../engine/meta-binary.js";
+import { shapedMeta, type JobMeta, type RetryPolicy } from "../model/job.js";
+import { BINARY_META_FORMAT, decodeBinaryMeta, isOmittedPolicy, OMITTED_RETRY_POLICY } from "../model/meta-binary.js";
 
 const decoder = new TextDecoder();
 

@@ -7,7 +7,7 @@ import {
   type Duration,
   type Timestamp,
 } from "@bufbuild/protobuf/wkt";
-import { invalid } from "../engine/errors.js";
+import { invalid } from "../model/errors.js";
 import type {
   BackoffStrategy as DomainBackoff,
   DependencyType as DomainDependencyType,
@@ -19,7 +19,7 @@ import type {
   PriorityLevel,
   RetryPolicy as DomainRetryPolicy,
   SubmitInput,
-} from "../engine/job.js";
+} from "../model/job.js";
 import type { LeaseGrant } from "../engine/engine.js";
 import type { FailureReport } from "../engine/state-machine.js";
 import {

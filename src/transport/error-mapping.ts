@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { WorqError, type WorqErrorCode } from "../engine/errors.js";
+import { WorqError, type WorqErrorCode } from "../model/errors.js";
 
 /** The one table from engine errors to gRPC status codes (docs/errors.md). */
 const CODE_OF: Record<WorqErrorCode, Code> = {

@@ -15,24 +15,41 @@ import { internalErrorMessage, newRequestId } from "./request-id.js";
 export type RequestReaders = Readonly<Record<string, (bytes: Uint8Array) => unknown>>;
 
 /**
- * Mounts a Connect-style ServiceImpl on a grpc-js Server, so the service logic is written
- * once (typed by the protoc-gen-es GenService) and can later also be served over the Connect
- * protocol. Connect's error codes are the gRPC status codes by number, so errors map 1:1.
+ * Response writers that replace toBinary for some methods (by local name): the handler's
+ * answer (or each streamed one) reaches its writer as-is, so it need not be a message.
  */
-export function addConnectService<S extends DescService>(
+export type ResponseWriters = Readonly<Record<string, (answer: never) => Uint8Array>>;
+
+/** The hand-written codecs of a service's hot methods: how their requests are read, how their answers are written. */
+export interface MethodCodecs {
+  readers?: RequestReaders;
+  writers?: ResponseWriters;
+}
+
+/**
+ * Mounts a Connect-style ServiceImpl on a grpc-js Server, so the service logic is written
+ * once (typed by the protoc-gen-es GenService) and also served over the Connect protocol.
+ * Connect's error codes are the gRPC status codes by number, so errors map 1:1. `impl` is
+ * typed by its caller (grpc-server.ts's WorqServices): a method with a writer in `codecs`
+ * may answer what that writer takes rather than a message.
+ */
+export function addConnectService<S extends DescService, Handlers extends object = Partial<ServiceImpl<S>>>(
   server: grpc.Server,
   service: S,
-  impl: Partial<ServiceImpl<S>>,
+  impl: Handlers,
   onCall: (method: string, code: string, seconds: number) => void = () => {},
   limit?: ConcurrentCallLimit,
-  readers: RequestReaders = {},
+  codecs: MethodCodecs = {},
   log?: ErrorLogger,
 ): void {
   const handlers: grpc.UntypedServiceImplementation = {};
   for (const method of service.methods) {
     const fn = (impl as Record<string, unknown>)[method.localName] as ((req: unknown, ctx: HandlerContext) => unknown) | undefined;
     if (!fn) continue; // grpc-js answers UNIMPLEMENTED
-    const toOutput = (value: unknown) => (isMessage(value, method.output) ? value : create(method.output, value as never));
+    // A method with a writer of its own hands it the handler's answer untouched.
+    const toOutput = codecs.writers?.[method.localName]
+      ? (value: unknown) => value
+      : (value: unknown) => (isMessage(value, method.output) ? value : create(method.output, value as never));
     if (method.methodKind === "unary") {
       handlers[method.localName] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
         if (call.request instanceof MalformedRequest) {
@@ -96,11 +113,11 @@ export function addConnectService<S extends DescService>(
       throw new Error(`${service.typeName}.${method.name}: ${method.methodKind} methods are not supported by this adapter`);
     }
   }
-  server.addService(serviceDefinitionOf(service, readers), handlers);
+  server.addService(serviceDefinitionOf(service, codecs), handlers);
 }
 
-/** A grpc-js ServiceDefinition using @bufbuild/protobuf binary serialisation (or `readers`). */
-function serviceDefinitionOf(service: DescService, readers: RequestReaders): grpc.ServiceDefinition {
+/** A grpc-js ServiceDefinition using @bufbuild/protobuf binary serialisation (or `codecs`). */
+function serviceDefinitionOf(service: DescService, { readers = {}, writers = {} }: MethodCodecs): grpc.ServiceDefinition {
   const definition: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
   for (const method of service.methods) {
     definition[method.localName] = {
@@ -109,7 +126,7 @@ function serviceDefinitionOf(service: DescService, readers: RequestReaders): grp
       responseStream: method.methodKind === "server_streaming" || method.methodKind === "bidi_streaming",
       requestSerialize: serializer(method.input),
       requestDeserialize: deserializer(method.input, readers[method.localName]),
-      responseSerialize: serializer(method.output),
+      responseSerialize: serializer(method.output, writers[method.localName] as ((answer: unknown) => Uint8Array) | undefined),
       responseDeserialize: deserializer(method.output),
       originalName: method.localName,
     };
@@ -117,7 +134,13 @@ function serviceDefinitionOf(service: DescService, readers: RequestReaders): grp
   return definition;
 }
 
-function serializer(desc: DescMessage) {
+function serializer(desc: DescMessage, write?: (answer: unknown) => Uint8Array) {
+  if (write) {
+    return (answer: unknown) => {
+      const bytes = write(answer);
+      return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    };
+  }
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- grpc-js types messages as any
   return (message: any) => Buffer.from(toBinary(desc, message));
 }

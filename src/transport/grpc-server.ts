@@ -8,16 +8,19 @@ import { file_grpc_health_v1_health } from "../../gen/third_party/ts/grpc/health
 import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
-import { LIMITS } from "../engine/limits.js";
+import { LIMITS } from "../model/limits.js";
 import { ConcurrentCallLimit } from "./call-limit.js";
 import type { ErrorLogger } from "./error-mapping.js";
 import { addConnectService } from "./grpc-adapter.js";
-import { readReportRequest } from "./report-wire.js";
-import { readSubmitBatchRequest, readSubmitRequest } from "./submit-wire.js";
+import { writeLeaseResponse } from "./leased-job-wire.js";
+import { readReportRequest, writeReportResponse } from "./report-wire.js";
+import { readSubmitBatchRequest, readSubmitRequest, writeSubmitBatchResponse } from "./submit-wire.js";
+import type { WorkerHandlers } from "./worker-service.js";
 
-export interface GrpcServices {
+/** The three worq.v1 services, one set for both doors: the gRPC port (here) and the HTTP port's Connect routes. */
+export interface WorqServices {
   producer: ServiceImpl<typeof ProducerService>;
-  worker: ServiceImpl<typeof WorkerService>;
+  worker: WorkerHandlers;
   admin: ServiceImpl<typeof AdminService>;
 }
 
@@ -47,15 +50,19 @@ const HEALTH_SERVICE = "grpc.health.v1.Health";
  * grpcurl needs no proto files) and grpc.health.v1.Health. Keepalive pings find dead peers
  * (a killed worker's jobs come back), and message sizes are bounded both ways.
  */
-export function createGrpcServer(services: GrpcServices, options: GrpcServerOptions): { server: grpc.Server; health: HealthImplementation } {
+export function createGrpcServer(services: WorqServices, options: GrpcServerOptions): { server: grpc.Server; health: HealthImplementation } {
   const server = new grpc.Server({ ...serverChannelOptions(options.maxReceiveMessageBytes), interceptors: options.interceptors ?? [] });
   const limit = new ConcurrentCallLimit(options.maxConcurrentCalls);
-  // The hot requests are read by hand (submit-wire.ts, report-wire.ts); their handlers take both forms.
+  // gRPC always speaks binary protobuf, so the hot requests are read by hand (their handlers
+  // take both forms) and the hot answers (leased jobs, submit and ack outcomes) written by hand.
   addConnectService(server, ProducerService, services.producer, options.onCall, limit, {
-    submit: readSubmitRequest,
-    submitBatch: readSubmitBatchRequest,
+    readers: { submit: readSubmitRequest, submitBatch: readSubmitBatchRequest },
+    writers: { submitBatch: writeSubmitBatchResponse },
   }, options.log);
-  addConnectService(server, WorkerService, services.worker, options.onCall, limit, { report: readReportRequest }, options.log);
+  addConnectService(server, WorkerService, services.worker, options.onCall, limit, {
+    readers: { report: readReportRequest },
+    writers: { lease: writeLeaseResponse, report: writeReportResponse },
+  }, options.log);
   addConnectService(server, AdminService, services.admin, options.onCall, limit, {}, options.log);
   return { server, health: addHealthAndReflection(server, options.descriptorSet) };
 }

@@ -1,10 +1,13 @@
+import { toBinary } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
 import { encoded, type ProtoWriter } from "@worq/client/wire/wire-writer.js";
 import { writeDurationMs as duration, writeTimestampMs as timestamp } from "@worq/client/wire/well-known.js";
-import type { JobBody, JobMeta, RetryPolicy } from "../engine/job.js";
+import type { JobBody, JobMeta, RetryPolicy } from "../model/job.js";
 import { writeListValueField, writeStructField } from "@worq/client/wire/json-value.js";
 import type { LeaseGrant } from "../engine/engine.js";
 import { BackoffStrategy, DependencyType, ExhaustedAction, FailureCategory, JobState } from "@worq/client/gen/worq/v1/job_pb.js";
+import { LeaseResponseSchema } from "@worq/client/gen/worq/v1/worker_service_pb.js";
+import { isLeasedGrants, type LeaseAnswer } from "./lease-answer.js";
 
 /**
  * Writes leased jobs straight to protobuf wire format (worq.v1.LeasedJob, field numbers from
@@ -19,15 +22,15 @@ export function encodeLeasedJob(grant: LeaseGrant): Uint8Array {
 }
 
 /**
- * A LeasedJobs message holding `grants`, length-prefixed: the data of one unknown-field entry
- * `{ no: 1, wireType: LengthDelimited }` of LeaseResponse (its `jobs` case), which
- * protobuf-es writes out as-is, so such a response is wire-identical to one with `jobs` set.
- * All of a message's jobs go into one buffer (an entry per job cost a copy and an object each).
+ * A Lease stream message's bytes, for the gRPC side. Leased jobs are written by hand, all of
+ * a message's jobs into one buffer, wire-identical to the LeaseResponse with `jobs` set that
+ * the Connect side sends (leaseResponseOf); any other message goes through protobuf-es.
  */
-export function encodeLeasedJobsDelimited(grants: readonly LeaseGrant[]): Uint8Array {
+export function writeLeaseResponse(answer: LeaseAnswer): Uint8Array {
+  if (!isLeasedGrants(answer)) return toBinary(LeaseResponseSchema, answer);
   return encoded((w) => {
-    w.fork();
-    for (const grant of grants) {
+    w.tag(1, WireType.LengthDelimited).fork();
+    for (const grant of answer.grants) {
       w.tag(1, WireType.LengthDelimited).fork();
       writeLeasedJob(w, grant);
       w.join();

@@ -1,25 +1,16 @@
-import { WireType } from "@bufbuild/protobuf/wire";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Engine, SubmitResult } from "../engine/engine.js";
-import type { SubmitInput } from "../engine/job.js";
+import type { SubmitInput } from "../model/job.js";
 import { JobState, type JobSpec } from "@worq/client/gen/worq/v1/job_pb.js";
-import { WorqError, invalid } from "../engine/errors.js";
+import { WorqError, invalid } from "../model/errors.js";
 import type { Logger } from "../log.js";
-import { BatchShape, ProducerService, type SubmitBatchResponse, type SubmitResponse } from "@worq/client/gen/worq/v1/producer_service_pb.js";
+import { BatchShape, ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { durationMsOf, jobOf, stateOf, submitInputOf } from "./convert.js";
 import { toConnectError } from "./error-mapping.js";
 import { scopeOf } from "./auth/caller-context.js";
 import { checkJobAccess, scopeSubmits } from "./auth/scoped-calls.js";
 import { guarded } from "./handler-guard.js";
-import { encodeSubmitOutcomeDelimited, submitInputOfWire } from "./submit-wire.js";
-
-export interface ProducerServiceOptions {
-  /**
-   * SubmitBatch answers go out pre-encoded, as unknown fields (see submit-wire.ts): only for
-   * transports that always send binary (gRPC), not the Connect side that may speak JSON.
-   */
-  binaryOnly?: boolean;
-}
+import { submitInputOfWire, type SubmitBatchAnswer, type SubmitOutcome } from "./submit-wire.js";
 
 /**
  * A submitted job as the request carries it: a JobSpec message, or its bytes when the
@@ -27,28 +18,24 @@ export interface ProducerServiceOptions {
  */
 type SubmittedJob = JobSpec | Uint8Array | undefined;
 
-/** worq.v1.ProducerService: decode, call the engine, encode. */
-export function createProducerService(engine: Engine, log: Logger, options: ProducerServiceOptions = {}): ServiceImpl<typeof ProducerService> {
-  const batchResponse = (results: SubmitResult[]): SubmitBatchResponse | { jobs: SubmitResponse[] } =>
-    options.binaryOnly
-      ? {
-          $typeName: "worq.v1.SubmitBatchResponse",
-          jobs: [],
-          $unknown: results.map((result) => ({ no: 1, wireType: WireType.LengthDelimited, data: encodeSubmitOutcomeDelimited(responseOf(result)) })),
-        }
-      : { jobs: results.map(responseOf) as SubmitResponse[] };
+/**
+ * worq.v1.ProducerService: decode, call the engine, answer. SubmitBatch answers plain
+ * outcomes, which the gRPC server writes by hand (submit-wire.ts) and the Connect side
+ * through protobuf-es.
+ */
+export function createProducerService(engine: Engine, log: Logger): ServiceImpl<typeof ProducerService> {
   return {
     submit: guarded("Submit", log, async (request: { job?: SubmittedJob }, ctx: HandlerContext) => {
       const inputs = await scopeSubmits(engine, scopeOf(ctx), [inputOf(request.job, "job")], () => "job");
       const [result] = await engine.submit(inputs, () => "job");
       return responseOf(result!);
     }),
-    submitBatch: guarded("SubmitBatch", log, async (request: { jobs: readonly SubmittedJob[]; shape: number }, ctx: HandlerContext) => {
+    submitBatch: guarded("SubmitBatch", log, async (request: { jobs: readonly SubmittedJob[]; shape: number }, ctx: HandlerContext): Promise<SubmitBatchAnswer> => {
       const fieldOf = (i: number) => `jobs[${i}]`;
       const inputs = await scopeSubmits(engine, scopeOf(ctx), request.jobs.map((job, i) => inputOf(job, fieldOf(i))), fieldOf);
       const shape = request.shape === BatchShape.CHAIN ? "CHAIN" : request.shape === BatchShape.FAN_IN ? "FAN_IN" : undefined;
       if (shape === undefined && request.shape !== BatchShape.UNSPECIFIED) invalid("shape", `unknown value ${request.shape}`);
-      return batchResponse(await engine.submit(inputs, fieldOf, shape));
+      return { jobs: (await engine.submit(inputs, fieldOf, shape)).map(responseOf) };
     }),
     run: guarded("Run", log, async (request, ctx) => {
       const waitMs = request.waitTimeout ? durationMsOf(request.waitTimeout, "wait_timeout") : 0;
@@ -86,6 +73,6 @@ function inputOf(job: SubmittedJob, field: string): SubmitInput {
   return job instanceof Uint8Array ? submitInputOfWire(job, field) : submitInputOf(job, field);
 }
 
-function responseOf(result: SubmitResult) {
+function responseOf(result: SubmitResult): SubmitOutcome {
   return { jid: result.jid, duplicate: result.duplicate, state: result.state === undefined ? JobState.UNSPECIFIED : stateOf(result.state) };
 }

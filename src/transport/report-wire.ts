@@ -1,6 +1,6 @@
-import { fromBinary } from "@bufbuild/protobuf";
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
-import { FailRequestSchema, type FailRequest } from "@worq/client/gen/worq/v1/worker_service_pb.js";
+import { FailRequestSchema, ItemResultSchema, type FailRequest, type ItemResult } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { encoded } from "@worq/client/wire/wire-writer.js";
 import type { AckItem } from "../engine/engine.js";
 import { readBytes, readString, readTag, skipField, WireReader } from "@worq/client/wire/json-value.js";
@@ -45,24 +45,34 @@ function readAck(r: WireReader, end: number): AckItem {
   return ack;
 }
 
-/** worq.v1.ItemResult's fields. */
+/** worq.v1.ItemResult's fields for an ack, as a message init both doors take. */
 export interface ItemOutcome {
   jid: string;
   code: number;
   message: string;
 }
 
+/** A Report answer: worq.v1.ReportResponse's fields, the acks' outcomes still plain values. */
+export interface ReportAnswer {
+  acks: ItemOutcome[];
+  fails: ItemResult[];
+}
+
 /**
- * An ack's ItemResult, length-prefixed: the data of one unknown-field entry `{ no: 1,
- * wireType: LengthDelimited }` of a ReportResponse, which protobuf-es writes out as-is (as
- * leased-job-wire.ts does for leased jobs).
+ * A ReportResponse's bytes, for the gRPC side: what `toBinary(ReportResponseSchema,
+ * create(ReportResponseSchema, answer))` writes, the acks (one per job) by hand and the
+ * fails (rare) through protobuf-es.
  */
-export function encodeAckOutcomeDelimited(outcome: ItemOutcome): Uint8Array {
+export function writeReportResponse(answer: ReportAnswer): Uint8Array {
+  const fails = answer.fails.map((fail) => toBinary(ItemResultSchema, fail));
   return encoded((w) => {
-    w.fork();
-    w.tag(1, WireType.LengthDelimited).string(outcome.jid);
-    if (outcome.code !== 0) w.tag(2, WireType.Varint).int32(outcome.code);
-    if (outcome.message !== "") w.tag(3, WireType.LengthDelimited).string(outcome.message);
-    w.join();
+    for (const outcome of answer.acks) {
+      w.tag(1, WireType.LengthDelimited).fork();
+      w.tag(1, WireType.LengthDelimited).string(outcome.jid);
+      if (outcome.code !== 0) w.tag(2, WireType.Varint).int32(outcome.code);
+      if (outcome.message !== "") w.tag(3, WireType.LengthDelimited).string(outcome.message);
+      w.join();
+    }
+    for (const fail of fails) w.tag(2, WireType.LengthDelimited).bytes(fail);
   });
 }

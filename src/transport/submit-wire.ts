@@ -1,7 +1,7 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import { WireType } from "@bufbuild/protobuf/wire";
-import { invalid, WorqError } from "../engine/errors.js";
-import type { JsonObject, JsonValue, SubmitInput } from "../engine/job.js";
+import { invalid, WorqError } from "../model/errors.js";
+import type { JsonObject, JsonValue, SubmitInput } from "../model/job.js";
 import { JobSpecSchema } from "@worq/client/gen/worq/v1/job_pb.js";
 import { readBytes, readListValue, readString, readStruct, readTag, skipField, WireReader } from "@worq/client/wire/json-value.js";
 import { encoded } from "@worq/client/wire/wire-writer.js";
@@ -123,7 +123,7 @@ function asJson<T>(field: string, read: () => T): T {
   }
 }
 
-/** What one submitted job came to: worq.v1.SubmitResponse's fields. */
+/** What one submitted job came to: worq.v1.SubmitResponse's fields, as a message init both doors take. */
 export interface SubmitOutcome {
   jid: string;
   duplicate: boolean;
@@ -131,17 +131,23 @@ export interface SubmitOutcome {
   state: number;
 }
 
+/** A SubmitBatch answer: worq.v1.SubmitBatchResponse's one field. */
+export interface SubmitBatchAnswer {
+  jobs: SubmitOutcome[];
+}
+
 /**
- * The fields of a SubmitResponse, length-prefixed: the data of one unknown-field entry
- * `{ no: 1, wireType: LengthDelimited }` of a SubmitBatchResponse, which protobuf-es writes
- * out as-is (as leased-job-wire.ts does for leased jobs).
+ * A SubmitBatchResponse's bytes, for the gRPC side: what `toBinary(SubmitBatchResponseSchema,
+ * create(SubmitBatchResponseSchema, answer))` writes, without a message object per job.
  */
-export function encodeSubmitOutcomeDelimited(outcome: SubmitOutcome): Uint8Array {
+export function writeSubmitBatchResponse(answer: SubmitBatchAnswer): Uint8Array {
   return encoded((w) => {
-    w.fork();
-    w.tag(1, WireType.LengthDelimited).string(outcome.jid);
-    if (outcome.duplicate) w.tag(2, WireType.Varint).bool(true);
-    if (outcome.state !== 0) w.tag(3, WireType.Varint).int32(outcome.state);
-    w.join();
+    for (const outcome of answer.jobs) {
+      w.tag(1, WireType.LengthDelimited).fork();
+      w.tag(1, WireType.LengthDelimited).string(outcome.jid);
+      if (outcome.duplicate) w.tag(2, WireType.Varint).bool(true);
+      if (outcome.state !== 0) w.tag(3, WireType.Varint).int32(outcome.state);
+      w.join();
+    }
   });
 }

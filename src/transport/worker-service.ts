@@ -1,6 +1,5 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { WireType } from "@bufbuild/protobuf/wire";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Engine, LeaseGrant } from "../engine/engine.js";
 import type { Logger } from "../log.js";
@@ -11,48 +10,40 @@ import {
   WorkerService,
   type ItemResult,
   type LeaseRequest,
-  type LeaseResponse,
 } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
-import { durationMsOf, failureReportOf, leasedJobOf, stateOf } from "./convert.js";
+import { durationMsOf, failureReportOf, stateOf } from "./convert.js";
 import { toConnectError } from "./error-mapping.js";
 import { scopeOf } from "./auth/caller-context.js";
 import { ackAllInScope, checkJobAccess, checkLeaseQueues } from "./auth/scoped-calls.js";
 import { guarded } from "./handler-guard.js";
 import { Outbox } from "./outbox.js";
-import { encodeLeasedJobsDelimited } from "./leased-job-wire.js";
-import { encodeAckOutcomeDelimited, type ItemOutcome, type ReportItems } from "./report-wire.js";
+import { leaseResponseOf, type LeaseAnswer } from "./lease-answer.js";
+import type { ItemOutcome, ReportAnswer, ReportItems } from "./report-wire.js";
 
 export interface WorkerServiceOptions {
   /** An idle Lease stream gets a keepalive message this often (must stay under 30 s). */
   keepaliveIntervalMs: number;
-  /**
-   * Leased jobs (leased-job-wire.ts) and Report's ack outcomes (report-wire.ts) go out
-   * pre-encoded as unknown fields: the same bytes in binary protobuf, but invisible to JSON
-   * serialisation, so only for transports that always send binary (gRPC), not the Connect
-   * side that may speak JSON.
-   */
-  binaryOnly?: boolean;
 }
 
+/**
+ * worq.v1.WorkerService's handlers, Lease yielding LeaseAnswers (leased jobs as grants) for
+ * each door to write its own way: the gRPC server by hand, the Connect side through
+ * connectWorkerService.
+ */
+export type WorkerHandlers = Omit<ServiceImpl<typeof WorkerService>, "lease"> & {
+  lease(request: LeaseRequest, ctx: HandlerContext): AsyncGenerator<LeaseAnswer>;
+};
+
 interface OutboxEntry {
-  message: LeaseResponse;
+  message: LeaseAnswer;
   /** The stream ends after this message. */
   last: boolean;
 }
 
 /** worq.v1.WorkerService: Lease as an async generator over the engine's push sessions. */
-export function createWorkerService(engine: Engine, log: Logger, options: WorkerServiceOptions): ServiceImpl<typeof WorkerService> {
-  const jobsMessage = (grants: LeaseGrant[]): LeaseResponse =>
-    options.binaryOnly
-      ? {
-          $typeName: "worq.v1.LeaseResponse",
-          kind: { case: undefined },
-          $unknown: [{ no: 1, wireType: WireType.LengthDelimited, data: encodeLeasedJobsDelimited(grants) }],
-        }
-      : create(LeaseResponseSchema, { kind: { case: "jobs", value: { jobs: grants.map(leasedJobOf) } } });
-
-  async function* lease(request: LeaseRequest, ctx: HandlerContext): AsyncGenerator<LeaseResponse> {
+export function createWorkerService(engine: Engine, log: Logger, options: WorkerServiceOptions): WorkerHandlers {
+  async function* lease(request: LeaseRequest, ctx: HandlerContext): AsyncGenerator<LeaseAnswer> {
     const outbox = new Outbox<OutboxEntry>();
     let session;
     try {
@@ -60,7 +51,7 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
       session = engine.openLease(
         { queues: [...request.queues], workerId: request.workerId, credits: request.credits, labels: { ...request.labels } },
         {
-          deliver: (grants: LeaseGrant[]) => outbox.push({ message: jobsMessage(grants), last: false }),
+          deliver: (grants: LeaseGrant[]) => outbox.push({ message: { grants }, last: false }),
           control: (action, reason) =>
             outbox.push({
               message: create(LeaseResponseSchema, {
@@ -146,7 +137,7 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
       );
       return { results };
     }),
-    report: guarded("Report", log, async (request: ReportItems, ctx: HandlerContext) => {
+    report: guarded("Report", log, async (request: ReportItems, ctx: HandlerContext): Promise<ReportAnswer> => {
       const scope = scopeOf(ctx);
       const refusals = await ackAllInScope(
         engine,
@@ -166,14 +157,17 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
           return { state: outcome.state === null ? JobState.UNSPECIFIED : stateOf(outcome.state) };
         })),
       );
-      return options.binaryOnly
-        ? {
-            $typeName: "worq.v1.ReportResponse",
-            acks: [],
-            fails,
-            $unknown: ackOutcomes.map((outcome) => ({ no: 1, wireType: WireType.LengthDelimited, data: encodeAckOutcomeDelimited(outcome) })),
-          }
-        : { acks: ackOutcomes.map((outcome) => create(ItemResultSchema, outcome)), fails };
+      return { acks: ackOutcomes, fails };
     }),
+  };
+}
+
+/** The worker service as the Connect side mounts it: leased jobs as LeasedJob messages, which protobuf-es writes as binary or JSON. */
+export function connectWorkerService(handlers: WorkerHandlers): ServiceImpl<typeof WorkerService> {
+  return {
+    ...handlers,
+    async *lease(request, ctx) {
+      for await (const answer of handlers.lease(request, ctx)) yield leaseResponseOf(answer);
+    },
   };
 }

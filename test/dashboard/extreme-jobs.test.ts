@@ -5,7 +5,7 @@ import { join } from "node:path";
 import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
-import { LIMITS } from "../../src/engine/limits.js";
+import { LIMITS } from "../../src/model/limits.js";
 import { packageRoot } from "../../src/package-root.js";
 import { StreamWorker } from "../e2e/support/clients.js";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";

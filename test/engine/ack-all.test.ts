@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { WorqError } from "../../src/engine/errors.js";
+import { WorqError } from "../../src/model/errors.js";
 import { FlakyStore, lease, openEngine, submitEach } from "./helpers.js";
 
 describe("ackAll (a Report call's acks)", () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { BodyCache } from "../../src/engine/body-cache.js";
-import type { JobBody } from "../../src/engine/job.js";
+import type { JobBody } from "../../src/model/job.js";
 import { createMemoryData, MemoryStore } from "../../src/storage/memory/memory-store.js";
 import { batch, CollectingSink, flush, GatedStore, openEngine, report, submitOne } from "./helpers.js";
 

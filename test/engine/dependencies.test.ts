@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Engine } from "../../src/engine/engine.js";
-import type { SubmitInput } from "../../src/engine/job.js";
+import type { SubmitInput } from "../../src/model/job.js";
 import { batch, expectWorqError, flush, lease, openEngine, report, single, submitOne, type CollectingSink } from "./helpers.js";
 
 async function setup() {

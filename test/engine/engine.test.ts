@@ -2,8 +2,8 @@ import { randomUUID } from "node:crypto";
 import { describe, expect, it, vi } from "vitest";
 import { ManualClock } from "../../src/engine/clock.js";
 import { Engine, type LeaseGrant } from "../../src/engine/engine.js";
-import type { SubmitInput } from "../../src/engine/job.js";
-import { isUuidV4 } from "../../src/engine/limits.js";
+import type { SubmitInput } from "../../src/model/job.js";
+import { isUuidV4 } from "../../src/model/limits.js";
 import { MemoryStore, createMemoryData, type MemoryData } from "../../src/storage/memory/memory-store.js";
 import {
   FlakyStore,

@@ -6,8 +6,8 @@
 import { expect } from "vitest";
 import { ManualClock } from "../../src/engine/clock.js";
 import { Engine, type EngineOptions, type LeaseGrant, type LeaseSession, type LeaseSink } from "../../src/engine/engine.js";
-import { WorqError, type WorqErrorCode } from "../../src/engine/errors.js";
-import type { SubmitInput } from "../../src/engine/job.js";
+import { WorqError, type WorqErrorCode } from "../../src/model/errors.js";
+import type { SubmitInput } from "../../src/model/job.js";
 import type { FailureReport } from "../../src/engine/state-machine.js";
 import type { StoreWrite } from "../../src/engine/store.js";
 import { MemoryStore, createMemoryData, type MemoryData } from "../../src/storage/memory/memory-store.js";

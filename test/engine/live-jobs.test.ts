@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { internName, internRetryPolicy } from "../../src/engine/intern.js";
-import { shapedMeta, type JobMeta, type JobState } from "../../src/engine/job.js";
+import { shapedMeta, type JobMeta, type JobState } from "../../src/model/job.js";
 import { LiveJobs } from "../../src/engine/live-jobs.js";
-import { OMITTED_RETRY_POLICY } from "../../src/engine/meta-binary.js";
+import { OMITTED_RETRY_POLICY } from "../../src/model/meta-binary.js";
 import { buildNewJob } from "../../src/engine/submit-validation.js";
 import { randomUuidV4 } from "../../src/engine/uuid.js";
 import { T0 } from "./helpers.js";

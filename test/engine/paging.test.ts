@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Engine } from "../../src/engine/engine.js";
-import type { SubmitInput } from "../../src/engine/job.js";
+import type { SubmitInput } from "../../src/model/job.js";
 import { createMemoryData, MemoryStore } from "../../src/storage/memory/memory-store.js";
 import { ackAsDelivered, batch, CollectingSink, expectWorqError, flush, GatedStore, lease, openEngine, report, submitEach, submitOne } from "./helpers.js";
 

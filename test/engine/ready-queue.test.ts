@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { PriorityLevel } from "../../src/engine/job.js";
+import type { PriorityLevel } from "../../src/model/job.js";
 import { ReadyQueue } from "../../src/engine/ready-queue.js";
 
 function setup() {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import type { RetryPolicy } from "../../src/engine/job.js";
-import { LIMITS } from "../../src/engine/limits.js";
+import type { RetryPolicy } from "../../src/model/job.js";
+import { LIMITS } from "../../src/model/limits.js";
 import { backoffDelayMs, resolveRetryPolicy } from "../../src/engine/retry-policy.js";
 import { expectWorqErrorSync } from "./helpers.js";
 

@@ -8,8 +8,8 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import type { FailureCategory, JobMeta, JobState } from "../../src/engine/job.js";
-import { LIMITS } from "../../src/engine/limits.js";
+import type { FailureCategory, JobMeta, JobState } from "../../src/model/job.js";
+import { LIMITS } from "../../src/model/limits.js";
 import { transition, type JobEvent, type TransitionContext } from "../../src/engine/state-machine.js";
 import { buildNewJob } from "../../src/engine/submit-validation.js";
 import { T0 } from "./helpers.js";

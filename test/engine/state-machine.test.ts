@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { WorqError } from "../../src/engine/errors.js";
-import type { JobMeta, SubmitInput } from "../../src/engine/job.js";
-import { LIMITS } from "../../src/engine/limits.js";
+import { WorqError } from "../../src/model/errors.js";
+import type { JobMeta, SubmitInput } from "../../src/model/job.js";
+import { LIMITS } from "../../src/model/limits.js";
 import { firstState, transition, type JobEvent, type TransitionContext } from "../../src/engine/state-machine.js";
 import { buildNewJob } from "../../src/engine/submit-validation.js";
 import { T0, expectWorqErrorSync, report } from "./helpers.js";

@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import type { JsonValue, SubmitInput } from "../../src/engine/job.js";
-import { LIMITS } from "../../src/engine/limits.js";
-import { buildNewJob, checkQueueName } from "../../src/engine/submit-validation.js";
+import type { JsonValue, SubmitInput } from "../../src/model/job.js";
+import { LIMITS } from "../../src/model/limits.js";
+import { checkQueueName } from "../../src/model/limits.js";
+import { buildNewJob } from "../../src/engine/submit-validation.js";
 import { T0, expectWorqErrorSync } from "./helpers.js";
 
 function setup(maxJobBytes: number = LIMITS.defaultMaxJobBytes) {

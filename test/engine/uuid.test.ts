@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { isUuidV4 } from "../../src/engine/limits.js";
+import { isUuidV4 } from "../../src/model/limits.js";
 import { randomUuidV4 } from "../../src/engine/uuid.js";
 
 describe("randomUuidV4", () => {

@@ -1,6 +1,6 @@
 /** The worker job envelope (?format=envelope): lifecycle examples, state mapping, submission. */
 import { describe, expect, it } from "vitest";
-import type { JobMeta, JobState } from "../../src/engine/job.js";
+import type { JobMeta, JobState } from "../../src/model/job.js";
 import { envelopeOf, importEnvelope, submitInputFromEnvelope, type Envelope } from "../../src/formats/envelope.js";
 import { JID, expectInvalid, failure, viewOf } from "./helpers.js";
 

@@ -1,6 +1,6 @@
 /** One switch over the three JSON formats, and each format reading what it writes. */
 import { describe, expect, it } from "vitest";
-import type { SubmitInput } from "../../src/engine/job.js";
+import type { SubmitInput } from "../../src/model/job.js";
 import { JOB_FORMATS, formatJob, importJob, isJobFormat, submitInputFromFormat } from "../../src/formats/index.js";
 import { envelopeOf } from "../../src/formats/envelope.js";
 import { sidekiqJsonOf } from "../../src/formats/sidekiq-json.js";

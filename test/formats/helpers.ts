@@ -3,9 +3,9 @@
  * engine does (buildNewJob, fixed jid and clock), then let a test move it along its life.
  */
 import { expect } from "vitest";
-import { WorqError } from "../../src/engine/errors.js";
-import type { Failure, JobMeta, JobView, SubmitInput } from "../../src/engine/job.js";
-import { LIMITS } from "../../src/engine/limits.js";
+import { WorqError } from "../../src/model/errors.js";
+import type { Failure, JobMeta, JobView, SubmitInput } from "../../src/model/job.js";
+import { LIMITS } from "../../src/model/limits.js";
 import { buildNewJob } from "../../src/engine/submit-validation.js";
 
 /** The server-assigned id every test job gets. */

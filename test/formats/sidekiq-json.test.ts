@@ -1,6 +1,6 @@
 /** Sidekiq's job hash (?format=sidekiq): its examples, retry semantics and validation. */
 import { describe, expect, it } from "vitest";
-import type { JsonObject } from "../../src/engine/job.js";
+import type { JsonObject } from "../../src/model/job.js";
 import { importSidekiqJson, sidekiqJsonOf, submitInputFromSidekiqJson } from "../../src/formats/sidekiq-json.js";
 import { JID, expectInvalid, failure, viewOf } from "./helpers.js";
 

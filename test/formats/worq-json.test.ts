@@ -1,6 +1,6 @@
 /** The Worq JSON format (Faktory's job payload): round trip, timestamps, retry, validation. */
 import { describe, expect, it } from "vitest";
-import type { JsonObject } from "../../src/engine/job.js";
+import type { JsonObject } from "../../src/model/job.js";
 import { formatTimestamp27, parseRfc3339 } from "../../src/formats/timestamps.js";
 import { importWorqJson, submitInputFromWorqJson, worqJsonOf } from "../../src/formats/worq-json.js";
 import { JID, NOW, expectInvalid, failure, viewOf } from "./helpers.js";

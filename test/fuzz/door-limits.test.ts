@@ -5,7 +5,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { timestampDate, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
-import { LIMITS } from "../../src/engine/limits.js";
+import { LIMITS } from "../../src/model/limits.js";
 import { connect, StreamWorker, type WorqClients } from "../e2e/support/clients.js";
 import { spawnServer, type ServerProcess } from "../e2e/support/server-process.js";
 import { connectJson, readDashboardCalls, readJobEverywhere, serverFaults } from "./support/read-paths.js";

@@ -5,7 +5,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
-import { LIMITS } from "../../src/engine/limits.js";
+import { LIMITS } from "../../src/model/limits.js";
 import { connect, StreamWorker, type WorqClients } from "../e2e/support/clients.js";
 import { spawnServer, type ServerProcess } from "../e2e/support/server-process.js";
 import { RawGrpc } from "./support/raw-grpc.js";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { exceedsJsonDepth, MAX_JSON_DEPTH } from "../../src/engine/json-depth.js";
+import { exceedsJsonDepth, MAX_JSON_DEPTH } from "../../src/model/json-depth.js";
 import { hostnameOf, hostRule } from "../../src/http/http-door.js";
 import { parseRequestTarget } from "../../src/http/request-target.js";
 

@@ -4,7 +4,7 @@
  * that would change an answer fails.
  */
 import { describe, expect, it } from "vitest";
-import { WorqError, type WorqErrorCode } from "../../src/engine/errors.js";
+import { WorqError, type WorqErrorCode } from "../../src/model/errors.js";
 import { httpErrorOf } from "../../src/http/job-json-routes.js";
 
 /** Every engine error code: a Record, so a new code does not compile until it is here. */

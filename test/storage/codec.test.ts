@@ -4,7 +4,7 @@ import { join } from "node:path";
 import fc from "fast-check";
 import { Level } from "level";
 import { afterEach, describe, expect, it } from "vitest";
-import { shapedMeta, type JobMeta, type PriorityLevel } from "../../src/engine/job.js";
+import { shapedMeta, type JobMeta, type PriorityLevel } from "../../src/model/job.js";
 import { transition } from "../../src/engine/state-machine.js";
 import { buildNewJob } from "../../src/engine/submit-validation.js";
 import { decodeBody, decodeReadyValue, encodeBody, encodeMeta, encodeReadyValue } from "../../src/storage/level/codec.js";

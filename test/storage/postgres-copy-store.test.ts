@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { JobMeta, JobState } from "../../src/engine/job.js";
+import type { JobMeta, JobState } from "../../src/model/job.js";
 import type { Store } from "../../src/engine/store.js";
 import { copyStore } from "../../src/storage/copy-store.js";
 import { LevelStore } from "../../src/storage/level/level-store.js";

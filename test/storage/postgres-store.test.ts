@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { JobMeta, PriorityLevel } from "../../src/engine/job.js";
+import type { JobMeta, PriorityLevel } from "../../src/model/job.js";
 import type { StoreWrite } from "../../src/engine/store.js";
 import { encodeMetaJson } from "../../src/storage/record-codec.js";
 import { MIGRATIONS } from "../../src/storage/postgres/migrations.js";

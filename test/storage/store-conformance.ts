@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import type { JobBody, JobMeta, JobState, PriorityLevel } from "../../src/engine/job.js";
+import type { JobBody, JobMeta, JobState, PriorityLevel } from "../../src/model/job.js";
 import type { ReadyLevelCount, Store } from "../../src/engine/store.js";
 
 /** A store under test plus a way to simulate a restart on the same data. */

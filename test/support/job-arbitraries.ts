@@ -4,7 +4,7 @@
  */
 import fc from "fast-check";
 import type { LeaseGrant } from "../../src/engine/engine.js";
-import type { JobBody, JobMeta, JobState, JsonObject, JsonValue, SubmitInput } from "../../src/engine/job.js";
+import type { JobBody, JobMeta, JobState, JsonObject, JsonValue, SubmitInput } from "../../src/model/job.js";
 
 export const RUNS = Number(process.env.WORQ_PROPERTY_RUNS ?? 300);
 const ms = fc.integer({ min: 0, max: 4_102_444_800_000 });

@@ -4,12 +4,12 @@
  * random jobs covering every optional field, so a field added to one and not the other fails.
  */
 import { create, equals, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { WireType } from "@bufbuild/protobuf/wire";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { leasedJobOf } from "../../src/transport/convert.js";
-import { encodeLeasedJob, encodeLeasedJobsDelimited } from "../../src/transport/leased-job-wire.js";
-import { LeasedJobSchema, LeaseResponseSchema } from "@worq/client/gen/worq/v1/worker_service_pb.js";
+import { leaseResponseOf } from "../../src/transport/lease-answer.js";
+import { encodeLeasedJob, writeLeaseResponse } from "../../src/transport/leased-job-wire.js";
+import { ControlAction, LeasedJobSchema, LeaseResponseSchema } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { grant, RUNS } from "../support/job-arbitraries.js";
 
 
@@ -25,20 +25,24 @@ describe("leased jobs on the wire", () => {
     );
   });
 
-  it("as the unknown field 1 of a LeaseResponse, make it wire-identical to one with jobs set", () => {
+  it("as a Lease answer, are written wire-identical to the LeaseResponse with jobs set that the Connect side sends", () => {
     fc.assert(
       fc.property(fc.array(grant, { minLength: 1, maxLength: 3 }), (grants) => {
         const generic = create(LeaseResponseSchema, { kind: { case: "jobs", value: { jobs: grants.map(leasedJobOf) } } });
-        const direct = {
-          ...create(LeaseResponseSchema),
-          $unknown: [{ no: 1, wireType: WireType.LengthDelimited, data: encodeLeasedJobsDelimited(grants) }],
-        };
-        expect(new Uint8Array(toBinary(LeaseResponseSchema, direct))).toEqual(toBinary(LeaseResponseSchema, generic));
-        const decoded = fromBinary(LeaseResponseSchema, toBinary(LeaseResponseSchema, direct));
+        expect(equals(LeaseResponseSchema, leaseResponseOf({ grants }), generic)).toBe(true);
+        const direct = writeLeaseResponse({ grants });
+        expect(new Uint8Array(direct)).toEqual(toBinary(LeaseResponseSchema, generic));
+        const decoded = fromBinary(LeaseResponseSchema, direct);
         expect(decoded.kind.case === "jobs" && decoded.kind.value.jobs.length).toBe(grants.length);
         expect(equals(LeaseResponseSchema, decoded, fromBinary(LeaseResponseSchema, toBinary(LeaseResponseSchema, generic)))).toBe(true);
       }),
       { numRuns: Math.ceil(RUNS / 3) },
     );
+  });
+
+  it("leave a Lease answer that is no jobs to protobuf-es", () => {
+    const control = create(LeaseResponseSchema, { kind: { case: "control", value: { action: ControlAction.QUIET, reason: "r" } } });
+    expect(new Uint8Array(writeLeaseResponse(control))).toEqual(toBinary(LeaseResponseSchema, control));
+    expect(leaseResponseOf(control)).toBe(control);
   });
 });

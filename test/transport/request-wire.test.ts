@@ -2,23 +2,23 @@
  * The gRPC side reads Submit, SubmitBatch and Report requests by hand (submit-wire.ts,
  * report-wire.ts) and writes their answers as pre-encoded fields. Over random inputs covering
  * every field, and over two messages concatenated (protobuf's merge rules), what it reads
- * must be what fromBinary + submitInputOf give, errors included, and what it writes must
- * decode to the answer protobuf-es would have written.
+ * must be what fromBinary + submitInputOf give, errors included, and what it writes must be
+ * the bytes protobuf-es would have written.
  */
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { encodeJobSpec, jobSpecOfInput } from "@worq/client/job-spec.js";
-import type { SubmitInput } from "../../src/engine/job.js";
-import { LIMITS } from "../../src/engine/limits.js";
+import type { SubmitInput } from "../../src/model/job.js";
+import { LIMITS } from "../../src/model/limits.js";
 import { buildNewJob } from "../../src/engine/submit-validation.js";
 import { submitInputOf } from "../../src/transport/convert.js";
-import { encodeAckOutcomeDelimited, readReportRequest } from "../../src/transport/report-wire.js";
-import { encodeSubmitOutcomeDelimited, readSubmitBatchRequest, readSubmitRequest, submitInputOfWire } from "../../src/transport/submit-wire.js";
+import { readReportRequest, writeReportResponse } from "../../src/transport/report-wire.js";
+import { readSubmitBatchRequest, readSubmitRequest, submitInputOfWire, writeSubmitBatchResponse } from "../../src/transport/submit-wire.js";
 import { FailureCategory, JobSpecSchema, JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { type BatchShape, SubmitBatchRequestSchema, SubmitBatchResponseSchema, SubmitRequestSchema } from "@worq/client/gen/worq/v1/producer_service_pb.js";
-import { ReportRequestSchema, ReportResponseSchema } from "@worq/client/gen/worq/v1/worker_service_pb.js";
+import { ItemResultSchema, ReportRequestSchema, ReportResponseSchema } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { RUNS, submitInput } from "../support/job-arbitraries.js";
 
 const concat = (...parts: Uint8Array[]) => new Uint8Array(Buffer.concat(parts));
@@ -146,16 +146,14 @@ describe("Submit and SubmitBatch requests read from the wire", () => {
     expect(() => readSubmitBatchRequest(one.subarray(0, 3))).toThrow(/premature EOF/);
   });
 
-  it("are answered with bytes that decode to the SubmitBatchResponse protobuf-es would write", () => {
+  it("are answered with the bytes of the SubmitBatchResponse protobuf-es would write", () => {
     const outcomes = [
       { jid: "8c0b7c1e-5b1a-4f3e-9d2a-0d6c1f2e3a4b", duplicate: false, state: JobState.SCHEDULED },
       { jid: "1f0e2d3c-4b5a-4968-8776-a5b4c3d2e1f0", duplicate: true, state: 0 },
     ];
-    const response = {
-      ...create(SubmitBatchResponseSchema),
-      $unknown: outcomes.map((o) => ({ no: 1, wireType: WireType.LengthDelimited, data: encodeSubmitOutcomeDelimited(o) })),
-    };
-    expect(fromBinary(SubmitBatchResponseSchema, toBinary(SubmitBatchResponseSchema, response))).toEqual(create(SubmitBatchResponseSchema, { jobs: outcomes }));
+    const bytes = writeSubmitBatchResponse({ jobs: outcomes });
+    expect(new Uint8Array(bytes)).toEqual(toBinary(SubmitBatchResponseSchema, create(SubmitBatchResponseSchema, { jobs: outcomes })));
+    expect(fromBinary(SubmitBatchResponseSchema, bytes)).toEqual(create(SubmitBatchResponseSchema, { jobs: outcomes }));
   });
 });
 
@@ -184,16 +182,14 @@ describe("Report requests read from the wire", () => {
     for (let end = 1; end < whole.length; end++) expect(() => readReportRequest(whole.subarray(0, end))).toThrow(/premature EOF/);
   });
 
-  it("are answered with ack outcomes that decode to the ReportResponse protobuf-es would write", () => {
+  it("are answered with the bytes of the ReportResponse protobuf-es would write", () => {
     const acks = [
       { jid: "a", code: 0, message: "" },
       { jid: "b", code: 9, message: "lease x is not the live lease" },
     ];
-    const fails = [{ jid: "c", code: 0, message: "", state: JobState.RETRYING }];
-    const response = {
-      ...create(ReportResponseSchema, { fails }),
-      $unknown: acks.map((o) => ({ no: 1, wireType: WireType.LengthDelimited, data: encodeAckOutcomeDelimited(o) })),
-    };
-    expect(fromBinary(ReportResponseSchema, toBinary(ReportResponseSchema, response))).toEqual(create(ReportResponseSchema, { acks, fails }));
+    const fails = [create(ItemResultSchema, { jid: "c", code: 0, message: "", state: JobState.RETRYING }), create(ItemResultSchema, { jid: "d", code: 5, message: "no job d" })];
+    const bytes = writeReportResponse({ acks, fails });
+    expect(new Uint8Array(bytes)).toEqual(toBinary(ReportResponseSchema, create(ReportResponseSchema, { acks, fails })));
+    expect(fromBinary(ReportResponseSchema, bytes)).toEqual(create(ReportResponseSchema, { acks, fails }));
   });
 });

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { Option, type Command } from "commander";
-import type { SubmitInput } from "../../engine/job.js";
+import type { SubmitInput } from "../../model/job.js";
 import type { SubmitResponse } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import type { JobSpec } from "@worq/client/gen/worq/v1/job_pb.js";
 import { contextOf, withGlobalOptions } from "../command-context.js";

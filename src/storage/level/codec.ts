@@ -2,8 +2,8 @@
  * The LevelDB store's record forms: the binary meta, the body, and the ready value. The forms
  * both durable stores share (JSON, JSON meta, decodeMeta) are in ../record-codec.ts.
  */
-import { jobBody, type JobBody, type JobMeta } from "../../engine/job.js";
-import { encodeBinaryMeta, isOmittedPolicy } from "../../engine/meta-binary.js";
+import { jobBody, type JobBody, type JobMeta } from "../../model/job.js";
+import { encodeBinaryMeta, isOmittedPolicy } from "../../model/meta-binary.js";
 import { decodeJson, decodeMeta, plainBytes } from "../record-codec.js";
 
 /** A meta record of the LevelDB store: binary (meta-binary.ts), without `retry` when it is OMITTED_RETRY_POLICY. */

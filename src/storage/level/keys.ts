@@ -1,11 +1,11 @@
-import type { PriorityLevel } from "../../engine/job.js";
+import type { PriorityLevel } from "../../model/job.js";
 
 /**
  * The LevelDB key layout, and the only place that builds keys. Documented in docs/keyspace.md.
  * Keys are UTF-8 strings; `/` separates parts; a range of one prefix is [prefix, prefix + "\xff").
  */
 export const KEYS = {
-  /** JobMeta (binary, engine/meta-binary.ts; JSON in layout 1): the mutable, small record rewritten on every transition. */
+  /** JobMeta (binary, model/meta-binary.ts; JSON in layout 1): the mutable, small record rewritten on every transition. */
   meta: (jid: string) => `j/${jid}`,
   /** JobBody (codec.ts): the immutable data, written once. */
   body: (jid: string) => `b/${jid}`,

@@ -1,9 +1,9 @@
 import { mkdirSync } from "node:fs";
 import { Level } from "level";
-import { WorqError } from "../../engine/errors.js";
-import { isPurgedAtExpiry, isTerminal, type JobBody, type JobMeta } from "../../engine/job.js";
+import { WorqError } from "../../model/errors.js";
+import { isPurgedAtExpiry, isTerminal, type JobBody, type JobMeta } from "../../model/job.js";
 import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, ReadyJob, ReadyLevelCount, Store, StoreWrite } from "../../engine/store.js";
-import type { JobState, PriorityLevel } from "../../engine/job.js";
+import type { JobState, PriorityLevel } from "../../model/job.js";
 import { decodeJson, decodeMeta, encodeJson, plainBytes } from "../record-codec.js";
 import { decodeBody, decodeReadyValue, encodeBody, encodeMeta, encodeReadyValue } from "./codec.js";
 import { GroupCommitter } from "../group-commit.js";
@@ -31,7 +31,7 @@ interface NativeLevel {
 const SYNC = { sync: process.env.WORQ_TEST_ONLY_SKIP_FSYNC !== "1" };
 
 /**
- * Keyspace layout written: 2 stores metas in binary (engine/meta-binary.ts), 3 drops the index
+ * Keyspace layout written: 2 stores metas in binary (model/meta-binary.ts), 3 drops the index
  * of finished jobs across queues, 4 lists SCHEDULED jobs under q/ instead of l/. An older dir
  * is migrated at open and marked 4 (a layout-1 dir's JSON metas are read as they are, since
  * new records will be binary); a server that reads only an older layout then refuses the dir

@@ -1,7 +1,7 @@
-import type { JobBody, JobMeta } from "../../engine/job.js";
-import { isPurgedAtExpiry, isTerminal } from "../../engine/job.js";
-import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, ReadyJob, ReadyLevelCount, Store, StoreWrite } from "../../engine/store.js";
-import type { JobState, PriorityLevel } from "../../engine/job.js";
+import type { JobBody, JobMeta } from "../../model/job.js";
+import { isPurgedAtExpiry, isTerminal } from "../../model/job.js";
+import { claimKey, type Counters, type FinishedCursor, type IdempotencyClaim, type PendingCallback, type QueueInfo, type ReadyJob, type ReadyLevelCount, type Store, type StoreWrite } from "../../engine/store.js";
+import type { JobState, PriorityLevel } from "../../model/job.js";
 
 /** The data of a MemoryStore; pass the same one to a new MemoryStore to simulate a restart. */
 export interface MemoryData {
@@ -66,10 +66,10 @@ export class MemoryStore implements Store {
           this.data.counters = write.counters;
           break;
         case "put-idempotency":
-          this.data.claims.set(claimId(write.claim), write.claim);
+          this.data.claims.set(claimKey(write.claim.namespace, write.claim.type, write.claim.key), write.claim);
           break;
         case "delete-idempotency":
-          this.data.claims.delete(claimId(write.claim));
+          this.data.claims.delete(claimKey(write.claim.namespace, write.claim.type, write.claim.key));
           break;
         case "put-callback":
           this.data.callbacks.set(write.callback.jid, write.callback);
@@ -187,10 +187,4 @@ export class MemoryStore implements Store {
   private finished(): JobMeta[] {
     return [...this.data.metas.values()].filter((meta) => isPurgedAtExpiry(meta.state)).sort((a, b) => a.expiresAtMs - b.expiresAtMs);
   }
-}
-
-/** A key no two claims share: namespace and type length-prefixed. */
-function claimId(claim: IdempotencyClaim): string {
-  const namespace = claim.namespace ?? "";
-  return `${namespace.length}:${namespace}${claim.type.length}:${claim.type}${claim.key}`;
 }

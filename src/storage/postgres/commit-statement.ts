@@ -1,5 +1,5 @@
-import { isPurgedAtExpiry, isTerminal, type JobMeta } from "../../engine/job.js";
-import type { Counters, IdempotencyClaim, StoreWrite } from "../../engine/store.js";
+import { isPurgedAtExpiry, isTerminal, type JobMeta } from "../../model/job.js";
+import { claimKey, type Counters, type IdempotencyClaim, type StoreWrite } from "../../engine/store.js";
 import { encodeJson, encodeMetaJson } from "../record-codec.js";
 
 /**
@@ -113,12 +113,12 @@ function rowOpsOf(writes: readonly StoreWrite[]): RowOps {
         break;
       case "put-idempotency": {
         const { namespace = "", type, key } = write.claim;
-        ops.claims.set(claimId(namespace, type, key), { put: write.claim, namespace, type, key });
+        ops.claims.set(claimKey(namespace, type, key), { put: write.claim, namespace, type, key });
         break;
       }
       case "delete-idempotency": {
         const { namespace = "", type, key } = write.claim;
-        ops.claims.set(claimId(namespace, type, key), { ...DELETE, namespace, type, key });
+        ops.claims.set(claimKey(namespace, type, key), { ...DELETE, namespace, type, key });
         break;
       }
       case "put-callback":
@@ -133,11 +133,6 @@ function rowOpsOf(writes: readonly StoreWrite[]): RowOps {
     }
   }
   return ops;
-}
-
-/** A key no (namespace, type, key) triple shares with another: namespace and type length-prefixed. */
-function claimId(namespace: string, type: string, key: string): string {
-  return `${namespace.length}:${namespace}${type.length}:${type}/${key}`;
 }
 
 /** Keys whose last operation is a delete, and the rows put. */

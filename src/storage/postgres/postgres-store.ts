@@ -1,6 +1,6 @@
 import pg from "pg";
-import { WorqError } from "../../engine/errors.js";
-import type { JobBody, JobMeta, JobState, PriorityLevel } from "../../engine/job.js";
+import { WorqError } from "../../model/errors.js";
+import type { JobBody, JobMeta, JobState, PriorityLevel } from "../../model/job.js";
 import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, ReadyJob, ReadyLevelCount, Store, StoreWrite } from "../../engine/store.js";
 import { decodeJson, decodeMeta, plainBytes } from "../record-codec.js";
 import { GroupCommitter } from "../group-commit.js";

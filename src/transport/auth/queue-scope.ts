@@ -1,4 +1,4 @@
-import { WorqError } from "../../engine/errors.js";
+import { WorqError } from "../../model/errors.js";
 
 /**
  * The queues a token may touch: every queue (no `queues=` on its line), or those matching

@@ -1,7 +1,7 @@
-import { WorqError, invalid } from "../../engine/errors.js";
+import { WorqError, invalid } from "../../model/errors.js";
 import type { AckItem, Engine, QueueStatsView, WorkerView } from "../../engine/engine.js";
-import type { JobView, SubmitInput } from "../../engine/job.js";
-import { LIMITS } from "../../engine/limits.js";
+import type { JobView, SubmitInput } from "../../model/job.js";
+import { LIMITS } from "../../model/limits.js";
 import { checkJobInScope, checkQueueInScope, type QueueScope } from "./queue-scope.js";
 
 // What a caller limited to some queues may do, call by call, for the handlers of both ports

@@ -1,5 +1,5 @@
 import fc from "fast-check";
-import { LIMITS } from "../../../src/engine/limits.js";
+import { LIMITS } from "../../../src/model/limits.js";
 
 /**
  * Jobs a careless or hostile producer would send: times at and past the ends of the time

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { WorqError } from "../../../src/engine/errors.js";
+import { WorqError } from "../../../src/model/errors.js";
 import { ALL_QUEUES, checkJobInScope, checkQueueInScope, parseQueueScope } from "../../../src/transport/auth/queue-scope.js";
 import { scopedMetricsText } from "../../../src/transport/auth/scoped-metrics.js";
 

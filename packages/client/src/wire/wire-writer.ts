@@ -29,7 +29,7 @@ const KEPT_BYTES = 1 << 20;
  * leased job has a dozen strings and nested messages, each paying for those allocations.
  * Here ASCII strings are copied char by char, and a fork reserves one length
  * byte, moving the message up only when it turns out 128 bytes or longer. The LevelDB
- * store's meta records (engine/meta-binary.ts) are written with it too.
+ * store's meta records (model/meta-binary.ts) are written with it too.
  */
 export class WireWriter implements ProtoWriter {
   private buf = Buffer.allocUnsafe(INITIAL_BYTES);

@@ -1,3 +1,5 @@
+import { invalid } from "./errors.js";
+
 /** Limits and defaults of the job model (docs/job-model.md). Sizes in bytes, durations in ms. */
 export const LIMITS = {
   typeMaxChars: 256,
@@ -72,4 +74,12 @@ const UUID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0
 /** True for a canonical lower-case UUID v4, the only form of jid and lease id the server issues. */
 export function isUuidV4(value: string): boolean {
   return UUID_PATTERN.test(value);
+}
+
+/** Throws WORQ_INVALID_ARGUMENT unless `name` is a valid queue name. */
+export function checkQueueName(name: string, field: string): void {
+  if (name.length > LIMITS.queueMaxChars) invalid(field, `must be at most ${LIMITS.queueMaxChars} chars`);
+  if (!LIMITS.queuePattern.test(name)) {
+    invalid(field, `${JSON.stringify(name)} must match ^[a-zA-Z][a-zA-Z0-9_.-]*$`);
+  }
 }
