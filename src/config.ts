@@ -67,7 +67,7 @@ export const DEFAULT_MAX_CONNECTIONS = 1024;
 /** Default of --header-timeout. */
 export const DEFAULT_HEADER_TIMEOUT_MS = 10_000;
 /** Default of --webhook-concurrency-per-target. */
-export const DEFAULT_WEBHOOK_CONCURRENCY_PER_TARGET = 4;
+const DEFAULT_WEBHOOK_CONCURRENCY_PER_TARGET = 4;
 
 export const SERVE_HELP = `Usage: worq serve [options]
 
@@ -300,7 +300,7 @@ function parseInteger(text: string, flag: string): number {
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
-export function parseDurationMs(text: string, flag: string): number {
+function parseDurationMs(text: string, flag: string): number {
   const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(text.trim());
   if (!match) throw new Error(`${flag} must be a duration like 500ms, 10s, 5m or 1h; got ${JSON.stringify(text)}`);
   return Math.round(Number(match[1]) * UNIT_MS[match[2]!]!);

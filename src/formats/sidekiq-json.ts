@@ -24,9 +24,9 @@ import { checkQueueName } from "../engine/submit-validation.js";
 import { MAX_RETRIES, jobObject, optionalString, requiredArray, requiredType, type ImportedJob } from "./json-input.js";
 
 /** Sidekiq's default number of retries for `retry: true`. */
-export const SIDEKIQ_DEFAULT_RETRIES = 25;
+const SIDEKIQ_DEFAULT_RETRIES = 25;
 
-export interface SidekiqKnownKeys {
+interface SidekiqKnownKeys {
   class: string;
   jid: string;
   args: JsonValue[];

@@ -27,7 +27,7 @@ import {
 } from "./json-input.js";
 import { formatTimestamp27, parseRfc3339 } from "./timestamps.js";
 
-export interface WorqJsonFailure {
+interface WorqJsonFailure {
   /** The first failure. */
   failed_at: string;
   /** The latest failure, once the job has failed more than once. */

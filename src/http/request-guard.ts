@@ -24,7 +24,7 @@ export function guardRequests(handle: RequestHandler, log: Logger): (request: In
 }
 
 /** Logs `error` under a new request id and answers 500 naming that id (never the cause). */
-export function answerInternalError(request: IncomingMessage, response: ServerResponse, error: unknown, log: Logger): void {
+function answerInternalError(request: IncomingMessage, response: ServerResponse, error: unknown, log: Logger): void {
   // The client closed the connection while its body was read: nobody to answer, no fault here.
   if ((error as NodeJS.ErrnoException | undefined)?.code === "ECONNRESET" && request.destroyed) return;
   const requestId = newRequestId();

@@ -11,7 +11,7 @@ import { LIMITS } from "../../../src/engine/limits.js";
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
 /** A time given with the job: none, an absolute `at` (epoch ms) or a `delay` from submit (ms). */
-export type HostileTime = { kind: "none" } | { kind: "at"; ms: number } | { kind: "delay"; ms: number };
+type HostileTime = { kind: "none" } | { kind: "at"; ms: number } | { kind: "delay"; ms: number };
 
 export interface HostileJob {
   type: string;
