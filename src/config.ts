@@ -16,7 +16,7 @@ export interface ServerConfig {
   maxJobBytes: number;
   /** How long a disconnected worker's leases stay valid without a Renew. */
   orphanGraceMs: number;
-  /** Ready jobs held in memory per queue and priority level; a deeper backlog waits in the store. */
+  /** Ready jobs kept in memory per queue and priority; a deeper backlog waits in the store. */
   readyWindow: number;
   /** Keepalive message interval on idle Lease streams. */
   keepaliveIntervalMs: number;

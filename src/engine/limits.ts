@@ -60,7 +60,7 @@ export const LIMITS = {
   /** HTTP/2 streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). */
   maxStreamsPerConnection: 1000,
   /**
-   * Ready jobs held in memory per queue and priority level, by default (about 230 bytes of
+   * Ready jobs kept in memory per queue and priority, by default (about 230 bytes of
    * heap each); a deeper backlog waits in the store, read back half a window at a time.
    */
   defaultReadyWindow: 10_000,

@@ -151,7 +151,7 @@ export interface ReadyPosition {
  * `pageToken`: ready jobs read from the ready queues by position (`readyAfter`; undefined
  * when the listing is of another state) merged with `others`, the jobs of the other states
  * listed (already narrowed to a queue). So a page costs its own ready jobs, not a sort of
- * the backlog and the unpacking of every meta in it (which, with a deep backlog, held the
+ * the backlog and the unpacking of every meta in it (which, with a deep backlog, stalled the
  * server for the length of the sort). Positions are keys, not offsets, so a job moving elsewhere
  * between two pages makes no other job be skipped or repeated. Throws WORQ_INVALID_ARGUMENT
  * for a bad token.
