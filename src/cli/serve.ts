@@ -14,7 +14,7 @@ export async function serve(config: ServerConfig): Promise<void> {
   // A submit's inputs, metas and bodies all live until its commit, so V8 sees each of their
   // allocation sites survive a young-generation GC and starts allocating them in the old
   // generation, where they then die and leave it fragmented: with a large backlog most of the
-  // old space kept nothing live (bench/diag/engine-memory.mjs --level; docs/performance.md).
+  // old space kept nothing live (bench/diag/engine-memory.mjs --leveldb; docs/performance.md).
   // Set before the server allocates anything; it is read at each GC.
   setFlagsFromString("--no-allocation-site-pretenuring");
   // After a burst (a large preload) V8 let the old generation grow to several times what was

@@ -6,8 +6,8 @@
 export const MAX_JSON_DEPTH = 100;
 
 /**
- * Whether `value` nests arrays or objects more than `maxDepth` levels deep (a scalar is 0
- * levels, `[1]` one). Stops at the first level past the limit, so its own recursion is
+ * Whether `value` nests arrays or objects more than `maxDepth` deep (a scalar has depth 0,
+ * `[1]` depth 1). Stops at the first depth past the limit, so its own recursion is
  * bounded by `maxDepth` however deep the value is.
  */
 export function exceedsJsonDepth(value: unknown, maxDepth: number = MAX_JSON_DEPTH): boolean {

@@ -30,8 +30,8 @@ export const LIMITS = {
   minTimeMs: 0,
   maxTimeMs: Date.UTC(9999, 11, 31, 23, 59, 59, 999),
   /**
-   * Levels of arrays and objects in args, kwargs or custom, at most (the top-level array or
-   * object is level 1). Each level is two protobuf messages (Value and ListValue or Struct)
+   * Depth of arrays and objects in args, kwargs or custom, at most (the outermost array or
+   * object is depth 1). Each step of depth is two protobuf messages (Value and ListValue or Struct)
    * and protobuf readers stop at 100 nested messages (protobuf-es, Python, C++), so every job
    * within it decodes in a LeaseResponse, GetJobResponse or ListJobsResponse with room to spare.
    */

@@ -43,7 +43,7 @@ export function checkText(text: string, field: string): void {
 /**
  * Throws when `value` (args, kwargs or custom) nests deeper than LIMITS.maxJsonDepth, or holds
  * a key or string with a lone surrogate, or a number that is not finite. Stops at the first
- * level past the limit, so a value of any depth is checked without deep recursion.
+ * depth past the limit, so a value of any depth is checked without deep recursion.
  */
 export function checkJsonData(value: JsonValue, field: string): void {
   const problem = jsonProblem(value, 1);
@@ -54,7 +54,7 @@ function jsonProblem(value: JsonValue, depth: number): string | undefined {
   if (typeof value === "string") return isWellFormed(value) ? undefined : LONE_SURROGATE;
   if (typeof value === "number") return Number.isFinite(value) ? undefined : "holds a number that is not finite";
   if (value === null || typeof value !== "object") return undefined;
-  if (depth > LIMITS.maxJsonDepth) return `nests more than ${LIMITS.maxJsonDepth} levels of arrays and objects`;
+  if (depth > LIMITS.maxJsonDepth) return `nests arrays and objects more than ${LIMITS.maxJsonDepth} deep`;
   if (Array.isArray(value)) {
     for (const item of value) {
       const problem = jsonProblem(item, depth + 1);

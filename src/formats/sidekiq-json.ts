@@ -10,8 +10,8 @@
  * exhausted jobs are discarded. An absent `retry` takes the server's default (3 attempts).
  *
  * Sidekiq keeps every key of the hash, so keys this module does not know (ActiveJob's
- * `wrapped`, `locale`, middleware keys…) go to `custom` on import and come back at the top
- * level on export (a custom key that clashes with a Sidekiq key below is left out there).
+ * `wrapped`, `locale`, middleware keys…) go to `custom` on import and come back as keys of
+ * the hash on export (a custom key that clashes with a Sidekiq key below is left out there).
  *
  * `tags` (Sidekiq's array of strings) become tags with empty values; on export a tag with a
  * value is written "key:value". `backtrace: true` keeps up to 1000 frames (the server's cap).
