@@ -201,9 +201,19 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   return serveConfig(command.opts<ServeValues>(), env);
 }
 
-/** The server's settings from commander's values (`cluster`, `dataDir`: camel case) over `env`. Throws a readable Error on bad input. */
+/** Each flag serveCommand() declares, without its dashes. */
+const SERVE_FLAGS = new Set(SERVE_OPTIONS.map((option) => option.flags.split(" ")[0]!.slice(2)));
+
+/**
+ * The server's settings from commander's values of serveCommand()'s flags (keyed in camel case:
+ * --data-dir is `dataDir`) over `env`, over the defaults. Throws a readable Error on bad input.
+ */
 export function serveConfig(values: ServeValues, env: NodeJS.ProcessEnv = process.env): ServerConfig {
-  const valueOf = (flag: string) => values[flag.replace(/-([a-z])/g, (_, letter: string) => letter.toUpperCase())];
+  const valueOf = (flag: string) => {
+    // The names below are plain strings: one that no option declares would read as never given.
+    if (!SERVE_FLAGS.has(flag)) throw new Error(`--${flag} is not a worq serve flag`);
+    return values[flag.replace(/-([a-z])/g, (_, letter: string) => letter.toUpperCase())];
+  };
   const pick = (flag: string, envName: string) => {
     const value = valueOf(flag);
     return typeof value === "string" ? value : env[envName];
