@@ -1,5 +1,5 @@
 import { hostname } from "node:os";
-import { parseArgs } from "node:util";
+import { Command, CommanderError, Option } from "commander";
 import { LIMITS } from "./model/limits.js";
 import type { LogLevel } from "./log.js";
 import { parseSubmitRate, type SubmitRate } from "./transport/auth/submit-rate.js";
@@ -16,7 +16,7 @@ export interface ServerConfig {
   maxJobBytes: number;
   /** How long a disconnected worker's leases stay valid without a Renew. */
   orphanGraceMs: number;
-  /** Ready jobs held in memory per queue and priority level; a deeper backlog waits in the store. */
+  /** Ready jobs kept in memory per queue and priority; a deeper backlog waits in the store. */
   readyWindow: number;
   /** Keepalive message interval on idle Lease streams. */
   keepaliveIntervalMs: number;
@@ -67,106 +67,158 @@ export const DEFAULT_MAX_CONNECTIONS = 1024;
 /** Default of --header-timeout. */
 export const DEFAULT_HEADER_TIMEOUT_MS = 10_000;
 /** Default of --webhook-concurrency-per-target. */
-export const DEFAULT_WEBHOOK_CONCURRENCY_PER_TARGET = 4;
+const DEFAULT_WEBHOOK_CONCURRENCY_PER_TARGET = 4;
 
-export const SERVE_HELP = `Usage: worq serve [options]
+/** The flags of `worq serve`, each with its environment variable; grouped as its help shows them. */
+const SERVE_OPTIONS: ReadonlyArray<{ group: string; flags: string; help: string }> = [
+  ...group("Options (environment variable in brackets):", [
+    ["--host <addr>", "address to bind [WORQ_HOST] (default 127.0.0.1)"],
+    ["--port <n>", "gRPC port, 0 = any free port [WORQ_PORT] (default 7419)"],
+    ["--http-port <n>", "HTTP port: Connect protocol (curl), /healthz, /metrics [WORQ_HTTP_PORT] (default 7420; with --port 0, any free port)"],
+    ["--data-dir <dir>", "LevelDB data directory [WORQ_DATA_DIR] (default ./worq-data)"],
+    [
+      "--store <url>",
+      "keep the data in PostgreSQL instead, e.g. postgres://worq@db:5432/worq [WORQ_STORE] (schema migrations applied on start; --data-dir is then unused)",
+    ],
+    [
+      "--max-job-bytes <n>",
+      `limit on args+kwargs+payload+custom of a job [WORQ_MAX_JOB_BYTES] (default ${LIMITS.defaultMaxJobBytes}, at most ${LIMITS.maxMaxJobBytes})`,
+    ],
+    ["--orphan-grace <duration>", "how long a disconnected worker keeps its leases [WORQ_ORPHAN_GRACE] (default 10s)"],
+    [
+      "--ready-window <n>",
+      `ready jobs kept in memory per queue and priority; deeper backlogs wait on disk and are read in as the queue drains [WORQ_READY_WINDOW] (default ${LIMITS.defaultReadyWindow})`,
+    ],
+    ["--keepalive-interval <dur>", "keepalive on idle Lease streams [WORQ_KEEPALIVE_INTERVAL] (default 15s, at most 30s)"],
+    ["--idempotency-window <dur>", "how long an idempotency key deduplicates submits [WORQ_IDEMPOTENCY_WINDOW] (default 24h)"],
+    [
+      "--max-calls <n>",
+      `calls served at once, all connections together; more get RESOURCE_EXHAUSTED [WORQ_MAX_CALLS] (default ${LIMITS.defaultMaxConcurrentCalls})`,
+    ],
+    [
+      "--max-queues <n>",
+      `distinct queue names kept; a submit to one more is refused with RESOURCE_EXHAUSTED [WORQ_MAX_QUEUES] (default ${LIMITS.defaultMaxQueues})`,
+    ],
+    ["--max-connections <n>", `open connections per port; more are closed at once [WORQ_MAX_CONNECTIONS] (default ${DEFAULT_MAX_CONNECTIONS})`],
+    [
+      "--header-timeout <dur>",
+      "a new connection that has not sent its request headers (HTTP port) or HTTP/2 preface and settings (gRPC port) by then is closed [WORQ_HEADER_TIMEOUT] (default 10s)",
+    ],
+    [
+      "--callback-allow <origins>",
+      "comma-separated origins callback_url may target, e.g. https://hooks.example.com [WORQ_CALLBACK_ALLOW] (default none)",
+    ],
+    [
+      "--webhook-secret-file <f>",
+      "key that signs webhooks: a Worq-Signature header on each (docs/webhooks.md); unset = unsigned [WORQ_WEBHOOK_SECRET_FILE]",
+    ],
+    [
+      "--webhook-concurrency-per-target <n>",
+      `webhooks in flight at once to one origin, of 8 in all [WORQ_WEBHOOK_CONCURRENCY_PER_TARGET] (default ${DEFAULT_WEBHOOK_CONCURRENCY_PER_TARGET})`,
+    ],
+    [
+      "--log-level <level>",
+      "debug | info | warn | error | silent [WORQ_LOG_LEVEL] (default info; debug logs every job state change, never job data)",
+    ],
+  ]),
+  ...group("Cluster (several servers on one PostgreSQL database; docs/deploy.md):", [
+    [
+      "--cluster",
+      "join the cluster of --store: one node leads (runs the engine), the others forward every call to it and take over when it dies [WORQ_CLUSTER=1]",
+    ],
+    ["--node-id <id>", "this node's name, 1-48 of A-Z a-z 0-9 . _ - [WORQ_NODE_ID] (default <hostname>-<pid>)"],
+    [
+      "--advertise-host <host>",
+      "where the other nodes reach this one [WORQ_ADVERTISE_HOST] (default --host, or the hostname when --host is 0.0.0.0 or ::)",
+    ],
+    [
+      "--cluster-ca <file>",
+      "with TLS: PEM CA bundle the leader's certificate must chain to, on the links between nodes [WORQ_CLUSTER_CA] (default --tls-client-ca, else --tls-cert itself)",
+    ],
+  ]),
+  ...group("Security (docs/security.md):", [
+    ["--tls-cert <file>", "PEM certificate chain: serve TLS on both ports [WORQ_TLS_CERT]"],
+    ["--tls-key <file>", "PEM private key of --tls-cert [WORQ_TLS_KEY]"],
+    ["--tls-client-ca <file>", "PEM CA bundle: require client certificates it signed (mutual TLS) [WORQ_TLS_CLIENT_CA]"],
+    [
+      "--auth-tokens <file>",
+      'bearer tokens with roles, one "<role> <name> sha256:<hex>" a line (make one with worq token create; SIGHUP re-reads the file) [WORQ_AUTH_TOKENS]',
+    ],
+    ["--public-reflection", "serve gRPC reflection without a token (health is always open) [WORQ_PUBLIC_REFLECTION=1]"],
+    [
+      "--submit-rate <r>[:burst]",
+      "at most r submitted jobs per second per token, bursts of up to burst (default r) jobs; over it: RESOURCE_EXHAUSTED [WORQ_SUBMIT_RATE]",
+    ],
+    [
+      "--http-allowed-hosts <names>",
+      "comma-separated Host names the HTTP port answers besides localhost, *.localhost, 127.0.0.1 and [::1] (a loopback --host answers only those; any other --host answers any name unless this is given); * for any [WORQ_HTTP_ALLOWED_HOSTS]",
+    ],
+    ["--insecure", "allow a non-loopback --host without TLS and client authentication [WORQ_INSECURE=1]"],
+  ]),
+];
 
-Runs the Worq server: gRPC on --host:--port, data in --data-dir (LevelDB) or, with --store,
-in a PostgreSQL database (one server per database, or a --cluster of them; see docs/deploy.md).
+function group(heading: string, options: Array<[flags: string, help: string]>): Array<{ group: string; flags: string; help: string }> {
+  return options.map(([flags, help]) => ({ group: heading, flags, help }));
+}
 
-Options (environment variable in brackets):
-  --host <addr>               address to bind [WORQ_HOST] (default 127.0.0.1)
-  --port <n>                  gRPC port, 0 = any free port [WORQ_PORT] (default 7419)
-  --http-port <n>             HTTP port: Connect protocol (curl), /healthz, /metrics [WORQ_HTTP_PORT] (default 7420; with --port 0, any free port)
-  --data-dir <dir>            LevelDB data directory [WORQ_DATA_DIR] (default ./worq-data)
-  --store <url>               keep the data in PostgreSQL instead, e.g. postgres://worq@db:5432/worq [WORQ_STORE]
-                              (schema migrations applied on start; --data-dir is then unused)
-  --max-job-bytes <n>         limit on args+kwargs+payload+custom of a job [WORQ_MAX_JOB_BYTES] (default 1048576, at most 16777216)
-  --orphan-grace <duration>   how long a disconnected worker keeps its leases [WORQ_ORPHAN_GRACE] (default 10s)
-  --ready-window <n>          ready jobs held in memory per queue and priority; deeper backlogs wait on disk
-                              and are read in as the queue drains [WORQ_READY_WINDOW] (default 10000)
-  --keepalive-interval <dur>  keepalive on idle Lease streams [WORQ_KEEPALIVE_INTERVAL] (default 15s, at most 30s)
-  --idempotency-window <dur>  how long an idempotency key deduplicates submits [WORQ_IDEMPOTENCY_WINDOW] (default 24h)
-  --max-calls <n>             calls served at once, all connections together; more get RESOURCE_EXHAUSTED [WORQ_MAX_CALLS] (default ${LIMITS.defaultMaxConcurrentCalls})
-  --max-queues <n>            distinct queue names kept; a submit to one more is refused with RESOURCE_EXHAUSTED [WORQ_MAX_QUEUES] (default ${LIMITS.defaultMaxQueues})
-  --max-connections <n>       open connections per port; more are closed at once [WORQ_MAX_CONNECTIONS] (default ${DEFAULT_MAX_CONNECTIONS})
-  --header-timeout <dur>      a new connection that has not sent its request headers (HTTP port) or HTTP/2
-                              preface and settings (gRPC port) by then is closed [WORQ_HEADER_TIMEOUT] (default 10s)
-  --callback-allow <origins>  comma-separated origins callback_url may target, e.g. https://hooks.example.com [WORQ_CALLBACK_ALLOW] (default none)
-  --webhook-secret-file <f>   key that signs webhooks: a Worq-Signature header on each (docs/webhooks.md);
-                              unset = unsigned [WORQ_WEBHOOK_SECRET_FILE]
-  --webhook-concurrency-per-target <n>
-                              webhooks in flight at once to one origin, of 8 in all [WORQ_WEBHOOK_CONCURRENCY_PER_TARGET] (default ${DEFAULT_WEBHOOK_CONCURRENCY_PER_TARGET})
-  --log-level <level>         debug | info | warn | error | silent [WORQ_LOG_LEVEL] (default info; debug logs every job state change, never job data)
-  -h, --help                  show this help
+/**
+ * The `worq serve` command with its flags and help, without an action: the CLI adds its action
+ * (src/cli/program.ts), parseServeArgs parses with it alone. Values stay strings here: each is
+ * checked once, flag or environment variable alike, by parseServeArgs.
+ */
+export function serveCommand(): Command {
+  const command = new Command("serve")
+    .summary("run the Worq server (see worq serve --help)")
+    .description(
+      "Runs the Worq server: gRPC on --host:--port, data in --data-dir (LevelDB) or, with --store, in a PostgreSQL database " +
+        "(one server per database, or a --cluster of them; see docs/deploy.md).",
+    )
+    .addHelpText("after", "\nDurations: 500ms, 10s, 5m, 1h.")
+    .helpOption(false);
+  for (const option of SERVE_OPTIONS) command.addOption(new Option(option.flags, option.help).helpGroup(option.group));
+  return command.addHelpOption(new Option("-h, --help", "show this help").helpGroup(SERVE_OPTIONS[0]!.group));
+}
 
-Cluster (several servers on one PostgreSQL database; docs/deploy.md):
-  --cluster                   join the cluster of --store: one node leads (runs the engine), the
-                              others forward every call to it and take over when it dies [WORQ_CLUSTER=1]
-  --node-id <id>              this node's name, 1-48 of A-Z a-z 0-9 . _ - [WORQ_NODE_ID] (default <hostname>-<pid>)
-  --advertise-host <host>     where the other nodes reach this one [WORQ_ADVERTISE_HOST] (default --host, or the hostname when --host is 0.0.0.0 or ::)
-  --cluster-ca <file>         with TLS: PEM CA bundle the leader's certificate must chain to, on the links
-                              between nodes [WORQ_CLUSTER_CA] (default --tls-client-ca, else --tls-cert itself)
+/** `worq serve --help`, as the CLI prints it off a terminal. */
+export const SERVE_HELP = new Command("worq").addCommand(serveCommand()).commands[0]!.helpInformation().trimEnd();
 
-Security (docs/security.md):
-  --tls-cert <file>           PEM certificate chain: serve TLS on both ports [WORQ_TLS_CERT]
-  --tls-key <file>            PEM private key of --tls-cert [WORQ_TLS_KEY]
-  --tls-client-ca <file>      PEM CA bundle: require client certificates it signed (mutual TLS) [WORQ_TLS_CLIENT_CA]
-  --auth-tokens <file>        bearer tokens with roles, one "<role> <name> sha256:<hex>" a line
-                              (make one with worq token create; SIGHUP re-reads the file) [WORQ_AUTH_TOKENS]
-  --public-reflection         serve gRPC reflection without a token (health is always open) [WORQ_PUBLIC_REFLECTION=1]
-  --submit-rate <r>[:burst]   at most r submitted jobs per second per token, bursts of up to
-                              burst (default r) jobs; over it: RESOURCE_EXHAUSTED [WORQ_SUBMIT_RATE]
-  --http-allowed-hosts <names>
-                              comma-separated Host names the HTTP port answers besides localhost, *.localhost,
-                              127.0.0.1 and [::1] (a loopback --host answers only those; any other --host answers
-                              any name unless this is given); * for any [WORQ_HTTP_ALLOWED_HOSTS]
-  --insecure                  allow a non-loopback --host without TLS and client authentication [WORQ_INSECURE=1]
+type ServeValues = Partial<Record<string, string | true>>;
 
-Durations: 500ms, 10s, 5m, 1h.`;
-
-/** Parses `worq serve` flags over environment variables over defaults. Throws a readable Error on bad input. */
+/**
+ * Parses `worq serve` flags over environment variables over defaults. Throws a readable Error on
+ * bad input. The flags are read by serveCommand() (commander), as `worq serve` reads them.
+ */
 export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): ServerConfig | "help" {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      host: { type: "string" },
-      port: { type: "string" },
-      "http-port": { type: "string" },
-      "data-dir": { type: "string" },
-      store: { type: "string" },
-      "max-job-bytes": { type: "string" },
-      "orphan-grace": { type: "string" },
-      "ready-window": { type: "string" },
-      "keepalive-interval": { type: "string" },
-      "idempotency-window": { type: "string" },
-      "max-calls": { type: "string" },
-      "callback-allow": { type: "string" },
-      "webhook-secret-file": { type: "string" },
-      "webhook-concurrency-per-target": { type: "string" },
-      "max-queues": { type: "string" },
-      "max-connections": { type: "string" },
-      "header-timeout": { type: "string" },
-      "log-level": { type: "string" },
-      "tls-cert": { type: "string" },
-      "tls-key": { type: "string" },
-      "tls-client-ca": { type: "string" },
-      "auth-tokens": { type: "string" },
-      "public-reflection": { type: "boolean" },
-      "submit-rate": { type: "string" },
-      insecure: { type: "boolean" },
-      "http-allowed-hosts": { type: "string" },
-      cluster: { type: "boolean" },
-      "node-id": { type: "string" },
-      "advertise-host": { type: "string" },
-      "cluster-ca": { type: "string" },
-      help: { type: "boolean", short: "h" },
-    },
-    strict: true,
-  });
-  if (values.help) return "help";
-  const pick = (flag: keyof typeof values, envName: string) => (values[flag] as string | undefined) ?? env[envName];
-  const pickSwitch = (flag: keyof typeof values, envName: string) => values[flag] === true || env[envName] === "1";
+  const command = serveCommand()
+    .exitOverride()
+    .configureOutput({ writeOut: () => {}, writeErr: () => {}, outputError: () => {} });
+  try {
+    command.parse(argv, { from: "user" });
+  } catch (error) {
+    if (error instanceof CommanderError && error.code === "commander.helpDisplayed") return "help";
+    throw new Error(error instanceof CommanderError ? error.message.replace(/^error: /, "") : String(error));
+  }
+  return serveConfig(command.opts<ServeValues>(), env);
+}
+
+/** Each flag serveCommand() declares, without its dashes. */
+const SERVE_FLAGS = new Set(SERVE_OPTIONS.map((option) => option.flags.split(" ")[0]!.slice(2)));
+
+/**
+ * The server's settings from commander's values of serveCommand()'s flags (keyed in camel case:
+ * --data-dir is `dataDir`) over `env`, over the defaults. Throws a readable Error on bad input.
+ */
+export function serveConfig(values: ServeValues, env: NodeJS.ProcessEnv = process.env): ServerConfig {
+  const valueOf = (flag: string) => {
+    // The names below are plain strings: one that no option declares would read as never given.
+    if (!SERVE_FLAGS.has(flag)) throw new Error(`--${flag} is not a worq serve flag`);
+    return values[flag.replace(/-([a-z])/g, (_, letter: string) => letter.toUpperCase())];
+  };
+  const pick = (flag: string, envName: string) => {
+    const value = valueOf(flag);
+    return typeof value === "string" ? value : env[envName];
+  };
+  const pickSwitch = (flag: string, envName: string) => valueOf(flag) === true || env[envName] === "1";
   const config: ServerConfig = {
     // Bare (::1, not [::1]): both forms are accepted, and every bind and URL adds its own brackets.
     host: (pick("host", "WORQ_HOST") ?? "127.0.0.1").replace(/^\[(.*)\]$/, "$1"),
@@ -300,7 +352,7 @@ function parseInteger(text: string, flag: string): number {
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
-export function parseDurationMs(text: string, flag: string): number {
+function parseDurationMs(text: string, flag: string): number {
   const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(text.trim());
   if (!match) throw new Error(`${flag} must be a duration like 500ms, 10s, 5m or 1h; got ${JSON.stringify(text)}`);
   return Math.round(Number(match[1]) * UNIT_MS[match[2]!]!);

@@ -4,7 +4,7 @@ import { unfinishedJobs, type Engine } from "./engine/engine.js";
 import type { Logger } from "./log.js";
 
 /** How often a degraded server tries its storage again. */
-export const STORAGE_PROBE_INTERVAL_MS = 1_000;
+const STORAGE_PROBE_INTERVAL_MS = 1_000;
 const PROBE_FILE = "WORQ_WRITE_PROBE";
 
 export interface StoreRecoveryOptions {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseServeArgs, SERVE_HELP, type ServerConfig } from "../src/config.js";
+import { parseServeArgs, SERVE_HELP, serveCommand, type ServerConfig } from "../src/config.js";
 
 const parse = (argv: string[], env: NodeJS.ProcessEnv = {}) => parseServeArgs(argv, env) as ServerConfig;
 
@@ -43,5 +43,14 @@ describe("worq serve: hardening flags", () => {
     for (const flag of ["--max-connections", "--header-timeout", "--max-queues", "--webhook-secret-file", "--webhook-concurrency-per-target"]) {
       expect(SERVE_HELP, flag).toContain(`  ${flag} <`);
     }
+  });
+
+  it("--help lists every flag serve accepts, and an unknown flag is refused by name", () => {
+    const flags = serveCommand().options.map((option) => option.long!);
+    expect(flags).toContain("--insecure");
+    for (const flag of flags) expect(SERVE_HELP, flag).toMatch(new RegExp(`^  (?:-h, )?${flag}(?: |$)`, "m"));
+    expect(() => parse(["--bogus"])).toThrow("unknown option '--bogus'");
+    expect(() => parse(["--port"])).toThrow("option '--port <n>' argument missing");
+    expect(parseServeArgs(["--help"], {})).toBe("help");
   });
 });

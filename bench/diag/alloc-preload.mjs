@@ -11,8 +11,16 @@ session.connect();
 await session.post("HeapProfiler.enable");
 await session.post("HeapProfiler.startSampling", { samplingInterval: 1024, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
 process.prependOnceListener("SIGTERM", () => {
-  session.post("HeapProfiler.stopSampling").then(({ profile }) => {
-    writeFileSync(out, JSON.stringify(profile));
-    process.exit(0);
-  });
+  session.post("HeapProfiler.stopSampling").then(
+    ({ profile }) => {
+      writeFileSync(out, JSON.stringify(profile));
+      process.exit(0);
+    },
+    // Said plainly and ended with a failure, rather than as an unhandled rejection racing
+    // the server's own shutdown.
+    (error) => {
+      console.error(`alloc-preload: no heap profile: ${error instanceof Error ? error.message : String(error)}`);
+      process.exit(1);
+    },
+  );
 });

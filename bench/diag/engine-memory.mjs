@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 // Heap bytes per queued job held by the engine itself (no gRPC): submits N jobs to an
 // Engine, then reports what they hold. For memory work on W4 (not part of the bench).
-//   npm run build && node --expose-gc bench/diag/engine-memory.mjs [N=100000] [--level]
+//   npm run build && node --expose-gc bench/diag/engine-memory.mjs [N=100000] [--leveldb]
 // Default: over a MemoryStore whose maps are then emptied, so only the engine's indexes
-// remain. --level: over a LevelStore in a temp dir (the server's default), and also the
+// remain. --leveldb: over a LevelStore in a temp dir (the server's default), and also the
 // process's RSS and V8 heap totals, to see what besides the engine's heap a backlog costs.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -18,9 +18,9 @@ if (typeof global.gc !== "function") {
   process.exit(2);
 }
 const n = Number(process.argv.slice(2).find((arg) => /^\d+$/.test(arg)) ?? 100_000);
-const onLevel = process.argv.includes("--level");
-const dataDir = onLevel ? mkdtempSync(join(tmpdir(), "worq-engine-memory-")) : undefined;
-const store = onLevel ? new LevelStore(dataDir) : new MemoryStore();
+const onLevelDb = process.argv.includes("--leveldb");
+const dataDir = onLevelDb ? mkdtempSync(join(tmpdir(), "worq-engine-memory-")) : undefined;
+const store = onLevelDb ? new LevelStore(dataDir) : new MemoryStore();
 const engine = new Engine({ store, clock: systemClock });
 await engine.open();
 const heapUsed = () => {
@@ -38,7 +38,7 @@ for (let i = 0; i < n; i += 500) {
 }
 const withStore = heapUsed();
 const info = engine.info();
-if (onLevel) {
+if (onLevelDb) {
   const usage = process.memoryUsage();
   console.log(
     JSON.stringify({

@@ -39,7 +39,7 @@ export function ensureRedisServer(log) {
 }
 
 /** A free TCP port on 127.0.0.1 (bound, then released). */
-export function freePort() {
+function freePort() {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once("error", reject);

@@ -1,5 +1,5 @@
 /** The p-th percentile (0..100) of `values`, linear between closest ranks; NaN when empty. */
-export function percentile(values, p) {
+function percentile(values, p) {
   if (values.length === 0) return NaN;
   const sorted = Float64Array.from(values).sort();
   const rank = (p / 100) * (sorted.length - 1);

@@ -37,7 +37,7 @@ export function selfStats() {
 }
 
 /** Reports an error to the orchestrator and exits non-zero. */
-export function fail(error) {
+function fail(error) {
   process.stderr.write(`${error?.stack ?? error}\n`);
   send({ type: "error", message: String(error?.message ?? error) });
   process.exit(1);

@@ -26,7 +26,7 @@ export function withGlobalOptions(command: Command, options: { json?: boolean } 
 }
 
 /** The value of `name` set closest to `command`: its own flag, else its parents'. */
-export function optionOf<T>(command: Command, name: string): T | undefined {
+function optionOf<T>(command: Command, name: string): T | undefined {
   for (let at: Command | null = command; at; at = at.parent) {
     const value = at.opts()[name] as T | undefined;
     if (value !== undefined) return value;

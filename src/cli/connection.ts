@@ -6,9 +6,9 @@ import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js
 import { CliError, EXIT, usageError } from "./exit-codes.js";
 import { humanDuration } from "./output.js";
 
-export const DEFAULT_SERVER = "127.0.0.1:7419";
+const DEFAULT_SERVER = "127.0.0.1:7419";
 /** How long one call may take before the server counts as unreachable (plus the wait, for waits); --timeout. */
-export const DEFAULT_DEADLINE_MS = 10_000;
+const DEFAULT_DEADLINE_MS = 10_000;
 
 /** Errors of the socket layer that mean "nobody answered", whatever status they arrive as. */
 const NETWORK_ERROR = /ECONNREFUSED|ECONNRESET|ENOTFOUND|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT|EAI_AGAIN/;
@@ -114,7 +114,7 @@ export function connectTo(address: string, deadlineMs = DEFAULT_DEADLINE_MS, sec
 }
 
 /** A gRPC status name as the docs spell it: Code.NotFound -> "NOT_FOUND". */
-export function statusName(code: Code): string {
+function statusName(code: Code): string {
   return (Code[code] ?? String(code)).replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase();
 }
 

@@ -7,7 +7,7 @@ import { byteSize, bytesAsText, humanDuration, keyValues, relative, timeWithAge 
 const when = (timestamp: Timestamp | undefined) => (timestamp ? timeWithAge(timestampMs(timestamp)) : undefined);
 const ifSet = (text: string) => (text === "" ? undefined : text);
 
-export function priorityName(priority: Priority): string {
+function priorityName(priority: Priority): string {
   return priority === Priority.UNSPECIFIED ? "normal" : (Priority[priority] ?? String(priority)).toLowerCase();
 }
 
@@ -15,7 +15,7 @@ export function priorityName(priority: Priority): string {
  * Opaque bytes for a person: their size only, unless asked (payloads may hold
  * sensitive data, so a terminal, a log or a screen share must not show them by default).
  */
-export function hiddenBytes(bytes: Uint8Array, show: boolean): string | undefined {
+function hiddenBytes(bytes: Uint8Array, show: boolean): string | undefined {
   if (bytes.byteLength === 0) return undefined;
   if (show) return bytesAsText(bytes);
   return `${byteSize(bytes.byteLength)} (hidden; --show-payload prints it)`;

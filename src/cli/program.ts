@@ -1,5 +1,5 @@
 import { Command } from "commander";
-import { SERVE_HELP } from "../config.js";
+import { serveCommand, serveConfig, type ServerConfig } from "../config.js";
 import { packageVersion } from "../package-root.js";
 import { registerGet } from "./commands/get.js";
 import { registerInfo } from "./commands/info.js";
@@ -37,10 +37,10 @@ Environment:
 ${EXIT_CODES_HELP}`;
 
 /**
- * The `worq` command tree. Client commands live in commands/; `serve` hands its arguments,
- * untouched, to the server's own flag parser (src/config.ts), which also prints its help.
+ * The `worq` command tree. Client commands live in commands/; `serve`'s flags are defined and
+ * checked in src/config.ts (serveCommand, serveConfig), and `startServe` runs the server.
  */
-export function createProgram(serve: (argv: string[]) => Promise<void>): Command {
+export function createProgram(startServe: (config: ServerConfig) => Promise<void>): Command {
   const program = new Command("worq")
     .description("Worq: a durable, polyglot background-job server, and the tool to operate it.")
     .version(packageVersion(), "-V, --version", "print the version")
@@ -52,17 +52,22 @@ export function createProgram(serve: (argv: string[]) => Promise<void>): Command
     .addHelpText("after", GUIDE);
   withGlobalOptions(program);
 
-  const serveCommand = program
-    .command("serve")
-    .summary("run the Worq server (see worq serve --help)")
-    .helpOption(false)
-    .allowUnknownOption()
-    .allowExcessArguments()
-    .passThroughOptions()
-    .argument("[flags...]")
-    .action(async (flags: string[]) => serve(flags));
-  // `worq help serve` prints the server's own help.
-  serveCommand.helpInformation = () => `${SERVE_HELP}\n`;
+  const serve = serveCommand()
+    .copyInheritedSettings(program)
+    // Every error, commander's (an unknown flag) or serveConfig's (a bad value), is
+    // `worq serve: …` followed by the flags.
+    .configureOutput({ outputError: (text, write) => write(`worq serve: ${text.replace(/^error: /, "")}`) })
+    .showHelpAfterError()
+    .action(async (_options: unknown, command: Command) => {
+      let config: ServerConfig;
+      try {
+        config = serveConfig(command.opts());
+      } catch (error) {
+        command.error((error as Error).message);
+      }
+      await startServe(config);
+    });
+  program.addCommand(serve);
 
   registerSubmit(program);
   registerGet(program);

@@ -1,35 +1,24 @@
 import { setFlagsFromString } from "node:v8";
-import { parseServeArgs, SERVE_HELP } from "../config.js";
+import type { ServerConfig } from "../config.js";
 import { createLogger } from "../log.js";
 import { startServer } from "../main.js";
 import { startClusterNode } from "../cluster/cluster-node.js";
 import { redactedUrl } from "../storage/postgres/url.js";
 
 /**
- * `worq serve`: runs the server until SIGTERM or SIGINT. Its flags are parsed by
- * parseServeArgs (src/config.ts), so `npm start -- <flags>` and the environment variables
- * behave as documented there. Prints one JSON line on stdout once listening.
+ * `worq serve`: runs the server until SIGTERM or SIGINT, with the settings its flags and the
+ * environment variables gave (parsed in src/config.ts, on the CLI's commander tree). Prints one
+ * JSON line on stdout once listening.
  */
-export async function serve(argv: string[]): Promise<void> {
-  let config;
-  try {
-    config = parseServeArgs(argv);
-  } catch (error) {
-    process.stderr.write(`worq serve: ${(error as Error).message}\n\n${SERVE_HELP}\n`);
-    process.exit(2);
-  }
-  if (config === "help") {
-    process.stdout.write(`${SERVE_HELP}\n`);
-    return;
-  }
+export async function serve(config: ServerConfig): Promise<void> {
   // A submit's inputs, metas and bodies all live until its commit, so V8 sees each of their
   // allocation sites survive a young-generation GC and starts allocating them in the old
   // generation, where they then die and leave it fragmented: with a large backlog most of the
-  // old space held nothing live (bench/diag/engine-memory.mjs --level; docs/performance.md).
+  // old space kept nothing live (bench/diag/engine-memory.mjs --leveldb; docs/performance.md).
   // Set before the server allocates anything; it is read at each GC.
   setFlagsFromString("--no-allocation-site-pretenuring");
   // After a burst (a large preload) V8 let the old generation grow to several times what was
-  // live, and the Buffers that garbage held kept malloc's heap large until the next full GC,
+  // live, and the Buffers of that garbage kept malloc's heap large until the next full GC,
   // which V8's memory reducer runs only once the server idles. Growing it by at most 2× what
   // a full GC left live keeps the server's memory near what is live, with no measurable cost
   // in W1 end to end (bench/diag/w4-memory.mjs, e2e.mjs; docs/performance.md).

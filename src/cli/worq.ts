@@ -18,11 +18,11 @@ process.stdout.on("error", (error: NodeJS.ErrnoException) => {
   if (error.code !== "EPIPE") throw error;
   if (!serving) process.exit(0);
 });
-const program = createProgram(async (argv) => {
+const program = createProgram(async (config) => {
   serving = true;
   // Loaded on demand: client commands need not load the server (LevelDB, gRPC server).
   const { serve } = await import("./serve.js");
-  await serve(argv);
+  await serve(config);
 });
 
 /** Reports `error` on stderr and returns the exit code it means. */

@@ -20,9 +20,9 @@ import { addHealthAndReflection, bindGrpc, serverChannelOptions, type PortTls } 
 import { LeaderLink, type LeaderAddress, type LinkTls } from "./leader-link.js";
 
 /** Added to every call a follower forwards: which node it came through. */
-export const FORWARDED_BY_HEADER = "x-worq-forwarded-by";
+const FORWARDED_BY_HEADER = "x-worq-forwarded-by";
 /** The label a follower adds to each Lease it forwards, so the leader's worker list shows the node. */
-export const NODE_LABEL = "worq.node";
+const NODE_LABEL = "worq.node";
 
 const LEASE_PATH = `/${WorkerService.typeName}/${WorkerService.method.lease.name}`;
 

@@ -3,7 +3,7 @@ import type { ClusterNodeView } from "../transport/admin-service.js";
 import { SINGLE_WRITER_LOCK } from "../storage/postgres/postgres-store.js";
 
 /** A node is listed while its last heartbeat is this recent. */
-export const NODE_LIVENESS_MS = 10_000;
+const NODE_LIVENESS_MS = 10_000;
 /** Rows of nodes silent this long are deleted by the leader. */
 const FORGET_AFTER_MS = 60 * 60_000;
 

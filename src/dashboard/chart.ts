@@ -18,7 +18,7 @@ function svg<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string,
   return node;
 }
 
-export function colorOf(index: number): string {
+function colorOf(index: number): string {
   return COLORS[index % COLORS.length]!;
 }
 

@@ -38,7 +38,7 @@ export function el<K extends keyof HTMLElementTagNameMap>(tag: K, props: Props =
   return node;
 }
 
-export function append(parent: Node, children: Child[]): void {
+function append(parent: Node, children: Child[]): void {
   for (const child of children) {
     if (child === null || child === undefined || child === false) continue;
     parent.appendChild(child instanceof Node ? child : document.createTextNode(String(child)));

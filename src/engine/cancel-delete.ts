@@ -25,8 +25,8 @@ export async function cancel(core: EngineCore, jid: string): Promise<JobView> {
   const cancelled = (meta: JobMeta) => endUnfinished(core, meta, { kind: "cancel", reason: "cancelled on request" }, "cancelled");
   const other = await onUnfinished(core, 
     jid,
-    async (held) => {
-      const durable = core.persist(cancelled(held));
+    async (meta) => {
+      const durable = core.persist(cancelled(meta));
       pump(core);
       await durable;
     },
@@ -46,11 +46,11 @@ export async function deleteJob(core: EngineCore, jid: string): Promise<void> {
   };
   const other = await onUnfinished(core, 
     jid,
-    async (held) => {
-      revokeLease(core, held, "deleted");
-      core.live.delete(held);
+    async (meta) => {
+      revokeLease(core, meta, "deleted");
+      core.live.delete(meta);
       core.bodies.delete(jid);
-      const durable = core.persist([deleted(held)]);
+      const durable = core.persist([deleted(meta)]);
       pump(core);
       await durable;
     },
@@ -62,20 +62,20 @@ export async function deleteJob(core: EngineCore, jid: string): Promise<void> {
 }
 
 /**
- * Runs `held` on `jid`'s meta if the job is in memory, or `cold` if it is a cold job (see
+ * Runs `inMemory` on `jid`'s meta if the job is in memory, or `cold` if it is a cold job (see
  * onColdJob), looking again while it moves between the two. Resolves to undefined once one
  * ran, else to the stored meta: the job is missing or finished.
  */
 async function onUnfinished(
   core: EngineCore,
   jid: string,
-  held: (meta: JobMeta) => Promise<void>,
+  inMemory: (meta: JobMeta) => Promise<void>,
   cold: (meta: JobMeta) => Promise<void>,
 ): Promise<{ stored: JobMeta | undefined } | undefined> {
   for (let round = 0; round < COLD_LOOKUP_ROUNDS; round++) {
     const meta = core.live.get(jid);
     if (meta) {
-      await held(meta);
+      await inMemory(meta);
       return undefined;
     }
     const outcome = await onColdJob(core, jid, cold);

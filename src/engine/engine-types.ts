@@ -40,10 +40,10 @@ export interface EngineOptions {
   maxQueues?: number;
   /** Sees every commit's writes as they are handed to the store (metrics, debug logs). */
   observeWrites?: (writes: readonly StoreWrite[]) => void;
-  /** Metas held as objects before waiting jobs' metas are held packed (live-jobs.ts); tests set it low. */
+  /** Metas kept as objects before waiting jobs' metas are kept packed (live-jobs.ts); tests set it low. */
   unpackedMetaLimit?: number;
   /**
-   * Ready jobs held in memory per queue and priority level; the rest wait in the store only
+   * Ready jobs kept in memory per queue and priority; the rest wait in the store only
    * and are read in as the level drains (ready-queue.ts). Tests set it low.
    */
   readyWindow?: number;
@@ -128,7 +128,7 @@ export interface QueueStatsView {
 
 export interface EngineInfo {
   connectedWorkers: number;
-  /** Unfinished jobs held in memory; with coldReadyJobs, every unfinished job. */
+  /** Unfinished jobs kept in memory; with coldReadyJobs, every unfinished job. */
   liveJobs: number;
   /** GetResult/Run calls waiting for a job to finish: returns to 0 when callers go away. */
   resultWaiters: number;
@@ -136,7 +136,7 @@ export interface EngineInfo {
   leaseSlots: number;
   /** Jobs that finished while a submit read the store, kept for its decisions: 0 once it has made them. */
   finishedWhileSubmitting: number;
-  /** Live jobs whose meta is held packed (live-jobs.ts): waiting jobs past the unpacked limit. */
+  /** Live jobs whose meta is kept packed (live-jobs.ts): waiting jobs past the unpacked limit. */
   packedMetas: number;
   /** Ready jobs left in the store past the ready window (ready-queue.ts), not in memory. */
   coldReadyJobs: number;

@@ -33,7 +33,7 @@ class Lane {
 const MAX_LANES = 8;
 
 /**
- * When each live job's lifetime (ttl) ends, held compactly: nearly every job of a given ttl
+ * When each live job's lifetime (ttl) ends, kept compactly: nearly every job of a given ttl
  * expires after the ones submitted before it, so per ttl a FIFO of two parallel arrays does
  * (16 bytes a job) instead of a heap entry object (about 70 bytes and two objects a job).
  * An entry out of order (a job retried back from a finished state, or a ninth distinct ttl)
@@ -56,7 +56,7 @@ export class ExpiryQueue {
     else this.others.push({ atMs, jid, kind: "ttl" });
   }
 
-  /** The earliest expiry held, if any. */
+  /** The earliest expiry kept, if any. */
   peekAtMs(): number | undefined {
     let earliest = this.others.peek()?.atMs;
     for (const lane of this.lanes.values()) {

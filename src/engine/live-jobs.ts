@@ -2,7 +2,7 @@ import type { JobMeta, JobState } from "../model/job.js";
 import { internName, internRetryPolicy, NO_LEASE_IDS } from "./intern.js";
 import { BINARY_META_FORMAT, decodeBinaryMeta, encodeBinaryMeta, isOmittedPolicy, OMITTED_RETRY_POLICY, STATES, stateCode } from "../model/meta-binary.js";
 
-/** Metas held as objects before waiting jobs' metas are packed (see LiveJobs). */
+/** Metas kept as objects before waiting jobs' metas are packed (see LiveJobs). */
 const DEFAULT_UNPACKED_LIMIT = 10_000;
 
 /** Counts of one queue's live jobs by state code (meta-binary.ts STATES). */
@@ -14,7 +14,7 @@ const DEFAULT_POLICY = internRetryPolicy({ ...OMITTED_RETRY_POLICY });
  * The metas of the live jobs, by jid, with each queue's count per state.
  *
  * A meta object is large (30 fields, boxed timestamps) and one more object for every major
- * GC to trace; with a deep backlog, metas are most of the server's memory. So once `unpackedLimit` metas are held as
+ * GC to trace; with a deep backlog, metas are most of the server's memory. So once `unpackedLimit` metas are kept as
  * objects, the meta of a job that only waits (PENDING, SCHEDULED, DELAYED, RETRYING) is
  * kept packed instead: its binary record (meta-binary.ts, without the jid, which is the key)
  * as a one-byte string, about 95 bytes that the GC does not look into. The first character
@@ -40,7 +40,7 @@ export class LiveJobs {
     return this.metas.size;
   }
 
-  /** How many metas are held packed. */
+  /** How many metas are kept packed. */
   get packed(): number {
     return this.metas.size - this.objects;
   }
@@ -50,15 +50,15 @@ export class LiveJobs {
   }
 
   get(jid: string): JobMeta | undefined {
-    const held = this.metas.get(jid);
-    return typeof held === "string" ? unpack(jid, held) : held;
+    const entry = this.metas.get(jid);
+    return typeof entry === "string" ? unpack(jid, entry) : entry;
   }
 
   /** The state of a live job, without unpacking its meta. */
   stateOf(jid: string): JobState | undefined {
-    const held = this.metas.get(jid);
-    if (held === undefined) return undefined;
-    return typeof held === "string" ? STATES[held.charCodeAt(0)] : held.state;
+    const entry = this.metas.get(jid);
+    if (entry === undefined) return undefined;
+    return typeof entry === "string" ? STATES[entry.charCodeAt(0)] : entry.state;
   }
 
   /** Holds `meta` as the job's current meta (a job keeps its queue for life). */
@@ -85,11 +85,11 @@ export class LiveJobs {
 
   /** Forgets the job of `meta` (its current meta, or an earlier one: only jid and queue are read). */
   delete(meta: JobMeta): void {
-    const held = this.metas.get(meta.jid);
-    if (held === undefined) return;
+    const entry = this.metas.get(meta.jid);
+    if (entry === undefined) return;
     this.metas.delete(meta.jid);
-    if (typeof held !== "string") this.objects--;
-    const code = stateCodeOf(held);
+    if (typeof entry !== "string") this.objects--;
+    const code = stateCodeOf(entry);
     this.counts.get(meta.queue)![code]!--;
     this.jidsByState[code]?.delete(meta.jid);
   }
@@ -106,12 +106,12 @@ export class LiveJobs {
       return;
     }
     const wanted = STATES.map((state) => states === undefined || states.includes(state));
-    for (const [jid, held] of this.metas) {
-      if (typeof held === "string") {
-        if (!wanted[held.charCodeAt(0)]) continue;
-        const meta = unpack(jid, held);
+    for (const [jid, entry] of this.metas) {
+      if (typeof entry === "string") {
+        if (!wanted[entry.charCodeAt(0)]) continue;
+        const meta = unpack(jid, entry);
         if (queue === undefined || meta.queue === queue) yield meta;
-      } else if ((queue === undefined || held.queue === queue) && wanted[stateCode(held.state)]) yield held;
+      } else if ((queue === undefined || entry.queue === queue) && wanted[stateCode(entry.state)]) yield entry;
     }
   }
 
@@ -138,8 +138,8 @@ export function isWaiting(state: JobState): boolean {
   return state === "SCHEDULED" || state === "PENDING" || state === "DELAYED" || state === "RETRYING";
 }
 
-function stateCodeOf(held: JobMeta | string): number {
-  return typeof held === "string" ? held.charCodeAt(0) : stateCode(held.state);
+function stateCodeOf(entry: JobMeta | string): number {
+  return typeof entry === "string" ? entry.charCodeAt(0) : stateCode(entry.state);
 }
 
 function pack(meta: JobMeta): string {

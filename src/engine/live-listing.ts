@@ -6,7 +6,7 @@ import type { FinishedCursor } from "./store.js";
 export const LISTABLE_STATES: ReadonlySet<JobState> = new Set(["PENDING", "SCHEDULED", "DELAYED", "RUNNING", "RETRYING"]);
 
 /** Most jobs one filtered listing call examines before it returns what it found (and a cursor). */
-export const SCAN_LIMIT = 10_000;
+const SCAN_LIMIT = 10_000;
 
 /** What ListJobs narrows a listing to, besides queue and state. Unset fields match every job. */
 export interface JobFilter {
@@ -68,7 +68,7 @@ function isFiltering(filter: JobFilter): boolean {
  * `filter`, until the page is full, the listing ends or SCAN_LIMIT jobs were examined.
  * `resumeAfter` is the last job examined when the listing may go on (undefined at its end).
  */
-export async function collectPage(
+async function collectPage(
   nextChunk: (after: JobMeta | undefined, limit: number) => Promise<JobMeta[]>,
   getBodies: (jids: readonly string[]) => Promise<(JobBody | undefined)[]>,
   filter: JobFilter,
@@ -151,7 +151,7 @@ export interface ReadyPosition {
  * `pageToken`: ready jobs read from the ready queues by position (`readyAfter`; undefined
  * when the listing is of another state) merged with `others`, the jobs of the other states
  * listed (already narrowed to a queue). So a page costs its own ready jobs, not a sort of
- * the backlog and the unpacking of every meta in it (which, with a deep backlog, held the
+ * the backlog and the unpacking of every meta in it (which, with a deep backlog, stalled the
  * server for the length of the sort). Positions are keys, not offsets, so a job moving elsewhere
  * between two pages makes no other job be skipped or repeated. Throws WORQ_INVALID_ARGUMENT
  * for a bad token.

@@ -15,7 +15,7 @@ import { pushExpiry, pushTimer } from "./timers.js";
 
 /**
  * Cold jobs past their lifetime are evicted by a sweep that reads their level's cold jobs
- * (held jobs have their own expiry timers): at most one sweep this often, so a backlog that
+ * (jobs in memory have their own expiry timers): at most one sweep this often, so a backlog that
  * expires job by job is read once a minute, not once per job. A cold job never runs after
  * its lifetime: the page-in that would make it leasable evicts it first.
  */
@@ -114,11 +114,11 @@ export function readyJidsOf(core: EngineCore, queue: string): Iterable<string> {
 export async function readyAfter(core: EngineCore, queue: string | undefined, after: ReadyPosition | undefined, limit: number): Promise<JobMeta[]> {
   const isCurrent = (jid: string, readySeq: number) => isReadyEntry(core, jid, readySeq);
   const names = queue === undefined ? [...core.ready.keys()] : core.ready.has(queue) ? [queue] : [];
-  const held: JobMeta[] = [];
+  const inMemory: JobMeta[] = [];
   const coldReads: Promise<JobMeta[]>[] = [];
   for (const name of names) {
     const ready = core.ready.get(name)!;
-    for (const entry of ready.entriesAfter(after, limit, isCurrent)) held.push(core.live.get(entry.jid)!);
+    for (const entry of ready.entriesAfter(after, limit, isCurrent)) inMemory.push(core.live.get(entry.jid)!);
     for (let priority = 0 as PriorityLevel; ready.cold > 0 && priority < PRIORITY_LEVELS; priority++) {
       if (ready.coldAt(priority) === 0 || (after !== undefined && priority < after.priority)) continue;
       // Taken now: jobs paged in while the store is read are still listed once, from the read.
@@ -129,7 +129,7 @@ export async function readyAfter(core: EngineCore, queue: string | undefined, af
   }
   // Across queues and levels: the same order as within one (readySeq is unique across the engine).
   const cold = (await Promise.all(coldReads)).flat();
-  const all = held.concat(cold);
+  const all = inMemory.concat(cold);
   if (names.length > 1 || cold.length > 0) all.sort((a, b) => a.priority - b.priority || a.readySeq - b.readySeq);
   return all.slice(0, limit);
 }
@@ -142,7 +142,7 @@ export function isReadyEntry(core: EngineCore, jid: string, readySeq: number): b
 /**
  * Queues a job just made ready: into its level's window, or, when the window is full or has
  * cold jobs before it, as one more cold job (the caller then does not hold it in memory; its
- * write, handed to the store in this turn, is what a page-in reads). Returns whether it is held.
+ * write, handed to the store in this turn, is what a page-in reads). Returns whether it is in memory.
  */
 export function enqueueReady(core: EngineCore, meta: JobMeta): boolean {
   const queue = readyQueueOf(core, meta.queue);

@@ -86,7 +86,7 @@ export async function purgeQueue(core: EngineCore, name: string): Promise<number
  * Moves DEAD_LETTER and FAILED jobs back to SCHEDULED with fresh attempts (their last
  * failure kept): the given jids, or else every dead job of `queue` (or of all queues) that
  * was dead when called, a page of the store's index per commit (a commit of every dead job
- * held the server for as long as it took). Jobs in another state are left alone. Returns
+ * stalled the server for as long as it took). Jobs in another state are left alone. Returns
  * how many were retried.
  */
 export async function retryJobs(core: EngineCore, jids: string[], queue?: string): Promise<number> {

@@ -94,7 +94,7 @@ export interface ReadyEntry {
  * Entries are validated lazily: `isCurrent` tells whether an entry still describes a ready
  * job (a job can leave the ready state by other paths, e.g. deletion, without a removal here).
  *
- * Of each level only a window of its first jobs is held (the engine's ready window); the
+ * Of each level only a window of its first jobs is in memory (the engine's ready window); the
  * rest are *cold*: left in the store, counted here, all with a readySeq above the level's
  * `lastSeq`, and read in a page at a time as the window drains (Engine.pageIn). A job made
  * ready while its level has cold jobs is cold too, so a level's order is its readySeq order.
@@ -108,7 +108,7 @@ export class ReadyQueue {
     this.levels[priority]!.push(jid, readySeq);
   }
 
-  /** Whether a job made ready now at `priority` is held, with `window` jobs at most per level; else it is cold. */
+  /** Whether a job made ready now at `priority` goes in memory, with `window` jobs at most per level; else it is cold. */
   admits(priority: PriorityLevel, window: number): boolean {
     const level = this.levels[priority]!;
     return level.cold === 0 && level.size < window;
@@ -148,12 +148,12 @@ export class ReadyQueue {
     return this.coldJobs;
   }
 
-  /** The highest readySeq held at `priority` so far: cold jobs come after it. */
+  /** The highest readySeq in memory at `priority` so far: cold jobs come after it. */
   lastSeqAt(priority: PriorityLevel): number {
     return this.levels[priority]!.lastSeq;
   }
 
-  /** Entries held at `priority` (stale ones included). */
+  /** Entries in memory at `priority` (stale ones included). */
   windowAt(priority: PriorityLevel): number {
     return this.levels[priority]!.size;
   }
@@ -196,7 +196,7 @@ export class ReadyQueue {
     return this.levels.flatMap((level) => level.front(isCurrent) ?? []);
   }
 
-  /** Upper bound of the ready jobs held (stale entries included). */
+  /** Upper bound of the ready jobs in memory (stale entries included). */
   get sizeBound(): number {
     return this.levels.reduce((n, level) => n + level.size, 0);
   }

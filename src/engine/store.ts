@@ -16,7 +16,7 @@ export type StoreWrite =
    * beside its ready entry (LevelDB does, docs/keyspace.md); readyPage answers the same either way.
    */
   | { kind: "put-job"; meta: JobMeta; body: JobBody; cold?: true }
-  /** A transition of an existing job; `previous` is what the store held, for index upkeep. `cold`: as for put-job. */
+  /** A transition of an existing job; `previous` is what the store had, for index upkeep. `cold`: as for put-job. */
   | { kind: "put-meta"; meta: JobMeta; previous: JobMeta; cold?: true }
   /** A result stored by Ack. */
   | { kind: "put-result"; jid: string; result: Uint8Array }
@@ -65,7 +65,7 @@ export interface PendingCallback {
   url: string;
 }
 
-/** A job type + idempotency key (within a namespace), held by one job until it expires. */
+/** A job type + idempotency key (within a namespace), claimed by one job until it expires. */
 export interface IdempotencyClaim {
   /** Set only for a namespace other than the shared one (SubmitInput.idempotencyNamespace). */
   namespace?: string;

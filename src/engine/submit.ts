@@ -60,7 +60,7 @@ export async function submit(core: EngineCore, inputs: SubmitInput[], fieldOf: (
   // Jobs that finish while the store is read are recorded by apply(), until the decisions
   // are made: createJobs decides synchronously, before its first await (the commit). The
   // record used to be kept until the commit was durable too, so with submits overlapping
-  // without a break it was never cleared and held every job finished meanwhile.
+  // without a break it was never cleared and kept every job finished meanwhile.
   core.finishWatchers++;
   let created: CreatedJobs;
   try {
@@ -75,7 +75,7 @@ export async function submit(core: EngineCore, inputs: SubmitInput[], fieldOf: (
 
 /**
  * Answers a submit once its jobs are durable. Only the answers wait: the jobs' inputs,
- * metas and bodies are not held while the commit runs (they would outlive a young-generation
+ * metas and bodies are not kept while the commit runs (they would outlive a young-generation
  * GC or two and fragment the old one).
  */
 async function settleSubmit(core: EngineCore, { results, durable, duplicatesOfStored }: CreatedJobs): Promise<SubmitResult[]> {

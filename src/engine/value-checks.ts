@@ -44,7 +44,7 @@ export function checkText(text: string, field: string): void {
 /**
  * Throws when `value` (args, kwargs or custom) nests deeper than LIMITS.maxJsonDepth, or holds
  * a key or string with a lone surrogate, or a number that is not finite. Stops at the first
- * level past the limit, so a value of any depth is checked without deep recursion.
+ * depth past the limit, so a value of any depth is checked without deep recursion.
  */
 export function checkJsonData(value: JsonValue, field: string): void {
   const problem = firstJsonProblem(value, JSON_DATA_WALK);
@@ -53,7 +53,7 @@ export function checkJsonData(value: JsonValue, field: string): void {
 
 const JSON_DATA_WALK: JsonWalk = {
   maxDepth: LIMITS.maxJsonDepth,
-  tooDeep: `nests more than ${LIMITS.maxJsonDepth} levels of arrays and objects`,
+  tooDeep: `nests arrays and objects more than ${LIMITS.maxJsonDepth} deep`,
   leafProblem: (leaf) => {
     if (typeof leaf === "string") return isWellFormed(leaf) ? undefined : LONE_SURROGATE;
     return Number.isFinite(leaf) ? undefined : "holds a number that is not finite";

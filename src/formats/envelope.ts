@@ -20,7 +20,7 @@ export interface Envelope {
 }
 
 /** Waiting states are "enqueued"; every unsuccessful end is "error". */
-export const ENVELOPE_STATE: Record<JobState, Envelope["state"]> = {
+const ENVELOPE_STATE: Record<JobState, Envelope["state"]> = {
   PENDING: "enqueued",
   SCHEDULED: "enqueued",
   DELAYED: "enqueued",

@@ -10,8 +10,8 @@
  * exhausted jobs are discarded. An absent `retry` is Sidekiq's own default, 25 retries.
  *
  * Sidekiq keeps every key of the hash, so keys this module does not know (ActiveJob's
- * `wrapped`, `locale`, middleware keys…) go to `custom` on import and come back at the top
- * level on export (a custom key that clashes with a Sidekiq key below is left out there).
+ * `wrapped`, `locale`, middleware keys…) go to `custom` on import and come back as keys of
+ * the hash on export (a custom key that clashes with a Sidekiq key below is left out there).
  *
  * `tags` (Sidekiq's array of strings) become tags with empty values; on export a tag with a
  * value is written "key:value". `backtrace: true` keeps up to 1000 frames (the server's cap).
@@ -23,9 +23,9 @@ import { checkQueueName, LIMITS } from "../model/limits.js";
 import { MAX_RETRIES, jobObject, optionalString, requiredArray, requiredType, type ImportedJob } from "./json-input.js";
 
 /** Sidekiq's default number of retries, for `retry: true` or no `retry` at all. */
-export const SIDEKIQ_DEFAULT_RETRIES = 25;
+const SIDEKIQ_DEFAULT_RETRIES = 25;
 
-export interface SidekiqKnownKeys {
+interface SidekiqKnownKeys {
   class: string;
   jid: string;
   args: JsonValue[];

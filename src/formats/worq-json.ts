@@ -33,7 +33,7 @@ const FAKTORY_DEFAULT_RETRIES = 25;
 /** Faktory's default reservation, in seconds, for a job that does not say. */
 const FAKTORY_DEFAULT_RESERVE_FOR_S = 600;
 
-export interface WorqJsonFailure {
+interface WorqJsonFailure {
   /** The first failure. */
   failed_at: string;
   /** The latest failure, once the job has failed more than once. */

@@ -7,7 +7,7 @@ import { packageRoot } from "../package-root.js";
  * The dashboard's CSP: only this origin's script, style and API; no inline script or style
  * element, no plugins, no framing (clickjacking), no form posts anywhere.
  */
-export const DASHBOARD_CSP = [
+const DASHBOARD_CSP = [
   "default-src 'none'",
   "script-src 'self'",
   "style-src 'self'",

@@ -125,6 +125,6 @@ async function readJson(request: IncomingMessage, maxBytes: number): Promise<unk
   } catch {
     throw new WorqError("WORQ_INVALID_ARGUMENT", "body: is not JSON", "body");
   }
-  if (exceedsJsonDepth(body)) throw new WorqError("WORQ_INVALID_ARGUMENT", `body: nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep`, "body");
+  if (exceedsJsonDepth(body)) throw new WorqError("WORQ_INVALID_ARGUMENT", `body: nests arrays and objects more than ${MAX_JSON_DEPTH} deep`, "body");
   return body;
 }

@@ -7,7 +7,7 @@ export type RequestHandler = (request: IncomingMessage, response: ServerResponse
 
 /**
  * Wraps `handle` so that nothing it throws, synchronously or as a rejected promise, leaves the
- * request: the error is logged at error level with a fresh request id, and the client gets
+ * request: the error is logged, at log level error, with a fresh request id, and the client gets
  * 500 `{"code":"internal","message":"internal server error (request id <id>)"}` (the cause
  * stays in the log), or a closed connection when the answer had already begun. A handler
  * bug costs one request, never the process.
@@ -24,7 +24,7 @@ export function guardRequests(handle: RequestHandler, log: Logger): (request: In
 }
 
 /** Logs `error` under a new request id and answers 500 naming that id (never the cause). */
-export function answerInternalError(request: IncomingMessage, response: ServerResponse, error: unknown, log: Logger): void {
+function answerInternalError(request: IncomingMessage, response: ServerResponse, error: unknown, log: Logger): void {
   // The client closed the connection while its body was read: nobody to answer, no fault here.
   if ((error as NodeJS.ErrnoException | undefined)?.code === "ECONNRESET" && request.destroyed) return;
   const requestId = newRequestId();

@@ -77,7 +77,7 @@ export interface Failure {
 }
 
 /** The live lease of a RUNNING job. */
-export interface Lease {
+interface Lease {
   leaseId: string;
   workerId: string;
   /** When the lease lapses unless renewed. */

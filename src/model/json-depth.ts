@@ -8,7 +8,7 @@ export const MAX_JSON_DEPTH = 100;
 
 /** How to walk a JSON value with firstJsonProblem. */
 export interface JsonWalk {
-  /** The deepest nesting of arrays and objects accepted (a scalar is 0 levels, `[1]` one). */
+  /** The deepest nesting of arrays and objects accepted (a scalar has depth 0, `[1]` depth 1). */
   maxDepth: number;
   /** The problem reported for a value nested deeper than maxDepth. */
   tooDeep: string;
@@ -48,7 +48,7 @@ function problemAt(value: unknown, walk: JsonWalk, depth: number): string | unde
 
 const DEPTH_ONLY = { tooDeep: "too deep", leafProblem: () => undefined };
 
-/** Whether `value` nests arrays or objects more than `maxDepth` levels deep (a scalar is 0 levels, `[1]` one). */
+/** Whether `value` nests arrays or objects more than `maxDepth` deep (a scalar has depth 0, `[1]` depth 1). */
 export function exceedsJsonDepth(value: unknown, maxDepth: number = MAX_JSON_DEPTH): boolean {
   return firstJsonProblem(value, { ...DEPTH_ONLY, maxDepth }) !== undefined;
 }

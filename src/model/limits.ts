@@ -32,8 +32,8 @@ export const LIMITS = {
   minTimeMs: 0,
   maxTimeMs: Date.UTC(9999, 11, 31, 23, 59, 59, 999),
   /**
-   * Levels of arrays and objects in args, kwargs or custom, at most (the top-level array or
-   * object is level 1). Each level is two protobuf messages (Value and ListValue or Struct)
+   * Depth of arrays and objects in args, kwargs or custom, at most (the outermost array or
+   * object is depth 1). Each step of depth is two protobuf messages (Value and ListValue or Struct)
    * and protobuf readers stop at 100 nested messages (protobuf-es, Python, C++), so every job
    * within it decodes in a LeaseResponse, GetJobResponse or ListJobsResponse with room to spare.
    */
@@ -62,7 +62,7 @@ export const LIMITS = {
   /** HTTP/2 streams one connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). */
   maxStreamsPerConnection: 1000,
   /**
-   * Ready jobs held in memory per queue and priority level, by default (about 230 bytes of
+   * Ready jobs kept in memory per queue and priority, by default (about 230 bytes of
    * heap each); a deeper backlog waits in the store, read back half a window at a time.
    */
   defaultReadyWindow: 10_000,

@@ -12,13 +12,13 @@ import { internalErrorMessage, newRequestId } from "./request-id.js";
  * is what the handler gets, so a handler that takes it must accept it beside the message.
  * A reader that throws makes the call INVALID_ARGUMENT, as a malformed message does.
  */
-export type RequestReaders = Readonly<Record<string, (bytes: Uint8Array) => unknown>>;
+type RequestReaders = Readonly<Record<string, (bytes: Uint8Array) => unknown>>;
 
 /**
  * Response writers that replace toBinary for some methods (by local name): the handler's
  * answer (or each streamed one) reaches its writer as-is, so it need not be a message.
  */
-export type ResponseWriters = Readonly<Record<string, (answer: never) => Uint8Array>>;
+type ResponseWriters = Readonly<Record<string, (answer: never) => Uint8Array>>;
 
 /** The hand-written codecs of a service's hot methods: how their requests are read, how their answers are written. */
 export interface MethodCodecs {

@@ -42,7 +42,7 @@ export interface GrpcServerOptions {
   log?: ErrorLogger;
 }
 
-export const SERVICE_NAMES = [ProducerService.typeName, WorkerService.typeName, AdminService.typeName];
+const SERVICE_NAMES = [ProducerService.typeName, WorkerService.typeName, AdminService.typeName];
 const HEALTH_SERVICE = "grpc.health.v1.Health";
 
 /**

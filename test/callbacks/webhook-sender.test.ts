@@ -102,7 +102,7 @@ describe("--webhook-concurrency-per-target: a slow receiver holds only its share
     };
   }
 
-  it("10 webhooks held by a slow receiver take 2 slots; 3 to a fast receiver arrive meanwhile; the slow ones follow once it answers", async () => {
+  it("10 webhooks stuck at a slow receiver take 2 slots; 3 to a fast receiver arrive meanwhile; the slow ones follow once it answers", async () => {
     const slow = await receiver(true);
     const fast = await receiver(false);
     server = await startTestServer({ callbackAllow: [slow.origin, fast.origin], webhookConcurrencyPerTarget: 2 });
@@ -113,11 +113,11 @@ describe("--webhook-concurrency-per-target: a slow receiver holds only its share
       }
     };
     await finish(slow.origin, 10);
-    await waitUntil(() => slow.stats().inFlight === 2, "2 webhooks held by the slow receiver");
+    await waitUntil(() => slow.stats().inFlight === 2, "2 webhooks stuck at the slow receiver");
     await finish(fast.origin, 3);
     await waitUntil(() => fast.stats().delivered === 3, "the fast receiver's 3 webhooks", 5_000);
     expect(slow.stats()).toEqual({ inFlight: 2, maxInFlight: 2, delivered: 0 });
-    // Each answer frees a slot for the next held webhook: release until all 10 are answered.
+    // Each answer frees a slot for the next waiting webhook: release until all 10 are answered.
     while (slow.stats().delivered < 10) {
       slow.release();
       await new Promise((resolve) => setTimeout(resolve, 20));

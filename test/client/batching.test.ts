@@ -80,7 +80,7 @@ describe("the TypeScript library batches calls (real server)", () => {
       if (job.args[0] !== 0) await firstGoneOut;
     });
     const running = worker.run();
-    // With 4 credits, one of them held by the stalled call, every job must still run.
+    // With 4 credits, one of them taken by the stalled call, every job must still run.
     const producer = new WorqClient({ address: `127.0.0.1:${server.port}` });
     const completed = async () => (await Promise.all(jids.map(async (jid) => (await producer.getJob(jid)).state))).filter((state) => state === JobState.COMPLETED).length;
     await expect.poll(completed, { timeout: 10_000 }).toBe(39);

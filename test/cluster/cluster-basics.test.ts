@@ -60,7 +60,7 @@ describe.skipIf(!postgresAvailable())("a cluster of three servers on one Postgre
     expect(run.stdout).toMatch(new RegExp(`^${follower.nodeId}\\s+follower\\s+127\\.0\\.0\\.1:${follower.port}\\s`, "m"));
   });
 
-  it("a submit through one follower wakes a worker held through the other at once", async () => {
+  it("a submit through one follower wakes a worker connected through the other at once", async () => {
     const [first, second] = followers();
     const worker = new StreamWorker(first!.clients, { queues: ["wake"], workerId: "w-wake", credits: 5 });
     try {

@@ -26,7 +26,7 @@ describe.skipIf(!postgresAvailable())("the leader dies while calls through a fol
     const [leader, follower] = [nodes[0]!, nodes[1]!];
 
     const { jid } = await follower.clients.producer.submit({ job: { type: "t", queue: "mid", kwargs: { n: 1 } } });
-    // A unary call held open at the leader (waiting for a result), and a worker's stream.
+    // A unary call kept open at the leader (waiting for a result), and a worker's stream.
     const waiting = follower.clients.producer.getResult({ jid, waitTimeout: { seconds: 60n } }).then(
       () => undefined,
       (error: unknown) => ConnectError.from(error),

@@ -9,7 +9,7 @@ const INSTALL_HINT = "run `bash scripts/install-test-tools.sh` first";
 export type Lang = "ts" | "py" | "go";
 
 /** How to start each language's conformance worker (clients/CONFORMANCE.md). */
-export const WORKER_COMMANDS: Record<Lang, { command: string; args: string[] }> = {
+const WORKER_COMMANDS: Record<Lang, { command: string; args: string[] }> = {
   ts: { command: process.execPath, args: [join(ROOT, "dist/test/conformance/ts-worker.js")] },
   py: { command: join(ROOT, ".tools/venv/bin/python"), args: [join(ROOT, "clients/python/conformance_worker.py")] },
   go: { command: join(ROOT, ".tools/bin/go-conformance-worker"), args: [] },

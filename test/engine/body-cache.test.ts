@@ -101,7 +101,7 @@ describe("engine: a backlog past the body cache", () => {
     }
     await first.engine.close();
     const store = new CountingStore(data); // a restart: no body is in memory
-    const { engine } = await openEngine({ data, store, readyWindow: 10_000 }); // read-ahead walks the jobs held in memory
+    const { engine } = await openEngine({ data, store, readyWindow: 10_000 }); // read-ahead walks the jobs in memory
     const sink = new CollectingSink();
     engine.openLease({ queues: ["q"], workerId: "w", credits: 50 }, sink);
     for (let acked = 0; acked < jids.length; ) {
@@ -124,7 +124,7 @@ describe("engine: a body not in memory", () => {
     const { engine } = await openEngine({ store });
     const sink = new CollectingSink();
     engine.openLease({ queues: ["q"], workerId: "w", credits: 5 }, sink);
-    store.holdCommits = true; // the submit's commit is slow
+    store.stallCommits = true; // the submit's commit is slow
     const submitted = engine.submit(
       [
         { type: "t", queue: "q", args: ["a"], batchRef: "a" },

@@ -1277,7 +1277,7 @@ describe("Engine: purging a queue", () => {
     for (const length of [10_000, 3]) {
       jids.push(...(await engine.submit(Array.from({ length }, () => ({ type: "t", queue: "a" })), batch)).map((result) => result.jid));
     }
-    store.holdCommits = true; // the first commit of the purge waits, as on a slow disk
+    store.stallCommits = true; // the first commit of the purge waits, as on a slow disk
     const purging = engine.purgeQueue("a");
     await flush();
     expect(engine.queueStats("a").ready).toBe(3); // the first 10,000 are gone from memory
@@ -1352,7 +1352,7 @@ describe("Engine: delivery order when bodies are read from the store", () => {
     await first.engine.close();
     // A restart: no body is in memory, every lease reads its job's body.
     const store = new GatedStore(data);
-    store.heldBodyReads = 1; // the first lease's read finishes last
+    store.stalledBodyReads = 1; // the first lease's read finishes last
     const { engine } = await openEngine({ data, store });
     const delivered: string[] = [];
     const sinkOf = () => ({ deliver: (grants: LeaseGrant[]) => delivered.push(...grants.map((g) => g.meta.jid)), control: () => {}, revoke: () => {} });
@@ -1360,7 +1360,7 @@ describe("Engine: delivery order when bodies are read from the store", () => {
     await flush();
     const b = engine.openLease({ queues: ["q"], workerId: "b", credits: 2 }, sinkOf());
     await flush();
-    expect(delivered).toEqual([]); // b's jobs wait for a's, whose read is held
+    expect(delivered).toEqual([]); // b's jobs wait for a's, whose read is stalled
     store.release();
     await flush();
     expect(delivered).toEqual(jids);
@@ -1412,7 +1412,7 @@ describe("Engine: counters and info", () => {
     const { engine } = await openEngine({ store });
     await engine.submit([{ type: "a" }, { type: "b" }], batch);
     const { sink } = await lease(engine, ["default"], 2);
-    store.holdCommits = true; // like a slow fsync: the next submit stays in flight
+    store.stallCommits = true; // like a slow fsync: the next submit stays in flight
     const pending = engine.submit([{ type: "c" }], single); // in flight until released
     const [a, b] = sink.grants;
     const acked = engine.ackAll([
@@ -1433,7 +1433,7 @@ describe("Engine: counters and info", () => {
     const { sink } = await lease(engine, ["default"], 2);
     const [gx, gy] = sink.grants;
     await engine.ack(gx!.meta.jid, gx!.meta.lease!.leaseId, new Uint8Array()); // x finished: read from the store
-    store.holdReads = true;
+    store.stallReads = true;
     const dependent = engine.submit([{ type: "z", dependsOn: { jids: [x!, y!] } }], single);
     await engine.ack(gy!.meta.jid, gy!.meta.lease!.leaseId, new Uint8Array()); // y finishes, durably, during that read
     expect(engine.info().finishedWhileSubmitting).toBe(1);

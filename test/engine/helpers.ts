@@ -76,36 +76,36 @@ export class FlakyStore extends MemoryStore {
 }
 
 /**
- * A MemoryStore whose calls can be held until `release()`, as a slow disk's would: commits
- * (reads see only what passed), meta reads, and the next `heldBodyReads` body reads (later
+ * A MemoryStore whose calls can be stalled until `release()`, as a slow disk's would: commits
+ * (reads see only what passed), meta reads, and the next `stalledBodyReads` body reads (later
  * ones pass, so reads finish out of order).
  */
 export class GatedStore extends MemoryStore {
-  holdCommits = false;
-  holdReads = false;
-  heldBodyReads = 0;
-  /** Ready pages (page-ins, listings, purges of cold jobs) to hold, the next ones read. */
-  heldReadyPages = 0;
+  stallCommits = false;
+  stallReads = false;
+  stalledBodyReads = 0;
+  /** Ready pages (page-ins, listings, purges of cold jobs) to stall, the next ones read. */
+  stalledReadyPages = 0;
   private waiting: (() => void)[] = [];
   override commit(writes: StoreWrite[]): Promise<void> {
-    return this.holdCommits ? this.gate().then(() => super.commit(writes)) : super.commit(writes);
+    return this.stallCommits ? this.gate().then(() => super.commit(writes)) : super.commit(writes);
   }
   override getMeta(jid: string): ReturnType<MemoryStore["getMeta"]> {
-    return this.holdReads ? this.gate().then(() => super.getMeta(jid)) : super.getMeta(jid);
+    return this.stallReads ? this.gate().then(() => super.getMeta(jid)) : super.getMeta(jid);
   }
   override getBodies(jids: readonly string[]): ReturnType<MemoryStore["getBodies"]> {
-    if (this.heldBodyReads === 0) return super.getBodies(jids);
-    this.heldBodyReads--;
+    if (this.stalledBodyReads === 0) return super.getBodies(jids);
+    this.stalledBodyReads--;
     return this.gate().then(() => super.getBodies(jids));
   }
   override readyPage(...args: Parameters<MemoryStore["readyPage"]>): ReturnType<MemoryStore["readyPage"]> {
-    if (this.heldReadyPages === 0) return super.readyPage(...args);
-    this.heldReadyPages--;
+    if (this.stalledReadyPages === 0) return super.readyPage(...args);
+    this.stalledReadyPages--;
     return this.gate().then(() => super.readyPage(...args));
   }
   release(): void {
-    this.holdCommits = this.holdReads = false;
-    this.heldBodyReads = this.heldReadyPages = 0;
+    this.stallCommits = this.stallReads = false;
+    this.stalledBodyReads = this.stalledReadyPages = 0;
     this.waiting.splice(0).forEach((go) => go());
   }
   private gate(): Promise<void> {

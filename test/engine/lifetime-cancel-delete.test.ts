@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { T0, expectWorqError, flush, lease, openEngine, submitOne } from "./helpers.js";
-import { LIMITS } from "../../src/engine/limits.js";
+import { LIMITS } from "../../src/model/limits.js";
 
 const SECOND = 1_000;
 const DAY = 24 * 3_600_000;

@@ -5,7 +5,7 @@ import { createMemoryData, MemoryStore } from "../../src/storage/memory/memory-s
 import { ackAsDelivered, batch, CollectingSink, expectWorqError, flush, GatedStore, lease, openEngine, report, submitEach, submitOne } from "./helpers.js";
 
 // A backlog deeper than the ready window (src/engine/ready-queue.ts): the first jobs of each
-// queue and priority level are held in memory, the rest (cold) wait in the store and are read
+// queue and priority level are kept in memory, the rest (cold) wait in the store and are read
 // in as the level drains. Whatever a job's place, it must behave the same to users.
 
 const SECOND = 1_000;
@@ -35,7 +35,7 @@ describe("engine: ready jobs past the window wait in the store", () => {
     expect(engine.queueStats("q").ready).toBe(0);
   });
 
-  it("a job submitted while the level has cold jobs goes behind them; another level is not held up", async () => {
+  it("a job submitted while the level has cold jobs goes behind them; another priority is not kept waiting", async () => {
     const { engine } = await openEngine({ readyWindow: 2 });
     const first = await submitMany(engine, 5);
     const other = await submitOne(engine, { type: "t", queue: "other" });
@@ -49,7 +49,7 @@ describe("engine: ready jobs past the window wait in the store", () => {
     const { engine } = await openEngine({ store, readyWindow: 2 });
     const low = await submitMany(engine, 3, { priority: 4 });
     const high = await submitMany(engine, 7, { priority: 0 });
-    store.heldReadyPages = 1; // the page-in of the high level waits, as on a slow disk
+    store.stalledReadyPages = 1; // the page-in of the high level waits, as on a slow disk
     const { sink } = await lease(engine, ["q"], 3);
     expect(sink.jids).toEqual(high.slice(0, 2)); // the third credit waits for the high level's next page
     store.release();
@@ -61,7 +61,7 @@ describe("engine: ready jobs past the window wait in the store", () => {
     const { engine, clock } = await openEngine({ readyWindow: 2 });
     const [flaky] = await submitMany(engine, 1);
     const { sink, session } = await lease(engine, ["q"], 1);
-    const backlog = await submitMany(engine, 4); // two held, two cold
+    const backlog = await submitMany(engine, 4); // two in memory, two cold
     session.close(); // (its report still counts: the lease is valid for the orphan grace)
     await engine.fail(flaky!, sink.grantOf(flaky!).meta.lease!.leaseId, report({ retryAfterMs: 0 }));
     clock.advance(SECOND);
@@ -86,11 +86,11 @@ describe("engine: ready jobs past the window wait in the store", () => {
   it("a cancel of a cold job while a page-in reads it: the job is read in and then cancelled, never run", async () => {
     const store = new GatedStore();
     const { engine } = await openEngine({ store, readyWindow: 4 });
-    const jids = await submitMany(engine, 8); // 0-3 held, 4-7 cold
-    store.heldReadyPages = 1; // the page-in the leases start waits, as on a slow disk
+    const jids = await submitMany(engine, 8); // 0-3 in memory, 4-7 cold
+    store.stalledReadyPages = 1; // the page-in the leases start waits, as on a slow disk
     const { sink } = await lease(engine, ["q"], 3);
     expect(sink.jids).toEqual(jids.slice(0, 3));
-    const cancelling = engine.cancel(jids[5]!); // cold, and in the held page
+    const cancelling = engine.cancel(jids[5]!); // cold, and in the stalled page
     await flush();
     expect(engine.info().coldReadyJobs).toBe(4); // the page-in has not read them yet
     store.release();
@@ -122,7 +122,7 @@ describe("engine: ready jobs past the window wait in the store", () => {
     expect(sink.jids).toEqual(jids);
   });
 
-  it("purges cold jobs with the held ones; jobs made ready after the call stay", async () => {
+  it("purges cold jobs with the ones in memory; jobs made ready after the call stay", async () => {
     const { engine } = await openEngine({ readyWindow: 3 });
     await submitMany(engine, 10);
     await submitMany(engine, 4, { priority: 0 });
@@ -132,7 +132,7 @@ describe("engine: ready jobs past the window wait in the store", () => {
     expect(await drain(engine, ["q"])).toEqual(after);
   });
 
-  it("lists ready jobs in run order across held and cold ones, a page at a time, without repeats or skips", async () => {
+  it("lists ready jobs in run order across jobs in memory and cold ones, a page at a time, without repeats or skips", async () => {
     const { engine } = await openEngine({ readyWindow: 2 });
     const normal = await submitMany(engine, 5);
     const urgent = await submitMany(engine, 4, { priority: 0 });

@@ -127,7 +127,7 @@ describe("ReadyQueue", () => {
 });
 
 
-describe("ReadyQueue: the window held and the cold jobs counted", () => {
+describe("ReadyQueue: the window in memory and the cold jobs counted", () => {
   it("admits a job while its level's window has room and no cold jobs; after one cold job, none", () => {
     const { queue, push } = setup();
     push("a");

@@ -139,10 +139,10 @@ describe("buildNewJob: validation names the field", () => {
     ["a tag value with a lone surrogate", "job.tags[k]", { tags: { k: "\ud800" } }],
     ["a correlation id with a lone surrogate", "job.correlation_id", { correlationId: "\ud800" }],
     ["an idempotency key with a lone surrogate", "job.idempotency_key", { idempotencyKey: "\ud800" }],
-    ["args nested 33 levels", "job.args", { args: nested(32) }],
-    ["kwargs nested 33 levels", "job.kwargs", { kwargs: { a: nested(31) } }],
-    ["custom nested 33 levels", "job.custom", { custom: { a: { b: nested(30) } } }],
-    ["args nested 100,000 levels", "job.args", { args: nested(99_999) }],
+    ["args nested 33 deep", "job.args", { args: nested(32) }],
+    ["kwargs nested 33 deep", "job.kwargs", { kwargs: { a: nested(31) } }],
+    ["custom nested 33 deep", "job.custom", { custom: { a: { b: nested(30) } } }],
+    ["args nested 100,000 deep", "job.args", { args: nested(99_999) }],
     ["an args string with a lone surrogate", "job.args", { args: [["ok", "\udfff"]] }],
     ["a kwargs key with a lone surrogate", "job.kwargs", { kwargs: { "\ud83d": 1 } }],
     ["an args number that is not finite", "job.args", { args: [Number.POSITIVE_INFINITY] }],
@@ -186,10 +186,10 @@ describe("buildNewJob: validation names the field", () => {
   });
 });
 
-/** An array `levels` + 1 deep: nested(0) is [1], nested(2) is [[[1]]]. */
-function nested(levels: number): JsonValue[] {
+/** An array `depth` + 1 deep: nested(0) is [1], nested(2) is [[[1]]]. */
+function nested(depth: number): JsonValue[] {
   let value: JsonValue[] = [1];
-  for (let i = 0; i < levels; i++) value = [value];
+  for (let i = 0; i < depth; i++) value = [value];
   return value;
 }
 

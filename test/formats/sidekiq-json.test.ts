@@ -178,7 +178,7 @@ describe("the Sidekiq job hash (?format=sidekiq)", () => {
     expectInvalid(() => submitInputFromSidekiqJson({ class: "T", args: [], tags: [""] }), "tags[0]");
   });
 
-  it("custom keys go to the top level on export, but never over a Sidekiq key", () => {
+  it("custom keys become keys of the hash again on export, but never over a Sidekiq key", () => {
     const out = sidekiqJsonOf(viewOf({ type: "T", custom: { locale: "en", queue: "evil", class: "Evil" } }));
     expect(out).toMatchObject({ class: "T", queue: "default", locale: "en" });
     const proto = sidekiqJsonOf(viewOf({ type: "T", custom: JSON.parse(`{"__proto__": {"polluted": 1}}`) }));

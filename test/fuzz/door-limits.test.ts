@@ -46,9 +46,9 @@ describe("the door's limits on a real server process", () => {
     expect(error, "the call should have been refused").toBeInstanceOf(ConnectError);
     return error!;
   };
-  const nested = (levels: number): unknown => {
+  const nested = (depth: number): unknown => {
     let value: unknown = 1;
-    for (let i = 0; i < levels; i++) value = [value];
+    for (let i = 0; i < depth; i++) value = [value];
     return value;
   };
 
@@ -70,7 +70,7 @@ describe("the door's limits on a real server process", () => {
     expect(await submitted()).toBe(before);
   });
 
-  it("args nested 150 deep through /v1/jobs are refused with 400 invalid_argument; 33 levels name job.args; nothing is created", async () => {
+  it("args nested 150 deep through /v1/jobs are refused with 400 invalid_argument; 33 deep names job.args; nothing is created", async () => {
     const before = await submitted();
     const deep = await postJobs("worq", JSON.stringify({ jobtype: "x", queue: "deep", args: [nested(149)] }));
     expect(deep.status).toBe(400);
@@ -79,13 +79,13 @@ describe("the door's limits on a real server process", () => {
       const job = { worq: { jobtype: "x", queue: "deep", args: [nested(32)] }, sidekiq: { class: "x", queue: "deep", args: [nested(32)] }, envelope: { job_path: "x", args: [nested(32)], kwargs: {} } }[format];
       const over = await postJobs(format, JSON.stringify(job));
       expect(over.status, format).toBe(400);
-      expect(over.body, format).toEqual({ code: "invalid_argument", message: "job.args: nests more than 32 levels of arrays and objects" });
+      expect(over.body, format).toEqual({ code: "invalid_argument", message: "job.args: nests arrays and objects more than 32 deep" });
     }
     expect(await submitted()).toBe(before);
     expect((await clients.admin.listJobs({ queue: "deep" })).jobs).toEqual([]);
   });
 
-  it("gRPC (binary) refuses the same: `at` after 9999, a delay past it, args and kwargs over 32 levels, each naming the field", async () => {
+  it("gRPC (binary) refuses the same: `at` after 9999, a delay past it, args and kwargs over 32 deep, each naming the field", async () => {
     const before = await submitted();
     const cases: [string, Parameters<WorqClients["producer"]["submit"]>[0]["job"]][] = [
       ["job.at", { type: "x", at: timestampFromMs(MAX_TIME + 1) }],
@@ -93,7 +93,7 @@ describe("the door's limits on a real server process", () => {
       ["job.args", { type: "x", args: { values: [{ kind: { case: "listValue", value: { values: [] } } }] } }],
       ["job.retry.max_delay", { type: "x", retry: { maxDelay: { seconds: 315_576_000_000n } } }],
     ];
-    // args over the limit, as a ListValue message (a JSON value 33 levels deep)
+    // args over the limit, as a ListValue message (a JSON value 33 deep)
     let value = { kind: { case: "numberValue" as const, value: 1 } } as never;
     for (let i = 0; i < 32; i++) value = { kind: { case: "listValue", value: { values: [value] } } } as never;
     cases[2]![1]!.args = { values: [value] };
@@ -103,11 +103,11 @@ describe("the door's limits on a real server process", () => {
       expect(error.rawMessage.startsWith(`${field}: `), error.rawMessage).toBe(true);
     }
     const kwargs = await refusal(clients.producer.submit({ job: { type: "x", kwargs: { a: nested(32) } as never } }));
-    expect(kwargs.rawMessage).toBe("job.kwargs: nests more than 32 levels of arrays and objects");
+    expect(kwargs.rawMessage).toBe("job.kwargs: nests arrays and objects more than 32 deep");
     expect(await submitted()).toBe(before);
   });
 
-  it("the limits themselves are accepted and read back on every path: the last `at` whose default 7-day lifetime ends by 9999-12-31T23:59:59.999Z, args 32 levels deep", async () => {
+  it("the limits themselves are accepted and read back on every path: the last `at` whose default 7-day lifetime ends by 9999-12-31T23:59:59.999Z, args 32 deep", async () => {
     const answer = await postJobs("sidekiq", JSON.stringify({ class: "edge", queue: "edge", args: [nested(31)], at: LAST_AT_DEFAULT_TTL / 1000 }));
     expect(answer.status).toBe(200);
     const jid = answer.body.jobs![0]!.jid;

@@ -115,7 +115,7 @@ function fixedRawRequests(host: string): [string, Buffer][] {
     ["Connect GET with a bad message param", crlf([`GET /worq.v1.AdminService/ListQueues?encoding=json&message=%E0&base64=1 HTTP/1.1`, `Host: ${host}`])],
     ["Connect-Timeout-Ms garbage", bytesOf(`POST /worq.v1.AdminService/ListQueues HTTP/1.1\r\nHost: ${host}\r\nConnect-Timeout-Ms: soon\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`)],
     ["Content-Encoding gzip, not gzip", bytesOf(`POST /worq.v1.AdminService/ListQueues HTTP/1.1\r\nHost: ${host}\r\nContent-Encoding: gzip\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`)],
-    ["/v1/jobs deep JSON (100,000 levels)", bytesOf(`POST /v1/jobs HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: 200000\r\n\r\n${"[".repeat(100_000)}${"]".repeat(100_000)}`)],
+    ["/v1/jobs deep JSON (100,000 deep)", bytesOf(`POST /v1/jobs HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: 200000\r\n\r\n${"[".repeat(100_000)}${"]".repeat(100_000)}`)],
   ];
 }
 

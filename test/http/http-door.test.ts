@@ -35,7 +35,7 @@ describe("the Host rule", () => {
 
 describe("exceedsJsonDepth", () => {
   const nested = (depth: number): unknown => (depth === 0 ? "leaf" : depth % 2 ? [nested(depth - 1)] : { k: nested(depth - 1) });
-  it(`accepts ${MAX_JSON_DEPTH} levels of arrays and objects, refuses ${MAX_JSON_DEPTH + 1}`, () => {
+  it(`accepts arrays and objects ${MAX_JSON_DEPTH} deep, refuses ${MAX_JSON_DEPTH + 1}`, () => {
     expect(exceedsJsonDepth(nested(MAX_JSON_DEPTH))).toBe(false);
     expect(exceedsJsonDepth(nested(MAX_JSON_DEPTH + 1))).toBe(true);
     expect([exceedsJsonDepth(1), exceedsJsonDepth(null), exceedsJsonDepth([]), exceedsJsonDepth([[1]], 1)]).toEqual([false, false, false, true]);

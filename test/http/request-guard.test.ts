@@ -28,7 +28,7 @@ describe("the request guard", () => {
   it.each([
     ["throws", () => { throw new Error("boom: secret cause"); }],
     ["rejects", async () => { throw new Error("boom: secret cause"); }],
-  ] as [string, RequestHandler][])("a handler that %s: 500 naming a request id, the cause logged at error level under that id, never sent", async (_, handle) => {
+  ] as [string, RequestHandler][])("a handler that %s: 500 naming a request id, the cause logged at log level error under that id, never sent", async (_, handle) => {
     const { url, lines } = await setup(handle);
     const response = await fetch(url);
     expect(response.status).toBe(500);

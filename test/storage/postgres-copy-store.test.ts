@@ -78,11 +78,11 @@ describe.skipIf(!postgresAvailable())("copyStore: memory -> PostgreSQL -> LevelD
     await expect(copyStore(source, postgres)).rejects.toThrow(/not empty/);
 
     const dir = mkdtempSync(join(tmpdir(), "worq-copy-"));
-    const level = new LevelStore(dir);
-    await level.open();
-    await copyStore(postgres, level);
-    expect(await contents(level)).toEqual(expected);
-    await Promise.all([level.close(), postgres.close()]);
+    const leveldb = new LevelStore(dir);
+    await leveldb.open();
+    await copyStore(postgres, leveldb);
+    expect(await contents(leveldb)).toEqual(expected);
+    await Promise.all([leveldb.close(), postgres.close()]);
     rmSync(dir, { recursive: true, force: true });
   }, 120_000);
 });

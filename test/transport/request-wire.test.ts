@@ -76,12 +76,12 @@ describe("JobSpecs read from the wire", () => {
 });
 
 describe("JobSpecs with args nested deeper than the engine's limit", () => {
-  it("are refused naming the args, at 33 levels by the engine's check and at 100,000 (deeper than the stack) by the reader", () => {
-    for (const [levels, message] of [
-      [33, /^jobs\[0\]\.args: nests more than 32 levels of arrays and objects$/],
+  it("are refused naming the args, at depth 33 by the engine's check and at 100,000 (deeper than the stack) by the reader", () => {
+    for (const [depth, message] of [
+      [33, /^jobs\[0\]\.args: nests arrays and objects more than 32 deep$/],
       [100_000, /^jobs\[0\]\.args: is not representable as JSON: Maximum call stack size exceeded$/],
     ] as const) {
-      const bytes = jobSpecWithNestedArgs(levels);
+      const bytes = jobSpecWithNestedArgs(depth);
       const input = (() => {
         try {
           return submitInputOfWire(bytes, "jobs[0]");
@@ -96,11 +96,11 @@ describe("JobSpecs with args nested deeper than the engine's limit", () => {
 });
 
 /**
- * The bytes of JobSpec { type: "t", args: [[[…1…]]] } with `levels` arrays (args itself is
+ * The bytes of JobSpec { type: "t", args: [[[…1…]]] } with `depth` arrays (args itself is
  * the first), written from the outside in with every length computed first, so building a
  * message nested deeper than any recursive writer could go takes linear time.
  */
-function jobSpecWithNestedArgs(levels: number): Uint8Array {
+function jobSpecWithNestedArgs(depth: number): Uint8Array {
   const varint = (n: number) => {
     const out: number[] = [];
     for (; n >= 0x80; n = Math.floor(n / 0x80)) out.push((n % 0x80) | 0x80);
@@ -108,10 +108,10 @@ function jobSpecWithNestedArgs(levels: number): Uint8Array {
     return out;
   };
   const leaf = [0x11, ...new Uint8Array(new Float64Array([1]).buffer)]; // Value { number_value: 1 }
-  // Inside out: each level is ListValue { values: <value> } inside Value { list_value: … }.
+  // Inside out: each array is ListValue { values: <value> } inside Value { list_value: … }.
   const headers: number[][] = [];
   let length = leaf.length;
-  for (let i = 1; i < levels; i++) {
+  for (let i = 1; i < depth; i++) {
     const list = [0x0a, ...varint(length)];
     const value = [0x32, ...varint(length + list.length)];
     headers.push(list, value);

@@ -46,7 +46,7 @@ export function encodeReadyValue(meta: Uint8Array, body: Uint8Array | undefined)
   return out;
 }
 
-/** A `q/` value's meta and, `withBody`, its body (undefined when it holds none); undefined for an empty value (a job written while held). */
+/** A `q/` value's meta and, `withBody`, its body (undefined when it holds none); undefined for an empty value (a job written while in memory). */
 export function decodeReadyValue(bytes: Uint8Array, withBody: boolean): { meta: JobMeta; body: JobBody | undefined } | undefined {
   if (bytes.byteLength === 0) return undefined;
   const metaLength = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(0);

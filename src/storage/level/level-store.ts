@@ -128,7 +128,7 @@ export class LevelStore implements Store {
    * encoding cost more than the native write itself. A chained batch, op by op, not the
    * array form `_batch`: that one reads each op's type, key and value back from JS through
    * N-API property lookups, which costs the main thread more per op (docs/performance.md;
-   * `node bench/diag/level-batch.mjs` measures both).
+   * `node bench/diag/leveldb-batch.mjs` measures both).
    */
   private async writeBatch(ops: BatchOp[]): Promise<void> {
     if (this.db.status !== "open") throw new Error(`the store is ${this.db.status}`);

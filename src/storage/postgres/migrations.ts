@@ -102,7 +102,7 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 4,
     name: "idempotency claims by namespace",
     // Idempotency keys deduplicate within a namespace (the caller's queue scope); '' is the
-    // shared one, which every claim stored before held.
+    // shared one, which every claim stored before is in.
     sql: `
       ALTER TABLE worq_idempotency ADD COLUMN namespace text COLLATE "C" NOT NULL DEFAULT '';
       ALTER TABLE worq_idempotency DROP CONSTRAINT worq_idempotency_pkey, ADD PRIMARY KEY (namespace, type, key);

@@ -9,7 +9,7 @@ import { applyMigrations } from "./migrations.js";
 import { redactedUrl } from "./url.js";
 
 /**
- * Held (pg_try_advisory_lock, session level) by the writer connection of the one server
+ * Held (pg_try_advisory_lock, for the session) by the writer connection of the one server
  * writing a database. The engine keeps the live jobs' state in memory and is the only writer, so a
  * second writer on the same database would corrupt it: it is refused at open instead. In a
  * cluster (src/cluster) holding this lock is what makes a node the leader; the lock goes with

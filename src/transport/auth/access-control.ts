@@ -30,7 +30,7 @@ export const ANONYMOUS: Caller = { name: "(anonymous)", role: "anonymous", scope
 export const RETRY_AFTER_MS = "retry-after-ms";
 
 /**
- * The transport-level gate both ports share: who is calling (bearer token), may they call
+ * The transport's gate both ports share: who is calling (bearer token), may they call
  * this path (role), and may they submit this many jobs now (rate). Failures are ConnectErrors
  * with the gRPC code a client acts on: UNAUTHENTICATED, PERMISSION_DENIED, RESOURCE_EXHAUSTED.
  * The engine never sees tokens.

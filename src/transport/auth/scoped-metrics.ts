@@ -14,7 +14,7 @@ export function scopedMetricsText(text: string, scope: QueueScope): string {
   let header: string[] = [];
   for (const line of text.split("\n")) {
     if (line.startsWith("#")) {
-      // A family's HELP and TYPE lines come before its samples: held until one is kept.
+      // A family's HELP and TYPE lines come before its samples: kept back until one is kept.
       if (line.startsWith("# HELP ")) header = [];
       header.push(line);
       continue;

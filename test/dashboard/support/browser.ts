@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { chromium, type BrowserContext } from "playwright-core";
 import { fileExists, toolAvailable } from "../../support/require-tool.js";
 
-export const CHROMIUM = "/usr/bin/chromium";
+const CHROMIUM = "/usr/bin/chromium";
 
 /** Whether the browser tests can run (skipped with a reason, or failing under WORQ_REQUIRE_ALL=1). */
 export function chromiumAvailable(): boolean {

@@ -11,7 +11,7 @@ import { LIMITS } from "../../../src/model/limits.js";
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
 /** A time given with the job: none, an absolute `at` (epoch ms) or a `delay` from submit (ms). */
-export type HostileTime = { kind: "none" } | { kind: "at"; ms: number } | { kind: "delay"; ms: number };
+type HostileTime = { kind: "none" } | { kind: "at"; ms: number } | { kind: "delay"; ms: number };
 
 export interface HostileJob {
   type: string;
@@ -53,17 +53,17 @@ const shallow: fc.Arbitrary<Json> = fc.letrec<{ value: Json }>((tie) => ({
   ),
 })).value;
 
-/** `inner` wrapped in `levels` arrays or objects (alternating by `objects`). */
-function wrap(inner: Json, levels: number, objects: boolean): Json {
+/** `inner` wrapped in `depth` arrays or objects (alternating by `objects`). */
+function wrap(inner: Json, depth: number, objects: boolean): Json {
   let value = inner;
-  for (let i = 0; i < levels; i++) value = objects && i % 2 === 0 ? { ["__proto__"]: value } : [value];
+  for (let i = 0; i < depth; i++) value = objects && i % 2 === 0 ? { ["__proto__"]: value } : [value];
   return value;
 }
 
-/** A value nested around the depth limit (args counts its own level, so the limit is levels + 1 here). */
+/** A value nested around the depth limit (args counts its own array, so the limit is depth + 1 here). */
 const deepValue = fc
   .tuple(fc.integer({ min: LIMITS.maxJsonDepth - 4, max: LIMITS.maxJsonDepth + 2 }), fc.boolean(), leaf)
-  .map(([levels, objects, inner]) => wrap(inner, levels, objects));
+  .map(([depth, objects, inner]) => wrap(inner, depth, objects));
 
 /** Times at and around the ends of the time range and of every timestamp form. */
 const time: fc.Arbitrary<HostileTime> = fc.oneof(

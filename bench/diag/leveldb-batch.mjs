@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Diagnostic, not part of `npm run bench`: main-thread cost per key operation of the two
 // ways classic-level takes a batch, as the LevelDB store uses them (string keys, byte
-// values, ~190-byte metas, one op in five a delete). `node bench/diag/level-batch.mjs`
+// values, ~190-byte metas, one op in five a delete). `node bench/diag/leveldb-batch.mjs`
 //   array:   db._batch(ops)          (N-API reads each op's type, key and value back from JS)
 //   chained: db._chainedBatch()._put/_del per op, then _write  (what LevelStore does)
 import { mkdtempSync } from "node:fs";
@@ -14,7 +14,7 @@ import { cleanupAll, trackDir } from "../lib/cleanup.mjs";
 const GROUPS = 400;
 const OPS = 150;
 try {
-  const db = new Level(join(trackDir(mkdtempSync(join(tmpdir(), "worq-level-batch-"))), "db"), { keyEncoding: "utf8", valueEncoding: "view" });
+  const db = new Level(join(trackDir(mkdtempSync(join(tmpdir(), "worq-leveldb-batch-"))), "db"), { keyEncoding: "utf8", valueEncoding: "view" });
   await db.open();
   const value = Buffer.alloc(190, 7);
   const groups = Array.from({ length: GROUPS }, () =>

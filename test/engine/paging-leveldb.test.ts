@@ -66,7 +66,7 @@ describe("engine over LevelDB: a backlog past the ready window", () => {
     const numbers = [...Array.from({ length: 10 }, (_, i) => 100 + i), ...Array.from({ length: 30 }, (_, i) => i).filter((i) => i !== 20)];
     expect(grants.map((grant) => grant.body.args)).toEqual(numbers.map((n) => [n]));
     expect(grants.map((grant) => [...grant.body.payload])).toEqual(numbers.map((n) => [n]));
-    // Only the bodies of the restart's first window of each level (4 + 4), written while held
+    // Only the bodies of the restart's first window of each level (4 + 4), written while in memory
     // and so without a copy beside their keys, were read by jid; the pages carried the rest.
     expect(store.bodyReads).toBe(8);
     expect(engine.info()).toMatchObject({ liveJobs: 0, coldReadyJobs: 0 });
