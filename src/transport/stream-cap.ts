@@ -15,10 +15,16 @@ import { grpcListeners } from "./grpc-listeners.js";
 export function watchStreamCap(server: grpc.Server, maxStreams: number, onCapReached: () => void): void {
   for (const listener of grpcListeners(server, "watch the streams-per-connection cap")) {
     listener.on("session", (session: Http2Session) => {
-      let open = 0;
+      const open = new Set<ServerHttp2Stream>();
       session.on("stream", (stream: ServerHttp2Stream) => {
-        if (++open === maxStreams) onCapReached();
-        stream.once("close", () => open--);
+        open.add(stream);
+        stream.once("close", () => open.delete(stream));
+        if (open.size < maxStreams) return;
+        // A stream's 'close' event trails nghttp2 by a few ticks, but its `closed` flag is set
+        // at once: near the cap, drop the streams already closed before judging (a client
+        // that cancels calls and opens new ones in one write would otherwise look over it).
+        for (const other of open) if (other.closed) open.delete(other);
+        if (open.size >= maxStreams) onCapReached();
       });
     });
   }
