@@ -15,6 +15,7 @@ import { logLifecycle } from "./lifecycle-log.js";
 import type { HealthImplementation } from "grpc-health-check";
 import { bindGrpc, createGrpcServer, type PortTls } from "./transport/grpc-server.js";
 import { capGrpcConnections, capHttpConnections, type ConnectionCaps } from "./transport/connection-caps.js";
+import { watchStreamCap } from "./transport/stream-cap.js";
 import { createProducerService } from "./transport/producer-service.js";
 import { createWorkerService } from "./transport/worker-service.js";
 import { packageRoot, packageVersion } from "./package-root.js";
@@ -29,6 +30,7 @@ import { grpcAccessInterceptor } from "./transport/auth/grpc-interceptor.js";
 import { loadTokenFile } from "./transport/auth/token-file.js";
 import { createStore } from "./storage/open-store.js";
 import type { Store } from "./engine/store.js";
+import { LIMITS } from "./model/limits.js";
 import type { ClusterNodeView } from "./transport/admin-service.js";
 
 export interface RunningServer {
@@ -179,6 +181,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
   try {
     grpcPort = await bindGrpc(server, config.host, config.port, tls);
     capGrpcConnections(server, caps("grpc"));
+    watchStreamCap(server, LIMITS.maxStreamsPerConnection, () => metrics.observeStreamCapReached());
     httpPort = await listenHttp(http, config.host, config.httpPort);
   } catch (error) {
     // Release the store (and its lock: a cluster must not be left with a leader that never serves).

@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import type { ClusterConfig, ServerConfig } from "../config.js";
+import { DEFAULT_HEADER_TIMEOUT_MS, DEFAULT_MAX_CONNECTIONS, type ClusterConfig, type ServerConfig } from "../config.js";
 import type { Logger } from "../log.js";
 import { maxMessageBytes, readTlsFiles, startServer, worqDescriptorSet, type RunningServer } from "../main.js";
 import { packageVersion } from "../package-root.js";
@@ -63,6 +63,10 @@ export async function startClusterNode(
     ...(tls && { tls, linkTls: { ca: readFileSync(config.cluster.caFile ?? config.tls!.certFile), cert: tls.cert, key: tls.key } }),
     access: followerAccess,
     hosts: hostRuleOf(config),
+    connectionCaps: {
+      maxConnections: config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS,
+      headerTimeoutMs: config.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS,
+    },
     log,
   };
   let forwarder: Forwarder | undefined = await startForwarder(forwarderOptions);

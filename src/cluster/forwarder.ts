@@ -16,6 +16,7 @@ import { internalErrorMessage, newRequestId } from "../transport/request-id.js";
 import type { AccessControl } from "../transport/auth/access-control.js";
 import { grpcAccessInterceptor } from "../transport/auth/grpc-interceptor.js";
 import { authorizeHttpRoute } from "../http/route-access.js";
+import { capGrpcConnections, capHttpConnections, type ConnectionCaps } from "../transport/connection-caps.js";
 import { addHealthAndReflection, bindGrpc, serverChannelOptions, type PortTls } from "../transport/grpc-server.js";
 import { LeaderLink, type LeaderAddress, type LinkTls } from "./leader-link.js";
 
@@ -45,6 +46,8 @@ export interface ForwarderOptions {
   access: AccessControl;
   /** The Host names served, as on the leader (http-door.ts). */
   hosts: HostRule;
+  /** Open connections per port and the header deadline, as on the leader (connection-caps.ts). */
+  connectionCaps: { maxConnections: number; headerTimeoutMs: number };
   log: Logger;
 }
 
@@ -133,11 +136,18 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
   const health = addHealthAndReflection(server, options.descriptorSet);
   health.setStatus("", "NOT_SERVING");
   const grpcPort = await bindGrpc(server, options.host, options.grpcPort, options.tls);
+  // A follower's /metrics shows only its cluster gauges, so its caps are enforced, not counted.
+  const caps = (port: ConnectionCaps["port"]): ConnectionCaps => ({ port, ...options.connectionCaps, observe: () => {} });
   const http = createHttpForwarder(options, () => link?.leader);
-  const httpPort = await listenHttp(http, options.host, options.httpPort).catch((error: unknown) => {
-    server.forceShutdown();
+  capHttpConnections(http, caps("http"));
+  let httpPort: number;
+  try {
+    capGrpcConnections(server, caps("grpc"));
+    httpPort = await listenHttp(http, options.host, options.httpPort);
+  } catch (error) {
+    server.forceShutdown(); // the gRPC port is bound: free it, or the node could never bind it again
     throw error;
-  });
+  }
 
   return {
     grpcPort,

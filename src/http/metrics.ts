@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { Engine, EngineInfo } from "../engine/engine.js";
 import { isTerminal } from "../model/job.js";
+import { LIMITS } from "../model/limits.js";
 import type { StoreWrite } from "../engine/store.js";
 import type { ConnectionEvent } from "../transport/connection-caps.js";
 import { QueueHistogram } from "./queue-histogram.js";
@@ -14,6 +15,8 @@ export interface WorqMetrics {
   observeStoreWrite(seconds: number, operations: number): void;
   /** Counts a connection of a port ("grpc", "http") opened, closed, or closed by a cap. */
   observeConnection(port: string, event: ConnectionEvent): void;
+  /** Counts a gRPC connection coming to have as many streams open as it may (stream-cap.ts). */
+  observeStreamCapReached(): void;
 }
 
 interface QueueCounts {
@@ -106,6 +109,11 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
     labelNames: ["port", "reason"],
     registers: [registry],
   });
+  const streamCapReached = new Counter({
+    name: "worq_grpc_stream_cap_reached_total",
+    help: `Times a gRPC connection had ${LIMITS.maxStreamsPerConnection} streams open at once, its cap; while it stays there, each further stream it opens is refused.`,
+    registers: [registry],
+  });
 
   return {
     registry,
@@ -151,6 +159,9 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
       if (event === "opened") connectionsOpen.inc({ port });
       else if (event === "closed") connectionsOpen.dec({ port });
       else connectionsRefused.inc({ port, reason: event });
+    },
+    observeStreamCapReached() {
+      streamCapReached.inc();
     },
   };
 }

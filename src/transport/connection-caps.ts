@@ -2,6 +2,7 @@ import type * as grpc from "@grpc/grpc-js";
 import type { Server as HttpServer } from "node:http";
 import type { Http2Session } from "node:http2";
 import type { Server as NetServer, Socket } from "node:net";
+import { grpcListeners } from "./grpc-listeners.js";
 
 /** What happened to a connection, as /metrics counts it. */
 export type ConnectionEvent = "opened" | "closed" | "over_max_connections" | "header_timeout";
@@ -21,18 +22,11 @@ export interface ConnectionCaps {
 
 /**
  * Caps the gRPC port: at most `maxConnections` open connections, and each must send its
- * HTTP/2 preface and SETTINGS within `headerTimeoutMs`. Call after bindGrpc.
- *
- * grpc-js has no option for either and keeps its listening HTTP/2 servers in a private
- * `http2Servers` map; this throws if that map is gone (a grpc-js upgrade changed it), so the
- * caps can never silently lapse. test/transport/connection-caps.test.ts checks both caps.
+ * HTTP/2 preface and SETTINGS within `headerTimeoutMs`. Call after bindGrpc. grpc-js has no
+ * option for either; test/transport/connection-caps.test.ts checks both caps.
  */
 export function capGrpcConnections(server: grpc.Server, caps: ConnectionCaps): void {
-  const listeners = (server as unknown as { http2Servers?: Map<NetServer, unknown> }).http2Servers;
-  if (!(listeners instanceof Map) || listeners.size === 0) {
-    throw new Error("cannot cap gRPC connections: @grpc/grpc-js no longer keeps its listeners in Server.http2Servers");
-  }
-  for (const listener of listeners.keys()) {
+  for (const listener of grpcListeners(server, "cap gRPC connections")) {
     const ready = guardListener(listener, caps);
     listener.on("session", (session: Http2Session) => session.once("remoteSettings", () => ready(session.socket)));
   }

@@ -10,9 +10,15 @@ import { CLUSTER_WORKER, sleep, spawnNode, waitForCluster, waitForNewLeader, typ
  * worker process on each node, JOBS jobs submitted through all three; once a third of them
  * are done, the leader is SIGKILLed. Every acknowledged submit must complete; no job may be
  * held by two live leases at once (checked on the workers' log of lease grants and ack
- * outcomes); the killed node's leased jobs must be finished by the other nodes' workers
- * within the lease bound (the orphan grace, plus the election). `npm run test:cluster` runs
- * the same with more jobs (WORQ_CLUSTER_JOBS).
+ * outcomes); the killed node's leased jobs must be finished by the other nodes' workers,
+ * free to run again within the lease bound (the orphan grace, plus the election).
+ * `npm run test:cluster` runs the same with more jobs (WORQ_CLUSTER_JOBS).
+ *
+ * The bound is checked on when each such job was free again (the job's record says), not on when
+ * another worker got the job: a lapsed job goes to the back of its queue, behind the ~1,000
+ * jobs the producer keeps ahead of the workers, so its next grant waits for those at whatever
+ * rate the machine runs them (seconds on a quiet machine, 20 s and more on a loaded one).
+ * redelivery-ms-max still shows that wait.
  */
 const JOBS = Number(process.env.WORQ_CLUSTER_JOBS ?? 10_000);
 const BATCH = 100;
@@ -143,13 +149,26 @@ describe.skipIf(!postgresAvailable())("three servers on one PostgreSQL database,
         if (list.some((other) => other.leaseId !== held.leaseId && other.atMs > held.atMs && other.atMs < ackSent)) overlapping.push(jid);
       }
     }
-    // The killed node's unfinished jobs: finished elsewhere, within the lease bound.
+    // The killed node's unfinished jobs: free again within the lease bound, and finished elsewhere.
     const stranded = grants.filter((grant) => grant.node === victim.nodeId && acks.get(grant.leaseId)?.code !== 0);
     // (A job with no later grant was completed by that very lease: its ack landed, its reply did not.)
-    const redeliveryMs = stranded.flatMap((grant) => {
+    const redelivered = stranded.flatMap((grant) => {
       const finisher = grantsByJid.get(grant.jid)!.find((other) => other.node !== victim.nodeId && other.atMs > grant.atMs);
-      return finisher ? [finisher.atMs - killedAtMs] : [];
+      return finisher ? [{ jid: grant.jid, redeliveryMs: finisher.atMs - killedAtMs }] : [];
     });
+    const redeliveryMs = redelivered.map((job) => job.redeliveryMs);
+    // When each job was free to run again: its lease's lapse, which the job's failure records
+    // naming the killed node's worker. A job with no such failure had a lease the dead leader
+    // sent before it was durable: it was ready again as soon as the new leader loaded it.
+    const releases = await Promise.all(
+      redelivered.map(async ({ jid }) => {
+        const { failure } = (await survivor.clients.admin.getJob({ jid })).job ?? {};
+        const lapsed = failure?.retriedAt && failure.message.includes(`worker w-${victim.nodeId} `);
+        const releaseMs = lapsed ? Number(failure.retriedAt!.seconds) * 1_000 + Math.floor(failure.retriedAt!.nanos / 1_000_000) - killedAtMs : failoverMs;
+        return { jid, releaseMs };
+      }),
+    );
+    const releaseMs = releases.map((release) => release.releaseMs);
     const lost = all.filter((jid) => states.get(jid) !== JobState.COMPLETED);
     const executions = grants.filter((grant) => jids.has(grant.jid)).length;
     printFigures("three nodes, leader SIGKILLed", {
@@ -163,6 +182,7 @@ describe.skipIf(!postgresAvailable())("three servers on one PostgreSQL database,
       "failover-ms": failoverMs,
       "stranded-on-killed-node": stranded.length,
       "redelivered-elsewhere": redeliveryMs.length,
+      "released-ms-max": Math.max(0, ...releaseMs),
       "redelivery-ms-max": Math.max(0, ...redeliveryMs),
     });
 
@@ -176,6 +196,6 @@ describe.skipIf(!postgresAvailable())("three servers on one PostgreSQL database,
     expect(lost.slice(0, 10)).toEqual([]);
     expect(overlapping.slice(0, 10)).toEqual([]);
     expect(twiceAccepted).toBe(0);
-    expect(redeliveryMs.filter((ms) => ms > ORPHAN_GRACE_MS + ELECTION_ALLOWANCE_MS)).toEqual([]);
+    expect(releases.filter((release) => release.releaseMs > ORPHAN_GRACE_MS + ELECTION_ALLOWANCE_MS)).toEqual([]);
   }, 300_000);
 });
