@@ -45,8 +45,13 @@ async function main() {
     return 1;
   }
   const startedAt = new Date();
-  const stamp = startedAt.toISOString().replace(/\.\d+Z$/, "Z").replaceAll(":", "-");
-  log(`mode ${options.mode}: ${options.workloads.join(", ")}; peers ${options.peers.join(", ")}; N = ${options.n}, ${options.reps} run(s) per figure`);
+  const stamp = startedAt
+    .toISOString()
+    .replace(/\.\d+Z$/, "Z")
+    .replaceAll(":", "-");
+  log(
+    `mode ${options.mode}: ${options.workloads.join(", ")}; peers ${options.peers.join(", ")}; N = ${options.n}, ${options.reps} run(s) per figure`,
+  );
 
   const notes = [];
   const missing = {};
@@ -68,7 +73,8 @@ async function main() {
   const idle = foreignLoadMeter(() => [process.pid]);
   await sleep(1000);
   machine.foreignLoadAtStart = idle.stop();
-  if (machine.foreignLoadAtStart > 0.1) log(`note: other processes use ${Math.round(machine.foreignLoadAtStart * 100)}% of the machine right now; figures will be noisier`);
+  if (machine.foreignLoadAtStart > 0.1)
+    log(`note: other processes use ${Math.round(machine.foreignLoadAtStart * 100)}% of the machine right now; figures will be noisier`);
 
   const root = trackDir(mkdtempSync(join(tmpdir(), "worq-bench-")));
   machine.tempDir = root;

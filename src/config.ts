@@ -74,7 +74,10 @@ const SERVE_OPTIONS: ReadonlyArray<{ group: string; flags: string; help: string 
   ...group("Options (environment variable in brackets):", [
     ["--host <addr>", "address to bind [WORQ_HOST] (default 127.0.0.1)"],
     ["--port <n>", "gRPC port, 0 = any free port [WORQ_PORT] (default 7419)"],
-    ["--http-port <n>", "HTTP port: Connect protocol (curl), /healthz, /metrics [WORQ_HTTP_PORT] (default 7420; with --port 0, any free port)"],
+    [
+      "--http-port <n>",
+      "HTTP port: Connect protocol (curl), /healthz, /metrics [WORQ_HTTP_PORT] (default 7420; with --port 0, any free port)",
+    ],
     ["--data-dir <dir>", "LevelDB data directory [WORQ_DATA_DIR] (default ./worq-data)"],
     [
       "--store <url>",
@@ -99,7 +102,10 @@ const SERVE_OPTIONS: ReadonlyArray<{ group: string; flags: string; help: string 
       "--max-queues <n>",
       `distinct queue names kept; a submit to one more is refused with RESOURCE_EXHAUSTED [WORQ_MAX_QUEUES] (default ${LIMITS.defaultMaxQueues})`,
     ],
-    ["--max-connections <n>", `open connections per port; more are closed at once [WORQ_MAX_CONNECTIONS] (default ${DEFAULT_MAX_CONNECTIONS})`],
+    [
+      "--max-connections <n>",
+      `open connections per port; more are closed at once [WORQ_MAX_CONNECTIONS] (default ${DEFAULT_MAX_CONNECTIONS})`,
+    ],
     [
       "--header-timeout <dur>",
       "a new connection that has not sent its request headers (HTTP port) or HTTP/2 preface and settings (gRPC port) by then is closed [WORQ_HEADER_TIMEOUT] (default 10s)",
@@ -237,7 +243,10 @@ export function serveConfig(values: ServeValues, env: NodeJS.ProcessEnv = proces
       "--webhook-concurrency-per-target",
     ),
     maxQueues: parseInteger(pick("max-queues", "WORQ_MAX_QUEUES") ?? String(LIMITS.defaultMaxQueues), "--max-queues"),
-    maxConnectionsPerPort: parseInteger(pick("max-connections", "WORQ_MAX_CONNECTIONS") ?? String(DEFAULT_MAX_CONNECTIONS), "--max-connections"),
+    maxConnectionsPerPort: parseInteger(
+      pick("max-connections", "WORQ_MAX_CONNECTIONS") ?? String(DEFAULT_MAX_CONNECTIONS),
+      "--max-connections",
+    ),
     headerTimeoutMs: parseDurationMs(pick("header-timeout", "WORQ_HEADER_TIMEOUT") ?? `${DEFAULT_HEADER_TIMEOUT_MS}ms`, "--header-timeout"),
     logLevel: parseLogLevel(pick("log-level", "WORQ_LOG_LEVEL") ?? "info"),
   };
@@ -251,7 +260,11 @@ export function serveConfig(values: ServeValues, env: NodeJS.ProcessEnv = proces
   }
   Object.assign(config, securityOf(pick, pickSwitch));
   const allowedHosts = pick("http-allowed-hosts", "WORQ_HTTP_ALLOWED_HOSTS");
-  if (allowedHosts !== undefined) config.httpAllowedHosts = allowedHosts.split(",").map((name) => name.trim()).filter((name) => name !== "");
+  if (allowedHosts !== undefined)
+    config.httpAllowedHosts = allowedHosts
+      .split(",")
+      .map((name) => name.trim())
+      .filter((name) => name !== "");
   if (config.maxConcurrentCalls < 1) throw new Error("--max-calls must be at least 1");
   const webhookSecretFile = pick("webhook-secret-file", "WORQ_WEBHOOK_SECRET_FILE");
   if (webhookSecretFile !== undefined && webhookSecretFile !== "") config.webhookSecretFile = webhookSecretFile;
@@ -259,29 +272,51 @@ export function serveConfig(values: ServeValues, env: NodeJS.ProcessEnv = proces
   if (config.maxQueues! < 1) throw new Error("--max-queues must be at least 1");
   if (config.maxConnectionsPerPort! < 1) throw new Error("--max-connections must be at least 1");
   if (config.headerTimeoutMs! < 100) throw new Error("--header-timeout must be at least 100ms");
-  if (config.readyWindow < 1 || config.readyWindow > LIMITS.maxReadyWindow) throw new Error(`--ready-window must be between 1 and ${LIMITS.maxReadyWindow}`);
+  if (config.readyWindow < 1 || config.readyWindow > LIMITS.maxReadyWindow)
+    throw new Error(`--ready-window must be between 1 and ${LIMITS.maxReadyWindow}`);
   if (config.keepaliveIntervalMs < 10 || config.keepaliveIntervalMs > 30_000) {
     throw new Error("--keepalive-interval must be between 10ms and 30s");
   }
   if (pickSwitch("insecure", "WORQ_INSECURE")) config.insecure = true;
   refuseOpenNetworkBind(config, config.insecure === true);
   if (pickSwitch("cluster", "WORQ_CLUSTER")) {
-    config.cluster = clusterOf(config, pick("node-id", "WORQ_NODE_ID"), pick("advertise-host", "WORQ_ADVERTISE_HOST"), pick("cluster-ca", "WORQ_CLUSTER_CA"));
+    config.cluster = clusterOf(
+      config,
+      pick("node-id", "WORQ_NODE_ID"),
+      pick("advertise-host", "WORQ_ADVERTISE_HOST"),
+      pick("cluster-ca", "WORQ_CLUSTER_CA"),
+    );
   } else {
-    for (const [flag, envName] of [["node-id", "WORQ_NODE_ID"], ["advertise-host", "WORQ_ADVERTISE_HOST"], ["cluster-ca", "WORQ_CLUSTER_CA"]] as const) {
+    for (const [flag, envName] of [
+      ["node-id", "WORQ_NODE_ID"],
+      ["advertise-host", "WORQ_ADVERTISE_HOST"],
+      ["cluster-ca", "WORQ_CLUSTER_CA"],
+    ] as const) {
       if (pick(flag, envName) !== undefined) throw new Error(`--${flag} is a cluster setting: it needs --cluster`);
     }
   }
   return config;
 }
 
-function clusterOf(config: ServerConfig, nodeId: string | undefined, advertiseHost: string | undefined, caFile: string | undefined): ClusterConfig {
+function clusterOf(
+  config: ServerConfig,
+  nodeId: string | undefined,
+  advertiseHost: string | undefined,
+  caFile: string | undefined,
+): ClusterConfig {
   if (config.store === undefined) {
-    throw new Error("--cluster needs --store postgres://…: the nodes of a cluster share one PostgreSQL database (LevelDB is one server's own)");
+    throw new Error(
+      "--cluster needs --store postgres://…: the nodes of a cluster share one PostgreSQL database (LevelDB is one server's own)",
+    );
   }
-  const id = nodeId ?? `${hostname().replace(/[^A-Za-z0-9._-]/g, "-").slice(0, 36)}-${process.pid}`;
+  const id =
+    nodeId ??
+    `${hostname()
+      .replace(/[^A-Za-z0-9._-]/g, "-")
+      .slice(0, 36)}-${process.pid}`;
   if (!/^[A-Za-z0-9._-]{1,48}$/.test(id)) throw new Error(`--node-id must be 1-48 of A-Z a-z 0-9 . _ -, got ${JSON.stringify(id)}`);
-  if (caFile !== undefined && !config.tls) throw new Error("--cluster-ca is for TLS links between nodes: it needs --tls-cert and --tls-key");
+  if (caFile !== undefined && !config.tls)
+    throw new Error("--cluster-ca is for TLS links between nodes: it needs --tls-cert and --tls-key");
   const wildcard = ["0.0.0.0", "::", "[::]"].includes(config.host);
   return {
     nodeId: id,
@@ -298,10 +333,14 @@ function securityOf(
   const keyFile = pick("tls-key", "WORQ_TLS_KEY");
   const clientCaFile = pick("tls-client-ca", "WORQ_TLS_CLIENT_CA");
   if ((certFile === undefined) !== (keyFile === undefined)) throw new Error("--tls-cert and --tls-key go together: give both or neither");
-  if (clientCaFile !== undefined && certFile === undefined) throw new Error("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is TLS first)");
+  if (clientCaFile !== undefined && certFile === undefined)
+    throw new Error("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is TLS first)");
   const submitRate = pick("submit-rate", "WORQ_SUBMIT_RATE");
   return {
-    tls: certFile !== undefined && keyFile !== undefined ? { certFile, keyFile, ...(clientCaFile !== undefined && { clientCaFile }) } : undefined,
+    tls:
+      certFile !== undefined && keyFile !== undefined
+        ? { certFile, keyFile, ...(clientCaFile !== undefined && { clientCaFile }) }
+        : undefined,
     authTokensFile: pick("auth-tokens", "WORQ_AUTH_TOKENS"),
     publicReflection: pickSwitch("public-reflection", "WORQ_PUBLIC_REFLECTION"),
     submitRate: submitRate === undefined ? undefined : parseSubmitRate(submitRate),
@@ -334,7 +373,9 @@ export function isLoopback(host: string): boolean {
 
 function parseStoreUrl(text: string): string {
   if (!/^postgres(ql)?:\/\/./i.test(text)) {
-    throw new Error(`--store must be a PostgreSQL URL like postgres://user@host:5432/db (omit it for LevelDB in --data-dir); got ${JSON.stringify(text.replace(/:[^:@/]*@/, ":***@"))}`);
+    throw new Error(
+      `--store must be a PostgreSQL URL like postgres://user@host:5432/db (omit it for LevelDB in --data-dir); got ${JSON.stringify(text.replace(/:[^:@/]*@/, ":***@"))}`,
+    );
   }
   return text;
 }

@@ -16,7 +16,11 @@ export interface Logger {
 export type LogLevel = "debug" | "info" | "warn" | "error" | "silent";
 
 /** `fields` go on every line (a cluster node's id, say). */
-export function createLogger(level: LogLevel = "info", destination: NodeJS.WritableStream = process.stderr, fields?: Record<string, unknown>): Logger {
+export function createLogger(
+  level: LogLevel = "info",
+  destination: NodeJS.WritableStream = process.stderr,
+  fields?: Record<string, unknown>,
+): Logger {
   const log: Pino = pino({ level, base: fields, timestamp: pino.stdTimeFunctions.isoTime }, destination);
   return {
     debug: (message, fields = {}) => log.debug(fields, message),

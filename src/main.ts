@@ -168,7 +168,17 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
   });
   const server = grpcServer.server;
   health = grpcServer.health;
-  const http = createHttpServer({ services, engine, metrics, healthy: () => serving && !recovery.degraded, maxRequestBytes, access, hosts: hostRuleOf(config), log, ...(tls && { tls }) });
+  const http = createHttpServer({
+    services,
+    engine,
+    metrics,
+    healthy: () => serving && !recovery.degraded,
+    maxRequestBytes,
+    access,
+    hosts: hostRuleOf(config),
+    log,
+    ...(tls && { tls }),
+  });
   const caps = (port: ConnectionCaps["port"]): ConnectionCaps => ({
     port,
     maxConnections: config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS,
@@ -198,7 +208,12 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
     tokens: config.authTokensFile === undefined ? "off" : config.authTokensFile,
     submitRate: config.submitRate ? `${config.submitRate.perSecond}/s burst ${config.submitRate.burst}` : "unlimited",
   });
-  for (const { check, message } of startupWarnings({ config, ...(tls && { certPem: tls.cert }), nowMs: systemClock.nowMs(), modeOf: fileMode })) {
+  for (const { check, message } of startupWarnings({
+    config,
+    ...(tls && { certPem: tls.cert }),
+    nowMs: systemClock.nowMs(),
+    modeOf: fileMode,
+  })) {
     log.warn(message, { check });
   }
 

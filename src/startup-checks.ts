@@ -14,7 +14,14 @@ export interface StartupFacts {
 
 /** One warning `worq serve` logs at start: a stable id and a sentence that says what to do. */
 export interface StartupWarning {
-  check: "insecure" | "certificate-expired" | "certificate-not-yet-valid" | "certificate-weak-key" | "token-file-writable" | "data-dir-readable" | "webhook-secret-readable";
+  check:
+    | "insecure"
+    | "certificate-expired"
+    | "certificate-not-yet-valid"
+    | "certificate-weak-key"
+    | "token-file-writable"
+    | "data-dir-readable"
+    | "webhook-secret-readable";
   message: string;
 }
 
@@ -65,7 +72,10 @@ function certificateWarnings(pem: Buffer, nowMs: number, file: string): StartupW
   const cert = new X509Certificate(pem);
   const warnings: StartupWarning[] = [];
   if (Date.parse(cert.validTo) < nowMs) {
-    warnings.push({ check: "certificate-expired", message: `--tls-cert: ${file} expired on ${new Date(cert.validTo).toISOString()}; clients will refuse it` });
+    warnings.push({
+      check: "certificate-expired",
+      message: `--tls-cert: ${file} expired on ${new Date(cert.validTo).toISOString()}; clients will refuse it`,
+    });
   } else if (Date.parse(cert.validFrom) > nowMs) {
     warnings.push({
       check: "certificate-not-yet-valid",
@@ -75,7 +85,10 @@ function certificateWarnings(pem: Buffer, nowMs: number, file: string): StartupW
   const key = cert.publicKey;
   const bits = key.asymmetricKeyDetails?.modulusLength;
   if ((key.asymmetricKeyType === "rsa" || key.asymmetricKeyType === "rsa-pss") && bits !== undefined && bits < MIN_RSA_BITS) {
-    warnings.push({ check: "certificate-weak-key", message: `--tls-cert: ${file} has a ${bits}-bit RSA key; use at least ${MIN_RSA_BITS} bits (or an EC key)` });
+    warnings.push({
+      check: "certificate-weak-key",
+      message: `--tls-cert: ${file} has a ${bits}-bit RSA key; use at least ${MIN_RSA_BITS} bits (or an EC key)`,
+    });
   }
   return warnings;
 }
@@ -87,7 +100,9 @@ function certificateWarnings(pem: Buffer, nowMs: number, file: string): StartupW
 export function checkClientCaBundle(pem: Buffer, file: string): void {
   const blocks = pem.toString("latin1").match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
   if (blocks.length === 0) {
-    throw new Error(`--tls-client-ca: ${file} holds no PEM certificate, so mutual TLS would accept no client; give the CA bundle that signed your clients' certificates`);
+    throw new Error(
+      `--tls-client-ca: ${file} holds no PEM certificate, so mutual TLS would accept no client; give the CA bundle that signed your clients' certificates`,
+    );
   }
   blocks.forEach((block, i) => {
     try {

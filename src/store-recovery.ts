@@ -83,9 +83,9 @@ export class StoreRecovery {
       return;
     }
     if (!this.failedClosed) {
-      await this.options.closeFailed().catch((error: unknown) =>
-        this.options.log.warn("closing the failed store", { error: String(error) }),
-      );
+      await this.options
+        .closeFailed()
+        .catch((error: unknown) => this.options.log.warn("closing the failed store", { error: String(error) }));
       this.failedClosed = true;
     }
     let engine: Engine;
@@ -103,7 +103,10 @@ export class StoreRecovery {
     this.failure = undefined;
     this.options.recovered(engine);
     this.options.onDegraded(false);
-    this.options.log.info("storage recovered; serving again", { degradedMs: Date.now() - failure.sinceMs, liveJobs: unfinishedJobs(engine.info()) });
+    this.options.log.info("storage recovered; serving again", {
+      degradedMs: Date.now() - failure.sinceMs,
+      liveJobs: unfinishedJobs(engine.info()),
+    });
   }
 }
 

@@ -103,7 +103,11 @@ describe("layer rules", () => {
   ])("src/%s imports nothing it must not", (layer, forbidden) => {
     const offenders = files
       .filter((file) => relative(SRC, file).startsWith(`${layer}/`))
-      .flatMap((file) => importsOf(file).filter((spec) => forbidden.test(spec)).map((spec) => `${relative(SRC, file)} -> ${spec}`));
+      .flatMap((file) =>
+        importsOf(file)
+          .filter((spec) => forbidden.test(spec))
+          .map((spec) => `${relative(SRC, file)} -> ${spec}`),
+      );
     expect(offenders).toEqual([]);
   });
 
@@ -114,7 +118,9 @@ describe("layer rules", () => {
       .flatMap((file) => {
         const own = relative(SRC, file).split("/")[1]!;
         const siblings = new RegExp(`^\\.\\./(?:${backends.filter((backend) => backend !== own).join("|")})/`);
-        return importsOf(file).filter((spec) => siblings.test(spec)).map((spec) => `${relative(SRC, file)} -> ${spec}`);
+        return importsOf(file)
+          .filter((spec) => siblings.test(spec))
+          .map((spec) => `${relative(SRC, file)} -> ${spec}`);
       });
     expect(offenders).toEqual([]);
   });
@@ -157,7 +163,7 @@ describe("engine rules", () => {
       return lines > 400 ? [`${name(file)}: ${lines} lines`] : [];
     });
     expect(long).toEqual([]);
-    });
+  });
 });
 
 /**
@@ -185,7 +191,17 @@ describe("client package rules", () => {
   });
 
   it("packages/client depends on no server library (storage, gRPC server, metrics, logging, CLI)", () => {
-    const serverOnly = ["level", "classic-level", "pg", "prom-client", "pino", "commander", "@grpc/grpc-js", "@grpc/reflection", "grpc-health-check"];
+    const serverOnly = [
+      "level",
+      "classic-level",
+      "pg",
+      "prom-client",
+      "pino",
+      "commander",
+      "@grpc/grpc-js",
+      "@grpc/reflection",
+      "grpc-health-check",
+    ];
     expect(Object.keys(manifest.dependencies).filter((name) => serverOnly.includes(name))).toEqual([]);
     expect(Object.keys(manifest.dependencies).sort()).toEqual(["@bufbuild/protobuf", "@connectrpc/connect", "@connectrpc/connect-node"]);
   });

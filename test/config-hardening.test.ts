@@ -13,12 +13,38 @@ describe("worq serve: hardening flags", () => {
       webhookConcurrencyPerTarget: config.webhookConcurrencyPerTarget,
       webhookSecretFile: config.webhookSecretFile,
       insecure: config.insecure,
-    }).toEqual({ maxConnectionsPerPort: 1024, headerTimeoutMs: 10_000, maxQueues: 10_000, webhookConcurrencyPerTarget: 4, webhookSecretFile: undefined, insecure: undefined });
+    }).toEqual({
+      maxConnectionsPerPort: 1024,
+      headerTimeoutMs: 10_000,
+      maxQueues: 10_000,
+      webhookConcurrencyPerTarget: 4,
+      webhookSecretFile: undefined,
+      insecure: undefined,
+    });
   });
 
   it("flags, and environment variables under them", () => {
-    const flags = ["--max-connections", "50", "--header-timeout", "2s", "--max-queues", "300", "--webhook-concurrency-per-target", "2", "--webhook-secret-file", "/run/secret", "--insecure"];
-    expect(parse(flags)).toMatchObject({ maxConnectionsPerPort: 50, headerTimeoutMs: 2_000, maxQueues: 300, webhookConcurrencyPerTarget: 2, webhookSecretFile: "/run/secret", insecure: true });
+    const flags = [
+      "--max-connections",
+      "50",
+      "--header-timeout",
+      "2s",
+      "--max-queues",
+      "300",
+      "--webhook-concurrency-per-target",
+      "2",
+      "--webhook-secret-file",
+      "/run/secret",
+      "--insecure",
+    ];
+    expect(parse(flags)).toMatchObject({
+      maxConnectionsPerPort: 50,
+      headerTimeoutMs: 2_000,
+      maxQueues: 300,
+      webhookConcurrencyPerTarget: 2,
+      webhookSecretFile: "/run/secret",
+      insecure: true,
+    });
     const env = {
       WORQ_MAX_CONNECTIONS: "60",
       WORQ_HEADER_TIMEOUT: "500ms",
@@ -26,7 +52,13 @@ describe("worq serve: hardening flags", () => {
       WORQ_WEBHOOK_CONCURRENCY_PER_TARGET: "1",
       WORQ_WEBHOOK_SECRET_FILE: "/etc/worq/hook.secret",
     };
-    expect(parse([], env)).toMatchObject({ maxConnectionsPerPort: 60, headerTimeoutMs: 500, maxQueues: 7, webhookConcurrencyPerTarget: 1, webhookSecretFile: "/etc/worq/hook.secret" });
+    expect(parse([], env)).toMatchObject({
+      maxConnectionsPerPort: 60,
+      headerTimeoutMs: 500,
+      maxQueues: 7,
+      webhookConcurrencyPerTarget: 1,
+      webhookSecretFile: "/etc/worq/hook.secret",
+    });
     expect(parse(["--max-queues", "8"], env).maxQueues).toBe(8);
   });
 
@@ -40,7 +72,13 @@ describe("worq serve: hardening flags", () => {
   });
 
   it("--help lists each of them", () => {
-    for (const flag of ["--max-connections", "--header-timeout", "--max-queues", "--webhook-secret-file", "--webhook-concurrency-per-target"]) {
+    for (const flag of [
+      "--max-connections",
+      "--header-timeout",
+      "--max-queues",
+      "--webhook-secret-file",
+      "--webhook-concurrency-per-target",
+    ]) {
       expect(SERVE_HELP, flag).toContain(`  ${flag} <`);
     }
   });

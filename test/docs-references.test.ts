@@ -9,17 +9,29 @@ import { join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
 
 const ROOT = join(import.meta.dirname, "..");
-const SCANNED = ["src", "proto", "packages/client/src", "test", "bench", "scripts", "examples", "clients", "docs", "README.md", "CONTRIBUTING.md"];
+const SCANNED = [
+  "src",
+  "proto",
+  "packages/client/src",
+  "test",
+  "bench",
+  "scripts",
+  "examples",
+  "clients",
+  "docs",
+  "README.md",
+  "CONTRIBUTING.md",
+];
 const SKIPPED_DIRS = new Set(["node_modules", "dist", "gen", ".venv", "__pycache__", "results"]);
 const TEXT_FILE = /\.(ts|mts|mjs|js|py|go|proto|md|sh|html|css)$/;
 
 /** Each pattern names what it catches, so a failure says which kind of reference slipped in. */
 const DEAD_REFERENCES: [string, RegExp][] = [
-  ["a numbered source document (\"seed 004\", \"seeds 000\")", /\bseeds? 00\d\b/i],
-  ["a section sign citing an outside document (\"004 §6\", \"SPEC §2\")", /(\b00\d|\bSPEC) §\s?\d/],
-  ["the product spec (\"SPEC.md\")", /\bSPEC\.md\b/],
-  ["research notes (\"research/…md\")", /\bresearch\/[\w.-]+\.md\b/],
-  ["the shared design folder (\"../shared\")", /\.\.\/shared\//],
+  ['a numbered source document ("seed 004", "seeds 000")', /\bseeds? 00\d\b/i],
+  ['a section sign citing an outside document ("004 §6", "SPEC §2")', /(\b00\d|\bSPEC) §\s?\d/],
+  ['the product spec ("SPEC.md")', /\bSPEC\.md\b/],
+  ['research notes ("research/…md")', /\bresearch\/[\w.-]+\.md\b/],
+  ['the shared design folder ("../shared")', /\.\.\/shared\//],
 ];
 
 function* textFiles(path: string): Generator<string> {

@@ -20,7 +20,11 @@ describe("structured logs", () => {
     const { lines, stream } = capture();
     const log = createLogger("debug", stream);
     const { engine } = await openEngine({ observeWrites: (writes) => logLifecycle(log, writes) });
-    const jid = await submitOne(engine, { type: "charge", args: ["4111-1111-1111-1111"], payload: new TextEncoder().encode("secret-payload") });
+    const jid = await submitOne(engine, {
+      type: "charge",
+      args: ["4111-1111-1111-1111"],
+      payload: new TextEncoder().encode("secret-payload"),
+    });
     const { sink } = await lease(engine, ["default"], 1);
     await engine.ack(jid, sink.grantOf(jid).meta.lease!.leaseId, new TextEncoder().encode("secret-result"));
     await flush();

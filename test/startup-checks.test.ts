@@ -39,7 +39,8 @@ describe("startup checks: warnings logged once by worq serve", () => {
     expect(warningsFor(["--host", "0.0.0.0", "--insecure", "--data-dir", dataDir])).toEqual([
       {
         check: "insecure",
-        message: "--insecure: serving 0.0.0.0, which other machines can reach, without TLS; anyone who reaches it can submit, read and delete jobs",
+        message:
+          "--insecure: serving 0.0.0.0, which other machines can reach, without TLS; anyone who reaches it can submit, read and delete jobs",
       },
     ]);
     expect(warningsFor(["--insecure", "--data-dir", dataDir])).toEqual([]);
@@ -50,8 +51,14 @@ describe("startup checks: warnings logged once by worq serve", () => {
     const tokens = withMode("tokens-loose", 0o664);
     const secret = withMode("secret-loose", 0o640);
     expect(warningsFor(["--auth-tokens", tokens, "--webhook-secret-file", secret, "--data-dir", dataDir])).toEqual([
-      { check: "token-file-writable", message: `--auth-tokens: ${tokens} is writable by other users, who could add a token of their own: chmod go-w ${tokens}` },
-      { check: "webhook-secret-readable", message: `--webhook-secret-file: ${secret} is readable by other users, who could sign webhooks: chmod go-rwx ${secret}` },
+      {
+        check: "token-file-writable",
+        message: `--auth-tokens: ${tokens} is writable by other users, who could add a token of their own: chmod go-w ${tokens}`,
+      },
+      {
+        check: "webhook-secret-readable",
+        message: `--webhook-secret-file: ${secret} is readable by other users, who could sign webhooks: chmod go-rwx ${secret}`,
+      },
     ]);
     const tightTokens = withMode("tokens-tight", 0o600);
     const tightSecret = withMode("secret-tight", 0o600);
@@ -61,7 +68,10 @@ describe("startup checks: warnings logged once by worq serve", () => {
   it("a data dir others can read warns with the chmod; a 0700 one, a missing one, or a PostgreSQL store does not", () => {
     const open = withMode("data-open/", 0o755);
     expect(warningsFor(["--data-dir", open])).toEqual([
-      { check: "data-dir-readable", message: `--data-dir: ${open} is readable by other users, and it holds every job's arguments and results: chmod o-rwx ${open}` },
+      {
+        check: "data-dir-readable",
+        message: `--data-dir: ${open} is readable by other users, and it holds every job's arguments and results: chmod o-rwx ${open}`,
+      },
     ]);
     expect(warningsFor(["--data-dir", withMode("data-closed/", 0o700)])).toEqual([]);
     expect(warningsFor(["--data-dir", join(dir, "not-yet")])).toEqual([]);
@@ -73,8 +83,14 @@ describe("startup checks: warnings logged once by worq serve", () => {
     let weakExpired: { cert: string; key: string };
     beforeAll(() => {
       pki = makePki();
-      execFileSync("openssl", ["req", "-newkey", "rsa:1024", "-nodes", "-keyout", "old-key.pem", "-out", "old.csr", "-subj", "/CN=old"], { cwd: pki.dir, stdio: "pipe" });
-      execFileSync("openssl", ["x509", "-req", "-in", "old.csr", "-signkey", "old-key.pem", "-days", "-1", "-out", "old.pem"], { cwd: pki.dir, stdio: "pipe" });
+      execFileSync("openssl", ["req", "-newkey", "rsa:1024", "-nodes", "-keyout", "old-key.pem", "-out", "old.csr", "-subj", "/CN=old"], {
+        cwd: pki.dir,
+        stdio: "pipe",
+      });
+      execFileSync("openssl", ["x509", "-req", "-in", "old.csr", "-signkey", "old-key.pem", "-days", "-1", "-out", "old.pem"], {
+        cwd: pki.dir,
+        stdio: "pipe",
+      });
       weakExpired = { cert: join(pki.dir, "old.pem"), key: join(pki.dir, "old-key.pem") };
     });
     afterAll(() => rmSync(pki.dir, { recursive: true, force: true }));
@@ -85,7 +101,10 @@ describe("startup checks: warnings logged once by worq serve", () => {
       const expiredOn = new Date(new X509Certificate(weak).validTo).toISOString();
       expect(warningsFor(["--tls-cert", weakExpired.cert, "--tls-key", weakExpired.key, "--data-dir", dataDir], weak)).toEqual([
         { check: "certificate-expired", message: `--tls-cert: ${weakExpired.cert} expired on ${expiredOn}; clients will refuse it` },
-        { check: "certificate-weak-key", message: `--tls-cert: ${weakExpired.cert} has a 1024-bit RSA key; use at least 2048 bits (or an EC key)` },
+        {
+          check: "certificate-weak-key",
+          message: `--tls-cert: ${weakExpired.cert} has a 1024-bit RSA key; use at least 2048 bits (or an EC key)`,
+        },
       ]);
       const good = pki.read(pki.serverCert);
       const argv = ["--tls-cert", pki.serverCert, "--tls-key", pki.serverKey, "--data-dir", dataDir];

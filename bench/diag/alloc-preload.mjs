@@ -9,7 +9,11 @@ if (!out) throw new Error("alloc-preload: set WORQ_ALLOC_PROFILE to the profile'
 const session = new Session();
 session.connect();
 await session.post("HeapProfiler.enable");
-await session.post("HeapProfiler.startSampling", { samplingInterval: 1024, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+await session.post("HeapProfiler.startSampling", {
+  samplingInterval: 1024,
+  includeObjectsCollectedByMajorGC: true,
+  includeObjectsCollectedByMinorGC: true,
+});
 process.prependOnceListener("SIGTERM", () => {
   session.post("HeapProfiler.stopSampling").then(
     ({ profile }) => {

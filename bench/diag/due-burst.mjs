@@ -20,7 +20,10 @@ await engine.open();
 const stopTimers = driveEngineTimers(engine);
 const atMs = Date.now() + 10_000 + n / 10; // after the submits below, at ~20 k jobs/s
 for (let i = 0; i < n / 1000; i++) {
-  await engine.submit(Array.from({ length: 1000 }, (_, j) => ({ type: "t", queue: "q", atMs, args: [{ i, j }] })), (k) => `jobs[${k}]`);
+  await engine.submit(
+    Array.from({ length: 1000 }, (_, j) => ({ type: "t", queue: "q", atMs, args: [{ i, j }] })),
+    (k) => `jobs[${k}]`,
+  );
 }
 if (Date.now() >= atMs) throw new Error("the submits took longer than planned: raise the lead time");
 await new Promise((resolve) => setTimeout(resolve, atMs - Date.now() - 50));

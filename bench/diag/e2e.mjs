@@ -34,7 +34,8 @@ const { values } = parseArgs({
   },
 });
 const n = Number(values.n);
-const perThousandJobs = (counts) => Object.fromEntries(Object.entries(counts).map(([method, count]) => [method, Math.round((count / n) * 1000)]));
+const perThousandJobs = (counts) =>
+  Object.fromEntries(Object.entries(counts).map(([method, count]) => [method, Math.round((count / n) * 1000)]));
 const log = createLogger();
 installCleanupHandlers(log);
 const root = mkdtempSync(join(tmpdir(), "worq-diag-"));
@@ -112,7 +113,8 @@ for (const file of profiles.filter(Boolean)) {
   const summary = summarizeCpuProfile(join(PROFILE_DIR, file), 30);
   for (const t of summary.top) console.log(`${String(t.selfMs).padStart(6)} ms ${(t.share * 100).toFixed(1).padStart(5)}%  ${t.name}`);
   console.log("--");
-  for (const t of summary.byPackage) console.log(`${String(t.selfMs).padStart(6)} ms ${(t.share * 100).toFixed(1).padStart(5)}%  ${t.name}`);
+  for (const t of summary.byPackage)
+    console.log(`${String(t.selfMs).padStart(6)} ms ${(t.share * 100).toFixed(1).padStart(5)}%  ${t.name}`);
 }
 
 if (values.alloc) {

@@ -33,7 +33,11 @@ const args = { user: 12345, action: "send-welcome-email", to: "someone@example.c
 const before = heapUsed();
 for (let i = 0; i < n; i += 500) {
   // Fresh strings per job, as the transport decodes them.
-  const jobs = Array.from({ length: Math.min(500, n - i) }, () => ({ type: ["bench"].join(""), queue: ["sc", "ale"].join(""), args: [structuredClone(args)] }));
+  const jobs = Array.from({ length: Math.min(500, n - i) }, () => ({
+    type: ["bench"].join(""),
+    queue: ["sc", "ale"].join(""),
+    args: [structuredClone(args)],
+  }));
   await engine.submit(jobs, (k) => `jobs[${k}]`);
 }
 const withStore = heapUsed();
@@ -56,5 +60,12 @@ if (onLevelDb) {
 } else {
   for (const value of Object.values(store.data)) if (value instanceof Map) value.clear();
   const engineOnly = heapUsed();
-  console.log(JSON.stringify({ n, packedMetas: info.packedMetas, heapPerJobWithMemoryStore: Math.round((withStore - before) / n), heapPerJobEngineOnly: Math.round((engineOnly - before) / n) }));
+  console.log(
+    JSON.stringify({
+      n,
+      packedMetas: info.packedMetas,
+      heapPerJobWithMemoryStore: Math.round((withStore - before) / n),
+      heapPerJobEngineOnly: Math.round((engineOnly - before) / n),
+    }),
+  );
 }

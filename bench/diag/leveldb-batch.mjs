@@ -14,7 +14,10 @@ import { cleanupAll, trackDir } from "../lib/cleanup.mjs";
 const GROUPS = 400;
 const OPS = 150;
 try {
-  const db = new Level(join(trackDir(mkdtempSync(join(tmpdir(), "worq-leveldb-batch-"))), "db"), { keyEncoding: "utf8", valueEncoding: "view" });
+  const db = new Level(join(trackDir(mkdtempSync(join(tmpdir(), "worq-leveldb-batch-"))), "db"), {
+    keyEncoding: "utf8",
+    valueEncoding: "view",
+  });
   await db.open();
   const value = Buffer.alloc(190, 7);
   const groups = Array.from({ length: GROUPS }, () =>

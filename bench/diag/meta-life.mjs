@@ -24,6 +24,8 @@ for (let i = 0; i < 50; i++) lives(); // warm-up
 for (let round = 0; round < 4; round++) {
   const started = process.hrtime.bigint();
   for (let i = 0; i < 100; i++) lives();
-  console.log(`${(Number(process.hrtime.bigint() - started) / 1e3 / (100 * jids.length)).toFixed(2)} µs per job (build, lease, ack, 3 encodes)`);
+  console.log(
+    `${(Number(process.hrtime.bigint() - started) / 1e3 / (100 * jids.length)).toFixed(2)} µs per job (build, lease, ack, 3 encodes)`,
+  );
 }
 if (bytes === 0) throw new Error("nothing encoded");

@@ -4,7 +4,8 @@ import { PerformanceObserver, performance } from "node:perf_hooks";
 
 const epochMs = () => performance.timeOrigin + performance.now();
 new PerformanceObserver((list) => {
-  for (const e of list.getEntries()) if (e.duration >= 2) process.stderr.write(`GC ${(performance.timeOrigin + e.startTime).toFixed(0)} ${e.duration.toFixed(1)}\n`);
+  for (const e of list.getEntries())
+    if (e.duration >= 2) process.stderr.write(`GC ${(performance.timeOrigin + e.startTime).toFixed(0)} ${e.duration.toFixed(1)}\n`);
 }).observe({ entryTypes: ["gc"] });
 let last = epochMs();
 setInterval(() => {

@@ -16,7 +16,10 @@ import { startWorqServer } from "../lib/worq-server.mjs";
 const jobs = Number(process.argv[2] ?? 1000);
 try {
   const profileDir = process.env.PROFILE_DIR;
-  const server = await startWorqServer(join(trackDir(mkdtempSync(join(tmpdir(), "worq-pickup-"))), "data"), profileDir ? { cpuProfile: { dir: profileDir, name: "pickup-server.cpuprofile" } } : {});
+  const server = await startWorqServer(
+    join(trackDir(mkdtempSync(join(tmpdir(), "worq-pickup-"))), "data"),
+    profileDir ? { cpuProfile: { dir: profileDir, name: "pickup-server.cpuprofile" } } : {},
+  );
   const client = new WorqClient({ address: server.address });
   let started;
   const worker = new Worker({ client, queues: ["pickup"], concurrency: 50 });
@@ -35,7 +38,10 @@ try {
     }
     if (process.env.PAUSE !== "0") await new Promise((resolve) => setTimeout(resolve, Math.random() * 10));
   }
-  for (const [label, ms] of [["pickup", pickup], ["submit acknowledged", acked]]) {
+  for (const [label, ms] of [
+    ["pickup", pickup],
+    ["submit acknowledged", acked],
+  ]) {
     const s = latencySummary(ms);
     console.log(`${label.padEnd(20)} p50 ${num(s.p50)} ms  p95 ${num(s.p95)} ms  p99 ${num(s.p99)} ms  max ${num(s.max)} ms`);
   }

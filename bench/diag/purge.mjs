@@ -17,13 +17,18 @@ const dataDir = mkdtempSync(join(tmpdir(), "worq-purge-"));
 const engine = new Engine({ store: new LevelStore(dataDir), clock: systemClock });
 await engine.open();
 for (let i = 0; i < n / 1000; i++) {
-  await engine.submit(Array.from({ length: 1000 }, (_, j) => ({ type: "t", queue: i % 2 ? "a" : "b", args: [{ i, j }] })), (k) => `jobs[${k}]`);
+  await engine.submit(
+    Array.from({ length: 1000 }, (_, j) => ({ type: "t", queue: i % 2 ? "a" : "b", args: [{ i, j }] })),
+    (k) => `jobs[${k}]`,
+  );
 }
 const gaps = watchLoopGaps();
 const t0 = performance.now();
 const purged = await engine.purgeQueue("a");
 const tookMs = performance.now() - t0;
 const longestGapMs = gaps.stop();
-console.log(`purged ${purged} in ${tookMs.toFixed(0)} ms; longest event-loop gap ${longestGapMs.toFixed(0)} ms; RSS ${(process.memoryUsage().rss / 2 ** 20).toFixed(0)} MiB`);
+console.log(
+  `purged ${purged} in ${tookMs.toFixed(0)} ms; longest event-loop gap ${longestGapMs.toFixed(0)} ms; RSS ${(process.memoryUsage().rss / 2 ** 20).toFixed(0)} MiB`,
+);
 await engine.close();
 rmSync(dataDir, { recursive: true, force: true });

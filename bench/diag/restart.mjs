@@ -27,7 +27,12 @@ try {
   const args = { user: 12345, action: "send-welcome-email", to: "someone@example.com", locale: "en-GB", attempt: 0 };
   for (let i = 0; i < n; i += 4_000) {
     await Promise.all(
-      [0, 1, 2, 3].map(() => first.submit(Array.from({ length: 1_000 }, () => ({ type: "bench", queue: "scale", args: [structuredClone(args)] })), (k) => `jobs[${k}]`)),
+      [0, 1, 2, 3].map(() =>
+        first.submit(
+          Array.from({ length: 1_000 }, () => ({ type: "bench", queue: "scale", args: [structuredClone(args)] })),
+          (k) => `jobs[${k}]`,
+        ),
+      ),
     );
     if (i % 200_000 === 0) process.stderr.write(`submitted ${i.toLocaleString("en-US")}\n`);
   }

@@ -22,7 +22,15 @@ import { openProducer as openLib } from "../peers/worq-lib/adapter.mjs";
 import { openProducer as openRaw } from "../peers/worq-raw/adapter.mjs";
 
 const identity = (bytes) => bytes;
-const ECHO = { path: "/floor.Echo/Echo", requestStream: false, responseStream: false, requestSerialize: identity, requestDeserialize: identity, responseSerialize: identity, responseDeserialize: identity };
+const ECHO = {
+  path: "/floor.Echo/Echo",
+  requestStream: false,
+  responseStream: false,
+  requestSerialize: identity,
+  requestDeserialize: identity,
+  responseSerialize: identity,
+  responseDeserialize: identity,
+};
 
 if (process.argv[2] === "--tcp-server" || process.argv[2] === "--grpc-server") {
   // Child: a bare echo server; sends its port to the parent.
@@ -35,7 +43,9 @@ if (process.argv[2] === "--tcp-server" || process.argv[2] === "--grpc-server") {
   } else {
     const server = new grpc.Server();
     server.addService({ echo: ECHO }, { echo: (call, callback) => callback(null, call.request) });
-    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (error, port) => (error ? process.exit(1) : process.send(port)));
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (error, port) =>
+      error ? process.exit(1) : process.send(port),
+    );
   }
 } else {
   const calls = Number(process.argv[2] ?? 2000);
@@ -76,8 +86,12 @@ if (process.argv[2] === "--tcp-server" || process.argv[2] === "--grpc-server") {
     const echo = await startChildServer("--grpc-server");
     const channel = new grpc.Client(`127.0.0.1:${echo.port}`, grpc.credentials.createInsecure());
     const payload = Buffer.from("hello");
-    await time("grpc-js unary echo (bare grpc-js server)", () =>
-      new Promise((resolve, reject) => channel.makeUnaryRequest(ECHO.path, identity, identity, payload, (error, reply) => (error ? reject(error) : resolve(reply)))),
+    await time(
+      "grpc-js unary echo (bare grpc-js server)",
+      () =>
+        new Promise((resolve, reject) =>
+          channel.makeUnaryRequest(ECHO.path, identity, identity, payload, (error, reply) => (error ? reject(error) : resolve(reply))),
+        ),
     );
     channel.close();
     echo.child.kill();

@@ -27,7 +27,8 @@ const pct = (values, p) => {
   const sorted = Float64Array.from(values).sort();
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
 };
-const summary = (values) => ["p50", "p90", "p99", "max"].map((name, i) => `${name} ${pct(values, [0.5, 0.9, 0.99, 1][i]).toFixed(2)}`).join("  ");
+const summary = (values) =>
+  ["p50", "p90", "p99", "max"].map((name, i) => `${name} ${pct(values, [0.5, 0.9, 0.99, 1][i]).toFixed(2)}`).join("  ");
 
 for (let run = 1; run <= Number(process.argv[2] ?? 3); run++) {
   const server = await startWorqServer(mkdtempSync(join(tmpdir(), "worq-w5split-")), { nodeArgs: ["--import", PAUSES] });
@@ -44,14 +45,21 @@ for (let run = 1; run <= Number(process.argv[2] ?? 3); run++) {
   };
   const gcs = [];
   const observer = new PerformanceObserver((list) => {
-    for (const e of list.getEntries()) if (e.duration >= 2) gcs.push({ atMs: performance.timeOrigin + e.startTime, ms: e.duration, kind: e.detail?.kind === 1 ? "minor" : "major" });
+    for (const e of list.getEntries())
+      if (e.duration >= 2)
+        gcs.push({ atMs: performance.timeOrigin + e.startTime, ms: e.duration, kind: e.detail?.kind === 1 ? "minor" : "major" });
   });
   observer.observe({ entryTypes: ["gc"] });
   const rows = [];
   let done = 0;
   let allDone;
   const finished = new Promise((resolve) => (allDone = resolve));
-  const worker = new Worker({ client, queues: ["w5"], concurrency: 50, onEvent: (e) => e.event === "done" && ++done === N + 20 && allDone() });
+  const worker = new Worker({
+    client,
+    queues: ["w5"],
+    concurrency: 50,
+    onEvent: (e) => e.event === "done" && ++done === N + 20 && allDone(),
+  });
   worker.register("scheduled", (job) => {
     const startedAt = nowMs();
     const { atMs } = job.args[0];
@@ -63,7 +71,17 @@ for (let run = 1; run <= Number(process.argv[2] ?? 3); run++) {
   const base = Math.ceil(nowMs()) + 1000;
   const jobs = Array.from({ length: N }, (_, seq) => ({ seq, atMs: base + Math.floor((seq * 2000) / N) }));
   for (let i = 0; i < N; i += 1000) {
-    await client.submitBatch(jobs.slice(i, i + 1000).map(({ atMs }) => ({ type: "scheduled", queue: "w5", args: [{ atMs }], at: new Date(atMs), executionTimeoutMs: EXECUTION_TIMEOUT_MS })));
+    await client.submitBatch(
+      jobs
+        .slice(i, i + 1000)
+        .map(({ atMs }) => ({
+          type: "scheduled",
+          queue: "w5",
+          args: [{ atMs }],
+          at: new Date(atMs),
+          executionTimeoutMs: EXECUTION_TIMEOUT_MS,
+        })),
+    );
   }
   await finished;
   observer.disconnect();
@@ -76,9 +94,29 @@ for (let run = 1; run <= Number(process.argv[2] ?? 3); run++) {
   console.log(`  lateness     ${summary(rows.map((r) => r.startedAt - r.atMs))}`);
   console.log(`  server side  ${summary(rows.map((r) => r.leasedAtMs - r.atMs))}`);
   console.log(`  worker side  ${summary(rows.map((r) => r.startedAt - r.leasedAtMs))}`);
-  console.log(`  worker GC ≥ 2 ms: ${gcs.filter((g) => inWindow(g.atMs)).map((g) => `${at(g.atMs)}: ${g.ms.toFixed(1)} ${g.kind}`).join(", ") || "none"}`);
-  const serverPauses = server.stderr().split("\n").map((line) => line.split(" ")).filter(([kind, atMs]) => (kind === "GC" || kind === "STALL") && inWindow(Number(atMs)));
-  console.log(`  server GC ≥ 2 ms / stalls ≥ 10 ms: ${serverPauses.map(([kind, atMs, ms]) => `${kind} ${at(Number(atMs))}: ${ms}`).join(", ") || "none"}`);
-  console.log(`  unary calls over 15 ms: ${slowCalls.filter((c) => inWindow(c.atMs)).map((c) => `${c.path} ${at(c.atMs)}: ${c.ms.toFixed(0)}`).join(", ") || "none"}`);
+  console.log(
+    `  worker GC ≥ 2 ms: ${
+      gcs
+        .filter((g) => inWindow(g.atMs))
+        .map((g) => `${at(g.atMs)}: ${g.ms.toFixed(1)} ${g.kind}`)
+        .join(", ") || "none"
+    }`,
+  );
+  const serverPauses = server
+    .stderr()
+    .split("\n")
+    .map((line) => line.split(" "))
+    .filter(([kind, atMs]) => (kind === "GC" || kind === "STALL") && inWindow(Number(atMs)));
+  console.log(
+    `  server GC ≥ 2 ms / stalls ≥ 10 ms: ${serverPauses.map(([kind, atMs, ms]) => `${kind} ${at(Number(atMs))}: ${ms}`).join(", ") || "none"}`,
+  );
+  console.log(
+    `  unary calls over 15 ms: ${
+      slowCalls
+        .filter((c) => inWindow(c.atMs))
+        .map((c) => `${c.path} ${at(c.atMs)}: ${c.ms.toFixed(0)}`)
+        .join(", ") || "none"
+    }`,
+  );
 }
 process.exit(0);

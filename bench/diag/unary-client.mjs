@@ -14,7 +14,15 @@ import { num } from "../lib/table.mjs";
 
 const identity = (bytes) => bytes;
 const PATH = "/floor.Echo/Echo";
-const ECHO = { path: PATH, requestStream: false, responseStream: false, requestSerialize: identity, requestDeserialize: identity, responseSerialize: identity, responseDeserialize: identity };
+const ECHO = {
+  path: PATH,
+  requestStream: false,
+  responseStream: false,
+  requestSerialize: identity,
+  requestDeserialize: identity,
+  responseSerialize: identity,
+  responseDeserialize: identity,
+};
 
 if (process.argv[2] === "--server") {
   const server = new grpc.Server();
@@ -27,16 +35,29 @@ if (process.argv[2] === "--server") {
   const request = Buffer.alloc(60);
   const channel = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), { "grpc.enable_channelz": 0 });
   const viaGrpcJs = () =>
-    new Promise((resolve, reject) => channel.makeUnaryRequest(PATH, identity, identity, request, new grpc.Metadata(), (error, response) => (error ? reject(error) : resolve(response))));
+    new Promise((resolve, reject) =>
+      channel.makeUnaryRequest(PATH, identity, identity, request, new grpc.Metadata(), (error, response) =>
+        error ? reject(error) : resolve(response),
+      ),
+    );
   const link = new GrpcLink({ address: `127.0.0.1:${port}` });
   const viaLink = () => link.unary(PATH, request);
   const session = new Session();
   session.connect();
   await session.post("HeapProfiler.enable");
   console.log("| client | bytes allocated per call | p50 ms | p99 ms |\n| --- | --- | --- | --- |");
-  for (const [name, call] of [["grpc-js", viaGrpcJs], ["GrpcLink (node:http2)", viaLink], ["grpc-js", viaGrpcJs], ["GrpcLink (node:http2)", viaLink]]) {
+  for (const [name, call] of [
+    ["grpc-js", viaGrpcJs],
+    ["GrpcLink (node:http2)", viaLink],
+    ["grpc-js", viaGrpcJs],
+    ["GrpcLink (node:http2)", viaLink],
+  ]) {
     for (let i = 0; i < 300; i++) await call(); // warm-up
-    await session.post("HeapProfiler.startSampling", { samplingInterval: 128, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+    await session.post("HeapProfiler.startSampling", {
+      samplingInterval: 128,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    });
     const ms = [];
     for (let i = 0; i < calls; i++) {
       const t0 = performance.now();

@@ -55,12 +55,29 @@ function mappings(pid) {
     if (map) {
       const size = Number(BigInt(`0x${map[2]}`) - BigInt(`0x${map[1]}`));
       const name = map[3];
-      kind = name === "[heap]" ? "malloc main heap" : name.startsWith("/") ? (name.endsWith(".ldb") ? "LevelDB tables" : "other files") : name ? name : size < 2 ** 20 ? "anon < 1 MiB (V8 pages)" : "anon ≥ 1 MiB (arenas, V8 large)";
+      kind =
+        name === "[heap]"
+          ? "malloc main heap"
+          : name.startsWith("/")
+            ? name.endsWith(".ldb")
+              ? "LevelDB tables"
+              : "other files"
+            : name
+              ? name
+              : size < 2 ** 20
+                ? "anon < 1 MiB (V8 pages)"
+                : "anon ≥ 1 MiB (arenas, V8 large)";
     } else if (line.startsWith("Rss:")) {
       sums.set(kind, (sums.get(kind) ?? 0) + Number(line.split(/\s+/)[1]) / 1024);
     }
   }
-  return [...sums].filter(([, mib]) => mib >= 1).sort((a, b) => b[1] - a[1]).map(([k, mib]) => `${k} ${mib.toFixed(0)}`).join(", ") + " MiB";
+  return (
+    [...sums]
+      .filter(([, mib]) => mib >= 1)
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, mib]) => `${k} ${mib.toFixed(0)}`)
+      .join(", ") + " MiB"
+  );
 }
 
 let seq = 0;
@@ -77,12 +94,14 @@ for (let s = 1; s <= SETTLE_S; s++) {
 }
 for (let rep = 1; rep <= 3; rep++) {
   let sent = 0;
-  await Promise.all(Array.from({ length: 50 }, async () => {
-    while (sent < 5000) {
-      sent++;
-      await client.submit(JOB_TYPE, { queue: "scale", args: [jobArgs(seq++)] });
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: 50 }, async () => {
+      while (sent < 5000) {
+        sent++;
+        await client.submit(JOB_TYPE, { queue: "scale", args: [jobArgs(seq++)] });
+      }
+    }),
+  );
   let done = 0;
   const worker = new Worker({ client, queues: ["scale"], concurrency: 50 });
   let finished;

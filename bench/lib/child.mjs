@@ -32,7 +32,8 @@ export function startChild(script, config, { nodeArgs = [], label = script } = {
   const exited = new Promise((resolve) =>
     child.once("exit", (code, signal) => {
       exitInfo = { code, signal };
-      for (const w of waiting.splice(0)) w.reject(new Error(`${label} exited (${signal ?? code}) before "${w.type}":\n${stderr.slice(-3000)}`));
+      for (const w of waiting.splice(0))
+        w.reject(new Error(`${label} exited (${signal ?? code}) before "${w.type}":\n${stderr.slice(-3000)}`));
       resolve(exitInfo);
     }),
   );

@@ -29,7 +29,9 @@ export function createContext({ options, root, redisBin, log }) {
       const peer = PEERS[peerId];
       const dir = join(root, `${String(++serial).padStart(3, "0")}-${peerId}-${tag}`.replace(/[^\w.-]/g, ""));
       const redis = peer.server.kind === "redis";
-      const server = redis ? await startRedis(redisBin, dir, peer.server.appendfsync) : await startWorqServer(dir, { cpuProfile, nodeArgs });
+      const server = redis
+        ? await startRedis(redisBin, dir, peer.server.appendfsync)
+        : await startWorqServer(dir, { cpuProfile, nodeArgs });
       return {
         pid: server.pid,
         target: server.target,

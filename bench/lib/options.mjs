@@ -67,9 +67,33 @@ export function parseOptions(argv) {
   if (values.quick && values.long) throw new Error("--quick and --long exclude each other");
   const mode = values.quick ? "quick" : values.long ? "long" : "default";
   const defaults = {
-    quick: { n: 2_000, reps: 1, latencySamples: 200, scaleSizes: [1_000, 10_000], scaleSample: 1_000, scheduledJobs: 2_000, profile: false },
-    default: { n: 20_000, reps: 3, latencySamples: 2_000, scaleSizes: [10_000, 100_000], scaleSample: 20_000, scheduledJobs: 2_000, profile: true },
-    long: { n: 50_000, reps: 3, latencySamples: 2_000, scaleSizes: [10_000, 1_000_000, 10_000_000], scaleSample: 20_000, scheduledJobs: 2_000, profile: true },
+    quick: {
+      n: 2_000,
+      reps: 1,
+      latencySamples: 200,
+      scaleSizes: [1_000, 10_000],
+      scaleSample: 1_000,
+      scheduledJobs: 2_000,
+      profile: false,
+    },
+    default: {
+      n: 20_000,
+      reps: 3,
+      latencySamples: 2_000,
+      scaleSizes: [10_000, 100_000],
+      scaleSample: 20_000,
+      scheduledJobs: 2_000,
+      profile: true,
+    },
+    long: {
+      n: 50_000,
+      reps: 3,
+      latencySamples: 2_000,
+      scaleSizes: [10_000, 1_000_000, 10_000_000],
+      scaleSample: 20_000,
+      scheduledJobs: 2_000,
+      profile: true,
+    },
   }[mode];
   const workloads = values.only ? values.only.split(",").map((w) => w.trim().toUpperCase()) : WORKLOADS;
   for (const w of workloads) if (!WORKLOADS.includes(w)) throw new Error(`unknown workload ${w} (W1..W5, WM)`);

@@ -22,7 +22,11 @@ export function renderReport({ command, options, machine, results, targets, miss
     "",
     markdownTable(
       ["Peer", "Durability", "Clients"],
-      [...options.peers, ...Object.keys(missing)].map((id) => [PEERS[id].label + (missing[id] ? " — **missing**" : ""), PEERS[id].durability, PEERS[id].client]),
+      [...options.peers, ...Object.keys(missing)].map((id) => [
+        PEERS[id].label + (missing[id] ? " — **missing**" : ""),
+        PEERS[id].durability,
+        PEERS[id].client,
+      ]),
     ),
   ];
   if (results.W1) sections.push("", renderW1(results.W1, missing));

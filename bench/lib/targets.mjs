@@ -13,7 +13,13 @@ export function evaluateTargets(results) {
   const w1 = results.W1?.figures;
   const ratioTarget = (target, peer, scenario, min) => {
     const r = ratioValue(w1?.[peer]?.[scenario]?.e2eRate, w1?.[BASE]?.[scenario]?.e2eRate);
-    add(target, Number.isFinite(r) ? `${r.toFixed(2)}× (${num(w1[peer][scenario].e2eRate.median)} vs ${num(w1[BASE][scenario].e2eRate.median)} jobs/s)` : "not measured", Number.isFinite(r) ? r >= min : undefined);
+    add(
+      target,
+      Number.isFinite(r)
+        ? `${r.toFixed(2)}× (${num(w1[peer][scenario].e2eRate.median)} vs ${num(w1[BASE][scenario].e2eRate.median)} jobs/s)`
+        : "not measured",
+      Number.isFinite(r) ? r >= min : undefined,
+    );
   };
   ratioTarget("W1 end-to-end, TS library with defaults (50 single submits in flight) ≥ 2× BullMQ (everysec)", "worq-lib", "single", 2);
   ratioTarget("W1 end-to-end with batch submits ≥ 3× BullMQ bulk (everysec)", "worq-lib", "batch", 3);
@@ -33,14 +39,24 @@ export function evaluateTargets(results) {
   cmp("W3 worker peak RSS no higher than BullMQ's", "workerPeakRssMiB", "MiB");
 
   const w4 = results.W4?.figures?.["worq-lib"];
-  const sizes = w4 ? Object.keys(w4).map(Number).sort((a, b) => a - b) : [];
+  const sizes = w4
+    ? Object.keys(w4)
+        .map(Number)
+        .sort((a, b) => a - b)
+    : [];
   const small = sizes.find((s) => s === 10_000) ?? sizes[0];
   const large = sizes.includes(1_000_000) ? 1_000_000 : sizes[sizes.length - 1];
-  const proxy = large !== 1_000_000 && large !== undefined ? `not judged: 1 M was not queued in this run (--long, or --sizes 10k,1M)` : undefined;
+  const proxy =
+    large !== 1_000_000 && large !== undefined ? `not judged: 1 M was not queued in this run (--long, or --sizes 10k,1M)` : undefined;
   if (w4 && large !== undefined && large !== small) {
     const submit = w4[large].submitRate.median / w4[small].submitRate.median;
     const drain = w4[large].drainRate.median / w4[small].drainRate.median;
-    add(`W4 submit and drain rates at 1 M queued ≥ 90 % of those at ${sizeLabel(small)}`, `submit ${Math.round(submit * 100)} %, drain ${Math.round(drain * 100)} % (at ${sizeLabel(large)})`, proxy ? undefined : submit >= 0.9 && drain >= 0.9, proxy);
+    add(
+      `W4 submit and drain rates at 1 M queued ≥ 90 % of those at ${sizeLabel(small)}`,
+      `submit ${Math.round(submit * 100)} %, drain ${Math.round(drain * 100)} % (at ${sizeLabel(large)})`,
+      proxy ? undefined : submit >= 0.9 && drain >= 0.9,
+      proxy,
+    );
   } else add("W4 submit and drain rates at 1 M queued ≥ 90 % of those at 10 k", "not measured", undefined);
   if (w4 && large !== undefined) {
     const mb = Math.max(w4[large].rssAfterPreloadMiB.median, w4[large].rssEndMiB.median) * 1.048576;
@@ -54,6 +70,9 @@ export function evaluateTargets(results) {
 
 export function renderTargets(targets) {
   const lines = ["### Targets (ratios within this run)", "", "| Target | Measured (Worq vs BullMQ) | |", "|---|---|---|"];
-  for (const t of targets) lines.push(`| ${t.target} | ${t.measured}${t.note ? ` — ${t.note}` : ""} | ${t.met === undefined ? "not measured" : t.met ? "**met**" : "**missed**"} |`);
+  for (const t of targets)
+    lines.push(
+      `| ${t.target} | ${t.measured}${t.note ? ` — ${t.note}` : ""} | ${t.met === undefined ? "not measured" : t.met ? "**met**" : "**missed**"} |`,
+    );
   return lines.join("\n");
 }

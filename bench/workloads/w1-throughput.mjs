@@ -112,7 +112,10 @@ function figuresOf(runs) {
         submitRateWhileWorking: pick((r) => r.e2e.submitRateWhileWorking),
         submitCallP50Ms: pick((r) => r.backlog.submitCallMs?.p50),
         submitCallP99Ms: pick((r) => r.backlog.submitCallMs?.p99),
-        maxForeignShare: Math.max(0, ...per.flatMap((r) => [r.backlog.foreign?.submit, r.backlog.foreign?.drain, r.e2e.foreign]).filter(Number.isFinite)),
+        maxForeignShare: Math.max(
+          0,
+          ...per.flatMap((r) => [r.backlog.foreign?.submit, r.backlog.foreign?.drain, r.e2e.foreign]).filter(Number.isFinite),
+        ),
       };
     }
   }
@@ -144,7 +147,15 @@ export function renderW1(result, missing, baselineId = "bullmq-everysec") {
           ratio(f[id].batch?.e2eRate, base.batch?.e2eRate),
         ])
     : [];
-  const headers = ["jobs/s", "Submit, 50 single in flight", "Drain backlog (after single)", "End-to-end, single", "Submit, batches of 1,000", "Drain backlog (after batch)", "End-to-end, batch"];
+  const headers = [
+    "jobs/s",
+    "Submit, 50 single in flight",
+    "Drain backlog (after single)",
+    "End-to-end, single",
+    "Submit, batches of 1,000",
+    "Drain backlog (after batch)",
+    "End-to-end, batch",
+  ];
   const callRows = Object.entries(f).map(([peerId, s]) => [
     PEERS[peerId].label,
     fig(s.single?.submitRateWhileWorking),
@@ -156,10 +167,21 @@ export function renderW1(result, missing, baselineId = "bullmq-everysec") {
   return [
     `### W1 — throughput (jobs/s, higher is better; N = ${result.n.toLocaleString("en-US")}, ${result.reps} run${result.reps > 1 ? "s" : ""}, median (min–max))`,
     "",
-    markdownTable(headers, [...rows, ...missingRows(missing, (id) => PEERS[id].label, 7), ...ratioRows.map((r) => r.map((c, i) => (i === 0 ? `*${c}*` : c)))]),
+    markdownTable(headers, [
+      ...rows,
+      ...missingRows(missing, (id) => PEERS[id].label, 7),
+      ...ratioRows.map((r) => r.map((c, i) => (i === 0 ? `*${c}*` : c))),
+    ]),
     "",
     markdownTable(
-      ["", "Submit rate during end-to-end, single", "(batch)", "Single submit call p50 ms (backlog run)", "p99 ms", "Max foreign CPU share"],
+      [
+        "",
+        "Submit rate during end-to-end, single",
+        "(batch)",
+        "Single submit call p50 ms (backlog run)",
+        "p99 ms",
+        "Max foreign CPU share",
+      ],
       callRows,
     ),
   ].join("\n");

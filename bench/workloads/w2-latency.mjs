@@ -18,7 +18,14 @@ export async function runW2(ctx, peerIds) {
       const result = await attempt(ctx, label, () =>
         withScope(ctx, async (scope) => {
           const server = await scope.server(peerId, "w2");
-          const child = scope.child(peerId, "latency", { ...server.target, queue: "latency", samples, warmup: 50, maxSleepMs: 10, concurrency: 50 });
+          const child = scope.child(peerId, "latency", {
+            ...server.target,
+            queue: "latency",
+            samples,
+            warmup: 50,
+            maxSleepMs: 10,
+            concurrency: 50,
+          });
           await child.next("ready");
           const meter = ctx.foreignMeter();
           child.send("go");
@@ -27,7 +34,9 @@ export async function runW2(ctx, peerIds) {
         }),
       );
       (runs[peerId] ??= []).push(result);
-      ctx.log(`${label}: pickup p50 ${num(result.pickup?.p50)} ms, p99 ${num(result.pickup?.p99)} ms, max ${num(result.pickup?.max)} ms (foreign load ${pct(result.foreign)})`);
+      ctx.log(
+        `${label}: pickup p50 ${num(result.pickup?.p50)} ms, p99 ${num(result.pickup?.p99)} ms, max ${num(result.pickup?.max)} ms (foreign load ${pct(result.foreign)})`,
+      );
     }
   }
   const figures = {};
@@ -59,7 +68,10 @@ export function renderW2(w2, missing, baselineId = "bullmq-everysec") {
   return [
     `### W2 — pickup latency, idle worker (ms, lower is better; ${w2.samples.toLocaleString("en-US")} jobs one at a time per run, ${w2.reps} run${w2.reps > 1 ? "s" : ""})`,
     "",
-    markdownTable(["", "p50", "p95", "p99", "max", "Submit acknowledged p50", "p99"], [...rows, ...missingRows(missing, (id) => PEERS[id].label, 7), ...ratioRows]),
+    markdownTable(
+      ["", "p50", "p95", "p99", "max", "Submit acknowledged p50", "p99"],
+      [...rows, ...missingRows(missing, (id) => PEERS[id].label, 7), ...ratioRows],
+    ),
     "",
     "Per-run percentiles, then median (min–max) over runs. Pickup = submit call start → handler start; submit acknowledged = the submit call's own latency.",
   ].join("\n");

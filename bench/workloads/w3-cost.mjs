@@ -18,13 +18,19 @@ export function deriveW3(w1) {
     const maxOf = (pick) =>
       figure(
         reps.map((r) =>
-          Math.max(...Object.values(r).flatMap((s) => [s.backlog?.hwmMiB && pick(s.backlog.hwmMiB), s.e2e?.hwmMiB && pick(s.e2e.hwmMiB)]).filter(Number.isFinite)),
+          Math.max(
+            ...Object.values(r)
+              .flatMap((s) => [s.backlog?.hwmMiB && pick(s.backlog.hwmMiB), s.e2e?.hwmMiB && pick(s.e2e.hwmMiB)])
+              .filter(Number.isFinite),
+          ),
         ),
       );
     figures[peerId] = {
       serverCpuPer1k: figure(single.map((s) => per1k(s.backlog.cpuSec.serverSubmit + s.backlog.cpuSec.serverDrain))),
       workerCpuPer1k: figure(single.map((s) => per1k(s.backlog.cpuSec.worker))),
-      serverPlusWorkerCpuPer1k: figure(single.map((s) => per1k(s.backlog.cpuSec.serverSubmit + s.backlog.cpuSec.serverDrain + s.backlog.cpuSec.worker))),
+      serverPlusWorkerCpuPer1k: figure(
+        single.map((s) => per1k(s.backlog.cpuSec.serverSubmit + s.backlog.cpuSec.serverDrain + s.backlog.cpuSec.worker)),
+      ),
       producerCpuPer1k: figure(single.map((s) => per1k(s.backlog.cpuSec.producer))),
       e2eServerCpuPer1k: figure(e2e.map((e) => per1k(e.cpuSec.server))),
       e2eWorkerCpuPer1k: figure(e2e.map((e) => per1k(e.cpuSec.worker))),
@@ -39,7 +45,17 @@ export function deriveW3(w1) {
 
 export function renderW3(w3, missing, baselineId = "bullmq-everysec") {
   const f = w3.figures;
-  const cols = ["serverCpuPer1k", "workerCpuPer1k", "serverPlusWorkerCpuPer1k", "producerCpuPer1k", "e2eServerCpuPer1k", "e2eWorkerCpuPer1k", "serverPeakRssMiB", "workerPeakRssMiB", "producerPeakRssMiB"];
+  const cols = [
+    "serverCpuPer1k",
+    "workerCpuPer1k",
+    "serverPlusWorkerCpuPer1k",
+    "producerCpuPer1k",
+    "e2eServerCpuPer1k",
+    "e2eWorkerCpuPer1k",
+    "serverPeakRssMiB",
+    "workerPeakRssMiB",
+    "producerPeakRssMiB",
+  ];
   const rows = Object.entries(f).map(([peerId, s]) => [PEERS[peerId].label, ...cols.map((c) => fig(s[c]))]);
   const base = f[baselineId];
   const ratioRows = base

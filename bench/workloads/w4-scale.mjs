@@ -50,7 +50,9 @@ async function scaleRun(ctx, peerId, size, m, reps, label) {
     const preloaded = await preloader.next("result", 3 * 3600_000);
     await preloader.close();
     const rssAfterPreloadMiB = server.mem().rssMiB;
-    ctx.log(`${label}: preloaded at ${num(rate(size, preloaded.startedAt, preloaded.endedAt))}/s; server RSS ${num(rssAfterPreloadMiB)} MiB`);
+    ctx.log(
+      `${label}: preloaded at ${num(rate(size, preloaded.startedAt, preloaded.endedAt))}/s; server RSS ${num(rssAfterPreloadMiB)} MiB`,
+    );
     const repResults = [];
     for (let rep = 0; rep < reps; rep++) {
       const producer = scope.child(peerId, "producer", { ...base, n: m, mode: "single", firstSeq: size + rep * m });
@@ -75,7 +77,9 @@ async function scaleRun(ctx, peerId, size, m, reps, label) {
         foreign: Math.max(foreignSubmit, foreignDrain),
       };
       repResults.push(r);
-      ctx.log(`${label} rep ${rep + 1}/${reps}: submit ${num(r.submitRate)}/s, drain ${num(r.drainRate)}/s (foreign load ${pct(r.foreign)})`);
+      ctx.log(
+        `${label} rep ${rep + 1}/${reps}: submit ${num(r.submitRate)}/s, drain ${num(r.drainRate)}/s (foreign load ${pct(r.foreign)})`,
+      );
     }
     const mem = server.mem();
     return {
@@ -95,7 +99,9 @@ export function sizeLabel(size) {
 export function renderW4(w4, missing) {
   const rows = [];
   for (const [peerId, bySize] of Object.entries(w4.figures)) {
-    const sizes = Object.keys(bySize).map(Number).sort((a, b) => a - b);
+    const sizes = Object.keys(bySize)
+      .map(Number)
+      .sort((a, b) => a - b);
     const smallest = bySize[sizes[0]];
     for (const size of sizes) {
       const s = bySize[size];
@@ -118,7 +124,19 @@ export function renderW4(w4, missing) {
   return [
     `### W4 — scale: rates with a backlog already queued (jobs/s; ${w4.m.toLocaleString("en-US")} jobs per measurement, ${w4.reps} run${w4.reps > 1 ? "s" : ""})`,
     "",
-    markdownTable(["", "Queued", "Submit, 50 single in flight", "Drain", "Server RSS after preload (MiB)", "Server RSS at end", "Server peak RSS", "Preload rate (batches of 1,000, 4 in flight)"], [...rows, ...missingRows(missing, (id) => PEERS[id].label, 8)]),
+    markdownTable(
+      [
+        "",
+        "Queued",
+        "Submit, 50 single in flight",
+        "Drain",
+        "Server RSS after preload (MiB)",
+        "Server RSS at end",
+        "Server peak RSS",
+        "Preload rate (batches of 1,000, 4 in flight)",
+      ],
+      [...rows, ...missingRows(missing, (id) => PEERS[id].label, 8)],
+    ),
     "",
     "(%) = relative to the smallest backlog of the same peer.",
   ].join("\n");

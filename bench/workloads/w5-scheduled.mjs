@@ -20,7 +20,14 @@ export async function runW5(ctx, peerIds) {
       const result = await attempt(ctx, label, () =>
         withScope(ctx, async (scope) => {
           const server = await scope.server(peerId, "w5");
-          const child = scope.child(peerId, "scheduled", { ...server.target, queue: "scheduled", n, spreadMs, leadMs: 1000, concurrency: 50 });
+          const child = scope.child(peerId, "scheduled", {
+            ...server.target,
+            queue: "scheduled",
+            n,
+            spreadMs,
+            leadMs: 1000,
+            concurrency: 50,
+          });
           await child.next("ready");
           const meter = ctx.foreignMeter();
           child.send("go");
@@ -29,7 +36,9 @@ export async function runW5(ctx, peerIds) {
         }),
       );
       (runs[peerId] ??= []).push(result);
-      ctx.log(`${label}: lateness p50 ${num(result.lateness?.p50)} ms, p99 ${num(result.lateness?.p99)} ms (foreign load ${pct(result.foreign)})`);
+      ctx.log(
+        `${label}: lateness p50 ${num(result.lateness?.p50)} ms, p99 ${num(result.lateness?.p99)} ms (foreign load ${pct(result.foreign)})`,
+      );
     }
   }
   const figures = {};
@@ -59,7 +68,10 @@ export function renderW5(w5, missing, baselineId = "bullmq-everysec") {
   return [
     `### W5 — scheduled jobs: lateness at delivery (ms, lower is better; ${w5.n.toLocaleString("en-US")} jobs due across ${w5.spreadMs / 1000} s)`,
     "",
-    markdownTable(["", "Lateness p50", "p99", "max", "Time to submit them (ms)"], [...rows, ...missingRows(missing, (id) => PEERS[id].label, 5), ...ratioRows]),
+    markdownTable(
+      ["", "Lateness p50", "p99", "max", "Time to submit them (ms)"],
+      [...rows, ...missingRows(missing, (id) => PEERS[id].label, 5), ...ratioRows],
+    ),
     "",
     "Lateness = handler start − due time, per run over all its jobs; median (min–max) over runs.",
   ].join("\n");

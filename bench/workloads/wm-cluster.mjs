@@ -66,12 +66,21 @@ async function spreadRun(ctx, nodes, url, n) {
       const share = (total, i) => Math.floor(total / nodes) + (i < total % nodes ? 1 : 0);
       let firstSeq = 0;
       const producers = servers.map((server, i) => {
-        const config = { address: server.address, queue: "bench", n: share(n, i), firstSeq, mode: "single", concurrency: share(IN_FLIGHT, i) };
+        const config = {
+          address: server.address,
+          queue: "bench",
+          n: share(n, i),
+          firstSeq,
+          mode: "single",
+          concurrency: share(IN_FLIGHT, i),
+        };
         firstSeq += config.n;
         return scope.child("worq-lib", "producer", config);
       });
       // A worker reports "done" at `expect` jobs; here the leader's count says when all are done.
-      const workers = servers.map((server, i) => scope.child("worq-lib", "worker", { address: server.address, queue: "bench", concurrency: share(CONCURRENCY, i), expect: n + 1 }));
+      const workers = servers.map((server, i) =>
+        scope.child("worq-lib", "worker", { address: server.address, queue: "bench", concurrency: share(CONCURRENCY, i), expect: n + 1 }),
+      );
       await Promise.all([...producers, ...workers].map((child) => child.next("ready")));
       const processed0 = Number((await admins[0].admin.getServerInfo({})).totalProcessed);
       workers.forEach((worker) => worker.send("go"));
@@ -104,7 +113,11 @@ export function renderWM(result) {
   const base = f.leveldb?.e2eRate;
   const rows = [
     ["Worq, 1 server, LevelDB (default)", fig(f.leveldb?.e2eRate), "1.00×"],
-    ...CLUSTER_SIZES.map((k) => [`Worq, ${k} server${k > 1 ? "s" : ""} --cluster, PostgreSQL`, fig(f[`postgres-${k}`]?.e2eRate), ratio(f[`postgres-${k}`]?.e2eRate, base)]),
+    ...CLUSTER_SIZES.map((k) => [
+      `Worq, ${k} server${k > 1 ? "s" : ""} --cluster, PostgreSQL`,
+      fig(f[`postgres-${k}`]?.e2eRate),
+      ratio(f[`postgres-${k}`]?.e2eRate, base),
+    ]),
   ];
   return [
     `### WM multi-node: end-to-end jobs/s, producers and workers spread over the nodes (N = ${num(result.n)}, TS library, 50 in flight, concurrency 50)`,

@@ -2,7 +2,9 @@
 import { parseArgs } from "node:util";
 import { Worker } from "@worq/client";
 
-const { values } = parseArgs({ options: { addr: { type: "string", default: "127.0.0.1:7419" }, queue: { type: "string", default: "examples-ts" } } });
+const { values } = parseArgs({
+  options: { addr: { type: "string", default: "127.0.0.1:7419" }, queue: { type: "string", default: "examples-ts" } },
+});
 
 const worker = new Worker({ address: values.addr!, queues: [values.queue!], concurrency: 5, handleSignals: true });
 worker.register("example.greet", (job) => `hello, ${String(job.args[0])}`);

@@ -31,7 +31,9 @@ export function readWebhookSecret(file: string): Buffer {
   }
   const secret = Buffer.from(text.replace(/\s+$/, ""), "utf8");
   if (secret.length < MIN_SECRET_BYTES) {
-    throw new Error(`--webhook-secret-file: ${file} holds ${secret.length} bytes; a secret needs at least ${MIN_SECRET_BYTES} (e.g. openssl rand -hex 32 > ${file})`);
+    throw new Error(
+      `--webhook-secret-file: ${file} holds ${secret.length} bytes; a secret needs at least ${MIN_SECRET_BYTES} (e.g. openssl rand -hex 32 > ${file})`,
+    );
   }
   return secret;
 }

@@ -96,11 +96,15 @@ export function connectTo(address: string, deadlineMs = DEFAULT_DEADLINE_MS, sec
       } catch (error) {
         if (abort.signal.aborted) throw unreachable(`no answer within ${humanDuration(callDeadlineMs)}`);
         const connectError = ConnectError.from(error);
-        const tlsHint = tls ? "does the server use TLS? Drop the --tls flags if not" : "if the server uses TLS, pass --tls-ca <file> or --tls";
+        const tlsHint = tls
+          ? "does the server use TLS? Drop the --tls flags if not"
+          : "if the server uses TLS, pass --tls-ca <file> or --tls";
         // A TLS server drops a plaintext HTTP/2 connection unanswered or resets it (which of
         // the two varies run to run); a plaintext server does not speak TLS. Say what to check.
         if (connectError.code === Code.Unavailable || NETWORK_ERROR.test(connectError.rawMessage)) {
-          throw unreachable(/ECONNRESET/.test(connectError.rawMessage) ? `${connectError.rawMessage}; ${tlsHint}` : connectError.rawMessage);
+          throw unreachable(
+            /ECONNRESET/.test(connectError.rawMessage) ? `${connectError.rawMessage}; ${tlsHint}` : connectError.rawMessage,
+          );
         }
         if (connectError.code === Code.Canceled || TLS_MISMATCH.test(connectError.rawMessage)) {
           throw unreachable(`${connectError.rawMessage}; ${tlsHint}`);

@@ -54,7 +54,7 @@ function json(text: string): JsonValue {
 
 export function jsonArray(text: string): JsonValue[] {
   const value = json(text);
-  if (!Array.isArray(value)) throw new InvalidArgumentError('expected a JSON array, like \'["a@example.com", 2]\'.');
+  if (!Array.isArray(value)) throw new InvalidArgumentError("expected a JSON array, like '[\"a@example.com\", 2]'.");
   return value;
 }
 

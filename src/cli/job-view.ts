@@ -11,7 +11,15 @@ import type {
   JsonValue,
   PriorityLevel,
 } from "../model/job.js";
-import { BackoffStrategy, DependencyType, ExhaustedAction, FailureCategory, JobState, Priority, type Job } from "@worq/client/gen/worq/v1/job_pb.js";
+import {
+  BackoffStrategy,
+  DependencyType,
+  ExhaustedAction,
+  FailureCategory,
+  JobState,
+  Priority,
+  type Job,
+} from "@worq/client/gen/worq/v1/job_pb.js";
 
 const msOf = (timestamp: Timestamp | undefined): number | undefined => (timestamp ? timestampMs(timestamp) : undefined);
 const durationOf = (duration: Duration | undefined): number => (duration ? durationMs(duration) : 0);

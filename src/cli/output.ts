@@ -30,7 +30,10 @@ export function keyValues(rows: [string, string | undefined][]): string {
 
 /** "2030-01-02 15:04:05Z (3m ago)". */
 export function timeWithAge(ms: number, nowMs = Date.now()): string {
-  return `${new Date(ms).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z")} (${relative(ms, nowMs)})`;
+  return `${new Date(ms)
+    .toISOString()
+    .replace("T", " ")
+    .replace(/\.\d+Z$/, "Z")} (${relative(ms, nowMs)})`;
 }
 
 /** "3m ago" or "in 5s". */

@@ -27,7 +27,10 @@ export async function serve(config: ServerConfig): Promise<void> {
     setFlagsFromString("--heap-growing-percent=100");
   }
   const log = createLogger(config.logLevel, process.stderr, config.cluster && { node: config.cluster.nodeId });
-  const start = config.cluster && config.store ? startClusterNode({ ...config, cluster: config.cluster, store: config.store }, log) : startServer(config, log);
+  const start =
+    config.cluster && config.store
+      ? startClusterNode({ ...config, cluster: config.cluster, store: config.store }, log)
+      : startServer(config, log);
   const server = await start.catch((error: unknown) => {
     log.error("cannot start", { error: (error as Error).message });
     process.exit(1);

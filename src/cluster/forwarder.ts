@@ -92,7 +92,11 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
       };
       const internal = (error: unknown): Partial<grpc.StatusObject> => {
         const requestId = newRequestId();
-        options.log.error("forwarding a call failed", { requestId, rpc: path, error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+        options.log.error("forwarding a call failed", {
+          requestId,
+          rpc: path,
+          error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+        });
         return { code: grpc.status.INTERNAL, details: internalErrorMessage(requestId) };
       };
       handlers[method.localName] = streaming
@@ -100,7 +104,9 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
             if (!link) return void call.emit("error", noLeader());
             const request = path === LEASE_PATH ? withNodeLabel(call.request, options.nodeId) : call.request;
             const upstream = link.call((client) =>
-              client.makeServerStreamRequest(path, rawBytes, rawBytes, request, outgoing(call.metadata, options.nodeId), { deadline: call.getDeadline() }),
+              client.makeServerStreamRequest(path, rawBytes, rawBytes, request, outgoing(call.metadata, options.nodeId), {
+                deadline: call.getDeadline(),
+              }),
             );
             upstream.on("data", (chunk: Buffer) => {
               if (call.write(chunk)) return;
@@ -157,7 +163,10 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
       const previous = link;
       link = leader && new LeaderLink(leader, options.linkTls, options.maxMessageBytes);
       health.setStatus("", link ? "SERVING" : "NOT_SERVING");
-      options.log.info(leader ? "following the cluster leader" : "no cluster leader known", leader ? { leader: leader.nodeId, grpc: leader.grpcAddress } : {});
+      options.log.info(
+        leader ? "following the cluster leader" : "no cluster leader known",
+        leader ? { leader: leader.nodeId, grpc: leader.grpcAddress } : {},
+      );
       // Calls already on their way to the old leader finish (or fail) on their own.
       if (previous) setTimeout(() => previous.close(), 30_000).unref();
     },
@@ -185,7 +194,14 @@ function createHttpForwarder(options: ForwarderOptions, leader: () => LeaderAddr
     if (request.method === "GET" && path === "/healthz") {
       response
         .writeHead(target ? 200 : 503, { "content-type": "application/json" })
-        .end(JSON.stringify({ status: target ? "SERVING" : "NOT_SERVING", node: options.nodeId, role: "follower", leader: target?.nodeId ?? null }));
+        .end(
+          JSON.stringify({
+            status: target ? "SERVING" : "NOT_SERVING",
+            node: options.nodeId,
+            role: "follower",
+            leader: target?.nodeId ?? null,
+          }),
+        );
       return;
     }
     if (request.method === "GET" && path === "/metrics") {
@@ -305,7 +321,11 @@ function withNodeLabel(request: Buffer, nodeId: string): Buffer {
  */
 export function statusOf(error: grpc.ServiceError): Partial<grpc.StatusObject> {
   if (error.code === grpc.status.INTERNAL && error.details.startsWith("Received RST_STREAM")) {
-    return { code: grpc.status.UNAVAILABLE, details: `the cluster leader went away mid-call (${error.details}); the outcome is unknown, retry`, metadata: error.metadata };
+    return {
+      code: grpc.status.UNAVAILABLE,
+      details: `the cluster leader went away mid-call (${error.details}); the outcome is unknown, retry`,
+      metadata: error.metadata,
+    };
   }
   return { code: error.code, details: error.details, metadata: error.metadata };
 }

@@ -95,7 +95,9 @@ export class NodeRegistry {
     const row = rows[0];
     if (row === undefined) return undefined;
     // A holder that is not a cluster node (a server started without --cluster) has no node id.
-    const nodeId = row.name.startsWith(APPLICATION_PREFIX) ? row.name.slice(APPLICATION_PREFIX.length) : `(${row.name || "a server without --cluster"})`;
+    const nodeId = row.name.startsWith(APPLICATION_PREFIX)
+      ? row.name.slice(APPLICATION_PREFIX.length)
+      : `(${row.name || "a server without --cluster"})`;
     return { nodeId, sessionPid: row.pid };
   }
 

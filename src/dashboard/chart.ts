@@ -37,7 +37,13 @@ export function lineChart(series: Series[], fromMs: number, toMs: number, label:
   for (const fraction of [0, 0.5, 1]) {
     const value = max * fraction;
     root.append(svg("line", { class: "axis", x1: PAD.left, x2: W - PAD.right, y1: y(value), y2: y(value) }));
-    root.append(svg("text", { x: PAD.left - 4, y: y(value) + 3, "text-anchor": "end" }, value >= 10 ? value.toFixed(0) : value.toFixed(value ? 1 : 0)));
+    root.append(
+      svg(
+        "text",
+        { x: PAD.left - 4, y: y(value) + 3, "text-anchor": "end" },
+        value >= 10 ? value.toFixed(0) : value.toFixed(value ? 1 : 0),
+      ),
+    );
   }
   const ago = (ms: number) => (toMs - fromMs >= 120_000 ? `-${Math.round(ms / 60_000)} min` : `-${Math.round(ms / 1000)} s`);
   for (const fraction of [0, 0.5, 1]) {

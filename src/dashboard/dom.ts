@@ -62,11 +62,19 @@ export function button(text: string, onClick: () => void, props: Props = {}): HT
 }
 
 /** A table with a header row; `rows` are arrays of cells (a cell is a child or a <td>). */
-export function table(headers: (string | HTMLTableCellElement)[], rows: Child[][] | HTMLTableRowElement[], empty = "Nothing here."): HTMLElement {
+export function table(
+  headers: (string | HTMLTableCellElement)[],
+  rows: Child[][] | HTMLTableRowElement[],
+  empty = "Nothing here.",
+): HTMLElement {
   const head = el("tr", {}, ...headers.map((h) => (typeof h === "string" ? el("th", {}, h) : h)));
   const body = el("tbody");
   for (const row of rows) {
-    body.appendChild(row instanceof HTMLTableRowElement ? row : el("tr", {}, ...row.map((cell) => (cell instanceof HTMLTableCellElement ? cell : el("td", {}, cell)))));
+    body.appendChild(
+      row instanceof HTMLTableRowElement
+        ? row
+        : el("tr", {}, ...row.map((cell) => (cell instanceof HTMLTableCellElement ? cell : el("td", {}, cell)))),
+    );
   }
   if (rows.length === 0) body.appendChild(el("tr", {}, Object.assign(el("td", { class: "empty" }, empty), { colSpan: headers.length })));
   return el("div", { class: "table-wrap" }, el("table", {}, el("thead", {}, head), body));

@@ -54,7 +54,13 @@ function showTokenForm(rejected: boolean) {
     "form",
     { class: "panel token-form" },
     el("h1", {}, "Token required"),
-    el("p", {}, rejected ? "The server refused this token. Enter another one." : "This server requires an API token for the dashboard, as for the API."),
+    el(
+      "p",
+      {},
+      rejected
+        ? "The server refused this token. Enter another one."
+        : "This server requires an API token for the dashboard, as for the API.",
+    ),
     input,
     el("button", { type: "submit", class: "primary" }, "Use token"),
     el("p", { class: "note" }, "Kept in this tab only (sessionStorage) and sent as an Authorization header on each call."),

@@ -23,7 +23,8 @@ export async function cancel(core: EngineCore, jid: string): Promise<JobView> {
   core.checkUsable();
   checkJid(jid, "jid");
   const cancelled = (meta: JobMeta) => endUnfinished(core, meta, { kind: "cancel", reason: "cancelled on request" }, "cancelled");
-  const other = await onUnfinished(core, 
+  const other = await onUnfinished(
+    core,
     jid,
     async (meta) => {
       const durable = core.persist(cancelled(meta));
@@ -44,7 +45,8 @@ export async function deleteJob(core: EngineCore, jid: string): Promise<void> {
     core.resolveDependents(jid, "CANCELLED"); // a deleted dependency counts as cancelled
     return { kind: "delete-job", meta };
   };
-  const other = await onUnfinished(core, 
+  const other = await onUnfinished(
+    core,
     jid,
     async (meta) => {
       revokeLease(core, meta, "deleted");
@@ -86,7 +88,12 @@ async function onUnfinished(
 }
 
 /** Ends an unfinished job by cancel or eviction, revoking its lease first. */
-export function endUnfinished(core: EngineCore, meta: JobMeta, event: JobEvent & { kind: "cancel" | "evict" }, reason: string): StoreWrite[] {
+export function endUnfinished(
+  core: EngineCore,
+  meta: JobMeta,
+  event: JobEvent & { kind: "cancel" | "evict" },
+  reason: string,
+): StoreWrite[] {
   revokeLease(core, meta, reason);
   if (event.kind === "evict") core.counters.evicted++;
   return [core.apply(meta, event)];

@@ -59,7 +59,8 @@ export function planDependencies(
   jobs.forEach(({ input }, i) => {
     const ref = input.batchRef;
     if (ref === undefined) return;
-    if (ref.length === 0 || ref.length > LIMITS.batchRefMaxChars) invalid(`${fieldOf(i)}.batch_ref`, `must be 1–${LIMITS.batchRefMaxChars} chars`);
+    if (ref.length === 0 || ref.length > LIMITS.batchRefMaxChars)
+      invalid(`${fieldOf(i)}.batch_ref`, `must be 1–${LIMITS.batchRefMaxChars} chars`);
     if (indexOfRef.has(ref)) invalid(`${fieldOf(i)}.batch_ref`, `${JSON.stringify(ref)} is used by another job of the batch`);
     indexOfRef.set(ref, i);
   });
@@ -112,9 +113,11 @@ export function planDependencies(
       continue;
     }
     const depth = 1 + Math.max(...deps.map((dep) => dep.depth));
-    if (depth > LIMITS.maxDependencyDepth) invalid(field, `the dependency chain would be ${depth} deep; at most ${LIMITS.maxDependencyDepth}`);
+    if (depth > LIMITS.maxDependencyDepth)
+      invalid(field, `the dependency chain would be ${depth} deep; at most ${LIMITS.maxDependencyDepth}`);
     const priority = Math.min(job.priority, ...deps.map((dep) => dep.priority)) as PriorityLevel;
-    const failed = type === "AFTER" ? deps.find((dep) => dep.state !== "NEW" && isTerminal(dep.state) && dep.state !== "COMPLETED") : undefined;
+    const failed =
+      type === "AFTER" ? deps.find((dep) => dep.state !== "NEW" && isTerminal(dep.state) && dep.state !== "COMPLETED") : undefined;
     outcomes[i] = {
       dependency: { type, jids: deps.map((dep) => dep.jid) },
       waitingOn: failed ? [] : deps.filter((dep) => dep.waits).map((dep) => dep.jid),
@@ -154,4 +157,3 @@ function topologicalOrder(deps: number[][], fieldOf: (index: number) => string):
   }
   return order;
 }
-

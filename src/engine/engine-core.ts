@@ -212,7 +212,10 @@ export class EngineCore {
     // The rejection handlers below ignore a failed commit: it is handled once, by the catch at the end.
     const callbacks = observed.flatMap((write) => (write.kind === "put-callback" ? [write.callback] : []));
     if (callbacks.length > 0) {
-      void durable.then(() => callbacks.forEach((callback) => this.callbackListener?.(callback)), () => {});
+      void durable.then(
+        () => callbacks.forEach((callback) => this.callbackListener?.(callback)),
+        () => {},
+      );
     }
     if (finished.length > 0) {
       const settled = observed.flatMap((write) => (write.kind === "put-meta" && isTerminal(write.meta.state) ? [write.meta] : []));
@@ -220,11 +223,13 @@ export class EngineCore {
         const entry = this.finishing.get(meta.jid);
         if (entry?.meta === meta) entry.commit = durable;
       }
-      const forget = () =>
-        settled.forEach((meta) => this.finishing.get(meta.jid)?.meta === meta && this.finishing.delete(meta.jid));
+      const forget = () => settled.forEach((meta) => this.finishing.get(meta.jid)?.meta === meta && this.finishing.delete(meta.jid));
       void durable.then(forget, forget);
       // Waiters hear of a finished job only once that is on disk.
-      void durable.then(() => finished.forEach((jid) => this.finishListeners.get(jid)?.forEach((waiter) => waiter.wake("finished"))), () => {});
+      void durable.then(
+        () => finished.forEach((jid) => this.finishListeners.get(jid)?.forEach((waiter) => waiter.wake("finished"))),
+        () => {},
+      );
     }
     return durable.catch((error: unknown) => {
       if (this.fatal === undefined) {
@@ -236,7 +241,6 @@ export class EngineCore {
       throw storageFailure(this.fatal);
     });
   }
-
 
   /** A job ended in `state`: moves the PENDING jobs waiting for it on (docs/state-machine.md), cascading. */
   resolveDependents(jid: string, state: JobState): void {

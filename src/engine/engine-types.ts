@@ -143,4 +143,3 @@ export interface EngineInfo {
   counters: Counters;
   storeKind: string;
 }
-

@@ -143,12 +143,18 @@ export class Engine {
   }
 
   /** Queues sorted by name, a page at a time after the name in `pageToken`; only those `allowed` accepts. */
-  listQueues(pageSize = 100, pageToken = "", allowed: (queue: string) => boolean = () => true): { queues: QueueStatsView[]; nextPageToken: string } {
+  listQueues(
+    pageSize = 100,
+    pageToken = "",
+    allowed: (queue: string) => boolean = () => true,
+  ): { queues: QueueStatsView[]; nextPageToken: string } {
     return listQueues(this.core, pageSize, pageToken, allowed);
   }
 
   /** Lists jobs of a queue and state, narrowed by `filter`, a page at a time (live-listing.ts). */
-  listJobs(filter: { queue?: string; state?: JobState; pageSize?: number; pageToken?: string } & JobFilter): Promise<{ jobs: JobView[]; nextPageToken: string }> {
+  listJobs(
+    filter: { queue?: string; state?: JobState; pageSize?: number; pageToken?: string } & JobFilter,
+  ): Promise<{ jobs: JobView[]; nextPageToken: string }> {
     return listJobs(this.core, filter);
   }
 

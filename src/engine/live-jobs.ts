@@ -1,6 +1,14 @@
 import type { JobMeta, JobState } from "../model/job.js";
 import { internName, internRetryPolicy, NO_LEASE_IDS } from "./intern.js";
-import { BINARY_META_FORMAT, decodeBinaryMeta, encodeBinaryMeta, isOmittedPolicy, OMITTED_RETRY_POLICY, STATES, stateCode } from "../model/meta-binary.js";
+import {
+  BINARY_META_FORMAT,
+  decodeBinaryMeta,
+  encodeBinaryMeta,
+  isOmittedPolicy,
+  OMITTED_RETRY_POLICY,
+  STATES,
+  stateCode,
+} from "../model/meta-binary.js";
 
 /** Metas kept as objects before waiting jobs' metas are packed (see LiveJobs). */
 const DEFAULT_UNPACKED_LIMIT = 10_000;
@@ -31,7 +39,9 @@ export class LiveJobs {
    * retrying or pending jobs reads these instead of walking a backlog of ready ones (which the
    * ready queues list in order themselves).
    */
-  private readonly jidsByState: (Set<string> | undefined)[] = STATES.map((state) => (UNREADY_LIVE_STATES.includes(state) ? new Set<string>() : undefined));
+  private readonly jidsByState: (Set<string> | undefined)[] = STATES.map((state) =>
+    UNREADY_LIVE_STATES.includes(state) ? new Set<string>() : undefined,
+  );
   private objects = 0;
 
   constructor(private readonly unpackedLimit = DEFAULT_UNPACKED_LIMIT) {}

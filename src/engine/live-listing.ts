@@ -57,8 +57,15 @@ function bodyMatches(filter: JobFilter, body: JobBody): boolean {
 
 function isFiltering(filter: JobFilter): boolean {
   return Boolean(
-    filter.type || filter.jidPrefix || filter.correlationId || filter.parentJid || filter.dependsOnJid || filter.queueAllowed || Object.keys(filter.tags ?? {}).length > 0 ||
-      filter.createdAfterMs !== undefined || filter.createdBeforeMs !== undefined,
+    filter.type ||
+    filter.jidPrefix ||
+    filter.correlationId ||
+    filter.parentJid ||
+    filter.dependsOnJid ||
+    filter.queueAllowed ||
+    Object.keys(filter.tags ?? {}).length > 0 ||
+    filter.createdAfterMs !== undefined ||
+    filter.createdBeforeMs !== undefined,
   );
 }
 
@@ -164,7 +171,10 @@ export async function liveJobsPage(
   pageSize: number,
   pageToken: string,
 ): Promise<{ jobs: JobView[]; nextPageToken: string }> {
-  const start = decodeToken<Cursor>(pageToken, (cursor) => Array.isArray(cursor.key) && cursor.key.length === 2 && cursor.key.every(Number.isFinite) && typeof cursor.jid === "string");
+  const start = decodeToken<Cursor>(
+    pageToken,
+    (cursor) => Array.isArray(cursor.key) && cursor.key.length === 2 && cursor.key.every(Number.isFinite) && typeof cursor.jid === "string",
+  );
   const ordered = [...others]
     .map((meta) => ({ meta, cursor: cursorOf(meta) }))
     .filter((entry) => !start || compare(entry.cursor, start) > 0)
@@ -175,7 +185,10 @@ export async function liveJobsPage(
       // A ready job's key is its position; any other cursor's key compares to positions the same way.
       const ready = (await readyAfter?.(from && { priority: from.key[0]!, readySeq: from.key[1]! }, limit)) ?? [];
       const next = from ? firstAfter(ordered, from) : 0;
-      return mergeInOrder(ready, ordered.slice(next, next + limit).map((entry) => entry.meta)).slice(0, limit);
+      return mergeInOrder(
+        ready,
+        ordered.slice(next, next + limit).map((entry) => entry.meta),
+      ).slice(0, limit);
     },
     getBodies,
     filter,
@@ -219,8 +232,16 @@ export async function finishedJobsPage(
   pageSize: number,
   pageToken: string,
 ): Promise<{ jobs: JobView[]; nextPageToken: string }> {
-  const start = decodeToken<FinishedCursor>(pageToken, (cursor) => typeof cursor.finishedAtMs === "number" && typeof cursor.jid === "string");
-  const { jobs, resumeAfter } = await collectPage((last, limit) => listFinished(last ? finishedCursorOf(last) : start, limit), getBodies, filter, pageSize);
+  const start = decodeToken<FinishedCursor>(
+    pageToken,
+    (cursor) => typeof cursor.finishedAtMs === "number" && typeof cursor.jid === "string",
+  );
+  const { jobs, resumeAfter } = await collectPage(
+    (last, limit) => listFinished(last ? finishedCursorOf(last) : start, limit),
+    getBodies,
+    filter,
+    pageSize,
+  );
   return { jobs, nextPageToken: resumeAfter ? encodeToken(finishedCursorOf(resumeAfter)) : "" };
 }
 

@@ -37,7 +37,7 @@ export async function walkCold(
   act: (page: JobMeta[]) => { writes: StoreWrite[]; gone: number; done: boolean },
 ): Promise<void> {
   let after = queue.lastSeqAt(priority);
-  for (let more = true; more; ) {
+  for (let more = true; more;) {
     more = await core.levelLocks.run(levelKey(name, priority), async () => {
       core.checkUsable();
       await core.lastCommit.catch(() => {}); // only the order matters: a failed commit made the engine fatal, checked below
@@ -111,7 +111,12 @@ export function readyJidsOf(core: EngineCore, queue: string): Iterable<string> {
  * Up to `limit` ready jobs of `queue` (of every queue when undefined) in the order they will
  * run, after a position: from the windows, and from the store past a window with cold jobs.
  */
-export async function readyAfter(core: EngineCore, queue: string | undefined, after: ReadyPosition | undefined, limit: number): Promise<JobMeta[]> {
+export async function readyAfter(
+  core: EngineCore,
+  queue: string | undefined,
+  after: ReadyPosition | undefined,
+  limit: number,
+): Promise<JobMeta[]> {
   const isCurrent = (jid: string, readySeq: number) => isReadyEntry(core, jid, readySeq);
   const names = queue === undefined ? [...core.ready.keys()] : core.ready.has(queue) ? [queue] : [];
   const inMemory: JobMeta[] = [];
@@ -169,13 +174,15 @@ export function pageInIfLow(core: EngineCore, name: string, queue: ReadyQueue): 
     const key = levelKey(name, priority);
     if (core.pagingIn.has(key)) continue;
     core.pagingIn.add(key);
-    void core.levelLocks.run(key, () => pageIn(core, name, queue, priority)).then(
-      () => {
-        core.pagingIn.delete(key);
-        if (core.fatal === undefined && !core.closing) pageInIfLow(core, name, queue); // still below half: the next page
-      },
-      () => core.pagingIn.delete(key), // a failed read: the jobs stay cold, and the next take tries again
-    );
+    void core.levelLocks
+      .run(key, () => pageIn(core, name, queue, priority))
+      .then(
+        () => {
+          core.pagingIn.delete(key);
+          if (core.fatal === undefined && !core.closing) pageInIfLow(core, name, queue); // still below half: the next page
+        },
+        () => core.pagingIn.delete(key), // a failed read: the jobs stay cold, and the next take tries again
+      );
   }
 }
 
@@ -221,7 +228,11 @@ async function pageIn(core: EngineCore, name: string, queue: ReadyQueue, priorit
  * what it read is current. "moved" when the job was in memory or on its way meanwhile (look
  * again), else the stored meta, which is not a cold job's (missing or finished).
  */
-export async function onColdJob(core: EngineCore, jid: string, act: (meta: JobMeta) => Promise<void>): Promise<"done" | "moved" | { stored: JobMeta | undefined }> {
+export async function onColdJob(
+  core: EngineCore,
+  jid: string,
+  act: (meta: JobMeta) => Promise<void>,
+): Promise<"done" | "moved" | { stored: JobMeta | undefined }> {
   await core.lastCommit.catch(() => {}); // only the order matters: a failed commit made the engine fatal, checked below
   const first = await core.store.getMeta(jid);
   if (core.live.has(jid) || core.finishing.has(jid)) return "moved";

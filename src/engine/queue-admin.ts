@@ -93,11 +93,15 @@ export async function retryJobs(core: EngineCore, jids: string[], queue?: string
   core.checkUsable();
   jids.forEach((jid, i) => checkJid(jid, `jids[${i}]`));
   if (queue) checkQueueName(queue, "queue");
-  if (jids.length > 0) return retryStored(core, (await Promise.all(jids.map((jid) => core.store.getMeta(jid)))).filter((meta) => meta !== undefined));
+  if (jids.length > 0)
+    return retryStored(
+      core,
+      (await Promise.all(jids.map((jid) => core.store.getMeta(jid)))).filter((meta) => meta !== undefined),
+    );
   // Jobs that die again meanwhile are listed after the ones dead now: stop at those.
   const calledAtMs = core.clock.nowMs();
   let retried = 0;
-  for (let after: FinishedCursor | undefined; ; ) {
+  for (let after: FinishedCursor | undefined; ;) {
     const page = await core.store.listFinished("DEAD_LETTER", queue || undefined, after, RETRY_PAGE);
     const deadBefore = page.filter((meta) => finishedCursorOf(meta).finishedAtMs <= calledAtMs);
     retried += await retryStored(core, deadBefore);

@@ -47,7 +47,12 @@ export function queueStats(core: EngineCore, name: string): QueueStatsView {
  * Queues sorted by name (`worq inspect queues`), a page at a time after the name in
  * `pageToken`; only those `allowed` accepts (every queue by default).
  */
-export function listQueues(core: EngineCore, pageSize = 100, pageToken = "", allowed: (queue: string) => boolean = () => true): { queues: QueueStatsView[]; nextPageToken: string } {
+export function listQueues(
+  core: EngineCore,
+  pageSize = 100,
+  pageToken = "",
+  allowed: (queue: string) => boolean = () => true,
+): { queues: QueueStatsView[]; nextPageToken: string } {
   if (pageSize > 1000) invalid("page_size", "must be at most 1000");
   const size = pageSize || 100;
   const after = pageToken ? Buffer.from(pageToken, "base64url").toString("utf8") : "";
@@ -73,11 +78,15 @@ export async function listJobs(
   const getBodies = (jids: readonly string[]) => core.store.getBodies(jids);
   const { state, queue } = filter;
   if (state && !LISTABLE_STATES.has(state)) {
-    const listFinished = (after: FinishedCursor | undefined, limit: number) => core.store.listFinished(state, queue || undefined, after, limit);
+    const listFinished = (after: FinishedCursor | undefined, limit: number) =>
+      core.store.listFinished(state, queue || undefined, after, limit);
     return finishedJobsPage(listFinished, getBodies, filter, pageSize, filter.pageToken ?? "");
   }
   // Ready jobs come from the ready queues in order; the others from LiveJobs by state.
-  const readyPage = !state || state === "SCHEDULED" ? (after: ReadyPosition | undefined, limit: number) => readyAfter(core, queue || undefined, after, limit) : undefined;
+  const readyPage =
+    !state || state === "SCHEDULED"
+      ? (after: ReadyPosition | undefined, limit: number) => readyAfter(core, queue || undefined, after, limit)
+      : undefined;
   const others = state === "SCHEDULED" ? [] : core.live.matching(queue || undefined, state ? [state] : UNREADY_LIVE_STATES);
   return liveJobsPage(readyPage, others, getBodies, filter, pageSize, filter.pageToken ?? "");
 }

@@ -48,7 +48,13 @@ class Fifo {
   }
 
   /** Up to `limit` entries for which `isCurrent` holds with a readySeq above `afterSeq`, in order. */
-  entriesAfter(afterSeq: number, limit: number, isCurrent: (jid: string, readySeq: number) => boolean, out: ReadyEntry[], priority: PriorityLevel): void {
+  entriesAfter(
+    afterSeq: number,
+    limit: number,
+    isCurrent: (jid: string, readySeq: number) => boolean,
+    out: ReadyEntry[],
+    priority: PriorityLevel,
+  ): void {
     // seqs ascend from head: find the first above afterSeq.
     let low = this.head;
     let high = this.seqs.length;
@@ -176,7 +182,11 @@ export class ReadyQueue {
    * Up to `limit` ready jobs in the order they will run, after the position (priority,
    * readySeq) when given: for listings, without taking anything or sorting the backlog.
    */
-  entriesAfter(after: { priority: number; readySeq: number } | undefined, limit: number, isCurrent: (jid: string, readySeq: number) => boolean): ReadyEntry[] {
+  entriesAfter(
+    after: { priority: number; readySeq: number } | undefined,
+    limit: number,
+    isCurrent: (jid: string, readySeq: number) => boolean,
+  ): ReadyEntry[] {
     const out: ReadyEntry[] = [];
     this.levels.forEach((level, priority) => {
       if (out.length >= limit || (after !== undefined && priority < after.priority)) return;

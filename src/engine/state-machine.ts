@@ -97,7 +97,12 @@ export function transition(meta: JobMeta, event: JobEvent, ctx: TransitionContex
       const report: FailureReport =
         event.kind === "cancel"
           ? { message: event.reason, errtype: "Cancelled", backtrace: [], category: "CANCELLED" }
-          : { message: `lifetime (ttl) of ${meta.ttlMs} ms passed before the job finished`, errtype: "TtlExceeded", backtrace: [], category: "SYSTEM" };
+          : {
+              message: `lifetime (ttl) of ${meta.ttlMs} ms passed before the job finished`,
+              errtype: "TtlExceeded",
+              backtrace: [],
+              category: "SYSTEM",
+            };
       const fields = {
         state: event.kind === "cancel" ? ("CANCELLED" as const) : ("DEAD_LETTER" as const),
         failure: recordFailure(meta, report, now),
@@ -109,10 +114,7 @@ export function transition(meta: JobMeta, event: JobEvent, ctx: TransitionContex
     }
     case "retry": {
       expectState(meta, event, "DEAD_LETTER", "FAILED");
-      return becomeReady(
-        { ...meta, attempt: 0, fails: 0, completedAtMs: undefined, expiresAtMs: now + meta.ttlMs, waitingOn: [] },
-        ctx,
-      );
+      return becomeReady({ ...meta, attempt: 0, fails: 0, completedAtMs: undefined, expiresAtMs: now + meta.ttlMs, waitingOn: [] }, ctx);
     }
     case "dependency-finished": {
       expectState(meta, event, "PENDING");

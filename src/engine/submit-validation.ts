@@ -18,12 +18,7 @@ export interface NewJob {
  * WORQ_INVALID_ARGUMENT or WORQ_TOO_LARGE naming the field as `${field}.<name>` (e.g.
  * "job.queue", "jobs[3].payload"); nothing is created when it throws.
  */
-export function buildNewJob(
-  input: SubmitInput,
-  field: string,
-  ids: { jid: string; nowMs: number },
-  maxJobBytes: number,
-): NewJob {
+export function buildNewJob(input: SubmitInput, field: string, ids: { jid: string; nowMs: number }, maxJobBytes: number): NewJob {
   const { jid, nowMs } = ids;
   if (!input.type) invalid(`${field}.type`, "is required");
   if (input.type.length > LIMITS.typeMaxChars) invalid(`${field}.type`, `must be at most ${LIMITS.typeMaxChars} chars`);
@@ -60,7 +55,10 @@ export function buildNewJob(
     invalid(`${field}.correlation_id`, `must be at most ${LIMITS.correlationIdMaxChars} chars`);
   }
   checkText(correlationId, `${field}.correlation_id`);
-  if (input.idempotencyKey !== undefined && (input.idempotencyKey.length === 0 || input.idempotencyKey.length > LIMITS.idempotencyKeyMaxChars)) {
+  if (
+    input.idempotencyKey !== undefined &&
+    (input.idempotencyKey.length === 0 || input.idempotencyKey.length > LIMITS.idempotencyKeyMaxChars)
+  ) {
     invalid(`${field}.idempotency_key`, `must be 1–${LIMITS.idempotencyKeyMaxChars} chars`);
   }
   if (input.idempotencyKey !== undefined) checkText(input.idempotencyKey, `${field}.idempotency_key`);
@@ -83,7 +81,10 @@ export function buildNewJob(
   const expiresAtMs = (delayed ? runAtMs! : nowMs) + ttlMs;
   if (expiresAtMs > LIMITS.maxTimeMs) {
     const timeField = input.atMs !== undefined ? `${field}.at` : `${field}.delay`;
-    invalid(timeField, `plus ${field}.ttl (${ttlMs} ms) ends the job's lifetime after ${new Date(LIMITS.maxTimeMs).toISOString()}; schedule it earlier or give it a shorter ttl`);
+    invalid(
+      timeField,
+      `plus ${field}.ttl (${ttlMs} ms) ends the job's lifetime after ${new Date(LIMITS.maxTimeMs).toISOString()}; schedule it earlier or give it a shorter ttl`,
+    );
   }
   const meta = shapedMeta({
     jid,

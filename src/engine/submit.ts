@@ -32,7 +32,12 @@ interface CreatedJobs {
  * durable. A job whose idempotency key is taken is not created: its result names the
  * existing job. `shape` adds CHAIN or FAN_IN dependencies over the batch (docs/job-model.md).
  */
-export async function submit(core: EngineCore, inputs: SubmitInput[], fieldOf: (index: number) => string, shape?: BatchShape): Promise<SubmitResult[]> {
+export async function submit(
+  core: EngineCore,
+  inputs: SubmitInput[],
+  fieldOf: (index: number) => string,
+  shape?: BatchShape,
+): Promise<SubmitResult[]> {
   core.checkUsable();
   if (inputs.length === 0) invalid("jobs", "at least one job is required");
   if (inputs.length > LIMITS.batchMaxJobs) invalid("jobs", `at most ${LIMITS.batchMaxJobs} jobs per batch`);
@@ -51,7 +56,10 @@ export async function submit(core: EngineCore, inputs: SubmitInput[], fieldOf: (
     if (input.parentJid !== undefined) referenced.add(input.parentJid);
   }
   for (const [i, { meta }] of built.entries()) {
-    const claim = meta.idempotencyKey === undefined ? undefined : core.claims.get(claimKey(inputs[i]!.idempotencyNamespace, meta.type, meta.idempotencyKey));
+    const claim =
+      meta.idempotencyKey === undefined
+        ? undefined
+        : core.claims.get(claimKey(inputs[i]!.idempotencyNamespace, meta.type, meta.idempotencyKey));
     if (claim) referenced.add(claim.jid);
   }
   const toRead = [...referenced].filter((jid) => !core.live.has(jid) && isUuidV4(jid));
@@ -102,7 +110,8 @@ function createJobs(
     return meta && { state: meta.state, priority: meta.priority, depth: meta.depth ?? 0 };
   };
   inputs.forEach((input, i) => {
-    if (input.parentJid !== undefined && !known(input.parentJid)) invalid(`${fieldOf(i)}.parent_jid`, `job ${input.parentJid} does not exist`);
+    if (input.parentJid !== undefined && !known(input.parentJid))
+      invalid(`${fieldOf(i)}.parent_jid`, `job ${input.parentJid} does not exist`);
   });
   const seenKeys = new Map<string, string>();
   const planned: PlannedJob[] = built.map(({ meta }, i) => {
@@ -126,7 +135,8 @@ function createJobs(
   built.forEach(({ meta: candidate, body, dataBytes }, i) => {
     const plan = planned[i]!;
     if (plan.existingJid !== undefined) {
-      const state = core.live.stateOf(plan.existingJid) ?? (plan.existingJid === candidate.jid ? undefined : known(plan.existingJid)?.state);
+      const state =
+        core.live.stateOf(plan.existingJid) ?? (plan.existingJid === candidate.jid ? undefined : known(plan.existingJid)?.state);
       const result: SubmitResult = { jid: plan.existingJid, state, duplicate: true };
       if (state === undefined) duplicatesOfStored.push(result);
       results.push(result);
@@ -169,7 +179,6 @@ function createJobs(
   schedulePump(core); // submits parsed from one socket read are delivered together
   return { results, durable, duplicatesOfStored };
 }
-
 
 /** Throws unless `text` is an http(s) URL without credentials that the server allows callbacks to. */
 function checkCallbackUrl(core: EngineCore, text: string, field: string): void {

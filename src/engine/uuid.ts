@@ -22,7 +22,8 @@ export function randomUuidV4(): string {
   }
   for (let i = 0; i < 16; i++) {
     let byte = random[offset + i]!;
-    if (i === 6) byte = (byte & 0x0f) | 0x40; // version 4
+    if (i === 6)
+      byte = (byte & 0x0f) | 0x40; // version 4
     else if (i === 8) byte = (byte & 0x3f) | 0x80; // variant 10
     text[AT[i]!] = HEX[byte >> 4]!;
     text[AT[i]! + 1] = HEX[byte & 0x0f]!;

@@ -53,8 +53,23 @@ export type SidekiqJson = SidekiqKnownKeys & { [extra: string]: JsonValue | unde
 
 /** Keys with a meaning here; all others are pass-through. */
 const SIDEKIQ_KEYS = new Set<string>([
-  "class", "jid", "args", "queue", "retry", "dead", "backtrace", "tags", "created_at", "enqueued_at", "at",
-  "retry_count", "error_message", "error_class", "failed_at", "retried_at", "error_backtrace",
+  "class",
+  "jid",
+  "args",
+  "queue",
+  "retry",
+  "dead",
+  "backtrace",
+  "tags",
+  "created_at",
+  "enqueued_at",
+  "at",
+  "retry_count",
+  "error_message",
+  "error_class",
+  "failed_at",
+  "retried_at",
+  "error_backtrace",
 ]);
 
 const epochFloat = (ms: number) => ms / 1000;

@@ -27,7 +27,6 @@ import {
 } from "./json-input.js";
 import { formatTimestamp27, parseRfc3339 } from "./timestamps.js";
 
-
 /** Faktory's default retries for a job that does not say. */
 const FAKTORY_DEFAULT_RETRIES = 25;
 /** Faktory's default reservation, in seconds, for a job that does not say. */

@@ -39,8 +39,14 @@ export function createConnectRoutes(
 
 /** `answer` with its status and code corrected when it refuses the request body (see createConnectRoutes); else `answer` itself. */
 async function correctedBodyRefusal(answer: UniversalServerResponse): Promise<UniversalServerResponse> {
-  if (answer.body && answer.header?.get("content-type")?.startsWith("application/connect+")) return { ...answer, body: correctedEndStream(answer.body) };
-  if ((answer.status !== 500 && answer.status !== 429) || !answer.body || !answer.header?.get("content-type")?.startsWith("application/json")) return answer;
+  if (answer.body && answer.header?.get("content-type")?.startsWith("application/connect+"))
+    return { ...answer, body: correctedEndStream(answer.body) };
+  if (
+    (answer.status !== 500 && answer.status !== 429) ||
+    !answer.body ||
+    !answer.header?.get("content-type")?.startsWith("application/json")
+  )
+    return answer;
   const chunks: Uint8Array[] = [];
   for await (const chunk of answer.body) chunks.push(chunk);
   const bytes = Buffer.concat(chunks);
@@ -87,7 +93,12 @@ async function* correctedEndStream(body: AsyncIterable<Uint8Array>): AsyncIterab
 function correctedEndMessage(envelope: Buffer): Buffer {
   const end = parseEndStream(envelope.subarray(5));
   if (end?.error?.code !== "internal" || !end.error.message?.startsWith("parse binary:")) return envelope;
-  const message = Buffer.from(JSON.stringify({ ...end, error: { code: "invalid_argument", message: `body: is not the request message in binary protobuf (${end.error.message})` } }));
+  const message = Buffer.from(
+    JSON.stringify({
+      ...end,
+      error: { code: "invalid_argument", message: `body: is not the request message in binary protobuf (${end.error.message})` },
+    }),
+  );
   const header = Buffer.from([envelope[0]!, 0, 0, 0, 0]);
   header.writeUInt32BE(message.length, 1);
   return Buffer.concat([header, message]);
@@ -104,7 +115,9 @@ function parseEndStream(bytes: Buffer): { error?: { code?: unknown; message?: st
 function parseErrorBody(bytes: Buffer): { code: string; message: string } | undefined {
   try {
     const parsed = JSON.parse(bytes.toString("utf8")) as { code?: unknown; message?: unknown };
-    return typeof parsed.code === "string" && typeof parsed.message === "string" ? { code: parsed.code, message: parsed.message } : undefined;
+    return typeof parsed.code === "string" && typeof parsed.message === "string"
+      ? { code: parsed.code, message: parsed.message }
+      : undefined;
   } catch {
     return undefined;
   }

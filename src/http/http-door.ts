@@ -60,11 +60,17 @@ export function checkDoor(request: IncomingMessage, hosts: HostRule): RequestTar
   if (request.method === "GET" && target.path === "/healthz") return target;
   if (host === undefined) return refusal(400, "invalid_argument", "Host header: missing");
   const hostname = hostnameOf(host);
-  if (hostname === undefined) return refusal(400, "invalid_argument", `Host header: ${JSON.stringify(host.slice(0, 100))} is not a host[:port]`);
-  if (!hosts.accepts(hostname)) return refusal(403, "permission_denied", `Host header: ${JSON.stringify(hostname.slice(0, 100))} is refused: ${hosts.describe()}`);
+  if (hostname === undefined)
+    return refusal(400, "invalid_argument", `Host header: ${JSON.stringify(host.slice(0, 100))} is not a host[:port]`);
+  if (!hosts.accepts(hostname))
+    return refusal(403, "permission_denied", `Host header: ${JSON.stringify(hostname.slice(0, 100))} is refused: ${hosts.describe()}`);
   const origin = request.headers.origin;
   if (origin !== undefined && request.method !== "GET" && request.method !== "HEAD" && !isSameOrigin(origin, host)) {
-    return refusal(403, "permission_denied", `Origin header: ${JSON.stringify(origin.slice(0, 100))} is another site; only pages of this server may send ${request.method} requests`);
+    return refusal(
+      403,
+      "permission_denied",
+      `Origin header: ${JSON.stringify(origin.slice(0, 100))} is another site; only pages of this server may send ${request.method} requests`,
+    );
   }
   return target;
 }
@@ -88,7 +94,11 @@ export function hostnameOf(host: string): string | undefined {
 }
 
 function bareHostname(name: string): string {
-  return name.trim().toLowerCase().replace(/^\[|\]$/g, "").replace(/\.$/, "");
+  return name
+    .trim()
+    .toLowerCase()
+    .replace(/^\[|\]$/g, "")
+    .replace(/\.$/, "");
 }
 
 function isLoopbackName(hostname: string): boolean {

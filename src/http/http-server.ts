@@ -86,7 +86,9 @@ export function createHttpServer(options: HttpServerOptions): Server {
     const path = target.path;
     if (request.method === "GET" && path === "/healthz") {
       const healthy = options.healthy();
-      response.writeHead(healthy ? 200 : 503, { "content-type": "application/json" }).end(JSON.stringify({ status: healthy ? "SERVING" : "NOT_SERVING" }));
+      response
+        .writeHead(healthy ? 200 : 503, { "content-type": "application/json" })
+        .end(JSON.stringify({ status: healthy ? "SERVING" : "NOT_SERVING" }));
       return;
     }
     if (request.method === "GET" && path === "/metrics") {
@@ -106,7 +108,10 @@ export function createHttpServer(options: HttpServerOptions): Server {
 }
 
 /** An HTTP server for `handle`, or HTTPS with `tls` (requiring client certificates when `tls.ca` is set). */
-export function httpServerFor(tls: HttpTlsOptions | undefined, handle: (request: IncomingMessage, response: ServerResponse) => void): Server {
+export function httpServerFor(
+  tls: HttpTlsOptions | undefined,
+  handle: (request: IncomingMessage, response: ServerResponse) => void,
+): Server {
   if (!tls) return createServer(handle);
   const { cert, key, ca } = tls;
   return createTlsServer({ cert, key, ...(ca && { ca, requestCert: true, rejectUnauthorized: true }) }, handle);

@@ -71,7 +71,11 @@ export function handleJobJsonRoute(
     const caller = authorizeHttpRoute(access, "submit-jobs", request, response);
     if (!caller) return Promise.resolve();
     if (!isJsonContentType(request.headers["content-type"])) {
-      refuse(415, "invalid_argument", `Content-Type: must be application/json; got ${JSON.stringify((request.headers["content-type"] ?? "(none)").slice(0, 100))}`);
+      refuse(
+        415,
+        "invalid_argument",
+        `Content-Type: must be application/json; got ${JSON.stringify((request.headers["content-type"] ?? "(none)").slice(0, 100))}`,
+      );
       return Promise.resolve();
     }
     return answer(async () => ({ jobs: await submit(engine, await readJson(request, maxBodyBytes), format, caller, access) }));
@@ -85,7 +89,11 @@ function decodeJid(segment: string): string {
   try {
     return decodeURIComponent(segment);
   } catch {
-    throw new WorqError("WORQ_INVALID_ARGUMENT", `jid: the path segment ${JSON.stringify(segment.slice(0, 100))} is not valid percent-encoded UTF-8`, "jid");
+    throw new WorqError(
+      "WORQ_INVALID_ARGUMENT",
+      `jid: the path segment ${JSON.stringify(segment.slice(0, 100))} is not valid percent-encoded UTF-8`,
+      "jid",
+    );
   }
 }
 
@@ -125,6 +133,7 @@ async function readJson(request: IncomingMessage, maxBytes: number): Promise<unk
   } catch {
     throw new WorqError("WORQ_INVALID_ARGUMENT", "body: is not JSON", "body");
   }
-  if (exceedsJsonDepth(body)) throw new WorqError("WORQ_INVALID_ARGUMENT", `body: nests arrays and objects more than ${MAX_JSON_DEPTH} deep`, "body");
+  if (exceedsJsonDepth(body))
+    throw new WorqError("WORQ_INVALID_ARGUMENT", `body: nests arrays and objects more than ${MAX_JSON_DEPTH} deep`, "body");
   return body;
 }

@@ -20,7 +20,13 @@ export function replyJson(response: ServerResponse, status: number, body: unknow
  * Answers a refusal as a Connect-style JSON error, `{ code, message }` with the code's
  * snake_case name: the one shape of every error on the HTTP port outside the Connect routes.
  */
-export function replyJsonError(response: ServerResponse, status: number, code: string, message: string, options: JsonAnswerOptions = {}): void {
+export function replyJsonError(
+  response: ServerResponse,
+  status: number,
+  code: string,
+  message: string,
+  options: JsonAnswerOptions = {},
+): void {
   replyJson(response, status, { code, message }, options);
 }
 

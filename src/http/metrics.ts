@@ -79,7 +79,14 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
       oldestAge.reset();
       const now = Date.now();
       for (const stats of current.listQueues(1000).queues) {
-        const by = { ready: stats.ready, delayed: stats.delayed, in_flight: stats.inFlight, retrying: stats.retrying, pending: stats.pending, dead: stats.dead };
+        const by = {
+          ready: stats.ready,
+          delayed: stats.delayed,
+          in_flight: stats.inFlight,
+          retrying: stats.retrying,
+          pending: stats.pending,
+          dead: stats.dead,
+        };
         for (const [state, value] of Object.entries(by)) this.set({ queue: stats.queue, state }, value);
         oldestAge.set({ queue: stats.queue }, stats.oldestReadyAtMs === undefined ? 0 : Math.max(0, now - stats.oldestReadyAtMs) / 1000);
       }
@@ -100,9 +107,18 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
   engineGauge("worq_connected_workers", "Open Lease streams.", (info) => info.connectedWorkers);
   engineGauge("worq_result_waiters", "GetResult and Run calls waiting for a job to finish.", (info) => info.resultWaiters);
   engineGauge("worq_lease_slots", "Worker slots taken by unreported leases (orphaned ones included).", (info) => info.leaseSlots);
-  engineGauge("worq_ready_jobs_in_store_only", "Ready jobs past the ready window (--ready-window), left in the store until their queue drains.", (info) => info.coldReadyJobs);
+  engineGauge(
+    "worq_ready_jobs_in_store_only",
+    "Ready jobs past the ready window (--ready-window), left in the store until their queue drains.",
+    (info) => info.coldReadyJobs,
+  );
   registry.registerMetric(oldestAge);
-  const connectionsOpen = new Gauge({ name: "worq_connections_open", help: "Open connections per port.", labelNames: ["port"], registers: [registry] });
+  const connectionsOpen = new Gauge({
+    name: "worq_connections_open",
+    help: "Open connections per port.",
+    labelNames: ["port"],
+    registers: [registry],
+  });
   const connectionsRefused = new Counter({
     name: "worq_connections_refused_total",
     help: "Connections closed by a cap: reason over_max_connections (--max-connections) or header_timeout (--header-timeout).",

@@ -4,16 +4,7 @@
  * and `JobBody` (the producer's data, immutable, written once, read when leased).
  */
 
-export type JobState =
-  | "PENDING"
-  | "SCHEDULED"
-  | "DELAYED"
-  | "RUNNING"
-  | "RETRYING"
-  | "COMPLETED"
-  | "FAILED"
-  | "DEAD_LETTER"
-  | "CANCELLED";
+export type JobState = "PENDING" | "SCHEDULED" | "DELAYED" | "RUNNING" | "RETRYING" | "COMPLETED" | "FAILED" | "DEAD_LETTER" | "CANCELLED";
 
 export const TERMINAL_STATES: ReadonlySet<JobState> = new Set(["COMPLETED", "FAILED", "DEAD_LETTER", "CANCELLED"]);
 
@@ -188,7 +179,14 @@ export interface JobBody {
 
 /** A JobBody of the one shape all bodies have (absent fields undefined): see shapedMeta. */
 export function jobBody(fields: Omit<JobBody, "payload">, payload: Uint8Array): JobBody {
-  return { args: fields.args, kwargs: fields.kwargs, custom: fields.custom, payload, tags: fields.tags, correlationId: fields.correlationId };
+  return {
+    args: fields.args,
+    kwargs: fields.kwargs,
+    custom: fields.custom,
+    payload,
+    tags: fields.tags,
+    correlationId: fields.correlationId,
+  };
 }
 
 /** What a producer submits, after transport decoding; unset fields take defaults. */

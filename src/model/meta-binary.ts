@@ -81,7 +81,17 @@ const enum F {
 }
 
 /** Every state, by its code in a record: a code never changes meaning. */
-export const STATES: readonly JobState[] = ["PENDING", "SCHEDULED", "DELAYED", "RUNNING", "RETRYING", "COMPLETED", "FAILED", "DEAD_LETTER", "CANCELLED"];
+export const STATES: readonly JobState[] = [
+  "PENDING",
+  "SCHEDULED",
+  "DELAYED",
+  "RUNNING",
+  "RETRYING",
+  "COMPLETED",
+  "FAILED",
+  "DEAD_LETTER",
+  "CANCELLED",
+];
 const STATE_CODE = new Map(STATES.map((state, i) => [state, i]));
 
 /** The code of `state` in a record (an index of STATES). */

@@ -42,6 +42,13 @@ export function storeAt(location: string, listeners: StoreListeners = {}): Confi
 /** Total size of the files in `dir` (LevelDB keeps a flat directory). */
 async function directoryBytes(dir: string): Promise<number> {
   const names = await readdir(dir).catch(() => []);
-  const sizes = await Promise.all(names.map((name) => stat(join(dir, name)).then((s) => (s.isFile() ? s.size : 0), () => 0)));
+  const sizes = await Promise.all(
+    names.map((name) =>
+      stat(join(dir, name)).then(
+        (s) => (s.isFile() ? s.size : 0),
+        () => 0,
+      ),
+    ),
+  );
   return sizes.reduce((a, b) => a + b, 0);
 }

@@ -10,7 +10,15 @@ import { ControlAction } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { domainStateOf, durationOf, jobOf } from "./convert.js";
 import { scopeOf } from "./auth/caller-context.js";
 import { checkQueueInScope } from "./auth/queue-scope.js";
-import { checkJobAccess, retryInScope, runNowInScope, serverFiguresInScope, visibleJob, workerIdVisible, workerVisible } from "./auth/scoped-calls.js";
+import {
+  checkJobAccess,
+  retryInScope,
+  runNowInScope,
+  serverFiguresInScope,
+  visibleJob,
+  workerIdVisible,
+  workerVisible,
+} from "./auth/scoped-calls.js";
 import { guarded } from "./handler-guard.js";
 
 export interface AdminServiceOptions {
@@ -127,22 +135,29 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
       };
     }),
     listWorkers: guarded("ListWorkers", log, async (_request, ctx) => ({
-      workers: engine.listWorkers().filter((worker) => workerVisible(scopeOf(ctx), worker)).map((worker) => ({
-        workerId: worker.workerId,
-        queues: worker.queues,
-        credits: worker.credits,
-        labels: worker.labels,
-        connectedAt: timestampFromMs(worker.connectedAtMs),
-        held: worker.held,
-      })),
+      workers: engine
+        .listWorkers()
+        .filter((worker) => workerVisible(scopeOf(ctx), worker))
+        .map((worker) => ({
+          workerId: worker.workerId,
+          queues: worker.queues,
+          credits: worker.credits,
+          labels: worker.labels,
+          connectedAt: timestampFromMs(worker.connectedAtMs),
+          held: worker.held,
+        })),
     })),
     deleteJob: guarded("DeleteJob", log, async (request, ctx) => {
       await checkJobAccess(engine, scopeOf(ctx), request.jid);
       await engine.deleteJob(request.jid);
       return {};
     }),
-    retryJobs: guarded("RetryJobs", log, async (request, ctx) => ({ retried: BigInt(await retryInScope(engine, scopeOf(ctx), [...request.jids], request.queue)) })),
-    runJobsNow: guarded("RunJobsNow", log, async (request, ctx) => ({ scheduled: BigInt(await runNowInScope(engine, scopeOf(ctx), [...request.jids])) })),
+    retryJobs: guarded("RetryJobs", log, async (request, ctx) => ({
+      retried: BigInt(await retryInScope(engine, scopeOf(ctx), [...request.jids], request.queue)),
+    })),
+    runJobsNow: guarded("RunJobsNow", log, async (request, ctx) => ({
+      scheduled: BigInt(await runNowInScope(engine, scopeOf(ctx), [...request.jids])),
+    })),
     pauseQueue: guarded("PauseQueue", log, async (request, ctx) => {
       checkQueueInScope(scopeOf(ctx), request.queue, "queue");
       await engine.pauseQueue(request.queue);
@@ -159,7 +174,11 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
     }),
     controlWorker: guarded("ControlWorker", log, async (request, ctx) => {
       const action =
-        request.action === ControlAction.QUIET ? "QUIET" : request.action === ControlAction.TERMINATE ? "TERMINATE" : invalid("action", "must be QUIET or TERMINATE");
+        request.action === ControlAction.QUIET
+          ? "QUIET"
+          : request.action === ControlAction.TERMINATE
+            ? "TERMINATE"
+            : invalid("action", "must be QUIET or TERMINATE");
       // A worker of other queues is answered as one with no open stream.
       const streams = workerIdVisible(engine, scopeOf(ctx), request.workerId) ? engine.controlWorker(request.workerId, action) : 0;
       if (streams === 0) throw new WorqError("WORQ_NOT_FOUND", `worker ${request.workerId} has no open stream`, "worker_id");

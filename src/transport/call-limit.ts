@@ -23,7 +23,6 @@ export class ConcurrentCallLimit {
     };
   }
 
-
   refusal(): Partial<grpc.StatusObject> {
     return {
       code: grpc.status.RESOURCE_EXHAUSTED,

@@ -44,7 +44,10 @@ export function capHttpConnections(http: HttpServer, caps: ConnectionCaps): void
   // Node checks header deadlines every connectionsCheckingInterval (30 s by default), which
   // would stretch a 10 s bound to 40 s. It is a constructor option, but Node reads the
   // property when listening starts (@types/node declares only the option).
-  (http as HttpServer & { connectionsCheckingInterval: number }).connectionsCheckingInterval = Math.max(100, Math.min(1_000, Math.floor(caps.headerTimeoutMs / 4)));
+  (http as HttpServer & { connectionsCheckingInterval: number }).connectionsCheckingInterval = Math.max(
+    100,
+    Math.min(1_000, Math.floor(caps.headerTimeoutMs / 4)),
+  );
   http.on("request", (request: { socket: Socket }) => ready(request.socket));
 }
 

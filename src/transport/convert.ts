@@ -1,12 +1,5 @@
 import { create, fromJson, toJson, type JsonValue as PbJsonValue } from "@bufbuild/protobuf";
-import {
-  DurationSchema,
-  ListValueSchema,
-  timestampDate,
-  timestampFromMs,
-  type Duration,
-  type Timestamp,
-} from "@bufbuild/protobuf/wkt";
+import { DurationSchema, ListValueSchema, timestampDate, timestampFromMs, type Duration, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { invalid } from "../model/errors.js";
 import type {
   BackoffStrategy as DomainBackoff,
@@ -63,9 +56,10 @@ export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitI
   if (spec.ttl) input.ttlMs = durationMsOf(spec.ttl, `${field}.ttl`);
   if (spec.idempotencyKey) input.idempotencyKey = spec.idempotencyKey;
   if (spec.dependsOn) {
-    const type = spec.dependsOn.type === DependencyType.UNSPECIFIED
-      ? undefined
-      : (enumName(DependencyType, spec.dependsOn.type, `${field}.depends_on.type`, "DEPENDENCY_TYPE_") as DomainDependencyType);
+    const type =
+      spec.dependsOn.type === DependencyType.UNSPECIFIED
+        ? undefined
+        : (enumName(DependencyType, spec.dependsOn.type, `${field}.depends_on.type`, "DEPENDENCY_TYPE_") as DomainDependencyType);
     input.dependsOn = { jids: [...spec.dependsOn.jids], batchRefs: [...spec.dependsOn.batchRefs], ...(type ? { type } : {}) };
   }
   if (spec.batchRef) input.batchRef = spec.batchRef;
@@ -78,12 +72,12 @@ export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitI
   return input;
 }
 
-
 function retryInputOf(retry: RetryPolicy, field: string): Partial<DomainRetryPolicy> {
   const out: Partial<DomainRetryPolicy> = {};
   if (retry.maxAttempts !== undefined) out.maxAttempts = retry.maxAttempts;
   if (retry.maxFails !== undefined) out.maxFails = retry.maxFails;
-  if (retry.backoff !== BackoffStrategy.UNSPECIFIED) out.backoff = enumName(BackoffStrategy, retry.backoff, `${field}.backoff`, "BACKOFF_STRATEGY_") as DomainBackoff;
+  if (retry.backoff !== BackoffStrategy.UNSPECIFIED)
+    out.backoff = enumName(BackoffStrategy, retry.backoff, `${field}.backoff`, "BACKOFF_STRATEGY_") as DomainBackoff;
   if (retry.initialDelay) out.initialDelayMs = durationMsOf(retry.initialDelay, `${field}.initial_delay`);
   if (retry.multiplier !== undefined) out.multiplier = retry.multiplier;
   if (retry.maxDelay) out.maxDelayMs = durationMsOf(retry.maxDelay, `${field}.max_delay`);
@@ -227,5 +221,3 @@ function timestampMsOf(timestamp: Timestamp, field: string): number {
   if (!Number.isFinite(ms)) invalid(field, "is not a valid time");
   return ms;
 }
-
-

@@ -50,19 +50,38 @@ const HEALTH_SERVICE = "grpc.health.v1.Health";
  * grpcurl needs no proto files) and grpc.health.v1.Health. Keepalive pings find dead peers
  * (a killed worker's jobs come back), and message sizes are bounded both ways.
  */
-export function createGrpcServer(services: WorqServices, options: GrpcServerOptions): { server: grpc.Server; health: HealthImplementation } {
+export function createGrpcServer(
+  services: WorqServices,
+  options: GrpcServerOptions,
+): { server: grpc.Server; health: HealthImplementation } {
   const server = new grpc.Server({ ...serverChannelOptions(options.maxReceiveMessageBytes), interceptors: options.interceptors ?? [] });
   const limit = new ConcurrentCallLimit(options.maxConcurrentCalls);
   // gRPC always speaks binary protobuf, so the hot requests are read by hand (their handlers
   // take both forms) and the hot answers (leased jobs, submit and ack outcomes) written by hand.
-  addConnectService(server, ProducerService, services.producer, options.onCall, limit, {
-    readers: { submit: readSubmitRequest, submitBatch: readSubmitBatchRequest },
-    writers: { submitBatch: writeSubmitBatchResponse },
-  }, options.log);
-  addConnectService(server, WorkerService, services.worker, options.onCall, limit, {
-    readers: { report: readReportRequest },
-    writers: { lease: writeLeaseResponse, report: writeReportResponse },
-  }, options.log);
+  addConnectService(
+    server,
+    ProducerService,
+    services.producer,
+    options.onCall,
+    limit,
+    {
+      readers: { submit: readSubmitRequest, submitBatch: readSubmitBatchRequest },
+      writers: { submitBatch: writeSubmitBatchResponse },
+    },
+    options.log,
+  );
+  addConnectService(
+    server,
+    WorkerService,
+    services.worker,
+    options.onCall,
+    limit,
+    {
+      readers: { report: readReportRequest },
+      writers: { lease: writeLeaseResponse, report: writeReportResponse },
+    },
+    options.log,
+  );
   addConnectService(server, AdminService, services.admin, options.onCall, limit, {}, options.log);
   return { server, health: addHealthAndReflection(server, options.descriptorSet) };
 }
@@ -79,7 +98,11 @@ export function bindGrpc(server: grpc.Server, host: string, port: number, tls: P
   const credentials = tls
     ? grpc.ServerCredentials.createSsl(tls.ca ?? null, [{ cert_chain: tls.cert, private_key: tls.key }], tls.ca !== undefined)
     : grpc.ServerCredentials.createInsecure();
-  return new Promise((ok, fail) => server.bindAsync(`${host.includes(":") ? `[${host}]` : host}:${port}`, credentials, (error, bound) => (error ? fail(error) : ok(bound))));
+  return new Promise((ok, fail) =>
+    server.bindAsync(`${host.includes(":") ? `[${host}]` : host}:${port}`, credentials, (error, bound) =>
+      error ? fail(error) : ok(bound),
+    ),
+  );
 }
 
 /** grpc-js server options: message size limits both ways, keepalive, streams per connection. */

@@ -21,5 +21,7 @@ export function isLeasedGrants(answer: LeaseAnswer): answer is LeasedGrants {
 
 /** The LeaseResponse message of `answer`. */
 export function leaseResponseOf(answer: LeaseAnswer): LeaseResponse {
-  return isLeasedGrants(answer) ? create(LeaseResponseSchema, { kind: { case: "jobs", value: { jobs: answer.grants.map(leasedJobOf) } } }) : answer;
+  return isLeasedGrants(answer)
+    ? create(LeaseResponseSchema, { kind: { case: "jobs", value: { jobs: answer.grants.map(leasedJobOf) } } })
+    : answer;
 }

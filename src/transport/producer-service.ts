@@ -30,13 +30,22 @@ export function createProducerService(engine: Engine, log: Logger): ServiceImpl<
       const [result] = await engine.submit(inputs, () => "job");
       return responseOf(result!);
     }),
-    submitBatch: guarded("SubmitBatch", log, async (request: { jobs: readonly SubmittedJob[]; shape: number }, ctx: HandlerContext): Promise<SubmitBatchAnswer> => {
-      const fieldOf = (i: number) => `jobs[${i}]`;
-      const inputs = await scopeSubmits(engine, scopeOf(ctx), request.jobs.map((job, i) => inputOf(job, fieldOf(i))), fieldOf);
-      const shape = request.shape === BatchShape.CHAIN ? "CHAIN" : request.shape === BatchShape.FAN_IN ? "FAN_IN" : undefined;
-      if (shape === undefined && request.shape !== BatchShape.UNSPECIFIED) invalid("shape", `unknown value ${request.shape}`);
-      return { jobs: (await engine.submit(inputs, fieldOf, shape)).map(responseOf) };
-    }),
+    submitBatch: guarded(
+      "SubmitBatch",
+      log,
+      async (request: { jobs: readonly SubmittedJob[]; shape: number }, ctx: HandlerContext): Promise<SubmitBatchAnswer> => {
+        const fieldOf = (i: number) => `jobs[${i}]`;
+        const inputs = await scopeSubmits(
+          engine,
+          scopeOf(ctx),
+          request.jobs.map((job, i) => inputOf(job, fieldOf(i))),
+          fieldOf,
+        );
+        const shape = request.shape === BatchShape.CHAIN ? "CHAIN" : request.shape === BatchShape.FAN_IN ? "FAN_IN" : undefined;
+        if (shape === undefined && request.shape !== BatchShape.UNSPECIFIED) invalid("shape", `unknown value ${request.shape}`);
+        return { jobs: (await engine.submit(inputs, fieldOf, shape)).map(responseOf) };
+      },
+    ),
     run: guarded("Run", log, async (request, ctx) => {
       const waitMs = request.waitTimeout ? durationMsOf(request.waitTimeout, "wait_timeout") : 0;
       const inputs = await scopeSubmits(engine, scopeOf(ctx), [submitInputOf(request.job, "job")], () => "job");

@@ -91,7 +91,10 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
     } finally {
       ctx.signal.removeEventListener("abort", closeOnCancel);
       session.close();
-      log.info("worker disconnected", { workerId: request.workerId, reason: ctx.signal.aborted ? "stream cancelled" : "server ended stream" });
+      log.info("worker disconnected", {
+        workerId: request.workerId,
+        reason: ctx.signal.aborted ? "stream cancelled" : "server ended stream",
+      });
     }
   }
 
@@ -126,7 +129,9 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
         request.leases.map(async (ref, i) => {
           try {
             await checkJobAccess(engine, scope, ref.jid);
-            const executionTimeoutMs = ref.executionTimeout ? durationMsOf(ref.executionTimeout, `leases[${i}].execution_timeout`) : undefined;
+            const executionTimeoutMs = ref.executionTimeout
+              ? durationMsOf(ref.executionTimeout, `leases[${i}].execution_timeout`)
+              : undefined;
             const expiresAtMs = await engine.renew(ref.jid, ref.leaseId, `leases[${i}].`, executionTimeoutMs);
             return { jid: ref.jid, code: 0, message: "", leaseExpiresAt: timestampFromMs(expiresAtMs) };
           } catch (error) {
@@ -151,11 +156,13 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
         return { jid: ack.jid, code: connectError.code, message: connectError.rawMessage };
       });
       const fails = await Promise.all(
-        request.fails.map((fail, i) => item(fail.jid, async () => {
-          await checkJobAccess(engine, scope, fail.jid);
-          const outcome = await engine.fail(fail.jid, fail.leaseId, failureReportOf(fail, `fails[${i}].`), `fails[${i}].`);
-          return { state: outcome.state === null ? JobState.UNSPECIFIED : stateOf(outcome.state) };
-        })),
+        request.fails.map((fail, i) =>
+          item(fail.jid, async () => {
+            await checkJobAccess(engine, scope, fail.jid);
+            const outcome = await engine.fail(fail.jid, fail.leaseId, failureReportOf(fail, `fails[${i}].`), `fails[${i}].`);
+            return { state: outcome.state === null ? JobState.UNSPECIFIED : stateOf(outcome.state) };
+          }),
+        ),
       );
       return { acks: ackOutcomes, fails };
     }),

@@ -12,7 +12,12 @@ function capturingLogger(): { log: ReturnType<typeof createLogger>; lines: strin
   const lines: string[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
-      lines.push(...chunk.toString().split("\n").filter((line) => line.length > 0));
+      lines.push(
+        ...chunk
+          .toString()
+          .split("\n")
+          .filter((line) => line.length > 0),
+      );
       done();
     },
   });

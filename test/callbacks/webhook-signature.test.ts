@@ -14,7 +14,11 @@ const ROOT = join(import.meta.dirname, "../..");
 const PYTHON = join(ROOT, ".tools/venv/bin/python");
 const SECRET = "whsec-7f3a9c1e5b2d4f60a8e1c3b5d7f9a2c4";
 const HINT = "run `bash scripts/install-test-tools.sh` first";
-const pythonAvailable = toolAvailable("Python webhook snippet", () => fileExists(PYTHON) && commandWorks(PYTHON, ["--version"]), `no .tools/venv; ${HINT}`);
+const pythonAvailable = toolAvailable(
+  "Python webhook snippet",
+  () => fileExists(PYTHON) && commandWorks(PYTHON, ["--version"]),
+  `no .tools/venv; ${HINT}`,
+);
 const goAvailable = toolAvailable("Go webhook snippet", () => commandWorks("go", ["version"]), "no go on PATH; install Go 1.26 or newer");
 
 /** The snippet files docs/webhooks.md shows, each verbatim. */
@@ -28,10 +32,15 @@ interface Delivery {
 /** Runs a snippet program with the header as its argument and the body on stdin; resolves with its exit code and stdout. */
 function runSnippet(command: string, args: string[], cwd: string, body: Buffer): Promise<{ code: number; stdout: string }> {
   return new Promise((resolve, reject) => {
-    const child = execFile(command, args, { cwd, env: { ...process.env, WORQ_WEBHOOK_SECRET: SECRET }, timeout: 120_000 }, (error, stdout) => {
-      if (error && typeof error.code !== "number") reject(error);
-      else resolve({ code: error ? (error.code as number) : 0, stdout: stdout.trim() });
-    });
+    const child = execFile(
+      command,
+      args,
+      { cwd, env: { ...process.env, WORQ_WEBHOOK_SECRET: SECRET }, timeout: 120_000 },
+      (error, stdout) => {
+        if (error && typeof error.code !== "number") reject(error);
+        else resolve({ code: error ? (error.code as number) : 0, stdout: stdout.trim() });
+      },
+    );
     child.stdin!.end(body);
   });
 }
@@ -57,7 +66,9 @@ describe("webhook signatures: a real server signs, and each documented snippet v
     dir = mkdtempSync(join(tmpdir(), "worq-webhook-secret-"));
     writeFileSync(join(dir, "secret"), `${SECRET}\n`, { mode: 0o600 });
     server = await startTestServer({ callbackAllow: [origin], webhookSecretFile: join(dir, "secret") });
-    const { jid } = await server.producer.submit({ job: { type: "t", queue: "signed", kwargs: { note: "héllo ✓" }, callbackUrl: `${origin}/hook` } });
+    const { jid } = await server.producer.submit({
+      job: { type: "t", queue: "signed", kwargs: { note: "héllo ✓" }, callbackUrl: `${origin}/hook` },
+    });
     await server.producer.cancel({ jid });
     const deadline = Date.now() + 10_000;
     while (deliveries.length === 0) {
@@ -100,7 +111,10 @@ describe("webhook signatures: a real server signs, and each documented snippet v
   it.skipIf(!pythonAvailable)("Python snippet (examples/python/verify_webhook.py): verified, and rejected for a changed body", async () => {
     const args = [join(ROOT, "examples/python/verify_webhook.py"), signed.headers["worq-signature"] as string];
     expect(await runSnippet(PYTHON, args, ROOT, signed.rawBody)).toEqual({ code: 0, stdout: "verified" });
-    expect(await runSnippet(PYTHON, args, ROOT, Buffer.concat([signed.rawBody, Buffer.from("x")]))).toEqual({ code: 1, stdout: "rejected" });
+    expect(await runSnippet(PYTHON, args, ROOT, Buffer.concat([signed.rawBody, Buffer.from("x")]))).toEqual({
+      code: 1,
+      stdout: "rejected",
+    });
   });
 
   it.skipIf(!goAvailable)(

@@ -25,11 +25,29 @@ describe("worq queues, pause, resume, purge, retry, workers, quiet, terminate (b
   });
 
   it("queues lists every queue with its counts; queues <name> shows one", async () => {
-    await server.producer.submitBatch({ jobs: [{ type: "a", queue: "q-stats" }, { type: "b", queue: "q-stats" }, { type: "c", queue: "q-other" }] });
+    await server.producer.submitBatch({
+      jobs: [
+        { type: "a", queue: "q-stats" },
+        { type: "b", queue: "q-stats" },
+        { type: "c", queue: "q-other" },
+      ],
+    });
     const run = await cli(["queues"]);
     expect(run.code, run.stderr).toBe(0);
     const header = run.stdout.split("\n")[0]!.split(/\s{2,}/);
-    expect(header).toEqual(["QUEUE", "PAUSED", "READY", "DELAYED", "RUNNING", "RETRYING", "PENDING", "DEAD", "FAILED", "COMPLETED", "LATENCY"]);
+    expect(header).toEqual([
+      "QUEUE",
+      "PAUSED",
+      "READY",
+      "DELAYED",
+      "RUNNING",
+      "RETRYING",
+      "PENDING",
+      "DEAD",
+      "FAILED",
+      "COMPLETED",
+      "LATENCY",
+    ]);
     const cells = row(run.stdout, "q-stats")!;
     expect(cells[header.indexOf("READY")]).toBe("2");
     expect(cells[header.indexOf("PAUSED")]).toBe("no");
@@ -56,7 +74,12 @@ describe("worq queues, pause, resume, purge, retry, workers, quiet, terminate (b
     expect((await worker.next()).job!.jid).toBe(jid);
     await worker.stop();
 
-    await server.producer.submitBatch({ jobs: [{ type: "a", queue: "q-purge" }, { type: "b", queue: "q-purge" }] });
+    await server.producer.submitBatch({
+      jobs: [
+        { type: "a", queue: "q-purge" },
+        { type: "b", queue: "q-purge" },
+      ],
+    });
     const refused = await cli(["purge", "q-purge"]); // stdin is not a terminal: no prompt, no purge
     expect(refused.code).toBe(2);
     expect(refused.stderr).toMatch(/pass --yes/);

@@ -39,7 +39,11 @@ describe("worq result: exit codes scripts can trust", () => {
     const raw = await cli(["result", jid, "--raw"]);
     expect([raw.code, raw.stdout]).toEqual([0, "sent to a@example.com"]);
     const json = await cli(["result", jid, "--json"]);
-    expect(jsonOf(json)).toMatchObject({ jid, state: "JOB_STATE_COMPLETED", result: Buffer.from("sent to a@example.com").toString("base64") });
+    expect(jsonOf(json)).toMatchObject({
+      jid,
+      state: "JOB_STATE_COMPLETED",
+      result: Buffer.from("sent to a@example.com").toString("base64"),
+    });
   });
 
   it("exit 1 when the job ended FAILED (and says so), or CANCELLED", async () => {

@@ -18,16 +18,45 @@ describe("worq submit and worq get (built CLI against a real server)", () => {
   it("submits a job from flags; every flag reaches the stored job", async () => {
     const before = Date.now();
     const run = await cli([
-      "submit", "email.send", "--queue", "mail", "--args", '["a@example.com", 2]', "--kwargs", '{"lang":"en"}',
-      "--custom", '{"tenant":7}', "--payload", "s3cret-token", "--priority", "high", "--delay", "10m",
-      "--max-attempts", "5", "--idempotency-key", "order-42", "--ttl", "2d", "--tag", "team=growth", "--tag", "tier=1",
+      "submit",
+      "email.send",
+      "--queue",
+      "mail",
+      "--args",
+      '["a@example.com", 2]',
+      "--kwargs",
+      '{"lang":"en"}',
+      "--custom",
+      '{"tenant":7}',
+      "--payload",
+      "s3cret-token",
+      "--priority",
+      "high",
+      "--delay",
+      "10m",
+      "--max-attempts",
+      "5",
+      "--idempotency-key",
+      "order-42",
+      "--ttl",
+      "2d",
+      "--tag",
+      "team=growth",
+      "--tag",
+      "tier=1",
     ]);
     expect(run.code, run.stderr).toBe(0);
     const jid = field(run.stdout, "jid")!;
     expect(field(run.stdout, "state")).toBe("DELAYED");
 
     const { job } = await server.admin.getJob({ jid });
-    expect(job!).toMatchObject({ type: "email.send", queue: "mail", priority: Priority.HIGH, state: JobState.DELAYED, idempotencyKey: "order-42" });
+    expect(job!).toMatchObject({
+      type: "email.send",
+      queue: "mail",
+      priority: Priority.HIGH,
+      state: JobState.DELAYED,
+      idempotencyKey: "order-42",
+    });
     expect(job!.kwargs).toEqual({ lang: "en" });
     expect(job!.custom).toEqual({ tenant: 7 });
     expect(new TextDecoder().decode(job!.payload)).toBe("s3cret-token");
@@ -44,7 +73,17 @@ describe("worq submit and worq get (built CLI against a real server)", () => {
   });
 
   it("get prints the job for a person, its payload as a size unless --show-payload", async () => {
-    const submitted = await cli(["submit", "report.build", "--queue", "reports", "--args", '["2030-01"]', "--payload", "s3cret-token", "--json"]);
+    const submitted = await cli([
+      "submit",
+      "report.build",
+      "--queue",
+      "reports",
+      "--args",
+      '["2030-01"]',
+      "--payload",
+      "s3cret-token",
+      "--json",
+    ]);
     expect(submitted.code, submitted.stderr).toBe(0);
     const { jid, state } = jsonOf<{ jid: string; state: string }>(submitted);
     expect(state).toBe("SCHEDULED");
@@ -65,10 +104,19 @@ describe("worq submit and worq get (built CLI against a real server)", () => {
 
   it("get --json prints the whole job as protobuf JSON; --json before the command works too", async () => {
     const { jid } = jsonOf<{ jid: string }>(await cli(["submit", "thumb.make", "--json"]));
-    for (const args of [["get", jid, "--json"], ["--json", "get", jid]]) {
+    for (const args of [
+      ["get", jid, "--json"],
+      ["--json", "get", jid],
+    ]) {
       const run = await cli(args);
       expect(run.code, run.stderr).toBe(0);
-      expect(jsonOf(run)).toMatchObject({ jid, type: "thumb.make", queue: "default", state: "JOB_STATE_SCHEDULED", priority: "PRIORITY_NORMAL" });
+      expect(jsonOf(run)).toMatchObject({
+        jid,
+        type: "thumb.make",
+        queue: "default",
+        state: "JOB_STATE_SCHEDULED",
+        priority: "PRIORITY_NORMAL",
+      });
     }
   });
 
@@ -143,7 +191,9 @@ describe("worq submit --json and get --format: the three job formats", () => {
   });
 
   it("a Sidekiq `at` no protobuf Timestamp holds exits 2 naming `at`; one past 9999 that it holds, the server refuses (exit 1, job.at)", async () => {
-    const unsendable = await cli(["submit", "--json", "-", "--format", "sidekiq"], { input: '{"class":"x","queue":"p","args":[],"at":1e300}' });
+    const unsendable = await cli(["submit", "--json", "-", "--format", "sidekiq"], {
+      input: '{"class":"x","queue":"p","args":[],"at":1e300}',
+    });
     expect(unsendable.code).toBe(2);
     expect(unsendable.stderr).toMatch(/^worq submit: stdin: not a sidekiq job: at: 1e\+303 ms cannot be sent as a protobuf time/);
     const refused = await cli(["submit", "--json", "-", "--format", "sidekiq"], { input: '{"class":"x","queue":"p","args":[],"at":1e12}' });
@@ -163,7 +213,13 @@ describe("worq submit --json and get --format: the three job formats", () => {
     expect(answer.jobs.map((job) => job.state)).toEqual(["SCHEDULED", "SCHEDULED"]);
 
     const back = jsonOf(await cli(["get", answer.jobs[0]!.jid, "--format", "envelope"]));
-    expect(back).toMatchObject({ job_id: answer.jobs[0]!.jid, job_path: "app.tasks.resize", args: ["a.png"], kwargs: { width: 100 }, state: "enqueued" });
+    expect(back).toMatchObject({
+      job_id: answer.jobs[0]!.jid,
+      job_path: "app.tasks.resize",
+      args: ["a.png"],
+      kwargs: { width: 100 },
+      state: "enqueued",
+    });
 
     // One bad job refuses the whole batch before anything is sent.
     const bad = await cli(["submit", "--json", "--format", "envelope"], { input: JSON.stringify([jobs[0], { args: [] }]) });

@@ -12,8 +12,22 @@ import { startTestServer, type TestServer } from "../e2e/support/test-server.js"
 import { field, runCli } from "./support/run-cli.js";
 
 const COMMANDS = [
-  "serve", "submit", "get", "result", "jobs", "queues", "workers", "retry", "delete", "cancel",
-  "pause", "resume", "purge", "info", "quiet", "terminate",
+  "serve",
+  "submit",
+  "get",
+  "result",
+  "jobs",
+  "queues",
+  "workers",
+  "retry",
+  "delete",
+  "cancel",
+  "pause",
+  "resume",
+  "purge",
+  "info",
+  "quiet",
+  "terminate",
 ];
 
 /** A port on 127.0.0.1 that nothing listens on (free-port.ts: outside the range other tests' servers get). */

@@ -82,7 +82,9 @@ describe("the TypeScript library batches calls (real server)", () => {
     const running = worker.run();
     // With 4 credits, one of them taken by the stalled call, every job must still run.
     const producer = new WorqClient({ address: `127.0.0.1:${server.port}` });
-    const completed = async () => (await Promise.all(jids.map(async (jid) => (await producer.getJob(jid)).state))).filter((state) => state === JobState.COMPLETED).length;
+    const completed = async () =>
+      (await Promise.all(jids.map(async (jid) => (await producer.getJob(jid)).state))).filter((state) => state === JobState.COMPLETED)
+        .length;
     await expect.poll(completed, { timeout: 10_000 }).toBe(39);
     expect(started).toHaveLength(40);
     releaseFirst();

@@ -27,7 +27,9 @@ describe("the TS library's gRPC link (real server)", () => {
   it("an error status reaches the caller with its code and its message, percent-decoded", async () => {
     const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
     const jid = "nö-such-jöb-✓";
-    const error = await client.link.unary("/worq.v1.AdminService/GetJob", toBinary(GetJobRequestSchema, create(GetJobRequestSchema, { jid }))).catch((e: unknown) => e);
+    const error = await client.link
+      .unary("/worq.v1.AdminService/GetJob", toBinary(GetJobRequestSchema, create(GetJobRequestSchema, { jid })))
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(WorqClientError);
     expect((error as WorqClientError).code).toBe(Code.InvalidArgument);
     expect((error as WorqClientError).message).toBe(`jid: "${jid}" is not a job id (UUID v4)`);
@@ -66,7 +68,10 @@ describe("the TS library's gRPC link (real server)", () => {
       console.log(await client.submit("idle-exit", { queue: "link-idle" }));
     `;
     // Rejects if the child is still running after 15 s (killed) or fails.
-    const { stdout } = await promisify(execFile)(process.execPath, ["--input-type=module", "-e", script], { encoding: "utf8", timeout: 15_000 });
+    const { stdout } = await promisify(execFile)(process.execPath, ["--input-type=module", "-e", script], {
+      encoding: "utf8",
+      timeout: 15_000,
+    });
     expect(stdout.trim()).toMatch(/^[0-9a-f-]{36}$/);
   });
 });

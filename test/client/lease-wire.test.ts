@@ -44,7 +44,8 @@ describe("the TS library's Lease reader", () => {
           expect(view.tags).toEqual(job!.tags);
           expect(view.leaseId).toBe(leaseId);
           expect(view.backtraceFrames).toBe(job!.backtrace);
-          const ms = (t: { seconds: bigint; nanos: number } | undefined) => (t ? Number(t.seconds) * 1000 + Math.floor(t.nanos / 1e6) : undefined);
+          const ms = (t: { seconds: bigint; nanos: number } | undefined) =>
+            t ? Number(t.seconds) * 1000 + Math.floor(t.nanos / 1e6) : undefined;
           expect(view.reserveForMs).toBe(ms(job!.reserveFor));
           expect(view.executionDeadlineMs).toBe(ms(executionDeadline));
           expect(equals(JobSchema, view.proto, job!)).toBe(true);
@@ -55,11 +56,16 @@ describe("the TS library's Lease reader", () => {
   });
 
   it("reads control, revoked and keepalive messages", () => {
-    const read = (kind: Parameters<typeof create<typeof LeaseResponseSchema>>[1]) => readLeaseResponse(toBinary(LeaseResponseSchema, create(LeaseResponseSchema, kind)));
+    const read = (kind: Parameters<typeof create<typeof LeaseResponseSchema>>[1]) =>
+      readLeaseResponse(toBinary(LeaseResponseSchema, create(LeaseResponseSchema, kind)));
     const control = read({ kind: { case: "control", value: { action: ControlAction.QUIET, reason: "deploy" } } });
     expect(control.kind === "control" && [control.control.action, control.control.reason]).toEqual([ControlAction.QUIET, "deploy"]);
     const revoked = read({ kind: { case: "revoked", value: { jid: "j1", leaseId: "l1", reason: "cancelled" } } });
-    expect(revoked.kind === "revoked" && [revoked.revoked.jid, revoked.revoked.leaseId, revoked.revoked.reason]).toEqual(["j1", "l1", "cancelled"]);
+    expect(revoked.kind === "revoked" && [revoked.revoked.jid, revoked.revoked.leaseId, revoked.revoked.reason]).toEqual([
+      "j1",
+      "l1",
+      "cancelled",
+    ]);
     expect(read({ kind: { case: "keepalive", value: {} } }).kind).toBe("keepalive");
   });
 
@@ -72,11 +78,26 @@ describe("the TS library's Report writer", () => {
   it("writes the request protobuf-es would, acks and fails in order", () => {
     fc.assert(
       fc.property(
-        fc.array(fc.record({ jid: fc.uuid({ version: 4 }), leaseId: fc.uuid({ version: 4 }), result: fc.uint8Array({ maxLength: 32 }) }), { maxLength: 5 }),
-        fc.array(fc.record({ jid: fc.uuid({ version: 4 }), leaseId: fc.uuid({ version: 4 }), message: fc.string(), retryAfterMs: fc.option(fc.nat(100_000), { nil: undefined }) }), { maxLength: 3 }),
+        fc.array(fc.record({ jid: fc.uuid({ version: 4 }), leaseId: fc.uuid({ version: 4 }), result: fc.uint8Array({ maxLength: 32 }) }), {
+          maxLength: 5,
+        }),
+        fc.array(
+          fc.record({
+            jid: fc.uuid({ version: 4 }),
+            leaseId: fc.uuid({ version: 4 }),
+            message: fc.string(),
+            retryAfterMs: fc.option(fc.nat(100_000), { nil: undefined }),
+          }),
+          { maxLength: 3 },
+        ),
         (acks, failItems) => {
           const fails = failItems.map(({ retryAfterMs, ...f }) =>
-            create(FailRequestSchema, { ...f, category: FailureCategory.TEMPORARY, backtrace: ["at x"], ...(retryAfterMs !== undefined && { retryAfter: durationFromMs(retryAfterMs) }) }),
+            create(FailRequestSchema, {
+              ...f,
+              category: FailureCategory.TEMPORARY,
+              backtrace: ["at x"],
+              ...(retryAfterMs !== undefined && { retryAfter: durationFromMs(retryAfterMs) }),
+            }),
           );
           const decoded = fromBinary(ReportRequestSchema, writeReportRequest(acks, fails));
           expect(equals(ReportRequestSchema, decoded, create(ReportRequestSchema, { acks, fails }))).toBe(true);

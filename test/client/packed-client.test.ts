@@ -17,7 +17,11 @@ const ROOT = join(import.meta.dirname, "../..");
 const run = promisify(execFile);
 const NPM = process.platform === "win32" ? "npm.cmd" : "npm";
 
-const registryReachable = toolAvailable("packed client package", () => commandWorks(NPM, ["ping"]), "npm cannot reach its registry (npm ping failed)");
+const registryReachable = toolAvailable(
+  "packed client package",
+  () => commandWorks(NPM, ["ping"]),
+  "npm cannot reach its registry (npm ping failed)",
+);
 
 /** The server's own libraries: a worker that installs the client must get none of them. */
 const SERVER_ONLY = ["level", "classic-level", "pg", "prom-client", "pino", "commander", "@grpc/grpc-js", "@grpc/reflection"];
@@ -55,10 +59,14 @@ describe("@worq/client, packed and installed as a user would", () => {
   it.skipIf(!registryReachable)(
     "the tarball installs without the server's libraries, and its README's quickstart runs a job to COMPLETED",
     async () => {
-      const { stdout: packed } = await run(NPM, ["pack", "--workspace", "@worq/client", "--pack-destination", dir, "--json"], { cwd: ROOT });
+      const { stdout: packed } = await run(NPM, ["pack", "--workspace", "@worq/client", "--pack-destination", dir, "--json"], {
+        cwd: ROOT,
+      });
       const [{ filename, files }] = JSON.parse(packed) as [{ filename: string; files: { path: string }[] }];
       const paths = files.map((file) => file.path);
-      expect(paths).toEqual(expect.arrayContaining(["package.json", "README.md", "dist/index.js", "dist/index.d.ts", "dist/gen/worq/v1/job_pb.js"]));
+      expect(paths).toEqual(
+        expect.arrayContaining(["package.json", "README.md", "dist/index.js", "dist/index.d.ts", "dist/gen/worq/v1/job_pb.js"]),
+      );
       expect(paths.filter((path) => !path.startsWith("dist/") && !["package.json", "README.md"].includes(path))).toEqual([]);
 
       const app = join(dir, "app");
@@ -88,7 +96,7 @@ describe("@worq/client, packed and installed as a user would", () => {
       try {
         const cli = async (...args: string[]) => (await run(process.execPath, [WORQ_CLI, ...args, "--server", address, "--json"])).stdout;
         let completed: { jid: string }[] = [];
-        for (const deadline = Date.now() + 20_000; completed.length === 0 && Date.now() < deadline; ) {
+        for (const deadline = Date.now() + 20_000; completed.length === 0 && Date.now() < deadline;) {
           await new Promise((resolve) => setTimeout(resolve, 200));
           completed = (JSON.parse(await cli("jobs", "--queue", "mail", "--state", "completed")) as { jobs: { jid: string }[] }).jobs;
         }

@@ -46,14 +46,39 @@ describe("the TS worker's Lease stream (real server)", () => {
     const seen: unknown[] = [];
     const worker = new Worker({ client, queues: ["stream-fields"] });
     worker.register("fields", (job) => {
-      seen.push({ jid: job.jid, queue: job.queue, args: job.args, kwargs: job.kwargs, tags: job.tags, attempt: job.attempt, protoJid: job.proto.jid, protoQueue: job.proto.queue });
+      seen.push({
+        jid: job.jid,
+        queue: job.queue,
+        args: job.args,
+        kwargs: job.kwargs,
+        tags: job.tags,
+        attempt: job.attempt,
+        protoJid: job.proto.jid,
+        protoQueue: job.proto.queue,
+      });
     });
     const running = worker.run();
-    const jid = await client.submit("fields", { queue: "stream-fields", args: [{ a: [true, null] }], kwargs: { k: 1.5 }, tags: { team: "x" } });
+    const jid = await client.submit("fields", {
+      queue: "stream-fields",
+      args: [{ a: [true, null] }],
+      kwargs: { k: 1.5 },
+      tags: { team: "x" },
+    });
     await client.waitResult(jid, 10_000);
     await worker.stop();
     await running;
-    expect(seen).toEqual([{ jid, queue: "stream-fields", args: [{ a: [true, null] }], kwargs: { k: 1.5 }, tags: { team: "x" }, attempt: 1, protoJid: jid, protoQueue: "stream-fields" }]);
+    expect(seen).toEqual([
+      {
+        jid,
+        queue: "stream-fields",
+        args: [{ a: [true, null] }],
+        kwargs: { k: 1.5 },
+        tags: { team: "x" },
+        attempt: 1,
+        protoJid: jid,
+        protoQueue: "stream-fields",
+      },
+    ]);
   });
 
   it("takes a handler's outcome however it comes: a value, a thenable, a throw, or a result JSON cannot hold", async () => {

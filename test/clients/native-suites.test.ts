@@ -13,7 +13,9 @@ async function run(command: string, args: string[], options: Parameters<typeof e
     return { stdout: String(stdout) };
   } catch (error) {
     const { stdout = "", stderr = "" } = error as { stdout?: string; stderr?: string };
-    throw new Error(`${command} ${args.join(" ")} failed:\n--- stdout (tail)\n${String(stdout).slice(-6000)}\n--- stderr (tail)\n${String(stderr).slice(-3000)}`);
+    throw new Error(
+      `${command} ${args.join(" ")} failed:\n--- stdout (tail)\n${String(stdout).slice(-6000)}\n--- stderr (tail)\n${String(stderr).slice(-3000)}`,
+    );
   }
 }
 const ROOT = join(import.meta.dirname, "../..");
@@ -31,25 +33,33 @@ const hasPython = toolAvailable(
  * so that `npm test` runs every test of the project.
  */
 describe("the worker libraries' own test suites", () => {
-  it.skipIf(!hasGo)("clients/go: go vet and go test ./...", async () => {
-    const cwd = join(ROOT, "clients/go");
-    const env = { ...process.env, WORQ_REQUIRE_ALL: process.env.WORQ_REQUIRE_ALL ?? "" };
-    await run("go", ["vet", "./..."], { cwd, env, timeout: 300_000 });
-    const { stdout } = await run("go", ["test", "-count=1", "./..."], { cwd, env, timeout: 300_000, maxBuffer: 16 * 1024 * 1024 });
-    expect(stdout).toMatch(/^ok\s/m);
-    expect(stdout).not.toMatch(/^FAIL/m);
-  }, 360_000);
+  it.skipIf(!hasGo)(
+    "clients/go: go vet and go test ./...",
+    async () => {
+      const cwd = join(ROOT, "clients/go");
+      const env = { ...process.env, WORQ_REQUIRE_ALL: process.env.WORQ_REQUIRE_ALL ?? "" };
+      await run("go", ["vet", "./..."], { cwd, env, timeout: 300_000 });
+      const { stdout } = await run("go", ["test", "-count=1", "./..."], { cwd, env, timeout: 300_000, maxBuffer: 16 * 1024 * 1024 });
+      expect(stdout).toMatch(/^ok\s/m);
+      expect(stdout).not.toMatch(/^FAIL/m);
+    },
+    360_000,
+  );
 
-  it.skipIf(!hasPython)("clients/python: mypy --strict and pytest", async () => {
-    // mypy reads its config (strict, the generated stubs' path) from clients/python/pyproject.toml.
-    const typed = await run(PYTHON, ["-m", "mypy"], { cwd: join(ROOT, "clients/python"), timeout: 300_000 });
-    expect(typed.stdout).toMatch(/^Success: no issues found/m);
-    const { stdout } = await run(PYTHON, ["-m", "pytest", "-q", "-p", "no:cacheprovider", "clients/python/tests"], {
-      cwd: ROOT,
-      timeout: 300_000,
-      maxBuffer: 16 * 1024 * 1024,
-    });
-    expect(stdout).toMatch(/\d+ passed/);
-    expect(stdout).not.toMatch(/\d+ failed/);
-  }, 360_000);
+  it.skipIf(!hasPython)(
+    "clients/python: mypy --strict and pytest",
+    async () => {
+      // mypy reads its config (strict, the generated stubs' path) from clients/python/pyproject.toml.
+      const typed = await run(PYTHON, ["-m", "mypy"], { cwd: join(ROOT, "clients/python"), timeout: 300_000 });
+      expect(typed.stdout).toMatch(/^Success: no issues found/m);
+      const { stdout } = await run(PYTHON, ["-m", "pytest", "-q", "-p", "no:cacheprovider", "clients/python/tests"], {
+        cwd: ROOT,
+        timeout: 300_000,
+        maxBuffer: 16 * 1024 * 1024,
+      });
+      expect(stdout).toMatch(/\d+ passed/);
+      expect(stdout).not.toMatch(/\d+ failed/);
+    },
+    360_000,
+  );
 });

@@ -117,7 +117,9 @@ describe.skipIf(!postgresAvailable())("a cluster of three servers on one Postgre
     expect(error).toBeInstanceOf(ConnectError);
     expect((error as ConnectError).code).toBe(Code.InvalidArgument);
     expect((error as ConnectError).rawMessage).toMatch(/job\.type/);
-    const missing = await follower.clients.admin.getJob({ jid: "6f1c7f46-3c2a-4d8e-9f55-1b8f4f2b7a10" }).catch((e: unknown) => ConnectError.from(e));
+    const missing = await follower.clients.admin
+      .getJob({ jid: "6f1c7f46-3c2a-4d8e-9f55-1b8f4f2b7a10" })
+      .catch((e: unknown) => ConnectError.from(e));
     expect((missing as ConnectError).code).toBe(Code.NotFound);
     const after = await follower.clients.admin.getServerInfo({});
     expect(after.totalSubmitted).toBe(before.totalSubmitted);
@@ -152,7 +154,9 @@ describe.skipIf(!postgresAvailable())("a cluster of three servers on one Postgre
     await admin.connect();
     try {
       // What a network cut or a PostgreSQL restart looks like to the leader: its sessions end, the writer lock with them.
-      const { rowCount } = await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [`worq-node:${leaderId}`]);
+      const { rowCount } = await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [
+        `worq-node:${leaderId}`,
+      ]);
       expect(rowCount).toBeGreaterThan(0);
     } finally {
       await admin.end();
@@ -190,6 +194,8 @@ describe.skipIf(!postgresAvailable())("a cluster of three servers on one Postgre
 
   it("a server started on the same database without --cluster is refused", async () => {
     const { spawnServer } = await import("../e2e/support/server-process.js");
-    await expect(spawnServer("/nonexistent-unused", ["--store", url, "--log-level", "warn"])).rejects.toThrow(/another Worq server is using/);
+    await expect(spawnServer("/nonexistent-unused", ["--store", url, "--log-level", "warn"])).rejects.toThrow(
+      /another Worq server is using/,
+    );
   });
 });

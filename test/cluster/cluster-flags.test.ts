@@ -31,6 +31,8 @@ describe("worq serve --cluster flags", () => {
     const tls = ["--tls-cert", "node.pem", "--tls-key", "node-key.pem"];
     expect(parse([...STORE, "--cluster", ...tls]).cluster!.caFile).toBe("node.pem");
     expect(parse([...STORE, "--cluster", ...tls, "--tls-client-ca", "clients.pem"]).cluster!.caFile).toBe("clients.pem");
-    expect(parse([...STORE, "--cluster", ...tls, "--tls-client-ca", "clients.pem", "--cluster-ca", "nodes.pem"]).cluster!.caFile).toBe("nodes.pem");
+    expect(parse([...STORE, "--cluster", ...tls, "--tls-client-ca", "clients.pem", "--cluster-ca", "nodes.pem"]).cluster!.caFile).toBe(
+      "nodes.pem",
+    );
   });
 });

@@ -29,14 +29,19 @@ describe.skipIf(!postgresAvailable() || !hasOpenssl)("a two-node cluster with mu
   });
 
   const client = (node: ServerProcess) =>
-    new WorqClient({ address: `127.0.0.1:${node.port}`, tls: { ca: pki.read(pki.ca), cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) } });
+    new WorqClient({
+      address: `127.0.0.1:${node.port}`,
+      tls: { ca: pki.read(pki.ca), cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) },
+    });
 
   it("a job submitted through the follower over mTLS is stored by the leader and readable through either node", async () => {
     const [leader, follower] = nodes;
     let jid = "";
     // The follower learns who leads within a poll or two.
     for (let i = 0; i < 50 && !jid; i++) {
-      jid = await client(follower!).submit("tls", { queue: "tls" }).catch(() => "");
+      jid = await client(follower!)
+        .submit("tls", { queue: "tls" })
+        .catch(() => "");
       if (!jid) await new Promise((r) => setTimeout(r, 100));
     }
     expect(jid).toMatch(/^[0-9a-f-]{36}$/);

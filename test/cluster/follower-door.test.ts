@@ -48,7 +48,10 @@ describe.skipIf(!postgresAvailable())("the HTTP door on a follower of a two-node
     expect(target.status).toBe(400);
     const jid = await rawHttp(follower.httpPort, "GET /v1/jobs/%E0 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
     expect(jid.status).toBe(400);
-    expect(jsonBodyOf(jid)).toEqual({ code: "invalid_argument", message: 'jid: the path segment "%E0" is not valid percent-encoded UTF-8' });
+    expect(jsonBodyOf(jid)).toEqual({
+      code: "invalid_argument",
+      message: 'jid: the path segment "%E0" is not valid percent-encoded UTF-8',
+    });
     expect([leader.child.exitCode, follower.child.exitCode]).toEqual([null, null]);
     expect(await waitForCluster(leader.clients, 2)).toBe(leader.nodeId);
   });
@@ -56,7 +59,10 @@ describe.skipIf(!postgresAvailable())("the HTTP door on a follower of a two-node
   it("a cross-origin POST and a foreign Host are refused at the follower; a same-origin POST is forwarded and served", async () => {
     const body = JSON.stringify({ jobtype: "door", queue: "door", args: [] });
     const post = (headers: string) =>
-      rawHttp(follower.httpPort, `POST /v1/jobs HTTP/1.1\r\n${headers}Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+      rawHttp(
+        follower.httpPort,
+        `POST /v1/jobs HTTP/1.1\r\n${headers}Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`,
+      );
     expect((await post(`Host: 127.0.0.1:${follower.httpPort}\r\nOrigin: https://evil.example\r\n`)).status).toBe(403);
     expect((await post("Host: attacker.example\r\n")).status).toBe(403);
     const same = await post(`Host: 127.0.0.1:${follower.httpPort}\r\nOrigin: http://127.0.0.1:${follower.httpPort}\r\n`);
@@ -102,7 +108,8 @@ describe.skipIf(!postgresAvailable() || !hasOpenssl)("a follower with TLS and to
 
   it("/metrics needs a token on the follower as on the leader", async () => {
     const tls = { ca: pki.read(pki.ca) };
-    const metrics = (authorization: string) => rawHttp(follower.httpPort, `GET /metrics HTTP/1.1\r\nHost: localhost\r\n${authorization}\r\n`, { tls });
+    const metrics = (authorization: string) =>
+      rawHttp(follower.httpPort, `GET /metrics HTTP/1.1\r\nHost: localhost\r\n${authorization}\r\n`, { tls });
     expect((await metrics("")).status).toBe(401);
     expect((await metrics("Authorization: Bearer not-a-token\r\n")).status).toBe(401);
     const allowed = await metrics(`Authorization: Bearer ${TOKENS.worker}\r\n`);

@@ -46,7 +46,10 @@ describe.skipIf(!postgresAvailable())("the leader dies while calls through a fol
     await waitForNewLeader(follower, "first");
     let state: number | undefined;
     for (let i = 0; i < 100 && state === undefined; i++) {
-      state = await follower.clients.admin.getJob({ jid }).then((reply) => reply.job!.state, () => undefined);
+      state = await follower.clients.admin.getJob({ jid }).then(
+        (reply) => reply.job!.state,
+        () => undefined,
+      );
       if (state === undefined) await new Promise((r) => setTimeout(r, 100));
     }
     expect(state).toBeDefined();

@@ -55,7 +55,18 @@ describe.skipIf(!postgresAvailable())("three servers on one PostgreSQL database,
     for (const id of ["alpha", "bravo", "charlie"]) nodes.push(await spawnNode(url, id, ["--orphan-grace", `${ORPHAN_GRACE_MS}ms`]));
     const firstLeader = await waitForCluster(nodes[1]!.clients, 3);
     for (const node of nodes) {
-      workers.push(new LineProcess(CLUSTER_WORKER, ["--addr", `127.0.0.1:${node.port}`, "--worker-id", `w-${node.nodeId}`, "--credits", "20", "--work-ms", "5"]));
+      workers.push(
+        new LineProcess(CLUSTER_WORKER, [
+          "--addr",
+          `127.0.0.1:${node.port}`,
+          "--worker-id",
+          `w-${node.nodeId}`,
+          "--credits",
+          "20",
+          "--work-ms",
+          "5",
+        ]),
+      );
     }
     await Promise.all(workers.map((worker) => worker.waitFor((line) => line === "ready")));
 
@@ -86,7 +97,8 @@ describe.skipIf(!postgresAvailable())("three servers on one PostgreSQL database,
         }
       }
     };
-    const accepted = () => workers.reduce((n, w) => n + w.lines.filter((line) => line.startsWith("ack ") && line.split(" ")[3] === "0").length, 0);
+    const accepted = () =>
+      workers.reduce((n, w) => n + w.lines.filter((line) => line.startsWith("ack ") && line.split(" ")[3] === "0").length, 0);
     const producing = (async () => {
       for (let first = 0; first < JOBS; first += BATCH * 4) {
         await Promise.all([0, 1, 2, 3].map((k) => (first + k * BATCH < JOBS ? submitBatch(first + k * BATCH) : undefined)));
@@ -164,7 +176,9 @@ describe.skipIf(!postgresAvailable())("three servers on one PostgreSQL database,
       redelivered.map(async ({ jid }) => {
         const { failure } = (await survivor.clients.admin.getJob({ jid })).job ?? {};
         const lapsed = failure?.retriedAt && failure.message.includes(`worker w-${victim.nodeId} `);
-        const releaseMs = lapsed ? Number(failure.retriedAt!.seconds) * 1_000 + Math.floor(failure.retriedAt!.nanos / 1_000_000) - killedAtMs : failoverMs;
+        const releaseMs = lapsed
+          ? Number(failure.retriedAt!.seconds) * 1_000 + Math.floor(failure.retriedAt!.nanos / 1_000_000) - killedAtMs
+          : failoverMs;
         return { jid, releaseMs };
       }),
     );
@@ -189,7 +203,9 @@ describe.skipIf(!postgresAvailable())("three servers on one PostgreSQL database,
     for (const jid of lost.slice(0, 5)) {
       const { job } = await survivor.clients.admin.getJob({ jid });
       const mine = grantsByJid.get(jid) ?? [];
-      process.stdout.write(`lost ${jid}: state ${job?.state} attempt ${job?.attempt}; grants ${JSON.stringify(mine.map((g) => [g.node, g.atMs - killedAtMs, acks.get(g.leaseId)]))}\n`);
+      process.stdout.write(
+        `lost ${jid}: state ${job?.state} attempt ${job?.attempt}; grants ${JSON.stringify(mine.map((g) => [g.node, g.atMs - killedAtMs, acks.get(g.leaseId)]))}\n`,
+      );
     }
     expect(jids.size).toBe(JOBS);
     expect(newLeader).not.toBe(firstLeader);

@@ -17,7 +17,9 @@ describe.each(["ts", "py", "go"] as const)("worker library conformance: %s", (la
     // A failed or timed-out scenario shows what each worker did: its events and its log.
     if (task.result?.state === "fail") {
       for (const worker of workers) {
-        console.error(`conformance worker (${lang}), exit ${worker.child.exitCode}: events ${JSON.stringify(worker.events)}\nstderr:\n${worker.log.slice(-4000)}`);
+        console.error(
+          `conformance worker (${lang}), exit ${worker.child.exitCode}: events ${JSON.stringify(worker.events)}\nstderr:\n${worker.log.slice(-4000)}`,
+        );
       }
     }
     for (const worker of workers) worker.kill("SIGKILL");
@@ -29,22 +31,26 @@ describe.each(["ts", "py", "go"] as const)("worker library conformance: %s", (la
   });
 
   SCENARIOS.forEach((scenario, i) => {
-    it.skipIf(!available[lang])(scenario.name, async () => {
-      const ctx: ScenarioContext = {
-        lang,
-        server: () => server,
-        restartServer: async () => {
-          server = await server.restart({ samePort: true });
-        },
-        queue: `conformance-${lang}-${i}`,
-        startWorker: async (options = {}) => {
-          const worker = new WorkerProcess(lang, { addr: `127.0.0.1:${server.port}`, queue: ctx.queue, ...options });
-          workers.push(worker);
-          await worker.ready();
-          return worker;
-        },
-      };
-      await scenario.run(ctx);
-    }, 60_000);
+    it.skipIf(!available[lang])(
+      scenario.name,
+      async () => {
+        const ctx: ScenarioContext = {
+          lang,
+          server: () => server,
+          restartServer: async () => {
+            server = await server.restart({ samePort: true });
+          },
+          queue: `conformance-${lang}-${i}`,
+          startWorker: async (options = {}) => {
+            const worker = new WorkerProcess(lang, { addr: `127.0.0.1:${server.port}`, queue: ctx.queue, ...options });
+            workers.push(worker);
+            await worker.ready();
+            return worker;
+          },
+        };
+        await scenario.run(ctx);
+      },
+      60_000,
+    );
   });
 });

@@ -94,7 +94,11 @@ export const SCENARIOS: Scenario[] = [
     name: "a job whose retries run out ends dead",
     async run(ctx) {
       const worker = await ctx.startWorker();
-      const jid = await submitScenario(ctx, { action: "fail_times", times: 99 }, { retry: { maxAttempts: 2, initialDelay: durationFromMs(50) } });
+      const jid = await submitScenario(
+        ctx,
+        { action: "fail_times", times: 99 },
+        { retry: { maxAttempts: 2, initialDelay: durationFromMs(50) } },
+      );
       const job = await finished(ctx, jid);
       expect(job.state).toBe(JobState.DEAD_LETTER);
       expect(job.attempt).toBe(2);

@@ -16,7 +16,9 @@ const { values } = parseArgs({
   },
 });
 if (!values.addr || !values.queue) {
-  process.stderr.write("usage: ts-worker --addr HOST:PORT --queue NAME [--lang ts] [--worker-id ID] [--concurrency N] [--shutdown-timeout-ms MS]\n");
+  process.stderr.write(
+    "usage: ts-worker --addr HOST:PORT --queue NAME [--lang ts] [--worker-id ID] [--concurrency N] [--shutdown-timeout-ms MS]\n",
+  );
   process.exit(2);
 }
 const lang = values.lang!;
@@ -25,10 +27,14 @@ const print = (event: Record<string, unknown>) => process.stdout.write(`${JSON.s
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => {
-      clearTimeout(timer);
-      reject(signal.reason instanceof Error ? signal.reason : new Error("cancelled"));
-    }, { once: true });
+    signal.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(timer);
+        reject(signal.reason instanceof Error ? signal.reason : new Error("cancelled"));
+      },
+      { once: true },
+    );
   });
 }
 

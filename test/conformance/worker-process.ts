@@ -18,13 +18,21 @@ const WORKER_COMMANDS: Record<Lang, { command: string; args: string[] }> = {
 /** The languages whose conformance worker can run here (a missing one is skipped, or fails with WORQ_REQUIRE_ALL=1). */
 export function availableLanguages(): Record<Lang, boolean> {
   return {
-    ts: toolAvailable("TypeScript conformance worker", () => fileExists(WORKER_COMMANDS.ts.args[0]!), "dist/ is not built: run `npm run build`"),
+    ts: toolAvailable(
+      "TypeScript conformance worker",
+      () => fileExists(WORKER_COMMANDS.ts.args[0]!),
+      "dist/ is not built: run `npm run build`",
+    ),
     py: toolAvailable(
       "Python conformance worker",
       () => fileExists(WORKER_COMMANDS.py.args[0]!) && commandWorks(WORKER_COMMANDS.py.command, ["-c", "import worq, worq.v1"]),
       `no .tools/venv with clients/python; ${INSTALL_HINT}`,
     ),
-    go: toolAvailable("Go conformance worker", () => fileExists(WORKER_COMMANDS.go.command), `no .tools/bin/go-conformance-worker; ${INSTALL_HINT}`),
+    go: toolAvailable(
+      "Go conformance worker",
+      () => fileExists(WORKER_COMMANDS.go.command),
+      `no .tools/bin/go-conformance-worker; ${INSTALL_HINT}`,
+    ),
   };
 }
 
@@ -60,10 +68,12 @@ export class WorkerProcess {
       }
       this.listeners.forEach((wake) => wake());
     });
-    this.exited = new Promise((resolve) => this.child.once("exit", (code, signal) => {
-      this.listeners.forEach((wake) => wake());
-      resolve({ code, signal });
-    }));
+    this.exited = new Promise((resolve) =>
+      this.child.once("exit", (code, signal) => {
+        this.listeners.forEach((wake) => wake());
+        resolve({ code, signal });
+      }),
+    );
   }
 
   /** Waits for the first event matching `predicate`; fails with the worker's stderr after `timeoutMs`. */
@@ -73,7 +83,9 @@ export class WorkerProcess {
       const found = this.events.find(predicate);
       if (found) return found;
       if (this.child.exitCode !== null || Date.now() > deadline) {
-        throw new Error(`conformance worker: no ${what} within ${timeoutMs} ms (exit ${this.child.exitCode}); events ${JSON.stringify(this.events)}; stderr:\n${this.stderr.slice(-3000)}`);
+        throw new Error(
+          `conformance worker: no ${what} within ${timeoutMs} ms (exit ${this.child.exitCode}); events ${JSON.stringify(this.events)}; stderr:\n${this.stderr.slice(-3000)}`,
+        );
       }
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, Math.min(200, deadline - Date.now()));

@@ -15,7 +15,7 @@ import { chromiumAvailable, eventually, launchBrowser } from "./support/browser.
 
 /** Where the tests save a screenshot of each page (README "Dashboard"; CI keeps the folder). */
 const SCREENSHOTS = join(packageRoot(), "artifacts/screenshots");
-const XSS = "<script>window.__xss = 1</script><img src=x onerror=\"window.__xss = 2\">";
+const XSS = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">';
 
 const hasChromium = chromiumAvailable();
 let server: TestServer;
@@ -58,7 +58,11 @@ describe("dashboard serving and request safety (real server, no browser)", () =>
 
   it("refuses a state change sent as a form would send it (no CSRF by plain POST): the queue stays unpaused", async () => {
     for (const type of ["application/x-www-form-urlencoded", "text/plain", "multipart/form-data; boundary=x"]) {
-      const response = await fetch(`${base}/worq.v1.AdminService/PauseQueue`, { method: "POST", headers: { "content-type": type }, body: '{"queue":"csrf-form"}' });
+      const response = await fetch(`${base}/worq.v1.AdminService/PauseQueue`, {
+        method: "POST",
+        headers: { "content-type": type },
+        body: '{"queue":"csrf-form"}',
+      });
       expect(response.status, type).toBe(415);
     }
     expect((await server.admin.getQueueStats({ queue: "csrf-form" })).stats!.paused).toBe(false);
@@ -74,11 +78,18 @@ describe.skipIf(!hasChromium)("dashboard in Chromium (real server, real browser)
 
   /** Jobs that end DEAD_LETTER (one attempt, failed). */
   async function deadJobs(queue: string, count: number): Promise<string[]> {
-    const { jobs } = await server.producer.submitBatch({ jobs: Array.from({ length: count }, () => ({ type: "flaky.report", queue, retry: { maxAttempts: 1 } })) });
+    const { jobs } = await server.producer.submitBatch({
+      jobs: Array.from({ length: count }, () => ({ type: "flaky.report", queue, retry: { maxAttempts: 1 } })),
+    });
     const worker = new StreamWorker(server, { queues: [queue], workerId: `w-${queue}`, credits: count });
     for (let i = 0; i < count; i++) {
       const leased = await worker.next();
-      await server.worker.fail({ jid: leased.job!.jid, leaseId: leased.leaseId, message: `boom <b>${i}</b>`, backtrace: ["at a (x.js:1)", "at b (y.js:2)"] });
+      await server.worker.fail({
+        jid: leased.job!.jid,
+        leaseId: leased.leaseId,
+        message: `boom <b>${i}</b>`,
+        backtrace: ["at a (x.js:1)", "at b (y.js:2)"],
+      });
     }
     await worker.stop();
     return jobs.map((j) => j.jid);
@@ -107,11 +118,17 @@ describe.skipIf(!hasChromium)("dashboard in Chromium (real server, real browser)
       ],
     });
     seeded.smsJid = mail.jobs[2]!.jid;
-    seeded.delayed = (await server.producer.submit({ job: { type: "report.monthly", queue: "reports", delay: durationFromMs(3_600_000) } })).jid;
+    seeded.delayed = (
+      await server.producer.submit({ job: { type: "report.monthly", queue: "reports", delay: durationFromMs(3_600_000) } })
+    ).jid;
     const [dead1, dead2] = await deadJobs("billing", 2);
     seeded.dead1 = dead1!;
     seeded.dead2 = dead2!;
-    seeded.retrying = (await server.producer.submit({ job: { type: "webhook.deliver", queue: "hooks", retry: { maxAttempts: 5, initialDelay: durationFromMs(3_600_000) } } })).jid;
+    seeded.retrying = (
+      await server.producer.submit({
+        job: { type: "webhook.deliver", queue: "hooks", retry: { maxAttempts: 5, initialDelay: durationFromMs(3_600_000) } },
+      })
+    ).jid;
     const hookWorker = new StreamWorker(server, { queues: ["hooks"], workerId: "w-hooks", credits: 1 });
     const hook = await hookWorker.next();
     await server.worker.fail({ jid: hook.job!.jid, leaseId: hook.leaseId, message: "503 from upstream" });
@@ -148,7 +165,14 @@ describe.skipIf(!hasChromium)("dashboard in Chromium (real server, real browser)
     await eventually(async () => {
       const [info, queues] = await Promise.all([server.admin.getServerInfo({}), server.admin.listQueues({ pageSize: 1000 })]);
       const dead = queues.queues.reduce((sum, q) => sum + q.dead, 0n);
-      const expected = { processed: info.totalProcessed, failed: info.totalFailed, dead, submitted: info.totalSubmitted, live: info.liveJobs, workers: info.connectedWorkers };
+      const expected = {
+        processed: info.totalProcessed,
+        failed: info.totalFailed,
+        dead,
+        submitted: info.totalSubmitted,
+        live: info.liveJobs,
+        workers: info.connectedWorkers,
+      };
       for (const [stat, value] of Object.entries(expected)) {
         if ((await text(`[data-stat=${stat}] .value`)) !== value.toLocaleString("en-US")) return false;
       }
@@ -200,10 +224,18 @@ describe.skipIf(!hasChromium)("dashboard in Chromium (real server, real browser)
   });
 
   it("Purge (confirmed) deletes a queue's waiting jobs; Quiet tells a worker's stream", async () => {
-    await server.producer.submitBatch({ jobs: [{ type: "old", queue: "purgeable" }, { type: "old", queue: "purgeable" }] });
+    await server.producer.submitBatch({
+      jobs: [
+        { type: "old", queue: "purgeable" },
+        { type: "old", queue: "purgeable" },
+      ],
+    });
     await show("#/queues", 'tr[data-queue="purgeable"]');
     await page.click('tr[data-queue="purgeable"] button:has-text("Purge")');
-    await eventually(async () => (await text('tr[data-queue="purgeable"] td[data-col=SCHEDULED]')) === "0", "the purged queue to show 0 ready");
+    await eventually(
+      async () => (await text('tr[data-queue="purgeable"] td[data-col=SCHEDULED]')) === "0",
+      "the purged queue to show 0 ready",
+    );
     expect((await server.admin.getQueueStats({ queue: "purgeable" })).stats!.ready).toBe(0n);
 
     const quiet = new StreamWorker(server, { queues: ["quiet-q"], workerId: "w-quiet", credits: 1 });
@@ -226,7 +258,11 @@ describe.skipIf(!hasChromium)("dashboard in Chromium (real server, real browser)
     // The filter form drives the same query: type sms.send leaves one job.
     await page.fill('input[name="type"]', "sms.send");
     await page.click('button:has-text("Filter")');
-    await eventually(async () => (await page.locator("tr[data-jid]").count()) === 1 && (await page.locator(`tr[data-jid="${seeded.smsJid}"]`).count()) === 1, "one sms job");
+    await eventually(
+      async () =>
+        (await page.locator("tr[data-jid]").count()) === 1 && (await page.locator(`tr[data-jid="${seeded.smsJid}"]`).count()) === 1,
+      "one sms job",
+    );
   });
 
   it("Job detail renders hostile args, kwargs, tags and type as text (no script runs) and truncates a large payload", async () => {
@@ -298,7 +334,9 @@ describe.skipIf(!hasChromium)("dashboard in Chromium (real server, real browser)
   });
 
   it("a page on another origin cannot call the API (no CORS): the state change never happens", async () => {
-    const other: Server = createServer((_, response) => response.writeHead(200, { "content-type": "text/html" }).end("<title>elsewhere</title>"));
+    const other: Server = createServer((_, response) =>
+      response.writeHead(200, { "content-type": "text/html" }).end("<title>elsewhere</title>"),
+    );
     await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
     try {
       const evil = await context.newPage();
@@ -357,7 +395,11 @@ describe.skipIf(!hasChromium)("dashboard token handling in Chromium", { timeout:
     const page = await browser.context.newPage();
     await page.route("**/worq.v1.*/**", async (route) => {
       if (route.request().headers()["authorization"] === "Bearer right") return route.continue();
-      return route.fulfill({ status: 401, contentType: "application/json", body: '{"code":"unauthenticated","message":"a bearer token is required"}' });
+      return route.fulfill({
+        status: 401,
+        contentType: "application/json",
+        body: '{"code":"unauthenticated","message":"a bearer token is required"}',
+      });
     });
     await page.goto(`${base}/#/queues`);
     await page.waitForSelector('input[name="token"]');

@@ -8,7 +8,6 @@ import { startTestServer, type TestServer } from "./support/test-server.js";
 import { testStoreKind } from "./support/test-store.js";
 import { codeOf } from "./support/errors.js";
 
-
 describe("AdminService against a real server", () => {
   let server: TestServer;
   beforeAll(async () => {
@@ -20,7 +19,9 @@ describe("AdminService against a real server", () => {
 
   /** Runs every job of `queue` to DEAD_LETTER (maxAttempts 1) and returns their jids. */
   async function deadJobs(queue: string, count: number): Promise<string[]> {
-    const { jobs } = await server.producer.submitBatch({ jobs: Array.from({ length: count }, (_, i) => ({ type: `t${i}`, queue, retry: { maxAttempts: 1 } })) });
+    const { jobs } = await server.producer.submitBatch({
+      jobs: Array.from({ length: count }, (_, i) => ({ type: `t${i}`, queue, retry: { maxAttempts: 1 } })),
+    });
     const worker = new StreamWorker(server, { queues: [queue], workerId: `w-${queue}`, credits: count });
     for (let i = 0; i < count; i++) {
       const leased = await worker.next();
@@ -37,7 +38,11 @@ describe("AdminService against a real server", () => {
   it("003 inspect queue: GetQueueStats counts every state, the oldest ready job's age, and the pause flag", async () => {
     await deadJobs("stats", 1);
     await server.producer.submitBatch({
-      jobs: [{ type: "r", queue: "stats" }, { type: "r", queue: "stats" }, { type: "d", queue: "stats", delay: durationFromMs(60_000) }],
+      jobs: [
+        { type: "r", queue: "stats" },
+        { type: "r", queue: "stats" },
+        { type: "d", queue: "stats", delay: durationFromMs(60_000) },
+      ],
     });
     await new Promise((resolve) => setTimeout(resolve, 20));
     const { stats } = await server.admin.getQueueStats({ queue: "stats" });
@@ -75,13 +80,20 @@ describe("AdminService against a real server", () => {
   });
 
   it("PurgeQueue deletes the waiting jobs only", async () => {
-    const { jobs } = await server.producer.submitBatch({ jobs: [{ type: "a", queue: "purge" }, { type: "b", queue: "purge" }, { type: "c", queue: "purge", delay: durationFromMs(60_000) }] });
+    const { jobs } = await server.producer.submitBatch({
+      jobs: [
+        { type: "a", queue: "purge" },
+        { type: "b", queue: "purge" },
+        { type: "c", queue: "purge", delay: durationFromMs(60_000) },
+      ],
+    });
     const worker = new StreamWorker(server, { queues: ["purge"], workerId: "w-purge", credits: 1 });
     const running = await worker.next();
     const { deleted } = await server.admin.purgeQueue({ queue: "purge" });
     expect(deleted).toBe(2n);
     expect((await server.admin.getJob({ jid: running.job!.jid })).job!.state).toBe(JobState.RUNNING);
-    for (const job of jobs.filter((j) => j.jid !== running.job!.jid)) expect(await codeOf(server.admin.getJob({ jid: job.jid }))).toBe(Code.NotFound);
+    for (const job of jobs.filter((j) => j.jid !== running.job!.jid))
+      expect(await codeOf(server.admin.getJob({ jid: job.jid }))).toBe(Code.NotFound);
     await worker.stop();
   });
 

@@ -53,7 +53,12 @@ describe("a backlog past the unpacked limit, across kill -9 (real process, real 
     clients = connect(server.port);
     expect(await readyCount(clients)).toBe(JOBS);
     expect(Number((await clients.admin.getServerInfo({})).liveJobs)).toBe(JOBS); // in memory or not
-    const secondPage = await clients.admin.listJobs({ queue: "backlog", state: JobState.SCHEDULED, pageSize: 3, pageToken: firstPage.nextPageToken });
+    const secondPage = await clients.admin.listJobs({
+      queue: "backlog",
+      state: JobState.SCHEDULED,
+      pageSize: 3,
+      pageToken: firstPage.nextPageToken,
+    });
     expect(secondPage.jobs.map((job) => job.jid)).toEqual(expected.slice(3, 6));
 
     const worker = new StreamWorker(clients, { queues: ["backlog"], workerId: "w-backlog", credits: 1000 });

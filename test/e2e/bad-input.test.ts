@@ -6,7 +6,6 @@ import { StreamWorker } from "./support/clients.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 import { errorOf } from "./support/errors.js";
 
-
 describe("bad input gets a clear error naming the field and changes nothing (real server)", () => {
   let server: TestServer;
   beforeAll(async () => {
@@ -29,10 +28,25 @@ describe("bad input gets a clear error naming the field and changes nothing (rea
     ["retry.max_attempts 0", { type: "t", retry: { maxAttempts: 0 } }, Code.InvalidArgument, "job.retry.max_attempts"],
     ["ttl under 1 s", { type: "t", ttl: durationFromMs(500) }, Code.InvalidArgument, "job.ttl"],
     ["idempotency_key over 256 chars", { type: "t", idempotencyKey: "k".repeat(257) }, Code.InvalidArgument, "job.idempotency_key"],
-    ["depends_on an unknown job", { type: "t", dependsOn: { jids: ["6ba7b810-9dad-41d1-80b4-00c04fd430c4"] } }, Code.InvalidArgument, "job.depends_on.jids"],
-    ["callback_url outside the allowlist", { type: "t", callbackUrl: "http://169.254.169.254/latest" }, Code.PermissionDenied, "job.callback_url"],
+    [
+      "depends_on an unknown job",
+      { type: "t", dependsOn: { jids: ["6ba7b810-9dad-41d1-80b4-00c04fd430c4"] } },
+      Code.InvalidArgument,
+      "job.depends_on.jids",
+    ],
+    [
+      "callback_url outside the allowlist",
+      { type: "t", callbackUrl: "http://169.254.169.254/latest" },
+      Code.PermissionDenied,
+      "job.callback_url",
+    ],
     ["callback_url not http", { type: "t", callbackUrl: "file:///etc/passwd" }, Code.InvalidArgument, "job.callback_url"],
-    ["callback_url with user:password@", { type: "t", callbackUrl: "https://u:pw@hooks.example.com/x" }, Code.InvalidArgument, "job.callback_url"],
+    [
+      "callback_url with user:password@",
+      { type: "t", callbackUrl: "https://u:pw@hooks.example.com/x" },
+      Code.InvalidArgument,
+      "job.callback_url",
+    ],
   ])("Submit with %s → %s naming the field, nothing stored", async (_name, job, code, field) => {
     const before = await submitted();
     const error = await errorOf(server.producer.submit({ job }));
@@ -50,7 +64,13 @@ describe("bad input gets a clear error naming the field and changes nothing (rea
   it("a batch with one bad job stores none of them and names jobs[i]", async () => {
     const before = await submitted();
     const error = await errorOf(
-      server.producer.submitBatch({ jobs: [{ type: "ok", queue: "batch" }, { type: "ok", queue: "batch" }, { type: "", queue: "batch" }] }),
+      server.producer.submitBatch({
+        jobs: [
+          { type: "ok", queue: "batch" },
+          { type: "ok", queue: "batch" },
+          { type: "", queue: "batch" },
+        ],
+      }),
     );
     expect(error.code).toBe(Code.InvalidArgument);
     expect(error.rawMessage).toContain("jobs[2].type");
@@ -108,5 +128,4 @@ describe("bad input gets a clear error naming the field and changes nothing (rea
       expect(error.rawMessage.startsWith(`${field}: `)).toBe(true);
     }
   });
-
 });

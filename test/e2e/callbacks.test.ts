@@ -69,7 +69,13 @@ describe("004 callback_url webhooks (real server, real HTTP receiver on 127.0.0.
     const { jid } = await server.producer.submit({ job: { type: "t", queue: "hooks-retry", callbackUrl: `${origin}/x` } });
     const worker = new StreamWorker(server, { queues: ["hooks-retry"], workerId: "w-hooks-retry", credits: 1 });
     const leased = await worker.next();
-    await server.worker.fail({ jid, leaseId: leased.leaseId, message: "no such user", errtype: "KeyError", category: FailureCategory.PERMANENT });
+    await server.worker.fail({
+      jid,
+      leaseId: leased.leaseId,
+      message: "no such user",
+      errtype: "KeyError",
+      category: FailureCategory.PERMANENT,
+    });
     await waitFor(() => received.some((r) => r.body.job_id === jid), 15_000);
     expect(failNext).toBe(0);
     expect(received.find((r) => r.body.job_id === jid)!.body).toMatchObject({ state: "error", error: "KeyError: no such user" });

@@ -6,7 +6,6 @@ import { StreamWorker } from "./support/clients.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 import { codeOf } from "./support/errors.js";
 
-
 describe("cancel, delete and lifetime over gRPC (real server)", () => {
   let server: TestServer;
   beforeAll(async () => {
@@ -56,7 +55,11 @@ describe("cancel, delete and lifetime over gRPC (real server)", () => {
     await server.worker.ack({ jid, leaseId: leased.leaseId, result: new TextEncoder().encode("kept") });
     expect(new TextDecoder().decode((await server.admin.getJob({ jid })).job!.result)).toBe("kept");
     const deadline = Date.now() + 5_000;
-    const lookup = () => server.admin.getJob({ jid }).then(() => "present", (e: unknown) => ConnectError.from(e).code);
+    const lookup = () =>
+      server.admin.getJob({ jid }).then(
+        () => "present",
+        (e: unknown) => ConnectError.from(e).code,
+      );
     while ((await lookup()) !== Code.NotFound) {
       if (Date.now() > deadline) throw new Error("the job was not deleted at its ttl");
       await new Promise((resolve) => setTimeout(resolve, 50));

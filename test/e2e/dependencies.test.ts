@@ -39,11 +39,19 @@ describe("dependencies over gRPC (real server)", () => {
   it("depends_on with existing jids and batch refs; a cycle is refused with INVALID_ARGUMENT", async () => {
     const { jid: existing } = await server.producer.submit({ job: { type: "seed", queue: "deps-x" } });
     const { jobs } = await server.producer.submitBatch({
-      jobs: [{ type: "a", queue: "deps", batchRef: "a", dependsOn: { jids: [existing] } }, { type: "b", queue: "deps", dependsOn: { batchRefs: ["a"] } }],
+      jobs: [
+        { type: "a", queue: "deps", batchRef: "a", dependsOn: { jids: [existing] } },
+        { type: "b", queue: "deps", dependsOn: { batchRefs: ["a"] } },
+      ],
     });
     expect(jobs.map((j) => j.state)).toEqual([JobState.PENDING, JobState.PENDING]);
     const error = await server.producer
-      .submitBatch({ jobs: [{ type: "a", batchRef: "a", dependsOn: { batchRefs: ["b"] } }, { type: "b", batchRef: "b", dependsOn: { batchRefs: ["a"] } }] })
+      .submitBatch({
+        jobs: [
+          { type: "a", batchRef: "a", dependsOn: { batchRefs: ["b"] } },
+          { type: "b", batchRef: "b", dependsOn: { batchRefs: ["a"] } },
+        ],
+      })
       .catch((e: unknown) => e as Error);
     expect(String(error)).toContain("cycle");
   });

@@ -25,15 +25,16 @@ describe("the HTTP side: Connect protocol with curl, /healthz, /metrics (real se
     await server.close();
   });
 
-  const post = (rpc: string, body: unknown) =>
-    curl("-H", "Content-Type: application/json", "-d", JSON.stringify(body), `${base}/${rpc}`);
+  const post = (rpc: string, body: unknown) => curl("-H", "Content-Type: application/json", "-d", JSON.stringify(body), `${base}/${rpc}`);
 
   it("submits and reads a job as JSON over HTTP/1.1 with curl", async () => {
     const submitted = await post("worq.v1.ProducerService/Submit", { job: { type: "email.send", queue: "http", args: ["a@example.com"] } });
     expect(submitted.status).toBe(200);
     const { jid } = JSON.parse(submitted.body) as { jid: string };
     const got = await post("worq.v1.AdminService/GetJob", { jid });
-    expect(JSON.parse(got.body)).toMatchObject({ job: { jid, type: "email.send", queue: "http", state: "JOB_STATE_SCHEDULED", args: ["a@example.com"] } });
+    expect(JSON.parse(got.body)).toMatchObject({
+      job: { jid, type: "email.send", queue: "http", state: "JOB_STATE_SCHEDULED", args: ["a@example.com"] },
+    });
     const queues = await post("worq.v1.AdminService/ListQueues", {});
     expect(JSON.parse(queues.body).queues.map((q: { queue: string }) => q.queue)).toContain("http");
   });
@@ -45,7 +46,15 @@ describe("the HTTP side: Connect protocol with curl, /healthz, /metrics (real se
   });
 
   it("sends no CORS headers (cross-origin browsers are refused by default)", async () => {
-    const preflight = await curl("-X", "OPTIONS", "-H", "Origin: https://evil.example", "-H", "Access-Control-Request-Method: POST", `${base}/worq.v1.AdminService/ListQueues`);
+    const preflight = await curl(
+      "-X",
+      "OPTIONS",
+      "-H",
+      "Origin: https://evil.example",
+      "-H",
+      "Access-Control-Request-Method: POST",
+      `${base}/worq.v1.AdminService/ListQueues`,
+    );
     expect(preflight.headers.toLowerCase()).not.toContain("access-control-allow-origin");
   });
 
@@ -151,7 +160,10 @@ describe("formats over HTTP: submit and fetch a job as Worq JSON, Sidekiq or env
   });
 
   it("a batch of Worq JSON and an envelope submit; bad input names the field; unknown jid is 404", async () => {
-    const batch = await submit("worq", [{ jobtype: "A", args: [], queue: "http-formats" }, { jobtype: "B", args: [1] }]);
+    const batch = await submit("worq", [
+      { jobtype: "A", args: [], queue: "http-formats" },
+      { jobtype: "B", args: [1] },
+    ]);
     expect(JSON.parse(batch.body).jobs).toHaveLength(2);
     const envelope = await submit("envelope", { job_id: "ignored", job_path: "pkg.fn", args: [], kwargs: { a: 1 } });
     expect(envelope.status).toBe(200);

@@ -15,7 +15,13 @@ describe("job lifecycle over gRPC (real server, LevelDB in a temp dir)", () => {
 
   it("submit → lease → ack → GetJob says COMPLETED with the result", async () => {
     const { jid, state } = await server.producer.submit({
-      job: { type: "email.send", queue: "lifecycle", args: { values: [] }, kwargs: { to: "a@example.com" }, payload: new Uint8Array([1, 2, 3]) },
+      job: {
+        type: "email.send",
+        queue: "lifecycle",
+        args: { values: [] },
+        kwargs: { to: "a@example.com" },
+        payload: new Uint8Array([1, 2, 3]),
+      },
     });
     expect(state).toBe(JobState.SCHEDULED);
     const worker = new StreamWorker(server, { queues: ["lifecycle"], workerId: "w-lifecycle", credits: 1 });

@@ -6,7 +6,6 @@ import { StreamWorker } from "./support/clients.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 import { codeOf } from "./support/errors.js";
 
-
 describe("the job model over gRPC (real server)", () => {
   let server: TestServer;
   beforeAll(async () => {
@@ -45,7 +44,13 @@ describe("the job model over gRPC (real server)", () => {
 
   it("execution timeout: a hard cap per attempt even with renewals, failed as TIMEOUT and retried", async () => {
     const { jid } = await server.producer.submit({
-      job: { type: "t", queue: "exec-timeout", reserveFor: durationFromMs(1_000), executionTimeout: durationFromMs(1_500), retry: { initialDelay: durationFromMs(50) } },
+      job: {
+        type: "t",
+        queue: "exec-timeout",
+        reserveFor: durationFromMs(1_000),
+        executionTimeout: durationFromMs(1_500),
+        retry: { initialDelay: durationFromMs(50) },
+      },
     });
     const worker = new StreamWorker(server, { queues: ["exec-timeout"], workerId: "w-et", credits: 1 });
     const first = await worker.next();
@@ -84,7 +89,9 @@ describe("the job model over gRPC (real server)", () => {
     const ok = await server.producer.submit({ job: { type: "t", queue: "big", payload: new Uint8Array(1536 * 1024) } });
     expect(ok.jid).toHaveLength(36);
     const error = ConnectError.from(
-      await server.producer.submit({ job: { type: "t", queue: "big", payload: new Uint8Array(2 * 1024 * 1024 + 1) } }).catch((e: unknown) => e),
+      await server.producer
+        .submit({ job: { type: "t", queue: "big", payload: new Uint8Array(2 * 1024 * 1024 + 1) } })
+        .catch((e: unknown) => e),
     );
     expect(error.code).toBe(Code.ResourceExhausted);
     expect(error.rawMessage).toMatch(/^job\.payload: /);

@@ -6,7 +6,6 @@ import { StreamWorker } from "./support/clients.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 import { codeOf } from "./support/errors.js";
 
-
 async function eventually(check: () => Promise<boolean>, timeoutMs = 5_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
@@ -47,7 +46,9 @@ describe("leases (real server)", () => {
   });
 
   it("reserve_for in milliseconds, as Workq's ttr: a 250 ms lease ends 250 ms after its start and is redelivered", async () => {
-    const { jid } = await server.producer.submit({ job: { type: "quick", queue: "lapse-ms", reserveFor: durationFromMs(250), retry: { maxAttempts: 2 } } });
+    const { jid } = await server.producer.submit({
+      job: { type: "quick", queue: "lapse-ms", reserveFor: durationFromMs(250), retry: { maxAttempts: 2 } },
+    });
     const first = new StreamWorker(server, { queues: ["lapse-ms"], workerId: "w-ms-1", credits: 1 });
     const firstLease = await first.next();
     const { job } = await server.admin.getJob({ jid });
@@ -83,7 +84,9 @@ describe("leases (real server)", () => {
     await eventually(async () => (await connected()) === 0); // earlier tests' streams are gone
     const quitter = new StreamWorker(server, { queues: ["cancel"], workerId: "w-quitter", credits: 1 });
     await eventually(async () => (await connected()) === 1);
-    const { jid: heldJid } = await server.producer.submit({ job: { type: "held", queue: "cancel", reserveFor: durationFromMs(3_600_000) } });
+    const { jid: heldJid } = await server.producer.submit({
+      job: { type: "held", queue: "cancel", reserveFor: durationFromMs(3_600_000) },
+    });
     const held = await quitter.next();
     expect(held.job!.jid).toBe(heldJid);
     await quitter.stop();

@@ -15,7 +15,9 @@ describe("003 inspect scheduled-jobs / inspect jobs: ListJobs (real server)", ()
 
   it("pages through scheduled (DELAYED) jobs by due time; a job leaving between pages skips nothing", async () => {
     const delays = [5, 1, 4, 2, 3].map((minutes) => minutes * 60_000);
-    const { jobs } = await server.producer.submitBatch({ jobs: delays.map((ms) => ({ type: "later", queue: "inspect", delay: durationFromMs(ms) })) });
+    const { jobs } = await server.producer.submitBatch({
+      jobs: delays.map((ms) => ({ type: "later", queue: "inspect", delay: durationFromMs(ms) })),
+    });
     const byDue = [...jobs.keys()].sort((a, b) => delays[a]! - delays[b]!).map((i) => jobs[i]!.jid);
 
     const first = await server.admin.listJobs({ queue: "inspect", state: JobState.DELAYED, pageSize: 2 });
@@ -31,7 +33,12 @@ describe("003 inspect scheduled-jobs / inspect jobs: ListJobs (real server)", ()
   });
 
   it("lists ready jobs in run order; refuses a bad token or state clearly", async () => {
-    await server.producer.submitBatch({ jobs: [{ type: "b", queue: "ready-list", priority: 4 }, { type: "a", queue: "ready-list", priority: 1 }] });
+    await server.producer.submitBatch({
+      jobs: [
+        { type: "b", queue: "ready-list", priority: 4 },
+        { type: "a", queue: "ready-list", priority: 1 },
+      ],
+    });
     const { jobs } = await server.admin.listJobs({ queue: "ready-list", state: JobState.SCHEDULED });
     expect(jobs.map((j) => j.type)).toEqual(["a", "b"]);
     const bad = ConnectError.from(await server.admin.listJobs({ pageToken: "garbage" }).catch((e: unknown) => e));

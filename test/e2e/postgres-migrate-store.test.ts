@@ -83,7 +83,13 @@ describe.skipIf(!postgresAvailable())("worq migrate and worq migrate-store (real
     const jids = [...ready, keyed, delayed, cancelled, done, dead];
     const before = await Promise.all(jids.map(async (jid) => (await clients.admin.getJob({ jid })).job!));
     expect(before.map((job) => job.state)).toEqual([
-      JobState.SCHEDULED, JobState.SCHEDULED, JobState.SCHEDULED, JobState.DELAYED, JobState.CANCELLED, JobState.COMPLETED, JobState.DEAD_LETTER,
+      JobState.SCHEDULED,
+      JobState.SCHEDULED,
+      JobState.SCHEDULED,
+      JobState.DELAYED,
+      JobState.CANCELLED,
+      JobState.COMPLETED,
+      JobState.DEAD_LETTER,
     ]);
     const infoBefore = await clients.admin.getServerInfo({});
     await stopLast();
@@ -107,7 +113,10 @@ describe.skipIf(!postgresAvailable())("worq migrate and worq migrate-store (real
     expect([again.jid, again.duplicate]).toEqual([keyed, true]);
     const infoAfter = await clients.admin.getServerInfo({});
     expect([infoAfter.store, infoAfter.totalSubmitted, infoAfter.totalProcessed, infoAfter.liveJobs]).toEqual([
-      "postgres", infoBefore.totalSubmitted, infoBefore.totalProcessed, infoBefore.liveJobs,
+      "postgres",
+      infoBefore.totalSubmitted,
+      infoBefore.totalProcessed,
+      infoBefore.liveJobs,
     ]);
     const { queues } = await clients.admin.listQueues({});
     expect(queues.find((queue) => queue.queue === "mq")).toMatchObject({ paused: true, ready: 3n, delayed: 1n });

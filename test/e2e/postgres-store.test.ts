@@ -40,7 +40,9 @@ describe.skipIf(!postgresAvailable())("worq serve --store postgres:// (real proc
     const submitSome = async () => {
       while (next < JOBS) {
         const i = next++;
-        const { jid } = await clients.producer.submit({ job: { type: "pg", queue: "pg", kwargs: { i }, payload: new Uint8Array([i % 256, 0, 255]) } });
+        const { jid } = await clients.producer.submit({
+          job: { type: "pg", queue: "pg", kwargs: { i }, payload: new Uint8Array([i % 256, 0, 255]) },
+        });
         submitted.push(jid);
       }
     };
@@ -51,7 +53,9 @@ describe.skipIf(!postgresAvailable())("worq serve --store postgres:// (real proc
     for (let i = 0; i < ACKED + 10; i++) await worker.next(10_000);
     const acked = worker.jobs.slice(0, ACKED);
     await Promise.all(
-      acked.map((job) => clients.worker.ack({ jid: job.job!.jid, leaseId: job.leaseId, result: new TextEncoder().encode(`done ${job.job!.jid}`) })),
+      acked.map((job) =>
+        clients.worker.ack({ jid: job.job!.jid, leaseId: job.leaseId, result: new TextEncoder().encode(`done ${job.job!.jid}`) }),
+      ),
     );
     // SIGKILL the moment the last acknowledgement arrived: nothing gets a chance to flush.
     server.child.kill("SIGKILL");
@@ -123,13 +127,18 @@ describe.skipIf(!postgresAvailable())("worq serve --store postgres:// (real proc
     const { jid } = await clients.producer.submit({ job: { type: "kept", queue: "fs" } });
     const admin = new pg.Client(url);
     await admin.connect();
-    await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()");
+    await admin.query(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    );
     await admin.end();
     await expect(clients.producer.submit({ job: { type: "lost", queue: "fs" } })).rejects.toMatchObject({ code: Code.Unavailable });
     // The server stays up, reconnects (src/store-recovery.ts) and reloads from what PostgreSQL committed.
     const deadline = Date.now() + 20_000;
     for (;;) {
-      const ok = await clients.producer.submit({ job: { type: "after", queue: "fs" } }).then(() => true, () => false);
+      const ok = await clients.producer.submit({ job: { type: "after", queue: "fs" } }).then(
+        () => true,
+        () => false,
+      );
       if (ok) break;
       if (Date.now() > deadline) throw new Error("the server did not resume within 20 s");
       await new Promise((resolve) => setTimeout(resolve, 250));

@@ -7,7 +7,11 @@ import { fileExists, toolAvailable } from "../support/require-tool.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
 const ROOT = join(import.meta.dirname, "../..");
-const hasGrpcurl = toolAvailable("README quickstart", () => fileExists(join(ROOT, ".tools/bin/grpcurl")), "no .tools/bin/grpcurl; run `bash scripts/install-test-tools.sh` first");
+const hasGrpcurl = toolAvailable(
+  "README quickstart",
+  () => fileExists(join(ROOT, ".tools/bin/grpcurl")),
+  "no .tools/bin/grpcurl; run `bash scripts/install-test-tools.sh` first",
+);
 
 /** The bash block that follows the `<!-- quickstart` marker in README.md. */
 function quickstartBlock(): string {

@@ -20,7 +20,9 @@ describe("restart recovers ready, delayed, retrying and leased jobs (real server
     const { jid: retrying } = await server.producer.submit({
       job: { type: "f", queue: "recover-retry", retry: { initialDelay: durationFromMs(60_000) } },
     });
-    const { jid: leased } = await server.producer.submit({ job: { type: "l", queue: "recover-lease", reserveFor: durationFromMs(30_000) } }); // shorter than the orphan grace: kept as is
+    const { jid: leased } = await server.producer.submit({
+      job: { type: "l", queue: "recover-lease", reserveFor: durationFromMs(30_000) },
+    }); // shorter than the orphan grace: kept as is
     const failer = new StreamWorker(server, { queues: ["recover-retry", "recover-lease"], workerId: "w-before", credits: 2 });
     const first = await failer.next();
     const second = await failer.next();

@@ -39,7 +39,9 @@ describe("GetResult and Run wait for a job to finish (real server)", () => {
     expect(job!.failure!.message).toBe("nope");
 
     const started = Date.now();
-    const error = await server.producer.getResult({ jid: pending, waitTimeout: durationFromMs(200) }).catch((e: unknown) => ConnectError.from(e));
+    const error = await server.producer
+      .getResult({ jid: pending, waitTimeout: durationFromMs(200) })
+      .catch((e: unknown) => ConnectError.from(e));
     expect(error).toBeInstanceOf(ConnectError);
     expect((error as ConnectError).code).toBe(Code.DeadlineExceeded);
     expect(Date.now() - started).toBeGreaterThanOrEqual(190);

@@ -66,7 +66,12 @@ describe("fail, retry with backoff, dead letter (real server)", () => {
     const { jid } = await server.producer.submit({ job: { type: "bad-input", queue: "permanent" } });
     const worker = new StreamWorker(server, { queues: ["permanent"], workerId: "w-perm", credits: 1 });
     const leased = await worker.next();
-    const outcome = await server.worker.fail({ jid, leaseId: leased.leaseId, message: "no such user", category: FailureCategory.PERMANENT });
+    const outcome = await server.worker.fail({
+      jid,
+      leaseId: leased.leaseId,
+      message: "no such user",
+      category: FailureCategory.PERMANENT,
+    });
     expect(outcome.state).toBe(JobState.FAILED);
     expect((await server.admin.getJob({ jid })).job!.failure!.category).toBe(FailureCategory.PERMANENT);
     await worker.stop();

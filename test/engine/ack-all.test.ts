@@ -6,7 +6,10 @@ describe("ackAll (a Report call's acks)", () => {
   it("answers each item on its own and commits the accepted ones together", async () => {
     const store = new FlakyStore();
     const { engine } = await openEngine({ store });
-    const [a, b] = await submitEach(engine, [{ type: "t", queue: "q" }, { type: "t", queue: "q" }]);
+    const [a, b] = await submitEach(engine, [
+      { type: "t", queue: "q" },
+      { type: "t", queue: "q" },
+    ]);
     const { sink } = await lease(engine, ["q"], 5);
     const leaseOf = (jid: string) => sink.grantOf(jid).meta.lease!.leaseId;
     const commitsBefore = store.commits;
@@ -31,7 +34,9 @@ describe("ackAll (a Report call's acks)", () => {
     const [a] = await submitEach(engine, [{ type: "t", queue: "q" }]);
     const { sink } = await lease(engine, ["q"], 5);
     store.failing = true;
-    await expect(engine.ackAll([{ jid: a!, leaseId: sink.grantOf(a!).meta.lease!.leaseId, result: new Uint8Array() }])).rejects.toMatchObject({
+    await expect(
+      engine.ackAll([{ jid: a!, leaseId: sink.grantOf(a!).meta.lease!.leaseId, result: new Uint8Array() }]),
+    ).rejects.toMatchObject({
       code: "WORQ_UNAVAILABLE",
     });
   });

@@ -97,14 +97,21 @@ describe("engine: a backlog past the body cache", () => {
     const first = await openEngine({ data });
     const jids: string[] = [];
     for (let i = 0; i < 3; i++) {
-      jids.push(...(await first.engine.submit(Array.from({ length: 1_000 }, (_, n) => ({ type: "t", queue: "q", args: [i * 1_000 + n] })), batch)).map((r) => r.jid));
+      jids.push(
+        ...(
+          await first.engine.submit(
+            Array.from({ length: 1_000 }, (_, n) => ({ type: "t", queue: "q", args: [i * 1_000 + n] })),
+            batch,
+          )
+        ).map((r) => r.jid),
+      );
     }
     await first.engine.close();
     const store = new CountingStore(data); // a restart: no body is in memory
     const { engine } = await openEngine({ data, store, readyWindow: 10_000 }); // read-ahead walks the jobs in memory
     const sink = new CollectingSink();
     engine.openLease({ queues: ["q"], workerId: "w", credits: 50 }, sink);
-    for (let acked = 0; acked < jids.length; ) {
+    for (let acked = 0; acked < jids.length;) {
       await flush();
       const delivered = sink.grants.slice(acked);
       if (delivered.length === 0) throw new Error(`stalled after ${acked} jobs`);

@@ -27,7 +27,11 @@ describe("004 callback_url: webhooks owed are durable", () => {
 
   it("refuses a target outside the allowlist with PERMISSION_DENIED, and anything not http(s)", async () => {
     const { engine, data } = await openEngine({ isCallbackAllowed: allowHooks });
-    await expectWorqError(() => submitOne(engine, { type: "t", callbackUrl: "http://10.0.0.1/admin" }), "WORQ_PERMISSION_DENIED", "job.callback_url");
+    await expectWorqError(
+      () => submitOne(engine, { type: "t", callbackUrl: "http://10.0.0.1/admin" }),
+      "WORQ_PERMISSION_DENIED",
+      "job.callback_url",
+    );
     await expectWorqError(() => submitOne(engine, { type: "t", callbackUrl: "gopher://x" }), "WORQ_INVALID_ARGUMENT", "job.callback_url");
     expect(data.metas.size).toBe(0);
   });
@@ -39,9 +43,15 @@ describe("004 callback_url: webhooks owed are durable", () => {
       "WORQ_INVALID_ARGUMENT",
       "job.callback_url",
     );
-    expect(error.message).toBe("job.callback_url: must not carry credentials (user:password@); the receiver verifies the Worq-Signature header instead");
+    expect(error.message).toBe(
+      "job.callback_url: must not carry credentials (user:password@); the receiver verifies the Worq-Signature header instead",
+    );
     expect(error.message).not.toContain("s3cret");
-    await expectWorqError(() => submitOne(engine, { type: "t", callbackUrl: "https://alice@hooks.example.com/done" }), "WORQ_INVALID_ARGUMENT", "job.callback_url");
+    await expectWorqError(
+      () => submitOne(engine, { type: "t", callbackUrl: "https://alice@hooks.example.com/done" }),
+      "WORQ_INVALID_ARGUMENT",
+      "job.callback_url",
+    );
     await expectWorqError(
       () => engine.submit([{ type: "t" }, { type: "t", callbackUrl: "https://a:b@hooks.example.com/" }], (i) => `jobs[${i}]`),
       "WORQ_INVALID_ARGUMENT",

@@ -101,14 +101,22 @@ describe("dependencies: AFTER_ANY", () => {
 describe("submission shapes: CHAIN, FAN_IN, FAN_OUT", () => {
   it("CHAIN runs the batch in sequence", async () => {
     const { engine } = await setup();
-    const jids = (await engine.submit(["1", "2", "3"].map((type) => ({ type })), batch, "CHAIN")).map((r) => r.jid);
+    const jids = (
+      await engine.submit(
+        ["1", "2", "3"].map((type) => ({ type })),
+        batch,
+        "CHAIN",
+      )
+    ).map((r) => r.jid);
     const sink = await runAll(engine);
     expect(sink.jids).toEqual(jids);
   });
 
   it("CHAIN: a failure stops the rest", async () => {
     const { engine } = await setup();
-    const jids = (await engine.submit([{ type: "1" }, { type: "fail:PERMANENT" }, { type: "3" }, { type: "4" }], batch, "CHAIN")).map((r) => r.jid);
+    const jids = (await engine.submit([{ type: "1" }, { type: "fail:PERMANENT" }, { type: "3" }, { type: "4" }], batch, "CHAIN")).map(
+      (r) => r.jid,
+    );
     const sink = await runAll(engine);
     expect(sink.jids).toEqual(jids.slice(0, 2));
     expect(await state(engine, jids[2]!)).toBe("FAILED");
@@ -151,7 +159,14 @@ describe("dependency constraints", () => {
   it("a batch with a cycle is refused, and nothing is created", async () => {
     const { engine, data } = await setup();
     await expectWorqError(
-      () => engine.submit([{ type: "a", batchRef: "a", dependsOn: { batchRefs: ["b"] } }, { type: "b", batchRef: "b", dependsOn: { batchRefs: ["a"] } }], batch),
+      () =>
+        engine.submit(
+          [
+            { type: "a", batchRef: "a", dependsOn: { batchRefs: ["b"] } },
+            { type: "b", batchRef: "b", dependsOn: { batchRefs: ["a"] } },
+          ],
+          batch,
+        ),
       "WORQ_INVALID_ARGUMENT",
     );
     expect(data.metas.size).toBe(0);
@@ -160,10 +175,33 @@ describe("dependency constraints", () => {
   it("unknown jids, unknown or duplicate refs, a missing parent are refused naming the field", async () => {
     const { engine } = await setup();
     const ghost = "6ba7b810-9dad-41d1-80b4-00c04fd430c4";
-    await expectWorqError(() => engine.submit([{ type: "t", dependsOn: { jids: [ghost] } }], single), "WORQ_INVALID_ARGUMENT", "job.depends_on.jids");
-    await expectWorqError(() => engine.submit([{ type: "t", dependsOn: { jids: ["nope"] } }], single), "WORQ_INVALID_ARGUMENT", "job.depends_on.jids");
-    await expectWorqError(() => engine.submit([{ type: "t", dependsOn: { batchRefs: ["x"] } }], batch), "WORQ_INVALID_ARGUMENT", "jobs[0].depends_on.batch_refs");
-    await expectWorqError(() => engine.submit([{ type: "t", batchRef: "x" }, { type: "u", batchRef: "x" }], batch), "WORQ_INVALID_ARGUMENT", "jobs[1].batch_ref");
+    await expectWorqError(
+      () => engine.submit([{ type: "t", dependsOn: { jids: [ghost] } }], single),
+      "WORQ_INVALID_ARGUMENT",
+      "job.depends_on.jids",
+    );
+    await expectWorqError(
+      () => engine.submit([{ type: "t", dependsOn: { jids: ["nope"] } }], single),
+      "WORQ_INVALID_ARGUMENT",
+      "job.depends_on.jids",
+    );
+    await expectWorqError(
+      () => engine.submit([{ type: "t", dependsOn: { batchRefs: ["x"] } }], batch),
+      "WORQ_INVALID_ARGUMENT",
+      "jobs[0].depends_on.batch_refs",
+    );
+    await expectWorqError(
+      () =>
+        engine.submit(
+          [
+            { type: "t", batchRef: "x" },
+            { type: "u", batchRef: "x" },
+          ],
+          batch,
+        ),
+      "WORQ_INVALID_ARGUMENT",
+      "jobs[1].batch_ref",
+    );
     await expectWorqError(() => engine.submit([{ type: "t", parentJid: ghost }], single), "WORQ_INVALID_ARGUMENT", "job.parent_jid");
   });
 

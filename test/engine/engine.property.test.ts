@@ -392,7 +392,8 @@ class Sim {
       ...(action.delayMs !== null ? { delayMs: action.delayMs } : {}),
       ...(action.executionTimeoutMs !== null ? { executionTimeoutMs: action.executionTimeoutMs } : {}),
     };
-    const results = action.count === 1 ? await this.engine.submit([input], single) : await this.engine.submit(Array(action.count).fill(input), batch);
+    const results =
+      action.count === 1 ? await this.engine.submit([input], single) : await this.engine.submit(Array(action.count).fill(input), batch);
     this.submits += action.count;
     check(results.length === action.count, `submit of ${action.count} returned ${show(results)}`);
     for (const result of results) {
@@ -453,7 +454,12 @@ class Sim {
     }
   }
 
-  async report(leaseId: string, op: "ack" | "fail" | "renew", category: FailureCategory = "TEMPORARY", retryAfterMs: number | null = null): Promise<void> {
+  async report(
+    leaseId: string,
+    op: "ack" | "fail" | "renew",
+    category: FailureCategory = "TEMPORARY",
+    retryAfterMs: number | null = null,
+  ): Promise<void> {
     const delivery = this.deliveries.get(leaseId)!;
     const info = this.jobs.get(delivery.jid)!;
     const held = this.isCurrent(leaseId);
@@ -488,7 +494,8 @@ class Sim {
           `${what} returned ${show(result)}, expected ${show({ state: expected.state, retryAtMs: expected.dueAtMs })}`,
         );
       }
-      if (op === "renew") check(outcome === ctx.expected!.expiresAtMs, `${what} returned ${String(outcome)}, expected ${ctx.expected!.expiresAtMs}`);
+      if (op === "renew")
+        check(outcome === ctx.expected!.expiresAtMs, `${what} returned ${String(outcome)}, expected ${ctx.expected!.expiresAtMs}`);
     } else {
       cover(`stale ${op}`);
       check(
@@ -624,10 +631,16 @@ class Sim {
       while (session.seen < session.sink.grants.length) {
         const grant = session.sink.grants[session.seen++]!;
         const leaseId = grant.meta.lease?.leaseId;
-        check(grant.meta.state === "RUNNING" && leaseId !== undefined, `delivered job ${grant.meta.jid} is ${grant.meta.state} without a lease`);
+        check(
+          grant.meta.state === "RUNNING" && leaseId !== undefined,
+          `delivered job ${grant.meta.jid} is ${grant.meta.state} without a lease`,
+        );
         check(!this.deliveries.has(leaseId) && !grantSession.has(leaseId), `lease ${leaseId} delivered twice`);
         check(session.open, `lease ${leaseId} delivered to closed session ${session.key}`);
-        check(grant.meta.lease!.workerId === session.workerId, `lease of worker ${grant.meta.lease!.workerId} delivered to ${session.workerId}`);
+        check(
+          grant.meta.lease!.workerId === session.workerId,
+          `lease of worker ${grant.meta.lease!.workerId} delivered to ${session.workerId}`,
+        );
         grantSession.set(leaseId, session);
         session.deliveredThisStep = true;
       }
@@ -667,15 +680,24 @@ class Sim {
       const timerAt = meta.state === "DELAYED" || meta.state === "RETRYING" ? meta.dueAtMs : meta.lease?.expiresAtMs;
       if (timerAt !== undefined) {
         const wake = this.engine.nextWakeMs();
-        check(wake !== undefined && wake <= timerAt, `nextWakeMs +${wake === undefined ? "none" : wake - T0} is after job ${info.jid}'s timer at +${timerAt - T0} (${meta.state})`);
+        check(
+          wake !== undefined && wake <= timerAt,
+          `nextWakeMs +${wake === undefined ? "none" : wake - T0} is after job ${info.jid}'s timer at +${timerAt - T0} (${meta.state})`,
+        );
       }
       if (ctx.kind === "tick") {
         // tick() applies every timer that is due.
         if (meta.state === "DELAYED" || meta.state === "RETRYING") {
-          check(meta.dueAtMs !== undefined && meta.dueAtMs > now, `job ${info.jid} ${meta.state} still due at +${meta.dueAtMs! - T0} after tick at +${now - T0}`);
+          check(
+            meta.dueAtMs !== undefined && meta.dueAtMs > now,
+            `job ${info.jid} ${meta.state} still due at +${meta.dueAtMs! - T0} after tick at +${now - T0}`,
+          );
         }
         if (meta.lease) {
-          check(meta.lease.expiresAtMs > now, `job ${info.jid}'s lease expired at +${meta.lease.expiresAtMs - T0} survives tick at +${now - T0}`);
+          check(
+            meta.lease.expiresAtMs > now,
+            `job ${info.jid}'s lease expired at +${meta.lease.expiresAtMs - T0} survives tick at +${now - T0}`,
+          );
         }
       }
       info.observed = meta;
@@ -685,12 +707,16 @@ class Sim {
     // 4. Live jobs and counters, in memory and durable.
     const unfinished = [...this.jobs.values()].filter((info) => !isTerminal(info.written.state)).length;
     const { liveJobs, coldReadyJobs } = this.engine.info(); // in memory, and ready ones left in the store
-    check(liveJobs + coldReadyJobs === unfinished, `engine has ${liveJobs} live jobs and ${coldReadyJobs} cold ones, ${unfinished} are unfinished`);
+    check(
+      liveJobs + coldReadyJobs === unfinished,
+      `engine has ${liveJobs} live jobs and ${coldReadyJobs} cold ones, ${unfinished} are unfinished`,
+    );
     const counters = this.engine.info().counters;
     check(counters.submitted === this.submits, `counters.submitted ${counters.submitted}, submits ${this.submits}`);
     check(counters.processed === this.acks, `counters.processed ${counters.processed}, acks ${this.acks}`);
     check(counters.failed === this.fails + this.lapses, `counters.failed ${counters.failed}, fails ${this.fails} + lapses ${this.lapses}`);
-    if (this.log.length > 0) check(show(this.data.counters) === show(counters), `stored counters ${show(this.data.counters)}, engine ${show(counters)}`);
+    if (this.log.length > 0)
+      check(show(this.data.counters) === show(counters), `stored counters ${show(this.data.counters)}, engine ${show(counters)}`);
 
     // 5. Credits: no session holds more unreported jobs than its credits; none idles while
     //    one of its queues has a ready job.
@@ -702,7 +728,9 @@ class Sim {
         check(held <= session.credits, `session ${session.key} was pushed jobs up to ${held} slots with ${session.credits} credits`);
       }
       if (held < session.credits) {
-        const waiting = [...this.jobs.values()].filter((info) => info.written.state === "SCHEDULED" && session.queues.includes(info.input.queue));
+        const waiting = [...this.jobs.values()].filter(
+          (info) => info.written.state === "SCHEDULED" && session.queues.includes(info.input.queue),
+        );
         check(
           waiting.length === 0,
           `session ${session.key} (${session.workerId}, ${show(session.queues)}) has ${session.credits - held} free credit(s) while job ${waiting[0]?.jid} waits SCHEDULED`,
@@ -720,13 +748,19 @@ class Sim {
         return;
       case "put-job": {
         const meta = write.meta;
-        check(ctx.kind === "submit" && ctx.jids.includes(meta.jid) && !this.jobs.has(meta.jid), `unexpected new job ${meta.jid} in a ${ctx.kind} step`);
+        check(
+          ctx.kind === "submit" && ctx.jids.includes(meta.jid) && !this.jobs.has(meta.jid),
+          `unexpected new job ${meta.jid} in a ${ctx.kind} step`,
+        );
         const action = ctx.action;
         check(
           meta.state === (action.delayMs !== null ? "DELAYED" : "SCHEDULED") && meta.attempt === 0 && meta.fails === 0 && !meta.lease,
           `new job written as ${show(core(meta))}`,
         );
-        check(meta.retry.maxAttempts === action.maxAttempts && meta.retry.maxFails === action.maxFails, `new job's retry policy ${show(meta.retry)}`);
+        check(
+          meta.retry.maxAttempts === action.maxAttempts && meta.retry.maxFails === action.maxFails,
+          `new job's retry policy ${show(meta.retry)}`,
+        );
         this.jobs.set(meta.jid, { jid: meta.jid, input: action, written: meta, observed: meta, leasesSinceObserved: 0, leases: [] });
         return;
       }
@@ -737,7 +771,14 @@ class Sim {
     }
   }
 
-  private checkTransition(previous: JobMeta, next: JobMeta, ctx: Ctx, now: number, grantSession: Map<string, SimSession>, leased: Set<string>): void {
+  private checkTransition(
+    previous: JobMeta,
+    next: JobMeta,
+    ctx: Ctx,
+    now: number,
+    grantSession: Map<string, SimSession>,
+    leased: Set<string>,
+  ): void {
     const info = this.jobs.get(next.jid);
     check(info, `transition of unknown job ${next.jid}`);
     const edge = `${previous.state} → ${next.state} of job ${next.jid} in a ${ctx.kind} step`;
@@ -768,7 +809,10 @@ class Sim {
       const leaseId = next.lease!.leaseId;
       const session = grantSession.get(leaseId);
       check(session, `${edge}: lease ${leaseId} was never delivered`);
-      check(session.queues.includes(info.input.queue), `job of queue ${info.input.queue} delivered to a session on ${show(session.queues)}`);
+      check(
+        session.queues.includes(info.input.queue),
+        `job of queue ${info.input.queue} delivered to a session on ${show(session.queues)}`,
+      );
       check(!this.deliveries.has(leaseId), `${edge}: lease ${leaseId} reused`);
       leased.add(leaseId);
       this.deliveries.set(leaseId, { jid: next.jid, session: session.key, reported: false });
@@ -783,10 +827,14 @@ class Sim {
         ctx.consumed = true;
         const expected = ctx.expected!;
         check(next.state === expected.state, `${ctx.op}: ${edge}, expected → ${expected.state}`);
-        if (expected.dueAtMs !== undefined) check(next.dueAtMs === expected.dueAtMs, `${edge}: due at +${next.dueAtMs! - T0}, expected +${expected.dueAtMs - T0}`);
+        if (expected.dueAtMs !== undefined)
+          check(next.dueAtMs === expected.dueAtMs, `${edge}: due at +${next.dueAtMs! - T0}, expected +${expected.dueAtMs - T0}`);
         if (ctx.op === "renew") {
           check(next.lease!.leaseId === lease.leaseId, `renew changed the lease id: ${edge}`);
-          check(next.lease!.expiresAtMs === expected.expiresAtMs, `renew: lease expires at +${next.lease!.expiresAtMs - T0}, expected +${expected.expiresAtMs! - T0}`);
+          check(
+            next.lease!.expiresAtMs === expected.expiresAtMs,
+            `renew: lease expires at +${next.lease!.expiresAtMs - T0}, expected +${expected.expiresAtMs! - T0}`,
+          );
         }
         check(next.fails === previous.fails + (ctx.op === "fail" ? 1 : 0), `${ctx.op}: ${edge} fails ${previous.fails} → ${next.fails}`);
       } else {
@@ -802,7 +850,10 @@ class Sim {
           cover("execution timeout");
           if (!exhausted) check(next.dueAtMs === now + backoffMs(previous.attempt), `${edge}: due at +${next.dueAtMs! - T0}`);
         } else {
-          check(next.state === (previous.attempt >= maxAttempts ? "DEAD_LETTER" : "SCHEDULED"), `lease lapse: ${edge} (attempt ${previous.attempt}/${maxAttempts})`);
+          check(
+            next.state === (previous.attempt >= maxAttempts ? "DEAD_LETTER" : "SCHEDULED"),
+            `lease lapse: ${edge} (attempt ${previous.attempt}/${maxAttempts})`,
+          );
           check(next.failure?.category === "SYSTEM", `lease lapse recorded as ${next.failure?.category}`);
           cover("lapse");
         }
@@ -822,7 +873,6 @@ class Sim {
     info.written = next;
   }
 }
-
 
 // ---------------------------------------------------------------------------------------
 
@@ -861,5 +911,4 @@ describe("Engine: model-based properties", () => {
     },
     Math.max(120_000, RUNS * 1_000),
   );
-
 });

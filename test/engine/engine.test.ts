@@ -31,7 +31,14 @@ const MINUTE = 60_000;
 async function restart(data: MemoryData, clock: ManualClock, options: { orphanGraceMs?: number } = {}) {
   await flush();
   const store = new MemoryStore(data);
-  const engine = new Engine({ store, clock, random: () => 0.5, unpackedMetaLimit: unpackedMetaLimitUnderTest(), readyWindow: readyWindowUnderTest(), ...options });
+  const engine = new Engine({
+    store,
+    clock,
+    random: () => 0.5,
+    unpackedMetaLimit: unpackedMetaLimitUnderTest(),
+    readyWindow: readyWindowUnderTest(),
+    ...options,
+  });
   await engine.open();
   return { clock, store, engine, data };
 }
@@ -105,10 +112,7 @@ describe("Engine: submit → lease → ack", () => {
 
   it("a batch submit returns one result per job in order, with distinct jids", async () => {
     const { engine } = await setup();
-    const results = await engine.submit(
-      [{ type: "a" }, { type: "b", delayMs: SECOND }, { type: "c" }],
-      batch,
-    );
+    const results = await engine.submit([{ type: "a" }, { type: "b", delayMs: SECOND }, { type: "c" }], batch);
     expect(results.map((r) => r.state)).toEqual(["SCHEDULED", "DELAYED", "SCHEDULED"]);
     expect(new Set(results.map((r) => r.jid)).size).toBe(3);
     for (const [i, type] of ["a", "b", "c"].entries()) {
@@ -159,7 +163,10 @@ describe("Engine: delivery order", () => {
 
   it("FIFO within a batch follows the batch order", async () => {
     const { engine } = await setup();
-    const results = await engine.submit(Array.from({ length: 20 }, (_, i) => ({ type: `t${i}` })), batch);
+    const results = await engine.submit(
+      Array.from({ length: 20 }, (_, i) => ({ type: `t${i}` })),
+      batch,
+    );
     const { sink } = await lease(engine, ["default"], 20);
     expect(sink.jids).toEqual(results.map((r) => r.jid));
   });
@@ -178,7 +185,10 @@ describe("Engine: delivery order", () => {
 
   it("an earlier-listed queue that gets a job later is served first when a credit frees up", async () => {
     const { engine } = await setup();
-    await submitEach(engine, [{ type: "low-1", queue: "low" }, { type: "low-2", queue: "low" }]);
+    await submitEach(engine, [
+      { type: "low-1", queue: "low" },
+      { type: "low-2", queue: "low" },
+    ]);
     const { sink } = await lease(engine, ["high", "low"], 1);
     expect(sink.grants.map((g) => g.meta.type)).toEqual(["low-1"]);
     await submitOne(engine, { type: "high-1", queue: "high" });
@@ -211,7 +221,10 @@ describe("Engine: delivery order", () => {
     const { engine } = await setup();
     const a = await lease(engine, ["default"], 10, "worker-a");
     const b = await lease(engine, ["default"], 10, "worker-b");
-    const jids = await engine.submit(Array.from({ length: 6 }, () => ({ type: "t" })), batch);
+    const jids = await engine.submit(
+      Array.from({ length: 6 }, () => ({ type: "t" })),
+      batch,
+    );
     await flush();
     const all = [...a.sink.jids, ...b.sink.jids];
     expect(all.sort()).toEqual(jids.map((r) => r.jid).sort());
@@ -234,7 +247,10 @@ describe("Engine: credits", () => {
 
   it("never holds more than its credits; each ack returns one and the next job is pushed", async () => {
     const { engine } = await setup();
-    const jids = await submitEach(engine, Array.from({ length: 7 }, (_, i) => ({ type: `t${i}` })));
+    const jids = await submitEach(
+      engine,
+      Array.from({ length: 7 }, (_, i) => ({ type: `t${i}` })),
+    );
     const { sink } = await lease(engine, ["default"], 3);
     expect(sink.jids).toEqual(jids.slice(0, 3));
 
@@ -299,7 +315,10 @@ describe("Engine: delayed jobs", () => {
 
   it("many jobs due at one time are promoted a slice per tick, and nextWakeMs says more are due", async () => {
     const { clock, engine } = await setup();
-    await engine.submit(Array.from({ length: 5_003 }, () => ({ type: "t", queue: "burst", atMs: T0 + SECOND })), batch);
+    await engine.submit(
+      Array.from({ length: 5_003 }, () => ({ type: "t", queue: "burst", atMs: T0 + SECOND })),
+      batch,
+    );
     clock.set(T0 + SECOND);
     engine.tick();
     expect(engine.queueStats("burst")).toMatchObject({ ready: 5_000, delayed: 3 });
@@ -706,7 +725,12 @@ describe("Engine: lease lapse, renewal and execution timeout", () => {
     expect(sink.grants).toHaveLength(2);
     const view = await engine.getJob(jid);
     expect(view.meta).toMatchObject({ state: "DEAD_LETTER", attempt: 2, completedAtMs: T0 + 10 * SECOND });
-    expect(view.meta.failure).toMatchObject({ category: "SYSTEM", retryCount: 2, failedAtMs: T0 + 5 * SECOND, retriedAtMs: T0 + 10 * SECOND });
+    expect(view.meta.failure).toMatchObject({
+      category: "SYSTEM",
+      retryCount: 2,
+      failedAtMs: T0 + 5 * SECOND,
+      retriedAtMs: T0 + 10 * SECOND,
+    });
   });
 
   it("renew extends the lease to now + reserve_for and the job does not lapse at the old expiry", async () => {
@@ -747,7 +771,12 @@ describe("Engine: lease lapse, renewal and execution timeout", () => {
     const view = await engine.getJob(jid);
     expect(view.meta.state).toBe("RETRYING");
     expect(view.meta.dueAtMs).toBe(T0 + 26 * SECOND);
-    expect(view.meta.failure).toMatchObject({ category: "TIMEOUT", errtype: "ExecutionTimeout", retryCount: 1, failedAtMs: T0 + 25 * SECOND });
+    expect(view.meta.failure).toMatchObject({
+      category: "TIMEOUT",
+      errtype: "ExecutionTimeout",
+      retryCount: 1,
+      failedAtMs: T0 + 25 * SECOND,
+    });
     expect(view.meta.fails).toBe(0);
     await expectWorqError(() => engine.ack(jid, leaseId, new Uint8Array()), "WORQ_LEASE_NOT_HELD", "lease_id");
   });
@@ -780,7 +809,10 @@ describe("Engine: closing a session (orphaned leases)", () => {
 
   it("caps held leases at now + orphan grace: the jobs come back after the grace even with a long reserve_for", async () => {
     const { clock, engine } = await setup();
-    const jids = await submitEach(engine, [{ type: "1", reserveForMs: 3_600_000 }, { type: "2", reserveForMs: 3_600_000 }]);
+    const jids = await submitEach(engine, [
+      { type: "1", reserveForMs: 3_600_000 },
+      { type: "2", reserveForMs: 3_600_000 },
+    ]);
     const a = await lease(engine, ["default"], 2, "worker-a");
     expect(a.sink.jids).toEqual(jids);
     clock.advance(5 * SECOND);
@@ -1101,7 +1133,11 @@ describe("Engine: submit validation", () => {
   it("the default limit is 1 MiB", async () => {
     const { engine } = await setup();
     await submitOne(engine, { type: "t", payload: new Uint8Array(1024 * 1024) });
-    await expectWorqError(() => engine.submit([{ type: "t", payload: new Uint8Array(1024 * 1024 + 1) }], single), "WORQ_TOO_LARGE", "job.payload");
+    await expectWorqError(
+      () => engine.submit([{ type: "t", payload: new Uint8Array(1024 * 1024 + 1) }], single),
+      "WORQ_TOO_LARGE",
+      "job.payload",
+    );
   });
 
   it("a batch with one bad job creates nothing, names the job, and delivers nothing", async () => {
@@ -1155,7 +1191,9 @@ describe("Engine: submit validation", () => {
 
   it("refuses a maxJobBytes over 16 MiB at construction", () => {
     const data = createMemoryData();
-    expect(() => new Engine({ store: new MemoryStore(data), clock: new ManualClock(), maxJobBytes: 16 * 1024 * 1024 + 1 })).toThrow(/maxJobBytes/);
+    expect(() => new Engine({ store: new MemoryStore(data), clock: new ManualClock(), maxJobBytes: 16 * 1024 * 1024 + 1 })).toThrow(
+      /maxJobBytes/,
+    );
     expect(() => new Engine({ store: new MemoryStore(data), clock: new ManualClock(), maxJobBytes: 16 * 1024 * 1024 })).not.toThrow();
   });
 });
@@ -1174,7 +1212,11 @@ describe("Engine: lease session validation", () => {
     ["over 10 000 credits", "credits", { queues: ["q"], workerId: "w", credits: 10_001 }],
   ])("%s → WORQ_INVALID_ARGUMENT %s, no session opened", async (_name, field, options) => {
     const { engine } = await setup();
-    await expectWorqError(() => engine.openLease(options, { deliver: () => {}, control: () => {}, revoke: () => {} }), "WORQ_INVALID_ARGUMENT", field);
+    await expectWorqError(
+      () => engine.openLease(options, { deliver: () => {}, control: () => {}, revoke: () => {} }),
+      "WORQ_INVALID_ARGUMENT",
+      field,
+    );
     expect(engine.info().connectedWorkers).toBe(0);
   });
 });
@@ -1236,7 +1278,12 @@ describe("Engine: listing ready jobs", () => {
 describe("Engine: retrying dead jobs", () => {
   it("retries every dead job of a queue, a page of the index per commit, and only dead ones", async () => {
     const { engine, clock } = await openEngine();
-    const jids = (await engine.submit(Array.from({ length: 1_203 }, () => ({ type: "t", queue: "graveyard", retry: { maxAttempts: 1 } })), batch)).map((r) => r.jid);
+    const jids = (
+      await engine.submit(
+        Array.from({ length: 1_203 }, () => ({ type: "t", queue: "graveyard", retry: { maxAttempts: 1 } })),
+        batch,
+      )
+    ).map((r) => r.jid);
     const { sink, session } = await lease(engine, ["graveyard"], 1_203);
     for (const grant of sink.grants.slice(0, 1_202)) {
       clock.advance(1); // distinct finish times: the index pages by them
@@ -1253,7 +1300,10 @@ describe("Engine: retrying dead jobs", () => {
 describe("Engine: purging a queue", () => {
   it("deletes its waiting jobs (ready, delayed, retrying, pending), not its running ones nor other queues'", async () => {
     const { engine, data } = await openEngine();
-    const [running, flaky] = await submitEach(engine, [{ type: "r", queue: "a" }, { type: "f", queue: "a" }]);
+    const [running, flaky] = await submitEach(engine, [
+      { type: "r", queue: "a" },
+      { type: "f", queue: "a" },
+    ]);
     const { sink, session } = await lease(engine, ["a"], 2);
     await engine.fail(flaky!, sink.grants[1]!.meta.lease!.leaseId, report()); // RETRYING
     session.close(); // no more leases: the running job keeps its lease
@@ -1275,7 +1325,14 @@ describe("Engine: purging a queue", () => {
     const { engine } = await openEngine({ store, readyWindow: 20_000 }); // every job in memory (cold ones: paging.test.ts)
     const jids: string[] = [];
     for (const length of [10_000, 3]) {
-      jids.push(...(await engine.submit(Array.from({ length }, () => ({ type: "t", queue: "a" })), batch)).map((result) => result.jid));
+      jids.push(
+        ...(
+          await engine.submit(
+            Array.from({ length }, () => ({ type: "t", queue: "a" })),
+            batch,
+          )
+        ).map((result) => result.jid),
+      );
     }
     store.stallCommits = true; // the first commit of the purge waits, as on a slow disk
     const purging = engine.purgeQueue("a");
@@ -1335,7 +1392,11 @@ describe("Engine: listing live jobs of every state", () => {
 
   it("finds a filtered job past the first chunk of jobs examined", async () => {
     const { engine } = await openEngine();
-    const inputs = [...Array.from({ length: 300 }, (_, i) => ({ type: "x", delayMs: 1_000 + i })), { type: "y", delayMs: 5_000 }, { type: "y", delayMs: 6_000 }];
+    const inputs = [
+      ...Array.from({ length: 300 }, (_, i) => ({ type: "x", delayMs: 1_000 + i })),
+      { type: "y", delayMs: 5_000 },
+      { type: "y", delayMs: 6_000 },
+    ];
     const jids = (await engine.submit(inputs, batch)).map((result) => result.jid);
     const first = await engine.listJobs({ type: "y", pageSize: 1 });
     expect(first.jobs.map((job) => job.meta.jid)).toEqual([jids[300]]);
@@ -1348,14 +1409,21 @@ describe("Engine: delivery order when bodies are read from the store", () => {
   it("jobs reach workers in the order they were leased, even when an earlier lease's read finishes last", async () => {
     const data = createMemoryData();
     const first = await openEngine({ data });
-    const jids = await submitEach(first.engine, [1, 2, 3, 4].map((i) => ({ type: "t", queue: "q", kwargs: { i } })));
+    const jids = await submitEach(
+      first.engine,
+      [1, 2, 3, 4].map((i) => ({ type: "t", queue: "q", kwargs: { i } })),
+    );
     await first.engine.close();
     // A restart: no body is in memory, every lease reads its job's body.
     const store = new GatedStore(data);
     store.stalledBodyReads = 1; // the first lease's read finishes last
     const { engine } = await openEngine({ data, store });
     const delivered: string[] = [];
-    const sinkOf = () => ({ deliver: (grants: LeaseGrant[]) => delivered.push(...grants.map((g) => g.meta.jid)), control: () => {}, revoke: () => {} });
+    const sinkOf = () => ({
+      deliver: (grants: LeaseGrant[]) => delivered.push(...grants.map((g) => g.meta.jid)),
+      control: () => {},
+      revoke: () => {},
+    });
     const a = engine.openLease({ queues: ["q"], workerId: "a", credits: 2 }, sinkOf());
     await flush();
     const b = engine.openLease({ queues: ["q"], workerId: "b", credits: 2 }, sinkOf());

@@ -6,7 +6,9 @@ describe("ExpiryQueue", () => {
   it("pops expiries in time order whatever order and ttls they were pushed with (FIFO lanes plus the overflow heap)", () => {
     fc.assert(
       fc.property(
-        fc.array(fc.record({ atMs: fc.integer({ min: 0, max: 1_000 }), ttlMs: fc.constantFrom(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11) }), { maxLength: 200 }),
+        fc.array(fc.record({ atMs: fc.integer({ min: 0, max: 1_000 }), ttlMs: fc.constantFrom(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11) }), {
+          maxLength: 200,
+        }),
         (entries) => {
           const queue = new ExpiryQueue();
           entries.forEach((entry, i) => queue.push(`j${i}`, entry.atMs, entry.ttlMs));

@@ -121,13 +121,18 @@ export interface Fixture {
 }
 
 /** Builds and opens an engine over `data` (a fresh MemoryData unless given: pass one to simulate a restart). */
-export async function openEngine(
-  options: Partial<EngineOptions> & { data?: MemoryData; clock?: ManualClock } = {},
-): Promise<Fixture> {
+export async function openEngine(options: Partial<EngineOptions> & { data?: MemoryData; clock?: ManualClock } = {}): Promise<Fixture> {
   const data = options.data ?? createMemoryData();
   const clock = options.clock ?? new ManualClock(T0);
   const store = (options.store as MemoryStore | undefined) ?? new MemoryStore(data);
-  const engine = new Engine({ random: () => 0.5, unpackedMetaLimit: unpackedMetaLimitUnderTest(), readyWindow: readyWindowUnderTest(), ...options, store, clock });
+  const engine = new Engine({
+    random: () => 0.5,
+    unpackedMetaLimit: unpackedMetaLimitUnderTest(),
+    readyWindow: readyWindowUnderTest(),
+    ...options,
+    store,
+    clock,
+  });
   await engine.open();
   return { clock, store, engine, data };
 }
@@ -153,7 +158,7 @@ export async function submitEach(engine: Engine, inputs: SubmitInput[]): Promise
 /** Acks each job `sink` is given until nothing more comes (20 quiet rounds of `settle`). */
 export async function ackAsDelivered(engine: Engine, sink: CollectingSink, settle: () => Promise<void> = () => flush()): Promise<void> {
   let acked = 0;
-  for (let idle = 0; idle < 20; ) {
+  for (let idle = 0; idle < 20;) {
     await settle();
     const delivered = sink.grants.slice(acked);
     if (delivered.length === 0) {
@@ -184,11 +189,7 @@ export function report(overrides: Partial<FailureReport> = {}): FailureReport {
 }
 
 /** Asserts that `action` throws (or rejects with) a WorqError with `code` and, when given, `field`. */
-export async function expectWorqError(
-  action: () => unknown,
-  code: WorqErrorCode,
-  field?: string,
-): Promise<WorqError> {
+export async function expectWorqError(action: () => unknown, code: WorqErrorCode, field?: string): Promise<WorqError> {
   let caught: unknown;
   try {
     await action();

@@ -29,7 +29,12 @@ describe("idempotency keys", () => {
   it("keys are per namespace: the same type and key in another namespace is a new job, the shared one ('' or none) is one namespace, across a restart", async () => {
     const { engine, data, clock } = await setup();
     const submit = async (eng: typeof engine, idempotencyNamespace?: string) =>
-      (await eng.submit([{ type: "charge", idempotencyKey: "k", ...(idempotencyNamespace !== undefined ? { idempotencyNamespace } : {}) }], single))[0]!;
+      (
+        await eng.submit(
+          [{ type: "charge", idempotencyKey: "k", ...(idempotencyNamespace !== undefined ? { idempotencyNamespace } : {}) }],
+          single,
+        )
+      )[0]!;
     const shared = await submit(engine);
     const billing = await submit(engine, "billing.*");
     const invoices = await submit(engine, "invoices");
@@ -47,10 +52,7 @@ describe("idempotency keys", () => {
 
   it("inside one batch, a repeated key refers to the first job", async () => {
     const { engine } = await setup();
-    const results = await engine.submit(
-      [{ type: "t", idempotencyKey: "k" }, { type: "t", idempotencyKey: "k" }, { type: "t" }],
-      batch,
-    );
+    const results = await engine.submit([{ type: "t", idempotencyKey: "k" }, { type: "t", idempotencyKey: "k" }, { type: "t" }], batch);
     expect(results[1]).toEqual({ jid: results[0]!.jid, duplicate: true, state: "SCHEDULED" });
     expect(results[2]!.duplicate).toBe(false);
   });
@@ -88,6 +90,10 @@ describe("idempotency keys", () => {
   it("an empty or over-long key is refused naming the field", async () => {
     const { engine } = await setup();
     await expectWorqError(() => engine.submit([{ type: "t", idempotencyKey: "" }], single), "WORQ_INVALID_ARGUMENT", "job.idempotency_key");
-    await expectWorqError(() => engine.submit([{ type: "t", idempotencyKey: "x".repeat(257) }], single), "WORQ_INVALID_ARGUMENT", "job.idempotency_key");
+    await expectWorqError(
+      () => engine.submit([{ type: "t", idempotencyKey: "x".repeat(257) }], single),
+      "WORQ_INVALID_ARGUMENT",
+      "job.idempotency_key",
+    );
   });
 });

@@ -67,7 +67,10 @@ describe("Engine: a reconnecting worker keeps its slots", () => {
 
   it("a new stream of the same worker id counts its unreported leases against its credits", async () => {
     const { engine } = await setup();
-    const jids = await submitEach(engine, [1, 2, 3, 4].map((n) => ({ type: `t${n}`, queue: "q" })));
+    const jids = await submitEach(
+      engine,
+      [1, 2, 3, 4].map((n) => ({ type: `t${n}`, queue: "q" })),
+    );
     const first = await lease(engine, ["q"], 2, "w-1");
     expect(first.sink.jids).toEqual(jids.slice(0, 2));
     first.session.close();
@@ -80,7 +83,10 @@ describe("Engine: a reconnecting worker keeps its slots", () => {
 
   it("another worker id does not inherit them", async () => {
     const { engine } = await setup();
-    const jids = await submitEach(engine, [1, 2, 3].map((n) => ({ type: `t${n}`, queue: "q" })));
+    const jids = await submitEach(
+      engine,
+      [1, 2, 3].map((n) => ({ type: `t${n}`, queue: "q" })),
+    );
     const first = await lease(engine, ["q"], 2, "w-1");
     first.session.close();
     const other = await lease(engine, ["q"], 2, "w-2");

@@ -53,7 +53,10 @@ describe("total lifetime (ttl)", () => {
     expect((await engine.getJob(later)).meta.state).toBe("DEAD_LETTER");
 
     const before = engine.info().counters;
-    const error = await expectWorqError(() => submitOne(engine, { type: "t", atMs: LIMITS.maxTimeMs - 500, ttlMs: SECOND }), "WORQ_INVALID_ARGUMENT");
+    const error = await expectWorqError(
+      () => submitOne(engine, { type: "t", atMs: LIMITS.maxTimeMs - 500, ttlMs: SECOND }),
+      "WORQ_INVALID_ARGUMENT",
+    );
     expect(error.field).toBe("job.at");
     expect(error.message).toMatch(/^job\.at: plus job\.ttl \(1000 ms\) ends the job's lifetime after 9999-12-31T23:59:59\.999Z/);
     expect(engine.info().counters).toEqual(before);

@@ -18,7 +18,12 @@ const WAITING: JobState[] = ["PENDING", "SCHEDULED", "DELAYED", "RETRYING"];
 describe("LiveJobs", () => {
   it("holds metas as objects up to the limit, then packs waiting ones; a running job is never packed", () => {
     const live = new LiveJobs(2);
-    const [a, b, c, d] = [metaOf(), metaOf(), metaOf(), metaOf({ state: "RUNNING", lease: { leaseId: randomUuidV4(), workerId: "w", expiresAtMs: T0 + 1, executionDeadlineMs: T0 + 2 } })];
+    const [a, b, c, d] = [
+      metaOf(),
+      metaOf(),
+      metaOf(),
+      metaOf({ state: "RUNNING", lease: { leaseId: randomUuidV4(), workerId: "w", expiresAtMs: T0 + 1, executionDeadlineMs: T0 + 2 } }),
+    ];
     for (const meta of [a, b, c, d]) live.set(meta!);
     expect(live.size).toBe(4);
     expect(live.packed).toBe(1); // c: past the limit and waiting; d runs
@@ -46,7 +51,15 @@ describe("LiveJobs", () => {
       atMs: T0 + 5_000,
       enqueuedAtMs: T0 + 1,
       dueAtMs: T0 + 9_000,
-      failure: { failedAtMs: T0, retriedAtMs: T0 + 1, retryCount: 1, message: "boom ☃", errtype: "E", backtrace: ["a", "b"], category: "TEMPORARY" },
+      failure: {
+        failedAtMs: T0,
+        retriedAtMs: T0 + 1,
+        retryCount: 1,
+        message: "boom ☃",
+        errtype: "E",
+        backtrace: ["a", "b"],
+        category: "TEMPORARY",
+      },
       previousLeaseIds: [randomUuidV4()],
     });
     live.set(full);
@@ -69,7 +82,9 @@ describe("LiveJobs", () => {
     jobs.forEach((meta) => live.set(meta));
     live.set(metaOf({}, "other"));
     expect(live.packed).toBe(5);
-    expect(["PENDING", "SCHEDULED", "DELAYED", "RETRYING", "RUNNING"].map((state) => live.count("emails", state as JobState))).toEqual([1, 2, 1, 1, 0]);
+    expect(["PENDING", "SCHEDULED", "DELAYED", "RETRYING", "RUNNING"].map((state) => live.count("emails", state as JobState))).toEqual([
+      1, 2, 1, 1, 0,
+    ]);
     expect(live.count("other", "SCHEDULED")).toBe(1);
 
     const packed = jobs[2]!; // SCHEDULED, packed
@@ -115,7 +130,12 @@ describe("LiveJobs", () => {
     for (const limit of [0, 100]) {
       const live = new LiveJobs(limit);
       const lease = { leaseId: randomUuidV4(), workerId: "w", expiresAtMs: T0 + 1, executionDeadlineMs: T0 + 2 };
-      const [ready, delayed, pending, other] = [metaOf(), metaOf({ state: "DELAYED", dueAtMs: T0 + 1 }), metaOf({ state: "PENDING" }), metaOf({ state: "DELAYED" }, "other")];
+      const [ready, delayed, pending, other] = [
+        metaOf(),
+        metaOf({ state: "DELAYED", dueAtMs: T0 + 1 }),
+        metaOf({ state: "PENDING" }),
+        metaOf({ state: "DELAYED" }, "other"),
+      ];
       for (const meta of [ready!, delayed!, pending!, other!]) live.set(meta);
       const jids = (queue: string | undefined, ...states: JobState[]) => [...live.matching(queue, states)].map((meta) => meta.jid).sort();
       expect(jids(undefined, "DELAYED")).toEqual([delayed!.jid, other!.jid].sort());

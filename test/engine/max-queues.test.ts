@@ -8,7 +8,9 @@ describe("--max-queues: distinct queue names are capped", () => {
     await submitOne(engine, { type: "t", queue: "b" });
     const jobsBefore = data.metas.size;
     const error = await expectWorqError(() => submitOne(engine, { type: "t", queue: "c" }), "WORQ_RESOURCE_EXHAUSTED", "job.queue");
-    expect(error.message).toBe('job.queue: queue "c" would be one more than the 2 distinct queues this server keeps (--max-queues); nothing was stored');
+    expect(error.message).toBe(
+      'job.queue: queue "c" would be one more than the 2 distinct queues this server keeps (--max-queues); nothing was stored',
+    );
     expect(data.metas.size).toBe(jobsBefore);
     expect(engine.listQueues().queues.map((stats) => stats.queue)).toEqual(["a", "b"]);
     await submitOne(engine, { type: "t", queue: "a" });
@@ -18,11 +20,27 @@ describe("--max-queues: distinct queue names are capped", () => {
   it("a batch is refused whole, naming the first job that would pass the cap; a batch of many jobs on one new queue counts it once", async () => {
     const { engine, data } = await openEngine({ maxQueues: 2 });
     await submitOne(engine, { type: "t", queue: "a" });
-    await engine.submit([{ type: "t", queue: "b" }, { type: "t", queue: "b" }, { type: "t", queue: "a" }], (i) => `jobs[${i}]`);
+    await engine.submit(
+      [
+        { type: "t", queue: "b" },
+        { type: "t", queue: "b" },
+        { type: "t", queue: "a" },
+      ],
+      (i) => `jobs[${i}]`,
+    );
     expect(data.metas.size).toBe(4);
     const { engine: fresh, data: freshData } = await openEngine({ maxQueues: 2 });
     await expectWorqError(
-      () => fresh.submit([{ type: "t", queue: "x" }, { type: "t", queue: "x" }, { type: "t", queue: "y" }, { type: "t", queue: "z" }], (i) => `jobs[${i}]`),
+      () =>
+        fresh.submit(
+          [
+            { type: "t", queue: "x" },
+            { type: "t", queue: "x" },
+            { type: "t", queue: "y" },
+            { type: "t", queue: "z" },
+          ],
+          (i) => `jobs[${i}]`,
+        ),
       "WORQ_RESOURCE_EXHAUSTED",
       "jobs[3].queue",
     );

@@ -49,7 +49,18 @@ describe("engine over LevelDB: a backlog past the ready window", () => {
     const clock = new ManualClock(T0);
     const first = await open(dir, clock);
     const submit = async (count: number, priority: 0 | 2, from: number) =>
-      (await first.engine.submit(Array.from({ length: count }, (_, i) => ({ type: "t", queue: "q", priority, args: [from + i], payload: new Uint8Array([from + i]) })), batch)).map((r) => r.jid);
+      (
+        await first.engine.submit(
+          Array.from({ length: count }, (_, i) => ({
+            type: "t",
+            queue: "q",
+            priority,
+            args: [from + i],
+            payload: new Uint8Array([from + i]),
+          })),
+          batch,
+        )
+      ).map((r) => r.jid);
     const normal = await submit(30, 2, 0);
     const urgent = await submit(10, 0, 100);
     const cancelled = normal[20]!;

@@ -2,7 +2,19 @@ import { describe, expect, it } from "vitest";
 import type { Engine } from "../../src/engine/engine.js";
 import type { SubmitInput } from "../../src/model/job.js";
 import { createMemoryData, MemoryStore } from "../../src/storage/memory/memory-store.js";
-import { ackAsDelivered, batch, CollectingSink, expectWorqError, flush, GatedStore, lease, openEngine, report, submitEach, submitOne } from "./helpers.js";
+import {
+  ackAsDelivered,
+  batch,
+  CollectingSink,
+  expectWorqError,
+  flush,
+  GatedStore,
+  lease,
+  openEngine,
+  report,
+  submitEach,
+  submitOne,
+} from "./helpers.js";
 
 // A backlog deeper than the ready window (src/engine/ready-queue.ts): the first jobs of each
 // queue and priority level are kept in memory, the rest (cold) wait in the store and are read
@@ -11,7 +23,10 @@ import { ackAsDelivered, batch, CollectingSink, expectWorqError, flush, GatedSto
 const SECOND = 1_000;
 
 async function submitMany(engine: Engine, count: number, input: Partial<SubmitInput> = {}): Promise<string[]> {
-  const results = await engine.submit(Array.from({ length: count }, (_, i) => ({ type: "t", queue: "q", args: [i], ...input })), batch);
+  const results = await engine.submit(
+    Array.from({ length: count }, (_, i) => ({ type: "t", queue: "q", args: [i], ...input })),
+    batch,
+  );
   return results.map((result) => result.jid);
 }
 
@@ -209,7 +224,10 @@ describe("engine: ready jobs past the window wait in the store", () => {
   it("a cold job whose lifetime ended before it was read in is evicted at its page-in, not run", async () => {
     const data = createMemoryData();
     const first = await openEngine({ data, readyWindow: 1 });
-    const [held, expiring] = [await submitOne(first.engine, { type: "t", queue: "q" }), await submitOne(first.engine, { type: "t", queue: "q", ttlMs: 10 * SECOND })];
+    const [held, expiring] = [
+      await submitOne(first.engine, { type: "t", queue: "q" }),
+      await submitOne(first.engine, { type: "t", queue: "q", ttlMs: 10 * SECOND }),
+    ];
     await first.engine.close();
     first.clock.advance(20 * SECOND); // down for longer than its lifetime; the sweep after a restart waits a minute
     const { engine } = await openEngine({ data, clock: first.clock, readyWindow: 1 });

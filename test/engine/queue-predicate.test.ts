@@ -14,7 +14,10 @@ describe("engine: listings narrowed to some queues", () => {
       { type: "t", queue, delayMs: 60_000 },
     ]);
     await fixture.engine.submit(inputs, batch);
-    const cancelled = await fixture.engine.submit(queues.map((queue) => ({ type: "t", queue, delayMs: 60_000 })), batch);
+    const cancelled = await fixture.engine.submit(
+      queues.map((queue) => ({ type: "t", queue, delayMs: 60_000 })),
+      batch,
+    );
     for (const { jid } of cancelled) await fixture.engine.cancel(jid);
     return { ...fixture, allowed: (queue: string) => queue.startsWith("billing.") };
   }
@@ -23,7 +26,7 @@ describe("engine: listings narrowed to some queues", () => {
     const { engine, allowed } = await setup();
     for (const state of [undefined, "SCHEDULED", "DELAYED", "CANCELLED"] as const) {
       const seen: string[] = [];
-      for (let pageToken = ""; ; ) {
+      for (let pageToken = ""; ;) {
         const page = await engine.listJobs({ ...(state ? { state } : {}), pageSize: 2, pageToken, queueAllowed: allowed });
         seen.push(...page.jobs.map((job) => job.meta.queue));
         if (!page.nextPageToken) break;

@@ -115,7 +115,8 @@ describe("ReadyQueue", () => {
     push("x", 0); // 6
     push("y", 4); // 7
     live.delete("c");
-    const jids = (after: { priority: number; readySeq: number } | undefined, limit = 10) => queue.entriesAfter(after, limit, isCurrent).map((entry) => entry.jid);
+    const jids = (after: { priority: number; readySeq: number } | undefined, limit = 10) =>
+      queue.entriesAfter(after, limit, isCurrent).map((entry) => entry.jid);
     expect(jids(undefined)).toEqual(["x", "a", "b", "d", "e", "y"]);
     expect(jids(undefined, 3)).toEqual(["x", "a", "b"]);
     expect(jids({ priority: 2, readySeq: 2 })).toEqual(["d", "e", "y"]); // after b; c is stale
@@ -125,7 +126,6 @@ describe("ReadyQueue", () => {
     expect(take()).toBe("x");
   });
 });
-
 
 describe("ReadyQueue: the window in memory and the cold jobs counted", () => {
   it("admits a job while its level's window has room and no cold jobs; after one cold job, none", () => {

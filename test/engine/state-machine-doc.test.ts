@@ -27,7 +27,10 @@ const LEASE_ID = "lease-1";
 const EVENTS: Record<JobEvent["kind"], JobEvent[]> = {
   due: [{ kind: "due" }],
   lease: [{ kind: "lease", leaseId: "lease-2", workerId: "w" }],
-  renew: [{ kind: "renew", leaseId: LEASE_ID }, { kind: "renew", leaseId: LEASE_ID, executionTimeoutMs: 1 }],
+  renew: [
+    { kind: "renew", leaseId: LEASE_ID },
+    { kind: "renew", leaseId: LEASE_ID, executionTimeoutMs: 1 },
+  ],
   ack: [{ kind: "ack", leaseId: LEASE_ID }],
   fail: CATEGORIES.map((category) => ({
     kind: "fail",
@@ -43,7 +46,12 @@ const EVENTS: Record<JobEvent["kind"], JobEvent[]> = {
 
 /** Metas in `state` across the fields `transition()` branches on. */
 function metasIn(state: JobState): JobMeta[] {
-  const { meta: base } = buildNewJob({ type: "t", retry: { maxAttempts: 3, maxFails: 2 } }, "job", { jid: "j1", nowMs: T0 }, LIMITS.defaultMaxJobBytes);
+  const { meta: base } = buildNewJob(
+    { type: "t", retry: { maxAttempts: 3, maxFails: 2 } },
+    "job",
+    { jid: "j1", nowMs: T0 },
+    LIMITS.defaultMaxJobBytes,
+  );
   const metas: JobMeta[] = [];
   for (const attempt of [1, 3])
     for (const fails of [0, 2])
@@ -64,7 +72,12 @@ function metasIn(state: JobState): JobMeta[] {
                   waitingOn: state === "PENDING" ? waitingOn : [],
                   lease:
                     state === "RUNNING"
-                      ? { leaseId: LEASE_ID, workerId: "w", executionDeadlineMs, expiresAtMs: lapsedAtDeadline ? executionDeadlineMs : T0 + 5_000 }
+                      ? {
+                          leaseId: LEASE_ID,
+                          workerId: "w",
+                          executionDeadlineMs,
+                          expiresAtMs: lapsedAtDeadline ? executionDeadlineMs : T0 + 5_000,
+                        }
                       : undefined,
                 });
               }

@@ -406,7 +406,8 @@ describe("firstState", () => {
   });
 
   it("decides the state buildNewJob gives a new job", () => {
-    const at = (input: Partial<SubmitInput>) => buildNewJob({ type: "t", ...input }, "job", { jid: randomUUID(), nowMs: T0 }, LIMITS.defaultMaxJobBytes).meta.state;
+    const at = (input: Partial<SubmitInput>) =>
+      buildNewJob({ type: "t", ...input }, "job", { jid: randomUUID(), nowMs: T0 }, LIMITS.defaultMaxJobBytes).meta.state;
     expect(at({})).toBe("SCHEDULED");
     expect(at({ delayMs: 1_000 })).toBe("DELAYED");
     expect(at({ atMs: T0 })).toBe("SCHEDULED");

@@ -10,8 +10,11 @@ function setup(maxJobBytes: number = LIMITS.defaultMaxJobBytes) {
   const jid = randomUUID();
   const build = (input: Partial<SubmitInput>, field = "job") =>
     buildNewJob({ type: "email.send", ...input } as SubmitInput, field, { jid, nowMs: T0 }, maxJobBytes);
-  const rejects = (input: Partial<SubmitInput>, field: string, code: "WORQ_INVALID_ARGUMENT" | "WORQ_TOO_LARGE" = "WORQ_INVALID_ARGUMENT") =>
-    expectWorqErrorSync(() => build(input), code, field);
+  const rejects = (
+    input: Partial<SubmitInput>,
+    field: string,
+    code: "WORQ_INVALID_ARGUMENT" | "WORQ_TOO_LARGE" = "WORQ_INVALID_ARGUMENT",
+  ) => expectWorqErrorSync(() => build(input), code, field);
   return { jid, build, rejects };
 }
 
@@ -181,7 +184,9 @@ describe("buildNewJob: validation names the field", () => {
     expect(build({ delayMs: lastRunMs - T0, ttlMs: LIMITS.minTtlMs }).meta.dueAtMs).toBe(lastRunMs);
     expect(build({ atMs: 0 }).meta.state).toBe("SCHEDULED");
     expect(build({ args: nested(31), kwargs: { a: nested(30) }, custom: { a: { b: nested(29) } } }).body.args).toEqual(nested(31));
-    expect(build({ retry: { initialDelayMs: LIMITS.maxRetryDelayMs, maxDelayMs: LIMITS.maxRetryDelayMs } }).meta.retry.maxDelayMs).toBe(LIMITS.maxRetryDelayMs);
+    expect(build({ retry: { initialDelayMs: LIMITS.maxRetryDelayMs, maxDelayMs: LIMITS.maxRetryDelayMs } }).meta.retry.maxDelayMs).toBe(
+      LIMITS.maxRetryDelayMs,
+    );
     expect(build({ type: "emoji.😀", args: ["😀"], kwargs: { "😀": -0, big: 1e308, __proto__x: 1 } }).meta.type).toBe("emoji.😀");
   });
 });

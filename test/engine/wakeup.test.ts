@@ -19,7 +19,11 @@ describe("driveEngineTimers", () => {
     const { clock, engine } = await openEngine();
     const stop = driveEngineTimers(engine, () => clock.nowMs());
     try {
-      for (let i = 0; i < 2; i++) await engine.submit(Array.from({ length: 6_000 }, () => ({ type: "t", queue: "burst", atMs: T0 + 50 })), batch);
+      for (let i = 0; i < 2; i++)
+        await engine.submit(
+          Array.from({ length: 6_000 }, () => ({ type: "t", queue: "burst", atMs: T0 + 50 })),
+          batch,
+        );
       clock.set(T0 + 50); // nothing tells the driver: the timer it armed for this time fires in ~50 ms
       await until(() => engine.queueStats("burst").ready === 12_000);
       expect(engine.queueStats("burst").delayed).toBe(0);

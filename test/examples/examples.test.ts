@@ -12,7 +12,11 @@ const PYTHON = join(ROOT, ".tools/venv/bin/python");
 /** Each language's example pair (examples/<lang>): a worker that runs until SIGTERM, a producer that exits when done. */
 const EXAMPLES = {
   ts: {
-    available: toolAvailable("TypeScript examples", () => fileExists(join(ROOT, "dist/examples/ts/worker.js")), "dist/ is not built: run `npm run build`"),
+    available: toolAvailable(
+      "TypeScript examples",
+      () => fileExists(join(ROOT, "dist/examples/ts/worker.js")),
+      "dist/ is not built: run `npm run build`",
+    ),
     worker: [process.execPath, join(ROOT, "dist/examples/ts/worker.js")],
     producer: [process.execPath, join(ROOT, "dist/examples/ts/producer.js")],
   },
@@ -26,7 +30,11 @@ const EXAMPLES = {
     producer: [PYTHON, join(ROOT, "examples/python/producer.py")],
   },
   go: {
-    available: toolAvailable("Go examples", () => fileExists(join(ROOT, ".tools/bin/worq-example-go-worker")), `no .tools/bin/worq-example-go-worker; ${HINT}`),
+    available: toolAvailable(
+      "Go examples",
+      () => fileExists(join(ROOT, ".tools/bin/worq-example-go-worker")),
+      `no .tools/bin/worq-example-go-worker; ${HINT}`,
+    ),
     worker: [join(ROOT, ".tools/bin/worq-example-go-worker")],
     producer: [join(ROOT, ".tools/bin/worq-example-go-producer")],
   },
@@ -42,28 +50,35 @@ describe.each(Object.keys(EXAMPLES) as (keyof typeof EXAMPLES)[])("examples/%s: 
     await server.close();
   });
 
-  it.skipIf(!example.available)("the producer's three jobs are run by the worker; the worker stops on SIGTERM with 0", async () => {
-    const addr = `127.0.0.1:${server.port}`;
-    const queue = `examples-${lang}`;
-    const [workerCommand, ...workerArgs] = example.worker;
-    const worker = spawn(workerCommand, [...workerArgs, "--addr", addr, "--queue", queue], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
-    let workerOutput = "";
-    worker.stdout.on("data", (chunk: Buffer) => (workerOutput += chunk.toString()));
-    worker.stderr.on("data", (chunk: Buffer) => (workerOutput += chunk.toString()));
-    const exited = new Promise<number | null>((resolve) => worker.once("exit", (code) => resolve(code)));
-    try {
-      const [producerCommand, ...producerArgs] = example.producer;
-      const { stdout } = await promisify(execFile)(producerCommand, [...producerArgs, "--addr", addr, "--queue", queue], {
+  it.skipIf(!example.available)(
+    "the producer's three jobs are run by the worker; the worker stops on SIGTERM with 0",
+    async () => {
+      const addr = `127.0.0.1:${server.port}`;
+      const queue = `examples-${lang}`;
+      const [workerCommand, ...workerArgs] = example.worker;
+      const worker = spawn(workerCommand, [...workerArgs, "--addr", addr, "--queue", queue], {
         cwd: ROOT,
-        timeout: 60_000,
+        stdio: ["ignore", "pipe", "pipe"],
       });
-      expect(stdout).toContain("hello, ada");
-      expect(stdout).toContain("hello, grace");
-      expect(stdout).toContain("hello, linus");
-      worker.kill("SIGTERM");
-      expect(await exited, workerOutput).toBe(0);
-    } finally {
-      if (worker.exitCode === null) worker.kill("SIGKILL");
-    }
-  }, 90_000);
+      let workerOutput = "";
+      worker.stdout.on("data", (chunk: Buffer) => (workerOutput += chunk.toString()));
+      worker.stderr.on("data", (chunk: Buffer) => (workerOutput += chunk.toString()));
+      const exited = new Promise<number | null>((resolve) => worker.once("exit", (code) => resolve(code)));
+      try {
+        const [producerCommand, ...producerArgs] = example.producer;
+        const { stdout } = await promisify(execFile)(producerCommand, [...producerArgs, "--addr", addr, "--queue", queue], {
+          cwd: ROOT,
+          timeout: 60_000,
+        });
+        expect(stdout).toContain("hello, ada");
+        expect(stdout).toContain("hello, grace");
+        expect(stdout).toContain("hello, linus");
+        worker.kill("SIGTERM");
+        expect(await exited, workerOutput).toBe(0);
+      } finally {
+        if (worker.exitCode === null) worker.kill("SIGKILL");
+      }
+    },
+    90_000,
+  );
 });

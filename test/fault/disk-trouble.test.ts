@@ -60,13 +60,19 @@ describe.runIf(RUN)("disk full or read-only: clear errors, no corruption, recove
       await submit(99);
 
       fs.setMode(mode);
-      const first = await clients.producer.submit({ job: { type: "disk", queue: "disk" } }).then(() => undefined, (e: unknown) => e);
+      const first = await clients.producer.submit({ job: { type: "disk", queue: "disk" } }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(first).toBeInstanceOf(ConnectError);
       expect((first as ConnectError).code).toBe(Code.Unavailable);
       expect((first as ConnectError).rawMessage).toMatch(cause);
       refused++;
       // Every later write is refused the same way, reads still answer, health says NOT_SERVING.
-      const later = await clients.producer.submitBatch({ jobs: [{ type: "disk", queue: "disk" }] }).then(() => undefined, (e: unknown) => e);
+      const later = await clients.producer.submitBatch({ jobs: [{ type: "disk", queue: "disk" }] }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect((later as ConnectError).code).toBe(Code.Unavailable);
       expect((later as ConnectError).rawMessage).toMatch(cause);
       refused++;

@@ -15,7 +15,11 @@ import { startWorq } from "./support/worq-process.js";
  * mutant must fail the audit. WORQ_AUDIT_SUBMITS sets the count (default 100; `npm run
  * test:power` runs 1,000).
  */
-const RUN = toolAvailable("strace", () => commandWorks("strace", ["-f", "-o", "/dev/null", "true"]), "strace missing or ptrace not permitted: run `bash scripts/install-fault-tools.sh`");
+const RUN = toolAvailable(
+  "strace",
+  () => commandWorks("strace", ["-f", "-o", "/dev/null", "true"]),
+  "strace missing or ptrace not permitted: run `bash scripts/install-fault-tools.sh`",
+);
 const SUBMITS = Number(process.env.WORQ_AUDIT_SUBMITS ?? 100);
 
 describe.runIf(RUN)("every acknowledged Submit is fdatasync'd before its reply (strace)", () => {
@@ -26,7 +30,18 @@ describe.runIf(RUN)("every acknowledged Submit is fdatasync'd before its reply (
     const dir = mkdtempSync(join(tmpdir(), "worq-strace-"));
     dirs.push(dir);
     const trace = join(dir, "trace.txt");
-    const wrapper = ["strace", "-f", "-y", "-qq", "-s", "4096", "-e", "trace=fdatasync,fsync,write,writev,pwrite64,sendmsg,sendto", "-o", trace];
+    const wrapper = [
+      "strace",
+      "-f",
+      "-y",
+      "-qq",
+      "-s",
+      "4096",
+      "-e",
+      "trace=fdatasync,fsync,write,writev,pwrite64,sendmsg,sendto",
+      "-o",
+      trace,
+    ];
     const server = await startWorq(join(dir, "data"), ["--port", "0", "--log-level", "warn"], { wrapper, env });
     try {
       const clients = connect(server.port);

@@ -54,7 +54,11 @@ const STATE_OF: Record<Exclude<ModelState, "DELETED">, JobState> = {
 let commandsRun = 0;
 
 function setState(model: Model, job: ModelJob, state: ModelState): void {
-  if (job.state === "SCHEDULED") model.ready.set(job.queue, model.ready.get(job.queue)!.filter((jid) => jid !== job.jid));
+  if (job.state === "SCHEDULED")
+    model.ready.set(
+      job.queue,
+      model.ready.get(job.queue)!.filter((jid) => jid !== job.jid),
+    );
   if (job.state === "RUNNING" && job.leaseId) {
     job.staleLeases.push(job.leaseId);
     job.leaseId = undefined;
@@ -92,14 +96,23 @@ abstract class JobCommand implements fc.AsyncCommand<Model, Real> {
 }
 
 class Submit implements fc.AsyncCommand<Model, Real> {
-  constructor(readonly queue: string, readonly key: string | undefined) {}
+  constructor(
+    readonly queue: string,
+    readonly key: string | undefined,
+  ) {}
   check(): boolean {
     return true;
   }
   async run(model: Model, real: Real): Promise<void> {
     commandsRun++;
     const reply = await real.server.producer.submit({
-      job: { type: "m", queue: this.queue, reserveFor: { seconds: 600n }, retry: { maxAttempts: 1 }, ...(this.key ? { idempotencyKey: this.key } : {}) },
+      job: {
+        type: "m",
+        queue: this.queue,
+        reserveFor: { seconds: 600n },
+        retry: { maxAttempts: 1 },
+        ...(this.key ? { idempotencyKey: this.key } : {}),
+      },
     });
     const claimed = this.key ? model.claims.get(this.key) : undefined;
     if (claimed) {
@@ -266,7 +279,10 @@ class Check implements fc.AsyncCommand<Model, Real> {
 
 async function checkAll(model: Model, real: Real): Promise<void> {
   for (const job of model.jobs) {
-    const got = await real.server.admin.getJob({ jid: job.jid }).then((r) => r.job!.state, (e: unknown) => ConnectError.from(e).code);
+    const got = await real.server.admin.getJob({ jid: job.jid }).then(
+      (r) => r.job!.state,
+      (e: unknown) => ConnectError.from(e).code,
+    );
     expect(got, `job ${job.jid} (model: ${job.state})`).toBe(job.state === "DELETED" ? Code.NotFound : STATE_OF[job.state]);
   }
 }

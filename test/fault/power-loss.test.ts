@@ -46,11 +46,14 @@ describe.runIf(RUN)("power loss: unsynced data dropped at each cut (FUSE), produ
     });
     const port = await freePort();
     const dataDir = join(fs.mountpoint, "data");
-    const start = () => startWorq(dataDir, ["--port", String(port), "--http-port", "0", "--orphan-grace", "2s", "--log-level", "warn"], { env });
+    const start = () =>
+      startWorq(dataDir, ["--port", String(port), "--http-port", "0", "--orphan-grace", "2s", "--log-level", "warn"], { env });
     server = await start();
     const addr = `127.0.0.1:${port}`;
     const producers = [0, 1].map(() => new LineProcess(builtHelper("load-producer"), ["--addr", addr, "--rate", LONG ? "100" : "60"]));
-    const workers = [0, 1].map(() => new LineProcess(builtHelper("load-worker"), ["--addr", addr, "--concurrency", "4", "--work-ms", "50"]));
+    const workers = [0, 1].map(
+      () => new LineProcess(builtHelper("load-worker"), ["--addr", addr, "--concurrency", "4", "--work-ms", "50"]),
+    );
     processes.push(...producers, ...workers);
     const acked = () => producers.reduce((n, p) => n + acknowledgedJids(p.lines).length, 0);
     for (let cycle = 1; cycle <= cycles; cycle++) {
@@ -69,25 +72,34 @@ describe.runIf(RUN)("power loss: unsynced data dropped at each cut (FUSE), produ
     await sleep(1_000);
     await Promise.all(producers.map((p) => p.finish()));
     const acknowledged = producers.flatMap((p) => acknowledgedJids(p.lines));
-    const figures = await settle(connect(port), acknowledged, () => executionsPerJob(workers.flatMap((w) => w.lines)), env.WORQ_TEST_ONLY_SKIP_FSYNC ? 5_000 : 15_000);
+    const figures = await settle(
+      connect(port),
+      acknowledged,
+      () => executionsPerJob(workers.flatMap((w) => w.lines)),
+      env.WORQ_TEST_ONLY_SKIP_FSYNC ? 5_000 : 15_000,
+    );
     await Promise.all(workers.map((w) => (w.child.kill("SIGTERM"), w.exited)));
     return figures;
   }
 
-  it(`loses no acknowledged job and leaves none stuck over ${CYCLES} power cut(s)`, async () => {
-    const figures = await run(CYCLES);
-    printFigures("power loss", {
-      cycles: CYCLES,
-      jobs: figures.acknowledged,
-      completed: figures.completed,
-      lost: figures.lost,
-      duplicated: figures.duplicated,
-      stuck: figures.stuck,
-    });
-    expect(figures.acknowledged).toBeGreaterThan(0);
-    expect(figures.lostJids).toEqual([]);
-    expect(figures.stuckJids).toEqual([]);
-  }, 180_000 + CYCLES * 20_000);
+  it(
+    `loses no acknowledged job and leaves none stuck over ${CYCLES} power cut(s)`,
+    async () => {
+      const figures = await run(CYCLES);
+      printFigures("power loss", {
+        cycles: CYCLES,
+        jobs: figures.acknowledged,
+        completed: figures.completed,
+        lost: figures.lost,
+        duplicated: figures.duplicated,
+        stuck: figures.stuck,
+      });
+      expect(figures.acknowledged).toBeGreaterThan(0);
+      expect(figures.lostJids).toEqual([]);
+      expect(figures.stuckJids).toEqual([]);
+    },
+    180_000 + CYCLES * 20_000,
+  );
 
   it("self-check: a server that acknowledges without fsync loses acknowledged jobs at the first cut", async () => {
     const figures = await run(1, { WORQ_TEST_ONLY_SKIP_FSYNC: "1" });

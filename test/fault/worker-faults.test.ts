@@ -50,7 +50,14 @@ describe("worker faults against a real server process", () => {
   it("a worker SIGKILLed mid-job: its jobs come back to another worker within the orphan grace", async () => {
     const { server, clients } = await start();
     const jids = await submitN(clients, 10, "killed");
-    const a = new LineProcess(builtHelper("raw-lease-worker"), ["--addr", `127.0.0.1:${server.port}`, "--queue", "killed", "--credits", "10"]);
+    const a = new LineProcess(builtHelper("raw-lease-worker"), [
+      "--addr",
+      `127.0.0.1:${server.port}`,
+      "--queue",
+      "killed",
+      "--credits",
+      "10",
+    ]);
     children.push(a);
     await a.waitFor(() => a.lines.filter((line) => line.startsWith("leased ")).length === 10);
     const b = new StreamWorker(clients, { queues: ["killed"], workerId: "b", credits: 10 });
@@ -61,7 +68,12 @@ describe("worker faults against a real server process", () => {
     for (let i = 0; i < 10; i++) redelivered.push(await b.next(ORPHAN_GRACE_MS + 10_000));
     const latencyMs = Date.now() - killedAt;
     await b.stop();
-    printFigures("worker SIGKILLed mid-job", { jobs: 10, redelivered: redelivered.length, "redelivery-ms": latencyMs, "orphan-grace-ms": ORPHAN_GRACE_MS });
+    printFigures("worker SIGKILLed mid-job", {
+      jobs: 10,
+      redelivered: redelivered.length,
+      "redelivery-ms": latencyMs,
+      "orphan-grace-ms": ORPHAN_GRACE_MS,
+    });
     expect(new Set(redelivered.map((leased) => leased.job!.jid))).toEqual(new Set(jids));
     expect(redelivered.every((leased) => leased.job!.attempt === 2)).toBe(true);
     // The bound: the orphan grace, plus the server's timer and a loaded machine's slack.
@@ -71,7 +83,14 @@ describe("worker faults against a real server process", () => {
   it("a worker SIGSTOPped past its lease: the job goes to another worker, the late Ack is refused, it completes once", async () => {
     const { server, clients } = await start();
     const jids = await submitN(clients, 5, "paused", 1); // 1 s lease, never renewed by the paused worker
-    const a = new LineProcess(builtHelper("raw-lease-worker"), ["--addr", `127.0.0.1:${server.port}`, "--queue", "paused", "--credits", "5"]);
+    const a = new LineProcess(builtHelper("raw-lease-worker"), [
+      "--addr",
+      `127.0.0.1:${server.port}`,
+      "--queue",
+      "paused",
+      "--credits",
+      "5",
+    ]);
     children.push(a);
     await a.waitFor(() => a.lines.filter((line) => line.startsWith("leased ")).length === 5);
     a.child.kill("SIGSTOP");
@@ -106,9 +125,11 @@ describe("worker faults against a real server process", () => {
   it(`${CUTS} connection cuts by a TCP proxy leak no stream, waiter or worker slot, and lose no job`, async () => {
     const { server, clients, http } = await start();
     // Every lapse of a lease cut off counts as an attempt: allow enough of them.
-    const jids = (await clients.producer.submitBatch({
-      jobs: Array.from({ length: 20 }, () => ({ type: "fault", queue: "cut", retry: { maxAttempts: 1000 } })),
-    })).jobs.map((job) => job.jid);
+    const jids = (
+      await clients.producer.submitBatch({
+        jobs: Array.from({ length: 20 }, () => ({ type: "fault", queue: "cut", retry: { maxAttempts: 1000 } })),
+      })
+    ).jobs.map((job) => job.jid);
     const [waited] = await submitN(clients, 1, "nobody-works-here");
     const metric = async (name: string) => {
       const text = await (await fetch(`http://127.0.0.1:${http}/metrics`)).text();
@@ -160,7 +181,12 @@ describe("worker faults against a real server process", () => {
         "result-waiters": await metric("worq_result_waiters"),
         "lease-slots": await metric("worq_lease_slots"),
       };
-      const settled = counts.workers === 0 && counts["connected-workers"] === 0 && counts["result-waiters"] === 0 && counts["lease-slots"] === 0 && counts["connected-clients"] === counts["tcp-established"];
+      const settled =
+        counts.workers === 0 &&
+        counts["connected-workers"] === 0 &&
+        counts["result-waiters"] === 0 &&
+        counts["lease-slots"] === 0 &&
+        counts["connected-clients"] === counts["tcp-established"];
       if (settled || Date.now() > deadline) break;
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
@@ -174,7 +200,14 @@ describe("worker faults against a real server process", () => {
       await clients.worker.ack({ jid: leased.job!.jid, leaseId: leased.leaseId });
     }
     await b.stop();
-    printFigures("TCP proxy cuts", { cuts: proxy.cuts, "clients-before": clientsBefore, "jobs-leased-into-cut-streams": leasedDuringCuts, jobs: jids.length, lost: jids.length - seen.size, ...counts });
+    printFigures("TCP proxy cuts", {
+      cuts: proxy.cuts,
+      "clients-before": clientsBefore,
+      "jobs-leased-into-cut-streams": leasedDuringCuts,
+      jobs: jids.length,
+      lost: jids.length - seen.size,
+      ...counts,
+    });
     expect(proxy.cuts).toBeGreaterThanOrEqual(CUTS);
     expect(counts).toMatchObject({ workers: 0, "connected-workers": 0, "result-waiters": 0, "lease-slots": 0 });
     // The server counts exactly the connections the kernel still has, and no more than a
@@ -192,7 +225,18 @@ describe("worker faults against a real server process", () => {
     let server = await spawnServer(dataDir, args);
     children.push(server);
     let clients = connect(port);
-    const fleet = new LineProcess(builtHelper("load-worker"), ["--addr", `127.0.0.1:${port}`, "--queue", "fleet", "--count", String(FLEET), "--concurrency", "2", "--work-ms", "200"]);
+    const fleet = new LineProcess(builtHelper("load-worker"), [
+      "--addr",
+      `127.0.0.1:${port}`,
+      "--queue",
+      "fleet",
+      "--count",
+      String(FLEET),
+      "--concurrency",
+      "2",
+      "--work-ms",
+      "200",
+    ]);
     children.push(fleet);
     const listed = async () => (await clients.admin.listWorkers({})).workers.length;
     await eventually(async () => expect(await listed()).toBe(FLEET), 30_000);

@@ -138,7 +138,9 @@ describe("the Sidekiq job hash (?format=sidekiq)", () => {
     expect(out.failed_at).toBe(1700000000);
     expect(out.created_at).toBe(1699999999.5); // the job's own times keep their fraction
     expect(out.retried_at).toBeUndefined();
-    const retried = sidekiqJsonOf(viewOf({ type: "T" }, { failure: failure({ retryCount: 3, failedAtMs: 1700000000250, retriedAtMs: 1700000100_999 }) }));
+    const retried = sidekiqJsonOf(
+      viewOf({ type: "T" }, { failure: failure({ retryCount: 3, failedAtMs: 1700000000250, retriedAtMs: 1700000100_999 }) }),
+    );
     expect(retried.retried_at).toBe(1700000100);
     expect(out.error_backtrace).toBeUndefined();
   });

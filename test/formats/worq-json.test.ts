@@ -88,7 +88,10 @@ describe("the Worq JSON payload (Faktory's job shape)", () => {
 
   it("writes every timestamp as exactly 27 chars in UTC with microseconds", () => {
     const view = viewOf({ type: "T", atMs: NOW + 3_600_000 }, {}, NOW);
-    const out = worqJsonOf({ ...view, meta: { ...view.meta, enqueuedAtMs: NOW + 3_600_000, failure: failure({ retryCount: 2, retriedAtMs: NOW + 5 }) } });
+    const out = worqJsonOf({
+      ...view,
+      meta: { ...view.meta, enqueuedAtMs: NOW + 3_600_000, failure: failure({ retryCount: 2, retriedAtMs: NOW + 5 }) },
+    });
     const stamps = [out.created_at, out.enqueued_at, out.at, out.failure!.failed_at, out.failure!.retried_at];
     for (const stamp of stamps) {
       expect(stamp).toMatch(TS27);
@@ -111,7 +114,14 @@ describe("the Worq JSON payload (Faktory's job shape)", () => {
     expect(at("2026-11-22T03:04:05Z")).toBe(ms - 123);
     expect(at("")).toBeUndefined();
     expect(parseRfc3339("0004-02-29T00:00:00Z", "at")).toBe(new Date("0004-02-29T00:00:00Z").getTime());
-    for (const bad of ["2026-11-22 03:04:05Z", "2026-11-22T03:04:05", "2026-02-30T00:00:00Z", "2026-13-01T00:00:00Z", "tomorrow", "2026-11-22T24:00:00Z"]) {
+    for (const bad of [
+      "2026-11-22 03:04:05Z",
+      "2026-11-22T03:04:05",
+      "2026-02-30T00:00:00Z",
+      "2026-13-01T00:00:00Z",
+      "tomorrow",
+      "2026-11-22T24:00:00Z",
+    ]) {
       expectInvalid(() => at(bad), "at");
     }
     expectInvalid(() => submitInputFromWorqJson({ jobtype: "T", args: [], at: 1700000000 }), "at");
@@ -167,7 +177,20 @@ describe("the Worq JSON payload (Faktory's job shape)", () => {
       executionTimeoutMs: 60_000,
       backtraceFrames: 3,
     });
-    const allowed = ["jid", "jobtype", "args", "queue", "created_at", "enqueued_at", "at", "reserve_for", "retry", "backtrace", "failure", "custom"];
+    const allowed = [
+      "jid",
+      "jobtype",
+      "args",
+      "queue",
+      "created_at",
+      "enqueued_at",
+      "at",
+      "reserve_for",
+      "retry",
+      "backtrace",
+      "failure",
+      "custom",
+    ];
     const out = worqJsonOf({ ...view, meta: { ...view.meta, state: "DEAD_LETTER", failure: failure() } });
     for (const key of Object.keys(out)) expect(allowed).toContain(key);
     expect(Object.keys(out.failure!)).toEqual(["failed_at", "retry_count", "message", "errtype"]);

@@ -15,7 +15,14 @@ import { connect, StreamWorker, type WorqClients } from "../e2e/support/clients.
 import { spawnServer, type ServerProcess } from "../e2e/support/server-process.js";
 import { printFigures } from "../fault/support/figures.js";
 import { durationJson, hostileJob, kwargsOf, rfc3339, type HostileJob, type Json } from "./support/hostile-job.js";
-import { connectJson, readAllListings, readDashboardCalls, readJobEverywhere, serverFaults, type ReadOutcome } from "./support/read-paths.js";
+import {
+  connectJson,
+  readAllListings,
+  readDashboardCalls,
+  readJobEverywhere,
+  serverFaults,
+  type ReadOutcome,
+} from "./support/read-paths.js";
 
 /**
  * Accepted implies readable: hostile-but-plausible jobs go to a real `worq serve` through
@@ -109,7 +116,8 @@ describe("accepted implies readable, on a real server process", () => {
       return { kind: "accepted", jid: (await producer.submit({ job: spec })).jid };
     } catch (error) {
       const e = ConnectError.from(error);
-      if (e.code === Code.Internal || e.code === Code.Unknown || e.code === Code.Unavailable) return { kind: "fault", answer: `grpc:${Code[e.code]} ${e.rawMessage}` };
+      if (e.code === Code.Internal || e.code === Code.Unknown || e.code === Code.Unavailable)
+        return { kind: "fault", answer: `grpc:${Code[e.code]} ${e.rawMessage}` };
       return { kind: "refused", code: Code[e.code], message: e.rawMessage };
     }
   }
@@ -146,11 +154,30 @@ describe("accepted implies readable, on a real server process", () => {
     const retries: Record<string, Json> = job.retry.maxAttempts === undefined ? {} : { retry: job.retry.maxAttempts - 1 };
     switch (format) {
       case "worq":
-        return { jobtype: job.type, queue: job.queue, args: job.args, custom: kwargsOf(job), ...retries, ...(atMs !== undefined ? { at: rfc3339(atMs) } : {}) };
+        return {
+          jobtype: job.type,
+          queue: job.queue,
+          args: job.args,
+          custom: kwargsOf(job),
+          ...retries,
+          ...(atMs !== undefined ? { at: rfc3339(atMs) } : {}),
+        };
       case "sidekiq": {
         // Unknown keys pass through to custom; spread first so Sidekiq's own keys win.
-        const extra = Object.fromEntries(Object.entries(kwargsOf(job)).filter(([key]) => !["at", "retry", "tags", "dead", "backtrace", "jid", "queue", "class", "args"].includes(key)));
-        return { ...extra, class: job.type, queue: job.queue, args: job.args, tags: Object.keys(job.tags), ...retries, ...(atMs !== undefined ? { at: atMs / 1000 } : {}) };
+        const extra = Object.fromEntries(
+          Object.entries(kwargsOf(job)).filter(
+            ([key]) => !["at", "retry", "tags", "dead", "backtrace", "jid", "queue", "class", "args"].includes(key),
+          ),
+        );
+        return {
+          ...extra,
+          class: job.type,
+          queue: job.queue,
+          args: job.args,
+          tags: Object.keys(job.tags),
+          ...retries,
+          ...(atMs !== undefined ? { at: atMs / 1000 } : {}),
+        };
       }
       case "envelope":
         return { job_path: job.type, args: job.args, kwargs: kwargsOf(job) };
@@ -189,10 +216,18 @@ describe("accepted implies readable, on a real server process", () => {
     queues.add(queue);
     const outcomes = await readJobEverywhere({ clients, httpPort: server.httpPort }, jid, queue, state);
     if (withCli) {
-      for (const args of [["get", jid], ["get", jid, "--json"], ["jobs", "--queue", queue], ["jobs", "--queue", queue, "--json"]]) {
+      for (const args of [
+        ["get", jid],
+        ["get", jid, "--json"],
+        ["jobs", "--queue", queue],
+        ["jobs", "--queue", queue, "--json"],
+      ]) {
         const cli = await runCli([...args, "--server", `127.0.0.1:${server.port}`]);
         figures.cliRuns++;
-        outcomes.push({ path: `worq ${args.join(" ")}`, answer: cli.code === 0 ? "200" : `500 exit ${cli.code}: ${cli.stderr.slice(0, 300)}` });
+        outcomes.push({
+          path: `worq ${args.join(" ")}`,
+          answer: cli.code === 0 ? "200" : `500 exit ${cli.code}: ${cli.stderr.slice(0, 300)}`,
+        });
       }
     }
     record(outcomes, `${where} ${jid}`);
@@ -203,7 +238,10 @@ describe("accepted implies readable, on a real server process", () => {
     const { job } = await clients.admin.getJob({ jid });
     const metrics = await fetch(`${base}/metrics`);
     await metrics.arrayBuffer();
-    record([...(await readDashboardCalls(server.httpPort, jid, job!.queue)), { path: "GET /metrics", answer: String(metrics.status) }], `dashboard ${jid}`);
+    record(
+      [...(await readDashboardCalls(server.httpPort, jid, job!.queue)), { path: "GET /metrics", answer: String(metrics.status) }],
+      `dashboard ${jid}`,
+    );
   }
 
   function record(outcomes: ReadOutcome[], where: string): void {
@@ -223,11 +261,14 @@ describe("accepted implies readable, on a real server process", () => {
       const leased = await worker.next(3_000);
       await readBack(answer.jid, "running", false);
       await readDashboard(answer.jid);
-      const failed = await clients.worker.fail({ jid: answer.jid, leaseId: leased.leaseId, message, errtype: message.slice(0, 200), backtrace: [message] }).then(
-        () => "ok",
-        (error: unknown) => ConnectError.from(error),
-      );
-      if (failed instanceof ConnectError && (failed.code === Code.Internal || failed.code === Code.Unknown)) faults.push(`Fail ${answer.jid}: ${failed.rawMessage}`);
+      const failed = await clients.worker
+        .fail({ jid: answer.jid, leaseId: leased.leaseId, message, errtype: message.slice(0, 200), backtrace: [message] })
+        .then(
+          () => "ok",
+          (error: unknown) => ConnectError.from(error),
+        );
+      if (failed instanceof ConnectError && (failed.code === Code.Internal || failed.code === Code.Unknown))
+        faults.push(`Fail ${answer.jid}: ${failed.rawMessage}`);
       await readBack(answer.jid, "failed", false);
       await readDashboard(answer.jid);
     } finally {
@@ -235,55 +276,60 @@ describe("accepted implies readable, on a real server process", () => {
     }
   }
 
-  it(`hostile jobs (${RUNS}, seed ${SEED}) through every submit path: each accepted one reads back on every read path, never a 5xx`, { timeout: 600_000 }, async () => {
-    const paths: [string, (job: HostileJob, run: number) => Promise<SubmitAnswer>][] = [
-      ["grpc", (job) => viaGrpc(job)],
-      ["connect-json", viaConnectJson],
-      ["connect-binary", (job) => viaGrpc(job, job.queue, connectBinary)],
-      ["/v1/jobs worq", (job) => viaJobsRoute(job, "worq")],
-      ["/v1/jobs sidekiq", (job) => viaJobsRoute(job, "sidekiq")],
-      ["/v1/jobs envelope", (job) => viaJobsRoute(job, "envelope")],
-      ["worq submit", viaCli],
-    ];
-    await fc.assert(
-      fc.asyncProperty(hostileJob(MAX_JOB_BYTES), fc.string({ unit: "binary", maxLength: 40 }), async (job, failMessage) => {
-        const run = figures.runs++;
-        const withCli = run % CLI_EVERY === 0;
-        const accepted: string[] = [];
-        for (const [name, submit] of paths) {
-          if (name === "worq submit" && !withCli) continue;
-          const before = await submittedCount();
-          const answer = await submit(job, run);
-          figures.submits++;
-          if (answer.kind === "fault") faults.push(`submit via ${name}: ${answer.answer}`);
-          if (answer.kind === "unsendable") figures.unsendable++;
-          if (answer.kind === "refused") {
-            figures.refused++;
-            if (DECODER_REFUSAL.test(answer.message)) figures.decoderRefusals++;
-            else expect(answer.message, `${name} refused without naming the field: ${answer.code} ${answer.message}`).toMatch(NAMES_A_FIELD);
-            expect(await submittedCount(), `${name} refused (${answer.message}) but created a job`).toBe(before);
+  it(
+    `hostile jobs (${RUNS}, seed ${SEED}) through every submit path: each accepted one reads back on every read path, never a 5xx`,
+    { timeout: 600_000 },
+    async () => {
+      const paths: [string, (job: HostileJob, run: number) => Promise<SubmitAnswer>][] = [
+        ["grpc", (job) => viaGrpc(job)],
+        ["connect-json", viaConnectJson],
+        ["connect-binary", (job) => viaGrpc(job, job.queue, connectBinary)],
+        ["/v1/jobs worq", (job) => viaJobsRoute(job, "worq")],
+        ["/v1/jobs sidekiq", (job) => viaJobsRoute(job, "sidekiq")],
+        ["/v1/jobs envelope", (job) => viaJobsRoute(job, "envelope")],
+        ["worq submit", viaCli],
+      ];
+      await fc.assert(
+        fc.asyncProperty(hostileJob(MAX_JOB_BYTES), fc.string({ unit: "binary", maxLength: 40 }), async (job, failMessage) => {
+          const run = figures.runs++;
+          const withCli = run % CLI_EVERY === 0;
+          const accepted: string[] = [];
+          for (const [name, submit] of paths) {
+            if (name === "worq submit" && !withCli) continue;
+            const before = await submittedCount();
+            const answer = await submit(job, run);
+            figures.submits++;
+            if (answer.kind === "fault") faults.push(`submit via ${name}: ${answer.answer}`);
+            if (answer.kind === "unsendable") figures.unsendable++;
+            if (answer.kind === "refused") {
+              figures.refused++;
+              if (DECODER_REFUSAL.test(answer.message)) figures.decoderRefusals++;
+              else
+                expect(answer.message, `${name} refused without naming the field: ${answer.code} ${answer.message}`).toMatch(NAMES_A_FIELD);
+              expect(await submittedCount(), `${name} refused (${answer.message}) but created a job`).toBe(before);
+            }
+            if (answer.kind === "accepted") {
+              figures.accepted++;
+              accepted.push(answer.jid);
+              await readBack(answer.jid, `accepted via ${name}`, withCli && name === "grpc");
+            }
           }
-          if (answer.kind === "accepted") {
-            figures.accepted++;
-            accepted.push(answer.jid);
-            await readBack(answer.jid, `accepted via ${name}`, withCli && name === "grpc");
-          }
-        }
-        // The pages' calls are mostly global: once per run, with every job of the run stored.
-        if (accepted.length > 0) await readDashboard(accepted[0]!);
-        if (run % 3 === 0) await liveThrough(job, run, failMessage);
-        expect(faults).toEqual([]);
-        expect(server.child.exitCode).toBe(null);
-      }),
-      { numRuns: RUNS, seed: SEED, endOnFailure: true },
-    );
-    const listings = await readAllListings({ clients, httpPort: server.httpPort }, [...queues]);
-    record(listings, "listing");
-    expect(faults).toEqual([]);
-    expect(figures.accepted).toBeGreaterThan(0);
-    expect(figures.refused).toBeGreaterThan(0);
-    expect((await fetch(`${base}/healthz`)).status).toBe(200);
-    expect(server.child.exitCode).toBe(null);
-    printFigures("accepted-readable", { ...figures, seed: SEED });
-  });
+          // The pages' calls are mostly global: once per run, with every job of the run stored.
+          if (accepted.length > 0) await readDashboard(accepted[0]!);
+          if (run % 3 === 0) await liveThrough(job, run, failMessage);
+          expect(faults).toEqual([]);
+          expect(server.child.exitCode).toBe(null);
+        }),
+        { numRuns: RUNS, seed: SEED, endOnFailure: true },
+      );
+      const listings = await readAllListings({ clients, httpPort: server.httpPort }, [...queues]);
+      record(listings, "listing");
+      expect(faults).toEqual([]);
+      expect(figures.accepted).toBeGreaterThan(0);
+      expect(figures.refused).toBeGreaterThan(0);
+      expect((await fetch(`${base}/healthz`)).status).toBe(200);
+      expect(server.child.exitCode).toBe(null);
+      printFigures("accepted-readable", { ...figures, seed: SEED });
+    },
+  );
 });

@@ -38,11 +38,18 @@ describe("the door's limits on a real server process", () => {
 
   const submitted = async () => (await clients.admin.getServerInfo({})).totalSubmitted;
   const postJobs = async (format: string, body: string) => {
-    const response = await fetch(`${base}/v1/jobs?format=${format}`, { method: "POST", headers: { "content-type": "application/json" }, body });
+    const response = await fetch(`${base}/v1/jobs?format=${format}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body,
+    });
     return { status: response.status, body: (await response.json()) as { code?: string; message?: string; jobs?: { jid: string }[] } };
   };
   const refusal = async (call: Promise<unknown>) => {
-    const error = await call.then(() => undefined, (e: unknown) => ConnectError.from(e));
+    const error = await call.then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
     expect(error, "the call should have been refused").toBeInstanceOf(ConnectError);
     return error!;
   };
@@ -56,7 +63,10 @@ describe("the door's limits on a real server process", () => {
     const before = await submitted();
     const answer = await postJobs("sidekiq", '{"class":"x","queue":"p","args":[],"at":1e300}');
     expect(answer.status).toBe(400);
-    expect(answer.body).toEqual({ code: "invalid_argument", message: "job.at: must be between 1970-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z" });
+    expect(answer.body).toEqual({
+      code: "invalid_argument",
+      message: "job.at: must be between 1970-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z",
+    });
     expect(await submitted()).toBe(before);
     expect((await clients.admin.listJobs({ queue: "p" })).jobs).toEqual([]);
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
@@ -66,7 +76,10 @@ describe("the door's limits on a real server process", () => {
     const before = await submitted();
     const answer = await connectJson(server.httpPort, "ProducerService/Submit", '{"job":{"type":"x","delay":"315576000000s"}}');
     expect(answer.status).toBe(400);
-    expect(answer.body).toEqual({ code: "invalid_argument", message: "job.delay: must not put the run time after 9999-12-31T23:59:59.999Z" });
+    expect(answer.body).toEqual({
+      code: "invalid_argument",
+      message: "job.delay: must not put the run time after 9999-12-31T23:59:59.999Z",
+    });
     expect(await submitted()).toBe(before);
   });
 
@@ -76,7 +89,11 @@ describe("the door's limits on a real server process", () => {
     expect(deep.status).toBe(400);
     expect(deep.body.code).toBe("invalid_argument");
     for (const format of ["worq", "sidekiq", "envelope"]) {
-      const job = { worq: { jobtype: "x", queue: "deep", args: [nested(32)] }, sidekiq: { class: "x", queue: "deep", args: [nested(32)] }, envelope: { job_path: "x", args: [nested(32)], kwargs: {} } }[format];
+      const job = {
+        worq: { jobtype: "x", queue: "deep", args: [nested(32)] },
+        sidekiq: { class: "x", queue: "deep", args: [nested(32)] },
+        envelope: { job_path: "x", args: [nested(32)], kwargs: {} },
+      }[format];
       const over = await postJobs(format, JSON.stringify(job));
       expect(over.status, format).toBe(400);
       expect(over.body, format).toEqual({ code: "invalid_argument", message: "job.args: nests arrays and objects more than 32 deep" });
@@ -108,7 +125,10 @@ describe("the door's limits on a real server process", () => {
   });
 
   it("the limits themselves are accepted and read back on every path: the last `at` whose default 7-day lifetime ends by 9999-12-31T23:59:59.999Z, args 32 deep", async () => {
-    const answer = await postJobs("sidekiq", JSON.stringify({ class: "edge", queue: "edge", args: [nested(31)], at: LAST_AT_DEFAULT_TTL / 1000 }));
+    const answer = await postJobs(
+      "sidekiq",
+      JSON.stringify({ class: "edge", queue: "edge", args: [nested(31)], at: LAST_AT_DEFAULT_TTL / 1000 }),
+    );
     expect(answer.status).toBe(200);
     const jid = answer.body.jobs![0]!.jid;
     const { job } = await clients.admin.getJob({ jid });
@@ -119,17 +139,27 @@ describe("the door's limits on a real server process", () => {
     expect(worq.at).toBe("9999-12-24T23:59:59.999000Z");
     const sidekiq = (await (await fetch(`${base}/v1/jobs/${jid}?format=sidekiq`)).json()) as { at: number };
     expect(sidekiq.at).toBe(LAST_AT_DEFAULT_TTL / 1000);
-    const tooLate = await postJobs("sidekiq", JSON.stringify({ class: "edge", queue: "edge", args: [], at: (LAST_AT_DEFAULT_TTL + 1) / 1000 }));
+    const tooLate = await postJobs(
+      "sidekiq",
+      JSON.stringify({ class: "edge", queue: "edge", args: [], at: (LAST_AT_DEFAULT_TTL + 1) / 1000 }),
+    );
     expect(tooLate.status).toBe(400);
-    expect(tooLate.body.message).toMatch(/^job\.at: plus job\.ttl \(604800000 ms\) ends the job's lifetime after 9999-12-31T23:59:59\.999Z/);
-    const reads = [...(await readJobEverywhere({ clients, httpPort: server.httpPort }, jid, "edge", JobState.DELAYED)), ...(await readDashboardCalls(server.httpPort, jid, "edge"))];
+    expect(tooLate.body.message).toMatch(
+      /^job\.at: plus job\.ttl \(604800000 ms\) ends the job's lifetime after 9999-12-31T23:59:59\.999Z/,
+    );
+    const reads = [
+      ...(await readJobEverywhere({ clients, httpPort: server.httpPort }, jid, "edge", JobState.DELAYED)),
+      ...(await readDashboardCalls(server.httpPort, jid, "edge")),
+    ];
     expect(reads.length).toBe(24);
     expect(serverFaults(reads)).toEqual([]);
     expect(reads.filter(({ answer }) => answer !== "200" && answer !== "grpc:ok")).toEqual([]);
   });
 
   it("RunJobsNow of a job scheduled at 9999-12-31T23:59:58.999Z (1 s ttl) leases it at once, its `at` unchanged", async () => {
-    const { jid } = await clients.producer.submit({ job: { type: "far", queue: "far", at: timestampFromMs(MAX_TIME - 1_000), ttl: { seconds: 1n } } });
+    const { jid } = await clients.producer.submit({
+      job: { type: "far", queue: "far", at: timestampFromMs(MAX_TIME - 1_000), ttl: { seconds: 1n } },
+    });
     expect((await clients.admin.runJobsNow({ jids: [jid] })).scheduled).toBe(1n);
     const worker = new StreamWorker(clients, { queues: ["far"], workerId: "far-worker", credits: 1 });
     try {

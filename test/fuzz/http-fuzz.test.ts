@@ -56,18 +56,31 @@ const percentGarbage = fc.oneof(
 const rawSegment = fc.oneof(
   fc.string({ maxLength: 12 }).map((text) => encodeURIComponent(text)),
   percentGarbage,
-  fc.uint8Array({ minLength: 1, maxLength: 6 }).map((bytes) => Buffer.from(bytes.map((b) => (b <= 32 || b === 127 ? 0x41 : b))).toString("latin1")),
+  fc
+    .uint8Array({ minLength: 1, maxLength: 6 })
+    .map((bytes) => Buffer.from(bytes.map((b) => (b <= 32 || b === 127 ? 0x41 : b))).toString("latin1")),
   fc.constantFrom("v1", "jobs", "..", ".", "", "healthz", "metrics", "worq.v1.ProducerService", "Submit", "app.js"),
 );
 const rawTarget = fc.oneof(
   fc.array(rawSegment, { maxLength: 5 }).map((segments) => `/${segments.join("/")}`),
-  fc.tuple(fc.array(rawSegment, { maxLength: 3 }), fc.array(fc.tuple(rawSegment, rawSegment), { maxLength: 3 })).map(
-    ([segments, query]) => `/${segments.join("/")}?${query.map(([k, v]) => `${k}=${v}`).join("&")}`,
+  fc
+    .tuple(fc.array(rawSegment, { maxLength: 3 }), fc.array(fc.tuple(rawSegment, rawSegment), { maxLength: 3 }))
+    .map(([segments, query]) => `/${segments.join("/")}?${query.map(([k, v]) => `${k}=${v}`).join("&")}`),
+  fc
+    .tuple(fc.constantFrom("http://", "https://", "HTTP://", "ftp://", "http:/", "//"), fc.string({ maxLength: 20 }), rawSegment)
+    .map(([scheme, host, path]) => `${scheme}${host.replace(/[\s]/g, "")}/${path}`),
+  fc.constantFrom(
+    "*",
+    "http://[zz/",
+    "http://[::1]:99999/",
+    "http://a:b@c/",
+    "/v1/jobs/%E0",
+    "/v1/jobs?format=%E0",
+    "/v1/jobs/\xff\xfe",
+    "//v1/jobs",
+    "/%2e%2e/",
+    "/v1/jobs/" + "a".repeat(5000),
   ),
-  fc.tuple(fc.constantFrom("http://", "https://", "HTTP://", "ftp://", "http:/", "//"), fc.string({ maxLength: 20 }), rawSegment).map(
-    ([scheme, host, path]) => `${scheme}${host.replace(/[\s]/g, "")}/${path}`,
-  ),
-  fc.constantFrom("*", "http://[zz/", "http://[::1]:99999/", "http://a:b@c/", "/v1/jobs/%E0", "/v1/jobs?format=%E0", "/v1/jobs/\xff\xfe", "//v1/jobs", "/%2e%2e/", "/v1/jobs/" + "a".repeat(5000)),
 );
 const rawMethod = fc.oneof(
   fc.constantFrom("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "TRACE", "CONNECT", "PROPFIND", "get", "BREW"),
@@ -84,21 +97,68 @@ function fixedRawRequests(host: string): [string, Buffer][] {
     ["CONNECT authority-form", crlf([`CONNECT ${host} HTTP/1.1`, `Host: ${host}`])],
     ["missing Host, HTTP/1.1", crlf(["GET /metrics HTTP/1.1"])],
     ["missing Host, HTTP/1.0", crlf(["GET /v1/jobs/x HTTP/1.0"])],
-    ["missing Host, Connect POST, HTTP/1.0", bytesOf("POST /worq.v1.AdminService/ListQueues HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")],
+    [
+      "missing Host, Connect POST, HTTP/1.0",
+      bytesOf("POST /worq.v1.AdminService/ListQueues HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"),
+    ],
     ["two Host headers", crlf(["GET /metrics HTTP/1.1", `Host: ${host}`, "Host: attacker.example"])],
     ["Host not host:port", crlf(["GET /metrics HTTP/1.1", "Host: [zz"])],
     ["Host with a path", crlf(["GET /metrics HTTP/1.1", "Host: a/b"])],
     ["empty Host", crlf(["GET /metrics HTTP/1.1", "Host: "])],
-    ["Host no URL can hold, Connect POST", bytesOf("POST /worq.v1.AdminService/ListQueues HTTP/1.1\r\nHost: a%zz.localhost\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}")],
-    ["duplicate Content-Length, different", bytesOf(`POST /v1/jobs HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}`)],
-    ["duplicate Content-Length, same", bytesOf(`POST /v1/jobs HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}`)],
-    ["Content-Length and chunked", bytesOf(`POST /v1/jobs HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n`)],
-    ["chunked garbage", bytesOf(`POST /v1/jobs HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n`)],
-    ["chunk longer than said", bytesOf(`POST /worq.v1.AdminService/ListQueues HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{}}}}\r\n0\r\n\r\n`)],
-    ["body shorter than Content-Length", bytesOf(`POST /v1/jobs HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{}`)],
-    ["negative Content-Length", bytesOf(`POST /v1/jobs HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: -1\r\n\r\n{}`)],
-    ["huge Content-Length", bytesOf(`POST /worq.v1.ProducerService/Submit HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/proto\r\nContent-Length: 99999999999\r\n\r\n{}`)],
-    ["header flood (2,000 headers)", crlf(["GET /metrics HTTP/1.1", `Host: ${host}`, ...Array.from({ length: 2000 }, (_, i) => `X-Flood-${i}: v`)])],
+    [
+      "Host no URL can hold, Connect POST",
+      bytesOf(
+        "POST /worq.v1.AdminService/ListQueues HTTP/1.1\r\nHost: a%zz.localhost\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+      ),
+    ],
+    [
+      "duplicate Content-Length, different",
+      bytesOf(
+        `POST /v1/jobs HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}`,
+      ),
+    ],
+    [
+      "duplicate Content-Length, same",
+      bytesOf(
+        `POST /v1/jobs HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}`,
+      ),
+    ],
+    [
+      "Content-Length and chunked",
+      bytesOf(
+        `POST /v1/jobs HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n`,
+      ),
+    ],
+    [
+      "chunked garbage",
+      bytesOf(
+        `POST /v1/jobs HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n`,
+      ),
+    ],
+    [
+      "chunk longer than said",
+      bytesOf(
+        `POST /worq.v1.AdminService/ListQueues HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{}}}}\r\n0\r\n\r\n`,
+      ),
+    ],
+    [
+      "body shorter than Content-Length",
+      bytesOf(`POST /v1/jobs HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{}`),
+    ],
+    [
+      "negative Content-Length",
+      bytesOf(`POST /v1/jobs HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: -1\r\n\r\n{}`),
+    ],
+    [
+      "huge Content-Length",
+      bytesOf(
+        `POST /worq.v1.ProducerService/Submit HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/proto\r\nContent-Length: 99999999999\r\n\r\n{}`,
+      ),
+    ],
+    [
+      "header flood (2,000 headers)",
+      crlf(["GET /metrics HTTP/1.1", `Host: ${host}`, ...Array.from({ length: 2000 }, (_, i) => `X-Flood-${i}: v`)]),
+    ],
     ["one 100 KB header", crlf(["GET /metrics HTTP/1.1", `Host: ${host}`, `X-Big: ${"a".repeat(100_000)}`])],
     ["100 KB request line", crlf([`GET /${"a".repeat(100_000)} HTTP/1.1`, `Host: ${host}`])],
     ["header without colon", crlf(["GET /metrics HTTP/1.1", `Host: ${host}`, "NoColonHere"])],
@@ -108,14 +168,45 @@ function fixedRawRequests(host: string): [string, Buffer][] {
     ["no version", bytesOf("GET /healthz\r\n\r\n")],
     ["invalid UTF-8 in path and query", crlf([`GET /v1/jobs/\xc3\x28?format=\xff HTTP/1.1`, `Host: ${host}`])],
     ["invalid UTF-8 in a header", crlf(["GET /metrics HTTP/1.1", `Host: ${host}`, "Authorization: Bearer \xff\xfe"])],
-    ["Origin null on POST", bytesOf(`POST /v1/jobs HTTP/1.1\r\nHost: ${host}\r\nOrigin: null\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`)],
-    ["Origin garbage on POST", bytesOf(`POST /worq.v1.AdminService/ListQueues HTTP/1.1\r\nHost: ${host}\r\nOrigin: http://[zz\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`)],
-    ["Expect: 100-continue", bytesOf(`POST /v1/jobs HTTP/1.1\r\nHost: ${host}\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`)],
+    [
+      "Origin null on POST",
+      bytesOf(`POST /v1/jobs HTTP/1.1\r\nHost: ${host}\r\nOrigin: null\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`),
+    ],
+    [
+      "Origin garbage on POST",
+      bytesOf(
+        `POST /worq.v1.AdminService/ListQueues HTTP/1.1\r\nHost: ${host}\r\nOrigin: http://[zz\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`,
+      ),
+    ],
+    [
+      "Expect: 100-continue",
+      bytesOf(
+        `POST /v1/jobs HTTP/1.1\r\nHost: ${host}\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`,
+      ),
+    ],
     ["Upgrade: websocket", crlf(["GET /healthz HTTP/1.1", `Host: ${host}`, "Connection: Upgrade", "Upgrade: websocket"])],
-    ["Connect GET with a bad message param", crlf([`GET /worq.v1.AdminService/ListQueues?encoding=json&message=%E0&base64=1 HTTP/1.1`, `Host: ${host}`])],
-    ["Connect-Timeout-Ms garbage", bytesOf(`POST /worq.v1.AdminService/ListQueues HTTP/1.1\r\nHost: ${host}\r\nConnect-Timeout-Ms: soon\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`)],
-    ["Content-Encoding gzip, not gzip", bytesOf(`POST /worq.v1.AdminService/ListQueues HTTP/1.1\r\nHost: ${host}\r\nContent-Encoding: gzip\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`)],
-    ["/v1/jobs deep JSON (100,000 deep)", bytesOf(`POST /v1/jobs HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: 200000\r\n\r\n${"[".repeat(100_000)}${"]".repeat(100_000)}`)],
+    [
+      "Connect GET with a bad message param",
+      crlf([`GET /worq.v1.AdminService/ListQueues?encoding=json&message=%E0&base64=1 HTTP/1.1`, `Host: ${host}`]),
+    ],
+    [
+      "Connect-Timeout-Ms garbage",
+      bytesOf(
+        `POST /worq.v1.AdminService/ListQueues HTTP/1.1\r\nHost: ${host}\r\nConnect-Timeout-Ms: soon\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`,
+      ),
+    ],
+    [
+      "Content-Encoding gzip, not gzip",
+      bytesOf(
+        `POST /worq.v1.AdminService/ListQueues HTTP/1.1\r\nHost: ${host}\r\nContent-Encoding: gzip\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`,
+      ),
+    ],
+    [
+      "/v1/jobs deep JSON (100,000 deep)",
+      bytesOf(
+        `POST /v1/jobs HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/json\r\nContent-Length: 200000\r\n\r\n${"[".repeat(100_000)}${"]".repeat(100_000)}`,
+      ),
+    ],
   ];
 }
 
@@ -141,7 +232,10 @@ async function fuzzHttpPort(port: number, tally: Tally): Promise<void> {
       const status = response.status === 200 && /"code":\s*"internal"/.test(body) ? 500 : response.status;
       tally.record(`${init.method ?? "GET"} ${path} ${what}`, status);
     } catch (error) {
-      tally.record(`${init.method ?? "GET"} ${path} ${what}`, abort.signal.aborted ? "dropped-open-stream" : `fetch-failed(${(error as Error).name})`);
+      tally.record(
+        `${init.method ?? "GET"} ${path} ${what}`,
+        abort.signal.aborted ? "dropped-open-stream" : `fetch-failed(${(error as Error).name})`,
+      );
     } finally {
       clearTimeout(timer);
     }
@@ -150,9 +244,14 @@ async function fuzzHttpPort(port: number, tally: Tally): Promise<void> {
   for (const [name, bytes] of fixedRawRequests(host)) await raw(name, bytes);
   // Raw request lines: odd methods and targets, with a Host the server answers or not.
   await fc.assert(
-    fc.asyncProperty(rawMethod, rawTarget, fc.constantFrom(host, "localhost", "attacker.example", "[::1]", "x:y:z", "a%zz", "localhost:99999", "[::1", "", "\xff.localhost"), async (method, target, hostHeader) => {
-      await raw(`${method} ${target}`, bytesOf(`${method} ${target} HTTP/1.1\r\nHost: ${hostHeader}\r\n\r\n`));
-    }),
+    fc.asyncProperty(
+      rawMethod,
+      rawTarget,
+      fc.constantFrom(host, "localhost", "attacker.example", "[::1]", "x:y:z", "a%zz", "localhost:99999", "[::1", "", "\xff.localhost"),
+      async (method, target, hostHeader) => {
+        await raw(`${method} ${target}`, bytesOf(`${method} ${target} HTTP/1.1\r\nHost: ${hostHeader}\r\n\r\n`));
+      },
+    ),
     { numRuns: RUNS * 4, seed: SEED },
   );
 
@@ -170,12 +269,24 @@ async function fuzzHttpPort(port: number, tally: Tally): Promise<void> {
         messageArbitrary(method.input).map((message) => Buffer.from(toBinary(method.input, message.message))),
         fc.uint8Array({ maxLength: 200 }).map((bytes) => Buffer.from(bytes)),
       );
-      const headers = (contentType: string) => ({ "content-type": contentType, "connect-protocol-version": "1", "connect-timeout-ms": "2000" });
+      const headers = (contentType: string) => ({
+        "content-type": contentType,
+        "connect-protocol-version": "1",
+        "connect-timeout-ms": "2000",
+      });
       await fc.assert(
         fc.asyncProperty(json, binary, async (jsonBody, binaryBody) => {
           // Streaming calls take enveloped bodies (the proto-with-JSON-body one goes unenveloped: garbage).
-          await request("json", path, { method: "POST", headers: headers(streaming ? "application/connect+json" : "application/json"), body: streaming ? enveloped(Buffer.from(jsonBody)) : jsonBody });
-          await request("proto", path, { method: "POST", headers: headers(streaming ? "application/connect+proto" : "application/proto"), body: streaming ? enveloped(binaryBody) : binaryBody });
+          await request("json", path, {
+            method: "POST",
+            headers: headers(streaming ? "application/connect+json" : "application/json"),
+            body: streaming ? enveloped(Buffer.from(jsonBody)) : jsonBody,
+          });
+          await request("proto", path, {
+            method: "POST",
+            headers: headers(streaming ? "application/connect+proto" : "application/proto"),
+            body: streaming ? enveloped(binaryBody) : binaryBody,
+          });
           await request("proto-with-json-body", path, { method: "POST", headers: headers("application/proto"), body: jsonBody });
           await request("get", `${path}?encoding=json&message=${encodeURIComponent(jsonBody)}`, { method: "GET" });
         }),
@@ -206,17 +317,26 @@ async function fuzzHttpPort(port: number, tally: Tally): Promise<void> {
   const submitted: string[] = [];
   for (const format of ["worq", "sidekiq", "envelope", "", "%E0", "x".repeat(300)]) {
     await fc.assert(
-      fc.asyncProperty(fc.oneof(jobShaped, fc.array(jobShaped, { maxLength: 3 }), value), fc.constantFrom("application/json", "application/json; charset=utf-8", "text/plain", "application/x-www-form-urlencoded", ""), async (document, contentType) => {
-        const path = `/v1/jobs?format=${format}`;
-        try {
-          const response = await fetch(`${base}${path}`, { method: "POST", headers: contentType ? { "content-type": contentType } : {}, body: JSON.stringify(document), signal: AbortSignal.timeout(5_000) });
-          const body = (await response.json().catch(() => undefined)) as { jobs?: { jid: string }[] } | undefined;
-          for (const job of body?.jobs ?? []) submitted.push(job.jid);
-          tally.record(`POST ${path} ${contentType} ${JSON.stringify(document)}`, response.status);
-        } catch (error) {
-          tally.record(`POST ${path}`, `fetch-failed(${(error as Error).name})`);
-        }
-      }),
+      fc.asyncProperty(
+        fc.oneof(jobShaped, fc.array(jobShaped, { maxLength: 3 }), value),
+        fc.constantFrom("application/json", "application/json; charset=utf-8", "text/plain", "application/x-www-form-urlencoded", ""),
+        async (document, contentType) => {
+          const path = `/v1/jobs?format=${format}`;
+          try {
+            const response = await fetch(`${base}${path}`, {
+              method: "POST",
+              headers: contentType ? { "content-type": contentType } : {},
+              body: JSON.stringify(document),
+              signal: AbortSignal.timeout(5_000),
+            });
+            const body = (await response.json().catch(() => undefined)) as { jobs?: { jid: string }[] } | undefined;
+            for (const job of body?.jobs ?? []) submitted.push(job.jid);
+            tally.record(`POST ${path} ${contentType} ${JSON.stringify(document)}`, response.status);
+          } catch (error) {
+            tally.record(`POST ${path}`, `fetch-failed(${(error as Error).name})`);
+          }
+        },
+      ),
       { numRuns: RUNS, seed: SEED },
     );
   }
@@ -226,9 +346,14 @@ async function fuzzHttpPort(port: number, tally: Tally): Promise<void> {
   }
   // /v1/jobs/<x>: any segment, any format, any method.
   await fc.assert(
-    fc.asyncProperty(fc.oneof(fc.uuid(), fc.string({ maxLength: 40 }).map(encodeURIComponent), percentGarbage), fc.constantFrom("GET", "HEAD", "DELETE", "PUT"), fc.constantFrom("worq", "sidekiq", "envelope", "nope"), async (segment, method, format) => {
-      await request("", `/v1/jobs/${segment}?format=${format}`, { method });
-    }),
+    fc.asyncProperty(
+      fc.oneof(fc.uuid(), fc.string({ maxLength: 40 }).map(encodeURIComponent), percentGarbage),
+      fc.constantFrom("GET", "HEAD", "DELETE", "PUT"),
+      fc.constantFrom("worq", "sidekiq", "envelope", "nope"),
+      async (segment, method, format) => {
+        await request("", `/v1/jobs/${segment}?format=${format}`, { method });
+      },
+    ),
     { numRuns: RUNS, seed: SEED },
   );
 
@@ -238,9 +363,19 @@ async function fuzzHttpPort(port: number, tally: Tally): Promise<void> {
       fc.constantFrom(...DASHBOARD_FILES, "/metrics", "/healthz", "/app.js.map/", "/index.html", "/dist/dashboard/app.js"),
       fc.constantFrom("GET", "HEAD", "POST", "DELETE", "OPTIONS"),
       fc.string({ maxLength: 20 }),
-      fc.constantFrom<Record<string, string>>({}, { authorization: "Bearer nope" }, { "if-none-match": "*" }, { range: "bytes=5-1" }, { "accept-encoding": "gzip, br" }),
+      fc.constantFrom<Record<string, string>>(
+        {},
+        { authorization: "Bearer nope" },
+        { "if-none-match": "*" },
+        { range: "bytes=5-1" },
+        { "accept-encoding": "gzip, br" },
+      ),
       async (path, method, query, headers) => {
-        await request(JSON.stringify(headers), `${path}?${encodeURIComponent(query)}`, { method, headers, ...(method === "POST" && { body: query }) });
+        await request(JSON.stringify(headers), `${path}?${encodeURIComponent(query)}`, {
+          method,
+          headers,
+          ...(method === "POST" && { body: query }),
+        });
       },
     ),
     { numRuns: RUNS, seed: SEED },
@@ -267,7 +402,10 @@ function jsonOf(schema: DescMessage, message: Message): string {
 async function expectUnharmed(processes: ServerProcess[], port: number, tally: Tally): Promise<void> {
   for (const process of processes) expect(process.child.exitCode, process.stderr().slice(-2000)).toBeNull();
   expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
-  expect(tally.serverErrors.filter((line) => line.startsWith("500 ")), "inputs answered 500 (a handler threw)").toEqual([]);
+  expect(
+    tally.serverErrors.filter((line) => line.startsWith("500 ")),
+    "inputs answered 500 (a handler threw)",
+  ).toEqual([]);
   for (const process of processes) {
     expect(process.stderr()).not.toMatch(/uncaught|unhandled/i);
     expect(process.stderr()).not.toContain('"msg":"request failed"');
@@ -281,7 +419,10 @@ function figuresOf(tally: Tally, processes: ServerProcess[]): Record<string, num
     crashes: processes.filter((process) => process.child.exitCode !== null).length,
     "5xx": tally.serverErrors.length,
     "500": tally.serverErrors.filter((line) => line.startsWith("500 ")).length,
-    answers: [...tally.statuses.entries()].sort().map(([status, n]) => `${status}:${n}`).join(","),
+    answers: [...tally.statuses.entries()]
+      .sort()
+      .map(([status, n]) => `${status}:${n}`)
+      .join(","),
   };
 }
 
@@ -316,7 +457,8 @@ describe.skipIf(!postgresAvailable())("fuzzing the HTTP port of a follower (two-
     nodes.push(await spawnNode(url, "fuzz-a"), await spawnNode(url, "fuzz-b"));
     const leaderId = await waitForCluster(nodes[0]!.clients, 2);
     follower = nodes.find((node) => node.nodeId !== leaderId)!;
-    for (let i = 0; i < 100 && (await fetch(`http://127.0.0.1:${follower.httpPort}/healthz`)).status !== 200; i++) await new Promise((r) => setTimeout(r, 100));
+    for (let i = 0; i < 100 && (await fetch(`http://127.0.0.1:${follower.httpPort}/healthz`)).status !== 200; i++)
+      await new Promise((r) => setTimeout(r, 100));
   }, 120_000);
   afterAll(async () => {
     nodes.forEach((node) => node.child.kill("SIGKILL"));

@@ -23,7 +23,14 @@ describe("limits of a real server process", () => {
   let server: ServerProcess;
   let clients: WorqClients;
   beforeAll(async () => {
-    server = await spawnServer(dataDir, ["--max-job-bytes", String(MAX_JOB_BYTES), "--max-calls", String(MAX_CALLS), "--log-level", "error"]);
+    server = await spawnServer(dataDir, [
+      "--max-job-bytes",
+      String(MAX_JOB_BYTES),
+      "--max-calls",
+      String(MAX_CALLS),
+      "--log-level",
+      "error",
+    ]);
     clients = connect(server.port);
   });
   afterAll(() => {
@@ -32,7 +39,10 @@ describe("limits of a real server process", () => {
   });
 
   async function refusal(call: Promise<unknown>): Promise<ConnectError> {
-    const error = await call.then(() => undefined, (e: unknown) => ConnectError.from(e));
+    const error = await call.then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
     expect(error, "the call should have been refused").toBeInstanceOf(ConnectError);
     return error!;
   }
@@ -45,7 +55,10 @@ describe("limits of a real server process", () => {
     const tooBig = await refusal(own.producer.submit({ job: { type: "big", kwargs: { huge } } }));
     expect(tooBig.code).toBe(Code.ResourceExhausted);
     expect(tooBig.rawMessage).toMatch(/larger than max/i);
-    const after = await own.admin.getServerInfo({}).then(() => "ok", (e: unknown) => ConnectError.from(e).rawMessage);
+    const after = await own.admin.getServerInfo({}).then(
+      () => "ok",
+      (e: unknown) => ConnectError.from(e).rawMessage,
+    );
     process.stdout.write(`after an oversized request, the same connection: ${after}\n`);
     const overJob = await refusal(clients.producer.submit({ job: { type: "big", kwargs: { data: "x".repeat(MAX_JOB_BYTES + 1) } } }));
     expect(overJob.code).toBe(Code.ResourceExhausted);
@@ -79,7 +92,9 @@ describe("limits of a real server process", () => {
     const streamError = ConnectError.from(await worker.ended);
     expect(streamError.code).toBe(Code.InvalidArgument);
     expect(streamError.rawMessage).toMatch(/^credits: must be between 1 and 10000/);
-    const batch = await refusal(clients.producer.submitBatch({ jobs: Array.from({ length: LIMITS.batchMaxJobs + 1 }, () => ({ type: "b" })) }));
+    const batch = await refusal(
+      clients.producer.submitBatch({ jobs: Array.from({ length: LIMITS.batchMaxJobs + 1 }, () => ({ type: "b" })) }),
+    );
     expect(batch.code).toBe(Code.InvalidArgument);
     expect(batch.rawMessage).toMatch(/^jobs: at most 10000 jobs per batch/);
   });
@@ -93,14 +108,19 @@ describe("limits of a real server process", () => {
     // MAX_CALLS result waits over several connections fill the server; one more call is refused at once.
     const { jid } = (await clients.producer.submitBatch({ jobs: [{ type: "never", queue: "nobody" }] })).jobs[0]!;
     const abort = new AbortController();
-    const producers = Array.from({ length: 4 }, () => createClient(ProducerService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${server.port}` })));
+    const producers = Array.from({ length: 4 }, () =>
+      createClient(ProducerService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${server.port}` })),
+    );
     const waits = Array.from({ length: MAX_CALLS }, (_, i) =>
       producers[i % 4]!.getResult({ jid: jid!, waitTimeout: { seconds: 60n } }, { signal: abort.signal }).catch(() => undefined),
     );
     let full: ConnectError | undefined;
     for (let i = 0; i < 100 && !full; i++) {
       await new Promise((resolve) => setTimeout(resolve, 50));
-      full = await clients.admin.getServerInfo({}).then(() => undefined, (e: unknown) => ConnectError.from(e));
+      full = await clients.admin.getServerInfo({}).then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
     }
     expect(full?.code).toBe(Code.ResourceExhausted);
     expect(full?.rawMessage).toMatch(/limit of 20 concurrent calls \(--max-calls\)/);

@@ -78,7 +78,10 @@ describe("fuzzing every RPC of a real server process", () => {
 
   it("mutated valid Submit messages and malformed gRPC frames over raw HTTP/2 get a status, never INTERNAL", async () => {
     const raw = new RawGrpc(server.port);
-    const valid = toBinary(SubmitRequestSchema, create(SubmitRequestSchema, { job: { type: "fuzz", queue: "fuzz", kwargs: { a: 1, b: "x" }, tags: { k: "v" } } }));
+    const valid = toBinary(
+      SubmitRequestSchema,
+      create(SubmitRequestSchema, { job: { type: "fuzz", queue: "fuzz", kwargs: { a: 1, b: "x" }, tags: { k: "v" } } }),
+    );
     const answers: { name: string; answer: RawAnswer; byGrpcJs: boolean }[] = [];
     /**
      * `byGrpcJs`: refused by grpc-js itself before any Worq code runs; it answers INTERNAL
@@ -115,7 +118,13 @@ describe("fuzzing every RPC of a real server process", () => {
       await send("truncated 5-byte header", path, frame(msg).subarray(0, 3));
       await send("empty body", path, Buffer.alloc(0));
       await send("compressed flag, no grpc-encoding", path, frame(msg, { compressed: true }));
-      await send("compressed flag, gzip declared, not gzip data", path, frame(msg, { compressed: true }), { "grpc-encoding": "gzip" }, true);
+      await send(
+        "compressed flag, gzip declared, not gzip data",
+        path,
+        frame(msg, { compressed: true }),
+        { "grpc-encoding": "gzip" },
+        true,
+      );
       await send("declared length 1 GiB", path, frame(msg, { declaredLength: 2 ** 30 }));
       await send("random bytes as the message", path, frame(Buffer.from(Array.from({ length: 64 }, (_, i) => (i * 97 + 13) % 256))));
       await send("malformed grpc-timeout", path, frame(msg), { "grpc-timeout": "soon" }, true);
@@ -124,18 +133,35 @@ describe("fuzzing every RPC of a real server process", () => {
     await send("unknown method", "/worq.v1.ProducerService/NoSuchMethod", frame(msg));
     await send("unknown service", "/nope.v1.Nope/Call", frame(msg));
     await send("oversized message (6 MiB)", "/worq.v1.ProducerService/Submit", frame(Buffer.alloc(6 * 1024 * 1024, 1)));
-    await send("1,000 metadata headers", "/worq.v1.ProducerService/Submit", frame(msg), Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`x-fuzz-${i}`, "v".repeat(50)])));
+    await send(
+      "1,000 metadata headers",
+      "/worq.v1.ProducerService/Submit",
+      frame(msg),
+      Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`x-fuzz-${i}`, "v".repeat(50)])),
+    );
     raw.close();
 
-    for (const { answer } of answers) count(answer.status === undefined ? `no-status(${answer.error ?? `http ${answer.httpStatus}`})` : answer.status === 0 ? "OK" : Code[answer.status]!);
-    const bugs = answers.filter(({ answer, byGrpcJs }) => answer.status !== undefined && BUG_CODES.has(answer.status) && !(byGrpcJs && answer.message));
+    for (const { answer } of answers)
+      count(
+        answer.status === undefined
+          ? `no-status(${answer.error ?? `http ${answer.httpStatus}`})`
+          : answer.status === 0
+            ? "OK"
+            : Code[answer.status]!,
+      );
+    const bugs = answers.filter(
+      ({ answer, byGrpcJs }) => answer.status !== undefined && BUG_CODES.has(answer.status) && !(byGrpcJs && answer.message),
+    );
     const silent = answers.filter(({ answer }) => answer.error === "timeout");
     rawFigures = {
       "raw-inputs": answers.length,
       "raw-refused-by-grpc-js-as-internal": answers.filter(({ answer, byGrpcJs }) => byGrpcJs && answer.status === Code.Internal).length,
     };
     expect(bugs.map(({ name, answer }) => `${name}: ${Code[answer.status!]} ${answer.message}`)).toEqual([]);
-    expect(silent.map(({ name }) => name), "requests never answered").toEqual([]);
+    expect(
+      silent.map(({ name }) => name),
+      "requests never answered",
+    ).toEqual([]);
     expect(server.child.exitCode).toBeNull();
   }, 120_000);
 
@@ -154,7 +180,13 @@ describe("fuzzing every RPC of a real server process", () => {
         "connected-clients": info.connectedClients,
         "tcp-established": establishedOnPorts([server.port, http]),
       };
-      if ((counts["connected-workers"] === 0 && counts["result-waiters"] === 0 && counts["connected-clients"] === counts["tcp-established"]) || Date.now() > deadline) break;
+      if (
+        (counts["connected-workers"] === 0 &&
+          counts["result-waiters"] === 0 &&
+          counts["connected-clients"] === counts["tcp-established"]) ||
+        Date.now() > deadline
+      )
+        break;
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
     const rssAfterKb = rssKb(server.child.pid!);
@@ -177,7 +209,11 @@ describe("fuzzing every RPC of a real server process", () => {
 });
 
 /** One call of any RPC; a Lease stream is read for its first message and then dropped. */
-async function callOnce(client: Record<string, (request: unknown, options: object) => unknown>, method: DescMethod, request: unknown): Promise<ConnectError | undefined> {
+async function callOnce(
+  client: Record<string, (request: unknown, options: object) => unknown>,
+  method: DescMethod,
+  request: unknown,
+): Promise<ConnectError | undefined> {
   const abort = new AbortController();
   try {
     if (method.methodKind === "server_streaming") {

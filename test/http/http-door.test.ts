@@ -9,7 +9,8 @@ describe("parseRequestTarget", () => {
     expect(parseRequestTarget("/v1/jobs?format=sidekiq")!.query.get("format")).toBe("sidekiq");
     expect(parseRequestTarget("HTTP://host:1/a/b?c=d")).toMatchObject({ path: "/a/b", originForm: "/a/b?c=d" });
     expect(parseRequestTarget("*")).toMatchObject({ path: "*", originForm: "*" });
-    for (const bad of ["http://[zz/", "host:443", "", "v1/jobs", "ftp://x/", undefined]) expect(parseRequestTarget(bad), String(bad)).toBeUndefined();
+    for (const bad of ["http://[zz/", "host:443", "", "v1/jobs", "ftp://x/", undefined])
+      expect(parseRequestTarget(bad), String(bad)).toBeUndefined();
   });
 });
 
@@ -18,13 +19,15 @@ describe("the Host rule", () => {
     expect(hostnameOf("LocalHost:7420")).toBe("localhost");
     expect(hostnameOf("[::1]:7420")).toBe("::1");
     expect(hostnameOf("worq.example.")).toBe("worq.example");
-    for (const bad of ["[zz", "a/b", "a b", "", "x:y:z", "a%zz", "localhost:99999", "[::1", "::1"]) expect(hostnameOf(bad), bad).toBeUndefined();
+    for (const bad of ["[zz", "a/b", "a b", "", "x:y:z", "a%zz", "localhost:99999", "[::1", "::1"])
+      expect(hostnameOf(bad), bad).toBeUndefined();
   });
 
   it("a loopback bind answers loopback names and the allowed ones; another bind answers any name unless names are given", () => {
     const loopback = hostRule(true, []);
     for (const name of ["localhost", "a.b.localhost", "127.0.0.1", "127.9.9.9", "::1"]) expect(loopback.accepts(name), name).toBe(true);
-    for (const name of ["attacker.example", "localhost.attacker.example", "0.0.0.0", "10.0.0.1", "127.0.0.1.nip.io"]) expect(loopback.accepts(name), name).toBe(false);
+    for (const name of ["attacker.example", "localhost.attacker.example", "0.0.0.0", "10.0.0.1", "127.0.0.1.nip.io"])
+      expect(loopback.accepts(name), name).toBe(false);
     expect(hostRule(true, ["Worq.Example"]).accepts("worq.example")).toBe(true);
     expect(hostRule(true, ["*"]).accepts("anything.example")).toBe(true);
     expect(hostRule(false, []).accepts("anything.example")).toBe(true);
@@ -38,7 +41,12 @@ describe("exceedsJsonDepth", () => {
   it(`accepts arrays and objects ${MAX_JSON_DEPTH} deep, refuses ${MAX_JSON_DEPTH + 1}`, () => {
     expect(exceedsJsonDepth(nested(MAX_JSON_DEPTH))).toBe(false);
     expect(exceedsJsonDepth(nested(MAX_JSON_DEPTH + 1))).toBe(true);
-    expect([exceedsJsonDepth(1), exceedsJsonDepth(null), exceedsJsonDepth([]), exceedsJsonDepth([[1]], 1)]).toEqual([false, false, false, true]);
+    expect([exceedsJsonDepth(1), exceedsJsonDepth(null), exceedsJsonDepth([]), exceedsJsonDepth([[1]], 1)]).toEqual([
+      false,
+      false,
+      false,
+      true,
+    ]);
   });
 
   it("answers for a value far deeper than the stack could recurse", () => {

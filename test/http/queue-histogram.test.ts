@@ -7,7 +7,13 @@ const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5
 function pair() {
   const theirs = new Registry();
   const ours = new Registry();
-  const reference = new Histogram({ name: "lease_latency_seconds", help: "Lease latency.", labelNames: ["queue"], buckets: BUCKETS, registers: [theirs] });
+  const reference = new Histogram({
+    name: "lease_latency_seconds",
+    help: "Lease latency.",
+    labelNames: ["queue"],
+    buckets: BUCKETS,
+    registers: [theirs],
+  });
   const histogram = new QueueHistogram("lease_latency_seconds", "Lease latency.", BUCKETS, ours);
   return {
     observe(queue: string, value: number) {
@@ -23,7 +29,7 @@ describe("QueueHistogram", () => {
   it("is scraped as the same text as prom-client's Histogram fed the same values", async () => {
     const both = pair();
     let seed = 7;
-    const random = () => ((seed = (seed * 16807) % 2147483647) / 2147483647);
+    const random = () => (seed = (seed * 16807) % 2147483647) / 2147483647;
     for (let i = 0; i < 5000; i++) both.observe(["emails", "reports", 'odd "queue"\\'][i % 3]!, random() ** 4 * 400);
     // Values on a bound fall in that bucket (le is inclusive); zero and above every bound too.
     for (const value of [0, 0.001, 0.0025, 300, 300.5, 1e6]) both.observe("edges", value);

@@ -9,7 +9,13 @@ import { guardRequests, type RequestHandler } from "../../src/http/request-guard
 async function setup(handle: RequestHandler) {
   const stream = new PassThrough();
   const lines: Record<string, unknown>[] = [];
-  stream.on("data", (chunk: Buffer) => chunk.toString().split("\n").filter(Boolean).forEach((line) => lines.push(JSON.parse(line))));
+  stream.on("data", (chunk: Buffer) =>
+    chunk
+      .toString()
+      .split("\n")
+      .filter(Boolean)
+      .forEach((line) => lines.push(JSON.parse(line))),
+  );
   const server: Server = createServer(guardRequests(handle, createLogger("info", stream)));
   await new Promise<void>((listening) => server.listen(0, "127.0.0.1", listening));
   servers.push(server);
@@ -26,25 +32,38 @@ afterEach(async () => {
 
 describe("the request guard", () => {
   it.each([
-    ["throws", () => { throw new Error("boom: secret cause"); }],
-    ["rejects", async () => { throw new Error("boom: secret cause"); }],
-  ] as [string, RequestHandler][])("a handler that %s: 500 naming a request id, the cause logged at log level error under that id, never sent", async (_, handle) => {
-    const { url, lines } = await setup(handle);
-    const response = await fetch(url);
-    expect(response.status).toBe(500);
-    expect(response.headers.get("content-type")).toBe("application/json");
-    const body = (await response.json()) as { code: string; message: string };
-    const requestId = /^internal server error \(request id ([0-9a-f]{16})\)$/.exec(body.message)?.[1];
-    expect(body.code).toBe("internal");
-    expect(requestId).toBeDefined();
-    expect(JSON.stringify(body)).not.toContain("boom");
-    await expect.poll(() => lines.length).toBe(1);
-    expect(lines[0]).toMatchObject({ level: 50, msg: "request failed", requestId, method: "GET", path: "/x" });
-    expect(lines[0]!.error).toMatch(/^Error: boom: secret cause\n {4}at /);
-    expect(JSON.stringify(lines[0])).not.toContain("token=secret");
-    // The server goes on serving.
-    expect((await fetch(url)).status).toBe(500);
-  });
+    [
+      "throws",
+      () => {
+        throw new Error("boom: secret cause");
+      },
+    ],
+    [
+      "rejects",
+      async () => {
+        throw new Error("boom: secret cause");
+      },
+    ],
+  ] as [string, RequestHandler][])(
+    "a handler that %s: 500 naming a request id, the cause logged at log level error under that id, never sent",
+    async (_, handle) => {
+      const { url, lines } = await setup(handle);
+      const response = await fetch(url);
+      expect(response.status).toBe(500);
+      expect(response.headers.get("content-type")).toBe("application/json");
+      const body = (await response.json()) as { code: string; message: string };
+      const requestId = /^internal server error \(request id ([0-9a-f]{16})\)$/.exec(body.message)?.[1];
+      expect(body.code).toBe("internal");
+      expect(requestId).toBeDefined();
+      expect(JSON.stringify(body)).not.toContain("boom");
+      await expect.poll(() => lines.length).toBe(1);
+      expect(lines[0]).toMatchObject({ level: 50, msg: "request failed", requestId, method: "GET", path: "/x" });
+      expect(lines[0]!.error).toMatch(/^Error: boom: secret cause\n {4}at /);
+      expect(JSON.stringify(lines[0])).not.toContain("token=secret");
+      // The server goes on serving.
+      expect((await fetch(url)).status).toBe(500);
+    },
+  );
 
   it("a handler that fails after its answer began: the connection is cut (no second status line), the error logged", async () => {
     const { url, lines } = await setup(async (_, response) => {

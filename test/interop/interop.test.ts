@@ -30,29 +30,37 @@ async function withServer<T>(fn: (server: TestServer) => Promise<T>): Promise<T>
 }
 
 describe("polyglot clients built from gen/ against a real server", () => {
-  it.skipIf(!hasPython)("a Python grpcio client submits, leases, acks and reads the job back", async () => {
-    const output = await withServer(async (server) => {
-      const { stdout } = await run(VENV_PYTHON, [join(ROOT, "test/interop/python/smoke.py"), "--addr", `127.0.0.1:${server.port}`], {
-        timeout: 60_000,
+  it.skipIf(!hasPython)(
+    "a Python grpcio client submits, leases, acks and reads the job back",
+    async () => {
+      const output = await withServer(async (server) => {
+        const { stdout } = await run(VENV_PYTHON, [join(ROOT, "test/interop/python/smoke.py"), "--addr", `127.0.0.1:${server.port}`], {
+          timeout: 60_000,
+        });
+        return stdout;
       });
-      return stdout;
-    });
-    const report = JSON.parse(output.trim().split("\n").pop()!) as Record<string, unknown>;
-    expect(report).toMatchObject({ ok: true, state: "JOB_STATE_COMPLETED", result: "py-done", attempt: 1 });
-    expect(report.empty_type).toMatchObject({ code: "INVALID_ARGUMENT" });
-  }, 90_000);
+      const report = JSON.parse(output.trim().split("\n").pop()!) as Record<string, unknown>;
+      expect(report).toMatchObject({ ok: true, state: "JOB_STATE_COMPLETED", result: "py-done", attempt: 1 });
+      expect(report.empty_type).toMatchObject({ code: "INVALID_ARGUMENT" });
+    },
+    90_000,
+  );
 
-  it.skipIf(!hasGo)("a Go grpc-go client submits, leases, acks and reads the job back", async () => {
-    const binary = join(ROOT, ".tools/bin/go-interop-smoke");
-    await run("go", ["build", "-o", binary, "."], { cwd: join(ROOT, "test/interop/go"), timeout: 300_000 });
-    const output = await withServer(async (server) => {
-      const { stdout } = await run(binary, ["--addr", `127.0.0.1:${server.port}`], { timeout: 60_000 });
-      return stdout;
-    });
-    const report = JSON.parse(output.trim().split("\n").pop()!) as Record<string, unknown>;
-    expect(report).toMatchObject({ ok: true, state: "JOB_STATE_COMPLETED", result: "go-done", attempt: 1 });
-    expect(report.empty_type).toMatchObject({ code: "InvalidArgument" });
-  }, 360_000);
+  it.skipIf(!hasGo)(
+    "a Go grpc-go client submits, leases, acks and reads the job back",
+    async () => {
+      const binary = join(ROOT, ".tools/bin/go-interop-smoke");
+      await run("go", ["build", "-o", binary, "."], { cwd: join(ROOT, "test/interop/go"), timeout: 300_000 });
+      const output = await withServer(async (server) => {
+        const { stdout } = await run(binary, ["--addr", `127.0.0.1:${server.port}`], { timeout: 60_000 });
+        return stdout;
+      });
+      const report = JSON.parse(output.trim().split("\n").pop()!) as Record<string, unknown>;
+      expect(report).toMatchObject({ ok: true, state: "JOB_STATE_COMPLETED", result: "go-done", attempt: 1 });
+      expect(report.empty_type).toMatchObject({ code: "InvalidArgument" });
+    },
+    360_000,
+  );
 });
 
 describe.skipIf(!hasGrpcurl)("grpcurl against a live server (reflection, no proto files)", () => {
@@ -63,8 +71,7 @@ describe.skipIf(!hasGrpcurl)("grpcurl against a live server (reflection, no prot
   afterAll(async () => {
     await server.close();
   });
-  const grpcurl = async (...args: string[]) =>
-    (await run(GRPCURL, ["-plaintext", ...args], { timeout: 30_000 })).stdout;
+  const grpcurl = async (...args: string[]) => (await run(GRPCURL, ["-plaintext", ...args], { timeout: 30_000 })).stdout;
 
   it("`list` shows the three services and health", async () => {
     const services = (await grpcurl(`127.0.0.1:${server.port}`, "list")).trim().split("\n");
@@ -89,10 +96,20 @@ describe.skipIf(!hasGrpcurl)("grpcurl against a live server (reflection, no prot
   it("submits, leases, acks and gets a job from JSON, as in the README quickstart", async () => {
     const addr = `127.0.0.1:${server.port}`;
     const submitted = JSON.parse(
-      await grpcurl("-d", '{"job":{"type":"email.send","queue":"grpcurl","args":["a@example.com"]}}', addr, "worq.v1.ProducerService/Submit"),
+      await grpcurl(
+        "-d",
+        '{"job":{"type":"email.send","queue":"grpcurl","args":["a@example.com"]}}',
+        addr,
+        "worq.v1.ProducerService/Submit",
+      ),
     ) as { jid: string };
     const leaseOutput = await grpcurl(
-      "-max-time", "2", "-d", '{"queues":["grpcurl"],"workerId":"cli","credits":1}', addr, "worq.v1.WorkerService/Lease",
+      "-max-time",
+      "2",
+      "-d",
+      '{"queues":["grpcurl"],"workerId":"cli","credits":1}',
+      addr,
+      "worq.v1.WorkerService/Lease",
     ).catch((error: { stdout: string }) => error.stdout); // the stream ends at -max-time
     // grpcurl prints one JSON object per stream message: the first is the keepalive that
     // confirms the stream, then the jobs.
@@ -103,7 +120,12 @@ describe.skipIf(!hasGrpcurl)("grpcurl against a live server (reflection, no prot
     const leased = messages.find((message) => message.jobs)!;
     const { job, leaseId } = leased.jobs!.jobs[0]!;
     expect(job.jid).toBe(submitted.jid);
-    await grpcurl("-d", JSON.stringify({ jid: job.jid, leaseId, result: Buffer.from("ok").toString("base64") }), addr, "worq.v1.WorkerService/Ack");
+    await grpcurl(
+      "-d",
+      JSON.stringify({ jid: job.jid, leaseId, result: Buffer.from("ok").toString("base64") }),
+      addr,
+      "worq.v1.WorkerService/Ack",
+    );
     const got = JSON.parse(await grpcurl("-d", JSON.stringify({ jid: job.jid }), addr, "worq.v1.AdminService/GetJob")) as {
       job: { state: string; result: string };
     };

@@ -28,7 +28,10 @@ describe("polyglot: a TS producer, Python, Go and TS workers at once", () => {
         await worker.ready();
         return worker;
       };
-      const byLang = Object.fromEntries(await Promise.all(LANGS.map(async (lang) => [lang, await start(lang)] as const))) as Record<Lang, WorkerProcess>;
+      const byLang = Object.fromEntries(await Promise.all(LANGS.map(async (lang) => [lang, await start(lang)] as const))) as Record<
+        Lang,
+        WorkerProcess
+      >;
 
       // The producer: this test process, through the TypeScript client library.
       const producer = new WorqClient({ address: addr });
@@ -49,18 +52,27 @@ describe("polyglot: a TS producer, Python, Go and TS workers at once", () => {
       // Exactly once: every job was started once in all, by a worker of its own language.
       const starts = new Map<string, number>();
       for (const worker of workers) {
-        for (const event of worker.events) if (event.event === "start" && event.jid) starts.set(event.jid, (starts.get(event.jid) ?? 0) + 1);
+        for (const event of worker.events)
+          if (event.event === "start" && event.jid) starts.set(event.jid, (starts.get(event.jid) ?? 0) + 1);
       }
       expect([...expected.keys()].filter((jid) => starts.get(jid) !== 1)).toEqual([]);
       for (const lang of LANGS) {
         const handled = byLang[lang].events.filter((e) => e.event === "start").map((e) => e.jid!);
         expect(handled.length, lang).toBe(JOBS_PER_LANG);
-        expect(handled.every((jid) => expected.get(jid)!.startsWith(`${lang}:`)), lang).toBe(true);
+        expect(
+          handled.every((jid) => expected.get(jid)!.startsWith(`${lang}:`)),
+          lang,
+        ).toBe(true);
       }
 
       // Kill the Python worker mid-job (a slow job it is running): a second Python worker finishes it.
       const { jid: slow } = await server.producer.submit({
-        job: { type: "scenario", queue: "polyglot-py", kwargs: { action: "sleep", ms: 1_500, result: "slow done" }, reserveFor: durationFromMs(60_000) },
+        job: {
+          type: "scenario",
+          queue: "polyglot-py",
+          kwargs: { action: "sleep", ms: 1_500, result: "slow done" },
+          reserveFor: durationFromMs(60_000),
+        },
       });
       await byLang.py.waitFor((e) => e.event === "start" && e.jid === slow);
       byLang.py.kill("SIGKILL");

@@ -27,23 +27,26 @@ describe("the dashboard on a server with --auth-tokens", { timeout: 60_000 }, ()
     expect((await fetch(`${base}/app.js`)).status).toBe(200);
   });
 
-  it.skipIf(!hasChromium)("asks for a token, shows the queues with an admin token, and reports a worker token's PERMISSION_DENIED", async () => {
-    const browser = await launchBrowser();
-    try {
-      const page = await browser.context.newPage();
-      await page.goto(`${base}/#/queues`);
-      await page.waitForSelector('input[name="token"]');
-      await page.fill('input[name="token"]', TOKENS.admin);
-      await page.click('button:has-text("Use token")');
-      await page.waitForSelector('tr[data-queue="mail"]');
+  it.skipIf(!hasChromium)(
+    "asks for a token, shows the queues with an admin token, and reports a worker token's PERMISSION_DENIED",
+    async () => {
+      const browser = await launchBrowser();
+      try {
+        const page = await browser.context.newPage();
+        await page.goto(`${base}/#/queues`);
+        await page.waitForSelector('input[name="token"]');
+        await page.fill('input[name="token"]', TOKENS.admin);
+        await page.click('button:has-text("Use token")');
+        await page.waitForSelector('tr[data-queue="mail"]');
 
-      await page.evaluate((token) => sessionStorage.setItem("worq.token", token), TOKENS.worker);
-      await page.reload();
-      await page.waitForFunction(() => document.body.textContent?.includes("may not call"));
-      expect(await page.locator("body").textContent()).toContain('the worker token "test-worker" may not call worq.v1.AdminService/');
-      expect(await page.locator('input[name="token"]').count()).toBe(0);
-    } finally {
-      await browser.close();
-    }
-  });
+        await page.evaluate((token) => sessionStorage.setItem("worq.token", token), TOKENS.worker);
+        await page.reload();
+        await page.waitForFunction(() => document.body.textContent?.includes("may not call"));
+        expect(await page.locator("body").textContent()).toContain('the worker token "test-worker" may not call worq.v1.AdminService/');
+        expect(await page.locator('input[name="token"]').count()).toBe(0);
+      } finally {
+        await browser.close();
+      }
+    },
+  );
 });

@@ -20,7 +20,11 @@ async function curl(...args: string[]): Promise<{ status: number; body: { code?:
   return { status: Number(stdout.slice(split + 1)), body: text.startsWith("{") ? JSON.parse(text) : {} };
 }
 
-const hasIpv6Loopback = toolAvailable("IPv6 loopback (--host ::1)", () => commandWorks(process.execPath, ["-e", "require('net').createServer().listen(0,'::1',function(){this.close()})"]), "this machine cannot bind ::1");
+const hasIpv6Loopback = toolAvailable(
+  "IPv6 loopback (--host ::1)",
+  () => commandWorks(process.execPath, ["-e", "require('net').createServer().listen(0,'::1',function(){this.close()})"]),
+  "this machine cannot bind ::1",
+);
 
 /**
  * Each request that stopped a server, or got in where it should not, sent exactly as it was
@@ -49,29 +53,46 @@ describe("the HTTP door of a real server process", () => {
     expect((await curl(`http://127.0.0.1:${process.httpPort}/healthz`)).status).toBe(200);
   };
   const queueSize = async (queue: string) => {
-    const { body } = await curl("-H", "Content-Type: application/json", "-d", JSON.stringify({ queue }), `${base}/worq.v1.AdminService/ListJobs`);
+    const { body } = await curl(
+      "-H",
+      "Content-Type: application/json",
+      "-d",
+      JSON.stringify({ queue }),
+      `${base}/worq.v1.AdminService/ListJobs`,
+    );
     return ((body as { jobs?: unknown[] }).jobs ?? []).length;
   };
 
   it("an absolute-form target that is no URL (GET http://[zz/) gets 400, and the server lives", async () => {
     const answer = await rawHttp(server.httpPort, "GET http://[zz/ HTTP/1.1\r\nHost: x\r\n\r\n");
     expect(answer.status).toBe(400);
-    expect(jsonBodyOf(answer)).toEqual({ code: "invalid_argument", message: "request target: not a path (/…), an absolute http(s) URL or *" });
+    expect(jsonBodyOf(answer)).toEqual({
+      code: "invalid_argument",
+      message: "request target: not a path (/…), an absolute http(s) URL or *",
+    });
     // A valid absolute-form is served like its origin-form.
-    expect((await rawHttp(server.httpPort, `GET http://127.0.0.1:${server.httpPort}/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`)).status).toBe(200);
+    expect(
+      (await rawHttp(server.httpPort, `GET http://127.0.0.1:${server.httpPort}/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`)).status,
+    ).toBe(200);
     await alive();
   });
 
   it("GET /v1/jobs/%E0 (not UTF-8 once decoded) gets 400 naming the jid segment, and the server lives", async () => {
     const answer = await curl(`${base}/v1/jobs/%E0`);
-    expect(answer).toEqual({ status: 400, body: { code: "invalid_argument", message: 'jid: the path segment "%E0" is not valid percent-encoded UTF-8' } });
+    expect(answer).toEqual({
+      status: 400,
+      body: { code: "invalid_argument", message: 'jid: the path segment "%E0" is not valid percent-encoded UTF-8' },
+    });
     await alive();
   });
 
   it("POST /v1/jobs with a text/plain or form body (what any web page can send) gets 415 and creates no job", async () => {
     const job = JSON.stringify({ jobtype: "cross.site", queue: "xsite", args: [] });
     const plain = await curl("-H", "Content-Type: text/plain", "-d", job, `${base}/v1/jobs`);
-    expect(plain).toEqual({ status: 415, body: { code: "invalid_argument", message: 'Content-Type: must be application/json; got "text/plain"' } });
+    expect(plain).toEqual({
+      status: 415,
+      body: { code: "invalid_argument", message: 'Content-Type: must be application/json; got "text/plain"' },
+    });
     const form = await curl("-d", job, `${base}/v1/jobs`);
     expect(form.status).toBe(415);
     expect(form.body.message).toBe('Content-Type: must be application/json; got "application/x-www-form-urlencoded"');
@@ -86,8 +107,19 @@ describe("the HTTP door of a real server process", () => {
     for (const origin of ["https://evil.example", "null", `http://127.0.0.1:${server.httpPort + 1}`]) {
       const jobs = await curl("-H", `Origin: ${origin}`, "-H", "Content-Type: application/json", "-d", job, `${base}/v1/jobs`);
       expect(jobs.status, origin).toBe(403);
-      expect(jobs.body).toEqual({ code: "permission_denied", message: `Origin header: ${JSON.stringify(origin)} is another site; only pages of this server may send POST requests` });
-      const connect = await curl("-H", `Origin: ${origin}`, "-H", "Content-Type: application/json", "-d", JSON.stringify({ job: { type: "x", queue: "origin" } }), `${base}/worq.v1.ProducerService/Submit`);
+      expect(jobs.body).toEqual({
+        code: "permission_denied",
+        message: `Origin header: ${JSON.stringify(origin)} is another site; only pages of this server may send POST requests`,
+      });
+      const connect = await curl(
+        "-H",
+        `Origin: ${origin}`,
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        JSON.stringify({ job: { type: "x", queue: "origin" } }),
+        `${base}/worq.v1.ProducerService/Submit`,
+      );
       expect(connect.status, origin).toBe(403);
     }
     expect(await queueSize("origin")).toBe(0);
@@ -128,32 +160,63 @@ describe("the HTTP door of a real server process", () => {
   });
 
   it("Connect with Content-Type application/proto and a JSON body gets 400 invalid_argument (was 500)", async () => {
-    const answer = await curl("-H", "Content-Type: application/proto", "-d", '{"job":{"type":"x"}}', `${base}/worq.v1.ProducerService/Submit`);
+    const answer = await curl(
+      "-H",
+      "Content-Type: application/proto",
+      "-d",
+      '{"job":{"type":"x"}}',
+      `${base}/worq.v1.ProducerService/Submit`,
+    );
     expect(answer.status).toBe(400);
     expect(answer.body.code).toBe("invalid_argument");
     expect(answer.body.message).toMatch(/^body: is not the request message in binary protobuf \(parse binary: /);
     // A streaming call answers in its end-of-stream message (HTTP 200): invalid_argument there too.
     const garbage = Buffer.from([0, 0, 0, 0, 3, 0xff, 0xff, 0xff]);
-    const stream = await fetch(`${base}/worq.v1.WorkerService/Lease`, { method: "POST", headers: { "content-type": "application/connect+proto" }, body: garbage });
+    const stream = await fetch(`${base}/worq.v1.WorkerService/Lease`, {
+      method: "POST",
+      headers: { "content-type": "application/connect+proto" },
+      body: garbage,
+    });
     const bytes = Buffer.from(await stream.arrayBuffer());
     expect(stream.status).toBe(200);
     expect(bytes[0]).toBe(0b10);
-    expect(JSON.parse(bytes.subarray(5).toString()).error).toMatchObject({ code: "invalid_argument", message: expect.stringMatching(/^body: is not the request message in binary protobuf/) });
+    expect(JSON.parse(bytes.subarray(5).toString()).error).toMatchObject({
+      code: "invalid_argument",
+      message: expect.stringMatching(/^body: is not the request message in binary protobuf/),
+    });
   });
 
   it("JSON nested deeper than 100 on /v1/jobs gets 400 naming the body (was a 500 that logged nothing)", async () => {
     const nested = (depth: number): unknown => (depth === 0 ? 1 : [nested(depth - 1)]);
-    const answer = await curl("-H", "Content-Type: application/json", "-d", JSON.stringify({ jobtype: "deep", queue: "deep", args: [nested(150)] }), `${base}/v1/jobs`);
-    expect(answer).toEqual({ status: 400, body: { code: "invalid_argument", message: "body: nests arrays and objects more than 100 deep" } });
+    const answer = await curl(
+      "-H",
+      "Content-Type: application/json",
+      "-d",
+      JSON.stringify({ jobtype: "deep", queue: "deep", args: [nested(150)] }),
+      `${base}/v1/jobs`,
+    );
+    expect(answer).toEqual({
+      status: 400,
+      body: { code: "invalid_argument", message: "body: nests arrays and objects more than 100 deep" },
+    });
     expect(await queueSize("deep")).toBe(0);
   });
 
   it("a body over the request limit gets 413 (was 429) on /v1/jobs and on Connect", async () => {
     const big = join(tempDir(), "big");
-    await run(process.execPath, ["-e", `require("fs").writeFileSync(${JSON.stringify(big)}, JSON.stringify({ jobtype: "big", queue: "big", args: ["x".repeat(6 * 1024 * 1024)] }))`]);
+    await run(process.execPath, [
+      "-e",
+      `require("fs").writeFileSync(${JSON.stringify(big)}, JSON.stringify({ jobtype: "big", queue: "big", args: ["x".repeat(6 * 1024 * 1024)] }))`,
+    ]);
     const jobs = await curl("-H", "Content-Type: application/json", "--data-binary", `@${big}`, `${base}/v1/jobs`);
     expect(jobs).toEqual({ status: 413, body: { code: "resource_exhausted", message: "body: more than 5242880 bytes" } });
-    const connect = await curl("-H", "Content-Type: application/json", "--data-binary", `@${big}`, `${base}/worq.v1.ProducerService/Submit`);
+    const connect = await curl(
+      "-H",
+      "Content-Type: application/json",
+      "--data-binary",
+      `@${big}`,
+      `${base}/worq.v1.ProducerService/Submit`,
+    );
     expect(connect.status).toBe(413);
     expect(connect.body.message).toMatch(/^body: too large \(message size \d+ is larger than configured readMaxBytes 5242880\)$/);
     await alive();
@@ -161,9 +224,17 @@ describe("the HTTP door of a real server process", () => {
 
   it("`worq jobs … | head` ends quietly when head stops reading (no EPIPE stack trace)", async () => {
     const jobs = Array.from({ length: 1000 }, (_, i) => ({ jobtype: "piped", queue: "piped", args: [i, "x".repeat(100)] }));
-    const submitted = await fetch(`${base}/v1/jobs`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(jobs) });
+    const submitted = await fetch(`${base}/v1/jobs`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(jobs),
+    });
     expect(submitted.status).toBe(200);
-    const child = spawn(process.execPath, [WORQ_CLI, "jobs", "--server", `127.0.0.1:${server.port}`, "--queue", "piped", "--limit", "1000"], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(
+      process.execPath,
+      [WORQ_CLI, "jobs", "--server", `127.0.0.1:${server.port}`, "--queue", "piped", "--limit", "1000"],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
     let stderr = "";
     child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
     // `head -1`: read the first line, then close the pipe.
@@ -186,14 +257,27 @@ describe("the HTTP door of a real server process", () => {
   it.skipIf(!hasOpenssl)("with TLS and tokens, GET http://[zz/ before any token check gets 400 and the server lives", async () => {
     const pki = makePki();
     const dir = tempDir();
-    const secure = await spawnServer(dir, ["--log-level", "warn", "--tls-cert", pki.nodeCert, "--tls-key", pki.nodeKey, "--auth-tokens", writeTokenFile(dir)]);
+    const secure = await spawnServer(dir, [
+      "--log-level",
+      "warn",
+      "--tls-cert",
+      pki.nodeCert,
+      "--tls-key",
+      pki.nodeKey,
+      "--auth-tokens",
+      writeTokenFile(dir),
+    ]);
     try {
       const tls = { ca: pki.read(pki.ca) };
       const answer = await rawHttp(secure.httpPort, "GET http://[zz/ HTTP/1.1\r\nHost: x\r\n\r\n", { tls });
       expect(answer.status).toBe(400);
       const health = await rawHttp(secure.httpPort, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n", { tls });
       expect(health.status).toBe(200);
-      const metrics = await rawHttp(secure.httpPort, `GET /metrics HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${TOKENS.admin}\r\n\r\n`, { tls });
+      const metrics = await rawHttp(
+        secure.httpPort,
+        `GET /metrics HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${TOKENS.admin}\r\n\r\n`,
+        { tls },
+      );
       expect(metrics.status).toBe(200);
       expect(secure.child.exitCode).toBeNull();
     } finally {

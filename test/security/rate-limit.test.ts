@@ -39,9 +39,17 @@ async function refusal(call: Promise<unknown>): Promise<ConnectError> {
 describe("--submit-rate: per-token token bucket on submitted jobs", () => {
   let server: SecureServer;
   const transports: Record<"grpc" | "connect", (token: string) => Transport> = {
-    grpc: (token) => createGrpcTransport({ baseUrl: `http://127.0.0.1:${server.port}`, interceptors: [(next) => (r) => (r.header.set("authorization", `Bearer ${token}`), next(r))] }),
+    grpc: (token) =>
+      createGrpcTransport({
+        baseUrl: `http://127.0.0.1:${server.port}`,
+        interceptors: [(next) => (r) => (r.header.set("authorization", `Bearer ${token}`), next(r))],
+      }),
     connect: (token) =>
-      createConnectTransport({ baseUrl: `http://127.0.0.1:${server.httpPort}`, httpVersion: "1.1", interceptors: [(next) => (r) => (r.header.set("authorization", `Bearer ${token}`), next(r))] }),
+      createConnectTransport({
+        baseUrl: `http://127.0.0.1:${server.httpPort}`,
+        httpVersion: "1.1",
+        interceptors: [(next) => (r) => (r.header.set("authorization", `Bearer ${token}`), next(r))],
+      }),
   };
   const producer = (token: string, via: "grpc" | "connect" = "grpc") => createClient(ProducerService, transports[via](token));
 
@@ -86,7 +94,12 @@ describe("--submit-rate: per-token token bucket on submitted jobs", () => {
   it("the HTTP port limits the same buckets: Connect with RetryInfo, /v1/jobs with 429 and Retry-After", async () => {
     await producer("p4-token", "connect").submitBatch({ jobs: [job(1), job(2), job(3)] });
     const body = JSON.stringify({ jobtype: "rate.http", queue: "rate", args: [] });
-    const post = () => fetch(`http://127.0.0.1:${server.httpPort}/v1/jobs`, { method: "POST", body, headers: { authorization: "Bearer p4-token", "content-type": "application/json" } });
+    const post = () =>
+      fetch(`http://127.0.0.1:${server.httpPort}/v1/jobs`, {
+        method: "POST",
+        body,
+        headers: { authorization: "Bearer p4-token", "content-type": "application/json" },
+      });
     expect((await post()).status).toBe(200); // the 4th job
     const refused = await post();
     expect(refused.status).toBe(429);

@@ -14,7 +14,14 @@ import { startSecureServer, TOKENS, type SecureServer } from "./support/secure-s
  * contract docs/security.md states. Admin may call everything.
  */
 const GRANTS: Record<"producer" | "worker", string[]> = {
-  producer: ["ProducerService.Submit", "ProducerService.SubmitBatch", "ProducerService.Run", "ProducerService.GetResult", "ProducerService.Cancel", "AdminService.GetJob"],
+  producer: [
+    "ProducerService.Submit",
+    "ProducerService.SubmitBatch",
+    "ProducerService.Run",
+    "ProducerService.GetResult",
+    "ProducerService.Cancel",
+    "AdminService.GetJob",
+  ],
   worker: ["WorkerService.Lease", "WorkerService.Ack", "WorkerService.Fail", "WorkerService.Renew", "WorkerService.Report"],
 };
 
@@ -79,11 +86,19 @@ describe("roles: every RPC, every credential, both ports", () => {
   });
 
   const ports = [
-    { name: "gRPC port", transport: (credential: Credential) => createGrpcTransport({ baseUrl: `http://127.0.0.1:${server.port}`, interceptors: withAuthorization(credential) }) },
+    {
+      name: "gRPC port",
+      transport: (credential: Credential) =>
+        createGrpcTransport({ baseUrl: `http://127.0.0.1:${server.port}`, interceptors: withAuthorization(credential) }),
+    },
     {
       name: "HTTP port (Connect)",
       transport: (credential: Credential) =>
-        createConnectTransport({ baseUrl: `http://127.0.0.1:${server.httpPort}`, httpVersion: "1.1", interceptors: withAuthorization(credential) }),
+        createConnectTransport({
+          baseUrl: `http://127.0.0.1:${server.httpPort}`,
+          httpVersion: "1.1",
+          interceptors: withAuthorization(credential),
+        }),
     },
   ];
   for (const port of ports) {
@@ -106,7 +121,9 @@ describe("roles: every RPC, every credential, both ports", () => {
 
   it("the refusals say why: missing token, unknown token, role lacking the RPC", async () => {
     const submit = (credential: Credential) =>
-      createClient(ProducerService, ports[0]!.transport(credential)).submit({ job: { type: "t", queue: "q" } }).catch((error: unknown) => ConnectError.from(error));
+      createClient(ProducerService, ports[0]!.transport(credential))
+        .submit({ job: { type: "t", queue: "q" } })
+        .catch((error: unknown) => ConnectError.from(error));
     const missing = (await submit("none")) as ConnectError;
     expect(missing.code).toBe(Code.Unauthenticated);
     expect(missing.rawMessage).toMatch(/missing credentials.*authorization: Bearer <token>/);
@@ -115,7 +132,9 @@ describe("roles: every RPC, every credential, both ports", () => {
     expect(denied.code).toBe(Code.PermissionDenied);
     expect(denied.rawMessage).toBe('the worker token "test-worker" may not call worq.v1.ProducerService/Submit (needs producer or admin)');
     // Refusals never reach a handler, yet /metrics counts them under their code.
-    const metrics = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`, { headers: { authorization: `Bearer ${TOKENS.admin}` } })).text();
+    const metrics = await (
+      await fetch(`http://127.0.0.1:${server.httpPort}/metrics`, { headers: { authorization: `Bearer ${TOKENS.admin}` } })
+    ).text();
     expect(metrics).toMatch(/^worq_rpc_duration_seconds_count\{(?=[^}]*method="Submit")(?=[^}]*code="PERMISSION_DENIED")[^}]*\} [1-9]/m);
   });
 
@@ -130,21 +149,31 @@ describe("roles: every RPC, every credential, both ports", () => {
     const base = `http://127.0.0.1:${server.httpPort}`;
     const status = async (path: string, credential: Credential, init: RequestInit = {}) => {
       const authorization = authorizationOf(credential);
-      const response = await fetch(`${base}${path}`, { ...init, headers: { ...(authorization && { authorization }), "content-type": "application/json" } });
+      const response = await fetch(`${base}${path}`, {
+        ...init,
+        headers: { ...(authorization && { authorization }), "content-type": "application/json" },
+      });
       await response.text();
       return response.status;
     };
     const submit = { method: "POST", body: JSON.stringify({ jobtype: "http.job", queue: "http", args: [] }) };
     expect(await status("/healthz", "none")).toBe(200);
     expect([await status("/metrics", "none"), await status("/metrics", "unknown")]).toEqual([401, 401]);
-    expect([await status("/metrics", "producer"), await status("/metrics", "worker"), await status("/metrics", "admin")]).toEqual([200, 200, 200]);
+    expect([await status("/metrics", "producer"), await status("/metrics", "worker"), await status("/metrics", "admin")]).toEqual([
+      200, 200, 200,
+    ]);
     expect([await status("/v1/jobs", "none", submit), await status("/v1/jobs", "worker", submit)]).toEqual([401, 403]);
-    const created = await fetch(`${base}/v1/jobs`, { ...submit, headers: { authorization: `Bearer ${TOKENS.producer}`, "content-type": "application/json" } });
+    const created = await fetch(`${base}/v1/jobs`, {
+      ...submit,
+      headers: { authorization: `Bearer ${TOKENS.producer}`, "content-type": "application/json" },
+    });
     const body = (await created.json()) as { jobs: { jid: string }[] };
     expect(created.status, JSON.stringify(body)).toBe(200);
     const jid = body.jobs[0]!.jid;
     const jobPath = `/v1/jobs/${jid}`;
-    expect(await Promise.all((["none", "worker", "producer", "admin"] as const).map((c) => status(jobPath, c)))).toEqual([401, 403, 200, 200]);
+    expect(await Promise.all((["none", "worker", "producer", "admin"] as const).map((c) => status(jobPath, c)))).toEqual([
+      401, 403, 200, 200,
+    ]);
     const refused = await fetch(`${base}${jobPath}`);
     expect(refused.headers.get("www-authenticate")).toBe("Bearer");
     expect(await refused.json()).toEqual({ code: "unauthenticated", message: 'missing credentials: send "authorization: Bearer <token>"' });

@@ -29,7 +29,9 @@ const LINES = [
   tokenFileLine("admin", "billing-ops", SCOPED.billingAdmin, parseQueueScope("billing.*")),
 ];
 
-const bearer = (token: string): Interceptor[] => [(next) => (request) => (request.header.set("authorization", `Bearer ${token}`), next(request))];
+const bearer = (token: string): Interceptor[] => [
+  (next) => (request) => (request.header.set("authorization", `Bearer ${token}`), next(request)),
+];
 
 /** The code and message a call fails with; "ok" when it succeeds. */
 async function failure(call: Promise<unknown>): Promise<{ code: string; message: string } | "ok"> {
@@ -54,10 +56,15 @@ describe("tokens scoped to queues", () => {
   });
 
   const ports = [
-    { name: "gRPC port", transport: (token: string): Transport => createGrpcTransport({ baseUrl: `http://127.0.0.1:${server.port}`, interceptors: bearer(token) }) },
+    {
+      name: "gRPC port",
+      transport: (token: string): Transport =>
+        createGrpcTransport({ baseUrl: `http://127.0.0.1:${server.port}`, interceptors: bearer(token) }),
+    },
     {
       name: "HTTP port (Connect)",
-      transport: (token: string): Transport => createConnectTransport({ baseUrl: `http://127.0.0.1:${server.httpPort}`, httpVersion: "1.1", interceptors: bearer(token) }),
+      transport: (token: string): Transport =>
+        createConnectTransport({ baseUrl: `http://127.0.0.1:${server.httpPort}`, httpVersion: "1.1", interceptors: bearer(token) }),
     },
   ];
 
@@ -78,12 +85,21 @@ describe("tokens scoped to queues", () => {
           message: `job.queue: the queue "${payroll}" is outside this token's queues (billing.*)`,
         });
         // No queue is the default queue, which is outside billing.*.
-        expect(await failure(app.submit({ job: { type: "charge" } }))).toMatchObject({ code: "PermissionDenied", message: expect.stringMatching(/^job\.queue: the queue "default"/) });
+        expect(await failure(app.submit({ job: { type: "charge" } }))).toMatchObject({
+          code: "PermissionDenied",
+          message: expect.stringMatching(/^job\.queue: the queue "default"/),
+        });
         const batchType = `batch-${index}`;
         const batch = [billing, billing, payroll, billing].map((queue) => ({ type: batchType, queue }));
-        expect(await failure(app.submitBatch({ jobs: batch }))).toMatchObject({ code: "PermissionDenied", message: expect.stringMatching(/^jobs\[2\]\.queue: /) });
+        expect(await failure(app.submitBatch({ jobs: batch }))).toMatchObject({
+          code: "PermissionDenied",
+          message: expect.stringMatching(/^jobs\[2\]\.queue: /),
+        });
         expect((await admin(TOKENS.admin).listJobs({ type: batchType })).jobs).toEqual([]);
-        expect(await failure(app.run({ job: { type: "charge", queue: payroll } }))).toMatchObject({ code: "PermissionDenied", message: expect.stringMatching(/^job\.queue: /) });
+        expect(await failure(app.run({ job: { type: "charge", queue: payroll } }))).toMatchObject({
+          code: "PermissionDenied",
+          message: expect.stringMatching(/^job\.queue: /),
+        });
         // Depending on a job outside the scope is answered as depending on one that does not exist.
         const { jid: hidden } = await producer(TOKENS.producer).submit({ job: { type: "charge", queue: payroll } });
         expect(await failure(app.submit({ job: { type: "charge", queue: billing, dependsOn: { jids: [hidden] } } }))).toEqual({
@@ -107,12 +123,18 @@ describe("tokens scoped to queues", () => {
         expect(await failure(billingApp.getResult({ jid: invoices.jid }))).toEqual(notFound);
         expect((await admin(TOKENS.admin).getJob({ jid: invoices.jid })).job?.state).toBe(JobState.SCHEDULED);
         // Another token of the same scope (a fleet of one service) still deduplicates.
-        expect(await producer(SCOPED.billingProducer2).submit({ job: { type, queue: billing, idempotencyKey: key } })).toMatchObject({ jid: mine.jid, duplicate: true });
+        expect(await producer(SCOPED.billingProducer2).submit({ job: { type, queue: billing, idempotencyKey: key } })).toMatchObject({
+          jid: mine.jid,
+          duplicate: true,
+        });
         // Unscoped callers keep the global namespace: neither scoped job answers them.
         const global = await producer(TOKENS.producer).submit({ job: { type, queue: "invoices", idempotencyKey: key } });
         expect(global.duplicate).toBe(false);
         expect([invoices.jid, mine.jid]).not.toContain(global.jid);
-        expect(await producer(TOKENS.admin).submit({ job: { type, queue: "other", idempotencyKey: key } })).toMatchObject({ jid: global.jid, duplicate: true });
+        expect(await producer(TOKENS.admin).submit({ job: { type, queue: "other", idempotencyKey: key } })).toMatchObject({
+          jid: global.jid,
+          duplicate: true,
+        });
         // The job's own key reads back as submitted.
         expect((await admin(SCOPED.billingProducer).getJob({ jid: mine.jid })).job?.idempotencyKey).toBe(key);
       });
@@ -131,7 +153,8 @@ describe("tokens scoped to queues", () => {
         const forMissing = await answers(missing);
         expect(forMissing.slice(0, 3)).toEqual(Array(3).fill({ code: "NotFound", message: `job ${missing} not found` }));
         expect(forMissing.slice(3)).toEqual([0n, 0n]);
-        const text = (answers: unknown[]) => JSON.stringify(answers, (_, value: unknown) => (typeof value === "bigint" ? String(value) : value));
+        const text = (answers: unknown[]) =>
+          JSON.stringify(answers, (_, value: unknown) => (typeof value === "bigint" ? String(value) : value));
         expect(text(await answers(hidden))).toBe(text(forMissing).replaceAll(missing, hidden));
         expect((await admin(TOKENS.admin).getJob({ jid: hidden })).job?.state).toBe(JobState.DELAYED); // untouched
       });
@@ -151,8 +174,13 @@ describe("tokens scoped to queues", () => {
         expect(await failure(scoped.fail({ jid, leaseId: leased.leaseId, message: "x" }))).toEqual(notFound);
         const renewed = await scoped.renew({ leases: [{ jid, leaseId: leased.leaseId }] });
         expect(renewed.results.map((r) => [r.code, r.message])).toEqual([[Code.NotFound, `job ${jid} not found`]]);
-        const reported = await scoped.report({ acks: [{ jid, leaseId: leased.leaseId }], fails: [{ jid, leaseId: leased.leaseId, message: "x" }] });
-        expect([...reported.acks, ...reported.fails].map((r) => [r.code, r.message])).toEqual(Array(2).fill([Code.NotFound, `job ${jid} not found`]));
+        const reported = await scoped.report({
+          acks: [{ jid, leaseId: leased.leaseId }],
+          fails: [{ jid, leaseId: leased.leaseId, message: "x" }],
+        });
+        expect([...reported.acks, ...reported.fails].map((r) => [r.code, r.message])).toEqual(
+          Array(2).fill([Code.NotFound, `job ${jid} not found`]),
+        );
         expect((await admin(TOKENS.admin).getJob({ jid })).job?.state).toBe(JobState.RUNNING);
         // Its own queues lease and ack as usual.
         const own = await producer(SCOPED.billingProducer).submit({ job: { type: "t", queue: `${billing}.lease` } });
@@ -167,7 +195,12 @@ describe("tokens scoped to queues", () => {
         const ops = admin(SCOPED.billingAdmin);
         const listed = `${billing}.listed`;
         const type = `list-${index}`;
-        await producer(TOKENS.producer).submitBatch({ jobs: [{ type, queue: listed }, { type, queue: `${payroll}.listed` }] });
+        await producer(TOKENS.producer).submitBatch({
+          jobs: [
+            { type, queue: listed },
+            { type, queue: `${payroll}.listed` },
+          ],
+        });
         for (const call of [
           ops.pauseQueue({ queue: payroll }),
           ops.resumeQueue({ queue: payroll }),
@@ -176,7 +209,10 @@ describe("tokens scoped to queues", () => {
           ops.listJobs({ queue: payroll }),
           ops.retryJobs({ queue: payroll }),
         ]) {
-          expect(await failure(call)).toEqual({ code: "PermissionDenied", message: `queue: the queue "${payroll}" is outside this token's queues (billing.*)` });
+          expect(await failure(call)).toEqual({
+            code: "PermissionDenied",
+            message: `queue: the queue "${payroll}" is outside this token's queues (billing.*)`,
+          });
         }
         const queues = (await ops.listQueues({ pageSize: 1000 })).queues.map((q) => q.queue);
         expect(queues).toContain(listed);
@@ -186,7 +222,7 @@ describe("tokens scoped to queues", () => {
         expect(jobs.map((job) => job.queue)).toEqual([listed]);
         // Paging through everything visible never shows another queue's job.
         const seen: string[] = [];
-        for (let pageToken = ""; ; ) {
+        for (let pageToken = ""; ;) {
           const page = await ops.listJobs({ pageSize: 2, pageToken });
           seen.push(...page.jobs.map((job) => job.queue));
           if (!page.nextPageToken) break;
@@ -205,10 +241,14 @@ describe("tokens scoped to queues", () => {
 
       it("RetryJobs without jids or queue retries the dead jobs of the scope's queues only", async () => {
         const queues = [`${billing}.dead`, `${payroll}.dead`];
-        const { jobs } = await producer(TOKENS.producer).submitBatch({ jobs: queues.map((queue) => ({ type: "t", queue, retry: { maxAttempts: 1 } })) });
+        const { jobs } = await producer(TOKENS.producer).submitBatch({
+          jobs: queues.map((queue) => ({ type: "t", queue, retry: { maxAttempts: 1 } })),
+        });
         for (const queue of queues) {
           const leased = await leaseOne(worker(TOKENS.worker), queue);
-          expect((await worker(TOKENS.worker).fail({ jid: leased.jid, leaseId: leased.leaseId, message: "boom" })).state).toBe(JobState.DEAD_LETTER);
+          expect((await worker(TOKENS.worker).fail({ jid: leased.jid, leaseId: leased.leaseId, message: "boom" })).state).toBe(
+            JobState.DEAD_LETTER,
+          );
         }
         expect((await admin(SCOPED.billingAdmin).retryJobs({})).retried).toBe(1n);
         const states = await Promise.all(jobs.map(async ({ jid }) => (await admin(TOKENS.admin).getJob({ jid })).job?.state));
@@ -226,7 +266,9 @@ describe("tokens scoped to queues", () => {
           const ids = (await admin(SCOPED.billingAdmin).listWorkers({})).workers.map((w) => w.workerId);
           expect(ids).toContain(`scoped-${index}`);
           expect(ids).not.toContain(`payroll-${index}`);
-          expect(await failure(admin(SCOPED.billingAdmin).controlWorker({ workerId: `payroll-${index}`, action: ControlAction.QUIET }))).toMatchObject({ code: "NotFound" });
+          expect(
+            await failure(admin(SCOPED.billingAdmin).controlWorker({ workerId: `payroll-${index}`, action: ControlAction.QUIET })),
+          ).toMatchObject({ code: "NotFound" });
           expect((await admin(TOKENS.admin).listWorkers({})).workers.map((w) => w.workerId)).toContain(`payroll-${index}`);
         } finally {
           abort.abort();
@@ -245,8 +287,14 @@ describe("tokens scoped to queues", () => {
 
     it("/v1/jobs: a job outside the scope is 404 as a missing one; POST outside it is 403 naming the field, nothing stored", async () => {
       const post = (token: string, body: unknown) =>
-        fetch(`${base()}/v1/jobs`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify(body) });
-      const created = (await (await post(TOKENS.producer, { jobtype: "http.job", queue: "payroll-http", args: [] })).json()) as { jobs: { jid: string }[] };
+        fetch(`${base()}/v1/jobs`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+          body: JSON.stringify(body),
+        });
+      const created = (await (await post(TOKENS.producer, { jobtype: "http.job", queue: "payroll-http", args: [] })).json()) as {
+        jobs: { jid: string }[];
+      };
       const hidden = created.jobs[0]!.jid;
       const missing = "0b7e4c52-9f3a-4d6e-8a1b-2c3d4e5f6a7c";
       const forHidden = await get(`/v1/jobs/${hidden}`, SCOPED.billingProducer);
@@ -254,10 +302,23 @@ describe("tokens scoped to queues", () => {
       expect(forMissing.status).toBe(404);
       expect(forHidden).toEqual({ status: forMissing.status, body: forMissing.body.replace(missing, hidden) });
       expect((await get(`/v1/jobs/${hidden}`, TOKENS.producer)).status).toBe(200);
-      const refused = await post(SCOPED.billingProducer, [{ jobtype: "http.batch", queue: "billing.http", args: [] }, { jobtype: "http.batch", queue: "payroll-http", args: [] }]);
+      const refused = await post(SCOPED.billingProducer, [
+        { jobtype: "http.batch", queue: "billing.http", args: [] },
+        { jobtype: "http.batch", queue: "payroll-http", args: [] },
+      ]);
       expect(refused.status).toBe(403);
-      expect(await refused.json()).toEqual({ code: "permission_denied", message: 'jobs[1].queue: the queue "payroll-http" is outside this token\'s queues (billing.*)' });
-      expect((await createClient(AdminService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${server.port}`, interceptors: bearer(TOKENS.admin) })).listJobs({ type: "http.batch" })).jobs).toEqual([]);
+      expect(await refused.json()).toEqual({
+        code: "permission_denied",
+        message: 'jobs[1].queue: the queue "payroll-http" is outside this token\'s queues (billing.*)',
+      });
+      expect(
+        (
+          await createClient(
+            AdminService,
+            createGrpcTransport({ baseUrl: `http://127.0.0.1:${server.port}`, interceptors: bearer(TOKENS.admin) }),
+          ).listJobs({ type: "http.batch" })
+        ).jobs,
+      ).toEqual([]);
       const accepted = await post(SCOPED.billingProducer, { jobtype: "http.batch", queue: "billing.http", args: [] });
       expect(accepted.status).toBe(200);
     });
@@ -276,7 +337,12 @@ describe("tokens scoped to queues", () => {
   });
 });
 
-function openLease(client: Client<typeof WorkerService>, queues: string[], workerId: string, signal: AbortSignal): AsyncIterator<LeaseResponse> {
+function openLease(
+  client: Client<typeof WorkerService>,
+  queues: string[],
+  workerId: string,
+  signal: AbortSignal,
+): AsyncIterator<LeaseResponse> {
   return client.lease({ queues, workerId, credits: 1 }, { signal })[Symbol.asyncIterator]();
 }
 

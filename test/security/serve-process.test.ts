@@ -40,7 +40,17 @@ describe("worq serve: the non-loopback rule", () => {
   it("refuses tokens without TLS on a non-loopback address (a token in plaintext can be read off the wire)", async () => {
     const dir = tempDir();
     writeFileSync(join(dir, "tokens"), `${tokenFileLine("admin", "ops", "secret")}\n`);
-    const result = await runCli(["serve", "--host", "0.0.0.0", "--port", "0", "--data-dir", join(dir, "data"), "--auth-tokens", join(dir, "tokens")]);
+    const result = await runCli([
+      "serve",
+      "--host",
+      "0.0.0.0",
+      "--port",
+      "0",
+      "--data-dir",
+      join(dir, "data"),
+      "--auth-tokens",
+      join(dir, "tokens"),
+    ]);
     expect(result.code).toBe(2);
     expect(result.stderr).toMatch(/without TLS \(--tls-cert, --tls-key\); add them/);
   });
@@ -55,7 +65,16 @@ describe("worq serve: the non-loopback rule", () => {
     const pki = makePki();
     dirs.push(pki.dir);
     writeFileSync(join(dir, "tokens"), `${tokenFileLine("admin", "ops", "secret")}\n`);
-    const server = await start(dir, ["--host", "0.0.0.0", "--tls-cert", pki.serverCert, "--tls-key", pki.serverKey, "--auth-tokens", join(dir, "tokens")]);
+    const server = await start(dir, [
+      "--host",
+      "0.0.0.0",
+      "--tls-cert",
+      pki.serverCert,
+      "--tls-key",
+      pki.serverKey,
+      "--auth-tokens",
+      join(dir, "tokens"),
+    ]);
     const info = await runCli(["info", "--server", `127.0.0.1:${server.port}`, "--tls-ca", pki.ca, "--token", "secret", "--json"]);
     expect(info.code).toBe(0);
   });
@@ -107,17 +126,30 @@ describe("tokens: worq token create/hash and rotation by SIGHUP", () => {
     const file = join(dir, "tokens");
     writeFileSync(file, `${tokenFileLine("admin", "ops", "admin-token")}\n`);
     const server = await start(dir, ["--auth-tokens", file]);
-    const created = await runCli(["token", "create", "--role", "producer", "--name", "billing", "--queues", "invoices,billing.*", "--json"]);
+    const created = await runCli([
+      "token",
+      "create",
+      "--role",
+      "producer",
+      "--name",
+      "billing",
+      "--queues",
+      "invoices,billing.*",
+      "--json",
+    ]);
     const { token, line, queues } = JSON.parse(created.stdout) as { token: string; line: string; queues: string };
     expect(line).toMatch(/^producer billing sha256:[0-9a-f]{64} queues=billing\.\*,invoices$/);
     expect(queues).toBe("billing.*,invoices");
     appendFileSync(file, `${line}\n`);
     await reload(server, 1);
-    const submit = (queue: string) => runCli(["submit", "t", "--queue", queue, "--server", `127.0.0.1:${server.port}`], { env: { WORQ_TOKEN: token } });
+    const submit = (queue: string) =>
+      runCli(["submit", "t", "--queue", queue, "--server", `127.0.0.1:${server.port}`], { env: { WORQ_TOKEN: token } });
     expect((await submit("billing.eu")).code).toBe(0);
     const refused = await submit("payroll");
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain('PERMISSION_DENIED: job.queue: the queue "payroll" is outside this token\'s queues (billing.*,invoices)');
+    expect(refused.stderr).toContain(
+      'PERMISSION_DENIED: job.queue: the queue "payroll" is outside this token\'s queues (billing.*,invoices)',
+    );
 
     writeFileSync(file, `${line.replace(/queues=.*$/, "queues=payroll")}\n`);
     await reload(server, 2);

@@ -16,8 +16,15 @@ describe.skipIf(!hasOpenssl)("worq serve: startup warnings and refusals, read fr
   beforeAll(() => {
     pki = makePki();
     dir = mkdtempSync(join(tmpdir(), "worq-startup-e2e-"));
-    execFileSync("openssl", ["req", "-newkey", "rsa:1024", "-nodes", "-keyout", "old-key.pem", "-out", "old.csr", "-subj", "/CN=127.0.0.1"], { cwd: pki.dir, stdio: "pipe" });
-    execFileSync("openssl", ["x509", "-req", "-in", "old.csr", "-signkey", "old-key.pem", "-days", "-1", "-out", "old.pem"], { cwd: pki.dir, stdio: "pipe" });
+    execFileSync(
+      "openssl",
+      ["req", "-newkey", "rsa:1024", "-nodes", "-keyout", "old-key.pem", "-out", "old.csr", "-subj", "/CN=127.0.0.1"],
+      { cwd: pki.dir, stdio: "pipe" },
+    );
+    execFileSync("openssl", ["x509", "-req", "-in", "old.csr", "-signkey", "old-key.pem", "-days", "-1", "-out", "old.pem"], {
+      cwd: pki.dir,
+      stdio: "pipe",
+    });
   });
   afterAll(async () => {
     server?.child.kill("SIGTERM");
@@ -34,16 +41,34 @@ describe.skipIf(!hasOpenssl)("worq serve: startup warnings and refusals, read fr
     mkdirSync(dataDir);
     chmodSync(dataDir, 0o755);
     server = await spawnServer(dataDir, [
-      ...["--tls-cert", join(pki.dir, "old.pem"), "--tls-key", join(pki.dir, "old-key.pem"), "--auth-tokens", tokens, "--header-timeout", "300ms"],
+      ...[
+        "--tls-cert",
+        join(pki.dir, "old.pem"),
+        "--tls-key",
+        join(pki.dir, "old-key.pem"),
+        "--auth-tokens",
+        tokens,
+        "--header-timeout",
+        "300ms",
+      ],
     ]);
     const warnings = server
       .stderr()
       .split("\n")
       .filter((line) => line.includes('"level":40'))
       .map((line) => JSON.parse(line) as { check?: string; msg: string });
-    expect(warnings.map((warning) => warning.check)).toEqual(["certificate-expired", "certificate-weak-key", "token-file-writable", "data-dir-readable"]);
-    expect(warnings[2]!.msg).toBe(`--auth-tokens: ${tokens} is writable by other users, who could add a token of their own: chmod go-w ${tokens}`);
-    expect(warnings[3]!.msg).toBe(`--data-dir: ${dataDir} is readable by other users, and it holds every job's arguments and results: chmod o-rwx ${dataDir}`);
+    expect(warnings.map((warning) => warning.check)).toEqual([
+      "certificate-expired",
+      "certificate-weak-key",
+      "token-file-writable",
+      "data-dir-readable",
+    ]);
+    expect(warnings[2]!.msg).toBe(
+      `--auth-tokens: ${tokens} is writable by other users, who could add a token of their own: chmod go-w ${tokens}`,
+    );
+    expect(warnings[3]!.msg).toBe(
+      `--data-dir: ${dataDir} is readable by other users, and it holds every job's arguments and results: chmod o-rwx ${dataDir}`,
+    );
 
     // The gRPC port speaks TLS: a connection that never starts its handshake is closed after the bound.
     const silent = netConnect(server.port, "127.0.0.1");

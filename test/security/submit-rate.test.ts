@@ -48,7 +48,8 @@ describe("worq serve security flags", () => {
 
   it("loopback addresses need nothing; others need TLS and client auth, or --insecure", () => {
     for (const host of ["127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"]) expect(() => parse("--host", host), host).not.toThrow();
-    for (const host of ["0.0.0.0", "::", "10.0.0.5", "worq.internal"]) expect(() => parse("--host", host), host).toThrow(/refusing to listen/);
+    for (const host of ["0.0.0.0", "::", "10.0.0.5", "worq.internal"])
+      expect(() => parse("--host", host), host).toThrow(/refusing to listen/);
     expect(() => parse("--host", "0.0.0.0", "--insecure")).not.toThrow();
     expect(() => parseServeArgs(["--host", "0.0.0.0"], { WORQ_INSECURE: "1" })).not.toThrow();
     expect(() => parse("--host", "0.0.0.0", "--tls-cert", "c", "--tls-key", "k", "--tls-client-ca", "ca")).not.toThrow();

@@ -12,8 +12,17 @@ import { startSecureServer, TOKENS, type SecureServer } from "./support/secure-s
 
 const run = promisify(execFile);
 const GRPCURL = join(import.meta.dirname, "../../.tools/bin/grpcurl");
-const HEALTH_PROTO = ["-connect-timeout", "2", "-import-path", join(import.meta.dirname, "../../third_party"), "-proto", "grpc/health/v1/health.proto"];
-const hasGrpcurl = hasOpenssl && toolAvailable("grpcurl over TLS", () => fileExists(GRPCURL), "no .tools/bin/grpcurl; run `bash scripts/install-test-tools.sh` first");
+const HEALTH_PROTO = [
+  "-connect-timeout",
+  "2",
+  "-import-path",
+  join(import.meta.dirname, "../../third_party"),
+  "-proto",
+  "grpc/health/v1/health.proto",
+];
+const hasGrpcurl =
+  hasOpenssl &&
+  toolAvailable("grpcurl over TLS", () => fileExists(GRPCURL), "no .tools/bin/grpcurl; run `bash scripts/install-test-tools.sh` first");
 
 /** GET over HTTPS with node:https (own CA, optional client certificate); resolves with the status, or rejects on a refused handshake. */
 function httpsGet(port: number, path: string, tls: { ca: Buffer; cert?: Buffer; key?: Buffer }, token?: string): Promise<number> {
@@ -72,7 +81,11 @@ describe.skipIf(!hasOpenssl)("TLS on both ports (server certificate, tokens)", (
   });
 
   it("a client that does not trust the server's CA is refused", async () => {
-    const wrongCa = new WorqClient({ address: `127.0.0.1:${server.port}`, token: TOKENS.admin, tls: { ca: pki.read(join(pki.dir, "stranger-ca.pem")) } });
+    const wrongCa = new WorqClient({
+      address: `127.0.0.1:${server.port}`,
+      token: TOKENS.admin,
+      tls: { ca: pki.read(join(pki.dir, "stranger-ca.pem")) },
+    });
     const error = await failureOf(wrongCa.getJob("00000000-0000-4000-8000-000000000000"));
     expect(error.rawMessage).toMatch(/certificate/i);
   });
@@ -106,7 +119,9 @@ describe.skipIf(!hasOpenssl)("TLS on both ports (server certificate, tokens)", (
     const auth = ["-H", `authorization: Bearer ${TOKENS.admin}`];
     expect((await grpcurl(...auth, address, "list")).stdout).toContain("worq.v1.ProducerService");
     expect((await grpcurl(...auth, address, "worq.v1.AdminService/GetServerInfo")).stdout).toContain("version");
-    await expect(run(GRPCURL, ["-plaintext", ...HEALTH_PROTO, address, "grpc.health.v1.Health/Check"], { timeout: 20_000 })).rejects.toThrow();
+    await expect(
+      run(GRPCURL, ["-plaintext", ...HEALTH_PROTO, address, "grpc.health.v1.Health/Check"], { timeout: 20_000 }),
+    ).rejects.toThrow();
   });
 
   it("the HTTP port speaks HTTPS: /healthz open, /metrics with a token", async () => {
@@ -114,7 +129,10 @@ describe.skipIf(!hasOpenssl)("TLS on both ports (server certificate, tokens)", (
     expect(await httpsGet(server.httpPort, "/healthz", { ca })).toBe(200);
     expect(await httpsGet(server.httpPort, "/metrics", { ca })).toBe(401);
     expect(await httpsGet(server.httpPort, "/metrics", { ca }, TOKENS.worker)).toBe(200);
-    const plain = await fetch(`http://127.0.0.1:${server.httpPort}/healthz`).then((r) => r.status, (error: unknown) => String(error));
+    const plain = await fetch(`http://127.0.0.1:${server.httpPort}/healthz`).then(
+      (r) => r.status,
+      (error: unknown) => String(error),
+    );
     expect(plain).not.toBe(200);
   });
 });
@@ -131,14 +149,22 @@ describe.skipIf(!hasOpenssl)("mutual TLS (--tls-client-ca)", () => {
   const address = () => `127.0.0.1:${server.port}`;
 
   it("a client with a certificate from the client CA gets through", async () => {
-    const client = new WorqClient({ address: address(), token: TOKENS.producer, tls: { ca: pki.read(pki.ca), cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) } });
+    const client = new WorqClient({
+      address: address(),
+      token: TOKENS.producer,
+      tls: { ca: pki.read(pki.ca), cert: pki.read(pki.clientCert), key: pki.read(pki.clientKey) },
+    });
     expect(await client.submit("mtls", { queue: "mtls" })).toMatch(/^[0-9a-f-]{36}$/);
   });
 
   it("a client without a certificate, or with one from another CA, is refused in the handshake", async () => {
     const ca = pki.read(pki.ca);
     const noCert = new WorqClient({ address: address(), token: TOKENS.producer, tls: { ca } });
-    const stranger = new WorqClient({ address: address(), token: TOKENS.producer, tls: { ca, cert: pki.read(pki.strangerCert), key: pki.read(pki.strangerKey) } });
+    const stranger = new WorqClient({
+      address: address(),
+      token: TOKENS.producer,
+      tls: { ca, cert: pki.read(pki.strangerCert), key: pki.read(pki.strangerKey) },
+    });
     for (const client of [noCert, stranger]) {
       const error = await failureOf(client.submit("mtls", { queue: "mtls" }));
       expect([Code.Unavailable, Code.Internal, Code.Unknown]).toContain(error.code);
@@ -162,7 +188,8 @@ describe.skipIf(!hasOpenssl)("mutual TLS (--tls-client-ca)", () => {
   });
 
   it.skipIf(!hasGrpcurl)("grpcurl with -cert and -key", async () => {
-    const check = (...tls: string[]) => run(GRPCURL, ["-cacert", pki.ca, ...tls, ...HEALTH_PROTO, address(), "grpc.health.v1.Health/Check"], { timeout: 20_000 });
+    const check = (...tls: string[]) =>
+      run(GRPCURL, ["-cacert", pki.ca, ...tls, ...HEALTH_PROTO, address(), "grpc.health.v1.Health/Check"], { timeout: 20_000 });
     expect((await check("-cert", pki.clientCert, "-key", pki.clientKey)).stdout).toContain("SERVING");
     await expect(check()).rejects.toThrow();
   });

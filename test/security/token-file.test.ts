@@ -6,16 +6,25 @@ describe("the token file", () => {
   it("reads role, name and hash; skips comments and blank lines", () => {
     const text = `# Worq tokens\n\n${tokenFileLine("producer", "api", "t1")}\n  ${tokenFileLine("admin", "ops", "t2")}  \r\n`;
     const entries = parseTokenFile(text, "tokens");
-    expect(entries.map((e) => [e.role, e.name])).toEqual([["producer", "api"], ["admin", "ops"]]);
+    expect(entries.map((e) => [e.role, e.name])).toEqual([
+      ["producer", "api"],
+      ["admin", "ops"],
+    ]);
     expect(entries[0]!.sha256.equals(hashToken("t1"))).toBe(true);
   });
 
   it.each([
     ["producer api", 'tokens:1: expected "<role> <name> sha256:<hex> [queues=<patterns>]", got 2 fields'],
-    [`producer api sha256:${"a".repeat(64)} billing.*`, 'tokens:1: the fourth field must be queues=<pattern>,..., e.g. queues=billing.*,invoices; got "billing.*"'],
+    [
+      `producer api sha256:${"a".repeat(64)} billing.*`,
+      'tokens:1: the fourth field must be queues=<pattern>,..., e.g. queues=billing.*,invoices; got "billing.*"',
+    ],
     [`# one\nproducer api sha256:${"a".repeat(64)} queues=billing,,x`, 'tokens:2: queues=: "" is not a queue pattern'],
     [`producer api sha256:${"a".repeat(64)} queues=bill/ing`, 'tokens:1: queues=: "bill/ing" is not a queue pattern'],
-    [`producer api sha256:${"a".repeat(64)} queues=a b`, 'tokens:1: expected "<role> <name> sha256:<hex> [queues=<patterns>]", got 5 fields'],
+    [
+      `producer api sha256:${"a".repeat(64)} queues=a b`,
+      'tokens:1: expected "<role> <name> sha256:<hex> [queues=<patterns>]", got 5 fields',
+    ],
     [`owner api sha256:${"a".repeat(64)}`, 'tokens:1: role must be one of producer, worker, admin; got "owner"'],
     ["worker api sha256:abc", "tokens:1: the hash must be sha256:<64 hex digits> (see worq token create)"],
     [`worker api ${"a".repeat(64)}`, "tokens:1: the hash must be sha256:<64 hex digits> (see worq token create)"],

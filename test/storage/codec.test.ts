@@ -14,7 +14,12 @@ import { LevelStore } from "../../src/storage/level/level-store.js";
 import { body as anyBody, meta as anyMeta, RUNS } from "../support/job-arbitraries.js";
 
 const metaWith = (retry?: Parameters<typeof buildNewJob>[0]["retry"]) =>
-  buildNewJob({ type: "t", queue: "q", ...(retry ? { retry } : {}) }, "job", { jid: crypto.randomUUID(), nowMs: 1_700_000_000_000 }, 1 << 20).meta;
+  buildNewJob(
+    { type: "t", queue: "q", ...(retry ? { retry } : {}) },
+    "job",
+    { jid: crypto.randomUUID(), nowMs: 1_700_000_000_000 },
+    1 << 20,
+  ).meta;
 
 describe("LevelDB q/ values (a cold job's records beside its ready key)", () => {
   it("read back the meta, and the body when asked for and kept; an empty value is no copy", () => {
@@ -52,7 +57,10 @@ describe("LevelDB meta records", () => {
       fc.string({ maxLength: 200, unit: "binary" }),
       fc.string({ minLength: 120, maxLength: 140 }),
     );
-    const ms = fc.oneof(fc.constantFrom(0, 0x7f, 0x80, 0x0fffffff, 0x10000000, 2 ** 35, 2 ** 42 + 1, Number.MAX_SAFE_INTEGER), fc.maxSafeNat());
+    const ms = fc.oneof(
+      fc.constantFrom(0, 0x7f, 0x80, 0x0fffffff, 0x10000000, 2 ** 35, 2 ** 42 + 1, Number.MAX_SAFE_INTEGER),
+      fc.maxSafeNat(),
+    );
     fc.assert(
       fc.property(anyMeta, text, text, ms, ms, (meta, type, queue, createdAtMs, updatedAtMs) => {
         const edited = { ...meta, type, queue, createdAtMs, updatedAtMs };
@@ -153,13 +161,23 @@ describe("a layout-3 data dir (SCHEDULED jobs under l/ with the other unfinished
       { type: "put", key: KEYS.layoutVersion, value: Buffer.from(JSON.stringify("3")) },
       ...[...metas, ...moved].map((meta) => ({ type: "put" as const, key: KEYS.meta(meta.jid), value: encodeMeta(meta) })),
       ...metas.map((meta) => ({ type: "put" as const, key: KEYS.live(meta.jid), value: new Uint8Array() })),
-      ...moved.map((meta) => ({ type: "put" as const, key: KEYS.ready(meta.queue, meta.priority, meta.readySeq, meta.jid), value: new Uint8Array() })),
+      ...moved.map((meta) => ({
+        type: "put" as const,
+        key: KEYS.ready(meta.queue, meta.priority, meta.readySeq, meta.jid),
+        value: new Uint8Array(),
+      })),
     ]);
     await raw.close();
     return dir;
   }
 
-  const scheduled = (queue: string, priority: PriorityLevel, readySeq: number): JobMeta => ({ ...metaWith(), queue, priority, state: "SCHEDULED", readySeq });
+  const scheduled = (queue: string, priority: PriorityLevel, readySeq: number): JobMeta => ({
+    ...metaWith(),
+    queue,
+    priority,
+    state: "SCHEDULED",
+    readySeq,
+  });
 
   it("moves its SCHEDULED jobs to the ready index at open, batch by batch, and is marked layout 4", async () => {
     // More than one batch of l/ keys (10,000), in two queues, and unfinished jobs that stay under l/.
@@ -172,7 +190,9 @@ describe("a layout-3 data dir (SCHEDULED jobs under l/ with the other unfinished
     await store.open();
     const inQ = ready.filter((meta) => meta.queue === "q");
     expect((await store.readyPage("q", 2, 0, 5)).map((job) => job.meta.jid)).toEqual(inQ.slice(0, 5).map((meta) => meta.jid));
-    expect((await store.readyPage("q", 2, inQ[3_000]!.readySeq, 10_000)).map((job) => job.meta.jid)).toEqual(inQ.slice(3_001).map((meta) => meta.jid));
+    expect((await store.readyPage("q", 2, inQ[3_000]!.readySeq, 10_000)).map((job) => job.meta.jid)).toEqual(
+      inQ.slice(3_001).map((meta) => meta.jid),
+    );
     expect((await store.readyCounts()).sort((a, b) => (a.queue < b.queue ? -1 : 1))).toEqual([
       { queue: "other", priority: 2, count: 8_000, maxReadySeq: 12_000 },
       { queue: "q", priority: 2, count: 4_000, maxReadySeq: 11_998 },
@@ -184,7 +204,9 @@ describe("a layout-3 data dir (SCHEDULED jobs under l/ with the other unfinished
 
     const raw = new Level<string, string>(dir, { keyEncoding: "utf8", valueEncoding: "utf8" });
     expect(await raw.get(KEYS.layoutVersion)).toBe('"4"');
-    expect(await raw.keys({ gte: KEYS.livePrefix, lt: `${KEYS.livePrefix}\xff` }).all()).toEqual([KEYS.live(running.jid), KEYS.live(delayed.jid)].sort());
+    expect(await raw.keys({ gte: KEYS.livePrefix, lt: `${KEYS.livePrefix}\xff` }).all()).toEqual(
+      [KEYS.live(running.jid), KEYS.live(delayed.jid)].sort(),
+    );
     await raw.close();
   });
 

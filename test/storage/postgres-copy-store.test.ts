@@ -20,7 +20,8 @@ async function contents(store: Store) {
   };
   const live = (await all(store.liveJobs())).sort((a, b) => (a.jid < b.jid ? -1 : 1));
   const finished: JobMeta[] = [];
-  for (const state of ["COMPLETED", "FAILED", "DEAD_LETTER", "CANCELLED"] as JobState[]) finished.push(...(await store.listFinished(state, undefined, undefined, 10_000)));
+  for (const state of ["COMPLETED", "FAILED", "DEAD_LETTER", "CANCELLED"] as JobState[])
+    finished.push(...(await store.listFinished(state, undefined, undefined, 10_000)));
   const jids = [...live, ...finished].map((meta) => meta.jid);
   return {
     live,
@@ -49,7 +50,11 @@ describe.skipIf(!postgresAvailable())("copyStore: memory -> PostgreSQL -> LevelD
     const source = new MemoryStore();
     const job = (jid: string, state: JobState, extra: Partial<JobMeta> = {}) => ({ ...metaOf(jid, state), completedAtMs: 5_000, ...extra });
     await source.commit([
-      ...Array.from({ length: 1_203 }, (_, i) => ({ kind: "put-job" as const, meta: metaOf(`live-${String(i).padStart(4, "0")}`, "SCHEDULED", i + 1), body: bodyOf([i % 256]) })),
+      ...Array.from({ length: 1_203 }, (_, i) => ({
+        kind: "put-job" as const,
+        meta: metaOf(`live-${String(i).padStart(4, "0")}`, "SCHEDULED", i + 1),
+        body: bodyOf([i % 256]),
+      })),
       { kind: "put-job", meta: job("delayed", "DELAYED", { dueAtMs: 99_000 }), body: bodyOf() },
       { kind: "put-job", meta: job("done", "COMPLETED", { expiresAtMs: 8_000 }), body: bodyOf([1, 0]) },
       { kind: "put-result", jid: "done", result: new Uint8Array([0, 255, 3]) },

@@ -59,13 +59,19 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
     const client = new pg.Client(url);
     await client.connect();
     // Schema 2 as migrations 1 and 2 left it, with rows as schema 2's commit wrote them.
-    await client.query("CREATE TABLE worq_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
+    await client.query(
+      "CREATE TABLE worq_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+    );
     for (const migration of MIGRATIONS.filter(({ version }) => version <= 2)) {
       await client.query(migration.sql);
       await client.query("INSERT INTO worq_schema_migrations (version, name) VALUES ($1, $2)", [migration.version, migration.name]);
     }
     // More SCHEDULED rows than one round trip of the backfill (10,000) takes.
-    const scheduled = (queue: string, priority: PriorityLevel, readySeq: number): JobMeta => ({ ...metaOf(randomUUID(), "SCHEDULED", readySeq), queue, priority });
+    const scheduled = (queue: string, priority: PriorityLevel, readySeq: number): JobMeta => ({
+      ...metaOf(randomUUID(), "SCHEDULED", readySeq),
+      queue,
+      priority,
+    });
     const ready = Array.from({ length: 10_500 }, (_, i) => scheduled(i % 2 === 0 ? "mail" : "sms", i % 3 === 0 ? 0 : 2, i + 1));
     const running = metaOf(randomUUID(), "RUNNING", 7);
     const completed = { ...metaOf(randomUUID(), "COMPLETED", 8), completedAtMs: 2_000 };
@@ -88,11 +94,18 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
     const level = (queue: string, priority: number) => ready.filter((meta) => meta.queue === queue && meta.priority === priority);
     expect((await store.readyPage("sms", 0, 0, 3)).map((job) => job.meta)).toEqual(level("sms", 0).slice(0, 3));
     expect((await store.readyPage("mail", 2, 5_000, 10_000)).map((job) => job.meta.jid)).toEqual(
-      level("mail", 2).filter((meta) => meta.readySeq > 5_000).map((meta) => meta.jid),
+      level("mail", 2)
+        .filter((meta) => meta.readySeq > 5_000)
+        .map((meta) => meta.jid),
     );
     const counts = (await store.readyCounts()).sort((a, b) => (a.queue < b.queue ? -1 : a.queue > b.queue ? 1 : a.priority - b.priority));
     expect(counts).toEqual(
-      [["mail", 0], ["mail", 2], ["sms", 0], ["sms", 2]].map(([queue, priority]) => {
+      [
+        ["mail", 0],
+        ["mail", 2],
+        ["sms", 0],
+        ["sms", 2],
+      ].map(([queue, priority]) => {
         const metas = level(queue as string, priority as number);
         return { queue, priority, count: metas.length, maxReadySeq: metas[metas.length - 1]!.readySeq };
       }),
@@ -120,13 +133,20 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
     const url = await cluster.createDatabase();
     const client = new pg.Client(url);
     await client.connect();
-    await client.query("CREATE TABLE worq_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
+    await client.query(
+      "CREATE TABLE worq_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+    );
     for (const migration of MIGRATIONS.filter(({ version }) => version <= 3)) {
       await client.query(migration.sql);
       await client.query("INSERT INTO worq_schema_migrations (version, name) VALUES ($1, $2)", [migration.version, migration.name]);
     }
     const old = { type: "charge", key: "order-42", jid: randomUUID(), expiresAtMs: 9_000 };
-    await client.query("INSERT INTO worq_idempotency (type, key, jid, expires_at_ms) VALUES ($1, $2, $3, $4)", [old.type, old.key, old.jid, old.expiresAtMs]);
+    await client.query("INSERT INTO worq_idempotency (type, key, jid, expires_at_ms) VALUES ($1, $2, $3, $4)", [
+      old.type,
+      old.key,
+      old.jid,
+      old.expiresAtMs,
+    ]);
 
     const { store } = await openStore(url);
     const claims = async () => {
@@ -178,7 +198,11 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
     const url = await cluster.createDatabase();
     const store = new PostgresStore(url, { statementDataBytes: 100_000 });
     await store.open();
-    const big = (jid: string): StoreWrite => ({ kind: "put-job", meta: metaOf(jid), body: bodyOf(Array.from({ length: 60_000 }, (_, i) => i % 256)) });
+    const big = (jid: string): StoreWrite => ({
+      kind: "put-job",
+      meta: metaOf(jid),
+      body: bodyOf(Array.from({ length: 60_000 }, (_, i) => i % 256)),
+    });
     const [first, a, b, c, d, e] = [randomUUID(), randomUUID(), randomUUID(), randomUUID(), randomUUID(), randomUUID()];
     await store.commit([big(first)]);
     await Promise.all([store.commit([big(a)]), store.commit([big(b)]), store.commit([big(c)])]);
@@ -194,12 +218,7 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
   it("lists finished jobs per state and queue with a cursor, oldest first, and counts them", async () => {
     const { store } = await openStore();
     const finished = (jid: string, queue: string, completedAtMs: number) => ({ ...metaOf(jid, "FAILED"), queue, completedAtMs });
-    const jobs = [
-      finished("b", "mail", 30),
-      finished("a", "mail", 30),
-      finished("c", "mail", 10),
-      finished("d", "sms", 20),
-    ];
+    const jobs = [finished("b", "mail", 30), finished("a", "mail", 30), finished("c", "mail", 10), finished("d", "sms", 20)];
     await store.commit(jobs.map((meta) => ({ kind: "put-job" as const, meta, body: bodyOf() })));
     expect((await store.listFinished("FAILED", undefined, undefined, 10)).map((m) => m.jid)).toEqual(["c", "d", "a", "b"]);
     expect((await store.listFinished("FAILED", "mail", { finishedAtMs: 10, jid: "c" }, 10)).map((m) => m.jid)).toEqual(["a", "b"]);

@@ -163,7 +163,13 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
       const { store, cleanup } = await setup();
       const at = (jid: string, state: JobState, expiresAtMs: number) => ({ ...metaOf(jid, state), expiresAtMs });
       const [done, cancelled, dead, failed, running] = [randomUUID(), randomUUID(), randomUUID(), randomUUID(), randomUUID()];
-      await store.commit([done, cancelled, dead, failed, running].map((jid) => ({ kind: "put-job" as const, meta: at(jid, "RUNNING", 5_000), body: bodyOf() })));
+      await store.commit(
+        [done, cancelled, dead, failed, running].map((jid) => ({
+          kind: "put-job" as const,
+          meta: at(jid, "RUNNING", 5_000),
+          body: bodyOf(),
+        })),
+      );
       expect(await store.nextPurgeAtMs()).toBeUndefined();
       await store.commit([
         { kind: "put-meta", meta: at(done, "COMPLETED", 9_000), previous: at(done, "RUNNING", 9_000) },
@@ -197,10 +203,11 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
       const failed = { ...metaOf(randomUUID(), "FAILED"), queue: "beta", completedAtMs: 500, updatedAtMs: 500 };
       const running = { ...metaOf(randomUUID(), "RUNNING"), queue: "alpha" };
       await store.commit([...finished, failed, running].map((meta) => ({ kind: "put-job" as const, meta, body: bodyOf() })));
-      const order = (metas: JobMeta[]) => [...metas].sort((a, b) => a.completedAtMs! - b.completedAtMs! || (a.jid < b.jid ? -1 : 1)).map((m) => m.jid);
+      const order = (metas: JobMeta[]) =>
+        [...metas].sort((a, b) => a.completedAtMs! - b.completedAtMs! || (a.jid < b.jid ? -1 : 1)).map((m) => m.jid);
       const pages = async (queue: string | undefined, size: number) => {
         const jids: string[] = [];
-        for (let page = await store.listFinished("COMPLETED", queue, undefined, size); page.length > 0; ) {
+        for (let page = await store.listFinished("COMPLETED", queue, undefined, size); page.length > 0;) {
           jids.push(...page.map((m) => m.jid));
           const last = page[page.length - 1]!;
           page = await store.listFinished("COMPLETED", queue, { finishedAtMs: last.completedAtMs!, jid: last.jid }, size);
@@ -277,12 +284,22 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
         { queue: "mail", priority: 2, readySeq: 12 },
         { queue: "mail.bulk", priority: 4, readySeq: 3 },
         { queue: "mail", priority: 2, readySeq: 10 },
-      ].map(({ queue, priority, readySeq }) => ({ ...metaOf(randomUUID(), "SCHEDULED", readySeq), queue, priority: priority as PriorityLevel }));
-      const unready = (["RUNNING", "DELAYED", "RETRYING", "PENDING"] as const).map((state, i) => ({ ...metaOf(randomUUID(), state, 20 + i), queue: "mail" }));
+      ].map(({ queue, priority, readySeq }) => ({
+        ...metaOf(randomUUID(), "SCHEDULED", readySeq),
+        queue,
+        priority: priority as PriorityLevel,
+      }));
+      const unready = (["RUNNING", "DELAYED", "RETRYING", "PENDING"] as const).map((state, i) => ({
+        ...metaOf(randomUUID(), state, 20 + i),
+        queue: "mail",
+      }));
       const finished = { ...metaOf(randomUUID(), "COMPLETED", 30), queue: "mail", completedAtMs: 2_000 };
       await fixture.store.commit([...ready, ...unready, finished].map((meta) => ({ kind: "put-job" as const, meta, body: bodyOf() })));
       const inOrder = (queue: string, priority: number) =>
-        ready.filter((m) => m.queue === queue && m.priority === priority).sort((a, b) => a.readySeq - b.readySeq).map((m) => m.jid);
+        ready
+          .filter((m) => m.queue === queue && m.priority === priority)
+          .sort((a, b) => a.readySeq - b.readySeq)
+          .map((m) => m.jid);
 
       for (const reopen of [false, true]) {
         const store = reopen ? await fixture.reopen() : fixture.store;
@@ -295,7 +312,7 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
         // Page by page, each after the last readySeq of the one before.
         for (const size of [1, 2, 3]) {
           const jids: string[] = [];
-          for (let page = await store.readyPage("mail", 2, 0, size); page.length > 0; ) {
+          for (let page = await store.readyPage("mail", 2, 0, size); page.length > 0;) {
             expect(page.length).toBeLessThanOrEqual(size);
             jids.push(...page.map((job) => job.meta.jid));
             page = await store.readyPage("mail", 2, page[page.length - 1]!.meta.readySeq, size);
@@ -321,12 +338,17 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
     it("moves a job in and out of the ready pages as it leaves SCHEDULED, comes back, or changes readySeq or priority", async () => {
       const fixture = await setup();
       const [leased, deleted, cancelled, requeued, kept] = [randomUUID(), randomUUID(), randomUUID(), randomUUID(), randomUUID()];
-      const at = (jid: string, state: JobState, readySeq: number, priority: PriorityLevel = 2): JobMeta => ({ ...metaOf(jid, state, readySeq), priority });
+      const at = (jid: string, state: JobState, readySeq: number, priority: PriorityLevel = 2): JobMeta => ({
+        ...metaOf(jid, state, readySeq),
+        priority,
+      });
       let store = fixture.store;
       // Some written as cold (past the engine's window: a store may keep a copy for readyPage).
       await store.commit(
         [leased, deleted, cancelled, requeued, kept].map((jid, i) =>
-          i % 2 === 0 ? { kind: "put-job" as const, meta: at(jid, "SCHEDULED", i + 1), body: bodyOf(), cold: true as const } : { kind: "put-job" as const, meta: at(jid, "SCHEDULED", i + 1), body: bodyOf() },
+          i % 2 === 0
+            ? { kind: "put-job" as const, meta: at(jid, "SCHEDULED", i + 1), body: bodyOf(), cold: true as const }
+            : { kind: "put-job" as const, meta: at(jid, "SCHEDULED", i + 1), body: bodyOf() },
         ),
       );
       expect(await readyJids(store, "default", 2)).toEqual([leased, deleted, cancelled, requeued, kept]);

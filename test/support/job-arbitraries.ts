@@ -102,7 +102,11 @@ export const submitInput: fc.Arbitrary<SubmitInput> = fc.record(
     idempotencyKey: opt(grapheme),
     dependsOn: opt(
       fc.record(
-        { type: opt(fc.constantFrom("AFTER", "AFTER_ANY") as fc.Arbitrary<"AFTER" | "AFTER_ANY">), jids: opt(fc.array(fc.uuid({ version: 4 }), { maxLength: 3 })), batchRefs: opt(fc.array(grapheme, { maxLength: 3 })) },
+        {
+          type: opt(fc.constantFrom("AFTER", "AFTER_ANY") as fc.Arbitrary<"AFTER" | "AFTER_ANY">),
+          jids: opt(fc.array(fc.uuid({ version: 4 }), { maxLength: 3 })),
+          batchRefs: opt(fc.array(grapheme, { maxLength: 3 })),
+        },
         { requiredKeys: [] },
       ),
     ),

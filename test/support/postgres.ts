@@ -31,7 +31,11 @@ function binDir(): string | undefined {
 
 /** Whether PostgreSQL tests can run here; prints the one-line skip reason (or throws under WORQ_REQUIRE_ALL=1). */
 export function postgresAvailable(): boolean {
-  return toolAvailable("PostgreSQL", () => binDir() !== undefined, "initdb/pg_ctl not found (bash scripts/install-postgres.sh installs them)");
+  return toolAvailable(
+    "PostgreSQL",
+    () => binDir() !== undefined,
+    "initdb/pg_ctl not found (bash scripts/install-postgres.sh installs them)",
+  );
 }
 
 /** The unprivileged user to run the cluster as when we are root. */

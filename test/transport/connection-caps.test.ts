@@ -25,7 +25,9 @@ async function rawConnection(port: number, bytes = ""): Promise<RawConnection> {
     closedWithin: (timeoutMs) =>
       Promise.race([
         closed,
-        new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`connection still open after ${timeoutMs} ms`)), timeoutMs).unref()),
+        new Promise<never>((_, reject) =>
+          setTimeout(() => reject(new Error(`connection still open after ${timeoutMs} ms`)), timeoutMs).unref(),
+        ),
       ]),
     destroy: () => socket.destroy(),
   };
@@ -42,11 +44,14 @@ async function http2Session(port: number): Promise<ClientHttp2Session> {
 /** The value of one sample of /metrics (scraped on a connection closed after it), by its name with labels; undefined when absent. */
 async function metric(server: TestServer, sample: string): Promise<number | undefined> {
   const text = await new Promise<string>((resolve, reject) => {
-    const request = httpGet({ host: "127.0.0.1", port: server.httpPort, path: "/metrics", agent: false, headers: { connection: "close" } }, (response) => {
-      let body = "";
-      response.on("data", (chunk: Buffer) => (body += chunk.toString()));
-      response.on("end", () => resolve(body));
-    });
+    const request = httpGet(
+      { host: "127.0.0.1", port: server.httpPort, path: "/metrics", agent: false, headers: { connection: "close" } },
+      (response) => {
+        let body = "";
+        response.on("data", (chunk: Buffer) => (body += chunk.toString()));
+        response.on("end", () => resolve(body));
+      },
+    );
     request.on("error", reject);
   });
   const line = text.split("\n").find((entry) => entry.startsWith(`${sample} `));

@@ -10,7 +10,9 @@ async function setup(impl: Parameters<typeof addConnectService<typeof AdminServi
   const lines: { message: string; fields: Record<string, unknown> }[] = [];
   const server = new grpc.Server();
   addConnectService(server, AdminService, impl, undefined, undefined, {}, { error: (message, fields) => lines.push({ message, fields }) });
-  const port = await new Promise<number>((ok, fail) => server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? fail(error) : ok(bound))));
+  const port = await new Promise<number>((ok, fail) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? fail(error) : ok(bound))),
+  );
   servers.push(server);
   return { client: createClient(AdminService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${port}` })), lines };
 }

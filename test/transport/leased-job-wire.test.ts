@@ -12,7 +12,6 @@ import { encodeLeasedJob, writeLeaseResponse } from "../../src/transport/leased-
 import { ControlAction, LeasedJobSchema, LeaseResponseSchema } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { grant, RUNS } from "../support/job-arbitraries.js";
 
-
 describe("leased jobs on the wire", () => {
   it("decode to the same LeasedJob as the generic encoder's", () => {
     fc.assert(

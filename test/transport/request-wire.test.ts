@@ -17,7 +17,12 @@ import { submitInputOf } from "../../src/transport/convert.js";
 import { readReportRequest, writeReportResponse } from "../../src/transport/report-wire.js";
 import { readSubmitBatchRequest, readSubmitRequest, submitInputOfWire, writeSubmitBatchResponse } from "../../src/transport/submit-wire.js";
 import { FailureCategory, JobSpecSchema, JobState } from "@worq/client/gen/worq/v1/job_pb.js";
-import { type BatchShape, SubmitBatchRequestSchema, SubmitBatchResponseSchema, SubmitRequestSchema } from "@worq/client/gen/worq/v1/producer_service_pb.js";
+import {
+  type BatchShape,
+  SubmitBatchRequestSchema,
+  SubmitBatchResponseSchema,
+  SubmitRequestSchema,
+} from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { ItemResultSchema, ReportRequestSchema, ReportResponseSchema } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { RUNS, submitInput } from "../support/job-arbitraries.js";
 
@@ -54,8 +59,20 @@ describe("JobSpecs read from the wire", () => {
     };
     const cases = [
       write((w) => w.tag(1, WireType.LengthDelimited).string("t").tag(7, WireType.Varint).int32(9)), // unknown priority
-      write((w) => w.tag(1, WireType.LengthDelimited).string("t").tag(10, WireType.LengthDelimited).fork().tag(1, WireType.Varint).int64(-1).join()),
-      write((w) => w.tag(3, WireType.LengthDelimited).fork().tag(1, WireType.LengthDelimited).fork().tag(2, WireType.Bit64).double(Number.NaN).join().join()),
+      write((w) =>
+        w.tag(1, WireType.LengthDelimited).string("t").tag(10, WireType.LengthDelimited).fork().tag(1, WireType.Varint).int64(-1).join(),
+      ),
+      write((w) =>
+        w
+          .tag(3, WireType.LengthDelimited)
+          .fork()
+          .tag(1, WireType.LengthDelimited)
+          .fork()
+          .tag(2, WireType.Bit64)
+          .double(Number.NaN)
+          .join()
+          .join(),
+      ),
       write((w) => w.tag(3, WireType.LengthDelimited).fork().tag(1, WireType.LengthDelimited).fork().join().join()), // a Value holding nothing
     ];
     for (const bytes of cases) {
@@ -131,7 +148,9 @@ describe("Submit and SubmitBatch requests read from the wire", () => {
         const request = create(SubmitBatchRequestSchema, { jobs: inputs.map(jobSpecOfInput), shape: shape as BatchShape });
         const read = readSubmitBatchRequest(toBinary(SubmitBatchRequestSchema, request));
         expect(read.shape).toBe(shape);
-        expect(read.jobs.map((bytes) => plain(submitInputOfWire(bytes, "j")))).toEqual(request.jobs.map((spec) => plain(submitInputOf(spec, "j"))));
+        expect(read.jobs.map((bytes) => plain(submitInputOfWire(bytes, "j")))).toEqual(
+          request.jobs.map((spec) => plain(submitInputOf(spec, "j"))),
+        );
       }),
       { numRuns: RUNS / 3 },
     );
@@ -160,7 +179,14 @@ describe("Submit and SubmitBatch requests read from the wire", () => {
 describe("Report requests read from the wire", () => {
   const text = fc.string({ maxLength: 30 });
   const ack = fc.record({ jid: text, leaseId: text, result: fc.uint8Array({ maxLength: 20 }) });
-  const fail = fc.record({ jid: text, leaseId: text, message: text, errtype: text, backtrace: fc.array(text, { maxLength: 2 }), category: fc.constantFrom(0, FailureCategory.PERMANENT) });
+  const fail = fc.record({
+    jid: text,
+    leaseId: text,
+    message: text,
+    errtype: text,
+    backtrace: fc.array(text, { maxLength: 2 }),
+    category: fc.constantFrom(0, FailureCategory.PERMANENT),
+  });
   const report = fc.record({ acks: fc.array(ack, { maxLength: 4 }), fails: fc.array(fail, { maxLength: 2 }) });
 
   it("give the acks and fails fromBinary gives, alone and concatenated", () => {
@@ -178,7 +204,10 @@ describe("Report requests read from the wire", () => {
       }),
       { numRuns: RUNS / 3 },
     );
-    const whole = toBinary(ReportRequestSchema, create(ReportRequestSchema, { acks: [{ jid: "j", leaseId: "l", result: new Uint8Array([1, 2]) }] }));
+    const whole = toBinary(
+      ReportRequestSchema,
+      create(ReportRequestSchema, { acks: [{ jid: "j", leaseId: "l", result: new Uint8Array([1, 2]) }] }),
+    );
     for (let end = 1; end < whole.length; end++) expect(() => readReportRequest(whole.subarray(0, end))).toThrow(/premature EOF/);
   });
 
@@ -187,7 +216,10 @@ describe("Report requests read from the wire", () => {
       { jid: "a", code: 0, message: "" },
       { jid: "b", code: 9, message: "lease x is not the live lease" },
     ];
-    const fails = [create(ItemResultSchema, { jid: "c", code: 0, message: "", state: JobState.RETRYING }), create(ItemResultSchema, { jid: "d", code: 5, message: "no job d" })];
+    const fails = [
+      create(ItemResultSchema, { jid: "c", code: 0, message: "", state: JobState.RETRYING }),
+      create(ItemResultSchema, { jid: "d", code: 5, message: "no job d" }),
+    ];
     const bytes = writeReportResponse({ acks, fails });
     expect(new Uint8Array(bytes)).toEqual(toBinary(ReportResponseSchema, create(ReportResponseSchema, { acks, fails })));
     expect(fromBinary(ReportResponseSchema, bytes)).toEqual(create(ReportResponseSchema, { acks, fails }));

@@ -59,7 +59,12 @@ describe("the streams-per-connection cap of the gRPC port", () => {
     session.on("error", () => {});
     // GetResult waits for a job nobody works: each call served stays open, a result waiter.
     const call = (): ClientHttp2Stream => {
-      const stream = session.request({ ":method": "POST", ":path": "/worq.v1.ProducerService/GetResult", "content-type": "application/grpc", te: "trailers" });
+      const stream = session.request({
+        ":method": "POST",
+        ":path": "/worq.v1.ProducerService/GetResult",
+        "content-type": "application/grpc",
+        te: "trailers",
+      });
       stream.on("error", () => {});
       stream.end(getResultFrame(jid));
       return stream;

@@ -7,7 +7,17 @@ import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { ListValueSchema, StructSchema, ValueSchema } from "@bufbuild/protobuf/wkt";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { readListValue, readStruct, readTag, readValue, skipField, writeListValue, writeStructFields, writeValue, type JsonValue } from "@worq/client/wire/json-value.js";
+import {
+  readListValue,
+  readStruct,
+  readTag,
+  readValue,
+  skipField,
+  writeListValue,
+  writeStructFields,
+  writeValue,
+  type JsonValue,
+} from "@worq/client/wire/json-value.js";
 import { json, object, RUNS } from "../support/job-arbitraries.js";
 
 const written = (write: (w: BinaryWriter) => void): Uint8Array => {
@@ -31,7 +41,8 @@ describe("JSON values on the wire", () => {
   it("are read back as protobuf-es's toJson gives them", () => {
     fc.assert(
       fc.property(json, fc.array(json, { maxLength: 4 }), object, (value, list, struct) => {
-        const read = <T>(bytes: Uint8Array, reader: (r: BinaryReader, end: number) => T): T => reader(new BinaryReader(bytes), bytes.byteLength);
+        const read = <T>(bytes: Uint8Array, reader: (r: BinaryReader, end: number) => T): T =>
+          reader(new BinaryReader(bytes), bytes.byteLength);
         const valueBytes = toBinary(ValueSchema, fromJson(ValueSchema, value as PbJsonValue));
         expect(read(valueBytes, readValue)).toEqual(toJson(ValueSchema, fromJson(ValueSchema, value as PbJsonValue)));
         const listBytes = toBinary(ListValueSchema, fromJson(ListValueSchema, list as PbJsonValue));

@@ -21,8 +21,16 @@ const asField = (no: number, message: Uint8Array) => new BinaryWriter().tag(no, 
 
 describe("Timestamp and Duration fields", () => {
   const cases = [
-    { name: "writeTimestampMs writes what protobuf-es writes for timestampFromMs", write: writeTimestampMs, expected: (ms: number) => toBinary(TimestampSchema, timestampFromMs(ms)) },
-    { name: "writeDurationMs writes what protobuf-es writes for durationFromMs, negative durations included", write: writeDurationMs, expected: (ms: number) => toBinary(DurationSchema, durationFromMs(ms)) },
+    {
+      name: "writeTimestampMs writes what protobuf-es writes for timestampFromMs",
+      write: writeTimestampMs,
+      expected: (ms: number) => toBinary(TimestampSchema, timestampFromMs(ms)),
+    },
+    {
+      name: "writeDurationMs writes what protobuf-es writes for durationFromMs, negative durations included",
+      write: writeDurationMs,
+      expected: (ms: number) => toBinary(DurationSchema, durationFromMs(ms)),
+    },
   ];
   for (const { name, write, expected } of cases) {
     it(name, () => {

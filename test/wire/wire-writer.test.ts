@@ -29,7 +29,10 @@ const { op } = fc.letrec<{ op: Op }>((tie) => ({
     fc.record({ kind: fc.constant("int64" as const), value: fc.maxSafeInteger() }),
     fc.record({ kind: fc.constant("bool" as const), value: fc.boolean() }),
     fc.record({ kind: fc.constant("double" as const), value: fc.double() }),
-    fc.record({ kind: fc.constant("string" as const), value: fc.oneof(fc.string({ maxLength: 200 }), fc.string({ maxLength: 60, unit: "binary" })) }),
+    fc.record({
+      kind: fc.constant("string" as const),
+      value: fc.oneof(fc.string({ maxLength: 200 }), fc.string({ maxLength: 60, unit: "binary" })),
+    }),
     fc.record({ kind: fc.constant("bytes" as const), value: fc.uint8Array({ maxLength: 300 }) }),
     fc.record({ kind: fc.constant("message" as const), ops: fc.array(tie("op"), { maxLength: 6 }) }),
   ),
@@ -40,7 +43,10 @@ function run(w: ProtoWriter, ops: [number, Op][]): void {
   for (const [no, o] of ops) {
     if (o.kind === "message") {
       w.tag(no, WireType.LengthDelimited).fork();
-      run(w, o.ops.map((inner, i) => [i + 1, inner]));
+      run(
+        w,
+        o.ops.map((inner, i) => [i + 1, inner]),
+      );
       w.join();
     } else if (o.kind === "string") w.tag(no, WireType.LengthDelimited).string(o.value);
     else if (o.kind === "bytes") w.tag(no, WireType.LengthDelimited).bytes(o.value);
@@ -67,9 +73,17 @@ describe("WireWriter", () => {
   });
 
   it("writes a nested message's length right on either side of each varint size", () => {
-    const sizes = [0, 1, ...Array.from({ length: 12 }, (_, i) => 120 + i), ...Array.from({ length: 12 }, (_, i) => 16_375 + i), 2_097_150, 2_097_152];
+    const sizes = [
+      0,
+      1,
+      ...Array.from({ length: 12 }, (_, i) => 120 + i),
+      ...Array.from({ length: 12 }, (_, i) => 16_375 + i),
+      2_097_150,
+      2_097_152,
+    ];
     const write = (w: ProtoWriter) => {
-      for (const size of sizes) w.tag(3, WireType.LengthDelimited).fork().tag(1, WireType.LengthDelimited).fork().bytes(new Uint8Array(size).fill(7)).join().join();
+      for (const size of sizes)
+        w.tag(3, WireType.LengthDelimited).fork().tag(1, WireType.LengthDelimited).fork().bytes(new Uint8Array(size).fill(7)).join().join();
       return plain(w.finish());
     };
     expect(Buffer.compare(write(new WireWriter()), write(new BinaryWriter()))).toBe(0); // no 2 MB diff on failure

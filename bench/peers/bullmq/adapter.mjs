@@ -17,7 +17,13 @@ export async function openProducer({ redisPort, queue: name }) {
     submitScheduled: (jobs) => {
       const now = Date.now();
       // timestamp + delay = the scheduled time exactly (BullMQ adds the delay to the job's timestamp).
-      return queue.addBulk(jobs.map(({ seq, atMs }) => ({ name: JOB_TYPE, data: { ...jobArgs(seq), atMs }, opts: { timestamp: now, delay: Math.max(0, atMs - now) } })));
+      return queue.addBulk(
+        jobs.map(({ seq, atMs }) => ({
+          name: JOB_TYPE,
+          data: { ...jobArgs(seq), atMs },
+          opts: { timestamp: now, delay: Math.max(0, atMs - now) },
+        })),
+      );
     },
   };
 }

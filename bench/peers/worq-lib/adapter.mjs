@@ -11,7 +11,8 @@ export async function openProducer({ address, queue }) {
   return {
     submitOne: (seq) => client.submit(JOB_TYPE, { queue, args: [jobArgs(seq)] }),
     submitBatch: (seqs) => client.submitBatch(seqs.map((seq) => ({ type: JOB_TYPE, queue, args: [jobArgs(seq)] }))),
-    submitScheduled: (jobs) => client.submitBatch(jobs.map(({ seq, atMs }) => ({ type: JOB_TYPE, queue, args: [{ ...jobArgs(seq), atMs }], at: new Date(atMs) }))),
+    submitScheduled: (jobs) =>
+      client.submitBatch(jobs.map(({ seq, atMs }) => ({ type: JOB_TYPE, queue, args: [{ ...jobArgs(seq), atMs }], at: new Date(atMs) }))),
   };
 }
 

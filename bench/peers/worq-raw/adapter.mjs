@@ -44,7 +44,10 @@ export async function openWorker({ address, queue, concurrency }, { onDone }) {
   return {
     start() {
       running = (async () => {
-        const stream = worker.lease({ queues: [queue], workerId: `bench-raw-${process.pid}`, credits: concurrency }, { signal: abort.signal });
+        const stream = worker.lease(
+          { queues: [queue], workerId: `bench-raw-${process.pid}`, credits: concurrency },
+          { signal: abort.signal },
+        );
         for await (const response of stream) {
           if (response.kind.case === "jobs") for (const leased of response.kind.value.jobs) void handle(leased).catch(fatal);
         }

@@ -43,7 +43,12 @@ export class WorqClient {
 
   /** Creates jobs atomically (all or none); resolves with their jids in order. */
   async submitBatch(jobs: ({ type: string } & SubmitOptions)[]): Promise<string[]> {
-    return call(() => submitBatchCall(this.link, jobs.map(({ type, ...options }) => encodedJobSpecOf(type, options))));
+    return call(() =>
+      submitBatchCall(
+        this.link,
+        jobs.map(({ type, ...options }) => encodedJobSpecOf(type, options)),
+      ),
+    );
   }
 
   async getJob(jid: string): Promise<Job> {

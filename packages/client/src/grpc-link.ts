@@ -38,15 +38,17 @@ export class GrpcLink {
     this.authority = `${secure ? "https" : "http"}://${url.host}`;
     this.connect = secure
       ? () =>
-          tls.connect({
-            host,
-            port,
-            ALPNProtocols: ["h2"],
-            servername: net.isIP(host) ? undefined : host, // SNI takes no IP address
-            ca: tlsOptions?.ca,
-            key: tlsOptions?.key,
-            cert: tlsOptions?.cert,
-          }).setNoDelay(true)
+          tls
+            .connect({
+              host,
+              port,
+              ALPNProtocols: ["h2"],
+              servername: net.isIP(host) ? undefined : host, // SNI takes no IP address
+              ca: tlsOptions?.ca,
+              key: tlsOptions?.key,
+              cert: tlsOptions?.cert,
+            })
+            .setNoDelay(true)
       : () => net.connect({ host, port, noDelay: true });
     this.baseHeaders = {
       "content-type": "application/grpc",
@@ -108,7 +110,8 @@ export class GrpcLink {
       link.closedOne();
       if (cancelled) return sink.end(new WorqClientError(Code.Canceled, "cancelled by the client"));
       if (status !== undefined) return sink.end(status ?? undefined);
-      if (httpStatus !== 0 && httpStatus !== 200) return sink.end(new WorqClientError(codeOfHttpStatus(httpStatus), `HTTP status ${httpStatus} without a gRPC status`));
+      if (httpStatus !== 0 && httpStatus !== 200)
+        return sink.end(new WorqClientError(codeOfHttpStatus(httpStatus), `HTTP status ${httpStatus} without a gRPC status`));
       if (stream.rstCode === NGHTTP2_REFUSED_STREAM || streamError || link.failure !== undefined) {
         const why = streamError?.message ?? link.failure ?? "the connection closed";
         return sink.end(new WorqClientError(Code.Unavailable, `connection failed: ${why}`));
@@ -160,7 +163,11 @@ export class GrpcLink {
   private session(): LinkSession {
     if (this.current) return this.current;
     const link = new LinkSession(
-      http2.connect(this.authority, { createConnection: this.connect, maxSessionMemory: Number.MAX_SAFE_INTEGER, settings: { enablePush: false } }),
+      http2.connect(this.authority, {
+        createConnection: this.connect,
+        maxSessionMemory: Number.MAX_SAFE_INTEGER,
+        settings: { enablePush: false },
+      }),
       () => {
         if (this.current === link) this.current = undefined;
       },
@@ -277,7 +284,11 @@ function statusOf(trailers: http2.IncomingHttpHeaders): WorqClientError | null {
   } catch {
     // not percent-encoded as the spec asks: keep it as sent
   }
-  return new WorqClientError(Number.isInteger(code) && code > 0 && code <= 16 ? (code as Code) : Code.Unknown, message, metadataOf(trailers));
+  return new WorqClientError(
+    Number.isInteger(code) && code > 0 && code <= 16 ? (code as Code) : Code.Unknown,
+    message,
+    metadataOf(trailers),
+  );
 }
 
 /** Response metadata as Headers (binary values stay base64, as on the wire). */

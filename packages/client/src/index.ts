@@ -5,7 +5,15 @@
  */
 export { WorqClient, type ClientOptions } from "./client.js";
 export type { TlsOptions } from "./transport.js";
-export { Worker, type WorkerOptions, type WorkerJob, type JobContext, type Handler, type WorkerEvent, type WorkerLogger } from "./worker.js";
+export {
+  Worker,
+  type WorkerOptions,
+  type WorkerJob,
+  type JobContext,
+  type Handler,
+  type WorkerEvent,
+  type WorkerLogger,
+} from "./worker.js";
 export type { SubmitOptions, RetryOptions, PriorityName } from "./job-options.js";
 export {
   WorqClientError,

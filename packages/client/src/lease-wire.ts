@@ -2,7 +2,14 @@ import { fromBinary, toBinary, type JsonObject, type JsonValue } from "@bufbuild
 import { WireType, type BinaryReader } from "@bufbuild/protobuf/wire";
 import { encoded } from "./wire/wire-writer.js";
 import { JobSchema, type Job } from "./gen/worq/v1/job_pb.js";
-import { ControlSchema, FailRequestSchema, RevokedSchema, type Control, type FailRequest, type Revoked } from "./gen/worq/v1/worker_service_pb.js";
+import {
+  ControlSchema,
+  FailRequestSchema,
+  RevokedSchema,
+  type Control,
+  type FailRequest,
+  type Revoked,
+} from "./gen/worq/v1/worker_service_pb.js";
 import { readListValue, readString, readStruct, readTag, skipField, WireReader } from "./wire/json-value.js";
 
 /**
@@ -198,7 +205,8 @@ export function readReportResponse(bytes: Uint8Array): { acks: ItemOutcome[]; fa
     const fieldTag = readTag(r);
     const field = fieldTag >>> 3;
     const wireType = fieldTag & 7;
-    if ((field === 1 || field === 2) && wireType === WireType.LengthDelimited) (field === 1 ? acks : fails).push(readItemOutcome(r, r.uint32() + r.pos));
+    if ((field === 1 || field === 2) && wireType === WireType.LengthDelimited)
+      (field === 1 ? acks : fails).push(readItemOutcome(r, r.uint32() + r.pos));
     else skipField(r, wireType, field);
   }
   return { acks, fails };

@@ -88,8 +88,12 @@ export class ReportBatcher {
       );
       const response = readReportResponse(await this.client.link.unary("/worq.v1.WorkerService/Report", request));
       this.backoff.reset();
-      acks.forEach((item, i) => this.settleItem(item, response.acks[i]?.code ?? Code.Internal, response.acks[i]?.message ?? "no answer", "ack"));
-      fails.forEach((item, i) => this.settleItem(item, response.fails[i]?.code ?? Code.Internal, response.fails[i]?.message ?? "no answer", "fail"));
+      acks.forEach((item, i) =>
+        this.settleItem(item, response.acks[i]?.code ?? Code.Internal, response.acks[i]?.message ?? "no answer", "ack"),
+      );
+      fails.forEach((item, i) =>
+        this.settleItem(item, response.fails[i]?.code ?? Code.Internal, response.fails[i]?.message ?? "no answer", "fail"),
+      );
     } catch (error) {
       const clientError = toClientError(error);
       const retry = isTransient(clientError.code) ? batch.filter((item) => Date.now() < item.giveUpAt) : [];
@@ -127,5 +131,7 @@ export class ReportBatcher {
 
 /** Codes after which the same report may succeed later. */
 export function isTransient(code: Code): boolean {
-  return code === Code.Unavailable || code === Code.Unknown || code === Code.DeadlineExceeded || code === Code.Internal || code === Code.Aborted;
+  return (
+    code === Code.Unavailable || code === Code.Unknown || code === Code.DeadlineExceeded || code === Code.Internal || code === Code.Aborted
+  );
 }

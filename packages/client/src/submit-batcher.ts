@@ -83,7 +83,10 @@ export class SubmitBatcher {
       if (batch.length === 1) await this.sendOne(batch[0]!);
       else {
         try {
-          const jids = await submitBatchCall(this.link, batch.map((item) => item.spec));
+          const jids = await submitBatchCall(
+            this.link,
+            batch.map((item) => item.spec),
+          );
           batch.forEach((item, i) => item.resolve(jids[i]!));
         } catch (error) {
           const clientError = toClientError(error);

@@ -23,7 +23,8 @@ export interface ConnectionOptions {
 export function createWorqTransport(options: ConnectionOptions): Transport {
   const tls = options.tls === true ? {} : options.tls || undefined;
   const hasScheme = /^https?:\/\//i.test(options.address);
-  if (hasScheme && tls && /^http:/i.test(options.address)) throw new Error(`TLS options were given but the address ${options.address} says http://`);
+  if (hasScheme && tls && /^http:/i.test(options.address))
+    throw new Error(`TLS options were given but the address ${options.address} says http://`);
   const baseUrl = hasScheme ? options.address : `${tls ? "https" : "http"}://${options.address}`;
   const interceptors: Interceptor[] = [];
   if (options.token !== undefined) {

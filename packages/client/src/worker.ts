@@ -200,7 +200,9 @@ export class Worker {
 
   constructor(options: WorkerOptions) {
     if (!options.client && !options.address) throw new Error("Worker needs `address` or `client`");
-    this.client = options.client ?? new WorqClient({
+    this.client =
+      options.client ??
+      new WorqClient({
         address: options.address!,
         ...(options.token !== undefined && { token: options.token }),
         ...(options.tls !== undefined && { tls: options.tls }),
@@ -326,7 +328,12 @@ export class Worker {
 
   /** One Lease stream, until it ends; returns why it ended. */
   private leaseOnce(): Promise<string> {
-    const request = create(LeaseRequestSchema, { queues: this.queues, workerId: this.workerId, credits: this.concurrency, labels: this.labels });
+    const request = create(LeaseRequestSchema, {
+      queues: this.queues,
+      workerId: this.workerId,
+      credits: this.concurrency,
+      labels: this.labels,
+    });
     const call = this.client.link.serverStream(LEASE_PATH, toBinary(LeaseRequestSchema, request));
     let closed = false;
     const close = () => {
@@ -492,5 +499,3 @@ export class Worker {
     }
   }
 }
-
-

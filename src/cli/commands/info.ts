@@ -9,7 +9,9 @@ export function registerInfo(program: Command): void {
   const command = program
     .command("info")
     .summary("show the server's version, uptime and totals")
-    .description("Shows the server: version, store, uptime, connected workers, live jobs and totals since its data dir was created; in a cluster, its leader and every node.")
+    .description(
+      "Shows the server: version, store, uptime, connected workers, live jobs and totals since its data dir was created; in a cluster, its leader and every node.",
+    )
     .addHelpText("after", "\nExample:\n  worq info --server 10.0.0.5:7419");
   withGlobalOptions(command);
   command.action(async (_flags: unknown, self: Command) => {

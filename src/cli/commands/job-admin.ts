@@ -10,7 +10,9 @@ export function registerJobAdmin(program: Command): void {
   const retry = program
     .command("retry")
     .summary("move dead jobs back to scheduled")
-    .description("Moves the given DEAD_LETTER or FAILED jobs, or with --all every dead job (of --queue, else of every queue), back to SCHEDULED with fresh attempts; their last failure is kept.")
+    .description(
+      "Moves the given DEAD_LETTER or FAILED jobs, or with --all every dead job (of --queue, else of every queue), back to SCHEDULED with fresh attempts; their last failure is kept.",
+    )
     .argument("[jid...]", "the jobs to retry")
     .option("--all", "every DEAD_LETTER job (of --queue, else of every queue)")
     .option("-q, --queue <queue>", "with --all: only this queue's dead jobs")

@@ -29,7 +29,12 @@ export function registerJobs(program: Command): void {
     const { connection, json } = contextOf(self);
     const response = await connection.call((options) =>
       connection.admin.listJobs(
-        { queue: flags.queue ?? "", state: flags.state ?? JobState.UNSPECIFIED, pageSize: flags.limit ?? 0, pageToken: flags.pageToken ?? "" },
+        {
+          queue: flags.queue ?? "",
+          state: flags.state ?? JobState.UNSPECIFIED,
+          pageSize: flags.limit ?? 0,
+          pageToken: flags.pageToken ?? "",
+        },
         options,
       ),
     );

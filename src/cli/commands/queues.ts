@@ -15,7 +15,9 @@ export function registerQueues(program: Command): void {
   const queues = program
     .command("queues")
     .summary("list queues with their counts, or show one")
-    .description("Lists every queue ever used, sorted by name, with its job counts and the age of its oldest ready job (LATENCY); or one queue's stats.")
+    .description(
+      "Lists every queue ever used, sorted by name, with its job counts and the age of its oldest ready job (LATENCY); or one queue's stats.",
+    )
     .argument("[queue]", "show only this queue")
     .addHelpText("after", "\nExamples:\n  worq queues\n  worq queues mail --json");
   withGlobalOptions(queues);
@@ -101,7 +103,9 @@ export function registerQueues(program: Command): void {
   const purge = program
     .command("purge")
     .summary("delete every waiting job of a queue")
-    .description("Deletes every waiting job (scheduled, delayed, retrying, pending) of a queue; running and finished ones stay. Asks first on a terminal; scripts must pass --yes.")
+    .description(
+      "Deletes every waiting job (scheduled, delayed, retrying, pending) of a queue; running and finished ones stay. Asks first on a terminal; scripts must pass --yes.",
+    )
     .argument("<queue>", "the queue")
     .option("-y, --yes", "do not ask for confirmation")
     .addHelpText("after", "\nExample:\n  worq purge mail --yes");
@@ -117,7 +121,8 @@ export function registerQueues(program: Command): void {
 
 /** Asks on the terminal; without one, refuses (a script must say --yes). */
 async function confirm(question: string): Promise<void> {
-  if (!process.stdin.isTTY || !process.stderr.isTTY) throw usageError("purge deletes jobs: pass --yes to confirm (stdin is not a terminal)");
+  if (!process.stdin.isTTY || !process.stderr.isTTY)
+    throw usageError("purge deletes jobs: pass --yes to confirm (stdin is not a terminal)");
   const prompt = createInterface({ input: process.stdin, output: process.stderr });
   const answer = await prompt.question(question);
   prompt.close();

@@ -34,8 +34,22 @@ interface SubmitFlags {
 
 /** The flags that describe a job; they cannot be mixed with a job read as JSON. */
 const JOB_FLAGS = [
-  "queue", "args", "kwargs", "custom", "payload", "payloadFile", "priority", "delay", "at", "maxAttempts",
-  "idempotencyKey", "ttl", "reserveFor", "executionTimeout", "tag", "correlationId",
+  "queue",
+  "args",
+  "kwargs",
+  "custom",
+  "payload",
+  "payloadFile",
+  "priority",
+  "delay",
+  "at",
+  "maxAttempts",
+  "idempotencyKey",
+  "ttl",
+  "reserveFor",
+  "executionTimeout",
+  "tag",
+  "correlationId",
 ] as const;
 
 const EXAMPLES = `
@@ -97,7 +111,10 @@ export function registerSubmit(program: Command): void {
       keyValues([
         ["jid", response.jid],
         ["state", stateName(response.state)],
-        ["duplicate", response.duplicate ? "yes: an earlier job of this type had this idempotency key; nothing new was created" : undefined],
+        [
+          "duplicate",
+          response.duplicate ? "yes: an earlier job of this type had this idempotency key; nothing new was created" : undefined,
+        ],
       ]),
     );
   });
@@ -177,4 +194,3 @@ function readInput(path: string): Uint8Array {
 }
 
 const kebab = (name: string) => name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
-

@@ -21,9 +21,15 @@ export function registerToken(program: Command): void {
     .summary("print a new random token and its line for the token file")
     .requiredOption("--role <role>", `what the token may do: ${ROLES.join(", ")}`)
     .requiredOption("--name <name>", "who holds it (unique in the file; shows in logs, keys the rate limit)")
-    .option("--queues <patterns>", "limit the token to these queues: comma-separated names or globs (* matches any run), e.g. 'billing.*,invoices'")
+    .option(
+      "--queues <patterns>",
+      "limit the token to these queues: comma-separated names or globs (* matches any run), e.g. 'billing.*,invoices'",
+    )
     .option("--json", "print one JSON document")
-    .addHelpText("after", "\nExamples:\n  worq token create --role producer --name billing-api >> secrets.txt\n  worq token create --role admin --name billing-ops --queues 'billing.*'")
+    .addHelpText(
+      "after",
+      "\nExamples:\n  worq token create --role producer --name billing-api >> secrets.txt\n  worq token create --role admin --name billing-ops --queues 'billing.*'",
+    )
     .action((flags: { role: string; name: string; queues?: string; json?: boolean }) => {
       const role = roleOf(flags.role);
       const name = nameOf(flags.name);
@@ -48,7 +54,7 @@ export function registerToken(program: Command): void {
     .option("--role <role>", `with --name: print the whole line for this role (${ROLES.join(", ")})`)
     .option("--name <name>", "with --role: the token holder's name")
     .option("--queues <patterns>", "with --role: limit the line to these queues (as for token create)")
-    .addHelpText("after", "\nExample:\n  printf %s \"$TOKEN\" | worq token hash --role worker --name billing-workers")
+    .addHelpText("after", '\nExample:\n  printf %s "$TOKEN" | worq token hash --role worker --name billing-workers')
     .action((flags: { role?: string; name?: string; queues?: string }) => {
       const value = readFileSync(0, "utf8").trim();
       if (value === "") throw usageError("no token on stdin");

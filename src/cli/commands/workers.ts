@@ -38,8 +38,18 @@ export function registerWorkers(program: Command): void {
   });
 
   for (const [name, action, summary, description] of [
-    ["quiet", ControlAction.QUIET, "tell a worker to stop taking new jobs", "Tells every stream of the worker to take no new jobs; it finishes what it holds."],
-    ["terminate", ControlAction.TERMINATE, "tell a worker to shut down", "Tells every stream of the worker to stop: finish or give back its jobs and exit."],
+    [
+      "quiet",
+      ControlAction.QUIET,
+      "tell a worker to stop taking new jobs",
+      "Tells every stream of the worker to take no new jobs; it finishes what it holds.",
+    ],
+    [
+      "terminate",
+      ControlAction.TERMINATE,
+      "tell a worker to shut down",
+      "Tells every stream of the worker to stop: finish or give back its jobs and exit.",
+    ],
   ] as const) {
     const command = program
       .command(name)

@@ -32,7 +32,11 @@ function bytesView(bytes: Uint8Array, name: string, state: { hex?: boolean; all?
   const controls: Child[] = [`${bytesSize(bytes.length)}${text === undefined ? ", not UTF-8" : ""}. `];
   if (text !== undefined) controls.push(button(hex ? "As text" : "As hex", () => ((state.hex = !hex), rerender())));
   if (bytes.length > PREVIEW_BYTES && !state.all) {
-    controls.push(" ", button(`Show all ${bytesSize(bytes.length)}`, () => ((state.all = true), rerender())), ` (first ${bytesSize(PREVIEW_BYTES)} shown)`);
+    controls.push(
+      " ",
+      button(`Show all ${bytesSize(bytes.length)}`, () => ((state.all = true), rerender())),
+      ` (first ${bytesSize(PREVIEW_BYTES)} shown)`,
+    );
   }
   return el("div", {}, el("pre", { data: { block: name } }, body), el("div", { class: "note" }, ...controls));
 }
@@ -73,15 +77,19 @@ export const jobDetailPage: PageFactory = (root, path) => {
   let current: Job | undefined;
 
   const act = (label: string, call: () => Promise<unknown>, confirmText?: string) =>
-    button(label, () => {
-      if (confirmText && !confirm(confirmText)) return;
-      void call()
-        .then(() => {
-          notify(`${label}: done.`);
-          return label === "Delete" ? void (location.hash = "#/jobs") : refresh();
-        })
-        .catch(showError);
-    }, { data: { action: label.toLowerCase().replace(" ", "-") }, class: label === "Delete" ? "danger" : "" });
+    button(
+      label,
+      () => {
+        if (confirmText && !confirm(confirmText)) return;
+        void call()
+          .then(() => {
+            notify(`${label}: done.`);
+            return label === "Delete" ? void (location.hash = "#/jobs") : refresh();
+          })
+          .catch(showError);
+      },
+      { data: { action: label.toLowerCase().replace(" ", "-") }, class: label === "Delete" ? "danger" : "" },
+    );
 
   function render(job: Job) {
     const rerender = () => render(job);
@@ -110,10 +118,15 @@ export const jobDetailPage: PageFactory = (root, path) => {
           ...field("Created", when(job.createdAt)),
           ...field("Updated", when(job.updatedAt)),
           ...field("Expires", when(job.expiresAt)),
-          ...field("Lease for", `${span(msOf(job.reserveFor))}, execution timeout ${span(msOf(job.executionTimeout))}, ttl ${span(msOf(job.ttl))}`),
+          ...field(
+            "Lease for",
+            `${span(msOf(job.reserveFor))}, execution timeout ${span(msOf(job.executionTimeout))}, ttl ${span(msOf(job.ttl))}`,
+          ),
           ...field(
             "Retry policy",
-            retry ? `${retry.maxAttempts} attempts, ${span(msOf(retry.initialDelay))} initial delay, max ${span(msOf(retry.maxDelay))}, multiplier ${retry.multiplier ?? 2}${retry.jitter ? ", jitter" : ""}` : "–",
+            retry
+              ? `${retry.maxAttempts} attempts, ${span(msOf(retry.initialDelay))} initial delay, max ${span(msOf(retry.maxDelay))}, multiplier ${retry.multiplier ?? 2}${retry.jitter ? ", jitter" : ""}`
+              : "–",
           ),
           ...field("Tags", tags.length ? el("span", {}, ...tags.map(([k, v], i) => el("code", {}, `${i ? " " : ""}${k}=${v}`))) : "–"),
           ...field("Correlation id", job.correlationId || "–"),
@@ -130,13 +143,24 @@ export const jobDetailPage: PageFactory = (root, path) => {
           "dl",
           { class: "fields" },
           ...field("Parent (fan-out)", job.parentJid ? jidLinks([job.parentJid]) : "–"),
-          ...field(`Depends on${job.dependsOn.length ? ` (${job.dependencyType === DependencyType.AFTER_ANY ? "after any outcome" : "after success"})` : ""}`, jidLinks(job.dependsOn)),
+          ...field(
+            `Depends on${job.dependsOn.length ? ` (${job.dependencyType === DependencyType.AFTER_ANY ? "after any outcome" : "after success"})` : ""}`,
+            jidLinks(job.dependsOn),
+          ),
           ...field("Still waiting on", jidLinks(job.waitingOn)),
           ...field("Children (unfinished)", el("span", { data: { block: "children" } }, "…")),
           ...field("Dependents (unfinished)", el("span", { data: { block: "dependents" } }, "…")),
         ),
       ),
-      el("div", { class: "panel" }, el("h2", {}, "History"), table(["When", "Event"], timeline(job).map(([ms, text]) => [new Date(ms).toLocaleString("sv-SE"), text]))),
+      el(
+        "div",
+        { class: "panel" },
+        el("h2", {}, "History"),
+        table(
+          ["When", "Event"],
+          timeline(job).map(([ms, text]) => [new Date(ms).toLocaleString("sv-SE"), text]),
+        ),
+      ),
     ];
     if (job.failure) {
       sections.push(
@@ -153,7 +177,9 @@ export const jobDetailPage: PageFactory = (root, path) => {
           ),
           el("h2", {}, "Message"),
           preview(job.failure.message, "failure"),
-          job.failure.backtrace.length ? el("div", {}, el("h2", {}, "Backtrace"), preview(job.failure.backtrace.join("\n"), "backtrace")) : null,
+          job.failure.backtrace.length
+            ? el("div", {}, el("h2", {}, "Backtrace"), preview(job.failure.backtrace.join("\n"), "backtrace"))
+            : null,
         ),
       );
     }
@@ -169,7 +195,9 @@ export const jobDetailPage: PageFactory = (root, path) => {
         preview(json(job.custom ?? {}), "custom"),
         el("h2", {}, "Payload"),
         bytesView(job.payload, "payload", payloadState, rerender),
-        job.state === JobState.COMPLETED ? el("div", {}, el("h2", {}, "Result"), bytesView(job.result, "result", resultState, rerender)) : null,
+        job.state === JobState.COMPLETED
+          ? el("div", {}, el("h2", {}, "Result"), bytesView(job.result, "result", resultState, rerender))
+          : null,
       ),
     );
     body(...sections);

@@ -14,7 +14,10 @@ const FILTERS = ["queue", "state", "type", "tag", "correlation", "jid", "from", 
 /** `key=value` (that value) or `key` (any value) from the tag filter box. */
 function tagFilter(text: string): Record<string, string> {
   const tags: Record<string, string> = {};
-  for (const part of text.split(",").map((p) => p.trim()).filter(Boolean)) {
+  for (const part of text
+    .split(",")
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const eq = part.indexOf("=");
     if (eq < 0) tags[part] = "";
     else tags[part.slice(0, eq).trim()] = part.slice(eq + 1).trim();
@@ -44,7 +47,7 @@ function timeOf(job: Job): string {
     ? whenMs(job.scheduledAt)
     : job.state === JobState.RUNNING
       ? whenMs(job.startedAt)
-      : whenMs(job.completedAt) ?? whenMs(job.updatedAt);
+      : (whenMs(job.completedAt) ?? whenMs(job.updatedAt));
   return at === undefined ? "" : relative(at);
 }
 
@@ -74,18 +77,33 @@ export function jobsPage(title: string, fixedState?: JobState): PageFactory {
       await refresh();
     }
     const retry = (jids: string[]) => run("Retried", jids, async (j) => Number((await admin.retryJobs({ jids: j })).retried));
-    const runNow = (jids: string[]) => run("Scheduled to run now", jids, async (j) => Number((await admin.runJobsNow({ jids: j })).scheduled));
+    const runNow = (jids: string[]) =>
+      run("Scheduled to run now", jids, async (j) => Number((await admin.runJobsNow({ jids: j })).scheduled));
     const remove = (jids: string[]) =>
-      run("Deleted", jids, async (j) => (await Promise.allSettled(j.map((jid) => admin.deleteJob({ jid })))).filter((r) => r.status === "fulfilled").length, "Delete {n} job(s) for good?");
+      run(
+        "Deleted",
+        jids,
+        async (j) => (await Promise.allSettled(j.map((jid) => admin.deleteJob({ jid })))).filter((r) => r.status === "fulfilled").length,
+        "Delete {n} job(s) for good?",
+      );
     const cancel = (jids: string[]) =>
-      run("Cancelled", jids, async (j) => (await Promise.allSettled(j.map((jid) => producer.cancel({ jid })))).filter((r) => r.status === "fulfilled").length, "Cancel {n} job(s)?");
+      run(
+        "Cancelled",
+        jids,
+        async (j) => (await Promise.allSettled(j.map((jid) => producer.cancel({ jid })))).filter((r) => r.status === "fulfilled").length,
+        "Cancel {n} job(s)?",
+      );
     const guard = (promise: Promise<unknown>) => void promise.catch(showError);
 
     function renderActions() {
       const picked = shown.filter((job) => selected.has(job.jid));
       const bulk = (label: string, applies: (state: JobState) => boolean, action: (jids: string[]) => Promise<void>, danger = false) => {
         const jids = picked.filter((job) => applies(job.state)).map((job) => job.jid);
-        return button(`${label}${jids.length ? ` (${jids.length})` : ""}`, () => guard(action(jids)), { disabled: jids.length === 0, class: danger ? "danger" : "", data: { bulk: label } });
+        return button(`${label}${jids.length ? ` (${jids.length})` : ""}`, () => guard(action(jids)), {
+          disabled: jids.length === 0,
+          class: danger ? "danger" : "",
+          data: { bulk: label },
+        });
       };
       // A fixed-state list (Scheduled, Retries, Dead) offers only what applies to its state.
       const offered = (applies: (state: JobState) => boolean) => fixedState === undefined || applies(fixedState);
@@ -126,7 +144,9 @@ export function jobsPage(title: string, fixedState?: JobState): PageFactory {
       if (isWaitingForTime(job.state)) rowActions.push(button("Run now", () => guard(runNow([job.jid])), { data: { action: "run-now" } }));
       if (isUnfinished(job.state)) rowActions.push(button("Cancel", () => guard(cancel([job.jid])), { data: { action: "cancel" } }));
       rowActions.push(button("Delete", () => guard(remove([job.jid])), { class: "danger", data: { action: "delete" } }));
-      const tags = Object.entries(job.tags).map(([k, v]) => (v ? `${k}=${v}` : k)).join(", ");
+      const tags = Object.entries(job.tags)
+        .map(([k, v]) => (v ? `${k}=${v}` : k))
+        .join(", ");
       return el(
         "tr",
         { data: { jid: job.jid } },
@@ -149,12 +169,28 @@ export function jobsPage(title: string, fixedState?: JobState): PageFactory {
       shown = page.jobs;
       nextToken = page.nextPageToken;
       for (const jid of [...selected]) if (!shown.some((job) => job.jid === jid)) selected.delete(jid);
-      const all = el("input", { type: "checkbox", title: "select all on this page", checked: shown.length > 0 && shown.every((job) => selected.has(job.jid)) });
+      const all = el("input", {
+        type: "checkbox",
+        title: "select all on this page",
+        checked: shown.length > 0 && shown.every((job) => selected.has(job.jid)),
+      });
       all.addEventListener("change", () => {
         for (const job of shown) all.checked ? selected.add(job.jid) : selected.delete(job.jid);
         void refresh().catch(showError);
       });
-      const headers = [el("th", {}, all), "Job", "Type", "Queue", "State", "Attempt", "Created", "When", el("th", { class: "hide-narrow" }, "Tags"), "Last error", ""];
+      const headers = [
+        el("th", {}, all),
+        "Job",
+        "Type",
+        "Queue",
+        "State",
+        "Attempt",
+        "Created",
+        "When",
+        el("th", { class: "hide-narrow" }, "Tags"),
+        "Last error",
+        "",
+      ];
       const empty = nextToken ? "No matching job among the jobs examined so far: Next page searches on." : "No jobs match.";
       list(table(headers, shown.map(rowOf), empty));
       renderActions();

@@ -25,7 +25,9 @@ function rate(pick: (s: { processed: number; failed: number }) => number): [numb
 function depthSeries(): Series[] {
   const samples = history();
   const latest = samples.at(-1)?.depth ?? {};
-  const top = Object.keys(latest).sort((a, b) => latest[b]! - latest[a]!).slice(0, 5);
+  const top = Object.keys(latest)
+    .sort((a, b) => latest[b]! - latest[a]!)
+    .slice(0, 5);
   const series: Series[] = top.map((queue) => ({ name: queue, points: samples.map((s) => [s.atMs, s.depth[queue] ?? 0]) }));
   const others = samples.some((s) => Object.keys(s.depth).some((q) => !top.includes(q)));
   if (others) {
@@ -67,7 +69,13 @@ export const overviewPage: PageFactory = (root) => {
         el(
           "div",
           { class: "grid2" },
-          el("div", { class: "panel" }, el("h2", {}, "Throughput and failures, last hour"), lineChart(throughput, from, now, "throughput"), legend(throughput)),
+          el(
+            "div",
+            { class: "panel" },
+            el("h2", {}, "Throughput and failures, last hour"),
+            lineChart(throughput, from, now, "throughput"),
+            legend(throughput),
+          ),
           el("div", { class: "panel" }, el("h2", {}, "Queue depth, last hour"), lineChart(depth, from, now, "queue depth"), legend(depth)),
         ),
         el(

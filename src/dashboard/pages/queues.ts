@@ -17,7 +17,8 @@ export const queuesPage: PageFactory = (root) => {
   async function act(queue: QueueStats, action: "pause" | "resume" | "purge") {
     if (action === "purge") {
       const waiting = queue.ready + queue.delayed + queue.retrying + queue.pending;
-      if (!confirm(`Purge queue "${queue.queue}"? This deletes its ${waiting} waiting jobs (ready, delayed, retrying, pending) for good.`)) return;
+      if (!confirm(`Purge queue "${queue.queue}"? This deletes its ${waiting} waiting jobs (ready, delayed, retrying, pending) for good.`))
+        return;
       const { deleted } = await admin.purgeQueue({ queue: queue.queue });
       notify(`Purged ${deleted} jobs from ${queue.queue}.`);
     } else if (action === "pause") {
@@ -32,7 +33,20 @@ export const queuesPage: PageFactory = (root) => {
 
   refresh = async () => {
     const { queues } = await admin.listQueues({ pageSize: 1000 });
-    const headers = ["Queue", "Ready", "Delayed", "In flight", "Retrying", "Pending", "Dead", "Failed", "Completed", "Oldest ready", "Status", ""];
+    const headers = [
+      "Queue",
+      "Ready",
+      "Delayed",
+      "In flight",
+      "Retrying",
+      "Pending",
+      "Dead",
+      "Failed",
+      "Completed",
+      "Oldest ready",
+      "Status",
+      "",
+    ];
     const rows = queues.map((q) =>
       el(
         "tr",

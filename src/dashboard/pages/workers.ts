@@ -46,7 +46,9 @@ export const workersPage: PageFactory = (root) => {
           ` ${job?.type ?? ""}${started === undefined ? "" : ` for ${span(now - started)}`}`,
         );
       });
-      const labels = Object.entries(worker.labels).map(([k, v]) => `${k}=${v}`).join(", ");
+      const labels = Object.entries(worker.labels)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(", ");
       return el(
         "tr",
         { data: { worker: worker.workerId } },

@@ -17,7 +17,13 @@ export function encodeMeta(meta: JobMeta): Uint8Array {
  */
 export function encodeBody(body: JobBody): Uint8Array {
   // The fields by name (undefined ones are left out), written once into one buffer.
-  const text = JSON.stringify({ tags: body.tags, correlationId: body.correlationId, args: body.args, kwargs: body.kwargs, custom: body.custom });
+  const text = JSON.stringify({
+    tags: body.tags,
+    correlationId: body.correlationId,
+    args: body.args,
+    kwargs: body.kwargs,
+    custom: body.custom,
+  });
   const jsonLength = Buffer.byteLength(text, "utf8");
   const out = Buffer.allocUnsafe(4 + jsonLength + body.payload.byteLength);
   out.writeUInt32BE(jsonLength, 0);
@@ -51,5 +57,8 @@ export function decodeReadyValue(bytes: Uint8Array, withBody: boolean): { meta: 
   if (bytes.byteLength === 0) return undefined;
   const metaLength = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(0);
   const bodyBytes = bytes.subarray(4 + metaLength);
-  return { meta: decodeMeta(bytes.subarray(4, 4 + metaLength)), body: withBody && bodyBytes.byteLength > 0 ? decodeBody(bodyBytes) : undefined };
+  return {
+    meta: decodeMeta(bytes.subarray(4, 4 + metaLength)),
+    body: withBody && bodyBytes.byteLength > 0 ? decodeBody(bodyBytes) : undefined,
+  };
 }

@@ -2,7 +2,17 @@ import { mkdirSync } from "node:fs";
 import { Level } from "level";
 import { WorqError } from "../../model/errors.js";
 import { isPurgedAtExpiry, isTerminal, type JobBody, type JobMeta } from "../../model/job.js";
-import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, ReadyJob, ReadyLevelCount, Store, StoreWrite } from "../../engine/store.js";
+import type {
+  Counters,
+  FinishedCursor,
+  IdempotencyClaim,
+  PendingCallback,
+  QueueInfo,
+  ReadyJob,
+  ReadyLevelCount,
+  Store,
+  StoreWrite,
+} from "../../engine/store.js";
 import type { JobState, PriorityLevel } from "../../model/job.js";
 import { decodeJson, decodeMeta, encodeJson, plainBytes } from "../record-codec.js";
 import { decodeBody, decodeReadyValue, encodeBody, encodeMeta, encodeReadyValue } from "./codec.js";
@@ -115,7 +125,10 @@ export class LevelStore implements Store {
       const ops: BatchOp[] = [];
       for (const meta of await this.metasOf(jids)) {
         if (meta.state !== "SCHEDULED") continue;
-        ops.push({ type: "del", key: KEYS.live(meta.jid) }, { type: "put", key: KEYS.ready(meta.queue, meta.priority, meta.readySeq, meta.jid), value: EMPTY });
+        ops.push(
+          { type: "del", key: KEYS.live(meta.jid) },
+          { type: "put", key: KEYS.ready(meta.queue, meta.priority, meta.readySeq, meta.jid), value: EMPTY },
+        );
       }
       if (ops.length > 0) await this.writeBatch(ops);
     }
@@ -278,9 +291,10 @@ export class LevelStore implements Store {
   /** Up to `limit` `f/` keys of a state and queue after the cursor, oldest first. */
   private async finishedInQueue(state: JobState, queue: string, after: FinishedCursor | undefined, limit: number): Promise<string[]> {
     const prefix = KEYS.finishedInQueuePrefix(state, queue);
-    const range = after === undefined
-      ? { ...prefixRange(prefix), limit }
-      : { gt: KEYS.finishedInQueue(state, queue, after.finishedAtMs, after.jid), lt: `${prefix}\xff`, limit };
+    const range =
+      after === undefined
+        ? { ...prefixRange(prefix), limit }
+        : { gt: KEYS.finishedInQueue(state, queue, after.finishedAtMs, after.jid), lt: `${prefix}\xff`, limit };
     const keys: string[] = [];
     for await (const key of this.db.keys(range)) keys.push(key);
     return keys;
@@ -350,7 +364,11 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
     case "put-counters":
       return; // commit() keeps them for the group's write (pendingCounters)
     case "put-idempotency":
-      ops.push({ type: "put", key: KEYS.idempotency(write.claim.namespace ?? "", write.claim.type, write.claim.key), value: encodeJson(write.claim) });
+      ops.push({
+        type: "put",
+        key: KEYS.idempotency(write.claim.namespace ?? "", write.claim.type, write.claim.key),
+        value: encodeJson(write.claim),
+      });
       return;
     case "delete-idempotency":
       ops.push({ type: "del", key: KEYS.idempotency(write.claim.namespace ?? "", write.claim.type, write.claim.key) });
@@ -420,5 +438,7 @@ function addIndexOps(previous: JobMeta | undefined, next: JobMeta | undefined, o
   const before = indexKeysOf(previous);
   const after = indexKeysOf(next);
   for (const key of before) if (!after.includes(key)) ops.push({ type: "del", key });
-  for (const key of after) if (!before.includes(key)) ops.push({ type: "put", key, value: isLive && key === liveKeyOf(next) ? liveValueOf(next, meta, body) : EMPTY });
+  for (const key of after)
+    if (!before.includes(key))
+      ops.push({ type: "put", key, value: isLive && key === liveKeyOf(next) ? liveValueOf(next, meta, body) : EMPTY });
 }

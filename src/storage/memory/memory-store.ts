@@ -1,6 +1,17 @@
 import type { JobBody, JobMeta } from "../../model/job.js";
 import { isPurgedAtExpiry, isTerminal } from "../../model/job.js";
-import { claimKey, type Counters, type FinishedCursor, type IdempotencyClaim, type PendingCallback, type QueueInfo, type ReadyJob, type ReadyLevelCount, type Store, type StoreWrite } from "../../engine/store.js";
+import {
+  claimKey,
+  type Counters,
+  type FinishedCursor,
+  type IdempotencyClaim,
+  type PendingCallback,
+  type QueueInfo,
+  type ReadyJob,
+  type ReadyLevelCount,
+  type Store,
+  type StoreWrite,
+} from "../../engine/store.js";
 import type { JobState, PriorityLevel } from "../../model/job.js";
 
 /** The data of a MemoryStore; pass the same one to a new MemoryStore to simulate a restart. */
@@ -15,7 +26,15 @@ export interface MemoryData {
 }
 
 export function createMemoryData(): MemoryData {
-  return { metas: new Map(), bodies: new Map(), results: new Map(), claims: new Map(), callbacks: new Map(), queues: new Map(), counters: { submitted: 0, processed: 0, failed: 0, evicted: 0 } };
+  return {
+    metas: new Map(),
+    bodies: new Map(),
+    results: new Map(),
+    claims: new Map(),
+    callbacks: new Map(),
+    queues: new Map(),
+    counters: { submitted: 0, processed: 0, failed: 0, evicted: 0 },
+  };
 }
 
 /**

@@ -63,7 +63,8 @@ export function statementChunks(writes: readonly StoreWrite[], maxBytes = STATEM
   const chunks: StoreWrite[][] = [[]];
   let bytes = 0;
   for (const write of writes) {
-    const size = write.kind === "put-job" ? write.body.payload.byteLength + 1024 : write.kind === "put-result" ? write.result.byteLength : 0;
+    const size =
+      write.kind === "put-job" ? write.body.payload.byteLength + 1024 : write.kind === "put-result" ? write.result.byteLength : 0;
     if (bytes + size > maxBytes && chunks[chunks.length - 1]!.length > 0) {
       chunks.push([]);
       bytes = 0;
@@ -90,7 +91,15 @@ interface RowOps {
 const DELETE = { delete: true } as const;
 
 function rowOpsOf(writes: readonly StoreWrite[]): RowOps {
-  const ops: RowOps = { jobs: new Map(), bodies: new Map(), results: new Map(), callbacks: new Map(), claims: new Map(), queues: new Map(), counters: undefined };
+  const ops: RowOps = {
+    jobs: new Map(),
+    bodies: new Map(),
+    results: new Map(),
+    callbacks: new Map(),
+    claims: new Map(),
+    queues: new Map(),
+    counters: undefined,
+  };
   for (const write of writes) {
     switch (write.kind) {
       case "put-job": {
@@ -106,7 +115,8 @@ function rowOpsOf(writes: readonly StoreWrite[]): RowOps {
         ops.results.set(write.jid, { put: write.result });
         break;
       case "delete-job":
-        for (const table of [ops.jobs, ops.bodies, ops.results, ops.callbacks] as Map<string, Put<unknown>>[]) table.set(write.meta.jid, DELETE);
+        for (const table of [ops.jobs, ops.bodies, ops.results, ops.callbacks] as Map<string, Put<unknown>>[])
+          table.set(write.meta.jid, DELETE);
         break;
       case "put-counters":
         ops.counters = write.counters;

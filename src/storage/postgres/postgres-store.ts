@@ -1,7 +1,17 @@
 import pg from "pg";
 import { WorqError } from "../../model/errors.js";
 import type { JobBody, JobMeta, JobState, PriorityLevel } from "../../model/job.js";
-import type { Counters, FinishedCursor, IdempotencyClaim, PendingCallback, QueueInfo, ReadyJob, ReadyLevelCount, Store, StoreWrite } from "../../engine/store.js";
+import type {
+  Counters,
+  FinishedCursor,
+  IdempotencyClaim,
+  PendingCallback,
+  QueueInfo,
+  ReadyJob,
+  ReadyLevelCount,
+  Store,
+  StoreWrite,
+} from "../../engine/store.js";
 import { decodeJson, decodeMeta, plainBytes } from "../record-codec.js";
 import { GroupCommitter } from "../group-commit.js";
 import { COMMIT_SQL, commitParameters, STATEMENT_DATA_BYTES, statementChunks } from "./commit-statement.js";
@@ -191,7 +201,12 @@ export class PostgresStore implements Store {
     const { rows } = await this.pool.query<{ queue: string; priority: PriorityLevel; count: string; max_ready_seq: string }>(
       "SELECT queue, priority, count(*) AS count, max(ready_seq) AS max_ready_seq FROM worq_jobs WHERE state = 'SCHEDULED' GROUP BY queue, priority",
     );
-    return rows.map((row) => ({ queue: row.queue, priority: row.priority, count: Number(row.count), maxReadySeq: Number(row.max_ready_seq) }));
+    return rows.map((row) => ({
+      queue: row.queue,
+      priority: row.priority,
+      count: Number(row.count),
+      maxReadySeq: Number(row.max_ready_seq),
+    }));
   }
 
   /** Metas only: the engine reads the bodies of the jobs it leases (getBodies), as for any other. */
@@ -205,7 +220,9 @@ export class PostgresStore implements Store {
   }
 
   async getCounters(): Promise<Counters> {
-    const { rows } = await this.pool.query<Record<keyof Counters, string>>("SELECT submitted, processed, failed, evicted FROM worq_counters");
+    const { rows } = await this.pool.query<Record<keyof Counters, string>>(
+      "SELECT submitted, processed, failed, evicted FROM worq_counters",
+    );
     const row = rows[0];
     if (!row) return { submitted: 0, processed: 0, failed: 0, evicted: 0 };
     return { submitted: Number(row.submitted), processed: Number(row.processed), failed: Number(row.failed), evicted: Number(row.evicted) };
@@ -261,7 +278,13 @@ export class PostgresStore implements Store {
         [...after, PAGE_ROWS],
       );
       for (const row of rows) {
-        yield { ...(row.namespace ? { namespace: row.namespace } : {}), type: row.type, key: row.key, jid: row.jid, expiresAtMs: Number(row.expires_at_ms) };
+        yield {
+          ...(row.namespace ? { namespace: row.namespace } : {}),
+          type: row.type,
+          key: row.key,
+          jid: row.jid,
+          expiresAtMs: Number(row.expires_at_ms),
+        };
       }
       if (rows.length < PAGE_ROWS) return;
       const last = rows[rows.length - 1]!;
@@ -270,7 +293,9 @@ export class PostgresStore implements Store {
   }
 
   async nextPurgeAtMs(): Promise<number | undefined> {
-    const { rows } = await this.pool.query<{ at: string | null }>("SELECT min(purge_at_ms) AS at FROM worq_jobs WHERE purge_at_ms IS NOT NULL");
+    const { rows } = await this.pool.query<{ at: string | null }>(
+      "SELECT min(purge_at_ms) AS at FROM worq_jobs WHERE purge_at_ms IS NOT NULL",
+    );
     const at = rows[0]?.at;
     return at === null || at === undefined ? undefined : Number(at);
   }

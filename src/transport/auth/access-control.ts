@@ -66,7 +66,10 @@ export class AccessControl {
     if (rule.kind === "open") return ANONYMOUS;
     const caller = this.authenticate(authorization);
     if (rule.kind === "roles" && !rule.roles.includes(caller.role as Role)) {
-      throw new ConnectError(`the ${caller.role} token "${caller.name}" may not call ${path.slice(1)} (needs ${rule.roles.join(" or ")})`, Code.PermissionDenied);
+      throw new ConnectError(
+        `the ${caller.role} token "${caller.name}" may not call ${path.slice(1)} (needs ${rule.roles.join(" or ")})`,
+        Code.PermissionDenied,
+      );
     }
     return caller;
   }
@@ -121,6 +124,9 @@ export function jobsSubmittedBy(path: string, message: unknown): number {
 
 /** A google.rpc.RetryInfo detail (encoded by hand: one Duration field, no generated type needed). */
 function retryInfo(ms: number): { type: string; value: Uint8Array } {
-  const value = new BinaryWriter().tag(1, WireType.LengthDelimited).bytes(toBinary(DurationSchema, durationFromMs(ms))).finish();
+  const value = new BinaryWriter()
+    .tag(1, WireType.LengthDelimited)
+    .bytes(toBinary(DurationSchema, durationFromMs(ms)))
+    .finish();
   return { type: "google.rpc.RetryInfo", value };
 }

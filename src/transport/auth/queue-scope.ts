@@ -27,7 +27,9 @@ export function parseQueueScope(text: string): QueueScope {
   const patterns = text.split(",");
   for (const pattern of patterns) {
     if (!PATTERN.test(pattern)) {
-      throw new Error(`queues=: ${JSON.stringify(pattern)} is not a queue pattern (letters, digits, _ . - and *, starting with a letter or *)`);
+      throw new Error(
+        `queues=: ${JSON.stringify(pattern)} is not a queue pattern (letters, digits, _ . - and *, starting with a letter or *)`,
+      );
     }
   }
   if (patterns.includes("*")) return ALL_QUEUES;
@@ -43,7 +45,11 @@ export function parseQueueScope(text: string): QueueScope {
  */
 export function checkQueueInScope(scope: QueueScope, queue: string, field: string): void {
   if (!scope.allows(queue)) {
-    throw new WorqError("WORQ_PERMISSION_DENIED", `${field}: the queue ${JSON.stringify(queue)} is outside this token's queues (${scope.text})`, field);
+    throw new WorqError(
+      "WORQ_PERMISSION_DENIED",
+      `${field}: the queue ${JSON.stringify(queue)} is outside this token's queues (${scope.text})`,
+      field,
+    );
   }
 }
 

@@ -16,7 +16,12 @@ import { checkJobInScope, checkQueueInScope, type QueueScope } from "./queue-sco
  * spawns from must be visible (else the engine's "does not exist"), and its idempotency keys
  * deduplicate only among callers of the same scope.
  */
-export async function scopeSubmits(engine: Engine, scope: QueueScope, inputs: SubmitInput[], fieldOf: (index: number) => string): Promise<SubmitInput[]> {
+export async function scopeSubmits(
+  engine: Engine,
+  scope: QueueScope,
+  inputs: SubmitInput[],
+  fieldOf: (index: number) => string,
+): Promise<SubmitInput[]> {
   if (scope.all) return inputs;
   inputs.forEach((input, i) => checkQueueInScope(scope, input.queue || LIMITS.defaultQueue, `${fieldOf(i)}.queue`));
   for (const [i, input] of inputs.entries()) {
@@ -53,7 +58,9 @@ export async function ackAllInScope(engine: Engine, scope: QueueScope, items: Ac
   if (scope.all) return engine.ackAll(items);
   const hidden = await Promise.all(items.map((item) => isHidden(engine, scope, item.jid)));
   const acked = (await engine.ackAll(items.filter((_, i) => !hidden[i]))).values();
-  return items.map((item, i) => (hidden[i] ? new WorqError("WORQ_NOT_FOUND", `job ${item.jid} not found`, "jid") : (acked.next().value ?? null)));
+  return items.map((item, i) =>
+    hidden[i] ? new WorqError("WORQ_NOT_FOUND", `job ${item.jid} not found`, "jid") : (acked.next().value ?? null),
+  );
 }
 
 /** `jids` without those of jobs outside `scope`: for calls that skip a jid that does not exist. */
@@ -120,7 +127,7 @@ export function serverFiguresInScope(engine: Engine, scope: QueueScope): { liveJ
 /** The stats of every queue `scope` allows, over all pages of listQueues. */
 function queuesInScope(engine: Engine, scope: QueueScope): QueueStatsView[] {
   const queues: QueueStatsView[] = [];
-  for (let pageToken = ""; ; ) {
+  for (let pageToken = ""; ;) {
     const page = engine.listQueues(1000, pageToken, scope.allows);
     queues.push(...page.queues);
     if (!page.nextPageToken) return queues;

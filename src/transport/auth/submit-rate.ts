@@ -33,7 +33,11 @@ export class SubmitRateLimiter {
 
   take(caller: string, jobs: number): Admission {
     if (jobs > this.rate.burst) {
-      return { allowed: false, retryAfterMs: 0, reason: `a batch of ${jobs} jobs is larger than the submit burst (${this.rate.burst}); split it` };
+      return {
+        allowed: false,
+        retryAfterMs: 0,
+        reason: `a batch of ${jobs} jobs is larger than the submit burst (${this.rate.burst}); split it`,
+      };
     }
     const now = this.nowMs();
     this.forgetFullBuckets(now);
@@ -46,7 +50,11 @@ export class SubmitRateLimiter {
       return { allowed: true };
     }
     const retryAfterMs = Math.ceil(((jobs - bucket.tokens) / this.rate.perSecond) * 1000);
-    return { allowed: false, retryAfterMs, reason: `submit rate limit of ${this.rate.perSecond} jobs/s (burst ${this.rate.burst}) reached` };
+    return {
+      allowed: false,
+      retryAfterMs,
+      reason: `submit rate limit of ${this.rate.perSecond} jobs/s (burst ${this.rate.burst}) reached`,
+    };
   }
 
   private lastSweepMs = 0;

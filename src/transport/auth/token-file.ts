@@ -54,13 +54,21 @@ export function parseTokenFile(text: string, fileName: string): TokenEntry[] {
     const match = /^sha256:([0-9a-f]{64})$/i.exec(hash);
     if (!match) throw new Error(`${where}: the hash must be sha256:<64 hex digits> (see worq token create)`);
     names.add(name);
-    entries.push({ role, name, sha256: Buffer.from(match[1]!, "hex"), scope: scopeField === undefined ? ALL_QUEUES : scopeOf(scopeField, where) });
+    entries.push({
+      role,
+      name,
+      sha256: Buffer.from(match[1]!, "hex"),
+      scope: scopeField === undefined ? ALL_QUEUES : scopeOf(scopeField, where),
+    });
   });
   return entries;
 }
 
 function scopeOf(field: string, where: string): QueueScope {
-  if (!field.startsWith("queues=")) throw new Error(`${where}: the fourth field must be queues=<pattern>,..., e.g. queues=billing.*,invoices; got ${JSON.stringify(field)}`);
+  if (!field.startsWith("queues="))
+    throw new Error(
+      `${where}: the fourth field must be queues=<pattern>,..., e.g. queues=billing.*,invoices; got ${JSON.stringify(field)}`,
+    );
   try {
     return parseQueueScope(field.slice("queues=".length));
   } catch (error) {

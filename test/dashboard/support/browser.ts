@@ -8,7 +8,11 @@ const CHROMIUM = "/usr/bin/chromium";
 
 /** Whether the browser tests can run (skipped with a reason, or failing under WORQ_REQUIRE_ALL=1). */
 export function chromiumAvailable(): boolean {
-  return toolAvailable("dashboard browser", () => fileExists(CHROMIUM), `${CHROMIUM} is missing (bash scripts/install-browser.sh installs Debian's chromium)`);
+  return toolAvailable(
+    "dashboard browser",
+    () => fileExists(CHROMIUM),
+    `${CHROMIUM} is missing (bash scripts/install-browser.sh installs Debian's chromium)`,
+  );
 }
 
 /**

@@ -90,6 +90,8 @@ export async function settle(
 
 /** One line of figures, the form the README's Guarantees section quotes. */
 export function printFigures(name: string, fields: Record<string, number | string>): void {
-  const text = Object.entries(fields).map(([key, value]) => `${key}=${value}`).join(" ");
+  const text = Object.entries(fields)
+    .map(([key, value]) => `${key}=${value}`)
+    .join(" ");
   process.stdout.write(`\n[figures] ${name}: ${text}\n`);
 }

@@ -96,6 +96,8 @@ export class LazyMount {
   }
 
   private mounted(): boolean {
-    return readFileSync("/proc/mounts", "utf8").split("\n").some((line) => line.split(" ")[1] === this.mountpoint);
+    return readFileSync("/proc/mounts", "utf8")
+      .split("\n")
+      .some((line) => line.split(" ")[1] === this.mountpoint);
   }
 }

@@ -16,7 +16,10 @@ export class TcpProxy {
   async start(): Promise<void> {
     this.server = createServer((client) => {
       const upstream = connect(this.targetPort, "127.0.0.1");
-      for (const [a, b] of [[client, upstream], [upstream, client]] as const) {
+      for (const [a, b] of [
+        [client, upstream],
+        [upstream, client],
+      ] as const) {
         this.sockets.add(a);
         a.pipe(b);
         a.on("error", () => b.destroy());

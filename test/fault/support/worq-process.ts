@@ -10,7 +10,11 @@ export interface WorqProcessOptions {
 }
 
 /** A `worq serve` process as spawnServer starts it, with an optional wrapper and environment; `pid` is the server's own. */
-export async function startWorq(dataDir: string, args: string[], options: WorqProcessOptions = {}): Promise<ServerProcess & { pid: number }> {
+export async function startWorq(
+  dataDir: string,
+  args: string[],
+  options: WorqProcessOptions = {},
+): Promise<ServerProcess & { pid: number }> {
   const command = [...(options.wrapper ?? []), process.execPath, WORQ_CLI, "serve", "--data-dir", dataDir, ...args];
   const child = spawn(command[0]!, command.slice(1), { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...options.env } });
   let stderr = "";

@@ -32,7 +32,20 @@ const MAX_DURATION_MS = 315_576_000_000_000;
 const oddText = fc.oneof(
   fc.string({ maxLength: 12 }),
   fc.string({ unit: "binary", maxLength: 8 }),
-  fc.constantFrom("", "__proto__", "constructor", "toString", "\ud800", "a\udc00b", "\udbff\udfff", "😀", "\u0000", "\u2028\u2029", "<script>", "x".repeat(300)),
+  fc.constantFrom(
+    "",
+    "__proto__",
+    "constructor",
+    "toString",
+    "\ud800",
+    "a\udc00b",
+    "\udbff\udfff",
+    "😀",
+    "\u0000",
+    "\u2028\u2029",
+    "<script>",
+    "x".repeat(300),
+  ),
 );
 
 const oddNumber = fc.oneof(
@@ -71,37 +84,81 @@ const time: fc.Arbitrary<HostileTime> = fc.oneof(
   fc.constant<HostileTime>({ kind: "none" }),
   fc
     .constantFrom(
-      -1, 0, 1, Date.now() - DAY_MS, Date.now() + DAY_MS,
+      -1,
+      0,
+      1,
+      Date.now() - DAY_MS,
+      Date.now() + DAY_MS,
       // The last run time a default-ttl job may have (its lifetime starts then and must end by the last time), and around it.
-      LIMITS.maxTimeMs - LIMITS.defaultTtlMs, LIMITS.maxTimeMs - LIMITS.defaultTtlMs + 1,
-      LIMITS.maxTimeMs - 1, LIMITS.maxTimeMs, LIMITS.maxTimeMs + 1, 1e15, 8.64e15, 1e300,
+      LIMITS.maxTimeMs - LIMITS.defaultTtlMs,
+      LIMITS.maxTimeMs - LIMITS.defaultTtlMs + 1,
+      LIMITS.maxTimeMs - 1,
+      LIMITS.maxTimeMs,
+      LIMITS.maxTimeMs + 1,
+      1e15,
+      8.64e15,
+      1e300,
     )
     .map((ms): HostileTime => ({ kind: "at", ms })),
   fc
-    .constantFrom(0, 1_000, 366 * DAY_MS, LIMITS.maxTimeMs - LIMITS.defaultTtlMs - Date.now() - DAY_MS, LIMITS.maxTimeMs - Date.now() - DAY_MS, LIMITS.maxTimeMs - Date.now() + DAY_MS, MAX_DURATION_MS)
+    .constantFrom(
+      0,
+      1_000,
+      366 * DAY_MS,
+      LIMITS.maxTimeMs - LIMITS.defaultTtlMs - Date.now() - DAY_MS,
+      LIMITS.maxTimeMs - Date.now() - DAY_MS,
+      LIMITS.maxTimeMs - Date.now() + DAY_MS,
+      MAX_DURATION_MS,
+    )
     .map((ms): HostileTime => ({ kind: "delay", ms })),
 );
 
-const retryDelay = fc.option(fc.constantFrom(0, 1_000, LIMITS.maxRetryDelayMs, LIMITS.maxRetryDelayMs + 1_000, MAX_DURATION_MS), { nil: undefined, freq: 2 });
+const retryDelay = fc.option(fc.constantFrom(0, 1_000, LIMITS.maxRetryDelayMs, LIMITS.maxRetryDelayMs + 1_000, MAX_DURATION_MS), {
+  nil: undefined,
+  freq: 2,
+});
 
 /**
  * A hostile-but-plausible job. `maxJobBytes` is the server's size limit: one job in eight
  * carries a kwargs string that puts it just under or just over it.
  */
 export function hostileJob(maxJobBytes: number): fc.Arbitrary<HostileJob> {
-  return fc.record({
-    type: fc.oneof({ arbitrary: fc.constantFrom("email.send", "Report::Build", "täsk.😀"), weight: 3 }, { arbitrary: oddText.filter((s) => s.length > 0), weight: 1 }),
-    queue: fc.oneof({ arbitrary: fc.constantFrom("fz.a", "fz.b", "Fz_c-1", "fz.d"), weight: 6 }, { arbitrary: fc.constantFrom("", "1bad", "bad queue", "q".repeat(129)), weight: 1 }),
-    args: fc.oneof(fc.array(shallow, { maxLength: 4 }), deepValue.map((v) => [v]), fc.constant([] as Json[])),
-    kwargs: fc.oneof({ arbitrary: fc.dictionary(oddText, shallow, { maxKeys: 4 }), weight: 3 }, { arbitrary: deepValue.map((v) => ({ deep: v })), weight: 1 }),
-    padBytes: fc.oneof({ arbitrary: fc.constant(undefined), weight: 7 }, { arbitrary: fc.integer({ min: maxJobBytes - 600, max: maxJobBytes + 200 }), weight: 1 }),
-    time,
-    retry: fc.record(
-      { maxAttempts: fc.option(fc.constantFrom(1, 3, 1000, 1000, 1001), { nil: undefined }), initialDelayMs: retryDelay, maxDelayMs: retryDelay },
-      { requiredKeys: [] },
-    ),
-    tags: fc.oneof({ arbitrary: fc.constant({}), weight: 2 }, { arbitrary: fc.dictionary(oddText, oddText, { maxKeys: 3 }), weight: 1 }),
-  }, { requiredKeys: ["type", "queue", "args", "kwargs", "time", "retry", "tags"] }) as fc.Arbitrary<HostileJob>;
+  return fc.record(
+    {
+      type: fc.oneof(
+        { arbitrary: fc.constantFrom("email.send", "Report::Build", "täsk.😀"), weight: 3 },
+        { arbitrary: oddText.filter((s) => s.length > 0), weight: 1 },
+      ),
+      queue: fc.oneof(
+        { arbitrary: fc.constantFrom("fz.a", "fz.b", "Fz_c-1", "fz.d"), weight: 6 },
+        { arbitrary: fc.constantFrom("", "1bad", "bad queue", "q".repeat(129)), weight: 1 },
+      ),
+      args: fc.oneof(
+        fc.array(shallow, { maxLength: 4 }),
+        deepValue.map((v) => [v]),
+        fc.constant([] as Json[]),
+      ),
+      kwargs: fc.oneof(
+        { arbitrary: fc.dictionary(oddText, shallow, { maxKeys: 4 }), weight: 3 },
+        { arbitrary: deepValue.map((v) => ({ deep: v })), weight: 1 },
+      ),
+      padBytes: fc.oneof(
+        { arbitrary: fc.constant(undefined), weight: 7 },
+        { arbitrary: fc.integer({ min: maxJobBytes - 600, max: maxJobBytes + 200 }), weight: 1 },
+      ),
+      time,
+      retry: fc.record(
+        {
+          maxAttempts: fc.option(fc.constantFrom(1, 3, 1000, 1000, 1001), { nil: undefined }),
+          initialDelayMs: retryDelay,
+          maxDelayMs: retryDelay,
+        },
+        { requiredKeys: [] },
+      ),
+      tags: fc.oneof({ arbitrary: fc.constant({}), weight: 2 }, { arbitrary: fc.dictionary(oddText, oddText, { maxKeys: 3 }), weight: 1 }),
+    },
+    { requiredKeys: ["type", "queue", "args", "kwargs", "time", "retry", "tags"] },
+  ) as fc.Arbitrary<HostileJob>;
 }
 
 /** The job's kwargs, its padding written out. */

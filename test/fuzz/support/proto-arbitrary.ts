@@ -85,12 +85,20 @@ function fieldArb(field: DescField, depth: number): fc.Arbitrary<unknown> {
       return nested(field.message);
     case "list": {
       const item =
-        field.listKind === "scalar" ? scalarArb(field.scalar) : field.listKind === "enum" ? enumArb(field.enum.values.length) : nested(field.message);
+        field.listKind === "scalar"
+          ? scalarArb(field.scalar)
+          : field.listKind === "enum"
+            ? enumArb(field.enum.values.length)
+            : nested(field.message);
       return fc.array(item, { maxLength: depth > 1 ? 2 : 5 });
     }
     case "map": {
       const value =
-        field.mapKind === "scalar" ? scalarArb(field.scalar) : field.mapKind === "enum" ? enumArb(field.enum.values.length) : nested(field.message);
+        field.mapKind === "scalar"
+          ? scalarArb(field.scalar)
+          : field.mapKind === "enum"
+            ? enumArb(field.enum.values.length)
+            : nested(field.message);
       return fc.array(fc.tuple(scalarArb(field.mapKey), value), { maxLength: 3 });
     }
   }

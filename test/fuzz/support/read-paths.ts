@@ -22,7 +22,11 @@ export interface ReadTarget {
 }
 
 /** Connect JSON (unary POST), as the dashboard and curl call it; answers the status and the parsed body. */
-export async function connectJson(httpPort: number, method: string, body: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
+export async function connectJson(
+  httpPort: number,
+  method: string,
+  body: unknown,
+): Promise<{ status: number; body: Record<string, unknown> }> {
   const response = await fetch(`http://127.0.0.1:${httpPort}/worq.v1.${method}`, {
     method: "POST",
     headers: { "content-type": "application/json" },
@@ -49,7 +53,9 @@ async function grpcAnswer(call: Promise<unknown>): Promise<string> {
 }
 
 const STATE_NAMES: Record<number, string> = Object.fromEntries(
-  Object.entries(JobState).filter(([, value]) => typeof value === "number").map(([name, value]) => [value, `JOB_STATE_${name}`]),
+  Object.entries(JobState)
+    .filter(([, value]) => typeof value === "number")
+    .map(([name, value]) => [value, `JOB_STATE_${name}`]),
 );
 
 /**
@@ -74,7 +80,11 @@ export async function readJobEverywhere(target: ReadTarget, jid: string, queue: 
   for (const request of [{ queue }, { queue, state }, { state }]) {
     const what = Object.keys(request).join("+");
     await grpc(`grpc ListJobs by ${what}`, clients.admin.listJobs({ ...request, pageSize: 20 }));
-    await json(`connect-json ListJobs by ${what}`, "AdminService/ListJobs", { ...request, state: request.state === undefined ? undefined : STATE_NAMES[request.state], pageSize: 20 });
+    await json(`connect-json ListJobs by ${what}`, "AdminService/ListJobs", {
+      ...request,
+      state: request.state === undefined ? undefined : STATE_NAMES[request.state],
+      pageSize: 20,
+    });
   }
   return outcomes;
 }

@@ -5,7 +5,11 @@ import { join } from "node:path";
 import { commandWorks, toolAvailable } from "../../support/require-tool.js";
 
 /** Whether the openssl CLI is here to make the test certificates (node:crypto cannot sign X.509). */
-export const hasOpenssl = toolAvailable("TLS (openssl-made certificates)", () => commandWorks("openssl", ["version"]), "no `openssl` on PATH");
+export const hasOpenssl = toolAvailable(
+  "TLS (openssl-made certificates)",
+  () => commandWorks("openssl", ["version"]),
+  "no `openssl` on PATH",
+);
 
 /** PEM files of a throwaway PKI, and their contents. */
 export interface Pki {
@@ -33,12 +37,28 @@ export function makePki(): Pki {
   const dir = mkdtempSync(join(tmpdir(), "worq-pki-"));
   const openssl = (...args: string[]) => execFileSync("openssl", args, { cwd: dir, stdio: "pipe" });
   const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-  const ca = (name: string) => openssl("req", "-x509", ...ec, "-keyout", `${name}-key.pem`, "-out", `${name}.pem`, "-days", "1", "-subj", `/CN=${name}`);
+  const ca = (name: string) =>
+    openssl("req", "-x509", ...ec, "-keyout", `${name}-key.pem`, "-out", `${name}.pem`, "-days", "1", "-subj", `/CN=${name}`);
   const leaf = (name: string, signer: string, usage: string) => {
     writeFileSync(join(dir, `${name}.ext`), `subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=${usage}\n`);
     openssl("req", ...ec, "-keyout", `${name}-key.pem`, "-out", `${name}.csr`, "-subj", `/CN=${name}`);
-    openssl("x509", "-req", "-in", `${name}.csr`, "-CA", `${signer}.pem`, "-CAkey", `${signer}-key.pem`, "-CAcreateserial",
-      "-out", `${name}.pem`, "-days", "1", "-extfile", `${name}.ext`);
+    openssl(
+      "x509",
+      "-req",
+      "-in",
+      `${name}.csr`,
+      "-CA",
+      `${signer}.pem`,
+      "-CAkey",
+      `${signer}-key.pem`,
+      "-CAcreateserial",
+      "-out",
+      `${name}.pem`,
+      "-days",
+      "1",
+      "-extfile",
+      `${name}.ext`,
+    );
   };
   ca("worq-test-ca");
   ca("stranger-ca");

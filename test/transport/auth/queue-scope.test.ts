@@ -51,7 +51,9 @@ describe("queue scopes", () => {
 
   it("a job outside the scope is NOT_FOUND, worded as for a jid that does not exist", () => {
     const jid = "6f1c0a3e-7d2b-4c1e-9a8f-0b1c2d3e4f50";
-    expect(() => checkJobInScope(parseQueueScope("billing.*"), jid, "payroll")).toThrow(new WorqError("WORQ_NOT_FOUND", `job ${jid} not found`, "jid"));
+    expect(() => checkJobInScope(parseQueueScope("billing.*"), jid, "payroll")).toThrow(
+      new WorqError("WORQ_NOT_FOUND", `job ${jid} not found`, "jid"),
+    );
     expect(() => checkJobInScope(parseQueueScope("billing.*"), jid, "billing.eu")).not.toThrow();
   });
 });
