@@ -72,15 +72,13 @@ for (let run = 1; run <= Number(process.argv[2] ?? 3); run++) {
   const jobs = Array.from({ length: N }, (_, seq) => ({ seq, atMs: base + Math.floor((seq * 2000) / N) }));
   for (let i = 0; i < N; i += 1000) {
     await client.submitBatch(
-      jobs
-        .slice(i, i + 1000)
-        .map(({ atMs }) => ({
-          type: "scheduled",
-          queue: "w5",
-          args: [{ atMs }],
-          at: new Date(atMs),
-          executionTimeoutMs: EXECUTION_TIMEOUT_MS,
-        })),
+      jobs.slice(i, i + 1000).map(({ atMs }) => ({
+        type: "scheduled",
+        queue: "w5",
+        args: [{ atMs }],
+        at: new Date(atMs),
+        executionTimeoutMs: EXECUTION_TIMEOUT_MS,
+      })),
     );
   }
   await finished;

@@ -192,16 +192,14 @@ function createHttpForwarder(options: ForwarderOptions, leader: () => LeaderAddr
     const path = door.path;
     const target = leader();
     if (request.method === "GET" && path === "/healthz") {
-      response
-        .writeHead(target ? 200 : 503, { "content-type": "application/json" })
-        .end(
-          JSON.stringify({
-            status: target ? "SERVING" : "NOT_SERVING",
-            node: options.nodeId,
-            role: "follower",
-            leader: target?.nodeId ?? null,
-          }),
-        );
+      response.writeHead(target ? 200 : 503, { "content-type": "application/json" }).end(
+        JSON.stringify({
+          status: target ? "SERVING" : "NOT_SERVING",
+          node: options.nodeId,
+          role: "follower",
+          leader: target?.nodeId ?? null,
+        }),
+      );
       return;
     }
     if (request.method === "GET" && path === "/metrics") {

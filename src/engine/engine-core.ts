@@ -26,6 +26,8 @@ const DEFAULT_ORPHAN_GRACE_MS = 10_000;
 export interface Waiter {
   /** When the wait runs out, on the engine's clock. */
   deadlineMs: number;
+  /** Run's wait: past its deadline it goes on while a worker holds the job, until that lease ends. */
+  whileLeased: boolean;
   /** Ends the wait: "finished" to look at the job again (it finished, or the engine stops), "timeout" when the deadline passed. */
   wake(outcome: "finished" | "timeout"): void;
 }

@@ -167,10 +167,11 @@ export class Engine {
    * Waits until the job is in a terminal state (durably) and returns it, for up to `waitMs`
    * of the engine's clock. Throws WORQ_DEADLINE_EXCEEDED when the wait runs out (the job is
    * left as it is), WORQ_NOT_FOUND for an unknown job or one discarded meanwhile, and stops
-   * waiting when `signal` aborts (the caller went away).
+   * waiting when `signal` aborts (the caller went away). With `whileLeased` (Run), a job a
+   * worker holds when the wait runs out is waited for until that lease ends.
    */
-  waitFinished(jid: string, waitMs: number, signal?: AbortSignal): Promise<JobView> {
-    return waitFinished(this.core, jid, waitMs, signal);
+  waitFinished(jid: string, waitMs: number, signal?: AbortSignal, whileLeased = false): Promise<JobView> {
+    return waitFinished(this.core, jid, waitMs, signal, whileLeased);
   }
 
   /**

@@ -116,13 +116,24 @@ export async function getJob(core: EngineCore, jid: string): Promise<JobView> {
  * WORQ_NOT_FOUND for an unknown job or one discarded meanwhile, and stops waiting when
  * `signal` aborts (the caller went away).
  */
-export async function waitFinished(core: EngineCore, jid: string, waitMs: number, signal?: AbortSignal): Promise<JobView> {
+/**
+ * Waits up to `waitMs` for the job to finish. With `whileLeased` (Run), a job a worker holds
+ * when the wait runs out is waited for until its lease ends (its reserve_for, renewals
+ * included): a caller of Run gets the outcome of an attempt in progress, not a timeout.
+ */
+export async function waitFinished(
+  core: EngineCore,
+  jid: string,
+  waitMs: number,
+  signal?: AbortSignal,
+  whileLeased = false,
+): Promise<JobView> {
   checkJid(jid, "jid");
   if (!(waitMs >= 0 && waitMs <= MAX_WAIT_MS)) invalid("wait_timeout", `must be between 0 and ${MAX_WAIT_MS / 1000} s`);
   let wake!: (outcome: "finished" | "timeout") => void;
   const woken = new Promise<"finished" | "timeout">((resolve) => (wake = resolve));
   // The deadline is set once the job has been looked at; until then no timer can end the wait.
-  const waiter: Waiter = { deadlineMs: Infinity, wake };
+  const waiter: Waiter = { deadlineMs: Infinity, whileLeased, wake };
   // Subscribe before looking, so a job finishing in between is not missed.
   const listeners = core.finishListeners.get(jid) ?? new Set();
   core.finishListeners.set(jid, listeners);
@@ -143,10 +154,8 @@ export async function waitFinished(core: EngineCore, jid: string, waitMs: number
       ),
     ]);
     if (outcome !== "finished") {
-      throw new WorqError(
-        "WORQ_DEADLINE_EXCEEDED",
-        `job ${jid} did not finish within ${waitMs} ms (it is ${view.meta.state}); it is left as it is`,
-      );
+      const state = core.live.stateOf(jid) ?? view.meta.state;
+      throw new WorqError("WORQ_DEADLINE_EXCEEDED", `job ${jid} did not finish within ${waitMs} ms (it is ${state}); it is left as it is`);
     }
     if (core.fatal !== undefined) throw storageFailure(core.fatal);
     const finished = await getJob(core, jid);
@@ -164,7 +173,16 @@ export async function waitFinished(core: EngineCore, jid: string, waitMs: number
 export function expireWaits(core: EngineCore, jid: string, nowMs: number): void {
   const listeners = core.finishListeners.get(jid);
   if (!listeners) return;
-  for (const waiter of listeners) if (waiter.deadlineMs <= nowMs) waiter.wake("timeout");
+  const lease = core.live.get(jid)?.lease;
+  for (const waiter of listeners) {
+    if (waiter.deadlineMs > nowMs) continue;
+    if (waiter.whileLeased && lease && lease.expiresAtMs > nowMs) {
+      waiter.deadlineMs = lease.expiresAtMs;
+      pushTimer(core, { atMs: waiter.deadlineMs, jid, kind: "wait" });
+    } else {
+      waiter.wake("timeout");
+    }
+  }
 }
 
 /** Counts for /metrics and the health views. */

@@ -4,7 +4,7 @@
  * jobs can be imported from. Nine job states fold into the envelope's four (ENVELOPE_STATE).
  */
 import type { JobState, JobView, JsonObject, JsonValue, SubmitInput } from "../model/job.js";
-import { jobObject, optionalString, requiredArray, requiredObject, requiredType, type ImportedJob } from "./json-input.js";
+import { jobObject, requiredArray, requiredObject, requiredType, withClientId, type ImportedJob } from "./json-input.js";
 
 /** The worker job envelope: the job as reported to clients. */
 export interface Envelope {
@@ -61,8 +61,9 @@ function errorOf({ meta }: JobView): string {
 
 /**
  * Reads an envelope for submission: `job_path` (the job type), `args` and `kwargs` are
- * required (the envelope never omits them; they may be empty). `job_id` is returned as clientJid,
- * never used (the server assigns ids); `state`, `ts_*` and `error` describe a job's past and
+ * required (the envelope never omits them; they may be empty). A `job_id` becomes the job's
+ * idempotency key (withClientId); on export `job_id` is the server's jid, the queue's own id
+ * as the envelope defines it (and what webhooks carry); `state`, `ts_*` and `error` describe a job's past and
  * are ignored, as are extra keys (envelope consumers tolerate extra keys).
  */
 export function importEnvelope(json: unknown): ImportedJob {
@@ -72,8 +73,7 @@ export function importEnvelope(json: unknown): ImportedJob {
     args: requiredArray(obj, "args"),
     kwargs: requiredObject(obj, "kwargs"),
   };
-  const clientJid = optionalString(obj, "job_id");
-  return clientJid ? { input, clientJid } : { input };
+  return withClientId(input, obj, "job_id");
 }
 
 /** The SubmitInput of an envelope (see importEnvelope). */

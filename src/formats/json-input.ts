@@ -12,11 +12,24 @@ import { LIMITS } from "../model/limits.js";
 export interface ImportedJob {
   input: SubmitInput;
   /**
-   * The document's own job id (`jid`, `job_id`). Never used as the job's id: the server
-   * assigns every jid, so a client cannot pick or collide with another job's id. Returned so
-   * callers can warn that it was ignored.
+   * The document's own job id (`jid`, `job_id`). Never the job's jid (the server assigns every
+   * jid, so a client cannot pick or collide with another job's id): it becomes the job's
+   * idempotency key for its type, so a document sent twice makes one job.
    */
   clientJid?: string;
+}
+
+/**
+ * The document's own id, if any, as the job's idempotency key: the natural de-duplicator of
+ * a producer that names its jobs. Checked here so a wrong one is named as the format spells it.
+ */
+export function withClientId(input: SubmitInput, obj: Record<string, unknown>, field: string): ImportedJob {
+  const clientJid = optionalString(obj, field);
+  if (clientJid === undefined || clientJid === "") return { input };
+  if (clientJid.length > LIMITS.idempotencyKeyMaxChars)
+    invalid(field, `must be at most ${LIMITS.idempotencyKeyMaxChars} chars (it becomes the job's idempotency key)`);
+  input.idempotencyKey = clientJid;
+  return { input, clientJid };
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

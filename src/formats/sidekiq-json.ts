@@ -20,7 +20,7 @@
 import type { JobView, JsonObject, JsonValue, RetryPolicy, SubmitInput } from "../model/job.js";
 import { invalid } from "../model/errors.js";
 import { checkQueueName, LIMITS } from "../model/limits.js";
-import { MAX_RETRIES, jobObject, optionalString, requiredArray, requiredType, type ImportedJob } from "./json-input.js";
+import { MAX_RETRIES, jobObject, optionalString, requiredArray, requiredType, withClientId, type ImportedJob } from "./json-input.js";
 
 /** Sidekiq's default number of retries, for `retry: true` or no `retry` at all. */
 const SIDEKIQ_DEFAULT_RETRIES = 25;
@@ -81,7 +81,8 @@ export function sidekiqJsonOf(view: JobView): SidekiqJson {
   const discard = meta.retry.onExhausted === "DISCARD";
   const json: SidekiqJson = {
     class: meta.type,
-    jid: meta.jid,
+    // The producer's own id when the job has one (its idempotency key), as Sidekiq shows it.
+    jid: meta.idempotencyKey ?? meta.jid,
     args: body.args ?? [],
     queue: meta.queue,
     retry: discard && meta.retry.maxAttempts === 1 ? false : meta.retry.maxAttempts - 1,
@@ -112,7 +113,7 @@ export function sidekiqJsonOf(view: JobView): SidekiqJson {
 
 /**
  * Reads a Sidekiq job hash for submission. `class` and `args` are required; `queue`
- * defaults to "default". `jid` is returned as clientJid, never used; `created_at`,
+ * defaults to "default". A `jid` becomes the job's idempotency key (withClientId); `created_at`,
  * `enqueued_at` and the failure keys are server-owned and ignored.
  */
 export function importSidekiqJson(json: unknown): ImportedJob {
@@ -135,11 +136,10 @@ export function importSidekiqJson(json: unknown): ImportedJob {
   // fromEntries defines own keys, so even "__proto__" passes through as data.
   const custom: JsonObject = Object.fromEntries(Object.entries(obj).filter(([key]) => !SIDEKIQ_KEYS.has(key))) as JsonObject;
   if (Object.keys(custom).length > 0) input.custom = custom;
-  const clientJid = optionalString(obj, "jid");
-  return clientJid ? { input, clientJid } : { input };
+  return withClientId(input, obj, "jid");
 }
 
-/** The SubmitInput of a Sidekiq job hash (see importSidekiqJson; a client `jid` is ignored). */
+/** The SubmitInput of a Sidekiq job hash (see importSidekiqJson). */
 export function submitInputFromSidekiqJson(json: unknown): SubmitInput {
   return importSidekiqJson(json).input;
 }

@@ -23,6 +23,7 @@ import {
   optionalString,
   requiredArray,
   requiredType,
+  withClientId,
   type ImportedJob,
 } from "./json-input.js";
 import { formatTimestamp27, parseRfc3339 } from "./timestamps.js";
@@ -69,7 +70,8 @@ export function worqJsonOf(view: JobView): WorqJson {
   const { meta, body } = view;
   const f = meta.failure;
   return {
-    jid: meta.jid,
+    // The producer's own id when the job has one (its idempotency key), as Faktory shows it.
+    jid: meta.idempotencyKey ?? meta.jid,
     jobtype: meta.type,
     args: body.args ?? [],
     queue: meta.queue,
@@ -98,8 +100,8 @@ export function worqJsonOf(view: JobView): WorqJson {
 
 /**
  * Reads a Worq JSON document for submission. `jobtype` and `args` are required; `queue`
- * defaults to "default". Server-owned keys are ignored: `jid` (returned as clientJid),
- * `created_at`, `enqueued_at`, `failure`. `reserve_for: 0` and `at: ""` mean unset, as in
+ * defaults to "default". A `jid` becomes the job's idempotency key (withClientId); server-owned
+ * keys are ignored: `created_at`, `enqueued_at`, `failure`. `reserve_for: 0` and `at: ""` mean unset, as in
  * Faktory's clients. Any other unknown key is dropped: the format keeps only `custom` as a
  * bag of extra attributes.
  */
@@ -120,11 +122,10 @@ export function importWorqJson(json: unknown): ImportedJob {
   if (backtrace !== undefined) input.backtraceFrames = backtrace;
   const custom = optionalObject(obj, "custom");
   if (custom !== undefined) input.custom = custom;
-  const clientJid = optionalString(obj, "jid");
-  return clientJid ? { input, clientJid } : { input };
+  return withClientId(input, obj, "jid");
 }
 
-/** The SubmitInput of a Worq JSON document (see importWorqJson; a client `jid` is ignored). */
+/** The SubmitInput of a Worq JSON document (see importWorqJson). */
 export function submitInputFromWorqJson(json: unknown): SubmitInput {
   return importWorqJson(json).input;
 }

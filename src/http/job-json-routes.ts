@@ -106,17 +106,27 @@ async function submit(engine: Engine, body: unknown, format: JobFormat, caller: 
   const batch = Array.isArray(body);
   const documents = batch ? (body as unknown[]) : [body];
   access.admitSubmits(caller, documents.length);
-  const inputs = documents.map((document, i) => {
+  const imported = documents.map((document, i) => {
     try {
-      return importJob(document, format).input;
+      return importJob(document, format);
     } catch (error) {
       if (error instanceof WorqError && batch) throw new WorqError(error.code, `[${i}].${error.message}`, error.field);
       throw error;
     }
   });
   const fieldOf = (i: number) => (batch ? `jobs[${i}]` : "job");
+  const inputs = imported.map(({ input }) => input);
   const results = await engine.submit(await scopeSubmits(engine, caller.scope, inputs, fieldOf), fieldOf);
-  return results.map((result) => ({ jid: result.jid, duplicate: result.duplicate, state: result.state ?? null }));
+  // `jid` is the id the server assigned; `client_id` the document's own, kept as the job's idempotency key.
+  return results.map((result, i) => {
+    const clientId = imported[i]!.clientJid;
+    return {
+      jid: result.jid,
+      ...(clientId === undefined ? {} : { client_id: clientId }),
+      duplicate: result.duplicate,
+      state: result.state ?? null,
+    };
+  });
 }
 
 async function readJson(request: IncomingMessage, maxBytes: number): Promise<unknown> {

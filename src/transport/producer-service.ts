@@ -53,7 +53,7 @@ export function createProducerService(engine: Engine, log: Logger): ServiceImpl<
       // The jid travels in a trailer too, so a caller whose wait ran out can still follow the job.
       ctx.responseTrailer.set("worq-jid", submitted!.jid);
       try {
-        return { job: jobOf(await engine.waitFinished(submitted!.jid, waitMs, ctx.signal)) };
+        return { job: jobOf(await engine.waitFinished(submitted!.jid, waitMs, ctx.signal, true)) };
       } catch (error) {
         throw withJidMetadata(error, submitted!.jid);
       }

@@ -162,7 +162,7 @@ describe("worq submit --json and get --format: the three job formats", () => {
     await server.close();
   });
 
-  it("reads a Worq JSON job from stdin and prints it back in that shape", async () => {
+  it("reads a Worq JSON job from stdin and prints it back in that shape, its jid kept as the idempotency key", async () => {
     const job = { jid: "client-side-id", jobtype: "SomeWorker", args: [1, 2, 3], queue: "imports", custom: { locale: "EN_us" } };
     const run = await cli(["submit", "--json"], { input: JSON.stringify(job) });
     expect(run.code, run.stderr).toBe(0);
@@ -173,7 +173,16 @@ describe("worq submit --json and get --format: the three job formats", () => {
     const back = await cli(["get", jid, "--format", "worq"]);
     expect(back.code, back.stderr).toBe(0);
     const worq = jsonOf(back);
-    expect(worq).toMatchObject({ jid, jobtype: "SomeWorker", args: [1, 2, 3], queue: "imports", custom: { locale: "EN_us" } });
+    expect(worq).toMatchObject({
+      jid: "client-side-id",
+      jobtype: "SomeWorker",
+      args: [1, 2, 3],
+      queue: "imports",
+      custom: { locale: "EN_us" },
+    });
+    // Sent again, the same document makes no second job.
+    const again = jsonOf<{ jid: string; duplicate: boolean }>(await cli(["submit", "--json"], { input: JSON.stringify(job) }));
+    expect(again).toMatchObject({ jid, duplicate: true });
     expect(worq.created_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/); // 27 characters, as Faktory writes them
   });
 
@@ -183,10 +192,10 @@ describe("worq submit --json and get --format: the three job formats", () => {
     expect(run.code, run.stderr).toBe(0);
     const { jid } = jsonOf<{ jid: string }>(run);
     const { job: stored } = await server.admin.getJob({ jid });
-    expect(stored!).toMatchObject({ type: "HardWorker", queue: "legacy" });
+    expect(stored!).toMatchObject({ type: "HardWorker", queue: "legacy", idempotencyKey: "b4a577edbccf1d805744efa9" });
 
     const back = jsonOf(await cli(["get", jid, "--format", "sidekiq"]));
-    expect(back).toMatchObject({ class: "HardWorker", jid, args: [1, "arg", true], queue: "legacy" });
+    expect(back).toMatchObject({ class: "HardWorker", jid: "b4a577edbccf1d805744efa9", args: [1, "arg", true], queue: "legacy" });
     expect(typeof back.created_at).toBe("number");
   });
 

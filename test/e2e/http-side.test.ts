@@ -159,6 +159,31 @@ describe("formats over HTTP: submit and fetch a job as Worq JSON, Sidekiq or env
     expect(envelope.retry.maxAttempts).toBe(3);
   });
 
+  it("a document's own id is its idempotency key: sent twice it makes one job, the reply names both ids, Faktory and Sidekiq shapes show it back", async () => {
+    const doc = { jobtype: "Keyed", args: [1], queue: "http-client-ids", jid: "faktory-7f3a" };
+    const first = JSON.parse((await submit("worq", doc)).body) as { jobs: { jid: string; client_id: string; duplicate: boolean }[] };
+    const again = JSON.parse((await submit("worq", doc)).body) as { jobs: { jid: string; client_id: string; duplicate: boolean }[] };
+    expect(first.jobs[0]).toMatchObject({ client_id: "faktory-7f3a", duplicate: false });
+    expect(first.jobs[0]!.jid).toMatch(/^[0-9a-f-]{36}$/);
+    expect(again.jobs[0]).toMatchObject({ jid: first.jobs[0]!.jid, client_id: "faktory-7f3a", duplicate: true });
+    const jid = first.jobs[0]!.jid;
+    expect(JSON.parse((await curl(`${base}/v1/jobs/${jid}?format=worq`)).body).jid).toBe("faktory-7f3a");
+    expect(JSON.parse((await curl(`${base}/v1/jobs/${jid}?format=sidekiq`)).body).jid).toBe("faktory-7f3a");
+    // The envelope's job_id is the queue's own id, as that format defines it.
+    expect(JSON.parse((await curl(`${base}/v1/jobs/${jid}?format=envelope`)).body).job_id).toBe(jid);
+    const got = await curl("-H", "Content-Type: application/json", "-d", JSON.stringify({ jid }), `${base}/worq.v1.AdminService/GetJob`);
+    expect((JSON.parse(got.body) as { job: { idempotencyKey: string } }).job.idempotencyKey).toBe("faktory-7f3a");
+    // Another type may use the same id: keys are per job type.
+    const other = JSON.parse(
+      (await submit("sidekiq", { class: "OtherKeyed", args: [], queue: "http-client-ids", jid: "faktory-7f3a" })).body,
+    ) as { jobs: { jid: string; duplicate: boolean }[] };
+    expect(other.jobs[0]!.duplicate).toBe(false);
+    expect(other.jobs[0]!.jid).not.toBe(jid);
+    const tooLong = await submit("worq", { ...doc, jid: "j".repeat(257) });
+    expect(tooLong.status).toBe(400);
+    expect(JSON.parse(tooLong.body).message).toMatch(/^jid: must be at most 256 chars/);
+  });
+
   it("a batch of Worq JSON and an envelope submit; bad input names the field; unknown jid is 404", async () => {
     const batch = await submit("worq", [
       { jobtype: "A", args: [], queue: "http-formats" },

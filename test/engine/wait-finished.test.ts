@@ -52,6 +52,41 @@ describe("waitFinished on the engine's clock", () => {
     expect(engine.info().resultWaiters).toBe(0);
   });
 
+  it("Run's wait (whileLeased) goes on past its deadline while a worker holds the job, until that lease ends; GetResult's does not", async () => {
+    const { engine, clock } = await openEngine();
+    const jid = await submitOne(engine, { type: "t", queue: "q", reserveForMs: 10_000 });
+    const run = engine.waitFinished(jid, 1_000, undefined, true);
+    const result = engine.waitFinished(jid, 1_000);
+    result.catch(() => {});
+    await flush();
+    const { sink } = await lease(engine, ["q"], 1);
+    clock.advance(1_000);
+    engine.tick();
+    await expectWorqError(() => result, "WORQ_DEADLINE_EXCEEDED");
+    expect(await settled(run)).toBe(false);
+    expect(engine.nextWakeMs()).toBe(T0 + 10_000); // the lease's end
+    clock.advance(5_000);
+    await engine.ack(jid, sink.grantOf(jid).meta.lease!.leaseId, bytes("ran"));
+    expect(new TextDecoder().decode((await run).result)).toBe("ran");
+  });
+
+  it("Run's wait ends when the lease it waited for lapses, saying what the job is now", async () => {
+    const { engine, clock } = await openEngine();
+    const jid = await submitOne(engine, { type: "t", queue: "q", reserveForMs: 3_000 });
+    const run = engine.waitFinished(jid, 1_000, undefined, true);
+    run.catch(() => {});
+    await flush();
+    await lease(engine, ["q"], 1);
+    clock.advance(1_000);
+    engine.tick();
+    expect(await settled(run)).toBe(false);
+    clock.advance(2_000);
+    engine.tick();
+    const error = await expectWorqError(() => run, "WORQ_DEADLINE_EXCEEDED");
+    expect(error.message).toMatch(/^job \S+ did not finish within 1000 ms \(it is (SCHEDULED|RUNNING)\)/);
+    expect(engine.info().resultWaiters).toBe(0);
+  });
+
   it("of two waits on one job, ends only the one whose deadline passed", async () => {
     const { engine, clock } = await openEngine();
     const jid = await submitOne(engine, { type: "t", queue: "q" });

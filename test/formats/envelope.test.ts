@@ -39,8 +39,14 @@ describe("the worker job envelope (?format=envelope)", () => {
     const { input, clientJid } = importEnvelope(example);
     expect(clientJid).toBe("job-123");
     // state, ts_* and error describe the past: not part of a submission.
-    expect(input).toEqual({ type: "backend.workers.tasks.worker_heartbeat", args: [], kwargs: { timestamp: 1672531200 } });
+    expect(input).toEqual({
+      type: "backend.workers.tasks.worker_heartbeat",
+      args: [],
+      kwargs: { timestamp: 1672531200 },
+      idempotencyKey: "job-123",
+    });
     const out = envelopeOf(viewOf(input, META_AT[state]));
+    // The envelope's job_id is the queue's own id: the server's jid, whatever the producer sent.
     expect(out).toEqual({ ...example, job_id: JID });
     expect(Object.values(out).every((v) => v === null || typeof v !== "number" || Number.isInteger(v))).toBe(true);
   });

@@ -63,12 +63,19 @@ const SEED_001_RETRIES = JSON.parse(`{
 const T_SEED = 1234567890_000;
 
 describe("the Sidekiq job hash (?format=sidekiq)", () => {
-  it("Job: the minimal hash round-trips (jid replaced, queue filled in, no `retry` = Sidekiq's 25 retries)", () => {
+  it("Job: the minimal hash round-trips (its jid kept as the idempotency key, queue filled in, no `retry` = Sidekiq's 25 retries)", () => {
     const { input, clientJid } = importSidekiqJson(SEED_001_JOB);
     expect(clientJid).toBe("b4a577edbccf1d805744efa9");
-    expect(input).toEqual({ type: "SomeWorker", args: [1, "arg", true], retry: { maxAttempts: 26 } });
+    expect(input).toEqual({
+      type: "SomeWorker",
+      args: [1, "arg", true],
+      idempotencyKey: "b4a577edbccf1d805744efa9",
+      retry: { maxAttempts: 26 },
+    });
     const out = sidekiqJsonOf(viewOf(input, { createdAtMs: T_SEED, enqueuedAtMs: T_SEED }));
-    expect(out).toEqual({ ...SEED_001_JOB, jid: JID, queue: "default", retry: 25 });
+    expect(out).toEqual({ ...SEED_001_JOB, queue: "default", retry: 25 });
+    // A job with no idempotency key shows the server's jid.
+    expect(sidekiqJsonOf(viewOf({ type: "SomeWorker" })).jid).toBe(JID);
     expect(submitInputFromSidekiqJson(out)).toEqual({ ...input, queue: "default" });
   });
 
@@ -78,6 +85,7 @@ describe("the Sidekiq job hash (?format=sidekiq)", () => {
       type: "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper",
       queue: "default",
       args: SEED_001_ACTIVE_JOB.args,
+      idempotencyKey: "d774900367dc8b2962b2479c",
       retry: { maxAttempts: 26 },
       custom: { wrapped: "SomeWorker", wait: "0.1", locale: "en" },
     });
@@ -85,7 +93,7 @@ describe("the Sidekiq job hash (?format=sidekiq)", () => {
     // The failure keys (null / 0 before any failure) are server-owned: absent until the job fails.
     const { error_message, error_class, failed_at, retry_count, retried_at, ...survivors } = SEED_001_ACTIVE_JOB;
     expect([error_message, error_class, failed_at, retried_at, retry_count]).toEqual([null, null, null, null, 0]);
-    expect(out).toEqual({ ...survivors, jid: JID, retry: 25 });
+    expect(out).toEqual({ ...survivors, retry: 25 });
     expect(submitInputFromSidekiqJson(out)).toEqual(input);
   });
 
@@ -111,7 +119,13 @@ describe("the Sidekiq job hash (?format=sidekiq)", () => {
   it("Retries: the retry keys come back from the engine's failure record", () => {
     const input = submitInputFromSidekiqJson({ ...SEED_001_JOB, ...SEED_001_RETRIES, backtrace: true });
     // Failure keys are server-owned: not part of a submission.
-    expect(input).toEqual({ type: "SomeWorker", args: [1, "arg", true], retry: { maxAttempts: 26 }, backtraceFrames: 1000 });
+    expect(input).toEqual({
+      type: "SomeWorker",
+      args: [1, "arg", true],
+      idempotencyKey: "b4a577edbccf1d805744efa9",
+      retry: { maxAttempts: 26 },
+      backtraceFrames: 1000,
+    });
     const out = sidekiqJsonOf(
       viewOf(input, {
         createdAtMs: T_SEED,
@@ -127,7 +141,7 @@ describe("the Sidekiq job hash (?format=sidekiq)", () => {
         }),
       }),
     );
-    expect(out).toEqual({ ...SEED_001_JOB, ...SEED_001_RETRIES, jid: JID, queue: "default", retry: 25, backtrace: 1000 });
+    expect(out).toEqual({ ...SEED_001_JOB, ...SEED_001_RETRIES, queue: "default", retry: 25, backtrace: 1000 });
   });
 
   it("first failure: retry_count 0 and failed_at, no retried_at; failed_at and retried_at are whole epoch seconds", () => {

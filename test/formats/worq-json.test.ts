@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { JsonObject } from "../../src/model/job.js";
 import { formatTimestamp27, parseRfc3339 } from "../../src/formats/timestamps.js";
 import { importWorqJson, submitInputFromWorqJson, worqJsonOf } from "../../src/formats/worq-json.js";
-import { JID, NOW, expectInvalid, failure, viewOf } from "./helpers.js";
+import { NOW, expectInvalid, failure, viewOf } from "./helpers.js";
 
 /** The seed's example payload, its `#` comments and trailing commas removed. */
 const SEED_000_EXAMPLE = JSON.parse(`{
@@ -36,13 +36,14 @@ const SEED_000_EXAMPLE = JSON.parse(`{
 const TS27 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
 describe("the Worq JSON payload (Faktory's job shape)", () => {
-  it("reads the seed's example into a SubmitInput, keeping the client jid apart", () => {
+  it("reads Faktory's example into a SubmitInput, its jid as the job's idempotency key", () => {
     const { input, clientJid } = importWorqJson(SEED_000_EXAMPLE);
     expect(clientJid).toBe("some_string");
     expect(input).toEqual({
       type: "SomeWorker",
       args: [1, 2, 3],
       queue: "default",
+      idempotencyKey: "some_string",
       reserveForMs: 30_000,
       retry: { maxAttempts: 26 },
       backtraceFrames: 50,
@@ -51,7 +52,7 @@ describe("the Worq JSON payload (Faktory's job shape)", () => {
     expect(submitInputFromWorqJson(SEED_000_EXAMPLE)).toEqual(input);
   });
 
-  it("round-trips the seed's example: every field but the server-assigned jid comes back", () => {
+  it("round-trips Faktory's example: every field comes back, its jid as the job's idempotency key", () => {
     const input = submitInputFromWorqJson(SEED_000_EXAMPLE);
     const seedFailure = SEED_000_EXAMPLE.failure as JsonObject;
     const failedAtMs = parseRfc3339(seedFailure.failed_at, "failed_at");
@@ -71,7 +72,6 @@ describe("the Worq JSON payload (Faktory's job shape)", () => {
     const out = worqJsonOf(view);
     expect(out).toEqual({
       ...SEED_000_EXAMPLE,
-      jid: JID,
       // Worq keeps milliseconds: the seed's microsecond 1 is truncated.
       enqueued_at: "2006-01-02T15:04:05.001000Z",
       failure: {

@@ -41,8 +41,10 @@ type ProducerServiceClient interface {
 	// One invalid job fails the whole batch with INVALID_ARGUMENT naming `jobs[i].field`.
 	SubmitBatch(ctx context.Context, in *SubmitBatchRequest, opts ...grpc.CallOption) (*SubmitBatchResponse, error)
 	// Run submits a job and waits up to `wait_timeout` for it to reach a terminal state
-	// (Workq's `run`). OK carries the finished job with its result. DEADLINE_EXCEEDED when
-	// the wait runs out: the job is left as it is and its jid is in the `worq-jid` trailer.
+	// (Workq's `run`). OK carries the finished job with its result. A job a worker holds when
+	// the wait runs out is waited for until that lease ends (its reserve_for, renewals
+	// included), so the caller gets the attempt's outcome. DEADLINE_EXCEEDED when the wait
+	// runs out: the job is left as it is and its jid is in the `worq-jid` trailer.
 	// Submit's errors apply to the job.
 	Run(ctx context.Context, in *RunRequest, opts ...grpc.CallOption) (*RunResponse, error)
 	// GetResult waits up to `wait_timeout` for a job to reach a terminal state and returns it,
@@ -129,8 +131,10 @@ type ProducerServiceServer interface {
 	// One invalid job fails the whole batch with INVALID_ARGUMENT naming `jobs[i].field`.
 	SubmitBatch(context.Context, *SubmitBatchRequest) (*SubmitBatchResponse, error)
 	// Run submits a job and waits up to `wait_timeout` for it to reach a terminal state
-	// (Workq's `run`). OK carries the finished job with its result. DEADLINE_EXCEEDED when
-	// the wait runs out: the job is left as it is and its jid is in the `worq-jid` trailer.
+	// (Workq's `run`). OK carries the finished job with its result. A job a worker holds when
+	// the wait runs out is waited for until that lease ends (its reserve_for, renewals
+	// included), so the caller gets the attempt's outcome. DEADLINE_EXCEEDED when the wait
+	// runs out: the job is left as it is and its jid is in the `worq-jid` trailer.
 	// Submit's errors apply to the job.
 	Run(context.Context, *RunRequest) (*RunResponse, error)
 	// GetResult waits up to `wait_timeout` for a job to reach a terminal state and returns it,

@@ -86,8 +86,10 @@ class ProducerServiceServicer:
 
     def Run(self, request, context):
         """Run submits a job and waits up to `wait_timeout` for it to reach a terminal state
-        (Workq's `run`). OK carries the finished job with its result. DEADLINE_EXCEEDED when
-        the wait runs out: the job is left as it is and its jid is in the `worq-jid` trailer.
+        (Workq's `run`). OK carries the finished job with its result. A job a worker holds when
+        the wait runs out is waited for until that lease ends (its reserve_for, renewals
+        included), so the caller gets the attempt's outcome. DEADLINE_EXCEEDED when the wait
+        runs out: the job is left as it is and its jid is in the `worq-jid` trailer.
         Submit's errors apply to the job.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
