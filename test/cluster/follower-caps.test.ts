@@ -1,33 +1,8 @@
-import { connect as http2Connect, type ClientHttp2Session } from "node:http2";
-import { connect as netConnect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { rawHttp } from "../fuzz/support/raw-http.js";
+import { http2Session, rawConnection } from "../support/connections.js";
 import { sleep, spawnNode, waitForCluster, type ClusterProcess } from "./support/cluster.js";
-
-/** A raw TCP connection to 127.0.0.1:port, once connected, that has written `bytes`. */
-async function rawConnection(port: number, bytes = ""): Promise<{ socket: Socket; closedWithin(timeoutMs: number): Promise<number> }> {
-  const socket = netConnect(port, "127.0.0.1");
-  socket.on("error", () => {});
-  socket.resume(); // read what the node sends: an unread end never closes the socket
-  await new Promise((resolve) => socket.once("connect", resolve));
-  const connectedAt = Date.now();
-  const closed = new Promise<number>((resolve) => socket.once("close", () => resolve(Date.now() - connectedAt)));
-  if (bytes !== "") socket.write(bytes);
-  return {
-    socket,
-    closedWithin: (timeoutMs) =>
-      Promise.race([closed, sleep(timeoutMs).then(() => Promise.reject(new Error(`connection still open after ${timeoutMs} ms`)))]),
-  };
-}
-
-/** An HTTP/2 session to a gRPC port once the node's SETTINGS have arrived. */
-async function http2Session(port: number): Promise<ClientHttp2Session> {
-  const session = http2Connect(`http://127.0.0.1:${port}`);
-  session.on("error", () => {});
-  await new Promise((resolve) => session.once("remoteSettings", resolve));
-  return session;
-}
 
 /**
  * A follower serves the same two ports a leader does and caps them the same way: at most

@@ -1,62 +1,8 @@
-import { connect as http2Connect, type ClientHttp2Session } from "node:http2";
-import { get as httpGet } from "node:http";
-import { connect as netConnect, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
+import { http2Session, metricSample, rawConnection } from "../support/connections.js";
 
-interface RawConnection {
-  socket: Socket;
-  /** Milliseconds from connect to close; rejects if still open after `timeoutMs`. */
-  closedWithin(timeoutMs: number): Promise<number>;
-  destroy(): void;
-}
-
-/** A raw TCP connection to 127.0.0.1:port, once connected, that has written `bytes`. */
-async function rawConnection(port: number, bytes = ""): Promise<RawConnection> {
-  const socket = netConnect(port, "127.0.0.1");
-  socket.on("error", () => {});
-  socket.resume(); // read what the server sends: an unread end never closes the socket
-  await new Promise((resolve) => socket.once("connect", resolve));
-  const connectedAt = Date.now();
-  const closed = new Promise<number>((resolve) => socket.once("close", () => resolve(Date.now() - connectedAt)));
-  if (bytes !== "") socket.write(bytes);
-  return {
-    socket,
-    closedWithin: (timeoutMs) =>
-      Promise.race([
-        closed,
-        new Promise<never>((_, reject) =>
-          setTimeout(() => reject(new Error(`connection still open after ${timeoutMs} ms`)), timeoutMs).unref(),
-        ),
-      ]),
-    destroy: () => socket.destroy(),
-  };
-}
-
-/** An HTTP/2 session to the gRPC port once the server's SETTINGS have arrived (it has sent its preface). */
-async function http2Session(port: number): Promise<ClientHttp2Session> {
-  const session = http2Connect(`http://127.0.0.1:${port}`);
-  session.on("error", () => {});
-  await new Promise((resolve) => session.once("remoteSettings", resolve));
-  return session;
-}
-
-/** The value of one sample of /metrics (scraped on a connection closed after it), by its name with labels; undefined when absent. */
-async function metric(server: TestServer, sample: string): Promise<number | undefined> {
-  const text = await new Promise<string>((resolve, reject) => {
-    const request = httpGet(
-      { host: "127.0.0.1", port: server.httpPort, path: "/metrics", agent: false, headers: { connection: "close" } },
-      (response) => {
-        let body = "";
-        response.on("data", (chunk: Buffer) => (body += chunk.toString()));
-        response.on("end", () => resolve(body));
-      },
-    );
-    request.on("error", reject);
-  });
-  const line = text.split("\n").find((entry) => entry.startsWith(`${sample} `));
-  return line === undefined ? undefined : Number(line.slice(sample.length + 1));
-}
+const metric = (server: TestServer, sample: string) => metricSample(server.httpPort, sample);
 
 describe("connection caps: --max-connections per port, --header-timeout", () => {
   let server: TestServer | undefined;

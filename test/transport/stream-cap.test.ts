@@ -1,29 +1,17 @@
 import { connect as http2Connect, constants, type ClientHttp2Stream } from "node:http2";
-import { get as httpGet } from "node:http";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { GetResultRequestSchema } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { LIMITS } from "../../src/model/limits.js";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
+import { metricSample } from "../support/connections.js";
 
 const CAP = LIMITS.maxStreamsPerConnection;
 const EXTRA = 100;
 const REACHED = "worq_grpc_stream_cap_reached_total";
 const WAITERS = "worq_result_waiters";
 
-/** The value of one sample of /metrics, by its name with labels; undefined when absent. */
-async function metric(server: TestServer, sample: string): Promise<number | undefined> {
-  const text = await new Promise<string>((resolve, reject) => {
-    const request = httpGet({ host: "127.0.0.1", port: server.httpPort, path: "/metrics", agent: false }, (response) => {
-      let body = "";
-      response.on("data", (chunk: Buffer) => (body += chunk.toString()));
-      response.on("end", () => resolve(body));
-    });
-    request.on("error", reject);
-  });
-  const line = text.split("\n").find((entry) => entry.startsWith(`${sample} `));
-  return line === undefined ? undefined : Number(line.slice(sample.length + 1));
-}
+const metric = (server: TestServer, sample: string) => metricSample(server.httpPort, sample);
 
 /** Polls `sample` until `done` holds for it (or 10 s pass); returns the last reading. */
 async function metricUntil(server: TestServer, sample: string, done: (value: number | undefined) => boolean): Promise<number | undefined> {
