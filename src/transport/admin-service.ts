@@ -2,7 +2,7 @@ import { timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Clock } from "../engine/clock.js";
 import { unfinishedJobs, type Engine, type QueueStatsView } from "../engine/engine.js";
-import { WorqError, invalid } from "../model/errors.js";
+import { WorqError, invalid, notBuilt } from "../model/errors.js";
 import type { Logger } from "../log.js";
 import { AdminService, type QueueStats } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
@@ -184,5 +184,6 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
       if (streams === 0) throw new WorqError("WORQ_NOT_FOUND", `worker ${request.workerId} has no open stream`, "worker_id");
       return { streams };
     }),
+    configureQueue: guarded("ConfigureQueue", log, () => notBuilt("ConfigureQueue")),
   };
 }

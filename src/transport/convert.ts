@@ -1,6 +1,6 @@
 import { create, fromJson, toJson, type JsonValue as PbJsonValue } from "@bufbuild/protobuf";
 import { DurationSchema, ListValueSchema, timestampDate, timestampFromMs, type Duration, type Timestamp } from "@bufbuild/protobuf/wkt";
-import { invalid } from "../model/errors.js";
+import { invalid, notBuilt } from "../model/errors.js";
 import type {
   BackoffStrategy as DomainBackoff,
   DependencyType as DomainDependencyType,
@@ -60,6 +60,7 @@ export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitI
       spec.dependsOn.type === DependencyType.UNSPECIFIED
         ? undefined
         : (enumName(DependencyType, spec.dependsOn.type, `${field}.depends_on.type`, "DEPENDENCY_TYPE_") as DomainDependencyType);
+    if (spec.dependsOn.childrenOf) notBuilt(`${field}.depends_on.children_of`);
     input.dependsOn = { jids: [...spec.dependsOn.jids], batchRefs: [...spec.dependsOn.batchRefs], ...(type ? { type } : {}) };
   }
   if (spec.batchRef) input.batchRef = spec.batchRef;
@@ -82,6 +83,8 @@ function retryInputOf(retry: RetryPolicy, field: string): Partial<DomainRetryPol
   if (retry.multiplier !== undefined) out.multiplier = retry.multiplier;
   if (retry.maxDelay) out.maxDelayMs = durationMsOf(retry.maxDelay, `${field}.max_delay`);
   if (retry.jitter) out.jitter = true;
+  if (retry.retryTimeout !== undefined) notBuilt(`${field}.retry_timeout`);
+  if (retry.retrySystem !== undefined) notBuilt(`${field}.retry_system`);
   if (retry.onExhausted !== ExhaustedAction.UNSPECIFIED) {
     out.onExhausted = enumName(ExhaustedAction, retry.onExhausted, `${field}.on_exhausted`, "EXHAUSTED_ACTION_") as DomainExhausted;
   }
@@ -99,6 +102,9 @@ export function failureReportOf(request: FailRequest, prefix: string): FailureRe
         ? "TEMPORARY"
         : (enumName(FailureCategory, request.category, `${prefix}category`, "FAILURE_CATEGORY_") as DomainCategory),
   };
+  if (request.code) notBuilt(`${prefix}code`);
+  if (request.cause) notBuilt(`${prefix}cause`);
+  if (request.result.byteLength > 0) notBuilt(`${prefix}result`);
   if (request.retryAfter) report.retryAfterMs = durationMsOf(request.retryAfter, `${prefix}retry_after`);
   return report;
 }
@@ -156,6 +162,8 @@ export function jobOf(view: JobView): Job {
       errtype: f.errtype,
       backtrace: f.backtrace,
       category: FailureCategory[f.category],
+      code: "",
+      cause: "",
     };
   }
   if (view.result) job.result = view.result;

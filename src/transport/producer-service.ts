@@ -2,7 +2,7 @@ import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Engine, SubmitResult } from "../engine/engine.js";
 import type { SubmitInput } from "../model/job.js";
 import { JobState, type JobSpec } from "@worq/client/gen/worq/v1/job_pb.js";
-import { WorqError, invalid } from "../model/errors.js";
+import { WorqError, invalid, notBuilt } from "../model/errors.js";
 import type { Logger } from "../log.js";
 import { BatchShape, ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { durationMsOf, jobOf, stateOf, submitInputOf } from "./convert.js";
@@ -67,6 +67,11 @@ export function createProducerService(engine: Engine, log: Logger): ServiceImpl<
       await checkJobAccess(engine, scopeOf(ctx), request.jid);
       return { job: jobOf(await engine.cancel(request.jid)) };
     }),
+    // eslint-disable-next-line require-yield -- refuses before streaming anything
+    watchJob: async function* () {
+      notBuilt("WatchJob");
+    },
+    collectChildren: guarded("CollectChildren", log, () => notBuilt("CollectChildren")),
   };
 }
 

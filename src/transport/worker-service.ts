@@ -3,10 +3,12 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Engine, LeaseGrant } from "../engine/engine.js";
 import type { Logger } from "../log.js";
+import { notBuilt } from "../model/errors.js";
 import {
   ControlAction,
   ItemResultSchema,
   LeaseResponseSchema,
+  QueueOrder,
   WorkerService,
   type ItemResult,
   type LeaseRequest,
@@ -48,6 +50,7 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
     let session;
     try {
       checkLeaseQueues(scopeOf(ctx), request.queues);
+      if (request.order === QueueOrder.RANDOM) notBuilt("order");
       session = engine.openLease(
         { queues: [...request.queues], workerId: request.workerId, credits: request.credits, labels: { ...request.labels } },
         {
@@ -166,6 +169,8 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
       );
       return { acks: ackOutcomes, fails };
     }),
+    checkpoint: guarded("Checkpoint", log, () => notBuilt("Checkpoint")),
+    reportProgress: guarded("ReportProgress", log, () => notBuilt("ReportProgress")),
   };
 }
 

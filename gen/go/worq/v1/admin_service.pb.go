@@ -453,7 +453,9 @@ type QueueStats struct {
 	// Jobs COMPLETED and not yet deleted at their ttl.
 	Completed uint64 `protobuf:"varint,10,opt,name=completed,proto3" json:"completed,omitempty"`
 	// Jobs FAILED (permanent failures).
-	Failed        uint64 `protobuf:"varint,11,opt,name=failed,proto3" json:"failed,omitempty"`
+	Failed uint64 `protobuf:"varint,11,opt,name=failed,proto3" json:"failed,omitempty"`
+	// The queue's settings.
+	Config        *QueueConfig `protobuf:"bytes,12,opt,name=config,proto3" json:"config,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -565,6 +567,69 @@ func (x *QueueStats) GetFailed() uint64 {
 	return 0
 }
 
+func (x *QueueStats) GetConfig() *QueueConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+// QueueConfig is what an operator sets on a queue.
+type QueueConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether TIMEOUT failures of the queue's jobs are retried (a job's own
+	// RetryPolicy.retry_timeout wins); default true.
+	RetryTimeout *bool `protobuf:"varint,1,opt,name=retry_timeout,json=retryTimeout,proto3,oneof" json:"retry_timeout,omitempty"`
+	// Whether SYSTEM failures (lapsed leases) are retried (RetryPolicy.retry_system wins); default true.
+	RetrySystem   *bool `protobuf:"varint,2,opt,name=retry_system,json=retrySystem,proto3,oneof" json:"retry_system,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueConfig) Reset() {
+	*x = QueueConfig{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueConfig) ProtoMessage() {}
+
+func (x *QueueConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueConfig.ProtoReflect.Descriptor instead.
+func (*QueueConfig) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *QueueConfig) GetRetryTimeout() bool {
+	if x != nil && x.RetryTimeout != nil {
+		return *x.RetryTimeout
+	}
+	return false
+}
+
+func (x *QueueConfig) GetRetrySystem() bool {
+	if x != nil && x.RetrySystem != nil {
+		return *x.RetrySystem
+	}
+	return false
+}
+
 // GetQueueStatsRequest names a queue.
 type GetQueueStatsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -576,7 +641,7 @@ type GetQueueStatsRequest struct {
 
 func (x *GetQueueStatsRequest) Reset() {
 	*x = GetQueueStatsRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[7]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -588,7 +653,7 @@ func (x *GetQueueStatsRequest) String() string {
 func (*GetQueueStatsRequest) ProtoMessage() {}
 
 func (x *GetQueueStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[7]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -601,7 +666,7 @@ func (x *GetQueueStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetQueueStatsRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{7}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetQueueStatsRequest) GetQueue() string {
@@ -622,7 +687,7 @@ type GetQueueStatsResponse struct {
 
 func (x *GetQueueStatsResponse) Reset() {
 	*x = GetQueueStatsResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[8]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -634,7 +699,7 @@ func (x *GetQueueStatsResponse) String() string {
 func (*GetQueueStatsResponse) ProtoMessage() {}
 
 func (x *GetQueueStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[8]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -647,7 +712,7 @@ func (x *GetQueueStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetQueueStatsResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{8}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetQueueStatsResponse) GetStats() *QueueStats {
@@ -666,7 +731,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[9]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +743,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[9]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +756,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{9}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{10}
 }
 
 // GetServerInfoResponse describes the server.
@@ -734,7 +799,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[10]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +811,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[10]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +824,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{10}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -884,7 +949,7 @@ type ClusterNode struct {
 
 func (x *ClusterNode) Reset() {
 	*x = ClusterNode{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[11]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +961,7 @@ func (x *ClusterNode) String() string {
 func (*ClusterNode) ProtoMessage() {}
 
 func (x *ClusterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[11]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +974,7 @@ func (x *ClusterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
 func (*ClusterNode) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{11}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ClusterNode) GetNodeId() string {
@@ -970,7 +1035,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[12]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1047,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[12]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1060,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{12}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{13}
 }
 
 // ListWorkersResponse lists connected workers.
@@ -1009,7 +1074,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[13]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1086,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[13]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1099,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{13}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -1065,7 +1130,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[14]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1142,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[14]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1155,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{14}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WorkerInfo) GetWorkerId() string {
@@ -1146,7 +1211,7 @@ type DeleteJobRequest struct {
 
 func (x *DeleteJobRequest) Reset() {
 	*x = DeleteJobRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[15]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1223,7 @@ func (x *DeleteJobRequest) String() string {
 func (*DeleteJobRequest) ProtoMessage() {}
 
 func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[15]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1236,7 @@ func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{15}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteJobRequest) GetJid() string {
@@ -1190,7 +1255,7 @@ type DeleteJobResponse struct {
 
 func (x *DeleteJobResponse) Reset() {
 	*x = DeleteJobResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[16]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1267,7 @@ func (x *DeleteJobResponse) String() string {
 func (*DeleteJobResponse) ProtoMessage() {}
 
 func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[16]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1280,7 @@ func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{16}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{17}
 }
 
 // RetryJobsRequest selects dead jobs to retry.
@@ -1231,7 +1296,7 @@ type RetryJobsRequest struct {
 
 func (x *RetryJobsRequest) Reset() {
 	*x = RetryJobsRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[17]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1243,7 +1308,7 @@ func (x *RetryJobsRequest) String() string {
 func (*RetryJobsRequest) ProtoMessage() {}
 
 func (x *RetryJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[17]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1256,7 +1321,7 @@ func (x *RetryJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobsRequest.ProtoReflect.Descriptor instead.
 func (*RetryJobsRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{17}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RetryJobsRequest) GetJids() []string {
@@ -1284,7 +1349,7 @@ type RetryJobsResponse struct {
 
 func (x *RetryJobsResponse) Reset() {
 	*x = RetryJobsResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1296,7 +1361,7 @@ func (x *RetryJobsResponse) String() string {
 func (*RetryJobsResponse) ProtoMessage() {}
 
 func (x *RetryJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1309,7 +1374,7 @@ func (x *RetryJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobsResponse.ProtoReflect.Descriptor instead.
 func (*RetryJobsResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{18}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RetryJobsResponse) GetRetried() uint64 {
@@ -1330,7 +1395,7 @@ type RunJobsNowRequest struct {
 
 func (x *RunJobsNowRequest) Reset() {
 	*x = RunJobsNowRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1342,7 +1407,7 @@ func (x *RunJobsNowRequest) String() string {
 func (*RunJobsNowRequest) ProtoMessage() {}
 
 func (x *RunJobsNowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1355,7 +1420,7 @@ func (x *RunJobsNowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunJobsNowRequest.ProtoReflect.Descriptor instead.
 func (*RunJobsNowRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{19}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RunJobsNowRequest) GetJids() []string {
@@ -1376,7 +1441,7 @@ type RunJobsNowResponse struct {
 
 func (x *RunJobsNowResponse) Reset() {
 	*x = RunJobsNowResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +1453,7 @@ func (x *RunJobsNowResponse) String() string {
 func (*RunJobsNowResponse) ProtoMessage() {}
 
 func (x *RunJobsNowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +1466,7 @@ func (x *RunJobsNowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunJobsNowResponse.ProtoReflect.Descriptor instead.
 func (*RunJobsNowResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{20}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RunJobsNowResponse) GetScheduled() uint64 {
@@ -1422,7 +1487,7 @@ type PauseQueueRequest struct {
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1499,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1512,7 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{21}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PauseQueueRequest) GetQueue() string {
@@ -1466,7 +1531,7 @@ type PauseQueueResponse struct {
 
 func (x *PauseQueueResponse) Reset() {
 	*x = PauseQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1543,7 @@ func (x *PauseQueueResponse) String() string {
 func (*PauseQueueResponse) ProtoMessage() {}
 
 func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1556,7 @@ func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
 func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{22}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{23}
 }
 
 // ResumeQueueRequest names a queue.
@@ -1505,7 +1570,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1517,7 +1582,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1530,7 +1595,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{23}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResumeQueueRequest) GetQueue() string {
@@ -1549,7 +1614,7 @@ type ResumeQueueResponse struct {
 
 func (x *ResumeQueueResponse) Reset() {
 	*x = ResumeQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1561,7 +1626,7 @@ func (x *ResumeQueueResponse) String() string {
 func (*ResumeQueueResponse) ProtoMessage() {}
 
 func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1574,7 +1639,7 @@ func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
 func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{24}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{25}
 }
 
 // PurgeQueueRequest names a queue.
@@ -1588,7 +1653,7 @@ type PurgeQueueRequest struct {
 
 func (x *PurgeQueueRequest) Reset() {
 	*x = PurgeQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +1665,7 @@ func (x *PurgeQueueRequest) String() string {
 func (*PurgeQueueRequest) ProtoMessage() {}
 
 func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +1678,7 @@ func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueRequest.ProtoReflect.Descriptor instead.
 func (*PurgeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{25}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PurgeQueueRequest) GetQueue() string {
@@ -1634,7 +1699,7 @@ type PurgeQueueResponse struct {
 
 func (x *PurgeQueueResponse) Reset() {
 	*x = PurgeQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1711,7 @@ func (x *PurgeQueueResponse) String() string {
 func (*PurgeQueueResponse) ProtoMessage() {}
 
 func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1724,7 @@ func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueResponse.ProtoReflect.Descriptor instead.
 func (*PurgeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{26}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PurgeQueueResponse) GetDeleted() uint64 {
@@ -1682,7 +1747,7 @@ type ControlWorkerRequest struct {
 
 func (x *ControlWorkerRequest) Reset() {
 	*x = ControlWorkerRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1694,7 +1759,7 @@ func (x *ControlWorkerRequest) String() string {
 func (*ControlWorkerRequest) ProtoMessage() {}
 
 func (x *ControlWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1707,7 +1772,7 @@ func (x *ControlWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlWorkerRequest.ProtoReflect.Descriptor instead.
 func (*ControlWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{27}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ControlWorkerRequest) GetWorkerId() string {
@@ -1735,7 +1800,7 @@ type ControlWorkerResponse struct {
 
 func (x *ControlWorkerResponse) Reset() {
 	*x = ControlWorkerResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[28]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1812,7 @@ func (x *ControlWorkerResponse) String() string {
 func (*ControlWorkerResponse) ProtoMessage() {}
 
 func (x *ControlWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[28]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1825,7 @@ func (x *ControlWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlWorkerResponse.ProtoReflect.Descriptor instead.
 func (*ControlWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{28}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ControlWorkerResponse) GetStreams() uint32 {
@@ -1768,6 +1833,107 @@ func (x *ControlWorkerResponse) GetStreams() uint32 {
 		return x.Streams
 	}
 	return 0
+}
+
+// ConfigureQueueRequest changes a queue's settings.
+type ConfigureQueueRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: the queue's name.
+	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// The settings to change; unset fields keep their value.
+	Config        *QueueConfig `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigureQueueRequest) Reset() {
+	*x = ConfigureQueueRequest{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigureQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigureQueueRequest) ProtoMessage() {}
+
+func (x *ConfigureQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigureQueueRequest.ProtoReflect.Descriptor instead.
+func (*ConfigureQueueRequest) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ConfigureQueueRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ConfigureQueueRequest) GetConfig() *QueueConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+// ConfigureQueueResponse carries the queue's settings after the change.
+type ConfigureQueueResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every setting, defaults resolved.
+	Config        *QueueConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfigureQueueResponse) Reset() {
+	*x = ConfigureQueueResponse{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfigureQueueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfigureQueueResponse) ProtoMessage() {}
+
+func (x *ConfigureQueueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfigureQueueResponse.ProtoReflect.Descriptor instead.
+func (*ConfigureQueueResponse) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ConfigureQueueResponse) GetConfig() *QueueConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
 }
 
 var File_worq_v1_admin_service_proto protoreflect.FileDescriptor
@@ -1808,7 +1974,7 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"i\n" +
 	"\x12ListQueuesResponse\x12+\n" +
 	"\x06queues\x18\x01 \x03(\v2\x13.worq.v1.QueueStatsR\x06queues\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xbc\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xea\x02\n" +
 	"\n" +
 	"QueueStats\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
@@ -1822,7 +1988,13 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\apending\x18\t \x01(\x04R\apending\x12\x1c\n" +
 	"\tcompleted\x18\n" +
 	" \x01(\x04R\tcompleted\x12\x16\n" +
-	"\x06failed\x18\v \x01(\x04R\x06failed\",\n" +
+	"\x06failed\x18\v \x01(\x04R\x06failed\x12,\n" +
+	"\x06config\x18\f \x01(\v2\x14.worq.v1.QueueConfigR\x06config\"\x82\x01\n" +
+	"\vQueueConfig\x12(\n" +
+	"\rretry_timeout\x18\x01 \x01(\bH\x00R\fretryTimeout\x88\x01\x01\x12&\n" +
+	"\fretry_system\x18\x02 \x01(\bH\x01R\vretrySystem\x88\x01\x01B\x10\n" +
+	"\x0e_retry_timeoutB\x0f\n" +
+	"\r_retry_system\",\n" +
 	"\x14GetQueueStatsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"B\n" +
 	"\x15GetQueueStatsResponse\x12)\n" +
@@ -1895,7 +2067,12 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12.\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x16.worq.v1.ControlActionR\x06action\"1\n" +
 	"\x15ControlWorkerResponse\x12\x18\n" +
-	"\astreams\x18\x01 \x01(\rR\astreams2\xb2\a\n" +
+	"\astreams\x18\x01 \x01(\rR\astreams\"[\n" +
+	"\x15ConfigureQueueRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12,\n" +
+	"\x06config\x18\x02 \x01(\v2\x14.worq.v1.QueueConfigR\x06config\"F\n" +
+	"\x16ConfigureQueueResponse\x12,\n" +
+	"\x06config\x18\x01 \x01(\v2\x14.worq.v1.QueueConfigR\x06config2\x85\b\n" +
 	"\fAdminService\x129\n" +
 	"\x06GetJob\x12\x16.worq.v1.GetJobRequest\x1a\x17.worq.v1.GetJobResponse\x12?\n" +
 	"\bListJobs\x12\x18.worq.v1.ListJobsRequest\x1a\x19.worq.v1.ListJobsResponse\x12E\n" +
@@ -1913,7 +2090,8 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\vResumeQueue\x12\x1b.worq.v1.ResumeQueueRequest\x1a\x1c.worq.v1.ResumeQueueResponse\x12E\n" +
 	"\n" +
 	"PurgeQueue\x12\x1a.worq.v1.PurgeQueueRequest\x1a\x1b.worq.v1.PurgeQueueResponse\x12N\n" +
-	"\rControlWorker\x12\x1d.worq.v1.ControlWorkerRequest\x1a\x1e.worq.v1.ControlWorkerResponseB\x8d\x01\n" +
+	"\rControlWorker\x12\x1d.worq.v1.ControlWorkerRequest\x1a\x1e.worq.v1.ControlWorkerResponse\x12Q\n" +
+	"\x0eConfigureQueue\x12\x1e.worq.v1.ConfigureQueueRequest\x1a\x1f.worq.v1.ConfigureQueueResponseB\x8d\x01\n" +
 	"\vcom.worq.v1B\x11AdminServiceProtoP\x01Z.github.com/worq-dev/worq/gen/go/worq/v1;worqv1\xa2\x02\x03WXX\xaa\x02\aWorq.V1\xca\x02\aWorq\\V1\xe2\x02\x13Worq\\V1\\GPBMetadata\xea\x02\bWorq::V1b\x06proto3"
 
 var (
@@ -1928,97 +2106,105 @@ func file_worq_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_worq_v1_admin_service_proto_rawDescData
 }
 
-var file_worq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_worq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_worq_v1_admin_service_proto_goTypes = []any{
-	(*GetJobRequest)(nil),         // 0: worq.v1.GetJobRequest
-	(*GetJobResponse)(nil),        // 1: worq.v1.GetJobResponse
-	(*ListJobsRequest)(nil),       // 2: worq.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),      // 3: worq.v1.ListJobsResponse
-	(*ListQueuesRequest)(nil),     // 4: worq.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),    // 5: worq.v1.ListQueuesResponse
-	(*QueueStats)(nil),            // 6: worq.v1.QueueStats
-	(*GetQueueStatsRequest)(nil),  // 7: worq.v1.GetQueueStatsRequest
-	(*GetQueueStatsResponse)(nil), // 8: worq.v1.GetQueueStatsResponse
-	(*GetServerInfoRequest)(nil),  // 9: worq.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil), // 10: worq.v1.GetServerInfoResponse
-	(*ClusterNode)(nil),           // 11: worq.v1.ClusterNode
-	(*ListWorkersRequest)(nil),    // 12: worq.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),   // 13: worq.v1.ListWorkersResponse
-	(*WorkerInfo)(nil),            // 14: worq.v1.WorkerInfo
-	(*DeleteJobRequest)(nil),      // 15: worq.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),     // 16: worq.v1.DeleteJobResponse
-	(*RetryJobsRequest)(nil),      // 17: worq.v1.RetryJobsRequest
-	(*RetryJobsResponse)(nil),     // 18: worq.v1.RetryJobsResponse
-	(*RunJobsNowRequest)(nil),     // 19: worq.v1.RunJobsNowRequest
-	(*RunJobsNowResponse)(nil),    // 20: worq.v1.RunJobsNowResponse
-	(*PauseQueueRequest)(nil),     // 21: worq.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),    // 22: worq.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),    // 23: worq.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),   // 24: worq.v1.ResumeQueueResponse
-	(*PurgeQueueRequest)(nil),     // 25: worq.v1.PurgeQueueRequest
-	(*PurgeQueueResponse)(nil),    // 26: worq.v1.PurgeQueueResponse
-	(*ControlWorkerRequest)(nil),  // 27: worq.v1.ControlWorkerRequest
-	(*ControlWorkerResponse)(nil), // 28: worq.v1.ControlWorkerResponse
-	nil,                           // 29: worq.v1.ListJobsRequest.TagsEntry
-	nil,                           // 30: worq.v1.WorkerInfo.LabelsEntry
-	(*Job)(nil),                   // 31: worq.v1.Job
-	(JobState)(0),                 // 32: worq.v1.JobState
-	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 34: google.protobuf.Duration
-	(*LeaseRef)(nil),              // 35: worq.v1.LeaseRef
-	(ControlAction)(0),            // 36: worq.v1.ControlAction
+	(*GetJobRequest)(nil),          // 0: worq.v1.GetJobRequest
+	(*GetJobResponse)(nil),         // 1: worq.v1.GetJobResponse
+	(*ListJobsRequest)(nil),        // 2: worq.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),       // 3: worq.v1.ListJobsResponse
+	(*ListQueuesRequest)(nil),      // 4: worq.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),     // 5: worq.v1.ListQueuesResponse
+	(*QueueStats)(nil),             // 6: worq.v1.QueueStats
+	(*QueueConfig)(nil),            // 7: worq.v1.QueueConfig
+	(*GetQueueStatsRequest)(nil),   // 8: worq.v1.GetQueueStatsRequest
+	(*GetQueueStatsResponse)(nil),  // 9: worq.v1.GetQueueStatsResponse
+	(*GetServerInfoRequest)(nil),   // 10: worq.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),  // 11: worq.v1.GetServerInfoResponse
+	(*ClusterNode)(nil),            // 12: worq.v1.ClusterNode
+	(*ListWorkersRequest)(nil),     // 13: worq.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),    // 14: worq.v1.ListWorkersResponse
+	(*WorkerInfo)(nil),             // 15: worq.v1.WorkerInfo
+	(*DeleteJobRequest)(nil),       // 16: worq.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),      // 17: worq.v1.DeleteJobResponse
+	(*RetryJobsRequest)(nil),       // 18: worq.v1.RetryJobsRequest
+	(*RetryJobsResponse)(nil),      // 19: worq.v1.RetryJobsResponse
+	(*RunJobsNowRequest)(nil),      // 20: worq.v1.RunJobsNowRequest
+	(*RunJobsNowResponse)(nil),     // 21: worq.v1.RunJobsNowResponse
+	(*PauseQueueRequest)(nil),      // 22: worq.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),     // 23: worq.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),     // 24: worq.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),    // 25: worq.v1.ResumeQueueResponse
+	(*PurgeQueueRequest)(nil),      // 26: worq.v1.PurgeQueueRequest
+	(*PurgeQueueResponse)(nil),     // 27: worq.v1.PurgeQueueResponse
+	(*ControlWorkerRequest)(nil),   // 28: worq.v1.ControlWorkerRequest
+	(*ControlWorkerResponse)(nil),  // 29: worq.v1.ControlWorkerResponse
+	(*ConfigureQueueRequest)(nil),  // 30: worq.v1.ConfigureQueueRequest
+	(*ConfigureQueueResponse)(nil), // 31: worq.v1.ConfigureQueueResponse
+	nil,                            // 32: worq.v1.ListJobsRequest.TagsEntry
+	nil,                            // 33: worq.v1.WorkerInfo.LabelsEntry
+	(*Job)(nil),                    // 34: worq.v1.Job
+	(JobState)(0),                  // 35: worq.v1.JobState
+	(*timestamppb.Timestamp)(nil),  // 36: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 37: google.protobuf.Duration
+	(*LeaseRef)(nil),               // 38: worq.v1.LeaseRef
+	(ControlAction)(0),             // 39: worq.v1.ControlAction
 }
 var file_worq_v1_admin_service_proto_depIdxs = []int32{
-	31, // 0: worq.v1.GetJobResponse.job:type_name -> worq.v1.Job
-	32, // 1: worq.v1.ListJobsRequest.state:type_name -> worq.v1.JobState
-	29, // 2: worq.v1.ListJobsRequest.tags:type_name -> worq.v1.ListJobsRequest.TagsEntry
-	33, // 3: worq.v1.ListJobsRequest.created_after:type_name -> google.protobuf.Timestamp
-	33, // 4: worq.v1.ListJobsRequest.created_before:type_name -> google.protobuf.Timestamp
-	31, // 5: worq.v1.ListJobsResponse.jobs:type_name -> worq.v1.Job
+	34, // 0: worq.v1.GetJobResponse.job:type_name -> worq.v1.Job
+	35, // 1: worq.v1.ListJobsRequest.state:type_name -> worq.v1.JobState
+	32, // 2: worq.v1.ListJobsRequest.tags:type_name -> worq.v1.ListJobsRequest.TagsEntry
+	36, // 3: worq.v1.ListJobsRequest.created_after:type_name -> google.protobuf.Timestamp
+	36, // 4: worq.v1.ListJobsRequest.created_before:type_name -> google.protobuf.Timestamp
+	34, // 5: worq.v1.ListJobsResponse.jobs:type_name -> worq.v1.Job
 	6,  // 6: worq.v1.ListQueuesResponse.queues:type_name -> worq.v1.QueueStats
-	34, // 7: worq.v1.QueueStats.latency:type_name -> google.protobuf.Duration
-	6,  // 8: worq.v1.GetQueueStatsResponse.stats:type_name -> worq.v1.QueueStats
-	33, // 9: worq.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
-	34, // 10: worq.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
-	11, // 11: worq.v1.GetServerInfoResponse.cluster_nodes:type_name -> worq.v1.ClusterNode
-	33, // 12: worq.v1.ClusterNode.started_at:type_name -> google.protobuf.Timestamp
-	33, // 13: worq.v1.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	14, // 14: worq.v1.ListWorkersResponse.workers:type_name -> worq.v1.WorkerInfo
-	35, // 15: worq.v1.WorkerInfo.held:type_name -> worq.v1.LeaseRef
-	33, // 16: worq.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	30, // 17: worq.v1.WorkerInfo.labels:type_name -> worq.v1.WorkerInfo.LabelsEntry
-	36, // 18: worq.v1.ControlWorkerRequest.action:type_name -> worq.v1.ControlAction
-	0,  // 19: worq.v1.AdminService.GetJob:input_type -> worq.v1.GetJobRequest
-	2,  // 20: worq.v1.AdminService.ListJobs:input_type -> worq.v1.ListJobsRequest
-	4,  // 21: worq.v1.AdminService.ListQueues:input_type -> worq.v1.ListQueuesRequest
-	7,  // 22: worq.v1.AdminService.GetQueueStats:input_type -> worq.v1.GetQueueStatsRequest
-	9,  // 23: worq.v1.AdminService.GetServerInfo:input_type -> worq.v1.GetServerInfoRequest
-	12, // 24: worq.v1.AdminService.ListWorkers:input_type -> worq.v1.ListWorkersRequest
-	15, // 25: worq.v1.AdminService.DeleteJob:input_type -> worq.v1.DeleteJobRequest
-	17, // 26: worq.v1.AdminService.RetryJobs:input_type -> worq.v1.RetryJobsRequest
-	19, // 27: worq.v1.AdminService.RunJobsNow:input_type -> worq.v1.RunJobsNowRequest
-	21, // 28: worq.v1.AdminService.PauseQueue:input_type -> worq.v1.PauseQueueRequest
-	23, // 29: worq.v1.AdminService.ResumeQueue:input_type -> worq.v1.ResumeQueueRequest
-	25, // 30: worq.v1.AdminService.PurgeQueue:input_type -> worq.v1.PurgeQueueRequest
-	27, // 31: worq.v1.AdminService.ControlWorker:input_type -> worq.v1.ControlWorkerRequest
-	1,  // 32: worq.v1.AdminService.GetJob:output_type -> worq.v1.GetJobResponse
-	3,  // 33: worq.v1.AdminService.ListJobs:output_type -> worq.v1.ListJobsResponse
-	5,  // 34: worq.v1.AdminService.ListQueues:output_type -> worq.v1.ListQueuesResponse
-	8,  // 35: worq.v1.AdminService.GetQueueStats:output_type -> worq.v1.GetQueueStatsResponse
-	10, // 36: worq.v1.AdminService.GetServerInfo:output_type -> worq.v1.GetServerInfoResponse
-	13, // 37: worq.v1.AdminService.ListWorkers:output_type -> worq.v1.ListWorkersResponse
-	16, // 38: worq.v1.AdminService.DeleteJob:output_type -> worq.v1.DeleteJobResponse
-	18, // 39: worq.v1.AdminService.RetryJobs:output_type -> worq.v1.RetryJobsResponse
-	20, // 40: worq.v1.AdminService.RunJobsNow:output_type -> worq.v1.RunJobsNowResponse
-	22, // 41: worq.v1.AdminService.PauseQueue:output_type -> worq.v1.PauseQueueResponse
-	24, // 42: worq.v1.AdminService.ResumeQueue:output_type -> worq.v1.ResumeQueueResponse
-	26, // 43: worq.v1.AdminService.PurgeQueue:output_type -> worq.v1.PurgeQueueResponse
-	28, // 44: worq.v1.AdminService.ControlWorker:output_type -> worq.v1.ControlWorkerResponse
-	32, // [32:45] is the sub-list for method output_type
-	19, // [19:32] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	37, // 7: worq.v1.QueueStats.latency:type_name -> google.protobuf.Duration
+	7,  // 8: worq.v1.QueueStats.config:type_name -> worq.v1.QueueConfig
+	6,  // 9: worq.v1.GetQueueStatsResponse.stats:type_name -> worq.v1.QueueStats
+	36, // 10: worq.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
+	37, // 11: worq.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
+	12, // 12: worq.v1.GetServerInfoResponse.cluster_nodes:type_name -> worq.v1.ClusterNode
+	36, // 13: worq.v1.ClusterNode.started_at:type_name -> google.protobuf.Timestamp
+	36, // 14: worq.v1.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	15, // 15: worq.v1.ListWorkersResponse.workers:type_name -> worq.v1.WorkerInfo
+	38, // 16: worq.v1.WorkerInfo.held:type_name -> worq.v1.LeaseRef
+	36, // 17: worq.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	33, // 18: worq.v1.WorkerInfo.labels:type_name -> worq.v1.WorkerInfo.LabelsEntry
+	39, // 19: worq.v1.ControlWorkerRequest.action:type_name -> worq.v1.ControlAction
+	7,  // 20: worq.v1.ConfigureQueueRequest.config:type_name -> worq.v1.QueueConfig
+	7,  // 21: worq.v1.ConfigureQueueResponse.config:type_name -> worq.v1.QueueConfig
+	0,  // 22: worq.v1.AdminService.GetJob:input_type -> worq.v1.GetJobRequest
+	2,  // 23: worq.v1.AdminService.ListJobs:input_type -> worq.v1.ListJobsRequest
+	4,  // 24: worq.v1.AdminService.ListQueues:input_type -> worq.v1.ListQueuesRequest
+	8,  // 25: worq.v1.AdminService.GetQueueStats:input_type -> worq.v1.GetQueueStatsRequest
+	10, // 26: worq.v1.AdminService.GetServerInfo:input_type -> worq.v1.GetServerInfoRequest
+	13, // 27: worq.v1.AdminService.ListWorkers:input_type -> worq.v1.ListWorkersRequest
+	16, // 28: worq.v1.AdminService.DeleteJob:input_type -> worq.v1.DeleteJobRequest
+	18, // 29: worq.v1.AdminService.RetryJobs:input_type -> worq.v1.RetryJobsRequest
+	20, // 30: worq.v1.AdminService.RunJobsNow:input_type -> worq.v1.RunJobsNowRequest
+	22, // 31: worq.v1.AdminService.PauseQueue:input_type -> worq.v1.PauseQueueRequest
+	24, // 32: worq.v1.AdminService.ResumeQueue:input_type -> worq.v1.ResumeQueueRequest
+	26, // 33: worq.v1.AdminService.PurgeQueue:input_type -> worq.v1.PurgeQueueRequest
+	28, // 34: worq.v1.AdminService.ControlWorker:input_type -> worq.v1.ControlWorkerRequest
+	30, // 35: worq.v1.AdminService.ConfigureQueue:input_type -> worq.v1.ConfigureQueueRequest
+	1,  // 36: worq.v1.AdminService.GetJob:output_type -> worq.v1.GetJobResponse
+	3,  // 37: worq.v1.AdminService.ListJobs:output_type -> worq.v1.ListJobsResponse
+	5,  // 38: worq.v1.AdminService.ListQueues:output_type -> worq.v1.ListQueuesResponse
+	9,  // 39: worq.v1.AdminService.GetQueueStats:output_type -> worq.v1.GetQueueStatsResponse
+	11, // 40: worq.v1.AdminService.GetServerInfo:output_type -> worq.v1.GetServerInfoResponse
+	14, // 41: worq.v1.AdminService.ListWorkers:output_type -> worq.v1.ListWorkersResponse
+	17, // 42: worq.v1.AdminService.DeleteJob:output_type -> worq.v1.DeleteJobResponse
+	19, // 43: worq.v1.AdminService.RetryJobs:output_type -> worq.v1.RetryJobsResponse
+	21, // 44: worq.v1.AdminService.RunJobsNow:output_type -> worq.v1.RunJobsNowResponse
+	23, // 45: worq.v1.AdminService.PauseQueue:output_type -> worq.v1.PauseQueueResponse
+	25, // 46: worq.v1.AdminService.ResumeQueue:output_type -> worq.v1.ResumeQueueResponse
+	27, // 47: worq.v1.AdminService.PurgeQueue:output_type -> worq.v1.PurgeQueueResponse
+	29, // 48: worq.v1.AdminService.ControlWorker:output_type -> worq.v1.ControlWorkerResponse
+	31, // 49: worq.v1.AdminService.ConfigureQueue:output_type -> worq.v1.ConfigureQueueResponse
+	36, // [36:50] is the sub-list for method output_type
+	22, // [22:36] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_worq_v1_admin_service_proto_init() }
@@ -2028,13 +2214,14 @@ func file_worq_v1_admin_service_proto_init() {
 	}
 	file_worq_v1_job_proto_init()
 	file_worq_v1_worker_service_proto_init()
+	file_worq_v1_admin_service_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worq_v1_admin_service_proto_rawDesc), len(file_worq_v1_admin_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

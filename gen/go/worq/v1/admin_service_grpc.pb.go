@@ -19,19 +19,20 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_GetJob_FullMethodName        = "/worq.v1.AdminService/GetJob"
-	AdminService_ListJobs_FullMethodName      = "/worq.v1.AdminService/ListJobs"
-	AdminService_ListQueues_FullMethodName    = "/worq.v1.AdminService/ListQueues"
-	AdminService_GetQueueStats_FullMethodName = "/worq.v1.AdminService/GetQueueStats"
-	AdminService_GetServerInfo_FullMethodName = "/worq.v1.AdminService/GetServerInfo"
-	AdminService_ListWorkers_FullMethodName   = "/worq.v1.AdminService/ListWorkers"
-	AdminService_DeleteJob_FullMethodName     = "/worq.v1.AdminService/DeleteJob"
-	AdminService_RetryJobs_FullMethodName     = "/worq.v1.AdminService/RetryJobs"
-	AdminService_RunJobsNow_FullMethodName    = "/worq.v1.AdminService/RunJobsNow"
-	AdminService_PauseQueue_FullMethodName    = "/worq.v1.AdminService/PauseQueue"
-	AdminService_ResumeQueue_FullMethodName   = "/worq.v1.AdminService/ResumeQueue"
-	AdminService_PurgeQueue_FullMethodName    = "/worq.v1.AdminService/PurgeQueue"
-	AdminService_ControlWorker_FullMethodName = "/worq.v1.AdminService/ControlWorker"
+	AdminService_GetJob_FullMethodName         = "/worq.v1.AdminService/GetJob"
+	AdminService_ListJobs_FullMethodName       = "/worq.v1.AdminService/ListJobs"
+	AdminService_ListQueues_FullMethodName     = "/worq.v1.AdminService/ListQueues"
+	AdminService_GetQueueStats_FullMethodName  = "/worq.v1.AdminService/GetQueueStats"
+	AdminService_GetServerInfo_FullMethodName  = "/worq.v1.AdminService/GetServerInfo"
+	AdminService_ListWorkers_FullMethodName    = "/worq.v1.AdminService/ListWorkers"
+	AdminService_DeleteJob_FullMethodName      = "/worq.v1.AdminService/DeleteJob"
+	AdminService_RetryJobs_FullMethodName      = "/worq.v1.AdminService/RetryJobs"
+	AdminService_RunJobsNow_FullMethodName     = "/worq.v1.AdminService/RunJobsNow"
+	AdminService_PauseQueue_FullMethodName     = "/worq.v1.AdminService/PauseQueue"
+	AdminService_ResumeQueue_FullMethodName    = "/worq.v1.AdminService/ResumeQueue"
+	AdminService_PurgeQueue_FullMethodName     = "/worq.v1.AdminService/PurgeQueue"
+	AdminService_ControlWorker_FullMethodName  = "/worq.v1.AdminService/ControlWorker"
+	AdminService_ConfigureQueue_FullMethodName = "/worq.v1.AdminService/ConfigureQueue"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -76,6 +77,9 @@ type AdminServiceClient interface {
 	// ControlWorker sends QUIET or TERMINATE on every open stream of a worker id; NOT_FOUND
 	// when it has none.
 	ControlWorker(ctx context.Context, in *ControlWorkerRequest, opts ...grpc.CallOption) (*ControlWorkerResponse, error)
+	// ConfigureQueue changes a queue's settings (fields left unset keep their value) and
+	// returns them all; the queue is created if new. Settings survive restarts.
+	ConfigureQueue(ctx context.Context, in *ConfigureQueueRequest, opts ...grpc.CallOption) (*ConfigureQueueResponse, error)
 }
 
 type adminServiceClient struct {
@@ -216,6 +220,16 @@ func (c *adminServiceClient) ControlWorker(ctx context.Context, in *ControlWorke
 	return out, nil
 }
 
+func (c *adminServiceClient) ConfigureQueue(ctx context.Context, in *ConfigureQueueRequest, opts ...grpc.CallOption) (*ConfigureQueueResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ConfigureQueueResponse)
+	err := c.cc.Invoke(ctx, AdminService_ConfigureQueue_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -258,6 +272,9 @@ type AdminServiceServer interface {
 	// ControlWorker sends QUIET or TERMINATE on every open stream of a worker id; NOT_FOUND
 	// when it has none.
 	ControlWorker(context.Context, *ControlWorkerRequest) (*ControlWorkerResponse, error)
+	// ConfigureQueue changes a queue's settings (fields left unset keep their value) and
+	// returns them all; the queue is created if new. Settings survive restarts.
+	ConfigureQueue(context.Context, *ConfigureQueueRequest) (*ConfigureQueueResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -306,6 +323,9 @@ func (UnimplementedAdminServiceServer) PurgeQueue(context.Context, *PurgeQueueRe
 }
 func (UnimplementedAdminServiceServer) ControlWorker(context.Context, *ControlWorkerRequest) (*ControlWorkerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ControlWorker not implemented")
+}
+func (UnimplementedAdminServiceServer) ConfigureQueue(context.Context, *ConfigureQueueRequest) (*ConfigureQueueResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ConfigureQueue not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -562,6 +582,24 @@ func _AdminService_ControlWorker_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ConfigureQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ConfigureQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ConfigureQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ConfigureQueue_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ConfigureQueue(ctx, req.(*ConfigureQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -620,6 +658,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ControlWorker",
 			Handler:    _AdminService_ControlWorker_Handler,
+		},
+		{
+			MethodName: "ConfigureQueue",
+			Handler:    _AdminService_ConfigureQueue_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -407,7 +407,8 @@ func (DependencyType) EnumDescriptor() ([]byte, []int) {
 type RetryPolicy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Maximum attempts including the first; every lease counts, a lapsed lease included.
-	// Default 3; 1 means "never retry" (Faktory `retry: 0`); at most 1000.
+	// Default 3; 1 means "never retry" (Faktory `retry: 0`); at most 1000. 0 means
+	// unlimited: the job is retried until it completes or its ttl ends it (Workq's default).
 	MaxAttempts *uint32 `protobuf:"varint,1,opt,name=max_attempts,json=maxAttempts,proto3,oneof" json:"max_attempts,omitempty"`
 	// Maximum explicit Fail reports (Workq's `max-fails`), counted apart from attempts.
 	// Unset means no separate limit.
@@ -423,7 +424,13 @@ type RetryPolicy struct {
 	// Spread each delay uniformly by ±10 % so that failed jobs do not retry in lockstep.
 	Jitter bool `protobuf:"varint,7,opt,name=jitter,proto3" json:"jitter,omitempty"`
 	// What to do when attempts or fails are exhausted; default DEAD_LETTER.
-	OnExhausted   ExhaustedAction `protobuf:"varint,8,opt,name=on_exhausted,json=onExhausted,proto3,enum=worq.v1.ExhaustedAction" json:"on_exhausted,omitempty"`
+	OnExhausted ExhaustedAction `protobuf:"varint,8,opt,name=on_exhausted,json=onExhausted,proto3,enum=worq.v1.ExhaustedAction" json:"on_exhausted,omitempty"`
+	// Whether a TIMEOUT failure (the attempt passed its execution timeout) is retried; when
+	// false it goes to FAILED at once. Unset takes the queue's setting (ConfigureQueue), else true.
+	RetryTimeout *bool `protobuf:"varint,9,opt,name=retry_timeout,json=retryTimeout,proto3,oneof" json:"retry_timeout,omitempty"`
+	// Whether a SYSTEM failure (a lapsed lease: the worker died or stopped renewing) is retried;
+	// when false it goes to FAILED at once. Unset takes the queue's setting, else true.
+	RetrySystem   *bool `protobuf:"varint,10,opt,name=retry_system,json=retrySystem,proto3,oneof" json:"retry_system,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -514,6 +521,20 @@ func (x *RetryPolicy) GetOnExhausted() ExhaustedAction {
 	return ExhaustedAction_EXHAUSTED_ACTION_UNSPECIFIED
 }
 
+func (x *RetryPolicy) GetRetryTimeout() bool {
+	if x != nil && x.RetryTimeout != nil {
+		return *x.RetryTimeout
+	}
+	return false
+}
+
+func (x *RetryPolicy) GetRetrySystem() bool {
+	if x != nil && x.RetrySystem != nil {
+		return *x.RetrySystem
+	}
+	return false
+}
+
 // Dependencies makes a job wait in PENDING until other jobs finish.
 // The job stays PENDING until they are done; then it becomes SCHEDULED (or DELAYED, if its
 // `at` is still ahead). With AFTER, a dependency ending FAILED, DEAD_LETTER or CANCELLED
@@ -527,7 +548,11 @@ type Dependencies struct {
 	// Existing jobs this job waits for.
 	Jids []string `protobuf:"bytes,2,rep,name=jids,proto3" json:"jids,omitempty"`
 	// Jobs of the same SubmitBatch this job waits for, by their JobSpec.batch_ref.
-	BatchRefs     []string `protobuf:"bytes,3,rep,name=batch_refs,json=batchRefs,proto3" json:"batch_refs,omitempty"`
+	BatchRefs []string `protobuf:"bytes,3,rep,name=batch_refs,json=batchRefs,proto3" json:"batch_refs,omitempty"`
+	// FAN_IN over spawned jobs: an existing job whose children (jobs submitted with
+	// parent_jid = it) this job waits for, those spawned later included. Released once that
+	// job and every child it spawned are finished; `type` applies to the children.
+	ChildrenOf    string `protobuf:"bytes,4,opt,name=children_of,json=childrenOf,proto3" json:"children_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -581,6 +606,13 @@ func (x *Dependencies) GetBatchRefs() []string {
 		return x.BatchRefs
 	}
 	return nil
+}
+
+func (x *Dependencies) GetChildrenOf() string {
+	if x != nil {
+		return x.ChildrenOf
+	}
+	return ""
 }
 
 // JobSpec is everything a producer sets on a job. The server assigns `jid` and all
@@ -838,7 +870,11 @@ type Failure struct {
 	// Stack frames of the last failure, at most JobSpec.backtrace of them.
 	Backtrace []string `protobuf:"bytes,6,rep,name=backtrace,proto3" json:"backtrace,omitempty"`
 	// Category of the last failure.
-	Category      FailureCategory `protobuf:"varint,7,opt,name=category,proto3,enum=worq.v1.FailureCategory" json:"category,omitempty"`
+	Category FailureCategory `protobuf:"varint,7,opt,name=category,proto3,enum=worq.v1.FailureCategory" json:"category,omitempty"`
+	// Application error code of the last failure (a PermanentError's `code`), at most 256 chars.
+	Code string `protobuf:"bytes,8,opt,name=code,proto3" json:"code,omitempty"`
+	// What caused the last failure (the wrapped error's text), at most 64 KiB.
+	Cause         string `protobuf:"bytes,9,opt,name=cause,proto3" json:"cause,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -922,6 +958,84 @@ func (x *Failure) GetCategory() FailureCategory {
 	return FailureCategory_FAILURE_CATEGORY_UNSPECIFIED
 }
 
+func (x *Failure) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *Failure) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+// Progress is what a running job's handler last reported about itself.
+type Progress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0 to 100.
+	Percent uint32 `protobuf:"varint,1,opt,name=percent,proto3" json:"percent,omitempty"`
+	// At most 1024 chars.
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// When the handler reported it.
+	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Progress) Reset() {
+	*x = Progress{}
+	mi := &file_worq_v1_job_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Progress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Progress) ProtoMessage() {}
+
+func (x *Progress) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_job_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Progress.ProtoReflect.Descriptor instead.
+func (*Progress) Descriptor() ([]byte, []int) {
+	return file_worq_v1_job_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Progress) GetPercent() uint32 {
+	if x != nil {
+		return x.Percent
+	}
+	return 0
+}
+
+func (x *Progress) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *Progress) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
 // Job is a job as the server holds it: the producer's spec (defaults resolved) plus
 // system metadata.
 type Job struct {
@@ -976,7 +1090,7 @@ type Job struct {
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// When the job reached a terminal state.
 	CompletedAt *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=completed_at,json=completedAt,proto3" json:"completed_at,omitempty"`
-	// Result bytes stored by Ack (at most 1 MiB); filled by GetJob, empty in leased jobs.
+	// Result bytes stored by Ack or Fail (at most 1 MiB); filled by GetJob, empty in leased jobs.
 	Result []byte `protobuf:"bytes,26,opt,name=result,proto3" json:"result,omitempty"`
 	// Lease ids of earlier attempts, oldest first.
 	PreviousLeaseIds []string `protobuf:"bytes,27,rep,name=previous_lease_ids,json=previousLeaseIds,proto3" json:"previous_lease_ids,omitempty"`
@@ -1000,14 +1114,19 @@ type Job struct {
 	// one deleted.
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,30,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// See JobSpec.ttl (the default resolved).
-	Ttl           *durationpb.Duration `protobuf:"bytes,31,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	Ttl *durationpb.Duration `protobuf:"bytes,31,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// The last checkpoint a handler saved (WorkerService.Checkpoint), at most 1 MiB: delivered
+	// with every later attempt so that it resumes from there.
+	Checkpoint []byte `protobuf:"bytes,38,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// What the handler of the current or last attempt last reported (WorkerService.ReportProgress).
+	Progress      *Progress `protobuf:"bytes,39,opt,name=progress,proto3" json:"progress,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_worq_v1_job_proto_msgTypes[4]
+	mi := &file_worq_v1_job_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1019,7 +1138,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_job_proto_msgTypes[4]
+	mi := &file_worq_v1_job_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1032,7 +1151,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_worq_v1_job_proto_rawDescGZIP(), []int{4}
+	return file_worq_v1_job_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Job) GetJid() string {
@@ -1294,11 +1413,25 @@ func (x *Job) GetTtl() *durationpb.Duration {
 	return nil
 }
 
+func (x *Job) GetCheckpoint() []byte {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return nil
+}
+
+func (x *Job) GetProgress() *Progress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
 var File_worq_v1_job_proto protoreflect.FileDescriptor
 
 const file_worq_v1_job_proto_rawDesc = "" +
 	"\n" +
-	"\x11worq/v1/job.proto\x12\aworq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xab\x03\n" +
+	"\x11worq/v1/job.proto\x12\aworq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa0\x04\n" +
 	"\vRetryPolicy\x12&\n" +
 	"\fmax_attempts\x18\x01 \x01(\rH\x00R\vmaxAttempts\x88\x01\x01\x12 \n" +
 	"\tmax_fails\x18\x02 \x01(\rH\x01R\bmaxFails\x88\x01\x01\x122\n" +
@@ -1309,16 +1442,23 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"multiplier\x88\x01\x01\x126\n" +
 	"\tmax_delay\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\bmaxDelay\x12\x16\n" +
 	"\x06jitter\x18\a \x01(\bR\x06jitter\x12;\n" +
-	"\fon_exhausted\x18\b \x01(\x0e2\x18.worq.v1.ExhaustedActionR\vonExhaustedB\x0f\n" +
+	"\fon_exhausted\x18\b \x01(\x0e2\x18.worq.v1.ExhaustedActionR\vonExhausted\x12(\n" +
+	"\rretry_timeout\x18\t \x01(\bH\x03R\fretryTimeout\x88\x01\x01\x12&\n" +
+	"\fretry_system\x18\n" +
+	" \x01(\bH\x04R\vretrySystem\x88\x01\x01B\x0f\n" +
 	"\r_max_attemptsB\f\n" +
 	"\n" +
 	"_max_failsB\r\n" +
-	"\v_multiplier\"n\n" +
+	"\v_multiplierB\x10\n" +
+	"\x0e_retry_timeoutB\x0f\n" +
+	"\r_retry_system\"\x8f\x01\n" +
 	"\fDependencies\x12+\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x17.worq.v1.DependencyTypeR\x04type\x12\x12\n" +
 	"\x04jids\x18\x02 \x03(\tR\x04jids\x12\x1d\n" +
 	"\n" +
-	"batch_refs\x18\x03 \x03(\tR\tbatchRefs\"\xb4\a\n" +
+	"batch_refs\x18\x03 \x03(\tR\tbatchRefs\x12\x1f\n" +
+	"\vchildren_of\x18\x04 \x01(\tR\n" +
+	"childrenOf\"\xb4\a\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12.\n" +
@@ -1347,7 +1487,7 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\fcallback_url\x18\x14 \x01(\tR\vcallbackUrl\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa6\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x02\n" +
 	"\aFailure\x127\n" +
 	"\tfailed_at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\bfailedAt\x129\n" +
 	"\n" +
@@ -1357,7 +1497,14 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12\x18\n" +
 	"\aerrtype\x18\x05 \x01(\tR\aerrtype\x12\x1c\n" +
 	"\tbacktrace\x18\x06 \x03(\tR\tbacktrace\x124\n" +
-	"\bcategory\x18\a \x01(\x0e2\x18.worq.v1.FailureCategoryR\bcategory\"\x8f\r\n" +
+	"\bcategory\x18\a \x01(\x0e2\x18.worq.v1.FailureCategoryR\bcategory\x12\x12\n" +
+	"\x04code\x18\b \x01(\tR\x04code\x12\x14\n" +
+	"\x05cause\x18\t \x01(\tR\x05cause\"y\n" +
+	"\bProgress\x12\x18\n" +
+	"\apercent\x18\x01 \x01(\rR\apercent\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x129\n" +
+	"\n" +
+	"updated_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xde\r\n" +
 	"\x03Job\x12\x10\n" +
 	"\x03jid\x18\x01 \x01(\tR\x03jid\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
@@ -1405,7 +1552,11 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\fcallback_url\x18% \x01(\tR\vcallbackUrl\x129\n" +
 	"\n" +
 	"expires_at\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12+\n" +
-	"\x03ttl\x18\x1f \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x1a7\n" +
+	"\x03ttl\x18\x1f \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18& \x01(\fR\n" +
+	"checkpoint\x12-\n" +
+	"\bprogress\x18' \x01(\v2\x11.worq.v1.ProgressR\bprogress\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xfe\x01\n" +
@@ -1462,7 +1613,7 @@ func file_worq_v1_job_proto_rawDescGZIP() []byte {
 }
 
 var file_worq_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_worq_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_worq_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_worq_v1_job_proto_goTypes = []any{
 	(JobState)(0),                 // 0: worq.v1.JobState
 	(Priority)(0),                 // 1: worq.v1.Priority
@@ -1474,61 +1625,64 @@ var file_worq_v1_job_proto_goTypes = []any{
 	(*Dependencies)(nil),          // 7: worq.v1.Dependencies
 	(*JobSpec)(nil),               // 8: worq.v1.JobSpec
 	(*Failure)(nil),               // 9: worq.v1.Failure
-	(*Job)(nil),                   // 10: worq.v1.Job
-	nil,                           // 11: worq.v1.JobSpec.TagsEntry
-	nil,                           // 12: worq.v1.Job.TagsEntry
-	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
-	(*structpb.ListValue)(nil),    // 14: google.protobuf.ListValue
-	(*structpb.Struct)(nil),       // 15: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*Progress)(nil),              // 10: worq.v1.Progress
+	(*Job)(nil),                   // 11: worq.v1.Job
+	nil,                           // 12: worq.v1.JobSpec.TagsEntry
+	nil,                           // 13: worq.v1.Job.TagsEntry
+	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
+	(*structpb.ListValue)(nil),    // 15: google.protobuf.ListValue
+	(*structpb.Struct)(nil),       // 16: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
 }
 var file_worq_v1_job_proto_depIdxs = []int32{
 	3,  // 0: worq.v1.RetryPolicy.backoff:type_name -> worq.v1.BackoffStrategy
-	13, // 1: worq.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
-	13, // 2: worq.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
+	14, // 1: worq.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
+	14, // 2: worq.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
 	4,  // 3: worq.v1.RetryPolicy.on_exhausted:type_name -> worq.v1.ExhaustedAction
 	5,  // 4: worq.v1.Dependencies.type:type_name -> worq.v1.DependencyType
-	14, // 5: worq.v1.JobSpec.args:type_name -> google.protobuf.ListValue
-	15, // 6: worq.v1.JobSpec.kwargs:type_name -> google.protobuf.Struct
-	15, // 7: worq.v1.JobSpec.custom:type_name -> google.protobuf.Struct
+	15, // 5: worq.v1.JobSpec.args:type_name -> google.protobuf.ListValue
+	16, // 6: worq.v1.JobSpec.kwargs:type_name -> google.protobuf.Struct
+	16, // 7: worq.v1.JobSpec.custom:type_name -> google.protobuf.Struct
 	1,  // 8: worq.v1.JobSpec.priority:type_name -> worq.v1.Priority
-	16, // 9: worq.v1.JobSpec.at:type_name -> google.protobuf.Timestamp
-	13, // 10: worq.v1.JobSpec.delay:type_name -> google.protobuf.Duration
-	13, // 11: worq.v1.JobSpec.reserve_for:type_name -> google.protobuf.Duration
-	13, // 12: worq.v1.JobSpec.execution_timeout:type_name -> google.protobuf.Duration
-	13, // 13: worq.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
+	17, // 9: worq.v1.JobSpec.at:type_name -> google.protobuf.Timestamp
+	14, // 10: worq.v1.JobSpec.delay:type_name -> google.protobuf.Duration
+	14, // 11: worq.v1.JobSpec.reserve_for:type_name -> google.protobuf.Duration
+	14, // 12: worq.v1.JobSpec.execution_timeout:type_name -> google.protobuf.Duration
+	14, // 13: worq.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
 	6,  // 14: worq.v1.JobSpec.retry:type_name -> worq.v1.RetryPolicy
 	7,  // 15: worq.v1.JobSpec.depends_on:type_name -> worq.v1.Dependencies
-	11, // 16: worq.v1.JobSpec.tags:type_name -> worq.v1.JobSpec.TagsEntry
-	16, // 17: worq.v1.Failure.failed_at:type_name -> google.protobuf.Timestamp
-	16, // 18: worq.v1.Failure.retried_at:type_name -> google.protobuf.Timestamp
+	12, // 16: worq.v1.JobSpec.tags:type_name -> worq.v1.JobSpec.TagsEntry
+	17, // 17: worq.v1.Failure.failed_at:type_name -> google.protobuf.Timestamp
+	17, // 18: worq.v1.Failure.retried_at:type_name -> google.protobuf.Timestamp
 	2,  // 19: worq.v1.Failure.category:type_name -> worq.v1.FailureCategory
-	0,  // 20: worq.v1.Job.state:type_name -> worq.v1.JobState
-	14, // 21: worq.v1.Job.args:type_name -> google.protobuf.ListValue
-	15, // 22: worq.v1.Job.kwargs:type_name -> google.protobuf.Struct
-	15, // 23: worq.v1.Job.custom:type_name -> google.protobuf.Struct
-	1,  // 24: worq.v1.Job.priority:type_name -> worq.v1.Priority
-	16, // 25: worq.v1.Job.at:type_name -> google.protobuf.Timestamp
-	13, // 26: worq.v1.Job.reserve_for:type_name -> google.protobuf.Duration
-	13, // 27: worq.v1.Job.execution_timeout:type_name -> google.protobuf.Duration
-	6,  // 28: worq.v1.Job.retry:type_name -> worq.v1.RetryPolicy
-	12, // 29: worq.v1.Job.tags:type_name -> worq.v1.Job.TagsEntry
-	9,  // 30: worq.v1.Job.failure:type_name -> worq.v1.Failure
-	16, // 31: worq.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	16, // 32: worq.v1.Job.enqueued_at:type_name -> google.protobuf.Timestamp
-	16, // 33: worq.v1.Job.scheduled_at:type_name -> google.protobuf.Timestamp
-	16, // 34: worq.v1.Job.started_at:type_name -> google.protobuf.Timestamp
-	16, // 35: worq.v1.Job.updated_at:type_name -> google.protobuf.Timestamp
-	16, // 36: worq.v1.Job.completed_at:type_name -> google.protobuf.Timestamp
-	16, // 37: worq.v1.Job.lease_expires_at:type_name -> google.protobuf.Timestamp
-	5,  // 38: worq.v1.Job.dependency_type:type_name -> worq.v1.DependencyType
-	16, // 39: worq.v1.Job.expires_at:type_name -> google.protobuf.Timestamp
-	13, // 40: worq.v1.Job.ttl:type_name -> google.protobuf.Duration
-	41, // [41:41] is the sub-list for method output_type
-	41, // [41:41] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	17, // 20: worq.v1.Progress.updated_at:type_name -> google.protobuf.Timestamp
+	0,  // 21: worq.v1.Job.state:type_name -> worq.v1.JobState
+	15, // 22: worq.v1.Job.args:type_name -> google.protobuf.ListValue
+	16, // 23: worq.v1.Job.kwargs:type_name -> google.protobuf.Struct
+	16, // 24: worq.v1.Job.custom:type_name -> google.protobuf.Struct
+	1,  // 25: worq.v1.Job.priority:type_name -> worq.v1.Priority
+	17, // 26: worq.v1.Job.at:type_name -> google.protobuf.Timestamp
+	14, // 27: worq.v1.Job.reserve_for:type_name -> google.protobuf.Duration
+	14, // 28: worq.v1.Job.execution_timeout:type_name -> google.protobuf.Duration
+	6,  // 29: worq.v1.Job.retry:type_name -> worq.v1.RetryPolicy
+	13, // 30: worq.v1.Job.tags:type_name -> worq.v1.Job.TagsEntry
+	9,  // 31: worq.v1.Job.failure:type_name -> worq.v1.Failure
+	17, // 32: worq.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	17, // 33: worq.v1.Job.enqueued_at:type_name -> google.protobuf.Timestamp
+	17, // 34: worq.v1.Job.scheduled_at:type_name -> google.protobuf.Timestamp
+	17, // 35: worq.v1.Job.started_at:type_name -> google.protobuf.Timestamp
+	17, // 36: worq.v1.Job.updated_at:type_name -> google.protobuf.Timestamp
+	17, // 37: worq.v1.Job.completed_at:type_name -> google.protobuf.Timestamp
+	17, // 38: worq.v1.Job.lease_expires_at:type_name -> google.protobuf.Timestamp
+	5,  // 39: worq.v1.Job.dependency_type:type_name -> worq.v1.DependencyType
+	17, // 40: worq.v1.Job.expires_at:type_name -> google.protobuf.Timestamp
+	14, // 41: worq.v1.Job.ttl:type_name -> google.protobuf.Duration
+	10, // 42: worq.v1.Job.progress:type_name -> worq.v1.Progress
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_worq_v1_job_proto_init() }
@@ -1543,7 +1697,7 @@ func file_worq_v1_job_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worq_v1_job_proto_rawDesc), len(file_worq_v1_job_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -581,6 +581,235 @@ func (x *CancelResponse) GetJob() *Job {
 	return nil
 }
 
+// WatchJobRequest names a job to follow.
+type WatchJobRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: the job's id.
+	Jid           string `protobuf:"bytes,1,opt,name=jid,proto3" json:"jid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchJobRequest) Reset() {
+	*x = WatchJobRequest{}
+	mi := &file_worq_v1_producer_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchJobRequest) ProtoMessage() {}
+
+func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_producer_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
+func (*WatchJobRequest) Descriptor() ([]byte, []int) {
+	return file_worq_v1_producer_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *WatchJobRequest) GetJid() string {
+	if x != nil {
+		return x.Jid
+	}
+	return ""
+}
+
+// WatchJobResponse is the job as it is now.
+type WatchJobResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job; `result` filled once it is terminal.
+	Job           *Job `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchJobResponse) Reset() {
+	*x = WatchJobResponse{}
+	mi := &file_worq_v1_producer_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchJobResponse) ProtoMessage() {}
+
+func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_producer_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchJobResponse.ProtoReflect.Descriptor instead.
+func (*WatchJobResponse) Descriptor() ([]byte, []int) {
+	return file_worq_v1_producer_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *WatchJobResponse) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+// CollectChildrenRequest names a parent job.
+type CollectChildrenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: the parent's id.
+	ParentJid string `protobuf:"bytes,1,opt,name=parent_jid,json=parentJid,proto3" json:"parent_jid,omitempty"`
+	// How long to wait for every child to finish, at most 1 h; zero checks once.
+	WaitTimeout *durationpb.Duration `protobuf:"bytes,2,opt,name=wait_timeout,json=waitTimeout,proto3" json:"wait_timeout,omitempty"`
+	// At most this many children per page; default 1000, at most 10,000.
+	PageSize uint32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Cursor from a previous response.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectChildrenRequest) Reset() {
+	*x = CollectChildrenRequest{}
+	mi := &file_worq_v1_producer_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectChildrenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectChildrenRequest) ProtoMessage() {}
+
+func (x *CollectChildrenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_producer_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectChildrenRequest.ProtoReflect.Descriptor instead.
+func (*CollectChildrenRequest) Descriptor() ([]byte, []int) {
+	return file_worq_v1_producer_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CollectChildrenRequest) GetParentJid() string {
+	if x != nil {
+		return x.ParentJid
+	}
+	return ""
+}
+
+func (x *CollectChildrenRequest) GetWaitTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.WaitTimeout
+	}
+	return nil
+}
+
+func (x *CollectChildrenRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *CollectChildrenRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// CollectChildrenResponse lists a parent's children, oldest first.
+type CollectChildrenResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The children, results included.
+	Children []*Job `protobuf:"bytes,1,rep,name=children,proto3" json:"children,omitempty"`
+	// True when every child spawned so far is finished.
+	Finished bool `protobuf:"varint,2,opt,name=finished,proto3" json:"finished,omitempty"`
+	// Cursor for the next page; empty when this was the last.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectChildrenResponse) Reset() {
+	*x = CollectChildrenResponse{}
+	mi := &file_worq_v1_producer_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectChildrenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectChildrenResponse) ProtoMessage() {}
+
+func (x *CollectChildrenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_producer_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectChildrenResponse.ProtoReflect.Descriptor instead.
+func (*CollectChildrenResponse) Descriptor() ([]byte, []int) {
+	return file_worq_v1_producer_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CollectChildrenResponse) GetChildren() []*Job {
+	if x != nil {
+		return x.Children
+	}
+	return nil
+}
+
+func (x *CollectChildrenResponse) GetFinished() bool {
+	if x != nil {
+		return x.Finished
+	}
+	return false
+}
+
+func (x *CollectChildrenResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_worq_v1_producer_service_proto protoreflect.FileDescriptor
 
 const file_worq_v1_producer_service_proto_rawDesc = "" +
@@ -611,18 +840,35 @@ const file_worq_v1_producer_service_proto_rawDesc = "" +
 	"\rCancelRequest\x12\x10\n" +
 	"\x03jid\x18\x01 \x01(\tR\x03jid\"0\n" +
 	"\x0eCancelResponse\x12\x1e\n" +
-	"\x03job\x18\x01 \x01(\v2\f.worq.v1.JobR\x03job*X\n" +
+	"\x03job\x18\x01 \x01(\v2\f.worq.v1.JobR\x03job\"#\n" +
+	"\x0fWatchJobRequest\x12\x10\n" +
+	"\x03jid\x18\x01 \x01(\tR\x03jid\"2\n" +
+	"\x10WatchJobResponse\x12\x1e\n" +
+	"\x03job\x18\x01 \x01(\v2\f.worq.v1.JobR\x03job\"\xb1\x01\n" +
+	"\x16CollectChildrenRequest\x12\x1d\n" +
+	"\n" +
+	"parent_jid\x18\x01 \x01(\tR\tparentJid\x12<\n" +
+	"\fwait_timeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\x87\x01\n" +
+	"\x17CollectChildrenResponse\x12(\n" +
+	"\bchildren\x18\x01 \x03(\v2\f.worq.v1.JobR\bchildren\x12\x1a\n" +
+	"\bfinished\x18\x02 \x01(\bR\bfinished\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken*X\n" +
 	"\n" +
 	"BatchShape\x12\x1b\n" +
 	"\x17BATCH_SHAPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11BATCH_SHAPE_CHAIN\x10\x01\x12\x16\n" +
-	"\x12BATCH_SHAPE_FAN_IN\x10\x022\xc7\x02\n" +
+	"\x12BATCH_SHAPE_FAN_IN\x10\x022\xe0\x03\n" +
 	"\x0fProducerService\x129\n" +
 	"\x06Submit\x12\x16.worq.v1.SubmitRequest\x1a\x17.worq.v1.SubmitResponse\x12H\n" +
 	"\vSubmitBatch\x12\x1b.worq.v1.SubmitBatchRequest\x1a\x1c.worq.v1.SubmitBatchResponse\x120\n" +
 	"\x03Run\x12\x13.worq.v1.RunRequest\x1a\x14.worq.v1.RunResponse\x12B\n" +
 	"\tGetResult\x12\x19.worq.v1.GetResultRequest\x1a\x1a.worq.v1.GetResultResponse\x129\n" +
-	"\x06Cancel\x12\x16.worq.v1.CancelRequest\x1a\x17.worq.v1.CancelResponseB\x90\x01\n" +
+	"\x06Cancel\x12\x16.worq.v1.CancelRequest\x1a\x17.worq.v1.CancelResponse\x12A\n" +
+	"\bWatchJob\x12\x18.worq.v1.WatchJobRequest\x1a\x19.worq.v1.WatchJobResponse0\x01\x12T\n" +
+	"\x0fCollectChildren\x12\x1f.worq.v1.CollectChildrenRequest\x1a .worq.v1.CollectChildrenResponseB\x90\x01\n" +
 	"\vcom.worq.v1B\x14ProducerServiceProtoP\x01Z.github.com/worq-dev/worq/gen/go/worq/v1;worqv1\xa2\x02\x03WXX\xaa\x02\aWorq.V1\xca\x02\aWorq\\V1\xe2\x02\x13Worq\\V1\\GPBMetadata\xea\x02\bWorq::V1b\x06proto3"
 
 var (
@@ -638,51 +884,62 @@ func file_worq_v1_producer_service_proto_rawDescGZIP() []byte {
 }
 
 var file_worq_v1_producer_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_worq_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_worq_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_worq_v1_producer_service_proto_goTypes = []any{
-	(BatchShape)(0),             // 0: worq.v1.BatchShape
-	(*SubmitRequest)(nil),       // 1: worq.v1.SubmitRequest
-	(*SubmitResponse)(nil),      // 2: worq.v1.SubmitResponse
-	(*SubmitBatchRequest)(nil),  // 3: worq.v1.SubmitBatchRequest
-	(*SubmitBatchResponse)(nil), // 4: worq.v1.SubmitBatchResponse
-	(*RunRequest)(nil),          // 5: worq.v1.RunRequest
-	(*RunResponse)(nil),         // 6: worq.v1.RunResponse
-	(*GetResultRequest)(nil),    // 7: worq.v1.GetResultRequest
-	(*GetResultResponse)(nil),   // 8: worq.v1.GetResultResponse
-	(*CancelRequest)(nil),       // 9: worq.v1.CancelRequest
-	(*CancelResponse)(nil),      // 10: worq.v1.CancelResponse
-	(*JobSpec)(nil),             // 11: worq.v1.JobSpec
-	(JobState)(0),               // 12: worq.v1.JobState
-	(*durationpb.Duration)(nil), // 13: google.protobuf.Duration
-	(*Job)(nil),                 // 14: worq.v1.Job
+	(BatchShape)(0),                 // 0: worq.v1.BatchShape
+	(*SubmitRequest)(nil),           // 1: worq.v1.SubmitRequest
+	(*SubmitResponse)(nil),          // 2: worq.v1.SubmitResponse
+	(*SubmitBatchRequest)(nil),      // 3: worq.v1.SubmitBatchRequest
+	(*SubmitBatchResponse)(nil),     // 4: worq.v1.SubmitBatchResponse
+	(*RunRequest)(nil),              // 5: worq.v1.RunRequest
+	(*RunResponse)(nil),             // 6: worq.v1.RunResponse
+	(*GetResultRequest)(nil),        // 7: worq.v1.GetResultRequest
+	(*GetResultResponse)(nil),       // 8: worq.v1.GetResultResponse
+	(*CancelRequest)(nil),           // 9: worq.v1.CancelRequest
+	(*CancelResponse)(nil),          // 10: worq.v1.CancelResponse
+	(*WatchJobRequest)(nil),         // 11: worq.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),        // 12: worq.v1.WatchJobResponse
+	(*CollectChildrenRequest)(nil),  // 13: worq.v1.CollectChildrenRequest
+	(*CollectChildrenResponse)(nil), // 14: worq.v1.CollectChildrenResponse
+	(*JobSpec)(nil),                 // 15: worq.v1.JobSpec
+	(JobState)(0),                   // 16: worq.v1.JobState
+	(*durationpb.Duration)(nil),     // 17: google.protobuf.Duration
+	(*Job)(nil),                     // 18: worq.v1.Job
 }
 var file_worq_v1_producer_service_proto_depIdxs = []int32{
-	11, // 0: worq.v1.SubmitRequest.job:type_name -> worq.v1.JobSpec
-	12, // 1: worq.v1.SubmitResponse.state:type_name -> worq.v1.JobState
-	11, // 2: worq.v1.SubmitBatchRequest.jobs:type_name -> worq.v1.JobSpec
+	15, // 0: worq.v1.SubmitRequest.job:type_name -> worq.v1.JobSpec
+	16, // 1: worq.v1.SubmitResponse.state:type_name -> worq.v1.JobState
+	15, // 2: worq.v1.SubmitBatchRequest.jobs:type_name -> worq.v1.JobSpec
 	0,  // 3: worq.v1.SubmitBatchRequest.shape:type_name -> worq.v1.BatchShape
 	2,  // 4: worq.v1.SubmitBatchResponse.jobs:type_name -> worq.v1.SubmitResponse
-	11, // 5: worq.v1.RunRequest.job:type_name -> worq.v1.JobSpec
-	13, // 6: worq.v1.RunRequest.wait_timeout:type_name -> google.protobuf.Duration
-	14, // 7: worq.v1.RunResponse.job:type_name -> worq.v1.Job
-	13, // 8: worq.v1.GetResultRequest.wait_timeout:type_name -> google.protobuf.Duration
-	14, // 9: worq.v1.GetResultResponse.job:type_name -> worq.v1.Job
-	14, // 10: worq.v1.CancelResponse.job:type_name -> worq.v1.Job
-	1,  // 11: worq.v1.ProducerService.Submit:input_type -> worq.v1.SubmitRequest
-	3,  // 12: worq.v1.ProducerService.SubmitBatch:input_type -> worq.v1.SubmitBatchRequest
-	5,  // 13: worq.v1.ProducerService.Run:input_type -> worq.v1.RunRequest
-	7,  // 14: worq.v1.ProducerService.GetResult:input_type -> worq.v1.GetResultRequest
-	9,  // 15: worq.v1.ProducerService.Cancel:input_type -> worq.v1.CancelRequest
-	2,  // 16: worq.v1.ProducerService.Submit:output_type -> worq.v1.SubmitResponse
-	4,  // 17: worq.v1.ProducerService.SubmitBatch:output_type -> worq.v1.SubmitBatchResponse
-	6,  // 18: worq.v1.ProducerService.Run:output_type -> worq.v1.RunResponse
-	8,  // 19: worq.v1.ProducerService.GetResult:output_type -> worq.v1.GetResultResponse
-	10, // 20: worq.v1.ProducerService.Cancel:output_type -> worq.v1.CancelResponse
-	16, // [16:21] is the sub-list for method output_type
-	11, // [11:16] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	15, // 5: worq.v1.RunRequest.job:type_name -> worq.v1.JobSpec
+	17, // 6: worq.v1.RunRequest.wait_timeout:type_name -> google.protobuf.Duration
+	18, // 7: worq.v1.RunResponse.job:type_name -> worq.v1.Job
+	17, // 8: worq.v1.GetResultRequest.wait_timeout:type_name -> google.protobuf.Duration
+	18, // 9: worq.v1.GetResultResponse.job:type_name -> worq.v1.Job
+	18, // 10: worq.v1.CancelResponse.job:type_name -> worq.v1.Job
+	18, // 11: worq.v1.WatchJobResponse.job:type_name -> worq.v1.Job
+	17, // 12: worq.v1.CollectChildrenRequest.wait_timeout:type_name -> google.protobuf.Duration
+	18, // 13: worq.v1.CollectChildrenResponse.children:type_name -> worq.v1.Job
+	1,  // 14: worq.v1.ProducerService.Submit:input_type -> worq.v1.SubmitRequest
+	3,  // 15: worq.v1.ProducerService.SubmitBatch:input_type -> worq.v1.SubmitBatchRequest
+	5,  // 16: worq.v1.ProducerService.Run:input_type -> worq.v1.RunRequest
+	7,  // 17: worq.v1.ProducerService.GetResult:input_type -> worq.v1.GetResultRequest
+	9,  // 18: worq.v1.ProducerService.Cancel:input_type -> worq.v1.CancelRequest
+	11, // 19: worq.v1.ProducerService.WatchJob:input_type -> worq.v1.WatchJobRequest
+	13, // 20: worq.v1.ProducerService.CollectChildren:input_type -> worq.v1.CollectChildrenRequest
+	2,  // 21: worq.v1.ProducerService.Submit:output_type -> worq.v1.SubmitResponse
+	4,  // 22: worq.v1.ProducerService.SubmitBatch:output_type -> worq.v1.SubmitBatchResponse
+	6,  // 23: worq.v1.ProducerService.Run:output_type -> worq.v1.RunResponse
+	8,  // 24: worq.v1.ProducerService.GetResult:output_type -> worq.v1.GetResultResponse
+	10, // 25: worq.v1.ProducerService.Cancel:output_type -> worq.v1.CancelResponse
+	12, // 26: worq.v1.ProducerService.WatchJob:output_type -> worq.v1.WatchJobResponse
+	14, // 27: worq.v1.ProducerService.CollectChildren:output_type -> worq.v1.CollectChildrenResponse
+	21, // [21:28] is the sub-list for method output_type
+	14, // [14:21] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_worq_v1_producer_service_proto_init() }
@@ -697,7 +954,7 @@ func file_worq_v1_producer_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worq_v1_producer_service_proto_rawDesc), len(file_worq_v1_producer_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,11 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ProducerService_Submit_FullMethodName      = "/worq.v1.ProducerService/Submit"
-	ProducerService_SubmitBatch_FullMethodName = "/worq.v1.ProducerService/SubmitBatch"
-	ProducerService_Run_FullMethodName         = "/worq.v1.ProducerService/Run"
-	ProducerService_GetResult_FullMethodName   = "/worq.v1.ProducerService/GetResult"
-	ProducerService_Cancel_FullMethodName      = "/worq.v1.ProducerService/Cancel"
+	ProducerService_Submit_FullMethodName          = "/worq.v1.ProducerService/Submit"
+	ProducerService_SubmitBatch_FullMethodName     = "/worq.v1.ProducerService/SubmitBatch"
+	ProducerService_Run_FullMethodName             = "/worq.v1.ProducerService/Run"
+	ProducerService_GetResult_FullMethodName       = "/worq.v1.ProducerService/GetResult"
+	ProducerService_Cancel_FullMethodName          = "/worq.v1.ProducerService/Cancel"
+	ProducerService_WatchJob_FullMethodName        = "/worq.v1.ProducerService/WatchJob"
+	ProducerService_CollectChildren_FullMethodName = "/worq.v1.ProducerService/CollectChildren"
 )
 
 // ProducerServiceClient is the client API for ProducerService service.
@@ -56,6 +58,16 @@ type ProducerServiceClient interface {
 	// the worker's later Ack or Fail is refused. FAILED_PRECONDITION for a job already
 	// finished, NOT_FOUND for an unknown one.
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
+	// WatchJob streams a job: its current form first, then again after every state change
+	// and progress report, ending after a terminal state (the last message carries the
+	// result). NOT_FOUND for an unknown job; a job deleted while watched ends the stream with
+	// NOT_FOUND.
+	WatchJob(ctx context.Context, in *WatchJobRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchJobResponse], error)
+	// CollectChildren waits up to `wait_timeout` until every job spawned by `parent_jid`
+	// (JobSpec.parent_jid) so far is finished, then returns them with their results
+	// (FAN_OUT: a running parent gathers what it spawned). When the wait runs out, OK with
+	// `finished` false and the children as they are.
+	CollectChildren(ctx context.Context, in *CollectChildrenRequest, opts ...grpc.CallOption) (*CollectChildrenResponse, error)
 }
 
 type producerServiceClient struct {
@@ -116,6 +128,35 @@ func (c *producerServiceClient) Cancel(ctx context.Context, in *CancelRequest, o
 	return out, nil
 }
 
+func (c *producerServiceClient) WatchJob(ctx context.Context, in *WatchJobRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchJobResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ProducerService_ServiceDesc.Streams[0], ProducerService_WatchJob_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchJobRequest, WatchJobResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProducerService_WatchJobClient = grpc.ServerStreamingClient[WatchJobResponse]
+
+func (c *producerServiceClient) CollectChildren(ctx context.Context, in *CollectChildrenRequest, opts ...grpc.CallOption) (*CollectChildrenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CollectChildrenResponse)
+	err := c.cc.Invoke(ctx, ProducerService_CollectChildren_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProducerServiceServer is the server API for ProducerService service.
 // All implementations must embed UnimplementedProducerServiceServer
 // for forward compatibility.
@@ -146,6 +187,16 @@ type ProducerServiceServer interface {
 	// the worker's later Ack or Fail is refused. FAILED_PRECONDITION for a job already
 	// finished, NOT_FOUND for an unknown one.
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
+	// WatchJob streams a job: its current form first, then again after every state change
+	// and progress report, ending after a terminal state (the last message carries the
+	// result). NOT_FOUND for an unknown job; a job deleted while watched ends the stream with
+	// NOT_FOUND.
+	WatchJob(*WatchJobRequest, grpc.ServerStreamingServer[WatchJobResponse]) error
+	// CollectChildren waits up to `wait_timeout` until every job spawned by `parent_jid`
+	// (JobSpec.parent_jid) so far is finished, then returns them with their results
+	// (FAN_OUT: a running parent gathers what it spawned). When the wait runs out, OK with
+	// `finished` false and the children as they are.
+	CollectChildren(context.Context, *CollectChildrenRequest) (*CollectChildrenResponse, error)
 	mustEmbedUnimplementedProducerServiceServer()
 }
 
@@ -170,6 +221,12 @@ func (UnimplementedProducerServiceServer) GetResult(context.Context, *GetResultR
 }
 func (UnimplementedProducerServiceServer) Cancel(context.Context, *CancelRequest) (*CancelResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Cancel not implemented")
+}
+func (UnimplementedProducerServiceServer) WatchJob(*WatchJobRequest, grpc.ServerStreamingServer[WatchJobResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchJob not implemented")
+}
+func (UnimplementedProducerServiceServer) CollectChildren(context.Context, *CollectChildrenRequest) (*CollectChildrenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CollectChildren not implemented")
 }
 func (UnimplementedProducerServiceServer) mustEmbedUnimplementedProducerServiceServer() {}
 func (UnimplementedProducerServiceServer) testEmbeddedByValue()                         {}
@@ -282,6 +339,35 @@ func _ProducerService_Cancel_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ProducerService_WatchJob_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchJobRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ProducerServiceServer).WatchJob(m, &grpc.GenericServerStream[WatchJobRequest, WatchJobResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProducerService_WatchJobServer = grpc.ServerStreamingServer[WatchJobResponse]
+
+func _ProducerService_CollectChildren_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CollectChildrenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProducerServiceServer).CollectChildren(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProducerService_CollectChildren_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProducerServiceServer).CollectChildren(ctx, req.(*CollectChildrenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ProducerService_ServiceDesc is the grpc.ServiceDesc for ProducerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -309,7 +395,17 @@ var ProducerService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Cancel",
 			Handler:    _ProducerService_Cancel_Handler,
 		},
+		{
+			MethodName: "CollectChildren",
+			Handler:    _ProducerService_CollectChildren_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchJob",
+			Handler:       _ProducerService_WatchJob_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "worq/v1/producer_service.proto",
 }

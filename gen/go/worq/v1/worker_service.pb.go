@@ -23,6 +23,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// QueueOrder says how a Lease over several queues picks the next job.
+type QueueOrder int32
+
+const (
+	// Treated as LISTED.
+	QueueOrder_QUEUE_ORDER_UNSPECIFIED QueueOrder = 0
+	// Strictly in the order listed: a queue is served only when those before it have no ready job.
+	QueueOrder_QUEUE_ORDER_LISTED QueueOrder = 1
+	// Uniformly at random among the listed queues that have a ready job (Workq's `lease`).
+	QueueOrder_QUEUE_ORDER_RANDOM QueueOrder = 2
+)
+
+// Enum value maps for QueueOrder.
+var (
+	QueueOrder_name = map[int32]string{
+		0: "QUEUE_ORDER_UNSPECIFIED",
+		1: "QUEUE_ORDER_LISTED",
+		2: "QUEUE_ORDER_RANDOM",
+	}
+	QueueOrder_value = map[string]int32{
+		"QUEUE_ORDER_UNSPECIFIED": 0,
+		"QUEUE_ORDER_LISTED":      1,
+		"QUEUE_ORDER_RANDOM":      2,
+	}
+)
+
+func (x QueueOrder) Enum() *QueueOrder {
+	p := new(QueueOrder)
+	*p = x
+	return p
+}
+
+func (x QueueOrder) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (QueueOrder) Descriptor() protoreflect.EnumDescriptor {
+	return file_worq_v1_worker_service_proto_enumTypes[0].Descriptor()
+}
+
+func (QueueOrder) Type() protoreflect.EnumType {
+	return &file_worq_v1_worker_service_proto_enumTypes[0]
+}
+
+func (x QueueOrder) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use QueueOrder.Descriptor instead.
+func (QueueOrder) EnumDescriptor() ([]byte, []int) {
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{0}
+}
+
 // ControlAction tells a worker what to do.
 type ControlAction int32
 
@@ -65,11 +118,11 @@ func (x ControlAction) String() string {
 }
 
 func (ControlAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_worq_v1_worker_service_proto_enumTypes[0].Descriptor()
+	return file_worq_v1_worker_service_proto_enumTypes[1].Descriptor()
 }
 
 func (ControlAction) Type() protoreflect.EnumType {
-	return &file_worq_v1_worker_service_proto_enumTypes[0]
+	return &file_worq_v1_worker_service_proto_enumTypes[1]
 }
 
 func (x ControlAction) Number() protoreflect.EnumNumber {
@@ -78,7 +131,7 @@ func (x ControlAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ControlAction.Descriptor instead.
 func (ControlAction) EnumDescriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{0}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{1}
 }
 
 // LeaseRequest opens a worker's stream.
@@ -91,7 +144,9 @@ type LeaseRequest struct {
 	// How many jobs the worker may hold at once; 1 to 10,000.
 	Credits uint32 `protobuf:"varint,3,opt,name=credits,proto3" json:"credits,omitempty"`
 	// Free-form labels shown in admin views (hostname, pid, language…).
-	Labels        map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// How to pick among `queues`; default LISTED.
+	Order         QueueOrder `protobuf:"varint,5,opt,name=order,proto3,enum=worq.v1.QueueOrder" json:"order,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -152,6 +207,13 @@ func (x *LeaseRequest) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *LeaseRequest) GetOrder() QueueOrder {
+	if x != nil {
+		return x.Order
+	}
+	return QueueOrder_QUEUE_ORDER_UNSPECIFIED
 }
 
 // LeaseResponse is one message on the Lease stream; exactly one field is set.
@@ -669,7 +731,13 @@ type FailRequest struct {
 	// Failure category; default TEMPORARY. PERMANENT goes to FAILED at once.
 	Category FailureCategory `protobuf:"varint,6,opt,name=category,proto3,enum=worq.v1.FailureCategory" json:"category,omitempty"`
 	// Retry no earlier than this; overrides the computed backoff.
-	RetryAfter    *durationpb.Duration `protobuf:"bytes,7,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	RetryAfter *durationpb.Duration `protobuf:"bytes,7,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	// Application error code (a PermanentError's `code`), at most 256 chars; stored in Job.failure.
+	Code string `protobuf:"bytes,8,opt,name=code,proto3" json:"code,omitempty"`
+	// What caused the failure (the wrapped error's text), at most 64 KiB; stored in Job.failure.
+	Cause string `protobuf:"bytes,9,opt,name=cause,proto3" json:"cause,omitempty"`
+	// Result to store with the job, as Ack's (Workq's `fail` carries one), at most 1 MiB.
+	Result        []byte `protobuf:"bytes,10,opt,name=result,proto3" json:"result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -749,6 +817,27 @@ func (x *FailRequest) GetCategory() FailureCategory {
 func (x *FailRequest) GetRetryAfter() *durationpb.Duration {
 	if x != nil {
 		return x.RetryAfter
+	}
+	return nil
+}
+
+func (x *FailRequest) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *FailRequest) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *FailRequest) GetResult() []byte {
+	if x != nil {
+		return x.Result
 	}
 	return nil
 }
@@ -1223,16 +1312,228 @@ func (x *ItemResult) GetState() JobState {
 	return JobState_JOB_STATE_UNSPECIFIED
 }
 
+// CheckpointRequest saves progress data for a leased job.
+type CheckpointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: the job's id.
+	Jid string `protobuf:"bytes,1,opt,name=jid,proto3" json:"jid,omitempty"`
+	// Required: the lease_id the job was delivered with.
+	LeaseId string `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	// The checkpoint, at most 1 MiB; replaces the previous one. Empty clears it.
+	Data          []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointRequest) Reset() {
+	*x = CheckpointRequest{}
+	mi := &file_worq_v1_worker_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointRequest) ProtoMessage() {}
+
+func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_worker_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
+func (*CheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *CheckpointRequest) GetJid() string {
+	if x != nil {
+		return x.Jid
+	}
+	return ""
+}
+
+func (x *CheckpointRequest) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *CheckpointRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// CheckpointResponse is empty: OK means the checkpoint is on disk.
+type CheckpointResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointResponse) Reset() {
+	*x = CheckpointResponse{}
+	mi := &file_worq_v1_worker_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointResponse) ProtoMessage() {}
+
+func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_worker_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
+func (*CheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{19}
+}
+
+// ReportProgressRequest reports how far a leased job is.
+type ReportProgressRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: the job's id.
+	Jid string `protobuf:"bytes,1,opt,name=jid,proto3" json:"jid,omitempty"`
+	// Required: the lease_id the job was delivered with.
+	LeaseId string `protobuf:"bytes,2,opt,name=lease_id,json=leaseId,proto3" json:"lease_id,omitempty"`
+	// 0 to 100.
+	Percent uint32 `protobuf:"varint,3,opt,name=percent,proto3" json:"percent,omitempty"`
+	// At most 1024 chars.
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportProgressRequest) Reset() {
+	*x = ReportProgressRequest{}
+	mi := &file_worq_v1_worker_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportProgressRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportProgressRequest) ProtoMessage() {}
+
+func (x *ReportProgressRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_worker_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportProgressRequest.ProtoReflect.Descriptor instead.
+func (*ReportProgressRequest) Descriptor() ([]byte, []int) {
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ReportProgressRequest) GetJid() string {
+	if x != nil {
+		return x.Jid
+	}
+	return ""
+}
+
+func (x *ReportProgressRequest) GetLeaseId() string {
+	if x != nil {
+		return x.LeaseId
+	}
+	return ""
+}
+
+func (x *ReportProgressRequest) GetPercent() uint32 {
+	if x != nil {
+		return x.Percent
+	}
+	return 0
+}
+
+func (x *ReportProgressRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// ReportProgressResponse is empty.
+type ReportProgressResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportProgressResponse) Reset() {
+	*x = ReportProgressResponse{}
+	mi := &file_worq_v1_worker_service_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportProgressResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportProgressResponse) ProtoMessage() {}
+
+func (x *ReportProgressResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_worker_service_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportProgressResponse.ProtoReflect.Descriptor instead.
+func (*ReportProgressResponse) Descriptor() ([]byte, []int) {
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{21}
+}
+
 var File_worq_v1_worker_service_proto protoreflect.FileDescriptor
 
 const file_worq_v1_worker_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1cworq/v1/worker_service.proto\x12\aworq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11worq/v1/job.proto\"\xd3\x01\n" +
+	"\x1cworq/v1/worker_service.proto\x12\aworq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11worq/v1/job.proto\"\xfe\x01\n" +
 	"\fLeaseRequest\x12\x16\n" +
 	"\x06queues\x18\x01 \x03(\tR\x06queues\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x18\n" +
 	"\acredits\x18\x03 \x01(\rR\acredits\x129\n" +
-	"\x06labels\x18\x04 \x03(\v2!.worq.v1.LeaseRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x04 \x03(\v2!.worq.v1.LeaseRequest.LabelsEntryR\x06labels\x12)\n" +
+	"\x05order\x18\x05 \x01(\x0e2\x13.worq.v1.QueueOrderR\x05order\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd2\x01\n" +
@@ -1263,7 +1564,7 @@ const file_worq_v1_worker_service_proto_rawDesc = "" +
 	"\x03jid\x18\x01 \x01(\tR\x03jid\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x16\n" +
 	"\x06result\x18\x03 \x01(\fR\x06result\"\r\n" +
-	"\vAckResponse\"\xfe\x01\n" +
+	"\vAckResponse\"\xc0\x02\n" +
 	"\vFailRequest\x12\x10\n" +
 	"\x03jid\x18\x01 \x01(\tR\x03jid\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x18\n" +
@@ -1272,7 +1573,11 @@ const file_worq_v1_worker_service_proto_rawDesc = "" +
 	"\tbacktrace\x18\x05 \x03(\tR\tbacktrace\x124\n" +
 	"\bcategory\x18\x06 \x01(\x0e2\x18.worq.v1.FailureCategoryR\bcategory\x12:\n" +
 	"\vretry_after\x18\a \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"retryAfter\"n\n" +
+	"retryAfter\x12\x12\n" +
+	"\x04code\x18\b \x01(\tR\x04code\x12\x14\n" +
+	"\x05cause\x18\t \x01(\tR\x05cause\x12\x16\n" +
+	"\x06result\x18\n" +
+	" \x01(\fR\x06result\"n\n" +
 	"\fFailResponse\x12'\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x11.worq.v1.JobStateR\x05state\x125\n" +
 	"\bretry_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aretryAt\"\x7f\n" +
@@ -1300,18 +1605,37 @@ const file_worq_v1_worker_service_proto_rawDesc = "" +
 	"\x03jid\x18\x01 \x01(\tR\x03jid\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12'\n" +
-	"\x05state\x18\x04 \x01(\x0e2\x11.worq.v1.JobStateR\x05state*\x85\x01\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x11.worq.v1.JobStateR\x05state\"T\n" +
+	"\x11CheckpointRequest\x12\x10\n" +
+	"\x03jid\x18\x01 \x01(\tR\x03jid\x12\x19\n" +
+	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\x14\n" +
+	"\x12CheckpointResponse\"x\n" +
+	"\x15ReportProgressRequest\x12\x10\n" +
+	"\x03jid\x18\x01 \x01(\tR\x03jid\x12\x19\n" +
+	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x18\n" +
+	"\apercent\x18\x03 \x01(\rR\apercent\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\x18\n" +
+	"\x16ReportProgressResponse*Y\n" +
+	"\n" +
+	"QueueOrder\x12\x1b\n" +
+	"\x17QUEUE_ORDER_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12QUEUE_ORDER_LISTED\x10\x01\x12\x16\n" +
+	"\x12QUEUE_ORDER_RANDOM\x10\x02*\x85\x01\n" +
 	"\rControlAction\x12\x1e\n" +
 	"\x1aCONTROL_ACTION_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONTROL_ACTION_RECONNECT\x10\x01\x12\x18\n" +
 	"\x14CONTROL_ACTION_QUIET\x10\x02\x12\x1c\n" +
-	"\x18CONTROL_ACTION_TERMINATE\x10\x032\xa3\x02\n" +
+	"\x18CONTROL_ACTION_TERMINATE\x10\x032\xbd\x03\n" +
 	"\rWorkerService\x128\n" +
 	"\x05Lease\x12\x15.worq.v1.LeaseRequest\x1a\x16.worq.v1.LeaseResponse0\x01\x120\n" +
 	"\x03Ack\x12\x13.worq.v1.AckRequest\x1a\x14.worq.v1.AckResponse\x123\n" +
 	"\x04Fail\x12\x14.worq.v1.FailRequest\x1a\x15.worq.v1.FailResponse\x126\n" +
 	"\x05Renew\x12\x15.worq.v1.RenewRequest\x1a\x16.worq.v1.RenewResponse\x129\n" +
-	"\x06Report\x12\x16.worq.v1.ReportRequest\x1a\x17.worq.v1.ReportResponseB\x8e\x01\n" +
+	"\x06Report\x12\x16.worq.v1.ReportRequest\x1a\x17.worq.v1.ReportResponse\x12E\n" +
+	"\n" +
+	"Checkpoint\x12\x1a.worq.v1.CheckpointRequest\x1a\x1b.worq.v1.CheckpointResponse\x12Q\n" +
+	"\x0eReportProgress\x12\x1e.worq.v1.ReportProgressRequest\x1a\x1f.worq.v1.ReportProgressResponseB\x8e\x01\n" +
 	"\vcom.worq.v1B\x12WorkerServiceProtoP\x01Z.github.com/worq-dev/worq/gen/go/worq/v1;worqv1\xa2\x02\x03WXX\xaa\x02\aWorq.V1\xca\x02\aWorq\\V1\xe2\x02\x13Worq\\V1\\GPBMetadata\xea\x02\bWorq::V1b\x06proto3"
 
 var (
@@ -1326,74 +1650,84 @@ func file_worq_v1_worker_service_proto_rawDescGZIP() []byte {
 	return file_worq_v1_worker_service_proto_rawDescData
 }
 
-var file_worq_v1_worker_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_worq_v1_worker_service_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_worq_v1_worker_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_worq_v1_worker_service_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_worq_v1_worker_service_proto_goTypes = []any{
-	(ControlAction)(0),            // 0: worq.v1.ControlAction
-	(*LeaseRequest)(nil),          // 1: worq.v1.LeaseRequest
-	(*LeaseResponse)(nil),         // 2: worq.v1.LeaseResponse
-	(*Revoked)(nil),               // 3: worq.v1.Revoked
-	(*LeasedJobs)(nil),            // 4: worq.v1.LeasedJobs
-	(*LeasedJob)(nil),             // 5: worq.v1.LeasedJob
-	(*Keepalive)(nil),             // 6: worq.v1.Keepalive
-	(*Control)(nil),               // 7: worq.v1.Control
-	(*AckRequest)(nil),            // 8: worq.v1.AckRequest
-	(*AckResponse)(nil),           // 9: worq.v1.AckResponse
-	(*FailRequest)(nil),           // 10: worq.v1.FailRequest
-	(*FailResponse)(nil),          // 11: worq.v1.FailResponse
-	(*LeaseRef)(nil),              // 12: worq.v1.LeaseRef
-	(*RenewRequest)(nil),          // 13: worq.v1.RenewRequest
-	(*RenewResponse)(nil),         // 14: worq.v1.RenewResponse
-	(*RenewResult)(nil),           // 15: worq.v1.RenewResult
-	(*ReportRequest)(nil),         // 16: worq.v1.ReportRequest
-	(*ReportResponse)(nil),        // 17: worq.v1.ReportResponse
-	(*ItemResult)(nil),            // 18: worq.v1.ItemResult
-	nil,                           // 19: worq.v1.LeaseRequest.LabelsEntry
-	(*Job)(nil),                   // 20: worq.v1.Job
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
-	(FailureCategory)(0),          // 22: worq.v1.FailureCategory
-	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
-	(JobState)(0),                 // 24: worq.v1.JobState
+	(QueueOrder)(0),                // 0: worq.v1.QueueOrder
+	(ControlAction)(0),             // 1: worq.v1.ControlAction
+	(*LeaseRequest)(nil),           // 2: worq.v1.LeaseRequest
+	(*LeaseResponse)(nil),          // 3: worq.v1.LeaseResponse
+	(*Revoked)(nil),                // 4: worq.v1.Revoked
+	(*LeasedJobs)(nil),             // 5: worq.v1.LeasedJobs
+	(*LeasedJob)(nil),              // 6: worq.v1.LeasedJob
+	(*Keepalive)(nil),              // 7: worq.v1.Keepalive
+	(*Control)(nil),                // 8: worq.v1.Control
+	(*AckRequest)(nil),             // 9: worq.v1.AckRequest
+	(*AckResponse)(nil),            // 10: worq.v1.AckResponse
+	(*FailRequest)(nil),            // 11: worq.v1.FailRequest
+	(*FailResponse)(nil),           // 12: worq.v1.FailResponse
+	(*LeaseRef)(nil),               // 13: worq.v1.LeaseRef
+	(*RenewRequest)(nil),           // 14: worq.v1.RenewRequest
+	(*RenewResponse)(nil),          // 15: worq.v1.RenewResponse
+	(*RenewResult)(nil),            // 16: worq.v1.RenewResult
+	(*ReportRequest)(nil),          // 17: worq.v1.ReportRequest
+	(*ReportResponse)(nil),         // 18: worq.v1.ReportResponse
+	(*ItemResult)(nil),             // 19: worq.v1.ItemResult
+	(*CheckpointRequest)(nil),      // 20: worq.v1.CheckpointRequest
+	(*CheckpointResponse)(nil),     // 21: worq.v1.CheckpointResponse
+	(*ReportProgressRequest)(nil),  // 22: worq.v1.ReportProgressRequest
+	(*ReportProgressResponse)(nil), // 23: worq.v1.ReportProgressResponse
+	nil,                            // 24: worq.v1.LeaseRequest.LabelsEntry
+	(*Job)(nil),                    // 25: worq.v1.Job
+	(*timestamppb.Timestamp)(nil),  // 26: google.protobuf.Timestamp
+	(FailureCategory)(0),           // 27: worq.v1.FailureCategory
+	(*durationpb.Duration)(nil),    // 28: google.protobuf.Duration
+	(JobState)(0),                  // 29: worq.v1.JobState
 }
 var file_worq_v1_worker_service_proto_depIdxs = []int32{
-	19, // 0: worq.v1.LeaseRequest.labels:type_name -> worq.v1.LeaseRequest.LabelsEntry
-	4,  // 1: worq.v1.LeaseResponse.jobs:type_name -> worq.v1.LeasedJobs
-	6,  // 2: worq.v1.LeaseResponse.keepalive:type_name -> worq.v1.Keepalive
-	7,  // 3: worq.v1.LeaseResponse.control:type_name -> worq.v1.Control
-	3,  // 4: worq.v1.LeaseResponse.revoked:type_name -> worq.v1.Revoked
-	5,  // 5: worq.v1.LeasedJobs.jobs:type_name -> worq.v1.LeasedJob
-	20, // 6: worq.v1.LeasedJob.job:type_name -> worq.v1.Job
-	21, // 7: worq.v1.LeasedJob.lease_expires_at:type_name -> google.protobuf.Timestamp
-	21, // 8: worq.v1.LeasedJob.execution_deadline:type_name -> google.protobuf.Timestamp
-	0,  // 9: worq.v1.Control.action:type_name -> worq.v1.ControlAction
-	22, // 10: worq.v1.FailRequest.category:type_name -> worq.v1.FailureCategory
-	23, // 11: worq.v1.FailRequest.retry_after:type_name -> google.protobuf.Duration
-	24, // 12: worq.v1.FailResponse.state:type_name -> worq.v1.JobState
-	21, // 13: worq.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
-	23, // 14: worq.v1.LeaseRef.execution_timeout:type_name -> google.protobuf.Duration
-	12, // 15: worq.v1.RenewRequest.leases:type_name -> worq.v1.LeaseRef
-	15, // 16: worq.v1.RenewResponse.results:type_name -> worq.v1.RenewResult
-	21, // 17: worq.v1.RenewResult.lease_expires_at:type_name -> google.protobuf.Timestamp
-	8,  // 18: worq.v1.ReportRequest.acks:type_name -> worq.v1.AckRequest
-	10, // 19: worq.v1.ReportRequest.fails:type_name -> worq.v1.FailRequest
-	18, // 20: worq.v1.ReportResponse.acks:type_name -> worq.v1.ItemResult
-	18, // 21: worq.v1.ReportResponse.fails:type_name -> worq.v1.ItemResult
-	24, // 22: worq.v1.ItemResult.state:type_name -> worq.v1.JobState
-	1,  // 23: worq.v1.WorkerService.Lease:input_type -> worq.v1.LeaseRequest
-	8,  // 24: worq.v1.WorkerService.Ack:input_type -> worq.v1.AckRequest
-	10, // 25: worq.v1.WorkerService.Fail:input_type -> worq.v1.FailRequest
-	13, // 26: worq.v1.WorkerService.Renew:input_type -> worq.v1.RenewRequest
-	16, // 27: worq.v1.WorkerService.Report:input_type -> worq.v1.ReportRequest
-	2,  // 28: worq.v1.WorkerService.Lease:output_type -> worq.v1.LeaseResponse
-	9,  // 29: worq.v1.WorkerService.Ack:output_type -> worq.v1.AckResponse
-	11, // 30: worq.v1.WorkerService.Fail:output_type -> worq.v1.FailResponse
-	14, // 31: worq.v1.WorkerService.Renew:output_type -> worq.v1.RenewResponse
-	17, // 32: worq.v1.WorkerService.Report:output_type -> worq.v1.ReportResponse
-	28, // [28:33] is the sub-list for method output_type
-	23, // [23:28] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	24, // 0: worq.v1.LeaseRequest.labels:type_name -> worq.v1.LeaseRequest.LabelsEntry
+	0,  // 1: worq.v1.LeaseRequest.order:type_name -> worq.v1.QueueOrder
+	5,  // 2: worq.v1.LeaseResponse.jobs:type_name -> worq.v1.LeasedJobs
+	7,  // 3: worq.v1.LeaseResponse.keepalive:type_name -> worq.v1.Keepalive
+	8,  // 4: worq.v1.LeaseResponse.control:type_name -> worq.v1.Control
+	4,  // 5: worq.v1.LeaseResponse.revoked:type_name -> worq.v1.Revoked
+	6,  // 6: worq.v1.LeasedJobs.jobs:type_name -> worq.v1.LeasedJob
+	25, // 7: worq.v1.LeasedJob.job:type_name -> worq.v1.Job
+	26, // 8: worq.v1.LeasedJob.lease_expires_at:type_name -> google.protobuf.Timestamp
+	26, // 9: worq.v1.LeasedJob.execution_deadline:type_name -> google.protobuf.Timestamp
+	1,  // 10: worq.v1.Control.action:type_name -> worq.v1.ControlAction
+	27, // 11: worq.v1.FailRequest.category:type_name -> worq.v1.FailureCategory
+	28, // 12: worq.v1.FailRequest.retry_after:type_name -> google.protobuf.Duration
+	29, // 13: worq.v1.FailResponse.state:type_name -> worq.v1.JobState
+	26, // 14: worq.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
+	28, // 15: worq.v1.LeaseRef.execution_timeout:type_name -> google.protobuf.Duration
+	13, // 16: worq.v1.RenewRequest.leases:type_name -> worq.v1.LeaseRef
+	16, // 17: worq.v1.RenewResponse.results:type_name -> worq.v1.RenewResult
+	26, // 18: worq.v1.RenewResult.lease_expires_at:type_name -> google.protobuf.Timestamp
+	9,  // 19: worq.v1.ReportRequest.acks:type_name -> worq.v1.AckRequest
+	11, // 20: worq.v1.ReportRequest.fails:type_name -> worq.v1.FailRequest
+	19, // 21: worq.v1.ReportResponse.acks:type_name -> worq.v1.ItemResult
+	19, // 22: worq.v1.ReportResponse.fails:type_name -> worq.v1.ItemResult
+	29, // 23: worq.v1.ItemResult.state:type_name -> worq.v1.JobState
+	2,  // 24: worq.v1.WorkerService.Lease:input_type -> worq.v1.LeaseRequest
+	9,  // 25: worq.v1.WorkerService.Ack:input_type -> worq.v1.AckRequest
+	11, // 26: worq.v1.WorkerService.Fail:input_type -> worq.v1.FailRequest
+	14, // 27: worq.v1.WorkerService.Renew:input_type -> worq.v1.RenewRequest
+	17, // 28: worq.v1.WorkerService.Report:input_type -> worq.v1.ReportRequest
+	20, // 29: worq.v1.WorkerService.Checkpoint:input_type -> worq.v1.CheckpointRequest
+	22, // 30: worq.v1.WorkerService.ReportProgress:input_type -> worq.v1.ReportProgressRequest
+	3,  // 31: worq.v1.WorkerService.Lease:output_type -> worq.v1.LeaseResponse
+	10, // 32: worq.v1.WorkerService.Ack:output_type -> worq.v1.AckResponse
+	12, // 33: worq.v1.WorkerService.Fail:output_type -> worq.v1.FailResponse
+	15, // 34: worq.v1.WorkerService.Renew:output_type -> worq.v1.RenewResponse
+	18, // 35: worq.v1.WorkerService.Report:output_type -> worq.v1.ReportResponse
+	21, // 36: worq.v1.WorkerService.Checkpoint:output_type -> worq.v1.CheckpointResponse
+	23, // 37: worq.v1.WorkerService.ReportProgress:output_type -> worq.v1.ReportProgressResponse
+	31, // [31:38] is the sub-list for method output_type
+	24, // [24:31] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_worq_v1_worker_service_proto_init() }
@@ -1413,8 +1747,8 @@ func file_worq_v1_worker_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worq_v1_worker_service_proto_rawDesc), len(file_worq_v1_worker_service_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   19,
+			NumEnums:      2,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

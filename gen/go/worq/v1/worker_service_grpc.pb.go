@@ -19,11 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	WorkerService_Lease_FullMethodName  = "/worq.v1.WorkerService/Lease"
-	WorkerService_Ack_FullMethodName    = "/worq.v1.WorkerService/Ack"
-	WorkerService_Fail_FullMethodName   = "/worq.v1.WorkerService/Fail"
-	WorkerService_Renew_FullMethodName  = "/worq.v1.WorkerService/Renew"
-	WorkerService_Report_FullMethodName = "/worq.v1.WorkerService/Report"
+	WorkerService_Lease_FullMethodName          = "/worq.v1.WorkerService/Lease"
+	WorkerService_Ack_FullMethodName            = "/worq.v1.WorkerService/Ack"
+	WorkerService_Fail_FullMethodName           = "/worq.v1.WorkerService/Fail"
+	WorkerService_Renew_FullMethodName          = "/worq.v1.WorkerService/Renew"
+	WorkerService_Report_FullMethodName         = "/worq.v1.WorkerService/Report"
+	WorkerService_Checkpoint_FullMethodName     = "/worq.v1.WorkerService/Checkpoint"
+	WorkerService_ReportProgress_FullMethodName = "/worq.v1.WorkerService/ReportProgress"
 )
 
 // WorkerServiceClient is the client API for WorkerService service.
@@ -52,6 +54,13 @@ type WorkerServiceClient interface {
 	// Report settles many leased jobs in one call: each ack and fail is applied on its
 	// own (a stale one does not block the others); outcomes come back per item.
 	Report(ctx context.Context, in *ReportRequest, opts ...grpc.CallOption) (*ReportResponse, error)
+	// Checkpoint saves a running job's progress data durably (OK once it is on disk); the
+	// job's next attempt is delivered with the last checkpoint in Job.checkpoint. Same lease
+	// errors as Ack; INVALID_ARGUMENT for data over 1 MiB.
+	Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*CheckpointResponse, error)
+	// ReportProgress records how far a running job is (percent and a message), shown by
+	// GetJob, the dashboard and WatchJob. Same lease errors as Ack.
+	ReportProgress(ctx context.Context, in *ReportProgressRequest, opts ...grpc.CallOption) (*ReportProgressResponse, error)
 }
 
 type workerServiceClient struct {
@@ -121,6 +130,26 @@ func (c *workerServiceClient) Report(ctx context.Context, in *ReportRequest, opt
 	return out, nil
 }
 
+func (c *workerServiceClient) Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*CheckpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckpointResponse)
+	err := c.cc.Invoke(ctx, WorkerService_Checkpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workerServiceClient) ReportProgress(ctx context.Context, in *ReportProgressRequest, opts ...grpc.CallOption) (*ReportProgressResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportProgressResponse)
+	err := c.cc.Invoke(ctx, WorkerService_ReportProgress_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkerServiceServer is the server API for WorkerService service.
 // All implementations must embed UnimplementedWorkerServiceServer
 // for forward compatibility.
@@ -147,6 +176,13 @@ type WorkerServiceServer interface {
 	// Report settles many leased jobs in one call: each ack and fail is applied on its
 	// own (a stale one does not block the others); outcomes come back per item.
 	Report(context.Context, *ReportRequest) (*ReportResponse, error)
+	// Checkpoint saves a running job's progress data durably (OK once it is on disk); the
+	// job's next attempt is delivered with the last checkpoint in Job.checkpoint. Same lease
+	// errors as Ack; INVALID_ARGUMENT for data over 1 MiB.
+	Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error)
+	// ReportProgress records how far a running job is (percent and a message), shown by
+	// GetJob, the dashboard and WatchJob. Same lease errors as Ack.
+	ReportProgress(context.Context, *ReportProgressRequest) (*ReportProgressResponse, error)
 	mustEmbedUnimplementedWorkerServiceServer()
 }
 
@@ -171,6 +207,12 @@ func (UnimplementedWorkerServiceServer) Renew(context.Context, *RenewRequest) (*
 }
 func (UnimplementedWorkerServiceServer) Report(context.Context, *ReportRequest) (*ReportResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Report not implemented")
+}
+func (UnimplementedWorkerServiceServer) Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Checkpoint not implemented")
+}
+func (UnimplementedWorkerServiceServer) ReportProgress(context.Context, *ReportProgressRequest) (*ReportProgressResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportProgress not implemented")
 }
 func (UnimplementedWorkerServiceServer) mustEmbedUnimplementedWorkerServiceServer() {}
 func (UnimplementedWorkerServiceServer) testEmbeddedByValue()                       {}
@@ -276,6 +318,42 @@ func _WorkerService_Report_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkerService_Checkpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServiceServer).Checkpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkerService_Checkpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServiceServer).Checkpoint(ctx, req.(*CheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkerService_ReportProgress_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportProgressRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServiceServer).ReportProgress(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkerService_ReportProgress_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServiceServer).ReportProgress(ctx, req.(*ReportProgressRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WorkerService_ServiceDesc is the grpc.ServiceDesc for WorkerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -298,6 +376,14 @@ var WorkerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Report",
 			Handler:    _WorkerService_Report_Handler,
+		},
+		{
+			MethodName: "Checkpoint",
+			Handler:    _WorkerService_Checkpoint_Handler,
+		},
+		{
+			MethodName: "ReportProgress",
+			Handler:    _WorkerService_ReportProgress_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -84,7 +84,7 @@ class ListQueuesResponse(_message.Message):
     def __init__(self, queues: _Optional[_Iterable[_Union[QueueStats, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class QueueStats(_message.Message):
-    __slots__ = ("queue", "ready", "delayed", "in_flight", "retrying", "dead", "latency", "paused", "pending", "completed", "failed")
+    __slots__ = ("queue", "ready", "delayed", "in_flight", "retrying", "dead", "latency", "paused", "pending", "completed", "failed", "config")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
     DELAYED_FIELD_NUMBER: _ClassVar[int]
@@ -96,6 +96,7 @@ class QueueStats(_message.Message):
     PENDING_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
     queue: str
     ready: int
     delayed: int
@@ -107,7 +108,16 @@ class QueueStats(_message.Message):
     pending: int
     completed: int
     failed: int
-    def __init__(self, queue: _Optional[str] = ..., ready: _Optional[int] = ..., delayed: _Optional[int] = ..., in_flight: _Optional[int] = ..., retrying: _Optional[int] = ..., dead: _Optional[int] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., paused: _Optional[bool] = ..., pending: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ...) -> None: ...
+    config: QueueConfig
+    def __init__(self, queue: _Optional[str] = ..., ready: _Optional[int] = ..., delayed: _Optional[int] = ..., in_flight: _Optional[int] = ..., retrying: _Optional[int] = ..., dead: _Optional[int] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., paused: _Optional[bool] = ..., pending: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., config: _Optional[_Union[QueueConfig, _Mapping]] = ...) -> None: ...
+
+class QueueConfig(_message.Message):
+    __slots__ = ("retry_timeout", "retry_system")
+    RETRY_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    RETRY_SYSTEM_FIELD_NUMBER: _ClassVar[int]
+    retry_timeout: bool
+    retry_system: bool
+    def __init__(self, retry_timeout: _Optional[bool] = ..., retry_system: _Optional[bool] = ...) -> None: ...
 
 class GetQueueStatsRequest(_message.Message):
     __slots__ = ("queue",)
@@ -289,3 +299,17 @@ class ControlWorkerResponse(_message.Message):
     STREAMS_FIELD_NUMBER: _ClassVar[int]
     streams: int
     def __init__(self, streams: _Optional[int] = ...) -> None: ...
+
+class ConfigureQueueRequest(_message.Message):
+    __slots__ = ("queue", "config")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    config: QueueConfig
+    def __init__(self, queue: _Optional[str] = ..., config: _Optional[_Union[QueueConfig, _Mapping]] = ...) -> None: ...
+
+class ConfigureQueueResponse(_message.Message):
+    __slots__ = ("config",)
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    config: QueueConfig
+    def __init__(self, config: _Optional[_Union[QueueConfig, _Mapping]] = ...) -> None: ...

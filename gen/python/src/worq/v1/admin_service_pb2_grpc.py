@@ -100,6 +100,11 @@ class AdminServiceStub:
                 request_serializer=worq_dot_v1_dot_admin__service__pb2.ControlWorkerRequest.SerializeToString,
                 response_deserializer=worq_dot_v1_dot_admin__service__pb2.ControlWorkerResponse.FromString,
                 _registered_method=True)
+        self.ConfigureQueue = channel.unary_unary(
+                '/worq.v1.AdminService/ConfigureQueue',
+                request_serializer=worq_dot_v1_dot_admin__service__pb2.ConfigureQueueRequest.SerializeToString,
+                response_deserializer=worq_dot_v1_dot_admin__service__pb2.ConfigureQueueResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -207,6 +212,14 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ConfigureQueue(self, request, context):
+        """ConfigureQueue changes a queue's settings (fields left unset keep their value) and
+        returns them all; the queue is created if new. Settings survive restarts.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -274,6 +287,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ControlWorker,
                     request_deserializer=worq_dot_v1_dot_admin__service__pb2.ControlWorkerRequest.FromString,
                     response_serializer=worq_dot_v1_dot_admin__service__pb2.ControlWorkerResponse.SerializeToString,
+            ),
+            'ConfigureQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConfigureQueue,
+                    request_deserializer=worq_dot_v1_dot_admin__service__pb2.ConfigureQueueRequest.FromString,
+                    response_serializer=worq_dot_v1_dot_admin__service__pb2.ConfigureQueueResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -628,6 +646,33 @@ class AdminService:
             '/worq.v1.AdminService/ControlWorker',
             worq_dot_v1_dot_admin__service__pb2.ControlWorkerRequest.SerializeToString,
             worq_dot_v1_dot_admin__service__pb2.ControlWorkerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConfigureQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/worq.v1.AdminService/ConfigureQueue',
+            worq_dot_v1_dot_admin__service__pb2.ConfigureQueueRequest.SerializeToString,
+            worq_dot_v1_dot_admin__service__pb2.ConfigureQueueResponse.FromString,
             options,
             channel_credentials,
             insecure,

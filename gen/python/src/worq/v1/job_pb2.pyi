@@ -95,7 +95,7 @@ DEPENDENCY_TYPE_AFTER: DependencyType
 DEPENDENCY_TYPE_AFTER_ANY: DependencyType
 
 class RetryPolicy(_message.Message):
-    __slots__ = ("max_attempts", "max_fails", "backoff", "initial_delay", "multiplier", "max_delay", "jitter", "on_exhausted")
+    __slots__ = ("max_attempts", "max_fails", "backoff", "initial_delay", "multiplier", "max_delay", "jitter", "on_exhausted", "retry_timeout", "retry_system")
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     MAX_FAILS_FIELD_NUMBER: _ClassVar[int]
     BACKOFF_FIELD_NUMBER: _ClassVar[int]
@@ -104,6 +104,8 @@ class RetryPolicy(_message.Message):
     MAX_DELAY_FIELD_NUMBER: _ClassVar[int]
     JITTER_FIELD_NUMBER: _ClassVar[int]
     ON_EXHAUSTED_FIELD_NUMBER: _ClassVar[int]
+    RETRY_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    RETRY_SYSTEM_FIELD_NUMBER: _ClassVar[int]
     max_attempts: int
     max_fails: int
     backoff: BackoffStrategy
@@ -112,17 +114,21 @@ class RetryPolicy(_message.Message):
     max_delay: _duration_pb2.Duration
     jitter: bool
     on_exhausted: ExhaustedAction
-    def __init__(self, max_attempts: _Optional[int] = ..., max_fails: _Optional[int] = ..., backoff: _Optional[_Union[BackoffStrategy, str]] = ..., initial_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., multiplier: _Optional[float] = ..., max_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., jitter: _Optional[bool] = ..., on_exhausted: _Optional[_Union[ExhaustedAction, str]] = ...) -> None: ...
+    retry_timeout: bool
+    retry_system: bool
+    def __init__(self, max_attempts: _Optional[int] = ..., max_fails: _Optional[int] = ..., backoff: _Optional[_Union[BackoffStrategy, str]] = ..., initial_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., multiplier: _Optional[float] = ..., max_delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., jitter: _Optional[bool] = ..., on_exhausted: _Optional[_Union[ExhaustedAction, str]] = ..., retry_timeout: _Optional[bool] = ..., retry_system: _Optional[bool] = ...) -> None: ...
 
 class Dependencies(_message.Message):
-    __slots__ = ("type", "jids", "batch_refs")
+    __slots__ = ("type", "jids", "batch_refs", "children_of")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     JIDS_FIELD_NUMBER: _ClassVar[int]
     BATCH_REFS_FIELD_NUMBER: _ClassVar[int]
+    CHILDREN_OF_FIELD_NUMBER: _ClassVar[int]
     type: DependencyType
     jids: _containers.RepeatedScalarFieldContainer[str]
     batch_refs: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, type: _Optional[_Union[DependencyType, str]] = ..., jids: _Optional[_Iterable[str]] = ..., batch_refs: _Optional[_Iterable[str]] = ...) -> None: ...
+    children_of: str
+    def __init__(self, type: _Optional[_Union[DependencyType, str]] = ..., jids: _Optional[_Iterable[str]] = ..., batch_refs: _Optional[_Iterable[str]] = ..., children_of: _Optional[str] = ...) -> None: ...
 
 class JobSpec(_message.Message):
     __slots__ = ("type", "queue", "args", "kwargs", "payload", "custom", "priority", "at", "delay", "reserve_for", "execution_timeout", "ttl", "retry", "backtrace", "idempotency_key", "depends_on", "batch_ref", "tags", "correlation_id", "parent_jid", "callback_url")
@@ -178,7 +184,7 @@ class JobSpec(_message.Message):
     def __init__(self, type: _Optional[str] = ..., queue: _Optional[str] = ..., args: _Optional[_Union[_struct_pb2.ListValue, _Mapping]] = ..., kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., payload: _Optional[bytes] = ..., custom: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., priority: _Optional[_Union[Priority, str]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., reserve_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., backtrace: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., depends_on: _Optional[_Union[Dependencies, _Mapping]] = ..., batch_ref: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., correlation_id: _Optional[str] = ..., parent_jid: _Optional[str] = ..., callback_url: _Optional[str] = ...) -> None: ...
 
 class Failure(_message.Message):
-    __slots__ = ("failed_at", "retried_at", "retry_count", "message", "errtype", "backtrace", "category")
+    __slots__ = ("failed_at", "retried_at", "retry_count", "message", "errtype", "backtrace", "category", "code", "cause")
     FAILED_AT_FIELD_NUMBER: _ClassVar[int]
     RETRIED_AT_FIELD_NUMBER: _ClassVar[int]
     RETRY_COUNT_FIELD_NUMBER: _ClassVar[int]
@@ -186,6 +192,8 @@ class Failure(_message.Message):
     ERRTYPE_FIELD_NUMBER: _ClassVar[int]
     BACKTRACE_FIELD_NUMBER: _ClassVar[int]
     CATEGORY_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
     failed_at: _timestamp_pb2.Timestamp
     retried_at: _timestamp_pb2.Timestamp
     retry_count: int
@@ -193,10 +201,22 @@ class Failure(_message.Message):
     errtype: str
     backtrace: _containers.RepeatedScalarFieldContainer[str]
     category: FailureCategory
-    def __init__(self, failed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retried_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retry_count: _Optional[int] = ..., message: _Optional[str] = ..., errtype: _Optional[str] = ..., backtrace: _Optional[_Iterable[str]] = ..., category: _Optional[_Union[FailureCategory, str]] = ...) -> None: ...
+    code: str
+    cause: str
+    def __init__(self, failed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retried_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., retry_count: _Optional[int] = ..., message: _Optional[str] = ..., errtype: _Optional[str] = ..., backtrace: _Optional[_Iterable[str]] = ..., category: _Optional[_Union[FailureCategory, str]] = ..., code: _Optional[str] = ..., cause: _Optional[str] = ...) -> None: ...
+
+class Progress(_message.Message):
+    __slots__ = ("percent", "message", "updated_at")
+    PERCENT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    percent: int
+    message: str
+    updated_at: _timestamp_pb2.Timestamp
+    def __init__(self, percent: _Optional[int] = ..., message: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("jid", "type", "queue", "state", "attempt", "args", "kwargs", "payload", "custom", "priority", "at", "reserve_for", "execution_timeout", "retry", "backtrace", "tags", "correlation_id", "fails", "failure", "created_at", "enqueued_at", "scheduled_at", "started_at", "updated_at", "completed_at", "result", "previous_lease_ids", "lease_expires_at", "worker_id", "idempotency_key", "parent_jid", "dependency_type", "depends_on", "waiting_on", "callback_url", "expires_at", "ttl")
+    __slots__ = ("jid", "type", "queue", "state", "attempt", "args", "kwargs", "payload", "custom", "priority", "at", "reserve_for", "execution_timeout", "retry", "backtrace", "tags", "correlation_id", "fails", "failure", "created_at", "enqueued_at", "scheduled_at", "started_at", "updated_at", "completed_at", "result", "previous_lease_ids", "lease_expires_at", "worker_id", "idempotency_key", "parent_jid", "dependency_type", "depends_on", "waiting_on", "callback_url", "expires_at", "ttl", "checkpoint", "progress")
     class TagsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -241,6 +261,8 @@ class Job(_message.Message):
     CALLBACK_URL_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     TTL_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     jid: str
     type: str
     queue: str
@@ -278,4 +300,6 @@ class Job(_message.Message):
     callback_url: str
     expires_at: _timestamp_pb2.Timestamp
     ttl: _duration_pb2.Duration
-    def __init__(self, jid: _Optional[str] = ..., type: _Optional[str] = ..., queue: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., attempt: _Optional[int] = ..., args: _Optional[_Union[_struct_pb2.ListValue, _Mapping]] = ..., kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., payload: _Optional[bytes] = ..., custom: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., priority: _Optional[_Union[Priority, str]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reserve_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., backtrace: _Optional[int] = ..., tags: _Optional[_Mapping[str, str]] = ..., correlation_id: _Optional[str] = ..., fails: _Optional[int] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[bytes] = ..., previous_lease_ids: _Optional[_Iterable[str]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., worker_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., parent_jid: _Optional[str] = ..., dependency_type: _Optional[_Union[DependencyType, str]] = ..., depends_on: _Optional[_Iterable[str]] = ..., waiting_on: _Optional[_Iterable[str]] = ..., callback_url: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    checkpoint: bytes
+    progress: Progress
+    def __init__(self, jid: _Optional[str] = ..., type: _Optional[str] = ..., queue: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., attempt: _Optional[int] = ..., args: _Optional[_Union[_struct_pb2.ListValue, _Mapping]] = ..., kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., payload: _Optional[bytes] = ..., custom: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., priority: _Optional[_Union[Priority, str]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reserve_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., backtrace: _Optional[int] = ..., tags: _Optional[_Mapping[str, str]] = ..., correlation_id: _Optional[str] = ..., fails: _Optional[int] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[bytes] = ..., previous_lease_ids: _Optional[_Iterable[str]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., worker_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., parent_jid: _Optional[str] = ..., dependency_type: _Optional[_Union[DependencyType, str]] = ..., depends_on: _Optional[_Iterable[str]] = ..., waiting_on: _Optional[_Iterable[str]] = ..., callback_url: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., checkpoint: _Optional[bytes] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ...) -> None: ...

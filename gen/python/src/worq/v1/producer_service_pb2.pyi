@@ -89,3 +89,37 @@ class CancelResponse(_message.Message):
     JOB_FIELD_NUMBER: _ClassVar[int]
     job: _job_pb2.Job
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
+
+class WatchJobRequest(_message.Message):
+    __slots__ = ("jid",)
+    JID_FIELD_NUMBER: _ClassVar[int]
+    jid: str
+    def __init__(self, jid: _Optional[str] = ...) -> None: ...
+
+class WatchJobResponse(_message.Message):
+    __slots__ = ("job",)
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    job: _job_pb2.Job
+    def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ...) -> None: ...
+
+class CollectChildrenRequest(_message.Message):
+    __slots__ = ("parent_jid", "wait_timeout", "page_size", "page_token")
+    PARENT_JID_FIELD_NUMBER: _ClassVar[int]
+    WAIT_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    parent_jid: str
+    wait_timeout: _duration_pb2.Duration
+    page_size: int
+    page_token: str
+    def __init__(self, parent_jid: _Optional[str] = ..., wait_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class CollectChildrenResponse(_message.Message):
+    __slots__ = ("children", "finished", "next_page_token")
+    CHILDREN_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    children: _containers.RepeatedCompositeFieldContainer[_job_pb2.Job]
+    finished: bool
+    next_page_token: str
+    def __init__(self, children: _Optional[_Iterable[_Union[_job_pb2.Job, _Mapping]]] = ..., finished: _Optional[bool] = ..., next_page_token: _Optional[str] = ...) -> None: ...

@@ -60,6 +60,16 @@ class ProducerServiceStub:
                 request_serializer=worq_dot_v1_dot_producer__service__pb2.CancelRequest.SerializeToString,
                 response_deserializer=worq_dot_v1_dot_producer__service__pb2.CancelResponse.FromString,
                 _registered_method=True)
+        self.WatchJob = channel.unary_stream(
+                '/worq.v1.ProducerService/WatchJob',
+                request_serializer=worq_dot_v1_dot_producer__service__pb2.WatchJobRequest.SerializeToString,
+                response_deserializer=worq_dot_v1_dot_producer__service__pb2.WatchJobResponse.FromString,
+                _registered_method=True)
+        self.CollectChildren = channel.unary_unary(
+                '/worq.v1.ProducerService/CollectChildren',
+                request_serializer=worq_dot_v1_dot_producer__service__pb2.CollectChildrenRequest.SerializeToString,
+                response_deserializer=worq_dot_v1_dot_producer__service__pb2.CollectChildrenResponse.FromString,
+                _registered_method=True)
 
 
 class ProducerServiceServicer:
@@ -115,6 +125,26 @@ class ProducerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchJob(self, request, context):
+        """WatchJob streams a job: its current form first, then again after every state change
+        and progress report, ending after a terminal state (the last message carries the
+        result). NOT_FOUND for an unknown job; a job deleted while watched ends the stream with
+        NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CollectChildren(self, request, context):
+        """CollectChildren waits up to `wait_timeout` until every job spawned by `parent_jid`
+        (JobSpec.parent_jid) so far is finished, then returns them with their results
+        (FAN_OUT: a running parent gathers what it spawned). When the wait runs out, OK with
+        `finished` false and the children as they are.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ProducerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -142,6 +172,16 @@ def add_ProducerServiceServicer_to_server(servicer, server):
                     servicer.Cancel,
                     request_deserializer=worq_dot_v1_dot_producer__service__pb2.CancelRequest.FromString,
                     response_serializer=worq_dot_v1_dot_producer__service__pb2.CancelResponse.SerializeToString,
+            ),
+            'WatchJob': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchJob,
+                    request_deserializer=worq_dot_v1_dot_producer__service__pb2.WatchJobRequest.FromString,
+                    response_serializer=worq_dot_v1_dot_producer__service__pb2.WatchJobResponse.SerializeToString,
+            ),
+            'CollectChildren': grpc.unary_unary_rpc_method_handler(
+                    servicer.CollectChildren,
+                    request_deserializer=worq_dot_v1_dot_producer__service__pb2.CollectChildrenRequest.FromString,
+                    response_serializer=worq_dot_v1_dot_producer__service__pb2.CollectChildrenResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -280,6 +320,60 @@ class ProducerService:
             '/worq.v1.ProducerService/Cancel',
             worq_dot_v1_dot_producer__service__pb2.CancelRequest.SerializeToString,
             worq_dot_v1_dot_producer__service__pb2.CancelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/worq.v1.ProducerService/WatchJob',
+            worq_dot_v1_dot_producer__service__pb2.WatchJobRequest.SerializeToString,
+            worq_dot_v1_dot_producer__service__pb2.WatchJobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CollectChildren(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/worq.v1.ProducerService/CollectChildren',
+            worq_dot_v1_dot_producer__service__pb2.CollectChildrenRequest.SerializeToString,
+            worq_dot_v1_dot_producer__service__pb2.CollectChildrenResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -12,19 +12,28 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class QueueOrder(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    QUEUE_ORDER_UNSPECIFIED: _ClassVar[QueueOrder]
+    QUEUE_ORDER_LISTED: _ClassVar[QueueOrder]
+    QUEUE_ORDER_RANDOM: _ClassVar[QueueOrder]
+
 class ControlAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CONTROL_ACTION_UNSPECIFIED: _ClassVar[ControlAction]
     CONTROL_ACTION_RECONNECT: _ClassVar[ControlAction]
     CONTROL_ACTION_QUIET: _ClassVar[ControlAction]
     CONTROL_ACTION_TERMINATE: _ClassVar[ControlAction]
+QUEUE_ORDER_UNSPECIFIED: QueueOrder
+QUEUE_ORDER_LISTED: QueueOrder
+QUEUE_ORDER_RANDOM: QueueOrder
 CONTROL_ACTION_UNSPECIFIED: ControlAction
 CONTROL_ACTION_RECONNECT: ControlAction
 CONTROL_ACTION_QUIET: ControlAction
 CONTROL_ACTION_TERMINATE: ControlAction
 
 class LeaseRequest(_message.Message):
-    __slots__ = ("queues", "worker_id", "credits", "labels")
+    __slots__ = ("queues", "worker_id", "credits", "labels", "order")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -36,11 +45,13 @@ class LeaseRequest(_message.Message):
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     CREDITS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
     queues: _containers.RepeatedScalarFieldContainer[str]
     worker_id: str
     credits: int
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, queues: _Optional[_Iterable[str]] = ..., worker_id: _Optional[str] = ..., credits: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    order: QueueOrder
+    def __init__(self, queues: _Optional[_Iterable[str]] = ..., worker_id: _Optional[str] = ..., credits: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., order: _Optional[_Union[QueueOrder, str]] = ...) -> None: ...
 
 class LeaseResponse(_message.Message):
     __slots__ = ("jobs", "keepalive", "control", "revoked")
@@ -109,7 +120,7 @@ class AckResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class FailRequest(_message.Message):
-    __slots__ = ("jid", "lease_id", "message", "errtype", "backtrace", "category", "retry_after")
+    __slots__ = ("jid", "lease_id", "message", "errtype", "backtrace", "category", "retry_after", "code", "cause", "result")
     JID_FIELD_NUMBER: _ClassVar[int]
     LEASE_ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -117,6 +128,9 @@ class FailRequest(_message.Message):
     BACKTRACE_FIELD_NUMBER: _ClassVar[int]
     CATEGORY_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
     jid: str
     lease_id: str
     message: str
@@ -124,7 +138,10 @@ class FailRequest(_message.Message):
     backtrace: _containers.RepeatedScalarFieldContainer[str]
     category: _job_pb2.FailureCategory
     retry_after: _duration_pb2.Duration
-    def __init__(self, jid: _Optional[str] = ..., lease_id: _Optional[str] = ..., message: _Optional[str] = ..., errtype: _Optional[str] = ..., backtrace: _Optional[_Iterable[str]] = ..., category: _Optional[_Union[_job_pb2.FailureCategory, str]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    code: str
+    cause: str
+    result: bytes
+    def __init__(self, jid: _Optional[str] = ..., lease_id: _Optional[str] = ..., message: _Optional[str] = ..., errtype: _Optional[str] = ..., backtrace: _Optional[_Iterable[str]] = ..., category: _Optional[_Union[_job_pb2.FailureCategory, str]] = ..., retry_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., code: _Optional[str] = ..., cause: _Optional[str] = ..., result: _Optional[bytes] = ...) -> None: ...
 
 class FailResponse(_message.Message):
     __slots__ = ("state", "retry_at")
@@ -195,3 +212,33 @@ class ItemResult(_message.Message):
     message: str
     state: _job_pb2.JobState
     def __init__(self, jid: _Optional[str] = ..., code: _Optional[int] = ..., message: _Optional[str] = ..., state: _Optional[_Union[_job_pb2.JobState, str]] = ...) -> None: ...
+
+class CheckpointRequest(_message.Message):
+    __slots__ = ("jid", "lease_id", "data")
+    JID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    jid: str
+    lease_id: str
+    data: bytes
+    def __init__(self, jid: _Optional[str] = ..., lease_id: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class CheckpointResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ReportProgressRequest(_message.Message):
+    __slots__ = ("jid", "lease_id", "percent", "message")
+    JID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_ID_FIELD_NUMBER: _ClassVar[int]
+    PERCENT_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    jid: str
+    lease_id: str
+    percent: int
+    message: str
+    def __init__(self, jid: _Optional[str] = ..., lease_id: _Optional[str] = ..., percent: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ReportProgressResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -61,6 +61,16 @@ class WorkerServiceStub:
                 request_serializer=worq_dot_v1_dot_worker__service__pb2.ReportRequest.SerializeToString,
                 response_deserializer=worq_dot_v1_dot_worker__service__pb2.ReportResponse.FromString,
                 _registered_method=True)
+        self.Checkpoint = channel.unary_unary(
+                '/worq.v1.WorkerService/Checkpoint',
+                request_serializer=worq_dot_v1_dot_worker__service__pb2.CheckpointRequest.SerializeToString,
+                response_deserializer=worq_dot_v1_dot_worker__service__pb2.CheckpointResponse.FromString,
+                _registered_method=True)
+        self.ReportProgress = channel.unary_unary(
+                '/worq.v1.WorkerService/ReportProgress',
+                request_serializer=worq_dot_v1_dot_worker__service__pb2.ReportProgressRequest.SerializeToString,
+                response_deserializer=worq_dot_v1_dot_worker__service__pb2.ReportProgressResponse.FromString,
+                _registered_method=True)
 
 
 class WorkerServiceServicer:
@@ -112,6 +122,23 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Checkpoint(self, request, context):
+        """Checkpoint saves a running job's progress data durably (OK once it is on disk); the
+        job's next attempt is delivered with the last checkpoint in Job.checkpoint. Same lease
+        errors as Ack; INVALID_ARGUMENT for data over 1 MiB.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReportProgress(self, request, context):
+        """ReportProgress records how far a running job is (percent and a message), shown by
+        GetJob, the dashboard and WatchJob. Same lease errors as Ack.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -139,6 +166,16 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.Report,
                     request_deserializer=worq_dot_v1_dot_worker__service__pb2.ReportRequest.FromString,
                     response_serializer=worq_dot_v1_dot_worker__service__pb2.ReportResponse.SerializeToString,
+            ),
+            'Checkpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.Checkpoint,
+                    request_deserializer=worq_dot_v1_dot_worker__service__pb2.CheckpointRequest.FromString,
+                    response_serializer=worq_dot_v1_dot_worker__service__pb2.CheckpointResponse.SerializeToString,
+            ),
+            'ReportProgress': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportProgress,
+                    request_deserializer=worq_dot_v1_dot_worker__service__pb2.ReportProgressRequest.FromString,
+                    response_serializer=worq_dot_v1_dot_worker__service__pb2.ReportProgressResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -278,6 +315,60 @@ class WorkerService:
             '/worq.v1.WorkerService/Report',
             worq_dot_v1_dot_worker__service__pb2.ReportRequest.SerializeToString,
             worq_dot_v1_dot_worker__service__pb2.ReportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Checkpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/worq.v1.WorkerService/Checkpoint',
+            worq_dot_v1_dot_worker__service__pb2.CheckpointRequest.SerializeToString,
+            worq_dot_v1_dot_worker__service__pb2.CheckpointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportProgress(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/worq.v1.WorkerService/ReportProgress',
+            worq_dot_v1_dot_worker__service__pb2.ReportProgressRequest.SerializeToString,
+            worq_dot_v1_dot_worker__service__pb2.ReportProgressResponse.FromString,
             options,
             channel_credentials,
             insecure,

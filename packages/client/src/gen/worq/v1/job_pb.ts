@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file worq/v1/job.proto.
  */
 export const file_worq_v1_job: GenFile = /*@__PURE__*/
-  fileDesc("ChF3b3JxL3YxL2pvYi5wcm90bxIHd29ycS52MSLSAgoLUmV0cnlQb2xpY3kSGQoMbWF4X2F0dGVtcHRzGAEgASgNSACIAQESFgoJbWF4X2ZhaWxzGAIgASgNSAGIAQESKQoHYmFja29mZhgDIAEoDjIYLndvcnEudjEuQmFja29mZlN0cmF0ZWd5EjAKDWluaXRpYWxfZGVsYXkYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFwoKbXVsdGlwbGllchgFIAEoAUgCiAEBEiwKCW1heF9kZWxheRgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZqaXR0ZXIYByABKAgSLgoMb25fZXhoYXVzdGVkGAggASgOMhgud29ycS52MS5FeGhhdXN0ZWRBY3Rpb25CDwoNX21heF9hdHRlbXB0c0IMCgpfbWF4X2ZhaWxzQg0KC19tdWx0aXBsaWVyIlcKDERlcGVuZGVuY2llcxIlCgR0eXBlGAEgASgOMhcud29ycS52MS5EZXBlbmRlbmN5VHlwZRIMCgRqaWRzGAIgAygJEhIKCmJhdGNoX3JlZnMYAyADKAki4AUKB0pvYlNwZWMSDAoEdHlwZRgBIAEoCRINCgVxdWV1ZRgCIAEoCRIoCgRhcmdzGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLkxpc3RWYWx1ZRInCgZrd2FyZ3MYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg8KB3BheWxvYWQYBSABKAwSJwoGY3VzdG9tGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIjCghwcmlvcml0eRgHIAEoDjIRLndvcnEudjEuUHJpb3JpdHkSJgoCYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKBWRlbGF5GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC3Jlc2VydmVfZm9yGAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjQKEWV4ZWN1dGlvbl90aW1lb3V0GAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEiYKA3R0bBgMIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIjCgVyZXRyeRgNIAEoCzIULndvcnEudjEuUmV0cnlQb2xpY3kSEQoJYmFja3RyYWNlGA4gASgNEhcKD2lkZW1wb3RlbmN5X2tleRgPIAEoCRIpCgpkZXBlbmRzX29uGBAgASgLMhUud29ycS52MS5EZXBlbmRlbmNpZXMSEQoJYmF0Y2hfcmVmGBEgASgJEigKBHRhZ3MYEiADKAsyGi53b3JxLnYxLkpvYlNwZWMuVGFnc0VudHJ5EhYKDmNvcnJlbGF0aW9uX2lkGBMgASgJEhIKCnBhcmVudF9qaWQYFSABKAkSFAoMY2FsbGJhY2tfdXJsGBQgASgJGisKCVRhZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIt4BCgdGYWlsdXJlEi0KCWZhaWxlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcmV0cmllZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLcmV0cnlfY291bnQYAyABKA0SDwoHbWVzc2FnZRgEIAEoCRIPCgdlcnJ0eXBlGAUgASgJEhEKCWJhY2t0cmFjZRgGIAMoCRIqCghjYXRlZ29yeRgHIAEoDjIYLndvcnEudjEuRmFpbHVyZUNhdGVnb3J5IoYKCgNKb2ISCwoDamlkGAEgASgJEgwKBHR5cGUYAiABKAkSDQoFcXVldWUYAyABKAkSIAoFc3RhdGUYBCABKA4yES53b3JxLnYxLkpvYlN0YXRlEg8KB2F0dGVtcHQYBSABKA0SKAoEYXJncxgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5MaXN0VmFsdWUSJwoGa3dhcmdzGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgdwYXlsb2FkGAggASgMEicKBmN1c3RvbRgJIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSIwoIcHJpb3JpdHkYCiABKA4yES53b3JxLnYxLlByaW9yaXR5EiYKAmF0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgtyZXNlcnZlX2ZvchgMIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI0ChFleGVjdXRpb25fdGltZW91dBgNIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIjCgVyZXRyeRgOIAEoCzIULndvcnEudjEuUmV0cnlQb2xpY3kSEQoJYmFja3RyYWNlGA8gASgNEiQKBHRhZ3MYECADKAsyFi53b3JxLnYxLkpvYi5UYWdzRW50cnkSFgoOY29ycmVsYXRpb25faWQYESABKAkSDQoFZmFpbHMYEiABKA0SIQoHZmFpbHVyZRgTIAEoCzIQLndvcnEudjEuRmFpbHVyZRIuCgpjcmVhdGVkX2F0GBQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtlbnF1ZXVlZF9hdBgVIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMc2NoZWR1bGVkX2F0GBYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpzdGFydGVkX2F0GBcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GBggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxjb21wbGV0ZWRfYXQYGSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnJlc3VsdBgaIAEoDBIaChJwcmV2aW91c19sZWFzZV9pZHMYGyADKAkSNAoQbGVhc2VfZXhwaXJlc19hdBgcIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJd29ya2VyX2lkGB0gASgJEhcKD2lkZW1wb3RlbmN5X2tleRggIAEoCRISCgpwYXJlbnRfamlkGCEgASgJEjAKD2RlcGVuZGVuY3lfdHlwZRgiIAEoDjIXLndvcnEudjEuRGVwZW5kZW5jeVR5cGUSEgoKZGVwZW5kc19vbhgjIAMoCRISCgp3YWl0aW5nX29uGCQgAygJEhQKDGNhbGxiYWNrX3VybBglIAEoCRIuCgpleHBpcmVzX2F0GB4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBImCgN0dGwYHyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24aKwoJVGFnc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEq/gEKCEpvYlN0YXRlEhkKFUpPQl9TVEFURV9VTlNQRUNJRklFRBAAEhUKEUpPQl9TVEFURV9QRU5ESU5HEAESFwoTSk9CX1NUQVRFX1NDSEVEVUxFRBACEhUKEUpPQl9TVEFURV9ERUxBWUVEEAMSFQoRSk9CX1NUQVRFX1JVTk5JTkcQBBIWChJKT0JfU1RBVEVfUkVUUllJTkcQBRIXChNKT0JfU1RBVEVfQ09NUExFVEVEEAYSFAoQSk9CX1NUQVRFX0ZBSUxFRBAHEhkKFUpPQl9TVEFURV9ERUFEX0xFVFRFUhAIEhcKE0pPQl9TVEFURV9DQU5DRUxMRUQQCSqIAQoIUHJpb3JpdHkSGAoUUFJJT1JJVFlfVU5TUEVDSUZJRUQQABIVChFQUklPUklUWV9DUklUSUNBTBABEhEKDVBSSU9SSVRZX0hJR0gQAhITCg9QUklPUklUWV9OT1JNQUwQAxIQCgxQUklPUklUWV9MT1cQBBIRCg1QUklPUklUWV9CVUxLEAUqzgEKD0ZhaWx1cmVDYXRlZ29yeRIgChxGQUlMVVJFX0NBVEVHT1JZX1VOU1BFQ0lGSUVEEAASHgoaRkFJTFVSRV9DQVRFR09SWV9URU1QT1JBUlkQARIeChpGQUlMVVJFX0NBVEVHT1JZX1BFUk1BTkVOVBACEhwKGEZBSUxVUkVfQ0FURUdPUllfVElNRU9VVBADEh4KGkZBSUxVUkVfQ0FURUdPUllfQ0FOQ0VMTEVEEAQSGwoXRkFJTFVSRV9DQVRFR09SWV9TWVNURU0QBSqRAQoPQmFja29mZlN0cmF0ZWd5EiAKHEJBQ0tPRkZfU1RSQVRFR1lfVU5TUEVDSUZJRUQQABIdChlCQUNLT0ZGX1NUUkFURUdZX0NPTlNUQU5UEAESGwoXQkFDS09GRl9TVFJBVEVHWV9MSU5FQVIQAhIgChxCQUNLT0ZGX1NUUkFURUdZX0VYUE9ORU5USUFMEAMqcwoPRXhoYXVzdGVkQWN0aW9uEiAKHEVYSEFVU1RFRF9BQ1RJT05fVU5TUEVDSUZJRUQQABIgChxFWEhBVVNURURfQUNUSU9OX0RFQURfTEVUVEVSEAESHAoYRVhIQVVTVEVEX0FDVElPTl9ESVNDQVJEEAIqawoORGVwZW5kZW5jeVR5cGUSHwobREVQRU5ERU5DWV9UWVBFX1VOU1BFQ0lGSUVEEAASGQoVREVQRU5ERU5DWV9UWVBFX0FGVEVSEAESHQoZREVQRU5ERU5DWV9UWVBFX0FGVEVSX0FOWRACQoQBCgtjb20ud29ycS52MUIISm9iUHJvdG9QAVouZ2l0aHViLmNvbS93b3JxLWRldi93b3JxL2dlbi9nby93b3JxL3YxO3dvcnF2MaICA1dYWKoCB1dvcnEuVjHKAgdXb3JxXFYx4gITV29ycVxWMVxHUEJNZXRhZGF0YeoCCFdvcnE6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChF3b3JxL3YxL2pvYi5wcm90bxIHd29ycS52MSKsAwoLUmV0cnlQb2xpY3kSGQoMbWF4X2F0dGVtcHRzGAEgASgNSACIAQESFgoJbWF4X2ZhaWxzGAIgASgNSAGIAQESKQoHYmFja29mZhgDIAEoDjIYLndvcnEudjEuQmFja29mZlN0cmF0ZWd5EjAKDWluaXRpYWxfZGVsYXkYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFwoKbXVsdGlwbGllchgFIAEoAUgCiAEBEiwKCW1heF9kZWxheRgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZqaXR0ZXIYByABKAgSLgoMb25fZXhoYXVzdGVkGAggASgOMhgud29ycS52MS5FeGhhdXN0ZWRBY3Rpb24SGgoNcmV0cnlfdGltZW91dBgJIAEoCEgDiAEBEhkKDHJldHJ5X3N5c3RlbRgKIAEoCEgEiAEBQg8KDV9tYXhfYXR0ZW1wdHNCDAoKX21heF9mYWlsc0INCgtfbXVsdGlwbGllckIQCg5fcmV0cnlfdGltZW91dEIPCg1fcmV0cnlfc3lzdGVtImwKDERlcGVuZGVuY2llcxIlCgR0eXBlGAEgASgOMhcud29ycS52MS5EZXBlbmRlbmN5VHlwZRIMCgRqaWRzGAIgAygJEhIKCmJhdGNoX3JlZnMYAyADKAkSEwoLY2hpbGRyZW5fb2YYBCABKAki4AUKB0pvYlNwZWMSDAoEdHlwZRgBIAEoCRINCgVxdWV1ZRgCIAEoCRIoCgRhcmdzGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLkxpc3RWYWx1ZRInCgZrd2FyZ3MYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg8KB3BheWxvYWQYBSABKAwSJwoGY3VzdG9tGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIjCghwcmlvcml0eRgHIAEoDjIRLndvcnEudjEuUHJpb3JpdHkSJgoCYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKBWRlbGF5GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC3Jlc2VydmVfZm9yGAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjQKEWV4ZWN1dGlvbl90aW1lb3V0GAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEiYKA3R0bBgMIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIjCgVyZXRyeRgNIAEoCzIULndvcnEudjEuUmV0cnlQb2xpY3kSEQoJYmFja3RyYWNlGA4gASgNEhcKD2lkZW1wb3RlbmN5X2tleRgPIAEoCRIpCgpkZXBlbmRzX29uGBAgASgLMhUud29ycS52MS5EZXBlbmRlbmNpZXMSEQoJYmF0Y2hfcmVmGBEgASgJEigKBHRhZ3MYEiADKAsyGi53b3JxLnYxLkpvYlNwZWMuVGFnc0VudHJ5EhYKDmNvcnJlbGF0aW9uX2lkGBMgASgJEhIKCnBhcmVudF9qaWQYFSABKAkSFAoMY2FsbGJhY2tfdXJsGBQgASgJGisKCVRhZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIvsBCgdGYWlsdXJlEi0KCWZhaWxlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcmV0cmllZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLcmV0cnlfY291bnQYAyABKA0SDwoHbWVzc2FnZRgEIAEoCRIPCgdlcnJ0eXBlGAUgASgJEhEKCWJhY2t0cmFjZRgGIAMoCRIqCghjYXRlZ29yeRgHIAEoDjIYLndvcnEudjEuRmFpbHVyZUNhdGVnb3J5EgwKBGNvZGUYCCABKAkSDQoFY2F1c2UYCSABKAkiXAoIUHJvZ3Jlc3MSDwoHcGVyY2VudBgBIAEoDRIPCgdtZXNzYWdlGAIgASgJEi4KCnVwZGF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIr8KCgNKb2ISCwoDamlkGAEgASgJEgwKBHR5cGUYAiABKAkSDQoFcXVldWUYAyABKAkSIAoFc3RhdGUYBCABKA4yES53b3JxLnYxLkpvYlN0YXRlEg8KB2F0dGVtcHQYBSABKA0SKAoEYXJncxgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5MaXN0VmFsdWUSJwoGa3dhcmdzGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgdwYXlsb2FkGAggASgMEicKBmN1c3RvbRgJIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSIwoIcHJpb3JpdHkYCiABKA4yES53b3JxLnYxLlByaW9yaXR5EiYKAmF0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgtyZXNlcnZlX2ZvchgMIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI0ChFleGVjdXRpb25fdGltZW91dBgNIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIjCgVyZXRyeRgOIAEoCzIULndvcnEudjEuUmV0cnlQb2xpY3kSEQoJYmFja3RyYWNlGA8gASgNEiQKBHRhZ3MYECADKAsyFi53b3JxLnYxLkpvYi5UYWdzRW50cnkSFgoOY29ycmVsYXRpb25faWQYESABKAkSDQoFZmFpbHMYEiABKA0SIQoHZmFpbHVyZRgTIAEoCzIQLndvcnEudjEuRmFpbHVyZRIuCgpjcmVhdGVkX2F0GBQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtlbnF1ZXVlZF9hdBgVIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMc2NoZWR1bGVkX2F0GBYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpzdGFydGVkX2F0GBcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GBggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxjb21wbGV0ZWRfYXQYGSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnJlc3VsdBgaIAEoDBIaChJwcmV2aW91c19sZWFzZV9pZHMYGyADKAkSNAoQbGVhc2VfZXhwaXJlc19hdBgcIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJd29ya2VyX2lkGB0gASgJEhcKD2lkZW1wb3RlbmN5X2tleRggIAEoCRISCgpwYXJlbnRfamlkGCEgASgJEjAKD2RlcGVuZGVuY3lfdHlwZRgiIAEoDjIXLndvcnEudjEuRGVwZW5kZW5jeVR5cGUSEgoKZGVwZW5kc19vbhgjIAMoCRISCgp3YWl0aW5nX29uGCQgAygJEhQKDGNhbGxiYWNrX3VybBglIAEoCRIuCgpleHBpcmVzX2F0GB4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBImCgN0dGwYHyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEgoKY2hlY2twb2ludBgmIAEoDBIjCghwcm9ncmVzcxgnIAEoCzIRLndvcnEudjEuUHJvZ3Jlc3MaKwoJVGFnc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEq/gEKCEpvYlN0YXRlEhkKFUpPQl9TVEFURV9VTlNQRUNJRklFRBAAEhUKEUpPQl9TVEFURV9QRU5ESU5HEAESFwoTSk9CX1NUQVRFX1NDSEVEVUxFRBACEhUKEUpPQl9TVEFURV9ERUxBWUVEEAMSFQoRSk9CX1NUQVRFX1JVTk5JTkcQBBIWChJKT0JfU1RBVEVfUkVUUllJTkcQBRIXChNKT0JfU1RBVEVfQ09NUExFVEVEEAYSFAoQSk9CX1NUQVRFX0ZBSUxFRBAHEhkKFUpPQl9TVEFURV9ERUFEX0xFVFRFUhAIEhcKE0pPQl9TVEFURV9DQU5DRUxMRUQQCSqIAQoIUHJpb3JpdHkSGAoUUFJJT1JJVFlfVU5TUEVDSUZJRUQQABIVChFQUklPUklUWV9DUklUSUNBTBABEhEKDVBSSU9SSVRZX0hJR0gQAhITCg9QUklPUklUWV9OT1JNQUwQAxIQCgxQUklPUklUWV9MT1cQBBIRCg1QUklPUklUWV9CVUxLEAUqzgEKD0ZhaWx1cmVDYXRlZ29yeRIgChxGQUlMVVJFX0NBVEVHT1JZX1VOU1BFQ0lGSUVEEAASHgoaRkFJTFVSRV9DQVRFR09SWV9URU1QT1JBUlkQARIeChpGQUlMVVJFX0NBVEVHT1JZX1BFUk1BTkVOVBACEhwKGEZBSUxVUkVfQ0FURUdPUllfVElNRU9VVBADEh4KGkZBSUxVUkVfQ0FURUdPUllfQ0FOQ0VMTEVEEAQSGwoXRkFJTFVSRV9DQVRFR09SWV9TWVNURU0QBSqRAQoPQmFja29mZlN0cmF0ZWd5EiAKHEJBQ0tPRkZfU1RSQVRFR1lfVU5TUEVDSUZJRUQQABIdChlCQUNLT0ZGX1NUUkFURUdZX0NPTlNUQU5UEAESGwoXQkFDS09GRl9TVFJBVEVHWV9MSU5FQVIQAhIgChxCQUNLT0ZGX1NUUkFURUdZX0VYUE9ORU5USUFMEAMqcwoPRXhoYXVzdGVkQWN0aW9uEiAKHEVYSEFVU1RFRF9BQ1RJT05fVU5TUEVDSUZJRUQQABIgChxFWEhBVVNURURfQUNUSU9OX0RFQURfTEVUVEVSEAESHAoYRVhIQVVTVEVEX0FDVElPTl9ESVNDQVJEEAIqawoORGVwZW5kZW5jeVR5cGUSHwobREVQRU5ERU5DWV9UWVBFX1VOU1BFQ0lGSUVEEAASGQoVREVQRU5ERU5DWV9UWVBFX0FGVEVSEAESHQoZREVQRU5ERU5DWV9UWVBFX0FGVEVSX0FOWRACQoQBCgtjb20ud29ycS52MUIISm9iUHJvdG9QAVouZ2l0aHViLmNvbS93b3JxLWRldi93b3JxL2dlbi9nby93b3JxL3YxO3dvcnF2MaICA1dYWKoCB1dvcnEuVjHKAgdXb3JxXFYx4gITV29ycVxWMVxHUEJNZXRhZGF0YeoCCFdvcnE6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * RetryPolicy bounds and paces the attempts of one job. Every field is optional; an
@@ -23,7 +23,8 @@ export const file_worq_v1_job: GenFile = /*@__PURE__*/
 export type RetryPolicy = Message<"worq.v1.RetryPolicy"> & {
   /**
    * Maximum attempts including the first; every lease counts, a lapsed lease included.
-   * Default 3; 1 means "never retry" (Faktory `retry: 0`); at most 1000.
+   * Default 3; 1 means "never retry" (Faktory `retry: 0`); at most 1000. 0 means
+   * unlimited: the job is retried until it completes or its ttl ends it (Workq's default).
    *
    * @generated from field: optional uint32 max_attempts = 1;
    */
@@ -78,6 +79,22 @@ export type RetryPolicy = Message<"worq.v1.RetryPolicy"> & {
    * @generated from field: worq.v1.ExhaustedAction on_exhausted = 8;
    */
   onExhausted: ExhaustedAction;
+
+  /**
+   * Whether a TIMEOUT failure (the attempt passed its execution timeout) is retried; when
+   * false it goes to FAILED at once. Unset takes the queue's setting (ConfigureQueue), else true.
+   *
+   * @generated from field: optional bool retry_timeout = 9;
+   */
+  retryTimeout?: boolean | undefined;
+
+  /**
+   * Whether a SYSTEM failure (a lapsed lease: the worker died or stopped renewing) is retried;
+   * when false it goes to FAILED at once. Unset takes the queue's setting, else true.
+   *
+   * @generated from field: optional bool retry_system = 10;
+   */
+  retrySystem?: boolean | undefined;
 };
 
 /**
@@ -118,6 +135,15 @@ export type Dependencies = Message<"worq.v1.Dependencies"> & {
    * @generated from field: repeated string batch_refs = 3;
    */
   batchRefs: string[];
+
+  /**
+   * FAN_IN over spawned jobs: an existing job whose children (jobs submitted with
+   * parent_jid = it) this job waits for, those spawned later included. Released once that
+   * job and every child it spawned are finished; `type` applies to the children.
+   *
+   * @generated from field: string children_of = 4;
+   */
+  childrenOf: string;
 };
 
 /**
@@ -355,6 +381,20 @@ export type Failure = Message<"worq.v1.Failure"> & {
    * @generated from field: worq.v1.FailureCategory category = 7;
    */
   category: FailureCategory;
+
+  /**
+   * Application error code of the last failure (a PermanentError's `code`), at most 256 chars.
+   *
+   * @generated from field: string code = 8;
+   */
+  code: string;
+
+  /**
+   * What caused the last failure (the wrapped error's text), at most 64 KiB.
+   *
+   * @generated from field: string cause = 9;
+   */
+  cause: string;
 };
 
 /**
@@ -363,6 +403,41 @@ export type Failure = Message<"worq.v1.Failure"> & {
  */
 export const FailureSchema: GenMessage<Failure> = /*@__PURE__*/
   messageDesc(file_worq_v1_job, 3);
+
+/**
+ * Progress is what a running job's handler last reported about itself.
+ *
+ * @generated from message worq.v1.Progress
+ */
+export type Progress = Message<"worq.v1.Progress"> & {
+  /**
+   * 0 to 100.
+   *
+   * @generated from field: uint32 percent = 1;
+   */
+  percent: number;
+
+  /**
+   * At most 1024 chars.
+   *
+   * @generated from field: string message = 2;
+   */
+  message: string;
+
+  /**
+   * When the handler reported it.
+   *
+   * @generated from field: google.protobuf.Timestamp updated_at = 3;
+   */
+  updatedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message worq.v1.Progress.
+ * Use `create(ProgressSchema)` to create a new message.
+ */
+export const ProgressSchema: GenMessage<Progress> = /*@__PURE__*/
+  messageDesc(file_worq_v1_job, 4);
 
 /**
  * Job is a job as the server holds it: the producer's spec (defaults resolved) plus
@@ -547,7 +622,7 @@ export type Job = Message<"worq.v1.Job"> & {
   completedAt?: Timestamp | undefined;
 
   /**
-   * Result bytes stored by Ack (at most 1 MiB); filled by GetJob, empty in leased jobs.
+   * Result bytes stored by Ack or Fail (at most 1 MiB); filled by GetJob, empty in leased jobs.
    *
    * @generated from field: bytes result = 26;
    */
@@ -630,6 +705,21 @@ export type Job = Message<"worq.v1.Job"> & {
    * @generated from field: google.protobuf.Duration ttl = 31;
    */
   ttl?: Duration | undefined;
+
+  /**
+   * The last checkpoint a handler saved (WorkerService.Checkpoint), at most 1 MiB: delivered
+   * with every later attempt so that it resumes from there.
+   *
+   * @generated from field: bytes checkpoint = 38;
+   */
+  checkpoint: Uint8Array;
+
+  /**
+   * What the handler of the current or last attempt last reported (WorkerService.ReportProgress).
+   *
+   * @generated from field: worq.v1.Progress progress = 39;
+   */
+  progress?: Progress | undefined;
 };
 
 /**
@@ -637,7 +727,7 @@ export type Job = Message<"worq.v1.Job"> & {
  * Use `create(JobSchema)` to create a new message.
  */
 export const JobSchema: GenMessage<Job> = /*@__PURE__*/
-  messageDesc(file_worq_v1_job, 4);
+  messageDesc(file_worq_v1_job, 5);
 
 /**
  * JobState is where a job is in its lifecycle.

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file worq/v1/producer_service.proto.
  */
 export const file_worq_v1_producer_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch53b3JxL3YxL3Byb2R1Y2VyX3NlcnZpY2UucHJvdG8SB3dvcnEudjEiLgoNU3VibWl0UmVxdWVzdBIdCgNqb2IYASABKAsyEC53b3JxLnYxLkpvYlNwZWMiUgoOU3VibWl0UmVzcG9uc2USCwoDamlkGAEgASgJEhEKCWR1cGxpY2F0ZRgCIAEoCBIgCgVzdGF0ZRgDIAEoDjIRLndvcnEudjEuSm9iU3RhdGUiWAoSU3VibWl0QmF0Y2hSZXF1ZXN0Eh4KBGpvYnMYASADKAsyEC53b3JxLnYxLkpvYlNwZWMSIgoFc2hhcGUYAiABKA4yEy53b3JxLnYxLkJhdGNoU2hhcGUiPAoTU3VibWl0QmF0Y2hSZXNwb25zZRIlCgRqb2JzGAEgAygLMhcud29ycS52MS5TdWJtaXRSZXNwb25zZSJcCgpSdW5SZXF1ZXN0Eh0KA2pvYhgBIAEoCzIQLndvcnEudjEuSm9iU3BlYxIvCgx3YWl0X3RpbWVvdXQYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iKAoLUnVuUmVzcG9uc2USGQoDam9iGAEgASgLMgwud29ycS52MS5Kb2IiUAoQR2V0UmVzdWx0UmVxdWVzdBILCgNqaWQYASABKAkSLwoMd2FpdF90aW1lb3V0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIi4KEUdldFJlc3VsdFJlc3BvbnNlEhkKA2pvYhgBIAEoCzIMLndvcnEudjEuSm9iIhwKDUNhbmNlbFJlcXVlc3QSCwoDamlkGAEgASgJIisKDkNhbmNlbFJlc3BvbnNlEhkKA2pvYhgBIAEoCzIMLndvcnEudjEuSm9iKlgKCkJhdGNoU2hhcGUSGwoXQkFUQ0hfU0hBUEVfVU5TUEVDSUZJRUQQABIVChFCQVRDSF9TSEFQRV9DSEFJThABEhYKEkJBVENIX1NIQVBFX0ZBTl9JThACMscCCg9Qcm9kdWNlclNlcnZpY2USOQoGU3VibWl0EhYud29ycS52MS5TdWJtaXRSZXF1ZXN0Ghcud29ycS52MS5TdWJtaXRSZXNwb25zZRJICgtTdWJtaXRCYXRjaBIbLndvcnEudjEuU3VibWl0QmF0Y2hSZXF1ZXN0Ghwud29ycS52MS5TdWJtaXRCYXRjaFJlc3BvbnNlEjAKA1J1bhITLndvcnEudjEuUnVuUmVxdWVzdBoULndvcnEudjEuUnVuUmVzcG9uc2USQgoJR2V0UmVzdWx0Ehkud29ycS52MS5HZXRSZXN1bHRSZXF1ZXN0Ghoud29ycS52MS5HZXRSZXN1bHRSZXNwb25zZRI5CgZDYW5jZWwSFi53b3JxLnYxLkNhbmNlbFJlcXVlc3QaFy53b3JxLnYxLkNhbmNlbFJlc3BvbnNlQpABCgtjb20ud29ycS52MUIUUHJvZHVjZXJTZXJ2aWNlUHJvdG9QAVouZ2l0aHViLmNvbS93b3JxLWRldi93b3JxL2dlbi9nby93b3JxL3YxO3dvcnF2MaICA1dYWKoCB1dvcnEuVjHKAgdXb3JxXFYx4gITV29ycVxWMVxHUEJNZXRhZGF0YeoCCFdvcnE6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_worq_v1_job]);
+  fileDesc("Ch53b3JxL3YxL3Byb2R1Y2VyX3NlcnZpY2UucHJvdG8SB3dvcnEudjEiLgoNU3VibWl0UmVxdWVzdBIdCgNqb2IYASABKAsyEC53b3JxLnYxLkpvYlNwZWMiUgoOU3VibWl0UmVzcG9uc2USCwoDamlkGAEgASgJEhEKCWR1cGxpY2F0ZRgCIAEoCBIgCgVzdGF0ZRgDIAEoDjIRLndvcnEudjEuSm9iU3RhdGUiWAoSU3VibWl0QmF0Y2hSZXF1ZXN0Eh4KBGpvYnMYASADKAsyEC53b3JxLnYxLkpvYlNwZWMSIgoFc2hhcGUYAiABKA4yEy53b3JxLnYxLkJhdGNoU2hhcGUiPAoTU3VibWl0QmF0Y2hSZXNwb25zZRIlCgRqb2JzGAEgAygLMhcud29ycS52MS5TdWJtaXRSZXNwb25zZSJcCgpSdW5SZXF1ZXN0Eh0KA2pvYhgBIAEoCzIQLndvcnEudjEuSm9iU3BlYxIvCgx3YWl0X3RpbWVvdXQYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iKAoLUnVuUmVzcG9uc2USGQoDam9iGAEgASgLMgwud29ycS52MS5Kb2IiUAoQR2V0UmVzdWx0UmVxdWVzdBILCgNqaWQYASABKAkSLwoMd2FpdF90aW1lb3V0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIi4KEUdldFJlc3VsdFJlc3BvbnNlEhkKA2pvYhgBIAEoCzIMLndvcnEudjEuSm9iIhwKDUNhbmNlbFJlcXVlc3QSCwoDamlkGAEgASgJIisKDkNhbmNlbFJlc3BvbnNlEhkKA2pvYhgBIAEoCzIMLndvcnEudjEuSm9iIh4KD1dhdGNoSm9iUmVxdWVzdBILCgNqaWQYASABKAkiLQoQV2F0Y2hKb2JSZXNwb25zZRIZCgNqb2IYASABKAsyDC53b3JxLnYxLkpvYiKEAQoWQ29sbGVjdENoaWxkcmVuUmVxdWVzdBISCgpwYXJlbnRfamlkGAEgASgJEi8KDHdhaXRfdGltZW91dBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIRCglwYWdlX3NpemUYAyABKA0SEgoKcGFnZV90b2tlbhgEIAEoCSJkChdDb2xsZWN0Q2hpbGRyZW5SZXNwb25zZRIeCghjaGlsZHJlbhgBIAMoCzIMLndvcnEudjEuSm9iEhAKCGZpbmlzaGVkGAIgASgIEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCSpYCgpCYXRjaFNoYXBlEhsKF0JBVENIX1NIQVBFX1VOU1BFQ0lGSUVEEAASFQoRQkFUQ0hfU0hBUEVfQ0hBSU4QARIWChJCQVRDSF9TSEFQRV9GQU5fSU4QAjLgAwoPUHJvZHVjZXJTZXJ2aWNlEjkKBlN1Ym1pdBIWLndvcnEudjEuU3VibWl0UmVxdWVzdBoXLndvcnEudjEuU3VibWl0UmVzcG9uc2USSAoLU3VibWl0QmF0Y2gSGy53b3JxLnYxLlN1Ym1pdEJhdGNoUmVxdWVzdBocLndvcnEudjEuU3VibWl0QmF0Y2hSZXNwb25zZRIwCgNSdW4SEy53b3JxLnYxLlJ1blJlcXVlc3QaFC53b3JxLnYxLlJ1blJlc3BvbnNlEkIKCUdldFJlc3VsdBIZLndvcnEudjEuR2V0UmVzdWx0UmVxdWVzdBoaLndvcnEudjEuR2V0UmVzdWx0UmVzcG9uc2USOQoGQ2FuY2VsEhYud29ycS52MS5DYW5jZWxSZXF1ZXN0Ghcud29ycS52MS5DYW5jZWxSZXNwb25zZRJBCghXYXRjaEpvYhIYLndvcnEudjEuV2F0Y2hKb2JSZXF1ZXN0Ghkud29ycS52MS5XYXRjaEpvYlJlc3BvbnNlMAESVAoPQ29sbGVjdENoaWxkcmVuEh8ud29ycS52MS5Db2xsZWN0Q2hpbGRyZW5SZXF1ZXN0GiAud29ycS52MS5Db2xsZWN0Q2hpbGRyZW5SZXNwb25zZUKQAQoLY29tLndvcnEudjFCFFByb2R1Y2VyU2VydmljZVByb3RvUAFaLmdpdGh1Yi5jb20vd29ycS1kZXYvd29ycS9nZW4vZ28vd29ycS92MTt3b3JxdjGiAgNXWFiqAgdXb3JxLlYxygIHV29ycVxWMeICE1dvcnFcVjFcR1BCTWV0YWRhdGHqAghXb3JxOjpWMWIGcHJvdG8z", [file_google_protobuf_duration, file_worq_v1_job]);
 
 /**
  * SubmitRequest carries one job.
@@ -262,6 +262,125 @@ export const CancelResponseSchema: GenMessage<CancelResponse> = /*@__PURE__*/
   messageDesc(file_worq_v1_producer_service, 9);
 
 /**
+ * WatchJobRequest names a job to follow.
+ *
+ * @generated from message worq.v1.WatchJobRequest
+ */
+export type WatchJobRequest = Message<"worq.v1.WatchJobRequest"> & {
+  /**
+   * Required: the job's id.
+   *
+   * @generated from field: string jid = 1;
+   */
+  jid: string;
+};
+
+/**
+ * Describes the message worq.v1.WatchJobRequest.
+ * Use `create(WatchJobRequestSchema)` to create a new message.
+ */
+export const WatchJobRequestSchema: GenMessage<WatchJobRequest> = /*@__PURE__*/
+  messageDesc(file_worq_v1_producer_service, 10);
+
+/**
+ * WatchJobResponse is the job as it is now.
+ *
+ * @generated from message worq.v1.WatchJobResponse
+ */
+export type WatchJobResponse = Message<"worq.v1.WatchJobResponse"> & {
+  /**
+   * The job; `result` filled once it is terminal.
+   *
+   * @generated from field: worq.v1.Job job = 1;
+   */
+  job?: Job | undefined;
+};
+
+/**
+ * Describes the message worq.v1.WatchJobResponse.
+ * Use `create(WatchJobResponseSchema)` to create a new message.
+ */
+export const WatchJobResponseSchema: GenMessage<WatchJobResponse> = /*@__PURE__*/
+  messageDesc(file_worq_v1_producer_service, 11);
+
+/**
+ * CollectChildrenRequest names a parent job.
+ *
+ * @generated from message worq.v1.CollectChildrenRequest
+ */
+export type CollectChildrenRequest = Message<"worq.v1.CollectChildrenRequest"> & {
+  /**
+   * Required: the parent's id.
+   *
+   * @generated from field: string parent_jid = 1;
+   */
+  parentJid: string;
+
+  /**
+   * How long to wait for every child to finish, at most 1 h; zero checks once.
+   *
+   * @generated from field: google.protobuf.Duration wait_timeout = 2;
+   */
+  waitTimeout?: Duration | undefined;
+
+  /**
+   * At most this many children per page; default 1000, at most 10,000.
+   *
+   * @generated from field: uint32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * Cursor from a previous response.
+   *
+   * @generated from field: string page_token = 4;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message worq.v1.CollectChildrenRequest.
+ * Use `create(CollectChildrenRequestSchema)` to create a new message.
+ */
+export const CollectChildrenRequestSchema: GenMessage<CollectChildrenRequest> = /*@__PURE__*/
+  messageDesc(file_worq_v1_producer_service, 12);
+
+/**
+ * CollectChildrenResponse lists a parent's children, oldest first.
+ *
+ * @generated from message worq.v1.CollectChildrenResponse
+ */
+export type CollectChildrenResponse = Message<"worq.v1.CollectChildrenResponse"> & {
+  /**
+   * The children, results included.
+   *
+   * @generated from field: repeated worq.v1.Job children = 1;
+   */
+  children: Job[];
+
+  /**
+   * True when every child spawned so far is finished.
+   *
+   * @generated from field: bool finished = 2;
+   */
+  finished: boolean;
+
+  /**
+   * Cursor for the next page; empty when this was the last.
+   *
+   * @generated from field: string next_page_token = 3;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message worq.v1.CollectChildrenResponse.
+ * Use `create(CollectChildrenResponseSchema)` to create a new message.
+ */
+export const CollectChildrenResponseSchema: GenMessage<CollectChildrenResponse> = /*@__PURE__*/
+  messageDesc(file_worq_v1_producer_service, 13);
+
+/**
  * BatchShape is a dependency pattern over the jobs of one SubmitBatch.
  *
  * @generated from enum worq.v1.BatchShape
@@ -365,6 +484,32 @@ export const ProducerService: GenService<{
     methodKind: "unary";
     input: typeof CancelRequestSchema;
     output: typeof CancelResponseSchema;
+  },
+  /**
+   * WatchJob streams a job: its current form first, then again after every state change
+   * and progress report, ending after a terminal state (the last message carries the
+   * result). NOT_FOUND for an unknown job; a job deleted while watched ends the stream with
+   * NOT_FOUND.
+   *
+   * @generated from rpc worq.v1.ProducerService.WatchJob
+   */
+  watchJob: {
+    methodKind: "server_streaming";
+    input: typeof WatchJobRequestSchema;
+    output: typeof WatchJobResponseSchema;
+  },
+  /**
+   * CollectChildren waits up to `wait_timeout` until every job spawned by `parent_jid`
+   * (JobSpec.parent_jid) so far is finished, then returns them with their results
+   * (FAN_OUT: a running parent gathers what it spawned). When the wait runs out, OK with
+   * `finished` false and the children as they are.
+   *
+   * @generated from rpc worq.v1.ProducerService.CollectChildren
+   */
+  collectChildren: {
+    methodKind: "unary";
+    input: typeof CollectChildrenRequestSchema;
+    output: typeof CollectChildrenResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_worq_v1_producer_service, 0);

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file worq/v1/worker_service.proto.
  */
 export const file_worq_v1_worker_service: GenFile = /*@__PURE__*/
-  fileDesc("Chx3b3JxL3YxL3dvcmtlcl9zZXJ2aWNlLnByb3RvEgd3b3JxLnYxIqQBCgxMZWFzZVJlcXVlc3QSDgoGcXVldWVzGAEgAygJEhEKCXdvcmtlcl9pZBgCIAEoCRIPCgdjcmVkaXRzGAMgASgNEjEKBmxhYmVscxgEIAMoCzIhLndvcnEudjEuTGVhc2VSZXF1ZXN0LkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEirwEKDUxlYXNlUmVzcG9uc2USIwoEam9icxgBIAEoCzITLndvcnEudjEuTGVhc2VkSm9ic0gAEicKCWtlZXBhbGl2ZRgCIAEoCzISLndvcnEudjEuS2VlcGFsaXZlSAASIwoHY29udHJvbBgDIAEoCzIQLndvcnEudjEuQ29udHJvbEgAEiMKB3Jldm9rZWQYBCABKAsyEC53b3JxLnYxLlJldm9rZWRIAEIGCgRraW5kIjgKB1Jldm9rZWQSCwoDamlkGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCSIuCgpMZWFzZWRKb2JzEiAKBGpvYnMYASADKAsyEi53b3JxLnYxLkxlYXNlZEpvYiKmAQoJTGVhc2VkSm9iEhkKA2pvYhgBIAEoCzIMLndvcnEudjEuSm9iEhAKCGxlYXNlX2lkGAIgASgJEjQKEGxlYXNlX2V4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjYKEmV4ZWN1dGlvbl9kZWFkbGluZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiCwoJS2VlcGFsaXZlIkEKB0NvbnRyb2wSJgoGYWN0aW9uGAEgASgOMhYud29ycS52MS5Db250cm9sQWN0aW9uEg4KBnJlYXNvbhgCIAEoCSI7CgpBY2tSZXF1ZXN0EgsKA2ppZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIOCgZyZXN1bHQYAyABKAwiDQoLQWNrUmVzcG9uc2UivQEKC0ZhaWxSZXF1ZXN0EgsKA2ppZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEg8KB2VycnR5cGUYBCABKAkSEQoJYmFja3RyYWNlGAUgAygJEioKCGNhdGVnb3J5GAYgASgOMhgud29ycS52MS5GYWlsdXJlQ2F0ZWdvcnkSLgoLcmV0cnlfYWZ0ZXIYByABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iXgoMRmFpbFJlc3BvbnNlEiAKBXN0YXRlGAEgASgOMhEud29ycS52MS5Kb2JTdGF0ZRIsCghyZXRyeV9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiXwoITGVhc2VSZWYSCwoDamlkGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEjQKEWV4ZWN1dGlvbl90aW1lb3V0GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIjEKDFJlbmV3UmVxdWVzdBIhCgZsZWFzZXMYASADKAsyES53b3JxLnYxLkxlYXNlUmVmIjYKDVJlbmV3UmVzcG9uc2USJQoHcmVzdWx0cxgBIAMoCzIULndvcnEudjEuUmVuZXdSZXN1bHQibwoLUmVuZXdSZXN1bHQSCwoDamlkGAEgASgJEgwKBGNvZGUYAiABKAUSDwoHbWVzc2FnZRgDIAEoCRI0ChBsZWFzZV9leHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJXCg1SZXBvcnRSZXF1ZXN0EiEKBGFja3MYASADKAsyEy53b3JxLnYxLkFja1JlcXVlc3QSIwoFZmFpbHMYAiADKAsyFC53b3JxLnYxLkZhaWxSZXF1ZXN0IlcKDlJlcG9ydFJlc3BvbnNlEiEKBGFja3MYASADKAsyEy53b3JxLnYxLkl0ZW1SZXN1bHQSIgoFZmFpbHMYAiADKAsyEy53b3JxLnYxLkl0ZW1SZXN1bHQiWgoKSXRlbVJlc3VsdBILCgNqaWQYASABKAkSDAoEY29kZRgCIAEoBRIPCgdtZXNzYWdlGAMgASgJEiAKBXN0YXRlGAQgASgOMhEud29ycS52MS5Kb2JTdGF0ZSqFAQoNQ29udHJvbEFjdGlvbhIeChpDT05UUk9MX0FDVElPTl9VTlNQRUNJRklFRBAAEhwKGENPTlRST0xfQUNUSU9OX1JFQ09OTkVDVBABEhgKFENPTlRST0xfQUNUSU9OX1FVSUVUEAISHAoYQ09OVFJPTF9BQ1RJT05fVEVSTUlOQVRFEAMyowIKDVdvcmtlclNlcnZpY2USOAoFTGVhc2USFS53b3JxLnYxLkxlYXNlUmVxdWVzdBoWLndvcnEudjEuTGVhc2VSZXNwb25zZTABEjAKA0FjaxITLndvcnEudjEuQWNrUmVxdWVzdBoULndvcnEudjEuQWNrUmVzcG9uc2USMwoERmFpbBIULndvcnEudjEuRmFpbFJlcXVlc3QaFS53b3JxLnYxLkZhaWxSZXNwb25zZRI2CgVSZW5ldxIVLndvcnEudjEuUmVuZXdSZXF1ZXN0GhYud29ycS52MS5SZW5ld1Jlc3BvbnNlEjkKBlJlcG9ydBIWLndvcnEudjEuUmVwb3J0UmVxdWVzdBoXLndvcnEudjEuUmVwb3J0UmVzcG9uc2VCjgEKC2NvbS53b3JxLnYxQhJXb3JrZXJTZXJ2aWNlUHJvdG9QAVouZ2l0aHViLmNvbS93b3JxLWRldi93b3JxL2dlbi9nby93b3JxL3YxO3dvcnF2MaICA1dYWKoCB1dvcnEuVjHKAgdXb3JxXFYx4gITV29ycVxWMVxHUEJNZXRhZGF0YeoCCFdvcnE6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_worq_v1_job]);
+  fileDesc("Chx3b3JxL3YxL3dvcmtlcl9zZXJ2aWNlLnByb3RvEgd3b3JxLnYxIsgBCgxMZWFzZVJlcXVlc3QSDgoGcXVldWVzGAEgAygJEhEKCXdvcmtlcl9pZBgCIAEoCRIPCgdjcmVkaXRzGAMgASgNEjEKBmxhYmVscxgEIAMoCzIhLndvcnEudjEuTGVhc2VSZXF1ZXN0LkxhYmVsc0VudHJ5EiIKBW9yZGVyGAUgASgOMhMud29ycS52MS5RdWV1ZU9yZGVyGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEirwEKDUxlYXNlUmVzcG9uc2USIwoEam9icxgBIAEoCzITLndvcnEudjEuTGVhc2VkSm9ic0gAEicKCWtlZXBhbGl2ZRgCIAEoCzISLndvcnEudjEuS2VlcGFsaXZlSAASIwoHY29udHJvbBgDIAEoCzIQLndvcnEudjEuQ29udHJvbEgAEiMKB3Jldm9rZWQYBCABKAsyEC53b3JxLnYxLlJldm9rZWRIAEIGCgRraW5kIjgKB1Jldm9rZWQSCwoDamlkGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCSIuCgpMZWFzZWRKb2JzEiAKBGpvYnMYASADKAsyEi53b3JxLnYxLkxlYXNlZEpvYiKmAQoJTGVhc2VkSm9iEhkKA2pvYhgBIAEoCzIMLndvcnEudjEuSm9iEhAKCGxlYXNlX2lkGAIgASgJEjQKEGxlYXNlX2V4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjYKEmV4ZWN1dGlvbl9kZWFkbGluZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiCwoJS2VlcGFsaXZlIkEKB0NvbnRyb2wSJgoGYWN0aW9uGAEgASgOMhYud29ycS52MS5Db250cm9sQWN0aW9uEg4KBnJlYXNvbhgCIAEoCSI7CgpBY2tSZXF1ZXN0EgsKA2ppZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIOCgZyZXN1bHQYAyABKAwiDQoLQWNrUmVzcG9uc2Ui6gEKC0ZhaWxSZXF1ZXN0EgsKA2ppZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEg8KB2VycnR5cGUYBCABKAkSEQoJYmFja3RyYWNlGAUgAygJEioKCGNhdGVnb3J5GAYgASgOMhgud29ycS52MS5GYWlsdXJlQ2F0ZWdvcnkSLgoLcmV0cnlfYWZ0ZXIYByABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDAoEY29kZRgIIAEoCRINCgVjYXVzZRgJIAEoCRIOCgZyZXN1bHQYCiABKAwiXgoMRmFpbFJlc3BvbnNlEiAKBXN0YXRlGAEgASgOMhEud29ycS52MS5Kb2JTdGF0ZRIsCghyZXRyeV9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiXwoITGVhc2VSZWYSCwoDamlkGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEjQKEWV4ZWN1dGlvbl90aW1lb3V0GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIjEKDFJlbmV3UmVxdWVzdBIhCgZsZWFzZXMYASADKAsyES53b3JxLnYxLkxlYXNlUmVmIjYKDVJlbmV3UmVzcG9uc2USJQoHcmVzdWx0cxgBIAMoCzIULndvcnEudjEuUmVuZXdSZXN1bHQibwoLUmVuZXdSZXN1bHQSCwoDamlkGAEgASgJEgwKBGNvZGUYAiABKAUSDwoHbWVzc2FnZRgDIAEoCRI0ChBsZWFzZV9leHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJXCg1SZXBvcnRSZXF1ZXN0EiEKBGFja3MYASADKAsyEy53b3JxLnYxLkFja1JlcXVlc3QSIwoFZmFpbHMYAiADKAsyFC53b3JxLnYxLkZhaWxSZXF1ZXN0IlcKDlJlcG9ydFJlc3BvbnNlEiEKBGFja3MYASADKAsyEy53b3JxLnYxLkl0ZW1SZXN1bHQSIgoFZmFpbHMYAiADKAsyEy53b3JxLnYxLkl0ZW1SZXN1bHQiWgoKSXRlbVJlc3VsdBILCgNqaWQYASABKAkSDAoEY29kZRgCIAEoBRIPCgdtZXNzYWdlGAMgASgJEiAKBXN0YXRlGAQgASgOMhEud29ycS52MS5Kb2JTdGF0ZSJAChFDaGVja3BvaW50UmVxdWVzdBILCgNqaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSDAoEZGF0YRgDIAEoDCIUChJDaGVja3BvaW50UmVzcG9uc2UiWAoVUmVwb3J0UHJvZ3Jlc3NSZXF1ZXN0EgsKA2ppZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIPCgdwZXJjZW50GAMgASgNEg8KB21lc3NhZ2UYBCABKAkiGAoWUmVwb3J0UHJvZ3Jlc3NSZXNwb25zZSpZCgpRdWV1ZU9yZGVyEhsKF1FVRVVFX09SREVSX1VOU1BFQ0lGSUVEEAASFgoSUVVFVUVfT1JERVJfTElTVEVEEAESFgoSUVVFVUVfT1JERVJfUkFORE9NEAIqhQEKDUNvbnRyb2xBY3Rpb24SHgoaQ09OVFJPTF9BQ1RJT05fVU5TUEVDSUZJRUQQABIcChhDT05UUk9MX0FDVElPTl9SRUNPTk5FQ1QQARIYChRDT05UUk9MX0FDVElPTl9RVUlFVBACEhwKGENPTlRST0xfQUNUSU9OX1RFUk1JTkFURRADMr0DCg1Xb3JrZXJTZXJ2aWNlEjgKBUxlYXNlEhUud29ycS52MS5MZWFzZVJlcXVlc3QaFi53b3JxLnYxLkxlYXNlUmVzcG9uc2UwARIwCgNBY2sSEy53b3JxLnYxLkFja1JlcXVlc3QaFC53b3JxLnYxLkFja1Jlc3BvbnNlEjMKBEZhaWwSFC53b3JxLnYxLkZhaWxSZXF1ZXN0GhUud29ycS52MS5GYWlsUmVzcG9uc2USNgoFUmVuZXcSFS53b3JxLnYxLlJlbmV3UmVxdWVzdBoWLndvcnEudjEuUmVuZXdSZXNwb25zZRI5CgZSZXBvcnQSFi53b3JxLnYxLlJlcG9ydFJlcXVlc3QaFy53b3JxLnYxLlJlcG9ydFJlc3BvbnNlEkUKCkNoZWNrcG9pbnQSGi53b3JxLnYxLkNoZWNrcG9pbnRSZXF1ZXN0Ghsud29ycS52MS5DaGVja3BvaW50UmVzcG9uc2USUQoOUmVwb3J0UHJvZ3Jlc3MSHi53b3JxLnYxLlJlcG9ydFByb2dyZXNzUmVxdWVzdBofLndvcnEudjEuUmVwb3J0UHJvZ3Jlc3NSZXNwb25zZUKOAQoLY29tLndvcnEudjFCEldvcmtlclNlcnZpY2VQcm90b1ABWi5naXRodWIuY29tL3dvcnEtZGV2L3dvcnEvZ2VuL2dvL3dvcnEvdjE7d29ycXYxogIDV1hYqgIHV29ycS5WMcoCB1dvcnFcVjHiAhNXb3JxXFYxXEdQQk1ldGFkYXRh6gIIV29ycTo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_worq_v1_job]);
 
 /**
  * LeaseRequest opens a worker's stream.
@@ -49,6 +49,13 @@ export type LeaseRequest = Message<"worq.v1.LeaseRequest"> & {
    * @generated from field: map<string, string> labels = 4;
    */
   labels: { [key: string]: string };
+
+  /**
+   * How to pick among `queues`; default LISTED.
+   *
+   * @generated from field: worq.v1.QueueOrder order = 5;
+   */
+  order: QueueOrder;
 };
 
 /**
@@ -358,6 +365,27 @@ export type FailRequest = Message<"worq.v1.FailRequest"> & {
    * @generated from field: google.protobuf.Duration retry_after = 7;
    */
   retryAfter?: Duration | undefined;
+
+  /**
+   * Application error code (a PermanentError's `code`), at most 256 chars; stored in Job.failure.
+   *
+   * @generated from field: string code = 8;
+   */
+  code: string;
+
+  /**
+   * What caused the failure (the wrapped error's text), at most 64 KiB; stored in Job.failure.
+   *
+   * @generated from field: string cause = 9;
+   */
+  cause: string;
+
+  /**
+   * Result to store with the job, as Ack's (Workq's `fail` carries one), at most 1 MiB.
+   *
+   * @generated from field: bytes result = 10;
+   */
+  result: Uint8Array;
 };
 
 /**
@@ -616,6 +644,147 @@ export const ItemResultSchema: GenMessage<ItemResult> = /*@__PURE__*/
   messageDesc(file_worq_v1_worker_service, 17);
 
 /**
+ * CheckpointRequest saves progress data for a leased job.
+ *
+ * @generated from message worq.v1.CheckpointRequest
+ */
+export type CheckpointRequest = Message<"worq.v1.CheckpointRequest"> & {
+  /**
+   * Required: the job's id.
+   *
+   * @generated from field: string jid = 1;
+   */
+  jid: string;
+
+  /**
+   * Required: the lease_id the job was delivered with.
+   *
+   * @generated from field: string lease_id = 2;
+   */
+  leaseId: string;
+
+  /**
+   * The checkpoint, at most 1 MiB; replaces the previous one. Empty clears it.
+   *
+   * @generated from field: bytes data = 3;
+   */
+  data: Uint8Array;
+};
+
+/**
+ * Describes the message worq.v1.CheckpointRequest.
+ * Use `create(CheckpointRequestSchema)` to create a new message.
+ */
+export const CheckpointRequestSchema: GenMessage<CheckpointRequest> = /*@__PURE__*/
+  messageDesc(file_worq_v1_worker_service, 18);
+
+/**
+ * CheckpointResponse is empty: OK means the checkpoint is on disk.
+ *
+ * @generated from message worq.v1.CheckpointResponse
+ */
+export type CheckpointResponse = Message<"worq.v1.CheckpointResponse"> & {
+};
+
+/**
+ * Describes the message worq.v1.CheckpointResponse.
+ * Use `create(CheckpointResponseSchema)` to create a new message.
+ */
+export const CheckpointResponseSchema: GenMessage<CheckpointResponse> = /*@__PURE__*/
+  messageDesc(file_worq_v1_worker_service, 19);
+
+/**
+ * ReportProgressRequest reports how far a leased job is.
+ *
+ * @generated from message worq.v1.ReportProgressRequest
+ */
+export type ReportProgressRequest = Message<"worq.v1.ReportProgressRequest"> & {
+  /**
+   * Required: the job's id.
+   *
+   * @generated from field: string jid = 1;
+   */
+  jid: string;
+
+  /**
+   * Required: the lease_id the job was delivered with.
+   *
+   * @generated from field: string lease_id = 2;
+   */
+  leaseId: string;
+
+  /**
+   * 0 to 100.
+   *
+   * @generated from field: uint32 percent = 3;
+   */
+  percent: number;
+
+  /**
+   * At most 1024 chars.
+   *
+   * @generated from field: string message = 4;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message worq.v1.ReportProgressRequest.
+ * Use `create(ReportProgressRequestSchema)` to create a new message.
+ */
+export const ReportProgressRequestSchema: GenMessage<ReportProgressRequest> = /*@__PURE__*/
+  messageDesc(file_worq_v1_worker_service, 20);
+
+/**
+ * ReportProgressResponse is empty.
+ *
+ * @generated from message worq.v1.ReportProgressResponse
+ */
+export type ReportProgressResponse = Message<"worq.v1.ReportProgressResponse"> & {
+};
+
+/**
+ * Describes the message worq.v1.ReportProgressResponse.
+ * Use `create(ReportProgressResponseSchema)` to create a new message.
+ */
+export const ReportProgressResponseSchema: GenMessage<ReportProgressResponse> = /*@__PURE__*/
+  messageDesc(file_worq_v1_worker_service, 21);
+
+/**
+ * QueueOrder says how a Lease over several queues picks the next job.
+ *
+ * @generated from enum worq.v1.QueueOrder
+ */
+export enum QueueOrder {
+  /**
+   * Treated as LISTED.
+   *
+   * @generated from enum value: QUEUE_ORDER_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Strictly in the order listed: a queue is served only when those before it have no ready job.
+   *
+   * @generated from enum value: QUEUE_ORDER_LISTED = 1;
+   */
+  LISTED = 1,
+
+  /**
+   * Uniformly at random among the listed queues that have a ready job (Workq's `lease`).
+   *
+   * @generated from enum value: QUEUE_ORDER_RANDOM = 2;
+   */
+  RANDOM = 2,
+}
+
+/**
+ * Describes the enum worq.v1.QueueOrder.
+ */
+export const QueueOrderSchema: GenEnum<QueueOrder> = /*@__PURE__*/
+  enumDesc(file_worq_v1_worker_service, 0);
+
+/**
  * ControlAction tells a worker what to do.
  *
  * @generated from enum worq.v1.ControlAction
@@ -655,7 +824,7 @@ export enum ControlAction {
  * Describes the enum worq.v1.ControlAction.
  */
 export const ControlActionSchema: GenEnum<ControlAction> = /*@__PURE__*/
-  enumDesc(file_worq_v1_worker_service, 0);
+  enumDesc(file_worq_v1_worker_service, 1);
 
 /**
  * WorkerService is what workers call: hold a Lease stream that pushes jobs, then report
@@ -722,6 +891,29 @@ export const WorkerService: GenService<{
     methodKind: "unary";
     input: typeof ReportRequestSchema;
     output: typeof ReportResponseSchema;
+  },
+  /**
+   * Checkpoint saves a running job's progress data durably (OK once it is on disk); the
+   * job's next attempt is delivered with the last checkpoint in Job.checkpoint. Same lease
+   * errors as Ack; INVALID_ARGUMENT for data over 1 MiB.
+   *
+   * @generated from rpc worq.v1.WorkerService.Checkpoint
+   */
+  checkpoint: {
+    methodKind: "unary";
+    input: typeof CheckpointRequestSchema;
+    output: typeof CheckpointResponseSchema;
+  },
+  /**
+   * ReportProgress records how far a running job is (percent and a message), shown by
+   * GetJob, the dashboard and WatchJob. Same lease errors as Ack.
+   *
+   * @generated from rpc worq.v1.WorkerService.ReportProgress
+   */
+  reportProgress: {
+    methodKind: "unary";
+    input: typeof ReportProgressRequestSchema;
+    output: typeof ReportProgressResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_worq_v1_worker_service, 0);
