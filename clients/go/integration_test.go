@@ -600,3 +600,61 @@ func TestDependenciesIdempotencyAndTTL(t *testing.T) {
 		t.Errorf("ran in order %v", order)
 	}
 }
+
+func TestRandomQueueOrderTakesFromEveryQueue(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	c := dial(t, srv)
+	firstQueues := func(prefix string, random bool) []string {
+		var mu sync.Mutex
+		var seen []string
+		queues := []string{prefix + "-a", prefix + "-b"}
+		w := NewWorker(c, WorkerOptions{Queues: queues, Concurrency: 1, RandomQueueOrder: random, Logger: testLogger(t)})
+		w.Handle("pick", func(ctx context.Context, job *Job) (any, error) {
+			mu.Lock()
+			seen = append(seen, job.Queue)
+			mu.Unlock()
+			return nil, nil
+		})
+		var specs []JobSpec
+		for _, q := range queues {
+			for i := 0; i < 30; i++ {
+				specs = append(specs, NewJobSpec("pick", Queue(q)))
+			}
+		}
+		if _, err := c.SubmitBatch(context.Background(), specs); err != nil {
+			t.Fatal(err)
+		}
+		stop := runWorker(t, w)
+		defer stop()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			mu.Lock()
+			n := len(seen)
+			mu.Unlock()
+			if n >= 20 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("only %d jobs handled", n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), seen[:20]...)
+	}
+	for _, q := range firstQueues("order-listed", false) {
+		if q != "order-listed-a" {
+			t.Fatalf("listed order took from %s before order-listed-a was empty", q)
+		}
+	}
+	// Twenty fair coins all landing on one queue: about one run in 500,000.
+	counts := map[string]int{}
+	for _, q := range firstQueues("order-random", true) {
+		counts[q]++
+	}
+	if counts["order-random-a"] == 0 || counts["order-random-b"] == 0 {
+		t.Fatalf("random order took only from one queue: %v", counts)
+	}
+}

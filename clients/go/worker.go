@@ -67,6 +67,9 @@ type Hooks struct {
 type WorkerOptions struct {
 	// Queues to take jobs from, served strictly in this order. Default ["default"].
 	Queues []string
+	// RandomQueueOrder picks each job from one of Queues chosen uniformly at random among
+	// those with a ready job, instead of strictly in order.
+	RandomQueueOrder bool
 	// Concurrency is how many handlers run at once (the Lease credits). Default 10.
 	Concurrency int
 	// WorkerID identifies this process to the server. Default "hostname-pid-random".
@@ -352,6 +355,9 @@ func (w *Worker) leaseLoop(ctx context.Context) error {
 		WorkerId: w.opts.WorkerID,
 		Credits:  uint32(w.opts.Concurrency),
 		Labels:   labels,
+	}
+	if w.opts.RandomQueueOrder {
+		req.Order = worqv1.QueueOrder_QUEUE_ORDER_RANDOM
 	}
 	r := retrier{b: reconnectBackoff()}
 	for {

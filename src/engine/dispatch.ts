@@ -101,7 +101,10 @@ export function pump(core: EngineCore): void {
     progressed = false;
     for (const session of core.sessions.values()) {
       if (session.held.size >= session.options.credits) continue;
-      const meta = takeReady(core, session.options.queues);
+      const meta = takeReady(
+        core,
+        session.options.order === "RANDOM" ? shuffled(session.options.queues, core.random) : session.options.queues,
+      );
       if (!meta) continue;
       const leaseId = core.newId();
       writes.push(core.apply(meta, { kind: "lease", leaseId, workerId: session.options.workerId }));
@@ -191,6 +194,19 @@ function readAheadJids(core: EngineCore, grants: Map<Session, JobMeta[]>): strin
     }
   }
   return jids;
+}
+
+/**
+ * `queues` in a uniformly random order (Fisher–Yates): taking from the first of them with a
+ * ready job then picks uniformly among the queues that have one, however many are empty.
+ */
+function shuffled(queues: readonly string[], random: () => number): string[] {
+  const order = [...queues];
+  for (let i = order.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [order[i], order[j]] = [order[j]!, order[i]!];
+  }
+  return order;
 }
 
 /** The next ready job of the first of `queues` (in order) that is not paused and has one; pages in cold jobs as a level runs low. */

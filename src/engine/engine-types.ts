@@ -69,6 +69,8 @@ export interface LeaseSessionOptions {
   workerId: string;
   credits: number;
   labels?: Record<string, string>;
+  /** How the next job is picked among `queues`: strictly in listed order (default), or uniformly at random among those with a ready job. */
+  order?: "LISTED" | "RANDOM";
 }
 
 /** A worker's open Lease stream as the engine tracks it. */

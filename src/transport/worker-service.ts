@@ -3,7 +3,7 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Engine, LeaseGrant } from "../engine/engine.js";
 import type { Logger } from "../log.js";
-import { notBuilt } from "../model/errors.js";
+import { invalid, notBuilt } from "../model/errors.js";
 import {
   ControlAction,
   ItemResultSchema,
@@ -50,9 +50,14 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
     let session;
     try {
       checkLeaseQueues(scopeOf(ctx), request.queues);
-      if (request.order === QueueOrder.RANDOM) notBuilt("order");
       session = engine.openLease(
-        { queues: [...request.queues], workerId: request.workerId, credits: request.credits, labels: { ...request.labels } },
+        {
+          queues: [...request.queues],
+          workerId: request.workerId,
+          credits: request.credits,
+          labels: { ...request.labels },
+          order: queueOrderOf(request.order),
+        },
         {
           deliver: (grants: LeaseGrant[]) => outbox.push({ message: { grants }, last: false }),
           control: (action, reason) =>
@@ -182,4 +187,10 @@ export function connectWorkerService(handlers: WorkerHandlers): ServiceImpl<type
       for await (const answer of handlers.lease(request, ctx)) yield leaseResponseOf(answer);
     },
   };
+}
+
+function queueOrderOf(order: QueueOrder): "LISTED" | "RANDOM" {
+  if (order === QueueOrder.UNSPECIFIED || order === QueueOrder.LISTED) return "LISTED";
+  if (order === QueueOrder.RANDOM) return "RANDOM";
+  return invalid("order", `unknown value ${order}`);
 }

@@ -106,4 +106,26 @@ describe("the TS worker's Lease stream (real server)", () => {
     await worker.stop();
     await running;
   });
+
+  it("queueOrder random takes each job from a queue chosen at random among those with ready jobs; listed drains them in order", async () => {
+    const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
+    const firstQueues = async (prefix: string, queueOrder?: "listed" | "random") => {
+      const queues = [`${prefix}-a`, `${prefix}-b`];
+      await client.submitBatch(queues.flatMap((queue) => Array.from({ length: 30 }, () => ({ type: "pick", queue }))));
+      const seen: string[] = [];
+      const worker = new Worker({ client, queues, concurrency: 1, ...(queueOrder && { queueOrder }) });
+      worker.register("pick", (job) => {
+        seen.push(job.queue);
+      });
+      const running = worker.run();
+      while (seen.length < 20) await new Promise((resolve) => setTimeout(resolve, 20));
+      await worker.stop();
+      await running;
+      return seen.slice(0, 20);
+    };
+    expect(await firstQueues("ts-order-listed")).toEqual(Array<string>(20).fill("ts-order-listed-a"));
+    // Twenty fair coins all landing on one queue: about one run in 500,000.
+    expect(new Set(await firstQueues("ts-order-random", "random"))).toEqual(new Set(["ts-order-random-a", "ts-order-random-b"]));
+    expect(() => new Worker({ client, queues: ["q"], queueOrder: "sideways" as "random" })).toThrow(/queueOrder/);
+  });
 });

@@ -1,7 +1,8 @@
 import { durationFromMs, durationMs, timestampMs } from "@bufbuild/protobuf/wkt";
-import { Code } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
+import { QueueOrder } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { StreamWorker } from "./support/clients.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 import { codeOf } from "./support/errors.js";
@@ -120,5 +121,38 @@ describe("leases (real server)", () => {
     const worker = new StreamWorker(server, { queues: ["idle"], workerId: "w-idle", credits: 1 });
     await worker.waitForMessage((m) => m.kind.case === "keepalive", 2_000);
     await worker.stop();
+  });
+
+  it("Workq lease over several names: order RANDOM picks uniformly among the queues with ready jobs, LISTED takes them in order", async () => {
+    const jobs = (queue: string) => Array.from({ length: 150 }, () => ({ type: "pick", queue }));
+    await server.producer.submitBatch({ jobs: [...jobs("pick-a"), ...jobs("pick-b")] });
+    const queues = ["pick-empty", "pick-a", "pick-b"];
+    /** The queues of the first `n` jobs leased to `worker`, in order, each acked. */
+    const leasedQueues = async (worker: StreamWorker, n: number) => {
+      const order: string[] = [];
+      for (let i = 0; i < n; i++) {
+        const leased = await worker.next();
+        order.push(leased.job!.queue);
+        await server.worker.ack({ jid: leased.job!.jid, leaseId: leased.leaseId });
+      }
+      await worker.stop();
+      return order;
+    };
+    const count = (order: string[], queue: string) => order.filter((q) => q === queue).length;
+    // 150 grants at one fair coin each: each queue's share is 75 ± 6 (one standard deviation).
+    const random = await leasedQueues(
+      new StreamWorker(server, { queues, workerId: "w-random", credits: 150, order: QueueOrder.RANDOM }),
+      150,
+    );
+    expect(count(random, "pick-a") + count(random, "pick-b")).toBe(150);
+    expect(count(random, "pick-a")).toBeGreaterThan(45);
+    expect(count(random, "pick-b")).toBeGreaterThan(45);
+    const leftInA = 150 - count(random, "pick-a");
+    const listed = await leasedQueues(new StreamWorker(server, { queues, workerId: "w-listed", credits: 150 }), 150);
+    expect(listed).toEqual([...Array<string>(leftInA).fill("pick-a"), ...Array<string>(150 - leftInA).fill("pick-b")]);
+    const bad = new StreamWorker(server, { queues, workerId: "w-bad", credits: 1, order: 7 as QueueOrder });
+    const error = ConnectError.from(await bad.ended);
+    expect(error.code).toBe(Code.InvalidArgument);
+    expect(error.rawMessage).toMatch(/^order: /);
   });
 });

@@ -10,7 +10,7 @@ from typing import Any, Dict, List
 import pytest
 
 import worq
-from conftest import ServerProcess, make_worker, run, running
+from conftest import Running, ServerProcess, make_worker, run, running
 
 
 def test_returned_values_are_acked_as_results(server: ServerProcess) -> None:
@@ -338,5 +338,42 @@ def test_dependencies_and_idempotency_keys(server: ServerProcess) -> None:
             async with running(handle):
                 assert (await client.wait_result(second, 10)).state is worq.JobState.COMPLETED
         assert order == ["first", "second"]
+
+    run(scenario())
+
+
+def test_queue_order_random_takes_from_every_queue_with_ready_jobs(server: ServerProcess) -> None:
+    async def first_queues(order: str, prefix: str) -> List[str]:
+        seen: List[str] = []
+        events: List[worq.WorkerEvent] = []
+        worker = worq.Worker(
+            server.address,
+            queues=[f"{prefix}-a", f"{prefix}-b"],
+            concurrency=1,
+            shutdown_timeout=5.0,
+            on_event=events.append,
+            queue_order=order,
+        )
+
+        @worker.handler("pick")
+        async def pick(job: worq.Job) -> None:
+            seen.append(job.queue)
+
+        async with worq.Client(server.address) as client:
+            jobs = [{"type": "pick", "queue": f"{prefix}-{q}"} for q in "ab" for _ in range(30)]
+            await client.submit_batch(jobs)
+            async with running(Running(worker, events)):
+                while len(seen) < 20:
+                    await asyncio.sleep(0.02)
+        return seen[:20]
+
+    async def scenario() -> None:
+        listed = await first_queues("listed", "order-listed")
+        assert listed == ["order-listed-a"] * 20
+        # Twenty fair coins all landing on one queue: about one run in 500,000.
+        random_order = await first_queues("random", "order-random")
+        assert set(random_order) == {"order-random-a", "order-random-b"}
+        with pytest.raises(ValueError, match="queue_order"):
+            worq.Worker(server.address, queues=["q"], queue_order="sideways")
 
     run(scenario())

@@ -4,7 +4,7 @@ import { create, toBinary, type JsonObject, type JsonValue } from "@bufbuild/pro
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import type { Job } from "./gen/worq/v1/job_pb.js";
-import { ControlAction, LeaseRequestSchema } from "./gen/worq/v1/worker_service_pb.js";
+import { ControlAction, LeaseRequestSchema, QueueOrder } from "./gen/worq/v1/worker_service_pb.js";
 import { WorqClient } from "./client.js";
 import { toClientError } from "./errors.js";
 import { failRequestOf, resultBytesOf } from "./handler-outcome.js";
@@ -65,6 +65,8 @@ export interface WorkerOptions {
   client?: WorqClient;
   /** Queues to take jobs from, in priority order. */
   queues: string[];
+  /** "random": each job comes from one of `queues` chosen uniformly at random among those with a ready job. Default "listed" (strict order). */
+  queueOrder?: "listed" | "random";
   /** Handlers that may run at once (the Lease credits). Default 10. */
   concurrency?: number;
   /** Stable identity of this process; default hostname-pid-random. */
@@ -181,6 +183,7 @@ export class Worker {
   readonly workerId: string;
   private readonly client: WorqClient;
   private readonly queues: string[];
+  private readonly queueOrder: QueueOrder;
   private readonly concurrency: number;
   private readonly shutdownTimeoutMs: number;
   private readonly labels: Record<string, string>;
@@ -208,6 +211,10 @@ export class Worker {
         ...(options.tls !== undefined && { tls: options.tls }),
       });
     this.queues = options.queues;
+    if (options.queueOrder !== undefined && options.queueOrder !== "listed" && options.queueOrder !== "random") {
+      throw new TypeError(`queueOrder: must be "listed" or "random", not ${String(options.queueOrder)}`);
+    }
+    this.queueOrder = options.queueOrder === "random" ? QueueOrder.RANDOM : QueueOrder.LISTED;
     this.concurrency = options.concurrency ?? 10;
     this.workerId = options.workerId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`;
     this.shutdownTimeoutMs = options.shutdownTimeoutMs ?? 30_000;
@@ -333,6 +340,7 @@ export class Worker {
       workerId: this.workerId,
       credits: this.concurrency,
       labels: this.labels,
+      order: this.queueOrder,
     });
     const call = this.client.link.serverStream(LEASE_PATH, toBinary(LeaseRequestSchema, request));
     let closed = false;

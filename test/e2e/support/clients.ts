@@ -2,7 +2,7 @@ import { createClient, type Client } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
-import { WorkerService, type LeasedJob, type LeaseResponse } from "@worq/client/gen/worq/v1/worker_service_pb.js";
+import { WorkerService, type LeasedJob, type LeaseResponse, type QueueOrder } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 
 export interface WorqClients {
   producer: Client<typeof ProducerService>;
@@ -33,7 +33,7 @@ export class StreamWorker {
   /** Settles when the stream ends; holds its error, if any. */
   readonly ended: Promise<unknown>;
 
-  constructor(clients: WorqClients, request: { queues: string[]; workerId: string; credits: number }) {
+  constructor(clients: WorqClients, request: { queues: string[]; workerId: string; credits: number; order?: QueueOrder }) {
     this.ended = (async () => {
       try {
         for await (const message of clients.worker.lease(request, { signal: this.abort.signal })) {

@@ -350,9 +350,11 @@ class Worker:
         token: Optional[str] = None,
         tls: Optional[Union[TLS, bool]] = None,
         flush_timeout: float = 10.0,
+        queue_order: str = "listed",
     ) -> None:
         """
-        ``queues`` are served in order (strictly). ``concurrency`` is the Lease credits and the
+        ``queues`` are served in order (strictly), or with ``queue_order="random"`` each job
+        comes from one of them chosen uniformly at random among those with a ready job. ``concurrency`` is the Lease credits and the
         most handlers run at once (1–10,000). ``shutdown_timeout`` (seconds) is how long
         running handlers get to finish after ``stop()``. ``on_event`` is called with a
         :class:`WorkerEvent` on the event loop (keep it quick). Sync handlers run in
@@ -366,6 +368,9 @@ class Worker:
             raise ValueError("queues: give at least one queue")
         if not isinstance(concurrency, int) or not 1 <= concurrency <= 10_000:
             raise ValueError("concurrency: must be an int between 1 and 10000")
+        if queue_order not in ("listed", "random"):
+            raise ValueError('queue_order: must be "listed" or "random"')
+        self.queue_order = queue_order
         self.address = address
         self.queues: List[str] = list(queues)
         self.concurrency = concurrency
@@ -611,7 +616,11 @@ class Worker:
         assert self._stub is not None and self._stopping is not None and self._renew_now is not None
         backoff = _Backoff()
         request = worker_service_pb2.LeaseRequest(
-            queues=self.queues, worker_id=self.worker_id, credits=self.concurrency, labels=self.labels
+            queues=self.queues,
+            worker_id=self.worker_id,
+            credits=self.concurrency,
+            labels=self.labels,
+            order=worker_service_pb2.QUEUE_ORDER_RANDOM if self.queue_order == "random" else worker_service_pb2.QUEUE_ORDER_LISTED,
         )
         while not self._stopping.is_set():
             opened_at = time.monotonic()
