@@ -22,6 +22,8 @@ export interface ServerConfig {
   keepaliveIntervalMs: number;
   /** How long an idempotency key deduplicates submits of its job type. */
   idempotencyWindowMs: number;
+  /** Submission timeout: a submit not stored within it is answered DEADLINE_EXCEEDED and withdrawn (default 30 s). */
+  submitTimeoutMs?: number;
   /** Calls (unary and streams, all connections together) served at once; beyond it RESOURCE_EXHAUSTED. */
   maxConcurrentCalls: number;
   /** Origins that callback_url webhooks may target; empty = none. */
@@ -94,6 +96,10 @@ const SERVE_OPTIONS: ReadonlyArray<{ group: string; flags: string; help: string 
     ],
     ["--keepalive-interval <dur>", "keepalive on idle Lease streams [WORQ_KEEPALIVE_INTERVAL] (default 15s, at most 30s)"],
     ["--idempotency-window <dur>", "how long an idempotency key deduplicates submits [WORQ_IDEMPOTENCY_WINDOW] (default 24h)"],
+    [
+      "--submit-timeout <dur>",
+      "a submit not stored within this (or the caller's shorter deadline) is answered DEADLINE_EXCEEDED and withdrawn [WORQ_SUBMIT_TIMEOUT] (default 30s)",
+    ],
     [
       "--max-calls <n>",
       `calls served at once, all connections together; more get RESOURCE_EXHAUSTED [WORQ_MAX_CALLS] (default ${LIMITS.defaultMaxConcurrentCalls})`,
@@ -236,6 +242,7 @@ export function serveConfig(values: ServeValues, env: NodeJS.ProcessEnv = proces
     readyWindow: parseInteger(pick("ready-window", "WORQ_READY_WINDOW") ?? String(LIMITS.defaultReadyWindow), "--ready-window"),
     keepaliveIntervalMs: parseDurationMs(pick("keepalive-interval", "WORQ_KEEPALIVE_INTERVAL") ?? "15s", "--keepalive-interval"),
     idempotencyWindowMs: parseDurationMs(pick("idempotency-window", "WORQ_IDEMPOTENCY_WINDOW") ?? "24h", "--idempotency-window"),
+    submitTimeoutMs: parseDurationMs(pick("submit-timeout", "WORQ_SUBMIT_TIMEOUT") ?? "30s", "--submit-timeout"),
     maxConcurrentCalls: parseInteger(pick("max-calls", "WORQ_MAX_CALLS") ?? String(LIMITS.defaultMaxConcurrentCalls), "--max-calls"),
     callbackAllow: parseOrigins(pick("callback-allow", "WORQ_CALLBACK_ALLOW") ?? ""),
     webhookConcurrencyPerTarget: parseInteger(
@@ -272,6 +279,8 @@ export function serveConfig(values: ServeValues, env: NodeJS.ProcessEnv = proces
   if (config.maxQueues! < 1) throw new Error("--max-queues must be at least 1");
   if (config.maxConnectionsPerPort! < 1) throw new Error("--max-connections must be at least 1");
   if (config.headerTimeoutMs! < 100) throw new Error("--header-timeout must be at least 100ms");
+  if (config.submitTimeoutMs! < 100 || config.submitTimeoutMs! > 3_600_000)
+    throw new Error("--submit-timeout must be between 100ms and 1h");
   if (config.readyWindow < 1 || config.readyWindow > LIMITS.maxReadyWindow)
     throw new Error(`--ready-window must be between 1 and ${LIMITS.maxReadyWindow}`);
   if (config.keepaliveIntervalMs < 10 || config.keepaliveIntervalMs > 30_000) {

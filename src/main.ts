@@ -122,6 +122,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
       orphanGraceMs: config.orphanGraceMs,
       readyWindow: config.readyWindow,
       idempotencyWindowMs: config.idempotencyWindowMs,
+      ...(config.submitTimeoutMs !== undefined && { submitTimeoutMs: config.submitTimeoutMs }),
       isCallbackAllowed,
       ...(config.maxQueues !== undefined && { maxQueues: config.maxQueues }),
       observeWrites: (writes) => {

@@ -68,6 +68,10 @@ describe("worq serve: hardening flags", () => {
     expect(() => parse(["--max-queues", "ten"])).toThrow('--max-queues must be a whole number, got "ten"');
     expect(() => parse(["--webhook-concurrency-per-target", "0"])).toThrow("--webhook-concurrency-per-target must be at least 1");
     expect(() => parse(["--header-timeout", "50ms"])).toThrow("--header-timeout must be at least 100ms");
+    expect(() => parse(["--submit-timeout", "50ms"])).toThrow("--submit-timeout must be between 100ms and 1h");
+    expect(() => parse(["--submit-timeout", "2h"])).toThrow("--submit-timeout must be between 100ms and 1h");
+    expect(parse(["--submit-timeout", "5s"]).submitTimeoutMs).toBe(5_000);
+    expect(parse([]).submitTimeoutMs).toBe(30_000);
     expect(() => parse(["--header-timeout", "10"])).toThrow(/^--header-timeout must be a duration like 500ms/);
   });
 

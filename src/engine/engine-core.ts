@@ -50,6 +50,7 @@ export class EngineCore {
   readonly orphanGraceMs: number;
   readonly onFatal: (error: unknown) => void;
   readonly idempotencyWindowMs: number;
+  readonly submitTimeoutMs: number;
   readonly isCallbackAllowed: (url: URL) => boolean;
   readonly maxQueues: number;
   readonly observeWrites: (writes: readonly StoreWrite[]) => void;
@@ -127,6 +128,7 @@ export class EngineCore {
     this.orphanGraceMs = options.orphanGraceMs ?? DEFAULT_ORPHAN_GRACE_MS;
     this.onFatal = options.onFatal ?? (() => {});
     this.idempotencyWindowMs = options.idempotencyWindowMs ?? LIMITS.defaultIdempotencyWindowMs;
+    this.submitTimeoutMs = options.submitTimeoutMs ?? LIMITS.defaultSubmitTimeoutMs;
     this.isCallbackAllowed = options.isCallbackAllowed ?? (() => false);
     this.maxQueues = options.maxQueues ?? LIMITS.defaultMaxQueues;
     this.observeWrites = options.observeWrites ?? (() => {});

@@ -28,6 +28,11 @@ export interface EngineOptions {
   /** How long an idempotency key deduplicates submits of its job type (docs/job-model.md). Default 24 h. */
   idempotencyWindowMs?: number;
   /**
+   * Submission timeout: a submit not decided and durable within this long (or the caller's
+   * shorter deadline) is answered DEADLINE_EXCEEDED and its jobs are withdrawn. Default 30 s.
+   */
+  submitTimeoutMs?: number;
+  /**
    * Whether a job may carry this callback_url; default: none may (no server-side request
    * can be aimed into the server's network unless the operator allows the target).
    */

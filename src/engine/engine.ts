@@ -97,9 +97,11 @@ export class Engine {
    * field with `fieldOf(i)` as prefix), then persists all in one commit. Resolves once
    * durable. A job whose idempotency key is taken is not created: its result names the
    * existing job. `shape` adds CHAIN or FAN_IN dependencies over the batch (docs/job-model.md).
+   * `callerTimeoutMs`: what is left of the caller's own deadline, when shorter than the
+   * server's submission timeout (see submit.ts).
    */
-  submit(inputs: SubmitInput[], fieldOf: (index: number) => string, shape?: BatchShape): Promise<SubmitResult[]> {
-    return submit(this.core, inputs, fieldOf, shape);
+  submit(inputs: SubmitInput[], fieldOf: (index: number) => string, shape?: BatchShape, callerTimeoutMs?: number): Promise<SubmitResult[]> {
+    return submit(this.core, inputs, fieldOf, shape, callerTimeoutMs);
   }
 
   /** Stops leasing from a queue; submits are still accepted. */

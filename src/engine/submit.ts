@@ -12,7 +12,7 @@ import type { SubmitResult } from "./engine-types.js";
 import type { EngineCore } from "./engine-core.js";
 import { enqueueReady } from "./paging.js";
 import { pushExpiry, schedulePurge, scheduleTimers } from "./timers.js";
-import { schedulePump } from "./dispatch.js";
+import { pump, revokeLease, schedulePump } from "./dispatch.js";
 import { checkQueueRoom } from "./queue-admin.js";
 
 /** A delayed job due within this long keeps its body in memory for its lease, like a ready one. */
@@ -24,6 +24,12 @@ interface CreatedJobs {
   durable: Promise<void>;
   /** Answers whose state is read from the store once durable. */
   duplicatesOfStored: SubmitResult[];
+  /**
+   * What a withdrawal takes back: the new jobs (by jid; a cold one, which the engine does not
+   * hold, by its meta) and the idempotency claims they took. Metas are not kept otherwise.
+   */
+  created: (string | JobMeta)[];
+  claims: IdempotencyClaim[];
 }
 
 /**
@@ -31,17 +37,28 @@ interface CreatedJobs {
  * field with `fieldOf(i)` as prefix), then persists all in one commit. Resolves once
  * durable. A job whose idempotency key is taken is not created: its result names the
  * existing job. `shape` adds CHAIN or FAN_IN dependencies over the batch (docs/job-model.md).
+ *
+ * Submission timeout: a submit must be decided and durable within the server's submit
+ * timeout, or `callerTimeoutMs` when that is shorter. One not decided by then is refused
+ * (DEADLINE_EXCEEDED) and changes nothing. One decided but whose write is not durable by
+ * then (a stalled disk) is answered DEADLINE_EXCEEDED too, and its jobs are withdrawn: taken
+ * out of memory (a worker already holding one is told it was revoked) and deleted by a write
+ * queued behind their own, so that when the disk comes back they are not there.
  */
 export async function submit(
   core: EngineCore,
   inputs: SubmitInput[],
   fieldOf: (index: number) => string,
   shape?: BatchShape,
+  callerTimeoutMs?: number,
 ): Promise<SubmitResult[]> {
   core.checkUsable();
   if (inputs.length === 0) invalid("jobs", "at least one job is required");
   if (inputs.length > LIMITS.batchMaxJobs) invalid("jobs", `at most ${LIMITS.batchMaxJobs} jobs per batch`);
   const nowMs = core.clock.nowMs();
+  const timeoutMs = callerTimeoutMs === undefined ? core.submitTimeoutMs : Math.min(callerTimeoutMs, core.submitTimeoutMs);
+  const deadlineMs = nowMs + timeoutMs;
+  if (timeoutMs <= 0) throw submitTimedOut("its deadline had passed when it arrived", timeoutMs);
   const built = inputs.map((input, i) => buildNewJob(input, fieldOf(i), { jid: core.newId(), nowMs }, core.maxJobBytes));
   inputs.forEach((input, i) => {
     if (input.parentJid !== undefined && !isUuidV4(input.parentJid)) invalid(`${fieldOf(i)}.parent_jid`, "is not a job id (UUID v4)");
@@ -64,7 +81,8 @@ export async function submit(
   }
   const toRead = [...referenced].filter((jid) => !core.live.has(jid) && isUuidV4(jid));
   // Without anything to read, stay synchronous: no turn passes between submit and its write.
-  if (toRead.length === 0) return settleSubmit(core, createJobs(core, built, inputs, fieldOf, shape, new Map(), nowMs));
+  if (toRead.length === 0)
+    return settleSubmit(core, createJobs(core, built, inputs, fieldOf, shape, new Map(), nowMs), deadlineMs, timeoutMs);
   // Jobs that finish while the store is read are recorded by apply(), until the decisions
   // are made: createJobs decides synchronously, before its first await (the commit). The
   // record used to be kept until the commit was durable too, so with submits overlapping
@@ -74,11 +92,13 @@ export async function submit(
   try {
     const stored = new Map(await Promise.all(toRead.map(async (jid) => [jid, await core.store.getMeta(jid)] as const)));
     core.checkUsable();
+    if (core.clock.nowMs() >= deadlineMs)
+      throw submitTimedOut("reading the jobs it refers to took too long; nothing was stored", timeoutMs);
     created = createJobs(core, built, inputs, fieldOf, shape, stored, nowMs);
   } finally {
     if (--core.finishWatchers === 0) core.recentlyFinished.clear();
   }
-  return settleSubmit(core, created);
+  return settleSubmit(core, created, deadlineMs, timeoutMs);
 }
 
 /**
@@ -86,8 +106,22 @@ export async function submit(
  * metas and bodies are not kept while the commit runs (they would outlive a young-generation
  * GC or two and fragment the old one).
  */
-async function settleSubmit(core: EngineCore, { results, durable, duplicatesOfStored }: CreatedJobs): Promise<SubmitResult[]> {
-  await durable;
+async function settleSubmit(core: EngineCore, created: CreatedJobs, deadlineMs: number, timeoutMs: number): Promise<SubmitResult[]> {
+  const { results, durable, duplicatesOfStored } = created;
+  // One timer per call, not per job; timers of one duration share a list in Node, so setting
+  // and clearing one is cheap next to a commit.
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<"late">((resolve) => {
+    timer = setTimeout(() => resolve("late"), Math.max(0, deadlineMs - core.clock.nowMs()));
+  });
+  try {
+    if ((await Promise.race([durable, late])) === "late") {
+      withdraw(core, created);
+      throw submitTimedOut("its write was not durable in time (is the disk stalled?); its jobs were withdrawn and will not run", timeoutMs);
+    }
+  } finally {
+    clearTimeout(timer);
+  }
   // A duplicate of a job that is no longer live: its state comes from the store.
   for (const result of duplicatesOfStored) result.state = (await core.store.getMeta(result.jid))?.state;
   return results;
@@ -177,7 +211,54 @@ function createJobs(
   core.counters.submitted += writes.filter((write) => write.kind === "put-job").length;
   const durable = writes.length > 0 ? core.persist(writes) : Promise.resolve();
   schedulePump(core); // submits parsed from one socket read are delivered together
-  return { results, durable, duplicatesOfStored };
+  return {
+    results,
+    durable,
+    duplicatesOfStored,
+    created: writes.flatMap((write): (string | JobMeta)[] =>
+      write.kind !== "put-job" ? [] : write.cold ? [write.meta] : [write.meta.jid],
+    ),
+    claims: writes.flatMap((write) => (write.kind === "put-idempotency" ? [write.claim] : [])),
+  };
+}
+
+function submitTimedOut(why: string, timeoutMs: number): WorqError {
+  return new WorqError(
+    "WORQ_DEADLINE_EXCEEDED",
+    `submit not stored within its ${timeoutMs} ms submission timeout: ${why}; submit again (an idempotency key makes that safe)`,
+  );
+}
+
+/**
+ * Takes back the jobs of a submit whose write did not become durable in time: each leaves
+ * memory (a worker holding one is told it was revoked; its dependents resolve as for a
+ * deleted job) and is deleted, with its idempotency claim, by writes that follow the stalled
+ * one. Their outcome is not awaited: they wait behind the same disk, and a failed write stops
+ * the engine anyway.
+ */
+function withdraw(core: EngineCore, { created, claims }: CreatedJobs): void {
+  const writes: StoreWrite[] = [];
+  for (const claim of claims) {
+    const key = claimKey(claim.namespace, claim.type, claim.key);
+    if (core.claims.get(key)?.jid === claim.jid) core.claims.delete(key);
+    writes.push({ kind: "delete-idempotency", claim });
+  }
+  for (const job of created) {
+    const jid = typeof job === "string" ? job : job.jid;
+    const live = core.live.get(jid);
+    if (live) {
+      revokeLease(core, live, "withdrawn: its submit was not stored in time");
+      core.live.delete(live);
+      core.bodies.delete(jid);
+    }
+    // Not in memory and not finishing: deleted meanwhile, and that delete is queued too.
+    const meta = live ?? core.finishing.get(jid)?.meta ?? (typeof job === "string" ? undefined : job);
+    if (!meta) continue;
+    core.resolveDependents(jid, "CANCELLED");
+    writes.push({ kind: "delete-job", meta });
+  }
+  if (writes.length > 0) void core.persist(writes).catch(() => {});
+  pump(core);
 }
 
 /** Throws unless `text` is an http(s) URL without credentials that the server allows callbacks to. */

@@ -20,6 +20,8 @@ export const LIMITS = {
   maxTtlMs: 366 * 24 * 3_600_000,
   idempotencyKeyMaxChars: 256,
   defaultIdempotencyWindowMs: 24 * 3_600_000,
+  /** How long a submit may take to be decided and stored before it is answered DEADLINE_EXCEEDED and withdrawn. */
+  defaultSubmitTimeoutMs: 30_000,
   defaultMaxAttempts: 3,
   maxMaxAttempts: 1000,
   /** Retry backoff delays (initial_delay, max_delay) and a Fail's retry_after, at most: a job lives no longer. */

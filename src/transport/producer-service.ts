@@ -27,7 +27,7 @@ export function createProducerService(engine: Engine, log: Logger): ServiceImpl<
   return {
     submit: guarded("Submit", log, async (request: { job?: SubmittedJob }, ctx: HandlerContext) => {
       const inputs = await scopeSubmits(engine, scopeOf(ctx), [inputOf(request.job, "job")], () => "job");
-      const [result] = await engine.submit(inputs, () => "job");
+      const [result] = await engine.submit(inputs, () => "job", undefined, ctx.timeoutMs());
       return responseOf(result!);
     }),
     submitBatch: guarded(
@@ -43,13 +43,13 @@ export function createProducerService(engine: Engine, log: Logger): ServiceImpl<
         );
         const shape = request.shape === BatchShape.CHAIN ? "CHAIN" : request.shape === BatchShape.FAN_IN ? "FAN_IN" : undefined;
         if (shape === undefined && request.shape !== BatchShape.UNSPECIFIED) invalid("shape", `unknown value ${request.shape}`);
-        return { jobs: (await engine.submit(inputs, fieldOf, shape)).map(responseOf) };
+        return { jobs: (await engine.submit(inputs, fieldOf, shape, ctx.timeoutMs())).map(responseOf) };
       },
     ),
     run: guarded("Run", log, async (request, ctx) => {
       const waitMs = request.waitTimeout ? durationMsOf(request.waitTimeout, "wait_timeout") : 0;
       const inputs = await scopeSubmits(engine, scopeOf(ctx), [submitInputOf(request.job, "job")], () => "job");
-      const [submitted] = await engine.submit(inputs, () => "job");
+      const [submitted] = await engine.submit(inputs, () => "job", undefined, ctx.timeoutMs());
       // The jid travels in a trailer too, so a caller whose wait ran out can still follow the job.
       ctx.responseTrailer.set("worq-jid", submitted!.jid);
       try {

@@ -120,7 +120,66 @@ describe.runIf(RUN)("disk full or read-only: clear errors, no corruption, recove
     expect(completed).toBe(acknowledged.length);
     expect(Number((await after.admin.getServerInfo({})).liveJobs)).toBe(0);
   }, 90_000);
+
+  it("004 submission timeout: a submit whose write stalls past its timeout is answered DEADLINE_EXCEEDED and never stored", async () => {
+    server?.child.kill("SIGKILL");
+    await server?.exited;
+    const dataDir = join(fs.mountpoint, "stall-data");
+    server = await spawnServer(dataDir, ["--submit-timeout", "1s", "--orphan-grace", "1s", "--log-level", "warn"]);
+    const clients = connect(server.port);
+    const { jid: kept } = await clients.producer.submit({ job: { type: "disk", queue: "stall" } });
+    const worker = new StreamWorker(clients, { queues: ["stall"], workerId: "w-stall", credits: 10 });
+    expect((await worker.next()).job!.jid).toBe(kept);
+
+    fs.setMode("stall");
+    const startedAt = Date.now();
+    const refusal = await clients.producer.submit({ job: { type: "disk", queue: "stall", idempotencyKey: "stalled-once" } }).then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
+    const waitedMs = Date.now() - startedAt;
+    expect(refusal?.code).toBe(Code.DeadlineExceeded);
+    expect(refusal?.rawMessage).toMatch(/submission timeout.*withdrawn/);
+    expect(waitedMs).toBeGreaterThanOrEqual(900);
+    expect(waitedMs).toBeLessThan(5_000);
+    // Delivery does not wait for durability: the worker was handed the job, then told it was revoked.
+    const leased = await worker.next();
+    const withdrawnJid = leased.job!.jid;
+    const revoked = async () => worker.messages.some((m) => m.kind.case === "revoked" && m.kind.value.jid === withdrawnJid);
+    await eventually(async () => expect(await revoked()).toBe(true), 5_000);
+    // A caller's own shorter deadline counts the same way.
+    const short = await clients.producer.submit({ job: { type: "disk", queue: "stall" } }, { timeoutMs: 300 }).then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
+    expect(short?.code).toBe(Code.DeadlineExceeded);
+
+    fs.setMode("ok");
+    await worker.stop();
+    // Once the disk answers again, the withdrawn job is gone and its idempotency key is free.
+    await eventually(async () => expect(await codeOfCall(clients.admin.getJob({ jid: withdrawnJid }))).toBe(Code.NotFound), 10_000);
+    const again = await clients.producer.submit({ job: { type: "disk", queue: "stall", idempotencyKey: "stalled-once" } });
+    expect(again.duplicate).toBe(false);
+    expect(again.jid).not.toBe(withdrawnJid);
+    // And after a restart from disk: the kept job and the new one are there, the withdrawn one is not.
+    server.child.kill("SIGTERM");
+    await server.exited;
+    server = await spawnServer(dataDir, ["--log-level", "warn"]);
+    const after = connect(server.port);
+    expect(await codeOfCall(after.admin.getJob({ jid: withdrawnJid }))).toBe(Code.NotFound);
+    expect((await after.admin.getJob({ jid: again.jid })).job!.jid).toBe(again.jid);
+    expect((await after.admin.getJob({ jid: kept })).job!.jid).toBe(kept);
+    const listed = await after.admin.listJobs({ queue: "stall", pageSize: 100 });
+    expect(listed.jobs.map((job) => job.jid).sort()).toEqual([kept, again.jid].sort());
+  }, 60_000);
 });
+
+async function codeOfCall(call: Promise<unknown>): Promise<Code | undefined> {
+  return call.then(
+    () => undefined,
+    (e: unknown) => ConnectError.from(e).code,
+  );
+}
 
 async function eventually<T>(attempt: () => Promise<T>, timeoutMs: number): Promise<T> {
   const deadline = Date.now() + timeoutMs;

@@ -7,7 +7,7 @@ import { commandWorks, toolAvailable } from "../../support/require-tool.js";
 const LAZYFS = fileURLToPath(new URL("./lazyfs.py", import.meta.url));
 const PYTHON = "/usr/bin/python3"; // Debian's python3-fusepy installs for the system Python
 
-export type FaultMode = "ok" | "enospc" | "erofs";
+export type FaultMode = "ok" | "enospc" | "erofs" | "stall";
 
 /**
  * Whether the lazy FUSE filesystem can run here. No /dev/fuse (a container without FUSE) is

@@ -5,7 +5,8 @@ loss. Modelled on LazyFS (the fault-injection filesystem Jepsen uses), plus:
 
 - fsync writes only the dirty tail of a file (LevelDB's log is append-only), not all of it;
 - a control file makes writes fail on demand: its content is "ok", "enospc" (disk full: data
-  writes, creates and syncs fail with ENOSPC) or "erofs" (every change fails with EROFS).
+  writes, creates and syncs fail with ENOSPC), "erofs" (every change fails with EROFS) or
+  "stall" (fsync blocks until the mode changes: a hung disk or network volume).
 
 Usage: /usr/bin/python3 lazyfs.py <backing-dir> <mountpoint> <control-file>
 Creates, renames, unlinks and mkdirs reach the backing dir at once (optimistic: ext4 can lose
@@ -16,6 +17,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 from fusepy import FUSE, FuseOSError, Operations
 
@@ -162,6 +164,8 @@ class LazyFs(Operations):
             entry.touch(min(length, old_len))
 
     def fsync(self, p, datasync, fh):
+        while self._mode_now() == "stall":
+            time.sleep(0.05)
         with self._mu:
             entry = self.cache.get(p)
             if entry is None or entry.dirty_from is None:
