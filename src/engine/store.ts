@@ -59,6 +59,12 @@ export interface FinishedCursor {
   jid: string;
 }
 
+/** A position in a listing of a job's children: after this child (created at this time). */
+export interface ChildCursor {
+  createdAtMs: number;
+  jid: string;
+}
+
 /** A finished job's webhook that has not been delivered yet. */
 export interface PendingCallback {
   jid: string;
@@ -130,6 +136,11 @@ export interface Store {
    * `after`; at most `limit`. Keys, not offsets: jobs finishing meanwhile do not shift pages.
    */
   listFinished(state: JobState, queue: string | undefined, after: FinishedCursor | undefined, limit: number): Promise<JobMeta[]>;
+  /**
+   * Jobs submitted with `parentJid` as their parent (FAN_OUT), oldest first (creation time in
+   * whole ms, then jid), after `after`; at most `limit`. Keyed like listFinished.
+   */
+  childrenOf(parentJid: string, after: ChildCursor | undefined, limit: number): Promise<JobMeta[]>;
   /** Counts of finished jobs per queue and state (recovery of queue stats). */
   finishedCounts(): Promise<{ queue: string; state: JobState; count: number }[]>;
   /** Every webhook not delivered yet (recovery). */

@@ -121,7 +121,7 @@ describe("an older data dir (layout 1: JSON metas, and the index across queues)"
   const dirs: string[] = [];
   afterEach(() => dirs.splice(0).forEach((dir) => rmSync(dir, { recursive: true, force: true })));
 
-  it("opens, reads its jobs, drops the index across queues of layouts 1 and 2, and is marked layout 4; an unknown layout is refused", async () => {
+  it("opens, reads its jobs, drops the index across queues of layouts 1 and 2, and is marked layout 5; an unknown layout is refused", async () => {
     const dir = mkdtempSync(join(tmpdir(), "worq-layout-"));
     dirs.push(dir);
     const meta = metaWith();
@@ -139,12 +139,12 @@ describe("an older data dir (layout 1: JSON metas, and the index across queues)"
     expect(await store.getMeta(meta.jid)).toEqual(JSON.parse(JSON.stringify(meta)));
     await store.close();
     const reopened = new Level<string, string>(dir, { keyEncoding: "utf8", valueEncoding: "utf8" });
-    expect(await reopened.get(KEYS.layoutVersion)).toBe('"4"');
+    expect(await reopened.get(KEYS.layoutVersion)).toBe('"5"');
     expect(await reopened.get(oldIndexKey)).toBeUndefined();
     expect(await reopened.get("h/after-the-old-index")).toBe("");
-    await reopened.put(KEYS.layoutVersion, '"5"');
+    await reopened.put(KEYS.layoutVersion, '"6"');
     await reopened.close();
-    await expect(new LevelStore(dir).open()).rejects.toThrow(/keyspace layout 5; this server reads 1, 2, 3, 4/);
+    await expect(new LevelStore(dir).open()).rejects.toThrow(/keyspace layout 6; this server reads 1, 2, 3, 4, 5/);
   });
 });
 
@@ -179,7 +179,7 @@ describe("a layout-3 data dir (SCHEDULED jobs under l/ with the other unfinished
     readySeq,
   });
 
-  it("moves its SCHEDULED jobs to the ready index at open, batch by batch, and is marked layout 4", async () => {
+  it("moves its SCHEDULED jobs to the ready index at open, batch by batch, and is marked layout 5", async () => {
     // More than one batch of l/ keys (10,000), in two queues, and unfinished jobs that stay under l/.
     const ready = Array.from({ length: 12_000 }, (_, i) => scheduled(i % 3 === 0 ? "q" : "other", 2, i + 1));
     const running = { ...metaWith(), state: "RUNNING" as const, readySeq: 5 };
@@ -203,7 +203,7 @@ describe("a layout-3 data dir (SCHEDULED jobs under l/ with the other unfinished
     await store.close();
 
     const raw = new Level<string, string>(dir, { keyEncoding: "utf8", valueEncoding: "utf8" });
-    expect(await raw.get(KEYS.layoutVersion)).toBe('"4"');
+    expect(await raw.get(KEYS.layoutVersion)).toBe('"5"');
     expect(await raw.keys({ gte: KEYS.livePrefix, lt: `${KEYS.livePrefix}\xff` }).all()).toEqual(
       [KEYS.live(running.jid), KEYS.live(delayed.jid)].sort(),
     );
@@ -219,5 +219,31 @@ describe("a layout-3 data dir (SCHEDULED jobs under l/ with the other unfinished
     for await (const meta of store.liveJobs()) live.push(meta.jid);
     expect(live.sort()).toEqual([left.jid, moved.jid].sort());
     await store.close();
+  });
+});
+
+describe("a layout-4 data dir (no index of children)", () => {
+  it("lists the children of its jobs after the open, which marks it layout 5", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "worq-layout-"));
+    try {
+      const parent = metaWith();
+      const children = [1_000, 2_000].map((createdAtMs) => ({ ...metaWith(), parentJid: parent.jid, createdAtMs }));
+      const raw = new Level<string, Uint8Array>(dir, { keyEncoding: "utf8", valueEncoding: "view" });
+      await raw.batch([
+        { type: "put", key: KEYS.layoutVersion, value: Buffer.from(JSON.stringify("4")) },
+        ...[parent, ...children].map((meta) => ({ type: "put" as const, key: KEYS.meta(meta.jid), value: encodeMeta(meta) })),
+      ]);
+      await raw.close();
+      const store = new LevelStore(dir);
+      await store.open();
+      expect((await store.childrenOf(parent.jid, undefined, 10)).map((meta) => meta.jid)).toEqual(children.map((meta) => meta.jid));
+      expect(await store.childrenOf(children[0]!.jid, undefined, 10)).toEqual([]);
+      await store.close();
+      const reopened = new Level<string, string>(dir, { keyEncoding: "utf8", valueEncoding: "utf8" });
+      expect(await reopened.get(KEYS.layoutVersion)).toBe('"5"');
+      await reopened.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

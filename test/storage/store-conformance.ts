@@ -223,6 +223,46 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
       await cleanup();
     });
 
+    it("lists a job's children oldest first, a page at a time, through transitions, deletes and a reopen", async () => {
+      const fixture = await setup();
+      const parent = randomUUID();
+      // Five children (two created in the same ms, one at a fractional ms), one child of another job, one job without a parent.
+      const children = [3_000, 1_000, 2_000, 2_000, 4_000.5].map((atMs) => ({
+        ...metaOf(randomUUID()),
+        parentJid: parent,
+        createdAtMs: atMs,
+      }));
+      const stranger = { ...metaOf(randomUUID()), parentJid: randomUUID() };
+      await fixture.store.commit(
+        [...children, stranger, metaOf(parent, "RUNNING")].map((meta) => ({ kind: "put-job" as const, meta, body: bodyOf() })),
+      );
+      const order = (metas: JobMeta[]) =>
+        [...metas].sort((a, b) => Math.floor(a.createdAtMs) - Math.floor(b.createdAtMs) || (a.jid < b.jid ? -1 : 1)).map((m) => m.jid);
+      const pages = async (store: Store, size: number) => {
+        const jids: string[] = [];
+        for (let page = await store.childrenOf(parent, undefined, size); page.length > 0;) {
+          jids.push(...page.map((m) => m.jid));
+          const last = page[page.length - 1]!;
+          page = await store.childrenOf(parent, { createdAtMs: last.createdAtMs, jid: last.jid }, size);
+        }
+        return jids;
+      };
+      for (const size of [1, 2, 100]) expect(await pages(fixture.store, size)).toEqual(order(children));
+      // A transition keeps the child listed (with its new state); a delete removes it.
+      const [first] = await fixture.store.childrenOf(parent, undefined, 1);
+      await fixture.store.commit([
+        { kind: "put-meta", meta: { ...first!, state: "COMPLETED", completedAtMs: 9_000 }, previous: first! },
+        { kind: "delete-job", meta: children[4]! },
+      ]);
+      const left = order(children.slice(0, 4));
+      expect(await pages(fixture.store, 2)).toEqual(left);
+      expect((await fixture.store.childrenOf(parent, undefined, 1))[0]!.state).toBe("COMPLETED");
+      expect(await fixture.store.childrenOf(randomUUID(), undefined, 10)).toEqual([]);
+      const reopened = await fixture.reopen();
+      expect(await pages(reopened, 3)).toEqual(left);
+      await fixture.cleanup();
+    });
+
     it("stores idempotency claims by type and key, replaces and deletes them, across a reopen", async () => {
       const fixture = await setup();
       const claim = (type: string, key: string, jid: string) => ({ type, key, jid, expiresAtMs: 5_000 });

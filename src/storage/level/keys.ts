@@ -43,6 +43,11 @@ export const KEYS = {
   /** Layouts 1 and 2 only: finished jobs of a state across queues. Deleted when a dir is opened. */
   droppedFinishedIndexPrefix: "g/",
   finishedInQueueAll: "f/",
+  /** Present (empty) for a job submitted with a parent_jid: the parent's children, oldest first (created at, whole ms). */
+  child: (parentJid: string, createdAtMs: number, jid: string) => `c/${parentJid}/${digits15(Math.floor(createdAtMs))}/${jid}`,
+  childPrefix: (parentJid: string) => `c/${parentJid}/`,
+  /** Any job's record, for a migration that reads every job. */
+  metaPrefix: "j/",
   /** QueueInfo JSON ({paused}) of every queue ever used; queue names sort like the key. */
   queue: (name: string) => `n/${name}`,
   queuePrefix: "n/",

@@ -3,6 +3,7 @@ import { Level } from "level";
 import { WorqError } from "../../model/errors.js";
 import { isPurgedAtExpiry, isTerminal, type JobBody, type JobMeta } from "../../model/job.js";
 import type {
+  ChildCursor,
   Counters,
   FinishedCursor,
   IdempotencyClaim,
@@ -42,13 +43,13 @@ const SYNC = { sync: process.env.WORQ_TEST_ONLY_SKIP_FSYNC !== "1" };
 
 /**
  * Keyspace layout written: 2 stores metas in binary (model/meta-binary.ts), 3 drops the index
- * of finished jobs across queues, 4 lists SCHEDULED jobs under q/ instead of l/. An older dir
- * is migrated at open and marked 4 (a layout-1 dir's JSON metas are read as they are, since
- * new records will be binary); a server that reads only an older layout then refuses the dir
- * instead of misreading it.
+ * of finished jobs across queues, 4 lists SCHEDULED jobs under q/ instead of l/, 5 lists each
+ * job's children under c/. An older dir is migrated at open and marked 5 (a layout-1 dir's JSON
+ * metas are read as they are, since new records will be binary); a server that reads only an
+ * older layout then refuses the dir instead of misreading it.
  */
-const LAYOUT_VERSION = "4";
-const READABLE_LAYOUTS = new Set(["1", "2", "3", "4"]);
+const LAYOUT_VERSION = "5";
+const READABLE_LAYOUTS = new Set(["1", "2", "3", "4", "5"]);
 const EMPTY = new Uint8Array();
 /** Metas read per round trip when a listing streams an index (recovery). */
 const PAGE_KEYS = 1000;
@@ -110,6 +111,7 @@ export class LevelStore implements Store {
       // redone, so an interrupted open finishes the job at the next.
       await this.db.clear(prefixRange(KEYS.droppedFinishedIndexPrefix));
       await this.moveReadyJobs();
+      if (version !== undefined && Number(version) < 5) await this.indexChildren();
       await this.db.put(KEYS.layoutVersion, encodeJson(LAYOUT_VERSION), { sync: true });
     }
   }
@@ -132,6 +134,21 @@ export class LevelStore implements Store {
       }
       if (ops.length > 0) await this.writeBatch(ops);
     }
+  }
+
+  /** Layouts 1 to 4 had no c/ index: writes one key per job that has a parent (idempotent, so an interrupted run is redone). */
+  private async indexChildren(): Promise<void> {
+    let ops: BatchOp[] = [];
+    for await (const value of this.db.values(prefixRange(KEYS.metaPrefix))) {
+      const meta = decodeMeta(value);
+      if (meta.parentJid === undefined) continue;
+      ops.push({ type: "put", key: KEYS.child(meta.parentJid, meta.createdAtMs, meta.jid), value: EMPTY });
+      if (ops.length === MIGRATION_KEYS) {
+        await this.writeBatch(ops);
+        ops = [];
+      }
+    }
+    if (ops.length > 0) await this.writeBatch(ops);
   }
 
   /**
@@ -255,6 +272,14 @@ export class LevelStore implements Store {
     }
   }
 
+  async childrenOf(parentJid: string, after: ChildCursor | undefined, limit: number): Promise<JobMeta[]> {
+    const prefix = KEYS.childPrefix(parentJid);
+    const range = after
+      ? { gt: KEYS.child(parentJid, after.createdAtMs, after.jid), lt: `${prefix}\xff`, limit }
+      : { ...prefixRange(prefix), limit };
+    return this.metasOf((await this.db.keys(range).all()).map(jidOfIndexKey));
+  }
+
   async listFinished(state: JobState, queue: string | undefined, after: FinishedCursor | undefined, limit: number): Promise<JobMeta[]> {
     if (queue !== undefined) return this.metasOf((await this.finishedInQueue(state, queue, after, limit)).map(jidOfIndexKey));
     // Across queues: each queue's first `limit` after the cursor, merged by (finished at, jid),
@@ -345,6 +370,9 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
       const jid = write.meta.jid;
       const [meta, body] = [encodeMeta(write.meta), encodeBody(write.body)];
       ops.push({ type: "put", key: KEYS.meta(jid), value: meta }, { type: "put", key: KEYS.body(jid), value: body });
+      if (write.meta.parentJid !== undefined) {
+        ops.push({ type: "put", key: KEYS.child(write.meta.parentJid, write.meta.createdAtMs, jid), value: EMPTY });
+      }
       addIndexOps(undefined, write.meta, ops, write.cold && meta, body);
       return;
     }
@@ -359,6 +387,9 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
       return;
     case "delete-job":
       for (const key of [KEYS.meta, KEYS.body, KEYS.result, KEYS.callback]) ops.push({ type: "del", key: key(write.meta.jid) });
+      if (write.meta.parentJid !== undefined) {
+        ops.push({ type: "del", key: KEYS.child(write.meta.parentJid, write.meta.createdAtMs, write.meta.jid) });
+      }
       addIndexOps(write.meta, undefined, ops);
       return;
     case "put-counters":

@@ -2,6 +2,7 @@ import type { JobBody, JobMeta } from "../../model/job.js";
 import { isPurgedAtExpiry, isTerminal } from "../../model/job.js";
 import {
   claimKey,
+  type ChildCursor,
   type Counters,
   type FinishedCursor,
   type IdempotencyClaim,
@@ -160,6 +161,16 @@ export class MemoryStore implements Store {
 
   async *queues(): AsyncIterable<QueueInfo> {
     for (const queue of [...this.data.queues.values()].sort((a, b) => (a.name < b.name ? -1 : 1))) yield { ...queue };
+  }
+
+  async childrenOf(parentJid: string, after: ChildCursor | undefined, limit: number): Promise<JobMeta[]> {
+    const at = (meta: JobMeta) => Math.floor(meta.createdAtMs);
+    return [...this.data.metas.values()]
+      .filter((meta) => meta.parentJid === parentJid)
+      .sort((a, b) => at(a) - at(b) || (a.jid < b.jid ? -1 : 1))
+      .filter((meta) => !after || at(meta) > Math.floor(after.createdAtMs) || (at(meta) === Math.floor(after.createdAtMs) && meta.jid > after.jid))
+      .slice(0, limit)
+      .map((meta) => structuredClone(meta));
   }
 
   async listFinished(state: JobState, queue: string | undefined, after: FinishedCursor | undefined, limit: number): Promise<JobMeta[]> {

@@ -18,8 +18,9 @@ export const COMMIT_SQL = `
 WITH
   del_jobs AS (DELETE FROM worq_jobs WHERE jid = ANY($1::text[])),
   put_jobs AS (
-    INSERT INTO worq_jobs (jid, state, queue, live, finished_at_ms, purge_at_ms, meta, priority, ready_seq)
-    SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::boolean[], $6::bigint[], $7::bigint[], $8::bytea[], $9::smallint[], $10::bigint[])
+    INSERT INTO worq_jobs (jid, state, queue, live, finished_at_ms, purge_at_ms, meta, priority, ready_seq, parent_jid, created_at_ms)
+    SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::boolean[], $6::bigint[], $7::bigint[], $8::bytea[], $9::smallint[], $10::bigint[],
+      $32::text[], $33::bigint[])
     ON CONFLICT (jid) DO UPDATE SET state = EXCLUDED.state, queue = EXCLUDED.queue, live = EXCLUDED.live,
       finished_at_ms = EXCLUDED.finished_at_ms, purge_at_ms = EXCLUDED.purge_at_ms, meta = EXCLUDED.meta,
       priority = EXCLUDED.priority, ready_seq = EXCLUDED.ready_seq),
@@ -203,6 +204,8 @@ export function commitParameters(writes: readonly StoreWrite[]): { values: unkno
     ops.counters ? [ops.counters.submitted, ops.counters.processed, ops.counters.failed, ops.counters.evicted] : [],
     claimsDeleted.map((claim) => claim.namespace),
     claimsPut.map((claim) => claim.namespace ?? ""),
+    metas.map((meta) => meta.parentJid ?? null),
+    metas.map((meta) => Math.floor(meta.createdAtMs)),
   ];
   const rows =
     ops.jobs.size + ops.bodies.size + ops.results.size + ops.callbacks.size + ops.claims.size + ops.queues.size + (ops.counters ? 1 : 0);

@@ -108,6 +108,17 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE worq_idempotency DROP CONSTRAINT worq_idempotency_pkey, ADD PRIMARY KEY (namespace, type, key);
     `,
   },
+  {
+    version: 5,
+    name: "children of a job, oldest first",
+    // FAN_OUT: a parent's children are listed (CollectChildren) and joined (children_of) in
+    // creation order; parent_jid and created_at_ms come from the meta and never change.
+    sql: `
+      ALTER TABLE worq_jobs ADD COLUMN parent_jid text COLLATE "C", ADD COLUMN created_at_ms bigint;
+      CREATE INDEX worq_jobs_children ON worq_jobs (parent_jid, created_at_ms, jid) WHERE parent_jid IS NOT NULL;
+    `,
+    backfill: backfillChildColumns,
+  },
 ];
 
 /** Rows decoded and updated per round trip of a backfill. */
@@ -129,6 +140,22 @@ async function backfillReadyColumns(client: pg.ClientBase): Promise<void> {
     );
   }
   await client.query("CLOSE worq_backfill");
+}
+
+/** Sets parent_jid and created_at_ms of every row from its meta (migration 5). */
+async function backfillChildColumns(client: pg.ClientBase): Promise<void> {
+  await client.query("DECLARE worq_backfill_children NO SCROLL CURSOR FOR SELECT jid, meta FROM worq_jobs");
+  for (;;) {
+    const { rows } = await client.query<{ jid: string; meta: Buffer }>(`FETCH ${BACKFILL_ROWS} FROM worq_backfill_children`);
+    if (rows.length === 0) break;
+    const metas = rows.map((row) => decodeMeta(row.meta));
+    await client.query(
+      `UPDATE worq_jobs SET parent_jid = given.parent_jid, created_at_ms = given.created_at_ms
+       FROM unnest($1::text[], $2::text[], $3::bigint[]) AS given (jid, parent_jid, created_at_ms) WHERE worq_jobs.jid = given.jid`,
+      [rows.map((row) => row.jid), metas.map((meta) => meta.parentJid ?? null), metas.map((meta) => Math.floor(meta.createdAtMs))],
+    );
+  }
+  await client.query("CLOSE worq_backfill_children");
 }
 
 /** Serialises migrations of one database across processes (pg_advisory_xact_lock key). */

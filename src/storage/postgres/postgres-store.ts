@@ -2,6 +2,7 @@ import pg from "pg";
 import { WorqError } from "../../model/errors.js";
 import type { JobBody, JobMeta, JobState, PriorityLevel } from "../../model/job.js";
 import type {
+  ChildCursor,
   Counters,
   FinishedCursor,
   IdempotencyClaim,
@@ -231,6 +232,14 @@ export class PostgresStore implements Store {
   async *queues(): AsyncIterable<QueueInfo> {
     const { rows } = await this.pool.query<QueueInfo>("SELECT name, paused FROM worq_queues ORDER BY name");
     yield* rows;
+  }
+
+  async childrenOf(parentJid: string, after: ChildCursor | undefined, limit: number): Promise<JobMeta[]> {
+    const { rows } = await this.pool.query<{ meta: Buffer }>(
+      `SELECT meta FROM worq_jobs WHERE parent_jid = $1 AND (created_at_ms, jid) > ($2, $3) ORDER BY created_at_ms, jid LIMIT $4`,
+      [parentJid, after ? Math.floor(after.createdAtMs) : -1, after?.jid ?? "", limit],
+    );
+    return rows.map((row) => decodeMeta(row.meta));
   }
 
   async listFinished(state: JobState, queue: string | undefined, after: FinishedCursor | undefined, limit: number): Promise<JobMeta[]> {
