@@ -15,7 +15,7 @@ export interface ExistingJob {
 /** How one new job of a batch starts. */
 export interface DependencyOutcome {
   /** Resolved dependencies (batch refs turned into jids), or undefined without any. */
-  dependency?: { type: DependencyType; jids: string[] };
+  dependency?: { type: DependencyType; jids: string[]; childrenOf?: string };
   /** Unfinished dependencies: the job starts PENDING while this is not empty. */
   waitingOn: string[];
   depth: number;
@@ -36,6 +36,11 @@ export interface PlannedJob {
   priority: PriorityLevel;
   /** Set for a duplicate (idempotency key) that resolves to an existing job. */
   existingJid?: string;
+  /**
+   * A join over a parent's children (`dependsOn.childrenOf`): the parent and its children so far
+   * (existing jobs) and the batch's jobs spawned by it (indices), which the job waits for too.
+   */
+  joined?: { childrenOf: string; jids: string[]; batch: number[] };
 }
 
 /**
@@ -80,6 +85,11 @@ export function planDependencies(
       if (!isUuidV4(jid)) invalid(`${field}.jids`, `${JSON.stringify(jid.slice(0, 64))} is not a job id (UUID v4)`);
       externalDeps[i]!.push(jid);
     }
+    const joined = jobs[i]!.joined;
+    if (joined) {
+      externalDeps[i]!.push(...joined.jids);
+      batchDeps[i]!.push(...joined.batch.filter((target) => target !== i));
+    }
   });
   if (shape === "CHAIN") jobs.forEach((_, i) => i > 0 && batchDeps[i]!.push(i - 1));
   if (shape === "FAN_IN" && jobs.length > 1) batchDeps[jobs.length - 1]!.push(...jobs.slice(0, -1).map((_, i) => i));
@@ -118,8 +128,9 @@ export function planDependencies(
     const priority = Math.min(job.priority, ...deps.map((dep) => dep.priority)) as PriorityLevel;
     const failed =
       type === "AFTER" ? deps.find((dep) => dep.state !== "NEW" && isTerminal(dep.state) && dep.state !== "COMPLETED") : undefined;
+    const childrenOf = job.joined?.childrenOf;
     outcomes[i] = {
-      dependency: { type, jids: deps.map((dep) => dep.jid) },
+      dependency: { type, jids: deps.map((dep) => dep.jid), ...(childrenOf !== undefined ? { childrenOf } : {}) },
       waitingOn: failed ? [] : deps.filter((dep) => dep.waits).map((dep) => dep.jid),
       depth,
       priority,

@@ -1,4 +1,5 @@
 import { randomUuidV4 } from "./uuid.js";
+import type { UnsettledSubmit } from "./submit-deadline.js";
 import type { Clock } from "./clock.js";
 import { WorqError } from "../model/errors.js";
 import { isPurgedAtExpiry, isTerminal, type JobMeta, type JobState } from "../model/job.js";
@@ -70,6 +71,9 @@ export class EngineCore {
   coldCounted = 0;
   /** The newest commit handed to the store: once it is durable, so is every earlier one. */
   lastCommit: Promise<void> = Promise.resolve();
+  /** Submits whose write is under way, and when the submit-deadline timer is armed (submit-deadline.ts). */
+  readonly unsettledSubmits = new Set<UnsettledSubmit>();
+  submitDeadlineAtMs: number | undefined;
   /** When the next sweep of expired cold jobs is scheduled, if one is; when the last began. */
   sweepAtMs: number | undefined;
   lastSweepMs = -Infinity;
@@ -91,6 +95,10 @@ export class EngineCore {
   readonly queues = new QueueRegistry();
   /** dependency jid -> PENDING jobs waiting for it. */
   readonly dependents = new Map<string, Set<string>>();
+  /** FAN_IN joins: parent jid -> the PENDING jobs joining its children (children_of); a child spawned later joins them. */
+  readonly joiners = new Map<string, Set<string>>();
+  /** Parent jid -> sets that collect the jids of children admitted while a join's submit reads the store (submit.ts). */
+  readonly spawnWatch = new Map<string, Set<Set<string>>>();
   /** Writes of dependents moved by a job's terminal transition, committed with that transition. */
   cascade: StoreWrite[] = [];
   /** While submits read the store, the jobs that finish meanwhile (see submit). */
@@ -151,7 +159,10 @@ export class EngineCore {
       meta.depth = outcome.depth;
       meta.priority = outcome.priority;
     }
-    if (parentJid !== undefined) meta.parentJid = parentJid;
+    if (parentJid !== undefined) {
+      meta.parentJid = parentJid;
+      this.spawnWatch.get(parentJid)?.forEach((seen) => seen.add(meta.jid));
+    }
     if (outcome.failedDependency) return dependencyFailed(meta, outcome.failedDependency.jid, outcome.failedDependency.state, nowMs);
     const state = firstState(outcome.waitingOn.length, meta.atMs, nowMs);
     if (state === "PENDING") {
@@ -256,6 +267,30 @@ export class EngineCore {
       if (meta?.state !== "PENDING") continue;
       this.cascade.push(this.apply(meta, { kind: "dependency-finished", jid, state }));
     }
+  }
+
+  /** Records that the PENDING job `joiner` joins the children of `parentJid`. */
+  addJoiner(parentJid: string, joiner: string): void {
+    let set = this.joiners.get(parentJid);
+    if (!set) {
+      set = new Set();
+      this.joiners.set(parentJid, set);
+    }
+    set.add(joiner);
+  }
+
+  /** The PENDING joins of `parentJid`'s children, forgetting those that moved on. */
+  pendingJoiners(parentJid: string): JobMeta[] {
+    const set = this.joiners.get(parentJid);
+    if (!set) return [];
+    const pending: JobMeta[] = [];
+    for (const jid of set) {
+      const meta = this.live.get(jid);
+      if (meta?.state === "PENDING") pending.push(meta);
+      else set.delete(jid);
+    }
+    if (set.size === 0) this.joiners.delete(parentJid);
+    return pending;
   }
 
   /** Records that the PENDING job `dependent` waits for `dependency`. */

@@ -25,6 +25,8 @@ import { cancel, deleteJob } from "./cancel-delete.js";
 import { pauseQueue, purgeQueue, resumeQueue, retryJobs, runNow } from "./queue-admin.js";
 import { getJob, info, listJobs, listQueues, queueStats, waitFinished, wakeWaiters } from "./read-views.js";
 import { nextWakeMs, tick } from "./timers.js";
+import { collectChildren, type ChildrenPage } from "./children.js";
+import type { ChildCursor } from "./store.js";
 import { onCallbackDue, settleCallback } from "./callbacks.js";
 
 export type * from "./engine-types.js";
@@ -163,6 +165,14 @@ export class Engine {
   /** Returns the job with body and (when completed) result. Throws WORQ_NOT_FOUND. */
   getJob(jid: string): Promise<JobView> {
     return getJob(this.core, jid);
+  }
+
+  /**
+   * FAN_OUT: waits up to `waitMs` until every child `parentJid` spawned so far is finished,
+   * then answers a page of them with results (children.ts).
+   */
+  collectChildren(parentJid: string, waitMs: number, signal?: AbortSignal, pageSize?: number, after?: ChildCursor): Promise<ChildrenPage> {
+    return collectChildren(this.core, parentJid, waitMs, signal, pageSize, after);
   }
 
   /**

@@ -15,7 +15,7 @@ import { pushTimer } from "./timers.js";
 import { isReadyEntry, readyAfter } from "./paging.js";
 
 /** Longest wait of GetResult and Run. */
-const MAX_WAIT_MS = 3_600_000;
+export const MAX_WAIT_MS = 3_600_000;
 
 /** Counts, latency and pause state of one queue (`worq inspect queue`). */
 export function queueStats(core: EngineCore, name: string): QueueStatsView {

@@ -58,7 +58,10 @@ export async function recover(core: EngineCore): Promise<void> {
       meta = { ...meta, lease };
       core.slots.addOrphan(lease.leaseId, meta.jid, lease.workerId);
     }
-    if (meta.state === "PENDING") for (const dep of meta.waitingOn ?? []) core.addDependent(dep, meta.jid);
+    if (meta.state === "PENDING") {
+      for (const dep of meta.waitingOn ?? []) core.addDependent(dep, meta.jid);
+      if (meta.dependency?.childrenOf !== undefined) core.addJoiner(meta.dependency.childrenOf, meta.jid);
+    }
     hold(meta);
     scheduleTimers(core, meta);
   }

@@ -1,5 +1,5 @@
 import { WorqError } from "../model/errors.js";
-import { isTerminal, type FailureCategory, type JobMeta, type JobState } from "../model/job.js";
+import { isTerminal, type FailureCategory, type JobMeta, type JobState, type PriorityLevel } from "../model/job.js";
 import { backoffDelayMs } from "./retry-policy.js";
 
 /** What a worker reports with Fail. */
@@ -29,7 +29,9 @@ export type JobEvent =
   /** An operator retries a dead or failed job: a fresh start (attempts, fails, lifetime), its failure kept. */
   | { kind: "retry" }
   /** A job this PENDING job waits for reached a terminal state. */
-  | { kind: "dependency-finished"; jid: string; state: JobState };
+  | { kind: "dependency-finished"; jid: string; state: JobState }
+  /** A job was spawned by the parent whose children this PENDING job joins (children_of): it waits for it too. */
+  | { kind: "child-joined"; jid: string; state: JobState; priority: PriorityLevel; depth: number };
 
 export interface TransitionContext {
   nowMs: number;
@@ -128,6 +130,21 @@ export function transition(meta: JobMeta, event: JobEvent, ctx: TransitionContex
       if (next === "PENDING") return { ...meta, waitingOn, updatedAtMs: now };
       if (next === "DELAYED") return { ...meta, waitingOn: [], state: "DELAYED", dueAtMs: meta.atMs, updatedAtMs: now };
       return becomeReady({ ...meta, waitingOn: [] }, ctx);
+    }
+    case "child-joined": {
+      expectState(meta, event, "PENDING");
+      const dependency = { ...meta.dependency!, jids: [...meta.dependency!.jids, event.jid] };
+      const joined: JobMeta = {
+        ...meta,
+        dependency,
+        priority: Math.min(meta.priority, event.priority) as PriorityLevel,
+        depth: Math.max(meta.depth ?? 0, event.depth + 1),
+        updatedAtMs: now,
+      };
+      if (!isTerminal(event.state)) return { ...joined, waitingOn: [...(meta.waitingOn ?? []), event.jid] };
+      // Born finished (a child whose own dependency had failed): nothing to wait for, or propagation.
+      if (event.state !== "COMPLETED" && dependency.type !== "AFTER_ANY") return dependencyFailed(joined, event.jid, event.state, now);
+      return joined;
     }
     case "lease-lapsed": {
       if (meta.state !== "RUNNING" || !meta.lease) throw illegal(meta, event);

@@ -7,12 +7,13 @@ import { isPurgedAtExpiry, isTerminal, type JobMeta, type SubmitInput } from "..
 import { LIMITS, isUuidV4 } from "../model/limits.js";
 import { claimKey, type IdempotencyClaim, type StoreWrite } from "./store.js";
 import { buildNewJob, type NewJob } from "./submit-validation.js";
-import { planDependencies, type BatchShape, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
+import { planDependencies, type BatchShape, type DependencyOutcome, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
 import type { SubmitResult } from "./engine-types.js";
 import type { EngineCore } from "./engine-core.js";
 import { enqueueReady } from "./paging.js";
 import { pushExpiry, schedulePurge, scheduleTimers } from "./timers.js";
-import { pump, revokeLease, schedulePump } from "./dispatch.js";
+import { schedulePump } from "./dispatch.js";
+import { durableByDeadline, submitTimedOut, type Withdrawable } from "./submit-deadline.js";
 import { checkQueueRoom } from "./queue-admin.js";
 
 /** A delayed job due within this long keeps its body in memory for its lease, like a ready one. */
@@ -24,11 +25,8 @@ interface CreatedJobs {
   durable: Promise<void>;
   /** Answers whose state is read from the store once durable. */
   duplicatesOfStored: SubmitResult[];
-  /**
-   * What a withdrawal takes back: the new jobs (by jid; a cold one, which the engine does not
-   * hold, by its meta) and the idempotency claims they took. Metas are not kept otherwise.
-   */
-  created: (string | JobMeta)[];
+  /** What a withdrawal takes back (submit-deadline.ts). */
+  created: Withdrawable["created"];
   claims: IdempotencyClaim[];
 }
 
@@ -72,6 +70,15 @@ export async function submit(
     input.dependsOn?.jids?.forEach((jid) => referenced.add(jid));
     if (input.parentJid !== undefined) referenced.add(input.parentJid);
   }
+  // FAN_IN joins over a parent's children: the children so far are read from the store.
+  const joinParents = new Set<string>();
+  inputs.forEach((input, i) => {
+    const parent = input.dependsOn?.childrenOf;
+    if (parent === undefined) return;
+    if (!isUuidV4(parent)) invalid(`${fieldOf(i)}.depends_on.children_of`, "is not a job id (UUID v4)");
+    joinParents.add(parent);
+    referenced.add(parent);
+  });
   for (const [i, { meta }] of built.entries()) {
     const claim =
       meta.idempotencyKey === undefined
@@ -81,22 +88,37 @@ export async function submit(
   }
   const toRead = [...referenced].filter((jid) => !core.live.has(jid) && isUuidV4(jid));
   // Without anything to read, stay synchronous: no turn passes between submit and its write.
-  if (toRead.length === 0)
-    return settleSubmit(core, createJobs(core, built, inputs, fieldOf, shape, new Map(), nowMs), deadlineMs, timeoutMs);
+  if (toRead.length === 0 && joinParents.size === 0)
+    return settleSubmit(core, createJobs(core, built, inputs, fieldOf, shape, new Map(), nowMs, new Map()), deadlineMs, timeoutMs);
   // Jobs that finish while the store is read are recorded by apply(), until the decisions
   // are made: createJobs decides synchronously, before its first await (the commit). The
   // record used to be kept until the commit was durable too, so with submits overlapping
   // without a break it was never cleared and kept every job finished meanwhile.
   core.finishWatchers++;
+  // Children admitted while the store is read are seen by these sets (engine-core admit).
+  const spawnedMeanwhile = new Map([...joinParents].map((parent) => [parent, new Set<string>()]));
+  for (const [parent, seen] of spawnedMeanwhile) watchSpawns(core, parent, seen, true);
   let created: CreatedJobs;
   try {
-    const stored = new Map(await Promise.all(toRead.map(async (jid) => [jid, await core.store.getMeta(jid)] as const)));
+    const stored = new Map<string, JobMeta | undefined>(
+      await Promise.all(toRead.map(async (jid) => [jid, await core.store.getMeta(jid)] as const)),
+    );
+    const children = new Map<string, string[]>();
+    if (joinParents.size > 0) {
+      await core.lastCommit.catch(() => {}); // every child admitted before is in the store now (a failure made the engine fatal)
+      for (const parent of joinParents) {
+        const metas = await core.store.childrenOf(parent, undefined, LIMITS.maxDependencies + 1);
+        for (const meta of metas) if (!stored.has(meta.jid)) stored.set(meta.jid, meta);
+        children.set(parent, [...new Set([...metas.map((meta) => meta.jid), ...spawnedMeanwhile.get(parent)!])]);
+      }
+    }
     core.checkUsable();
     if (core.clock.nowMs() >= deadlineMs)
       throw submitTimedOut("reading the jobs it refers to took too long; nothing was stored", timeoutMs);
-    created = createJobs(core, built, inputs, fieldOf, shape, stored, nowMs);
+    created = createJobs(core, built, inputs, fieldOf, shape, stored, nowMs, children);
   } finally {
     if (--core.finishWatchers === 0) core.recentlyFinished.clear();
+    for (const [parent, seen] of spawnedMeanwhile) watchSpawns(core, parent, seen, false);
   }
   return settleSubmit(core, created, deadlineMs, timeoutMs);
 }
@@ -107,21 +129,8 @@ export async function submit(
  * GC or two and fragment the old one).
  */
 async function settleSubmit(core: EngineCore, created: CreatedJobs, deadlineMs: number, timeoutMs: number): Promise<SubmitResult[]> {
-  const { results, durable, duplicatesOfStored } = created;
-  // One timer per call, not per job; timers of one duration share a list in Node, so setting
-  // and clearing one is cheap next to a commit.
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<"late">((resolve) => {
-    timer = setTimeout(() => resolve("late"), Math.max(0, deadlineMs - core.clock.nowMs()));
-  });
-  try {
-    if ((await Promise.race([durable, late])) === "late") {
-      withdraw(core, created);
-      throw submitTimedOut("its write was not durable in time (is the disk stalled?); its jobs were withdrawn and will not run", timeoutMs);
-    }
-  } finally {
-    clearTimeout(timer);
-  }
+  const { results, duplicatesOfStored } = created;
+  await durableByDeadline(core, created, deadlineMs, timeoutMs);
   // A duplicate of a job that is no longer live: its state comes from the store.
   for (const result of duplicatesOfStored) result.state = (await core.store.getMeta(result.jid))?.state;
   return results;
@@ -136,6 +145,7 @@ function createJobs(
   shape: BatchShape | undefined,
   stored: Map<string, JobMeta | undefined>,
   nowMs: number,
+  childrenOfJoined: Map<string, string[]>,
 ): CreatedJobs {
   const known = (jid: string): JobMeta | undefined =>
     core.live.get(jid) ?? core.finishing.get(jid)?.meta ?? core.recentlyFinished.get(jid) ?? stored.get(jid);
@@ -155,7 +165,17 @@ function createJobs(
     if (key !== undefined && existingJid === undefined) seenKeys.set(key, meta.jid);
     return { input: inputs[i]!, jid: meta.jid, priority: meta.priority, ...(existingJid !== undefined ? { existingJid } : {}) };
   });
+  inputs.forEach((input, i) => {
+    const parent = input.dependsOn?.childrenOf;
+    if (parent === undefined) return;
+    if (!known(parent)) invalid(`${fieldOf(i)}.depends_on.children_of`, `job ${parent} does not exist`);
+    const batch = inputs.flatMap((other, k) => (other.parentJid === parent && k !== i ? [k] : []));
+    const inBatch = new Set(batch.map((k) => planned[k]!.existingJid ?? planned[k]!.jid));
+    const jids = [parent, ...(childrenOfJoined.get(parent) ?? [])].filter((jid) => !inBatch.has(jid));
+    planned[i]!.joined = { childrenOf: parent, jids, batch };
+  });
   const outcomes = planDependencies(planned, shape, fieldOf, existing);
+  const joinsOfNewChildren = checkJoinRoom(core, built, planned, outcomes, inputs, fieldOf);
   const newQueues = new Set<string>();
   built.forEach(({ meta }, i) => {
     if (planned[i]!.existingJid !== undefined || core.queues.has(meta.queue) || newQueues.has(meta.queue)) return;
@@ -207,6 +227,16 @@ function createJobs(
       writes.push({ kind: "put-idempotency", claim }, ...sweepExpiredClaims(core, nowMs));
     }
     results.push({ jid: meta.jid, state: meta.state, duplicate: false });
+    if (meta.state === "PENDING" && meta.dependency?.childrenOf !== undefined) core.addJoiner(meta.dependency.childrenOf, meta.jid);
+    // A child spawned by a parent whose children are joined: the joins wait for it too.
+    for (const joiner of joinsOfNewChildren.get(i) ?? []) {
+      const current = core.live.get(joiner.jid);
+      if (current?.state !== "PENDING") continue;
+      writes.push(
+        core.apply(current, { kind: "child-joined", jid: meta.jid, state: meta.state, priority: meta.priority, depth: meta.depth ?? 0 }),
+      );
+      if (!isTerminal(meta.state)) core.addDependent(meta.jid, joiner.jid);
+    }
   });
   core.counters.submitted += writes.filter((write) => write.kind === "put-job").length;
   const durable = writes.length > 0 ? core.persist(writes) : Promise.resolve();
@@ -222,43 +252,62 @@ function createJobs(
   };
 }
 
-function submitTimedOut(why: string, timeoutMs: number): WorqError {
-  return new WorqError(
-    "WORQ_DEADLINE_EXCEEDED",
-    `submit not stored within its ${timeoutMs} ms submission timeout: ${why}; submit again (an idempotency key makes that safe)`,
-  );
+/** Adds (`on`) or removes `seen` as a collector of the children `parent` spawns (engine-core admit). */
+function watchSpawns(core: EngineCore, parent: string, seen: Set<string>, on: boolean): void {
+  let sets = core.spawnWatch.get(parent);
+  if (on) {
+    if (!sets) core.spawnWatch.set(parent, (sets = new Set()));
+    sets.add(seen);
+  } else if (sets) {
+    sets.delete(seen);
+    if (sets.size === 0) core.spawnWatch.delete(parent);
+  }
 }
 
 /**
- * Takes back the jobs of a submit whose write did not become durable in time: each leaves
- * memory (a worker holding one is told it was revoked; its dependents resolve as for a
- * deleted job) and is deleted, with its idempotency claim, by writes that follow the stalled
- * one. Their outcome is not awaited: they wait behind the same disk, and a failed write stops
- * the engine anyway.
+ * The joins (outside this batch) that each new child of the batch will join, by the child's
+ * index, after checking that none would pass the dependency limits: a join waits for at most
+ * 1000 jobs, 100 deep. Throws WORQ_FAILED_PRECONDITION naming the child's `parent_jid` then;
+ * nothing has changed yet.
  */
-function withdraw(core: EngineCore, { created, claims }: CreatedJobs): void {
-  const writes: StoreWrite[] = [];
-  for (const claim of claims) {
-    const key = claimKey(claim.namespace, claim.type, claim.key);
-    if (core.claims.get(key)?.jid === claim.jid) core.claims.delete(key);
-    writes.push({ kind: "delete-idempotency", claim });
-  }
-  for (const job of created) {
-    const jid = typeof job === "string" ? job : job.jid;
-    const live = core.live.get(jid);
-    if (live) {
-      revokeLease(core, live, "withdrawn: its submit was not stored in time");
-      core.live.delete(live);
-      core.bodies.delete(jid);
+function checkJoinRoom(
+  core: EngineCore,
+  built: NewJob[],
+  planned: PlannedJob[],
+  outcomes: DependencyOutcome[],
+  inputs: SubmitInput[],
+  fieldOf: (index: number) => string,
+): Map<number, JobMeta[]> {
+  const joins = new Map<number, JobMeta[]>();
+  const newChildren = new Map<string, number>();
+  const batchJids = new Set(built.map(({ meta }) => meta.jid));
+  inputs.forEach((input, i) => {
+    const parent = input.parentJid;
+    if (parent === undefined || planned[i]!.existingJid !== undefined) return;
+    const joiners = core.pendingJoiners(parent).filter((joiner) => !batchJids.has(joiner.jid));
+    if (joiners.length === 0) return;
+    const count = (newChildren.get(parent) ?? 0) + 1;
+    newChildren.set(parent, count);
+    for (const joiner of joiners) {
+      const field = `${fieldOf(i)}.parent_jid`;
+      if (joiner.dependency!.jids.length + count > LIMITS.maxDependencies) {
+        throw new WorqError(
+          "WORQ_FAILED_PRECONDITION",
+          `${field}: job ${joiner.jid} joins the children of ${parent} and would wait for more than ${LIMITS.maxDependencies} jobs`,
+          field,
+        );
+      }
+      if (outcomes[i]!.depth + 1 > LIMITS.maxDependencyDepth) {
+        throw new WorqError(
+          "WORQ_FAILED_PRECONDITION",
+          `${field}: job ${joiner.jid} joins the children of ${parent}; this child's dependency chain would make it deeper than ${LIMITS.maxDependencyDepth}`,
+          field,
+        );
+      }
     }
-    // Not in memory and not finishing: deleted meanwhile, and that delete is queued too.
-    const meta = live ?? core.finishing.get(jid)?.meta ?? (typeof job === "string" ? undefined : job);
-    if (!meta) continue;
-    core.resolveDependents(jid, "CANCELLED");
-    writes.push({ kind: "delete-job", meta });
-  }
-  if (writes.length > 0) void core.persist(writes).catch(() => {});
-  pump(core);
+    joins.set(i, joiners);
+  });
+  return joins;
 }
 
 /** Throws unless `text` is an http(s) URL without credentials that the server allows callbacks to. */

@@ -1,13 +1,14 @@
 /**
  * What a timer entry wakes: a due DELAYED/RETRYING job, a lease to check for lapse, a job's
  * lifetime (ttl) end, the deletion of expired finished jobs ("purge", jid empty), or a
- * sweep of cold ready jobs past their lifetime ("sweep", jid empty), or the deadline of a
- * result wait on the job ("wait").
+ * sweep of cold ready jobs past their lifetime ("sweep", jid empty), the deadline of a
+ * result wait on the job ("wait"), or the earliest deadline of submits still being written
+ * ("submit-deadline", jid empty).
  */
 export interface TimerEntry {
   atMs: number;
   jid: string;
-  kind: "due" | "lease" | "ttl" | "purge" | "sweep" | "wait";
+  kind: "due" | "lease" | "ttl" | "purge" | "sweep" | "wait" | "submit-deadline";
 }
 
 /**

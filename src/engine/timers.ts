@@ -10,12 +10,17 @@ import { pump } from "./dispatch.js";
 import { endUnfinished } from "./cancel-delete.js";
 import { sweepCold } from "./paging.js";
 import { expireWaits } from "./read-views.js";
+import { expireSubmits } from "./submit-deadline.js";
 
 /** Timers one tick applies, so a mass of jobs due at once is promoted a slice at a time. */
 const TICK_BUDGET = 5_000;
 
 /** When `tick()` next has work to do, or undefined when no timer is pending. */
 export function nextWakeMs(core: EngineCore): number | undefined {
+  // A submit deadline no longer armed (every submit it stood for is durable) wakes no one: dropped here.
+  for (let top = core.timers.peek(); top?.kind === "submit-deadline" && top.atMs !== core.submitDeadlineAtMs; top = core.timers.peek()) {
+    core.timers.pop();
+  }
   const timerAtMs = core.timers.peek()?.atMs;
   const expiryAtMs = core.expiries.peekAtMs();
   if (timerAtMs === undefined) return expiryAtMs;
@@ -52,6 +57,10 @@ export function tick(core: EngineCore): void {
     }
     if (top.kind === "wait") {
       expireWaits(core, top.jid, now);
+      continue;
+    }
+    if (top.kind === "submit-deadline") {
+      expireSubmits(core, top.atMs, now);
       continue;
     }
     if (top.kind === "sweep") {

@@ -100,7 +100,12 @@ export interface JobMeta {
   /** FAN_OUT: the job that spawned this one. */
   parentJid?: string;
   /** What this job waits (or waited) for (docs/job-model.md). */
-  dependency?: { type: DependencyType; jids: string[] };
+  dependency?: {
+    type: DependencyType;
+    jids: string[];
+    /** FAN_IN join: the job whose children (those spawned after this job too) this job waits for, with it. */
+    childrenOf?: string;
+  };
   /** While PENDING: the dependencies not finished yet. */
   waitingOn?: string[];
   /** 0 without dependencies, else 1 + the deepest dependency's depth (at most 100). */
@@ -210,7 +215,7 @@ export interface SubmitInput {
    * of different scopes never learn each other's jobs); absent or "" is the shared namespace.
    */
   idempotencyNamespace?: string;
-  dependsOn?: { type?: DependencyType; jids?: string[]; batchRefs?: string[] };
+  dependsOn?: { type?: DependencyType; jids?: string[]; batchRefs?: string[]; childrenOf?: string };
   /** Name inside a batch, for other jobs' dependsOn.batchRefs. */
   batchRef?: string;
   parentJid?: string;

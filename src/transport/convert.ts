@@ -60,8 +60,12 @@ export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitI
       spec.dependsOn.type === DependencyType.UNSPECIFIED
         ? undefined
         : (enumName(DependencyType, spec.dependsOn.type, `${field}.depends_on.type`, "DEPENDENCY_TYPE_") as DomainDependencyType);
-    if (spec.dependsOn.childrenOf) notBuilt(`${field}.depends_on.children_of`);
-    input.dependsOn = { jids: [...spec.dependsOn.jids], batchRefs: [...spec.dependsOn.batchRefs], ...(type ? { type } : {}) };
+    input.dependsOn = {
+      jids: [...spec.dependsOn.jids],
+      batchRefs: [...spec.dependsOn.batchRefs],
+      ...(type ? { type } : {}),
+      ...(spec.dependsOn.childrenOf ? { childrenOf: spec.dependsOn.childrenOf } : {}),
+    };
   }
   if (spec.batchRef) input.batchRef = spec.batchRef;
   if (spec.parentJid) input.parentJid = spec.parentJid;
@@ -126,6 +130,7 @@ export function jobOf(view: JobView): Job {
     dependencyType: meta.dependency ? DependencyType[meta.dependency.type] : DependencyType.UNSPECIFIED,
     dependsOn: meta.dependency?.jids ?? [],
     waitingOn: meta.waitingOn ?? [],
+    childrenOf: meta.dependency?.childrenOf ?? "",
     callbackUrl: meta.callbackUrl ?? "",
     expiresAt: timestampFromMs(meta.expiresAtMs),
     retry: retryPolicyOf(meta.retry),

@@ -106,6 +106,7 @@ function writeJob(w: ProtoWriter, meta: JobMeta, body: JobBody): void {
   for (const jid of meta.dependency?.jids ?? []) w.tag(35, WireType.LengthDelimited).string(jid);
   for (const jid of meta.waitingOn ?? []) w.tag(36, WireType.LengthDelimited).string(jid);
   str(w, 37, meta.callbackUrl ?? "");
+  str(w, 40, meta.dependency?.childrenOf ?? "");
 }
 
 function writeRetryPolicy(w: ProtoWriter, policy: RetryPolicy): void {

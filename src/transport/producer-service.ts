@@ -1,5 +1,6 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Engine, SubmitResult } from "../engine/engine.js";
+import type { ChildCursor } from "../engine/store.js";
 import type { SubmitInput } from "../model/job.js";
 import { JobState, type JobSpec } from "@worq/client/gen/worq/v1/job_pb.js";
 import { WorqError, invalid, notBuilt } from "../model/errors.js";
@@ -69,9 +70,24 @@ export function createProducerService(engine: Engine, log: Logger): ServiceImpl<
     }),
     // eslint-disable-next-line require-yield -- refuses before streaming anything
     watchJob: async function* () {
-      notBuilt("WatchJob");
+      try {
+        notBuilt("WatchJob");
+      } catch (error) {
+        throw toConnectError(error, log, "WatchJob");
+      }
     },
-    collectChildren: guarded("CollectChildren", log, () => notBuilt("CollectChildren")),
+    collectChildren: guarded("CollectChildren", log, async (request, ctx) => {
+      const waitMs = request.waitTimeout ? durationMsOf(request.waitTimeout, "wait_timeout") : 0;
+      const scope = scopeOf(ctx);
+      await checkJobAccess(engine, scope, request.parentJid);
+      const page = await engine.collectChildren(request.parentJid, waitMs, ctx.signal, request.pageSize, childCursorOf(request.pageToken));
+      return {
+        // A token scoped to some queues does not see children in the others.
+        children: page.children.filter((view) => scope.all || scope.allows(view.meta.queue)).map(jobOf),
+        finished: page.finished,
+        nextPageToken: page.next ? Buffer.from(JSON.stringify([page.next.createdAtMs, page.next.jid])).toString("base64url") : "",
+      };
+    }),
   };
 }
 
@@ -89,4 +105,17 @@ function inputOf(job: SubmittedJob, field: string): SubmitInput {
 
 function responseOf(result: SubmitResult): SubmitOutcome {
   return { jid: result.jid, duplicate: result.duplicate, state: result.state === undefined ? JobState.UNSPECIFIED : stateOf(result.state) };
+}
+
+/** The cursor a CollectChildren page token holds: [createdAtMs, jid]. */
+function childCursorOf(pageToken: string): ChildCursor | undefined {
+  if (!pageToken) return undefined;
+  try {
+    const [createdAtMs, jid] = JSON.parse(Buffer.from(pageToken, "base64url").toString("utf8")) as unknown[];
+    if (typeof createdAtMs === "number" && Number.isFinite(createdAtMs) && typeof jid === "string" && jid.length <= 64)
+      return { createdAtMs, jid };
+  } catch {
+    // refused below
+  }
+  return invalid("page_token", "is not a token this server issued");
 }

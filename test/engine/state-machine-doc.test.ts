@@ -42,6 +42,7 @@ const EVENTS: Record<JobEvent["kind"], JobEvent[]> = {
   evict: [{ kind: "evict" }],
   retry: [{ kind: "retry" }],
   "dependency-finished": STATES.map((state) => ({ kind: "dependency-finished", jid: "dep-1", state })),
+  "child-joined": STATES.map((state) => ({ kind: "child-joined", jid: "child-1", state, priority: 2, depth: 0 })),
 };
 
 /** Metas in `state` across the fields `transition()` branches on. */

@@ -20,9 +20,17 @@ const GRANTS: Record<"producer" | "worker", string[]> = {
     "ProducerService.Run",
     "ProducerService.GetResult",
     "ProducerService.Cancel",
+    "ProducerService.CollectChildren",
     "AdminService.GetJob",
   ],
-  worker: ["WorkerService.Lease", "WorkerService.Ack", "WorkerService.Fail", "WorkerService.Renew", "WorkerService.Report"],
+  worker: [
+    "WorkerService.Lease",
+    "WorkerService.Ack",
+    "WorkerService.Fail",
+    "WorkerService.Renew",
+    "WorkerService.Report",
+    "ProducerService.CollectChildren",
+  ],
 };
 
 type Credential = "none" | "unknown" | "malformed" | keyof typeof TOKENS;

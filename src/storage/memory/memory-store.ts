@@ -168,7 +168,10 @@ export class MemoryStore implements Store {
     return [...this.data.metas.values()]
       .filter((meta) => meta.parentJid === parentJid)
       .sort((a, b) => at(a) - at(b) || (a.jid < b.jid ? -1 : 1))
-      .filter((meta) => !after || at(meta) > Math.floor(after.createdAtMs) || (at(meta) === Math.floor(after.createdAtMs) && meta.jid > after.jid))
+      .filter(
+        (meta) =>
+          !after || at(meta) > Math.floor(after.createdAtMs) || (at(meta) === Math.floor(after.createdAtMs) && meta.jid > after.jid),
+      )
       .slice(0, limit)
       .map((meta) => structuredClone(meta));
   }

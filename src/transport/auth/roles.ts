@@ -13,7 +13,8 @@ export function isRole(text: string): text is Role {
 /**
  * Producers create jobs and follow the jobs they created: submit, run, wait for a result,
  * read a job (GetJob lives on AdminService but is how a producer reads its job) and cancel
- * one (undoing a submit is part of submitting). Workers run jobs. Everything else (listing,
+ * one (undoing a submit is part of submitting), and collect the children of a job. Workers run
+ * jobs, and collect the children a running job spawned. Everything else (listing,
  * deleting, retrying, purging, pausing, controlling workers, server info) is admin only.
  */
 const NON_ADMIN_GRANTS: Record<Exclude<Role, "admin">, string[]> = {
@@ -23,6 +24,7 @@ const NON_ADMIN_GRANTS: Record<Exclude<Role, "admin">, string[]> = {
     "/worq.v1.ProducerService/Run",
     "/worq.v1.ProducerService/GetResult",
     "/worq.v1.ProducerService/Cancel",
+    "/worq.v1.ProducerService/CollectChildren",
     "/worq.v1.AdminService/GetJob",
   ],
   worker: [
@@ -31,6 +33,8 @@ const NON_ADMIN_GRANTS: Record<Exclude<Role, "admin">, string[]> = {
     "/worq.v1.WorkerService/Fail",
     "/worq.v1.WorkerService/Renew",
     "/worq.v1.WorkerService/Report",
+    // A running parent gathers the children it spawned (FAN_OUT).
+    "/worq.v1.ProducerService/CollectChildren",
   ],
 };
 

@@ -550,8 +550,10 @@ type Dependencies struct {
 	// Jobs of the same SubmitBatch this job waits for, by their JobSpec.batch_ref.
 	BatchRefs []string `protobuf:"bytes,3,rep,name=batch_refs,json=batchRefs,proto3" json:"batch_refs,omitempty"`
 	// FAN_IN over spawned jobs: an existing job whose children (jobs submitted with
-	// parent_jid = it) this job waits for, those spawned later included. Released once that
-	// job and every child it spawned are finished; `type` applies to the children.
+	// parent_jid = it) this job waits for, with that job itself: the children so far, and every
+	// child spawned while this job waits. Released once they are all finished; `type` applies
+	// to each of them. The children count against the 1000 dependencies: a child that would
+	// make a join wait for more is refused (FAILED_PRECONDITION naming its parent_jid).
 	ChildrenOf    string `protobuf:"bytes,4,opt,name=children_of,json=childrenOf,proto3" json:"children_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1108,6 +1110,8 @@ type Job struct {
 	DependsOn []string `protobuf:"bytes,35,rep,name=depends_on,json=dependsOn,proto3" json:"depends_on,omitempty"`
 	// While PENDING: the dependencies not finished yet.
 	WaitingOn []string `protobuf:"bytes,36,rep,name=waiting_on,json=waitingOn,proto3" json:"waiting_on,omitempty"`
+	// See Dependencies.children_of: `depends_on` lists that job and the children joined so far.
+	ChildrenOf string `protobuf:"bytes,40,opt,name=children_of,json=childrenOf,proto3" json:"children_of,omitempty"`
 	// See JobSpec.callback_url.
 	CallbackUrl string `protobuf:"bytes,37,opt,name=callback_url,json=callbackUrl,proto3" json:"callback_url,omitempty"`
 	// Run time (`at`, else created_at) + ttl: when an unfinished job is evicted, or a finished
@@ -1392,6 +1396,13 @@ func (x *Job) GetWaitingOn() []string {
 	return nil
 }
 
+func (x *Job) GetChildrenOf() string {
+	if x != nil {
+		return x.ChildrenOf
+	}
+	return ""
+}
+
 func (x *Job) GetCallbackUrl() string {
 	if x != nil {
 		return x.CallbackUrl
@@ -1504,7 +1515,7 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\apercent\x18\x01 \x01(\rR\apercent\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x129\n" +
 	"\n" +
-	"updated_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xde\r\n" +
+	"updated_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xff\r\n" +
 	"\x03Job\x12\x10\n" +
 	"\x03jid\x18\x01 \x01(\tR\x03jid\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
@@ -1548,7 +1559,9 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"depends_on\x18# \x03(\tR\tdependsOn\x12\x1d\n" +
 	"\n" +
-	"waiting_on\x18$ \x03(\tR\twaitingOn\x12!\n" +
+	"waiting_on\x18$ \x03(\tR\twaitingOn\x12\x1f\n" +
+	"\vchildren_of\x18( \x01(\tR\n" +
+	"childrenOf\x12!\n" +
 	"\fcallback_url\x18% \x01(\tR\vcallbackUrl\x129\n" +
 	"\n" +
 	"expires_at\x18\x1e \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12+\n" +
