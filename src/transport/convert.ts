@@ -1,5 +1,13 @@
 import { create, fromJson, toJson, type JsonValue as PbJsonValue } from "@bufbuild/protobuf";
-import { DurationSchema, ListValueSchema, timestampDate, timestampFromMs, type Duration, type Timestamp } from "@bufbuild/protobuf/wkt";
+import {
+  DurationSchema,
+  ListValueSchema,
+  TimestampSchema,
+  timestampDate,
+  timestampFromMs,
+  type Duration,
+  type Timestamp,
+} from "@bufbuild/protobuf/wkt";
 import { invalid, notBuilt } from "../model/errors.js";
 import type {
   BackoffStrategy as DomainBackoff,
@@ -135,7 +143,7 @@ export function jobOf(view: JobView): Job {
     state: JobState[meta.state as keyof typeof JobState],
     attempt: meta.attempt,
     fails: meta.fails,
-    createdAt: timestampFromMs(meta.createdAtMs),
+    createdAt: timestampOfMicros(meta.createdAtMs),
     updatedAt: timestampFromMs(meta.updatedAtMs),
     previousLeaseIds: meta.previousLeaseIds,
   });
@@ -222,6 +230,16 @@ export function durationMsOf(duration: Duration, field: string): number {
 
 export function durationOf(ms: number): Duration {
   return create(DurationSchema, { seconds: BigInt(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1_000_000 });
+}
+
+/**
+ * A time that may hold microseconds as a fraction of its milliseconds (a provided
+ * created_at), with them in its nanos; timestampFromMs would make fractional nanos.
+ */
+export function timestampOfMicros(ms: number): Timestamp {
+  const micros = Math.round(ms * 1000);
+  const seconds = Math.floor(micros / 1_000_000);
+  return create(TimestampSchema, { seconds: BigInt(seconds), nanos: (micros - seconds * 1_000_000) * 1000 });
 }
 
 function timestampMsOf(timestamp: Timestamp, field: string): number {

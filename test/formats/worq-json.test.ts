@@ -37,12 +37,15 @@ const TS27 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
 describe("the Worq JSON payload (Faktory's job shape)", () => {
   it("reads Faktory's example into a SubmitInput, its jid as the job's idempotency key", () => {
-    const { input, clientJid } = importWorqJson(SEED_000_EXAMPLE);
+    const { input, clientJid, ignored } = importWorqJson(SEED_000_EXAMPLE);
     expect(clientJid).toBe("some_string");
+    // created_at is kept (the server sets it only when absent); enqueued_at and failure are not kept, and named.
+    expect(ignored).toEqual(["enqueued_at", "failure"]);
     expect(input).toEqual({
       type: "SomeWorker",
       args: [1, 2, 3],
       queue: "default",
+      createdAtMs: Date.UTC(2006, 0, 2, 15, 4, 5, 1),
       idempotencyKey: "some_string",
       reserveForMs: 30_000,
       retry: { maxAttempts: 26 },
