@@ -63,7 +63,7 @@ export interface WorkqJob {
 }
 
 /**
- * The job as Workq's `inspect job` shows it: name, ttr and ttl in milliseconds, the payload
+ * The job as Workq's `inspect job` shows it: name (the queue), ttr and ttl in milliseconds, the payload
  * and its size, max-attempts (0: unlimited, as Workq writes it), attempts, max-fails (0: no
  * separate limit), fails, priority, state (workqStateOf), created, and `time` for a job
  * scheduled for later. `withPayload: false` leaves the payload line out (the CLI hides
@@ -72,7 +72,8 @@ export interface WorkqJob {
 export function workqJobOf(view: JobView, withPayload = true): WorkqJob {
   const { meta, body } = view;
   const keys: [string, string | Uint8Array][] = [
-    ["name", meta.type],
+    // Workq groups and leases jobs by name: what a queue is here.
+    ["name", meta.queue],
     ["ttr", String(meta.reserveForMs)],
     ["ttl", String(meta.ttlMs)],
     ["payload-size", String(body.payload.byteLength)],

@@ -3,21 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { JobMeta, JobState } from "../../src/model/job.js";
 import { envelopeOf, importEnvelope, submitInputFromEnvelope, type Envelope } from "../../src/formats/envelope.js";
 import { JID, expectInvalid, failure, viewOf } from "./helpers.js";
-
-const base = `"job_id": "job-123",
-  "job_path": "backend.workers.tasks.worker_heartbeat",
-  "args": [],
-  "kwargs": {"timestamp": 1672531200},`;
-
-/** The seed's four lifecycle examples, verbatim. */
-const SEED_002_EXAMPLES: Record<Envelope["state"], Envelope> = {
-  enqueued: JSON.parse(`{ ${base} "state": "enqueued", "ts_enqueued": 1672531200 }`),
-  running: JSON.parse(`{ ${base} "state": "running", "ts_enqueued": 1672531200, "ts_started": 1672531201 }`),
-  done: JSON.parse(`{ ${base} "state": "done", "ts_enqueued": 1672531200, "ts_started": 1672531201, "ts_finished": 1672531205 }`),
-  error: JSON.parse(
-    `{ ${base} "state": "error", "ts_enqueued": 1672531200, "ts_started": 1672531201, "ts_finished": 1672531202, "error": "Timeout talking to worker" }`,
-  ),
-};
+import { SEED_002_EXAMPLES } from "./format-examples.js";
 
 /** The engine's job at the point each example describes. */
 const META_AT: Record<Envelope["state"], Partial<JobMeta>> = {

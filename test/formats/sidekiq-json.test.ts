@@ -3,62 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { JsonObject } from "../../src/model/job.js";
 import { importSidekiqJson, sidekiqJsonOf, submitInputFromSidekiqJson } from "../../src/formats/sidekiq-json.js";
 import { JID, expectInvalid, failure, viewOf } from "./helpers.js";
-
-/** "Job": the bare minimum (the seed's `//` comment removed). */
-const SEED_001_JOB = JSON.parse(`{
-  "class": "SomeWorker",
-  "jid": "b4a577edbccf1d805744efa9",
-  "args": [1, "arg", true],
-  "created_at": 1234567890,
-  "enqueued_at": 1234567890
-}`) as JsonObject;
-
-/** "ActiveJob Middleware Format" (the seed's `//` comment removed). */
-const SEED_001_ACTIVE_JOB = JSON.parse(`{
-  "class": "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper",
-  "wrapped": "SomeWorker",
-  "queue": "default",
-  "args":[
-    {
-      "job_class": "SomeWorker",
-      "job_id": "b4a577edbccf1d805744efa9",
-      "provider_job_id": null,
-      "queue_name": "default",
-      "priority": null,
-      "arguments": ["some",["argument","value"]],
-      "executions": 0,
-      "locale": "en",
-      "attempt_number": 1
-    }
-  ],
-  "retry": true,
-  "wait": "0.1",
-  "jid": "d774900367dc8b2962b2479c",
-  "created_at": 1234567890,
-  "locale": "en",
-  "enqueued_at": 1234567890,
-  "error_message": null,
-  "error_class": null,
-  "failed_at": null,
-  "retry_count": 0,
-  "retried_at": null
-}`) as JsonObject;
-
-/** "Worker Options". */
-const SEED_001_WORKER_OPTIONS = JSON.parse(`{ "queue": "default", "retry": true }`) as JsonObject;
-
-/** "Scheduled Jobs". */
-const SEED_001_SCHEDULED = JSON.parse(`{ "at": 1234567890.123 }`) as JsonObject;
-
-/** "Retries" (the seed's `//` comments and the "..." of the backtrace removed). */
-const SEED_001_RETRIES = JSON.parse(`{
-  "retry_count": 2,
-  "error_message": "wrong number of arguments (2 for 3)",
-  "error_class": "ArgumentError",
-  "error_backtrace": ["line 0", "line 1"],
-  "failed_at": 1234567890,
-  "retried_at": 1234567890
-}`) as JsonObject;
+import { SEED_001_ACTIVE_JOB, SEED_001_JOB, SEED_001_RETRIES, SEED_001_SCHEDULED, SEED_001_WORKER_OPTIONS } from "./format-examples.js";
 
 const T_SEED = 1234567890_000;
 

@@ -4,34 +4,7 @@ import type { JsonObject } from "../../src/model/job.js";
 import { formatTimestamp27, parseRfc3339 } from "../../src/formats/timestamps.js";
 import { importWorqJson, submitInputFromWorqJson, worqJsonOf } from "../../src/formats/worq-json.js";
 import { NOW, expectInvalid, failure, viewOf } from "./helpers.js";
-
-/** The seed's example payload, its `#` comments and trailing commas removed. */
-const SEED_000_EXAMPLE = JSON.parse(`{
-  "jid": "some_string",
-  "jobtype": "SomeWorker",
-  "args": [1,2,3],
-  "queue": "default",
-  "created_at": "2006-01-02T15:04:05.001000Z",
-  "enqueued_at": "2006-01-02T15:04:05.001001Z",
-  "reserve_for": 30,
-  "retry": 25,
-  "backtrace": 50,
-  "failure": {
-    "failed_at": "2006-01-02T15:04:05.001001Z",
-    "retry_count": 7,
-    "message": "No such thing",
-    "errtype": "ArgumentError",
-    "backtrace": [
-      "lib/something.rb:123",
-      "myapp.rb:15"
-    ]
-  },
-  "custom": {
-    "locale": "EN_us",
-    "tz": "US/Chicago",
-    "account_id": 123456789
-  }
-}`) as JsonObject;
+import { SEED_000_EXAMPLE } from "./format-examples.js";
 
 const TS27 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
