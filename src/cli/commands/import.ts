@@ -17,9 +17,10 @@ Examples:
   worq import jobs.json                                 a JSON array of Worq (Faktory-style) jobs
   worq import retries.jsonl --format sidekiq --history  Sidekiq jobs, one per line, with their failures
   worq import done.json --format envelope --history     envelopes: done/error ones are stored finished
-  worq import jobs.json --http 10.0.0.5:7420 --batch 1000
+  worq import - --batch 1000 < jobs.jsonl               JSON lines from stdin, 1000 jobs a request
 
-The jobs go to the server's HTTP port (POST /v1/jobs?format=…), --batch at a time; each batch
+The jobs go to the server's HTTP port (POST /v1/jobs?format=…; --http <host:port> or WORQ_HTTP
+when it is not the --server host's port 7420), --batch at a time; each batch
 is stored atomically. A document's jid (job_id) becomes its idempotency key, so running the
 same file again after a failure does not import its jobs twice. Without --history the keys
 that describe a job's past (failure, retry_count, state…) are not kept: the summary names them.
@@ -195,9 +196,9 @@ function postBatch(target: HttpTarget, path: string, batch: unknown[], offset: n
             // reported below
           }
           if (response.statusCode === 200 && Array.isArray(answer.jobs)) return resolve(answer.jobs);
-          // "[3].created_at: …" names a document of this batch: say which of the file it is.
+          // "[3].created_at: …" and "jobs[3].created_at: …" name a document of this batch: say which of the file it is.
           const message = (answer.message ?? text.slice(0, 300)).replace(
-            /^\[(\d+)\]\./,
+            /^(?:jobs)?\[(\d+)\]\./,
             (_, i: string) => `job ${offset + Number(i) + 1} of the file: `,
           );
           const done =
