@@ -99,6 +99,16 @@ describe("Faktory (?format=worq) over the HTTP door", () => {
     expect((await read(stored.jid, "envelope")).ts_enqueued).toBe(1583020799);
   });
 
+  it("Faktory: a kept created_at and an imported finished job survive a restart (LevelDB)", async () => {
+    const created = "2021-06-01T12:00:00.000007Z";
+    const kept = await store("worq", { jobtype: "T", args: [], created_at: created });
+    const done = await store("envelope", { ...SEED_002_EXAMPLES.done, job_id: unique("restart") }, "&import=history");
+    server = await server.restart();
+    base = `http://127.0.0.1:${server.httpPort}`;
+    expect((await read(kept.jid, "worq")).created_at).toBe(created);
+    expect(differences({ ...SEED_002_EXAMPLES.done, job_id: done.jid }, await read(done.jid, "envelope"))).toEqual([]);
+  });
+
   it("Faktory: the server sets created_at only when it is absent, with microsecond digits", async () => {
     const before = Date.now();
     const stored = await store("worq", { jobtype: "T", args: [] });
