@@ -58,4 +58,4 @@ export function submitInputFromFormat(json: unknown, format: JobFormat): SubmitI
   return importJob(json, format).input;
 }
 
-export { workqJobOf, workqJobText, type WorkqJob } from "./workq.js";
+export { workqJobOf, workqJobText } from "./workq.js";

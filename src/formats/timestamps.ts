@@ -7,7 +7,7 @@
 import { invalid } from "../model/errors.js";
 
 /** Whole microseconds of `ms`, which may hold a fraction of a millisecond (rounded: the fraction is binary). */
-export function microsOf(ms: number): number {
+function microsOf(ms: number): number {
   return Math.round(ms * 1000);
 }
 

@@ -236,7 +236,7 @@ export function durationOf(ms: number): Duration {
  * A time that may hold microseconds as a fraction of its milliseconds (a provided
  * created_at), with them in its nanos; timestampFromMs would make fractional nanos.
  */
-export function timestampOfMicros(ms: number): Timestamp {
+function timestampOfMicros(ms: number): Timestamp {
   const micros = Math.round(ms * 1000);
   const seconds = Math.floor(micros / 1_000_000);
   return create(TimestampSchema, { seconds: BigInt(seconds), nanos: (micros - seconds * 1_000_000) * 1000 });

@@ -26,7 +26,11 @@ describe("a provided created_at", () => {
   it("may be a little ahead (another host's clock), not further; the refusal names the document's field", async () => {
     const { engine } = await openEngine();
     await engine.submit([{ type: "T", createdAtMs: T0 + 30_000 }], single);
-    await expectWorqError(() => engine.submit([{ type: "T", createdAtMs: T0 + 61_000 }], single), "WORQ_INVALID_ARGUMENT", "job.created_at");
+    await expectWorqError(
+      () => engine.submit([{ type: "T", createdAtMs: T0 + 61_000 }], single),
+      "WORQ_INVALID_ARGUMENT",
+      "job.created_at",
+    );
     await expectWorqError(
       () => engine.submit([{ type: "T", createdAtMs: T0 + 61_000, documentFields: { created_at: "ts_enqueued" } }], batch),
       "WORQ_INVALID_ARGUMENT",
@@ -39,11 +43,20 @@ describe("a provided created_at", () => {
 describe("engine.importJobs", () => {
   it("a failed job waits to run again with its attempts and failure counted against its retry policy", async () => {
     const { engine } = await openEngine();
-    const [result] = await engine.importJobs([{ input: { type: "T", retry: { maxAttempts: 5 } }, history: { failure: failure() } }], single);
+    const [result] = await engine.importJobs(
+      [{ input: { type: "T", retry: { maxAttempts: 5 } }, history: { failure: failure() } }],
+      single,
+    );
     expect(result!.state).toBe("SCHEDULED");
     const { meta } = await engine.getJob(result!.jid);
     expect([meta.attempt, meta.fails]).toEqual([2, 2]);
-    expect(meta.failure).toMatchObject({ retryCount: 2, message: "boom", errtype: "IOError", backtrace: ["a.rb:1"], failedAtMs: T0 - 60_000 });
+    expect(meta.failure).toMatchObject({
+      retryCount: 2,
+      message: "boom",
+      errtype: "IOError",
+      backtrace: ["a.rb:1"],
+      failedAtMs: T0 - 60_000,
+    });
     expect(meta.failure!.retriedAtMs).toBe(T0 - 60_000);
   });
 

@@ -103,4 +103,3 @@ export const SEED_002_EXAMPLES: Record<Envelope["state"], Envelope> = {
     `{ ${base} "state": "error", "ts_enqueued": 1672531200, "ts_started": 1672531201, "ts_finished": 1672531202, "error": "Timeout talking to worker" }`,
   ),
 };
-

@@ -12,7 +12,14 @@ import { JobSpecSchema, RetryPolicySchema } from "@worq/client/gen/worq/v1/job_p
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
 import { startSecureServer, TOKENS, type SecureServer } from "../security/support/secure-server.js";
 import { runCli } from "../cli/support/run-cli.js";
-import { SEED_000_EXAMPLE, SEED_001_ACTIVE_JOB, SEED_001_JOB, SEED_001_RETRIES, SEED_001_SCHEDULED, SEED_002_EXAMPLES } from "./format-examples.js";
+import {
+  SEED_000_EXAMPLE,
+  SEED_001_ACTIVE_JOB,
+  SEED_001_JOB,
+  SEED_001_RETRIES,
+  SEED_001_SCHEDULED,
+  SEED_002_EXAMPLES,
+} from "./format-examples.js";
 
 type Json = Record<string, unknown>;
 interface Stored {
@@ -153,15 +160,30 @@ describe("Faktory (?format=worq) over the HTTP door", () => {
 
   it("Faktory: an imported failure outside the limits or in the future is refused naming the field", async () => {
     const failure = { failed_at: "2020-01-01T00:00:00.000000Z", retry_count: 1, message: "m", errtype: "E" };
-    await expectRefused("worq", { jobtype: "T", args: [], failure: { ...failure, errtype: "E".repeat(257) } }, "job.failure.errtype", "&import=history");
+    await expectRefused(
+      "worq",
+      { jobtype: "T", args: [], failure: { ...failure, errtype: "E".repeat(257) } },
+      "job.failure.errtype",
+      "&import=history",
+    );
     await expectRefused(
       "worq",
       { jobtype: "T", args: [], failure: { ...failure, failed_at: "2999-01-01T00:00:00.000000Z" } },
       "job.failure.failed_at",
       "&import=history",
     );
-    await expectRefused("worq", { jobtype: "T", args: [], failure: { ...failure, retry_count: 0 } }, "failure.retry_count", "&import=history");
-    await expectRefused("worq", { jobtype: "T", args: [], failure: { ...failure, backtrace: "x" } }, "failure.backtrace", "&import=history");
+    await expectRefused(
+      "worq",
+      { jobtype: "T", args: [], failure: { ...failure, retry_count: 0 } },
+      "failure.retry_count",
+      "&import=history",
+    );
+    await expectRefused(
+      "worq",
+      { jobtype: "T", args: [], failure: { ...failure, backtrace: "x" } },
+      "failure.backtrace",
+      "&import=history",
+    );
   });
 });
 
@@ -201,7 +223,15 @@ describe("Sidekiq (?format=sidekiq) over the HTTP door", () => {
 
   it("Sidekiq: without import=history the retry keys are named as not kept", async () => {
     const stored = await store("sidekiq", { ...SEED_001_JOB, jid: unique("plain"), ...SEED_001_RETRIES });
-    expect(stored.ignored).toEqual(["enqueued_at", "retry_count", "error_message", "error_class", "error_backtrace", "failed_at", "retried_at"]);
+    expect(stored.ignored).toEqual([
+      "enqueued_at",
+      "retry_count",
+      "error_message",
+      "error_class",
+      "error_backtrace",
+      "failed_at",
+      "retried_at",
+    ]);
     expect((await read(stored.jid, "sidekiq")).error_message).toBeUndefined();
   });
 

@@ -1,7 +1,15 @@
 /** The Workq view of a job (src/formats/workq.ts): numeric states, signed priorities, the key lines. */
 import { describe, expect, it } from "vitest";
 import type { JobState, PriorityLevel } from "../../src/model/job.js";
-import { priorityLevelOfWorkq, workqJobOf, workqJobText, workqPriorityOf, workqStateOf, workqTime, WORKQ_STATE } from "../../src/formats/workq.js";
+import {
+  priorityLevelOfWorkq,
+  workqJobOf,
+  workqJobText,
+  workqPriorityOf,
+  workqStateOf,
+  workqTime,
+  WORKQ_STATE,
+} from "../../src/formats/workq.js";
 import { JID, NOW, viewOf } from "./helpers.js";
 
 describe("the Workq view", () => {
