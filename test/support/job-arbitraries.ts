@@ -44,7 +44,11 @@ export const meta: fc.Arbitrary<JobMeta> = fc
       onExhausted: fc.constantFrom("DEAD_LETTER" as const, "DISCARD" as const),
     }),
     backtraceFrames: fc.nat(100),
-    createdAtMs: ms,
+    // A provided created_at keeps its microseconds, as a fraction of the millisecond.
+    createdAtMs: fc.oneof(
+      ms,
+      fc.tuple(ms, fc.integer({ min: 1, max: 999 })).map(([whole, micros]) => whole + micros / 1000),
+    ),
     updatedAtMs: ms,
     atMs: opt(ms),
     enqueuedAtMs: opt(ms),
