@@ -89,7 +89,8 @@ export function worqJsonOf(view: JobView): WorqJson {
       ? {
           failure: {
             failed_at: formatTimestamp27(f.failedAtMs),
-            ...(f.retryCount > 1 ? { retried_at: formatTimestamp27(f.retriedAtMs) } : {}),
+            // Worq's addition to Faktory's failure: the latest one, when it is not the first.
+            ...(f.retryCount > 1 && f.retriedAtMs !== f.failedAtMs ? { retried_at: formatTimestamp27(f.retriedAtMs) } : {}),
             retry_count: f.retryCount,
             message: f.message,
             errtype: f.errtype,
@@ -141,8 +142,8 @@ function failureOf(value: unknown): NonNullable<JobHistory["failure"]> {
   if (typeof value !== "object" || value === null || Array.isArray(value)) invalid("failure", "must be a JSON object");
   const f = value as Record<string, unknown>;
   const named = (key: string) => `failure.${key}`;
-  const failedAtMs = parseRfc3339(f.failed_at, named("failed_at"));
-  const retriedAtMs = f.retried_at === undefined ? undefined : parseRfc3339(f.retried_at, named("retried_at"));
+  const failedAtMs = parseRfc3339Micros(f.failed_at, named("failed_at"));
+  const retriedAtMs = f.retried_at === undefined ? undefined : parseRfc3339Micros(f.retried_at, named("retried_at"));
   const retryCount = f.retry_count;
   if (typeof retryCount !== "number" || !Number.isInteger(retryCount) || retryCount < 1) {
     invalid(named("retry_count"), "is required and must be an integer of at least 1 (the failures so far)");

@@ -163,8 +163,8 @@ export function jobOf(view: JobView): Job {
     const f = meta.failure;
     job.failure = {
       $typeName: "worq.v1.Failure",
-      failedAt: timestampFromMs(f.failedAtMs),
-      retriedAt: timestampFromMs(f.retriedAtMs),
+      failedAt: timestampOfMicros(f.failedAtMs),
+      retriedAt: timestampOfMicros(f.retriedAtMs),
       retryCount: f.retryCount,
       message: f.message,
       errtype: f.errtype,
@@ -234,7 +234,7 @@ export function durationOf(ms: number): Duration {
 
 /**
  * A time that may hold microseconds as a fraction of its milliseconds (a provided
- * created_at), with them in its nanos; timestampFromMs would make fractional nanos.
+ * created_at, an imported failure's times), with them in its nanos; timestampFromMs would make fractional nanos.
  */
 function timestampOfMicros(ms: number): Timestamp {
   const micros = Math.round(ms * 1000);
