@@ -353,6 +353,29 @@ describe("the Workq view (worq get --format workq)", () => {
   });
 });
 
+describe("worq jobs --format", () => {
+  it("prints a page of jobs as a JSON array in the format, the next page token on stderr", async () => {
+    const stored: Stored[] = [];
+    for (const n of [1, 2, 3]) stored.push(await store("sidekiq", { class: "Listed", args: [n], queue: "jsonlist" }));
+    const run = await runCli([
+      "jobs",
+      "--queue",
+      "jsonlist",
+      "--format",
+      "sidekiq",
+      "--limit",
+      "2",
+      "--server",
+      `127.0.0.1:${server.port}`,
+    ]);
+    expect(run.code).toBe(0);
+    const page = JSON.parse(run.stdout) as Json[];
+    expect(page.map((job) => job.args)).toEqual([[1], [2]]);
+    expect(page.map((job) => job.jid)).toEqual(stored.slice(0, 2).map((job) => job.jid));
+    expect(run.stderr).toMatch(/^next page token: \S+$/m);
+  });
+});
+
 describe("import=history is for admins", () => {
   let secure: SecureServer;
   beforeAll(async () => {
