@@ -47,7 +47,12 @@ export async function submit(
   const built = inputs.map((input, i) => buildNewJob(input, fieldOf(i), { jid: core.newId(), nowMs }, core.maxJobBytes));
   if (histories) {
     // Imports only: every history is checked before any is applied, so a bad one changes nothing.
-    histories.forEach((history, i) => history && checkHistory(history, fieldOf(i), nowMs, inputs[i]!.documentFields));
+    histories.forEach((history, i) => {
+      if (!history) return;
+      checkHistory(history, fieldOf(i), nowMs, inputs[i]!.documentFields);
+      // A past is the job's own: dependencies would decide its state anew.
+      if (inputs[i]!.dependsOn || shape) invalid(`${fieldOf(i)}.depends_on`, "a job imported with its history cannot wait on other jobs");
+    });
     histories.forEach((history, i) => history && applyHistory(built[i]!.meta, history, nowMs));
   }
   inputs.forEach((input, i) => {

@@ -128,3 +128,16 @@ describe("engine.importJobs", () => {
     );
   });
 });
+
+describe("engine.importJobs and dependencies", () => {
+  it("a job imported with its history cannot wait on other jobs", async () => {
+    const { engine, data } = await openEngine();
+    const [first] = await engine.submit([{ type: "T" }], single);
+    await expectWorqError(
+      () => engine.importJobs([{ input: { type: "T", dependsOn: { jids: [first!.jid] } }, history: { state: "COMPLETED" } }], single),
+      "WORQ_INVALID_ARGUMENT",
+      "job.depends_on",
+    );
+    expect(data.metas.size).toBe(1);
+  });
+});
