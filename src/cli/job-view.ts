@@ -22,6 +22,12 @@ import {
 } from "@worq/client/gen/worq/v1/job_pb.js";
 
 const msOf = (timestamp: Timestamp | undefined): number | undefined => (timestamp ? timestampMs(timestamp) : undefined);
+/** A time with microseconds kept as a fraction of its milliseconds (a provided created_at, an imported failure's times have them). */
+function microsecondMsOf(timestamp: Timestamp): number {
+  const micros = Number(timestamp.seconds) * 1_000_000 + Math.floor(timestamp.nanos / 1000);
+  const wholeMs = Math.floor(micros / 1000);
+  return wholeMs + (micros - wholeMs * 1000) / 1000;
+}
 const durationOf = (duration: Duration | undefined): number => (duration ? durationMs(duration) : 0);
 
 /** The engine's name of a proto enum value, or `fallback` for UNSPECIFIED/unknown values. */
@@ -64,7 +70,7 @@ export function jobViewOf(job: Job): JobView {
       onExhausted: nameOf<DomainExhausted>(ExhaustedAction, retry?.onExhausted ?? 0, "DEAD_LETTER"),
     },
     backtraceFrames: job.backtrace,
-    createdAtMs: msOf(job.createdAt) ?? 0,
+    createdAtMs: job.createdAt ? microsecondMsOf(job.createdAt) : 0,
     updatedAtMs: msOf(job.updatedAt) ?? 0,
     readySeq: 0,
     previousLeaseIds: [...job.previousLeaseIds],
@@ -88,8 +94,8 @@ export function jobViewOf(job: Job): JobView {
   if (job.failure) {
     const f = job.failure;
     meta.failure = {
-      failedAtMs: msOf(f.failedAt) ?? 0,
-      retriedAtMs: msOf(f.retriedAt) ?? 0,
+      failedAtMs: f.failedAt ? microsecondMsOf(f.failedAt) : 0,
+      retriedAtMs: f.retriedAt ? microsecondMsOf(f.retriedAt) : 0,
       retryCount: f.retryCount,
       message: f.message,
       errtype: f.errtype,

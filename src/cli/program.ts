@@ -2,6 +2,7 @@ import { Command } from "commander";
 import { serveCommand, serveConfig, type ServerConfig } from "../config.js";
 import { packageVersion } from "../package-root.js";
 import { registerGet } from "./commands/get.js";
+import { registerImport } from "./commands/import.js";
 import { registerInfo } from "./commands/info.js";
 import { registerJobAdmin } from "./commands/job-admin.js";
 import { registerJobs } from "./commands/jobs.js";
@@ -71,6 +72,7 @@ export function createProgram(startServe: (config: ServerConfig) => Promise<void
 
   registerSubmit(program);
   registerGet(program);
+  registerImport(program);
   registerResult(program);
   registerJobs(program);
   registerQueues(program);

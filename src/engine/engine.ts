@@ -1,5 +1,5 @@
 import type { WorqError } from "../model/errors.js";
-import type { JobState, JobView, SubmitInput } from "../model/job.js";
+import type { JobHistory, JobState, JobView, SubmitInput } from "../model/job.js";
 import type { FailureReport } from "./state-machine.js";
 import type { PendingCallback } from "./store.js";
 import type { BatchShape } from "./dependency-plan.js";
@@ -19,6 +19,7 @@ import type {
 import { EngineCore } from "./engine-core.js";
 import { recover } from "./recovery.js";
 import { submit } from "./submit.js";
+
 import { controlWorker, listWorkers, openLease } from "./dispatch.js";
 import { ackAll, fail, renew } from "./reports.js";
 import { cancel, deleteJob } from "./cancel-delete.js";
@@ -104,6 +105,25 @@ export class Engine {
    */
   submit(inputs: SubmitInput[], fieldOf: (index: number) => string, shape?: BatchShape, callerTimeoutMs?: number): Promise<SubmitResult[]> {
     return submit(this.core, inputs, fieldOf, shape, callerTimeoutMs);
+  }
+
+  /**
+   * Creates jobs moved from another job server with their past (import-history.ts): as
+   * submit, each with its history (attempts, failure, an end state and its times) when it
+   * has one, checked like the rest of the job. An operator's tool: callers gate it to admins.
+   */
+  importJobs(
+    jobs: readonly { input: SubmitInput; history?: JobHistory | undefined }[],
+    fieldOf: (index: number) => string,
+  ): Promise<SubmitResult[]> {
+    return submit(
+      this.core,
+      jobs.map((job) => job.input),
+      fieldOf,
+      undefined,
+      undefined,
+      jobs.map((job) => job.history),
+    );
   }
 
   /** Stops leasing from a queue; submits are still accepted. */

@@ -4,6 +4,7 @@ import { checkQueueName, LIMITS } from "../model/limits.js";
 import { resolveRetryPolicy } from "./retry-policy.js";
 import { firstState } from "./state-machine.js";
 import { NO_LEASE_IDS, internName, internRetryPolicy } from "./intern.js";
+import { CLOCK_SKEW_MS } from "./import-history.js";
 import { checkDelayMs, checkJsonData, checkText, checkTimeMs } from "./value-checks.js";
 
 export interface NewJob {
@@ -34,6 +35,7 @@ export function buildNewJob(input: SubmitInput, field: string, ids: { jid: strin
   }
   if (input.atMs !== undefined) checkTimeMs(input.atMs, `${field}.at`);
   if (input.delayMs !== undefined) checkDelayMs(input.delayMs, nowMs, `${field}.delay`);
+  if (input.createdAtMs !== undefined) checkCreatedAt(input, field, nowMs);
   const reserveForMs = input.reserveForMs ?? LIMITS.defaultReserveForMs;
   if (!(Number.isInteger(reserveForMs) && reserveForMs >= LIMITS.minReserveForMs && reserveForMs <= LIMITS.maxReserveForMs)) {
     invalid(`${field}.reserve_for`, "must be whole milliseconds between 1ms and 24h");
@@ -102,7 +104,7 @@ export function buildNewJob(input: SubmitInput, field: string, ids: { jid: strin
     callbackUrl: input.callbackUrl,
     retry,
     backtraceFrames,
-    createdAtMs: nowMs,
+    createdAtMs: input.createdAtMs ?? nowMs,
     updatedAtMs: nowMs,
     atMs: delayed ? runAtMs : undefined,
     enqueuedAtMs: delayed ? undefined : nowMs,
@@ -112,6 +114,16 @@ export function buildNewJob(input: SubmitInput, field: string, ids: { jid: strin
   });
   const body = jobBody({ args: input.args, kwargs: input.kwargs, custom: input.custom, tags, correlationId }, payload);
   return { meta, body, dataBytes };
+}
+
+/** A provided creation time: a time every form holds, and not in the future (beyond CLOCK_SKEW_MS). */
+function checkCreatedAt(input: SubmitInput, field: string, nowMs: number): void {
+  const name = `${field}.${input.documentFields?.created_at ?? "created_at"}`;
+  const createdAtMs = input.createdAtMs!;
+  checkTimeMs(createdAtMs, name);
+  if (createdAtMs > nowMs + CLOCK_SKEW_MS) {
+    invalid(name, `${new Date(createdAtMs).toISOString()} is in the future (the server's clock reads ${new Date(nowMs).toISOString()})`);
+  }
 }
 
 function checkTags(tags: Record<string, string>, field: string): void {

@@ -3,10 +3,11 @@
  * creating the jobs of a batch in one commit.
  */
 import { invalid, WorqError } from "../model/errors.js";
-import { isPurgedAtExpiry, isTerminal, type JobMeta, type SubmitInput } from "../model/job.js";
+import { isPurgedAtExpiry, isTerminal, type JobHistory, type JobMeta, type SubmitInput } from "../model/job.js";
 import { LIMITS, isUuidV4 } from "../model/limits.js";
 import { claimKey, type IdempotencyClaim, type StoreWrite } from "./store.js";
 import { buildNewJob, type NewJob } from "./submit-validation.js";
+import { applyHistory, checkHistory } from "./import-history.js";
 import { planDependencies, type BatchShape, type DependencyOutcome, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
 import type { SubmitResult } from "./engine-types.js";
 import type { EngineCore } from "./engine-core.js";
@@ -49,6 +50,7 @@ export async function submit(
   fieldOf: (index: number) => string,
   shape?: BatchShape,
   callerTimeoutMs?: number,
+  histories?: readonly (JobHistory | undefined)[],
 ): Promise<SubmitResult[]> {
   core.checkUsable();
   if (inputs.length === 0) invalid("jobs", "at least one job is required");
@@ -58,6 +60,16 @@ export async function submit(
   const deadlineMs = nowMs + timeoutMs;
   if (timeoutMs <= 0) throw submitTimedOut("its deadline had passed when it arrived", timeoutMs);
   const built = inputs.map((input, i) => buildNewJob(input, fieldOf(i), { jid: core.newId(), nowMs }, core.maxJobBytes));
+  if (histories) {
+    // Imports only: every history is checked before any is applied, so a bad one changes nothing.
+    histories.forEach((history, i) => {
+      if (!history) return;
+      checkHistory(history, fieldOf(i), nowMs, inputs[i]!.documentFields);
+      // A past is the job's own: dependencies would decide its state anew.
+      if (inputs[i]!.dependsOn || shape) invalid(`${fieldOf(i)}.depends_on`, "a job imported with its history cannot wait on other jobs");
+    });
+    histories.forEach((history, i) => history && applyHistory(built[i]!.meta, history, nowMs));
+  }
   inputs.forEach((input, i) => {
     if (input.parentJid !== undefined && !isUuidV4(input.parentJid)) invalid(`${fieldOf(i)}.parent_jid`, "is not a job id (UUID v4)");
     if (input.callbackUrl !== undefined) checkCallbackUrl(core, input.callbackUrl, `${fieldOf(i)}.callback_url`);

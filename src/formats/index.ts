@@ -5,12 +5,12 @@
  */
 import type { JobView, SubmitInput } from "../model/job.js";
 import { envelopeOf, importEnvelope, type Envelope } from "./envelope.js";
-import type { ImportedJob } from "./json-input.js";
+import type { ImportedJob, ImportOptions } from "./json-input.js";
 import { importSidekiqJson, sidekiqJsonOf, type SidekiqJson } from "./sidekiq-json.js";
 import { importWorqJson, worqJsonOf, type WorqJson } from "./worq-json.js";
 
 export type { Envelope } from "./envelope.js";
-export type { ImportedJob } from "./json-input.js";
+export type { ImportedJob, ImportOptions } from "./json-input.js";
 export type { SidekiqJson } from "./sidekiq-json.js";
 export type { WorqJson } from "./worq-json.js";
 
@@ -39,16 +39,17 @@ export function formatJob(view: JobView, format: JobFormat): WorqJson | SidekiqJ
 
 /**
  * Reads a parsed JSON document of the given format for submission, with the document's own
- * job id (never used as the jid) as clientJid. Throws WORQ_INVALID_ARGUMENT naming the field.
+ * job id (never used as the jid) as clientJid, the job's past with `options.history`, and
+ * the keys not kept. Throws WORQ_INVALID_ARGUMENT naming the field.
  */
-export function importJob(json: unknown, format: JobFormat): ImportedJob {
+export function importJob(json: unknown, format: JobFormat, options: ImportOptions = {}): ImportedJob {
   switch (format) {
     case "worq":
-      return importWorqJson(json);
+      return importWorqJson(json, options);
     case "sidekiq":
-      return importSidekiqJson(json);
+      return importSidekiqJson(json, options);
     case "envelope":
-      return importEnvelope(json);
+      return importEnvelope(json, options);
   }
 }
 
@@ -56,3 +57,5 @@ export function importJob(json: unknown, format: JobFormat): ImportedJob {
 export function submitInputFromFormat(json: unknown, format: JobFormat): SubmitInput {
   return importJob(json, format).input;
 }
+
+export { workqJobOf, workqJobText } from "./workq.js";

@@ -5,12 +5,25 @@
  * Inputs are what `JSON.parse` returns; nothing here does I/O.
  */
 import { invalid } from "../model/errors.js";
-import type { JsonObject, JsonValue, SubmitInput } from "../model/job.js";
+import type { JobHistory, JsonObject, JsonValue, SubmitInput } from "../model/job.js";
 import { LIMITS } from "../model/limits.js";
+
+/** How a document is read: `history` keeps the job's past (an operator's import from another server). */
+export interface ImportOptions {
+  history?: boolean;
+}
 
 /** An imported job: what to submit, plus the id the document carried, if any. */
 export interface ImportedJob {
   input: SubmitInput;
+  /** The job's past, when read with `history` and the document has one. */
+  history?: JobHistory;
+  /**
+   * The document's keys that were not kept, in the document's order: never dropped unsaid.
+   * Keys the format defines whose value is null (Sidekiq writes `error_message: null`) say
+   * "none", which is what is kept, and are not listed.
+   */
+  ignored: string[];
   /**
    * The document's own job id (`jid`, `job_id`). Never the job's jid (the server assigns every
    * jid, so a client cannot pick or collide with another job's id): it becomes the job's
@@ -23,7 +36,7 @@ export interface ImportedJob {
  * The document's own id, if any, as the job's idempotency key: the natural de-duplicator of
  * a producer that names its jobs. Checked here so a wrong one is named as the format spells it.
  */
-export function withClientId(input: SubmitInput, obj: Record<string, unknown>, field: string): ImportedJob {
+export function withClientId(input: SubmitInput, obj: Record<string, unknown>, field: string): Omit<ImportedJob, "ignored"> {
   const clientJid = optionalString(obj, field);
   if (clientJid === undefined || clientJid === "") return { input };
   if (clientJid.length > LIMITS.idempotencyKeyMaxChars)
@@ -89,3 +102,24 @@ export function optionalInt(obj: Record<string, unknown>, field: string, min: nu
 
 /** The largest Faktory/Sidekiq retry count the engine can hold (max attempts - 1). */
 export const MAX_RETRIES = LIMITS.maxMaxAttempts - 1;
+
+/** The keys of `obj` outside `kept` whose value is not null, in the document's order. */
+export function ignoredKeys(obj: Record<string, unknown>, kept: (key: string) => boolean): string[] {
+  return Object.keys(obj).filter((key) => !kept(key) && obj[key] !== null);
+}
+
+/** An optional array of strings (a backtrace). */
+export function optionalStrings(obj: Record<string, unknown>, field: string): string[] | undefined {
+  const value = obj[field];
+  if (value === undefined || value === null) return undefined;
+  if (!Array.isArray(value)) invalid(field, "must be an array of strings");
+  value.forEach((line, i) => {
+    if (typeof line !== "string") invalid(`${field}[${i}]`, "must be a string");
+  });
+  return value as string[];
+}
+
+/** A string that may also be null (Sidekiq writes null for "none"). */
+export function nullableString(obj: Record<string, unknown>, field: string): string | undefined {
+  return obj[field] === null ? undefined : optionalString(obj, field);
+}

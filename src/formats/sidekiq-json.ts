@@ -17,10 +17,23 @@
  * value is written "key:value". `backtrace: true` keeps up to 1000 frames (the server's cap).
  * Not represented: kwargs, payload, priority, dependencies, backoff shape, timeouts, ttl.
  */
-import type { JobView, JsonObject, JsonValue, RetryPolicy, SubmitInput } from "../model/job.js";
+import type { JobHistory, JobView, JsonObject, JsonValue, RetryPolicy, SubmitInput } from "../model/job.js";
 import { invalid } from "../model/errors.js";
 import { checkQueueName, LIMITS } from "../model/limits.js";
-import { MAX_RETRIES, jobObject, optionalString, requiredArray, requiredType, withClientId, type ImportedJob } from "./json-input.js";
+import {
+  MAX_RETRIES,
+  ignoredKeys,
+  jobObject,
+  nullableString,
+  optionalString,
+  optionalStrings,
+  requiredArray,
+  requiredType,
+  withClientId,
+  type ImportedJob,
+  type ImportOptions,
+} from "./json-input.js";
+import { epochSecondsOf, parseEpochSecondsMicros } from "./timestamps.js";
 
 /** Sidekiq's default number of retries, for `retry: true` or no `retry` at all. */
 const SIDEKIQ_DEFAULT_RETRIES = 25;
@@ -86,7 +99,8 @@ export function sidekiqJsonOf(view: JobView): SidekiqJson {
     args: body.args ?? [],
     queue: meta.queue,
     retry: discard && meta.retry.maxAttempts === 1 ? false : meta.retry.maxAttempts - 1,
-    created_at: epochFloat(meta.createdAtMs),
+    // Microseconds exact: a provided created_at keeps them.
+    created_at: epochSecondsOf(meta.createdAtMs),
   };
   if (discard && meta.retry.maxAttempts > 1) json.dead = false;
   if (meta.backtraceFrames > 0) json.backtrace = meta.backtraceFrames;
@@ -111,12 +125,28 @@ export function sidekiqJsonOf(view: JobView): SidekiqJson {
   return json;
 }
 
+/** Sidekiq's retry bookkeeping: a job's past, kept by an import with `history`. */
+const SIDEKIQ_HISTORY_KEYS = ["retry_count", "error_message", "error_class", "failed_at", "retried_at", "error_backtrace"];
+
+/** The engine's names of a history's parts, as Sidekiq spells them (for refusals). */
+const SIDEKIQ_FIELD_NAMES: Readonly<Record<string, string>> = {
+  created_at: "created_at",
+  "failure.failed_at": "failed_at",
+  "failure.retried_at": "retried_at",
+  "failure.retry_count": "retry_count",
+  "failure.message": "error_message",
+  "failure.errtype": "error_class",
+  "failure.backtrace": "error_backtrace",
+};
+
 /**
  * Reads a Sidekiq job hash for submission. `class` and `args` are required; `queue`
- * defaults to "default". A `jid` becomes the job's idempotency key (withClientId); `created_at`,
- * `enqueued_at` and the failure keys are server-owned and ignored.
+ * defaults to "default". A `jid` becomes the job's idempotency key (withClientId); a
+ * `created_at` is kept (with its microseconds), the server setting it only when absent;
+ * `enqueued_at` is the server's own. The retry keys (`retry_count`, `error_*`, `failed_at`,
+ * `retried_at`) are kept with `history`, else ignored; every key not kept is named in `ignored`.
  */
-export function importSidekiqJson(json: unknown): ImportedJob {
+export function importSidekiqJson(json: unknown, options: ImportOptions = {}): ImportedJob {
   const obj = jobObject(json);
   const input: SubmitInput = { type: requiredType(obj, "class"), args: requiredArray(obj, "args") };
   const queue = optionalString(obj, "queue");
@@ -126,6 +156,9 @@ export function importSidekiqJson(json: unknown): ImportedJob {
   }
   const retry = retryOf(obj.retry, obj.dead);
   if (retry) input.retry = retry;
+  if (obj.created_at !== undefined && obj.created_at !== null) {
+    input.createdAtMs = parseEpochSecondsMicros(obj.created_at, "created_at");
+  }
   if (obj.at !== undefined) {
     if (typeof obj.at !== "number" || !Number.isFinite(obj.at) || obj.at < 0) invalid("at", "must be epoch seconds (a number)");
     input.atMs = Math.round(obj.at * 1000);
@@ -136,7 +169,51 @@ export function importSidekiqJson(json: unknown): ImportedJob {
   // fromEntries defines own keys, so even "__proto__" passes through as data.
   const custom: JsonObject = Object.fromEntries(Object.entries(obj).filter(([key]) => !SIDEKIQ_KEYS.has(key))) as JsonObject;
   if (Object.keys(custom).length > 0) input.custom = custom;
-  return withClientId(input, obj, "jid");
+  const history = options.history ? sidekiqHistoryOf(obj) : undefined;
+  if (history) input.documentFields = SIDEKIQ_FIELD_NAMES;
+  // Keys Sidekiq does not define went to custom: only enqueued_at and, without history, the retry keys are not kept.
+  const ignored = ignoredKeys(obj, (key) => key !== "enqueued_at" && (options.history === true || !SIDEKIQ_HISTORY_KEYS.includes(key)));
+  return { ...withClientId(input, obj, "jid"), ...(history ? { history } : {}), ignored };
+}
+
+/**
+ * The failure of a Sidekiq hash, when it has one: `error_message`, `error_class` or
+ * `failed_at` set. `retry_count` counts retries (0 after the first failure), so the
+ * failures so far are one more. Epoch seconds, integers or floats.
+ */
+function sidekiqHistoryOf(obj: Record<string, unknown>): JobHistory | undefined {
+  const message = nullableString(obj, "error_message");
+  const errtype = nullableString(obj, "error_class");
+  const failedAt = obj.failed_at ?? undefined;
+  if (message === undefined && errtype === undefined && failedAt === undefined) {
+    if (obj.retry_count !== undefined && obj.retry_count !== null && obj.retry_count !== 0) {
+      invalid("failed_at", "is required when retry_count is more than 0 (a job that was retried has failed)");
+    }
+    return undefined;
+  }
+  if (failedAt === undefined) invalid("failed_at", "is required with error_message or error_class (when the job first failed)");
+  const failedAtMs = epochMs(failedAt, "failed_at");
+  const retriedAtMs = obj.retried_at === undefined || obj.retried_at === null ? undefined : epochMs(obj.retried_at, "retried_at");
+  const retryCount = obj.retry_count ?? 0;
+  if (typeof retryCount !== "number" || !Number.isInteger(retryCount) || retryCount < 0) {
+    invalid("retry_count", "must be an integer of at least 0 (retries so far)");
+  }
+  return {
+    failure: {
+      failedAtMs,
+      ...(retriedAtMs !== undefined ? { retriedAtMs } : {}),
+      retryCount: retryCount + 1,
+      message: message ?? "",
+      errtype: errtype ?? "",
+      backtrace: optionalStrings(obj, "error_backtrace") ?? [],
+    },
+  };
+}
+
+/** Epoch seconds (integer or float) as whole epoch milliseconds. */
+function epochMs(value: unknown, field: string): number {
+  if (typeof value !== "number" || !Number.isFinite(value)) invalid(field, "must be epoch seconds (a number)");
+  return Math.round(value * 1000);
 }
 
 /** The SubmitInput of a Sidekiq job hash (see importSidekiqJson). */

@@ -13,10 +13,12 @@
  * dependencies, the backoff shape, execution timeout, ttl, result. Use the protobuf job or
  * the Sidekiq/envelope formats for those that they carry.
  */
-import type { JobView, JsonObject, JsonValue, SubmitInput } from "../model/job.js";
+import { invalid } from "../model/errors.js";
+import type { JobHistory, JobView, JsonObject, JsonValue, SubmitInput } from "../model/job.js";
 import { checkQueueName, LIMITS } from "../model/limits.js";
 import {
   MAX_RETRIES,
+  ignoredKeys,
   jobObject,
   optionalInt,
   optionalObject,
@@ -25,8 +27,9 @@ import {
   requiredType,
   withClientId,
   type ImportedJob,
+  type ImportOptions,
 } from "./json-input.js";
-import { formatTimestamp27, parseRfc3339 } from "./timestamps.js";
+import { formatTimestamp27, parseRfc3339, parseRfc3339Micros } from "./timestamps.js";
 
 /** Faktory's default retries for a job that does not say. */
 const FAKTORY_DEFAULT_RETRIES = 25;
@@ -86,7 +89,8 @@ export function worqJsonOf(view: JobView): WorqJson {
       ? {
           failure: {
             failed_at: formatTimestamp27(f.failedAtMs),
-            ...(f.retryCount > 1 ? { retried_at: formatTimestamp27(f.retriedAtMs) } : {}),
+            // Worq's addition to Faktory's failure: the latest one, when it is not the first.
+            ...(f.retryCount > 1 && f.retriedAtMs !== f.failedAtMs ? { retried_at: formatTimestamp27(f.retriedAtMs) } : {}),
             retry_count: f.retryCount,
             message: f.message,
             errtype: f.errtype,
@@ -98,14 +102,19 @@ export function worqJsonOf(view: JobView): WorqJson {
   };
 }
 
+/** Keys an import uses as the job itself (with or without history). */
+const WORQ_JOB_KEYS = new Set(["jid", "jobtype", "args", "queue", "created_at", "at", "reserve_for", "retry", "backtrace", "custom"]);
+
 /**
  * Reads a Worq JSON document for submission. `jobtype` and `args` are required; `queue`
- * defaults to "default". A `jid` becomes the job's idempotency key (withClientId); server-owned
- * keys are ignored: `created_at`, `enqueued_at`, `failure`. `reserve_for: 0` and `at: ""` mean unset, as in
+ * defaults to "default". A `jid` becomes the job's idempotency key (withClientId); a
+ * `created_at` is kept (with its microseconds) and the server sets it only when absent.
+ * `enqueued_at` is the server's own; `failure` is kept with `history` (an import that moves
+ * the job with its past), else ignored. `reserve_for: 0` and `at: ""` mean unset, as in
  * Faktory's clients. Any other unknown key is dropped: the format keeps only `custom` as a
- * bag of extra attributes.
+ * bag of extra attributes. Every key not kept is named in `ignored`.
  */
-export function importWorqJson(json: unknown): ImportedJob {
+export function importWorqJson(json: unknown, options: ImportOptions = {}): ImportedJob {
   const obj = jobObject(json);
   const input: SubmitInput = { type: requiredType(obj, "jobtype"), args: requiredArray(obj, "args") };
   const queue = optionalString(obj, "queue");
@@ -113,6 +122,7 @@ export function importWorqJson(json: unknown): ImportedJob {
     checkQueueName(queue, "queue");
     input.queue = queue;
   }
+  if (obj.created_at !== undefined && obj.created_at !== "") input.createdAtMs = parseRfc3339Micros(obj.created_at, "created_at");
   if (obj.at !== undefined && obj.at !== "") input.atMs = parseRfc3339(obj.at, "at");
   const reserveFor = optionalInt(obj, "reserve_for", 0, LIMITS.maxReserveForMs / 1000);
   input.reserveForMs = (reserveFor || FAKTORY_DEFAULT_RESERVE_FOR_S) * 1000;
@@ -122,7 +132,38 @@ export function importWorqJson(json: unknown): ImportedJob {
   if (backtrace !== undefined) input.backtraceFrames = backtrace;
   const custom = optionalObject(obj, "custom");
   if (custom !== undefined) input.custom = custom;
-  return withClientId(input, obj, "jid");
+  const history = options.history && obj.failure !== undefined && obj.failure !== null ? { failure: failureOf(obj.failure) } : undefined;
+  const ignored = ignoredKeys(obj, (key) => WORQ_JOB_KEYS.has(key) || (key === "failure" && history !== undefined));
+  return { ...withClientId(input, obj, "jid"), ...(history ? { history } : {}), ignored };
+}
+
+/** The `failure` of a document imported with its history. */
+function failureOf(value: unknown): NonNullable<JobHistory["failure"]> {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) invalid("failure", "must be a JSON object");
+  const f = value as Record<string, unknown>;
+  const named = (key: string) => `failure.${key}`;
+  const failedAtMs = parseRfc3339Micros(f.failed_at, named("failed_at"));
+  const retriedAtMs = f.retried_at === undefined ? undefined : parseRfc3339Micros(f.retried_at, named("retried_at"));
+  const retryCount = f.retry_count;
+  if (typeof retryCount !== "number" || !Number.isInteger(retryCount) || retryCount < 1) {
+    invalid(named("retry_count"), "is required and must be an integer of at least 1 (the failures so far)");
+  }
+  const text = (key: string) => {
+    if (f[key] !== undefined && typeof f[key] !== "string") invalid(named(key), "must be a string");
+    return (f[key] as string | undefined) ?? "";
+  };
+  const backtrace = f.backtrace;
+  if (backtrace !== undefined && (!Array.isArray(backtrace) || backtrace.some((line) => typeof line !== "string"))) {
+    invalid(named("backtrace"), "must be an array of strings");
+  }
+  return {
+    failedAtMs,
+    ...(retriedAtMs !== undefined ? { retriedAtMs } : {}),
+    retryCount,
+    message: text("message"),
+    errtype: text("errtype"),
+    backtrace: (backtrace as string[] | undefined) ?? [],
+  };
 }
 
 /** The SubmitInput of a Worq JSON document (see importWorqJson). */

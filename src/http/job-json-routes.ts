@@ -27,6 +27,8 @@ export function httpErrorOf(error: WorqError): { status: number; code: string } 
  * The job in any of its JSON formats (docs/job-formats.md), for curl and scripts:
  *   GET  /v1/jobs/<jid>?format=worq|sidekiq|envelope   the job in that shape (default worq)
  *   POST /v1/jobs?format=worq|sidekiq|envelope          submit one job (object) or a batch (array)
+ *   POST /v1/jobs?format=…&import=history               import jobs with their past (admins only)
+ * Each submitted job's answer names the document's keys that were not kept (`ignored`).
  * A POST must say `Content-Type: application/json` (else 415): the types a cross-site form
  * or a "simple" fetch can send (text/plain, form encodings) never submit a job.
  * Returns false when the request is not one of these routes, else the promise of the answer;
@@ -68,7 +70,13 @@ export function handleJobJsonRoute(
     return answer(async () => formatJob(visibleJob(caller.scope, await engine.getJob(decodeJid(jidSegment))), format));
   }
   if (request.method === "POST" && jidSegment === undefined) {
-    const caller = authorizeHttpRoute(access, "submit-jobs", request, response);
+    const importMode = target.query.get("import");
+    if (importMode !== null && importMode !== "history") {
+      refuse(400, "invalid_argument", `import: must be history (or absent); got ${JSON.stringify(importMode.slice(0, 100))}`);
+      return Promise.resolve();
+    }
+    const history = importMode === "history";
+    const caller = authorizeHttpRoute(access, history ? "import-jobs" : "submit-jobs", request, response);
     if (!caller) return Promise.resolve();
     if (!isJsonContentType(request.headers["content-type"])) {
       refuse(
@@ -78,7 +86,7 @@ export function handleJobJsonRoute(
       );
       return Promise.resolve();
     }
-    return answer(async () => ({ jobs: await submit(engine, await readJson(request, maxBodyBytes), format, caller, access) }));
+    return answer(async () => ({ jobs: await submit(engine, await readJson(request, maxBodyBytes), format, caller, access, history) }));
   }
   refuse(405, "unimplemented", "use GET /v1/jobs/<jid> or POST /v1/jobs");
   return Promise.resolve();
@@ -102,29 +110,40 @@ function isJsonContentType(contentType: string | undefined): boolean {
   return contentType !== undefined && contentType.split(";")[0]!.trim().toLowerCase() === "application/json";
 }
 
-async function submit(engine: Engine, body: unknown, format: JobFormat, caller: Caller, access: AccessControl) {
+async function submit(engine: Engine, body: unknown, format: JobFormat, caller: Caller, access: AccessControl, history: boolean) {
   const batch = Array.isArray(body);
   const documents = batch ? (body as unknown[]) : [body];
   access.admitSubmits(caller, documents.length);
   const imported = documents.map((document, i) => {
     try {
-      return importJob(document, format);
+      return importJob(document, format, { history });
     } catch (error) {
       if (error instanceof WorqError && batch) throw new WorqError(error.code, `[${i}].${error.message}`, error.field);
       throw error;
     }
   });
   const fieldOf = (i: number) => (batch ? `jobs[${i}]` : "job");
-  const inputs = imported.map(({ input }) => input);
-  const results = await engine.submit(await scopeSubmits(engine, caller.scope, inputs, fieldOf), fieldOf);
+  const inputs = await scopeSubmits(
+    engine,
+    caller.scope,
+    imported.map(({ input }) => input),
+    fieldOf,
+  );
+  const results = history
+    ? await engine.importJobs(
+        inputs.map((input, i) => ({ input, history: imported[i]!.history })),
+        fieldOf,
+      )
+    : await engine.submit(inputs, fieldOf);
   // `jid` is the id the server assigned; `client_id` the document's own, kept as the job's idempotency key.
   return results.map((result, i) => {
-    const clientId = imported[i]!.clientJid;
+    const { clientJid: clientId, ignored } = imported[i]!;
     return {
       jid: result.jid,
       ...(clientId === undefined ? {} : { client_id: clientId }),
       duplicate: result.duplicate,
       state: result.state ?? null,
+      ...(ignored.length > 0 ? { ignored } : {}),
     };
   });
 }

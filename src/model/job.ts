@@ -112,6 +112,7 @@ export interface JobMeta {
   depth?: number;
   retry: RetryPolicy;
   backtraceFrames: number;
+  /** May hold a fraction of a millisecond: a provided created_at keeps its microseconds. */
   createdAtMs: number;
   updatedAtMs: number;
   /** Requested run time (from `at`/`delay`), if it was in the future at submit. */
@@ -205,6 +206,17 @@ export interface SubmitInput {
   priority?: PriorityLevel;
   atMs?: number;
   delayMs?: number;
+  /**
+   * When the job was created, if the producer says (a JSON document's `created_at`): kept
+   * instead of the submit time. It may hold a fraction of a millisecond (microseconds) when
+   * the document wrote them; it must not lie in the future.
+   */
+  createdAtMs?: number;
+  /**
+   * The submitted document's own names of fields the engine checks (created_at, the failure
+   * of an imported history…), so a refusal names the field as the document spells it.
+   */
+  documentFields?: Readonly<Record<string, string>>;
   reserveForMs?: number;
   executionTimeoutMs?: number;
   ttlMs?: number;
@@ -224,6 +236,29 @@ export interface SubmitInput {
   backtraceFrames?: number;
   tags?: Record<string, string>;
   correlationId?: string;
+}
+
+/**
+ * A job's past, as a document imported from another job server records it: what
+ * `import=history` keeps (src/engine/import-history.ts checks and applies it).
+ */
+export interface JobHistory {
+  /** How it ended; absent when it still waits to run (again). */
+  state?: "COMPLETED" | "FAILED" | "DEAD_LETTER";
+  /** Attempts started so far; at least the failure's count. */
+  attempt?: number;
+  startedAtMs?: number;
+  completedAtMs?: number;
+  failure?: {
+    failedAtMs: number;
+    /** The latest failure; failedAtMs when absent. */
+    retriedAtMs?: number;
+    /** Failures so far (1 or more). */
+    retryCount: number;
+    message: string;
+    errtype: string;
+    backtrace: string[];
+  };
 }
 
 /** A job as returned to readers: meta, body and (when terminal) result. */

@@ -6,7 +6,7 @@ import { WireWriter } from "@worq/client/wire/wire-writer.js";
  * engine's packed form of a waiting job's meta (live-jobs.ts). The record: one format byte, then fields as
  * `varint(field << 3 | kind)` and a value, protobuf-style, so a reader skips fields it does
  * not know. Numbers that are safe non-negative integers are varints (timestamps in ms take 6
- * bytes, not 13 characters); strings are length-prefixed UTF-8; the rare nested records
+ * bytes, not 13 characters), others doubles (a created_at given with microseconds); strings are length-prefixed UTF-8; the rare nested records
  * (failure, dependency, a non-default retry policy) are JSON. A meta is rewritten on every
  * transition: as JSON it was the largest share of the bytes LevelDB logs and compacts per
  * job, and JSON.stringify the largest single cost of a commit.

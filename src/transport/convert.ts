@@ -1,5 +1,13 @@
 import { create, fromJson, toJson, type JsonValue as PbJsonValue } from "@bufbuild/protobuf";
-import { DurationSchema, ListValueSchema, timestampDate, timestampFromMs, type Duration, type Timestamp } from "@bufbuild/protobuf/wkt";
+import {
+  DurationSchema,
+  ListValueSchema,
+  TimestampSchema,
+  timestampDate,
+  timestampFromMs,
+  type Duration,
+  type Timestamp,
+} from "@bufbuild/protobuf/wkt";
 import { invalid, notBuilt } from "../model/errors.js";
 import type {
   BackoffStrategy as DomainBackoff,
@@ -140,7 +148,7 @@ export function jobOf(view: JobView): Job {
     state: JobState[meta.state as keyof typeof JobState],
     attempt: meta.attempt,
     fails: meta.fails,
-    createdAt: timestampFromMs(meta.createdAtMs),
+    createdAt: timestampOfMicros(meta.createdAtMs),
     updatedAt: timestampFromMs(meta.updatedAtMs),
     previousLeaseIds: meta.previousLeaseIds,
   });
@@ -160,8 +168,8 @@ export function jobOf(view: JobView): Job {
     const f = meta.failure;
     job.failure = {
       $typeName: "worq.v1.Failure",
-      failedAt: timestampFromMs(f.failedAtMs),
-      retriedAt: timestampFromMs(f.retriedAtMs),
+      failedAt: timestampOfMicros(f.failedAtMs),
+      retriedAt: timestampOfMicros(f.retriedAtMs),
       retryCount: f.retryCount,
       message: f.message,
       errtype: f.errtype,
@@ -227,6 +235,16 @@ export function durationMsOf(duration: Duration, field: string): number {
 
 export function durationOf(ms: number): Duration {
   return create(DurationSchema, { seconds: BigInt(Math.floor(ms / 1000)), nanos: (ms % 1000) * 1_000_000 });
+}
+
+/**
+ * A time that may hold microseconds as a fraction of its milliseconds (a provided
+ * created_at, an imported failure's times), with them in its nanos; timestampFromMs would make fractional nanos.
+ */
+function timestampOfMicros(ms: number): Timestamp {
+  const micros = Math.round(ms * 1000);
+  const seconds = Math.floor(micros / 1_000_000);
+  return create(TimestampSchema, { seconds: BigInt(seconds), nanos: (micros - seconds * 1_000_000) * 1000 });
 }
 
 function timestampMsOf(timestamp: Timestamp, field: string): number {

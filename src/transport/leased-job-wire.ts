@@ -17,6 +17,18 @@ import { isLeasedGrants, type LeaseAnswer } from "./lease-answer.js";
  * (docs/performance.md). test/transport/leased-job-wire.test.ts decodes both and compares
  * them, so a field added to `jobOf` and not here fails there.
  */
+/** A time that may hold microseconds as a fraction of its milliseconds (created_at, a failure's times: convert.ts timestampOfMicros). */
+function microsTimestamp(w: ProtoWriter, field: number, ms: number): void {
+  if (Number.isInteger(ms)) return timestamp(w, field, ms);
+  const micros = Math.round(ms * 1000);
+  const seconds = Math.floor(micros / 1_000_000);
+  const nanos = (micros - seconds * 1_000_000) * 1000;
+  w.tag(field, WireType.LengthDelimited).fork();
+  if (seconds !== 0) w.tag(1, WireType.Varint).int64(seconds);
+  if (nanos !== 0) w.tag(2, WireType.Varint).int32(nanos);
+  w.join();
+}
+
 export function encodeLeasedJob(grant: LeaseGrant): Uint8Array {
   return encoded((w) => writeLeasedJob(w, grant));
 }
@@ -78,8 +90,8 @@ function writeJob(w: ProtoWriter, meta: JobMeta, body: JobBody): void {
   if (meta.failure) {
     const f = meta.failure;
     w.tag(19, WireType.LengthDelimited).fork();
-    timestamp(w, 1, f.failedAtMs);
-    timestamp(w, 2, f.retriedAtMs);
+    microsTimestamp(w, 1, f.failedAtMs);
+    microsTimestamp(w, 2, f.retriedAtMs);
     varint(w, 3, f.retryCount);
     str(w, 4, f.message);
     str(w, 5, f.errtype);
@@ -87,7 +99,7 @@ function writeJob(w: ProtoWriter, meta: JobMeta, body: JobBody): void {
     varint(w, 7, FailureCategory[f.category]);
     w.join();
   }
-  timestamp(w, 20, meta.createdAtMs);
+  microsTimestamp(w, 20, meta.createdAtMs);
   if (meta.enqueuedAtMs !== undefined) timestamp(w, 21, meta.enqueuedAtMs);
   if (meta.dueAtMs !== undefined) timestamp(w, 22, meta.dueAtMs);
   if (meta.startedAtMs !== undefined) timestamp(w, 23, meta.startedAtMs);

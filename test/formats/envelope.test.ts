@@ -3,21 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { JobMeta, JobState } from "../../src/model/job.js";
 import { envelopeOf, importEnvelope, submitInputFromEnvelope, type Envelope } from "../../src/formats/envelope.js";
 import { JID, expectInvalid, failure, viewOf } from "./helpers.js";
-
-const base = `"job_id": "job-123",
-  "job_path": "backend.workers.tasks.worker_heartbeat",
-  "args": [],
-  "kwargs": {"timestamp": 1672531200},`;
-
-/** The seed's four lifecycle examples, verbatim. */
-const SEED_002_EXAMPLES: Record<Envelope["state"], Envelope> = {
-  enqueued: JSON.parse(`{ ${base} "state": "enqueued", "ts_enqueued": 1672531200 }`),
-  running: JSON.parse(`{ ${base} "state": "running", "ts_enqueued": 1672531200, "ts_started": 1672531201 }`),
-  done: JSON.parse(`{ ${base} "state": "done", "ts_enqueued": 1672531200, "ts_started": 1672531201, "ts_finished": 1672531205 }`),
-  error: JSON.parse(
-    `{ ${base} "state": "error", "ts_enqueued": 1672531200, "ts_started": 1672531201, "ts_finished": 1672531202, "error": "Timeout talking to worker" }`,
-  ),
-};
+import { SEED_002_EXAMPLES } from "./format-examples.js";
 
 /** The engine's job at the point each example describes. */
 const META_AT: Record<Envelope["state"], Partial<JobMeta>> = {
@@ -36,15 +22,18 @@ const META_AT: Record<Envelope["state"], Partial<JobMeta>> = {
 describe("the worker job envelope (?format=envelope)", () => {
   it.each(Object.keys(SEED_002_EXAMPLES) as Envelope["state"][])("the %s example round-trips", (state) => {
     const example = SEED_002_EXAMPLES[state];
-    const { input, clientJid } = importEnvelope(example);
+    const { input, clientJid, ignored } = importEnvelope(example);
     expect(clientJid).toBe("job-123");
-    // state, ts_* and error describe the past: not part of a submission.
+    // ts_enqueued is kept as the creation time; state, the other ts_* and error describe the past: not part of a submission, and named.
     expect(input).toEqual({
       type: "backend.workers.tasks.worker_heartbeat",
       args: [],
       kwargs: { timestamp: 1672531200 },
       idempotencyKey: "job-123",
+      createdAtMs: 1672531200_000,
+      documentFields: expect.objectContaining({ created_at: "ts_enqueued" }) as unknown,
     });
+    expect(ignored).toEqual(Object.keys(example).filter((key) => ["state", "ts_started", "ts_finished", "error"].includes(key)));
     const out = envelopeOf(viewOf(input, META_AT[state]));
     // The envelope's job_id is the queue's own id: the server's jid, whatever the producer sent.
     expect(out).toEqual({ ...example, job_id: JID });
@@ -90,9 +79,10 @@ describe("the worker job envelope (?format=envelope)", () => {
     expect(out.kwargs).toEqual({});
   });
 
-  it("tolerates extra keys on import, and drops them", () => {
-    const input = submitInputFromEnvelope({ job_path: "p", args: [1], kwargs: {}, ts_iso: "2026-01-01T00:00:00Z", state: "bogus" });
-    expect(input).toEqual({ type: "p", args: [1], kwargs: {} });
+  it("tolerates extra keys on import, and drops them, naming them", () => {
+    const document = { job_path: "p", args: [1], kwargs: {}, ts_iso: "2026-01-01T00:00:00Z", state: "bogus" };
+    expect(submitInputFromEnvelope(document)).toEqual({ type: "p", args: [1], kwargs: {} });
+    expect(importEnvelope(document).ignored).toEqual(["ts_iso", "state"]);
   });
 
   it("names the JSON field of bad input", () => {

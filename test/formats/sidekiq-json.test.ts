@@ -3,76 +3,24 @@ import { describe, expect, it } from "vitest";
 import type { JsonObject } from "../../src/model/job.js";
 import { importSidekiqJson, sidekiqJsonOf, submitInputFromSidekiqJson } from "../../src/formats/sidekiq-json.js";
 import { JID, expectInvalid, failure, viewOf } from "./helpers.js";
-
-/** "Job": the bare minimum (the seed's `//` comment removed). */
-const SEED_001_JOB = JSON.parse(`{
-  "class": "SomeWorker",
-  "jid": "b4a577edbccf1d805744efa9",
-  "args": [1, "arg", true],
-  "created_at": 1234567890,
-  "enqueued_at": 1234567890
-}`) as JsonObject;
-
-/** "ActiveJob Middleware Format" (the seed's `//` comment removed). */
-const SEED_001_ACTIVE_JOB = JSON.parse(`{
-  "class": "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper",
-  "wrapped": "SomeWorker",
-  "queue": "default",
-  "args":[
-    {
-      "job_class": "SomeWorker",
-      "job_id": "b4a577edbccf1d805744efa9",
-      "provider_job_id": null,
-      "queue_name": "default",
-      "priority": null,
-      "arguments": ["some",["argument","value"]],
-      "executions": 0,
-      "locale": "en",
-      "attempt_number": 1
-    }
-  ],
-  "retry": true,
-  "wait": "0.1",
-  "jid": "d774900367dc8b2962b2479c",
-  "created_at": 1234567890,
-  "locale": "en",
-  "enqueued_at": 1234567890,
-  "error_message": null,
-  "error_class": null,
-  "failed_at": null,
-  "retry_count": 0,
-  "retried_at": null
-}`) as JsonObject;
-
-/** "Worker Options". */
-const SEED_001_WORKER_OPTIONS = JSON.parse(`{ "queue": "default", "retry": true }`) as JsonObject;
-
-/** "Scheduled Jobs". */
-const SEED_001_SCHEDULED = JSON.parse(`{ "at": 1234567890.123 }`) as JsonObject;
-
-/** "Retries" (the seed's `//` comments and the "..." of the backtrace removed). */
-const SEED_001_RETRIES = JSON.parse(`{
-  "retry_count": 2,
-  "error_message": "wrong number of arguments (2 for 3)",
-  "error_class": "ArgumentError",
-  "error_backtrace": ["line 0", "line 1"],
-  "failed_at": 1234567890,
-  "retried_at": 1234567890
-}`) as JsonObject;
+import { SEED_001_ACTIVE_JOB, SEED_001_JOB, SEED_001_RETRIES, SEED_001_SCHEDULED, SEED_001_WORKER_OPTIONS } from "./format-examples.js";
 
 const T_SEED = 1234567890_000;
 
 describe("the Sidekiq job hash (?format=sidekiq)", () => {
   it("Job: the minimal hash round-trips (its jid kept as the idempotency key, queue filled in, no `retry` = Sidekiq's 25 retries)", () => {
-    const { input, clientJid } = importSidekiqJson(SEED_001_JOB);
+    const { input, clientJid, ignored } = importSidekiqJson(SEED_001_JOB);
     expect(clientJid).toBe("b4a577edbccf1d805744efa9");
+    // created_at is kept; enqueued_at is the server's own, and named as not kept.
     expect(input).toEqual({
       type: "SomeWorker",
       args: [1, "arg", true],
       idempotencyKey: "b4a577edbccf1d805744efa9",
       retry: { maxAttempts: 26 },
+      createdAtMs: T_SEED,
     });
-    const out = sidekiqJsonOf(viewOf(input, { createdAtMs: T_SEED, enqueuedAtMs: T_SEED }));
+    expect(ignored).toEqual(["enqueued_at"]);
+    const out = sidekiqJsonOf(viewOf(input, { enqueuedAtMs: T_SEED }));
     expect(out).toEqual({ ...SEED_001_JOB, queue: "default", retry: 25 });
     // A job with no idempotency key shows the server's jid.
     expect(sidekiqJsonOf(viewOf({ type: "SomeWorker" })).jid).toBe(JID);
@@ -88,8 +36,11 @@ describe("the Sidekiq job hash (?format=sidekiq)", () => {
       idempotencyKey: "d774900367dc8b2962b2479c",
       retry: { maxAttempts: 26 },
       custom: { wrapped: "SomeWorker", wait: "0.1", locale: "en" },
+      createdAtMs: T_SEED,
     });
-    const out = sidekiqJsonOf(viewOf(input, { createdAtMs: T_SEED, enqueuedAtMs: T_SEED }));
+    // Nulls say "none", which is what is kept; retry_count 0 is not kept without history.
+    expect(importSidekiqJson(SEED_001_ACTIVE_JOB).ignored).toEqual(["enqueued_at", "retry_count"]);
+    const out = sidekiqJsonOf(viewOf(input, { enqueuedAtMs: T_SEED }));
     // The failure keys (null / 0 before any failure) are server-owned: absent until the job fails.
     const { error_message, error_class, failed_at, retry_count, retried_at, ...survivors } = SEED_001_ACTIVE_JOB;
     expect([error_message, error_class, failed_at, retried_at, retry_count]).toEqual([null, null, null, null, 0]);
@@ -113,18 +64,19 @@ describe("the Sidekiq job hash (?format=sidekiq)", () => {
     const out = sidekiqJsonOf(view);
     expect(out.at).toBe(1234567890.123);
     expect(out.enqueued_at).toBeUndefined(); // Sidekiq: no enqueued_at until pushed onto a queue
-    expect(out.created_at).toBe(1234567830);
+    expect(out.created_at).toBe(1234567890); // the document's created_at, kept
   });
 
   it("Retries: the retry keys come back from the engine's failure record", () => {
     const input = submitInputFromSidekiqJson({ ...SEED_001_JOB, ...SEED_001_RETRIES, backtrace: true });
-    // Failure keys are server-owned: not part of a submission.
+    // Failure keys describe the job's past: not part of a submission (an import with history keeps them).
     expect(input).toEqual({
       type: "SomeWorker",
       args: [1, "arg", true],
       idempotencyKey: "b4a577edbccf1d805744efa9",
       retry: { maxAttempts: 26 },
       backtraceFrames: 1000,
+      createdAtMs: T_SEED,
     });
     const out = sidekiqJsonOf(
       viewOf(input, {

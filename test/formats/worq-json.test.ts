@@ -4,45 +4,21 @@ import type { JsonObject } from "../../src/model/job.js";
 import { formatTimestamp27, parseRfc3339 } from "../../src/formats/timestamps.js";
 import { importWorqJson, submitInputFromWorqJson, worqJsonOf } from "../../src/formats/worq-json.js";
 import { NOW, expectInvalid, failure, viewOf } from "./helpers.js";
-
-/** The seed's example payload, its `#` comments and trailing commas removed. */
-const SEED_000_EXAMPLE = JSON.parse(`{
-  "jid": "some_string",
-  "jobtype": "SomeWorker",
-  "args": [1,2,3],
-  "queue": "default",
-  "created_at": "2006-01-02T15:04:05.001000Z",
-  "enqueued_at": "2006-01-02T15:04:05.001001Z",
-  "reserve_for": 30,
-  "retry": 25,
-  "backtrace": 50,
-  "failure": {
-    "failed_at": "2006-01-02T15:04:05.001001Z",
-    "retry_count": 7,
-    "message": "No such thing",
-    "errtype": "ArgumentError",
-    "backtrace": [
-      "lib/something.rb:123",
-      "myapp.rb:15"
-    ]
-  },
-  "custom": {
-    "locale": "EN_us",
-    "tz": "US/Chicago",
-    "account_id": 123456789
-  }
-}`) as JsonObject;
+import { SEED_000_EXAMPLE } from "./format-examples.js";
 
 const TS27 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
 describe("the Worq JSON payload (Faktory's job shape)", () => {
   it("reads Faktory's example into a SubmitInput, its jid as the job's idempotency key", () => {
-    const { input, clientJid } = importWorqJson(SEED_000_EXAMPLE);
+    const { input, clientJid, ignored } = importWorqJson(SEED_000_EXAMPLE);
     expect(clientJid).toBe("some_string");
+    // created_at is kept (the server sets it only when absent); enqueued_at and failure are not kept, and named.
+    expect(ignored).toEqual(["enqueued_at", "failure"]);
     expect(input).toEqual({
       type: "SomeWorker",
       args: [1, 2, 3],
       queue: "default",
+      createdAtMs: Date.UTC(2006, 0, 2, 15, 4, 5, 1),
       idempotencyKey: "some_string",
       reserveForMs: 30_000,
       retry: { maxAttempts: 26 },

@@ -27,7 +27,7 @@ import {
 /**
  * Accepted implies readable: hostile-but-plausible jobs go to a real `worq serve` through
  * every submit path (gRPC, Connect JSON and binary, `/v1/jobs` in the worq, sidekiq and envelope
- * formats, and every few runs `worq submit`). Each accepted job is read back on every read
+ * formats, imports with history in the worq and envelope formats, and every few runs `worq submit`). Each accepted job is read back on every read
  * path (gRPC and Connect JSON GetJob, `/v1/jobs/<jid>` in the three formats, ListJobs by
  * queue and state in both encodings, the calls each dashboard page makes, and every few runs
  * `worq get` and `worq jobs`); every third one is also run now, leased and failed, and read
@@ -194,6 +194,43 @@ describe("accepted implies readable, on a real server process", () => {
     return answerOfHttp(response.status, body, (b) => (b.jobs as { jid: string }[])[0]!.jid);
   }
 
+  /**
+   * An import with history (`import=history`): the job's time as its creation and its failure's
+   * (Worq JSON: a failure with its text from the job's; the envelope: finished `done` or
+   * `error`), so imported pasts and end states are read back on every path too.
+   */
+  async function viaImport(job: HostileJob, format: "worq" | "envelope", run: number): Promise<SubmitAnswer> {
+    const timeMs = job.time.kind === "at" ? job.time.ms : Date.now() - (job.time.kind === "delay" ? job.time.ms : 0);
+    const document =
+      format === "worq"
+        ? {
+            ...formatted(job, "worq"),
+            created_at: rfc3339(timeMs),
+            failure: {
+              failed_at: rfc3339(timeMs),
+              retry_count: job.retry.maxAttempts ?? 1,
+              message: job.type,
+              errtype: Object.keys(job.tags)[0] ?? "",
+              backtrace: Object.values(job.tags),
+            },
+          }
+        : {
+            ...formatted(job, "envelope"),
+            state: run % 2 === 0 ? "done" : "error",
+            ts_enqueued: timeMs / 1000,
+            ts_started: timeMs / 1000,
+            ts_finished: timeMs / 1000,
+            error: job.type,
+          };
+    const response = await fetch(`${base}/v1/jobs?format=${format}&import=history`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(document),
+    });
+    const body = (await response.json()) as Record<string, unknown>;
+    return answerOfHttp(response.status, body, (b) => (b.jobs as { jid: string }[])[0]!.jid);
+  }
+
   /** `worq submit --json <file> --format sidekiq`: exit 0 accepted, 1 refused by the server, 2 refused by the CLI. */
   async function viaCli(job: HostileJob, run: number): Promise<SubmitAnswer> {
     const file = join(scratch, `job-${run}.json`);
@@ -287,6 +324,8 @@ describe("accepted implies readable, on a real server process", () => {
         ["/v1/jobs worq", (job) => viaJobsRoute(job, "worq")],
         ["/v1/jobs sidekiq", (job) => viaJobsRoute(job, "sidekiq")],
         ["/v1/jobs envelope", (job) => viaJobsRoute(job, "envelope")],
+        ["/v1/jobs worq import=history", (job, run) => viaImport(job, "worq", run)],
+        ["/v1/jobs envelope import=history", (job, run) => viaImport(job, "envelope", run)],
         ["worq submit", viaCli],
       ];
       await fc.assert(

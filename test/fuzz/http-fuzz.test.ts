@@ -295,8 +295,29 @@ async function fuzzHttpPort(port: number, tally: Tally): Promise<void> {
     }
   }
 
-  // /v1/jobs in each format: job-shaped documents with fast-check values, and any JSON.
+  // /v1/jobs in each format: job-shaped documents with fast-check values, and any JSON; plain
+  // submits and imports with history (import=history, and import values that mean nothing).
   const value = fc.jsonValue({ maxDepth: 3 });
+  /** A time in any of the formats' forms, near now, far past, far future or out of range. */
+  const timestampish = fc.oneof(
+    fc.integer({ min: -1, max: 400_000_000_000 }),
+    fc.double({ min: 0, max: 4e11, noNaN: true }),
+    fc
+      .date({ min: new Date(Date.UTC(1, 0, 1)), max: new Date(Date.UTC(9999, 11, 31)), noInvalidDate: true })
+      .map((date) => date.toISOString().replace("Z", "000Z")),
+    fc.constantFrom("2006-01-02T15:04:05.001001Z", "", "2999-01-01T00:00:00.000000Z", "2006-02-30T00:00:00Z", "yesterday"),
+  );
+  const failureShaped = fc.record(
+    {
+      failed_at: fc.oneof(timestampish, value),
+      retried_at: fc.oneof(timestampish, value),
+      retry_count: fc.oneof(fc.integer({ min: -1, max: 3000 }), value),
+      message: fc.oneof(fc.string({ maxLength: 30 }), fc.constant("m".repeat(70_000)), value),
+      errtype: fc.oneof(fc.string({ maxLength: 30 }), fc.constant("E".repeat(300)), value),
+      backtrace: fc.oneof(fc.array(fc.string({ maxLength: 10 }), { maxLength: 3 }), value),
+    },
+    { requiredKeys: [] },
+  );
   const jobShaped = fc.record(
     {
       jobtype: fc.oneof(fc.string({ maxLength: 20 }), value),
@@ -311,6 +332,21 @@ async function fuzzHttpPort(port: number, tally: Tally): Promise<void> {
       priority: value,
       custom: value,
       id: fc.oneof(fc.uuid(), value),
+      // A job's times and past, read with import=history.
+      created_at: fc.oneof(timestampish, value),
+      enqueued_at: fc.oneof(timestampish, value),
+      failure: fc.oneof(failureShaped, value),
+      retry_count: fc.oneof(fc.integer({ min: -2, max: 2000 }), value),
+      error_message: fc.oneof(fc.string({ maxLength: 20 }), value),
+      error_class: value,
+      error_backtrace: fc.oneof(fc.array(fc.string({ maxLength: 10 }), { maxLength: 3 }), value),
+      failed_at: fc.oneof(timestampish, value),
+      retried_at: fc.oneof(timestampish, value),
+      state: fc.oneof(fc.constantFrom("enqueued", "running", "done", "error", "bogus"), value),
+      ts_enqueued: fc.oneof(timestampish, value),
+      ts_started: fc.oneof(timestampish, value),
+      ts_finished: fc.oneof(timestampish, value),
+      error: value,
     },
     { requiredKeys: [] },
   );
@@ -320,8 +356,9 @@ async function fuzzHttpPort(port: number, tally: Tally): Promise<void> {
       fc.asyncProperty(
         fc.oneof(jobShaped, fc.array(jobShaped, { maxLength: 3 }), value),
         fc.constantFrom("application/json", "application/json; charset=utf-8", "text/plain", "application/x-www-form-urlencoded", ""),
-        async (document, contentType) => {
-          const path = `/v1/jobs?format=${format}`;
+        fc.constantFrom("", "", "&import=history", "&import=history", "&import=", "&import=%E0"),
+        async (document, contentType, importQuery) => {
+          const path = `/v1/jobs?format=${format}${importQuery}`;
           try {
             const response = await fetch(`${base}${path}`, {
               method: "POST",

@@ -8,6 +8,11 @@ import type { JobBody, JobMeta, JobState, JsonObject, JsonValue, SubmitInput } f
 
 export const RUNS = Number(process.env.WORQ_PROPERTY_RUNS ?? 300);
 const ms = fc.integer({ min: 0, max: 4_102_444_800_000 });
+/** A time a document gave (created_at, an imported failure's): microseconds as a fraction of the millisecond. */
+const microsMs = fc.oneof(
+  ms,
+  fc.tuple(ms, fc.integer({ min: 1, max: 999 })).map(([whole, micros]) => whole + micros / 1000),
+);
 const id = fc.uuid({ version: 4 });
 const text = fc.string({ maxLength: 20 });
 export const json = fc.jsonValue({ maxDepth: 3 }) as fc.Arbitrary<JsonValue>;
@@ -44,7 +49,7 @@ export const meta: fc.Arbitrary<JobMeta> = fc
       onExhausted: fc.constantFrom("DEAD_LETTER" as const, "DISCARD" as const),
     }),
     backtraceFrames: fc.nat(100),
-    createdAtMs: ms,
+    createdAtMs: microsMs,
     updatedAtMs: ms,
     atMs: opt(ms),
     enqueuedAtMs: opt(ms),
@@ -56,8 +61,8 @@ export const meta: fc.Arbitrary<JobMeta> = fc
     lease: fc.record({ leaseId: id, workerId: text, expiresAtMs: ms, executionDeadlineMs: ms }),
     failure: opt(
       fc.record({
-        failedAtMs: ms,
-        retriedAtMs: ms,
+        failedAtMs: microsMs,
+        retriedAtMs: microsMs,
         retryCount: fc.nat(100),
         message: text,
         errtype: text,

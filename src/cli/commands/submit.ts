@@ -6,7 +6,7 @@ import type { JobSpec } from "@worq/client/gen/worq/v1/job_pb.js";
 import { contextOf, withGlobalOptions } from "../command-context.js";
 import { usageError } from "../exit-codes.js";
 import { durationMs, jsonArray, jsonObject, PRIORITY_NAMES, priorityLevel, rfc3339Ms, tag, wholeNumber } from "../flag-values.js";
-import { submitInputFromFormat, JOB_FORMATS, type JobFormat } from "../../formats/index.js";
+import { importJob, JOB_FORMATS, type JobFormat } from "../../formats/index.js";
 import { jobSpecOfInput } from "@worq/client/job-spec.js";
 import { stateName } from "../job-view.js";
 import { keyValues, print, printJson } from "../output.js";
@@ -163,7 +163,13 @@ async function submitJson(self: Command, source: string, format: JobFormat): Pro
   }
   const convert = (value: unknown, where: string): JobSpec => {
     try {
-      return jobSpecOfInput(submitInputFromFormat(value, format));
+      const { input, ignored } = importJob(value, format);
+      // The gRPC API has no created_at: the server sets it. `worq import` (the HTTP port) keeps it.
+      const notKept = input.createdAtMs === undefined ? ignored : [...ignored, createdAtKey(format)];
+      if (notKept.length > 0) {
+        process.stderr.write(`${where}: not kept: ${notKept.join(", ")} (worq import keeps created_at, and a job's past with --history)\n`);
+      }
+      return jobSpecOfInput(input);
     } catch (error) {
       throw usageError(`${where}: not a ${format} job: ${(error as Error).message}`);
     }
@@ -178,6 +184,11 @@ async function submitJson(self: Command, source: string, format: JobFormat): Pro
   const jobs = parsed.map((value, i) => convert(value, `${name}[${i}]`));
   const response = await connection.call((options) => connection.producer.submitBatch({ jobs }, options));
   printJson({ jobs: response.jobs.map(answerOf) });
+}
+
+/** The key of a format that holds the job's creation time. */
+function createdAtKey(format: JobFormat): string {
+  return format === "envelope" ? "ts_enqueued" : "created_at";
 }
 
 function answerOf(response: SubmitResponse) {
