@@ -308,3 +308,29 @@ func (c *Client) Run(ctx context.Context, jobType string, wait time.Duration, op
 	}
 	return job, err
 }
+
+// CollectChildren waits up to timeout (at most 1 h) until every job spawned by parent
+// (submitted with ParentJID(parent)) is finished, those spawned meanwhile included, and
+// returns them with their results, oldest first; finished is false when the wait ran out.
+func (c *Client) CollectChildren(ctx context.Context, parent string, timeout time.Duration) (children []*Job, finished bool, err error) {
+	if timeout < 0 || timeout > maxWait {
+		return nil, false, invalidArgument("timeout: must be between 0 and 1h")
+	}
+	resp, err := c.producer.CollectChildren(ctx, &worqv1.CollectChildrenRequest{ParentJid: parent, WaitTimeout: durationpb.New(timeout)})
+	if err != nil {
+		return nil, false, c.fail(ctx, err)
+	}
+	finished = resp.GetFinished()
+	for {
+		for _, p := range resp.GetChildren() {
+			children = append(children, jobFromProto(p))
+		}
+		token := resp.GetNextPageToken()
+		if token == "" {
+			return children, finished, nil
+		}
+		if resp, err = c.producer.CollectChildren(ctx, &worqv1.CollectChildrenRequest{ParentJid: parent, PageToken: token}); err != nil {
+			return nil, false, c.fail(ctx, err)
+		}
+	}
+}

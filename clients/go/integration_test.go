@@ -658,3 +658,78 @@ func TestRandomQueueOrderTakesFromEveryQueue(t *testing.T) {
 		t.Fatalf("random order took only from one queue: %v", counts)
 	}
 }
+
+func TestFanOutCollectChildrenAndJoin(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	c := dial(t, srv)
+	w := NewWorker(c, WorkerOptions{Queues: []string{"t-fan"}, Concurrency: 4, Logger: testLogger(t)})
+	var mu sync.Mutex
+	var order []string
+	record := func(what string) {
+		mu.Lock()
+		order = append(order, what)
+		mu.Unlock()
+	}
+	w.Handle("parent", func(ctx context.Context, job *Job) (any, error) {
+		if _, err := c.Submit(ctx, "gather", Queue("t-fan"), JoinChildrenOf(job.JID)); err != nil {
+			return nil, err
+		}
+		for n := 1; n <= 3; n++ {
+			if _, err := c.Submit(ctx, "square", Queue("t-fan"), Args(n), ParentJID(job.JID)); err != nil {
+				return nil, err
+			}
+		}
+		children, finished, err := c.CollectChildren(ctx, job.JID, 10*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		sum := 0
+		for _, child := range children {
+			var v int
+			if err := child.DecodeResult(&v); err != nil {
+				return nil, err
+			}
+			sum += v
+		}
+		record("parent")
+		return map[string]any{"finished": finished, "sum": sum}, nil
+	})
+	w.Handle("square", func(ctx context.Context, job *Job) (any, error) {
+		record("child")
+		n := job.Args[0].(float64)
+		return n * n, nil
+	})
+	w.Handle("gather", func(ctx context.Context, job *Job) (any, error) {
+		record("gather")
+		return nil, nil
+	})
+	runWorker(t, w)
+	jid, err := c.Submit(context.Background(), "parent", Queue("t-fan"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := waitResult(t, c, jid, 10*time.Second)
+	var got struct {
+		Finished bool
+		Sum      int
+	}
+	if err := job.DecodeResult(&got); err != nil || !got.Finished || got.Sum != 14 {
+		t.Fatalf("parent result %+v (%v), want finished with sum 14", got, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(order)
+		mu.Unlock()
+		if n == 5 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(order, ",") != "child,child,child,parent,gather" {
+		t.Fatalf("ran in order %v, want the children, then the parent, then the join", order)
+	}
+}

@@ -88,6 +88,9 @@ type Dependencies struct {
 	Type      DependencyType
 	JIDs      []string // existing jobs
 	BatchRefs []string // jobs of the same SubmitBatch, by their JobSpec.BatchRef
+	// ChildrenOf joins a job and every child it spawns (jobs submitted with it as ParentJID),
+	// those spawned later included: FAN_IN over spawned jobs.
+	ChildrenOf string
 }
 
 // JobSpec is everything a producer sets on a job. Zero fields take the server's defaults.
@@ -191,6 +194,12 @@ func WithDependencies(d Dependencies) SubmitOption { return func(s *JobSpec) { s
 // BatchRef names the job inside a SubmitBatch, so that others can depend on it.
 func BatchRef(ref string) SubmitOption { return func(s *JobSpec) { s.BatchRef = ref } }
 
+// JoinChildrenOf makes the job wait for `parent` and every child it spawns, those spawned
+// later included (FAN_IN over spawned jobs; AFTER: a failed child fails the join).
+func JoinChildrenOf(parent string) SubmitOption {
+	return func(s *JobSpec) { s.DependsOn = &Dependencies{ChildrenOf: parent} }
+}
+
 // ParentJID records the job that spawned this one (usually the running job's JID).
 func ParentJID(jid string) SubmitOption { return func(s *JobSpec) { s.ParentJID = jid } }
 
@@ -216,7 +225,7 @@ func (s JobSpec) toProto(field string) (*worqv1.JobSpec, error) {
 		out.Ttl = durationpb.New(s.TTL)
 	}
 	if d := s.DependsOn; d != nil {
-		out.DependsOn = &worqv1.Dependencies{Type: worqv1.DependencyType(d.Type), Jids: d.JIDs, BatchRefs: d.BatchRefs}
+		out.DependsOn = &worqv1.Dependencies{Type: worqv1.DependencyType(d.Type), Jids: d.JIDs, BatchRefs: d.BatchRefs, ChildrenOf: d.ChildrenOf}
 	}
 	if s.Args != nil {
 		list, err := toList(s.Args)

@@ -128,4 +128,31 @@ describe("the TS worker's Lease stream (real server)", () => {
     expect(new Set(await firstQueues("ts-order-random", "random"))).toEqual(new Set(["ts-order-random-a", "ts-order-random-b"]));
     expect(() => new Worker({ client, queues: ["q"], queueOrder: "sideways" as "random" })).toThrow(/queueOrder/);
   });
+
+  it("FAN_OUT from a handler: it spawns children, collects their results with client.collectChildren, and a children_of join runs last", async () => {
+    const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
+    const order: string[] = [];
+    const worker = new Worker({ client, queues: ["ts-fan"], concurrency: 4 });
+    worker.register("parent", async (job) => {
+      await client.submit("gather", { queue: "ts-fan", dependsOn: { childrenOf: job.jid } });
+      for (const n of [1, 2, 3]) await client.submit("square", { queue: "ts-fan", args: [n], parentJid: job.jid });
+      const { children, finished } = await client.collectChildren(job.jid, 10_000);
+      order.push("parent");
+      return { finished, sum: children.reduce((sum, child) => sum + (JSON.parse(Buffer.from(child.result).toString()) as number), 0) };
+    });
+    worker.register("square", (job) => {
+      order.push("child");
+      return (job.args[0] as number) ** 2;
+    });
+    worker.register("gather", () => {
+      order.push("gather");
+    });
+    const running = worker.run();
+    const parent = await client.waitResult(await client.submit("parent", { queue: "ts-fan" }), 10_000);
+    expect(JSON.parse(Buffer.from(parent.result).toString())).toEqual({ finished: true, sum: 14 });
+    while (order.length < 5) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(order).toEqual(["child", "child", "child", "parent", "gather"]);
+    await worker.stop();
+    await running;
+  });
 });

@@ -377,3 +377,39 @@ def test_queue_order_random_takes_from_every_queue_with_ready_jobs(server: Serve
             worq.Worker(server.address, queues=["q"], queue_order="sideways")
 
     run(scenario())
+
+
+def test_fan_out_collects_children_and_a_children_of_join_runs_last(server: ServerProcess) -> None:
+    async def scenario() -> None:
+        handle = make_worker(server.address, "py-fan", concurrency=4)
+        worker = handle.worker
+        order: List[str] = []
+
+        async with worq.Client(server.address) as client:
+
+            @worker.handler("parent")
+            async def parent(job: worq.Job) -> Dict[str, Any]:
+                await client.submit("gather", queue="py-fan", depends_on={"children_of": job.jid})
+                for n in (1, 2, 3):
+                    await client.submit("square", args=[n], queue="py-fan", parent_jid=job.jid)
+                children, finished = await client.collect_children(job.jid, 10)
+                order.append("parent")
+                return {"finished": finished, "sum": sum(child.result_json() for child in children)}
+
+            @worker.handler("square")
+            async def square(job: worq.Job) -> int:
+                order.append("child")
+                return int(job.args[0]) ** 2
+
+            @worker.handler("gather")
+            async def gather(job: worq.Job) -> None:
+                order.append("gather")
+
+            async with running(handle):
+                done = await client.wait_result(await client.submit("parent", queue="py-fan"), 10)
+                assert done.result_json() == {"finished": True, "sum": 14}
+                while len(order) < 5:
+                    await asyncio.sleep(0.02)
+        assert order == ["child", "child", "child", "parent", "gather"]
+
+    run(scenario())

@@ -60,6 +60,25 @@ export class WorqClient {
     return call(async () => (await this.producer.getResult({ jid, waitTimeout: durationFromMs(timeoutMs) })).job!);
   }
 
+  /**
+   * FAN_OUT: waits up to `timeoutMs` until every job spawned by `parentJid` (submitted with
+   * `parentJid`) is finished, and returns them all with their results, oldest first.
+   * `finished` is false when the wait ran out first (the children are then as they are).
+   */
+  async collectChildren(parentJid: string, timeoutMs: number): Promise<{ children: Job[]; finished: boolean }> {
+    return call(async () => {
+      const first = await this.producer.collectChildren({ parentJid, waitTimeout: durationFromMs(timeoutMs) });
+      const children = [...first.children];
+      // Later pages are read without waiting: the wait is over (or ran out) once the first answers.
+      for (let token = first.nextPageToken; token !== "";) {
+        const page = await this.producer.collectChildren({ parentJid, pageToken: token });
+        children.push(...page.children);
+        token = page.nextPageToken;
+      }
+      return { children, finished: first.finished };
+    });
+  }
+
   /** Submits a job and waits up to `waitMs` for it to finish. */
   async run(type: string, options: SubmitOptions & { waitMs: number }): Promise<Job> {
     const { waitMs, ...rest } = options;

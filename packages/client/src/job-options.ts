@@ -38,6 +38,16 @@ export interface SubmitOptions {
   backtrace?: number;
   tags?: Record<string, string>;
   correlationId?: string;
+  /** Total lifetime: an unfinished job is dead-lettered at its run time + this (default 7 days). */
+  ttlMs?: number;
+  /** Deduplicates submits of this type with the same key within the server's window. */
+  idempotencyKey?: string;
+  /** FAN_OUT: the job that spawns this one (a handler passes its own `job.jid`). */
+  parentJid?: string;
+  /** Jobs this one waits for; `childrenOf` joins a parent and every child it spawns (FAN_IN). */
+  dependsOn?: { type?: "after" | "after_any"; jids?: string[]; childrenOf?: string };
+  /** Webhook POSTed when the job finishes (the server must allow its origin). */
+  callbackUrl?: string;
 }
 
 const PRIORITY_LEVELS: Record<PriorityName, PriorityLevel> = { critical: 0, high: 1, normal: 2, low: 3, bulk: 4 };
@@ -69,6 +79,15 @@ function submitInputOf(type: string, options: SubmitOptions): SubmitInput {
     backtraceFrames: options.backtrace,
     tags: options.tags,
     correlationId: options.correlationId,
+    ttlMs: options.ttlMs,
+    idempotencyKey: options.idempotencyKey,
+    parentJid: options.parentJid,
+    callbackUrl: options.callbackUrl,
+    dependsOn: options.dependsOn && {
+      type: options.dependsOn.type?.toUpperCase() as "AFTER" | "AFTER_ANY" | undefined,
+      jids: options.dependsOn.jids,
+      childrenOf: options.dependsOn.childrenOf,
+    },
     retry: retry && {
       maxAttempts: retry.maxAttempts,
       maxFails: retry.maxFails,

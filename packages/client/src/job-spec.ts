@@ -67,6 +67,7 @@ function dependenciesOf(dependsOn: NonNullable<SubmitInput["dependsOn"]>): Depen
     type: dependsOn.type ? DependencyType[dependsOn.type] : DependencyType.UNSPECIFIED,
     jids: dependsOn.jids ?? [],
     batchRefs: dependsOn.batchRefs ?? [],
+    childrenOf: dependsOn.childrenOf ?? "",
   });
 }
 

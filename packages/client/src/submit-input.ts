@@ -23,7 +23,8 @@ export interface SubmitInput {
   executionTimeoutMs?: number;
   ttlMs?: number;
   idempotencyKey?: string;
-  dependsOn?: { type?: "AFTER" | "AFTER_ANY"; jids?: string[]; batchRefs?: string[] };
+  /** `childrenOf`: wait for that job and every child it spawns (FAN_IN over spawned jobs). */
+  dependsOn?: { type?: "AFTER" | "AFTER_ANY"; jids?: string[]; batchRefs?: string[]; childrenOf?: string };
   /** Name inside a batch, for other jobs' dependsOn.batchRefs. */
   batchRef?: string;
   parentJid?: string;

@@ -261,3 +261,29 @@ class Client:
                     continue
                 raise
             return Job(response.job)
+
+    async def collect_children(self, parent_jid: str, timeout: Seconds = 60.0) -> "tuple[List[Job], bool]":
+        """FAN_OUT: waits up to ``timeout`` (at most 1 h) until every job spawned by
+        ``parent_jid`` (submitted with it as ``parent_jid``) is finished, those spawned
+        meanwhile included, and returns ``(children, finished)``: the children with their
+        results, oldest first, and whether all were finished (False when the wait ran out)."""
+        wait = _convert.seconds_of(timeout, "timeout")
+        if not 0 <= wait <= _MAX_SERVER_WAIT:
+            raise ValueError("timeout: must be between 0 and 3600 seconds")
+        producer, _ = self._stubs()
+        request = producer_service_pb2.CollectChildrenRequest(
+            parent_jid=parent_jid, wait_timeout=_convert.to_duration(wait, "timeout")
+        )
+        first: producer_service_pb2.CollectChildrenResponse = await self._call(
+            lambda: producer.CollectChildren(request, timeout=wait + _WAIT_MARGIN)
+        )
+        children = [Job(job) for job in first.children]
+        token = first.next_page_token
+        while token:
+            page_request = producer_service_pb2.CollectChildrenRequest(parent_jid=parent_jid, page_token=token)
+            page: producer_service_pb2.CollectChildrenResponse = await self._call(
+                lambda: producer.CollectChildren(page_request)
+            )
+            children.extend(Job(job) for job in page.children)
+            token = page.next_page_token
+        return children, first.finished

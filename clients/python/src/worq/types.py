@@ -174,11 +174,14 @@ class RetryPolicy:
 @dataclasses.dataclass
 class Dependencies:
     """Jobs a job waits for (in PENDING): existing ``jids``, and jobs of the same
-    ``submit_batch`` named by their ``batch_ref``."""
+    ``submit_batch`` named by their ``batch_ref``. ``children_of``: a job whose children
+    (jobs submitted with it as ``parent_jid``) this one waits for, with it, those spawned
+    later included (FAN_IN over spawned jobs)."""
 
     jids: Sequence[str] = ()
     batch_refs: Sequence[str] = ()
     type: Union[DependencyType, str, None] = None
+    children_of: Optional[str] = None
 
     @classmethod
     def coerce(cls, value: Union["Dependencies", Mapping[str, Any], Sequence[str]], where: str = "depends_on") -> "Dependencies":
@@ -195,7 +198,7 @@ class Dependencies:
         raise TypeError(f"{where}: must be Dependencies, a dict or a list of jids, got {type(value).__name__}")
 
     def to_proto(self, where: str = "depends_on") -> job_pb2.Dependencies:
-        out = job_pb2.Dependencies(jids=list(self.jids), batch_refs=list(self.batch_refs))
+        out = job_pb2.Dependencies(jids=list(self.jids), batch_refs=list(self.batch_refs), children_of=self.children_of or "")
         if self.type is not None:
             out.type = _pb_enum(_enum_of(DependencyType, self.type, f"{where}.type"))
         return out
