@@ -44,8 +44,8 @@ export const KEYS = {
   droppedFinishedIndexPrefix: "g/",
   finishedInQueueAll: "f/",
   /** Present (empty) for a job submitted with a parent_jid: the parent's children, oldest first (created at, whole ms). */
-  child: (parentJid: string, createdAtMs: number, jid: string) => `c/${parentJid}/${digits15(Math.floor(createdAtMs))}/${jid}`,
-  childPrefix: (parentJid: string) => `c/${parentJid}/`,
+  child: (parentJid: string, createdAtMs: number, jid: string) => `p/${parentJid}/${digits15(Math.floor(createdAtMs))}/${jid}`,
+  childPrefix: (parentJid: string) => `p/${parentJid}/`,
   /** Any job's record, for a migration that reads every job. */
   metaPrefix: "j/",
   /** QueueInfo JSON ({paused}) of every queue ever used; queue names sort like the key. */

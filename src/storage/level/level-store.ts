@@ -44,7 +44,7 @@ const SYNC = { sync: process.env.WORQ_TEST_ONLY_SKIP_FSYNC !== "1" };
 /**
  * Keyspace layout written: 2 stores metas in binary (model/meta-binary.ts), 3 drops the index
  * of finished jobs across queues, 4 lists SCHEDULED jobs under q/ instead of l/, 5 lists each
- * job's children under c/. An older dir is migrated at open and marked 5 (a layout-1 dir's JSON
+ * job's children under p/. An older dir is migrated at open and marked 5 (a layout-1 dir's JSON
  * metas are read as they are, since new records will be binary); a server that reads only an
  * older layout then refuses the dir instead of misreading it.
  */
@@ -136,7 +136,7 @@ export class LevelStore implements Store {
     }
   }
 
-  /** Layouts 1 to 4 had no c/ index: writes one key per job that has a parent (idempotent, so an interrupted run is redone). */
+  /** Layouts 1 to 4 had no p/ index: writes one key per job that has a parent (idempotent, so an interrupted run is redone). */
   private async indexChildren(): Promise<void> {
     let ops: BatchOp[] = [];
     for await (const value of this.db.values(prefixRange(KEYS.metaPrefix))) {
