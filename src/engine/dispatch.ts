@@ -128,8 +128,12 @@ export function pump(core: EngineCore): void {
       else misses.push(meta.jid);
     }
   }
-  if (misses.length === 0 && core.deliveryTail === undefined) {
-    deliver(core, grants, bodyOf);
+  // An attempt after the first is delivered with the job's last checkpoint, read once the
+  // leases are durable: committed after every earlier write, that checkpoint's included.
+  const retried = [...grants.values()].flatMap((list) => list.filter((meta) => meta.previousLeaseIds.length > 0).map((meta) => meta.jid));
+  const checkpointOf = new Map<string, Uint8Array>();
+  if (misses.length === 0 && retried.length === 0 && core.deliveryTail === undefined) {
+    deliver(core, grants, bodyOf, checkpointOf);
     return;
   }
   // A body not in memory may still be on its way to the store: a job made ready by
@@ -154,8 +158,14 @@ export function pump(core: EngineCore): void {
           });
   // Delivered after every earlier pump's jobs, whose reads may finish later than this one's:
   // jobs reach workers in the order they were leased (priority, then FIFO).
-  const tail: Promise<void> = Promise.all([core.deliveryTail, bodiesRead])
-    .then(() => deliver(core, grants, bodyOf))
+  const checkpointsRead =
+    retried.length === 0
+      ? undefined
+      : leasesDurable
+          .then(() => Promise.all(retried.map((jid) => core.store.getCheckpoint(jid))))
+          .then((checkpoints) => retried.forEach((jid, i) => checkpoints[i] && checkpointOf.set(jid, checkpoints[i])));
+  const tail: Promise<void> = Promise.all([core.deliveryTail, bodiesRead, checkpointsRead])
+    .then(() => deliver(core, grants, bodyOf, checkpointOf))
     .catch(() => {}) // a failed read leaves the leases to lapse: the jobs run again
     .finally(() => {
       if (core.deliveryTail === tail) core.deliveryTail = undefined;
@@ -163,14 +173,20 @@ export function pump(core: EngineCore): void {
   core.deliveryTail = tail;
 }
 
-/** Pushes each open session its leased jobs whose bodies were found. */
-function deliver(core: EngineCore, grants: Map<Session, JobMeta[]>, bodyOf: Map<string, JobBody | undefined>): void {
+/** Pushes each open session its leased jobs whose bodies were found, with their checkpoints. */
+function deliver(
+  core: EngineCore,
+  grants: Map<Session, JobMeta[]>,
+  bodyOf: Map<string, JobBody | undefined>,
+  checkpointOf: Map<string, Uint8Array>,
+): void {
   for (const [session, list] of grants) {
     if (session.closed) continue; // its jobs are orphans now; their leases lapse after the grace
     const delivered: LeaseGrant[] = [];
     for (const meta of list) {
       const body = bodyOf.get(meta.jid);
-      if (body) delivered.push({ meta, body });
+      const checkpoint = checkpointOf.get(meta.jid);
+      if (body) delivered.push(checkpoint ? { meta, body, checkpoint } : { meta, body });
     }
     if (delivered.length > 0) session.sink.deliver(delivered);
   }

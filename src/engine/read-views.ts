@@ -103,10 +103,15 @@ export async function getJob(core: EngineCore, jid: string): Promise<JobView> {
   const [body] = await core.store.getBodies([jid]);
   if (!body) throw notFound(jid);
   const view: JobView = { meta, body };
-  if (meta.state === "COMPLETED") {
-    const result = await core.store.getResult(jid);
-    if (result) view.result = result;
-  }
+  const [result, checkpoint] = await Promise.all([
+    meta.state === "COMPLETED" ? core.store.getResult(jid) : undefined,
+    // Only a job that was ever leased can have one.
+    meta.previousLeaseIds.length > 0 || meta.lease ? core.store.getCheckpoint(jid) : undefined,
+  ]);
+  if (result) view.result = result;
+  if (checkpoint) view.checkpoint = checkpoint;
+  const progress = core.progress.get(jid);
+  if (progress) view.progress = progress;
   return view;
 }
 
@@ -191,6 +196,7 @@ export function info(core: EngineCore): EngineInfo {
     connectedWorkers: core.sessions.size,
     liveJobs: core.live.size,
     resultWaiters: [...core.finishListeners.values()].reduce((sum, listeners) => sum + listeners.size, 0),
+    jobWatchers: core.watchers.size,
     leaseSlots: core.slots.size,
     finishedWhileSubmitting: core.recentlyFinished.size,
     packedMetas: core.live.packed,

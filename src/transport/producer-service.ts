@@ -1,6 +1,6 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type { Engine, SubmitResult } from "../engine/engine.js";
-import type { SubmitInput } from "../model/job.js";
+import type { Engine, JobChange, SubmitResult } from "../engine/engine.js";
+import { isTerminal, type JobView, type SubmitInput } from "../model/job.js";
 import { JobState, type JobSpec } from "@worq/client/gen/worq/v1/job_pb.js";
 import { WorqError, invalid, notBuilt } from "../model/errors.js";
 import type { Logger } from "../log.js";
@@ -10,6 +10,7 @@ import { toConnectError } from "./error-mapping.js";
 import { scopeOf } from "./auth/caller-context.js";
 import { checkJobAccess, scopeSubmits } from "./auth/scoped-calls.js";
 import { guarded } from "./handler-guard.js";
+import { Outbox } from "./outbox.js";
 import { submitInputOfWire, type SubmitBatchAnswer, type SubmitOutcome } from "./submit-wire.js";
 
 /**
@@ -67,12 +68,55 @@ export function createProducerService(engine: Engine, log: Logger): ServiceImpl<
       await checkJobAccess(engine, scopeOf(ctx), request.jid);
       return { job: jobOf(await engine.cancel(request.jid)) };
     }),
-    // eslint-disable-next-line require-yield -- refuses before streaming anything
-    watchJob: async function* () {
-      notBuilt("WatchJob");
-    },
+    watchJob: (request, ctx) => watchJob(engine, log, request.jid, ctx),
     collectChildren: guarded("CollectChildren", log, () => notBuilt("CollectChildren")),
   };
+}
+
+/** How often an idle WatchJob stream looks whether its caller went away, in ms. */
+const WATCH_IDLE_CHECK_MS = 30_000;
+
+/**
+ * WatchJob: the job as it is now, then again after each change (a state change once durable,
+ * a checkpoint, a progress report), until a terminal state (its message carries the result).
+ * NOT_FOUND for an unknown job and for one deleted meanwhile. Progress reports that come
+ * faster than the stream is read are merged: the next message carries the latest.
+ */
+async function* watchJob(engine: Engine, log: Logger, jid: string, ctx: HandlerContext): AsyncGenerator<{ job: ReturnType<typeof jobOf> }> {
+  const outbox = new Outbox<JobChange>();
+  let stop: (() => void) | undefined;
+  try {
+    await checkJobAccess(engine, scopeOf(ctx), jid);
+    // Follow first, then read: a change in between is not missed (at worst sent twice).
+    stop = engine.watchJob(jid, (change) => outbox.push(change));
+    let view = await engine.getJob(jid);
+    yield { job: jobOf(view) };
+    while (!isTerminal(view.meta.state)) {
+      const next = await outbox.next(WATCH_IDLE_CHECK_MS, ctx.signal);
+      if (next.kind === "aborted") return;
+      if (next.kind === "timeout") continue;
+      const change = next.item;
+      if (change.kind === "stopped") throw new WorqError("WORQ_UNAVAILABLE", "server is shutting down; watch the job again after reconnecting");
+      if (change.kind === "deleted") throw new WorqError("WORQ_NOT_FOUND", `job ${jid} was deleted`, "jid");
+      // A report without a state change is merged into the next message when one is queued.
+      if (change.meta === undefined && outbox.size > 0) continue;
+      const current = await engine.getJob(jid);
+      view = changedView(current, change.meta);
+      yield { job: jobOf(view) };
+    }
+  } catch (error) {
+    throw toConnectError(error, log, "WatchJob");
+  } finally {
+    stop?.();
+  }
+}
+
+/** The job as read now, in the state a change left it in (a later change may have moved it on). */
+function changedView(current: JobView, meta: JobView["meta"] | undefined): JobView {
+  if (meta === undefined || meta === current.meta) return current;
+  const view: JobView = { ...current, meta };
+  if (meta.state !== "COMPLETED") delete view.result;
+  return view;
 }
 
 /** The error as a ConnectError carrying the submitted job's id in `worq-jid` metadata. */

@@ -169,8 +169,16 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
       );
       return { acks: ackOutcomes, fails };
     }),
-    checkpoint: guarded("Checkpoint", log, () => notBuilt("Checkpoint")),
-    reportProgress: guarded("ReportProgress", log, () => notBuilt("ReportProgress")),
+    checkpoint: guarded("Checkpoint", log, async (request, ctx) => {
+      await checkJobAccess(engine, scopeOf(ctx), request.jid);
+      await engine.checkpoint(request.jid, request.leaseId, request.data);
+      return {};
+    }),
+    reportProgress: guarded("ReportProgress", log, async (request, ctx) => {
+      await checkJobAccess(engine, scopeOf(ctx), request.jid);
+      await engine.reportProgress(request.jid, request.leaseId, request.percent, request.message);
+      return {};
+    }),
   };
 }
 

@@ -192,6 +192,11 @@ export class LevelStore implements Store {
     return bytes && plainBytes(bytes);
   }
 
+  async getCheckpoint(jid: string): Promise<Uint8Array | undefined> {
+    const bytes = await this.db.get(KEYS.checkpoint(jid));
+    return bytes && plainBytes(bytes);
+  }
+
   async *liveJobs(): AsyncIterable<JobMeta> {
     yield* this.unreadyLiveJobs();
     for await (const jids of this.jidPages(KEYS.readyPrefix, PAGE_KEYS)) yield* await this.metasOf(jids);
@@ -357,8 +362,12 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
     case "put-result":
       ops.push({ type: "put", key: KEYS.result(write.jid), value: write.result });
       return;
+    case "put-checkpoint":
+      if (write.data.byteLength > 0) ops.push({ type: "put", key: KEYS.checkpoint(write.jid), value: write.data });
+      else ops.push({ type: "del", key: KEYS.checkpoint(write.jid) });
+      return;
     case "delete-job":
-      for (const key of [KEYS.meta, KEYS.body, KEYS.result, KEYS.callback]) ops.push({ type: "del", key: key(write.meta.jid) });
+      for (const key of [KEYS.meta, KEYS.body, KEYS.result, KEYS.checkpoint, KEYS.callback]) ops.push({ type: "del", key: key(write.meta.jid) });
       addIndexOps(write.meta, undefined, ops);
       return;
     case "put-counters":

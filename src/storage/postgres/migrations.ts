@@ -108,6 +108,14 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE worq_idempotency DROP CONSTRAINT worq_idempotency_pkey, ADD PRIMARY KEY (namespace, type, key);
     `,
   },
+  {
+    version: 5,
+    name: "checkpoints",
+    // A running job's last checkpoint (WorkerService.Checkpoint), deleted with the job.
+    sql: `
+      CREATE TABLE worq_checkpoints (jid text COLLATE "C" PRIMARY KEY, data bytea NOT NULL);
+    `,
+  },
 ];
 
 /** Rows decoded and updated per round trip of a backfill. */

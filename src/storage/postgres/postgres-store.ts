@@ -167,6 +167,11 @@ export class PostgresStore implements Store {
     return rows[0] && plainBytes(rows[0].result);
   }
 
+  async getCheckpoint(jid: string): Promise<Uint8Array | undefined> {
+    const { rows } = await this.pool.query<{ data: Buffer }>("SELECT data FROM worq_checkpoints WHERE jid = $1", [jid]);
+    return rows[0] && plainBytes(rows[0].data);
+  }
+
   async *liveJobs(): AsyncIterable<JobMeta> {
     yield* this.unreadyLiveJobs();
     // The ready index's order, paged by its whole key.

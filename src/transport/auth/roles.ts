@@ -12,7 +12,7 @@ export function isRole(text: string): text is Role {
 
 /**
  * Producers create jobs and follow the jobs they created: submit, run, wait for a result,
- * read a job (GetJob lives on AdminService but is how a producer reads its job) and cancel
+ * watch a job, read a job (GetJob lives on AdminService but is how a producer reads its job) and cancel
  * one (undoing a submit is part of submitting). Workers run jobs. Everything else (listing,
  * deleting, retrying, purging, pausing, controlling workers, server info) is admin only.
  */
@@ -23,6 +23,7 @@ const NON_ADMIN_GRANTS: Record<Exclude<Role, "admin">, string[]> = {
     "/worq.v1.ProducerService/Run",
     "/worq.v1.ProducerService/GetResult",
     "/worq.v1.ProducerService/Cancel",
+    "/worq.v1.ProducerService/WatchJob",
     "/worq.v1.AdminService/GetJob",
   ],
   worker: [
@@ -31,6 +32,8 @@ const NON_ADMIN_GRANTS: Record<Exclude<Role, "admin">, string[]> = {
     "/worq.v1.WorkerService/Fail",
     "/worq.v1.WorkerService/Renew",
     "/worq.v1.WorkerService/Report",
+    "/worq.v1.WorkerService/Checkpoint",
+    "/worq.v1.WorkerService/ReportProgress",
   ],
 };
 
