@@ -60,6 +60,19 @@ export class WorqClient {
     return call(async () => (await this.producer.getResult({ jid, waitTimeout: durationFromMs(timeoutMs) })).job!);
   }
 
+  /**
+   * Follows a job (WatchJob): yields it as it is now, then after each state change,
+   * checkpoint and progress report, and ends after it finishes (the last one carries the
+   * result). Break out of the loop, or abort `signal`, to stop watching.
+   */
+  async *watch(jid: string, options: { signal?: AbortSignal } = {}): AsyncGenerator<Job> {
+    try {
+      for await (const message of this.producer.watchJob({ jid }, options.signal ? { signal: options.signal } : {})) yield message.job!;
+    } catch (error) {
+      throw toClientError(error);
+    }
+  }
+
   /** Submits a job and waits up to `waitMs` for it to finish. */
   async run(type: string, options: SubmitOptions & { waitMs: number }): Promise<Job> {
     const { waitMs, ...rest } = options;

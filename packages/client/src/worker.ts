@@ -26,6 +26,8 @@ export interface WorkerJob {
   attempt: number;
   tags: Record<string, string>;
   leaseId: string;
+  /** The last checkpoint an earlier attempt saved (`ctx.checkpoint`); empty when none: resume from it. */
+  checkpoint: Uint8Array;
   /** The job as the server sent it. */
   proto: Job;
 }
@@ -37,6 +39,14 @@ export interface JobContext {
   readonly deadline: Date;
   /** Renews the lease now (the worker also renews on its own while the handler runs). */
   renew(): Promise<void>;
+  /**
+   * Saves how far the job got, replacing the previous checkpoint (empty clears it), at most
+   * 1 MiB; resolves once the server has it on disk. A later attempt (a retry after a failure,
+   * a lapsed lease or an operator's retry) gets it as `job.checkpoint`.
+   */
+  checkpoint(data: Uint8Array): Promise<void>;
+  /** Reports how far the job is (0 to 100, and a message of at most 1024 chars), shown by GetJob, WatchJob and the dashboard. */
+  progress(percent: number, message?: string): Promise<void>;
 }
 
 export type Handler = (job: WorkerJob, ctx: JobContext) => unknown;
@@ -154,6 +164,7 @@ class HandlerContext implements JobContext {
   constructor(
     private readonly running: Running,
     private readonly renewLease: (running: Running) => Promise<void>,
+    private readonly client: WorqClient,
   ) {}
 
   get signal(): AbortSignal {
@@ -166,6 +177,24 @@ class HandlerContext implements JobContext {
 
   renew(): Promise<void> {
     return this.renewLease(this.running);
+  }
+
+  async checkpoint(data: Uint8Array): Promise<void> {
+    const { jid, leaseId } = this.running.job;
+    try {
+      await this.client.worker.checkpoint({ jid, leaseId, data });
+    } catch (error) {
+      throw toClientError(error);
+    }
+  }
+
+  async progress(percent: number, message = ""): Promise<void> {
+    const { jid, leaseId } = this.running.job;
+    try {
+      await this.client.worker.reportProgress({ jid, leaseId, percent, message });
+    } catch (error) {
+      throw toClientError(error);
+    }
   }
 }
 
@@ -407,7 +436,7 @@ export class Worker {
     let returned: unknown;
     try {
       if (!handler) throw new Error(`no handler registered for job type ${JSON.stringify(job.type)} on worker ${this.workerId}`);
-      returned = handler(job, new HandlerContext(running, this.renewOne));
+      returned = handler(job, new HandlerContext(running, this.renewOne, this.client));
     } catch (error) {
       return this.handlerFailed(running, error);
     }
