@@ -19,7 +19,7 @@ export class ProgressBook {
   /** Finished jobs' last progress, oldest first (Map order), at most `finishedKept`. */
   private readonly finished = new Map<string, JobProgress>();
 
-  constructor(private readonly finishedKept = LIMITS.finishedProgressKept) {}
+  constructor(private readonly finishedKept: number = LIMITS.finishedProgressKept) {}
 
   get size(): number {
     return this.live.size + this.finished.size;

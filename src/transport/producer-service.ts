@@ -96,7 +96,8 @@ async function* watchJob(engine: Engine, log: Logger, jid: string, ctx: HandlerC
       if (next.kind === "aborted") return;
       if (next.kind === "timeout") continue;
       const change = next.item;
-      if (change.kind === "stopped") throw new WorqError("WORQ_UNAVAILABLE", "server is shutting down; watch the job again after reconnecting");
+      if (change.kind === "stopped")
+        throw new WorqError("WORQ_UNAVAILABLE", "server is shutting down; watch the job again after reconnecting");
       if (change.kind === "deleted") throw new WorqError("WORQ_NOT_FOUND", `job ${jid} was deleted`, "jid");
       // A report without a state change is merged into the next message when one is queued.
       if (change.meta === undefined && outbox.size > 0) continue;

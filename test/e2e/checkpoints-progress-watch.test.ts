@@ -159,7 +159,9 @@ describe("checkpoints, progress and WatchJob (real server)", () => {
     expect(message.rawMessage).toMatch(/^message: /);
     await server.worker.reportProgress({ jid, leaseId: leased.leaseId, percent: 100, message: "x".repeat(1024) });
     expect(await codeOf(server.worker.reportProgress({ jid, leaseId: crypto.randomUUID(), percent: 5 }))).toBe(Code.FailedPrecondition);
-    expect(await codeOf(server.worker.reportProgress({ jid: crypto.randomUUID(), leaseId: leased.leaseId, percent: 5 }))).toBe(Code.NotFound);
+    expect(await codeOf(server.worker.reportProgress({ jid: crypto.randomUUID(), leaseId: leased.leaseId, percent: 5 }))).toBe(
+      Code.NotFound,
+    );
     expect((await server.admin.getJob({ jid })).job!.progress!.percent).toBe(100); // refusals changed nothing
     await worker.stop();
   });
@@ -212,7 +214,10 @@ describe("checkpoints, progress and WatchJob (real server)", () => {
 
   it("watch: cancelled watches leave no listener behind (gRPC and Connect)", async () => {
     const { jid } = await server.producer.submit({ job: { type: "watched", queue: "watch-cancel", at: { seconds: 4_000_000_000n } } });
-    const watchers = [...Array.from({ length: 5 }, () => watch(server.producer, jid)), ...Array.from({ length: 5 }, () => watch(connectClients.producer, jid))];
+    const watchers = [
+      ...Array.from({ length: 5 }, () => watch(server.producer, jid)),
+      ...Array.from({ length: 5 }, () => watch(connectClients.producer, jid)),
+    ];
     await eventually(async () => watchers.every((watcher) => watcher.jobs.length >= 1));
     expect(await metricSample(server.httpPort, "worq_job_watchers")).toBe(10);
     watchers.forEach((watcher) => watcher.cancel());

@@ -367,7 +367,8 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
       else ops.push({ type: "del", key: KEYS.checkpoint(write.jid) });
       return;
     case "delete-job":
-      for (const key of [KEYS.meta, KEYS.body, KEYS.result, KEYS.checkpoint, KEYS.callback]) ops.push({ type: "del", key: key(write.meta.jid) });
+      for (const key of [KEYS.meta, KEYS.body, KEYS.result, KEYS.checkpoint, KEYS.callback])
+        ops.push({ type: "del", key: key(write.meta.jid) });
       addIndexOps(write.meta, undefined, ops);
       return;
     case "put-counters":

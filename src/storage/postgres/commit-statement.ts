@@ -68,7 +68,9 @@ export function statementChunks(writes: readonly StoreWrite[], maxBytes = STATEM
   let bytes = 0;
   for (const write of writes) {
     const size =
-      write.kind === "put-job" ? write.body.payload.byteLength + 1024 : write.kind === "put-result"
+      write.kind === "put-job"
+        ? write.body.payload.byteLength + 1024
+        : write.kind === "put-result"
           ? write.result.byteLength
           : write.kind === "put-checkpoint"
             ? write.data.byteLength
@@ -222,6 +224,13 @@ export function commitParameters(writes: readonly StoreWrite[]): { values: unkno
     checkpoints.put.map(([, data]) => buffer(data)),
   ];
   const rows =
-    ops.jobs.size + ops.bodies.size + ops.results.size + ops.checkpoints.size + ops.callbacks.size + ops.claims.size + ops.queues.size + (ops.counters ? 1 : 0);
+    ops.jobs.size +
+    ops.bodies.size +
+    ops.results.size +
+    ops.checkpoints.size +
+    ops.callbacks.size +
+    ops.claims.size +
+    ops.queues.size +
+    (ops.counters ? 1 : 0);
   return { values, rows };
 }
