@@ -20,9 +20,18 @@ const GRANTS: Record<"producer" | "worker", string[]> = {
     "ProducerService.Run",
     "ProducerService.GetResult",
     "ProducerService.Cancel",
+    "ProducerService.WatchJob",
     "AdminService.GetJob",
   ],
-  worker: ["WorkerService.Lease", "WorkerService.Ack", "WorkerService.Fail", "WorkerService.Renew", "WorkerService.Report"],
+  worker: [
+    "WorkerService.Lease",
+    "WorkerService.Ack",
+    "WorkerService.Fail",
+    "WorkerService.Renew",
+    "WorkerService.Report",
+    "WorkerService.Checkpoint",
+    "WorkerService.ReportProgress",
+  ],
 };
 
 type Credential = "none" | "unknown" | "malformed" | keyof typeof TOKENS;
