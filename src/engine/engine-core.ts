@@ -213,7 +213,7 @@ export class EngineCore {
     this.queues.observe(observed);
     this.observeWrites(observed);
     for (const write of observed) this.progress.observe(write);
-    const watched = this.watchers.changesOf(observed);
+    const watched = this.watchers.changesOf(observed, (jid) => this.progress.get(jid));
     const finished = observed.flatMap(finishedJid);
     const committed = observed.concat({ kind: "put-counters", counters: { ...this.counters } });
     const durable = this.store.commit(committed);

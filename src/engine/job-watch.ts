@@ -8,10 +8,11 @@ import { LIMITS } from "../model/limits.js";
 import type { StoreWrite } from "./store.js";
 
 /**
- * A change of a watched job: it changed, with the meta it has after a state change (none for a
- * checkpoint or progress report), it was deleted, or the engine stopped (shutdown, storage failure).
+ * A change of a watched job: it changed, with the meta it has after a state change and its
+ * progress at that moment (neither for a checkpoint or progress report), it was deleted, or
+ * the engine stopped (shutdown, storage failure).
  */
-export type JobChange = { kind: "changed"; meta?: JobMeta } | { kind: "deleted" } | { kind: "stopped" };
+export type JobChange = { kind: "changed"; meta?: JobMeta; progress?: JobProgress } | { kind: "deleted" } | { kind: "stopped" };
 
 /** Progress of jobs, by jid: of live jobs, and of the most recently finished ones. */
 export class ProgressBook {
@@ -102,13 +103,17 @@ export class JobWatchers {
     for (const [jid] of this.listeners) this.notify(jid, { kind: "stopped" });
   }
 
-  /** The changes `writes` make to jobs that watchers follow, in order, as [jid, change]. */
-  changesOf(writes: readonly StoreWrite[]): [string, JobChange][] {
+  /**
+   * The changes `writes` make to jobs that watchers follow, in order, as [jid, change]; a
+   * state change carries the job's progress as `progressOf` tells it now.
+   */
+  changesOf(writes: readonly StoreWrite[], progressOf: (jid: string) => JobProgress | undefined): [string, JobChange][] {
     const changes: [string, JobChange][] = [];
     if (this.listeners.size === 0) return changes;
     for (const write of writes) {
       if (write.kind === "put-meta" || write.kind === "put-job") {
-        if (this.listeners.has(write.meta.jid)) changes.push([write.meta.jid, { kind: "changed", meta: write.meta }]);
+        const jid = write.meta.jid;
+        if (this.listeners.has(jid)) changes.push([jid, { kind: "changed", meta: write.meta, progress: progressOf(jid) }]);
       } else if (write.kind === "delete-job") {
         if (this.listeners.has(write.meta.jid)) changes.push([write.meta.jid, { kind: "deleted" }]);
       } else if (write.kind === "put-checkpoint") {

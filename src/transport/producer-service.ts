@@ -1,6 +1,6 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Engine, JobChange, SubmitResult } from "../engine/engine.js";
-import { isTerminal, type JobView, type SubmitInput } from "../model/job.js";
+import { isTerminal, type JobProgress, type JobView, type SubmitInput } from "../model/job.js";
 import { JobState, type JobSpec } from "@worq/client/gen/worq/v1/job_pb.js";
 import { WorqError, invalid, notBuilt } from "../model/errors.js";
 import type { Logger } from "../log.js";
@@ -88,7 +88,16 @@ async function* watchJob(engine: Engine, log: Logger, jid: string, ctx: HandlerC
   try {
     await checkJobAccess(engine, scopeOf(ctx), jid);
     // Follow first, then read: a change in between is not missed (at worst sent twice).
-    stop = engine.watchJob(jid, (change) => outbox.push(change));
+    // At most one report without a state change waits in the outbox: a caller that reads
+    // slowly while a handler reports every 100 ms holds one, not one per report.
+    let reportQueued = false;
+    stop = engine.watchJob(jid, (change) => {
+      if (change.kind === "changed" && change.meta === undefined) {
+        if (reportQueued) return;
+        reportQueued = true;
+      }
+      outbox.push(change);
+    });
     let view = await engine.getJob(jid);
     yield { job: jobOf(view) };
     while (!isTerminal(view.meta.state)) {
@@ -99,10 +108,13 @@ async function* watchJob(engine: Engine, log: Logger, jid: string, ctx: HandlerC
       if (change.kind === "stopped")
         throw new WorqError("WORQ_UNAVAILABLE", "server is shutting down; watch the job again after reconnecting");
       if (change.kind === "deleted") throw new WorqError("WORQ_NOT_FOUND", `job ${jid} was deleted`, "jid");
-      // A report without a state change is merged into the next message when one is queued.
-      if (change.meta === undefined && outbox.size > 0) continue;
+      if (change.meta === undefined) {
+        reportQueued = false;
+        // A report without a state change is merged into the next message when one is queued.
+        if (outbox.size > 0) continue;
+      }
       const current = await engine.getJob(jid);
-      view = changedView(current, change.meta);
+      view = changedView(current, change);
       yield { job: jobOf(view) };
     }
   } catch (error) {
@@ -112,11 +124,17 @@ async function* watchJob(engine: Engine, log: Logger, jid: string, ctx: HandlerC
   }
 }
 
-/** The job as read now, in the state a change left it in (a later change may have moved it on). */
-function changedView(current: JobView, meta: JobView["meta"] | undefined): JobView {
-  if (meta === undefined || meta === current.meta) return current;
+/**
+ * The job as read now, in the state a state change left it in, with its progress then (a later
+ * change may have moved it on: a new attempt starts without progress).
+ */
+function changedView(current: JobView, change: { meta?: JobView["meta"]; progress?: JobProgress }): JobView {
+  const { meta, progress } = change;
+  if (meta === undefined) return current;
   const view: JobView = { ...current, meta };
   if (meta.state !== "COMPLETED") delete view.result;
+  if (progress) view.progress = progress;
+  else delete view.progress;
   return view;
 }
 

@@ -13,6 +13,7 @@ import { startTestServer, type TestServer } from "./support/test-server.js";
 import { spawnServer, type ServerProcess } from "./support/server-process.js";
 import { codeOf, errorOf } from "./support/errors.js";
 import { metricSample } from "../support/connections.js";
+import { isNotFound, isUnavailable, Worker, WorqClient } from "@worq/client";
 
 const bytes = (...values: number[]) => new Uint8Array(values);
 /** Retried at once: the retry policy's smallest delays. */
@@ -224,6 +225,82 @@ describe("checkpoints, progress and WatchJob (real server)", () => {
     await Promise.all(watchers.map((watcher) => watcher.ended));
     await eventually(async () => (await metricSample(server.httpPort, "worq_job_watchers")) === 0);
     await server.admin.deleteJob({ jid });
+  });
+});
+
+describe("the TypeScript library: handlers checkpoint and report progress, client.watch follows (real server)", () => {
+  let server: TestServer;
+  let client: WorqClient;
+  beforeAll(async () => {
+    server = await startTestServer({ orphanGraceMs: 300 });
+    client = new WorqClient({ address: `127.0.0.1:${server.port}` });
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+
+  it("watch: yields the job after each change until it finishes; a handler's progress and checkpoint show in it", async () => {
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const worker = new Worker({ client, queues: ["ts-watch"], concurrency: 1 });
+    worker.register("import", async (job, ctx) => {
+      if (job.checkpoint.byteLength === 0) {
+        await ctx.checkpoint(bytes(1, 2, 3));
+        await ctx.progress(33, "a third");
+        await released;
+        throw new Error("crashed after a third");
+      }
+      await ctx.progress(100, `resumed from ${job.checkpoint.join(",")}`);
+      return "imported";
+    });
+    const running = worker.run();
+    const jid = await client.submit("import", { queue: "ts-watch", retry: { maxAttempts: 2, initialDelayMs: 1 } });
+    const seen: Job[] = [];
+    for await (const job of client.watch(jid)) {
+      seen.push(job);
+      if (job.progress?.percent === 33) release();
+    }
+    expect(seen.at(-1)!.state).toBe(JobState.COMPLETED);
+    expect(new TextDecoder().decode(seen.at(-1)!.result)).toBe("imported");
+    expect(seen.at(-1)!.progress).toMatchObject({ percent: 100, message: "resumed from 1,2,3" });
+    expect(seen.some((job) => job.state === JobState.RUNNING && job.checkpoint.byteLength === 3)).toBe(true);
+    expect(seen.some((job) => job.state === JobState.RETRYING && job.progress?.percent === 33)).toBe(true);
+    await worker.stop();
+    await running;
+  });
+
+  it("watch: leaving the loop early stops watching; an unknown job is NOT_FOUND", async () => {
+    const { jid } = await server.producer.submit({ job: { type: "t", queue: "ts-watch-leave", at: { seconds: 4_000_000_000n } } });
+    for await (const job of client.watch(jid)) {
+      expect(job.state).toBe(JobState.DELAYED);
+      break;
+    }
+    await eventually(async () => (await metricSample(server.httpPort, "worq_job_watchers")) === 0);
+    const unknown = await (async () => {
+      try {
+        for await (const _ of client.watch(crypto.randomUUID())) return undefined;
+      } catch (error) {
+        return error;
+      }
+    })();
+    expect(isNotFound(unknown)).toBe(true);
+  });
+
+  it("watch: a server shutting down ends the stream with UNAVAILABLE", async () => {
+    const other = await startTestServer();
+    const otherClient = new WorqClient({ address: `127.0.0.1:${other.port}` });
+    const { jid } = await other.producer.submit({ job: { type: "t", queue: "ts-watch-stop", at: { seconds: 4_000_000_000n } } });
+    const ended = (async () => {
+      try {
+        for await (const _ of otherClient.watch(jid));
+        return undefined;
+      } catch (error) {
+        return error;
+      }
+    })();
+    await eventually(async () => (await metricSample(other.httpPort, "worq_job_watchers")) === 1);
+    await other.close();
+    expect(isUnavailable(await ended)).toBe(true);
   });
 });
 

@@ -66,10 +66,17 @@ export class WorqClient {
    * result). Break out of the loop, or abort `signal`, to stop watching.
    */
   async *watch(jid: string, options: { signal?: AbortSignal } = {}): AsyncGenerator<Job> {
+    // Aborted when the loop is left early, so the server's stream ends with it.
+    const abort = new AbortController();
+    const onAbort = () => abort.abort(options.signal?.reason);
+    options.signal?.addEventListener("abort", onAbort, { once: true });
     try {
-      for await (const message of this.producer.watchJob({ jid }, options.signal ? { signal: options.signal } : {})) yield message.job!;
+      for await (const message of this.producer.watchJob({ jid }, { signal: abort.signal })) yield message.job!;
     } catch (error) {
       throw toClientError(error);
+    } finally {
+      options.signal?.removeEventListener("abort", onAbort);
+      abort.abort();
     }
   }
 
