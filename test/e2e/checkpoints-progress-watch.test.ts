@@ -13,6 +13,7 @@ import { startTestServer, type TestServer } from "./support/test-server.js";
 import { spawnServer, type ServerProcess } from "./support/server-process.js";
 import { codeOf, errorOf } from "./support/errors.js";
 import { metricSample } from "../support/connections.js";
+import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { isNotFound, isUnavailable, Worker, WorqClient } from "@worq/client";
 
 const bytes = (...values: number[]) => new Uint8Array(values);
@@ -304,38 +305,48 @@ describe("the TypeScript library: handlers checkpoint and report progress, clien
   });
 });
 
-describe("checkpoint: kill -9 (real process, real LevelDB)", () => {
-  const dataDir = mkdtempSync(join(tmpdir(), "worq-checkpoint-crash-"));
-  let server: ServerProcess | undefined;
-  afterAll(() => {
-    server?.child.kill("SIGKILL");
-    rmSync(dataDir, { recursive: true, force: true });
+for (const store of ["LevelDB", "PostgreSQL"] as const) {
+  describe.skipIf(store === "PostgreSQL" && !postgresAvailable())(`checkpoint: kill -9 (real process, real ${store})`, () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "worq-checkpoint-crash-"));
+    let server: ServerProcess | undefined;
+    let postgres: PostgresCluster | undefined;
+    afterAll(async () => {
+      server?.child.kill("SIGKILL");
+      await server?.exited;
+      await postgres?.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+    });
+
+    it(`checkpoint: an acknowledged checkpoint survives kill -9 and the next attempt gets it (${store})`, async () => {
+      const args = ["--log-level", "warn", "--orphan-grace", "200ms"];
+      if (store === "PostgreSQL") {
+        postgres = await startPostgres();
+        args.push("--store", await postgres.createDatabase());
+      }
+      server = await spawnServer(dataDir, args);
+      let clients: WorqClients = connect(server.port);
+      const { jid } = await clients.producer.submit({ job: { type: "resumable", queue: "cp-crash", reserveFor: durationFromMs(500) } });
+      let worker = new StreamWorker(clients, { queues: ["cp-crash"], workerId: "w-crash", credits: 1 });
+      const first = await worker.next();
+      await clients.worker.checkpoint({ jid, leaseId: first.leaseId, data: bytes(1, 2, 3) });
+      // SIGKILL the moment the checkpoint was acknowledged.
+      server.child.kill("SIGKILL");
+      expect((await server.exited).signal).toBe("SIGKILL");
+      await worker.stop();
+
+      server = await spawnServer(dataDir, args);
+      clients = connect(server.port);
+      expect((await clients.admin.getJob({ jid })).job!.checkpoint).toEqual(bytes(1, 2, 3));
+      worker = new StreamWorker(clients, { queues: ["cp-crash"], workerId: "w-crash", credits: 1 });
+      const second = await worker.next(10_000); // once the lease from before the crash lapses
+      expect(second.job!.jid).toBe(jid);
+      expect(second.job!.attempt).toBe(2);
+      expect(second.job!.checkpoint).toEqual(bytes(1, 2, 3));
+      await clients.worker.ack({ jid, leaseId: second.leaseId });
+      await worker.stop();
+      server.child.kill("SIGTERM");
+      await server.exited;
+      server = undefined;
+    }, 60_000);
   });
-
-  it("checkpoint: an acknowledged checkpoint survives kill -9 and the next attempt gets it", async () => {
-    server = await spawnServer(dataDir, ["--log-level", "warn", "--orphan-grace", "200ms"]);
-    let clients: WorqClients = connect(server.port);
-    const { jid } = await clients.producer.submit({ job: { type: "resumable", queue: "cp-crash", reserveFor: durationFromMs(500) } });
-    let worker = new StreamWorker(clients, { queues: ["cp-crash"], workerId: "w-crash", credits: 1 });
-    const first = await worker.next();
-    await clients.worker.checkpoint({ jid, leaseId: first.leaseId, data: bytes(1, 2, 3) });
-    // SIGKILL the moment the checkpoint was acknowledged.
-    server.child.kill("SIGKILL");
-    expect((await server.exited).signal).toBe("SIGKILL");
-    await worker.stop();
-
-    server = await spawnServer(dataDir, ["--log-level", "warn", "--orphan-grace", "200ms"]);
-    clients = connect(server.port);
-    expect((await clients.admin.getJob({ jid })).job!.checkpoint).toEqual(bytes(1, 2, 3));
-    worker = new StreamWorker(clients, { queues: ["cp-crash"], workerId: "w-crash", credits: 1 });
-    const second = await worker.next(10_000); // once the lease from before the crash lapses
-    expect(second.job!.jid).toBe(jid);
-    expect(second.job!.attempt).toBe(2);
-    expect(second.job!.checkpoint).toEqual(bytes(1, 2, 3));
-    await clients.worker.ack({ jid, leaseId: second.leaseId });
-    await worker.stop();
-    server.child.kill("SIGTERM");
-    await server.exited;
-    server = undefined;
-  }, 60_000);
-});
+}
