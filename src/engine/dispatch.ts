@@ -121,16 +121,17 @@ export function pump(core: EngineCore): void {
   leasesDurable.catch(() => {}); // a storage failure is reported through onFatal
   const bodyOf = new Map<string, JobBody | undefined>();
   const misses: string[] = [];
+  // An attempt after the first is delivered with the job's last checkpoint, read once the
+  // leases are durable: committed after every earlier write, that checkpoint's included.
+  const retried: string[] = [];
   for (const list of grants.values()) {
     for (const meta of list) {
+      if (meta.previousLeaseIds.length > 0) retried.push(meta.jid);
       const body = core.bodies.take(meta.jid);
       if (body) bodyOf.set(meta.jid, body);
       else misses.push(meta.jid);
     }
   }
-  // An attempt after the first is delivered with the job's last checkpoint, read once the
-  // leases are durable: committed after every earlier write, that checkpoint's included.
-  const retried = [...grants.values()].flatMap((list) => list.filter((meta) => meta.previousLeaseIds.length > 0).map((meta) => meta.jid));
   const checkpointOf = new Map<string, Uint8Array>();
   if (misses.length === 0 && retried.length === 0 && core.deliveryTail === undefined) {
     deliver(core, grants, bodyOf, checkpointOf);
