@@ -10,7 +10,7 @@ import { print, printJson } from "../output.js";
 const EXAMPLES = `
 Examples:
   worq get 0b6f8c1e-…                      the job for a person (payload and result shown as sizes)
-  worq get 0b6f8c1e-… --show-payload       … with the payload and result bytes
+  worq get 0b6f8c1e-… --show-payload       … with the payload, result and checkpoint bytes
   worq get 0b6f8c1e-… --json               the whole job as protobuf JSON (as grpcurl prints it)
   worq get 0b6f8c1e-… --format sidekiq     the job as Sidekiq JSON (or worq, envelope, proto)`;
 
@@ -26,7 +26,7 @@ export function registerGet(program: Command): void {
     .description("Shows one job: its state, attempts, failure, times, and the size of its payload and result.")
     .argument("<jid>", "the job's id")
     .addOption(new Option("--format <format>", "print the job as JSON in this shape").choices([...JOB_FORMATS, "proto"]))
-    .option("--show-payload", "print the payload and result bytes (hidden by default: they may be sensitive)")
+    .option("--show-payload", "print the payload, result and checkpoint bytes (hidden by default: they may be sensitive)")
     .addHelpText("after", EXAMPLES);
   withGlobalOptions(command);
   command.action(async (jid: string, flags: { format?: JobFormat | "proto"; showPayload?: boolean }, self: Command) => {
