@@ -121,12 +121,12 @@ export function pump(core: EngineCore): void {
   leasesDurable.catch(() => {}); // a storage failure is reported through onFatal
   const bodyOf = new Map<string, JobBody | undefined>();
   const misses: string[] = [];
-  // An attempt after the first is delivered with the job's last checkpoint, read once the
-  // leases are durable: committed after every earlier write, that checkpoint's included.
+  // An attempt of a job with a checkpoint (an attempt after the first) is delivered with it,
+  // read once the leases are durable: committed after every earlier write, that checkpoint's included.
   const retried: string[] = [];
   for (const list of grants.values()) {
     for (const meta of list) {
-      if (meta.previousLeaseIds.length > 0) retried.push(meta.jid);
+      if (core.checkpointed.has(meta.jid)) retried.push(meta.jid);
       const body = core.bodies.take(meta.jid);
       if (body) bodyOf.set(meta.jid, body);
       else misses.push(meta.jid);

@@ -101,6 +101,11 @@ export class EngineCore {
    * the old meta), with that write's commit once it is handed to the store, for readers to await.
    */
   readonly finishing = new Map<string, { meta: JobMeta; commit?: Promise<void> }>();
+  /**
+   * The jobs with a checkpoint in the store (few: only handlers that save one make them), so
+   * that a retry or GetJob of a job without one reads nothing more.
+   */
+  readonly checkpointed = new Set<string>();
   /** Handlers' progress reports, in memory only (job-watch.ts). */
   readonly progress = new ProgressBook();
   /** WatchJob's listeners, told of each change once it is durable (progress at once). */
@@ -212,7 +217,13 @@ export class EngineCore {
     const observed = cascade.length > 0 ? writes.concat(cascade) : writes;
     this.queues.observe(observed);
     this.observeWrites(observed);
-    for (const write of observed) this.progress.observe(write);
+    for (const write of observed) {
+      this.progress.observe(write);
+      if (write.kind === "put-checkpoint") {
+        if (write.data.byteLength > 0) this.checkpointed.add(write.jid);
+        else this.checkpointed.delete(write.jid);
+      } else if (write.kind === "delete-job") this.checkpointed.delete(write.meta.jid);
+    }
     const watched = this.watchers.changesOf(observed, (jid) => this.progress.get(jid));
     const finished = observed.flatMap(finishedJid);
     const committed = observed.concat({ kind: "put-counters", counters: { ...this.counters } });

@@ -105,8 +105,7 @@ export async function getJob(core: EngineCore, jid: string): Promise<JobView> {
   const view: JobView = { meta, body };
   const [result, checkpoint] = await Promise.all([
     meta.state === "COMPLETED" ? core.store.getResult(jid) : undefined,
-    // Only a job that was ever leased can have one.
-    meta.previousLeaseIds.length > 0 || meta.lease ? core.store.getCheckpoint(jid) : undefined,
+    core.checkpointed.has(jid) ? core.store.getCheckpoint(jid) : undefined,
   ]);
   if (result) view.result = result;
   if (checkpoint) view.checkpoint = checkpoint;

@@ -109,6 +109,8 @@ export interface Store {
   getResult(jid: string): Promise<Uint8Array | undefined>;
   /** The job's last checkpoint; undefined when it has none. */
   getCheckpoint(jid: string): Promise<Uint8Array | undefined>;
+  /** The jids of every job with a checkpoint (recovery), in no particular order. */
+  checkpointJids(): AsyncIterable<string>;
   /** Every job not in a terminal state, in no particular order (copies between stores). */
   liveJobs(): AsyncIterable<JobMeta>;
   /**

@@ -36,6 +36,24 @@ describe("Engine: checkpoints", () => {
     expect(data.checkpoints.size).toBe(0);
   });
 
+  it("checkpoint: after a restart (the store as kill -9 left it), the next attempt still gets it", async () => {
+    const { engine, data, clock } = await openEngine({ orphanGraceMs: 1_000 });
+    const jid = await submitOne(engine, { type: "resumable", retry: { maxAttempts: 3, initialDelayMs: 0 } });
+    const { sink } = await lease(engine, ["default"], 1);
+    await engine.checkpoint(jid, sink.grants[0]!.meta.lease!.leaseId, bytes("page 3"));
+    const { engine: again } = await openEngine({ data, clock, orphanGraceMs: 1_000 });
+    const { sink: after } = await lease(again, ["default"], 1);
+    clock.advance(1_001); // the lease from before the restart lapses: retried at once
+    again.tick();
+    await flush(20);
+    again.tick();
+    await flush(20);
+    const retried = after.grants.at(-1)!;
+    expect(retried.meta.jid).toBe(jid);
+    expect(retried.meta.attempt).toBe(2);
+    expect(text(retried.checkpoint)).toBe("page 3");
+  });
+
   it("checkpoint: deleted with the job", async () => {
     const { engine, data } = await openEngine();
     const jid = await submitOne(engine, { type: "resumable" });

@@ -150,8 +150,20 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
         { kind: "put-checkpoint", jid, data: new Uint8Array([7]) },
       ]);
       expect(await store.getCheckpoint(jid)).toEqual(new Uint8Array([7]));
+      const other = randomUUID();
+      await store.commit([
+        { kind: "put-job", meta: metaOf(other, "RUNNING"), body: bodyOf() },
+        { kind: "put-checkpoint", jid: other, data: new Uint8Array([8]) },
+      ]);
+      const jids = async () => {
+        const found: string[] = [];
+        for await (const each of store.checkpointJids()) found.push(each);
+        return found.sort();
+      };
+      expect(await jids()).toEqual([jid, other].sort());
       await store.commit([{ kind: "delete-job", meta: metaOf(jid, "RUNNING") }]);
       expect(await store.getCheckpoint(jid)).toBeUndefined();
+      expect(await jids()).toEqual([other]);
       await cleanup();
     });
 

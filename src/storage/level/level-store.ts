@@ -321,6 +321,10 @@ export class LevelStore implements Store {
     for await (const value of this.db.values(prefixRange(KEYS.callbackPrefix))) yield decodeJson<PendingCallback>(value);
   }
 
+  async *checkpointJids(): AsyncIterable<string> {
+    for await (const key of this.db.keys(prefixRange(KEYS.checkpointPrefix))) yield key.slice(KEYS.checkpointPrefix.length);
+  }
+
   async *idempotencyClaims(): AsyncIterable<IdempotencyClaim> {
     for await (const value of this.db.values(prefixRange(KEYS.idempotencyPrefix))) yield decodeJson<IdempotencyClaim>(value);
   }

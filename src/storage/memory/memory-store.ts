@@ -200,6 +200,10 @@ export class MemoryStore implements Store {
     for (const callback of [...this.data.callbacks.values()]) yield structuredClone(callback);
   }
 
+  async *checkpointJids(): AsyncIterable<string> {
+    yield* [...this.data.checkpoints.keys()];
+  }
+
   async *idempotencyClaims(): AsyncIterable<IdempotencyClaim> {
     for (const claim of [...this.data.claims.values()]) yield structuredClone(claim);
   }

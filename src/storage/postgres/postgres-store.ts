@@ -275,6 +275,19 @@ export class PostgresStore implements Store {
     }
   }
 
+  async *checkpointJids(): AsyncIterable<string> {
+    let after = "";
+    for (;;) {
+      const { rows } = await this.pool.query<{ jid: string }>("SELECT jid FROM worq_checkpoints WHERE jid > $1 ORDER BY jid LIMIT $2", [
+        after,
+        PAGE_ROWS,
+      ]);
+      for (const row of rows) yield row.jid;
+      if (rows.length < PAGE_ROWS) return;
+      after = rows[rows.length - 1]!.jid;
+    }
+  }
+
   async *idempotencyClaims(): AsyncIterable<IdempotencyClaim> {
     let after = ["", "", ""];
     for (;;) {
