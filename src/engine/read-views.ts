@@ -88,7 +88,13 @@ export async function listJobs(
       ? (after: ReadyPosition | undefined, limit: number) => readyAfter(core, queue || undefined, after, limit)
       : undefined;
   const others = state === "SCHEDULED" ? [] : core.live.matching(queue || undefined, state ? [state] : UNREADY_LIVE_STATES);
-  return liveJobsPage(readyPage, others, getBodies, filter, pageSize, filter.pageToken ?? "");
+  const page = await liveJobsPage(readyPage, others, getBodies, filter, pageSize, filter.pageToken ?? "");
+  // Running and retrying jobs show their handler's last progress report, as GetJob does.
+  for (const view of page.jobs) {
+    const progress = core.progress.get(view.meta.jid);
+    if (progress) view.progress = progress;
+  }
+  return page;
 }
 
 /** Returns the job with body and (when completed) result. Throws WORQ_NOT_FOUND. */

@@ -139,6 +139,8 @@ describe("checkpoints, progress and WatchJob (real server)", () => {
     await server.worker.reportProgress({ jid, leaseId: first.leaseId, percent: 40, message: "crunching" });
     const running = (await server.admin.getJob({ jid })).job!;
     expect(running.progress).toMatchObject({ percent: 40, message: "crunching" });
+    const listed = (await server.admin.listJobs({ queue: "progress", state: JobState.RUNNING })).jobs;
+    expect(listed.map((job) => [job.jid, job.progress?.percent])).toEqual([[jid, 40]]);
     expect(timestampMs(running.progress!.updatedAt!)).toBeGreaterThanOrEqual(before - 1000);
     await server.worker.fail({ jid, leaseId: first.leaseId, message: "again" });
     const second = await worker.next();
