@@ -151,6 +151,26 @@ describe("checkpoints, progress and WatchJob (real server)", () => {
     await worker.stop();
   });
 
+  it("progress: reports write nothing to the store (a handler may report every 100 ms); a checkpoint writes once", async () => {
+    // A server of its own: nothing else commits meanwhile.
+    const own = await startTestServer();
+    try {
+      const { jid } = await own.producer.submit({ job: { type: "long", queue: "progress-cheap" } });
+      const worker = new StreamWorker(own, { queues: ["progress-cheap"], workerId: "w-progress-cheap", credits: 1 });
+      const leased = await worker.next();
+      const writes = async () => (await metricSample(own.httpPort, "worq_store_write_duration_seconds_count")) ?? NaN;
+      await eventually(async () => (await writes()) >= 2); // the submit's and the lease's commits
+      const before = await writes();
+      for (let i = 0; i <= 100; i++) await own.worker.reportProgress({ jid, leaseId: leased.leaseId, percent: i, message: `step ${i}` });
+      expect(await writes()).toBe(before);
+      await own.worker.checkpoint({ jid, leaseId: leased.leaseId, data: bytes(1) });
+      expect(await writes()).toBe(before + 1);
+      await worker.stop();
+    } finally {
+      await own.close();
+    }
+  });
+
   it("progress: percent above 100, a message over 1024 chars and a stale lease are refused", async () => {
     const { jid } = await server.producer.submit({ job: { type: "long", queue: "progress-refuse" } });
     const worker = new StreamWorker(server, { queues: ["progress-refuse"], workerId: "w-progress-refuse", credits: 1 });
