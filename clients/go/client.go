@@ -2,7 +2,9 @@ package worq
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -187,6 +189,31 @@ func (c *Client) GetJob(ctx context.Context, jid string) (*Job, error) {
 		return nil, c.fail(ctx, err)
 	}
 	return jobFromProto(resp.GetJob()), nil
+}
+
+// WatchJob follows a job: fn gets it as it is now, then after each state change, checkpoint
+// and progress report, until it finishes (the last call carries the result); WatchJob then
+// returns nil. An error from fn stops watching and is returned; so does cancelling ctx.
+// NOT_FOUND for an unknown jid or one deleted meanwhile.
+func (c *Client) WatchJob(ctx context.Context, jid string, fn func(*Job) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.producer.WatchJob(ctx, &worqv1.WatchJobRequest{Jid: jid})
+	if err != nil {
+		return c.fail(ctx, err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return c.fail(ctx, err)
+		}
+		if err := fn(jobFromProto(resp.GetJob())); err != nil {
+			return err
+		}
+	}
 }
 
 // Cancel moves a job that has not finished to CANCELLED and returns it; a running job's

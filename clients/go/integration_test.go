@@ -731,5 +731,77 @@ func TestFanOutCollectChildrenAndJoin(t *testing.T) {
 	defer mu.Unlock()
 	if strings.Join(order, ",") != "child,child,child,parent,gather" {
 		t.Fatalf("ran in order %v, want the children, then the parent, then the join", order)
+func TestCheckpointProgressAndWatchJob(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	c := dial(t, srv)
+	release := make(chan struct{})
+	w := NewWorker(c, WorkerOptions{Queues: []string{"t-checkpoint"}, Concurrency: 2, Logger: testLogger(t)})
+	w.Handle("resume", func(ctx context.Context, job *Job) (any, error) {
+		if len(job.Checkpoint) == 0 {
+			if err := Checkpoint(ctx, []byte("row=7")); err != nil {
+				return nil, err
+			}
+			if err := Checkpoint(ctx, make([]byte, 1024*1024+1)); !IsInvalidArgument(err) {
+				return nil, Permanent(fmt.Errorf("an oversized checkpoint answered %v", err))
+			}
+			return nil, errors.New("crashed after row 7")
+		}
+		return "resumed at " + string(job.Checkpoint), nil
+	})
+	w.Handle("progress", func(ctx context.Context, job *Job) (any, error) {
+		if err := ReportProgress(ctx, 101, ""); !IsInvalidArgument(err) {
+			return nil, Permanent(fmt.Errorf("percent 101 answered %v", err))
+		}
+		if err := ReportProgress(ctx, 60, "sixty"); err != nil {
+			return nil, err
+		}
+		<-release
+		return "done", nil
+	})
+	runWorker(t, w)
+	if err := Checkpoint(context.Background(), nil); err == nil {
+		t.Error("Checkpoint outside a handler succeeded")
+	}
+
+	jid := submit(t, c, "resume", Queue("t-checkpoint"), Retry(fastRetry))
+	job := waitResult(t, c, jid, 20*time.Second)
+	if job.State != StateCompleted || job.Attempt != 2 || string(job.Result) != "resumed at row=7" || string(job.Checkpoint) != "row=7" {
+		t.Fatalf("got %s attempt %d result %q checkpoint %q", job.State, job.Attempt, job.Result, job.Checkpoint)
+	}
+
+	jid = submit(t, c, "progress", Queue("t-checkpoint"))
+	var watched []*Job
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := c.WatchJob(ctx, jid, func(j *Job) error {
+		watched = append(watched, j)
+		if j.Progress != nil && len(watched) > 0 {
+			select {
+			case <-release:
+			default:
+				close(release)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("WatchJob: %v", err)
+	}
+	last := watched[len(watched)-1]
+	if last.State != StateCompleted || string(last.Result) != "done" {
+		t.Fatalf("last watched %s %q", last.State, last.Result)
+	}
+	var sawProgress bool
+	for _, j := range watched {
+		if j.State == StateRunning && j.Progress != nil && j.Progress.Percent == 60 && j.Progress.Message == "sixty" {
+			sawProgress = true
+		}
+	}
+	if !sawProgress {
+		t.Errorf("no watched message of the running job with its progress: %d messages", len(watched))
+	}
+	if err := c.WatchJob(ctx, "0b7e4c52-9f3a-4d6e-8a1b-2c3d4e5f6a7b", func(*Job) error { return nil }); !IsNotFound(err) {
+		t.Errorf("WatchJob of an unknown job: %v, want NOT_FOUND", err)
 	}
 }

@@ -69,6 +69,13 @@ type Failure struct {
 	RetriedAt  time.Time // last failure
 }
 
+// Progress is a running job's last progress report.
+type Progress struct {
+	Percent   int // 0 to 100
+	Message   string
+	UpdatedAt time.Time
+}
+
 // Job is a job as the server holds it. A handler receives one for the job it runs (with
 // LeaseID and ExecutionDeadline set); GetJob, WaitResult and Run return one with State,
 // Result and Failure filled in.
@@ -102,6 +109,13 @@ type Job struct {
 	ParentJID      string
 	DependsOn      []string // the jobs this one waits (or waited) for
 	WaitingOn      []string // while PENDING: the dependencies not finished yet
+
+	// Checkpoint is the last checkpoint a handler saved (see Checkpoint); empty when none.
+	// A retry gets the one its earlier attempt saved: resume from there.
+	Checkpoint []byte
+	// Progress is what the handler of the current or last attempt last reported (see
+	// ReportProgress); nil when none.
+	Progress *Progress
 
 	// LeaseID and ExecutionDeadline are set on jobs handed to a handler.
 	LeaseID           string
@@ -145,7 +159,11 @@ func jobFromProto(p *worqv1.Job) *Job {
 		ParentJID:        p.GetParentJid(),
 		DependsOn:        p.GetDependsOn(),
 		WaitingOn:        p.GetWaitingOn(),
+		Checkpoint:       p.GetCheckpoint(),
 		Proto:            p,
+	}
+	if pr := p.GetProgress(); pr != nil {
+		j.Progress = &Progress{Percent: int(pr.GetPercent()), Message: pr.GetMessage(), UpdatedAt: timeOf(pr.GetUpdatedAt())}
 	}
 	if p.GetArgs() != nil {
 		j.Args = p.GetArgs().AsSlice()

@@ -888,6 +888,36 @@ func (w *Worker) kickRenewer() {
 	}
 }
 
+// Checkpoint saves how far the job whose handler ctx is (or derives from) got, replacing its
+// previous checkpoint (empty data clears it), at most 1 MiB; it returns once the server has it
+// on disk. A later attempt of the job (a retry after a failure, a lapsed lease or an
+// operator's retry) gets it in Job.Checkpoint. It returns a *Error: IsLeaseLost when the
+// lease is gone, IsInvalidArgument for data over 1 MiB.
+func Checkpoint(ctx context.Context, data []byte) error {
+	t, ok := ctx.Value(taskKey{}).(*task)
+	if !ok {
+		return errors.New("worq: Checkpoint needs the context of a job handler")
+	}
+	_, err := t.w.client.worker.Checkpoint(ctx, &worqv1.CheckpointRequest{Jid: t.job.JID, LeaseId: t.job.LeaseID, Data: data})
+	return wrapErr(ctx, err)
+}
+
+// ReportProgress reports how far the job whose handler ctx is (or derives from) is: percent
+// 0 to 100 and a message of at most 1024 chars, shown by GetJob, WatchJob and the dashboard.
+func ReportProgress(ctx context.Context, percent int, message string) error {
+	t, ok := ctx.Value(taskKey{}).(*task)
+	if !ok {
+		return errors.New("worq: ReportProgress needs the context of a job handler")
+	}
+	if percent < 0 || percent > 100 {
+		return &Error{Code: codes.InvalidArgument, Message: fmt.Sprintf("percent: %d is not between 0 and 100", percent)}
+	}
+	_, err := t.w.client.worker.ReportProgress(ctx, &worqv1.ReportProgressRequest{
+		Jid: t.job.JID, LeaseId: t.job.LeaseID, Percent: uint32(percent), Message: message,
+	})
+	return wrapErr(ctx, err)
+}
+
 // Renew renews the lease of the job whose handler ctx is (or derives from) by hand, in
 // addition to the automatic renewal. It returns a *Error: IsLeaseLost when the lease is
 // gone (the handler's ctx is then cancelled with ErrLeaseLost).

@@ -72,6 +72,18 @@ def build_worker(opts: argparse.Namespace) -> worq.Worker:
             except asyncio.TimeoutError:
                 return str(kw["result"])
             raise RuntimeError(f"cancelled ({ctx.cancel_reason})")
+        if action == "checkpoint_resume":
+            if not job.checkpoint:
+                await ctx.checkpoint(str(kw["checkpoint"]).encode())
+                raise RuntimeError("planned failure after a checkpoint")
+            return "resumed from " + job.checkpoint.decode()
+        if action == "progress":
+            await ctx.progress(int(kw["percent"]), str(kw["message"]))
+            try:
+                await asyncio.wait_for(ctx.cancelled.wait(), timeout=float(kw["ms"]) / 1000)
+            except asyncio.TimeoutError:
+                return str(kw["result"])
+            raise RuntimeError(f"cancelled ({ctx.cancel_reason})")
         if action == "retry_after":
             if job.attempt == 1:
                 raise worq.RetryLater(float(kw["ms"]) / 1000, "retry later, as planned")

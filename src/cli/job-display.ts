@@ -29,6 +29,13 @@ function failureLine(job: Job): string | undefined {
   return `${what} [${category}, ${f.retryCount} failure${f.retryCount === 1 ? "" : "s"}, last ${f.retriedAt ? relative(timestampMs(f.retriedAt)) : "?"}]`;
 }
 
+function progressLine(job: Job): string | undefined {
+  const p = job.progress;
+  if (!p) return undefined;
+  const what = [`${p.percent}%`, p.message].filter((part) => part !== "").join(" ");
+  return `${what} (${p.updatedAt ? relative(timestampMs(p.updatedAt)) : "?"})`;
+}
+
 /** Every field of a job worth reading, aligned; bytes hidden unless `showBytes`. */
 export function jobDetails(job: Job, showBytes: boolean): string {
   const json = (value: unknown) => JSON.stringify(value);
@@ -46,6 +53,8 @@ export function jobDetails(job: Job, showBytes: boolean): string {
     ["custom", job.custom ? json(job.custom) : undefined],
     ["payload", hiddenBytes(job.payload, showBytes)],
     ["result", hiddenBytes(job.result, showBytes)],
+    ["progress", progressLine(job)],
+    ["checkpoint", hiddenBytes(job.checkpoint, showBytes)],
     ["failure", failureLine(job)],
     ["backtrace", job.failure && job.failure.backtrace.length > 0 ? job.failure.backtrace.join("\n           ") : undefined],
     ["worker", ifSet(job.workerId)],

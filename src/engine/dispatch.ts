@@ -124,15 +124,20 @@ export function pump(core: EngineCore): void {
   leasesDurable.catch(() => {}); // a storage failure is reported through onFatal
   const bodyOf = new Map<string, JobBody | undefined>();
   const misses: string[] = [];
+  // An attempt of a job with a checkpoint (an attempt after the first) is delivered with it,
+  // read once the leases are durable: committed after every earlier write, that checkpoint's included.
+  const retried: string[] = [];
   for (const list of grants.values()) {
     for (const meta of list) {
+      if (core.checkpointed.has(meta.jid)) retried.push(meta.jid);
       const body = core.bodies.take(meta.jid);
       if (body) bodyOf.set(meta.jid, body);
       else misses.push(meta.jid);
     }
   }
-  if (misses.length === 0 && core.deliveryTail === undefined) {
-    deliver(core, grants, bodyOf);
+  const checkpointOf = new Map<string, Uint8Array>();
+  if (misses.length === 0 && retried.length === 0 && core.deliveryTail === undefined) {
+    deliver(core, grants, bodyOf, checkpointOf);
     return;
   }
   // A body not in memory may still be on its way to the store: a job made ready by
@@ -157,8 +162,14 @@ export function pump(core: EngineCore): void {
           });
   // Delivered after every earlier pump's jobs, whose reads may finish later than this one's:
   // jobs reach workers in the order they were leased (priority, then FIFO).
-  const tail: Promise<void> = Promise.all([core.deliveryTail, bodiesRead])
-    .then(() => deliver(core, grants, bodyOf))
+  const checkpointsRead =
+    retried.length === 0
+      ? undefined
+      : leasesDurable
+          .then(() => Promise.all(retried.map((jid) => core.store.getCheckpoint(jid))))
+          .then((checkpoints) => retried.forEach((jid, i) => checkpoints[i] && checkpointOf.set(jid, checkpoints[i])));
+  const tail: Promise<void> = Promise.all([core.deliveryTail, bodiesRead, checkpointsRead])
+    .then(() => deliver(core, grants, bodyOf, checkpointOf))
     .catch(() => {}) // a failed read leaves the leases to lapse: the jobs run again
     .finally(() => {
       if (core.deliveryTail === tail) core.deliveryTail = undefined;
@@ -166,14 +177,20 @@ export function pump(core: EngineCore): void {
   core.deliveryTail = tail;
 }
 
-/** Pushes each open session its leased jobs whose bodies were found. */
-function deliver(core: EngineCore, grants: Map<Session, JobMeta[]>, bodyOf: Map<string, JobBody | undefined>): void {
+/** Pushes each open session its leased jobs whose bodies were found, with their checkpoints. */
+function deliver(
+  core: EngineCore,
+  grants: Map<Session, JobMeta[]>,
+  bodyOf: Map<string, JobBody | undefined>,
+  checkpointOf: Map<string, Uint8Array>,
+): void {
   for (const [session, list] of grants) {
     if (session.closed) continue; // its jobs are orphans now; their leases lapse after the grace
     const delivered: LeaseGrant[] = [];
     for (const meta of list) {
       const body = bodyOf.get(meta.jid);
-      if (body) delivered.push({ meta, body });
+      const checkpoint = checkpointOf.get(meta.jid);
+      if (body) delivered.push(checkpoint ? { meta, body, checkpoint } : { meta, body });
     }
     if (delivered.length > 0) session.sink.deliver(delivered);
   }

@@ -20,6 +20,7 @@ import type { EngineOptions } from "./engine-types.js";
 import type { Session } from "./dispatch.js";
 import { enqueueReady } from "./paging.js";
 import { pushExpiry, schedulePurge, scheduleTimers } from "./timers.js";
+import { JobWatchers, ProgressBook } from "./job-watch.js";
 
 const DEFAULT_ORPHAN_GRACE_MS = 10_000;
 
@@ -109,6 +110,15 @@ export class EngineCore {
    * the old meta), with that write's commit once it is handed to the store, for readers to await.
    */
   readonly finishing = new Map<string, { meta: JobMeta; commit?: Promise<void> }>();
+  /**
+   * The jobs with a checkpoint in the store (few: only handlers that save one make them), so
+   * that a retry or GetJob of a job without one reads nothing more.
+   */
+  readonly checkpointed = new Set<string>();
+  /** Handlers' progress reports, in memory only (job-watch.ts). */
+  readonly progress = new ProgressBook();
+  /** WatchJob's listeners, told of each change once it is durable (progress at once). */
+  readonly watchers = new JobWatchers();
   /** Callbacks found at open, handed to the listener when it registers. */
   readonly pendingCallbacks: PendingCallback[] = [];
   /** When the next purge of expired finished jobs is scheduled, if one is. */
@@ -220,6 +230,14 @@ export class EngineCore {
     const observed = cascade.length > 0 ? writes.concat(cascade) : writes;
     this.queues.observe(observed);
     this.observeWrites(observed);
+    for (const write of observed) {
+      this.progress.observe(write);
+      if (write.kind === "put-checkpoint") {
+        if (write.data.byteLength > 0) this.checkpointed.add(write.jid);
+        else this.checkpointed.delete(write.jid);
+      } else if (write.kind === "delete-job") this.checkpointed.delete(write.meta.jid);
+    }
+    const watched = this.watchers.changesOf(observed, (jid) => this.progress.get(jid));
     const finished = observed.flatMap(finishedJid);
     const committed = observed.concat({ kind: "put-counters", counters: { ...this.counters } });
     const durable = this.store.commit(committed);
@@ -229,6 +247,12 @@ export class EngineCore {
     if (callbacks.length > 0) {
       void durable.then(
         () => callbacks.forEach((callback) => this.callbackListener?.(callback)),
+        () => {},
+      );
+    }
+    if (watched.length > 0) {
+      void durable.then(
+        () => watched.forEach(([jid, change]) => this.watchers.notify(jid, change)),
         () => {},
       );
     }
@@ -252,6 +276,7 @@ export class EngineCore {
         this.onFatal(error);
         // No timer of this engine runs any more: its result waits answer now (with the failure).
         for (const listeners of this.finishListeners.values()) listeners.forEach((waiter) => waiter.wake("finished"));
+        this.watchers.stopAll();
       }
       throw storageFailure(this.fatal);
     });

@@ -67,6 +67,8 @@ export interface LeaseSink {
 export interface LeaseGrant {
   meta: JobMeta;
   body: JobBody;
+  /** The job's last checkpoint, for an attempt after the first that has one. */
+  checkpoint?: Uint8Array;
 }
 
 export interface LeaseSessionOptions {
@@ -139,6 +141,8 @@ export interface EngineInfo {
   liveJobs: number;
   /** GetResult/Run calls waiting for a job to finish: returns to 0 when callers go away. */
   resultWaiters: number;
+  /** WatchJob streams following a job: returns to 0 when callers go away. */
+  jobWatchers: number;
   /** Worker slots taken by unreported leases (docs/protocol.md): returns to 0 when no job is leased. */
   leaseSlots: number;
   /** Jobs that finished while a submit read the store, kept for its decisions: 0 once it has made them. */

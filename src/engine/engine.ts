@@ -21,7 +21,8 @@ import { recover } from "./recovery.js";
 import { submit } from "./submit.js";
 
 import { controlWorker, listWorkers, openLease } from "./dispatch.js";
-import { ackAll, fail, renew } from "./reports.js";
+import { ackAll, checkpoint, fail, renew, reportProgress } from "./reports.js";
+import type { JobChange } from "./job-watch.js";
 import { cancel, deleteJob } from "./cancel-delete.js";
 import { pauseQueue, purgeQueue, resumeQueue, retryJobs, runNow } from "./queue-admin.js";
 import { getJob, info, listJobs, listQueues, queueStats, waitFinished, wakeWaiters } from "./read-views.js";
@@ -31,6 +32,7 @@ import type { ChildCursor } from "./store.js";
 import { onCallbackDue, settleCallback } from "./callbacks.js";
 
 export type * from "./engine-types.js";
+export type { JobChange } from "./job-watch.js";
 
 /** Every unfinished job of an engine: those in memory and the ready ones left in the store. */
 export function unfinishedJobs(info: EngineInfo): number {
@@ -77,6 +79,7 @@ export class Engine {
     }
     // Wake every GetResult/Run wait: they answer at once rather than hold the shutdown.
     wakeWaiters(core);
+    core.watchers.stopAll();
   }
 
   /** Stops (see beginShutdown) and closes the store once every pending write is durable. */
@@ -236,6 +239,31 @@ export class Engine {
   /** Extends a held lease to now + reserve_for (capped by the execution deadline); returns the new expiry. */
   renew(jid: string, leaseId: string, field = "", executionTimeoutMs?: number): Promise<number> {
     return renew(this.core, jid, leaseId, field, executionTimeoutMs);
+  }
+
+  /**
+   * Saves a running job's checkpoint for the holder of its live lease, replacing the previous
+   * one (empty data clears it). Resolves once durable; later attempts are delivered with it.
+   */
+  checkpoint(jid: string, leaseId: string, data: Uint8Array): Promise<void> {
+    return checkpoint(this.core, jid, leaseId, data);
+  }
+
+  /** Records how far a running job is (0-100 and a message) for the holder of its live lease; memory only. */
+  reportProgress(jid: string, leaseId: string, percent: number, message: string): Promise<void> {
+    return reportProgress(this.core, jid, leaseId, percent, message);
+  }
+
+  /**
+   * Follows a job: `listener` hears of each change once it is durable (a progress report at
+   * once), of the job's deletion, and of the engine stopping. Returns the function that stops
+   * following; nothing is checked here (read the job after subscribing so nothing is missed).
+   */
+  watchJob(jid: string, listener: (change: JobChange) => void): () => void {
+    if (this.core.closing || this.core.fatal !== undefined) {
+      queueMicrotask(() => listener({ kind: "stopped" }));
+    }
+    return this.core.watchers.add(jid, listener);
   }
 
   /**

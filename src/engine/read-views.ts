@@ -88,7 +88,13 @@ export async function listJobs(
       ? (after: ReadyPosition | undefined, limit: number) => readyAfter(core, queue || undefined, after, limit)
       : undefined;
   const others = state === "SCHEDULED" ? [] : core.live.matching(queue || undefined, state ? [state] : UNREADY_LIVE_STATES);
-  return liveJobsPage(readyPage, others, getBodies, filter, pageSize, filter.pageToken ?? "");
+  const page = await liveJobsPage(readyPage, others, getBodies, filter, pageSize, filter.pageToken ?? "");
+  // Running and retrying jobs show their handler's last progress report, as GetJob does.
+  for (const view of page.jobs) {
+    const progress = core.progress.get(view.meta.jid);
+    if (progress) view.progress = progress;
+  }
+  return page;
 }
 
 /** Returns the job with body and (when completed) result. Throws WORQ_NOT_FOUND. */
@@ -103,10 +109,14 @@ export async function getJob(core: EngineCore, jid: string): Promise<JobView> {
   const [body] = await core.store.getBodies([jid]);
   if (!body) throw notFound(jid);
   const view: JobView = { meta, body };
-  if (meta.state === "COMPLETED") {
-    const result = await core.store.getResult(jid);
-    if (result) view.result = result;
-  }
+  const [result, checkpoint] = await Promise.all([
+    meta.state === "COMPLETED" ? core.store.getResult(jid) : undefined,
+    core.checkpointed.has(jid) ? core.store.getCheckpoint(jid) : undefined,
+  ]);
+  if (result) view.result = result;
+  if (checkpoint) view.checkpoint = checkpoint;
+  const progress = core.progress.get(jid);
+  if (progress) view.progress = progress;
   return view;
 }
 
@@ -191,6 +201,7 @@ export function info(core: EngineCore): EngineInfo {
     connectedWorkers: core.sessions.size,
     liveJobs: core.live.size,
     resultWaiters: [...core.finishListeners.values()].reduce((sum, listeners) => sum + listeners.size, 0),
+    jobWatchers: core.watchers.size,
     leaseSlots: core.slots.size,
     finishedWhileSubmitting: core.recentlyFinished.size,
     packedMetas: core.live.packed,

@@ -74,6 +74,7 @@ export async function recover(core: EngineCore): Promise<void> {
   }
   if (expiredClaims.length > 0) await core.persist(expiredClaims);
   for await (const callback of core.store.pendingCallbacks()) core.pendingCallbacks.push(callback);
+  for await (const jid of core.store.checkpointJids()) core.checkpointed.add(jid);
   const purgeAtMs = await core.store.nextPurgeAtMs();
   if (purgeAtMs !== undefined) schedulePurge(core, purgeAtMs);
 }

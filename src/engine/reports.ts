@@ -4,7 +4,7 @@
 import { WorqError, invalid } from "../model/errors.js";
 import type { JobMeta } from "../model/job.js";
 import { LIMITS } from "../model/limits.js";
-import type { FailureReport, JobEvent } from "./state-machine.js";
+import { heldLease, type FailureReport, type JobEvent } from "./state-machine.js";
 import type { StoreWrite } from "./store.js";
 import { checkRetryDelayMs } from "./retry-policy.js";
 import type { AckItem, FailResult } from "./engine-types.js";
@@ -93,6 +93,41 @@ export async function renew(core: EngineCore, jid: string, leaseId: string, fiel
   const meta = core.live.get(jid)!;
   await core.persist(writes);
   return meta.lease!.expiresAtMs;
+}
+
+/**
+ * Saves a running job's checkpoint (replacing the previous one; empty data clears it) once the
+ * caller holds the job's live lease. Resolves once durable. The slot is not freed: the
+ * handler goes on.
+ */
+export async function checkpoint(core: EngineCore, jid: string, leaseId: string, data: Uint8Array): Promise<void> {
+  core.checkReportable();
+  checkLeaseRef(jid, leaseId, "");
+  if (data.byteLength > LIMITS.maxCheckpointBytes) {
+    invalid("data", `${data.byteLength} bytes, the limit is ${LIMITS.maxCheckpointBytes}`);
+  }
+  const meta = core.live.get(jid);
+  if (!meta) await refuseMissing(core, jid, leaseId);
+  heldLease(meta!, leaseId);
+  await core.persist([{ kind: "put-checkpoint", jid, data }]);
+}
+
+/**
+ * Records how far a running job is, in memory only (docs/job-model.md), once the caller holds
+ * the job's live lease, and tells the job's watchers.
+ */
+export async function reportProgress(core: EngineCore, jid: string, leaseId: string, percent: number, message: string): Promise<void> {
+  core.checkReportable();
+  checkLeaseRef(jid, leaseId, "");
+  if (!(Number.isInteger(percent) && percent >= 0 && percent <= 100)) invalid("percent", `${percent} is not between 0 and 100`);
+  if (message.length > LIMITS.progressMessageMaxChars) {
+    invalid("message", `must be at most ${LIMITS.progressMessageMaxChars} chars`);
+  }
+  const meta = core.live.get(jid);
+  if (!meta) await refuseMissing(core, jid, leaseId);
+  heldLease(meta!, leaseId);
+  core.progress.report(jid, { percent, message, updatedAtMs: core.clock.nowMs() });
+  core.watchers.notify(jid, { kind: "changed" });
 }
 
 /**

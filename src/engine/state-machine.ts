@@ -262,7 +262,8 @@ function recordFailure(meta: JobMeta, report: FailureReport, now: number): NonNu
   };
 }
 
-function heldLease(meta: JobMeta, leaseId: string) {
+/** The job's lease when it is `leaseId` and the job RUNNING; else throws WORQ_LEASE_NOT_HELD. */
+export function heldLease(meta: JobMeta, leaseId: string): NonNullable<JobMeta["lease"]> {
   if (meta.state !== "RUNNING" || !meta.lease || meta.lease.leaseId !== leaseId) {
     throw new WorqError(
       "WORQ_LEASE_NOT_HELD",

@@ -20,7 +20,9 @@ export type StoreWrite =
   | { kind: "put-meta"; meta: JobMeta; previous: JobMeta; cold?: true }
   /** A result stored by Ack. */
   | { kind: "put-result"; jid: string; result: Uint8Array }
-  /** Removes the job, its body, its result and every index entry. */
+  /** A running job's checkpoint (WorkerService.Checkpoint), replacing the previous one; empty `data` deletes it. */
+  | { kind: "put-checkpoint"; jid: string; data: Uint8Array }
+  /** Removes the job, its body, its result, its checkpoint and every index entry. */
   | { kind: "delete-job"; meta: JobMeta }
   | { kind: "put-counters"; counters: Counters }
   /** Claims an idempotency key for a job until `expiresAtMs`; replaces an expired claim. */
@@ -111,6 +113,10 @@ export interface Store {
   /** Bodies of `jids`, in order; undefined where a job does not exist. */
   getBodies(jids: readonly string[]): Promise<(JobBody | undefined)[]>;
   getResult(jid: string): Promise<Uint8Array | undefined>;
+  /** The job's last checkpoint; undefined when it has none. */
+  getCheckpoint(jid: string): Promise<Uint8Array | undefined>;
+  /** The jids of every job with a checkpoint (recovery), in no particular order. */
+  checkpointJids(): AsyncIterable<string>;
   /** Every job not in a terminal state, in no particular order (copies between stores). */
   liveJobs(): AsyncIterable<JobMeta>;
   /**

@@ -106,6 +106,7 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
     });
   engineGauge("worq_connected_workers", "Open Lease streams.", (info) => info.connectedWorkers);
   engineGauge("worq_result_waiters", "GetResult and Run calls waiting for a job to finish.", (info) => info.resultWaiters);
+  engineGauge("worq_job_watchers", "WatchJob streams following a job.", (info) => info.jobWatchers);
   engineGauge("worq_lease_slots", "Worker slots taken by unreported leases (orphaned ones included).", (info) => info.leaseSlots);
   engineGauge(
     "worq_ready_jobs_in_store_only",

@@ -266,4 +266,15 @@ export interface JobView {
   meta: JobMeta;
   body: JobBody;
   result?: Uint8Array;
+  /** The last checkpoint a handler saved (WorkerService.Checkpoint). */
+  checkpoint?: Uint8Array;
+  /** What the handler of the current or last attempt last reported (memory only, docs/job-model.md). */
+  progress?: JobProgress;
+}
+
+/** A handler's last progress report. */
+export interface JobProgress {
+  percent: number;
+  message: string;
+  updatedAtMs: number;
 }

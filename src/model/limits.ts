@@ -10,6 +10,10 @@ export const LIMITS = {
   defaultMaxJobBytes: 1024 * 1024,
   maxMaxJobBytes: 16 * 1024 * 1024,
   maxResultBytes: 1024 * 1024,
+  maxCheckpointBytes: 1024 * 1024,
+  progressMessageMaxChars: 1024,
+  /** Finished jobs whose last progress report the server keeps in memory (the most recent ones). */
+  finishedProgressKept: 10_000,
   defaultReserveForMs: 5 * 60_000,
   minReserveForMs: 1,
   maxReserveForMs: 24 * 3_600_000,

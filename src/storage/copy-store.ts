@@ -59,7 +59,7 @@ export async function copyStore(from: Store, to: Store): Promise<CopySummary> {
   return summary;
 }
 
-/** Copies jobs with their bodies and results in one commit; returns how many results. */
+/** Copies jobs with their bodies, results and checkpoints in one commit; returns how many results. */
 async function copyJobs(from: Store, to: Store, metas: JobMeta[]): Promise<number> {
   if (metas.length === 0) return 0;
   const bodies = await from.getBodies(metas.map((meta) => meta.jid));
@@ -74,6 +74,8 @@ async function copyJobs(from: Store, to: Store, metas: JobMeta[]): Promise<numbe
       writes.push({ kind: "put-result", jid: meta.jid, result });
       results++;
     }
+    const checkpoint = await from.getCheckpoint(meta.jid);
+    if (checkpoint) writes.push({ kind: "put-checkpoint", jid: meta.jid, data: checkpoint });
   }
   await to.commit(writes);
   return results;

@@ -31,6 +31,7 @@ import {
   JobSchema,
   JobState,
   Priority,
+  ProgressSchema,
   RetryPolicySchema,
   type Job,
   type JobSpec,
@@ -180,6 +181,14 @@ export function jobOf(view: JobView): Job {
     };
   }
   if (view.result) job.result = view.result;
+  if (view.checkpoint) job.checkpoint = view.checkpoint;
+  if (view.progress) {
+    job.progress = create(ProgressSchema, {
+      percent: view.progress.percent,
+      message: view.progress.message,
+      updatedAt: timestampFromMs(view.progress.updatedAtMs),
+    });
+  }
   return job;
 }
 

@@ -51,17 +51,17 @@ export function writeLeaseResponse(answer: LeaseAnswer): Uint8Array {
   });
 }
 
-function writeLeasedJob(w: ProtoWriter, { meta, body }: LeaseGrant): void {
+function writeLeasedJob(w: ProtoWriter, { meta, body, checkpoint }: LeaseGrant): void {
   const lease = meta.lease!;
   w.tag(1, WireType.LengthDelimited).fork();
-  writeJob(w, meta, body);
+  writeJob(w, meta, body, checkpoint);
   w.join();
   str(w, 2, lease.leaseId);
   timestamp(w, 3, lease.expiresAtMs);
   timestamp(w, 4, lease.executionDeadlineMs);
 }
 
-function writeJob(w: ProtoWriter, meta: JobMeta, body: JobBody): void {
+function writeJob(w: ProtoWriter, meta: JobMeta, body: JobBody, checkpoint: Uint8Array | undefined): void {
   str(w, 1, meta.jid);
   str(w, 2, meta.type);
   str(w, 3, meta.queue);
@@ -119,6 +119,8 @@ function writeJob(w: ProtoWriter, meta: JobMeta, body: JobBody): void {
   for (const jid of meta.waitingOn ?? []) w.tag(36, WireType.LengthDelimited).string(jid);
   str(w, 37, meta.callbackUrl ?? "");
   str(w, 40, meta.dependency?.childrenOf ?? "");
+  if (checkpoint && checkpoint.byteLength > 0) w.tag(38, WireType.LengthDelimited).bytes(checkpoint);
+  // Progress (39) is never set on a leased job: a new attempt starts without one.
 }
 
 function writeRetryPolicy(w: ProtoWriter, policy: RetryPolicy): void {

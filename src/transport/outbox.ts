@@ -10,6 +10,11 @@ export class Outbox<T> {
   private readonly items: T[] = [];
   private wake: (() => void) | undefined;
 
+  /** Items waiting to be taken. */
+  get size(): number {
+    return this.items.length;
+  }
+
   push(item: T): void {
     this.items.push(item);
     this.wake?.();

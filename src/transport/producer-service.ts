@@ -1,9 +1,9 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import type { Engine, SubmitResult } from "../engine/engine.js";
+import type { Engine, JobChange, SubmitResult } from "../engine/engine.js";
 import type { ChildCursor } from "../engine/store.js";
-import type { SubmitInput } from "../model/job.js";
+import { isTerminal, type JobProgress, type JobView, type SubmitInput } from "../model/job.js";
 import { JobState, type JobSpec } from "@worq/client/gen/worq/v1/job_pb.js";
-import { WorqError, invalid, notBuilt } from "../model/errors.js";
+import { WorqError, invalid } from "../model/errors.js";
 import type { Logger } from "../log.js";
 import { BatchShape, ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { durationMsOf, jobOf, stateOf, submitInputOf } from "./convert.js";
@@ -11,6 +11,7 @@ import { toConnectError } from "./error-mapping.js";
 import { scopeOf } from "./auth/caller-context.js";
 import { checkJobAccess, scopeSubmits } from "./auth/scoped-calls.js";
 import { guarded } from "./handler-guard.js";
+import { Outbox } from "./outbox.js";
 import { submitInputOfWire, type SubmitBatchAnswer, type SubmitOutcome } from "./submit-wire.js";
 
 /**
@@ -68,14 +69,7 @@ export function createProducerService(engine: Engine, log: Logger): ServiceImpl<
       await checkJobAccess(engine, scopeOf(ctx), request.jid);
       return { job: jobOf(await engine.cancel(request.jid)) };
     }),
-    // eslint-disable-next-line require-yield -- refuses before streaming anything
-    watchJob: async function* () {
-      try {
-        notBuilt("WatchJob");
-      } catch (error) {
-        throw toConnectError(error, log, "WatchJob");
-      }
-    },
+    watchJob: (request, ctx) => watchJob(engine, log, request.jid, ctx),
     collectChildren: guarded("CollectChildren", log, async (request, ctx) => {
       const waitMs = request.waitTimeout ? durationMsOf(request.waitTimeout, "wait_timeout") : 0;
       const scope = scopeOf(ctx);
@@ -89,6 +83,71 @@ export function createProducerService(engine: Engine, log: Logger): ServiceImpl<
       };
     }),
   };
+}
+
+/** How often an idle WatchJob stream looks whether its caller went away, in ms. */
+const WATCH_IDLE_CHECK_MS = 30_000;
+
+/**
+ * WatchJob: the job as it is now, then again after each change (a state change once durable,
+ * a checkpoint, a progress report), until a terminal state (its message carries the result).
+ * NOT_FOUND for an unknown job and for one deleted meanwhile. Progress reports that come
+ * faster than the stream is read are merged: the next message carries the latest.
+ */
+async function* watchJob(engine: Engine, log: Logger, jid: string, ctx: HandlerContext): AsyncGenerator<{ job: ReturnType<typeof jobOf> }> {
+  const outbox = new Outbox<JobChange>();
+  let stop: (() => void) | undefined;
+  try {
+    await checkJobAccess(engine, scopeOf(ctx), jid);
+    // Follow first, then read: a change in between is not missed (at worst sent twice).
+    // At most one report without a state change waits in the outbox: a caller that reads
+    // slowly while a handler reports every 100 ms holds one, not one per report.
+    let reportQueued = false;
+    stop = engine.watchJob(jid, (change) => {
+      if (change.kind === "changed" && change.meta === undefined) {
+        if (reportQueued) return;
+        reportQueued = true;
+      }
+      outbox.push(change);
+    });
+    let view = await engine.getJob(jid);
+    yield { job: jobOf(view) };
+    while (!isTerminal(view.meta.state)) {
+      const next = await outbox.next(WATCH_IDLE_CHECK_MS, ctx.signal);
+      if (next.kind === "aborted") return;
+      if (next.kind === "timeout") continue;
+      const change = next.item;
+      if (change.kind === "stopped")
+        throw new WorqError("WORQ_UNAVAILABLE", "server is shutting down; watch the job again after reconnecting");
+      if (change.kind === "deleted") throw new WorqError("WORQ_NOT_FOUND", `job ${jid} was deleted`, "jid");
+      if (change.meta === undefined) {
+        reportQueued = false;
+        // A report without a state change is merged into the next message when one is queued.
+        if (outbox.size > 0) continue;
+      }
+      const current = await engine.getJob(jid);
+      view = changedView(current, change);
+      yield { job: jobOf(view) };
+    }
+  } catch (error) {
+    throw toConnectError(error, log, "WatchJob");
+  } finally {
+    stop?.();
+  }
+}
+
+/**
+ * The job as read now, in the state a state change left it in, with its progress then (a later
+ * change may have moved it on: a new attempt starts without progress).
+ */
+function changedView(current: JobView, change: { meta?: JobView["meta"]; progress?: JobProgress }): JobView {
+  const { meta, progress } = change;
+  if (meta === undefined) return current;
+  const view: JobView = { ...current, meta };
+  if (meta.state !== "COMPLETED") delete view.result;
+  if (progress) view.progress = progress;
+  else delete view.progress;
+  return view;
 }
 
 /** The error as a ConnectError carrying the submitted job's id in `worq-jid` metadata. */

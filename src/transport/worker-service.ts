@@ -3,7 +3,7 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Engine, LeaseGrant } from "../engine/engine.js";
 import type { Logger } from "../log.js";
-import { invalid, notBuilt } from "../model/errors.js";
+import { invalid } from "../model/errors.js";
 import {
   ControlAction,
   ItemResultSchema,
@@ -174,8 +174,16 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
       );
       return { acks: ackOutcomes, fails };
     }),
-    checkpoint: guarded("Checkpoint", log, () => notBuilt("Checkpoint")),
-    reportProgress: guarded("ReportProgress", log, () => notBuilt("ReportProgress")),
+    checkpoint: guarded("Checkpoint", log, async (request, ctx) => {
+      await checkJobAccess(engine, scopeOf(ctx), request.jid);
+      await engine.checkpoint(request.jid, request.leaseId, request.data);
+      return {};
+    }),
+    reportProgress: guarded("ReportProgress", log, async (request, ctx) => {
+      await checkJobAccess(engine, scopeOf(ctx), request.jid);
+      await engine.reportProgress(request.jid, request.leaseId, request.percent, request.message);
+      return {};
+    }),
   };
 }
 

@@ -2,6 +2,7 @@ import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JobState, Priority } from "@worq/client/gen/worq/v1/job_pb.js";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
+import { StreamWorker } from "../e2e/support/clients.js";
 import { cliFor, field, jsonOf, type CliRun } from "./support/run-cli.js";
 
 describe("worq submit and worq get (built CLI against a real server)", () => {
@@ -100,6 +101,20 @@ describe("worq submit and worq get (built CLI against a real server)", () => {
 
     const shown = await cli(["get", jid, "--show-payload"]);
     expect(field(shown.stdout, "payload")).toBe("s3cret-token");
+  });
+
+  it("get shows a running job's progress and the size of its checkpoint (its bytes with --show-payload)", async () => {
+    const { jid } = await server.producer.submit({ job: { type: "report.build", queue: "cli-progress" } });
+    const worker = new StreamWorker(server, { queues: ["cli-progress"], workerId: "w-cli", credits: 1 });
+    const leased = await worker.next();
+    await server.worker.reportProgress({ jid, leaseId: leased.leaseId, percent: 40, message: "rendering page 4" });
+    await server.worker.checkpoint({ jid, leaseId: leased.leaseId, data: new TextEncoder().encode("page=4") });
+    const human = await cli(["get", jid]);
+    expect(human.code, human.stderr).toBe(0);
+    expect(field(human.stdout, "progress")).toMatch(/^40% rendering page 4 \(/);
+    expect(field(human.stdout, "checkpoint")).toMatch(/^6 bytes \(hidden/);
+    expect(field((await cli(["get", jid, "--show-payload"])).stdout, "checkpoint")).toBe("page=4");
+    await worker.stop();
   });
 
   it("get --json prints the whole job as protobuf JSON; --json before the command works too", async () => {

@@ -110,6 +110,27 @@ describe.skipIf(!postgresAvailable())("a cluster of three servers on one Postgre
     }
   });
 
+  it("checkpoints, progress and WatchJob through followers: the stream follows the job on the leader until it finishes", async () => {
+    const [first, second] = followers();
+    const { jid } = await first!.clients.producer.submit({ job: { type: "resumable", queue: "cluster-watch", retry: { maxAttempts: 2 } } });
+    const seen: JobState[] = [];
+    const watching = (async () => {
+      for await (const message of second!.clients.producer.watchJob({ jid })) seen.push(message.job!.state);
+    })();
+    const worker = new StreamWorker(first!.clients, { queues: ["cluster-watch"], workerId: "w-cluster-watch", credits: 1 });
+    const leased = await worker.next(10_000);
+    await second!.clients.worker.checkpoint({ jid, leaseId: leased.leaseId, data: new Uint8Array([5]) });
+    await second!.clients.worker.reportProgress({ jid, leaseId: leased.leaseId, percent: 50 });
+    const running = (await leader().clients.admin.getJob({ jid })).job!;
+    expect(running.checkpoint).toEqual(new Uint8Array([5]));
+    expect(running.progress?.percent).toBe(50);
+    await first!.clients.worker.ack({ jid, leaseId: leased.leaseId });
+    await watching;
+    expect(seen.at(-1)).toBe(JobState.COMPLETED);
+    expect(seen).toContain(JobState.RUNNING);
+    await worker.stop();
+  });
+
   it("bad input through a follower gets the leader's error, naming the field, with nothing stored", async () => {
     const follower = followers()[0]!;
     const before = await follower.clients.admin.getServerInfo({});

@@ -1,6 +1,6 @@
 import { durationFromMs, timestampDate } from "@bufbuild/protobuf/wkt";
 import { expect } from "vitest";
-import { FailureCategory, JobState } from "@worq/client/gen/worq/v1/job_pb.js";
+import { FailureCategory, JobState, type Job } from "@worq/client/gen/worq/v1/job_pb.js";
 import type { TestServer } from "../e2e/support/test-server.js";
 import { WorkerProcess, type Lang } from "./worker-process.js";
 
@@ -116,6 +116,52 @@ export const SCENARIOS: Scenario[] = [
       expect(job.attempt).toBe(2);
       const failedAt = timestampDate(job.failure!.retriedAt!).getTime();
       expect(timestampDate(job.startedAt!).getTime() - failedAt).toBeGreaterThanOrEqual(400);
+      await stopGracefully(worker);
+    },
+  },
+  {
+    name: "a handler's checkpoint reaches its retry, which resumes from it and completes",
+    async run(ctx) {
+      const worker = await ctx.startWorker();
+      const jid = await submitScenario(
+        ctx,
+        { action: "checkpoint_resume", checkpoint: `step-3-${ctx.lang}` },
+        { retry: { maxAttempts: 3, initialDelay: durationFromMs(50) } },
+      );
+      const job = await finished(ctx, jid);
+      expect(job.state).toBe(JobState.COMPLETED);
+      expect(job.attempt).toBe(2);
+      expect(job.failure!.message).toBe("planned failure after a checkpoint");
+      expect(text(job.result)).toBe(`resumed from step-3-${ctx.lang}`);
+      expect(text(job.checkpoint)).toBe(`step-3-${ctx.lang}`);
+      await stopGracefully(worker);
+    },
+  },
+  {
+    name: "a handler's progress report is shown by GetJob while it runs and streamed by WatchJob",
+    async run(ctx) {
+      const worker = await ctx.startWorker();
+      const jid = await submitScenario(ctx, { action: "progress", percent: 42, message: `halfway-${ctx.lang}`, ms: 1_500, result: "done" });
+      const watched: Job[] = [];
+      const watching = (async () => {
+        for await (const message of ctx.server().producer.watchJob({ jid })) watched.push(message.job!);
+      })();
+      const deadline = Date.now() + 10_000;
+      let running: Job | undefined;
+      while (Date.now() < deadline) {
+        const job = (await ctx.server().admin.getJob({ jid })).job!;
+        if (job.progress) {
+          running = job;
+          break;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(running?.state).toBe(JobState.RUNNING);
+      expect(running?.progress).toMatchObject({ percent: 42, message: `halfway-${ctx.lang}` });
+      await watching; // ends after the terminal state
+      expect(watched.some((job) => job.state === JobState.RUNNING && job.progress?.percent === 42)).toBe(true);
+      expect(watched.at(-1)!.state).toBe(JobState.COMPLETED);
+      expect(text(watched.at(-1)!.result)).toBe("done");
       await stopGracefully(worker);
     },
   },

@@ -39,7 +39,15 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 async function scenario(job: WorkerJob, ctx: JobContext): Promise<string> {
-  const kwargs = job.kwargs as { action?: string; result?: string; times?: number; message?: string; ms?: number };
+  const kwargs = job.kwargs as {
+    action?: string;
+    result?: string;
+    times?: number;
+    message?: string;
+    ms?: number;
+    checkpoint?: string;
+    percent?: number;
+  };
   switch (kwargs.action) {
     case "succeed":
       return kwargs.result ?? "";
@@ -49,6 +57,16 @@ async function scenario(job: WorkerJob, ctx: JobContext): Promise<string> {
     case "permanent":
       throw new PermanentError(kwargs.message ?? "permanent");
     case "sleep":
+      await sleep(kwargs.ms ?? 0, ctx.signal);
+      return kwargs.result ?? "";
+    case "checkpoint_resume":
+      if (job.checkpoint.byteLength === 0) {
+        await ctx.checkpoint(new TextEncoder().encode(kwargs.checkpoint ?? ""));
+        throw new Error("planned failure after a checkpoint");
+      }
+      return `resumed from ${new TextDecoder().decode(job.checkpoint)}`;
+    case "progress":
+      await ctx.progress(kwargs.percent ?? 0, kwargs.message ?? "");
       await sleep(kwargs.ms ?? 0, ctx.signal);
       return kwargs.result ?? "";
     case "retry_after":

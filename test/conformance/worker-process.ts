@@ -12,7 +12,8 @@ export type Lang = "ts" | "py" | "go";
 const WORKER_COMMANDS: Record<Lang, { command: string; args: string[] }> = {
   ts: { command: process.execPath, args: [join(ROOT, "dist/test/conformance/ts-worker.js")] },
   py: { command: join(ROOT, ".tools/venv/bin/python"), args: [join(ROOT, "clients/python/conformance_worker.py")] },
-  go: { command: join(ROOT, ".tools/bin/go-conformance-worker"), args: [] },
+  // WORQ_GO_CONFORMANCE_WORKER: a binary built from this checkout when .tools is shared with another.
+  go: { command: process.env.WORQ_GO_CONFORMANCE_WORKER ?? join(ROOT, ".tools/bin/go-conformance-worker"), args: [] },
 };
 
 /** The languages whose conformance worker can run here (a missing one is skipped, or fails with WORQ_REQUIRE_ALL=1). */

@@ -147,7 +147,9 @@ describe.skipIf(!hasChromium)("dashboard in Chromium (real server, real browser)
     ).jid;
     await server.producer.submit({ job: { type: "image.resize", queue: "busy" } });
     holder = new StreamWorker(server, { queues: ["busy"], workerId: "w-busy-1", credits: 1 });
-    seeded.held = (await holder.next()).job!.jid;
+    const held = await holder.next();
+    seeded.held = held.job!.jid;
+    seeded.heldLease = held.leaseId;
 
     const browser = await launchBrowser();
     context = browser.context;
@@ -284,6 +286,19 @@ describe.skipIf(!hasChromium)("dashboard in Chromium (real server, real browser)
     await eventually(async () => (await text('[data-block="payload"]'))?.endsWith("THE END"), "the whole payload");
     await page.click('button:has-text("As hex")');
     expect(await text('[data-block="payload"]')).toMatch(/^00000000 {2}70 61 79 6c/); // "payl"
+  });
+
+  it("Job detail shows a running job's progress as its handler reports it, and its checkpoint's size", async () => {
+    await server.worker.reportProgress({ jid: seeded.held!, leaseId: seeded.heldLease!, percent: 40, message: "resizing <b>4</b> of 10" });
+    await server.worker.checkpoint({ jid: seeded.held!, leaseId: seeded.heldLease!, data: new Uint8Array(2048) });
+    await show(`#/job/${seeded.held}`, '[data-block="progress"]');
+    expect(await text('[data-block="progress"]')).toContain("40% resizing <b>4</b> of 10");
+    expect(await page.evaluate(() => (document.querySelector('[data-block="progress"] progress') as HTMLProgressElement).value)).toBe(40);
+    expect(await page.locator("main").textContent()).toContain("2.0 KiB saved");
+    // The page refreshes on its own: a later report shows without a reload.
+    await server.worker.reportProgress({ jid: seeded.held!, leaseId: seeded.heldLease!, percent: 75, message: "nearly" });
+    await eventually(async () => (await text('[data-block="progress"]'))?.includes("75% nearly") ?? false, "the later report");
+    await screenshot("job-progress");
   });
 
   it("Dead lists the dead jobs; Retry on one moves it out of Dead (SCHEDULED in the API)", async () => {

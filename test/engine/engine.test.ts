@@ -1446,6 +1446,7 @@ describe("Engine: counters and info", () => {
       connectedWorkers: 0,
       liveJobs: 0,
       resultWaiters: 0,
+      jobWatchers: 0,
       leaseSlots: 0,
       finishedWhileSubmitting: 0,
       packedMetas: 0,
@@ -1464,6 +1465,7 @@ describe("Engine: counters and info", () => {
       connectedWorkers: 1,
       liveJobs: 1,
       resultWaiters: 0,
+      jobWatchers: 0,
       leaseSlots: 0, // every lease reported
       finishedWhileSubmitting: 0,
       packedMetas: unpackedMetaLimitUnderTest() === 0 ? 1 : 0, // the RETRYING job waits

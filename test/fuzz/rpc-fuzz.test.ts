@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { ProducerService, SubmitRequestSchema } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
-import { connect, type WorqClients } from "../e2e/support/clients.js";
+import { connect, StreamWorker, type WorqClients } from "../e2e/support/clients.js";
 import { spawnServer, type ServerProcess } from "../e2e/support/server-process.js";
 import { printFigures } from "../fault/support/figures.js";
 import { establishedOnPorts } from "../fault/support/tcp-connections.js";
@@ -165,6 +165,62 @@ describe("fuzzing every RPC of a real server process", () => {
     expect(server.child.exitCode).toBeNull();
   }, 120_000);
 
+  it(`random Checkpoint, ReportProgress and WatchJob inputs on a leased job (${RUNS * 4}, seed ${SEED}): refused naming the field or applied exactly`, async () => {
+    const { jid } = await clients.producer.submit({ job: { type: "fuzz", queue: "fuzz-checkpoint" } });
+    const worker = new StreamWorker(clients, { queues: ["fuzz-checkpoint"], workerId: "w-fuzz-checkpoint", credits: 1 });
+    const leased = await worker.next(10_000);
+    let saved = new Uint8Array();
+    let reported: { percent: number; message: string } | undefined;
+    const otherJid = "5d3a3b0c-2f53-4c6e-9f0e-7a7d3c9f2b11";
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(jid, otherJid, "", "not-a-uuid"),
+        fc.constantFrom(leased.leaseId, "", otherJid),
+        fc.oneof(fc.uint8Array({ maxLength: 64 }), fc.constant(new Uint8Array(1024 * 1024 + 1))),
+        fc.oneof(fc.integer({ min: 0, max: 100 }), fc.integer({ min: 101, max: 2 ** 32 - 1 })),
+        fc.oneof(fc.string({ maxLength: 40 }), fc.string({ minLength: 1025, maxLength: 1100 })),
+        async (jidIn, leaseId, data, percent, message) => {
+          inputs += 3;
+          const saving = await callOnce(clients.worker as never, WorkerService.method.checkpoint, { jid: jidIn, leaseId, data });
+          const reporting = await callOnce(clients.worker as never, WorkerService.method.reportProgress, {
+            jid: jidIn,
+            leaseId,
+            percent,
+            message,
+          });
+          const watching = await callOnce(clients.producer as never, ProducerService.method.watchJob, { jid: jidIn });
+          for (const error of [saving, reporting, watching]) {
+            count(error === undefined ? "OK" : Code[error.code]!);
+            if (error !== undefined) expect(BUG_CODES.has(error.code), error.rawMessage).toBe(false);
+          }
+          const valid = jidIn === jid && leaseId === leased.leaseId;
+          if (valid && data.byteLength <= 1024 * 1024) {
+            expect(saving).toBeUndefined();
+            saved = data;
+          } else {
+            expect(saving).toBeDefined();
+            if (valid) expect(saving!.rawMessage).toMatch(/^data: /);
+          }
+          if (valid && percent <= 100 && message.length <= 1024) {
+            expect(reporting).toBeUndefined();
+            reported = { percent, message };
+          } else {
+            expect(reporting).toBeDefined();
+            if (valid) expect(reporting!.rawMessage).toMatch(percent > 100 ? /^percent: / : /^message: /);
+          }
+          if (jidIn === jid) expect(watching).toBeUndefined();
+          else expect(watching?.code).toBe(jidIn === otherJid ? Code.NotFound : Code.InvalidArgument);
+        },
+      ),
+      { numRuns: RUNS * 4, seed: SEED },
+    );
+    const job = (await clients.admin.getJob({ jid })).job!;
+    expect(job.checkpoint).toEqual(saved);
+    if (reported) expect(job.progress).toMatchObject(reported);
+    await clients.worker.ack({ jid, leaseId: leased.leaseId });
+    await worker.stop();
+  }, 120_000);
+
   it("afterwards: the server is up, holds no stream, waiter or stale connection, and its memory is bounded", async () => {
     const metric = async (name: string) => {
       const text = await (await fetch(`http://127.0.0.1:${http}/metrics`)).text();
@@ -177,12 +233,14 @@ describe("fuzzing every RPC of a real server process", () => {
       counts = {
         "connected-workers": info.connectedWorkers,
         "result-waiters": await metric("worq_result_waiters"),
+        "job-watchers": await metric("worq_job_watchers"),
         "connected-clients": info.connectedClients,
         "tcp-established": establishedOnPorts([server.port, http]),
       };
       if (
         (counts["connected-workers"] === 0 &&
           counts["result-waiters"] === 0 &&
+          counts["job-watchers"] === 0 &&
           counts["connected-clients"] === counts["tcp-established"]) ||
         Date.now() > deadline
       )
@@ -201,7 +259,7 @@ describe("fuzzing every RPC of a real server process", () => {
       answers: [...codes.entries()].map(([code, n]) => `${code}:${n}`).join(","),
     });
     expect(server.child.exitCode).toBeNull();
-    expect(counts).toMatchObject({ "connected-workers": 0, "result-waiters": 0 });
+    expect(counts).toMatchObject({ "connected-workers": 0, "result-waiters": 0, "job-watchers": 0 });
     expect(counts["connected-clients"]).toBe(counts["tcp-established"]);
     // Bounded: a leak per input would show as hundreds of MB here; the 6 MiB message is the largest input.
     expect(rssAfterKb - rssBeforeKb).toBeLessThan(300 * 1024);

@@ -21,6 +21,7 @@ const GRANTS: Record<"producer" | "worker", string[]> = {
     "ProducerService.GetResult",
     "ProducerService.Cancel",
     "ProducerService.CollectChildren",
+    "ProducerService.WatchJob",
     "AdminService.GetJob",
   ],
   worker: [
@@ -30,6 +31,8 @@ const GRANTS: Record<"producer" | "worker", string[]> = {
     "WorkerService.Renew",
     "WorkerService.Report",
     "ProducerService.CollectChildren",
+    "WorkerService.Checkpoint",
+    "WorkerService.ReportProgress",
   ],
 };
 

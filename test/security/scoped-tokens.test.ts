@@ -181,6 +181,16 @@ describe("tokens scoped to queues", () => {
         expect([...reported.acks, ...reported.fails].map((r) => [r.code, r.message])).toEqual(
           Array(2).fill([Code.NotFound, `job ${jid} not found`]),
         );
+        expect(await failure(scoped.checkpoint({ jid, leaseId: leased.leaseId, data: new Uint8Array([1]) }))).toEqual(notFound);
+        expect(await failure(scoped.reportProgress({ jid, leaseId: leased.leaseId, percent: 1 }))).toEqual(notFound);
+        const watching = (async () => {
+          for await (const _ of producer(SCOPED.billingAdmin).watchJob({ jid })) return "ok";
+          return "ok";
+        })();
+        expect(await failure(watching)).toEqual(notFound);
+        const job = (await admin(TOKENS.admin).getJob({ jid })).job;
+        expect(job?.checkpoint).toEqual(new Uint8Array());
+        expect(job?.progress).toBeUndefined();
         expect((await admin(TOKENS.admin).getJob({ jid })).job?.state).toBe(JobState.RUNNING);
         // Its own queues lease and ack as usual.
         const own = await producer(SCOPED.billingProducer).submit({ job: { type: "t", queue: `${billing}.lease` } });

@@ -133,6 +133,40 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
       await cleanup();
     });
 
+    it("keeps a job's checkpoint, replaced by the next, cleared by an empty one and deleted with the job", async () => {
+      const { store, cleanup } = await setup();
+      const jid = randomUUID();
+      await store.commit([{ kind: "put-job", meta: metaOf(jid, "RUNNING"), body: bodyOf() }]);
+      expect(await store.getCheckpoint(jid)).toBeUndefined();
+      await store.commit([{ kind: "put-checkpoint", jid, data: new Uint8Array([1, 2]) }]);
+      await store.commit([{ kind: "put-checkpoint", jid, data: new Uint8Array([3, 4, 5]) }]);
+      expect(await store.getCheckpoint(jid)).toEqual(new Uint8Array([3, 4, 5]));
+      await store.commit([{ kind: "put-checkpoint", jid, data: new Uint8Array() }]);
+      expect(await store.getCheckpoint(jid)).toBeUndefined();
+      // Put and cleared in one commit: the last write wins.
+      await store.commit([
+        { kind: "put-checkpoint", jid, data: new Uint8Array([6]) },
+        { kind: "put-checkpoint", jid, data: new Uint8Array() },
+        { kind: "put-checkpoint", jid, data: new Uint8Array([7]) },
+      ]);
+      expect(await store.getCheckpoint(jid)).toEqual(new Uint8Array([7]));
+      const other = randomUUID();
+      await store.commit([
+        { kind: "put-job", meta: metaOf(other, "RUNNING"), body: bodyOf() },
+        { kind: "put-checkpoint", jid: other, data: new Uint8Array([8]) },
+      ]);
+      const jids = async () => {
+        const found: string[] = [];
+        for await (const each of store.checkpointJids()) found.push(each);
+        return found.sort();
+      };
+      expect(await jids()).toEqual([jid, other].sort());
+      await store.commit([{ kind: "delete-job", meta: metaOf(jid, "RUNNING") }]);
+      expect(await store.getCheckpoint(jid)).toBeUndefined();
+      expect(await jids()).toEqual([other]);
+      await cleanup();
+    });
+
     it("keeps counters, starting from zero", async () => {
       const { store, cleanup } = await setup();
       expect(await store.getCounters()).toEqual({ submitted: 0, processed: 0, failed: 0, evicted: 0 });

@@ -85,7 +85,10 @@ export const body: fc.Arbitrary<JobBody> = fc
   })
   .map((record) => Object.fromEntries(Object.entries(record).filter(([, v]) => v !== undefined)) as unknown as JobBody);
 
-export const grant = fc.record({ meta, body }) as fc.Arbitrary<LeaseGrant>;
+export const grant = fc.record(
+  { meta, body, checkpoint: fc.uint8Array({ minLength: 1, maxLength: 40 }) },
+  { requiredKeys: ["meta", "body"] },
+) as fc.Arbitrary<LeaseGrant>;
 
 const grapheme = fc.string({ maxLength: 20, unit: "grapheme" });
 

@@ -411,5 +411,49 @@ def test_fan_out_collects_children_and_a_children_of_join_runs_last(server: Serv
                 while len(order) < 5:
                     await asyncio.sleep(0.02)
         assert order == ["child", "child", "child", "parent", "gather"]
+def test_checkpoints_reach_the_retry_progress_is_shown_and_watched(server: ServerProcess) -> None:
+    async def scenario() -> None:
+        handle = make_worker(server.address, "q", concurrency=2)
+        released = threading.Event()
+
+        @handle.worker.handler("resume")
+        async def resume(job: worq.Job, ctx: worq.JobContext) -> str:
+            if not job.checkpoint:
+                await ctx.checkpoint(b"row=7")
+                with pytest.raises(worq.InvalidArgument):
+                    await ctx.checkpoint(b"x" * (1024 * 1024 + 1))
+                raise RuntimeError("crashed after row 7")
+            return "resumed at " + job.checkpoint.decode()
+
+        @handle.worker.handler("sync-progress")
+        def sync_progress(job: worq.Job, ctx: worq.JobContext) -> str:  # sync: runs in a thread
+            ctx.progress_sync(60, "sixty")
+            ctx.checkpoint_sync(b"sync")
+            released.wait(10)
+            return "done"
+
+        async with running(handle), worq.Client(server.address) as client:
+            jid = await client.submit("resume", queue="q", retry={"max_attempts": 3, "initial_delay": 0.05})
+            job = await client.wait_result(jid, 10)
+            assert job.state is worq.JobState.COMPLETED
+            assert job.attempt == 2
+            assert job.result_text == "resumed at row=7"
+            assert job.checkpoint == b"row=7"
+
+            jid = await client.submit("sync-progress", queue="q")
+            watched: List[worq.Job] = []
+            async for seen_job in client.watch(jid):
+                watched.append(seen_job)
+                if seen_job.checkpoint == b"sync":
+                    released.set()
+            assert watched[-1].state is worq.JobState.COMPLETED
+            assert watched[-1].result_text == "done"
+            running_views = [j for j in watched if j.state is worq.JobState.RUNNING and j.progress is not None]
+            assert running_views and running_views[0].progress is not None
+            assert (running_views[0].progress.percent, running_views[0].progress.message) == (60, "sixty")
+            assert watched[-1].checkpoint == b"sync"
+            with pytest.raises(worq.NotFound):
+                async for _ in client.watch("0b7e4c52-9f3a-4d6e-8a1b-2c3d4e5f6a7b"):
+                    pass
 
     run(scenario())

@@ -79,6 +79,26 @@ export class WorqClient {
     });
   }
 
+  /**
+   * Follows a job (WatchJob): yields it as it is now, then after each state change,
+   * checkpoint and progress report, and ends after it finishes (the last one carries the
+   * result). Break out of the loop, or abort `signal`, to stop watching.
+   */
+  async *watch(jid: string, options: { signal?: AbortSignal } = {}): AsyncGenerator<Job> {
+    // Aborted when the loop is left early, so the server's stream ends with it.
+    const abort = new AbortController();
+    const onAbort = () => abort.abort(options.signal?.reason);
+    options.signal?.addEventListener("abort", onAbort, { once: true });
+    try {
+      for await (const message of this.producer.watchJob({ jid }, { signal: abort.signal })) yield message.job!;
+    } catch (error) {
+      throw toClientError(error);
+    } finally {
+      options.signal?.removeEventListener("abort", onAbort);
+      abort.abort();
+    }
+  }
+
   /** Submits a job and waits up to `waitMs` for it to finish. */
   async run(type: string, options: SubmitOptions & { waitMs: number }): Promise<Job> {
     const { waitMs, ...rest } = options;

@@ -222,6 +222,8 @@ export class LinkStream extends EventEmitter {
 }
 
 /** Splits a response body into gRPC messages (1 byte compressed flag, 4 bytes length, message). */
+const EMPTY_MESSAGE = Buffer.alloc(0);
+
 class MessageFramer {
   private chunks: Buffer[] = [];
   private buffered = 0;
@@ -245,6 +247,7 @@ class MessageFramer {
   }
 
   private take(length: number): Buffer {
+    if (length === 0) return EMPTY_MESSAGE; // an empty message (CheckpointResponse): nothing may be buffered after its prefix
     this.buffered -= length;
     const first = this.chunks[0]!;
     if (first.length > length) {

@@ -39,6 +39,8 @@ export class LeasedJobView {
   executionDeadlineMs: number | undefined = undefined;
   /** Job.backtrace: how many stack frames a failure keeps. */
   backtraceFrames = 0;
+  /** Job.checkpoint: the last checkpoint an earlier attempt saved; empty when none. */
+  checkpoint: Uint8Array = EMPTY;
   private jobBytes: Uint8Array = EMPTY;
   private decoded: Job | undefined = undefined;
 
@@ -98,6 +100,11 @@ export class LeasedJobView {
         case 9:
           this.custom = readStruct(r, r.uint32() + r.pos);
           break;
+        case 38: {
+          const checkpoint = r.bytes();
+          this.checkpoint = new Uint8Array(checkpoint.buffer, checkpoint.byteOffset, checkpoint.byteLength);
+          break;
+        }
         case 12:
           this.reserveForMs = readMs(r, r.uint32() + r.pos);
           break;

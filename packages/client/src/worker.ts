@@ -4,7 +4,13 @@ import { create, toBinary, type JsonObject, type JsonValue } from "@bufbuild/pro
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import type { Job } from "./gen/worq/v1/job_pb.js";
-import { ControlAction, LeaseRequestSchema, QueueOrder } from "./gen/worq/v1/worker_service_pb.js";
+import {
+  CheckpointRequestSchema,
+  ControlAction,
+  LeaseRequestSchema,
+  QueueOrder,
+  ReportProgressRequestSchema,
+} from "./gen/worq/v1/worker_service_pb.js";
 import { WorqClient } from "./client.js";
 import { toClientError } from "./errors.js";
 import { failRequestOf, resultBytesOf } from "./handler-outcome.js";
@@ -26,6 +32,8 @@ export interface WorkerJob {
   attempt: number;
   tags: Record<string, string>;
   leaseId: string;
+  /** The last checkpoint an earlier attempt saved (`ctx.checkpoint`); empty when none: resume from it. */
+  checkpoint: Uint8Array;
   /** The job as the server sent it. */
   proto: Job;
 }
@@ -37,6 +45,14 @@ export interface JobContext {
   readonly deadline: Date;
   /** Renews the lease now (the worker also renews on its own while the handler runs). */
   renew(): Promise<void>;
+  /**
+   * Saves how far the job got, replacing the previous checkpoint (empty clears it), at most
+   * 1 MiB; resolves once the server has it on disk. A later attempt (a retry after a failure,
+   * a lapsed lease or an operator's retry) gets it as `job.checkpoint`.
+   */
+  checkpoint(data: Uint8Array): Promise<void>;
+  /** Reports how far the job is (0 to 100, and a message of at most 1024 chars), shown by GetJob, WatchJob and the dashboard. */
+  progress(percent: number, message?: string): Promise<void>;
 }
 
 export type Handler = (job: WorkerJob, ctx: JobContext) => unknown;
@@ -81,6 +97,8 @@ export interface WorkerOptions {
 }
 
 const LEASE_PATH = "/worq.v1.WorkerService/Lease";
+const CHECKPOINT_PATH = "/worq.v1.WorkerService/Checkpoint";
+const PROGRESS_PATH = "/worq.v1.WorkerService/ReportProgress";
 /** How often running jobs are checked for their deadline and lease renewal. */
 const SWEEP_EVERY_MS = 100;
 
@@ -156,6 +174,7 @@ class HandlerContext implements JobContext {
   constructor(
     private readonly running: Running,
     private readonly renewLease: (running: Running) => Promise<void>,
+    private readonly client: WorqClient,
   ) {}
 
   get signal(): AbortSignal {
@@ -168,6 +187,28 @@ class HandlerContext implements JobContext {
 
   renew(): Promise<void> {
     return this.renewLease(this.running);
+  }
+
+  // Both go over the worker's own HTTP/2 link (grpc-link.ts), as reports do: a handler may
+  // report progress every 100 ms, and the generic client costs several times more per call.
+  async checkpoint(data: Uint8Array): Promise<void> {
+    const { jid, leaseId } = this.running.job;
+    const request = toBinary(CheckpointRequestSchema, create(CheckpointRequestSchema, { jid, leaseId, data }));
+    try {
+      await this.client.link.unary(CHECKPOINT_PATH, request);
+    } catch (error) {
+      throw toClientError(error);
+    }
+  }
+
+  async progress(percent: number, message = ""): Promise<void> {
+    const { jid, leaseId } = this.running.job;
+    const request = toBinary(ReportProgressRequestSchema, create(ReportProgressRequestSchema, { jid, leaseId, percent, message }));
+    try {
+      await this.client.link.unary(PROGRESS_PATH, request);
+    } catch (error) {
+      throw toClientError(error);
+    }
   }
 }
 
@@ -415,7 +456,7 @@ export class Worker {
     let returned: unknown;
     try {
       if (!handler) throw new Error(`no handler registered for job type ${JSON.stringify(job.type)} on worker ${this.workerId}`);
-      returned = handler(job, new HandlerContext(running, this.renewOne));
+      returned = handler(job, new HandlerContext(running, this.renewOne, this.client));
     } catch (error) {
       return this.handlerFailed(running, error);
     }

@@ -10,7 +10,7 @@ import { print, printJson } from "../output.js";
 const EXAMPLES = `
 Examples:
   worq get 0b6f8c1e-…                      the job for a person (payload and result shown as sizes)
-  worq get 0b6f8c1e-… --show-payload       … with the payload and result bytes
+  worq get 0b6f8c1e-… --show-payload       … with the payload, result and checkpoint bytes
   worq get 0b6f8c1e-… --json               the whole job as protobuf JSON (as grpcurl prints it)
   worq get 0b6f8c1e-… --format sidekiq     the job as Sidekiq JSON (or worq, envelope, proto)
   worq get 0b6f8c1e-… --format workq       the job as Workq's "inspect job" shows it (numeric state)`;
@@ -42,7 +42,7 @@ export function registerGet(program: Command): void {
         "print the job in this shape: JSON (worq, sidekiq, envelope, proto) or Workq's key/value lines",
       ).choices([...JOB_FORMATS, "proto", "workq"]),
     )
-    .option("--show-payload", "print the payload and result bytes (hidden by default: they may be sensitive)")
+    .option("--show-payload", "print the payload, result and checkpoint bytes (hidden by default: they may be sensitive)")
     .addHelpText("after", EXAMPLES);
   withGlobalOptions(command);
   command.action(async (jid: string, flags: { format?: JobFormat | "proto" | "workq"; showPayload?: boolean }, self: Command) => {

@@ -46,6 +46,21 @@ function jidLinks(jids: readonly string[]): Node | string {
   return el("span", { class: "mono" }, ...jids.flatMap((jid, i) => [i ? ", " : "", link(jid, ["job", jid])]));
 }
 
+/** What the handler of the current or last attempt last reported: a bar, the percent and its message. */
+function progressView(job: Job): HTMLElement {
+  const p = job.progress;
+  if (!p) return el("span", { data: { block: "progress" } }, "–");
+  const bar = el("progress");
+  bar.max = 100;
+  bar.value = p.percent;
+  return el("span", { data: { block: "progress" } }, bar, ` ${p.percent}%`, p.message ? ` ${p.message}` : "", ` (${when(p.updatedAt)})`);
+}
+
+/** The size of the job's last checkpoint. */
+function checkpointView(job: Job): HTMLElement {
+  return el("span", { data: { block: "checkpoint" } }, job.checkpoint.byteLength ? `${bytesSize(job.checkpoint.byteLength)} saved` : "–");
+}
+
 /** The job's life from its timestamps (Worq keeps these, not a log of every transition). */
 function timeline(job: Job): [number, string][] {
   const events: [number | undefined, string][] = [
@@ -115,6 +130,8 @@ export const jobDetailPage: PageFactory = (root, path) => {
           ...field("Priority", Priority[job.priority] ?? String(job.priority)),
           ...field("Attempt", `${job.attempt} of at most ${retry?.maxAttempts ?? "?"} (explicit fails: ${job.fails})`),
           ...field("Worker", job.workerId || "–"),
+          ...field("Progress", progressView(job)),
+          ...field("Checkpoint", checkpointView(job)),
           ...field("Created", when(job.createdAt)),
           ...field("Updated", when(job.updatedAt)),
           ...field("Expires", when(job.expiresAt)),
@@ -217,8 +234,14 @@ export const jobDetailPage: PageFactory = (root, path) => {
   async function refresh() {
     const { job } = await admin.getJob({ jid });
     if (!job) return;
-    // Re-render only when the job changed, so reading a long payload is not interrupted.
-    if (current && whenMs(current.updatedAt) === whenMs(job.updatedAt) && current.state === job.state) return;
+    // Re-render only when the job changed, so reading a long payload is not interrupted; a
+    // handler's progress report or checkpoint updates its own field alone.
+    if (current && whenMs(current.updatedAt) === whenMs(job.updatedAt) && current.state === job.state) {
+      current = job;
+      root.querySelector('[data-block="progress"]')?.replaceWith(progressView(job));
+      root.querySelector('[data-block="checkpoint"]')?.replaceWith(checkpointView(job));
+      return;
+    }
     current = job;
     render(job);
   }

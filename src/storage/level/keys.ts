@@ -11,6 +11,9 @@ export const KEYS = {
   body: (jid: string) => `b/${jid}`,
   /** Result bytes of a completed job. */
   result: (jid: string) => `r/${jid}`,
+  /** The last checkpoint a running job's handler saved. */
+  checkpoint: (jid: string) => `c/${jid}`,
+  checkpointPrefix: "c/",
   /** Present (empty value) while the job is neither terminal nor SCHEDULED: the recovery index. */
   live: (jid: string) => `l/${jid}`,
   livePrefix: "l/",

@@ -209,6 +209,11 @@ export class LevelStore implements Store {
     return bytes && plainBytes(bytes);
   }
 
+  async getCheckpoint(jid: string): Promise<Uint8Array | undefined> {
+    const bytes = await this.db.get(KEYS.checkpoint(jid));
+    return bytes && plainBytes(bytes);
+  }
+
   async *liveJobs(): AsyncIterable<JobMeta> {
     yield* this.unreadyLiveJobs();
     for await (const jids of this.jidPages(KEYS.readyPrefix, PAGE_KEYS)) yield* await this.metasOf(jids);
@@ -341,6 +346,10 @@ export class LevelStore implements Store {
     for await (const value of this.db.values(prefixRange(KEYS.callbackPrefix))) yield decodeJson<PendingCallback>(value);
   }
 
+  async *checkpointJids(): AsyncIterable<string> {
+    for await (const key of this.db.keys(prefixRange(KEYS.checkpointPrefix))) yield key.slice(KEYS.checkpointPrefix.length);
+  }
+
   async *idempotencyClaims(): AsyncIterable<IdempotencyClaim> {
     for await (const value of this.db.values(prefixRange(KEYS.idempotencyPrefix))) yield decodeJson<IdempotencyClaim>(value);
   }
@@ -385,8 +394,13 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
     case "put-result":
       ops.push({ type: "put", key: KEYS.result(write.jid), value: write.result });
       return;
+    case "put-checkpoint":
+      if (write.data.byteLength > 0) ops.push({ type: "put", key: KEYS.checkpoint(write.jid), value: write.data });
+      else ops.push({ type: "del", key: KEYS.checkpoint(write.jid) });
+      return;
     case "delete-job":
-      for (const key of [KEYS.meta, KEYS.body, KEYS.result, KEYS.callback]) ops.push({ type: "del", key: key(write.meta.jid) });
+      for (const key of [KEYS.meta, KEYS.body, KEYS.result, KEYS.checkpoint, KEYS.callback])
+        ops.push({ type: "del", key: key(write.meta.jid) });
       if (write.meta.parentJid !== undefined) {
         ops.push({ type: "del", key: KEYS.child(write.meta.parentJid, write.meta.createdAtMs, write.meta.jid) });
       }

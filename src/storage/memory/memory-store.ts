@@ -20,6 +20,7 @@ export interface MemoryData {
   metas: Map<string, JobMeta>;
   bodies: Map<string, JobBody>;
   results: Map<string, Uint8Array>;
+  checkpoints: Map<string, Uint8Array>;
   claims: Map<string, IdempotencyClaim>;
   callbacks: Map<string, PendingCallback>;
   queues: Map<string, QueueInfo>;
@@ -31,6 +32,7 @@ export function createMemoryData(): MemoryData {
     metas: new Map(),
     bodies: new Map(),
     results: new Map(),
+    checkpoints: new Map(),
     claims: new Map(),
     callbacks: new Map(),
     queues: new Map(),
@@ -76,7 +78,12 @@ export class MemoryStore implements Store {
         case "put-result":
           results.set(write.jid, write.result);
           break;
+        case "put-checkpoint":
+          if (write.data.byteLength > 0) this.data.checkpoints.set(write.jid, write.data);
+          else this.data.checkpoints.delete(write.jid);
+          break;
         case "delete-job":
+          this.data.checkpoints.delete(write.meta.jid);
           metas.delete(write.meta.jid);
           bodies.delete(write.meta.jid);
           results.delete(write.meta.jid);
@@ -119,6 +126,11 @@ export class MemoryStore implements Store {
   async getResult(jid: string): Promise<Uint8Array | undefined> {
     const result = this.data.results.get(jid);
     return result && result.slice();
+  }
+
+  async getCheckpoint(jid: string): Promise<Uint8Array | undefined> {
+    const data = this.data.checkpoints.get(jid);
+    return data && data.slice();
   }
 
   async *liveJobs(): AsyncIterable<JobMeta> {
@@ -200,6 +212,10 @@ export class MemoryStore implements Store {
 
   async *pendingCallbacks(): AsyncIterable<PendingCallback> {
     for (const callback of [...this.data.callbacks.values()]) yield structuredClone(callback);
+  }
+
+  async *checkpointJids(): AsyncIterable<string> {
+    yield* [...this.data.checkpoints.keys()];
   }
 
   async *idempotencyClaims(): AsyncIterable<IdempotencyClaim> {

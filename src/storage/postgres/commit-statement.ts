@@ -45,6 +45,10 @@ WITH
   put_queues AS (
     INSERT INTO worq_queues (name, paused) SELECT * FROM unnest($27::text[], $28::boolean[])
     ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused),
+  del_checkpoints AS (DELETE FROM worq_checkpoints WHERE jid = ANY($34::text[])),
+  put_checkpoints AS (
+    INSERT INTO worq_checkpoints (jid, data) SELECT * FROM unnest($35::text[], $36::bytea[])
+    ON CONFLICT (jid) DO UPDATE SET data = EXCLUDED.data),
   put_counters AS (
     INSERT INTO worq_counters (id, submitted, processed, failed, evicted)
     SELECT 1, c[1], c[2], c[3], c[4] FROM (SELECT $29::bigint[] AS c) AS given WHERE cardinality(c) = 4
@@ -65,7 +69,13 @@ export function statementChunks(writes: readonly StoreWrite[], maxBytes = STATEM
   let bytes = 0;
   for (const write of writes) {
     const size =
-      write.kind === "put-job" ? write.body.payload.byteLength + 1024 : write.kind === "put-result" ? write.result.byteLength : 0;
+      write.kind === "put-job"
+        ? write.body.payload.byteLength + 1024
+        : write.kind === "put-result"
+          ? write.result.byteLength
+          : write.kind === "put-checkpoint"
+            ? write.data.byteLength
+            : 0;
     if (bytes + size > maxBytes && chunks[chunks.length - 1]!.length > 0) {
       chunks.push([]);
       bytes = 0;
@@ -83,6 +93,7 @@ interface RowOps {
   jobs: Map<string, Put<JobMeta>>;
   bodies: Map<string, Put<{ body: Uint8Array; payload: Uint8Array }>>;
   results: Map<string, Put<Uint8Array>>;
+  checkpoints: Map<string, Put<Uint8Array>>;
   callbacks: Map<string, Put<string>>;
   claims: Map<string, Put<IdempotencyClaim> & { namespace: string; type: string; key: string }>;
   queues: Map<string, boolean>;
@@ -96,6 +107,7 @@ function rowOpsOf(writes: readonly StoreWrite[]): RowOps {
     jobs: new Map(),
     bodies: new Map(),
     results: new Map(),
+    checkpoints: new Map(),
     callbacks: new Map(),
     claims: new Map(),
     queues: new Map(),
@@ -115,8 +127,11 @@ function rowOpsOf(writes: readonly StoreWrite[]): RowOps {
       case "put-result":
         ops.results.set(write.jid, { put: write.result });
         break;
+      case "put-checkpoint":
+        ops.checkpoints.set(write.jid, write.data.byteLength > 0 ? { put: write.data } : DELETE);
+        break;
       case "delete-job":
-        for (const table of [ops.jobs, ops.bodies, ops.results, ops.callbacks] as Map<string, Put<unknown>>[])
+        for (const table of [ops.jobs, ops.bodies, ops.results, ops.checkpoints, ops.callbacks] as Map<string, Put<unknown>>[])
           table.set(write.meta.jid, DELETE);
         break;
       case "put-counters":
@@ -169,6 +184,7 @@ export function commitParameters(writes: readonly StoreWrite[]): { values: unkno
   const bodies = split(ops.bodies);
   const results = split(ops.results);
   const callbacks = split(ops.callbacks);
+  const checkpoints = split(ops.checkpoints);
   const claimsDeleted = [...ops.claims.values()].filter((op) => "delete" in op);
   const claimsPut = [...ops.claims.values()].flatMap((op) => ("put" in op ? [op.put] : []));
   const metas = jobs.put.map(([, meta]) => meta);
@@ -206,8 +222,18 @@ export function commitParameters(writes: readonly StoreWrite[]): { values: unkno
     claimsPut.map((claim) => claim.namespace ?? ""),
     metas.map((meta) => meta.parentJid ?? null),
     metas.map((meta) => Math.floor(meta.createdAtMs)),
+    checkpoints.deleted,
+    checkpoints.put.map(([jid]) => jid),
+    checkpoints.put.map(([, data]) => buffer(data)),
   ];
   const rows =
-    ops.jobs.size + ops.bodies.size + ops.results.size + ops.callbacks.size + ops.claims.size + ops.queues.size + (ops.counters ? 1 : 0);
+    ops.jobs.size +
+    ops.bodies.size +
+    ops.results.size +
+    ops.checkpoints.size +
+    ops.callbacks.size +
+    ops.claims.size +
+    ops.queues.size +
+    (ops.counters ? 1 : 0);
   return { values, rows };
 }

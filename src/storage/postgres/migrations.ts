@@ -119,6 +119,14 @@ export const MIGRATIONS: readonly Migration[] = [
     `,
     backfill: backfillChildColumns,
   },
+  {
+    version: 6,
+    name: "checkpoints",
+    // A running job's last checkpoint (WorkerService.Checkpoint), deleted with the job.
+    sql: `
+      CREATE TABLE worq_checkpoints (jid text COLLATE "C" PRIMARY KEY, data bytea NOT NULL);
+    `,
+  },
 ];
 
 /** Rows decoded and updated per round trip of a backfill. */

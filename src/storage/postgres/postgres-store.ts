@@ -168,6 +168,11 @@ export class PostgresStore implements Store {
     return rows[0] && plainBytes(rows[0].result);
   }
 
+  async getCheckpoint(jid: string): Promise<Uint8Array | undefined> {
+    const { rows } = await this.pool.query<{ data: Buffer }>("SELECT data FROM worq_checkpoints WHERE jid = $1", [jid]);
+    return rows[0] && plainBytes(rows[0].data);
+  }
+
   async *liveJobs(): AsyncIterable<JobMeta> {
     yield* this.unreadyLiveJobs();
     // The ready index's order, paged by its whole key.
@@ -274,6 +279,19 @@ export class PostgresStore implements Store {
         PAGE_ROWS,
       ]);
       yield* rows;
+      if (rows.length < PAGE_ROWS) return;
+      after = rows[rows.length - 1]!.jid;
+    }
+  }
+
+  async *checkpointJids(): AsyncIterable<string> {
+    let after = "";
+    for (;;) {
+      const { rows } = await this.pool.query<{ jid: string }>("SELECT jid FROM worq_checkpoints WHERE jid > $1 ORDER BY jid LIMIT $2", [
+        after,
+        PAGE_ROWS,
+      ]);
+      for (const row of rows) yield row.jid;
       if (rows.length < PAGE_ROWS) return;
       after = rows[rows.length - 1]!.jid;
     }

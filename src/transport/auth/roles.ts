@@ -12,7 +12,7 @@ export function isRole(text: string): text is Role {
 
 /**
  * Producers create jobs and follow the jobs they created: submit, run, wait for a result,
- * read a job (GetJob lives on AdminService but is how a producer reads its job) and cancel
+ * watch a job, read a job (GetJob lives on AdminService but is how a producer reads its job) and cancel
  * one (undoing a submit is part of submitting), and collect the children of a job. Workers run
  * jobs, and collect the children a running job spawned. Everything else (listing,
  * deleting, retrying, purging, pausing, controlling workers, server info) is admin only.
@@ -25,6 +25,7 @@ const NON_ADMIN_GRANTS: Record<Exclude<Role, "admin">, string[]> = {
     "/worq.v1.ProducerService/GetResult",
     "/worq.v1.ProducerService/Cancel",
     "/worq.v1.ProducerService/CollectChildren",
+    "/worq.v1.ProducerService/WatchJob",
     "/worq.v1.AdminService/GetJob",
   ],
   worker: [
@@ -35,6 +36,8 @@ const NON_ADMIN_GRANTS: Record<Exclude<Role, "admin">, string[]> = {
     "/worq.v1.WorkerService/Report",
     // A running parent gathers the children it spawned (FAN_OUT).
     "/worq.v1.ProducerService/CollectChildren",
+    "/worq.v1.WorkerService/Checkpoint",
+    "/worq.v1.WorkerService/ReportProgress",
   ],
 };
 

@@ -140,6 +140,28 @@ func scenario(ctx context.Context, job *worq.Job) (any, error) {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("sleep interrupted: %w", context.Cause(ctx))
 		}
+	case "checkpoint_resume":
+		if len(job.Checkpoint) == 0 {
+			saved, _ := job.Kwargs["checkpoint"].(string)
+			if err := worq.Checkpoint(ctx, []byte(saved)); err != nil {
+				return nil, err
+			}
+			return nil, errors.New("planned failure after a checkpoint")
+		}
+		return "resumed from " + string(job.Checkpoint), nil
+	case "progress":
+		message, _ := job.Kwargs["message"].(string)
+		if err := worq.ReportProgress(ctx, number("percent"), message); err != nil {
+			return nil, err
+		}
+		timer := time.NewTimer(time.Duration(number("ms")) * time.Millisecond)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			return result, nil
+		case <-ctx.Done():
+			return nil, fmt.Errorf("sleep interrupted: %w", context.Cause(ctx))
+		}
 	case "retry_after":
 		if job.Attempt <= 1 {
 			return nil, worq.RetryAfter(errors.New("retry later"), time.Duration(number("ms"))*time.Millisecond)

@@ -35,7 +35,7 @@ from .errors import (
     WorqError,
 )
 from ._channel import TLS
-from .types import Backoff, Dependencies, DependencyType, Failure, FailureCategory, Job, JobSpec, JobState, OnExhausted, Priority, RetryPolicy
+from .types import Backoff, Dependencies, DependencyType, Failure, FailureCategory, Job, JobSpec, JobState, OnExhausted, Priority, Progress, RetryPolicy
 from .worker import JobContext, Worker, WorkerEvent
 
 __version__ = "0.1.0"
@@ -55,6 +55,7 @@ __all__ = [
     "Backoff",
     "OnExhausted",
     "Failure",
+    "Progress",
     "FailureCategory",
     "PermanentError",
     "RetryLater",

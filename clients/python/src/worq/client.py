@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 from types import TracebackType
-from typing import Any, Awaitable, Callable, List, Mapping, Optional, Sequence, Type, TypeVar, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, List, Mapping, Optional, Sequence, Type, TypeVar, Union
 
 import grpc
 import grpc.aio
@@ -217,6 +217,22 @@ class Client:
             lambda: admin.GetJob(request, timeout=self.timeout)
         )
         return Job(response.job)
+
+    async def watch(self, jid: str) -> AsyncIterator[Job]:
+        """Follows a job (WatchJob): yields it as it is now, then after each state change,
+        checkpoint and progress report, and ends after it finishes (the last one carries the
+        result). :class:`worq.errors.NotFound` for an unknown jid or one deleted meanwhile.
+        Leaving the ``async for`` loop stops watching."""
+        request = producer_service_pb2.WatchJobRequest(jid=jid)
+        producer, _ = self._stubs()
+        call = producer.WatchJob(request)
+        try:
+            async for message in call:
+                yield Job(message.job)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+        finally:
+            call.cancel()
 
     async def cancel(self, jid: str) -> Job:
         """Moves a job that has not finished to CANCELLED and returns it. A running job's

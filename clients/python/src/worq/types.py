@@ -309,6 +309,15 @@ class Failure:
     retried_at: Optional[_dt.datetime]
 
 
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """A running job's last progress report: ``percent`` 0 to 100 and a ``message``."""
+
+    percent: int
+    message: str
+    updated_at: Optional[_dt.datetime]
+
+
 class Job:
     """A job as the server holds it. Wraps the ``worq.v1.Job`` proto (``job.raw``) and decodes
     its fields to Python values: ``args`` a list, ``kwargs``/``custom`` dicts (JSON numbers that
@@ -423,6 +432,20 @@ class Job:
     def result(self) -> bytes:
         """What the handler returned (bytes as-is, str as UTF-8, else JSON); set once COMPLETED."""
         return self.raw.result
+
+    @property
+    def checkpoint(self) -> bytes:
+        """The last checkpoint a handler saved (``ctx.checkpoint``); empty when none. A retry
+        gets the one its earlier attempt saved: resume from there."""
+        return self.raw.checkpoint
+
+    @property
+    def progress(self) -> Optional["Progress"]:
+        """What the handler of the current or last attempt last reported (``ctx.progress``)."""
+        if not self.raw.HasField("progress"):
+            return None
+        p = self.raw.progress
+        return Progress(percent=p.percent, message=p.message, updated_at=_convert.optional_timestamp(p, "updated_at"))
 
     @property
     def result_text(self) -> str:

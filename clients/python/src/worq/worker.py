@@ -146,6 +146,12 @@ class JobContext:
       in a thread, cannot be interrupted and should poll ``cancelled.is_set()``.
     * ``deadline``: when this attempt must end (aware UTC datetime); ``time_left()`` in seconds.
     * ``renew()``: renews the lease now. Not needed: the worker renews every ``reserve_for / 3``.
+    * ``await checkpoint(data)``: saves how far the job got (bytes, at most 1 MiB; empty clears
+      it), returning once the server has it on disk. A later attempt (a retry after a failure,
+      a lapsed lease or an operator's retry) gets it as ``job.checkpoint``.
+    * ``await progress(percent, message="")``: reports how far the job is (0 to 100, a message
+      of at most 1024 chars), shown by GetJob, WatchJob and the dashboard.
+    * ``checkpoint_sync`` / ``progress_sync``: the same for a sync handler running in a thread.
     """
 
     def __init__(self, worker: "Worker", leased: worker_service_pb2.LeasedJob, loop: asyncio.AbstractEventLoop) -> None:
@@ -172,6 +178,28 @@ class JobContext:
         """Renews the lease now and returns the new expiry. Raises :class:`worq.errors.LeaseLost`
         when the lease is no longer held. Must be awaited on the worker's event loop."""
         return await self._worker._renew_one(self)
+
+    async def checkpoint(self, data: bytes) -> None:
+        """Saves the job's checkpoint (replacing the previous one) and returns once it is durable.
+        Raises :class:`worq.errors.LeaseLost` when the lease is no longer held,
+        :class:`worq.errors.InvalidArgument` for data over 1 MiB."""
+        request = worker_service_pb2.CheckpointRequest(jid=self.jid, lease_id=self.lease_id, data=bytes(data))
+        await self._worker._call_worker_rpc("Checkpoint", request)
+
+    async def progress(self, percent: int, message: str = "") -> None:
+        """Reports how far the job is: ``percent`` 0 to 100 and a ``message`` (at most 1024 chars)."""
+        request = worker_service_pb2.ReportProgressRequest(
+            jid=self.jid, lease_id=self.lease_id, percent=int(percent), message=message
+        )
+        await self._worker._call_worker_rpc("ReportProgress", request)
+
+    def checkpoint_sync(self, data: bytes) -> None:
+        """``checkpoint`` for a sync handler (it runs in a thread, not on the event loop)."""
+        asyncio.run_coroutine_threadsafe(self.checkpoint(data), self._loop).result()
+
+    def progress_sync(self, percent: int, message: str = "") -> None:
+        """``progress`` for a sync handler (it runs in a thread, not on the event loop)."""
+        asyncio.run_coroutine_threadsafe(self.progress(percent, message), self._loop).result()
 
     def _cancel(self, reason: str) -> None:
         if self.cancel_reason is None:
@@ -907,6 +935,15 @@ class Worker:
             return
         log.warning("renewing job %s: code %d: %s", held.jid, code, message)
         held.next_renew = now + min(held.renew_every, 1.0)
+
+    async def _call_worker_rpc(self, method: str, request: Any) -> None:
+        """Calls a unary WorkerService RPC on the worker's channel (Checkpoint, ReportProgress)."""
+        if self._stub is None:
+            raise RuntimeError("the worker is not running")
+        try:
+            await getattr(self._stub, method)(request, timeout=_CALL_TIMEOUT)
+        except grpc.aio.AioRpcError as err:
+            raise from_rpc_error(err) from None
 
     async def _renew_one(self, ctx: JobContext) -> _dt.datetime:
         assert self._loop is not None
