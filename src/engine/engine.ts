@@ -1,5 +1,5 @@
 import type { WorqError } from "../model/errors.js";
-import type { JobState, JobView, SubmitInput } from "../model/job.js";
+import type { JobState, JobView, QueueConfig, SubmitInput } from "../model/job.js";
 import type { FailureReport } from "./state-machine.js";
 import type { PendingCallback } from "./store.js";
 import type { BatchShape } from "./dependency-plan.js";
@@ -22,7 +22,7 @@ import { submit } from "./submit.js";
 import { controlWorker, listWorkers, openLease } from "./dispatch.js";
 import { ackAll, fail, renew } from "./reports.js";
 import { cancel, deleteJob } from "./cancel-delete.js";
-import { pauseQueue, purgeQueue, resumeQueue, retryJobs, runNow } from "./queue-admin.js";
+import { configureQueue, pauseQueue, purgeQueue, resumeQueue, retryJobs, runNow } from "./queue-admin.js";
 import { getJob, info, listJobs, listQueues, queueStats, waitFinished, wakeWaiters } from "./read-views.js";
 import { nextWakeMs, tick } from "./timers.js";
 import { onCallbackDue, settleCallback } from "./callbacks.js";
@@ -103,6 +103,11 @@ export class Engine {
   }
 
   /** Stops leasing from a queue; submits are still accepted. */
+  /** Changes a queue's settings (unset fields keep their value); returns them all. */
+  configureQueue(name: string, change: QueueConfig): Promise<QueueConfig> {
+    return configureQueue(this.core, name, change);
+  }
+
   pauseQueue(name: string): Promise<void> {
     return pauseQueue(this.core, name);
   }

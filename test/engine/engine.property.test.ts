@@ -55,14 +55,14 @@ const WORKERS = ["w0", "w1", "w2"] as const;
 const MAX_SESSIONS = 3;
 
 /**
- * Transitions a job may take (docs/state-machine.md), including renew, lapse back to
- * SCHEDULED, CANCELLED and ttl eviction. Terminal states have none.
+ * Transitions a job may take (docs/state-machine.md), including renew, lapse (to
+ * RETRYING, with backoff), CANCELLED and ttl eviction. Terminal states have none.
  */
 const ALLOWED: Record<JobState, readonly JobState[]> = {
   PENDING: ["SCHEDULED", "DELAYED", "CANCELLED", "DEAD_LETTER"],
   DELAYED: ["SCHEDULED", "CANCELLED", "DEAD_LETTER"],
   SCHEDULED: ["RUNNING", "CANCELLED", "DEAD_LETTER"],
-  RUNNING: ["RUNNING", "COMPLETED", "RETRYING", "SCHEDULED", "FAILED", "CANCELLED", "DEAD_LETTER"],
+  RUNNING: ["RUNNING", "COMPLETED", "RETRYING", "FAILED", "CANCELLED", "DEAD_LETTER"],
   RETRYING: ["SCHEDULED", "DEAD_LETTER", "CANCELLED"],
   COMPLETED: [],
   FAILED: [],
@@ -195,7 +195,6 @@ const MUST_COVER = [
   "RUNNING → RUNNING",
   "RUNNING → COMPLETED",
   "RUNNING → RETRYING",
-  "RUNNING → SCHEDULED",
   "RUNNING → FAILED",
   "RUNNING → CANCELLED",
   "RUNNING → DEAD_LETTER",
@@ -766,6 +765,13 @@ class Sim {
       }
       case "put-meta":
         return this.checkTransition(write.previous, write.meta, ctx, now, grantSession, leased);
+      case "delete-result":
+        // An Ack without a result removes one an earlier Fail may have stored: only for a job that failed before.
+        check(
+          ctx.kind === "report" && this.jobs.get(write.jid)?.written.state === "COMPLETED" && this.jobs.get(write.jid)?.written.failure !== undefined,
+          `unexpected result deletion in a ${ctx.kind} step: ${show(write)}`,
+        );
+        return;
       default:
         throw new PropertyViolation(`unexpected write ${write.kind} in a ${ctx.kind} step: ${show(write)}`);
     }
@@ -841,22 +847,17 @@ class Sim {
         // Nothing but tick() ends a lease on its own: a lapse.
         check(ctx.kind === "tick" && next.state !== "RUNNING", `${edge} without a cause`);
         check(lease.expiresAtMs <= now, `${edge}: lease lapsed early (expires +${lease.expiresAtMs - T0}, now +${now - T0})`);
+        // Either lapse is a failure resolved like a Fail (not counted as one): RETRYING after
+        // the backoff of the attempt, or DEAD_LETTER when attempts or fails are used up.
         const maxAttempts = previous.retry.maxAttempts;
-        if (lease.expiresAtMs >= lease.executionDeadlineMs) {
-          const maxFails = previous.retry.maxFails;
-          const exhausted = previous.attempt >= maxAttempts || (maxFails !== null && previous.fails >= maxFails);
-          check(next.state === (exhausted ? "DEAD_LETTER" : "RETRYING"), `execution timeout: ${edge}`);
-          check(next.failure?.category === "TIMEOUT", `execution timeout recorded as ${next.failure?.category}`);
-          cover("execution timeout");
-          if (!exhausted) check(next.dueAtMs === now + backoffMs(previous.attempt), `${edge}: due at +${next.dueAtMs! - T0}`);
-        } else {
-          check(
-            next.state === (previous.attempt >= maxAttempts ? "DEAD_LETTER" : "SCHEDULED"),
-            `lease lapse: ${edge} (attempt ${previous.attempt}/${maxAttempts})`,
-          );
-          check(next.failure?.category === "SYSTEM", `lease lapse recorded as ${next.failure?.category}`);
-          cover("lapse");
-        }
+        const maxFails = previous.retry.maxFails;
+        const exhausted = previous.attempt >= maxAttempts || (maxFails !== null && previous.fails >= maxFails);
+        const timeout = lease.expiresAtMs >= lease.executionDeadlineMs;
+        const what = timeout ? "execution timeout" : "lease lapse";
+        check(next.state === (exhausted ? "DEAD_LETTER" : "RETRYING"), `${what}: ${edge} (attempt ${previous.attempt}/${maxAttempts})`);
+        check(next.failure?.category === (timeout ? "TIMEOUT" : "SYSTEM"), `${what} recorded as ${next.failure?.category}`);
+        if (!exhausted) check(next.dueAtMs === now + backoffMs(previous.attempt), `${edge}: due at +${next.dueAtMs! - T0}`);
+        cover(timeout ? "execution timeout" : "lapse");
         check(next.fails === previous.fails, `a lapse counted as a fail: ${edge}`);
         this.lapses++;
         const slot = this.slots.get(lease.leaseId);

@@ -43,7 +43,7 @@ export const KEYS = {
   /** Layouts 1 and 2 only: finished jobs of a state across queues. Deleted when a dir is opened. */
   droppedFinishedIndexPrefix: "g/",
   finishedInQueueAll: "f/",
-  /** QueueInfo JSON ({paused}) of every queue ever used; queue names sort like the key. */
+  /** QueueInfo JSON ({paused, config?}) of every queue ever used; queue names sort like the key. */
   queue: (name: string) => `n/${name}`,
   queuePrefix: "n/",
   /** Counters JSON. */

@@ -75,6 +75,9 @@ export class MemoryStore implements Store {
         case "put-result":
           results.set(write.jid, write.result);
           break;
+        case "delete-result":
+          results.delete(write.jid);
+          break;
         case "delete-job":
           metas.delete(write.meta.jid);
           bodies.delete(write.meta.jid);

@@ -1,5 +1,5 @@
 import { isPurgedAtExpiry, isTerminal, type JobMeta } from "../../model/job.js";
-import { claimKey, type Counters, type IdempotencyClaim, type StoreWrite } from "../../engine/store.js";
+import { claimKey, type Counters, type IdempotencyClaim, type QueueInfo, type StoreWrite } from "../../engine/store.js";
 import { encodeJson, encodeMetaJson } from "../record-codec.js";
 
 /**
@@ -42,8 +42,8 @@ WITH
     SELECT * FROM unnest($31::text[], $23::text[], $24::text[], $25::text[], $26::bigint[])
     ON CONFLICT (namespace, type, key) DO UPDATE SET jid = EXCLUDED.jid, expires_at_ms = EXCLUDED.expires_at_ms),
   put_queues AS (
-    INSERT INTO worq_queues (name, paused) SELECT * FROM unnest($27::text[], $28::boolean[])
-    ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused),
+    INSERT INTO worq_queues (name, paused, config) SELECT * FROM unnest($27::text[], $28::boolean[], $32::text[])
+    ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, config = EXCLUDED.config),
   put_counters AS (
     INSERT INTO worq_counters (id, submitted, processed, failed, evicted)
     SELECT 1, c[1], c[2], c[3], c[4] FROM (SELECT $29::bigint[] AS c) AS given WHERE cardinality(c) = 4
@@ -84,7 +84,7 @@ interface RowOps {
   results: Map<string, Put<Uint8Array>>;
   callbacks: Map<string, Put<string>>;
   claims: Map<string, Put<IdempotencyClaim> & { namespace: string; type: string; key: string }>;
-  queues: Map<string, boolean>;
+  queues: Map<string, QueueInfo>;
   counters: Counters | undefined;
 }
 
@@ -114,6 +114,9 @@ function rowOpsOf(writes: readonly StoreWrite[]): RowOps {
       case "put-result":
         ops.results.set(write.jid, { put: write.result });
         break;
+      case "delete-result":
+        ops.results.set(write.jid, DELETE);
+        break;
       case "delete-job":
         for (const table of [ops.jobs, ops.bodies, ops.results, ops.callbacks] as Map<string, Put<unknown>>[])
           table.set(write.meta.jid, DELETE);
@@ -138,7 +141,7 @@ function rowOpsOf(writes: readonly StoreWrite[]): RowOps {
         ops.callbacks.set(write.jid, DELETE);
         break;
       case "put-queue":
-        ops.queues.set(write.queue.name, write.queue.paused);
+        ops.queues.set(write.queue.name, write.queue);
         break;
     }
   }
@@ -199,10 +202,12 @@ export function commitParameters(writes: readonly StoreWrite[]): { values: unkno
     claimsPut.map((claim) => claim.jid),
     claimsPut.map((claim) => claim.expiresAtMs),
     [...ops.queues.keys()],
-    [...ops.queues.values()],
+    [...ops.queues.values()].map((queue) => queue.paused),
     ops.counters ? [ops.counters.submitted, ops.counters.processed, ops.counters.failed, ops.counters.evicted] : [],
     claimsDeleted.map((claim) => claim.namespace),
     claimsPut.map((claim) => claim.namespace ?? ""),
+    // A queue's settings as JSON, NULL when it has none.
+    [...ops.queues.values()].map((queue) => (queue.config ? JSON.stringify(queue.config) : null)),
   ];
   const rows =
     ops.jobs.size + ops.bodies.size + ops.results.size + ops.callbacks.size + ops.claims.size + ops.queues.size + (ops.counters ? 1 : 0);

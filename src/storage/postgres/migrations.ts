@@ -108,6 +108,12 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE worq_idempotency DROP CONSTRAINT worq_idempotency_pkey, ADD PRIMARY KEY (namespace, type, key);
     `,
   },
+  {
+    version: 5,
+    name: "queue settings",
+    // A queue's settings (ConfigureQueue) as JSON; NULL for a queue without any.
+    sql: `ALTER TABLE worq_queues ADD COLUMN config text;`,
+  },
 ];
 
 /** Rows decoded and updated per round trip of a backfill. */
