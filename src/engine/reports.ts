@@ -129,7 +129,11 @@ async function refuseMissing(core: EngineCore, jid: string, leaseId: string): Pr
 /** Throws WORQ_TOO_LARGE for a result over the limit (an Ack's or a Fail's). */
 function checkResultSize(result: Uint8Array, field: string): void {
   if (result.byteLength > LIMITS.maxResultBytes) {
-    throw new WorqError("WORQ_TOO_LARGE", `${field}result: ${result.byteLength} bytes, the limit is ${LIMITS.maxResultBytes}`, `${field}result`);
+    throw new WorqError(
+      "WORQ_TOO_LARGE",
+      `${field}result: ${result.byteLength} bytes, the limit is ${LIMITS.maxResultBytes}`,
+      `${field}result`,
+    );
   }
 }
 

@@ -66,7 +66,9 @@ describe("rule: a failure's code and cause are stored in Job.failure (Fail and R
     const worker = new StreamWorker(server, { queues: ["contract-report"], workerId: "w-report", credits: 1 });
     const leased = await worker.next();
     const answer = await server.worker.report({
-      fails: [{ jid, leaseId: leased.leaseId, message: "m", code: "E_RATE", cause: "429 Too Many Requests", retryAfter: durationFromMs(60_000) }],
+      fails: [
+        { jid, leaseId: leased.leaseId, message: "m", code: "E_RATE", cause: "429 Too Many Requests", retryAfter: durationFromMs(60_000) },
+      ],
     });
     expect(answer.fails[0]!.state).toBe(JobState.RETRYING);
     const { job } = await server.admin.getJob({ jid });
@@ -98,11 +100,17 @@ describe("rule: a failure's code and cause are stored in Job.failure (Fail and R
 describe("rule: Fail carries a result, stored whatever the failure leads to; a later Ack replaces it", () => {
   it("RETRYING, then FAILED: GetJob and GetResult return the fail's result; kept across a restart", async () => {
     const { jid } = await server.producer.submit({
-      job: { type: "t", queue: "fail-result", retry: { maxAttempts: 3, backoff: BackoffStrategy.CONSTANT, initialDelay: durationFromMs(0) } },
+      job: {
+        type: "t",
+        queue: "fail-result",
+        retry: { maxAttempts: 3, backoff: BackoffStrategy.CONSTANT, initialDelay: durationFromMs(0) },
+      },
     });
     const worker = new StreamWorker(server, { queues: ["fail-result"], workerId: "w-result", credits: 1 });
     let leased = await worker.next();
-    expect((await server.worker.fail({ jid, leaseId: leased.leaseId, message: "m", result: bytes("partial 1") })).state).toBe(JobState.RETRYING);
+    expect((await server.worker.fail({ jid, leaseId: leased.leaseId, message: "m", result: bytes("partial 1") })).state).toBe(
+      JobState.RETRYING,
+    );
     leased = await worker.next();
     expect(leased.job!.result.byteLength).toBe(0); // leased jobs carry no result
     expect(text((await server.admin.getJob({ jid })).job!.result)).toBe("partial 1");
@@ -146,7 +154,11 @@ describe("rule: Fail carries a result, stored whatever the failure leads to; a l
     }
     const again = [await worker.next(), await worker.next()];
     for (const leased of again) {
-      await server.worker.ack({ jid: leased.job!.jid, leaseId: leased.leaseId, result: leased.job!.jid === withResult ? bytes("done") : new Uint8Array() });
+      await server.worker.ack({
+        jid: leased.job!.jid,
+        leaseId: leased.leaseId,
+        result: leased.job!.jid === withResult ? bytes("done") : new Uint8Array(),
+      });
     }
     expect(text((await server.admin.getJob({ jid: withResult })).job!.result)).toBe("done");
     const { job } = await server.admin.getJob({ jid: without });
@@ -159,7 +171,13 @@ describe("rule: Fail carries a result, stored whatever the failure leads to; a l
     const worker = new StreamWorker(server, { queues: ["run-fail"], workerId: "w-run", credits: 1 });
     const run = server.producer.run({ job: { type: "t", queue: "run-fail" }, waitTimeout: durationFromMs(5_000) });
     const leased = await worker.next();
-    await server.worker.fail({ jid: leased.job!.jid, leaseId: leased.leaseId, message: "m", category: FailureCategory.PERMANENT, result: bytes("why") });
+    await server.worker.fail({
+      jid: leased.job!.jid,
+      leaseId: leased.leaseId,
+      message: "m",
+      category: FailureCategory.PERMANENT,
+      result: bytes("why"),
+    });
     const { job } = await run;
     expect(job!.state).toBe(JobState.FAILED);
     expect(text(job!.result)).toBe("why");
@@ -170,7 +188,9 @@ describe("rule: Fail carries a result, stored whatever the failure leads to; a l
     const { jid } = await server.producer.submit({ job: { type: "t", queue: "fail-result-big" } });
     const worker = new StreamWorker(server, { queues: ["fail-result-big"], workerId: "w-big", credits: 1 });
     const leased = await worker.next();
-    const error = await errorOf(server.worker.fail({ jid, leaseId: leased.leaseId, message: "m", result: new Uint8Array(1024 * 1024 + 1) }));
+    const error = await errorOf(
+      server.worker.fail({ jid, leaseId: leased.leaseId, message: "m", result: new Uint8Array(1024 * 1024 + 1) }),
+    );
     expect(error.code).toBe(Code.ResourceExhausted);
     expect(error.rawMessage.startsWith("result:")).toBe(true);
     expect((await server.admin.getJob({ jid })).job!.state).toBe(JobState.RUNNING);
@@ -180,7 +200,10 @@ describe("rule: Fail carries a result, stored whatever the failure leads to; a l
 
 describe("rule: TIMEOUT and SYSTEM failures are retried by configuration (job policy, else queue, else yes)", () => {
   it("ConfigureQueue sets what it is given, keeps the rest, returns the whole config; GetQueueStats and ListQueues show it; kept across a restart", async () => {
-    expect((await server.admin.getQueueStats({ queue: "configured" })).stats!.config).toMatchObject({ retryTimeout: true, retrySystem: true });
+    expect((await server.admin.getQueueStats({ queue: "configured" })).stats!.config).toMatchObject({
+      retryTimeout: true,
+      retrySystem: true,
+    });
     let answer = await server.admin.configureQueue({ queue: "configured", config: { retrySystem: false } });
     expect(answer.config).toMatchObject({ retryTimeout: true, retrySystem: false });
     answer = await server.admin.configureQueue({ queue: "configured", config: { retryTimeout: false } });
@@ -188,7 +211,10 @@ describe("rule: TIMEOUT and SYSTEM failures are retried by configuration (job po
     answer = await server.admin.configureQueue({ queue: "configured", config: {} });
     expect(answer.config).toMatchObject({ retryTimeout: false, retrySystem: false });
     server = await server.restart();
-    expect((await server.admin.getQueueStats({ queue: "configured" })).stats!.config).toMatchObject({ retryTimeout: false, retrySystem: false });
+    expect((await server.admin.getQueueStats({ queue: "configured" })).stats!.config).toMatchObject({
+      retryTimeout: false,
+      retrySystem: false,
+    });
     const listed = (await server.admin.listQueues({})).queues.find((queue) => queue.queue === "configured");
     expect(listed!.config).toMatchObject({ retryTimeout: false, retrySystem: false });
     answer = await server.admin.configureQueue({ queue: "configured", config: { retryTimeout: true, retrySystem: true } });
@@ -208,7 +234,12 @@ describe("rule: TIMEOUT and SYSTEM failures are retried by configuration (job po
       await server.producer.submitBatch({
         jobs: [
           { type: "plain", queue: "no-system-retry", reserveFor: durationFromMs(300) },
-          { type: "own", queue: "no-system-retry", reserveFor: durationFromMs(300), retry: { retrySystem: true, initialDelay: durationFromMs(60_000) } },
+          {
+            type: "own",
+            queue: "no-system-retry",
+            reserveFor: durationFromMs(300),
+            retry: { retrySystem: true, initialDelay: durationFromMs(60_000) },
+          },
         ],
       })
     ).jobs.map((job) => job.jid) as [string, string];
@@ -237,7 +268,9 @@ describe("rule: TIMEOUT and SYSTEM failures are retried by configuration (job po
 
   it("the queue's retry_timeout false applies to a job that leaves it unset", async () => {
     await server.admin.configureQueue({ queue: "queue-no-timeout-retry", config: { retryTimeout: false } });
-    const { jid } = await server.producer.submit({ job: { type: "slow", queue: "queue-no-timeout-retry", executionTimeout: durationFromMs(300) } });
+    const { jid } = await server.producer.submit({
+      job: { type: "slow", queue: "queue-no-timeout-retry", executionTimeout: durationFromMs(300) },
+    });
     const worker = new StreamWorker(server, { queues: ["queue-no-timeout-retry"], workerId: "w-slow-2", credits: 1 });
     await worker.next();
     expect((await untilState(jid, JobState.FAILED)).failure!.category).toBe(FailureCategory.TIMEOUT);
@@ -293,7 +326,12 @@ describe("rule: max_attempts 0 means unlimited attempts", () => {
 
   it("still ends with its ttl (DEAD_LETTER, evicted)", async () => {
     const { jid } = await server.producer.submit({
-      job: { type: "t", queue: "unlimited-ttl", ttl: durationFromMs(1_000), retry: { maxAttempts: 0, initialDelay: durationFromMs(60_000) } },
+      job: {
+        type: "t",
+        queue: "unlimited-ttl",
+        ttl: durationFromMs(1_000),
+        retry: { maxAttempts: 0, initialDelay: durationFromMs(60_000) },
+      },
     });
     const worker = new StreamWorker(server, { queues: ["unlimited-ttl"], workerId: "w-ttl", credits: 1 });
     const leased = await worker.next();

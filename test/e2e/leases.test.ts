@@ -1,7 +1,7 @@
 import { durationFromMs, durationMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
+import { FailureCategory, JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { StreamWorker } from "./support/clients.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 import { codeOf } from "./support/errors.js";
@@ -28,9 +28,12 @@ describe("leases (real server)", () => {
     const first = new StreamWorker(server, { queues: ["lapse"], workerId: "w-first", credits: 1 });
     const firstLease = await first.next();
     const second = new StreamWorker(server, { queues: ["lapse"], workerId: "w-second", credits: 1 });
-    const secondLease = await second.next(3_000); // after reserve_for (1 s) lapses
+    const secondLease = await second.next(4_000); // after reserve_for (1 s) lapses, then the backoff (1 s)
     expect(secondLease.job!.jid).toBe(jid);
     expect(secondLease.job!.attempt).toBe(2);
+    // The lapse is a SYSTEM failure, retried after the policy's first backoff (1 s by default).
+    expect(secondLease.job!.failure).toMatchObject({ category: FailureCategory.SYSTEM, errtype: "LeaseLapsed" });
+    expect(timestampMs(secondLease.job!.startedAt!) - timestampMs(secondLease.job!.failure!.retriedAt!)).toBeGreaterThanOrEqual(1_000);
     expect(secondLease.leaseId).not.toBe(firstLease.leaseId);
 
     expect(await codeOf(server.worker.ack({ jid, leaseId: firstLease.leaseId }))).toBe(Code.FailedPrecondition);
@@ -47,7 +50,12 @@ describe("leases (real server)", () => {
 
   it("reserve_for in milliseconds, as Workq's ttr: a 250 ms lease ends 250 ms after its start and is redelivered", async () => {
     const { jid } = await server.producer.submit({
-      job: { type: "quick", queue: "lapse-ms", reserveFor: durationFromMs(250), retry: { maxAttempts: 2 } },
+      job: {
+        type: "quick",
+        queue: "lapse-ms",
+        reserveFor: durationFromMs(250),
+        retry: { maxAttempts: 2, initialDelay: durationFromMs(100) },
+      },
     });
     const first = new StreamWorker(server, { queues: ["lapse-ms"], workerId: "w-ms-1", credits: 1 });
     const firstLease = await first.next();
@@ -59,6 +67,7 @@ describe("leases (real server)", () => {
     expect(secondLease.job!.jid).toBe(jid);
     expect(secondLease.leaseId).not.toBe(firstLease.leaseId);
     expect(secondLease.job!.attempt).toBe(2);
+    expect(timestampMs(secondLease.job!.startedAt!) - timestampMs(secondLease.job!.failure!.retriedAt!)).toBeGreaterThanOrEqual(100);
     await eventually(async () => (await server.admin.getJob({ jid })).job!.state === JobState.DEAD_LETTER);
     await first.stop();
     await second.stop();
@@ -93,10 +102,11 @@ describe("leases (real server)", () => {
     await eventually(async () => (await connected()) === 0);
 
     const stayer = new StreamWorker(server, { queues: ["cancel"], workerId: "w-stayer", credits: 5 });
-    // The orphaned job comes back after the 300 ms grace, though reserve_for is an hour.
-    const returned = await stayer.next(2_000);
+    // The orphaned job comes back after the 300 ms grace (then the 1 s backoff), though reserve_for is an hour.
+    const returned = await stayer.next(4_000);
     expect(returned.job!.jid).toBe(heldJid);
     expect(returned.job!.attempt).toBe(2);
+    expect(timestampMs(returned.job!.startedAt!) - timestampMs(returned.job!.failure!.retriedAt!)).toBeGreaterThanOrEqual(1_000);
     const { jid: freshJid } = await server.producer.submit({ job: { type: "fresh", queue: "cancel" } });
     expect((await stayer.next()).job!.jid).toBe(freshJid);
     await stayer.stop();

@@ -768,7 +768,9 @@ class Sim {
       case "delete-result":
         // An Ack without a result removes one an earlier Fail may have stored: only for a job that failed before.
         check(
-          ctx.kind === "report" && this.jobs.get(write.jid)?.written.state === "COMPLETED" && this.jobs.get(write.jid)?.written.failure !== undefined,
+          ctx.kind === "report" &&
+            this.jobs.get(write.jid)?.written.state === "COMPLETED" &&
+            this.jobs.get(write.jid)?.written.failure !== undefined,
           `unexpected result deletion in a ${ctx.kind} step: ${show(write)}`,
         );
         return;

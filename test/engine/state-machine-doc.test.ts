@@ -61,26 +61,26 @@ function metasIn(state: JobState): JobMeta[] {
             for (const atMs of [undefined, T0 + 60_000])
               for (const lapsedAtDeadline of [false, true])
                 for (const retryFailures of [undefined, false]) {
-                const executionDeadlineMs = T0 + 10_000;
-                metas.push({
-                  ...base,
-                  state,
-                  attempt,
-                  fails,
-                  atMs,
-                  retry: { ...base.retry, onExhausted, retryTimeout: retryFailures, retrySystem: retryFailures },
-                  dependency: { type: dependencyType, jids: ["dep-1", "dep-2"] },
-                  waitingOn: state === "PENDING" ? waitingOn : [],
-                  lease:
-                    state === "RUNNING"
-                      ? {
-                          leaseId: LEASE_ID,
-                          workerId: "w",
-                          executionDeadlineMs,
-                          expiresAtMs: lapsedAtDeadline ? executionDeadlineMs : T0 + 5_000,
-                        }
-                      : undefined,
-                });
+                  const executionDeadlineMs = T0 + 10_000;
+                  metas.push({
+                    ...base,
+                    state,
+                    attempt,
+                    fails,
+                    atMs,
+                    retry: { ...base.retry, onExhausted, retryTimeout: retryFailures, retrySystem: retryFailures },
+                    dependency: { type: dependencyType, jids: ["dep-1", "dep-2"] },
+                    waitingOn: state === "PENDING" ? waitingOn : [],
+                    lease:
+                      state === "RUNNING"
+                        ? {
+                            leaseId: LEASE_ID,
+                            workerId: "w",
+                            executionDeadlineMs,
+                            expiresAtMs: lapsedAtDeadline ? executionDeadlineMs : T0 + 5_000,
+                          }
+                        : undefined,
+                  });
                 }
   return metas;
 }

@@ -229,7 +229,9 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
         { kind: "put-queue", queue: { name: "plain", paused: true } },
         { kind: "put-queue", queue: { name: "tuned", paused: false, config: { retryTimeout: false } } },
       ]);
-      await fixture.store.commit([{ kind: "put-queue", queue: { name: "tuned", paused: false, config: { retryTimeout: false, retrySystem: true } } }]);
+      await fixture.store.commit([
+        { kind: "put-queue", queue: { name: "tuned", paused: false, config: { retryTimeout: false, retrySystem: true } } },
+      ]);
       const reopened = await fixture.reopen();
       const queues = [];
       for await (const queue of reopened.queues()) queues.push(queue);
@@ -248,7 +250,10 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
         { kind: "put-result", jid, result: new Uint8Array([1, 2]) },
       ]);
       expect(await store.getResult(jid)).toEqual(new Uint8Array([1, 2]));
-      await store.commit([{ kind: "put-meta", meta: metaOf(jid, "COMPLETED"), previous: metaOf(jid, "RETRYING") }, { kind: "delete-result", jid }]);
+      await store.commit([
+        { kind: "put-meta", meta: metaOf(jid, "COMPLETED"), previous: metaOf(jid, "RETRYING") },
+        { kind: "delete-result", jid },
+      ]);
       expect(await store.getResult(jid)).toBeUndefined();
       expect((await store.getMeta(jid))?.state).toBe("COMPLETED");
       await cleanup();

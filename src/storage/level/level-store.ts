@@ -383,7 +383,11 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
       ops.push({ type: "del", key: KEYS.callback(write.jid) });
       return;
     case "put-queue":
-      ops.push({ type: "put", key: KEYS.queue(write.queue.name), value: encodeJson({ paused: write.queue.paused, config: write.queue.config }) });
+      ops.push({
+        type: "put",
+        key: KEYS.queue(write.queue.name),
+        value: encodeJson({ paused: write.queue.paused, config: write.queue.config }),
+      });
       return;
   }
 }

@@ -232,7 +232,8 @@ export class PostgresStore implements Store {
     const { rows } = await this.pool.query<{ name: string; paused: boolean; config: string | null }>(
       "SELECT name, paused, config FROM worq_queues ORDER BY name",
     );
-    for (const { name, paused, config } of rows) yield config === null ? { name, paused } : { name, paused, config: JSON.parse(config) as QueueConfig };
+    for (const { name, paused, config } of rows)
+      yield config === null ? { name, paused } : { name, paused, config: JSON.parse(config) as QueueConfig };
   }
 
   async listFinished(state: JobState, queue: string | undefined, after: FinishedCursor | undefined, limit: number): Promise<JobMeta[]> {
