@@ -42,6 +42,10 @@ interface WorqJsonFailure {
   retry_count: number;
   message: string;
   errtype: string;
+  /** The application error code of the latest failure, when it had one. */
+  code?: string;
+  /** What caused the latest failure (the wrapped error's text), when known. */
+  cause?: string;
   backtrace?: string[];
 }
 
@@ -90,6 +94,8 @@ export function worqJsonOf(view: JobView): WorqJson {
             retry_count: f.retryCount,
             message: f.message,
             errtype: f.errtype,
+            ...(f.code ? { code: f.code } : {}),
+            ...(f.cause ? { cause: f.cause } : {}),
             ...(f.backtrace.length > 0 ? { backtrace: f.backtrace } : {}),
           },
         }

@@ -174,9 +174,11 @@ export const jobDetailPage: PageFactory = (root, path) => {
             ...field("Error", `${job.failure.errtype || "error"} (${FailureCategory[job.failure.category] ?? "?"})`),
             ...field("Failures", String(job.failure.retryCount)),
             ...field("First / last", `${when(job.failure.failedAt)} / ${when(job.failure.retriedAt)}`),
+            ...(job.failure.code ? field("Code", job.failure.code) : []),
           ),
           el("h2", {}, "Message"),
           preview(job.failure.message, "failure"),
+          job.failure.cause ? el("div", {}, el("h2", {}, "Cause"), preview(job.failure.cause, "cause")) : null,
           job.failure.backtrace.length
             ? el("div", {}, el("h2", {}, "Backtrace"), preview(job.failure.backtrace.join("\n"), "backtrace"))
             : null,
