@@ -362,7 +362,9 @@ func TestGracefulShutdownFailsBackAfterTimeout(t *testing.T) {
 
 func TestReconnectAfterServerRestart(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
+	// An orphan grace longer than the worker's reconnect backoff (which grows while the server
+	// is down): the lease held across the restart must still be live when the Ack gets through.
+	srv := startServer(t, "--orphan-grace", "10s")
 	c := dial(t, srv)
 	started := make(chan struct{}, 1)
 	var reconnects atomic.Int32
