@@ -113,7 +113,10 @@ export const jobDetailPage: PageFactory = (root, path) => {
           ...field("Type", job.type),
           ...field("Queue", link(job.queue, ["jobs"], { queue: job.queue })),
           ...field("Priority", Priority[job.priority] ?? String(job.priority)),
-          ...field("Attempt", `${job.attempt} of at most ${retry?.maxAttempts ?? "?"} (explicit fails: ${job.fails})`),
+          ...field(
+            "Attempt",
+            `${job.attempt} ${retry?.maxAttempts === 0 ? "(no limit)" : `of at most ${retry?.maxAttempts ?? "?"}`} (explicit fails: ${job.fails})`,
+          ),
           ...field("Worker", job.workerId || "–"),
           ...field("Created", when(job.createdAt)),
           ...field("Updated", when(job.updatedAt)),
@@ -125,7 +128,7 @@ export const jobDetailPage: PageFactory = (root, path) => {
           ...field(
             "Retry policy",
             retry
-              ? `${retry.maxAttempts} attempts, ${span(msOf(retry.initialDelay))} initial delay, max ${span(msOf(retry.maxDelay))}, multiplier ${retry.multiplier ?? 2}${retry.jitter ? ", jitter" : ""}`
+              ? `${retry.maxAttempts === 0 ? "unlimited" : retry.maxAttempts} attempts, ${span(msOf(retry.initialDelay))} initial delay, max ${span(msOf(retry.maxDelay))}, multiplier ${retry.multiplier ?? 2}${retry.jitter ? ", jitter" : ""}${retry.retryTimeout === false ? ", timeouts not retried" : ""}${retry.retrySystem === false ? ", lapsed leases not retried" : ""}`
               : "–",
           ),
           ...field("Tags", tags.length ? el("span", {}, ...tags.map(([k, v], i) => el("code", {}, `${i ? " " : ""}${k}=${v}`))) : "–"),
