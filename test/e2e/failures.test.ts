@@ -4,11 +4,15 @@
  * configuration (the job's policy, else its queue's), a lapsed lease retried with backoff,
  * and max_attempts 0 (unlimited). One describe block per rule.
  */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Code } from "@connectrpc/connect";
 import { durationFromMs, timestampDate } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BackoffStrategy, FailureCategory, JobState } from "@worq/client/gen/worq/v1/job_pb.js";
-import { StreamWorker } from "./support/clients.js";
+import { connect, StreamWorker } from "./support/clients.js";
+import { spawnServer } from "./support/server-process.js";
 import { errorOf } from "./support/errors.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
@@ -345,5 +349,46 @@ describe("rule: max_attempts 0 means unlimited attempts", () => {
     const error = await errorOf(server.producer.submit({ job: { type: "t", retry: { maxAttempts: 1001 } } }));
     expect(error.code).toBe(Code.InvalidArgument);
     expect(error.rawMessage.startsWith("job.retry.max_attempts:")).toBe(true);
+  });
+});
+
+describe("kill -9 right after acknowledged failure writes: queue settings, failure code/cause and a fail's result survive (real process)", () => {
+  it("ConfigureQueue and Fail (code, cause, result) are on disk when answered", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "worq-fail-crash-"));
+    let child = await spawnServer(dataDir, ["--log-level", "warn"]);
+    try {
+      let clients = connect(child.port);
+      await clients.admin.configureQueue({ queue: "crash-config", config: { retryTimeout: false, retrySystem: false } });
+      const { jid } = await clients.producer.submit({ job: { type: "t", queue: "crash-config" } });
+      const worker = new StreamWorker(clients, { queues: ["crash-config"], workerId: "w-crash", credits: 1 });
+      const leased = await worker.next();
+      const outcome = await clients.worker.fail({
+        jid,
+        leaseId: leased.leaseId,
+        message: "m",
+        code: "E_CRASH",
+        cause: "the cause",
+        result: bytes("kept"),
+        retryAfter: durationFromMs(3_600_000),
+      });
+      expect(outcome.state).toBe(JobState.RETRYING);
+      // SIGKILL the moment the answers arrived: nothing gets a chance to flush.
+      child.child.kill("SIGKILL");
+      expect((await child.exited).signal).toBe("SIGKILL");
+      await worker.stop();
+      child = await spawnServer(dataDir, ["--log-level", "warn"]);
+      clients = connect(child.port);
+      expect((await clients.admin.getQueueStats({ queue: "crash-config" })).stats!.config).toMatchObject({
+        retryTimeout: false,
+        retrySystem: false,
+      });
+      const { job } = await clients.admin.getJob({ jid });
+      expect(job!.state).toBe(JobState.RETRYING);
+      expect(job!.failure).toMatchObject({ code: "E_CRASH", cause: "the cause" });
+      expect(text(job!.result)).toBe("kept");
+    } finally {
+      child.child.kill("SIGKILL");
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
