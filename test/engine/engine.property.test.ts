@@ -80,8 +80,12 @@ interface SubmitAction {
   queue: (typeof QUEUES)[number];
   priority: 0 | 1 | 2 | 3 | 4;
   delayMs: number | null;
+  /** 0: unlimited. */
   maxAttempts: number;
   maxFails: number | null;
+  /** RetryPolicy.retry_timeout / retry_system; null leaves them unset (retried). */
+  retryTimeout: boolean | null;
+  retrySystem: boolean | null;
   reserveForMs: number;
   executionTimeoutMs: number | null;
 }
@@ -130,8 +134,10 @@ const submitArb: fc.Arbitrary<Action> = fc.record({
   queue: fc.constantFrom(...QUEUES),
   priority: fc.constantFrom(0 as const, 1 as const, 2 as const, 3 as const, 4 as const),
   delayMs: maybe(steps(1, 10, 500), 1, 1),
-  maxAttempts: fc.integer({ min: 1, max: 3 }),
+  maxAttempts: fc.oneof({ arbitrary: fc.integer({ min: 1, max: 3 }), weight: 4 }, { arbitrary: fc.constant(0), weight: 1 }),
   maxFails: maybe(fc.integer({ min: 1, max: 2 }), 2, 1),
+  retryTimeout: maybe(fc.boolean(), 3, 1),
+  retrySystem: maybe(fc.boolean(), 3, 1),
   // Mostly short leases that lapse during a run; some longer than the orphan grace.
   reserveForMs: fc.oneof({ arbitrary: steps(2, 10, 500), weight: 3 }, { arbitrary: steps(11, 60, 1_000), weight: 2 }),
   executionTimeoutMs: maybe(steps(2, 16, 500), 2, 1),
@@ -148,7 +154,7 @@ const reportArb: fc.Arbitrary<Action> = fc.record({
   op: fc.constantFrom("ack" as const, "fail" as const, "renew" as const),
   stale: fc.constantFrom(false, false, true),
   pick: fc.nat(64),
-  category: fc.constantFrom<FailureCategory>("TEMPORARY", "TEMPORARY", "PERMANENT", "CANCELLED"),
+  category: fc.constantFrom<FailureCategory>("TEMPORARY", "TEMPORARY", "PERMANENT", "CANCELLED", "TIMEOUT", "SYSTEM"),
   retryAfterMs: maybe(steps(0, 6, 500), 1, 1),
 });
 const advanceArb: fc.Arbitrary<Action> = fc.record({ k: fc.constant("advance" as const), ms: steps(0, 12, 250) });
@@ -200,6 +206,7 @@ const MUST_COVER = [
   "RUNNING → DEAD_LETTER",
   "RETRYING → SCHEDULED",
   "lapse",
+  "lapse not retried",
   "execution timeout",
   "stale ack",
   "stale fail",
@@ -293,12 +300,25 @@ function backoffMs(attempt: number): number {
   return Math.min(1_000 * 2 ** (attempt - 1), 3_600_000);
 }
 
+/** Whether a failure of `category` is retried: TIMEOUT and SYSTEM only unless the job's policy says not (no queue settings here). */
+function retried(meta: JobMeta, category: FailureCategory): boolean {
+  if (category === "TIMEOUT") return meta.retry.retryTimeout !== false;
+  if (category === "SYSTEM") return meta.retry.retrySystem !== false;
+  return true;
+}
+
+/** Whether the job's attempts are used up (never with max_attempts 0, unlimited). */
+function attemptsUsedUp(meta: JobMeta): boolean {
+  return meta.retry.maxAttempts !== 0 && meta.attempt >= meta.retry.maxAttempts;
+}
+
 /** Where a fail report takes a RUNNING job (docs/state-machine.md, "How a failure is resolved"). */
 function expectedAfterFail(meta: JobMeta, category: FailureCategory, retryAfterMs: number | null, now: number) {
   if (category === "PERMANENT") return { state: "FAILED" as const };
   if (category === "CANCELLED") return { state: "CANCELLED" as const };
+  if (!retried(meta, category)) return { state: "FAILED" as const };
   const fails = meta.fails + 1;
-  const exhausted = meta.attempt >= meta.retry.maxAttempts || (meta.retry.maxFails !== null && fails >= meta.retry.maxFails);
+  const exhausted = attemptsUsedUp(meta) || (meta.retry.maxFails !== null && fails >= meta.retry.maxFails);
   if (exhausted) return { state: "DEAD_LETTER" as const };
   return { state: "RETRYING" as const, dueAtMs: now + (retryAfterMs ?? backoffMs(meta.attempt)) };
 }
@@ -387,7 +407,12 @@ class Sim {
       queue: action.queue,
       priority: action.priority,
       reserveForMs: action.reserveForMs,
-      retry: { maxAttempts: action.maxAttempts, ...(action.maxFails !== null ? { maxFails: action.maxFails } : {}) },
+      retry: {
+        maxAttempts: action.maxAttempts,
+        ...(action.maxFails !== null ? { maxFails: action.maxFails } : {}),
+        ...(action.retryTimeout !== null ? { retryTimeout: action.retryTimeout } : {}),
+        ...(action.retrySystem !== null ? { retrySystem: action.retrySystem } : {}),
+      },
       ...(action.delayMs !== null ? { delayMs: action.delayMs } : {}),
       ...(action.executionTimeoutMs !== null ? { executionTimeoutMs: action.executionTimeoutMs } : {}),
     };
@@ -757,7 +782,10 @@ class Sim {
           `new job written as ${show(core(meta))}`,
         );
         check(
-          meta.retry.maxAttempts === action.maxAttempts && meta.retry.maxFails === action.maxFails,
+          meta.retry.maxAttempts === action.maxAttempts &&
+            meta.retry.maxFails === action.maxFails &&
+            meta.retry.retryTimeout === (action.retryTimeout ?? undefined) &&
+            meta.retry.retrySystem === (action.retrySystem ?? undefined),
           `new job's retry policy ${show(meta.retry)}`,
         );
         this.jobs.set(meta.jid, { jid: meta.jid, input: action, written: meta, observed: meta, leasesSinceObserved: 0, leases: [] });
@@ -853,12 +881,18 @@ class Sim {
         // the backoff of the attempt, or DEAD_LETTER when attempts or fails are used up.
         const maxAttempts = previous.retry.maxAttempts;
         const maxFails = previous.retry.maxFails;
-        const exhausted = previous.attempt >= maxAttempts || (maxFails !== null && previous.fails >= maxFails);
+        const exhausted = attemptsUsedUp(previous) || (maxFails !== null && previous.fails >= maxFails);
         const timeout = lease.expiresAtMs >= lease.executionDeadlineMs;
         const what = timeout ? "execution timeout" : "lease lapse";
-        check(next.state === (exhausted ? "DEAD_LETTER" : "RETRYING"), `${what}: ${edge} (attempt ${previous.attempt}/${maxAttempts})`);
+        // Not retried (retry_timeout / retry_system false): FAILED at once.
+        const notRetried = !retried(previous, timeout ? "TIMEOUT" : "SYSTEM");
+        if (notRetried) cover("lapse not retried");
+        check(
+          next.state === (notRetried ? "FAILED" : exhausted ? "DEAD_LETTER" : "RETRYING"),
+          `${what}: ${edge} (attempt ${previous.attempt}/${maxAttempts})`,
+        );
         check(next.failure?.category === (timeout ? "TIMEOUT" : "SYSTEM"), `${what} recorded as ${next.failure?.category}`);
-        if (!exhausted) check(next.dueAtMs === now + backoffMs(previous.attempt), `${edge}: due at +${next.dueAtMs! - T0}`);
+        if (!exhausted && !notRetried) check(next.dueAtMs === now + backoffMs(previous.attempt), `${edge}: due at +${next.dueAtMs! - T0}`);
         cover(timeout ? "execution timeout" : "lapse");
         check(next.fails === previous.fails, `a lapse counted as a fail: ${edge}`);
         this.lapses++;
