@@ -121,7 +121,14 @@ interface CancelAction {
   k: "cancel";
   pick: number;
 }
-type Action = SubmitAction | OpenAction | CloseAction | ReportAction | AdvanceAction | RestartAction | CancelAction;
+/** ConfigureQueue: whether the queue's TIMEOUT / SYSTEM failures are retried (null: left as it is). */
+interface ConfigureAction {
+  k: "configure";
+  queue: (typeof QUEUES)[number];
+  retryTimeout: boolean | null;
+  retrySystem: boolean | null;
+}
+type Action = SubmitAction | OpenAction | CloseAction | ReportAction | AdvanceAction | RestartAction | CancelAction | ConfigureAction;
 
 const steps = (min: number, max: number, unit: number) => fc.integer({ min, max }).map((n) => n * unit);
 /** `arb`, or null with weight `nulls` against `values` (shrinks towards null). */
@@ -160,6 +167,12 @@ const reportArb: fc.Arbitrary<Action> = fc.record({
 const advanceArb: fc.Arbitrary<Action> = fc.record({ k: fc.constant("advance" as const), ms: steps(0, 12, 250) });
 const restartArb: fc.Arbitrary<Action> = fc.record({ k: fc.constant("restart" as const), graceful: fc.boolean() });
 const cancelArb: fc.Arbitrary<Action> = fc.record({ k: fc.constant("cancel" as const), pick: fc.nat(64) });
+const configureArb: fc.Arbitrary<Action> = fc.record({
+  k: fc.constant("configure" as const),
+  queue: fc.constantFrom(...QUEUES),
+  retryTimeout: maybe(fc.boolean(), 1, 2),
+  retrySystem: maybe(fc.boolean(), 1, 2),
+});
 
 const actionArb: fc.Arbitrary<Action> = fc.oneof(
   { arbitrary: submitArb, weight: 4 },
@@ -169,6 +182,7 @@ const actionArb: fc.Arbitrary<Action> = fc.oneof(
   { arbitrary: advanceArb, weight: 4 },
   { arbitrary: restartArb, weight: 2 },
   { arbitrary: cancelArb, weight: 1 },
+  { arbitrary: configureArb, weight: 1 },
 );
 
 // ---------------------------------------------------------------------------------------
@@ -207,6 +221,7 @@ const MUST_COVER = [
   "RETRYING → SCHEDULED",
   "lapse",
   "lapse not retried",
+  "configure",
   "execution timeout",
   "stale ack",
   "stale fail",
@@ -270,6 +285,7 @@ interface Slot {
 type Ctx =
   | { kind: "submit"; jids: string[]; action: SubmitAction }
   | { kind: "tick" | "open" | "close" | "restart" | "noop" }
+  | { kind: "configure"; queue: string }
   | { kind: "cancel"; jid: string; consumed: boolean }
   | {
       kind: "report";
@@ -300,10 +316,13 @@ function backoffMs(attempt: number): number {
   return Math.min(1_000 * 2 ** (attempt - 1), 3_600_000);
 }
 
-/** Whether a failure of `category` is retried: TIMEOUT and SYSTEM only unless the job's policy says not (no queue settings here). */
-function retried(meta: JobMeta, category: FailureCategory): boolean {
-  if (category === "TIMEOUT") return meta.retry.retryTimeout !== false;
-  if (category === "SYSTEM") return meta.retry.retrySystem !== false;
+/** The queues' settings as the model knows them (ConfigureQueue actions; they must survive restarts). */
+type QueueSettings = Map<string, { retryTimeout?: boolean; retrySystem?: boolean }>;
+
+/** Whether a failure of `category` is retried: TIMEOUT and SYSTEM per the job's policy, else its queue's settings, else yes. */
+function retried(meta: JobMeta, category: FailureCategory, queues: QueueSettings): boolean {
+  if (category === "TIMEOUT") return meta.retry.retryTimeout ?? queues.get(meta.queue)?.retryTimeout ?? true;
+  if (category === "SYSTEM") return meta.retry.retrySystem ?? queues.get(meta.queue)?.retrySystem ?? true;
   return true;
 }
 
@@ -313,10 +332,10 @@ function attemptsUsedUp(meta: JobMeta): boolean {
 }
 
 /** Where a fail report takes a RUNNING job (docs/state-machine.md, "How a failure is resolved"). */
-function expectedAfterFail(meta: JobMeta, category: FailureCategory, retryAfterMs: number | null, now: number) {
+function expectedAfterFail(meta: JobMeta, category: FailureCategory, retryAfterMs: number | null, now: number, queues: QueueSettings) {
   if (category === "PERMANENT") return { state: "FAILED" as const };
   if (category === "CANCELLED") return { state: "CANCELLED" as const };
-  if (!retried(meta, category)) return { state: "FAILED" as const };
+  if (!retried(meta, category, queues)) return { state: "FAILED" as const };
   const fails = meta.fails + 1;
   const exhausted = attemptsUsedUp(meta) || (meta.retry.maxFails !== null && fails >= meta.retry.maxFails);
   if (exhausted) return { state: "DEAD_LETTER" as const };
@@ -336,6 +355,7 @@ class Sim {
   readonly allLeases: string[] = [];
   readonly slots = new Map<string, Slot>();
   private sessionSeq = 0;
+  readonly queueSettings: QueueSettings = new Map();
   submits = 0;
   acks = 0;
   fails = 0;
@@ -387,7 +407,25 @@ class Sim {
         if (jids.length === 0) return this.settle({ kind: "noop" });
         return this.cancel(jids[action.pick % jids.length]!);
       }
+      case "configure":
+        return this.configure(action);
     }
+  }
+
+  /** ConfigureQueue: the answer is the whole setting, the given fields changed, the others kept. */
+  async configure(action: ConfigureAction): Promise<void> {
+    const change = {
+      ...(action.retryTimeout !== null ? { retryTimeout: action.retryTimeout } : {}),
+      ...(action.retrySystem !== null ? { retrySystem: action.retrySystem } : {}),
+    };
+    const expected = { ...this.queueSettings.get(action.queue), ...change };
+    const answer = await this.engine.configureQueue(action.queue, change);
+    check(show(answer) === show(expected), `configure ${action.queue} answered ${show(answer)}, expected ${show(expected)}`);
+    this.queueSettings.set(action.queue, expected);
+    cover("configure");
+    const stats = this.engine.queueStats(action.queue).config;
+    check(show(stats) === show(expected), `queue stats of ${action.queue} show ${show(stats)}, expected ${show(expected)}`);
+    return this.settle({ kind: "configure", queue: action.queue });
   }
 
   openSessions(): SimSession[] {
@@ -492,7 +530,7 @@ class Sim {
     const ctx: Ctx & { kind: "report" } = { kind: "report", op, jid: info.jid, leaseId, held, consumed: false };
     if (held) {
       if (op === "ack") ctx.expected = { state: "COMPLETED" };
-      else if (op === "fail") ctx.expected = expectedAfterFail(before, category, retryAfterMs, now);
+      else if (op === "fail") ctx.expected = expectedAfterFail(before, category, retryAfterMs, now, this.queueSettings);
       else ctx.expected = { state: "RUNNING", expiresAtMs: Math.min(now + before.reserveForMs, before.lease!.executionDeadlineMs) };
     }
     let outcome: unknown;
@@ -768,7 +806,15 @@ class Sim {
       case "put-counters":
         return;
       case "put-queue":
-        check(ctx.kind === "submit" && !write.queue.paused, `unexpected queue record in a ${ctx.kind} step: ${show(write)}`);
+        check(
+          (ctx.kind === "submit" || (ctx.kind === "configure" && ctx.queue === write.queue.name)) && !write.queue.paused,
+          `unexpected queue record in a ${ctx.kind} step: ${show(write)}`,
+        );
+        // Every record of a queue carries its settings as the model has them.
+        check(
+          show(write.queue.config ?? {}) === show(this.queueSettings.get(write.queue.name) ?? {}),
+          `queue ${write.queue.name} recorded with ${show(write.queue.config)}, expected ${show(this.queueSettings.get(write.queue.name))}`,
+        );
         return;
       case "put-job": {
         const meta = write.meta;
@@ -885,7 +931,7 @@ class Sim {
         const timeout = lease.expiresAtMs >= lease.executionDeadlineMs;
         const what = timeout ? "execution timeout" : "lease lapse";
         // Not retried (retry_timeout / retry_system false): FAILED at once.
-        const notRetried = !retried(previous, timeout ? "TIMEOUT" : "SYSTEM");
+        const notRetried = !retried(previous, timeout ? "TIMEOUT" : "SYSTEM", this.queueSettings);
         if (notRetried) cover("lapse not retried");
         check(
           next.state === (notRetried ? "FAILED" : exhausted ? "DEAD_LETTER" : "RETRYING"),
