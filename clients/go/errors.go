@@ -137,10 +137,61 @@ func Permanent(err error) error {
 	return &permanentError{err: err, frames: callers(3)}
 }
 
-// IsPermanent reports whether err (or an error it wraps) was marked with Permanent.
+// IsPermanent reports whether err (or an error it wraps) was marked with Permanent or is a
+// *PermanentError.
 func IsPermanent(err error) bool {
 	var p *permanentError
-	return errors.As(err, &p)
+	var pe *PermanentError
+	return errors.As(err, &p) || errors.As(err, &pe)
+}
+
+// PermanentError, returned from a handler (itself or wrapped), fails the job for good:
+// category PERMANENT, state FAILED, no retry. Code is stored in the job's failure.code
+// (at most 256 bytes), the text of Cause in failure.cause, Message in failure.message.
+//
+//	return &worq.PermanentError{Message: "card declined", Code: "card_declined", Cause: err}
+type PermanentError struct {
+	Message string
+	// Code is the application's error code, for programs that read the failure.
+	Code string
+	// Cause is the error this one wraps (errors.Unwrap returns it).
+	Cause error
+}
+
+// Error is Message, then ": " and the cause's text when there is a cause.
+func (e *PermanentError) Error() string { return joinCause(e.Message, e.Cause) }
+
+// Unwrap returns Cause.
+func (e *PermanentError) Unwrap() error { return e.Cause }
+
+// TemporaryError, returned from a handler (itself or wrapped), fails this attempt and has
+// the job retried per its retry policy (category TEMPORARY), no earlier than RetryAfter from
+// now when RetryAfter is positive (zero leaves the job's backoff; RetryAfter(err, 0) retries
+// at once). The text of Cause is stored in the job's failure.cause. Any other error a handler
+// returns is TEMPORARY too.
+type TemporaryError struct {
+	Message string
+	// Cause is the error this one wraps (errors.Unwrap returns it).
+	Cause error
+	// RetryAfter, when positive, overrides the job's backoff (Fail.retry_after).
+	RetryAfter time.Duration
+}
+
+// Error is Message, then ": " and the cause's text when there is a cause.
+func (e *TemporaryError) Error() string { return joinCause(e.Message, e.Cause) }
+
+// Unwrap returns Cause.
+func (e *TemporaryError) Unwrap() error { return e.Cause }
+
+func joinCause(message string, cause error) string {
+	switch {
+	case cause == nil:
+		return message
+	case message == "":
+		return cause.Error()
+	default:
+		return message + ": " + cause.Error()
+	}
 }
 
 // retryAfterError asks the server to retry no earlier than after a delay.

@@ -362,7 +362,9 @@ func TestGracefulShutdownFailsBackAfterTimeout(t *testing.T) {
 
 func TestReconnectAfterServerRestart(t *testing.T) {
 	t.Parallel()
-	srv := startServer(t)
+	// An orphan grace longer than the worker's reconnect backoff (which grows while the server
+	// is down): the lease held across the restart must still be live when the Ack gets through.
+	srv := startServer(t, "--orphan-grace", "10s")
 	c := dial(t, srv)
 	started := make(chan struct{}, 1)
 	var reconnects atomic.Int32
@@ -731,6 +733,9 @@ func TestFanOutCollectChildrenAndJoin(t *testing.T) {
 	defer mu.Unlock()
 	if strings.Join(order, ",") != "child,child,child,parent,gather" {
 		t.Fatalf("ran in order %v, want the children, then the parent, then the join", order)
+	}
+}
+
 func TestCheckpointProgressAndWatchJob(t *testing.T) {
 	t.Parallel()
 	srv := startServer(t)

@@ -67,6 +67,8 @@ type Failure struct {
 	RetryCount int
 	FailedAt   time.Time // first failure
 	RetriedAt  time.Time // last failure
+	Code       string    // the application error code (a PermanentError's Code); "" when none
+	Cause      string    // what caused the last failure (the wrapped error's text); "" when none
 }
 
 // Progress is a running job's last progress report.
@@ -183,6 +185,8 @@ func jobFromProto(p *worqv1.Job) *Job {
 			RetryCount: int(f.GetRetryCount()),
 			FailedAt:   timeOf(f.GetFailedAt()),
 			RetriedAt:  timeOf(f.GetRetriedAt()),
+			Code:       f.GetCode(),
+			Cause:      f.GetCause(),
 		}
 	}
 	return j

@@ -52,7 +52,8 @@ const (
 // default (proto/worq/v1/job.proto, RetryPolicy).
 type RetryPolicy struct {
 	// MaxAttempts counts every attempt, the first included: 1 means never retry
-	// (Faktory `retry: 0`). 0: server default (3).
+	// (Faktory `retry: 0`). 0: server default (3). UnlimitedAttempts: no limit (the job
+	// runs until it completes or its ttl ends it).
 	MaxAttempts int
 	// MaxFails limits explicit Fail reports apart from attempts. 0: no separate limit.
 	MaxFails int
@@ -68,7 +69,16 @@ type RetryPolicy struct {
 	Jitter bool
 	// OnExhausted: keep the job in DEAD_LETTER (default) or discard it.
 	OnExhausted ExhaustedAction
+	// RetryTimeout says whether a TIMEOUT failure (past the execution timeout) is retried;
+	// nil takes the queue's setting, else true. false: FAILED at once.
+	RetryTimeout *bool
+	// RetrySystem says whether a SYSTEM failure (a lapsed lease) is retried; nil takes the
+	// queue's setting, else true. false: FAILED at once.
+	RetrySystem *bool
 }
+
+// UnlimitedAttempts as RetryPolicy.MaxAttempts: no limit on attempts (sent as max_attempts 0).
+const UnlimitedAttempts = -1
 
 // DependencyType says when a dependent job may run.
 type DependencyType int32
@@ -263,11 +273,19 @@ func (s JobSpec) toProto(field string) (*worqv1.JobSpec, error) {
 			Jitter:      r.Jitter,
 			OnExhausted: worqv1.ExhaustedAction(r.OnExhausted),
 		}
-		if r.MaxAttempts < 0 || r.MaxFails < 0 {
-			return nil, invalidArgument("%s.retry: max_attempts and max_fails must not be negative", field)
+		if (r.MaxAttempts < 0 && r.MaxAttempts != UnlimitedAttempts) || r.MaxFails < 0 {
+			return nil, invalidArgument("%s.retry: max_attempts and max_fails must not be negative (UnlimitedAttempts aside)", field)
 		}
 		if r.MaxAttempts > 0 {
 			p.MaxAttempts = proto.Uint32(uint32(r.MaxAttempts))
+		} else if r.MaxAttempts == UnlimitedAttempts {
+			p.MaxAttempts = proto.Uint32(0)
+		}
+		if r.RetryTimeout != nil {
+			p.RetryTimeout = proto.Bool(*r.RetryTimeout)
+		}
+		if r.RetrySystem != nil {
+			p.RetrySystem = proto.Bool(*r.RetrySystem)
 		}
 		if r.MaxFails > 0 {
 			p.MaxFails = proto.Uint32(uint32(r.MaxFails))

@@ -119,6 +119,40 @@ func TestErrTypeAndFailRequest(t *testing.T) {
 	}
 }
 
+func TestFailRequestCodeAndCause(t *testing.T) {
+	job := &Job{JID: "j", LeaseID: "l"}
+	disk := errors.New("disk full")
+	req := failRequest(job, &PermanentError{Message: "cannot store", Code: "E_DISK", Cause: disk}, callers(1))
+	if req.GetCategory() != worqv1.FailureCategory_FAILURE_CATEGORY_PERMANENT || req.GetMessage() != "cannot store" ||
+		req.GetCode() != "E_DISK" || req.GetCause() != "disk full" {
+		t.Errorf("permanent error with code and cause: %v", req)
+	}
+	if err := (&PermanentError{Message: "cannot store", Cause: disk}); err.Error() != "cannot store: disk full" || !errors.Is(err, disk) {
+		t.Errorf("PermanentError reads %q and unwraps to its cause", err.Error())
+	}
+	req = failRequest(job, &TemporaryError{Message: "busy", Cause: errors.New("upstream 503"), RetryAfter: 2 * time.Second}, callers(1))
+	if req.GetCategory() != worqv1.FailureCategory_FAILURE_CATEGORY_TEMPORARY || req.GetMessage() != "busy" || req.GetCode() != "" ||
+		req.GetCause() != "upstream 503" || req.GetRetryAfter().AsDuration() != 2*time.Second {
+		t.Errorf("temporary error with retry_after and cause: %v", req)
+	}
+	if req = failRequest(job, &TemporaryError{Message: "busy"}, callers(1)); req.GetRetryAfter() != nil || req.GetCause() != "" {
+		t.Errorf("a TemporaryError without RetryAfter leaves the backoff: %v", req)
+	}
+	// Any wrapped error: its own text, and the wrapped one's as the cause.
+	req = failRequest(job, Permanent(fmt.Errorf("reading config: %w", io.EOF)), callers(1))
+	if req.GetMessage() != "reading config: EOF" || req.GetCause() != "EOF" || req.GetCode() != "" {
+		t.Errorf("wrapped error: %v", req)
+	}
+	if req = failRequest(job, errors.New("plain"), callers(1)); req.GetCause() != "" {
+		t.Errorf("an error wrapping none has no cause: %v", req)
+	}
+	// A PermanentError wrapped by fmt.Errorf is still permanent, with its code.
+	if req = failRequest(job, fmt.Errorf("charging: %w", &PermanentError{Message: "declined", Code: "402"}), callers(1)); !IsPermanent(fmt.Errorf("x: %w", &PermanentError{})) ||
+		req.GetCode() != "402" || req.GetCategory() != worqv1.FailureCategory_FAILURE_CATEGORY_PERMANENT {
+		t.Errorf("wrapped PermanentError: %v", req)
+	}
+}
+
 func panicker() { panic("boom") }
 
 func TestPanicFrames(t *testing.T) {

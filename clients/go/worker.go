@@ -98,6 +98,7 @@ const (
 	// failMessageMaxBytes and errtypeMaxBytes are the server's limits on Fail.
 	failMessageMaxBytes = 64 * 1024
 	errtypeMaxBytes     = 256
+	failCodeMaxBytes    = 256
 )
 
 // Worker leases jobs from a Worq server and runs them with registered handlers, much like
@@ -637,22 +638,76 @@ func (w *Worker) failBack(t *task) {
 	w.finish(t, outcome, ErrShutdown)
 }
 
+// failureTexts is the message and cause of a handler error: past the markers of Permanent
+// and RetryAfter, a *PermanentError or *TemporaryError gives its Message and its Cause's
+// text; any other error its own text and the text of the error it wraps (errors.Unwrap),
+// "" when it wraps none.
+func failureTexts(err error) (message, cause string) {
+	core := err
+	for {
+		switch e := core.(type) {
+		case *permanentError:
+			core = e.err
+			continue
+		case *retryAfterError:
+			core = e.err
+			continue
+		}
+		break
+	}
+	switch e := core.(type) {
+	case *PermanentError:
+		if e.Message != "" {
+			message = e.Message
+		} else {
+			message = err.Error()
+		}
+		if e.Cause != nil {
+			cause = e.Cause.Error()
+		}
+		return message, cause
+	case *TemporaryError:
+		if e.Message != "" {
+			message = e.Message
+		} else {
+			message = err.Error()
+		}
+		if e.Cause != nil {
+			cause = e.Cause.Error()
+		}
+		return message, cause
+	}
+	if inner := errors.Unwrap(core); inner != nil {
+		cause = inner.Error()
+	}
+	return err.Error(), cause
+}
+
 // failRequest builds the Fail of a handler error. fallback is the stack to report when
 // the error carries none.
 func failRequest(job *Job, err error, fallback []uintptr) *worqv1.FailRequest {
+	message, cause := failureTexts(err)
 	req := &worqv1.FailRequest{
 		Jid:      job.JID,
 		LeaseId:  job.LeaseID,
-		Message:  truncateUTF8(err.Error(), failMessageMaxBytes),
+		Message:  truncateUTF8(message, failMessageMaxBytes),
 		Errtype:  truncateUTF8(errTypeOf(err), errtypeMaxBytes),
 		Category: worqv1.FailureCategory_FAILURE_CATEGORY_TEMPORARY,
+		Cause:    truncateUTF8(cause, failMessageMaxBytes),
 	}
 	if IsPermanent(err) {
 		req.Category = worqv1.FailureCategory_FAILURE_CATEGORY_PERMANENT
 	}
+	var pe *PermanentError
+	if errors.As(err, &pe) {
+		req.Code = truncateUTF8(pe.Code, failCodeMaxBytes)
+	}
 	var ra *retryAfterError
+	var te *TemporaryError
 	if errors.As(err, &ra) {
 		req.RetryAfter = durationpb.New(ra.after)
+	} else if errors.As(err, &te) && te.RetryAfter > 0 {
+		req.RetryAfter = durationpb.New(te.RetryAfter)
 	}
 	if n := job.Backtrace; n > 0 {
 		bt := backtraceOf(err, fallback)

@@ -88,6 +88,17 @@ def build_worker(opts: argparse.Namespace) -> worq.Worker:
             if job.attempt == 1:
                 raise worq.RetryLater(float(kw["ms"]) / 1000, "retry later, as planned")
             return "retried"
+        if action == "permanent_code":
+            try:
+                raise RuntimeError(str(kw["cause"]))
+            except RuntimeError as err:
+                raise worq.PermanentError(str(kw["message"]), code=str(kw["code"])) from err
+        if action == "temporary_cause":
+            if job.attempt == 1:
+                raise worq.TemporaryError(
+                    str(kw["message"]), retry_after=float(kw["ms"]) / 1000, cause=RuntimeError(str(kw["cause"]))
+                )
+            return "retried"
         raise worq.PermanentError(f"unknown scenario action {action!r}")
 
     @worker.handler(f"{lang}.double")

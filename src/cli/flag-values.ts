@@ -34,6 +34,14 @@ export function rfc3339Ms(text: string): number {
   return ms;
 }
 
+/** "true" or "false" (also yes/no, on/off) -> a boolean. */
+export function booleanValue(text: string): boolean {
+  const word = text.trim().toLowerCase();
+  if (["true", "yes", "on"].includes(word)) return true;
+  if (["false", "no", "off"].includes(word)) return false;
+  throw new InvalidArgumentError("expected true or false.");
+}
+
 /** A whole number in [min, max]. */
 export function wholeNumber(min: number, max: number): (text: string) => number {
   return (text) => {

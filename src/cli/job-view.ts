@@ -101,6 +101,8 @@ export function jobViewOf(job: Job): JobView {
       errtype: f.errtype,
       backtrace: [...f.backtrace],
       category: nameOf<DomainCategory>(FailureCategory, f.category, "TEMPORARY"),
+      ...(f.code ? { code: f.code } : {}),
+      ...(f.cause ? { cause: f.cause } : {}),
     };
   }
   const view: JobView = {

@@ -183,12 +183,16 @@ export class EngineCore {
     return meta;
   }
 
+  /** The settings of a queue, for transitions (bound once: apply runs for every transition). */
+  private readonly queueConfigOf = (queue: string) => this.queues.config(queue);
+
   /** Runs one transition and updates the indexes; returns the write that persists it. */
   apply(meta: JobMeta, event: JobEvent): StoreWrite {
     const next = transition(meta, event, {
       nowMs: this.clock.nowMs(),
       random: this.random,
       nextReadySeq: () => ++this.readySeq,
+      queueConfig: this.queueConfigOf,
     });
     if (next === null) {
       this.live.delete(meta);

@@ -2,7 +2,7 @@
  * The engine's public types: its options, what it hands workers, and the answers of its calls.
  */
 import type { Clock } from "./clock.js";
-import type { JobBody, JobMeta, JobState } from "../model/job.js";
+import type { JobBody, JobMeta, JobState, QueueConfig } from "../model/job.js";
 import type { Counters, Store, StoreWrite } from "./store.js";
 
 export interface EngineOptions {
@@ -133,6 +133,8 @@ export interface QueueStatsView {
   /** When the oldest ready job became ready; undefined when none is. */
   oldestReadyAtMs: number | undefined;
   paused: boolean;
+  /** The queue's settings (ConfigureQueue); fields never set are absent. */
+  config: QueueConfig;
 }
 
 export interface EngineInfo {

@@ -1,5 +1,5 @@
 import type { WorqError } from "../model/errors.js";
-import type { JobHistory, JobState, JobView, SubmitInput } from "../model/job.js";
+import type { JobHistory, JobState, JobView, QueueConfig, SubmitInput } from "../model/job.js";
 import type { FailureReport } from "./state-machine.js";
 import type { PendingCallback } from "./store.js";
 import type { BatchShape } from "./dependency-plan.js";
@@ -24,7 +24,7 @@ import { controlWorker, listWorkers, openLease } from "./dispatch.js";
 import { ackAll, checkpoint, fail, renew, reportProgress } from "./reports.js";
 import type { JobChange } from "./job-watch.js";
 import { cancel, deleteJob } from "./cancel-delete.js";
-import { pauseQueue, purgeQueue, resumeQueue, retryJobs, runNow } from "./queue-admin.js";
+import { configureQueue, pauseQueue, purgeQueue, resumeQueue, retryJobs, runNow } from "./queue-admin.js";
 import { getJob, info, listJobs, listQueues, queueStats, waitFinished, wakeWaiters } from "./read-views.js";
 import { nextWakeMs, tick } from "./timers.js";
 import { collectChildren, type ChildrenPage } from "./children.js";
@@ -130,6 +130,11 @@ export class Engine {
   }
 
   /** Stops leasing from a queue; submits are still accepted. */
+  /** Changes a queue's settings (unset fields keep their value); returns them all. */
+  configureQueue(name: string, change: QueueConfig): Promise<QueueConfig> {
+    return configureQueue(this.core, name, change);
+  }
+
   pauseQueue(name: string): Promise<void> {
     return pauseQueue(this.core, name);
   }

@@ -24,7 +24,7 @@ let lastPolicy: Readonly<RetryPolicy> | undefined;
 /** A frozen, shared policy equal to `policy` (transitions never modify a policy). */
 export function internRetryPolicy(policy: RetryPolicy): RetryPolicy {
   if (lastPolicy !== undefined && sameRetryPolicy(lastPolicy, policy)) return lastPolicy;
-  const key = `${policy.maxAttempts}|${policy.maxFails}|${policy.backoff}|${policy.initialDelayMs}|${policy.multiplier}|${policy.maxDelayMs}|${policy.jitter}|${policy.onExhausted}`;
+  const key = `${policy.maxAttempts}|${policy.maxFails}|${policy.backoff}|${policy.initialDelayMs}|${policy.multiplier}|${policy.maxDelayMs}|${policy.jitter}|${policy.onExhausted}|${policy.retryTimeout}|${policy.retrySystem}`;
   let canonical = policies.get(key);
   if (canonical === undefined) {
     canonical = Object.freeze({ ...policy });

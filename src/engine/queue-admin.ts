@@ -2,7 +2,7 @@
  * Queue administration: pause, resume, purge, retry of dead jobs, run-now.
  */
 import { WorqError, invalid } from "../model/errors.js";
-import { PRIORITY_LEVELS, type JobMeta, type PriorityLevel } from "../model/job.js";
+import { PRIORITY_LEVELS, type JobMeta, type PriorityLevel, type QueueConfig } from "../model/job.js";
 import type { FinishedCursor, StoreWrite } from "./store.js";
 import { checkQueueName } from "../model/limits.js";
 import { isWaiting } from "./live-jobs.js";
@@ -24,6 +24,19 @@ export async function pauseQueue(core: EngineCore, name: string): Promise<void> 
   if (!core.queues.has(name)) checkQueueRoom(core, name, 1, "queue");
   core.queues.touch(name);
   await core.persist([core.queues.setPaused(name, true)]);
+}
+
+/**
+ * Changes a queue's settings: the fields `change` sets, the others keep their value. The
+ * settings apply to failures from then on. Returns the queue's whole settings afterwards.
+ */
+export async function configureQueue(core: EngineCore, name: string, change: QueueConfig): Promise<QueueConfig> {
+  core.checkUsable();
+  checkQueueName(name, "queue");
+  if (!core.queues.has(name)) checkQueueRoom(core, name, 1, "queue");
+  core.queues.touch(name);
+  await core.persist([core.queues.configure(name, change)]);
+  return { ...core.queues.config(name) };
 }
 
 /** Lets a paused queue's jobs be leased again. */

@@ -1,4 +1,4 @@
-import { isTerminal, type JobState } from "../model/job.js";
+import { isTerminal, type JobState, type QueueConfig } from "../model/job.js";
 import type { QueueInfo, StoreWrite } from "./store.js";
 
 /**
@@ -8,10 +8,15 @@ import type { QueueInfo, StoreWrite } from "./store.js";
  */
 export class QueueRegistry {
   private readonly paused = new Map<string, boolean>();
+  /** The settings of queues that have any (ConfigureQueue). */
+  private readonly configs = new Map<string, QueueConfig>();
   private readonly finished = new Map<string, Map<JobState, number>>();
 
   load(queues: QueueInfo[], finishedCounts: { queue: string; state: JobState; count: number }[]): void {
-    for (const queue of queues) this.paused.set(queue.name, queue.paused);
+    for (const queue of queues) {
+      this.paused.set(queue.name, queue.paused);
+      if (queue.config && Object.keys(queue.config).length > 0) this.configs.set(queue.name, { ...queue.config });
+    }
     for (const { queue, state, count } of finishedCounts) this.adjust(queue, state, count);
   }
 
@@ -38,7 +43,28 @@ export class QueueRegistry {
 
   setPaused(name: string, paused: boolean): StoreWrite {
     this.paused.set(name, paused);
-    return { kind: "put-queue", queue: { name, paused } };
+    return { kind: "put-queue", queue: this.info(name) };
+  }
+
+  /** The queue's settings (empty when none was set). */
+  config(name: string): QueueConfig | undefined {
+    return this.configs.get(name);
+  }
+
+  /** Changes the settings given in `change` (undefined fields keep their value); returns the write. */
+  configure(name: string, change: QueueConfig): StoreWrite {
+    const config = { ...this.configs.get(name) };
+    if (change.retryTimeout !== undefined) config.retryTimeout = change.retryTimeout;
+    if (change.retrySystem !== undefined) config.retrySystem = change.retrySystem;
+    this.configs.set(name, config);
+    if (!this.paused.has(name)) this.paused.set(name, false);
+    return { kind: "put-queue", queue: this.info(name) };
+  }
+
+  /** The queue as the store keeps it. */
+  private info(name: string): QueueInfo {
+    const config = this.configs.get(name);
+    return { name, paused: this.paused.get(name) ?? false, ...(config ? { config: { ...config } } : {}) };
   }
 
   names(): string[] {

@@ -33,6 +33,7 @@ export function queueStats(core: EngineCore, name: string): QueueStatsView {
     completed: core.queues.finishedCount(name, "COMPLETED"),
     oldestReadyAtMs: undefined,
     paused: core.queues.isPaused(name),
+    config: { ...core.queues.config(name) },
   };
   // The front of each priority level is its longest-waiting job (readySeq follows time).
   for (const jid of core.ready.get(name)?.fronts((candidate, seq) => isReadyEntry(core, candidate, seq)) ?? []) {
@@ -97,7 +98,7 @@ export async function listJobs(
   return page;
 }
 
-/** Returns the job with body and (when completed) result. Throws WORQ_NOT_FOUND. */
+/** Returns the job with body and result (stored by Ack or Fail). Throws WORQ_NOT_FOUND. */
 export async function getJob(core: EngineCore, jid: string): Promise<JobView> {
   checkJid(jid, "jid");
   // A job whose final write is still on its way: read it once that is durable, result included.
@@ -109,8 +110,9 @@ export async function getJob(core: EngineCore, jid: string): Promise<JobView> {
   const [body] = await core.store.getBodies([jid]);
   if (!body) throw notFound(jid);
   const view: JobView = { meta, body };
+  // Ack stores a result, and so may Fail (of any attempt, whatever it led to).
   const [result, checkpoint] = await Promise.all([
-    meta.state === "COMPLETED" ? core.store.getResult(jid) : undefined,
+    meta.state === "COMPLETED" || meta.failure !== undefined ? core.store.getResult(jid) : undefined,
     core.checkpointed.has(jid) ? core.store.getCheckpoint(jid) : undefined,
   ]);
   if (result) view.result = result;

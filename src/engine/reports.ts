@@ -25,13 +25,8 @@ export async function ackAll(core: EngineCore, items: readonly AckItem[]): Promi
   items.forEach(({ jid, leaseId, result, field = "" }, i) => {
     try {
       checkLeaseRef(jid, leaseId, field);
-      if (result.byteLength > LIMITS.maxResultBytes) {
-        throw new WorqError(
-          "WORQ_TOO_LARGE",
-          `${field}result: ${result.byteLength} bytes, the limit is ${LIMITS.maxResultBytes}`,
-          `${field}result`,
-        );
-      }
+      checkResultSize(result, field);
+      const failedBefore = core.live.get(jid)?.failure !== undefined;
       const held = applyHeld(core, jid, { kind: "ack", leaseId });
       if (!held) {
         missing.push(i);
@@ -39,6 +34,8 @@ export async function ackAll(core: EngineCore, items: readonly AckItem[]): Promi
       }
       writes.push(...held);
       if (result.byteLength > 0) writes.push({ kind: "put-result", jid, result });
+      // The Ack's result (or its absence) replaces one an earlier attempt's Fail stored.
+      else if (failedBefore) writes.push({ kind: "delete-result", jid });
       core.counters.processed++;
     } catch (error) {
       if (!(error instanceof WorqError)) throw error;
@@ -69,8 +66,19 @@ export async function fail(core: EngineCore, jid: string, leaseId: string, repor
   if (report.errtype.length > LIMITS.errtypeMaxChars) {
     invalid(`${field}errtype`, `must be at most ${LIMITS.errtypeMaxChars} chars`);
   }
+  if (report.code !== undefined && report.code.length > LIMITS.failCodeMaxChars) {
+    invalid(`${field}code`, `must be at most ${LIMITS.failCodeMaxChars} chars`);
+  }
+  if (report.cause !== undefined && report.cause.length > LIMITS.failCauseMaxChars) {
+    invalid(`${field}cause`, `must be at most ${LIMITS.failCauseMaxChars} chars`);
+  }
   if (report.retryAfterMs !== undefined) checkRetryDelayMs(report.retryAfterMs, `${field}retry_after`);
+  if (report.result !== undefined) checkResultSize(report.result, field);
   const writes = applyHeld(core, jid, { kind: "fail", leaseId, report }) ?? (await refuseMissing(core, jid, leaseId));
+  // Stored whatever the failure led to (retry, FAILED, DEAD_LETTER), unless the job was discarded.
+  if (report.result !== undefined && report.result.byteLength > 0 && writes[0]?.kind === "put-meta") {
+    writes.push({ kind: "put-result", jid, result: report.result });
+  }
   core.counters.failed++;
   const after = core.live.get(jid) ?? lastMeta(writes);
   const durable = core.persist(writes);
@@ -151,6 +159,17 @@ async function refuseMissing(core: EngineCore, jid: string, leaseId: string): Pr
     `lease ${leaseId} is not the live lease of job ${jid}: the job has finished; nothing changed`,
     "lease_id",
   );
+}
+
+/** Throws WORQ_TOO_LARGE for a result over the limit (an Ack's or a Fail's). */
+function checkResultSize(result: Uint8Array, field: string): void {
+  if (result.byteLength > LIMITS.maxResultBytes) {
+    throw new WorqError(
+      "WORQ_TOO_LARGE",
+      `${field}result: ${result.byteLength} bytes, the limit is ${LIMITS.maxResultBytes}`,
+      `${field}result`,
+    );
+  }
 }
 
 /** Throws unless `jid` is a job id and `leaseId` is given; field names get `prefix`. */

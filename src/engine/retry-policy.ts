@@ -14,8 +14,12 @@ export function resolveRetryPolicy(input: Partial<RetryPolicy> | undefined, fiel
     jitter: input?.jitter ?? false,
     onExhausted: input?.onExhausted ?? "DEAD_LETTER",
   };
-  if (!Number.isInteger(policy.maxAttempts) || policy.maxAttempts < 1 || policy.maxAttempts > LIMITS.maxMaxAttempts) {
-    invalid(`${field}.max_attempts`, `must be between 1 and ${LIMITS.maxMaxAttempts}`);
+  // Set only when given: undefined defers to the queue's settings.
+  if (input?.retryTimeout !== undefined) policy.retryTimeout = input.retryTimeout;
+  if (input?.retrySystem !== undefined) policy.retrySystem = input.retrySystem;
+  // 0 = unlimited attempts (the ttl still ends the job).
+  if (!Number.isInteger(policy.maxAttempts) || policy.maxAttempts < 0 || policy.maxAttempts > LIMITS.maxMaxAttempts) {
+    invalid(`${field}.max_attempts`, `must be 0 (unlimited) or between 1 and ${LIMITS.maxMaxAttempts}`);
   }
   if (policy.maxFails !== null && (!Number.isInteger(policy.maxFails) || policy.maxFails < 1)) {
     invalid(`${field}.max_fails`, "must be at least 1 when set");

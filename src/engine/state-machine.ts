@@ -1,5 +1,5 @@
 import { WorqError } from "../model/errors.js";
-import { isTerminal, type FailureCategory, type JobMeta, type JobState, type PriorityLevel } from "../model/job.js";
+import { isTerminal, type FailureCategory, type JobMeta, type JobState, type PriorityLevel, type QueueConfig } from "../model/job.js";
 import { backoffDelayMs } from "./retry-policy.js";
 
 /** What a worker reports with Fail. */
@@ -10,6 +10,12 @@ export interface FailureReport {
   category: FailureCategory;
   /** Overrides the computed backoff when set. */
   retryAfterMs?: number;
+  /** The application's error code (a PermanentError's), stored in the failure. */
+  code?: string;
+  /** What caused the failure (the wrapped error's text), stored in the failure. */
+  cause?: string;
+  /** A result to store with the job, whatever the failure leads to (the engine stores it; transitions ignore it). */
+  result?: Uint8Array;
 }
 
 export type JobEvent =
@@ -39,6 +45,8 @@ export interface TransitionContext {
   random: () => number;
   /** Hands out the next FIFO sequence number for a job becoming SCHEDULED. */
   nextReadySeq: () => number;
+  /** The settings of a queue (ConfigureQueue); absent means none set. */
+  queueConfig?: (queue: string) => QueueConfig | undefined;
 }
 
 /**
@@ -161,16 +169,14 @@ export function transition(meta: JobMeta, event: JobEvent, ctx: TransitionContex
         };
         return afterFailure(meta, lease.leaseId, recordFailure(meta, report, now), report, ctx);
       }
-      // The worker went quiet: requeue at once (orphan recovery), unless attempts are used up.
+      // The worker went quiet: a SYSTEM failure, retried with backoff like any other (or not, per retry_system).
       const report: FailureReport = {
         message: `lease lapsed: worker ${lease.workerId} neither acked, failed nor renewed in time`,
         errtype: "LeaseLapsed",
         backtrace: [],
         category: "SYSTEM",
       };
-      const failure = recordFailure(meta, report, now);
-      if (meta.attempt >= meta.retry.maxAttempts) return exhausted(meta, lease.leaseId, failure, now);
-      return becomeReady(settle(meta, lease.leaseId, { failure, updatedAtMs: now }), ctx);
+      return afterFailure(meta, lease.leaseId, recordFailure(meta, report, now), report, ctx);
     }
   }
 }
@@ -219,11 +225,26 @@ function afterFailure(
   if (report.category === "CANCELLED") {
     return settle(meta, leaseId, { state: "CANCELLED", failure, updatedAtMs: now, completedAtMs: now });
   }
-  const attemptsLeft = meta.attempt < meta.retry.maxAttempts;
+  if (!retriesCategory(meta, report.category, ctx)) {
+    return settle(meta, leaseId, { state: "FAILED", failure, updatedAtMs: now, completedAtMs: now });
+  }
+  // max_attempts 0: no limit on attempts (the ttl still ends the job).
+  const attemptsLeft = meta.retry.maxAttempts === 0 || meta.attempt < meta.retry.maxAttempts;
   const failsLeft = meta.retry.maxFails === null || meta.fails < meta.retry.maxFails;
   if (!attemptsLeft || !failsLeft) return exhausted(meta, leaseId, failure, now);
   const delayMs = report.retryAfterMs ?? backoffDelayMs(meta.retry, meta.attempt, ctx.random);
   return settle(meta, leaseId, { state: "RETRYING", failure, updatedAtMs: now, dueAtMs: now + delayMs });
+}
+
+/**
+ * Whether a failure of `category` may be retried: TIMEOUT and SYSTEM failures only when the
+ * job's policy (retry_timeout / retry_system), else its queue's settings, else the default
+ * (true) allow it; every other retryable category always.
+ */
+function retriesCategory(meta: JobMeta, category: FailureCategory, ctx: TransitionContext): boolean {
+  if (category === "TIMEOUT") return meta.retry.retryTimeout ?? ctx.queueConfig?.(meta.queue)?.retryTimeout ?? true;
+  if (category === "SYSTEM") return meta.retry.retrySystem ?? ctx.queueConfig?.(meta.queue)?.retrySystem ?? true;
+  return true;
 }
 
 function exhausted(meta: JobMeta, leaseId: string, failure: NonNullable<JobMeta["failure"]>, now: number) {
@@ -259,6 +280,8 @@ function recordFailure(meta: JobMeta, report: FailureReport, now: number): NonNu
     errtype: report.errtype,
     backtrace: report.backtrace.slice(0, meta.backtraceFrames),
     category: report.category,
+    code: report.code,
+    cause: report.cause,
   };
 }
 

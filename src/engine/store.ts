@@ -1,4 +1,4 @@
-import type { JobBody, JobMeta, JobState, PriorityLevel } from "../model/job.js";
+import type { JobBody, JobMeta, JobState, PriorityLevel, QueueConfig } from "../model/job.js";
 
 /** Totals kept across restarts (server info). */
 export interface Counters {
@@ -18,10 +18,12 @@ export type StoreWrite =
   | { kind: "put-job"; meta: JobMeta; body: JobBody; cold?: true }
   /** A transition of an existing job; `previous` is what the store had, for index upkeep. `cold`: as for put-job. */
   | { kind: "put-meta"; meta: JobMeta; previous: JobMeta; cold?: true }
-  /** A result stored by Ack. */
+  /** A result stored by Ack or Fail; replaces the job's earlier one. */
   | { kind: "put-result"; jid: string; result: Uint8Array }
   /** A running job's checkpoint (WorkerService.Checkpoint), replacing the previous one; empty `data` deletes it. */
   | { kind: "put-checkpoint"; jid: string; data: Uint8Array }
+  /** Removes the job's result (an Ack without one, after a Fail stored one). */
+  | { kind: "delete-result"; jid: string }
   /** Removes the job, its body, its result, its checkpoint and every index entry. */
   | { kind: "delete-job"; meta: JobMeta }
   | { kind: "put-counters"; counters: Counters }
@@ -31,13 +33,15 @@ export type StoreWrite =
   /** A webhook to call for a finished job, kept until it was delivered or given up. */
   | { kind: "put-callback"; callback: PendingCallback }
   | { kind: "delete-callback"; jid: string }
-  /** Records a queue (first use) or its paused flag. */
+  /** Records a queue (first use), its paused flag or its settings: the whole QueueInfo replaces the stored one. */
   | { kind: "put-queue"; queue: QueueInfo };
 
 /** A queue as the store keeps it. */
 export interface QueueInfo {
   name: string;
   paused: boolean;
+  /** Its settings (ConfigureQueue), when any was set; absent in records written before they existed. */
+  config?: QueueConfig;
 }
 
 /** A job of a page of ready jobs: its meta, and its body when the store keeps it with the page (else getBodies reads it). */

@@ -98,7 +98,8 @@ export function sidekiqJsonOf(view: JobView): SidekiqJson {
     jid: meta.idempotencyKey ?? meta.jid,
     args: body.args ?? [],
     queue: meta.queue,
-    retry: discard && meta.retry.maxAttempts === 1 ? false : meta.retry.maxAttempts - 1,
+    // Unlimited attempts (0) have no Sidekiq form: the most retries a job can hold stands for them.
+    retry: discard && meta.retry.maxAttempts === 1 ? false : meta.retry.maxAttempts === 0 ? MAX_RETRIES : meta.retry.maxAttempts - 1,
     // Microseconds exact: a provided created_at keeps them.
     created_at: epochSecondsOf(meta.createdAtMs),
   };

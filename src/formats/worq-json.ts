@@ -45,6 +45,10 @@ interface WorqJsonFailure {
   retry_count: number;
   message: string;
   errtype: string;
+  /** The application error code of the latest failure, when it had one. */
+  code?: string;
+  /** What caused the latest failure (the wrapped error's text), when known. */
+  cause?: string;
   backtrace?: string[];
 }
 
@@ -83,7 +87,13 @@ export function worqJsonOf(view: JobView): WorqJson {
     ...(meta.atMs !== undefined ? { at: formatTimestamp27(meta.atMs) } : {}),
     reserve_for: Math.ceil(meta.reserveForMs / 1000),
     // Faktory counts retries after the first attempt; -1 is "discard at the first failure".
-    retry: meta.retry.maxAttempts === 1 && meta.retry.onExhausted === "DISCARD" ? -1 : meta.retry.maxAttempts - 1,
+    // Unlimited attempts (0) have no Faktory form: the most retries a job can hold stands for them.
+    retry:
+      meta.retry.maxAttempts === 1 && meta.retry.onExhausted === "DISCARD"
+        ? -1
+        : meta.retry.maxAttempts === 0
+          ? MAX_RETRIES
+          : meta.retry.maxAttempts - 1,
     ...(meta.backtraceFrames > 0 ? { backtrace: meta.backtraceFrames } : {}),
     ...(f
       ? {
@@ -94,6 +104,8 @@ export function worqJsonOf(view: JobView): WorqJson {
             retry_count: f.retryCount,
             message: f.message,
             errtype: f.errtype,
+            ...(f.code ? { code: f.code } : {}),
+            ...(f.cause ? { cause: f.cause } : {}),
             ...(f.backtrace.length > 0 ? { backtrace: f.backtrace } : {}),
           },
         }

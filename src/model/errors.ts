@@ -26,11 +26,6 @@ export class WorqError extends Error {
   }
 }
 
-/** Throws WORQ_UNIMPLEMENTED naming `field`: a contract field or RPC whose behaviour is not built yet. */
-export function notBuilt(field: string): never {
-  throw new WorqError("WORQ_UNIMPLEMENTED", `${field}: not supported by this server yet`, field);
-}
-
 /** Throws WORQ_INVALID_ARGUMENT naming `field`. */
 export function invalid(field: string, message: string): never {
   throw new WorqError("WORQ_INVALID_ARGUMENT", `${field}: ${message}`, field);

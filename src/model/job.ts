@@ -41,6 +41,16 @@ export interface RetryPolicy {
   maxDelayMs: number;
   jitter: boolean;
   onExhausted: ExhaustedAction;
+  /** Whether TIMEOUT failures are retried; undefined takes the queue's setting (QueueConfig), else true. */
+  retryTimeout?: boolean;
+  /** Whether SYSTEM failures (lapsed leases) are retried; undefined takes the queue's setting, else true. */
+  retrySystem?: boolean;
+}
+
+/** What an operator sets on a queue (ConfigureQueue); undefined fields take the default (true). */
+export interface QueueConfig {
+  retryTimeout?: boolean;
+  retrySystem?: boolean;
 }
 
 /** Whether two policies are equal field by field. */
@@ -53,7 +63,9 @@ export function sameRetryPolicy(a: RetryPolicy, b: RetryPolicy): boolean {
     a.multiplier === b.multiplier &&
     a.maxDelayMs === b.maxDelayMs &&
     a.jitter === b.jitter &&
-    a.onExhausted === b.onExhausted
+    a.onExhausted === b.onExhausted &&
+    a.retryTimeout === b.retryTimeout &&
+    a.retrySystem === b.retrySystem
   );
 }
 
@@ -65,6 +77,10 @@ export interface Failure {
   errtype: string;
   backtrace: string[];
   category: FailureCategory;
+  /** The application's error code (a PermanentError's `code`); absent in records written before it existed. */
+  code?: string;
+  /** What caused the failure (the wrapped error's text). */
+  cause?: string;
 }
 
 /** The live lease of a RUNNING job. */

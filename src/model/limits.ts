@@ -58,6 +58,10 @@ export const LIMITS = {
   batchRefMaxChars: 128,
   failMessageMaxChars: 64 * 1024,
   errtypeMaxChars: 256,
+  /** A failure's application error code (FailRequest.code). */
+  failCodeMaxChars: 256,
+  /** A failure's cause (FailRequest.cause), the wrapped error's text. */
+  failCauseMaxChars: 64 * 1024,
   workerIdMaxChars: 256,
   leaseMaxQueues: 64,
   /** Distinct queue names a server keeps, by default: each is a label value of several /metrics series. */

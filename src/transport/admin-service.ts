@@ -1,10 +1,12 @@
+import { create } from "@bufbuild/protobuf";
 import { timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Clock } from "../engine/clock.js";
 import { unfinishedJobs, type Engine, type QueueStatsView } from "../engine/engine.js";
-import { WorqError, invalid, notBuilt } from "../model/errors.js";
+import { WorqError, invalid } from "../model/errors.js";
+import type { QueueConfig as DomainQueueConfig } from "../model/job.js";
 import type { Logger } from "../log.js";
-import { AdminService, type QueueStats } from "@worq/client/gen/worq/v1/admin_service_pb.js";
+import { AdminService, QueueConfigSchema, type QueueConfig, type QueueStats } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { ControlAction } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { domainStateOf, durationOf, jobOf } from "./convert.js";
@@ -58,6 +60,7 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
     failed: BigInt(stats.failed),
     latency: durationOf(stats.oldestReadyAtMs === undefined ? 0 : Math.max(0, options.clock.nowMs() - stats.oldestReadyAtMs)),
     paused: stats.paused,
+    config: queueConfigOf(stats.config),
   });
   return {
     getJob: guarded("GetJob", log, async (request, ctx) => ({ job: jobOf(visibleJob(scopeOf(ctx), await engine.getJob(request.jid))) })),
@@ -184,6 +187,17 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
       if (streams === 0) throw new WorqError("WORQ_NOT_FOUND", `worker ${request.workerId} has no open stream`, "worker_id");
       return { streams };
     }),
-    configureQueue: guarded("ConfigureQueue", log, () => notBuilt("ConfigureQueue")),
+    configureQueue: guarded("ConfigureQueue", log, async (request, ctx) => {
+      checkQueueInScope(scopeOf(ctx), request.queue, "queue");
+      const change: DomainQueueConfig = {};
+      if (request.config?.retryTimeout !== undefined) change.retryTimeout = request.config.retryTimeout;
+      if (request.config?.retrySystem !== undefined) change.retrySystem = request.config.retrySystem;
+      return { config: queueConfigOf(await engine.configureQueue(request.queue, change)) };
+    }),
   };
+}
+
+/** A queue's settings as the API shows them: every setting, its default (true) where none was set. */
+function queueConfigOf(config: DomainQueueConfig): QueueConfig {
+  return create(QueueConfigSchema, { retryTimeout: config.retryTimeout ?? true, retrySystem: config.retrySystem ?? true });
 }

@@ -8,7 +8,7 @@ import {
   type Duration,
   type Timestamp,
 } from "@bufbuild/protobuf/wkt";
-import { invalid, notBuilt } from "../model/errors.js";
+import { invalid } from "../model/errors.js";
 import type {
   BackoffStrategy as DomainBackoff,
   DependencyType as DomainDependencyType,
@@ -96,8 +96,8 @@ function retryInputOf(retry: RetryPolicy, field: string): Partial<DomainRetryPol
   if (retry.multiplier !== undefined) out.multiplier = retry.multiplier;
   if (retry.maxDelay) out.maxDelayMs = durationMsOf(retry.maxDelay, `${field}.max_delay`);
   if (retry.jitter) out.jitter = true;
-  if (retry.retryTimeout !== undefined) notBuilt(`${field}.retry_timeout`);
-  if (retry.retrySystem !== undefined) notBuilt(`${field}.retry_system`);
+  if (retry.retryTimeout !== undefined) out.retryTimeout = retry.retryTimeout;
+  if (retry.retrySystem !== undefined) out.retrySystem = retry.retrySystem;
   if (retry.onExhausted !== ExhaustedAction.UNSPECIFIED) {
     out.onExhausted = enumName(ExhaustedAction, retry.onExhausted, `${field}.on_exhausted`, "EXHAUSTED_ACTION_") as DomainExhausted;
   }
@@ -115,9 +115,9 @@ export function failureReportOf(request: FailRequest, prefix: string): FailureRe
         ? "TEMPORARY"
         : (enumName(FailureCategory, request.category, `${prefix}category`, "FAILURE_CATEGORY_") as DomainCategory),
   };
-  if (request.code) notBuilt(`${prefix}code`);
-  if (request.cause) notBuilt(`${prefix}cause`);
-  if (request.result.byteLength > 0) notBuilt(`${prefix}result`);
+  if (request.code) report.code = request.code;
+  if (request.cause) report.cause = request.cause;
+  if (request.result.byteLength > 0) report.result = request.result;
   if (request.retryAfter) report.retryAfterMs = durationMsOf(request.retryAfter, `${prefix}retry_after`);
   return report;
 }
@@ -176,8 +176,8 @@ export function jobOf(view: JobView): Job {
       errtype: f.errtype,
       backtrace: f.backtrace,
       category: FailureCategory[f.category],
-      code: "",
-      cause: "",
+      code: f.code ?? "",
+      cause: f.cause ?? "",
     };
   }
   if (view.result) job.result = view.result;
@@ -221,6 +221,8 @@ function retryPolicyOf(policy: DomainRetryPolicy): RetryPolicy {
     maxDelay: durationOf(policy.maxDelayMs),
     jitter: policy.jitter,
     onExhausted: ExhaustedAction[policy.onExhausted],
+    ...(policy.retryTimeout !== undefined ? { retryTimeout: policy.retryTimeout } : {}),
+    ...(policy.retrySystem !== undefined ? { retrySystem: policy.retrySystem } : {}),
   });
 }
 

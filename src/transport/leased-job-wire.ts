@@ -97,6 +97,8 @@ function writeJob(w: ProtoWriter, meta: JobMeta, body: JobBody, checkpoint: Uint
     str(w, 5, f.errtype);
     for (const line of f.backtrace) w.tag(6, WireType.LengthDelimited).string(line);
     varint(w, 7, FailureCategory[f.category]);
+    str(w, 8, f.code ?? "");
+    str(w, 9, f.cause ?? "");
     w.join();
   }
   microsTimestamp(w, 20, meta.createdAtMs);
@@ -132,6 +134,8 @@ function writeRetryPolicy(w: ProtoWriter, policy: RetryPolicy): void {
   duration(w, 6, policy.maxDelayMs);
   if (policy.jitter) w.tag(7, WireType.Varint).bool(true);
   varint(w, 8, ExhaustedAction[policy.onExhausted]);
+  if (policy.retryTimeout !== undefined) w.tag(9, WireType.Varint).bool(policy.retryTimeout); // explicit presence
+  if (policy.retrySystem !== undefined) w.tag(10, WireType.Varint).bool(policy.retrySystem);
 }
 
 function str(w: ProtoWriter, field: number, value: string): void {

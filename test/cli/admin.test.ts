@@ -61,6 +61,52 @@ describe("worq queues, pause, resume, purge, retry, workers, quiet, terminate (b
     expect(json.queues.find((queue) => queue.queue === "q-stats")!.ready).toBe("2");
   });
 
+  it("configure sets whether a queue's timeouts and lapsed leases are retried; queues <name> shows it", async () => {
+    const before = await cli(["queues", "q-config"]);
+    expect([field(before.stdout, "retry timeouts"), field(before.stdout, "retry lapsed leases")]).toEqual(["yes", "yes"]);
+    const run = await cli(["configure", "q-config", "--retry-timeout=false"]);
+    expect(run.code, run.stderr).toBe(0);
+    expect([field(run.stdout, "retry timeouts"), field(run.stdout, "retry lapsed leases")]).toEqual(["no", "yes"]);
+    expect(jsonOf(await cli(["configure", "q-config", "--retry-system", "false", "--json"]))).toEqual({
+      queue: "q-config",
+      retryTimeout: false,
+      retrySystem: false,
+    });
+    expect((await server.admin.getQueueStats({ queue: "q-config" })).stats!.config).toMatchObject({
+      retryTimeout: false,
+      retrySystem: false,
+    });
+    const shown = await cli(["queues", "q-config"]);
+    expect([field(shown.stdout, "retry timeouts"), field(shown.stdout, "retry lapsed leases")]).toEqual(["no", "no"]);
+    expect(jsonOf<{ config: unknown }>(await cli(["queues", "q-config", "--json"])).config).toEqual({
+      retryTimeout: false,
+      retrySystem: false,
+    });
+    const bad = await cli(["configure", "q-config", "--retry-timeout=maybe"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("--retry-timeout");
+  });
+
+  it("get shows a failure's code and cause, and an unlimited job's attempts", async () => {
+    const { jid } = await server.producer.submit({ job: { type: "charge", queue: "q-codes", retry: { maxAttempts: 0 } } });
+    const worker = new StreamWorker(server, { queues: ["q-codes"], workerId: "w-codes", credits: 1 });
+    const leased = await worker.next();
+    await server.worker.fail({
+      jid,
+      leaseId: leased.leaseId,
+      message: "declined",
+      category: FailureCategory.PERMANENT,
+      code: "E402",
+      cause: "gateway said no",
+    });
+    await worker.stop();
+    const shown = await cli(["get", jid]);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(field(shown.stdout, "error code")).toBe("E402");
+    expect(field(shown.stdout, "cause")).toBe("gateway said no");
+    expect(field(shown.stdout, "attempt")).toBe("1 (no limit)");
+  });
+
   it("pause stops leasing from a queue, resume restarts it; purge --yes deletes its waiting jobs", async () => {
     const paused = await cli(["pause", "q-pause"]);
     expect([paused.code, paused.stdout.trim()]).toEqual([0, "paused queue q-pause"]);

@@ -155,7 +155,7 @@ describe("worq submit and worq get (built CLI against a real server)", () => {
       [["submit", "x", "--delay", "soon"], /duration/],
       [["submit", "x", "--at", "tomorrow"], /RFC 3339/],
       [["submit", "x", "--delay", "1s", "--at", "2030-01-01T00:00:00Z"], /cannot be used with/],
-      [["submit", "x", "--max-attempts", "0"], /whole number from 1/],
+      [["submit", "x", "--max-attempts", "1001"], /whole number from 0 to 1000/],
       [["submit"], /missing the job type/],
     ];
     const runs: CliRun[] = await Promise.all(cases.map(([args]) => cli(args)));

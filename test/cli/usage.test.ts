@@ -22,6 +22,7 @@ const COMMANDS = [
   "retry",
   "delete",
   "cancel",
+  "configure",
   "pause",
   "resume",
   "purge",

@@ -54,6 +54,8 @@ describe("the worker libraries' own test suites", () => {
       expect(typed.stdout).toMatch(/^Success: no issues found/m);
       const { stdout } = await run(PYTHON, ["-m", "pytest", "-q", "-p", "no:cacheprovider", "clients/python/tests"], {
         cwd: ROOT,
+        // This checkout's library, whatever the venv has installed.
+        env: { ...process.env, PYTHONPATH: [join(ROOT, "clients/python/src"), process.env.PYTHONPATH].filter(Boolean).join(":") },
         timeout: 300_000,
         maxBuffer: 16 * 1024 * 1024,
       });

@@ -11,7 +11,8 @@ import { CLUSTER_WORKER, sleep, spawnNode, waitForCluster, waitForNewLeader, typ
  * are done, the leader is SIGKILLed. Every acknowledged submit must complete; no job may be
  * held by two live leases at once (checked on the workers' log of lease grants and ack
  * outcomes); the killed node's leased jobs must be finished by the other nodes' workers,
- * free to run again within the lease bound (the orphan grace, plus the election).
+ * free to run again within the lease bound (the orphan grace, plus the election, plus the
+ * retry backoff a lapsed lease takes), and not run again before that backoff.
  * `npm run test:cluster` runs the same with more jobs (WORQ_CLUSTER_JOBS).
  *
  * The bound is checked on when each such job was free again (the job's record says), not on when
@@ -25,6 +26,8 @@ const BATCH = 100;
 const ORPHAN_GRACE_MS = 3_000;
 /** An election (a 250 ms poll, loading the live jobs), reconnects, and a loaded 2-core CI machine: a bound, not a figure. */
 const ELECTION_ALLOWANCE_MS = 15_000;
+/** The jobs' retry backoff after their first attempt (the default policy): a lapsed lease is retried after it. */
+const FIRST_BACKOFF_MS = 1_000;
 
 interface Grant {
   jid: string;
@@ -166,20 +169,22 @@ describe.skipIf(!postgresAvailable())("three servers on one PostgreSQL database,
     // (A job with no later grant was completed by that very lease: its ack landed, its reply did not.)
     const redelivered = stranded.flatMap((grant) => {
       const finisher = grantsByJid.get(grant.jid)!.find((other) => other.node !== victim.nodeId && other.atMs > grant.atMs);
-      return finisher ? [{ jid: grant.jid, redeliveryMs: finisher.atMs - killedAtMs }] : [];
+      return finisher ? [{ jid: grant.jid, redeliveryMs: finisher.atMs - killedAtMs, grantedAgainAtMs: finisher.atMs }] : [];
     });
     const redeliveryMs = redelivered.map((job) => job.redeliveryMs);
     // When each job was free to run again: its lease's lapse, which the job's failure records
-    // naming the killed node's worker. A job with no such failure had a lease the dead leader
-    // sent before it was durable: it was ready again as soon as the new leader loaded it.
+    // naming the killed node's worker, plus the retry backoff (a lapse is a SYSTEM failure,
+    // retried after it). A job with no such failure had a lease the dead leader sent before it
+    // was durable: it was ready again as soon as the new leader loaded it.
+    const early: string[] = [];
     const releases = await Promise.all(
-      redelivered.map(async ({ jid }) => {
+      redelivered.map(async ({ jid, grantedAgainAtMs }) => {
         const { failure } = (await survivor.clients.admin.getJob({ jid })).job ?? {};
         const lapsed = failure?.retriedAt && failure.message.includes(`worker w-${victim.nodeId} `);
-        const releaseMs = lapsed
-          ? Number(failure.retriedAt!.seconds) * 1_000 + Math.floor(failure.retriedAt!.nanos / 1_000_000) - killedAtMs
-          : failoverMs;
-        return { jid, releaseMs };
+        if (!lapsed) return { jid, releaseMs: failoverMs };
+        const lapsedAtMs = Number(failure.retriedAt!.seconds) * 1_000 + Math.floor(failure.retriedAt!.nanos / 1_000_000);
+        if (grantedAgainAtMs < lapsedAtMs + FIRST_BACKOFF_MS) early.push(jid); // run again before its backoff
+        return { jid, releaseMs: lapsedAtMs + FIRST_BACKOFF_MS - killedAtMs };
       }),
     );
     const releaseMs = releases.map((release) => release.releaseMs);
@@ -212,6 +217,7 @@ describe.skipIf(!postgresAvailable())("three servers on one PostgreSQL database,
     expect(lost.slice(0, 10)).toEqual([]);
     expect(overlapping.slice(0, 10)).toEqual([]);
     expect(twiceAccepted).toBe(0);
-    expect(releases.filter((release) => release.releaseMs > ORPHAN_GRACE_MS + ELECTION_ALLOWANCE_MS)).toEqual([]);
+    expect(releases.filter((release) => release.releaseMs > ORPHAN_GRACE_MS + FIRST_BACKOFF_MS + ELECTION_ALLOWANCE_MS)).toEqual([]);
+    expect(early.slice(0, 10)).toEqual([]);
   }, 300_000);
 });

@@ -166,6 +166,43 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    name: "a permanent error with a code and a cause: FAILED, failure.code and failure.cause stored",
+    async run(ctx) {
+      const worker = await ctx.startWorker();
+      const jid = await submitScenario(ctx, {
+        action: "permanent_code",
+        message: "card declined",
+        code: `declined-${ctx.lang}`,
+        cause: "gateway said 402",
+      });
+      const job = await finished(ctx, jid);
+      expect(job.state).toBe(JobState.FAILED);
+      expect(job.attempt).toBe(1);
+      expect(job.failure).toMatchObject({
+        message: "card declined",
+        category: FailureCategory.PERMANENT,
+        code: `declined-${ctx.lang}`,
+        cause: "gateway said 402",
+      });
+      await stopGracefully(worker);
+    },
+  },
+  {
+    name: "a temporary error with retry_after and a cause: retried no earlier than retry_after, cause stored",
+    async run(ctx) {
+      const worker = await ctx.startWorker();
+      const jid = await submitScenario(ctx, { action: "temporary_cause", ms: 400, message: "busy", cause: "upstream 503" });
+      const job = await finished(ctx, jid);
+      expect(job.state).toBe(JobState.COMPLETED);
+      expect(text(job.result)).toBe("retried");
+      expect(job.attempt).toBe(2);
+      expect(job.failure).toMatchObject({ message: "busy", category: FailureCategory.TEMPORARY, code: "", cause: "upstream 503" });
+      const failedAt = timestampDate(job.failure!.retriedAt!).getTime();
+      expect(timestampDate(job.startedAt!).getTime() - failedAt).toBeGreaterThanOrEqual(400);
+      await stopGracefully(worker);
+    },
+  },
+  {
     name: "a job running 3x its reserve_for is renewed automatically and runs once",
     async run(ctx) {
       const worker = await ctx.startWorker();
@@ -261,7 +298,8 @@ export const SCENARIOS: Scenario[] = [
       const second = await ctx.startWorker();
       const job = await finished(ctx, jid);
       expect(job.state).toBe(JobState.COMPLETED);
-      expect(job.attempt).toBe(2); // redelivered after the orphan grace (2 s), not after reserve_for (60 s)
+      expect(job.attempt).toBe(2); // redelivered after the orphan grace and the 1 s backoff, not after reserve_for (60 s)
+      expect(job.failure).toMatchObject({ category: FailureCategory.SYSTEM, errtype: "LeaseLapsed" });
       expect(text(job.result)).toBe("rescued");
       await stopGracefully(second);
     },

@@ -3,7 +3,7 @@
  * of the `@worq/client` package, driven by test/conformance/scenarios.ts.
  */
 import { parseArgs } from "node:util";
-import { PermanentError, RetryLaterError, Worker, type JobContext, type WorkerJob } from "@worq/client";
+import { PermanentError, RetryLaterError, TemporaryError, Worker, type JobContext, type WorkerJob } from "@worq/client";
 
 const { values } = parseArgs({
   options: {
@@ -47,6 +47,8 @@ async function scenario(job: WorkerJob, ctx: JobContext): Promise<string> {
     ms?: number;
     checkpoint?: string;
     percent?: number;
+    code?: string;
+    cause?: string;
   };
   switch (kwargs.action) {
     case "succeed":
@@ -71,6 +73,13 @@ async function scenario(job: WorkerJob, ctx: JobContext): Promise<string> {
       return kwargs.result ?? "";
     case "retry_after":
       if (job.attempt === 1) throw new RetryLaterError("try later", kwargs.ms ?? 0);
+      return "retried";
+    case "permanent_code":
+      throw new PermanentError(kwargs.message ?? "permanent", { code: kwargs.code ?? "", cause: new Error(kwargs.cause ?? "") });
+    case "temporary_cause":
+      if (job.attempt === 1) {
+        throw new TemporaryError(kwargs.message ?? "temporary", { retryAfterMs: kwargs.ms ?? 0, cause: new Error(kwargs.cause ?? "") });
+      }
       return "retried";
     default:
       throw new PermanentError(`unknown scenario action ${JSON.stringify(kwargs.action)}`);

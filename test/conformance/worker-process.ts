@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { commandWorks, fileExists, toolAvailable } from "../support/require-tool.js";
@@ -8,12 +8,35 @@ const INSTALL_HINT = "run `bash scripts/install-test-tools.sh` first";
 
 export type Lang = "ts" | "py" | "go";
 
+/**
+ * The Go conformance worker built from this checkout's clients/go when Go is on PATH (the one
+ * `.tools/bin` holds was built from the checkout the tools were installed from), else that one.
+ */
+function goWorker(): string {
+  const built = join(ROOT, "dist/go-conformance-worker");
+  try {
+    execFileSync("go", ["build", "-o", built, "./cmd/conformance-worker"], {
+      cwd: join(ROOT, "clients/go"),
+      stdio: "ignore",
+      timeout: 300_000,
+    });
+    return built;
+  } catch {
+    return join(ROOT, ".tools/bin/go-conformance-worker");
+  }
+}
+
 /** How to start each language's conformance worker (clients/CONFORMANCE.md). */
 const WORKER_COMMANDS: Record<Lang, { command: string; args: string[] }> = {
   ts: { command: process.execPath, args: [join(ROOT, "dist/test/conformance/ts-worker.js")] },
   py: { command: join(ROOT, ".tools/venv/bin/python"), args: [join(ROOT, "clients/python/conformance_worker.py")] },
-  // WORQ_GO_CONFORMANCE_WORKER: a binary built from this checkout when .tools is shared with another.
-  go: { command: process.env.WORQ_GO_CONFORMANCE_WORKER ?? join(ROOT, ".tools/bin/go-conformance-worker"), args: [] },
+  go: { command: goWorker(), args: [] },
+};
+
+/** The Python worker imports this checkout's clients/python, whatever the venv has installed. */
+const WORKER_ENV: NodeJS.ProcessEnv = {
+  ...process.env,
+  PYTHONPATH: [join(ROOT, "clients/python/src"), process.env.PYTHONPATH].filter(Boolean).join(":"),
 };
 
 /** The languages whose conformance worker can run here (a missing one is skipped, or fails with WORQ_REQUIRE_ALL=1). */
@@ -59,7 +82,7 @@ export class WorkerProcess {
     if (options.workerId) flags.push("--worker-id", options.workerId);
     if (options.concurrency) flags.push("--concurrency", String(options.concurrency));
     if (options.shutdownTimeoutMs !== undefined) flags.push("--shutdown-timeout-ms", String(options.shutdownTimeoutMs));
-    this.child = spawn(command, [...args, ...flags], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+    this.child = spawn(command, [...args, ...flags], { cwd: ROOT, env: WORKER_ENV, stdio: ["ignore", "pipe", "pipe"] });
     this.child.stderr!.on("data", (chunk: Buffer) => (this.stderr += chunk.toString()));
     createInterface({ input: this.child.stdout! }).on("line", (line) => {
       try {

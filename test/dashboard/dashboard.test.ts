@@ -6,7 +6,7 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
+import { FailureCategory, JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { ControlAction } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { packageRoot } from "../../src/package-root.js";
 import { StreamWorker } from "../e2e/support/clients.js";
@@ -299,6 +299,30 @@ describe.skipIf(!hasChromium)("dashboard in Chromium (real server, real browser)
     await server.worker.reportProgress({ jid: seeded.held!, leaseId: seeded.heldLease!, percent: 75, message: "nearly" });
     await eventually(async () => (await text('[data-block="progress"]'))?.includes("75% nearly") ?? false, "the later report");
     await screenshot("job-progress");
+  });
+
+  it("Job detail shows a failure's code and cause; Queues shows which failures a queue retries", async () => {
+    const { jid } = await server.producer.submit({ job: { type: "charge", queue: "failing-codes" } });
+    const worker = new StreamWorker(server, { queues: ["failing-codes"], workerId: "w-codes", credits: 1 });
+    try {
+      const leased = await worker.next(5_000);
+      await server.worker.fail({
+        jid,
+        leaseId: leased.leaseId,
+        message: "card declined",
+        category: FailureCategory.PERMANENT,
+        code: "card_declined",
+        cause: "gateway said <b>402</b>",
+      });
+    } finally {
+      await worker.stop();
+    }
+    await show(`#/job/${jid}`, '[data-block="cause"]');
+    expect(await text('[data-block="cause"]')).toContain("gateway said <b>402</b>");
+    expect(await page.locator("main").textContent()).toContain("card_declined");
+    await server.admin.configureQueue({ queue: "failing-codes", config: { retrySystem: false } });
+    await show("#/queues", 'tr[data-queue="failing-codes"]');
+    expect(await text('tr[data-queue="failing-codes"] td[data-col=retry]')).toBe("timeouts");
   });
 
   it("Dead lists the dead jobs; Retry on one moves it out of Dead (SCHEDULED in the API)", async () => {

@@ -25,7 +25,7 @@ describe("bad input gets a clear error naming the field and changes nothing (rea
     ["payload over 1 MiB", { type: "t", payload: new Uint8Array(1024 * 1024 + 1) }, Code.ResourceExhausted, "job.payload"],
     ["reserve_for over 24 h", { type: "t", reserveFor: durationFromMs(25 * 3_600_000) }, Code.InvalidArgument, "job.reserve_for"],
     ["at and delay both", { type: "t", delay: durationFromMs(1), at: { seconds: 1n, nanos: 0 } }, Code.InvalidArgument, "job.at"],
-    ["retry.max_attempts 0", { type: "t", retry: { maxAttempts: 0 } }, Code.InvalidArgument, "job.retry.max_attempts"],
+    ["retry.max_attempts 1001", { type: "t", retry: { maxAttempts: 1001 } }, Code.InvalidArgument, "job.retry.max_attempts"],
     ["ttl under 1 s", { type: "t", ttl: durationFromMs(500) }, Code.InvalidArgument, "job.ttl"],
     ["idempotency_key over 256 chars", { type: "t", idempotencyKey: "k".repeat(257) }, Code.InvalidArgument, "job.idempotency_key"],
     [

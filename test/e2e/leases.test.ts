@@ -1,7 +1,7 @@
 import { durationFromMs, durationMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
+import { FailureCategory, JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { QueueOrder } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { StreamWorker } from "./support/clients.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
@@ -29,9 +29,12 @@ describe("leases (real server)", () => {
     const first = new StreamWorker(server, { queues: ["lapse"], workerId: "w-first", credits: 1 });
     const firstLease = await first.next();
     const second = new StreamWorker(server, { queues: ["lapse"], workerId: "w-second", credits: 1 });
-    const secondLease = await second.next(3_000); // after reserve_for (1 s) lapses
+    const secondLease = await second.next(4_000); // after reserve_for (1 s) lapses, then the backoff (1 s)
     expect(secondLease.job!.jid).toBe(jid);
     expect(secondLease.job!.attempt).toBe(2);
+    // The lapse is a SYSTEM failure, retried after the policy's first backoff (1 s by default).
+    expect(secondLease.job!.failure).toMatchObject({ category: FailureCategory.SYSTEM, errtype: "LeaseLapsed" });
+    expect(timestampMs(secondLease.job!.startedAt!) - timestampMs(secondLease.job!.failure!.retriedAt!)).toBeGreaterThanOrEqual(1_000);
     expect(secondLease.leaseId).not.toBe(firstLease.leaseId);
 
     expect(await codeOf(server.worker.ack({ jid, leaseId: firstLease.leaseId }))).toBe(Code.FailedPrecondition);
@@ -48,7 +51,12 @@ describe("leases (real server)", () => {
 
   it("reserve_for in milliseconds, as Workq's ttr: a 250 ms lease ends 250 ms after its start and is redelivered", async () => {
     const { jid } = await server.producer.submit({
-      job: { type: "quick", queue: "lapse-ms", reserveFor: durationFromMs(250), retry: { maxAttempts: 2 } },
+      job: {
+        type: "quick",
+        queue: "lapse-ms",
+        reserveFor: durationFromMs(250),
+        retry: { maxAttempts: 2, initialDelay: durationFromMs(100) },
+      },
     });
     const first = new StreamWorker(server, { queues: ["lapse-ms"], workerId: "w-ms-1", credits: 1 });
     const firstLease = await first.next();
@@ -60,6 +68,7 @@ describe("leases (real server)", () => {
     expect(secondLease.job!.jid).toBe(jid);
     expect(secondLease.leaseId).not.toBe(firstLease.leaseId);
     expect(secondLease.job!.attempt).toBe(2);
+    expect(timestampMs(secondLease.job!.startedAt!) - timestampMs(secondLease.job!.failure!.retriedAt!)).toBeGreaterThanOrEqual(100);
     await eventually(async () => (await server.admin.getJob({ jid })).job!.state === JobState.DEAD_LETTER);
     await first.stop();
     await second.stop();
@@ -94,10 +103,11 @@ describe("leases (real server)", () => {
     await eventually(async () => (await connected()) === 0);
 
     const stayer = new StreamWorker(server, { queues: ["cancel"], workerId: "w-stayer", credits: 5 });
-    // The orphaned job comes back after the 300 ms grace, though reserve_for is an hour.
-    const returned = await stayer.next(2_000);
+    // The orphaned job comes back after the 300 ms grace (then the 1 s backoff), though reserve_for is an hour.
+    const returned = await stayer.next(4_000);
     expect(returned.job!.jid).toBe(heldJid);
     expect(returned.job!.attempt).toBe(2);
+    expect(timestampMs(returned.job!.startedAt!) - timestampMs(returned.job!.failure!.retriedAt!)).toBeGreaterThanOrEqual(1_000);
     const { jid: freshJid } = await server.producer.submit({ job: { type: "fresh", queue: "cancel" } });
     expect((await stayer.next()).job!.jid).toBe(freshJid);
     await stayer.stop();
@@ -124,33 +134,37 @@ describe("leases (real server)", () => {
   });
 
   it("Workq lease over several names: order RANDOM picks uniformly among the queues with ready jobs, LISTED takes them in order", async () => {
-    const jobs = (queue: string) => Array.from({ length: 150 }, () => ({ type: "pick", queue }));
-    await server.producer.submitBatch({ jobs: [...jobs("pick-a"), ...jobs("pick-b")] });
-    const queues = ["pick-empty", "pick-a", "pick-b"];
-    /** The queues of the first `n` jobs leased to `worker`, in order, each acked. */
+    const jobs = (queue: string, n: number) => Array.from({ length: n }, () => ({ type: "pick", queue }));
+    /** The queues of the first `n` jobs leased to `worker`, in the order they came. */
     const leasedQueues = async (worker: StreamWorker, n: number) => {
-      const order: string[] = [];
-      for (let i = 0; i < n; i++) {
-        const leased = await worker.next();
-        order.push(leased.job!.queue);
-        await server.worker.ack({ jid: leased.job!.jid, leaseId: leased.leaseId });
-      }
+      const queues: string[] = [];
+      for (let i = 0; i < n; i++) queues.push((await worker.next()).job!.queue);
       await worker.stop();
-      return order;
+      return queues;
     };
     const count = (order: string[], queue: string) => order.filter((q) => q === queue).length;
+    await server.producer.submitBatch({ jobs: [...jobs("pick-a", 150), ...jobs("pick-b", 150)] });
     // 150 grants at one fair coin each: each queue's share is 75 ± 6 (one standard deviation).
     const random = await leasedQueues(
-      new StreamWorker(server, { queues, workerId: "w-random", credits: 150, order: QueueOrder.RANDOM }),
+      new StreamWorker(server, {
+        queues: ["pick-empty", "pick-a", "pick-b"],
+        workerId: "w-random",
+        credits: 150,
+        order: QueueOrder.RANDOM,
+      }),
       150,
     );
     expect(count(random, "pick-a") + count(random, "pick-b")).toBe(150);
     expect(count(random, "pick-a")).toBeGreaterThan(45);
     expect(count(random, "pick-b")).toBeGreaterThan(45);
-    const leftInA = 150 - count(random, "pick-a");
-    const listed = await leasedQueues(new StreamWorker(server, { queues, workerId: "w-listed", credits: 150 }), 150);
-    expect(listed).toEqual([...Array<string>(leftInA).fill("pick-a"), ...Array<string>(150 - leftInA).fill("pick-b")]);
-    const bad = new StreamWorker(server, { queues, workerId: "w-bad", credits: 1, order: 7 as QueueOrder });
+
+    await server.producer.submitBatch({ jobs: [...jobs("list-a", 50), ...jobs("list-b", 50)] });
+    const listed = await leasedQueues(
+      new StreamWorker(server, { queues: ["list-empty", "list-a", "list-b"], workerId: "w-listed", credits: 100 }),
+      100,
+    );
+    expect(listed).toEqual([...Array<string>(50).fill("list-a"), ...Array<string>(50).fill("list-b")]);
+    const bad = new StreamWorker(server, { queues: ["list-a"], workerId: "w-bad", credits: 1, order: 7 as QueueOrder });
     const error = ConnectError.from(await bad.ended);
     expect(error.code).toBe(Code.InvalidArgument);
     expect(error.rawMessage).toMatch(/^order: /);

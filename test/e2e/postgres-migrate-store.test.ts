@@ -43,10 +43,11 @@ describe.skipIf(!postgresAvailable())("worq migrate and worq migrate-store (real
     expect(first.stdout).toMatch(/^applied migration 2: cluster nodes/m);
     expect(first.stdout).toMatch(/^applied migration 3: ready jobs by queue, priority and ready sequence/m);
     expect(first.stdout).toMatch(/^applied migration 4: idempotency claims by namespace/m);
-    expect(first.stdout).toContain("is now at schema version 6");
+    expect(first.stdout).toMatch(/^applied migration 7: queue settings/m);
+    expect(first.stdout).toContain("is now at schema version 7");
     const again = await runCli(["migrate"], { env: { WORQ_STORE: url } });
     expect(again.code, again.stderr).toBe(0);
-    expect(again.stdout).toMatch(/is at schema version 6: nothing to apply/);
+    expect(again.stdout).toMatch(/is at schema version 7: nothing to apply/);
     expect((await runCli(["migrate", "--store", "./some-dir"])).code).toBe(2);
   }, 60_000); // three CLI processes and a database: past 20 s on a busy 2-core machine
 
@@ -80,6 +81,7 @@ describe.skipIf(!postgresAvailable())("worq migrate and worq migrate-store (real
     }
     await worker.stop();
     await clients.admin.pauseQueue({ queue: "mq" });
+    await clients.admin.configureQueue({ queue: "mq", config: { retrySystem: false } });
     const jids = [...ready, keyed, delayed, cancelled, done, dead];
     const before = await Promise.all(jids.map(async (jid) => (await clients.admin.getJob({ jid })).job!));
     expect(before.map((job) => job.state)).toEqual([
@@ -120,6 +122,7 @@ describe.skipIf(!postgresAvailable())("worq migrate and worq migrate-store (real
     ]);
     const { queues } = await clients.admin.listQueues({});
     expect(queues.find((queue) => queue.queue === "mq")).toMatchObject({ paused: true, ready: 3n, delayed: 1n });
+    expect(queues.find((queue) => queue.queue === "mq")!.config).toMatchObject({ retryTimeout: true, retrySystem: false });
     expect(queues.find((queue) => queue.queue === "dead")).toMatchObject({ dead: 1n });
     const deadList = await clients.admin.listJobs({ state: JobState.DEAD_LETTER });
     expect(deadList.jobs.map((job) => job.jid)).toEqual([dead]);

@@ -55,14 +55,14 @@ const WORKERS = ["w0", "w1", "w2"] as const;
 const MAX_SESSIONS = 3;
 
 /**
- * Transitions a job may take (docs/state-machine.md), including renew, lapse back to
- * SCHEDULED, CANCELLED and ttl eviction. Terminal states have none.
+ * Transitions a job may take (docs/state-machine.md), including renew, lapse (to
+ * RETRYING, with backoff), CANCELLED and ttl eviction. Terminal states have none.
  */
 const ALLOWED: Record<JobState, readonly JobState[]> = {
   PENDING: ["SCHEDULED", "DELAYED", "CANCELLED", "DEAD_LETTER"],
   DELAYED: ["SCHEDULED", "CANCELLED", "DEAD_LETTER"],
   SCHEDULED: ["RUNNING", "CANCELLED", "DEAD_LETTER"],
-  RUNNING: ["RUNNING", "COMPLETED", "RETRYING", "SCHEDULED", "FAILED", "CANCELLED", "DEAD_LETTER"],
+  RUNNING: ["RUNNING", "COMPLETED", "RETRYING", "FAILED", "CANCELLED", "DEAD_LETTER"],
   RETRYING: ["SCHEDULED", "DEAD_LETTER", "CANCELLED"],
   COMPLETED: [],
   FAILED: [],
@@ -80,8 +80,12 @@ interface SubmitAction {
   queue: (typeof QUEUES)[number];
   priority: 0 | 1 | 2 | 3 | 4;
   delayMs: number | null;
+  /** 0: unlimited. */
   maxAttempts: number;
   maxFails: number | null;
+  /** RetryPolicy.retry_timeout / retry_system; null leaves them unset (retried). */
+  retryTimeout: boolean | null;
+  retrySystem: boolean | null;
   reserveForMs: number;
   executionTimeoutMs: number | null;
 }
@@ -117,7 +121,14 @@ interface CancelAction {
   k: "cancel";
   pick: number;
 }
-type Action = SubmitAction | OpenAction | CloseAction | ReportAction | AdvanceAction | RestartAction | CancelAction;
+/** ConfigureQueue: whether the queue's TIMEOUT / SYSTEM failures are retried (null: left as it is). */
+interface ConfigureAction {
+  k: "configure";
+  queue: (typeof QUEUES)[number];
+  retryTimeout: boolean | null;
+  retrySystem: boolean | null;
+}
+type Action = SubmitAction | OpenAction | CloseAction | ReportAction | AdvanceAction | RestartAction | CancelAction | ConfigureAction;
 
 const steps = (min: number, max: number, unit: number) => fc.integer({ min, max }).map((n) => n * unit);
 /** `arb`, or null with weight `nulls` against `values` (shrinks towards null). */
@@ -130,8 +141,10 @@ const submitArb: fc.Arbitrary<Action> = fc.record({
   queue: fc.constantFrom(...QUEUES),
   priority: fc.constantFrom(0 as const, 1 as const, 2 as const, 3 as const, 4 as const),
   delayMs: maybe(steps(1, 10, 500), 1, 1),
-  maxAttempts: fc.integer({ min: 1, max: 3 }),
+  maxAttempts: fc.oneof({ arbitrary: fc.integer({ min: 1, max: 3 }), weight: 4 }, { arbitrary: fc.constant(0), weight: 1 }),
   maxFails: maybe(fc.integer({ min: 1, max: 2 }), 2, 1),
+  retryTimeout: maybe(fc.boolean(), 3, 1),
+  retrySystem: maybe(fc.boolean(), 3, 1),
   // Mostly short leases that lapse during a run; some longer than the orphan grace.
   reserveForMs: fc.oneof({ arbitrary: steps(2, 10, 500), weight: 3 }, { arbitrary: steps(11, 60, 1_000), weight: 2 }),
   executionTimeoutMs: maybe(steps(2, 16, 500), 2, 1),
@@ -148,12 +161,18 @@ const reportArb: fc.Arbitrary<Action> = fc.record({
   op: fc.constantFrom("ack" as const, "fail" as const, "renew" as const),
   stale: fc.constantFrom(false, false, true),
   pick: fc.nat(64),
-  category: fc.constantFrom<FailureCategory>("TEMPORARY", "TEMPORARY", "PERMANENT", "CANCELLED"),
+  category: fc.constantFrom<FailureCategory>("TEMPORARY", "TEMPORARY", "PERMANENT", "CANCELLED", "TIMEOUT", "SYSTEM"),
   retryAfterMs: maybe(steps(0, 6, 500), 1, 1),
 });
 const advanceArb: fc.Arbitrary<Action> = fc.record({ k: fc.constant("advance" as const), ms: steps(0, 12, 250) });
 const restartArb: fc.Arbitrary<Action> = fc.record({ k: fc.constant("restart" as const), graceful: fc.boolean() });
 const cancelArb: fc.Arbitrary<Action> = fc.record({ k: fc.constant("cancel" as const), pick: fc.nat(64) });
+const configureArb: fc.Arbitrary<Action> = fc.record({
+  k: fc.constant("configure" as const),
+  queue: fc.constantFrom(...QUEUES),
+  retryTimeout: maybe(fc.boolean(), 1, 2),
+  retrySystem: maybe(fc.boolean(), 1, 2),
+});
 
 const actionArb: fc.Arbitrary<Action> = fc.oneof(
   { arbitrary: submitArb, weight: 4 },
@@ -163,6 +182,7 @@ const actionArb: fc.Arbitrary<Action> = fc.oneof(
   { arbitrary: advanceArb, weight: 4 },
   { arbitrary: restartArb, weight: 2 },
   { arbitrary: cancelArb, weight: 1 },
+  { arbitrary: configureArb, weight: 1 },
 );
 
 // ---------------------------------------------------------------------------------------
@@ -195,12 +215,13 @@ const MUST_COVER = [
   "RUNNING → RUNNING",
   "RUNNING → COMPLETED",
   "RUNNING → RETRYING",
-  "RUNNING → SCHEDULED",
   "RUNNING → FAILED",
   "RUNNING → CANCELLED",
   "RUNNING → DEAD_LETTER",
   "RETRYING → SCHEDULED",
   "lapse",
+  "lapse not retried",
+  "configure",
   "execution timeout",
   "stale ack",
   "stale fail",
@@ -264,6 +285,7 @@ interface Slot {
 type Ctx =
   | { kind: "submit"; jids: string[]; action: SubmitAction }
   | { kind: "tick" | "open" | "close" | "restart" | "noop" }
+  | { kind: "configure"; queue: string }
   | { kind: "cancel"; jid: string; consumed: boolean }
   | {
       kind: "report";
@@ -294,12 +316,28 @@ function backoffMs(attempt: number): number {
   return Math.min(1_000 * 2 ** (attempt - 1), 3_600_000);
 }
 
+/** The queues' settings as the model knows them (ConfigureQueue actions; they must survive restarts). */
+type QueueSettings = Map<string, { retryTimeout?: boolean; retrySystem?: boolean }>;
+
+/** Whether a failure of `category` is retried: TIMEOUT and SYSTEM per the job's policy, else its queue's settings, else yes. */
+function retried(meta: JobMeta, category: FailureCategory, queues: QueueSettings): boolean {
+  if (category === "TIMEOUT") return meta.retry.retryTimeout ?? queues.get(meta.queue)?.retryTimeout ?? true;
+  if (category === "SYSTEM") return meta.retry.retrySystem ?? queues.get(meta.queue)?.retrySystem ?? true;
+  return true;
+}
+
+/** Whether the job's attempts are used up (never with max_attempts 0, unlimited). */
+function attemptsUsedUp(meta: JobMeta): boolean {
+  return meta.retry.maxAttempts !== 0 && meta.attempt >= meta.retry.maxAttempts;
+}
+
 /** Where a fail report takes a RUNNING job (docs/state-machine.md, "How a failure is resolved"). */
-function expectedAfterFail(meta: JobMeta, category: FailureCategory, retryAfterMs: number | null, now: number) {
+function expectedAfterFail(meta: JobMeta, category: FailureCategory, retryAfterMs: number | null, now: number, queues: QueueSettings) {
   if (category === "PERMANENT") return { state: "FAILED" as const };
   if (category === "CANCELLED") return { state: "CANCELLED" as const };
+  if (!retried(meta, category, queues)) return { state: "FAILED" as const };
   const fails = meta.fails + 1;
-  const exhausted = meta.attempt >= meta.retry.maxAttempts || (meta.retry.maxFails !== null && fails >= meta.retry.maxFails);
+  const exhausted = attemptsUsedUp(meta) || (meta.retry.maxFails !== null && fails >= meta.retry.maxFails);
   if (exhausted) return { state: "DEAD_LETTER" as const };
   return { state: "RETRYING" as const, dueAtMs: now + (retryAfterMs ?? backoffMs(meta.attempt)) };
 }
@@ -317,6 +355,7 @@ class Sim {
   readonly allLeases: string[] = [];
   readonly slots = new Map<string, Slot>();
   private sessionSeq = 0;
+  readonly queueSettings: QueueSettings = new Map();
   submits = 0;
   acks = 0;
   fails = 0;
@@ -368,7 +407,25 @@ class Sim {
         if (jids.length === 0) return this.settle({ kind: "noop" });
         return this.cancel(jids[action.pick % jids.length]!);
       }
+      case "configure":
+        return this.configure(action);
     }
+  }
+
+  /** ConfigureQueue: the answer is the whole setting, the given fields changed, the others kept. */
+  async configure(action: ConfigureAction): Promise<void> {
+    const change = {
+      ...(action.retryTimeout !== null ? { retryTimeout: action.retryTimeout } : {}),
+      ...(action.retrySystem !== null ? { retrySystem: action.retrySystem } : {}),
+    };
+    const expected = { ...this.queueSettings.get(action.queue), ...change };
+    const answer = await this.engine.configureQueue(action.queue, change);
+    check(show(answer) === show(expected), `configure ${action.queue} answered ${show(answer)}, expected ${show(expected)}`);
+    this.queueSettings.set(action.queue, expected);
+    cover("configure");
+    const stats = this.engine.queueStats(action.queue).config;
+    check(show(stats) === show(expected), `queue stats of ${action.queue} show ${show(stats)}, expected ${show(expected)}`);
+    return this.settle({ kind: "configure", queue: action.queue });
   }
 
   openSessions(): SimSession[] {
@@ -388,7 +445,12 @@ class Sim {
       queue: action.queue,
       priority: action.priority,
       reserveForMs: action.reserveForMs,
-      retry: { maxAttempts: action.maxAttempts, ...(action.maxFails !== null ? { maxFails: action.maxFails } : {}) },
+      retry: {
+        maxAttempts: action.maxAttempts,
+        ...(action.maxFails !== null ? { maxFails: action.maxFails } : {}),
+        ...(action.retryTimeout !== null ? { retryTimeout: action.retryTimeout } : {}),
+        ...(action.retrySystem !== null ? { retrySystem: action.retrySystem } : {}),
+      },
       ...(action.delayMs !== null ? { delayMs: action.delayMs } : {}),
       ...(action.executionTimeoutMs !== null ? { executionTimeoutMs: action.executionTimeoutMs } : {}),
     };
@@ -468,7 +530,7 @@ class Sim {
     const ctx: Ctx & { kind: "report" } = { kind: "report", op, jid: info.jid, leaseId, held, consumed: false };
     if (held) {
       if (op === "ack") ctx.expected = { state: "COMPLETED" };
-      else if (op === "fail") ctx.expected = expectedAfterFail(before, category, retryAfterMs, now);
+      else if (op === "fail") ctx.expected = expectedAfterFail(before, category, retryAfterMs, now, this.queueSettings);
       else ctx.expected = { state: "RUNNING", expiresAtMs: Math.min(now + before.reserveForMs, before.lease!.executionDeadlineMs) };
     }
     let outcome: unknown;
@@ -744,7 +806,15 @@ class Sim {
       case "put-counters":
         return;
       case "put-queue":
-        check(ctx.kind === "submit" && !write.queue.paused, `unexpected queue record in a ${ctx.kind} step: ${show(write)}`);
+        check(
+          (ctx.kind === "submit" || (ctx.kind === "configure" && ctx.queue === write.queue.name)) && !write.queue.paused,
+          `unexpected queue record in a ${ctx.kind} step: ${show(write)}`,
+        );
+        // Every record of a queue carries its settings as the model has them.
+        check(
+          show(write.queue.config ?? {}) === show(this.queueSettings.get(write.queue.name) ?? {}),
+          `queue ${write.queue.name} recorded with ${show(write.queue.config)}, expected ${show(this.queueSettings.get(write.queue.name))}`,
+        );
         return;
       case "put-job": {
         const meta = write.meta;
@@ -758,7 +828,10 @@ class Sim {
           `new job written as ${show(core(meta))}`,
         );
         check(
-          meta.retry.maxAttempts === action.maxAttempts && meta.retry.maxFails === action.maxFails,
+          meta.retry.maxAttempts === action.maxAttempts &&
+            meta.retry.maxFails === action.maxFails &&
+            meta.retry.retryTimeout === (action.retryTimeout ?? undefined) &&
+            meta.retry.retrySystem === (action.retrySystem ?? undefined),
           `new job's retry policy ${show(meta.retry)}`,
         );
         this.jobs.set(meta.jid, { jid: meta.jid, input: action, written: meta, observed: meta, leasesSinceObserved: 0, leases: [] });
@@ -766,6 +839,15 @@ class Sim {
       }
       case "put-meta":
         return this.checkTransition(write.previous, write.meta, ctx, now, grantSession, leased);
+      case "delete-result":
+        // An Ack without a result removes one an earlier Fail may have stored: only for a job that failed before.
+        check(
+          ctx.kind === "report" &&
+            this.jobs.get(write.jid)?.written.state === "COMPLETED" &&
+            this.jobs.get(write.jid)?.written.failure !== undefined,
+          `unexpected result deletion in a ${ctx.kind} step: ${show(write)}`,
+        );
+        return;
       default:
         throw new PropertyViolation(`unexpected write ${write.kind} in a ${ctx.kind} step: ${show(write)}`);
     }
@@ -841,22 +923,23 @@ class Sim {
         // Nothing but tick() ends a lease on its own: a lapse.
         check(ctx.kind === "tick" && next.state !== "RUNNING", `${edge} without a cause`);
         check(lease.expiresAtMs <= now, `${edge}: lease lapsed early (expires +${lease.expiresAtMs - T0}, now +${now - T0})`);
+        // Either lapse is a failure resolved like a Fail (not counted as one): RETRYING after
+        // the backoff of the attempt, or DEAD_LETTER when attempts or fails are used up.
         const maxAttempts = previous.retry.maxAttempts;
-        if (lease.expiresAtMs >= lease.executionDeadlineMs) {
-          const maxFails = previous.retry.maxFails;
-          const exhausted = previous.attempt >= maxAttempts || (maxFails !== null && previous.fails >= maxFails);
-          check(next.state === (exhausted ? "DEAD_LETTER" : "RETRYING"), `execution timeout: ${edge}`);
-          check(next.failure?.category === "TIMEOUT", `execution timeout recorded as ${next.failure?.category}`);
-          cover("execution timeout");
-          if (!exhausted) check(next.dueAtMs === now + backoffMs(previous.attempt), `${edge}: due at +${next.dueAtMs! - T0}`);
-        } else {
-          check(
-            next.state === (previous.attempt >= maxAttempts ? "DEAD_LETTER" : "SCHEDULED"),
-            `lease lapse: ${edge} (attempt ${previous.attempt}/${maxAttempts})`,
-          );
-          check(next.failure?.category === "SYSTEM", `lease lapse recorded as ${next.failure?.category}`);
-          cover("lapse");
-        }
+        const maxFails = previous.retry.maxFails;
+        const exhausted = attemptsUsedUp(previous) || (maxFails !== null && previous.fails >= maxFails);
+        const timeout = lease.expiresAtMs >= lease.executionDeadlineMs;
+        const what = timeout ? "execution timeout" : "lease lapse";
+        // Not retried (retry_timeout / retry_system false): FAILED at once.
+        const notRetried = !retried(previous, timeout ? "TIMEOUT" : "SYSTEM", this.queueSettings);
+        if (notRetried) cover("lapse not retried");
+        check(
+          next.state === (notRetried ? "FAILED" : exhausted ? "DEAD_LETTER" : "RETRYING"),
+          `${what}: ${edge} (attempt ${previous.attempt}/${maxAttempts})`,
+        );
+        check(next.failure?.category === (timeout ? "TIMEOUT" : "SYSTEM"), `${what} recorded as ${next.failure?.category}`);
+        if (!exhausted && !notRetried) check(next.dueAtMs === now + backoffMs(previous.attempt), `${edge}: due at +${next.dueAtMs! - T0}`);
+        cover(timeout ? "execution timeout" : "lapse");
         check(next.fails === previous.fails, `a lapse counted as a fail: ${edge}`);
         this.lapses++;
         const slot = this.slots.get(lease.leaseId);

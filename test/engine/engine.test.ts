@@ -613,7 +613,7 @@ describe("Engine: failures and retries", () => {
 describe("Engine: lease lapse, renewal and execution timeout", () => {
   const setup = () => openEngine();
 
-  it("a lapsed lease requeues the job (attempt counted) to another session; the old lease's ack is refused and changes nothing", async () => {
+  it("a lapsed lease is a SYSTEM failure retried after the backoff (attempt counted), on another session; the old lease's ack is refused and changes nothing", async () => {
     const { clock, engine } = await setup();
     // Session B is opened first (so the pump offers it work first) but is busy with x.
     const b = await lease(engine, ["default"], 1, "worker-b");
@@ -635,6 +635,16 @@ describe("Engine: lease lapse, renewal and execution timeout", () => {
     await flush();
     expect((await engine.getJob(jid)).meta.lease!.leaseId).toBe(stale.leaseId);
 
+    clock.advance(1);
+    engine.tick();
+    await flush();
+    // RETRYING for the policy's first backoff (1 s by default), as a TIMEOUT is.
+    expect((await engine.getJob(jid)).meta).toMatchObject({ state: "RETRYING", dueAtMs: T0 + 11 * SECOND, attempt: 1 });
+    expect(b.sink.jids).toEqual([x]);
+    clock.advance(SECOND - 1);
+    engine.tick();
+    await flush();
+    expect(b.sink.jids).toEqual([x]);
     clock.advance(1);
     engine.tick();
     await flush();
@@ -664,6 +674,8 @@ describe("Engine: lease lapse, renewal and execution timeout", () => {
     const a = await lease(engine, ["default"], 1, "worker-a");
     clock.advance(5 * SECOND);
     engine.tick();
+    clock.advance(SECOND); // the backoff
+    engine.tick();
     await flush();
     // The job is ready again, but worker-a's only slot is still taken by the lapsed lease
     // (its handler may still be running), so it is not handed back to worker-a.
@@ -681,6 +693,8 @@ describe("Engine: lease lapse, renewal and execution timeout", () => {
     const a = await lease(engine, ["default"], 1);
     const staleLease = a.sink.grantOf(first).meta.lease!.leaseId;
     clock.advance(5 * SECOND);
+    engine.tick();
+    clock.advance(SECOND); // the backoff
     engine.tick();
     await flush();
     await expectWorqError(() => engine.ack(first, staleLease, new Uint8Array()), "WORQ_LEASE_NOT_HELD", "lease_id");
@@ -704,6 +718,8 @@ describe("Engine: lease lapse, renewal and execution timeout", () => {
     const staleLease = a.sink.grantOf(jid).meta.lease!.leaseId;
     clock.advance(5 * SECOND);
     engine.tick();
+    clock.advance(SECOND); // the backoff
+    engine.tick();
     await flush();
     expect(a.sink.grants).toHaveLength(1);
     await expectWorqError(() => engine.ack(jid, staleLease, new Uint8Array()), "WORQ_LEASE_NOT_HELD", "lease_id");
@@ -718,18 +734,20 @@ describe("Engine: lease lapse, renewal and execution timeout", () => {
     const { sink } = await lease(engine, ["default"], 2);
     clock.advance(5 * SECOND);
     engine.tick();
+    clock.advance(SECOND); // the backoff
+    engine.tick();
     await flush();
     clock.advance(5 * SECOND);
     engine.tick();
     await flush();
     expect(sink.grants).toHaveLength(2);
     const view = await engine.getJob(jid);
-    expect(view.meta).toMatchObject({ state: "DEAD_LETTER", attempt: 2, completedAtMs: T0 + 10 * SECOND });
+    expect(view.meta).toMatchObject({ state: "DEAD_LETTER", attempt: 2, completedAtMs: T0 + 11 * SECOND });
     expect(view.meta.failure).toMatchObject({
       category: "SYSTEM",
       retryCount: 2,
       failedAtMs: T0 + 5 * SECOND,
-      retriedAtMs: T0 + 10 * SECOND,
+      retriedAtMs: T0 + 11 * SECOND,
     });
   });
 
@@ -749,7 +767,7 @@ describe("Engine: lease lapse, renewal and execution timeout", () => {
     clock.set(T0 + 18 * SECOND);
     engine.tick();
     await flush();
-    expect((await engine.getJob(jid)).meta).toMatchObject({ state: "SCHEDULED", previousLeaseIds: [leaseId] });
+    expect((await engine.getJob(jid)).meta).toMatchObject({ state: "RETRYING", dueAtMs: T0 + 19 * SECOND, previousLeaseIds: [leaseId] });
   });
 
   it("renewals never extend past startedAt + execution_timeout; lapsing there is a TIMEOUT failure, RETRYING", async () => {
@@ -829,6 +847,12 @@ describe("Engine: closing a session (orphaned leases)", () => {
     clock.set(T0 + 15 * SECOND);
     engine.tick();
     await flush();
+    // Lapsed after the grace: SYSTEM failures, retried after the backoff.
+    expect(b.sink.grants).toHaveLength(0);
+    for (const jid of jids) expect((await engine.getJob(jid!)).meta).toMatchObject({ state: "RETRYING", dueAtMs: T0 + 16 * SECOND });
+    clock.set(T0 + 16 * SECOND);
+    engine.tick();
+    await flush();
     expect(b.sink.jids).toEqual(jids);
     expect(b.sink.grants.every((g) => g.meta.attempt === 2)).toBe(true);
     expect(a.sink.grants).toHaveLength(2);
@@ -857,7 +881,7 @@ describe("Engine: closing a session (orphaned leases)", () => {
     expect(engine.nextWakeMs()).toBe(T0 + 3 * SECOND);
     clock.advance(3 * SECOND);
     engine.tick();
-    expect((await engine.getJob(jid)).meta.state).toBe("SCHEDULED");
+    expect((await engine.getJob(jid)).meta).toMatchObject({ state: "RETRYING", dueAtMs: T0 + 4 * SECOND });
   });
 
   it("closing a session whose lease lapsed leaves the job's new lease (held elsewhere) alone", async () => {
@@ -866,12 +890,14 @@ describe("Engine: closing a session (orphaned leases)", () => {
     const a = await lease(engine, ["default"], 1, "worker-a");
     clock.set(T0 + 5 * SECOND);
     engine.tick();
+    clock.set(T0 + 6 * SECOND); // the backoff
+    engine.tick();
     const b = await lease(engine, ["default"], 1, "worker-b");
     const fresh = b.sink.grantOf(jid).meta.lease!;
-    expect(fresh.expiresAtMs).toBe(T0 + 10 * SECOND);
-    clock.set(T0 + 6 * SECOND);
-    a.session.close();
+    expect(fresh.expiresAtMs).toBe(T0 + 11 * SECOND);
     clock.set(T0 + 7 * SECOND);
+    a.session.close();
+    clock.set(T0 + 8 * SECOND);
     engine.tick();
     expect((await engine.getJob(jid)).meta.lease).toEqual(fresh);
     await engine.ack(jid, fresh.leaseId, new Uint8Array());
@@ -980,10 +1006,18 @@ describe("Engine: restart recovery", () => {
     clock.set(T0 + 5 * SECOND);
     again.engine.tick();
     await flush();
+    expect((await again.engine.getJob(short)).meta).toMatchObject({ state: "RETRYING", dueAtMs: T0 + 6 * SECOND });
+    clock.set(T0 + 6 * SECOND); // the backoff
+    again.engine.tick();
+    await flush();
     expect(sink.jids).toEqual([short]);
     expect((await again.engine.getJob(long)).meta.state).toBe("RUNNING");
 
     clock.set(T0 + 9 * SECOND);
+    again.engine.tick();
+    await flush();
+    expect((await again.engine.getJob(long)).meta).toMatchObject({ state: "RETRYING", dueAtMs: T0 + 10 * SECOND });
+    clock.set(T0 + 10 * SECOND);
     again.engine.tick();
     await flush();
     expect(sink.jids).toEqual([short, long]);

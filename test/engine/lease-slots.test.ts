@@ -117,9 +117,11 @@ describe("Engine: a dead lease does not keep a slot past its stream (found by th
     const first = await lease(engine, ["q"], 1, "w0");
     clock.advance(1_000);
     engine.tick();
+    clock.advance(1_000); // the backoff of the SYSTEM failure
+    engine.tick();
     await flush();
     first.session.close();
     const again = await lease(engine, ["q"], 1, "w0");
-    expect(again.sink.grants).toHaveLength(1); // the requeued job, not a slot held by a dead lease
+    expect(again.sink.grants).toHaveLength(1); // the retried job, not a slot held by a dead lease
   });
 });

@@ -41,7 +41,8 @@ describe("resolveRetryPolicy", () => {
     expect(resolveRetryPolicy(given, "job.retry")).toEqual(given);
   });
 
-  it("accepts the boundaries: 1 and 1000 attempts, zero delays, multiplier 1", () => {
+  it("accepts the boundaries: 0 (unlimited), 1 and 1000 attempts, zero delays, multiplier 1", () => {
+    expect(resolveRetryPolicy({ maxAttempts: 0 }, "f").maxAttempts).toBe(0);
     expect(resolveRetryPolicy({ maxAttempts: 1 }, "f").maxAttempts).toBe(1);
     expect(resolveRetryPolicy({ maxAttempts: LIMITS.maxMaxAttempts }, "f").maxAttempts).toBe(1000);
     expect(resolveRetryPolicy({ initialDelayMs: 0, maxDelayMs: 0, multiplier: 1 }, "f")).toMatchObject({
@@ -52,7 +53,7 @@ describe("resolveRetryPolicy", () => {
   });
 
   it.each([
-    [{ maxAttempts: 0 }, "jobs[2].retry.max_attempts"],
+    [{ maxAttempts: -1 }, "jobs[2].retry.max_attempts"],
     [{ maxAttempts: 1001 }, "jobs[2].retry.max_attempts"],
     [{ maxAttempts: 2.5 }, "jobs[2].retry.max_attempts"],
     [{ maxFails: 0 }, "jobs[2].retry.max_fails"],

@@ -2,7 +2,7 @@
  * docs/state-machine.md's diagram against `transition()`: every edge the function can take
  * is drawn, and every drawn edge is one the function takes. The code's edges are found by
  * running `transition()` over every state, every event kind and the variants that steer it
- * (category, attempts and fails left, exhausted action, dependency type, lease deadlines),
+ * (category, attempts and fails left, exhausted action, retry of TIMEOUT/SYSTEM, dependency type, lease deadlines),
  * so a new edge in the code fails here until the doc shows it.
  */
 import { readFileSync } from "node:fs";
@@ -60,28 +60,29 @@ function metasIn(state: JobState): JobMeta[] {
         for (const dependencyType of ["AFTER", "AFTER_ANY"] as const)
           for (const waitingOn of [["dep-1"], ["dep-1", "dep-2"]])
             for (const atMs of [undefined, T0 + 60_000])
-              for (const lapsedAtDeadline of [false, true]) {
-                const executionDeadlineMs = T0 + 10_000;
-                metas.push({
-                  ...base,
-                  state,
-                  attempt,
-                  fails,
-                  atMs,
-                  retry: { ...base.retry, onExhausted },
-                  dependency: { type: dependencyType, jids: ["dep-1", "dep-2"] },
-                  waitingOn: state === "PENDING" ? waitingOn : [],
-                  lease:
-                    state === "RUNNING"
-                      ? {
-                          leaseId: LEASE_ID,
-                          workerId: "w",
-                          executionDeadlineMs,
-                          expiresAtMs: lapsedAtDeadline ? executionDeadlineMs : T0 + 5_000,
-                        }
-                      : undefined,
-                });
-              }
+              for (const lapsedAtDeadline of [false, true])
+                for (const retryFailures of [undefined, false]) {
+                  const executionDeadlineMs = T0 + 10_000;
+                  metas.push({
+                    ...base,
+                    state,
+                    attempt,
+                    fails,
+                    atMs,
+                    retry: { ...base.retry, onExhausted, retryTimeout: retryFailures, retrySystem: retryFailures },
+                    dependency: { type: dependencyType, jids: ["dep-1", "dep-2"] },
+                    waitingOn: state === "PENDING" ? waitingOn : [],
+                    lease:
+                      state === "RUNNING"
+                        ? {
+                            leaseId: LEASE_ID,
+                            workerId: "w",
+                            executionDeadlineMs,
+                            expiresAtMs: lapsedAtDeadline ? executionDeadlineMs : T0 + 5_000,
+                          }
+                        : undefined,
+                  });
+                }
   return metas;
 }
 

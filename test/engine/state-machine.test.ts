@@ -313,12 +313,14 @@ describe("transition: fail", () => {
     // Attempt 1 lapses (no fail), attempt 2 fails explicitly: the retry is the 2nd backoff step (2 s).
     const first = start(meta);
     at(LIMITS.defaultReserveForMs);
-    const requeued = step(first.meta, { kind: "lease-lapsed" });
-    const second = start(requeued);
+    const retryingAfterLapse = step(first.meta, { kind: "lease-lapsed" });
+    expect(retryingAfterLapse.dueAtMs).toBe(T0 + LIMITS.defaultReserveForMs + 1_000);
+    at(LIMITS.defaultReserveForMs + 1_000);
+    const second = start(step(retryingAfterLapse, { kind: "due" }));
     const retrying = step(second.meta, { kind: "fail", leaseId: second.leaseId, report: report() });
     expect(retrying.attempt).toBe(2);
     expect(retrying.fails).toBe(1);
-    expect(retrying.dueAtMs).toBe(T0 + LIMITS.defaultReserveForMs + 2_000);
+    expect(retrying.dueAtMs).toBe(T0 + LIMITS.defaultReserveForMs + 1_000 + 2_000);
   });
 
   it("refuses a fail quoting a stale lease, changing nothing", () => {
@@ -334,21 +336,101 @@ describe("transition: fail", () => {
   });
 });
 
+describe("transition: max_attempts 0 (unlimited)", () => {
+  it("retries past any count until the job completes", () => {
+    const { meta, step, start, at } = setup({ retry: { maxAttempts: 0, backoff: "CONSTANT", initialDelayMs: 10 } });
+    let current = meta;
+    for (let n = 1; n <= 1_200; n++) {
+      const { meta: running, leaseId } = start(current);
+      const next = step(running, { kind: "fail", leaseId, report: report() });
+      expect(next.state).toBe("RETRYING");
+      at(n * 10);
+      current = step(next, { kind: "due" });
+    }
+    expect(current.attempt).toBe(1_200);
+    const { meta: running, leaseId } = start(current);
+    expect(step(running, { kind: "ack", leaseId }).state).toBe("COMPLETED");
+  });
+
+  it("still ends with the ttl (evict)", () => {
+    const { meta, step, start, at } = setup({ retry: { maxAttempts: 0 } });
+    const { meta: running, leaseId } = start(meta);
+    const retrying = step(running, { kind: "fail", leaseId, report: report() });
+    at(LIMITS.defaultTtlMs);
+    expect(step(retrying, { kind: "evict" }).state).toBe("DEAD_LETTER");
+  });
+});
+
+describe("transition: failure code and cause", () => {
+  it("stores a fail's code and cause in the failure; a later failure without them clears them", () => {
+    const { meta, step, start } = setup({ retry: { maxAttempts: 5 } });
+    const first = start(meta);
+    const retrying = step(first.meta, { kind: "fail", leaseId: first.leaseId, report: report({ code: "E42", cause: "disk full" }) });
+    expect(retrying.failure).toMatchObject({ code: "E42", cause: "disk full" });
+    const second = start(step(retrying, { kind: "due" }));
+    const again = step(second.meta, { kind: "fail", leaseId: second.leaseId, report: report() });
+    expect(again.failure!.code).toBeUndefined();
+    expect(again.failure!.cause).toBeUndefined();
+  });
+});
+
 describe("transition: lease-lapsed", () => {
-  it("before the execution deadline: requeued at once as SCHEDULED with a SYSTEM failure", () => {
-    const { meta, step, start, at, lastSeq } = setup({ reserveForMs: 10_000 });
+  it("before the execution deadline: a SYSTEM failure, RETRYING with the policy's backoff", () => {
+    const { meta, step, start, at } = setup({ reserveForMs: 10_000, retry: { backoff: "CONSTANT", initialDelayMs: 7_000 } });
     const { meta: running, leaseId } = start(meta, "w-dead");
     at(10_000);
-    const requeued = step(running, { kind: "lease-lapsed" });
-    expect(requeued.state).toBe("SCHEDULED");
-    expect(requeued.attempt).toBe(1);
-    expect(requeued.fails).toBe(0);
-    expect(requeued.lease).toBeUndefined();
-    expect(requeued.previousLeaseIds).toEqual([leaseId]);
-    expect(requeued.readySeq).toBe(lastSeq());
-    expect(requeued.enqueuedAtMs).toBe(T0 + 10_000);
-    expect(requeued.failure).toMatchObject({ category: "SYSTEM", errtype: "LeaseLapsed", retryCount: 1, failedAtMs: T0 + 10_000 });
-    expect(requeued.failure!.message).toContain("w-dead");
+    const retrying = step(running, { kind: "lease-lapsed" });
+    expect(retrying.state).toBe("RETRYING");
+    expect(retrying.dueAtMs).toBe(T0 + 10_000 + 7_000);
+    expect(retrying.attempt).toBe(1);
+    expect(retrying.fails).toBe(0);
+    expect(retrying.lease).toBeUndefined();
+    expect(retrying.previousLeaseIds).toEqual([leaseId]);
+    expect(retrying.failure).toMatchObject({ category: "SYSTEM", errtype: "LeaseLapsed", retryCount: 1, failedAtMs: T0 + 10_000 });
+    expect(retrying.failure!.message).toContain("w-dead");
+    at(17_000);
+    expect(step(retrying, { kind: "due" }).state).toBe("SCHEDULED");
+  });
+
+  it("retry_system false on the job: FAILED at once, attempts left or not", () => {
+    const { meta, step, start, at } = setup({ reserveForMs: 10_000, retry: { retrySystem: false } });
+    const { meta: running } = start(meta);
+    at(10_000);
+    const failed = step(running, { kind: "lease-lapsed" });
+    expect(failed).toMatchObject({ state: "FAILED", completedAtMs: T0 + 10_000, attempt: 1 });
+    expect(failed.failure!.category).toBe("SYSTEM");
+  });
+
+  it("retry_timeout false on the job: a TIMEOUT is FAILED at once, a plain lapse still retried", () => {
+    const { meta, step, start, at } = setup({ reserveForMs: 60_000, executionTimeoutMs: 20_000, retry: { retryTimeout: false } });
+    at(0);
+    const { meta: running } = start(meta);
+    at(20_000);
+    const failed = step(running, { kind: "lease-lapsed" });
+    expect(failed.state).toBe("FAILED");
+    expect(failed.failure!.category).toBe("TIMEOUT");
+    const other = setup({ reserveForMs: 10_000, retry: { retryTimeout: false } });
+    const started = other.start(other.meta);
+    other.at(10_000);
+    expect(other.step(started.meta, { kind: "lease-lapsed" }).state).toBe("RETRYING");
+  });
+
+  it("the queue's settings apply when the job's policy leaves retry_timeout / retry_system unset; the job's own wins", () => {
+    const unset = setup({ reserveForMs: 10_000 });
+    unset.ctx.queueConfig = (queue) => (queue === "default" ? { retrySystem: false, retryTimeout: false } : undefined);
+    const a = unset.start(unset.meta);
+    unset.at(10_000);
+    expect(unset.step(a.meta, { kind: "lease-lapsed" }).state).toBe("FAILED");
+    const own = setup({ reserveForMs: 10_000, retry: { retrySystem: true } });
+    own.ctx.queueConfig = () => ({ retrySystem: false });
+    const b = own.start(own.meta);
+    own.at(10_000);
+    expect(own.step(b.meta, { kind: "lease-lapsed" }).state).toBe("RETRYING");
+    // A worker's Fail of category TIMEOUT or SYSTEM follows the same settings.
+    const reported = setup({ retry: { retryTimeout: false } });
+    const c = reported.start(reported.meta);
+    const failed = reported.step(c.meta, { kind: "fail", leaseId: c.leaseId, report: report({ category: "TIMEOUT" }) });
+    expect(failed.state).toBe("FAILED");
   });
 
   it("on the last attempt → DEAD_LETTER", () => {

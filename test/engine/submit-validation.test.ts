@@ -127,7 +127,7 @@ describe("buildNewJob: validation names the field", () => {
     ["an empty tag key", "job.tags", { tags: { "": "v" } }],
     ["a tag key over 128 chars", "job.tags", { tags: { ["k".repeat(129)]: "v" } }],
     ["a tag value over 1024 chars", "job.tags[team]", { tags: { team: "v".repeat(1_025) } }],
-    ["retry.max_attempts 0", "job.retry.max_attempts", { retry: { maxAttempts: 0 } }],
+    ["retry.max_attempts -1", "job.retry.max_attempts", { retry: { maxAttempts: -1 } }],
     ["retry.multiplier below 1", "job.retry.multiplier", { retry: { multiplier: 0.9 } }],
     ["retry.initial_delay over 366 days", "job.retry.initial_delay", { retry: { initialDelayMs: LIMITS.maxRetryDelayMs + 1 } }],
     ["retry.max_delay over 366 days", "job.retry.max_delay", { retry: { maxDelayMs: LIMITS.maxRetryDelayMs + 1 } }],

@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
+import { timestampMs } from "@bufbuild/protobuf/wkt";
+import { FailureCategory, JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { connect, StreamWorker, type WorqClients } from "../e2e/support/clients.js";
@@ -22,6 +23,8 @@ import { TcpProxy } from "./support/tcp-proxy.js";
  * WORQ_FAULT_CUTS and WORQ_FAULT_WORKERS make the long version (`npm run test:faults`).
  */
 const ORPHAN_GRACE_MS = 1_000;
+/** The jobs' retry backoff after a first attempt (the default policy): a lapsed lease is retried after it. */
+const FIRST_BACKOFF_MS = 1_000;
 const CUTS = Number(process.env.WORQ_FAULT_CUTS ?? 300);
 const FLEET = Number(process.env.WORQ_FAULT_WORKERS ?? 50);
 const FAILED_PRECONDITION = 9;
@@ -47,7 +50,7 @@ describe("worker faults against a real server process", () => {
     return (await clients.producer.submitBatch({ jobs })).jobs.map((job) => job.jid);
   }
 
-  it("a worker SIGKILLed mid-job: its jobs come back to another worker within the orphan grace", async () => {
+  it("a worker SIGKILLed mid-job: its jobs come back to another worker after the orphan grace and the retry backoff", async () => {
     const { server, clients } = await start();
     const jids = await submitN(clients, 10, "killed");
     const a = new LineProcess(builtHelper("raw-lease-worker"), [
@@ -73,11 +76,18 @@ describe("worker faults against a real server process", () => {
       redelivered: redelivered.length,
       "redelivery-ms": latencyMs,
       "orphan-grace-ms": ORPHAN_GRACE_MS,
+      "backoff-ms": FIRST_BACKOFF_MS,
     });
     expect(new Set(redelivered.map((leased) => leased.job!.jid))).toEqual(new Set(jids));
     expect(redelivered.every((leased) => leased.job!.attempt === 2)).toBe(true);
-    // The bound: the orphan grace, plus the server's timer and a loaded machine's slack.
-    expect(latencyMs).toBeLessThan(ORPHAN_GRACE_MS + 5_000);
+    // Each lapse is a SYSTEM failure, retried after the policy's first backoff (1 s by default), not before.
+    for (const leased of redelivered) {
+      expect(leased.job!.failure).toMatchObject({ category: FailureCategory.SYSTEM, errtype: "LeaseLapsed" });
+      expect(timestampMs(leased.job!.startedAt!) - timestampMs(leased.job!.failure!.retriedAt!)).toBeGreaterThanOrEqual(FIRST_BACKOFF_MS);
+    }
+    // The bound: the orphan grace and the backoff, plus the server's timer and a loaded machine's slack.
+    expect(latencyMs).toBeGreaterThanOrEqual(ORPHAN_GRACE_MS + FIRST_BACKOFF_MS);
+    expect(latencyMs).toBeLessThan(ORPHAN_GRACE_MS + FIRST_BACKOFF_MS + 5_000);
   });
 
   it("a worker SIGSTOPped past its lease: the job goes to another worker, the late Ack is refused, it completes once", async () => {

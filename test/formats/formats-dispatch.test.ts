@@ -3,8 +3,8 @@ import { describe, expect, it } from "vitest";
 import type { SubmitInput } from "../../src/model/job.js";
 import { JOB_FORMATS, formatJob, importJob, isJobFormat, submitInputFromFormat } from "../../src/formats/index.js";
 import { envelopeOf } from "../../src/formats/envelope.js";
-import { sidekiqJsonOf } from "../../src/formats/sidekiq-json.js";
-import { worqJsonOf } from "../../src/formats/worq-json.js";
+import { sidekiqJsonOf, submitInputFromSidekiqJson } from "../../src/formats/sidekiq-json.js";
+import { submitInputFromWorqJson, worqJsonOf } from "../../src/formats/worq-json.js";
 import { JID, expectInvalid, viewOf } from "./helpers.js";
 
 const INPUT: SubmitInput = { type: "Mailer", queue: "mail", args: ["a", 1], retry: { maxAttempts: 5 } };
@@ -37,5 +37,17 @@ describe("formats: the dispatcher", () => {
     expectInvalid(() => submitInputFromFormat({ args: [] }, "worq"), "jobtype");
     expectInvalid(() => submitInputFromFormat({ args: [] }, "sidekiq"), "class");
     expectInvalid(() => submitInputFromFormat({ args: [], kwargs: {} }, "envelope"), "job_path");
+  });
+});
+
+describe("unlimited attempts in the Faktory and Sidekiq shapes", () => {
+  it("export as the most retries a job can hold (neither format can say unlimited), which reads back as a valid job", () => {
+    const view = viewOf({ type: "T", args: [], retry: { maxAttempts: 0 } });
+    expect(view.meta.retry.maxAttempts).toBe(0);
+    const faktory = worqJsonOf(view);
+    const sidekiq = sidekiqJsonOf(view);
+    expect([faktory.retry, sidekiq.retry]).toEqual([999, 999]);
+    expect(submitInputFromWorqJson(faktory as never).retry).toEqual({ maxAttempts: 1000 });
+    expect(submitInputFromSidekiqJson(sidekiq as never).retry?.maxAttempts).toBe(1000);
   });
 });

@@ -287,7 +287,7 @@ describe("accepted implies readable, on a real server process", () => {
     figures["5xx"] = faults.length;
   }
 
-  /** Makes the job due now, leases it from a queue of its own, fails it with a hostile message, and reads it again. */
+  /** Makes the job due now, leases it from a queue of its own, fails it with a hostile message (code, cause and result too), and reads it again. */
   async function liveThrough(job: HostileJob, run: number, message: string): Promise<void> {
     const queue = `life.${run}`;
     const answer = await viaGrpc(job, queue);
@@ -299,7 +299,17 @@ describe("accepted implies readable, on a real server process", () => {
       await readBack(answer.jid, "running", false);
       await readDashboard(answer.jid);
       const failed = await clients.worker
-        .fail({ jid: answer.jid, leaseId: leased.leaseId, message, errtype: message.slice(0, 200), backtrace: [message] })
+        .fail({
+          jid: answer.jid,
+          leaseId: leased.leaseId,
+          message,
+          errtype: message.slice(0, 200),
+          backtrace: [message],
+          // The failure's code and cause and a result stored by Fail go through every read path too.
+          code: message.slice(0, 256),
+          cause: message,
+          result: new TextEncoder().encode(message),
+        })
         .then(
           () => "ok",
           (error: unknown) => ConnectError.from(error),

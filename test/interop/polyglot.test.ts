@@ -1,6 +1,7 @@
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { afterAll, describe, expect, it } from "vitest";
 import { JobState, WorqClient } from "@worq/client";
+import { FailureCategory } from "@worq/client/gen/worq/v1/job_pb.js";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
 import { availableLanguages, WorkerProcess, type Lang } from "../conformance/worker-process.js";
 
@@ -81,7 +82,8 @@ describe("polyglot: a TS producer, Python, Go and TS workers at once", () => {
       const slowJob = await producer.waitResult(slow, 30_000);
       expect(slowJob.state).toBe(JobState.COMPLETED);
       expect(new TextDecoder().decode(slowJob.result)).toBe("slow done");
-      expect(slowJob.attempt).toBe(2); // after the 500 ms orphan grace, not the 60 s reserve_for
+      expect(slowJob.attempt).toBe(2); // after the 500 ms orphan grace and the 1 s backoff, not the 60 s reserve_for
+      expect(slowJob.failure).toMatchObject({ category: FailureCategory.SYSTEM, errtype: "LeaseLapsed" });
       expect(secondPy.events.some((e) => e.event === "start" && e.jid === slow)).toBe(true);
       expect((await server.admin.getServerInfo({})).totalProcessed).toBeGreaterThanOrEqual(301n);
     },

@@ -213,6 +213,7 @@ describe("tokens scoped to queues", () => {
         });
         for (const call of [
           ops.pauseQueue({ queue: payroll }),
+          ops.configureQueue({ queue: payroll, config: { retrySystem: false } }),
           ops.resumeQueue({ queue: payroll }),
           ops.purgeQueue({ queue: payroll }),
           ops.getQueueStats({ queue: payroll }),
@@ -247,6 +248,9 @@ describe("tokens scoped to queues", () => {
         expect([info.totalSubmitted, info.totalProcessed, info.totalFailed, info.dataBytes]).toEqual([0n, 0n, 0n, 0n]);
         await ops.pauseQueue({ queue: listed });
         expect((await ops.getQueueStats({ queue: listed })).stats?.paused).toBe(true);
+        expect((await ops.configureQueue({ queue: listed, config: { retryTimeout: false } })).config?.retryTimeout).toBe(false);
+        // The refused ConfigureQueue above changed nothing.
+        expect((await all.getQueueStats({ queue: payroll })).stats?.config?.retrySystem).toBe(true);
       });
 
       it("RetryJobs without jids or queue retries the dead jobs of the scope's queues only", async () => {

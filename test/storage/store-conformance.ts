@@ -297,6 +297,42 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
       await fixture.cleanup();
     });
 
+    it("keeps a queue's paused flag and settings across a reopen; a record without settings reads without them", async () => {
+      const fixture = await setup();
+      await fixture.store.commit([
+        { kind: "put-queue", queue: { name: "plain", paused: true } },
+        { kind: "put-queue", queue: { name: "tuned", paused: false, config: { retryTimeout: false } } },
+      ]);
+      await fixture.store.commit([
+        { kind: "put-queue", queue: { name: "tuned", paused: false, config: { retryTimeout: false, retrySystem: true } } },
+      ]);
+      const reopened = await fixture.reopen();
+      const queues = [];
+      for await (const queue of reopened.queues()) queues.push(queue);
+      expect(queues).toEqual([
+        { name: "plain", paused: true },
+        { name: "tuned", paused: false, config: { retryTimeout: false, retrySystem: true } },
+      ]);
+      await fixture.cleanup();
+    });
+
+    it("deletes a result alone (delete-result), keeping the job", async () => {
+      const { store, cleanup } = await setup();
+      const jid = randomUUID();
+      await store.commit([
+        { kind: "put-job", meta: metaOf(jid, "RETRYING"), body: bodyOf() },
+        { kind: "put-result", jid, result: new Uint8Array([1, 2]) },
+      ]);
+      expect(await store.getResult(jid)).toEqual(new Uint8Array([1, 2]));
+      await store.commit([
+        { kind: "put-meta", meta: metaOf(jid, "COMPLETED"), previous: metaOf(jid, "RETRYING") },
+        { kind: "delete-result", jid },
+      ]);
+      expect(await store.getResult(jid)).toBeUndefined();
+      expect((await store.getMeta(jid))?.state).toBe("COMPLETED");
+      await cleanup();
+    });
+
     it("stores idempotency claims by type and key, replaces and deletes them, across a reopen", async () => {
       const fixture = await setup();
       const claim = (type: string, key: string, jid: string) => ({ type, key, jid, expiresAtMs: 5_000 });

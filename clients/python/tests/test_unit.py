@@ -105,6 +105,35 @@ def test_fail_request_of_ordinary_permanent_retry_later() -> None:
     assert len(huge.message.encode()) <= 64 * 1024
 
 
+def test_fail_request_carries_code_cause_and_retry_after() -> None:
+    try:
+        try:
+            raise OSError("disk full")
+        except OSError as err:
+            raise worq.PermanentError("cannot store", code="E_DISK") from err
+    except worq.PermanentError as caught:
+        permanent = fail_request_of(caught, "j", "l", 0, None)
+    assert (permanent.category, permanent.code, permanent.cause) == (job_pb2.FAILURE_CATEGORY_PERMANENT, "E_DISK", "disk full")
+
+    temporary = fail_request_of(
+        _raise(worq.TemporaryError("busy", retry_after=dt.timedelta(seconds=2), cause=TimeoutError("upstream 503"))), "j", "l", 0, None
+    )
+    assert (temporary.category, temporary.code, temporary.cause) == (job_pb2.FAILURE_CATEGORY_TEMPORARY, "", "upstream 503")
+    assert temporary.retry_after.seconds == 2 and temporary.message == "busy"
+
+    # A chain of causes reads outermost first; a plain TemporaryError has no retry_after.
+    inner = ValueError("inner")
+    middle = RuntimeError("middle")
+    middle.__cause__ = inner
+    chained = fail_request_of(_raise(worq.TemporaryError("t", cause=middle)), "j", "l", 0, None)
+    assert chained.cause == "middle: inner" and not chained.HasField("retry_after")
+    assert fail_request_of(_raise(ValueError("x")), "j", "l", 0, None).cause == ""
+
+    # The older names keep working: RetryLater is a TemporaryError, PermanentError("m") has no code.
+    assert isinstance(worq.RetryLater(1), worq.TemporaryError) and worq.RetryLater(1).retry_after == 1.0
+    assert worq.PermanentError("m").code == ""
+
+
 def test_errors_map_status_codes() -> None:
     cases = {
         grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidArgument,

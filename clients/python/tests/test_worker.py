@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 import pytest
 
@@ -242,7 +242,11 @@ def test_graceful_stop_past_its_timeout_fails_jobs_back_for_an_immediate_retry(s
     run(scenario())
 
 
-def test_reconnects_after_a_server_restart_and_reports_the_running_job(server: ServerProcess) -> None:
+def test_reconnects_after_a_server_restart_and_reports_the_running_job(server_factory: Callable[..., ServerProcess]) -> None:
+    # An orphan grace longer than the worker's report backoff (which grows while the server is
+    # down): the lease held across the restart must still be live when the Ack gets through.
+    server = server_factory(orphan_grace="10s")
+
     async def scenario() -> None:
         handle = make_worker(server.address, "q")
         release = asyncio.Event()

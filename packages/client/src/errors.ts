@@ -37,22 +37,56 @@ function codeOf(error: unknown): Code | undefined {
   return undefined;
 }
 
-/** Throw from a handler to fail the job for good (category PERMANENT: no retry). */
+/** What PermanentError takes besides its message: `cause` (the wrapped error) and `code`. */
+export interface PermanentErrorOptions extends ErrorOptions {
+  /** Application error code (at most 256 chars), stored in the job's `failure.code`. */
+  code?: string;
+}
+
+/**
+ * Throw from a handler to fail the job for good (category PERMANENT: no retry, FAILED).
+ * `code` is stored in the job's `failure.code`; the text of `cause` (the error it wraps, and
+ * that one's cause in turn) in `failure.cause`.
+ */
 export class PermanentError extends Error {
-  constructor(message: string, options?: ErrorOptions) {
+  /** The application error code ("" when none was given). */
+  readonly code: string;
+  constructor(message: string, options?: PermanentErrorOptions) {
     super(message, options);
     this.name = "PermanentError";
+    this.code = options?.code ?? "";
   }
 }
 
-/** Throw from a handler to have the job retried no earlier than `retryAfterMs` from now. */
-export class RetryLaterError extends Error {
-  constructor(
-    message: string,
-    readonly retryAfterMs: number,
-    options?: ErrorOptions,
-  ) {
+/** What TemporaryError takes besides its message: `cause` (the wrapped error) and `retryAfterMs`. */
+export interface TemporaryErrorOptions extends ErrorOptions {
+  /** Retry no earlier than this many ms from now (instead of the job's backoff). */
+  retryAfterMs?: number;
+}
+
+/**
+ * Throw from a handler to fail this attempt and have the job retried per its retry policy
+ * (category TEMPORARY), no earlier than `retryAfterMs` from now when given. The text of
+ * `cause` is stored in the job's `failure.cause`. Any other error thrown is TEMPORARY too.
+ */
+export class TemporaryError extends Error {
+  /** Retry no earlier than this many ms from now; undefined: the job's backoff. */
+  readonly retryAfterMs: number | undefined;
+  constructor(message: string, options?: TemporaryErrorOptions) {
     super(message, options);
+    this.name = "TemporaryError";
+    this.retryAfterMs = options?.retryAfterMs;
+  }
+}
+
+/**
+ * Throw from a handler to have the job retried no earlier than `retryAfterMs` from now.
+ * @deprecated Use `new TemporaryError(message, { retryAfterMs })`; kept for earlier code.
+ */
+export class RetryLaterError extends TemporaryError {
+  declare readonly retryAfterMs: number;
+  constructor(message: string, retryAfterMs: number, options?: ErrorOptions) {
+    super(message, { ...options, retryAfterMs });
     this.name = "RetryLaterError";
   }
 }

@@ -2,7 +2,7 @@ import { create, type JsonValue } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { FailureCategory } from "./gen/worq/v1/job_pb.js";
 import { FailRequestSchema, type FailRequest } from "./gen/worq/v1/worker_service_pb.js";
-import { PermanentError, RetryLaterError } from "./errors.js";
+import { PermanentError, TemporaryError } from "./errors.js";
 
 const encoder = new TextEncoder();
 /** The result of a handler that returned nothing; shared, as nothing writes into it. */
@@ -16,24 +16,46 @@ export function resultBytesOf(value: unknown): Uint8Array {
   return encoder.encode(JSON.stringify(value as JsonValue));
 }
 
+/** Limits of a Fail's texts (the server refuses longer ones). */
+const MESSAGE_MAX_CHARS = 64 * 1024;
+const CODE_MAX_CHARS = 256;
+
 /**
  * The Fail request for what a handler threw: message, error type, at most `frames` stack
- * frames, category PERMANENT for a PermanentError (else TEMPORARY), and the retry delay of a
- * RetryLaterError.
+ * frames, category PERMANENT for a PermanentError (else TEMPORARY), a PermanentError's
+ * `code`, the text of the error's `cause` chain, and the retry delay of a TemporaryError
+ * (or of any error with a numeric `retryAfterMs`).
  */
 export function failRequestOf(error: unknown, ref: { jid: string; leaseId: string }, frames: number): FailRequest {
   const err = error instanceof Error ? error : new Error(String(error));
   const request = create(FailRequestSchema, {
     jid: ref.jid,
     leaseId: ref.leaseId,
-    message: err.message.slice(0, 64 * 1024),
+    message: err.message.slice(0, MESSAGE_MAX_CHARS),
     errtype: (err.constructor?.name && err.constructor.name !== "Error" ? err.constructor.name : err.name).slice(0, 256),
     backtrace: stackFramesOf(err).slice(0, frames),
     category: err instanceof PermanentError ? FailureCategory.PERMANENT : FailureCategory.TEMPORARY,
+    code: err instanceof PermanentError ? err.code.slice(0, CODE_MAX_CHARS) : "",
+    cause: causeTextOf(err).slice(0, MESSAGE_MAX_CHARS),
   });
-  const retryAfterMs = err instanceof RetryLaterError ? err.retryAfterMs : (err as { retryAfterMs?: unknown }).retryAfterMs;
+  const retryAfterMs = err instanceof TemporaryError ? err.retryAfterMs : (err as { retryAfterMs?: unknown }).retryAfterMs;
   if (typeof retryAfterMs === "number" && retryAfterMs >= 0) request.retryAfter = durationFromMs(retryAfterMs);
   return request;
+}
+
+/**
+ * The text of what caused `error`: the message of its `cause`, then of that one's cause and
+ * so on, joined by ": " (as Go's wrapped errors read); "" without a cause. A cycle stops the walk.
+ */
+export function causeTextOf(error: Error): string {
+  const texts: string[] = [];
+  const seen = new Set<unknown>([error]);
+  for (let cause: unknown = error.cause; cause !== undefined && cause !== null && !seen.has(cause);) {
+    seen.add(cause);
+    texts.push(cause instanceof Error ? cause.message : String(cause));
+    cause = cause instanceof Error ? cause.cause : undefined;
+  }
+  return texts.join(": ");
 }
 
 function stackFramesOf(error: Error): string[] {

@@ -18,7 +18,10 @@ export type { SubmitOptions, RetryOptions, PriorityName } from "./job-options.js
 export {
   WorqClientError,
   PermanentError,
+  TemporaryError,
   RetryLaterError,
+  type PermanentErrorOptions,
+  type TemporaryErrorOptions,
   isLeaseLost,
   isNotFound,
   isInvalidArgument,

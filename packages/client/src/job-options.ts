@@ -6,7 +6,7 @@ import { encodeJobSpec, jobSpecOfInput } from "./job-spec.js";
 export type PriorityName = "critical" | "high" | "normal" | "low" | "bulk";
 
 export interface RetryOptions {
-  /** Attempts including the first; 1 = never retry. Default 3. */
+  /** Attempts including the first; 1 = never retry, 0 = unlimited (until it completes or its ttl ends it). Default 3. */
   maxAttempts?: number;
   /** Limit on explicit failures, apart from attempts. */
   maxFails?: number;
@@ -17,6 +17,10 @@ export interface RetryOptions {
   jitter?: boolean;
   /** What happens when retries are exhausted; default "dead-letter". */
   onExhausted?: "dead-letter" | "discard";
+  /** Whether a TIMEOUT failure (past the execution timeout) is retried; unset: the queue's setting, else true. */
+  retryTimeout?: boolean;
+  /** Whether a SYSTEM failure (a lapsed lease) is retried; unset: the queue's setting, else true. */
+  retrySystem?: boolean;
 }
 
 /** Everything a producer can set on a job besides its type. */
@@ -97,6 +101,8 @@ function submitInputOf(type: string, options: SubmitOptions): SubmitInput {
       maxDelayMs: retry.maxDelayMs,
       jitter: retry.jitter,
       onExhausted: retry.onExhausted && (retry.onExhausted === "discard" ? "DISCARD" : "DEAD_LETTER"),
+      retryTimeout: retry.retryTimeout,
+      retrySystem: retry.retrySystem,
     },
   };
 }

@@ -82,6 +82,8 @@ function retryPolicyOf(retry: NonNullable<SubmitInput["retry"]>): RetryPolicy {
   if (retry.initialDelayMs !== undefined) policy.initialDelay = timeOf("retry.initial_delay", retry.initialDelayMs, durationFromMs);
   if (retry.multiplier !== undefined) policy.multiplier = retry.multiplier;
   if (retry.maxDelayMs !== undefined) policy.maxDelay = timeOf("retry.max_delay", retry.maxDelayMs, durationFromMs);
+  if (retry.retryTimeout !== undefined) policy.retryTimeout = retry.retryTimeout;
+  if (retry.retrySystem !== undefined) policy.retrySystem = retry.retrySystem;
   return policy;
 }
 

@@ -39,6 +39,10 @@ export interface SubmitInput {
     maxDelayMs?: number;
     jitter?: boolean;
     onExhausted?: "DEAD_LETTER" | "DISCARD";
+    /** Whether TIMEOUT failures are retried; absent takes the queue's setting, else true. */
+    retryTimeout?: boolean;
+    /** Whether SYSTEM failures (lapsed leases) are retried; absent takes the queue's setting, else true. */
+    retrySystem?: boolean;
   };
   backtraceFrames?: number;
   tags?: Record<string, string>;

@@ -6,11 +6,13 @@ import { QueueStatsSchema, type QueueStats } from "@worq/client/gen/worq/v1/admi
 import { contextOf, withGlobalOptions } from "../command-context.js";
 import { CliError, EXIT, usageError } from "../exit-codes.js";
 import { humanDuration, keyValues, print, printJson, table } from "../output.js";
+import { booleanValue } from "../flag-values.js";
 
 const statsJson = (stats: QueueStats) => toJson(QueueStatsSchema, stats, { alwaysEmitImplicit: true });
 const latency = (stats: QueueStats) => (stats.latency ? humanDuration(durationMs(stats.latency)) : "0ms");
+const yesNo = (value: boolean | undefined) => (value === false ? "no" : "yes");
 
-/** queues, pause, resume, purge. */
+/** queues, configure, pause, resume, purge. */
 export function registerQueues(program: Command): void {
   const queues = program
     .command("queues")
@@ -40,6 +42,8 @@ export function registerQueues(program: Command): void {
           ["failed", String(s.failed)],
           ["completed", String(s.completed)],
           ["latency", latency(s)],
+          ["retry timeouts", yesNo(s.config?.retryTimeout)],
+          ["retry lapsed leases", yesNo(s.config?.retrySystem)],
         ]),
       );
     }
@@ -69,6 +73,37 @@ export function registerQueues(program: Command): void {
           latency(s),
         ]),
       ),
+    );
+  });
+
+  const configure = program
+    .command("configure")
+    .summary("change a queue's settings: whether timeouts and lapsed leases are retried")
+    .description(
+      "Sets whether a queue's TIMEOUT failures (an attempt past its execution timeout) and SYSTEM failures (a lapsed lease: the worker died or stopped renewing) are retried per the job's retry policy, or go to FAILED at once. A job's own retry_timeout / retry_system wins. Settings not given keep their value; both default to true. Survives restarts.",
+    )
+    .argument("<queue>", "the queue")
+    .option("--retry-timeout <bool>", "retry TIMEOUT failures (true or false)", booleanValue)
+    .option("--retry-system <bool>", "retry SYSTEM failures, lapsed leases (true or false)", booleanValue)
+    .addHelpText(
+      "after",
+      "\nExamples:\n  worq configure payments --retry-timeout=false\n  worq configure mail --retry-system false --json",
+    );
+  withGlobalOptions(configure);
+  configure.action(async (queue: string, flags: { retryTimeout?: boolean; retrySystem?: boolean }, self: Command) => {
+    const { connection, json } = contextOf(self);
+    const change = {
+      ...(flags.retryTimeout !== undefined ? { retryTimeout: flags.retryTimeout } : {}),
+      ...(flags.retrySystem !== undefined ? { retrySystem: flags.retrySystem } : {}),
+    };
+    const { config } = await connection.call((options) => connection.admin.configureQueue({ queue, config: change }, options));
+    if (json) return printJson({ queue, retryTimeout: config?.retryTimeout ?? true, retrySystem: config?.retrySystem ?? true });
+    print(
+      keyValues([
+        ["queue", queue],
+        ["retry timeouts", yesNo(config?.retryTimeout)],
+        ["retry lapsed leases", yesNo(config?.retrySystem)],
+      ]),
     );
   });
 

@@ -80,7 +80,7 @@ export function registerSubmit(program: Command): void {
     .addOption(new Option("--priority <level>", "scheduling priority inside the queue (default: normal)").choices(PRIORITY_NAMES))
     .option("--delay <duration>", "run no earlier than now + this, e.g. 10s, 5m, 2h", durationMs)
     .addOption(new Option("--at <time>", "run no earlier than this RFC 3339 time").argParser(rfc3339Ms).conflicts("delay"))
-    .option("--max-attempts <n>", "attempts including the first; 1 = never retry (default 3)", wholeNumber(1, 1000))
+    .option("--max-attempts <n>", "attempts including the first; 1 = never retry, 0 = no limit (default 3)", wholeNumber(0, 1000))
     .option("--idempotency-key <key>", "a second submit of this type with this key returns the first job")
     .option("--ttl <duration>", "total lifetime, e.g. 1h, 7d (default 7d)", durationMs)
     .option("--reserve-for <duration>", "how long one lease lasts without renewal (default 5m)", durationMs)

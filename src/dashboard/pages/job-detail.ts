@@ -128,7 +128,10 @@ export const jobDetailPage: PageFactory = (root, path) => {
           ...field("Type", job.type),
           ...field("Queue", link(job.queue, ["jobs"], { queue: job.queue })),
           ...field("Priority", Priority[job.priority] ?? String(job.priority)),
-          ...field("Attempt", `${job.attempt} of at most ${retry?.maxAttempts ?? "?"} (explicit fails: ${job.fails})`),
+          ...field(
+            "Attempt",
+            `${job.attempt} ${retry?.maxAttempts === 0 ? "(no limit)" : `of at most ${retry?.maxAttempts ?? "?"}`} (explicit fails: ${job.fails})`,
+          ),
           ...field("Worker", job.workerId || "–"),
           ...field("Progress", progressView(job)),
           ...field("Checkpoint", checkpointView(job)),
@@ -142,7 +145,7 @@ export const jobDetailPage: PageFactory = (root, path) => {
           ...field(
             "Retry policy",
             retry
-              ? `${retry.maxAttempts} attempts, ${span(msOf(retry.initialDelay))} initial delay, max ${span(msOf(retry.maxDelay))}, multiplier ${retry.multiplier ?? 2}${retry.jitter ? ", jitter" : ""}`
+              ? `${retry.maxAttempts === 0 ? "unlimited" : retry.maxAttempts} attempts, ${span(msOf(retry.initialDelay))} initial delay, max ${span(msOf(retry.maxDelay))}, multiplier ${retry.multiplier ?? 2}${retry.jitter ? ", jitter" : ""}${retry.retryTimeout === false ? ", timeouts not retried" : ""}${retry.retrySystem === false ? ", lapsed leases not retried" : ""}`
               : "–",
           ),
           ...field("Tags", tags.length ? el("span", {}, ...tags.map(([k, v], i) => el("code", {}, `${i ? " " : ""}${k}=${v}`))) : "–"),
@@ -191,9 +194,11 @@ export const jobDetailPage: PageFactory = (root, path) => {
             ...field("Error", `${job.failure.errtype || "error"} (${FailureCategory[job.failure.category] ?? "?"})`),
             ...field("Failures", String(job.failure.retryCount)),
             ...field("First / last", `${when(job.failure.failedAt)} / ${when(job.failure.retriedAt)}`),
+            ...(job.failure.code ? field("Code", job.failure.code) : []),
           ),
           el("h2", {}, "Message"),
           preview(job.failure.message, "failure"),
+          job.failure.cause ? el("div", {}, el("h2", {}, "Cause"), preview(job.failure.cause, "cause")) : null,
           job.failure.backtrace.length
             ? el("div", {}, el("h2", {}, "Backtrace"), preview(job.failure.backtrace.join("\n"), "backtrace"))
             : null,

@@ -44,6 +44,7 @@ export const queuesPage: PageFactory = (root) => {
       "Failed",
       "Completed",
       "Oldest ready",
+      "Retried failures",
       "Status",
       "",
     ];
@@ -61,6 +62,11 @@ export const queuesPage: PageFactory = (root) => {
         countLink(q.failed, q.queue, "FAILED"),
         countLink(q.completed, q.queue, "COMPLETED"),
         num(q.ready > 0n ? span(msOf(q.latency)) : "–", { data: { col: "latency" } }),
+        el(
+          "td",
+          { data: { col: "retry" }, title: "Whether TIMEOUT and SYSTEM (lapsed lease) failures are retried (worq configure)" },
+          retriedFailures(q.config),
+        ),
         el("td", { data: { col: "status" } }, q.paused ? el("span", { class: "paused" }, "paused") : "active"),
         el(
           "td",
@@ -77,6 +83,12 @@ export const queuesPage: PageFactory = (root) => {
   };
   return { refresh: () => refresh() };
 };
+
+/** Which of a queue's TIMEOUT and SYSTEM failures are retried (both unless configured otherwise). */
+function retriedFailures(config: { retryTimeout?: boolean; retrySystem?: boolean } | undefined): string {
+  const retried = [config?.retryTimeout !== false ? "timeouts" : "", config?.retrySystem !== false ? "lapsed leases" : ""].filter(Boolean);
+  return retried.length > 0 ? retried.join(", ") : "neither";
+}
 
 /** Errors of a click (not of a refresh) surface in the banner. */
 export function showError(error: unknown): void {

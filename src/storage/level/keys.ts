@@ -51,7 +51,7 @@ export const KEYS = {
   childPrefix: (parentJid: string) => `p/${parentJid}/`,
   /** Any job's record, for a migration that reads every job. */
   metaPrefix: "j/",
-  /** QueueInfo JSON ({paused}) of every queue ever used; queue names sort like the key. */
+  /** QueueInfo JSON ({paused, config?}) of every queue ever used; queue names sort like the key. */
   queue: (name: string) => `n/${name}`,
   queuePrefix: "n/",
   /** Counters JSON. */

@@ -14,7 +14,7 @@ import type {
   Store,
   StoreWrite,
 } from "../../engine/store.js";
-import type { JobState, PriorityLevel } from "../../model/job.js";
+import type { JobState, PriorityLevel, QueueConfig } from "../../model/job.js";
 import { decodeJson, decodeMeta, encodeJson, plainBytes } from "../record-codec.js";
 import { decodeBody, decodeReadyValue, encodeBody, encodeMeta, encodeReadyValue } from "./codec.js";
 import { GroupCommitter } from "../group-commit.js";
@@ -273,7 +273,7 @@ export class LevelStore implements Store {
 
   async *queues(): AsyncIterable<QueueInfo> {
     for await (const [key, value] of this.db.iterator(prefixRange(KEYS.queuePrefix))) {
-      yield { name: key.slice(KEYS.queuePrefix.length), ...decodeJson<{ paused: boolean }>(value) };
+      yield { name: key.slice(KEYS.queuePrefix.length), ...decodeJson<{ paused: boolean; config?: QueueConfig }>(value) };
     }
   }
 
@@ -398,6 +398,9 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
       if (write.data.byteLength > 0) ops.push({ type: "put", key: KEYS.checkpoint(write.jid), value: write.data });
       else ops.push({ type: "del", key: KEYS.checkpoint(write.jid) });
       return;
+    case "delete-result":
+      ops.push({ type: "del", key: KEYS.result(write.jid) });
+      return;
     case "delete-job":
       for (const key of [KEYS.meta, KEYS.body, KEYS.result, KEYS.checkpoint, KEYS.callback])
         ops.push({ type: "del", key: key(write.meta.jid) });
@@ -425,7 +428,11 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
       ops.push({ type: "del", key: KEYS.callback(write.jid) });
       return;
     case "put-queue":
-      ops.push({ type: "put", key: KEYS.queue(write.queue.name), value: encodeJson({ paused: write.queue.paused }) });
+      ops.push({
+        type: "put",
+        key: KEYS.queue(write.queue.name),
+        value: encodeJson({ paused: write.queue.paused, config: write.queue.config }),
+      });
       return;
   }
 }

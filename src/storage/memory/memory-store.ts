@@ -82,6 +82,9 @@ export class MemoryStore implements Store {
           if (write.data.byteLength > 0) this.data.checkpoints.set(write.jid, write.data);
           else this.data.checkpoints.delete(write.jid);
           break;
+        case "delete-result":
+          results.delete(write.jid);
+          break;
         case "delete-job":
           this.data.checkpoints.delete(write.meta.jid);
           metas.delete(write.meta.jid);

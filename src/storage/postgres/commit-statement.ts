@@ -1,5 +1,5 @@
 import { isPurgedAtExpiry, isTerminal, type JobMeta } from "../../model/job.js";
-import { claimKey, type Counters, type IdempotencyClaim, type StoreWrite } from "../../engine/store.js";
+import { claimKey, type Counters, type IdempotencyClaim, type QueueInfo, type StoreWrite } from "../../engine/store.js";
 import { encodeJson, encodeMetaJson } from "../record-codec.js";
 
 /**
@@ -43,8 +43,8 @@ WITH
     SELECT * FROM unnest($31::text[], $23::text[], $24::text[], $25::text[], $26::bigint[])
     ON CONFLICT (namespace, type, key) DO UPDATE SET jid = EXCLUDED.jid, expires_at_ms = EXCLUDED.expires_at_ms),
   put_queues AS (
-    INSERT INTO worq_queues (name, paused) SELECT * FROM unnest($27::text[], $28::boolean[])
-    ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused),
+    INSERT INTO worq_queues (name, paused, config) SELECT * FROM unnest($27::text[], $28::boolean[], $37::text[])
+    ON CONFLICT (name) DO UPDATE SET paused = EXCLUDED.paused, config = EXCLUDED.config),
   del_checkpoints AS (DELETE FROM worq_checkpoints WHERE jid = ANY($34::text[])),
   put_checkpoints AS (
     INSERT INTO worq_checkpoints (jid, data) SELECT * FROM unnest($35::text[], $36::bytea[])
@@ -96,7 +96,7 @@ interface RowOps {
   checkpoints: Map<string, Put<Uint8Array>>;
   callbacks: Map<string, Put<string>>;
   claims: Map<string, Put<IdempotencyClaim> & { namespace: string; type: string; key: string }>;
-  queues: Map<string, boolean>;
+  queues: Map<string, QueueInfo>;
   counters: Counters | undefined;
 }
 
@@ -130,6 +130,9 @@ function rowOpsOf(writes: readonly StoreWrite[]): RowOps {
       case "put-checkpoint":
         ops.checkpoints.set(write.jid, write.data.byteLength > 0 ? { put: write.data } : DELETE);
         break;
+      case "delete-result":
+        ops.results.set(write.jid, DELETE);
+        break;
       case "delete-job":
         for (const table of [ops.jobs, ops.bodies, ops.results, ops.checkpoints, ops.callbacks] as Map<string, Put<unknown>>[])
           table.set(write.meta.jid, DELETE);
@@ -154,7 +157,7 @@ function rowOpsOf(writes: readonly StoreWrite[]): RowOps {
         ops.callbacks.set(write.jid, DELETE);
         break;
       case "put-queue":
-        ops.queues.set(write.queue.name, write.queue.paused);
+        ops.queues.set(write.queue.name, write.queue);
         break;
     }
   }
@@ -216,7 +219,7 @@ export function commitParameters(writes: readonly StoreWrite[]): { values: unkno
     claimsPut.map((claim) => claim.jid),
     claimsPut.map((claim) => claim.expiresAtMs),
     [...ops.queues.keys()],
-    [...ops.queues.values()],
+    [...ops.queues.values()].map((queue) => queue.paused),
     ops.counters ? [ops.counters.submitted, ops.counters.processed, ops.counters.failed, ops.counters.evicted] : [],
     claimsDeleted.map((claim) => claim.namespace),
     claimsPut.map((claim) => claim.namespace ?? ""),
@@ -225,6 +228,8 @@ export function commitParameters(writes: readonly StoreWrite[]): { values: unkno
     checkpoints.deleted,
     checkpoints.put.map(([jid]) => jid),
     checkpoints.put.map(([, data]) => buffer(data)),
+    // A queue's settings as JSON, NULL when it has none.
+    [...ops.queues.values()].map((queue) => (queue.config ? JSON.stringify(queue.config) : null)),
   ];
   const rows =
     ops.jobs.size +

@@ -127,6 +127,12 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE TABLE worq_checkpoints (jid text COLLATE "C" PRIMARY KEY, data bytea NOT NULL);
     `,
   },
+  {
+    version: 7,
+    name: "queue settings",
+    // A queue's settings (ConfigureQueue) as JSON; NULL for a queue without any.
+    sql: `ALTER TABLE worq_queues ADD COLUMN config text;`,
+  },
 ];
 
 /** Rows decoded and updated per round trip of a backfill. */

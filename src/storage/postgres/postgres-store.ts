@@ -1,6 +1,6 @@
 import pg from "pg";
 import { WorqError } from "../../model/errors.js";
-import type { JobBody, JobMeta, JobState, PriorityLevel } from "../../model/job.js";
+import type { JobBody, JobMeta, JobState, PriorityLevel, QueueConfig } from "../../model/job.js";
 import type {
   ChildCursor,
   Counters,
@@ -235,8 +235,11 @@ export class PostgresStore implements Store {
   }
 
   async *queues(): AsyncIterable<QueueInfo> {
-    const { rows } = await this.pool.query<QueueInfo>("SELECT name, paused FROM worq_queues ORDER BY name");
-    yield* rows;
+    const { rows } = await this.pool.query<{ name: string; paused: boolean; config: string | null }>(
+      "SELECT name, paused, config FROM worq_queues ORDER BY name",
+    );
+    for (const { name, paused, config } of rows)
+      yield config === null ? { name, paused } : { name, paused, config: JSON.parse(config) as QueueConfig };
   }
 
   async childrenOf(parentJid: string, after: ChildCursor | undefined, limit: number): Promise<JobMeta[]> {

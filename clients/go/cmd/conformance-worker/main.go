@@ -167,6 +167,18 @@ func scenario(ctx context.Context, job *worq.Job) (any, error) {
 			return nil, worq.RetryAfter(errors.New("retry later"), time.Duration(number("ms"))*time.Millisecond)
 		}
 		return "retried", nil
+	case "permanent_code":
+		message, _ := job.Kwargs["message"].(string)
+		code, _ := job.Kwargs["code"].(string)
+		cause, _ := job.Kwargs["cause"].(string)
+		return nil, &worq.PermanentError{Message: message, Code: code, Cause: errors.New(cause)}
+	case "temporary_cause":
+		if job.Attempt <= 1 {
+			message, _ := job.Kwargs["message"].(string)
+			cause, _ := job.Kwargs["cause"].(string)
+			return nil, &worq.TemporaryError{Message: message, Cause: errors.New(cause), RetryAfter: time.Duration(number("ms")) * time.Millisecond}
+		}
+		return "retried", nil
 	default:
 		return nil, worq.Permanent(fmt.Errorf("unknown scenario action %q", action))
 	}

@@ -5,9 +5,11 @@ Two families:
 * :class:`WorqError` and its subclasses are raised by client calls (:class:`worq.Client`,
   :meth:`worq.JobContext.renew`). Each carries the gRPC status ``code`` the server answered,
   so callers can branch on the kind (``except worq.errors.NotFound``), see docs/errors.md.
-* :class:`PermanentError` and :class:`RetryLater` are raised *by handlers* to steer how a
-  failed job is retried. Any other exception a handler raises fails the job as TEMPORARY
-  (retried per the job's retry policy).
+* :class:`PermanentError` and :class:`TemporaryError` (and the older :class:`RetryLater`) are
+  raised *by handlers* to steer how a failed job is retried. Any other exception a handler
+  raises fails the job as TEMPORARY (retried per the job's retry policy). The text of the
+  exception a handler's error wraps (``raise PermanentError(...) from err``, or ``cause=err``)
+  is stored in the job's ``failure.cause``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ __all__ = [
     "Unauthenticated",
     "PermissionDenied",
     "PermanentError",
+    "TemporaryError",
     "RetryLater",
     "from_rpc_error",
 ]
@@ -184,19 +187,58 @@ def from_rpc_error(err: grpc.RpcError) -> WorqError:
 
 
 class PermanentError(Exception):
-    """Raise from a handler to fail the job for good (category PERMANENT: state FAILED, no retry)."""
+    """Raise from a handler to fail the job for good (category PERMANENT: state FAILED, no retry).
+
+    ``code`` (at most 256 chars) is stored in the job's ``failure.code``; ``cause`` (or the
+    exception of ``raise PermanentError(...) from err``) is the error it wraps, whose text is
+    stored in ``failure.cause``.
+    """
+
+    def __init__(self, message: str = "", *args: Any, code: str = "", cause: Optional[BaseException] = None) -> None:
+        super().__init__(message, *args)
+        self.message: str = message
+        self.code: str = code
+        if cause is not None:
+            self.__cause__ = cause
 
 
-class RetryLater(Exception):
+def _seconds(after: Union[float, _dt.timedelta], who: str) -> float:
+    seconds = after.total_seconds() if isinstance(after, _dt.timedelta) else float(after)
+    if seconds < 0:
+        raise ValueError(f"{who}: retry_after must be >= 0")
+    return seconds
+
+
+class TemporaryError(Exception):
+    """Raise from a handler to fail this attempt and have the job retried per its retry policy
+    (category TEMPORARY), no earlier than ``retry_after`` from now when given (seconds or a
+    :class:`datetime.timedelta`). ``cause`` (or the exception of ``raise ... from err``) is the
+    error it wraps, whose text is stored in the job's ``failure.cause``.
+    """
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        retry_after: Union[float, _dt.timedelta, None] = None,
+        cause: Optional[BaseException] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message: str = message
+        self.retry_after: Optional[float] = None if retry_after is None else _seconds(retry_after, "TemporaryError")
+        if cause is not None:
+            self.__cause__ = cause
+
+
+class RetryLater(TemporaryError):
     """Raise from a handler to fail this attempt and retry no earlier than ``after`` from now.
 
     ``after`` is seconds (int or float) or a :class:`datetime.timedelta`. Any exception with a
-    ``retry_after`` attribute works the same way; this class is just the ready-made one.
+    ``retry_after`` attribute works the same way.
+
+    .. deprecated:: use ``TemporaryError(message, retry_after=after)``; kept for earlier code.
     """
 
     def __init__(self, after: Union[float, _dt.timedelta], message: str = "") -> None:
-        seconds = after.total_seconds() if isinstance(after, _dt.timedelta) else float(after)
-        if seconds < 0:
-            raise ValueError("RetryLater: after must be >= 0")
-        self.retry_after: float = seconds
-        super().__init__(message or f"retry in {seconds:g}s")
+        seconds = _seconds(after, "RetryLater")
+        super().__init__(message or f"retry in {seconds:g}s", retry_after=seconds)

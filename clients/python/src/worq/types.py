@@ -126,6 +126,10 @@ class RetryPolicy:
     max_delay: Optional[Seconds] = None
     jitter: bool = False
     on_exhausted: Union[OnExhausted, str, None] = None
+    #: Whether a TIMEOUT failure (past the execution timeout) is retried; None: the queue's setting, else True.
+    retry_timeout: Optional[bool] = None
+    #: Whether a SYSTEM failure (a lapsed lease) is retried; None: the queue's setting, else True.
+    retry_system: Optional[bool] = None
 
     @classmethod
     def coerce(cls, value: Union["RetryPolicy", Mapping[str, Any]], where: str = "retry") -> "RetryPolicy":
@@ -155,6 +159,10 @@ class RetryPolicy:
         out.jitter = bool(self.jitter)
         if self.on_exhausted is not None:
             out.on_exhausted = _pb_enum(_enum_of(OnExhausted, self.on_exhausted, f"{where}.on_exhausted"))
+        if self.retry_timeout is not None:
+            out.retry_timeout = bool(self.retry_timeout)
+        if self.retry_system is not None:
+            out.retry_system = bool(self.retry_system)
         return out
 
     @classmethod
@@ -168,6 +176,8 @@ class RetryPolicy:
             max_delay=_convert.from_duration(proto.max_delay) if proto.HasField("max_delay") else None,
             jitter=proto.jitter,
             on_exhausted=OnExhausted(proto.on_exhausted) if proto.on_exhausted else None,
+            retry_timeout=proto.retry_timeout if proto.HasField("retry_timeout") else None,
+            retry_system=proto.retry_system if proto.HasField("retry_system") else None,
         )
 
 
@@ -307,6 +317,10 @@ class Failure:
     retry_count: int
     failed_at: Optional[_dt.datetime]
     retried_at: Optional[_dt.datetime]
+    #: The application error code (a PermanentError's ``code``); "" when none.
+    code: str = ""
+    #: What caused the failure (the wrapped exception's text); "" when none.
+    cause: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -468,6 +482,8 @@ class Job:
             retry_count=f.retry_count,
             failed_at=_convert.optional_timestamp(f, "failed_at"),
             retried_at=_convert.optional_timestamp(f, "retried_at"),
+            code=f.code,
+            cause=f.cause,
         )
 
     @property

@@ -68,6 +68,7 @@ _RETRYABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 _MAX_MESSAGE_BYTES = 64 * 1024
 _MAX_ERRTYPE_CHARS = 256
+_MAX_CODE_CHARS = 256
 _MAX_BATCH = 1000
 # Report calls out at once, and how long finished jobs wait for the call in flight before
 # going out beside it (see Worker._report_loop).
@@ -292,6 +293,19 @@ _CANCEL_MESSAGES = {
 }
 
 
+def cause_text_of(exc: BaseException) -> str:
+    """The text of what caused ``exc``: ``str()`` of its ``__cause__`` (``raise ... from err``),
+    then of that one's cause and so on, joined by ": "; "" without a cause."""
+    texts: List[str] = []
+    seen = {id(exc)}
+    cause = exc.__cause__
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        texts.append(str(cause) or type(cause).__name__)
+        cause = cause.__cause__
+    return ": ".join(texts)
+
+
 def fail_request_of(
     exc: BaseException, held_jid: str, lease_id: str, frames: int, cancel_reason: Optional[str]
 ) -> worker_service_pb2.FailRequest:
@@ -326,6 +340,9 @@ def fail_request_of(
         errtype=type(exc).__name__[:_MAX_ERRTYPE_CHARS],
         backtrace=backtrace,
         category=category,
+        # The server counts UTF-16 units; a UTF-8 byte limit never passes it.
+        code=_truncate_utf8(exc.code or "", _MAX_CODE_CHARS) if isinstance(exc, PermanentError) else "",
+        cause=_truncate_utf8(cause_text_of(exc), _MAX_MESSAGE_BYTES),
     )
     if cancel_reason == "shutdown" and category != job_pb2.FAILURE_CATEGORY_PERMANENT:
         # Failed back at shutdown: retry at once, on another worker.
