@@ -233,7 +233,7 @@ function createJobs(
         type: meta.type,
         key: meta.idempotencyKey,
         jid: meta.jid,
-        expiresAtMs: nowMs + core.idempotencyWindowMs,
+        expiresAtMs: Math.max(nowMs + core.idempotencyWindowMs, inputs[i]!.idempotencyForLifetime ? meta.expiresAtMs : 0),
       };
       core.claims.set(claimKey(namespace, meta.type, meta.idempotencyKey), claim);
       writes.push({ kind: "put-idempotency", claim }, ...sweepExpiredClaims(core, nowMs));
