@@ -229,8 +229,9 @@ export interface SubmitInput {
   idempotencyNamespace?: string;
   /**
    * Keep the idempotency claim for as long as the job lives (its expiry), when that is longer
-   * than the server's idempotency window: for doors whose callers name jobs by their own id
-   * (Workq), where the claim is how the id is found again.
+   * than the server's idempotency window, and free the key once the job is gone (deleted):
+   * for doors whose callers name jobs by their own id (Workq), where the claim is how the id
+   * is found again.
    */
   idempotencyForLifetime?: boolean;
   dependsOn?: { type?: DependencyType; jids?: string[]; batchRefs?: string[]; childrenOf?: string };

@@ -202,8 +202,10 @@ async function addJob(door: WorkqDoor, conn: WorkqConnection, command: WorkqComm
   const atMs = timeText === undefined ? undefined : parseTime(timeText);
   if (atMs !== undefined && atMs + ttl <= door.nowMs()) clientError("Invalid Time");
   inScope(conn, name);
+  const base = jobInput(conn, id, name, ttr, priority, command.block!);
   const input: SubmitInput = {
-    ...jobInput(conn, id, name, ttr, priority, command.block!),
+    ...base,
+    tags: { ...base.tags, [`${TAG_PREFIX}max-attempts`]: String(maxAttempts), [`${TAG_PREFIX}max-fails`]: String(maxFails) },
     ttlMs: ttl,
     ...(atMs !== undefined && atMs > door.nowMs() && { atMs }),
     retry: {
@@ -232,13 +234,13 @@ function jobInput(conn: WorkqConnection, id: string, name: string, ttr: number, 
     idempotencyKey: id,
     idempotencyNamespace: namespaceOf(conn),
     idempotencyForLifetime: true,
-    // The engine has five priority levels; the tag keeps the Workq priority for inspect.
-    tags: { [PRIORITY_TAG]: String(priority) },
+    // The engine has five priority levels: the tag keeps the Workq priority for inspect.
+    tags: { [`${TAG_PREFIX}priority`]: String(priority) },
   };
 }
 
-/** The tag that keeps a Workq job's own priority (signed 32-bit). */
-const PRIORITY_TAG = "workq.priority";
+/** Tags `workq.<key>` keep what a Workq job was added with, where the engine's form differs (inspect shows them). */
+const TAG_PREFIX = "workq.";
 
 async function runJob(door: WorkqDoor, conn: WorkqConnection, command: WorkqCommand): Promise<Buffer> {
   const [idText, nameText, ttrText, waitText] = command.args;
@@ -483,18 +485,13 @@ async function jobsOf(door: WorkqDoor, queue: string, state: "SCHEDULED" | "DELA
 }
 
 /**
- * A job as inspect shows it. A job added over Workq shows the values it was added with:
- * its own priority, max-attempts 0 for unlimited and max-fails 0 for "a fail ends it".
+ * A job as inspect shows it. A job added over Workq shows the values it was added with (its
+ * tags keep them): its own priority, max-attempts 0 for unlimited, its max-fails.
  */
 function jobBlock(view: JobView): Buffer {
   const job = workqJobOf(view);
   if (view.meta.type === WORKQ_JOB_TYPE) {
-    const shown: Record<string, string | undefined> = {
-      priority: view.body.tags[PRIORITY_TAG],
-      "max-attempts": view.meta.retry.maxAttempts === WORKQ_UNLIMITED_ATTEMPTS ? "0" : undefined,
-      "max-fails": view.meta.retry.maxFails === 1 ? "0" : undefined,
-    };
-    job.keys = job.keys.map(([key, value]) => [key, shown[key] ?? value]);
+    job.keys = job.keys.map(([key, value]) => [key, view.body.tags[`${TAG_PREFIX}${key}`] ?? value]);
   }
   return workqJobText({ ...job, id: workqIdOf(view.meta) });
 }
