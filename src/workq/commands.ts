@@ -14,14 +14,14 @@ import type { Caller } from "../transport/auth/access-control.js";
 import type { WorkqCommand } from "./framing.js";
 
 /** The job type of jobs added over Workq (Workq jobs have only a name: the queue). */
-export const WORKQ_JOB_TYPE = "workq";
+const WORKQ_JOB_TYPE = "workq";
 
 /**
  * What Workq's "unlimited" max-attempts (0, its default) becomes. Workq's own server caps
  * attempts at 255 even then; once the engine takes maxAttempts 0 as unlimited (up to the
  * job's ttl), this becomes 0.
  */
-export const WORKQ_UNLIMITED_ATTEMPTS = 255;
+const WORKQ_UNLIMITED_ATTEMPTS = 255;
 
 const MAX_TTR_MS = 86_400_000;
 const MAX_TTL_MS = 2_592_000_000; // 30 days, as Workq's server allows

@@ -6,7 +6,7 @@
  */
 
 /** Largest command line (without its CRLF); a longer one closes the connection. */
-export const MAX_LINE_BYTES = 10_000;
+const MAX_LINE_BYTES = 10_000;
 /** Largest data block (payload or result). */
 export const MAX_BLOCK_BYTES = 1_048_576;
 
@@ -103,7 +103,7 @@ export class WorkqParser {
 }
 
 /** A command line split into its name, positional arguments and flags. */
-export function parseLine(line: string): WorkqCommand {
+function parseLine(line: string): WorkqCommand {
   const [name = "", ...rest] = line.split(" ");
   const args: string[] = [];
   const flags = new Map<string, string>();
@@ -124,7 +124,7 @@ export function parseLine(line: string): WorkqCommand {
 }
 
 /** A data block size: decimal digits, 0 to MAX_BLOCK_BYTES; undefined otherwise. */
-export function parseSize(text: string): number | undefined {
+function parseSize(text: string): number | undefined {
   if (!/^\d{1,7}$/.test(text)) return undefined;
   const size = Number(text);
   return size <= MAX_BLOCK_BYTES ? size : undefined;

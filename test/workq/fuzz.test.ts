@@ -5,9 +5,39 @@ import { WorkqSocket } from "./support.js";
 
 /** Pieces Workq lines are made of, valid and not, so random streams hit the parser's edges. */
 const TOKENS = [
-  "add", "schedule", "run", "result", "lease", "complete", "fail", "delete", "inspect", "job", "jobs", "queues", "server",
-  "0d5c8a2e-6f1b-4c3d-9e7a-1b2c3d4e5f60", "fz", "1000", "60000", "0", "4", "-1", "1048577", "99999999999999999999",
-  "-priority=1", "-x=", "2036-01-01T00:00:00Z", "\r\n", "\n", "\r", " ", "  ", "\u0000", "é", "ping",
+  "add",
+  "schedule",
+  "run",
+  "result",
+  "lease",
+  "complete",
+  "fail",
+  "delete",
+  "inspect",
+  "job",
+  "jobs",
+  "queues",
+  "server",
+  "0d5c8a2e-6f1b-4c3d-9e7a-1b2c3d4e5f60",
+  "fz",
+  "1000",
+  "60000",
+  "0",
+  "4",
+  "-1",
+  "1048577",
+  "99999999999999999999",
+  "-priority=1",
+  "-x=",
+  "2036-01-01T00:00:00Z",
+  "\r\n",
+  "\n",
+  "\r",
+  " ",
+  "  ",
+  "\u0000",
+  "é",
+  "ping",
 ];
 
 describe("Workq port under malformed input (real server)", () => {
@@ -34,27 +64,31 @@ describe("Workq port under malformed input (real server)", () => {
     const acknowledged: string[] = [];
     let n = 0;
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.constantFrom(...TOKENS), { maxLength: 40 }), fc.array(fc.nat(200), { maxLength: 4 }), async (tokens, cuts) => {
-        const id = `0d5c8a2e-6f1b-4c3d-9e7a-${String(++n).padStart(12, "0")}`;
-        const stream = Buffer.from(tokens.join(" "), "latin1");
-        const conn = await WorkqSocket.open(server.workqPort!);
-        // A well-formed add on another connection meanwhile: acknowledged, it must be stored.
-        const producer = await WorkqSocket.open(server.workqPort!);
-        producer.write(`add ${id} fz 1000 60000 2\r\nok\r\n`);
-        let at = 0;
-        for (const cut of [...cuts].sort((a, b) => a - b)) {
-          if (cut <= at || cut >= stream.length) continue;
-          conn.write(stream.subarray(at, cut));
-          at = cut;
-          await new Promise((resolve) => setImmediate(resolve));
-        }
-        conn.write(stream.subarray(at));
-        const replies = await conn.drain(40);
-        conn.close();
-        expect(replies).toMatch(/^((\+OK( \d+)?|-CLIENT-ERROR [^\r\n]*|-NOT-FOUND|-TIMEOUT)\r\n|[^\r\n]*\r\n)*$/);
-        if ((await producer.read(5)) === "+OK\r\n") acknowledged.push(id);
-        producer.close();
-      }),
+      fc.asyncProperty(
+        fc.array(fc.constantFrom(...TOKENS), { maxLength: 40 }),
+        fc.array(fc.nat(200), { maxLength: 4 }),
+        async (tokens, cuts) => {
+          const id = `0d5c8a2e-6f1b-4c3d-9e7a-${String(++n).padStart(12, "0")}`;
+          const stream = Buffer.from(tokens.join(" "), "latin1");
+          const conn = await WorkqSocket.open(server.workqPort!);
+          // A well-formed add on another connection meanwhile: acknowledged, it must be stored.
+          const producer = await WorkqSocket.open(server.workqPort!);
+          producer.write(`add ${id} fz 1000 60000 2\r\nok\r\n`);
+          let at = 0;
+          for (const cut of [...cuts].sort((a, b) => a - b)) {
+            if (cut <= at || cut >= stream.length) continue;
+            conn.write(stream.subarray(at, cut));
+            at = cut;
+            await new Promise((resolve) => setImmediate(resolve));
+          }
+          conn.write(stream.subarray(at));
+          const replies = await conn.drain(40);
+          conn.close();
+          expect(replies).toMatch(/^((\+OK( \d+)?|-CLIENT-ERROR [^\r\n]*|-NOT-FOUND|-TIMEOUT)\r\n|[^\r\n]*\r\n)*$/);
+          if ((await producer.read(5)) === "+OK\r\n") acknowledged.push(id);
+          producer.close();
+        },
+      ),
       { numRuns: 60 },
     );
     expect(acknowledged).toHaveLength(60);

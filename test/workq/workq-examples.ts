@@ -9,7 +9,7 @@
  * - times that the documentation places in the past are moved to the future (a job whose
  *   time plus ttl has passed is refused).
  */
-export interface Step {
+interface Step {
   conn: "a" | "b";
   /** Bytes to send; without `reply`, the reply is read by a later step. */
   send?: string;
@@ -31,7 +31,10 @@ const C9 = "6ba7b810-9dad-11d1-80b4-00c04fd430c9";
 const OK = "+OK\r\n";
 
 /** A job block as inspect writes it: 12 keys, 13 with a scheduled time. */
-function block(id: string, keys: { ttl?: number; payload?: string; maxAttempts?: number; maxFails?: number; priority?: number; time?: string } = {}) {
+function block(
+  id: string,
+  keys: { ttl?: number; payload?: string; maxAttempts?: number; maxFails?: number; priority?: number; time?: string } = {},
+) {
   const payload = keys.payload ?? "ping";
   const lines = [
     "name ping",
@@ -64,7 +67,11 @@ export const EXAMPLES: Example[] = [
         send: `add 7ba7b810-9dad-11d1-80b4-00c04fd430c${n} ping2 1000 60000 4\r\nping\r\n`,
         reply: OK,
       })),
-      { conn: "a", send: "inspect queues 0 10\r\n", reply: "+OK 2\r\nping1 2\r\nready-len 3\r\nscheduled-len 0\r\nping2 2\r\nready-len 9\r\nscheduled-len 0\r\n" },
+      {
+        conn: "a",
+        send: "inspect queues 0 10\r\n",
+        reply: "+OK 2\r\nping1 2\r\nready-len 3\r\nscheduled-len 0\r\nping2 2\r\nready-len 9\r\nscheduled-len 0\r\n",
+      },
       { conn: "a", send: "inspect queues 1 1\r\n", reply: "+OK 1\r\nping2 2\r\nready-len 9\r\nscheduled-len 0\r\n" },
       { conn: "a", send: "inspect queues 2 10\r\n", reply: "+OK 0\r\n" },
     ],
@@ -145,6 +152,8 @@ export const EXAMPLES: Example[] = [
   },
   {
     name: "inspect server",
-    steps: [{ conn: "a", send: "inspect server\r\n", reply: "+OK 1\r\nserver 3\r\nactive-clients 2\r\nevicted-jobs 0\r\nstarted <now>\r\n" }],
+    steps: [
+      { conn: "a", send: "inspect server\r\n", reply: "+OK 1\r\nserver 3\r\nactive-clients 2\r\nevicted-jobs 0\r\nstarted <now>\r\n" },
+    ],
   },
 ];
