@@ -206,6 +206,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
         port: config.workqPort,
         ...(tls && { tls }),
         caller: workqCaller!,
+        admitSubmits: (caller, jobs) => access.admitSubmits(caller, jobs),
         maxConnections: config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS,
         partialTimeoutMs: config.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS,
         startedAtMs,

@@ -4,6 +4,7 @@
  * its idempotency key, claimed in the Workq door's own namespace for as long as the job lives
  * (SubmitInput.idempotencyForLifetime), and Engine.claimedJob finds the job again by it.
  */
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { Engine } from "../engine/engine.js";
 import type { FailureReport } from "../engine/state-machine.js";
 import { WorqError } from "../model/errors.js";
@@ -37,6 +38,8 @@ export interface WorkqDoor {
   startedAtMs: number;
   activeClients: () => number;
   nowMs: () => number;
+  /** Throws (a ConnectError, RESOURCE_EXHAUSTED) when the caller is over its --submit-rate. */
+  admitSubmits: (caller: Caller, jobs: number) => void;
 }
 
 /** One connection's context: who acts (the Workq token's holder, or everyone without tokens) and when it went away. */
@@ -70,6 +73,9 @@ export async function runCommand(door: WorkqDoor, conn: WorkqConnection, command
     allow(conn.caller, command.name);
     return await handler(door, conn, command);
   } catch (error) {
+    if (error instanceof ConnectError && error.code === Code.ResourceExhausted) {
+      return Buffer.from(`-CLIENT-ERROR ${oneLine(error.rawMessage)}\r\n`);
+    }
     if (error instanceof ClientError) return Buffer.from(`-CLIENT-ERROR ${oneLine(error.message)}\r\n`);
     if (error instanceof WorqError) {
       switch (error.code) {
@@ -215,6 +221,7 @@ async function addJob(door: WorkqDoor, conn: WorkqConnection, command: WorkqComm
       maxFails: maxFails === 0 ? 1 : maxFails,
     },
   };
+  door.admitSubmits(conn.caller, 1);
   const [result] = await door.engine.submit([input], () => "job");
   if (result!.duplicate) clientError("Duplicate job");
   return OK;
@@ -257,6 +264,7 @@ async function runJob(door: WorkqDoor, conn: WorkqConnection, command: WorkqComm
     ...jobInput(conn, id, name, ttr, priority, command.block!),
     retry: { ...IMMEDIATE_RETRY, maxAttempts: WORKQ_UNLIMITED_ATTEMPTS, maxFails: 1 },
   };
+  door.admitSubmits(conn.caller, 1);
   const [result] = await door.engine.submit([input], () => "job");
   if (result!.duplicate) clientError("Duplicate job");
   const jid = result!.jid;

@@ -19,6 +19,8 @@ export interface WorkqListenerOptions {
   tls?: PortTls;
   /** Who every connection acts as: the --workq-token-file token's holder, or everyone without tokens. */
   caller: Caller;
+  /** The server's --submit-rate gate (AccessControl.admitSubmits). */
+  admitSubmits: (caller: Caller, jobs: number) => void;
   /** Open connections kept; one more is closed as soon as it is accepted. */
   maxConnections: number;
   /** How long a connection may take to finish a command it has begun sending (line and data block). */
@@ -45,6 +47,7 @@ export async function listenWorkq(options: WorkqListenerOptions): Promise<WorkqL
     startedAtMs: options.startedAtMs,
     activeClients: () => sockets.size,
     nowMs: options.nowMs,
+    admitSubmits: options.admitSubmits,
   };
   let connectionSeq = 0;
   const serve = (socket: Socket) => {

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ServerConfig } from "../../src/config.js";
 import { createLogger } from "../../src/log.js";
 import { startServer, type RunningServer } from "../../src/main.js";
+import { parseSubmitRate } from "../../src/transport/auth/submit-rate.js";
 import { parseQueueScope } from "../../src/transport/auth/queue-scope.js";
 import { tokenFileLine } from "../../src/transport/auth/token-file.js";
 import { hasOpenssl, makePki } from "../security/support/pki.js";
@@ -72,6 +73,29 @@ describe("the Workq port with token auth: every connection acts with the --workq
         createLogger("silent"),
       ),
     ).rejects.toThrow(`--workq-token-file ${join(dir, "bad.token")}: the file must hold one token of the --auth-tokens file`);
+  });
+});
+
+describe("the Workq port and --submit-rate", () => {
+  it("adds over the rate are refused, naming the wait; nothing is stored for them", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "worq-workq-rate-"));
+    const running = await startServer(baseConfig(dir, { submitRate: parseSubmitRate("1:2") }), createLogger("silent"));
+    try {
+      const conn = await WorkqSocket.open(running.workqPort!);
+      const replies: string[] = [];
+      for (let i = 0; i < 3; i++) {
+        conn.write(`add 5e6f7a8b-1c2d-4e3f-8a9b-0c1d2e3f4a6${i} rated 1000 60000 1\r\nx\r\n`);
+        replies.push((await conn.drain(100)).trim());
+      }
+      conn.write("inspect queue rated\r\n");
+      expect(replies.slice(0, 2)).toEqual(["+OK", "+OK"]);
+      expect(replies[2]).toMatch(/^-CLIENT-ERROR .*retry after \d+ ms$/);
+      expect(await conn.drain(100)).toBe("+OK 1\r\nrated 2\r\nready-len 2\r\nscheduled-len 0\r\n");
+      conn.close();
+    } finally {
+      await running.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
