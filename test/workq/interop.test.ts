@@ -81,3 +81,41 @@ describe("Workq and gRPC share one set of jobs (real server)", () => {
     expect(await conn.send("lease left right 0\r\n", "-TIMEOUT\r\n")).toBe("-TIMEOUT\r\n");
   });
 });
+
+describe("Workq max-fails (real server)", () => {
+  let server: TestServer;
+  let conn: WorkqSocket;
+  beforeAll(async () => {
+    server = await startTestServer({ workqPort: 0 });
+    conn = await WorkqSocket.open(server.workqPort!);
+  });
+  afterAll(async () => {
+    conn.close();
+    await server.close();
+  });
+
+  const leaseAndFail = async (id: string, queue: string) => {
+    const leased = `+OK 1\r\n${id} ${queue} 5000 1\r\nx\r\n`;
+    expect(await conn.send(`lease ${queue} 1000\r\n`, leased)).toBe(leased);
+    expect(await conn.send(`fail ${id} 3\r\nbad\r\n`, "+OK\r\n")).toBe("+OK\r\n");
+  };
+  const stateOf = async (id: string) => {
+    conn.write(`inspect job ${id}\r\n`);
+    return /state (\d)\r\n/.exec(await conn.read(10_000, 200))![1];
+  };
+
+  it("without -max-fails the first fail ends the job (state 2); with -max-fails=2 the job is tried again at once, then ends", async () => {
+    const once = "b1b2c3d4-0000-4000-8000-000000000001";
+    expect(await conn.send(`add ${once} f1 5000 60000 1\r\nx\r\n`, "+OK\r\n")).toBe("+OK\r\n");
+    await leaseAndFail(once, "f1");
+    expect(await stateOf(once)).toBe("2");
+
+    const twice = "b1b2c3d4-0000-4000-8000-000000000002";
+    expect(await conn.send(`add ${twice} f2 5000 60000 1 -max-fails=2\r\nx\r\n`, "+OK\r\n")).toBe("+OK\r\n");
+    await leaseAndFail(twice, "f2");
+    expect(await stateOf(twice)).toBe("3");
+    await leaseAndFail(twice, "f2");
+    expect(await stateOf(twice)).toBe("2");
+    expect(await conn.send(`result ${twice} 0\r\n`, `+OK 1\r\n${twice} 0 0\r\n\r\n`)).toBe(`+OK 1\r\n${twice} 0 0\r\n\r\n`);
+  });
+});
