@@ -321,6 +321,8 @@ async function resultOf(door: WorkqDoor, conn: WorkqConnection, command: WorkqCo
 }
 
 let leaseSeq = 0;
+/** The worker id of a Workq lease session: `workq:<connection>:<lease>` (the dashboard lists it while it waits). */
+const WORKQ_WORKER_PREFIX = "workq:";
 
 async function lease(door: WorkqDoor, conn: WorkqConnection, command: WorkqCommand): Promise<Buffer> {
   noFlags(command);
@@ -367,7 +369,7 @@ async function leaseOne(door: WorkqDoor, conn: WorkqConnection, queues: string[]
     conn.signal.addEventListener("abort", onAbort);
     try {
       session = door.engine.openLease(
-        { queues, workerId: `workq:${conn.id}:${++leaseSeq}`, credits: 1, order: "RANDOM" },
+        { queues, workerId: `${WORKQ_WORKER_PREFIX}${conn.id}:${++leaseSeq}`, credits: 1, order: "RANDOM" },
         {
           deliver: (grants) => finish(grants[0]),
           control: () => finish(undefined),
@@ -395,7 +397,9 @@ async function finish(door: WorkqDoor, conn: WorkqConnection, command: WorkqComm
   if (meta.state === "COMPLETED" || meta.state === "FAILED" || meta.state === "DEAD_LETTER" || meta.state === "CANCELLED") {
     clientError("Duplicate result");
   }
-  const leaseId = door.leases.get(jid) ?? meta.lease?.leaseId;
+  // The lease this port handed out; after a restart, the job's lease if a Workq lease holds it
+  // (never a gRPC worker's).
+  const leaseId = door.leases.get(jid) ?? (meta.lease?.workerId.startsWith(WORKQ_WORKER_PREFIX) ? meta.lease.leaseId : undefined);
   if (meta.state !== "RUNNING" || leaseId === undefined) clientError("Lease expired");
   try {
     if (success) await door.engine.ack(jid, leaseId, command.block!);

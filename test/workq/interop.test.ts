@@ -119,3 +119,23 @@ describe("Workq max-fails (real server)", () => {
     expect(await conn.send(`result ${twice} 0\r\n`, `+OK 1\r\n${twice} 0 0\r\n\r\n`)).toBe(`+OK 1\r\n${twice} 0 0\r\n\r\n`);
   });
 });
+
+describe("Workq complete and a gRPC worker's lease", () => {
+  it("a job a gRPC worker holds cannot be completed over Workq (Lease expired); its worker's Ack still works", async () => {
+    const server = await startTestServer({ workqPort: 0 });
+    const conn = await WorkqSocket.open(server.workqPort!);
+    try {
+      const { jid } = await server.producer.submit({ job: { type: "t", queue: "held" } });
+      const worker = new StreamWorker(server, { queues: ["held"], workerId: "grpc-holder", credits: 1 });
+      const leased = await worker.next();
+      const expired = "-CLIENT-ERROR Lease expired\r\n";
+      expect(await conn.send(`complete ${jid} 1\r\nx\r\n`, expired)).toBe(expired);
+      await server.worker.ack({ jid, leaseId: leased.leaseId, result: new Uint8Array() });
+      await worker.stop();
+      expect((await server.admin.getJob({ jid })).job!.state).toBe(JobState.COMPLETED);
+    } finally {
+      conn.close();
+      await server.close();
+    }
+  });
+});
