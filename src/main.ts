@@ -212,6 +212,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
         startedAtMs,
         nowMs: () => systemClock.nowMs(),
         log,
+        observe: (event) => metrics.observeConnection("workq", event),
       });
     }
   } catch (error) {

@@ -9,6 +9,7 @@ import type { Engine } from "../engine/engine.js";
 import type { Logger } from "../log.js";
 import type { Caller } from "../transport/auth/access-control.js";
 import type { PortTls } from "../transport/grpc-server.js";
+import type { ConnectionEvent } from "../transport/connection-caps.js";
 import { runCommand, type WorkqDoor } from "./commands.js";
 import { WorkqParser, type Frame } from "./framing.js";
 
@@ -28,6 +29,8 @@ export interface WorkqListenerOptions {
   startedAtMs: number;
   nowMs: () => number;
   log: Logger;
+  /** Counts connections in /metrics (port="workq"): opened, closed, refused over the cap, cut for an unfinished command. */
+  observe: (event: ConnectionEvent) => void;
 }
 
 export interface WorkqListener {
@@ -64,6 +67,11 @@ export async function listenWorkq(options: WorkqListenerOptions): Promise<WorkqL
     : // Half-open: a client may send its commands and end its side (`printf … | nc`), then read the replies.
       createNetServer({ allowHalfOpen: true }, serve);
   server.maxConnections = options.maxConnections;
+  server.on("drop", () => options.observe("over_max_connections"));
+  server.on("connection", (socket: Socket) => {
+    options.observe("opened");
+    socket.once("close", () => options.observe("closed"));
+  });
   // A TLS handshake that never finishes is bounded like an unfinished command.
   if (tls) {
     server.on("connection", (socket: Socket) => {
@@ -116,6 +124,7 @@ function serveConnection(socket: Socket, door: WorkqDoor, options: WorkqListener
       partialTimer = undefined;
     } else if (partialTimer === undefined) {
       partialTimer = setTimeout(() => {
+        options.observe("header_timeout");
         options.log.debug("workq connection closed: a command was not finished in time", { connection: id });
         socket.destroy();
       }, options.partialTimeoutMs);

@@ -122,6 +122,8 @@ describe("Workq port under malformed input (real server)", () => {
       clearInterval(drip);
     }
     expect(idle.closed).toBe(false);
+    const metrics = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`)).text();
+    expect(metrics).toMatch(/^worq_connections_refused_total\{port="workq",reason="header_timeout"\} [2-9]/m);
     expect(await idle.send("inspect server\r\n", "+OK 1\r\n")).toBe("+OK 1\r\n");
     idle.close();
     await stillServes([]);
@@ -132,6 +134,8 @@ describe("Workq port under malformed input (real server)", () => {
     await new Promise((resolve) => setTimeout(resolve, 100));
     const extra = await WorkqSocket.open(server.workqPort!);
     expect(await extra.closedWithin(1_000)).toBe(true);
+    const metrics = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`)).text();
+    expect(metrics).toMatch(/^worq_connections_refused_total\{port="workq",reason="over_max_connections"\} [1-9]/m);
     for (const conn of conns) conn.close();
     await new Promise((resolve) => setTimeout(resolve, 100));
     await stillServes([]);
