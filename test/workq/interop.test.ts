@@ -139,3 +139,23 @@ describe("Workq complete and a gRPC worker's lease", () => {
     }
   });
 });
+
+describe("a Workq lease outlives the lease session it came from", () => {
+  it("with a short orphan grace, the job is still held after the grace and is completed", async () => {
+    const server = await startTestServer({ workqPort: 0, orphanGraceMs: 200 });
+    const conn = await WorkqSocket.open(server.workqPort!);
+    try {
+      const id = "d1b2c3d4-0000-4000-8000-000000000001";
+      expect(await conn.send(`add ${id} grace 5000 60000 1\r\nx\r\n`, "+OK\r\n")).toBe("+OK\r\n");
+      const leased = `+OK 1\r\n${id} grace 5000 1\r\nx\r\n`;
+      expect(await conn.send("lease grace 1000\r\n", leased)).toBe(leased);
+      await new Promise((resolve) => setTimeout(resolve, 700));
+      expect(await conn.send(`complete ${id} 2\r\nok\r\n`, "+OK\r\n")).toBe("+OK\r\n");
+      expect(await conn.send(`inspect job ${id}\r\n`, "+OK 1\r\n")).toBe("+OK 1\r\n");
+      expect(await conn.read(10_000, 200)).toContain("attempts 1\r\n");
+    } finally {
+      conn.close();
+      await server.close();
+    }
+  });
+});
