@@ -431,7 +431,7 @@ async function inspect(door: WorkqDoor, conn: WorkqConnection, command: WorkqCom
     case "server": {
       if (args.length !== 0) clientError("Invalid command args");
       return Buffer.from(
-        `+OK 1\r\nserver 3\r\nactive-clients ${door.activeClients()}\r\nevicted-jobs 0\r\nstarted ${workqTime(door.startedAtMs)}\r\n`,
+        `+OK 1\r\nserver 3\r\nactive-clients ${door.activeClients()}\r\nevicted-jobs ${door.engine.info().counters.evicted}\r\nstarted ${workqTime(door.startedAtMs)}\r\n`,
       );
     }
     case "queues": {

@@ -104,6 +104,13 @@ describe("Workq refusals, command by command (real server)", () => {
     expect(await conn.read(10_000, 300)).toContain("attempts 2\r\n");
   });
 
+  it("inspect server counts jobs that reached their ttl unfinished", async () => {
+    expect(await conn.send(add(`0d5c8a2e-6f1b-4c3d-9e7a-1b2c3d4e5f70 brief 1000 1000`), "+OK\r\n")).toBe("+OK\r\n");
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    conn.write("inspect server\r\n");
+    expect(await conn.read(10_000, 200)).toMatch(/^\+OK 1\r\nserver 3\r\nactive-clients 1\r\nevicted-jobs 1\r\nstarted /);
+  });
+
   it("a block size that cannot be read closes the connection after the error", async () => {
     for (const request of [`add ${ID} ping 1000 60000 x\r\n`, `fail ${ID} 1048577\r\n`, `complete ${ID} 2\r\nabc\r\n`, "add a b\r\n"]) {
       const other = await WorkqSocket.open(server.workqPort!);
