@@ -85,6 +85,9 @@ describe("worq serve: hardening flags", () => {
     expect(
       parse(["--workq-port", "9922", "--auth-tokens", "/etc/worq/tokens", "--workq-token-file", "/etc/worq/workq.token"]).workqTokenFile,
     ).toBe("/etc/worq/workq.token");
+    expect(() => parse(["--workq-port", "9922", "--cluster", "--store", "postgres://db/worq", "--node-id", "n1"])).toThrow(
+      "--workq-port is not supported with --cluster: run the Workq port on a single server",
+    );
     expect(() => parse(["--workq-token-file", "/etc/worq/workq.token"])).toThrow(
       "--workq-token-file is only used with both --workq-port and --auth-tokens",
     );
