@@ -84,6 +84,10 @@ describe("Workq refusals, command by command (real server)", () => {
     expect(await conn.send("lease ping 1000\r\n", `+OK 1\r\n${ID} ping 1000 4\r\nping\r\n`)).toContain(ID);
     expect(await conn.send(`complete ${ID} 2\r\nok\r\n`, "+OK\r\n")).toBe("+OK\r\n");
     expect(await conn.send(`fail ${ID} 2\r\nno\r\n`, err("Duplicate result"))).toBe(err("Duplicate result"));
+    // A finished job still holds its id until it is deleted (or its ttl ends).
+    expect(await conn.send(add(`${ID} ping 1000 60000`), err("Duplicate job"))).toBe(err("Duplicate job"));
+    expect(await conn.send(`delete ${ID}\r\n`, "+OK\r\n")).toBe("+OK\r\n");
+    expect(await conn.send(add(`${ID} ping 1000 60000`), "+OK\r\n")).toBe("+OK\r\n");
     expect(await conn.send(`delete ${ID}\r\n`, "+OK\r\n")).toBe("+OK\r\n");
   });
 
