@@ -10,6 +10,10 @@ export interface ServerConfig {
   port: number;
   /** HTTP side: Connect protocol, /healthz, /metrics. */
   httpPort: number;
+  /** Workq text-protocol port (src/workq); unset = off, 0 = any free port. */
+  workqPort?: number;
+  /** File holding the token every Workq connection acts with; required when token auth is on. */
+  workqTokenFile?: string;
   dataDir: string;
   /** A postgres:// URL to keep the data in PostgreSQL instead of LevelDB in dataDir. */
   store?: string;
@@ -79,6 +83,10 @@ const SERVE_OPTIONS: ReadonlyArray<{ group: string; flags: string; help: string 
     [
       "--http-port <n>",
       "HTTP port: Connect protocol (curl), /healthz, /metrics [WORQ_HTTP_PORT] (default 7420; with --port 0, any free port)",
+    ],
+    [
+      "--workq-port <n>",
+      "serve Workq's text protocol on this port too, 0 = any free port (docs/workq-protocol.md) [WORQ_WORKQ_PORT] (default off)",
     ],
     ["--data-dir <dir>", "LevelDB data directory [WORQ_DATA_DIR] (default ./worq-data)"],
     [
@@ -155,6 +163,10 @@ const SERVE_OPTIONS: ReadonlyArray<{ group: string; flags: string; help: string 
     [
       "--auth-tokens <file>",
       'bearer tokens with roles, one "<role> <name> sha256:<hex>" a line (make one with worq token create; SIGHUP re-reads the file) [WORQ_AUTH_TOKENS]',
+    ],
+    [
+      "--workq-token-file <file>",
+      "with --auth-tokens and --workq-port: a file holding one token of --auth-tokens; every Workq connection acts with its role and queues [WORQ_WORKQ_TOKEN_FILE]",
     ],
     ["--public-reflection", "serve gRPC reflection without a token (health is always open) [WORQ_PUBLIC_REFLECTION=1]"],
     [
@@ -260,6 +272,10 @@ export function serveConfig(values: ServeValues, env: NodeJS.ProcessEnv = proces
   // With --port 0 (any free port, as tests and side-by-side servers use) the HTTP side also
   // takes any free port unless given, so two such servers never fight over 7420.
   config.httpPort = parsePort(pick("http-port", "WORQ_HTTP_PORT") ?? (config.port === 0 ? "0" : "7420"), "--http-port");
+  const workqPort = pick("workq-port", "WORQ_WORKQ_PORT");
+  if (workqPort !== undefined && workqPort !== "") config.workqPort = parsePort(workqPort, "--workq-port");
+  const workqTokenFile = pick("workq-token-file", "WORQ_WORKQ_TOKEN_FILE");
+  if (workqTokenFile !== undefined && workqTokenFile !== "") config.workqTokenFile = workqTokenFile;
   const store = pick("store", "WORQ_STORE");
   if (store !== undefined && store !== "") config.store = parseStoreUrl(store);
   if (config.maxJobBytes < 1 || config.maxJobBytes > LIMITS.maxMaxJobBytes) {
@@ -286,9 +302,20 @@ export function serveConfig(values: ServeValues, env: NodeJS.ProcessEnv = proces
   if (config.keepaliveIntervalMs < 10 || config.keepaliveIntervalMs > 30_000) {
     throw new Error("--keepalive-interval must be between 10ms and 30s");
   }
+  if (config.authTokensFile !== undefined && config.workqPort !== undefined && config.workqTokenFile === undefined) {
+    throw new Error(
+      "--workq-port with --auth-tokens needs --workq-token-file <file>: Workq's protocol has no authentication, so every Workq connection acts with the role and queues of the token in that file",
+    );
+  }
+  if (config.workqTokenFile !== undefined && (config.workqPort === undefined || config.authTokensFile === undefined)) {
+    throw new Error("--workq-token-file is only used with both --workq-port and --auth-tokens");
+  }
   if (pickSwitch("insecure", "WORQ_INSECURE")) config.insecure = true;
   refuseOpenNetworkBind(config, config.insecure === true);
   if (pickSwitch("cluster", "WORQ_CLUSTER")) {
+    // Followers forward gRPC and HTTP calls to the leader; nothing forwards Workq's protocol yet.
+    if (config.workqPort !== undefined)
+      throw new Error("--workq-port is not supported with --cluster: run the Workq port on a single server");
     config.cluster = clusterOf(
       config,
       pick("node-id", "WORQ_NODE_ID"),

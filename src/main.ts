@@ -25,7 +25,8 @@ import { swappableEngine, type SwappableEngine } from "./swappable-engine.js";
 import { originAllowlist, WebhookSender } from "./callbacks/webhook-sender.js";
 import { readWebhookSecret } from "./callbacks/webhook-signature.js";
 import { checkClientCaBundle, fileMode, startupWarnings } from "./startup-checks.js";
-import { AccessControl } from "./transport/auth/access-control.js";
+import { AccessControl, ANONYMOUS, type Caller } from "./transport/auth/access-control.js";
+import { listenWorkq, type WorkqListener } from "./workq/listener.js";
 import { grpcAccessInterceptor } from "./transport/auth/grpc-interceptor.js";
 import { loadTokenFile } from "./transport/auth/token-file.js";
 import { createStore } from "./storage/open-store.js";
@@ -37,6 +38,8 @@ export interface RunningServer {
   grpcPort: number;
   /** Port of the HTTP side (Connect, /healthz, /metrics). */
   httpPort: number;
+  /** Port of the Workq text protocol (--workq-port); undefined when off. */
+  workqPort?: number;
   /** Whether the ports speak TLS. */
   tls: boolean;
   /** Re-reads the --auth-tokens file (SIGHUP): tokens added or removed take effect for new calls. Returns the token count. */
@@ -74,6 +77,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
     publicReflection: config.publicReflection ?? false,
     submitRate: config.submitRate,
   });
+  const workqCaller = config.workqPort === undefined ? undefined : workqCallerOf(config, access);
   const startedAtMs = systemClock.nowMs();
   const isCallbackAllowed = originAllowlist(config.callbackAllow);
   const webhookSecret = config.webhookSecretFile === undefined ? undefined : readWebhookSecret(config.webhookSecretFile);
@@ -189,14 +193,32 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
   capHttpConnections(http, caps("http"));
   await leader?.beforeBind();
   let grpcPort: number, httpPort: number;
+  let workq: WorkqListener | undefined;
   try {
     grpcPort = await bindGrpc(server, config.host, config.port, tls);
     capGrpcConnections(server, caps("grpc"));
     watchStreamCap(server, LIMITS.maxStreamsPerConnection, () => metrics.observeStreamCapReached());
     httpPort = await listenHttp(http, config.host, config.httpPort);
+    if (config.workqPort !== undefined) {
+      workq = await listenWorkq({
+        engine,
+        host: config.host,
+        port: config.workqPort,
+        ...(tls && { tls }),
+        caller: workqCaller!,
+        admitSubmits: (caller, jobs) => access.admitSubmits(caller, jobs),
+        maxConnections: config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS,
+        partialTimeoutMs: config.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS,
+        startedAtMs,
+        nowMs: () => systemClock.nowMs(),
+        log,
+        observe: (event) => metrics.observeConnection("workq", event),
+      });
+    }
   } catch (error) {
     // Release the store (and its lock: a cluster must not be left with a leader that never serves).
     server.forceShutdown();
+    http.close(() => {});
     stopTimers();
     webhooks.stop();
     await engine.close().catch(() => {});
@@ -225,6 +247,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
       serving = false;
       recovery.stop();
       engine.beginShutdown();
+      await workq?.close();
       stopTimers();
       webhooks.stop();
       await new Promise<void>((done) => {
@@ -249,7 +272,23 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
     access.replaceTokens(tokens);
     return tokens.length;
   };
-  return { grpcPort, httpPort, tls: tls !== undefined, reloadTokens, close };
+  return { grpcPort, httpPort, ...(workq && { workqPort: workq.port }), tls: tls !== undefined, reloadTokens, close };
+}
+
+/**
+ * Who Workq connections act as: everyone without token auth; with it, the holder of the
+ * token in --workq-token-file (Workq's protocol carries no credentials). Throws, naming the
+ * file, when that token is not one of --auth-tokens.
+ */
+function workqCallerOf(config: ServerConfig, access: AccessControl): Caller {
+  if (!access.tokenAuth) return ANONYMOUS;
+  const file = config.workqTokenFile!;
+  const token = readFileSync(file, "utf8").trim();
+  try {
+    return access.authenticate(`Bearer ${token}`);
+  } catch {
+    throw new Error(`--workq-token-file ${file}: the file must hold one token of the --auth-tokens file (as worq token create printed it)`);
+  }
 }
 
 /** The PEM files of --tls-cert, --tls-key and --tls-client-ca, read; undefined without TLS. */

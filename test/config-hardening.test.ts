@@ -75,8 +75,28 @@ describe("worq serve: hardening flags", () => {
     expect(() => parse(["--header-timeout", "10"])).toThrow(/^--header-timeout must be a duration like 500ms/);
   });
 
+  it("--workq-port: off unless given; with --auth-tokens it needs --workq-token-file", () => {
+    expect(parse([]).workqPort).toBeUndefined();
+    expect(parse(["--workq-port", "9922"]).workqPort).toBe(9922);
+    expect(parse([], { WORQ_WORKQ_PORT: "0" }).workqPort).toBe(0);
+    expect(() => parse(["--workq-port", "9922", "--auth-tokens", "/etc/worq/tokens"])).toThrow(
+      /^--workq-port with --auth-tokens needs --workq-token-file <file>: Workq's protocol has no authentication/,
+    );
+    expect(
+      parse(["--workq-port", "9922", "--auth-tokens", "/etc/worq/tokens", "--workq-token-file", "/etc/worq/workq.token"]).workqTokenFile,
+    ).toBe("/etc/worq/workq.token");
+    expect(() => parse(["--workq-port", "9922", "--cluster", "--store", "postgres://db/worq", "--node-id", "n1"])).toThrow(
+      "--workq-port is not supported with --cluster: run the Workq port on a single server",
+    );
+    expect(() => parse(["--workq-token-file", "/etc/worq/workq.token"])).toThrow(
+      "--workq-token-file is only used with both --workq-port and --auth-tokens",
+    );
+  });
+
   it("--help lists each of them", () => {
     for (const flag of [
+      "--workq-port",
+      "--workq-token-file",
       "--max-connections",
       "--header-timeout",
       "--max-queues",

@@ -63,6 +63,7 @@ export async function serve(config: ServerConfig): Promise<void> {
     pid: process.pid,
     http: `${config.host}:${server.httpPort}`,
     httpPort: server.httpPort,
+    ...(server.workqPort !== undefined && { workq: `${config.host}:${server.workqPort}`, workqPort: server.workqPort }),
     tls: server.tls,
     ...(config.cluster && { node: config.cluster.nodeId, cluster: true }),
   };

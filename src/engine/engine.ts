@@ -1,7 +1,7 @@
 import type { WorqError } from "../model/errors.js";
 import type { JobHistory, JobState, JobView, QueueConfig, SubmitInput } from "../model/job.js";
 import type { FailureReport } from "./state-machine.js";
-import type { PendingCallback } from "./store.js";
+import { claimKey, type PendingCallback } from "./store.js";
 import type { BatchShape } from "./dependency-plan.js";
 import type { JobFilter } from "./live-listing.js";
 import type {
@@ -188,6 +188,15 @@ export class Engine {
     filter: { queue?: string; state?: JobState; pageSize?: number; pageToken?: string } & JobFilter,
   ): Promise<{ jobs: JobView[]; nextPageToken: string }> {
     return listJobs(this.core, filter);
+  }
+
+  /**
+   * The job holding an idempotency key (of `type`, in `namespace`) while its claim lasts, or
+   * undefined: how a door whose callers name jobs by their own id (Workq) finds the job.
+   */
+  claimedJob(namespace: string | undefined, type: string, key: string): string | undefined {
+    const claim = this.core.claims.get(claimKey(namespace, type, key));
+    return claim && claim.expiresAtMs > this.core.clock.nowMs() ? claim.jid : undefined;
   }
 
   /** Returns the job with body and (when completed) result. Throws WORQ_NOT_FOUND. */

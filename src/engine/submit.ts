@@ -172,7 +172,9 @@ function createJobs(
   const seenKeys = new Map<string, string>();
   const planned: PlannedJob[] = built.map(({ meta }, i) => {
     const key = meta.idempotencyKey === undefined ? undefined : claimKey(inputs[i]!.idempotencyNamespace, meta.type, meta.idempotencyKey);
-    const claim = key === undefined ? undefined : core.claims.get(key);
+    let claim = key === undefined ? undefined : core.claims.get(key);
+    // A claim kept for a job's lifetime ends with the job: once it is deleted the key is free.
+    if (claim && inputs[i]!.idempotencyForLifetime && !known(claim.jid)) claim = undefined;
     const existingJid = claim && claim.expiresAtMs > nowMs ? claim.jid : key !== undefined ? seenKeys.get(key) : undefined;
     if (key !== undefined && existingJid === undefined) seenKeys.set(key, meta.jid);
     return { input: inputs[i]!, jid: meta.jid, priority: meta.priority, ...(existingJid !== undefined ? { existingJid } : {}) };
@@ -233,7 +235,7 @@ function createJobs(
         type: meta.type,
         key: meta.idempotencyKey,
         jid: meta.jid,
-        expiresAtMs: nowMs + core.idempotencyWindowMs,
+        expiresAtMs: Math.max(nowMs + core.idempotencyWindowMs, inputs[i]!.idempotencyForLifetime ? meta.expiresAtMs : 0),
       };
       core.claims.set(claimKey(namespace, meta.type, meta.idempotencyKey), claim);
       writes.push({ kind: "put-idempotency", claim }, ...sweepExpiredClaims(core, nowMs));

@@ -243,6 +243,13 @@ export interface SubmitInput {
    * of different scopes never learn each other's jobs); absent or "" is the shared namespace.
    */
   idempotencyNamespace?: string;
+  /**
+   * Keep the idempotency claim for as long as the job lives (its expiry), when that is longer
+   * than the server's idempotency window, and free the key once the job is gone (deleted):
+   * for doors whose callers name jobs by their own id (Workq), where the claim is how the id
+   * is found again.
+   */
+  idempotencyForLifetime?: boolean;
   dependsOn?: { type?: DependencyType; jids?: string[]; batchRefs?: string[]; childrenOf?: string };
   /** Name inside a batch, for other jobs' dependsOn.batchRefs. */
   batchRef?: string;

@@ -97,3 +97,43 @@ describe("idempotency keys", () => {
     );
   });
 });
+
+describe("idempotency claims kept for a job's lifetime (idempotencyForLifetime)", () => {
+  const input = { type: "workq", idempotencyKey: "id-1", idempotencyNamespace: "workq:", idempotencyForLifetime: true, ttlMs: 72 * HOUR };
+
+  it("claimedJob finds the job by its key past the window, until the job's ttl; without the option the claim ends with the window", async () => {
+    const { engine, clock, data } = await setup();
+    const [kept] = await engine.submit([input], single);
+    const [plain] = await engine.submit(
+      [{ type: "workq", idempotencyKey: "id-2", idempotencyNamespace: "workq:", ttlMs: 72 * HOUR }],
+      single,
+    );
+    expect(engine.claimedJob("workq:", "workq", "id-1")).toBe(kept!.jid);
+    expect(engine.claimedJob("workq:", "workq", "id-2")).toBe(plain!.jid);
+    expect(engine.claimedJob("other", "workq", "id-1")).toBeUndefined();
+    clock.advance(48 * HOUR);
+    expect(engine.claimedJob("workq:", "workq", "id-1")).toBe(kept!.jid);
+    expect(engine.claimedJob("workq:", "workq", "id-2")).toBeUndefined();
+    expect(await engine.submit([input], single)).toEqual([{ jid: kept!.jid, duplicate: true, state: "SCHEDULED" }]);
+    // Kept across a restart.
+    await engine.close();
+    const restarted = (await openEngine({ data, clock, idempotencyWindowMs: 24 * HOUR })).engine;
+    expect(restarted.claimedJob("workq:", "workq", "id-1")).toBe(kept!.jid);
+    clock.advance(25 * HOUR);
+    expect(restarted.claimedJob("workq:", "workq", "id-1")).toBeUndefined();
+  });
+
+  it("once the job is deleted its key is free: the next submit with it is a new job", async () => {
+    const { engine } = await setup();
+    const [first] = await engine.submit([input], single);
+    await engine.deleteJob(first!.jid);
+    const [second] = await engine.submit([input], single);
+    expect(second).toMatchObject({ duplicate: false, state: "SCHEDULED" });
+    expect(second!.jid).not.toBe(first!.jid);
+    expect(engine.claimedJob("workq:", "workq", "id-1")).toBe(second!.jid);
+    // A plain claim still names the deleted job (the window decides, as before).
+    const [plain] = await engine.submit([{ type: "t", idempotencyKey: "k" }], single);
+    await engine.deleteJob(plain!.jid);
+    expect((await engine.submit([{ type: "t", idempotencyKey: "k" }], single))[0]).toMatchObject({ jid: plain!.jid, duplicate: true });
+  });
+});

@@ -9,6 +9,8 @@ export interface ServerProcess {
   port: number;
   /** The HTTP side's port. */
   httpPort: number;
+  /** The Workq port, when started with --workq-port. */
+  workqPort?: number;
   child: ChildProcess;
   /** Collected stderr (structured logs). */
   stderr: () => string;
@@ -26,15 +28,16 @@ export async function spawnServer(dataDir: string, extraArgs: string[] = []): Pr
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once("exit", (code, signal) => resolve({ code, signal })),
   );
-  const [port, httpPort] = await new Promise<[number, number]>((resolve, reject) => {
+  const [port, httpPort, workqPort] = await new Promise<[number, number, number | undefined]>((resolve, reject) => {
     const lines = createInterface({ input: child.stdout! });
     lines.on("line", (line) => {
       const grpc = /"grpcPort":(\d+)/.exec(line);
       const http = /"httpPort":(\d+)/.exec(line);
-      if (grpc && http) resolve([Number(grpc[1]), Number(http[1])]);
+      const workq = /"workqPort":(\d+)/.exec(line);
+      if (grpc && http) resolve([Number(grpc[1]), Number(http[1]), workq ? Number(workq[1]) : undefined]);
     });
     void exited.then(({ code }) => reject(new Error(`worq serve exited (${code}) before listening:\n${stderr}`)));
     setTimeout(() => reject(new Error(`worq serve did not start within 15 s:\n${stderr}`)), 15_000);
   });
-  return { port, httpPort, child, stderr: () => stderr, exited };
+  return { port, httpPort, ...(workqPort !== undefined && { workqPort }), child, stderr: () => stderr, exited };
 }

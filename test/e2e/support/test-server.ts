@@ -11,6 +11,8 @@ export interface TestServer extends WorqClients {
   port: number;
   /** The HTTP side: Connect protocol, /healthz, /metrics. */
   httpPort: number;
+  /** The Workq port, when started with workqPort (0 picks a free one). */
+  workqPort?: number;
   dataDir: string;
   /** Stops the server gracefully and starts a new one on the same data dir (and port, with samePort). */
   restart(options?: { samePort?: boolean }): Promise<TestServer>;
@@ -42,6 +44,7 @@ export async function startTestServer(overrides: Partial<ServerConfig> = {}, dat
     ...connect(running.grpcPort),
     port: running.grpcPort,
     httpPort: running.httpPort,
+    ...(running.workqPort !== undefined && { workqPort: running.workqPort }),
     dataDir: dir,
     restart: async (options = {}) => {
       await running.close();

@@ -1,0 +1,175 @@
+/**
+ * The Workq port (--workq-port): Workq's text protocol over TCP (TLS when the server has
+ * TLS), on the same engine as the other ports. Each connection's commands run one at a time,
+ * in order, however they arrive (split across reads or pipelined); commands.ts does the work.
+ */
+import { createServer as createNetServer, type Server, type Socket } from "node:net";
+import { createServer as createTlsServer } from "node:tls";
+import type { Engine } from "../engine/engine.js";
+import type { Logger } from "../log.js";
+import type { Caller } from "../transport/auth/access-control.js";
+import type { PortTls } from "../transport/grpc-server.js";
+import type { ConnectionEvent } from "../transport/connection-caps.js";
+import { runCommand, type WorkqDoor } from "./commands.js";
+import { WorkqParser, type Frame } from "./framing.js";
+
+export interface WorkqListenerOptions {
+  engine: Engine;
+  host: string;
+  port: number;
+  tls?: PortTls;
+  /** Who every connection acts as: the --workq-token-file token's holder, or everyone without tokens. */
+  caller: Caller;
+  /** The server's --submit-rate gate (AccessControl.admitSubmits). */
+  admitSubmits: (caller: Caller, jobs: number) => void;
+  /** Open connections kept; one more is closed as soon as it is accepted. */
+  maxConnections: number;
+  /** How long a connection may take to finish a command it has begun sending (line and data block). */
+  partialTimeoutMs: number;
+  startedAtMs: number;
+  nowMs: () => number;
+  log: Logger;
+  /** Counts connections in /metrics (port="workq"): opened, closed, refused over the cap, cut for an unfinished command. */
+  observe: (event: ConnectionEvent) => void;
+}
+
+export interface WorkqListener {
+  port: number;
+  /** Stops accepting, ends every connection (their waits end), resolves when the port is closed. */
+  close(): Promise<void>;
+}
+
+/** Parsed commands a connection may have waiting before its socket is paused. */
+const MAX_QUEUED_FRAMES = 64;
+
+export async function listenWorkq(options: WorkqListenerOptions): Promise<WorkqListener> {
+  const sockets = new Set<Socket>();
+  const door: WorkqDoor = {
+    engine: options.engine,
+    leases: new Map(),
+    startedAtMs: options.startedAtMs,
+    activeClients: () => sockets.size,
+    nowMs: options.nowMs,
+    admitSubmits: options.admitSubmits,
+  };
+  let connectionSeq = 0;
+  const serve = (socket: Socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+    serveConnection(socket, door, options, ++connectionSeq);
+  };
+  const tls = options.tls;
+  const server: Server = tls
+    ? createTlsServer(
+        { allowHalfOpen: true, cert: tls.cert, key: tls.key, ...(tls.ca && { ca: tls.ca, requestCert: true, rejectUnauthorized: true }) },
+        serve,
+      )
+    : // Half-open: a client may send its commands and end its side (`printf … | nc`), then read the replies.
+      createNetServer({ allowHalfOpen: true }, serve);
+  server.maxConnections = options.maxConnections;
+  server.on("drop", () => options.observe("over_max_connections"));
+  server.on("connection", (socket: Socket) => {
+    options.observe("opened");
+    socket.once("close", () => options.observe("closed"));
+  });
+  // A TLS handshake that never finishes is bounded like an unfinished command.
+  if (tls) {
+    server.on("connection", (socket: Socket) => {
+      const timer = setTimeout(() => socket.destroy(), options.partialTimeoutMs);
+      timer.unref();
+      socket.once("close", () => clearTimeout(timer));
+      socket.once("secureConnect", () => clearTimeout(timer));
+    });
+    server.on("secureConnection", (socket: Socket) => socket.emit("secureConnect"));
+    server.on("tlsClientError", () => {});
+  }
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port, options.host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : options.port;
+  return {
+    port,
+    close: async () => {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const socket of sockets) socket.destroy();
+      await closed;
+    },
+  };
+}
+
+function serveConnection(socket: Socket, door: WorkqDoor, options: WorkqListenerOptions, id: number): void {
+  const parser = new WorkqParser();
+  const queue: Frame[] = [];
+  const gone = new AbortController();
+  const conn = { caller: options.caller, signal: gone.signal, id };
+  let running = false;
+  let peerEnded = false;
+  let partialTimer: NodeJS.Timeout | undefined;
+  socket.setNoDelay(true);
+  socket.on("error", () => {});
+  socket.once("close", () => {
+    clearTimeout(partialTimer);
+    gone.abort();
+  });
+
+  // A command begun must be finished within the bound, however slowly its bytes trickle in.
+  const watchPartial = () => {
+    if (!parser.partial) {
+      clearTimeout(partialTimer);
+      partialTimer = undefined;
+    } else if (partialTimer === undefined) {
+      partialTimer = setTimeout(() => {
+        options.observe("header_timeout");
+        options.log.debug("workq connection closed: a command was not finished in time", { connection: id });
+        socket.destroy();
+      }, options.partialTimeoutMs);
+      partialTimer.unref();
+    }
+  };
+
+  const write = async (bytes: Uint8Array) => {
+    if (socket.destroyed) return;
+    if (!socket.write(bytes)) await new Promise((resolve) => socket.once("drain", resolve).once("close", resolve));
+  };
+
+  const drain = async () => {
+    if (running) return;
+    running = true;
+    try {
+      while (queue.length > 0 && !socket.destroyed) {
+        const frame = queue.shift()!;
+        if (frame.kind === "error") {
+          await write(Buffer.from(`-CLIENT-ERROR ${frame.message}\r\n`));
+          if (frame.close) {
+            socket.end();
+            return;
+          }
+          continue;
+        }
+        await write(await runCommand(door, conn, frame.command));
+        if (socket.isPaused() && queue.length < MAX_QUEUED_FRAMES / 2) socket.resume();
+      }
+    } finally {
+      running = false;
+    }
+    if (peerEnded && queue.length === 0) socket.end();
+  };
+
+  socket.on("data", (chunk: Buffer) => {
+    queue.push(...parser.push(chunk));
+    watchPartial();
+    if (queue.length >= MAX_QUEUED_FRAMES) socket.pause();
+    void drain();
+  });
+  // The client sent all it will: answer what it sent, then close (an unfinished command is dropped).
+  socket.on("end", () => {
+    peerEnded = true;
+    clearTimeout(partialTimer);
+    void drain();
+  });
+}

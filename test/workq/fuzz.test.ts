@@ -1,0 +1,151 @@
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
+import { WorkqSocket } from "./support.js";
+
+/** Pieces Workq lines are made of, valid and not, so random streams hit the parser's edges. */
+const TOKENS = [
+  "add",
+  "schedule",
+  "run",
+  "result",
+  "lease",
+  "complete",
+  "fail",
+  "delete",
+  "inspect",
+  "job",
+  "jobs",
+  "queues",
+  "server",
+  "0d5c8a2e-6f1b-4c3d-9e7a-1b2c3d4e5f60",
+  "fz",
+  "1000",
+  "60000",
+  "0",
+  "4",
+  "-1",
+  "1048577",
+  "99999999999999999999",
+  "-priority=1",
+  "-x=",
+  "2036-01-01T00:00:00Z",
+  "\r\n",
+  "\n",
+  "\r",
+  " ",
+  "  ",
+  "\u0000",
+  "é",
+  "ping",
+];
+
+describe("Workq port under malformed input (real server)", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer({ workqPort: 0, headerTimeoutMs: 400, maxConnectionsPerPort: 20 });
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+
+  /** The server still answers Workq and gRPC, and every job it acknowledged reads back over gRPC. */
+  async function stillServes(acknowledged: string[]): Promise<void> {
+    const conn = await WorkqSocket.open(server.workqPort!);
+    expect(await conn.send("inspect server\r\n", "+OK 1\r\n")).toBe("+OK 1\r\n");
+    conn.close();
+    for (const id of acknowledged) {
+      const { jobs } = await server.admin.listJobs({ queue: "fz", pageSize: 1000 });
+      expect(jobs.some((job) => job.idempotencyKey === id)).toBe(true);
+    }
+  }
+
+  it("random streams of tokens, cut at random points: every reply is a whole Workq line, the server stays up", async () => {
+    const acknowledged: string[] = [];
+    let n = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.constantFrom(...TOKENS), { maxLength: 40 }),
+        fc.array(fc.nat(200), { maxLength: 4 }),
+        async (tokens, cuts) => {
+          const id = `0d5c8a2e-6f1b-4c3d-9e7a-${String(++n).padStart(12, "0")}`;
+          const stream = Buffer.from(tokens.join(" "), "latin1");
+          const conn = await WorkqSocket.open(server.workqPort!);
+          // A well-formed add on another connection meanwhile: acknowledged, it must be stored.
+          const producer = await WorkqSocket.open(server.workqPort!);
+          producer.write(`add ${id} fz 1000 60000 2\r\nok\r\n`);
+          let at = 0;
+          for (const cut of [...cuts].sort((a, b) => a - b)) {
+            if (cut <= at || cut >= stream.length) continue;
+            conn.write(stream.subarray(at, cut));
+            at = cut;
+            await new Promise((resolve) => setImmediate(resolve));
+          }
+          conn.write(stream.subarray(at));
+          const replies = await conn.drain(40);
+          conn.close();
+          expect(replies).toMatch(/^((\+OK( \d+)?|-CLIENT-ERROR [^\r\n]*|-NOT-FOUND|-TIMEOUT)\r\n|[^\r\n]*\r\n)*$/);
+          if ((await producer.read(5)) === "+OK\r\n") acknowledged.push(id);
+          producer.close();
+        },
+      ),
+      { numRuns: 60 },
+    );
+    expect(acknowledged).toHaveLength(60);
+    await stillServes(acknowledged);
+  });
+
+  it("huge sizes and overlong lines are refused and the connection closed; nothing is stored", async () => {
+    for (const request of ["add 0d5c8a2e-6f1b-4c3d-9e7a-1b2c3d4e5f99 fz 1000 60000 99999999999\r\n", `${"x".repeat(20_000)}\r\n`]) {
+      const conn = await WorkqSocket.open(server.workqPort!);
+      conn.write(request);
+      expect(await conn.drain(100)).toMatch(/^-CLIENT-ERROR /);
+      expect(await conn.closedWithin(1_000)).toBe(true);
+    }
+    const conn = await WorkqSocket.open(server.workqPort!);
+    expect(await conn.send("inspect job 0d5c8a2e-6f1b-4c3d-9e7a-1b2c3d4e5f99\r\n", "-NOT-FOUND\r\n")).toBe("-NOT-FOUND\r\n");
+    conn.close();
+  });
+
+  it("a client that never finishes a line or a data block is cut off after the bound; an idle one is not", async () => {
+    const slowLine = await WorkqSocket.open(server.workqPort!);
+    slowLine.write("inspect ser");
+    const slowBlock = await WorkqSocket.open(server.workqPort!);
+    slowBlock.write("add 0d5c8a2e-6f1b-4c3d-9e7a-1b2c3d4e5f98 fz 1000 60000 100\r\nonly part");
+    const idle = await WorkqSocket.open(server.workqPort!);
+    // Drip bytes slower than the bound allows: the bound counts from the command's start.
+    const drip = setInterval(() => slowLine.write("v"), 100);
+    try {
+      expect(await slowLine.closedWithin(2_000)).toBe(true);
+      expect(await slowBlock.closedWithin(2_000)).toBe(true);
+    } finally {
+      clearInterval(drip);
+    }
+    expect(idle.closed).toBe(false);
+    const metrics = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`)).text();
+    expect(metrics).toMatch(/^worq_connections_refused_total\{port="workq",reason="header_timeout"\} [2-9]/m);
+    expect(await idle.send("inspect server\r\n", "+OK 1\r\n")).toBe("+OK 1\r\n");
+    idle.close();
+    await stillServes([]);
+  });
+
+  it("at most --max-connections connections are kept open", async () => {
+    const conns = await Promise.all(Array.from({ length: 20 }, () => WorkqSocket.open(server.workqPort!)));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const extra = await WorkqSocket.open(server.workqPort!);
+    expect(await extra.closedWithin(1_000)).toBe(true);
+    const metrics = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`)).text();
+    expect(metrics).toMatch(/^worq_connections_refused_total\{port="workq",reason="over_max_connections"\} [1-9]/m);
+    for (const conn of conns) conn.close();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await stillServes([]);
+  });
+
+  it("a client that sends its commands and ends its side still gets every reply", async () => {
+    const conn = await WorkqSocket.open(server.workqPort!);
+    conn.write("inspect server\r\ninspect queue fz\r\n");
+    conn.socket.end();
+    expect(await conn.closedWithin(2_000)).toBe(true);
+    expect(await conn.read(1_000, 100)).toMatch(/^\+OK 1\r\nserver 3\r\n[\s\S]*\+OK 1\r\nfz 2\r\nready-len \d+\r\nscheduled-len 0\r\n$/);
+  });
+});
