@@ -17,12 +17,8 @@ import type { WorkqCommand } from "./framing.js";
 /** The job type of jobs added over Workq (Workq jobs have only a name: the queue). */
 const WORKQ_JOB_TYPE = "workq";
 
-/**
- * What Workq's "unlimited" max-attempts (0, its default) becomes. Workq's own server caps
- * attempts at 255 even then; once the engine takes maxAttempts 0 as unlimited (up to the
- * job's ttl), this becomes 0.
- */
-const WORKQ_UNLIMITED_ATTEMPTS = 255;
+/** Workq's "unlimited" max-attempts (0, its default): the engine's unlimited, attempts until the job's ttl ends it. */
+const WORKQ_UNLIMITED_ATTEMPTS = 0;
 
 const MAX_TTR_MS = 86_400_000;
 const MAX_TTL_MS = 2_592_000_000; // 30 days, as Workq's server allows
@@ -288,21 +284,14 @@ function resultReply(id: string, view: JobView): Buffer {
   return Buffer.concat([Buffer.from(`+OK 1\r\n${id} ${success ? 1 : 0} ${bytes.byteLength}\r\n`), bytes, Buffer.from("\r\n")]);
 }
 
-/**
- * The result a worker's `fail` gave, for result and run replies. The engine does not store a
- * failed job's result yet, so this is empty; once it does, read it from the view here.
- */
-function failResultOf(_view: JobView): Uint8Array {
-  return new Uint8Array();
+/** The result a worker's `fail` gave (stored with the job like an ack's), for result and run replies. */
+function failResultOf(view: JobView): Uint8Array {
+  return view.result ?? new Uint8Array();
 }
 
-/**
- * What a Workq `fail` reports to the engine. Its result block is parsed and checked (size and
- * framing) but the engine has no place for a failed job's result yet: once FailRequest.result
- * exists, add `result` to this report (and read it back in failResultOf).
- */
-function failReportOf(_result: Buffer): FailureReport {
-  return { message: "failed by a Workq worker", errtype: "WorkqFail", backtrace: [], category: "TEMPORARY" };
+/** What a Workq `fail` reports to the engine: its result block is stored with the job. */
+function failReportOf(result: Buffer): FailureReport {
+  return { message: "failed by a Workq worker", errtype: "WorkqFail", backtrace: [], category: "TEMPORARY", result };
 }
 
 async function resultOf(door: WorkqDoor, conn: WorkqConnection, command: WorkqCommand): Promise<Buffer> {

@@ -27,6 +27,8 @@ describe("Workq and gRPC share one set of jobs (real server)", () => {
     const { job } = await server.admin.getJob({ jid });
     expect(job).toMatchObject({ queue: "interop", type: "workq", idempotencyKey: id, state: JobState.SCHEDULED });
     expect(text(job!.payload)).toBe("hello");
+    // Workq's default max-attempts is unlimited: attempts go on until the job's ttl ends it.
+    expect(job!.retry!.maxAttempts).toBe(0);
 
     const worker = new StreamWorker(server, { queues: ["interop"], workerId: "grpc-worker", credits: 1 });
     const leased = await worker.next();
@@ -116,7 +118,8 @@ describe("Workq max-fails (real server)", () => {
     expect(await stateOf(twice)).toBe("3");
     await leaseAndFail(twice, "f2");
     expect(await stateOf(twice)).toBe("2");
-    expect(await conn.send(`result ${twice} 0\r\n`, `+OK 1\r\n${twice} 0 0\r\n\r\n`)).toBe(`+OK 1\r\n${twice} 0 0\r\n\r\n`);
+    // The last fail's result is the job's result, with success 0.
+    expect(await conn.send(`result ${twice} 0\r\n`, `+OK 1\r\n${twice} 0 3\r\nbad\r\n`)).toBe(`+OK 1\r\n${twice} 0 3\r\nbad\r\n`);
   });
 });
 

@@ -145,8 +145,8 @@ export const EXAMPLES: Example[] = [
       addPing(C7),
       { conn: "b", send: "lease ping 1000\r\n", reply: `+OK 1\r\n${C7} ping 1000 4\r\nping\r\n` },
       { conn: "b", send: `fail ${C7} 4\r\noops\r\n`, reply: OK },
-      // The engine does not keep a failed job's result yet: the result is empty.
-      { conn: "a", send: `result ${C7} 1000\r\n`, reply: `+OK 1\r\n${C7} 0 0\r\n\r\n` },
+      // The fail's result is kept and answered, with success 0.
+      { conn: "a", send: `result ${C7} 1000\r\n`, reply: `+OK 1\r\n${C7} 0 4\r\noops\r\n` },
       { conn: "a", send: `inspect job ${C7}\r\n` },
     ],
   },
