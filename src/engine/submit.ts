@@ -293,6 +293,8 @@ function checkJoinRoom(
   fieldOf: (index: number) => string,
 ): Map<number, JobMeta[]> {
   const joins = new Map<number, JobMeta[]>();
+  // Every submit passes here: without a pending join anywhere there is nothing to look up.
+  if (core.joiners.size === 0) return joins;
   const newChildren = new Map<string, number>();
   const batchJids = new Set(built.map(({ meta }) => meta.jid));
   inputs.forEach((input, i) => {
