@@ -14,6 +14,10 @@ export interface ServerConfig {
   workqPort?: number;
   /** File holding the token every Workq connection acts with; required when token auth is on. */
   workqTokenFile?: string;
+  /** Faktory work-protocol port (src/faktory); unset = off, 0 = any free port. */
+  faktoryPort?: number;
+  /** File of the passwords Faktory clients prove: tokens of --auth-tokens, or one shared password without token auth. */
+  faktoryPasswordFile?: string;
   dataDir: string;
   /** A postgres:// URL to keep the data in PostgreSQL instead of LevelDB in dataDir. */
   store?: string;
@@ -87,6 +91,10 @@ const SERVE_OPTIONS: ReadonlyArray<{ group: string; flags: string; help: string 
     [
       "--workq-port <n>",
       "serve Workq's text protocol on this port too, 0 = any free port (docs/workq-protocol.md) [WORQ_WORKQ_PORT] (default off)",
+    ],
+    [
+      "--faktory-port <n>",
+      "serve Faktory's work protocol on this port too, 0 = any free port (docs/faktory-protocol.md) [WORQ_FAKTORY_PORT] (default off)",
     ],
     ["--data-dir <dir>", "LevelDB data directory [WORQ_DATA_DIR] (default ./worq-data)"],
     [
@@ -167,6 +175,10 @@ const SERVE_OPTIONS: ReadonlyArray<{ group: string; flags: string; help: string 
     [
       "--workq-token-file <file>",
       "with --auth-tokens and --workq-port: a file holding one token of --auth-tokens; every Workq connection acts with its role and queues [WORQ_WORKQ_TOKEN_FILE]",
+    ],
+    [
+      "--faktory-password-file <file>",
+      "with --faktory-port: passwords Faktory clients must prove, one a line: tokens of --auth-tokens (required with it; each acts with its role and queues), or one shared password without it [WORQ_FAKTORY_PASSWORD_FILE]",
     ],
     ["--public-reflection", "serve gRPC reflection without a token (health is always open) [WORQ_PUBLIC_REFLECTION=1]"],
     [
@@ -276,6 +288,10 @@ export function serveConfig(values: ServeValues, env: NodeJS.ProcessEnv = proces
   if (workqPort !== undefined && workqPort !== "") config.workqPort = parsePort(workqPort, "--workq-port");
   const workqTokenFile = pick("workq-token-file", "WORQ_WORKQ_TOKEN_FILE");
   if (workqTokenFile !== undefined && workqTokenFile !== "") config.workqTokenFile = workqTokenFile;
+  const faktoryPort = pick("faktory-port", "WORQ_FAKTORY_PORT");
+  if (faktoryPort !== undefined && faktoryPort !== "") config.faktoryPort = parsePort(faktoryPort, "--faktory-port");
+  const faktoryPasswordFile = pick("faktory-password-file", "WORQ_FAKTORY_PASSWORD_FILE");
+  if (faktoryPasswordFile !== undefined && faktoryPasswordFile !== "") config.faktoryPasswordFile = faktoryPasswordFile;
   const store = pick("store", "WORQ_STORE");
   if (store !== undefined && store !== "") config.store = parseStoreUrl(store);
   if (config.maxJobBytes < 1 || config.maxJobBytes > LIMITS.maxMaxJobBytes) {
@@ -310,12 +326,22 @@ export function serveConfig(values: ServeValues, env: NodeJS.ProcessEnv = proces
   if (config.workqTokenFile !== undefined && (config.workqPort === undefined || config.authTokensFile === undefined)) {
     throw new Error("--workq-token-file is only used with both --workq-port and --auth-tokens");
   }
+  if (config.authTokensFile !== undefined && config.faktoryPort !== undefined && config.faktoryPasswordFile === undefined) {
+    throw new Error(
+      "--faktory-port with --auth-tokens needs --faktory-password-file <file>: Faktory clients prove a password, so the file lists the tokens (of --auth-tokens) they may use as passwords",
+    );
+  }
+  if (config.faktoryPasswordFile !== undefined && config.faktoryPort === undefined) {
+    throw new Error("--faktory-password-file is only used with --faktory-port");
+  }
   if (pickSwitch("insecure", "WORQ_INSECURE")) config.insecure = true;
   refuseOpenNetworkBind(config, config.insecure === true);
   if (pickSwitch("cluster", "WORQ_CLUSTER")) {
-    // Followers forward gRPC and HTTP calls to the leader; nothing forwards Workq's protocol yet.
+    // Followers forward gRPC and HTTP calls to the leader; nothing forwards Workq's or Faktory's protocol yet.
     if (config.workqPort !== undefined)
       throw new Error("--workq-port is not supported with --cluster: run the Workq port on a single server");
+    if (config.faktoryPort !== undefined)
+      throw new Error("--faktory-port is not supported with --cluster: run the Faktory port on a single server");
     config.cluster = clusterOf(
       config,
       pick("node-id", "WORQ_NODE_ID"),

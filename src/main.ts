@@ -27,6 +27,8 @@ import { readWebhookSecret } from "./callbacks/webhook-signature.js";
 import { checkClientCaBundle, fileMode, startupWarnings } from "./startup-checks.js";
 import { AccessControl, ANONYMOUS, type Caller } from "./transport/auth/access-control.js";
 import { listenWorkq, type WorkqListener } from "./workq/listener.js";
+import { listenFaktory, type FaktoryListener } from "./faktory/listener.js";
+import type { FaktoryPassword } from "./faktory/handshake.js";
 import { grpcAccessInterceptor } from "./transport/auth/grpc-interceptor.js";
 import { loadTokenFile } from "./transport/auth/token-file.js";
 import { createStore } from "./storage/open-store.js";
@@ -40,6 +42,8 @@ export interface RunningServer {
   httpPort: number;
   /** Port of the Workq text protocol (--workq-port); undefined when off. */
   workqPort?: number;
+  /** Port of Faktory's work protocol (--faktory-port); undefined when off. */
+  faktoryPort?: number;
   /** Whether the ports speak TLS. */
   tls: boolean;
   /** Re-reads the --auth-tokens file (SIGHUP): tokens added or removed take effect for new calls. Returns the token count. */
@@ -78,6 +82,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
     submitRate: config.submitRate,
   });
   const workqCaller = config.workqPort === undefined ? undefined : workqCallerOf(config, access);
+  const faktoryPasswords = config.faktoryPort === undefined ? [] : faktoryPasswordsOf(config, access);
   const startedAtMs = systemClock.nowMs();
   const isCallbackAllowed = originAllowlist(config.callbackAllow);
   const webhookSecret = config.webhookSecretFile === undefined ? undefined : readWebhookSecret(config.webhookSecretFile);
@@ -194,6 +199,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
   await leader?.beforeBind();
   let grpcPort: number, httpPort: number;
   let workq: WorkqListener | undefined;
+  let faktory: FaktoryListener | undefined;
   try {
     grpcPort = await bindGrpc(server, config.host, config.port, tls);
     capGrpcConnections(server, caps("grpc"));
@@ -215,10 +221,28 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
         observe: (event) => metrics.observeConnection("workq", event),
       });
     }
+    if (config.faktoryPort !== undefined) {
+      faktory = await listenFaktory({
+        engine,
+        host: config.host,
+        port: config.faktoryPort,
+        ...(tls && { tls }),
+        passwords: faktoryPasswords,
+        anonymous: ANONYMOUS,
+        admitSubmits: (caller, jobs) => access.admitSubmits(caller, jobs),
+        maxConnections: config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS,
+        partialTimeoutMs: config.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS,
+        startedAtMs,
+        nowMs: () => systemClock.nowMs(),
+        log,
+        observe: (event) => metrics.observeConnection("faktory", event),
+      });
+    }
   } catch (error) {
     // Release the store (and its lock: a cluster must not be left with a leader that never serves).
     server.forceShutdown();
     http.close(() => {});
+    await workq?.close();
     stopTimers();
     webhooks.stop();
     await engine.close().catch(() => {});
@@ -248,6 +272,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
       recovery.stop();
       engine.beginShutdown();
       await workq?.close();
+      await faktory?.close();
       stopTimers();
       webhooks.stop();
       await new Promise<void>((done) => {
@@ -272,7 +297,15 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
     access.replaceTokens(tokens);
     return tokens.length;
   };
-  return { grpcPort, httpPort, ...(workq && { workqPort: workq.port }), tls: tls !== undefined, reloadTokens, close };
+  return {
+    grpcPort,
+    httpPort,
+    ...(workq && { workqPort: workq.port }),
+    ...(faktory && { faktoryPort: faktory.port }),
+    tls: tls !== undefined,
+    reloadTokens,
+    close,
+  };
 }
 
 /**
@@ -289,6 +322,34 @@ function workqCallerOf(config: ServerConfig, access: AccessControl): Caller {
   } catch {
     throw new Error(`--workq-token-file ${file}: the file must hold one token of the --auth-tokens file (as worq token create printed it)`);
   }
+}
+
+/**
+ * The passwords Faktory clients may prove: with token auth, the tokens listed in
+ * --faktory-password-file (each must be one of --auth-tokens, and the client then acts with
+ * its role and queues); without it, the file's one shared password, or none without a file.
+ */
+function faktoryPasswordsOf(config: ServerConfig, access: AccessControl): FaktoryPassword[] {
+  const file = config.faktoryPasswordFile;
+  if (file === undefined) return [];
+  const lines = readFileSync(file, "utf8")
+    .split("\n")
+    .map((line) => line.trim())
+    .filter((line) => line !== "" && !line.startsWith("#"));
+  if (lines.length === 0) throw new Error(`--faktory-password-file ${file}: the file holds no password`);
+  if (!access.tokenAuth) {
+    if (lines.length > 1) throw new Error(`--faktory-password-file ${file}: without --auth-tokens the file holds one password`);
+    return [{ password: lines[0]!, caller: ANONYMOUS }];
+  }
+  return lines.map((token, i) => {
+    try {
+      return { password: token, caller: access.authenticate(`Bearer ${token}`) };
+    } catch {
+      throw new Error(
+        `--faktory-password-file ${file}: line ${i + 1} is not a token of the --auth-tokens file (as worq token create printed it)`,
+      );
+    }
+  });
 }
 
 /** The PEM files of --tls-cert, --tls-key and --tls-client-ca, read; undefined without TLS. */

@@ -64,6 +64,7 @@ export async function serve(config: ServerConfig): Promise<void> {
     http: `${config.host}:${server.httpPort}`,
     httpPort: server.httpPort,
     ...(server.workqPort !== undefined && { workq: `${config.host}:${server.workqPort}`, workqPort: server.workqPort }),
+    ...(server.faktoryPort !== undefined && { faktory: `${config.host}:${server.faktoryPort}`, faktoryPort: server.faktoryPort }),
     tls: server.tls,
     ...(config.cluster && { node: config.cluster.nodeId, cluster: true }),
   };

@@ -247,7 +247,7 @@ function takeReady(core: EngineCore, queues: readonly string[]): JobMeta | undef
 
 /** The open Lease streams and what each holds. */
 export function listWorkers(core: EngineCore): WorkerView[] {
-  return [...core.sessions.values()].map((session) => ({
+  const streams = [...core.sessions.values()].map((session) => ({
     workerId: session.options.workerId,
     queues: session.options.queues,
     credits: session.options.credits,
@@ -258,6 +258,7 @@ export function listWorkers(core: EngineCore): WorkerView[] {
       return jid === undefined ? [] : [{ jid, leaseId }];
     }),
   }));
+  return [...streams, ...[...core.doorWorkers.values()].map((worker) => worker.view())];
 }
 
 /** Sends QUIET or TERMINATE to every open stream of `workerId`; returns how many. */
@@ -265,7 +266,9 @@ export function controlWorker(core: EngineCore, workerId: string, action: "QUIET
   if (!workerId) invalid("worker_id", "is required");
   const targets = [...core.sessions.values()].filter((session) => session.options.workerId === workerId);
   for (const session of targets) session.sink.control(action, `${action.toLowerCase()} requested by an operator`);
-  return targets.length;
+  const doorWorker = core.doorWorkers.get(workerId);
+  doorWorker?.control(action);
+  return targets.length + (doorWorker ? 1 : 0);
 }
 
 /** Tells the worker holding the job's lease that it is void; frees the slot if no live stream runs it. */

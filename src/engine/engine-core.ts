@@ -16,7 +16,7 @@ import { ExpiryQueue } from "./expiry-queue.js";
 import { KeyedLock } from "./keyed-lock.js";
 import { BodyCache } from "./body-cache.js";
 import { LiveJobs } from "./live-jobs.js";
-import type { EngineOptions } from "./engine-types.js";
+import type { DoorWorker, EngineOptions } from "./engine-types.js";
 import type { Session } from "./dispatch.js";
 import { enqueueReady } from "./paging.js";
 import { pushExpiry, schedulePurge, scheduleTimers } from "./timers.js";
@@ -85,6 +85,8 @@ export class EngineCore {
   /** Bodies of just-submitted ready jobs, so their lease does not read them back. */
   readonly bodies = new BodyCache();
   readonly sessions = new Map<number, Session>();
+  /** Workers of other doors (Faktory's), listed and controlled beside the Lease streams: workerId -> door worker. */
+  readonly doorWorkers = new Map<string, DoorWorker>();
   /**
    * The worker slot of every unreported lease. A slot stays taken until the worker reports
    * the job (Ack/Fail, even a refused stale one), also when the lease lapsed meanwhile: its

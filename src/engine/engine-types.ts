@@ -80,6 +80,15 @@ export interface LeaseSessionOptions {
   order?: "LISTED" | "RANDOM";
 }
 
+/**
+ * A worker that reaches the engine through another door (Faktory's FETCH opens a short
+ * session per job): the door says what it holds and takes the operator's controls.
+ */
+export interface DoorWorker {
+  view(): WorkerView;
+  control(action: "QUIET" | "TERMINATE"): void;
+}
+
 /** A worker's open Lease stream as the engine tracks it. */
 export interface LeaseSession {
   readonly id: number;

@@ -15,6 +15,7 @@ import type {
   QueueStatsView,
   SubmitResult,
   WorkerView,
+  DoorWorker,
 } from "./engine-types.js";
 import { EngineCore } from "./engine-core.js";
 import { recover } from "./recovery.js";
@@ -164,7 +165,15 @@ export class Engine {
     return listWorkers(this.core);
   }
 
-  /** Sends QUIET or TERMINATE to every open stream of `workerId`; returns how many. */
+  /** Lists `worker` among the workers (ListWorkers, the dashboard) and passes it controls, until the returned function is called. */
+  registerDoorWorker(workerId: string, worker: DoorWorker): () => void {
+    this.core.doorWorkers.set(workerId, worker);
+    return () => {
+      if (this.core.doorWorkers.get(workerId) === worker) this.core.doorWorkers.delete(workerId);
+    };
+  }
+
+  /** Sends QUIET or TERMINATE to every open stream of `workerId` (and a door's worker of that id); returns how many. */
   controlWorker(workerId: string, action: "QUIET" | "TERMINATE"): number {
     return controlWorker(this.core, workerId, action);
   }

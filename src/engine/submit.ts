@@ -95,7 +95,7 @@ export async function submit(
     const claim =
       meta.idempotencyKey === undefined
         ? undefined
-        : core.claims.get(claimKey(inputs[i]!.idempotencyNamespace, meta.type, meta.idempotencyKey));
+        : core.claims.get(claimKey(inputs[i]!.idempotencyNamespace, claimTypeOf(inputs[i]!, meta), meta.idempotencyKey));
     if (claim) referenced.add(claim.jid);
   }
   const toRead = [...referenced].filter((jid) => !core.live.has(jid) && isUuidV4(jid));
@@ -171,7 +171,10 @@ function createJobs(
   });
   const seenKeys = new Map<string, string>();
   const planned: PlannedJob[] = built.map(({ meta }, i) => {
-    const key = meta.idempotencyKey === undefined ? undefined : claimKey(inputs[i]!.idempotencyNamespace, meta.type, meta.idempotencyKey);
+    const key =
+      meta.idempotencyKey === undefined
+        ? undefined
+        : claimKey(inputs[i]!.idempotencyNamespace, claimTypeOf(inputs[i]!, meta), meta.idempotencyKey);
     let claim = key === undefined ? undefined : core.claims.get(key);
     // A claim kept for a job's lifetime ends with the job: once it is deleted the key is free.
     if (claim && inputs[i]!.idempotencyForLifetime && !known(claim.jid)) claim = undefined;
@@ -232,12 +235,12 @@ function createJobs(
       const namespace = inputs[i]!.idempotencyNamespace;
       const claim: IdempotencyClaim = {
         ...(namespace ? { namespace } : {}),
-        type: meta.type,
+        type: claimTypeOf(inputs[i]!, meta),
         key: meta.idempotencyKey,
         jid: meta.jid,
         expiresAtMs: Math.max(nowMs + core.idempotencyWindowMs, inputs[i]!.idempotencyForLifetime ? meta.expiresAtMs : 0),
       };
-      core.claims.set(claimKey(namespace, meta.type, meta.idempotencyKey), claim);
+      core.claims.set(claimKey(namespace, claim.type, meta.idempotencyKey), claim);
       writes.push({ kind: "put-idempotency", claim }, ...sweepExpiredClaims(core, nowMs));
     }
     results.push({ jid: meta.jid, state: meta.state, duplicate: false });
@@ -361,4 +364,9 @@ function sweepExpiredClaims(core: EngineCore, nowMs: number): StoreWrite[] {
     writes.push({ kind: "delete-idempotency", claim });
   }
   return writes;
+}
+
+/** The type a job's idempotency key is claimed under: its own, unless its door names jobs across types. */
+function claimTypeOf(input: SubmitInput, meta: JobMeta): string {
+  return input.idempotencyType ?? meta.type;
 }

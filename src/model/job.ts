@@ -250,6 +250,11 @@ export interface SubmitInput {
    * is found again.
    */
   idempotencyForLifetime?: boolean;
+  /**
+   * The type the idempotency key is claimed under, when not the job's own: a door whose
+   * callers name jobs across job types by one id (Faktory's jid) claims them all under one.
+   */
+  idempotencyType?: string;
   dependsOn?: { type?: DependencyType; jids?: string[]; batchRefs?: string[]; childrenOf?: string };
   /** Name inside a batch, for other jobs' dependsOn.batchRefs. */
   batchRef?: string;

@@ -3,13 +3,13 @@
  * TLS), on the same engine as the other ports. Each connection's commands run one at a time,
  * in order, however they arrive (split across reads or pipelined); commands.ts does the work.
  */
-import { createServer as createNetServer, type Server, type Socket } from "node:net";
-import { createServer as createTlsServer } from "node:tls";
+import type { Socket } from "node:net";
 import type { Engine } from "../engine/engine.js";
 import type { Logger } from "../log.js";
 import type { Caller } from "../transport/auth/access-control.js";
 import type { PortTls } from "../transport/grpc-server.js";
 import type { ConnectionEvent } from "../transport/connection-caps.js";
+import { listenLines, type LineListener } from "../transport/line-listener.js";
 import { runCommand, type WorkqDoor } from "./commands.js";
 import { WorkqParser, type Frame } from "./framing.js";
 
@@ -43,63 +43,25 @@ export interface WorkqListener {
 const MAX_QUEUED_FRAMES = 64;
 
 export async function listenWorkq(options: WorkqListenerOptions): Promise<WorkqListener> {
-  const sockets = new Set<Socket>();
+  let listener: LineListener | undefined;
   const door: WorkqDoor = {
     engine: options.engine,
     leases: new Map(),
     startedAtMs: options.startedAtMs,
-    activeClients: () => sockets.size,
+    activeClients: () => listener?.connections() ?? 0,
     nowMs: options.nowMs,
     admitSubmits: options.admitSubmits,
   };
-  let connectionSeq = 0;
-  const serve = (socket: Socket) => {
-    sockets.add(socket);
-    socket.once("close", () => sockets.delete(socket));
-    serveConnection(socket, door, options, ++connectionSeq);
-  };
-  const tls = options.tls;
-  const server: Server = tls
-    ? createTlsServer(
-        { allowHalfOpen: true, cert: tls.cert, key: tls.key, ...(tls.ca && { ca: tls.ca, requestCert: true, rejectUnauthorized: true }) },
-        serve,
-      )
-    : // Half-open: a client may send its commands and end its side (`printf … | nc`), then read the replies.
-      createNetServer({ allowHalfOpen: true }, serve);
-  server.maxConnections = options.maxConnections;
-  server.on("drop", () => options.observe("over_max_connections"));
-  server.on("connection", (socket: Socket) => {
-    options.observe("opened");
-    socket.once("close", () => options.observe("closed"));
+  listener = await listenLines({
+    host: options.host,
+    port: options.port,
+    ...(options.tls && { tls: options.tls }),
+    maxConnections: options.maxConnections,
+    partialTimeoutMs: options.partialTimeoutMs,
+    observe: options.observe,
+    serve: (socket, id) => serveConnection(socket, door, options, id),
   });
-  // A TLS handshake that never finishes is bounded like an unfinished command.
-  if (tls) {
-    server.on("connection", (socket: Socket) => {
-      const timer = setTimeout(() => socket.destroy(), options.partialTimeoutMs);
-      timer.unref();
-      socket.once("close", () => clearTimeout(timer));
-      socket.once("secureConnect", () => clearTimeout(timer));
-    });
-    server.on("secureConnection", (socket: Socket) => socket.emit("secureConnect"));
-    server.on("tlsClientError", () => {});
-  }
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.port, options.host, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  const address = server.address();
-  const port = typeof address === "object" && address ? address.port : options.port;
-  return {
-    port,
-    close: async () => {
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      for (const socket of sockets) socket.destroy();
-      await closed;
-    },
-  };
+  return listener;
 }
 
 function serveConnection(socket: Socket, door: WorkqDoor, options: WorkqListenerOptions, id: number): void {
