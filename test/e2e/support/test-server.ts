@@ -13,6 +13,8 @@ export interface TestServer extends WorqClients {
   httpPort: number;
   /** The Workq port, when started with workqPort (0 picks a free one). */
   workqPort?: number;
+  /** The Faktory port, when started with faktoryPort (0 picks a free one). */
+  faktoryPort?: number;
   dataDir: string;
   /** Stops the server gracefully and starts a new one on the same data dir (and port, with samePort). */
   restart(options?: { samePort?: boolean }): Promise<TestServer>;
@@ -45,6 +47,7 @@ export async function startTestServer(overrides: Partial<ServerConfig> = {}, dat
     port: running.grpcPort,
     httpPort: running.httpPort,
     ...(running.workqPort !== undefined && { workqPort: running.workqPort }),
+    ...(running.faktoryPort !== undefined && { faktoryPort: running.faktoryPort }),
     dataDir: dir,
     restart: async (options = {}) => {
       await running.close();
