@@ -12,7 +12,9 @@ export function registerWorkers(program: Command): void {
   const workers = program
     .command("workers")
     .summary("list connected workers and the jobs they hold")
-    .description("Lists each open Lease stream: its worker id, queues, credits, the jobs it holds and when it connected.")
+    .description(
+      "Lists each worker (open Lease streams, and Faktory worker processes as faktory:<wid>): its worker id, queues, credits, the jobs it holds and when it connected.",
+    )
     .addHelpText("after", "\nExample:\n  worq workers --json");
   withGlobalOptions(workers);
   workers.action(async (_flags: unknown, self: Command) => {

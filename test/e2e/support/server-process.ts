@@ -11,6 +11,7 @@ export interface ServerProcess {
   httpPort: number;
   /** The Workq port, when started with --workq-port. */
   workqPort?: number;
+  faktoryPort?: number;
   child: ChildProcess;
   /** Collected stderr (structured logs). */
   stderr: () => string;
@@ -28,16 +29,28 @@ export async function spawnServer(dataDir: string, extraArgs: string[] = []): Pr
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once("exit", (code, signal) => resolve({ code, signal })),
   );
-  const [port, httpPort, workqPort] = await new Promise<[number, number, number | undefined]>((resolve, reject) => {
-    const lines = createInterface({ input: child.stdout! });
-    lines.on("line", (line) => {
-      const grpc = /"grpcPort":(\d+)/.exec(line);
-      const http = /"httpPort":(\d+)/.exec(line);
-      const workq = /"workqPort":(\d+)/.exec(line);
-      if (grpc && http) resolve([Number(grpc[1]), Number(http[1]), workq ? Number(workq[1]) : undefined]);
-    });
-    void exited.then(({ code }) => reject(new Error(`worq serve exited (${code}) before listening:\n${stderr}`)));
-    setTimeout(() => reject(new Error(`worq serve did not start within 15 s:\n${stderr}`)), 15_000);
-  });
-  return { port, httpPort, ...(workqPort !== undefined && { workqPort }), child, stderr: () => stderr, exited };
+  const [port, httpPort, workqPort, faktoryPort] = await new Promise<[number, number, number | undefined, number | undefined]>(
+    (resolve, reject) => {
+      const lines = createInterface({ input: child.stdout! });
+      lines.on("line", (line) => {
+        const grpc = /"grpcPort":(\d+)/.exec(line);
+        const http = /"httpPort":(\d+)/.exec(line);
+        const workq = /"workqPort":(\d+)/.exec(line);
+        const faktory = /"faktoryPort":(\d+)/.exec(line);
+        if (grpc && http)
+          resolve([Number(grpc[1]), Number(http[1]), workq ? Number(workq[1]) : undefined, faktory ? Number(faktory[1]) : undefined]);
+      });
+      void exited.then(({ code }) => reject(new Error(`worq serve exited (${code}) before listening:\n${stderr}`)));
+      setTimeout(() => reject(new Error(`worq serve did not start within 15 s:\n${stderr}`)), 15_000);
+    },
+  );
+  return {
+    port,
+    httpPort,
+    ...(workqPort !== undefined && { workqPort }),
+    ...(faktoryPort !== undefined && { faktoryPort }),
+    child,
+    stderr: () => stderr,
+    exited,
+  };
 }
