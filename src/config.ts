@@ -337,11 +337,6 @@ export function serveConfig(values: ServeValues, env: NodeJS.ProcessEnv = proces
   if (pickSwitch("insecure", "WORQ_INSECURE")) config.insecure = true;
   refuseOpenNetworkBind(config, config.insecure === true);
   if (pickSwitch("cluster", "WORQ_CLUSTER")) {
-    // Followers forward gRPC and HTTP calls to the leader; nothing forwards Workq's or Faktory's protocol yet.
-    if (config.workqPort !== undefined)
-      throw new Error("--workq-port is not supported with --cluster: run the Workq port on a single server");
-    if (config.faktoryPort !== undefined)
-      throw new Error("--faktory-port is not supported with --cluster: run the Faktory port on a single server");
     config.cluster = clusterOf(
       config,
       pick("node-id", "WORQ_NODE_ID"),

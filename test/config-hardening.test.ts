@@ -85,9 +85,13 @@ describe("worq serve: hardening flags", () => {
     expect(
       parse(["--workq-port", "9922", "--auth-tokens", "/etc/worq/tokens", "--workq-token-file", "/etc/worq/workq.token"]).workqTokenFile,
     ).toBe("/etc/worq/workq.token");
-    expect(() => parse(["--workq-port", "9922", "--cluster", "--store", "postgres://db/worq", "--node-id", "n1"])).toThrow(
-      "--workq-port is not supported with --cluster: run the Workq port on a single server",
-    );
+    // In a cluster every node serves it: followers pass each connection to the leader's.
+    expect(
+      parse(["--workq-port", "9922", "--faktory-port", "7421", "--cluster", "--store", "postgres://db/worq", "--node-id", "n1"]),
+    ).toMatchObject({
+      workqPort: 9922,
+      faktoryPort: 7421,
+    });
     expect(() => parse(["--workq-token-file", "/etc/worq/workq.token"])).toThrow(
       "--workq-token-file is only used with both --workq-port and --auth-tokens",
     );

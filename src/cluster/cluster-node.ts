@@ -58,6 +58,8 @@ export async function startClusterNode(
     host: config.host,
     grpcPort: config.port,
     httpPort: config.httpPort,
+    ...(config.faktoryPort !== undefined && { faktoryPort: config.faktoryPort }),
+    ...(config.workqPort !== undefined && { workqPort: config.workqPort }),
     maxMessageBytes: maxMessageBytes(config),
     descriptorSet: worqDescriptorSet(),
     ...(tls && { tls, linkTls: { ca: readFileSync(config.cluster.caFile ?? config.tls!.certFile), cert: tls.cert, key: tls.key } }),
@@ -71,13 +73,18 @@ export async function startClusterNode(
   };
   let forwarder: Forwarder | undefined = await startForwarder(forwarderOptions);
   // The ports are the node's for its whole life, whichever role it has.
-  const ports = { grpc: forwarder.grpcPort, http: forwarder.httpPort };
+  const ports = { grpc: forwarder.grpcPort, http: forwarder.httpPort, faktory: forwarder.faktoryPort, workq: forwarder.workqPort };
   forwarderOptions.grpcPort = ports.grpc;
   forwarderOptions.httpPort = ports.http;
+  if (ports.faktory !== undefined) forwarderOptions.faktoryPort = ports.faktory;
+  if (ports.workq !== undefined) forwarderOptions.workqPort = ports.workq;
+  const advertised = (port: number) => `${hostForAddress(advertiseHost)}:${port}`;
   const registry = new NodeRegistry(config.store, {
     nodeId,
-    grpcAddress: `${hostForAddress(advertiseHost)}:${ports.grpc}`,
-    httpAddress: `${hostForAddress(advertiseHost)}:${ports.http}`,
+    grpcAddress: advertised(ports.grpc),
+    httpAddress: advertised(ports.http),
+    ...(ports.faktory !== undefined && { faktoryAddress: advertised(ports.faktory) }),
+    ...(ports.workq !== undefined && { workqAddress: advertised(ports.workq) }),
     version: packageVersion(),
     startedAtMs: Date.now(),
   });
@@ -107,7 +114,13 @@ export async function startClusterNode(
   const tryToLead = async () => {
     let forwarderClosed = false;
     try {
-      leader = await startServer({ ...config, port: ports.grpc, httpPort: ports.http }, log, {
+      const samePorts = {
+        port: ports.grpc,
+        httpPort: ports.http,
+        ...(ports.faktory !== undefined && { faktoryPort: ports.faktory }),
+        ...(ports.workq !== undefined && { workqPort: ports.workq }),
+      };
+      leader = await startServer({ ...config, ...samePorts }, log, {
         applicationName: nodeApplicationName(nodeId),
         beforeBind: async () => {
           await forwarder?.close();
@@ -140,7 +153,15 @@ export async function startClusterNode(
     const session = `${current.nodeId}/${current.sessionPid}`;
     if (session === following) return;
     const record = await registry.node(current.nodeId);
-    forwarder?.setLeader(record && { nodeId: record.nodeId, grpcAddress: record.grpcAddress, httpAddress: record.httpAddress });
+    forwarder?.setLeader(
+      record && {
+        nodeId: record.nodeId,
+        grpcAddress: record.grpcAddress,
+        httpAddress: record.httpAddress,
+        ...(record.faktoryAddress !== undefined && { faktoryAddress: record.faktoryAddress }),
+        ...(record.workqAddress !== undefined && { workqAddress: record.workqAddress }),
+      },
+    );
     following = record && forwarder ? session : undefined;
   };
 
@@ -163,6 +184,8 @@ export async function startClusterNode(
     nodeId,
     grpcPort: ports.grpc,
     httpPort: ports.http,
+    ...(ports.faktory !== undefined && { faktoryPort: ports.faktory }),
+    ...(ports.workq !== undefined && { workqPort: ports.workq }),
     tls: tls !== undefined,
     role: () => (leader ? "leader" : "follower"),
     reloadTokens() {

@@ -19,6 +19,7 @@ import { authorizeHttpRoute } from "../http/route-access.js";
 import { capGrpcConnections, capHttpConnections, type ConnectionCaps } from "../transport/connection-caps.js";
 import { addHealthAndReflection, bindGrpc, serverChannelOptions, type PortTls } from "../transport/grpc-server.js";
 import { LeaderLink, type LeaderAddress, type LinkTls } from "./leader-link.js";
+import { startLineForwarder, type LineForwarder } from "./line-forwarder.js";
 
 /** Added to every call a follower forwards: which node it came through. */
 const FORWARDED_BY_HEADER = "x-worq-forwarded-by";
@@ -32,6 +33,9 @@ export interface ForwarderOptions {
   host: string;
   grpcPort: number;
   httpPort: number;
+  /** Faktory's and Workq's protocol ports, when the node serves them (passed to the leader's). */
+  faktoryPort?: number;
+  workqPort?: number;
   maxMessageBytes: number;
   descriptorSet: FileDescriptorSet;
   /** Both ports serve TLS with this certificate (and require client certificates with `ca`). */
@@ -54,6 +58,8 @@ export interface ForwarderOptions {
 export interface Forwarder {
   grpcPort: number;
   httpPort: number;
+  faktoryPort?: number;
+  workqPort?: number;
   /** Points every new call at `leader` (undefined: none known, calls get UNAVAILABLE). */
   setLeader(leader: LeaderAddress | undefined): void;
   /** Stops both ports at once: forwarded streams end, their clients reconnect. */
@@ -154,11 +160,42 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
     server.forceShutdown(); // the gRPC port is bound: free it, or the node could never bind it again
     throw error;
   }
+  // Faktory's and Workq's ports pass each connection to the leader's port.
+  const lineOptions = {
+    host: options.host,
+    ...(options.tls && { tls: options.tls }),
+    ...(options.linkTls && { linkTls: options.linkTls }),
+    maxConnections: options.connectionCaps.maxConnections,
+    headerTimeoutMs: options.connectionCaps.headerTimeoutMs,
+    log: options.log,
+  };
+  let faktory: LineForwarder | undefined;
+  let workq: LineForwarder | undefined;
+  try {
+    if (options.faktoryPort !== undefined) {
+      const noLeaderReply = Buffer.from(`-ERR ${noLeaderMessage(options.nodeId)}\r\n`);
+      faktory = await startLineForwarder({ ...lineOptions, name: "faktory", port: options.faktoryPort, noLeaderReply });
+    }
+    if (options.workqPort !== undefined) {
+      const noLeaderReply = Buffer.from(`-SERVER-ERROR ${noLeaderMessage(options.nodeId)}\r\n`);
+      workq = await startLineForwarder({ ...lineOptions, name: "workq", port: options.workqPort, noLeaderReply });
+    }
+  } catch (error) {
+    server.forceShutdown();
+    http.closeAllConnections();
+    http.close();
+    await faktory?.close();
+    throw error;
+  }
 
   return {
     grpcPort,
     httpPort,
+    ...(faktory && { faktoryPort: faktory.port }),
+    ...(workq && { workqPort: workq.port }),
     setLeader(leader) {
+      faktory?.setLeader(leader?.faktoryAddress);
+      workq?.setLeader(leader?.workqAddress);
       if (leader?.nodeId === link?.leader.nodeId && leader?.grpcAddress === link?.leader.grpcAddress) return;
       const previous = link;
       link = leader && new LeaderLink(leader, options.linkTls, options.maxMessageBytes);
@@ -174,6 +211,7 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
       server.forceShutdown();
       http.closeAllConnections();
       await new Promise((done) => http.close(done));
+      await Promise.all([faktory?.close(), workq?.close()]);
       link?.close();
     },
   };

@@ -5,6 +5,9 @@ export interface LeaderAddress {
   nodeId: string;
   grpcAddress: string;
   httpAddress: string;
+  /** Its Faktory and Workq ports (host:port), when it serves them. */
+  faktoryAddress?: string;
+  workqAddress?: string;
 }
 
 /** TLS of the links to the leader: whom to trust, and the certificate to present (mutual TLS). */

@@ -19,6 +19,10 @@ export interface NodeRecord {
   nodeId: string;
   grpcAddress: string;
   httpAddress: string;
+  /** host:port of its Faktory port, when it serves one. */
+  faktoryAddress?: string;
+  /** host:port of its Workq port, when it serves one. */
+  workqAddress?: string;
   version: string;
   startedAtMs: number;
 }
@@ -64,12 +68,13 @@ export class NodeRegistry {
 
   /** Writes this node's row with a fresh heartbeat. */
   async heartbeat(nowMs: number): Promise<void> {
-    const { nodeId, grpcAddress, httpAddress, version, startedAtMs } = this.self;
+    const { nodeId, grpcAddress, httpAddress, faktoryAddress, workqAddress, version, startedAtMs } = this.self;
     await this.pool.query(
-      `INSERT INTO worq_nodes (node_id, grpc_address, http_address, version, started_at_ms, heartbeat_at_ms)
-       VALUES ($1, $2, $3, $4, $5, $6)
-       ON CONFLICT (node_id) DO UPDATE SET grpc_address = $2, http_address = $3, version = $4, started_at_ms = $5, heartbeat_at_ms = $6`,
-      [nodeId, grpcAddress, httpAddress, version, startedAtMs, nowMs],
+      `INSERT INTO worq_nodes (node_id, grpc_address, http_address, version, started_at_ms, heartbeat_at_ms, faktory_address, workq_address)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+       ON CONFLICT (node_id) DO UPDATE SET grpc_address = $2, http_address = $3, version = $4, started_at_ms = $5, heartbeat_at_ms = $6,
+         faktory_address = $7, workq_address = $8`,
+      [nodeId, grpcAddress, httpAddress, version, startedAtMs, nowMs, faktoryAddress ?? null, workqAddress ?? null],
     );
   }
 
@@ -141,6 +146,8 @@ interface NodeRow {
   node_id: string;
   grpc_address: string;
   http_address: string;
+  faktory_address: string | null;
+  workq_address: string | null;
   version: string;
   started_at_ms: string;
   heartbeat_at_ms: string;
@@ -151,6 +158,8 @@ function recordOf(row: NodeRow): NodeRecord {
     nodeId: row.node_id,
     grpcAddress: row.grpc_address,
     httpAddress: row.http_address,
+    ...(row.faktory_address !== null && { faktoryAddress: row.faktory_address }),
+    ...(row.workq_address !== null && { workqAddress: row.workq_address }),
     version: row.version,
     startedAtMs: Number(row.started_at_ms),
   };

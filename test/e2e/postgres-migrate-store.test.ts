@@ -44,10 +44,10 @@ describe.skipIf(!postgresAvailable())("worq migrate and worq migrate-store (real
     expect(first.stdout).toMatch(/^applied migration 3: ready jobs by queue, priority and ready sequence/m);
     expect(first.stdout).toMatch(/^applied migration 4: idempotency claims by namespace/m);
     expect(first.stdout).toMatch(/^applied migration 7: queue settings/m);
-    expect(first.stdout).toContain("is now at schema version 7");
+    expect(first.stdout).toContain("is now at schema version 8");
     const again = await runCli(["migrate"], { env: { WORQ_STORE: url } });
     expect(again.code, again.stderr).toBe(0);
-    expect(again.stdout).toMatch(/is at schema version 7: nothing to apply/);
+    expect(again.stdout).toMatch(/is at schema version 8: nothing to apply/);
     expect((await runCli(["migrate", "--store", "./some-dir"])).code).toBe(2);
   }, 60_000); // three CLI processes and a database: past 20 s on a busy 2-core machine
 

@@ -133,6 +133,13 @@ export const MIGRATIONS: readonly Migration[] = [
     // A queue's settings (ConfigureQueue) as JSON; NULL for a queue without any.
     sql: `ALTER TABLE worq_queues ADD COLUMN config text;`,
   },
+  {
+    version: 8,
+    name: "node protocol ports",
+    // Where a node serves Faktory's and Workq's protocols (NULL: it does not), for followers
+    // to pass those connections to the leader.
+    sql: `ALTER TABLE worq_nodes ADD COLUMN faktory_address text, ADD COLUMN workq_address text;`,
+  },
 ];
 
 /** Rows decoded and updated per round trip of a backfill. */
