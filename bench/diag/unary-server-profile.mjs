@@ -20,9 +20,12 @@ try {
   let done = 0;
   let allDone;
   const finished = new Promise((resolve) => (allDone = resolve));
-  const worker = await openWorker({ address: server.address, queue: "unary", concurrency: IN_FLIGHT }, {
-    onDone: () => ++done === jobs && allDone(),
-  });
+  const worker = await openWorker(
+    { address: server.address, queue: "unary", concurrency: IN_FLIGHT },
+    {
+      onDone: () => ++done === jobs && allDone(),
+    },
+  );
   worker.start();
   const producer = await openProducer({ address: server.address, queue: "unary" });
   const started = performance.now();
@@ -41,7 +44,9 @@ try {
   const profile = readdirSync(dir).find((name) => name.endsWith(".cpuprofile"));
   const summary = summarizeCpuProfile(join(dir, profile), 25);
   console.log(`${jobs} jobs in ${seconds.toFixed(2)} s: ${Math.round(jobs / seconds)} jobs/s`);
-  console.log(`client CPU ${(((clientCpu.user + clientCpu.system) / 1000 / jobs)).toFixed(3)} ms per job (this process: producer and worker)`);
+  console.log(
+    `client CPU ${((clientCpu.user + clientCpu.system) / 1000 / jobs).toFixed(3)} ms per job (this process: producer and worker)`,
+  );
   console.log(`server profile ${summary.totalMs} ms sampled (idle included)`);
   console.log("\nby package:");
   for (const row of summary.byPackage) console.log(`  ${(row.share * 100).toFixed(1).padStart(5)} %  ${row.name}`);

@@ -11,7 +11,7 @@ import type { SlotHolder } from "./lease-slots.js";
 import type { LeaseGrant, LeaseSession, LeaseSessionOptions, LeaseSink, WorkerView } from "./engine-types.js";
 import type { EngineCore } from "./engine-core.js";
 import { isReadyAt, pageInIfLow, readyJidsOf } from "./paging.js";
-import { scheduleTimers } from "./timers.js";
+import { scheduleRefill, scheduleTimers } from "./timers.js";
 
 /** Bodies of the next ready jobs read with a lease's missing ones (see pump). */
 const READ_AHEAD = 1_000;
@@ -96,6 +96,9 @@ export function pump(core: EngineCore): void {
   if (core.fatal !== undefined || core.closing) return;
   const grants = new Map<Session, JobMeta[]>();
   const writes: StoreWrite[] = [];
+  // The earliest next token of a rate-limited queue that held jobs back.
+  const refill: { atMs: number | undefined } = { atMs: undefined };
+  const nowMs = core.clock.nowMs();
   let progressed = true;
   while (progressed) {
     progressed = false;
@@ -104,6 +107,8 @@ export function pump(core: EngineCore): void {
       const meta = takeReady(
         core,
         session.options.order === "RANDOM" ? shuffled(session.options.queues, core.random) : session.options.queues,
+        nowMs,
+        refill,
       );
       if (!meta) continue;
       const leaseId = core.newId();
@@ -116,6 +121,7 @@ export function pump(core: EngineCore): void {
       progressed = true;
     }
   }
+  if (refill.atMs !== undefined) scheduleRefill(core, refill.atMs);
   if (grants.size === 0) return;
   // Delivery does not wait for the leases to be durable: if the server dies first, the
   // jobs are still SCHEDULED on disk and run again (at least once); a report about them
@@ -226,12 +232,18 @@ function shuffled(queues: readonly string[], random: () => number): string[] {
   return order;
 }
 
-/** The next ready job of the first of `queues` (in order) that is not paused and has one; pages in cold jobs as a level runs low. */
-function takeReady(core: EngineCore, queues: readonly string[]): JobMeta | undefined {
+/**
+ * The next ready job of the first of `queues` (in order) that is not paused, is within its
+ * limits and has one; pages in cold jobs as a level runs low. A queue held back by its rate
+ * limit sets when its next token comes in `refill`.
+ */
+function takeReady(core: EngineCore, queues: readonly string[], nowMs: number, refill: { atMs: number | undefined }): JobMeta | undefined {
   for (const queue of queues) {
     if (core.queues.isPaused(queue)) continue;
     const ready = core.ready.get(queue);
     if (!ready) continue;
+    if (ready.sizeBound === 0 && ready.cold === 0) continue;
+    if (!core.limits.admits(queue, nowMs, refill)) continue;
     let taken: JobMeta | undefined;
     ready.take((candidate, seq) => {
       const meta = core.live.get(candidate);
@@ -240,7 +252,10 @@ function takeReady(core: EngineCore, queues: readonly string[]): JobMeta | undef
       return true;
     });
     if (ready.cold > 0) pageInIfLow(core, queue, ready);
-    if (taken !== undefined) return taken;
+    if (taken !== undefined) {
+      core.limits.started(queue);
+      return taken;
+    }
   }
   return undefined;
 }

@@ -17,6 +17,7 @@ import { KeyedLock } from "./keyed-lock.js";
 import { BodyCache } from "./body-cache.js";
 import { LiveJobs } from "./live-jobs.js";
 import type { DoorWorker, EngineOptions } from "./engine-types.js";
+import { QueueLimits } from "./queue-limits.js";
 import type { Session } from "./dispatch.js";
 import { enqueueReady } from "./paging.js";
 import { pushExpiry, schedulePurge, scheduleTimers } from "./timers.js";
@@ -96,6 +97,10 @@ export class EngineCore {
   /** jid -> waiters of waitFinished, told once the job's terminal state is durable. */
   readonly finishListeners = new Map<string, Set<Waiter>>();
   readonly queues = new QueueRegistry();
+  /** The queues' limits on starting jobs (queue-limits.ts). */
+  readonly limits: QueueLimits;
+  /** When a pump is scheduled for a rate-limited queue's next token, if one is. */
+  refillAtMs: number | undefined;
   /** dependency jid -> PENDING jobs waiting for it. */
   readonly dependents = new Map<string, Set<string>>();
   /** FAN_IN joins: parent jid -> the PENDING jobs joining its children (children_of); a child spawned later joins them. */
@@ -142,6 +147,11 @@ export class EngineCore {
     this.readyWindow = options.readyWindow ?? LIMITS.defaultReadyWindow;
     if (!(this.readyWindow >= 1)) throw new Error("readyWindow must be at least 1");
     this.clock = options.clock;
+    this.limits = new QueueLimits(
+      (queue) => this.queues.config(queue),
+      (queue) => this.live.count(queue, "RUNNING"),
+      this.clock.nowMs(),
+    );
     this.random = options.random ?? Math.random;
     this.newId = options.newId ?? randomUuidV4;
     this.maxJobBytes = options.maxJobBytes ?? LIMITS.defaultMaxJobBytes;

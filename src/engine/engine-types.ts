@@ -144,6 +144,8 @@ export interface QueueStatsView {
   paused: boolean;
   /** The queue's settings (ConfigureQueue); fields never set are absent. */
   config: QueueConfig;
+  /** Whole tokens of its rate limit now; undefined without one. */
+  rateTokens?: number;
 }
 
 export interface EngineInfo {

@@ -34,9 +34,32 @@ export async function configureQueue(core: EngineCore, name: string, change: Que
   core.checkUsable();
   checkQueueName(name, "queue");
   if (!core.queues.has(name)) checkQueueRoom(core, name, 1, "queue");
+  checkLimits(change);
   core.queues.touch(name);
-  await core.persist([core.queues.configure(name, change)]);
+  const durable = core.persist([core.queues.configure(name, change)]);
+  if (change.rateLimit !== undefined) core.limits.reset(name, core.clock.nowMs());
+  pump(core); // a raised or cleared limit lets waiting jobs start
+  await durable;
   return { ...core.queues.config(name) };
+}
+
+const MAX_LIMIT = 1_000_000;
+
+function checkLimits(change: QueueConfig): void {
+  const { maxRunning, rateLimit } = change;
+  if (maxRunning !== undefined && (!Number.isInteger(maxRunning) || maxRunning < 0 || maxRunning > MAX_LIMIT)) {
+    invalid("config.max_running", `must be between 0 (no limit) and ${MAX_LIMIT}`);
+  }
+  if (rateLimit === undefined || rateLimit.starts === 0) return;
+  if (!Number.isInteger(rateLimit.starts) || rateLimit.starts < 0 || rateLimit.starts > MAX_LIMIT) {
+    invalid("config.rate_limit.starts", `must be between 0 (no limit) and ${MAX_LIMIT}`);
+  }
+  if (!Number.isInteger(rateLimit.periodMs) || rateLimit.periodMs < 1 || rateLimit.periodMs > 86_400_000) {
+    invalid("config.rate_limit.period", "must be between 1ms and 1 day");
+  }
+  if (!Number.isInteger(rateLimit.burst) || rateLimit.burst < 1 || rateLimit.burst > MAX_LIMIT) {
+    invalid("config.rate_limit.burst", `must be between 1 and ${MAX_LIMIT}`);
+  }
 }
 
 /** Lets a paused queue's jobs be leased again. */

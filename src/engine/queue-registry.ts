@@ -56,6 +56,10 @@ export class QueueRegistry {
     const config = { ...this.configs.get(name) };
     if (change.retryTimeout !== undefined) config.retryTimeout = change.retryTimeout;
     if (change.retrySystem !== undefined) config.retrySystem = change.retrySystem;
+    if (change.maxRunning === 0) delete config.maxRunning;
+    else if (change.maxRunning !== undefined) config.maxRunning = change.maxRunning;
+    if (change.rateLimit?.starts === 0) delete config.rateLimit;
+    else if (change.rateLimit !== undefined) config.rateLimit = { ...change.rateLimit };
     this.configs.set(name, config);
     if (!this.paused.has(name)) this.paused.set(name, false);
     return { kind: "put-queue", queue: this.info(name) };

@@ -35,6 +35,8 @@ export function queueStats(core: EngineCore, name: string): QueueStatsView {
     paused: core.queues.isPaused(name),
     config: { ...core.queues.config(name) },
   };
+  const rateTokens = core.limits.tokens(name, core.clock.nowMs());
+  if (rateTokens !== undefined) stats.rateTokens = rateTokens;
   // The front of each priority level is its longest-waiting job (readySeq follows time).
   for (const jid of core.ready.get(name)?.fronts((candidate, seq) => isReadyEntry(core, candidate, seq)) ?? []) {
     const meta = core.live.get(jid)!;

@@ -8,7 +8,7 @@
 export interface TimerEntry {
   atMs: number;
   jid: string;
-  kind: "due" | "lease" | "ttl" | "purge" | "sweep" | "wait" | "submit-deadline";
+  kind: "due" | "lease" | "ttl" | "purge" | "sweep" | "wait" | "submit-deadline" | "refill";
 }
 
 /**

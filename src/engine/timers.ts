@@ -37,6 +37,7 @@ export function tick(core: EngineCore): void {
   if (core.fatal !== undefined || core.closing) return;
   const now = core.clock.nowMs();
   const writes: StoreWrite[] = [];
+  let pumpAfterTick = false;
   for (let budget = TICK_BUDGET; budget > 0; budget--) {
     const expiryAtMs = core.expiries.peekAtMs();
     const top = core.timers.peek();
@@ -63,6 +64,14 @@ export function tick(core: EngineCore): void {
       expireSubmits(core, top.atMs, now);
       continue;
     }
+    if (top.kind === "refill") {
+      // A rate-limited queue earned a token: its waiting workers may get jobs now.
+      if (top.atMs === core.refillAtMs) {
+        core.refillAtMs = undefined;
+        pumpAfterTick = true;
+      }
+      continue;
+    }
     if (top.kind === "sweep") {
       if (top.atMs === core.sweepAtMs) {
         core.sweepAtMs = undefined;
@@ -80,9 +89,15 @@ export function tick(core: EngineCore): void {
       core.counters.failed++;
     }
   }
-  if (writes.length === 0) return;
-  core.persist(writes).catch(() => {}); // failure is fatal and reported through onFatal
-  pump(core);
+  if (writes.length > 0) core.persist(writes).catch(() => {}); // failure is fatal and reported through onFatal
+  if (writes.length > 0 || pumpAfterTick) pump(core);
+}
+
+/** Schedules a pump for `atMs` (a rate-limited queue's next token), unless one comes sooner. */
+export function scheduleRefill(core: EngineCore, atMs: number): void {
+  if (core.refillAtMs !== undefined && core.refillAtMs <= atMs) return;
+  core.refillAtMs = atMs;
+  pushTimer(core, { atMs, jid: "", kind: "refill" });
 }
 
 /** Timers for the job's current state: its due time, or its lease's expiry. */

@@ -47,10 +47,21 @@ export interface RetryPolicy {
   retrySystem?: boolean;
 }
 
-/** What an operator sets on a queue (ConfigureQueue); undefined fields take the default (true). */
+/** What an operator sets on a queue (ConfigureQueue); undefined fields take the default (true, no limit). */
 export interface QueueConfig {
   retryTimeout?: boolean;
   retrySystem?: boolean;
+  /** At most this many of the queue's jobs RUNNING at once (in a change, 0 clears it). */
+  maxRunning?: number;
+  /** A token bucket over the queue's job starts (in a change, `starts` 0 clears it). */
+  rateLimit?: RateLimit;
+}
+
+/** `starts` tokens per `periodMs`, at most `burst` held; each job start takes one. */
+export interface RateLimit {
+  starts: number;
+  periodMs: number;
+  burst: number;
 }
 
 /** Whether two policies are equal field by field. */

@@ -9,7 +9,7 @@ import type { Logger } from "../log.js";
 import { AdminService, QueueConfigSchema, type QueueConfig, type QueueStats } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { ControlAction } from "@worq/client/gen/worq/v1/worker_service_pb.js";
-import { domainStateOf, durationOf, jobOf } from "./convert.js";
+import { domainStateOf, durationMsOf, durationOf, jobOf } from "./convert.js";
 import { scopeOf } from "./auth/caller-context.js";
 import { checkQueueInScope } from "./auth/queue-scope.js";
 import {
@@ -61,6 +61,7 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
     latency: durationOf(stats.oldestReadyAtMs === undefined ? 0 : Math.max(0, options.clock.nowMs() - stats.oldestReadyAtMs)),
     paused: stats.paused,
     config: queueConfigOf(stats.config),
+    ...(stats.rateTokens !== undefined && { rateTokens: stats.rateTokens }),
   });
   return {
     getJob: guarded("GetJob", log, async (request, ctx) => ({ job: jobOf(visibleJob(scopeOf(ctx), await engine.getJob(request.jid))) })),
@@ -192,6 +193,20 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
       const change: DomainQueueConfig = {};
       if (request.config?.retryTimeout !== undefined) change.retryTimeout = request.config.retryTimeout;
       if (request.config?.retrySystem !== undefined) change.retrySystem = request.config.retrySystem;
+      if (request.config?.maxRunning !== undefined) change.maxRunning = request.config.maxRunning;
+      const rate = request.config?.rateLimit;
+      if (rate !== undefined) {
+        change.rateLimit =
+          rate.starts === 0
+            ? { starts: 0, periodMs: 0, burst: 0 }
+            : {
+                starts: rate.starts,
+                periodMs: rate.period
+                  ? durationMsOf(rate.period, "config.rate_limit.period")
+                  : invalid("config.rate_limit.period", "is required"),
+                burst: rate.burst === 0 ? rate.starts : rate.burst,
+              };
+      }
       return { config: queueConfigOf(await engine.configureQueue(request.queue, change)) };
     }),
   };
@@ -199,5 +214,12 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
 
 /** A queue's settings as the API shows them: every setting, its default (true) where none was set. */
 function queueConfigOf(config: DomainQueueConfig): QueueConfig {
-  return create(QueueConfigSchema, { retryTimeout: config.retryTimeout ?? true, retrySystem: config.retrySystem ?? true });
+  return create(QueueConfigSchema, {
+    retryTimeout: config.retryTimeout ?? true,
+    retrySystem: config.retrySystem ?? true,
+    maxRunning: config.maxRunning ?? 0,
+    ...(config.rateLimit && {
+      rateLimit: { starts: config.rateLimit.starts, period: durationOf(config.rateLimit.periodMs), burst: config.rateLimit.burst },
+    }),
+  });
 }

@@ -455,7 +455,10 @@ type QueueStats struct {
 	// Jobs FAILED (permanent failures).
 	Failed uint64 `protobuf:"varint,11,opt,name=failed,proto3" json:"failed,omitempty"`
 	// The queue's settings.
-	Config        *QueueConfig `protobuf:"bytes,12,opt,name=config,proto3" json:"config,omitempty"`
+	Config *QueueConfig `protobuf:"bytes,12,opt,name=config,proto3" json:"config,omitempty"`
+	// Job starts the queue's rate limit allows now (whole tokens in its bucket); unset
+	// without a rate limit.
+	RateTokens    *uint32 `protobuf:"varint,13,opt,name=rate_tokens,json=rateTokens,proto3,oneof" json:"rate_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -574,6 +577,13 @@ func (x *QueueStats) GetConfig() *QueueConfig {
 	return nil
 }
 
+func (x *QueueStats) GetRateTokens() uint32 {
+	if x != nil && x.RateTokens != nil {
+		return *x.RateTokens
+	}
+	return 0
+}
+
 // QueueConfig is what an operator sets on a queue.
 type QueueConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -581,7 +591,13 @@ type QueueConfig struct {
 	// RetryPolicy.retry_timeout wins); default true.
 	RetryTimeout *bool `protobuf:"varint,1,opt,name=retry_timeout,json=retryTimeout,proto3,oneof" json:"retry_timeout,omitempty"`
 	// Whether SYSTEM failures (lapsed leases) are retried (RetryPolicy.retry_system wins); default true.
-	RetrySystem   *bool `protobuf:"varint,2,opt,name=retry_system,json=retrySystem,proto3,oneof" json:"retry_system,omitempty"`
+	RetrySystem *bool `protobuf:"varint,2,opt,name=retry_system,json=retrySystem,proto3,oneof" json:"retry_system,omitempty"`
+	// At most this many of the queue's jobs run at once (leased to workers), whatever the
+	// number of workers; jobs over it stay ready and use no attempt. 0 clears the limit.
+	MaxRunning *uint32 `protobuf:"varint,3,opt,name=max_running,json=maxRunning,proto3,oneof" json:"max_running,omitempty"`
+	// At most `starts` job starts per `period`, in bursts of up to `burst` (a token bucket);
+	// jobs over it stay ready and use no attempt. `starts` 0 clears the limit.
+	RateLimit     *RateLimit `protobuf:"bytes,4,opt,name=rate_limit,json=rateLimit,proto3,oneof" json:"rate_limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -630,6 +646,85 @@ func (x *QueueConfig) GetRetrySystem() bool {
 	return false
 }
 
+func (x *QueueConfig) GetMaxRunning() uint32 {
+	if x != nil && x.MaxRunning != nil {
+		return *x.MaxRunning
+	}
+	return 0
+}
+
+func (x *QueueConfig) GetRateLimit() *RateLimit {
+	if x != nil {
+		return x.RateLimit
+	}
+	return nil
+}
+
+// RateLimit is a token bucket: `starts` tokens are added per `period`, up to `burst`, and
+// each job start takes one.
+type RateLimit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Starts allowed per period (1 to 1,000,000); 0 clears the limit.
+	Starts uint32 `protobuf:"varint,1,opt,name=starts,proto3" json:"starts,omitempty"`
+	// The period (1 ms to 1 day).
+	Period *durationpb.Duration `protobuf:"bytes,2,opt,name=period,proto3" json:"period,omitempty"`
+	// The most starts at once after an idle spell; 0 means `starts`.
+	Burst         uint32 `protobuf:"varint,3,opt,name=burst,proto3" json:"burst,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RateLimit) Reset() {
+	*x = RateLimit{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RateLimit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RateLimit) ProtoMessage() {}
+
+func (x *RateLimit) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RateLimit.ProtoReflect.Descriptor instead.
+func (*RateLimit) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RateLimit) GetStarts() uint32 {
+	if x != nil {
+		return x.Starts
+	}
+	return 0
+}
+
+func (x *RateLimit) GetPeriod() *durationpb.Duration {
+	if x != nil {
+		return x.Period
+	}
+	return nil
+}
+
+func (x *RateLimit) GetBurst() uint32 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
 // GetQueueStatsRequest names a queue.
 type GetQueueStatsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -641,7 +736,7 @@ type GetQueueStatsRequest struct {
 
 func (x *GetQueueStatsRequest) Reset() {
 	*x = GetQueueStatsRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[8]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +748,7 @@ func (x *GetQueueStatsRequest) String() string {
 func (*GetQueueStatsRequest) ProtoMessage() {}
 
 func (x *GetQueueStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[8]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +761,7 @@ func (x *GetQueueStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetQueueStatsRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{8}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetQueueStatsRequest) GetQueue() string {
@@ -687,7 +782,7 @@ type GetQueueStatsResponse struct {
 
 func (x *GetQueueStatsResponse) Reset() {
 	*x = GetQueueStatsResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[9]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -699,7 +794,7 @@ func (x *GetQueueStatsResponse) String() string {
 func (*GetQueueStatsResponse) ProtoMessage() {}
 
 func (x *GetQueueStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[9]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -712,7 +807,7 @@ func (x *GetQueueStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetQueueStatsResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{9}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetQueueStatsResponse) GetStats() *QueueStats {
@@ -731,7 +826,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[10]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -743,7 +838,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[10]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -756,7 +851,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{10}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{11}
 }
 
 // GetServerInfoResponse describes the server.
@@ -799,7 +894,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[11]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +906,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[11]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +919,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{11}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -949,7 +1044,7 @@ type ClusterNode struct {
 
 func (x *ClusterNode) Reset() {
 	*x = ClusterNode{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[12]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1056,7 @@ func (x *ClusterNode) String() string {
 func (*ClusterNode) ProtoMessage() {}
 
 func (x *ClusterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[12]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1069,7 @@ func (x *ClusterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
 func (*ClusterNode) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{12}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ClusterNode) GetNodeId() string {
@@ -1035,7 +1130,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[13]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +1142,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[13]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,7 +1155,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{13}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{14}
 }
 
 // ListWorkersResponse lists connected workers.
@@ -1074,7 +1169,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[14]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1181,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[14]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1194,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{14}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -1130,7 +1225,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[15]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1237,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[15]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1250,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{15}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WorkerInfo) GetWorkerId() string {
@@ -1211,7 +1306,7 @@ type DeleteJobRequest struct {
 
 func (x *DeleteJobRequest) Reset() {
 	*x = DeleteJobRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[16]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1223,7 +1318,7 @@ func (x *DeleteJobRequest) String() string {
 func (*DeleteJobRequest) ProtoMessage() {}
 
 func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[16]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1236,7 +1331,7 @@ func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{16}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteJobRequest) GetJid() string {
@@ -1255,7 +1350,7 @@ type DeleteJobResponse struct {
 
 func (x *DeleteJobResponse) Reset() {
 	*x = DeleteJobResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[17]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1362,7 @@ func (x *DeleteJobResponse) String() string {
 func (*DeleteJobResponse) ProtoMessage() {}
 
 func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[17]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1375,7 @@ func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{17}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{18}
 }
 
 // RetryJobsRequest selects dead jobs to retry.
@@ -1296,7 +1391,7 @@ type RetryJobsRequest struct {
 
 func (x *RetryJobsRequest) Reset() {
 	*x = RetryJobsRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1403,7 @@ func (x *RetryJobsRequest) String() string {
 func (*RetryJobsRequest) ProtoMessage() {}
 
 func (x *RetryJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1416,7 @@ func (x *RetryJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobsRequest.ProtoReflect.Descriptor instead.
 func (*RetryJobsRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{18}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RetryJobsRequest) GetJids() []string {
@@ -1349,7 +1444,7 @@ type RetryJobsResponse struct {
 
 func (x *RetryJobsResponse) Reset() {
 	*x = RetryJobsResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1456,7 @@ func (x *RetryJobsResponse) String() string {
 func (*RetryJobsResponse) ProtoMessage() {}
 
 func (x *RetryJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1469,7 @@ func (x *RetryJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobsResponse.ProtoReflect.Descriptor instead.
 func (*RetryJobsResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{19}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RetryJobsResponse) GetRetried() uint64 {
@@ -1395,7 +1490,7 @@ type RunJobsNowRequest struct {
 
 func (x *RunJobsNowRequest) Reset() {
 	*x = RunJobsNowRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1502,7 @@ func (x *RunJobsNowRequest) String() string {
 func (*RunJobsNowRequest) ProtoMessage() {}
 
 func (x *RunJobsNowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1515,7 @@ func (x *RunJobsNowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunJobsNowRequest.ProtoReflect.Descriptor instead.
 func (*RunJobsNowRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{20}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RunJobsNowRequest) GetJids() []string {
@@ -1441,7 +1536,7 @@ type RunJobsNowResponse struct {
 
 func (x *RunJobsNowResponse) Reset() {
 	*x = RunJobsNowResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1548,7 @@ func (x *RunJobsNowResponse) String() string {
 func (*RunJobsNowResponse) ProtoMessage() {}
 
 func (x *RunJobsNowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1561,7 @@ func (x *RunJobsNowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunJobsNowResponse.ProtoReflect.Descriptor instead.
 func (*RunJobsNowResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{21}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RunJobsNowResponse) GetScheduled() uint64 {
@@ -1487,7 +1582,7 @@ type PauseQueueRequest struct {
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1594,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1607,7 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{22}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PauseQueueRequest) GetQueue() string {
@@ -1531,7 +1626,7 @@ type PauseQueueResponse struct {
 
 func (x *PauseQueueResponse) Reset() {
 	*x = PauseQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1638,7 @@ func (x *PauseQueueResponse) String() string {
 func (*PauseQueueResponse) ProtoMessage() {}
 
 func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1651,7 @@ func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
 func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{23}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{24}
 }
 
 // ResumeQueueRequest names a queue.
@@ -1570,7 +1665,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1677,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1690,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{24}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResumeQueueRequest) GetQueue() string {
@@ -1614,7 +1709,7 @@ type ResumeQueueResponse struct {
 
 func (x *ResumeQueueResponse) Reset() {
 	*x = ResumeQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1721,7 @@ func (x *ResumeQueueResponse) String() string {
 func (*ResumeQueueResponse) ProtoMessage() {}
 
 func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1734,7 @@ func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
 func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{25}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{26}
 }
 
 // PurgeQueueRequest names a queue.
@@ -1653,7 +1748,7 @@ type PurgeQueueRequest struct {
 
 func (x *PurgeQueueRequest) Reset() {
 	*x = PurgeQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1760,7 @@ func (x *PurgeQueueRequest) String() string {
 func (*PurgeQueueRequest) ProtoMessage() {}
 
 func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1773,7 @@ func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueRequest.ProtoReflect.Descriptor instead.
 func (*PurgeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{26}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PurgeQueueRequest) GetQueue() string {
@@ -1699,7 +1794,7 @@ type PurgeQueueResponse struct {
 
 func (x *PurgeQueueResponse) Reset() {
 	*x = PurgeQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1711,7 +1806,7 @@ func (x *PurgeQueueResponse) String() string {
 func (*PurgeQueueResponse) ProtoMessage() {}
 
 func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1724,7 +1819,7 @@ func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueResponse.ProtoReflect.Descriptor instead.
 func (*PurgeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{27}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PurgeQueueResponse) GetDeleted() uint64 {
@@ -1747,7 +1842,7 @@ type ControlWorkerRequest struct {
 
 func (x *ControlWorkerRequest) Reset() {
 	*x = ControlWorkerRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[28]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1759,7 +1854,7 @@ func (x *ControlWorkerRequest) String() string {
 func (*ControlWorkerRequest) ProtoMessage() {}
 
 func (x *ControlWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[28]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1772,7 +1867,7 @@ func (x *ControlWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlWorkerRequest.ProtoReflect.Descriptor instead.
 func (*ControlWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{28}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ControlWorkerRequest) GetWorkerId() string {
@@ -1800,7 +1895,7 @@ type ControlWorkerResponse struct {
 
 func (x *ControlWorkerResponse) Reset() {
 	*x = ControlWorkerResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[29]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +1907,7 @@ func (x *ControlWorkerResponse) String() string {
 func (*ControlWorkerResponse) ProtoMessage() {}
 
 func (x *ControlWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[29]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +1920,7 @@ func (x *ControlWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlWorkerResponse.ProtoReflect.Descriptor instead.
 func (*ControlWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{29}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ControlWorkerResponse) GetStreams() uint32 {
@@ -1848,7 +1943,7 @@ type ConfigureQueueRequest struct {
 
 func (x *ConfigureQueueRequest) Reset() {
 	*x = ConfigureQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[30]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +1955,7 @@ func (x *ConfigureQueueRequest) String() string {
 func (*ConfigureQueueRequest) ProtoMessage() {}
 
 func (x *ConfigureQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[30]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +1968,7 @@ func (x *ConfigureQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureQueueRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{30}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ConfigureQueueRequest) GetQueue() string {
@@ -1901,7 +1996,7 @@ type ConfigureQueueResponse struct {
 
 func (x *ConfigureQueueResponse) Reset() {
 	*x = ConfigureQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[31]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2008,7 @@ func (x *ConfigureQueueResponse) String() string {
 func (*ConfigureQueueResponse) ProtoMessage() {}
 
 func (x *ConfigureQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[31]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2021,7 @@ func (x *ConfigureQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureQueueResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{31}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ConfigureQueueResponse) GetConfig() *QueueConfig {
@@ -1974,7 +2069,7 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"i\n" +
 	"\x12ListQueuesResponse\x12+\n" +
 	"\x06queues\x18\x01 \x03(\v2\x13.worq.v1.QueueStatsR\x06queues\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xea\x02\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa0\x03\n" +
 	"\n" +
 	"QueueStats\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
@@ -1989,12 +2084,25 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\tcompleted\x18\n" +
 	" \x01(\x04R\tcompleted\x12\x16\n" +
 	"\x06failed\x18\v \x01(\x04R\x06failed\x12,\n" +
-	"\x06config\x18\f \x01(\v2\x14.worq.v1.QueueConfigR\x06config\"\x82\x01\n" +
+	"\x06config\x18\f \x01(\v2\x14.worq.v1.QueueConfigR\x06config\x12$\n" +
+	"\vrate_tokens\x18\r \x01(\rH\x00R\n" +
+	"rateTokens\x88\x01\x01B\x0e\n" +
+	"\f_rate_tokens\"\xff\x01\n" +
 	"\vQueueConfig\x12(\n" +
 	"\rretry_timeout\x18\x01 \x01(\bH\x00R\fretryTimeout\x88\x01\x01\x12&\n" +
-	"\fretry_system\x18\x02 \x01(\bH\x01R\vretrySystem\x88\x01\x01B\x10\n" +
+	"\fretry_system\x18\x02 \x01(\bH\x01R\vretrySystem\x88\x01\x01\x12$\n" +
+	"\vmax_running\x18\x03 \x01(\rH\x02R\n" +
+	"maxRunning\x88\x01\x01\x126\n" +
+	"\n" +
+	"rate_limit\x18\x04 \x01(\v2\x12.worq.v1.RateLimitH\x03R\trateLimit\x88\x01\x01B\x10\n" +
 	"\x0e_retry_timeoutB\x0f\n" +
-	"\r_retry_system\",\n" +
+	"\r_retry_systemB\x0e\n" +
+	"\f_max_runningB\r\n" +
+	"\v_rate_limit\"l\n" +
+	"\tRateLimit\x12\x16\n" +
+	"\x06starts\x18\x01 \x01(\rR\x06starts\x121\n" +
+	"\x06period\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12\x14\n" +
+	"\x05burst\x18\x03 \x01(\rR\x05burst\",\n" +
 	"\x14GetQueueStatsRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"B\n" +
 	"\x15GetQueueStatsResponse\x12)\n" +
@@ -2106,7 +2214,7 @@ func file_worq_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_worq_v1_admin_service_proto_rawDescData
 }
 
-var file_worq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_worq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_worq_v1_admin_service_proto_goTypes = []any{
 	(*GetJobRequest)(nil),          // 0: worq.v1.GetJobRequest
 	(*GetJobResponse)(nil),         // 1: worq.v1.GetJobResponse
@@ -2116,95 +2224,98 @@ var file_worq_v1_admin_service_proto_goTypes = []any{
 	(*ListQueuesResponse)(nil),     // 5: worq.v1.ListQueuesResponse
 	(*QueueStats)(nil),             // 6: worq.v1.QueueStats
 	(*QueueConfig)(nil),            // 7: worq.v1.QueueConfig
-	(*GetQueueStatsRequest)(nil),   // 8: worq.v1.GetQueueStatsRequest
-	(*GetQueueStatsResponse)(nil),  // 9: worq.v1.GetQueueStatsResponse
-	(*GetServerInfoRequest)(nil),   // 10: worq.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),  // 11: worq.v1.GetServerInfoResponse
-	(*ClusterNode)(nil),            // 12: worq.v1.ClusterNode
-	(*ListWorkersRequest)(nil),     // 13: worq.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),    // 14: worq.v1.ListWorkersResponse
-	(*WorkerInfo)(nil),             // 15: worq.v1.WorkerInfo
-	(*DeleteJobRequest)(nil),       // 16: worq.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),      // 17: worq.v1.DeleteJobResponse
-	(*RetryJobsRequest)(nil),       // 18: worq.v1.RetryJobsRequest
-	(*RetryJobsResponse)(nil),      // 19: worq.v1.RetryJobsResponse
-	(*RunJobsNowRequest)(nil),      // 20: worq.v1.RunJobsNowRequest
-	(*RunJobsNowResponse)(nil),     // 21: worq.v1.RunJobsNowResponse
-	(*PauseQueueRequest)(nil),      // 22: worq.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),     // 23: worq.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),     // 24: worq.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),    // 25: worq.v1.ResumeQueueResponse
-	(*PurgeQueueRequest)(nil),      // 26: worq.v1.PurgeQueueRequest
-	(*PurgeQueueResponse)(nil),     // 27: worq.v1.PurgeQueueResponse
-	(*ControlWorkerRequest)(nil),   // 28: worq.v1.ControlWorkerRequest
-	(*ControlWorkerResponse)(nil),  // 29: worq.v1.ControlWorkerResponse
-	(*ConfigureQueueRequest)(nil),  // 30: worq.v1.ConfigureQueueRequest
-	(*ConfigureQueueResponse)(nil), // 31: worq.v1.ConfigureQueueResponse
-	nil,                            // 32: worq.v1.ListJobsRequest.TagsEntry
-	nil,                            // 33: worq.v1.WorkerInfo.LabelsEntry
-	(*Job)(nil),                    // 34: worq.v1.Job
-	(JobState)(0),                  // 35: worq.v1.JobState
-	(*timestamppb.Timestamp)(nil),  // 36: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 37: google.protobuf.Duration
-	(*LeaseRef)(nil),               // 38: worq.v1.LeaseRef
-	(ControlAction)(0),             // 39: worq.v1.ControlAction
+	(*RateLimit)(nil),              // 8: worq.v1.RateLimit
+	(*GetQueueStatsRequest)(nil),   // 9: worq.v1.GetQueueStatsRequest
+	(*GetQueueStatsResponse)(nil),  // 10: worq.v1.GetQueueStatsResponse
+	(*GetServerInfoRequest)(nil),   // 11: worq.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),  // 12: worq.v1.GetServerInfoResponse
+	(*ClusterNode)(nil),            // 13: worq.v1.ClusterNode
+	(*ListWorkersRequest)(nil),     // 14: worq.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),    // 15: worq.v1.ListWorkersResponse
+	(*WorkerInfo)(nil),             // 16: worq.v1.WorkerInfo
+	(*DeleteJobRequest)(nil),       // 17: worq.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),      // 18: worq.v1.DeleteJobResponse
+	(*RetryJobsRequest)(nil),       // 19: worq.v1.RetryJobsRequest
+	(*RetryJobsResponse)(nil),      // 20: worq.v1.RetryJobsResponse
+	(*RunJobsNowRequest)(nil),      // 21: worq.v1.RunJobsNowRequest
+	(*RunJobsNowResponse)(nil),     // 22: worq.v1.RunJobsNowResponse
+	(*PauseQueueRequest)(nil),      // 23: worq.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),     // 24: worq.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),     // 25: worq.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),    // 26: worq.v1.ResumeQueueResponse
+	(*PurgeQueueRequest)(nil),      // 27: worq.v1.PurgeQueueRequest
+	(*PurgeQueueResponse)(nil),     // 28: worq.v1.PurgeQueueResponse
+	(*ControlWorkerRequest)(nil),   // 29: worq.v1.ControlWorkerRequest
+	(*ControlWorkerResponse)(nil),  // 30: worq.v1.ControlWorkerResponse
+	(*ConfigureQueueRequest)(nil),  // 31: worq.v1.ConfigureQueueRequest
+	(*ConfigureQueueResponse)(nil), // 32: worq.v1.ConfigureQueueResponse
+	nil,                            // 33: worq.v1.ListJobsRequest.TagsEntry
+	nil,                            // 34: worq.v1.WorkerInfo.LabelsEntry
+	(*Job)(nil),                    // 35: worq.v1.Job
+	(JobState)(0),                  // 36: worq.v1.JobState
+	(*timestamppb.Timestamp)(nil),  // 37: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 38: google.protobuf.Duration
+	(*LeaseRef)(nil),               // 39: worq.v1.LeaseRef
+	(ControlAction)(0),             // 40: worq.v1.ControlAction
 }
 var file_worq_v1_admin_service_proto_depIdxs = []int32{
-	34, // 0: worq.v1.GetJobResponse.job:type_name -> worq.v1.Job
-	35, // 1: worq.v1.ListJobsRequest.state:type_name -> worq.v1.JobState
-	32, // 2: worq.v1.ListJobsRequest.tags:type_name -> worq.v1.ListJobsRequest.TagsEntry
-	36, // 3: worq.v1.ListJobsRequest.created_after:type_name -> google.protobuf.Timestamp
-	36, // 4: worq.v1.ListJobsRequest.created_before:type_name -> google.protobuf.Timestamp
-	34, // 5: worq.v1.ListJobsResponse.jobs:type_name -> worq.v1.Job
+	35, // 0: worq.v1.GetJobResponse.job:type_name -> worq.v1.Job
+	36, // 1: worq.v1.ListJobsRequest.state:type_name -> worq.v1.JobState
+	33, // 2: worq.v1.ListJobsRequest.tags:type_name -> worq.v1.ListJobsRequest.TagsEntry
+	37, // 3: worq.v1.ListJobsRequest.created_after:type_name -> google.protobuf.Timestamp
+	37, // 4: worq.v1.ListJobsRequest.created_before:type_name -> google.protobuf.Timestamp
+	35, // 5: worq.v1.ListJobsResponse.jobs:type_name -> worq.v1.Job
 	6,  // 6: worq.v1.ListQueuesResponse.queues:type_name -> worq.v1.QueueStats
-	37, // 7: worq.v1.QueueStats.latency:type_name -> google.protobuf.Duration
+	38, // 7: worq.v1.QueueStats.latency:type_name -> google.protobuf.Duration
 	7,  // 8: worq.v1.QueueStats.config:type_name -> worq.v1.QueueConfig
-	6,  // 9: worq.v1.GetQueueStatsResponse.stats:type_name -> worq.v1.QueueStats
-	36, // 10: worq.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
-	37, // 11: worq.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
-	12, // 12: worq.v1.GetServerInfoResponse.cluster_nodes:type_name -> worq.v1.ClusterNode
-	36, // 13: worq.v1.ClusterNode.started_at:type_name -> google.protobuf.Timestamp
-	36, // 14: worq.v1.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	15, // 15: worq.v1.ListWorkersResponse.workers:type_name -> worq.v1.WorkerInfo
-	38, // 16: worq.v1.WorkerInfo.held:type_name -> worq.v1.LeaseRef
-	36, // 17: worq.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	33, // 18: worq.v1.WorkerInfo.labels:type_name -> worq.v1.WorkerInfo.LabelsEntry
-	39, // 19: worq.v1.ControlWorkerRequest.action:type_name -> worq.v1.ControlAction
-	7,  // 20: worq.v1.ConfigureQueueRequest.config:type_name -> worq.v1.QueueConfig
-	7,  // 21: worq.v1.ConfigureQueueResponse.config:type_name -> worq.v1.QueueConfig
-	0,  // 22: worq.v1.AdminService.GetJob:input_type -> worq.v1.GetJobRequest
-	2,  // 23: worq.v1.AdminService.ListJobs:input_type -> worq.v1.ListJobsRequest
-	4,  // 24: worq.v1.AdminService.ListQueues:input_type -> worq.v1.ListQueuesRequest
-	8,  // 25: worq.v1.AdminService.GetQueueStats:input_type -> worq.v1.GetQueueStatsRequest
-	10, // 26: worq.v1.AdminService.GetServerInfo:input_type -> worq.v1.GetServerInfoRequest
-	13, // 27: worq.v1.AdminService.ListWorkers:input_type -> worq.v1.ListWorkersRequest
-	16, // 28: worq.v1.AdminService.DeleteJob:input_type -> worq.v1.DeleteJobRequest
-	18, // 29: worq.v1.AdminService.RetryJobs:input_type -> worq.v1.RetryJobsRequest
-	20, // 30: worq.v1.AdminService.RunJobsNow:input_type -> worq.v1.RunJobsNowRequest
-	22, // 31: worq.v1.AdminService.PauseQueue:input_type -> worq.v1.PauseQueueRequest
-	24, // 32: worq.v1.AdminService.ResumeQueue:input_type -> worq.v1.ResumeQueueRequest
-	26, // 33: worq.v1.AdminService.PurgeQueue:input_type -> worq.v1.PurgeQueueRequest
-	28, // 34: worq.v1.AdminService.ControlWorker:input_type -> worq.v1.ControlWorkerRequest
-	30, // 35: worq.v1.AdminService.ConfigureQueue:input_type -> worq.v1.ConfigureQueueRequest
-	1,  // 36: worq.v1.AdminService.GetJob:output_type -> worq.v1.GetJobResponse
-	3,  // 37: worq.v1.AdminService.ListJobs:output_type -> worq.v1.ListJobsResponse
-	5,  // 38: worq.v1.AdminService.ListQueues:output_type -> worq.v1.ListQueuesResponse
-	9,  // 39: worq.v1.AdminService.GetQueueStats:output_type -> worq.v1.GetQueueStatsResponse
-	11, // 40: worq.v1.AdminService.GetServerInfo:output_type -> worq.v1.GetServerInfoResponse
-	14, // 41: worq.v1.AdminService.ListWorkers:output_type -> worq.v1.ListWorkersResponse
-	17, // 42: worq.v1.AdminService.DeleteJob:output_type -> worq.v1.DeleteJobResponse
-	19, // 43: worq.v1.AdminService.RetryJobs:output_type -> worq.v1.RetryJobsResponse
-	21, // 44: worq.v1.AdminService.RunJobsNow:output_type -> worq.v1.RunJobsNowResponse
-	23, // 45: worq.v1.AdminService.PauseQueue:output_type -> worq.v1.PauseQueueResponse
-	25, // 46: worq.v1.AdminService.ResumeQueue:output_type -> worq.v1.ResumeQueueResponse
-	27, // 47: worq.v1.AdminService.PurgeQueue:output_type -> worq.v1.PurgeQueueResponse
-	29, // 48: worq.v1.AdminService.ControlWorker:output_type -> worq.v1.ControlWorkerResponse
-	31, // 49: worq.v1.AdminService.ConfigureQueue:output_type -> worq.v1.ConfigureQueueResponse
-	36, // [36:50] is the sub-list for method output_type
-	22, // [22:36] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	8,  // 9: worq.v1.QueueConfig.rate_limit:type_name -> worq.v1.RateLimit
+	38, // 10: worq.v1.RateLimit.period:type_name -> google.protobuf.Duration
+	6,  // 11: worq.v1.GetQueueStatsResponse.stats:type_name -> worq.v1.QueueStats
+	37, // 12: worq.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
+	38, // 13: worq.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
+	13, // 14: worq.v1.GetServerInfoResponse.cluster_nodes:type_name -> worq.v1.ClusterNode
+	37, // 15: worq.v1.ClusterNode.started_at:type_name -> google.protobuf.Timestamp
+	37, // 16: worq.v1.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	16, // 17: worq.v1.ListWorkersResponse.workers:type_name -> worq.v1.WorkerInfo
+	39, // 18: worq.v1.WorkerInfo.held:type_name -> worq.v1.LeaseRef
+	37, // 19: worq.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	34, // 20: worq.v1.WorkerInfo.labels:type_name -> worq.v1.WorkerInfo.LabelsEntry
+	40, // 21: worq.v1.ControlWorkerRequest.action:type_name -> worq.v1.ControlAction
+	7,  // 22: worq.v1.ConfigureQueueRequest.config:type_name -> worq.v1.QueueConfig
+	7,  // 23: worq.v1.ConfigureQueueResponse.config:type_name -> worq.v1.QueueConfig
+	0,  // 24: worq.v1.AdminService.GetJob:input_type -> worq.v1.GetJobRequest
+	2,  // 25: worq.v1.AdminService.ListJobs:input_type -> worq.v1.ListJobsRequest
+	4,  // 26: worq.v1.AdminService.ListQueues:input_type -> worq.v1.ListQueuesRequest
+	9,  // 27: worq.v1.AdminService.GetQueueStats:input_type -> worq.v1.GetQueueStatsRequest
+	11, // 28: worq.v1.AdminService.GetServerInfo:input_type -> worq.v1.GetServerInfoRequest
+	14, // 29: worq.v1.AdminService.ListWorkers:input_type -> worq.v1.ListWorkersRequest
+	17, // 30: worq.v1.AdminService.DeleteJob:input_type -> worq.v1.DeleteJobRequest
+	19, // 31: worq.v1.AdminService.RetryJobs:input_type -> worq.v1.RetryJobsRequest
+	21, // 32: worq.v1.AdminService.RunJobsNow:input_type -> worq.v1.RunJobsNowRequest
+	23, // 33: worq.v1.AdminService.PauseQueue:input_type -> worq.v1.PauseQueueRequest
+	25, // 34: worq.v1.AdminService.ResumeQueue:input_type -> worq.v1.ResumeQueueRequest
+	27, // 35: worq.v1.AdminService.PurgeQueue:input_type -> worq.v1.PurgeQueueRequest
+	29, // 36: worq.v1.AdminService.ControlWorker:input_type -> worq.v1.ControlWorkerRequest
+	31, // 37: worq.v1.AdminService.ConfigureQueue:input_type -> worq.v1.ConfigureQueueRequest
+	1,  // 38: worq.v1.AdminService.GetJob:output_type -> worq.v1.GetJobResponse
+	3,  // 39: worq.v1.AdminService.ListJobs:output_type -> worq.v1.ListJobsResponse
+	5,  // 40: worq.v1.AdminService.ListQueues:output_type -> worq.v1.ListQueuesResponse
+	10, // 41: worq.v1.AdminService.GetQueueStats:output_type -> worq.v1.GetQueueStatsResponse
+	12, // 42: worq.v1.AdminService.GetServerInfo:output_type -> worq.v1.GetServerInfoResponse
+	15, // 43: worq.v1.AdminService.ListWorkers:output_type -> worq.v1.ListWorkersResponse
+	18, // 44: worq.v1.AdminService.DeleteJob:output_type -> worq.v1.DeleteJobResponse
+	20, // 45: worq.v1.AdminService.RetryJobs:output_type -> worq.v1.RetryJobsResponse
+	22, // 46: worq.v1.AdminService.RunJobsNow:output_type -> worq.v1.RunJobsNowResponse
+	24, // 47: worq.v1.AdminService.PauseQueue:output_type -> worq.v1.PauseQueueResponse
+	26, // 48: worq.v1.AdminService.ResumeQueue:output_type -> worq.v1.ResumeQueueResponse
+	28, // 49: worq.v1.AdminService.PurgeQueue:output_type -> worq.v1.PurgeQueueResponse
+	30, // 50: worq.v1.AdminService.ControlWorker:output_type -> worq.v1.ControlWorkerResponse
+	32, // 51: worq.v1.AdminService.ConfigureQueue:output_type -> worq.v1.ConfigureQueueResponse
+	38, // [38:52] is the sub-list for method output_type
+	24, // [24:38] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_worq_v1_admin_service_proto_init() }
@@ -2214,6 +2325,7 @@ func file_worq_v1_admin_service_proto_init() {
 	}
 	file_worq_v1_job_proto_init()
 	file_worq_v1_worker_service_proto_init()
+	file_worq_v1_admin_service_proto_msgTypes[6].OneofWrappers = []any{}
 	file_worq_v1_admin_service_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2221,7 +2333,7 @@ func file_worq_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worq_v1_admin_service_proto_rawDesc), len(file_worq_v1_admin_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

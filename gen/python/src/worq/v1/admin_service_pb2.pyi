@@ -84,7 +84,7 @@ class ListQueuesResponse(_message.Message):
     def __init__(self, queues: _Optional[_Iterable[_Union[QueueStats, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class QueueStats(_message.Message):
-    __slots__ = ("queue", "ready", "delayed", "in_flight", "retrying", "dead", "latency", "paused", "pending", "completed", "failed", "config")
+    __slots__ = ("queue", "ready", "delayed", "in_flight", "retrying", "dead", "latency", "paused", "pending", "completed", "failed", "config", "rate_tokens")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
     DELAYED_FIELD_NUMBER: _ClassVar[int]
@@ -97,6 +97,7 @@ class QueueStats(_message.Message):
     COMPLETED_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
+    RATE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     queue: str
     ready: int
     delayed: int
@@ -109,15 +110,30 @@ class QueueStats(_message.Message):
     completed: int
     failed: int
     config: QueueConfig
-    def __init__(self, queue: _Optional[str] = ..., ready: _Optional[int] = ..., delayed: _Optional[int] = ..., in_flight: _Optional[int] = ..., retrying: _Optional[int] = ..., dead: _Optional[int] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., paused: _Optional[bool] = ..., pending: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., config: _Optional[_Union[QueueConfig, _Mapping]] = ...) -> None: ...
+    rate_tokens: int
+    def __init__(self, queue: _Optional[str] = ..., ready: _Optional[int] = ..., delayed: _Optional[int] = ..., in_flight: _Optional[int] = ..., retrying: _Optional[int] = ..., dead: _Optional[int] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., paused: _Optional[bool] = ..., pending: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., config: _Optional[_Union[QueueConfig, _Mapping]] = ..., rate_tokens: _Optional[int] = ...) -> None: ...
 
 class QueueConfig(_message.Message):
-    __slots__ = ("retry_timeout", "retry_system")
+    __slots__ = ("retry_timeout", "retry_system", "max_running", "rate_limit")
     RETRY_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     RETRY_SYSTEM_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    RATE_LIMIT_FIELD_NUMBER: _ClassVar[int]
     retry_timeout: bool
     retry_system: bool
-    def __init__(self, retry_timeout: _Optional[bool] = ..., retry_system: _Optional[bool] = ...) -> None: ...
+    max_running: int
+    rate_limit: RateLimit
+    def __init__(self, retry_timeout: _Optional[bool] = ..., retry_system: _Optional[bool] = ..., max_running: _Optional[int] = ..., rate_limit: _Optional[_Union[RateLimit, _Mapping]] = ...) -> None: ...
+
+class RateLimit(_message.Message):
+    __slots__ = ("starts", "period", "burst")
+    STARTS_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_FIELD_NUMBER: _ClassVar[int]
+    BURST_FIELD_NUMBER: _ClassVar[int]
+    starts: int
+    period: _duration_pb2.Duration
+    burst: int
+    def __init__(self, starts: _Optional[int] = ..., period: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., burst: _Optional[int] = ...) -> None: ...
 
 class GetQueueStatsRequest(_message.Message):
     __slots__ = ("queue",)
