@@ -33,6 +33,8 @@ export interface LineListener {
 
 export async function listenLines(options: LineListenerOptions): Promise<LineListener> {
   const sockets = new Set<Socket>();
+  // Every accepted TCP connection, TLS handshakes still under way included: close() ends them all.
+  const accepted = new Set<Socket>();
   let connectionSeq = 0;
   const serve = (socket: Socket) => {
     sockets.add(socket);
@@ -50,6 +52,8 @@ export async function listenLines(options: LineListenerOptions): Promise<LineLis
   server.maxConnections = options.maxConnections;
   server.on("drop", () => options.observe("over_max_connections"));
   server.on("connection", (socket: Socket) => {
+    accepted.add(socket);
+    socket.once("close", () => accepted.delete(socket));
     options.observe("opened");
     socket.once("close", () => options.observe("closed"));
   });
@@ -77,7 +81,7 @@ export async function listenLines(options: LineListenerOptions): Promise<LineLis
     connections: () => sockets.size,
     close: async () => {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      for (const socket of sockets) socket.destroy();
+      for (const socket of [...sockets, ...accepted]) socket.destroy();
       await closed;
     },
   };
