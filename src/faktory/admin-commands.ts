@@ -209,13 +209,14 @@ async function mutate(door: FaktoryDoor, conn: FaktoryConnection, argText: strin
   if (state === undefined) throw new FaktoryError("invalid target for mutation command");
   if (typeof cmd !== "string" || !MUTATE_COMMANDS.includes(cmd)) throw new FaktoryError("unknown mutate operation");
   const matching = filterOf(filter);
+  // Jobs already dead stay as they are.
+  if (cmd === "kill" && state === "DEAD_LETTER") return OK;
   // clear empties the set whatever the filter says.
   const jids = await matchingJobs(door, conn, state, cmd === "clear" ? undefined : matching);
   if (cmd === "clear" || cmd === "discard") {
     await deleteJobs(door, jids);
   } else if (cmd === "kill") {
-    // Jobs already dead stay as they are.
-    if (state !== "DEAD_LETTER") for (const chunk of chunks(jids)) await door.engine.killJobs(chunk);
+    for (const chunk of chunks(jids)) await door.engine.killJobs(chunk);
   } else if (state === "DEAD_LETTER") {
     for (const chunk of chunks(jids)) await door.engine.retryJobs(chunk);
   } else {
@@ -239,7 +240,8 @@ function filterOf(filter: unknown): MutateFilter {
   if (jids !== undefined && jids !== null && (!Array.isArray(jids) || jids.some((jid) => typeof jid !== "string"))) {
     throw new FaktoryError("invalid MUTATE: filter.jids must be an array of strings");
   }
-  if (regexp !== undefined && regexp !== null && typeof regexp !== "string") throw new FaktoryError("invalid MUTATE: filter.regexp must be a string");
+  if (regexp !== undefined && regexp !== null && typeof regexp !== "string")
+    throw new FaktoryError("invalid MUTATE: filter.regexp must be a string");
   if (jobtype !== undefined && jobtype !== null && typeof jobtype !== "string") {
     throw new FaktoryError("invalid MUTATE: filter.jobtype must be a string");
   }
@@ -263,7 +265,12 @@ function matches(view: JobView, filter: MutateFilter): boolean {
 }
 
 /** The engine jids of the target's jobs (in the token's queues) that `filter` matches (all when undefined), read before any changes. */
-async function matchingJobs(door: FaktoryDoor, conn: FaktoryConnection, state: JobState, filter: MutateFilter | undefined): Promise<string[]> {
+async function matchingJobs(
+  door: FaktoryDoor,
+  conn: FaktoryConnection,
+  state: JobState,
+  filter: MutateFilter | undefined,
+): Promise<string[]> {
   const scope = conn.caller.scope;
   const queues = scope.all ? [undefined] : queuesInScope(door, conn).map((stats) => stats.queue);
   const jids: string[] = [];

@@ -48,7 +48,8 @@ export async function killHard(server: FaktoryServer): Promise<void> {
 }
 
 /** One RESP reply as the wire sent it. */
-export type Reply = { kind: "ok" } | { kind: "simple"; text: string } | { kind: "error"; text: string } | { kind: "bulk"; text: string } | { kind: "null" };
+export type Reply =
+  { kind: "ok" } | { kind: "simple"; text: string } | { kind: "error"; text: string } | { kind: "bulk"; text: string } | { kind: "null" };
 
 /** A raw Faktory connection: writes command lines, parses each reply from the bytes. */
 export class FaktorySocket {
@@ -177,7 +178,12 @@ const STATES = ["PENDING", "SCHEDULED", "DELAYED", "RUNNING", "RETRYING", "COMPL
 export async function statesOf(httpPort: number, queue: string, token?: string): Promise<Record<string, string>> {
   const states: Record<string, string> = {};
   for (const state of STATES) {
-    const { status, body } = await adminCall(httpPort, "AdminService/ListJobs", { queue, state: `JOB_STATE_${state}`, pageSize: 1000 }, token);
+    const { status, body } = await adminCall(
+      httpPort,
+      "AdminService/ListJobs",
+      { queue, state: `JOB_STATE_${state}`, pageSize: 1000 },
+      token,
+    );
     if (status !== 200) throw new Error(`ListJobs ${queue} ${state}: ${status} ${JSON.stringify(body)}`);
     for (const job of (body.jobs ?? []) as { jid: string; idempotencyKey?: string; state: string }[]) {
       states[job.idempotencyKey ?? job.jid] = job.state.replace(/^JOB_STATE_/, "");
