@@ -3,42 +3,17 @@
  * raw RESP client that speaks the wire byte by byte, and the server's own views of jobs
  * (Connect JSON over the HTTP port).
  */
-import { spawn, type ChildProcess } from "node:child_process";
 import { connect, type Socket } from "node:net";
-import { createInterface } from "node:readline";
 import { passwordHash } from "../../src/faktory/handshake.js";
-import { WORQ_CLI } from "../e2e/support/server-process.js";
+import { spawnServer, type ServerProcess } from "../e2e/support/server-process.js";
 
-export interface FaktoryServer {
-  port: number;
-  httpPort: number;
-  faktoryPort: number;
-  child: ChildProcess;
-  stderr: () => string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
+export type FaktoryServer = ServerProcess & { faktoryPort: number };
 
 /** Starts `worq serve --faktory-port 0` on free ports over `dataDir` and waits for its listening line. */
 export async function spawnFaktoryServer(dataDir: string, extraArgs: string[] = []): Promise<FaktoryServer> {
-  const child = spawn(process.execPath, [WORQ_CLI, "serve", "--port", "0", "--faktory-port", "0", "--data-dir", dataDir, ...extraArgs], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stderr = "";
-  child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once("exit", (code, signal) => resolve({ code, signal })),
-  );
-  const ports = await new Promise<{ port: number; httpPort: number; faktoryPort: number }>((resolve, reject) => {
-    const lines = createInterface({ input: child.stdout! });
-    lines.on("line", (line) => {
-      if (!line.includes('"worq listening"')) return;
-      const listening = JSON.parse(line) as { grpcPort: number; httpPort: number; faktoryPort: number };
-      resolve({ port: listening.grpcPort, httpPort: listening.httpPort, faktoryPort: listening.faktoryPort });
-    });
-    void exited.then(({ code }) => reject(new Error(`worq serve exited (${code}) before listening:\n${stderr}`)));
-    setTimeout(() => reject(new Error(`worq serve did not start within 15 s:\n${stderr}`)), 15_000);
-  });
-  return { ...ports, child, stderr: () => stderr, exited };
+  const server = await spawnServer(dataDir, ["--faktory-port", "0", ...extraArgs]);
+  if (server.faktoryPort === undefined) throw new Error(`no faktoryPort in the listening line:\n${server.stderr()}`);
+  return server as FaktoryServer;
 }
 
 /** Kills the server with SIGKILL (nothing flushed on the way out) and waits until it is gone. */
