@@ -163,12 +163,12 @@ async function queue(door: FaktoryDoor, conn: FaktoryConnection, argText: string
   const known = new Map(queuesInScope(door, conn).map((stats) => [stats.queue, stats]));
   if (sub === "LATENCY") {
     const nowMs = door.nowMs();
-    const latency: Record<string, number> = {};
-    for (const name of names) {
+    const secondsOf = (name: string) => {
       const oldest = known.get(name)?.oldestReadyAtMs;
-      latency[name] = oldest === undefined ? 0 : Math.max(0, nowMs - oldest) / 1000;
-    }
-    return bulk(JSON.stringify(latency));
+      return oldest === undefined ? 0 : Math.max(0, nowMs - oldest) / 1000;
+    };
+    // fromEntries: every name an own key, whatever it is (`__proto__` too).
+    return bulk(JSON.stringify(Object.fromEntries(names.map((name) => [name, secondsOf(name)]))));
   }
   const targets = names.includes("*") ? [...known.values()] : [...new Set(names)].flatMap((name) => known.get(name) ?? []);
   for (const stats of targets) {

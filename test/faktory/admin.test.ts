@@ -204,8 +204,8 @@ describe("QUEUE", () => {
     expect((await conn.fetch("ql-empty"))!.jid).toBe("latency-3");
     await conn.ok(`ACK {"jid":"latency-3"}`);
     await new Promise((resolve) => setTimeout(resolve, 400));
-    const latency = await conn.json<Record<string, number>>("QUEUE LATENCY ql ql-empty unknown-queue");
-    expect(Object.keys(latency)).toEqual(["ql", "ql-empty", "unknown-queue"]);
+    const latency = await conn.json<Record<string, number>>("QUEUE LATENCY ql ql-empty unknown-queue __proto__");
+    expect(Object.keys(latency)).toEqual(["ql", "ql-empty", "unknown-queue", "__proto__"]);
     expect(latency.ql).toBeGreaterThanOrEqual(0.4);
     expect(latency.ql).toBeLessThan(10);
     expect(latency.ql).not.toBe(Math.round(latency.ql!)); // seconds as a float
