@@ -25,7 +25,7 @@ import { controlWorker, listWorkers, openLease } from "./dispatch.js";
 import { ackAll, checkpoint, fail, renew, reportProgress } from "./reports.js";
 import type { JobChange } from "./job-watch.js";
 import { cancel, deleteJob } from "./cancel-delete.js";
-import { configureQueue, pauseQueue, purgeQueue, resumeQueue, retryJobs, runNow } from "./queue-admin.js";
+import { configureQueue, killJobs, pauseQueue, purgeQueue, resumeQueue, retryJobs, runNow } from "./queue-admin.js";
 import { getJob, info, listJobs, listQueues, queueStats, waitFinished, wakeWaiters } from "./read-views.js";
 import { nextWakeMs, tick } from "./timers.js";
 import { collectChildren, type ChildrenPage } from "./children.js";
@@ -158,6 +158,11 @@ export class Engine {
   /** Makes DELAYED or RETRYING jobs ready now (the dashboard's "run now"); skips others. Returns how many moved. */
   runNow(jids: string[]): Promise<number> {
     return runNow(this.core, jids);
+  }
+
+  /** Sends DELAYED or RETRYING jobs to the dead letters now (Faktory's MUTATE kill); skips others. Returns how many moved. */
+  killJobs(jids: string[]): Promise<number> {
+    return killJobs(this.core, jids);
   }
 
   /** The open Lease streams and what each holds. */

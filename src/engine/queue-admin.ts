@@ -1,5 +1,5 @@
 /**
- * Queue administration: pause, resume, purge, retry of dead jobs, run-now.
+ * Queue administration: pause, resume, purge, retry of dead jobs, run-now, kill.
  */
 import { WorqError, invalid } from "../model/errors.js";
 import { PRIORITY_LEVELS, type JobMeta, type PriorityLevel, type QueueConfig } from "../model/job.js";
@@ -179,6 +179,27 @@ export async function runNow(core: EngineCore, jids: string[]): Promise<number> 
   pump(core);
   await durable;
   return scheduled;
+}
+
+/**
+ * Sends DELAYED or RETRYING jobs to the dead letters now (Faktory's MUTATE kill); skips
+ * others. The jobs keep their failure, if any, as it is. Returns how many moved, once durable.
+ */
+export async function killJobs(core: EngineCore, jids: string[]): Promise<number> {
+  core.checkUsable();
+  if (jids.length === 0 || jids.length > 1000) invalid("jids", "must name 1 to 1000 jobs");
+  jids.forEach((jid, i) => checkJid(jid, `jids[${i}]`));
+  const writes: StoreWrite[] = [];
+  for (const jid of new Set(jids)) {
+    const meta = core.live.get(jid);
+    if (meta && (meta.state === "DELAYED" || meta.state === "RETRYING")) writes.push(core.apply(meta, { kind: "kill" }));
+  }
+  const killed = writes.length; // the jobs asked for, not their dependents that end with them
+  if (killed === 0) return 0;
+  const durable = core.persist(writes);
+  pump(core); // a dependent of a killed job may become ready (AFTER_ANY)
+  await durable;
+  return killed;
 }
 
 /** Throws WORQ_RESOURCE_EXHAUSTED naming `field` when `adding` new queues (the last being `queue`) would pass maxQueues. */

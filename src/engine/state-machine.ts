@@ -34,6 +34,8 @@ export type JobEvent =
   | { kind: "evict" }
   /** An operator retries a dead or failed job: a fresh start (attempts, fails, lifetime), its failure kept. */
   | { kind: "retry" }
+  /** An operator sends a waiting delayed or retrying job to the dead letters (Faktory's MUTATE kill), its failure (if any) kept as it is. */
+  | { kind: "kill" }
   /** A job this PENDING job waits for reached a terminal state. */
   | { kind: "dependency-finished"; jid: string; state: JobState }
   /** A job was spawned by the parent whose children this PENDING job joins (children_of): it waits for it too. */
@@ -125,6 +127,10 @@ export function transition(meta: JobMeta, event: JobEvent, ctx: TransitionContex
     case "retry": {
       expectState(meta, event, "DEAD_LETTER", "FAILED");
       return becomeReady({ ...meta, attempt: 0, fails: 0, completedAtMs: undefined, expiresAtMs: now + meta.ttlMs, waitingOn: [] }, ctx);
+    }
+    case "kill": {
+      expectState(meta, event, "DELAYED", "RETRYING");
+      return Object.assign({ ...meta }, { state: "DEAD_LETTER" as const, updatedAtMs: now, completedAtMs: now, dueAtMs: undefined });
     }
     case "dependency-finished": {
       expectState(meta, event, "PENDING");

@@ -41,6 +41,7 @@ const EVENTS: Record<JobEvent["kind"], JobEvent[]> = {
   cancel: [{ kind: "cancel", reason: "r" }],
   evict: [{ kind: "evict" }],
   retry: [{ kind: "retry" }],
+  kill: [{ kind: "kill" }],
   "dependency-finished": STATES.map((state) => ({ kind: "dependency-finished", jid: "dep-1", state })),
   "child-joined": STATES.map((state) => ({ kind: "child-joined", jid: "child-1", state, priority: 2, depth: 0 })),
 };
