@@ -25,6 +25,23 @@ export function positiveDurationMs(text: string): number {
   return ms;
 }
 
+/** "<starts>/<period>[:<burst>]" (e.g. "10/1s", "100/1m:20") -> a rate limit; "off" -> starts 0 (clears it). */
+export function rateValue(text: string): { starts: number; periodMs: number; burst: number } {
+  if (text.trim() === "off") return { starts: 0, periodMs: 0, burst: 0 };
+  const match = /^(\d+)\/([^:]+)(?::(\d+))?$/.exec(text.trim());
+  if (!match) throw new InvalidArgumentError('expected <starts>/<period>[:<burst>], like 10/1s or 100/1m:20, or "off".');
+  const starts = Number(match[1]);
+  const burst = match[3] === undefined ? starts : Number(match[3]);
+  if (starts < 1 || burst < 1) throw new InvalidArgumentError("starts and burst must be at least 1.");
+  return { starts, periodMs: positiveDurationMs(match[2]!), burst };
+}
+
+/** A whole number from 0 up. */
+export function countValue(text: string): number {
+  if (!/^\d+$/.test(text.trim())) throw new InvalidArgumentError("expected a whole number.");
+  return Number(text);
+}
+
 /** An RFC 3339 time ("2030-01-02T15:04:05Z", offset required) -> epoch milliseconds. */
 export function rfc3339Ms(text: string): number {
   const ms = Date.parse(text);

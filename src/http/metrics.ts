@@ -67,6 +67,18 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
     labelNames: ["queue"],
     registers: [], // not the global registry: registered below, in order
   });
+  const maxRunning = new Gauge({
+    name: "worq_queue_max_running",
+    help: 'The most jobs a queue runs at once (worq configure --max-running), for queues with that limit; compare worq_queue_depth{state="in_flight"}.',
+    labelNames: ["queue"],
+    registers: [],
+  });
+  const rateTokens = new Gauge({
+    name: "worq_queue_rate_tokens",
+    help: "Job starts a queue's rate limit allows now (whole tokens in its bucket), for queues with a rate limit.",
+    labelNames: ["queue"],
+    registers: [],
+  });
   const depth = new Gauge({
     name: "worq_queue_depth",
     help: "Jobs per queue and state (unfinished states, and dead).",
@@ -77,6 +89,8 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
       if (!current) return;
       this.reset();
       oldestAge.reset();
+      maxRunning.reset();
+      rateTokens.reset();
       const now = Date.now();
       for (const stats of current.listQueues(1000).queues) {
         const by = {
@@ -89,6 +103,8 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
         };
         for (const [state, value] of Object.entries(by)) this.set({ queue: stats.queue, state }, value);
         oldestAge.set({ queue: stats.queue }, stats.oldestReadyAtMs === undefined ? 0 : Math.max(0, now - stats.oldestReadyAtMs) / 1000);
+        if (stats.config.maxRunning !== undefined) maxRunning.set({ queue: stats.queue }, stats.config.maxRunning);
+        if (stats.rateTokens !== undefined) rateTokens.set({ queue: stats.queue }, stats.rateTokens);
       }
     },
   });
@@ -114,6 +130,8 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
     (info) => info.coldReadyJobs,
   );
   registry.registerMetric(oldestAge);
+  registry.registerMetric(maxRunning);
+  registry.registerMetric(rateTokens);
   const connectionsOpen = new Gauge({
     name: "worq_connections_open",
     help: "Open connections per port.",

@@ -71,6 +71,7 @@ describe("worq queues, pause, resume, purge, retry, workers, quiet, terminate (b
       queue: "q-config",
       retryTimeout: false,
       retrySystem: false,
+      maxRunning: 0,
     });
     expect((await server.admin.getQueueStats({ queue: "q-config" })).stats!.config).toMatchObject({
       retryTimeout: false,
@@ -81,10 +82,34 @@ describe("worq queues, pause, resume, purge, retry, workers, quiet, terminate (b
     expect(jsonOf<{ config: unknown }>(await cli(["queues", "q-config", "--json"])).config).toEqual({
       retryTimeout: false,
       retrySystem: false,
+      maxRunning: 0,
     });
     const bad = await cli(["configure", "q-config", "--retry-timeout=maybe"]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain("--retry-timeout");
+  });
+
+  it("configure sets how many of a queue's jobs run at once and how fast they start; queues <name> shows the limits and tokens", async () => {
+    const run = await cli(["configure", "q-limits", "--max-running", "5", "--rate", "10/1s:20"]);
+    expect(run.code, run.stderr).toBe(0);
+    expect([field(run.stdout, "max running"), field(run.stdout, "rate limit")]).toEqual(["5", "10/1s:20"]);
+    expect((await server.admin.getQueueStats({ queue: "q-limits" })).stats!.config).toMatchObject({
+      maxRunning: 5,
+      rateLimit: { starts: 10, period: { seconds: 1n }, burst: 20 },
+    });
+    const shown = await cli(["queues", "q-limits"]);
+    expect(field(shown.stdout, "rate tokens now")).toMatch(/^\d+$/);
+    const cleared = await cli(["configure", "q-limits", "--max-running", "0", "--rate", "off", "--json"]);
+    expect(jsonOf(cleared)).toEqual({ queue: "q-limits", retryTimeout: true, retrySystem: true, maxRunning: 0 });
+    for (const [flag, value] of [
+      ["--rate", "fast"],
+      ["--rate", "0/1s"],
+      ["--max-running", "-2"],
+    ]) {
+      const bad = await cli(["configure", "q-limits", flag!, value!]);
+      expect(bad.code, `${flag} ${value}`).toBe(2);
+      expect(bad.stderr).toContain(flag);
+    }
   });
 
   it("get shows a failure's code and cause, and an unlimited job's attempts", async () => {

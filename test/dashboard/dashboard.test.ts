@@ -320,9 +320,14 @@ describe.skipIf(!hasChromium)("dashboard in Chromium (real server, real browser)
     await show(`#/job/${jid}`, '[data-block="cause"]');
     expect(await text('[data-block="cause"]')).toContain("gateway said <b>402</b>");
     expect(await page.locator("main").textContent()).toContain("card_declined");
-    await server.admin.configureQueue({ queue: "failing-codes", config: { retrySystem: false } });
+    await server.admin.configureQueue({
+      queue: "failing-codes",
+      config: { retrySystem: false, maxRunning: 5, rateLimit: { starts: 10, period: durationFromMs(1_000), burst: 10 } },
+    });
     await show("#/queues", 'tr[data-queue="failing-codes"]');
     expect(await text('tr[data-queue="failing-codes"] td[data-col=retry]')).toBe("timeouts");
+    expect(await text('tr[data-queue="failing-codes"] td[data-col=limits]')).toMatch(/^0 \/ 5 running · 10 per 1 s \(\d+ now\)$/);
+    expect(await text('tr[data-queue="mail"] td[data-col=limits]')).toBe("none");
   });
 
   it("Dead lists the dead jobs; Retry on one moves it out of Dead (SCHEDULED in the API)", async () => {

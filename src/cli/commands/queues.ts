@@ -1,12 +1,24 @@
 import { createInterface } from "node:readline/promises";
 import { toJson } from "@bufbuild/protobuf";
-import { durationMs } from "@bufbuild/protobuf/wkt";
+import { durationFromMs, durationMs } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
-import { QueueStatsSchema, type QueueStats } from "@worq/client/gen/worq/v1/admin_service_pb.js";
+import { QueueConfigSchema, QueueStatsSchema, type QueueConfig, type QueueStats } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { contextOf, withGlobalOptions } from "../command-context.js";
 import { CliError, EXIT, usageError } from "../exit-codes.js";
 import { humanDuration, keyValues, print, printJson, table } from "../output.js";
-import { booleanValue } from "../flag-values.js";
+import { booleanValue, countValue, rateValue } from "../flag-values.js";
+
+/** A queue's limit on running jobs, as the CLI shows it. */
+function maxRunningText(config: QueueConfig | undefined): string {
+  return config?.maxRunning ? String(config.maxRunning) : "no limit";
+}
+
+/** A queue's rate limit, as --rate takes it. */
+function rateText(config: QueueConfig | undefined): string {
+  const rate = config?.rateLimit;
+  if (!rate || rate.starts === 0) return "no limit";
+  return `${rate.starts}/${humanDuration(rate.period ? durationMs(rate.period) : 0)}:${rate.burst}`;
+}
 
 const statsJson = (stats: QueueStats) => toJson(QueueStatsSchema, stats, { alwaysEmitImplicit: true });
 const latency = (stats: QueueStats) => (stats.latency ? humanDuration(durationMs(stats.latency)) : "0ms");
@@ -44,6 +56,9 @@ export function registerQueues(program: Command): void {
           ["latency", latency(s)],
           ["retry timeouts", yesNo(s.config?.retryTimeout)],
           ["retry lapsed leases", yesNo(s.config?.retrySystem)],
+          ["max running", maxRunningText(s.config)],
+          ["rate limit", rateText(s.config)],
+          ...(s.rateTokens !== undefined ? ([["rate tokens now", String(s.rateTokens)]] as [string, string][]) : []),
         ]),
       );
     }
@@ -78,34 +93,53 @@ export function registerQueues(program: Command): void {
 
   const configure = program
     .command("configure")
-    .summary("change a queue's settings: whether timeouts and lapsed leases are retried")
+    .summary("change a queue's settings: retried failures, how many run at once, how fast they start")
     .description(
-      "Sets whether a queue's TIMEOUT failures (an attempt past its execution timeout) and SYSTEM failures (a lapsed lease: the worker died or stopped renewing) are retried per the job's retry policy, or go to FAILED at once. A job's own retry_timeout / retry_system wins. Settings not given keep their value; both default to true. Survives restarts.",
+      "Sets whether a queue's TIMEOUT failures (an attempt past its execution timeout) and SYSTEM failures (a lapsed lease: the worker died or stopped renewing) are retried per the job's retry policy, or go to FAILED at once (a job's own retry_timeout / retry_system wins; both default to true); at most how many of its jobs run at once, whatever the number of workers; and at most how many start per period. Jobs over a limit wait, ready, and use no attempt. Settings not given keep their value. Survives restarts.",
     )
     .argument("<queue>", "the queue")
     .option("--retry-timeout <bool>", "retry TIMEOUT failures (true or false)", booleanValue)
     .option("--retry-system <bool>", "retry SYSTEM failures, lapsed leases (true or false)", booleanValue)
+    .option("--max-running <n>", "at most n of the queue's jobs running at once (0: no limit)", countValue)
+    .option(
+      "--rate <starts/period[:burst]>",
+      'at most this many starts per period, bursts of up to burst (default starts), e.g. 10/1s or 100/1m:20; "off" clears it',
+      rateValue,
+    )
     .addHelpText(
       "after",
-      "\nExamples:\n  worq configure payments --retry-timeout=false\n  worq configure mail --retry-system false --json",
+      "\nExamples:\n  worq configure payments --retry-timeout=false\n  worq configure mail --retry-system false --json\n  worq configure emails --max-running 5 --rate 10/1s:20",
     );
   withGlobalOptions(configure);
-  configure.action(async (queue: string, flags: { retryTimeout?: boolean; retrySystem?: boolean }, self: Command) => {
-    const { connection, json } = contextOf(self);
-    const change = {
-      ...(flags.retryTimeout !== undefined ? { retryTimeout: flags.retryTimeout } : {}),
-      ...(flags.retrySystem !== undefined ? { retrySystem: flags.retrySystem } : {}),
-    };
-    const { config } = await connection.call((options) => connection.admin.configureQueue({ queue, config: change }, options));
-    if (json) return printJson({ queue, retryTimeout: config?.retryTimeout ?? true, retrySystem: config?.retrySystem ?? true });
-    print(
-      keyValues([
-        ["queue", queue],
-        ["retry timeouts", yesNo(config?.retryTimeout)],
-        ["retry lapsed leases", yesNo(config?.retrySystem)],
-      ]),
-    );
-  });
+  configure.action(
+    async (
+      queue: string,
+      flags: { retryTimeout?: boolean; retrySystem?: boolean; maxRunning?: number; rate?: ReturnType<typeof rateValue> },
+      self: Command,
+    ) => {
+      const { connection, json } = contextOf(self);
+      const change = {
+        ...(flags.retryTimeout !== undefined ? { retryTimeout: flags.retryTimeout } : {}),
+        ...(flags.retrySystem !== undefined ? { retrySystem: flags.retrySystem } : {}),
+        ...(flags.maxRunning !== undefined ? { maxRunning: flags.maxRunning } : {}),
+        ...(flags.rate !== undefined
+          ? { rateLimit: { starts: flags.rate.starts, period: durationFromMs(flags.rate.periodMs), burst: flags.rate.burst } }
+          : {}),
+      };
+      const { config } = await connection.call((options) => connection.admin.configureQueue({ queue, config: change }, options));
+      if (json)
+        return printJson({ queue, ...(toJson(QueueConfigSchema, config!, { alwaysEmitImplicit: true }) as Record<string, unknown>) });
+      print(
+        keyValues([
+          ["queue", queue],
+          ["retry timeouts", yesNo(config?.retryTimeout)],
+          ["retry lapsed leases", yesNo(config?.retrySystem)],
+          ["max running", maxRunningText(config)],
+          ["rate limit", rateText(config)],
+        ]),
+      );
+    },
+  );
 
   const pause = program
     .command("pause")

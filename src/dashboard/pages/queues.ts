@@ -45,6 +45,7 @@ export const queuesPage: PageFactory = (root) => {
       "Completed",
       "Oldest ready",
       "Retried failures",
+      "Limits",
       "Status",
       "",
     ];
@@ -67,6 +68,11 @@ export const queuesPage: PageFactory = (root) => {
           { data: { col: "retry" }, title: "Whether TIMEOUT and SYSTEM (lapsed lease) failures are retried (worq configure)" },
           retriedFailures(q.config),
         ),
+        el(
+          "td",
+          { data: { col: "limits" }, title: "Jobs running against --max-running, and the rate limit with its tokens now (worq configure)" },
+          limitsText(q),
+        ),
         el("td", { data: { col: "status" } }, q.paused ? el("span", { class: "paused" }, "paused") : "active"),
         el(
           "td",
@@ -83,6 +89,17 @@ export const queuesPage: PageFactory = (root) => {
   };
   return { refresh: () => refresh() };
 };
+
+/** A queue's limits as the table shows them: "3 / 5 running · 10 per 1s (4 now)", or "none". */
+function limitsText(q: QueueStats): string {
+  const parts: string[] = [];
+  if (q.config?.maxRunning) parts.push(`${q.inFlight} / ${q.config.maxRunning} running`);
+  const rate = q.config?.rateLimit;
+  if (rate && rate.starts > 0) {
+    parts.push(`${rate.starts} per ${span(msOf(rate.period))}${q.rateTokens !== undefined ? ` (${q.rateTokens} now)` : ""}`);
+  }
+  return parts.length > 0 ? parts.join(" · ") : "none";
+}
 
 /** Which of a queue's TIMEOUT and SYSTEM failures are retried (both unless configured otherwise). */
 function retriedFailures(config: { retryTimeout?: boolean; retrySystem?: boolean } | undefined): string {
