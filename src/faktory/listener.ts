@@ -142,6 +142,7 @@ function serveConnection(socket: Socket, door: FaktoryDoor, options: FaktoryList
       greeted = true;
       clearTimeout(partialTimer);
       partialTimer = undefined;
+      watchPartial();
       return write(OK);
     }
     if (verb === "END") {
@@ -153,13 +154,32 @@ function serveConnection(socket: Socket, door: FaktoryDoor, options: FaktoryList
     return write(await runCommand(door, conn, verb, argText));
   };
 
+  /**
+   * A command line begun must be finished within the bound, however slowly its bytes trickle
+   * in; the bound does not run while this side has stopped reading (commands waiting), as the
+   * rest of the line cannot arrive then.
+   */
+  const watchPartial = () => {
+    if (!greeted) return;
+    if (bufferedBytes === 0 || socket.isPaused()) {
+      clearTimeout(partialTimer);
+      partialTimer = undefined;
+    } else if (partialTimer === undefined) {
+      partialTimer = setTimeout(() => cut("a command line was not finished in time"), options.partialTimeoutMs);
+      partialTimer.unref();
+    }
+  };
+
   const drain = async () => {
     if (running) return;
     running = true;
     try {
       while (lines.length > 0 && !socket.destroyed && !closing) {
         await handle(lines.shift()!);
-        if (socket.isPaused() && lines.length < MAX_QUEUED_LINES / 2 && !closing) socket.resume();
+        if (socket.isPaused() && lines.length < MAX_QUEUED_LINES / 2 && !closing) {
+          socket.resume();
+          watchPartial();
+        }
       }
     } finally {
       running = false;
@@ -190,17 +210,8 @@ function serveConnection(socket: Socket, door: FaktoryDoor, options: FaktoryList
         return;
       }
     }
-    // A command line begun must be finished within the bound, however slowly its bytes trickle in.
-    if (greeted) {
-      if (bufferedBytes === 0) {
-        clearTimeout(partialTimer);
-        partialTimer = undefined;
-      } else if (partialTimer === undefined) {
-        partialTimer = setTimeout(() => cut("a command line was not finished in time"), options.partialTimeoutMs);
-        partialTimer.unref();
-      }
-    }
     if (lines.length >= MAX_QUEUED_LINES) socket.pause();
+    watchPartial();
     void drain();
   });
   socket.on("end", () => {
