@@ -1,8 +1,7 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { connect, type Socket } from "node:net";
-import { createInterface } from "node:readline";
-import { WORQ_CLI } from "../e2e/support/server-process.js";
+import { spawnServer } from "../e2e/support/server-process.js";
 
 /**
  * What the Faktory fuzz (fuzz.test.ts) is built from: a `worq serve` process with a Faktory
@@ -24,29 +23,20 @@ export interface FaktoryServer {
 
 /** Starts `worq serve` with a Faktory port on free ports and waits for its "listening" line. */
 export async function spawnFaktoryServer(dataDir: string, extraArgs: string[] = []): Promise<FaktoryServer> {
-  const child = spawn(process.execPath, [WORQ_CLI, "serve", "--port", "0", "--faktory-port", "0", "--data-dir", dataDir, ...extraArgs], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stderr = "";
-  child.stderr!.on("data", (chunk: Buffer) => {
-    stderr += chunk.toString();
-    if (stderr.length > 200_000) stderr = stderr.slice(-100_000);
-  });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once("exit", (code, signal) => resolve({ code, signal })),
-  );
-  const listening = await new Promise<{ grpcPort: number; httpPort: number; faktoryPort: number }>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).on("line", (line) => {
-      if (line.includes('"faktoryPort"')) resolve(JSON.parse(line) as { grpcPort: number; httpPort: number; faktoryPort: number });
-    });
-    void exited.then(({ code }) => reject(new Error(`worq serve exited (${code}) before listening:\n${stderr}`)));
-    setTimeout(() => reject(new Error(`worq serve did not start within 15 s:\n${stderr}`)), 15_000);
-  });
+  const server = await spawnServer(dataDir, ["--faktory-port", "0", ...extraArgs]);
   const rssMiB = () => {
-    const status = readFileSync(`/proc/${child.pid}/status`, "utf8");
+    const status = readFileSync(`/proc/${server.child.pid}/status`, "utf8");
     return Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? NaN) / 1024;
   };
-  return { ...listening, child, stderr: () => stderr, exited, rssMiB };
+  return {
+    grpcPort: server.port,
+    httpPort: server.httpPort,
+    faktoryPort: server.faktoryPort!,
+    child: server.child,
+    stderr: server.stderr,
+    exited: server.exited,
+    rssMiB,
+  };
 }
 
 /** One reply as RESP says it: a simple string (`+`), an error (`-`), a bulk string (`$n`) or the null bulk (`$-1`). */
