@@ -271,6 +271,9 @@ describe("Faktory port under malformed and hostile input (real server process)",
       peakMiB = Math.max(peakMiB, huge.rssMiB());
       // The line is held up to the cap (64 MiB), then dropped: not a copy per chunk.
       expect(peakMiB - rssBefore).toBeLessThan((MAX_LINE_BYTES / 1024 / 1024) * 2.5);
+      process.stderr.write(
+        `faktory fuzz: ${sent} bytes without a line end: RSS ${Math.round(rssBefore)} → peak ${Math.round(peakMiB)} MiB\n`,
+      );
       const hugeClients = connect(huge.grpcPort);
       expect((await hugeClients.admin.listJobs({ queue: "fz", pageSize: 1000 })).jobs).toEqual([]);
       // A big line under the cap (a job over the job size limit) is refused by name; the connection stays.
@@ -357,7 +360,11 @@ describe("Faktory port under malformed and hostile input (real server process)",
     const t0 = performance.now();
     await pushOne("fz-beside-the-hog");
     expect(performance.now() - t0).toBeLessThan(2_000);
-    expect(server.rssMiB() - rssBefore).toBeLessThan(100);
+    const rssHeld = server.rssMiB();
+    expect(rssHeld - rssBefore).toBeLessThan(100);
+    process.stderr.write(
+      `faktory fuzz: ${lines.length} lines (${stream.length} bytes) pipelined unread: ${hog.socket.writableLength} bytes held back, RSS ${Math.round(rssBefore)} → ${Math.round(rssHeld)} MiB\n`,
+    );
     // Now it reads: one reply per line, in order.
     hog.socket.resume();
     for (const [i, line] of lines.entries()) {
