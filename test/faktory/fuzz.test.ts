@@ -185,7 +185,7 @@ describe("Faktory port under malformed and hostile input (real server process)",
       "FETCH fz \u0000\r\n",
       "INFO extra args\r\n",
       "QUEUE\r\n",
-      "QUEUE PAUSE\r\n",
+      "QUEUE NOPE fz\r\n",
       "MUTATE\r\n",
       "MUTATE {}\r\n",
       "BATCH new {}\r\n",
@@ -451,8 +451,13 @@ describe("Faktory port under malformed and hostile input (real server process)",
                     ? { wid: wid || "fz-w-none", ...(rngOf.chance(0.3) && { rss_kb: rngOf.int(1e6) }) }
                     : randomJson(rngOf, 2),
                 );
-              case "QUEUE":
-                return `${rngOf.pick(["PAUSE", "RESUME", "LATENCY", "REMOVE", "x"])} ${rngOf.pick(["fz-paused-never", "*", "", "nope"])}`;
+              case "QUEUE": {
+                // PAUSE and REMOVE only name queues no job uses: the checks below read the others back.
+                const sub = rngOf.pick(["PAUSE", "RESUME", "LATENCY", "REMOVE", "x"]);
+                const names =
+                  sub === "PAUSE" || sub === "REMOVE" ? ["fz-untouched", "fz-untouched nope"] : ["fz", "*", "", "fz fz.b", "bad/name"];
+                return `${sub} ${rngOf.pick(names)}`;
+              }
               case "MUTATE":
                 return JSON.stringify(
                   rngOf.chance(0.5)
