@@ -6,7 +6,7 @@ import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { cleanupAll, installCleanupHandlers, trackDir } from "./lib/cleanup.mjs";
 import { createContext, createLogger } from "./lib/context.mjs";
-import { ensureBullmqDeps } from "./lib/deps.mjs";
+import { ensureBullmqDeps, faktoryWorkerProblem } from "./lib/deps.mjs";
 import { describeMachine, fsyncProbe } from "./lib/machine.mjs";
 import { HELP, parseOptions } from "./lib/options.mjs";
 import { PEERS } from "./lib/peers.mjs";
@@ -22,6 +22,7 @@ import { runW2 } from "./workloads/w2-latency.mjs";
 import { deriveW3 } from "./workloads/w3-cost.mjs";
 import { runW4 } from "./workloads/w4-scale.mjs";
 import { runW5 } from "./workloads/w5-scheduled.mjs";
+import { runWF } from "./workloads/wf-faktory.mjs";
 import { runWM } from "./workloads/wm-cluster.mjs";
 
 const REPO = fileURLToPath(new URL("..", import.meta.url));
@@ -68,6 +69,16 @@ async function main() {
     } else log(`redis-server ${redis.version} (${redis.bin})`);
   }
 
+  if (options.peers.includes("worq-faktory") && options.workloads.includes("WF")) {
+    const problem = faktoryWorkerProblem();
+    if (problem) {
+      log(`${problem}; WF runs the TS library alone, the Faktory figures missing`);
+      notes.push(problem);
+      missing["worq-faktory"] = problem;
+      options.peers = options.peers.filter((p) => p !== "worq-faktory");
+    }
+  }
+
   const machine = describeMachine({ redisVersion: redis?.version });
   log(`machine: ${machine.cpuModel}, ${machine.cores} cores, ${machine.ramGiB} GiB, Linux ${machine.kernel}, Node ${machine.node}`);
   const idle = foreignLoadMeter(() => [process.pid]);
@@ -99,6 +110,7 @@ async function main() {
   if (options.workloads.includes("W2")) await step("W2", () => runW2(ctx, options.peers));
   if (options.workloads.includes("W4")) await step("W4", () => runW4(ctx, options.peers));
   if (options.workloads.includes("W5")) await step("W5", () => runW5(ctx, options.peers));
+  if (options.workloads.includes("WF") && options.peers.includes("worq-lib")) await step("WF", () => runWF(ctx, options.peers));
   if (options.workloads.includes("WM") && options.peers.includes("worq-lib")) await step("WM", () => runWM(ctx));
   if (options.profile && options.peers.includes("worq-lib") && options.workloads.includes("W1")) {
     log("profile: one W1 end-to-end run with the Worq server under node --cpu-prof");

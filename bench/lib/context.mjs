@@ -25,13 +25,13 @@ export function createContext({ options, root, redisBin, log }) {
   return {
     options,
     log,
-    async startServer(peerId, tag, { cpuProfile, nodeArgs } = {}) {
+    async startServer(peerId, tag, { cpuProfile, nodeArgs, serveArgs } = {}) {
       const peer = PEERS[peerId];
       const dir = join(root, `${String(++serial).padStart(3, "0")}-${peerId}-${tag}`.replace(/[^\w.-]/g, ""));
       const redis = peer.server.kind === "redis";
       const server = redis
         ? await startRedis(redisBin, dir, peer.server.appendfsync)
-        : await startWorqServer(dir, { cpuProfile, nodeArgs });
+        : await startWorqServer(dir, { cpuProfile, nodeArgs, serveArgs });
       return {
         pid: server.pid,
         target: server.target,

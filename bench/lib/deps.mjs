@@ -28,6 +28,11 @@ export function ensureBullmqDeps(log) {
   return resolves("ioredis") ? undefined : "ioredis still not resolvable after npm ci in bench/";
 }
 
+/** Undefined when Faktory's Node client (npm faktory-worker, a root devDependency) resolves for the bench, else why not. */
+export function faktoryWorkerProblem() {
+  return resolves("faktory-worker") ? undefined : "the faktory-worker package is not installed (npm install at the repository root)";
+}
+
 /** Installed version of a package as seen from the bench's peer scripts, or undefined. */
 export function packageVersion(name) {
   try {

@@ -34,6 +34,7 @@ export function describeMachine({ redisVersion } = {}) {
       worq: worqVersion,
       bullmq: packageVersion("bullmq"),
       ioredis: packageVersion("ioredis"),
+      "faktory-worker": packageVersion("faktory-worker"),
       "@connectrpc/connect": packageVersion("@connectrpc/connect"),
       "@connectrpc/connect-node": packageVersion("@connectrpc/connect-node"),
       "@bufbuild/protobuf": packageVersion("@bufbuild/protobuf"),

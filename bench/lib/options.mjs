@@ -16,6 +16,9 @@ Workloads:
   W3  cost: CPU-seconds per 1,000 jobs and peak RSS of server, worker, producer (from W1).
   W4  scale: submit and drain rates with 10 k / 100 k jobs queued (10 k, 1 M, 10 M with --long).
   W5  scheduled: 2,000 jobs due across 2 s; lateness p50/p99.
+  WF  the Faktory port: W1's end-to-end run and W2's pickup latency through npm faktory-worker
+      (Faktory's Node client) against --faktory-port, beside the TS library on gRPC; at most
+      5,000 jobs and 500 latency samples per run (Worq only)
   WM  multi-node: W1 end-to-end with producers and workers spread over 1, 2 and 3
       \`worq serve --cluster\` nodes on one PostgreSQL database, beside one LevelDB server
       (Worq only; PostgreSQL from Debian: bash scripts/install-postgres.sh)
@@ -40,7 +43,7 @@ redis-server is installed with apt-get when missing (Debian); BullMQ's Redis dri
 (ioredis) with npm ci in bench/. If either cannot be had, Worq runs alone and the BullMQ
 figures are marked missing.`;
 
-const WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "WM"];
+const WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "WF", "WM"];
 
 /** Parses argv into the run's options; throws with a message for bad usage. */
 export function parseOptions(argv) {
@@ -96,13 +99,13 @@ export function parseOptions(argv) {
     },
   }[mode];
   const workloads = values.only ? values.only.split(",").map((w) => w.trim().toUpperCase()) : WORKLOADS;
-  for (const w of workloads) if (!WORKLOADS.includes(w)) throw new Error(`unknown workload ${w} (W1..W5, WM)`);
+  for (const w of workloads) if (!WORKLOADS.includes(w)) throw new Error(`unknown workload ${w} (W1..W5, WF, WM)`);
   if (workloads.includes("W3") && !workloads.includes("W1")) workloads.unshift("W1");
   if (!["worq", "bullmq", "both"].includes(values.peer)) throw new Error("--peer is worq, bullmq or both");
   const fsyncs = values.fsync.split(",").map((s) => s.trim());
   for (const f of fsyncs) if (!["everysec", "always"].includes(f)) throw new Error("--fsync takes everysec and/or always");
   const peers = [
-    ...(values.peer !== "bullmq" ? ["worq-lib", "worq-raw"] : []),
+    ...(values.peer !== "bullmq" ? ["worq-lib", "worq-raw", "worq-faktory"] : []),
     ...(values.peer !== "worq" ? fsyncs.map((f) => `bullmq-${f}`) : []),
   ];
   return {

@@ -24,6 +24,17 @@ export const PEERS = {
     workloads: ["W1"],
     w1Scenarios: ["single"],
   },
+  "worq-faktory": {
+    side: "worq",
+    label: "Worq (Faktory port, faktory-worker)",
+    dir: "faktory-worker",
+    server: { kind: "worq" },
+    durability: "LevelDB; every acknowledged write fsync'd before the reply (group commit)",
+    client:
+      "npm faktory-worker 4.7 on --faktory-port: Client.push (pool of 50 connections, 50 in flight) and Worker (concurrency 50: one FETCH at a time, one ACK per job)",
+    // Only WF, beside the TS library on the same kind of server.
+    workloads: ["WF"],
+  },
   "bullmq-everysec": {
     side: "bullmq",
     label: "BullMQ (AOF everysec)",

@@ -36,7 +36,10 @@ export async function startWorqServer(dataDir, { cpuProfile, nodeArgs: extraNode
     pid: child.pid,
     address: `127.0.0.1:${listening.grpcPort}`,
     httpPort: listening.httpPort,
-    target: { address: `127.0.0.1:${listening.grpcPort}` },
+    target: {
+      address: `127.0.0.1:${listening.grpcPort}`,
+      ...(listening.faktoryPort !== undefined && { faktoryPort: listening.faktoryPort }),
+    },
     dataDir,
     stderr: () => stderr,
     /** Graceful stop (SIGTERM): the store closes, a CPU profile is written. */

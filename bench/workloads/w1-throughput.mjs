@@ -16,9 +16,10 @@ export const SCENARIOS = ["single", "batch"];
 
 export async function runW1(ctx, peerIds) {
   const { n, reps } = ctx.options;
-  const runs = Object.fromEntries(peerIds.map((id) => [id, []]));
+  const w1Peers = peerIds.filter((id) => peerRuns(id, "W1"));
+  const runs = Object.fromEntries(w1Peers.map((id) => [id, []]));
   for (let rep = 0; rep < reps; rep++) {
-    for (const peerId of peerIds) {
+    for (const peerId of w1Peers) {
       const repResult = {};
       for (const scenario of SCENARIOS) {
         if (!peerRuns(peerId, "W1", scenario)) continue;
@@ -69,9 +70,10 @@ async function backlogRun(ctx, peerId, scenario, n) {
   });
 }
 
-async function endToEndRun(ctx, peerId, scenario, n) {
+/** One end-to-end run on a fresh server (`serverOptions` for ctx.startServer); also WF's throughput run. */
+export async function endToEndRun(ctx, peerId, scenario, n, serverOptions) {
   return withScope(ctx, async (scope) => {
-    const server = await scope.server(peerId, `w1-${scenario}-e2e`);
+    const server = await scope.server(peerId, `w1-${scenario}-e2e`, serverOptions);
     const config = { ...server.target, queue: "bench", n, mode: scenario, concurrency: 50, batchSize: 1000, expect: n };
     const producer = scope.child(peerId, "producer", config);
     const worker = scope.child(peerId, "worker", config);

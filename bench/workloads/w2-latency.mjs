@@ -15,24 +15,7 @@ export async function runW2(ctx, peerIds) {
   for (let rep = 0; rep < reps; rep++) {
     for (const peerId of peerIds.filter((id) => peerRuns(id, "W2"))) {
       const label = `W2 ${peerId} rep ${rep + 1}/${reps}`;
-      const result = await attempt(ctx, label, () =>
-        withScope(ctx, async (scope) => {
-          const server = await scope.server(peerId, "w2");
-          const child = scope.child(peerId, "latency", {
-            ...server.target,
-            queue: "latency",
-            samples,
-            warmup: 50,
-            maxSleepMs: 10,
-            concurrency: 50,
-          });
-          await child.next("ready");
-          const meter = ctx.foreignMeter();
-          child.send("go");
-          const out = await child.next("result");
-          return { pickup: latencySummary(out.pickupMs), submitAck: latencySummary(out.ackMs), foreign: meter.stop() };
-        }),
-      );
+      const result = await attempt(ctx, label, () => latencyRun(ctx, peerId, samples));
       (runs[peerId] ??= []).push(result);
       ctx.log(
         `${label}: pickup p50 ${num(result.pickup?.p50)} ms, p99 ${num(result.pickup?.p99)} ms, max ${num(result.pickup?.max)} ms (foreign load ${pct(result.foreign)})`,
@@ -53,6 +36,26 @@ export async function runW2(ctx, peerIds) {
     };
   }
   return { samples, reps, runs, figures };
+}
+
+/** One latency run on a fresh server (`serverOptions` for ctx.startServer); also WF's latency run. */
+export function latencyRun(ctx, peerId, samples, serverOptions) {
+  return withScope(ctx, async (scope) => {
+    const server = await scope.server(peerId, "w2", serverOptions);
+    const child = scope.child(peerId, "latency", {
+      ...server.target,
+      queue: "latency",
+      samples,
+      warmup: 50,
+      maxSleepMs: 10,
+      concurrency: 50,
+    });
+    await child.next("ready");
+    const meter = ctx.foreignMeter();
+    child.send("go");
+    const out = await child.next("result");
+    return { pickup: latencySummary(out.pickupMs), submitAck: latencySummary(out.ackMs), foreign: meter.stop() };
+  });
 }
 
 export function renderW2(w2, missing, baselineId = "bullmq-everysec") {

@@ -145,6 +145,7 @@ function serveConnection(socket: Socket, door: FaktoryDoor, options: FaktoryList
       greeted = true;
       clearTimeout(partialTimer);
       partialTimer = undefined;
+      watchPartial();
       return write(OK);
     }
     if (verb === "END") {
@@ -157,6 +158,22 @@ function serveConnection(socket: Socket, door: FaktoryDoor, options: FaktoryList
     return write(await runCommand(door, conn, verb, argText));
   };
 
+  /**
+   * A command line begun must be finished within the bound, however slowly its bytes trickle
+   * in; the bound does not run while this side has stopped reading (commands waiting), as the
+   * rest of the line cannot arrive then.
+   */
+  const watchPartial = () => {
+    if (!greeted) return;
+    if (bufferedBytes === 0 || socket.isPaused()) {
+      clearTimeout(partialTimer);
+      partialTimer = undefined;
+    } else if (partialTimer === undefined) {
+      partialTimer = setTimeout(() => cut("a command line was not finished in time"), options.partialTimeoutMs);
+      partialTimer.unref();
+    }
+  };
+
   const drain = async () => {
     if (running) return;
     running = true;
@@ -165,7 +182,10 @@ function serveConnection(socket: Socket, door: FaktoryDoor, options: FaktoryList
         const line = lines.shift()!;
         queuedBytes -= line.length;
         await handle(line);
-        if (socket.isPaused() && lines.length < MAX_QUEUED_LINES / 2 && queuedBytes < MAX_QUEUED_BYTES / 2 && !closing) socket.resume();
+        if (socket.isPaused() && lines.length < MAX_QUEUED_LINES / 2 && queuedBytes < MAX_QUEUED_BYTES / 2 && !closing) {
+          socket.resume();
+          watchPartial();
+        }
       }
     } finally {
       running = false;
@@ -198,17 +218,8 @@ function serveConnection(socket: Socket, door: FaktoryDoor, options: FaktoryList
         return;
       }
     }
-    // A command line begun must be finished within the bound, however slowly its bytes trickle in.
-    if (greeted) {
-      if (bufferedBytes === 0) {
-        clearTimeout(partialTimer);
-        partialTimer = undefined;
-      } else if (partialTimer === undefined) {
-        partialTimer = setTimeout(() => cut("a command line was not finished in time"), options.partialTimeoutMs);
-        partialTimer.unref();
-      }
-    }
     if (lines.length >= MAX_QUEUED_LINES || queuedBytes >= MAX_QUEUED_BYTES) socket.pause();
+    watchPartial();
     void drain();
   });
   socket.on("end", () => {
