@@ -69,7 +69,7 @@ function closeSession(core: EngineCore, session: Session): void {
       core.slots.release(leaseId);
       continue;
     }
-    if (meta.lease.expiresAtMs <= capMs) continue;
+    if (meta.lease.expiresAtMs <= capMs || meta.lease.detached) continue;
     // Memory only: after a restart every lease is capped the same way during recovery.
     const orphaned = { ...meta, lease: { ...meta.lease, expiresAtMs: capMs } };
     core.live.set(orphaned);
@@ -112,7 +112,14 @@ export function pump(core: EngineCore): void {
       );
       if (!meta) continue;
       const leaseId = core.newId();
-      writes.push(core.apply(meta, { kind: "lease", leaseId, workerId: session.options.workerId }));
+      writes.push(
+        core.apply(meta, {
+          kind: "lease",
+          leaseId,
+          workerId: session.options.workerId,
+          ...(session.options.detached && { detached: true }),
+        }),
+      );
       core.slots.take(leaseId, meta.jid, session);
       const leased = core.live.get(meta.jid)!;
       const list = grants.get(session);

@@ -78,6 +78,12 @@ export interface LeaseSessionOptions {
   labels?: Record<string, string>;
   /** How the next job is picked among `queues`: strictly in listed order (default), or uniformly at random among those with a ready job. */
   order?: "LISTED" | "RANDOM";
+  /**
+   * Leases not tied to this session (a door's reservations, e.g. Faktory's FETCH): they keep
+   * their whole reserve_for when the session closes and across a restart, instead of being
+   * cut to the orphan grace.
+   */
+  detached?: boolean;
 }
 
 /**

@@ -54,7 +54,10 @@ export async function recover(core: EngineCore): Promise<void> {
     let meta = ownMeta(stored);
     core.readySeq = Math.max(core.readySeq, meta.readySeq);
     if (meta.state === "RUNNING" && meta.lease) {
-      const lease = { ...meta.lease, expiresAtMs: Math.min(meta.lease.expiresAtMs, now + core.orphanGraceMs) };
+      // A detached lease (a reservation) was never tied to a stream: it keeps its length.
+      const lease = meta.lease.detached
+        ? meta.lease
+        : { ...meta.lease, expiresAtMs: Math.min(meta.lease.expiresAtMs, now + core.orphanGraceMs) };
       meta = { ...meta, lease };
       core.slots.addOrphan(lease.leaseId, meta.jid, lease.workerId);
     }

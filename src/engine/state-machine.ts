@@ -22,7 +22,7 @@ export type JobEvent =
   /** A DELAYED or RETRYING job's due time has come. */
   | { kind: "due" }
   /** A worker is given the job. */
-  | { kind: "lease"; leaseId: string; workerId: string }
+  | { kind: "lease"; leaseId: string; workerId: string; detached?: boolean }
   | { kind: "renew"; leaseId: string; executionTimeoutMs?: number }
   | { kind: "ack"; leaseId: string }
   | { kind: "fail"; leaseId: string; report: FailureReport }
@@ -79,6 +79,7 @@ export function transition(meta: JobMeta, event: JobEvent, ctx: TransitionContex
           workerId: event.workerId,
           expiresAtMs: Math.min(now + meta.reserveForMs, executionDeadlineMs),
           executionDeadlineMs,
+          ...(event.detached && { detached: true as const }),
         },
       };
     }

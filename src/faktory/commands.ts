@@ -169,12 +169,12 @@ async function fetch(door: FaktoryDoor, conn: FaktoryConnection, argText: string
 
 /**
  * One job of `queues` within FETCH_WAIT_MS: an engine lease session with one credit, closed
- * after its first job or when the wait ends. Closing caps the job's lease at the orphan grace,
- * so the lease is then renewed to the job's whole reservation (`reserve_for`), which is what
- * Faktory's reservation is: not tied to the connection.
+ * after its first job or when the wait ends. Its leases are detached: a Faktory reservation
+ * is not tied to the connection, so the job stays reserved for its whole `reserve_for` when
+ * the session closes, and across a restart.
  */
 async function leaseOne(door: FaktoryDoor, conn: FaktoryConnection, queues: string[]): Promise<JobView | undefined> {
-  const grant = await new Promise<JobView | undefined>((resolve, reject) => {
+  return new Promise<JobView | undefined>((resolve, reject) => {
     let done = false;
     let session: { close(): void } | undefined;
     const finish = (value: JobView | undefined) => {
@@ -190,7 +190,7 @@ async function leaseOne(door: FaktoryDoor, conn: FaktoryConnection, queues: stri
     conn.signal.addEventListener("abort", onAbort);
     try {
       session = door.engine.openLease(
-        { queues, workerId: `${FAKTORY_WORKER_PREFIX}${conn.wid || `connection-${conn.id}`}:${++fetchSeq}`, credits: 1 },
+        { queues, workerId: `${FAKTORY_WORKER_PREFIX}${conn.wid || `connection-${conn.id}`}:${++fetchSeq}`, credits: 1, detached: true },
         {
           deliver: (grants) => finish(grants[0] && { meta: grants[0].meta, body: grants[0].body }),
           control: () => finish(undefined),
@@ -205,9 +205,6 @@ async function leaseOne(door: FaktoryDoor, conn: FaktoryConnection, queues: stri
       reject(error instanceof Error ? error : new Error(String(error)));
     }
   });
-  if (!grant) return undefined;
-  const expiresAtMs = await door.engine.renew(grant.meta.jid, grant.meta.lease!.leaseId);
-  return { ...grant, meta: { ...grant.meta, lease: { ...grant.meta.lease!, expiresAtMs } } };
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

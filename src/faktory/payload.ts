@@ -74,6 +74,8 @@ export function submitInputOfFaktory(json: unknown): SubmitInput {
     throw new FaktoryError("invalid JSON: reserve_for must be an integer (seconds)");
   }
   input.reserveForMs = Math.ceil(reserveForS) * 1000;
+  // A reservation is the attempt's whole allowance: no separate execution timeout cuts it short.
+  input.executionTimeoutMs = input.reserveForMs;
   input.retry = {
     ...(retry === 0
       ? { maxAttempts: 1, onExhausted: "DISCARD" as const }

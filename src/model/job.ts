@@ -102,6 +102,11 @@ interface Lease {
   expiresAtMs: number;
   /** startedAt + executionTimeout: no renewal goes past it. */
   executionDeadlineMs: number;
+  /**
+   * Set for a lease not tied to a worker's stream (a Faktory reservation): it keeps its whole
+   * length when the session that took it closes, and across a restart.
+   */
+  detached?: true;
 }
 
 export interface JobMeta {

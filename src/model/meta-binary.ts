@@ -78,6 +78,7 @@ const enum F {
   leaseExecutionDeadlineMs = 31,
   failure = 32,
   previousLeaseIds = 33,
+  leaseDetached = 34,
 }
 
 /** Every state, by its code in a record: a code never changes meaning. */
@@ -166,6 +167,7 @@ export function encodeBinaryMeta(meta: JobMeta, omitRetry: boolean, omitJid = fa
     text(w, F.leaseWorkerId, lease.workerId);
     number(w, F.leaseExpiresAtMs, lease.expiresAtMs);
     number(w, F.leaseExecutionDeadlineMs, lease.executionDeadlineMs);
+    if (lease.detached) number(w, F.leaseDetached, 1);
   }
   if (meta.failure !== undefined) json(w, F.failure, meta.failure);
   if (meta.previousLeaseIds.length > 0) textList(w, F.previousLeaseIds, meta.previousLeaseIds);
@@ -233,6 +235,7 @@ export function decodeBinaryMeta(bytes: Uint8Array): JobMeta {
     else if (field === F.leaseWorkerId) (lease ??= {}).workerId = value as string;
     else if (field === F.leaseExpiresAtMs) (lease ??= {}).expiresAtMs = value as number;
     else if (field === F.leaseExecutionDeadlineMs) (lease ??= {}).executionDeadlineMs = value as number;
+    else if (field === F.leaseDetached && value === 1) (lease ??= {}).detached = true;
     // Any other field is one a later layout added: skipped.
   }
   if (lease) meta.lease = lease as NonNullable<JobMeta["lease"]>;

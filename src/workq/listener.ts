@@ -79,9 +79,11 @@ function serveConnection(socket: Socket, door: WorkqDoor, options: WorkqListener
     gone.abort();
   });
 
-  // A command begun must be finished within the bound, however slowly its bytes trickle in.
+  // A command begun must be finished within the bound, however slowly its bytes trickle in;
+  // the bound does not run while this side has stopped reading (commands waiting), as the
+  // rest of the command cannot arrive then.
   const watchPartial = () => {
-    if (!parser.partial) {
+    if (!parser.partial || socket.isPaused()) {
       clearTimeout(partialTimer);
       partialTimer = undefined;
     } else if (partialTimer === undefined) {
@@ -114,7 +116,10 @@ function serveConnection(socket: Socket, door: WorkqDoor, options: WorkqListener
           continue;
         }
         await write(await runCommand(door, conn, frame.command));
-        if (socket.isPaused() && queue.length < MAX_QUEUED_FRAMES / 2) socket.resume();
+        if (socket.isPaused() && queue.length < MAX_QUEUED_FRAMES / 2) {
+          socket.resume();
+          watchPartial();
+        }
       }
     } finally {
       running = false;
@@ -124,8 +129,8 @@ function serveConnection(socket: Socket, door: WorkqDoor, options: WorkqListener
 
   socket.on("data", (chunk: Buffer) => {
     queue.push(...parser.push(chunk));
-    watchPartial();
     if (queue.length >= MAX_QUEUED_FRAMES) socket.pause();
+    watchPartial();
     void drain();
   });
   // The client sent all it will: answer what it sent, then close (an unfinished command is dropped).

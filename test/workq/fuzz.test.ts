@@ -149,3 +149,30 @@ describe("Workq port under malformed input (real server)", () => {
     expect(await conn.read(1_000, 100)).toMatch(/^\+OK 1\r\nserver 3\r\n[\s\S]*\+OK 1\r\nfz 2\r\nready-len \d+\r\nscheduled-len 0\r\n$/);
   });
 });
+
+describe("a Workq client that sends without reading its replies", () => {
+  it("is held back, not cut: the unfinished-command bound does not run while the server waits for it to read", async () => {
+    const server = await startTestServer({ workqPort: 0, headerTimeoutMs: 300 });
+    try {
+      const conn = await WorkqSocket.open(server.workqPort!);
+      const count = 100_000;
+      // Far more commands and replies than the socket buffers hold, sent at once: the server
+      // stops reading mid-line (the rest of the line waits in the socket) while its replies wait.
+      conn.write("inspect server\r\n".repeat(count));
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      expect(conn.closed).toBe(false);
+      let replies = 0;
+      let text = "";
+      for (let tries = 0; tries < 400 && replies < count; tries++) {
+        text += await conn.drain(50);
+        replies += text.match(/^\+OK 1\r$/gm)?.length ?? 0;
+        text = text.slice(text.lastIndexOf("\n") + 1);
+      }
+      expect(replies).toBe(count);
+      expect(conn.closed).toBe(false);
+      conn.close();
+    } finally {
+      await server.close();
+    }
+  }, 60_000);
+});

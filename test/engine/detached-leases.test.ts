@@ -1,0 +1,47 @@
+import { describe, expect, it } from "vitest";
+import { decodeBinaryMeta, encodeBinaryMeta } from "../../src/model/meta-binary.js";
+import { CollectingSink, flush, openEngine, submitOne } from "./helpers.js";
+
+const MINUTE = 60_000;
+
+describe("Detached leases (a door's reservations, as Faktory's FETCH takes them)", () => {
+  it("keep their whole reserve_for when the session closes and across a restart; attached ones are cut to the orphan grace", async () => {
+    const { engine, clock, data } = await openEngine({ orphanGraceMs: 10_000 });
+    const reserved = await submitOne(engine, { type: "t", queue: "faktory", reserveForMs: 30 * MINUTE, executionTimeoutMs: 30 * MINUTE });
+    const streamed = await submitOne(engine, { type: "t", queue: "grpc", reserveForMs: 30 * MINUTE });
+    const detachedSink = new CollectingSink();
+    const detached = engine.openLease({ queues: ["faktory"], workerId: "faktory:w:1", credits: 1, detached: true }, detachedSink);
+    const attachedSink = new CollectingSink();
+    const attached = engine.openLease({ queues: ["grpc"], workerId: "grpc-worker", credits: 1 }, attachedSink);
+    await flush();
+    expect(detachedSink.grantOf(reserved).meta.lease).toMatchObject({ detached: true, expiresAtMs: clock.nowMs() + 30 * MINUTE });
+    expect(attachedSink.grantOf(streamed).meta.lease).not.toHaveProperty("detached");
+    const leasedAt = clock.nowMs();
+    detached.close();
+    attached.close();
+    expect((await engine.getJob(reserved)).meta.lease!.expiresAtMs).toBe(leasedAt + 30 * MINUTE);
+    expect((await engine.getJob(streamed)).meta.lease!.expiresAtMs).toBe(leasedAt + 10_000);
+
+    await flush();
+    await engine.close();
+    clock.advance(MINUTE);
+    const restarted = await openEngine({ data, clock, orphanGraceMs: 10_000 });
+    expect((await restarted.engine.getJob(reserved)).meta.lease).toMatchObject({ detached: true, expiresAtMs: leasedAt + 30 * MINUTE });
+    expect((await restarted.engine.getJob(streamed)).meta.lease!.expiresAtMs).toBe(clock.nowMs() + 10_000);
+    // The reservation is still held: an ack with its lease completes the job.
+    await restarted.engine.ack(reserved, detachedSink.grantOf(reserved).meta.lease!.leaseId, new Uint8Array());
+    expect((await restarted.engine.getJob(reserved)).meta.state).toBe("COMPLETED");
+  });
+
+  it("the binary meta record keeps the flag, and records without it read as attached", async () => {
+    const { engine } = await openEngine();
+    const jid = await submitOne(engine, { type: "t", queue: "q" });
+    const sink = new CollectingSink();
+    engine.openLease({ queues: ["q"], workerId: "w", credits: 1, detached: true }, sink);
+    await flush();
+    const meta = sink.grantOf(jid).meta;
+    expect(decodeBinaryMeta(encodeBinaryMeta(meta, false)).lease).toEqual(meta.lease);
+    const { detached: _detached, ...attachedLease } = meta.lease!;
+    expect(decodeBinaryMeta(encodeBinaryMeta({ ...meta, lease: attachedLease }, false)).lease).toEqual(attachedLease);
+  });
+});
