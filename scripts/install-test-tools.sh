@@ -4,7 +4,8 @@
 #     (editable, so a later `npm run generate` needs no reinstall) and the Python worker
 #     library clients/python (editable; both share the `worq` namespace package); and mypy
 #     with the typeshed stubs types-grpcio and types-protobuf, which type-check
-#     clients/python/src/worq (config in clients/python/pyproject.toml);
+#     clients/python/src/worq (config in clients/python/pyproject.toml); and Faktory's Python
+#     clients `faktory` and `pyfaktory` (pinned), which the Faktory port's interop tests run;
 #   - .tools/bin/grpcurl;
 #   - the Go modules of test/interop/go, and a warm build cache for `go run .` there;
 #   - the Go worker library's conformance worker and the Go examples, into .tools/bin.
@@ -14,7 +15,8 @@ cd "$(dirname "$0")/.."
 source scripts/tools.sh
 
 ensure_venv "grpcio==$GRPCIO_VERSION" "protobuf==$PROTOBUF_PY_VERSION" "pytest==$PYTEST_VERSION" \
-  "mypy==$MYPY_VERSION" "types-grpcio==$TYPES_GRPCIO_VERSION" "types-protobuf==$TYPES_PROTOBUF_VERSION"
+  "mypy==$MYPY_VERSION" "types-grpcio==$TYPES_GRPCIO_VERSION" "types-protobuf==$TYPES_PROTOBUF_VERSION" \
+  "faktory==$FAKTORY_PY_VERSION" "pyfaktory==$PYFAKTORY_VERSION"
 
 # Reinstall only when `worq.v1` does not already resolve to this checkout's gen/python.
 want="$PWD/gen/python/src/worq/v1/__init__.py"

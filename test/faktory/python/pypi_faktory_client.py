@@ -1,0 +1,103 @@
+"""PyPI `faktory` 1.0 (Faktory's Python client, unchanged) against Worq's Faktory port.
+
+Its producer pushes three `add` jobs and one `flaky` job to QUEUE; its worker (threads,
+concurrency 2) fetches them, together with any job already waiting there, acks the ones
+that succeed and fails `flaky` the first time. It keeps working until `flaky` has come back
+and succeeded (the test brings it back early through Worq's admin API), then disconnects.
+Prints one JSON line per event: pushed, ack, fail, done.
+
+Usage: FAKTORY_URL=tcp://:password@127.0.0.1:PORT QUEUE=name python pypi_faktory_client.py
+"""
+
+import json
+import os
+import sys
+import threading
+import time
+from datetime import datetime
+import uuid
+
+import faktory
+from faktory import Worker
+
+QUEUE = os.environ["QUEUE"]
+URL = os.environ["FAKTORY_URL"]
+DEADLINE = time.monotonic() + float(os.environ.get("DEADLINE_S", "30"))
+lock = threading.Lock()
+flaky_calls = 0
+
+
+def emit(event, **fields):
+    with lock:
+        print(json.dumps({"event": event, **fields}), flush=True)
+
+
+def add(a, b):
+    return a + b
+
+
+def flaky(n):
+    global flaky_calls
+    with lock:
+        flaky_calls += 1
+        calls = flaky_calls
+    if calls == 1:
+        raise ValueError(f"flaky {n} failed once")
+    return n
+
+
+class RecordingWorker(Worker):
+    """The library's worker, noting what it reports."""
+
+    acked = set()
+    failed = []
+
+    def _ack(self, jid):
+        super()._ack(jid)
+        self.acked.add(jid)
+        emit("ack", jid=jid)
+
+    def _fail(self, jid, exception=None):
+        super()._fail(jid, exception=exception)
+        self.failed.append(jid)
+        emit("fail", jid=jid, errtype=type(exception).__name__ if exception else None)
+
+
+def main():
+    jids = {"add": [uuid.uuid4().hex for _ in range(3)], "flaky": uuid.uuid4().hex}
+    with faktory.connection(URL) as client:
+        for i, jid in enumerate(jids["add"]):
+            if not client.queue("add", args=(i, 10), queue=QUEUE, jid=jid):
+                emit("push-refused", jid=jid)
+                return 1
+        if not client.queue("flaky", args=(7,), queue=QUEUE, jid=jids["flaky"], retry=3):
+            emit("push-refused", jid=jids["flaky"])
+            return 1
+    emit("pushed", add=jids["add"], flaky=jids["flaky"])
+
+    worker = RecordingWorker(faktory=URL, queues=[QUEUE], concurrency=2, use_threads=True)
+    worker.send_heartbeat_every = 1
+    worker.register("add", add)
+    worker.register("flaky", flaky)
+    worker.faktory.connect(worker_id=worker.worker_id)
+    # What Worker.run() does before its loop (run() itself never returns: it exits the process).
+    worker._last_heartbeat = datetime.now()
+    emit("worker", wid=worker.worker_id)
+    want = set(jids["add"]) | {jids["flaky"]}
+    extra = int(os.environ.get("EXTRA_JOBS", "0"))
+    while time.monotonic() < DEADLINE:
+        worker.tick()
+        if want <= worker.acked and len(worker.acked) >= len(want) + extra:
+            break
+    else:
+        emit("timeout", acked=sorted(worker.acked))
+        return 1
+    while worker._pending:
+        worker.tick()
+    worker.faktory.disconnect()
+    emit("done", acked=len(worker.acked), failed=worker.failed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
