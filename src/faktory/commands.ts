@@ -27,6 +27,8 @@ import { FAKTORY_WORKER_PREFIX, type FaktoryWorkerState } from "./workers.js";
 
 /** How long FETCH waits for a job before answering none (clients ask again at once; Go's client reads with a 5 s deadline). */
 export const FETCH_WAIT_MS = 2000;
+/** Reservations remembered for reports (see fetch). */
+const MAX_RESERVATIONS = 100_000;
 /** The most jobs one PUSHB takes. */
 const MAX_PUSHB_JOBS = 10_000;
 /** Failure texts as Faktory keeps them. */
@@ -159,6 +161,9 @@ async function fetch(door: FaktoryDoor, conn: FaktoryConnection, argText: string
   if (!grant) return NULL_BULK;
   const wireJid = faktoryJidOf(grant.meta);
   door.reservations.set(wireJid, { jid: grant.meta.jid, leaseId: grant.meta.lease!.leaseId, wid: conn.wid });
+  // Reservations never reported (lapsed) are forgotten oldest first; a report still finds its
+  // job by its jid and the lease's Faktory worker id.
+  if (door.reservations.size > MAX_RESERVATIONS) door.reservations.delete(door.reservations.keys().next().value!);
   return bulk(faktoryJobText(grant));
 }
 

@@ -42,9 +42,10 @@ export interface FaktoryListener {
 }
 
 /** The longest command line (a PUSHB of thousands of jobs fits); a longer one is refused and the connection closed. */
-export const MAX_LINE_BYTES = 64 * 1024 * 1024;
-/** Command lines a connection may have waiting before its socket is paused. */
+export const MAX_LINE_BYTES = 16 * 1024 * 1024;
+/** Command lines (or bytes of them) a connection may have waiting before its socket is paused. */
 const MAX_QUEUED_LINES = 64;
+const MAX_QUEUED_BYTES = MAX_LINE_BYTES;
 /** How often workers not heard from are forgotten. */
 const REAP_EVERY_MS = 15_000;
 
@@ -87,6 +88,7 @@ function serveConnection(socket: Socket, door: FaktoryDoor, options: FaktoryList
   const conn: FaktoryConnection = { caller: options.anonymous, wid: "", signal: gone.signal, id };
   const { line: hi, challenge } = greeting(options.passwords);
   const lines: string[] = [];
+  let queuedBytes = 0;
   let buffered: Buffer[] = [];
   let bufferedBytes = 0;
   let greeted = false;
@@ -119,6 +121,7 @@ function serveConnection(socket: Socket, door: FaktoryDoor, options: FaktoryList
   const refuseAndClose = async (message: string) => {
     closing = true;
     lines.length = 0;
+    queuedBytes = 0;
     await write(errorReply(message));
     socket.end();
   };
@@ -147,6 +150,7 @@ function serveConnection(socket: Socket, door: FaktoryDoor, options: FaktoryList
     if (verb === "END") {
       closing = true;
       lines.length = 0;
+      queuedBytes = 0;
       socket.end();
       return;
     }
@@ -158,8 +162,10 @@ function serveConnection(socket: Socket, door: FaktoryDoor, options: FaktoryList
     running = true;
     try {
       while (lines.length > 0 && !socket.destroyed && !closing) {
-        await handle(lines.shift()!);
-        if (socket.isPaused() && lines.length < MAX_QUEUED_LINES / 2 && !closing) socket.resume();
+        const line = lines.shift()!;
+        queuedBytes -= line.length;
+        await handle(line);
+        if (socket.isPaused() && lines.length < MAX_QUEUED_LINES / 2 && queuedBytes < MAX_QUEUED_BYTES / 2 && !closing) socket.resume();
       }
     } finally {
       running = false;
@@ -177,7 +183,9 @@ function serveConnection(socket: Socket, door: FaktoryDoor, options: FaktoryList
       buffered = [];
       bufferedBytes = 0;
       const end = whole.length > 0 && whole[whole.length - 1] === 13 ? whole.length - 1 : whole.length;
-      lines.push(whole.toString("utf8", 0, end));
+      const line = whole.toString("utf8", 0, end);
+      lines.push(line);
+      queuedBytes += line.length;
       start = newline + 1;
       newline = chunk.indexOf(10, start);
     }
@@ -200,7 +208,7 @@ function serveConnection(socket: Socket, door: FaktoryDoor, options: FaktoryList
         partialTimer.unref();
       }
     }
-    if (lines.length >= MAX_QUEUED_LINES) socket.pause();
+    if (lines.length >= MAX_QUEUED_LINES || queuedBytes >= MAX_QUEUED_BYTES) socket.pause();
     void drain();
   });
   socket.on("end", () => {

@@ -27,6 +27,13 @@ const DEFAULT_RETRIES = 25;
 /** Backtrace lines kept per failure. */
 export const MAX_BACKTRACE_LINES = 50;
 
+/**
+ * The backoff after a lapsed reservation (a FAIL names its own delay, faktoryRetryDelayMs):
+ * doubling from 15 s, spread ±10 %, as close to Faktory's retry_count⁴ + 15 + R × (retry_count + 1)
+ * as an exponential gets over the first retries (15–44 s, then 16–74 s, 31–118 s, …), at most a day.
+ */
+const LAPSE_BACKOFF = { backoff: "EXPONENTIAL", initialDelayMs: 15_000, multiplier: 2, maxDelayMs: 86_400_000, jitter: true } as const;
+
 /** The idempotency type of every job's wire jid (one namespace of names, whatever the jobtype). */
 export const FAKTORY_ID_TYPE = "faktory.jid";
 
@@ -67,12 +74,14 @@ export function submitInputOfFaktory(json: unknown): SubmitInput {
     throw new FaktoryError("invalid JSON: reserve_for must be an integer (seconds)");
   }
   input.reserveForMs = Math.ceil(reserveForS) * 1000;
-  input.retry =
-    retry === 0
-      ? { maxAttempts: 1, onExhausted: "DISCARD" }
+  input.retry = {
+    ...(retry === 0
+      ? { maxAttempts: 1, onExhausted: "DISCARD" as const }
       : retry < 0
-        ? { maxAttempts: 1, onExhausted: "DEAD_LETTER" }
-        : { maxAttempts: retry + 1 };
+        ? { maxAttempts: 1, onExhausted: "DEAD_LETTER" as const }
+        : { maxAttempts: retry + 1 }),
+    ...LAPSE_BACKOFF,
+  };
   // Faktory keeps up to 50 lines of every failure's backtrace whatever the job says.
   input.backtraceFrames = Math.max(input.backtraceFrames ?? 0, MAX_BACKTRACE_LINES);
   input.idempotencyType = FAKTORY_ID_TYPE;
