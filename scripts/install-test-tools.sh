@@ -8,7 +8,9 @@
 #     clients `faktory` and `pyfaktory` (pinned), which the Faktory port's interop tests run;
 #   - .tools/bin/grpcurl;
 #   - the Go modules of test/interop/go, and a warm build cache for `go run .` there;
-#   - the Go worker library's conformance worker and the Go examples, into .tools/bin.
+#   - the Go worker library's conformance worker and the Go examples, into .tools/bin;
+#   - test/faktory/rust-client (crates.io's faktory client), built into .tools/cargo-target
+#     with cargo (from PATH or ~/.cargo/bin; Debian's cargo is installed when there is none).
 # Pins live in scripts/tools.sh. Called by CI (.ci/run) and by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,4 +47,15 @@ log "building the Go worker library, its conformance worker and the Go examples"
   && go build -o "$TOOLS_BIN/worq-example-go-worker" ./worker \
   && go build -o "$TOOLS_BIN/worq-example-go-producer" ./producer)
 
-log "test tools ready: $VENV_PY (with mypy), $TOOLS_BIN/grpcurl, $TOOLS_BIN/go-conformance-worker, Go examples"
+cargo_bin="$(command -v cargo || true)"
+if [ -z "$cargo_bin" ] && [ -x "$HOME/.cargo/bin/cargo" ]; then cargo_bin="$HOME/.cargo/bin/cargo"; fi
+if [ -z "$cargo_bin" ]; then
+  [ "$(id -u)" = 0 ] || { log "no cargo on PATH or in ~/.cargo/bin: install Rust (rustup) or Debian's cargo"; exit 1; }
+  log "no cargo: installing Debian's cargo"
+  apt-get update -qq && apt-get install -y -qq cargo
+  cargo_bin="$(command -v cargo)"
+fi
+log "building test/faktory/rust-client (crates.io faktory) into .tools/cargo-target with $("$cargo_bin" --version)"
+(cd test/faktory/rust-client && CARGO_TARGET_DIR="$TOOLS_DIR/cargo-target" "$cargo_bin" build --release --locked --quiet)
+
+log "test tools ready: $VENV_PY (with mypy and Faktory's Python clients), $TOOLS_BIN/grpcurl, $TOOLS_BIN/go-conformance-worker, Go examples, .tools/cargo-target (Rust Faktory client)"

@@ -5,7 +5,7 @@
  */
 import { execFile, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { toJson, type JsonValue } from "@bufbuild/protobuf";
 import { ListValueSchema } from "@bufbuild/protobuf/wkt";
@@ -175,19 +175,33 @@ export function runProgram(command: string, args: string[], env: NodeJS.ProcessE
 
 // --- Rust ---------------------------------------------------------------------------------
 
-/** Whether cargo is on PATH (a missing one skips, or fails under WORQ_REQUIRE_ALL=1). */
+/** cargo: on PATH, else where rustup puts it. */
+const CARGO = [process.env.CARGO, "cargo", join(homedir(), ".cargo/bin/cargo")].find((candidate) => {
+  if (candidate === undefined) return false;
+  try {
+    return commandWorks(candidate, ["--version"]);
+  } catch {
+    return false;
+  }
+});
+
+/** Whether cargo can run here (a missing one skips, or fails under WORQ_REQUIRE_ALL=1). */
 export function cargoAvailable(): boolean {
-  return toolAvailable("Rust Faktory client (crates.io faktory)", () => commandWorks("cargo", ["--version"]), "no cargo on PATH");
+  return toolAvailable(
+    "Rust Faktory client (crates.io faktory)",
+    () => CARGO !== undefined,
+    "no cargo on PATH or in ~/.cargo/bin; install Rust (rustup) or `apt-get install cargo`",
+  );
 }
 
-/** `cargo build --release` of a crate; resolves to its stderr, rejects on failure. */
-export function cargoBuild(manifestDir: string, targetDir: string, timeoutMs: number): Promise<string> {
+/** `cargo build --release --locked` of a crate into `targetDir`; rejects on failure. */
+export function cargoBuild(manifestDir: string, targetDir: string, timeoutMs: number): Promise<void> {
   return new Promise((resolve, reject) => {
     execFile(
-      "cargo",
+      CARGO ?? "cargo",
       ["build", "--release", "--locked", "--quiet"],
       { cwd: manifestDir, env: { ...process.env, CARGO_TARGET_DIR: targetDir }, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 },
-      (error, _stdout, stderr) => (error ? reject(new Error(`cargo build failed: ${error.message}\n${stderr}`)) : resolve(stderr)),
+      (error, _stdout, stderr) => (error ? reject(new Error(`cargo build failed: ${error.message}\n${stderr}`)) : resolve()),
     );
   });
 }
