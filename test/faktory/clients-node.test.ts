@@ -161,6 +161,24 @@ describe("npm faktory-worker 4.7.1 against the Faktory port", () => {
     expect(calls).toBe(2);
   });
 
+  it("a job pushed with a future `at` waits DELAYED and is fetched once due", async () => {
+    const producer = client();
+    const job = producer.job("Later", "x");
+    job.queue = "node-at";
+    const dueAt = Date.now() + 1_500;
+    job.at = new Date(dueAt);
+    const jid = await job.push();
+    expect((await jobByWireJid(server, "node-at", jid))?.state).toBe(JobState.DELAYED);
+    const ranAt: number[] = [];
+    const worker = nodeWorker({ host: "127.0.0.1", port: server.faktoryPort, queues: ["node-at"], concurrency: 2 });
+    started.push(worker);
+    worker.register("Later", () => void ranAt.push(Date.now()));
+    await worker.work();
+    await eventually("the job COMPLETED", async () => (await jobByWireJid(server, "node-at", jid))?.state === JobState.COMPLETED);
+    expect(ranAt).toHaveLength(1);
+    expect(ranAt[0]).toBeGreaterThanOrEqual(dueAt - 50);
+  });
+
   it("QUIET through Worq's admin API reaches the worker on its next BEAT: it stops fetching", async () => {
     const wid = `quiet-${randomUUID().slice(0, 8)}`;
     const worker = nodeWorker({ host: "127.0.0.1", port: server.faktoryPort, queues: ["node-quiet"], concurrency: 2, wid });
