@@ -74,10 +74,10 @@ describe.skipIf(!hasPypiFaktory && !hasPyfaktory)("Faktory's Python clients agai
       expect(result.code, result.stderr + result.stdout).toBe(0);
       const pushed = result.events.find((e) => e.event === "pushed") as { add: string[]; flaky: string };
       expect(result.events.filter((e) => e.event === "fail")).toEqual([{ event: "fail", jid: pushed.flaky, errtype: "ValueError" }]);
-      expect(result.events.find((e) => e.event === "done")).toMatchObject({ acked: 5 });
+      expect(result.events.find((e) => e.event === "done")).toMatchObject({ acked: 6 });
 
       const jobs = await jobsOf(server, queue);
-      expect(jobs).toHaveLength(5);
+      expect(jobs).toHaveLength(6);
       expect(jobs.every((job) => job.state === JobState.COMPLETED)).toBe(true);
       expect(
         jobs
@@ -106,10 +106,10 @@ describe.skipIf(!hasPypiFaktory && !hasPyfaktory)("Faktory's Python clients agai
       );
       const failed = await failedThenRunNow(queue);
       await eventually(
-        "all 6 jobs COMPLETED",
+        "all 7 jobs COMPLETED",
         async () => {
           const jobs = await jobsOf(server, queue);
-          return jobs.length === 6 && jobs.every((job) => job.state === JobState.COMPLETED);
+          return jobs.length === 7 && jobs.every((job) => job.state === JobState.COMPLETED);
         },
         20_000,
       );
@@ -122,7 +122,7 @@ describe.skipIf(!hasPypiFaktory && !hasPyfaktory)("Faktory's Python clients agai
       const pushed = result.events.find((e) => e.event === "pushed") as { add: string[]; flaky: string; rejected: object };
       expect(pushed.rejected).toEqual({});
       expect(result.events.filter((e) => e.event === "fail")).toMatchObject([{ jid: pushed.flaky, errtype: "ValueError" }]);
-      expect(result.events.filter((e) => e.event === "ack")).toHaveLength(6);
+      expect(result.events.filter((e) => e.event === "ack")).toHaveLength(7);
 
       const jobs = await jobsOf(server, queue);
       expect(jobs.find((job) => job.jid === failed.jid)).toMatchObject({ idempotencyKey: pushed.flaky, attempt: 2 });

@@ -1,7 +1,7 @@
 """PyPI `pyfaktory` 0.2 (a Faktory client in Python, unchanged) against Worq's Faktory port.
 
 Its producer pushes one `add` job (PUSH) and three more plus one `flaky` job in one PUSHB to
-QUEUE; its consumer (a process pool, concurrency 2, beating every second as worker WID)
+QUEUE, with an `echo` job of non-ASCII text; its consumer (a process pool, concurrency 2, beating every second as worker WID)
 runs them, with any job already waiting there: `flaky` fails the first time. The consumer
 runs until the server tells it to terminate on a BEAT (the test does so through Worq's
 admin API once every job is done). Prints one JSON line per event: pushed, ack, fail, stopped.
@@ -29,6 +29,15 @@ def add(a, b):
     return a + b
 
 
+TEXT = "h\u00e9llo \u2713 \u65e5\u672c \U0001f680"
+
+
+def echo(text):
+    if text != TEXT:
+        raise ValueError(f"got {text!r}")
+    return text
+
+
 def flaky(n):
     # Handlers run in other processes: the first call leaves a file behind.
     if not os.path.exists(MARKER):
@@ -40,13 +49,15 @@ def flaky(n):
 def main():
     add_jids = [uuid.uuid4().hex for _ in range(4)]
     flaky_jid = uuid.uuid4().hex
+    echo_jid = uuid.uuid4().hex
     with Client(faktory_url=URL, role="producer") as client:
         producer = Producer(client=client)
         producer.push(Job(jid=add_jids[0], jobtype="add", args=[0, 10], queue=QUEUE))
         jobs = [Job(jid=jid, jobtype="add", args=[i + 1, 10], queue=QUEUE) for i, jid in enumerate(add_jids[1:])]
+        jobs.append(Job(jid=echo_jid, jobtype="echo", args=[TEXT], queue=QUEUE))
         jobs.append(Job(jid=flaky_jid, jobtype="flaky", args=[7], queue=QUEUE, retry=3))
         rejected = producer.push_bulk(jobs)
-    emit("pushed", add=add_jids, flaky=flaky_jid, rejected=rejected)
+    emit("pushed", add=add_jids, flaky=flaky_jid, echo=echo_jid, rejected=rejected)
 
     client = Client(faktory_url=URL, role="consumer", worker_id=os.environ["WID"], beat_period=1)
     client.connect()
@@ -64,6 +75,7 @@ def main():
     consumer = Consumer(client=client, queues=[QUEUE], priority="strict", concurrency=2, grace_period=1)
     consumer.register("add", add)
     consumer.register("flaky", flaky)
+    consumer.register("echo", echo)
     try:
         consumer.run()  # returns only by exiting, once told to terminate
     except SystemExit:

@@ -1,8 +1,8 @@
 """PyPI `faktory` 1.0 (Faktory's Python client, unchanged) against Worq's Faktory port.
 
-Its producer pushes three `add` jobs and one `flaky` job to QUEUE; its worker (threads,
-concurrency 2) fetches them, together with any job already waiting there, acks the ones
-that succeed and fails `flaky` the first time. It keeps working until `flaky` has come back
+Its producer pushes three `add` jobs, an `echo` job of non-ASCII text and one `flaky` job
+to QUEUE; its worker (threads, concurrency 2) fetches them, together with any job already
+waiting there, acks the ones that succeed and fails `flaky` the first time. It keeps working until `flaky` has come back
 and succeeded (the test brings it back early through Worq's admin API), then disconnects.
 Prints one JSON line per event: pushed, ack, fail, done.
 
@@ -36,6 +36,16 @@ def add(a, b):
     return a + b
 
 
+TEXT = "h\u00e9llo \u2713 \u65e5\u672c \U0001f680"
+
+
+def echo(text):
+    # FETCH replies are UTF-8 with their length in bytes: this client reads them by that length.
+    if text != TEXT:
+        raise ValueError(f"got {text!r}")
+    return text
+
+
 def flaky(n):
     global flaky_calls
     with lock:
@@ -64,26 +74,30 @@ class RecordingWorker(Worker):
 
 
 def main():
-    jids = {"add": [uuid.uuid4().hex for _ in range(3)], "flaky": uuid.uuid4().hex}
+    jids = {"add": [uuid.uuid4().hex for _ in range(3)], "flaky": uuid.uuid4().hex, "echo": uuid.uuid4().hex}
     with faktory.connection(URL) as client:
         for i, jid in enumerate(jids["add"]):
             if not client.queue("add", args=(i, 10), queue=QUEUE, jid=jid):
                 emit("push-refused", jid=jid)
                 return 1
+        if not client.queue("echo", args=(TEXT,), queue=QUEUE, jid=jids["echo"]):
+            emit("push-refused", jid=jids["echo"])
+            return 1
         if not client.queue("flaky", args=(7,), queue=QUEUE, jid=jids["flaky"], retry=3):
             emit("push-refused", jid=jids["flaky"])
             return 1
-    emit("pushed", add=jids["add"], flaky=jids["flaky"])
+    emit("pushed", add=jids["add"], flaky=jids["flaky"], echo=jids["echo"])
 
     worker = RecordingWorker(faktory=URL, queues=[QUEUE], concurrency=2, use_threads=True)
     worker.send_heartbeat_every = 1
     worker.register("add", add)
     worker.register("flaky", flaky)
+    worker.register("echo", echo)
     worker.faktory.connect(worker_id=worker.worker_id)
     # What Worker.run() does before its loop (run() itself never returns: it exits the process).
     worker._last_heartbeat = datetime.now()
     emit("worker", wid=worker.worker_id)
-    want = set(jids["add"]) | {jids["flaky"]}
+    want = set(jids["add"]) | {jids["flaky"], jids["echo"]}
     extra = int(os.environ.get("EXTRA_JOBS", "0"))
     while time.monotonic() < DEADLINE:
         worker.tick()
