@@ -1,7 +1,7 @@
 /**
  * One set of jobs whichever door they came through: on the same queues, npm faktory-worker
  * (Faktory's Node client) and Worq's own TypeScript library (packages/client) produce for and
- * work for each other, jobs are inspected with the admin API, HTTP and grpcurl, and the
+ * work for each other (and Worq's Python and Go libraries work Faktory-pushed jobs), jobs are inspected with the admin API, HTTP and grpcurl, and the
  * admin API's retry and run now bring a job back to a worker of the other door.
  */
 import { execFile } from "node:child_process";
@@ -13,6 +13,7 @@ import type { JobPayload } from "faktory-worker/lib/job.js";
 import type { MiddlewareContext } from "faktory-worker/lib/worker.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { JobState, Worker as WorqWorker, WorqClient, type WorkerJob } from "@worq/client";
+import { availableLanguages, WorkerProcess } from "../conformance/worker-process.js";
 import { StreamWorker } from "../e2e/support/clients.js";
 import { fileExists, toolAvailable } from "../support/require-tool.js";
 import { argsOf, eventually, jobByWireJid, ROOT, startFaktoryServer, type FaktoryTestServer } from "./client-support.js";
@@ -24,6 +25,7 @@ const hasGrpcurl = toolAvailable(
   "no .tools/bin/grpcurl; run `bash scripts/install-test-tools.sh` first",
 );
 const run = promisify(execFile);
+const languages = availableLanguages();
 
 describe("Faktory's door and Worq's own: one set of jobs", () => {
   let server: FaktoryTestServer;
@@ -155,6 +157,29 @@ describe("Faktory's door and Worq's own: one set of jobs", () => {
       failure: { retry_count: 0, remaining: 2, errtype: "TimeoutError", message: "upstream slow" },
     });
   });
+
+  for (const lang of ["py", "go"] as const) {
+    it.skipIf(!languages[lang])(
+      `jobs pushed by faktory-worker's client are worked by Worq's ${lang === "py" ? "Python" : "Go"} library`,
+      async () => {
+        const worker = new WorkerProcess(lang, { addr: `127.0.0.1:${server.grpcPort}`, queue: `mixed-${lang}`, concurrency: 2 });
+        stops.push(async () => {
+          worker.kill("SIGKILL");
+          await worker.exited;
+        });
+        await worker.ready();
+        const producer = faktoryClient();
+        const wireJids = [randomUUID(), randomUUID()];
+        await producer.pushBulk(wireJids.map((jid, n) => ({ jid, jobtype: `${lang}.double`, queue: `mixed-${lang}`, args: [n + 20] })));
+        for (const [n, wireJid] of wireJids.entries()) {
+          const job = (await jobByWireJid(server, `mixed-${lang}`, wireJid))!;
+          const done = await worq.waitResult(job.jid, 15_000);
+          expect(done.state).toBe(JobState.COMPLETED);
+          expect(Buffer.from(done.result).toString()).toBe(`${lang}:${(n + 20) * 2}`);
+        }
+      },
+    );
+  }
 
   it.skipIf(!hasGrpcurl)("grpcurl reads a job pushed over Faktory's protocol, and leases and acks it over gRPC", async () => {
     const wireJid = randomUUID();
