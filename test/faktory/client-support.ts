@@ -127,9 +127,18 @@ export function argsOf(job: Job): JsonValue {
   return job.args === undefined ? [] : toJson(ListValueSchema, job.args);
 }
 
-/** The job a Faktory producer pushed with `wireJid` (its idempotency key), through the admin API. */
-export async function jobByWireJid(server: WorqClients, queue: string, wireJid: string): Promise<Job | undefined> {
-  return (await jobsOf(server, queue)).find((job) => job.idempotencyKey === wireJid || job.jid === wireJid);
+/**
+ * The job a Faktory producer pushed with `wireJid` (its idempotency key), through the admin
+ * API. A job whose final write is on its way to disk is briefly in neither the live nor the
+ * finished listing, so a job not found is looked for again for up to `waitMs`.
+ */
+export async function jobByWireJid(server: WorqClients, queue: string, wireJid: string, waitMs = 5_000): Promise<Job | undefined> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const found = (await jobsOf(server, queue)).find((job) => job.idempotencyKey === wireJid || job.jid === wireJid);
+    if (found || Date.now() > deadline) return found;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 // --- Python -----------------------------------------------------------------------------

@@ -154,7 +154,7 @@ describe("npm faktory-worker 4.7.1 against the Faktory port", () => {
     });
     expect(deadJob.failure?.message).toBe("boom");
     await eventually("the retry 0 job gone from the ready and retrying sets", async () => {
-      const job = await jobByWireJid(server, "node-retry", discard);
+      const job = await jobByWireJid(server, "node-retry", discard, 0);
       return job === undefined || (job.state !== JobState.SCHEDULED && job.state !== JobState.RUNNING && job.state !== JobState.RETRYING);
     });
     await sleep(500);
