@@ -58,23 +58,34 @@ describe.skipIf(!hasPypiFaktory && !hasPyfaktory)("Faktory's Python clients agai
   };
 
   it.skipIf(!hasPypiFaktory)(
-    "PyPI faktory 1.0: pushes, works at concurrency 2, fails and acks; the retried job and Worq's own job complete",
+    "PyPI faktory 1.0: pushes, works at concurrency 2, fails and acks; the retried job and Worq's own job complete; QUIET reaches it",
     async () => {
       // Its HELLO says no protocol version, so its password proof is one hash (pyfaktory's is iterated).
       const queue = "py-faktory";
+      const wid = "0123456789abcdef0123456789abcdef";
       const native = await submitNative(queue);
       const run = runProgram(
         VENV_PYTHON,
         [join(ROOT, "test/faktory/python/pypi_faktory_client.py")],
-        { FAKTORY_URL: `tcp://:${PASSWORD}@127.0.0.1:${server.faktoryPort}`, QUEUE: queue, EXTRA_JOBS: "1", DEADLINE_S: "25" },
+        { FAKTORY_URL: `tcp://:${PASSWORD}@127.0.0.1:${server.faktoryPort}`, QUEUE: queue, WID: wid, EXTRA_JOBS: "1", DEADLINE_S: "25" },
         30_000,
       );
       const failed = await failedThenRunNow(queue);
+      await eventually(
+        "all 6 jobs COMPLETED",
+        async () => {
+          const jobs = await jobsOf(server, queue);
+          return jobs.length === 6 && jobs.every((job) => job.state === JobState.COMPLETED);
+        },
+        20_000,
+      );
+      expect((await server.admin.controlWorker({ workerId: `faktory:${wid}`, action: ControlAction.QUIET })).streams).toBe(1);
       const result = await run;
       expect(result.code, result.stderr + result.stdout).toBe(0);
       const pushed = result.events.find((e) => e.event === "pushed") as { add: string[]; flaky: string };
       expect(result.events.filter((e) => e.event === "fail")).toEqual([{ event: "fail", jid: pushed.flaky, errtype: "ValueError" }]);
       expect(result.events.find((e) => e.event === "done")).toMatchObject({ acked: 6 });
+      expect(result.events.map((e) => e.event)).toContain("quiet"); // told on a BEAT
 
       const jobs = await jobsOf(server, queue);
       expect(jobs).toHaveLength(6);

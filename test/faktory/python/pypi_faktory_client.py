@@ -3,10 +3,11 @@
 Its producer pushes three `add` jobs, an `echo` job of non-ASCII text and one `flaky` job
 to QUEUE; its worker (threads, concurrency 2) fetches them, together with any job already
 waiting there, acks the ones that succeed and fails `flaky` the first time. It keeps working until `flaky` has come back
-and succeeded (the test brings it back early through Worq's admin API), then disconnects.
-Prints one JSON line per event: pushed, ack, fail, done.
+and succeeded (the test brings it back early through Worq's admin API), then beats until
+the server says it is quiet, and disconnects. Prints one JSON line per event: pushed, ack,
+fail, quiet, done.
 
-Usage: FAKTORY_URL=tcp://:password@127.0.0.1:PORT QUEUE=name python pypi_faktory_client.py
+Usage: FAKTORY_URL=tcp://:password@127.0.0.1:PORT QUEUE=name WID=id python pypi_faktory_client.py
 """
 
 import json
@@ -88,7 +89,7 @@ def main():
             return 1
     emit("pushed", add=jids["add"], flaky=jids["flaky"], echo=jids["echo"])
 
-    worker = RecordingWorker(faktory=URL, queues=[QUEUE], concurrency=2, use_threads=True)
+    worker = RecordingWorker(faktory=URL, queues=[QUEUE], concurrency=2, use_threads=True, worker_id=os.environ["WID"])
     worker.send_heartbeat_every = 1
     worker.register("add", add)
     worker.register("flaky", flaky)
@@ -108,6 +109,13 @@ def main():
         return 1
     while worker._pending:
         worker.tick()
+    # Then it waits to be quieted: the server says so on a BEAT (the test quiets it through Worq's admin API).
+    while not worker.is_quiet:
+        if time.monotonic() > DEADLINE:
+            emit("timeout", waiting="quiet")
+            return 1
+        worker.tick()
+    emit("quiet")
     worker.faktory.disconnect()
     emit("done", acked=len(worker.acked), failed=worker.failed)
     return 0
