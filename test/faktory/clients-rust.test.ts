@@ -75,8 +75,17 @@ describe.skipIf(!hasCargo)("crates.io faktory 0.13 against the Faktory port (pas
     const result = await run; // the coordinator beats every 5 s
     expect(result.code, result.stderr + result.stdout).toBe(0);
     expect(result.events.at(-1)).toEqual({ event: "stopped", reason: "ServerInstruction", running: 0 });
-    const pushed = result.events.find((e) => e.event === "pushed") as { add: string[]; flaky: string; enqueued: number; errors: string };
-    expect(pushed).toMatchObject({ enqueued: 4, errors: "None" });
+    const pushed = result.events.find((e) => e.event === "pushed") as {
+      add: string[];
+      flaky: string;
+      enqueued: number;
+      refused: string;
+      errors: Record<string, string>;
+    };
+    expect(pushed.enqueued).toBe(4);
+    expect(pushed.errors).toEqual({
+      [pushed.refused]: 'cannot get "no such queue!" queue: queue names must match \\A[a-zA-Z0-9._-]+\\z',
+    });
     expect(result.events.filter((e) => e.event === "failed-once")).toEqual([{ event: "failed-once", jid: pushed.flaky }]);
     const ran = result.events.filter((e) => e.event === "ran");
     expect(ran).toHaveLength(6);

@@ -1,7 +1,7 @@
 //! crates.io `faktory` 0.13 (Faktory's Rust client, unchanged) against Worq's Faktory port.
 //!
 //! Its client pushes one `add` job (PUSH) and three more plus one `flaky` job in one PUSHB to
-//! QUEUE; its worker (two processing connections and a coordinator beating as WID) runs them,
+//! QUEUE (with one more job the server refuses); its worker (two processing connections and a coordinator beating as WID) runs them,
 //! with any job already waiting there: `flaky` fails the first time. The worker runs until the
 //! server tells it to terminate on a BEAT (the test does so through Worq's admin API once every
 //! job is done). Prints one JSON line per event: pushed, ran, failed-once, stopped.
@@ -27,17 +27,35 @@ async fn main() {
 
     let mut client = Client::connect_to(&url).await.expect("client connects");
     let jobs: Vec<Job> = (0..4)
-        .map(|i| Job::builder("add").args(vec![i, 10]).queue(queue.clone()).build())
+        .map(|i| {
+            Job::builder("add")
+                .args(vec![i, 10])
+                .queue(queue.clone())
+                .build()
+        })
         .collect();
-    let flaky = Job::builder("flaky").args(vec![7]).queue(queue.clone()).retry(3).build();
+    let flaky = Job::builder("flaky")
+        .args(vec![7])
+        .queue(queue.clone())
+        .retry(3)
+        .build();
     let add_jids: Vec<String> = jobs.iter().map(|job| job.id().to_string()).collect();
     let flaky_jid = flaky.id().to_string();
     let mut jobs = jobs.into_iter();
     client.enqueue(jobs.next().unwrap()).await.expect("PUSH");
     let mut batch: Vec<Job> = jobs.collect();
     batch.push(flaky);
+    // One job the server refuses (a queue name Faktory does not allow): the others still go in.
+    let refused = Job::builder("add")
+        .args(vec![9, 9])
+        .queue("no such queue!")
+        .build();
+    let refused_jid = refused.id().to_string();
+    batch.push(refused);
     let (enqueued, errors) = client.enqueue_many(batch).await.expect("PUSHB");
-    emit(json!({"event": "pushed", "add": add_jids, "flaky": flaky_jid, "enqueued": enqueued, "errors": format!("{errors:?}")}));
+    emit(
+        json!({"event": "pushed", "add": add_jids, "flaky": flaky_jid, "enqueued": enqueued, "refused": refused_jid, "errors": errors}),
+    );
     drop(client);
 
     let failed_once = Arc::new(AtomicBool::new(false));
@@ -64,7 +82,9 @@ async fn main() {
         .await
         .expect("worker connects");
     match worker.run(&[queue.as_str()]).await {
-        Ok(details) => emit(json!({"event": "stopped", "reason": format!("{:?}", details.reason), "running": details.workers_still_running})),
+        Ok(details) => emit(
+            json!({"event": "stopped", "reason": format!("{:?}", details.reason), "running": details.workers_still_running}),
+        ),
         Err(error) => {
             emit(json!({"event": "error", "message": error.to_string()}));
             std::process::exit(1);
