@@ -40,7 +40,7 @@ export type TestToken = [role: "producer" | "worker" | "admin", name: string, se
 /**
  * A real Worq server in this process with the Faktory port on a free port (LevelDB in a temp
  * dir). With `tokens`, token auth is on and `faktoryPasswords` (secrets of those tokens) go to
- * --faktory-password-file.
+ * --faktory-password-file; without, `faktoryPasswords` is the one shared password.
  */
 export async function startFaktoryServer(
   options: { tokens?: TestToken[]; faktoryPasswords?: string[]; overrides?: Partial<ServerConfig> } = {},
