@@ -4,17 +4,21 @@
 #     (editable, so a later `npm run generate` needs no reinstall) and the Python worker
 #     library clients/python (editable; both share the `worq` namespace package); and mypy
 #     with the typeshed stubs types-grpcio and types-protobuf, which type-check
-#     clients/python/src/worq (config in clients/python/pyproject.toml);
+#     clients/python/src/worq (config in clients/python/pyproject.toml); and Faktory's Python
+#     clients `faktory` and `pyfaktory` (pinned), which the Faktory port's interop tests run;
 #   - .tools/bin/grpcurl;
 #   - the Go modules of test/interop/go, and a warm build cache for `go run .` there;
-#   - the Go worker library's conformance worker and the Go examples, into .tools/bin.
+#   - the Go worker library's conformance worker and the Go examples, into .tools/bin;
+#   - test/faktory/rust-client (crates.io's faktory client), built into .tools/cargo-target
+#     with cargo (from PATH or ~/.cargo/bin; Debian's cargo is installed when there is none).
 # Pins live in scripts/tools.sh. Called by CI (.ci/run) and by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/tools.sh
 
 ensure_venv "grpcio==$GRPCIO_VERSION" "protobuf==$PROTOBUF_PY_VERSION" "pytest==$PYTEST_VERSION" \
-  "mypy==$MYPY_VERSION" "types-grpcio==$TYPES_GRPCIO_VERSION" "types-protobuf==$TYPES_PROTOBUF_VERSION"
+  "mypy==$MYPY_VERSION" "types-grpcio==$TYPES_GRPCIO_VERSION" "types-protobuf==$TYPES_PROTOBUF_VERSION" \
+  "faktory==$FAKTORY_PY_VERSION" "pyfaktory==$PYFAKTORY_VERSION"
 
 # Reinstall only when `worq.v1` does not already resolve to this checkout's gen/python.
 want="$PWD/gen/python/src/worq/v1/__init__.py"
@@ -43,4 +47,15 @@ log "building the Go worker library, its conformance worker and the Go examples"
   && go build -o "$TOOLS_BIN/worq-example-go-worker" ./worker \
   && go build -o "$TOOLS_BIN/worq-example-go-producer" ./producer)
 
-log "test tools ready: $VENV_PY (with mypy), $TOOLS_BIN/grpcurl, $TOOLS_BIN/go-conformance-worker, Go examples"
+cargo_bin="$(command -v cargo || true)"
+if [ -z "$cargo_bin" ] && [ -x "$HOME/.cargo/bin/cargo" ]; then cargo_bin="$HOME/.cargo/bin/cargo"; fi
+if [ -z "$cargo_bin" ]; then
+  [ "$(id -u)" = 0 ] || { log "no cargo on PATH or in ~/.cargo/bin: install Rust (rustup) or Debian's cargo"; exit 1; }
+  log "no cargo: installing Debian's cargo"
+  apt-get update -qq && apt-get install -y -qq cargo
+  cargo_bin="$(command -v cargo)"
+fi
+log "building test/faktory/rust-client (crates.io faktory) into .tools/cargo-target with $("$cargo_bin" --version)"
+(cd test/faktory/rust-client && CARGO_TARGET_DIR="$TOOLS_DIR/cargo-target" "$cargo_bin" build --release --locked --quiet)
+
+log "test tools ready: $VENV_PY (with mypy and Faktory's Python clients), $TOOLS_BIN/grpcurl, $TOOLS_BIN/go-conformance-worker, Go examples, .tools/cargo-target (Rust Faktory client)"

@@ -16,6 +16,9 @@ PROTOBUF_PY_VERSION=7.36.2
 # Test tools.
 PYTEST_VERSION=9.2.0
 GRPCURL_VERSION=v1.9.3
+# Faktory's Python clients, for the Faktory port's interop tests (test/faktory/clients-python.test.ts).
+FAKTORY_PY_VERSION=1.0.0
+PYFAKTORY_VERSION=0.2.13
 # The Python client's type checker, and the stubs of its dependencies: they match the
 # runtime pins above (grpcio 1.85, protobuf 7.3x), so bump them together.
 MYPY_VERSION=2.4.1
