@@ -4,7 +4,7 @@ import net from "node:net";
 import tls from "node:tls";
 import { Code } from "@connectrpc/connect";
 import { WorqClientError } from "./errors.js";
-import type { ConnectionOptions } from "./transport.js";
+import { resolveEndpoint, type ConnectionOptions } from "./transport.js";
 
 const { NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM } = http2.constants;
 
@@ -30,13 +30,9 @@ export class GrpcLink {
   private current: LinkSession | undefined;
 
   constructor(options: ConnectionOptions) {
-    const tlsOptions = options.tls === true ? {} : options.tls || undefined;
-    const url = /^https?:\/\//i.test(options.address) ? new URL(options.address) : new URL(`http://${options.address}`);
-    const secure = tlsOptions !== undefined || url.protocol === "https:";
-    const host = url.hostname.replace(/^\[(.*)\]$/, "$1");
-    const port = Number(url.port) || (secure ? 443 : 80);
-    this.authority = `${secure ? "https" : "http"}://${url.host}`;
-    this.connect = secure
+    const { host, port, tls: tlsOptions, origin, authorization } = resolveEndpoint(options);
+    this.authority = origin;
+    this.connect = tlsOptions
       ? () =>
           tls
             .connect({
@@ -44,9 +40,9 @@ export class GrpcLink {
               port,
               ALPNProtocols: ["h2"],
               servername: net.isIP(host) ? undefined : host, // SNI takes no IP address
-              ca: tlsOptions?.ca,
-              key: tlsOptions?.key,
-              cert: tlsOptions?.cert,
+              ca: tlsOptions.ca,
+              key: tlsOptions.key,
+              cert: tlsOptions.cert,
             })
             .setNoDelay(true)
       : () => net.connect({ host, port, noDelay: true });
@@ -54,7 +50,7 @@ export class GrpcLink {
       "content-type": "application/grpc",
       te: "trailers",
       "user-agent": "worq-ts",
-      ...(options.token !== undefined ? { authorization: `Bearer ${options.token}` } : {}),
+      ...(authorization !== undefined ? { authorization } : {}),
     };
   }
 
