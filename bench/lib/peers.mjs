@@ -23,6 +23,19 @@ export const PEERS = {
     // Only W1's single-submit scenario: what one RPC per submit and per ack costs.
     workloads: ["W1"],
     w1Scenarios: ["single"],
+    rawStubs: true,
+  },
+  "worq-raw-grpcjs": {
+    side: "worq",
+    label: "Worq (raw stubs, grpc-js transport)",
+    dir: "worq-raw-grpcjs",
+    server: { kind: "worq" },
+    durability: "LevelDB; every acknowledged write fsync'd before the reply (group commit)",
+    client:
+      "the same generated stubs over createGrpcJsTransport (@worq/client/grpc-js): one Submit RPC per job (50 in flight), Lease stream with credits 50, one Ack RPC per job",
+    workloads: ["W1"],
+    w1Scenarios: ["single"],
+    rawStubs: true,
   },
   "bullmq-everysec": {
     side: "bullmq",

@@ -34,7 +34,7 @@ export async function runW1(ctx, peerIds) {
       runs[peerId].push(repResult);
     }
   }
-  return { n, reps, runs, figures: figuresOf(runs) };
+  return { n, reps, runs, figures: figuresOf(runs, n) };
 }
 
 async function backlogRun(ctx, peerId, scenario, n) {
@@ -97,7 +97,7 @@ async function endToEndRun(ctx, peerId, scenario, n) {
   });
 }
 
-function figuresOf(runs) {
+function figuresOf(runs, n) {
   const out = {};
   for (const [peerId, reps] of Object.entries(runs)) {
     out[peerId] = {};
@@ -112,6 +112,13 @@ function figuresOf(runs) {
         submitRateWhileWorking: pick((r) => r.e2e.submitRateWhileWorking),
         submitCallP50Ms: pick((r) => r.backlog.submitCallMs?.p50),
         submitCallP99Ms: pick((r) => r.backlog.submitCallMs?.p99),
+        // CPU-ms per RPC: in the backlog run the submit phase is n Submit calls, the drain phase
+        // n Ack calls (each job's push on the Lease stream included); end to end, 2n calls.
+        serverCpuMsPerSubmit: pick((r) => (r.backlog.cpuSec?.serverSubmit * 1000) / n),
+        serverCpuMsPerAck: pick((r) => (r.backlog.cpuSec?.serverDrain * 1000) / n),
+        serverCpuMsPerRpcE2e: pick((r) => (r.e2e.cpuSec?.server * 1000) / (2 * n)),
+        producerCpuMsPerSubmit: pick((r) => (r.backlog.cpuSec?.producer * 1000) / n),
+        workerCpuMsPerAck: pick((r) => (r.backlog.cpuSec?.worker * 1000) / n),
         maxForeignShare: Math.max(
           0,
           ...per.flatMap((r) => [r.backlog.foreign?.submit, r.backlog.foreign?.drain, r.e2e.foreign]).filter(Number.isFinite),
@@ -164,6 +171,37 @@ export function renderW1(result, missing, baselineId = "bullmq-everysec") {
     fig(s.single?.submitCallP99Ms),
     pct(Math.max(s.single?.maxForeignShare ?? 0, s.batch?.maxForeignShare ?? 0)),
   ]);
+  const rawIds = Object.keys(f).filter((id) => PEERS[id].rawStubs);
+  const rawRows = rawIds.map((id) => [
+    PEERS[id].label,
+    fig(f[id].single?.e2eRate),
+    base ? ratio(f[id].single?.e2eRate, base.single?.e2eRate) : "—",
+    fig(f[id].single?.serverCpuMsPerSubmit),
+    fig(f[id].single?.serverCpuMsPerAck),
+    fig(f[id].single?.serverCpuMsPerRpcE2e),
+    fig(f[id].single?.producerCpuMsPerSubmit),
+    fig(f[id].single?.workerCpuMsPerAck),
+  ]);
+  const rawTable = rawRows.length
+    ? [
+        "",
+        "Raw generated stubs, one RPC per submit and per ack (50 in flight): CPU-ms per RPC.",
+        "",
+        markdownTable(
+          [
+            "",
+            "End-to-end jobs/s",
+            `÷ ${base ? PEERS[baselineId].label : "BullMQ"}`,
+            "Server CPU-ms per Submit (backlog)",
+            "Server CPU-ms per Ack, Lease push included",
+            "Server CPU-ms per RPC, end-to-end",
+            "Producer CPU-ms per Submit",
+            "Worker CPU-ms per Ack",
+          ],
+          rawRows,
+        ),
+      ]
+    : [];
   return [
     `### W1 — throughput (jobs/s, higher is better; N = ${result.n.toLocaleString("en-US")}, ${result.reps} run${result.reps > 1 ? "s" : ""}, median (min–max))`,
     "",
@@ -184,6 +222,7 @@ export function renderW1(result, missing, baselineId = "bullmq-everysec") {
       ],
       callRows,
     ),
+    ...rawTable,
   ].join("\n");
 }
 
