@@ -222,6 +222,29 @@ describe.skipIf(!hasOpenssl)("createGrpcJsTransport with TLS and tokens (real se
     }
   });
 
+  it("interceptors run around each call: one that sets the token gets through, and sees the response", async () => {
+    const seen: string[] = [];
+    const transport = createGrpcJsTransport({
+      address: `127.0.0.1:${server.port}`,
+      tls: { ca: pki.read(pki.ca) },
+      interceptors: [
+        (next) => async (request) => {
+          request.header.set("authorization", `Bearer ${TOKENS.admin}`);
+          const response = await next(request);
+          seen.push(`${request.method.name} ${response.stream ? "stream" : "unary"}`);
+          return response;
+        },
+      ],
+    });
+    try {
+      const info = await createClient(AdminService, transport).getServerInfo({}, { timeoutMs: 5_000 });
+      expect(info.version).not.toBe("");
+      expect(seen).toEqual(["GetServerInfo unary"]);
+    } finally {
+      transport.close();
+    }
+  });
+
   it("the submit rate's RESOURCE_EXHAUSTED carries the retry-after-ms trailer as metadata", async () => {
     const transport = transportFor(TOKENS.producer);
     try {

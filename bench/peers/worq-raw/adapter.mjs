@@ -16,7 +16,10 @@ export const { openProducer, openWorker } = rawStubPeer((address) => createGrpcT
 
 /** The producer and worker of a raw-stub peer whose stubs call over `transportFor(address)`. */
 export function rawStubPeer(transportFor) {
-  return { openProducer: (config) => producerOver(transportFor, config), openWorker: (config, hooks) => workerOver(transportFor, config, hooks) };
+  return {
+    openProducer: (config) => producerOver(transportFor, config),
+    openWorker: (config, hooks) => workerOver(transportFor, config, hooks),
+  };
 }
 
 function clients(transportFor, address) {

@@ -1,5 +1,13 @@
 import * as grpc from "@grpc/grpc-js";
-import { fromBinary, toBinary, type DescMethod, type MessageShape } from "@bufbuild/protobuf";
+import {
+  create,
+  fromBinary,
+  toBinary,
+  type DescMessage,
+  type DescMethod,
+  type DescMethodUnary,
+  type MessageShape,
+} from "@bufbuild/protobuf";
 import {
   Code,
   ConnectError,
@@ -92,11 +100,18 @@ export function createGrpcJsTransport(options: GrpcJsTransportOptions): GrpcJsTr
     if (authorization !== undefined && !header.has("authorization")) header.set("authorization", authorization);
     return header;
   };
+  const baseMetadata = metadataOf(headerOf(undefined));
 
   return {
     unary(method, signal, timeoutMs, header, input, contextValues) {
       const wire = wireOf(method);
       timeoutMs = timeoutOf(timeoutMs);
+      // Without interceptors, no Connect call machinery (a linked AbortController and a
+      // DOMException per call): grpc-js enforces the deadline, the caller's signal cancels.
+      if (!options.interceptors?.length) {
+        const metadata = header === undefined ? baseMetadata.clone() : metadataOf(headerOf(header));
+        return unaryCall(channel, wire, method, signal, timeoutMs, metadata, create(method.input, input));
+      }
       return runUnaryCall({
         interceptors: options.interceptors,
         signal,
@@ -111,32 +126,7 @@ export function createGrpcJsTransport(options: GrpcJsTransportOptions): GrpcJsTr
           contextValues: contextValues ?? createContextValues(),
           message: input,
         },
-        next: (req) =>
-          new Promise<UnaryResponse<typeof method.input, typeof method.output>>((resolve, reject) => {
-            if (req.signal.aborted) return reject(req.signal.reason);
-            const responseHeader = new Headers();
-            const trailer = new Headers();
-            const call = channel.makeUnaryRequest(
-              wire.path,
-              wire.serialize,
-              wire.deserialize,
-              req.message,
-              metadataOf(req.header),
-              callOptionsOf(timeoutMs),
-              (error, message) => {
-                req.signal.removeEventListener("abort", cancel);
-                if (error) reject(connectErrorOf(error));
-                else if (message === undefined)
-                  reject(new ConnectError("protocol error: missing output message for unary method", Code.Internal));
-                else resolve({ stream: false, service: method.parent, method, header: responseHeader, message: message as never, trailer });
-              },
-            );
-            const cancel = () => call.cancel();
-            req.signal.addEventListener("abort", cancel, { once: true });
-            call.on("metadata", (metadata: grpc.Metadata) => copyInto(responseHeader, metadata));
-            // Emitted right after the callback, before anyone awaiting the response runs.
-            call.on("status", (status: grpc.StatusObject) => copyInto(trailer, status.metadata));
-          }),
+        next: (req) => unaryCall(channel, wire, method, req.signal, timeoutMs, metadataOf(req.header), req.message),
       });
     },
 
@@ -191,6 +181,58 @@ export function createGrpcJsTransport(options: GrpcJsTransportOptions): GrpcJsTr
       channel.close();
     },
   };
+}
+
+/** One unary call on the channel; rejects with a ConnectError. */
+function unaryCall<I extends DescMessage, O extends DescMessage>(
+  channel: grpc.Client,
+  wire: MethodWire,
+  method: DescMethodUnary<I, O>,
+  signal: AbortSignal | undefined,
+  timeoutMs: number | undefined,
+  metadata: grpc.Metadata,
+  message: MessageShape<I>,
+): Promise<UnaryResponse<I, O>> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(ConnectError.from(signal.reason, Code.Canceled));
+    let headerMetadata: grpc.Metadata | undefined;
+    let trailerMetadata: grpc.Metadata | undefined;
+    let header: Headers | undefined;
+    let trailer: Headers | undefined;
+    const call = channel.makeUnaryRequest(
+      wire.path,
+      wire.serialize,
+      wire.deserialize,
+      message,
+      metadata,
+      callOptionsOf(timeoutMs),
+      (error, output) => {
+        signal?.removeEventListener("abort", cancel);
+        if (signal?.aborted) reject(ConnectError.from(signal.reason, Code.Canceled));
+        else if (error) reject(connectErrorOf(error));
+        else if (output === undefined) reject(new ConnectError("protocol error: missing output message for unary method", Code.Internal));
+        else
+          resolve({
+            stream: false,
+            service: method.parent,
+            method,
+            message: output as MessageShape<O>,
+            // Built when read (most callers never do): Headers cost more than the call's own metadata.
+            get header() {
+              return (header ??= copyInto(new Headers(), headerMetadata));
+            },
+            // The status (with the trailers) is emitted right after this callback, before anyone awaiting the response runs.
+            get trailer() {
+              return (trailer ??= copyInto(new Headers(), trailerMetadata));
+            },
+          });
+      },
+    );
+    const cancel = () => call.cancel();
+    signal?.addEventListener("abort", cancel, { once: true });
+    call.on("metadata", (received: grpc.Metadata) => (headerMetadata = received));
+    call.on("status", (status: grpc.StatusObject) => (trailerMetadata = status.metadata));
+  });
 }
 
 interface MethodWire {
