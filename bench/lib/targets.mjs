@@ -30,6 +30,12 @@ export function evaluateTargets(results) {
     "single",
     1,
   );
+  ratioTarget(
+    "W1 end-to-end, raw Go stubs (grpc-go; one RPC per submit and per ack, 50 in flight) ≥ 1× BullMQ (everysec)",
+    "worq-raw-go",
+    "single",
+    1,
+  );
 
   const p99 = results.W2?.figures?.["worq-lib"]?.p99?.median;
   add("W2 pickup p99 ≤ 1 ms", Number.isFinite(p99) ? `${num(p99)} ms` : "not measured", Number.isFinite(p99) ? p99 <= 1 : undefined);
