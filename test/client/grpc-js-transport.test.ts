@@ -91,6 +91,37 @@ describe("createGrpcJsTransport: generated stubs over grpc-js (real server)", ()
     }
   });
 
+  it("a stream read slower than it arrives loses nothing: WatchJob through 60 progress reports, in order", async () => {
+    const producer = createClient(ProducerService, transport);
+    const worker = createClient(WorkerService, transport);
+    const abort = new AbortController();
+    const lease = worker
+      .lease({ queues: ["gjs-slow"], workerId: "gjs-slow", credits: 1 }, { signal: abort.signal })
+      [Symbol.asyncIterator]();
+    try {
+      const { jid } = await producer.submit({ job: { type: "stub.slow", queue: "gjs-slow" } });
+      const { value } = await firstOf(lease, "jobs");
+      const leaseId = value.jobs[0]!.leaseId;
+      const watch = producer.watchJob({ jid })[Symbol.asyncIterator]();
+      expect((await watch.next()).value?.job?.state).toBe(JobState.RUNNING);
+      // Nobody reads the watch while these happen: its messages pile up in the transport (which pauses the call) and the socket.
+      for (let percent = 1; percent <= 60; percent++) await worker.reportProgress({ jid, leaseId, percent, message: `step ${percent}` });
+      await worker.ack({ jid, leaseId });
+      const seen: number[] = [];
+      let last: JobState | undefined;
+      for (let next = await watch.next(); !next.done; next = await watch.next()) {
+        if (next.value.job?.progress) seen.push(next.value.job.progress.percent);
+        last = next.value.job?.state;
+      }
+      expect(last).toBe(JobState.COMPLETED);
+      expect(seen.at(-1)).toBe(60);
+      expect(seen).toEqual([...seen].sort((a, b) => a - b));
+      expect(seen.length).toBeGreaterThan(16); // more than the transport buffers before it pauses
+    } finally {
+      abort.abort();
+    }
+  });
+
   it("bad input: INVALID_ARGUMENT with the server's message naming the field, and nothing stored", async () => {
     const producer = createClient(ProducerService, transport);
     const admin = createClient(AdminService, transport);
