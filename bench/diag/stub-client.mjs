@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // Diagnostic, not part of `npm run bench`: what one unary call through the generated stubs
 // costs a client, per transport, against a real `worq serve` in its own process: connect-node's
-// gRPC transport, createGrpcJsTransport, bare grpc-js (same bytes, no Connect layer) and the TS
-// library's own HTTP/2 link. GetServerInfo (no disk), 50 calls in flight; client CPU-ms per
+// gRPC transport, createGrpcJsTransport, createWorqLinkTransport, bare grpc-js (same bytes, no
+// Connect layer) and the TS library's own HTTP/2 link called directly. GetServerInfo (no disk), 50 calls in flight; client CPU-ms per
 // call (process.cpuUsage) and calls/s, two rounds each.
 //   npm run build && node bench/diag/stub-client.mjs [calls=5000]
 import { mkdtempSync } from "node:fs";
@@ -12,6 +12,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import * as grpc from "@grpc/grpc-js";
+import { createWorqLinkTransport } from "@worq/client";
 import { createGrpcJsTransport } from "@worq/client/grpc-js";
 import { GrpcLink } from "@worq/client/grpc-link.js";
 import { AdminService, GetServerInfoRequestSchema, GetServerInfoResponseSchema } from "@worq/client/gen/worq/v1/admin_service_pb.js";
@@ -26,6 +27,7 @@ const request = create(GetServerInfoRequestSchema, {});
 const requestBytes = Buffer.from(toBinary(GetServerInfoRequestSchema, request));
 const viaConnectNode = createClient(AdminService, createGrpcTransport({ baseUrl: `http://${server.address}` }));
 const viaGrpcJsTransport = createClient(AdminService, createGrpcJsTransport({ address: server.address }));
+const viaLinkTransport = createClient(AdminService, createWorqLinkTransport({ address: server.address }));
 const channel = new grpc.Client(server.address, grpc.credentials.createInsecure(), { "grpc.enable_channelz": 0 });
 const bare = () =>
   new Promise((resolve, reject) =>
@@ -46,6 +48,7 @@ console.log(`| client (${num(calls)} GetServerInfo calls, 50 in flight) | client
 const clients = [
   ["connect-node createGrpcTransport", () => viaConnectNode.getServerInfo({})],
   ["createGrpcJsTransport", () => viaGrpcJsTransport.getServerInfo({})],
+  ["createWorqLinkTransport", () => viaLinkTransport.getServerInfo({})],
   ["bare grpc-js makeUnaryRequest", bare],
   ["the library's link (node:http2)", viaLink],
 ];

@@ -13,9 +13,9 @@ Workloads:
   W1  throughput: N jobs by 50 concurrent single submits, and by batches of 1,000; one worker
       process, concurrency 50; submit, drain-a-backlog and end-to-end jobs/s. Worq runs the TS
       library (WorqClient, Worker) and the raw generated stubs (one RPC per submit / ack): TS
-      over connect-node's transport and over createGrpcJsTransport, Go (grpc-go; needs \`go\`)
-      and Python (grpcio in .tools/venv) -- marked missing without them -- with the server's
-      and the clients' CPU per RPC.
+      over connect-node's transport, createGrpcJsTransport and createWorqLinkTransport, Go
+      (grpc-go; needs \`go\`) and Python (grpcio in .tools/venv) -- marked missing without
+      them -- with the server's and the clients' CPU per RPC.
   W2  pickup latency, idle worker, one job at a time (p50/p95/p99/max).
   W3  cost: CPU-seconds per 1,000 jobs and peak RSS of server, worker, producer (from W1).
   W4  scale: submit and drain rates with 10 k / 100 k jobs queued (10 k, 1 M, 10 M with --long).
@@ -32,8 +32,8 @@ Options:
   --peer worq|bullmq|both   which side(s) to run (default both)
   --fsync everysec,always   Redis appendfsync rows for BullMQ (default both)
   --peers ID,ID         exactly these peers, over --peer and --fsync (worq-lib, worq-raw,
-                        worq-raw-grpcjs, worq-raw-go, worq-raw-python, bullmq-everysec,
-                        bullmq-always), e.g.
+                        worq-raw-grpcjs, worq-raw-link, worq-raw-go, worq-raw-python,
+                        bullmq-everysec, bullmq-always), e.g.
                         one raw-stub row and its baseline: --peers worq-raw-go,bullmq-everysec
   --reps N              runs per figure (default 3, --quick 1); figures are median (min–max)
   --n N                 W1 jobs per run (default 20,000; --long 50,000; --quick 2,000)
@@ -113,7 +113,7 @@ export function parseOptions(argv) {
   const peers = values.peers
     ? values.peers.split(",").map((id) => id.trim())
     : [
-        ...(values.peer !== "bullmq" ? ["worq-lib", "worq-raw", "worq-raw-grpcjs", "worq-raw-go", "worq-raw-python"] : []),
+        ...(values.peer !== "bullmq" ? ["worq-lib", "worq-raw", "worq-raw-grpcjs", "worq-raw-link", "worq-raw-go", "worq-raw-python"] : []),
         ...(values.peer !== "worq" ? fsyncs.map((f) => `bullmq-${f}`) : []),
       ];
   for (const id of peers) if (!(id in PEERS)) throw new Error(`unknown peer ${id} (${Object.keys(PEERS).join(", ")})`);

@@ -37,6 +37,18 @@ export const PEERS = {
     w1Scenarios: ["single"],
     rawStubs: true,
   },
+  "worq-raw-link": {
+    side: "worq",
+    label: "Worq (raw stubs, link transport)",
+    dir: "worq-raw-link",
+    server: { kind: "worq" },
+    durability: "LevelDB; every acknowledged write fsync'd before the reply (group commit)",
+    client:
+      "the same generated stubs over createWorqLinkTransport (@worq/client, the library's own node:http2 link): one Submit RPC per job (50 in flight), Lease stream with credits 50, one Ack RPC per job",
+    workloads: ["W1"],
+    w1Scenarios: ["single"],
+    rawStubs: true,
+  },
   "worq-raw-go": {
     side: "worq",
     label: "Worq (raw stubs, Go grpc-go)",

@@ -1,15 +1,18 @@
 /**
- * createGrpcJsTransport (packages/client/src/grpc-js-transport.ts): the generated worq.v1
- * stubs through `createClient(Service, transport)` over grpc-js, against a real server on a
- * real port. Unary and server-streaming calls, statuses and trailers as ConnectErrors,
- * deadlines and aborts, tokens and TLS.
+ * The Connect transports @worq/client offers for the generated worq.v1 stubs, each through
+ * `createClient(Service, transport)` against a real server on a real port:
+ * createGrpcJsTransport (packages/client/src/grpc-js-transport.ts, over grpc-js) and
+ * createWorqLinkTransport (packages/client/src/link-transport.ts, over the library's own
+ * node:http2 link). Unary and server-streaming calls, statuses and trailers as ConnectErrors,
+ * deadlines and aborts, tokens and TLS: the same checks for both.
  */
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createGrpcJsTransport, type GrpcJsTransport } from "@worq/client/grpc-js";
+import { createWorqLinkTransport, type TlsOptions } from "@worq/client";
+import { createGrpcJsTransport } from "@worq/client/grpc-js";
 import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
@@ -38,12 +41,22 @@ async function firstOf<K extends LeaseResponse["kind"]["case"]>(stream: AsyncIte
   }
 }
 
-describe("createGrpcJsTransport: generated stubs over grpc-js (real server)", () => {
+type Options = Parameters<typeof createGrpcJsTransport>[0] & Parameters<typeof createWorqLinkTransport>[0];
+const TRANSPORTS: [string, (options: Options) => ReturnType<typeof createGrpcJsTransport>, string][] = [
+  ["createGrpcJsTransport", createGrpcJsTransport, `import("@worq/client/grpc-js").then((m) => m.createGrpcJsTransport)`],
+  [
+    "createWorqLinkTransport",
+    (options) => createWorqLinkTransport(options),
+    `import("@worq/client").then((m) => m.createWorqLinkTransport)`,
+  ],
+];
+
+describe.each(TRANSPORTS)("%s: generated stubs (real server)", (_name, createTransport, importTransport) => {
   let server: TestServer;
-  let transport: GrpcJsTransport;
+  let transport: ReturnType<typeof createTransport>;
   beforeAll(async () => {
     server = await startTestServer();
-    transport = createGrpcJsTransport({ address: `127.0.0.1:${server.port}` });
+    transport = createTransport({ address: `127.0.0.1:${server.port}` });
   });
   afterAll(async () => {
     transport?.close();
@@ -195,7 +208,7 @@ describe("createGrpcJsTransport: generated stubs over grpc-js (real server)", ()
     const stopped = await startTestServer();
     const address = `127.0.0.1:${stopped.port}`;
     await stopped.close();
-    const nowhere = createGrpcJsTransport({ address });
+    const nowhere = createTransport({ address });
     try {
       const error = await failureOf(createClient(AdminService, nowhere).getServerInfo({}));
       expect(error.code).toBe(Code.Unavailable);
@@ -207,9 +220,9 @@ describe("createGrpcJsTransport: generated stubs over grpc-js (real server)", ()
   it("an open transport with no call in flight does not keep the process alive", async () => {
     const script = `
       const { createClient } = await import("@connectrpc/connect");
-      const { createGrpcJsTransport } = await import("@worq/client/grpc-js");
+      const createTransport = await ${importTransport};
       const { ProducerService } = await import(${JSON.stringify(join(ROOT, "packages/client/dist/gen/worq/v1/producer_service_pb.js"))});
-      const producer = createClient(ProducerService, createGrpcJsTransport({ address: "127.0.0.1:${server.port}" }));
+      const producer = createClient(ProducerService, createTransport({ address: "127.0.0.1:${server.port}" }));
       console.log((await producer.submit({ job: { type: "idle-exit", queue: "gjs-idle" } })).jid);
     `;
     const { stdout } = await promisify(execFile)(process.execPath, ["--input-type=module", "-e", script], {
@@ -221,7 +234,7 @@ describe("createGrpcJsTransport: generated stubs over grpc-js (real server)", ()
   });
 });
 
-describe.skipIf(!hasOpenssl)("createGrpcJsTransport with TLS and tokens (real server)", () => {
+describe.skipIf(!hasOpenssl).each(TRANSPORTS)("%s with TLS and tokens (real server)", (_name, createTransport) => {
   let pki: Pki;
   let server: SecureServer;
   beforeAll(async () => {
@@ -234,7 +247,7 @@ describe.skipIf(!hasOpenssl)("createGrpcJsTransport with TLS and tokens (real se
   afterAll(async () => server?.close());
 
   const transportFor = (token: string | undefined, ca = pki.read(pki.ca)) =>
-    createGrpcJsTransport({ address: `127.0.0.1:${server.port}`, tls: { ca }, ...(token !== undefined && { token }) });
+    createTransport({ address: `127.0.0.1:${server.port}`, tls: { ca } satisfies TlsOptions, ...(token !== undefined && { token }) });
 
   it("submits with the producer token over TLS; no token is UNAUTHENTICATED, the worker's token PERMISSION_DENIED", async () => {
     const transports = [transportFor(TOKENS.producer), transportFor(undefined), transportFor(TOKENS.worker)];
@@ -255,7 +268,7 @@ describe.skipIf(!hasOpenssl)("createGrpcJsTransport with TLS and tokens (real se
 
   it("interceptors run around each call: one that sets the token gets through, and sees the response", async () => {
     const seen: string[] = [];
-    const transport = createGrpcJsTransport({
+    const transport = createTransport({
       address: `127.0.0.1:${server.port}`,
       tls: { ca: pki.read(pki.ca) },
       interceptors: [
