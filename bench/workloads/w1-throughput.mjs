@@ -15,10 +15,12 @@ import { fig, markdownTable, missingRows, num, ratio } from "../lib/table.mjs";
 export const SCENARIOS = ["single", "batch"];
 
 export async function runW1(ctx, peerIds) {
-  const { n, reps } = ctx.options;
+  const { n: defaultN, reps } = ctx.options;
   const runs = Object.fromEntries(peerIds.map((id) => [id, []]));
+  const nByPeer = Object.fromEntries(peerIds.map((id) => [id, peerN(id, defaultN)]));
   for (let rep = 0; rep < reps; rep++) {
     for (const peerId of peerIds) {
+      const n = nByPeer[peerId];
       const repResult = {};
       for (const scenario of SCENARIOS) {
         if (!peerRuns(peerId, "W1", scenario)) continue;
@@ -34,7 +36,13 @@ export async function runW1(ctx, peerIds) {
       runs[peerId].push(repResult);
     }
   }
-  return { n, reps, runs, figures: figuresOf(runs, n) };
+  return { n: defaultN, nByPeer, reps, runs, figures: figuresOf(runs, nByPeer) };
+}
+
+/** Jobs per W1 run for a peer: N, but at most RAW_STUB_N for the raw-stub peers (one RPC per job each way: the slow ones, five of them). */
+export const RAW_STUB_N = 5_000;
+function peerN(peerId, n) {
+  return PEERS[peerId].rawStubs ? Math.min(n, RAW_STUB_N) : n;
 }
 
 async function backlogRun(ctx, peerId, scenario, n) {
@@ -97,9 +105,10 @@ async function endToEndRun(ctx, peerId, scenario, n) {
   });
 }
 
-function figuresOf(runs, n) {
+function figuresOf(runs, nByPeer) {
   const out = {};
   for (const [peerId, reps] of Object.entries(runs)) {
+    const n = nByPeer[peerId];
     out[peerId] = {};
     for (const scenario of SCENARIOS) {
       const per = reps.map((r) => r[scenario]).filter(Boolean);
@@ -185,7 +194,7 @@ export function renderW1(result, missing, baselineId = "bullmq-everysec") {
   const rawTable = rawRows.length
     ? [
         "",
-        "Raw generated stubs, one RPC per submit and per ack (50 in flight): CPU-ms per RPC.",
+        `Raw generated stubs, one RPC per submit and per ack (50 in flight; N = ${Math.min(result.n, RAW_STUB_N).toLocaleString("en-US")}): CPU-ms per RPC.`,
         "",
         markdownTable(
           [
@@ -203,7 +212,7 @@ export function renderW1(result, missing, baselineId = "bullmq-everysec") {
       ]
     : [];
   return [
-    `### W1 — throughput (jobs/s, higher is better; N = ${result.n.toLocaleString("en-US")}, ${result.reps} run${result.reps > 1 ? "s" : ""}, median (min–max))`,
+    `### W1 — throughput (jobs/s, higher is better; N = ${result.n.toLocaleString("en-US")}${rawIds.length && result.n > RAW_STUB_N ? `, raw stubs ${RAW_STUB_N.toLocaleString("en-US")}` : ""}, ${result.reps} run${result.reps > 1 ? "s" : ""}, median (min–max))`,
     "",
     markdownTable(headers, [
       ...rows,
