@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // npm run bench: Worq side by side with BullMQ on this machine. `node bench/run.mjs --help`.
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
@@ -78,6 +79,18 @@ async function main() {
       options.peers = options.peers.filter((p) => p !== "worq-faktory");
     }
   }
+  for (const id of options.peers.filter((p) => PEERS[p].requires)) {
+    const { command, args } = PEERS[id].requires;
+    try {
+      execFileSync(command, args, { stdio: "ignore", timeout: 30_000 });
+    } catch {
+      const reason = `\`${command}\` not available (${PEERS[id].label} needs it)`;
+      log(`${reason}; its figures are missing`);
+      notes.push(reason);
+      missing[id] = reason;
+    }
+  }
+  options.peers = options.peers.filter((p) => !missing[p]);
 
   const machine = describeMachine({ redisVersion: redis?.version });
   log(`machine: ${machine.cpuModel}, ${machine.cores} cores, ${machine.ramGiB} GiB, Linux ${machine.kernel}, Node ${machine.node}`);

@@ -173,7 +173,13 @@ describe("engine rules", () => {
  */
 describe("client package rules", () => {
   const files = sourceFiles(join(CLIENT, "src"));
-  const manifest = JSON.parse(readFileSync(join(CLIENT, "package.json"), "utf8")) as { dependencies: Record<string, string> };
+  const manifest = JSON.parse(readFileSync(join(CLIENT, "package.json"), "utf8")) as {
+    dependencies: Record<string, string>;
+    peerDependencies: Record<string, string>;
+    peerDependenciesMeta: Record<string, { optional?: boolean }>;
+  };
+  /** The one optional peer, and the only file that may import it (reached as @worq/client/grpc-js, never from the index). */
+  const GRPC_JS_TRANSPORT = join(CLIENT, "src", "grpc-js-transport.ts");
 
   it("packages/client imports nothing of the server: only its own files, node: built-ins and its declared dependencies", () => {
     expect(files.length).toBeGreaterThan(10);
@@ -183,6 +189,7 @@ describe("client package rules", () => {
           if (spec.startsWith(".")) return !resolve(dirname(file), spec).startsWith(join(CLIENT, "src") + "/");
           if (spec.startsWith("node:")) return false;
           const name = spec.startsWith("@") ? spec.split("/").slice(0, 2).join("/") : spec.split("/")[0]!;
+          if (name === "@grpc/grpc-js" && file === GRPC_JS_TRANSPORT) return false;
           return !(name in manifest.dependencies);
         })
         .map((spec) => `${relative(CLIENT, file)} -> ${spec}`),
@@ -204,5 +211,15 @@ describe("client package rules", () => {
     ];
     expect(Object.keys(manifest.dependencies).filter((name) => serverOnly.includes(name))).toEqual([]);
     expect(Object.keys(manifest.dependencies).sort()).toEqual(["@bufbuild/protobuf", "@connectrpc/connect", "@connectrpc/connect-node"]);
+  });
+
+  it("@grpc/grpc-js is an optional peer, for createGrpcJsTransport alone: no other file of the package reaches it", () => {
+    expect(manifest.peerDependencies).toEqual({ "@grpc/grpc-js": expect.any(String) });
+    expect(manifest.peerDependenciesMeta["@grpc/grpc-js"]?.optional).toBe(true);
+    const reaching = files.filter(
+      (file) =>
+        file !== GRPC_JS_TRANSPORT && importsOf(file).some((spec) => spec.startsWith("@grpc/") || spec.includes("grpc-js-transport")),
+    );
+    expect(reaching.map((file) => relative(CLIENT, file))).toEqual([]);
   });
 });

@@ -1,3 +1,4 @@
+import { PEERS } from "./peers.mjs";
 import { parseArgs } from "node:util";
 
 export const HELP = `Usage: node bench/run.mjs [options]      (npm run bench -- [options] builds first)
@@ -11,7 +12,10 @@ ratios and the targets, writes JSON to bench/results/<timestamp>.json, progress 
 Workloads:
   W1  throughput: N jobs by 50 concurrent single submits, and by batches of 1,000; one worker
       process, concurrency 50; submit, drain-a-backlog and end-to-end jobs/s. Worq runs the TS
-      library (WorqClient, Worker) and the raw generated stubs (one RPC per submit / ack).
+      library (WorqClient, Worker) and the raw generated stubs (one RPC per submit / ack): TS
+      over connect-node's transport, createGrpcJsTransport and createWorqLinkTransport, Go
+      (grpc-go; needs \`go\`) and Python (grpcio in .tools/venv) -- marked missing without
+      them -- with the server's and the clients' CPU per RPC.
   W2  pickup latency, idle worker, one job at a time (p50/p95/p99/max).
   W3  cost: CPU-seconds per 1,000 jobs and peak RSS of server, worker, producer (from W1).
   W4  scale: submit and drain rates with 10 k / 100 k jobs queued (10 k, 1 M, 10 M with --long).
@@ -30,6 +34,10 @@ Options:
   --only W1,W2,...      workloads to run (W3 needs W1, which then runs too)
   --peer worq|bullmq|both   which side(s) to run (default both)
   --fsync everysec,always   Redis appendfsync rows for BullMQ (default both)
+  --peers ID,ID         exactly these peers, over --peer and --fsync (worq-lib, worq-raw,
+                        worq-raw-grpcjs, worq-raw-link, worq-raw-go, worq-raw-python,
+                        bullmq-everysec, bullmq-always), e.g.
+                        one raw-stub row and its baseline: --peers worq-raw-go,bullmq-everysec
   --reps N              runs per figure (default 3, --quick 1); figures are median (min–max)
   --n N                 W1 jobs per run (default 20,000; --long 50,000; --quick 2,000)
   --sizes 10k,1M        W4 backlog sizes (k and M suffixes)
@@ -56,6 +64,7 @@ export function parseOptions(argv) {
       only: { type: "string" },
       peer: { type: "string", default: "both" },
       fsync: { type: "string", default: "everysec,always" },
+      peers: { type: "string" },
       reps: { type: "string" },
       n: { type: "string" },
       sizes: { type: "string" },
@@ -104,10 +113,15 @@ export function parseOptions(argv) {
   if (!["worq", "bullmq", "both"].includes(values.peer)) throw new Error("--peer is worq, bullmq or both");
   const fsyncs = values.fsync.split(",").map((s) => s.trim());
   for (const f of fsyncs) if (!["everysec", "always"].includes(f)) throw new Error("--fsync takes everysec and/or always");
-  const peers = [
-    ...(values.peer !== "bullmq" ? ["worq-lib", "worq-raw", "worq-faktory"] : []),
-    ...(values.peer !== "worq" ? fsyncs.map((f) => `bullmq-${f}`) : []),
-  ];
+  const peers = values.peers
+    ? values.peers.split(",").map((id) => id.trim())
+    : [
+        ...(values.peer !== "bullmq"
+          ? ["worq-lib", "worq-raw", "worq-raw-grpcjs", "worq-raw-link", "worq-raw-go", "worq-raw-python", "worq-faktory"]
+          : []),
+        ...(values.peer !== "worq" ? fsyncs.map((f) => `bullmq-${f}`) : []),
+      ];
+  for (const id of peers) if (!(id in PEERS)) throw new Error(`unknown peer ${id} (${Object.keys(PEERS).join(", ")})`);
   return {
     mode,
     workloads: WORKLOADS.filter((w) => workloads.includes(w)),

@@ -23,6 +23,59 @@ export const PEERS = {
     // Only W1's single-submit scenario: what one RPC per submit and per ack costs.
     workloads: ["W1"],
     w1Scenarios: ["single"],
+    rawStubs: true,
+  },
+  "worq-raw-grpcjs": {
+    side: "worq",
+    label: "Worq (raw stubs, grpc-js transport)",
+    dir: "worq-raw-grpcjs",
+    server: { kind: "worq" },
+    durability: "LevelDB; every acknowledged write fsync'd before the reply (group commit)",
+    client:
+      "the same generated stubs over createGrpcJsTransport (@worq/client/grpc-js): one Submit RPC per job (50 in flight), Lease stream with credits 50, one Ack RPC per job",
+    workloads: ["W1"],
+    w1Scenarios: ["single"],
+    rawStubs: true,
+  },
+  "worq-raw-link": {
+    side: "worq",
+    label: "Worq (raw stubs, link transport)",
+    dir: "worq-raw-link",
+    server: { kind: "worq" },
+    durability: "LevelDB; every acknowledged write fsync'd before the reply (group commit)",
+    client:
+      "the same generated stubs over createWorqLinkTransport (@worq/client, the library's own node:http2 link): one Submit RPC per job (50 in flight), Lease stream with credits 50, one Ack RPC per job",
+    workloads: ["W1"],
+    w1Scenarios: ["single"],
+    rawStubs: true,
+  },
+  "worq-raw-go": {
+    side: "worq",
+    label: "Worq (raw stubs, Go grpc-go)",
+    dir: "worq-raw-go",
+    server: { kind: "worq" },
+    durability: "LevelDB; every acknowledged write fsync'd before the reply (group commit)",
+    client:
+      "generated grpc-go stubs (gen/go), one connection: one Submit RPC per job (50 goroutines), Lease stream with credits 50, one Ack RPC per job",
+    workloads: ["W1"],
+    w1Scenarios: ["single"],
+    rawStubs: true,
+    // Built with `go build` on first use (bench/peers/worq-raw-go/run-go.mjs).
+    requires: { command: "go", args: ["version"] },
+  },
+  "worq-raw-python": {
+    side: "worq",
+    label: "Worq (raw stubs, Python grpcio)",
+    dir: "worq-raw-python",
+    server: { kind: "worq" },
+    durability: "LevelDB; every acknowledged write fsync'd before the reply (group commit)",
+    client:
+      "generated grpcio stubs (gen/python) on grpc.aio, one channel: one Submit RPC per job (50 tasks), Lease stream with credits 50, one Ack RPC per job",
+    workloads: ["W1"],
+    w1Scenarios: ["single"],
+    rawStubs: true,
+    // The venv of scripts/install-test-tools.sh: grpcio and the worq-proto package.
+    requires: { command: fileURLToPath(new URL("../../.tools/venv/bin/python", import.meta.url)), args: ["-c", "import grpc"] },
   },
   "worq-faktory": {
     side: "worq",

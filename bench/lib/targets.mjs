@@ -24,6 +24,18 @@ export function evaluateTargets(results) {
   ratioTarget("W1 end-to-end, TS library with defaults (50 single submits in flight) ≥ 2× BullMQ (everysec)", "worq-lib", "single", 2);
   ratioTarget("W1 end-to-end with batch submits ≥ 3× BullMQ bulk (everysec)", "worq-lib", "batch", 3);
   ratioTarget("W1 end-to-end, raw stubs (one RPC per submit and per ack, 50 in flight) ≥ 1× BullMQ (everysec)", "worq-raw", "single", 1);
+  ratioTarget(
+    "W1 end-to-end, raw TS stubs over createGrpcJsTransport (one RPC per submit and per ack, 50 in flight) ≥ 1× BullMQ (everysec)",
+    "worq-raw-grpcjs",
+    "single",
+    1,
+  );
+  ratioTarget(
+    "W1 end-to-end, raw Go stubs (grpc-go; one RPC per submit and per ack, 50 in flight) ≥ 1× BullMQ (everysec)",
+    "worq-raw-go",
+    "single",
+    1,
+  );
 
   const p99 = results.W2?.figures?.["worq-lib"]?.p99?.median;
   add("W2 pickup p99 ≤ 1 ms", Number.isFinite(p99) ? `${num(p99)} ms` : "not measured", Number.isFinite(p99) ? p99 <= 1 : undefined);

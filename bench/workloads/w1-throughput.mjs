@@ -15,11 +15,13 @@ import { fig, markdownTable, missingRows, num, ratio } from "../lib/table.mjs";
 export const SCENARIOS = ["single", "batch"];
 
 export async function runW1(ctx, peerIds) {
-  const { n, reps } = ctx.options;
+  const { n: defaultN, reps } = ctx.options;
   const w1Peers = peerIds.filter((id) => peerRuns(id, "W1"));
   const runs = Object.fromEntries(w1Peers.map((id) => [id, []]));
+  const nByPeer = Object.fromEntries(w1Peers.map((id) => [id, peerN(id, defaultN)]));
   for (let rep = 0; rep < reps; rep++) {
     for (const peerId of w1Peers) {
+      const n = nByPeer[peerId];
       const repResult = {};
       for (const scenario of SCENARIOS) {
         if (!peerRuns(peerId, "W1", scenario)) continue;
@@ -35,7 +37,13 @@ export async function runW1(ctx, peerIds) {
       runs[peerId].push(repResult);
     }
   }
-  return { n, reps, runs, figures: figuresOf(runs) };
+  return { n: defaultN, nByPeer, reps, runs, figures: figuresOf(runs, nByPeer) };
+}
+
+/** Jobs per W1 run for a peer: N, but at most RAW_STUB_N for the raw-stub peers (one RPC per job each way: the slow ones, five of them). */
+export const RAW_STUB_N = 5_000;
+function peerN(peerId, n) {
+  return PEERS[peerId].rawStubs ? Math.min(n, RAW_STUB_N) : n;
 }
 
 async function backlogRun(ctx, peerId, scenario, n) {
@@ -99,9 +107,10 @@ export async function endToEndRun(ctx, peerId, scenario, n, serverOptions) {
   });
 }
 
-function figuresOf(runs) {
+function figuresOf(runs, nByPeer) {
   const out = {};
   for (const [peerId, reps] of Object.entries(runs)) {
+    const n = nByPeer[peerId];
     out[peerId] = {};
     for (const scenario of SCENARIOS) {
       const per = reps.map((r) => r[scenario]).filter(Boolean);
@@ -114,6 +123,13 @@ function figuresOf(runs) {
         submitRateWhileWorking: pick((r) => r.e2e.submitRateWhileWorking),
         submitCallP50Ms: pick((r) => r.backlog.submitCallMs?.p50),
         submitCallP99Ms: pick((r) => r.backlog.submitCallMs?.p99),
+        // CPU-ms per RPC: in the backlog run the submit phase is n Submit calls, the drain phase
+        // n Ack calls (each job's push on the Lease stream included); end to end, 2n calls.
+        serverCpuMsPerSubmit: pick((r) => (r.backlog.cpuSec?.serverSubmit * 1000) / n),
+        serverCpuMsPerAck: pick((r) => (r.backlog.cpuSec?.serverDrain * 1000) / n),
+        serverCpuMsPerRpcE2e: pick((r) => (r.e2e.cpuSec?.server * 1000) / (2 * n)),
+        producerCpuMsPerSubmit: pick((r) => (r.backlog.cpuSec?.producer * 1000) / n),
+        workerCpuMsPerAck: pick((r) => (r.backlog.cpuSec?.worker * 1000) / n),
         maxForeignShare: Math.max(
           0,
           ...per.flatMap((r) => [r.backlog.foreign?.submit, r.backlog.foreign?.drain, r.e2e.foreign]).filter(Number.isFinite),
@@ -166,8 +182,39 @@ export function renderW1(result, missing, baselineId = "bullmq-everysec") {
     fig(s.single?.submitCallP99Ms),
     pct(Math.max(s.single?.maxForeignShare ?? 0, s.batch?.maxForeignShare ?? 0)),
   ]);
+  const rawIds = Object.keys(f).filter((id) => PEERS[id].rawStubs);
+  const rawRows = rawIds.map((id) => [
+    PEERS[id].label,
+    fig(f[id].single?.e2eRate),
+    base ? ratio(f[id].single?.e2eRate, base.single?.e2eRate) : "—",
+    fig(f[id].single?.serverCpuMsPerSubmit),
+    fig(f[id].single?.serverCpuMsPerAck),
+    fig(f[id].single?.serverCpuMsPerRpcE2e),
+    fig(f[id].single?.producerCpuMsPerSubmit),
+    fig(f[id].single?.workerCpuMsPerAck),
+  ]);
+  const rawTable = rawRows.length
+    ? [
+        "",
+        `Raw generated stubs, one RPC per submit and per ack (50 in flight; N = ${Math.min(result.n, RAW_STUB_N).toLocaleString("en-US")}): CPU-ms per RPC.`,
+        "",
+        markdownTable(
+          [
+            "",
+            "End-to-end jobs/s",
+            `÷ ${base ? PEERS[baselineId].label : "BullMQ"}`,
+            "Server CPU-ms per Submit (backlog)",
+            "Server CPU-ms per Ack, Lease push included",
+            "Server CPU-ms per RPC, end-to-end",
+            "Producer CPU-ms per Submit",
+            "Worker CPU-ms per Ack",
+          ],
+          rawRows,
+        ),
+      ]
+    : [];
   return [
-    `### W1 — throughput (jobs/s, higher is better; N = ${result.n.toLocaleString("en-US")}, ${result.reps} run${result.reps > 1 ? "s" : ""}, median (min–max))`,
+    `### W1 — throughput (jobs/s, higher is better; N = ${result.n.toLocaleString("en-US")}${rawIds.length && result.n > RAW_STUB_N ? `, raw stubs ${RAW_STUB_N.toLocaleString("en-US")}` : ""}, ${result.reps} run${result.reps > 1 ? "s" : ""}, median (min–max))`,
     "",
     markdownTable(headers, [
       ...rows,
@@ -186,6 +233,7 @@ export function renderW1(result, missing, baselineId = "bullmq-everysec") {
       ],
       callRows,
     ),
+    ...rawTable,
   ].join("\n");
 }
 

@@ -12,7 +12,8 @@ import { fig, markdownTable, missingRows, ratio } from "../lib/table.mjs";
 export function deriveW3(w1) {
   const figures = {};
   for (const [peerId, reps] of Object.entries(w1.runs)) {
-    const per1k = (sec) => (Number.isFinite(sec) ? (sec / w1.n) * 1000 : NaN);
+    const n = w1.nByPeer?.[peerId] ?? w1.n;
+    const per1k = (sec) => (Number.isFinite(sec) ? (sec / n) * 1000 : NaN);
     const single = reps.map((r) => r.single).filter((s) => s && !s.backlog.error);
     const e2e = reps.map((r) => r.single?.e2e).filter((e) => e && !e.error);
     const maxOf = (pick) =>

@@ -2,7 +2,9 @@
  * The client package as a user gets it: `npm pack` of packages/client, that tarball installed
  * into an empty directory from the registry, and the quickstart of the package's own README
  * (read from the installed copy, exactly as npm shows it) run against a real `worq serve`.
- * The installed tree must hold none of the server's libraries.
+ * The installed tree must hold none of the server's libraries. The README's generated-stubs
+ * example runs as written (createWorqLinkTransport) and, with @grpc/grpc-js added (an optional
+ * peer), over @worq/client/grpc-js.
  */
 import { execFile, spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -33,6 +35,11 @@ function firstTsBlock(markdown: string): string {
   return block[1]!;
 }
 
+/** The README's TypeScript as plain JavaScript: its only TypeScript is non-null assertions (`job!.jid`). */
+function stripTypes(ts: string): string {
+  return ts.replaceAll(/(\w)!\./g, "$1.");
+}
+
 /** Every package name under a node_modules directory, nested ones included. */
 function installedPackages(nodeModules: string): string[] {
   let entries: string[];
@@ -57,7 +64,7 @@ describe("@worq/client, packed and installed as a user would", () => {
   });
 
   it.skipIf(!registryReachable)(
-    "the tarball installs without the server's libraries, and its README's quickstart runs a job to COMPLETED",
+    "the tarball installs without the server's libraries, its README's quickstart runs a job to COMPLETED, and so does its generated-stubs example over either transport",
     async () => {
       const { stdout: packed } = await run(NPM, ["pack", "--workspace", "@worq/client", "--pack-destination", dir, "--json"], {
         cwd: ROOT,
@@ -109,7 +116,50 @@ describe("@worq/client, packed and installed as a user would", () => {
       } finally {
         if (worker.exitCode === null) worker.kill("SIGKILL");
       }
+
+      // The README's generated-stubs example (submit, lease, ack): as written, over createWorqLinkTransport;
+      // then, with @grpc/grpc-js installed beside the package, over createGrpcJsTransport.
+      const stubs = firstTsBlock(readme.slice(readme.indexOf("## Calling the generated stubs")));
+      const linkImport = 'import { createWorqLinkTransport } from "@worq/client";';
+      expect(stubs).toContain(linkImport);
+      const runStubs = async (source: string, completedAfter: number) => {
+        writeFileSync(join(app, "stubs.mjs"), stripTypes(source).replaceAll('"127.0.0.1:7419"', JSON.stringify(address)));
+        const stubUser = spawn(process.execPath, ["stubs.mjs"], { cwd: app, stdio: ["ignore", "pipe", "pipe"] });
+        let stubOutput = "";
+        stubUser.stdout.on("data", (chunk: Buffer) => (stubOutput += chunk.toString()));
+        stubUser.stderr.on("data", (chunk: Buffer) => (stubOutput += chunk.toString()));
+        try {
+          let completed: unknown[] = [];
+          for (
+            const deadline = Date.now() + 20_000;
+            completed.length < completedAfter && Date.now() < deadline && stubUser.exitCode === null;
+          ) {
+            await new Promise((resolve) => setTimeout(resolve, 200));
+            const { stdout } = await run(process.execPath, [
+              WORQ_CLI,
+              "jobs",
+              "--queue",
+              "mail",
+              "--state",
+              "completed",
+              "--server",
+              address,
+              "--json",
+            ]);
+            completed = (JSON.parse(stdout) as { jobs: unknown[] }).jobs;
+          }
+          expect(completed, stubOutput).toHaveLength(completedAfter);
+        } finally {
+          stubUser.kill("SIGKILL");
+        }
+      };
+      await runStubs(stubs, 2); // the quickstart's job and this one
+      await run(NPM, ["install", "--prefer-offline", "--no-audit", "--no-fund", "@grpc/grpc-js@^1.14.7"], { cwd: app, timeout: 45_000 });
+      await runStubs(
+        stubs.replace(linkImport, 'import { createGrpcJsTransport as createWorqLinkTransport } from "@worq/client/grpc-js";'),
+        3,
+      );
     },
-    60_000,
+    90_000,
   );
 });

@@ -8,11 +8,22 @@ import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { JOB_TYPE, jobArgs } from "../payload.mjs";
 
 /**
- * Worq through the raw generated stubs (connect-node gRPC transport), no library: one Submit
- * RPC per job (or SubmitBatch), one Lease stream with credits = concurrency, one Ack RPC per job.
+ * Worq through the raw generated stubs, no library: one Submit RPC per job (or SubmitBatch),
+ * one Lease stream with credits = concurrency, one Ack RPC per job. This peer calls them over
+ * connect-node's gRPC transport; worq-raw-grpcjs passes createGrpcJsTransport to rawStubPeer.
  */
-function clients(address) {
-  const transport = createGrpcTransport({ baseUrl: `http://${address}` });
+export const { openProducer, openWorker } = rawStubPeer((address) => createGrpcTransport({ baseUrl: `http://${address}` }));
+
+/** The producer and worker of a raw-stub peer whose stubs call over `transportFor(address)`. */
+export function rawStubPeer(transportFor) {
+  return {
+    openProducer: (config) => producerOver(transportFor, config),
+    openWorker: (config, hooks) => workerOver(transportFor, config, hooks),
+  };
+}
+
+function clients(transportFor, address) {
+  const transport = transportFor(address);
   return {
     admin: createClient(AdminService, transport),
     producer: createClient(ProducerService, transport),
@@ -22,8 +33,8 @@ function clients(address) {
 
 const spec = (queue, seq) => ({ type: JOB_TYPE, queue, args: fromJson(ListValueSchema, [jobArgs(seq)]) });
 
-export async function openProducer({ address, queue }) {
-  const { admin, producer } = clients(address);
+async function producerOver(transportFor, { address, queue }) {
+  const { admin, producer } = clients(transportFor, address);
   await admin.getServerInfo({});
   return {
     submitOne: (seq) => producer.submit({ job: spec(queue, seq) }),
@@ -31,8 +42,8 @@ export async function openProducer({ address, queue }) {
   };
 }
 
-export async function openWorker({ address, queue, concurrency }, { onDone }) {
-  const { admin, worker } = clients(address);
+async function workerOver(transportFor, { address, queue, concurrency }, { onDone }) {
+  const { admin, worker } = clients(transportFor, address);
   await admin.getServerInfo({});
   const abort = new AbortController();
   let running;

@@ -4,7 +4,7 @@ import net from "node:net";
 import tls from "node:tls";
 import { Code } from "@connectrpc/connect";
 import { WorqClientError } from "./errors.js";
-import type { ConnectionOptions } from "./transport.js";
+import { resolveEndpoint, type ConnectionOptions } from "./transport.js";
 
 const { NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM } = http2.constants;
 
@@ -30,13 +30,9 @@ export class GrpcLink {
   private current: LinkSession | undefined;
 
   constructor(options: ConnectionOptions) {
-    const tlsOptions = options.tls === true ? {} : options.tls || undefined;
-    const url = /^https?:\/\//i.test(options.address) ? new URL(options.address) : new URL(`http://${options.address}`);
-    const secure = tlsOptions !== undefined || url.protocol === "https:";
-    const host = url.hostname.replace(/^\[(.*)\]$/, "$1");
-    const port = Number(url.port) || (secure ? 443 : 80);
-    this.authority = `${secure ? "https" : "http"}://${url.host}`;
-    this.connect = secure
+    const { host, port, tls: tlsOptions, origin, authorization } = resolveEndpoint(options);
+    this.authority = origin;
+    this.connect = tlsOptions
       ? () =>
           tls
             .connect({
@@ -44,9 +40,9 @@ export class GrpcLink {
               port,
               ALPNProtocols: ["h2"],
               servername: net.isIP(host) ? undefined : host, // SNI takes no IP address
-              ca: tlsOptions?.ca,
-              key: tlsOptions?.key,
-              cert: tlsOptions?.cert,
+              ca: tlsOptions.ca,
+              key: tlsOptions.key,
+              cert: tlsOptions.cert,
             })
             .setNoDelay(true)
       : () => net.connect({ host, port, noDelay: true });
@@ -54,7 +50,7 @@ export class GrpcLink {
       "content-type": "application/grpc",
       te: "trailers",
       "user-agent": "worq-ts",
-      ...(options.token !== undefined ? { authorization: `Bearer ${options.token}` } : {}),
+      ...(authorization !== undefined ? { authorization } : {}),
     };
   }
 
@@ -81,21 +77,31 @@ export class GrpcLink {
     stream.cancelCall = this.start(path, request, {
       message: (message) => stream.emit("data", message),
       end: (error) => (error ? stream.emit("error", error) : stream.emit("end")),
-    });
+    }).cancel;
     return stream;
   }
 
-  /** Opens one call; returns a function that cancels it. `sink.end` is called exactly once. */
-  private start(path: string, request: Uint8Array, sink: CallSink): () => void {
+  /**
+   * Opens one call with `extraHeaders` (metadata, grpc-timeout) over the link's own; `sink`
+   * also hears the response headers and the trailers. For callers that need more than
+   * unary() and serverStream() give: createGrpcLinkTransport.
+   */
+  call(path: string, request: Uint8Array, sink: CallSink, extraHeaders?: http2.OutgoingHttpHeaders): CallControl {
+    return this.start(path, request, sink, extraHeaders);
+  }
+
+  /** Opens one call; returns its controls (cancel, pause, resume). `sink.end` is called exactly once. */
+  private start(path: string, request: Uint8Array, sink: CallSink, extraHeaders?: http2.OutgoingHttpHeaders): CallControl {
     const link = this.session();
     let stream: http2.ClientHttp2Stream;
     try {
-      stream = link.session.request(this.headers(path), { endStream: false });
+      const headers = extraHeaders ? { ...this.headers(path), ...extraHeaders } : this.headers(path);
+      stream = link.session.request(headers, { endStream: false });
     } catch (error) {
       // The session was destroyed between the check and the request.
       if (this.current === link) this.current = undefined;
       queueMicrotask(() => sink.end(new WorqClientError(Code.Unavailable, `connection failed: ${(error as Error).message}`)));
-      return () => {};
+      return NO_CALL;
     }
     link.opened();
     const framer = new MessageFramer();
@@ -121,9 +127,11 @@ export class GrpcLink {
     stream.on("response", (headers) => {
       httpStatus = Number(headers[":status"]);
       if (headers["grpc-status"] !== undefined) status = statusOf(headers);
+      else sink.headers?.(headers);
     });
     stream.on("trailers", (trailers) => {
       status = statusOf(trailers);
+      if (status === null) sink.trailers?.(trailers);
     });
     stream.on("data", (chunk: Buffer) => {
       if (cancelled || status !== undefined) return;
@@ -143,11 +151,22 @@ export class GrpcLink {
     frame.writeUInt32BE(request.byteLength, 1);
     frame.set(request, 5);
     stream.end(frame);
-    return () => {
-      if (ended || cancelled) return;
-      cancelled = true;
-      stream.close(NGHTTP2_CANCEL);
+    return {
+      cancel: () => {
+        if (ended || cancelled) return;
+        cancelled = true;
+        stream.close(NGHTTP2_CANCEL);
+      },
+      pause: () => stream.pause(),
+      resume: () => stream.resume(),
     };
+  }
+
+  /** Closes the session once the calls open on it end; a later call opens a new one. */
+  close(): void {
+    const link = this.current;
+    this.current = undefined;
+    link?.session.close();
   }
 
   private headers(path: string): http2.OutgoingHttpHeaders {
@@ -205,10 +224,22 @@ class LinkSession {
   }
 }
 
-interface CallSink {
+/** What one call reports, in this order: headers (unless trailers-only), messages, trailers (on OK), end. */
+export interface CallSink {
   message(message: Buffer): void;
   end(error?: WorqClientError): void;
+  headers?(headers: http2.IncomingHttpHeaders): void;
+  trailers?(trailers: http2.IncomingHttpHeaders): void;
 }
+
+/** An open call: cancel it (its `end` gets CANCELLED), or pause and resume reading its messages. */
+export interface CallControl {
+  cancel(): void;
+  pause(): void;
+  resume(): void;
+}
+
+const NO_CALL: CallControl = { cancel: () => {}, pause: () => {}, resume: () => {} };
 
 /** A server-streaming call: emits 'data' (one Buffer per message), then 'end' or 'error'. */
 export class LinkStream extends EventEmitter {
@@ -295,7 +326,7 @@ function statusOf(trailers: http2.IncomingHttpHeaders): WorqClientError | null {
 }
 
 /** Response metadata as Headers (binary values stay base64, as on the wire). */
-function metadataOf(trailers: http2.IncomingHttpHeaders): Headers {
+export function metadataOf(trailers: http2.IncomingHttpHeaders): Headers {
   const headers = new Headers();
   for (const [key, value] of Object.entries(trailers)) {
     if (key.startsWith(":") || key === "grpc-status" || key === "grpc-message" || key === "content-type" || value === undefined) continue;

@@ -5,6 +5,7 @@
  */
 export { WorqClient, type ClientOptions } from "./client.js";
 export type { TlsOptions } from "./transport.js";
+export { createWorqLinkTransport, type WorqLinkTransport, type WorqLinkTransportOptions } from "./link-transport.js";
 export {
   Worker,
   type WorkerOptions,

@@ -19,23 +19,53 @@ export interface ConnectionOptions {
   tls?: TlsOptions | boolean;
 }
 
-/** The gRPC (HTTP/2) transport every client of a Worq server uses: TLS and token included. */
-export function createWorqTransport(options: ConnectionOptions): Transport {
-  const tls = options.tls === true ? {} : options.tls || undefined;
+/** Where and how to reach the server, from ConnectionOptions: what every link to it (Connect, HTTP/2, grpc-js) is built from. */
+export interface Endpoint {
+  /** Host name or IP address (an IPv6 address without brackets). */
+  host: string;
+  port: number;
+  /** host:port as a URL or a gRPC target writes it (an IPv6 address in brackets). */
+  hostPort: string;
+  /** TLS options when the connection is secure (an empty object for the system's roots). */
+  tls: TlsOptions | undefined;
+  /** "http://host:port" or "https://host:port". */
+  origin: string;
+  /** The `authorization` header value, when a token was given. */
+  authorization: string | undefined;
+}
+
+/** Reads ConnectionOptions; throws for TLS options with an http:// address. */
+export function resolveEndpoint(options: ConnectionOptions): Endpoint {
   const hasScheme = /^https?:\/\//i.test(options.address);
+  let tls = options.tls === true ? {} : options.tls || undefined;
   if (hasScheme && tls && /^http:/i.test(options.address))
     throw new Error(`TLS options were given but the address ${options.address} says http://`);
-  const baseUrl = hasScheme ? options.address : `${tls ? "https" : "http"}://${options.address}`;
+  const url = new URL(hasScheme ? options.address : `http://${options.address}`);
+  if (url.protocol === "https:") tls ??= {};
+  const port = Number(url.port) || (tls ? 443 : 80);
+  const hostPort = `${url.hostname}:${port}`;
+  return {
+    host: url.hostname.replace(/^\[(.*)\]$/, "$1"),
+    port,
+    hostPort,
+    tls,
+    origin: `${tls ? "https" : "http"}://${hostPort}`,
+    authorization: options.token !== undefined ? `Bearer ${options.token}` : undefined,
+  };
+}
+
+/** The gRPC (HTTP/2) transport every client of a Worq server uses: TLS and token included. */
+export function createWorqTransport(options: ConnectionOptions): Transport {
+  const { tls, origin, authorization } = resolveEndpoint(options);
   const interceptors: Interceptor[] = [];
-  if (options.token !== undefined) {
-    const value = `Bearer ${options.token}`;
+  if (authorization !== undefined) {
     interceptors.push((next) => (request) => {
-      request.header.set("authorization", value);
+      request.header.set("authorization", authorization);
       return next(request);
     });
   }
   return createGrpcTransport({
-    baseUrl,
+    baseUrl: origin,
     interceptors,
     ...(tls && { nodeOptions: { ...(tls.ca && { ca: tls.ca }), ...(tls.cert && { cert: tls.cert }), ...(tls.key && { key: tls.key }) } }),
   });
