@@ -26,7 +26,7 @@ import {
 import { FAKTORY_WORKER_PREFIX, type FaktoryWorkerState } from "./workers.js";
 
 /** How long FETCH waits for a job before answering none (clients ask again at once; Go's client reads with a 5 s deadline). */
-export const FETCH_WAIT_MS = 2000;
+const FETCH_WAIT_MS = 2000;
 /** Reservations remembered for reports (see fetch). */
 const MAX_RESERVATIONS = 100_000;
 /** The most jobs one PUSHB takes. */

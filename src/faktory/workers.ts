@@ -14,7 +14,7 @@ export type FaktoryWorkerState = "running" | "quiet" | "terminate";
 const STATE_ORDER: Record<FaktoryWorkerState, number> = { running: 0, quiet: 1, terminate: 2 };
 
 /** A worker not heard from (no open connection, no beat) for this long is forgotten. */
-export const HEARTBEAT_EXPIRY_MS = 60_000;
+const HEARTBEAT_EXPIRY_MS = 60_000;
 
 /** The engine's worker id of a Faktory worker. */
 export const FAKTORY_WORKER_PREFIX = "faktory:";
