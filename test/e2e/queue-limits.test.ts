@@ -1,0 +1,148 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { durationFromMs } from "@bufbuild/protobuf/wkt";
+import { afterAll, describe, expect, it } from "vitest";
+import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
+import { connect, type WorqClients } from "./support/clients.js";
+import { spawnServer, type ServerProcess } from "./support/server-process.js";
+
+/** Seconds the rate test measures (WORQ_LIMIT_SECONDS; `npm run test:limits` runs 60). */
+const RATE_SECONDS = Number(process.env.WORQ_LIMIT_SECONDS ?? 10);
+
+interface Interval {
+  start: number;
+  end?: number;
+}
+
+/**
+ * A worker's Lease stream that holds each job `holdMs`, then acks it. Each job's interval in
+ * `log` runs from its delivery to the moment its ack is sent: inside the server's RUNNING
+ * span of that job, so the log's overlap never exceeds the server's.
+ */
+function leaseLoop(clients: WorqClients, queue: string, workerId: string, credits: number, log: Interval[], holdMs: () => number) {
+  const abort = new AbortController();
+  const done = (async () => {
+    try {
+      for await (const message of clients.worker.lease({ queues: [queue], workerId, credits }, { signal: abort.signal })) {
+        if (message.kind.case !== "jobs") continue;
+        for (const leased of message.kind.value.jobs) {
+          const interval: Interval = { start: performance.now() };
+          log.push(interval);
+          setTimeout(() => {
+            if (abort.signal.aborted) return; // the worker died holding it
+            interval.end = performance.now();
+            clients.worker.ack({ jid: leased.job!.jid, leaseId: leased.leaseId }).catch(() => {});
+          }, holdMs());
+        }
+      }
+    } catch {
+      // stream ended: the server went away or the worker was stopped
+    }
+  })();
+  return {
+    /** The worker dies: its held jobs are never reported. */
+    kill: () => {
+      abort.abort();
+      const now = performance.now();
+      for (const interval of log) interval.end ??= now;
+    },
+    done,
+  };
+}
+
+/** The most intervals open at once. */
+function maxOverlap(log: Interval[]): number {
+  const events = log.flatMap((i) => [
+    [i.start, 1],
+    [i.end ?? Infinity, -1],
+  ]);
+  events.sort((a, b) => a[0]! - b[0]! || a[1]! - b[1]!);
+  let open = 0;
+  let most = 0;
+  for (const [, delta] of events) most = Math.max(most, (open += delta!));
+  return most;
+}
+
+describe("queue limits on a real server process", () => {
+  const dir = mkdtempSync(join(tmpdir(), "worq-limits-"));
+  let server: ServerProcess | undefined;
+  afterAll(async () => {
+    server?.child.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("max_running 5 is never exceeded while workers die and the server is SIGKILLed and restarted; every job completes", async () => {
+    const args = ["--orphan-grace", "1s"];
+    server = await spawnServer(join(dir, "running"), args);
+    let clients = connect(server.port);
+    await clients.admin.configureQueue({ queue: "limited", config: { maxRunning: 5 } });
+    const jobs = 150;
+    await clients.producer.submitBatch({ jobs: Array.from({ length: jobs }, () => ({ type: "t", queue: "limited" })) });
+    const log: Interval[] = [];
+    const hold = () => 10 + Math.random() * 40;
+    let workers = Array.from({ length: 8 }, (_, i) => leaseLoop(clients, "limited", `w${i}`, 4, log, hold));
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    // Three workers die holding jobs: those stay RUNNING (and counted) until their leases lapse.
+    workers.slice(0, 3).forEach((worker) => worker.kill());
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    // The server is killed mid-run and started again on the same data; the workers reconnect.
+    server.child.kill("SIGKILL");
+    await server.exited;
+    workers.forEach((worker) => worker.kill());
+    server = await spawnServer(join(dir, "running"), args);
+    clients = connect(server.port);
+    workers = Array.from({ length: 8 }, (_, i) => leaseLoop(clients, "limited", `w${i}-again`, 4, log, hold));
+    const deadline = Date.now() + 60_000;
+    let completed = 0n;
+    while (completed < BigInt(jobs) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      completed = (await clients.admin.getQueueStats({ queue: "limited" })).stats!.completed;
+    }
+    workers.forEach((worker) => worker.kill());
+    console.log(
+      `[figures] max_running 5 under faults: jobs=${jobs} completed=${completed} starts=${log.length} workers-killed=3 server-kills=1 most-running-at-once=${maxOverlap(log)}`,
+    );
+    expect(completed).toBe(BigInt(jobs));
+    expect(log.length).toBeGreaterThanOrEqual(jobs);
+    expect(maxOverlap(log)).toBeLessThanOrEqual(5);
+    // The limit was reached, not merely respected by a slow run.
+    expect(maxOverlap(log)).toBe(5);
+    const stats = (await clients.admin.getQueueStats({ queue: "limited" })).stats!;
+    expect(stats.config!.maxRunning).toBe(5);
+  }, 90_000);
+
+  it(
+    `a rate limit of 50 starts a second holds within ±5 % over ${RATE_SECONDS} s with 20 workers`,
+    async () => {
+      server?.child.kill("SIGKILL");
+      server = await spawnServer(join(dir, "rate"), []);
+      const clients = connect(server.port);
+      await clients.admin.configureQueue({
+        queue: "rated",
+        config: { rateLimit: { starts: 50, period: durationFromMs(1_000), burst: 1 } },
+      });
+      const jobs = 50 * RATE_SECONDS + 500;
+      for (let i = 0; i < jobs; i += 1000) {
+        await clients.producer.submitBatch({
+          jobs: Array.from({ length: Math.min(1000, jobs - i) }, () => ({ type: "t", queue: "rated" })),
+        });
+      }
+      const log: Interval[] = [];
+      const started = performance.now();
+      const workers = Array.from({ length: 20 }, (_, i) => leaseLoop(clients, "rated", `r${i}`, 5, log, () => 0));
+      await new Promise((resolve) => setTimeout(resolve, RATE_SECONDS * 1000));
+      const starts = log.filter((interval) => interval.start - started <= RATE_SECONDS * 1000).length;
+      workers.forEach((worker) => worker.kill());
+      const expected = 50 * RATE_SECONDS;
+      console.log(
+        `[figures] rate 50/s, 20 workers, ${RATE_SECONDS} s: starts=${starts} expected=${expected} (${((starts / expected - 1) * 100).toFixed(2)} %)`,
+      );
+      expect(starts).toBeGreaterThanOrEqual(expected * 0.95);
+      expect(starts).toBeLessThanOrEqual(expected * 1.05);
+      const { jobs: running } = await clients.admin.listJobs({ queue: "rated", state: JobState.SCHEDULED, pageSize: 1 });
+      expect(running.length).toBe(1); // the rest still wait: the rate, not the backlog, stopped them
+    },
+    RATE_SECONDS * 1000 + 60_000,
+  );
+});
