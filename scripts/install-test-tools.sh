@@ -8,6 +8,7 @@
 #     clients `faktory` and `pyfaktory` (pinned), which the Faktory port's interop tests run;
 #   - .tools/bin/grpcurl;
 #   - the Go modules of test/interop/go, and a warm build cache for `go run .` there;
+#   - the Go modules of test/faktory/go-client (github.com/contribsys/faktory's client), built;
 #   - the Go worker library's conformance worker and the Go examples, into .tools/bin;
 #   - test/faktory/rust-client (crates.io's faktory client), built into .tools/cargo-target
 #     with cargo (from PATH or ~/.cargo/bin; Debian's cargo is installed when there is none).
@@ -40,6 +41,9 @@ ensure_go_tool grpcurl github.com/fullstorydev/grpcurl/cmd/grpcurl "$GRPCURL_VER
 
 log "downloading Go modules of test/interop/go and building it"
 (cd test/interop/go && go mod download && go build -o /dev/null .)
+
+log "downloading Go modules of test/faktory/go-client (Faktory's own Go client) and building it"
+(cd test/faktory/go-client && go mod download && go build -o "$TOOLS_BIN/faktory-go-client" .)
 
 log "building the Go worker library, its conformance worker and the Go examples"
 (cd clients/go && go mod download && go build ./... && go build -o "$TOOLS_BIN/go-conformance-worker" ./cmd/conformance-worker)
