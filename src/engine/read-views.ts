@@ -81,6 +81,10 @@ export async function listJobs(
   const getBodies = (jids: readonly string[]) => core.store.getBodies(jids);
   const { state, queue } = filter;
   if (state && !LISTABLE_STATES.has(state)) {
+    // A job that has left the live listing is in the store's finished index once its final
+    // write is durable: wait for the writes handed over so far, so a job finished before this
+    // call is in one listing or the other, never neither.
+    if (core.finishing.size > 0) await core.lastCommit.catch(() => {});
     const listFinished = (after: FinishedCursor | undefined, limit: number) =>
       core.store.listFinished(state, queue || undefined, after, limit);
     return finishedJobsPage(listFinished, getBodies, filter, pageSize, filter.pageToken ?? "");

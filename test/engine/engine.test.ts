@@ -1695,3 +1695,19 @@ describe("Engine: reads never see a final state before it is durable (found by C
     await acked;
   });
 });
+
+describe("Engine: a finishing job is always in a listing", () => {
+  it("a job acked a moment ago, its write not yet durable, is listed COMPLETED once it is (never in neither listing)", async () => {
+    const store = new GatedStore(createMemoryData());
+    const { engine } = await openEngine({ store });
+    const jid = await submitOne(engine, { type: "t", queue: "finishing" });
+    const { sink } = await lease(engine, ["finishing"], 1);
+    store.stallCommits = true;
+    const acked = engine.ack(jid, sink.grantOf(jid).meta.lease!.leaseId, new Uint8Array());
+    expect((await engine.listJobs({ queue: "finishing", state: "RUNNING" })).jobs).toEqual([]);
+    const listing = engine.listJobs({ queue: "finishing", state: "COMPLETED" });
+    store.release();
+    await acked;
+    expect((await listing).jobs.map((job) => job.meta.jid)).toEqual([jid]);
+  });
+});
