@@ -12,6 +12,7 @@ import { WorqError } from "../model/errors.js";
 import type { JobView, SubmitInput } from "../model/job.js";
 import { isUuidV4 } from "../model/limits.js";
 import type { Caller } from "../transport/auth/access-control.js";
+import { leaseOneJob } from "../transport/one-job-lease.js";
 import { ADMIN_HANDLERS, ADMIN_ROLES } from "./admin-commands.js";
 import { bulk, errorReply, namespaceOf, NULL_BULK, OK, type FaktoryConnection, type FaktoryDoor, type FaktoryHandler } from "./door.js";
 import {
@@ -168,43 +169,14 @@ async function fetch(door: FaktoryDoor, conn: FaktoryConnection, argText: string
 }
 
 /**
- * One job of `queues` within FETCH_WAIT_MS: an engine lease session with one credit, closed
- * after its first job or when the wait ends. Its leases are detached: a Faktory reservation
- * is not tied to the connection, so the job stays reserved for its whole `reserve_for` when
- * the session closes, and across a restart.
+ * One job of `queues` within FETCH_WAIT_MS. Its lease is detached: a Faktory reservation is
+ * not tied to the connection, so the job stays reserved for its whole `reserve_for` when the
+ * one-job session closes, and across a restart.
  */
 async function leaseOne(door: FaktoryDoor, conn: FaktoryConnection, queues: string[]): Promise<JobView | undefined> {
-  return new Promise<JobView | undefined>((resolve, reject) => {
-    let done = false;
-    let session: { close(): void } | undefined;
-    const finish = (value: JobView | undefined) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      conn.signal.removeEventListener("abort", onAbort);
-      session?.close();
-      resolve(value);
-    };
-    const onAbort = () => finish(undefined);
-    const timer = setTimeout(() => finish(undefined), FETCH_WAIT_MS);
-    conn.signal.addEventListener("abort", onAbort);
-    try {
-      session = door.engine.openLease(
-        { queues, workerId: `${FAKTORY_WORKER_PREFIX}${conn.wid || `connection-${conn.id}`}:${++fetchSeq}`, credits: 1, detached: true },
-        {
-          deliver: (grants) => finish(grants[0] && { meta: grants[0].meta, body: grants[0].body }),
-          control: () => finish(undefined),
-          revoke: () => {},
-        },
-      );
-      if (done) session.close();
-    } catch (error) {
-      done = true;
-      clearTimeout(timer);
-      conn.signal.removeEventListener("abort", onAbort);
-      reject(error instanceof Error ? error : new Error(String(error)));
-    }
-  });
+  const workerId = `${FAKTORY_WORKER_PREFIX}${conn.wid || `connection-${conn.id}`}:${++fetchSeq}`;
+  const grant = await leaseOneJob(door.engine, { queues, workerId, detached: true }, FETCH_WAIT_MS, conn.signal);
+  return grant && { meta: grant.meta, body: grant.body };
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

@@ -12,6 +12,7 @@ import type { JobMeta, JobView, SubmitInput } from "../model/job.js";
 import { LIMITS } from "../model/limits.js";
 import { priorityLevelOfWorkq, workqJobOf, workqJobText, workqTime } from "../formats/workq.js";
 import type { Caller } from "../transport/auth/access-control.js";
+import { leaseOneJob } from "../transport/one-job-lease.js";
 import type { WorkqCommand } from "./framing.js";
 
 /** The job type of jobs added over Workq (Workq jobs have only a name: the queue). */
@@ -335,44 +336,14 @@ async function lease(door: WorkqDoor, conn: WorkqConnection, command: WorkqComma
 
 /**
  * One job of `queues` (a queue picked uniformly among those with a ready job), waiting up to
- * `waitMs`: an engine lease session with one credit, closed after its first job or when the
- * wait runs out. Closing the session caps its job's lease at the orphan grace, so the lease
- * is then renewed to the job's full ttr (Workq's lease outlives the command). A job handed
- * to the session in the moment it closes is not lost: it is an orphan whose lease lapses
- * after the grace, and it is leased again.
+ * `waitMs`. Closing the one-job session caps its job's lease at the orphan grace, so the
+ * lease is then renewed to the job's full ttr (Workq's lease outlives the command). A job
+ * handed to the session in the moment it closes is not lost: it is an orphan whose lease
+ * lapses after the grace, and it is leased again.
  */
 async function leaseOne(door: WorkqDoor, conn: WorkqConnection, queues: string[], waitMs: number) {
-  const grant = await new Promise<{ meta: JobMeta; body: { payload: Uint8Array } } | undefined>((resolve, reject) => {
-    let done = false;
-    let session: { close(): void } | undefined;
-    const finish = (value: { meta: JobMeta; body: { payload: Uint8Array } } | undefined) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      conn.signal.removeEventListener("abort", onAbort);
-      session?.close();
-      resolve(value);
-    };
-    const onAbort = () => finish(undefined);
-    const timer = setTimeout(() => finish(undefined), Math.max(waitMs, POLL_MS));
-    conn.signal.addEventListener("abort", onAbort);
-    try {
-      session = door.engine.openLease(
-        { queues, workerId: `${WORKQ_WORKER_PREFIX}${conn.id}:${++leaseSeq}`, credits: 1, order: "RANDOM" },
-        {
-          deliver: (grants) => finish(grants[0]),
-          control: () => finish(undefined),
-          revoke: () => {},
-        },
-      );
-      if (done) session.close();
-    } catch (error) {
-      done = true;
-      clearTimeout(timer);
-      conn.signal.removeEventListener("abort", onAbort);
-      reject(error instanceof Error ? error : new Error(String(error)));
-    }
-  });
+  const workerId = `${WORKQ_WORKER_PREFIX}${conn.id}:${++leaseSeq}`;
+  const grant = await leaseOneJob(door.engine, { queues, workerId, order: "RANDOM" }, Math.max(waitMs, POLL_MS), conn.signal);
   if (!grant) return undefined;
   const expiresAtMs = await door.engine.renew(grant.meta.jid, grant.meta.lease!.leaseId);
   return { ...grant, meta: { ...grant.meta, lease: { ...grant.meta.lease!, expiresAtMs } } };
