@@ -198,7 +198,10 @@ function deliver(
   checkpointOf: Map<string, Uint8Array>,
 ): void {
   for (const [session, list] of grants) {
-    if (session.closed) continue; // its jobs are orphans now; their leases lapse after the grace
+    if (session.closed) {
+      returnUndelivered(core, list);
+      continue;
+    }
     const delivered: LeaseGrant[] = [];
     for (const meta of list) {
       const body = bodyOf.get(meta.jid);
@@ -207,6 +210,25 @@ function deliver(
     }
     if (delivered.length > 0) session.sink.deliver(delivered);
   }
+}
+
+/**
+ * Gives back the jobs leased to a stream that closed before they could be pushed to it: no
+ * worker ever saw them, so they are ready again at once and the attempt is not counted.
+ * (A door that asks for one job and stops waiting, as Faktory's FETCH does, must not lose
+ * a job it never received to its lease's whole length.)
+ */
+function returnUndelivered(core: EngineCore, list: readonly JobMeta[]): void {
+  const writes: StoreWrite[] = [];
+  for (const { jid, lease } of list) {
+    const meta = core.live.get(jid);
+    if (!lease || meta?.state !== "RUNNING" || meta.lease?.leaseId !== lease.leaseId) continue;
+    core.slots.release(lease.leaseId);
+    writes.push(core.apply(meta, { kind: "return", leaseId: lease.leaseId }));
+  }
+  if (writes.length === 0) return;
+  core.persist(writes).catch(() => {}); // a storage failure is reported through onFatal
+  schedulePump(core);
 }
 
 /**

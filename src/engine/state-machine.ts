@@ -26,6 +26,11 @@ export type JobEvent =
   | { kind: "renew"; leaseId: string; executionTimeoutMs?: number }
   | { kind: "ack"; leaseId: string }
   | { kind: "fail"; leaseId: string; report: FailureReport }
+  /**
+   * The job is given back without spending an attempt: its grant never reached the worker
+   * (the stream closed first). Ready again at once, behind the jobs already waiting.
+   */
+  | { kind: "return"; leaseId: string }
   /** The lease's expiry passed without an Ack or Fail. */
   | { kind: "lease-lapsed" }
   /** Cancel requested (any unfinished state; a lease is revoked). */
@@ -160,6 +165,10 @@ export function transition(meta: JobMeta, event: JobEvent, ctx: TransitionContex
       // Born finished (a child whose own dependency had failed): nothing to wait for, or propagation.
       if (event.state !== "COMPLETED" && dependency.type !== "AFTER_ANY") return dependencyFailed(joined, event.jid, event.state, now);
       return joined;
+    }
+    case "return": {
+      const lease = heldLease(meta, event.leaseId);
+      return becomeReady(settle(meta, lease.leaseId, { attempt: meta.attempt - 1 }), ctx);
     }
     case "lease-lapsed": {
       if (meta.state !== "RUNNING" || !meta.lease) throw illegal(meta, event);

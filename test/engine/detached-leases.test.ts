@@ -33,6 +33,31 @@ describe("Detached leases (a door's reservations, as Faktory's FETCH takes them)
     expect((await restarted.engine.getJob(reserved)).meta.state).toBe("COMPLETED");
   });
 
+  it("a job leased to a session that closed before its grant was pushed is ready again at once, its attempt not spent", async () => {
+    const { engine, clock, data } = await openEngine({ orphanGraceMs: 10_000 });
+    const jid = await submitOne(engine, { type: "t", queue: "faktory", reserveForMs: 30 * MINUTE, executionTimeoutMs: 30 * MINUTE });
+    await flush();
+    await engine.close();
+    // After a restart the body is not in memory: the grant waits for a store read, and the
+    // door's wait (Faktory's FETCH) can run out meanwhile.
+    const { engine: restarted } = await openEngine({ data, clock, orphanGraceMs: 10_000 });
+    const sink = new CollectingSink();
+    const session = restarted.openLease({ queues: ["faktory"], workerId: "faktory:w:1", credits: 1, detached: true }, sink);
+    expect((await restarted.getJob(jid)).meta.state).toBe("RUNNING");
+    session.close();
+    await flush();
+    expect(sink.grants).toEqual([]);
+    expect((await restarted.getJob(jid)).meta).toMatchObject({ state: "SCHEDULED", attempt: 0, lease: undefined });
+    const again = new CollectingSink();
+    restarted.openLease({ queues: ["faktory"], workerId: "faktory:w:2", credits: 1, detached: true }, again);
+    await flush();
+    expect(again.grantOf(jid).meta.attempt).toBe(1);
+    // And so it is on disk: a restart finds it RUNNING under the second lease.
+    await restarted.close();
+    const { engine: third } = await openEngine({ data, clock, orphanGraceMs: 10_000 });
+    expect((await third.getJob(jid)).meta.lease!.leaseId).toBe(again.grantOf(jid).meta.lease!.leaseId);
+  });
+
   it("the binary meta record keeps the flag, and records without it read as attached", async () => {
     const { engine } = await openEngine();
     const jid = await submitOne(engine, { type: "t", queue: "q" });

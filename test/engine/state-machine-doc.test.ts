@@ -32,6 +32,7 @@ const EVENTS: Record<JobEvent["kind"], JobEvent[]> = {
     { kind: "renew", leaseId: LEASE_ID, executionTimeoutMs: 1 },
   ],
   ack: [{ kind: "ack", leaseId: LEASE_ID }],
+  return: [{ kind: "return", leaseId: LEASE_ID }],
   fail: CATEGORIES.map((category) => ({
     kind: "fail",
     leaseId: LEASE_ID,

@@ -47,12 +47,18 @@ describe("Faktory's door and Worq's own: one set of jobs", () => {
     stops.push(() => client.close());
     return client;
   };
+  /** What faktory-worker's workers reported as errors (it retries them itself): shown when a job does not finish. */
+  const workerErrors: string[] = [];
+  const finishes = (jid: string) =>
+    worq.waitResult(jid, 10_000).catch((error: unknown) => {
+      throw new Error(`${String(error)}; faktory-worker's errors: ${JSON.stringify(workerErrors)}`);
+    });
   /** A faktory-worker worker on `queues` that records the payloads it fetched. */
   const faktoryWorker = async (queues: string[], handlers: Record<string, (...args: unknown[]) => unknown>) => {
     const fetched: JobPayload[] = [];
     const worker = new FaktoryWorker({ host: "127.0.0.1", port: server.faktoryPort, queues, concurrency: 2, beatInterval: 1, timeout: 2 });
     (worker as unknown as { trapSignals: () => () => void }).trapSignals = () => () => {};
-    worker.on("error", () => {});
+    worker.on("error", (error: Error) => workerErrors.push(error.message));
     worker.use(async (ctx: MiddlewareContext, next: () => Promise<unknown>) => {
       fetched.push(ctx.job);
       await next();
@@ -94,7 +100,7 @@ describe("Faktory's door and Worq's own: one set of jobs", () => {
     const ran: unknown[] = [];
     const fetched = await faktoryWorker(["mixed-b"], { Email: (...args) => void ran.push(args) });
     const jid = await worq.submit("Email", { queue: "mixed-b", args: ["to@example.com", { subject: "hi" }], custom: { trace: "t1" } });
-    const done = await worq.waitResult(jid, 10_000);
+    const done = await finishes(jid);
     expect(done.state).toBe(JobState.COMPLETED);
     expect(ran).toEqual([["to@example.com", { subject: "hi" }]]);
     expect(fetched[0]).toMatchObject({ jid, jobtype: "Email", queue: "mixed-b", custom: { trace: "t1" } });
@@ -148,7 +154,7 @@ describe("Faktory's door and Worq's own: one set of jobs", () => {
 
     const fetched = await faktoryWorker(["mixed-d"], { Report: () => {} });
     expect((await server.admin.runJobsNow({ jids: [jid] })).scheduled).toBe(1n);
-    expect((await worq.waitResult(jid, 10_000)).state).toBe(JobState.COMPLETED);
+    expect((await finishes(jid)).state).toBe(JobState.COMPLETED);
     expect(fetched).toHaveLength(1);
     expect(fetched[0]).toMatchObject({
       jid,
