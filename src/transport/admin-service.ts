@@ -3,10 +3,16 @@ import { timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Clock } from "../engine/clock.js";
 import { unfinishedJobs, type Engine, type QueueStatsView } from "../engine/engine.js";
-import { WorqError, invalid } from "../model/errors.js";
+import { WorqError, invalid, notBuilt } from "../model/errors.js";
 import type { QueueConfig as DomainQueueConfig } from "../model/job.js";
 import type { Logger } from "../log.js";
-import { AdminService, QueueConfigSchema, type QueueConfig, type QueueStats } from "@worq/client/gen/worq/v1/admin_service_pb.js";
+import {
+  AdminService,
+  GroupStatsSchema,
+  QueueConfigSchema,
+  type QueueConfig,
+  type QueueStats,
+} from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { ControlAction } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { domainStateOf, durationMsOf, durationOf, jobOf } from "./convert.js";
@@ -58,6 +64,12 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
     pending: BigInt(stats.pending),
     completed: BigInt(stats.completed),
     failed: BigInt(stats.failed),
+    // Until jobs carry group keys (refused at submit for now), every job is in the default group.
+    groups: stats.ready + stats.inFlight > 0 ? 1n : 0n,
+    topGroups:
+      stats.ready + stats.inFlight > 0
+        ? [create(GroupStatsSchema, { groupKey: "", ready: BigInt(stats.ready), inFlight: BigInt(stats.inFlight) })]
+        : [],
     latency: durationOf(stats.oldestReadyAtMs === undefined ? 0 : Math.max(0, options.clock.nowMs() - stats.oldestReadyAtMs)),
     paused: stats.paused,
     config: queueConfigOf(stats.config),
@@ -194,6 +206,7 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
       if (request.config?.retryTimeout !== undefined) change.retryTimeout = request.config.retryTimeout;
       if (request.config?.retrySystem !== undefined) change.retrySystem = request.config.retrySystem;
       if (request.config?.maxRunning !== undefined) change.maxRunning = request.config.maxRunning;
+      if (request.config?.groupLimits !== undefined) notBuilt("config.group_limits", "limits per group");
       const rate = request.config?.rateLimit;
       if (rate !== undefined) {
         change.rateLimit =

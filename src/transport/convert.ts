@@ -8,7 +8,7 @@ import {
   type Duration,
   type Timestamp,
 } from "@bufbuild/protobuf/wkt";
-import { invalid } from "../model/errors.js";
+import { invalid, notBuilt } from "../model/errors.js";
 import type {
   BackoffStrategy as DomainBackoff,
   DependencyType as DomainDependencyType,
@@ -83,6 +83,9 @@ export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitI
   if (spec.backtrace) input.backtraceFrames = spec.backtrace;
   if (Object.keys(spec.tags).length > 0) input.tags = { ...spec.tags };
   if (spec.correlationId) input.correlationId = spec.correlationId;
+  if (spec.groupKey) notBuilt(`${field}.group_key`, "grouping jobs");
+  if (spec.unique) notBuilt(`${field}.unique`, "uniqueness");
+  if (spec.debounce) notBuilt(`${field}.debounce`, "debounce");
   return input;
 }
 
@@ -111,9 +114,11 @@ export function failureReportOf(request: FailRequest, prefix: string): FailureRe
     errtype: request.errtype,
     backtrace: [...request.backtrace],
     category:
-      request.category === FailureCategory.UNSPECIFIED
-        ? "TEMPORARY"
-        : (enumName(FailureCategory, request.category, `${prefix}category`, "FAILURE_CATEGORY_") as DomainCategory),
+      request.category === FailureCategory.RATE_LIMITED
+        ? notBuilt(`${prefix}category`, "FAILURE_CATEGORY_RATE_LIMITED")
+        : request.category === FailureCategory.UNSPECIFIED
+          ? "TEMPORARY"
+          : (enumName(FailureCategory, request.category, `${prefix}category`, "FAILURE_CATEGORY_") as DomainCategory),
   };
   if (request.code) report.code = request.code;
   if (request.cause) report.cause = request.cause;

@@ -458,7 +458,11 @@ type QueueStats struct {
 	Config *QueueConfig `protobuf:"bytes,12,opt,name=config,proto3" json:"config,omitempty"`
 	// Job starts the queue's rate limit allows now (whole tokens in its bucket); unset
 	// without a rate limit.
-	RateTokens    *uint32 `protobuf:"varint,13,opt,name=rate_tokens,json=rateTokens,proto3,oneof" json:"rate_tokens,omitempty"`
+	RateTokens *uint32 `protobuf:"varint,13,opt,name=rate_tokens,json=rateTokens,proto3,oneof" json:"rate_tokens,omitempty"`
+	// Groups with ready or running jobs.
+	Groups uint64 `protobuf:"varint,14,opt,name=groups,proto3" json:"groups,omitempty"`
+	// Up to 20 of those groups, most ready jobs first.
+	TopGroups     []*GroupStats `protobuf:"bytes,15,rep,name=top_groups,json=topGroups,proto3" json:"top_groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -584,6 +588,20 @@ func (x *QueueStats) GetRateTokens() uint32 {
 	return 0
 }
 
+func (x *QueueStats) GetGroups() uint64 {
+	if x != nil {
+		return x.Groups
+	}
+	return 0
+}
+
+func (x *QueueStats) GetTopGroups() []*GroupStats {
+	if x != nil {
+		return x.TopGroups
+	}
+	return nil
+}
+
 // QueueConfig is what an operator sets on a queue.
 type QueueConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -597,7 +615,10 @@ type QueueConfig struct {
 	MaxRunning *uint32 `protobuf:"varint,3,opt,name=max_running,json=maxRunning,proto3,oneof" json:"max_running,omitempty"`
 	// At most `starts` job starts per `period`, in bursts of up to `burst` (a token bucket);
 	// jobs over it stay ready and use no attempt. `starts` 0 clears the limit.
-	RateLimit     *RateLimit `protobuf:"bytes,4,opt,name=rate_limit,json=rateLimit,proto3,oneof" json:"rate_limit,omitempty"`
+	RateLimit *RateLimit `protobuf:"bytes,4,opt,name=rate_limit,json=rateLimit,proto3,oneof" json:"rate_limit,omitempty"`
+	// Limits per group (JobSpec.group_key), by pattern; when set, replaces the whole list
+	// (an empty list clears it).
+	GroupLimits   *GroupLimits `protobuf:"bytes,5,opt,name=group_limits,json=groupLimits,proto3,oneof" json:"group_limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -660,6 +681,206 @@ func (x *QueueConfig) GetRateLimit() *RateLimit {
 	return nil
 }
 
+func (x *QueueConfig) GetGroupLimits() *GroupLimits {
+	if x != nil {
+		return x.GroupLimits
+	}
+	return nil
+}
+
+// GroupLimits are a queue's limits per group, first matching pattern wins.
+type GroupLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most 100.
+	Limits        []*GroupLimit `protobuf:"bytes,1,rep,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupLimits) Reset() {
+	*x = GroupLimits{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupLimits) ProtoMessage() {}
+
+func (x *GroupLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupLimits.ProtoReflect.Descriptor instead.
+func (*GroupLimits) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GroupLimits) GetLimits() []*GroupLimit {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// GroupLimit applies to each group whose key matches `pattern`, to each such group alone.
+type GroupLimit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A glob over group keys (at most 128 chars): `*` matches any run of characters, so
+	// "customer:*" matches "customer:42" and "*" every group, the default group ("") included.
+	Pattern string `protobuf:"bytes,1,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	// At most this many of one group's jobs running at once; 0: no limit.
+	MaxRunning uint32 `protobuf:"varint,2,opt,name=max_running,json=maxRunning,proto3" json:"max_running,omitempty"`
+	// At most this many starts of one group's jobs per period; unset: no limit.
+	RateLimit     *RateLimit `protobuf:"bytes,3,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupLimit) Reset() {
+	*x = GroupLimit{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupLimit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupLimit) ProtoMessage() {}
+
+func (x *GroupLimit) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupLimit.ProtoReflect.Descriptor instead.
+func (*GroupLimit) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GroupLimit) GetPattern() string {
+	if x != nil {
+		return x.Pattern
+	}
+	return ""
+}
+
+func (x *GroupLimit) GetMaxRunning() uint32 {
+	if x != nil {
+		return x.MaxRunning
+	}
+	return 0
+}
+
+func (x *GroupLimit) GetRateLimit() *RateLimit {
+	if x != nil {
+		return x.RateLimit
+	}
+	return nil
+}
+
+// GroupStats describe one group of a queue.
+type GroupStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group's key ("" for the default group).
+	GroupKey string `protobuf:"bytes,1,opt,name=group_key,json=groupKey,proto3" json:"group_key,omitempty"`
+	// Jobs ready to run.
+	Ready uint64 `protobuf:"varint,2,opt,name=ready,proto3" json:"ready,omitempty"`
+	// Jobs leased to workers.
+	InFlight uint64 `protobuf:"varint,3,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	// The group's limits (the first matching GroupLimit), if any.
+	Limit *GroupLimit `protobuf:"bytes,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Whole starts left in the group's rate bucket, when it has a rate limit.
+	RateTokens    *uint32 `protobuf:"varint,5,opt,name=rate_tokens,json=rateTokens,proto3,oneof" json:"rate_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupStats) Reset() {
+	*x = GroupStats{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupStats) ProtoMessage() {}
+
+func (x *GroupStats) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupStats.ProtoReflect.Descriptor instead.
+func (*GroupStats) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GroupStats) GetGroupKey() string {
+	if x != nil {
+		return x.GroupKey
+	}
+	return ""
+}
+
+func (x *GroupStats) GetReady() uint64 {
+	if x != nil {
+		return x.Ready
+	}
+	return 0
+}
+
+func (x *GroupStats) GetInFlight() uint64 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *GroupStats) GetLimit() *GroupLimit {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
+}
+
+func (x *GroupStats) GetRateTokens() uint32 {
+	if x != nil && x.RateTokens != nil {
+		return *x.RateTokens
+	}
+	return 0
+}
+
 // RateLimit is a token bucket: `starts` tokens are added per `period`, up to `burst`, and
 // each job start takes one.
 type RateLimit struct {
@@ -676,7 +897,7 @@ type RateLimit struct {
 
 func (x *RateLimit) Reset() {
 	*x = RateLimit{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[8]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +909,7 @@ func (x *RateLimit) String() string {
 func (*RateLimit) ProtoMessage() {}
 
 func (x *RateLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[8]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +922,7 @@ func (x *RateLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimit.ProtoReflect.Descriptor instead.
 func (*RateLimit) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{8}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RateLimit) GetStarts() uint32 {
@@ -736,7 +957,7 @@ type GetQueueStatsRequest struct {
 
 func (x *GetQueueStatsRequest) Reset() {
 	*x = GetQueueStatsRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[9]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +969,7 @@ func (x *GetQueueStatsRequest) String() string {
 func (*GetQueueStatsRequest) ProtoMessage() {}
 
 func (x *GetQueueStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[9]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +982,7 @@ func (x *GetQueueStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetQueueStatsRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{9}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetQueueStatsRequest) GetQueue() string {
@@ -782,7 +1003,7 @@ type GetQueueStatsResponse struct {
 
 func (x *GetQueueStatsResponse) Reset() {
 	*x = GetQueueStatsResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[10]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +1015,7 @@ func (x *GetQueueStatsResponse) String() string {
 func (*GetQueueStatsResponse) ProtoMessage() {}
 
 func (x *GetQueueStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[10]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +1028,7 @@ func (x *GetQueueStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetQueueStatsResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{10}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetQueueStatsResponse) GetStats() *QueueStats {
@@ -826,7 +1047,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[11]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +1059,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[11]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +1072,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{11}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{14}
 }
 
 // GetServerInfoResponse describes the server.
@@ -894,7 +1115,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[12]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -906,7 +1127,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[12]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -919,7 +1140,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{12}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -1044,7 +1265,7 @@ type ClusterNode struct {
 
 func (x *ClusterNode) Reset() {
 	*x = ClusterNode{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[13]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1277,7 @@ func (x *ClusterNode) String() string {
 func (*ClusterNode) ProtoMessage() {}
 
 func (x *ClusterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[13]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1290,7 @@ func (x *ClusterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
 func (*ClusterNode) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{13}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ClusterNode) GetNodeId() string {
@@ -1130,7 +1351,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[14]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1363,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[14]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1376,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{14}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{17}
 }
 
 // ListWorkersResponse lists connected workers.
@@ -1169,7 +1390,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[15]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1402,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[15]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1415,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{15}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -1225,7 +1446,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[16]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1458,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[16]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1471,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{16}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WorkerInfo) GetWorkerId() string {
@@ -1306,7 +1527,7 @@ type DeleteJobRequest struct {
 
 func (x *DeleteJobRequest) Reset() {
 	*x = DeleteJobRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[17]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1539,7 @@ func (x *DeleteJobRequest) String() string {
 func (*DeleteJobRequest) ProtoMessage() {}
 
 func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[17]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1552,7 @@ func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{17}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteJobRequest) GetJid() string {
@@ -1350,7 +1571,7 @@ type DeleteJobResponse struct {
 
 func (x *DeleteJobResponse) Reset() {
 	*x = DeleteJobResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1583,7 @@ func (x *DeleteJobResponse) String() string {
 func (*DeleteJobResponse) ProtoMessage() {}
 
 func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1596,7 @@ func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{18}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{21}
 }
 
 // RetryJobsRequest selects dead jobs to retry.
@@ -1391,7 +1612,7 @@ type RetryJobsRequest struct {
 
 func (x *RetryJobsRequest) Reset() {
 	*x = RetryJobsRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1624,7 @@ func (x *RetryJobsRequest) String() string {
 func (*RetryJobsRequest) ProtoMessage() {}
 
 func (x *RetryJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1637,7 @@ func (x *RetryJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobsRequest.ProtoReflect.Descriptor instead.
 func (*RetryJobsRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{19}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RetryJobsRequest) GetJids() []string {
@@ -1444,7 +1665,7 @@ type RetryJobsResponse struct {
 
 func (x *RetryJobsResponse) Reset() {
 	*x = RetryJobsResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1677,7 @@ func (x *RetryJobsResponse) String() string {
 func (*RetryJobsResponse) ProtoMessage() {}
 
 func (x *RetryJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1690,7 @@ func (x *RetryJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobsResponse.ProtoReflect.Descriptor instead.
 func (*RetryJobsResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{20}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RetryJobsResponse) GetRetried() uint64 {
@@ -1490,7 +1711,7 @@ type RunJobsNowRequest struct {
 
 func (x *RunJobsNowRequest) Reset() {
 	*x = RunJobsNowRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1502,7 +1723,7 @@ func (x *RunJobsNowRequest) String() string {
 func (*RunJobsNowRequest) ProtoMessage() {}
 
 func (x *RunJobsNowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1515,7 +1736,7 @@ func (x *RunJobsNowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunJobsNowRequest.ProtoReflect.Descriptor instead.
 func (*RunJobsNowRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{21}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RunJobsNowRequest) GetJids() []string {
@@ -1536,7 +1757,7 @@ type RunJobsNowResponse struct {
 
 func (x *RunJobsNowResponse) Reset() {
 	*x = RunJobsNowResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1769,7 @@ func (x *RunJobsNowResponse) String() string {
 func (*RunJobsNowResponse) ProtoMessage() {}
 
 func (x *RunJobsNowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1782,7 @@ func (x *RunJobsNowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunJobsNowResponse.ProtoReflect.Descriptor instead.
 func (*RunJobsNowResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{22}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RunJobsNowResponse) GetScheduled() uint64 {
@@ -1582,7 +1803,7 @@ type PauseQueueRequest struct {
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +1815,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +1828,7 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{23}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PauseQueueRequest) GetQueue() string {
@@ -1626,7 +1847,7 @@ type PauseQueueResponse struct {
 
 func (x *PauseQueueResponse) Reset() {
 	*x = PauseQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1638,7 +1859,7 @@ func (x *PauseQueueResponse) String() string {
 func (*PauseQueueResponse) ProtoMessage() {}
 
 func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1651,7 +1872,7 @@ func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
 func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{24}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{27}
 }
 
 // ResumeQueueRequest names a queue.
@@ -1665,7 +1886,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1898,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1911,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{25}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ResumeQueueRequest) GetQueue() string {
@@ -1709,7 +1930,7 @@ type ResumeQueueResponse struct {
 
 func (x *ResumeQueueResponse) Reset() {
 	*x = ResumeQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1942,7 @@ func (x *ResumeQueueResponse) String() string {
 func (*ResumeQueueResponse) ProtoMessage() {}
 
 func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1955,7 @@ func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
 func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{26}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{29}
 }
 
 // PurgeQueueRequest names a queue.
@@ -1748,7 +1969,7 @@ type PurgeQueueRequest struct {
 
 func (x *PurgeQueueRequest) Reset() {
 	*x = PurgeQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +1981,7 @@ func (x *PurgeQueueRequest) String() string {
 func (*PurgeQueueRequest) ProtoMessage() {}
 
 func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +1994,7 @@ func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueRequest.ProtoReflect.Descriptor instead.
 func (*PurgeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{27}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PurgeQueueRequest) GetQueue() string {
@@ -1794,7 +2015,7 @@ type PurgeQueueResponse struct {
 
 func (x *PurgeQueueResponse) Reset() {
 	*x = PurgeQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[28]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +2027,7 @@ func (x *PurgeQueueResponse) String() string {
 func (*PurgeQueueResponse) ProtoMessage() {}
 
 func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[28]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +2040,7 @@ func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueResponse.ProtoReflect.Descriptor instead.
 func (*PurgeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{28}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PurgeQueueResponse) GetDeleted() uint64 {
@@ -1842,7 +2063,7 @@ type ControlWorkerRequest struct {
 
 func (x *ControlWorkerRequest) Reset() {
 	*x = ControlWorkerRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[29]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +2075,7 @@ func (x *ControlWorkerRequest) String() string {
 func (*ControlWorkerRequest) ProtoMessage() {}
 
 func (x *ControlWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[29]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +2088,7 @@ func (x *ControlWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlWorkerRequest.ProtoReflect.Descriptor instead.
 func (*ControlWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{29}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ControlWorkerRequest) GetWorkerId() string {
@@ -1895,7 +2116,7 @@ type ControlWorkerResponse struct {
 
 func (x *ControlWorkerResponse) Reset() {
 	*x = ControlWorkerResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[30]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1907,7 +2128,7 @@ func (x *ControlWorkerResponse) String() string {
 func (*ControlWorkerResponse) ProtoMessage() {}
 
 func (x *ControlWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[30]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1920,7 +2141,7 @@ func (x *ControlWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlWorkerResponse.ProtoReflect.Descriptor instead.
 func (*ControlWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{30}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ControlWorkerResponse) GetStreams() uint32 {
@@ -1943,7 +2164,7 @@ type ConfigureQueueRequest struct {
 
 func (x *ConfigureQueueRequest) Reset() {
 	*x = ConfigureQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[31]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2176,7 @@ func (x *ConfigureQueueRequest) String() string {
 func (*ConfigureQueueRequest) ProtoMessage() {}
 
 func (x *ConfigureQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[31]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2189,7 @@ func (x *ConfigureQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureQueueRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{31}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ConfigureQueueRequest) GetQueue() string {
@@ -1996,7 +2217,7 @@ type ConfigureQueueResponse struct {
 
 func (x *ConfigureQueueResponse) Reset() {
 	*x = ConfigureQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[32]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2008,7 +2229,7 @@ func (x *ConfigureQueueResponse) String() string {
 func (*ConfigureQueueResponse) ProtoMessage() {}
 
 func (x *ConfigureQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[32]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2021,7 +2242,7 @@ func (x *ConfigureQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureQueueResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{32}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ConfigureQueueResponse) GetConfig() *QueueConfig {
@@ -2069,7 +2290,7 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"i\n" +
 	"\x12ListQueuesResponse\x12+\n" +
 	"\x06queues\x18\x01 \x03(\v2\x13.worq.v1.QueueStatsR\x06queues\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa0\x03\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xec\x03\n" +
 	"\n" +
 	"QueueStats\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x14\n" +
@@ -2086,19 +2307,42 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\x06failed\x18\v \x01(\x04R\x06failed\x12,\n" +
 	"\x06config\x18\f \x01(\v2\x14.worq.v1.QueueConfigR\x06config\x12$\n" +
 	"\vrate_tokens\x18\r \x01(\rH\x00R\n" +
-	"rateTokens\x88\x01\x01B\x0e\n" +
-	"\f_rate_tokens\"\xff\x01\n" +
+	"rateTokens\x88\x01\x01\x12\x16\n" +
+	"\x06groups\x18\x0e \x01(\x04R\x06groups\x122\n" +
+	"\n" +
+	"top_groups\x18\x0f \x03(\v2\x13.worq.v1.GroupStatsR\ttopGroupsB\x0e\n" +
+	"\f_rate_tokens\"\xce\x02\n" +
 	"\vQueueConfig\x12(\n" +
 	"\rretry_timeout\x18\x01 \x01(\bH\x00R\fretryTimeout\x88\x01\x01\x12&\n" +
 	"\fretry_system\x18\x02 \x01(\bH\x01R\vretrySystem\x88\x01\x01\x12$\n" +
 	"\vmax_running\x18\x03 \x01(\rH\x02R\n" +
 	"maxRunning\x88\x01\x01\x126\n" +
 	"\n" +
-	"rate_limit\x18\x04 \x01(\v2\x12.worq.v1.RateLimitH\x03R\trateLimit\x88\x01\x01B\x10\n" +
+	"rate_limit\x18\x04 \x01(\v2\x12.worq.v1.RateLimitH\x03R\trateLimit\x88\x01\x01\x12<\n" +
+	"\fgroup_limits\x18\x05 \x01(\v2\x14.worq.v1.GroupLimitsH\x04R\vgroupLimits\x88\x01\x01B\x10\n" +
 	"\x0e_retry_timeoutB\x0f\n" +
 	"\r_retry_systemB\x0e\n" +
 	"\f_max_runningB\r\n" +
-	"\v_rate_limit\"l\n" +
+	"\v_rate_limitB\x0f\n" +
+	"\r_group_limits\":\n" +
+	"\vGroupLimits\x12+\n" +
+	"\x06limits\x18\x01 \x03(\v2\x13.worq.v1.GroupLimitR\x06limits\"z\n" +
+	"\n" +
+	"GroupLimit\x12\x18\n" +
+	"\apattern\x18\x01 \x01(\tR\apattern\x12\x1f\n" +
+	"\vmax_running\x18\x02 \x01(\rR\n" +
+	"maxRunning\x121\n" +
+	"\n" +
+	"rate_limit\x18\x03 \x01(\v2\x12.worq.v1.RateLimitR\trateLimit\"\xbd\x01\n" +
+	"\n" +
+	"GroupStats\x12\x1b\n" +
+	"\tgroup_key\x18\x01 \x01(\tR\bgroupKey\x12\x14\n" +
+	"\x05ready\x18\x02 \x01(\x04R\x05ready\x12\x1b\n" +
+	"\tin_flight\x18\x03 \x01(\x04R\binFlight\x12)\n" +
+	"\x05limit\x18\x04 \x01(\v2\x13.worq.v1.GroupLimitR\x05limit\x12$\n" +
+	"\vrate_tokens\x18\x05 \x01(\rH\x00R\n" +
+	"rateTokens\x88\x01\x01B\x0e\n" +
+	"\f_rate_tokens\"l\n" +
 	"\tRateLimit\x12\x16\n" +
 	"\x06starts\x18\x01 \x01(\rR\x06starts\x121\n" +
 	"\x06period\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12\x14\n" +
@@ -2214,7 +2458,7 @@ func file_worq_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_worq_v1_admin_service_proto_rawDescData
 }
 
-var file_worq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_worq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_worq_v1_admin_service_proto_goTypes = []any{
 	(*GetJobRequest)(nil),          // 0: worq.v1.GetJobRequest
 	(*GetJobResponse)(nil),         // 1: worq.v1.GetJobResponse
@@ -2224,98 +2468,106 @@ var file_worq_v1_admin_service_proto_goTypes = []any{
 	(*ListQueuesResponse)(nil),     // 5: worq.v1.ListQueuesResponse
 	(*QueueStats)(nil),             // 6: worq.v1.QueueStats
 	(*QueueConfig)(nil),            // 7: worq.v1.QueueConfig
-	(*RateLimit)(nil),              // 8: worq.v1.RateLimit
-	(*GetQueueStatsRequest)(nil),   // 9: worq.v1.GetQueueStatsRequest
-	(*GetQueueStatsResponse)(nil),  // 10: worq.v1.GetQueueStatsResponse
-	(*GetServerInfoRequest)(nil),   // 11: worq.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),  // 12: worq.v1.GetServerInfoResponse
-	(*ClusterNode)(nil),            // 13: worq.v1.ClusterNode
-	(*ListWorkersRequest)(nil),     // 14: worq.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),    // 15: worq.v1.ListWorkersResponse
-	(*WorkerInfo)(nil),             // 16: worq.v1.WorkerInfo
-	(*DeleteJobRequest)(nil),       // 17: worq.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),      // 18: worq.v1.DeleteJobResponse
-	(*RetryJobsRequest)(nil),       // 19: worq.v1.RetryJobsRequest
-	(*RetryJobsResponse)(nil),      // 20: worq.v1.RetryJobsResponse
-	(*RunJobsNowRequest)(nil),      // 21: worq.v1.RunJobsNowRequest
-	(*RunJobsNowResponse)(nil),     // 22: worq.v1.RunJobsNowResponse
-	(*PauseQueueRequest)(nil),      // 23: worq.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),     // 24: worq.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),     // 25: worq.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),    // 26: worq.v1.ResumeQueueResponse
-	(*PurgeQueueRequest)(nil),      // 27: worq.v1.PurgeQueueRequest
-	(*PurgeQueueResponse)(nil),     // 28: worq.v1.PurgeQueueResponse
-	(*ControlWorkerRequest)(nil),   // 29: worq.v1.ControlWorkerRequest
-	(*ControlWorkerResponse)(nil),  // 30: worq.v1.ControlWorkerResponse
-	(*ConfigureQueueRequest)(nil),  // 31: worq.v1.ConfigureQueueRequest
-	(*ConfigureQueueResponse)(nil), // 32: worq.v1.ConfigureQueueResponse
-	nil,                            // 33: worq.v1.ListJobsRequest.TagsEntry
-	nil,                            // 34: worq.v1.WorkerInfo.LabelsEntry
-	(*Job)(nil),                    // 35: worq.v1.Job
-	(JobState)(0),                  // 36: worq.v1.JobState
-	(*timestamppb.Timestamp)(nil),  // 37: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 38: google.protobuf.Duration
-	(*LeaseRef)(nil),               // 39: worq.v1.LeaseRef
-	(ControlAction)(0),             // 40: worq.v1.ControlAction
+	(*GroupLimits)(nil),            // 8: worq.v1.GroupLimits
+	(*GroupLimit)(nil),             // 9: worq.v1.GroupLimit
+	(*GroupStats)(nil),             // 10: worq.v1.GroupStats
+	(*RateLimit)(nil),              // 11: worq.v1.RateLimit
+	(*GetQueueStatsRequest)(nil),   // 12: worq.v1.GetQueueStatsRequest
+	(*GetQueueStatsResponse)(nil),  // 13: worq.v1.GetQueueStatsResponse
+	(*GetServerInfoRequest)(nil),   // 14: worq.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),  // 15: worq.v1.GetServerInfoResponse
+	(*ClusterNode)(nil),            // 16: worq.v1.ClusterNode
+	(*ListWorkersRequest)(nil),     // 17: worq.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),    // 18: worq.v1.ListWorkersResponse
+	(*WorkerInfo)(nil),             // 19: worq.v1.WorkerInfo
+	(*DeleteJobRequest)(nil),       // 20: worq.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),      // 21: worq.v1.DeleteJobResponse
+	(*RetryJobsRequest)(nil),       // 22: worq.v1.RetryJobsRequest
+	(*RetryJobsResponse)(nil),      // 23: worq.v1.RetryJobsResponse
+	(*RunJobsNowRequest)(nil),      // 24: worq.v1.RunJobsNowRequest
+	(*RunJobsNowResponse)(nil),     // 25: worq.v1.RunJobsNowResponse
+	(*PauseQueueRequest)(nil),      // 26: worq.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),     // 27: worq.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),     // 28: worq.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),    // 29: worq.v1.ResumeQueueResponse
+	(*PurgeQueueRequest)(nil),      // 30: worq.v1.PurgeQueueRequest
+	(*PurgeQueueResponse)(nil),     // 31: worq.v1.PurgeQueueResponse
+	(*ControlWorkerRequest)(nil),   // 32: worq.v1.ControlWorkerRequest
+	(*ControlWorkerResponse)(nil),  // 33: worq.v1.ControlWorkerResponse
+	(*ConfigureQueueRequest)(nil),  // 34: worq.v1.ConfigureQueueRequest
+	(*ConfigureQueueResponse)(nil), // 35: worq.v1.ConfigureQueueResponse
+	nil,                            // 36: worq.v1.ListJobsRequest.TagsEntry
+	nil,                            // 37: worq.v1.WorkerInfo.LabelsEntry
+	(*Job)(nil),                    // 38: worq.v1.Job
+	(JobState)(0),                  // 39: worq.v1.JobState
+	(*timestamppb.Timestamp)(nil),  // 40: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 41: google.protobuf.Duration
+	(*LeaseRef)(nil),               // 42: worq.v1.LeaseRef
+	(ControlAction)(0),             // 43: worq.v1.ControlAction
 }
 var file_worq_v1_admin_service_proto_depIdxs = []int32{
-	35, // 0: worq.v1.GetJobResponse.job:type_name -> worq.v1.Job
-	36, // 1: worq.v1.ListJobsRequest.state:type_name -> worq.v1.JobState
-	33, // 2: worq.v1.ListJobsRequest.tags:type_name -> worq.v1.ListJobsRequest.TagsEntry
-	37, // 3: worq.v1.ListJobsRequest.created_after:type_name -> google.protobuf.Timestamp
-	37, // 4: worq.v1.ListJobsRequest.created_before:type_name -> google.protobuf.Timestamp
-	35, // 5: worq.v1.ListJobsResponse.jobs:type_name -> worq.v1.Job
+	38, // 0: worq.v1.GetJobResponse.job:type_name -> worq.v1.Job
+	39, // 1: worq.v1.ListJobsRequest.state:type_name -> worq.v1.JobState
+	36, // 2: worq.v1.ListJobsRequest.tags:type_name -> worq.v1.ListJobsRequest.TagsEntry
+	40, // 3: worq.v1.ListJobsRequest.created_after:type_name -> google.protobuf.Timestamp
+	40, // 4: worq.v1.ListJobsRequest.created_before:type_name -> google.protobuf.Timestamp
+	38, // 5: worq.v1.ListJobsResponse.jobs:type_name -> worq.v1.Job
 	6,  // 6: worq.v1.ListQueuesResponse.queues:type_name -> worq.v1.QueueStats
-	38, // 7: worq.v1.QueueStats.latency:type_name -> google.protobuf.Duration
+	41, // 7: worq.v1.QueueStats.latency:type_name -> google.protobuf.Duration
 	7,  // 8: worq.v1.QueueStats.config:type_name -> worq.v1.QueueConfig
-	8,  // 9: worq.v1.QueueConfig.rate_limit:type_name -> worq.v1.RateLimit
-	38, // 10: worq.v1.RateLimit.period:type_name -> google.protobuf.Duration
-	6,  // 11: worq.v1.GetQueueStatsResponse.stats:type_name -> worq.v1.QueueStats
-	37, // 12: worq.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
-	38, // 13: worq.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
-	13, // 14: worq.v1.GetServerInfoResponse.cluster_nodes:type_name -> worq.v1.ClusterNode
-	37, // 15: worq.v1.ClusterNode.started_at:type_name -> google.protobuf.Timestamp
-	37, // 16: worq.v1.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	16, // 17: worq.v1.ListWorkersResponse.workers:type_name -> worq.v1.WorkerInfo
-	39, // 18: worq.v1.WorkerInfo.held:type_name -> worq.v1.LeaseRef
-	37, // 19: worq.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	34, // 20: worq.v1.WorkerInfo.labels:type_name -> worq.v1.WorkerInfo.LabelsEntry
-	40, // 21: worq.v1.ControlWorkerRequest.action:type_name -> worq.v1.ControlAction
-	7,  // 22: worq.v1.ConfigureQueueRequest.config:type_name -> worq.v1.QueueConfig
-	7,  // 23: worq.v1.ConfigureQueueResponse.config:type_name -> worq.v1.QueueConfig
-	0,  // 24: worq.v1.AdminService.GetJob:input_type -> worq.v1.GetJobRequest
-	2,  // 25: worq.v1.AdminService.ListJobs:input_type -> worq.v1.ListJobsRequest
-	4,  // 26: worq.v1.AdminService.ListQueues:input_type -> worq.v1.ListQueuesRequest
-	9,  // 27: worq.v1.AdminService.GetQueueStats:input_type -> worq.v1.GetQueueStatsRequest
-	11, // 28: worq.v1.AdminService.GetServerInfo:input_type -> worq.v1.GetServerInfoRequest
-	14, // 29: worq.v1.AdminService.ListWorkers:input_type -> worq.v1.ListWorkersRequest
-	17, // 30: worq.v1.AdminService.DeleteJob:input_type -> worq.v1.DeleteJobRequest
-	19, // 31: worq.v1.AdminService.RetryJobs:input_type -> worq.v1.RetryJobsRequest
-	21, // 32: worq.v1.AdminService.RunJobsNow:input_type -> worq.v1.RunJobsNowRequest
-	23, // 33: worq.v1.AdminService.PauseQueue:input_type -> worq.v1.PauseQueueRequest
-	25, // 34: worq.v1.AdminService.ResumeQueue:input_type -> worq.v1.ResumeQueueRequest
-	27, // 35: worq.v1.AdminService.PurgeQueue:input_type -> worq.v1.PurgeQueueRequest
-	29, // 36: worq.v1.AdminService.ControlWorker:input_type -> worq.v1.ControlWorkerRequest
-	31, // 37: worq.v1.AdminService.ConfigureQueue:input_type -> worq.v1.ConfigureQueueRequest
-	1,  // 38: worq.v1.AdminService.GetJob:output_type -> worq.v1.GetJobResponse
-	3,  // 39: worq.v1.AdminService.ListJobs:output_type -> worq.v1.ListJobsResponse
-	5,  // 40: worq.v1.AdminService.ListQueues:output_type -> worq.v1.ListQueuesResponse
-	10, // 41: worq.v1.AdminService.GetQueueStats:output_type -> worq.v1.GetQueueStatsResponse
-	12, // 42: worq.v1.AdminService.GetServerInfo:output_type -> worq.v1.GetServerInfoResponse
-	15, // 43: worq.v1.AdminService.ListWorkers:output_type -> worq.v1.ListWorkersResponse
-	18, // 44: worq.v1.AdminService.DeleteJob:output_type -> worq.v1.DeleteJobResponse
-	20, // 45: worq.v1.AdminService.RetryJobs:output_type -> worq.v1.RetryJobsResponse
-	22, // 46: worq.v1.AdminService.RunJobsNow:output_type -> worq.v1.RunJobsNowResponse
-	24, // 47: worq.v1.AdminService.PauseQueue:output_type -> worq.v1.PauseQueueResponse
-	26, // 48: worq.v1.AdminService.ResumeQueue:output_type -> worq.v1.ResumeQueueResponse
-	28, // 49: worq.v1.AdminService.PurgeQueue:output_type -> worq.v1.PurgeQueueResponse
-	30, // 50: worq.v1.AdminService.ControlWorker:output_type -> worq.v1.ControlWorkerResponse
-	32, // 51: worq.v1.AdminService.ConfigureQueue:output_type -> worq.v1.ConfigureQueueResponse
-	38, // [38:52] is the sub-list for method output_type
-	24, // [24:38] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	10, // 9: worq.v1.QueueStats.top_groups:type_name -> worq.v1.GroupStats
+	11, // 10: worq.v1.QueueConfig.rate_limit:type_name -> worq.v1.RateLimit
+	8,  // 11: worq.v1.QueueConfig.group_limits:type_name -> worq.v1.GroupLimits
+	9,  // 12: worq.v1.GroupLimits.limits:type_name -> worq.v1.GroupLimit
+	11, // 13: worq.v1.GroupLimit.rate_limit:type_name -> worq.v1.RateLimit
+	9,  // 14: worq.v1.GroupStats.limit:type_name -> worq.v1.GroupLimit
+	41, // 15: worq.v1.RateLimit.period:type_name -> google.protobuf.Duration
+	6,  // 16: worq.v1.GetQueueStatsResponse.stats:type_name -> worq.v1.QueueStats
+	40, // 17: worq.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
+	41, // 18: worq.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
+	16, // 19: worq.v1.GetServerInfoResponse.cluster_nodes:type_name -> worq.v1.ClusterNode
+	40, // 20: worq.v1.ClusterNode.started_at:type_name -> google.protobuf.Timestamp
+	40, // 21: worq.v1.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	19, // 22: worq.v1.ListWorkersResponse.workers:type_name -> worq.v1.WorkerInfo
+	42, // 23: worq.v1.WorkerInfo.held:type_name -> worq.v1.LeaseRef
+	40, // 24: worq.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	37, // 25: worq.v1.WorkerInfo.labels:type_name -> worq.v1.WorkerInfo.LabelsEntry
+	43, // 26: worq.v1.ControlWorkerRequest.action:type_name -> worq.v1.ControlAction
+	7,  // 27: worq.v1.ConfigureQueueRequest.config:type_name -> worq.v1.QueueConfig
+	7,  // 28: worq.v1.ConfigureQueueResponse.config:type_name -> worq.v1.QueueConfig
+	0,  // 29: worq.v1.AdminService.GetJob:input_type -> worq.v1.GetJobRequest
+	2,  // 30: worq.v1.AdminService.ListJobs:input_type -> worq.v1.ListJobsRequest
+	4,  // 31: worq.v1.AdminService.ListQueues:input_type -> worq.v1.ListQueuesRequest
+	12, // 32: worq.v1.AdminService.GetQueueStats:input_type -> worq.v1.GetQueueStatsRequest
+	14, // 33: worq.v1.AdminService.GetServerInfo:input_type -> worq.v1.GetServerInfoRequest
+	17, // 34: worq.v1.AdminService.ListWorkers:input_type -> worq.v1.ListWorkersRequest
+	20, // 35: worq.v1.AdminService.DeleteJob:input_type -> worq.v1.DeleteJobRequest
+	22, // 36: worq.v1.AdminService.RetryJobs:input_type -> worq.v1.RetryJobsRequest
+	24, // 37: worq.v1.AdminService.RunJobsNow:input_type -> worq.v1.RunJobsNowRequest
+	26, // 38: worq.v1.AdminService.PauseQueue:input_type -> worq.v1.PauseQueueRequest
+	28, // 39: worq.v1.AdminService.ResumeQueue:input_type -> worq.v1.ResumeQueueRequest
+	30, // 40: worq.v1.AdminService.PurgeQueue:input_type -> worq.v1.PurgeQueueRequest
+	32, // 41: worq.v1.AdminService.ControlWorker:input_type -> worq.v1.ControlWorkerRequest
+	34, // 42: worq.v1.AdminService.ConfigureQueue:input_type -> worq.v1.ConfigureQueueRequest
+	1,  // 43: worq.v1.AdminService.GetJob:output_type -> worq.v1.GetJobResponse
+	3,  // 44: worq.v1.AdminService.ListJobs:output_type -> worq.v1.ListJobsResponse
+	5,  // 45: worq.v1.AdminService.ListQueues:output_type -> worq.v1.ListQueuesResponse
+	13, // 46: worq.v1.AdminService.GetQueueStats:output_type -> worq.v1.GetQueueStatsResponse
+	15, // 47: worq.v1.AdminService.GetServerInfo:output_type -> worq.v1.GetServerInfoResponse
+	18, // 48: worq.v1.AdminService.ListWorkers:output_type -> worq.v1.ListWorkersResponse
+	21, // 49: worq.v1.AdminService.DeleteJob:output_type -> worq.v1.DeleteJobResponse
+	23, // 50: worq.v1.AdminService.RetryJobs:output_type -> worq.v1.RetryJobsResponse
+	25, // 51: worq.v1.AdminService.RunJobsNow:output_type -> worq.v1.RunJobsNowResponse
+	27, // 52: worq.v1.AdminService.PauseQueue:output_type -> worq.v1.PauseQueueResponse
+	29, // 53: worq.v1.AdminService.ResumeQueue:output_type -> worq.v1.ResumeQueueResponse
+	31, // 54: worq.v1.AdminService.PurgeQueue:output_type -> worq.v1.PurgeQueueResponse
+	33, // 55: worq.v1.AdminService.ControlWorker:output_type -> worq.v1.ControlWorkerResponse
+	35, // 56: worq.v1.AdminService.ConfigureQueue:output_type -> worq.v1.ConfigureQueueResponse
+	43, // [43:57] is the sub-list for method output_type
+	29, // [29:43] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_worq_v1_admin_service_proto_init() }
@@ -2327,13 +2579,14 @@ func file_worq_v1_admin_service_proto_init() {
 	file_worq_v1_worker_service_proto_init()
 	file_worq_v1_admin_service_proto_msgTypes[6].OneofWrappers = []any{}
 	file_worq_v1_admin_service_proto_msgTypes[7].OneofWrappers = []any{}
+	file_worq_v1_admin_service_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worq_v1_admin_service_proto_rawDesc), len(file_worq_v1_admin_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

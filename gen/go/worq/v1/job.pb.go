@@ -190,6 +190,10 @@ const (
 	FailureCategory_FAILURE_CATEGORY_CANCELLED FailureCategory = 4
 	// The system failed the attempt (e.g. the worker's lease lapsed): retried per policy.
 	FailureCategory_FAILURE_CATEGORY_SYSTEM FailureCategory = 5
+	// The handler was turned away by a limit outside Worq (an API answering 429): the job
+	// goes back to DELAYED for the Fail's retry_after (1 s when unset) without spending an
+	// attempt or counting as a failure; its last failure, if any, is kept as it was.
+	FailureCategory_FAILURE_CATEGORY_RATE_LIMITED FailureCategory = 6
 )
 
 // Enum value maps for FailureCategory.
@@ -201,14 +205,16 @@ var (
 		3: "FAILURE_CATEGORY_TIMEOUT",
 		4: "FAILURE_CATEGORY_CANCELLED",
 		5: "FAILURE_CATEGORY_SYSTEM",
+		6: "FAILURE_CATEGORY_RATE_LIMITED",
 	}
 	FailureCategory_value = map[string]int32{
-		"FAILURE_CATEGORY_UNSPECIFIED": 0,
-		"FAILURE_CATEGORY_TEMPORARY":   1,
-		"FAILURE_CATEGORY_PERMANENT":   2,
-		"FAILURE_CATEGORY_TIMEOUT":     3,
-		"FAILURE_CATEGORY_CANCELLED":   4,
-		"FAILURE_CATEGORY_SYSTEM":      5,
+		"FAILURE_CATEGORY_UNSPECIFIED":  0,
+		"FAILURE_CATEGORY_TEMPORARY":    1,
+		"FAILURE_CATEGORY_PERMANENT":    2,
+		"FAILURE_CATEGORY_TIMEOUT":      3,
+		"FAILURE_CATEGORY_CANCELLED":    4,
+		"FAILURE_CATEGORY_SYSTEM":       5,
+		"FAILURE_CATEGORY_RATE_LIMITED": 6,
 	}
 )
 
@@ -237,6 +243,64 @@ func (x FailureCategory) Number() protoreflect.EnumNumber {
 // Deprecated: Use FailureCategory.Descriptor instead.
 func (FailureCategory) EnumDescriptor() ([]byte, []int) {
 	return file_worq_v1_job_proto_rawDescGZIP(), []int{2}
+}
+
+// How long a unique job's key stays taken.
+type UniqueUntil int32
+
+const (
+	// Treated as WINDOW.
+	UniqueUntil_UNIQUE_UNTIL_UNSPECIFIED UniqueUntil = 0
+	// For `window` from the first job's submit, whatever happens to the job.
+	UniqueUntil_UNIQUE_UNTIL_WINDOW UniqueUntil = 1
+	// Until the first job starts (its first lease): a job may then be submitted again while
+	// the first one runs ("one waiting at a time").
+	UniqueUntil_UNIQUE_UNTIL_STARTED UniqueUntil = 2
+	// Until the first job finishes (any terminal state).
+	UniqueUntil_UNIQUE_UNTIL_FINISHED UniqueUntil = 3
+)
+
+// Enum value maps for UniqueUntil.
+var (
+	UniqueUntil_name = map[int32]string{
+		0: "UNIQUE_UNTIL_UNSPECIFIED",
+		1: "UNIQUE_UNTIL_WINDOW",
+		2: "UNIQUE_UNTIL_STARTED",
+		3: "UNIQUE_UNTIL_FINISHED",
+	}
+	UniqueUntil_value = map[string]int32{
+		"UNIQUE_UNTIL_UNSPECIFIED": 0,
+		"UNIQUE_UNTIL_WINDOW":      1,
+		"UNIQUE_UNTIL_STARTED":     2,
+		"UNIQUE_UNTIL_FINISHED":    3,
+	}
+)
+
+func (x UniqueUntil) Enum() *UniqueUntil {
+	p := new(UniqueUntil)
+	*p = x
+	return p
+}
+
+func (x UniqueUntil) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (UniqueUntil) Descriptor() protoreflect.EnumDescriptor {
+	return file_worq_v1_job_proto_enumTypes[3].Descriptor()
+}
+
+func (UniqueUntil) Type() protoreflect.EnumType {
+	return &file_worq_v1_job_proto_enumTypes[3]
+}
+
+func (x UniqueUntil) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use UniqueUntil.Descriptor instead.
+func (UniqueUntil) EnumDescriptor() ([]byte, []int) {
+	return file_worq_v1_job_proto_rawDescGZIP(), []int{3}
 }
 
 // BackoffStrategy computes the delay before retry n (n = 1 for the first retry), capped at max_delay.
@@ -280,11 +344,11 @@ func (x BackoffStrategy) String() string {
 }
 
 func (BackoffStrategy) Descriptor() protoreflect.EnumDescriptor {
-	return file_worq_v1_job_proto_enumTypes[3].Descriptor()
+	return file_worq_v1_job_proto_enumTypes[4].Descriptor()
 }
 
 func (BackoffStrategy) Type() protoreflect.EnumType {
-	return &file_worq_v1_job_proto_enumTypes[3]
+	return &file_worq_v1_job_proto_enumTypes[4]
 }
 
 func (x BackoffStrategy) Number() protoreflect.EnumNumber {
@@ -293,7 +357,7 @@ func (x BackoffStrategy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use BackoffStrategy.Descriptor instead.
 func (BackoffStrategy) EnumDescriptor() ([]byte, []int) {
-	return file_worq_v1_job_proto_rawDescGZIP(), []int{3}
+	return file_worq_v1_job_proto_rawDescGZIP(), []int{4}
 }
 
 // ExhaustedAction says what happens to a job whose retries are used up.
@@ -333,11 +397,11 @@ func (x ExhaustedAction) String() string {
 }
 
 func (ExhaustedAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_worq_v1_job_proto_enumTypes[4].Descriptor()
+	return file_worq_v1_job_proto_enumTypes[5].Descriptor()
 }
 
 func (ExhaustedAction) Type() protoreflect.EnumType {
-	return &file_worq_v1_job_proto_enumTypes[4]
+	return &file_worq_v1_job_proto_enumTypes[5]
 }
 
 func (x ExhaustedAction) Number() protoreflect.EnumNumber {
@@ -346,7 +410,7 @@ func (x ExhaustedAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ExhaustedAction.Descriptor instead.
 func (ExhaustedAction) EnumDescriptor() ([]byte, []int) {
-	return file_worq_v1_job_proto_rawDescGZIP(), []int{4}
+	return file_worq_v1_job_proto_rawDescGZIP(), []int{5}
 }
 
 // DependencyType says when a dependent job may run.
@@ -386,11 +450,11 @@ func (x DependencyType) String() string {
 }
 
 func (DependencyType) Descriptor() protoreflect.EnumDescriptor {
-	return file_worq_v1_job_proto_enumTypes[5].Descriptor()
+	return file_worq_v1_job_proto_enumTypes[6].Descriptor()
 }
 
 func (DependencyType) Type() protoreflect.EnumType {
-	return &file_worq_v1_job_proto_enumTypes[5]
+	return &file_worq_v1_job_proto_enumTypes[6]
 }
 
 func (x DependencyType) Number() protoreflect.EnumNumber {
@@ -399,7 +463,130 @@ func (x DependencyType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DependencyType.Descriptor instead.
 func (DependencyType) EnumDescriptor() ([]byte, []int) {
-	return file_worq_v1_job_proto_rawDescGZIP(), []int{5}
+	return file_worq_v1_job_proto_rawDescGZIP(), []int{6}
+}
+
+// Uniqueness: a submit whose unique key is held returns the holding job's jid with
+// `duplicate` set instead of creating a job.
+type Uniqueness struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key (at most 256 chars); empty: derived from the job's type, queue, args, kwargs
+	// and payload. Keys are scoped to the job's queue.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// How long the key stays taken; default WINDOW.
+	Until UniqueUntil `protobuf:"varint,2,opt,name=until,proto3,enum=worq.v1.UniqueUntil" json:"until,omitempty"`
+	// For WINDOW: how long (1 s to 30 days; default 24 h). Must be unset otherwise.
+	Window        *durationpb.Duration `protobuf:"bytes,3,opt,name=window,proto3" json:"window,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Uniqueness) Reset() {
+	*x = Uniqueness{}
+	mi := &file_worq_v1_job_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Uniqueness) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Uniqueness) ProtoMessage() {}
+
+func (x *Uniqueness) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_job_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Uniqueness.ProtoReflect.Descriptor instead.
+func (*Uniqueness) Descriptor() ([]byte, []int) {
+	return file_worq_v1_job_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *Uniqueness) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Uniqueness) GetUntil() UniqueUntil {
+	if x != nil {
+		return x.Until
+	}
+	return UniqueUntil_UNIQUE_UNTIL_UNSPECIFIED
+}
+
+func (x *Uniqueness) GetWindow() *durationpb.Duration {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+// Debounce: a submit whose debounce key matches a job of the queue that has not started
+// yet replaces that job's args, kwargs, payload and custom and pushes its start back to
+// now + delay, returning its jid with `debounced` set ("run once after the last edit").
+type Debounce struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required (at most 256 chars); scoped to the job's queue.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Required: how long after the latest submit the job starts (1 ms to 30 days).
+	Delay         *durationpb.Duration `protobuf:"bytes,2,opt,name=delay,proto3" json:"delay,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Debounce) Reset() {
+	*x = Debounce{}
+	mi := &file_worq_v1_job_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Debounce) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Debounce) ProtoMessage() {}
+
+func (x *Debounce) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_job_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Debounce.ProtoReflect.Descriptor instead.
+func (*Debounce) Descriptor() ([]byte, []int) {
+	return file_worq_v1_job_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Debounce) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Debounce) GetDelay() *durationpb.Duration {
+	if x != nil {
+		return x.Delay
+	}
+	return nil
 }
 
 // RetryPolicy bounds and paces the attempts of one job. Every field is optional; an
@@ -437,7 +624,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_worq_v1_job_proto_msgTypes[0]
+	mi := &file_worq_v1_job_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -449,7 +636,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_job_proto_msgTypes[0]
+	mi := &file_worq_v1_job_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -462,7 +649,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_worq_v1_job_proto_rawDescGZIP(), []int{0}
+	return file_worq_v1_job_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RetryPolicy) GetMaxAttempts() uint32 {
@@ -561,7 +748,7 @@ type Dependencies struct {
 
 func (x *Dependencies) Reset() {
 	*x = Dependencies{}
-	mi := &file_worq_v1_job_proto_msgTypes[1]
+	mi := &file_worq_v1_job_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -573,7 +760,7 @@ func (x *Dependencies) String() string {
 func (*Dependencies) ProtoMessage() {}
 
 func (x *Dependencies) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_job_proto_msgTypes[1]
+	mi := &file_worq_v1_job_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -586,7 +773,7 @@ func (x *Dependencies) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dependencies.ProtoReflect.Descriptor instead.
 func (*Dependencies) Descriptor() ([]byte, []int) {
-	return file_worq_v1_job_proto_rawDescGZIP(), []int{1}
+	return file_worq_v1_job_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Dependencies) GetType() DependencyType {
@@ -674,14 +861,23 @@ type JobSpec struct {
 	// JSON envelope (docs/webhooks.md) here, retrying with backoff for about 10 minutes, never holding
 	// up any queue. http or https; the target's origin must be in the server's allowlist
 	// (`--callback-allow`, empty by default), else PERMISSION_DENIED and nothing is stored.
-	CallbackUrl   string `protobuf:"bytes,20,opt,name=callback_url,json=callbackUrl,proto3" json:"callback_url,omitempty"`
+	CallbackUrl string `protobuf:"bytes,20,opt,name=callback_url,json=callbackUrl,proto3" json:"callback_url,omitempty"`
+	// The job's group within its queue (at most 128 chars, e.g. "customer:42"): the queue's
+	// group limits (QueueConfig.group_limits) apply per group, and ready jobs of a queue are
+	// handed out round-robin across its groups (priority first, then FIFO within a group).
+	// Empty: the job belongs to the queue's default group.
+	GroupKey string `protobuf:"bytes,22,opt,name=group_key,json=groupKey,proto3" json:"group_key,omitempty"`
+	// Uniqueness (cannot be combined with idempotency_key or debounce).
+	Unique *Uniqueness `protobuf:"bytes,23,opt,name=unique,proto3" json:"unique,omitempty"`
+	// Debounce (cannot be combined with idempotency_key, unique, at or depends_on).
+	Debounce      *Debounce `protobuf:"bytes,24,opt,name=debounce,proto3" json:"debounce,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_worq_v1_job_proto_msgTypes[2]
+	mi := &file_worq_v1_job_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +889,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_job_proto_msgTypes[2]
+	mi := &file_worq_v1_job_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +902,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_worq_v1_job_proto_rawDescGZIP(), []int{2}
+	return file_worq_v1_job_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *JobSpec) GetType() string {
@@ -856,6 +1052,27 @@ func (x *JobSpec) GetCallbackUrl() string {
 	return ""
 }
 
+func (x *JobSpec) GetGroupKey() string {
+	if x != nil {
+		return x.GroupKey
+	}
+	return ""
+}
+
+func (x *JobSpec) GetUnique() *Uniqueness {
+	if x != nil {
+		return x.Unique
+	}
+	return nil
+}
+
+func (x *JobSpec) GetDebounce() *Debounce {
+	if x != nil {
+		return x.Debounce
+	}
+	return nil
+}
+
 // Failure is the record of a job's failures (Faktory's `failure` block).
 type Failure struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -883,7 +1100,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_worq_v1_job_proto_msgTypes[3]
+	mi := &file_worq_v1_job_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +1112,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_job_proto_msgTypes[3]
+	mi := &file_worq_v1_job_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +1125,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_worq_v1_job_proto_rawDescGZIP(), []int{3}
+	return file_worq_v1_job_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Failure) GetFailedAt() *timestamppb.Timestamp {
@@ -989,7 +1206,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_worq_v1_job_proto_msgTypes[4]
+	mi := &file_worq_v1_job_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1001,7 +1218,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_job_proto_msgTypes[4]
+	mi := &file_worq_v1_job_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1014,7 +1231,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_worq_v1_job_proto_rawDescGZIP(), []int{4}
+	return file_worq_v1_job_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Progress) GetPercent() uint32 {
@@ -1123,14 +1340,22 @@ type Job struct {
 	// with every later attempt so that it resumes from there.
 	Checkpoint []byte `protobuf:"bytes,38,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
 	// What the handler of the current or last attempt last reported (WorkerService.ReportProgress).
-	Progress      *Progress `protobuf:"bytes,39,opt,name=progress,proto3" json:"progress,omitempty"`
+	Progress *Progress `protobuf:"bytes,39,opt,name=progress,proto3" json:"progress,omitempty"`
+	// The job's group within its queue (JobSpec.group_key).
+	GroupKey string `protobuf:"bytes,41,opt,name=group_key,json=groupKey,proto3" json:"group_key,omitempty"`
+	// The job's unique key as it was taken (derived when the spec left it empty), and until when.
+	UniqueKey string `protobuf:"bytes,42,opt,name=unique_key,json=uniqueKey,proto3" json:"unique_key,omitempty"`
+	// How long the unique key stays taken (UNSPECIFIED when the job is not unique).
+	UniqueUntil UniqueUntil `protobuf:"varint,43,opt,name=unique_until,json=uniqueUntil,proto3,enum=worq.v1.UniqueUntil" json:"unique_until,omitempty"`
+	// The job's debounce key (JobSpec.debounce).
+	DebounceKey   string `protobuf:"bytes,44,opt,name=debounce_key,json=debounceKey,proto3" json:"debounce_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_worq_v1_job_proto_msgTypes[5]
+	mi := &file_worq_v1_job_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1367,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_job_proto_msgTypes[5]
+	mi := &file_worq_v1_job_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1380,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_worq_v1_job_proto_rawDescGZIP(), []int{5}
+	return file_worq_v1_job_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Job) GetJid() string {
@@ -1438,11 +1663,47 @@ func (x *Job) GetProgress() *Progress {
 	return nil
 }
 
+func (x *Job) GetGroupKey() string {
+	if x != nil {
+		return x.GroupKey
+	}
+	return ""
+}
+
+func (x *Job) GetUniqueKey() string {
+	if x != nil {
+		return x.UniqueKey
+	}
+	return ""
+}
+
+func (x *Job) GetUniqueUntil() UniqueUntil {
+	if x != nil {
+		return x.UniqueUntil
+	}
+	return UniqueUntil_UNIQUE_UNTIL_UNSPECIFIED
+}
+
+func (x *Job) GetDebounceKey() string {
+	if x != nil {
+		return x.DebounceKey
+	}
+	return ""
+}
+
 var File_worq_v1_job_proto protoreflect.FileDescriptor
 
 const file_worq_v1_job_proto_rawDesc = "" +
 	"\n" +
-	"\x11worq/v1/job.proto\x12\aworq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa0\x04\n" +
+	"\x11worq/v1/job.proto\x12\aworq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"}\n" +
+	"\n" +
+	"Uniqueness\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12*\n" +
+	"\x05until\x18\x02 \x01(\x0e2\x14.worq.v1.UniqueUntilR\x05until\x121\n" +
+	"\x06window\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06window\"M\n" +
+	"\bDebounce\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
+	"\x05delay\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x05delay\"\xa0\x04\n" +
 	"\vRetryPolicy\x12&\n" +
 	"\fmax_attempts\x18\x01 \x01(\rH\x00R\vmaxAttempts\x88\x01\x01\x12 \n" +
 	"\tmax_fails\x18\x02 \x01(\rH\x01R\bmaxFails\x88\x01\x01\x122\n" +
@@ -1469,7 +1730,7 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"batch_refs\x18\x03 \x03(\tR\tbatchRefs\x12\x1f\n" +
 	"\vchildren_of\x18\x04 \x01(\tR\n" +
-	"childrenOf\"\xb4\a\n" +
+	"childrenOf\"\xad\b\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12.\n" +
@@ -1495,7 +1756,10 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\x0ecorrelation_id\x18\x13 \x01(\tR\rcorrelationId\x12\x1d\n" +
 	"\n" +
 	"parent_jid\x18\x15 \x01(\tR\tparentJid\x12!\n" +
-	"\fcallback_url\x18\x14 \x01(\tR\vcallbackUrl\x1a7\n" +
+	"\fcallback_url\x18\x14 \x01(\tR\vcallbackUrl\x12\x1b\n" +
+	"\tgroup_key\x18\x16 \x01(\tR\bgroupKey\x12+\n" +
+	"\x06unique\x18\x17 \x01(\v2\x13.worq.v1.UniquenessR\x06unique\x12-\n" +
+	"\bdebounce\x18\x18 \x01(\v2\x11.worq.v1.DebounceR\bdebounce\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x02\n" +
@@ -1515,7 +1779,7 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\apercent\x18\x01 \x01(\rR\apercent\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x129\n" +
 	"\n" +
-	"updated_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xff\r\n" +
+	"updated_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\x97\x0f\n" +
 	"\x03Job\x12\x10\n" +
 	"\x03jid\x18\x01 \x01(\tR\x03jid\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
@@ -1569,7 +1833,12 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"checkpoint\x18& \x01(\fR\n" +
 	"checkpoint\x12-\n" +
-	"\bprogress\x18' \x01(\v2\x11.worq.v1.ProgressR\bprogress\x1a7\n" +
+	"\bprogress\x18' \x01(\v2\x11.worq.v1.ProgressR\bprogress\x12\x1b\n" +
+	"\tgroup_key\x18) \x01(\tR\bgroupKey\x12\x1d\n" +
+	"\n" +
+	"unique_key\x18* \x01(\tR\tuniqueKey\x127\n" +
+	"\funique_until\x18+ \x01(\x0e2\x14.worq.v1.UniqueUntilR\vuniqueUntil\x12!\n" +
+	"\fdebounce_key\x18, \x01(\tR\vdebounceKey\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xfe\x01\n" +
@@ -1590,14 +1859,20 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\rPRIORITY_HIGH\x10\x02\x12\x13\n" +
 	"\x0fPRIORITY_NORMAL\x10\x03\x12\x10\n" +
 	"\fPRIORITY_LOW\x10\x04\x12\x11\n" +
-	"\rPRIORITY_BULK\x10\x05*\xce\x01\n" +
+	"\rPRIORITY_BULK\x10\x05*\xf1\x01\n" +
 	"\x0fFailureCategory\x12 \n" +
 	"\x1cFAILURE_CATEGORY_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aFAILURE_CATEGORY_TEMPORARY\x10\x01\x12\x1e\n" +
 	"\x1aFAILURE_CATEGORY_PERMANENT\x10\x02\x12\x1c\n" +
 	"\x18FAILURE_CATEGORY_TIMEOUT\x10\x03\x12\x1e\n" +
 	"\x1aFAILURE_CATEGORY_CANCELLED\x10\x04\x12\x1b\n" +
-	"\x17FAILURE_CATEGORY_SYSTEM\x10\x05*\x91\x01\n" +
+	"\x17FAILURE_CATEGORY_SYSTEM\x10\x05\x12!\n" +
+	"\x1dFAILURE_CATEGORY_RATE_LIMITED\x10\x06*y\n" +
+	"\vUniqueUntil\x12\x1c\n" +
+	"\x18UNIQUE_UNTIL_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13UNIQUE_UNTIL_WINDOW\x10\x01\x12\x18\n" +
+	"\x14UNIQUE_UNTIL_STARTED\x10\x02\x12\x19\n" +
+	"\x15UNIQUE_UNTIL_FINISHED\x10\x03*\x91\x01\n" +
 	"\x0fBackoffStrategy\x12 \n" +
 	"\x1cBACKOFF_STRATEGY_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19BACKOFF_STRATEGY_CONSTANT\x10\x01\x12\x1b\n" +
@@ -1625,77 +1900,86 @@ func file_worq_v1_job_proto_rawDescGZIP() []byte {
 	return file_worq_v1_job_proto_rawDescData
 }
 
-var file_worq_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_worq_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_worq_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_worq_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_worq_v1_job_proto_goTypes = []any{
 	(JobState)(0),                 // 0: worq.v1.JobState
 	(Priority)(0),                 // 1: worq.v1.Priority
 	(FailureCategory)(0),          // 2: worq.v1.FailureCategory
-	(BackoffStrategy)(0),          // 3: worq.v1.BackoffStrategy
-	(ExhaustedAction)(0),          // 4: worq.v1.ExhaustedAction
-	(DependencyType)(0),           // 5: worq.v1.DependencyType
-	(*RetryPolicy)(nil),           // 6: worq.v1.RetryPolicy
-	(*Dependencies)(nil),          // 7: worq.v1.Dependencies
-	(*JobSpec)(nil),               // 8: worq.v1.JobSpec
-	(*Failure)(nil),               // 9: worq.v1.Failure
-	(*Progress)(nil),              // 10: worq.v1.Progress
-	(*Job)(nil),                   // 11: worq.v1.Job
-	nil,                           // 12: worq.v1.JobSpec.TagsEntry
-	nil,                           // 13: worq.v1.Job.TagsEntry
-	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
-	(*structpb.ListValue)(nil),    // 15: google.protobuf.ListValue
-	(*structpb.Struct)(nil),       // 16: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(UniqueUntil)(0),              // 3: worq.v1.UniqueUntil
+	(BackoffStrategy)(0),          // 4: worq.v1.BackoffStrategy
+	(ExhaustedAction)(0),          // 5: worq.v1.ExhaustedAction
+	(DependencyType)(0),           // 6: worq.v1.DependencyType
+	(*Uniqueness)(nil),            // 7: worq.v1.Uniqueness
+	(*Debounce)(nil),              // 8: worq.v1.Debounce
+	(*RetryPolicy)(nil),           // 9: worq.v1.RetryPolicy
+	(*Dependencies)(nil),          // 10: worq.v1.Dependencies
+	(*JobSpec)(nil),               // 11: worq.v1.JobSpec
+	(*Failure)(nil),               // 12: worq.v1.Failure
+	(*Progress)(nil),              // 13: worq.v1.Progress
+	(*Job)(nil),                   // 14: worq.v1.Job
+	nil,                           // 15: worq.v1.JobSpec.TagsEntry
+	nil,                           // 16: worq.v1.Job.TagsEntry
+	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
+	(*structpb.ListValue)(nil),    // 18: google.protobuf.ListValue
+	(*structpb.Struct)(nil),       // 19: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
 }
 var file_worq_v1_job_proto_depIdxs = []int32{
-	3,  // 0: worq.v1.RetryPolicy.backoff:type_name -> worq.v1.BackoffStrategy
-	14, // 1: worq.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
-	14, // 2: worq.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
-	4,  // 3: worq.v1.RetryPolicy.on_exhausted:type_name -> worq.v1.ExhaustedAction
-	5,  // 4: worq.v1.Dependencies.type:type_name -> worq.v1.DependencyType
-	15, // 5: worq.v1.JobSpec.args:type_name -> google.protobuf.ListValue
-	16, // 6: worq.v1.JobSpec.kwargs:type_name -> google.protobuf.Struct
-	16, // 7: worq.v1.JobSpec.custom:type_name -> google.protobuf.Struct
-	1,  // 8: worq.v1.JobSpec.priority:type_name -> worq.v1.Priority
-	17, // 9: worq.v1.JobSpec.at:type_name -> google.protobuf.Timestamp
-	14, // 10: worq.v1.JobSpec.delay:type_name -> google.protobuf.Duration
-	14, // 11: worq.v1.JobSpec.reserve_for:type_name -> google.protobuf.Duration
-	14, // 12: worq.v1.JobSpec.execution_timeout:type_name -> google.protobuf.Duration
-	14, // 13: worq.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
-	6,  // 14: worq.v1.JobSpec.retry:type_name -> worq.v1.RetryPolicy
-	7,  // 15: worq.v1.JobSpec.depends_on:type_name -> worq.v1.Dependencies
-	12, // 16: worq.v1.JobSpec.tags:type_name -> worq.v1.JobSpec.TagsEntry
-	17, // 17: worq.v1.Failure.failed_at:type_name -> google.protobuf.Timestamp
-	17, // 18: worq.v1.Failure.retried_at:type_name -> google.protobuf.Timestamp
-	2,  // 19: worq.v1.Failure.category:type_name -> worq.v1.FailureCategory
-	17, // 20: worq.v1.Progress.updated_at:type_name -> google.protobuf.Timestamp
-	0,  // 21: worq.v1.Job.state:type_name -> worq.v1.JobState
-	15, // 22: worq.v1.Job.args:type_name -> google.protobuf.ListValue
-	16, // 23: worq.v1.Job.kwargs:type_name -> google.protobuf.Struct
-	16, // 24: worq.v1.Job.custom:type_name -> google.protobuf.Struct
-	1,  // 25: worq.v1.Job.priority:type_name -> worq.v1.Priority
-	17, // 26: worq.v1.Job.at:type_name -> google.protobuf.Timestamp
-	14, // 27: worq.v1.Job.reserve_for:type_name -> google.protobuf.Duration
-	14, // 28: worq.v1.Job.execution_timeout:type_name -> google.protobuf.Duration
-	6,  // 29: worq.v1.Job.retry:type_name -> worq.v1.RetryPolicy
-	13, // 30: worq.v1.Job.tags:type_name -> worq.v1.Job.TagsEntry
-	9,  // 31: worq.v1.Job.failure:type_name -> worq.v1.Failure
-	17, // 32: worq.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	17, // 33: worq.v1.Job.enqueued_at:type_name -> google.protobuf.Timestamp
-	17, // 34: worq.v1.Job.scheduled_at:type_name -> google.protobuf.Timestamp
-	17, // 35: worq.v1.Job.started_at:type_name -> google.protobuf.Timestamp
-	17, // 36: worq.v1.Job.updated_at:type_name -> google.protobuf.Timestamp
-	17, // 37: worq.v1.Job.completed_at:type_name -> google.protobuf.Timestamp
-	17, // 38: worq.v1.Job.lease_expires_at:type_name -> google.protobuf.Timestamp
-	5,  // 39: worq.v1.Job.dependency_type:type_name -> worq.v1.DependencyType
-	17, // 40: worq.v1.Job.expires_at:type_name -> google.protobuf.Timestamp
-	14, // 41: worq.v1.Job.ttl:type_name -> google.protobuf.Duration
-	10, // 42: worq.v1.Job.progress:type_name -> worq.v1.Progress
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	3,  // 0: worq.v1.Uniqueness.until:type_name -> worq.v1.UniqueUntil
+	17, // 1: worq.v1.Uniqueness.window:type_name -> google.protobuf.Duration
+	17, // 2: worq.v1.Debounce.delay:type_name -> google.protobuf.Duration
+	4,  // 3: worq.v1.RetryPolicy.backoff:type_name -> worq.v1.BackoffStrategy
+	17, // 4: worq.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
+	17, // 5: worq.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
+	5,  // 6: worq.v1.RetryPolicy.on_exhausted:type_name -> worq.v1.ExhaustedAction
+	6,  // 7: worq.v1.Dependencies.type:type_name -> worq.v1.DependencyType
+	18, // 8: worq.v1.JobSpec.args:type_name -> google.protobuf.ListValue
+	19, // 9: worq.v1.JobSpec.kwargs:type_name -> google.protobuf.Struct
+	19, // 10: worq.v1.JobSpec.custom:type_name -> google.protobuf.Struct
+	1,  // 11: worq.v1.JobSpec.priority:type_name -> worq.v1.Priority
+	20, // 12: worq.v1.JobSpec.at:type_name -> google.protobuf.Timestamp
+	17, // 13: worq.v1.JobSpec.delay:type_name -> google.protobuf.Duration
+	17, // 14: worq.v1.JobSpec.reserve_for:type_name -> google.protobuf.Duration
+	17, // 15: worq.v1.JobSpec.execution_timeout:type_name -> google.protobuf.Duration
+	17, // 16: worq.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
+	9,  // 17: worq.v1.JobSpec.retry:type_name -> worq.v1.RetryPolicy
+	10, // 18: worq.v1.JobSpec.depends_on:type_name -> worq.v1.Dependencies
+	15, // 19: worq.v1.JobSpec.tags:type_name -> worq.v1.JobSpec.TagsEntry
+	7,  // 20: worq.v1.JobSpec.unique:type_name -> worq.v1.Uniqueness
+	8,  // 21: worq.v1.JobSpec.debounce:type_name -> worq.v1.Debounce
+	20, // 22: worq.v1.Failure.failed_at:type_name -> google.protobuf.Timestamp
+	20, // 23: worq.v1.Failure.retried_at:type_name -> google.protobuf.Timestamp
+	2,  // 24: worq.v1.Failure.category:type_name -> worq.v1.FailureCategory
+	20, // 25: worq.v1.Progress.updated_at:type_name -> google.protobuf.Timestamp
+	0,  // 26: worq.v1.Job.state:type_name -> worq.v1.JobState
+	18, // 27: worq.v1.Job.args:type_name -> google.protobuf.ListValue
+	19, // 28: worq.v1.Job.kwargs:type_name -> google.protobuf.Struct
+	19, // 29: worq.v1.Job.custom:type_name -> google.protobuf.Struct
+	1,  // 30: worq.v1.Job.priority:type_name -> worq.v1.Priority
+	20, // 31: worq.v1.Job.at:type_name -> google.protobuf.Timestamp
+	17, // 32: worq.v1.Job.reserve_for:type_name -> google.protobuf.Duration
+	17, // 33: worq.v1.Job.execution_timeout:type_name -> google.protobuf.Duration
+	9,  // 34: worq.v1.Job.retry:type_name -> worq.v1.RetryPolicy
+	16, // 35: worq.v1.Job.tags:type_name -> worq.v1.Job.TagsEntry
+	12, // 36: worq.v1.Job.failure:type_name -> worq.v1.Failure
+	20, // 37: worq.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	20, // 38: worq.v1.Job.enqueued_at:type_name -> google.protobuf.Timestamp
+	20, // 39: worq.v1.Job.scheduled_at:type_name -> google.protobuf.Timestamp
+	20, // 40: worq.v1.Job.started_at:type_name -> google.protobuf.Timestamp
+	20, // 41: worq.v1.Job.updated_at:type_name -> google.protobuf.Timestamp
+	20, // 42: worq.v1.Job.completed_at:type_name -> google.protobuf.Timestamp
+	20, // 43: worq.v1.Job.lease_expires_at:type_name -> google.protobuf.Timestamp
+	6,  // 44: worq.v1.Job.dependency_type:type_name -> worq.v1.DependencyType
+	20, // 45: worq.v1.Job.expires_at:type_name -> google.protobuf.Timestamp
+	17, // 46: worq.v1.Job.ttl:type_name -> google.protobuf.Duration
+	13, // 47: worq.v1.Job.progress:type_name -> worq.v1.Progress
+	3,  // 48: worq.v1.Job.unique_until:type_name -> worq.v1.UniqueUntil
+	49, // [49:49] is the sub-list for method output_type
+	49, // [49:49] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_worq_v1_job_proto_init() }
@@ -1703,14 +1987,14 @@ func file_worq_v1_job_proto_init() {
 	if File_worq_v1_job_proto != nil {
 		return
 	}
-	file_worq_v1_job_proto_msgTypes[0].OneofWrappers = []any{}
+	file_worq_v1_job_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worq_v1_job_proto_rawDesc), len(file_worq_v1_job_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   8,
+			NumEnums:      7,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

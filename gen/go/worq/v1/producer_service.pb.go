@@ -127,10 +127,14 @@ type SubmitResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Server-assigned UUID v4 of the job.
 	Jid string `protobuf:"bytes,1,opt,name=jid,proto3" json:"jid,omitempty"`
-	// True when an earlier job with the same type and idempotency key was returned instead.
+	// True when an earlier job with the same type and idempotency key, or holding the same
+	// unique key, was returned instead.
 	Duplicate bool `protobuf:"varint,2,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	// State the job starts in: SCHEDULED, DELAYED or PENDING.
-	State         JobState `protobuf:"varint,3,opt,name=state,proto3,enum=worq.v1.JobState" json:"state,omitempty"`
+	State JobState `protobuf:"varint,3,opt,name=state,proto3,enum=worq.v1.JobState" json:"state,omitempty"`
+	// True when a waiting job with the same debounce key took this submit's args and new
+	// start time; `jid` is that job's.
+	Debounced     bool `protobuf:"varint,4,opt,name=debounced,proto3" json:"debounced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -184,6 +188,13 @@ func (x *SubmitResponse) GetState() JobState {
 		return x.State
 	}
 	return JobState_JOB_STATE_UNSPECIFIED
+}
+
+func (x *SubmitResponse) GetDebounced() bool {
+	if x != nil {
+		return x.Debounced
+	}
+	return false
 }
 
 // SubmitBatchRequest carries jobs to create atomically.
@@ -816,11 +827,12 @@ const file_worq_v1_producer_service_proto_rawDesc = "" +
 	"\n" +
 	"\x1eworq/v1/producer_service.proto\x12\aworq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x11worq/v1/job.proto\"3\n" +
 	"\rSubmitRequest\x12\"\n" +
-	"\x03job\x18\x01 \x01(\v2\x10.worq.v1.JobSpecR\x03job\"i\n" +
+	"\x03job\x18\x01 \x01(\v2\x10.worq.v1.JobSpecR\x03job\"\x87\x01\n" +
 	"\x0eSubmitResponse\x12\x10\n" +
 	"\x03jid\x18\x01 \x01(\tR\x03jid\x12\x1c\n" +
 	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x12'\n" +
-	"\x05state\x18\x03 \x01(\x0e2\x11.worq.v1.JobStateR\x05state\"e\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x11.worq.v1.JobStateR\x05state\x12\x1c\n" +
+	"\tdebounced\x18\x04 \x01(\bR\tdebounced\"e\n" +
 	"\x12SubmitBatchRequest\x12$\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x10.worq.v1.JobSpecR\x04jobs\x12)\n" +
 	"\x05shape\x18\x02 \x01(\x0e2\x13.worq.v1.BatchShapeR\x05shape\"B\n" +

@@ -84,7 +84,7 @@ class ListQueuesResponse(_message.Message):
     def __init__(self, queues: _Optional[_Iterable[_Union[QueueStats, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class QueueStats(_message.Message):
-    __slots__ = ("queue", "ready", "delayed", "in_flight", "retrying", "dead", "latency", "paused", "pending", "completed", "failed", "config", "rate_tokens")
+    __slots__ = ("queue", "ready", "delayed", "in_flight", "retrying", "dead", "latency", "paused", "pending", "completed", "failed", "config", "rate_tokens", "groups", "top_groups")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
     DELAYED_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +98,8 @@ class QueueStats(_message.Message):
     FAILED_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     RATE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    TOP_GROUPS_FIELD_NUMBER: _ClassVar[int]
     queue: str
     ready: int
     delayed: int
@@ -111,19 +113,53 @@ class QueueStats(_message.Message):
     failed: int
     config: QueueConfig
     rate_tokens: int
-    def __init__(self, queue: _Optional[str] = ..., ready: _Optional[int] = ..., delayed: _Optional[int] = ..., in_flight: _Optional[int] = ..., retrying: _Optional[int] = ..., dead: _Optional[int] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., paused: _Optional[bool] = ..., pending: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., config: _Optional[_Union[QueueConfig, _Mapping]] = ..., rate_tokens: _Optional[int] = ...) -> None: ...
+    groups: int
+    top_groups: _containers.RepeatedCompositeFieldContainer[GroupStats]
+    def __init__(self, queue: _Optional[str] = ..., ready: _Optional[int] = ..., delayed: _Optional[int] = ..., in_flight: _Optional[int] = ..., retrying: _Optional[int] = ..., dead: _Optional[int] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., paused: _Optional[bool] = ..., pending: _Optional[int] = ..., completed: _Optional[int] = ..., failed: _Optional[int] = ..., config: _Optional[_Union[QueueConfig, _Mapping]] = ..., rate_tokens: _Optional[int] = ..., groups: _Optional[int] = ..., top_groups: _Optional[_Iterable[_Union[GroupStats, _Mapping]]] = ...) -> None: ...
 
 class QueueConfig(_message.Message):
-    __slots__ = ("retry_timeout", "retry_system", "max_running", "rate_limit")
+    __slots__ = ("retry_timeout", "retry_system", "max_running", "rate_limit", "group_limits")
     RETRY_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     RETRY_SYSTEM_FIELD_NUMBER: _ClassVar[int]
     MAX_RUNNING_FIELD_NUMBER: _ClassVar[int]
     RATE_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    GROUP_LIMITS_FIELD_NUMBER: _ClassVar[int]
     retry_timeout: bool
     retry_system: bool
     max_running: int
     rate_limit: RateLimit
-    def __init__(self, retry_timeout: _Optional[bool] = ..., retry_system: _Optional[bool] = ..., max_running: _Optional[int] = ..., rate_limit: _Optional[_Union[RateLimit, _Mapping]] = ...) -> None: ...
+    group_limits: GroupLimits
+    def __init__(self, retry_timeout: _Optional[bool] = ..., retry_system: _Optional[bool] = ..., max_running: _Optional[int] = ..., rate_limit: _Optional[_Union[RateLimit, _Mapping]] = ..., group_limits: _Optional[_Union[GroupLimits, _Mapping]] = ...) -> None: ...
+
+class GroupLimits(_message.Message):
+    __slots__ = ("limits",)
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    limits: _containers.RepeatedCompositeFieldContainer[GroupLimit]
+    def __init__(self, limits: _Optional[_Iterable[_Union[GroupLimit, _Mapping]]] = ...) -> None: ...
+
+class GroupLimit(_message.Message):
+    __slots__ = ("pattern", "max_running", "rate_limit")
+    PATTERN_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    RATE_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    pattern: str
+    max_running: int
+    rate_limit: RateLimit
+    def __init__(self, pattern: _Optional[str] = ..., max_running: _Optional[int] = ..., rate_limit: _Optional[_Union[RateLimit, _Mapping]] = ...) -> None: ...
+
+class GroupStats(_message.Message):
+    __slots__ = ("group_key", "ready", "in_flight", "limit", "rate_tokens")
+    GROUP_KEY_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    RATE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    group_key: str
+    ready: int
+    in_flight: int
+    limit: GroupLimit
+    rate_tokens: int
+    def __init__(self, group_key: _Optional[str] = ..., ready: _Optional[int] = ..., in_flight: _Optional[int] = ..., limit: _Optional[_Union[GroupLimit, _Mapping]] = ..., rate_tokens: _Optional[int] = ...) -> None: ...
 
 class RateLimit(_message.Message):
     __slots__ = ("starts", "period", "burst")

@@ -42,6 +42,14 @@ class FailureCategory(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FAILURE_CATEGORY_TIMEOUT: _ClassVar[FailureCategory]
     FAILURE_CATEGORY_CANCELLED: _ClassVar[FailureCategory]
     FAILURE_CATEGORY_SYSTEM: _ClassVar[FailureCategory]
+    FAILURE_CATEGORY_RATE_LIMITED: _ClassVar[FailureCategory]
+
+class UniqueUntil(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    UNIQUE_UNTIL_UNSPECIFIED: _ClassVar[UniqueUntil]
+    UNIQUE_UNTIL_WINDOW: _ClassVar[UniqueUntil]
+    UNIQUE_UNTIL_STARTED: _ClassVar[UniqueUntil]
+    UNIQUE_UNTIL_FINISHED: _ClassVar[UniqueUntil]
 
 class BackoffStrategy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -83,6 +91,11 @@ FAILURE_CATEGORY_PERMANENT: FailureCategory
 FAILURE_CATEGORY_TIMEOUT: FailureCategory
 FAILURE_CATEGORY_CANCELLED: FailureCategory
 FAILURE_CATEGORY_SYSTEM: FailureCategory
+FAILURE_CATEGORY_RATE_LIMITED: FailureCategory
+UNIQUE_UNTIL_UNSPECIFIED: UniqueUntil
+UNIQUE_UNTIL_WINDOW: UniqueUntil
+UNIQUE_UNTIL_STARTED: UniqueUntil
+UNIQUE_UNTIL_FINISHED: UniqueUntil
 BACKOFF_STRATEGY_UNSPECIFIED: BackoffStrategy
 BACKOFF_STRATEGY_CONSTANT: BackoffStrategy
 BACKOFF_STRATEGY_LINEAR: BackoffStrategy
@@ -93,6 +106,24 @@ EXHAUSTED_ACTION_DISCARD: ExhaustedAction
 DEPENDENCY_TYPE_UNSPECIFIED: DependencyType
 DEPENDENCY_TYPE_AFTER: DependencyType
 DEPENDENCY_TYPE_AFTER_ANY: DependencyType
+
+class Uniqueness(_message.Message):
+    __slots__ = ("key", "until", "window")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    until: UniqueUntil
+    window: _duration_pb2.Duration
+    def __init__(self, key: _Optional[str] = ..., until: _Optional[_Union[UniqueUntil, str]] = ..., window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class Debounce(_message.Message):
+    __slots__ = ("key", "delay")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    DELAY_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    delay: _duration_pb2.Duration
+    def __init__(self, key: _Optional[str] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class RetryPolicy(_message.Message):
     __slots__ = ("max_attempts", "max_fails", "backoff", "initial_delay", "multiplier", "max_delay", "jitter", "on_exhausted", "retry_timeout", "retry_system")
@@ -131,7 +162,7 @@ class Dependencies(_message.Message):
     def __init__(self, type: _Optional[_Union[DependencyType, str]] = ..., jids: _Optional[_Iterable[str]] = ..., batch_refs: _Optional[_Iterable[str]] = ..., children_of: _Optional[str] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("type", "queue", "args", "kwargs", "payload", "custom", "priority", "at", "delay", "reserve_for", "execution_timeout", "ttl", "retry", "backtrace", "idempotency_key", "depends_on", "batch_ref", "tags", "correlation_id", "parent_jid", "callback_url")
+    __slots__ = ("type", "queue", "args", "kwargs", "payload", "custom", "priority", "at", "delay", "reserve_for", "execution_timeout", "ttl", "retry", "backtrace", "idempotency_key", "depends_on", "batch_ref", "tags", "correlation_id", "parent_jid", "callback_url", "group_key", "unique", "debounce")
     class TagsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -160,6 +191,9 @@ class JobSpec(_message.Message):
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     PARENT_JID_FIELD_NUMBER: _ClassVar[int]
     CALLBACK_URL_FIELD_NUMBER: _ClassVar[int]
+    GROUP_KEY_FIELD_NUMBER: _ClassVar[int]
+    UNIQUE_FIELD_NUMBER: _ClassVar[int]
+    DEBOUNCE_FIELD_NUMBER: _ClassVar[int]
     type: str
     queue: str
     args: _struct_pb2.ListValue
@@ -181,7 +215,10 @@ class JobSpec(_message.Message):
     correlation_id: str
     parent_jid: str
     callback_url: str
-    def __init__(self, type: _Optional[str] = ..., queue: _Optional[str] = ..., args: _Optional[_Union[_struct_pb2.ListValue, _Mapping]] = ..., kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., payload: _Optional[bytes] = ..., custom: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., priority: _Optional[_Union[Priority, str]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., reserve_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., backtrace: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., depends_on: _Optional[_Union[Dependencies, _Mapping]] = ..., batch_ref: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., correlation_id: _Optional[str] = ..., parent_jid: _Optional[str] = ..., callback_url: _Optional[str] = ...) -> None: ...
+    group_key: str
+    unique: Uniqueness
+    debounce: Debounce
+    def __init__(self, type: _Optional[str] = ..., queue: _Optional[str] = ..., args: _Optional[_Union[_struct_pb2.ListValue, _Mapping]] = ..., kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., payload: _Optional[bytes] = ..., custom: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., priority: _Optional[_Union[Priority, str]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., reserve_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., backtrace: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., depends_on: _Optional[_Union[Dependencies, _Mapping]] = ..., batch_ref: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., correlation_id: _Optional[str] = ..., parent_jid: _Optional[str] = ..., callback_url: _Optional[str] = ..., group_key: _Optional[str] = ..., unique: _Optional[_Union[Uniqueness, _Mapping]] = ..., debounce: _Optional[_Union[Debounce, _Mapping]] = ...) -> None: ...
 
 class Failure(_message.Message):
     __slots__ = ("failed_at", "retried_at", "retry_count", "message", "errtype", "backtrace", "category", "code", "cause")
@@ -216,7 +253,7 @@ class Progress(_message.Message):
     def __init__(self, percent: _Optional[int] = ..., message: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("jid", "type", "queue", "state", "attempt", "args", "kwargs", "payload", "custom", "priority", "at", "reserve_for", "execution_timeout", "retry", "backtrace", "tags", "correlation_id", "fails", "failure", "created_at", "enqueued_at", "scheduled_at", "started_at", "updated_at", "completed_at", "result", "previous_lease_ids", "lease_expires_at", "worker_id", "idempotency_key", "parent_jid", "dependency_type", "depends_on", "waiting_on", "children_of", "callback_url", "expires_at", "ttl", "checkpoint", "progress")
+    __slots__ = ("jid", "type", "queue", "state", "attempt", "args", "kwargs", "payload", "custom", "priority", "at", "reserve_for", "execution_timeout", "retry", "backtrace", "tags", "correlation_id", "fails", "failure", "created_at", "enqueued_at", "scheduled_at", "started_at", "updated_at", "completed_at", "result", "previous_lease_ids", "lease_expires_at", "worker_id", "idempotency_key", "parent_jid", "dependency_type", "depends_on", "waiting_on", "children_of", "callback_url", "expires_at", "ttl", "checkpoint", "progress", "group_key", "unique_key", "unique_until", "debounce_key")
     class TagsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -264,6 +301,10 @@ class Job(_message.Message):
     TTL_FIELD_NUMBER: _ClassVar[int]
     CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_KEY_FIELD_NUMBER: _ClassVar[int]
+    UNIQUE_KEY_FIELD_NUMBER: _ClassVar[int]
+    UNIQUE_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    DEBOUNCE_KEY_FIELD_NUMBER: _ClassVar[int]
     jid: str
     type: str
     queue: str
@@ -304,4 +345,8 @@ class Job(_message.Message):
     ttl: _duration_pb2.Duration
     checkpoint: bytes
     progress: Progress
-    def __init__(self, jid: _Optional[str] = ..., type: _Optional[str] = ..., queue: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., attempt: _Optional[int] = ..., args: _Optional[_Union[_struct_pb2.ListValue, _Mapping]] = ..., kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., payload: _Optional[bytes] = ..., custom: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., priority: _Optional[_Union[Priority, str]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reserve_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., backtrace: _Optional[int] = ..., tags: _Optional[_Mapping[str, str]] = ..., correlation_id: _Optional[str] = ..., fails: _Optional[int] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[bytes] = ..., previous_lease_ids: _Optional[_Iterable[str]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., worker_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., parent_jid: _Optional[str] = ..., dependency_type: _Optional[_Union[DependencyType, str]] = ..., depends_on: _Optional[_Iterable[str]] = ..., waiting_on: _Optional[_Iterable[str]] = ..., children_of: _Optional[str] = ..., callback_url: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., checkpoint: _Optional[bytes] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ...) -> None: ...
+    group_key: str
+    unique_key: str
+    unique_until: UniqueUntil
+    debounce_key: str
+    def __init__(self, jid: _Optional[str] = ..., type: _Optional[str] = ..., queue: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., attempt: _Optional[int] = ..., args: _Optional[_Union[_struct_pb2.ListValue, _Mapping]] = ..., kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., payload: _Optional[bytes] = ..., custom: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., priority: _Optional[_Union[Priority, str]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reserve_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., backtrace: _Optional[int] = ..., tags: _Optional[_Mapping[str, str]] = ..., correlation_id: _Optional[str] = ..., fails: _Optional[int] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[bytes] = ..., previous_lease_ids: _Optional[_Iterable[str]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., worker_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., parent_jid: _Optional[str] = ..., dependency_type: _Optional[_Union[DependencyType, str]] = ..., depends_on: _Optional[_Iterable[str]] = ..., waiting_on: _Optional[_Iterable[str]] = ..., children_of: _Optional[str] = ..., callback_url: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., checkpoint: _Optional[bytes] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., group_key: _Optional[str] = ..., unique_key: _Optional[str] = ..., unique_until: _Optional[_Union[UniqueUntil, str]] = ..., debounce_key: _Optional[str] = ...) -> None: ...

@@ -27,14 +27,16 @@ class SubmitRequest(_message.Message):
     def __init__(self, job: _Optional[_Union[_job_pb2.JobSpec, _Mapping]] = ...) -> None: ...
 
 class SubmitResponse(_message.Message):
-    __slots__ = ("jid", "duplicate", "state")
+    __slots__ = ("jid", "duplicate", "state", "debounced")
     JID_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    DEBOUNCED_FIELD_NUMBER: _ClassVar[int]
     jid: str
     duplicate: bool
     state: _job_pb2.JobState
-    def __init__(self, jid: _Optional[str] = ..., duplicate: _Optional[bool] = ..., state: _Optional[_Union[_job_pb2.JobState, str]] = ...) -> None: ...
+    debounced: bool
+    def __init__(self, jid: _Optional[str] = ..., duplicate: _Optional[bool] = ..., state: _Optional[_Union[_job_pb2.JobState, str]] = ..., debounced: _Optional[bool] = ...) -> None: ...
 
 class SubmitBatchRequest(_message.Message):
     __slots__ = ("jobs", "shape")

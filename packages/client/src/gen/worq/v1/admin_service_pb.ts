@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file worq/v1/admin_service.proto.
  */
 export const file_worq_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("Cht3b3JxL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SB3dvcnEudjEiHAoNR2V0Sm9iUmVxdWVzdBILCgNqaWQYASABKAkiKwoOR2V0Sm9iUmVzcG9uc2USGQoDam9iGAEgASgLMgwud29ycS52MS5Kb2IilQMKD0xpc3RKb2JzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIgCgVzdGF0ZRgCIAEoDjIRLndvcnEudjEuSm9iU3RhdGUSEQoJcGFnZV9zaXplGAMgASgNEhIKCnBhZ2VfdG9rZW4YBCABKAkSDAoEdHlwZRgFIAEoCRIwCgR0YWdzGAYgAygLMiIud29ycS52MS5MaXN0Sm9ic1JlcXVlc3QuVGFnc0VudHJ5EhYKDmNvcnJlbGF0aW9uX2lkGAcgASgJEhIKCmppZF9wcmVmaXgYCCABKAkSMQoNY3JlYXRlZF9hZnRlchgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoOY3JlYXRlZF9iZWZvcmUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnBhcmVudF9qaWQYCyABKAkSFgoOZGVwZW5kc19vbl9qaWQYDCABKAkaKwoJVGFnc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiRwoQTGlzdEpvYnNSZXNwb25zZRIaCgRqb2JzGAEgAygLMgwud29ycS52MS5Kb2ISFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjoKEUxpc3RRdWV1ZXNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoDRISCgpwYWdlX3Rva2VuGAIgASgJIlIKEkxpc3RRdWV1ZXNSZXNwb25zZRIjCgZxdWV1ZXMYASADKAsyEy53b3JxLnYxLlF1ZXVlU3RhdHMSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIq4CCgpRdWV1ZVN0YXRzEg0KBXF1ZXVlGAEgASgJEg0KBXJlYWR5GAIgASgEEg8KB2RlbGF5ZWQYAyABKAQSEQoJaW5fZmxpZ2h0GAQgASgEEhAKCHJldHJ5aW5nGAUgASgEEgwKBGRlYWQYBiABKAQSKgoHbGF0ZW5jeRgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZwYXVzZWQYCCABKAgSDwoHcGVuZGluZxgJIAEoBBIRCgljb21wbGV0ZWQYCiABKAQSDgoGZmFpbGVkGAsgASgEEiQKBmNvbmZpZxgMIAEoCzIULndvcnEudjEuUXVldWVDb25maWcSGAoLcmF0ZV90b2tlbnMYDSABKA1IAIgBAUIOCgxfcmF0ZV90b2tlbnMizQEKC1F1ZXVlQ29uZmlnEhoKDXJldHJ5X3RpbWVvdXQYASABKAhIAIgBARIZCgxyZXRyeV9zeXN0ZW0YAiABKAhIAYgBARIYCgttYXhfcnVubmluZxgDIAEoDUgCiAEBEisKCnJhdGVfbGltaXQYBCABKAsyEi53b3JxLnYxLlJhdGVMaW1pdEgDiAEBQhAKDl9yZXRyeV90aW1lb3V0Qg8KDV9yZXRyeV9zeXN0ZW1CDgoMX21heF9ydW5uaW5nQg0KC19yYXRlX2xpbWl0IlUKCVJhdGVMaW1pdBIOCgZzdGFydHMYASABKA0SKQoGcGVyaW9kGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBWJ1cnN0GAMgASgNIiUKFEdldFF1ZXVlU3RhdHNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIjsKFUdldFF1ZXVlU3RhdHNSZXNwb25zZRIiCgVzdGF0cxgBIAEoCzITLndvcnEudjEuUXVldWVTdGF0cyIWChRHZXRTZXJ2ZXJJbmZvUmVxdWVzdCKLAwoVR2V0U2VydmVySW5mb1Jlc3BvbnNlEg8KB3ZlcnNpb24YASABKAkSLgoKc3RhcnRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoGdXB0aW1lGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhkKEWNvbm5lY3RlZF93b3JrZXJzGAQgASgNEhcKD3RvdGFsX3Byb2Nlc3NlZBgFIAEoBBIUCgx0b3RhbF9mYWlsZWQYBiABKAQSFAoMZXZpY3RlZF9qb2JzGAcgASgEEhEKCWxpdmVfam9icxgIIAEoBBINCgVzdG9yZRgJIAEoCRIXCg90b3RhbF9zdWJtaXR0ZWQYCiABKAQSEgoKZGF0YV9ieXRlcxgLIAEoBBIZChFjb25uZWN0ZWRfY2xpZW50cxgMIAEoDRIPCgdub2RlX2lkGA0gASgJEisKDWNsdXN0ZXJfbm9kZXMYDiADKAsyFC53b3JxLnYxLkNsdXN0ZXJOb2RlIsgBCgtDbHVzdGVyTm9kZRIPCgdub2RlX2lkGAEgASgJEgwKBHJvbGUYAiABKAkSFAoMZ3JwY19hZGRyZXNzGAMgASgJEhQKDGh0dHBfYWRkcmVzcxgEIAEoCRIuCgpzdGFydGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCglsYXN0X3NlZW4YBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3ZlcnNpb24YByABKAkiFAoSTGlzdFdvcmtlcnNSZXF1ZXN0IjsKE0xpc3RXb3JrZXJzUmVzcG9uc2USJAoHd29ya2VycxgBIAMoCzITLndvcnEudjEuV29ya2VySW5mbyLzAQoKV29ya2VySW5mbxIRCgl3b3JrZXJfaWQYASABKAkSDgoGcXVldWVzGAIgAygJEg8KB2NyZWRpdHMYAyABKA0SHwoEaGVsZBgEIAMoCzIRLndvcnEudjEuTGVhc2VSZWYSMAoMY29ubmVjdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgZsYWJlbHMYBiADKAsyHy53b3JxLnYxLldvcmtlckluZm8uTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIfChBEZWxldGVKb2JSZXF1ZXN0EgsKA2ppZBgBIAEoCSITChFEZWxldGVKb2JSZXNwb25zZSIvChBSZXRyeUpvYnNSZXF1ZXN0EgwKBGppZHMYASADKAkSDQoFcXVldWUYAiABKAkiJAoRUmV0cnlKb2JzUmVzcG9uc2USDwoHcmV0cmllZBgBIAEoBCIhChFSdW5Kb2JzTm93UmVxdWVzdBIMCgRqaWRzGAEgAygJIicKElJ1bkpvYnNOb3dSZXNwb25zZRIRCglzY2hlZHVsZWQYASABKAQiIgoRUGF1c2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiFAoSUGF1c2VRdWV1ZVJlc3BvbnNlIiMKElJlc3VtZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIVChNSZXN1bWVRdWV1ZVJlc3BvbnNlIiIKEVB1cmdlUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIiUKElB1cmdlUXVldWVSZXNwb25zZRIPCgdkZWxldGVkGAEgASgEIlEKFENvbnRyb2xXb3JrZXJSZXF1ZXN0EhEKCXdvcmtlcl9pZBgBIAEoCRImCgZhY3Rpb24YAiABKA4yFi53b3JxLnYxLkNvbnRyb2xBY3Rpb24iKAoVQ29udHJvbFdvcmtlclJlc3BvbnNlEg8KB3N0cmVhbXMYASABKA0iTAoVQ29uZmlndXJlUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEiQKBmNvbmZpZxgCIAEoCzIULndvcnEudjEuUXVldWVDb25maWciPgoWQ29uZmlndXJlUXVldWVSZXNwb25zZRIkCgZjb25maWcYASABKAsyFC53b3JxLnYxLlF1ZXVlQ29uZmlnMoUICgxBZG1pblNlcnZpY2USOQoGR2V0Sm9iEhYud29ycS52MS5HZXRKb2JSZXF1ZXN0Ghcud29ycS52MS5HZXRKb2JSZXNwb25zZRI/CghMaXN0Sm9icxIYLndvcnEudjEuTGlzdEpvYnNSZXF1ZXN0Ghkud29ycS52MS5MaXN0Sm9ic1Jlc3BvbnNlEkUKCkxpc3RRdWV1ZXMSGi53b3JxLnYxLkxpc3RRdWV1ZXNSZXF1ZXN0Ghsud29ycS52MS5MaXN0UXVldWVzUmVzcG9uc2USTgoNR2V0UXVldWVTdGF0cxIdLndvcnEudjEuR2V0UXVldWVTdGF0c1JlcXVlc3QaHi53b3JxLnYxLkdldFF1ZXVlU3RhdHNSZXNwb25zZRJOCg1HZXRTZXJ2ZXJJbmZvEh0ud29ycS52MS5HZXRTZXJ2ZXJJbmZvUmVxdWVzdBoeLndvcnEudjEuR2V0U2VydmVySW5mb1Jlc3BvbnNlEkgKC0xpc3RXb3JrZXJzEhsud29ycS52MS5MaXN0V29ya2Vyc1JlcXVlc3QaHC53b3JxLnYxLkxpc3RXb3JrZXJzUmVzcG9uc2USQgoJRGVsZXRlSm9iEhkud29ycS52MS5EZWxldGVKb2JSZXF1ZXN0Ghoud29ycS52MS5EZWxldGVKb2JSZXNwb25zZRJCCglSZXRyeUpvYnMSGS53b3JxLnYxLlJldHJ5Sm9ic1JlcXVlc3QaGi53b3JxLnYxLlJldHJ5Sm9ic1Jlc3BvbnNlEkUKClJ1bkpvYnNOb3cSGi53b3JxLnYxLlJ1bkpvYnNOb3dSZXF1ZXN0Ghsud29ycS52MS5SdW5Kb2JzTm93UmVzcG9uc2USRQoKUGF1c2VRdWV1ZRIaLndvcnEudjEuUGF1c2VRdWV1ZVJlcXVlc3QaGy53b3JxLnYxLlBhdXNlUXVldWVSZXNwb25zZRJICgtSZXN1bWVRdWV1ZRIbLndvcnEudjEuUmVzdW1lUXVldWVSZXF1ZXN0Ghwud29ycS52MS5SZXN1bWVRdWV1ZVJlc3BvbnNlEkUKClB1cmdlUXVldWUSGi53b3JxLnYxLlB1cmdlUXVldWVSZXF1ZXN0Ghsud29ycS52MS5QdXJnZVF1ZXVlUmVzcG9uc2USTgoNQ29udHJvbFdvcmtlchIdLndvcnEudjEuQ29udHJvbFdvcmtlclJlcXVlc3QaHi53b3JxLnYxLkNvbnRyb2xXb3JrZXJSZXNwb25zZRJRCg5Db25maWd1cmVRdWV1ZRIeLndvcnEudjEuQ29uZmlndXJlUXVldWVSZXF1ZXN0Gh8ud29ycS52MS5Db25maWd1cmVRdWV1ZVJlc3BvbnNlQo0BCgtjb20ud29ycS52MUIRQWRtaW5TZXJ2aWNlUHJvdG9QAVouZ2l0aHViLmNvbS93b3JxLWRldi93b3JxL2dlbi9nby93b3JxL3YxO3dvcnF2MaICA1dYWKoCB1dvcnEuVjHKAgdXb3JxXFYx4gITV29ycVxWMVxHUEJNZXRhZGF0YeoCCFdvcnE6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_worq_v1_job, file_worq_v1_worker_service]);
+  fileDesc("Cht3b3JxL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SB3dvcnEudjEiHAoNR2V0Sm9iUmVxdWVzdBILCgNqaWQYASABKAkiKwoOR2V0Sm9iUmVzcG9uc2USGQoDam9iGAEgASgLMgwud29ycS52MS5Kb2IilQMKD0xpc3RKb2JzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIgCgVzdGF0ZRgCIAEoDjIRLndvcnEudjEuSm9iU3RhdGUSEQoJcGFnZV9zaXplGAMgASgNEhIKCnBhZ2VfdG9rZW4YBCABKAkSDAoEdHlwZRgFIAEoCRIwCgR0YWdzGAYgAygLMiIud29ycS52MS5MaXN0Sm9ic1JlcXVlc3QuVGFnc0VudHJ5EhYKDmNvcnJlbGF0aW9uX2lkGAcgASgJEhIKCmppZF9wcmVmaXgYCCABKAkSMQoNY3JlYXRlZF9hZnRlchgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoOY3JlYXRlZF9iZWZvcmUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnBhcmVudF9qaWQYCyABKAkSFgoOZGVwZW5kc19vbl9qaWQYDCABKAkaKwoJVGFnc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiRwoQTGlzdEpvYnNSZXNwb25zZRIaCgRqb2JzGAEgAygLMgwud29ycS52MS5Kb2ISFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjoKEUxpc3RRdWV1ZXNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoDRISCgpwYWdlX3Rva2VuGAIgASgJIlIKEkxpc3RRdWV1ZXNSZXNwb25zZRIjCgZxdWV1ZXMYASADKAsyEy53b3JxLnYxLlF1ZXVlU3RhdHMSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIucCCgpRdWV1ZVN0YXRzEg0KBXF1ZXVlGAEgASgJEg0KBXJlYWR5GAIgASgEEg8KB2RlbGF5ZWQYAyABKAQSEQoJaW5fZmxpZ2h0GAQgASgEEhAKCHJldHJ5aW5nGAUgASgEEgwKBGRlYWQYBiABKAQSKgoHbGF0ZW5jeRgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZwYXVzZWQYCCABKAgSDwoHcGVuZGluZxgJIAEoBBIRCgljb21wbGV0ZWQYCiABKAQSDgoGZmFpbGVkGAsgASgEEiQKBmNvbmZpZxgMIAEoCzIULndvcnEudjEuUXVldWVDb25maWcSGAoLcmF0ZV90b2tlbnMYDSABKA1IAIgBARIOCgZncm91cHMYDiABKAQSJwoKdG9wX2dyb3VwcxgPIAMoCzITLndvcnEudjEuR3JvdXBTdGF0c0IOCgxfcmF0ZV90b2tlbnMijwIKC1F1ZXVlQ29uZmlnEhoKDXJldHJ5X3RpbWVvdXQYASABKAhIAIgBARIZCgxyZXRyeV9zeXN0ZW0YAiABKAhIAYgBARIYCgttYXhfcnVubmluZxgDIAEoDUgCiAEBEisKCnJhdGVfbGltaXQYBCABKAsyEi53b3JxLnYxLlJhdGVMaW1pdEgDiAEBEi8KDGdyb3VwX2xpbWl0cxgFIAEoCzIULndvcnEudjEuR3JvdXBMaW1pdHNIBIgBAUIQCg5fcmV0cnlfdGltZW91dEIPCg1fcmV0cnlfc3lzdGVtQg4KDF9tYXhfcnVubmluZ0INCgtfcmF0ZV9saW1pdEIPCg1fZ3JvdXBfbGltaXRzIjIKC0dyb3VwTGltaXRzEiMKBmxpbWl0cxgBIAMoCzITLndvcnEudjEuR3JvdXBMaW1pdCJaCgpHcm91cExpbWl0Eg8KB3BhdHRlcm4YASABKAkSEwoLbWF4X3J1bm5pbmcYAiABKA0SJgoKcmF0ZV9saW1pdBgDIAEoCzISLndvcnEudjEuUmF0ZUxpbWl0Io8BCgpHcm91cFN0YXRzEhEKCWdyb3VwX2tleRgBIAEoCRINCgVyZWFkeRgCIAEoBBIRCglpbl9mbGlnaHQYAyABKAQSIgoFbGltaXQYBCABKAsyEy53b3JxLnYxLkdyb3VwTGltaXQSGAoLcmF0ZV90b2tlbnMYBSABKA1IAIgBAUIOCgxfcmF0ZV90b2tlbnMiVQoJUmF0ZUxpbWl0Eg4KBnN0YXJ0cxgBIAEoDRIpCgZwZXJpb2QYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDQoFYnVyc3QYAyABKA0iJQoUR2V0UXVldWVTdGF0c1JlcXVlc3QSDQoFcXVldWUYASABKAkiOwoVR2V0UXVldWVTdGF0c1Jlc3BvbnNlEiIKBXN0YXRzGAEgASgLMhMud29ycS52MS5RdWV1ZVN0YXRzIhYKFEdldFNlcnZlckluZm9SZXF1ZXN0IosDChVHZXRTZXJ2ZXJJbmZvUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoCRIuCgpzdGFydGVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgZ1cHRpbWUYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGQoRY29ubmVjdGVkX3dvcmtlcnMYBCABKA0SFwoPdG90YWxfcHJvY2Vzc2VkGAUgASgEEhQKDHRvdGFsX2ZhaWxlZBgGIAEoBBIUCgxldmljdGVkX2pvYnMYByABKAQSEQoJbGl2ZV9qb2JzGAggASgEEg0KBXN0b3JlGAkgASgJEhcKD3RvdGFsX3N1Ym1pdHRlZBgKIAEoBBISCgpkYXRhX2J5dGVzGAsgASgEEhkKEWNvbm5lY3RlZF9jbGllbnRzGAwgASgNEg8KB25vZGVfaWQYDSABKAkSKwoNY2x1c3Rlcl9ub2RlcxgOIAMoCzIULndvcnEudjEuQ2x1c3Rlck5vZGUiyAEKC0NsdXN0ZXJOb2RlEg8KB25vZGVfaWQYASABKAkSDAoEcm9sZRgCIAEoCRIUCgxncnBjX2FkZHJlc3MYAyABKAkSFAoMaHR0cF9hZGRyZXNzGAQgASgJEi4KCnN0YXJ0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KCWxhc3Rfc2VlbhgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHdmVyc2lvbhgHIAEoCSIUChJMaXN0V29ya2Vyc1JlcXVlc3QiOwoTTGlzdFdvcmtlcnNSZXNwb25zZRIkCgd3b3JrZXJzGAEgAygLMhMud29ycS52MS5Xb3JrZXJJbmZvIvMBCgpXb3JrZXJJbmZvEhEKCXdvcmtlcl9pZBgBIAEoCRIOCgZxdWV1ZXMYAiADKAkSDwoHY3JlZGl0cxgDIAEoDRIfCgRoZWxkGAQgAygLMhEud29ycS52MS5MZWFzZVJlZhIwCgxjb25uZWN0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KBmxhYmVscxgGIAMoCzIfLndvcnEudjEuV29ya2VySW5mby5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIh8KEERlbGV0ZUpvYlJlcXVlc3QSCwoDamlkGAEgASgJIhMKEURlbGV0ZUpvYlJlc3BvbnNlIi8KEFJldHJ5Sm9ic1JlcXVlc3QSDAoEamlkcxgBIAMoCRINCgVxdWV1ZRgCIAEoCSIkChFSZXRyeUpvYnNSZXNwb25zZRIPCgdyZXRyaWVkGAEgASgEIiEKEVJ1bkpvYnNOb3dSZXF1ZXN0EgwKBGppZHMYASADKAkiJwoSUnVuSm9ic05vd1Jlc3BvbnNlEhEKCXNjaGVkdWxlZBgBIAEoBCIiChFQYXVzZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIUChJQYXVzZVF1ZXVlUmVzcG9uc2UiIwoSUmVzdW1lUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIhUKE1Jlc3VtZVF1ZXVlUmVzcG9uc2UiIgoRUHVyZ2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiJQoSUHVyZ2VRdWV1ZVJlc3BvbnNlEg8KB2RlbGV0ZWQYASABKAQiUQoUQ29udHJvbFdvcmtlclJlcXVlc3QSEQoJd29ya2VyX2lkGAEgASgJEiYKBmFjdGlvbhgCIAEoDjIWLndvcnEudjEuQ29udHJvbEFjdGlvbiIoChVDb250cm9sV29ya2VyUmVzcG9uc2USDwoHc3RyZWFtcxgBIAEoDSJMChVDb25maWd1cmVRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkSJAoGY29uZmlnGAIgASgLMhQud29ycS52MS5RdWV1ZUNvbmZpZyI+ChZDb25maWd1cmVRdWV1ZVJlc3BvbnNlEiQKBmNvbmZpZxgBIAEoCzIULndvcnEudjEuUXVldWVDb25maWcyhQgKDEFkbWluU2VydmljZRI5CgZHZXRKb2ISFi53b3JxLnYxLkdldEpvYlJlcXVlc3QaFy53b3JxLnYxLkdldEpvYlJlc3BvbnNlEj8KCExpc3RKb2JzEhgud29ycS52MS5MaXN0Sm9ic1JlcXVlc3QaGS53b3JxLnYxLkxpc3RKb2JzUmVzcG9uc2USRQoKTGlzdFF1ZXVlcxIaLndvcnEudjEuTGlzdFF1ZXVlc1JlcXVlc3QaGy53b3JxLnYxLkxpc3RRdWV1ZXNSZXNwb25zZRJOCg1HZXRRdWV1ZVN0YXRzEh0ud29ycS52MS5HZXRRdWV1ZVN0YXRzUmVxdWVzdBoeLndvcnEudjEuR2V0UXVldWVTdGF0c1Jlc3BvbnNlEk4KDUdldFNlcnZlckluZm8SHS53b3JxLnYxLkdldFNlcnZlckluZm9SZXF1ZXN0Gh4ud29ycS52MS5HZXRTZXJ2ZXJJbmZvUmVzcG9uc2USSAoLTGlzdFdvcmtlcnMSGy53b3JxLnYxLkxpc3RXb3JrZXJzUmVxdWVzdBocLndvcnEudjEuTGlzdFdvcmtlcnNSZXNwb25zZRJCCglEZWxldGVKb2ISGS53b3JxLnYxLkRlbGV0ZUpvYlJlcXVlc3QaGi53b3JxLnYxLkRlbGV0ZUpvYlJlc3BvbnNlEkIKCVJldHJ5Sm9icxIZLndvcnEudjEuUmV0cnlKb2JzUmVxdWVzdBoaLndvcnEudjEuUmV0cnlKb2JzUmVzcG9uc2USRQoKUnVuSm9ic05vdxIaLndvcnEudjEuUnVuSm9ic05vd1JlcXVlc3QaGy53b3JxLnYxLlJ1bkpvYnNOb3dSZXNwb25zZRJFCgpQYXVzZVF1ZXVlEhoud29ycS52MS5QYXVzZVF1ZXVlUmVxdWVzdBobLndvcnEudjEuUGF1c2VRdWV1ZVJlc3BvbnNlEkgKC1Jlc3VtZVF1ZXVlEhsud29ycS52MS5SZXN1bWVRdWV1ZVJlcXVlc3QaHC53b3JxLnYxLlJlc3VtZVF1ZXVlUmVzcG9uc2USRQoKUHVyZ2VRdWV1ZRIaLndvcnEudjEuUHVyZ2VRdWV1ZVJlcXVlc3QaGy53b3JxLnYxLlB1cmdlUXVldWVSZXNwb25zZRJOCg1Db250cm9sV29ya2VyEh0ud29ycS52MS5Db250cm9sV29ya2VyUmVxdWVzdBoeLndvcnEudjEuQ29udHJvbFdvcmtlclJlc3BvbnNlElEKDkNvbmZpZ3VyZVF1ZXVlEh4ud29ycS52MS5Db25maWd1cmVRdWV1ZVJlcXVlc3QaHy53b3JxLnYxLkNvbmZpZ3VyZVF1ZXVlUmVzcG9uc2VCjQEKC2NvbS53b3JxLnYxQhFBZG1pblNlcnZpY2VQcm90b1ABWi5naXRodWIuY29tL3dvcnEtZGV2L3dvcnEvZ2VuL2dvL3dvcnEvdjE7d29ycXYxogIDV1hYqgIHV29ycS5WMcoCB1dvcnFcVjHiAhNXb3JxXFYxXEdQQk1ldGFkYXRh6gIIV29ycTo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_worq_v1_job, file_worq_v1_worker_service]);
 
 /**
  * GetJobRequest names a job.
@@ -343,6 +343,20 @@ export type QueueStats = Message<"worq.v1.QueueStats"> & {
    * @generated from field: optional uint32 rate_tokens = 13;
    */
   rateTokens?: number | undefined;
+
+  /**
+   * Groups with ready or running jobs.
+   *
+   * @generated from field: uint64 groups = 14;
+   */
+  groups: bigint;
+
+  /**
+   * Up to 20 of those groups, most ready jobs first.
+   *
+   * @generated from field: repeated worq.v1.GroupStats top_groups = 15;
+   */
+  topGroups: GroupStats[];
 };
 
 /**
@@ -388,6 +402,14 @@ export type QueueConfig = Message<"worq.v1.QueueConfig"> & {
    * @generated from field: optional worq.v1.RateLimit rate_limit = 4;
    */
   rateLimit?: RateLimit | undefined;
+
+  /**
+   * Limits per group (JobSpec.group_key), by pattern; when set, replaces the whole list
+   * (an empty list clears it).
+   *
+   * @generated from field: optional worq.v1.GroupLimits group_limits = 5;
+   */
+  groupLimits?: GroupLimits | undefined;
 };
 
 /**
@@ -396,6 +418,112 @@ export type QueueConfig = Message<"worq.v1.QueueConfig"> & {
  */
 export const QueueConfigSchema: GenMessage<QueueConfig> = /*@__PURE__*/
   messageDesc(file_worq_v1_admin_service, 7);
+
+/**
+ * GroupLimits are a queue's limits per group, first matching pattern wins.
+ *
+ * @generated from message worq.v1.GroupLimits
+ */
+export type GroupLimits = Message<"worq.v1.GroupLimits"> & {
+  /**
+   * At most 100.
+   *
+   * @generated from field: repeated worq.v1.GroupLimit limits = 1;
+   */
+  limits: GroupLimit[];
+};
+
+/**
+ * Describes the message worq.v1.GroupLimits.
+ * Use `create(GroupLimitsSchema)` to create a new message.
+ */
+export const GroupLimitsSchema: GenMessage<GroupLimits> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 8);
+
+/**
+ * GroupLimit applies to each group whose key matches `pattern`, to each such group alone.
+ *
+ * @generated from message worq.v1.GroupLimit
+ */
+export type GroupLimit = Message<"worq.v1.GroupLimit"> & {
+  /**
+   * A glob over group keys (at most 128 chars): `*` matches any run of characters, so
+   * "customer:*" matches "customer:42" and "*" every group, the default group ("") included.
+   *
+   * @generated from field: string pattern = 1;
+   */
+  pattern: string;
+
+  /**
+   * At most this many of one group's jobs running at once; 0: no limit.
+   *
+   * @generated from field: uint32 max_running = 2;
+   */
+  maxRunning: number;
+
+  /**
+   * At most this many starts of one group's jobs per period; unset: no limit.
+   *
+   * @generated from field: worq.v1.RateLimit rate_limit = 3;
+   */
+  rateLimit?: RateLimit | undefined;
+};
+
+/**
+ * Describes the message worq.v1.GroupLimit.
+ * Use `create(GroupLimitSchema)` to create a new message.
+ */
+export const GroupLimitSchema: GenMessage<GroupLimit> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 9);
+
+/**
+ * GroupStats describe one group of a queue.
+ *
+ * @generated from message worq.v1.GroupStats
+ */
+export type GroupStats = Message<"worq.v1.GroupStats"> & {
+  /**
+   * The group's key ("" for the default group).
+   *
+   * @generated from field: string group_key = 1;
+   */
+  groupKey: string;
+
+  /**
+   * Jobs ready to run.
+   *
+   * @generated from field: uint64 ready = 2;
+   */
+  ready: bigint;
+
+  /**
+   * Jobs leased to workers.
+   *
+   * @generated from field: uint64 in_flight = 3;
+   */
+  inFlight: bigint;
+
+  /**
+   * The group's limits (the first matching GroupLimit), if any.
+   *
+   * @generated from field: worq.v1.GroupLimit limit = 4;
+   */
+  limit?: GroupLimit | undefined;
+
+  /**
+   * Whole starts left in the group's rate bucket, when it has a rate limit.
+   *
+   * @generated from field: optional uint32 rate_tokens = 5;
+   */
+  rateTokens?: number | undefined;
+};
+
+/**
+ * Describes the message worq.v1.GroupStats.
+ * Use `create(GroupStatsSchema)` to create a new message.
+ */
+export const GroupStatsSchema: GenMessage<GroupStats> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 10);
 
 /**
  * RateLimit is a token bucket: `starts` tokens are added per `period`, up to `burst`, and
@@ -431,7 +559,7 @@ export type RateLimit = Message<"worq.v1.RateLimit"> & {
  * Use `create(RateLimitSchema)` to create a new message.
  */
 export const RateLimitSchema: GenMessage<RateLimit> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 8);
+  messageDesc(file_worq_v1_admin_service, 11);
 
 /**
  * GetQueueStatsRequest names a queue.
@@ -452,7 +580,7 @@ export type GetQueueStatsRequest = Message<"worq.v1.GetQueueStatsRequest"> & {
  * Use `create(GetQueueStatsRequestSchema)` to create a new message.
  */
 export const GetQueueStatsRequestSchema: GenMessage<GetQueueStatsRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 9);
+  messageDesc(file_worq_v1_admin_service, 12);
 
 /**
  * GetQueueStatsResponse carries the stats.
@@ -473,7 +601,7 @@ export type GetQueueStatsResponse = Message<"worq.v1.GetQueueStatsResponse"> & {
  * Use `create(GetQueueStatsResponseSchema)` to create a new message.
  */
 export const GetQueueStatsResponseSchema: GenMessage<GetQueueStatsResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 10);
+  messageDesc(file_worq_v1_admin_service, 13);
 
 /**
  * GetServerInfoRequest is empty.
@@ -488,7 +616,7 @@ export type GetServerInfoRequest = Message<"worq.v1.GetServerInfoRequest"> & {
  * Use `create(GetServerInfoRequestSchema)` to create a new message.
  */
 export const GetServerInfoRequestSchema: GenMessage<GetServerInfoRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 11);
+  messageDesc(file_worq_v1_admin_service, 14);
 
 /**
  * GetServerInfoResponse describes the server.
@@ -603,7 +731,7 @@ export type GetServerInfoResponse = Message<"worq.v1.GetServerInfoResponse"> & {
  * Use `create(GetServerInfoResponseSchema)` to create a new message.
  */
 export const GetServerInfoResponseSchema: GenMessage<GetServerInfoResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 12);
+  messageDesc(file_worq_v1_admin_service, 15);
 
 /**
  * ClusterNode is one server of a cluster.
@@ -667,7 +795,7 @@ export type ClusterNode = Message<"worq.v1.ClusterNode"> & {
  * Use `create(ClusterNodeSchema)` to create a new message.
  */
 export const ClusterNodeSchema: GenMessage<ClusterNode> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 13);
+  messageDesc(file_worq_v1_admin_service, 16);
 
 /**
  * ListWorkersRequest is empty.
@@ -682,7 +810,7 @@ export type ListWorkersRequest = Message<"worq.v1.ListWorkersRequest"> & {
  * Use `create(ListWorkersRequestSchema)` to create a new message.
  */
 export const ListWorkersRequestSchema: GenMessage<ListWorkersRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 14);
+  messageDesc(file_worq_v1_admin_service, 17);
 
 /**
  * ListWorkersResponse lists connected workers.
@@ -703,7 +831,7 @@ export type ListWorkersResponse = Message<"worq.v1.ListWorkersResponse"> & {
  * Use `create(ListWorkersResponseSchema)` to create a new message.
  */
 export const ListWorkersResponseSchema: GenMessage<ListWorkersResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 15);
+  messageDesc(file_worq_v1_admin_service, 18);
 
 /**
  * WorkerInfo describes one open Lease stream.
@@ -759,7 +887,7 @@ export type WorkerInfo = Message<"worq.v1.WorkerInfo"> & {
  * Use `create(WorkerInfoSchema)` to create a new message.
  */
 export const WorkerInfoSchema: GenMessage<WorkerInfo> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 16);
+  messageDesc(file_worq_v1_admin_service, 19);
 
 /**
  * DeleteJobRequest names a job.
@@ -780,7 +908,7 @@ export type DeleteJobRequest = Message<"worq.v1.DeleteJobRequest"> & {
  * Use `create(DeleteJobRequestSchema)` to create a new message.
  */
 export const DeleteJobRequestSchema: GenMessage<DeleteJobRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 17);
+  messageDesc(file_worq_v1_admin_service, 20);
 
 /**
  * DeleteJobResponse is empty.
@@ -795,7 +923,7 @@ export type DeleteJobResponse = Message<"worq.v1.DeleteJobResponse"> & {
  * Use `create(DeleteJobResponseSchema)` to create a new message.
  */
 export const DeleteJobResponseSchema: GenMessage<DeleteJobResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 18);
+  messageDesc(file_worq_v1_admin_service, 21);
 
 /**
  * RetryJobsRequest selects dead jobs to retry.
@@ -823,7 +951,7 @@ export type RetryJobsRequest = Message<"worq.v1.RetryJobsRequest"> & {
  * Use `create(RetryJobsRequestSchema)` to create a new message.
  */
 export const RetryJobsRequestSchema: GenMessage<RetryJobsRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 19);
+  messageDesc(file_worq_v1_admin_service, 22);
 
 /**
  * RetryJobsResponse counts the jobs moved.
@@ -844,7 +972,7 @@ export type RetryJobsResponse = Message<"worq.v1.RetryJobsResponse"> & {
  * Use `create(RetryJobsResponseSchema)` to create a new message.
  */
 export const RetryJobsResponseSchema: GenMessage<RetryJobsResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 20);
+  messageDesc(file_worq_v1_admin_service, 23);
 
 /**
  * RunJobsNowRequest names the jobs to run now.
@@ -865,7 +993,7 @@ export type RunJobsNowRequest = Message<"worq.v1.RunJobsNowRequest"> & {
  * Use `create(RunJobsNowRequestSchema)` to create a new message.
  */
 export const RunJobsNowRequestSchema: GenMessage<RunJobsNowRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 21);
+  messageDesc(file_worq_v1_admin_service, 24);
 
 /**
  * RunJobsNowResponse counts the jobs moved.
@@ -886,7 +1014,7 @@ export type RunJobsNowResponse = Message<"worq.v1.RunJobsNowResponse"> & {
  * Use `create(RunJobsNowResponseSchema)` to create a new message.
  */
 export const RunJobsNowResponseSchema: GenMessage<RunJobsNowResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 22);
+  messageDesc(file_worq_v1_admin_service, 25);
 
 /**
  * PauseQueueRequest names a queue.
@@ -907,7 +1035,7 @@ export type PauseQueueRequest = Message<"worq.v1.PauseQueueRequest"> & {
  * Use `create(PauseQueueRequestSchema)` to create a new message.
  */
 export const PauseQueueRequestSchema: GenMessage<PauseQueueRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 23);
+  messageDesc(file_worq_v1_admin_service, 26);
 
 /**
  * PauseQueueResponse is empty.
@@ -922,7 +1050,7 @@ export type PauseQueueResponse = Message<"worq.v1.PauseQueueResponse"> & {
  * Use `create(PauseQueueResponseSchema)` to create a new message.
  */
 export const PauseQueueResponseSchema: GenMessage<PauseQueueResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 24);
+  messageDesc(file_worq_v1_admin_service, 27);
 
 /**
  * ResumeQueueRequest names a queue.
@@ -943,7 +1071,7 @@ export type ResumeQueueRequest = Message<"worq.v1.ResumeQueueRequest"> & {
  * Use `create(ResumeQueueRequestSchema)` to create a new message.
  */
 export const ResumeQueueRequestSchema: GenMessage<ResumeQueueRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 25);
+  messageDesc(file_worq_v1_admin_service, 28);
 
 /**
  * ResumeQueueResponse is empty.
@@ -958,7 +1086,7 @@ export type ResumeQueueResponse = Message<"worq.v1.ResumeQueueResponse"> & {
  * Use `create(ResumeQueueResponseSchema)` to create a new message.
  */
 export const ResumeQueueResponseSchema: GenMessage<ResumeQueueResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 26);
+  messageDesc(file_worq_v1_admin_service, 29);
 
 /**
  * PurgeQueueRequest names a queue.
@@ -979,7 +1107,7 @@ export type PurgeQueueRequest = Message<"worq.v1.PurgeQueueRequest"> & {
  * Use `create(PurgeQueueRequestSchema)` to create a new message.
  */
 export const PurgeQueueRequestSchema: GenMessage<PurgeQueueRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 27);
+  messageDesc(file_worq_v1_admin_service, 30);
 
 /**
  * PurgeQueueResponse counts deleted jobs.
@@ -1000,7 +1128,7 @@ export type PurgeQueueResponse = Message<"worq.v1.PurgeQueueResponse"> & {
  * Use `create(PurgeQueueResponseSchema)` to create a new message.
  */
 export const PurgeQueueResponseSchema: GenMessage<PurgeQueueResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 28);
+  messageDesc(file_worq_v1_admin_service, 31);
 
 /**
  * ControlWorkerRequest targets one worker.
@@ -1028,7 +1156,7 @@ export type ControlWorkerRequest = Message<"worq.v1.ControlWorkerRequest"> & {
  * Use `create(ControlWorkerRequestSchema)` to create a new message.
  */
 export const ControlWorkerRequestSchema: GenMessage<ControlWorkerRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 29);
+  messageDesc(file_worq_v1_admin_service, 32);
 
 /**
  * ControlWorkerResponse counts the streams told.
@@ -1049,7 +1177,7 @@ export type ControlWorkerResponse = Message<"worq.v1.ControlWorkerResponse"> & {
  * Use `create(ControlWorkerResponseSchema)` to create a new message.
  */
 export const ControlWorkerResponseSchema: GenMessage<ControlWorkerResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 30);
+  messageDesc(file_worq_v1_admin_service, 33);
 
 /**
  * ConfigureQueueRequest changes a queue's settings.
@@ -1077,7 +1205,7 @@ export type ConfigureQueueRequest = Message<"worq.v1.ConfigureQueueRequest"> & {
  * Use `create(ConfigureQueueRequestSchema)` to create a new message.
  */
 export const ConfigureQueueRequestSchema: GenMessage<ConfigureQueueRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 31);
+  messageDesc(file_worq_v1_admin_service, 34);
 
 /**
  * ConfigureQueueResponse carries the queue's settings after the change.
@@ -1098,7 +1226,7 @@ export type ConfigureQueueResponse = Message<"worq.v1.ConfigureQueueResponse"> &
  * Use `create(ConfigureQueueResponseSchema)` to create a new message.
  */
 export const ConfigureQueueResponseSchema: GenMessage<ConfigureQueueResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 32);
+  messageDesc(file_worq_v1_admin_service, 35);
 
 /**
  * AdminService is what operators, the CLI and the dashboard call to see and fix things.

@@ -12,7 +12,74 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file worq/v1/job.proto.
  */
 export const file_worq_v1_job: GenFile = /*@__PURE__*/
-  fileDesc("ChF3b3JxL3YxL2pvYi5wcm90bxIHd29ycS52MSKsAwoLUmV0cnlQb2xpY3kSGQoMbWF4X2F0dGVtcHRzGAEgASgNSACIAQESFgoJbWF4X2ZhaWxzGAIgASgNSAGIAQESKQoHYmFja29mZhgDIAEoDjIYLndvcnEudjEuQmFja29mZlN0cmF0ZWd5EjAKDWluaXRpYWxfZGVsYXkYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFwoKbXVsdGlwbGllchgFIAEoAUgCiAEBEiwKCW1heF9kZWxheRgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZqaXR0ZXIYByABKAgSLgoMb25fZXhoYXVzdGVkGAggASgOMhgud29ycS52MS5FeGhhdXN0ZWRBY3Rpb24SGgoNcmV0cnlfdGltZW91dBgJIAEoCEgDiAEBEhkKDHJldHJ5X3N5c3RlbRgKIAEoCEgEiAEBQg8KDV9tYXhfYXR0ZW1wdHNCDAoKX21heF9mYWlsc0INCgtfbXVsdGlwbGllckIQCg5fcmV0cnlfdGltZW91dEIPCg1fcmV0cnlfc3lzdGVtImwKDERlcGVuZGVuY2llcxIlCgR0eXBlGAEgASgOMhcud29ycS52MS5EZXBlbmRlbmN5VHlwZRIMCgRqaWRzGAIgAygJEhIKCmJhdGNoX3JlZnMYAyADKAkSEwoLY2hpbGRyZW5fb2YYBCABKAki4AUKB0pvYlNwZWMSDAoEdHlwZRgBIAEoCRINCgVxdWV1ZRgCIAEoCRIoCgRhcmdzGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLkxpc3RWYWx1ZRInCgZrd2FyZ3MYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg8KB3BheWxvYWQYBSABKAwSJwoGY3VzdG9tGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIjCghwcmlvcml0eRgHIAEoDjIRLndvcnEudjEuUHJpb3JpdHkSJgoCYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKBWRlbGF5GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC3Jlc2VydmVfZm9yGAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjQKEWV4ZWN1dGlvbl90aW1lb3V0GAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEiYKA3R0bBgMIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIjCgVyZXRyeRgNIAEoCzIULndvcnEudjEuUmV0cnlQb2xpY3kSEQoJYmFja3RyYWNlGA4gASgNEhcKD2lkZW1wb3RlbmN5X2tleRgPIAEoCRIpCgpkZXBlbmRzX29uGBAgASgLMhUud29ycS52MS5EZXBlbmRlbmNpZXMSEQoJYmF0Y2hfcmVmGBEgASgJEigKBHRhZ3MYEiADKAsyGi53b3JxLnYxLkpvYlNwZWMuVGFnc0VudHJ5EhYKDmNvcnJlbGF0aW9uX2lkGBMgASgJEhIKCnBhcmVudF9qaWQYFSABKAkSFAoMY2FsbGJhY2tfdXJsGBQgASgJGisKCVRhZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIvsBCgdGYWlsdXJlEi0KCWZhaWxlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcmV0cmllZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLcmV0cnlfY291bnQYAyABKA0SDwoHbWVzc2FnZRgEIAEoCRIPCgdlcnJ0eXBlGAUgASgJEhEKCWJhY2t0cmFjZRgGIAMoCRIqCghjYXRlZ29yeRgHIAEoDjIYLndvcnEudjEuRmFpbHVyZUNhdGVnb3J5EgwKBGNvZGUYCCABKAkSDQoFY2F1c2UYCSABKAkiXAoIUHJvZ3Jlc3MSDwoHcGVyY2VudBgBIAEoDRIPCgdtZXNzYWdlGAIgASgJEi4KCnVwZGF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wItQKCgNKb2ISCwoDamlkGAEgASgJEgwKBHR5cGUYAiABKAkSDQoFcXVldWUYAyABKAkSIAoFc3RhdGUYBCABKA4yES53b3JxLnYxLkpvYlN0YXRlEg8KB2F0dGVtcHQYBSABKA0SKAoEYXJncxgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5MaXN0VmFsdWUSJwoGa3dhcmdzGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgdwYXlsb2FkGAggASgMEicKBmN1c3RvbRgJIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSIwoIcHJpb3JpdHkYCiABKA4yES53b3JxLnYxLlByaW9yaXR5EiYKAmF0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgtyZXNlcnZlX2ZvchgMIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI0ChFleGVjdXRpb25fdGltZW91dBgNIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIjCgVyZXRyeRgOIAEoCzIULndvcnEudjEuUmV0cnlQb2xpY3kSEQoJYmFja3RyYWNlGA8gASgNEiQKBHRhZ3MYECADKAsyFi53b3JxLnYxLkpvYi5UYWdzRW50cnkSFgoOY29ycmVsYXRpb25faWQYESABKAkSDQoFZmFpbHMYEiABKA0SIQoHZmFpbHVyZRgTIAEoCzIQLndvcnEudjEuRmFpbHVyZRIuCgpjcmVhdGVkX2F0GBQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtlbnF1ZXVlZF9hdBgVIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMc2NoZWR1bGVkX2F0GBYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpzdGFydGVkX2F0GBcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GBggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxjb21wbGV0ZWRfYXQYGSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnJlc3VsdBgaIAEoDBIaChJwcmV2aW91c19sZWFzZV9pZHMYGyADKAkSNAoQbGVhc2VfZXhwaXJlc19hdBgcIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJd29ya2VyX2lkGB0gASgJEhcKD2lkZW1wb3RlbmN5X2tleRggIAEoCRISCgpwYXJlbnRfamlkGCEgASgJEjAKD2RlcGVuZGVuY3lfdHlwZRgiIAEoDjIXLndvcnEudjEuRGVwZW5kZW5jeVR5cGUSEgoKZGVwZW5kc19vbhgjIAMoCRISCgp3YWl0aW5nX29uGCQgAygJEhMKC2NoaWxkcmVuX29mGCggASgJEhQKDGNhbGxiYWNrX3VybBglIAEoCRIuCgpleHBpcmVzX2F0GB4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBImCgN0dGwYHyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEgoKY2hlY2twb2ludBgmIAEoDBIjCghwcm9ncmVzcxgnIAEoCzIRLndvcnEudjEuUHJvZ3Jlc3MaKwoJVGFnc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEq/gEKCEpvYlN0YXRlEhkKFUpPQl9TVEFURV9VTlNQRUNJRklFRBAAEhUKEUpPQl9TVEFURV9QRU5ESU5HEAESFwoTSk9CX1NUQVRFX1NDSEVEVUxFRBACEhUKEUpPQl9TVEFURV9ERUxBWUVEEAMSFQoRSk9CX1NUQVRFX1JVTk5JTkcQBBIWChJKT0JfU1RBVEVfUkVUUllJTkcQBRIXChNKT0JfU1RBVEVfQ09NUExFVEVEEAYSFAoQSk9CX1NUQVRFX0ZBSUxFRBAHEhkKFUpPQl9TVEFURV9ERUFEX0xFVFRFUhAIEhcKE0pPQl9TVEFURV9DQU5DRUxMRUQQCSqIAQoIUHJpb3JpdHkSGAoUUFJJT1JJVFlfVU5TUEVDSUZJRUQQABIVChFQUklPUklUWV9DUklUSUNBTBABEhEKDVBSSU9SSVRZX0hJR0gQAhITCg9QUklPUklUWV9OT1JNQUwQAxIQCgxQUklPUklUWV9MT1cQBBIRCg1QUklPUklUWV9CVUxLEAUqzgEKD0ZhaWx1cmVDYXRlZ29yeRIgChxGQUlMVVJFX0NBVEVHT1JZX1VOU1BFQ0lGSUVEEAASHgoaRkFJTFVSRV9DQVRFR09SWV9URU1QT1JBUlkQARIeChpGQUlMVVJFX0NBVEVHT1JZX1BFUk1BTkVOVBACEhwKGEZBSUxVUkVfQ0FURUdPUllfVElNRU9VVBADEh4KGkZBSUxVUkVfQ0FURUdPUllfQ0FOQ0VMTEVEEAQSGwoXRkFJTFVSRV9DQVRFR09SWV9TWVNURU0QBSqRAQoPQmFja29mZlN0cmF0ZWd5EiAKHEJBQ0tPRkZfU1RSQVRFR1lfVU5TUEVDSUZJRUQQABIdChlCQUNLT0ZGX1NUUkFURUdZX0NPTlNUQU5UEAESGwoXQkFDS09GRl9TVFJBVEVHWV9MSU5FQVIQAhIgChxCQUNLT0ZGX1NUUkFURUdZX0VYUE9ORU5USUFMEAMqcwoPRXhoYXVzdGVkQWN0aW9uEiAKHEVYSEFVU1RFRF9BQ1RJT05fVU5TUEVDSUZJRUQQABIgChxFWEhBVVNURURfQUNUSU9OX0RFQURfTEVUVEVSEAESHAoYRVhIQVVTVEVEX0FDVElPTl9ESVNDQVJEEAIqawoORGVwZW5kZW5jeVR5cGUSHwobREVQRU5ERU5DWV9UWVBFX1VOU1BFQ0lGSUVEEAASGQoVREVQRU5ERU5DWV9UWVBFX0FGVEVSEAESHQoZREVQRU5ERU5DWV9UWVBFX0FGVEVSX0FOWRACQoQBCgtjb20ud29ycS52MUIISm9iUHJvdG9QAVouZ2l0aHViLmNvbS93b3JxLWRldi93b3JxL2dlbi9nby93b3JxL3YxO3dvcnF2MaICA1dYWKoCB1dvcnEuVjHKAgdXb3JxXFYx4gITV29ycVxWMVxHUEJNZXRhZGF0YeoCCFdvcnE6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChF3b3JxL3YxL2pvYi5wcm90bxIHd29ycS52MSJpCgpVbmlxdWVuZXNzEgsKA2tleRgBIAEoCRIjCgV1bnRpbBgCIAEoDjIULndvcnEudjEuVW5pcXVlVW50aWwSKQoGd2luZG93GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIkEKCERlYm91bmNlEgsKA2tleRgBIAEoCRIoCgVkZWxheRgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiKsAwoLUmV0cnlQb2xpY3kSGQoMbWF4X2F0dGVtcHRzGAEgASgNSACIAQESFgoJbWF4X2ZhaWxzGAIgASgNSAGIAQESKQoHYmFja29mZhgDIAEoDjIYLndvcnEudjEuQmFja29mZlN0cmF0ZWd5EjAKDWluaXRpYWxfZGVsYXkYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SFwoKbXVsdGlwbGllchgFIAEoAUgCiAEBEiwKCW1heF9kZWxheRgGIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZqaXR0ZXIYByABKAgSLgoMb25fZXhoYXVzdGVkGAggASgOMhgud29ycS52MS5FeGhhdXN0ZWRBY3Rpb24SGgoNcmV0cnlfdGltZW91dBgJIAEoCEgDiAEBEhkKDHJldHJ5X3N5c3RlbRgKIAEoCEgEiAEBQg8KDV9tYXhfYXR0ZW1wdHNCDAoKX21heF9mYWlsc0INCgtfbXVsdGlwbGllckIQCg5fcmV0cnlfdGltZW91dEIPCg1fcmV0cnlfc3lzdGVtImwKDERlcGVuZGVuY2llcxIlCgR0eXBlGAEgASgOMhcud29ycS52MS5EZXBlbmRlbmN5VHlwZRIMCgRqaWRzGAIgAygJEhIKCmJhdGNoX3JlZnMYAyADKAkSEwoLY2hpbGRyZW5fb2YYBCABKAkivQYKB0pvYlNwZWMSDAoEdHlwZRgBIAEoCRINCgVxdWV1ZRgCIAEoCRIoCgRhcmdzGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLkxpc3RWYWx1ZRInCgZrd2FyZ3MYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg8KB3BheWxvYWQYBSABKAwSJwoGY3VzdG9tGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIjCghwcmlvcml0eRgHIAEoDjIRLndvcnEudjEuUHJpb3JpdHkSJgoCYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKBWRlbGF5GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC3Jlc2VydmVfZm9yGAogASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjQKEWV4ZWN1dGlvbl90aW1lb3V0GAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEiYKA3R0bBgMIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIjCgVyZXRyeRgNIAEoCzIULndvcnEudjEuUmV0cnlQb2xpY3kSEQoJYmFja3RyYWNlGA4gASgNEhcKD2lkZW1wb3RlbmN5X2tleRgPIAEoCRIpCgpkZXBlbmRzX29uGBAgASgLMhUud29ycS52MS5EZXBlbmRlbmNpZXMSEQoJYmF0Y2hfcmVmGBEgASgJEigKBHRhZ3MYEiADKAsyGi53b3JxLnYxLkpvYlNwZWMuVGFnc0VudHJ5EhYKDmNvcnJlbGF0aW9uX2lkGBMgASgJEhIKCnBhcmVudF9qaWQYFSABKAkSFAoMY2FsbGJhY2tfdXJsGBQgASgJEhEKCWdyb3VwX2tleRgWIAEoCRIjCgZ1bmlxdWUYFyABKAsyEy53b3JxLnYxLlVuaXF1ZW5lc3MSIwoIZGVib3VuY2UYGCABKAsyES53b3JxLnYxLkRlYm91bmNlGisKCVRhZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIvsBCgdGYWlsdXJlEi0KCWZhaWxlZF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcmV0cmllZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLcmV0cnlfY291bnQYAyABKA0SDwoHbWVzc2FnZRgEIAEoCRIPCgdlcnJ0eXBlGAUgASgJEhEKCWJhY2t0cmFjZRgGIAMoCRIqCghjYXRlZ29yeRgHIAEoDjIYLndvcnEudjEuRmFpbHVyZUNhdGVnb3J5EgwKBGNvZGUYCCABKAkSDQoFY2F1c2UYCSABKAkiXAoIUHJvZ3Jlc3MSDwoHcGVyY2VudBgBIAEoDRIPCgdtZXNzYWdlGAIgASgJEi4KCnVwZGF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIr0LCgNKb2ISCwoDamlkGAEgASgJEgwKBHR5cGUYAiABKAkSDQoFcXVldWUYAyABKAkSIAoFc3RhdGUYBCABKA4yES53b3JxLnYxLkpvYlN0YXRlEg8KB2F0dGVtcHQYBSABKA0SKAoEYXJncxgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5MaXN0VmFsdWUSJwoGa3dhcmdzGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgdwYXlsb2FkGAggASgMEicKBmN1c3RvbRgJIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSIwoIcHJpb3JpdHkYCiABKA4yES53b3JxLnYxLlByaW9yaXR5EiYKAmF0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgtyZXNlcnZlX2ZvchgMIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhI0ChFleGVjdXRpb25fdGltZW91dBgNIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIjCgVyZXRyeRgOIAEoCzIULndvcnEudjEuUmV0cnlQb2xpY3kSEQoJYmFja3RyYWNlGA8gASgNEiQKBHRhZ3MYECADKAsyFi53b3JxLnYxLkpvYi5UYWdzRW50cnkSFgoOY29ycmVsYXRpb25faWQYESABKAkSDQoFZmFpbHMYEiABKA0SIQoHZmFpbHVyZRgTIAEoCzIQLndvcnEudjEuRmFpbHVyZRIuCgpjcmVhdGVkX2F0GBQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtlbnF1ZXVlZF9hdBgVIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMc2NoZWR1bGVkX2F0GBYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpzdGFydGVkX2F0GBcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GBggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxjb21wbGV0ZWRfYXQYGSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnJlc3VsdBgaIAEoDBIaChJwcmV2aW91c19sZWFzZV9pZHMYGyADKAkSNAoQbGVhc2VfZXhwaXJlc19hdBgcIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJd29ya2VyX2lkGB0gASgJEhcKD2lkZW1wb3RlbmN5X2tleRggIAEoCRISCgpwYXJlbnRfamlkGCEgASgJEjAKD2RlcGVuZGVuY3lfdHlwZRgiIAEoDjIXLndvcnEudjEuRGVwZW5kZW5jeVR5cGUSEgoKZGVwZW5kc19vbhgjIAMoCRISCgp3YWl0aW5nX29uGCQgAygJEhMKC2NoaWxkcmVuX29mGCggASgJEhQKDGNhbGxiYWNrX3VybBglIAEoCRIuCgpleHBpcmVzX2F0GB4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBImCgN0dGwYHyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEgoKY2hlY2twb2ludBgmIAEoDBIjCghwcm9ncmVzcxgnIAEoCzIRLndvcnEudjEuUHJvZ3Jlc3MSEQoJZ3JvdXBfa2V5GCkgASgJEhIKCnVuaXF1ZV9rZXkYKiABKAkSKgoMdW5pcXVlX3VudGlsGCsgASgOMhQud29ycS52MS5VbmlxdWVVbnRpbBIUCgxkZWJvdW5jZV9rZXkYLCABKAkaKwoJVGFnc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEq/gEKCEpvYlN0YXRlEhkKFUpPQl9TVEFURV9VTlNQRUNJRklFRBAAEhUKEUpPQl9TVEFURV9QRU5ESU5HEAESFwoTSk9CX1NUQVRFX1NDSEVEVUxFRBACEhUKEUpPQl9TVEFURV9ERUxBWUVEEAMSFQoRSk9CX1NUQVRFX1JVTk5JTkcQBBIWChJKT0JfU1RBVEVfUkVUUllJTkcQBRIXChNKT0JfU1RBVEVfQ09NUExFVEVEEAYSFAoQSk9CX1NUQVRFX0ZBSUxFRBAHEhkKFUpPQl9TVEFURV9ERUFEX0xFVFRFUhAIEhcKE0pPQl9TVEFURV9DQU5DRUxMRUQQCSqIAQoIUHJpb3JpdHkSGAoUUFJJT1JJVFlfVU5TUEVDSUZJRUQQABIVChFQUklPUklUWV9DUklUSUNBTBABEhEKDVBSSU9SSVRZX0hJR0gQAhITCg9QUklPUklUWV9OT1JNQUwQAxIQCgxQUklPUklUWV9MT1cQBBIRCg1QUklPUklUWV9CVUxLEAUq8QEKD0ZhaWx1cmVDYXRlZ29yeRIgChxGQUlMVVJFX0NBVEVHT1JZX1VOU1BFQ0lGSUVEEAASHgoaRkFJTFVSRV9DQVRFR09SWV9URU1QT1JBUlkQARIeChpGQUlMVVJFX0NBVEVHT1JZX1BFUk1BTkVOVBACEhwKGEZBSUxVUkVfQ0FURUdPUllfVElNRU9VVBADEh4KGkZBSUxVUkVfQ0FURUdPUllfQ0FOQ0VMTEVEEAQSGwoXRkFJTFVSRV9DQVRFR09SWV9TWVNURU0QBRIhCh1GQUlMVVJFX0NBVEVHT1JZX1JBVEVfTElNSVRFRBAGKnkKC1VuaXF1ZVVudGlsEhwKGFVOSVFVRV9VTlRJTF9VTlNQRUNJRklFRBAAEhcKE1VOSVFVRV9VTlRJTF9XSU5ET1cQARIYChRVTklRVUVfVU5USUxfU1RBUlRFRBACEhkKFVVOSVFVRV9VTlRJTF9GSU5JU0hFRBADKpEBCg9CYWNrb2ZmU3RyYXRlZ3kSIAocQkFDS09GRl9TVFJBVEVHWV9VTlNQRUNJRklFRBAAEh0KGUJBQ0tPRkZfU1RSQVRFR1lfQ09OU1RBTlQQARIbChdCQUNLT0ZGX1NUUkFURUdZX0xJTkVBUhACEiAKHEJBQ0tPRkZfU1RSQVRFR1lfRVhQT05FTlRJQUwQAypzCg9FeGhhdXN0ZWRBY3Rpb24SIAocRVhIQVVTVEVEX0FDVElPTl9VTlNQRUNJRklFRBAAEiAKHEVYSEFVU1RFRF9BQ1RJT05fREVBRF9MRVRURVIQARIcChhFWEhBVVNURURfQUNUSU9OX0RJU0NBUkQQAiprCg5EZXBlbmRlbmN5VHlwZRIfChtERVBFTkRFTkNZX1RZUEVfVU5TUEVDSUZJRUQQABIZChVERVBFTkRFTkNZX1RZUEVfQUZURVIQARIdChlERVBFTkRFTkNZX1RZUEVfQUZURVJfQU5ZEAJChAEKC2NvbS53b3JxLnYxQghKb2JQcm90b1ABWi5naXRodWIuY29tL3dvcnEtZGV2L3dvcnEvZ2VuL2dvL3dvcnEvdjE7d29ycXYxogIDV1hYqgIHV29ycS5WMcoCB1dvcnFcVjHiAhNXb3JxXFYxXEdQQk1ldGFkYXRh6gIIV29ycTo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+
+/**
+ * Uniqueness: a submit whose unique key is held returns the holding job's jid with
+ * `duplicate` set instead of creating a job.
+ *
+ * @generated from message worq.v1.Uniqueness
+ */
+export type Uniqueness = Message<"worq.v1.Uniqueness"> & {
+  /**
+   * The key (at most 256 chars); empty: derived from the job's type, queue, args, kwargs
+   * and payload. Keys are scoped to the job's queue.
+   *
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * How long the key stays taken; default WINDOW.
+   *
+   * @generated from field: worq.v1.UniqueUntil until = 2;
+   */
+  until: UniqueUntil;
+
+  /**
+   * For WINDOW: how long (1 s to 30 days; default 24 h). Must be unset otherwise.
+   *
+   * @generated from field: google.protobuf.Duration window = 3;
+   */
+  window?: Duration | undefined;
+};
+
+/**
+ * Describes the message worq.v1.Uniqueness.
+ * Use `create(UniquenessSchema)` to create a new message.
+ */
+export const UniquenessSchema: GenMessage<Uniqueness> = /*@__PURE__*/
+  messageDesc(file_worq_v1_job, 0);
+
+/**
+ * Debounce: a submit whose debounce key matches a job of the queue that has not started
+ * yet replaces that job's args, kwargs, payload and custom and pushes its start back to
+ * now + delay, returning its jid with `debounced` set ("run once after the last edit").
+ *
+ * @generated from message worq.v1.Debounce
+ */
+export type Debounce = Message<"worq.v1.Debounce"> & {
+  /**
+   * Required (at most 256 chars); scoped to the job's queue.
+   *
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * Required: how long after the latest submit the job starts (1 ms to 30 days).
+   *
+   * @generated from field: google.protobuf.Duration delay = 2;
+   */
+  delay?: Duration | undefined;
+};
+
+/**
+ * Describes the message worq.v1.Debounce.
+ * Use `create(DebounceSchema)` to create a new message.
+ */
+export const DebounceSchema: GenMessage<Debounce> = /*@__PURE__*/
+  messageDesc(file_worq_v1_job, 1);
 
 /**
  * RetryPolicy bounds and paces the attempts of one job. Every field is optional; an
@@ -102,7 +169,7 @@ export type RetryPolicy = Message<"worq.v1.RetryPolicy"> & {
  * Use `create(RetryPolicySchema)` to create a new message.
  */
 export const RetryPolicySchema: GenMessage<RetryPolicy> = /*@__PURE__*/
-  messageDesc(file_worq_v1_job, 0);
+  messageDesc(file_worq_v1_job, 2);
 
 /**
  * Dependencies makes a job wait in PENDING until other jobs finish.
@@ -153,7 +220,7 @@ export type Dependencies = Message<"worq.v1.Dependencies"> & {
  * Use `create(DependenciesSchema)` to create a new message.
  */
 export const DependenciesSchema: GenMessage<Dependencies> = /*@__PURE__*/
-  messageDesc(file_worq_v1_job, 1);
+  messageDesc(file_worq_v1_job, 3);
 
 /**
  * JobSpec is everything a producer sets on a job. The server assigns `jid` and all
@@ -320,6 +387,30 @@ export type JobSpec = Message<"worq.v1.JobSpec"> & {
    * @generated from field: string callback_url = 20;
    */
   callbackUrl: string;
+
+  /**
+   * The job's group within its queue (at most 128 chars, e.g. "customer:42"): the queue's
+   * group limits (QueueConfig.group_limits) apply per group, and ready jobs of a queue are
+   * handed out round-robin across its groups (priority first, then FIFO within a group).
+   * Empty: the job belongs to the queue's default group.
+   *
+   * @generated from field: string group_key = 22;
+   */
+  groupKey: string;
+
+  /**
+   * Uniqueness (cannot be combined with idempotency_key or debounce).
+   *
+   * @generated from field: worq.v1.Uniqueness unique = 23;
+   */
+  unique?: Uniqueness | undefined;
+
+  /**
+   * Debounce (cannot be combined with idempotency_key, unique, at or depends_on).
+   *
+   * @generated from field: worq.v1.Debounce debounce = 24;
+   */
+  debounce?: Debounce | undefined;
 };
 
 /**
@@ -327,7 +418,7 @@ export type JobSpec = Message<"worq.v1.JobSpec"> & {
  * Use `create(JobSpecSchema)` to create a new message.
  */
 export const JobSpecSchema: GenMessage<JobSpec> = /*@__PURE__*/
-  messageDesc(file_worq_v1_job, 2);
+  messageDesc(file_worq_v1_job, 4);
 
 /**
  * Failure is the record of a job's failures (Faktory's `failure` block).
@@ -404,7 +495,7 @@ export type Failure = Message<"worq.v1.Failure"> & {
  * Use `create(FailureSchema)` to create a new message.
  */
 export const FailureSchema: GenMessage<Failure> = /*@__PURE__*/
-  messageDesc(file_worq_v1_job, 3);
+  messageDesc(file_worq_v1_job, 5);
 
 /**
  * Progress is what a running job's handler last reported about itself.
@@ -439,7 +530,7 @@ export type Progress = Message<"worq.v1.Progress"> & {
  * Use `create(ProgressSchema)` to create a new message.
  */
 export const ProgressSchema: GenMessage<Progress> = /*@__PURE__*/
-  messageDesc(file_worq_v1_job, 4);
+  messageDesc(file_worq_v1_job, 6);
 
 /**
  * Job is a job as the server holds it: the producer's spec (defaults resolved) plus
@@ -729,6 +820,34 @@ export type Job = Message<"worq.v1.Job"> & {
    * @generated from field: worq.v1.Progress progress = 39;
    */
   progress?: Progress | undefined;
+
+  /**
+   * The job's group within its queue (JobSpec.group_key).
+   *
+   * @generated from field: string group_key = 41;
+   */
+  groupKey: string;
+
+  /**
+   * The job's unique key as it was taken (derived when the spec left it empty), and until when.
+   *
+   * @generated from field: string unique_key = 42;
+   */
+  uniqueKey: string;
+
+  /**
+   * How long the unique key stays taken (UNSPECIFIED when the job is not unique).
+   *
+   * @generated from field: worq.v1.UniqueUntil unique_until = 43;
+   */
+  uniqueUntil: UniqueUntil;
+
+  /**
+   * The job's debounce key (JobSpec.debounce).
+   *
+   * @generated from field: string debounce_key = 44;
+   */
+  debounceKey: string;
 };
 
 /**
@@ -736,7 +855,7 @@ export type Job = Message<"worq.v1.Job"> & {
  * Use `create(JobSchema)` to create a new message.
  */
 export const JobSchema: GenMessage<Job> = /*@__PURE__*/
-  messageDesc(file_worq_v1_job, 5);
+  messageDesc(file_worq_v1_job, 7);
 
 /**
  * JobState is where a job is in its lifecycle.
@@ -927,6 +1046,15 @@ export enum FailureCategory {
    * @generated from enum value: FAILURE_CATEGORY_SYSTEM = 5;
    */
   SYSTEM = 5,
+
+  /**
+   * The handler was turned away by a limit outside Worq (an API answering 429): the job
+   * goes back to DELAYED for the Fail's retry_after (1 s when unset) without spending an
+   * attempt or counting as a failure; its last failure, if any, is kept as it was.
+   *
+   * @generated from enum value: FAILURE_CATEGORY_RATE_LIMITED = 6;
+   */
+  RATE_LIMITED = 6,
 }
 
 /**
@@ -934,6 +1062,48 @@ export enum FailureCategory {
  */
 export const FailureCategorySchema: GenEnum<FailureCategory> = /*@__PURE__*/
   enumDesc(file_worq_v1_job, 2);
+
+/**
+ * How long a unique job's key stays taken.
+ *
+ * @generated from enum worq.v1.UniqueUntil
+ */
+export enum UniqueUntil {
+  /**
+   * Treated as WINDOW.
+   *
+   * @generated from enum value: UNIQUE_UNTIL_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * For `window` from the first job's submit, whatever happens to the job.
+   *
+   * @generated from enum value: UNIQUE_UNTIL_WINDOW = 1;
+   */
+  WINDOW = 1,
+
+  /**
+   * Until the first job starts (its first lease): a job may then be submitted again while
+   * the first one runs ("one waiting at a time").
+   *
+   * @generated from enum value: UNIQUE_UNTIL_STARTED = 2;
+   */
+  STARTED = 2,
+
+  /**
+   * Until the first job finishes (any terminal state).
+   *
+   * @generated from enum value: UNIQUE_UNTIL_FINISHED = 3;
+   */
+  FINISHED = 3,
+}
+
+/**
+ * Describes the enum worq.v1.UniqueUntil.
+ */
+export const UniqueUntilSchema: GenEnum<UniqueUntil> = /*@__PURE__*/
+  enumDesc(file_worq_v1_job, 3);
 
 /**
  * BackoffStrategy computes the delay before retry n (n = 1 for the first retry), capped at max_delay.
@@ -974,7 +1144,7 @@ export enum BackoffStrategy {
  * Describes the enum worq.v1.BackoffStrategy.
  */
 export const BackoffStrategySchema: GenEnum<BackoffStrategy> = /*@__PURE__*/
-  enumDesc(file_worq_v1_job, 3);
+  enumDesc(file_worq_v1_job, 4);
 
 /**
  * ExhaustedAction says what happens to a job whose retries are used up.
@@ -1008,7 +1178,7 @@ export enum ExhaustedAction {
  * Describes the enum worq.v1.ExhaustedAction.
  */
 export const ExhaustedActionSchema: GenEnum<ExhaustedAction> = /*@__PURE__*/
-  enumDesc(file_worq_v1_job, 4);
+  enumDesc(file_worq_v1_job, 5);
 
 /**
  * DependencyType says when a dependent job may run.
@@ -1042,5 +1212,5 @@ export enum DependencyType {
  * Describes the enum worq.v1.DependencyType.
  */
 export const DependencyTypeSchema: GenEnum<DependencyType> = /*@__PURE__*/
-  enumDesc(file_worq_v1_job, 5);
+  enumDesc(file_worq_v1_job, 6);
 
