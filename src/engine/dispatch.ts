@@ -270,19 +270,21 @@ function takeReady(core: EngineCore, queues: readonly string[], nowMs: number, r
   for (const queue of queues) {
     if (core.queues.isPaused(queue)) continue;
     const ready = core.ready.get(queue);
-    if (!ready) continue;
-    if (ready.sizeBound === 0 && ready.cold === 0) continue;
+    if (!ready || ready.isEmpty) continue;
     if (!core.limits.admits(queue, nowMs, refill)) continue;
     let taken: JobMeta | undefined;
-    ready.take((candidate, seq) => {
-      const meta = core.live.get(candidate);
-      if (!isReadyAt(meta, seq)) return false;
-      taken = meta;
-      return true;
-    });
-    if (ready.cold > 0) pageInIfLow(core, queue, ready);
-    if (taken !== undefined) {
-      core.limits.started(queue);
+    const found = ready.take(
+      (candidate, seq) => {
+        const meta = core.live.get(candidate);
+        if (!isReadyAt(meta, seq)) return false;
+        taken = meta;
+        return true;
+      },
+      (group) => core.limits.admitsGroup(queue, group, nowMs, refill),
+      (lane) => pageInIfLow(core, queue, lane),
+    );
+    if (found !== undefined && taken !== undefined) {
+      core.limits.started(queue, found.lane.group, nowMs);
       return taken;
     }
   }

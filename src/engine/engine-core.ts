@@ -4,7 +4,7 @@ import type { Clock } from "./clock.js";
 import { WorqError } from "../model/errors.js";
 import { isPurgedAtExpiry, isTerminal, type JobMeta, type JobState } from "../model/job.js";
 import { LIMITS } from "../model/limits.js";
-import type { ReadyQueue } from "./ready-queue.js";
+import type { QueueLanes } from "./queue-lanes.js";
 import { dependencyFailed, firstState, transition, type JobEvent } from "./state-machine.js";
 import type { DependencyOutcome } from "./dependency-plan.js";
 import type { Counters, IdempotencyClaim, PendingCallback, Store, StoreWrite } from "./store.js";
@@ -63,7 +63,7 @@ export class EngineCore {
   claimsSinceSweep = 0;
 
   readonly live: LiveJobs;
-  readonly ready = new Map<string, ReadyQueue>();
+  readonly ready = new Map<string, QueueLanes>();
   readonly readyWindow: number;
   /** Per "queue\0priority": page-ins, and cancels and deletes of cold jobs (see KeyedLock). */
   readonly levelLocks = new KeyedLock();
@@ -151,6 +151,7 @@ export class EngineCore {
       (queue) => this.queues.config(queue),
       (queue) => this.live.count(queue, "RUNNING"),
       this.clock.nowMs(),
+      (queue, group) => this.live.runningIn(queue, group),
     );
     this.random = options.random ?? Math.random;
     this.newId = options.newId ?? randomUuidV4;

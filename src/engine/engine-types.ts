@@ -2,7 +2,7 @@
  * The engine's public types: its options, what it hands workers, and the answers of its calls.
  */
 import type { Clock } from "./clock.js";
-import type { JobBody, JobMeta, JobState, QueueConfig } from "../model/job.js";
+import type { GroupLimit, JobBody, JobMeta, JobState, QueueConfig } from "../model/job.js";
 import type { Counters, Store, StoreWrite } from "./store.js";
 
 export interface EngineOptions {
@@ -151,6 +151,22 @@ export interface QueueStatsView {
   /** The queue's settings (ConfigureQueue); fields never set are absent. */
   config: QueueConfig;
   /** Whole tokens of its rate limit now; undefined without one. */
+  rateTokens?: number;
+  /** Groups with ready or running jobs (the default group among them when it has any). */
+  groups: number;
+  /** Up to TOP_GROUPS of those, most ready jobs first. */
+  topGroups: GroupStatsView[];
+}
+
+/** One group of a queue in its stats. */
+export interface GroupStatsView {
+  /** "" for the default group. */
+  group: string;
+  ready: number;
+  inFlight: number;
+  /** The group's limits (the queue's first matching group limit), if any. */
+  limit?: GroupLimit;
+  /** Whole tokens of the group's rate bucket now, when a rate limit applies to it. */
   rateTokens?: number;
 }
 

@@ -31,6 +31,20 @@ const DEFAULT_POLICY = internRetryPolicy({ ...OMITTED_RETRY_POLICY });
  * is always an object. Jobs near the front of a FIFO queue were usually submitted while it
  * was short, so they are objects already; the rest are unpacked once, at their lease.
  */
+interface GroupCounts {
+  scheduled: number;
+  running: number;
+}
+const NO_GROUP_JOBS: Readonly<GroupCounts> = { scheduled: 0, running: 0 };
+
+function groupId(queue: string, group: string): string {
+  return `${queue}\0${group}`;
+}
+
+function isCounted(state: JobState | undefined): boolean {
+  return state === "SCHEDULED" || state === "RUNNING";
+}
+
 export class LiveJobs {
   private readonly metas = new Map<string, JobMeta | string>();
   private readonly counts = new Map<string, StateCounts>();
@@ -43,6 +57,12 @@ export class LiveJobs {
     UNREADY_LIVE_STATES.includes(state) ? new Set<string>() : undefined,
   );
   private objects = 0;
+  /**
+   * Ready and running jobs per group, for jobs with a group key only (keyed queue NUL group),
+   * and their totals per queue: the default group's counts are the queue's less those.
+   */
+  private readonly groups = new Map<string, GroupCounts>();
+  private readonly groupedTotals = new Map<string, GroupCounts>();
 
   constructor(private readonly unpackedLimit = DEFAULT_UNPACKED_LIMIT) {}
 
@@ -83,6 +103,7 @@ export class LiveJobs {
     }
     counts[code]!++;
     this.jidsByState[code]?.add(meta.jid);
+    if (meta.groupKey !== undefined) this.countGroup(meta, previous === undefined ? undefined : STATES[stateCodeOf(previous)], meta.state);
     const wasObject = previous !== undefined && typeof previous !== "string";
     if (this.objects - (wasObject ? 1 : 0) >= this.unpackedLimit && isWaiting(meta.state)) {
       this.metas.set(meta.jid, pack(meta));
@@ -102,6 +123,42 @@ export class LiveJobs {
     const code = stateCodeOf(entry);
     this.counts.get(meta.queue)![code]!--;
     this.jidsByState[code]?.delete(meta.jid);
+    if (meta.groupKey !== undefined) this.countGroup(meta, STATES[code], undefined);
+  }
+
+  /** Live ready (SCHEDULED, in memory) and running jobs of one group of `queue` ("" the default group). */
+  groupCounts(queue: string, group: string): { scheduled: number; running: number } {
+    if (group !== "") return this.groups.get(groupId(queue, group)) ?? NO_GROUP_JOBS;
+    const grouped = this.groupedTotals.get(queue) ?? NO_GROUP_JOBS;
+    return { scheduled: this.count(queue, "SCHEDULED") - grouped.scheduled, running: this.count(queue, "RUNNING") - grouped.running };
+  }
+
+  /** Running jobs of one group of `queue`. */
+  runningIn(queue: string, group: string): number {
+    return this.groupCounts(queue, group).running;
+  }
+
+  /** The groups of `queue` with live ready or running jobs (the default group not included). */
+  *groupsOf(queue: string): IterableIterator<string> {
+    const prefix = `${queue}\0`;
+    for (const id of this.groups.keys()) if (id.startsWith(prefix)) yield id.slice(prefix.length);
+  }
+
+  private countGroup(meta: JobMeta, from: JobState | undefined, to: JobState | undefined): void {
+    if (from === to || (!isCounted(from) && !isCounted(to))) return;
+    const id = groupId(meta.queue, meta.groupKey!);
+    let counts = this.groups.get(id);
+    if (!counts) this.groups.set(id, (counts = { scheduled: 0, running: 0 }));
+    let totals = this.groupedTotals.get(meta.queue);
+    if (!totals) this.groupedTotals.set(meta.queue, (totals = { scheduled: 0, running: 0 }));
+    for (const [state, step] of [
+      [from, -1],
+      [to, 1],
+    ] as const) {
+      if (state === "SCHEDULED") (counts.scheduled += step), (totals.scheduled += step);
+      else if (state === "RUNNING") (counts.running += step), (totals.running += step);
+    }
+    if (counts.scheduled === 0 && counts.running === 0) this.groups.delete(id);
   }
 
   /** The live metas of `queue` (any queue when undefined) in one of `states` (any when undefined); packed ones in another state are not unpacked. */

@@ -3,7 +3,8 @@
  * walked (purge, sweep) and listed from there.
  */
 import { isTerminal, PRIORITY_LEVELS, shapedMeta, type JobMeta, type PriorityLevel } from "../model/job.js";
-import { ReadyQueue } from "./ready-queue.js";
+import type { ReadyQueue } from "./ready-queue.js";
+import { QueueLanes } from "./queue-lanes.js";
 import type { StoreWrite } from "./store.js";
 import { bodyDataBytes } from "./submit-validation.js";
 import { internName, internRetryPolicy } from "./intern.js";
@@ -38,11 +39,11 @@ export async function walkCold(
 ): Promise<void> {
   let after = queue.lastSeqAt(priority);
   for (let more = true; more;) {
-    more = await core.levelLocks.run(levelKey(name, priority), async () => {
+    more = await core.levelLocks.run(levelKey(name, queue.group, priority), async () => {
       core.checkUsable();
       await core.lastCommit.catch(() => {}); // only the order matters: a failed commit made the engine fatal, checked below
       after = Math.max(after, queue.lastSeqAt(priority));
-      const page = await core.store.readyPage(name, priority, after, COLD_PAGE);
+      const page = await core.store.readyPage(name, queue.group, priority, after, COLD_PAGE);
       if (page.length === 0) return false;
       after = page.at(-1)!.meta.readySeq;
       const cold = page.flatMap(({ meta }) => (core.live.has(meta.jid) ? [] : [ownMeta(meta)]));
@@ -69,7 +70,7 @@ export async function sweepCold(core: EngineCore): Promise<void> {
   const nowMs = core.clock.nowMs();
   core.lastSweepMs = nowMs;
   try {
-    for (const [name, queue] of core.ready) {
+    for (const [name, queue] of [...core.ready].flatMap(([name, lanes]) => [...lanes.all()].map((lane) => [name, lane] as const))) {
       for (let priority = 0 as PriorityLevel; priority < PRIORITY_LEVELS; priority++) {
         if (queue.coldAt(priority) === 0 || queue.coldExpiresAt(priority) > nowMs) continue;
         queue.clearColdExpiry(priority); // noted anew from what is read, and by jobs made cold meanwhile
@@ -91,7 +92,7 @@ export async function sweepCold(core: EngineCore): Promise<void> {
     core.sweeping = false;
   }
   let next = Infinity;
-  for (const queue of core.ready.values()) {
+  for (const queue of [...core.ready.values()].flatMap((lanes) => [...lanes.all()])) {
     for (let priority = 0 as PriorityLevel; priority < PRIORITY_LEVELS; priority++) {
       if (queue.coldAt(priority) > 0) next = Math.min(next, queue.coldExpiresAt(priority));
     }
@@ -121,21 +122,25 @@ export async function readyAfter(
   const names = queue === undefined ? [...core.ready.keys()] : core.ready.has(queue) ? [queue] : [];
   const inMemory: JobMeta[] = [];
   const coldReads: Promise<JobMeta[]>[] = [];
+  let lanes = 0;
   for (const name of names) {
     const ready = core.ready.get(name)!;
+    lanes += ready.laneCount;
     for (const entry of ready.entriesAfter(after, limit, isCurrent)) inMemory.push(core.live.get(entry.jid)!);
-    for (let priority = 0 as PriorityLevel; ready.cold > 0 && priority < PRIORITY_LEVELS; priority++) {
-      if (ready.coldAt(priority) === 0 || (after !== undefined && priority < after.priority)) continue;
-      // Taken now: jobs paged in while the store is read are still listed once, from the read.
-      const lastSeq = ready.lastSeqAt(priority);
-      const afterSeq = after !== undefined && priority === after.priority ? Math.max(after.readySeq, lastSeq) : lastSeq;
-      coldReads.push(core.store.readyPage(name, priority, afterSeq, limit).then((jobs) => jobs.map((job) => job.meta)));
+    for (const lane of ready.all()) {
+      for (let priority = 0 as PriorityLevel; lane.cold > 0 && priority < PRIORITY_LEVELS; priority++) {
+        if (lane.coldAt(priority) === 0 || (after !== undefined && priority < after.priority)) continue;
+        // Taken now: jobs paged in while the store is read are still listed once, from the read.
+        const lastSeq = lane.lastSeqAt(priority);
+        const afterSeq = after !== undefined && priority === after.priority ? Math.max(after.readySeq, lastSeq) : lastSeq;
+        coldReads.push(core.store.readyPage(name, lane.group, priority, afterSeq, limit).then((jobs) => jobs.map((job) => job.meta)));
+      }
     }
   }
-  // Across queues and levels: the same order as within one (readySeq is unique across the engine).
+  // Across queues, groups and levels: the same order as within one (readySeq is unique across the engine).
   const cold = (await Promise.all(coldReads)).flat();
   const all = inMemory.concat(cold);
-  if (names.length > 1 || cold.length > 0) all.sort((a, b) => a.priority - b.priority || a.readySeq - b.readySeq);
+  if (lanes > 1 || cold.length > 0) all.sort((a, b) => a.priority - b.priority || a.readySeq - b.readySeq);
   return all.slice(0, limit);
 }
 
@@ -150,7 +155,7 @@ export function isReadyEntry(core: EngineCore, jid: string, readySeq: number): b
  * write, handed to the store in this turn, is what a page-in reads). Returns whether it is in memory.
  */
 export function enqueueReady(core: EngineCore, meta: JobMeta): boolean {
-  const queue = readyQueueOf(core, meta.queue);
+  const queue = readyQueueOf(core, meta.queue).lane(meta.groupKey ?? "");
   if (queue.admits(meta.priority, core.readyWindow)) {
     queue.push(meta.jid, meta.priority, meta.readySeq);
     return true;
@@ -171,7 +176,7 @@ export function countCold(core: EngineCore, queue: ReadyQueue, priority: Priorit
 export function pageInIfLow(core: EngineCore, name: string, queue: ReadyQueue): void {
   for (let priority = 0 as PriorityLevel; priority < PRIORITY_LEVELS; priority++) {
     if (queue.coldAt(priority) === 0 || queue.windowAt(priority) * 2 >= core.readyWindow) continue;
-    const key = levelKey(name, priority);
+    const key = levelKey(name, queue.group, priority);
     if (core.pagingIn.has(key)) continue;
     core.pagingIn.add(key);
     void core.levelLocks
@@ -196,7 +201,7 @@ async function pageIn(core: EngineCore, name: string, queue: ReadyQueue, priorit
   const countedBefore = core.coldCounted;
   const room = core.readyWindow - queue.windowAt(priority);
   if (room <= 0) return;
-  const page = await core.store.readyPage(name, priority, queue.lastSeqAt(priority), room, true);
+  const page = await core.store.readyPage(name, queue.group, priority, queue.lastSeqAt(priority), room, true);
   if (core.fatal !== undefined || core.closing) return;
   const nowMs = core.clock.nowMs();
   const evictions: StoreWrite[] = [];
@@ -238,8 +243,8 @@ export async function onColdJob(
   if (core.live.has(jid) || core.finishing.has(jid)) return "moved";
   if (first === undefined || isTerminal(first.state)) return { stored: first };
   if (first.state !== "SCHEDULED") return "moved"; // a write about it is on its way
-  const queue = readyQueueOf(core, internName(first.queue));
-  return core.levelLocks.run(levelKey(first.queue, first.priority), async () => {
+  const queue = readyQueueOf(core, internName(first.queue)).lane(first.groupKey ?? "");
+  return core.levelLocks.run(levelKey(first.queue, queue.group, first.priority), async () => {
     await core.lastCommit.catch(() => {}); // as above
     const meta = await core.store.getMeta(jid);
     const isCold = meta?.state === "SCHEDULED" && meta.priority === first.priority && meta.readySeq > queue.lastSeqAt(meta.priority);
@@ -251,11 +256,11 @@ export async function onColdJob(
   });
 }
 
-/** The ready queue of `name`, created on first use. */
-export function readyQueueOf(core: EngineCore, name: string): ReadyQueue {
+/** The ready lanes of queue `name`, created on first use. */
+export function readyQueueOf(core: EngineCore, name: string): QueueLanes {
   let queue = core.ready.get(name);
   if (!queue) {
-    queue = new ReadyQueue();
+    queue = new QueueLanes();
     core.ready.set(name, queue);
   }
   return queue;
@@ -270,9 +275,9 @@ export function ownMeta(stored: JobMeta): JobMeta {
   return meta;
 }
 
-/** A priority level of a queue, as a key of the level locks (queue names hold no NUL). */
-function levelKey(queue: string, priority: PriorityLevel): string {
-  return `${queue}\0${priority}`;
+/** A priority level of a group of a queue, as a key of the level locks (queue names hold no NUL, groups no control character). */
+function levelKey(queue: string, group: string, priority: PriorityLevel): string {
+  return `${queue}\0${group}\0${priority}`;
 }
 
 /** Whether `meta` is a ready job at the ready-queue position `readySeq`. */

@@ -2,9 +2,10 @@
  * Queue administration: pause, resume, purge, retry of dead jobs, run-now, kill.
  */
 import { WorqError, invalid } from "../model/errors.js";
-import { PRIORITY_LEVELS, type JobMeta, type PriorityLevel, type QueueConfig } from "../model/job.js";
+import { PRIORITY_LEVELS, type JobMeta, type PriorityLevel, type QueueConfig, type RateLimit } from "../model/job.js";
 import type { FinishedCursor, StoreWrite } from "./store.js";
-import { checkQueueName } from "../model/limits.js";
+import { checkQueueName, LIMITS } from "../model/limits.js";
+import { checkText } from "./value-checks.js";
 import { isWaiting } from "./live-jobs.js";
 import { finishedCursorOf } from "./live-listing.js";
 import type { EngineCore } from "./engine-core.js";
@@ -37,7 +38,7 @@ export async function configureQueue(core: EngineCore, name: string, change: Que
   checkLimits(change);
   core.queues.touch(name);
   const durable = core.persist([core.queues.configure(name, change)]);
-  if (change.rateLimit !== undefined) core.limits.reset(name, core.clock.nowMs());
+  if (change.rateLimit !== undefined || change.groupLimits !== undefined) core.limits.reset(name, core.clock.nowMs());
   pump(core); // a raised or cleared limit lets waiting jobs start
   await durable;
   return { ...core.queues.config(name) };
@@ -45,20 +46,43 @@ export async function configureQueue(core: EngineCore, name: string, change: Que
 
 const MAX_LIMIT = 1_000_000;
 
+const MAX_GROUP_LIMITS = 100;
+
 function checkLimits(change: QueueConfig): void {
-  const { maxRunning, rateLimit } = change;
+  checkMaxRunning(change.maxRunning, "config.max_running");
+  checkRateLimit(change.rateLimit, "config.rate_limit");
+  const limits = change.groupLimits;
+  if (limits === undefined) return;
+  if (limits.length > MAX_GROUP_LIMITS) invalid("config.group_limits.limits", `at most ${MAX_GROUP_LIMITS}`);
+  limits.forEach((limit, i) => {
+    const field = `config.group_limits.limits[${i}]`;
+    if (limit.pattern.length === 0 || limit.pattern.length > LIMITS.groupKeyMaxChars) {
+      invalid(`${field}.pattern`, `must be 1–${LIMITS.groupKeyMaxChars} chars`);
+    }
+    checkText(limit.pattern, `${field}.pattern`);
+    if (/[\u0000-\u001f\u007f]/.test(limit.pattern)) invalid(`${field}.pattern`, "must not hold control characters");
+    checkMaxRunning(limit.maxRunning, `${field}.max_running`);
+    checkRateLimit(limit.rateLimit, `${field}.rate_limit`);
+    if (!limit.maxRunning && !limit.rateLimit?.starts) invalid(field, "sets no limit: give max_running or rate_limit");
+  });
+}
+
+function checkMaxRunning(maxRunning: number | undefined, field: string): void {
   if (maxRunning !== undefined && (!Number.isInteger(maxRunning) || maxRunning < 0 || maxRunning > MAX_LIMIT)) {
-    invalid("config.max_running", `must be between 0 (no limit) and ${MAX_LIMIT}`);
+    invalid(field, `must be between 0 (no limit) and ${MAX_LIMIT}`);
   }
+}
+
+function checkRateLimit(rateLimit: RateLimit | undefined, field: string): void {
   if (rateLimit === undefined || rateLimit.starts === 0) return;
   if (!Number.isInteger(rateLimit.starts) || rateLimit.starts < 0 || rateLimit.starts > MAX_LIMIT) {
-    invalid("config.rate_limit.starts", `must be between 0 (no limit) and ${MAX_LIMIT}`);
+    invalid(`${field}.starts`, `must be between 0 (no limit) and ${MAX_LIMIT}`);
   }
   if (!Number.isInteger(rateLimit.periodMs) || rateLimit.periodMs < 1 || rateLimit.periodMs > 86_400_000) {
-    invalid("config.rate_limit.period", "must be between 1ms and 1 day");
+    invalid(`${field}.period`, "must be between 1ms and 1 day");
   }
   if (!Number.isInteger(rateLimit.burst) || rateLimit.burst < 1 || rateLimit.burst > MAX_LIMIT) {
-    invalid("config.rate_limit.burst", `must be between 1 and ${MAX_LIMIT}`);
+    invalid(`${field}.burst`, `must be between 1 and ${MAX_LIMIT}`);
   }
 }
 
@@ -102,8 +126,8 @@ export async function purgeQueue(core: EngineCore, name: string): Promise<number
     if (writes.length > 0) await core.persist(writes);
   }
   // Then the jobs left in the store (cold), a page per commit.
-  const queue = core.ready.get(name);
-  for (let priority = 0 as PriorityLevel; queue && priority < PRIORITY_LEVELS; priority++) {
+  for (const queue of [...(core.ready.get(name)?.all() ?? [])]) {
+   for (let priority = 0 as PriorityLevel; priority < PRIORITY_LEVELS; priority++) {
     if (queue.coldAt(priority) === 0) continue;
     await walkCold(core, name, queue, priority, (page) => {
       const waiting = page.filter((meta) => meta.readySeq <= lastReadySeq);
@@ -114,6 +138,7 @@ export async function purgeQueue(core: EngineCore, name: string): Promise<number
       });
       return { writes, gone: waiting.length, done: waiting.length < page.length };
     });
+   }
   }
   return purged;
 }

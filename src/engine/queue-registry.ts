@@ -60,6 +60,8 @@ export class QueueRegistry {
     else if (change.maxRunning !== undefined) config.maxRunning = change.maxRunning;
     if (change.rateLimit?.starts === 0) delete config.rateLimit;
     else if (change.rateLimit !== undefined) config.rateLimit = { ...change.rateLimit };
+    if (change.groupLimits?.length === 0) delete config.groupLimits;
+    else if (change.groupLimits !== undefined) config.groupLimits = change.groupLimits.map((limit) => ({ ...limit }));
     this.configs.set(name, config);
     if (!this.paused.has(name)) this.paused.set(name, false);
     return { kind: "put-queue", queue: this.info(name) };

@@ -8,7 +8,7 @@ import { checkQueueName, isUuidV4 } from "../model/limits.js";
 import type { FinishedCursor } from "./store.js";
 import { UNREADY_LIVE_STATES } from "./live-jobs.js";
 import { LISTABLE_STATES, checkJobFilter, finishedJobsPage, liveJobsPage, type JobFilter, type ReadyPosition } from "./live-listing.js";
-import type { EngineInfo, QueueStatsView } from "./engine-types.js";
+import type { EngineInfo, GroupStatsView, QueueStatsView } from "./engine-types.js";
 import type { EngineCore, Waiter } from "./engine-core.js";
 import { storageFailure } from "./storage-failure.js";
 import { pushTimer } from "./timers.js";
@@ -34,9 +34,12 @@ export function queueStats(core: EngineCore, name: string): QueueStatsView {
     oldestReadyAtMs: undefined,
     paused: core.queues.isPaused(name),
     config: { ...core.queues.config(name) },
+    groups: 0,
+    topGroups: [],
   };
   const rateTokens = core.limits.tokens(name, core.clock.nowMs());
   if (rateTokens !== undefined) stats.rateTokens = rateTokens;
+  Object.assign(stats, groupStats(core, name));
   // The front of each priority level is its longest-waiting job (readySeq follows time).
   for (const jid of core.ready.get(name)?.fronts((candidate, seq) => isReadyEntry(core, candidate, seq)) ?? []) {
     const meta = core.live.get(jid)!;
@@ -44,6 +47,31 @@ export function queueStats(core: EngineCore, name: string): QueueStatsView {
     if (stats.oldestReadyAtMs === undefined || since < stats.oldestReadyAtMs) stats.oldestReadyAtMs = since;
   }
   return stats;
+}
+
+/** Groups of a queue shown in its stats, most ready jobs first. */
+const TOP_GROUPS = 20;
+
+/** How many groups of `name` have ready or running jobs, and the TOP_GROUPS with the most ready. */
+function groupStats(core: EngineCore, name: string): Pick<QueueStatsView, "groups" | "topGroups"> {
+  const lanes = core.ready.get(name);
+  const keys = new Set<string>(["", ...core.live.groupsOf(name)]);
+  for (const lane of lanes?.all() ?? []) if (lane.cold > 0) keys.add(lane.group);
+  const nowMs = core.clock.nowMs();
+  const all: GroupStatsView[] = [];
+  for (const group of keys) {
+    const { scheduled, running } = core.live.groupCounts(name, group);
+    const ready = scheduled + (lanes?.coldOf(group) ?? 0);
+    if (ready + running === 0) continue;
+    const view: GroupStatsView = { group, ready, inFlight: running };
+    const limit = core.limits.groupLimit(name, group);
+    if (limit) view.limit = limit;
+    const tokens = core.limits.groupTokens(name, group, nowMs);
+    if (tokens !== undefined) view.rateTokens = tokens;
+    all.push(view);
+  }
+  all.sort((a, b) => b.ready - a.ready || b.inFlight - a.inFlight || (a.group < b.group ? -1 : 1));
+  return { groups: all.length, topGroups: all.slice(0, TOP_GROUPS) };
 }
 
 /**

@@ -96,7 +96,8 @@ export interface ReadyEntry {
 }
 
 /**
- * The ready jobs of one queue: strictly by priority, FIFO (by readySeq) within a level.
+ * The ready jobs of one group of a queue (a lane; QueueLanes holds a queue's lanes): strictly
+ * by priority, FIFO (by readySeq) within a level.
  * Entries are validated lazily: `isCurrent` tells whether an entry still describes a ready
  * job (a job can leave the ready state by other paths, e.g. deletion, without a removal here).
  *
@@ -109,9 +110,19 @@ export class ReadyQueue {
   private readonly levels: Fifo[] = Array.from({ length: PRIORITY_LEVELS }, () => new Fifo());
   private coldJobs = 0;
 
+  /**
+   * `group`: the group's key ("" for the default group); `onFilled` is told when a level
+   * gets a job or a cold job (so the queue's turns include this lane at that level).
+   */
+  constructor(
+    readonly group = "",
+    private readonly onFilled: (priority: PriorityLevel) => void = () => {},
+  ) {}
+
   /** Adds a job. Jobs must arrive in readySeq order per level (pages are read in order). */
   push(jid: string, priority: PriorityLevel, readySeq: number): void {
     this.levels[priority]!.push(jid, readySeq);
+    this.onFilled(priority);
   }
 
   /** Whether a job made ready now at `priority` goes in memory, with `window` jobs at most per level; else it is cold. */
@@ -126,6 +137,7 @@ export class ReadyQueue {
     const cold = Math.max(0, level.cold + n);
     this.coldJobs += cold - level.cold;
     level.cold = cold;
+    if (n > 0) this.onFilled(priority);
   }
 
   /** Lowers the bound on when a cold job at `priority` may expire. */
@@ -176,6 +188,17 @@ export class ReadyQueue {
       if (level.cold > 0) return undefined;
     }
     return undefined;
+  }
+
+  /** Removes and returns the next job at `priority` for which `isCurrent` holds, or undefined. */
+  takeAt(priority: PriorityLevel, isCurrent: (jid: string, readySeq: number) => boolean): string | undefined {
+    return this.levels[priority]!.takeFirst(isCurrent);
+  }
+
+  /** Whether `priority` holds entries or cold jobs. */
+  hasAt(priority: PriorityLevel): boolean {
+    const level = this.levels[priority]!;
+    return level.size > 0 || level.cold > 0;
   }
 
   /**

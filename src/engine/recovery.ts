@@ -34,8 +34,8 @@ export async function recover(core: EngineCore): Promise<void> {
   // Ready jobs: each level's first window, in order; the rest stay in the store (cold).
   for (const level of await core.store.readyCounts()) {
     core.readySeq = Math.max(core.readySeq, level.maxReadySeq);
-    const queue = readyQueueOf(core, internName(level.queue));
-    const page = await core.store.readyPage(level.queue, level.priority, 0, core.readyWindow, true);
+    const queue = readyQueueOf(core, internName(level.queue)).lane(level.group);
+    const page = await core.store.readyPage(level.queue, level.group, level.priority, 0, core.readyWindow, true);
     for (const { meta: stored, body } of page) {
       const meta = ownMeta(stored);
       hold(meta);

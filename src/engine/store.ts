@@ -53,6 +53,8 @@ export interface ReadyJob {
 /** The number of SCHEDULED jobs of one queue and priority level. */
 export interface ReadyLevelCount {
   queue: string;
+  /** The group (JobMeta.groupKey; "" for the default group). */
+  group: string;
   priority: PriorityLevel;
   count: number;
   /** The highest readySeq among them: the engine numbers ready jobs on from above every stored one. */
@@ -128,15 +130,23 @@ export interface Store {
    * engine reads ready jobs a page at a time (readyPage), since a backlog need not fit in memory.
    */
   unreadyLiveJobs(): AsyncIterable<JobMeta>;
-  /** How many SCHEDULED jobs each (queue, priority) level holds; levels without any are left out. */
+  /** How many SCHEDULED jobs each (queue, group, priority) level holds; levels without any are left out. */
   readyCounts(): Promise<ReadyLevelCount[]>;
   /**
-   * Up to `limit` SCHEDULED jobs of one queue and priority level with a readySeq above
+   * Up to `limit` SCHEDULED jobs of one queue, group ("" for the default one: jobs without a
+   * groupKey) and priority level with a readySeq above
    * `afterSeq`, in readySeq order: the order they run in. Keyed, so jobs leaving meanwhile
    * do not shift pages. Bodies only `withBodies` (for jobs about to be leased), and only where
    * the store keeps them with the page; sweeps, purges and listings need the metas alone.
    */
-  readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number, withBodies?: boolean): Promise<ReadyJob[]>;
+  readyPage(
+    queue: string,
+    group: string,
+    priority: PriorityLevel,
+    afterSeq: number,
+    limit: number,
+    withBodies?: boolean,
+  ): Promise<ReadyJob[]>;
   /** Totals as of the last commit; zeros for a new store. */
   getCounters(): Promise<Counters>;
   /** Every queue ever used, sorted by name. */

@@ -65,6 +65,14 @@ export function buildNewJob(input: SubmitInput, field: string, ids: { jid: strin
   }
   if (input.idempotencyKey !== undefined) checkText(input.idempotencyKey, `${field}.idempotency_key`);
   if (input.callbackUrl !== undefined) checkText(input.callbackUrl, `${field}.callback_url`);
+  if (input.groupKey !== undefined) {
+    if (input.groupKey.length === 0 || input.groupKey.length > LIMITS.groupKeyMaxChars) {
+      invalid(`${field}.group_key`, `must be 1–${LIMITS.groupKeyMaxChars} chars`);
+    }
+    checkText(input.groupKey, `${field}.group_key`);
+    // Shown in listings, the dashboard and logs: printable text only.
+    if (/[\u0000-\u001f\u007f]/.test(input.groupKey)) invalid(`${field}.group_key`, "must not hold control characters");
+  }
   if (input.batchRef !== undefined) checkText(input.batchRef, `${field}.batch_ref`);
   // Before the size check, which serialises them: a value nested past the limit is refused unread.
   if (input.args !== undefined) checkJsonData(input.args, `${field}.args`);
@@ -102,6 +110,7 @@ export function buildNewJob(input: SubmitInput, field: string, ids: { jid: strin
     expiresAtMs,
     idempotencyKey: input.idempotencyKey,
     callbackUrl: input.callbackUrl,
+    groupKey: input.groupKey, // not interned: groups may be many and short-lived (one per customer)
     retry,
     backtraceFrames,
     createdAtMs: input.createdAtMs ?? nowMs,

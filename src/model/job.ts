@@ -55,6 +55,15 @@ export interface QueueConfig {
   maxRunning?: number;
   /** A token bucket over the queue's job starts (in a change, `starts` 0 clears it). */
   rateLimit?: RateLimit;
+  /** Limits per group, first matching pattern wins (in a change, replaces the list; empty clears it). */
+  groupLimits?: GroupLimit[];
+}
+
+/** Limits that apply to each group whose key matches `pattern` (a glob: `*` any run of characters), each group alone. */
+export interface GroupLimit {
+  pattern: string;
+  maxRunning?: number;
+  rateLimit?: RateLimit;
 }
 
 /** `starts` tokens per `periodMs`, at most `burst` held; each job start takes one. */
@@ -129,6 +138,8 @@ export interface JobMeta {
   idempotencyKey?: string;
   /** Webhook POSTed (docs/webhooks.md) when the job reaches a terminal state. */
   callbackUrl?: string;
+  /** The job's group within its queue (limits per group, round-robin between groups); absent: the default group. */
+  groupKey?: string;
   /** FAN_OUT: the job that spawned this one. */
   parentJid?: string;
   /** What this job waits (or waited) for (docs/job-model.md). */
@@ -185,6 +196,7 @@ export function shapedMeta(meta: JobMeta): JobMeta {
     expiresAtMs: meta.expiresAtMs,
     idempotencyKey: meta.idempotencyKey,
     callbackUrl: meta.callbackUrl,
+    groupKey: meta.groupKey,
     parentJid: meta.parentJid,
     dependency: meta.dependency,
     waitingOn: meta.waitingOn,
@@ -276,6 +288,8 @@ export interface SubmitInput {
   batchRef?: string;
   parentJid?: string;
   callbackUrl?: string;
+  /** The job's group within its queue (1–128 chars); absent: the default group. */
+  groupKey?: string;
   retry?: Partial<RetryPolicy>;
   backtraceFrames?: number;
   tags?: Record<string, string>;

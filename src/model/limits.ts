@@ -52,6 +52,7 @@ export const LIMITS = {
   tagKeyMaxChars: 128,
   tagValueMaxChars: 1024,
   correlationIdMaxChars: 256,
+  groupKeyMaxChars: 128,
   batchMaxJobs: 10_000,
   maxDependencies: 1000,
   maxDependencyDepth: 100,

@@ -79,6 +79,7 @@ const enum F {
   failure = 32,
   previousLeaseIds = 33,
   leaseDetached = 34,
+  groupKey = 45,
 }
 
 /** Every state, by its code in a record: a code never changes meaning. */
@@ -147,6 +148,7 @@ export function encodeBinaryMeta(meta: JobMeta, omitRetry: boolean, omitJid = fa
   number(w, F.expiresAtMs, meta.expiresAtMs);
   if (meta.idempotencyKey !== undefined) text(w, F.idempotencyKey, meta.idempotencyKey);
   if (meta.callbackUrl !== undefined) text(w, F.callbackUrl, meta.callbackUrl);
+  if (meta.groupKey !== undefined) text(w, F.groupKey, meta.groupKey);
   if (meta.parentJid !== undefined) text(w, F.parentJid, meta.parentJid);
   if (meta.dependency !== undefined) json(w, F.dependency, meta.dependency);
   if (meta.waitingOn !== undefined) textList(w, F.waitingOn, meta.waitingOn);
@@ -257,6 +259,7 @@ const FIELD_NAMES: Record<number, keyof JobMeta> = {
   [F.expiresAtMs]: "expiresAtMs",
   [F.idempotencyKey]: "idempotencyKey",
   [F.callbackUrl]: "callbackUrl",
+  [F.groupKey]: "groupKey",
   [F.parentJid]: "parentJid",
   [F.dependency]: "dependency",
   [F.waitingOn]: "waitingOn",

@@ -3,15 +3,19 @@ import { timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Clock } from "../engine/clock.js";
 import { unfinishedJobs, type Engine, type QueueStatsView } from "../engine/engine.js";
-import { WorqError, invalid, notBuilt } from "../model/errors.js";
-import type { QueueConfig as DomainQueueConfig } from "../model/job.js";
+import { WorqError, invalid } from "../model/errors.js";
+import type { GroupLimit as DomainGroupLimit, QueueConfig as DomainQueueConfig, RateLimit as DomainRateLimit } from "../model/job.js";
 import type { Logger } from "../log.js";
 import {
   AdminService,
+  GroupLimitSchema,
   GroupStatsSchema,
   QueueConfigSchema,
+  RateLimitSchema,
+  type GroupLimit,
   type QueueConfig,
   type QueueStats,
+  type RateLimit,
 } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { ControlAction } from "@worq/client/gen/worq/v1/worker_service_pb.js";
@@ -64,12 +68,16 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
     pending: BigInt(stats.pending),
     completed: BigInt(stats.completed),
     failed: BigInt(stats.failed),
-    // Until jobs carry group keys (refused at submit for now), every job is in the default group.
-    groups: stats.ready + stats.inFlight > 0 ? 1n : 0n,
-    topGroups:
-      stats.ready + stats.inFlight > 0
-        ? [create(GroupStatsSchema, { groupKey: "", ready: BigInt(stats.ready), inFlight: BigInt(stats.inFlight) })]
-        : [],
+    groups: BigInt(stats.groups),
+    topGroups: stats.topGroups.map((group) =>
+      create(GroupStatsSchema, {
+        groupKey: group.group,
+        ready: BigInt(group.ready),
+        inFlight: BigInt(group.inFlight),
+        ...(group.limit && { limit: groupLimitOf(group.limit) }),
+        ...(group.rateTokens !== undefined && { rateTokens: group.rateTokens }),
+      }),
+    ),
     latency: durationOf(stats.oldestReadyAtMs === undefined ? 0 : Math.max(0, options.clock.nowMs() - stats.oldestReadyAtMs)),
     paused: stats.paused,
     config: queueConfigOf(stats.config),
@@ -206,23 +214,44 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
       if (request.config?.retryTimeout !== undefined) change.retryTimeout = request.config.retryTimeout;
       if (request.config?.retrySystem !== undefined) change.retrySystem = request.config.retrySystem;
       if (request.config?.maxRunning !== undefined) change.maxRunning = request.config.maxRunning;
-      if (request.config?.groupLimits !== undefined) notBuilt("config.group_limits", "limits per group");
-      const rate = request.config?.rateLimit;
-      if (rate !== undefined) {
-        change.rateLimit =
-          rate.starts === 0
-            ? { starts: 0, periodMs: 0, burst: 0 }
-            : {
-                starts: rate.starts,
-                periodMs: rate.period
-                  ? durationMsOf(rate.period, "config.rate_limit.period")
-                  : invalid("config.rate_limit.period", "is required"),
-                burst: rate.burst === 0 ? rate.starts : rate.burst,
-              };
+      if (request.config?.rateLimit !== undefined) change.rateLimit = rateLimitOf(request.config.rateLimit, "config.rate_limit");
+      const groupLimits = request.config?.groupLimits;
+      if (groupLimits !== undefined) {
+        change.groupLimits = groupLimits.limits.map((limit, i) => {
+          const field = `config.group_limits.limits[${i}]`;
+          const domain: DomainGroupLimit = { pattern: limit.pattern };
+          if (limit.maxRunning > 0) domain.maxRunning = limit.maxRunning;
+          const rate = limit.rateLimit && rateLimitOf(limit.rateLimit, `${field}.rate_limit`);
+          if (rate && rate.starts > 0) domain.rateLimit = rate;
+          return domain;
+        });
       }
       return { config: queueConfigOf(await engine.configureQueue(request.queue, change)) };
     }),
   };
+}
+
+/** A RateLimit as the engine takes it: `starts` 0 (clear) as it is, an unset burst as `starts`. */
+function rateLimitOf(rate: RateLimit, field: string): DomainRateLimit {
+  if (rate.starts === 0) return { starts: 0, periodMs: 0, burst: 0 };
+  return {
+    starts: rate.starts,
+    periodMs: rate.period ? durationMsOf(rate.period, `${field}.period`) : invalid(`${field}.period`, "is required"),
+    burst: rate.burst === 0 ? rate.starts : rate.burst,
+  };
+}
+
+/** A group limit as the API shows it. */
+function groupLimitOf(limit: DomainGroupLimit): GroupLimit {
+  return create(GroupLimitSchema, {
+    pattern: limit.pattern,
+    maxRunning: limit.maxRunning ?? 0,
+    ...(limit.rateLimit && { rateLimit: rateLimitMessageOf(limit.rateLimit) }),
+  });
+}
+
+function rateLimitMessageOf(rate: DomainRateLimit): RateLimit {
+  return create(RateLimitSchema, { starts: rate.starts, period: durationOf(rate.periodMs), burst: rate.burst });
 }
 
 /** A queue's settings as the API shows them: every setting, its default (true) where none was set. */
@@ -231,8 +260,7 @@ function queueConfigOf(config: DomainQueueConfig): QueueConfig {
     retryTimeout: config.retryTimeout ?? true,
     retrySystem: config.retrySystem ?? true,
     maxRunning: config.maxRunning ?? 0,
-    ...(config.rateLimit && {
-      rateLimit: { starts: config.rateLimit.starts, period: durationOf(config.rateLimit.periodMs), burst: config.rateLimit.burst },
-    }),
+    ...(config.rateLimit && { rateLimit: rateLimitMessageOf(config.rateLimit) }),
+    ...(config.groupLimits && { groupLimits: { limits: config.groupLimits.map(groupLimitOf) } }),
   });
 }

@@ -79,11 +79,11 @@ export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitI
   if (spec.batchRef) input.batchRef = spec.batchRef;
   if (spec.parentJid) input.parentJid = spec.parentJid;
   if (spec.callbackUrl) input.callbackUrl = spec.callbackUrl;
+  if (spec.groupKey) input.groupKey = spec.groupKey;
   if (spec.retry) input.retry = retryInputOf(spec.retry, `${field}.retry`);
   if (spec.backtrace) input.backtraceFrames = spec.backtrace;
   if (Object.keys(spec.tags).length > 0) input.tags = { ...spec.tags };
   if (spec.correlationId) input.correlationId = spec.correlationId;
-  if (spec.groupKey) notBuilt(`${field}.group_key`, "grouping jobs");
   if (spec.unique) notBuilt(`${field}.unique`, "uniqueness");
   if (spec.debounce) notBuilt(`${field}.debounce`, "debounce");
   return input;
@@ -146,6 +146,7 @@ export function jobOf(view: JobView): Job {
     waitingOn: meta.waitingOn ?? [],
     childrenOf: meta.dependency?.childrenOf ?? "",
     callbackUrl: meta.callbackUrl ?? "",
+    groupKey: meta.groupKey ?? "",
     expiresAt: timestampFromMs(meta.expiresAtMs),
     retry: retryPolicyOf(meta.retry),
     backtrace: meta.backtraceFrames,

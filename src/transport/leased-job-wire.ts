@@ -123,6 +123,7 @@ function writeJob(w: ProtoWriter, meta: JobMeta, body: JobBody, checkpoint: Uint
   str(w, 40, meta.dependency?.childrenOf ?? "");
   if (checkpoint && checkpoint.byteLength > 0) w.tag(38, WireType.LengthDelimited).bytes(checkpoint);
   // Progress (39) is never set on a leased job: a new attempt starts without one.
+  str(w, 41, meta.groupKey ?? "");
 }
 
 function writeRetryPolicy(w: ProtoWriter, policy: RetryPolicy): void {

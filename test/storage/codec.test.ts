@@ -163,7 +163,7 @@ describe("a layout-3 data dir (SCHEDULED jobs under l/ with the other unfinished
       ...metas.map((meta) => ({ type: "put" as const, key: KEYS.live(meta.jid), value: new Uint8Array() })),
       ...moved.map((meta) => ({
         type: "put" as const,
-        key: KEYS.ready(meta.queue, meta.priority, meta.readySeq, meta.jid),
+        key: KEYS.ready(meta.queue, "", meta.priority, meta.readySeq, meta.jid),
         value: new Uint8Array(),
       })),
     ]);
@@ -189,13 +189,13 @@ describe("a layout-3 data dir (SCHEDULED jobs under l/ with the other unfinished
     const store = new LevelStore(dir);
     await store.open();
     const inQ = ready.filter((meta) => meta.queue === "q");
-    expect((await store.readyPage("q", 2, 0, 5)).map((job) => job.meta.jid)).toEqual(inQ.slice(0, 5).map((meta) => meta.jid));
-    expect((await store.readyPage("q", 2, inQ[3_000]!.readySeq, 10_000)).map((job) => job.meta.jid)).toEqual(
+    expect((await store.readyPage("q", "", 2, 0, 5)).map((job) => job.meta.jid)).toEqual(inQ.slice(0, 5).map((meta) => meta.jid));
+    expect((await store.readyPage("q", "", 2, inQ[3_000]!.readySeq, 10_000)).map((job) => job.meta.jid)).toEqual(
       inQ.slice(3_001).map((meta) => meta.jid),
     );
     expect((await store.readyCounts()).sort((a, b) => (a.queue < b.queue ? -1 : 1))).toEqual([
-      { queue: "other", priority: 2, count: 8_000, maxReadySeq: 12_000 },
-      { queue: "q", priority: 2, count: 4_000, maxReadySeq: 11_998 },
+      { queue: "other", group: "", priority: 2, count: 8_000, maxReadySeq: 12_000 },
+      { queue: "q", group: "", priority: 2, count: 4_000, maxReadySeq: 11_998 },
     ]);
     const unready: string[] = [];
     for await (const meta of store.unreadyLiveJobs()) unready.push(meta.jid);
@@ -214,7 +214,7 @@ describe("a layout-3 data dir (SCHEDULED jobs under l/ with the other unfinished
     const [left, moved] = [scheduled("q", 0, 2), scheduled("q", 0, 1)];
     const store = new LevelStore(await layout3Dir([left], [moved]));
     await store.open();
-    expect((await store.readyPage("q", 0, 0, 10)).map((job) => job.meta.jid)).toEqual([moved.jid, left.jid]);
+    expect((await store.readyPage("q", "", 0, 0, 10)).map((job) => job.meta.jid)).toEqual([moved.jid, left.jid]);
     const live: string[] = [];
     for await (const meta of store.liveJobs()) live.push(meta.jid);
     expect(live.sort()).toEqual([left.jid, moved.jid].sort());

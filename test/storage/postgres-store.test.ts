@@ -92,8 +92,8 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
 
     const { store } = await openStore(url);
     const level = (queue: string, priority: number) => ready.filter((meta) => meta.queue === queue && meta.priority === priority);
-    expect((await store.readyPage("sms", 0, 0, 3)).map((job) => job.meta)).toEqual(level("sms", 0).slice(0, 3));
-    expect((await store.readyPage("mail", 2, 5_000, 10_000)).map((job) => job.meta.jid)).toEqual(
+    expect((await store.readyPage("sms", "", 0, 0, 3)).map((job) => job.meta)).toEqual(level("sms", 0).slice(0, 3));
+    expect((await store.readyPage("mail", "", 2, 5_000, 10_000)).map((job) => job.meta.jid)).toEqual(
       level("mail", 2)
         .filter((meta) => meta.readySeq > 5_000)
         .map((meta) => meta.jid),
@@ -107,7 +107,7 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
         ["sms", 2],
       ].map(([queue, priority]) => {
         const metas = level(queue as string, priority as number);
-        return { queue, priority, count: metas.length, maxReadySeq: metas[metas.length - 1]!.readySeq };
+        return { queue, group: "", priority, count: metas.length, maxReadySeq: metas[metas.length - 1]!.readySeq };
       }),
     );
     const unready: JobMeta[] = [];

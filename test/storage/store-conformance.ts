@@ -66,7 +66,7 @@ async function liveJids(store: Store, listing: "liveJobs" | "unreadyLiveJobs"): 
 
 /** The jids of one readyPage, in its order. */
 async function readyJids(store: Store, queue: string, priority: PriorityLevel, afterSeq = 0, limit = 100): Promise<string[]> {
-  return (await store.readyPage(queue, priority, afterSeq, limit)).map((job) => job.meta.jid);
+  return (await store.readyPage(queue, "", priority, afterSeq, limit)).map((job) => job.meta.jid);
 }
 
 /** readyCounts in one order, for comparing. */
@@ -422,25 +422,61 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
         // Page by page, each after the last readySeq of the one before.
         for (const size of [1, 2, 3]) {
           const jids: string[] = [];
-          for (let page = await store.readyPage("mail", 2, 0, size); page.length > 0;) {
+          for (let page = await store.readyPage("mail", "", 2, 0, size); page.length > 0;) {
             expect(page.length).toBeLessThanOrEqual(size);
             jids.push(...page.map((job) => job.meta.jid));
-            page = await store.readyPage("mail", 2, page[page.length - 1]!.meta.readySeq, size);
+            page = await store.readyPage("mail", "", 2, page[page.length - 1]!.meta.readySeq, size);
           }
           expect(jids).toEqual(inOrder("mail", 2));
         }
         expect(await readyJids(store, "mail", 2, 10)).toEqual(inOrder("mail", 2).slice(2));
         expect(await readyJids(store, "mail", 2, 11, 2)).toEqual(inOrder("mail", 2).slice(2, 4));
         expect(await readyJids(store, "mail", 2, 1_000_000_000_000)).toEqual([]);
-        expect((await store.readyPage("mail", 2, 99, 1)).map((job) => job.meta)).toEqual([ready[0]]);
+        expect((await store.readyPage("mail", "", 2, 99, 1)).map((job) => job.meta)).toEqual([ready[0]]);
         expect(await sortedReadyCounts(store)).toEqual([
-          { queue: "mail", priority: 0, count: 1, maxReadySeq: 11 },
-          { queue: "mail", priority: 2, count: 5, maxReadySeq: 1_000_000_000_000 },
-          { queue: "mail.bulk", priority: 2, count: 1, maxReadySeq: 10 },
-          { queue: "mail.bulk", priority: 4, count: 1, maxReadySeq: 3 },
+          { queue: "mail", group: "", priority: 0, count: 1, maxReadySeq: 11 },
+          { queue: "mail", group: "", priority: 2, count: 5, maxReadySeq: 1_000_000_000_000 },
+          { queue: "mail.bulk", group: "", priority: 2, count: 1, maxReadySeq: 10 },
+          { queue: "mail.bulk", group: "", priority: 4, count: 1, maxReadySeq: 3 },
         ]);
         expect(await liveJids(store, "unreadyLiveJobs")).toEqual(unready.map((m) => m.jid).sort());
         expect(await liveJids(store, "liveJobs")).toEqual([...ready, ...unready].map((m) => m.jid).sort());
+      }
+      await fixture.cleanup();
+    });
+
+    it("pages each group of a queue apart (its default group is the jobs without a group key), and counts it apart", async () => {
+      const fixture = await setup();
+      // Group keys that need escaping in a key, one that looks like another queue's name, and
+      // one group with the default group's name as a prefix.
+      const groups = ["", "customer:42", "org/7 ü#%", "mail.bulk", "c"];
+      const ready = groups.flatMap((group, g) =>
+        [3, 1, 2].map((n) => ({
+          ...metaOf(randomUUID(), "SCHEDULED", 10 * n + g),
+          queue: "mail",
+          priority: 2 as PriorityLevel,
+          ...(group !== "" && { groupKey: group }),
+        })),
+      );
+      const other = { ...metaOf(randomUUID(), "SCHEDULED", 99), queue: "mail.bulk", priority: 2 as PriorityLevel };
+      await fixture.store.commit([...ready, other].map((meta) => ({ kind: "put-job" as const, meta, body: bodyOf() })));
+      for (const reopen of [false, true]) {
+        const store = reopen ? await fixture.reopen() : fixture.store;
+        for (const group of groups) {
+          const expected = ready
+            .filter((m) => (m.groupKey ?? "") === group)
+            .sort((a, b) => a.readySeq - b.readySeq)
+            .map((m) => m.jid);
+          expect((await store.readyPage("mail", group, 2, 0, 100)).map((job) => job.meta.jid)).toEqual(expected);
+          expect((await store.readyPage("mail", group, 2, 10 + groups.indexOf(group), 100)).map((job) => job.meta.jid)).toEqual(
+            expected.slice(1),
+          );
+        }
+        const counts = (await store.readyCounts()).filter((level) => level.queue === "mail");
+        expect(counts.map((level) => [level.group, level.count, level.maxReadySeq]).sort()).toEqual(
+          groups.map((group, g) => [group, 3, 30 + g]).sort(),
+        );
+        expect((await store.readyPage("mail.bulk", "", 2, 0, 100)).map((job) => job.meta.jid)).toEqual([other.jid]);
       }
       await fixture.cleanup();
     });
@@ -470,7 +506,7 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
         { kind: "put-meta", meta: { ...at(cancelled, "CANCELLED", 3), completedAtMs: 2_000 }, previous: at(cancelled, "SCHEDULED", 3) },
       ]);
       expect(await readyJids(store, "default", 2)).toEqual([requeued, kept]);
-      expect(await sortedReadyCounts(store)).toEqual([{ queue: "default", priority: 2, count: 2, maxReadySeq: 5 }]);
+      expect(await sortedReadyCounts(store)).toEqual([{ queue: "default", group: "", priority: 2, count: 2, maxReadySeq: 5 }]);
       expect(await liveJids(store, "unreadyLiveJobs")).toEqual([leased]);
       expect((await store.listFinished("CANCELLED", "default", undefined, 10)).map((m) => m.jid)).toEqual([cancelled]);
 
@@ -490,10 +526,10 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
       store = await fixture.reopen();
       expect(await readyJids(store, "default", 2)).toEqual([kept, leased]);
       expect(await readyJids(store, "default", 0)).toEqual([requeued]);
-      expect((await store.readyPage("default", 0, 0, 10))[0]!.meta).toEqual(at(requeued, "SCHEDULED", 6, 0));
+      expect((await store.readyPage("default", "", 0, 0, 10))[0]!.meta).toEqual(at(requeued, "SCHEDULED", 6, 0));
       expect(await sortedReadyCounts(store)).toEqual([
-        { queue: "default", priority: 0, count: 1, maxReadySeq: 6 },
-        { queue: "default", priority: 2, count: 2, maxReadySeq: 7 },
+        { queue: "default", group: "", priority: 0, count: 1, maxReadySeq: 6 },
+        { queue: "default", group: "", priority: 2, count: 2, maxReadySeq: 7 },
       ]);
       expect(await liveJids(store, "liveJobs")).toEqual([leased, requeued, kept].sort());
 
@@ -508,7 +544,7 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
       expect(await liveJids(store, "liveJobs")).toEqual([leased, cancelled, requeued, kept].sort());
       // Whatever a page holds is the job's current meta, and its body if any (LevelDB keeps copies beside the keys).
       for (const priority of [0, 2] as const) {
-        for (const { meta, body } of await store.readyPage("default", priority, 0, 10, true)) {
+        for (const { meta, body } of await store.readyPage("default", "", priority, 0, 10, true)) {
           expect(meta).toEqual(await store.getMeta(meta.jid));
           if (body !== undefined) expect(body).toEqual(bodyOf());
         }

@@ -21,8 +21,9 @@ export const KEYS = {
    * Present (empty value) while the job is SCHEDULED, instead of l/: the ready jobs of a queue
    * and priority level in the order they run, read a page at a time.
    */
-  ready: (queue: string, priority: PriorityLevel, readySeq: number, jid: string) => `q/${queue}/${priority}/${digits15(readySeq)}/${jid}`,
-  readyLevelPrefix: (queue: string, priority: PriorityLevel) => `q/${queue}/${priority}/`,
+  ready: (queue: string, group: string, priority: PriorityLevel, readySeq: number, jid: string) =>
+    `q/${laneOf(queue, group)}/${priority}/${digits15(readySeq)}/${jid}`,
+  readyLevelPrefix: (queue: string, group: string, priority: PriorityLevel) => `q/${laneOf(queue, group)}/${priority}/`,
   readyPrefix: "q/",
   /** Present (empty value) while the job is COMPLETED or CANCELLED: deletion order by expiry. */
   purge: (expiresAtMs: number, jid: string) => `x/${digits15(expiresAtMs)}/${jid}`,
@@ -60,6 +61,14 @@ export const KEYS = {
   layoutVersion: "m/layout-version",
 } as const;
 
+/**
+ * The ready keys' queue segment: the queue's name for its default group, else
+ * `<queue>#<group, URI-encoded>` (queue names hold no "#", an encoded group no "/").
+ */
+function laneOf(queue: string, group: string): string {
+  return group === "" ? queue : `${queue}#${encodeURIComponent(group)}`;
+}
+
 /** A number in 15 digits, so keys sort by it. */
 function digits15(value: number): string {
   return String(value).padStart(15, "0");
@@ -71,15 +80,18 @@ export function prefixRange(prefix: string): { gte: string; lt: string } {
 }
 
 /** Bounds of the `q/` keys of one level with a readySeq above `afterSeq` (all of them for a negative one). */
-export function readyRangeAfter(queue: string, priority: PriorityLevel, afterSeq: number): { gte: string; lt: string } {
-  const prefix = KEYS.readyLevelPrefix(queue, priority);
+export function readyRangeAfter(queue: string, group: string, priority: PriorityLevel, afterSeq: number): { gte: string; lt: string } {
+  const prefix = KEYS.readyLevelPrefix(queue, group, priority);
   return { gte: `${prefix}${digits15(Math.max(0, Math.floor(afterSeq) + 1))}`, lt: `${prefix}\xff` };
 }
 
-/** Queue, priority and readySeq of a `q/<queue>/<priority>/<readySeq>/<jid>` key (queue names contain no "/"). */
-export function parseReadyKey(key: string): { queue: string; priority: PriorityLevel; readySeq: number } {
-  const [, queue, priority, readySeq] = key.split("/");
-  return { queue: queue!, priority: Number(priority) as PriorityLevel, readySeq: Number(readySeq) };
+/** Queue, group, priority and readySeq of a `q/<queue>[#<group>]/<priority>/<readySeq>/<jid>` key (queue names contain no "/" or "#"). */
+export function parseReadyKey(key: string): { queue: string; group: string; priority: PriorityLevel; readySeq: number } {
+  const [, lane, priority, readySeq] = key.split("/");
+  const hash = lane!.indexOf("#");
+  const queue = hash < 0 ? lane! : lane!.slice(0, hash);
+  const group = hash < 0 ? "" : decodeURIComponent(lane!.slice(hash + 1));
+  return { queue, group, priority: Number(priority) as PriorityLevel, readySeq: Number(readySeq) };
 }
 
 /** The expiry time and jid of a `x/<expiresAtMs>/<jid>` key. */

@@ -129,7 +129,7 @@ export class LevelStore implements Store {
         if (meta.state !== "SCHEDULED") continue;
         ops.push(
           { type: "del", key: KEYS.live(meta.jid) },
-          { type: "put", key: KEYS.ready(meta.queue, meta.priority, meta.readySeq, meta.jid), value: EMPTY },
+          { type: "put", key: KEYS.ready(meta.queue, meta.groupKey ?? "", meta.priority, meta.readySeq, meta.jid), value: EMPTY },
         );
       }
       if (ops.length > 0) await this.writeBatch(ops);
@@ -227,20 +227,27 @@ export class LevelStore implements Store {
     // Keys sort by level, then readySeq: each level is one run of keys, its last the highest readySeq.
     const counts: ReadyLevelCount[] = [];
     for await (const key of this.db.keys(prefixRange(KEYS.readyPrefix))) {
-      const { queue, priority, readySeq } = parseReadyKey(key);
+      const { queue, group, priority, readySeq } = parseReadyKey(key);
       const level = counts[counts.length - 1];
-      if (level?.queue === queue && level.priority === priority) {
+      if (level?.queue === queue && level.group === group && level.priority === priority) {
         level.count++;
         level.maxReadySeq = readySeq;
       } else {
-        counts.push({ queue, priority, count: 1, maxReadySeq: readySeq });
+        counts.push({ queue, group, priority, count: 1, maxReadySeq: readySeq });
       }
     }
     return counts;
   }
 
-  async readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number, withBodies = false): Promise<ReadyJob[]> {
-    const entries = await this.db.iterator({ ...readyRangeAfter(queue, priority, afterSeq), limit }).all();
+  async readyPage(
+    queue: string,
+    group: string,
+    priority: PriorityLevel,
+    afterSeq: number,
+    limit: number,
+    withBodies = false,
+  ): Promise<ReadyJob[]> {
+    const entries = await this.db.iterator({ ...readyRangeAfter(queue, group, priority, afterSeq), limit }).all();
     const jobs = entries.map(([key, value]) => decodeReadyValue(value, withBodies) ?? jidOfIndexKey(key));
     // Keys moved from l/ by the layout-4 migration hold no copy: their metas are read by jid.
     const bare = jobs.filter((job): job is string => typeof job === "string");
@@ -439,7 +446,7 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
 
 /** The one index key of an unfinished job: q/ while SCHEDULED, else l/. */
 function liveKeyOf(meta: JobMeta): string {
-  return meta.state === "SCHEDULED" ? KEYS.ready(meta.queue, meta.priority, meta.readySeq, meta.jid) : KEYS.live(meta.jid);
+  return meta.state === "SCHEDULED" ? KEYS.ready(meta.queue, meta.groupKey ?? "", meta.priority, meta.readySeq, meta.jid) : KEYS.live(meta.jid);
 }
 
 /** The value of an unfinished job's live key: for a cold SCHEDULED job (records given), the copy of its records; else empty. */

@@ -152,8 +152,9 @@ export class MemoryStore implements Store {
     const counts = new Map<string, ReadyLevelCount>();
     for (const meta of this.data.metas.values()) {
       if (meta.state !== "SCHEDULED") continue;
-      const id = `${meta.queue}/${meta.priority}`;
-      const entry = counts.get(id) ?? { queue: meta.queue, priority: meta.priority, count: 0, maxReadySeq: 0 };
+      const group = meta.groupKey ?? "";
+      const id = JSON.stringify([meta.queue, group, meta.priority]);
+      const entry = counts.get(id) ?? { queue: meta.queue, group, priority: meta.priority, count: 0, maxReadySeq: 0 };
       entry.count++;
       entry.maxReadySeq = Math.max(entry.maxReadySeq, meta.readySeq);
       counts.set(id, entry);
@@ -162,9 +163,16 @@ export class MemoryStore implements Store {
   }
 
   /** Metas only, as PostgreSQL's (the engine then reads bodies by jid, the path most engine tests are about). */
-  async readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number): Promise<ReadyJob[]> {
+  async readyPage(queue: string, group: string, priority: PriorityLevel, afterSeq: number, limit: number): Promise<ReadyJob[]> {
     return [...this.data.metas.values()]
-      .filter((meta) => meta.state === "SCHEDULED" && meta.queue === queue && meta.priority === priority && meta.readySeq > afterSeq)
+      .filter(
+        (meta) =>
+          meta.state === "SCHEDULED" &&
+          meta.queue === queue &&
+          (meta.groupKey ?? "") === group &&
+          meta.priority === priority &&
+          meta.readySeq > afterSeq,
+      )
       .sort((a, b) => a.readySeq - b.readySeq || (a.jid < b.jid ? -1 : 1))
       .slice(0, limit)
       .map((meta) => ({ meta: structuredClone(meta), body: undefined }));

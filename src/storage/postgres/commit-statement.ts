@@ -18,9 +18,9 @@ export const COMMIT_SQL = `
 WITH
   del_jobs AS (DELETE FROM worq_jobs WHERE jid = ANY($1::text[])),
   put_jobs AS (
-    INSERT INTO worq_jobs (jid, state, queue, live, finished_at_ms, purge_at_ms, meta, priority, ready_seq, parent_jid, created_at_ms)
+    INSERT INTO worq_jobs (jid, state, queue, live, finished_at_ms, purge_at_ms, meta, priority, ready_seq, parent_jid, created_at_ms, group_key)
     SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::boolean[], $6::bigint[], $7::bigint[], $8::bytea[], $9::smallint[], $10::bigint[],
-      $32::text[], $33::bigint[])
+      $32::text[], $33::bigint[], $38::text[])
     ON CONFLICT (jid) DO UPDATE SET state = EXCLUDED.state, queue = EXCLUDED.queue, live = EXCLUDED.live,
       finished_at_ms = EXCLUDED.finished_at_ms, purge_at_ms = EXCLUDED.purge_at_ms, meta = EXCLUDED.meta,
       priority = EXCLUDED.priority, ready_seq = EXCLUDED.ready_seq),
@@ -230,6 +230,7 @@ export function commitParameters(writes: readonly StoreWrite[]): { values: unkno
     checkpoints.put.map(([, data]) => buffer(data)),
     // A queue's settings as JSON, NULL when it has none.
     [...ops.queues.values()].map((queue) => (queue.config ? JSON.stringify(queue.config) : null)),
+    metas.map((meta) => meta.groupKey ?? ""),
   ];
   const rows =
     ops.jobs.size +

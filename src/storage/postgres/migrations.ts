@@ -140,6 +140,18 @@ export const MIGRATIONS: readonly Migration[] = [
     // to pass those connections to the leader.
     sql: `ALTER TABLE worq_nodes ADD COLUMN faktory_address text, ADD COLUMN workq_address text;`,
   },
+  {
+    version: 9,
+    name: "ready jobs by group",
+    // A queue's ready jobs are paged per group (JobSpec.group_key, '' for the default group),
+    // so one group's backlog does not stand in front of another's. Every job stored before
+    // is in the default group; the group never changes after submit.
+    sql: `
+      ALTER TABLE worq_jobs ADD COLUMN group_key text COLLATE "C" NOT NULL DEFAULT '';
+      CREATE INDEX worq_jobs_ready_by_group ON worq_jobs (queue, group_key, priority, ready_seq, jid) WHERE state = 'SCHEDULED';
+      DROP INDEX worq_jobs_ready;
+    `,
+  },
 ];
 
 /** Rows decoded and updated per round trip of a backfill. */

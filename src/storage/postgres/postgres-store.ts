@@ -176,17 +176,18 @@ export class PostgresStore implements Store {
   async *liveJobs(): AsyncIterable<JobMeta> {
     yield* this.unreadyLiveJobs();
     // The ready index's order, paged by its whole key.
-    let after: [string, number, number, string] = ["", -1, -1, ""];
+    let after: [string, string, number, number, string] = ["", "", -1, -1, ""];
     for (;;) {
-      const { rows } = await this.pool.query<{ queue: string; priority: number; ready_seq: string; jid: string; meta: Buffer }>(
-        `SELECT queue, priority, ready_seq, jid, meta FROM worq_jobs WHERE state = 'SCHEDULED' AND (queue, priority, ready_seq, jid) > ($1, $2, $3, $4)
-         ORDER BY queue, priority, ready_seq, jid LIMIT $5`,
+      const { rows } = await this.pool.query<{ queue: string; group_key: string; priority: number; ready_seq: string; jid: string; meta: Buffer }>(
+        `SELECT queue, group_key, priority, ready_seq, jid, meta FROM worq_jobs
+         WHERE state = 'SCHEDULED' AND (queue, group_key, priority, ready_seq, jid) > ($1, $2, $3, $4, $5)
+         ORDER BY queue, group_key, priority, ready_seq, jid LIMIT $6`,
         [...after, PAGE_ROWS],
       );
       for (const row of rows) yield decodeMeta(row.meta);
       if (rows.length < PAGE_ROWS) return;
       const last = rows[rows.length - 1]!;
-      after = [last.queue, last.priority, Number(last.ready_seq), last.jid];
+      after = [last.queue, last.group_key, last.priority, Number(last.ready_seq), last.jid];
     }
   }
 
@@ -204,11 +205,12 @@ export class PostgresStore implements Store {
   }
 
   async readyCounts(): Promise<ReadyLevelCount[]> {
-    const { rows } = await this.pool.query<{ queue: string; priority: PriorityLevel; count: string; max_ready_seq: string }>(
-      "SELECT queue, priority, count(*) AS count, max(ready_seq) AS max_ready_seq FROM worq_jobs WHERE state = 'SCHEDULED' GROUP BY queue, priority",
+    const { rows } = await this.pool.query<{ queue: string; group_key: string; priority: PriorityLevel; count: string; max_ready_seq: string }>(
+      "SELECT queue, group_key, priority, count(*) AS count, max(ready_seq) AS max_ready_seq FROM worq_jobs WHERE state = 'SCHEDULED' GROUP BY queue, group_key, priority",
     );
     return rows.map((row) => ({
       queue: row.queue,
+      group: row.group_key,
       priority: row.priority,
       count: Number(row.count),
       maxReadySeq: Number(row.max_ready_seq),
@@ -216,11 +218,11 @@ export class PostgresStore implements Store {
   }
 
   /** Metas only: the engine reads the bodies of the jobs it leases (getBodies), as for any other. */
-  async readyPage(queue: string, priority: PriorityLevel, afterSeq: number, limit: number): Promise<ReadyJob[]> {
+  async readyPage(queue: string, group: string, priority: PriorityLevel, afterSeq: number, limit: number): Promise<ReadyJob[]> {
     const { rows } = await this.pool.query<{ meta: Buffer }>(
-      `SELECT meta FROM worq_jobs WHERE state = 'SCHEDULED' AND queue = $1 AND priority = $2 AND ready_seq > $3
-       ORDER BY ready_seq, jid LIMIT $4`,
-      [queue, priority, afterSeq, limit],
+      `SELECT meta FROM worq_jobs WHERE state = 'SCHEDULED' AND queue = $1 AND group_key = $2 AND priority = $3 AND ready_seq > $4
+       ORDER BY ready_seq, jid LIMIT $5`,
+      [queue, group, priority, afterSeq, limit],
     );
     return rows.map((row) => ({ meta: decodeMeta(row.meta), body: undefined }));
   }
