@@ -36,6 +36,24 @@ export function rateValue(text: string): { starts: number; periodMs: number; bur
   return { starts, periodMs: positiveDurationMs(match[2]!), burst };
 }
 
+/**
+ * A group limit, `<pattern>=<limit>[,<limit>]` with limits `max:<n>` (running at once) and
+ * `rate:<starts>/<period>[:<burst>]`, e.g. `customer:*=max:2,rate:10/1s`. The pattern ends at
+ * the last "=".
+ */
+export function groupLimitValue(text: string): { pattern: string; maxRunning: number; rate?: ReturnType<typeof rateValue> } {
+  const at = text.lastIndexOf("=");
+  if (at <= 0) throw new InvalidArgumentError('expected <pattern>=<limits>, like "customer:*=max:2,rate:10/1s".');
+  const limit: { pattern: string; maxRunning: number; rate?: ReturnType<typeof rateValue> } = { pattern: text.slice(0, at), maxRunning: 0 };
+  for (const part of text.slice(at + 1).split(",")) {
+    const [name, value] = [part.slice(0, part.indexOf(":")), part.slice(part.indexOf(":") + 1)];
+    if (name === "max") limit.maxRunning = countValue(value);
+    else if (name === "rate") limit.rate = rateValue(value);
+    else throw new InvalidArgumentError(`unknown limit ${JSON.stringify(part)}: expected max:<n> or rate:<starts>/<period>[:<burst>].`);
+  }
+  return limit;
+}
+
 /** A whole number from 0 up. */
 export function countValue(text: string): number {
   if (!/^\d+$/.test(text.trim())) throw new InvalidArgumentError("expected a whole number.");

@@ -37,10 +37,6 @@ interface GroupCounts {
 }
 const NO_GROUP_JOBS: Readonly<GroupCounts> = { scheduled: 0, running: 0 };
 
-function groupId(queue: string, group: string): string {
-  return `${queue}\0${group}`;
-}
-
 function isCounted(state: JobState | undefined): boolean {
   return state === "SCHEDULED" || state === "RUNNING";
 }
@@ -58,10 +54,10 @@ export class LiveJobs {
   );
   private objects = 0;
   /**
-   * Ready and running jobs per group, for jobs with a group key only (keyed queue NUL group),
-   * and their totals per queue: the default group's counts are the queue's less those.
+   * Ready and running jobs per group of each queue, for jobs with a group key only, and their
+   * totals per queue: the default group's counts are the queue's less those.
    */
-  private readonly groups = new Map<string, GroupCounts>();
+  private readonly groups = new Map<string, Map<string, GroupCounts>>();
   private readonly groupedTotals = new Map<string, GroupCounts>();
 
   constructor(private readonly unpackedLimit = DEFAULT_UNPACKED_LIMIT) {}
@@ -128,7 +124,7 @@ export class LiveJobs {
 
   /** Live ready (SCHEDULED, in memory) and running jobs of one group of `queue` ("" the default group). */
   groupCounts(queue: string, group: string): { scheduled: number; running: number } {
-    if (group !== "") return this.groups.get(groupId(queue, group)) ?? NO_GROUP_JOBS;
+    if (group !== "") return this.groups.get(queue)?.get(group) ?? NO_GROUP_JOBS;
     const grouped = this.groupedTotals.get(queue) ?? NO_GROUP_JOBS;
     return { scheduled: this.count(queue, "SCHEDULED") - grouped.scheduled, running: this.count(queue, "RUNNING") - grouped.running };
   }
@@ -139,26 +135,26 @@ export class LiveJobs {
   }
 
   /** The groups of `queue` with live ready or running jobs (the default group not included). */
-  *groupsOf(queue: string): IterableIterator<string> {
-    const prefix = `${queue}\0`;
-    for (const id of this.groups.keys()) if (id.startsWith(prefix)) yield id.slice(prefix.length);
+  groupsOf(queue: string): IterableIterator<string> {
+    return (this.groups.get(queue) ?? new Map<string, GroupCounts>()).keys();
   }
 
   private countGroup(meta: JobMeta, from: JobState | undefined, to: JobState | undefined): void {
     if (from === to || (!isCounted(from) && !isCounted(to))) return;
-    const id = groupId(meta.queue, meta.groupKey!);
-    let counts = this.groups.get(id);
-    if (!counts) this.groups.set(id, (counts = { scheduled: 0, running: 0 }));
+    let ofQueue = this.groups.get(meta.queue);
+    if (!ofQueue) this.groups.set(meta.queue, (ofQueue = new Map()));
+    let counts = ofQueue.get(meta.groupKey!);
+    if (!counts) ofQueue.set(meta.groupKey!, (counts = { scheduled: 0, running: 0 }));
     let totals = this.groupedTotals.get(meta.queue);
     if (!totals) this.groupedTotals.set(meta.queue, (totals = { scheduled: 0, running: 0 }));
     for (const [state, step] of [
       [from, -1],
       [to, 1],
     ] as const) {
-      if (state === "SCHEDULED") (counts.scheduled += step), (totals.scheduled += step);
-      else if (state === "RUNNING") (counts.running += step), (totals.running += step);
+      if (state === "SCHEDULED") ((counts.scheduled += step), (totals.scheduled += step));
+      else if (state === "RUNNING") ((counts.running += step), (totals.running += step));
     }
-    if (counts.scheduled === 0 && counts.running === 0) this.groups.delete(id);
+    if (counts.scheduled === 0 && counts.running === 0) ofQueue.delete(meta.groupKey!);
   }
 
   /** The live metas of `queue` (any queue when undefined) in one of `states` (any when undefined); packed ones in another state are not unpacked. */

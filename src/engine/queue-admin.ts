@@ -127,18 +127,18 @@ export async function purgeQueue(core: EngineCore, name: string): Promise<number
   }
   // Then the jobs left in the store (cold), a page per commit.
   for (const queue of [...(core.ready.get(name)?.all() ?? [])]) {
-   for (let priority = 0 as PriorityLevel; priority < PRIORITY_LEVELS; priority++) {
-    if (queue.coldAt(priority) === 0) continue;
-    await walkCold(core, name, queue, priority, (page) => {
-      const waiting = page.filter((meta) => meta.readySeq <= lastReadySeq);
-      purged += waiting.length;
-      const writes = waiting.map((meta): StoreWrite => {
-        core.resolveDependents(meta.jid, "CANCELLED");
-        return { kind: "delete-job", meta };
+    for (let priority = 0 as PriorityLevel; priority < PRIORITY_LEVELS; priority++) {
+      if (queue.coldAt(priority) === 0) continue;
+      await walkCold(core, name, queue, priority, (page) => {
+        const waiting = page.filter((meta) => meta.readySeq <= lastReadySeq);
+        purged += waiting.length;
+        const writes = waiting.map((meta): StoreWrite => {
+          core.resolveDependents(meta.jid, "CANCELLED");
+          return { kind: "delete-job", meta };
+        });
+        return { writes, gone: waiting.length, done: waiting.length < page.length };
       });
-      return { writes, gone: waiting.length, done: waiting.length < page.length };
-    });
-   }
+    }
   }
   return purged;
 }

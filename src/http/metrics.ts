@@ -79,6 +79,12 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
     labelNames: ["queue"],
     registers: [],
   });
+  const groups = new Gauge({
+    name: "worq_queue_groups",
+    help: "Groups (JobSpec group_key, the default group included) with ready or running jobs, per queue.",
+    labelNames: ["queue"],
+    registers: [],
+  });
   const depth = new Gauge({
     name: "worq_queue_depth",
     help: "Jobs per queue and state (unfinished states, and dead).",
@@ -91,6 +97,7 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
       oldestAge.reset();
       maxRunning.reset();
       rateTokens.reset();
+      groups.reset();
       const now = Date.now();
       for (const stats of current.listQueues(1000).queues) {
         const by = {
@@ -105,6 +112,7 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
         oldestAge.set({ queue: stats.queue }, stats.oldestReadyAtMs === undefined ? 0 : Math.max(0, now - stats.oldestReadyAtMs) / 1000);
         if (stats.config.maxRunning !== undefined) maxRunning.set({ queue: stats.queue }, stats.config.maxRunning);
         if (stats.rateTokens !== undefined) rateTokens.set({ queue: stats.queue }, stats.rateTokens);
+        groups.set({ queue: stats.queue }, stats.groups);
       }
     },
   });
@@ -132,6 +140,7 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
   registry.registerMetric(oldestAge);
   registry.registerMetric(maxRunning);
   registry.registerMetric(rateTokens);
+  registry.registerMetric(groups);
   const connectionsOpen = new Gauge({
     name: "worq_connections_open",
     help: "Open connections per port.",

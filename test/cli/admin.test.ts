@@ -112,6 +112,33 @@ describe("worq queues, pause, resume, purge, retry, workers, quiet, terminate (b
     }
   });
 
+  it("configure --group-limit sets limits per group; submit --group puts a job in one; queues <name> shows the groups", async () => {
+    const run = await cli(["configure", "q-groups", "--group-limit", "customer:*=max:2,rate:10/1m", "--group-limit", "*=max:5"]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain("customer:*=max:2,rate:10/1m:10");
+    expect((await server.admin.getQueueStats({ queue: "q-groups" })).stats!.config!.groupLimits!.limits).toMatchObject([
+      { pattern: "customer:*", maxRunning: 2, rateLimit: { starts: 10, period: { seconds: 60n }, burst: 10 } },
+      { pattern: "*", maxRunning: 5 },
+    ]);
+    for (const group of ["customer:7", "customer:7", "bulk"]) {
+      const submitted = await cli(["submit", "report", "--queue", "q-groups", "--group", group]);
+      expect(submitted.code, submitted.stderr).toBe(0);
+    }
+    const shown = await cli(["queues", "q-groups"]);
+    expect(field(shown.stdout, "groups")).toBe("2");
+    expect(shown.stdout).toMatch(/customer:7\s+2\s+0\s+customer:\*=max:2,rate:10\/1m:10\s+0/);
+    expect(shown.stdout).toMatch(/bulk\s+1\s+0\s+\*=max:5\s+-/);
+    const cleared = await cli(["configure", "q-groups", "--clear-group-limits", "--json"]);
+    expect(jsonOf(cleared)).not.toHaveProperty("groupLimits");
+    for (const value of ["nopattern", "=max:1", "x=max:-1", "x=fast:1"]) {
+      const bad = await cli(["configure", "q-groups", "--group-limit", value]);
+      expect(bad.code, value).toBe(2);
+      expect(bad.stderr).toContain("--group-limit");
+    }
+    const refused = await cli(["configure", "q-groups", "--group-limit", "x=rate:0/1s"]);
+    expect(refused.code).toBe(2);
+  });
+
   it("get shows a failure's code and cause, and an unlimited job's attempts", async () => {
     const { jid } = await server.producer.submit({ job: { type: "charge", queue: "q-codes", retry: { maxAttempts: 0 } } });
     const worker = new StreamWorker(server, { queues: ["q-codes"], workerId: "w-codes", credits: 1 });

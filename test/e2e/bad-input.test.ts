@@ -41,7 +41,8 @@ describe("bad input gets a clear error naming the field and changes nothing (rea
       "job.callback_url",
     ],
     // Contract fields whose behaviour is not built yet are refused, never ignored.
-    ["group_key (not built yet)", { type: "t", groupKey: "customer:42" }, Code.Unimplemented, "job.group_key"],
+    ["group_key over 128 chars", { type: "t", groupKey: "g".repeat(129) }, Code.InvalidArgument, "job.group_key"],
+    ["group_key with a control character", { type: "t", groupKey: "a\tb" }, Code.InvalidArgument, "job.group_key"],
     ["unique (not built yet)", { type: "t", unique: {} }, Code.Unimplemented, "job.unique"],
     ["debounce (not built yet)", { type: "t", debounce: { key: "k" } }, Code.Unimplemented, "job.debounce"],
     ["callback_url not http", { type: "t", callbackUrl: "file:///etc/passwd" }, Code.InvalidArgument, "job.callback_url"],

@@ -52,6 +52,11 @@ export interface SubmitOptions {
   dependsOn?: { type?: "after" | "after_any"; jids?: string[]; childrenOf?: string };
   /** Webhook POSTed when the job finishes (the server must allow its origin). */
   callbackUrl?: string;
+  /**
+   * The job's group within its queue, e.g. a customer ("customer:42"): the queue's group limits
+   * apply to each group alone, and groups with ready jobs take turns.
+   */
+  group?: string;
 }
 
 const PRIORITY_LEVELS: Record<PriorityName, PriorityLevel> = { critical: 0, high: 1, normal: 2, low: 3, bulk: 4 };
@@ -87,6 +92,7 @@ function submitInputOf(type: string, options: SubmitOptions): SubmitInput {
     idempotencyKey: options.idempotencyKey,
     parentJid: options.parentJid,
     callbackUrl: options.callbackUrl,
+    groupKey: options.group,
     dependsOn: options.dependsOn && {
       type: options.dependsOn.type?.toUpperCase() as "AFTER" | "AFTER_ANY" | undefined,
       jids: options.dependsOn.jids,

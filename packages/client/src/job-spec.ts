@@ -36,6 +36,7 @@ export function jobSpecOfInput(input: SubmitInput): JobSpec {
     backtrace: input.backtraceFrames ?? 0,
     tags: input.tags ?? {},
     correlationId: input.correlationId ?? "",
+    groupKey: input.groupKey ?? "",
   });
   if (input.args) spec.args = fromJson(ListValueSchema, input.args as PbJsonValue);
   if (input.kwargs) spec.kwargs = input.kwargs;
@@ -125,6 +126,7 @@ function writeJobSpec(w: ProtoWriter, input: SubmitInput): void {
   writeString(w, 19, input.correlationId);
   writeString(w, 20, input.callbackUrl);
   writeString(w, 21, input.parentJid);
+  writeString(w, 22, input.groupKey);
 }
 
 function writeString(w: ProtoWriter, field: number, value: string | undefined): void {

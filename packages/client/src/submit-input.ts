@@ -29,6 +29,8 @@ export interface SubmitInput {
   batchRef?: string;
   parentJid?: string;
   callbackUrl?: string;
+  /** The job's group within its queue: limits per group, and turns between groups. */
+  groupKey?: string;
   retry?: {
     maxAttempts?: number;
     /** Limit on explicit Fail reports; null or absent = no separate limit. */

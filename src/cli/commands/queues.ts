@@ -2,11 +2,18 @@ import { createInterface } from "node:readline/promises";
 import { toJson } from "@bufbuild/protobuf";
 import { durationFromMs, durationMs } from "@bufbuild/protobuf/wkt";
 import type { Command } from "commander";
-import { QueueConfigSchema, QueueStatsSchema, type QueueConfig, type QueueStats } from "@worq/client/gen/worq/v1/admin_service_pb.js";
+import {
+  QueueConfigSchema,
+  QueueStatsSchema,
+  type GroupLimit,
+  type QueueConfig,
+  type QueueStats,
+  type RateLimit,
+} from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { contextOf, withGlobalOptions } from "../command-context.js";
 import { CliError, EXIT, usageError } from "../exit-codes.js";
 import { humanDuration, keyValues, print, printJson, table } from "../output.js";
-import { booleanValue, countValue, rateValue } from "../flag-values.js";
+import { booleanValue, countValue, groupLimitValue, rateValue } from "../flag-values.js";
 
 /** A queue's limit on running jobs, as the CLI shows it. */
 function maxRunningText(config: QueueConfig | undefined): string {
@@ -15,9 +22,27 @@ function maxRunningText(config: QueueConfig | undefined): string {
 
 /** A queue's rate limit, as --rate takes it. */
 function rateText(config: QueueConfig | undefined): string {
-  const rate = config?.rateLimit;
+  return rateLimitText(config?.rateLimit);
+}
+
+function rateLimitText(rate: RateLimit | undefined): string {
   if (!rate || rate.starts === 0) return "no limit";
   return `${rate.starts}/${humanDuration(rate.period ? durationMs(rate.period) : 0)}:${rate.burst}`;
+}
+
+/** A group limit, as --group-limit takes it. */
+function groupLimitText(limit: GroupLimit): string {
+  const parts = [
+    ...(limit.maxRunning ? [`max:${limit.maxRunning}`] : []),
+    ...(limit.rateLimit ? [`rate:${rateLimitText(limit.rateLimit)}`] : []),
+  ];
+  return `${limit.pattern}=${parts.join(",")}`;
+}
+
+/** A queue's group limits, one per line. */
+function groupLimitsText(config: QueueConfig | undefined): string {
+  const limits = config?.groupLimits?.limits ?? [];
+  return limits.length === 0 ? "none" : limits.map(groupLimitText).join("\n");
 }
 
 const statsJson = (stats: QueueStats) => toJson(QueueStatsSchema, stats, { alwaysEmitImplicit: true });
@@ -59,7 +84,22 @@ export function registerQueues(program: Command): void {
           ["max running", maxRunningText(s.config)],
           ["rate limit", rateText(s.config)],
           ...(s.rateTokens !== undefined ? ([["rate tokens now", String(s.rateTokens)]] as [string, string][]) : []),
-        ]),
+          ["group limits", groupLimitsText(s.config)],
+          ["groups", String(s.groups)],
+        ]) +
+          (s.topGroups.length === 0
+            ? ""
+            : "\n\n" +
+              table(
+                ["GROUP", "READY", "RUNNING", "LIMIT", "RATE TOKENS"],
+                s.topGroups.map((g) => [
+                  g.groupKey === "" ? "(default)" : g.groupKey,
+                  String(g.ready),
+                  String(g.inFlight),
+                  g.limit ? groupLimitText(g.limit) : "-",
+                  g.rateTokens === undefined ? "-" : String(g.rateTokens),
+                ]),
+              )),
       );
     }
     const all: QueueStats[] = [];
@@ -106,24 +146,54 @@ export function registerQueues(program: Command): void {
       'at most this many starts per period, bursts of up to burst (default starts), e.g. 10/1s or 100/1m:20; "off" clears it',
       rateValue,
     )
+    .option(
+      "--group-limit <pattern=limits>",
+      "limits for each group whose key matches pattern (* any run of characters), each group alone: max:<n> running at once, rate:<starts>/<period>[:<burst>]; repeat it for several (the first match wins); replaces the queue's group limits",
+      (value: string, previous: ReturnType<typeof groupLimitValue>[] = []) => [...previous, groupLimitValue(value)],
+    )
+    .option("--clear-group-limits", "remove the queue's group limits")
     .addHelpText(
       "after",
-      "\nExamples:\n  worq configure payments --retry-timeout=false\n  worq configure mail --retry-system false --json\n  worq configure emails --max-running 5 --rate 10/1s:20",
+      "\nExamples:\n  worq configure payments --retry-timeout=false\n  worq configure mail --retry-system false --json\n  worq configure emails --max-running 5 --rate 10/1s:20\n  worq configure reports --group-limit 'customer:*=max:2,rate:10/1m' --group-limit '*=max:5'",
     );
   withGlobalOptions(configure);
   configure.action(
     async (
       queue: string,
-      flags: { retryTimeout?: boolean; retrySystem?: boolean; maxRunning?: number; rate?: ReturnType<typeof rateValue> },
+      flags: {
+        retryTimeout?: boolean;
+        retrySystem?: boolean;
+        maxRunning?: number;
+        rate?: ReturnType<typeof rateValue>;
+        groupLimit?: ReturnType<typeof groupLimitValue>[];
+        clearGroupLimits?: boolean;
+      },
       self: Command,
     ) => {
       const { connection, json } = contextOf(self);
+      if (flags.groupLimit && flags.clearGroupLimits)
+        throw usageError("--group-limit and --clear-group-limits contradict each other: give one");
+      const rateOf = (rate: ReturnType<typeof rateValue>) => ({
+        starts: rate.starts,
+        period: durationFromMs(rate.periodMs),
+        burst: rate.burst,
+      });
       const change = {
         ...(flags.retryTimeout !== undefined ? { retryTimeout: flags.retryTimeout } : {}),
         ...(flags.retrySystem !== undefined ? { retrySystem: flags.retrySystem } : {}),
         ...(flags.maxRunning !== undefined ? { maxRunning: flags.maxRunning } : {}),
-        ...(flags.rate !== undefined
-          ? { rateLimit: { starts: flags.rate.starts, period: durationFromMs(flags.rate.periodMs), burst: flags.rate.burst } }
+        ...(flags.rate !== undefined ? { rateLimit: rateOf(flags.rate) } : {}),
+        ...(flags.clearGroupLimits ? { groupLimits: { limits: [] } } : {}),
+        ...(flags.groupLimit
+          ? {
+              groupLimits: {
+                limits: flags.groupLimit.map((limit) => ({
+                  pattern: limit.pattern,
+                  maxRunning: limit.maxRunning,
+                  ...(limit.rate ? { rateLimit: rateOf(limit.rate) } : {}),
+                })),
+              },
+            }
           : {}),
       };
       const { config } = await connection.call((options) => connection.admin.configureQueue({ queue, config: change }, options));
@@ -136,6 +206,7 @@ export function registerQueues(program: Command): void {
           ["retry lapsed leases", yesNo(config?.retrySystem)],
           ["max running", maxRunningText(config)],
           ["rate limit", rateText(config)],
+          ["group limits", groupLimitsText(config)],
         ]),
       );
     },

@@ -28,6 +28,7 @@ interface SubmitFlags {
   executionTimeout?: number;
   tag?: Record<string, string>;
   correlationId?: string;
+  group?: string;
   json?: boolean | string;
   format: JobFormat;
 }
@@ -50,6 +51,7 @@ const JOB_FLAGS = [
   "executionTimeout",
   "tag",
   "correlationId",
+  "group",
 ] as const;
 
 const EXAMPLES = `
@@ -87,6 +89,7 @@ export function registerSubmit(program: Command): void {
     .option("--execution-timeout <duration>", "hard cap on one attempt (default 30m)", durationMs)
     .option("--tag <key=value>", "a label; repeat for more", tag)
     .option("--correlation-id <id>", "trace correlation id, stored and returned unchanged")
+    .option("--group <key>", "the job's group within its queue (e.g. customer:42): group limits apply per group, groups take turns")
     .option("--json [file]", "read the job as JSON from <file>, or stdin when no file or '-'; with <type>, print the answer as JSON")
     .addOption(new Option("--format <format>", "shape of the JSON read by --json").choices([...JOB_FORMATS]).default("worq"))
     .addHelpText("after", EXAMPLES);
@@ -138,6 +141,7 @@ function submitInputOfFlags(type: string, flags: SubmitFlags): SubmitInput {
   if (flags.executionTimeout !== undefined) input.executionTimeoutMs = flags.executionTimeout;
   if (flags.tag) input.tags = flags.tag;
   if (flags.correlationId !== undefined) input.correlationId = flags.correlationId;
+  if (flags.group !== undefined) input.groupKey = flags.group;
   return input;
 }
 

@@ -46,6 +46,7 @@ export const queuesPage: PageFactory = (root) => {
       "Oldest ready",
       "Retried failures",
       "Limits",
+      "Groups",
       "Status",
       "",
     ];
@@ -73,6 +74,11 @@ export const queuesPage: PageFactory = (root) => {
           { data: { col: "limits" }, title: "Jobs running against --max-running, and the rate limit with its tokens now (worq configure)" },
           limitsText(q),
         ),
+        el(
+          "td",
+          { data: { col: "groups" }, title: "Groups with ready or running jobs (JobSpec group_key), and those with the most ready jobs" },
+          groupsText(q),
+        ),
         el("td", { data: { col: "status" } }, q.paused ? el("span", { class: "paused" }, "paused") : "active"),
         el(
           "td",
@@ -98,7 +104,24 @@ function limitsText(q: QueueStats): string {
   if (rate && rate.starts > 0) {
     parts.push(`${rate.starts} per ${span(msOf(rate.period))}${q.rateTokens !== undefined ? ` (${q.rateTokens} now)` : ""}`);
   }
+  for (const limit of q.config?.groupLimits?.limits ?? []) {
+    const each = [
+      ...(limit.maxRunning ? [`${limit.maxRunning} running`] : []),
+      ...(limit.rateLimit && limit.rateLimit.starts > 0 ? [`${limit.rateLimit.starts} per ${span(msOf(limit.rateLimit.period))}`] : []),
+    ];
+    parts.push(`each ${limit.pattern}: ${each.join(", ")}`);
+  }
   return parts.length > 0 ? parts.join(" · ") : "none";
+}
+
+/** A queue's groups as the table shows them: "12 · customer:1 40 ready, 2 running · …", or "–" for the default group alone. */
+function groupsText(q: QueueStats): string {
+  if (q.groups === 0n || (q.groups === 1n && q.topGroups[0]?.groupKey === "")) return "–";
+  const top = q.topGroups.slice(0, 3).map((g) => {
+    const tokens = g.rateTokens === undefined ? "" : `, ${g.rateTokens} tokens`;
+    return `${g.groupKey === "" ? "(default)" : g.groupKey} ${g.ready} ready, ${g.inFlight} running${tokens}`;
+  });
+  return [String(q.groups), ...top].join(" · ");
 }
 
 /** Which of a queue's TIMEOUT and SYSTEM failures are retried (both unless configured otherwise). */

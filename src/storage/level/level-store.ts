@@ -446,7 +446,9 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
 
 /** The one index key of an unfinished job: q/ while SCHEDULED, else l/. */
 function liveKeyOf(meta: JobMeta): string {
-  return meta.state === "SCHEDULED" ? KEYS.ready(meta.queue, meta.groupKey ?? "", meta.priority, meta.readySeq, meta.jid) : KEYS.live(meta.jid);
+  return meta.state === "SCHEDULED"
+    ? KEYS.ready(meta.queue, meta.groupKey ?? "", meta.priority, meta.readySeq, meta.jid)
+    : KEYS.live(meta.jid);
 }
 
 /** The value of an unfinished job's live key: for a cold SCHEDULED job (records given), the copy of its records; else empty. */

@@ -178,7 +178,14 @@ export class PostgresStore implements Store {
     // The ready index's order, paged by its whole key.
     let after: [string, string, number, number, string] = ["", "", -1, -1, ""];
     for (;;) {
-      const { rows } = await this.pool.query<{ queue: string; group_key: string; priority: number; ready_seq: string; jid: string; meta: Buffer }>(
+      const { rows } = await this.pool.query<{
+        queue: string;
+        group_key: string;
+        priority: number;
+        ready_seq: string;
+        jid: string;
+        meta: Buffer;
+      }>(
         `SELECT queue, group_key, priority, ready_seq, jid, meta FROM worq_jobs
          WHERE state = 'SCHEDULED' AND (queue, group_key, priority, ready_seq, jid) > ($1, $2, $3, $4, $5)
          ORDER BY queue, group_key, priority, ready_seq, jid LIMIT $6`,
@@ -205,7 +212,13 @@ export class PostgresStore implements Store {
   }
 
   async readyCounts(): Promise<ReadyLevelCount[]> {
-    const { rows } = await this.pool.query<{ queue: string; group_key: string; priority: PriorityLevel; count: string; max_ready_seq: string }>(
+    const { rows } = await this.pool.query<{
+      queue: string;
+      group_key: string;
+      priority: PriorityLevel;
+      count: string;
+      max_ready_seq: string;
+    }>(
       "SELECT queue, group_key, priority, count(*) AS count, max(ready_seq) AS max_ready_seq FROM worq_jobs WHERE state = 'SCHEDULED' GROUP BY queue, group_key, priority",
     );
     return rows.map((row) => ({
