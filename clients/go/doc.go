@@ -21,7 +21,8 @@
 // context at the job's execution deadline, reconnects with jittered exponential backoff
 // when the stream drops, and reports outcomes with Ack and Fail, retrying them while the
 // server is unreachable. A handler's return value becomes the job's result; an error fails
-// the attempt (see Permanent and RetryAfter), and a panic is recovered and failed.
+// the attempt (see Permanent and RetryAfter), RateLimited gives the job back for later
+// without spending an attempt, and a panic is recovered and failed.
 //
 // Every call to the server returns a *Error carrying the gRPC code; IsNotFound,
 // IsInvalidArgument, IsLeaseLost and IsUnavailable branch on it.

@@ -183,6 +183,48 @@ func (e *TemporaryError) Error() string { return joinCause(e.Message, e.Cause) }
 // Unwrap returns Cause.
 func (e *TemporaryError) Unwrap() error { return e.Cause }
 
+// RateLimitedError, returned from a handler (itself or wrapped), says that a limit outside
+// Worq turned the handler away (an API answering 429, a quota): the job goes back DELAYED for
+// RetryAfter (1 s when zero or negative) and then runs again without spending an attempt.
+// It is not a failure: the job's Attempt, Fails and last Failure stay as they were, and its
+// retry policy is not consulted (category RATE_LIMITED). Message and Cause are sent with the
+// report but not stored.
+//
+//	if resp.StatusCode == http.StatusTooManyRequests {
+//		return nil, worq.RateLimited(30 * time.Second)
+//	}
+type RateLimitedError struct {
+	// Message defaults to "rate limited".
+	Message string
+	// Cause is the error this one wraps (errors.Unwrap returns it).
+	Cause error
+	// RetryAfter is how long the job waits before it runs again; zero or negative: 1 s.
+	RetryAfter time.Duration
+}
+
+// Error is Message (or "rate limited"), then ": " and the cause's text when there is a cause.
+func (e *RateLimitedError) Error() string { return joinCause(e.message(), e.Cause) }
+
+// Unwrap returns Cause.
+func (e *RateLimitedError) Unwrap() error { return e.Cause }
+
+func (e *RateLimitedError) message() string {
+	if e.Message == "" {
+		return "rate limited"
+	}
+	return e.Message
+}
+
+// RateLimited returns a *RateLimitedError: returned from a handler, the job runs again after d
+// (1 s when d <= 0) without spending an attempt.
+func RateLimited(d time.Duration) error { return &RateLimitedError{RetryAfter: d} }
+
+// IsRateLimited reports whether err (or an error it wraps) is a *RateLimitedError.
+func IsRateLimited(err error) bool {
+	var rl *RateLimitedError
+	return errors.As(err, &rl)
+}
+
 func joinCause(message string, cause error) string {
 	switch {
 	case cause == nil:

@@ -68,8 +68,8 @@ func ExampleWorker_Handle() {
 			return nil, worq.Permanent(fmt.Errorf("args[0] is %T, want an address", job.Args[0]))
 		}
 		if err := send(ctx, to); errors.Is(err, errRateLimited) {
-			// Retry in a minute, whatever the job's backoff says.
-			return nil, worq.RetryAfter(err, time.Minute)
+			// Run again in a minute, without spending an attempt.
+			return nil, worq.RateLimited(time.Minute)
 		} else if err != nil {
 			return nil, err // TEMPORARY: retried per the job's retry policy
 		}

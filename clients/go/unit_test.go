@@ -153,6 +153,32 @@ func TestFailRequestCodeAndCause(t *testing.T) {
 	}
 }
 
+func TestFailRequestRateLimited(t *testing.T) {
+	job := &Job{JID: "j", LeaseID: "l"}
+	req := failRequest(job, RateLimited(30*time.Second), callers(1))
+	if req.GetCategory() != worqv1.FailureCategory_FAILURE_CATEGORY_RATE_LIMITED || req.GetRetryAfter().AsDuration() != 30*time.Second ||
+		req.GetMessage() != "rate limited" || req.GetErrtype() != "*worq.RateLimitedError" || req.GetCode() != "" {
+		t.Errorf("RateLimited(30s): %v", req)
+	}
+	// Zero: no retry_after, the server's 1 s. Wrapped, with a message and a cause: still rate limited.
+	quota := errors.New("quota used up")
+	wrapped := fmt.Errorf("calling the API: %w", &RateLimitedError{Message: "429", Cause: quota})
+	req = failRequest(job, wrapped, callers(1))
+	if req.GetCategory() != worqv1.FailureCategory_FAILURE_CATEGORY_RATE_LIMITED || req.GetRetryAfter() != nil || req.GetCause() != "429: quota used up" {
+		t.Errorf("wrapped RateLimitedError: %v", req)
+	}
+	if !IsRateLimited(wrapped) || IsRateLimited(quota) || !errors.Is(wrapped, quota) {
+		t.Error("IsRateLimited / errors.Is through a wrapped RateLimitedError")
+	}
+	if err := (&RateLimitedError{Cause: quota}); err.Error() != "rate limited: quota used up" {
+		t.Errorf("RateLimitedError reads %q", err.Error())
+	}
+	// Marked permanent on top: permanent wins.
+	if req = failRequest(job, Permanent(RateLimited(time.Second)), callers(1)); req.GetCategory() != worqv1.FailureCategory_FAILURE_CATEGORY_PERMANENT {
+		t.Errorf("Permanent(RateLimited): %v", req.GetCategory())
+	}
+}
+
 func panicker() { panic("boom") }
 
 func TestPanicFrames(t *testing.T) {

@@ -639,7 +639,7 @@ func (w *Worker) failBack(t *task) {
 }
 
 // failureTexts is the message and cause of a handler error: past the markers of Permanent
-// and RetryAfter, a *PermanentError or *TemporaryError gives its Message and its Cause's
+// and RetryAfter, a *PermanentError, *TemporaryError or *RateLimitedError gives its Message and its Cause's
 // text; any other error its own text and the text of the error it wraps (errors.Unwrap),
 // "" when it wraps none.
 func failureTexts(err error) (message, cause string) {
@@ -676,6 +676,11 @@ func failureTexts(err error) (message, cause string) {
 			cause = e.Cause.Error()
 		}
 		return message, cause
+	case *RateLimitedError:
+		if e.Cause != nil {
+			cause = e.Cause.Error()
+		}
+		return e.message(), cause
 	}
 	if inner := errors.Unwrap(core); inner != nil {
 		cause = inner.Error()
@@ -695,8 +700,12 @@ func failRequest(job *Job, err error, fallback []uintptr) *worqv1.FailRequest {
 		Category: worqv1.FailureCategory_FAILURE_CATEGORY_TEMPORARY,
 		Cause:    truncateUTF8(cause, failMessageMaxBytes),
 	}
+	var rl *RateLimitedError
 	if IsPermanent(err) {
 		req.Category = worqv1.FailureCategory_FAILURE_CATEGORY_PERMANENT
+	} else if errors.As(err, &rl) {
+		// Not a failure: the server gives the job back for RetryAfter, the attempt not spent.
+		req.Category = worqv1.FailureCategory_FAILURE_CATEGORY_RATE_LIMITED
 	}
 	var pe *PermanentError
 	if errors.As(err, &pe) {
@@ -708,6 +717,8 @@ func failRequest(job *Job, err error, fallback []uintptr) *worqv1.FailRequest {
 		req.RetryAfter = durationpb.New(ra.after)
 	} else if errors.As(err, &te) && te.RetryAfter > 0 {
 		req.RetryAfter = durationpb.New(te.RetryAfter)
+	} else if rl != nil && rl.RetryAfter > 0 {
+		req.RetryAfter = durationpb.New(rl.RetryAfter)
 	}
 	if n := job.Backtrace; n > 0 {
 		bt := backtraceOf(err, fallback)

@@ -54,6 +54,9 @@ def build_worker(opts: argparse.Namespace) -> worq.Worker:
         on_event=on_event,
     )
 
+    # Jobs this process answered rate-limited (the attempt is not spent, so job.attempt cannot tell).
+    rate_limited_once: set[str] = set()
+
     @worker.handler("scenario")
     async def scenario(job: worq.Job, ctx: worq.JobContext) -> Any:
         kw = job.kwargs
@@ -99,6 +102,11 @@ def build_worker(opts: argparse.Namespace) -> worq.Worker:
                     str(kw["message"]), retry_after=float(kw["ms"]) / 1000, cause=RuntimeError(str(kw["cause"]))
                 )
             return "retried"
+        if action == "rate_limited":
+            if job.jid not in rate_limited_once:
+                rate_limited_once.add(job.jid)
+                raise worq.RateLimited("turned away", retry_after=float(kw["ms"]) / 1000)
+            return "after the limit"
         raise worq.PermanentError(f"unknown scenario action {action!r}")
 
     @worker.handler(f"{lang}.double")

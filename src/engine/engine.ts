@@ -1,6 +1,6 @@
 import type { WorqError } from "../model/errors.js";
 import type { JobHistory, JobState, JobView, QueueConfig, SubmitInput } from "../model/job.js";
-import type { FailureReport } from "./state-machine.js";
+import type { FailReport } from "./state-machine.js";
 import { claimKey, type PendingCallback } from "./store.js";
 import type { BatchShape } from "./dependency-plan.js";
 import type { JobFilter } from "./live-listing.js";
@@ -259,8 +259,11 @@ export class Engine {
     return ackAll(this.core, items);
   }
 
-  /** Records a failed attempt and retries, fails or dead-letters the job per its policy. */
-  fail(jid: string, leaseId: string, report: FailureReport, field = ""): Promise<FailResult> {
+  /**
+   * Records a failed attempt and retries, fails or dead-letters the job per its policy; a
+   * RATE_LIMITED answer gives the job back DELAYED without spending an attempt (reports.ts).
+   */
+  fail(jid: string, leaseId: string, report: FailReport, field = ""): Promise<FailResult> {
     return fail(this.core, jid, leaseId, report, field);
   }
 

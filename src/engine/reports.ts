@@ -4,7 +4,7 @@
 import { WorqError, invalid } from "../model/errors.js";
 import type { JobMeta } from "../model/job.js";
 import { LIMITS } from "../model/limits.js";
-import { heldLease, type FailureReport, type JobEvent } from "./state-machine.js";
+import { heldLease, type FailReport, type JobEvent } from "./state-machine.js";
 import type { StoreWrite } from "./store.js";
 import { checkRetryDelayMs } from "./retry-policy.js";
 import type { AckItem, FailResult } from "./engine-types.js";
@@ -56,8 +56,12 @@ export async function ackAll(core: EngineCore, items: readonly AckItem[]): Promi
   return outcomes;
 }
 
-/** Records a failed attempt and retries, fails or dead-letters the job per its policy. */
-export async function fail(core: EngineCore, jid: string, leaseId: string, report: FailureReport, field = ""): Promise<FailResult> {
+/**
+ * Records a failed attempt and retries, fails or dead-letters the job per its policy; or,
+ * for a RATE_LIMITED answer, gives the job back DELAYED for the report's retry_after (1 s
+ * when unset) without spending an attempt or recording a failure.
+ */
+export async function fail(core: EngineCore, jid: string, leaseId: string, report: FailReport, field = ""): Promise<FailResult> {
   core.checkReportable();
   checkLeaseRef(jid, leaseId, field);
   if (report.message.length > LIMITS.failMessageMaxChars) {
@@ -74,18 +78,30 @@ export async function fail(core: EngineCore, jid: string, leaseId: string, repor
   }
   if (report.retryAfterMs !== undefined) checkRetryDelayMs(report.retryAfterMs, `${field}retry_after`);
   if (report.result !== undefined) checkResultSize(report.result, field);
-  const writes = applyHeld(core, jid, { kind: "fail", leaseId, report }) ?? (await refuseMissing(core, jid, leaseId));
+  let event: JobEvent & { leaseId: string };
+  if (report.category === "RATE_LIMITED") {
+    // Not a failure: nothing is recorded, so there is no failed attempt to keep a result for.
+    if (report.result !== undefined && report.result.byteLength > 0) {
+      invalid(`${field}result`, "a RATE_LIMITED answer stores no result; leave it empty");
+    }
+    event = { kind: "return", leaseId, delayMs: report.retryAfterMs ?? LIMITS.defaultRateLimitedDelayMs };
+  } else {
+    event = { kind: "fail", leaseId, report: { ...report, category: report.category } };
+  }
+  const writes = applyHeld(core, jid, event) ?? (await refuseMissing(core, jid, leaseId));
   // Stored whatever the failure led to (retry, FAILED, DEAD_LETTER), unless the job was discarded.
   if (report.result !== undefined && report.result.byteLength > 0 && writes[0]?.kind === "put-meta") {
     writes.push({ kind: "put-result", jid, result: report.result });
   }
-  core.counters.failed++;
+  if (event.kind === "fail") core.counters.failed++;
   const after = core.live.get(jid) ?? lastMeta(writes);
   const durable = core.persist(writes);
   schedulePump(core);
   await durable;
   if (!after) return { state: null };
-  return after.state === "RETRYING" ? { state: after.state, retryAtMs: after.dueAtMs! } : { state: after.state };
+  return after.state === "RETRYING" || after.state === "DELAYED"
+    ? { state: after.state, retryAtMs: after.dueAtMs! }
+    : { state: after.state };
 }
 
 /** Extends a held lease to now + reserve_for (capped by the execution deadline); returns the new expiry. */

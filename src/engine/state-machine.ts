@@ -2,7 +2,7 @@ import { WorqError } from "../model/errors.js";
 import { isTerminal, type FailureCategory, type JobMeta, type JobState, type PriorityLevel, type QueueConfig } from "../model/job.js";
 import { backoffDelayMs } from "./retry-policy.js";
 
-/** What a worker reports with Fail. */
+/** A failure as a worker reports it with Fail, and as the engine records it. */
 export interface FailureReport {
   message: string;
   errtype: string;
@@ -18,6 +18,13 @@ export interface FailureReport {
   result?: Uint8Array;
 }
 
+/**
+ * What a worker sends with Fail: a failure, or RATE_LIMITED, which is not one (the handler
+ * was turned away by a limit outside Worq): the engine gives the job back with a delay (the
+ * `return` event) instead of recording a failure.
+ */
+export type FailReport = Omit<FailureReport, "category"> & { category: FailureCategory | "RATE_LIMITED" };
+
 export type JobEvent =
   /** A DELAYED or RETRYING job's due time has come. */
   | { kind: "due" }
@@ -27,10 +34,12 @@ export type JobEvent =
   | { kind: "ack"; leaseId: string }
   | { kind: "fail"; leaseId: string; report: FailureReport }
   /**
-   * The job is given back without spending an attempt: its grant never reached the worker
-   * (the stream closed first). Ready again at once, behind the jobs already waiting.
+   * The job is given back without spending an attempt, its fails and failure as they were.
+   * Without `delayMs`: its grant never reached the worker (the stream closed first); ready
+   * again at once, behind the jobs already waiting. With `delayMs`: the handler answered
+   * RATE_LIMITED; DELAYED until now + delayMs.
    */
-  | { kind: "return"; leaseId: string }
+  | { kind: "return"; leaseId: string; delayMs?: number }
   /** The lease's expiry passed without an Ack or Fail. */
   | { kind: "lease-lapsed" }
   /** Cancel requested (any unfinished state; a lease is revoked). */
@@ -168,6 +177,9 @@ export function transition(meta: JobMeta, event: JobEvent, ctx: TransitionContex
     }
     case "return": {
       const lease = heldLease(meta, event.leaseId);
+      if (event.delayMs !== undefined) {
+        return settle(meta, lease.leaseId, { state: "DELAYED", attempt: meta.attempt - 1, updatedAtMs: now, dueAtMs: now + event.delayMs });
+      }
       return becomeReady(settle(meta, lease.leaseId, { attempt: meta.attempt - 1 }), ctx);
     }
     case "lease-lapsed": {

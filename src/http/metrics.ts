@@ -24,6 +24,7 @@ interface QueueCounts {
   completed: number;
   failed: number;
   dead: number;
+  rateLimited: number;
 }
 
 export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
@@ -34,6 +35,10 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
   const completed = counter("worq_jobs_completed_total", "Jobs acked by a worker (COMPLETED).");
   const failed = counter("worq_jobs_failed_total", "Failed attempts: Fail reports, lapsed leases and execution timeouts.");
   const dead = counter("worq_jobs_dead_total", "Jobs moved to DEAD_LETTER.");
+  const rateLimited = counter(
+    "worq_jobs_rate_limited_total",
+    "Rate-limited answers: jobs a handler gave back DELAYED (Fail category RATE_LIMITED), not counted as failed.",
+  );
   const leaseLatency = new QueueHistogram(
     "worq_lease_latency_seconds",
     "Time from a job becoming ready to its lease being granted.",
@@ -167,7 +172,7 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
       const counts = new Map<string, QueueCounts>();
       const countsOf = (queue: string): QueueCounts => {
         let entry = counts.get(queue);
-        if (!entry) counts.set(queue, (entry = { submitted: 0, completed: 0, failed: 0, dead: 0 }));
+        if (!entry) counts.set(queue, (entry = { submitted: 0, completed: 0, failed: 0, dead: 0, rateLimited: 0 }));
         return entry;
       };
       for (const write of writes) {
@@ -179,6 +184,8 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
           leaseLatency.observe(queue, Math.max(0, (meta.startedAtMs ?? 0) - (previous.enqueuedAtMs ?? previous.createdAtMs)) / 1000);
         }
         if ((meta.failure?.retryCount ?? 0) > (previous.failure?.retryCount ?? 0)) countsOf(queue).failed++;
+        // Only a RATE_LIMITED answer takes a running job straight to DELAYED (a failure goes to RETRYING).
+        if (meta.state === "DELAYED" && previous.state === "RUNNING") countsOf(queue).rateLimited++;
         if (meta.state !== previous.state && isTerminal(meta.state)) {
           if (meta.state === "COMPLETED") countsOf(queue).completed++;
           if (meta.state === "DEAD_LETTER") countsOf(queue).dead++;
@@ -190,6 +197,7 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
         if (count.completed > 0) completed.inc(labels, count.completed);
         if (count.failed > 0) failed.inc(labels, count.failed);
         if (count.dead > 0) dead.inc(labels, count.dead);
+        if (count.rateLimited > 0) rateLimited.inc(labels, count.rateLimited);
       }
     },
     observeRpc(method, code, seconds) {

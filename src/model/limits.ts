@@ -30,6 +30,8 @@ export const LIMITS = {
   maxMaxAttempts: 1000,
   /** Retry backoff delays (initial_delay, max_delay) and a Fail's retry_after, at most: a job lives no longer. */
   maxRetryDelayMs: 366 * 24 * 3_600_000,
+  /** How long a job answered RATE_LIMITED without a retry_after waits before it is ready again. */
+  defaultRateLimitedDelayMs: 1_000,
   /**
    * The range every time a job is given or computed from (`at`, now + `delay`) must fall in:
    * 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z. Every form a job is read back in holds

@@ -13,7 +13,6 @@ import type {
   BackoffStrategy as DomainBackoff,
   DependencyType as DomainDependencyType,
   ExhaustedAction as DomainExhausted,
-  FailureCategory as DomainCategory,
   JobState as DomainState,
   JobView,
   JsonValue,
@@ -22,7 +21,7 @@ import type {
   SubmitInput,
 } from "../model/job.js";
 import type { LeaseGrant } from "../engine/engine.js";
-import type { FailureReport } from "../engine/state-machine.js";
+import type { FailReport } from "../engine/state-machine.js";
 import {
   BackoffStrategy,
   DependencyType,
@@ -108,17 +107,15 @@ function retryInputOf(retry: RetryPolicy, field: string): Partial<DomainRetryPol
 }
 
 /** Converts a Fail request's failure fields (prefix names the request in error messages). */
-export function failureReportOf(request: FailRequest, prefix: string): FailureReport {
-  const report: FailureReport = {
+export function failureReportOf(request: FailRequest, prefix: string): FailReport {
+  const report: FailReport = {
     message: request.message,
     errtype: request.errtype,
     backtrace: [...request.backtrace],
     category:
-      request.category === FailureCategory.RATE_LIMITED
-        ? notBuilt(`${prefix}category`, "FAILURE_CATEGORY_RATE_LIMITED")
-        : request.category === FailureCategory.UNSPECIFIED
-          ? "TEMPORARY"
-          : (enumName(FailureCategory, request.category, `${prefix}category`, "FAILURE_CATEGORY_") as DomainCategory),
+      request.category === FailureCategory.UNSPECIFIED
+        ? "TEMPORARY"
+        : (enumName(FailureCategory, request.category, `${prefix}category`, "FAILURE_CATEGORY_") as FailReport["category"]),
   };
   if (request.code) report.code = request.code;
   if (request.cause) report.cause = request.cause;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { FailureCategory } from "@worq/client/gen/worq/v1/job_pb.js";
-import { PermanentError, RetryLaterError, TemporaryError } from "@worq/client";
+import { PermanentError, RateLimitedError, RetryLaterError, TemporaryError } from "@worq/client";
 import { causeTextOf, failRequestOf } from "@worq/client/handler-outcome.js";
 
 const ref = { jid: "j", leaseId: "l" };
@@ -23,6 +23,21 @@ describe("failRequestOf: the error contract of a handler's failure", () => {
     expect(request).toMatchObject({ message: "busy", category: FailureCategory.TEMPORARY, code: "", cause: "upstream 503" });
     expect(Number(request.retryAfter!.seconds) * 1000 + request.retryAfter!.nanos / 1e6).toBe(1_500);
     expect(failRequestOf(new TemporaryError("busy"), ref, 0).retryAfter).toBeUndefined();
+  });
+
+  it("a RateLimitedError sends category RATE_LIMITED with its retry_after, unset when it has none (the server's 1 s)", () => {
+    const request = failRequestOf(new RateLimitedError("API said 429", { retryAfterMs: 30_000, cause: new Error("quota") }), ref, 0);
+    expect(request).toMatchObject({
+      message: "API said 429",
+      category: FailureCategory.RATE_LIMITED,
+      code: "",
+      cause: "quota",
+      errtype: "RateLimitedError",
+    });
+    expect(Number(request.retryAfter!.seconds) * 1000 + request.retryAfter!.nanos / 1e6).toBe(30_000);
+    const bare = failRequestOf(new RateLimitedError(), ref, 0);
+    expect(bare).toMatchObject({ message: "rate limited", category: FailureCategory.RATE_LIMITED });
+    expect(bare.retryAfter).toBeUndefined();
   });
 
   it("any error's cause chain is sent, outermost first; none gives an empty cause", () => {

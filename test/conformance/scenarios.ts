@@ -203,6 +203,34 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    name: "a rate-limited answer gives the job back DELAYED for retry_after without spending an attempt; the next run completes it",
+    async run(ctx) {
+      const worker = await ctx.startWorker();
+      const retryAfterMs = 1_500;
+      // One attempt only: had the answer spent it, the job could not run again.
+      const jid = await submitScenario(ctx, { action: "rate_limited", ms: retryAfterMs }, { retry: { maxAttempts: 1 } });
+      await worker.waitFor((e) => e.event === "done" && e.jid === jid && e.outcome === "fail");
+      const between = (await ctx.server().admin.getJob({ jid })).job!;
+      expect(between).toMatchObject({ state: JobState.DELAYED, attempt: 0, fails: 0 });
+      expect(between.failure).toBeUndefined();
+      const dueAtMs = timestampDate(between.scheduledAt!).getTime();
+      // Due exactly retry_after after the answer was taken (server time, to the millisecond).
+      expect(dueAtMs - timestampDate(between.updatedAt!).getTime()).toBe(retryAfterMs);
+
+      const job = await finished(ctx, jid);
+      expect(job.state).toBe(JobState.COMPLETED);
+      expect(text(job.result)).toBe("after the limit");
+      expect(job).toMatchObject({ attempt: 1, fails: 0 });
+      expect(job.failure).toBeUndefined();
+      expect(job.previousLeaseIds).toHaveLength(2);
+      // Not redelivered before its due time.
+      expect(timestampDate(job.startedAt!).getTime()).toBeGreaterThanOrEqual(dueAtMs);
+      const starts = worker.events.filter((e) => e.event === "start" && e.jid === jid);
+      expect(starts.map((e) => e.attempt)).toEqual([1, 1]);
+      await stopGracefully(worker);
+    },
+  },
+  {
     name: "a job running 3x its reserve_for is renewed automatically and runs once",
     async run(ctx) {
       const worker = await ctx.startWorker();

@@ -3,7 +3,7 @@
  * of the `@worq/client` package, driven by test/conformance/scenarios.ts.
  */
 import { parseArgs } from "node:util";
-import { PermanentError, RetryLaterError, TemporaryError, Worker, type JobContext, type WorkerJob } from "@worq/client";
+import { PermanentError, RateLimitedError, RetryLaterError, TemporaryError, Worker, type JobContext, type WorkerJob } from "@worq/client";
 
 const { values } = parseArgs({
   options: {
@@ -37,6 +37,9 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
     );
   });
 }
+
+/** Jobs this process has answered rate-limited (the attempt is not spent, so `attempt` cannot tell). */
+const rateLimitedOnce = new Set<string>();
 
 async function scenario(job: WorkerJob, ctx: JobContext): Promise<string> {
   const kwargs = job.kwargs as {
@@ -81,6 +84,12 @@ async function scenario(job: WorkerJob, ctx: JobContext): Promise<string> {
         throw new TemporaryError(kwargs.message ?? "temporary", { retryAfterMs: kwargs.ms ?? 0, cause: new Error(kwargs.cause ?? "") });
       }
       return "retried";
+    case "rate_limited":
+      if (!rateLimitedOnce.has(job.jid)) {
+        rateLimitedOnce.add(job.jid);
+        throw new RateLimitedError("turned away", { retryAfterMs: kwargs.ms ?? 0 });
+      }
+      return "after the limit";
     default:
       throw new PermanentError(`unknown scenario action ${JSON.stringify(kwargs.action)}`);
   }

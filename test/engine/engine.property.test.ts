@@ -9,7 +9,9 @@
  *   job as last written, with a cause in that step (report, lapse/due in a tick, lease by the
  *   pump, cancel); terminal states never change; attempt grows by one exactly on a lease;
  * - reports: a live ack/fail/renew gives the documented outcome (state, retry time, lease
- *   expiry); a stale one throws WORQ_LEASE_NOT_HELD and changes nothing;
+ *   expiry); a RATE_LIMITED fail gives the job back DELAYED for its retry_after with its
+ *   attempt, fails and failure as before (not counted as failed); a stale one throws
+ *   WORQ_LEASE_NOT_HELD and changes nothing;
  * - leases: RUNNING ⇔ a lease, and it is the latest lease delivered for the job; each lease
  *   is delivered exactly once, to an open session on the job's queue;
  * - nothing lost: getJob, the store and the last write agree for every submitted job;
@@ -63,7 +65,8 @@ const ALLOWED: Record<JobState, readonly JobState[]> = {
   DELAYED: ["SCHEDULED", "CANCELLED", "DEAD_LETTER"],
   SCHEDULED: ["RUNNING", "CANCELLED", "DEAD_LETTER"],
   // RUNNING → SCHEDULED: a grant that its stream closed before receiving is given back.
-  RUNNING: ["RUNNING", "SCHEDULED", "COMPLETED", "RETRYING", "FAILED", "CANCELLED", "DEAD_LETTER"],
+  // RUNNING → DELAYED: a handler's RATE_LIMITED answer gives the job back for its retry_after.
+  RUNNING: ["RUNNING", "SCHEDULED", "DELAYED", "COMPLETED", "RETRYING", "FAILED", "CANCELLED", "DEAD_LETTER"],
   RETRYING: ["SCHEDULED", "DEAD_LETTER", "CANCELLED"],
   COMPLETED: [],
   FAILED: [],
@@ -105,9 +108,11 @@ interface ReportAction {
   op: "ack" | "fail" | "renew";
   stale: boolean;
   pick: number;
-  category: FailureCategory;
+  category: ReportCategory;
   retryAfterMs: number | null;
 }
+/** What a Fail may carry: a failure's category, or RATE_LIMITED (the job given back, not a failure). */
+type ReportCategory = FailureCategory | "RATE_LIMITED";
 interface AdvanceAction {
   k: "advance";
   ms: number;
@@ -162,7 +167,7 @@ const reportArb: fc.Arbitrary<Action> = fc.record({
   op: fc.constantFrom("ack" as const, "fail" as const, "renew" as const),
   stale: fc.constantFrom(false, false, true),
   pick: fc.nat(64),
-  category: fc.constantFrom<FailureCategory>("TEMPORARY", "TEMPORARY", "PERMANENT", "CANCELLED", "TIMEOUT", "SYSTEM"),
+  category: fc.constantFrom<ReportCategory>("TEMPORARY", "TEMPORARY", "PERMANENT", "CANCELLED", "TIMEOUT", "SYSTEM", "RATE_LIMITED"),
   retryAfterMs: maybe(steps(0, 6, 500), 1, 1),
 });
 const advanceArb: fc.Arbitrary<Action> = fc.record({ k: fc.constant("advance" as const), ms: steps(0, 12, 250) });
@@ -219,6 +224,8 @@ const MUST_COVER = [
   "RUNNING → FAILED",
   "RUNNING → CANCELLED",
   "RUNNING → DEAD_LETTER",
+  "RUNNING → DELAYED",
+  "rate limited",
   "RETRYING → SCHEDULED",
   "lapse",
   "lapse not retried",
@@ -249,7 +256,7 @@ interface JobInfo {
   written: JobMeta;
   /** The last meta getJob returned. */
   observed: JobMeta;
-  /** Lease transitions written since `observed`. */
+  /** Lease transitions written since `observed`, less the attempts a rate-limited answer gave back. */
   leasesSinceObserved: number;
   /** Lease ids delivered for this job, in order. */
   leases: string[];
@@ -294,6 +301,8 @@ type Ctx =
       jid: string;
       leaseId: string;
       held: boolean;
+      /** A fail's category. */
+      category: ReportCategory;
       expected?: { state: JobState; dueAtMs?: number; expiresAtMs?: number };
       consumed: boolean;
     };
@@ -332,8 +341,12 @@ function attemptsUsedUp(meta: JobMeta): boolean {
   return meta.retry.maxAttempts !== 0 && meta.attempt >= meta.retry.maxAttempts;
 }
 
-/** Where a fail report takes a RUNNING job (docs/state-machine.md, "How a failure is resolved"). */
-function expectedAfterFail(meta: JobMeta, category: FailureCategory, retryAfterMs: number | null, now: number, queues: QueueSettings) {
+/**
+ * Where a fail report takes a RUNNING job (docs/state-machine.md, "How a failure is resolved");
+ * RATE_LIMITED is no failure: DELAYED for its retry_after (1 s when unset).
+ */
+function expectedAfterFail(meta: JobMeta, category: ReportCategory, retryAfterMs: number | null, now: number, queues: QueueSettings) {
+  if (category === "RATE_LIMITED") return { state: "DELAYED" as const, dueAtMs: now + (retryAfterMs ?? 1_000) };
   if (category === "PERMANENT") return { state: "FAILED" as const };
   if (category === "CANCELLED") return { state: "CANCELLED" as const };
   if (!retried(meta, category, queues)) return { state: "FAILED" as const };
@@ -520,7 +533,7 @@ class Sim {
   async report(
     leaseId: string,
     op: "ack" | "fail" | "renew",
-    category: FailureCategory = "TEMPORARY",
+    category: ReportCategory = "TEMPORARY",
     retryAfterMs: number | null = null,
   ): Promise<void> {
     const delivery = this.deliveries.get(leaseId)!;
@@ -528,7 +541,7 @@ class Sim {
     const held = this.isCurrent(leaseId);
     const before = info.written;
     const now = this.clock.nowMs();
-    const ctx: Ctx & { kind: "report" } = { kind: "report", op, jid: info.jid, leaseId, held, consumed: false };
+    const ctx: Ctx & { kind: "report" } = { kind: "report", op, jid: info.jid, leaseId, held, consumed: false, category };
     if (held) {
       if (op === "ack") ctx.expected = { state: "COMPLETED" };
       else if (op === "fail") ctx.expected = expectedAfterFail(before, category, retryAfterMs, now, this.queueSettings);
@@ -539,7 +552,7 @@ class Sim {
     try {
       if (op === "ack") outcome = await this.engine.ack(info.jid, leaseId, new Uint8Array());
       else if (op === "fail") {
-        outcome = await this.engine.fail(info.jid, leaseId, report({ category, ...(retryAfterMs !== null ? { retryAfterMs } : {}) }));
+        outcome = await this.engine.fail(info.jid, leaseId, { ...report(), category, ...(retryAfterMs !== null ? { retryAfterMs } : {}) });
       } else outcome = await this.engine.renew(info.jid, leaseId);
     } catch (caught) {
       error = caught;
@@ -549,7 +562,8 @@ class Sim {
       check(error === undefined, `${what} threw ${String(error)}`);
       if (op === "ack") this.acks++;
       if (op === "fail") {
-        this.fails++;
+        // A rate-limited answer is not a failure: not counted as one.
+        if (category !== "RATE_LIMITED") this.fails++;
         const expected = ctx.expected!;
         const result = outcome as { state: JobState | null; retryAtMs?: number };
         check(
@@ -732,7 +746,7 @@ class Sim {
       if (isTerminal(was.state)) check(meta.state === was.state, `terminal job ${info.jid} moved ${was.state} → ${meta.state}`);
       check(
         meta.attempt - was.attempt === info.leasesSinceObserved,
-        `job ${info.jid}: attempt ${was.attempt} → ${meta.attempt} with ${info.leasesSinceObserved} lease(s) in between`,
+        `job ${info.jid}: attempt ${was.attempt} → ${meta.attempt} with ${info.leasesSinceObserved} lease(s) (less those given back) in between`,
       );
       check((meta.state === "RUNNING") === (meta.lease !== undefined), `job ${info.jid} is ${meta.state} with lease ${show(meta.lease)}`);
       if (meta.lease) {
@@ -869,7 +883,9 @@ class Sim {
     sameCore(previous, info.written, `the previous meta of ${edge}`);
     check(ALLOWED[previous.state].includes(next.state), `transition not allowed: ${edge}`);
     const isLease = previous.state === "SCHEDULED" && next.state === "RUNNING";
-    check(next.attempt === previous.attempt + (isLease ? 1 : 0), `${edge}: attempt ${previous.attempt} → ${next.attempt}`);
+    // A rate-limited answer gives the attempt back (RUNNING → DELAYED, nothing else takes it).
+    const givenBack = previous.state === "RUNNING" && next.state === "DELAYED";
+    check(next.attempt === previous.attempt + (isLease ? 1 : givenBack ? -1 : 0), `${edge}: attempt ${previous.attempt} → ${next.attempt}`);
     check(next.fails === previous.fails || next.fails === previous.fails + 1, `${edge}: fails ${previous.fails} → ${next.fails}`);
     check((next.state === "RUNNING") === (next.lease !== undefined), `${edge} with lease ${show(next.lease)}`);
     check(ctx.kind !== "restart", `a restart wrote ${edge}`);
@@ -919,7 +935,18 @@ class Sim {
             `renew: lease expires at +${next.lease!.expiresAtMs - T0}, expected +${expected.expiresAtMs! - T0}`,
           );
         }
-        check(next.fails === previous.fails + (ctx.op === "fail" ? 1 : 0), `${ctx.op}: ${edge} fails ${previous.fails} → ${next.fails}`);
+        const rateLimited = ctx.op === "fail" && ctx.category === "RATE_LIMITED";
+        check(
+          next.fails === previous.fails + (ctx.op === "fail" && !rateLimited ? 1 : 0),
+          `${ctx.op}: ${edge} fails ${previous.fails} → ${next.fails}`,
+        );
+        if (rateLimited) {
+          cover("rate limited");
+          // Given back: the attempt its lease counted is not spent.
+          info.leasesSinceObserved--;
+          check(show(next.failure) === show(previous.failure), `rate limited changed the failure: ${edge}`);
+          check(next.previousLeaseIds.at(-1) === lease.leaseId, `rate limited: ${edge} did not keep lease ${lease.leaseId} in history`);
+        }
       } else {
         // Nothing but tick() ends a lease on its own: a lapse.
         check(ctx.kind === "tick" && next.state !== "RUNNING", `${edge} without a cause`);

@@ -32,7 +32,10 @@ const EVENTS: Record<JobEvent["kind"], JobEvent[]> = {
     { kind: "renew", leaseId: LEASE_ID, executionTimeoutMs: 1 },
   ],
   ack: [{ kind: "ack", leaseId: LEASE_ID }],
-  return: [{ kind: "return", leaseId: LEASE_ID }],
+  return: [
+    { kind: "return", leaseId: LEASE_ID },
+    { kind: "return", leaseId: LEASE_ID, delayMs: 1_000 },
+  ],
   fail: CATEGORIES.map((category) => ({
     kind: "fail",
     leaseId: LEASE_ID,

@@ -121,6 +121,39 @@ describe("transition: due", () => {
   });
 });
 
+describe("transition: return", () => {
+  it("without a delay: SCHEDULED again at once, the attempt given back, the lease id in history", () => {
+    const { meta, start, step, at, lastSeq } = setup();
+    const { meta: running, leaseId } = start(meta);
+    at(50);
+    const back = step(running, { kind: "return", leaseId });
+    expect(back).toMatchObject({ state: "SCHEDULED", attempt: 0, fails: 0, readySeq: lastSeq(), enqueuedAtMs: T0 + 50 });
+    expect(back.lease).toBeUndefined();
+    expect(back.previousLeaseIds).toEqual([leaseId]);
+  });
+
+  it("with a delay (a RATE_LIMITED answer): DELAYED until now + delay, attempt given back, fails and failure kept", () => {
+    const { meta, start, step, at } = setup();
+    const first = start(meta);
+    const retrying = step(first.meta, { kind: "fail", leaseId: first.leaseId, report: report({ message: "real", retryAfterMs: 0 }) });
+    const second = start(step(retrying, { kind: "due" }));
+    expect(second.meta.attempt).toBe(2);
+    at(1_000);
+    const delayed = deepFreeze(second.meta);
+    const back = step(delayed, { kind: "return", leaseId: second.leaseId, delayMs: 250 });
+    expect(back).toMatchObject({ state: "DELAYED", attempt: 1, fails: 1, dueAtMs: T0 + 1_250, updatedAtMs: T0 + 1_000 });
+    expect(back.failure).toEqual(second.meta.failure);
+    expect(back.lease).toBeUndefined();
+    expect(back.previousLeaseIds).toEqual([first.leaseId, second.leaseId]);
+  });
+
+  it("refuses a stale lease id with WORQ_LEASE_NOT_HELD", () => {
+    const { meta, start, step } = setup();
+    const { meta: running } = start(meta);
+    expectWorqErrorSync(() => step(running, { kind: "return", leaseId: "other", delayMs: 1 }), "WORQ_LEASE_NOT_HELD", "lease_id");
+  });
+});
+
 describe("transition: ack", () => {
   it("completes the job and moves the lease id to history", () => {
     const { meta, step, start, at } = setup();

@@ -134,6 +134,31 @@ def test_fail_request_carries_code_cause_and_retry_after() -> None:
     assert worq.PermanentError("m").code == ""
 
 
+def test_fail_request_of_rate_limited() -> None:
+    limited = fail_request_of(_raise(worq.RateLimited("API said 429", retry_after=30)), "j", "l", 0, None)
+    assert (limited.category, limited.message, limited.errtype, limited.code) == (
+        job_pb2.FAILURE_CATEGORY_RATE_LIMITED,
+        "API said 429",
+        "RateLimited",
+        "",
+    )
+    assert limited.retry_after.seconds == 30
+    # Unset: the server's 1 s.
+    bare = fail_request_of(_raise(worq.RateLimited()), "j", "l", 0, None)
+    assert bare.category == job_pb2.FAILURE_CATEGORY_RATE_LIMITED and not bare.HasField("retry_after")
+    assert bare.message == "rate limited"
+    assert worq.RateLimited(retry_after=dt.timedelta(milliseconds=250)).retry_after == 0.25
+    # Raised while the worker shuts down, it keeps its own retry_after (not the shutdown's 0).
+    at_shutdown = fail_request_of(_raise(worq.RateLimited(retry_after=5)), "j", "l", 0, "shutdown")
+    assert at_shutdown.category == job_pb2.FAILURE_CATEGORY_RATE_LIMITED and at_shutdown.retry_after.seconds == 5
+    try:
+        worq.RateLimited(retry_after=-1)
+    except ValueError as err:
+        assert "retry_after" in str(err)
+    else:
+        raise AssertionError("a negative retry_after was taken")
+
+
 def test_errors_map_status_codes() -> None:
     cases = {
         grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidArgument,

@@ -79,6 +79,30 @@ export class TemporaryError extends Error {
   }
 }
 
+/** What RateLimitedError takes besides its message: `retryAfterMs` and `cause` (the wrapped error). */
+export interface RateLimitedErrorOptions extends ErrorOptions {
+  /** Run the job again no earlier than this many ms from now; unset: 1 s. */
+  retryAfterMs?: number;
+}
+
+/**
+ * Throw from a handler that a limit outside Worq turned away (an API answering 429, a quota):
+ * the job goes back to wait `retryAfterMs` (1 s when unset), DELAYED, and then runs again
+ * without spending an attempt. It is not a failure: `attempt`, `fails` and the job's last
+ * failure stay as they were, and the job's retry policy is not consulted (category RATE_LIMITED).
+ *
+ *   if (response.status === 429) throw new RateLimitedError("mail API busy", { retryAfterMs: 30_000 });
+ */
+export class RateLimitedError extends Error {
+  /** Run again no earlier than this many ms from now; undefined: 1 s. */
+  readonly retryAfterMs: number | undefined;
+  constructor(message = "rate limited", options?: RateLimitedErrorOptions) {
+    super(message, options);
+    this.name = "RateLimitedError";
+    this.retryAfterMs = options?.retryAfterMs;
+  }
+}
+
 /**
  * Throw from a handler to have the job retried no earlier than `retryAfterMs` from now.
  * @deprecated Use `new TemporaryError(message, { retryAfterMs })`; kept for earlier code.

@@ -2,7 +2,7 @@ import { create, type JsonValue } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { FailureCategory } from "./gen/worq/v1/job_pb.js";
 import { FailRequestSchema, type FailRequest } from "./gen/worq/v1/worker_service_pb.js";
-import { PermanentError, TemporaryError } from "./errors.js";
+import { PermanentError, RateLimitedError, TemporaryError } from "./errors.js";
 
 const encoder = new TextEncoder();
 /** The result of a handler that returned nothing; shared, as nothing writes into it. */
@@ -22,9 +22,9 @@ const CODE_MAX_CHARS = 256;
 
 /**
  * The Fail request for what a handler threw: message, error type, at most `frames` stack
- * frames, category PERMANENT for a PermanentError (else TEMPORARY), a PermanentError's
- * `code`, the text of the error's `cause` chain, and the retry delay of a TemporaryError
- * (or of any error with a numeric `retryAfterMs`).
+ * frames, category PERMANENT for a PermanentError, RATE_LIMITED for a RateLimitedError (else
+ * TEMPORARY), a PermanentError's `code`, the text of the error's `cause` chain, and the retry
+ * delay of a TemporaryError or RateLimitedError (or of any error with a numeric `retryAfterMs`).
  */
 export function failRequestOf(error: unknown, ref: { jid: string; leaseId: string }, frames: number): FailRequest {
   const err = error instanceof Error ? error : new Error(String(error));
@@ -34,13 +34,20 @@ export function failRequestOf(error: unknown, ref: { jid: string; leaseId: strin
     message: err.message.slice(0, MESSAGE_MAX_CHARS),
     errtype: (err.constructor?.name && err.constructor.name !== "Error" ? err.constructor.name : err.name).slice(0, 256),
     backtrace: stackFramesOf(err).slice(0, frames),
-    category: err instanceof PermanentError ? FailureCategory.PERMANENT : FailureCategory.TEMPORARY,
+    category: categoryOf(err),
     code: err instanceof PermanentError ? err.code.slice(0, CODE_MAX_CHARS) : "",
     cause: causeTextOf(err).slice(0, MESSAGE_MAX_CHARS),
   });
-  const retryAfterMs = err instanceof TemporaryError ? err.retryAfterMs : (err as { retryAfterMs?: unknown }).retryAfterMs;
+  const retryAfterMs =
+    err instanceof TemporaryError || err instanceof RateLimitedError ? err.retryAfterMs : (err as { retryAfterMs?: unknown }).retryAfterMs;
   if (typeof retryAfterMs === "number" && retryAfterMs >= 0) request.retryAfter = durationFromMs(retryAfterMs);
   return request;
+}
+
+function categoryOf(err: Error): FailureCategory {
+  if (err instanceof PermanentError) return FailureCategory.PERMANENT;
+  if (err instanceof RateLimitedError) return FailureCategory.RATE_LIMITED;
+  return FailureCategory.TEMPORARY;
 }
 
 /**

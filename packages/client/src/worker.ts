@@ -28,7 +28,7 @@ export interface WorkerJob {
   kwargs: JsonObject;
   payload: Uint8Array;
   custom: JsonObject;
-  /** 1 for the first run, 2 for the first retry, … */
+  /** 1 for the first run, 2 for the first retry, … (a run answered with a RateLimitedError does not count). */
   attempt: number;
   tags: Record<string, string>;
   leaseId: string;

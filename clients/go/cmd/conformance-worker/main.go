@@ -113,6 +113,10 @@ func main() {
 }
 
 // scenario does what the job's kwargs.action says (clients/CONFORMANCE.md).
+// rateLimitedOnce holds the jobs this process answered rate-limited (the attempt is not
+// spent, so job.Attempt cannot tell).
+var rateLimitedOnce sync.Map
+
 func scenario(ctx context.Context, job *worq.Job) (any, error) {
 	action, _ := job.Kwargs["action"].(string)
 	result, _ := job.Kwargs["result"].(string)
@@ -179,6 +183,11 @@ func scenario(ctx context.Context, job *worq.Job) (any, error) {
 			return nil, &worq.TemporaryError{Message: message, Cause: errors.New(cause), RetryAfter: time.Duration(number("ms")) * time.Millisecond}
 		}
 		return "retried", nil
+	case "rate_limited":
+		if _, seen := rateLimitedOnce.LoadOrStore(job.JID, true); !seen {
+			return nil, &worq.RateLimitedError{Message: "turned away", RetryAfter: time.Duration(number("ms")) * time.Millisecond}
+		}
+		return "after the limit", nil
 	default:
 		return nil, worq.Permanent(fmt.Errorf("unknown scenario action %q", action))
 	}

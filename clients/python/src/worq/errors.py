@@ -9,7 +9,9 @@ Two families:
   raised *by handlers* to steer how a failed job is retried. Any other exception a handler
   raises fails the job as TEMPORARY (retried per the job's retry policy). The text of the
   exception a handler's error wraps (``raise PermanentError(...) from err``, or ``cause=err``)
-  is stored in the job's ``failure.cause``.
+  is stored in the job's ``failure.cause``. :class:`RateLimited`, raised by a handler that a
+  limit outside Worq turned away, is no failure: the job waits and runs again without spending
+  an attempt.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ __all__ = [
     "PermanentError",
     "TemporaryError",
     "RetryLater",
+    "RateLimited",
     "from_rpc_error",
 ]
 
@@ -242,3 +245,29 @@ class RetryLater(TemporaryError):
     def __init__(self, after: Union[float, _dt.timedelta], message: str = "") -> None:
         seconds = _seconds(after, "RetryLater")
         super().__init__(message or f"retry in {seconds:g}s", retry_after=seconds)
+
+
+class RateLimited(Exception):
+    """Raise from a handler that a limit outside Worq turned away (an API answering 429, a quota).
+
+    The job goes back DELAYED for ``retry_after`` (seconds or a :class:`datetime.timedelta`;
+    1 s when ``None``) and then runs again **without spending an attempt**. It is not a failure:
+    the job's ``attempt``, ``fails`` and last ``failure`` stay as they were, and its retry policy
+    is not consulted (category RATE_LIMITED)::
+
+        if response.status == 429:
+            raise worq.RateLimited(retry_after=float(response.headers.get("Retry-After", 30)))
+    """
+
+    def __init__(
+        self,
+        message: str = "rate limited",
+        *,
+        retry_after: Union[float, _dt.timedelta, None] = None,
+        cause: Optional[BaseException] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message: str = message
+        self.retry_after: Optional[float] = None if retry_after is None else _seconds(retry_after, "RateLimited")
+        if cause is not None:
+            self.__cause__ = cause

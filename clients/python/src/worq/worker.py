@@ -47,7 +47,7 @@ from worq.v1 import job_pb2, worker_service_pb2, worker_service_pb2_grpc
 
 from . import _convert
 from ._channel import TLS, ChannelOptions, open_channel
-from .errors import LeaseLost, PermanentError, WorqError, error_for_code, from_rpc_error
+from .errors import LeaseLost, PermanentError, RateLimited, WorqError, error_for_code, from_rpc_error
 from .types import Job
 
 __all__ = ["Worker", "JobContext", "WorkerEvent", "Handler"]
@@ -329,6 +329,9 @@ def fail_request_of(
                 break
     if isinstance(exc, PermanentError):
         category = job_pb2.FAILURE_CATEGORY_PERMANENT
+    elif isinstance(exc, RateLimited):
+        # Not a failure: the server gives the job back for retry_after, the attempt not spent.
+        category = job_pb2.FAILURE_CATEGORY_RATE_LIMITED
     elif cancel_reason == "deadline":
         category = job_pb2.FAILURE_CATEGORY_TIMEOUT
     else:
@@ -344,7 +347,7 @@ def fail_request_of(
         code=_truncate_utf8(exc.code or "", _MAX_CODE_CHARS) if isinstance(exc, PermanentError) else "",
         cause=_truncate_utf8(cause_text_of(exc), _MAX_MESSAGE_BYTES),
     )
-    if cancel_reason == "shutdown" and category != job_pb2.FAILURE_CATEGORY_PERMANENT:
+    if cancel_reason == "shutdown" and category == job_pb2.FAILURE_CATEGORY_TEMPORARY:
         # Failed back at shutdown: retry at once, on another worker.
         request.retry_after.CopyFrom(duration_pb2.Duration())
     else:
