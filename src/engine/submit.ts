@@ -3,7 +3,7 @@
  * creating the jobs of a batch in one commit.
  */
 import { invalid, WorqError } from "../model/errors.js";
-import { isPurgedAtExpiry, isTerminal, type JobHistory, type JobMeta, type SubmitInput } from "../model/job.js";
+import { isPurgedAtExpiry, isTerminal, jobBody, type JobBody, type JobHistory, type JobMeta, type SubmitInput } from "../model/job.js";
 import { LIMITS, isUuidV4 } from "../model/limits.js";
 import { claimKey, type IdempotencyClaim, type StoreWrite } from "./store.js";
 import { buildNewJob, type NewJob } from "./submit-validation.js";
@@ -11,7 +11,8 @@ import { applyHistory, checkHistory } from "./import-history.js";
 import { planDependencies, type BatchShape, type DependencyOutcome, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
 import type { SubmitResult } from "./engine-types.js";
 import type { EngineCore } from "./engine-core.js";
-import { enqueueReady } from "./paging.js";
+import { countCold, enqueueReady, ownMeta, readyQueueOf } from "./paging.js";
+import { DEBOUNCE_NAMESPACE, UNIQUE_NAMESPACE, holdsUnique, takesDebounce } from "./flow-keys.js";
 import { pushExpiry, schedulePurge, scheduleTimers } from "./timers.js";
 import { schedulePump } from "./dispatch.js";
 import { durableByDeadline, submitTimedOut, type Withdrawable } from "./submit-deadline.js";
@@ -91,17 +92,22 @@ export async function submit(
     joinParents.add(parent);
     referenced.add(parent);
   });
-  for (const [i, { meta }] of built.entries()) {
-    const claim =
-      meta.idempotencyKey === undefined
-        ? undefined
-        : core.claims.get(claimKey(inputs[i]!.idempotencyNamespace, claimTypeOf(inputs[i]!, meta), meta.idempotencyKey));
-    if (claim) referenced.add(claim.jid);
+  const refs = built.map(({ meta }, i) => claimRefOf(inputs[i]!, meta));
+  // Debounced submits keep the tags and correlation id of the job they update: its body is read.
+  const debounceHolders = new Set<string>();
+  refs.forEach((ref) => {
+    const claim = ref && core.claims.get(ref.mapKey);
+    if (!claim) return;
+    referenced.add(claim.jid);
+    if (ref.kind === "debounce") debounceHolders.add(claim.jid);
+  });
+  if (shape !== undefined) {
+    refs.forEach((ref, i) => ref?.kind === "debounce" && invalid(`${fieldOf(i)}.debounce`, "cannot be used in a batch with a dependency shape"));
   }
   const toRead = [...referenced].filter((jid) => !core.live.has(jid) && isUuidV4(jid));
   // Without anything to read, stay synchronous: no turn passes between submit and its write.
-  if (toRead.length === 0 && joinParents.size === 0)
-    return settleSubmit(core, createJobs(core, built, inputs, fieldOf, shape, new Map(), nowMs, new Map()), deadlineMs, timeoutMs);
+  if (toRead.length === 0 && joinParents.size === 0 && debounceHolders.size === 0)
+    return settleSubmit(core, createJobs(core, built, inputs, refs, fieldOf, shape, new Map(), nowMs, new Map(), new Map()), deadlineMs, timeoutMs);
   // Jobs that finish while the store is read are recorded by apply(), until the decisions
   // are made: createJobs decides synchronously, before its first await (the commit). The
   // record used to be kept until the commit was durable too, so with submits overlapping
@@ -115,6 +121,13 @@ export async function submit(
     const stored = new Map<string, JobMeta | undefined>(
       await Promise.all(toRead.map(async (jid) => [jid, await core.store.getMeta(jid)] as const)),
     );
+    const holderBodies = new Map<string, JobBody>();
+    if (debounceHolders.size > 0) {
+      await core.lastCommit.catch(() => {}); // the holders' bodies are in the store now (a failure made the engine fatal)
+      const jids = [...debounceHolders];
+      const bodies = await core.store.getBodies(jids);
+      jids.forEach((jid, k) => bodies[k] && holderBodies.set(jid, bodies[k]));
+    }
     const children = new Map<string, string[]>();
     if (joinParents.size > 0) {
       await core.lastCommit.catch(() => {}); // every child admitted before is in the store now (a failure made the engine fatal)
@@ -127,7 +140,7 @@ export async function submit(
     core.checkUsable();
     if (core.clock.nowMs() >= deadlineMs)
       throw submitTimedOut("reading the jobs it refers to took too long; nothing was stored", timeoutMs);
-    created = createJobs(core, built, inputs, fieldOf, shape, stored, nowMs, children);
+    created = createJobs(core, built, inputs, refs, fieldOf, shape, stored, nowMs, children, holderBodies);
   } finally {
     if (--core.finishWatchers === 0) core.recentlyFinished.clear();
     for (const [parent, seen] of spawnedMeanwhile) watchSpawns(core, parent, seen, false);
@@ -148,16 +161,18 @@ async function settleSubmit(core: EngineCore, created: CreatedJobs, deadlineMs: 
   return results;
 }
 
-/** The synchronous part of submit: decides duplicates and dependencies, then creates. */
+/** The synchronous part of submit: decides duplicates, debounces and dependencies, then creates. */
 function createJobs(
   core: EngineCore,
   built: NewJob[],
   inputs: SubmitInput[],
+  refs: (ClaimRef | undefined)[],
   fieldOf: (index: number) => string,
   shape: BatchShape | undefined,
   stored: Map<string, JobMeta | undefined>,
   nowMs: number,
   childrenOfJoined: Map<string, string[]>,
+  holderBodies: Map<string, JobBody>,
 ): CreatedJobs {
   const known = (jid: string): JobMeta | undefined =>
     core.live.get(jid) ?? core.finishing.get(jid)?.meta ?? core.recentlyFinished.get(jid) ?? stored.get(jid);
@@ -169,18 +184,37 @@ function createJobs(
     if (input.parentJid !== undefined && !known(input.parentJid))
       invalid(`${fieldOf(i)}.parent_jid`, `job ${input.parentJid} does not exist`);
   });
-  const seenKeys = new Map<string, string>();
-  const planned: PlannedJob[] = built.map(({ meta }, i) => {
-    const key =
-      meta.idempotencyKey === undefined
-        ? undefined
-        : claimKey(inputs[i]!.idempotencyNamespace, claimTypeOf(inputs[i]!, meta), meta.idempotencyKey);
-    let claim = key === undefined ? undefined : core.claims.get(key);
-    // A claim kept for a job's lifetime ends with the job: once it is deleted the key is free.
-    if (claim && inputs[i]!.idempotencyForLifetime && !known(claim.jid)) claim = undefined;
-    const existingJid = claim && claim.expiresAtMs > nowMs ? claim.jid : key !== undefined ? seenKeys.get(key) : undefined;
-    if (key !== undefined && existingJid === undefined) seenKeys.set(key, meta.jid);
-    return { input: inputs[i]!, jid: meta.jid, priority: meta.priority, ...(existingJid !== undefined ? { existingJid } : {}) };
+  // Claim key -> the batch job that first took it (or found its holder).
+  const seenKeys = new Map<string, number>();
+  /** Jobs of the batch that update an existing job instead of creating one (debounce). */
+  const debounced = new Set<number>();
+  const planned: PlannedJob[] = [];
+  built.forEach(({ meta }, i) => {
+    const ref = refs[i];
+    const plan: PlannedJob = { input: inputs[i]!, jid: meta.jid, priority: meta.priority };
+    planned.push(plan);
+    if (ref === undefined) return;
+    const first = seenKeys.get(ref.mapKey);
+    if (first !== undefined) {
+      // A key taken earlier in this batch: a duplicate of that job, or one more debounce of it.
+      plan.existingJid = planned[first]!.existingJid ?? planned[first]!.jid;
+      if (ref.kind === "debounce") debounced.add(i);
+      return;
+    }
+    seenKeys.set(ref.mapKey, i);
+    const claim = core.claims.get(ref.mapKey);
+    if (!claim || claim.expiresAtMs <= nowMs) return;
+    if (ref.kind === "idempotency") {
+      // A claim kept for a job's lifetime ends with the job: once it is deleted the key is free.
+      if (!inputs[i]!.idempotencyForLifetime || known(claim.jid)) plan.existingJid = claim.jid;
+    } else if (ref.kind === "unique") {
+      // A holder no longer known was deleted: only a WINDOW key outlives its job.
+      const holder = known(claim.jid);
+      if (holder === undefined || holdsUnique(holder)) plan.existingJid = claim.jid;
+    } else if (debounceTarget(core, known(claim.jid)) && holderBodies.has(claim.jid)) {
+      plan.existingJid = claim.jid;
+      debounced.add(i);
+    }
   });
   inputs.forEach((input, i) => {
     const parent = input.dependsOn?.childrenOf;
@@ -203,8 +237,16 @@ function createJobs(
   const writes: StoreWrite[] = [];
   const results: SubmitResult[] = [];
   const duplicatesOfStored: SubmitResult[] = [];
+  /** Bodies of the jobs debounced submits update, for the tags and correlation id they keep. */
+  const bodiesOf = new Map(holderBodies);
   built.forEach(({ meta: candidate, body, dataBytes }, i) => {
     const plan = planned[i]!;
+    if (debounced.has(i)) {
+      const jid = plan.existingJid!;
+      writes.push(...debounce(core, jid, known(jid)!, bodiesOf.get(jid)!, built[i]!, nowMs));
+      results.push({ jid, state: "DELAYED", duplicate: false, debounced: true });
+      return;
+    }
     if (plan.existingJid !== undefined) {
       const state =
         core.live.stateOf(plan.existingJid) ?? (plan.existingJid === candidate.jid ? undefined : known(plan.existingJid)?.state);
@@ -229,18 +271,19 @@ function createJobs(
       pushExpiry(core, meta);
     }
     writes.push(cold ? { kind: "put-job", meta, body, cold } : { kind: "put-job", meta, body });
+    bodiesOf.set(meta.jid, body);
     const newQueue = core.queues.touch(meta.queue);
     if (newQueue) writes.push(newQueue);
-    if (meta.idempotencyKey !== undefined) {
-      const namespace = inputs[i]!.idempotencyNamespace;
+    const ref = refs[i];
+    if (ref !== undefined) {
       const claim: IdempotencyClaim = {
-        ...(namespace ? { namespace } : {}),
-        type: claimTypeOf(inputs[i]!, meta),
-        key: meta.idempotencyKey,
+        ...(ref.namespace ? { namespace: ref.namespace } : {}),
+        type: ref.type,
+        key: ref.key,
         jid: meta.jid,
-        expiresAtMs: Math.max(nowMs + core.idempotencyWindowMs, inputs[i]!.idempotencyForLifetime ? meta.expiresAtMs : 0),
+        expiresAtMs: claimExpiresAtMs(core, ref, inputs[i]!, built[i]!, meta, nowMs),
       };
-      core.claims.set(claimKey(namespace, claim.type, meta.idempotencyKey), claim);
+      core.claims.set(ref.mapKey, claim);
       writes.push({ kind: "put-idempotency", claim }, ...sweepExpiredClaims(core, nowMs));
     }
     results.push({ jid: meta.jid, state: meta.state, duplicate: false });
@@ -256,6 +299,7 @@ function createJobs(
     }
   });
   core.counters.submitted += writes.filter((write) => write.kind === "put-job").length;
+  const debouncedJids = new Set([...debounced].map((i) => planned[i]!.existingJid!));
   const durable = writes.length > 0 ? core.persist(writes) : Promise.resolve();
   schedulePump(core); // submits parsed from one socket read are delivered together
   return {
@@ -265,8 +309,99 @@ function createJobs(
     created: writes.flatMap((write): (string | JobMeta)[] =>
       write.kind !== "put-job" ? [] : write.cold ? [write.meta] : [write.meta.jid],
     ),
-    claims: writes.flatMap((write) => (write.kind === "put-idempotency" ? [write.claim] : [])),
+    // Only new jobs' claims: a withdrawal leaves a debounced job (and its key) as it is.
+    claims: writes.flatMap((write) =>
+      write.kind === "put-idempotency" && !debouncedJids.has(write.claim.jid) ? [write.claim] : [],
+    ),
   };
+}
+
+/** Where a job's idempotency, unique or debounce key is claimed (at most one: submit-validation refuses more). */
+interface ClaimRef {
+  kind: "idempotency" | "unique" | "debounce";
+  /** claimKey() of the claim. */
+  mapKey: string;
+  namespace: string | undefined;
+  type: string;
+  key: string;
+}
+
+function claimRefOf(input: SubmitInput, meta: JobMeta): ClaimRef | undefined {
+  if (meta.idempotencyKey !== undefined) {
+    const namespace = input.idempotencyNamespace;
+    const type = claimTypeOf(input, meta);
+    return { kind: "idempotency", mapKey: claimKey(namespace, type, meta.idempotencyKey), namespace, type, key: meta.idempotencyKey };
+  }
+  const [kind, namespace, key] =
+    meta.uniqueKey !== undefined
+      ? (["unique", UNIQUE_NAMESPACE, meta.uniqueKey] as const)
+      : meta.debounceKey !== undefined
+        ? (["debounce", DEBOUNCE_NAMESPACE, meta.debounceKey] as const)
+        : [];
+  if (kind === undefined) return undefined;
+  return { kind, mapKey: claimKey(namespace, meta.queue, key), namespace, type: meta.queue, key };
+}
+
+/**
+ * Until when a new job's claim holds: an idempotency key for the server's window (or the
+ * job's lifetime, when longer and asked for); a WINDOW unique key for its window; a STARTED
+ * or FINISHED unique key and a debounce key for the job's lifetime, unless freed earlier
+ * (engine-core releaseClaims).
+ */
+function claimExpiresAtMs(core: EngineCore, ref: ClaimRef, input: SubmitInput, job: NewJob, meta: JobMeta, nowMs: number): number {
+  if (ref.kind === "idempotency") return Math.max(nowMs + core.idempotencyWindowMs, input.idempotencyForLifetime ? meta.expiresAtMs : 0);
+  if (ref.kind === "unique" && meta.uniqueUntil === "WINDOW") return nowMs + job.uniqueWindowMs!;
+  return meta.expiresAtMs;
+}
+
+/**
+ * The job a debounced submit may update: `holder` when it is DELAYED or SCHEDULED, never
+ * leased, and either in memory or a cold ready job (stored, past its level's window).
+ */
+function debounceTarget(core: EngineCore, holder: JobMeta | undefined): holder is JobMeta {
+  if (!takesDebounce(holder)) return false;
+  if (core.live.get(holder.jid) === holder) return true;
+  return !core.finishing.has(holder.jid) && isColdReady(core, holder);
+}
+
+/** Whether `stored`, not in memory, is a ready job waiting in the store past its level's window. */
+function isColdReady(core: EngineCore, stored: JobMeta): boolean {
+  if (core.live.has(stored.jid) || stored.state !== "SCHEDULED") return false;
+  const queue = core.ready.get(stored.queue);
+  return queue !== undefined && queue.coldAt(stored.priority) > 0 && stored.readySeq > queue.lastSeqAt(stored.priority);
+}
+
+/**
+ * A debounced submit's writes: the job `jid` (`current`, in memory or cold) takes the new
+ * job's args, kwargs, custom and payload (keeping its tags and correlation id, from
+ * `oldBody`) and waits DELAYED until the new job's due time; its debounce claim is renewed
+ * to its new lifetime.
+ */
+function debounce(core: EngineCore, jid: string, current: JobMeta, oldBody: JobBody, job: NewJob, nowMs: number): StoreWrite[] {
+  let meta = core.live.get(jid);
+  if (!meta) {
+    // A cold ready job: it leaves its level's cold count and comes into memory as DELAYED.
+    meta = ownMeta(current);
+    countCold(core, readyQueueOf(core, meta.queue), meta.priority, -1);
+  }
+  const write = core.apply(meta, { kind: "debounce", dueAtMs: job.meta.dueAtMs! });
+  const next = core.live.get(jid)!;
+  pushExpiry(core, next);
+  const body = jobBody(
+    { args: job.body.args, kwargs: job.body.kwargs, custom: job.body.custom, tags: oldBody.tags, correlationId: oldBody.correlationId },
+    job.body.payload,
+  );
+  core.bodies.delete(jid);
+  if (next.dueAtMs! - nowMs <= BODY_CACHE_HORIZON_MS) core.bodies.offer(jid, body, job.dataBytes);
+  const writes: StoreWrite[] = [write, { kind: "put-body", jid, body }];
+  const key = claimKey(DEBOUNCE_NAMESPACE, next.queue, next.debounceKey!);
+  const claim = core.claims.get(key);
+  if (claim?.jid === jid && claim.expiresAtMs !== next.expiresAtMs) {
+    const renewed = { ...claim, expiresAtMs: next.expiresAtMs };
+    core.claims.set(key, renewed);
+    writes.push({ kind: "put-idempotency", claim: renewed });
+  }
+  return writes;
 }
 
 /** Adds (`on`) or removes `seen` as a collector of the children `parent` spawns (engine-core admit). */

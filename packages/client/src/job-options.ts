@@ -52,6 +52,20 @@ export interface SubmitOptions {
   dependsOn?: { type?: "after" | "after_any"; jids?: string[]; childrenOf?: string };
   /** Webhook POSTed when the job finishes (the server must allow its origin). */
   callbackUrl?: string;
+  /**
+   * Uniqueness within the job's queue: while `key` (derived from type, queue, args, kwargs and
+   * payload when absent) is held, a submit answers the holding job (`duplicate`). `until`:
+   * "window" (default; held for `windowMs`, default 24 h), "started" (until the holder is
+   * first leased) or "finished" (until it ends). Not with `idempotencyKey` or `debounce`.
+   */
+  unique?: { key?: string; until?: "window" | "started" | "finished"; windowMs?: number };
+  /**
+   * Debounce within the job's queue: a submit whose `key` matches a job that has not started
+   * replaces its args, kwargs, payload and custom and moves its start to now + `delayMs`
+   * (`debounced`); else a new job starts then. Not with `at`, `delayMs`, `dependsOn`,
+   * `idempotencyKey` or `unique`.
+   */
+  debounce?: { key: string; delayMs: number };
 }
 
 const PRIORITY_LEVELS: Record<PriorityName, PriorityLevel> = { critical: 0, high: 1, normal: 2, low: 3, bulk: 4 };
@@ -87,6 +101,12 @@ function submitInputOf(type: string, options: SubmitOptions): SubmitInput {
     idempotencyKey: options.idempotencyKey,
     parentJid: options.parentJid,
     callbackUrl: options.callbackUrl,
+    unique: options.unique && {
+      key: options.unique.key,
+      until: options.unique.until?.toUpperCase() as "WINDOW" | "STARTED" | "FINISHED" | undefined,
+      windowMs: options.unique.windowMs,
+    },
+    debounce: options.debounce && { key: options.debounce.key, delayMs: options.debounce.delayMs },
     dependsOn: options.dependsOn && {
       type: options.dependsOn.type?.toUpperCase() as "AFTER" | "AFTER_ANY" | undefined,
       jids: options.dependsOn.jids,
