@@ -188,3 +188,27 @@ function sum(sizes: [string, number][]): number {
 function jsonBytes(value: unknown): number {
   return value === undefined ? 0 : Buffer.byteLength(JSON.stringify(value));
 }
+
+/** Throws unless `text` is an http(s) URL without credentials that the server allows callbacks to. */
+export function checkCallbackUrl(text: string, field: string, isAllowed: (url: URL) => boolean): void {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    invalid(field, `${JSON.stringify(text.slice(0, 200))} is not a URL`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") invalid(field, "must be an http or https URL");
+  if (text.length > 2048) invalid(field, "must be at most 2048 chars");
+  // fetch() refuses a URL with user:password@, so such a webhook could never be sent; and the
+  // password would sit in the store and the job's view. A receiver checks the signature instead.
+  if (url.username !== "" || url.password !== "") {
+    invalid(field, "must not carry credentials (user:password@); the receiver verifies the Worq-Signature header instead");
+  }
+  if (!isAllowed(url)) {
+    throw new WorqError(
+      "WORQ_PERMISSION_DENIED",
+      `${field}: ${url.origin} is not in the server's callback allowlist (--callback-allow); nothing was stored`,
+      field,
+    );
+  }
+}

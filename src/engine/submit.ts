@@ -3,23 +3,29 @@
  * creating the jobs of a batch in one commit.
  */
 import { invalid, WorqError } from "../model/errors.js";
-import { isPurgedAtExpiry, isTerminal, jobBody, type JobBody, type JobHistory, type JobMeta, type SubmitInput } from "../model/job.js";
+import { isPurgedAtExpiry, isTerminal, type JobBody, type JobHistory, type JobMeta, type SubmitInput } from "../model/job.js";
 import { LIMITS, isUuidV4 } from "../model/limits.js";
-import { claimKey, type IdempotencyClaim, type StoreWrite } from "./store.js";
-import { buildNewJob, type NewJob } from "./submit-validation.js";
+import type { IdempotencyClaim, StoreWrite } from "./store.js";
+import { buildNewJob, checkCallbackUrl, type NewJob } from "./submit-validation.js";
 import { applyHistory, checkHistory } from "./import-history.js";
 import { planDependencies, type BatchShape, type DependencyOutcome, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
 import type { SubmitResult } from "./engine-types.js";
 import type { EngineCore } from "./engine-core.js";
-import { countCold, enqueueReady, ownMeta, readyQueueOf } from "./paging.js";
-import { DEBOUNCE_NAMESPACE, UNIQUE_NAMESPACE, holdsUnique, takesDebounce } from "./flow-keys.js";
+import { enqueueReady } from "./paging.js";
+import { holdsUnique } from "./flow-keys.js";
+import {
+  BODY_CACHE_HORIZON_MS,
+  claimExpiresAtMs,
+  claimRefOf,
+  debounce,
+  debounceTarget,
+  sweepExpiredClaims,
+  type ClaimRef,
+} from "./submit-claims.js";
 import { pushExpiry, schedulePurge, scheduleTimers } from "./timers.js";
 import { schedulePump } from "./dispatch.js";
 import { durableByDeadline, submitTimedOut, type Withdrawable } from "./submit-deadline.js";
 import { checkQueueRoom } from "./queue-admin.js";
-
-/** A delayed job due within this long keeps its body in memory for its lease, like a ready one. */
-const BODY_CACHE_HORIZON_MS = 10_000;
 
 /** A submit's jobs once created: the answers, and when they may be given. */
 interface CreatedJobs {
@@ -73,7 +79,7 @@ export async function submit(
   }
   inputs.forEach((input, i) => {
     if (input.parentJid !== undefined && !isUuidV4(input.parentJid)) invalid(`${fieldOf(i)}.parent_jid`, "is not a job id (UUID v4)");
-    if (input.callbackUrl !== undefined) checkCallbackUrl(core, input.callbackUrl, `${fieldOf(i)}.callback_url`);
+    if (input.callbackUrl !== undefined) checkCallbackUrl(input.callbackUrl, `${fieldOf(i)}.callback_url`, core.isCallbackAllowed);
   });
 
   // Jobs outside the batch that it refers to: read those that are not live before the
@@ -102,12 +108,19 @@ export async function submit(
     if (ref.kind === "debounce") debounceHolders.add(claim.jid);
   });
   if (shape !== undefined) {
-    refs.forEach((ref, i) => ref?.kind === "debounce" && invalid(`${fieldOf(i)}.debounce`, "cannot be used in a batch with a dependency shape"));
+    refs.forEach(
+      (ref, i) => ref?.kind === "debounce" && invalid(`${fieldOf(i)}.debounce`, "cannot be used in a batch with a dependency shape"),
+    );
   }
   const toRead = [...referenced].filter((jid) => !core.live.has(jid) && isUuidV4(jid));
   // Without anything to read, stay synchronous: no turn passes between submit and its write.
   if (toRead.length === 0 && joinParents.size === 0 && debounceHolders.size === 0)
-    return settleSubmit(core, createJobs(core, built, inputs, refs, fieldOf, shape, new Map(), nowMs, new Map(), new Map()), deadlineMs, timeoutMs);
+    return settleSubmit(
+      core,
+      createJobs(core, built, inputs, refs, fieldOf, shape, new Map(), nowMs, new Map(), new Map()),
+      deadlineMs,
+      timeoutMs,
+    );
   // Jobs that finish while the store is read are recorded by apply(), until the decisions
   // are made: createJobs decides synchronously, before its first await (the commit). The
   // record used to be kept until the commit was durable too, so with submits overlapping
@@ -310,98 +323,8 @@ function createJobs(
       write.kind !== "put-job" ? [] : write.cold ? [write.meta] : [write.meta.jid],
     ),
     // Only new jobs' claims: a withdrawal leaves a debounced job (and its key) as it is.
-    claims: writes.flatMap((write) =>
-      write.kind === "put-idempotency" && !debouncedJids.has(write.claim.jid) ? [write.claim] : [],
-    ),
+    claims: writes.flatMap((write) => (write.kind === "put-idempotency" && !debouncedJids.has(write.claim.jid) ? [write.claim] : [])),
   };
-}
-
-/** Where a job's idempotency, unique or debounce key is claimed (at most one: submit-validation refuses more). */
-interface ClaimRef {
-  kind: "idempotency" | "unique" | "debounce";
-  /** claimKey() of the claim. */
-  mapKey: string;
-  namespace: string | undefined;
-  type: string;
-  key: string;
-}
-
-function claimRefOf(input: SubmitInput, meta: JobMeta): ClaimRef | undefined {
-  if (meta.idempotencyKey !== undefined) {
-    const namespace = input.idempotencyNamespace;
-    const type = claimTypeOf(input, meta);
-    return { kind: "idempotency", mapKey: claimKey(namespace, type, meta.idempotencyKey), namespace, type, key: meta.idempotencyKey };
-  }
-  const [kind, namespace, key] =
-    meta.uniqueKey !== undefined
-      ? (["unique", UNIQUE_NAMESPACE, meta.uniqueKey] as const)
-      : meta.debounceKey !== undefined
-        ? (["debounce", DEBOUNCE_NAMESPACE, meta.debounceKey] as const)
-        : [];
-  if (kind === undefined) return undefined;
-  return { kind, mapKey: claimKey(namespace, meta.queue, key), namespace, type: meta.queue, key };
-}
-
-/**
- * Until when a new job's claim holds: an idempotency key for the server's window (or the
- * job's lifetime, when longer and asked for); a WINDOW unique key for its window; a STARTED
- * or FINISHED unique key and a debounce key for the job's lifetime, unless freed earlier
- * (engine-core releaseClaims).
- */
-function claimExpiresAtMs(core: EngineCore, ref: ClaimRef, input: SubmitInput, job: NewJob, meta: JobMeta, nowMs: number): number {
-  if (ref.kind === "idempotency") return Math.max(nowMs + core.idempotencyWindowMs, input.idempotencyForLifetime ? meta.expiresAtMs : 0);
-  if (ref.kind === "unique" && meta.uniqueUntil === "WINDOW") return nowMs + job.uniqueWindowMs!;
-  return meta.expiresAtMs;
-}
-
-/**
- * The job a debounced submit may update: `holder` when it is DELAYED or SCHEDULED, never
- * leased, and either in memory or a cold ready job (stored, past its level's window).
- */
-function debounceTarget(core: EngineCore, holder: JobMeta | undefined): holder is JobMeta {
-  if (!takesDebounce(holder)) return false;
-  if (core.live.get(holder.jid) === holder) return true;
-  return !core.finishing.has(holder.jid) && isColdReady(core, holder);
-}
-
-/** Whether `stored`, not in memory, is a ready job waiting in the store past its level's window. */
-function isColdReady(core: EngineCore, stored: JobMeta): boolean {
-  if (core.live.has(stored.jid) || stored.state !== "SCHEDULED") return false;
-  const queue = core.ready.get(stored.queue);
-  return queue !== undefined && queue.coldAt(stored.priority) > 0 && stored.readySeq > queue.lastSeqAt(stored.priority);
-}
-
-/**
- * A debounced submit's writes: the job `jid` (`current`, in memory or cold) takes the new
- * job's args, kwargs, custom and payload (keeping its tags and correlation id, from
- * `oldBody`) and waits DELAYED until the new job's due time; its debounce claim is renewed
- * to its new lifetime.
- */
-function debounce(core: EngineCore, jid: string, current: JobMeta, oldBody: JobBody, job: NewJob, nowMs: number): StoreWrite[] {
-  let meta = core.live.get(jid);
-  if (!meta) {
-    // A cold ready job: it leaves its level's cold count and comes into memory as DELAYED.
-    meta = ownMeta(current);
-    countCold(core, readyQueueOf(core, meta.queue), meta.priority, -1);
-  }
-  const write = core.apply(meta, { kind: "debounce", dueAtMs: job.meta.dueAtMs! });
-  const next = core.live.get(jid)!;
-  pushExpiry(core, next);
-  const body = jobBody(
-    { args: job.body.args, kwargs: job.body.kwargs, custom: job.body.custom, tags: oldBody.tags, correlationId: oldBody.correlationId },
-    job.body.payload,
-  );
-  core.bodies.delete(jid);
-  if (next.dueAtMs! - nowMs <= BODY_CACHE_HORIZON_MS) core.bodies.offer(jid, body, job.dataBytes);
-  const writes: StoreWrite[] = [write, { kind: "put-body", jid, body }];
-  const key = claimKey(DEBOUNCE_NAMESPACE, next.queue, next.debounceKey!);
-  const claim = core.claims.get(key);
-  if (claim?.jid === jid && claim.expiresAtMs !== next.expiresAtMs) {
-    const renewed = { ...claim, expiresAtMs: next.expiresAtMs };
-    core.claims.set(key, renewed);
-    writes.push({ kind: "put-idempotency", claim: renewed });
-  }
-  return writes;
 }
 
 /** Adds (`on`) or removes `seen` as a collector of the children `parent` spawns (engine-core admit). */
@@ -462,46 +385,4 @@ function checkJoinRoom(
     joins.set(i, joiners);
   });
   return joins;
-}
-
-/** Throws unless `text` is an http(s) URL without credentials that the server allows callbacks to. */
-function checkCallbackUrl(core: EngineCore, text: string, field: string): void {
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    invalid(field, `${JSON.stringify(text.slice(0, 200))} is not a URL`);
-  }
-  if (url.protocol !== "http:" && url.protocol !== "https:") invalid(field, "must be an http or https URL");
-  if (text.length > 2048) invalid(field, "must be at most 2048 chars");
-  // fetch() refuses a URL with user:password@, so such a webhook could never be sent; and the
-  // password would sit in the store and the job's view. A receiver checks the signature instead.
-  if (url.username !== "" || url.password !== "") {
-    invalid(field, "must not carry credentials (user:password@); the receiver verifies the Worq-Signature header instead");
-  }
-  if (!core.isCallbackAllowed(url)) {
-    throw new WorqError(
-      "WORQ_PERMISSION_DENIED",
-      `${field}: ${url.origin} is not in the server's callback allowlist (--callback-allow); nothing was stored`,
-      field,
-    );
-  }
-}
-
-/** Every 1000 new claims, drops the expired ones (memory and store). */
-function sweepExpiredClaims(core: EngineCore, nowMs: number): StoreWrite[] {
-  if (++core.claimsSinceSweep < 1000) return [];
-  core.claimsSinceSweep = 0;
-  const writes: StoreWrite[] = [];
-  for (const [key, claim] of core.claims) {
-    if (claim.expiresAtMs > nowMs) continue;
-    core.claims.delete(key);
-    writes.push({ kind: "delete-idempotency", claim });
-  }
-  return writes;
-}
-
-/** The type a job's idempotency key is claimed under: its own, unless its door names jobs across types. */
-function claimTypeOf(input: SubmitInput, meta: JobMeta): string {
-  return input.idempotencyType ?? meta.type;
 }

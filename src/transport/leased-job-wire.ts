@@ -5,7 +5,14 @@ import { writeDurationMs as duration, writeTimestampMs as timestamp } from "@wor
 import type { JobBody, JobMeta, RetryPolicy } from "../model/job.js";
 import { writeListValueField, writeStructField } from "@worq/client/wire/json-value.js";
 import type { LeaseGrant } from "../engine/engine.js";
-import { BackoffStrategy, DependencyType, ExhaustedAction, FailureCategory, JobState, UniqueUntil } from "@worq/client/gen/worq/v1/job_pb.js";
+import {
+  BackoffStrategy,
+  DependencyType,
+  ExhaustedAction,
+  FailureCategory,
+  JobState,
+  UniqueUntil,
+} from "@worq/client/gen/worq/v1/job_pb.js";
 import { LeaseResponseSchema } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { isLeasedGrants, type LeaseAnswer } from "./lease-answer.js";
 
