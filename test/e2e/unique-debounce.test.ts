@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JobState, UniqueUntil } from "@worq/client/gen/worq/v1/job_pb.js";
 import { connect, StreamWorker } from "./support/clients.js";
 import { spawnServer, type ServerProcess } from "./support/server-process.js";
+import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
 /** A JobSpec's args (a ListValue message). */
@@ -130,54 +131,78 @@ describe("unique jobs and debounce (real server)", () => {
   });
 });
 
-describe("unique claims and debounced bodies survive kill -9 (real process, real LevelDB)", () => {
-  const dataDir = mkdtempSync(join(tmpdir(), "worq-unique-crash-"));
-  let server: ServerProcess | undefined;
-  afterAll(() => {
-    server?.child.kill("SIGKILL");
-    rmSync(dataDir, { recursive: true, force: true });
+/** Runs the kill -9 test on a store: LevelDB in the data dir, or a PostgreSQL database when `storeArgs` names one. */
+function killNineSuite(name: string, storeArgs: () => Promise<string[]>, skip = false): void {
+  describe.skipIf(skip)(`unique claims and debounced bodies survive kill -9 (real process, ${name})`, () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "worq-unique-crash-"));
+    let server: ServerProcess | undefined;
+    afterAll(() => {
+      server?.child.kill("SIGKILL");
+      rmSync(dataDir, { recursive: true, force: true });
+    });
+
+    it("keeps the claims, frees the one a lease ended, and keeps the last debounced data and due time", async () => {
+      const args = [...(await storeArgs()), "--log-level", "warn"];
+      server = await spawnServer(dataDir, args);
+      let clients = connect(server.port);
+      const windowed = await clients.producer.submit({ job: { type: "t", queue: "kw", unique: { key: "w" } } });
+      const finished = await clients.producer.submit({
+        job: { type: "t", queue: "kf", unique: { key: "f", until: UniqueUntil.FINISHED } },
+      });
+      const started = await clients.producer.submit({ job: { type: "t", queue: "ks", unique: { key: "s", until: UniqueUntil.STARTED } } });
+      const worker = new StreamWorker(clients, { queues: ["ks"], workerId: "w-ks", credits: 1 });
+      expect((await worker.next()).job!.jid).toBe(started.jid);
+      const debounce = { key: "d", delay: durationFromMs(60_000) };
+      const debounced = await clients.producer.submit({ job: { type: "t", queue: "kd", args: list(1), debounce } });
+      const again = await clients.producer.submit({
+        job: { type: "t", queue: "kd", args: list(2), payload: new Uint8Array([7]), debounce },
+      });
+      expect(again).toMatchObject({ jid: debounced.jid, debounced: true });
+      const due = timestampMs((await clients.admin.getJob({ jid: debounced.jid })).job!.scheduledAt!);
+      server.child.kill("SIGKILL");
+      expect((await server.exited).signal).toBe("SIGKILL");
+      await worker.stop();
+
+      server = await spawnServer(dataDir, args);
+      clients = connect(server.port);
+      expect(await clients.producer.submit({ job: { type: "t", queue: "kw", unique: { key: "w" } } })).toMatchObject({
+        jid: windowed.jid,
+        duplicate: true,
+      });
+      expect(
+        await clients.producer.submit({ job: { type: "t", queue: "kf", unique: { key: "f", until: UniqueUntil.FINISHED } } }),
+      ).toMatchObject({
+        jid: finished.jid,
+        duplicate: true,
+      });
+      const s2 = await clients.producer.submit({ job: { type: "t", queue: "ks", unique: { key: "s", until: UniqueUntil.STARTED } } });
+      expect(s2.duplicate).toBe(false);
+      const { job } = await clients.admin.getJob({ jid: debounced.jid });
+      expect(job!.state).toBe(JobState.DELAYED);
+      expect(job!.args?.values.map((value) => value.kind.value)).toEqual([2]);
+      expect([...job!.payload]).toEqual([7]);
+      expect(timestampMs(job!.scheduledAt!)).toBe(due);
+      expect(
+        await clients.producer.submit({
+          job: { type: "t", queue: "kd", args: list(3), debounce: { key: "d", delay: durationFromMs(60_000) } },
+        }),
+      ).toMatchObject({ jid: debounced.jid, debounced: true });
+    }, 60_000);
   });
+}
 
-  it("keeps the claims, frees the one a lease ended, and keeps the last debounced data and due time", async () => {
-    server = await spawnServer(dataDir, ["--log-level", "warn"]);
-    let clients = connect(server.port);
-    const windowed = await clients.producer.submit({ job: { type: "t", queue: "kw", unique: { key: "w" } } });
-    const finished = await clients.producer.submit({ job: { type: "t", queue: "kf", unique: { key: "f", until: UniqueUntil.FINISHED } } });
-    const started = await clients.producer.submit({ job: { type: "t", queue: "ks", unique: { key: "s", until: UniqueUntil.STARTED } } });
-    const worker = new StreamWorker(clients, { queues: ["ks"], workerId: "w-ks", credits: 1 });
-    expect((await worker.next()).job!.jid).toBe(started.jid);
-    const debounce = { key: "d", delay: durationFromMs(60_000) };
-    const debounced = await clients.producer.submit({ job: { type: "t", queue: "kd", args: list(1), debounce } });
-    const again = await clients.producer.submit({ job: { type: "t", queue: "kd", args: list(2), payload: new Uint8Array([7]), debounce } });
-    expect(again).toMatchObject({ jid: debounced.jid, debounced: true });
-    const due = timestampMs((await clients.admin.getJob({ jid: debounced.jid })).job!.scheduledAt!);
-    server.child.kill("SIGKILL");
-    expect((await server.exited).signal).toBe("SIGKILL");
-    await worker.stop();
+killNineSuite("LevelDB", async () => []);
 
-    server = await spawnServer(dataDir, ["--log-level", "warn"]);
-    clients = connect(server.port);
-    expect(await clients.producer.submit({ job: { type: "t", queue: "kw", unique: { key: "w" } } })).toMatchObject({
-      jid: windowed.jid,
-      duplicate: true,
-    });
-    expect(
-      await clients.producer.submit({ job: { type: "t", queue: "kf", unique: { key: "f", until: UniqueUntil.FINISHED } } }),
-    ).toMatchObject({
-      jid: finished.jid,
-      duplicate: true,
-    });
-    const s2 = await clients.producer.submit({ job: { type: "t", queue: "ks", unique: { key: "s", until: UniqueUntil.STARTED } } });
-    expect(s2.duplicate).toBe(false);
-    const { job } = await clients.admin.getJob({ jid: debounced.jid });
-    expect(job!.state).toBe(JobState.DELAYED);
-    expect(job!.args?.values.map((value) => value.kind.value)).toEqual([2]);
-    expect([...job!.payload]).toEqual([7]);
-    expect(timestampMs(job!.scheduledAt!)).toBe(due);
-    expect(
-      await clients.producer.submit({
-        job: { type: "t", queue: "kd", args: list(3), debounce: { key: "d", delay: durationFromMs(60_000) } },
-      }),
-    ).toMatchObject({ jid: debounced.jid, debounced: true });
-  }, 60_000);
+const pgAvailable = postgresAvailable();
+let cluster: PostgresCluster | undefined;
+afterAll(async () => {
+  await cluster?.stop();
 });
+killNineSuite(
+  "PostgreSQL",
+  async () => {
+    cluster ??= await startPostgres();
+    return ["--store", await cluster.createDatabase()];
+  },
+  !pgAvailable,
+);
