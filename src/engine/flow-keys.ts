@@ -10,7 +10,7 @@ import { createHash } from "node:crypto";
 import { invalid } from "../model/errors.js";
 import { isTerminal, type JobMeta, type JsonValue, type SubmitInput } from "../model/job.js";
 import { checkText } from "./value-checks.js";
-import { claimKey, type IdempotencyClaim } from "./store.js";
+import type { IdempotencyClaim } from "./store.js";
 
 /** The claim namespace of unique keys. */
 export const UNIQUE_NAMESPACE = "#unique";
@@ -93,18 +93,8 @@ function canonicalJson(value: JsonValue): string {
   return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(value[key]!)}`).join(",")}}`;
 }
 
-/** The in-memory key (claimKey) of a job's unique claim. */
-export function uniqueClaimKey(queue: string, key: string): string {
-  return claimKey(UNIQUE_NAMESPACE, queue, key);
-}
-
-/** The in-memory key (claimKey) of a job's debounce claim. */
-export function debounceClaimKey(queue: string, key: string): string {
-  return claimKey(DEBOUNCE_NAMESPACE, queue, key);
-}
-
 /** Whether a job has ever been leased (a debounce key and a STARTED unique key end then). */
-export function hasStarted(meta: JobMeta): boolean {
+function hasStarted(meta: JobMeta): boolean {
   return meta.attempt > 0 || meta.startedAtMs !== undefined || meta.lease !== undefined || meta.previousLeaseIds.length > 0;
 }
 
