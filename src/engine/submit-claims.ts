@@ -57,7 +57,7 @@ export function claimExpiresAtMs(core: EngineCore, ref: ClaimRef, input: SubmitI
  */
 export function debounceTarget(core: EngineCore, holder: JobMeta | undefined): holder is JobMeta {
   if (!takesDebounce(holder)) return false;
-  if (core.live.get(holder.jid) === holder) return true;
+  if (core.live.has(holder.jid)) return true; // `holder` is its live meta: known() looks there first
   return !core.finishing.has(holder.jid) && isColdReady(core, holder);
 }
 

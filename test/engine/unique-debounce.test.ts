@@ -208,6 +208,26 @@ describe("debounce", () => {
     expect(sink.grantOf(first.jid).body.args).toEqual(["new"]);
   });
 
+  it("a ready job waiting in the store past its level's window (cold) is debounced too, and counted once", async () => {
+    const { engine, clock } = await openEngine({ readyWindow: 1 });
+    const plain = [await submit(engine, { type: "p" }), await submit(engine, { type: "p" })];
+    const first = await submit(engine, { type: "t", args: ["old"], debounce: { key: "d", delayMs: SECOND } });
+    clock.advance(SECOND);
+    engine.tick();
+    await flush();
+    expect(engine.queueStats("default").ready).toBe(3);
+    const again = await submit(engine, { type: "t", args: ["new"], debounce: { key: "d", delayMs: SECOND } });
+    expect(again).toMatchObject({ jid: first.jid, debounced: true, state: "DELAYED" });
+    expect(engine.queueStats("default")).toMatchObject({ ready: 2, delayed: 1 });
+    const { sink } = await lease(engine, ["default"], 10);
+    expect(sink.jids).toEqual(plain.map((result) => result.jid));
+    clock.advance(SECOND);
+    engine.tick();
+    await flush();
+    expect(sink.jids).toEqual([...plain.map((result) => result.jid), first.jid]);
+    expect(sink.grantOf(first.jid).body.args).toEqual(["new"]);
+  });
+
   it("keys are scoped to the queue; in one batch the last submit's data wins", async () => {
     const { engine, data } = await openEngine();
     const results = await engine.submit(
