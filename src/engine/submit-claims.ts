@@ -118,3 +118,13 @@ export function sweepExpiredClaims(core: EngineCore, nowMs: number): StoreWrite[
   }
   return writes;
 }
+
+/** The jobs now holding the debounce keys of `refs` that are not in `read` (a key taken meanwhile by another submit). */
+export function newDebounceHolders(core: EngineCore, refs: readonly (ClaimRef | undefined)[], read: ReadonlySet<string>): string[] {
+  const jids = new Set<string>();
+  for (const ref of refs) {
+    const jid = ref?.kind === "debounce" ? core.claims.get(ref.mapKey)?.jid : undefined;
+    if (jid !== undefined && !read.has(jid)) jids.add(jid);
+  }
+  return [...jids];
+}

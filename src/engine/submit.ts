@@ -19,6 +19,7 @@ import {
   claimRefOf,
   debounce,
   debounceTarget,
+  newDebounceHolders,
   sweepExpiredClaims,
   type ClaimRef,
 } from "./submit-claims.js";
@@ -135,12 +136,15 @@ export async function submit(
       await Promise.all(toRead.map(async (jid) => [jid, await core.store.getMeta(jid)] as const)),
     );
     const holderBodies = new Map<string, JobBody>();
-    if (debounceHolders.size > 0) {
+    const tried = new Set<string>();
+    const readHolders = async (jids: string[]) => {
+      jids.forEach((jid) => tried.add(jid));
       await core.lastCommit.catch(() => {}); // the holders' bodies are in the store now (a failure made the engine fatal)
-      const jids = [...debounceHolders];
       const bodies = await core.store.getBodies(jids);
       jids.forEach((jid, k) => bodies[k] && holderBodies.set(jid, bodies[k]));
-    }
+      for (const jid of jids) if (!core.live.has(jid) && !stored.has(jid)) stored.set(jid, await core.store.getMeta(jid));
+    };
+    if (debounceHolders.size > 0) await readHolders([...debounceHolders]);
     const children = new Map<string, string[]>();
     if (joinParents.size > 0) {
       await core.lastCommit.catch(() => {}); // every child admitted before is in the store now (a failure made the engine fatal)
@@ -150,6 +154,9 @@ export async function submit(
         children.set(parent, [...new Set([...metas.map((meta) => meta.jid), ...spawnedMeanwhile.get(parent)!])]);
       }
     }
+    // A debounce key taken meanwhile by another submit's new job: that job's body is read too.
+    for (let missing = newDebounceHolders(core, refs, tried); missing.length > 0; missing = newDebounceHolders(core, refs, tried))
+      await readHolders(missing);
     core.checkUsable();
     if (core.clock.nowMs() >= deadlineMs)
       throw submitTimedOut("reading the jobs it refers to took too long; nothing was stored", timeoutMs);

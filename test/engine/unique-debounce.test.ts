@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { derivedUniqueKey } from "../../src/engine/flow-keys.js";
 import type { SubmitInput } from "../../src/model/job.js";
-import { batch, bytes, expectWorqError, flush, lease, openEngine, report, single, text } from "./helpers.js";
+import { createMemoryData } from "../../src/storage/memory/memory-store.js";
+import { GatedStore, batch, bytes, expectWorqError, flush, lease, openEngine, report, single, text } from "./helpers.js";
 
 const SECOND = 1000;
 const HOUR = 3_600_000;
@@ -226,6 +227,27 @@ describe("debounce", () => {
     await flush();
     expect(sink.jids).toEqual([...plain.map((result) => result.jid), first.jid]);
     expect(sink.grantOf(first.jid).body.args).toEqual(["new"]);
+  });
+
+  it("a submit whose key's job starts while it reads, and whose key another submit takes meanwhile, debounces that new job", async () => {
+    const data = createMemoryData();
+    const store = new GatedStore(data);
+    const { engine, clock } = await openEngine({ data, store });
+    const debounce = { key: "d", delayMs: SECOND };
+    const first = await submit(engine, { type: "t", args: [1], debounce });
+    clock.advance(SECOND);
+    engine.tick();
+    await flush();
+    store.stalledBodyReads = 1; // the next submit's read of the first job's body waits
+    const racing = submit(engine, { type: "t", args: [3], debounce });
+    await flush();
+    const { sink } = await lease(engine, ["default"], 1); // the first job starts: its key is free
+    expect(sink.jids).toEqual([first.jid]);
+    const second = await submit(engine, { type: "t", args: [2], debounce });
+    expect(second.jid).not.toBe(first.jid);
+    store.release();
+    expect(await racing).toMatchObject({ jid: second.jid, debounced: true });
+    expect((await engine.getJob(second.jid)).body.args).toEqual([3]);
   });
 
   it("keys are scoped to the queue; in one batch the last submit's data wins", async () => {
