@@ -2,9 +2,11 @@
  * Unique jobs and debounce against a real server (gRPC on a real port, LevelDB in a temp
  * dir), and across kill -9 of a real process: docs/flow-control.md.
  */
+import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { durationFromMs, ListValueSchema, timestampMs } from "@bufbuild/protobuf/wkt";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -12,6 +14,14 @@ import { JobState, UniqueUntil } from "@worq/client/gen/worq/v1/job_pb.js";
 import { connect, StreamWorker } from "./support/clients.js";
 import { spawnServer, type ServerProcess } from "./support/server-process.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
+import { fileExists, toolAvailable } from "../support/require-tool.js";
+
+const GRPCURL = join(import.meta.dirname, "../../.tools/bin/grpcurl");
+const hasGrpcurl = toolAvailable(
+  "grpcurl",
+  () => fileExists(GRPCURL),
+  "no .tools/bin/grpcurl; run `bash scripts/install-test-tools.sh` first",
+);
 import { startTestServer, type TestServer } from "./support/test-server.js";
 
 /** A JobSpec's args (a ListValue message). */
@@ -117,6 +127,21 @@ describe("unique jobs and debounce (real server)", () => {
     expect(third.jid).not.toBe(first.jid);
     await expect(worker.next(300)).rejects.toThrow(/no job leased/);
     await worker.stop();
+  });
+
+  it.skipIf(!hasGrpcurl)("grpcurl: submit with unique and debounce, answers and GetJob show them", async () => {
+    const grpcurl = async (body: unknown, method: string) =>
+      JSON.parse(
+        (await promisify(execFile)(GRPCURL, ["-plaintext", "-d", JSON.stringify(body), `127.0.0.1:${server.port}`, method])).stdout,
+      ) as Record<string, unknown>;
+    const job = { type: "t", queue: "ug", unique: { key: "g", until: "UNIQUE_UNTIL_STARTED" } };
+    const first = await grpcurl({ job }, "worq.v1.ProducerService/Submit");
+    expect(await grpcurl({ job }, "worq.v1.ProducerService/Submit")).toMatchObject({ jid: first.jid, duplicate: true });
+    const got = (await grpcurl({ jid: first.jid }, "worq.v1.AdminService/GetJob")).job as Record<string, unknown>;
+    expect(got).toMatchObject({ uniqueKey: "g", uniqueUntil: "UNIQUE_UNTIL_STARTED" });
+    const debounced = { type: "t", queue: "ug", debounce: { key: "k", delay: "60s" } };
+    const waiting = await grpcurl({ job: debounced }, "worq.v1.ProducerService/Submit");
+    expect(await grpcurl({ job: debounced }, "worq.v1.ProducerService/Submit")).toMatchObject({ jid: waiting.jid, debounced: true });
   });
 
   it("GetJob over HTTP JSON shows the keys", async () => {
