@@ -124,15 +124,29 @@ func (c *Client) Conn() *grpc.ClientConn { return c.conn }
 
 // Submit creates one job of type jobType and returns its jid once it is on disk.
 func (c *Client) Submit(ctx context.Context, jobType string, opts ...SubmitOption) (string, error) {
+	result, err := c.SubmitDetailed(ctx, jobType, opts...)
+	return result.JID, err
+}
+
+// SubmitResult is what the server made of one submit.
+type SubmitResult struct {
+	JID       string   // the job's id: an earlier job's when Duplicate, a waiting job's when Debounced
+	Duplicate bool     // an idempotency or unique key answered an earlier job
+	Debounced bool     // a waiting job with the same debounce key took this submit's data
+	State     JobState // the job's state
+}
+
+// SubmitDetailed is Submit, returning the whole answer (see SubmitResult).
+func (c *Client) SubmitDetailed(ctx context.Context, jobType string, opts ...SubmitOption) (SubmitResult, error) {
 	spec, err := NewJobSpec(jobType, opts...).toProto("job")
 	if err != nil {
-		return "", err
+		return SubmitResult{}, err
 	}
 	resp, err := c.producer.Submit(ctx, &worqv1.SubmitRequest{Job: spec})
 	if err != nil {
-		return "", c.fail(ctx, err)
+		return SubmitResult{}, c.fail(ctx, err)
 	}
-	return resp.GetJid(), nil
+	return SubmitResult{JID: resp.GetJid(), Duplicate: resp.GetDuplicate(), Debounced: resp.GetDebounced(), State: JobState(resp.GetState())}, nil
 }
 
 // BatchShape is a dependency pattern over the jobs of one SubmitBatch.

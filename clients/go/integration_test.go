@@ -810,3 +810,39 @@ func TestCheckpointProgressAndWatchJob(t *testing.T) {
 		t.Errorf("WatchJob of an unknown job: %v, want NOT_FOUND", err)
 	}
 }
+
+func TestUniqueAndDebounce(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	c := dial(t, srv)
+	ctx := context.Background()
+
+	unique := Unique(Uniqueness{Key: "report:1", Until: UniqueFinished})
+	first, err := c.SubmitDetailed(ctx, "report", Queue("t-unique"), unique)
+	if err != nil || first.Duplicate || first.State != StateScheduled {
+		t.Fatalf("first unique submit: %+v %v", first, err)
+	}
+	again, err := c.SubmitDetailed(ctx, "report", Queue("t-unique"), unique)
+	if err != nil || !again.Duplicate || again.JID != first.JID {
+		t.Fatalf("repeat unique submit: %+v %v, want a duplicate of %s", again, err, first.JID)
+	}
+	job, err := c.GetJob(ctx, first.JID)
+	if err != nil || job.UniqueKey != "report:1" || job.UniqueUntil != UniqueFinished {
+		t.Fatalf("unique job: %+v %v", job, err)
+	}
+
+	waiting := submit(t, c, "index", Queue("t-debounce"), Args(1), Debounce("doc:1", 5*time.Minute))
+	second, err := c.SubmitDetailed(ctx, "index", Queue("t-debounce"), Args(2), Debounce("doc:1", 5*time.Minute))
+	if err != nil || !second.Debounced || second.Duplicate || second.JID != waiting || second.State != StateDelayed {
+		t.Fatalf("debounced submit: %+v %v, want %s debounced", second, err, waiting)
+	}
+	job, err = c.GetJob(ctx, waiting)
+	if err != nil || len(job.Args) != 1 || job.Args[0] != float64(2) || job.DebounceKey != "doc:1" {
+		t.Fatalf("debounced job: args %v key %q %v", job.Args, job.DebounceKey, err)
+	}
+
+	_, err = c.Submit(ctx, "t", Unique(Uniqueness{Until: UniqueStarted, Window: time.Second}))
+	if !IsInvalidArgument(err) || !strings.Contains(err.Error(), "job.unique.window") {
+		t.Fatalf("window with until STARTED: %v", err)
+	}
+}

@@ -108,6 +108,9 @@ type Job struct {
 	ExpiresAt   time.Time // created + ttl
 
 	IdempotencyKey string
+	UniqueKey      string      // the unique key the job took (derived when the submit left it empty)
+	UniqueUntil    UniqueUntil // how long it is held; zero when the job is not unique
+	DebounceKey    string
 	ParentJID      string
 	DependsOn      []string // the jobs this one waits (or waited) for
 	WaitingOn      []string // while PENDING: the dependencies not finished yet
@@ -158,6 +161,9 @@ func jobFromProto(p *worqv1.Job) *Job {
 		CompletedAt:      timeOf(p.GetCompletedAt()),
 		ExpiresAt:        timeOf(p.GetExpiresAt()),
 		IdempotencyKey:   p.GetIdempotencyKey(),
+		UniqueKey:        p.GetUniqueKey(),
+		UniqueUntil:      UniqueUntil(p.GetUniqueUntil()),
+		DebounceKey:      p.GetDebounceKey(),
 		ParentJID:        p.GetParentJid(),
 		DependsOn:        p.GetDependsOn(),
 		WaitingOn:        p.GetWaitingOn(),

@@ -127,6 +127,37 @@ type JobSpec struct {
 	BatchRef         string            // this job's name inside a SubmitBatch, for BatchRefs
 	ParentJID        string            // the job that spawned this one (fan-out)
 	CallbackURL      string            // POSTed the job when it reaches a terminal state
+	Unique           *Uniqueness       // at most one job of the queue holding this key (not with IdempotencyKey or Debounce)
+	Debounce         *DebounceSpec     // update a waiting job of the queue with this key instead of adding one
+}
+
+// UniqueUntil says how long a unique job's key stays held.
+type UniqueUntil int32
+
+// How long a unique key stays held.
+const (
+	// UniqueWindow: for Uniqueness.Window from the first job's submit, whatever the job does (the default).
+	UniqueWindow UniqueUntil = UniqueUntil(worqv1.UniqueUntil_UNIQUE_UNTIL_WINDOW)
+	// UniqueStarted: until the holder is first leased; another job may then wait while it runs.
+	UniqueStarted UniqueUntil = UniqueUntil(worqv1.UniqueUntil_UNIQUE_UNTIL_STARTED)
+	// UniqueFinished: until the holder reaches a terminal state (or is deleted).
+	UniqueFinished UniqueUntil = UniqueUntil(worqv1.UniqueUntil_UNIQUE_UNTIL_FINISHED)
+)
+
+// Uniqueness makes a submit whose key is held (in the job's queue) return the holding job
+// (SubmitResult.Duplicate) instead of creating one.
+type Uniqueness struct {
+	Key    string        // at most 256 chars; empty: derived from type, queue, args, kwargs and payload
+	Until  UniqueUntil   // zero: UniqueWindow
+	Window time.Duration // for UniqueWindow: 1 s to 30 days (zero: 24 h); must be zero otherwise
+}
+
+// DebounceSpec: a submit whose key matches a job of the queue that has not started yet
+// replaces its args, kwargs, payload and custom and moves its start to now + Delay
+// (SubmitResult.Debounced); otherwise a new job starts then.
+type DebounceSpec struct {
+	Key   string        // required, at most 256 chars
+	Delay time.Duration // required, 1 ms to 30 days
 }
 
 // SubmitOption sets one field of a JobSpec.
@@ -217,6 +248,14 @@ func ParentJID(jid string) SubmitOption { return func(s *JobSpec) { s.ParentJID 
 // (its origin must be allowed by the server's --callback-allow).
 func CallbackURL(url string) SubmitOption { return func(s *JobSpec) { s.CallbackURL = url } }
 
+// Unique makes the job unique in its queue (see Uniqueness).
+func Unique(u Uniqueness) SubmitOption { return func(s *JobSpec) { s.Unique = &u } }
+
+// Debounce debounces the job in its queue under key: it starts delay after the latest submit.
+func Debounce(key string, delay time.Duration) SubmitOption {
+	return func(s *JobSpec) { s.Debounce = &DebounceSpec{Key: key, Delay: delay} }
+}
+
 // toProto converts the spec; field names in errors are prefixed with `field`.
 func (s JobSpec) toProto(field string) (*worqv1.JobSpec, error) {
 	out := &worqv1.JobSpec{
@@ -233,6 +272,18 @@ func (s JobSpec) toProto(field string) (*worqv1.JobSpec, error) {
 	}
 	if s.TTL != 0 {
 		out.Ttl = durationpb.New(s.TTL)
+	}
+	if u := s.Unique; u != nil {
+		out.Unique = &worqv1.Uniqueness{Key: u.Key, Until: worqv1.UniqueUntil(u.Until)}
+		if u.Window != 0 {
+			out.Unique.Window = durationpb.New(u.Window)
+		}
+	}
+	if d := s.Debounce; d != nil {
+		out.Debounce = &worqv1.Debounce{Key: d.Key}
+		if d.Delay != 0 {
+			out.Debounce.Delay = durationpb.New(d.Delay)
+		}
 	}
 	if d := s.DependsOn; d != nil {
 		out.DependsOn = &worqv1.Dependencies{Type: worqv1.DependencyType(d.Type), Jids: d.JIDs, BatchRefs: d.BatchRefs, ChildrenOf: d.ChildrenOf}

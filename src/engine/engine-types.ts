@@ -106,8 +106,10 @@ export interface SubmitResult {
   jid: string;
   /** The job's state; undefined for a duplicate whose job no longer exists. */
   state: JobState | undefined;
-  /** True when an earlier job with the same type and idempotency key was returned instead. */
+  /** True when an earlier job with the same type and idempotency key, or holding the same unique key, was returned instead. */
   duplicate: boolean;
+  /** True when a waiting job with the same debounce key took this submit's data and start time instead. */
+  debounced?: boolean;
 }
 
 /** One Ack of a Report call; `field` prefixes field names in its errors, e.g. "acks[3].". */

@@ -63,6 +63,11 @@ export class QueueLanes {
     return lane;
   }
 
+  /** The lane of `group`, if it has one. */
+  find(group: string): ReadyQueue | undefined {
+    return this.lanes.get(group);
+  }
+
   /** Every lane. A lane is forgotten once it has nothing left (groups may be many and short-lived). */
   all(): IterableIterator<ReadyQueue> {
     return this.lanes.values();

@@ -28,6 +28,11 @@ export type FailReport = Omit<FailureReport, "category"> & { category: FailureCa
 export type JobEvent =
   /** A DELAYED or RETRYING job's due time has come. */
   | { kind: "due" }
+  /**
+   * A debounced submit (docs/flow-control.md) pushed back the start of this DELAYED or
+   * SCHEDULED job, never leased: DELAYED until `dueAtMs`, its lifetime counted from then.
+   */
+  | { kind: "debounce"; dueAtMs: number }
   /** A worker is given the job. */
   | { kind: "lease"; leaseId: string; workerId: string; detached?: boolean }
   | { kind: "renew"; leaseId: string; executionTimeoutMs?: number }
@@ -78,6 +83,18 @@ export function transition(meta: JobMeta, event: JobEvent, ctx: TransitionContex
     case "due": {
       expectState(meta, event, "DELAYED", "RETRYING");
       return becomeReady({ ...meta, dueAtMs: undefined }, ctx);
+    }
+    case "debounce": {
+      expectState(meta, event, "DELAYED", "SCHEDULED");
+      return {
+        ...meta,
+        state: "DELAYED",
+        atMs: event.dueAtMs,
+        dueAtMs: event.dueAtMs,
+        enqueuedAtMs: undefined,
+        expiresAtMs: event.dueAtMs + meta.ttlMs,
+        updatedAtMs: now,
+      };
     }
     case "lease": {
       expectState(meta, event, "SCHEDULED");

@@ -18,6 +18,8 @@ export type StoreWrite =
   | { kind: "put-job"; meta: JobMeta; body: JobBody; cold?: true }
   /** A transition of an existing job; `previous` is what the store had, for index upkeep. `cold`: as for put-job. */
   | { kind: "put-meta"; meta: JobMeta; previous: JobMeta; cold?: true }
+  /** Replaces an existing job's body (a debounced submit's new data, docs/flow-control.md). */
+  | { kind: "put-body"; jid: string; body: JobBody }
   /** A result stored by Ack or Fail; replaces the job's earlier one. */
   | { kind: "put-result"; jid: string; result: Uint8Array }
   /** A running job's checkpoint (WorkerService.Checkpoint), replacing the previous one; empty `data` deletes it. */

@@ -6,12 +6,15 @@ import { firstState } from "./state-machine.js";
 import { NO_LEASE_IDS, internName, internRetryPolicy } from "./intern.js";
 import { CLOCK_SKEW_MS } from "./import-history.js";
 import { checkDelayMs, checkJsonData, checkText, checkTimeMs } from "./value-checks.js";
+import { checkFlowOptions, uniqueOf } from "./flow-keys.js";
 
 export interface NewJob {
   meta: JobMeta;
   body: JobBody;
   /** Size of args + kwargs + custom (as JSON) + payload, as checked against the limit. */
   dataBytes: number;
+  /** For a unique job: how long a WINDOW key stays taken. */
+  uniqueWindowMs?: number;
 }
 
 /**
@@ -36,6 +39,7 @@ export function buildNewJob(input: SubmitInput, field: string, ids: { jid: strin
   if (input.atMs !== undefined) checkTimeMs(input.atMs, `${field}.at`);
   if (input.delayMs !== undefined) checkDelayMs(input.delayMs, nowMs, `${field}.delay`);
   if (input.createdAtMs !== undefined) checkCreatedAt(input, field, nowMs);
+  checkFlowOptions(input, field);
   const reserveForMs = input.reserveForMs ?? LIMITS.defaultReserveForMs;
   if (!(Number.isInteger(reserveForMs) && reserveForMs >= LIMITS.minReserveForMs && reserveForMs <= LIMITS.maxReserveForMs)) {
     invalid(`${field}.reserve_for`, "must be whole milliseconds between 1ms and 24h");
@@ -82,7 +86,8 @@ export function buildNewJob(input: SubmitInput, field: string, ids: { jid: strin
   const payload = input.payload ?? new Uint8Array();
   const dataBytes = checkJobSize(input, payload, field, maxJobBytes);
 
-  const runAtMs = input.atMs ?? (input.delayMs !== undefined ? nowMs + input.delayMs : undefined);
+  const delayMs = input.debounce?.delayMs ?? input.delayMs;
+  const runAtMs = input.atMs ?? (delayMs !== undefined ? nowMs + delayMs : undefined);
   // Dependencies are planned later, with the whole batch: the core may make it PENDING then.
   const state = firstState(0, runAtMs, nowMs);
   const delayed = state === "DELAYED";
@@ -90,7 +95,7 @@ export function buildNewJob(input: SubmitInput, field: string, ids: { jid: strin
   // ttl is not dead-lettered before it ever runs.
   const expiresAtMs = (delayed ? runAtMs! : nowMs) + ttlMs;
   if (expiresAtMs > LIMITS.maxTimeMs) {
-    const timeField = input.atMs !== undefined ? `${field}.at` : `${field}.delay`;
+    const timeField = input.atMs !== undefined ? `${field}.at` : input.debounce ? `${field}.debounce.delay` : `${field}.delay`;
     invalid(
       timeField,
       `plus ${field}.ttl (${ttlMs} ms) ends the job's lifetime after ${new Date(LIMITS.maxTimeMs).toISOString()}; schedule it earlier or give it a shorter ttl`,
@@ -121,8 +126,14 @@ export function buildNewJob(input: SubmitInput, field: string, ids: { jid: strin
     readySeq: 0,
     previousLeaseIds: NO_LEASE_IDS,
   });
+  const unique = uniqueOf(input, meta.type, meta.queue, payload);
+  if (unique) {
+    meta.uniqueKey = unique.key;
+    meta.uniqueUntil = unique.until;
+  }
+  if (input.debounce) meta.debounceKey = input.debounce.key;
   const body = jobBody({ args: input.args, kwargs: input.kwargs, custom: input.custom, tags, correlationId }, payload);
-  return { meta, body, dataBytes };
+  return unique ? { meta, body, dataBytes, uniqueWindowMs: unique.windowMs } : { meta, body, dataBytes };
 }
 
 /** A provided creation time: a time every form holds, and not in the future (beyond CLOCK_SKEW_MS). */
@@ -185,4 +196,28 @@ function sum(sizes: [string, number][]): number {
 
 function jsonBytes(value: unknown): number {
   return value === undefined ? 0 : Buffer.byteLength(JSON.stringify(value));
+}
+
+/** Throws unless `text` is an http(s) URL without credentials that the server allows callbacks to. */
+export function checkCallbackUrl(text: string, field: string, isAllowed: (url: URL) => boolean): void {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    invalid(field, `${JSON.stringify(text.slice(0, 200))} is not a URL`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") invalid(field, "must be an http or https URL");
+  if (text.length > 2048) invalid(field, "must be at most 2048 chars");
+  // fetch() refuses a URL with user:password@, so such a webhook could never be sent; and the
+  // password would sit in the store and the job's view. A receiver checks the signature instead.
+  if (url.username !== "" || url.password !== "") {
+    invalid(field, "must not carry credentials (user:password@); the receiver verifies the Worq-Signature header instead");
+  }
+  if (!isAllowed(url)) {
+    throw new WorqError(
+      "WORQ_PERMISSION_DENIED",
+      `${field}: ${url.origin} is not in the server's callback allowlist (--callback-allow); nothing was stored`,
+      field,
+    );
+  }
 }

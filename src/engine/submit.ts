@@ -3,22 +3,30 @@
  * creating the jobs of a batch in one commit.
  */
 import { invalid, WorqError } from "../model/errors.js";
-import { isPurgedAtExpiry, isTerminal, type JobHistory, type JobMeta, type SubmitInput } from "../model/job.js";
+import { isPurgedAtExpiry, isTerminal, type JobBody, type JobHistory, type JobMeta, type SubmitInput } from "../model/job.js";
 import { LIMITS, isUuidV4 } from "../model/limits.js";
-import { claimKey, type IdempotencyClaim, type StoreWrite } from "./store.js";
-import { buildNewJob, type NewJob } from "./submit-validation.js";
+import type { IdempotencyClaim, StoreWrite } from "./store.js";
+import { buildNewJob, checkCallbackUrl, type NewJob } from "./submit-validation.js";
 import { applyHistory, checkHistory } from "./import-history.js";
 import { planDependencies, type BatchShape, type DependencyOutcome, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
 import type { SubmitResult } from "./engine-types.js";
 import type { EngineCore } from "./engine-core.js";
 import { enqueueReady } from "./paging.js";
+import { holdsUnique } from "./flow-keys.js";
+import {
+  BODY_CACHE_HORIZON_MS,
+  claimExpiresAtMs,
+  claimRefOf,
+  debounce,
+  debounceTarget,
+  newDebounceHolders,
+  sweepExpiredClaims,
+  type ClaimRef,
+} from "./submit-claims.js";
 import { pushExpiry, schedulePurge, scheduleTimers } from "./timers.js";
 import { schedulePump } from "./dispatch.js";
 import { durableByDeadline, submitTimedOut, type Withdrawable } from "./submit-deadline.js";
 import { checkQueueRoom } from "./queue-admin.js";
-
-/** A delayed job due within this long keeps its body in memory for its lease, like a ready one. */
-const BODY_CACHE_HORIZON_MS = 10_000;
 
 /** A submit's jobs once created: the answers, and when they may be given. */
 interface CreatedJobs {
@@ -72,7 +80,7 @@ export async function submit(
   }
   inputs.forEach((input, i) => {
     if (input.parentJid !== undefined && !isUuidV4(input.parentJid)) invalid(`${fieldOf(i)}.parent_jid`, "is not a job id (UUID v4)");
-    if (input.callbackUrl !== undefined) checkCallbackUrl(core, input.callbackUrl, `${fieldOf(i)}.callback_url`);
+    if (input.callbackUrl !== undefined) checkCallbackUrl(input.callbackUrl, `${fieldOf(i)}.callback_url`, core.isCallbackAllowed);
   });
 
   // Jobs outside the batch that it refers to: read those that are not live before the
@@ -91,17 +99,29 @@ export async function submit(
     joinParents.add(parent);
     referenced.add(parent);
   });
-  for (const [i, { meta }] of built.entries()) {
-    const claim =
-      meta.idempotencyKey === undefined
-        ? undefined
-        : core.claims.get(claimKey(inputs[i]!.idempotencyNamespace, claimTypeOf(inputs[i]!, meta), meta.idempotencyKey));
-    if (claim) referenced.add(claim.jid);
+  const refs = built.map(({ meta }, i) => claimRefOf(inputs[i]!, meta));
+  // Debounced submits keep the tags and correlation id of the job they update: its body is read.
+  const debounceHolders = new Set<string>();
+  refs.forEach((ref) => {
+    const claim = ref && core.claims.get(ref.mapKey);
+    if (!claim) return;
+    referenced.add(claim.jid);
+    if (ref.kind === "debounce") debounceHolders.add(claim.jid);
+  });
+  if (shape !== undefined) {
+    refs.forEach(
+      (ref, i) => ref?.kind === "debounce" && invalid(`${fieldOf(i)}.debounce`, "cannot be used in a batch with a dependency shape"),
+    );
   }
   const toRead = [...referenced].filter((jid) => !core.live.has(jid) && isUuidV4(jid));
   // Without anything to read, stay synchronous: no turn passes between submit and its write.
-  if (toRead.length === 0 && joinParents.size === 0)
-    return settleSubmit(core, createJobs(core, built, inputs, fieldOf, shape, new Map(), nowMs, new Map()), deadlineMs, timeoutMs);
+  if (toRead.length === 0 && joinParents.size === 0 && debounceHolders.size === 0)
+    return settleSubmit(
+      core,
+      createJobs(core, built, inputs, refs, fieldOf, shape, new Map(), nowMs, new Map(), new Map()),
+      deadlineMs,
+      timeoutMs,
+    );
   // Jobs that finish while the store is read are recorded by apply(), until the decisions
   // are made: createJobs decides synchronously, before its first await (the commit). The
   // record used to be kept until the commit was durable too, so with submits overlapping
@@ -115,6 +135,16 @@ export async function submit(
     const stored = new Map<string, JobMeta | undefined>(
       await Promise.all(toRead.map(async (jid) => [jid, await core.store.getMeta(jid)] as const)),
     );
+    const holderBodies = new Map<string, JobBody>();
+    const tried = new Set<string>();
+    const readHolders = async (jids: string[]) => {
+      jids.forEach((jid) => tried.add(jid));
+      await core.lastCommit.catch(() => {}); // the holders' bodies are in the store now (a failure made the engine fatal)
+      const bodies = await core.store.getBodies(jids);
+      jids.forEach((jid, k) => bodies[k] && holderBodies.set(jid, bodies[k]));
+      for (const jid of jids) if (!core.live.has(jid) && !stored.has(jid)) stored.set(jid, await core.store.getMeta(jid));
+    };
+    if (debounceHolders.size > 0) await readHolders([...debounceHolders]);
     const children = new Map<string, string[]>();
     if (joinParents.size > 0) {
       await core.lastCommit.catch(() => {}); // every child admitted before is in the store now (a failure made the engine fatal)
@@ -124,10 +154,13 @@ export async function submit(
         children.set(parent, [...new Set([...metas.map((meta) => meta.jid), ...spawnedMeanwhile.get(parent)!])]);
       }
     }
+    // A debounce key taken meanwhile by another submit's new job: that job's body is read too.
+    for (let missing = newDebounceHolders(core, refs, tried); missing.length > 0; missing = newDebounceHolders(core, refs, tried))
+      await readHolders(missing);
     core.checkUsable();
     if (core.clock.nowMs() >= deadlineMs)
       throw submitTimedOut("reading the jobs it refers to took too long; nothing was stored", timeoutMs);
-    created = createJobs(core, built, inputs, fieldOf, shape, stored, nowMs, children);
+    created = createJobs(core, built, inputs, refs, fieldOf, shape, stored, nowMs, children, holderBodies);
   } finally {
     if (--core.finishWatchers === 0) core.recentlyFinished.clear();
     for (const [parent, seen] of spawnedMeanwhile) watchSpawns(core, parent, seen, false);
@@ -148,16 +181,18 @@ async function settleSubmit(core: EngineCore, created: CreatedJobs, deadlineMs: 
   return results;
 }
 
-/** The synchronous part of submit: decides duplicates and dependencies, then creates. */
+/** The synchronous part of submit: decides duplicates, debounces and dependencies, then creates. */
 function createJobs(
   core: EngineCore,
   built: NewJob[],
   inputs: SubmitInput[],
+  refs: (ClaimRef | undefined)[],
   fieldOf: (index: number) => string,
   shape: BatchShape | undefined,
   stored: Map<string, JobMeta | undefined>,
   nowMs: number,
   childrenOfJoined: Map<string, string[]>,
+  holderBodies: Map<string, JobBody>,
 ): CreatedJobs {
   const known = (jid: string): JobMeta | undefined =>
     core.live.get(jid) ?? core.finishing.get(jid)?.meta ?? core.recentlyFinished.get(jid) ?? stored.get(jid);
@@ -169,18 +204,37 @@ function createJobs(
     if (input.parentJid !== undefined && !known(input.parentJid))
       invalid(`${fieldOf(i)}.parent_jid`, `job ${input.parentJid} does not exist`);
   });
-  const seenKeys = new Map<string, string>();
-  const planned: PlannedJob[] = built.map(({ meta }, i) => {
-    const key =
-      meta.idempotencyKey === undefined
-        ? undefined
-        : claimKey(inputs[i]!.idempotencyNamespace, claimTypeOf(inputs[i]!, meta), meta.idempotencyKey);
-    let claim = key === undefined ? undefined : core.claims.get(key);
-    // A claim kept for a job's lifetime ends with the job: once it is deleted the key is free.
-    if (claim && inputs[i]!.idempotencyForLifetime && !known(claim.jid)) claim = undefined;
-    const existingJid = claim && claim.expiresAtMs > nowMs ? claim.jid : key !== undefined ? seenKeys.get(key) : undefined;
-    if (key !== undefined && existingJid === undefined) seenKeys.set(key, meta.jid);
-    return { input: inputs[i]!, jid: meta.jid, priority: meta.priority, ...(existingJid !== undefined ? { existingJid } : {}) };
+  // Claim key -> the batch job that first took it (or found its holder).
+  const seenKeys = new Map<string, number>();
+  /** Jobs of the batch that update an existing job instead of creating one (debounce). */
+  const debounced = new Set<number>();
+  const planned: PlannedJob[] = [];
+  built.forEach(({ meta }, i) => {
+    const ref = refs[i];
+    const plan: PlannedJob = { input: inputs[i]!, jid: meta.jid, priority: meta.priority };
+    planned.push(plan);
+    if (ref === undefined) return;
+    const first = seenKeys.get(ref.mapKey);
+    if (first !== undefined) {
+      // A key taken earlier in this batch: a duplicate of that job, or one more debounce of it.
+      plan.existingJid = planned[first]!.existingJid ?? planned[first]!.jid;
+      if (ref.kind === "debounce") debounced.add(i);
+      return;
+    }
+    seenKeys.set(ref.mapKey, i);
+    const claim = core.claims.get(ref.mapKey);
+    if (!claim || claim.expiresAtMs <= nowMs) return;
+    if (ref.kind === "idempotency") {
+      // A claim kept for a job's lifetime ends with the job: once it is deleted the key is free.
+      if (!inputs[i]!.idempotencyForLifetime || known(claim.jid)) plan.existingJid = claim.jid;
+    } else if (ref.kind === "unique") {
+      // A holder no longer known was deleted: only a WINDOW key outlives its job.
+      const holder = known(claim.jid);
+      if (holder === undefined || holdsUnique(holder)) plan.existingJid = claim.jid;
+    } else if (debounceTarget(core, known(claim.jid)) && holderBodies.has(claim.jid)) {
+      plan.existingJid = claim.jid;
+      debounced.add(i);
+    }
   });
   inputs.forEach((input, i) => {
     const parent = input.dependsOn?.childrenOf;
@@ -203,8 +257,16 @@ function createJobs(
   const writes: StoreWrite[] = [];
   const results: SubmitResult[] = [];
   const duplicatesOfStored: SubmitResult[] = [];
+  /** Bodies of the jobs debounced submits update, for the tags and correlation id they keep. */
+  const bodiesOf = new Map(holderBodies);
   built.forEach(({ meta: candidate, body, dataBytes }, i) => {
     const plan = planned[i]!;
+    if (debounced.has(i)) {
+      const jid = plan.existingJid!;
+      writes.push(...debounce(core, jid, known(jid)!, bodiesOf.get(jid)!, built[i]!, nowMs));
+      results.push({ jid, state: "DELAYED", duplicate: false, debounced: true });
+      return;
+    }
     if (plan.existingJid !== undefined) {
       const state =
         core.live.stateOf(plan.existingJid) ?? (plan.existingJid === candidate.jid ? undefined : known(plan.existingJid)?.state);
@@ -229,18 +291,19 @@ function createJobs(
       pushExpiry(core, meta);
     }
     writes.push(cold ? { kind: "put-job", meta, body, cold } : { kind: "put-job", meta, body });
+    bodiesOf.set(meta.jid, body);
     const newQueue = core.queues.touch(meta.queue);
     if (newQueue) writes.push(newQueue);
-    if (meta.idempotencyKey !== undefined) {
-      const namespace = inputs[i]!.idempotencyNamespace;
+    const ref = refs[i];
+    if (ref !== undefined) {
       const claim: IdempotencyClaim = {
-        ...(namespace ? { namespace } : {}),
-        type: claimTypeOf(inputs[i]!, meta),
-        key: meta.idempotencyKey,
+        ...(ref.namespace ? { namespace: ref.namespace } : {}),
+        type: ref.type,
+        key: ref.key,
         jid: meta.jid,
-        expiresAtMs: Math.max(nowMs + core.idempotencyWindowMs, inputs[i]!.idempotencyForLifetime ? meta.expiresAtMs : 0),
+        expiresAtMs: claimExpiresAtMs(core, ref, inputs[i]!, built[i]!, meta, nowMs),
       };
-      core.claims.set(claimKey(namespace, claim.type, meta.idempotencyKey), claim);
+      core.claims.set(ref.mapKey, claim);
       writes.push({ kind: "put-idempotency", claim }, ...sweepExpiredClaims(core, nowMs));
     }
     results.push({ jid: meta.jid, state: meta.state, duplicate: false });
@@ -256,6 +319,7 @@ function createJobs(
     }
   });
   core.counters.submitted += writes.filter((write) => write.kind === "put-job").length;
+  const debouncedJids = new Set([...debounced].map((i) => planned[i]!.existingJid!));
   const durable = writes.length > 0 ? core.persist(writes) : Promise.resolve();
   schedulePump(core); // submits parsed from one socket read are delivered together
   return {
@@ -265,7 +329,8 @@ function createJobs(
     created: writes.flatMap((write): (string | JobMeta)[] =>
       write.kind !== "put-job" ? [] : write.cold ? [write.meta] : [write.meta.jid],
     ),
-    claims: writes.flatMap((write) => (write.kind === "put-idempotency" ? [write.claim] : [])),
+    // Only new jobs' claims: a withdrawal leaves a debounced job (and its key) as it is.
+    claims: writes.flatMap((write) => (write.kind === "put-idempotency" && !debouncedJids.has(write.claim.jid) ? [write.claim] : [])),
   };
 }
 
@@ -327,46 +392,4 @@ function checkJoinRoom(
     joins.set(i, joiners);
   });
   return joins;
-}
-
-/** Throws unless `text` is an http(s) URL without credentials that the server allows callbacks to. */
-function checkCallbackUrl(core: EngineCore, text: string, field: string): void {
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    invalid(field, `${JSON.stringify(text.slice(0, 200))} is not a URL`);
-  }
-  if (url.protocol !== "http:" && url.protocol !== "https:") invalid(field, "must be an http or https URL");
-  if (text.length > 2048) invalid(field, "must be at most 2048 chars");
-  // fetch() refuses a URL with user:password@, so such a webhook could never be sent; and the
-  // password would sit in the store and the job's view. A receiver checks the signature instead.
-  if (url.username !== "" || url.password !== "") {
-    invalid(field, "must not carry credentials (user:password@); the receiver verifies the Worq-Signature header instead");
-  }
-  if (!core.isCallbackAllowed(url)) {
-    throw new WorqError(
-      "WORQ_PERMISSION_DENIED",
-      `${field}: ${url.origin} is not in the server's callback allowlist (--callback-allow); nothing was stored`,
-      field,
-    );
-  }
-}
-
-/** Every 1000 new claims, drops the expired ones (memory and store). */
-function sweepExpiredClaims(core: EngineCore, nowMs: number): StoreWrite[] {
-  if (++core.claimsSinceSweep < 1000) return [];
-  core.claimsSinceSweep = 0;
-  const writes: StoreWrite[] = [];
-  for (const [key, claim] of core.claims) {
-    if (claim.expiresAtMs > nowMs) continue;
-    core.claims.delete(key);
-    writes.push({ kind: "delete-idempotency", claim });
-  }
-  return writes;
-}
-
-/** The type a job's idempotency key is claimed under: its own, unless its door names jobs across types. */
-function claimTypeOf(input: SubmitInput, meta: JobMeta): string {
-  return input.idempotencyType ?? meta.type;
 }

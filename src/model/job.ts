@@ -26,6 +26,8 @@ export type FailureCategory = "TEMPORARY" | "PERMANENT" | "TIMEOUT" | "CANCELLED
 export type BackoffStrategy = "CONSTANT" | "LINEAR" | "EXPONENTIAL";
 export type ExhaustedAction = "DEAD_LETTER" | "DISCARD";
 export type DependencyType = "AFTER" | "AFTER_ANY";
+/** How long a unique job's key stays taken (docs/flow-control.md). */
+export type UniqueUntil = "WINDOW" | "STARTED" | "FINISHED";
 
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
 export type JsonObject = { [key: string]: JsonValue };
@@ -170,6 +172,12 @@ export interface JobMeta {
   lease?: Lease;
   failure?: Failure;
   previousLeaseIds: string[];
+  /** The unique key the job took at submit (given or derived), scoped to its queue. */
+  uniqueKey?: string;
+  /** Until when `uniqueKey` stays taken; set with it. */
+  uniqueUntil?: UniqueUntil;
+  /** The debounce key the job holds (scoped to its queue) while it has not started. */
+  debounceKey?: string;
 }
 
 /**
@@ -214,6 +222,9 @@ export function shapedMeta(meta: JobMeta): JobMeta {
     lease: meta.lease,
     failure: meta.failure,
     previousLeaseIds: meta.previousLeaseIds,
+    uniqueKey: meta.uniqueKey,
+    uniqueUntil: meta.uniqueUntil,
+    debounceKey: meta.debounceKey,
   };
   return shaped;
 }
@@ -294,6 +305,10 @@ export interface SubmitInput {
   backtraceFrames?: number;
   tags?: Record<string, string>;
   correlationId?: string;
+  /** Uniqueness: a submit whose key is held answers the holder (docs/flow-control.md). */
+  unique?: { key?: string; until?: UniqueUntil; windowMs?: number };
+  /** Debounce: a submit whose key matches a job that has not started replaces its data. */
+  debounce?: { key: string; delayMs: number };
 }
 
 /**

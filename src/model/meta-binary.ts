@@ -79,6 +79,9 @@ const enum F {
   failure = 32,
   previousLeaseIds = 33,
   leaseDetached = 34,
+  uniqueKey = 35,
+  uniqueUntil = 36,
+  debounceKey = 37,
   groupKey = 45,
 }
 
@@ -173,6 +176,9 @@ export function encodeBinaryMeta(meta: JobMeta, omitRetry: boolean, omitJid = fa
   }
   if (meta.failure !== undefined) json(w, F.failure, meta.failure);
   if (meta.previousLeaseIds.length > 0) textList(w, F.previousLeaseIds, meta.previousLeaseIds);
+  if (meta.uniqueKey !== undefined) text(w, F.uniqueKey, meta.uniqueKey);
+  if (meta.uniqueUntil !== undefined) text(w, F.uniqueUntil, meta.uniqueUntil);
+  if (meta.debounceKey !== undefined) text(w, F.debounceKey, meta.debounceKey);
   return w.finish();
 }
 
@@ -276,4 +282,7 @@ const FIELD_NAMES: Record<number, keyof JobMeta> = {
   [F.readySeq]: "readySeq",
   [F.failure]: "failure",
   [F.previousLeaseIds]: "previousLeaseIds",
+  [F.uniqueKey]: "uniqueKey",
+  [F.uniqueUntil]: "uniqueUntil",
+  [F.debounceKey]: "debounceKey",
 };

@@ -8,7 +8,7 @@ import {
   type Duration,
   type Timestamp,
 } from "@bufbuild/protobuf/wkt";
-import { invalid, notBuilt } from "../model/errors.js";
+import { invalid } from "../model/errors.js";
 import type {
   BackoffStrategy as DomainBackoff,
   DependencyType as DomainDependencyType,
@@ -19,6 +19,7 @@ import type {
   PriorityLevel,
   RetryPolicy as DomainRetryPolicy,
   SubmitInput,
+  UniqueUntil as DomainUniqueUntil,
 } from "../model/job.js";
 import type { LeaseGrant } from "../engine/engine.js";
 import type { FailReport } from "../engine/state-machine.js";
@@ -32,6 +33,7 @@ import {
   Priority,
   ProgressSchema,
   RetryPolicySchema,
+  UniqueUntil,
   type Job,
   type JobSpec,
   type RetryPolicy,
@@ -83,8 +85,19 @@ export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitI
   if (spec.backtrace) input.backtraceFrames = spec.backtrace;
   if (Object.keys(spec.tags).length > 0) input.tags = { ...spec.tags };
   if (spec.correlationId) input.correlationId = spec.correlationId;
-  if (spec.unique) notBuilt(`${field}.unique`, "uniqueness");
-  if (spec.debounce) notBuilt(`${field}.debounce`, "debounce");
+  if (spec.unique) {
+    const { key, until, window } = spec.unique;
+    input.unique = {};
+    if (key) input.unique.key = key;
+    if (until !== UniqueUntil.UNSPECIFIED)
+      input.unique.until = enumName(UniqueUntil, until, `${field}.unique.until`, "UNIQUE_UNTIL_") as DomainUniqueUntil;
+    if (window) input.unique.windowMs = durationMsOf(window, `${field}.unique.window`);
+  }
+  if (spec.debounce) {
+    const { key, delay } = spec.debounce;
+    // A missing delay reads as 0, which the engine refuses naming debounce.delay.
+    input.debounce = { key, delayMs: delay ? durationMsOf(delay, `${field}.debounce.delay`) : 0 };
+  }
   return input;
 }
 
@@ -155,6 +168,9 @@ export function jobOf(view: JobView): Job {
     createdAt: timestampOfMicros(meta.createdAtMs),
     updatedAt: timestampFromMs(meta.updatedAtMs),
     previousLeaseIds: meta.previousLeaseIds,
+    uniqueKey: meta.uniqueKey ?? "",
+    uniqueUntil: meta.uniqueUntil === undefined ? UniqueUntil.UNSPECIFIED : UniqueUntil[meta.uniqueUntil],
+    debounceKey: meta.debounceKey ?? "",
   });
   if (body.args) job.args = fromJson(ListValueSchema, body.args as PbJsonValue);
   if (body.kwargs) job.kwargs = body.kwargs;

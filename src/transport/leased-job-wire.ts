@@ -5,7 +5,14 @@ import { writeDurationMs as duration, writeTimestampMs as timestamp } from "@wor
 import type { JobBody, JobMeta, RetryPolicy } from "../model/job.js";
 import { writeListValueField, writeStructField } from "@worq/client/wire/json-value.js";
 import type { LeaseGrant } from "../engine/engine.js";
-import { BackoffStrategy, DependencyType, ExhaustedAction, FailureCategory, JobState } from "@worq/client/gen/worq/v1/job_pb.js";
+import {
+  BackoffStrategy,
+  DependencyType,
+  ExhaustedAction,
+  FailureCategory,
+  JobState,
+  UniqueUntil,
+} from "@worq/client/gen/worq/v1/job_pb.js";
 import { LeaseResponseSchema } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { isLeasedGrants, type LeaseAnswer } from "./lease-answer.js";
 
@@ -124,6 +131,9 @@ function writeJob(w: ProtoWriter, meta: JobMeta, body: JobBody, checkpoint: Uint
   if (checkpoint && checkpoint.byteLength > 0) w.tag(38, WireType.LengthDelimited).bytes(checkpoint);
   // Progress (39) is never set on a leased job: a new attempt starts without one.
   str(w, 41, meta.groupKey ?? "");
+  str(w, 42, meta.uniqueKey ?? "");
+  if (meta.uniqueUntil !== undefined) varint(w, 43, UniqueUntil[meta.uniqueUntil]);
+  str(w, 44, meta.debounceKey ?? "");
 }
 
 function writeRetryPolicy(w: ProtoWriter, policy: RetryPolicy): void {

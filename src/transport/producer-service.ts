@@ -163,7 +163,12 @@ function inputOf(job: SubmittedJob, field: string): SubmitInput {
 }
 
 function responseOf(result: SubmitResult): SubmitOutcome {
-  return { jid: result.jid, duplicate: result.duplicate, state: result.state === undefined ? JobState.UNSPECIFIED : stateOf(result.state) };
+  return {
+    jid: result.jid,
+    duplicate: result.duplicate,
+    state: result.state === undefined ? JobState.UNSPECIFIED : stateOf(result.state),
+    debounced: result.debounced === true,
+  };
 }
 
 /** The cursor a CollectChildren page token holds: [createdAtMs, jid]. */

@@ -129,6 +129,7 @@ export interface SubmitOutcome {
   duplicate: boolean;
   /** A worq.v1.JobState number; 0 is left out. */
   state: number;
+  debounced: boolean;
 }
 
 /** A SubmitBatch answer: worq.v1.SubmitBatchResponse's one field. */
@@ -147,6 +148,7 @@ export function writeSubmitBatchResponse(answer: SubmitBatchAnswer): Uint8Array 
       w.tag(1, WireType.LengthDelimited).string(outcome.jid);
       if (outcome.duplicate) w.tag(2, WireType.Varint).bool(true);
       if (outcome.state !== 0) w.tag(3, WireType.Varint).int32(outcome.state);
+      if (outcome.debounced) w.tag(4, WireType.Varint).bool(true);
       w.join();
     }
   });

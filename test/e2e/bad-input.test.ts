@@ -1,7 +1,7 @@
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
+import { JobState, UniqueUntil } from "@worq/client/gen/worq/v1/job_pb.js";
 import { StreamWorker } from "./support/clients.js";
 import { startTestServer, type TestServer } from "./support/test-server.js";
 import { errorOf } from "./support/errors.js";
@@ -43,8 +43,54 @@ describe("bad input gets a clear error naming the field and changes nothing (rea
     // Contract fields whose behaviour is not built yet are refused, never ignored.
     ["group_key over 128 chars", { type: "t", groupKey: "g".repeat(129) }, Code.InvalidArgument, "job.group_key"],
     ["group_key with a control character", { type: "t", groupKey: "a\tb" }, Code.InvalidArgument, "job.group_key"],
-    ["unique (not built yet)", { type: "t", unique: {} }, Code.Unimplemented, "job.unique"],
-    ["debounce (not built yet)", { type: "t", debounce: { key: "k" } }, Code.Unimplemented, "job.debounce"],
+    [
+      "unique.window with until STARTED",
+      { type: "t", unique: { until: UniqueUntil.STARTED, window: durationFromMs(5000) } },
+      Code.InvalidArgument,
+      "job.unique.window",
+    ],
+    ["unique.window under 1 s", { type: "t", unique: { window: durationFromMs(999) } }, Code.InvalidArgument, "job.unique.window"],
+    ["unique.key over 256 chars", { type: "t", unique: { key: "k".repeat(257) } }, Code.InvalidArgument, "job.unique.key"],
+    ["unique.until unknown", { type: "t", unique: { until: 9 as UniqueUntil } }, Code.InvalidArgument, "job.unique.until"],
+    ["unique with idempotency_key", { type: "t", unique: {}, idempotencyKey: "i" }, Code.InvalidArgument, "job.idempotency_key"],
+    [
+      "unique with debounce",
+      { type: "t", unique: {}, debounce: { key: "k", delay: durationFromMs(10) } },
+      Code.InvalidArgument,
+      "job.debounce",
+    ],
+    ["debounce without a key", { type: "t", debounce: { delay: durationFromMs(10) } }, Code.InvalidArgument, "job.debounce.key"],
+    ["debounce without a delay", { type: "t", debounce: { key: "k" } }, Code.InvalidArgument, "job.debounce.delay"],
+    [
+      "debounce.delay over 30 days",
+      { type: "t", debounce: { key: "k", delay: durationFromMs(31 * 86_400_000) } },
+      Code.InvalidArgument,
+      "job.debounce.delay",
+    ],
+    [
+      "debounce with delay",
+      { type: "t", delay: durationFromMs(5), debounce: { key: "k", delay: durationFromMs(10) } },
+      Code.InvalidArgument,
+      "job.delay",
+    ],
+    [
+      "debounce with at",
+      { type: "t", at: { seconds: 2_000_000_000n, nanos: 0 }, debounce: { key: "k", delay: durationFromMs(10) } },
+      Code.InvalidArgument,
+      "job.at",
+    ],
+    [
+      "debounce with depends_on",
+      { type: "t", dependsOn: { jids: [] }, debounce: { key: "k", delay: durationFromMs(10) } },
+      Code.InvalidArgument,
+      "job.depends_on",
+    ],
+    [
+      "debounce with idempotency_key",
+      { type: "t", idempotencyKey: "i", debounce: { key: "k", delay: durationFromMs(10) } },
+      Code.InvalidArgument,
+      "job.idempotency_key",
+    ],
     ["callback_url not http", { type: "t", callbackUrl: "file:///etc/passwd" }, Code.InvalidArgument, "job.callback_url"],
     [
       "callback_url with user:password@",

@@ -9,6 +9,7 @@ import "./body-cache.test.js";
 import "./callbacks.test.js";
 import "./dependencies.test.js";
 import "./idempotency.test.js";
+import "./unique-debounce.test.js";
 import "./kill-jobs.test.js";
 import "./intern.test.js";
 import "./lease-slots.test.js";

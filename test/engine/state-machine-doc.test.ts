@@ -26,6 +26,7 @@ const LEASE_ID = "lease-1";
  */
 const EVENTS: Record<JobEvent["kind"], JobEvent[]> = {
   due: [{ kind: "due" }],
+  debounce: [{ kind: "debounce", dueAtMs: T0 + 5_000 }],
   lease: [{ kind: "lease", leaseId: "lease-2", workerId: "w" }],
   renew: [
     { kind: "renew", leaseId: LEASE_ID },

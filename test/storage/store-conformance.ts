@@ -355,6 +355,30 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
       await fixture.cleanup();
     });
 
+    it("debounce: a SCHEDULED job (stored with its body beside its ready entry) moved to DELAYED with a new body (put-body), its unique and debounce keys kept, across a reopen", async () => {
+      const fixture = await setup();
+      const jid = randomUUID();
+      const keyed = { ...metaOf(jid, "SCHEDULED", 3), uniqueKey: "u", uniqueUntil: "FINISHED" as const, debounceKey: "d" };
+      await fixture.store.commit([{ kind: "put-job", meta: keyed, body: bodyOf([1]), cold: true }]);
+      const delayed = { ...keyed, state: "DELAYED" as const, dueAtMs: 9_000, atMs: 9_000, enqueuedAtMs: undefined };
+      const claim = { namespace: "#debounce", type: keyed.queue, key: "d", jid, expiresAtMs: 99_000 };
+      await fixture.store.commit([
+        { kind: "put-meta", meta: delayed, previous: keyed },
+        { kind: "put-body", jid, body: { ...bodyOf([2, 3]), args: ["new"] } },
+        { kind: "put-idempotency", claim },
+      ]);
+      const reopened = await fixture.reopen();
+      expect(await reopened.getMeta(jid)).toEqual(delayed);
+      const [body] = await reopened.getBodies([jid]);
+      expect(body).toEqual({ ...bodyOf([2, 3]), args: ["new"] });
+      expect(await reopened.readyPage(keyed.queue, "", keyed.priority, 0, 10, true)).toEqual([]);
+      expect((await collect(reopened)).map((meta) => meta.jid)).toEqual([jid]);
+      const claims: unknown[] = [];
+      for await (const stored of reopened.idempotencyClaims()) claims.push(stored);
+      expect(claims).toEqual([claim]);
+      await fixture.cleanup();
+    });
+
     it("keeps idempotency claims of different namespaces apart: same type and key, one claim each, deleted one at a time", async () => {
       const fixture = await setup();
       const [a, b, c] = [randomUUID(), randomUUID(), randomUUID()];

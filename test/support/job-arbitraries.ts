@@ -87,6 +87,9 @@ export const meta: fc.Arbitrary<JobMeta> = fc
       ),
     ),
     previousLeaseIds: fc.array(id, { maxLength: 3 }),
+    uniqueKey: opt(text),
+    uniqueUntil: opt(fc.constantFrom("WINDOW" as const, "STARTED" as const, "FINISHED" as const)),
+    debounceKey: opt(text),
   })
   .map((record) => Object.fromEntries(Object.entries(record).filter(([, v]) => v !== undefined)) as unknown as JobMeta);
 
@@ -157,6 +160,17 @@ export const submitInput: fc.Arbitrary<SubmitInput> = fc.record(
     backtraceFrames: opt(fc.nat(100)),
     tags: opt(fc.dictionary(grapheme, grapheme, { maxKeys: 3 })),
     correlationId: opt(grapheme),
+    unique: opt(
+      fc.record(
+        {
+          key: opt(grapheme),
+          until: opt(fc.constantFrom("WINDOW", "STARTED", "FINISHED") as fc.Arbitrary<"WINDOW" | "STARTED" | "FINISHED">),
+          windowMs: opt(fc.nat(10_000_000)),
+        },
+        { requiredKeys: [] },
+      ),
+    ),
+    debounce: opt(fc.record({ key: grapheme, delayMs: fc.nat(10_000_000) })),
   },
   { requiredKeys: ["type"] },
 );

@@ -167,8 +167,9 @@ describe("Submit and SubmitBatch requests read from the wire", () => {
 
   it("are answered with the bytes of the SubmitBatchResponse protobuf-es would write", () => {
     const outcomes = [
-      { jid: "8c0b7c1e-5b1a-4f3e-9d2a-0d6c1f2e3a4b", duplicate: false, state: JobState.SCHEDULED },
-      { jid: "1f0e2d3c-4b5a-4968-8776-a5b4c3d2e1f0", duplicate: true, state: 0 },
+      { jid: "8c0b7c1e-5b1a-4f3e-9d2a-0d6c1f2e3a4b", duplicate: false, state: JobState.SCHEDULED, debounced: false },
+      { jid: "1f0e2d3c-4b5a-4968-8776-a5b4c3d2e1f0", duplicate: true, state: 0, debounced: false },
+      { jid: "0e2d3c4b-5a49-4687-a76a-5b4c3d2e1f00", duplicate: false, state: JobState.DELAYED, debounced: true },
     ];
     const bytes = writeSubmitBatchResponse({ jobs: outcomes });
     expect(new Uint8Array(bytes)).toEqual(toBinary(SubmitBatchResponseSchema, create(SubmitBatchResponseSchema, { jobs: outcomes })));

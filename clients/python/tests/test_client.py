@@ -80,3 +80,29 @@ def test_typed_errors(server: ServerProcess) -> None:
                 await offline.get_job("00000000-0000-4000-8000-000000000000")
 
     run(scenario())
+
+
+def test_unique_and_debounce(server: ServerProcess) -> None:
+    async def scenario() -> None:
+        async with worq.Client(server.address) as client:
+            unique = {"key": "report:1", "until": "finished"}
+            first = await client.submit_detailed("report", queue="uq", unique=unique)
+            assert not first.duplicate and not first.debounced and first.state is worq.JobState.SCHEDULED
+            again = await client.submit_detailed("report", queue="uq", unique=unique)
+            assert again.jid == first.jid and again.duplicate
+            job = await client.get_job(first.jid)
+            assert job.unique_key == "report:1" and job.unique_until is worq.UniqueUntil.FINISHED
+
+            debounce = {"key": "doc:1", "delay": dt.timedelta(minutes=5)}
+            waiting = await client.submit("index", queue="dq", args=[1], debounce=debounce)
+            second = await client.submit_detailed("index", queue="dq", args=[2], debounce=debounce)
+            assert second.jid == waiting and second.debounced and not second.duplicate
+            assert second.state is worq.JobState.DELAYED
+            job = await client.get_job(waiting)
+            assert job.args == [2] and job.debounce_key == "doc:1"
+
+            with pytest.raises(worq.InvalidArgument) as info:
+                await client.submit("t", unique={"until": "started", "window": 5})
+            assert "job.unique.window" in info.value.message
+
+    run(scenario())

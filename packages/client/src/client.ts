@@ -7,7 +7,7 @@ import { WorkerService } from "./gen/worq/v1/worker_service_pb.js";
 import { toClientError } from "./errors.js";
 import { encodedJobSpecOf, jobSpecOf, type SubmitOptions } from "./job-options.js";
 import { GrpcLink } from "./grpc-link.js";
-import { SubmitBatcher, submitBatchCall } from "./submit-batcher.js";
+import { SubmitBatcher, submitBatchCall, type SubmitOutcome } from "./submit-batcher.js";
 import { createWorqTransport, type ConnectionOptions } from "./transport.js";
 
 /** Where the server is, and the token and TLS settings to reach it with. */
@@ -38,11 +38,24 @@ export class WorqClient {
    * sent together in batch calls (each still resolves or fails on its own).
    */
   async submit(type: string, options?: SubmitOptions): Promise<string> {
+    return (await this.submits.submit(encodedJobSpecOf(type, options))).jid;
+  }
+
+  /**
+   * As submit, resolving with what the server made of it: the jid, and whether it was a
+   * duplicate (idempotency or unique key held) or debounced into a waiting job.
+   */
+  async submitDetailed(type: string, options?: SubmitOptions): Promise<SubmitOutcome> {
     return this.submits.submit(encodedJobSpecOf(type, options));
   }
 
   /** Creates jobs atomically (all or none); resolves with their jids in order. */
   async submitBatch(jobs: ({ type: string } & SubmitOptions)[]): Promise<string[]> {
+    return (await this.submitBatchDetailed(jobs)).map((outcome) => outcome.jid);
+  }
+
+  /** As submitBatch, resolving with each job's outcome (see submitDetailed). */
+  async submitBatchDetailed(jobs: ({ type: string } & SubmitOptions)[]): Promise<SubmitOutcome[]> {
     return call(() =>
       submitBatchCall(
         this.link,

@@ -4,6 +4,7 @@
  *   import { WorqClient, Worker, PermanentError } from "@worq/client";
  */
 export { WorqClient, type ClientOptions } from "./client.js";
+export type { SubmitOutcome } from "./submit-batcher.js";
 export type { TlsOptions } from "./transport.js";
 export { createWorqLinkTransport, type WorqLinkTransport, type WorqLinkTransportOptions } from "./link-transport.js";
 export {

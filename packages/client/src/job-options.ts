@@ -57,6 +57,20 @@ export interface SubmitOptions {
    * apply to each group alone, and groups with ready jobs take turns.
    */
   group?: string;
+  /**
+   * Uniqueness within the job's queue: while `key` (derived from type, queue, args, kwargs and
+   * payload when absent) is held, a submit answers the holding job (`duplicate`). `until`:
+   * "window" (default; held for `windowMs`, default 24 h), "started" (until the holder is
+   * first leased) or "finished" (until it ends). Not with `idempotencyKey` or `debounce`.
+   */
+  unique?: { key?: string; until?: "window" | "started" | "finished"; windowMs?: number };
+  /**
+   * Debounce within the job's queue: a submit whose `key` matches a job that has not started
+   * replaces its args, kwargs, payload and custom and moves its start to now + `delayMs`
+   * (`debounced`); else a new job starts then. Not with `at`, `delayMs`, `dependsOn`,
+   * `idempotencyKey` or `unique`.
+   */
+  debounce?: { key: string; delayMs: number };
 }
 
 const PRIORITY_LEVELS: Record<PriorityName, PriorityLevel> = { critical: 0, high: 1, normal: 2, low: 3, bulk: 4 };
@@ -93,6 +107,12 @@ function submitInputOf(type: string, options: SubmitOptions): SubmitInput {
     parentJid: options.parentJid,
     callbackUrl: options.callbackUrl,
     groupKey: options.group,
+    unique: options.unique && {
+      key: options.unique.key,
+      until: options.unique.until?.toUpperCase() as "WINDOW" | "STARTED" | "FINISHED" | undefined,
+      windowMs: options.unique.windowMs,
+    },
+    debounce: options.debounce && { key: options.debounce.key, delayMs: options.debounce.delayMs },
     dependsOn: options.dependsOn && {
       type: options.dependsOn.type?.toUpperCase() as "AFTER" | "AFTER_ANY" | undefined,
       jids: options.dependsOn.jids,

@@ -6,15 +6,20 @@ import { durationFromMs, ListValueSchema, timestampFromMs } from "@bufbuild/prot
 import type { SubmitInput } from "./submit-input.js";
 import {
   BackoffStrategy,
+  DebounceSchema,
   DependenciesSchema,
   DependencyType,
   ExhaustedAction,
   JobSpecSchema,
   Priority,
   RetryPolicySchema,
+  UniqueUntil,
+  UniquenessSchema,
+  type Debounce,
   type Dependencies,
   type JobSpec,
   type RetryPolicy,
+  type Uniqueness,
 } from "./gen/worq/v1/job_pb.js";
 import { writeListValueField, writeStructField, type JsonValue } from "./wire/json-value.js";
 
@@ -48,7 +53,22 @@ export function jobSpecOfInput(input: SubmitInput): JobSpec {
   if (input.ttlMs !== undefined) spec.ttl = timeOf("ttl", input.ttlMs, durationFromMs);
   if (input.dependsOn) spec.dependsOn = dependenciesOf(input.dependsOn);
   if (input.retry) spec.retry = retryPolicyOf(input.retry);
+  if (input.unique) spec.unique = uniquenessOf(input.unique);
+  if (input.debounce) spec.debounce = debounceOf(input.debounce);
   return spec;
+}
+
+function uniquenessOf(unique: NonNullable<SubmitInput["unique"]>): Uniqueness {
+  const message = create(UniquenessSchema, {
+    key: unique.key ?? "",
+    until: unique.until ? UniqueUntil[unique.until] : UniqueUntil.UNSPECIFIED,
+  });
+  if (unique.windowMs !== undefined) message.window = timeOf("unique.window", unique.windowMs, durationFromMs);
+  return message;
+}
+
+function debounceOf(debounce: NonNullable<SubmitInput["debounce"]>): Debounce {
+  return create(DebounceSchema, { key: debounce.key, delay: timeOf("debounce.delay", debounce.delayMs, durationFromMs) });
 }
 
 /**
@@ -127,6 +147,8 @@ function writeJobSpec(w: ProtoWriter, input: SubmitInput): void {
   writeString(w, 20, input.callbackUrl);
   writeString(w, 21, input.parentJid);
   writeString(w, 22, input.groupKey);
+  if (input.unique) w.tag(23, WireType.LengthDelimited).bytes(toBinary(UniquenessSchema, uniquenessOf(input.unique)));
+  if (input.debounce) w.tag(24, WireType.LengthDelimited).bytes(toBinary(DebounceSchema, debounceOf(input.debounce)));
 }
 
 function writeString(w: ProtoWriter, field: number, value: string | undefined): void {

@@ -5,46 +5,61 @@ import { readString, readTag, skipField, WireReader } from "./wire/json-value.js
 import { toClientError } from "./errors.js";
 import type { GrpcLink } from "./grpc-link.js";
 
+/** What the server made of one submitted job (worq.v1.SubmitResponse). */
+export interface SubmitOutcome {
+  /** The job's id: a new job's, or the earlier job's a duplicate or debounced submit names. */
+  jid: string;
+  /** An earlier job with the same idempotency key, or holding the same unique key, was answered instead. */
+  duplicate: boolean;
+  /** A waiting job with the same debounce key took this submit's data and new start time. */
+  debounced: boolean;
+  /** The job's state (a JobState number; 0 when the server did not say). */
+  state: number;
+}
+
 /**
- * One SubmitBatch call with encoded JobSpecs (encodeJobSpec); resolves with the jids in
- * order. The request is SubmitBatchRequest.jobs (field 1) and the answer is read for
- * SubmitBatchResponse.jobs[].jid (field 1 of field 1) only, without building messages.
+ * One SubmitBatch call with encoded JobSpecs (encodeJobSpec); resolves with the outcomes in
+ * order. The request is SubmitBatchRequest.jobs (field 1) and the answer is read field by
+ * field (SubmitBatchResponse.jobs, field 1), without building messages.
  */
-export async function submitBatchCall(link: GrpcLink, specs: readonly Uint8Array[]): Promise<string[]> {
+export async function submitBatchCall(link: GrpcLink, specs: readonly Uint8Array[]): Promise<SubmitOutcome[]> {
   const request = encoded((w) => {
     for (const spec of specs) w.tag(1, WireType.LengthDelimited).bytes(spec);
   });
   const r = new WireReader(await link.unary("/worq.v1.ProducerService/SubmitBatch", request));
-  const jids: string[] = [];
+  const outcomes: SubmitOutcome[] = [];
   while (r.pos < r.len) {
     const tag = readTag(r);
-    if (tag === ((1 << 3) | WireType.LengthDelimited)) jids.push(readJid(r, r.uint32() + r.pos));
+    if (tag === ((1 << 3) | WireType.LengthDelimited)) outcomes.push(readOutcome(r, r.uint32() + r.pos));
     else skipField(r, tag & 7, tag >>> 3);
   }
-  return jids;
+  return outcomes;
 }
 
-/** One Submit call (SubmitRequest.job, field 1); resolves with SubmitResponse.jid. */
-async function submitCall(link: GrpcLink, spec: Uint8Array): Promise<string> {
+/** One Submit call (SubmitRequest.job, field 1); resolves with its SubmitResponse. */
+async function submitCall(link: GrpcLink, spec: Uint8Array): Promise<SubmitOutcome> {
   const request = encoded((w) => w.tag(1, WireType.LengthDelimited).bytes(spec));
   const r = new WireReader(await link.unary("/worq.v1.ProducerService/Submit", request));
-  return readJid(r, r.len);
+  return readOutcome(r, r.len);
 }
 
-/** SubmitResponse.jid (field 1) of the message occupying r.pos..end. */
-function readJid(r: WireReader, end: number): string {
-  let jid = "";
+/** The SubmitResponse (jid 1, duplicate 2, state 3, debounced 4) occupying r.pos..end. */
+function readOutcome(r: WireReader, end: number): SubmitOutcome {
+  const outcome: SubmitOutcome = { jid: "", duplicate: false, debounced: false, state: 0 };
   while (r.pos < end) {
     const tag = readTag(r);
-    if (tag === ((1 << 3) | WireType.LengthDelimited)) jid = readString(r);
+    if (tag === ((1 << 3) | WireType.LengthDelimited)) outcome.jid = readString(r);
+    else if (tag === ((2 << 3) | WireType.Varint)) outcome.duplicate = r.uint32() !== 0;
+    else if (tag === ((3 << 3) | WireType.Varint)) outcome.state = r.int32();
+    else if (tag === ((4 << 3) | WireType.Varint)) outcome.debounced = r.uint32() !== 0;
     else skipField(r, tag & 7, tag >>> 3);
   }
-  return jid;
+  return outcome;
 }
 
 interface Pending {
   spec: Uint8Array;
-  resolve: (jid: string) => void;
+  resolve: (outcome: SubmitOutcome) => void;
   reject: (error: unknown) => void;
 }
 
@@ -66,7 +81,7 @@ export class SubmitBatcher {
     private readonly maxInFlight = 2,
   ) {}
 
-  submit(spec: Uint8Array): Promise<string> {
+  submit(spec: Uint8Array): Promise<SubmitOutcome> {
     return new Promise((resolve, reject) => {
       this.queue.push({ spec, resolve, reject });
       // A microtask, not setImmediate: submits made in the same turn still go out together,
@@ -83,11 +98,11 @@ export class SubmitBatcher {
       if (batch.length === 1) await this.sendOne(batch[0]!);
       else {
         try {
-          const jids = await submitBatchCall(
+          const outcomes = await submitBatchCall(
             this.link,
             batch.map((item) => item.spec),
           );
-          batch.forEach((item, i) => item.resolve(jids[i]!));
+          batch.forEach((item, i) => item.resolve(outcomes[i]!));
         } catch (error) {
           const clientError = toClientError(error);
           const code = clientError.code;

@@ -49,4 +49,8 @@ export interface SubmitInput {
   backtraceFrames?: number;
   tags?: Record<string, string>;
   correlationId?: string;
+  /** Uniqueness: `key` empty or absent is derived by the server; `windowMs` only for until WINDOW. */
+  unique?: { key?: string; until?: "WINDOW" | "STARTED" | "FINISHED"; windowMs?: number };
+  /** Debounce: both required. */
+  debounce?: { key: string; delayMs: number };
 }

@@ -116,8 +116,11 @@ export function registerSubmit(program: Command): void {
         ["state", stateName(response.state)],
         [
           "duplicate",
-          response.duplicate ? "yes: an earlier job of this type had this idempotency key; nothing new was created" : undefined,
+          response.duplicate
+            ? "yes: an earlier job had this idempotency key (of this type) or unique key; nothing new was created"
+            : undefined,
         ],
+        ["debounced", response.debounced ? "yes: a waiting job with this debounce key took this job's data and start time" : undefined],
       ]),
     );
   });
@@ -196,7 +199,12 @@ function createdAtKey(format: JobFormat): string {
 }
 
 function answerOf(response: SubmitResponse) {
-  return { jid: response.jid, state: stateName(response.state), duplicate: response.duplicate };
+  return {
+    jid: response.jid,
+    state: stateName(response.state),
+    duplicate: response.duplicate,
+    ...(response.debounced ? { debounced: true } : {}),
+  };
 }
 
 /** A file's bytes, or stdin's for "-". */

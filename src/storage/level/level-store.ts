@@ -398,6 +398,9 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
       addIndexOps(write.previous, write.meta, ops, write.cold && meta);
       return;
     }
+    case "put-body":
+      ops.push({ type: "put", key: KEYS.body(write.jid), value: encodeBody(write.body) });
+      return;
     case "put-result":
       ops.push({ type: "put", key: KEYS.result(write.jid), value: write.result });
       return;

@@ -75,6 +75,9 @@ export class MemoryStore implements Store {
         case "put-meta":
           metas.set(write.meta.jid, write.meta);
           break;
+        case "put-body":
+          bodies.set(write.jid, write.body);
+          break;
         case "put-result":
           results.set(write.jid, write.result);
           break;

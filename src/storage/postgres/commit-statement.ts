@@ -69,7 +69,7 @@ export function statementChunks(writes: readonly StoreWrite[], maxBytes = STATEM
   let bytes = 0;
   for (const write of writes) {
     const size =
-      write.kind === "put-job"
+      write.kind === "put-job" || write.kind === "put-body"
         ? write.body.payload.byteLength + 1024
         : write.kind === "put-result"
           ? write.result.byteLength
@@ -124,6 +124,11 @@ function rowOpsOf(writes: readonly StoreWrite[]): RowOps {
       case "put-meta":
         ops.jobs.set(write.meta.jid, { put: write.meta });
         break;
+      case "put-body": {
+        const { payload, ...rest } = write.body;
+        ops.bodies.set(write.jid, { put: { body: encodeJson(rest), payload } });
+        break;
+      }
       case "put-result":
         ops.results.set(write.jid, { put: write.result });
         break;

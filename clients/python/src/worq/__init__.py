@@ -37,7 +37,22 @@ from .errors import (
     WorqError,
 )
 from ._channel import TLS
-from .types import Backoff, Dependencies, DependencyType, Failure, FailureCategory, Job, JobSpec, JobState, OnExhausted, Priority, Progress, RetryPolicy
+from .types import (
+    Backoff,
+    Dependencies,
+    DependencyType,
+    Failure,
+    FailureCategory,
+    Job,
+    JobSpec,
+    JobState,
+    OnExhausted,
+    Priority,
+    Progress,
+    RetryPolicy,
+    SubmitResult,
+    UniqueUntil,
+)
 from .worker import JobContext, Worker, WorkerEvent
 
 __version__ = "0.1.0"
@@ -54,6 +69,8 @@ __all__ = [
     "RetryPolicy",
     "Dependencies",
     "DependencyType",
+    "SubmitResult",
+    "UniqueUntil",
     "Backoff",
     "OnExhausted",
     "Failure",

@@ -17,7 +17,7 @@ from . import _convert
 from ._channel import TLS, ChannelOptions, open_channel
 from ._convert import Seconds
 from .errors import DeadlineExceeded, from_rpc_error
-from .types import Dependencies, Job, JobSpec, Priority, RetryPolicy
+from .types import Dependencies, Job, JobSpec, JobState, Priority, RetryPolicy, SubmitResult
 
 __all__ = ["Client"]
 
@@ -132,6 +132,8 @@ class Client:
         depends_on: Union[Dependencies, Mapping[str, Any], Sequence[str], None] = None,
         parent_jid: Optional[str] = None,
         callback_url: Optional[str] = None,
+        unique: Optional[Mapping[str, Any]] = None,
+        debounce: Optional[Mapping[str, Any]] = None,
     ) -> str:
         """Creates one job and returns its jid once it is on disk.
 
@@ -142,6 +144,9 @@ class Client:
         (``"high"``); ``retry`` a :class:`RetryPolicy` or a dict of its fields. ``depends_on``
         is a list of jids or a :class:`Dependencies`. With an ``idempotency_key`` already used
         for this type within the server's window, the earlier job's jid is returned.
+        ``unique`` (``{"key", "until", "window"}``) returns the job holding the key instead of
+        creating one; ``debounce`` (``{"key", "delay"}``) updates a job of the key that has not
+        started yet and returns its jid. :meth:`submit_detailed` tells which happened.
         """
         spec = JobSpec(
             type=type,
@@ -164,13 +169,26 @@ class Client:
             depends_on=depends_on,
             parent_jid=parent_jid,
             callback_url=callback_url,
+            unique=unique,
+            debounce=debounce,
         )
+        return (await self._submit(spec)).jid
+
+    async def submit_detailed(self, type: str, **spec: Any) -> SubmitResult:
+        """As :meth:`submit` (same keyword arguments), returning a :class:`SubmitResult`: the
+        jid, and whether the submit was a ``duplicate`` (idempotency or unique key held) or
+        ``debounced`` into a waiting job."""
+        return await self._submit(JobSpec.coerce({"type": type, **spec}, "job"))
+
+    async def _submit(self, spec: JobSpec) -> SubmitResult:
         request = producer_service_pb2.SubmitRequest(job=spec.to_proto("job"))
         producer, _ = self._stubs()
         response: producer_service_pb2.SubmitResponse = await self._call(
             lambda: producer.Submit(request, timeout=self.timeout)
         )
-        return response.jid
+        return SubmitResult(
+            jid=response.jid, duplicate=response.duplicate, debounced=response.debounced, state=JobState(response.state)
+        )
 
     async def submit_batch(self, jobs: Sequence[Union[JobSpec, Mapping[str, Any]]]) -> List[str]:
         """Creates up to 10,000 jobs atomically (all or none). Each item is a :class:`JobSpec`

@@ -8,7 +8,7 @@ import datetime as _dt
 import enum
 import json
 from functools import cached_property
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Type, TypeVar, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Type, TypeVar, Union
 
 from worq.v1 import job_pb2
 
@@ -86,6 +86,16 @@ class DependencyType(enum.IntEnum):
 
     AFTER = 1
     AFTER_ANY = 2
+
+
+class UniqueUntil(enum.IntEnum):
+    """How long a unique job's key stays held: WINDOW (for ``window`` from the first submit),
+    STARTED (until the holder is first leased), FINISHED (until it ends)."""
+
+    UNSPECIFIED = 0
+    WINDOW = 1
+    STARTED = 2
+    FINISHED = 3
 
 
 def _pb_enum(value: enum.IntEnum) -> Any:
@@ -239,6 +249,12 @@ class JobSpec:
     batch_ref: Optional[str] = None
     parent_jid: Optional[str] = None
     callback_url: Optional[str] = None
+    #: Uniqueness in the job's queue: a dict with ``key`` (empty or absent: derived by the server
+    #: from type, queue, args, kwargs and payload), ``until`` (a :class:`UniqueUntil` or its name)
+    #: and ``window`` (seconds or timedelta; only for until WINDOW).
+    unique: Optional[Mapping[str, Any]] = None
+    #: Debounce in the job's queue: a dict with ``key`` and ``delay`` (seconds or timedelta), both required.
+    debounce: Optional[Mapping[str, Any]] = None
 
     @classmethod
     def coerce(cls, value: Union["JobSpec", Mapping[str, Any]], where: str = "job") -> "JobSpec":
@@ -303,7 +319,40 @@ class JobSpec:
             out.parent_jid = self.parent_jid
         if self.callback_url is not None:
             out.callback_url = self.callback_url
+        if self.unique is not None:
+            _check_keys(self.unique, {"key", "until", "window"}, f"{where}.unique")
+            out.unique.SetInParent()
+            out.unique.key = self.unique.get("key") or ""
+            if self.unique.get("until") is not None:
+                out.unique.until = _pb_enum(_enum_of(UniqueUntil, self.unique["until"], f"{where}.unique.until"))
+            if self.unique.get("window") is not None:
+                out.unique.window.CopyFrom(_convert.to_duration(self.unique["window"], f"{where}.unique.window"))
+        if self.debounce is not None:
+            _check_keys(self.debounce, {"key", "delay"}, f"{where}.debounce")
+            out.debounce.SetInParent()
+            out.debounce.key = self.debounce.get("key") or ""
+            if self.debounce.get("delay") is not None:
+                out.debounce.delay.CopyFrom(_convert.to_duration(self.debounce["delay"], f"{where}.debounce.delay"))
         return out
+
+
+def _check_keys(value: Mapping[str, Any], known: Set[str], where: str) -> None:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{where}: must be a dict")
+    unknown = set(value) - known
+    if unknown:
+        raise TypeError(f"{where}: unknown keys {sorted(unknown)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SubmitResult:
+    """What the server made of one submit: the job's jid (an earlier job's when ``duplicate``,
+    a waiting job's when ``debounced``) and its state."""
+
+    jid: str
+    duplicate: bool
+    debounced: bool
+    state: "JobState"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -420,6 +469,19 @@ class Job:
     @property
     def idempotency_key(self) -> str:
         return self.raw.idempotency_key
+
+    @property
+    def unique_key(self) -> str:
+        """The unique key the job took (derived when the submit left it empty); "" when not unique."""
+        return self.raw.unique_key
+
+    @property
+    def unique_until(self) -> UniqueUntil:
+        return UniqueUntil(self.raw.unique_until)
+
+    @property
+    def debounce_key(self) -> str:
+        return self.raw.debounce_key
 
     @property
     def parent_jid(self) -> str:
