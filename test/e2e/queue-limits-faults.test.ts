@@ -56,7 +56,7 @@ const MAX_RUNNING = 5;
 const ORPHAN_GRACE_MS = 1_000;
 const WORKERS = 4;
 const CONCURRENCY = 8;
-const JOBS = 150 + ROUNDS * 200;
+const JOBS = 200 + ROUNDS * 200;
 
 interface Lease {
   jid: string;
