@@ -93,6 +93,7 @@ export function renderWL(result, missing) {
         fig(s.e2eRate),
         variant.id === "none" ? "1×" : ratio(s.e2eRate, base.e2eRate),
         fig(s.serverCpuMsPerJob),
+        variant.id === "none" ? "1×" : ratio(s.serverCpuMsPerJob, base.serverCpuMsPerJob),
         pct(s.maxForeignShare),
       ]);
     }
@@ -100,7 +101,7 @@ export function renderWL(result, missing) {
   const missingRows = Object.keys(missing)
     .filter((id) => PEERS[id].side === "bullmq" && !Object.keys(f).some((peer) => PEERS[peer].side === "bullmq"))
     .slice(0, 1)
-    .map((id) => [`${PEERS[id].label} — missing: ${missing[id]}`, "—", "—", "—", "—", "—"]);
+    .map((id) => [`${PEERS[id].label} — missing: ${missing[id]}`, "—", "—", "—", "—", "—", "—"]);
   return [
     `### WL — what the queue limits cost at dispatch (N = ${num(result.n)}, ${result.reps} run${result.reps > 1 ? "s" : ""}, median (min–max))`,
     "",
@@ -111,12 +112,13 @@ export function renderWL(result, missing) {
         "End-to-end jobs/s (higher is better)",
         "÷ no limit",
         "Server CPU-ms per job (BullMQ: Redis)",
+        "÷ no limit",
         "Max foreign CPU share",
       ],
       [...rows, ...missingRows],
     ),
     "",
-    "W1's end-to-end run (50 single submits in flight, worker concurrency 50, no-op handler; first submit → last completion) on a fresh server per run, the three settings interleaved in each repetition; the ratio is to the same peer's run with no limit. " +
+    "W1's end-to-end run (50 single submits in flight, worker concurrency 50, no-op handler; first submit → last completion) on a fresh server per run, the three settings interleaved in each repetition; each ratio is to the same peer's run with no limit (server CPU: Redis's for BullMQ). " +
       "BullMQ's per-group concurrency and rate limits are BullMQ Pro features (not open source), so they have no row.",
   ].join("\n");
 }
