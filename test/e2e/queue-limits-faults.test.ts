@@ -356,13 +356,13 @@ describe("queue limits under faults (real server and worker processes, SIGKILLs)
     // reconnect (a few seconds): a bucket that came back full would show at once.
     const [starts, periodMs, burst] = [10, 1_000, 200];
     const perMs = starts / periodMs;
-    const jobs = 110;
+    const jobs = 75;
     const jids = await submit(clients, "rated", jobs);
     // Taken before the call: the server empties the bucket after it.
     const configuredAt = nowMs();
     await clients.admin.configureQueue({ queue: "rated", config: { rateLimit: { starts, period: durationFromMs(periodMs), burst } } });
     const workers = Array.from({ length: 2 }, (_, i) => startWorker(port, "rated", join(logDir, `r${i}.log`), `r${i}`, [0, 10]));
-    await sleep(4_000);
+    await sleep(3_000);
     const killedAt = nowMs();
     server.child.kill("SIGKILL");
     await server.exited;
