@@ -24,6 +24,7 @@ import { deriveW3 } from "./workloads/w3-cost.mjs";
 import { runW4 } from "./workloads/w4-scale.mjs";
 import { runW5 } from "./workloads/w5-scheduled.mjs";
 import { runWF } from "./workloads/wf-faktory.mjs";
+import { runWL, wlPeers } from "./workloads/wl-limits.mjs";
 import { runWM } from "./workloads/wm-cluster.mjs";
 
 const REPO = fileURLToPath(new URL("..", import.meta.url));
@@ -124,6 +125,7 @@ async function main() {
   if (options.workloads.includes("W4")) await step("W4", () => runW4(ctx, options.peers));
   if (options.workloads.includes("W5")) await step("W5", () => runW5(ctx, options.peers));
   if (options.workloads.includes("WF") && options.peers.includes("worq-lib")) await step("WF", () => runWF(ctx, options.peers));
+  if (options.workloads.includes("WL") && wlPeers(options.peers).length > 0) await step("WL", () => runWL(ctx, options.peers));
   if (options.workloads.includes("WM") && options.peers.includes("worq-lib")) await step("WM", () => runWM(ctx));
   if (options.profile && options.peers.includes("worq-lib") && options.workloads.includes("W1")) {
     log("profile: one W1 end-to-end run with the Worq server under node --cpu-prof");

@@ -23,6 +23,10 @@ Workloads:
   WF  the Faktory port: W1's end-to-end run and W2's pickup latency through npm faktory-worker
       (Faktory's Node client) against --faktory-port, beside the TS library on gRPC; at most
       5,000 jobs and 500 latency samples per run (Worq only)
+  WL  queue limits: W1's end-to-end run (single submits) with no limit, a concurrency limit
+      and a rate limit set never to bind -- Worq's max_running / rate_limit, BullMQ's
+      Queue.setGlobalConcurrency / Worker limiter -- and each ÷ no limit (TS library and
+      the first BullMQ configuration)
   WM  multi-node: W1 end-to-end with producers and workers spread over 1, 2 and 3
       \`worq serve --cluster\` nodes on one PostgreSQL database, beside one LevelDB server
       (Worq only; PostgreSQL from Debian: bash scripts/install-postgres.sh)
@@ -51,7 +55,7 @@ redis-server is installed with apt-get when missing (Debian); BullMQ's Redis dri
 (ioredis) with npm ci in bench/. If either cannot be had, Worq runs alone and the BullMQ
 figures are marked missing.`;
 
-const WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "WF", "WM"];
+const WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "WF", "WL", "WM"];
 
 /** Parses argv into the run's options; throws with a message for bad usage. */
 export function parseOptions(argv) {
@@ -108,7 +112,7 @@ export function parseOptions(argv) {
     },
   }[mode];
   const workloads = values.only ? values.only.split(",").map((w) => w.trim().toUpperCase()) : WORKLOADS;
-  for (const w of workloads) if (!WORKLOADS.includes(w)) throw new Error(`unknown workload ${w} (W1..W5, WF, WM)`);
+  for (const w of workloads) if (!WORKLOADS.includes(w)) throw new Error(`unknown workload ${w} (W1..W5, WF, WL, WM)`);
   if (workloads.includes("W3") && !workloads.includes("W1")) workloads.unshift("W1");
   if (!["worq", "bullmq", "both"].includes(values.peer)) throw new Error("--peer is worq, bullmq or both");
   const fsyncs = values.fsync.split(",").map((s) => s.trim());

@@ -8,6 +8,7 @@ import { renderW3 } from "../workloads/w3-cost.mjs";
 import { renderW4 } from "../workloads/w4-scale.mjs";
 import { renderW5 } from "../workloads/w5-scheduled.mjs";
 import { renderWF } from "../workloads/wf-faktory.mjs";
+import { renderWL } from "../workloads/wl-limits.mjs";
 import { renderWM } from "../workloads/wm-cluster.mjs";
 
 /** The whole run as markdown: command, machine, peers, one table per workload, targets, profile. */
@@ -36,6 +37,7 @@ export function renderReport({ command, options, machine, results, targets, miss
   if (results.W4) sections.push("", renderW4(results.W4, missing));
   if (results.W5) sections.push("", renderW5(results.W5, missing));
   if (results.WF) sections.push("", renderWF(results.WF, missing));
+  if (results.WL) sections.push("", renderWL(results.WL, missing));
   if (results.WM) sections.push("", renderWM(results.WM));
   sections.push("", renderTargets(targets));
   if (results.profile) sections.push("", renderProfile(results.profile));

@@ -78,11 +78,14 @@ async function backlogRun(ctx, peerId, scenario, n) {
   });
 }
 
-/** One end-to-end run on a fresh server (`serverOptions` for ctx.startServer); also WF's throughput run. */
-export async function endToEndRun(ctx, peerId, scenario, n, serverOptions) {
+/**
+ * One end-to-end run on a fresh server (`serverOptions` for ctx.startServer); also WF's and
+ * WL's throughput runs. `extra` goes into the children's config (WL's queue limits).
+ */
+export async function endToEndRun(ctx, peerId, scenario, n, serverOptions, extra = {}) {
   return withScope(ctx, async (scope) => {
     const server = await scope.server(peerId, `w1-${scenario}-e2e`, serverOptions);
-    const config = { ...server.target, queue: "bench", n, mode: scenario, concurrency: 50, batchSize: 1000, expect: n };
+    const config = { ...server.target, queue: "bench", n, mode: scenario, concurrency: 50, batchSize: 1000, expect: n, ...extra };
     const producer = scope.child(peerId, "producer", config);
     const worker = scope.child(peerId, "worker", config);
     await Promise.all([producer.next("ready"), worker.next("ready")]);

@@ -8,9 +8,11 @@ import { JOB_TYPE, jobArgs } from "../payload.mjs";
  */
 const redis = (port) => new IORedis({ host: "127.0.0.1", port, maxRetriesPerRequest: null });
 
-export async function openProducer({ redisPort, queue: name }) {
+export async function openProducer({ redisPort, queue: name, globalConcurrency }) {
   const queue = new Queue(name, { connection: redis(redisPort) });
   await queue.waitUntilReady();
+  // WL: the queue's concurrency over all its workers (open source since BullMQ 5.x).
+  if (globalConcurrency !== undefined) await queue.setGlobalConcurrency(globalConcurrency);
   return {
     submitOne: (seq) => queue.add(JOB_TYPE, jobArgs(seq)),
     submitBatch: (seqs) => queue.addBulk(seqs.map((seq) => ({ name: JOB_TYPE, data: jobArgs(seq) }))),
@@ -28,13 +30,14 @@ export async function openProducer({ redisPort, queue: name }) {
   };
 }
 
-export async function openWorker({ redisPort, queue, concurrency }, { onStart, onDone }) {
+/** `limiter` (WL): BullMQ's rate limiter, { max, duration }, shared by the queue's workers. */
+export async function openWorker({ redisPort, queue, concurrency, limiter }, { onStart, onDone }) {
   const worker = new Worker(
     queue,
     async (job) => {
       onStart?.(job.data);
     },
-    { connection: redis(redisPort), concurrency, autorun: false },
+    { connection: redis(redisPort), concurrency, autorun: false, ...(limiter && { limiter }) },
   );
   worker.on("completed", (job) => onDone(job.data.seq));
   worker.on("error", (error) => process.stderr.write(`bullmq worker error: ${error?.stack ?? error}\n`));

@@ -5,9 +5,10 @@ import { JOB_TYPE, jobArgs } from "../payload.mjs";
  * Worq through its TypeScript library with defaults: WorqClient.submit / submitBatch, and a
  * Worker (one Lease stream, credits = concurrency, one Ack per job).
  */
-export async function openProducer({ address, queue }) {
+export async function openProducer({ address, queue, queueConfig }) {
   const client = new WorqClient({ address });
   await client.admin.getServerInfo({}); // connected before the clock starts
+  if (queueConfig) await client.admin.configureQueue({ queue, config: queueConfigOf(queueConfig) });
   return {
     submitOne: (seq) => client.submit(JOB_TYPE, { queue, args: [jobArgs(seq)] }),
     submitBatch: (seqs) => client.submitBatch(seqs.map((seq) => ({ type: JOB_TYPE, queue, args: [jobArgs(seq)] }))),
@@ -46,5 +47,19 @@ export async function openWorker({ address, queue, concurrency }, { onStart, onD
       await worker.stop();
       await running;
     },
+  };
+}
+
+/** WL's queue limits ({ maxRunning } or { rateLimit: { starts, periodMs, burst } }) as a QueueConfig. */
+function queueConfigOf({ maxRunning, rateLimit }) {
+  return {
+    ...(maxRunning !== undefined && { maxRunning }),
+    ...(rateLimit && {
+      rateLimit: {
+        starts: rateLimit.starts,
+        burst: rateLimit.burst,
+        period: { seconds: BigInt(Math.floor(rateLimit.periodMs / 1000)), nanos: (rateLimit.periodMs % 1000) * 1_000_000 },
+      },
+    }),
   };
 }
