@@ -26,15 +26,34 @@ export const WL_VARIANTS = [
     worq: { queueConfig: { rateLimit: { starts: 1_000_000, periodMs: 1_000, burst: 1_000_000 } } },
     bullmq: { limiter: { max: 1_000_000, duration: 1_000 } },
   },
+  {
+    // Jobs spread over 100 groups taking turns, each group with a limit that never binds:
+    // the cost of the turns and of asking a group's limits. BullMQ's groups are BullMQ Pro's.
+    id: "groups",
+    label: "100 groups, each at most 10,000 running and 1,000,000 starts per second",
+    worq: {
+      groups: 100,
+      queueConfig: {
+        groupLimit: { pattern: "g*", maxRunning: 10_000, rateLimit: { starts: 1_000_000, periodMs: 1_000, burst: 1_000_000 } },
+      },
+    },
+    bullmq: undefined,
+  },
 ];
 
 /** What each side calls the settings, for the table. */
 const SETTING = {
-  worq: { none: "—", maxRunning: "`max_running` 10,000", rate: "`rate_limit` 1,000,000 / 1 s, burst 1,000,000" },
+  worq: {
+    none: "—",
+    maxRunning: "`max_running` 10,000",
+    rate: "`rate_limit` 1,000,000 / 1 s, burst 1,000,000",
+    groups: "`group_key` over 100 groups, `group_limits` `g*` at most 10,000 running and 1,000,000 / 1 s",
+  },
   bullmq: {
     none: "—",
     maxRunning: "`Queue.setGlobalConcurrency(10000)`",
     rate: "Worker `limiter: { max: 1000000, duration: 1000 }`",
+    groups: "none in the open-source edition (groups are BullMQ Pro's)",
   },
 };
 
@@ -53,12 +72,14 @@ export function wlPeers(peerIds) {
 export async function runWL(ctx, peerIds) {
   const peers = wlPeers(peerIds);
   const { n, reps } = ctx.options;
-  const runs = Object.fromEntries(peers.map((id) => [id, Object.fromEntries(WL_VARIANTS.map((v) => [v.id, []]))]));
+  const sideOf = (peerId) => (PEERS[peerId].side === "bullmq" ? "bullmq" : "worq");
+  const variantsOf = (peerId) => WL_VARIANTS.filter((v) => v[sideOf(peerId)] !== undefined);
+  const runs = Object.fromEntries(peers.map((id) => [id, Object.fromEntries(variantsOf(id).map((v) => [v.id, []]))]));
   for (let rep = 0; rep < reps; rep++) {
     for (const peerId of peers) {
-      for (const variant of WL_VARIANTS) {
+      for (const variant of variantsOf(peerId)) {
         const label = `WL ${peerId} ${variant.id} rep ${rep + 1}/${reps}`;
-        const extra = PEERS[peerId].side === "bullmq" ? variant.bullmq : variant.worq;
+        const extra = variant[sideOf(peerId)];
         const e2e = await attempt(ctx, `${label} end-to-end`, () => endToEndRun(ctx, peerId, "single", n, undefined, extra));
         runs[peerId][variant.id].push(e2e);
         ctx.log(`${label}: end-to-end ${num(e2e.e2eRate)}/s (foreign load ${pct(e2e.foreign ?? 0)})`);
@@ -87,6 +108,10 @@ export function renderWL(result, missing) {
     const base = byVariant.none;
     for (const variant of WL_VARIANTS) {
       const s = byVariant[variant.id];
+      if (!s) {
+        rows.push([`${PEERS[peerId].label}, ${variant.label}`, SETTING[side][variant.id], "—", "—", "—", "—", "—"]);
+        continue;
+      }
       rows.push([
         `${PEERS[peerId].label}, ${variant.label}`,
         SETTING[side][variant.id],
@@ -118,7 +143,7 @@ export function renderWL(result, missing) {
       [...rows, ...missingRows],
     ),
     "",
-    "W1's end-to-end run (50 single submits in flight, worker concurrency 50, no-op handler; first submit → last completion) on a fresh server per run, the three settings interleaved in each repetition; each ratio is to the same peer's run with no limit (server CPU: Redis's for BullMQ). " +
-      "BullMQ's per-group concurrency and rate limits are BullMQ Pro features (not open source), so they have no row.",
+    "W1's end-to-end run (50 single submits in flight, worker concurrency 50, no-op handler; first submit → last completion) on a fresh server per run, the settings interleaved in each repetition (groups: job n in group n mod 100); each ratio is to the same peer's run with no limit (server CPU: Redis's for BullMQ). " +
+      "BullMQ's groups, with their per-group concurrency and rate limits, are BullMQ Pro features (not open source), so its groups row is empty.",
   ].join("\n");
 }

@@ -5,13 +5,15 @@ import { JOB_TYPE, jobArgs } from "../payload.mjs";
  * Worq through its TypeScript library with defaults: WorqClient.submit / submitBatch, and a
  * Worker (one Lease stream, credits = concurrency, one Ack per job).
  */
-export async function openProducer({ address, queue, queueConfig }) {
+export async function openProducer({ address, queue, queueConfig, groups }) {
   const client = new WorqClient({ address });
   await client.admin.getServerInfo({}); // connected before the clock starts
   if (queueConfig) await client.admin.configureQueue({ queue, config: queueConfigOf(queueConfig) });
+  // WL's groups: job `seq` goes to group seq mod `groups` (none without).
+  const groupOf = groups ? (seq) => ({ group: `g${seq % groups}` }) : () => ({});
   return {
-    submitOne: (seq) => client.submit(JOB_TYPE, { queue, args: [jobArgs(seq)] }),
-    submitBatch: (seqs) => client.submitBatch(seqs.map((seq) => ({ type: JOB_TYPE, queue, args: [jobArgs(seq)] }))),
+    submitOne: (seq) => client.submit(JOB_TYPE, { queue, args: [jobArgs(seq)], ...groupOf(seq) }),
+    submitBatch: (seqs) => client.submitBatch(seqs.map((seq) => ({ type: JOB_TYPE, queue, args: [jobArgs(seq)], ...groupOf(seq) }))),
     submitScheduled: (jobs) =>
       client.submitBatch(jobs.map(({ seq, atMs }) => ({ type: JOB_TYPE, queue, args: [{ ...jobArgs(seq), atMs }], at: new Date(atMs) }))),
   };
@@ -51,15 +53,24 @@ export async function openWorker({ address, queue, concurrency }, { onStart, onD
 }
 
 /** WL's queue limits ({ maxRunning } or { rateLimit: { starts, periodMs, burst } }) as a QueueConfig. */
-function queueConfigOf({ maxRunning, rateLimit }) {
+function queueConfigOf({ maxRunning, rateLimit, groupLimit }) {
   return {
     ...(maxRunning !== undefined && { maxRunning }),
-    ...(rateLimit && {
-      rateLimit: {
-        starts: rateLimit.starts,
-        burst: rateLimit.burst,
-        period: { seconds: BigInt(Math.floor(rateLimit.periodMs / 1000)), nanos: (rateLimit.periodMs % 1000) * 1_000_000 },
+    ...(rateLimit && { rateLimit: rateLimitOf(rateLimit) }),
+    ...(groupLimit && {
+      groupLimits: {
+        limits: [
+          {
+            pattern: groupLimit.pattern,
+            maxRunning: groupLimit.maxRunning,
+            ...(groupLimit.rateLimit && { rateLimit: rateLimitOf(groupLimit.rateLimit) }),
+          },
+        ],
       },
     }),
   };
+}
+
+function rateLimitOf({ starts, burst, periodMs }) {
+  return { starts, burst, period: { seconds: BigInt(Math.floor(periodMs / 1000)), nanos: (periodMs % 1000) * 1_000_000 } };
 }
