@@ -330,6 +330,26 @@ describe.skipIf(!hasChromium)("dashboard in Chromium (real server, real browser)
     expect(await text('tr[data-queue="mail"] td[data-col=limits]')).toBe("none");
   });
 
+  it("Queues shows a queue's group limits and its groups with their ready and running jobs", async () => {
+    await server.admin.configureQueue({
+      queue: "tenants",
+      config: { groupLimits: { limits: [{ pattern: "customer:*", maxRunning: 2, rateLimit: { starts: 10, period: durationFromMs(60_000), burst: 10 } }] } },
+    });
+    await server.producer.submitBatch({
+      jobs: [
+        ...Array.from({ length: 3 }, () => ({ type: "t", queue: "tenants", groupKey: "customer:<b>7</b>" })),
+        { type: "t", queue: "tenants", groupKey: "bulk" },
+      ],
+    });
+    await show("#/queues", 'tr[data-queue="tenants"]');
+    expect(await text('tr[data-queue="tenants"] td[data-col=limits]')).toBe("each customer:*: 2 running, 10 per 1 min 0 s");
+    expect(await text('tr[data-queue="tenants"] td[data-col=groups]')).toBe(
+      "2 · customer:<b>7</b> 3 ready, 0 running, 0 tokens · bulk 1 ready, 0 running",
+    );
+    expect(await text('tr[data-queue="mail"] td[data-col=groups]')).toBe("–");
+    await screenshot("queues-groups");
+  });
+
   it("Dead lists the dead jobs; Retry on one moves it out of Dead (SCHEDULED in the API)", async () => {
     await show("#/dead", `tr[data-jid="${seeded.dead1}"]`);
     expect(await page.locator("tr[data-jid]").count()).toBe(2);

@@ -92,6 +92,7 @@ describe("accepted implies readable, on a real server process", () => {
       args: fromJson(ListValueSchema, job.args as JsonValue),
       kwargs: kwargsOf(job) as Extract<JobSpec["kwargs"], object>,
       tags: job.tags,
+      ...(job.group !== undefined && { groupKey: job.group }),
     };
     if (job.time.kind === "at") spec.at = timestampFromMs(job.time.ms);
     if (job.time.kind === "delay") spec.delay = durationFromMs(job.time.ms);
@@ -136,6 +137,7 @@ describe("accepted implies readable, on a real server process", () => {
       args: job.args,
       kwargs: kwargsOf(job),
       tags: job.tags,
+      ...(job.group !== undefined && { groupKey: job.group }),
       retry: {
         ...(maxAttempts !== undefined ? { maxAttempts } : {}),
         ...(initialDelayMs !== undefined ? { initialDelay: durationJson(initialDelayMs) } : {}),

@@ -90,6 +90,7 @@ export const meta: fc.Arbitrary<JobMeta> = fc
     uniqueKey: opt(text),
     uniqueUntil: opt(fc.constantFrom("WINDOW" as const, "STARTED" as const, "FINISHED" as const)),
     debounceKey: opt(text),
+    groupKey: opt(text),
   })
   .map((record) => Object.fromEntries(Object.entries(record).filter(([, v]) => v !== undefined)) as unknown as JobMeta);
 
@@ -171,6 +172,7 @@ export const submitInput: fc.Arbitrary<SubmitInput> = fc.record(
       ),
     ),
     debounce: opt(fc.record({ key: grapheme, delayMs: fc.nat(10_000_000) })),
+    groupKey: opt(grapheme),
   },
   { requiredKeys: ["type"] },
 );

@@ -23,6 +23,8 @@ export interface HostileJob {
   time: HostileTime;
   retry: { maxAttempts?: number; initialDelayMs?: number; maxDelayMs?: number };
   tags: Record<string, string>;
+  /** The job's group key (gRPC and Connect JSON only; the formats have none). */
+  group?: string;
 }
 
 const DAY_MS = 86_400_000;
@@ -156,6 +158,11 @@ export function hostileJob(maxJobBytes: number): fc.Arbitrary<HostileJob> {
         { requiredKeys: [] },
       ),
       tags: fc.oneof({ arbitrary: fc.constant({}), weight: 2 }, { arbitrary: fc.dictionary(oddText, oddText, { maxKeys: 3 }), weight: 1 }),
+      // Group keys that must be escaped in store keys, and ones to be refused.
+      group: fc.oneof(
+        { arbitrary: fc.constantFrom("customer:42", "org/7#a%2F", "ü 😀", "*", "x".repeat(128)), weight: 2 },
+        { arbitrary: oddText, weight: 1 },
+      ),
     },
     { requiredKeys: ["type", "queue", "args", "kwargs", "time", "retry", "tags"] },
   ) as fc.Arbitrary<HostileJob>;
