@@ -831,6 +831,11 @@ func TestUniqueAndDebounce(t *testing.T) {
 		t.Fatalf("unique job: %+v %v", job, err)
 	}
 
+	grouped := submit(t, c, "report", Queue("t-groups"), Group("customer:42"))
+	if job, err := c.GetJob(ctx, grouped); err != nil || job.Group != "customer:42" {
+		t.Fatalf("grouped job: %+v %v", job, err)
+	}
+
 	waiting := submit(t, c, "index", Queue("t-debounce"), Args(1), Debounce("doc:1", 5*time.Minute))
 	second, err := c.SubmitDetailed(ctx, "index", Queue("t-debounce"), Args(2), Debounce("doc:1", 5*time.Minute))
 	if err != nil || !second.Debounced || second.Duplicate || second.JID != waiting || second.State != StateDelayed {

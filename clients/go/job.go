@@ -108,6 +108,7 @@ type Job struct {
 	ExpiresAt   time.Time // created + ttl
 
 	IdempotencyKey string
+	Group          string      // the job's group within its queue ("" the default group)
 	UniqueKey      string      // the unique key the job took (derived when the submit left it empty)
 	UniqueUntil    UniqueUntil // how long it is held; zero when the job is not unique
 	DebounceKey    string
@@ -161,6 +162,7 @@ func jobFromProto(p *worqv1.Job) *Job {
 		CompletedAt:      timeOf(p.GetCompletedAt()),
 		ExpiresAt:        timeOf(p.GetExpiresAt()),
 		IdempotencyKey:   p.GetIdempotencyKey(),
+		Group:            p.GetGroupKey(),
 		UniqueKey:        p.GetUniqueKey(),
 		UniqueUntil:      UniqueUntil(p.GetUniqueUntil()),
 		DebounceKey:      p.GetDebounceKey(),

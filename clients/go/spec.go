@@ -127,6 +127,7 @@ type JobSpec struct {
 	BatchRef         string            // this job's name inside a SubmitBatch, for BatchRefs
 	ParentJID        string            // the job that spawned this one (fan-out)
 	CallbackURL      string            // POSTed the job when it reaches a terminal state
+	Group            string            // the job's group within its queue: limits per group, turns between groups
 	Unique           *Uniqueness       // at most one job of the queue holding this key (not with IdempotencyKey or Debounce)
 	Debounce         *DebounceSpec     // update a waiting job of the queue with this key instead of adding one
 }
@@ -248,6 +249,10 @@ func ParentJID(jid string) SubmitOption { return func(s *JobSpec) { s.ParentJID 
 // (its origin must be allowed by the server's --callback-allow).
 func CallbackURL(url string) SubmitOption { return func(s *JobSpec) { s.CallbackURL = url } }
 
+// Group puts the job in a group of its queue (e.g. "customer:42"): the queue's group limits
+// apply to each group alone, and groups with ready jobs take turns.
+func Group(key string) SubmitOption { return func(s *JobSpec) { s.Group = key } }
+
 // Unique makes the job unique in its queue (see Uniqueness).
 func Unique(u Uniqueness) SubmitOption { return func(s *JobSpec) { s.Unique = &u } }
 
@@ -269,6 +274,7 @@ func (s JobSpec) toProto(field string) (*worqv1.JobSpec, error) {
 		BatchRef:       s.BatchRef,
 		ParentJid:      s.ParentJID,
 		CallbackUrl:    s.CallbackURL,
+		GroupKey:       s.Group,
 	}
 	if s.TTL != 0 {
 		out.Ttl = durationpb.New(s.TTL)

@@ -333,7 +333,11 @@ describe.skipIf(!hasChromium)("dashboard in Chromium (real server, real browser)
   it("Queues shows a queue's group limits and its groups with their ready and running jobs", async () => {
     await server.admin.configureQueue({
       queue: "tenants",
-      config: { groupLimits: { limits: [{ pattern: "customer:*", maxRunning: 2, rateLimit: { starts: 10, period: durationFromMs(60_000), burst: 10 } }] } },
+      config: {
+        groupLimits: {
+          limits: [{ pattern: "customer:*", maxRunning: 2, rateLimit: { starts: 10, period: durationFromMs(60_000), burst: 10 } }],
+        },
+      },
     });
     await server.producer.submitBatch({
       jobs: [

@@ -93,6 +93,9 @@ def test_unique_and_debounce(server: ServerProcess) -> None:
             job = await client.get_job(first.jid)
             assert job.unique_key == "report:1" and job.unique_until is worq.UniqueUntil.FINISHED
 
+            grouped = await client.submit("report", queue="gq", group="customer:42")
+            assert (await client.get_job(grouped)).group == "customer:42"
+
             debounce = {"key": "doc:1", "delay": dt.timedelta(minutes=5)}
             waiting = await client.submit("index", queue="dq", args=[1], debounce=debounce)
             second = await client.submit_detailed("index", queue="dq", args=[2], debounce=debounce)

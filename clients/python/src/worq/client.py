@@ -132,6 +132,7 @@ class Client:
         depends_on: Union[Dependencies, Mapping[str, Any], Sequence[str], None] = None,
         parent_jid: Optional[str] = None,
         callback_url: Optional[str] = None,
+        group: Optional[str] = None,
         unique: Optional[Mapping[str, Any]] = None,
         debounce: Optional[Mapping[str, Any]] = None,
     ) -> str:
@@ -146,7 +147,8 @@ class Client:
         for this type within the server's window, the earlier job's jid is returned.
         ``unique`` (``{"key", "until", "window"}``) returns the job holding the key instead of
         creating one; ``debounce`` (``{"key", "delay"}``) updates a job of the key that has not
-        started yet and returns its jid. :meth:`submit_detailed` tells which happened.
+        started yet and returns its jid. :meth:`submit_detailed` tells which happened. ``group``
+        puts the job in a group of its queue (limits per group, turns between groups).
         """
         spec = JobSpec(
             type=type,
@@ -169,6 +171,7 @@ class Client:
             depends_on=depends_on,
             parent_jid=parent_jid,
             callback_url=callback_url,
+            group=group,
             unique=unique,
             debounce=debounce,
         )

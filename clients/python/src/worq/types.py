@@ -249,6 +249,9 @@ class JobSpec:
     batch_ref: Optional[str] = None
     parent_jid: Optional[str] = None
     callback_url: Optional[str] = None
+    #: The job's group within its queue (e.g. ``"customer:42"``): the queue's group limits apply
+    #: to each group alone, and groups with ready jobs take turns.
+    group: Optional[str] = None
     #: Uniqueness in the job's queue: a dict with ``key`` (empty or absent: derived by the server
     #: from type, queue, args, kwargs and payload), ``until`` (a :class:`UniqueUntil` or its name)
     #: and ``window`` (seconds or timedelta; only for until WINDOW).
@@ -307,6 +310,8 @@ class JobSpec:
                 out.tags[key] = value
         if self.correlation_id is not None:
             out.correlation_id = self.correlation_id
+        if self.group is not None:
+            out.group_key = self.group
         if self.ttl is not None:
             out.ttl.CopyFrom(_convert.to_duration(self.ttl, f"{where}.ttl"))
         if self.idempotency_key is not None:
@@ -440,6 +445,11 @@ class Job:
     @property
     def correlation_id(self) -> str:
         return self.raw.correlation_id
+
+    @property
+    def group(self) -> str:
+        """The job's group within its queue (empty: the default group)."""
+        return self.raw.group_key
 
     @property
     def backtrace(self) -> int:
