@@ -3,7 +3,7 @@ import { timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Clock } from "../engine/clock.js";
 import { unfinishedJobs, type Engine, type QueueStatsView } from "../engine/engine.js";
-import { WorqError, invalid } from "../model/errors.js";
+import { WorqError, invalid, rpcNotBuilt } from "../model/errors.js";
 import type { GroupLimit as DomainGroupLimit, QueueConfig as DomainQueueConfig, RateLimit as DomainRateLimit } from "../model/job.js";
 import type { Logger } from "../log.js";
 import {
@@ -228,6 +228,14 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
       }
       return { config: queueConfigOf(await engine.configureQueue(request.queue, change)) };
     }),
+    putSchedule: guarded("PutSchedule", log, rpcNotBuilt("PutSchedule")),
+    getSchedule: guarded("GetSchedule", log, rpcNotBuilt("GetSchedule")),
+    listSchedules: guarded("ListSchedules", log, rpcNotBuilt("ListSchedules")),
+    pauseSchedule: guarded("PauseSchedule", log, rpcNotBuilt("PauseSchedule")),
+    resumeSchedule: guarded("ResumeSchedule", log, rpcNotBuilt("ResumeSchedule")),
+    deleteSchedule: guarded("DeleteSchedule", log, rpcNotBuilt("DeleteSchedule")),
+    runScheduleNow: guarded("RunScheduleNow", log, rpcNotBuilt("RunScheduleNow")),
+    listBatches: guarded("ListBatches", log, rpcNotBuilt("ListBatches")),
   };
 }
 

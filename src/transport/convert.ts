@@ -8,7 +8,7 @@ import {
   type Duration,
   type Timestamp,
 } from "@bufbuild/protobuf/wkt";
-import { invalid } from "../model/errors.js";
+import { invalid, notBuilt } from "../model/errors.js";
 import type {
   BackoffStrategy as DomainBackoff,
   DependencyType as DomainDependencyType,
@@ -80,6 +80,8 @@ export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitI
   if (spec.batchRef) input.batchRef = spec.batchRef;
   if (spec.parentJid) input.parentJid = spec.parentJid;
   if (spec.callbackUrl) input.callbackUrl = spec.callbackUrl;
+  if (spec.trace) notBuilt(`${field}.trace`, "trace context");
+  if (spec.batchId) notBuilt(`${field}.batch_id`, "batches");
   if (spec.groupKey) input.groupKey = spec.groupKey;
   if (spec.retry) input.retry = retryInputOf(spec.retry, `${field}.retry`);
   if (spec.backtrace) input.backtraceFrames = spec.backtrace;

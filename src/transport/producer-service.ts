@@ -3,7 +3,7 @@ import type { Engine, JobChange, SubmitResult } from "../engine/engine.js";
 import type { ChildCursor } from "../engine/store.js";
 import { isTerminal, type JobProgress, type JobView, type SubmitInput } from "../model/job.js";
 import { JobState, type JobSpec } from "@worq/client/gen/worq/v1/job_pb.js";
-import { WorqError, invalid } from "../model/errors.js";
+import { WorqError, invalid, rpcNotBuilt } from "../model/errors.js";
 import type { Logger } from "../log.js";
 import { BatchShape, ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { durationMsOf, jobOf, stateOf, submitInputOf } from "./convert.js";
@@ -82,6 +82,9 @@ export function createProducerService(engine: Engine, log: Logger): ServiceImpl<
         nextPageToken: page.next ? Buffer.from(JSON.stringify([page.next.createdAtMs, page.next.jid])).toString("base64url") : "",
       };
     }),
+    createBatch: guarded("CreateBatch", log, rpcNotBuilt("CreateBatch")),
+    sealBatch: guarded("SealBatch", log, rpcNotBuilt("SealBatch")),
+    getBatch: guarded("GetBatch", log, rpcNotBuilt("GetBatch")),
   };
 }
 

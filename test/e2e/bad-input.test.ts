@@ -91,6 +91,14 @@ describe("bad input gets a clear error naming the field and changes nothing (rea
       Code.InvalidArgument,
       "job.idempotency_key",
     ],
+    // Contract fields whose behaviour is not built yet are refused, never ignored.
+    [
+      "trace (not built yet)",
+      { type: "t", trace: { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" } },
+      Code.Unimplemented,
+      "job.trace",
+    ],
+    ["batch_id (not built yet)", { type: "t", batchId: "6ba7b810-9dad-41d1-80b4-00c04fd430c4" }, Code.Unimplemented, "job.batch_id"],
     ["callback_url not http", { type: "t", callbackUrl: "file:///etc/passwd" }, Code.InvalidArgument, "job.callback_url"],
     [
       "callback_url with user:password@",

@@ -23,6 +23,721 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// PutScheduleRequest carries the schedule (output-only fields ignored).
+type PutScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *Schedule              `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutScheduleRequest) Reset() {
+	*x = PutScheduleRequest{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutScheduleRequest) ProtoMessage() {}
+
+func (x *PutScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutScheduleRequest.ProtoReflect.Descriptor instead.
+func (*PutScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *PutScheduleRequest) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+// PutScheduleResponse carries the schedule as stored, with its next runs.
+type PutScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *Schedule              `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PutScheduleResponse) Reset() {
+	*x = PutScheduleResponse{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PutScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PutScheduleResponse) ProtoMessage() {}
+
+func (x *PutScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PutScheduleResponse.ProtoReflect.Descriptor instead.
+func (*PutScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PutScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+// GetScheduleRequest names a schedule.
+type GetScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScheduleRequest) Reset() {
+	*x = GetScheduleRequest{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScheduleRequest) ProtoMessage() {}
+
+func (x *GetScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScheduleRequest.ProtoReflect.Descriptor instead.
+func (*GetScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GetScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// GetScheduleResponse carries it.
+type GetScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *Schedule              `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetScheduleResponse) Reset() {
+	*x = GetScheduleResponse{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetScheduleResponse) ProtoMessage() {}
+
+func (x *GetScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetScheduleResponse.ProtoReflect.Descriptor instead.
+func (*GetScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GetScheduleResponse) GetSchedule() *Schedule {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+// ListSchedulesRequest is empty.
+type ListSchedulesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesRequest) Reset() {
+	*x = ListSchedulesRequest{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesRequest) ProtoMessage() {}
+
+func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
+func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{4}
+}
+
+// ListSchedulesResponse carries every schedule.
+type ListSchedulesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedules     []*Schedule            `protobuf:"bytes,1,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesResponse) Reset() {
+	*x = ListSchedulesResponse{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesResponse) ProtoMessage() {}
+
+func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
+func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListSchedulesResponse) GetSchedules() []*Schedule {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+// PauseScheduleRequest names a schedule.
+type PauseScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseScheduleRequest) Reset() {
+	*x = PauseScheduleRequest{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseScheduleRequest) ProtoMessage() {}
+
+func (x *PauseScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseScheduleRequest.ProtoReflect.Descriptor instead.
+func (*PauseScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *PauseScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// PauseScheduleResponse is empty.
+type PauseScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseScheduleResponse) Reset() {
+	*x = PauseScheduleResponse{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseScheduleResponse) ProtoMessage() {}
+
+func (x *PauseScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseScheduleResponse.ProtoReflect.Descriptor instead.
+func (*PauseScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{7}
+}
+
+// ResumeScheduleRequest names a schedule.
+type ResumeScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeScheduleRequest) Reset() {
+	*x = ResumeScheduleRequest{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeScheduleRequest) ProtoMessage() {}
+
+func (x *ResumeScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeScheduleRequest.ProtoReflect.Descriptor instead.
+func (*ResumeScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ResumeScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// ResumeScheduleResponse is empty.
+type ResumeScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeScheduleResponse) Reset() {
+	*x = ResumeScheduleResponse{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeScheduleResponse) ProtoMessage() {}
+
+func (x *ResumeScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeScheduleResponse.ProtoReflect.Descriptor instead.
+func (*ResumeScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{9}
+}
+
+// DeleteScheduleRequest names a schedule.
+type DeleteScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteScheduleRequest) Reset() {
+	*x = DeleteScheduleRequest{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteScheduleRequest) ProtoMessage() {}
+
+func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
+func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DeleteScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// DeleteScheduleResponse is empty.
+type DeleteScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteScheduleResponse) Reset() {
+	*x = DeleteScheduleResponse{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteScheduleResponse) ProtoMessage() {}
+
+func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
+func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{11}
+}
+
+// RunScheduleNowRequest names a schedule.
+type RunScheduleNowRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunScheduleNowRequest) Reset() {
+	*x = RunScheduleNowRequest{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunScheduleNowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunScheduleNowRequest) ProtoMessage() {}
+
+func (x *RunScheduleNowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunScheduleNowRequest.ProtoReflect.Descriptor instead.
+func (*RunScheduleNowRequest) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RunScheduleNowRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// RunScheduleNowResponse says what the run did.
+type RunScheduleNowResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job enqueued; empty when the overlap policy skipped it.
+	Jid           string `protobuf:"bytes,1,opt,name=jid,proto3" json:"jid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunScheduleNowResponse) Reset() {
+	*x = RunScheduleNowResponse{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunScheduleNowResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunScheduleNowResponse) ProtoMessage() {}
+
+func (x *RunScheduleNowResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunScheduleNowResponse.ProtoReflect.Descriptor instead.
+func (*RunScheduleNowResponse) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RunScheduleNowResponse) GetJid() string {
+	if x != nil {
+		return x.Jid
+	}
+	return ""
+}
+
+// ListBatchesRequest pages through batches.
+type ListBatchesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 1,000; default 100.
+	PageSize  uint32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only batches in this state; UNSPECIFIED: all.
+	State         BatchState `protobuf:"varint,3,opt,name=state,proto3,enum=worq.v1.BatchState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBatchesRequest) Reset() {
+	*x = ListBatchesRequest{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBatchesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBatchesRequest) ProtoMessage() {}
+
+func (x *ListBatchesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBatchesRequest.ProtoReflect.Descriptor instead.
+func (*ListBatchesRequest) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListBatchesRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListBatchesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListBatchesRequest) GetState() BatchState {
+	if x != nil {
+		return x.State
+	}
+	return BatchState_BATCH_STATE_UNSPECIFIED
+}
+
+// ListBatchesResponse carries a page.
+type ListBatchesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batches       []*Batch               `protobuf:"bytes,1,rep,name=batches,proto3" json:"batches,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBatchesResponse) Reset() {
+	*x = ListBatchesResponse{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBatchesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBatchesResponse) ProtoMessage() {}
+
+func (x *ListBatchesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBatchesResponse.ProtoReflect.Descriptor instead.
+func (*ListBatchesResponse) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ListBatchesResponse) GetBatches() []*Batch {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
+func (x *ListBatchesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 // GetJobRequest names a job.
 type GetJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -34,7 +749,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[0]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -46,7 +761,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[0]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -59,7 +774,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{0}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetJobRequest) GetJid() string {
@@ -80,7 +795,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[1]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -92,7 +807,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[1]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -105,7 +820,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{1}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -150,7 +865,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[2]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -162,7 +877,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[2]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -175,7 +890,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{2}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListJobsRequest) GetQueue() string {
@@ -277,7 +992,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[3]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -289,7 +1004,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[3]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -302,7 +1017,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{3}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -332,7 +1047,7 @@ type ListQueuesRequest struct {
 
 func (x *ListQueuesRequest) Reset() {
 	*x = ListQueuesRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[4]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -344,7 +1059,7 @@ func (x *ListQueuesRequest) String() string {
 func (*ListQueuesRequest) ProtoMessage() {}
 
 func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[4]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -357,7 +1072,7 @@ func (x *ListQueuesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesRequest.ProtoReflect.Descriptor instead.
 func (*ListQueuesRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{4}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListQueuesRequest) GetPageSize() uint32 {
@@ -387,7 +1102,7 @@ type ListQueuesResponse struct {
 
 func (x *ListQueuesResponse) Reset() {
 	*x = ListQueuesResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[5]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -399,7 +1114,7 @@ func (x *ListQueuesResponse) String() string {
 func (*ListQueuesResponse) ProtoMessage() {}
 
 func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[5]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -412,7 +1127,7 @@ func (x *ListQueuesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQueuesResponse.ProtoReflect.Descriptor instead.
 func (*ListQueuesResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{5}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListQueuesResponse) GetQueues() []*QueueStats {
@@ -469,7 +1184,7 @@ type QueueStats struct {
 
 func (x *QueueStats) Reset() {
 	*x = QueueStats{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[6]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -481,7 +1196,7 @@ func (x *QueueStats) String() string {
 func (*QueueStats) ProtoMessage() {}
 
 func (x *QueueStats) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[6]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -494,7 +1209,7 @@ func (x *QueueStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStats.ProtoReflect.Descriptor instead.
 func (*QueueStats) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{6}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *QueueStats) GetQueue() string {
@@ -625,7 +1340,7 @@ type QueueConfig struct {
 
 func (x *QueueConfig) Reset() {
 	*x = QueueConfig{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[7]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -637,7 +1352,7 @@ func (x *QueueConfig) String() string {
 func (*QueueConfig) ProtoMessage() {}
 
 func (x *QueueConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[7]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -650,7 +1365,7 @@ func (x *QueueConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueConfig.ProtoReflect.Descriptor instead.
 func (*QueueConfig) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{7}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *QueueConfig) GetRetryTimeout() bool {
@@ -699,7 +1414,7 @@ type GroupLimits struct {
 
 func (x *GroupLimits) Reset() {
 	*x = GroupLimits{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[8]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +1426,7 @@ func (x *GroupLimits) String() string {
 func (*GroupLimits) ProtoMessage() {}
 
 func (x *GroupLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[8]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +1439,7 @@ func (x *GroupLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupLimits.ProtoReflect.Descriptor instead.
 func (*GroupLimits) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{8}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GroupLimits) GetLimits() []*GroupLimit {
@@ -750,7 +1465,7 @@ type GroupLimit struct {
 
 func (x *GroupLimit) Reset() {
 	*x = GroupLimit{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[9]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +1477,7 @@ func (x *GroupLimit) String() string {
 func (*GroupLimit) ProtoMessage() {}
 
 func (x *GroupLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[9]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +1490,7 @@ func (x *GroupLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupLimit.ProtoReflect.Descriptor instead.
 func (*GroupLimit) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{9}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GroupLimit) GetPattern() string {
@@ -818,7 +1533,7 @@ type GroupStats struct {
 
 func (x *GroupStats) Reset() {
 	*x = GroupStats{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[10]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +1545,7 @@ func (x *GroupStats) String() string {
 func (*GroupStats) ProtoMessage() {}
 
 func (x *GroupStats) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[10]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +1558,7 @@ func (x *GroupStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStats.ProtoReflect.Descriptor instead.
 func (*GroupStats) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{10}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GroupStats) GetGroupKey() string {
@@ -897,7 +1612,7 @@ type RateLimit struct {
 
 func (x *RateLimit) Reset() {
 	*x = RateLimit{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[11]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +1624,7 @@ func (x *RateLimit) String() string {
 func (*RateLimit) ProtoMessage() {}
 
 func (x *RateLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[11]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1637,7 @@ func (x *RateLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimit.ProtoReflect.Descriptor instead.
 func (*RateLimit) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{11}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RateLimit) GetStarts() uint32 {
@@ -957,7 +1672,7 @@ type GetQueueStatsRequest struct {
 
 func (x *GetQueueStatsRequest) Reset() {
 	*x = GetQueueStatsRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[12]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1684,7 @@ func (x *GetQueueStatsRequest) String() string {
 func (*GetQueueStatsRequest) ProtoMessage() {}
 
 func (x *GetQueueStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[12]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1697,7 @@ func (x *GetQueueStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueStatsRequest.ProtoReflect.Descriptor instead.
 func (*GetQueueStatsRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{12}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetQueueStatsRequest) GetQueue() string {
@@ -1003,7 +1718,7 @@ type GetQueueStatsResponse struct {
 
 func (x *GetQueueStatsResponse) Reset() {
 	*x = GetQueueStatsResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[13]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1730,7 @@ func (x *GetQueueStatsResponse) String() string {
 func (*GetQueueStatsResponse) ProtoMessage() {}
 
 func (x *GetQueueStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[13]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1743,7 @@ func (x *GetQueueStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetQueueStatsResponse.ProtoReflect.Descriptor instead.
 func (*GetQueueStatsResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{13}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetQueueStatsResponse) GetStats() *QueueStats {
@@ -1047,7 +1762,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[14]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1774,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[14]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1787,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{14}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{30}
 }
 
 // GetServerInfoResponse describes the server.
@@ -1115,7 +1830,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[15]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1842,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[15]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1855,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{15}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetServerInfoResponse) GetVersion() string {
@@ -1265,7 +1980,7 @@ type ClusterNode struct {
 
 func (x *ClusterNode) Reset() {
 	*x = ClusterNode{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[16]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1992,7 @@ func (x *ClusterNode) String() string {
 func (*ClusterNode) ProtoMessage() {}
 
 func (x *ClusterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[16]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +2005,7 @@ func (x *ClusterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
 func (*ClusterNode) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{16}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ClusterNode) GetNodeId() string {
@@ -1351,7 +2066,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[17]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1363,7 +2078,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[17]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1376,7 +2091,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{17}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{33}
 }
 
 // ListWorkersResponse lists connected workers.
@@ -1390,7 +2105,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +2117,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[18]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +2130,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{18}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -1446,7 +2161,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1458,7 +2173,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[19]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1471,7 +2186,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{19}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WorkerInfo) GetWorkerId() string {
@@ -1527,7 +2242,7 @@ type DeleteJobRequest struct {
 
 func (x *DeleteJobRequest) Reset() {
 	*x = DeleteJobRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +2254,7 @@ func (x *DeleteJobRequest) String() string {
 func (*DeleteJobRequest) ProtoMessage() {}
 
 func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[20]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +2267,7 @@ func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{20}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteJobRequest) GetJid() string {
@@ -1571,7 +2286,7 @@ type DeleteJobResponse struct {
 
 func (x *DeleteJobResponse) Reset() {
 	*x = DeleteJobResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +2298,7 @@ func (x *DeleteJobResponse) String() string {
 func (*DeleteJobResponse) ProtoMessage() {}
 
 func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[21]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +2311,7 @@ func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{21}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{37}
 }
 
 // RetryJobsRequest selects dead jobs to retry.
@@ -1612,7 +2327,7 @@ type RetryJobsRequest struct {
 
 func (x *RetryJobsRequest) Reset() {
 	*x = RetryJobsRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +2339,7 @@ func (x *RetryJobsRequest) String() string {
 func (*RetryJobsRequest) ProtoMessage() {}
 
 func (x *RetryJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[22]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,7 +2352,7 @@ func (x *RetryJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobsRequest.ProtoReflect.Descriptor instead.
 func (*RetryJobsRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{22}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RetryJobsRequest) GetJids() []string {
@@ -1665,7 +2380,7 @@ type RetryJobsResponse struct {
 
 func (x *RetryJobsResponse) Reset() {
 	*x = RetryJobsResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +2392,7 @@ func (x *RetryJobsResponse) String() string {
 func (*RetryJobsResponse) ProtoMessage() {}
 
 func (x *RetryJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[23]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +2405,7 @@ func (x *RetryJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobsResponse.ProtoReflect.Descriptor instead.
 func (*RetryJobsResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{23}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RetryJobsResponse) GetRetried() uint64 {
@@ -1711,7 +2426,7 @@ type RunJobsNowRequest struct {
 
 func (x *RunJobsNowRequest) Reset() {
 	*x = RunJobsNowRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +2438,7 @@ func (x *RunJobsNowRequest) String() string {
 func (*RunJobsNowRequest) ProtoMessage() {}
 
 func (x *RunJobsNowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[24]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1736,7 +2451,7 @@ func (x *RunJobsNowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunJobsNowRequest.ProtoReflect.Descriptor instead.
 func (*RunJobsNowRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{24}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RunJobsNowRequest) GetJids() []string {
@@ -1757,7 +2472,7 @@ type RunJobsNowResponse struct {
 
 func (x *RunJobsNowResponse) Reset() {
 	*x = RunJobsNowResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +2484,7 @@ func (x *RunJobsNowResponse) String() string {
 func (*RunJobsNowResponse) ProtoMessage() {}
 
 func (x *RunJobsNowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[25]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +2497,7 @@ func (x *RunJobsNowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunJobsNowResponse.ProtoReflect.Descriptor instead.
 func (*RunJobsNowResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{25}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RunJobsNowResponse) GetScheduled() uint64 {
@@ -1803,7 +2518,7 @@ type PauseQueueRequest struct {
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +2530,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[26]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +2543,7 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{26}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PauseQueueRequest) GetQueue() string {
@@ -1847,7 +2562,7 @@ type PauseQueueResponse struct {
 
 func (x *PauseQueueResponse) Reset() {
 	*x = PauseQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +2574,7 @@ func (x *PauseQueueResponse) String() string {
 func (*PauseQueueResponse) ProtoMessage() {}
 
 func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[27]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +2587,7 @@ func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
 func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{27}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{43}
 }
 
 // ResumeQueueRequest names a queue.
@@ -1886,7 +2601,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[28]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +2613,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[28]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +2626,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{28}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ResumeQueueRequest) GetQueue() string {
@@ -1930,7 +2645,7 @@ type ResumeQueueResponse struct {
 
 func (x *ResumeQueueResponse) Reset() {
 	*x = ResumeQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[29]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1942,7 +2657,7 @@ func (x *ResumeQueueResponse) String() string {
 func (*ResumeQueueResponse) ProtoMessage() {}
 
 func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[29]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1955,7 +2670,7 @@ func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
 func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{29}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{45}
 }
 
 // PurgeQueueRequest names a queue.
@@ -1969,7 +2684,7 @@ type PurgeQueueRequest struct {
 
 func (x *PurgeQueueRequest) Reset() {
 	*x = PurgeQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[30]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1981,7 +2696,7 @@ func (x *PurgeQueueRequest) String() string {
 func (*PurgeQueueRequest) ProtoMessage() {}
 
 func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[30]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1994,7 +2709,7 @@ func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueRequest.ProtoReflect.Descriptor instead.
 func (*PurgeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{30}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PurgeQueueRequest) GetQueue() string {
@@ -2015,7 +2730,7 @@ type PurgeQueueResponse struct {
 
 func (x *PurgeQueueResponse) Reset() {
 	*x = PurgeQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[31]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2027,7 +2742,7 @@ func (x *PurgeQueueResponse) String() string {
 func (*PurgeQueueResponse) ProtoMessage() {}
 
 func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[31]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2040,7 +2755,7 @@ func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueResponse.ProtoReflect.Descriptor instead.
 func (*PurgeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{31}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PurgeQueueResponse) GetDeleted() uint64 {
@@ -2063,7 +2778,7 @@ type ControlWorkerRequest struct {
 
 func (x *ControlWorkerRequest) Reset() {
 	*x = ControlWorkerRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[32]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2075,7 +2790,7 @@ func (x *ControlWorkerRequest) String() string {
 func (*ControlWorkerRequest) ProtoMessage() {}
 
 func (x *ControlWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[32]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +2803,7 @@ func (x *ControlWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlWorkerRequest.ProtoReflect.Descriptor instead.
 func (*ControlWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{32}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ControlWorkerRequest) GetWorkerId() string {
@@ -2116,7 +2831,7 @@ type ControlWorkerResponse struct {
 
 func (x *ControlWorkerResponse) Reset() {
 	*x = ControlWorkerResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[33]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2128,7 +2843,7 @@ func (x *ControlWorkerResponse) String() string {
 func (*ControlWorkerResponse) ProtoMessage() {}
 
 func (x *ControlWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[33]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2141,7 +2856,7 @@ func (x *ControlWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlWorkerResponse.ProtoReflect.Descriptor instead.
 func (*ControlWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{33}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ControlWorkerResponse) GetStreams() uint32 {
@@ -2164,7 +2879,7 @@ type ConfigureQueueRequest struct {
 
 func (x *ConfigureQueueRequest) Reset() {
 	*x = ConfigureQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[34]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2176,7 +2891,7 @@ func (x *ConfigureQueueRequest) String() string {
 func (*ConfigureQueueRequest) ProtoMessage() {}
 
 func (x *ConfigureQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[34]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2189,7 +2904,7 @@ func (x *ConfigureQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureQueueRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{34}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ConfigureQueueRequest) GetQueue() string {
@@ -2217,7 +2932,7 @@ type ConfigureQueueResponse struct {
 
 func (x *ConfigureQueueResponse) Reset() {
 	*x = ConfigureQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[35]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2229,7 +2944,7 @@ func (x *ConfigureQueueResponse) String() string {
 func (*ConfigureQueueResponse) ProtoMessage() {}
 
 func (x *ConfigureQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[35]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2242,7 +2957,7 @@ func (x *ConfigureQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureQueueResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{35}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ConfigureQueueResponse) GetConfig() *QueueConfig {
@@ -2256,7 +2971,39 @@ var File_worq_v1_admin_service_proto protoreflect.FileDescriptor
 
 const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1bworq/v1/admin_service.proto\x12\aworq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11worq/v1/job.proto\x1a\x1cworq/v1/worker_service.proto\"!\n" +
+	"\x1bworq/v1/admin_service.proto\x12\aworq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x13worq/v1/batch.proto\x1a\x11worq/v1/job.proto\x1a\x16worq/v1/schedule.proto\x1a\x1cworq/v1/worker_service.proto\"C\n" +
+	"\x12PutScheduleRequest\x12-\n" +
+	"\bschedule\x18\x01 \x01(\v2\x11.worq.v1.ScheduleR\bschedule\"D\n" +
+	"\x13PutScheduleResponse\x12-\n" +
+	"\bschedule\x18\x01 \x01(\v2\x11.worq.v1.ScheduleR\bschedule\"(\n" +
+	"\x12GetScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"D\n" +
+	"\x13GetScheduleResponse\x12-\n" +
+	"\bschedule\x18\x01 \x01(\v2\x11.worq.v1.ScheduleR\bschedule\"\x16\n" +
+	"\x14ListSchedulesRequest\"H\n" +
+	"\x15ListSchedulesResponse\x12/\n" +
+	"\tschedules\x18\x01 \x03(\v2\x11.worq.v1.ScheduleR\tschedules\"*\n" +
+	"\x14PauseScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x17\n" +
+	"\x15PauseScheduleResponse\"+\n" +
+	"\x15ResumeScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x18\n" +
+	"\x16ResumeScheduleResponse\"+\n" +
+	"\x15DeleteScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x18\n" +
+	"\x16DeleteScheduleResponse\"+\n" +
+	"\x15RunScheduleNowRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"*\n" +
+	"\x16RunScheduleNowResponse\x12\x10\n" +
+	"\x03jid\x18\x01 \x01(\tR\x03jid\"{\n" +
+	"\x12ListBatchesRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\x12)\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x13.worq.v1.BatchStateR\x05state\"g\n" +
+	"\x13ListBatchesResponse\x12(\n" +
+	"\abatches\x18\x01 \x03(\v2\x0e.worq.v1.BatchR\abatches\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"!\n" +
 	"\rGetJobRequest\x12\x10\n" +
 	"\x03jid\x18\x01 \x01(\tR\x03jid\"0\n" +
 	"\x0eGetJobResponse\x12\x1e\n" +
@@ -2424,7 +3171,7 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12,\n" +
 	"\x06config\x18\x02 \x01(\v2\x14.worq.v1.QueueConfigR\x06config\"F\n" +
 	"\x16ConfigureQueueResponse\x12,\n" +
-	"\x06config\x18\x01 \x01(\v2\x14.worq.v1.QueueConfigR\x06config2\x85\b\n" +
+	"\x06config\x18\x01 \x01(\v2\x14.worq.v1.QueueConfigR\x06config2\xfc\f\n" +
 	"\fAdminService\x129\n" +
 	"\x06GetJob\x12\x16.worq.v1.GetJobRequest\x1a\x17.worq.v1.GetJobResponse\x12?\n" +
 	"\bListJobs\x12\x18.worq.v1.ListJobsRequest\x1a\x19.worq.v1.ListJobsResponse\x12E\n" +
@@ -2443,7 +3190,15 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\n" +
 	"PurgeQueue\x12\x1a.worq.v1.PurgeQueueRequest\x1a\x1b.worq.v1.PurgeQueueResponse\x12N\n" +
 	"\rControlWorker\x12\x1d.worq.v1.ControlWorkerRequest\x1a\x1e.worq.v1.ControlWorkerResponse\x12Q\n" +
-	"\x0eConfigureQueue\x12\x1e.worq.v1.ConfigureQueueRequest\x1a\x1f.worq.v1.ConfigureQueueResponseB\x8d\x01\n" +
+	"\x0eConfigureQueue\x12\x1e.worq.v1.ConfigureQueueRequest\x1a\x1f.worq.v1.ConfigureQueueResponse\x12H\n" +
+	"\vPutSchedule\x12\x1b.worq.v1.PutScheduleRequest\x1a\x1c.worq.v1.PutScheduleResponse\x12H\n" +
+	"\vGetSchedule\x12\x1b.worq.v1.GetScheduleRequest\x1a\x1c.worq.v1.GetScheduleResponse\x12N\n" +
+	"\rListSchedules\x12\x1d.worq.v1.ListSchedulesRequest\x1a\x1e.worq.v1.ListSchedulesResponse\x12N\n" +
+	"\rPauseSchedule\x12\x1d.worq.v1.PauseScheduleRequest\x1a\x1e.worq.v1.PauseScheduleResponse\x12Q\n" +
+	"\x0eResumeSchedule\x12\x1e.worq.v1.ResumeScheduleRequest\x1a\x1f.worq.v1.ResumeScheduleResponse\x12Q\n" +
+	"\x0eDeleteSchedule\x12\x1e.worq.v1.DeleteScheduleRequest\x1a\x1f.worq.v1.DeleteScheduleResponse\x12Q\n" +
+	"\x0eRunScheduleNow\x12\x1e.worq.v1.RunScheduleNowRequest\x1a\x1f.worq.v1.RunScheduleNowResponse\x12H\n" +
+	"\vListBatches\x12\x1b.worq.v1.ListBatchesRequest\x1a\x1c.worq.v1.ListBatchesResponseB\x8d\x01\n" +
 	"\vcom.worq.v1B\x11AdminServiceProtoP\x01Z.github.com/worq-dev/worq/gen/go/worq/v1;worqv1\xa2\x02\x03WXX\xaa\x02\aWorq.V1\xca\x02\aWorq\\V1\xe2\x02\x13Worq\\V1\\GPBMetadata\xea\x02\bWorq::V1b\x06proto3"
 
 var (
@@ -2458,116 +3213,157 @@ func file_worq_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_worq_v1_admin_service_proto_rawDescData
 }
 
-var file_worq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_worq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_worq_v1_admin_service_proto_goTypes = []any{
-	(*GetJobRequest)(nil),          // 0: worq.v1.GetJobRequest
-	(*GetJobResponse)(nil),         // 1: worq.v1.GetJobResponse
-	(*ListJobsRequest)(nil),        // 2: worq.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),       // 3: worq.v1.ListJobsResponse
-	(*ListQueuesRequest)(nil),      // 4: worq.v1.ListQueuesRequest
-	(*ListQueuesResponse)(nil),     // 5: worq.v1.ListQueuesResponse
-	(*QueueStats)(nil),             // 6: worq.v1.QueueStats
-	(*QueueConfig)(nil),            // 7: worq.v1.QueueConfig
-	(*GroupLimits)(nil),            // 8: worq.v1.GroupLimits
-	(*GroupLimit)(nil),             // 9: worq.v1.GroupLimit
-	(*GroupStats)(nil),             // 10: worq.v1.GroupStats
-	(*RateLimit)(nil),              // 11: worq.v1.RateLimit
-	(*GetQueueStatsRequest)(nil),   // 12: worq.v1.GetQueueStatsRequest
-	(*GetQueueStatsResponse)(nil),  // 13: worq.v1.GetQueueStatsResponse
-	(*GetServerInfoRequest)(nil),   // 14: worq.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),  // 15: worq.v1.GetServerInfoResponse
-	(*ClusterNode)(nil),            // 16: worq.v1.ClusterNode
-	(*ListWorkersRequest)(nil),     // 17: worq.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),    // 18: worq.v1.ListWorkersResponse
-	(*WorkerInfo)(nil),             // 19: worq.v1.WorkerInfo
-	(*DeleteJobRequest)(nil),       // 20: worq.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),      // 21: worq.v1.DeleteJobResponse
-	(*RetryJobsRequest)(nil),       // 22: worq.v1.RetryJobsRequest
-	(*RetryJobsResponse)(nil),      // 23: worq.v1.RetryJobsResponse
-	(*RunJobsNowRequest)(nil),      // 24: worq.v1.RunJobsNowRequest
-	(*RunJobsNowResponse)(nil),     // 25: worq.v1.RunJobsNowResponse
-	(*PauseQueueRequest)(nil),      // 26: worq.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),     // 27: worq.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),     // 28: worq.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),    // 29: worq.v1.ResumeQueueResponse
-	(*PurgeQueueRequest)(nil),      // 30: worq.v1.PurgeQueueRequest
-	(*PurgeQueueResponse)(nil),     // 31: worq.v1.PurgeQueueResponse
-	(*ControlWorkerRequest)(nil),   // 32: worq.v1.ControlWorkerRequest
-	(*ControlWorkerResponse)(nil),  // 33: worq.v1.ControlWorkerResponse
-	(*ConfigureQueueRequest)(nil),  // 34: worq.v1.ConfigureQueueRequest
-	(*ConfigureQueueResponse)(nil), // 35: worq.v1.ConfigureQueueResponse
-	nil,                            // 36: worq.v1.ListJobsRequest.TagsEntry
-	nil,                            // 37: worq.v1.WorkerInfo.LabelsEntry
-	(*Job)(nil),                    // 38: worq.v1.Job
-	(JobState)(0),                  // 39: worq.v1.JobState
-	(*timestamppb.Timestamp)(nil),  // 40: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 41: google.protobuf.Duration
-	(*LeaseRef)(nil),               // 42: worq.v1.LeaseRef
-	(ControlAction)(0),             // 43: worq.v1.ControlAction
+	(*PutScheduleRequest)(nil),     // 0: worq.v1.PutScheduleRequest
+	(*PutScheduleResponse)(nil),    // 1: worq.v1.PutScheduleResponse
+	(*GetScheduleRequest)(nil),     // 2: worq.v1.GetScheduleRequest
+	(*GetScheduleResponse)(nil),    // 3: worq.v1.GetScheduleResponse
+	(*ListSchedulesRequest)(nil),   // 4: worq.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),  // 5: worq.v1.ListSchedulesResponse
+	(*PauseScheduleRequest)(nil),   // 6: worq.v1.PauseScheduleRequest
+	(*PauseScheduleResponse)(nil),  // 7: worq.v1.PauseScheduleResponse
+	(*ResumeScheduleRequest)(nil),  // 8: worq.v1.ResumeScheduleRequest
+	(*ResumeScheduleResponse)(nil), // 9: worq.v1.ResumeScheduleResponse
+	(*DeleteScheduleRequest)(nil),  // 10: worq.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil), // 11: worq.v1.DeleteScheduleResponse
+	(*RunScheduleNowRequest)(nil),  // 12: worq.v1.RunScheduleNowRequest
+	(*RunScheduleNowResponse)(nil), // 13: worq.v1.RunScheduleNowResponse
+	(*ListBatchesRequest)(nil),     // 14: worq.v1.ListBatchesRequest
+	(*ListBatchesResponse)(nil),    // 15: worq.v1.ListBatchesResponse
+	(*GetJobRequest)(nil),          // 16: worq.v1.GetJobRequest
+	(*GetJobResponse)(nil),         // 17: worq.v1.GetJobResponse
+	(*ListJobsRequest)(nil),        // 18: worq.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),       // 19: worq.v1.ListJobsResponse
+	(*ListQueuesRequest)(nil),      // 20: worq.v1.ListQueuesRequest
+	(*ListQueuesResponse)(nil),     // 21: worq.v1.ListQueuesResponse
+	(*QueueStats)(nil),             // 22: worq.v1.QueueStats
+	(*QueueConfig)(nil),            // 23: worq.v1.QueueConfig
+	(*GroupLimits)(nil),            // 24: worq.v1.GroupLimits
+	(*GroupLimit)(nil),             // 25: worq.v1.GroupLimit
+	(*GroupStats)(nil),             // 26: worq.v1.GroupStats
+	(*RateLimit)(nil),              // 27: worq.v1.RateLimit
+	(*GetQueueStatsRequest)(nil),   // 28: worq.v1.GetQueueStatsRequest
+	(*GetQueueStatsResponse)(nil),  // 29: worq.v1.GetQueueStatsResponse
+	(*GetServerInfoRequest)(nil),   // 30: worq.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),  // 31: worq.v1.GetServerInfoResponse
+	(*ClusterNode)(nil),            // 32: worq.v1.ClusterNode
+	(*ListWorkersRequest)(nil),     // 33: worq.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),    // 34: worq.v1.ListWorkersResponse
+	(*WorkerInfo)(nil),             // 35: worq.v1.WorkerInfo
+	(*DeleteJobRequest)(nil),       // 36: worq.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),      // 37: worq.v1.DeleteJobResponse
+	(*RetryJobsRequest)(nil),       // 38: worq.v1.RetryJobsRequest
+	(*RetryJobsResponse)(nil),      // 39: worq.v1.RetryJobsResponse
+	(*RunJobsNowRequest)(nil),      // 40: worq.v1.RunJobsNowRequest
+	(*RunJobsNowResponse)(nil),     // 41: worq.v1.RunJobsNowResponse
+	(*PauseQueueRequest)(nil),      // 42: worq.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),     // 43: worq.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),     // 44: worq.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),    // 45: worq.v1.ResumeQueueResponse
+	(*PurgeQueueRequest)(nil),      // 46: worq.v1.PurgeQueueRequest
+	(*PurgeQueueResponse)(nil),     // 47: worq.v1.PurgeQueueResponse
+	(*ControlWorkerRequest)(nil),   // 48: worq.v1.ControlWorkerRequest
+	(*ControlWorkerResponse)(nil),  // 49: worq.v1.ControlWorkerResponse
+	(*ConfigureQueueRequest)(nil),  // 50: worq.v1.ConfigureQueueRequest
+	(*ConfigureQueueResponse)(nil), // 51: worq.v1.ConfigureQueueResponse
+	nil,                            // 52: worq.v1.ListJobsRequest.TagsEntry
+	nil,                            // 53: worq.v1.WorkerInfo.LabelsEntry
+	(*Schedule)(nil),               // 54: worq.v1.Schedule
+	(BatchState)(0),                // 55: worq.v1.BatchState
+	(*Batch)(nil),                  // 56: worq.v1.Batch
+	(*Job)(nil),                    // 57: worq.v1.Job
+	(JobState)(0),                  // 58: worq.v1.JobState
+	(*timestamppb.Timestamp)(nil),  // 59: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 60: google.protobuf.Duration
+	(*LeaseRef)(nil),               // 61: worq.v1.LeaseRef
+	(ControlAction)(0),             // 62: worq.v1.ControlAction
 }
 var file_worq_v1_admin_service_proto_depIdxs = []int32{
-	38, // 0: worq.v1.GetJobResponse.job:type_name -> worq.v1.Job
-	39, // 1: worq.v1.ListJobsRequest.state:type_name -> worq.v1.JobState
-	36, // 2: worq.v1.ListJobsRequest.tags:type_name -> worq.v1.ListJobsRequest.TagsEntry
-	40, // 3: worq.v1.ListJobsRequest.created_after:type_name -> google.protobuf.Timestamp
-	40, // 4: worq.v1.ListJobsRequest.created_before:type_name -> google.protobuf.Timestamp
-	38, // 5: worq.v1.ListJobsResponse.jobs:type_name -> worq.v1.Job
-	6,  // 6: worq.v1.ListQueuesResponse.queues:type_name -> worq.v1.QueueStats
-	41, // 7: worq.v1.QueueStats.latency:type_name -> google.protobuf.Duration
-	7,  // 8: worq.v1.QueueStats.config:type_name -> worq.v1.QueueConfig
-	10, // 9: worq.v1.QueueStats.top_groups:type_name -> worq.v1.GroupStats
-	11, // 10: worq.v1.QueueConfig.rate_limit:type_name -> worq.v1.RateLimit
-	8,  // 11: worq.v1.QueueConfig.group_limits:type_name -> worq.v1.GroupLimits
-	9,  // 12: worq.v1.GroupLimits.limits:type_name -> worq.v1.GroupLimit
-	11, // 13: worq.v1.GroupLimit.rate_limit:type_name -> worq.v1.RateLimit
-	9,  // 14: worq.v1.GroupStats.limit:type_name -> worq.v1.GroupLimit
-	41, // 15: worq.v1.RateLimit.period:type_name -> google.protobuf.Duration
-	6,  // 16: worq.v1.GetQueueStatsResponse.stats:type_name -> worq.v1.QueueStats
-	40, // 17: worq.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
-	41, // 18: worq.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
-	16, // 19: worq.v1.GetServerInfoResponse.cluster_nodes:type_name -> worq.v1.ClusterNode
-	40, // 20: worq.v1.ClusterNode.started_at:type_name -> google.protobuf.Timestamp
-	40, // 21: worq.v1.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	19, // 22: worq.v1.ListWorkersResponse.workers:type_name -> worq.v1.WorkerInfo
-	42, // 23: worq.v1.WorkerInfo.held:type_name -> worq.v1.LeaseRef
-	40, // 24: worq.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	37, // 25: worq.v1.WorkerInfo.labels:type_name -> worq.v1.WorkerInfo.LabelsEntry
-	43, // 26: worq.v1.ControlWorkerRequest.action:type_name -> worq.v1.ControlAction
-	7,  // 27: worq.v1.ConfigureQueueRequest.config:type_name -> worq.v1.QueueConfig
-	7,  // 28: worq.v1.ConfigureQueueResponse.config:type_name -> worq.v1.QueueConfig
-	0,  // 29: worq.v1.AdminService.GetJob:input_type -> worq.v1.GetJobRequest
-	2,  // 30: worq.v1.AdminService.ListJobs:input_type -> worq.v1.ListJobsRequest
-	4,  // 31: worq.v1.AdminService.ListQueues:input_type -> worq.v1.ListQueuesRequest
-	12, // 32: worq.v1.AdminService.GetQueueStats:input_type -> worq.v1.GetQueueStatsRequest
-	14, // 33: worq.v1.AdminService.GetServerInfo:input_type -> worq.v1.GetServerInfoRequest
-	17, // 34: worq.v1.AdminService.ListWorkers:input_type -> worq.v1.ListWorkersRequest
-	20, // 35: worq.v1.AdminService.DeleteJob:input_type -> worq.v1.DeleteJobRequest
-	22, // 36: worq.v1.AdminService.RetryJobs:input_type -> worq.v1.RetryJobsRequest
-	24, // 37: worq.v1.AdminService.RunJobsNow:input_type -> worq.v1.RunJobsNowRequest
-	26, // 38: worq.v1.AdminService.PauseQueue:input_type -> worq.v1.PauseQueueRequest
-	28, // 39: worq.v1.AdminService.ResumeQueue:input_type -> worq.v1.ResumeQueueRequest
-	30, // 40: worq.v1.AdminService.PurgeQueue:input_type -> worq.v1.PurgeQueueRequest
-	32, // 41: worq.v1.AdminService.ControlWorker:input_type -> worq.v1.ControlWorkerRequest
-	34, // 42: worq.v1.AdminService.ConfigureQueue:input_type -> worq.v1.ConfigureQueueRequest
-	1,  // 43: worq.v1.AdminService.GetJob:output_type -> worq.v1.GetJobResponse
-	3,  // 44: worq.v1.AdminService.ListJobs:output_type -> worq.v1.ListJobsResponse
-	5,  // 45: worq.v1.AdminService.ListQueues:output_type -> worq.v1.ListQueuesResponse
-	13, // 46: worq.v1.AdminService.GetQueueStats:output_type -> worq.v1.GetQueueStatsResponse
-	15, // 47: worq.v1.AdminService.GetServerInfo:output_type -> worq.v1.GetServerInfoResponse
-	18, // 48: worq.v1.AdminService.ListWorkers:output_type -> worq.v1.ListWorkersResponse
-	21, // 49: worq.v1.AdminService.DeleteJob:output_type -> worq.v1.DeleteJobResponse
-	23, // 50: worq.v1.AdminService.RetryJobs:output_type -> worq.v1.RetryJobsResponse
-	25, // 51: worq.v1.AdminService.RunJobsNow:output_type -> worq.v1.RunJobsNowResponse
-	27, // 52: worq.v1.AdminService.PauseQueue:output_type -> worq.v1.PauseQueueResponse
-	29, // 53: worq.v1.AdminService.ResumeQueue:output_type -> worq.v1.ResumeQueueResponse
-	31, // 54: worq.v1.AdminService.PurgeQueue:output_type -> worq.v1.PurgeQueueResponse
-	33, // 55: worq.v1.AdminService.ControlWorker:output_type -> worq.v1.ControlWorkerResponse
-	35, // 56: worq.v1.AdminService.ConfigureQueue:output_type -> worq.v1.ConfigureQueueResponse
-	43, // [43:57] is the sub-list for method output_type
-	29, // [29:43] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	54, // 0: worq.v1.PutScheduleRequest.schedule:type_name -> worq.v1.Schedule
+	54, // 1: worq.v1.PutScheduleResponse.schedule:type_name -> worq.v1.Schedule
+	54, // 2: worq.v1.GetScheduleResponse.schedule:type_name -> worq.v1.Schedule
+	54, // 3: worq.v1.ListSchedulesResponse.schedules:type_name -> worq.v1.Schedule
+	55, // 4: worq.v1.ListBatchesRequest.state:type_name -> worq.v1.BatchState
+	56, // 5: worq.v1.ListBatchesResponse.batches:type_name -> worq.v1.Batch
+	57, // 6: worq.v1.GetJobResponse.job:type_name -> worq.v1.Job
+	58, // 7: worq.v1.ListJobsRequest.state:type_name -> worq.v1.JobState
+	52, // 8: worq.v1.ListJobsRequest.tags:type_name -> worq.v1.ListJobsRequest.TagsEntry
+	59, // 9: worq.v1.ListJobsRequest.created_after:type_name -> google.protobuf.Timestamp
+	59, // 10: worq.v1.ListJobsRequest.created_before:type_name -> google.protobuf.Timestamp
+	57, // 11: worq.v1.ListJobsResponse.jobs:type_name -> worq.v1.Job
+	22, // 12: worq.v1.ListQueuesResponse.queues:type_name -> worq.v1.QueueStats
+	60, // 13: worq.v1.QueueStats.latency:type_name -> google.protobuf.Duration
+	23, // 14: worq.v1.QueueStats.config:type_name -> worq.v1.QueueConfig
+	26, // 15: worq.v1.QueueStats.top_groups:type_name -> worq.v1.GroupStats
+	27, // 16: worq.v1.QueueConfig.rate_limit:type_name -> worq.v1.RateLimit
+	24, // 17: worq.v1.QueueConfig.group_limits:type_name -> worq.v1.GroupLimits
+	25, // 18: worq.v1.GroupLimits.limits:type_name -> worq.v1.GroupLimit
+	27, // 19: worq.v1.GroupLimit.rate_limit:type_name -> worq.v1.RateLimit
+	25, // 20: worq.v1.GroupStats.limit:type_name -> worq.v1.GroupLimit
+	60, // 21: worq.v1.RateLimit.period:type_name -> google.protobuf.Duration
+	22, // 22: worq.v1.GetQueueStatsResponse.stats:type_name -> worq.v1.QueueStats
+	59, // 23: worq.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
+	60, // 24: worq.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
+	32, // 25: worq.v1.GetServerInfoResponse.cluster_nodes:type_name -> worq.v1.ClusterNode
+	59, // 26: worq.v1.ClusterNode.started_at:type_name -> google.protobuf.Timestamp
+	59, // 27: worq.v1.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	35, // 28: worq.v1.ListWorkersResponse.workers:type_name -> worq.v1.WorkerInfo
+	61, // 29: worq.v1.WorkerInfo.held:type_name -> worq.v1.LeaseRef
+	59, // 30: worq.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	53, // 31: worq.v1.WorkerInfo.labels:type_name -> worq.v1.WorkerInfo.LabelsEntry
+	62, // 32: worq.v1.ControlWorkerRequest.action:type_name -> worq.v1.ControlAction
+	23, // 33: worq.v1.ConfigureQueueRequest.config:type_name -> worq.v1.QueueConfig
+	23, // 34: worq.v1.ConfigureQueueResponse.config:type_name -> worq.v1.QueueConfig
+	16, // 35: worq.v1.AdminService.GetJob:input_type -> worq.v1.GetJobRequest
+	18, // 36: worq.v1.AdminService.ListJobs:input_type -> worq.v1.ListJobsRequest
+	20, // 37: worq.v1.AdminService.ListQueues:input_type -> worq.v1.ListQueuesRequest
+	28, // 38: worq.v1.AdminService.GetQueueStats:input_type -> worq.v1.GetQueueStatsRequest
+	30, // 39: worq.v1.AdminService.GetServerInfo:input_type -> worq.v1.GetServerInfoRequest
+	33, // 40: worq.v1.AdminService.ListWorkers:input_type -> worq.v1.ListWorkersRequest
+	36, // 41: worq.v1.AdminService.DeleteJob:input_type -> worq.v1.DeleteJobRequest
+	38, // 42: worq.v1.AdminService.RetryJobs:input_type -> worq.v1.RetryJobsRequest
+	40, // 43: worq.v1.AdminService.RunJobsNow:input_type -> worq.v1.RunJobsNowRequest
+	42, // 44: worq.v1.AdminService.PauseQueue:input_type -> worq.v1.PauseQueueRequest
+	44, // 45: worq.v1.AdminService.ResumeQueue:input_type -> worq.v1.ResumeQueueRequest
+	46, // 46: worq.v1.AdminService.PurgeQueue:input_type -> worq.v1.PurgeQueueRequest
+	48, // 47: worq.v1.AdminService.ControlWorker:input_type -> worq.v1.ControlWorkerRequest
+	50, // 48: worq.v1.AdminService.ConfigureQueue:input_type -> worq.v1.ConfigureQueueRequest
+	0,  // 49: worq.v1.AdminService.PutSchedule:input_type -> worq.v1.PutScheduleRequest
+	2,  // 50: worq.v1.AdminService.GetSchedule:input_type -> worq.v1.GetScheduleRequest
+	4,  // 51: worq.v1.AdminService.ListSchedules:input_type -> worq.v1.ListSchedulesRequest
+	6,  // 52: worq.v1.AdminService.PauseSchedule:input_type -> worq.v1.PauseScheduleRequest
+	8,  // 53: worq.v1.AdminService.ResumeSchedule:input_type -> worq.v1.ResumeScheduleRequest
+	10, // 54: worq.v1.AdminService.DeleteSchedule:input_type -> worq.v1.DeleteScheduleRequest
+	12, // 55: worq.v1.AdminService.RunScheduleNow:input_type -> worq.v1.RunScheduleNowRequest
+	14, // 56: worq.v1.AdminService.ListBatches:input_type -> worq.v1.ListBatchesRequest
+	17, // 57: worq.v1.AdminService.GetJob:output_type -> worq.v1.GetJobResponse
+	19, // 58: worq.v1.AdminService.ListJobs:output_type -> worq.v1.ListJobsResponse
+	21, // 59: worq.v1.AdminService.ListQueues:output_type -> worq.v1.ListQueuesResponse
+	29, // 60: worq.v1.AdminService.GetQueueStats:output_type -> worq.v1.GetQueueStatsResponse
+	31, // 61: worq.v1.AdminService.GetServerInfo:output_type -> worq.v1.GetServerInfoResponse
+	34, // 62: worq.v1.AdminService.ListWorkers:output_type -> worq.v1.ListWorkersResponse
+	37, // 63: worq.v1.AdminService.DeleteJob:output_type -> worq.v1.DeleteJobResponse
+	39, // 64: worq.v1.AdminService.RetryJobs:output_type -> worq.v1.RetryJobsResponse
+	41, // 65: worq.v1.AdminService.RunJobsNow:output_type -> worq.v1.RunJobsNowResponse
+	43, // 66: worq.v1.AdminService.PauseQueue:output_type -> worq.v1.PauseQueueResponse
+	45, // 67: worq.v1.AdminService.ResumeQueue:output_type -> worq.v1.ResumeQueueResponse
+	47, // 68: worq.v1.AdminService.PurgeQueue:output_type -> worq.v1.PurgeQueueResponse
+	49, // 69: worq.v1.AdminService.ControlWorker:output_type -> worq.v1.ControlWorkerResponse
+	51, // 70: worq.v1.AdminService.ConfigureQueue:output_type -> worq.v1.ConfigureQueueResponse
+	1,  // 71: worq.v1.AdminService.PutSchedule:output_type -> worq.v1.PutScheduleResponse
+	3,  // 72: worq.v1.AdminService.GetSchedule:output_type -> worq.v1.GetScheduleResponse
+	5,  // 73: worq.v1.AdminService.ListSchedules:output_type -> worq.v1.ListSchedulesResponse
+	7,  // 74: worq.v1.AdminService.PauseSchedule:output_type -> worq.v1.PauseScheduleResponse
+	9,  // 75: worq.v1.AdminService.ResumeSchedule:output_type -> worq.v1.ResumeScheduleResponse
+	11, // 76: worq.v1.AdminService.DeleteSchedule:output_type -> worq.v1.DeleteScheduleResponse
+	13, // 77: worq.v1.AdminService.RunScheduleNow:output_type -> worq.v1.RunScheduleNowResponse
+	15, // 78: worq.v1.AdminService.ListBatches:output_type -> worq.v1.ListBatchesResponse
+	57, // [57:79] is the sub-list for method output_type
+	35, // [35:57] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_worq_v1_admin_service_proto_init() }
@@ -2575,18 +3371,20 @@ func file_worq_v1_admin_service_proto_init() {
 	if File_worq_v1_admin_service_proto != nil {
 		return
 	}
+	file_worq_v1_batch_proto_init()
 	file_worq_v1_job_proto_init()
+	file_worq_v1_schedule_proto_init()
 	file_worq_v1_worker_service_proto_init()
-	file_worq_v1_admin_service_proto_msgTypes[6].OneofWrappers = []any{}
-	file_worq_v1_admin_service_proto_msgTypes[7].OneofWrappers = []any{}
-	file_worq_v1_admin_service_proto_msgTypes[10].OneofWrappers = []any{}
+	file_worq_v1_admin_service_proto_msgTypes[22].OneofWrappers = []any{}
+	file_worq_v1_admin_service_proto_msgTypes[23].OneofWrappers = []any{}
+	file_worq_v1_admin_service_proto_msgTypes[26].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worq_v1_admin_service_proto_rawDesc), len(file_worq_v1_admin_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

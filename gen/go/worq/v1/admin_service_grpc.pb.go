@@ -33,6 +33,14 @@ const (
 	AdminService_PurgeQueue_FullMethodName     = "/worq.v1.AdminService/PurgeQueue"
 	AdminService_ControlWorker_FullMethodName  = "/worq.v1.AdminService/ControlWorker"
 	AdminService_ConfigureQueue_FullMethodName = "/worq.v1.AdminService/ConfigureQueue"
+	AdminService_PutSchedule_FullMethodName    = "/worq.v1.AdminService/PutSchedule"
+	AdminService_GetSchedule_FullMethodName    = "/worq.v1.AdminService/GetSchedule"
+	AdminService_ListSchedules_FullMethodName  = "/worq.v1.AdminService/ListSchedules"
+	AdminService_PauseSchedule_FullMethodName  = "/worq.v1.AdminService/PauseSchedule"
+	AdminService_ResumeSchedule_FullMethodName = "/worq.v1.AdminService/ResumeSchedule"
+	AdminService_DeleteSchedule_FullMethodName = "/worq.v1.AdminService/DeleteSchedule"
+	AdminService_RunScheduleNow_FullMethodName = "/worq.v1.AdminService/RunScheduleNow"
+	AdminService_ListBatches_FullMethodName    = "/worq.v1.AdminService/ListBatches"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -80,6 +88,22 @@ type AdminServiceClient interface {
 	// ConfigureQueue changes a queue's settings (fields left unset keep their value) and
 	// returns them all; the queue is created if new. Settings survive restarts.
 	ConfigureQueue(ctx context.Context, in *ConfigureQueueRequest, opts ...grpc.CallOption) (*ConfigureQueueResponse, error)
+	// PutSchedule creates a schedule or replaces the one of its name (its tick history kept).
+	PutSchedule(ctx context.Context, in *PutScheduleRequest, opts ...grpc.CallOption) (*PutScheduleResponse, error)
+	// GetSchedule returns one schedule with its next runs and last outcome; NOT_FOUND if none.
+	GetSchedule(ctx context.Context, in *GetScheduleRequest, opts ...grpc.CallOption) (*GetScheduleResponse, error)
+	// ListSchedules returns every schedule, sorted by name.
+	ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error)
+	// PauseSchedule stops a schedule's ticks; ResumeSchedule starts them again (ticks
+	// meanwhile are missed ticks, per its MissedTicks).
+	PauseSchedule(ctx context.Context, in *PauseScheduleRequest, opts ...grpc.CallOption) (*PauseScheduleResponse, error)
+	ResumeSchedule(ctx context.Context, in *ResumeScheduleRequest, opts ...grpc.CallOption) (*ResumeScheduleResponse, error)
+	// DeleteSchedule removes a schedule (jobs it enqueued stay).
+	DeleteSchedule(ctx context.Context, in *DeleteScheduleRequest, opts ...grpc.CallOption) (*DeleteScheduleResponse, error)
+	// RunScheduleNow enqueues the schedule's job at once, outside its ticks (overlap applies).
+	RunScheduleNow(ctx context.Context, in *RunScheduleNowRequest, opts ...grpc.CallOption) (*RunScheduleNowResponse, error)
+	// ListBatches returns batches, newest first, a page at a time.
+	ListBatches(ctx context.Context, in *ListBatchesRequest, opts ...grpc.CallOption) (*ListBatchesResponse, error)
 }
 
 type adminServiceClient struct {
@@ -230,6 +254,86 @@ func (c *adminServiceClient) ConfigureQueue(ctx context.Context, in *ConfigureQu
 	return out, nil
 }
 
+func (c *adminServiceClient) PutSchedule(ctx context.Context, in *PutScheduleRequest, opts ...grpc.CallOption) (*PutScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PutScheduleResponse)
+	err := c.cc.Invoke(ctx, AdminService_PutSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) GetSchedule(ctx context.Context, in *GetScheduleRequest, opts ...grpc.CallOption) (*GetScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetScheduleResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSchedulesResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListSchedules_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) PauseSchedule(ctx context.Context, in *PauseScheduleRequest, opts ...grpc.CallOption) (*PauseScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PauseScheduleResponse)
+	err := c.cc.Invoke(ctx, AdminService_PauseSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ResumeSchedule(ctx context.Context, in *ResumeScheduleRequest, opts ...grpc.CallOption) (*ResumeScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeScheduleResponse)
+	err := c.cc.Invoke(ctx, AdminService_ResumeSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) DeleteSchedule(ctx context.Context, in *DeleteScheduleRequest, opts ...grpc.CallOption) (*DeleteScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteScheduleResponse)
+	err := c.cc.Invoke(ctx, AdminService_DeleteSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RunScheduleNow(ctx context.Context, in *RunScheduleNowRequest, opts ...grpc.CallOption) (*RunScheduleNowResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RunScheduleNowResponse)
+	err := c.cc.Invoke(ctx, AdminService_RunScheduleNow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListBatches(ctx context.Context, in *ListBatchesRequest, opts ...grpc.CallOption) (*ListBatchesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListBatchesResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListBatches_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -275,6 +379,22 @@ type AdminServiceServer interface {
 	// ConfigureQueue changes a queue's settings (fields left unset keep their value) and
 	// returns them all; the queue is created if new. Settings survive restarts.
 	ConfigureQueue(context.Context, *ConfigureQueueRequest) (*ConfigureQueueResponse, error)
+	// PutSchedule creates a schedule or replaces the one of its name (its tick history kept).
+	PutSchedule(context.Context, *PutScheduleRequest) (*PutScheduleResponse, error)
+	// GetSchedule returns one schedule with its next runs and last outcome; NOT_FOUND if none.
+	GetSchedule(context.Context, *GetScheduleRequest) (*GetScheduleResponse, error)
+	// ListSchedules returns every schedule, sorted by name.
+	ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error)
+	// PauseSchedule stops a schedule's ticks; ResumeSchedule starts them again (ticks
+	// meanwhile are missed ticks, per its MissedTicks).
+	PauseSchedule(context.Context, *PauseScheduleRequest) (*PauseScheduleResponse, error)
+	ResumeSchedule(context.Context, *ResumeScheduleRequest) (*ResumeScheduleResponse, error)
+	// DeleteSchedule removes a schedule (jobs it enqueued stay).
+	DeleteSchedule(context.Context, *DeleteScheduleRequest) (*DeleteScheduleResponse, error)
+	// RunScheduleNow enqueues the schedule's job at once, outside its ticks (overlap applies).
+	RunScheduleNow(context.Context, *RunScheduleNowRequest) (*RunScheduleNowResponse, error)
+	// ListBatches returns batches, newest first, a page at a time.
+	ListBatches(context.Context, *ListBatchesRequest) (*ListBatchesResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -326,6 +446,30 @@ func (UnimplementedAdminServiceServer) ControlWorker(context.Context, *ControlWo
 }
 func (UnimplementedAdminServiceServer) ConfigureQueue(context.Context, *ConfigureQueueRequest) (*ConfigureQueueResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ConfigureQueue not implemented")
+}
+func (UnimplementedAdminServiceServer) PutSchedule(context.Context, *PutScheduleRequest) (*PutScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PutSchedule not implemented")
+}
+func (UnimplementedAdminServiceServer) GetSchedule(context.Context, *GetScheduleRequest) (*GetScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSchedule not implemented")
+}
+func (UnimplementedAdminServiceServer) ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSchedules not implemented")
+}
+func (UnimplementedAdminServiceServer) PauseSchedule(context.Context, *PauseScheduleRequest) (*PauseScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PauseSchedule not implemented")
+}
+func (UnimplementedAdminServiceServer) ResumeSchedule(context.Context, *ResumeScheduleRequest) (*ResumeScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeSchedule not implemented")
+}
+func (UnimplementedAdminServiceServer) DeleteSchedule(context.Context, *DeleteScheduleRequest) (*DeleteScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteSchedule not implemented")
+}
+func (UnimplementedAdminServiceServer) RunScheduleNow(context.Context, *RunScheduleNowRequest) (*RunScheduleNowResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RunScheduleNow not implemented")
+}
+func (UnimplementedAdminServiceServer) ListBatches(context.Context, *ListBatchesRequest) (*ListBatchesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListBatches not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -600,6 +744,150 @@ func _AdminService_ConfigureQueue_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_PutSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PutScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).PutSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_PutSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).PutSchedule(ctx, req.(*PutScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_GetSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetSchedule(ctx, req.(*GetScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListSchedules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSchedulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListSchedules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListSchedules_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListSchedules(ctx, req.(*ListSchedulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_PauseSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).PauseSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_PauseSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).PauseSchedule(ctx, req.(*PauseScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ResumeSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ResumeSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ResumeSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ResumeSchedule(ctx, req.(*ResumeScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_DeleteSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).DeleteSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_DeleteSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).DeleteSchedule(ctx, req.(*DeleteScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_RunScheduleNow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RunScheduleNowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RunScheduleNow(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RunScheduleNow_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RunScheduleNow(ctx, req.(*RunScheduleNowRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListBatches_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListBatchesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListBatches(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListBatches_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListBatches(ctx, req.(*ListBatchesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -662,6 +950,38 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ConfigureQueue",
 			Handler:    _AdminService_ConfigureQueue_Handler,
+		},
+		{
+			MethodName: "PutSchedule",
+			Handler:    _AdminService_PutSchedule_Handler,
+		},
+		{
+			MethodName: "GetSchedule",
+			Handler:    _AdminService_GetSchedule_Handler,
+		},
+		{
+			MethodName: "ListSchedules",
+			Handler:    _AdminService_ListSchedules_Handler,
+		},
+		{
+			MethodName: "PauseSchedule",
+			Handler:    _AdminService_PauseSchedule_Handler,
+		},
+		{
+			MethodName: "ResumeSchedule",
+			Handler:    _AdminService_ResumeSchedule_Handler,
+		},
+		{
+			MethodName: "DeleteSchedule",
+			Handler:    _AdminService_DeleteSchedule_Handler,
+		},
+		{
+			MethodName: "RunScheduleNow",
+			Handler:    _AdminService_RunScheduleNow_Handler,
+		},
+		{
+			MethodName: "ListBatches",
+			Handler:    _AdminService_ListBatches_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

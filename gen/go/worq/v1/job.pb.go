@@ -870,7 +870,13 @@ type JobSpec struct {
 	// Uniqueness (cannot be combined with idempotency_key or debounce).
 	Unique *Uniqueness `protobuf:"bytes,23,opt,name=unique,proto3" json:"unique,omitempty"`
 	// Debounce (cannot be combined with idempotency_key, unique, at or depends_on).
-	Debounce      *Debounce `protobuf:"bytes,24,opt,name=debounce,proto3" json:"debounce,omitempty"`
+	Debounce *Debounce `protobuf:"bytes,24,opt,name=debounce,proto3" json:"debounce,omitempty"`
+	// W3C trace context of the producer's span: stored with the job, shown in GetJob, and
+	// handed to the worker, whose execution span becomes its child (retries too).
+	Trace *TraceContext `protobuf:"bytes,25,opt,name=trace,proto3" json:"trace,omitempty"`
+	// The batch (CreateBatch) the job joins; empty: none. The batch must be open, or the
+	// submit must come from a running job of the batch (JobSpec.parent_jid names it).
+	BatchId       string `protobuf:"bytes,26,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1071,6 +1077,20 @@ func (x *JobSpec) GetDebounce() *Debounce {
 		return x.Debounce
 	}
 	return nil
+}
+
+func (x *JobSpec) GetTrace() *TraceContext {
+	if x != nil {
+		return x.Trace
+	}
+	return nil
+}
+
+func (x *JobSpec) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
 }
 
 // Failure is the record of a job's failures (Faktory's `failure` block).
@@ -1348,7 +1368,14 @@ type Job struct {
 	// How long the unique key stays taken (UNSPECIFIED when the job is not unique).
 	UniqueUntil UniqueUntil `protobuf:"varint,43,opt,name=unique_until,json=uniqueUntil,proto3,enum=worq.v1.UniqueUntil" json:"unique_until,omitempty"`
 	// The job's debounce key (JobSpec.debounce).
-	DebounceKey   string `protobuf:"bytes,44,opt,name=debounce_key,json=debounceKey,proto3" json:"debounce_key,omitempty"`
+	DebounceKey string `protobuf:"bytes,44,opt,name=debounce_key,json=debounceKey,proto3" json:"debounce_key,omitempty"`
+	// The producer's trace context (JobSpec.trace).
+	Trace *TraceContext `protobuf:"bytes,45,opt,name=trace,proto3" json:"trace,omitempty"`
+	// The batch the job belongs to.
+	BatchId string `protobuf:"bytes,46,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	// The schedule whose tick enqueued the job, and that tick's time.
+	Schedule      string                 `protobuf:"bytes,47,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	ScheduledTick *timestamppb.Timestamp `protobuf:"bytes,48,opt,name=scheduled_tick,json=scheduledTick,proto3" json:"scheduled_tick,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1691,6 +1718,89 @@ func (x *Job) GetDebounceKey() string {
 	return ""
 }
 
+func (x *Job) GetTrace() *TraceContext {
+	if x != nil {
+		return x.Trace
+	}
+	return nil
+}
+
+func (x *Job) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
+}
+
+func (x *Job) GetSchedule() string {
+	if x != nil {
+		return x.Schedule
+	}
+	return ""
+}
+
+func (x *Job) GetScheduledTick() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ScheduledTick
+	}
+	return nil
+}
+
+// TraceContext is W3C Trace Context (https://www.w3.org/TR/trace-context/).
+type TraceContext struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The `traceparent` value, e.g. "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".
+	Traceparent string `protobuf:"bytes,1,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	// The `tracestate` value (at most 512 chars); may be empty.
+	Tracestate    string `protobuf:"bytes,2,opt,name=tracestate,proto3" json:"tracestate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TraceContext) Reset() {
+	*x = TraceContext{}
+	mi := &file_worq_v1_job_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TraceContext) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TraceContext) ProtoMessage() {}
+
+func (x *TraceContext) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_job_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TraceContext.ProtoReflect.Descriptor instead.
+func (*TraceContext) Descriptor() ([]byte, []int) {
+	return file_worq_v1_job_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TraceContext) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
+}
+
+func (x *TraceContext) GetTracestate() string {
+	if x != nil {
+		return x.Tracestate
+	}
+	return ""
+}
+
 var File_worq_v1_job_proto protoreflect.FileDescriptor
 
 const file_worq_v1_job_proto_rawDesc = "" +
@@ -1730,7 +1840,7 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"batch_refs\x18\x03 \x03(\tR\tbatchRefs\x12\x1f\n" +
 	"\vchildren_of\x18\x04 \x01(\tR\n" +
-	"childrenOf\"\xad\b\n" +
+	"childrenOf\"\xf5\b\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x14\n" +
 	"\x05queue\x18\x02 \x01(\tR\x05queue\x12.\n" +
@@ -1759,7 +1869,9 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\fcallback_url\x18\x14 \x01(\tR\vcallbackUrl\x12\x1b\n" +
 	"\tgroup_key\x18\x16 \x01(\tR\bgroupKey\x12+\n" +
 	"\x06unique\x18\x17 \x01(\v2\x13.worq.v1.UniquenessR\x06unique\x12-\n" +
-	"\bdebounce\x18\x18 \x01(\v2\x11.worq.v1.DebounceR\bdebounce\x1a7\n" +
+	"\bdebounce\x18\x18 \x01(\v2\x11.worq.v1.DebounceR\bdebounce\x12+\n" +
+	"\x05trace\x18\x19 \x01(\v2\x15.worq.v1.TraceContextR\x05trace\x12\x19\n" +
+	"\bbatch_id\x18\x1a \x01(\tR\abatchId\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x02\n" +
@@ -1779,7 +1891,7 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\apercent\x18\x01 \x01(\rR\apercent\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x129\n" +
 	"\n" +
-	"updated_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\x97\x0f\n" +
+	"updated_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\"\xbe\x10\n" +
 	"\x03Job\x12\x10\n" +
 	"\x03jid\x18\x01 \x01(\tR\x03jid\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x14\n" +
@@ -1838,10 +1950,19 @@ const file_worq_v1_job_proto_rawDesc = "" +
 	"\n" +
 	"unique_key\x18* \x01(\tR\tuniqueKey\x127\n" +
 	"\funique_until\x18+ \x01(\x0e2\x14.worq.v1.UniqueUntilR\vuniqueUntil\x12!\n" +
-	"\fdebounce_key\x18, \x01(\tR\vdebounceKey\x1a7\n" +
+	"\fdebounce_key\x18, \x01(\tR\vdebounceKey\x12+\n" +
+	"\x05trace\x18- \x01(\v2\x15.worq.v1.TraceContextR\x05trace\x12\x19\n" +
+	"\bbatch_id\x18. \x01(\tR\abatchId\x12\x1a\n" +
+	"\bschedule\x18/ \x01(\tR\bschedule\x12A\n" +
+	"\x0escheduled_tick\x180 \x01(\v2\x1a.google.protobuf.TimestampR\rscheduledTick\x1a7\n" +
 	"\tTagsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*\xfe\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"P\n" +
+	"\fTraceContext\x12 \n" +
+	"\vtraceparent\x18\x01 \x01(\tR\vtraceparent\x12\x1e\n" +
+	"\n" +
+	"tracestate\x18\x02 \x01(\tR\n" +
+	"tracestate*\xfe\x01\n" +
 	"\bJobState\x12\x19\n" +
 	"\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11JOB_STATE_PENDING\x10\x01\x12\x17\n" +
@@ -1901,7 +2022,7 @@ func file_worq_v1_job_proto_rawDescGZIP() []byte {
 }
 
 var file_worq_v1_job_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_worq_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_worq_v1_job_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_worq_v1_job_proto_goTypes = []any{
 	(JobState)(0),                 // 0: worq.v1.JobState
 	(Priority)(0),                 // 1: worq.v1.Priority
@@ -1918,68 +2039,72 @@ var file_worq_v1_job_proto_goTypes = []any{
 	(*Failure)(nil),               // 12: worq.v1.Failure
 	(*Progress)(nil),              // 13: worq.v1.Progress
 	(*Job)(nil),                   // 14: worq.v1.Job
-	nil,                           // 15: worq.v1.JobSpec.TagsEntry
-	nil,                           // 16: worq.v1.Job.TagsEntry
-	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
-	(*structpb.ListValue)(nil),    // 18: google.protobuf.ListValue
-	(*structpb.Struct)(nil),       // 19: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*TraceContext)(nil),          // 15: worq.v1.TraceContext
+	nil,                           // 16: worq.v1.JobSpec.TagsEntry
+	nil,                           // 17: worq.v1.Job.TagsEntry
+	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
+	(*structpb.ListValue)(nil),    // 19: google.protobuf.ListValue
+	(*structpb.Struct)(nil),       // 20: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
 }
 var file_worq_v1_job_proto_depIdxs = []int32{
 	3,  // 0: worq.v1.Uniqueness.until:type_name -> worq.v1.UniqueUntil
-	17, // 1: worq.v1.Uniqueness.window:type_name -> google.protobuf.Duration
-	17, // 2: worq.v1.Debounce.delay:type_name -> google.protobuf.Duration
+	18, // 1: worq.v1.Uniqueness.window:type_name -> google.protobuf.Duration
+	18, // 2: worq.v1.Debounce.delay:type_name -> google.protobuf.Duration
 	4,  // 3: worq.v1.RetryPolicy.backoff:type_name -> worq.v1.BackoffStrategy
-	17, // 4: worq.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
-	17, // 5: worq.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
+	18, // 4: worq.v1.RetryPolicy.initial_delay:type_name -> google.protobuf.Duration
+	18, // 5: worq.v1.RetryPolicy.max_delay:type_name -> google.protobuf.Duration
 	5,  // 6: worq.v1.RetryPolicy.on_exhausted:type_name -> worq.v1.ExhaustedAction
 	6,  // 7: worq.v1.Dependencies.type:type_name -> worq.v1.DependencyType
-	18, // 8: worq.v1.JobSpec.args:type_name -> google.protobuf.ListValue
-	19, // 9: worq.v1.JobSpec.kwargs:type_name -> google.protobuf.Struct
-	19, // 10: worq.v1.JobSpec.custom:type_name -> google.protobuf.Struct
+	19, // 8: worq.v1.JobSpec.args:type_name -> google.protobuf.ListValue
+	20, // 9: worq.v1.JobSpec.kwargs:type_name -> google.protobuf.Struct
+	20, // 10: worq.v1.JobSpec.custom:type_name -> google.protobuf.Struct
 	1,  // 11: worq.v1.JobSpec.priority:type_name -> worq.v1.Priority
-	20, // 12: worq.v1.JobSpec.at:type_name -> google.protobuf.Timestamp
-	17, // 13: worq.v1.JobSpec.delay:type_name -> google.protobuf.Duration
-	17, // 14: worq.v1.JobSpec.reserve_for:type_name -> google.protobuf.Duration
-	17, // 15: worq.v1.JobSpec.execution_timeout:type_name -> google.protobuf.Duration
-	17, // 16: worq.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
+	21, // 12: worq.v1.JobSpec.at:type_name -> google.protobuf.Timestamp
+	18, // 13: worq.v1.JobSpec.delay:type_name -> google.protobuf.Duration
+	18, // 14: worq.v1.JobSpec.reserve_for:type_name -> google.protobuf.Duration
+	18, // 15: worq.v1.JobSpec.execution_timeout:type_name -> google.protobuf.Duration
+	18, // 16: worq.v1.JobSpec.ttl:type_name -> google.protobuf.Duration
 	9,  // 17: worq.v1.JobSpec.retry:type_name -> worq.v1.RetryPolicy
 	10, // 18: worq.v1.JobSpec.depends_on:type_name -> worq.v1.Dependencies
-	15, // 19: worq.v1.JobSpec.tags:type_name -> worq.v1.JobSpec.TagsEntry
+	16, // 19: worq.v1.JobSpec.tags:type_name -> worq.v1.JobSpec.TagsEntry
 	7,  // 20: worq.v1.JobSpec.unique:type_name -> worq.v1.Uniqueness
 	8,  // 21: worq.v1.JobSpec.debounce:type_name -> worq.v1.Debounce
-	20, // 22: worq.v1.Failure.failed_at:type_name -> google.protobuf.Timestamp
-	20, // 23: worq.v1.Failure.retried_at:type_name -> google.protobuf.Timestamp
-	2,  // 24: worq.v1.Failure.category:type_name -> worq.v1.FailureCategory
-	20, // 25: worq.v1.Progress.updated_at:type_name -> google.protobuf.Timestamp
-	0,  // 26: worq.v1.Job.state:type_name -> worq.v1.JobState
-	18, // 27: worq.v1.Job.args:type_name -> google.protobuf.ListValue
-	19, // 28: worq.v1.Job.kwargs:type_name -> google.protobuf.Struct
-	19, // 29: worq.v1.Job.custom:type_name -> google.protobuf.Struct
-	1,  // 30: worq.v1.Job.priority:type_name -> worq.v1.Priority
-	20, // 31: worq.v1.Job.at:type_name -> google.protobuf.Timestamp
-	17, // 32: worq.v1.Job.reserve_for:type_name -> google.protobuf.Duration
-	17, // 33: worq.v1.Job.execution_timeout:type_name -> google.protobuf.Duration
-	9,  // 34: worq.v1.Job.retry:type_name -> worq.v1.RetryPolicy
-	16, // 35: worq.v1.Job.tags:type_name -> worq.v1.Job.TagsEntry
-	12, // 36: worq.v1.Job.failure:type_name -> worq.v1.Failure
-	20, // 37: worq.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	20, // 38: worq.v1.Job.enqueued_at:type_name -> google.protobuf.Timestamp
-	20, // 39: worq.v1.Job.scheduled_at:type_name -> google.protobuf.Timestamp
-	20, // 40: worq.v1.Job.started_at:type_name -> google.protobuf.Timestamp
-	20, // 41: worq.v1.Job.updated_at:type_name -> google.protobuf.Timestamp
-	20, // 42: worq.v1.Job.completed_at:type_name -> google.protobuf.Timestamp
-	20, // 43: worq.v1.Job.lease_expires_at:type_name -> google.protobuf.Timestamp
-	6,  // 44: worq.v1.Job.dependency_type:type_name -> worq.v1.DependencyType
-	20, // 45: worq.v1.Job.expires_at:type_name -> google.protobuf.Timestamp
-	17, // 46: worq.v1.Job.ttl:type_name -> google.protobuf.Duration
-	13, // 47: worq.v1.Job.progress:type_name -> worq.v1.Progress
-	3,  // 48: worq.v1.Job.unique_until:type_name -> worq.v1.UniqueUntil
-	49, // [49:49] is the sub-list for method output_type
-	49, // [49:49] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	15, // 22: worq.v1.JobSpec.trace:type_name -> worq.v1.TraceContext
+	21, // 23: worq.v1.Failure.failed_at:type_name -> google.protobuf.Timestamp
+	21, // 24: worq.v1.Failure.retried_at:type_name -> google.protobuf.Timestamp
+	2,  // 25: worq.v1.Failure.category:type_name -> worq.v1.FailureCategory
+	21, // 26: worq.v1.Progress.updated_at:type_name -> google.protobuf.Timestamp
+	0,  // 27: worq.v1.Job.state:type_name -> worq.v1.JobState
+	19, // 28: worq.v1.Job.args:type_name -> google.protobuf.ListValue
+	20, // 29: worq.v1.Job.kwargs:type_name -> google.protobuf.Struct
+	20, // 30: worq.v1.Job.custom:type_name -> google.protobuf.Struct
+	1,  // 31: worq.v1.Job.priority:type_name -> worq.v1.Priority
+	21, // 32: worq.v1.Job.at:type_name -> google.protobuf.Timestamp
+	18, // 33: worq.v1.Job.reserve_for:type_name -> google.protobuf.Duration
+	18, // 34: worq.v1.Job.execution_timeout:type_name -> google.protobuf.Duration
+	9,  // 35: worq.v1.Job.retry:type_name -> worq.v1.RetryPolicy
+	17, // 36: worq.v1.Job.tags:type_name -> worq.v1.Job.TagsEntry
+	12, // 37: worq.v1.Job.failure:type_name -> worq.v1.Failure
+	21, // 38: worq.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	21, // 39: worq.v1.Job.enqueued_at:type_name -> google.protobuf.Timestamp
+	21, // 40: worq.v1.Job.scheduled_at:type_name -> google.protobuf.Timestamp
+	21, // 41: worq.v1.Job.started_at:type_name -> google.protobuf.Timestamp
+	21, // 42: worq.v1.Job.updated_at:type_name -> google.protobuf.Timestamp
+	21, // 43: worq.v1.Job.completed_at:type_name -> google.protobuf.Timestamp
+	21, // 44: worq.v1.Job.lease_expires_at:type_name -> google.protobuf.Timestamp
+	6,  // 45: worq.v1.Job.dependency_type:type_name -> worq.v1.DependencyType
+	21, // 46: worq.v1.Job.expires_at:type_name -> google.protobuf.Timestamp
+	18, // 47: worq.v1.Job.ttl:type_name -> google.protobuf.Duration
+	13, // 48: worq.v1.Job.progress:type_name -> worq.v1.Progress
+	3,  // 49: worq.v1.Job.unique_until:type_name -> worq.v1.UniqueUntil
+	15, // 50: worq.v1.Job.trace:type_name -> worq.v1.TraceContext
+	21, // 51: worq.v1.Job.scheduled_tick:type_name -> google.protobuf.Timestamp
+	52, // [52:52] is the sub-list for method output_type
+	52, // [52:52] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_worq_v1_job_proto_init() }
@@ -1994,7 +2119,7 @@ func file_worq_v1_job_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worq_v1_job_proto_rawDesc), len(file_worq_v1_job_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

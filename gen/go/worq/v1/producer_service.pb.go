@@ -821,11 +821,290 @@ func (x *CollectChildrenResponse) GetNextPageToken() string {
 	return ""
 }
 
+// CreateBatchRequest describes the batch.
+type CreateBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batch         *BatchSpec             `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateBatchRequest) Reset() {
+	*x = CreateBatchRequest{}
+	mi := &file_worq_v1_producer_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateBatchRequest) ProtoMessage() {}
+
+func (x *CreateBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_producer_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateBatchRequest.ProtoReflect.Descriptor instead.
+func (*CreateBatchRequest) Descriptor() ([]byte, []int) {
+	return file_worq_v1_producer_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CreateBatchRequest) GetBatch() *BatchSpec {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
+// CreateBatchResponse carries the new batch.
+type CreateBatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batch         *Batch                 `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateBatchResponse) Reset() {
+	*x = CreateBatchResponse{}
+	mi := &file_worq_v1_producer_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateBatchResponse) ProtoMessage() {}
+
+func (x *CreateBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_producer_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateBatchResponse.ProtoReflect.Descriptor instead.
+func (*CreateBatchResponse) Descriptor() ([]byte, []int) {
+	return file_worq_v1_producer_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CreateBatchResponse) GetBatch() *Batch {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
+// SealBatchRequest names a batch.
+type SealBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SealBatchRequest) Reset() {
+	*x = SealBatchRequest{}
+	mi := &file_worq_v1_producer_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SealBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SealBatchRequest) ProtoMessage() {}
+
+func (x *SealBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_producer_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SealBatchRequest.ProtoReflect.Descriptor instead.
+func (*SealBatchRequest) Descriptor() ([]byte, []int) {
+	return file_worq_v1_producer_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SealBatchRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// SealBatchResponse carries the batch after sealing.
+type SealBatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batch         *Batch                 `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SealBatchResponse) Reset() {
+	*x = SealBatchResponse{}
+	mi := &file_worq_v1_producer_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SealBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SealBatchResponse) ProtoMessage() {}
+
+func (x *SealBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_producer_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SealBatchResponse.ProtoReflect.Descriptor instead.
+func (*SealBatchResponse) Descriptor() ([]byte, []int) {
+	return file_worq_v1_producer_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SealBatchResponse) GetBatch() *Batch {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
+// GetBatchRequest names a batch.
+type GetBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Wait up to this long (at most 1 hour) for the batch to be done; unset: answer at once.
+	Wait          *durationpb.Duration `protobuf:"bytes,2,opt,name=wait,proto3" json:"wait,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBatchRequest) Reset() {
+	*x = GetBatchRequest{}
+	mi := &file_worq_v1_producer_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBatchRequest) ProtoMessage() {}
+
+func (x *GetBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_producer_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBatchRequest.ProtoReflect.Descriptor instead.
+func (*GetBatchRequest) Descriptor() ([]byte, []int) {
+	return file_worq_v1_producer_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetBatchRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *GetBatchRequest) GetWait() *durationpb.Duration {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
+}
+
+// GetBatchResponse carries the batch.
+type GetBatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batch         *Batch                 `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBatchResponse) Reset() {
+	*x = GetBatchResponse{}
+	mi := &file_worq_v1_producer_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBatchResponse) ProtoMessage() {}
+
+func (x *GetBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_producer_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBatchResponse.ProtoReflect.Descriptor instead.
+func (*GetBatchResponse) Descriptor() ([]byte, []int) {
+	return file_worq_v1_producer_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *GetBatchResponse) GetBatch() *Batch {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
 var File_worq_v1_producer_service_proto protoreflect.FileDescriptor
 
 const file_worq_v1_producer_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1eworq/v1/producer_service.proto\x12\aworq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x11worq/v1/job.proto\"3\n" +
+	"\x1eworq/v1/producer_service.proto\x12\aworq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x13worq/v1/batch.proto\x1a\x11worq/v1/job.proto\"3\n" +
 	"\rSubmitRequest\x12\"\n" +
 	"\x03job\x18\x01 \x01(\v2\x10.worq.v1.JobSpecR\x03job\"\x87\x01\n" +
 	"\x0eSubmitResponse\x12\x10\n" +
@@ -867,12 +1146,25 @@ const file_worq_v1_producer_service_proto_rawDesc = "" +
 	"\x17CollectChildrenResponse\x12(\n" +
 	"\bchildren\x18\x01 \x03(\v2\f.worq.v1.JobR\bchildren\x12\x1a\n" +
 	"\bfinished\x18\x02 \x01(\bR\bfinished\x12&\n" +
-	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken*X\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\">\n" +
+	"\x12CreateBatchRequest\x12(\n" +
+	"\x05batch\x18\x01 \x01(\v2\x12.worq.v1.BatchSpecR\x05batch\";\n" +
+	"\x13CreateBatchResponse\x12$\n" +
+	"\x05batch\x18\x01 \x01(\v2\x0e.worq.v1.BatchR\x05batch\"\"\n" +
+	"\x10SealBatchRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"9\n" +
+	"\x11SealBatchResponse\x12$\n" +
+	"\x05batch\x18\x01 \x01(\v2\x0e.worq.v1.BatchR\x05batch\"P\n" +
+	"\x0fGetBatchRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12-\n" +
+	"\x04wait\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04wait\"8\n" +
+	"\x10GetBatchResponse\x12$\n" +
+	"\x05batch\x18\x01 \x01(\v2\x0e.worq.v1.BatchR\x05batch*X\n" +
 	"\n" +
 	"BatchShape\x12\x1b\n" +
 	"\x17BATCH_SHAPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11BATCH_SHAPE_CHAIN\x10\x01\x12\x16\n" +
-	"\x12BATCH_SHAPE_FAN_IN\x10\x022\xe0\x03\n" +
+	"\x12BATCH_SHAPE_FAN_IN\x10\x022\xaf\x05\n" +
 	"\x0fProducerService\x129\n" +
 	"\x06Submit\x12\x16.worq.v1.SubmitRequest\x1a\x17.worq.v1.SubmitResponse\x12H\n" +
 	"\vSubmitBatch\x12\x1b.worq.v1.SubmitBatchRequest\x1a\x1c.worq.v1.SubmitBatchResponse\x120\n" +
@@ -880,7 +1172,10 @@ const file_worq_v1_producer_service_proto_rawDesc = "" +
 	"\tGetResult\x12\x19.worq.v1.GetResultRequest\x1a\x1a.worq.v1.GetResultResponse\x129\n" +
 	"\x06Cancel\x12\x16.worq.v1.CancelRequest\x1a\x17.worq.v1.CancelResponse\x12A\n" +
 	"\bWatchJob\x12\x18.worq.v1.WatchJobRequest\x1a\x19.worq.v1.WatchJobResponse0\x01\x12T\n" +
-	"\x0fCollectChildren\x12\x1f.worq.v1.CollectChildrenRequest\x1a .worq.v1.CollectChildrenResponseB\x90\x01\n" +
+	"\x0fCollectChildren\x12\x1f.worq.v1.CollectChildrenRequest\x1a .worq.v1.CollectChildrenResponse\x12H\n" +
+	"\vCreateBatch\x12\x1b.worq.v1.CreateBatchRequest\x1a\x1c.worq.v1.CreateBatchResponse\x12B\n" +
+	"\tSealBatch\x12\x19.worq.v1.SealBatchRequest\x1a\x1a.worq.v1.SealBatchResponse\x12?\n" +
+	"\bGetBatch\x12\x18.worq.v1.GetBatchRequest\x1a\x19.worq.v1.GetBatchResponseB\x90\x01\n" +
 	"\vcom.worq.v1B\x14ProducerServiceProtoP\x01Z.github.com/worq-dev/worq/gen/go/worq/v1;worqv1\xa2\x02\x03WXX\xaa\x02\aWorq.V1\xca\x02\aWorq\\V1\xe2\x02\x13Worq\\V1\\GPBMetadata\xea\x02\bWorq::V1b\x06proto3"
 
 var (
@@ -896,7 +1191,7 @@ func file_worq_v1_producer_service_proto_rawDescGZIP() []byte {
 }
 
 var file_worq_v1_producer_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_worq_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_worq_v1_producer_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_worq_v1_producer_service_proto_goTypes = []any{
 	(BatchShape)(0),                 // 0: worq.v1.BatchShape
 	(*SubmitRequest)(nil),           // 1: worq.v1.SubmitRequest
@@ -913,45 +1208,64 @@ var file_worq_v1_producer_service_proto_goTypes = []any{
 	(*WatchJobResponse)(nil),        // 12: worq.v1.WatchJobResponse
 	(*CollectChildrenRequest)(nil),  // 13: worq.v1.CollectChildrenRequest
 	(*CollectChildrenResponse)(nil), // 14: worq.v1.CollectChildrenResponse
-	(*JobSpec)(nil),                 // 15: worq.v1.JobSpec
-	(JobState)(0),                   // 16: worq.v1.JobState
-	(*durationpb.Duration)(nil),     // 17: google.protobuf.Duration
-	(*Job)(nil),                     // 18: worq.v1.Job
+	(*CreateBatchRequest)(nil),      // 15: worq.v1.CreateBatchRequest
+	(*CreateBatchResponse)(nil),     // 16: worq.v1.CreateBatchResponse
+	(*SealBatchRequest)(nil),        // 17: worq.v1.SealBatchRequest
+	(*SealBatchResponse)(nil),       // 18: worq.v1.SealBatchResponse
+	(*GetBatchRequest)(nil),         // 19: worq.v1.GetBatchRequest
+	(*GetBatchResponse)(nil),        // 20: worq.v1.GetBatchResponse
+	(*JobSpec)(nil),                 // 21: worq.v1.JobSpec
+	(JobState)(0),                   // 22: worq.v1.JobState
+	(*durationpb.Duration)(nil),     // 23: google.protobuf.Duration
+	(*Job)(nil),                     // 24: worq.v1.Job
+	(*BatchSpec)(nil),               // 25: worq.v1.BatchSpec
+	(*Batch)(nil),                   // 26: worq.v1.Batch
 }
 var file_worq_v1_producer_service_proto_depIdxs = []int32{
-	15, // 0: worq.v1.SubmitRequest.job:type_name -> worq.v1.JobSpec
-	16, // 1: worq.v1.SubmitResponse.state:type_name -> worq.v1.JobState
-	15, // 2: worq.v1.SubmitBatchRequest.jobs:type_name -> worq.v1.JobSpec
+	21, // 0: worq.v1.SubmitRequest.job:type_name -> worq.v1.JobSpec
+	22, // 1: worq.v1.SubmitResponse.state:type_name -> worq.v1.JobState
+	21, // 2: worq.v1.SubmitBatchRequest.jobs:type_name -> worq.v1.JobSpec
 	0,  // 3: worq.v1.SubmitBatchRequest.shape:type_name -> worq.v1.BatchShape
 	2,  // 4: worq.v1.SubmitBatchResponse.jobs:type_name -> worq.v1.SubmitResponse
-	15, // 5: worq.v1.RunRequest.job:type_name -> worq.v1.JobSpec
-	17, // 6: worq.v1.RunRequest.wait_timeout:type_name -> google.protobuf.Duration
-	18, // 7: worq.v1.RunResponse.job:type_name -> worq.v1.Job
-	17, // 8: worq.v1.GetResultRequest.wait_timeout:type_name -> google.protobuf.Duration
-	18, // 9: worq.v1.GetResultResponse.job:type_name -> worq.v1.Job
-	18, // 10: worq.v1.CancelResponse.job:type_name -> worq.v1.Job
-	18, // 11: worq.v1.WatchJobResponse.job:type_name -> worq.v1.Job
-	17, // 12: worq.v1.CollectChildrenRequest.wait_timeout:type_name -> google.protobuf.Duration
-	18, // 13: worq.v1.CollectChildrenResponse.children:type_name -> worq.v1.Job
-	1,  // 14: worq.v1.ProducerService.Submit:input_type -> worq.v1.SubmitRequest
-	3,  // 15: worq.v1.ProducerService.SubmitBatch:input_type -> worq.v1.SubmitBatchRequest
-	5,  // 16: worq.v1.ProducerService.Run:input_type -> worq.v1.RunRequest
-	7,  // 17: worq.v1.ProducerService.GetResult:input_type -> worq.v1.GetResultRequest
-	9,  // 18: worq.v1.ProducerService.Cancel:input_type -> worq.v1.CancelRequest
-	11, // 19: worq.v1.ProducerService.WatchJob:input_type -> worq.v1.WatchJobRequest
-	13, // 20: worq.v1.ProducerService.CollectChildren:input_type -> worq.v1.CollectChildrenRequest
-	2,  // 21: worq.v1.ProducerService.Submit:output_type -> worq.v1.SubmitResponse
-	4,  // 22: worq.v1.ProducerService.SubmitBatch:output_type -> worq.v1.SubmitBatchResponse
-	6,  // 23: worq.v1.ProducerService.Run:output_type -> worq.v1.RunResponse
-	8,  // 24: worq.v1.ProducerService.GetResult:output_type -> worq.v1.GetResultResponse
-	10, // 25: worq.v1.ProducerService.Cancel:output_type -> worq.v1.CancelResponse
-	12, // 26: worq.v1.ProducerService.WatchJob:output_type -> worq.v1.WatchJobResponse
-	14, // 27: worq.v1.ProducerService.CollectChildren:output_type -> worq.v1.CollectChildrenResponse
-	21, // [21:28] is the sub-list for method output_type
-	14, // [14:21] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	21, // 5: worq.v1.RunRequest.job:type_name -> worq.v1.JobSpec
+	23, // 6: worq.v1.RunRequest.wait_timeout:type_name -> google.protobuf.Duration
+	24, // 7: worq.v1.RunResponse.job:type_name -> worq.v1.Job
+	23, // 8: worq.v1.GetResultRequest.wait_timeout:type_name -> google.protobuf.Duration
+	24, // 9: worq.v1.GetResultResponse.job:type_name -> worq.v1.Job
+	24, // 10: worq.v1.CancelResponse.job:type_name -> worq.v1.Job
+	24, // 11: worq.v1.WatchJobResponse.job:type_name -> worq.v1.Job
+	23, // 12: worq.v1.CollectChildrenRequest.wait_timeout:type_name -> google.protobuf.Duration
+	24, // 13: worq.v1.CollectChildrenResponse.children:type_name -> worq.v1.Job
+	25, // 14: worq.v1.CreateBatchRequest.batch:type_name -> worq.v1.BatchSpec
+	26, // 15: worq.v1.CreateBatchResponse.batch:type_name -> worq.v1.Batch
+	26, // 16: worq.v1.SealBatchResponse.batch:type_name -> worq.v1.Batch
+	23, // 17: worq.v1.GetBatchRequest.wait:type_name -> google.protobuf.Duration
+	26, // 18: worq.v1.GetBatchResponse.batch:type_name -> worq.v1.Batch
+	1,  // 19: worq.v1.ProducerService.Submit:input_type -> worq.v1.SubmitRequest
+	3,  // 20: worq.v1.ProducerService.SubmitBatch:input_type -> worq.v1.SubmitBatchRequest
+	5,  // 21: worq.v1.ProducerService.Run:input_type -> worq.v1.RunRequest
+	7,  // 22: worq.v1.ProducerService.GetResult:input_type -> worq.v1.GetResultRequest
+	9,  // 23: worq.v1.ProducerService.Cancel:input_type -> worq.v1.CancelRequest
+	11, // 24: worq.v1.ProducerService.WatchJob:input_type -> worq.v1.WatchJobRequest
+	13, // 25: worq.v1.ProducerService.CollectChildren:input_type -> worq.v1.CollectChildrenRequest
+	15, // 26: worq.v1.ProducerService.CreateBatch:input_type -> worq.v1.CreateBatchRequest
+	17, // 27: worq.v1.ProducerService.SealBatch:input_type -> worq.v1.SealBatchRequest
+	19, // 28: worq.v1.ProducerService.GetBatch:input_type -> worq.v1.GetBatchRequest
+	2,  // 29: worq.v1.ProducerService.Submit:output_type -> worq.v1.SubmitResponse
+	4,  // 30: worq.v1.ProducerService.SubmitBatch:output_type -> worq.v1.SubmitBatchResponse
+	6,  // 31: worq.v1.ProducerService.Run:output_type -> worq.v1.RunResponse
+	8,  // 32: worq.v1.ProducerService.GetResult:output_type -> worq.v1.GetResultResponse
+	10, // 33: worq.v1.ProducerService.Cancel:output_type -> worq.v1.CancelResponse
+	12, // 34: worq.v1.ProducerService.WatchJob:output_type -> worq.v1.WatchJobResponse
+	14, // 35: worq.v1.ProducerService.CollectChildren:output_type -> worq.v1.CollectChildrenResponse
+	16, // 36: worq.v1.ProducerService.CreateBatch:output_type -> worq.v1.CreateBatchResponse
+	18, // 37: worq.v1.ProducerService.SealBatch:output_type -> worq.v1.SealBatchResponse
+	20, // 38: worq.v1.ProducerService.GetBatch:output_type -> worq.v1.GetBatchResponse
+	29, // [29:39] is the sub-list for method output_type
+	19, // [19:29] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_worq_v1_producer_service_proto_init() }
@@ -959,6 +1273,7 @@ func file_worq_v1_producer_service_proto_init() {
 	if File_worq_v1_producer_service_proto != nil {
 		return
 	}
+	file_worq_v1_batch_proto_init()
 	file_worq_v1_job_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -966,7 +1281,7 @@ func file_worq_v1_producer_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worq_v1_producer_service_proto_rawDesc), len(file_worq_v1_producer_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,9 @@ const (
 	ProducerService_Cancel_FullMethodName          = "/worq.v1.ProducerService/Cancel"
 	ProducerService_WatchJob_FullMethodName        = "/worq.v1.ProducerService/WatchJob"
 	ProducerService_CollectChildren_FullMethodName = "/worq.v1.ProducerService/CollectChildren"
+	ProducerService_CreateBatch_FullMethodName     = "/worq.v1.ProducerService/CreateBatch"
+	ProducerService_SealBatch_FullMethodName       = "/worq.v1.ProducerService/SealBatch"
+	ProducerService_GetBatch_FullMethodName        = "/worq.v1.ProducerService/GetBatch"
 )
 
 // ProducerServiceClient is the client API for ProducerService service.
@@ -68,6 +71,14 @@ type ProducerServiceClient interface {
 	// (FAN_OUT: a running parent gathers what it spawned). When the wait runs out, OK with
 	// `finished` false and the children as they are.
 	CollectChildren(ctx context.Context, in *CollectChildrenRequest, opts ...grpc.CallOption) (*CollectChildrenResponse, error)
+	// CreateBatch creates an open batch; jobs join it with JobSpec.batch_id.
+	CreateBatch(ctx context.Context, in *CreateBatchRequest, opts ...grpc.CallOption) (*CreateBatchResponse, error)
+	// SealBatch closes a batch to new jobs from outside it: it is done once everything in it
+	// finished. FAILED_PRECONDITION if already sealed.
+	SealBatch(ctx context.Context, in *SealBatchRequest, opts ...grpc.CallOption) (*SealBatchResponse, error)
+	// GetBatch returns a batch with its counts; with `wait`, waits up to that long for it to
+	// be done first (DEADLINE_EXCEEDED if it is not).
+	GetBatch(ctx context.Context, in *GetBatchRequest, opts ...grpc.CallOption) (*GetBatchResponse, error)
 }
 
 type producerServiceClient struct {
@@ -157,6 +168,36 @@ func (c *producerServiceClient) CollectChildren(ctx context.Context, in *Collect
 	return out, nil
 }
 
+func (c *producerServiceClient) CreateBatch(ctx context.Context, in *CreateBatchRequest, opts ...grpc.CallOption) (*CreateBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateBatchResponse)
+	err := c.cc.Invoke(ctx, ProducerService_CreateBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *producerServiceClient) SealBatch(ctx context.Context, in *SealBatchRequest, opts ...grpc.CallOption) (*SealBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SealBatchResponse)
+	err := c.cc.Invoke(ctx, ProducerService_SealBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *producerServiceClient) GetBatch(ctx context.Context, in *GetBatchRequest, opts ...grpc.CallOption) (*GetBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetBatchResponse)
+	err := c.cc.Invoke(ctx, ProducerService_GetBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProducerServiceServer is the server API for ProducerService service.
 // All implementations must embed UnimplementedProducerServiceServer
 // for forward compatibility.
@@ -197,6 +238,14 @@ type ProducerServiceServer interface {
 	// (FAN_OUT: a running parent gathers what it spawned). When the wait runs out, OK with
 	// `finished` false and the children as they are.
 	CollectChildren(context.Context, *CollectChildrenRequest) (*CollectChildrenResponse, error)
+	// CreateBatch creates an open batch; jobs join it with JobSpec.batch_id.
+	CreateBatch(context.Context, *CreateBatchRequest) (*CreateBatchResponse, error)
+	// SealBatch closes a batch to new jobs from outside it: it is done once everything in it
+	// finished. FAILED_PRECONDITION if already sealed.
+	SealBatch(context.Context, *SealBatchRequest) (*SealBatchResponse, error)
+	// GetBatch returns a batch with its counts; with `wait`, waits up to that long for it to
+	// be done first (DEADLINE_EXCEEDED if it is not).
+	GetBatch(context.Context, *GetBatchRequest) (*GetBatchResponse, error)
 	mustEmbedUnimplementedProducerServiceServer()
 }
 
@@ -227,6 +276,15 @@ func (UnimplementedProducerServiceServer) WatchJob(*WatchJobRequest, grpc.Server
 }
 func (UnimplementedProducerServiceServer) CollectChildren(context.Context, *CollectChildrenRequest) (*CollectChildrenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CollectChildren not implemented")
+}
+func (UnimplementedProducerServiceServer) CreateBatch(context.Context, *CreateBatchRequest) (*CreateBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateBatch not implemented")
+}
+func (UnimplementedProducerServiceServer) SealBatch(context.Context, *SealBatchRequest) (*SealBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SealBatch not implemented")
+}
+func (UnimplementedProducerServiceServer) GetBatch(context.Context, *GetBatchRequest) (*GetBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetBatch not implemented")
 }
 func (UnimplementedProducerServiceServer) mustEmbedUnimplementedProducerServiceServer() {}
 func (UnimplementedProducerServiceServer) testEmbeddedByValue()                         {}
@@ -368,6 +426,60 @@ func _ProducerService_CollectChildren_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ProducerService_CreateBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProducerServiceServer).CreateBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProducerService_CreateBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProducerServiceServer).CreateBatch(ctx, req.(*CreateBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ProducerService_SealBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SealBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProducerServiceServer).SealBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProducerService_SealBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProducerServiceServer).SealBatch(ctx, req.(*SealBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ProducerService_GetBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProducerServiceServer).GetBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProducerService_GetBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProducerServiceServer).GetBatch(ctx, req.(*GetBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ProducerService_ServiceDesc is the grpc.ServiceDesc for ProducerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -398,6 +510,18 @@ var ProducerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CollectChildren",
 			Handler:    _ProducerService_CollectChildren_Handler,
+		},
+		{
+			MethodName: "CreateBatch",
+			Handler:    _ProducerService_CreateBatch_Handler,
+		},
+		{
+			MethodName: "SealBatch",
+			Handler:    _ProducerService_SealBatch_Handler,
+		},
+		{
+			MethodName: "GetBatch",
+			Handler:    _ProducerService_GetBatch_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

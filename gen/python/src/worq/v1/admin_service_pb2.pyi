@@ -2,7 +2,9 @@ import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from worq.v1 import batch_pb2 as _batch_pb2
 from worq.v1 import job_pb2 as _job_pb2
+from worq.v1 import schedule_pb2 as _schedule_pb2
 from worq.v1 import worker_service_pb2 as _worker_service_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -11,6 +13,100 @@ from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class PutScheduleRequest(_message.Message):
+    __slots__ = ("schedule",)
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: _schedule_pb2.Schedule
+    def __init__(self, schedule: _Optional[_Union[_schedule_pb2.Schedule, _Mapping]] = ...) -> None: ...
+
+class PutScheduleResponse(_message.Message):
+    __slots__ = ("schedule",)
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: _schedule_pb2.Schedule
+    def __init__(self, schedule: _Optional[_Union[_schedule_pb2.Schedule, _Mapping]] = ...) -> None: ...
+
+class GetScheduleRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class GetScheduleResponse(_message.Message):
+    __slots__ = ("schedule",)
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    schedule: _schedule_pb2.Schedule
+    def __init__(self, schedule: _Optional[_Union[_schedule_pb2.Schedule, _Mapping]] = ...) -> None: ...
+
+class ListSchedulesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListSchedulesResponse(_message.Message):
+    __slots__ = ("schedules",)
+    SCHEDULES_FIELD_NUMBER: _ClassVar[int]
+    schedules: _containers.RepeatedCompositeFieldContainer[_schedule_pb2.Schedule]
+    def __init__(self, schedules: _Optional[_Iterable[_Union[_schedule_pb2.Schedule, _Mapping]]] = ...) -> None: ...
+
+class PauseScheduleRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class PauseScheduleResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ResumeScheduleRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ResumeScheduleResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DeleteScheduleRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DeleteScheduleResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RunScheduleNowRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class RunScheduleNowResponse(_message.Message):
+    __slots__ = ("jid",)
+    JID_FIELD_NUMBER: _ClassVar[int]
+    jid: str
+    def __init__(self, jid: _Optional[str] = ...) -> None: ...
+
+class ListBatchesRequest(_message.Message):
+    __slots__ = ("page_size", "page_token", "state")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    state: _batch_pb2.BatchState
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., state: _Optional[_Union[_batch_pb2.BatchState, str]] = ...) -> None: ...
+
+class ListBatchesResponse(_message.Message):
+    __slots__ = ("batches", "next_page_token")
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    batches: _containers.RepeatedCompositeFieldContainer[_batch_pb2.Batch]
+    next_page_token: str
+    def __init__(self, batches: _Optional[_Iterable[_Union[_batch_pb2.Batch, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
     __slots__ = ("jid",)

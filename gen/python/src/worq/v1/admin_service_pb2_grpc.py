@@ -105,6 +105,46 @@ class AdminServiceStub:
                 request_serializer=worq_dot_v1_dot_admin__service__pb2.ConfigureQueueRequest.SerializeToString,
                 response_deserializer=worq_dot_v1_dot_admin__service__pb2.ConfigureQueueResponse.FromString,
                 _registered_method=True)
+        self.PutSchedule = channel.unary_unary(
+                '/worq.v1.AdminService/PutSchedule',
+                request_serializer=worq_dot_v1_dot_admin__service__pb2.PutScheduleRequest.SerializeToString,
+                response_deserializer=worq_dot_v1_dot_admin__service__pb2.PutScheduleResponse.FromString,
+                _registered_method=True)
+        self.GetSchedule = channel.unary_unary(
+                '/worq.v1.AdminService/GetSchedule',
+                request_serializer=worq_dot_v1_dot_admin__service__pb2.GetScheduleRequest.SerializeToString,
+                response_deserializer=worq_dot_v1_dot_admin__service__pb2.GetScheduleResponse.FromString,
+                _registered_method=True)
+        self.ListSchedules = channel.unary_unary(
+                '/worq.v1.AdminService/ListSchedules',
+                request_serializer=worq_dot_v1_dot_admin__service__pb2.ListSchedulesRequest.SerializeToString,
+                response_deserializer=worq_dot_v1_dot_admin__service__pb2.ListSchedulesResponse.FromString,
+                _registered_method=True)
+        self.PauseSchedule = channel.unary_unary(
+                '/worq.v1.AdminService/PauseSchedule',
+                request_serializer=worq_dot_v1_dot_admin__service__pb2.PauseScheduleRequest.SerializeToString,
+                response_deserializer=worq_dot_v1_dot_admin__service__pb2.PauseScheduleResponse.FromString,
+                _registered_method=True)
+        self.ResumeSchedule = channel.unary_unary(
+                '/worq.v1.AdminService/ResumeSchedule',
+                request_serializer=worq_dot_v1_dot_admin__service__pb2.ResumeScheduleRequest.SerializeToString,
+                response_deserializer=worq_dot_v1_dot_admin__service__pb2.ResumeScheduleResponse.FromString,
+                _registered_method=True)
+        self.DeleteSchedule = channel.unary_unary(
+                '/worq.v1.AdminService/DeleteSchedule',
+                request_serializer=worq_dot_v1_dot_admin__service__pb2.DeleteScheduleRequest.SerializeToString,
+                response_deserializer=worq_dot_v1_dot_admin__service__pb2.DeleteScheduleResponse.FromString,
+                _registered_method=True)
+        self.RunScheduleNow = channel.unary_unary(
+                '/worq.v1.AdminService/RunScheduleNow',
+                request_serializer=worq_dot_v1_dot_admin__service__pb2.RunScheduleNowRequest.SerializeToString,
+                response_deserializer=worq_dot_v1_dot_admin__service__pb2.RunScheduleNowResponse.FromString,
+                _registered_method=True)
+        self.ListBatches = channel.unary_unary(
+                '/worq.v1.AdminService/ListBatches',
+                request_serializer=worq_dot_v1_dot_admin__service__pb2.ListBatchesRequest.SerializeToString,
+                response_deserializer=worq_dot_v1_dot_admin__service__pb2.ListBatchesResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -220,6 +260,62 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PutSchedule(self, request, context):
+        """PutSchedule creates a schedule or replaces the one of its name (its tick history kept).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSchedule(self, request, context):
+        """GetSchedule returns one schedule with its next runs and last outcome; NOT_FOUND if none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSchedules(self, request, context):
+        """ListSchedules returns every schedule, sorted by name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PauseSchedule(self, request, context):
+        """PauseSchedule stops a schedule's ticks; ResumeSchedule starts them again (ticks
+        meanwhile are missed ticks, per its MissedTicks).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeSchedule(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteSchedule(self, request, context):
+        """DeleteSchedule removes a schedule (jobs it enqueued stay).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RunScheduleNow(self, request, context):
+        """RunScheduleNow enqueues the schedule's job at once, outside its ticks (overlap applies).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListBatches(self, request, context):
+        """ListBatches returns batches, newest first, a page at a time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -292,6 +388,46 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ConfigureQueue,
                     request_deserializer=worq_dot_v1_dot_admin__service__pb2.ConfigureQueueRequest.FromString,
                     response_serializer=worq_dot_v1_dot_admin__service__pb2.ConfigureQueueResponse.SerializeToString,
+            ),
+            'PutSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutSchedule,
+                    request_deserializer=worq_dot_v1_dot_admin__service__pb2.PutScheduleRequest.FromString,
+                    response_serializer=worq_dot_v1_dot_admin__service__pb2.PutScheduleResponse.SerializeToString,
+            ),
+            'GetSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSchedule,
+                    request_deserializer=worq_dot_v1_dot_admin__service__pb2.GetScheduleRequest.FromString,
+                    response_serializer=worq_dot_v1_dot_admin__service__pb2.GetScheduleResponse.SerializeToString,
+            ),
+            'ListSchedules': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSchedules,
+                    request_deserializer=worq_dot_v1_dot_admin__service__pb2.ListSchedulesRequest.FromString,
+                    response_serializer=worq_dot_v1_dot_admin__service__pb2.ListSchedulesResponse.SerializeToString,
+            ),
+            'PauseSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseSchedule,
+                    request_deserializer=worq_dot_v1_dot_admin__service__pb2.PauseScheduleRequest.FromString,
+                    response_serializer=worq_dot_v1_dot_admin__service__pb2.PauseScheduleResponse.SerializeToString,
+            ),
+            'ResumeSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeSchedule,
+                    request_deserializer=worq_dot_v1_dot_admin__service__pb2.ResumeScheduleRequest.FromString,
+                    response_serializer=worq_dot_v1_dot_admin__service__pb2.ResumeScheduleResponse.SerializeToString,
+            ),
+            'DeleteSchedule': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSchedule,
+                    request_deserializer=worq_dot_v1_dot_admin__service__pb2.DeleteScheduleRequest.FromString,
+                    response_serializer=worq_dot_v1_dot_admin__service__pb2.DeleteScheduleResponse.SerializeToString,
+            ),
+            'RunScheduleNow': grpc.unary_unary_rpc_method_handler(
+                    servicer.RunScheduleNow,
+                    request_deserializer=worq_dot_v1_dot_admin__service__pb2.RunScheduleNowRequest.FromString,
+                    response_serializer=worq_dot_v1_dot_admin__service__pb2.RunScheduleNowResponse.SerializeToString,
+            ),
+            'ListBatches': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListBatches,
+                    request_deserializer=worq_dot_v1_dot_admin__service__pb2.ListBatchesRequest.FromString,
+                    response_serializer=worq_dot_v1_dot_admin__service__pb2.ListBatchesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -673,6 +809,222 @@ class AdminService:
             '/worq.v1.AdminService/ConfigureQueue',
             worq_dot_v1_dot_admin__service__pb2.ConfigureQueueRequest.SerializeToString,
             worq_dot_v1_dot_admin__service__pb2.ConfigureQueueResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/worq.v1.AdminService/PutSchedule',
+            worq_dot_v1_dot_admin__service__pb2.PutScheduleRequest.SerializeToString,
+            worq_dot_v1_dot_admin__service__pb2.PutScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/worq.v1.AdminService/GetSchedule',
+            worq_dot_v1_dot_admin__service__pb2.GetScheduleRequest.SerializeToString,
+            worq_dot_v1_dot_admin__service__pb2.GetScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSchedules(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/worq.v1.AdminService/ListSchedules',
+            worq_dot_v1_dot_admin__service__pb2.ListSchedulesRequest.SerializeToString,
+            worq_dot_v1_dot_admin__service__pb2.ListSchedulesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/worq.v1.AdminService/PauseSchedule',
+            worq_dot_v1_dot_admin__service__pb2.PauseScheduleRequest.SerializeToString,
+            worq_dot_v1_dot_admin__service__pb2.PauseScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/worq.v1.AdminService/ResumeSchedule',
+            worq_dot_v1_dot_admin__service__pb2.ResumeScheduleRequest.SerializeToString,
+            worq_dot_v1_dot_admin__service__pb2.ResumeScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSchedule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/worq.v1.AdminService/DeleteSchedule',
+            worq_dot_v1_dot_admin__service__pb2.DeleteScheduleRequest.SerializeToString,
+            worq_dot_v1_dot_admin__service__pb2.DeleteScheduleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RunScheduleNow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/worq.v1.AdminService/RunScheduleNow',
+            worq_dot_v1_dot_admin__service__pb2.RunScheduleNowRequest.SerializeToString,
+            worq_dot_v1_dot_admin__service__pb2.RunScheduleNowResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListBatches(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/worq.v1.AdminService/ListBatches',
+            worq_dot_v1_dot_admin__service__pb2.ListBatchesRequest.SerializeToString,
+            worq_dot_v1_dot_admin__service__pb2.ListBatchesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -162,7 +162,7 @@ class Dependencies(_message.Message):
     def __init__(self, type: _Optional[_Union[DependencyType, str]] = ..., jids: _Optional[_Iterable[str]] = ..., batch_refs: _Optional[_Iterable[str]] = ..., children_of: _Optional[str] = ...) -> None: ...
 
 class JobSpec(_message.Message):
-    __slots__ = ("type", "queue", "args", "kwargs", "payload", "custom", "priority", "at", "delay", "reserve_for", "execution_timeout", "ttl", "retry", "backtrace", "idempotency_key", "depends_on", "batch_ref", "tags", "correlation_id", "parent_jid", "callback_url", "group_key", "unique", "debounce")
+    __slots__ = ("type", "queue", "args", "kwargs", "payload", "custom", "priority", "at", "delay", "reserve_for", "execution_timeout", "ttl", "retry", "backtrace", "idempotency_key", "depends_on", "batch_ref", "tags", "correlation_id", "parent_jid", "callback_url", "group_key", "unique", "debounce", "trace", "batch_id")
     class TagsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -194,6 +194,8 @@ class JobSpec(_message.Message):
     GROUP_KEY_FIELD_NUMBER: _ClassVar[int]
     UNIQUE_FIELD_NUMBER: _ClassVar[int]
     DEBOUNCE_FIELD_NUMBER: _ClassVar[int]
+    TRACE_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     type: str
     queue: str
     args: _struct_pb2.ListValue
@@ -218,7 +220,9 @@ class JobSpec(_message.Message):
     group_key: str
     unique: Uniqueness
     debounce: Debounce
-    def __init__(self, type: _Optional[str] = ..., queue: _Optional[str] = ..., args: _Optional[_Union[_struct_pb2.ListValue, _Mapping]] = ..., kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., payload: _Optional[bytes] = ..., custom: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., priority: _Optional[_Union[Priority, str]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., reserve_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., backtrace: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., depends_on: _Optional[_Union[Dependencies, _Mapping]] = ..., batch_ref: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., correlation_id: _Optional[str] = ..., parent_jid: _Optional[str] = ..., callback_url: _Optional[str] = ..., group_key: _Optional[str] = ..., unique: _Optional[_Union[Uniqueness, _Mapping]] = ..., debounce: _Optional[_Union[Debounce, _Mapping]] = ...) -> None: ...
+    trace: TraceContext
+    batch_id: str
+    def __init__(self, type: _Optional[str] = ..., queue: _Optional[str] = ..., args: _Optional[_Union[_struct_pb2.ListValue, _Mapping]] = ..., kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., payload: _Optional[bytes] = ..., custom: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., priority: _Optional[_Union[Priority, str]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delay: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., reserve_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., backtrace: _Optional[int] = ..., idempotency_key: _Optional[str] = ..., depends_on: _Optional[_Union[Dependencies, _Mapping]] = ..., batch_ref: _Optional[str] = ..., tags: _Optional[_Mapping[str, str]] = ..., correlation_id: _Optional[str] = ..., parent_jid: _Optional[str] = ..., callback_url: _Optional[str] = ..., group_key: _Optional[str] = ..., unique: _Optional[_Union[Uniqueness, _Mapping]] = ..., debounce: _Optional[_Union[Debounce, _Mapping]] = ..., trace: _Optional[_Union[TraceContext, _Mapping]] = ..., batch_id: _Optional[str] = ...) -> None: ...
 
 class Failure(_message.Message):
     __slots__ = ("failed_at", "retried_at", "retry_count", "message", "errtype", "backtrace", "category", "code", "cause")
@@ -253,7 +257,7 @@ class Progress(_message.Message):
     def __init__(self, percent: _Optional[int] = ..., message: _Optional[str] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("jid", "type", "queue", "state", "attempt", "args", "kwargs", "payload", "custom", "priority", "at", "reserve_for", "execution_timeout", "retry", "backtrace", "tags", "correlation_id", "fails", "failure", "created_at", "enqueued_at", "scheduled_at", "started_at", "updated_at", "completed_at", "result", "previous_lease_ids", "lease_expires_at", "worker_id", "idempotency_key", "parent_jid", "dependency_type", "depends_on", "waiting_on", "children_of", "callback_url", "expires_at", "ttl", "checkpoint", "progress", "group_key", "unique_key", "unique_until", "debounce_key")
+    __slots__ = ("jid", "type", "queue", "state", "attempt", "args", "kwargs", "payload", "custom", "priority", "at", "reserve_for", "execution_timeout", "retry", "backtrace", "tags", "correlation_id", "fails", "failure", "created_at", "enqueued_at", "scheduled_at", "started_at", "updated_at", "completed_at", "result", "previous_lease_ids", "lease_expires_at", "worker_id", "idempotency_key", "parent_jid", "dependency_type", "depends_on", "waiting_on", "children_of", "callback_url", "expires_at", "ttl", "checkpoint", "progress", "group_key", "unique_key", "unique_until", "debounce_key", "trace", "batch_id", "schedule", "scheduled_tick")
     class TagsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -305,6 +309,10 @@ class Job(_message.Message):
     UNIQUE_KEY_FIELD_NUMBER: _ClassVar[int]
     UNIQUE_UNTIL_FIELD_NUMBER: _ClassVar[int]
     DEBOUNCE_KEY_FIELD_NUMBER: _ClassVar[int]
+    TRACE_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULED_TICK_FIELD_NUMBER: _ClassVar[int]
     jid: str
     type: str
     queue: str
@@ -349,4 +357,16 @@ class Job(_message.Message):
     unique_key: str
     unique_until: UniqueUntil
     debounce_key: str
-    def __init__(self, jid: _Optional[str] = ..., type: _Optional[str] = ..., queue: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., attempt: _Optional[int] = ..., args: _Optional[_Union[_struct_pb2.ListValue, _Mapping]] = ..., kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., payload: _Optional[bytes] = ..., custom: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., priority: _Optional[_Union[Priority, str]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reserve_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., backtrace: _Optional[int] = ..., tags: _Optional[_Mapping[str, str]] = ..., correlation_id: _Optional[str] = ..., fails: _Optional[int] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[bytes] = ..., previous_lease_ids: _Optional[_Iterable[str]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., worker_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., parent_jid: _Optional[str] = ..., dependency_type: _Optional[_Union[DependencyType, str]] = ..., depends_on: _Optional[_Iterable[str]] = ..., waiting_on: _Optional[_Iterable[str]] = ..., children_of: _Optional[str] = ..., callback_url: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., checkpoint: _Optional[bytes] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., group_key: _Optional[str] = ..., unique_key: _Optional[str] = ..., unique_until: _Optional[_Union[UniqueUntil, str]] = ..., debounce_key: _Optional[str] = ...) -> None: ...
+    trace: TraceContext
+    batch_id: str
+    schedule: str
+    scheduled_tick: _timestamp_pb2.Timestamp
+    def __init__(self, jid: _Optional[str] = ..., type: _Optional[str] = ..., queue: _Optional[str] = ..., state: _Optional[_Union[JobState, str]] = ..., attempt: _Optional[int] = ..., args: _Optional[_Union[_struct_pb2.ListValue, _Mapping]] = ..., kwargs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., payload: _Optional[bytes] = ..., custom: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., priority: _Optional[_Union[Priority, str]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., reserve_for: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., execution_timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., backtrace: _Optional[int] = ..., tags: _Optional[_Mapping[str, str]] = ..., correlation_id: _Optional[str] = ..., fails: _Optional[int] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., enqueued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., scheduled_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., result: _Optional[bytes] = ..., previous_lease_ids: _Optional[_Iterable[str]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., worker_id: _Optional[str] = ..., idempotency_key: _Optional[str] = ..., parent_jid: _Optional[str] = ..., dependency_type: _Optional[_Union[DependencyType, str]] = ..., depends_on: _Optional[_Iterable[str]] = ..., waiting_on: _Optional[_Iterable[str]] = ..., children_of: _Optional[str] = ..., callback_url: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., checkpoint: _Optional[bytes] = ..., progress: _Optional[_Union[Progress, _Mapping]] = ..., group_key: _Optional[str] = ..., unique_key: _Optional[str] = ..., unique_until: _Optional[_Union[UniqueUntil, str]] = ..., debounce_key: _Optional[str] = ..., trace: _Optional[_Union[TraceContext, _Mapping]] = ..., batch_id: _Optional[str] = ..., schedule: _Optional[str] = ..., scheduled_tick: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class TraceContext(_message.Message):
+    __slots__ = ("traceparent", "tracestate")
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    TRACESTATE_FIELD_NUMBER: _ClassVar[int]
+    traceparent: str
+    tracestate: str
+    def __init__(self, traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ...) -> None: ...

@@ -23,10 +23,11 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
+from worq.v1 import batch_pb2 as worq_dot_v1_dot_batch__pb2
 from worq.v1 import job_pb2 as worq_dot_v1_dot_job__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eworq/v1/producer_service.proto\x12\x07worq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x11worq/v1/job.proto\"3\n\rSubmitRequest\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x10.worq.v1.JobSpecR\x03job\"\x87\x01\n\x0eSubmitResponse\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\x12\x1c\n\tduplicate\x18\x02 \x01(\x08R\tduplicate\x12\'\n\x05state\x18\x03 \x01(\x0e\x32\x11.worq.v1.JobStateR\x05state\x12\x1c\n\tdebounced\x18\x04 \x01(\x08R\tdebounced\"e\n\x12SubmitBatchRequest\x12$\n\x04jobs\x18\x01 \x03(\x0b\x32\x10.worq.v1.JobSpecR\x04jobs\x12)\n\x05shape\x18\x02 \x01(\x0e\x32\x13.worq.v1.BatchShapeR\x05shape\"B\n\x13SubmitBatchResponse\x12+\n\x04jobs\x18\x01 \x03(\x0b\x32\x17.worq.v1.SubmitResponseR\x04jobs\"n\n\nRunRequest\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x10.worq.v1.JobSpecR\x03job\x12<\n\x0cwait_timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0bwaitTimeout\"-\n\x0bRunResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x0c.worq.v1.JobR\x03job\"b\n\x10GetResultRequest\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\x12<\n\x0cwait_timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0bwaitTimeout\"3\n\x11GetResultResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x0c.worq.v1.JobR\x03job\"!\n\rCancelRequest\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\"0\n\x0e\x43\x61ncelResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x0c.worq.v1.JobR\x03job\"#\n\x0fWatchJobRequest\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\"2\n\x10WatchJobResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x0c.worq.v1.JobR\x03job\"\xb1\x01\n\x16\x43ollectChildrenRequest\x12\x1d\n\nparent_jid\x18\x01 \x01(\tR\tparentJid\x12<\n\x0cwait_timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0bwaitTimeout\x12\x1b\n\tpage_size\x18\x03 \x01(\rR\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\"\x87\x01\n\x17\x43ollectChildrenResponse\x12(\n\x08\x63hildren\x18\x01 \x03(\x0b\x32\x0c.worq.v1.JobR\x08\x63hildren\x12\x1a\n\x08\x66inished\x18\x02 \x01(\x08R\x08\x66inished\x12&\n\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken*X\n\nBatchShape\x12\x1b\n\x17\x42\x41TCH_SHAPE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x42\x41TCH_SHAPE_CHAIN\x10\x01\x12\x16\n\x12\x42\x41TCH_SHAPE_FAN_IN\x10\x02\x32\xe0\x03\n\x0fProducerService\x12\x39\n\x06Submit\x12\x16.worq.v1.SubmitRequest\x1a\x17.worq.v1.SubmitResponse\x12H\n\x0bSubmitBatch\x12\x1b.worq.v1.SubmitBatchRequest\x1a\x1c.worq.v1.SubmitBatchResponse\x12\x30\n\x03Run\x12\x13.worq.v1.RunRequest\x1a\x14.worq.v1.RunResponse\x12\x42\n\tGetResult\x12\x19.worq.v1.GetResultRequest\x1a\x1a.worq.v1.GetResultResponse\x12\x39\n\x06\x43\x61ncel\x12\x16.worq.v1.CancelRequest\x1a\x17.worq.v1.CancelResponse\x12\x41\n\x08WatchJob\x12\x18.worq.v1.WatchJobRequest\x1a\x19.worq.v1.WatchJobResponse0\x01\x12T\n\x0f\x43ollectChildren\x12\x1f.worq.v1.CollectChildrenRequest\x1a .worq.v1.CollectChildrenResponseB\x90\x01\n\x0b\x63om.worq.v1B\x14ProducerServiceProtoP\x01Z.github.com/worq-dev/worq/gen/go/worq/v1;worqv1\xa2\x02\x03WXX\xaa\x02\x07Worq.V1\xca\x02\x07Worq\\V1\xe2\x02\x13Worq\\V1\\GPBMetadata\xea\x02\x08Worq::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eworq/v1/producer_service.proto\x12\x07worq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x13worq/v1/batch.proto\x1a\x11worq/v1/job.proto\"3\n\rSubmitRequest\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x10.worq.v1.JobSpecR\x03job\"\x87\x01\n\x0eSubmitResponse\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\x12\x1c\n\tduplicate\x18\x02 \x01(\x08R\tduplicate\x12\'\n\x05state\x18\x03 \x01(\x0e\x32\x11.worq.v1.JobStateR\x05state\x12\x1c\n\tdebounced\x18\x04 \x01(\x08R\tdebounced\"e\n\x12SubmitBatchRequest\x12$\n\x04jobs\x18\x01 \x03(\x0b\x32\x10.worq.v1.JobSpecR\x04jobs\x12)\n\x05shape\x18\x02 \x01(\x0e\x32\x13.worq.v1.BatchShapeR\x05shape\"B\n\x13SubmitBatchResponse\x12+\n\x04jobs\x18\x01 \x03(\x0b\x32\x17.worq.v1.SubmitResponseR\x04jobs\"n\n\nRunRequest\x12\"\n\x03job\x18\x01 \x01(\x0b\x32\x10.worq.v1.JobSpecR\x03job\x12<\n\x0cwait_timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0bwaitTimeout\"-\n\x0bRunResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x0c.worq.v1.JobR\x03job\"b\n\x10GetResultRequest\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\x12<\n\x0cwait_timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0bwaitTimeout\"3\n\x11GetResultResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x0c.worq.v1.JobR\x03job\"!\n\rCancelRequest\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\"0\n\x0e\x43\x61ncelResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x0c.worq.v1.JobR\x03job\"#\n\x0fWatchJobRequest\x12\x10\n\x03jid\x18\x01 \x01(\tR\x03jid\"2\n\x10WatchJobResponse\x12\x1e\n\x03job\x18\x01 \x01(\x0b\x32\x0c.worq.v1.JobR\x03job\"\xb1\x01\n\x16\x43ollectChildrenRequest\x12\x1d\n\nparent_jid\x18\x01 \x01(\tR\tparentJid\x12<\n\x0cwait_timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x0bwaitTimeout\x12\x1b\n\tpage_size\x18\x03 \x01(\rR\x08pageSize\x12\x1d\n\npage_token\x18\x04 \x01(\tR\tpageToken\"\x87\x01\n\x17\x43ollectChildrenResponse\x12(\n\x08\x63hildren\x18\x01 \x03(\x0b\x32\x0c.worq.v1.JobR\x08\x63hildren\x12\x1a\n\x08\x66inished\x18\x02 \x01(\x08R\x08\x66inished\x12&\n\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\">\n\x12\x43reateBatchRequest\x12(\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x12.worq.v1.BatchSpecR\x05\x62\x61tch\";\n\x13\x43reateBatchResponse\x12$\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x0e.worq.v1.BatchR\x05\x62\x61tch\"\"\n\x10SealBatchRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\"9\n\x11SealBatchResponse\x12$\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x0e.worq.v1.BatchR\x05\x62\x61tch\"P\n\x0fGetBatchRequest\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12-\n\x04wait\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x04wait\"8\n\x10GetBatchResponse\x12$\n\x05\x62\x61tch\x18\x01 \x01(\x0b\x32\x0e.worq.v1.BatchR\x05\x62\x61tch*X\n\nBatchShape\x12\x1b\n\x17\x42\x41TCH_SHAPE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x42\x41TCH_SHAPE_CHAIN\x10\x01\x12\x16\n\x12\x42\x41TCH_SHAPE_FAN_IN\x10\x02\x32\xaf\x05\n\x0fProducerService\x12\x39\n\x06Submit\x12\x16.worq.v1.SubmitRequest\x1a\x17.worq.v1.SubmitResponse\x12H\n\x0bSubmitBatch\x12\x1b.worq.v1.SubmitBatchRequest\x1a\x1c.worq.v1.SubmitBatchResponse\x12\x30\n\x03Run\x12\x13.worq.v1.RunRequest\x1a\x14.worq.v1.RunResponse\x12\x42\n\tGetResult\x12\x19.worq.v1.GetResultRequest\x1a\x1a.worq.v1.GetResultResponse\x12\x39\n\x06\x43\x61ncel\x12\x16.worq.v1.CancelRequest\x1a\x17.worq.v1.CancelResponse\x12\x41\n\x08WatchJob\x12\x18.worq.v1.WatchJobRequest\x1a\x19.worq.v1.WatchJobResponse0\x01\x12T\n\x0f\x43ollectChildren\x12\x1f.worq.v1.CollectChildrenRequest\x1a .worq.v1.CollectChildrenResponse\x12H\n\x0b\x43reateBatch\x12\x1b.worq.v1.CreateBatchRequest\x1a\x1c.worq.v1.CreateBatchResponse\x12\x42\n\tSealBatch\x12\x19.worq.v1.SealBatchRequest\x1a\x1a.worq.v1.SealBatchResponse\x12?\n\x08GetBatch\x12\x18.worq.v1.GetBatchRequest\x1a\x19.worq.v1.GetBatchResponseB\x90\x01\n\x0b\x63om.worq.v1B\x14ProducerServiceProtoP\x01Z.github.com/worq-dev/worq/gen/go/worq/v1;worqv1\xa2\x02\x03WXX\xaa\x02\x07Worq.V1\xca\x02\x07Worq\\V1\xe2\x02\x13Worq\\V1\\GPBMetadata\xea\x02\x08Worq::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,36 +35,48 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'worq.v1.producer_service_pb
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\013com.worq.v1B\024ProducerServiceProtoP\001Z.github.com/worq-dev/worq/gen/go/worq/v1;worqv1\242\002\003WXX\252\002\007Worq.V1\312\002\007Worq\\V1\342\002\023Worq\\V1\\GPBMetadata\352\002\010Worq::V1'
-  _globals['_BATCHSHAPE']._serialized_start=1260
-  _globals['_BATCHSHAPE']._serialized_end=1348
-  _globals['_SUBMITREQUEST']._serialized_start=94
-  _globals['_SUBMITREQUEST']._serialized_end=145
-  _globals['_SUBMITRESPONSE']._serialized_start=148
-  _globals['_SUBMITRESPONSE']._serialized_end=283
-  _globals['_SUBMITBATCHREQUEST']._serialized_start=285
-  _globals['_SUBMITBATCHREQUEST']._serialized_end=386
-  _globals['_SUBMITBATCHRESPONSE']._serialized_start=388
-  _globals['_SUBMITBATCHRESPONSE']._serialized_end=454
-  _globals['_RUNREQUEST']._serialized_start=456
-  _globals['_RUNREQUEST']._serialized_end=566
-  _globals['_RUNRESPONSE']._serialized_start=568
-  _globals['_RUNRESPONSE']._serialized_end=613
-  _globals['_GETRESULTREQUEST']._serialized_start=615
-  _globals['_GETRESULTREQUEST']._serialized_end=713
-  _globals['_GETRESULTRESPONSE']._serialized_start=715
-  _globals['_GETRESULTRESPONSE']._serialized_end=766
-  _globals['_CANCELREQUEST']._serialized_start=768
-  _globals['_CANCELREQUEST']._serialized_end=801
-  _globals['_CANCELRESPONSE']._serialized_start=803
-  _globals['_CANCELRESPONSE']._serialized_end=851
-  _globals['_WATCHJOBREQUEST']._serialized_start=853
-  _globals['_WATCHJOBREQUEST']._serialized_end=888
-  _globals['_WATCHJOBRESPONSE']._serialized_start=890
-  _globals['_WATCHJOBRESPONSE']._serialized_end=940
-  _globals['_COLLECTCHILDRENREQUEST']._serialized_start=943
-  _globals['_COLLECTCHILDRENREQUEST']._serialized_end=1120
-  _globals['_COLLECTCHILDRENRESPONSE']._serialized_start=1123
-  _globals['_COLLECTCHILDRENRESPONSE']._serialized_end=1258
-  _globals['_PRODUCERSERVICE']._serialized_start=1351
-  _globals['_PRODUCERSERVICE']._serialized_end=1831
+  _globals['_BATCHSHAPE']._serialized_start=1641
+  _globals['_BATCHSHAPE']._serialized_end=1729
+  _globals['_SUBMITREQUEST']._serialized_start=115
+  _globals['_SUBMITREQUEST']._serialized_end=166
+  _globals['_SUBMITRESPONSE']._serialized_start=169
+  _globals['_SUBMITRESPONSE']._serialized_end=304
+  _globals['_SUBMITBATCHREQUEST']._serialized_start=306
+  _globals['_SUBMITBATCHREQUEST']._serialized_end=407
+  _globals['_SUBMITBATCHRESPONSE']._serialized_start=409
+  _globals['_SUBMITBATCHRESPONSE']._serialized_end=475
+  _globals['_RUNREQUEST']._serialized_start=477
+  _globals['_RUNREQUEST']._serialized_end=587
+  _globals['_RUNRESPONSE']._serialized_start=589
+  _globals['_RUNRESPONSE']._serialized_end=634
+  _globals['_GETRESULTREQUEST']._serialized_start=636
+  _globals['_GETRESULTREQUEST']._serialized_end=734
+  _globals['_GETRESULTRESPONSE']._serialized_start=736
+  _globals['_GETRESULTRESPONSE']._serialized_end=787
+  _globals['_CANCELREQUEST']._serialized_start=789
+  _globals['_CANCELREQUEST']._serialized_end=822
+  _globals['_CANCELRESPONSE']._serialized_start=824
+  _globals['_CANCELRESPONSE']._serialized_end=872
+  _globals['_WATCHJOBREQUEST']._serialized_start=874
+  _globals['_WATCHJOBREQUEST']._serialized_end=909
+  _globals['_WATCHJOBRESPONSE']._serialized_start=911
+  _globals['_WATCHJOBRESPONSE']._serialized_end=961
+  _globals['_COLLECTCHILDRENREQUEST']._serialized_start=964
+  _globals['_COLLECTCHILDRENREQUEST']._serialized_end=1141
+  _globals['_COLLECTCHILDRENRESPONSE']._serialized_start=1144
+  _globals['_COLLECTCHILDRENRESPONSE']._serialized_end=1279
+  _globals['_CREATEBATCHREQUEST']._serialized_start=1281
+  _globals['_CREATEBATCHREQUEST']._serialized_end=1343
+  _globals['_CREATEBATCHRESPONSE']._serialized_start=1345
+  _globals['_CREATEBATCHRESPONSE']._serialized_end=1404
+  _globals['_SEALBATCHREQUEST']._serialized_start=1406
+  _globals['_SEALBATCHREQUEST']._serialized_end=1440
+  _globals['_SEALBATCHRESPONSE']._serialized_start=1442
+  _globals['_SEALBATCHRESPONSE']._serialized_end=1499
+  _globals['_GETBATCHREQUEST']._serialized_start=1501
+  _globals['_GETBATCHREQUEST']._serialized_end=1581
+  _globals['_GETBATCHRESPONSE']._serialized_start=1583
+  _globals['_GETBATCHRESPONSE']._serialized_end=1639
+  _globals['_PRODUCERSERVICE']._serialized_start=1732
+  _globals['_PRODUCERSERVICE']._serialized_end=2419
 # @@protoc_insertion_point(module_scope)

@@ -1,6 +1,7 @@
 import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
+from worq.v1 import batch_pb2 as _batch_pb2
 from worq.v1 import job_pb2 as _job_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
@@ -125,3 +126,41 @@ class CollectChildrenResponse(_message.Message):
     finished: bool
     next_page_token: str
     def __init__(self, children: _Optional[_Iterable[_Union[_job_pb2.Job, _Mapping]]] = ..., finished: _Optional[bool] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class CreateBatchRequest(_message.Message):
+    __slots__ = ("batch",)
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    batch: _batch_pb2.BatchSpec
+    def __init__(self, batch: _Optional[_Union[_batch_pb2.BatchSpec, _Mapping]] = ...) -> None: ...
+
+class CreateBatchResponse(_message.Message):
+    __slots__ = ("batch",)
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    batch: _batch_pb2.Batch
+    def __init__(self, batch: _Optional[_Union[_batch_pb2.Batch, _Mapping]] = ...) -> None: ...
+
+class SealBatchRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class SealBatchResponse(_message.Message):
+    __slots__ = ("batch",)
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    batch: _batch_pb2.Batch
+    def __init__(self, batch: _Optional[_Union[_batch_pb2.Batch, _Mapping]] = ...) -> None: ...
+
+class GetBatchRequest(_message.Message):
+    __slots__ = ("id", "wait")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    wait: _duration_pb2.Duration
+    def __init__(self, id: _Optional[str] = ..., wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
+class GetBatchResponse(_message.Message):
+    __slots__ = ("batch",)
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    batch: _batch_pb2.Batch
+    def __init__(self, batch: _Optional[_Union[_batch_pb2.Batch, _Mapping]] = ...) -> None: ...

@@ -70,6 +70,21 @@ class ProducerServiceStub:
                 request_serializer=worq_dot_v1_dot_producer__service__pb2.CollectChildrenRequest.SerializeToString,
                 response_deserializer=worq_dot_v1_dot_producer__service__pb2.CollectChildrenResponse.FromString,
                 _registered_method=True)
+        self.CreateBatch = channel.unary_unary(
+                '/worq.v1.ProducerService/CreateBatch',
+                request_serializer=worq_dot_v1_dot_producer__service__pb2.CreateBatchRequest.SerializeToString,
+                response_deserializer=worq_dot_v1_dot_producer__service__pb2.CreateBatchResponse.FromString,
+                _registered_method=True)
+        self.SealBatch = channel.unary_unary(
+                '/worq.v1.ProducerService/SealBatch',
+                request_serializer=worq_dot_v1_dot_producer__service__pb2.SealBatchRequest.SerializeToString,
+                response_deserializer=worq_dot_v1_dot_producer__service__pb2.SealBatchResponse.FromString,
+                _registered_method=True)
+        self.GetBatch = channel.unary_unary(
+                '/worq.v1.ProducerService/GetBatch',
+                request_serializer=worq_dot_v1_dot_producer__service__pb2.GetBatchRequest.SerializeToString,
+                response_deserializer=worq_dot_v1_dot_producer__service__pb2.GetBatchResponse.FromString,
+                _registered_method=True)
 
 
 class ProducerServiceServicer:
@@ -145,6 +160,29 @@ class ProducerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateBatch(self, request, context):
+        """CreateBatch creates an open batch; jobs join it with JobSpec.batch_id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SealBatch(self, request, context):
+        """SealBatch closes a batch to new jobs from outside it: it is done once everything in it
+        finished. FAILED_PRECONDITION if already sealed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetBatch(self, request, context):
+        """GetBatch returns a batch with its counts; with `wait`, waits up to that long for it to
+        be done first (DEADLINE_EXCEEDED if it is not).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ProducerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -182,6 +220,21 @@ def add_ProducerServiceServicer_to_server(servicer, server):
                     servicer.CollectChildren,
                     request_deserializer=worq_dot_v1_dot_producer__service__pb2.CollectChildrenRequest.FromString,
                     response_serializer=worq_dot_v1_dot_producer__service__pb2.CollectChildrenResponse.SerializeToString,
+            ),
+            'CreateBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateBatch,
+                    request_deserializer=worq_dot_v1_dot_producer__service__pb2.CreateBatchRequest.FromString,
+                    response_serializer=worq_dot_v1_dot_producer__service__pb2.CreateBatchResponse.SerializeToString,
+            ),
+            'SealBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.SealBatch,
+                    request_deserializer=worq_dot_v1_dot_producer__service__pb2.SealBatchRequest.FromString,
+                    response_serializer=worq_dot_v1_dot_producer__service__pb2.SealBatchResponse.SerializeToString,
+            ),
+            'GetBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBatch,
+                    request_deserializer=worq_dot_v1_dot_producer__service__pb2.GetBatchRequest.FromString,
+                    response_serializer=worq_dot_v1_dot_producer__service__pb2.GetBatchResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -374,6 +427,87 @@ class ProducerService:
             '/worq.v1.ProducerService/CollectChildren',
             worq_dot_v1_dot_producer__service__pb2.CollectChildrenRequest.SerializeToString,
             worq_dot_v1_dot_producer__service__pb2.CollectChildrenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/worq.v1.ProducerService/CreateBatch',
+            worq_dot_v1_dot_producer__service__pb2.CreateBatchRequest.SerializeToString,
+            worq_dot_v1_dot_producer__service__pb2.CreateBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SealBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/worq.v1.ProducerService/SealBatch',
+            worq_dot_v1_dot_producer__service__pb2.SealBatchRequest.SerializeToString,
+            worq_dot_v1_dot_producer__service__pb2.SealBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/worq.v1.ProducerService/GetBatch',
+            worq_dot_v1_dot_producer__service__pb2.GetBatchRequest.SerializeToString,
+            worq_dot_v1_dot_producer__service__pb2.GetBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -6,8 +6,12 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Batch, BatchState } from "./batch_pb.js";
+import { file_worq_v1_batch } from "./batch_pb.js";
 import type { Job, JobState } from "./job_pb.js";
 import { file_worq_v1_job } from "./job_pb.js";
+import type { Schedule } from "./schedule_pb.js";
+import { file_worq_v1_schedule } from "./schedule_pb.js";
 import type { ControlAction, LeaseRef } from "./worker_service_pb.js";
 import { file_worq_v1_worker_service } from "./worker_service_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -16,7 +20,316 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file worq/v1/admin_service.proto.
  */
 export const file_worq_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("Cht3b3JxL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SB3dvcnEudjEiHAoNR2V0Sm9iUmVxdWVzdBILCgNqaWQYASABKAkiKwoOR2V0Sm9iUmVzcG9uc2USGQoDam9iGAEgASgLMgwud29ycS52MS5Kb2IilQMKD0xpc3RKb2JzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIgCgVzdGF0ZRgCIAEoDjIRLndvcnEudjEuSm9iU3RhdGUSEQoJcGFnZV9zaXplGAMgASgNEhIKCnBhZ2VfdG9rZW4YBCABKAkSDAoEdHlwZRgFIAEoCRIwCgR0YWdzGAYgAygLMiIud29ycS52MS5MaXN0Sm9ic1JlcXVlc3QuVGFnc0VudHJ5EhYKDmNvcnJlbGF0aW9uX2lkGAcgASgJEhIKCmppZF9wcmVmaXgYCCABKAkSMQoNY3JlYXRlZF9hZnRlchgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoOY3JlYXRlZF9iZWZvcmUYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCnBhcmVudF9qaWQYCyABKAkSFgoOZGVwZW5kc19vbl9qaWQYDCABKAkaKwoJVGFnc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiRwoQTGlzdEpvYnNSZXNwb25zZRIaCgRqb2JzGAEgAygLMgwud29ycS52MS5Kb2ISFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjoKEUxpc3RRdWV1ZXNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoDRISCgpwYWdlX3Rva2VuGAIgASgJIlIKEkxpc3RRdWV1ZXNSZXNwb25zZRIjCgZxdWV1ZXMYASADKAsyEy53b3JxLnYxLlF1ZXVlU3RhdHMSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIucCCgpRdWV1ZVN0YXRzEg0KBXF1ZXVlGAEgASgJEg0KBXJlYWR5GAIgASgEEg8KB2RlbGF5ZWQYAyABKAQSEQoJaW5fZmxpZ2h0GAQgASgEEhAKCHJldHJ5aW5nGAUgASgEEgwKBGRlYWQYBiABKAQSKgoHbGF0ZW5jeRgHIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIOCgZwYXVzZWQYCCABKAgSDwoHcGVuZGluZxgJIAEoBBIRCgljb21wbGV0ZWQYCiABKAQSDgoGZmFpbGVkGAsgASgEEiQKBmNvbmZpZxgMIAEoCzIULndvcnEudjEuUXVldWVDb25maWcSGAoLcmF0ZV90b2tlbnMYDSABKA1IAIgBARIOCgZncm91cHMYDiABKAQSJwoKdG9wX2dyb3VwcxgPIAMoCzITLndvcnEudjEuR3JvdXBTdGF0c0IOCgxfcmF0ZV90b2tlbnMijwIKC1F1ZXVlQ29uZmlnEhoKDXJldHJ5X3RpbWVvdXQYASABKAhIAIgBARIZCgxyZXRyeV9zeXN0ZW0YAiABKAhIAYgBARIYCgttYXhfcnVubmluZxgDIAEoDUgCiAEBEisKCnJhdGVfbGltaXQYBCABKAsyEi53b3JxLnYxLlJhdGVMaW1pdEgDiAEBEi8KDGdyb3VwX2xpbWl0cxgFIAEoCzIULndvcnEudjEuR3JvdXBMaW1pdHNIBIgBAUIQCg5fcmV0cnlfdGltZW91dEIPCg1fcmV0cnlfc3lzdGVtQg4KDF9tYXhfcnVubmluZ0INCgtfcmF0ZV9saW1pdEIPCg1fZ3JvdXBfbGltaXRzIjIKC0dyb3VwTGltaXRzEiMKBmxpbWl0cxgBIAMoCzITLndvcnEudjEuR3JvdXBMaW1pdCJaCgpHcm91cExpbWl0Eg8KB3BhdHRlcm4YASABKAkSEwoLbWF4X3J1bm5pbmcYAiABKA0SJgoKcmF0ZV9saW1pdBgDIAEoCzISLndvcnEudjEuUmF0ZUxpbWl0Io8BCgpHcm91cFN0YXRzEhEKCWdyb3VwX2tleRgBIAEoCRINCgVyZWFkeRgCIAEoBBIRCglpbl9mbGlnaHQYAyABKAQSIgoFbGltaXQYBCABKAsyEy53b3JxLnYxLkdyb3VwTGltaXQSGAoLcmF0ZV90b2tlbnMYBSABKA1IAIgBAUIOCgxfcmF0ZV90b2tlbnMiVQoJUmF0ZUxpbWl0Eg4KBnN0YXJ0cxgBIAEoDRIpCgZwZXJpb2QYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDQoFYnVyc3QYAyABKA0iJQoUR2V0UXVldWVTdGF0c1JlcXVlc3QSDQoFcXVldWUYASABKAkiOwoVR2V0UXVldWVTdGF0c1Jlc3BvbnNlEiIKBXN0YXRzGAEgASgLMhMud29ycS52MS5RdWV1ZVN0YXRzIhYKFEdldFNlcnZlckluZm9SZXF1ZXN0IosDChVHZXRTZXJ2ZXJJbmZvUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoCRIuCgpzdGFydGVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIpCgZ1cHRpbWUYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SGQoRY29ubmVjdGVkX3dvcmtlcnMYBCABKA0SFwoPdG90YWxfcHJvY2Vzc2VkGAUgASgEEhQKDHRvdGFsX2ZhaWxlZBgGIAEoBBIUCgxldmljdGVkX2pvYnMYByABKAQSEQoJbGl2ZV9qb2JzGAggASgEEg0KBXN0b3JlGAkgASgJEhcKD3RvdGFsX3N1Ym1pdHRlZBgKIAEoBBISCgpkYXRhX2J5dGVzGAsgASgEEhkKEWNvbm5lY3RlZF9jbGllbnRzGAwgASgNEg8KB25vZGVfaWQYDSABKAkSKwoNY2x1c3Rlcl9ub2RlcxgOIAMoCzIULndvcnEudjEuQ2x1c3Rlck5vZGUiyAEKC0NsdXN0ZXJOb2RlEg8KB25vZGVfaWQYASABKAkSDAoEcm9sZRgCIAEoCRIUCgxncnBjX2FkZHJlc3MYAyABKAkSFAoMaHR0cF9hZGRyZXNzGAQgASgJEi4KCnN0YXJ0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KCWxhc3Rfc2VlbhgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHdmVyc2lvbhgHIAEoCSIUChJMaXN0V29ya2Vyc1JlcXVlc3QiOwoTTGlzdFdvcmtlcnNSZXNwb25zZRIkCgd3b3JrZXJzGAEgAygLMhMud29ycS52MS5Xb3JrZXJJbmZvIvMBCgpXb3JrZXJJbmZvEhEKCXdvcmtlcl9pZBgBIAEoCRIOCgZxdWV1ZXMYAiADKAkSDwoHY3JlZGl0cxgDIAEoDRIfCgRoZWxkGAQgAygLMhEud29ycS52MS5MZWFzZVJlZhIwCgxjb25uZWN0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KBmxhYmVscxgGIAMoCzIfLndvcnEudjEuV29ya2VySW5mby5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIh8KEERlbGV0ZUpvYlJlcXVlc3QSCwoDamlkGAEgASgJIhMKEURlbGV0ZUpvYlJlc3BvbnNlIi8KEFJldHJ5Sm9ic1JlcXVlc3QSDAoEamlkcxgBIAMoCRINCgVxdWV1ZRgCIAEoCSIkChFSZXRyeUpvYnNSZXNwb25zZRIPCgdyZXRyaWVkGAEgASgEIiEKEVJ1bkpvYnNOb3dSZXF1ZXN0EgwKBGppZHMYASADKAkiJwoSUnVuSm9ic05vd1Jlc3BvbnNlEhEKCXNjaGVkdWxlZBgBIAEoBCIiChFQYXVzZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIUChJQYXVzZVF1ZXVlUmVzcG9uc2UiIwoSUmVzdW1lUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIhUKE1Jlc3VtZVF1ZXVlUmVzcG9uc2UiIgoRUHVyZ2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiJQoSUHVyZ2VRdWV1ZVJlc3BvbnNlEg8KB2RlbGV0ZWQYASABKAQiUQoUQ29udHJvbFdvcmtlclJlcXVlc3QSEQoJd29ya2VyX2lkGAEgASgJEiYKBmFjdGlvbhgCIAEoDjIWLndvcnEudjEuQ29udHJvbEFjdGlvbiIoChVDb250cm9sV29ya2VyUmVzcG9uc2USDwoHc3RyZWFtcxgBIAEoDSJMChVDb25maWd1cmVRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkSJAoGY29uZmlnGAIgASgLMhQud29ycS52MS5RdWV1ZUNvbmZpZyI+ChZDb25maWd1cmVRdWV1ZVJlc3BvbnNlEiQKBmNvbmZpZxgBIAEoCzIULndvcnEudjEuUXVldWVDb25maWcyhQgKDEFkbWluU2VydmljZRI5CgZHZXRKb2ISFi53b3JxLnYxLkdldEpvYlJlcXVlc3QaFy53b3JxLnYxLkdldEpvYlJlc3BvbnNlEj8KCExpc3RKb2JzEhgud29ycS52MS5MaXN0Sm9ic1JlcXVlc3QaGS53b3JxLnYxLkxpc3RKb2JzUmVzcG9uc2USRQoKTGlzdFF1ZXVlcxIaLndvcnEudjEuTGlzdFF1ZXVlc1JlcXVlc3QaGy53b3JxLnYxLkxpc3RRdWV1ZXNSZXNwb25zZRJOCg1HZXRRdWV1ZVN0YXRzEh0ud29ycS52MS5HZXRRdWV1ZVN0YXRzUmVxdWVzdBoeLndvcnEudjEuR2V0UXVldWVTdGF0c1Jlc3BvbnNlEk4KDUdldFNlcnZlckluZm8SHS53b3JxLnYxLkdldFNlcnZlckluZm9SZXF1ZXN0Gh4ud29ycS52MS5HZXRTZXJ2ZXJJbmZvUmVzcG9uc2USSAoLTGlzdFdvcmtlcnMSGy53b3JxLnYxLkxpc3RXb3JrZXJzUmVxdWVzdBocLndvcnEudjEuTGlzdFdvcmtlcnNSZXNwb25zZRJCCglEZWxldGVKb2ISGS53b3JxLnYxLkRlbGV0ZUpvYlJlcXVlc3QaGi53b3JxLnYxLkRlbGV0ZUpvYlJlc3BvbnNlEkIKCVJldHJ5Sm9icxIZLndvcnEudjEuUmV0cnlKb2JzUmVxdWVzdBoaLndvcnEudjEuUmV0cnlKb2JzUmVzcG9uc2USRQoKUnVuSm9ic05vdxIaLndvcnEudjEuUnVuSm9ic05vd1JlcXVlc3QaGy53b3JxLnYxLlJ1bkpvYnNOb3dSZXNwb25zZRJFCgpQYXVzZVF1ZXVlEhoud29ycS52MS5QYXVzZVF1ZXVlUmVxdWVzdBobLndvcnEudjEuUGF1c2VRdWV1ZVJlc3BvbnNlEkgKC1Jlc3VtZVF1ZXVlEhsud29ycS52MS5SZXN1bWVRdWV1ZVJlcXVlc3QaHC53b3JxLnYxLlJlc3VtZVF1ZXVlUmVzcG9uc2USRQoKUHVyZ2VRdWV1ZRIaLndvcnEudjEuUHVyZ2VRdWV1ZVJlcXVlc3QaGy53b3JxLnYxLlB1cmdlUXVldWVSZXNwb25zZRJOCg1Db250cm9sV29ya2VyEh0ud29ycS52MS5Db250cm9sV29ya2VyUmVxdWVzdBoeLndvcnEudjEuQ29udHJvbFdvcmtlclJlc3BvbnNlElEKDkNvbmZpZ3VyZVF1ZXVlEh4ud29ycS52MS5Db25maWd1cmVRdWV1ZVJlcXVlc3QaHy53b3JxLnYxLkNvbmZpZ3VyZVF1ZXVlUmVzcG9uc2VCjQEKC2NvbS53b3JxLnYxQhFBZG1pblNlcnZpY2VQcm90b1ABWi5naXRodWIuY29tL3dvcnEtZGV2L3dvcnEvZ2VuL2dvL3dvcnEvdjE7d29ycXYxogIDV1hYqgIHV29ycS5WMcoCB1dvcnFcVjHiAhNXb3JxXFYxXEdQQk1ldGFkYXRh6gIIV29ycTo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_worq_v1_job, file_worq_v1_worker_service]);
+  fileDesc("Cht3b3JxL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SB3dvcnEudjEiOQoSUHV0U2NoZWR1bGVSZXF1ZXN0EiMKCHNjaGVkdWxlGAEgASgLMhEud29ycS52MS5TY2hlZHVsZSI6ChNQdXRTY2hlZHVsZVJlc3BvbnNlEiMKCHNjaGVkdWxlGAEgASgLMhEud29ycS52MS5TY2hlZHVsZSIiChJHZXRTY2hlZHVsZVJlcXVlc3QSDAoEbmFtZRgBIAEoCSI6ChNHZXRTY2hlZHVsZVJlc3BvbnNlEiMKCHNjaGVkdWxlGAEgASgLMhEud29ycS52MS5TY2hlZHVsZSIWChRMaXN0U2NoZWR1bGVzUmVxdWVzdCI9ChVMaXN0U2NoZWR1bGVzUmVzcG9uc2USJAoJc2NoZWR1bGVzGAEgAygLMhEud29ycS52MS5TY2hlZHVsZSIkChRQYXVzZVNjaGVkdWxlUmVxdWVzdBIMCgRuYW1lGAEgASgJIhcKFVBhdXNlU2NoZWR1bGVSZXNwb25zZSIlChVSZXN1bWVTY2hlZHVsZVJlcXVlc3QSDAoEbmFtZRgBIAEoCSIYChZSZXN1bWVTY2hlZHVsZVJlc3BvbnNlIiUKFURlbGV0ZVNjaGVkdWxlUmVxdWVzdBIMCgRuYW1lGAEgASgJIhgKFkRlbGV0ZVNjaGVkdWxlUmVzcG9uc2UiJQoVUnVuU2NoZWR1bGVOb3dSZXF1ZXN0EgwKBG5hbWUYASABKAkiJQoWUnVuU2NoZWR1bGVOb3dSZXNwb25zZRILCgNqaWQYASABKAkiXwoSTGlzdEJhdGNoZXNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoDRISCgpwYWdlX3Rva2VuGAIgASgJEiIKBXN0YXRlGAMgASgOMhMud29ycS52MS5CYXRjaFN0YXRlIk8KE0xpc3RCYXRjaGVzUmVzcG9uc2USHwoHYmF0Y2hlcxgBIAMoCzIOLndvcnEudjEuQmF0Y2gSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIhwKDUdldEpvYlJlcXVlc3QSCwoDamlkGAEgASgJIisKDkdldEpvYlJlc3BvbnNlEhkKA2pvYhgBIAEoCzIMLndvcnEudjEuSm9iIpUDCg9MaXN0Sm9ic1JlcXVlc3QSDQoFcXVldWUYASABKAkSIAoFc3RhdGUYAiABKA4yES53b3JxLnYxLkpvYlN0YXRlEhEKCXBhZ2Vfc2l6ZRgDIAEoDRISCgpwYWdlX3Rva2VuGAQgASgJEgwKBHR5cGUYBSABKAkSMAoEdGFncxgGIAMoCzIiLndvcnEudjEuTGlzdEpvYnNSZXF1ZXN0LlRhZ3NFbnRyeRIWCg5jb3JyZWxhdGlvbl9pZBgHIAEoCRISCgpqaWRfcHJlZml4GAggASgJEjEKDWNyZWF0ZWRfYWZ0ZXIYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjIKDmNyZWF0ZWRfYmVmb3JlGAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpwYXJlbnRfamlkGAsgASgJEhYKDmRlcGVuZHNfb25famlkGAwgASgJGisKCVRhZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkcKEExpc3RKb2JzUmVzcG9uc2USGgoEam9icxgBIAMoCzIMLndvcnEudjEuSm9iEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSI6ChFMaXN0UXVldWVzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCSJSChJMaXN0UXVldWVzUmVzcG9uc2USIwoGcXVldWVzGAEgAygLMhMud29ycS52MS5RdWV1ZVN0YXRzEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSLnAgoKUXVldWVTdGF0cxINCgVxdWV1ZRgBIAEoCRINCgVyZWFkeRgCIAEoBBIPCgdkZWxheWVkGAMgASgEEhEKCWluX2ZsaWdodBgEIAEoBBIQCghyZXRyeWluZxgFIAEoBBIMCgRkZWFkGAYgASgEEioKB2xhdGVuY3kYByABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDgoGcGF1c2VkGAggASgIEg8KB3BlbmRpbmcYCSABKAQSEQoJY29tcGxldGVkGAogASgEEg4KBmZhaWxlZBgLIAEoBBIkCgZjb25maWcYDCABKAsyFC53b3JxLnYxLlF1ZXVlQ29uZmlnEhgKC3JhdGVfdG9rZW5zGA0gASgNSACIAQESDgoGZ3JvdXBzGA4gASgEEicKCnRvcF9ncm91cHMYDyADKAsyEy53b3JxLnYxLkdyb3VwU3RhdHNCDgoMX3JhdGVfdG9rZW5zIo8CCgtRdWV1ZUNvbmZpZxIaCg1yZXRyeV90aW1lb3V0GAEgASgISACIAQESGQoMcmV0cnlfc3lzdGVtGAIgASgISAGIAQESGAoLbWF4X3J1bm5pbmcYAyABKA1IAogBARIrCgpyYXRlX2xpbWl0GAQgASgLMhIud29ycS52MS5SYXRlTGltaXRIA4gBARIvCgxncm91cF9saW1pdHMYBSABKAsyFC53b3JxLnYxLkdyb3VwTGltaXRzSASIAQFCEAoOX3JldHJ5X3RpbWVvdXRCDwoNX3JldHJ5X3N5c3RlbUIOCgxfbWF4X3J1bm5pbmdCDQoLX3JhdGVfbGltaXRCDwoNX2dyb3VwX2xpbWl0cyIyCgtHcm91cExpbWl0cxIjCgZsaW1pdHMYASADKAsyEy53b3JxLnYxLkdyb3VwTGltaXQiWgoKR3JvdXBMaW1pdBIPCgdwYXR0ZXJuGAEgASgJEhMKC21heF9ydW5uaW5nGAIgASgNEiYKCnJhdGVfbGltaXQYAyABKAsyEi53b3JxLnYxLlJhdGVMaW1pdCKPAQoKR3JvdXBTdGF0cxIRCglncm91cF9rZXkYASABKAkSDQoFcmVhZHkYAiABKAQSEQoJaW5fZmxpZ2h0GAMgASgEEiIKBWxpbWl0GAQgASgLMhMud29ycS52MS5Hcm91cExpbWl0EhgKC3JhdGVfdG9rZW5zGAUgASgNSACIAQFCDgoMX3JhdGVfdG9rZW5zIlUKCVJhdGVMaW1pdBIOCgZzdGFydHMYASABKA0SKQoGcGVyaW9kGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg0KBWJ1cnN0GAMgASgNIiUKFEdldFF1ZXVlU3RhdHNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIjsKFUdldFF1ZXVlU3RhdHNSZXNwb25zZRIiCgVzdGF0cxgBIAEoCzITLndvcnEudjEuUXVldWVTdGF0cyIWChRHZXRTZXJ2ZXJJbmZvUmVxdWVzdCKLAwoVR2V0U2VydmVySW5mb1Jlc3BvbnNlEg8KB3ZlcnNpb24YASABKAkSLgoKc3RhcnRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoGdXB0aW1lGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhkKEWNvbm5lY3RlZF93b3JrZXJzGAQgASgNEhcKD3RvdGFsX3Byb2Nlc3NlZBgFIAEoBBIUCgx0b3RhbF9mYWlsZWQYBiABKAQSFAoMZXZpY3RlZF9qb2JzGAcgASgEEhEKCWxpdmVfam9icxgIIAEoBBINCgVzdG9yZRgJIAEoCRIXCg90b3RhbF9zdWJtaXR0ZWQYCiABKAQSEgoKZGF0YV9ieXRlcxgLIAEoBBIZChFjb25uZWN0ZWRfY2xpZW50cxgMIAEoDRIPCgdub2RlX2lkGA0gASgJEisKDWNsdXN0ZXJfbm9kZXMYDiADKAsyFC53b3JxLnYxLkNsdXN0ZXJOb2RlIsgBCgtDbHVzdGVyTm9kZRIPCgdub2RlX2lkGAEgASgJEgwKBHJvbGUYAiABKAkSFAoMZ3JwY19hZGRyZXNzGAMgASgJEhQKDGh0dHBfYWRkcmVzcxgEIAEoCRIuCgpzdGFydGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCglsYXN0X3NlZW4YBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3ZlcnNpb24YByABKAkiFAoSTGlzdFdvcmtlcnNSZXF1ZXN0IjsKE0xpc3RXb3JrZXJzUmVzcG9uc2USJAoHd29ya2VycxgBIAMoCzITLndvcnEudjEuV29ya2VySW5mbyLzAQoKV29ya2VySW5mbxIRCgl3b3JrZXJfaWQYASABKAkSDgoGcXVldWVzGAIgAygJEg8KB2NyZWRpdHMYAyABKA0SHwoEaGVsZBgEIAMoCzIRLndvcnEudjEuTGVhc2VSZWYSMAoMY29ubmVjdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgZsYWJlbHMYBiADKAsyHy53b3JxLnYxLldvcmtlckluZm8uTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIfChBEZWxldGVKb2JSZXF1ZXN0EgsKA2ppZBgBIAEoCSITChFEZWxldGVKb2JSZXNwb25zZSIvChBSZXRyeUpvYnNSZXF1ZXN0EgwKBGppZHMYASADKAkSDQoFcXVldWUYAiABKAkiJAoRUmV0cnlKb2JzUmVzcG9uc2USDwoHcmV0cmllZBgBIAEoBCIhChFSdW5Kb2JzTm93UmVxdWVzdBIMCgRqaWRzGAEgAygJIicKElJ1bkpvYnNOb3dSZXNwb25zZRIRCglzY2hlZHVsZWQYASABKAQiIgoRUGF1c2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiFAoSUGF1c2VRdWV1ZVJlc3BvbnNlIiMKElJlc3VtZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIVChNSZXN1bWVRdWV1ZVJlc3BvbnNlIiIKEVB1cmdlUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIiUKElB1cmdlUXVldWVSZXNwb25zZRIPCgdkZWxldGVkGAEgASgEIlEKFENvbnRyb2xXb3JrZXJSZXF1ZXN0EhEKCXdvcmtlcl9pZBgBIAEoCRImCgZhY3Rpb24YAiABKA4yFi53b3JxLnYxLkNvbnRyb2xBY3Rpb24iKAoVQ29udHJvbFdvcmtlclJlc3BvbnNlEg8KB3N0cmVhbXMYASABKA0iTAoVQ29uZmlndXJlUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEiQKBmNvbmZpZxgCIAEoCzIULndvcnEudjEuUXVldWVDb25maWciPgoWQ29uZmlndXJlUXVldWVSZXNwb25zZRIkCgZjb25maWcYASABKAsyFC53b3JxLnYxLlF1ZXVlQ29uZmlnMvwMCgxBZG1pblNlcnZpY2USOQoGR2V0Sm9iEhYud29ycS52MS5HZXRKb2JSZXF1ZXN0Ghcud29ycS52MS5HZXRKb2JSZXNwb25zZRI/CghMaXN0Sm9icxIYLndvcnEudjEuTGlzdEpvYnNSZXF1ZXN0Ghkud29ycS52MS5MaXN0Sm9ic1Jlc3BvbnNlEkUKCkxpc3RRdWV1ZXMSGi53b3JxLnYxLkxpc3RRdWV1ZXNSZXF1ZXN0Ghsud29ycS52MS5MaXN0UXVldWVzUmVzcG9uc2USTgoNR2V0UXVldWVTdGF0cxIdLndvcnEudjEuR2V0UXVldWVTdGF0c1JlcXVlc3QaHi53b3JxLnYxLkdldFF1ZXVlU3RhdHNSZXNwb25zZRJOCg1HZXRTZXJ2ZXJJbmZvEh0ud29ycS52MS5HZXRTZXJ2ZXJJbmZvUmVxdWVzdBoeLndvcnEudjEuR2V0U2VydmVySW5mb1Jlc3BvbnNlEkgKC0xpc3RXb3JrZXJzEhsud29ycS52MS5MaXN0V29ya2Vyc1JlcXVlc3QaHC53b3JxLnYxLkxpc3RXb3JrZXJzUmVzcG9uc2USQgoJRGVsZXRlSm9iEhkud29ycS52MS5EZWxldGVKb2JSZXF1ZXN0Ghoud29ycS52MS5EZWxldGVKb2JSZXNwb25zZRJCCglSZXRyeUpvYnMSGS53b3JxLnYxLlJldHJ5Sm9ic1JlcXVlc3QaGi53b3JxLnYxLlJldHJ5Sm9ic1Jlc3BvbnNlEkUKClJ1bkpvYnNOb3cSGi53b3JxLnYxLlJ1bkpvYnNOb3dSZXF1ZXN0Ghsud29ycS52MS5SdW5Kb2JzTm93UmVzcG9uc2USRQoKUGF1c2VRdWV1ZRIaLndvcnEudjEuUGF1c2VRdWV1ZVJlcXVlc3QaGy53b3JxLnYxLlBhdXNlUXVldWVSZXNwb25zZRJICgtSZXN1bWVRdWV1ZRIbLndvcnEudjEuUmVzdW1lUXVldWVSZXF1ZXN0Ghwud29ycS52MS5SZXN1bWVRdWV1ZVJlc3BvbnNlEkUKClB1cmdlUXVldWUSGi53b3JxLnYxLlB1cmdlUXVldWVSZXF1ZXN0Ghsud29ycS52MS5QdXJnZVF1ZXVlUmVzcG9uc2USTgoNQ29udHJvbFdvcmtlchIdLndvcnEudjEuQ29udHJvbFdvcmtlclJlcXVlc3QaHi53b3JxLnYxLkNvbnRyb2xXb3JrZXJSZXNwb25zZRJRCg5Db25maWd1cmVRdWV1ZRIeLndvcnEudjEuQ29uZmlndXJlUXVldWVSZXF1ZXN0Gh8ud29ycS52MS5Db25maWd1cmVRdWV1ZVJlc3BvbnNlEkgKC1B1dFNjaGVkdWxlEhsud29ycS52MS5QdXRTY2hlZHVsZVJlcXVlc3QaHC53b3JxLnYxLlB1dFNjaGVkdWxlUmVzcG9uc2USSAoLR2V0U2NoZWR1bGUSGy53b3JxLnYxLkdldFNjaGVkdWxlUmVxdWVzdBocLndvcnEudjEuR2V0U2NoZWR1bGVSZXNwb25zZRJOCg1MaXN0U2NoZWR1bGVzEh0ud29ycS52MS5MaXN0U2NoZWR1bGVzUmVxdWVzdBoeLndvcnEudjEuTGlzdFNjaGVkdWxlc1Jlc3BvbnNlEk4KDVBhdXNlU2NoZWR1bGUSHS53b3JxLnYxLlBhdXNlU2NoZWR1bGVSZXF1ZXN0Gh4ud29ycS52MS5QYXVzZVNjaGVkdWxlUmVzcG9uc2USUQoOUmVzdW1lU2NoZWR1bGUSHi53b3JxLnYxLlJlc3VtZVNjaGVkdWxlUmVxdWVzdBofLndvcnEudjEuUmVzdW1lU2NoZWR1bGVSZXNwb25zZRJRCg5EZWxldGVTY2hlZHVsZRIeLndvcnEudjEuRGVsZXRlU2NoZWR1bGVSZXF1ZXN0Gh8ud29ycS52MS5EZWxldGVTY2hlZHVsZVJlc3BvbnNlElEKDlJ1blNjaGVkdWxlTm93Eh4ud29ycS52MS5SdW5TY2hlZHVsZU5vd1JlcXVlc3QaHy53b3JxLnYxLlJ1blNjaGVkdWxlTm93UmVzcG9uc2USSAoLTGlzdEJhdGNoZXMSGy53b3JxLnYxLkxpc3RCYXRjaGVzUmVxdWVzdBocLndvcnEudjEuTGlzdEJhdGNoZXNSZXNwb25zZUKNAQoLY29tLndvcnEudjFCEUFkbWluU2VydmljZVByb3RvUAFaLmdpdGh1Yi5jb20vd29ycS1kZXYvd29ycS9nZW4vZ28vd29ycS92MTt3b3JxdjGiAgNXWFiqAgdXb3JxLlYxygIHV29ycVxWMeICE1dvcnFcVjFcR1BCTWV0YWRhdGHqAghXb3JxOjpWMWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_worq_v1_batch, file_worq_v1_job, file_worq_v1_schedule, file_worq_v1_worker_service]);
+
+/**
+ * PutScheduleRequest carries the schedule (output-only fields ignored).
+ *
+ * @generated from message worq.v1.PutScheduleRequest
+ */
+export type PutScheduleRequest = Message<"worq.v1.PutScheduleRequest"> & {
+  /**
+   * @generated from field: worq.v1.Schedule schedule = 1;
+   */
+  schedule?: Schedule | undefined;
+};
+
+/**
+ * Describes the message worq.v1.PutScheduleRequest.
+ * Use `create(PutScheduleRequestSchema)` to create a new message.
+ */
+export const PutScheduleRequestSchema: GenMessage<PutScheduleRequest> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 0);
+
+/**
+ * PutScheduleResponse carries the schedule as stored, with its next runs.
+ *
+ * @generated from message worq.v1.PutScheduleResponse
+ */
+export type PutScheduleResponse = Message<"worq.v1.PutScheduleResponse"> & {
+  /**
+   * @generated from field: worq.v1.Schedule schedule = 1;
+   */
+  schedule?: Schedule | undefined;
+};
+
+/**
+ * Describes the message worq.v1.PutScheduleResponse.
+ * Use `create(PutScheduleResponseSchema)` to create a new message.
+ */
+export const PutScheduleResponseSchema: GenMessage<PutScheduleResponse> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 1);
+
+/**
+ * GetScheduleRequest names a schedule.
+ *
+ * @generated from message worq.v1.GetScheduleRequest
+ */
+export type GetScheduleRequest = Message<"worq.v1.GetScheduleRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message worq.v1.GetScheduleRequest.
+ * Use `create(GetScheduleRequestSchema)` to create a new message.
+ */
+export const GetScheduleRequestSchema: GenMessage<GetScheduleRequest> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 2);
+
+/**
+ * GetScheduleResponse carries it.
+ *
+ * @generated from message worq.v1.GetScheduleResponse
+ */
+export type GetScheduleResponse = Message<"worq.v1.GetScheduleResponse"> & {
+  /**
+   * @generated from field: worq.v1.Schedule schedule = 1;
+   */
+  schedule?: Schedule | undefined;
+};
+
+/**
+ * Describes the message worq.v1.GetScheduleResponse.
+ * Use `create(GetScheduleResponseSchema)` to create a new message.
+ */
+export const GetScheduleResponseSchema: GenMessage<GetScheduleResponse> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 3);
+
+/**
+ * ListSchedulesRequest is empty.
+ *
+ * @generated from message worq.v1.ListSchedulesRequest
+ */
+export type ListSchedulesRequest = Message<"worq.v1.ListSchedulesRequest"> & {
+};
+
+/**
+ * Describes the message worq.v1.ListSchedulesRequest.
+ * Use `create(ListSchedulesRequestSchema)` to create a new message.
+ */
+export const ListSchedulesRequestSchema: GenMessage<ListSchedulesRequest> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 4);
+
+/**
+ * ListSchedulesResponse carries every schedule.
+ *
+ * @generated from message worq.v1.ListSchedulesResponse
+ */
+export type ListSchedulesResponse = Message<"worq.v1.ListSchedulesResponse"> & {
+  /**
+   * @generated from field: repeated worq.v1.Schedule schedules = 1;
+   */
+  schedules: Schedule[];
+};
+
+/**
+ * Describes the message worq.v1.ListSchedulesResponse.
+ * Use `create(ListSchedulesResponseSchema)` to create a new message.
+ */
+export const ListSchedulesResponseSchema: GenMessage<ListSchedulesResponse> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 5);
+
+/**
+ * PauseScheduleRequest names a schedule.
+ *
+ * @generated from message worq.v1.PauseScheduleRequest
+ */
+export type PauseScheduleRequest = Message<"worq.v1.PauseScheduleRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message worq.v1.PauseScheduleRequest.
+ * Use `create(PauseScheduleRequestSchema)` to create a new message.
+ */
+export const PauseScheduleRequestSchema: GenMessage<PauseScheduleRequest> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 6);
+
+/**
+ * PauseScheduleResponse is empty.
+ *
+ * @generated from message worq.v1.PauseScheduleResponse
+ */
+export type PauseScheduleResponse = Message<"worq.v1.PauseScheduleResponse"> & {
+};
+
+/**
+ * Describes the message worq.v1.PauseScheduleResponse.
+ * Use `create(PauseScheduleResponseSchema)` to create a new message.
+ */
+export const PauseScheduleResponseSchema: GenMessage<PauseScheduleResponse> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 7);
+
+/**
+ * ResumeScheduleRequest names a schedule.
+ *
+ * @generated from message worq.v1.ResumeScheduleRequest
+ */
+export type ResumeScheduleRequest = Message<"worq.v1.ResumeScheduleRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message worq.v1.ResumeScheduleRequest.
+ * Use `create(ResumeScheduleRequestSchema)` to create a new message.
+ */
+export const ResumeScheduleRequestSchema: GenMessage<ResumeScheduleRequest> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 8);
+
+/**
+ * ResumeScheduleResponse is empty.
+ *
+ * @generated from message worq.v1.ResumeScheduleResponse
+ */
+export type ResumeScheduleResponse = Message<"worq.v1.ResumeScheduleResponse"> & {
+};
+
+/**
+ * Describes the message worq.v1.ResumeScheduleResponse.
+ * Use `create(ResumeScheduleResponseSchema)` to create a new message.
+ */
+export const ResumeScheduleResponseSchema: GenMessage<ResumeScheduleResponse> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 9);
+
+/**
+ * DeleteScheduleRequest names a schedule.
+ *
+ * @generated from message worq.v1.DeleteScheduleRequest
+ */
+export type DeleteScheduleRequest = Message<"worq.v1.DeleteScheduleRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message worq.v1.DeleteScheduleRequest.
+ * Use `create(DeleteScheduleRequestSchema)` to create a new message.
+ */
+export const DeleteScheduleRequestSchema: GenMessage<DeleteScheduleRequest> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 10);
+
+/**
+ * DeleteScheduleResponse is empty.
+ *
+ * @generated from message worq.v1.DeleteScheduleResponse
+ */
+export type DeleteScheduleResponse = Message<"worq.v1.DeleteScheduleResponse"> & {
+};
+
+/**
+ * Describes the message worq.v1.DeleteScheduleResponse.
+ * Use `create(DeleteScheduleResponseSchema)` to create a new message.
+ */
+export const DeleteScheduleResponseSchema: GenMessage<DeleteScheduleResponse> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 11);
+
+/**
+ * RunScheduleNowRequest names a schedule.
+ *
+ * @generated from message worq.v1.RunScheduleNowRequest
+ */
+export type RunScheduleNowRequest = Message<"worq.v1.RunScheduleNowRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message worq.v1.RunScheduleNowRequest.
+ * Use `create(RunScheduleNowRequestSchema)` to create a new message.
+ */
+export const RunScheduleNowRequestSchema: GenMessage<RunScheduleNowRequest> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 12);
+
+/**
+ * RunScheduleNowResponse says what the run did.
+ *
+ * @generated from message worq.v1.RunScheduleNowResponse
+ */
+export type RunScheduleNowResponse = Message<"worq.v1.RunScheduleNowResponse"> & {
+  /**
+   * The job enqueued; empty when the overlap policy skipped it.
+   *
+   * @generated from field: string jid = 1;
+   */
+  jid: string;
+};
+
+/**
+ * Describes the message worq.v1.RunScheduleNowResponse.
+ * Use `create(RunScheduleNowResponseSchema)` to create a new message.
+ */
+export const RunScheduleNowResponseSchema: GenMessage<RunScheduleNowResponse> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 13);
+
+/**
+ * ListBatchesRequest pages through batches.
+ *
+ * @generated from message worq.v1.ListBatchesRequest
+ */
+export type ListBatchesRequest = Message<"worq.v1.ListBatchesRequest"> & {
+  /**
+   * 1 to 1,000; default 100.
+   *
+   * @generated from field: uint32 page_size = 1;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string page_token = 2;
+   */
+  pageToken: string;
+
+  /**
+   * Only batches in this state; UNSPECIFIED: all.
+   *
+   * @generated from field: worq.v1.BatchState state = 3;
+   */
+  state: BatchState;
+};
+
+/**
+ * Describes the message worq.v1.ListBatchesRequest.
+ * Use `create(ListBatchesRequestSchema)` to create a new message.
+ */
+export const ListBatchesRequestSchema: GenMessage<ListBatchesRequest> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 14);
+
+/**
+ * ListBatchesResponse carries a page.
+ *
+ * @generated from message worq.v1.ListBatchesResponse
+ */
+export type ListBatchesResponse = Message<"worq.v1.ListBatchesResponse"> & {
+  /**
+   * @generated from field: repeated worq.v1.Batch batches = 1;
+   */
+  batches: Batch[];
+
+  /**
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message worq.v1.ListBatchesResponse.
+ * Use `create(ListBatchesResponseSchema)` to create a new message.
+ */
+export const ListBatchesResponseSchema: GenMessage<ListBatchesResponse> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 15);
 
 /**
  * GetJobRequest names a job.
@@ -37,7 +350,7 @@ export type GetJobRequest = Message<"worq.v1.GetJobRequest"> & {
  * Use `create(GetJobRequestSchema)` to create a new message.
  */
 export const GetJobRequestSchema: GenMessage<GetJobRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 0);
+  messageDesc(file_worq_v1_admin_service, 16);
 
 /**
  * GetJobResponse carries the job.
@@ -58,7 +371,7 @@ export type GetJobResponse = Message<"worq.v1.GetJobResponse"> & {
  * Use `create(GetJobResponseSchema)` to create a new message.
  */
 export const GetJobResponseSchema: GenMessage<GetJobResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 1);
+  messageDesc(file_worq_v1_admin_service, 17);
 
 /**
  * ListJobsRequest selects a page of jobs.
@@ -158,7 +471,7 @@ export type ListJobsRequest = Message<"worq.v1.ListJobsRequest"> & {
  * Use `create(ListJobsRequestSchema)` to create a new message.
  */
 export const ListJobsRequestSchema: GenMessage<ListJobsRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 2);
+  messageDesc(file_worq_v1_admin_service, 18);
 
 /**
  * ListJobsResponse is one page.
@@ -188,7 +501,7 @@ export type ListJobsResponse = Message<"worq.v1.ListJobsResponse"> & {
  * Use `create(ListJobsResponseSchema)` to create a new message.
  */
 export const ListJobsResponseSchema: GenMessage<ListJobsResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 3);
+  messageDesc(file_worq_v1_admin_service, 19);
 
 /**
  * ListQueuesRequest selects a page of queues.
@@ -216,7 +529,7 @@ export type ListQueuesRequest = Message<"worq.v1.ListQueuesRequest"> & {
  * Use `create(ListQueuesRequestSchema)` to create a new message.
  */
 export const ListQueuesRequestSchema: GenMessage<ListQueuesRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 4);
+  messageDesc(file_worq_v1_admin_service, 20);
 
 /**
  * ListQueuesResponse is one page of queues, sorted by name.
@@ -244,7 +557,7 @@ export type ListQueuesResponse = Message<"worq.v1.ListQueuesResponse"> & {
  * Use `create(ListQueuesResponseSchema)` to create a new message.
  */
 export const ListQueuesResponseSchema: GenMessage<ListQueuesResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 5);
+  messageDesc(file_worq_v1_admin_service, 21);
 
 /**
  * QueueStats describes one queue.
@@ -364,7 +677,7 @@ export type QueueStats = Message<"worq.v1.QueueStats"> & {
  * Use `create(QueueStatsSchema)` to create a new message.
  */
 export const QueueStatsSchema: GenMessage<QueueStats> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 6);
+  messageDesc(file_worq_v1_admin_service, 22);
 
 /**
  * QueueConfig is what an operator sets on a queue.
@@ -417,7 +730,7 @@ export type QueueConfig = Message<"worq.v1.QueueConfig"> & {
  * Use `create(QueueConfigSchema)` to create a new message.
  */
 export const QueueConfigSchema: GenMessage<QueueConfig> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 7);
+  messageDesc(file_worq_v1_admin_service, 23);
 
 /**
  * GroupLimits are a queue's limits per group, first matching pattern wins.
@@ -438,7 +751,7 @@ export type GroupLimits = Message<"worq.v1.GroupLimits"> & {
  * Use `create(GroupLimitsSchema)` to create a new message.
  */
 export const GroupLimitsSchema: GenMessage<GroupLimits> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 8);
+  messageDesc(file_worq_v1_admin_service, 24);
 
 /**
  * GroupLimit applies to each group whose key matches `pattern`, to each such group alone.
@@ -474,7 +787,7 @@ export type GroupLimit = Message<"worq.v1.GroupLimit"> & {
  * Use `create(GroupLimitSchema)` to create a new message.
  */
 export const GroupLimitSchema: GenMessage<GroupLimit> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 9);
+  messageDesc(file_worq_v1_admin_service, 25);
 
 /**
  * GroupStats describe one group of a queue.
@@ -523,7 +836,7 @@ export type GroupStats = Message<"worq.v1.GroupStats"> & {
  * Use `create(GroupStatsSchema)` to create a new message.
  */
 export const GroupStatsSchema: GenMessage<GroupStats> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 10);
+  messageDesc(file_worq_v1_admin_service, 26);
 
 /**
  * RateLimit is a token bucket: `starts` tokens are added per `period`, up to `burst`, and
@@ -559,7 +872,7 @@ export type RateLimit = Message<"worq.v1.RateLimit"> & {
  * Use `create(RateLimitSchema)` to create a new message.
  */
 export const RateLimitSchema: GenMessage<RateLimit> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 11);
+  messageDesc(file_worq_v1_admin_service, 27);
 
 /**
  * GetQueueStatsRequest names a queue.
@@ -580,7 +893,7 @@ export type GetQueueStatsRequest = Message<"worq.v1.GetQueueStatsRequest"> & {
  * Use `create(GetQueueStatsRequestSchema)` to create a new message.
  */
 export const GetQueueStatsRequestSchema: GenMessage<GetQueueStatsRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 12);
+  messageDesc(file_worq_v1_admin_service, 28);
 
 /**
  * GetQueueStatsResponse carries the stats.
@@ -601,7 +914,7 @@ export type GetQueueStatsResponse = Message<"worq.v1.GetQueueStatsResponse"> & {
  * Use `create(GetQueueStatsResponseSchema)` to create a new message.
  */
 export const GetQueueStatsResponseSchema: GenMessage<GetQueueStatsResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 13);
+  messageDesc(file_worq_v1_admin_service, 29);
 
 /**
  * GetServerInfoRequest is empty.
@@ -616,7 +929,7 @@ export type GetServerInfoRequest = Message<"worq.v1.GetServerInfoRequest"> & {
  * Use `create(GetServerInfoRequestSchema)` to create a new message.
  */
 export const GetServerInfoRequestSchema: GenMessage<GetServerInfoRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 14);
+  messageDesc(file_worq_v1_admin_service, 30);
 
 /**
  * GetServerInfoResponse describes the server.
@@ -731,7 +1044,7 @@ export type GetServerInfoResponse = Message<"worq.v1.GetServerInfoResponse"> & {
  * Use `create(GetServerInfoResponseSchema)` to create a new message.
  */
 export const GetServerInfoResponseSchema: GenMessage<GetServerInfoResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 15);
+  messageDesc(file_worq_v1_admin_service, 31);
 
 /**
  * ClusterNode is one server of a cluster.
@@ -795,7 +1108,7 @@ export type ClusterNode = Message<"worq.v1.ClusterNode"> & {
  * Use `create(ClusterNodeSchema)` to create a new message.
  */
 export const ClusterNodeSchema: GenMessage<ClusterNode> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 16);
+  messageDesc(file_worq_v1_admin_service, 32);
 
 /**
  * ListWorkersRequest is empty.
@@ -810,7 +1123,7 @@ export type ListWorkersRequest = Message<"worq.v1.ListWorkersRequest"> & {
  * Use `create(ListWorkersRequestSchema)` to create a new message.
  */
 export const ListWorkersRequestSchema: GenMessage<ListWorkersRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 17);
+  messageDesc(file_worq_v1_admin_service, 33);
 
 /**
  * ListWorkersResponse lists connected workers.
@@ -831,7 +1144,7 @@ export type ListWorkersResponse = Message<"worq.v1.ListWorkersResponse"> & {
  * Use `create(ListWorkersResponseSchema)` to create a new message.
  */
 export const ListWorkersResponseSchema: GenMessage<ListWorkersResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 18);
+  messageDesc(file_worq_v1_admin_service, 34);
 
 /**
  * WorkerInfo describes one open Lease stream.
@@ -887,7 +1200,7 @@ export type WorkerInfo = Message<"worq.v1.WorkerInfo"> & {
  * Use `create(WorkerInfoSchema)` to create a new message.
  */
 export const WorkerInfoSchema: GenMessage<WorkerInfo> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 19);
+  messageDesc(file_worq_v1_admin_service, 35);
 
 /**
  * DeleteJobRequest names a job.
@@ -908,7 +1221,7 @@ export type DeleteJobRequest = Message<"worq.v1.DeleteJobRequest"> & {
  * Use `create(DeleteJobRequestSchema)` to create a new message.
  */
 export const DeleteJobRequestSchema: GenMessage<DeleteJobRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 20);
+  messageDesc(file_worq_v1_admin_service, 36);
 
 /**
  * DeleteJobResponse is empty.
@@ -923,7 +1236,7 @@ export type DeleteJobResponse = Message<"worq.v1.DeleteJobResponse"> & {
  * Use `create(DeleteJobResponseSchema)` to create a new message.
  */
 export const DeleteJobResponseSchema: GenMessage<DeleteJobResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 21);
+  messageDesc(file_worq_v1_admin_service, 37);
 
 /**
  * RetryJobsRequest selects dead jobs to retry.
@@ -951,7 +1264,7 @@ export type RetryJobsRequest = Message<"worq.v1.RetryJobsRequest"> & {
  * Use `create(RetryJobsRequestSchema)` to create a new message.
  */
 export const RetryJobsRequestSchema: GenMessage<RetryJobsRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 22);
+  messageDesc(file_worq_v1_admin_service, 38);
 
 /**
  * RetryJobsResponse counts the jobs moved.
@@ -972,7 +1285,7 @@ export type RetryJobsResponse = Message<"worq.v1.RetryJobsResponse"> & {
  * Use `create(RetryJobsResponseSchema)` to create a new message.
  */
 export const RetryJobsResponseSchema: GenMessage<RetryJobsResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 23);
+  messageDesc(file_worq_v1_admin_service, 39);
 
 /**
  * RunJobsNowRequest names the jobs to run now.
@@ -993,7 +1306,7 @@ export type RunJobsNowRequest = Message<"worq.v1.RunJobsNowRequest"> & {
  * Use `create(RunJobsNowRequestSchema)` to create a new message.
  */
 export const RunJobsNowRequestSchema: GenMessage<RunJobsNowRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 24);
+  messageDesc(file_worq_v1_admin_service, 40);
 
 /**
  * RunJobsNowResponse counts the jobs moved.
@@ -1014,7 +1327,7 @@ export type RunJobsNowResponse = Message<"worq.v1.RunJobsNowResponse"> & {
  * Use `create(RunJobsNowResponseSchema)` to create a new message.
  */
 export const RunJobsNowResponseSchema: GenMessage<RunJobsNowResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 25);
+  messageDesc(file_worq_v1_admin_service, 41);
 
 /**
  * PauseQueueRequest names a queue.
@@ -1035,7 +1348,7 @@ export type PauseQueueRequest = Message<"worq.v1.PauseQueueRequest"> & {
  * Use `create(PauseQueueRequestSchema)` to create a new message.
  */
 export const PauseQueueRequestSchema: GenMessage<PauseQueueRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 26);
+  messageDesc(file_worq_v1_admin_service, 42);
 
 /**
  * PauseQueueResponse is empty.
@@ -1050,7 +1363,7 @@ export type PauseQueueResponse = Message<"worq.v1.PauseQueueResponse"> & {
  * Use `create(PauseQueueResponseSchema)` to create a new message.
  */
 export const PauseQueueResponseSchema: GenMessage<PauseQueueResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 27);
+  messageDesc(file_worq_v1_admin_service, 43);
 
 /**
  * ResumeQueueRequest names a queue.
@@ -1071,7 +1384,7 @@ export type ResumeQueueRequest = Message<"worq.v1.ResumeQueueRequest"> & {
  * Use `create(ResumeQueueRequestSchema)` to create a new message.
  */
 export const ResumeQueueRequestSchema: GenMessage<ResumeQueueRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 28);
+  messageDesc(file_worq_v1_admin_service, 44);
 
 /**
  * ResumeQueueResponse is empty.
@@ -1086,7 +1399,7 @@ export type ResumeQueueResponse = Message<"worq.v1.ResumeQueueResponse"> & {
  * Use `create(ResumeQueueResponseSchema)` to create a new message.
  */
 export const ResumeQueueResponseSchema: GenMessage<ResumeQueueResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 29);
+  messageDesc(file_worq_v1_admin_service, 45);
 
 /**
  * PurgeQueueRequest names a queue.
@@ -1107,7 +1420,7 @@ export type PurgeQueueRequest = Message<"worq.v1.PurgeQueueRequest"> & {
  * Use `create(PurgeQueueRequestSchema)` to create a new message.
  */
 export const PurgeQueueRequestSchema: GenMessage<PurgeQueueRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 30);
+  messageDesc(file_worq_v1_admin_service, 46);
 
 /**
  * PurgeQueueResponse counts deleted jobs.
@@ -1128,7 +1441,7 @@ export type PurgeQueueResponse = Message<"worq.v1.PurgeQueueResponse"> & {
  * Use `create(PurgeQueueResponseSchema)` to create a new message.
  */
 export const PurgeQueueResponseSchema: GenMessage<PurgeQueueResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 31);
+  messageDesc(file_worq_v1_admin_service, 47);
 
 /**
  * ControlWorkerRequest targets one worker.
@@ -1156,7 +1469,7 @@ export type ControlWorkerRequest = Message<"worq.v1.ControlWorkerRequest"> & {
  * Use `create(ControlWorkerRequestSchema)` to create a new message.
  */
 export const ControlWorkerRequestSchema: GenMessage<ControlWorkerRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 32);
+  messageDesc(file_worq_v1_admin_service, 48);
 
 /**
  * ControlWorkerResponse counts the streams told.
@@ -1177,7 +1490,7 @@ export type ControlWorkerResponse = Message<"worq.v1.ControlWorkerResponse"> & {
  * Use `create(ControlWorkerResponseSchema)` to create a new message.
  */
 export const ControlWorkerResponseSchema: GenMessage<ControlWorkerResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 33);
+  messageDesc(file_worq_v1_admin_service, 49);
 
 /**
  * ConfigureQueueRequest changes a queue's settings.
@@ -1205,7 +1518,7 @@ export type ConfigureQueueRequest = Message<"worq.v1.ConfigureQueueRequest"> & {
  * Use `create(ConfigureQueueRequestSchema)` to create a new message.
  */
 export const ConfigureQueueRequestSchema: GenMessage<ConfigureQueueRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 34);
+  messageDesc(file_worq_v1_admin_service, 50);
 
 /**
  * ConfigureQueueResponse carries the queue's settings after the change.
@@ -1226,7 +1539,7 @@ export type ConfigureQueueResponse = Message<"worq.v1.ConfigureQueueResponse"> &
  * Use `create(ConfigureQueueResponseSchema)` to create a new message.
  */
 export const ConfigureQueueResponseSchema: GenMessage<ConfigureQueueResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 35);
+  messageDesc(file_worq_v1_admin_service, 51);
 
 /**
  * AdminService is what operators, the CLI and the dashboard call to see and fix things.
@@ -1384,6 +1697,85 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof ConfigureQueueRequestSchema;
     output: typeof ConfigureQueueResponseSchema;
+  },
+  /**
+   * PutSchedule creates a schedule or replaces the one of its name (its tick history kept).
+   *
+   * @generated from rpc worq.v1.AdminService.PutSchedule
+   */
+  putSchedule: {
+    methodKind: "unary";
+    input: typeof PutScheduleRequestSchema;
+    output: typeof PutScheduleResponseSchema;
+  },
+  /**
+   * GetSchedule returns one schedule with its next runs and last outcome; NOT_FOUND if none.
+   *
+   * @generated from rpc worq.v1.AdminService.GetSchedule
+   */
+  getSchedule: {
+    methodKind: "unary";
+    input: typeof GetScheduleRequestSchema;
+    output: typeof GetScheduleResponseSchema;
+  },
+  /**
+   * ListSchedules returns every schedule, sorted by name.
+   *
+   * @generated from rpc worq.v1.AdminService.ListSchedules
+   */
+  listSchedules: {
+    methodKind: "unary";
+    input: typeof ListSchedulesRequestSchema;
+    output: typeof ListSchedulesResponseSchema;
+  },
+  /**
+   * PauseSchedule stops a schedule's ticks; ResumeSchedule starts them again (ticks
+   * meanwhile are missed ticks, per its MissedTicks).
+   *
+   * @generated from rpc worq.v1.AdminService.PauseSchedule
+   */
+  pauseSchedule: {
+    methodKind: "unary";
+    input: typeof PauseScheduleRequestSchema;
+    output: typeof PauseScheduleResponseSchema;
+  },
+  /**
+   * @generated from rpc worq.v1.AdminService.ResumeSchedule
+   */
+  resumeSchedule: {
+    methodKind: "unary";
+    input: typeof ResumeScheduleRequestSchema;
+    output: typeof ResumeScheduleResponseSchema;
+  },
+  /**
+   * DeleteSchedule removes a schedule (jobs it enqueued stay).
+   *
+   * @generated from rpc worq.v1.AdminService.DeleteSchedule
+   */
+  deleteSchedule: {
+    methodKind: "unary";
+    input: typeof DeleteScheduleRequestSchema;
+    output: typeof DeleteScheduleResponseSchema;
+  },
+  /**
+   * RunScheduleNow enqueues the schedule's job at once, outside its ticks (overlap applies).
+   *
+   * @generated from rpc worq.v1.AdminService.RunScheduleNow
+   */
+  runScheduleNow: {
+    methodKind: "unary";
+    input: typeof RunScheduleNowRequestSchema;
+    output: typeof RunScheduleNowResponseSchema;
+  },
+  /**
+   * ListBatches returns batches, newest first, a page at a time.
+   *
+   * @generated from rpc worq.v1.AdminService.ListBatches
+   */
+  listBatches: {
+    methodKind: "unary";
+    input: typeof ListBatchesRequestSchema;
+    output: typeof ListBatchesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_worq_v1_admin_service, 0);

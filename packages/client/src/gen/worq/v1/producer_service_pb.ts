@@ -6,6 +6,8 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Duration } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
+import type { Batch, BatchSpec } from "./batch_pb.js";
+import { file_worq_v1_batch } from "./batch_pb.js";
 import type { Job, JobSpec, JobState } from "./job_pb.js";
 import { file_worq_v1_job } from "./job_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -14,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file worq/v1/producer_service.proto.
  */
 export const file_worq_v1_producer_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch53b3JxL3YxL3Byb2R1Y2VyX3NlcnZpY2UucHJvdG8SB3dvcnEudjEiLgoNU3VibWl0UmVxdWVzdBIdCgNqb2IYASABKAsyEC53b3JxLnYxLkpvYlNwZWMiZQoOU3VibWl0UmVzcG9uc2USCwoDamlkGAEgASgJEhEKCWR1cGxpY2F0ZRgCIAEoCBIgCgVzdGF0ZRgDIAEoDjIRLndvcnEudjEuSm9iU3RhdGUSEQoJZGVib3VuY2VkGAQgASgIIlgKElN1Ym1pdEJhdGNoUmVxdWVzdBIeCgRqb2JzGAEgAygLMhAud29ycS52MS5Kb2JTcGVjEiIKBXNoYXBlGAIgASgOMhMud29ycS52MS5CYXRjaFNoYXBlIjwKE1N1Ym1pdEJhdGNoUmVzcG9uc2USJQoEam9icxgBIAMoCzIXLndvcnEudjEuU3VibWl0UmVzcG9uc2UiXAoKUnVuUmVxdWVzdBIdCgNqb2IYASABKAsyEC53b3JxLnYxLkpvYlNwZWMSLwoMd2FpdF90aW1lb3V0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIigKC1J1blJlc3BvbnNlEhkKA2pvYhgBIAEoCzIMLndvcnEudjEuSm9iIlAKEEdldFJlc3VsdFJlcXVlc3QSCwoDamlkGAEgASgJEi8KDHdhaXRfdGltZW91dBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIuChFHZXRSZXN1bHRSZXNwb25zZRIZCgNqb2IYASABKAsyDC53b3JxLnYxLkpvYiIcCg1DYW5jZWxSZXF1ZXN0EgsKA2ppZBgBIAEoCSIrCg5DYW5jZWxSZXNwb25zZRIZCgNqb2IYASABKAsyDC53b3JxLnYxLkpvYiIeCg9XYXRjaEpvYlJlcXVlc3QSCwoDamlkGAEgASgJIi0KEFdhdGNoSm9iUmVzcG9uc2USGQoDam9iGAEgASgLMgwud29ycS52MS5Kb2IihAEKFkNvbGxlY3RDaGlsZHJlblJlcXVlc3QSEgoKcGFyZW50X2ppZBgBIAEoCRIvCgx3YWl0X3RpbWVvdXQYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEQoJcGFnZV9zaXplGAMgASgNEhIKCnBhZ2VfdG9rZW4YBCABKAkiZAoXQ29sbGVjdENoaWxkcmVuUmVzcG9uc2USHgoIY2hpbGRyZW4YASADKAsyDC53b3JxLnYxLkpvYhIQCghmaW5pc2hlZBgCIAEoCBIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkqWAoKQmF0Y2hTaGFwZRIbChdCQVRDSF9TSEFQRV9VTlNQRUNJRklFRBAAEhUKEUJBVENIX1NIQVBFX0NIQUlOEAESFgoSQkFUQ0hfU0hBUEVfRkFOX0lOEAIy4AMKD1Byb2R1Y2VyU2VydmljZRI5CgZTdWJtaXQSFi53b3JxLnYxLlN1Ym1pdFJlcXVlc3QaFy53b3JxLnYxLlN1Ym1pdFJlc3BvbnNlEkgKC1N1Ym1pdEJhdGNoEhsud29ycS52MS5TdWJtaXRCYXRjaFJlcXVlc3QaHC53b3JxLnYxLlN1Ym1pdEJhdGNoUmVzcG9uc2USMAoDUnVuEhMud29ycS52MS5SdW5SZXF1ZXN0GhQud29ycS52MS5SdW5SZXNwb25zZRJCCglHZXRSZXN1bHQSGS53b3JxLnYxLkdldFJlc3VsdFJlcXVlc3QaGi53b3JxLnYxLkdldFJlc3VsdFJlc3BvbnNlEjkKBkNhbmNlbBIWLndvcnEudjEuQ2FuY2VsUmVxdWVzdBoXLndvcnEudjEuQ2FuY2VsUmVzcG9uc2USQQoIV2F0Y2hKb2ISGC53b3JxLnYxLldhdGNoSm9iUmVxdWVzdBoZLndvcnEudjEuV2F0Y2hKb2JSZXNwb25zZTABElQKD0NvbGxlY3RDaGlsZHJlbhIfLndvcnEudjEuQ29sbGVjdENoaWxkcmVuUmVxdWVzdBogLndvcnEudjEuQ29sbGVjdENoaWxkcmVuUmVzcG9uc2VCkAEKC2NvbS53b3JxLnYxQhRQcm9kdWNlclNlcnZpY2VQcm90b1ABWi5naXRodWIuY29tL3dvcnEtZGV2L3dvcnEvZ2VuL2dvL3dvcnEvdjE7d29ycXYxogIDV1hYqgIHV29ycS5WMcoCB1dvcnFcVjHiAhNXb3JxXFYxXEdQQk1ldGFkYXRh6gIIV29ycTo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_worq_v1_job]);
+  fileDesc("Ch53b3JxL3YxL3Byb2R1Y2VyX3NlcnZpY2UucHJvdG8SB3dvcnEudjEiLgoNU3VibWl0UmVxdWVzdBIdCgNqb2IYASABKAsyEC53b3JxLnYxLkpvYlNwZWMiZQoOU3VibWl0UmVzcG9uc2USCwoDamlkGAEgASgJEhEKCWR1cGxpY2F0ZRgCIAEoCBIgCgVzdGF0ZRgDIAEoDjIRLndvcnEudjEuSm9iU3RhdGUSEQoJZGVib3VuY2VkGAQgASgIIlgKElN1Ym1pdEJhdGNoUmVxdWVzdBIeCgRqb2JzGAEgAygLMhAud29ycS52MS5Kb2JTcGVjEiIKBXNoYXBlGAIgASgOMhMud29ycS52MS5CYXRjaFNoYXBlIjwKE1N1Ym1pdEJhdGNoUmVzcG9uc2USJQoEam9icxgBIAMoCzIXLndvcnEudjEuU3VibWl0UmVzcG9uc2UiXAoKUnVuUmVxdWVzdBIdCgNqb2IYASABKAsyEC53b3JxLnYxLkpvYlNwZWMSLwoMd2FpdF90aW1lb3V0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIigKC1J1blJlc3BvbnNlEhkKA2pvYhgBIAEoCzIMLndvcnEudjEuSm9iIlAKEEdldFJlc3VsdFJlcXVlc3QSCwoDamlkGAEgASgJEi8KDHdhaXRfdGltZW91dBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIuChFHZXRSZXN1bHRSZXNwb25zZRIZCgNqb2IYASABKAsyDC53b3JxLnYxLkpvYiIcCg1DYW5jZWxSZXF1ZXN0EgsKA2ppZBgBIAEoCSIrCg5DYW5jZWxSZXNwb25zZRIZCgNqb2IYASABKAsyDC53b3JxLnYxLkpvYiIeCg9XYXRjaEpvYlJlcXVlc3QSCwoDamlkGAEgASgJIi0KEFdhdGNoSm9iUmVzcG9uc2USGQoDam9iGAEgASgLMgwud29ycS52MS5Kb2IihAEKFkNvbGxlY3RDaGlsZHJlblJlcXVlc3QSEgoKcGFyZW50X2ppZBgBIAEoCRIvCgx3YWl0X3RpbWVvdXQYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEQoJcGFnZV9zaXplGAMgASgNEhIKCnBhZ2VfdG9rZW4YBCABKAkiZAoXQ29sbGVjdENoaWxkcmVuUmVzcG9uc2USHgoIY2hpbGRyZW4YASADKAsyDC53b3JxLnYxLkpvYhIQCghmaW5pc2hlZBgCIAEoCBIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAkiNwoSQ3JlYXRlQmF0Y2hSZXF1ZXN0EiEKBWJhdGNoGAEgASgLMhIud29ycS52MS5CYXRjaFNwZWMiNAoTQ3JlYXRlQmF0Y2hSZXNwb25zZRIdCgViYXRjaBgBIAEoCzIOLndvcnEudjEuQmF0Y2giHgoQU2VhbEJhdGNoUmVxdWVzdBIKCgJpZBgBIAEoCSIyChFTZWFsQmF0Y2hSZXNwb25zZRIdCgViYXRjaBgBIAEoCzIOLndvcnEudjEuQmF0Y2giRgoPR2V0QmF0Y2hSZXF1ZXN0EgoKAmlkGAEgASgJEicKBHdhaXQYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iMQoQR2V0QmF0Y2hSZXNwb25zZRIdCgViYXRjaBgBIAEoCzIOLndvcnEudjEuQmF0Y2gqWAoKQmF0Y2hTaGFwZRIbChdCQVRDSF9TSEFQRV9VTlNQRUNJRklFRBAAEhUKEUJBVENIX1NIQVBFX0NIQUlOEAESFgoSQkFUQ0hfU0hBUEVfRkFOX0lOEAIyrwUKD1Byb2R1Y2VyU2VydmljZRI5CgZTdWJtaXQSFi53b3JxLnYxLlN1Ym1pdFJlcXVlc3QaFy53b3JxLnYxLlN1Ym1pdFJlc3BvbnNlEkgKC1N1Ym1pdEJhdGNoEhsud29ycS52MS5TdWJtaXRCYXRjaFJlcXVlc3QaHC53b3JxLnYxLlN1Ym1pdEJhdGNoUmVzcG9uc2USMAoDUnVuEhMud29ycS52MS5SdW5SZXF1ZXN0GhQud29ycS52MS5SdW5SZXNwb25zZRJCCglHZXRSZXN1bHQSGS53b3JxLnYxLkdldFJlc3VsdFJlcXVlc3QaGi53b3JxLnYxLkdldFJlc3VsdFJlc3BvbnNlEjkKBkNhbmNlbBIWLndvcnEudjEuQ2FuY2VsUmVxdWVzdBoXLndvcnEudjEuQ2FuY2VsUmVzcG9uc2USQQoIV2F0Y2hKb2ISGC53b3JxLnYxLldhdGNoSm9iUmVxdWVzdBoZLndvcnEudjEuV2F0Y2hKb2JSZXNwb25zZTABElQKD0NvbGxlY3RDaGlsZHJlbhIfLndvcnEudjEuQ29sbGVjdENoaWxkcmVuUmVxdWVzdBogLndvcnEudjEuQ29sbGVjdENoaWxkcmVuUmVzcG9uc2USSAoLQ3JlYXRlQmF0Y2gSGy53b3JxLnYxLkNyZWF0ZUJhdGNoUmVxdWVzdBocLndvcnEudjEuQ3JlYXRlQmF0Y2hSZXNwb25zZRJCCglTZWFsQmF0Y2gSGS53b3JxLnYxLlNlYWxCYXRjaFJlcXVlc3QaGi53b3JxLnYxLlNlYWxCYXRjaFJlc3BvbnNlEj8KCEdldEJhdGNoEhgud29ycS52MS5HZXRCYXRjaFJlcXVlc3QaGS53b3JxLnYxLkdldEJhdGNoUmVzcG9uc2VCkAEKC2NvbS53b3JxLnYxQhRQcm9kdWNlclNlcnZpY2VQcm90b1ABWi5naXRodWIuY29tL3dvcnEtZGV2L3dvcnEvZ2VuL2dvL3dvcnEvdjE7d29ycXYxogIDV1hYqgIHV29ycS5WMcoCB1dvcnFcVjHiAhNXb3JxXFYxXEdQQk1ldGFkYXRh6gIIV29ycTo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_worq_v1_batch, file_worq_v1_job]);
 
 /**
  * SubmitRequest carries one job.
@@ -390,6 +392,127 @@ export const CollectChildrenResponseSchema: GenMessage<CollectChildrenResponse> 
   messageDesc(file_worq_v1_producer_service, 13);
 
 /**
+ * CreateBatchRequest describes the batch.
+ *
+ * @generated from message worq.v1.CreateBatchRequest
+ */
+export type CreateBatchRequest = Message<"worq.v1.CreateBatchRequest"> & {
+  /**
+   * @generated from field: worq.v1.BatchSpec batch = 1;
+   */
+  batch?: BatchSpec | undefined;
+};
+
+/**
+ * Describes the message worq.v1.CreateBatchRequest.
+ * Use `create(CreateBatchRequestSchema)` to create a new message.
+ */
+export const CreateBatchRequestSchema: GenMessage<CreateBatchRequest> = /*@__PURE__*/
+  messageDesc(file_worq_v1_producer_service, 14);
+
+/**
+ * CreateBatchResponse carries the new batch.
+ *
+ * @generated from message worq.v1.CreateBatchResponse
+ */
+export type CreateBatchResponse = Message<"worq.v1.CreateBatchResponse"> & {
+  /**
+   * @generated from field: worq.v1.Batch batch = 1;
+   */
+  batch?: Batch | undefined;
+};
+
+/**
+ * Describes the message worq.v1.CreateBatchResponse.
+ * Use `create(CreateBatchResponseSchema)` to create a new message.
+ */
+export const CreateBatchResponseSchema: GenMessage<CreateBatchResponse> = /*@__PURE__*/
+  messageDesc(file_worq_v1_producer_service, 15);
+
+/**
+ * SealBatchRequest names a batch.
+ *
+ * @generated from message worq.v1.SealBatchRequest
+ */
+export type SealBatchRequest = Message<"worq.v1.SealBatchRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message worq.v1.SealBatchRequest.
+ * Use `create(SealBatchRequestSchema)` to create a new message.
+ */
+export const SealBatchRequestSchema: GenMessage<SealBatchRequest> = /*@__PURE__*/
+  messageDesc(file_worq_v1_producer_service, 16);
+
+/**
+ * SealBatchResponse carries the batch after sealing.
+ *
+ * @generated from message worq.v1.SealBatchResponse
+ */
+export type SealBatchResponse = Message<"worq.v1.SealBatchResponse"> & {
+  /**
+   * @generated from field: worq.v1.Batch batch = 1;
+   */
+  batch?: Batch | undefined;
+};
+
+/**
+ * Describes the message worq.v1.SealBatchResponse.
+ * Use `create(SealBatchResponseSchema)` to create a new message.
+ */
+export const SealBatchResponseSchema: GenMessage<SealBatchResponse> = /*@__PURE__*/
+  messageDesc(file_worq_v1_producer_service, 17);
+
+/**
+ * GetBatchRequest names a batch.
+ *
+ * @generated from message worq.v1.GetBatchRequest
+ */
+export type GetBatchRequest = Message<"worq.v1.GetBatchRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * Wait up to this long (at most 1 hour) for the batch to be done; unset: answer at once.
+   *
+   * @generated from field: google.protobuf.Duration wait = 2;
+   */
+  wait?: Duration | undefined;
+};
+
+/**
+ * Describes the message worq.v1.GetBatchRequest.
+ * Use `create(GetBatchRequestSchema)` to create a new message.
+ */
+export const GetBatchRequestSchema: GenMessage<GetBatchRequest> = /*@__PURE__*/
+  messageDesc(file_worq_v1_producer_service, 18);
+
+/**
+ * GetBatchResponse carries the batch.
+ *
+ * @generated from message worq.v1.GetBatchResponse
+ */
+export type GetBatchResponse = Message<"worq.v1.GetBatchResponse"> & {
+  /**
+   * @generated from field: worq.v1.Batch batch = 1;
+   */
+  batch?: Batch | undefined;
+};
+
+/**
+ * Describes the message worq.v1.GetBatchResponse.
+ * Use `create(GetBatchResponseSchema)` to create a new message.
+ */
+export const GetBatchResponseSchema: GenMessage<GetBatchResponse> = /*@__PURE__*/
+  messageDesc(file_worq_v1_producer_service, 19);
+
+/**
  * BatchShape is a dependency pattern over the jobs of one SubmitBatch.
  *
  * @generated from enum worq.v1.BatchShape
@@ -519,6 +642,38 @@ export const ProducerService: GenService<{
     methodKind: "unary";
     input: typeof CollectChildrenRequestSchema;
     output: typeof CollectChildrenResponseSchema;
+  },
+  /**
+   * CreateBatch creates an open batch; jobs join it with JobSpec.batch_id.
+   *
+   * @generated from rpc worq.v1.ProducerService.CreateBatch
+   */
+  createBatch: {
+    methodKind: "unary";
+    input: typeof CreateBatchRequestSchema;
+    output: typeof CreateBatchResponseSchema;
+  },
+  /**
+   * SealBatch closes a batch to new jobs from outside it: it is done once everything in it
+   * finished. FAILED_PRECONDITION if already sealed.
+   *
+   * @generated from rpc worq.v1.ProducerService.SealBatch
+   */
+  sealBatch: {
+    methodKind: "unary";
+    input: typeof SealBatchRequestSchema;
+    output: typeof SealBatchResponseSchema;
+  },
+  /**
+   * GetBatch returns a batch with its counts; with `wait`, waits up to that long for it to
+   * be done first (DEADLINE_EXCEEDED if it is not).
+   *
+   * @generated from rpc worq.v1.ProducerService.GetBatch
+   */
+  getBatch: {
+    methodKind: "unary";
+    input: typeof GetBatchRequestSchema;
+    output: typeof GetBatchResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_worq_v1_producer_service, 0);
