@@ -78,6 +78,7 @@ export function jobDetails(job: Job, showBytes: boolean): string {
     ["depends on", job.dependsOn.length > 0 ? job.dependsOn.join(", ") : undefined],
     ["waiting on", job.waitingOn.length > 0 ? job.waitingOn.join(", ") : undefined],
     ["callback", ifSet(job.callbackUrl)],
+    ["traceparent", ifSet(job.trace?.traceparent ?? "")],
   ]);
 }
 

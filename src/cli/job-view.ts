@@ -77,6 +77,10 @@ export function jobViewOf(job: Job): JobView {
   };
   if (job.idempotencyKey) meta.idempotencyKey = job.idempotencyKey;
   if (job.callbackUrl) meta.callbackUrl = job.callbackUrl;
+  if (job.trace?.traceparent) {
+    meta.traceparent = job.trace.traceparent;
+    if (job.trace.tracestate) meta.tracestate = job.trace.tracestate;
+  }
   if (job.parentJid) meta.parentJid = job.parentJid;
   if (job.dependsOn.length > 0) {
     meta.dependency = { type: nameOf<DomainDependencyType>(DependencyType, job.dependencyType, "AFTER"), jids: [...job.dependsOn] };

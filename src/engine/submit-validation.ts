@@ -78,6 +78,7 @@ export function buildNewJob(input: SubmitInput, field: string, ids: { jid: strin
     if (/[\u0000-\u001f\u007f]/.test(input.groupKey)) invalid(`${field}.group_key`, "must not hold control characters");
   }
   if (input.batchRef !== undefined) checkText(input.batchRef, `${field}.batch_ref`);
+  if (input.trace !== undefined) checkTrace(input.trace, `${field}.trace`);
   // Before the size check, which serialises them: a value nested past the limit is refused unread.
   if (input.args !== undefined) checkJsonData(input.args, `${field}.args`);
   if (input.kwargs !== undefined) checkJsonData(input.kwargs, `${field}.kwargs`);
@@ -132,8 +133,34 @@ export function buildNewJob(input: SubmitInput, field: string, ids: { jid: strin
     meta.uniqueUntil = unique.until;
   }
   if (input.debounce) meta.debounceKey = input.debounce.key;
+  if (input.trace) {
+    meta.traceparent = input.trace.traceparent;
+    if (input.trace.tracestate) meta.tracestate = input.trace.tracestate;
+  }
   const body = jobBody({ args: input.args, kwargs: input.kwargs, custom: input.custom, tags, correlationId }, payload);
   return unique ? { meta, body, dataBytes, uniqueWindowMs: unique.windowMs } : { meta, body, dataBytes };
+}
+
+/** W3C Trace Context, version 00: `00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`, lowercase. */
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/;
+const TRACESTATE_MAX_CHARS = 512;
+
+/** A trace context as W3C Trace Context defines it: a valid traceparent with non-zero ids, a tracestate of printable ASCII. */
+function checkTrace(trace: { traceparent: string; tracestate?: string }, field: string): void {
+  const { traceparent, tracestate } = trace;
+  if (!traceparent) invalid(`${field}.traceparent`, "is required with a trace context");
+  const match = TRACEPARENT.exec(traceparent);
+  if (!match) {
+    invalid(
+      `${field}.traceparent`,
+      `${JSON.stringify(traceparent.slice(0, 64))} is not a W3C traceparent like 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01 (version 00, lowercase hex)`,
+    );
+  }
+  if (/^0+$/.test(match[1]!)) invalid(`${field}.traceparent`, "the trace id must not be all zeros");
+  if (/^0+$/.test(match[2]!)) invalid(`${field}.traceparent`, "the parent id must not be all zeros");
+  if (tracestate === undefined) return;
+  if (tracestate.length > TRACESTATE_MAX_CHARS) invalid(`${field}.tracestate`, `must be at most ${TRACESTATE_MAX_CHARS} chars`);
+  if (/[^\x20-\x7e]/.test(tracestate)) invalid(`${field}.tracestate`, "must be printable ASCII (W3C tracestate list members)");
 }
 
 /** A provided creation time: a time every form holds, and not in the future (beyond CLOCK_SKEW_MS). */

@@ -178,6 +178,10 @@ export interface JobMeta {
   uniqueUntil?: UniqueUntil;
   /** The debounce key the job holds (scoped to its queue) while it has not started. */
   debounceKey?: string;
+  /** The producer's W3C `traceparent` (JobSpec.trace), handed to every attempt. */
+  traceparent?: string;
+  /** The producer's W3C `tracestate`, when not empty (only with traceparent). */
+  tracestate?: string;
 }
 
 /**
@@ -225,6 +229,8 @@ export function shapedMeta(meta: JobMeta): JobMeta {
     uniqueKey: meta.uniqueKey,
     uniqueUntil: meta.uniqueUntil,
     debounceKey: meta.debounceKey,
+    traceparent: meta.traceparent,
+    tracestate: meta.tracestate,
   };
   return shaped;
 }
@@ -309,6 +315,8 @@ export interface SubmitInput {
   unique?: { key?: string; until?: UniqueUntil; windowMs?: number };
   /** Debounce: a submit whose key matches a job that has not started replaces its data. */
   debounce?: { key: string; delayMs: number };
+  /** W3C Trace Context of the producer's span (docs/tracing.md). */
+  trace?: { traceparent: string; tracestate?: string };
 }
 
 /**

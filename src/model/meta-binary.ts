@@ -82,6 +82,8 @@ const enum F {
   uniqueKey = 35,
   uniqueUntil = 36,
   debounceKey = 37,
+  traceparent = 38,
+  tracestate = 39,
   groupKey = 45,
 }
 
@@ -179,6 +181,8 @@ export function encodeBinaryMeta(meta: JobMeta, omitRetry: boolean, omitJid = fa
   if (meta.uniqueKey !== undefined) text(w, F.uniqueKey, meta.uniqueKey);
   if (meta.uniqueUntil !== undefined) text(w, F.uniqueUntil, meta.uniqueUntil);
   if (meta.debounceKey !== undefined) text(w, F.debounceKey, meta.debounceKey);
+  if (meta.traceparent !== undefined) text(w, F.traceparent, meta.traceparent);
+  if (meta.tracestate !== undefined) text(w, F.tracestate, meta.tracestate);
   return w.finish();
 }
 
@@ -285,4 +289,6 @@ const FIELD_NAMES: Record<number, keyof JobMeta> = {
   [F.uniqueKey]: "uniqueKey",
   [F.uniqueUntil]: "uniqueUntil",
   [F.debounceKey]: "debounceKey",
+  [F.traceparent]: "traceparent",
+  [F.tracestate]: "tracestate",
 };

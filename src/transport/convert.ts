@@ -29,6 +29,7 @@ import {
   ExhaustedAction,
   FailureCategory,
   JobSchema,
+  TraceContextSchema,
   JobState,
   Priority,
   ProgressSchema,
@@ -80,7 +81,7 @@ export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitI
   if (spec.batchRef) input.batchRef = spec.batchRef;
   if (spec.parentJid) input.parentJid = spec.parentJid;
   if (spec.callbackUrl) input.callbackUrl = spec.callbackUrl;
-  if (spec.trace) notBuilt(`${field}.trace`, "trace context");
+  if (spec.trace) input.trace = { traceparent: spec.trace.traceparent, tracestate: spec.trace.tracestate };
   if (spec.batchId) notBuilt(`${field}.batch_id`, "batches");
   if (spec.groupKey) input.groupKey = spec.groupKey;
   if (spec.retry) input.retry = retryInputOf(spec.retry, `${field}.retry`);
@@ -174,6 +175,8 @@ export function jobOf(view: JobView): Job {
     uniqueUntil: meta.uniqueUntil === undefined ? UniqueUntil.UNSPECIFIED : UniqueUntil[meta.uniqueUntil],
     debounceKey: meta.debounceKey ?? "",
   });
+  if (meta.traceparent !== undefined)
+    job.trace = create(TraceContextSchema, { traceparent: meta.traceparent, tracestate: meta.tracestate ?? "" });
   if (body.args) job.args = fromJson(ListValueSchema, body.args as PbJsonValue);
   if (body.kwargs) job.kwargs = body.kwargs;
   if (body.custom) job.custom = body.custom;

@@ -134,6 +134,12 @@ function writeJob(w: ProtoWriter, meta: JobMeta, body: JobBody, checkpoint: Uint
   str(w, 42, meta.uniqueKey ?? "");
   if (meta.uniqueUntil !== undefined) varint(w, 43, UniqueUntil[meta.uniqueUntil]);
   str(w, 44, meta.debounceKey ?? "");
+  if (meta.traceparent !== undefined) {
+    w.tag(45, WireType.LengthDelimited).fork();
+    str(w, 1, meta.traceparent);
+    str(w, 2, meta.tracestate ?? "");
+    w.join();
+  }
 }
 
 function writeRetryPolicy(w: ProtoWriter, policy: RetryPolicy): void {
