@@ -36,6 +36,8 @@ export interface ServerConfig {
   maxConcurrentCalls: number;
   /** Origins that callback_url webhooks may target; empty = none. */
   callbackAllow: string[];
+  /** OTLP/HTTP endpoint (e.g. http://collector:4318) the server's job spans go to; unset = no tracing (docs/tracing.md). */
+  otlpEndpoint?: string;
   /** File holding the key that signs webhooks (Worq-Signature header); unset = unsigned. */
   webhookSecretFile?: string;
   /** Webhooks in flight at once to one origin (default 4). */
@@ -135,6 +137,10 @@ const SERVE_OPTIONS: ReadonlyArray<{ group: string; flags: string; help: string 
     [
       "--callback-allow <origins>",
       "comma-separated origins callback_url may target, e.g. https://hooks.example.com [WORQ_CALLBACK_ALLOW] (default none)",
+    ],
+    [
+      "--otlp-endpoint <url>",
+      "OTLP/HTTP collector (e.g. http://127.0.0.1:4318) that spans of traced jobs are sent to (docs/tracing.md) [OTEL_EXPORTER_OTLP_ENDPOINT] (default none: no tracing)",
     ],
     [
       "--webhook-secret-file <f>",
@@ -269,6 +275,7 @@ export function serveConfig(values: ServeValues, env: NodeJS.ProcessEnv = proces
     submitTimeoutMs: parseDurationMs(pick("submit-timeout", "WORQ_SUBMIT_TIMEOUT") ?? "30s", "--submit-timeout"),
     maxConcurrentCalls: parseInteger(pick("max-calls", "WORQ_MAX_CALLS") ?? String(LIMITS.defaultMaxConcurrentCalls), "--max-calls"),
     callbackAllow: parseOrigins(pick("callback-allow", "WORQ_CALLBACK_ALLOW") ?? ""),
+    ...otlpEndpointOf(pick("otlp-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT")),
     webhookConcurrencyPerTarget: parseInteger(
       pick("webhook-concurrency-per-target", "WORQ_WEBHOOK_CONCURRENCY_PER_TARGET") ?? String(DEFAULT_WEBHOOK_CONCURRENCY_PER_TARGET),
       "--webhook-concurrency-per-target",
@@ -476,4 +483,17 @@ function parseOrigins(text: string): string[] {
 function parseLogLevel(text: string): LogLevel {
   if (text === "debug" || text === "info" || text === "warn" || text === "error" || text === "silent") return text;
   throw new Error(`--log-level must be debug, info, warn, error or silent; got ${JSON.stringify(text)}`);
+}
+
+/** `--otlp-endpoint`: an http(s) URL, or unset (no tracing). */
+function otlpEndpointOf(value: string | undefined): { otlpEndpoint?: string } {
+  if (value === undefined || value === "") return {};
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new Error(`--otlp-endpoint: ${JSON.stringify(value)} is not a URL like http://127.0.0.1:4318`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw new Error(`--otlp-endpoint: ${value} must be http or https`);
+  return { otlpEndpoint: value };
 }

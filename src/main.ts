@@ -34,6 +34,8 @@ import { loadTokenFile } from "./transport/auth/token-file.js";
 import { createStore } from "./storage/open-store.js";
 import type { Store } from "./engine/store.js";
 import { LIMITS } from "./model/limits.js";
+import { OtlpExporter } from "./tracing/otlp-exporter.js";
+import { jobSpanObserver } from "./tracing/job-spans.js";
 import type { ClusterNodeView } from "./transport/admin-service.js";
 
 export interface RunningServer {
@@ -85,6 +87,16 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
   const faktoryPasswords = config.faktoryPort === undefined ? [] : faktoryPasswordsOf(config, access);
   const startedAtMs = systemClock.nowMs();
   const isCallbackAllowed = originAllowlist(config.callbackAllow);
+  const spanExporter =
+    config.otlpEndpoint === undefined
+      ? undefined
+      : new OtlpExporter(config.otlpEndpoint, log, { serviceName: "worq", version: packageVersion() });
+  const traceWrites =
+    spanExporter &&
+    jobSpanObserver(
+      (span) => spanExporter.add(span),
+      () => systemClock.nowMs(),
+    );
   const webhookSecret = config.webhookSecretFile === undefined ? undefined : readWebhookSecret(config.webhookSecretFile);
   const newWebhookSender = (engine: Engine) =>
     new WebhookSender(engine, log, {
@@ -134,10 +146,17 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
       ...(config.submitTimeoutMs !== undefined && { submitTimeoutMs: config.submitTimeoutMs }),
       isCallbackAllowed,
       ...(config.maxQueues !== undefined && { maxQueues: config.maxQueues }),
-      observeWrites: (writes) => {
-        metrics.observeWrites(writes);
-        logLifecycle(log, writes);
-      },
+      // Without an OTLP endpoint, no tracing work at all: the observer is not there.
+      observeWrites: traceWrites
+        ? (writes) => {
+            metrics.observeWrites(writes);
+            logLifecycle(log, writes);
+            traceWrites(writes);
+          }
+        : (writes) => {
+            metrics.observeWrites(writes);
+            logLifecycle(log, writes);
+          },
       onFatal: (error) => (leader ? leader.onStorageFailure(error) : recovery.storeFailed(error)),
     });
     try {
@@ -290,6 +309,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
       http.closeAllConnections();
       await new Promise((done) => http.close(done));
       await engine.close();
+      await spanExporter?.close();
     })());
   const reloadTokens = () => {
     if (config.authTokensFile === undefined) throw new Error("no --auth-tokens file to reload");
