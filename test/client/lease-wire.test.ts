@@ -38,6 +38,7 @@ describe("the TS library's Lease reader", () => {
           expect(view.queue).toBe(job!.queue);
           expect(view.attempt).toBe(job!.attempt);
           expect(view.checkpoint).toEqual(job!.checkpoint);
+          expect([view.traceparent, view.tracestate]).toEqual([job!.trace?.traceparent ?? "", job!.trace?.tracestate ?? ""]);
           expect(view.args).toEqual(job!.args ? toJson(ListValueSchema, job!.args) : []);
           expect(view.kwargs).toEqual(job!.kwargs ?? {});
           expect(view.custom).toEqual(job!.custom ?? {});

@@ -177,6 +177,7 @@ export const submitInput: fc.Arbitrary<SubmitInput> = fc.record(
     ),
     debounce: opt(fc.record({ key: grapheme, delayMs: fc.nat(10_000_000) })),
     groupKey: opt(grapheme),
+    trace: opt(fc.record({ traceparent: grapheme, tracestate: opt(grapheme) }, { requiredKeys: ["traceparent"] })),
   },
   { requiredKeys: ["type"] },
 );

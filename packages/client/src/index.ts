@@ -17,6 +17,7 @@ export {
   type WorkerLogger,
 } from "./worker.js";
 export type { SubmitOptions, RetryOptions, PriorityName } from "./job-options.js";
+export type { TraceContext } from "./tracing.js";
 export {
   WorqClientError,
   PermanentError,

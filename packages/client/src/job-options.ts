@@ -2,6 +2,7 @@ import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import type { PriorityLevel, SubmitInput } from "./submit-input.js";
 import type { JobSpec } from "./gen/worq/v1/job_pb.js";
 import { encodeJobSpec, jobSpecOfInput } from "./job-spec.js";
+import { activeTraceContext, type TraceContext } from "./tracing.js";
 
 export type PriorityName = "critical" | "high" | "normal" | "low" | "bulk";
 
@@ -71,6 +72,11 @@ export interface SubmitOptions {
    * `idempotencyKey` or `unique`.
    */
   debounce?: { key: string; delayMs: number };
+  /**
+   * W3C trace context to carry (docs/tracing.md); absent: the active OpenTelemetry span's,
+   * when the application uses `@opentelemetry/api` and a span is active. `false`: none.
+   */
+  trace?: TraceContext | false;
 }
 
 const PRIORITY_LEVELS: Record<PriorityName, PriorityLevel> = { critical: 0, high: 1, normal: 2, low: 3, bulk: 4 };
@@ -113,6 +119,7 @@ function submitInputOf(type: string, options: SubmitOptions): SubmitInput {
       windowMs: options.unique.windowMs,
     },
     debounce: options.debounce && { key: options.debounce.key, delayMs: options.debounce.delayMs },
+    trace: options.trace === false ? undefined : (options.trace ?? activeTraceContext()),
     dependsOn: options.dependsOn && {
       type: options.dependsOn.type?.toUpperCase() as "AFTER" | "AFTER_ANY" | undefined,
       jids: options.dependsOn.jids,

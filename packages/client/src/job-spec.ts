@@ -7,6 +7,7 @@ import type { SubmitInput } from "./submit-input.js";
 import {
   BackoffStrategy,
   DebounceSchema,
+  TraceContextSchema,
   DependenciesSchema,
   DependencyType,
   ExhaustedAction,
@@ -55,6 +56,8 @@ export function jobSpecOfInput(input: SubmitInput): JobSpec {
   if (input.retry) spec.retry = retryPolicyOf(input.retry);
   if (input.unique) spec.unique = uniquenessOf(input.unique);
   if (input.debounce) spec.debounce = debounceOf(input.debounce);
+  if (input.trace)
+    spec.trace = create(TraceContextSchema, { traceparent: input.trace.traceparent, tracestate: input.trace.tracestate ?? "" });
   return spec;
 }
 
@@ -149,6 +152,12 @@ function writeJobSpec(w: ProtoWriter, input: SubmitInput): void {
   writeString(w, 22, input.groupKey);
   if (input.unique) w.tag(23, WireType.LengthDelimited).bytes(toBinary(UniquenessSchema, uniquenessOf(input.unique)));
   if (input.debounce) w.tag(24, WireType.LengthDelimited).bytes(toBinary(DebounceSchema, debounceOf(input.debounce)));
+  if (input.trace) {
+    w.tag(25, WireType.LengthDelimited).fork();
+    writeString(w, 1, input.trace.traceparent);
+    writeString(w, 2, input.trace.tracestate);
+    w.join();
+  }
 }
 
 function writeString(w: ProtoWriter, field: number, value: string | undefined): void {

@@ -41,6 +41,10 @@ export class LeasedJobView {
   backtraceFrames = 0;
   /** Job.checkpoint: the last checkpoint an earlier attempt saved; empty when none. */
   checkpoint: Uint8Array = EMPTY;
+  /** Job.trace.traceparent: the producer's W3C trace context; empty when none. */
+  traceparent = "";
+  /** Job.trace.tracestate; empty when none. */
+  tracestate = "";
   private jobBytes: Uint8Array = EMPTY;
   private decoded: Job | undefined = undefined;
 
@@ -114,9 +118,23 @@ export class LeasedJobView {
         case 16:
           this.readTag(r, r.uint32() + r.pos);
           break;
+        case 45:
+          this.readTrace(r, r.uint32() + r.pos);
+          break;
         default:
           skipField(r, wireType, field);
       }
+    }
+  }
+
+  private readTrace(r: BinaryReader, end: number): void {
+    while (r.pos < end) {
+      const fieldTag = readTag(r);
+      const field = fieldTag >>> 3;
+      const wireType = fieldTag & 7;
+      if (field === 1) this.traceparent = readString(r);
+      else if (field === 2) this.tracestate = readString(r);
+      else skipField(r, wireType, field);
     }
   }
 

@@ -53,4 +53,6 @@ export interface SubmitInput {
   unique?: { key?: string; until?: "WINDOW" | "STARTED" | "FINISHED"; windowMs?: number };
   /** Debounce: both required. */
   debounce?: { key: string; delayMs: number };
+  /** W3C trace context of the producer's span. */
+  trace?: { traceparent: string; tracestate?: string };
 }

@@ -18,6 +18,7 @@ import { readLeaseResponse, type LeasedJobView, type LeaseMessage } from "./leas
 import { ReconnectBackoff } from "./reconnect-backoff.js";
 import { ReportBatcher, type Outcome, type ReportResult } from "./report-batcher.js";
 import type { TlsOptions } from "./transport.js";
+import { startJobSpan, type JobSpan } from "./tracing.js";
 
 /** A leased job as a handler sees it. */
 export interface WorkerJob {
@@ -34,6 +35,9 @@ export interface WorkerJob {
   leaseId: string;
   /** The last checkpoint an earlier attempt saved (`ctx.checkpoint`); empty when none: resume from it. */
   checkpoint: Uint8Array;
+  /** The producer's W3C trace context (`traceparent`, `tracestate`); empty when the job carries none. */
+  traceparent: string;
+  tracestate: string;
   /** The job as the server sent it. */
   proto: Job;
 }
@@ -112,6 +116,10 @@ class Running {
   nextRenewAtMs: number;
   /** Set when shutdown already failed the job back: the handler's late outcome is dropped. */
   failedBack = false;
+  /** The attempt's execution span, when the application configured OpenTelemetry. */
+  span: JobSpan | undefined = undefined;
+  /** What the handler threw, for its span. */
+  failure: unknown = undefined;
   private ended = false;
   private waiters: (() => void)[] | undefined;
 
@@ -454,9 +462,11 @@ export class Worker {
     this.inFlight.set(job.leaseId, running);
     this.emit({ event: "start", jid: job.jid, attempt: job.attempt, type: job.type });
     let returned: unknown;
+    const span = (running.span = startJobSpan(job, this.workerId));
     try {
       if (!handler) throw new Error(`no handler registered for job type ${JSON.stringify(job.type)} on worker ${this.workerId}`);
-      returned = handler(job, new HandlerContext(running, this.renewOne, this.client));
+      const ctx = new HandlerContext(running, this.renewOne, this.client);
+      returned = span ? span.run(() => handler(job, ctx)) : handler(job, ctx);
     } catch (error) {
       return this.handlerFailed(running, error);
     }
@@ -479,10 +489,12 @@ export class Worker {
   }
 
   private handlerFailed(running: Running, error: unknown): void {
+    running.failure = error ?? new Error("handler failed");
     this.handlerEnded(running, { fail: failRequestOf(error, running.job, running.job.backtraceFrames) });
   }
 
   private handlerEnded(running: Running, outcome: Outcome): void {
+    running.span?.end("fail" in outcome ? running.failure : undefined);
     if (running.failedBack) return running.end();
     this.reports.send(running.job.jid, running.job.leaseId, outcome, Infinity, (result) => {
       this.emitDone(running, result);
