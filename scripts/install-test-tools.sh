@@ -6,6 +6,7 @@
 #     with the typeshed stubs types-grpcio and types-protobuf, which type-check
 #     clients/python/src/worq (config in clients/python/pyproject.toml); and Faktory's Python
 #     clients `faktory` and `pyfaktory` (pinned), which the Faktory port's interop tests run;
+#     and opentelemetry-api and -sdk (pinned), for the library's tracing test;
 #   - .tools/bin/grpcurl;
 #   - the Go modules of test/interop/go, and a warm build cache for `go run .` there;
 #   - the Go modules of test/faktory/go-client (github.com/contribsys/faktory's client), built;
@@ -19,7 +20,8 @@ source scripts/tools.sh
 
 ensure_venv "grpcio==$GRPCIO_VERSION" "protobuf==$PROTOBUF_PY_VERSION" "pytest==$PYTEST_VERSION" \
   "mypy==$MYPY_VERSION" "types-grpcio==$TYPES_GRPCIO_VERSION" "types-protobuf==$TYPES_PROTOBUF_VERSION" \
-  "faktory==$FAKTORY_PY_VERSION" "pyfaktory==$PYFAKTORY_VERSION"
+  "faktory==$FAKTORY_PY_VERSION" "pyfaktory==$PYFAKTORY_VERSION" \
+  "opentelemetry-api==$OTEL_PY_VERSION" "opentelemetry-sdk==$OTEL_PY_VERSION"
 
 # Reinstall only when `worq.v1` does not already resolve to this checkout's gen/python.
 want="$PWD/gen/python/src/worq/v1/__init__.py"

@@ -15,6 +15,8 @@ PROTOBUF_PY_VERSION=7.36.2
 
 # Test tools.
 PYTEST_VERSION=9.2.0
+# OpenTelemetry for the Python library's tracing test (in-memory span exporter).
+OTEL_PY_VERSION=1.45.2
 GRPCURL_VERSION=v1.9.3
 # Faktory's Python clients, for the Faktory port's interop tests (test/faktory/clients-python.test.ts).
 FAKTORY_PY_VERSION=1.0.0

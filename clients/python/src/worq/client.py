@@ -135,6 +135,7 @@ class Client:
         group: Optional[str] = None,
         unique: Optional[Mapping[str, Any]] = None,
         debounce: Optional[Mapping[str, Any]] = None,
+        trace: Union[Mapping[str, str], bool, None] = None,
     ) -> str:
         """Creates one job and returns its jid once it is on disk.
 
@@ -149,6 +150,8 @@ class Client:
         creating one; ``debounce`` (``{"key", "delay"}``) updates a job of the key that has not
         started yet and returns its jid. :meth:`submit_detailed` tells which happened. ``group``
         puts the job in a group of its queue (limits per group, turns between groups).
+        ``trace`` (``{"traceparent", "tracestate"}``) is the W3C trace context the job carries;
+        by default the active OpenTelemetry span's, when opentelemetry-api is installed; False: none.
         """
         spec = JobSpec(
             type=type,
@@ -174,6 +177,7 @@ class Client:
             group=group,
             unique=unique,
             debounce=debounce,
+            trace=trace,
         )
         return (await self._submit(spec)).jid
 

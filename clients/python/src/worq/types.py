@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Type, Type
 
 from worq.v1 import job_pb2
 
-from . import _convert
+from . import _convert, _tracing
 from ._convert import Seconds
 
 __all__ = [
@@ -258,6 +258,10 @@ class JobSpec:
     unique: Optional[Mapping[str, Any]] = None
     #: Debounce in the job's queue: a dict with ``key`` and ``delay`` (seconds or timedelta), both required.
     debounce: Optional[Mapping[str, Any]] = None
+    #: W3C trace context to carry: a dict with ``traceparent`` (and optionally ``tracestate``);
+    #: None (default): the active OpenTelemetry span's, when opentelemetry-api is installed and a
+    #: span is active; False: none (docs/tracing.md).
+    trace: Union[Mapping[str, str], bool, None] = None
 
     @classmethod
     def coerce(cls, value: Union["JobSpec", Mapping[str, Any]], where: str = "job") -> "JobSpec":
@@ -338,6 +342,16 @@ class JobSpec:
             out.debounce.key = self.debounce.get("key") or ""
             if self.debounce.get("delay") is not None:
                 out.debounce.delay.CopyFrom(_convert.to_duration(self.debounce["delay"], f"{where}.debounce.delay"))
+        if self.trace is None:
+            active = _tracing.active_trace()
+            if active is not None:
+                out.trace.traceparent, out.trace.tracestate = active
+        elif self.trace is not False:
+            if self.trace is True or not isinstance(self.trace, Mapping):
+                raise TypeError(f"{where}.trace: must be a dict with traceparent (and tracestate), None or False")
+            _check_keys(self.trace, {"traceparent", "tracestate"}, f"{where}.trace")
+            out.trace.traceparent = self.trace.get("traceparent") or ""
+            out.trace.tracestate = self.trace.get("tracestate") or ""
         return out
 
 
@@ -492,6 +506,15 @@ class Job:
     @property
     def debounce_key(self) -> str:
         return self.raw.debounce_key
+
+    @property
+    def traceparent(self) -> str:
+        """The producer's W3C traceparent (JobSpec trace); "" when the job carries none."""
+        return self.raw.trace.traceparent
+
+    @property
+    def tracestate(self) -> str:
+        return self.raw.trace.tracestate
 
     @property
     def parent_jid(self) -> str:

@@ -45,7 +45,7 @@ from google.protobuf import duration_pb2
 
 from worq.v1 import job_pb2, worker_service_pb2, worker_service_pb2_grpc
 
-from . import _convert
+from . import _convert, _tracing
 from ._channel import TLS, ChannelOptions, open_channel
 from .errors import LeaseLost, PermanentError, RateLimited, WorqError, error_for_code, from_rpc_error
 from .types import Job
@@ -847,6 +847,18 @@ class Worker:
         self._enqueue_report(report)
 
     async def _run_handler(self, held: _Held) -> _Report:
+        span = _tracing.start_job_span(held.job, self.worker_id)
+        if span is None:
+            return await self._call_handler(held)
+        with span:
+            report = await self._call_handler(held)
+        if report.fail is not None:
+            span.end(report.fail.errtype or "Error", report.fail.message)
+        else:
+            span.end()
+        return report
+
+    async def _call_handler(self, held: _Held) -> _Report:
         job, ctx = held.job, held.ctx
         if self._stopping is not None and self._stopping.is_set() and self._force is not None and self._force.is_set():
             ctx._cancel("shutdown")
