@@ -138,10 +138,12 @@ type SubmitResult struct {
 
 // SubmitDetailed is Submit, returning the whole answer (see SubmitResult).
 func (c *Client) SubmitDetailed(ctx context.Context, jobType string, opts ...SubmitOption) (SubmitResult, error) {
-	spec, err := NewJobSpec(jobType, opts...).toProto("job")
+	js := NewJobSpec(jobType, opts...)
+	spec, err := js.toProto("job")
 	if err != nil {
 		return SubmitResult{}, err
 	}
+	spec.Trace = traceOf(ctx, js.Trace)
 	resp, err := c.producer.Submit(ctx, &worqv1.SubmitRequest{Job: spec})
 	if err != nil {
 		return SubmitResult{}, c.fail(ctx, err)
@@ -182,6 +184,7 @@ func (c *Client) SubmitBatch(ctx context.Context, specs []JobSpec, opts ...Batch
 		if err != nil {
 			return nil, err
 		}
+		p.Trace = traceOf(ctx, s.Trace)
 		req.Jobs[i] = p
 	}
 	resp, err := c.producer.SubmitBatch(ctx, req)
@@ -312,10 +315,12 @@ func (c *Client) pollResult(ctx context.Context, jid string, timeout time.Durati
 // Against a server that does not build Run yet (UNIMPLEMENTED) it does exactly Submit +
 // WaitResult.
 func (c *Client) Run(ctx context.Context, jobType string, wait time.Duration, opts ...SubmitOption) (*Job, error) {
-	spec, err := NewJobSpec(jobType, opts...).toProto("job")
+	js := NewJobSpec(jobType, opts...)
+	spec, err := js.toProto("job")
 	if err != nil {
 		return nil, err
 	}
+	spec.Trace = traceOf(ctx, js.Trace)
 	deadline := time.Now().Add(wait)
 	var trailer metadata.MD
 	resp, err := c.producer.Run(ctx, &worqv1.RunRequest{Job: spec, WaitTimeout: durationpb.New(max(min(wait, maxWait), 0))}, grpc.Trailer(&trailer))

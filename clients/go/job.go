@@ -113,6 +113,9 @@ type Job struct {
 	UniqueUntil    UniqueUntil // how long it is held; zero when the job is not unique
 	DebounceKey    string
 	ParentJID      string
+	// Traceparent and Tracestate are the producer's W3C trace context; empty when the job carries none.
+	Traceparent string
+	Tracestate  string
 	DependsOn      []string // the jobs this one waits (or waited) for
 	WaitingOn      []string // while PENDING: the dependencies not finished yet
 
@@ -163,6 +166,8 @@ func jobFromProto(p *worqv1.Job) *Job {
 		ExpiresAt:        timeOf(p.GetExpiresAt()),
 		IdempotencyKey:   p.GetIdempotencyKey(),
 		Group:            p.GetGroupKey(),
+		Traceparent:      p.GetTrace().GetTraceparent(),
+		Tracestate:       p.GetTrace().GetTracestate(),
 		UniqueKey:        p.GetUniqueKey(),
 		UniqueUntil:      UniqueUntil(p.GetUniqueUntil()),
 		DebounceKey:      p.GetDebounceKey(),

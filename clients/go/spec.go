@@ -130,6 +130,7 @@ type JobSpec struct {
 	Group            string            // the job's group within its queue: limits per group, turns between groups
 	Unique           *Uniqueness       // at most one job of the queue holding this key (not with IdempotencyKey or Debounce)
 	Debounce         *DebounceSpec     // update a waiting job of the queue with this key instead of adding one
+	Trace            *TraceContext     // W3C trace context; nil: the span in the submit's context, if any (WithTrace, WithoutTrace)
 }
 
 // UniqueUntil says how long a unique job's key stays held.

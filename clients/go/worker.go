@@ -566,7 +566,9 @@ func (w *Worker) runTask(t *task) {
 	if h := w.opts.Hooks.OnStart; h != nil {
 		h(t.job)
 	}
-	result, err := w.invoke(t)
+	spanCtx, span := startJobSpan(t.ctx, t.job, w.opts.WorkerID)
+	result, err := w.invoke(spanCtx, t)
+	endJobSpan(span, err)
 	if !t.settled.CompareAndSwap(false, true) {
 		return // the shutdown failed it back already
 	}
@@ -574,7 +576,7 @@ func (w *Worker) runTask(t *task) {
 }
 
 // invoke runs the job's handler (through the middleware), recovering a panic.
-func (w *Worker) invoke(t *task) (result any, err error) {
+func (w *Worker) invoke(ctx context.Context, t *task) (result any, err error) {
 	w.mu.Lock()
 	h := w.handlers[t.job.Type]
 	mws := w.middleware
@@ -590,7 +592,7 @@ func (w *Worker) invoke(t *task) (result any, err error) {
 			result, err = nil, &PanicError{Value: r, Frames: formatFrames(callers(1), true)}
 		}
 	}()
-	return h(t.ctx, t.job)
+	return h(ctx, t.job)
 }
 
 // settle reports a finished handler: Ack with the encoded result, or Fail with the error.
