@@ -116,8 +116,8 @@ type Job struct {
 	// Traceparent and Tracestate are the producer's W3C trace context; empty when the job carries none.
 	Traceparent string
 	Tracestate  string
-	DependsOn      []string // the jobs this one waits (or waited) for
-	WaitingOn      []string // while PENDING: the dependencies not finished yet
+	DependsOn   []string // the jobs this one waits (or waited) for
+	WaitingOn   []string // while PENDING: the dependencies not finished yet
 
 	// Checkpoint is the last checkpoint a handler saved (see Checkpoint); empty when none.
 	// A retry gets the one its earlier attempt saved: resume from there.
