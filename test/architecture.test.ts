@@ -180,6 +180,8 @@ describe("client package rules", () => {
   };
   /** The one optional peer, and the only file that may import it (reached as @worq/client/grpc-js, never from the index). */
   const GRPC_JS_TRANSPORT = join(CLIENT, "src", "grpc-js-transport.ts");
+  /** The other optional peer, @opentelemetry/api: only tracing.ts names it (its types; the module is loaded at run time when present). */
+  const TRACING = join(CLIENT, "src", "tracing.ts");
 
   it("packages/client imports nothing of the server: only its own files, node: built-ins and its declared dependencies", () => {
     expect(files.length).toBeGreaterThan(10);
@@ -190,6 +192,7 @@ describe("client package rules", () => {
           if (spec.startsWith("node:")) return false;
           const name = spec.startsWith("@") ? spec.split("/").slice(0, 2).join("/") : spec.split("/")[0]!;
           if (name === "@grpc/grpc-js" && file === GRPC_JS_TRANSPORT) return false;
+          if (name === "@opentelemetry/api" && file === TRACING) return false;
           return !(name in manifest.dependencies);
         })
         .map((spec) => `${relative(CLIENT, file)} -> ${spec}`),
@@ -214,8 +217,9 @@ describe("client package rules", () => {
   });
 
   it("@grpc/grpc-js is an optional peer, for createGrpcJsTransport alone: no other file of the package reaches it", () => {
-    expect(manifest.peerDependencies).toEqual({ "@grpc/grpc-js": expect.any(String) });
+    expect(manifest.peerDependencies).toEqual({ "@grpc/grpc-js": expect.any(String), "@opentelemetry/api": expect.any(String) });
     expect(manifest.peerDependenciesMeta["@grpc/grpc-js"]?.optional).toBe(true);
+    expect(manifest.peerDependenciesMeta["@opentelemetry/api"]?.optional).toBe(true);
     const reaching = files.filter(
       (file) =>
         file !== GRPC_JS_TRANSPORT && importsOf(file).some((spec) => spec.startsWith("@grpc/") || spec.includes("grpc-js-transport")),
