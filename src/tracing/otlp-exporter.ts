@@ -23,6 +23,8 @@ const MAX_QUEUED_SPANS = 8192;
 const MAX_BATCH_SPANS = 512;
 const FLUSH_INTERVAL_MS = 1000;
 const EXPORT_TIMEOUT_MS = 10_000;
+/** An export at shutdown: the server does not wait longer for a collector. */
+const CLOSE_TIMEOUT_MS = 2_000;
 
 /** A new span id: 8 random bytes, in hex. */
 export function newSpanId(): string {
@@ -43,6 +45,7 @@ export class OtlpExporter {
   private timer: NodeJS.Timeout | undefined;
   private inFlight: Promise<void> = Promise.resolve();
   private failing = false;
+  private closing = false;
   private dropped = 0;
   readonly url: string;
 
@@ -77,13 +80,22 @@ export class OtlpExporter {
   /** Sends every queued span; resolves when sent (or given up). */
   flush(): Promise<void> {
     this.inFlight = this.inFlight.then(async () => {
-      while (this.queued.length > 0) await this.send(this.queued.splice(0, MAX_BATCH_SPANS));
+      while (this.queued.length > 0) {
+        // At shutdown, a collector that does not answer costs one short attempt, not one per batch.
+        if (this.closing && this.failing) {
+          this.dropped += this.queued.length;
+          this.queued = [];
+          break;
+        }
+        await this.send(this.queued.splice(0, MAX_BATCH_SPANS));
+      }
     });
     return this.inFlight;
   }
 
-  /** Sends what is queued and stops the timer. */
+  /** Sends what is queued (giving up after one failed attempt) and stops the timer. */
   async close(): Promise<void> {
+    this.closing = true;
     clearTimeout(this.timer);
     this.timer = undefined;
     await this.flush();
@@ -108,7 +120,7 @@ export class OtlpExporter {
         method: "POST",
         headers: { "content-type": "application/json" },
         body,
-        signal: AbortSignal.timeout(EXPORT_TIMEOUT_MS),
+        signal: AbortSignal.timeout(this.closing ? CLOSE_TIMEOUT_MS : EXPORT_TIMEOUT_MS),
       });
       await response.arrayBuffer().catch(() => undefined);
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
