@@ -132,6 +132,10 @@ export function buildNewJob(input: SubmitInput, field: string, ids: { jid: strin
     meta.uniqueUntil = unique.until;
   }
   if (input.debounce) meta.debounceKey = input.debounce.key;
+  if (input.schedule) {
+    meta.schedule = input.schedule.name;
+    meta.scheduledTickMs = input.schedule.tickMs;
+  }
   const body = jobBody({ args: input.args, kwargs: input.kwargs, custom: input.custom, tags, correlationId }, payload);
   return unique ? { meta, body, dataBytes, uniqueWindowMs: unique.windowMs } : { meta, body, dataBytes };
 }

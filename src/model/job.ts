@@ -178,6 +178,9 @@ export interface JobMeta {
   uniqueUntil?: UniqueUntil;
   /** The debounce key the job holds (scoped to its queue) while it has not started. */
   debounceKey?: string;
+  /** The schedule whose tick enqueued the job (docs/schedules.md), and that tick's time. */
+  schedule?: string;
+  scheduledTickMs?: number;
 }
 
 /**
@@ -225,6 +228,8 @@ export function shapedMeta(meta: JobMeta): JobMeta {
     uniqueKey: meta.uniqueKey,
     uniqueUntil: meta.uniqueUntil,
     debounceKey: meta.debounceKey,
+    schedule: meta.schedule,
+    scheduledTickMs: meta.scheduledTickMs,
   };
   return shaped;
 }
@@ -309,6 +314,8 @@ export interface SubmitInput {
   unique?: { key?: string; until?: UniqueUntil; windowMs?: number };
   /** Debounce: a submit whose key matches a job that has not started replaces its data. */
   debounce?: { key: string; delayMs: number };
+  /** Set by the engine only, for a job a schedule's tick enqueues: the schedule and the tick's time. */
+  schedule?: { name: string; tickMs: number };
 }
 
 /**

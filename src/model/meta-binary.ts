@@ -82,6 +82,9 @@ const enum F {
   uniqueKey = 35,
   uniqueUntil = 36,
   debounceKey = 37,
+  // 38 to 40 are taken by other fields of the same release; 41 and 42 by schedules.
+  schedule = 41,
+  scheduledTickMs = 42,
   groupKey = 45,
 }
 
@@ -179,6 +182,8 @@ export function encodeBinaryMeta(meta: JobMeta, omitRetry: boolean, omitJid = fa
   if (meta.uniqueKey !== undefined) text(w, F.uniqueKey, meta.uniqueKey);
   if (meta.uniqueUntil !== undefined) text(w, F.uniqueUntil, meta.uniqueUntil);
   if (meta.debounceKey !== undefined) text(w, F.debounceKey, meta.debounceKey);
+  if (meta.schedule !== undefined) text(w, F.schedule, meta.schedule);
+  if (meta.scheduledTickMs !== undefined) number(w, F.scheduledTickMs, meta.scheduledTickMs);
   return w.finish();
 }
 
@@ -285,4 +290,6 @@ const FIELD_NAMES: Record<number, keyof JobMeta> = {
   [F.uniqueKey]: "uniqueKey",
   [F.uniqueUntil]: "uniqueUntil",
   [F.debounceKey]: "debounceKey",
+  [F.schedule]: "schedule",
+  [F.scheduledTickMs]: "scheduledTickMs",
 };

@@ -54,6 +54,7 @@ export async function copyStore(from: Store, to: Store): Promise<CopySummary> {
   summary.idempotencyClaims = rest.length;
   for await (const callback of from.pendingCallbacks()) rest.push({ kind: "put-callback", callback });
   summary.callbacks = rest.length - summary.idempotencyClaims;
+  for await (const schedule of from.schedules()) rest.push({ kind: "put-schedule", schedule });
   rest.push({ kind: "put-counters", counters: await from.getCounters() });
   await to.commit(rest);
   return summary;

@@ -134,6 +134,8 @@ function writeJob(w: ProtoWriter, meta: JobMeta, body: JobBody, checkpoint: Uint
   str(w, 42, meta.uniqueKey ?? "");
   if (meta.uniqueUntil !== undefined) varint(w, 43, UniqueUntil[meta.uniqueUntil]);
   str(w, 44, meta.debounceKey ?? "");
+  str(w, 47, meta.schedule ?? "");
+  if (meta.scheduledTickMs !== undefined) timestamp(w, 48, meta.scheduledTickMs);
 }
 
 function writeRetryPolicy(w: ProtoWriter, policy: RetryPolicy): void {
