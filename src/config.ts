@@ -36,6 +36,8 @@ export interface ServerConfig {
   maxConcurrentCalls: number;
   /** Origins that callback_url webhooks may target; empty = none. */
   callbackAllow: string[];
+  /** JSON file of schedules applied at start (docs/schedules.md): {"schedules": [Schedule in proto JSON]}. */
+  schedulesFile?: string;
   /** File holding the key that signs webhooks (Worq-Signature header); unset = unsigned. */
   webhookSecretFile?: string;
   /** Webhooks in flight at once to one origin (default 4). */
@@ -135,6 +137,10 @@ const SERVE_OPTIONS: ReadonlyArray<{ group: string; flags: string; help: string 
     [
       "--callback-allow <origins>",
       "comma-separated origins callback_url may target, e.g. https://hooks.example.com [WORQ_CALLBACK_ALLOW] (default none)",
+    ],
+    [
+      "--schedules <file>",
+      'JSON file of schedules applied at start, {"schedules": [...]} (docs/schedules.md); schedules it no longer lists are removed [WORQ_SCHEDULES]',
     ],
     [
       "--webhook-secret-file <f>",
@@ -305,6 +311,8 @@ export function serveConfig(values: ServeValues, env: NodeJS.ProcessEnv = proces
       .map((name) => name.trim())
       .filter((name) => name !== "");
   if (config.maxConcurrentCalls < 1) throw new Error("--max-calls must be at least 1");
+  const schedulesFile = pick("schedules", "WORQ_SCHEDULES");
+  if (schedulesFile !== undefined && schedulesFile !== "") config.schedulesFile = schedulesFile;
   const webhookSecretFile = pick("webhook-secret-file", "WORQ_WEBHOOK_SECRET_FILE");
   if (webhookSecretFile !== undefined && webhookSecretFile !== "") config.webhookSecretFile = webhookSecretFile;
   if (config.webhookConcurrencyPerTarget! < 1) throw new Error("--webhook-concurrency-per-target must be at least 1");

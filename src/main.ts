@@ -35,6 +35,7 @@ import { createStore } from "./storage/open-store.js";
 import type { Store } from "./engine/store.js";
 import { LIMITS } from "./model/limits.js";
 import type { ClusterNodeView } from "./transport/admin-service.js";
+import { readScheduleFile } from "./transport/schedule-wire.js";
 
 export interface RunningServer {
   grpcPort: number;
@@ -86,6 +87,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
   const startedAtMs = systemClock.nowMs();
   const isCallbackAllowed = originAllowlist(config.callbackAllow);
   const webhookSecret = config.webhookSecretFile === undefined ? undefined : readWebhookSecret(config.webhookSecretFile);
+  const configSchedules = config.schedulesFile === undefined ? undefined : readScheduleFile(config.schedulesFile);
   const newWebhookSender = (engine: Engine) =>
     new WebhookSender(engine, log, {
       isAllowed: isCallbackAllowed,
@@ -149,6 +151,14 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
     return engine;
   };
   handle = swappableEngine(await openEngine(store));
+  if (configSchedules) {
+    try {
+      await handle.engine.applyConfigSchedules(configSchedules);
+    } catch (error) {
+      await handle.engine.close().catch(() => {});
+      throw new Error(`--schedules ${config.schedulesFile}: ${(error as Error).message}`);
+    }
+  }
   const engine = handle.engine;
   let stopTimers = driveEngineTimers(engine);
   let webhooks = newWebhookSender(engine);

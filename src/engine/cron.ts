@@ -66,7 +66,8 @@ export function parseCron(expression: string, timeZone: string, field: string): 
   }
   const expanded = MACROS[lower] ?? (text.startsWith("@") ? invalid(field, `unknown macro ${JSON.stringify(text)}`) : text);
   const parts = expanded.split(/\s+/);
-  if (parts.length !== 5 && parts.length !== 6) invalid(field, `has ${parts.length} fields; give 5 (minute hour day month weekday) or 6 (seconds first)`);
+  if (parts.length !== 5 && parts.length !== 6)
+    invalid(field, `has ${parts.length} fields; give 5 (minute hour day month weekday) or 6 (seconds first)`);
   if (parts.length === 5) parts.unshift("0");
   const sets = parts.map((part, i) => parseField(part, FIELDS[i]!, field));
   const dow = sets[5]!;

@@ -46,7 +46,7 @@ const NEXT_RUNS = 5;
 const PROBE_JID = "00000000-0000-4000-8000-000000000000";
 
 /** Checks a schedule's definition (fields named `${field}.<name>`), and parses its expression. */
-export function checkSchedule(core: EngineCore, spec: ScheduleSpec, field: string): CronSchedule {
+function checkSchedule(core: EngineCore, spec: ScheduleSpec, field: string): CronSchedule {
   if (!NAME_RE.test(spec.name)) invalid(`${field}.name`, "must be 1 to 128 chars of [A-Za-z0-9_.:-]");
   if (!isTimeZone(spec.timeZone)) invalid(`${field}.time_zone`, `unknown time zone ${JSON.stringify(spec.timeZone)}`);
   const cron = parseCron(spec.cron, spec.timeZone, `${field}.cron`);
@@ -75,7 +75,12 @@ function checkTemplate(core: EngineCore, job: SubmitInput, field: string): void 
 }
 
 /** Creates or replaces a schedule (its tick history kept); returns it as stored. */
-export async function putSchedule(core: EngineCore, spec: ScheduleSpec, source: StoredSchedule["source"], field = "schedule"): Promise<ScheduleView> {
+export async function putSchedule(
+  core: EngineCore,
+  spec: ScheduleSpec,
+  source: StoredSchedule["source"],
+  field = "schedule",
+): Promise<ScheduleView> {
   core.checkUsable();
   const cron = checkSchedule(core, spec, field);
   const now = core.clock.nowMs();
@@ -316,10 +321,18 @@ async function enqueue(core: EngineCore, entry: ScheduleEntry, tickMs: number, m
   const record = entry.record;
   const input: SubmitInput = { ...record.job, schedule: { name: record.name, tickMs } };
   try {
-    const [result] = await submit(core, [input], () => `schedules.${record.name}.job`, undefined, undefined, undefined, (results) => {
-      entry.record = { ...entry.record, ...moved, lastRunAtMs: tickMs, lastJid: results[0]!.jid };
-      return [{ kind: "put-schedule", schedule: entry.record } satisfies StoreWrite];
-    });
+    const [result] = await submit(
+      core,
+      [input],
+      () => `schedules.${record.name}.job`,
+      undefined,
+      undefined,
+      undefined,
+      (results) => {
+        entry.record = { ...entry.record, ...moved, lastRunAtMs: tickMs, lastJid: results[0]!.jid };
+        return [{ kind: "put-schedule", schedule: entry.record } satisfies StoreWrite];
+      },
+    );
     return result!.jid;
   } catch (error) {
     if (core.fatal !== undefined || !(error instanceof WorqError) || error.code === "WORQ_UNAVAILABLE") throw error;

@@ -2,10 +2,11 @@
  * Schedules between the wire and the engine (docs/schedules.md): a proto Schedule to the
  * engine's ScheduleSpec (fields named `schedule.<name>`), and a stored schedule back.
  */
-import { create } from "@bufbuild/protobuf";
+import { readFileSync } from "node:fs";
+import { create, fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { ScheduleView } from "../engine/engine.js";
-import { invalid } from "../model/errors.js";
+import { WorqError, invalid } from "../model/errors.js";
 import type { MissedTicks as DomainMissed, Overlap as DomainOverlap, ScheduleSpec } from "../model/schedule.js";
 import { MissedTicks, Overlap, ScheduleSchema, type Schedule } from "@worq/client/gen/worq/v1/schedule_pb.js";
 import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
@@ -62,5 +63,30 @@ export function scheduleOf(view: ScheduleView): Schedule {
     lastState: view.lastState === undefined ? JobState.UNSPECIFIED : JobState[view.lastState],
     skippedTicks: BigInt(view.skippedTicks),
     source: view.source,
+  });
+}
+
+/**
+ * The schedules of a --schedules file: `{"schedules": [Schedule in proto JSON]}` (camelCase or
+ * snake_case names). Throws a readable Error naming the entry (`schedules[2].cron: ...`).
+ */
+export function readScheduleFile(path: string): ScheduleSpec[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(path, "utf8"));
+  } catch (error) {
+    throw new Error(`--schedules ${path}: ${(error as Error).message}`);
+  }
+  const list = (parsed as { schedules?: unknown } | null)?.schedules;
+  if (typeof parsed !== "object" || parsed === null || !Array.isArray(list)) {
+    throw new Error(`--schedules ${path}: expected {"schedules": [...]}`);
+  }
+  return list.map((item, i) => {
+    try {
+      return scheduleSpecOf(fromJson(ScheduleSchema, item as JsonValue), `schedules[${i}]`);
+    } catch (error) {
+      const message = (error as Error).message;
+      throw new Error(`--schedules ${path}: ${error instanceof WorqError ? message : `schedules[${i}]: ${message}`}`);
+    }
   });
 }

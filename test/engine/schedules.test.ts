@@ -118,7 +118,8 @@ describe("schedules: a year on a fake clock with DST changes", () => {
       const d = new Date(day);
       const [m, dd] = [d.getUTCMonth() + 1, d.getUTCDate()];
       const summer = (m > 3 || (m === 3 && dd >= 30)) && (m < 10 || (m === 10 && dd <= 25));
-      if (m === 3 && dd === 29) berlinExpected.push(Date.UTC(2026, 2, 29, 1, 0)); // 03:00 CEST, the first instant after the gap
+      if (m === 3 && dd === 29)
+        berlinExpected.push(Date.UTC(2026, 2, 29, 1, 0)); // 03:00 CEST, the first instant after the gap
       else berlinExpected.push(day + 2 * HOUR + 30 * 60_000 - (summer ? 2 : 1) * HOUR);
     }
     expect(iso(berlin)).toEqual(iso(berlinExpected));
@@ -142,7 +143,8 @@ describe("schedules: a year on a fake clock with DST changes", () => {
       const d = new Date(day);
       const [m, dd] = [d.getUTCMonth() + 1, d.getUTCDate()];
       const summer = (m > 3 || (m === 3 && dd >= 9)) && (m < 11 || (m === 11 && dd < 1));
-      if (m === 3 && dd === 8) nyExpected.push(Date.UTC(2026, 2, 8, 7, 0)); // 03:00 EDT
+      if (m === 3 && dd === 8)
+        nyExpected.push(Date.UTC(2026, 2, 8, 7, 0)); // 03:00 EDT
       else nyExpected.push(day + 2 * HOUR + 30 * 60_000 + (summer ? 4 : 5) * HOUR);
     }
     expect(iso(ny)).toEqual(iso(nyExpected));
