@@ -91,6 +91,8 @@ export const meta: fc.Arbitrary<JobMeta> = fc
     uniqueUntil: opt(fc.constantFrom("WINDOW" as const, "STARTED" as const, "FINISHED" as const)),
     debounceKey: opt(text),
     groupKey: opt(text),
+    schedule: opt(text),
+    scheduledTickMs: opt(ms),
   })
   .map((record) => Object.fromEntries(Object.entries(record).filter(([, v]) => v !== undefined)) as unknown as JobMeta);
 
