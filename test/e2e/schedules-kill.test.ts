@@ -83,3 +83,59 @@ describe("schedules across kill -9 (real server)", () => {
     expect(Number(schedule!.skippedTicks)).toBe(0);
   }, 60_000);
 });
+
+describe("worq serve --schedules (real server)", () => {
+  const dir = mkdtempSync(join(tmpdir(), "worq-schedules-file-"));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("refuses to start on a bad file, naming the entry and field", async () => {
+    const file = join(dir, "bad.json");
+    writeFileSync(
+      file,
+      JSON.stringify({
+        schedules: [
+          { name: "ok", cron: "@hourly", job: { type: "t" } },
+          { name: "bad", cron: "61 * * * *", job: { type: "t" } },
+        ],
+      }),
+    );
+    await expect(spawnServer(join(dir, "data"), ["--schedules", file])).rejects.toThrow(/schedules\[1\]\.cron: minute: 61/);
+    writeFileSync(file, "{ not json");
+    await expect(spawnServer(join(dir, "data"), ["--schedules", file])).rejects.toThrow(/--schedules/);
+    writeFileSync(file, JSON.stringify({ schedules: [{ name: "x", cron: "@hourly", job: { type: "t" }, colour: "red" }] }));
+    await expect(spawnServer(join(dir, "data"), ["--schedules", file])).rejects.toThrow(/schedules\[0\]/);
+  }, 60_000);
+
+  it("a schedule removed from the file is removed at the next start; one added by the API stays", async () => {
+    const file = join(dir, "schedules.json");
+    const dataDir = join(dir, "data2");
+    writeFileSync(
+      file,
+      JSON.stringify({
+        schedules: [
+          { name: "a", cron: "@daily", timeZone: "Europe/Berlin", job: { type: "t" } },
+          { name: "b", cron: "@hourly", job: { type: "t" } },
+        ],
+      }),
+    );
+    let server = await spawnServer(dataDir, ["--schedules", file]);
+    let clients = connect(server.port);
+    await clients.admin.putSchedule({ schedule: { name: "api-one", cron: "@hourly", job: { type: "t" } } });
+    expect((await clients.admin.listSchedules({})).schedules.map((s) => [s.name, s.source])).toEqual([
+      ["a", "config"],
+      ["api-one", "api"],
+      ["b", "config"],
+    ]);
+    server.child.kill("SIGTERM");
+    await server.exited;
+    writeFileSync(file, JSON.stringify({ schedules: [{ name: "a", cron: "@weekly", job: { type: "t" } }] }));
+    server = await spawnServer(dataDir, ["--schedules", file]);
+    clients = connect(server.port);
+    expect((await clients.admin.listSchedules({})).schedules.map((s) => [s.name, s.cron, s.source])).toEqual([
+      ["a", "@weekly", "config"],
+      ["api-one", "@hourly", "api"],
+    ]);
+    server.child.kill("SIGKILL");
+    await server.exited;
+  }, 60_000);
+});
