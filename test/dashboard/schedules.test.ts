@@ -80,7 +80,7 @@ describe.skipIf(!chromiumAvailable())("dashboard: Schedules page in Chromium (re
     await eventually(async () => (await server.admin.getSchedule({ name: "nightly" })).schedule!.skippedTicks === 1n, "the skip");
     await eventually(async () => (await text(`${row} td[data-col=skipped]`)) === "1", "the skipped count");
     expect(await page.evaluate(() => (globalThis as { __xss?: number }).__xss)).toBeUndefined();
-    expect(await page.evaluate(() => document.querySelectorAll("main img").length)).toBe(0);
+    expect(await page.locator("main img").count()).toBe(0);
     mkdirSync(SCREENSHOTS, { recursive: true });
     await page.screenshot({ path: join(SCREENSHOTS, "schedules.png"), fullPage: true });
   });
