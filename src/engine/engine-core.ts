@@ -130,9 +130,8 @@ export class EngineCore {
   readonly watchers = new JobWatchers();
   /** Callbacks found at open, handed to the listener when it registers. */
   readonly pendingCallbacks: PendingCallback[] = [];
-  /** The schedules by name (schedules.ts). */
+  /** The schedules by name (schedules.ts), and jid -> the QUEUE_ONE schedule whose queued tick waits for that job. */
   readonly schedules = new Map<string, ScheduleEntry>();
-  /** jid -> the QUEUE_ONE schedule whose queued tick waits for that job to finish. */
   readonly scheduleWaits = new Map<string, string>();
   /** When the next purge of expired finished jobs is scheduled, if one is. */
   purgeAtMs: number | undefined;
@@ -291,15 +290,12 @@ export class EngineCore {
       void durable.then(forget, forget);
       // Waiters hear of a finished job only once that is on disk.
       void durable.then(
-        () => finished.forEach((jid) => this.finishListeners.get(jid)?.forEach((waiter) => waiter.wake("finished"))),
+        () => {
+          finished.forEach((jid) => this.finishListeners.get(jid)?.forEach((waiter) => waiter.wake("finished")));
+          if (this.scheduleWaits.size > 0) onJobsFinished(this, finished);
+        },
         () => {},
       );
-      if (this.scheduleWaits.size > 0) {
-        void durable.then(
-          () => onJobsFinished(this, finished),
-          () => {},
-        );
-      }
     }
     return durable.catch((error: unknown) => {
       if (this.fatal === undefined) {

@@ -152,6 +152,7 @@ export const jobDetailPage: PageFactory = (root, path) => {
           ...field("Correlation id", job.correlationId || "–"),
           ...field("Idempotency key", job.idempotencyKey || "–"),
           ...field("Callback", job.callbackUrl || "–"),
+          ...field("Schedule", job.schedule ? `${job.schedule}, tick ${when(job.scheduledTick)}` : "–"),
           ...field("Previous leases", job.previousLeaseIds.length ? job.previousLeaseIds.join(", ") : "–"),
         ),
       ),
