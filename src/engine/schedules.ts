@@ -99,7 +99,8 @@ export async function putSchedule(
   if (old?.record.queuedTickMs !== undefined && spec.overlap === "QUEUE_ONE") record.queuedTickMs = old.record.queuedTickMs;
   const entry: ScheduleEntry = old ?? { record, cron, timerAtMs: undefined, activeSinceMs: now, chain: Promise.resolve() };
   await serialized(entry, async () => {
-    if (old && (old.record.paused || !spec.paused)) entry.activeSinceMs = old.record.paused && !spec.paused ? now : entry.activeSinceMs;
+    // Resumed by this put: the ticks while it was paused are missed ticks.
+    if (old?.record.paused && !spec.paused) entry.activeSinceMs = now;
     entry.record = record;
     entry.cron = cron;
     core.schedules.set(spec.name, entry);
