@@ -258,6 +258,27 @@ describe("schedules: missed ticks, overlap, restart", () => {
     expect((await engine.getSchedule("q")).queuedTickMs).toBeUndefined();
   });
 
+  it("QUEUE_ONE's waiting tick survives a restart and runs once the previous job finishes", async () => {
+    const data = createMemoryData();
+    const clock = new ManualClock(T);
+    const first = await openEngine({ clock, data });
+    await first.engine.putSchedule(spec("q1", "* * * * *", { overlap: "QUEUE_ONE" }));
+    await runUntil(first.engine, clock, T + 2 * MIN);
+    expect((await first.engine.getSchedule("q1")).queuedTickMs).toBe(T + 2 * MIN);
+    clock.set(T + 2 * MIN + 30_000);
+    const second = await openEngine({ clock, data });
+    expect((await second.engine.getSchedule("q1")).queuedTickMs).toBe(T + 2 * MIN);
+    const sink = new CollectingSink();
+    second.engine.openLease({ queues: ["cron"], workerId: "w", credits: 1 }, sink);
+    await flush();
+    const grant = sink.grants[0]!;
+    expect(grant.meta.scheduledTickMs).toBe(T + MIN);
+    await second.engine.ack(grant.meta.jid, grant.meta.lease!.leaseId, new Uint8Array());
+    await flush(10);
+    expect(ticksOf(data, "q1", false)).toEqual([T + MIN, T + 2 * MIN]);
+    expect((await second.engine.getSchedule("q1")).queuedTickMs).toBeUndefined();
+  });
+
   it("run-now enqueues at once; the overlap policy applies", async () => {
     const clock = new ManualClock(T + 10_000);
     const { engine, data } = await openEngine({ clock });
