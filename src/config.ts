@@ -38,6 +38,8 @@ export interface ServerConfig {
   callbackAllow: string[];
   /** OTLP/HTTP endpoint (e.g. http://collector:4318) the server's job spans go to; unset = no tracing (docs/tracing.md). */
   otlpEndpoint?: string;
+  /** JSON file of schedules applied at start (docs/schedules.md): {"schedules": [Schedule in proto JSON]}. */
+  schedulesFile?: string;
   /** File holding the key that signs webhooks (Worq-Signature header); unset = unsigned. */
   webhookSecretFile?: string;
   /** Webhooks in flight at once to one origin (default 4). */
@@ -141,6 +143,10 @@ const SERVE_OPTIONS: ReadonlyArray<{ group: string; flags: string; help: string 
     [
       "--otlp-endpoint <url>",
       "OTLP/HTTP collector (e.g. http://127.0.0.1:4318) that spans of traced jobs are sent to (docs/tracing.md) [OTEL_EXPORTER_OTLP_ENDPOINT] (default none: no tracing)",
+    ],
+    [
+      "--schedules <file>",
+      'JSON file of schedules applied at start, {"schedules": [...]} (docs/schedules.md); schedules it no longer lists are removed [WORQ_SCHEDULES]',
     ],
     [
       "--webhook-secret-file <f>",
@@ -312,6 +318,8 @@ export function serveConfig(values: ServeValues, env: NodeJS.ProcessEnv = proces
       .map((name) => name.trim())
       .filter((name) => name !== "");
   if (config.maxConcurrentCalls < 1) throw new Error("--max-calls must be at least 1");
+  const schedulesFile = pick("schedules", "WORQ_SCHEDULES");
+  if (schedulesFile !== undefined && schedulesFile !== "") config.schedulesFile = schedulesFile;
   const webhookSecretFile = pick("webhook-secret-file", "WORQ_WEBHOOK_SECRET_FILE");
   if (webhookSecretFile !== undefined && webhookSecretFile !== "") config.webhookSecretFile = webhookSecretFile;
   if (config.webhookConcurrencyPerTarget! < 1) throw new Error("--webhook-concurrency-per-target must be at least 1");

@@ -37,6 +37,7 @@ import { LIMITS } from "./model/limits.js";
 import { OtlpExporter } from "./tracing/otlp-exporter.js";
 import { jobSpanObserver } from "./tracing/job-spans.js";
 import type { ClusterNodeView } from "./transport/admin-service.js";
+import { readScheduleFile } from "./transport/schedule-wire.js";
 
 export interface RunningServer {
   grpcPort: number;
@@ -98,6 +99,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
       () => systemClock.nowMs(),
     );
   const webhookSecret = config.webhookSecretFile === undefined ? undefined : readWebhookSecret(config.webhookSecretFile);
+  const configSchedules = config.schedulesFile === undefined ? undefined : readScheduleFile(config.schedulesFile);
   const newWebhookSender = (engine: Engine) =>
     new WebhookSender(engine, log, {
       isAllowed: isCallbackAllowed,
@@ -168,6 +170,14 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
     return engine;
   };
   handle = swappableEngine(await openEngine(store));
+  if (configSchedules) {
+    try {
+      await handle.engine.applyConfigSchedules(configSchedules);
+    } catch (error) {
+      await handle.engine.close().catch(() => {});
+      throw new Error(`--schedules ${config.schedulesFile}: ${(error as Error).message}`);
+    }
+  }
   const engine = handle.engine;
   let stopTimers = driveEngineTimers(engine);
   let webhooks = newWebhookSender(engine);

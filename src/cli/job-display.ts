@@ -75,6 +75,12 @@ export function jobDetails(job: Job, showBytes: boolean): string {
     ["correlation id", ifSet(job.correlationId)],
     ["idempotency key", ifSet(job.idempotencyKey)],
     ["parent", ifSet(job.parentJid)],
+    [
+      "schedule",
+      job.schedule
+        ? `${job.schedule}, tick ${job.scheduledTick ? new Date(timestampMs(job.scheduledTick)).toISOString() : "?"}`
+        : undefined,
+    ],
     ["depends on", job.dependsOn.length > 0 ? job.dependsOn.join(", ") : undefined],
     ["waiting on", job.waitingOn.length > 0 ? job.waitingOn.join(", ") : undefined],
     ["callback", ifSet(job.callbackUrl)],

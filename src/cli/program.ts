@@ -8,6 +8,7 @@ import { registerJobAdmin } from "./commands/job-admin.js";
 import { registerJobs } from "./commands/jobs.js";
 import { registerQueues } from "./commands/queues.js";
 import { registerResult } from "./commands/result.js";
+import { registerSchedules } from "./commands/schedules.js";
 import { registerStoreAdmin } from "./commands/store-admin.js";
 import { registerSubmit } from "./commands/submit.js";
 import { registerToken } from "./commands/token.js";
@@ -76,6 +77,7 @@ export function createProgram(startServe: (config: ServerConfig) => Promise<void
   registerResult(program);
   registerJobs(program);
   registerQueues(program);
+  registerSchedules(program);
   registerWorkers(program);
   registerJobAdmin(program);
   registerInfo(program);

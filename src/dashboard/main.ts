@@ -7,6 +7,7 @@ import { jobDetailPage } from "./pages/job-detail.js";
 import { jobsPage } from "./pages/jobs.js";
 import { overviewPage } from "./pages/overview.js";
 import { queuesPage } from "./pages/queues.js";
+import { schedulesPage } from "./pages/schedules.js";
 import { workersPage } from "./pages/workers.js";
 
 /** Pages by the first segment of the hash route (`#/queues`, `#/job/<jid>`, …). */
@@ -17,10 +18,11 @@ const PAGES: Record<string, [string, PageFactory]> = {
   scheduled: ["Scheduled", jobsPage("Scheduled (delayed) jobs", JobState.DELAYED)],
   retries: ["Retries", jobsPage("Retries", JobState.RETRYING)],
   dead: ["Dead", jobsPage("Dead jobs", JobState.DEAD_LETTER)],
+  schedules: ["Schedules", schedulesPage],
   workers: ["Workers", workersPage],
   job: ["Job", jobDetailPage],
 };
-const NAV = ["", "queues", "jobs", "scheduled", "retries", "dead", "workers"];
+const NAV = ["", "queues", "jobs", "scheduled", "retries", "dead", "schedules", "workers"];
 const REFRESH_EVERY_MS = 2_000;
 
 const main = document.getElementById("main")!;

@@ -23,6 +23,7 @@ import type { Session } from "./dispatch.js";
 import { enqueueReady } from "./paging.js";
 import { pushExpiry, schedulePurge, scheduleTimers } from "./timers.js";
 import { JobWatchers, ProgressBook } from "./job-watch.js";
+import { onJobsFinished, type ScheduleEntry } from "./schedules.js";
 
 const DEFAULT_ORPHAN_GRACE_MS = 10_000;
 
@@ -129,6 +130,9 @@ export class EngineCore {
   readonly watchers = new JobWatchers();
   /** Callbacks found at open, handed to the listener when it registers. */
   readonly pendingCallbacks: PendingCallback[] = [];
+  /** The schedules by name (schedules.ts), and jid -> the QUEUE_ONE schedule whose queued tick waits for that job. */
+  readonly schedules = new Map<string, ScheduleEntry>();
+  readonly scheduleWaits = new Map<string, string>();
   /** When the next purge of expired finished jobs is scheduled, if one is. */
   purgeAtMs: number | undefined;
   purging = false;
@@ -286,7 +290,10 @@ export class EngineCore {
       void durable.then(forget, forget);
       // Waiters hear of a finished job only once that is on disk.
       void durable.then(
-        () => finished.forEach((jid) => this.finishListeners.get(jid)?.forEach((waiter) => waiter.wake("finished"))),
+        () => {
+          finished.forEach((jid) => this.finishListeners.get(jid)?.forEach((waiter) => waiter.wake("finished")));
+          if (this.scheduleWaits.size > 0) onJobsFinished(this, finished);
+        },
         () => {},
       );
     }

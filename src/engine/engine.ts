@@ -31,9 +31,21 @@ import { nextWakeMs, tick } from "./timers.js";
 import { collectChildren, type ChildrenPage } from "./children.js";
 import type { ChildCursor } from "./store.js";
 import { onCallbackDue, settleCallback } from "./callbacks.js";
+import type { ScheduleSpec, StoredSchedule } from "../model/schedule.js";
+import {
+  applyConfigSchedules,
+  deleteSchedule,
+  getSchedule,
+  listSchedules,
+  putSchedule,
+  runScheduleNow,
+  setSchedulePaused,
+  type ScheduleView,
+} from "./schedules.js";
 
 export type * from "./engine-types.js";
 export type { JobChange } from "./job-watch.js";
+export type { ScheduleView } from "./schedules.js";
 
 /** Every unfinished job of an engine: those in memory and the ready ones left in the store. */
 export function unfinishedJobs(info: EngineInfo): number {
@@ -330,6 +342,44 @@ export class Engine {
    */
   onCallbackDue(listener: (callback: PendingCallback) => void): void {
     onCallbackDue(this.core, listener);
+  }
+
+  /**
+   * Creates or replaces a schedule (docs/schedules.md; its tick history kept); fields are
+   * named `${field}.<name>`. Resolves once durable, with the schedule and its next runs.
+   */
+  putSchedule(spec: ScheduleSpec, source: StoredSchedule["source"] = "api", field = "schedule"): Promise<ScheduleView> {
+    return putSchedule(this.core, spec, source, field);
+  }
+
+  /** One schedule; throws WORQ_NOT_FOUND naming `name`. */
+  getSchedule(name: string): Promise<ScheduleView> {
+    return getSchedule(this.core, name);
+  }
+
+  /** Every schedule, sorted by name. */
+  listSchedules(): Promise<ScheduleView[]> {
+    return listSchedules(this.core);
+  }
+
+  /** Stops a schedule's ticks (true) or starts them again (false; ticks meanwhile are missed ticks). */
+  setSchedulePaused(name: string, paused: boolean): Promise<void> {
+    return setSchedulePaused(this.core, name, paused);
+  }
+
+  /** Removes a schedule; the jobs it enqueued stay. */
+  deleteSchedule(name: string): Promise<void> {
+    return deleteSchedule(this.core, name);
+  }
+
+  /** Enqueues the schedule's job now (overlap applies); the jid, or "" when the policy skipped it. */
+  runScheduleNow(name: string): Promise<string> {
+    return runScheduleNow(this.core, name);
+  }
+
+  /** Makes `specs` the schedules of source "config" (the --schedules file): others of that source are deleted. */
+  applyConfigSchedules(specs: readonly ScheduleSpec[]): Promise<void> {
+    return applyConfigSchedules(this.core, specs);
   }
 
   /** The webhook of `jid` was delivered (or given up): forget it. */

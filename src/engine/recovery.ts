@@ -8,6 +8,7 @@ import { internName } from "./intern.js";
 import type { EngineCore } from "./engine-core.js";
 import { ascendingOrder, countCold, ownMeta, readyQueueOf, scheduleSweep } from "./paging.js";
 import { schedulePurge, scheduleTimers } from "./timers.js";
+import { recoverSchedules } from "./schedules.js";
 
 /**
  * Opens the store and rebuilds the indexes from it: ready jobs in their FIFO order, due
@@ -80,4 +81,5 @@ export async function recover(core: EngineCore): Promise<void> {
   for await (const jid of core.store.checkpointJids()) core.checkpointed.add(jid);
   const purgeAtMs = await core.store.nextPurgeAtMs();
   if (purgeAtMs !== undefined) schedulePurge(core, purgeAtMs);
+  await recoverSchedules(core);
 }

@@ -1,4 +1,5 @@
 import type { JobBody, JobMeta, JobState, PriorityLevel, QueueConfig } from "../model/job.js";
+import type { StoredSchedule } from "../model/schedule.js";
 
 /** Totals kept across restarts (server info). */
 export interface Counters {
@@ -36,7 +37,10 @@ export type StoreWrite =
   | { kind: "put-callback"; callback: PendingCallback }
   | { kind: "delete-callback"; jid: string }
   /** Records a queue (first use), its paused flag or its settings: the whole QueueInfo replaces the stored one. */
-  | { kind: "put-queue"; queue: QueueInfo };
+  | { kind: "put-queue"; queue: QueueInfo }
+  /** A schedule (docs/schedules.md) and its tick record, replacing the stored one of its name. */
+  | { kind: "put-schedule"; schedule: StoredSchedule }
+  | { kind: "delete-schedule"; name: string };
 
 /** A queue as the store keeps it. */
 export interface QueueInfo {
@@ -151,6 +155,8 @@ export interface Store {
   ): Promise<ReadyJob[]>;
   /** Totals as of the last commit; zeros for a new store. */
   getCounters(): Promise<Counters>;
+  /** Every schedule, sorted by name. */
+  schedules(): AsyncIterable<StoredSchedule>;
   /** Every queue ever used, sorted by name. */
   queues(): AsyncIterable<QueueInfo>;
   /**

@@ -137,6 +137,10 @@ export function buildNewJob(input: SubmitInput, field: string, ids: { jid: strin
     meta.traceparent = input.trace.traceparent;
     if (input.trace.tracestate) meta.tracestate = input.trace.tracestate;
   }
+  if (input.schedule) {
+    meta.schedule = input.schedule.name;
+    meta.scheduledTickMs = input.schedule.tickMs;
+  }
   const body = jobBody({ args: input.args, kwargs: input.kwargs, custom: input.custom, tags, correlationId }, payload);
   return unique ? { meta, body, dataBytes, uniqueWindowMs: unique.windowMs } : { meta, body, dataBytes };
 }

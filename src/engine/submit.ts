@@ -59,6 +59,7 @@ export async function submit(
   shape?: BatchShape,
   callerTimeoutMs?: number,
   histories?: readonly (JobHistory | undefined)[],
+  alongside?: (results: readonly SubmitResult[]) => StoreWrite[],
 ): Promise<SubmitResult[]> {
   core.checkUsable();
   if (inputs.length === 0) invalid("jobs", "at least one job is required");
@@ -118,7 +119,7 @@ export async function submit(
   if (toRead.length === 0 && joinParents.size === 0 && debounceHolders.size === 0)
     return settleSubmit(
       core,
-      createJobs(core, built, inputs, refs, fieldOf, shape, new Map(), nowMs, new Map(), new Map()),
+      createJobs(core, built, inputs, refs, fieldOf, shape, new Map(), nowMs, new Map(), new Map(), alongside),
       deadlineMs,
       timeoutMs,
     );
@@ -160,7 +161,7 @@ export async function submit(
     core.checkUsable();
     if (core.clock.nowMs() >= deadlineMs)
       throw submitTimedOut("reading the jobs it refers to took too long; nothing was stored", timeoutMs);
-    created = createJobs(core, built, inputs, refs, fieldOf, shape, stored, nowMs, children, holderBodies);
+    created = createJobs(core, built, inputs, refs, fieldOf, shape, stored, nowMs, children, holderBodies, alongside);
   } finally {
     if (--core.finishWatchers === 0) core.recentlyFinished.clear();
     for (const [parent, seen] of spawnedMeanwhile) watchSpawns(core, parent, seen, false);
@@ -193,6 +194,7 @@ function createJobs(
   nowMs: number,
   childrenOfJoined: Map<string, string[]>,
   holderBodies: Map<string, JobBody>,
+  alongside?: (results: readonly SubmitResult[]) => StoreWrite[],
 ): CreatedJobs {
   const known = (jid: string): JobMeta | undefined =>
     core.live.get(jid) ?? core.finishing.get(jid)?.meta ?? core.recentlyFinished.get(jid) ?? stored.get(jid);
@@ -320,6 +322,8 @@ function createJobs(
   });
   core.counters.submitted += writes.filter((write) => write.kind === "put-job").length;
   const debouncedJids = new Set([...debounced].map((i) => planned[i]!.existingJid!));
+  // Writes of the caller's that must be durable with these jobs (a schedule's tick record).
+  if (alongside) writes.push(...alongside(results));
   const durable = writes.length > 0 ? core.persist(writes) : Promise.resolve();
   schedulePump(core); // submits parsed from one socket read are delivered together
   return {

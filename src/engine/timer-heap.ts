@@ -3,12 +3,12 @@
  * lifetime (ttl) end, the deletion of expired finished jobs ("purge", jid empty), or a
  * sweep of cold ready jobs past their lifetime ("sweep", jid empty), the deadline of a
  * result wait on the job ("wait"), or the earliest deadline of submits still being written
- * ("submit-deadline", jid empty).
+ * ("submit-deadline", jid empty), or a schedule's next tick ("schedule", jid holding the schedule's name).
  */
 export interface TimerEntry {
   atMs: number;
   jid: string;
-  kind: "due" | "lease" | "ttl" | "purge" | "sweep" | "wait" | "submit-deadline" | "refill";
+  kind: "due" | "lease" | "ttl" | "purge" | "sweep" | "wait" | "submit-deadline" | "refill" | "schedule";
 }
 
 /**

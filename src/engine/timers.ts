@@ -11,6 +11,7 @@ import { endUnfinished } from "./cancel-delete.js";
 import { sweepCold } from "./paging.js";
 import { expireWaits } from "./read-views.js";
 import { expireSubmits } from "./submit-deadline.js";
+import { onScheduleTimer } from "./schedules.js";
 
 /** Timers one tick applies, so a mass of jobs due at once is promoted a slice at a time. */
 const TICK_BUDGET = 5_000;
@@ -70,6 +71,10 @@ export function tick(core: EngineCore): void {
         core.refillAtMs = undefined;
         pumpAfterTick = true;
       }
+      continue;
+    }
+    if (top.kind === "schedule") {
+      onScheduleTimer(core, top.jid, top.atMs);
       continue;
     }
     if (top.kind === "sweep") {

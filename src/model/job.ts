@@ -182,6 +182,9 @@ export interface JobMeta {
   traceparent?: string;
   /** The producer's W3C `tracestate`, when not empty (only with traceparent). */
   tracestate?: string;
+  /** The schedule whose tick enqueued the job (docs/schedules.md), and that tick's time. */
+  schedule?: string;
+  scheduledTickMs?: number;
 }
 
 /**
@@ -231,6 +234,8 @@ export function shapedMeta(meta: JobMeta): JobMeta {
     debounceKey: meta.debounceKey,
     traceparent: meta.traceparent,
     tracestate: meta.tracestate,
+    schedule: meta.schedule,
+    scheduledTickMs: meta.scheduledTickMs,
   };
   return shaped;
 }
@@ -317,6 +322,8 @@ export interface SubmitInput {
   debounce?: { key: string; delayMs: number };
   /** W3C Trace Context of the producer's span (docs/tracing.md). */
   trace?: { traceparent: string; tracestate?: string };
+  /** Set by the engine only, for a job a schedule's tick enqueues: the schedule and the tick's time. */
+  schedule?: { name: string; tickMs: number };
 }
 
 /**

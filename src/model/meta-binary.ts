@@ -84,6 +84,9 @@ const enum F {
   debounceKey = 37,
   traceparent = 38,
   tracestate = 39,
+  // 38 to 40 are taken by other fields of the same release; 41 and 42 by schedules.
+  schedule = 41,
+  scheduledTickMs = 42,
   groupKey = 45,
 }
 
@@ -183,6 +186,8 @@ export function encodeBinaryMeta(meta: JobMeta, omitRetry: boolean, omitJid = fa
   if (meta.debounceKey !== undefined) text(w, F.debounceKey, meta.debounceKey);
   if (meta.traceparent !== undefined) text(w, F.traceparent, meta.traceparent);
   if (meta.tracestate !== undefined) text(w, F.tracestate, meta.tracestate);
+  if (meta.schedule !== undefined) text(w, F.schedule, meta.schedule);
+  if (meta.scheduledTickMs !== undefined) number(w, F.scheduledTickMs, meta.scheduledTickMs);
   return w.finish();
 }
 
@@ -291,4 +296,6 @@ const FIELD_NAMES: Record<number, keyof JobMeta> = {
   [F.debounceKey]: "debounceKey",
   [F.traceparent]: "traceparent",
   [F.tracestate]: "tracestate",
+  [F.schedule]: "schedule",
+  [F.scheduledTickMs]: "scheduledTickMs",
 };

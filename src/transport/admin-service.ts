@@ -21,7 +21,8 @@ import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { ControlAction } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { domainStateOf, durationMsOf, durationOf, jobOf } from "./convert.js";
 import { scopeOf } from "./auth/caller-context.js";
-import { checkQueueInScope } from "./auth/queue-scope.js";
+import { checkQueueInScope, type QueueScope } from "./auth/queue-scope.js";
+import { scheduleOf, scheduleSpecOf } from "./schedule-wire.js";
 import {
   checkJobAccess,
   retryInScope,
@@ -228,15 +229,47 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
       }
       return { config: queueConfigOf(await engine.configureQueue(request.queue, change)) };
     }),
-    putSchedule: guarded("PutSchedule", log, rpcNotBuilt("PutSchedule")),
-    getSchedule: guarded("GetSchedule", log, rpcNotBuilt("GetSchedule")),
-    listSchedules: guarded("ListSchedules", log, rpcNotBuilt("ListSchedules")),
-    pauseSchedule: guarded("PauseSchedule", log, rpcNotBuilt("PauseSchedule")),
-    resumeSchedule: guarded("ResumeSchedule", log, rpcNotBuilt("ResumeSchedule")),
-    deleteSchedule: guarded("DeleteSchedule", log, rpcNotBuilt("DeleteSchedule")),
-    runScheduleNow: guarded("RunScheduleNow", log, rpcNotBuilt("RunScheduleNow")),
+    // Schedules make jobs in any queue and read every schedule: tokens limited to some queues may not.
+    putSchedule: guarded("PutSchedule", log, async (request, ctx) => {
+      checkEveryQueue(scopeOf(ctx));
+      return { schedule: scheduleOf(await engine.putSchedule(scheduleSpecOf(request.schedule, "schedule"))) };
+    }),
+    getSchedule: guarded("GetSchedule", log, async (request, ctx) => {
+      checkEveryQueue(scopeOf(ctx));
+      return { schedule: scheduleOf(await engine.getSchedule(request.name)) };
+    }),
+    listSchedules: guarded("ListSchedules", log, async (_request, ctx) => {
+      checkEveryQueue(scopeOf(ctx));
+      return { schedules: (await engine.listSchedules()).map(scheduleOf) };
+    }),
+    pauseSchedule: guarded("PauseSchedule", log, async (request, ctx) => {
+      checkEveryQueue(scopeOf(ctx));
+      await engine.setSchedulePaused(request.name, true);
+      return {};
+    }),
+    resumeSchedule: guarded("ResumeSchedule", log, async (request, ctx) => {
+      checkEveryQueue(scopeOf(ctx));
+      await engine.setSchedulePaused(request.name, false);
+      return {};
+    }),
+    deleteSchedule: guarded("DeleteSchedule", log, async (request, ctx) => {
+      checkEveryQueue(scopeOf(ctx));
+      await engine.deleteSchedule(request.name);
+      return {};
+    }),
+    runScheduleNow: guarded("RunScheduleNow", log, async (request, ctx) => {
+      checkEveryQueue(scopeOf(ctx));
+      return { jid: await engine.runScheduleNow(request.name) };
+    }),
     listBatches: guarded("ListBatches", log, rpcNotBuilt("ListBatches")),
   };
+}
+
+/** Throws WORQ_PERMISSION_DENIED unless the caller's token may touch every queue. */
+function checkEveryQueue(scope: QueueScope): void {
+  if (!scope.all) {
+    throw new WorqError("WORQ_PERMISSION_DENIED", `schedules need a token for every queue; this one has queues=${scope.text}`);
+  }
 }
 
 /** A RateLimit as the engine takes it: `starts` 0 (clear) as it is, an unset burst as `starts`. */

@@ -34,6 +34,7 @@ import {
   Priority,
   ProgressSchema,
   RetryPolicySchema,
+  JobSpecSchema,
   UniqueUntil,
   type Job,
   type JobSpec,
@@ -174,9 +175,11 @@ export function jobOf(view: JobView): Job {
     uniqueKey: meta.uniqueKey ?? "",
     uniqueUntil: meta.uniqueUntil === undefined ? UniqueUntil.UNSPECIFIED : UniqueUntil[meta.uniqueUntil],
     debounceKey: meta.debounceKey ?? "",
+    schedule: meta.schedule ?? "",
   });
   if (meta.traceparent !== undefined)
     job.trace = create(TraceContextSchema, { traceparent: meta.traceparent, tracestate: meta.tracestate ?? "" });
+  if (meta.scheduledTickMs !== undefined) job.scheduledTick = timestampFromMs(meta.scheduledTickMs);
   if (body.args) job.args = fromJson(ListValueSchema, body.args as PbJsonValue);
   if (body.kwargs) job.kwargs = body.kwargs;
   if (body.custom) job.custom = body.custom;
@@ -286,4 +289,43 @@ function timestampMsOf(timestamp: Timestamp, field: string): number {
   const ms = timestampDate(timestamp).getTime();
   if (!Number.isFinite(ms)) invalid(field, "is not a valid time");
   return ms;
+}
+
+/** The JobSpec of engine input (a schedule's job template, as its Get shows it): submitInputOf reversed. */
+export function jobSpecOf(input: SubmitInput): JobSpec {
+  const spec = create(JobSpecSchema, {
+    type: input.type,
+    queue: input.queue ?? "",
+    payload: input.payload ?? new Uint8Array(),
+    priority: input.priority === undefined ? Priority.UNSPECIFIED : ((input.priority + 1) as Priority),
+    batchRef: input.batchRef ?? "",
+    parentJid: input.parentJid ?? "",
+    callbackUrl: input.callbackUrl ?? "",
+    groupKey: input.groupKey ?? "",
+    backtrace: input.backtraceFrames ?? 0,
+    tags: input.tags ?? {},
+    correlationId: input.correlationId ?? "",
+  });
+  if (input.args) spec.args = fromJson(ListValueSchema, input.args as PbJsonValue);
+  if (input.kwargs) spec.kwargs = input.kwargs;
+  if (input.custom) spec.custom = input.custom;
+  if (input.reserveForMs !== undefined) spec.reserveFor = durationOf(input.reserveForMs);
+  if (input.executionTimeoutMs !== undefined) spec.executionTimeout = durationOf(input.executionTimeoutMs);
+  if (input.ttlMs !== undefined) spec.ttl = durationOf(input.ttlMs);
+  const retry = input.retry;
+  if (retry) {
+    spec.retry = create(RetryPolicySchema, {
+      ...(retry.maxAttempts !== undefined && { maxAttempts: retry.maxAttempts }),
+      ...(retry.maxFails !== undefined && retry.maxFails !== null && { maxFails: retry.maxFails }),
+      ...(retry.backoff !== undefined && { backoff: BackoffStrategy[retry.backoff] }),
+      ...(retry.initialDelayMs !== undefined && { initialDelay: durationOf(retry.initialDelayMs) }),
+      ...(retry.multiplier !== undefined && { multiplier: retry.multiplier }),
+      ...(retry.maxDelayMs !== undefined && { maxDelay: durationOf(retry.maxDelayMs) }),
+      ...(retry.jitter !== undefined && { jitter: retry.jitter }),
+      ...(retry.onExhausted !== undefined && { onExhausted: ExhaustedAction[retry.onExhausted] }),
+      ...(retry.retryTimeout !== undefined && { retryTimeout: retry.retryTimeout }),
+      ...(retry.retrySystem !== undefined && { retrySystem: retry.retrySystem }),
+    });
+  }
+  return spec;
 }

@@ -29,6 +29,7 @@ const COMMANDS = [
   "info",
   "quiet",
   "terminate",
+  "schedule",
 ];
 
 /** A port on 127.0.0.1 that nothing listens on (free-port.ts: outside the range other tests' servers get). */

@@ -31,6 +31,7 @@ async function contents(store: Store) {
     queues: await all(store.queues()),
     claims: (await all(store.idempotencyClaims())).sort((a, b) => (a.key < b.key ? -1 : 1)),
     callbacks: (await all(store.pendingCallbacks())).sort((a, b) => (a.jid < b.jid ? -1 : 1)),
+    schedules: await all(store.schedules()),
     counters: await store.getCounters(),
     finishedCounts: (await store.finishedCounts()).sort((a, b) => (a.state < b.state ? -1 : 1)),
     nextPurgeAtMs: await store.nextPurgeAtMs(),
@@ -46,7 +47,7 @@ describe.skipIf(!postgresAvailable())("copyStore: memory -> PostgreSQL -> LevelD
     await cluster?.stop();
   });
 
-  it("copies live and finished jobs, bodies, results, queues, claims, webhooks and totals, and refuses a used destination", async () => {
+  it("copies live and finished jobs, bodies, results, queues, claims, webhooks, schedules and totals, and refuses a used destination", async () => {
     const source = new MemoryStore();
     const job = (jid: string, state: JobState, extra: Partial<JobMeta> = {}) => ({ ...metaOf(jid, state), completedAtMs: 5_000, ...extra });
     await source.commit([
@@ -65,6 +66,25 @@ describe.skipIf(!postgresAvailable())("copyStore: memory -> PostgreSQL -> LevelD
       { kind: "put-idempotency", claim: { type: "charge", key: "order-7", jid: "live-0001", expiresAtMs: 50_000 } },
       { kind: "put-queue", queue: { name: "default", paused: true } },
       { kind: "put-queue", queue: { name: "other", paused: false } },
+      {
+        kind: "put-schedule",
+        schedule: {
+          name: "nightly",
+          cron: "30 2 * * *",
+          timeZone: "Europe/Berlin",
+          job: { type: "report", payload: new Uint8Array([7, 0]) },
+          missed: "SKIP",
+          catchUpMax: 1,
+          overlap: "ALLOW",
+          paused: false,
+          description: "",
+          source: "api",
+          cursorMs: 5_000,
+          lastJid: "done",
+          lastRunAtMs: 5_000,
+          skippedTicks: 0,
+        },
+      },
       { kind: "put-counters", counters: { submitted: 1_208, processed: 1, failed: 2, evicted: 0 } },
     ]);
     const postgres = new PostgresStore(await cluster.createDatabase());
@@ -77,6 +97,7 @@ describe.skipIf(!postgresAvailable())("copyStore: memory -> PostgreSQL -> LevelD
       results: 1,
       idempotencyClaims: 1,
       callbacks: 1,
+      schedules: 1,
     });
     const expected = await contents(source);
     expect(await contents(postgres)).toEqual(expected);

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import type { JobBody, JobMeta, JobState, PriorityLevel } from "../../src/model/job.js";
 import type { ReadyLevelCount, Store } from "../../src/engine/store.js";
+import type { StoredSchedule } from "../../src/model/schedule.js";
 
 /** A store under test plus a way to simulate a restart on the same data. */
 export interface StoreFixture {
@@ -352,6 +353,48 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
       expect(await all(reopened)).toContainEqual(claim("charge", "k/1", b));
       await reopened.commit([{ kind: "delete-idempotency", claim: claim("charge", "k/1", b) }]);
       expect(await all(reopened)).toEqual([claim("charge:x", "1", b)]);
+      await fixture.cleanup();
+    });
+
+    it("schedules: put with a tick's job in one commit, replaced, listed by name, deleted, across a reopen; a job's schedule and tick kept", async () => {
+      const fixture = await setup();
+      const jid = randomUUID();
+      const schedule: StoredSchedule = {
+        name: "nightly",
+        cron: "30 2 * * *",
+        timeZone: "Europe/Berlin",
+        job: { type: "report", queue: "q", args: [1, "a"], payload: new Uint8Array([0, 1, 255]) },
+        missed: "CATCH_UP",
+        catchUpMax: 3,
+        overlap: "QUEUE_ONE",
+        paused: false,
+        description: "d",
+        source: "config",
+        cursorMs: 5_000,
+        lastRunAtMs: 5_000,
+        lastJid: jid,
+        skippedTicks: 2,
+      };
+      const meta = { ...metaOf(jid, "SCHEDULED", 3), schedule: "nightly", scheduledTickMs: 5_000 };
+      await fixture.store.commit([
+        { kind: "put-job", meta, body: bodyOf([1]) },
+        { kind: "put-schedule", schedule },
+        { kind: "put-schedule", schedule: { ...schedule, name: "a-first", queuedTickMs: 6_000 } },
+      ]);
+      const names = async (store: Store) => {
+        const out: StoredSchedule[] = [];
+        for await (const stored of store.schedules()) out.push(stored);
+        return out;
+      };
+      let reopened = await fixture.reopen();
+      expect(await names(reopened)).toEqual([{ ...schedule, name: "a-first", queuedTickMs: 6_000 }, schedule]);
+      expect(await reopened.getMeta(jid)).toEqual(meta);
+      await reopened.commit([
+        { kind: "put-schedule", schedule: { ...schedule, paused: true, skippedTicks: 3 } },
+        { kind: "delete-schedule", name: "a-first" },
+      ]);
+      reopened = await fixture.reopen();
+      expect(await names(reopened)).toEqual([{ ...schedule, paused: true, skippedTicks: 3 }]);
       await fixture.cleanup();
     });
 

@@ -95,6 +95,8 @@ export const meta: fc.Arbitrary<JobMeta> = fc
       fc.constantFrom("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"),
     ),
     tracestate: opt(text),
+    schedule: opt(text),
+    scheduledTickMs: opt(ms),
   })
   .map((record) => Object.fromEntries(Object.entries(record).filter(([, v]) => v !== undefined)) as unknown as JobMeta);
 

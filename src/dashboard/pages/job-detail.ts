@@ -153,6 +153,7 @@ export const jobDetailPage: PageFactory = (root, path) => {
           ...field("Idempotency key", job.idempotencyKey || "–"),
           ...field("Callback", job.callbackUrl || "–"),
           ...field("Trace", job.trace?.traceparent ? el("code", {}, job.trace.traceparent) : "–"),
+          ...field("Schedule", job.schedule ? `${job.schedule}, tick ${when(job.scheduledTick)}` : "–"),
           ...field("Previous leases", job.previousLeaseIds.length ? job.previousLeaseIds.join(", ") : "–"),
         ),
       ),

@@ -55,6 +55,9 @@ export const KEYS = {
   /** QueueInfo JSON ({paused, config?}) of every queue ever used; queue names sort like the key. */
   queue: (name: string) => `n/${name}`,
   queuePrefix: "n/",
+  /** A schedule (docs/schedules.md): its definition and tick record as JSON; names sort like the key. */
+  schedule: (name: string) => `s/${name}`,
+  schedulePrefix: "s/",
   /** Counters JSON. */
   counters: "m/counters",
   /** Keyspace layout version: "4"; "3", "2" and "1" (JSON metas) are still read (and migrated at open). */

@@ -19,6 +19,7 @@ import { decodeJson, decodeMeta, encodeJson, plainBytes } from "../record-codec.
 import { decodeBody, decodeReadyValue, encodeBody, encodeMeta, encodeReadyValue } from "./codec.js";
 import { GroupCommitter } from "../group-commit.js";
 import { KEYS, jidOfIndexKey, parseFinishedInQueueKey, parsePurgeKey, parseReadyKey, prefixRange, readyRangeAfter } from "./keys.js";
+import { decodeSchedule, encodeSchedule, type StoredSchedule } from "../../model/schedule.js";
 
 type BatchOp = { type: "put"; key: string; value: Uint8Array } | { type: "del"; key: string };
 
@@ -278,6 +279,10 @@ export class LevelStore implements Store {
     return values.flatMap((bytes) => (bytes ? [decodeMeta(bytes)] : []));
   }
 
+  async *schedules(): AsyncIterable<StoredSchedule> {
+    for await (const value of this.db.values(prefixRange(KEYS.schedulePrefix))) yield decodeSchedule(Buffer.from(value).toString("utf8"));
+  }
+
   async *queues(): AsyncIterable<QueueInfo> {
     for await (const [key, value] of this.db.iterator(prefixRange(KEYS.queuePrefix))) {
       yield { name: key.slice(KEYS.queuePrefix.length), ...decodeJson<{ paused: boolean; config?: QueueConfig }>(value) };
@@ -443,6 +448,12 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
         key: KEYS.queue(write.queue.name),
         value: encodeJson({ paused: write.queue.paused, config: write.queue.config }),
       });
+      return;
+    case "put-schedule":
+      ops.push({ type: "put", key: KEYS.schedule(write.schedule.name), value: Buffer.from(encodeSchedule(write.schedule)) });
+      return;
+    case "delete-schedule":
+      ops.push({ type: "del", key: KEYS.schedule(write.name) });
       return;
   }
 }

@@ -14,6 +14,7 @@ import {
   type StoreWrite,
 } from "../../engine/store.js";
 import type { JobState, PriorityLevel } from "../../model/job.js";
+import { decodeSchedule, encodeSchedule, type StoredSchedule } from "../../model/schedule.js";
 
 /** The data of a MemoryStore; pass the same one to a new MemoryStore to simulate a restart. */
 export interface MemoryData {
@@ -24,6 +25,8 @@ export interface MemoryData {
   claims: Map<string, IdempotencyClaim>;
   callbacks: Map<string, PendingCallback>;
   queues: Map<string, QueueInfo>;
+  /** Schedules by name, in their stored form (a copy on the way in and out). */
+  schedules?: Map<string, string>;
   counters: Counters;
 }
 
@@ -36,6 +39,7 @@ export function createMemoryData(): MemoryData {
     claims: new Map(),
     callbacks: new Map(),
     queues: new Map(),
+    schedules: new Map(),
     counters: { submitted: 0, processed: 0, failed: 0, evicted: 0 },
   };
 }
@@ -113,6 +117,12 @@ export class MemoryStore implements Store {
         case "put-queue":
           this.data.queues.set(write.queue.name, write.queue);
           break;
+        case "put-schedule":
+          (this.data.schedules ??= new Map()).set(write.schedule.name, encodeSchedule(write.schedule));
+          break;
+        case "delete-schedule":
+          this.data.schedules?.delete(write.name);
+          break;
       }
     }
   }
@@ -183,6 +193,11 @@ export class MemoryStore implements Store {
 
   async getCounters(): Promise<Counters> {
     return { ...this.data.counters };
+  }
+
+  async *schedules(): AsyncIterable<StoredSchedule> {
+    const names = [...(this.data.schedules?.keys() ?? [])].sort();
+    for (const name of names) yield decodeSchedule(this.data.schedules!.get(name)!);
   }
 
   async *queues(): AsyncIterable<QueueInfo> {

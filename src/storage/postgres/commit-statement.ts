@@ -1,6 +1,7 @@
 import { isPurgedAtExpiry, isTerminal, type JobMeta } from "../../model/job.js";
 import { claimKey, type Counters, type IdempotencyClaim, type QueueInfo, type StoreWrite } from "../../engine/store.js";
 import { encodeJson, encodeMetaJson } from "../record-codec.js";
+import { encodeSchedule, type StoredSchedule } from "../../model/schedule.js";
 
 /**
  * One group of commits as ONE SQL statement: data-modifying CTEs that delete and upsert each
@@ -49,6 +50,10 @@ WITH
   put_checkpoints AS (
     INSERT INTO worq_checkpoints (jid, data) SELECT * FROM unnest($35::text[], $36::bytea[])
     ON CONFLICT (jid) DO UPDATE SET data = EXCLUDED.data),
+  del_schedules AS (DELETE FROM worq_schedules WHERE name = ANY($39::text[])),
+  put_schedules AS (
+    INSERT INTO worq_schedules (name, schedule) SELECT * FROM unnest($40::text[], $41::text[])
+    ON CONFLICT (name) DO UPDATE SET schedule = EXCLUDED.schedule),
   put_counters AS (
     INSERT INTO worq_counters (id, submitted, processed, failed, evicted)
     SELECT 1, c[1], c[2], c[3], c[4] FROM (SELECT $29::bigint[] AS c) AS given WHERE cardinality(c) = 4
@@ -97,6 +102,7 @@ interface RowOps {
   callbacks: Map<string, Put<string>>;
   claims: Map<string, Put<IdempotencyClaim> & { namespace: string; type: string; key: string }>;
   queues: Map<string, QueueInfo>;
+  schedules: Map<string, Put<StoredSchedule>>;
   counters: Counters | undefined;
 }
 
@@ -111,6 +117,7 @@ function rowOpsOf(writes: readonly StoreWrite[]): RowOps {
     callbacks: new Map(),
     claims: new Map(),
     queues: new Map(),
+    schedules: new Map(),
     counters: undefined,
   };
   for (const write of writes) {
@@ -164,6 +171,12 @@ function rowOpsOf(writes: readonly StoreWrite[]): RowOps {
       case "put-queue":
         ops.queues.set(write.queue.name, write.queue);
         break;
+      case "put-schedule":
+        ops.schedules.set(write.schedule.name, { put: write.schedule });
+        break;
+      case "delete-schedule":
+        ops.schedules.set(write.name, DELETE);
+        break;
     }
   }
   return ops;
@@ -195,6 +208,7 @@ export function commitParameters(writes: readonly StoreWrite[]): { values: unkno
   const checkpoints = split(ops.checkpoints);
   const claimsDeleted = [...ops.claims.values()].filter((op) => "delete" in op);
   const claimsPut = [...ops.claims.values()].flatMap((op) => ("put" in op ? [op.put] : []));
+  const schedules = split(ops.schedules);
   const metas = jobs.put.map(([, meta]) => meta);
   const values = [
     jobs.deleted,
@@ -236,6 +250,9 @@ export function commitParameters(writes: readonly StoreWrite[]): { values: unkno
     // A queue's settings as JSON, NULL when it has none.
     [...ops.queues.values()].map((queue) => (queue.config ? JSON.stringify(queue.config) : null)),
     metas.map((meta) => meta.groupKey ?? ""),
+    schedules.deleted,
+    schedules.put.map(([name]) => name),
+    schedules.put.map(([, schedule]) => encodeSchedule(schedule)),
   ];
   const rows =
     ops.jobs.size +
@@ -245,6 +262,7 @@ export function commitParameters(writes: readonly StoreWrite[]): { values: unkno
     ops.callbacks.size +
     ops.claims.size +
     ops.queues.size +
+    ops.schedules.size +
     (ops.counters ? 1 : 0);
   return { values, rows };
 }

@@ -152,6 +152,13 @@ export const MIGRATIONS: readonly Migration[] = [
       DROP INDEX worq_jobs_ready;
     `,
   },
+  {
+    version: 10,
+    name: "schedules",
+    // A schedule's definition and tick record as JSON (src/model/schedule.ts encodeSchedule),
+    // written in the same statement as the job its tick enqueues (docs/schedules.md).
+    sql: `CREATE TABLE worq_schedules (name text COLLATE "C" PRIMARY KEY, schedule text NOT NULL);`,
+  },
 ];
 
 /** Rows decoded and updated per round trip of a backfill. */

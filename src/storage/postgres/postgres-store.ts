@@ -18,6 +18,7 @@ import { GroupCommitter } from "../group-commit.js";
 import { COMMIT_SQL, commitParameters, STATEMENT_DATA_BYTES, statementChunks } from "./commit-statement.js";
 import { applyMigrations } from "./migrations.js";
 import { redactedUrl } from "./url.js";
+import { decodeSchedule, type StoredSchedule } from "../../model/schedule.js";
 
 /**
  * Held (pg_try_advisory_lock, for the session) by the writer connection of the one server
@@ -247,6 +248,11 @@ export class PostgresStore implements Store {
     const row = rows[0];
     if (!row) return { submitted: 0, processed: 0, failed: 0, evicted: 0 };
     return { submitted: Number(row.submitted), processed: Number(row.processed), failed: Number(row.failed), evicted: Number(row.evicted) };
+  }
+
+  async *schedules(): AsyncIterable<StoredSchedule> {
+    const { rows } = await this.pool.query<{ schedule: string }>("SELECT schedule FROM worq_schedules ORDER BY name");
+    for (const row of rows) yield decodeSchedule(row.schedule);
   }
 
   async *queues(): AsyncIterable<QueueInfo> {
