@@ -23,6 +23,8 @@ import type { Session } from "./dispatch.js";
 import { enqueueReady } from "./paging.js";
 import { pushExpiry, schedulePurge, scheduleTimers } from "./timers.js";
 import { JobWatchers, ProgressBook } from "./job-watch.js";
+import { batchWaitKey, batchWrites } from "./batch-counts.js";
+import type { BatchRecord } from "../model/batch.js";
 
 const DEFAULT_ORPHAN_GRACE_MS = 10_000;
 
@@ -127,6 +129,8 @@ export class EngineCore {
   readonly progress = new ProgressBook();
   /** WatchJob's listeners, told of each change once it is durable (progress at once). */
   readonly watchers = new JobWatchers();
+  /** Every batch by id (docs/batches.md, batch-counts.ts). */
+  readonly batches = new Map<string, BatchRecord>();
   /** Callbacks found at open, handed to the listener when it registers. */
   readonly pendingCallbacks: PendingCallback[] = [];
   /** When the next purge of expired finished jobs is scheduled, if one is. */
@@ -245,7 +249,9 @@ export class EngineCore {
   persist(writes: readonly StoreWrite[]): Promise<void> {
     const cascade = this.cascade;
     if (cascade.length > 0) this.cascade = [];
-    const joined = cascade.length > 0 ? writes.concat(cascade) : writes;
+    const moved = cascade.length > 0 ? writes.concat(cascade) : writes;
+    const batches = this.batches.size > 0 ? batchWrites(this, moved) : undefined; // batch-counts.ts
+    const joined = batches ? moved.concat(batches.writes) : moved;
     const released = this.releaseClaims(joined);
     const observed = released.length > 0 ? joined.concat(released) : joined;
     this.queues.observe(observed);
@@ -276,6 +282,12 @@ export class EngineCore {
         () => {},
       );
     }
+    const wakeBatch = (id: string) => this.finishListeners.get(batchWaitKey(id))?.forEach((waiter) => waiter.wake("finished"));
+    if (batches && batches.done.length > 0)
+      void durable.then(
+        () => batches.done.forEach(wakeBatch),
+        () => {},
+      );
     if (finished.length > 0) {
       const settled = observed.flatMap((write) => (write.kind === "put-meta" && isTerminal(write.meta.state) ? [write.meta] : []));
       for (const meta of settled) {

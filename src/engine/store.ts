@@ -1,4 +1,5 @@
 import type { JobBody, JobMeta, JobState, PriorityLevel, QueueConfig } from "../model/job.js";
+import type { BatchRecord } from "../model/batch.js";
 
 /** Totals kept across restarts (server info). */
 export interface Counters {
@@ -36,7 +37,9 @@ export type StoreWrite =
   | { kind: "put-callback"; callback: PendingCallback }
   | { kind: "delete-callback"; jid: string }
   /** Records a queue (first use), its paused flag or its settings: the whole QueueInfo replaces the stored one. */
-  | { kind: "put-queue"; queue: QueueInfo };
+  | { kind: "put-queue"; queue: QueueInfo }
+  /** Creates or replaces a batch (docs/batches.md): its counts change in the commit of the job transitions that change them. */
+  | { kind: "put-batch"; batch: BatchRecord };
 
 /** A queue as the store keeps it. */
 export interface QueueInfo {
@@ -165,6 +168,8 @@ export interface Store {
   childrenOf(parentJid: string, after: ChildCursor | undefined, limit: number): Promise<JobMeta[]>;
   /** Counts of finished jobs per queue and state (recovery of queue stats). */
   finishedCounts(): Promise<{ queue: string; state: JobState; count: number }[]>;
+  /** Every batch (recovery), in no particular order. */
+  batches(): AsyncIterable<BatchRecord>;
   /** Every webhook not delivered yet (recovery). */
   pendingCallbacks(): AsyncIterable<PendingCallback>;
   /** Every idempotency claim stored (recovery), expired ones included. */

@@ -178,6 +178,8 @@ export interface JobMeta {
   uniqueUntil?: UniqueUntil;
   /** The debounce key the job holds (scoped to its queue) while it has not started. */
   debounceKey?: string;
+  /** The batch (CreateBatch) the job belongs to. */
+  batchId?: string;
 }
 
 /**
@@ -225,6 +227,7 @@ export function shapedMeta(meta: JobMeta): JobMeta {
     uniqueKey: meta.uniqueKey,
     uniqueUntil: meta.uniqueUntil,
     debounceKey: meta.debounceKey,
+    batchId: meta.batchId,
   };
   return shaped;
 }
@@ -309,6 +312,8 @@ export interface SubmitInput {
   unique?: { key?: string; until?: UniqueUntil; windowMs?: number };
   /** Debounce: a submit whose key matches a job that has not started replaces its data. */
   debounce?: { key: string; delayMs: number };
+  /** The batch the job joins (docs/batches.md). */
+  batchId?: string;
 }
 
 /**

@@ -82,6 +82,7 @@ const enum F {
   uniqueKey = 35,
   uniqueUntil = 36,
   debounceKey = 37,
+  batchId = 40,
   groupKey = 45,
 }
 
@@ -179,6 +180,7 @@ export function encodeBinaryMeta(meta: JobMeta, omitRetry: boolean, omitJid = fa
   if (meta.uniqueKey !== undefined) text(w, F.uniqueKey, meta.uniqueKey);
   if (meta.uniqueUntil !== undefined) text(w, F.uniqueUntil, meta.uniqueUntil);
   if (meta.debounceKey !== undefined) text(w, F.debounceKey, meta.debounceKey);
+  if (meta.batchId !== undefined) text(w, F.batchId, meta.batchId);
   return w.finish();
 }
 
@@ -285,4 +287,5 @@ const FIELD_NAMES: Record<number, keyof JobMeta> = {
   [F.uniqueKey]: "uniqueKey",
   [F.uniqueUntil]: "uniqueUntil",
   [F.debounceKey]: "debounceKey",
+  [F.batchId]: "batchId",
 };

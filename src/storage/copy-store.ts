@@ -9,6 +9,7 @@ export interface CopySummary {
   results: number;
   idempotencyClaims: number;
   callbacks: number;
+  batches: number;
 }
 
 /** Jobs per destination commit. */
@@ -22,7 +23,7 @@ const CHUNK = 500;
  */
 export async function copyStore(from: Store, to: Store): Promise<CopySummary> {
   await assertEmpty(to);
-  const summary: CopySummary = { queues: 0, liveJobs: 0, finishedJobs: {}, results: 0, idempotencyClaims: 0, callbacks: 0 };
+  const summary: CopySummary = { queues: 0, liveJobs: 0, finishedJobs: {}, results: 0, idempotencyClaims: 0, callbacks: 0, batches: 0 };
 
   const queueWrites: StoreWrite[] = [];
   for await (const queue of from.queues()) queueWrites.push({ kind: "put-queue", queue });
@@ -54,6 +55,8 @@ export async function copyStore(from: Store, to: Store): Promise<CopySummary> {
   summary.idempotencyClaims = rest.length;
   for await (const callback of from.pendingCallbacks()) rest.push({ kind: "put-callback", callback });
   summary.callbacks = rest.length - summary.idempotencyClaims;
+  for await (const batch of from.batches()) rest.push({ kind: "put-batch", batch });
+  summary.batches = rest.length - summary.idempotencyClaims - summary.callbacks;
   rest.push({ kind: "put-counters", counters: await from.getCounters() });
   await to.commit(rest);
   return summary;

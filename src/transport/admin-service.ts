@@ -1,3 +1,4 @@
+import { batchCursorOf, batchOf, batchStateFilterOf, batchTokenOf } from "./batch-convert.js";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
@@ -235,7 +236,10 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
     resumeSchedule: guarded("ResumeSchedule", log, rpcNotBuilt("ResumeSchedule")),
     deleteSchedule: guarded("DeleteSchedule", log, rpcNotBuilt("DeleteSchedule")),
     runScheduleNow: guarded("RunScheduleNow", log, rpcNotBuilt("RunScheduleNow")),
-    listBatches: guarded("ListBatches", log, rpcNotBuilt("ListBatches")),
+    listBatches: guarded("ListBatches", log, async (request) => {
+      const page = engine.listBatches(request.pageSize, batchCursorOf(request.pageToken), batchStateFilterOf(request.state));
+      return { batches: page.batches.map(batchOf), nextPageToken: batchTokenOf(page.next) };
+    }),
   };
 }
 

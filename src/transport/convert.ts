@@ -81,7 +81,7 @@ export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitI
   if (spec.parentJid) input.parentJid = spec.parentJid;
   if (spec.callbackUrl) input.callbackUrl = spec.callbackUrl;
   if (spec.trace) notBuilt(`${field}.trace`, "trace context");
-  if (spec.batchId) notBuilt(`${field}.batch_id`, "batches");
+  if (spec.batchId) input.batchId = spec.batchId;
   if (spec.groupKey) input.groupKey = spec.groupKey;
   if (spec.retry) input.retry = retryInputOf(spec.retry, `${field}.retry`);
   if (spec.backtrace) input.backtraceFrames = spec.backtrace;
@@ -173,6 +173,7 @@ export function jobOf(view: JobView): Job {
     uniqueKey: meta.uniqueKey ?? "",
     uniqueUntil: meta.uniqueUntil === undefined ? UniqueUntil.UNSPECIFIED : UniqueUntil[meta.uniqueUntil],
     debounceKey: meta.debounceKey ?? "",
+    batchId: meta.batchId ?? "",
   });
   if (body.args) job.args = fromJson(ListValueSchema, body.args as PbJsonValue);
   if (body.kwargs) job.kwargs = body.kwargs;

@@ -134,6 +134,7 @@ function writeJob(w: ProtoWriter, meta: JobMeta, body: JobBody, checkpoint: Uint
   str(w, 42, meta.uniqueKey ?? "");
   if (meta.uniqueUntil !== undefined) varint(w, 43, UniqueUntil[meta.uniqueUntil]);
   str(w, 44, meta.debounceKey ?? "");
+  str(w, 46, meta.batchId ?? "");
 }
 
 function writeRetryPolicy(w: ProtoWriter, policy: RetryPolicy): void {

@@ -55,6 +55,9 @@ export const KEYS = {
   /** QueueInfo JSON ({paused, config?}) of every queue ever used; queue names sort like the key. */
   queue: (name: string) => `n/${name}`,
   queuePrefix: "n/",
+  /** BatchRecord JSON (model/batch.ts encodeBatch) of every batch. */
+  batch: (id: string) => `a/${id}`,
+  batchPrefix: "a/",
   /** Counters JSON. */
   counters: "m/counters",
   /** Keyspace layout version: "4"; "3", "2" and "1" (JSON metas) are still read (and migrated at open). */

@@ -1,3 +1,4 @@
+import { decodeBatch, encodeBatch, type BatchRecord } from "../../model/batch.js";
 import { mkdirSync } from "node:fs";
 import { Level } from "level";
 import { WorqError } from "../../model/errors.js";
@@ -349,6 +350,10 @@ export class LevelStore implements Store {
     return [...counts.values()];
   }
 
+  async *batches(): AsyncIterable<BatchRecord> {
+    for await (const value of this.db.values(prefixRange(KEYS.batchPrefix))) yield decodeBatch(value);
+  }
+
   async *pendingCallbacks(): AsyncIterable<PendingCallback> {
     for await (const value of this.db.values(prefixRange(KEYS.callbackPrefix))) yield decodeJson<PendingCallback>(value);
   }
@@ -443,6 +448,9 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
         key: KEYS.queue(write.queue.name),
         value: encodeJson({ paused: write.queue.paused, config: write.queue.config }),
       });
+      return;
+    case "put-batch":
+      ops.push({ type: "put", key: KEYS.batch(write.batch.id), value: encodeBatch(write.batch) });
       return;
   }
 }

@@ -14,6 +14,7 @@ import {
   type StoreWrite,
 } from "../../engine/store.js";
 import type { JobState, PriorityLevel } from "../../model/job.js";
+import type { BatchRecord } from "../../model/batch.js";
 
 /** The data of a MemoryStore; pass the same one to a new MemoryStore to simulate a restart. */
 export interface MemoryData {
@@ -24,6 +25,7 @@ export interface MemoryData {
   claims: Map<string, IdempotencyClaim>;
   callbacks: Map<string, PendingCallback>;
   queues: Map<string, QueueInfo>;
+  batches: Map<string, BatchRecord>;
   counters: Counters;
 }
 
@@ -36,6 +38,7 @@ export function createMemoryData(): MemoryData {
     claims: new Map(),
     callbacks: new Map(),
     queues: new Map(),
+    batches: new Map(),
     counters: { submitted: 0, processed: 0, failed: 0, evicted: 0 },
   };
 }
@@ -113,8 +116,16 @@ export class MemoryStore implements Store {
         case "put-queue":
           this.data.queues.set(write.queue.name, write.queue);
           break;
+        case "put-batch":
+          this.data.batches.set(write.batch.id, write.batch);
+          break;
       }
     }
+  }
+
+  async *batches(): AsyncIterable<BatchRecord> {
+    await this.chain;
+    for (const batch of [...this.data.batches.values()]) yield structuredClone(batch);
   }
 
   async getMeta(jid: string): Promise<JobMeta | undefined> {

@@ -1,6 +1,7 @@
 import { isPurgedAtExpiry, isTerminal, type JobMeta } from "../../model/job.js";
 import { claimKey, type Counters, type IdempotencyClaim, type QueueInfo, type StoreWrite } from "../../engine/store.js";
 import { encodeJson, encodeMetaJson } from "../record-codec.js";
+import { encodeBatch, type BatchRecord } from "../../model/batch.js";
 
 /**
  * One group of commits as ONE SQL statement: data-modifying CTEs that delete and upsert each
@@ -53,7 +54,10 @@ WITH
     INSERT INTO worq_counters (id, submitted, processed, failed, evicted)
     SELECT 1, c[1], c[2], c[3], c[4] FROM (SELECT $29::bigint[] AS c) AS given WHERE cardinality(c) = 4
     ON CONFLICT (id) DO UPDATE SET submitted = EXCLUDED.submitted, processed = EXCLUDED.processed,
-      failed = EXCLUDED.failed, evicted = EXCLUDED.evicted)
+      failed = EXCLUDED.failed, evicted = EXCLUDED.evicted),
+  put_batches AS (
+    INSERT INTO worq_batches (id, created_at_ms, record) SELECT * FROM unnest($39::text[], $40::bigint[], $41::bytea[])
+    ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record)
 SELECT 1`;
 
 /**
@@ -97,6 +101,7 @@ interface RowOps {
   callbacks: Map<string, Put<string>>;
   claims: Map<string, Put<IdempotencyClaim> & { namespace: string; type: string; key: string }>;
   queues: Map<string, QueueInfo>;
+  batches: Map<string, BatchRecord>;
   counters: Counters | undefined;
 }
 
@@ -111,6 +116,7 @@ function rowOpsOf(writes: readonly StoreWrite[]): RowOps {
     callbacks: new Map(),
     claims: new Map(),
     queues: new Map(),
+    batches: new Map(),
     counters: undefined,
   };
   for (const write of writes) {
@@ -163,6 +169,9 @@ function rowOpsOf(writes: readonly StoreWrite[]): RowOps {
         break;
       case "put-queue":
         ops.queues.set(write.queue.name, write.queue);
+        break;
+      case "put-batch":
+        ops.batches.set(write.batch.id, write.batch);
         break;
     }
   }
@@ -236,6 +245,9 @@ export function commitParameters(writes: readonly StoreWrite[]): { values: unkno
     // A queue's settings as JSON, NULL when it has none.
     [...ops.queues.values()].map((queue) => (queue.config ? JSON.stringify(queue.config) : null)),
     metas.map((meta) => meta.groupKey ?? ""),
+    [...ops.batches.keys()],
+    [...ops.batches.values()].map((batch) => Math.floor(batch.createdAtMs)),
+    [...ops.batches.values()].map((batch) => buffer(encodeBatch(batch))),
   ];
   const rows =
     ops.jobs.size +
@@ -245,6 +257,7 @@ export function commitParameters(writes: readonly StoreWrite[]): { values: unkno
     ops.callbacks.size +
     ops.claims.size +
     ops.queues.size +
+    ops.batches.size +
     (ops.counters ? 1 : 0);
   return { values, rows };
 }

@@ -152,6 +152,13 @@ export const MIGRATIONS: readonly Migration[] = [
       DROP INDEX worq_jobs_ready;
     `,
   },
+  {
+    version: 11,
+    name: "batches",
+    // Every batch (CreateBatch) as its JSON record (model/batch.ts encodeBatch), with its
+    // creation time for listings newest first.
+    sql: `CREATE TABLE worq_batches (id text COLLATE "C" PRIMARY KEY, created_at_ms bigint NOT NULL, record bytea NOT NULL);`,
+  },
 ];
 
 /** Rows decoded and updated per round trip of a backfill. */
