@@ -25,6 +25,13 @@ export interface BatchUpdate {
   done: string[];
 }
 
+/** Wakes the GetBatch waiters of the batches `update` made done, once `durable` is. */
+export function wakeBatchWaiters(core: EngineCore, update: BatchUpdate, durable: Promise<void>): void {
+  if (update.done.length === 0) return;
+  const wake = () => update.done.forEach((id) => core.finishListeners.get(batchWaitKey(id))?.forEach((waiter) => waiter.wake("finished")));
+  void durable.then(wake, () => {}); // a failed commit is handled by persist (the engine is fatal)
+}
+
 /** Moves one job of `batch` into (`delta` 1) or out of (-1) the count of `state`. */
 function count(batch: BatchRecord, state: JobState, delta: number): void {
   if (!isTerminal(state)) batch.pending += delta;

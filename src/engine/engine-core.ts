@@ -23,7 +23,7 @@ import type { Session } from "./dispatch.js";
 import { enqueueReady } from "./paging.js";
 import { pushExpiry, schedulePurge, scheduleTimers } from "./timers.js";
 import { JobWatchers, ProgressBook } from "./job-watch.js";
-import { batchWaitKey, batchWrites } from "./batch-counts.js";
+import { batchWrites, wakeBatchWaiters } from "./batch-counts.js";
 import type { BatchRecord } from "../model/batch.js";
 
 const DEFAULT_ORPHAN_GRACE_MS = 10_000;
@@ -282,12 +282,7 @@ export class EngineCore {
         () => {},
       );
     }
-    const wakeBatch = (id: string) => this.finishListeners.get(batchWaitKey(id))?.forEach((waiter) => waiter.wake("finished"));
-    if (batches && batches.done.length > 0)
-      void durable.then(
-        () => batches.done.forEach(wakeBatch),
-        () => {},
-      );
+    if (batches) wakeBatchWaiters(this, batches, durable);
     if (finished.length > 0) {
       const settled = observed.flatMap((write) => (write.kind === "put-meta" && isTerminal(write.meta.state) ? [write.meta] : []));
       for (const meta of settled) {

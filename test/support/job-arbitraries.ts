@@ -91,6 +91,7 @@ export const meta: fc.Arbitrary<JobMeta> = fc
     uniqueUntil: opt(fc.constantFrom("WINDOW" as const, "STARTED" as const, "FINISHED" as const)),
     debounceKey: opt(text),
     groupKey: opt(text),
+    batchId: opt(id),
   })
   .map((record) => Object.fromEntries(Object.entries(record).filter(([, v]) => v !== undefined)) as unknown as JobMeta);
 
