@@ -42,6 +42,7 @@ export function jobSpecOfInput(input: SubmitInput): JobSpec {
     tags: input.tags ?? {},
     correlationId: input.correlationId ?? "",
     groupKey: input.groupKey ?? "",
+    batchId: input.batchId ?? "",
   });
   if (input.args) spec.args = fromJson(ListValueSchema, input.args as PbJsonValue);
   if (input.kwargs) spec.kwargs = input.kwargs;
@@ -149,6 +150,7 @@ function writeJobSpec(w: ProtoWriter, input: SubmitInput): void {
   writeString(w, 22, input.groupKey);
   if (input.unique) w.tag(23, WireType.LengthDelimited).bytes(toBinary(UniquenessSchema, uniquenessOf(input.unique)));
   if (input.debounce) w.tag(24, WireType.LengthDelimited).bytes(toBinary(DebounceSchema, debounceOf(input.debounce)));
+  writeString(w, 26, input.batchId);
 }
 
 function writeString(w: ProtoWriter, field: number, value: string | undefined): void {

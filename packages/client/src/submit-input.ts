@@ -53,4 +53,6 @@ export interface SubmitInput {
   unique?: { key?: string; until?: "WINDOW" | "STARTED" | "FINISHED"; windowMs?: number };
   /** Debounce: both required. */
   debounce?: { key: string; delayMs: number };
+  /** The batch (CreateBatch) the job joins. */
+  batchId?: string;
 }
