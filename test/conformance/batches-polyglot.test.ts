@@ -64,7 +64,10 @@ describe("batches worked by workers of every language", () => {
               type: "scenario",
               queue,
               batchId: batch.id,
-              kwargs: i % FAIL_EVERY === 7 ? { action: "permanent", message: "planned" } : { action: "succeed", result: "ok" },
+              kwargs: (i % FAIL_EVERY === 7 ? { action: "permanent", message: "planned" } : { action: "succeed", result: "ok" }) as Record<
+                string,
+                string
+              >,
             };
           }),
         );
