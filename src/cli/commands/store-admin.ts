@@ -59,6 +59,7 @@ export function registerStoreAdmin(program: Command): void {
         print(`  results              ${copied.results}`);
         print(`  idempotency claims   ${copied.idempotencyClaims}`);
         print(`  pending webhooks     ${copied.callbacks}`);
+        print(`  batches              ${copied.batches}`);
       } catch (error) {
         throw new CliError((error as Error).message, EXIT.failed);
       } finally {
