@@ -45,6 +45,10 @@ type BatchSpec struct {
 	// gets "batch_id". Nil: none.
 	OnSuccess  *JobSpec
 	OnComplete *JobSpec
+	// OnSuccessWebhook and OnCompleteWebhook are URLs POSTed the batch at the same moments
+	// (their origin must be in the server's --callback-allow). Empty: none.
+	OnSuccessWebhook  string
+	OnCompleteWebhook string
 }
 
 // Batch is a batch with its counts.
@@ -109,6 +113,18 @@ func (c *Client) CreateBatch(ctx context.Context, spec BatchSpec) (*Batch, error
 			return nil, err
 		}
 		req.OnComplete = &worqv1.BatchCallback{Job: job}
+	}
+	if spec.OnSuccessWebhook != "" {
+		if req.OnSuccess == nil {
+			req.OnSuccess = &worqv1.BatchCallback{}
+		}
+		req.OnSuccess.WebhookUrl = spec.OnSuccessWebhook
+	}
+	if spec.OnCompleteWebhook != "" {
+		if req.OnComplete == nil {
+			req.OnComplete = &worqv1.BatchCallback{}
+		}
+		req.OnComplete.WebhookUrl = spec.OnCompleteWebhook
 	}
 	resp, err := c.producer.CreateBatch(ctx, &worqv1.CreateBatchRequest{Batch: req})
 	if err != nil {

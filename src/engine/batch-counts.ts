@@ -5,7 +5,7 @@
  * parent's counts are written in that same commit too, so across a crash the callbacks are
  * enqueued exactly once (the commit is durable or it is not).
  */
-import { isBatchDone, type BatchRecord } from "../model/batch.js";
+import { batchWebhookId, isBatchDone, type BatchRecord } from "../model/batch.js";
 import { isTerminal, type JobState, type SubmitInput } from "../model/job.js";
 import type { StoreWrite } from "./store.js";
 import type { EngineCore } from "./engine-core.js";
@@ -90,6 +90,11 @@ function settle(core: EngineCore, batch: BatchRecord, touched: Set<BatchRecord>,
   batch.finishedAtMs = nowMs;
   if (succeeded && batch.onSuccess?.job) batch.onSuccessJid = enqueueCallbackJob(core, batch.onSuccess.job, batch.id, update.writes);
   if (batch.onComplete?.job) batch.onCompleteJid = enqueueCallbackJob(core, batch.onComplete.job, batch.id, update.writes);
+  // Webhooks are owed in this same commit, and delivered as a job's are (the sender, `w/`).
+  const owe = (url: string | undefined, which: "success" | "complete") =>
+    url !== undefined && update.writes.push({ kind: "put-callback", callback: { jid: batchWebhookId(batch.id, which), url } });
+  if (succeeded) owe(batch.onSuccess?.webhookUrl, "success");
+  owe(batch.onComplete?.webhookUrl, "complete");
   update.done.push(batch.id);
   const parent = batch.parentBatchId === undefined ? undefined : core.batches.get(batch.parentBatchId);
   if (!parent || isBatchDone(parent)) return;

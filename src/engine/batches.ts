@@ -47,6 +47,7 @@ export async function createBatch(core: EngineCore, input: BatchInput): Promise<
   const nowMs = core.clock.nowMs();
   const checkCallback = (callback: BatchCallback | undefined, field: string) => {
     if (callback?.job) checkCallbackJob(core, callback.job, `${field}.job`, nowMs);
+    if (callback?.webhookUrl !== undefined) checkCallbackUrl(callback.webhookUrl, `${field}.webhook_url`, core.isCallbackAllowed);
   };
   checkCallback(input.onSuccess, "batch.on_success");
   checkCallback(input.onComplete, "batch.on_complete");
@@ -78,8 +79,8 @@ export async function createBatch(core: EngineCore, input: BatchInput): Promise<
     createdAtMs: nowMs,
   };
   if (parent) batch.parentBatchId = parent.id;
-  if (input.onSuccess?.job) batch.onSuccess = structuredClone(input.onSuccess);
-  if (input.onComplete?.job) batch.onComplete = structuredClone(input.onComplete);
+  if (input.onSuccess?.job || input.onSuccess?.webhookUrl) batch.onSuccess = structuredClone(input.onSuccess);
+  if (input.onComplete?.job || input.onComplete?.webhookUrl) batch.onComplete = structuredClone(input.onComplete);
   core.batches.set(batch.id, batch);
   if (parent) {
     parent.childBatches++;

@@ -6,9 +6,24 @@ import type { SubmitInput } from "./job.js";
 
 export type BatchState = "OPEN" | "SEALED" | "SUCCEEDED" | "FINISHED_WITH_FAILURES";
 
-/** What a batch does once done: enqueue a job (validated like a submit at CreateBatch). */
+/** What a batch does once done: enqueue a job (validated like a submit at CreateBatch), POST a webhook, or both. */
 export interface BatchCallback {
   job?: SubmitInput;
+  webhookUrl?: string;
+}
+
+/**
+ * The id a batch's webhook is owed under (PendingCallback.jid, the `w/` key): never a jid,
+ * which has no "/". Which callback it is ("success" or "complete") follows the batch id.
+ */
+export function batchWebhookId(batchId: string, which: "success" | "complete"): string {
+  return `batch/${batchId}/${which}`;
+}
+
+/** The batch of a pending webhook's id (batchWebhookId), or undefined for a job's webhook. */
+export function batchOfWebhookId(id: string): string | undefined {
+  const match = /^batch\/([^/]+)\/(?:success|complete)$/.exec(id);
+  return match?.[1];
 }
 
 export interface BatchRecord {

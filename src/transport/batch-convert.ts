@@ -4,7 +4,7 @@
  */
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { invalid, notBuilt } from "../model/errors.js";
+import { invalid } from "../model/errors.js";
 import type { BatchCallback as DomainCallback, BatchRecord, BatchState as DomainState } from "../model/batch.js";
 import type { BatchCursor, BatchInput } from "../engine/engine.js";
 import { LIMITS } from "../model/limits.js";
@@ -17,6 +17,7 @@ import {
   type BatchSpec,
 } from "@worq/client/gen/worq/v1/batch_pb.js";
 import { submitInputOf } from "./convert.js";
+import { JobSpecSchema } from "@worq/client/gen/worq/v1/job_pb.js";
 import { checkQueueInScope, type QueueScope } from "./auth/queue-scope.js";
 
 /** The engine's input of a CreateBatch; a scoped caller's callback jobs must be in its queues. */
@@ -33,11 +34,13 @@ export function batchInputOf(spec: BatchSpec | undefined, scope: QueueScope): Ba
 }
 
 function callbackOf(callback: BatchCallback, field: string, scope: QueueScope): DomainCallback | undefined {
-  if (callback.webhookUrl) notBuilt(`${field}.webhook_url`, "batch webhooks");
-  if (!callback.job) return undefined;
-  const job = submitInputOf(callback.job, `${field}.job`);
-  checkQueueInScope(scope, job.queue || LIMITS.defaultQueue, `${field}.job.queue`);
-  return { job };
+  const out: DomainCallback = {};
+  if (callback.webhookUrl) out.webhookUrl = callback.webhookUrl;
+  if (callback.job) {
+    out.job = submitInputOf(callback.job, `${field}.job`);
+    checkQueueInScope(scope, out.job.queue || LIMITS.defaultQueue, `${field}.job.queue`);
+  }
+  return out.job || out.webhookUrl !== undefined ? out : undefined;
 }
 
 const STATES: Record<DomainState, BatchState> = {
@@ -73,14 +76,15 @@ export function batchOf(batch: BatchRecord): Batch {
   });
   if (batch.sealedAtMs !== undefined) message.sealedAt = timestampFromMs(batch.sealedAtMs);
   if (batch.finishedAtMs !== undefined) message.finishedAt = timestampFromMs(batch.finishedAtMs);
-  if (batch.onSuccess?.job) message.onSuccess = callbackMessageOf(batch.onSuccess);
-  if (batch.onComplete?.job) message.onComplete = callbackMessageOf(batch.onComplete);
+  if (batch.onSuccess) message.onSuccess = callbackMessageOf(batch.onSuccess);
+  if (batch.onComplete) message.onComplete = callbackMessageOf(batch.onComplete);
   return message;
 }
 
 function callbackMessageOf(callback: DomainCallback): BatchCallback {
-  const job = callback.job!;
-  return create(BatchCallbackSchema, { job: { type: job.type, queue: job.queue ?? "" } });
+  const message = create(BatchCallbackSchema, { webhookUrl: callback.webhookUrl ?? "" });
+  if (callback.job) message.job = create(JobSpecSchema, { type: callback.job.type, queue: callback.job.queue ?? "" });
+  return message;
 }
 
 /** A ListBatches page token: [createdAtMs, id]. */

@@ -60,5 +60,8 @@ describe("worq batch: create, submit into, seal, wait, get, list", () => {
     const late = await cli(["submit", "work", "--batch-id", id]);
     expect(late.code).not.toBe(0);
     expect(late.stderr).toContain("job.batch_id");
+    const hook = await cli(["batch", "create", "--on-complete-webhook", "http://169.254.169.254/latest"]);
+    expect(hook.code).not.toBe(0);
+    expect(hook.stderr).toContain("batch.on_complete.webhook_url");
   });
 });

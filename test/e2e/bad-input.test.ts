@@ -115,7 +115,7 @@ describe("bad input gets a clear error naming the field and changes nothing (rea
     expect(await submitted()).toBe(before);
   });
 
-  it("batches: bad CreateBatch fields are refused by name (webhooks not built yet), a sealed batch takes no outside job, nothing changes", async () => {
+  it("batches: bad CreateBatch fields are refused by name, a sealed batch takes no outside job, nothing changes", async () => {
     const before = await submitted();
     const cases: [Parameters<typeof server.producer.createBatch>[0]["batch"], Code, string][] = [
       [{ description: "d".repeat(1025) }, Code.InvalidArgument, "batch.description"],
@@ -126,7 +126,8 @@ describe("bad input gets a clear error naming the field and changes nothing (rea
         Code.InvalidArgument,
         "batch.on_complete.job.depends_on",
       ],
-      [{ onComplete: { webhookUrl: "https://hooks.example.com/batch" } }, Code.Unimplemented, "batch.on_complete.webhook_url"],
+      [{ onComplete: { webhookUrl: "https://hooks.example.com/batch" } }, Code.PermissionDenied, "batch.on_complete.webhook_url"],
+      [{ onSuccess: { webhookUrl: "file:///etc/passwd" } }, Code.InvalidArgument, "batch.on_success.webhook_url"],
     ];
     for (const [batch, code, field] of cases) {
       const error = await errorOf(server.producer.createBatch({ batch }));

@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { Engine } from "../../src/engine/engine.js";
+import type { PendingCallback } from "../../src/engine/store.js";
 import type { MemoryData } from "../../src/storage/memory/memory-store.js";
 import { expectWorqError, flush, lease, openEngine, report, submitOne, type CollectingSink } from "./helpers.js";
 
@@ -205,6 +206,37 @@ describe("batches", () => {
     expect(data.metas.size).toBe(0);
     await expectWorqError(() => engine.sealBatch("2b7e1516-28ae-4d2a-8f4b-5c8a3f1e9d00"), "WORQ_NOT_FOUND", "id");
     await expectWorqError(() => engine.getBatch("bad", 0), "WORQ_INVALID_ARGUMENT", "id");
+  });
+
+  it("owes its webhooks in the commit that makes it done (kept across a restart until delivered); on_success's only on success", async () => {
+    const allow = (url: URL) => url.origin === "https://hooks.example.com";
+    const { engine, data, clock } = await openEngine({ isCallbackAllowed: allow });
+    const heard: PendingCallback[] = [];
+    engine.onCallbackDue((callback) => heard.push(callback));
+    await expectWorqError(
+      () => engine.createBatch({ onSuccess: { webhookUrl: "https://elsewhere.example.com/x" } }),
+      "WORQ_PERMISSION_DENIED",
+      "batch.on_success.webhook_url",
+    );
+    const batch = await engine.createBatch({
+      onSuccess: { webhookUrl: "https://hooks.example.com/ok" },
+      onComplete: { webhookUrl: "https://hooks.example.com/done" },
+    });
+    const jid = await submitOne(engine, { type: "t", queue: "q", batchId: batch.id });
+    await engine.sealBatch(batch.id);
+    expect(data.callbacks.size).toBe(0);
+    await work(engine, "q", (failed) => failed === jid);
+    const owed = [{ jid: `batch/${batch.id}/complete`, url: "https://hooks.example.com/done" }];
+    expect([...data.callbacks.values()]).toEqual(owed);
+    expect(heard).toEqual(owed);
+    expect(data.batches.get(batch.id)!.state).toBe("FINISHED_WITH_FAILURES");
+    await engine.close();
+    const again = await openEngine({ data, clock, isCallbackAllowed: allow });
+    const replayed: PendingCallback[] = [];
+    again.engine.onCallbackDue((callback) => replayed.push(callback));
+    expect(replayed).toEqual(owed);
+    await again.engine.settleCallback(owed[0]!.jid);
+    expect(data.callbacks.size).toBe(0);
   });
 
   it("lists batches newest first, a page at a time, by state", async () => {

@@ -21,6 +21,9 @@ export interface BatchOptions {
   onSuccess?: { type: string } & SubmitOptions;
   /** A job enqueued once, when every job and child batch finished, whatever the outcome. */
   onComplete?: { type: string } & SubmitOptions;
+  /** URLs POSTed the batch once, at the same moments (the server's --callback-allow must list their origin). */
+  onSuccessWebhook?: string;
+  onCompleteWebhook?: string;
 }
 
 /** Where the server is, and the token and TLS settings to reach it with. */
@@ -131,10 +134,10 @@ export class WorqClient {
    * callback jobs run: `onComplete` always, `onSuccess` only when every job COMPLETED.
    */
   async createBatch(options: BatchOptions = {}): Promise<Batch> {
-    const callback = (job: ({ type: string } & SubmitOptions) | undefined) => {
-      if (!job) return undefined;
+    const callback = (job: ({ type: string } & SubmitOptions) | undefined, webhookUrl = "") => {
+      if (!job) return webhookUrl ? { webhookUrl } : undefined;
       const { type, ...rest } = job;
-      return { job: jobSpecOf(type, rest) };
+      return { job: jobSpecOf(type, rest), webhookUrl };
     };
     return call(
       async () =>
@@ -143,8 +146,8 @@ export class WorqClient {
             batch: {
               description: options.description ?? "",
               parentBatchId: options.parentBatchId ?? "",
-              onSuccess: callback(options.onSuccess),
-              onComplete: callback(options.onComplete),
+              onSuccess: callback(options.onSuccess, options.onSuccessWebhook),
+              onComplete: callback(options.onComplete, options.onCompleteWebhook),
             },
           })
         ).batch!,

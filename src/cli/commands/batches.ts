@@ -25,16 +25,21 @@ const batchJson = (batch: Batch) => toJson(BatchSchema, batch, { alwaysEmitImpli
 const isDone = (batch: Batch) => batch.state === BatchState.SUCCEEDED || batch.state === BatchState.FINISHED_WITH_FAILURES;
 
 /** A callback job given as `type[@queue]`. */
-function callbackOf(text: string | undefined, flag: string): BatchCallback | undefined {
-  if (text === undefined) return undefined;
+function callbackOf(text: string | undefined, flag: string, webhookUrl = ""): BatchCallback | undefined {
+  if (text === undefined) return webhookUrl ? ({ webhookUrl } as BatchCallback) : undefined;
   const [type, queue = ""] = text.split("@");
   if (!type) throw usageError(`${flag} takes type[@queue], e.g. report.done@reports`);
-  return { job: { type, queue } as JobSpec } as BatchCallback;
+  return { job: { type, queue } as JobSpec, webhookUrl } as BatchCallback;
 }
 
 function details(batch: Batch): string {
-  const callback = (callback: BatchCallback | undefined, jid: string) =>
-    callback?.job ? `${callback.job.type}${callback.job.queue ? `@${callback.job.queue}` : ""}${jid ? ` (job ${jid})` : ""}` : undefined;
+  const callback = (callback: BatchCallback | undefined, jid: string) => {
+    const parts = [
+      ...(callback?.job ? [`${callback.job.type}${callback.job.queue ? `@${callback.job.queue}` : ""}${jid ? ` (job ${jid})` : ""}`] : []),
+      ...(callback?.webhookUrl ? [`POST ${callback.webhookUrl}`] : []),
+    ];
+    return parts.length > 0 ? parts.join(", ") : undefined;
+  };
   return keyValues([
     ["id", batch.id],
     ["state", stateName(batch.state)],
@@ -71,18 +76,28 @@ export function registerBatches(program: Command): void {
     .option("--parent <id>", "nest it in this batch (which is not done until this one is)")
     .option("--on-success <type[@queue]>", "a job enqueued once every job COMPLETED")
     .option("--on-complete <type[@queue]>", "a job enqueued once every job finished, whatever the outcome")
+    .option("--on-success-webhook <url>", "a URL POSTed the batch once every job COMPLETED (its origin in the server's --callback-allow)")
+    .option("--on-complete-webhook <url>", "a URL POSTed the batch once every job finished")
     .addHelpText(
       "after",
       "\nExamples:\n  worq batch create --description nightly --on-complete report.done@reports\n  worq submit resize --batch-id <id>",
     );
   withGlobalOptions(create);
-  create.action(async (flags: { description?: string; parent?: string; onSuccess?: string; onComplete?: string }, self: Command) => {
+  type CreateFlags = {
+    description?: string;
+    parent?: string;
+    onSuccess?: string;
+    onComplete?: string;
+    onSuccessWebhook?: string;
+    onCompleteWebhook?: string;
+  };
+  create.action(async (flags: CreateFlags, self: Command) => {
     const { connection, json } = contextOf(self);
     const spec = {
       description: flags.description ?? "",
       parentBatchId: flags.parent ?? "",
-      onSuccess: callbackOf(flags.onSuccess, "--on-success"),
-      onComplete: callbackOf(flags.onComplete, "--on-complete"),
+      onSuccess: callbackOf(flags.onSuccess, "--on-success", flags.onSuccessWebhook),
+      onComplete: callbackOf(flags.onComplete, "--on-complete", flags.onCompleteWebhook),
     };
     const { batch: created } = await connection.call((options) => connection.producer.createBatch({ batch: spec }, options));
     if (json) printJson(batchJson(created!));

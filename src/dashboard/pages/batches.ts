@@ -11,9 +11,10 @@ function stateText(state: BatchState): string {
 
 /** A callback: its job's type and queue, and the job once enqueued (linked). */
 function callbackCell(callback: BatchCallback | undefined, jid: string, col: string): HTMLTableCellElement {
-  if (!callback?.job) return el("td", { data: { col } }, "–");
+  const webhook = callback?.webhookUrl ? [el("div", { class: "webhook" }, `POST ${callback.webhookUrl}`)] : [];
+  if (!callback?.job) return el("td", { data: { col } }, ...(webhook.length > 0 ? webhook : ["–"]));
   const target = `${callback.job.type}${callback.job.queue ? ` @ ${callback.job.queue}` : ""}`;
-  return el("td", { data: { col } }, target, ...(jid ? [" → ", link(shortJid(jid), ["job", jid])] : [" (not run)"]));
+  return el("td", { data: { col } }, target, ...(jid ? [" → ", link(shortJid(jid), ["job", jid])] : [" (not run)"]), ...webhook);
 }
 
 export const batchesPage: PageFactory = (root) => {

@@ -240,17 +240,25 @@ class Client:
         parent_batch_id: Optional[str] = None,
         on_success: Union[JobSpec, Mapping[str, Any], None] = None,
         on_complete: Union[JobSpec, Mapping[str, Any], None] = None,
+        on_success_webhook: Optional[str] = None,
+        on_complete_webhook: Optional[str] = None,
     ) -> Batch:
         """Creates an open batch; jobs join it with ``submit(..., batch_id=batch.id)``. Once
         sealed (:meth:`seal_batch`) and every job and child batch finished, it is done and its
         callback jobs are enqueued once: ``on_complete`` always, ``on_success`` only when every
         job COMPLETED. Each callback is a :class:`JobSpec` or a dict of :meth:`submit`'s keyword
-        arguments plus ``type``; its ``custom`` gets ``"batch_id"``."""
+        arguments plus ``type``; its ``custom`` gets ``"batch_id"``. ``on_success_webhook`` and
+        ``on_complete_webhook`` are URLs POSTed the batch at the same moments (their origin must
+        be in the server's ``--callback-allow``)."""
         spec = batch_pb2.BatchSpec(description=description, parent_batch_id=parent_batch_id or "")
         if on_success is not None:
             spec.on_success.job.CopyFrom(JobSpec.coerce(on_success, "batch.on_success.job").to_proto("batch.on_success.job"))
         if on_complete is not None:
             spec.on_complete.job.CopyFrom(JobSpec.coerce(on_complete, "batch.on_complete.job").to_proto("batch.on_complete.job"))
+        if on_success_webhook:
+            spec.on_success.webhook_url = on_success_webhook
+        if on_complete_webhook:
+            spec.on_complete.webhook_url = on_complete_webhook
         request = producer_service_pb2.CreateBatchRequest(batch=spec)
         producer, _ = self._stubs()
         response: producer_service_pb2.CreateBatchResponse = await self._call(
