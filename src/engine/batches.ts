@@ -203,6 +203,8 @@ export function checkBatchJoins(
     if (id === undefined) return;
     const field = `${fieldOf(i)}.batch_id`;
     if (!isUuidV4(id)) invalid(field, "is not a batch id (UUID v4)");
+    // A debounced submit updates a job that exists already: it would join nothing.
+    if (input.debounce) invalid(field, "cannot be combined with debounce");
     const batch = core.batches.get(id);
     if (!batch) invalid(field, `batch ${id} does not exist`);
     if (batch.state === "OPEN") return;

@@ -198,6 +198,12 @@ describe("batches", () => {
     );
     expect(data.batches.size).toBe(0);
     await expectWorqError(() => submitOne(engine, { type: "t", batchId: "bad" }), "WORQ_INVALID_ARGUMENT", "job.batch_id");
+    const open = await engine.createBatch({});
+    await expectWorqError(
+      () => submitOne(engine, { type: "t", batchId: open.id, debounce: { key: "k", delayMs: 10 } }),
+      "WORQ_INVALID_ARGUMENT",
+      "job.batch_id",
+    );
     await expectWorqError(
       () => engine.submit([{ type: "t" }, { type: "t", batchId: "2b7e1516-28ae-4d2a-8f4b-5c8a3f1e9d00" }], (i) => `jobs[${i}]`),
       "WORQ_INVALID_ARGUMENT",
