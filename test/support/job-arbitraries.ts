@@ -174,6 +174,7 @@ export const submitInput: fc.Arbitrary<SubmitInput> = fc.record(
     ),
     debounce: opt(fc.record({ key: grapheme, delayMs: fc.nat(10_000_000) })),
     groupKey: opt(grapheme),
+    batchId: opt(grapheme),
   },
   { requiredKeys: ["type"] },
 );
