@@ -851,3 +851,41 @@ func TestUniqueAndDebounce(t *testing.T) {
 		t.Fatalf("window with until STARTED: %v", err)
 	}
 }
+
+func TestBatches(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	c := dial(t, srv)
+	ctx := context.Background()
+
+	batch, err := c.CreateBatch(ctx, BatchSpec{Description: "go", OnComplete: &JobSpec{Type: "report.done", Queue: "t-batch-cb"}})
+	if err != nil || batch.State != BatchOpen {
+		t.Fatalf("CreateBatch: %+v %v", batch, err)
+	}
+	jids := []string{submit(t, c, "t", Queue("t-batch"), InBatch(batch.ID)), submit(t, c, "t", Queue("t-batch"), InBatch(batch.ID))}
+	if job, err := c.GetJob(ctx, jids[0]); err != nil || job.BatchID != batch.ID {
+		t.Fatalf("job in batch: %+v %v", job, err)
+	}
+	sealed, err := c.SealBatch(ctx, batch.ID)
+	if err != nil || sealed.State != BatchSealed || sealed.Total != 2 || sealed.Pending != 2 {
+		t.Fatalf("SealBatch: %+v %v", sealed, err)
+	}
+	if _, err := c.WaitBatch(ctx, batch.ID, 300*time.Millisecond); !IsDeadlineExceeded(err) {
+		t.Fatalf("WaitBatch on an unfinished batch: %v, want DEADLINE_EXCEEDED", err)
+	}
+	for _, jid := range jids {
+		if _, err := c.Cancel(ctx, jid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done, err := c.WaitBatch(ctx, batch.ID, 10*time.Second)
+	if err != nil || done.State != BatchFinishedWithFailures || done.Failed != 2 || done.OnCompleteJID == "" || done.OnSuccessJID != "" {
+		t.Fatalf("WaitBatch: %+v %v", done, err)
+	}
+	if _, err := c.SealBatch(ctx, batch.ID); !IsLeaseLost(err) {
+		t.Fatalf("second SealBatch: %v, want FAILED_PRECONDITION", err)
+	}
+	if _, err := c.Submit(ctx, "t", InBatch(batch.ID)); !IsLeaseLost(err) {
+		t.Fatalf("submit into a done batch: %v, want FAILED_PRECONDITION", err)
+	}
+}

@@ -112,6 +112,7 @@ type Job struct {
 	UniqueKey      string      // the unique key the job took (derived when the submit left it empty)
 	UniqueUntil    UniqueUntil // how long it is held; zero when the job is not unique
 	DebounceKey    string
+	BatchID        string // the batch the job belongs to ("" none)
 	ParentJID      string
 	// Traceparent and Tracestate are the producer's W3C trace context; empty when the job carries none.
 	Traceparent string
@@ -171,6 +172,7 @@ func jobFromProto(p *worqv1.Job) *Job {
 		UniqueKey:        p.GetUniqueKey(),
 		UniqueUntil:      UniqueUntil(p.GetUniqueUntil()),
 		DebounceKey:      p.GetDebounceKey(),
+		BatchID:          p.GetBatchId(),
 		ParentJID:        p.GetParentJid(),
 		DependsOn:        p.GetDependsOn(),
 		WaitingOn:        p.GetWaitingOn(),

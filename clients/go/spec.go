@@ -131,6 +131,7 @@ type JobSpec struct {
 	Unique           *Uniqueness       // at most one job of the queue holding this key (not with IdempotencyKey or Debounce)
 	Debounce         *DebounceSpec     // update a waiting job of the queue with this key instead of adding one
 	Trace            *TraceContext     // W3C trace context; nil: the span in the submit's context, if any (WithTrace, WithoutTrace)
+	BatchID          string            // the batch (CreateBatch) the job joins
 }
 
 // UniqueUntil says how long a unique job's key stays held.
@@ -254,6 +255,10 @@ func CallbackURL(url string) SubmitOption { return func(s *JobSpec) { s.Callback
 // apply to each group alone, and groups with ready jobs take turns.
 func Group(key string) SubmitOption { return func(s *JobSpec) { s.Group = key } }
 
+// InBatch adds the job to a batch (CreateBatch): an open one, or a sealed one when the
+// submit comes from a running job of the batch (with ParentJID naming that job).
+func InBatch(batchID string) SubmitOption { return func(s *JobSpec) { s.BatchID = batchID } }
+
 // Unique makes the job unique in its queue (see Uniqueness).
 func Unique(u Uniqueness) SubmitOption { return func(s *JobSpec) { s.Unique = &u } }
 
@@ -276,6 +281,7 @@ func (s JobSpec) toProto(field string) (*worqv1.JobSpec, error) {
 		ParentJid:      s.ParentJID,
 		CallbackUrl:    s.CallbackURL,
 		GroupKey:       s.Group,
+		BatchId:        s.BatchID,
 	}
 	if s.TTL != 0 {
 		out.Ttl = durationpb.New(s.TTL)

@@ -2,6 +2,8 @@ import type { Engine } from "../engine/engine.js";
 import { WorqError } from "../model/errors.js";
 import type { PendingCallback } from "../engine/store.js";
 import { envelopeOf } from "../formats/envelope.js";
+import { batchJsonOf } from "../formats/batch-json.js";
+import { batchOfWebhookId } from "../model/batch.js";
 import type { Logger } from "../log.js";
 import { SIGNATURE_HEADER, webhookSignature } from "./webhook-signature.js";
 
@@ -130,8 +132,12 @@ export class WebhookSender {
       return;
     }
     let body: string;
+    const batchId = batchOfWebhookId(callback.jid);
     try {
-      body = JSON.stringify(envelopeOf(await this.engine.getJob(callback.jid)));
+      // A batch's webhook POSTs the batch (docs/batches.md); a job's the job's envelope.
+      body = JSON.stringify(
+        batchId ? batchJsonOf(await this.engine.getBatch(batchId, 0)) : envelopeOf(await this.engine.getJob(callback.jid)),
+      );
     } catch (error) {
       if (error instanceof WorqError && error.code === "WORQ_NOT_FOUND") {
         await this.engine.settleCallback(callback.jid); // deleted meanwhile: nothing to report
@@ -146,7 +152,7 @@ export class WebhookSender {
         headers: {
           "content-type": "application/json",
           "user-agent": "worq-webhook",
-          "worq-jid": callback.jid,
+          ...(batchId ? { "worq-batch-id": batchId } : { "worq-jid": callback.jid }),
           ...(this.options.secret && { [SIGNATURE_HEADER]: webhookSignature(this.options.secret, body, Math.floor(Date.now() / 1000)) }),
         },
         body,

@@ -1,6 +1,7 @@
 import { Command } from "commander";
 import { serveCommand, serveConfig, type ServerConfig } from "../config.js";
 import { packageVersion } from "../package-root.js";
+import { registerBatches } from "./commands/batches.js";
 import { registerGet } from "./commands/get.js";
 import { registerImport } from "./commands/import.js";
 import { registerInfo } from "./commands/info.js";
@@ -75,6 +76,7 @@ export function createProgram(startServe: (config: ServerConfig) => Promise<void
   registerGet(program);
   registerImport(program);
   registerResult(program);
+  registerBatches(program);
   registerJobs(program);
   registerQueues(program);
   registerSchedules(program);

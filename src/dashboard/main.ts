@@ -3,6 +3,7 @@ import { describeError, isUnauthenticated, setToken, storedToken } from "./api.j
 import { button, el, route } from "./dom.js";
 import { sample, SAMPLE_EVERY_MS } from "./history.js";
 import type { PageFactory, PageView } from "./page.js";
+import { batchesPage } from "./pages/batches.js";
 import { jobDetailPage } from "./pages/job-detail.js";
 import { jobsPage } from "./pages/jobs.js";
 import { overviewPage } from "./pages/overview.js";
@@ -20,9 +21,10 @@ const PAGES: Record<string, [string, PageFactory]> = {
   dead: ["Dead", jobsPage("Dead jobs", JobState.DEAD_LETTER)],
   schedules: ["Schedules", schedulesPage],
   workers: ["Workers", workersPage],
+  batches: ["Batches", batchesPage],
   job: ["Job", jobDetailPage],
 };
-const NAV = ["", "queues", "jobs", "scheduled", "retries", "dead", "schedules", "workers"];
+const NAV = ["", "queues", "jobs", "scheduled", "retries", "dead", "schedules", "workers", "batches"];
 const REFRESH_EVERY_MS = 2_000;
 
 const main = document.getElementById("main")!;

@@ -24,6 +24,8 @@ import { enqueueReady } from "./paging.js";
 import { pushExpiry, schedulePurge, scheduleTimers } from "./timers.js";
 import { JobWatchers, ProgressBook } from "./job-watch.js";
 import { onJobsFinished, type ScheduleEntry } from "./schedules.js";
+import { batchWrites, wakeBatchWaiters } from "./batch-counts.js";
+import type { BatchRecord } from "../model/batch.js";
 
 const DEFAULT_ORPHAN_GRACE_MS = 10_000;
 
@@ -128,6 +130,8 @@ export class EngineCore {
   readonly progress = new ProgressBook();
   /** WatchJob's listeners, told of each change once it is durable (progress at once). */
   readonly watchers = new JobWatchers();
+  /** Every batch by id (docs/batches.md, batch-counts.ts). */
+  readonly batches = new Map<string, BatchRecord>();
   /** Callbacks found at open, handed to the listener when it registers. */
   readonly pendingCallbacks: PendingCallback[] = [];
   /** The schedules by name (schedules.ts), and jid -> the QUEUE_ONE schedule whose queued tick waits for that job. */
@@ -249,7 +253,9 @@ export class EngineCore {
   persist(writes: readonly StoreWrite[]): Promise<void> {
     const cascade = this.cascade;
     if (cascade.length > 0) this.cascade = [];
-    const joined = cascade.length > 0 ? writes.concat(cascade) : writes;
+    const moved = cascade.length > 0 ? writes.concat(cascade) : writes;
+    const batches = this.batches.size > 0 ? batchWrites(this, moved) : undefined; // batch-counts.ts
+    const joined = batches ? moved.concat(batches.writes) : moved;
     const released = this.releaseClaims(joined);
     const observed = released.length > 0 ? joined.concat(released) : joined;
     this.queues.observe(observed);
@@ -280,6 +286,7 @@ export class EngineCore {
         () => {},
       );
     }
+    if (batches) wakeBatchWaiters(this, batches, durable);
     if (finished.length > 0) {
       const settled = observed.flatMap((write) => (write.kind === "put-meta" && isTerminal(write.meta.state) ? [write.meta] : []));
       for (const meta of settled) {

@@ -42,10 +42,13 @@ import {
   setSchedulePaused,
   type ScheduleView,
 } from "./schedules.js";
+import { createBatch, getBatch, listBatches, sealBatch, type BatchCursor, type BatchInput, type BatchPage } from "./batches.js";
+import type { BatchRecord, BatchState } from "../model/batch.js";
 
 export type * from "./engine-types.js";
 export type { JobChange } from "./job-watch.js";
 export type { ScheduleView } from "./schedules.js";
+export type { BatchCursor, BatchInput, BatchPage } from "./batches.js";
 
 /** Every unfinished job of an engine: those in memory and the ready ones left in the store. */
 export function unfinishedJobs(info: EngineInfo): number {
@@ -236,6 +239,26 @@ export class Engine {
    */
   collectChildren(parentJid: string, waitMs: number, signal?: AbortSignal, pageSize?: number, after?: ChildCursor): Promise<ChildrenPage> {
     return collectChildren(this.core, parentJid, waitMs, signal, pageSize, after);
+  }
+
+  /** Creates an open batch (batches.ts, docs/batches.md); resolves once durable. */
+  createBatch(input: BatchInput): Promise<BatchRecord> {
+    return createBatch(this.core, input);
+  }
+
+  /** Seals a batch: FAILED_PRECONDITION if already sealed, NOT_FOUND if none. */
+  sealBatch(id: string): Promise<BatchRecord> {
+    return sealBatch(this.core, id);
+  }
+
+  /** A batch with its counts; with `waitMs` > 0, once it is done (DEADLINE_EXCEEDED if it is not by then). */
+  getBatch(id: string, waitMs: number, signal?: AbortSignal): Promise<BatchRecord> {
+    return getBatch(this.core, id, waitMs, signal);
+  }
+
+  /** Batches newest first, a page at a time. */
+  listBatches(pageSize: number | undefined, after: BatchCursor | undefined, state?: BatchState): BatchPage {
+    return listBatches(this.core, pageSize, after, state);
   }
 
   /**

@@ -77,6 +77,7 @@ export async function recover(core: EngineCore): Promise<void> {
     else expiredClaims.push({ kind: "delete-idempotency", claim });
   }
   if (expiredClaims.length > 0) await core.persist(expiredClaims);
+  for await (const batch of core.store.batches()) core.batches.set(batch.id, batch);
   for await (const callback of core.store.pendingCallbacks()) core.pendingCallbacks.push(callback);
   for await (const jid of core.store.checkpointJids()) core.checkpointed.add(jid);
   const purgeAtMs = await core.store.nextPurgeAtMs();

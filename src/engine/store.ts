@@ -1,5 +1,6 @@
 import type { JobBody, JobMeta, JobState, PriorityLevel, QueueConfig } from "../model/job.js";
 import type { StoredSchedule } from "../model/schedule.js";
+import type { BatchRecord } from "../model/batch.js";
 
 /** Totals kept across restarts (server info). */
 export interface Counters {
@@ -40,7 +41,9 @@ export type StoreWrite =
   | { kind: "put-queue"; queue: QueueInfo }
   /** A schedule (docs/schedules.md) and its tick record, replacing the stored one of its name. */
   | { kind: "put-schedule"; schedule: StoredSchedule }
-  | { kind: "delete-schedule"; name: string };
+  | { kind: "delete-schedule"; name: string }
+  /** Creates or replaces a batch (docs/batches.md): its counts change in the commit of the job transitions that change them. */
+  | { kind: "put-batch"; batch: BatchRecord };
 
 /** A queue as the store keeps it. */
 export interface QueueInfo {
@@ -171,6 +174,8 @@ export interface Store {
   childrenOf(parentJid: string, after: ChildCursor | undefined, limit: number): Promise<JobMeta[]>;
   /** Counts of finished jobs per queue and state (recovery of queue stats). */
   finishedCounts(): Promise<{ queue: string; state: JobState; count: number }[]>;
+  /** Every batch (recovery), in no particular order. */
+  batches(): AsyncIterable<BatchRecord>;
   /** Every webhook not delivered yet (recovery). */
   pendingCallbacks(): AsyncIterable<PendingCallback>;
   /** Every idempotency claim stored (recovery), expired ones included. */

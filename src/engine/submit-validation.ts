@@ -141,6 +141,7 @@ export function buildNewJob(input: SubmitInput, field: string, ids: { jid: strin
     meta.schedule = input.schedule.name;
     meta.scheduledTickMs = input.schedule.tickMs;
   }
+  if (input.batchId !== undefined) meta.batchId = input.batchId;
   const body = jobBody({ args: input.args, kwargs: input.kwargs, custom: input.custom, tags, correlationId }, payload);
   return unique ? { meta, body, dataBytes, uniqueWindowMs: unique.windowMs } : { meta, body, dataBytes };
 }

@@ -27,6 +27,7 @@ import { pushExpiry, schedulePurge, scheduleTimers } from "./timers.js";
 import { schedulePump } from "./dispatch.js";
 import { durableByDeadline, submitTimedOut, type Withdrawable } from "./submit-deadline.js";
 import { checkQueueRoom } from "./queue-admin.js";
+import { checkBatchJoins } from "./batches.js";
 
 /** A submit's jobs once created: the answers, and when they may be given. */
 interface CreatedJobs {
@@ -206,6 +207,7 @@ function createJobs(
     if (input.parentJid !== undefined && !known(input.parentJid))
       invalid(`${fieldOf(i)}.parent_jid`, `job ${input.parentJid} does not exist`);
   });
+  checkBatchJoins(core, inputs, fieldOf, known);
   // Claim key -> the batch job that first took it (or found its holder).
   const seenKeys = new Map<string, number>();
   /** Jobs of the batch that update an existing job instead of creating one (debounce). */

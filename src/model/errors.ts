@@ -30,13 +30,3 @@ export class WorqError extends Error {
 export function invalid(field: string, message: string): never {
   throw new WorqError("WORQ_INVALID_ARGUMENT", `${field}: ${message}`, field);
 }
-
-/** Throws WORQ_UNIMPLEMENTED naming `field`: a contract field whose behaviour is not built yet. */
-export function notBuilt(field: string, what: string): never {
-  throw new WorqError("WORQ_UNIMPLEMENTED", `${field}: ${what} is not built yet; leave it unset`, field);
-}
-
-/** A handler for an RPC of the contract that is not built yet: refuses every call with WORQ_UNIMPLEMENTED. */
-export function rpcNotBuilt(rpc: string): () => Promise<never> {
-  return () => Promise.reject(new WorqError("WORQ_UNIMPLEMENTED", `${rpc} is not built yet`));
-}

@@ -185,6 +185,8 @@ export interface JobMeta {
   /** The schedule whose tick enqueued the job (docs/schedules.md), and that tick's time. */
   schedule?: string;
   scheduledTickMs?: number;
+  /** The batch (CreateBatch) the job belongs to. */
+  batchId?: string;
 }
 
 /**
@@ -236,6 +238,7 @@ export function shapedMeta(meta: JobMeta): JobMeta {
     tracestate: meta.tracestate,
     schedule: meta.schedule,
     scheduledTickMs: meta.scheduledTickMs,
+    batchId: meta.batchId,
   };
   return shaped;
 }
@@ -324,6 +327,8 @@ export interface SubmitInput {
   trace?: { traceparent: string; tracestate?: string };
   /** Set by the engine only, for a job a schedule's tick enqueues: the schedule and the tick's time. */
   schedule?: { name: string; tickMs: number };
+  /** The batch the job joins (docs/batches.md). */
+  batchId?: string;
 }
 
 /**

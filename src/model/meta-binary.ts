@@ -87,6 +87,7 @@ const enum F {
   // 38 to 40 are taken by other fields of the same release; 41 and 42 by schedules.
   schedule = 41,
   scheduledTickMs = 42,
+  batchId = 40,
   groupKey = 45,
 }
 
@@ -188,6 +189,7 @@ export function encodeBinaryMeta(meta: JobMeta, omitRetry: boolean, omitJid = fa
   if (meta.tracestate !== undefined) text(w, F.tracestate, meta.tracestate);
   if (meta.schedule !== undefined) text(w, F.schedule, meta.schedule);
   if (meta.scheduledTickMs !== undefined) number(w, F.scheduledTickMs, meta.scheduledTickMs);
+  if (meta.batchId !== undefined) text(w, F.batchId, meta.batchId);
   return w.finish();
 }
 
@@ -298,4 +300,5 @@ const FIELD_NAMES: Record<number, keyof JobMeta> = {
   [F.tracestate]: "tracestate",
   [F.schedule]: "schedule",
   [F.scheduledTickMs]: "scheduledTickMs",
+  [F.batchId]: "batchId",
 };

@@ -10,6 +10,7 @@ export interface CopySummary {
   idempotencyClaims: number;
   callbacks: number;
   schedules: number;
+  batches: number;
 }
 
 /** Jobs per destination commit. */
@@ -23,7 +24,16 @@ const CHUNK = 500;
  */
 export async function copyStore(from: Store, to: Store): Promise<CopySummary> {
   await assertEmpty(to);
-  const summary: CopySummary = { queues: 0, liveJobs: 0, finishedJobs: {}, results: 0, idempotencyClaims: 0, callbacks: 0, schedules: 0 };
+  const summary: CopySummary = {
+    queues: 0,
+    liveJobs: 0,
+    finishedJobs: {},
+    results: 0,
+    idempotencyClaims: 0,
+    callbacks: 0,
+    schedules: 0,
+    batches: 0,
+  };
 
   const queueWrites: StoreWrite[] = [];
   for await (const queue of from.queues()) queueWrites.push({ kind: "put-queue", queue });
@@ -57,6 +67,8 @@ export async function copyStore(from: Store, to: Store): Promise<CopySummary> {
   summary.callbacks = rest.length - summary.idempotencyClaims;
   for await (const schedule of from.schedules()) rest.push({ kind: "put-schedule", schedule });
   summary.schedules = rest.length - summary.idempotencyClaims - summary.callbacks;
+  for await (const batch of from.batches()) rest.push({ kind: "put-batch", batch });
+  summary.batches = rest.length - summary.idempotencyClaims - summary.callbacks - summary.schedules;
   rest.push({ kind: "put-counters", counters: await from.getCounters() });
   await to.commit(rest);
   return summary;

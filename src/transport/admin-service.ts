@@ -1,9 +1,10 @@
+import { batchCursorOf, batchOf, batchStateFilterOf, batchTokenOf } from "./batch-convert.js";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs, timestampMs } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Clock } from "../engine/clock.js";
 import { unfinishedJobs, type Engine, type QueueStatsView } from "../engine/engine.js";
-import { WorqError, invalid, rpcNotBuilt } from "../model/errors.js";
+import { WorqError, invalid } from "../model/errors.js";
 import type { GroupLimit as DomainGroupLimit, QueueConfig as DomainQueueConfig, RateLimit as DomainRateLimit } from "../model/job.js";
 import type { Logger } from "../log.js";
 import {
@@ -261,7 +262,10 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
       checkEveryQueue(scopeOf(ctx));
       return { jid: await engine.runScheduleNow(request.name) };
     }),
-    listBatches: guarded("ListBatches", log, rpcNotBuilt("ListBatches")),
+    listBatches: guarded("ListBatches", log, async (request) => {
+      const page = engine.listBatches(request.pageSize, batchCursorOf(request.pageToken), batchStateFilterOf(request.state));
+      return { batches: page.batches.map(batchOf), nextPageToken: batchTokenOf(page.next) };
+    }),
   };
 }
 

@@ -8,7 +8,7 @@ import {
   type Duration,
   type Timestamp,
 } from "@bufbuild/protobuf/wkt";
-import { invalid, notBuilt } from "../model/errors.js";
+import { invalid } from "../model/errors.js";
 import type {
   BackoffStrategy as DomainBackoff,
   DependencyType as DomainDependencyType,
@@ -83,7 +83,7 @@ export function submitInputOf(spec: JobSpec | undefined, field: string): SubmitI
   if (spec.parentJid) input.parentJid = spec.parentJid;
   if (spec.callbackUrl) input.callbackUrl = spec.callbackUrl;
   if (spec.trace) input.trace = { traceparent: spec.trace.traceparent, tracestate: spec.trace.tracestate };
-  if (spec.batchId) notBuilt(`${field}.batch_id`, "batches");
+  if (spec.batchId) input.batchId = spec.batchId;
   if (spec.groupKey) input.groupKey = spec.groupKey;
   if (spec.retry) input.retry = retryInputOf(spec.retry, `${field}.retry`);
   if (spec.backtrace) input.backtraceFrames = spec.backtrace;
@@ -176,6 +176,7 @@ export function jobOf(view: JobView): Job {
     uniqueUntil: meta.uniqueUntil === undefined ? UniqueUntil.UNSPECIFIED : UniqueUntil[meta.uniqueUntil],
     debounceKey: meta.debounceKey ?? "",
     schedule: meta.schedule ?? "",
+    batchId: meta.batchId ?? "",
   });
   if (meta.traceparent !== undefined)
     job.trace = create(TraceContextSchema, { traceparent: meta.traceparent, tracestate: meta.tracestate ?? "" });

@@ -140,6 +140,7 @@ function writeJob(w: ProtoWriter, meta: JobMeta, body: JobBody, checkpoint: Uint
     str(w, 2, meta.tracestate ?? "");
     w.join();
   }
+  str(w, 46, meta.batchId ?? "");
   str(w, 47, meta.schedule ?? "");
   if (meta.scheduledTickMs !== undefined) timestamp(w, 48, meta.scheduledTickMs);
 }

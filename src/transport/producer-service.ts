@@ -3,11 +3,12 @@ import type { Engine, JobChange, SubmitResult } from "../engine/engine.js";
 import type { ChildCursor } from "../engine/store.js";
 import { isTerminal, type JobProgress, type JobView, type SubmitInput } from "../model/job.js";
 import { JobState, type JobSpec } from "@worq/client/gen/worq/v1/job_pb.js";
-import { WorqError, invalid, rpcNotBuilt } from "../model/errors.js";
+import { WorqError, invalid } from "../model/errors.js";
 import type { Logger } from "../log.js";
 import { BatchShape, ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { durationMsOf, jobOf, stateOf, submitInputOf } from "./convert.js";
 import { toConnectError } from "./error-mapping.js";
+import { batchInputOf, batchOf } from "./batch-convert.js";
 import { scopeOf } from "./auth/caller-context.js";
 import { checkJobAccess, scopeSubmits } from "./auth/scoped-calls.js";
 import { guarded } from "./handler-guard.js";
@@ -82,9 +83,14 @@ export function createProducerService(engine: Engine, log: Logger): ServiceImpl<
         nextPageToken: page.next ? Buffer.from(JSON.stringify([page.next.createdAtMs, page.next.jid])).toString("base64url") : "",
       };
     }),
-    createBatch: guarded("CreateBatch", log, rpcNotBuilt("CreateBatch")),
-    sealBatch: guarded("SealBatch", log, rpcNotBuilt("SealBatch")),
-    getBatch: guarded("GetBatch", log, rpcNotBuilt("GetBatch")),
+    createBatch: guarded("CreateBatch", log, async (request, ctx) => ({
+      batch: batchOf(await engine.createBatch(batchInputOf(request.batch, scopeOf(ctx)))),
+    })),
+    sealBatch: guarded("SealBatch", log, async (request) => ({ batch: batchOf(await engine.sealBatch(request.id)) })),
+    getBatch: guarded("GetBatch", log, async (request, ctx) => {
+      const waitMs = request.wait ? durationMsOf(request.wait, "wait") : 0;
+      return { batch: batchOf(await engine.getBatch(request.id, waitMs, ctx.signal)) };
+    }),
   };
 }
 

@@ -126,7 +126,7 @@ describe("worq queues, pause, resume, purge, retry, workers, quiet, terminate (b
     }
     const shown = await cli(["queues", "q-groups"]);
     expect(field(shown.stdout, "groups")).toBe("2");
-    expect(shown.stdout).toMatch(/customer:7\s+2\s+0\s+customer:\*=max:2,rate:10\/1m:10\s+0/);
+    expect(shown.stdout).toMatch(/customer:7\s+2\s+0\s+customer:\*=max:2,rate:10\/1m:10\s+\d+\n/); // tokens earned since the limit was set
     expect(shown.stdout).toMatch(/bulk\s+1\s+0\s+\*=max:5\s+-/);
     const cleared = await cli(["configure", "q-groups", "--clear-group-limits", "--json"]);
     expect(jsonOf(cleared)).not.toHaveProperty("groupLimits");

@@ -141,7 +141,8 @@ describe("bad input gets a clear error naming the field and changes nothing (rea
       Code.InvalidArgument,
       "job.trace.tracestate",
     ],
-    ["batch_id (not built yet)", { type: "t", batchId: "6ba7b810-9dad-41d1-80b4-00c04fd430c4" }, Code.Unimplemented, "job.batch_id"],
+    ["batch_id of no batch", { type: "t", batchId: "6ba7b810-9dad-41d1-80b4-00c04fd430c4" }, Code.InvalidArgument, "job.batch_id"],
+    ["batch_id not a UUID", { type: "t", batchId: "batch-1" }, Code.InvalidArgument, "job.batch_id"],
     ["callback_url not http", { type: "t", callbackUrl: "file:///etc/passwd" }, Code.InvalidArgument, "job.callback_url"],
     [
       "callback_url with user:password@",
@@ -154,6 +155,37 @@ describe("bad input gets a clear error naming the field and changes nothing (rea
     const error = await errorOf(server.producer.submit({ job }));
     expect(error.code).toBe(code);
     expect(error.rawMessage).toContain(field);
+    expect(await submitted()).toBe(before);
+  });
+
+  it("batches: bad CreateBatch fields are refused by name, a sealed batch takes no outside job, nothing changes", async () => {
+    const before = await submitted();
+    const cases: [Parameters<typeof server.producer.createBatch>[0]["batch"], Code, string][] = [
+      [{ description: "d".repeat(1025) }, Code.InvalidArgument, "batch.description"],
+      [{ parentBatchId: "6ba7b810-9dad-41d1-80b4-00c04fd430c4" }, Code.InvalidArgument, "batch.parent_batch_id"],
+      [{ onSuccess: { job: { type: "" } } }, Code.InvalidArgument, "batch.on_success.job.type"],
+      [
+        { onComplete: { job: { type: "t", dependsOn: { jids: ["6ba7b810-9dad-41d1-80b4-00c04fd430c4"] } } } },
+        Code.InvalidArgument,
+        "batch.on_complete.job.depends_on",
+      ],
+      [{ onComplete: { webhookUrl: "https://hooks.example.com/batch" } }, Code.PermissionDenied, "batch.on_complete.webhook_url"],
+      [{ onSuccess: { webhookUrl: "file:///etc/passwd" } }, Code.InvalidArgument, "batch.on_success.webhook_url"],
+    ];
+    for (const [batch, code, field] of cases) {
+      const error = await errorOf(server.producer.createBatch({ batch }));
+      expect(error.code, field).toBe(code);
+      expect(error.message).toContain(field);
+    }
+    expect((await server.admin.listBatches({})).batches).toEqual([]);
+    const { batch } = await server.producer.createBatch({ batch: {} });
+    await server.producer.sealBatch({ id: batch!.id });
+    const sealed = await errorOf(server.producer.submit({ job: { type: "t", batchId: batch!.id } }));
+    expect(sealed.code).toBe(Code.FailedPrecondition);
+    expect(sealed.message).toContain("job.batch_id");
+    expect((await errorOf(server.producer.sealBatch({ id: batch!.id }))).code).toBe(Code.FailedPrecondition);
+    expect((await errorOf(server.producer.getBatch({ id: "6ba7b810-9dad-41d1-80b4-00c04fd430c4" }))).code).toBe(Code.NotFound);
+    expect((await errorOf(server.admin.listBatches({ pageToken: "garbage" }))).code).toBe(Code.InvalidArgument);
     expect(await submitted()).toBe(before);
   });
 

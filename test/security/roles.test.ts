@@ -22,6 +22,9 @@ const GRANTS: Record<"producer" | "worker", string[]> = {
     "ProducerService.Cancel",
     "ProducerService.CollectChildren",
     "ProducerService.WatchJob",
+    "ProducerService.CreateBatch",
+    "ProducerService.SealBatch",
+    "ProducerService.GetBatch",
     "AdminService.GetJob",
   ],
   worker: [

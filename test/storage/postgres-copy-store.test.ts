@@ -32,6 +32,7 @@ async function contents(store: Store) {
     claims: (await all(store.idempotencyClaims())).sort((a, b) => (a.key < b.key ? -1 : 1)),
     callbacks: (await all(store.pendingCallbacks())).sort((a, b) => (a.jid < b.jid ? -1 : 1)),
     schedules: await all(store.schedules()),
+    batches: (await all(store.batches())).sort((a, b) => (a.id < b.id ? -1 : 1)),
     counters: await store.getCounters(),
     finishedCounts: (await store.finishedCounts()).sort((a, b) => (a.state < b.state ? -1 : 1)),
     nextPurgeAtMs: await store.nextPurgeAtMs(),
@@ -47,7 +48,7 @@ describe.skipIf(!postgresAvailable())("copyStore: memory -> PostgreSQL -> LevelD
     await cluster?.stop();
   });
 
-  it("copies live and finished jobs, bodies, results, queues, claims, webhooks, schedules and totals, and refuses a used destination", async () => {
+  it("copies live and finished jobs, bodies, results, queues, claims, webhooks, schedules, batches and totals, and refuses a used destination", async () => {
     const source = new MemoryStore();
     const job = (jid: string, state: JobState, extra: Partial<JobMeta> = {}) => ({ ...metaOf(jid, state), completedAtMs: 5_000, ...extra });
     await source.commit([
@@ -64,6 +65,24 @@ describe.skipIf(!postgresAvailable())("copyStore: memory -> PostgreSQL -> LevelD
       { kind: "put-job", meta: job("cancelled", "CANCELLED", { expiresAtMs: 7_000 }), body: bodyOf() },
       { kind: "put-callback", callback: { jid: "done", url: "https://hooks.example.com/x" } },
       { kind: "put-idempotency", claim: { type: "charge", key: "order-7", jid: "live-0001", expiresAtMs: 50_000 } },
+      {
+        kind: "put-batch",
+        batch: {
+          id: "batch-1",
+          description: "copied",
+          state: "SEALED",
+          onComplete: { job: { type: "report", payload: new Uint8Array([9, 0, 255]) } },
+          total: 2,
+          pending: 1,
+          completed: 1,
+          failed: 0,
+          childBatches: 0,
+          pendingChildBatches: 0,
+          failedChildBatches: 0,
+          createdAtMs: 1_000,
+          sealedAtMs: 2_000,
+        },
+      },
       { kind: "put-queue", queue: { name: "default", paused: true } },
       { kind: "put-queue", queue: { name: "other", paused: false } },
       {
@@ -98,6 +117,7 @@ describe.skipIf(!postgresAvailable())("copyStore: memory -> PostgreSQL -> LevelD
       idempotencyClaims: 1,
       callbacks: 1,
       schedules: 1,
+      batches: 1,
     });
     const expected = await contents(source);
     expect(await contents(postgres)).toEqual(expected);

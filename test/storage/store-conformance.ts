@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { JobBody, JobMeta, JobState, PriorityLevel } from "../../src/model/job.js";
 import type { ReadyLevelCount, Store } from "../../src/engine/store.js";
 import type { StoredSchedule } from "../../src/model/schedule.js";
+import type { BatchRecord } from "../../src/model/batch.js";
 
 /** A store under test plus a way to simulate a restart on the same data. */
 export interface StoreFixture {
@@ -616,6 +617,44 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
           if (body !== undefined) expect(body).toEqual(bodyOf());
         }
       }
+      await fixture.cleanup();
+    });
+
+    it("keeps batches, the last put of each winning, with a callback job's binary payload, across a reopen; and a job's batch id", async () => {
+      const fixture = await setup();
+      const id = randomUUID();
+      const child = randomUUID();
+      const batch: BatchRecord = {
+        id,
+        description: "nightly ✓",
+        state: "OPEN",
+        onComplete: { job: { type: "cb", queue: "q", payload: new Uint8Array([0, 255, 7]), custom: { a: 1 } } },
+        total: 0,
+        pending: 0,
+        completed: 0,
+        failed: 0,
+        childBatches: 0,
+        pendingChildBatches: 0,
+        failedChildBatches: 0,
+        createdAtMs: 1_000,
+      };
+      const jid = randomUUID();
+      await fixture.store.commit([{ kind: "put-batch", batch }]);
+      await fixture.store.commit([
+        { kind: "put-job", meta: { ...metaOf(jid), batchId: id }, body: bodyOf() },
+        { kind: "put-batch", batch: { ...batch, total: 1, pending: 1 } },
+        { kind: "put-batch", batch: { ...batch, total: 1, pending: 0, completed: 1, state: "SEALED", sealedAtMs: 2_000 } },
+        { kind: "put-batch", batch: { ...batch, id: child, parentBatchId: id, onComplete: undefined, createdAtMs: 1_500 } },
+      ]);
+      const reopened = await fixture.reopen();
+      const stored: BatchRecord[] = [];
+      for await (const each of reopened.batches()) stored.push(each);
+      stored.sort((a, b) => a.createdAtMs - b.createdAtMs);
+      expect(stored.map((each) => each.id)).toEqual([id, child]);
+      expect(stored[0]).toEqual({ ...batch, total: 1, pending: 0, completed: 1, state: "SEALED", sealedAtMs: 2_000 });
+      expect(stored[0]!.onComplete!.job!.payload).toEqual(new Uint8Array([0, 255, 7]));
+      expect(stored[1]!.parentBatchId).toBe(id);
+      expect((await reopened.getMeta(jid))!.batchId).toBe(id);
       await fixture.cleanup();
     });
 

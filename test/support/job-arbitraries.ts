@@ -97,6 +97,7 @@ export const meta: fc.Arbitrary<JobMeta> = fc
     tracestate: opt(text),
     schedule: opt(text),
     scheduledTickMs: opt(ms),
+    batchId: opt(id),
   })
   .map((record) => Object.fromEntries(Object.entries(record).filter(([, v]) => v !== undefined)) as unknown as JobMeta);
 
@@ -180,6 +181,7 @@ export const submitInput: fc.Arbitrary<SubmitInput> = fc.record(
     debounce: opt(fc.record({ key: grapheme, delayMs: fc.nat(10_000_000) })),
     groupKey: opt(grapheme),
     trace: opt(fc.record({ traceparent: grapheme, tracestate: opt(grapheme) }, { requiredKeys: ["traceparent"] })),
+    batchId: opt(grapheme),
   },
   { requiredKeys: ["type"] },
 );

@@ -109,3 +109,30 @@ def test_unique_and_debounce(server: ServerProcess) -> None:
             assert "job.unique.window" in info.value.message
 
     run(scenario())
+
+
+def test_batches(server: ServerProcess) -> None:
+    async def scenario() -> None:
+        async with worq.Client(server.address) as client:
+            batch = await client.create_batch(
+                description="py", on_complete={"type": "report.done", "queue": "py-batch-cb"}
+            )
+            assert batch.state is worq.BatchState.OPEN and not batch.done
+            jids = [await client.submit("t", queue="py-batch", batch_id=batch.id) for _ in range(2)]
+            assert (await client.get_job(jids[0])).batch_id == batch.id
+            sealed = await client.seal_batch(batch.id)
+            assert sealed.state is worq.BatchState.SEALED and sealed.total == 2 and sealed.pending == 2
+            with pytest.raises(worq.DeadlineExceeded):
+                await client.wait_batch(batch.id, 0.3)
+            for jid in jids:
+                await client.cancel(jid)
+            done = await client.wait_batch(batch.id, 10)
+            assert done.state is worq.BatchState.FINISHED_WITH_FAILURES and done.failed == 2
+            assert done.on_success_jid == "" and done.on_complete_jid
+            callback = await client.get_job(done.on_complete_jid)
+            assert callback.type == "report.done" and callback.custom == {"batch_id": batch.id}
+            with pytest.raises(worq.InvalidArgument) as info:
+                await client.create_batch(description="x" * 1025)
+            assert "batch.description" in info.value.message
+
+    run(scenario())

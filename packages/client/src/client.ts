@@ -2,6 +2,7 @@ import { createClient, type Client, type Transport } from "@connectrpc/connect";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { AdminService } from "./gen/worq/v1/admin_service_pb.js";
 import type { Job } from "./gen/worq/v1/job_pb.js";
+import type { Batch } from "./gen/worq/v1/batch_pb.js";
 import { ProducerService } from "./gen/worq/v1/producer_service_pb.js";
 import { WorkerService } from "./gen/worq/v1/worker_service_pb.js";
 import { toClientError } from "./errors.js";
@@ -9,6 +10,21 @@ import { encodedJobSpecOf, jobSpecOf, type SubmitOptions } from "./job-options.j
 import { GrpcLink } from "./grpc-link.js";
 import { SubmitBatcher, submitBatchCall, type SubmitOutcome } from "./submit-batcher.js";
 import { createWorqTransport, type ConnectionOptions } from "./transport.js";
+
+/** What createBatch is given: the callback jobs are a type and submit options each. */
+export interface BatchOptions {
+  /** Free text, at most 1,024 chars. */
+  description?: string;
+  /** Nests this batch in another (open or sealed) one: the parent is not done until this one is. */
+  parentBatchId?: string;
+  /** A job enqueued once, when every job COMPLETED (and every child batch succeeded); its `custom` gets "batch_id". */
+  onSuccess?: { type: string } & SubmitOptions;
+  /** A job enqueued once, when every job and child batch finished, whatever the outcome. */
+  onComplete?: { type: string } & SubmitOptions;
+  /** URLs POSTed the batch once, at the same moments (the server's --callback-allow must list their origin). */
+  onSuccessWebhook?: string;
+  onCompleteWebhook?: string;
+}
 
 /** Where the server is, and the token and TLS settings to reach it with. */
 export type ClientOptions = ConnectionOptions;
@@ -110,6 +126,47 @@ export class WorqClient {
       options.signal?.removeEventListener("abort", onAbort);
       abort.abort();
     }
+  }
+
+  /**
+   * Creates an open batch (docs/batches.md): jobs join it with the submit option `batchId`;
+   * once sealed (sealBatch) and every job and child batch finished, it is done and its
+   * callback jobs run: `onComplete` always, `onSuccess` only when every job COMPLETED.
+   */
+  async createBatch(options: BatchOptions = {}): Promise<Batch> {
+    const callback = (job: ({ type: string } & SubmitOptions) | undefined, webhookUrl = "") => {
+      if (!job) return webhookUrl ? { webhookUrl } : undefined;
+      const { type, ...rest } = job;
+      return { job: jobSpecOf(type, rest), webhookUrl };
+    };
+    return call(
+      async () =>
+        (
+          await this.producer.createBatch({
+            batch: {
+              description: options.description ?? "",
+              parentBatchId: options.parentBatchId ?? "",
+              onSuccess: callback(options.onSuccess, options.onSuccessWebhook),
+              onComplete: callback(options.onComplete, options.onCompleteWebhook),
+            },
+          })
+        ).batch!,
+    );
+  }
+
+  /** Seals a batch: it takes no more jobs from outside it, and is done once everything in it finished. */
+  async sealBatch(id: string): Promise<Batch> {
+    return call(async () => (await this.producer.sealBatch({ id })).batch!);
+  }
+
+  /** A batch with its counts, as it is now. */
+  async getBatch(id: string): Promise<Batch> {
+    return call(async () => (await this.producer.getBatch({ id })).batch!);
+  }
+
+  /** Waits up to `timeoutMs` for the batch to be done and returns it (DEADLINE_EXCEEDED if it is not by then). */
+  async waitBatch(id: string, timeoutMs: number): Promise<Batch> {
+    return call(async () => (await this.producer.getBatch({ id, wait: durationFromMs(timeoutMs) })).batch!);
   }
 
   /** Submits a job and waits up to `waitMs` for it to finish. */

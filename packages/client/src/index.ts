@@ -3,7 +3,7 @@
  *
  *   import { WorqClient, Worker, PermanentError } from "@worq/client";
  */
-export { WorqClient, type ClientOptions } from "./client.js";
+export { WorqClient, type ClientOptions, type BatchOptions } from "./client.js";
 export type { SubmitOutcome } from "./submit-batcher.js";
 export type { TlsOptions } from "./transport.js";
 export { createWorqLinkTransport, type WorqLinkTransport, type WorqLinkTransportOptions } from "./link-transport.js";
@@ -34,4 +34,5 @@ export {
   isDeadlineExceeded,
 } from "./errors.js";
 export { JobState } from "./gen/worq/v1/job_pb.js";
+export { BatchState, type Batch } from "./gen/worq/v1/batch_pb.js";
 export { verifyWebhookSignature } from "./webhook-signature.js";

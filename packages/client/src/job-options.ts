@@ -77,6 +77,11 @@ export interface SubmitOptions {
    * when the application uses `@opentelemetry/api` and a span is active. `false`: none.
    */
   trace?: TraceContext | false;
+  /**
+   * The batch (createBatch) the job joins. An open batch takes any job; a sealed one only jobs
+   * a running job of the batch submits with its own jid as `parentJid`.
+   */
+  batchId?: string;
 }
 
 const PRIORITY_LEVELS: Record<PriorityName, PriorityLevel> = { critical: 0, high: 1, normal: 2, low: 3, bulk: 4 };
@@ -113,6 +118,7 @@ function submitInputOf(type: string, options: SubmitOptions): SubmitInput {
     parentJid: options.parentJid,
     callbackUrl: options.callbackUrl,
     groupKey: options.group,
+    batchId: options.batchId,
     unique: options.unique && {
       key: options.unique.key,
       until: options.unique.until?.toUpperCase() as "WINDOW" | "STARTED" | "FINISHED" | undefined,

@@ -43,6 +43,7 @@ export function jobSpecOfInput(input: SubmitInput): JobSpec {
     tags: input.tags ?? {},
     correlationId: input.correlationId ?? "",
     groupKey: input.groupKey ?? "",
+    batchId: input.batchId ?? "",
   });
   if (input.args) spec.args = fromJson(ListValueSchema, input.args as PbJsonValue);
   if (input.kwargs) spec.kwargs = input.kwargs;
@@ -158,6 +159,7 @@ function writeJobSpec(w: ProtoWriter, input: SubmitInput): void {
     writeString(w, 2, input.trace.tracestate);
     w.join();
   }
+  writeString(w, 26, input.batchId);
 }
 
 function writeString(w: ProtoWriter, field: number, value: string | undefined): void {

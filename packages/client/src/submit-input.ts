@@ -55,4 +55,6 @@ export interface SubmitInput {
   debounce?: { key: string; delayMs: number };
   /** W3C trace context of the producer's span. */
   trace?: { traceparent: string; tracestate?: string };
+  /** The batch (CreateBatch) the job joins. */
+  batchId?: string;
 }

@@ -60,6 +60,7 @@ export function registerStoreAdmin(program: Command): void {
         print(`  idempotency claims   ${copied.idempotencyClaims}`);
         print(`  pending webhooks     ${copied.callbacks}`);
         print(`  schedules            ${copied.schedules}`);
+        print(`  batches              ${copied.batches}`);
       } catch (error) {
         throw new CliError((error as Error).message, EXIT.failed);
       } finally {

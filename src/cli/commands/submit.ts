@@ -29,6 +29,7 @@ interface SubmitFlags {
   tag?: Record<string, string>;
   correlationId?: string;
   group?: string;
+  batchId?: string;
   json?: boolean | string;
   format: JobFormat;
 }
@@ -52,6 +53,7 @@ const JOB_FLAGS = [
   "tag",
   "correlationId",
   "group",
+  "batchId",
 ] as const;
 
 const EXAMPLES = `
@@ -90,6 +92,7 @@ export function registerSubmit(program: Command): void {
     .option("--tag <key=value>", "a label; repeat for more", tag)
     .option("--correlation-id <id>", "trace correlation id, stored and returned unchanged")
     .option("--group <key>", "the job's group within its queue (e.g. customer:42): group limits apply per group, groups take turns")
+    .option("--batch-id <id>", "the batch (worq batch create) the job joins")
     .option("--json [file]", "read the job as JSON from <file>, or stdin when no file or '-'; with <type>, print the answer as JSON")
     .addOption(new Option("--format <format>", "shape of the JSON read by --json").choices([...JOB_FORMATS]).default("worq"))
     .addHelpText("after", EXAMPLES);
@@ -145,6 +148,7 @@ function submitInputOfFlags(type: string, flags: SubmitFlags): SubmitInput {
   if (flags.tag) input.tags = flags.tag;
   if (flags.correlationId !== undefined) input.correlationId = flags.correlationId;
   if (flags.group !== undefined) input.groupKey = flags.group;
+  if (flags.batchId !== undefined) input.batchId = flags.batchId;
   return input;
 }
 

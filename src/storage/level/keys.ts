@@ -58,6 +58,9 @@ export const KEYS = {
   /** A schedule (docs/schedules.md): its definition and tick record as JSON; names sort like the key. */
   schedule: (name: string) => `s/${name}`,
   schedulePrefix: "s/",
+  /** BatchRecord JSON (model/batch.ts encodeBatch) of every batch. */
+  batch: (id: string) => `a/${id}`,
+  batchPrefix: "a/",
   /** Counters JSON. */
   counters: "m/counters",
   /** Keyspace layout version: "4"; "3", "2" and "1" (JSON metas) are still read (and migrated at open). */

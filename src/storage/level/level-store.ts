@@ -1,3 +1,4 @@
+import { decodeBatch, encodeBatch, type BatchRecord } from "../../model/batch.js";
 import { mkdirSync } from "node:fs";
 import { Level } from "level";
 import { WorqError } from "../../model/errors.js";
@@ -354,6 +355,10 @@ export class LevelStore implements Store {
     return [...counts.values()];
   }
 
+  async *batches(): AsyncIterable<BatchRecord> {
+    for await (const value of this.db.values(prefixRange(KEYS.batchPrefix))) yield decodeBatch(value);
+  }
+
   async *pendingCallbacks(): AsyncIterable<PendingCallback> {
     for await (const value of this.db.values(prefixRange(KEYS.callbackPrefix))) yield decodeJson<PendingCallback>(value);
   }
@@ -454,6 +459,9 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
       return;
     case "delete-schedule":
       ops.push({ type: "del", key: KEYS.schedule(write.name) });
+      return;
+    case "put-batch":
+      ops.push({ type: "put", key: KEYS.batch(write.batch.id), value: encodeBatch(write.batch) });
       return;
   }
 }

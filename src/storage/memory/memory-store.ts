@@ -15,6 +15,7 @@ import {
 } from "../../engine/store.js";
 import type { JobState, PriorityLevel } from "../../model/job.js";
 import { decodeSchedule, encodeSchedule, type StoredSchedule } from "../../model/schedule.js";
+import type { BatchRecord } from "../../model/batch.js";
 
 /** The data of a MemoryStore; pass the same one to a new MemoryStore to simulate a restart. */
 export interface MemoryData {
@@ -27,6 +28,7 @@ export interface MemoryData {
   queues: Map<string, QueueInfo>;
   /** Schedules by name, in their stored form (a copy on the way in and out). */
   schedules?: Map<string, string>;
+  batches: Map<string, BatchRecord>;
   counters: Counters;
 }
 
@@ -40,6 +42,7 @@ export function createMemoryData(): MemoryData {
     callbacks: new Map(),
     queues: new Map(),
     schedules: new Map(),
+    batches: new Map(),
     counters: { submitted: 0, processed: 0, failed: 0, evicted: 0 },
   };
 }
@@ -123,8 +126,16 @@ export class MemoryStore implements Store {
         case "delete-schedule":
           this.data.schedules?.delete(write.name);
           break;
+        case "put-batch":
+          this.data.batches.set(write.batch.id, write.batch);
+          break;
       }
     }
+  }
+
+  async *batches(): AsyncIterable<BatchRecord> {
+    await this.chain;
+    for (const batch of [...this.data.batches.values()]) yield structuredClone(batch);
   }
 
   async getMeta(jid: string): Promise<JobMeta | undefined> {

@@ -2,6 +2,7 @@ import { isPurgedAtExpiry, isTerminal, type JobMeta } from "../../model/job.js";
 import { claimKey, type Counters, type IdempotencyClaim, type QueueInfo, type StoreWrite } from "../../engine/store.js";
 import { encodeJson, encodeMetaJson } from "../record-codec.js";
 import { encodeSchedule, type StoredSchedule } from "../../model/schedule.js";
+import { encodeBatch, type BatchRecord } from "../../model/batch.js";
 
 /**
  * One group of commits as ONE SQL statement: data-modifying CTEs that delete and upsert each
@@ -58,7 +59,10 @@ WITH
     INSERT INTO worq_counters (id, submitted, processed, failed, evicted)
     SELECT 1, c[1], c[2], c[3], c[4] FROM (SELECT $29::bigint[] AS c) AS given WHERE cardinality(c) = 4
     ON CONFLICT (id) DO UPDATE SET submitted = EXCLUDED.submitted, processed = EXCLUDED.processed,
-      failed = EXCLUDED.failed, evicted = EXCLUDED.evicted)
+      failed = EXCLUDED.failed, evicted = EXCLUDED.evicted),
+  put_batches AS (
+    INSERT INTO worq_batches (id, created_at_ms, record) SELECT * FROM unnest($42::text[], $43::bigint[], $44::bytea[])
+    ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record)
 SELECT 1`;
 
 /**
@@ -103,6 +107,7 @@ interface RowOps {
   claims: Map<string, Put<IdempotencyClaim> & { namespace: string; type: string; key: string }>;
   queues: Map<string, QueueInfo>;
   schedules: Map<string, Put<StoredSchedule>>;
+  batches: Map<string, BatchRecord>;
   counters: Counters | undefined;
 }
 
@@ -118,6 +123,7 @@ function rowOpsOf(writes: readonly StoreWrite[]): RowOps {
     claims: new Map(),
     queues: new Map(),
     schedules: new Map(),
+    batches: new Map(),
     counters: undefined,
   };
   for (const write of writes) {
@@ -176,6 +182,9 @@ function rowOpsOf(writes: readonly StoreWrite[]): RowOps {
         break;
       case "delete-schedule":
         ops.schedules.set(write.name, DELETE);
+        break;
+      case "put-batch":
+        ops.batches.set(write.batch.id, write.batch);
         break;
     }
   }
@@ -253,6 +262,9 @@ export function commitParameters(writes: readonly StoreWrite[]): { values: unkno
     schedules.deleted,
     schedules.put.map(([name]) => name),
     schedules.put.map(([, schedule]) => encodeSchedule(schedule)),
+    [...ops.batches.keys()],
+    [...ops.batches.values()].map((batch) => Math.floor(batch.createdAtMs)),
+    [...ops.batches.values()].map((batch) => buffer(encodeBatch(batch))),
   ];
   const rows =
     ops.jobs.size +
@@ -263,6 +275,7 @@ export function commitParameters(writes: readonly StoreWrite[]): { values: unkno
     ops.claims.size +
     ops.queues.size +
     ops.schedules.size +
+    ops.batches.size +
     (ops.counters ? 1 : 0);
   return { values, rows };
 }

@@ -159,6 +159,13 @@ export const MIGRATIONS: readonly Migration[] = [
     // written in the same statement as the job its tick enqueues (docs/schedules.md).
     sql: `CREATE TABLE worq_schedules (name text COLLATE "C" PRIMARY KEY, schedule text NOT NULL);`,
   },
+  {
+    version: 11,
+    name: "batches",
+    // Every batch (CreateBatch) as its JSON record (model/batch.ts encodeBatch), with its
+    // creation time for listings newest first.
+    sql: `CREATE TABLE worq_batches (id text COLLATE "C" PRIMARY KEY, created_at_ms bigint NOT NULL, record bytea NOT NULL);`,
+  },
 ];
 
 /** Rows decoded and updated per round trip of a backfill. */

@@ -1,3 +1,4 @@
+import { decodeBatch, type BatchRecord } from "../../model/batch.js";
 import pg from "pg";
 import { WorqError } from "../../model/errors.js";
 import type { JobBody, JobMeta, JobState, PriorityLevel, QueueConfig } from "../../model/job.js";
@@ -293,6 +294,19 @@ export class PostgresStore implements Store {
       "SELECT queue, state, count(*) AS count FROM worq_jobs WHERE finished_at_ms IS NOT NULL GROUP BY queue, state",
     );
     return rows.map((row) => ({ queue: row.queue, state: row.state, count: Number(row.count) }));
+  }
+
+  async *batches(): AsyncIterable<BatchRecord> {
+    let after = "";
+    for (;;) {
+      const { rows } = await this.pool.query<{ id: string; record: Buffer }>(
+        "SELECT id, record FROM worq_batches WHERE id > $1 ORDER BY id LIMIT $2",
+        [after, PAGE_ROWS],
+      );
+      for (const row of rows) yield decodeBatch(row.record);
+      if (rows.length < PAGE_ROWS) return;
+      after = rows[rows.length - 1]!.id;
+    }
   }
 
   async *pendingCallbacks(): AsyncIterable<PendingCallback> {

@@ -26,6 +26,9 @@ const NON_ADMIN_GRANTS: Record<Exclude<Role, "admin">, string[]> = {
     "/worq.v1.ProducerService/Cancel",
     "/worq.v1.ProducerService/CollectChildren",
     "/worq.v1.ProducerService/WatchJob",
+    "/worq.v1.ProducerService/CreateBatch",
+    "/worq.v1.ProducerService/SealBatch",
+    "/worq.v1.ProducerService/GetBatch",
     "/worq.v1.AdminService/GetJob",
   ],
   worker: [

@@ -39,6 +39,8 @@ from .errors import (
 from ._channel import TLS
 from .types import (
     Backoff,
+    Batch,
+    BatchState,
     Dependencies,
     DependencyType,
     Failure,
@@ -70,6 +72,8 @@ __all__ = [
     "Dependencies",
     "DependencyType",
     "SubmitResult",
+    "Batch",
+    "BatchState",
     "UniqueUntil",
     "Backoff",
     "OnExhausted",

@@ -10,14 +10,14 @@ from typing import Any, AsyncIterator, Awaitable, Callable, List, Mapping, Optio
 import grpc
 import grpc.aio
 
-from worq.v1 import admin_service_pb2, admin_service_pb2_grpc
+from worq.v1 import admin_service_pb2, admin_service_pb2_grpc, batch_pb2
 from worq.v1 import producer_service_pb2, producer_service_pb2_grpc
 
 from . import _convert
 from ._channel import TLS, ChannelOptions, open_channel
 from ._convert import Seconds
 from .errors import DeadlineExceeded, from_rpc_error
-from .types import Dependencies, Job, JobSpec, JobState, Priority, RetryPolicy, SubmitResult
+from .types import Batch, Dependencies, Job, JobSpec, JobState, Priority, RetryPolicy, SubmitResult
 
 __all__ = ["Client"]
 
@@ -136,6 +136,7 @@ class Client:
         unique: Optional[Mapping[str, Any]] = None,
         debounce: Optional[Mapping[str, Any]] = None,
         trace: Union[Mapping[str, str], bool, None] = None,
+        batch_id: Optional[str] = None,
     ) -> str:
         """Creates one job and returns its jid once it is on disk.
 
@@ -152,6 +153,7 @@ class Client:
         puts the job in a group of its queue (limits per group, turns between groups).
         ``trace`` (``{"traceparent", "tracestate"}``) is the W3C trace context the job carries;
         by default the active OpenTelemetry span's, when opentelemetry-api is installed; False: none.
+        ``batch_id`` adds it to a batch (:meth:`create_batch`).
         """
         spec = JobSpec(
             type=type,
@@ -178,6 +180,7 @@ class Client:
             unique=unique,
             debounce=debounce,
             trace=trace,
+            batch_id=batch_id,
         )
         return (await self._submit(spec)).jid
 
@@ -231,6 +234,86 @@ class Client:
                 raise
             return await self.wait_result(err.jid, left)  # waits over an hour: keep waiting
         return Job(response.job)
+
+    # --- batches --------------------------------------------------------------------------
+
+    async def create_batch(
+        self,
+        *,
+        description: str = "",
+        parent_batch_id: Optional[str] = None,
+        on_success: Union[JobSpec, Mapping[str, Any], None] = None,
+        on_complete: Union[JobSpec, Mapping[str, Any], None] = None,
+        on_success_webhook: Optional[str] = None,
+        on_complete_webhook: Optional[str] = None,
+    ) -> Batch:
+        """Creates an open batch; jobs join it with ``submit(..., batch_id=batch.id)``. Once
+        sealed (:meth:`seal_batch`) and every job and child batch finished, it is done and its
+        callback jobs are enqueued once: ``on_complete`` always, ``on_success`` only when every
+        job COMPLETED. Each callback is a :class:`JobSpec` or a dict of :meth:`submit`'s keyword
+        arguments plus ``type``; its ``custom`` gets ``"batch_id"``. ``on_success_webhook`` and
+        ``on_complete_webhook`` are URLs POSTed the batch at the same moments (their origin must
+        be in the server's ``--callback-allow``)."""
+        spec = batch_pb2.BatchSpec(description=description, parent_batch_id=parent_batch_id or "")
+        if on_success is not None:
+            spec.on_success.job.CopyFrom(JobSpec.coerce(on_success, "batch.on_success.job").to_proto("batch.on_success.job"))
+        if on_complete is not None:
+            spec.on_complete.job.CopyFrom(JobSpec.coerce(on_complete, "batch.on_complete.job").to_proto("batch.on_complete.job"))
+        if on_success_webhook:
+            spec.on_success.webhook_url = on_success_webhook
+        if on_complete_webhook:
+            spec.on_complete.webhook_url = on_complete_webhook
+        request = producer_service_pb2.CreateBatchRequest(batch=spec)
+        producer, _ = self._stubs()
+        response: producer_service_pb2.CreateBatchResponse = await self._call(
+            lambda: producer.CreateBatch(request, timeout=self.timeout)
+        )
+        return Batch(response.batch)
+
+    async def seal_batch(self, batch_id: str) -> Batch:
+        """Seals a batch: only its own running jobs add jobs to it from now on (with
+        ``parent_jid`` naming themselves). :class:`worq.errors.LeaseLost` (FAILED_PRECONDITION)
+        when it is already sealed."""
+        request = producer_service_pb2.SealBatchRequest(id=batch_id)
+        producer, _ = self._stubs()
+        response: producer_service_pb2.SealBatchResponse = await self._call(
+            lambda: producer.SealBatch(request, timeout=self.timeout)
+        )
+        return Batch(response.batch)
+
+    async def get_batch(self, batch_id: str) -> Batch:
+        """The batch now, with its counts."""
+        request = producer_service_pb2.GetBatchRequest(id=batch_id)
+        producer, _ = self._stubs()
+        response: producer_service_pb2.GetBatchResponse = await self._call(
+            lambda: producer.GetBatch(request, timeout=self.timeout)
+        )
+        return Batch(response.batch)
+
+    async def wait_batch(self, batch_id: str, timeout: Seconds = 60.0) -> Batch:
+        """Waits up to ``timeout`` (seconds or timedelta) for the batch to be done and returns
+        it; :class:`worq.errors.DeadlineExceeded` if it is not by then."""
+        wait = _convert.seconds_of(timeout, "timeout")
+        if wait < 0:
+            raise ValueError("timeout: must be >= 0")
+        producer, _ = self._stubs()
+        deadline = time.monotonic() + wait
+        while True:
+            chunk = min(max(deadline - time.monotonic(), 0.0), _MAX_SERVER_WAIT)
+            request = producer_service_pb2.GetBatchRequest(id=batch_id, wait=_convert.to_duration(chunk, "timeout"))
+            try:
+                response: producer_service_pb2.GetBatchResponse = await self._call(
+                    lambda: producer.GetBatch(request, timeout=chunk + _WAIT_MARGIN)
+                )
+            except DeadlineExceeded:
+                if deadline - time.monotonic() > 0:
+                    continue
+                raise
+            batch = Batch(response.batch)
+            if batch.done or chunk == 0:
+                return batch
+            if deadline - time.monotonic() <= 0:
+                return batch
 
     # --- following ------------------------------------------------------------------------
 

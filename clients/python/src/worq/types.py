@@ -10,7 +10,7 @@ import json
 from functools import cached_property
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Type, TypeVar, Union
 
-from worq.v1 import job_pb2
+from worq.v1 import batch_pb2, job_pb2
 
 from . import _convert, _tracing
 from ._convert import Seconds
@@ -27,6 +27,8 @@ __all__ = [
     "JobSpec",
     "Failure",
     "Job",
+    "BatchState",
+    "Batch",
 ]
 
 
@@ -262,6 +264,8 @@ class JobSpec:
     #: None (default): the active OpenTelemetry span's, when opentelemetry-api is installed and a
     #: span is active; False: none (docs/tracing.md).
     trace: Union[Mapping[str, str], bool, None] = None
+    #: The batch (:meth:`Client.create_batch`) the job joins.
+    batch_id: Optional[str] = None
 
     @classmethod
     def coerce(cls, value: Union["JobSpec", Mapping[str, Any]], where: str = "job") -> "JobSpec":
@@ -316,6 +320,8 @@ class JobSpec:
             out.correlation_id = self.correlation_id
         if self.group is not None:
             out.group_key = self.group
+        if self.batch_id is not None:
+            out.batch_id = self.batch_id
         if self.ttl is not None:
             out.ttl.CopyFrom(_convert.to_duration(self.ttl, f"{where}.ttl"))
         if self.idempotency_key is not None:
@@ -517,6 +523,11 @@ class Job:
         return self.raw.trace.tracestate
 
     @property
+    def batch_id(self) -> str:
+        """The batch the job belongs to (empty: none)."""
+        return self.raw.batch_id
+
+    @property
     def parent_jid(self) -> str:
         return self.raw.parent_jid
 
@@ -600,3 +611,87 @@ class Job:
     @property
     def lease_expires_at(self) -> Optional[_dt.datetime]:
         return _convert.optional_timestamp(self.raw, "lease_expires_at")
+
+
+class BatchState(enum.IntEnum):
+    """Where a batch is: OPEN takes jobs from anyone; SEALED only from its own running jobs;
+    SUCCEEDED and FINISHED_WITH_FAILURES are done (its callbacks ran)."""
+
+    UNSPECIFIED = 0
+    OPEN = 1
+    SEALED = 2
+    SUCCEEDED = 3
+    FINISHED_WITH_FAILURES = 4
+
+
+class Batch:
+    """A batch of jobs with its counts. Wraps the ``worq.v1.Batch`` proto (``batch.raw``)."""
+
+    def __init__(self, raw: batch_pb2.Batch) -> None:
+        self.raw: batch_pb2.Batch = raw
+
+    def __repr__(self) -> str:
+        return f"<worq.Batch {self.id} state={self.state.name} total={self.total} pending={self.pending}>"
+
+    @property
+    def id(self) -> str:
+        return self.raw.id
+
+    @property
+    def description(self) -> str:
+        return self.raw.description
+
+    @property
+    def parent_batch_id(self) -> str:
+        return self.raw.parent_batch_id
+
+    @property
+    def state(self) -> BatchState:
+        return BatchState(self.raw.state)
+
+    @property
+    def done(self) -> bool:
+        """Whether every job and child batch finished (and the callbacks ran)."""
+        return self.state in (BatchState.SUCCEEDED, BatchState.FINISHED_WITH_FAILURES)
+
+    @property
+    def total(self) -> int:
+        return self.raw.total
+
+    @property
+    def pending(self) -> int:
+        return self.raw.pending
+
+    @property
+    def completed(self) -> int:
+        return self.raw.completed
+
+    @property
+    def failed(self) -> int:
+        """Jobs that ended FAILED, DEAD_LETTER or CANCELLED."""
+        return self.raw.failed
+
+    @property
+    def child_batches(self) -> int:
+        return self.raw.child_batches
+
+    @property
+    def pending_child_batches(self) -> int:
+        return self.raw.pending_child_batches
+
+    @property
+    def on_success_jid(self) -> str:
+        """The on_success callback job, once enqueued (empty before, and when it never runs)."""
+        return self.raw.on_success_jid
+
+    @property
+    def on_complete_jid(self) -> str:
+        return self.raw.on_complete_jid
+
+    @property
+    def created_at(self) -> Optional[_dt.datetime]:
+        return _convert.optional_timestamp(self.raw, "created_at")
+
+    @property
+    def finished_at(self) -> Optional[_dt.datetime]:
+        return _convert.optional_timestamp(self.raw, "finished_at")
