@@ -7,8 +7,8 @@ import { LIMITS } from "../model/limits.js";
 import type { QueueLanes } from "./queue-lanes.js";
 import { dependencyFailed, firstState, transition, type JobEvent } from "./state-machine.js";
 import type { DependencyOutcome } from "./dependency-plan.js";
-import { claimKey, type Counters, type IdempotencyClaim, type PendingCallback, type Store, type StoreWrite } from "./store.js";
-import { endedClaims } from "./flow-keys.js";
+import type { Counters, IdempotencyClaim, PendingCallback, Store, StoreWrite } from "./store.js";
+import { releaseEndedClaims } from "./flow-keys.js";
 import { QueueRegistry } from "./queue-registry.js";
 import { LeaseSlots } from "./lease-slots.js";
 import { storageFailure } from "./storage-failure.js";
@@ -256,7 +256,7 @@ export class EngineCore {
     const moved = cascade.length > 0 ? writes.concat(cascade) : writes;
     const batches = this.batches.size > 0 ? batchWrites(this, moved) : undefined; // batch-counts.ts
     const joined = batches ? moved.concat(batches.writes) : moved;
-    const released = this.releaseClaims(joined);
+    const released = releaseEndedClaims(this.claims, joined);
     const observed = released.length > 0 ? joined.concat(released) : joined;
     this.queues.observe(observed);
     this.observeWrites(observed);
@@ -314,27 +314,6 @@ export class EngineCore {
       }
       throw storageFailure(this.fatal);
     });
-  }
-
-  /**
-   * The unique and debounce keys (flow-keys.ts) that `writes` end, taken out of memory, as
-   * writes that delete them in the same commit: a key is free once the write that frees it is.
-   */
-  private releaseClaims(writes: readonly StoreWrite[]): StoreWrite[] {
-    let released: StoreWrite[] | undefined;
-    for (const write of writes) {
-      if (write.kind !== "put-meta" && write.kind !== "delete-job") continue;
-      const meta = write.meta;
-      if (meta.uniqueKey === undefined && meta.debounceKey === undefined) continue;
-      for (const claim of endedClaims(meta, write.kind === "delete-job")) {
-        const key = claimKey(claim.namespace, claim.type, claim.key);
-        const held = this.claims.get(key);
-        if (held?.jid !== meta.jid) continue; // already taken by a later job
-        this.claims.delete(key);
-        (released ??= []).push({ kind: "delete-idempotency", claim: held });
-      }
-    }
-    return released ?? [];
   }
 
   /** A job ended in `state`: moves the PENDING jobs waiting for it on (docs/state-machine.md), cascading. */

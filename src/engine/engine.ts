@@ -32,17 +32,8 @@ import { collectChildren, type ChildrenPage } from "./children.js";
 import type { ChildCursor } from "./store.js";
 import { onCallbackDue, settleCallback } from "./callbacks.js";
 import type { ScheduleSpec, StoredSchedule } from "../model/schedule.js";
-import {
-  applyConfigSchedules,
-  deleteSchedule,
-  getSchedule,
-  listSchedules,
-  putSchedule,
-  runScheduleNow,
-  setSchedulePaused,
-  type ScheduleView,
-} from "./schedules.js";
-import { createBatch, getBatch, listBatches, sealBatch, type BatchCursor, type BatchInput, type BatchPage } from "./batches.js";
+import * as schedules from "./schedules.js";
+import * as batches from "./batches.js";
 import type { BatchRecord, BatchState } from "../model/batch.js";
 
 export type * from "./engine-types.js";
@@ -62,9 +53,7 @@ export function unfinishedJobs(info: EngineInfo): number {
  * calls `tick()` at `nextWakeMs()` (see src/wakeup.ts).
  *
  * This class is the engine's public face only: its state and the one path that changes jobs
- * and writes them live in engine-core.ts, and each concern in a file of its own beside it
- * (submit.ts, dispatch.ts, reports.ts, cancel-delete.ts, queue-admin.ts, paging.ts,
- * read-views.ts, timers.ts, recovery.ts, callbacks.ts).
+ * and writes them live in engine-core.ts, and each concern in a file of its own beside it.
  */
 export class Engine {
   private readonly core: EngineCore;
@@ -74,9 +63,8 @@ export class Engine {
   }
 
   /**
-   * Opens the store and rebuilds the indexes from it: ready jobs in their FIFO order, due
-   * times of delayed and retrying jobs, and leases (with their deadlines, capped at now +
-   * orphan grace since no worker stream survives a restart).
+   * Opens the store and rebuilds the indexes from it: ready jobs in order, due times, and
+   * leases (capped at now + orphan grace: no worker stream survives a restart).
    */
   open(): Promise<void> {
     return recover(this.core);
@@ -242,23 +230,23 @@ export class Engine {
   }
 
   /** Creates an open batch (batches.ts, docs/batches.md); resolves once durable. */
-  createBatch(input: BatchInput): Promise<BatchRecord> {
-    return createBatch(this.core, input);
+  createBatch(input: batches.BatchInput): Promise<BatchRecord> {
+    return batches.createBatch(this.core, input);
   }
 
   /** Seals a batch: FAILED_PRECONDITION if already sealed, NOT_FOUND if none. */
   sealBatch(id: string): Promise<BatchRecord> {
-    return sealBatch(this.core, id);
+    return batches.sealBatch(this.core, id);
   }
 
   /** A batch with its counts; with `waitMs` > 0, once it is done (DEADLINE_EXCEEDED if it is not by then). */
   getBatch(id: string, waitMs: number, signal?: AbortSignal): Promise<BatchRecord> {
-    return getBatch(this.core, id, waitMs, signal);
+    return batches.getBatch(this.core, id, waitMs, signal);
   }
 
   /** Batches newest first, a page at a time. */
-  listBatches(pageSize: number | undefined, after: BatchCursor | undefined, state?: BatchState): BatchPage {
-    return listBatches(this.core, pageSize, after, state);
+  listBatches(pageSize: number | undefined, after: batches.BatchCursor | undefined, state?: BatchState): batches.BatchPage {
+    return batches.listBatches(this.core, pageSize, after, state);
   }
 
   /**
@@ -371,38 +359,38 @@ export class Engine {
    * Creates or replaces a schedule (docs/schedules.md; its tick history kept); fields are
    * named `${field}.<name>`. Resolves once durable, with the schedule and its next runs.
    */
-  putSchedule(spec: ScheduleSpec, source: StoredSchedule["source"] = "api", field = "schedule"): Promise<ScheduleView> {
-    return putSchedule(this.core, spec, source, field);
+  putSchedule(spec: ScheduleSpec, source: StoredSchedule["source"] = "api", field = "schedule"): Promise<schedules.ScheduleView> {
+    return schedules.putSchedule(this.core, spec, source, field);
   }
 
   /** One schedule; throws WORQ_NOT_FOUND naming `name`. */
-  getSchedule(name: string): Promise<ScheduleView> {
-    return getSchedule(this.core, name);
+  getSchedule(name: string): Promise<schedules.ScheduleView> {
+    return schedules.getSchedule(this.core, name);
   }
 
   /** Every schedule, sorted by name. */
-  listSchedules(): Promise<ScheduleView[]> {
-    return listSchedules(this.core);
+  listSchedules(): Promise<schedules.ScheduleView[]> {
+    return schedules.listSchedules(this.core);
   }
 
   /** Stops a schedule's ticks (true) or starts them again (false; ticks meanwhile are missed ticks). */
   setSchedulePaused(name: string, paused: boolean): Promise<void> {
-    return setSchedulePaused(this.core, name, paused);
+    return schedules.setSchedulePaused(this.core, name, paused);
   }
 
   /** Removes a schedule; the jobs it enqueued stay. */
   deleteSchedule(name: string): Promise<void> {
-    return deleteSchedule(this.core, name);
+    return schedules.deleteSchedule(this.core, name);
   }
 
   /** Enqueues the schedule's job now (overlap applies); the jid, or "" when the policy skipped it. */
   runScheduleNow(name: string): Promise<string> {
-    return runScheduleNow(this.core, name);
+    return schedules.runScheduleNow(this.core, name);
   }
 
   /** Makes `specs` the schedules of source "config" (the --schedules file): others of that source are deleted. */
   applyConfigSchedules(specs: readonly ScheduleSpec[]): Promise<void> {
-    return applyConfigSchedules(this.core, specs);
+    return schedules.applyConfigSchedules(this.core, specs);
   }
 
   /** The webhook of `jid` was delivered (or given up): forget it. */

@@ -10,7 +10,7 @@ import { createHash } from "node:crypto";
 import { invalid } from "../model/errors.js";
 import { isTerminal, type JobMeta, type JsonValue, type SubmitInput } from "../model/job.js";
 import { checkText } from "./value-checks.js";
-import type { IdempotencyClaim } from "./store.js";
+import { claimKey, type IdempotencyClaim, type StoreWrite } from "./store.js";
 
 /** The claim namespace of unique keys. */
 export const UNIQUE_NAMESPACE = "#unique";
@@ -132,4 +132,26 @@ export function endedClaims(meta: JobMeta, deleted: boolean): IdempotencyClaim[]
     ended.push({ namespace: DEBOUNCE_NAMESPACE, type: meta.queue, key: meta.debounceKey, jid: meta.jid, expiresAtMs: 0 });
   }
   return ended;
+}
+
+/**
+ * The unique and debounce keys that `writes` end, taken out of `claims` (the engine's, by
+ * claimKey), as writes that delete them in the same commit: a key is free once the write that
+ * frees it is.
+ */
+export function releaseEndedClaims(claims: Map<string, IdempotencyClaim>, writes: readonly StoreWrite[]): StoreWrite[] {
+  let released: StoreWrite[] | undefined;
+  for (const write of writes) {
+    if (write.kind !== "put-meta" && write.kind !== "delete-job") continue;
+    const meta = write.meta;
+    if (meta.uniqueKey === undefined && meta.debounceKey === undefined) continue;
+    for (const claim of endedClaims(meta, write.kind === "delete-job")) {
+      const key = claimKey(claim.namespace, claim.type, claim.key);
+      const held = claims.get(key);
+      if (held?.jid !== meta.jid) continue; // already taken by a later job
+      claims.delete(key);
+      (released ??= []).push({ kind: "delete-idempotency", claim: held });
+    }
+  }
+  return released ?? [];
 }

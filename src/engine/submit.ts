@@ -324,8 +324,7 @@ function createJobs(
   });
   core.counters.submitted += writes.filter((write) => write.kind === "put-job").length;
   const debouncedJids = new Set([...debounced].map((i) => planned[i]!.existingJid!));
-  // Writes of the caller's that must be durable with these jobs (a schedule's tick record).
-  if (alongside) writes.push(...alongside(results));
+  if (alongside) writes.push(...alongside(results)); // the caller's (a schedule's tick record), durable with these jobs
   const durable = writes.length > 0 ? core.persist(writes) : Promise.resolve();
   schedulePump(core); // submits parsed from one socket read are delivered together
   return {
