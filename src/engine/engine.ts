@@ -39,7 +39,7 @@ import type { BatchRecord, BatchState } from "../model/batch.js";
 export type * from "./engine-types.js";
 export type { JobChange } from "./job-watch.js";
 export type { ScheduleView } from "./schedules.js";
-export type { BatchCursor, BatchInput, BatchPage } from "./batches.js";
+export type { BatchCursor, BatchInput } from "./batches.js";
 
 /** Every unfinished job of an engine: those in memory and the ready ones left in the store. */
 export function unfinishedJobs(info: EngineInfo): number {

@@ -120,7 +120,7 @@ export function takesDebounce(holder: JobMeta | undefined): holder is JobMeta {
  * The claims a write of `meta` (its deletion when `deleted`) ends: a STARTED
  * unique key and a debounce key at the first lease, those and a FINISHED key when the job ends.
  */
-export function endedClaims(meta: JobMeta, deleted: boolean): IdempotencyClaim[] {
+function endedClaims(meta: JobMeta, deleted: boolean): IdempotencyClaim[] {
   const ended: IdempotencyClaim[] = [];
   const over = deleted || isTerminal(meta.state);
   if (meta.uniqueKey !== undefined && meta.uniqueUntil !== undefined && meta.uniqueUntil !== "WINDOW") {
