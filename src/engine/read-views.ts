@@ -139,9 +139,16 @@ export async function getJob(core: EngineCore, jid: string): Promise<JobView> {
   const finishing = core.finishing.get(jid)?.commit;
   // Only the wait matters: a failed commit made the engine fatal, and the store read below tells.
   if (finishing && !core.live.has(jid)) await finishing.catch(() => {});
-  const meta = core.live.get(jid) ?? (await core.store.getMeta(jid));
+  let meta = core.live.get(jid) ?? (await core.store.getMeta(jid));
   if (!meta) throw notFound(jid);
-  const [body] = await core.store.getBodies([jid]);
+  let [body] = await core.store.getBodies([jid]);
+  if (!body && core.live.has(jid)) {
+    // Delivered before its submit was durable (delivery does not wait for it): a worker may
+    // ask about the job, or report it, while its body is still in the commit in flight.
+    await core.lastCommit.catch(() => {}); // a failed commit made the engine fatal; the reads below tell
+    meta = core.live.get(jid) ?? (await core.store.getMeta(jid)) ?? meta;
+    [body] = await core.store.getBodies([jid]);
+  }
   if (!body) throw notFound(jid);
   const view: JobView = { meta, body };
   // Ack stores a result, and so may Fail (of any attempt, whatever it led to).

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { decodeBinaryMeta, encodeBinaryMeta } from "../../src/model/meta-binary.js";
-import { CollectingSink, flush, openEngine, submitOne } from "./helpers.js";
+import { CollectingSink, flush, GatedStore, openEngine, single, submitOne } from "./helpers.js";
 
 const MINUTE = 60_000;
 
@@ -68,5 +68,25 @@ describe("Detached leases (a door's reservations, as Faktory's FETCH takes them)
     expect(decodeBinaryMeta(encodeBinaryMeta(meta, false)).lease).toEqual(meta.lease);
     const { detached: _detached, ...attachedLease } = meta.lease!;
     expect(decodeBinaryMeta(encodeBinaryMeta({ ...meta, lease: attachedLease }, false)).lease).toEqual(attachedLease);
+  });
+  it("a job delivered before its submit is durable reads back, and a report about it lands, once the submit is on disk", async () => {
+    // Delivery does not wait for the submit's commit: on a slow disk a worker (a Faktory
+    // client, whose ACK looks the job up first) can report before the job's body is stored.
+    const store = new GatedStore();
+    const { engine } = await openEngine({ store });
+    const sink = new CollectingSink();
+    engine.openLease({ queues: ["faktory"], workerId: "faktory:w:1", credits: 1, detached: true }, sink);
+    store.stallCommits = true;
+    const submitted = engine.submit([{ type: "t", queue: "faktory" }], single);
+    await flush();
+    const [grant] = sink.grants;
+    expect(grant).toBeDefined();
+    const read = engine.getJob(grant!.meta.jid);
+    await flush();
+    store.release();
+    expect((await read).meta).toMatchObject({ state: "RUNNING", lease: { leaseId: grant!.meta.lease!.leaseId } });
+    await submitted;
+    await engine.ack(grant!.meta.jid, grant!.meta.lease!.leaseId, new Uint8Array());
+    expect((await engine.getJob(grant!.meta.jid)).meta.state).toBe("COMPLETED");
   });
 });

@@ -49,9 +49,13 @@ describe("Faktory's door and Worq's own: one set of jobs", () => {
   };
   /** What faktory-worker's workers reported as errors (it retries them itself): shown when a job does not finish. */
   const workerErrors: string[] = [];
-  const finishes = (jid: string) =>
-    worq.waitResult(jid, 10_000).catch((error: unknown) => {
-      throw new Error(`${String(error)}; faktory-worker's errors: ${JSON.stringify(workerErrors)}`);
+  const finishes = (jid: string, fetched: JobPayload[]) =>
+    worq.waitResult(jid, 10_000).catch(async (error: unknown) => {
+      const { job } = await server.admin.getJob({ jid });
+      const lease = job && { state: JobState[job.state], workerId: job.workerId, attempt: job.attempt, previous: job.previousLeaseIds };
+      throw new Error(
+        `${String(error)}; faktory-worker fetched ${JSON.stringify(fetched.map((payload) => payload.jid))}, its errors: ${JSON.stringify(workerErrors)}; the lease: ${JSON.stringify(lease)}`,
+      );
     });
   /** A faktory-worker worker on `queues` that records the payloads it fetched. */
   const faktoryWorker = async (queues: string[], handlers: Record<string, (...args: unknown[]) => unknown>) => {
@@ -100,7 +104,7 @@ describe("Faktory's door and Worq's own: one set of jobs", () => {
     const ran: unknown[] = [];
     const fetched = await faktoryWorker(["mixed-b"], { Email: (...args) => void ran.push(args) });
     const jid = await worq.submit("Email", { queue: "mixed-b", args: ["to@example.com", { subject: "hi" }], custom: { trace: "t1" } });
-    const done = await finishes(jid);
+    const done = await finishes(jid, fetched);
     expect(done.state).toBe(JobState.COMPLETED);
     expect(ran).toEqual([["to@example.com", { subject: "hi" }]]);
     expect(fetched[0]).toMatchObject({ jid, jobtype: "Email", queue: "mixed-b", custom: { trace: "t1" } });
@@ -154,7 +158,7 @@ describe("Faktory's door and Worq's own: one set of jobs", () => {
 
     const fetched = await faktoryWorker(["mixed-d"], { Report: () => {} });
     expect((await server.admin.runJobsNow({ jids: [jid] })).scheduled).toBe(1n);
-    expect((await finishes(jid)).state).toBe(JobState.COMPLETED);
+    expect((await finishes(jid, fetched)).state).toBe(JobState.COMPLETED);
     expect(fetched).toHaveLength(1);
     expect(fetched[0]).toMatchObject({
       jid,
