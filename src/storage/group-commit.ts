@@ -1,3 +1,5 @@
+import { markLatency } from "@worq/client/latency-marks.js";
+
 /**
  * Serialises durable batch writes and lets concurrent callers share one fsync: while one
  * write is in flight, everything that arrives queues up and goes out as the next single
@@ -30,7 +32,9 @@ export class GroupCommitter<Op> {
       const group = this.queue;
       this.queue = [];
       try {
+        markLatency("store.write", group.length);
         await this.writeDurably(group.flatMap((entry) => entry.ops));
+        markLatency("store.written", group.length);
         for (const entry of group) entry.resolve();
       } catch (error) {
         for (const entry of group) entry.reject(error);

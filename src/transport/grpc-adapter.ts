@@ -6,6 +6,7 @@ import type { ConcurrentCallLimit } from "./call-limit.js";
 import { contextValuesOf } from "./call-values.js";
 import type { ErrorLogger } from "./error-mapping.js";
 import { internalErrorMessage, newRequestId } from "./request-id.js";
+import { markLatency } from "@worq/client/latency-marks.js";
 
 /**
  * Request readers that replace fromBinary for some methods (by local name): what they return
@@ -52,6 +53,7 @@ export function addConnectService<S extends DescService, Handlers extends object
       : (value: unknown) => (isMessage(value, method.output) ? value : create(method.output, value as never));
     if (method.methodKind === "unary") {
       handlers[method.localName] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
+        markLatency("rpc.received", method.name);
         if (call.request instanceof MalformedRequest) {
           onCall(method.name, "INVALID_ARGUMENT", 0);
           callback(call.request.status());
@@ -70,7 +72,9 @@ export function addConnectService<S extends DescService, Handlers extends object
         Promise.resolve()
           .then(() => fn.call(impl, call.request, ctx))
           .then((response) => {
+            markLatency("rpc.answering", method.name);
             callback(null, toOutput(response), ctx.trailers());
+            markLatency("rpc.answered", method.name);
             done("OK");
           })
           .catch((error: unknown) => {
@@ -99,7 +103,9 @@ export function addConnectService<S extends DescService, Handlers extends object
           for await (const response of fn.call(impl, call.request, ctx) as AsyncIterable<unknown>) {
             if (call.cancelled) return;
             // Back-pressure: pull the next message only once grpc-js has drained its buffer.
-            if (!call.write(toOutput(response))) await once(call, "drain", { signal: ctx.signal });
+            const written = call.write(toOutput(response));
+            markLatency("stream.written", method.name);
+            if (!written) await once(call, "drain", { signal: ctx.signal });
           }
           call.end(ctx.trailers());
         } catch (error) {

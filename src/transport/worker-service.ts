@@ -22,6 +22,7 @@ import { guarded } from "./handler-guard.js";
 import { Outbox } from "./outbox.js";
 import { leaseResponseOf, type LeaseAnswer } from "./lease-answer.js";
 import type { ItemOutcome, ReportAnswer, ReportItems } from "./report-wire.js";
+import { markLatency } from "@worq/client/latency-marks.js";
 
 export interface WorkerServiceOptions {
   /** An idle Lease stream gets a keepalive message this often (must stay under 30 s). */
@@ -59,7 +60,10 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
           order: queueOrderOf(request.order),
         },
         {
-          deliver: (grants: LeaseGrant[]) => outbox.push({ message: { grants }, last: false }),
+          deliver: (grants: LeaseGrant[]) => {
+            markLatency("lease.deliver", grants.length);
+            outbox.push({ message: { grants }, last: false });
+          },
           control: (action, reason) =>
             outbox.push({
               message: create(LeaseResponseSchema, {

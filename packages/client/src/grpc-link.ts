@@ -5,6 +5,7 @@ import tls from "node:tls";
 import { Code } from "@connectrpc/connect";
 import { WorqClientError } from "./errors.js";
 import { resolveEndpoint, type ConnectionOptions } from "./transport.js";
+import { markLatency } from "./latency-marks.js";
 
 const { NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM } = http2.constants;
 
@@ -92,6 +93,7 @@ export class GrpcLink {
 
   /** Opens one call; returns its controls (cancel, pause, resume). `sink.end` is called exactly once. */
   private start(path: string, request: Uint8Array, sink: CallSink, extraHeaders?: http2.OutgoingHttpHeaders): CallControl {
+    markLatency("client.call", path);
     const link = this.session();
     let stream: http2.ClientHttp2Stream;
     try {
@@ -113,6 +115,7 @@ export class GrpcLink {
     const finish = () => {
       if (ended) return;
       ended = true;
+      markLatency("client.closed", path);
       link.closedOne();
       if (cancelled) return sink.end(new WorqClientError(Code.Canceled, "cancelled by the client"));
       if (status !== undefined) return sink.end(status ?? undefined);
@@ -130,10 +133,12 @@ export class GrpcLink {
       else sink.headers?.(headers);
     });
     stream.on("trailers", (trailers) => {
+      markLatency("client.trailers", path);
       status = statusOf(trailers);
       if (status === null) sink.trailers?.(trailers);
     });
     stream.on("data", (chunk: Buffer) => {
+      markLatency("client.data", path);
       if (cancelled || status !== undefined) return;
       try {
         framer.push(chunk, sink.message);
@@ -151,6 +156,7 @@ export class GrpcLink {
     frame.writeUInt32BE(request.byteLength, 1);
     frame.set(request, 5);
     stream.end(frame);
+    markLatency("client.sent", path);
     return {
       cancel: () => {
         if (ended || cancelled) return;
