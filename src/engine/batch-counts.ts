@@ -3,7 +3,8 @@
  * of those jobs, in that same commit (EngineCore.persist calls batchWrites). A sealed batch
  * whose jobs and child batches all finished is done: its state, its callback jobs and its
  * parent's counts are written in that same commit too, so across a crash the callbacks are
- * enqueued exactly once (the commit is durable or it is not).
+ * enqueued exactly once (the commit is durable or it is not). A done batch is deleted once
+ * its retention (BATCH_RETENTION_MS) ends.
  */
 import { batchWebhookId, isBatchDone, type BatchRecord } from "../model/batch.js";
 import { isTerminal, type JobState, type SubmitInput } from "../model/job.js";
@@ -11,7 +12,7 @@ import type { StoreWrite } from "./store.js";
 import type { EngineCore } from "./engine-core.js";
 import { buildNewJob } from "./submit-validation.js";
 import { enqueueReady } from "./paging.js";
-import { pushExpiry, scheduleTimers } from "./timers.js";
+import { pushExpiry, pushTimer, scheduleTimers } from "./timers.js";
 import { schedulePump } from "./dispatch.js";
 
 /** The key of a batch's GetBatch waiters in EngineCore.finishListeners (never a jid: jids have no "/"). */
@@ -96,6 +97,7 @@ function settle(core: EngineCore, batch: BatchRecord, touched: Set<BatchRecord>,
   if (succeeded) owe(batch.onSuccess?.webhookUrl, "success");
   owe(batch.onComplete?.webhookUrl, "complete");
   update.done.push(batch.id);
+  scheduleBatchExpiry(core, batch);
   const parent = batch.parentBatchId === undefined ? undefined : core.batches.get(batch.parentBatchId);
   if (!parent || isBatchDone(parent)) return;
   parent.pendingChildBatches--;
@@ -133,4 +135,23 @@ function enqueueCallbackJob(core: EngineCore, input: SubmitInput, batchId: strin
   core.counters.submitted++;
   schedulePump(core);
   return meta.jid;
+}
+
+/**
+ * How long a done batch is kept (GetBatch, ListBatches, its webhooks' payload) before it is
+ * forgotten: as long as a job's default lifetime.
+ */
+export const BATCH_RETENTION_MS = 7 * 24 * 3_600_000;
+
+/** Arms the end of a done batch's retention (when it became done, and for each done batch at recovery). */
+export function scheduleBatchExpiry(core: EngineCore, batch: BatchRecord): void {
+  if (isBatchDone(batch)) pushTimer(core, { atMs: (batch.finishedAtMs ?? 0) + BATCH_RETENTION_MS, jid: batch.id, kind: "batch-expiry" });
+}
+
+/** A done batch's retention ended: it is forgotten; returns the write that deletes it. */
+export function expireBatch(core: EngineCore, id: string, nowMs: number): StoreWrite | undefined {
+  const batch = core.batches.get(id);
+  if (!batch || !isBatchDone(batch) || (batch.finishedAtMs ?? 0) + BATCH_RETENTION_MS > nowMs) return undefined;
+  core.batches.delete(id);
+  return { kind: "delete-batch", id };
 }

@@ -9,6 +9,7 @@ import type { EngineCore } from "./engine-core.js";
 import { ascendingOrder, countCold, ownMeta, readyQueueOf, scheduleSweep } from "./paging.js";
 import { schedulePurge, scheduleTimers } from "./timers.js";
 import { recoverSchedules } from "./schedules.js";
+import { scheduleBatchExpiry } from "./batch-counts.js";
 
 /**
  * Opens the store and rebuilds the indexes from it: ready jobs in their FIFO order, due
@@ -77,7 +78,10 @@ export async function recover(core: EngineCore): Promise<void> {
     else expiredClaims.push({ kind: "delete-idempotency", claim });
   }
   if (expiredClaims.length > 0) await core.persist(expiredClaims);
-  for await (const batch of core.store.batches()) core.batches.set(batch.id, batch);
+  for await (const batch of core.store.batches()) {
+    core.batches.set(batch.id, batch);
+    scheduleBatchExpiry(core, batch);
+  }
   for await (const callback of core.store.pendingCallbacks()) core.pendingCallbacks.push(callback);
   for await (const jid of core.store.checkpointJids()) core.checkpointed.add(jid);
   const purgeAtMs = await core.store.nextPurgeAtMs();

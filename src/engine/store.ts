@@ -43,7 +43,9 @@ export type StoreWrite =
   | { kind: "put-schedule"; schedule: StoredSchedule }
   | { kind: "delete-schedule"; name: string }
   /** Creates or replaces a batch (docs/batches.md): its counts change in the commit of the job transitions that change them. */
-  | { kind: "put-batch"; batch: BatchRecord };
+  | { kind: "put-batch"; batch: BatchRecord }
+  /** Forgets a batch done longer ago than the batch retention (batches.ts). */
+  | { kind: "delete-batch"; id: string };
 
 /** A queue as the store keeps it. */
 export interface QueueInfo {

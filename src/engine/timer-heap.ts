@@ -3,12 +3,13 @@
  * lifetime (ttl) end, the deletion of expired finished jobs ("purge", jid empty), or a
  * sweep of cold ready jobs past their lifetime ("sweep", jid empty), the deadline of a
  * result wait on the job ("wait"), or the earliest deadline of submits still being written
- * ("submit-deadline", jid empty), or a schedule's next tick ("schedule", jid holding the schedule's name).
+ * ("submit-deadline", jid empty), or a schedule's next tick ("schedule", jid holding the schedule's name),
+ * or the end of a done batch's retention ("batch-expiry", jid holding the batch's id).
  */
 export interface TimerEntry {
   atMs: number;
   jid: string;
-  kind: "due" | "lease" | "ttl" | "purge" | "sweep" | "wait" | "submit-deadline" | "refill" | "schedule";
+  kind: "due" | "lease" | "ttl" | "purge" | "sweep" | "wait" | "submit-deadline" | "refill" | "schedule" | "batch-expiry";
 }
 
 /**

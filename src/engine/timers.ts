@@ -12,6 +12,7 @@ import { sweepCold } from "./paging.js";
 import { expireWaits } from "./read-views.js";
 import { expireSubmits } from "./submit-deadline.js";
 import { onScheduleTimer } from "./schedules.js";
+import { expireBatch } from "./batch-counts.js";
 
 /** Timers one tick applies, so a mass of jobs due at once is promoted a slice at a time. */
 const TICK_BUDGET = 5_000;
@@ -75,6 +76,11 @@ export function tick(core: EngineCore): void {
     }
     if (top.kind === "schedule") {
       onScheduleTimer(core, top.jid, top.atMs);
+      continue;
+    }
+    if (top.kind === "batch-expiry") {
+      const forget = expireBatch(core, top.jid, now);
+      if (forget) writes.push(forget);
       continue;
     }
     if (top.kind === "sweep") {

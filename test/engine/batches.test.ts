@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import type { Engine } from "../../src/engine/engine.js";
 import type { PendingCallback } from "../../src/engine/store.js";
 import type { MemoryData } from "../../src/storage/memory/memory-store.js";
+import { BATCH_RETENTION_MS } from "../../src/engine/batch-counts.js";
 import { expectWorqError, flush, lease, openEngine, report, submitOne, type CollectingSink } from "./helpers.js";
 
 /** Leases every ready job of `queue` and acks each (or fails it PERMANENT when `failed` says so); returns the jids. */
@@ -290,5 +291,41 @@ describe("batches", () => {
     expect((await third.engine.getBatch(batch.id, 0)).state).toBe("SUCCEEDED");
     expect(callbackJobs(data, "done")).toHaveLength(1);
     await third.engine.close();
+  });
+  it("forgets a done batch once its retention (7 days from done) ends, across a restart too; unfinished ones are kept", async () => {
+    const { engine, data, clock } = await openEngine();
+    const done = await engine.createBatch({ description: "done" });
+    await engine.sealBatch(done.id);
+    const doneAtMs = clock.nowMs();
+    const open = await engine.createBatch({ description: "open" });
+    clock.advance(BATCH_RETENTION_MS - 1);
+    engine.tick();
+    await flush();
+    expect((await engine.getBatch(done.id, 0)).state).toBe("SUCCEEDED");
+    await engine.close();
+
+    // After a restart the retention still counts from when the batch was done.
+    const again = await openEngine({ data, clock });
+    const late = await again.engine.createBatch({ description: "done later" });
+    await again.engine.sealBatch(late.id);
+    clock.advance(1);
+    again.engine.tick();
+    await flush();
+    await expectWorqError(() => again.engine.getBatch(done.id, 0), "WORQ_NOT_FOUND");
+    expect(clock.nowMs()).toBe(doneAtMs + BATCH_RETENTION_MS);
+    expect(again.engine.listBatches(undefined, undefined).batches.map((b) => b.id)).toEqual([late.id, open.id]);
+    expect(data.batches.has(done.id)).toBe(false);
+    expect(data.batches.has(open.id)).toBe(true);
+    // The batch done later keeps its own seven days.
+    clock.advance(BATCH_RETENTION_MS - 2);
+    again.engine.tick();
+    await flush();
+    expect((await again.engine.getBatch(late.id, 0)).state).toBe("SUCCEEDED");
+    clock.advance(1);
+    again.engine.tick();
+    await flush();
+    await expectWorqError(() => again.engine.getBatch(late.id, 0), "WORQ_NOT_FOUND");
+    expect((await again.engine.getBatch(open.id, 0)).state).toBe("OPEN");
+    await again.engine.close();
   });
 });

@@ -620,7 +620,7 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
       await fixture.cleanup();
     });
 
-    it("keeps batches, the last put of each winning, with a callback job's binary payload, across a reopen; and a job's batch id", async () => {
+    it("keeps batches, the last put of each winning, with a callback job's binary payload, across a reopen; a job's batch id; deletes a batch", async () => {
       const fixture = await setup();
       const id = randomUUID();
       const child = randomUUID();
@@ -655,6 +655,16 @@ export function describeStoreConformance(name: string, setup: () => Promise<Stor
       expect(stored[0]!.onComplete!.job!.payload).toEqual(new Uint8Array([0, 255, 7]));
       expect(stored[1]!.parentBatchId).toBe(id);
       expect((await reopened.getMeta(jid))!.batchId).toBe(id);
+      // A batch past its retention is deleted; its child, a put and a delete of one batch in one commit too.
+      const brief = randomUUID();
+      await reopened.commit([
+        { kind: "delete-batch", id },
+        { kind: "put-batch", batch: { ...batch, id: brief } },
+        { kind: "delete-batch", id: brief },
+      ]);
+      const left: string[] = [];
+      for await (const each of (await fixture.reopen()).batches()) left.push(each.id);
+      expect(left).toEqual([child]);
       await fixture.cleanup();
     });
 

@@ -463,6 +463,9 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
     case "put-batch":
       ops.push({ type: "put", key: KEYS.batch(write.batch.id), value: encodeBatch(write.batch) });
       return;
+    case "delete-batch":
+      ops.push({ type: "del", key: KEYS.batch(write.id) });
+      return;
   }
 }
 

@@ -129,6 +129,9 @@ export class MemoryStore implements Store {
         case "put-batch":
           this.data.batches.set(write.batch.id, write.batch);
           break;
+        case "delete-batch":
+          this.data.batches.delete(write.id);
+          break;
       }
     }
   }

@@ -62,7 +62,8 @@ WITH
       failed = EXCLUDED.failed, evicted = EXCLUDED.evicted),
   put_batches AS (
     INSERT INTO worq_batches (id, created_at_ms, record) SELECT * FROM unnest($42::text[], $43::bigint[], $44::bytea[])
-    ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record)
+    ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record),
+  del_batches AS (DELETE FROM worq_batches WHERE id = ANY($45::text[]))
 SELECT 1`;
 
 /**
@@ -107,7 +108,7 @@ interface RowOps {
   claims: Map<string, Put<IdempotencyClaim> & { namespace: string; type: string; key: string }>;
   queues: Map<string, QueueInfo>;
   schedules: Map<string, Put<StoredSchedule>>;
-  batches: Map<string, BatchRecord>;
+  batches: Map<string, Put<BatchRecord>>;
   counters: Counters | undefined;
 }
 
@@ -184,7 +185,10 @@ function rowOpsOf(writes: readonly StoreWrite[]): RowOps {
         ops.schedules.set(write.name, DELETE);
         break;
       case "put-batch":
-        ops.batches.set(write.batch.id, write.batch);
+        ops.batches.set(write.batch.id, { put: write.batch });
+        break;
+      case "delete-batch":
+        ops.batches.set(write.id, DELETE);
         break;
     }
   }
@@ -218,6 +222,7 @@ export function commitParameters(writes: readonly StoreWrite[]): { values: unkno
   const claimsDeleted = [...ops.claims.values()].filter((op) => "delete" in op);
   const claimsPut = [...ops.claims.values()].flatMap((op) => ("put" in op ? [op.put] : []));
   const schedules = split(ops.schedules);
+  const batches = split(ops.batches);
   const metas = jobs.put.map(([, meta]) => meta);
   const values = [
     jobs.deleted,
@@ -262,9 +267,10 @@ export function commitParameters(writes: readonly StoreWrite[]): { values: unkno
     schedules.deleted,
     schedules.put.map(([name]) => name),
     schedules.put.map(([, schedule]) => encodeSchedule(schedule)),
-    [...ops.batches.keys()],
-    [...ops.batches.values()].map((batch) => Math.floor(batch.createdAtMs)),
-    [...ops.batches.values()].map((batch) => buffer(encodeBatch(batch))),
+    batches.put.map(([id]) => id),
+    batches.put.map(([, batch]) => Math.floor(batch.createdAtMs)),
+    batches.put.map(([, batch]) => buffer(encodeBatch(batch))),
+    batches.deleted,
   ];
   const rows =
     ops.jobs.size +
