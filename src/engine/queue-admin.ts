@@ -4,8 +4,8 @@
 import { WorqError, invalid } from "../model/errors.js";
 import { PRIORITY_LEVELS, type JobMeta, type PriorityLevel, type QueueConfig, type RateLimit } from "../model/job.js";
 import type { FinishedCursor, StoreWrite } from "./store.js";
-import { checkQueueName, LIMITS } from "../model/limits.js";
-import { checkText } from "./value-checks.js";
+import { checkQueueName } from "../model/limits.js";
+import { checkGroupText } from "./value-checks.js";
 import { isWaiting } from "./live-jobs.js";
 import { finishedCursorOf } from "./live-listing.js";
 import type { EngineCore } from "./engine-core.js";
@@ -56,11 +56,7 @@ function checkLimits(change: QueueConfig): void {
   if (limits.length > MAX_GROUP_LIMITS) invalid("config.group_limits.limits", `at most ${MAX_GROUP_LIMITS}`);
   limits.forEach((limit, i) => {
     const field = `config.group_limits.limits[${i}]`;
-    if (limit.pattern.length === 0 || limit.pattern.length > LIMITS.groupKeyMaxChars) {
-      invalid(`${field}.pattern`, `must be 1–${LIMITS.groupKeyMaxChars} chars`);
-    }
-    checkText(limit.pattern, `${field}.pattern`);
-    if (/[\u0000-\u001f\u007f]/.test(limit.pattern)) invalid(`${field}.pattern`, "must not hold control characters");
+    checkGroupText(limit.pattern, `${field}.pattern`);
     checkMaxRunning(limit.maxRunning, `${field}.max_running`);
     checkRateLimit(limit.rateLimit, `${field}.rate_limit`);
     if (!limit.maxRunning && !limit.rateLimit?.starts) invalid(field, "sets no limit: give max_running or rate_limit");

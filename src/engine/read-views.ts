@@ -52,26 +52,38 @@ export function queueStats(core: EngineCore, name: string): QueueStatsView {
 /** Groups of a queue shown in its stats, most ready jobs first. */
 const TOP_GROUPS = 20;
 
-/** How many groups of `name` have ready or running jobs, and the TOP_GROUPS with the most ready. */
+/**
+ * How many groups of `name` have ready or running jobs, and the TOP_GROUPS with the most ready.
+ * A queue may hold a group per tenant (100,000s): every group is counted, but only the top
+ * ones are kept in order (a small sorted list, not a sort of all) and looked up for limits.
+ */
 function groupStats(core: EngineCore, name: string): Pick<QueueStatsView, "groups" | "topGroups"> {
   const lanes = core.ready.get(name);
   const keys = new Set<string>(["", ...core.live.groupsOf(name)]);
   for (const lane of lanes?.all() ?? []) if (lane.cold > 0) keys.add(lane.group);
-  const nowMs = core.clock.nowMs();
-  const all: GroupStatsView[] = [];
+  const before = (a: GroupStatsView, b: GroupStatsView) => b.ready - a.ready || b.inFlight - a.inFlight || (a.group < b.group ? -1 : 1);
+  const top: GroupStatsView[] = [];
+  let groups = 0;
   for (const group of keys) {
     const { scheduled, running } = core.live.groupCounts(name, group);
     const ready = scheduled + (lanes?.coldOf(group) ?? 0);
     if (ready + running === 0) continue;
+    groups++;
     const view: GroupStatsView = { group, ready, inFlight: running };
-    const limit = core.limits.groupLimit(name, group);
-    if (limit) view.limit = limit;
-    const tokens = core.limits.groupTokens(name, group, nowMs);
-    if (tokens !== undefined) view.rateTokens = tokens;
-    all.push(view);
+    if (top.length === TOP_GROUPS && before(top[TOP_GROUPS - 1]!, view) < 0) continue;
+    let at = top.length;
+    while (at > 0 && before(view, top[at - 1]!) < 0) at--;
+    top.splice(at, 0, view);
+    if (top.length > TOP_GROUPS) top.pop();
   }
-  all.sort((a, b) => b.ready - a.ready || b.inFlight - a.inFlight || (a.group < b.group ? -1 : 1));
-  return { groups: all.length, topGroups: all.slice(0, TOP_GROUPS) };
+  const nowMs = core.clock.nowMs();
+  for (const view of top) {
+    const limit = core.limits.groupLimit(name, view.group);
+    if (limit) view.limit = limit;
+    const tokens = core.limits.groupTokens(name, view.group, nowMs);
+    if (tokens !== undefined) view.rateTokens = tokens;
+  }
+  return { groups, topGroups: top };
 }
 
 /**

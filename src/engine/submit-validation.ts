@@ -5,7 +5,7 @@ import { resolveRetryPolicy } from "./retry-policy.js";
 import { firstState } from "./state-machine.js";
 import { NO_LEASE_IDS, internName, internRetryPolicy } from "./intern.js";
 import { CLOCK_SKEW_MS } from "./import-history.js";
-import { checkDelayMs, checkJsonData, checkText, checkTimeMs } from "./value-checks.js";
+import { checkDelayMs, checkGroupText, checkJsonData, checkText, checkTimeMs } from "./value-checks.js";
 import { checkFlowOptions, uniqueOf } from "./flow-keys.js";
 
 export interface NewJob {
@@ -69,14 +69,7 @@ export function buildNewJob(input: SubmitInput, field: string, ids: { jid: strin
   }
   if (input.idempotencyKey !== undefined) checkText(input.idempotencyKey, `${field}.idempotency_key`);
   if (input.callbackUrl !== undefined) checkText(input.callbackUrl, `${field}.callback_url`);
-  if (input.groupKey !== undefined) {
-    if (input.groupKey.length === 0 || input.groupKey.length > LIMITS.groupKeyMaxChars) {
-      invalid(`${field}.group_key`, `must be 1–${LIMITS.groupKeyMaxChars} chars`);
-    }
-    checkText(input.groupKey, `${field}.group_key`);
-    // Shown in listings, the dashboard and logs: printable text only.
-    if (/[\u0000-\u001f\u007f]/.test(input.groupKey)) invalid(`${field}.group_key`, "must not hold control characters");
-  }
+  if (input.groupKey !== undefined) checkGroupText(input.groupKey, `${field}.group_key`);
   if (input.batchRef !== undefined) checkText(input.batchRef, `${field}.batch_ref`);
   if (input.trace !== undefined) checkTrace(input.trace, `${field}.trace`);
   // Before the size check, which serialises them: a value nested past the limit is refused unread.

@@ -42,6 +42,17 @@ export function checkText(text: string, field: string): void {
 }
 
 /**
+ * Throws unless `group` is a fair group's key (or a pattern of them): 1 to
+ * LIMITS.groupKeyMaxChars of well-formed, printable text, as it is shown in listings, the
+ * dashboard and logs.
+ */
+export function checkGroupText(group: string, field: string): void {
+  if (group.length === 0 || group.length > LIMITS.groupKeyMaxChars) invalid(field, `must be 1–${LIMITS.groupKeyMaxChars} chars`);
+  checkText(group, field);
+  if (/[\u0000-\u001f\u007f]/.test(group)) invalid(field, "must not hold control characters");
+}
+
+/**
  * Throws when `value` (args, kwargs or custom) nests deeper than LIMITS.maxJsonDepth, or holds
  * a key or string with a lone surrogate, or a number that is not finite. Stops at the first
  * depth past the limit, so a value of any depth is checked without deep recursion.

@@ -7,8 +7,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { Worker, WorqClient } from "@worq/client";
-import { connect, type WorqClients } from "./support/clients.js";
+import { connect } from "./support/clients.js";
 import { spawnServer, type ServerProcess } from "./support/server-process.js";
+import { leaseLoop, maxOverlap, type Interval } from "./support/lease-log.js";
 
 describe("groups on a real server process", () => {
   const dir = mkdtempSync(join(tmpdir(), "worq-groups-"));
@@ -71,14 +72,18 @@ describe("groups on a real server process", () => {
     });
     const log = new Map<string, Interval[]>(tenants.map((tenant) => [tenant, []]));
     const hold = () => 10 + Math.random() * 30;
-    let workers = Array.from({ length: 4 }, (_, i) => leaseLoop(clients, `w${i}`, log, hold));
+    let workers = Array.from({ length: 4 }, (_, i) =>
+      leaseLoop(clients, { queues: ["reports"], workerId: `w${i}`, credits: 6 }, (job) => log.get(job.groupKey)!, hold),
+    );
     await new Promise((resolve) => setTimeout(resolve, 500));
     server.child.kill("SIGKILL");
     await server.exited;
     workers.forEach((worker) => worker.kill());
     server = await spawnServer(data, args);
     clients = connect(server.port);
-    workers = Array.from({ length: 4 }, (_, i) => leaseLoop(clients, `w${i}-again`, log, hold));
+    workers = Array.from({ length: 4 }, (_, i) =>
+      leaseLoop(clients, { queues: ["reports"], workerId: `w${i}-again`, credits: 6 }, (job) => log.get(job.groupKey)!, hold),
+    );
     const deadline = Date.now() + 60_000;
     let completed = 0n;
     while (completed < BigInt(tenants.length * perTenant) && Date.now() < deadline) {
@@ -95,54 +100,3 @@ describe("groups on a real server process", () => {
     expect(maxOverlap([...log.values()].flat())).toBeGreaterThan(2);
   }, 90_000);
 });
-
-interface Interval {
-  start: number;
-  end?: number;
-}
-
-/**
- * A worker's Lease stream over "reports" that holds each job `holdMs`, then acks it; each job's
- * interval (delivery to the ack being sent, inside the server's RUNNING span) is logged under its group.
- */
-function leaseLoop(clients: WorqClients, workerId: string, log: Map<string, Interval[]>, holdMs: () => number) {
-  const abort = new AbortController();
-  void (async () => {
-    try {
-      for await (const message of clients.worker.lease({ queues: ["reports"], workerId, credits: 6 }, { signal: abort.signal })) {
-        if (message.kind.case !== "jobs") continue;
-        for (const leased of message.kind.value.jobs) {
-          const interval: Interval = { start: performance.now() };
-          log.get(leased.job!.groupKey)!.push(interval);
-          setTimeout(() => {
-            if (abort.signal.aborted) return; // the worker died holding it
-            interval.end = performance.now();
-            clients.worker.ack({ jid: leased.job!.jid, leaseId: leased.leaseId }).catch(() => {});
-          }, holdMs());
-        }
-      }
-    } catch {
-      // stream ended: the server went away or the worker was stopped
-    }
-  })();
-  return {
-    kill: () => {
-      abort.abort();
-      const now = performance.now();
-      for (const intervals of log.values()) for (const interval of intervals) interval.end ??= now;
-    },
-  };
-}
-
-/** The most intervals open at once. */
-function maxOverlap(log: Interval[]): number {
-  const events = log.flatMap((i) => [
-    [i.start, 1],
-    [i.end ?? Infinity, -1],
-  ]);
-  events.sort((a, b) => a[0]! - b[0]! || a[1]! - b[1]!);
-  let open = 0;
-  let most = 0;
-  for (const [, delta] of events) most = Math.max(most, (open += delta!));
-  return most;
-}

@@ -4,65 +4,12 @@ import { join } from "node:path";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { afterAll, describe, expect, it } from "vitest";
 import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
-import { connect, type WorqClients } from "./support/clients.js";
+import { connect } from "./support/clients.js";
 import { spawnServer, type ServerProcess } from "./support/server-process.js";
+import { leaseLoop, maxOverlap, type Interval } from "./support/lease-log.js";
 
 /** Seconds the rate test measures (WORQ_LIMIT_SECONDS; `npm run test:limits` runs 60). */
 const RATE_SECONDS = Number(process.env.WORQ_LIMIT_SECONDS ?? 10);
-
-interface Interval {
-  start: number;
-  end?: number;
-}
-
-/**
- * A worker's Lease stream that holds each job `holdMs`, then acks it. Each job's interval in
- * `log` runs from its delivery to the moment its ack is sent: inside the server's RUNNING
- * span of that job, so the log's overlap never exceeds the server's.
- */
-function leaseLoop(clients: WorqClients, queue: string, workerId: string, credits: number, log: Interval[], holdMs: () => number) {
-  const abort = new AbortController();
-  const done = (async () => {
-    try {
-      for await (const message of clients.worker.lease({ queues: [queue], workerId, credits }, { signal: abort.signal })) {
-        if (message.kind.case !== "jobs") continue;
-        for (const leased of message.kind.value.jobs) {
-          const interval: Interval = { start: performance.now() };
-          log.push(interval);
-          setTimeout(() => {
-            if (abort.signal.aborted) return; // the worker died holding it
-            interval.end = performance.now();
-            clients.worker.ack({ jid: leased.job!.jid, leaseId: leased.leaseId }).catch(() => {});
-          }, holdMs());
-        }
-      }
-    } catch {
-      // stream ended: the server went away or the worker was stopped
-    }
-  })();
-  return {
-    /** The worker dies: its held jobs are never reported. */
-    kill: () => {
-      abort.abort();
-      const now = performance.now();
-      for (const interval of log) interval.end ??= now;
-    },
-    done,
-  };
-}
-
-/** The most intervals open at once. */
-function maxOverlap(log: Interval[]): number {
-  const events = log.flatMap((i) => [
-    [i.start, 1],
-    [i.end ?? Infinity, -1],
-  ]);
-  events.sort((a, b) => a[0]! - b[0]! || a[1]! - b[1]!);
-  let open = 0;
-  let most = 0;
-  for (const [, delta] of events) most = Math.max(most, (open += delta!));
-  return most;
-}
 
 describe("queue limits on a real server process", () => {
   const dir = mkdtempSync(join(tmpdir(), "worq-limits-"));
@@ -81,7 +28,9 @@ describe("queue limits on a real server process", () => {
     await clients.producer.submitBatch({ jobs: Array.from({ length: jobs }, () => ({ type: "t", queue: "limited" })) });
     const log: Interval[] = [];
     const hold = () => 10 + Math.random() * 40;
-    let workers = Array.from({ length: 8 }, (_, i) => leaseLoop(clients, "limited", `w${i}`, 4, log, hold));
+    let workers = Array.from({ length: 8 }, (_, i) =>
+      leaseLoop(clients, { queues: ["limited"], workerId: `w${i}`, credits: 4 }, () => log, hold),
+    );
     await new Promise((resolve) => setTimeout(resolve, 400));
     // Three workers die holding jobs: those stay RUNNING (and counted) until their leases lapse.
     workers.slice(0, 3).forEach((worker) => worker.kill());
@@ -92,7 +41,9 @@ describe("queue limits on a real server process", () => {
     workers.forEach((worker) => worker.kill());
     server = await spawnServer(join(dir, "running"), args);
     clients = connect(server.port);
-    workers = Array.from({ length: 8 }, (_, i) => leaseLoop(clients, "limited", `w${i}-again`, 4, log, hold));
+    workers = Array.from({ length: 8 }, (_, i) =>
+      leaseLoop(clients, { queues: ["limited"], workerId: `w${i}-again`, credits: 4 }, () => log, hold),
+    );
     const deadline = Date.now() + 60_000;
     let completed = 0n;
     while (completed < BigInt(jobs) && Date.now() < deadline) {
@@ -130,7 +81,14 @@ describe("queue limits on a real server process", () => {
         });
       }
       const log: Interval[] = [];
-      const workers = Array.from({ length: 20 }, (_, i) => leaseLoop(clients, "rated", `r${i}`, 5, log, () => 0));
+      const workers = Array.from({ length: 20 }, (_, i) =>
+        leaseLoop(
+          clients,
+          { queues: ["rated"], workerId: `r${i}`, credits: 5 },
+          () => log,
+          () => 0,
+        ),
+      );
       await new Promise((resolve) => setTimeout(resolve, 500));
       await clients.admin.configureQueue({
         queue: "rated",

@@ -62,6 +62,32 @@ describe("Groups: fair turns between the groups of a queue", () => {
     expect(stats.topGroups[1]).toMatchObject({ limit: { pattern: "customer:*", maxRunning: 1 }, rateTokens: 0 });
     expect(stats.topGroups[0]).not.toHaveProperty("limit");
   });
+
+  it("of many groups, shows the 20 with the most ready jobs (then running, then by name), and counts them all", async () => {
+    const { engine } = await openEngine();
+    // 60 groups of 1 to 7 ready jobs, submitted in a scrambled order; ties broken by name.
+    const sizes: [string, number][] = Array.from({ length: 60 }, (_, i) => [
+      `g${String((i * 37) % 60).padStart(2, "0")}`,
+      1 + ((i * 13) % 7),
+    ]);
+    await engine.submit(
+      sizes.flatMap(([group, size]) => jobs(group, size)),
+      batch,
+    );
+    const { sink } = await lease(engine, ["shared"], 1); // one job runs: its group has one fewer ready and one running
+    const running = sink.grants[0]!.meta.groupKey!;
+    const counts = new Map(sizes.map(([group, size]) => [group, { ready: size, inFlight: 0 }]));
+    counts.get(running)!.ready--;
+    counts.get(running)!.inFlight++;
+    const expected = [...counts]
+      .filter(([, c]) => c.ready + c.inFlight > 0)
+      .sort(([a, x], [b, y]) => y.ready - x.ready || y.inFlight - x.inFlight || (a < b ? -1 : 1))
+      .slice(0, 20)
+      .map(([group, c]) => [group, c.ready, c.inFlight]);
+    const stats = engine.queueStats("shared");
+    expect(stats.groups).toBe(60);
+    expect(stats.topGroups.map((group) => [group.group, group.ready, group.inFlight])).toEqual(expected);
+  });
 });
 
 describe("Groups: limits per group", () => {
