@@ -170,7 +170,7 @@ describe("kill -9 right after a rate-limited answer: the job is DELAYED on disk 
         jid,
         leaseId: leased.leaseId,
         category: FailureCategory.RATE_LIMITED,
-        retryAfter: durationFromMs(2_000),
+        retryAfter: durationFromMs(8_000), // longer than a restart takes on a loaded machine
       });
       expect(answer.state).toBe(JobState.DELAYED);
       // SIGKILL the moment the answer arrived: nothing gets a chance to flush.
@@ -184,7 +184,7 @@ describe("kill -9 right after a rate-limited answer: the job is DELAYED on disk 
       expect(job).toMatchObject({ state: JobState.DELAYED, attempt: 0, fails: 0, previousLeaseIds: [leased.leaseId] });
       expect(ms(job!.scheduledAt)).toBe(ms(answer.retryAt));
       const again = new StreamWorker(clients, { queues: ["rl-crash"], workerId: "w-rl-crash-2", credits: 1 });
-      const next = await again.next(10_000);
+      const next = await again.next(20_000);
       expect(ms(next.job!.startedAt)).toBeGreaterThanOrEqual(ms(answer.retryAt));
       expect(next.job!.attempt).toBe(1);
       await clients.worker.ack({ jid, leaseId: next.leaseId });
@@ -194,5 +194,5 @@ describe("kill -9 right after a rate-limited answer: the job is DELAYED on disk 
       child.child.kill("SIGKILL");
       rmSync(dataDir, { recursive: true, force: true });
     }
-  });
+  }, 40_000);
 });

@@ -31,12 +31,12 @@ describe("README 'Operating Worq', pasted as written", () => {
     expect(cli).toContain("export WORQ_SERVER=localhost:7419\n");
     // Only the addresses change: the test server listens on free ports.
     const script = `set -e\n${cli.replace("localhost:7419", `127.0.0.1:${server.port}`)}\n${http.replaceAll("localhost:7420", `127.0.0.1:${server.httpPort}`)}`;
-    const { stdout } = await promisify(execFile)("bash", ["-c", script], { cwd: ROOT, timeout: 60_000 });
+    const { stdout } = await promisify(execFile)("bash", ["-c", script], { cwd: ROOT, timeout: 80_000 });
     expect(stdout).toContain("report.build");
     expect(stdout).toMatch(/not finished yet \(exit 3\)/);
     expect(stdout).toContain('"status":"SERVING"');
     expect(stdout).toContain('"queue": "reports"'.replace(": ", ":"));
     expect(stdout).toMatch(/"job_path": ?"report.build"/);
     expect(stdout).toMatch(/^worq_jobs_submitted_total\{queue="reports"\} 1$/m);
-  });
+  }, 90_000); // some thirty CLI processes, each a Node start: slow on a loaded machine
 });
