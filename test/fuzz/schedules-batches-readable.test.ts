@@ -14,7 +14,17 @@ import { runCli } from "../cli/support/run-cli.js";
 import { connect, type WorqClients } from "../e2e/support/clients.js";
 import { spawnServer, type ServerProcess } from "../e2e/support/server-process.js";
 import { printFigures } from "../fault/support/figures.js";
-import { durationJson, hostileJob, kwargsOf, rfc3339, type HostileJob, type Json } from "./support/hostile-job.js";
+import type { Json } from "./support/hostile-job.js";
+import {
+  defined,
+  HOOK_ORIGIN,
+  hostileSchedule,
+  MAX_JOB_BYTES,
+  mixed,
+  oddText,
+  plainTemplate,
+  template,
+} from "./support/hostile-schedule.js";
 import { connectJson, readAllListings, readJobEverywhere, serverFaults, type ReadOutcome } from "./support/read-paths.js";
 
 /**
@@ -32,11 +42,8 @@ import { connectJson, readAllListings, readJobEverywhere, serverFaults, type Rea
  */
 const RUNS = Number(process.env.WORQ_FUZZ_RUNS ?? 25);
 const SEED = Number(process.env.WORQ_FUZZ_SEED ?? Date.now() % 2 ** 31);
-const MAX_JOB_BYTES = 64 * 1024;
 /** The CLI reads run for one run in this many (each is a process). */
 const CLI_EVERY = Math.max(4, Math.round(RUNS / 6));
-/** A webhook origin the server allows (nothing listens there: deliveries fail and are retried). */
-const HOOK_ORIGIN = "http://127.0.0.1:9";
 
 /** How the door names a refused field: `schedule.cron: …`, `batch.on_success.job.queue: …`, `id: …`. */
 const NAMES_A_FIELD = /^[a-z_]+(?:\[\d+\])?(?:\.[a-z_]+(?:\[[^\]]*\])?)*: /;
@@ -48,200 +55,6 @@ type Answer =
   | { kind: "refused"; code: string; message: string }
   | { kind: "unsendable"; reason: string }
   | { kind: "fault"; answer: string };
-
-const oddText = fc.oneof(
-  fc.string({ maxLength: 20 }),
-  fc.string({ unit: "binary", maxLength: 20 }),
-  fc.constantFrom("", "\u0000", "a\nb\tc\u001b[31m", "\ud800", "😀", "\u2028", "<script>", "x".repeat(1001), "é".repeat(1000)),
-);
-
-/** Names: a small pool (so puts replace earlier ones) and hostile ones. */
-const scheduleName = fc.oneof(
-  { arbitrary: fc.constantFrom("nightly", "a.b:c-d_e", "N".repeat(128), "fz-1", "fz-2"), weight: 2 },
-  { arbitrary: fc.constantFrom("", "N".repeat(129), "bad name", "ä", "a/b", "__proto__", "constructor"), weight: 1 },
-  { arbitrary: oddText, weight: 1 },
-);
-
-const CRON_TOKENS = [
-  "*",
-  "*/0",
-  "*/1",
-  "1-5",
-  "5-1",
-  "61",
-  "0",
-  "L",
-  "?",
-  "MON-FRI",
-  "JAN",
-  "1,2,3",
-  "-1",
-  "9999999999999999999",
-  "1/0",
-  "2/3",
-  "",
-];
-const cronText = fc.oneof(
-  {
-    arbitrary: fc.constantFrom(
-      "@hourly",
-      "@daily",
-      "@yearly",
-      "@every 1s",
-      "@every 0s",
-      "@every 999999h",
-      "@every 1e9s",
-      "@every -1s",
-      "*/5 * * * *",
-      "0 30 2 * * *",
-      "0 0 29 2 *",
-      "0 0 31 4 *",
-      "30 2 * * 0",
-      "59 23 31 12 6",
-      "* * * * * * *",
-      "@reboot",
-      "@every",
-    ),
-    weight: 2,
-  },
-  { arbitrary: fc.array(fc.constantFrom(...CRON_TOKENS), { minLength: 1, maxLength: 7 }).map((fields) => fields.join(" ")), weight: 3 },
-  { arbitrary: oddText, weight: 1 },
-  { arbitrary: fc.constantFrom("* ".repeat(50_000), "1,".repeat(20_000) + "1 * * * *", "@every " + "9".repeat(5000) + "s"), weight: 1 },
-);
-
-const timeZone = fc.oneof(
-  {
-    arbitrary: fc.constantFrom(
-      "",
-      "UTC",
-      "Europe/Berlin",
-      "America/St_Johns",
-      "Asia/Kathmandu",
-      "Pacific/Chatham",
-      "Australia/Lord_Howe",
-      "Etc/GMT+12",
-      "Etc/GMT-14",
-      "EST5EDT",
-      "+01:00",
-      "-23:59",
-      "utc",
-      "Not/AZone",
-      "Europe/Berlin\u0000",
-      "z".repeat(5000),
-    ),
-    weight: 2,
-  },
-  { arbitrary: oddText, weight: 1 },
-);
-
-/** A hostile job as a JobSpec in proto JSON (a template or a callback job). */
-function jobJson(job: HostileJob): Record<string, Json> {
-  const { maxAttempts, initialDelayMs, maxDelayMs } = job.retry;
-  const spec: Record<string, Json> = {
-    type: job.type,
-    queue: job.queue,
-    args: job.args,
-    kwargs: kwargsOf(job),
-    tags: job.tags,
-    ...(job.group !== undefined && { groupKey: job.group }),
-    retry: {
-      ...(maxAttempts !== undefined ? { maxAttempts } : {}),
-      ...(initialDelayMs !== undefined ? { initialDelay: durationJson(initialDelayMs) } : {}),
-      ...(maxDelayMs !== undefined ? { maxDelay: durationJson(maxDelayMs) } : {}),
-    },
-  };
-  if (job.time.kind === "at") spec.at = rfc3339(job.time.ms);
-  if (job.time.kind === "delay") spec.delay = durationJson(job.time.ms);
-  return spec;
-}
-
-/** Fields a template must not have, and odd ones a template may. */
-const templateExtra = fc.oneof(
-  { arbitrary: fc.constant<Record<string, Json>>({}), weight: 6 },
-  {
-    arbitrary: fc.constantFrom<Record<string, Json>>(
-      { idempotencyKey: "k" },
-      { dependsOn: ["00000000-0000-4000-8000-000000000000"] },
-      { unique: { key: "u" } },
-      { priority: "PRIORITY_BULK" },
-      { priority: 77 },
-      { callbackUrl: `${HOOK_ORIGIN}/hook` },
-      { callbackUrl: "http://evil.example/hook" },
-      { callbackUrl: "not a url" },
-      { correlationId: "\u0000".repeat(3) },
-      { payload: "AAECAw==" },
-      { batchId: "00000000-0000-4000-8000-000000000000" },
-    ),
-    weight: 2,
-  },
-);
-
-/** A template: a hostile job, its time (which a template must not have) dropped three times in four. */
-const template = fc
-  .tuple(hostileJob(MAX_JOB_BYTES), templateExtra, fc.nat({ max: 3 }))
-  .map(([job, extra, keepTime]): Record<string, Json> => ({
-    ...jobJson(keepTime === 0 ? job : { ...job, time: { kind: "none" } }),
-    ...extra,
-  }));
-
-/**
- * Each field of a plausible value, swapped one time in five for a hostile one (fast-check's
- * oneof leans to its first choice in nested records, so the mix is made by hand).
- */
-function mixed<T extends Record<string, unknown>>(
-  plausible: { [K in keyof T]: fc.Arbitrary<T[K]> },
-  hostile: { [K in keyof T]: fc.Arbitrary<T[K]> },
-) {
-  const keys = Object.keys(plausible) as (keyof T)[];
-  return fc
-    .tuple(fc.record(plausible), fc.record(hostile), fc.array(fc.nat({ max: 4 }), { minLength: keys.length, maxLength: keys.length }))
-    .map(([good, bad, dice]) => Object.fromEntries(keys.map((key, i) => [key, dice[i] === 0 ? bad[key] : good[key]])) as T);
-}
-
-/** A template a careful caller would write. */
-const plainTemplate = fc.record({
-  type: fc.constantFrom("report.build", "täsk.😀"),
-  queue: fc.constantFrom("fz.s", "Fz_c-1"),
-  args: fc.constantFrom<Json[]>([], [1, "ü", null], [{ a: [true] }]),
-  kwargs: fc.constantFrom<Record<string, Json>>({}, { locale: "de" }),
-}) as fc.Arbitrary<Record<string, Json>>;
-
-type ScheduleFields = {
-  name: string;
-  cron: string;
-  timeZone: string;
-  job: Record<string, Json> | undefined;
-  missed: Json | undefined;
-  catchUpMax: Json | undefined;
-  overlap: Json | undefined;
-  paused: boolean;
-  description: string;
-};
-
-const schedule = mixed<ScheduleFields>(
-  {
-    name: fc.constantFrom("nightly", "a.b:c-d_e", "N".repeat(128), "fz-1", "fz-2"),
-    cron: fc.constantFrom("@hourly", "@daily", "@every 1s", "*/5 * * * *", "0 30 2 * * *", "0 0 29 2 *", "59 23 31 12 6"),
-    timeZone: fc.constantFrom("", "UTC", "Europe/Berlin", "America/St_Johns", "Asia/Kathmandu", "Pacific/Chatham", "Etc/GMT-14", "utc"),
-    job: plainTemplate,
-    missed: fc.constantFrom(undefined, "MISSED_TICKS_SKIP", "MISSED_TICKS_CATCH_UP"),
-    catchUpMax: fc.constantFrom(undefined, 1, 1000),
-    overlap: fc.constantFrom(undefined, "OVERLAP_SKIP", "OVERLAP_QUEUE_ONE", "OVERLAP_ALLOW"),
-    paused: fc.boolean(),
-    description: fc.string({ maxLength: 30 }),
-  },
-  {
-    name: scheduleName,
-    cron: cronText,
-    timeZone,
-    job: fc.oneof(template, fc.constant(undefined)),
-    missed: fc.constantFrom<Json | undefined>(2, 9, "MISSED_TICKS_NOPE"),
-    catchUpMax: fc.constantFrom<Json | undefined>(0, 1001, 4294967295, -1),
-    overlap: fc.constantFrom<Json | undefined>(42, 0),
-    paused: fc.boolean(),
-    description: oddText,
-  },
-);
 
 /** A callback: a job, a webhook, both or neither. */
 const callback = fc
@@ -284,11 +97,6 @@ const batch = fc.record({
   seal: fc.boolean(),
   withJob: fc.boolean(),
 });
-
-/** Drops undefined values (JSON.stringify does, fromJson does not). */
-function defined(record: Record<string, unknown>): Record<string, Json> {
-  return Object.fromEntries(Object.entries(record).filter(([, value]) => value !== undefined)) as Record<string, Json>;
-}
 
 describe("accepted schedules and batches are readable, on a real server process", () => {
   const dataDir = mkdtempSync(join(tmpdir(), "worq-sb-readable-"));
@@ -540,7 +348,7 @@ describe("accepted schedules and batches are readable, on a real server process"
     { timeout: 300_000 },
     async () => {
       await fc.assert(
-        fc.asyncProperty(schedule, batch, async (s, b) => {
+        fc.asyncProperty(hostileSchedule, batch, async (s, b) => {
           const run = figures.runs++;
           const withCli = run % CLI_EVERY === 0;
           const via = run % 2 === 0 ? "grpc" : "connect-json";
