@@ -43,7 +43,7 @@ import { connectJson, readAllListings, readJobEverywhere, serverFaults, type Rea
 const RUNS = Number(process.env.WORQ_FUZZ_RUNS ?? 25);
 const SEED = Number(process.env.WORQ_FUZZ_SEED ?? Date.now() % 2 ** 31);
 /** The CLI reads run for one run in this many (each is a process). */
-const CLI_EVERY = Math.max(4, Math.round(RUNS / 6));
+const CLI_EVERY = Math.max(8, Math.round(RUNS / 3));
 
 /** How the door names a refused field: `schedule.cron: …`, `batch.on_success.job.queue: …`, `id: …`. */
 const NAMES_A_FIELD = /^[a-z_]+(?:\[\d+\])?(?:\.[a-z_]+(?:\[[^\]]*\])?)*: /;
