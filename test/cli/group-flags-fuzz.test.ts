@@ -25,6 +25,8 @@ import { cliFor, type CliRun } from "./support/run-cli.js";
 const RUNS = Number(process.env.WORQ_FUZZ_RUNS ?? 25);
 const SEED = Number(process.env.WORQ_FUZZ_SEED ?? Date.now() % 2 ** 31);
 const UINT32_MAX = 4_294_967_295;
+/** A value as a process argument can carry it: no NUL, well-formed UTF-16 (the CLI gets what the OS passes). */
+const argv = (value: string) => Buffer.from(value.replaceAll("\u0000", "\u0001"), "utf8").toString("utf8");
 
 const oddText = fc.oneof(
   fc.string({ maxLength: 12 }),
@@ -145,7 +147,7 @@ describe("worq configure --group-limit and submit --group, fuzzed", () => {
         `x=rate:1/${"9".repeat(400)}d`,
         "a\u0001b=max:1",
         "é€😀=max:1,rate:5/1s",
-        ...fc.sample(groupLimitText, { numRuns: Math.max(3, Math.round(RUNS / 8)), seed: SEED }),
+        ...fc.sample(groupLimitText, { numRuns: Math.max(3, Math.round(RUNS / 8)), seed: SEED }).map(argv),
       ];
       let accepted = 0;
       for (const value of values) {
@@ -173,10 +175,62 @@ describe("worq configure --group-limit and submit --group, fuzzed", () => {
       await readByCli(["queues", queue, "--json"], "cleared");
     }, 120_000);
 
+    it("schedule add and batch create with hostile values: each refused naming the flag (its usage hint naming the command) or the field, nothing changed; or read back", async () => {
+      const snapshot = async () =>
+        JSON.stringify([
+          (await clients.admin.listSchedules({})).schedules.map((x) => [x.name, x.cron, x.timeZone, x.description]),
+          (await clients.admin.listBatches({ pageSize: 1000 })).batches.map((x) => x.id).sort(),
+        ]);
+      const cases: [string[], string][] = [
+        [["schedule", "add", "s1", "--cron", "@hourly", "--type", "t", "--catch-up-max", "99999999999999999999"], "--catch-up-max"],
+        [["schedule", "add", "s1", "--cron", "@hourly", "--type", "t", "--tz", "a\nb"], "schedule.time_zone"],
+        [["schedule", "add", "s1", "--cron", "@every 1s", "--type", "t", "--priority", "nope"], "--priority"],
+        [["schedule", "add", "s\u00e4\u0001", "--cron", "@hourly", "--type", "t"], "schedule.name"],
+        [
+          [
+            "schedule",
+            "add",
+            "s2",
+            "--cron",
+            "0 30 2 * * *",
+            "--tz",
+            "Asia/Kathmandu",
+            "--type",
+            "täsk.😀",
+            "--description",
+            "tab\t\u001b[31m",
+          ],
+          "",
+        ],
+        [["batch", "create", "--on-success", "t@q@r"], "--on-success"],
+        [["batch", "create", "--parent", "\u0001"], "batch.parent_batch_id"],
+        [["batch", "create", "--description", "line\nbreak \u0007", "--on-complete", "done@fz.b"], ""],
+      ];
+      for (const [args, names] of cases) {
+        const before = await snapshot();
+        const run = await cli(args);
+        const what = JSON.stringify(args);
+        checkAnswer(run, names, new RegExp(`^worq: [A-Z_]+: ${names.replace(/\./g, "\\.")}: `, "m"));
+        if (run.code === 2) expect(run.stderr, what).toContain(`(see worq ${args[0]} ${args[1]} --help)`);
+        if (run.code !== 0) {
+          expect(names, `${what} refused: ${run.stderr}`).not.toBe("");
+          expect(await snapshot(), `${what} refused but changed something`).toBe(before);
+          continue;
+        }
+        expect(names, `${what} was accepted`).toBe("");
+        if (args[0] === "schedule") await readByCli(["schedule", "list"], what);
+        else {
+          const id = run.stdout.trim();
+          expect((await clients.producer.getBatch({ id })).batch!.description).toBe("line\nbreak \u0007");
+          await readByCli(["batch", "get", id], what);
+        }
+      }
+    }, 120_000);
+
     it(`submit --group with hostile keys (seed ${SEED}): refused naming job.group_key and nothing stored, or the job and its group read back`, async () => {
       const queue = "fz-submit-groups";
       await clients.admin.configureQueue({ queue, config: { groupLimits: { limits: [{ pattern: "*", maxRunning: 1 }] } } });
-      const keys = ["", "\t", "a\u0001b", "x".repeat(129), "😀".repeat(64), ...fc.sample(oddText, { numRuns: 2, seed: SEED })];
+      const keys = ["", "\t", "a\u0001b", "x".repeat(129), "😀".repeat(64), ...fc.sample(oddText, { numRuns: 2, seed: SEED }).map(argv)];
       for (const key of keys) {
         const before = (await clients.admin.getServerInfo({})).totalSubmitted;
         const run = await cli(["submit", "t", "--queue", queue, "--group", key, "--json"]);
