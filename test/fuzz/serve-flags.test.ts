@@ -12,7 +12,7 @@ import { OtlpExporter } from "../../src/tracing/otlp-exporter.js";
 import { readScheduleFile } from "../../src/transport/schedule-wire.js";
 import { runCli } from "../cli/support/run-cli.js";
 import { connect } from "../e2e/support/clients.js";
-import { spawnServer } from "../e2e/support/server-process.js";
+import { spawnServer, type ServerProcess } from "../e2e/support/server-process.js";
 import { openEngine } from "../engine/helpers.js";
 import { printFigures } from "../fault/support/figures.js";
 import type { Json } from "./support/hostile-job.js";
@@ -97,7 +97,12 @@ function checkRefusal(message: string, path: string): void {
 
 describe("worq serve --schedules: the file's content fuzzed", () => {
   const dir = mkdtempSync(join(tmpdir(), "worq-schedules-fuzz-"));
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  /** The server running now, if one is: killed even when an expectation failed. */
+  let running: ServerProcess | undefined;
+  afterAll(() => {
+    running?.child.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+  });
 
   it(`hostile files (${RUNS * 4}, seed ${SEED}) are applied whole or refused naming the entry, the stored schedules unchanged`, async () => {
     const figures = { files: 0, applied: 0, refused: 0 };
@@ -172,6 +177,7 @@ describe("worq serve --schedules: the file's content fuzzed", () => {
       }),
     );
     let server = await spawnServer(dataDir, ["--schedules", good, "--log-level", "error"]);
+    running = server;
     await connect(server.port).admin.putSchedule({ schedule: { name: "api-one", cron: "@daily", job: { type: "t" } } });
     server.child.kill("SIGTERM");
     await server.exited;
@@ -198,7 +204,7 @@ describe("worq serve --schedules: the file's content fuzzed", () => {
     for (const [text, names] of files) {
       writeFileSync(bad, text);
       const refused = await spawnServer(dataDir, ["--schedules", bad]).then(
-        () => undefined,
+        (started) => void started.child.kill("SIGKILL"),
         (error: Error) => error.message,
       );
       expect(refused, "the server started with a bad --schedules file").toBeDefined();
@@ -215,6 +221,7 @@ describe("worq serve --schedules: the file's content fuzzed", () => {
 
     // Started again without the file: exactly what was stored before the refusals.
     server = await spawnServer(dataDir, ["--log-level", "error"]);
+    running = server;
     const { schedules } = await connect(server.port).admin.listSchedules({});
     expect(schedules.map((s) => [s.name, s.source, s.timeZone, s.description])).toEqual([
       ["api-one", "api", "UTC", ""],
