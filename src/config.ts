@@ -502,6 +502,12 @@ function otlpEndpointOf(value: string | undefined): { otlpEndpoint?: string } {
   } catch {
     throw new Error(`--otlp-endpoint: ${JSON.stringify(value)} is not a URL like http://127.0.0.1:4318`);
   }
-  if (url.protocol !== "http:" && url.protocol !== "https:") throw new Error(`--otlp-endpoint: ${value} must be http or https`);
+  if (url.protocol !== "http:" && url.protocol !== "https:")
+    throw new Error(`--otlp-endpoint: ${JSON.stringify(value)} must be http or https`);
+  // Spans go to <endpoint>/v1/traces: a query or fragment would end up before that path, and
+  // fetch refuses a URL with credentials, so every export would fail.
+  if (url.username !== "" || url.password !== "" || /[?#]/.test(value)) {
+    throw new Error(`--otlp-endpoint: ${JSON.stringify(value)} must have no user, password, query or fragment, like http://127.0.0.1:4318`);
+  }
   return { otlpEndpoint: value };
 }

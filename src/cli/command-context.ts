@@ -22,7 +22,15 @@ export function withGlobalOptions(command: Command, options: { json?: boolean } 
   command.option("--tls-cert <file>", "PEM client certificate, for a server that requires mutual TLS [WORQ_CLIENT_CERT]");
   command.option("--tls-key <file>", "PEM private key of --tls-cert [WORQ_CLIENT_KEY]");
   if (options.json !== false) command.option("--json", "print one JSON document instead of a table");
-  return command.showHelpAfterError(`(see worq ${command.name() === "worq" ? "" : `${command.name()} `}--help)`);
+  const path = commandPath(command);
+  return command.showHelpAfterError(`(see worq ${path ? `${path} ` : ""}--help)`);
+}
+
+/** A command's words after `worq` ("schedule add"): usage hints must name a command that exists. */
+export function commandPath(command: Command): string {
+  const names: string[] = [];
+  for (let at: Command | null = command; at?.parent; at = at.parent) names.unshift(at.name());
+  return names.join(" ");
 }
 
 /** The value of `name` set closest to `command`: its own flag, else its parents'. */

@@ -15,7 +15,10 @@ export function durationMs(text: string): number {
   if (parts.length === 0 || parts.map((p) => p[0]).join("") !== text.trim()) {
     throw new InvalidArgumentError("expected a duration like 500ms, 10s, 5m, 1h, 7d or 1h30m.");
   }
-  return Math.round(parts.reduce((sum, p) => sum + Number(p[1]) * UNIT_MS[p[2]!]!, 0));
+  const ms = Math.round(parts.reduce((sum, p) => sum + Number(p[1]) * UNIT_MS[p[2]!]!, 0));
+  // Past this a duration is not a whole number of milliseconds any more (or is Infinity), and cannot be sent.
+  if (!Number.isSafeInteger(ms)) throw new InvalidArgumentError("is too long: at most 104249991d.");
+  return ms;
 }
 
 /** A duration above zero. */
@@ -33,6 +36,7 @@ export function rateValue(text: string): { starts: number; periodMs: number; bur
   const starts = Number(match[1]);
   const burst = match[3] === undefined ? starts : Number(match[3]);
   if (starts < 1 || burst < 1) throw new InvalidArgumentError("starts and burst must be at least 1.");
+  if (starts > MAX_COUNT || burst > MAX_COUNT) throw new InvalidArgumentError(`starts and burst must be at most ${MAX_COUNT}.`);
   return { starts, periodMs: positiveDurationMs(match[2]!), burst };
 }
 
@@ -54,9 +58,13 @@ export function groupLimitValue(text: string): { pattern: string; maxRunning: nu
   return limit;
 }
 
-/** A whole number from 0 up. */
+/** The largest count the wire carries (a uint32): past it the request could not even be encoded. */
+const MAX_COUNT = 4_294_967_295;
+
+/** A whole number from 0 up (to what the wire carries). */
 export function countValue(text: string): number {
   if (!/^\d+$/.test(text.trim())) throw new InvalidArgumentError("expected a whole number.");
+  if (Number(text) > MAX_COUNT) throw new InvalidArgumentError(`expected a whole number up to ${MAX_COUNT}.`);
   return Number(text);
 }
 

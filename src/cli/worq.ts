@@ -2,6 +2,7 @@
 import { ConnectError } from "@connectrpc/connect";
 import { CommanderError } from "commander";
 import { serverErrorMessage } from "./connection.js";
+import { commandPath } from "./command-context.js";
 import { CliError, EXIT } from "./exit-codes.js";
 import { createProgram } from "./program.js";
 
@@ -58,7 +59,7 @@ if (argv.length === 0) {
 }
 let command = argv[0]!;
 program.hook("preAction", (_root, actionCommand) => {
-  command = actionCommand.name();
+  command = commandPath(actionCommand);
 });
 try {
   await program.parseAsync(argv, { from: "user" });

@@ -161,10 +161,17 @@ export async function applyConfigSchedules(core: EngineCore, specs: readonly Sch
     names.add(spec.name);
     checkSchedule(core, spec, `schedules[${i}]`);
   });
-  for (const [i, spec] of specs.entries()) await putSchedule(core, spec, "config", `schedules[${i}]`);
+  // Counted before anything is written: a file refused at the limit must leave none of its schedules stored.
+  const kept = [...core.schedules.values()].filter(({ record }) => record.source !== "config" && !names.has(record.name)).length;
+  if (kept + names.size > MAX_SCHEDULES) {
+    const message = `${names.size} in the file and ${kept} made by the API are ${kept + names.size}; at most ${MAX_SCHEDULES} schedules`;
+    throw new WorqError("WORQ_RESOURCE_EXHAUSTED", `schedules: ${message}`, "schedules");
+  }
+  // The stale ones go first, so the count never passes the limit on the way.
   for (const [name, entry] of [...core.schedules]) {
     if (entry.record.source === "config" && !names.has(name)) await deleteSchedule(core, name);
   }
+  for (const [i, spec] of specs.entries()) await putSchedule(core, spec, "config", `schedules[${i}]`);
 }
 
 /** Loads the stored schedules at open and arms each; due ticks run at the next tick(). */

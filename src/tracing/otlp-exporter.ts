@@ -145,6 +145,9 @@ export class OtlpExporter {
  * /v1/traces is kept.
  */
 function tracesUrlOf(endpoint: string): string {
-  const base = endpoint.replace(/\/+$/, "");
-  return base.endsWith("/v1/traces") ? base : `${base}/v1/traces`;
+  // Joined on the parsed URL, not the text: "http:///v1/traces" is host "v1", path "/traces".
+  const url = new URL(endpoint);
+  const path = url.pathname.replace(/\/+$/, "");
+  url.pathname = path.endsWith("/v1/traces") ? path : `${path}/v1/traces`;
+  return url.href;
 }

@@ -335,4 +335,16 @@ describe("schedules: missed ticks, overlap, restart", () => {
       ["api-one", "@hourly", "api"],
     ]);
   });
+
+  it("config schedules past the limit of 10,000 are refused before any is stored (no half-loaded start)", async () => {
+    const data = createMemoryData();
+    const clock = new ManualClock(T);
+    const { engine } = await openEngine({ clock, data });
+    await engine.putSchedule(spec("api-one", "@hourly"));
+    const file = Array.from({ length: 10_000 }, (_, i) => spec(`c${i}`, "@daily"));
+    const error = await expectWorqError(() => engine.applyConfigSchedules(file), "WORQ_RESOURCE_EXHAUSTED", "schedules");
+    expect(error.message).toBe("schedules: 10000 in the file and 1 made by the API are 10001; at most 10000 schedules");
+    expect([...(data.schedules?.keys() ?? [])]).toEqual(["api-one"]);
+    expect(engine.nextWakeMs()).toBe(T + HOUR);
+  }, 30_000);
 });

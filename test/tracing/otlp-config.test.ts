@@ -23,5 +23,17 @@ describe("the OTLP endpoint setting", () => {
   it("refuses what is not an http(s) URL, naming the flag", () => {
     expect(() => parse(["--otlp-endpoint", "collector:4318"])).toThrow(/--otlp-endpoint/);
     expect(() => parse(["--otlp-endpoint", "grpc://collector:4317"])).toThrow(/--otlp-endpoint.*http or https/);
+    // Spans would go to a path after the query or fragment, and fetch refuses credentials in a URL.
+    for (const endpoint of [
+      "http://u:p@collector:4318",
+      "http://u@collector:4318",
+      "http://collector:4318?k=v",
+      "http://collector:4318/#f",
+      "http://c:4318?",
+    ]) {
+      expect(() => parse(["--otlp-endpoint", endpoint]), endpoint).toThrow(
+        /^--otlp-endpoint: .* must have no user, password, query or fragment/,
+      );
+    }
   });
 });

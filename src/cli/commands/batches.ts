@@ -27,8 +27,8 @@ const isDone = (batch: Batch) => batch.state === BatchState.SUCCEEDED || batch.s
 /** A callback job given as `type[@queue]`. */
 function callbackOf(text: string | undefined, flag: string, webhookUrl = ""): BatchCallback | undefined {
   if (text === undefined) return webhookUrl ? ({ webhookUrl } as BatchCallback) : undefined;
-  const [type, queue = ""] = text.split("@");
-  if (!type) throw usageError(`${flag} takes type[@queue], e.g. report.done@reports`);
+  const [type, queue = "", ...more] = text.split("@");
+  if (!type || more.length > 0) throw usageError(`${flag} takes type[@queue], e.g. report.done@reports`);
   return { job: { type, queue } as JobSpec, webhookUrl } as BatchCallback;
 }
 

@@ -1,0 +1,329 @@
+import { createServer, type Server } from "node:http";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import fc from "fast-check";
+import { afterAll, describe, expect, it } from "vitest";
+import { parseServeArgs, type ServerConfig } from "../../src/config.js";
+import { createLogger } from "../../src/log.js";
+import { WorqError } from "../../src/model/errors.js";
+import type { ScheduleSpec } from "../../src/model/schedule.js";
+import { OtlpExporter } from "../../src/tracing/otlp-exporter.js";
+import { readScheduleFile } from "../../src/transport/schedule-wire.js";
+import { runCli } from "../cli/support/run-cli.js";
+import { connect } from "../e2e/support/clients.js";
+import { spawnServer, type ServerProcess } from "../e2e/support/server-process.js";
+import { openEngine } from "../engine/helpers.js";
+import { printFigures } from "../fault/support/figures.js";
+import type { Json } from "./support/hostile-job.js";
+import { defined, hostileSchedule } from "./support/hostile-schedule.js";
+
+/**
+ * The serve flags that read input not yet fuzzed elsewhere: the `--schedules` file's content
+ * and `--otlp-endpoint`. A bad schedules file must refuse the start with one line naming the
+ * entry and field (never a stack trace) and leave the stored schedules as they were (never a
+ * half-loaded start); a good one reads back. A bad endpoint is refused naming the flag; a good
+ * one whose collector is down or failing leaves a running server that logs the failure.
+ * WORQ_FUZZ_RUNS sets the runs (default 25; the in-process properties run 4× that),
+ * WORQ_FUZZ_SEED replays one.
+ */
+const RUNS = Number(process.env.WORQ_FUZZ_RUNS ?? 25);
+const SEED = Number(process.env.WORQ_FUZZ_SEED ?? Date.now() % 2 ** 31);
+const TRACE = `00-${"ab".repeat(16)}-${"cd".repeat(8)}-01`;
+
+/** Entries with a field of the wrong type, an unknown key or snake_case names. */
+const oddEntry: fc.Arbitrary<Json> = fc.oneof(
+  fc.constantFrom<Json>(
+    null,
+    1,
+    "schedule",
+    [],
+    { name: 5, cron: "@hourly", job: { type: "t" } },
+    { name: "n", cron: ["@hourly"], job: { type: "t" } },
+    { name: "n", cron: "@hourly", job: "t" },
+    { name: "n", cron: "@hourly", job: { type: "t" }, catchUpMax: "1" },
+    { name: "n", cron: "@hourly", job: { type: "t" }, catch_up_max: 3, time_zone: "Europe/Berlin" },
+    { name: "n", cron: "@hourly", job: { type: "t" }, colour: "red" },
+    { name: "n", cron: "@hourly", job: { type: "t" }, paused: "yes" },
+    { name: "n", cron: "@hourly", job: { type: "t" }, nextRuns: ["2030-01-01T00:00:00Z"], source: "api", lastJid: "x" },
+    { name: "n", cron: "@hourly", job: { type: "t", at: "2030-01-01T00:00:00Z" } },
+  ),
+  fc.jsonValue({ maxDepth: 3 }) as fc.Arbitrary<Json>,
+);
+
+const entry: fc.Arbitrary<Json> = fc.oneof(
+  { arbitrary: hostileSchedule.map((s) => defined(s) as Json), weight: 4 },
+  { arbitrary: oddEntry, weight: 1 },
+);
+
+/** A schedules file's text: a document of entries, a wrong shape, or not JSON at all. */
+const fileText: fc.Arbitrary<string> = fc.oneof(
+  { arbitrary: fc.array(entry, { maxLength: 4 }).map((schedules) => JSON.stringify({ schedules })), weight: 6 },
+  {
+    arbitrary: fc.oneof(
+      fc.jsonValue({ maxDepth: 2 }).map((value) => JSON.stringify(value)),
+      fc.jsonValue({ maxDepth: 2 }).map((value) => JSON.stringify({ schedules: value })),
+      fc.string({ unit: "binary", maxLength: 60 }),
+      fc.constantFrom(
+        "",
+        '\ufeff{"schedules": []}',
+        "schedules:\n  - name: a\n    cron: '@hourly'\n",
+        '{"schedules": [{"name": "a", "cron": "@hourly", "job": {"type": "t"}}',
+        '{"schedules": [], "schedules": [{"name": "a"}]}',
+        "[".repeat(100_000),
+        `{"schedules": [${'{"name": "d", "cron": "@hourly", "job": {"type": "t"}},'.repeat(2)}null]}`,
+      ),
+    ),
+    weight: 2,
+  },
+  // Huge: a description of 2 MB, and one entry nested deep in its job's args.
+  {
+    arbitrary: fc.constantFrom(
+      JSON.stringify({ schedules: [{ name: "big", cron: "@hourly", job: { type: "t" }, description: "d".repeat(2_000_000) }] }),
+      `{"schedules": [{"name": "deep", "cron": "@hourly", "job": {"type": "t", "args": [${"[".repeat(5000)}${"]".repeat(5000)}]}}]}`,
+    ),
+    weight: 1,
+  },
+);
+
+/** What a refusal of the file must say: the flag and file, then the entry and field, or what is wrong with the whole file. */
+function checkRefusal(message: string, path: string): void {
+  expect(message.startsWith(`--schedules ${path}: `), message).toBe(true);
+  const rest = message.slice(`--schedules ${path}: `.length);
+  expect(rest, message).toMatch(
+    /^(?:schedules(?:\[\d+\](?:\.[a-z_]+)*)?: |expected \{"schedules": \[\.\.\.\]\}$|Unexpected |Expected |Bad control character|Unterminated |Maximum call stack size exceeded|cannot decode )/,
+  );
+}
+
+describe("worq serve --schedules: the file's content fuzzed", () => {
+  const dir = mkdtempSync(join(tmpdir(), "worq-schedules-fuzz-"));
+  /** The server running now, if one is: killed even when an expectation failed. */
+  let running: ServerProcess | undefined;
+  afterAll(() => {
+    running?.child.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it(`hostile files (${RUNS * 4}, seed ${SEED}) are applied whole or refused naming the entry, the stored schedules unchanged`, async () => {
+    const figures = { files: 0, applied: 0, refused: 0 };
+    const path = join(dir, "schedules.json");
+    await fc.assert(
+      fc.asyncProperty(fileText, async (text) => {
+        figures.files++;
+        writeFileSync(path, text);
+        // A store that holds one API schedule and one from an earlier file.
+        const { engine } = await openEngine();
+        const spec = (name: string): ScheduleSpec => ({
+          name,
+          cron: "@hourly",
+          timeZone: "UTC",
+          job: { type: "t" },
+          missed: "SKIP",
+          catchUpMax: 1,
+          overlap: "ALLOW",
+          paused: false,
+          description: "",
+        });
+        await engine.putSchedule(spec("api-one"));
+        await engine.applyConfigSchedules([spec("old-config")]);
+        const before = JSON.stringify(await engine.listSchedules());
+        let applied: string[] | undefined;
+        try {
+          const specs = readScheduleFile(path);
+          try {
+            await engine.applyConfigSchedules(specs);
+          } catch (error) {
+            // As startServer reports it.
+            throw new Error(`--schedules ${path}: ${(error as Error).message}`);
+          }
+          applied = specs.map((spec) => spec.name);
+        } catch (error) {
+          expect(error, String(error)).toBeInstanceOf(Error);
+          expect(error).not.toBeInstanceOf(WorqError);
+          checkRefusal((error as Error).message, path);
+          expect(JSON.stringify(await engine.listSchedules()), "a refused file changed the stored schedules").toBe(before);
+          figures.refused++;
+        }
+        if (applied) {
+          figures.applied++;
+          const listed = await engine.listSchedules();
+          expect(listed.map((s) => s.name)).toEqual([...new Set([...applied, "api-one"])].sort());
+          for (const s of listed) expect(s.source).toBe(s.name === "api-one" && !applied.includes("api-one") ? "api" : "config");
+        }
+        await engine.close();
+      }),
+      { numRuns: RUNS * 4, seed: SEED, endOnFailure: true },
+    );
+    expect(figures.applied).toBeGreaterThan(0);
+    expect(figures.refused).toBeGreaterThan(0);
+    printFigures("schedules-file", { ...figures, seed: SEED });
+  }, 120_000);
+
+  it("a real server refuses a bad file with one log line and no stack, and leaves the stored schedules as they were; a good one reads back", async () => {
+    const dataDir = join(dir, "data");
+    const good = join(dir, "good.json");
+    writeFileSync(
+      good,
+      JSON.stringify({
+        schedules: [
+          {
+            name: "kept",
+            cron: "0 30 2 * * *",
+            timeZone: "Pacific/Chatham",
+            description: "tab\there \u001b[31m",
+            job: { type: "täsk.😀" },
+          },
+        ],
+      }),
+    );
+    let server = await spawnServer(dataDir, ["--schedules", good, "--log-level", "error"]);
+    running = server;
+    await connect(server.port).admin.putSchedule({ schedule: { name: "api-one", cron: "@daily", job: { type: "t" } } });
+    server.child.kill("SIGTERM");
+    await server.exited;
+
+    const bad = join(dir, "bad.json");
+    const files: [string, RegExp][] = [
+      // Valid entries first, then a bad one: none of them may be stored.
+      [
+        JSON.stringify({
+          schedules: [
+            { name: "a1", cron: "@hourly", job: { type: "t" } },
+            { name: "a2", cron: "@hourly", job: { type: "t" } },
+            { name: "a3", cron: "0 0 30 2 *", job: { type: "t" } },
+          ],
+        }),
+        /schedules\[2\]\.cron: /,
+      ],
+      ["[".repeat(100_000), /--schedules /],
+      [
+        JSON.stringify({ schedules: [{ name: "x", cron: "@hourly", job: { type: "t" }, timeZone: "Mars/Olympus\nMons" }] }),
+        /schedules\[0\]\.time_zone: /,
+      ],
+    ];
+    for (const [text, names] of files) {
+      writeFileSync(bad, text);
+      const refused = await spawnServer(dataDir, ["--schedules", bad]).then(
+        (started) => void started.child.kill("SIGKILL"),
+        (error: Error) => error.message,
+      );
+      expect(refused, "the server started with a bad --schedules file").toBeDefined();
+      const [head, ...stderr] = refused!.split("\n");
+      expect(head).toBe("worq serve exited (1) before listening:");
+      const lines = stderr.filter((line) => line.trim() !== "");
+      expect(lines, refused).toHaveLength(1);
+      const logged = JSON.parse(lines[0]!) as { msg: string; error: string };
+      expect(logged.msg).toBe("cannot start");
+      expect(logged.error.startsWith(`--schedules ${bad}: `), logged.error).toBe(true);
+      expect(logged.error).toMatch(names);
+      expect(logged.error).not.toMatch(/\n\s+at /);
+    }
+
+    // Started again without the file: exactly what was stored before the refusals.
+    server = await spawnServer(dataDir, ["--log-level", "error"]);
+    running = server;
+    const { schedules } = await connect(server.port).admin.listSchedules({});
+    expect(schedules.map((s) => [s.name, s.source, s.timeZone, s.description])).toEqual([
+      ["api-one", "api", "UTC", ""],
+      ["kept", "config", "Pacific/Chatham", "tab\there \u001b[31m"],
+    ]);
+    const cli = await runCli(["schedule", "list", "--json", "--server", `127.0.0.1:${server.port}`]);
+    expect(cli.code, cli.stderr).toBe(0);
+    expect((JSON.parse(cli.stdout) as { schedules: { name: string }[] }).schedules.map((s) => s.name)).toEqual(["api-one", "kept"]);
+    server.child.kill("SIGKILL");
+    await server.exited;
+  }, 120_000);
+});
+
+describe("worq serve --otlp-endpoint fuzzed", () => {
+  const dir = mkdtempSync(join(tmpdir(), "worq-otlp-fuzz-"));
+  let collector: Server | undefined;
+  afterAll(() => {
+    collector?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const endpoint = fc.oneof(
+    // Ones found before: a path that reads as a host, a query, credentials.
+    fc.constantFrom("http:///v1/traces", "http://h:4318?", "http://u:p@h:4318", "https://h/otlp/v1/traces//", "http://h/a%2Fb/"),
+    fc.string({ unit: "binary", maxLength: 40 }),
+    fc.webUrl({ withQueryParameters: true, withFragments: true }),
+    fc
+      .tuple(
+        fc.constantFrom("http", "https", "grpc", "ftp", "HTTP", "file", "javascript", ""),
+        fc.constantFrom("://", ":", ":///", "://user:pw@", "://@"),
+        fc.constantFrom("127.0.0.1", "[::1]", "localhost", "collector.invalid", "", "ä.example", "[::1", "256.0.0.1"),
+        fc.constantFrom("", ":4318", ":0", ":65536", ":-1", ":99999999999", ":abc"),
+        fc.constantFrom("", "/", "/v1/traces", "/otlp/", "?x=1", "#f", "/a b", "/\u0000", "//"),
+      )
+      .map((parts) => parts.join("")),
+  );
+
+  it(`random endpoints (${RUNS * 8}, seed ${SEED}) are refused naming the flag, or give an http(s) URL ending in /v1/traces`, () => {
+    const log = createLogger("silent", process.stderr);
+    const figures = { endpoints: 0, accepted: 0, refused: 0 };
+    fc.assert(
+      fc.property(endpoint, (value) => {
+        figures.endpoints++;
+        let config: ServerConfig;
+        try {
+          config = parseServeArgs(["--otlp-endpoint", value], {}) as ServerConfig;
+        } catch (error) {
+          figures.refused++;
+          expect((error as Error).message, value).toMatch(/^--otlp-endpoint: .* (?:is not a URL|must be http or https|must have no user)/);
+          expect((error as Error).message).not.toContain("\n");
+          return;
+        }
+        if (config.otlpEndpoint === undefined) {
+          expect(value).toBe("");
+          return;
+        }
+        figures.accepted++;
+        const url = new URL(new OtlpExporter(config.otlpEndpoint, log, { serviceName: "worq", version: "0" }).url);
+        expect(["http:", "https:"]).toContain(url.protocol);
+        expect(url.pathname.endsWith("/v1/traces"), url.href).toBe(true);
+        expect([url.search, url.hash, url.username, url.password]).toEqual(["", "", "", ""]);
+      }),
+      { numRuns: RUNS * 8, seed: SEED },
+    );
+    expect(figures.accepted).toBeGreaterThan(0);
+    expect(figures.refused).toBeGreaterThan(0);
+  });
+
+  it("a collector that is down or answers 500: the server logs the failed export once and keeps serving", async () => {
+    collector = createServer((request, response) => {
+      request.resume();
+      request.on("end", () => response.writeHead(500).end("no"));
+    });
+    await new Promise<void>((ready) => collector!.listen(0, "127.0.0.1", ready));
+    const failing = `http://127.0.0.1:${(collector.address() as { port: number }).port}`;
+    // A port nothing listens on: the collector's own, once it is closed.
+    const down = await new Promise<string>((resolve) => {
+      const probe = createServer();
+      probe.listen(0, "127.0.0.1", () => {
+        const { port } = probe.address() as { port: number };
+        probe.close(() => resolve(`http://127.0.0.1:${port}/`));
+      });
+    });
+    const check = async (name: string, url: string) => {
+      const server = await spawnServer(join(dir, name.replace(" ", "-")), ["--otlp-endpoint", url, "--log-level", "warn"]);
+      try {
+        const clients = connect(server.port);
+        for (let i = 0; i < 3; i++) await clients.producer.submit({ job: { type: "t", queue: "otlp", trace: { traceparent: TRACE } } });
+        const deadline = Date.now() + 5_000;
+        while (!server.stderr().includes("OTLP export failed") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+        expect(server.stderr(), name).toContain("OTLP export failed");
+        // Once until an export works, not once per batch.
+        await clients.producer.submit({ job: { type: "t", queue: "otlp", trace: { traceparent: TRACE } } });
+        await new Promise((r) => setTimeout(r, 1_300));
+        expect(server.stderr().split("OTLP export failed").length - 1, name).toBe(1);
+        expect(server.child.exitCode).toBeNull();
+        expect((await fetch(`http://127.0.0.1:${server.httpPort}/healthz`)).status).toBe(200);
+      } finally {
+        server.child.kill("SIGKILL");
+        await server.exited;
+      }
+    };
+    await Promise.all([check("down", down), check("answers 500", failing)]);
+  }, 60_000);
+});
