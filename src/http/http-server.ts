@@ -70,6 +70,9 @@ export function createHttpServer(options: HttpServerOptions): Server {
       grpc: false,
       acceptCompression: [],
       readMaxBytes: options.maxRequestBytes,
+      // A JSON key or enum name this server does not know is refused, naming it, never dropped:
+      // a field from a newer contract would otherwise be silently ignored (a unique key, a limit).
+      jsonOptions: { ignoreUnknownFields: false },
       // Timing first, so refused calls are counted under their code too.
       interceptors: [timing, connectAccessInterceptor(options.access)],
     },

@@ -45,6 +45,22 @@ describe("the HTTP side: Connect protocol with curl, /healthz, /metrics (real se
     expect(JSON.parse(bad.body)).toMatchObject({ code: "invalid_argument", message: "job.type: is required" });
   });
 
+  it("refuses a JSON key or enum name it does not know, naming it, and creates nothing (never drops it)", async () => {
+    for (const [job, named] of [
+      [{ type: "t", queue: "strict", colour: "red" }, 'key "colour" is unknown'],
+      [{ type: "t", queue: "strict", priority: "PRIORITY_NOPE" }, '"PRIORITY_NOPE"'],
+    ] as const) {
+      const refused = await post("worq.v1.ProducerService/Submit", { job });
+      expect(refused.status).toBe(400);
+      const answer = JSON.parse(refused.body) as { code: string; message: string };
+      expect(answer.code).toBe("invalid_argument");
+      expect(answer.message).toContain(named);
+    }
+    expect((await post("worq.v1.ProducerService/Submit", { job: { type: "t", queue: "other" }, extra: 1 })).status).toBe(400);
+    const listed = JSON.parse((await post("worq.v1.AdminService/ListJobs", { queue: "strict" })).body) as { jobs?: unknown[] };
+    expect(listed.jobs ?? []).toEqual([]);
+  });
+
   it("sends no CORS headers (cross-origin browsers are refused by default)", async () => {
     const preflight = await curl(
       "-X",
