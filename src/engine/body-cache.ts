@@ -23,11 +23,12 @@ export class BodyCache {
   }
 
   /** The body of `jid` if cached, removing it: a body is handed out once, at its lease. */
-  take(jid: string): JobBody | undefined {
+  /** Takes `jid`'s body out of the cache, with its data size. */
+  take(jid: string): { body: JobBody; bytes: number } | undefined {
     const entry = this.entries.get(jid);
     if (!entry) return undefined;
     this.forget(jid, entry.bytes);
-    return entry.body;
+    return entry;
   }
 
   /** Drops `jid` (it finished without a lease). */

@@ -136,6 +136,7 @@ export function pump(core: EngineCore): void {
   const leasesDurable = core.persist(writes);
   leasesDurable.catch(() => {}); // a storage failure is reported through onFatal
   const bodyOf = new Map<string, JobBody | undefined>();
+  const sizeOf = new Map<string, number>(); // data bytes of the bodies the cache held
   const misses: string[] = [];
   // An attempt of a job with a checkpoint (an attempt after the first) is delivered with it,
   // read once the leases are durable: committed after every earlier write, that checkpoint's included.
@@ -143,14 +144,16 @@ export function pump(core: EngineCore): void {
   for (const list of grants.values()) {
     for (const meta of list) {
       if (core.checkpointed.has(meta.jid)) retried.push(meta.jid);
-      const body = core.bodies.take(meta.jid);
-      if (body) bodyOf.set(meta.jid, body);
-      else misses.push(meta.jid);
+      const cached = core.bodies.take(meta.jid);
+      if (cached) {
+        bodyOf.set(meta.jid, cached.body);
+        sizeOf.set(meta.jid, cached.bytes);
+      } else misses.push(meta.jid);
     }
   }
   const checkpointOf = new Map<string, Uint8Array>();
   if (misses.length === 0 && retried.length === 0 && core.deliveryTail === undefined) {
-    deliver(core, grants, bodyOf, checkpointOf);
+    deliver(grants, bodyOf, checkpointOf, sizeOf, core);
     return;
   }
   // A body not in memory may still be on its way to the store: a job made ready by
@@ -182,7 +185,7 @@ export function pump(core: EngineCore): void {
           .then(() => Promise.all(retried.map((jid) => core.store.getCheckpoint(jid))))
           .then((checkpoints) => retried.forEach((jid, i) => checkpoints[i] && checkpointOf.set(jid, checkpoints[i])));
   const tail: Promise<void> = Promise.all([core.deliveryTail, bodiesRead, checkpointsRead])
-    .then(() => deliver(core, grants, bodyOf, checkpointOf))
+    .then(() => deliver(grants, bodyOf, checkpointOf, sizeOf, core))
     .catch(() => {}) // a failed read leaves the leases to lapse: the jobs run again
     .finally(() => {
       if (core.deliveryTail === tail) core.deliveryTail = undefined;
@@ -190,25 +193,40 @@ export function pump(core: EngineCore): void {
   core.deliveryTail = tail;
 }
 
-/** Pushes each open session its leased jobs whose bodies were found, with their checkpoints. */
+/**
+ * Pushes each open session its leased jobs whose bodies were found, with their checkpoints:
+ * in deliveries of at most LIMITS.manyJobsMessageDataBytes of job data each (one job alone
+ * may be larger), so that each goes out as one message under the message size limit however
+ * large the jobs and the worker's credits.
+ */
 function deliver(
-  core: EngineCore,
   grants: Map<Session, JobMeta[]>,
   bodyOf: Map<string, JobBody | undefined>,
   checkpointOf: Map<string, Uint8Array>,
+  sizeOf: Map<string, number>,
+  core: EngineCore,
 ): void {
   for (const [session, list] of grants) {
     if (session.closed) {
       returnUndelivered(core, list);
       continue;
     }
-    const delivered: LeaseGrant[] = [];
+    let delivery: LeaseGrant[] = [];
+    let deliveryBytes = 0;
     for (const meta of list) {
       const body = bodyOf.get(meta.jid);
+      if (!body) continue;
       const checkpoint = checkpointOf.get(meta.jid);
-      if (body) delivered.push(checkpoint ? { meta, body, checkpoint } : { meta, body });
+      const bytes = (sizeOf.get(meta.jid) ?? bodyDataBytes(body)) + (checkpoint?.byteLength ?? 0);
+      if (delivery.length > 0 && deliveryBytes + bytes > LIMITS.manyJobsMessageDataBytes) {
+        session.sink.deliver(delivery);
+        delivery = [];
+        deliveryBytes = 0;
+      }
+      delivery.push(checkpoint ? { meta, body, checkpoint } : { meta, body });
+      deliveryBytes += bytes;
     }
-    if (delivered.length > 0) session.sink.deliver(delivered);
+    if (delivery.length > 0) session.sink.deliver(delivery);
   }
 }
 

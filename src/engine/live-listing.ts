@@ -1,6 +1,8 @@
 import { invalid } from "../model/errors.js";
 import type { JobBody, JobMeta, JobState, JobView } from "../model/job.js";
+import { LIMITS } from "../model/limits.js";
 import type { FinishedCursor } from "./store.js";
+import { bodyDataBytes } from "./submit-validation.js";
 
 /** States whose jobs the engine holds in memory, so they can be listed without a store index. */
 export const LISTABLE_STATES: ReadonlySet<JobState> = new Set(["PENDING", "SCHEDULED", "DELAYED", "RUNNING", "RETRYING"]);
@@ -72,7 +74,9 @@ function isFiltering(filter: JobFilter): boolean {
 /**
  * One page of jobs from `nextChunk` (successive runs of metas in listing order: after the
  * given meta, or from the request's cursor when undefined), keeping those that match
- * `filter`, until the page is full, the listing ends or SCAN_LIMIT jobs were examined.
+ * `filter`, until the page is full, the listing ends, SCAN_LIMIT jobs were examined, or the
+ * next job would take the page's job data past LIMITS.manyJobsMessageDataBytes (so that
+ * a page of large jobs still fits in one answer).
  * `resumeAfter` is the last job examined when the listing may go on (undefined at its end).
  */
 async function collectPage(
@@ -84,6 +88,7 @@ async function collectPage(
   const chunkSize = isFiltering(filter) ? Math.max(pageSize + 1, 256) : pageSize + 1;
   const jobs: JobView[] = [];
   let examined = 0;
+  let dataBytes = 0;
   let last: JobMeta | undefined;
   for (;;) {
     const chunk = await nextChunk(last, chunkSize);
@@ -92,11 +97,17 @@ async function collectPage(
     (await getBodies(candidates.map((meta) => meta.jid))).forEach((body, i) => bodies.set(candidates[i]!.jid, body));
     for (const meta of chunk) {
       if (jobs.length === pageSize || examined === SCAN_LIMIT) return { jobs, resumeAfter: last };
-      examined++;
-      last = meta;
       const body = bodies.get(meta.jid);
       // A job deleted between reading its meta and its body is left out.
-      if (body && metaMatches(filter, meta) && bodyMatches(filter, body)) jobs.push({ meta, body });
+      const matches = body !== undefined && metaMatches(filter, meta) && bodyMatches(filter, body);
+      const bytes = matches ? bodyDataBytes(body) : 0;
+      if (matches && jobs.length > 0 && dataBytes + bytes > LIMITS.manyJobsMessageDataBytes) return { jobs, resumeAfter: last };
+      examined++;
+      last = meta;
+      if (matches) {
+        jobs.push({ meta, body });
+        dataBytes += bytes;
+      }
     }
     if (chunk.length < chunkSize) return { jobs, resumeAfter: undefined };
   }

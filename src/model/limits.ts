@@ -9,6 +9,12 @@ export const LIMITS = {
   /** args + kwargs + payload + custom of one job, by default; configurable up to 16 MiB. */
   defaultMaxJobBytes: 1024 * 1024,
   maxMaxJobBytes: 16 * 1024 * 1024,
+  /**
+   * Job data (args, kwargs, custom, payload, checkpoint) one message of several jobs carries
+   * at most (a ListJobs page, a Lease delivery); a single job may carry more. Well under the
+   * smallest message limit the server sets (the job limit + 4 MiB), whatever the job limit.
+   */
+  manyJobsMessageDataBytes: 2 * 1024 * 1024,
   maxResultBytes: 1024 * 1024,
   maxCheckpointBytes: 1024 * 1024,
   progressMessageMaxChars: 1024,

@@ -24,7 +24,7 @@ describe("BodyCache", () => {
     cache.offer("b", bodyOf(2), 10);
     cache.offer("c", bodyOf(3), 10);
     expect(cache.take("c")).toBeUndefined();
-    expect(cache.take("a")).toEqual(bodyOf(1));
+    expect(cache.take("a")).toEqual({ body: bodyOf(1), bytes: 10 });
     expect(cache.take("a")).toBeUndefined(); // handed out once
     cache.offer("d", bodyOf(4), 10);
     expect(cache.size).toBe(2);
@@ -37,7 +37,7 @@ describe("BodyCache", () => {
     expect(cache.size).toBe(1);
     cache.delete("a");
     cache.offer("b", bodyOf(2), 10);
-    expect(cache.take("b")).toEqual(bodyOf(2));
+    expect(cache.take("b")).toEqual({ body: bodyOf(2), bytes: 10 });
   });
 });
 

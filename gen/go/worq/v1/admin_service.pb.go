@@ -984,7 +984,8 @@ type ListJobsResponse struct {
 	Jobs []*Job `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
 	// Cursor for the next page; empty when this was the last. With filters, one call examines
 	// at most 10,000 jobs, so a page may hold fewer than page_size jobs (even none) while this
-	// is set: the listing goes on from here.
+	// is set: the listing goes on from here. A page also ends before its jobs' data (args,
+	// kwargs, custom, payload) passes 2 MiB, so that a page of large jobs fits in one answer.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

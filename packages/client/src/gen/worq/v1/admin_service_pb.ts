@@ -489,7 +489,8 @@ export type ListJobsResponse = Message<"worq.v1.ListJobsResponse"> & {
   /**
    * Cursor for the next page; empty when this was the last. With filters, one call examines
    * at most 10,000 jobs, so a page may hold fewer than page_size jobs (even none) while this
-   * is set: the listing goes on from here.
+   * is set: the listing goes on from here. A page also ends before its jobs' data (args,
+   * kwargs, custom, payload) passes 2 MiB, so that a page of large jobs fits in one answer.
    *
    * @generated from field: string next_page_token = 2;
    */
