@@ -368,9 +368,9 @@ export class Engine {
     return schedules.getSchedule(this.core, name);
   }
 
-  /** Every schedule, sorted by name. */
-  listSchedules(): Promise<schedules.ScheduleView[]> {
-    return schedules.listSchedules(this.core);
+  /** A page of schedules after the name `after`, sorted by name (schedules.ts). */
+  listSchedules(pageSize: number, after: string | undefined): Promise<{ schedules: schedules.ScheduleView[]; next?: string }> {
+    return schedules.listSchedules(this.core, pageSize, after);
   }
 
   /** Stops a schedule's ticks (true) or starts them again (false; ticks meanwhile are missed ticks). */

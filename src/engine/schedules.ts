@@ -15,7 +15,8 @@ import { isTimeZone, parseCron, type CronSchedule } from "./cron.js";
 import type { EngineCore } from "./engine-core.js";
 import type { StoreWrite } from "./store.js";
 import { submit } from "./submit.js";
-import { buildNewJob, checkCallbackUrl } from "./submit-validation.js";
+import { buildNewJob, checkCallbackUrl, inputDataBytes } from "./submit-validation.js";
+import { LIMITS } from "../model/limits.js";
 import { pushTimer } from "./timers.js";
 
 /** A schedule in memory: its record as stored, its parsed expression, and its timer. */
@@ -145,9 +146,33 @@ export async function getSchedule(core: EngineCore, name: string): Promise<Sched
   return viewOf(core, entryOf(core, name));
 }
 
-export async function listSchedules(core: EngineCore): Promise<ScheduleView[]> {
-  const names = [...core.schedules.keys()].sort();
-  return Promise.all(names.map((name) => viewOf(core, core.schedules.get(name)!)));
+/** ListSchedules page size: default and limit. */
+const MAX_SCHEDULE_PAGE = 1000;
+
+/**
+ * The schedules after the name `after`, sorted by name: at most `pageSize` (0: the limit), and
+ * no more than LIMITS.manyJobsMessageDataBytes of job-template data (one larger alone).
+ * `next` names the last one listed when more follow.
+ */
+export async function listSchedules(
+  core: EngineCore,
+  pageSize: number,
+  after: string | undefined,
+): Promise<{ schedules: ScheduleView[]; next?: string }> {
+  if (!Number.isInteger(pageSize) || pageSize < 0 || pageSize > MAX_SCHEDULE_PAGE)
+    invalid("page_size", `must be at most ${MAX_SCHEDULE_PAGE}`);
+  const limit = pageSize || MAX_SCHEDULE_PAGE;
+  const names = [...core.schedules.keys()].filter((name) => after === undefined || name > after).sort();
+  const page: string[] = [];
+  let dataBytes = 0;
+  for (const name of names) {
+    const bytes = inputDataBytes(core.schedules.get(name)!.record.job);
+    if (page.length === limit || (page.length > 0 && dataBytes + bytes > LIMITS.manyJobsMessageDataBytes)) break;
+    page.push(name);
+    dataBytes += bytes;
+  }
+  const schedules = await Promise.all(page.map((name) => viewOf(core, core.schedules.get(name)!)));
+  return page.length < names.length ? { schedules, next: page.at(-1)! } : { schedules };
 }
 
 /**

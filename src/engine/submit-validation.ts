@@ -200,6 +200,11 @@ function checkJobSize(input: SubmitInput, payload: Uint8Array, field: string, ma
   );
 }
 
+/** A job-to-be's data size (a schedule's template), as checkJobSize counts it. */
+export function inputDataBytes(input: SubmitInput): number {
+  return sum(dataSizes(input.args, input.kwargs, input.custom, input.payload ?? new Uint8Array()));
+}
+
 /** A stored job's data size, as checkJobSize counts it at submit (for the body cache). */
 export function bodyDataBytes(body: JobBody): number {
   return sum(dataSizes(body.args, body.kwargs, body.custom, body.payload));

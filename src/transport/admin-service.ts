@@ -23,7 +23,7 @@ import { ControlAction } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { domainStateOf, durationMsOf, durationOf, jobOf } from "./convert.js";
 import { scopeOf } from "./auth/caller-context.js";
 import { checkQueueInScope, type QueueScope } from "./auth/queue-scope.js";
-import { scheduleOf, scheduleSpecOf } from "./schedule-wire.js";
+import { scheduleAfterToken, scheduleOf, scheduleSpecOf, scheduleToken } from "./schedule-wire.js";
 import {
   checkJobAccess,
   retryInScope,
@@ -239,9 +239,10 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
       checkEveryQueue(scopeOf(ctx));
       return { schedule: scheduleOf(await engine.getSchedule(request.name)) };
     }),
-    listSchedules: guarded("ListSchedules", log, async (_request, ctx) => {
+    listSchedules: guarded("ListSchedules", log, async (request, ctx) => {
       checkEveryQueue(scopeOf(ctx));
-      return { schedules: (await engine.listSchedules()).map(scheduleOf) };
+      const page = await engine.listSchedules(request.pageSize, scheduleAfterToken(request.pageToken));
+      return { schedules: page.schedules.map(scheduleOf), nextPageToken: page.next === undefined ? "" : scheduleToken(page.next) };
     }),
     pauseSchedule: guarded("PauseSchedule", log, async (request, ctx) => {
       checkEveryQueue(scopeOf(ctx));

@@ -49,7 +49,7 @@ describe("worq batch: create, submit into, seal, wait, get, list", () => {
     expect(list.code, list.stderr).toBe(0);
     expect(list.stdout).toContain(id);
     expect(list.stdout).toContain("cli batch");
-  });
+  }, 60_000); // some fifteen CLI processes
 
   it("refuses a second seal and a job for a sealed batch, naming the field", async () => {
     const id = (await cli(["batch", "create"])).stdout.trim();

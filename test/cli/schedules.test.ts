@@ -80,7 +80,7 @@ describe("worq schedule add|list|pause|resume|rm|run-now (built CLI against a re
     expect((await cli(["schedule", "rm", "nightly"])).code).toBe(0);
     expect((await cli(["schedule", "list"])).stdout.trim()).toBe("no schedules");
     expect(jsonOf(await cli(["schedule", "list", "--json"]))).toEqual({ schedules: [] });
-  });
+  }, 60_000); // some twenty CLI processes
 
   it("bad input: the server's error names the field; usage errors for bad flags; unknown names are not found", async () => {
     const bad = await cli(["schedule", "add", "x", "--cron", "61 * * * *", "--type", "t"]);

@@ -1,7 +1,8 @@
 /**
  * Large jobs on a real server: a worker whose credits cover many 900 KB jobs gets them all,
- * and ListJobs pages through them, each answer under the message size limit (a Lease
- * delivery or a page of all of them at once would be larger than any message the server sends).
+ * and ListJobs and ListSchedules page through them, each answer under the message size limit
+ * (a Lease delivery or a page of all of them at once would be larger than any message the
+ * server sends).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Worker, WorqClient } from "@worq/client";
@@ -42,5 +43,25 @@ describe("large jobs through a real server", () => {
       await running;
     }
     expect(ran.sort((a, b) => a - b)).toEqual(Array.from({ length: JOBS }, (_, i) => i));
+  }, 40_000);
+
+  it("ListSchedules pages through schedules whose job templates are large; a token it did not issue is refused", async () => {
+    const payload = new Uint8Array(900_000);
+    const names = Array.from({ length: 7 }, (_, i) => `large-${i}`);
+    for (const name of names)
+      await server.admin.putSchedule({ schedule: { name, cron: "@yearly", job: { type: "t", queue: "q", payload } } });
+    const listed: string[] = [];
+    let pageToken = "";
+    let pages = 0;
+    do {
+      const page = await server.admin.listSchedules({ pageToken });
+      listed.push(...page.schedules.map((schedule) => schedule.name));
+      expect(page.schedules.every((schedule) => schedule.job!.payload.byteLength === payload.byteLength)).toBe(true);
+      pageToken = page.nextPageToken;
+      pages++;
+    } while (pageToken !== "");
+    expect(listed).toEqual(names);
+    expect(pages).toBeGreaterThan(1);
+    await expect(server.admin.listSchedules({ pageToken: "not a token!" })).rejects.toThrow(/page_token/);
   }, 40_000);
 });

@@ -136,7 +136,13 @@ export function registerSchedules(program: Command): void {
         ]),
       );
     }
-    const { schedules } = await connection.call((options) => connection.admin.listSchedules({}, options));
+    const schedules = [];
+    let pageToken = "";
+    do {
+      const page = await connection.call((options) => connection.admin.listSchedules({ pageToken }, options));
+      schedules.push(...page.schedules);
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
     if (json) return printJson({ schedules: schedules.map(scheduleJson) });
     if (schedules.length === 0) return print("no schedules");
     print(

@@ -29,7 +29,13 @@ export const schedulesPage: PageFactory = (root) => {
   }
 
   refresh = async () => {
-    const { schedules } = await admin.listSchedules({});
+    const schedules = [];
+    let pageToken = "";
+    do {
+      const page = await admin.listSchedules({ pageToken });
+      schedules.push(...page.schedules);
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
     const headers = ["Schedule", "Cron", "Time zone", "Job", "Next run", "Last run", "Last outcome", "Skipped", "Source", "Status", ""];
     const rows = schedules.map((s) =>
       el(

@@ -203,9 +203,13 @@ func (x *GetScheduleResponse) GetSchedule() *Schedule {
 	return nil
 }
 
-// ListSchedulesRequest is empty.
+// ListSchedulesRequest asks for one page.
 type ListSchedulesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 1000; 0 means 1000.
+	PageSize uint32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token; empty for the first page.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -240,10 +244,28 @@ func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
 	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{4}
 }
 
-// ListSchedulesResponse carries every schedule.
+func (x *ListSchedulesRequest) GetPageSize() uint32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListSchedulesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListSchedulesResponse is one page.
 type ListSchedulesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Schedules     []*Schedule            `protobuf:"bytes,1,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The schedules, sorted by name. A page ends before its job templates' data (args, kwargs,
+	// custom, payload) passes 2 MiB (one larger schedule comes alone), so that it fits in one answer.
+	Schedules []*Schedule `protobuf:"bytes,1,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	// Cursor for the next page; empty when this was the last.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -283,6 +305,13 @@ func (x *ListSchedulesResponse) GetSchedules() []*Schedule {
 		return x.Schedules
 	}
 	return nil
+}
+
+func (x *ListSchedulesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // PauseScheduleRequest names a schedule.
@@ -2980,10 +3009,14 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\x12GetScheduleRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"D\n" +
 	"\x13GetScheduleResponse\x12-\n" +
-	"\bschedule\x18\x01 \x01(\v2\x11.worq.v1.ScheduleR\bschedule\"\x16\n" +
-	"\x14ListSchedulesRequest\"H\n" +
+	"\bschedule\x18\x01 \x01(\v2\x11.worq.v1.ScheduleR\bschedule\"R\n" +
+	"\x14ListSchedulesRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\rR\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"p\n" +
 	"\x15ListSchedulesResponse\x12/\n" +
-	"\tschedules\x18\x01 \x03(\v2\x11.worq.v1.ScheduleR\tschedules\"*\n" +
+	"\tschedules\x18\x01 \x03(\v2\x11.worq.v1.ScheduleR\tschedules\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"*\n" +
 	"\x14PauseScheduleRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x17\n" +
 	"\x15PauseScheduleResponse\"+\n" +

@@ -92,7 +92,7 @@ type AdminServiceClient interface {
 	PutSchedule(ctx context.Context, in *PutScheduleRequest, opts ...grpc.CallOption) (*PutScheduleResponse, error)
 	// GetSchedule returns one schedule with its next runs and last outcome; NOT_FOUND if none.
 	GetSchedule(ctx context.Context, in *GetScheduleRequest, opts ...grpc.CallOption) (*GetScheduleResponse, error)
-	// ListSchedules returns every schedule, sorted by name.
+	// ListSchedules pages through the schedules, sorted by name.
 	ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error)
 	// PauseSchedule stops a schedule's ticks; ResumeSchedule starts them again (ticks
 	// meanwhile are missed ticks, per its MissedTicks).
@@ -383,7 +383,7 @@ type AdminServiceServer interface {
 	PutSchedule(context.Context, *PutScheduleRequest) (*PutScheduleResponse, error)
 	// GetSchedule returns one schedule with its next runs and last outcome; NOT_FOUND if none.
 	GetSchedule(context.Context, *GetScheduleRequest) (*GetScheduleResponse, error)
-	// ListSchedules returns every schedule, sorted by name.
+	// ListSchedules pages through the schedules, sorted by name.
 	ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error)
 	// PauseSchedule stops a schedule's ticks; ResumeSchedule starts them again (ticks
 	// meanwhile are missed ticks, per its MissedTicks).

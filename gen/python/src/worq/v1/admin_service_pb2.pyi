@@ -39,14 +39,20 @@ class GetScheduleResponse(_message.Message):
     def __init__(self, schedule: _Optional[_Union[_schedule_pb2.Schedule, _Mapping]] = ...) -> None: ...
 
 class ListSchedulesRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("page_size", "page_token")
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListSchedulesResponse(_message.Message):
-    __slots__ = ("schedules",)
+    __slots__ = ("schedules", "next_page_token")
     SCHEDULES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     schedules: _containers.RepeatedCompositeFieldContainer[_schedule_pb2.Schedule]
-    def __init__(self, schedules: _Optional[_Iterable[_Union[_schedule_pb2.Schedule, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, schedules: _Optional[_Iterable[_Union[_schedule_pb2.Schedule, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class PauseScheduleRequest(_message.Message):
     __slots__ = ("name",)

@@ -275,7 +275,7 @@ class AdminServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListSchedules(self, request, context):
-        """ListSchedules returns every schedule, sorted by name.
+        """ListSchedules pages through the schedules, sorted by name.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
