@@ -369,8 +369,8 @@ export class Engine {
   }
 
   /** A page of schedules after the name `after`, sorted by name (schedules.ts). */
-  listSchedules(pageSize: number, after: string | undefined): Promise<{ schedules: schedules.ScheduleView[]; next?: string }> {
-    return schedules.listSchedules(this.core, pageSize, after);
+  listSchedules(pageSize: number, pageToken: string): Promise<{ schedules: schedules.ScheduleView[]; nextPageToken: string }> {
+    return schedules.listSchedules(this.core, pageSize, pageToken);
   }
 
   /** Stops a schedule's ticks (true) or starts them again (false; ticks meanwhile are missed ticks). */

@@ -158,6 +158,19 @@ function decodeToken<T>(pageToken: string, valid: (value: T) => boolean): T | un
 
 const encodeToken = (cursor: unknown) => Buffer.from(JSON.stringify(cursor)).toString("base64url");
 
+/** A page token for listings sorted by name (queues, schedules): the last name listed. */
+export function nameToken(name: string): string {
+  return Buffer.from(name, "utf8").toString("base64url");
+}
+
+/** The name a `nameToken` continues after ("" for the first page); a token not made here is refused. */
+export function nameAfterToken(pageToken: string): string {
+  if (pageToken === "") return "";
+  const name = Buffer.from(pageToken, "base64url").toString("utf8");
+  if (name === "" || nameToken(name) !== pageToken) invalid("page_token", "is not a token this server issued");
+  return name;
+}
+
 /** A place in the ready queues: what `readyAfter` continues from. */
 export interface ReadyPosition {
   priority: number;

@@ -7,7 +7,16 @@ import { isTerminal, type JobState, type JobView } from "../model/job.js";
 import { checkQueueName, isUuidV4 } from "../model/limits.js";
 import type { FinishedCursor } from "./store.js";
 import { UNREADY_LIVE_STATES } from "./live-jobs.js";
-import { LISTABLE_STATES, checkJobFilter, finishedJobsPage, liveJobsPage, type JobFilter, type ReadyPosition } from "./live-listing.js";
+import {
+  LISTABLE_STATES,
+  checkJobFilter,
+  finishedJobsPage,
+  liveJobsPage,
+  nameAfterToken,
+  nameToken,
+  type JobFilter,
+  type ReadyPosition,
+} from "./live-listing.js";
 import type { EngineInfo, GroupStatsView, QueueStatsView } from "./engine-types.js";
 import type { EngineCore, Waiter } from "./engine-core.js";
 import { storageFailure } from "./storage-failure.js";
@@ -98,10 +107,10 @@ export function listQueues(
 ): { queues: QueueStatsView[]; nextPageToken: string } {
   if (pageSize > 1000) invalid("page_size", "must be at most 1000");
   const size = pageSize || 100;
-  const after = pageToken ? Buffer.from(pageToken, "base64url").toString("utf8") : "";
+  const after = nameAfterToken(pageToken);
   const names = core.queues.names().filter((name) => name > after && allowed(name));
   const page = names.slice(0, size);
-  const nextPageToken = names.length > size ? Buffer.from(page.at(-1)!).toString("base64url") : "";
+  const nextPageToken = names.length > size ? nameToken(page.at(-1)!) : "";
   return { queues: page.map((name) => queueStats(core, name)), nextPageToken };
 }
 

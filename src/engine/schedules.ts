@@ -9,6 +9,7 @@
  * schedule's policy.
  */
 import { WorqError, invalid } from "../model/errors.js";
+import { nameAfterToken, nameToken } from "./live-listing.js";
 import { isTerminal, type JobState, type SubmitInput } from "../model/job.js";
 import type { ScheduleSpec, StoredSchedule } from "../model/schedule.js";
 import { isTimeZone, parseCron, type CronSchedule } from "./cron.js";
@@ -150,19 +151,20 @@ export async function getSchedule(core: EngineCore, name: string): Promise<Sched
 const MAX_SCHEDULE_PAGE = 1000;
 
 /**
- * The schedules after the name `after`, sorted by name: at most `pageSize` (0: the limit), and
- * no more than LIMITS.manyJobsMessageDataBytes of job-template data (one larger alone).
- * `next` names the last one listed when more follow.
+ * The schedules sorted by name, a page at a time after the name in `pageToken`: at most
+ * `pageSize` (0: the limit), and no more than LIMITS.manyJobsMessageDataBytes of job-template
+ * data (one larger alone).
  */
 export async function listSchedules(
   core: EngineCore,
   pageSize: number,
-  after: string | undefined,
-): Promise<{ schedules: ScheduleView[]; next?: string }> {
+  pageToken: string,
+): Promise<{ schedules: ScheduleView[]; nextPageToken: string }> {
   if (!Number.isInteger(pageSize) || pageSize < 0 || pageSize > MAX_SCHEDULE_PAGE)
     invalid("page_size", `must be at most ${MAX_SCHEDULE_PAGE}`);
   const limit = pageSize || MAX_SCHEDULE_PAGE;
-  const names = [...core.schedules.keys()].filter((name) => after === undefined || name > after).sort();
+  const after = nameAfterToken(pageToken);
+  const names = [...core.schedules.keys()].filter((name) => name > after).sort();
   const page: string[] = [];
   let dataBytes = 0;
   for (const name of names) {
@@ -172,7 +174,7 @@ export async function listSchedules(
     dataBytes += bytes;
   }
   const schedules = await Promise.all(page.map((name) => viewOf(core, core.schedules.get(name)!)));
-  return page.length < names.length ? { schedules, next: page.at(-1)! } : { schedules };
+  return { schedules, nextPageToken: page.length < names.length ? nameToken(page.at(-1)!) : "" };
 }
 
 /**

@@ -23,7 +23,7 @@ import { ControlAction } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { domainStateOf, durationMsOf, durationOf, jobOf } from "./convert.js";
 import { scopeOf } from "./auth/caller-context.js";
 import { checkQueueInScope, type QueueScope } from "./auth/queue-scope.js";
-import { scheduleAfterToken, scheduleOf, scheduleSpecOf, scheduleToken } from "./schedule-wire.js";
+import { scheduleOf, scheduleSpecOf } from "./schedule-wire.js";
 import {
   checkJobAccess,
   retryInScope,
@@ -241,8 +241,8 @@ export function createAdminService(engine: Engine, log: Logger, options: AdminSe
     }),
     listSchedules: guarded("ListSchedules", log, async (request, ctx) => {
       checkEveryQueue(scopeOf(ctx));
-      const page = await engine.listSchedules(request.pageSize, scheduleAfterToken(request.pageToken));
-      return { schedules: page.schedules.map(scheduleOf), nextPageToken: page.next === undefined ? "" : scheduleToken(page.next) };
+      const page = await engine.listSchedules(request.pageSize, request.pageToken);
+      return { schedules: page.schedules.map(scheduleOf), nextPageToken: page.nextPageToken };
     }),
     pauseSchedule: guarded("PauseSchedule", log, async (request, ctx) => {
       checkEveryQueue(scopeOf(ctx));

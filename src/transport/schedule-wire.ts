@@ -45,19 +45,6 @@ export function scheduleSpecOf(schedule: Schedule | undefined, field: string): S
   };
 }
 
-/** ListSchedules' page token after the schedule `name` (opaque to clients). */
-export function scheduleToken(name: string): string {
-  return Buffer.from(name, "utf8").toString("base64url");
-}
-
-/** The schedule name a ListSchedules page token continues after; undefined for the first page. */
-export function scheduleAfterToken(token: string): string | undefined {
-  if (token === "") return undefined;
-  const name = Buffer.from(token, "base64url").toString("utf8");
-  if (name === "" || scheduleToken(name) !== token) invalid("page_token", "is not a token this server issued");
-  return name;
-}
-
 /** A schedule as the API shows it. */
 export function scheduleOf(view: ScheduleView): Schedule {
   return create(ScheduleSchema, {

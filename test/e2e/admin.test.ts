@@ -61,6 +61,7 @@ describe("AdminService against a real server", () => {
     } while (pageToken);
     expect(names).toEqual([...names].sort());
     expect(names).toEqual(expect.arrayContaining(["q-a", "q-b", "q-c"]));
+    await expect(server.admin.listQueues({ pageToken: "not a token!" })).rejects.toThrow(/page_token: is not a token this server issued/);
   });
 
   it("a paused queue accepts submits but leases nothing; resume delivers at once; the pause survives a restart", async () => {

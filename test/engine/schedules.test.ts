@@ -322,14 +322,14 @@ describe("schedules: missed ticks, overlap, restart", () => {
     const first = await openEngine({ clock, data });
     await first.engine.putSchedule(spec("api-one", "@hourly"));
     await first.engine.applyConfigSchedules([spec("a", "@hourly"), spec("b", "@daily")]);
-    expect((await first.engine.listSchedules(0, undefined)).schedules.map((s) => [s.name, s.source])).toEqual([
+    expect((await first.engine.listSchedules(0, "")).schedules.map((s) => [s.name, s.source])).toEqual([
       ["a", "config"],
       ["api-one", "api"],
       ["b", "config"],
     ]);
     const second = await openEngine({ clock, data });
     await second.engine.applyConfigSchedules([spec("a", "@daily")]);
-    const list = (await second.engine.listSchedules(0, undefined)).schedules;
+    const list = (await second.engine.listSchedules(0, "")).schedules;
     expect(list.map((s) => [s.name, s.cron, s.source])).toEqual([
       ["a", "@daily", "config"],
       ["api-one", "@hourly", "api"],
@@ -353,30 +353,31 @@ describe("ListSchedules pages", () => {
   it("by name, page_size at a time, and before the templates' data passes the message bound", async () => {
     const { engine } = await openEngine();
     for (const name of ["e", "a", "d", "c", "b"]) await engine.putSchedule(spec(name, "@daily"));
-    const first = await engine.listSchedules(2, undefined);
+    const first = await engine.listSchedules(2, "");
     expect(first.schedules.map((s) => s.name)).toEqual(["a", "b"]);
-    const second = await engine.listSchedules(2, first.next);
+    const second = await engine.listSchedules(2, first.nextPageToken);
     expect(second.schedules.map((s) => s.name)).toEqual(["c", "d"]);
-    const third = await engine.listSchedules(2, second.next);
-    expect(third).toEqual({ schedules: [expect.objectContaining({ name: "e" })] });
-    expect((await engine.listSchedules(0, undefined)).schedules).toHaveLength(5);
+    const third = await engine.listSchedules(2, second.nextPageToken);
+    expect(third).toEqual({ schedules: [expect.objectContaining({ name: "e" })], nextPageToken: "" });
+    expect((await engine.listSchedules(0, "")).schedules).toHaveLength(5);
 
     // Templates of 900 KB each: at most two per page whatever the page size.
     for (const name of ["big-1", "big-2", "big-3"]) {
       await engine.putSchedule(spec(name, "@daily", { job: { type: "t", queue: "q", payload: new Uint8Array(900_000) } }));
     }
     const pages: string[][] = [];
-    let after: string | undefined;
+    let pageToken = "";
     do {
-      const page = await engine.listSchedules(0, after);
+      const page = await engine.listSchedules(0, pageToken);
       pages.push(page.schedules.map((s) => s.name));
-      after = page.next;
-    } while (after !== undefined);
+      pageToken = page.nextPageToken;
+    } while (pageToken !== "");
     expect(pages.flat()).toEqual(["a", "b", "big-1", "big-2", "big-3", "c", "d", "e"]);
     expect(pages).toEqual([
       ["a", "b", "big-1", "big-2"],
       ["big-3", "c", "d", "e"],
     ]);
-    await expectWorqError(() => engine.listSchedules(1001, undefined), "WORQ_INVALID_ARGUMENT", "page_size");
+    await expectWorqError(() => engine.listSchedules(1001, ""), "WORQ_INVALID_ARGUMENT", "page_size");
+    await expectWorqError(() => engine.listSchedules(0, "not a token"), "WORQ_INVALID_ARGUMENT", "page_token");
   });
 });

@@ -126,7 +126,7 @@ describe("worq serve --schedules: the file's content fuzzed", () => {
         });
         await engine.putSchedule(spec("api-one"));
         await engine.applyConfigSchedules([spec("old-config")]);
-        const before = JSON.stringify(await engine.listSchedules(0, undefined));
+        const before = JSON.stringify(await engine.listSchedules(0, ""));
         let applied: string[] | undefined;
         try {
           const specs = readScheduleFile(path);
@@ -141,12 +141,12 @@ describe("worq serve --schedules: the file's content fuzzed", () => {
           expect(error, String(error)).toBeInstanceOf(Error);
           expect(error).not.toBeInstanceOf(WorqError);
           checkRefusal((error as Error).message, path);
-          expect(JSON.stringify(await engine.listSchedules(0, undefined)), "a refused file changed the stored schedules").toBe(before);
+          expect(JSON.stringify(await engine.listSchedules(0, "")), "a refused file changed the stored schedules").toBe(before);
           figures.refused++;
         }
         if (applied) {
           figures.applied++;
-          const listed = (await engine.listSchedules(0, undefined)).schedules;
+          const listed = (await engine.listSchedules(0, "")).schedules;
           expect(listed.map((s) => s.name)).toEqual([...new Set([...applied, "api-one"])].sort());
           for (const s of listed) expect(s.source).toBe(s.name === "api-one" && !applied.includes("api-one") ? "api" : "config");
         }
