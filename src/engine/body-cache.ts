@@ -1,5 +1,11 @@
 import type { JobBody } from "../model/job.js";
 
+/** A job's body with its data size (args + kwargs + custom + payload, as the job size limit counts it). */
+export interface SizedBody {
+  body: JobBody;
+  bytes: number;
+}
+
 /**
  * The bodies of just-submitted jobs that are ready or due within seconds, kept until they
  * are leased, so a lease does not read back from the store what was written a moment ago
@@ -7,7 +13,7 @@ import type { JobBody } from "../model/job.js";
  * the oldest jobs, the ones a FIFO queue hands out first. A miss is only a store read.
  */
 export class BodyCache {
-  private readonly entries = new Map<string, { body: JobBody; bytes: number }>();
+  private readonly entries = new Map<string, SizedBody>();
   private bytes = 0;
 
   constructor(
@@ -22,9 +28,8 @@ export class BodyCache {
     this.bytes += dataBytes;
   }
 
-  /** The body of `jid` if cached, removing it: a body is handed out once, at its lease. */
-  /** Takes `jid`'s body out of the cache, with its data size. */
-  take(jid: string): { body: JobBody; bytes: number } | undefined {
+  /** Takes `jid`'s body out of the cache if there: a body is handed out once, at its lease. */
+  take(jid: string): SizedBody | undefined {
     const entry = this.entries.get(jid);
     if (!entry) return undefined;
     this.forget(jid, entry.bytes);

@@ -3,7 +3,7 @@
  * with their bodies.
  */
 import { invalid } from "../model/errors.js";
-import type { JobBody, JobMeta } from "../model/job.js";
+import type { JobMeta } from "../model/job.js";
 import { checkQueueName, LIMITS } from "../model/limits.js";
 import type { StoreWrite } from "./store.js";
 import { bodyDataBytes } from "./submit-validation.js";
@@ -12,6 +12,7 @@ import type { LeaseGrant, LeaseSession, LeaseSessionOptions, LeaseSink, WorkerVi
 import type { EngineCore } from "./engine-core.js";
 import { isReadyAt, pageInIfLow, readyJidsOf } from "./paging.js";
 import { scheduleRefill, scheduleTimers } from "./timers.js";
+import type { SizedBody } from "./body-cache.js";
 
 /** Bodies of the next ready jobs read with a lease's missing ones (see pump). */
 const READ_AHEAD = 1_000;
@@ -135,8 +136,7 @@ export function pump(core: EngineCore): void {
   // is committed after the lease, in order, so nothing a worker is told goes backwards.
   const leasesDurable = core.persist(writes);
   leasesDurable.catch(() => {}); // a storage failure is reported through onFatal
-  const bodyOf = new Map<string, JobBody | undefined>();
-  const sizeOf = new Map<string, number>(); // data bytes of the bodies the cache held
+  const bodyOf = new Map<string, SizedBody>();
   const misses: string[] = [];
   // An attempt of a job with a checkpoint (an attempt after the first) is delivered with it,
   // read once the leases are durable: committed after every earlier write, that checkpoint's included.
@@ -145,15 +145,13 @@ export function pump(core: EngineCore): void {
     for (const meta of list) {
       if (core.checkpointed.has(meta.jid)) retried.push(meta.jid);
       const cached = core.bodies.take(meta.jid);
-      if (cached) {
-        bodyOf.set(meta.jid, cached.body);
-        sizeOf.set(meta.jid, cached.bytes);
-      } else misses.push(meta.jid);
+      if (cached) bodyOf.set(meta.jid, cached);
+      else misses.push(meta.jid);
     }
   }
   const checkpointOf = new Map<string, Uint8Array>();
   if (misses.length === 0 && retried.length === 0 && core.deliveryTail === undefined) {
-    deliver(grants, bodyOf, checkpointOf, sizeOf, core);
+    deliver(grants, bodyOf, checkpointOf, core);
     return;
   }
   // A body not in memory may still be on its way to the store: a job made ready by
@@ -169,7 +167,10 @@ export function pump(core: EngineCore): void {
       : leasesDurable
           .then(() => core.store.getBodies([...misses, ...ahead]))
           .then((bodies) => {
-            misses.forEach((jid, i) => bodyOf.set(jid, bodies[i]));
+            misses.forEach((jid, i) => {
+              const body = bodies[i];
+              if (body) bodyOf.set(jid, { body, bytes: bodyDataBytes(body) });
+            });
             ahead.forEach((jid, i) => {
               const body = bodies[misses.length + i];
               // Only for a job still waiting to be leased: a finished one's body would stay.
@@ -185,7 +186,7 @@ export function pump(core: EngineCore): void {
           .then(() => Promise.all(retried.map((jid) => core.store.getCheckpoint(jid))))
           .then((checkpoints) => retried.forEach((jid, i) => checkpoints[i] && checkpointOf.set(jid, checkpoints[i])));
   const tail: Promise<void> = Promise.all([core.deliveryTail, bodiesRead, checkpointsRead])
-    .then(() => deliver(grants, bodyOf, checkpointOf, sizeOf, core))
+    .then(() => deliver(grants, bodyOf, checkpointOf, core))
     .catch(() => {}) // a failed read leaves the leases to lapse: the jobs run again
     .finally(() => {
       if (core.deliveryTail === tail) core.deliveryTail = undefined;
@@ -201,9 +202,8 @@ export function pump(core: EngineCore): void {
  */
 function deliver(
   grants: Map<Session, JobMeta[]>,
-  bodyOf: Map<string, JobBody | undefined>,
+  bodyOf: Map<string, SizedBody>,
   checkpointOf: Map<string, Uint8Array>,
-  sizeOf: Map<string, number>,
   core: EngineCore,
 ): void {
   for (const [session, list] of grants) {
@@ -214,10 +214,11 @@ function deliver(
     let delivery: LeaseGrant[] = [];
     let deliveryBytes = 0;
     for (const meta of list) {
-      const body = bodyOf.get(meta.jid);
-      if (!body) continue;
+      const sized = bodyOf.get(meta.jid);
+      if (!sized) continue;
+      const { body } = sized;
       const checkpoint = checkpointOf.get(meta.jid);
-      const bytes = (sizeOf.get(meta.jid) ?? bodyDataBytes(body)) + (checkpoint?.byteLength ?? 0);
+      const bytes = sized.bytes + (checkpoint?.byteLength ?? 0);
       if (delivery.length > 0 && deliveryBytes + bytes > LIMITS.manyJobsMessageDataBytes) {
         session.sink.deliver(delivery);
         delivery = [];
