@@ -14,7 +14,7 @@ import { runCli } from "../cli/support/run-cli.js";
 import { connect, StreamWorker, type WorqClients } from "../e2e/support/clients.js";
 import { spawnServer, type ServerProcess } from "../e2e/support/server-process.js";
 import { printFigures } from "../fault/support/figures.js";
-import { durationJson, hostileJob, kwargsOf, rfc3339, type HostileJob, type Json } from "./support/hostile-job.js";
+import { hostileJob, jobJson, kwargsOf, rfc3339, type HostileJob, type Json } from "./support/hostile-job.js";
 import {
   connectJson,
   readAllListings,
@@ -130,23 +130,7 @@ describe("accepted implies readable, on a real server process", () => {
   }
 
   async function viaConnectJson(job: HostileJob): Promise<SubmitAnswer> {
-    const { maxAttempts, initialDelayMs, maxDelayMs } = job.retry;
-    const spec: Record<string, unknown> = {
-      type: job.type,
-      queue: job.queue,
-      args: job.args,
-      kwargs: kwargsOf(job),
-      tags: job.tags,
-      ...(job.group !== undefined && { groupKey: job.group }),
-      retry: {
-        ...(maxAttempts !== undefined ? { maxAttempts } : {}),
-        ...(initialDelayMs !== undefined ? { initialDelay: durationJson(initialDelayMs) } : {}),
-        ...(maxDelayMs !== undefined ? { maxDelay: durationJson(maxDelayMs) } : {}),
-      },
-    };
-    if (job.time.kind === "at") spec.at = rfc3339(job.time.ms);
-    if (job.time.kind === "delay") spec.delay = durationJson(job.time.ms);
-    const { status, body } = await connectJson(server.httpPort, "ProducerService/Submit", { job: spec });
+    const { status, body } = await connectJson(server.httpPort, "ProducerService/Submit", { job: jobJson(job) });
     return answerOfHttp(status, body, (b) => String(b.jid));
   }
 

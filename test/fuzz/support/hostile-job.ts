@@ -182,6 +182,27 @@ export function rfc3339(ms: number): string {
 }
 
 /** A duration in protobuf JSON form ("12.345s"). */
-export function durationJson(ms: number): string {
+function durationJson(ms: number): string {
   return `${ms / 1000}s`;
+}
+
+/** A hostile job as a JobSpec in proto JSON (a submit, a schedule's template or a callback job). */
+export function jobJson(job: HostileJob): Record<string, Json> {
+  const { maxAttempts, initialDelayMs, maxDelayMs } = job.retry;
+  const spec: Record<string, Json> = {
+    type: job.type,
+    queue: job.queue,
+    args: job.args,
+    kwargs: kwargsOf(job),
+    tags: job.tags,
+    ...(job.group !== undefined && { groupKey: job.group }),
+    retry: {
+      ...(maxAttempts !== undefined ? { maxAttempts } : {}),
+      ...(initialDelayMs !== undefined ? { initialDelay: durationJson(initialDelayMs) } : {}),
+      ...(maxDelayMs !== undefined ? { maxDelay: durationJson(maxDelayMs) } : {}),
+    },
+  };
+  if (job.time.kind === "at") spec.at = rfc3339(job.time.ms);
+  if (job.time.kind === "delay") spec.delay = durationJson(job.time.ms);
+  return spec;
 }

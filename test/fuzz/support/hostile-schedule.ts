@@ -1,5 +1,5 @@
 import fc from "fast-check";
-import { durationJson, hostileJob, kwargsOf, rfc3339, type HostileJob, type Json } from "./hostile-job.js";
+import { hostileJob, jobJson, type Json } from "./hostile-job.js";
 
 /**
  * Schedules a careless or hostile operator would send, in proto JSON (PutSchedule's Schedule,
@@ -98,27 +98,6 @@ const timeZone = fc.oneof(
   },
   { arbitrary: oddText, weight: 1 },
 );
-
-/** A hostile job as a JobSpec in proto JSON (a template or a callback job). */
-function jobJson(job: HostileJob): Record<string, Json> {
-  const { maxAttempts, initialDelayMs, maxDelayMs } = job.retry;
-  const spec: Record<string, Json> = {
-    type: job.type,
-    queue: job.queue,
-    args: job.args,
-    kwargs: kwargsOf(job),
-    tags: job.tags,
-    ...(job.group !== undefined && { groupKey: job.group }),
-    retry: {
-      ...(maxAttempts !== undefined ? { maxAttempts } : {}),
-      ...(initialDelayMs !== undefined ? { initialDelay: durationJson(initialDelayMs) } : {}),
-      ...(maxDelayMs !== undefined ? { maxDelay: durationJson(maxDelayMs) } : {}),
-    },
-  };
-  if (job.time.kind === "at") spec.at = rfc3339(job.time.ms);
-  if (job.time.kind === "delay") spec.delay = durationJson(job.time.ms);
-  return spec;
-}
 
 /** Fields a template must not have, and odd ones a template may. */
 const templateExtra = fc.oneof(
