@@ -12,41 +12,22 @@ import { mkdtempSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import * as grpc from "@grpc/grpc-js";
 import { WorqClient } from "@worq/client";
 import { cleanupAll, trackDir, trackProcess } from "../lib/cleanup.mjs";
+import { startEchoServer } from "../lib/floors.mjs";
 import { latencySummary } from "../lib/stats.mjs";
 import { num } from "../lib/table.mjs";
 import { startWorqServer } from "../lib/worq-server.mjs";
 import { openProducer as openLib } from "../peers/worq-lib/adapter.mjs";
 import { openProducer as openRaw } from "../peers/worq-raw/adapter.mjs";
 
-const identity = (bytes) => bytes;
-const ECHO = {
-  path: "/floor.Echo/Echo",
-  requestStream: false,
-  responseStream: false,
-  requestSerialize: identity,
-  requestDeserialize: identity,
-  responseSerialize: identity,
-  responseDeserialize: identity,
-};
-
-if (process.argv[2] === "--tcp-server" || process.argv[2] === "--grpc-server") {
-  // Child: a bare echo server; sends its port to the parent.
-  if (process.argv[2] === "--tcp-server") {
-    const server = net.createServer((socket) => {
-      socket.setNoDelay(true);
-      socket.on("data", (data) => socket.write(data));
-    });
-    server.listen(0, "127.0.0.1", () => process.send(server.address().port));
-  } else {
-    const server = new grpc.Server();
-    server.addService({ echo: ECHO }, { echo: (call, callback) => callback(null, call.request) });
-    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (error, port) =>
-      error ? process.exit(1) : process.send(port),
-    );
-  }
+if (process.argv[2] === "--tcp-server") {
+  // Child: a bare TCP echo server; sends its port to the parent.
+  const server = net.createServer((socket) => {
+    socket.setNoDelay(true);
+    socket.on("data", (data) => socket.write(data));
+  });
+  server.listen(0, "127.0.0.1", () => process.send(server.address().port));
 } else {
   const calls = Number(process.argv[2] ?? 2000);
   const startChildServer = async (flag) => {
@@ -83,18 +64,10 @@ if (process.argv[2] === "--tcp-server" || process.argv[2] === "--grpc-server") {
     socket.destroy();
     tcp.child.kill();
 
-    const echo = await startChildServer("--grpc-server");
-    const channel = new grpc.Client(`127.0.0.1:${echo.port}`, grpc.credentials.createInsecure());
+    const echo = await startEchoServer();
     const payload = Buffer.from("hello");
-    await time(
-      "grpc-js unary echo (bare grpc-js server)",
-      () =>
-        new Promise((resolve, reject) =>
-          channel.makeUnaryRequest(ECHO.path, identity, identity, payload, (error, reply) => (error ? reject(error) : resolve(reply))),
-        ),
-    );
-    channel.close();
-    echo.child.kill();
+    await time("grpc-js unary echo (bare grpc-js server)", () => echo.call(payload));
+    echo.close();
 
     const server = await startWorqServer(join(trackDir(mkdtempSync(join(tmpdir(), "worq-rpc-floor-"))), "data"));
     const client = new WorqClient({ address: server.address });

@@ -4,76 +4,58 @@
 // echo server in a process of its own. Heap allocated per call (sampled, collected objects
 // included) and latency, one call at a time, two rounds each.
 //   npm run build && node bench/diag/unary-client.mjs [calls=2000]
-import { fork } from "node:child_process";
 import { Session } from "node:inspector/promises";
 import * as grpc from "@grpc/grpc-js";
 import { GrpcLink } from "@worq/client/grpc-link.js";
-import { trackProcess } from "../lib/cleanup.mjs";
+import { ECHO, startEchoProcess } from "../lib/floors.mjs";
 import { latencySummary } from "../lib/stats.mjs";
 import { num } from "../lib/table.mjs";
 
 const identity = (bytes) => bytes;
-const PATH = "/floor.Echo/Echo";
-const ECHO = {
-  path: PATH,
-  requestStream: false,
-  responseStream: false,
-  requestSerialize: identity,
-  requestDeserialize: identity,
-  responseSerialize: identity,
-  responseDeserialize: identity,
-};
 
-if (process.argv[2] === "--server") {
-  const server = new grpc.Server();
-  server.addService({ echo: ECHO }, { echo: (call, callback) => callback(null, call.request) });
-  server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (error, port) => (error ? process.exit(1) : process.send(port)));
-} else {
-  const calls = Number(process.argv[2] ?? 2000);
-  const child = trackProcess(fork(new URL(import.meta.url).pathname, ["--server"], { stdio: "inherit" }));
-  const port = await new Promise((resolve) => child.once("message", resolve));
-  const request = Buffer.alloc(60);
-  const channel = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), { "grpc.enable_channelz": 0 });
-  const viaGrpcJs = () =>
-    new Promise((resolve, reject) =>
-      channel.makeUnaryRequest(PATH, identity, identity, request, new grpc.Metadata(), (error, response) =>
-        error ? reject(error) : resolve(response),
-      ),
-    );
-  const link = new GrpcLink({ address: `127.0.0.1:${port}` });
-  const viaLink = () => link.unary(PATH, request);
-  const session = new Session();
-  session.connect();
-  await session.post("HeapProfiler.enable");
-  console.log("| client | bytes allocated per call | p50 ms | p99 ms |\n| --- | --- | --- | --- |");
-  for (const [name, call] of [
-    ["grpc-js", viaGrpcJs],
-    ["GrpcLink (node:http2)", viaLink],
-    ["grpc-js", viaGrpcJs],
-    ["GrpcLink (node:http2)", viaLink],
-  ]) {
-    for (let i = 0; i < 300; i++) await call(); // warm-up
-    await session.post("HeapProfiler.startSampling", {
-      samplingInterval: 128,
-      includeObjectsCollectedByMajorGC: true,
-      includeObjectsCollectedByMinorGC: true,
-    });
-    const ms = [];
-    for (let i = 0; i < calls; i++) {
-      const t0 = performance.now();
-      await call();
-      ms.push(performance.now() - t0);
-    }
-    const { profile } = await session.post("HeapProfiler.stopSampling");
-    let bytes = 0;
-    const walk = (node) => {
-      bytes += node.selfSize;
-      node.children.forEach(walk);
-    };
-    walk(profile.head);
-    const s = latencySummary(ms);
-    console.log(`| ${name} | ${Math.round(bytes / calls)} | ${num(s.p50)} | ${num(s.p99)} |`);
+const calls = Number(process.argv[2] ?? 2000);
+const { port, child } = await startEchoProcess();
+const request = Buffer.alloc(60);
+const channel = new grpc.Client(`127.0.0.1:${port}`, grpc.credentials.createInsecure(), { "grpc.enable_channelz": 0 });
+const viaGrpcJs = () =>
+  new Promise((resolve, reject) =>
+    channel.makeUnaryRequest(ECHO.path, identity, identity, request, new grpc.Metadata(), (error, response) =>
+      error ? reject(error) : resolve(response),
+    ),
+  );
+const link = new GrpcLink({ address: `127.0.0.1:${port}` });
+const viaLink = () => link.unary(ECHO.path, request);
+const session = new Session();
+session.connect();
+await session.post("HeapProfiler.enable");
+console.log("| client | bytes allocated per call | p50 ms | p99 ms |\n| --- | --- | --- | --- |");
+for (const [name, call] of [
+  ["grpc-js", viaGrpcJs],
+  ["GrpcLink (node:http2)", viaLink],
+  ["grpc-js", viaGrpcJs],
+  ["GrpcLink (node:http2)", viaLink],
+]) {
+  for (let i = 0; i < 300; i++) await call(); // warm-up
+  await session.post("HeapProfiler.startSampling", {
+    samplingInterval: 128,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: true,
+  });
+  const ms = [];
+  for (let i = 0; i < calls; i++) {
+    const t0 = performance.now();
+    await call();
+    ms.push(performance.now() - t0);
   }
-  child.kill();
-  process.exit(0);
+  const { profile } = await session.post("HeapProfiler.stopSampling");
+  let bytes = 0;
+  const walk = (node) => {
+    bytes += node.selfSize;
+    node.children.forEach(walk);
+  };
+  walk(profile.head);
+  const s = latencySummary(ms);
+  console.log(`| ${name} | ${Math.round(bytes / calls)} | ${num(s.p50)} | ${num(s.p99)} |`);
 }
+child.kill();
+process.exit(0);

@@ -25,6 +25,7 @@ export function createContext({ options, root, redisBin, log }) {
   return {
     options,
     log,
+    root,
     async startServer(peerId, tag, { cpuProfile, nodeArgs, serveArgs } = {}) {
       const peer = PEERS[peerId];
       const dir = join(root, `${String(++serial).padStart(3, "0")}-${peerId}-${tag}`.replace(/[^\w.-]/g, ""));

@@ -40,6 +40,30 @@ export function evaluateTargets(results) {
   const p99 = results.W2?.figures?.["worq-lib"]?.p99?.median;
   add("W2 pickup p99 ≤ 1 ms", Number.isFinite(p99) ? `${num(p99)} ms` : "not measured", Number.isFinite(p99) ? p99 <= 1 : undefined);
 
+  // The latency issue's targets, against the floors measured in the same W2 repetitions.
+  const w2 = results.W2;
+  const lib = w2?.figures?.["worq-lib"];
+  const echo = w2?.floors?.echo;
+  const disk = w2?.floors?.fdatasync;
+  const judge = (target, value, bound, explain) => {
+    const ok = Number.isFinite(value) && Number.isFinite(bound);
+    add(target, ok ? `${num(value)} ms vs ${num(bound)} ms (${explain})` : "not measured", ok ? value <= bound : undefined);
+  };
+  judge(
+    "W2 submit acknowledged p50 ≤ 2× the grpc-js echo floor's p50 + one fdatasync",
+    lib?.submitAckP50?.median,
+    2 * echo?.p50?.median + disk?.p50?.median,
+    `2 × ${num(echo?.p50?.median)} + ${num(disk?.p50?.median)}`,
+  );
+  judge("W2 pickup p50 ≤ BullMQ (AOF always)'s", lib?.p50?.median, w2?.figures?.["bullmq-always"]?.p50?.median, "BullMQ (AOF always)");
+  judge("W2 pickup p99 ≤ 1.5× the echo floor's p99", lib?.p99?.median, 1.5 * echo?.p99?.median, `1.5 × ${num(echo?.p99?.median)}`);
+  judge(
+    "W2 submit acknowledged p99 ≤ 1.5× the echo floor's p99",
+    lib?.submitAckP99?.median,
+    1.5 * echo?.p99?.median,
+    `1.5 × ${num(echo?.p99?.median)}`,
+  );
+
   const w3 = results.W3?.figures;
   const cmp = (target, key, unit) => {
     const a = w3?.["worq-lib"]?.[key]?.median;
