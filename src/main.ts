@@ -29,7 +29,6 @@ import { AccessControl, ANONYMOUS, type Caller } from "./transport/auth/access-c
 import { listenWorkq, type WorkqListener } from "./workq/listener.js";
 import { listenFaktory, type FaktoryListener } from "./faktory/listener.js";
 import type { FaktoryPassword } from "./faktory/handshake.js";
-import { grpcAccessInterceptor } from "./transport/auth/grpc-interceptor.js";
 import { loadTokenFile } from "./transport/auth/token-file.js";
 import { createStore } from "./storage/open-store.js";
 import type { Store } from "./engine/store.js";
@@ -203,7 +202,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
     onCall: (method, code, seconds) => metrics.observeRpc(method, code, seconds),
     // Refused calls never reach a handler: count them here, under their code. Without tokens
     // or a submit rate nothing is refused, and a per-call interceptor would only cost time.
-    interceptors: access.guards ? [grpcAccessInterceptor(access, (method, code) => metrics.observeRpc(method, code, 0))] : [],
+    ...(access.guards && { access: { control: access, onRefused: (method, code) => metrics.observeRpc(method, code, 0) } }),
   });
   const server = grpcServer.server;
   health = grpcServer.health;
@@ -231,6 +230,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
   let faktory: FaktoryListener | undefined;
   try {
     grpcPort = await bindGrpc(server, config.host, config.port, tls);
+    grpcServer.lane.install(server);
     capGrpcConnections(server, caps("grpc"));
     watchStreamCap(server, LIMITS.maxStreamsPerConnection, () => metrics.observeStreamCapReached());
     httpPort = await listenHttp(http, config.host, config.httpPort);

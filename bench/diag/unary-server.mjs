@@ -1,8 +1,7 @@
 #!/usr/bin/env node
 // Diagnostic, not part of `npm run bench`: what answering one unary call costs a server, grpc-js's
-// own unary path against an answer written on node:http2 directly (message and trailers in one
-// write) by a 'stream' listener put in front of grpc-js's on the same server, the way a fast lane
-// for Worq's hot unary RPCs would sit. One grpc-js client; the server in a process of its own.
+// own unary path against an answer written on node:http2 directly by a 'stream' listener put in
+// front of grpc-js's on the same server, the way Worq's unary lane (src/transport/unary-lane.ts) sits. One grpc-js client; the server in a process of its own.
 // Per server: latency one call at a time, the server's CPU per call over those calls, and the
 // rate with 50 calls in flight. Run twice each, alternating, as the machine drifts.
 //   node bench/diag/unary-server.mjs [calls=3000]
@@ -13,7 +12,7 @@ import { ECHO } from "../lib/floors.mjs";
 import { latencySummary } from "../lib/stats.mjs";
 import { num } from "../lib/table.mjs";
 
-const KINDS = { "grpc-js": "grpc-js unary path", direct: "node:http2 directly, trailers in the same write" };
+const KINDS = { "grpc-js": "grpc-js unary path", direct: "node:http2 directly" };
 const kind = process.argv[2];
 
 if (kind in KINDS) {

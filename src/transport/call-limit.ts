@@ -1,4 +1,5 @@
 import * as grpc from "@grpc/grpc-js";
+import type { CallStatus } from "./call-status.js";
 
 /**
  * Caps the calls one server runs at once, over all its connections: HTTP/2 bounds streams per
@@ -23,7 +24,7 @@ export class ConcurrentCallLimit {
     };
   }
 
-  refusal(): Partial<grpc.StatusObject> {
+  refusal(): CallStatus {
     return {
       code: grpc.status.RESOURCE_EXHAUSTED,
       details: `the server is serving its limit of ${this.max} concurrent calls (--max-calls); retry later`,

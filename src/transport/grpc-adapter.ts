@@ -3,10 +3,12 @@ import { once } from "node:events";
 import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { ConcurrentCallLimit } from "./call-limit.js";
+import { grpcMetadataOf, grpcStatusOf, type CallStatus } from "./call-status.js";
 import { contextValuesOf } from "./call-values.js";
 import type { ErrorLogger } from "./error-mapping.js";
 import { internalErrorMessage, newRequestId } from "./request-id.js";
 import { markLatency } from "@worq/client/latency-marks.js";
+import type { CallOrigin, UnaryLane, UnaryReply } from "./unary-lane.js";
 
 /**
  * Request readers that replace fromBinary for some methods (by local name): what they return
@@ -32,7 +34,8 @@ export interface MethodCodecs {
  * once (typed by the protoc-gen-es GenService) and also served over the Connect protocol.
  * Connect's error codes are the gRPC status codes by number, so errors map 1:1. `impl` is
  * typed by its caller (grpc-server.ts's WorqServices): a method with a writer in `codecs`
- * may answer what that writer takes rather than a message.
+ * may answer what that writer takes rather than a message. With a `lane`, the unary methods
+ * are also routed there (unary-lane.ts), which answers them ahead of grpc-js.
  */
 export function addConnectService<S extends DescService, Handlers extends object = Partial<ServiceImpl<S>>>(
   server: grpc.Server,
@@ -42,8 +45,10 @@ export function addConnectService<S extends DescService, Handlers extends object
   limit?: ConcurrentCallLimit,
   codecs: MethodCodecs = {},
   log?: ErrorLogger,
+  lane?: UnaryLane,
 ): void {
   const handlers: grpc.UntypedServiceImplementation = {};
+  const definition = serviceDefinitionOf(service, codecs);
   for (const method of service.methods) {
     const fn = (impl as Record<string, unknown>)[method.localName] as ((req: unknown, ctx: HandlerContext) => unknown) | undefined;
     if (!fn) continue; // grpc-js answers UNIMPLEMENTED
@@ -52,53 +57,27 @@ export function addConnectService<S extends DescService, Handlers extends object
       ? (value: unknown) => value
       : (value: unknown) => (isMessage(value, method.output) ? value : create(method.output, value as never));
     if (method.methodKind === "unary") {
+      const run = unaryRunner(method, (request, ctx) => fn.call(impl, request, ctx), toOutput, onCall, limit, log);
       handlers[method.localName] = (call: grpc.ServerUnaryCall<unknown, unknown>, callback: grpc.sendUnaryData<unknown>) => {
-        markLatency("rpc.received", method.name);
-        if (call.request instanceof MalformedRequest) {
-          onCall(method.name, "INVALID_ARGUMENT", 0);
-          callback(call.request.status());
-          return;
-        }
-        const leave = limit?.enter();
-        if (limit && !leave) {
-          onCall(method.name, "RESOURCE_EXHAUSTED", 0);
-          callback(limit.refusal());
-          return;
-        }
-        const ctx = contextOf(call, service, method);
-        const started = process.hrtime.bigint();
-        const done = (code: string) => onCall(method.name, code, Number(process.hrtime.bigint() - started) / 1e9);
-        // One chain: whatever throws, the handler or the answer's conversion, answers the call.
-        Promise.resolve()
-          .then(() => fn.call(impl, call.request, ctx))
-          .then((response) => {
-            markLatency("rpc.answering", method.name);
-            callback(null, toOutput(response), ctx.trailers());
-            markLatency("rpc.answered", method.name);
-            done("OK");
-          })
-          .catch((error: unknown) => {
-            const status = statusOf(error, log, method.name);
-            done(grpc.status[status.code ?? grpc.status.UNKNOWN] ?? "UNKNOWN");
-            callback(status);
-          })
-          .finally(() => {
-            ctx.abort();
-            leave?.();
-          });
+        run(call.request, grpcOrigin(call), {
+          ok: (response, trailers) => callback(null, response, trailers && grpcMetadataOf(trailers)),
+          fail: (status) => callback(grpcStatusOf(status)),
+        });
       };
+      const { path, requestDeserialize, responseSerialize } = definition[method.localName]!;
+      lane?.route(path, { read: requestDeserialize, write: responseSerialize, run });
     } else if (method.methodKind === "server_streaming") {
       handlers[method.localName] = async (call: grpc.ServerWritableStream<unknown, unknown>) => {
         if (call.request instanceof MalformedRequest) {
-          call.emit("error", call.request.status());
+          call.emit("error", grpcStatusOf(call.request.status()));
           return;
         }
         const leave = limit?.enter();
         if (limit && !leave) {
-          call.emit("error", limit.refusal());
+          call.emit("error", grpcStatusOf(limit.refusal()));
           return;
         }
-        const ctx = contextOf(call, service, method);
+        const ctx = new GrpcCallContext(grpcOrigin(call), service, method);
         try {
           for await (const response of fn.call(impl, call.request, ctx) as AsyncIterable<unknown>) {
             if (call.cancelled) return;
@@ -107,9 +86,10 @@ export function addConnectService<S extends DescService, Handlers extends object
             markLatency("stream.written", method.name);
             if (!written) await once(call, "drain", { signal: ctx.signal });
           }
-          call.end(ctx.trailers());
+          const trailers = ctx.trailers();
+          call.end(trailers && grpcMetadataOf(trailers));
         } catch (error) {
-          if (!call.cancelled) call.emit("error", statusOf(error, log, method.name));
+          if (!call.cancelled) call.emit("error", grpcStatusOf(statusOf(error, log, method.name)));
         } finally {
           ctx.abort();
           leave?.();
@@ -119,11 +99,62 @@ export function addConnectService<S extends DescService, Handlers extends object
       throw new Error(`${service.typeName}.${method.name}: ${method.methodKind} methods are not supported by this adapter`);
     }
   }
-  server.addService(serviceDefinitionOf(service, codecs), handlers);
+  server.addService(definition, handlers);
+}
+
+/** Runs one unary call of `method`, whichever way it came in: its request, where it came from, how it answers. */
+export type UnaryRun = (request: unknown, origin: CallOrigin, reply: UnaryReply) => void;
+
+function unaryRunner(
+  method: DescMethod,
+  handle: (request: unknown, ctx: HandlerContext) => unknown,
+  toOutput: (value: unknown) => unknown,
+  onCall: (method: string, code: string, seconds: number) => void,
+  limit: ConcurrentCallLimit | undefined,
+  log: ErrorLogger | undefined,
+): UnaryRun {
+  return (request, origin, reply) => {
+    markLatency("rpc.received", method.name);
+    if (request instanceof MalformedRequest) {
+      onCall(method.name, "INVALID_ARGUMENT", 0);
+      reply.fail(request.status());
+      return;
+    }
+    const leave = limit?.enter();
+    if (limit && !leave) {
+      onCall(method.name, "RESOURCE_EXHAUSTED", 0);
+      reply.fail(limit.refusal());
+      return;
+    }
+    const ctx = new GrpcCallContext(origin, method.parent, method);
+    const started = process.hrtime.bigint();
+    const done = (code: string) => onCall(method.name, code, Number(process.hrtime.bigint() - started) / 1e9);
+    // One chain: whatever throws, the handler or the answer's conversion, answers the call.
+    Promise.resolve()
+      .then(() => handle(request, ctx))
+      .then((response) => {
+        markLatency("rpc.answering", method.name);
+        reply.ok(toOutput(response), ctx.trailers());
+        markLatency("rpc.answered", method.name);
+        done("OK");
+      })
+      .catch((error: unknown) => {
+        const status = statusOf(error, log, method.name);
+        done(grpc.status[status.code] ?? "UNKNOWN");
+        reply.fail(status);
+      })
+      .finally(() => {
+        ctx.abort();
+        leave?.();
+      });
+  };
 }
 
 /** A grpc-js ServiceDefinition using @bufbuild/protobuf binary serialisation (or `codecs`). */
-function serviceDefinitionOf(service: DescService, { readers = {}, writers = {} }: MethodCodecs): grpc.ServiceDefinition {
+function serviceDefinitionOf(
+  service: DescService,
+  { readers = {}, writers = {} }: MethodCodecs,
+): Record<string, grpc.MethodDefinition<unknown, unknown>> {
   const definition: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
   for (const method of service.methods) {
     definition[method.localName] = {
@@ -156,10 +187,10 @@ function serializer(desc: DescMessage, write?: (answer: unknown) => Uint8Array) 
  * INTERNAL "Error deserializing request" whatever the error says, so the deserializer hands
  * this on instead and the handler answers INVALID_ARGUMENT: the client's fault, named.
  */
-class MalformedRequest {
+export class MalformedRequest {
   constructor(readonly reason: string) {}
 
-  status(): Partial<grpc.StatusObject> {
+  status(): CallStatus {
     return { code: grpc.status.INVALID_ARGUMENT, details: this.reason };
   }
 }
@@ -176,8 +207,17 @@ function deserializer(desc: DescMessage, read: (bytes: Uint8Array) => unknown = 
 
 type AnyCall = grpc.ServerUnaryCall<unknown, unknown> | grpc.ServerWritableStream<unknown, unknown>;
 
-function contextOf(call: AnyCall, service: DescService, method: DescMethod): GrpcCallContext {
-  return new GrpcCallContext(call, service, method);
+/** Where a grpc-js call came from, as a call context reads it. */
+function grpcOrigin(call: AnyCall): CallOrigin {
+  const deadline = call.getDeadline();
+  const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
+  return {
+    deadlineMs: Number.isFinite(deadlineMs) ? deadlineMs : undefined,
+    metadata: () => call.metadata.getMap(),
+    values: () => contextValuesOf(call.metadata),
+    // grpc-js also says "cancelled" when the stream closes after a call has ended: the context ignores it then.
+    onCancelled: (listener) => call.on("cancelled", listener),
+  };
 }
 
 /**
@@ -200,15 +240,12 @@ class GrpcCallContext implements HandlerContext {
   private contextValues: ContextValues | undefined;
 
   constructor(
-    private readonly call: AnyCall,
+    private readonly origin: CallOrigin,
     readonly service: DescService,
     readonly method: DescMethod,
   ) {
-    const deadline = call.getDeadline();
-    const deadlineMs = deadline instanceof Date ? deadline.getTime() : deadline;
-    this.deadlineMs = Number.isFinite(deadlineMs) ? deadlineMs : undefined;
-    // grpc-js also says "cancelled" when the stream closes after a call has ended: no error then.
-    call.on("cancelled", () => {
+    this.deadlineMs = origin.deadlineMs;
+    origin.onCancelled(() => {
       if (!this.ended) this.abort(new ConnectError("the client cancelled the call", Code.Canceled));
     });
   }
@@ -237,7 +274,7 @@ class GrpcCallContext implements HandlerContext {
   get requestHeader(): Headers {
     if (!this.requestHeaders) {
       this.requestHeaders = new Headers();
-      for (const [key, value] of Object.entries(this.call.metadata.getMap())) {
+      for (const [key, value] of Object.entries(this.origin.metadata())) {
         if (typeof value === "string") this.requestHeaders.set(key, value);
       }
     }
@@ -254,15 +291,12 @@ class GrpcCallContext implements HandlerContext {
 
   /** The values interceptors attached to this call (call-values.ts), such as the caller. */
   get values(): ContextValues {
-    return (this.contextValues ??= contextValuesOf(this.call.metadata));
+    return (this.contextValues ??= this.origin.values());
   }
 
-  /** Trailers a handler set, as gRPC metadata; undefined when it set none. */
-  trailers(): grpc.Metadata | undefined {
-    if (!this.responseTrailers) return undefined;
-    const metadata = new grpc.Metadata();
-    this.responseTrailers.forEach((value, key) => metadata.set(key, value));
-    return metadata;
+  /** Trailers a handler set; undefined when it set none. */
+  trailers(): Headers | undefined {
+    return this.responseTrailers;
   }
 
   /** Ends the context: its signal (if anyone took it) aborts, its deadline timer stops. */
@@ -279,7 +313,7 @@ function callEnded(): ConnectError {
   return new ConnectError("the call has ended", Code.Canceled);
 }
 
-function statusOf(error: unknown, log: ErrorLogger | undefined, rpc: string): Partial<grpc.StatusObject> {
+function statusOf(error: unknown, log: ErrorLogger | undefined, rpc: string): CallStatus {
   const connectError = ConnectError.from(error);
   if (connectError.code === Code.Unknown && !(error instanceof ConnectError)) {
     // Services translate their own errors (error-mapping.ts); anything else is a bug here: logged, never sent.
@@ -287,7 +321,5 @@ function statusOf(error: unknown, log: ErrorLogger | undefined, rpc: string): Pa
     log?.error("internal error", { rpc, requestId, error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
     return { code: grpc.status.INTERNAL, details: internalErrorMessage(requestId) };
   }
-  const metadata = new grpc.Metadata();
-  connectError.metadata.forEach((value, key) => metadata.set(key, value));
-  return { code: connectError.code as number as grpc.status, details: connectError.rawMessage, metadata };
+  return { code: connectError.code as number as grpc.status, details: connectError.rawMessage, metadata: connectError.metadata };
 }

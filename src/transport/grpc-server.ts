@@ -16,6 +16,8 @@ import { writeLeaseResponse } from "./leased-job-wire.js";
 import { readReportRequest, writeReportResponse } from "./report-wire.js";
 import { readSubmitBatchRequest, readSubmitRequest, writeSubmitBatchResponse } from "./submit-wire.js";
 import type { WorkerHandlers } from "./worker-service.js";
+import { grpcAccessInterceptor } from "./auth/grpc-interceptor.js";
+import { UnaryLane, type LaneAccess } from "./unary-lane.js";
 
 /** The three worq.v1 services, one set for both doors: the gRPC port (here) and the HTTP port's Connect routes. */
 export interface WorqServices {
@@ -36,8 +38,11 @@ export interface GrpcServerOptions {
   maxConcurrentCalls: number;
   /** Hears of every unary call: method, status code name, seconds. */
   onCall?: (method: string, code: string, seconds: number) => void;
-  /** Run before any handler of any service (src/transport/auth: tokens, roles, submit rate). */
-  interceptors?: grpc.ServerInterceptor[];
+  /**
+   * Checked before any handler of any service (src/transport/auth: tokens, roles, submit
+   * rate); a refused call is counted through `onRefused`. Without it nothing is checked.
+   */
+  access?: LaneAccess;
   /** Where an error no service translated is logged, with the request id its INTERNAL status names. */
   log?: ErrorLogger;
 }
@@ -48,13 +53,19 @@ const HEALTH_SERVICE = "grpc.health.v1.Health";
 /**
  * Builds the grpc-js server: the three worq services, gRPC reflection (v1 and v1alpha, so
  * grpcurl needs no proto files) and grpc.health.v1.Health. Keepalive pings find dead peers
- * (a killed worker's jobs come back), and message sizes are bounded both ways.
+ * (a killed worker's jobs come back), and message sizes are bounded both ways. The worq
+ * services' unary calls are answered by `lane` once it is installed on the bound server.
  */
 export function createGrpcServer(
   services: WorqServices,
   options: GrpcServerOptions,
-): { server: grpc.Server; health: HealthImplementation } {
-  const server = new grpc.Server({ ...serverChannelOptions(options.maxReceiveMessageBytes), interceptors: options.interceptors ?? [] });
+): { server: grpc.Server; health: HealthImplementation; lane: UnaryLane } {
+  const { access } = options;
+  const server = new grpc.Server({
+    ...serverChannelOptions(options.maxReceiveMessageBytes),
+    interceptors: access ? [grpcAccessInterceptor(access.control, access.onRefused)] : [],
+  });
+  const lane = new UnaryLane(options.maxReceiveMessageBytes, options.maxReceiveMessageBytes, access);
   const limit = new ConcurrentCallLimit(options.maxConcurrentCalls);
   // gRPC always speaks binary protobuf, so the hot requests are read by hand (their handlers
   // take both forms) and the hot answers (leased jobs, submit and ack outcomes) written by hand.
@@ -69,6 +80,7 @@ export function createGrpcServer(
       writers: { submitBatch: writeSubmitBatchResponse },
     },
     options.log,
+    lane,
   );
   addConnectService(
     server,
@@ -81,9 +93,10 @@ export function createGrpcServer(
       writers: { lease: writeLeaseResponse, report: writeReportResponse },
     },
     options.log,
+    lane,
   );
-  addConnectService(server, AdminService, services.admin, options.onCall, limit, {}, options.log);
-  return { server, health: addHealthAndReflection(server, options.descriptorSet) };
+  addConnectService(server, AdminService, services.admin, options.onCall, limit, {}, options.log, lane);
+  return { server, health: addHealthAndReflection(server, options.descriptorSet), lane };
 }
 
 /** PEM contents for TLS on a port; with `ca`, clients must present a certificate it signed. */

@@ -43,6 +43,7 @@ describe("latency marks on the worq:latency channel", () => {
       const order = [
         at("client.call", submit),
         at("client.sent", submit),
+        at("lane.read", submit),
         at("rpc.received", "Submit"),
         at("store.write"),
         at("store.written"),

@@ -1,6 +1,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { ConnectError, createContextValues } from "@connectrpc/connect";
 import { setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { grpcStatusOf, type CallStatus } from "../call-status.js";
 import { attachContextValues } from "../call-values.js";
 import { jobsSubmittedBy, type AccessControl, type Caller } from "./access-control.js";
 import { CALLER } from "./caller-context.js";
@@ -18,9 +19,9 @@ export function grpcAccessInterceptor(
   return (method, call) => {
     let caller: Caller | undefined;
     const refuse = (error: unknown) => {
-      const status = statusOf(error);
+      const status = refusalStatus(error);
       onRefused(method.path.slice(method.path.lastIndexOf("/") + 1), grpc.status[status.code] ?? "UNKNOWN");
-      call.sendStatus(status);
+      call.sendStatus(grpcStatusOf(status) as grpc.StatusObject);
     };
     return new grpc.ServerInterceptingCall(call, {
       start: (next) =>
@@ -51,15 +52,11 @@ export function grpcAccessInterceptor(
   };
 }
 
-/** A ConnectError as a grpc-js status, details (google.rpc.Status) and trailers included. */
-function statusOf(error: unknown): { code: grpc.status; details: string; metadata: grpc.Metadata } {
+/** A refusal as a call status, its details (google.rpc.Status, such as RetryInfo) in the trailers. */
+export function refusalStatus(error: unknown): CallStatus {
   const connectError = ConnectError.from(error);
-  const trailers = setTrailerStatus(new Headers(), connectError);
-  const metadata = new grpc.Metadata();
-  trailers.forEach((value, key) => {
-    if (key === "grpc-status" || key === "grpc-message") return;
-    if (key.endsWith("-bin")) metadata.set(key, Buffer.from(value, "base64"));
-    else metadata.set(key, value);
-  });
+  const metadata = setTrailerStatus(new Headers(), connectError);
+  metadata.delete("grpc-status");
+  metadata.delete("grpc-message");
   return { code: connectError.code as number as grpc.status, details: connectError.rawMessage, metadata };
 }

@@ -1,0 +1,27 @@
+import * as grpc from "@grpc/grpc-js";
+
+/**
+ * A call's non-OK outcome, whichever way it leaves the server (grpc-js's unary and streaming
+ * paths, or the unary lane's direct write): a gRPC status code, its message, and trailers as
+ * HTTP/2 carries them (a `-bin` key's value base64).
+ */
+export interface CallStatus {
+  code: grpc.status;
+  details: string;
+  metadata?: Headers;
+}
+
+/** The status as grpc-js takes it (a `-bin` trailer as bytes). */
+export function grpcStatusOf({ code, details, metadata }: CallStatus): Partial<grpc.StatusObject> {
+  return metadata ? { code, details, metadata: grpcMetadataOf(metadata) } : { code, details };
+}
+
+/** HTTP/2-style trailers (a `-bin` key's value base64) as grpc-js metadata. */
+export function grpcMetadataOf(headers: Headers): grpc.Metadata {
+  const metadata = new grpc.Metadata();
+  headers.forEach((value, key) => {
+    if (key.endsWith("-bin")) metadata.set(key, Buffer.from(value, "base64"));
+    else metadata.set(key, value);
+  });
+  return metadata;
+}
