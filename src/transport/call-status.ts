@@ -13,7 +13,19 @@ export interface CallStatus {
 
 /** The status as grpc-js takes it (a `-bin` trailer as bytes). */
 export function grpcStatusOf({ code, details, metadata }: CallStatus): Partial<grpc.StatusObject> {
-  return metadata ? { code, details, metadata: grpcMetadataOf(metadata) } : { code, details };
+  const text = wellFormed(details);
+  return metadata ? { code, details: text, metadata: grpcMetadataOf(metadata) } : { code, details: text };
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * `text` with each lone surrogate replaced by U+FFFD. A status message travels URI-encoded
+ * (grpc-message), and encodeURI throws on a lone surrogate: inside grpc-js, where nothing
+ * catches it, that would end the process.
+ */
+export function wellFormed(text: string): string {
+  return text.replace(LONE_SURROGATE, "\uFFFD");
 }
 
 /** HTTP/2-style trailers (a `-bin` key's value base64) as grpc-js metadata. */

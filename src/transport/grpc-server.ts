@@ -65,7 +65,7 @@ export function createGrpcServer(
     ...serverChannelOptions(options.maxReceiveMessageBytes),
     interceptors: access ? [grpcAccessInterceptor(access.control, access.onRefused)] : [],
   });
-  const lane = new UnaryLane(options.maxReceiveMessageBytes, options.maxReceiveMessageBytes, access);
+  const lane = new UnaryLane(options.maxReceiveMessageBytes, options.maxReceiveMessageBytes, access, options.log);
   const limit = new ConcurrentCallLimit(options.maxConcurrentCalls);
   // gRPC always speaks binary protobuf, so the hot requests are read by hand (their handlers
   // take both forms) and the hot answers (leased jobs, submit and ack outcomes) written by hand.

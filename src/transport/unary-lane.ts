@@ -5,8 +5,10 @@ import { jobsSubmittedBy, type AccessControl, type Caller } from "./auth/access-
 import { CALLER } from "./auth/caller-context.js";
 import { refusalStatus } from "./auth/grpc-interceptor.js";
 import { markLatency } from "@worq/client/latency-marks.js";
-import type { CallStatus } from "./call-status.js";
+import { wellFormed, type CallStatus } from "./call-status.js";
+import type { ErrorLogger } from "./error-mapping.js";
 import { grpcListeners } from "./grpc-listeners.js";
+import { internalErrorMessage, newRequestId } from "./request-id.js";
 import type { UnaryRun } from "./grpc-adapter.js";
 import { MalformedRequest } from "./grpc-adapter.js";
 
@@ -64,6 +66,7 @@ export class UnaryLane {
     private readonly maxReceiveBytes: number,
     private readonly maxSendBytes: number,
     private readonly access: LaneAccess | undefined,
+    private readonly log?: ErrorLogger,
   ) {}
 
   /** Serves `path` in the lane (addConnectService routes each unary method it mounts). */
@@ -105,7 +108,14 @@ export class UnaryLane {
         try {
           bytes = route.write(response);
         } catch (error) {
-          return reply.fail({ code: grpc.status.INTERNAL, details: `cannot serialize the answer: ${(error as Error).message}` });
+          // A bug here, like any error no service translated: logged under a request id, never sent.
+          const requestId = newRequestId();
+          this.log?.error("internal error", {
+            rpc: path,
+            requestId,
+            error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+          });
+          return reply.fail({ code: grpc.status.INTERNAL, details: internalErrorMessage(requestId) });
         }
         if (bytes.byteLength > this.maxSendBytes) {
           return reply.fail({
@@ -125,10 +135,16 @@ export class UnaryLane {
         try {
           stream.respond(HEADERS, { waitForTrailers: true });
           // node:http2 asks for the trailers once the message's last DATA frame is out.
-          stream.once("wantTrailers", () => stream.sendTrailers(end));
+          stream.once("wantTrailers", () => {
+            try {
+              stream.sendTrailers(end);
+            } catch {
+              abandon(stream);
+            }
+          });
           stream.end(frame);
         } catch {
-          // The stream closed under us: the client is gone.
+          abandon(stream);
         }
       },
       fail: (status) => {
@@ -136,12 +152,14 @@ export class UnaryLane {
         answered = true;
         clearTimeout(deadlineTimer);
         if (stream.closed || stream.destroyed) return;
-        const only: OutgoingHttpHeaders = { ...HEADERS, "grpc-status": String(status.code), "grpc-message": encodeURI(status.details) };
-        status.metadata?.forEach((value, key) => (only[key] = value));
         try {
+          const message = encodeURI(wellFormed(status.details)); // as grpc-js encodes it
+
+          const only: OutgoingHttpHeaders = { ...HEADERS, "grpc-status": String(status.code), "grpc-message": message };
+          status.metadata?.forEach((value, key) => (only[key] = value));
           stream.respond(only, { endStream: true });
         } catch {
-          // The stream closed under us.
+          abandon(stream);
         }
       },
     };
@@ -239,6 +257,14 @@ export class UnaryLane {
     this.access!.onRefused(path.slice(path.lastIndexOf("/") + 1), grpc.status[status.code] ?? "UNKNOWN");
     reply.fail(status);
   }
+}
+
+/**
+ * Resets a stream whose answer could not be written (it closed under us, or a trailer value
+ * HTTP/2 refuses): the client sees the call fail rather than wait, and the server carries on.
+ */
+function abandon(stream: ServerHttp2Stream): void {
+  if (!stream.closed && !stream.destroyed) stream.close(constants.NGHTTP2_INTERNAL_ERROR);
 }
 
 /** A gRPC request the lane reads as grpc-js would without help: gRPC's content type, and its messages not compressed. */
