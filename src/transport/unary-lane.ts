@@ -46,7 +46,7 @@ const HEADERS = {
   [constants.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc+proto",
   "grpc-accept-encoding": "identity,deflate,gzip",
 };
-const TIMEOUT = /^(\d{1,8})\s*([HMSmun])$/;
+const TIMEOUT = /(\d{1,8})\s*([HMSmun])/; // grpc-js's own reading of grpc-timeout
 const TIMEOUT_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
 
 /**
@@ -154,7 +154,6 @@ export class UnaryLane {
         if (stream.closed || stream.destroyed) return;
         try {
           const message = encodeURI(wellFormed(status.details)); // as grpc-js encodes it
-
           const only: OutgoingHttpHeaders = { ...HEADERS, "grpc-status": String(status.code), "grpc-message": message };
           status.metadata?.forEach((value, key) => (only[key] = value));
           stream.respond(only, { endStream: true });
@@ -197,20 +196,23 @@ export class UnaryLane {
 
     const chunks: Buffer[] = [];
     let received = 0;
+    let frameEnd = Infinity; // the first message's end, once its length prefix is in
     stream.on("data", (chunk: Buffer) => {
       if (answered) return;
       if (received < 5 && received + chunk.byteLength >= 5) {
-        const head = Buffer.concat([...chunks, chunk]);
-        const length = head.readUInt32BE(1);
+        const length = Buffer.concat([...chunks, chunk]).readUInt32BE(1);
         if (length > this.maxReceiveBytes) {
           return reply.fail({
             code: grpc.status.RESOURCE_EXHAUSTED,
             details: `Received message larger than max (${length} vs ${this.maxReceiveBytes})`,
           });
         }
+        frameEnd = 5 + length;
       }
-      chunks.push(chunk);
       received += chunk.byteLength;
+      // Bytes past the first message are a second one: refused now, so nothing past the limit is held.
+      if (received > frameEnd) return reply.fail(secondMessage(path));
+      chunks.push(chunk);
     });
     stream.once("end", () => {
       markLatency("lane.read", path);
@@ -219,12 +221,6 @@ export class UnaryLane {
       const length = body.byteLength >= 5 ? body.readUInt32BE(1) : -1;
       if (length < 0 || body.byteLength < 5 + length) {
         return reply.fail({ code: grpc.status.UNIMPLEMENTED, details: `Received no request message for server streaming method ${path}` });
-      }
-      if (body.byteLength > 5 + length) {
-        return reply.fail({
-          code: grpc.status.UNIMPLEMENTED,
-          details: `Received a second request message for server streaming method ${path}`,
-        });
       }
       const request = route.read(body.subarray(5));
       if (this.access && !(request instanceof MalformedRequest)) {
@@ -257,6 +253,11 @@ export class UnaryLane {
     this.access!.onRefused(path.slice(path.lastIndexOf("/") + 1), grpc.status[status.code] ?? "UNKNOWN");
     reply.fail(status);
   }
+}
+
+/** grpc-js's refusal of a unary call that sent more than one message. */
+function secondMessage(path: string): CallStatus {
+  return { code: grpc.status.UNIMPLEMENTED, details: `Received a second request message for server streaming method ${path}` };
 }
 
 /**
