@@ -86,6 +86,9 @@ describe("the unary lane: worq's unary calls answered on node:http2 directly", (
     const two = await rawCall(session, SUBMIT, Buffer.concat([frame(submitBytes("x")), frame(submitBytes("x"))]));
     expect(two.headers["grpc-status"]).toBe(String(grpc.status.UNIMPLEMENTED));
     expect(decodeURIComponent(String(two.headers["grpc-message"]))).toContain("second request message");
+    // A small message followed by more than the size limit of anything: refused as a second message.
+    const trailing = await rawCall(session, SUBMIT, Buffer.concat([frame(submitBytes("x")), Buffer.alloc(8 * 1024 * 1024, 7)]));
+    expect(trailing.headers["grpc-status"]).toBe(String(grpc.status.UNIMPLEMENTED));
     const huge = await rawCall(session, SUBMIT, frame(Buffer.alloc(16), { declaredLength: 0x7fff_ffff }));
     expect(huge.headers["grpc-status"]).toBe(String(grpc.status.RESOURCE_EXHAUSTED));
     expect(decodeURIComponent(String(huge.headers["grpc-message"]))).toMatch(/^Received message larger than max \(2147483647 vs \d+\)$/);
