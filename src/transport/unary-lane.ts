@@ -152,6 +152,9 @@ export class UnaryLane {
         answered = true;
         clearTimeout(deadlineTimer);
         if (stream.closed || stream.destroyed) return;
+        // A call refused before its body was read (access, grpc-timeout): drain what the client
+        // still sends rather than hold it in the stream's buffer until the client closes.
+        stream.resume();
         try {
           const message = encodeURI(wellFormed(status.details)); // as grpc-js encodes it
           const only: OutgoingHttpHeaders = { ...HEADERS, "grpc-status": String(status.code), "grpc-message": message };
