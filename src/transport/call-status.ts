@@ -11,6 +11,9 @@ export interface CallStatus {
   metadata?: Headers;
 }
 
+/** A call whose client-given deadline (grpc-timeout) passed first, in grpc-js's words. */
+export const DEADLINE_EXCEEDED: CallStatus = { code: grpc.status.DEADLINE_EXCEEDED, details: "Deadline exceeded" };
+
 /** The status as grpc-js takes it (a `-bin` trailer as bytes). */
 export function grpcStatusOf({ code, details, metadata }: CallStatus): Partial<grpc.StatusObject> {
   const text = wellFormed(details);

@@ -3,7 +3,7 @@ import { once } from "node:events";
 import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { ConcurrentCallLimit } from "./call-limit.js";
-import { grpcMetadataOf, grpcStatusOf, type CallStatus } from "./call-status.js";
+import { DEADLINE_EXCEEDED, grpcMetadataOf, grpcStatusOf, type CallStatus } from "./call-status.js";
 import { contextValuesOf } from "./call-values.js";
 import type { ErrorLogger } from "./error-mapping.js";
 import { internalErrorMessage, newRequestId } from "./request-id.js";
@@ -86,10 +86,14 @@ export function addConnectService<S extends DescService, Handlers extends object
             markLatency("stream.written", method.name);
             if (!written) await once(call, "drain", { signal: ctx.signal });
           }
-          const trailers = ctx.trailers();
-          call.end(trailers && grpcMetadataOf(trailers));
+          // A handler that stopped because the deadline passed did not finish the stream: OK would say it had.
+          if (ctx.deadlinePassed) call.emit("error", grpcStatusOf(DEADLINE_EXCEEDED));
+          else {
+            const trailers = ctx.trailers();
+            call.end(trailers && grpcMetadataOf(trailers));
+          }
         } catch (error) {
-          if (!call.cancelled) call.emit("error", grpcStatusOf(statusOf(error, log, method.name)));
+          if (!call.cancelled) call.emit("error", grpcStatusOf(ctx.deadlinePassed ? DEADLINE_EXCEEDED : statusOf(error, log, method.name)));
         } finally {
           ctx.abort();
           leave?.();
@@ -232,6 +236,8 @@ class GrpcCallContext implements HandlerContext {
   private readonly deadlineMs: number | undefined;
   private controller: AbortController | undefined;
   private deadlineTimer: NodeJS.Timeout | undefined;
+  /** Whether the signal aborted because the client's deadline passed. */
+  deadlinePassed = false;
   private ended = false;
   private endReason: unknown;
   private requestHeaders: Headers | undefined;
@@ -261,7 +267,10 @@ class GrpcCallContext implements HandlerContext {
       if (this.ended) this.controller.abort(this.endReason ?? callEnded());
       else if (this.deadlineMs !== undefined) {
         this.deadlineTimer = setTimeout(
-          () => this.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)),
+          () => {
+            this.deadlinePassed = true;
+            this.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded));
+          },
           Math.max(0, this.deadlineMs - Date.now()),
         );
       }

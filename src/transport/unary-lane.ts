@@ -5,7 +5,7 @@ import { jobsSubmittedBy, type AccessControl, type Caller } from "./auth/access-
 import { CALLER } from "./auth/caller-context.js";
 import { refusalStatus } from "./auth/grpc-interceptor.js";
 import { markLatency } from "@worq/client/latency-marks.js";
-import { wellFormed, type CallStatus } from "./call-status.js";
+import { DEADLINE_EXCEEDED, wellFormed, type CallStatus } from "./call-status.js";
 import type { ErrorLogger } from "./error-mapping.js";
 import { grpcListeners } from "./grpc-listeners.js";
 import { internalErrorMessage, newRequestId } from "./request-id.js";
@@ -180,7 +180,7 @@ export class UnaryLane {
       if (!match) return reply.fail({ code: grpc.status.INTERNAL, details: `Invalid grpc-timeout value "${String(timeout)}"` });
       const ms = (Number(match[1]) * TIMEOUT_UNIT_MS[match[2]!]!) | 0;
       deadlineMs = Date.now() + ms;
-      deadlineTimer = setTimeout(() => reply.fail({ code: grpc.status.DEADLINE_EXCEEDED, details: "Deadline exceeded" }), ms);
+      deadlineTimer = setTimeout(() => reply.fail(DEADLINE_EXCEEDED), ms);
     }
 
     let caller: Caller | undefined;
