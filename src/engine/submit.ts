@@ -325,8 +325,8 @@ function createJobs(
   core.counters.submitted += writes.filter((write) => write.kind === "put-job").length;
   const debouncedJids = new Set([...debounced].map((i) => planned[i]!.existingJid!));
   if (alongside) writes.push(...alongside(results)); // the caller's (a schedule's tick record), durable with these jobs
+  schedulePump(core); // before the commit: the leases it writes join the same store write; one socket read's submits go together
   const durable = writes.length > 0 ? core.persist(writes) : Promise.resolve();
-  schedulePump(core); // submits parsed from one socket read are delivered together
   return {
     results,
     durable,

@@ -176,10 +176,12 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
     const { store } = await openStore();
     const [first, grouped, other] = [randomUUID(), randomUUID(), randomUUID()];
     const put = (jid: string): StoreWrite => ({ kind: "put-job", meta: metaOf(jid), body: bodyOf() });
-    // The first commit goes out alone; the next two queue behind it and share one transaction,
-    // which fails on the second's counters (NaN is no bigint).
+    // The first commit goes out alone (its write starts once the turn is over); the next two
+    // queue behind it and share one transaction, which fails on the second's counters (NaN is no bigint).
+    const alone = store.commit([put(first)]);
+    await new Promise((resolve) => setImmediate(resolve));
     const outcomes = await Promise.allSettled([
-      store.commit([put(first)]),
+      alone,
       store.commit([put(grouped)]),
       store.commit([put(other), { kind: "put-counters", counters: { submitted: Number.NaN, processed: 0, failed: 0, evicted: 0 } }]),
     ]);
@@ -209,7 +211,9 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
     expect((await store.getBodies([a, b, c])).map((body) => body?.payload.byteLength)).toEqual([60_000, 60_000, 60_000]);
     // A failure in the last statement rolls back the statements before it.
     const nan = { kind: "put-counters", counters: { submitted: Number.NaN, processed: 0, failed: 0, evicted: 0 } } as const;
-    const outcomes = await Promise.allSettled([store.commit([big(first)]), store.commit([big(d), big(e)]), store.commit([big(a), nan])]);
+    const alone = store.commit([big(first)]);
+    await new Promise((resolve) => setImmediate(resolve)); // the first write has started: the next two share one group
+    const outcomes = await Promise.allSettled([alone, store.commit([big(d), big(e)]), store.commit([big(a), nan])]);
     expect(outcomes.map((o) => o.status)).toEqual(["fulfilled", "rejected", "rejected"]);
     expect(await store.getBodies([d, e])).toEqual([undefined, undefined]);
     await store.close();
