@@ -5,7 +5,7 @@ import { trackedPids } from "./cleanup.mjs";
 import { PEERS, peerScript } from "./peers.mjs";
 import { cpuSeconds, foreignLoadMeter, memoryMiB } from "./proc-stats.mjs";
 import { startRedis } from "./redis.mjs";
-import { startWorqServer } from "./worq-server.mjs";
+import { startStandIn, startWorqServer } from "./worq-server.mjs";
 
 /** One line of progress on stderr, with the time since the start. */
 export function createLogger() {
@@ -32,7 +32,9 @@ export function createContext({ options, root, redisBin, log }) {
       const redis = peer.server.kind === "redis";
       const server = redis
         ? await startRedis(redisBin, dir, peer.server.appendfsync)
-        : await startWorqServer(dir, { cpuProfile, nodeArgs, serveArgs });
+        : peer.server.kind === "stand-in"
+          ? await startStandIn()
+          : await startWorqServer(dir, { cpuProfile, nodeArgs, serveArgs });
       return {
         pid: server.pid,
         target: server.target,

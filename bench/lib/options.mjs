@@ -15,7 +15,9 @@ Workloads:
       library (WorqClient, Worker) and the raw generated stubs (one RPC per submit / ack): TS
       over connect-node's transport, createGrpcJsTransport and createWorqLinkTransport, Go
       (grpc-go; needs \`go\`) and Python (grpcio in .tools/venv) -- marked missing without
-      them -- with the server's and the clients' CPU per RPC.
+      them -- with the server's and the clients' CPU per RPC; and as floors, the Go and
+      createGrpcJsTransport stubs against a node:http2 stand-in that answers from memory
+      (bench/lib/stand-in-server.mjs: no engine, no disk).
   W2  pickup latency, idle worker, one job at a time (p50/p95/p99/max).
   W3  cost: CPU-seconds per 1,000 jobs and peak RSS of server, worker, producer (from W1).
   W4  scale: submit and drain rates with 10 k / 100 k jobs queued (10 k, 1 M, 10 M with --long).
@@ -40,7 +42,7 @@ Options:
   --fsync everysec,always   Redis appendfsync rows for BullMQ (default both)
   --peers ID,ID         exactly these peers, over --peer and --fsync (worq-lib, worq-raw,
                         worq-raw-grpcjs, worq-raw-link, worq-raw-go, worq-raw-python,
-                        bullmq-everysec, bullmq-always), e.g.
+                        floor-go, floor-grpcjs, bullmq-everysec, bullmq-always), e.g.
                         one raw-stub row and its baseline: --peers worq-raw-go,bullmq-everysec
   --reps N              runs per figure (default 3, --quick 1); figures are median (min–max)
   --n N                 W1 jobs per run (default 20,000; --long 50,000; --quick 2,000)
@@ -121,7 +123,17 @@ export function parseOptions(argv) {
     ? values.peers.split(",").map((id) => id.trim())
     : [
         ...(values.peer !== "bullmq"
-          ? ["worq-lib", "worq-raw", "worq-raw-grpcjs", "worq-raw-link", "worq-raw-go", "worq-raw-python", "worq-faktory"]
+          ? [
+              "worq-lib",
+              "worq-raw",
+              "worq-raw-grpcjs",
+              "worq-raw-link",
+              "worq-raw-go",
+              "worq-raw-python",
+              "floor-go",
+              "floor-grpcjs",
+              "worq-faktory",
+            ]
           : []),
         ...(values.peer !== "worq" ? fsyncs.map((f) => `bullmq-${f}`) : []),
       ];

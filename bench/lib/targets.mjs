@@ -11,12 +11,17 @@ export function evaluateTargets(results) {
   const out = [];
   const add = (target, measured, met, note) => out.push({ target, measured, met, ...(note ? { note } : {}) });
   const w1 = results.W1?.figures;
-  const ratioTarget = (target, peer, scenario, min) => {
+  const ratioTarget = (target, peer, scenario, min, floorPeer) => {
     const r = ratioValue(w1?.[peer]?.[scenario]?.e2eRate, w1?.[BASE]?.[scenario]?.e2eRate);
+    // The same client against a server that does nothing but answer on node:http2, same run.
+    const floor = floorPeer && ratioValue(w1?.[floorPeer]?.[scenario]?.e2eRate, w1?.[BASE]?.[scenario]?.e2eRate);
+    const floorNote = Number.isFinite(floor)
+      ? `; floor, the same client against a node:http2 stand-in with no engine and no disk: ${floor.toFixed(2)}× (${num(w1[floorPeer][scenario].e2eRate.median)} jobs/s)`
+      : "";
     add(
       target,
       Number.isFinite(r)
-        ? `${r.toFixed(2)}× (${num(w1[peer][scenario].e2eRate.median)} vs ${num(w1[BASE][scenario].e2eRate.median)} jobs/s)`
+        ? `${r.toFixed(2)}× (${num(w1[peer][scenario].e2eRate.median)} vs ${num(w1[BASE][scenario].e2eRate.median)} jobs/s)${floorNote}`
         : "not measured",
       Number.isFinite(r) ? r >= min : undefined,
     );
@@ -29,12 +34,14 @@ export function evaluateTargets(results) {
     "worq-raw-grpcjs",
     "single",
     1,
+    "floor-grpcjs",
   );
   ratioTarget(
     "W1 end-to-end, raw Go stubs (grpc-go; one RPC per submit and per ack, 50 in flight) ≥ 1× BullMQ (everysec)",
     "worq-raw-go",
     "single",
     1,
+    "floor-go",
   );
 
   const p99 = results.W2?.figures?.["worq-lib"]?.p99?.median;
