@@ -104,7 +104,7 @@ const WATCH_IDLE_CHECK_MS = 30_000;
  * faster than the stream is read are merged: the next message carries the latest.
  */
 async function* watchJob(engine: Engine, log: Logger, jid: string, ctx: HandlerContext): AsyncGenerator<{ job: ReturnType<typeof jobOf> }> {
-  const outbox = new Outbox<JobChange>();
+  const outbox = new Outbox<JobChange>(WATCH_IDLE_CHECK_MS, ctx.signal);
   let stop: (() => void) | undefined;
   try {
     await checkJobAccess(engine, scopeOf(ctx), jid);
@@ -122,7 +122,7 @@ async function* watchJob(engine: Engine, log: Logger, jid: string, ctx: HandlerC
     let view = await engine.getJob(jid);
     yield { job: jobOf(view) };
     while (!isTerminal(view.meta.state)) {
-      const next = await outbox.next(WATCH_IDLE_CHECK_MS, ctx.signal);
+      const next = await outbox.next();
       if (next.kind === "aborted") return;
       if (next.kind === "timeout") continue;
       const change = next.item;

@@ -47,7 +47,7 @@ interface OutboxEntry {
 /** worq.v1.WorkerService: Lease as an async generator over the engine's push sessions. */
 export function createWorkerService(engine: Engine, log: Logger, options: WorkerServiceOptions): WorkerHandlers {
   async function* lease(request: LeaseRequest, ctx: HandlerContext): AsyncGenerator<LeaseAnswer> {
-    const outbox = new Outbox<OutboxEntry>();
+    const outbox = new Outbox<OutboxEntry>(options.keepaliveIntervalMs, ctx.signal);
     let session;
     try {
       checkLeaseQueues(scopeOf(ctx), request.queues);
@@ -91,7 +91,7 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
       // The first message confirms the stream is registered, so a worker knows it is connected.
       yield create(LeaseResponseSchema, { kind: { case: "keepalive", value: {} } });
       for (;;) {
-        const next = await outbox.next(options.keepaliveIntervalMs, ctx.signal);
+        const next = await outbox.next();
         if (next.kind === "aborted") return;
         if (next.kind === "timeout") {
           yield create(LeaseResponseSchema, { kind: { case: "keepalive", value: {} } });
