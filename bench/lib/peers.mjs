@@ -77,31 +77,6 @@ export const PEERS = {
     // The venv of scripts/install-test-tools.sh: grpcio and the worq-proto package.
     requires: { command: fileURLToPath(new URL("../../.tools/venv/bin/python", import.meta.url)), args: ["-c", "import grpc"] },
   },
-  // Floors: the same raw-stub clients against a node:http2 stand-in that answers from memory
-  // (bench/lib/stand-in-server.mjs): the most a server on node:http2 could give them here.
-  "floor-go": {
-    side: "floor",
-    label: "Floor: Go stubs vs a node:http2 stand-in (no engine, no disk)",
-    dir: "worq-raw-go",
-    server: { kind: "stand-in" },
-    durability: "none: the stand-in keeps jobs in memory and writes nothing",
-    client: "as Worq (raw stubs, Go grpc-go)",
-    workloads: ["W1"],
-    w1Scenarios: ["single"],
-    rawStubs: true,
-    requires: { command: "go", args: ["version"] },
-  },
-  "floor-grpcjs": {
-    side: "floor",
-    label: "Floor: TS stubs (grpc-js transport) vs a node:http2 stand-in (no engine, no disk)",
-    dir: "worq-raw-grpcjs",
-    server: { kind: "stand-in" },
-    durability: "none: the stand-in keeps jobs in memory and writes nothing",
-    client: "as Worq (raw stubs, grpc-js transport)",
-    workloads: ["W1"],
-    w1Scenarios: ["single"],
-    rawStubs: true,
-  },
   "worq-faktory": {
     side: "worq",
     label: "Worq (Faktory port, faktory-worker)",
@@ -130,6 +105,23 @@ export const PEERS = {
     client: "Queue.add / addBulk and Worker (concurrency 50), defaults (completed jobs kept)",
   },
 };
+
+// Floors: a raw-stub peer's own client, unchanged, against a node:http2 stand-in that answers
+// from memory (bench/lib/stand-in-server.mjs): the most a server on node:http2 could give it here.
+for (const [id, rawId, clientName] of [
+  ["floor-go", "worq-raw-go", "Go stubs"],
+  ["floor-grpcjs", "worq-raw-grpcjs", "TS stubs (grpc-js transport)"],
+]) {
+  const raw = PEERS[rawId];
+  PEERS[id] = {
+    ...raw,
+    side: "floor",
+    label: `Floor: ${clientName} vs a node:http2 stand-in (no engine, no disk)`,
+    server: { kind: "stand-in" },
+    durability: "none: the stand-in keeps jobs in memory and writes nothing",
+    client: `as ${raw.label}`,
+  };
+}
 
 /** Path of a peer's child script: producer, worker, latency (W2) or scheduled (W5). */
 export function peerScript(peerId, kind) {
