@@ -92,7 +92,11 @@ export function schedulePump(core: EngineCore): void {
   });
 }
 
-/** Hands ready jobs to sessions with free credit, round-robin, then persists and delivers them. */
+/**
+ * Hands ready jobs to sessions with free credit, one at a time starting with the session
+ * that got one longest ago (each grant moves its session to the back of core.sessions, which
+ * the loop then reaches again), then persists and delivers them.
+ */
 export function pump(core: EngineCore): void {
   if (core.fatal !== undefined || core.closing) return;
   const grants = new Map<Session, JobMeta[]>();
@@ -122,6 +126,11 @@ export function pump(core: EngineCore): void {
         }),
       );
       core.slots.take(leaseId, meta.jid, session);
+      // To the back of the order: the next job goes to the stream that got one longest ago.
+      // In a fixed order, a job freed one at a time (a queue's max_running, a
+      // rate limit, a trickle) went to the first stream every time and starved the others.
+      core.sessions.delete(session.id);
+      core.sessions.set(session.id, session);
       const leased = core.live.get(meta.jid)!;
       const list = grants.get(session);
       if (list) list.push(leased);
@@ -312,17 +321,20 @@ function takeReady(core: EngineCore, queues: readonly string[], nowMs: number, r
 
 /** The open Lease streams and what each holds. */
 export function listWorkers(core: EngineCore): WorkerView[] {
-  const streams = [...core.sessions.values()].map((session) => ({
-    workerId: session.options.workerId,
-    queues: session.options.queues,
-    credits: session.options.credits,
-    labels: session.options.labels ?? {},
-    connectedAtMs: session.connectedAtMs,
-    held: [...session.held].flatMap((leaseId) => {
-      const jid = core.slots.jidOf(leaseId);
-      return jid === undefined ? [] : [{ jid, leaseId }];
-    }),
-  }));
+  // In the order they connected (dispatch reorders core.sessions).
+  const streams = [...core.sessions.values()]
+    .sort((a, b) => a.id - b.id)
+    .map((session) => ({
+      workerId: session.options.workerId,
+      queues: session.options.queues,
+      credits: session.options.credits,
+      labels: session.options.labels ?? {},
+      connectedAtMs: session.connectedAtMs,
+      held: [...session.held].flatMap((leaseId) => {
+        const jid = core.slots.jidOf(leaseId);
+        return jid === undefined ? [] : [{ jid, leaseId }];
+      }),
+    }));
   return [...streams, ...[...core.doorWorkers.values()].map((worker) => worker.view())];
 }
 

@@ -89,6 +89,7 @@ export class EngineCore {
   readonly expiries = new ExpiryQueue();
   /** Bodies of just-submitted ready jobs, so their lease does not read them back. */
   readonly bodies = new BodyCache();
+  /** Open Lease streams by id, in dispatch order: the one that got a job longest ago first. */
   readonly sessions = new Map<number, Session>();
   /** Workers of other doors (Faktory's), listed and controlled beside the Lease streams: workerId -> door worker. */
   readonly doorWorkers = new Map<string, DoorWorker>();

@@ -23,6 +23,30 @@ describe("Queue limits: max running", () => {
     expect(engine.queueStats("capped").inFlight).toBe(2);
   });
 
+  it("a place freed one at a time goes to the worker that got a job longest ago, not always to the first", async () => {
+    const { engine } = await openEngine();
+    await engine.configureQueue("one-at-a-time", { maxRunning: 1 });
+    const workers = [
+      await lease(engine, ["one-at-a-time"], 8, "w1"),
+      await lease(engine, ["one-at-a-time"], 8, "w2"),
+      await lease(engine, ["one-at-a-time"], 8, "w3"),
+    ];
+    await engine.submit(jobs("one-at-a-time", 9), batch);
+    await flush();
+    const order: number[] = [];
+    const acked = [0, 0, 0];
+    for (let i = 0; i < 9; i++) {
+      // The one worker holding an unacked job.
+      const holder = workers.findIndex(({ sink }, w) => sink.grants.length > acked[w]!);
+      order.push(holder);
+      acked[holder]!++;
+      const grant = workers[holder]!.sink.grants.at(-1)!;
+      await engine.ack(grant.meta.jid, grant.meta.lease!.leaseId, new Uint8Array());
+      await flush();
+    }
+    expect(order).toEqual([0, 1, 2, 0, 1, 2, 0, 1, 2]);
+  });
+
   it("a job held back uses no attempt and keeps its place; other queues of the same worker go on", async () => {
     const { engine } = await openEngine();
     await engine.configureQueue("one-at-a-time", { maxRunning: 1 });
