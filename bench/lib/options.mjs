@@ -29,9 +29,11 @@ Workloads:
       and a rate limit set never to bind -- Worq's max_running / rate_limit, BullMQ's
       Queue.setGlobalConcurrency / Worker limiter -- and each ÷ no limit (TS library and
       the first BullMQ configuration)
-  WM  multi-node: W1 end-to-end with producers and workers spread over 1, 2 and 3
-      \`worq serve --cluster\` nodes on one PostgreSQL database, beside one LevelDB server
-      (Worq only; PostgreSQL from Debian: bash scripts/install-postgres.sh)
+  WM  multi-node: W1 end-to-end over 16 queues with producers and workers spread over 1, 2
+      and 4 \`worq serve --cluster\` nodes on one PostgreSQL database, beside one LevelDB
+      server; uncapped, and with each node capped at a quarter core in its own cgroup (needs
+      root and the cgroup v1 cpu controller; marked missing otherwise) (Worq only;
+      PostgreSQL from Debian: bash scripts/install-postgres.sh)
 
 Options:
   --quick               fast check of the harness (< 2 min): N = 2,000, 1 run, 200 latency

@@ -108,6 +108,21 @@ export function evaluateTargets(results) {
 
   const late = results.W5?.figures?.["worq-lib"]?.p99?.median;
   add("W5 lateness p99 ≤ 5 ms", Number.isFinite(late) ? `${num(late)} ms` : "not measured", Number.isFinite(late) ? late <= 5 : undefined);
+
+  // The partitions issue's scaling targets: nodes each capped at the same CPU quota, one run.
+  const wm = results.WM?.figures;
+  const capped = (nodes) => wm?.[`capped-postgres-${nodes}`]?.e2eRate;
+  for (const [nodes, min] of [
+    [2, 1.8],
+    [4, 3],
+  ]) {
+    const r = ratioValue(capped(nodes), capped(1));
+    add(
+      `WM ${nodes} cluster nodes, each capped at ${results.WM?.nodeCores ?? "a quarter"} core, ≥ ${min}× one such node (16 queues)`,
+      Number.isFinite(r) ? `${r.toFixed(2)}× (${num(capped(nodes).median)} vs ${num(capped(1).median)} jobs/s)` : "not measured",
+      Number.isFinite(r) ? r >= min : undefined,
+    );
+  }
   return out;
 }
 

@@ -7,20 +7,31 @@ import { nowMs, sleep } from "../lib/clock.mjs";
 import { attempt, withScope } from "../lib/run-scope.mjs";
 import { figure, rate } from "../lib/stats.mjs";
 import { fig, markdownTable, num, ratio } from "../lib/table.mjs";
+import { capsUnavailable, createCpuCap } from "../lib/cpu-cap.mjs";
 import { startWorqServer } from "../lib/worq-server.mjs";
 
 /** Cluster sizes measured on PostgreSQL. */
-export const CLUSTER_SIZES = [1, 2, 3];
+export const CLUSTER_SIZES = [1, 2, 4];
+/** The CPU each Worq node gets in the capped runs: a quarter core (5 ms of every 20 ms). */
+export const NODE_CORES = 0.25;
 const IN_FLIGHT = 50;
 const CONCURRENCY = 50;
+/** The jobs go round-robin over this many queues, which every worker leases. */
+const QUEUES = Array.from({ length: 16 }, (_, i) => `wm-${String(i).padStart(2, "0")}`);
+const MODES = ["uncapped", "capped"];
 
 /**
  * WM multi-node: W1's end-to-end run (N jobs, 50 single submits in flight, worker concurrency
- * 50, TS library) with the producers and workers spread over 1, 2 and 3 `worq serve --cluster`
- * nodes on one PostgreSQL database (a throwaway cluster on this machine, fsync on), beside one
- * LevelDB server. Each node gets one producer and one worker process with its share of the 50
- * in flight and of the concurrency, so every row does the same work. Done = the leader's
- * processed count reaching N (polled every 10 ms).
+ * 50, TS library) over 16 queues, with the producers and workers spread over 1, 2 and 4
+ * `worq serve --cluster` nodes on one PostgreSQL database (a throwaway cluster on this
+ * machine, fsync on), beside one LevelDB server. Each node gets one producer and one worker
+ * process with its share of the 50 in flight and of the concurrency, so every row does the
+ * same work. Done = the first node's processed count reaching N (polled every 10 ms).
+ *
+ * Every setup runs twice: uncapped (every process shares this machine's cores), and capped,
+ * each Worq node in its own cgroup with NODE_CORES of CPU (clients and PostgreSQL
+ * uncapped), so that what N nodes add shows on a machine with fewer cores than nodes. The
+ * capped rows say how often the nodes were throttled (at their quota: CPU-bound).
  */
 export async function runWM(ctx) {
   const { n, reps } = ctx.options;
@@ -32,32 +43,57 @@ export async function runWM(ctx) {
     return { missing: `PostgreSQL not available: ${error.message.split("\n")[0]}` };
   }
   try {
-    const configs = [{ id: "leveldb", nodes: 1 }, ...CLUSTER_SIZES.map((k) => ({ id: `postgres-${k}`, nodes: k, postgres: true }))];
+    const capsMissing = capsUnavailable();
+    if (capsMissing) ctx.log(`WM: CPU-capped runs missing: ${capsMissing}`);
+    const modes = capsMissing ? ["uncapped"] : MODES;
+    const setups = [{ store: "leveldb", nodes: 1 }, ...CLUSTER_SIZES.map((k) => ({ store: "postgres", nodes: k }))];
+    const configs = modes.flatMap((mode) => setups.map((setup) => ({ ...setup, mode, id: configId(mode, setup.store, setup.nodes) })));
     const runs = Object.fromEntries(configs.map(({ id }) => [id, []]));
     for (let rep = 0; rep < reps; rep++) {
       for (const config of configs) {
         const label = `WM ${config.id} rep ${rep + 1}/${reps}`;
-        const url = config.postgres ? await postgres.createDatabase() : undefined;
-        const result = await attempt(ctx, label, () => spreadRun(ctx, config.nodes, url, n));
+        const url = config.store === "postgres" ? await postgres.createDatabase() : undefined;
+        const result = await attempt(ctx, label, () => spreadRun(ctx, config, url, n));
         runs[config.id].push(result);
-        if (!result.error) ctx.log(`${label}: end-to-end ${num(result.e2eRate)}/s over ${config.nodes} node(s)`);
+        if (!result.error) {
+          const throttled =
+            result.throttledShare === undefined ? "" : `, nodes throttled in ${Math.round(result.throttledShare * 100)} % of periods`;
+          ctx.log(`${label}: end-to-end ${num(result.e2eRate)}/s over ${config.nodes} node(s)${throttled}`);
+        }
       }
     }
-    const figures = Object.fromEntries(Object.entries(runs).map(([id, list]) => [id, { e2eRate: figure(list.map((r) => r.e2eRate)) }]));
-    return { n, reps, runs, figures };
+    const figures = Object.fromEntries(
+      Object.entries(runs).map(([id, list]) => [
+        id,
+        {
+          e2eRate: figure(list.map((r) => r.e2eRate)),
+          ...(id.startsWith("capped") && { throttledShare: figure(list.map((r) => r.throttledShare)) }),
+        },
+      ]),
+    );
+    return { n, reps, nodeCores: NODE_CORES, queues: QUEUES.length, ...(capsMissing && { capsMissing }), runs, figures };
   } finally {
     await postgres.stop();
   }
 }
 
-async function spreadRun(ctx, nodes, url, n) {
+const configId = (mode, store, nodes) => `${mode}-${store}-${nodes}`;
+
+async function spreadRun(ctx, { nodes, mode, id }, url, n) {
   const dirs = [];
   const servers = [];
+  const caps = [];
   try {
     for (let i = 0; i < nodes; i++) {
       const dir = mkdtempSync(join(tmpdir(), "worq-bench-wm-"));
       dirs.push(dir);
-      servers.push(await startWorqServer(dir, { serveArgs: url ? ["--store", url, "--cluster", "--node-id", `bench-${i}`] : [] }));
+      const server = await startWorqServer(dir, { serveArgs: url ? ["--store", url, "--cluster", "--node-id", `bench-${i}`] : [] });
+      servers.push(server);
+      if (mode === "capped") {
+        const cap = createCpuCap(`worq-bench-${process.pid}-${id}-${i}`, { cores: NODE_CORES });
+        caps.push(cap);
+        cap.add(server.pid);
+      }
     }
     const admins = servers.map((server) => new WorqClient({ address: server.address }));
     // Every follower must know the leader before the clock starts.
@@ -68,7 +104,7 @@ async function spreadRun(ctx, nodes, url, n) {
       const producers = servers.map((server, i) => {
         const config = {
           address: server.address,
-          queue: "bench",
+          queues: QUEUES,
           n: share(n, i),
           firstSeq,
           mode: "single",
@@ -77,23 +113,34 @@ async function spreadRun(ctx, nodes, url, n) {
         firstSeq += config.n;
         return scope.child("worq-lib", "producer", config);
       });
-      // A worker reports "done" at `expect` jobs; here the leader's count says when all are done.
+      // A worker reports "done" at `expect` jobs; here the first node's count says when all are done.
       const workers = servers.map((server, i) =>
-        scope.child("worq-lib", "worker", { address: server.address, queue: "bench", concurrency: share(CONCURRENCY, i), expect: n + 1 }),
+        scope.child("worq-lib", "worker", { address: server.address, queues: QUEUES, concurrency: share(CONCURRENCY, i), expect: n + 1 }),
       );
       await Promise.all([...producers, ...workers].map((child) => child.next("ready")));
       const processed0 = Number((await admins[0].admin.getServerInfo({})).totalProcessed);
+      const throttle0 = caps.map((cap) => cap.stat());
       workers.forEach((worker) => worker.send("go"));
       producers.forEach((producer) => producer.send("go"));
       const submitted = await Promise.all(producers.map((producer) => producer.next("result")));
       await until(async () => Number((await admins[0].admin.getServerInfo({})).totalProcessed) - processed0 >= n, 300_000, 10);
       const lastAt = nowMs();
+      const throttle = caps.map((cap, i) => ({
+        periods: cap.stat().periods - throttle0[i].periods,
+        throttled: cap.stat().throttled - throttle0[i].throttled,
+      }));
       workers.forEach((worker) => worker.send("stop"));
       await Promise.all(workers.map((worker) => worker.next("stopped")));
-      return { e2eRate: rate(n, Math.min(...submitted.map((s) => s.startedAt)), lastAt), nodes };
+      const periods = throttle.reduce((sum, t) => sum + t.periods, 0);
+      return {
+        e2eRate: rate(n, Math.min(...submitted.map((s) => s.startedAt)), lastAt),
+        nodes,
+        ...(caps.length > 0 && { throttledShare: periods === 0 ? 0 : throttle.reduce((sum, t) => sum + t.throttled, 0) / periods }),
+      };
     });
   } finally {
     for (const server of servers) await server.stop();
+    caps.forEach((cap) => cap.remove());
     dirs.forEach((dir) => rmSync(dir, { recursive: true, force: true }));
   }
 }
@@ -110,20 +157,37 @@ async function until(predicate, timeoutMs, everyMs = 50) {
 export function renderWM(result) {
   if (result.missing) return `### WM multi-node (PostgreSQL cluster)\n\nmissing: ${result.missing}`;
   const f = result.figures;
-  const base = f.leveldb?.e2eRate;
+  const cell = (mode, store, nodes) => {
+    const figures = f[configId(mode, store, nodes)];
+    const base = f[configId(mode, "postgres", 1)]?.e2eRate;
+    if (!figures) return ["missing", ""];
+    return [fig(figures.e2eRate), store === "postgres" ? ratio(figures.e2eRate, base) : ""];
+  };
+  const throttled = (store, nodes) => {
+    const share = f[configId("capped", store, nodes)]?.throttledShare?.median;
+    return share === undefined ? "" : `${Math.round(share * 100)} %`;
+  };
   const rows = [
-    ["Worq, 1 server, LevelDB (default)", fig(f.leveldb?.e2eRate), "1.00×"],
-    ...CLUSTER_SIZES.map((k) => [
-      `Worq, ${k} server${k > 1 ? "s" : ""} --cluster, PostgreSQL`,
-      fig(f[`postgres-${k}`]?.e2eRate),
-      ratio(f[`postgres-${k}`]?.e2eRate, base),
-    ]),
-  ];
+    { store: "leveldb", nodes: 1, label: "Worq, 1 server, LevelDB (default)" },
+    ...CLUSTER_SIZES.map((k) => ({ store: "postgres", nodes: k, label: `Worq, ${k} server${k > 1 ? "s" : ""} --cluster, PostgreSQL` })),
+  ].map(({ store, nodes, label }) => [label, ...cell("uncapped", store, nodes), ...cell("capped", store, nodes), throttled(store, nodes)]);
+  const cores = result.nodeCores ?? NODE_CORES;
   return [
-    `### WM multi-node: end-to-end jobs/s, producers and workers spread over the nodes (N = ${num(result.n)}, TS library, 50 in flight, concurrency 50)`,
+    `### WM multi-node: end-to-end jobs/s, producers and workers spread over the nodes (N = ${num(result.n)}, TS library, 50 in flight, concurrency 50, ${result.queues ?? 1} queue(s))`,
     "",
-    markdownTable(["Setup", "End-to-end jobs/s", "÷ LevelDB, 1 server"], rows),
+    markdownTable(
+      [
+        "Setup",
+        "Uncapped jobs/s",
+        "÷ 1 PostgreSQL node",
+        `Each node capped at ${cores} core: jobs/s`,
+        "÷ 1 capped node",
+        "Capped nodes throttled (share of periods)",
+      ],
+      rows,
+    ),
     "",
-    "A cluster's leader runs the engine for all nodes; followers forward (docs/deploy.md). Every node, PostgreSQL and every client share this machine's cores.",
+    "A cluster's leader runs the engine for all nodes; followers forward (docs/deploy.md). Uncapped, every node, PostgreSQL and every client share this machine's cores; capped, each Worq node has its own cgroup v1 CPU quota (`cpu.cfs_quota_us` / `cpu.cfs_period_us`, 20 ms period) and the clients and PostgreSQL share the rest.",
+    ...(result.capsMissing ? ["", `Capped runs missing: ${result.capsMissing}`] : []),
   ].join("\n");
 }

@@ -3,30 +3,35 @@ import { JOB_TYPE, jobArgs } from "../payload.mjs";
 
 /**
  * Worq through its TypeScript library with defaults: WorqClient.submit / submitBatch, and a
- * Worker (one Lease stream, credits = concurrency, one Ack per job).
+ * Worker (one Lease stream, credits = concurrency, one Ack per job). With `queues` (WM), the
+ * producer puts job `seq` on queue seq mod their count and the worker leases them all.
  */
-export async function openProducer({ address, queue, queueConfig, groups }) {
+export async function openProducer({ address, queue: oneQueue, queues, queueConfig, groups }) {
   const client = new WorqClient({ address });
   await client.admin.getServerInfo({}); // connected before the clock starts
-  if (queueConfig) await client.admin.configureQueue({ queue, config: queueConfigOf(queueConfig) });
+  if (queueConfig) await client.admin.configureQueue({ queue: oneQueue, config: queueConfigOf(queueConfig) });
   // WL's groups: job `seq` goes to group seq mod `groups` (none without).
   const groupOf = groups ? (seq) => ({ group: `g${seq % groups}` }) : () => ({});
+  const queueOf = queues ? (seq) => queues[seq % queues.length] : () => oneQueue;
   return {
-    submitOne: (seq) => client.submit(JOB_TYPE, { queue, args: [jobArgs(seq)], ...groupOf(seq) }),
-    submitBatch: (seqs) => client.submitBatch(seqs.map((seq) => ({ type: JOB_TYPE, queue, args: [jobArgs(seq)], ...groupOf(seq) }))),
+    submitOne: (seq) => client.submit(JOB_TYPE, { queue: queueOf(seq), args: [jobArgs(seq)], ...groupOf(seq) }),
+    submitBatch: (seqs) =>
+      client.submitBatch(seqs.map((seq) => ({ type: JOB_TYPE, queue: queueOf(seq), args: [jobArgs(seq)], ...groupOf(seq) }))),
     submitScheduled: (jobs) =>
-      client.submitBatch(jobs.map(({ seq, atMs }) => ({ type: JOB_TYPE, queue, args: [{ ...jobArgs(seq), atMs }], at: new Date(atMs) }))),
+      client.submitBatch(
+        jobs.map(({ seq, atMs }) => ({ type: JOB_TYPE, queue: oneQueue, args: [{ ...jobArgs(seq), atMs }], at: new Date(atMs) })),
+      ),
   };
 }
 
 /** `hooks.onStart(args)` runs at handler start (if given); `hooks.onDone(seq)` once the Ack is stored. */
-export async function openWorker({ address, queue, concurrency }, { onStart, onDone }) {
+export async function openWorker({ address, queue, queues, concurrency }, { onStart, onDone }) {
   const client = new WorqClient({ address });
   await client.admin.getServerInfo({});
   const seqOf = new Map();
   const worker = new Worker({
     client,
-    queues: [queue],
+    queues: queues ?? [queue],
     concurrency,
     onEvent: (event) => {
       if (event.event !== "done" || event.outcome !== "ack") return;
