@@ -72,6 +72,8 @@ export interface LeaderHooks {
   onStorageFailure(error: unknown): void;
   /** For server info: this node and the cluster's nodes. */
   cluster: { nodeId: string; nodes: () => Promise<ClusterNodeView[]> };
+  /** Whether the lead is still this node's to use: leases are granted only while it is. */
+  mayGrant(): boolean;
 }
 
 /** The composition root: config -> store -> engine -> gRPC server. */
@@ -147,6 +149,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
       ...(config.submitTimeoutMs !== undefined && { submitTimeoutMs: config.submitTimeoutMs }),
       isCallbackAllowed,
       ...(config.maxQueues !== undefined && { maxQueues: config.maxQueues }),
+      ...(leader && { mayGrant: () => leader.mayGrant() }),
       // Without an OTLP endpoint, no tracing work at all: the observer is not there.
       observeWrites: traceWrites
         ? (writes) => {

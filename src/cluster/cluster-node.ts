@@ -16,9 +16,14 @@ export interface ClusterTiming {
   electionIntervalMs: number;
   /** How often each node writes its heartbeat row. */
   heartbeatIntervalMs: number;
+  /**
+   * A leader whose connections have all been silent this long (paused, hung) is deposed by
+   * a follower; a leader stops granting leases a tenth of it sooner, on its own clock.
+   */
+  leaderLeaseMs: number;
 }
 
-const DEFAULT_TIMING: ClusterTiming = { electionIntervalMs: 250, heartbeatIntervalMs: 1_000 };
+const DEFAULT_TIMING: ClusterTiming = { electionIntervalMs: 250, heartbeatIntervalMs: 1_000, leaderLeaseMs: 5_000 };
 
 export interface ClusterNode extends RunningServer {
   nodeId: string;
@@ -38,6 +43,15 @@ export interface ClusterNode extends RunningServer {
  * session and the lock with it), it tries to take it, loads the jobs as a restarted server
  * would (leases kept until the orphan grace), and serves. A leader whose store fails steps
  * down and becomes a follower, since another node may hold the lock by then.
+ *
+ * A leader that is paused or hung (SIGSTOP, a frozen VM) keeps its session, and the lock with
+ * it. So a follower that sees none of the leader's connections query for leaderLeaseMs (a
+ * live node's heartbeat queries every second) ends the leader's lock-holding session: the lock
+ * is free for the next election, and the paused leader, when it wakes, finds the connection
+ * its writes go through gone. What it could still do from memory is push a lease that
+ * overlaps the new leader's; so a leader grants leases only while the database answered it
+ * within the last leaderLeaseMs less a tenth (measured from when the question was sent), and
+ * steps down once that has run out.
  */
 export async function startClusterNode(
   config: ServerConfig & { cluster: ClusterConfig; store: string },
@@ -97,6 +111,16 @@ export async function startClusterNode(
     throw error;
   }
 
+  /** performance.now() when the last database round trip that answered was sent. */
+  let confirmedAt = -Infinity;
+  const confirmed = (sentAt: number) => (confirmedAt = Math.max(confirmedAt, sentAt));
+  /** Set once the lead's lease ran out on this node's clock; a new term starts it afresh. */
+  let leadLapsed = false;
+  const mayGrant = () => {
+    if (!leadLapsed && performance.now() > confirmedAt + timing.leaderLeaseMs * 0.9) leadLapsed = true;
+    return !leadLapsed;
+  };
+
   let leader: RunningServer | undefined;
   /** The leader session the current forwarder points at: its row is read once per leader, not on every poll. */
   let following: string | undefined;
@@ -113,6 +137,7 @@ export async function startClusterNode(
 
   const tryToLead = async () => {
     let forwarderClosed = false;
+    leadLapsed = false;
     try {
       const samePorts = {
         port: ports.grpc,
@@ -127,8 +152,9 @@ export async function startClusterNode(
           forwarder = undefined;
           forwarderClosed = true;
         },
-        onStorageFailure: (error) => void serialized(() => stepDown(error)),
+        onStorageFailure: (error) => void serialized(() => stepDown("storage failed", error)),
         cluster: { nodeId, nodes: () => registry.view(Date.now()) },
+        mayGrant,
       });
       log.info("leading the cluster", { grpcPort: ports.grpc, httpPort: ports.http });
     } catch (error) {
@@ -137,10 +163,10 @@ export async function startClusterNode(
     }
   };
 
-  const stepDown = async (error: unknown) => {
+  const stepDown = async (why: string, error: unknown) => {
     const server = leader;
     if (!server) return;
-    log.error("storage failed: stepping down as the cluster leader", { error: error instanceof Error ? error.message : String(error) });
+    log.error(`${why}: stepping down as the cluster leader`, { error: error instanceof Error ? error.message : String(error) });
     leader = undefined;
     await server.close().catch((closeError: unknown) => log.warn("closing the failed leader", { error: String(closeError) }));
     if (!closed) await follow();
@@ -148,8 +174,12 @@ export async function startClusterNode(
 
   const check = async () => {
     if (closed || leader) return;
+    const sentAt = performance.now();
     const current = await registry.leader();
+    confirmed(sentAt);
     if (current === undefined) return tryToLead();
+    if (current.silentMs !== undefined && current.silentMs > timing.leaderLeaseMs)
+      return depose(current.nodeId, current.sessionPid, current.silentMs);
     const session = `${current.nodeId}/${current.sessionPid}`;
     if (session === following) return;
     const record = await registry.node(current.nodeId);
@@ -165,6 +195,23 @@ export async function startClusterNode(
     following = record && forwarder ? session : undefined;
   };
 
+  /** Leader sessions this node tried to end: once each, so a refusal is logged once, not four times a second. */
+  const deposed = new Set<number>();
+  const depose = async (leaderId: string, sessionPid: number, silentMs: number) => {
+    if (deposed.has(sessionPid)) return;
+    deposed.add(sessionPid);
+    log.warn("the leader has been silent (paused or hung?): ending its database session so that a live node leads", {
+      leader: leaderId,
+      silentMs: Math.round(silentMs),
+    });
+    following = undefined;
+    await registry.endSession(sessionPid).catch((error: unknown) =>
+      log.warn("cannot end the silent leader's session (the nodes must connect as the same PostgreSQL role)", {
+        error: (error as Error).message,
+      }),
+    );
+  };
+
   const electionTimer = setInterval(() => {
     if (checking) return;
     checking = true;
@@ -175,7 +222,15 @@ export async function startClusterNode(
   let beats = 0;
   const heartbeatTimer = setInterval(() => {
     const now = Date.now();
-    registry.heartbeat(now).catch((error: unknown) => log.warn("heartbeat failed", { error: (error as Error).message }));
+    const sentAt = performance.now();
+    registry.heartbeat(now).then(
+      () => confirmed(sentAt),
+      (error: unknown) => log.warn("heartbeat failed", { error: (error as Error).message }),
+    );
+    if (leader && !mayGrant()) {
+      const silence = new Error(`PostgreSQL has not answered for ${Math.round(performance.now() - confirmedAt)} ms`);
+      void serialized(() => stepDown("the lead's lease ran out", silence));
+    }
     if (leader && ++beats % 60 === 0) registry.forgetSilent(now).catch(() => {});
   }, timing.heartbeatIntervalMs);
   await serialized(() => check().catch(() => {}));

@@ -84,13 +84,19 @@ export class NodeRegistry {
   }
 
   /**
-   * The current leader: its node id, and the backend pid of its lock-holding session, which
-   * tells a leader restarted under the same id (a new session) from the one seen before.
+   * The current leader: its node id, the backend pid of its lock-holding session (which
+   * tells a leader restarted under the same id, a new session, from the one seen before), and
+   * how long ago, on the database's clock, the last query of any of its connections began
+   * (undefined when the database does not show it, or the holder is not a cluster node). A
+   * live node queries at least once a second (its heartbeat); a paused or hung one goes silent
+   * while PostgreSQL keeps its session, and with it the writer lock.
    */
-  async leader(): Promise<{ nodeId: string; sessionPid: number } | undefined> {
+  async leader(): Promise<{ nodeId: string; sessionPid: number; silentMs: number | undefined } | undefined> {
     const lock = BigInt(SINGLE_WRITER_LOCK);
-    const { rows } = await this.pool.query<{ name: string; pid: number }>(
-      `SELECT a.application_name AS name, l.pid
+    const { rows } = await this.pool.query<{ name: string; pid: number; silent_ms: number | null }>(
+      `SELECT a.application_name AS name, l.pid,
+              (SELECT EXTRACT(EPOCH FROM now() - max(b.query_start)) * 1000
+                 FROM pg_stat_activity b WHERE b.application_name = a.application_name)::float8 AS silent_ms
          FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
@@ -100,10 +106,19 @@ export class NodeRegistry {
     const row = rows[0];
     if (row === undefined) return undefined;
     // A holder that is not a cluster node (a server started without --cluster) has no node id.
-    const nodeId = row.name.startsWith(APPLICATION_PREFIX)
-      ? row.name.slice(APPLICATION_PREFIX.length)
-      : `(${row.name || "a server without --cluster"})`;
-    return { nodeId, sessionPid: row.pid };
+    const isNode = row.name.startsWith(APPLICATION_PREFIX);
+    const nodeId = isNode ? row.name.slice(APPLICATION_PREFIX.length) : `(${row.name || "a server without --cluster"})`;
+    return { nodeId, sessionPid: row.pid, silentMs: isNode && row.silent_ms !== null ? row.silent_ms : undefined };
+  }
+
+  /**
+   * Ends the database session `pid` (pg_terminate_backend: allowed on sessions of the same
+   * role). Ending a silent leader's lock-holding session frees the writer lock and cuts the
+   * connection its writes go through, so when it wakes it cannot write. True if it was ended.
+   */
+  async endSession(pid: number): Promise<boolean> {
+    const { rows } = await this.pool.query<{ ended: boolean }>("SELECT pg_terminate_backend($1) AS ended", [pid]);
+    return rows[0]?.ended === true;
   }
 
   /** The record of node `nodeId`, if it has reported. */

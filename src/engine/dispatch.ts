@@ -98,7 +98,7 @@ export function schedulePump(core: EngineCore): void {
  * the loop then reaches again), then persists and delivers them.
  */
 export function pump(core: EngineCore): void {
-  if (core.fatal !== undefined || core.closing) return;
+  if (core.fatal !== undefined || core.closing || !core.mayGrant()) return;
   const grants = new Map<Session, JobMeta[]>();
   const writes: StoreWrite[] = [];
   // The earliest next token of a rate-limited queue that held jobs back.

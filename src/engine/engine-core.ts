@@ -61,6 +61,7 @@ export class EngineCore {
   readonly isCallbackAllowed: (url: URL) => boolean;
   readonly maxQueues: number;
   readonly observeWrites: (writes: readonly StoreWrite[]) => void;
+  readonly mayGrant: () => boolean;
   callbackListener: ((callback: PendingCallback) => void) | undefined;
   /** claimKey(namespace, type, key) -> the job holding that idempotency key, until the claim expires. */
   readonly claims = new Map<string, IdempotencyClaim>();
@@ -173,6 +174,7 @@ export class EngineCore {
     this.isCallbackAllowed = options.isCallbackAllowed ?? (() => false);
     this.maxQueues = options.maxQueues ?? LIMITS.defaultMaxQueues;
     this.observeWrites = options.observeWrites ?? (() => {});
+    this.mayGrant = options.mayGrant ?? (() => true);
     if (this.maxJobBytes > LIMITS.maxMaxJobBytes) {
       throw new Error(`maxJobBytes may be at most ${LIMITS.maxMaxJobBytes}`);
     }

@@ -43,6 +43,13 @@ export interface EngineOptions {
    * LIMITS.defaultMaxQueues.
    */
   maxQueues?: number;
+  /**
+   * Whether the engine may still hand out leases; checked before every grant. A cluster
+   * leader that has not heard back from the database for most of its lead's lease may be
+   * deposed by now, and a lease it pushed would overlap the new leader's (a push does not
+   * wait for the lease to be durable): so it stops granting on its own clock. Default: always.
+   */
+  mayGrant?: () => boolean;
   /** Sees every commit's writes as they are handed to the store (metrics, debug logs). */
   observeWrites?: (writes: readonly StoreWrite[]) => void;
   /** Metas kept as objects before waiting jobs' metas are kept packed (live-jobs.ts); tests set it low. */

@@ -134,7 +134,16 @@ describe("queue limits under faults (real server and worker processes, SIGKILLs)
   /** The server on `port` over `dataDir`; `spawnedAt` is taken before the process starts. */
   async function startServer(dataDir: string, port: number): Promise<{ server: ServerProcess; spawnedAt: number }> {
     const spawnedAt = nowMs();
-    const server = await spawnServer(dataDir, ["--port", String(port), "--orphan-grace", `${ORPHAN_GRACE_MS}ms`, "--log-level", "warn"]);
+    const server = await spawnServer(dataDir, [
+      "--port",
+      String(port),
+      "--http-port",
+      "0",
+      "--orphan-grace",
+      `${ORPHAN_GRACE_MS}ms`,
+      "--log-level",
+      "warn",
+    ]);
     processes.push(server);
     return { server, spawnedAt };
   }

@@ -1,7 +1,7 @@
 /**
  * A worker process for the cluster tests, on the raw generated stubs so that it sees every
  * lease and every ack outcome: holds a Lease stream to `--addr` (reconnecting whenever it
- * ends), runs each job for 0-`--work-ms` ms and acks it (retrying while UNAVAILABLE, as a
+ * ends), runs each job for 0-`--work-ms` ms (exactly `--hold-ms` when given) and acks it (retrying while UNAVAILABLE, as a
  * worker library does across a failover). Its stdout is the lease-grant log:
  *   "ready"                                  a stream is (again) registered
  *   "grant <jid> <leaseId> <ms>"             a job arrived (wall-clock ms)
@@ -18,16 +18,18 @@ const { values } = parseArgs({
     queue: { type: "string", default: "cluster" },
     credits: { type: "string", default: "20" },
     "work-ms": { type: "string", default: "5" },
+    "hold-ms": { type: "string" },
     "worker-id": { type: "string", default: `cluster-${process.pid}` },
   },
 });
 const workMs = Number(values["work-ms"]);
+const holdMs = values["hold-ms"] === undefined ? undefined : Number(values["hold-ms"]);
 const UNAVAILABLE = 14;
 const worker = createClient(WorkerService, createGrpcTransport({ baseUrl: `http://${values.addr}` }));
 const out = (line: string) => process.stdout.write(`${line}\n`);
 
 async function run(jid: string, leaseId: string): Promise<void> {
-  await new Promise((resolve) => setTimeout(resolve, Math.random() * workMs));
+  await new Promise((resolve) => setTimeout(resolve, holdMs ?? Math.random() * workMs));
   const sent = Date.now();
   let code = -1;
   // UNAVAILABLE: the node or the leader behind it is gone for now; the lease outlives that, so retry.
