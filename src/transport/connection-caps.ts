@@ -40,14 +40,15 @@ export function capGrpcConnections(server: grpc.Server, caps: ConnectionCaps): v
  */
 export function capHttpConnections(http: HttpServer, caps: ConnectionCaps): void {
   const ready = guardListener(http, caps);
-  http.headersTimeout = caps.headerTimeoutMs;
+  // Node's own check bounds every request's headers. For a connection's first request it
+  // runs a check interval behind the deadline above, so that deadline, which counts the
+  // refusal (worq_connections_refused_total), always closes it first; whichever closed it
+  // first, Node's would not count.
+  http.headersTimeout = caps.headerTimeoutMs + checkIntervalMs(caps.headerTimeoutMs);
   // Node checks header deadlines every connectionsCheckingInterval (30 s by default), which
   // would stretch a 10 s bound to 40 s. It is a constructor option, but Node reads the
   // property when listening starts (@types/node declares only the option).
-  (http as HttpServer & { connectionsCheckingInterval: number }).connectionsCheckingInterval = Math.max(
-    100,
-    Math.min(1_000, Math.floor(caps.headerTimeoutMs / 4)),
-  );
+  (http as HttpServer & { connectionsCheckingInterval: number }).connectionsCheckingInterval = checkIntervalMs(caps.headerTimeoutMs);
   http.on("request", (request: { socket: Socket }) => ready(request.socket));
 }
 
@@ -83,6 +84,11 @@ function guardListener(listener: NetServer, caps: ConnectionCaps): (socket: Sock
     clearTimeout(deadlines.get(key));
     deadlines.delete(key);
   };
+}
+
+/** How often Node checks the HTTP port's header deadlines. */
+function checkIntervalMs(headerTimeoutMs: number): number {
+  return Math.max(100, Math.min(1_000, Math.floor(headerTimeoutMs / 4)));
 }
 
 function peerOf(socket: Pick<Socket, "remoteAddress" | "remotePort">): string {
