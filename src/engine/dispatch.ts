@@ -93,9 +93,8 @@ export function schedulePump(core: EngineCore): void {
 }
 
 /**
- * Hands ready jobs to sessions with free credit, one at a time starting with the session
- * that got one longest ago (each grant moves its session to the back of core.sessions, which
- * the loop then reaches again), then persists and delivers them.
+ * Hands ready jobs to sessions with free credit, round-robin, starting with the session that
+ * got one longest ago, then persists and delivers them.
  */
 export function pump(core: EngineCore): void {
   if (core.fatal !== undefined || core.closing || !core.mayGrant()) return;
@@ -126,11 +125,6 @@ export function pump(core: EngineCore): void {
         }),
       );
       core.slots.take(leaseId, meta.jid, session);
-      // To the back of the order: the next job goes to the stream that got one longest ago.
-      // In a fixed order, a job freed one at a time (a queue's max_running, a
-      // rate limit, a trickle) went to the first stream every time and starved the others.
-      core.sessions.delete(session.id);
-      core.sessions.set(session.id, session);
       const leased = core.live.get(meta.jid)!;
       const list = grants.get(session);
       if (list) list.push(leased);
@@ -140,6 +134,16 @@ export function pump(core: EngineCore): void {
   }
   if (refill.atMs !== undefined) scheduleRefill(core, refill.atMs);
   if (grants.size === 0) return;
+  // The streams served go to the back of the order, so the next pump starts with those that
+  // got a job longest ago. In a fixed order, jobs freed one at a time (a queue's max_running,
+  // a rate limit, a trickle of submits) went to the first stream every time and starved the
+  // others.
+  if (core.sessions.size > 1) {
+    for (const session of grants.keys()) {
+      core.sessions.delete(session.id);
+      core.sessions.set(session.id, session);
+    }
+  }
   // Delivery does not wait for the leases to be durable: if the server dies first, the
   // jobs are still SCHEDULED on disk and run again (at least once); a report about them
   // is committed after the lease, in order, so nothing a worker is told goes backwards.
