@@ -8,6 +8,7 @@ import { attempt, withScope } from "../lib/run-scope.mjs";
 import { figure, rate } from "../lib/stats.mjs";
 import { fig, markdownTable, num, ratio } from "../lib/table.mjs";
 import { capsUnavailable, createCpuCap } from "../lib/cpu-cap.mjs";
+import { cpuSeconds } from "../lib/proc-stats.mjs";
 import { startWorqServer } from "../lib/worq-server.mjs";
 
 /** Cluster sizes measured on PostgreSQL. */
@@ -67,6 +68,7 @@ export async function runWM(ctx) {
         id,
         {
           e2eRate: figure(list.map((r) => r.e2eRate)),
+          jobsPerServerCpuSec: figure(list.map((r) => r.jobsPerServerCpuSec)),
           ...(id.startsWith("capped") && { throttledShare: figure(list.map((r) => r.throttledShare)) }),
         },
       ]),
@@ -120,11 +122,14 @@ async function spreadRun(ctx, { nodes, mode, id }, url, n) {
       await Promise.all([...producers, ...workers].map((child) => child.next("ready")));
       const processed0 = Number((await admins[0].admin.getServerInfo({})).totalProcessed);
       const throttle0 = caps.map((cap) => cap.stat());
+      const serversCpu = () => servers.reduce((sum, server) => sum + (cpuSeconds(server.pid) ?? NaN), 0);
+      const cpu0 = serversCpu();
       workers.forEach((worker) => worker.send("go"));
       producers.forEach((producer) => producer.send("go"));
       const submitted = await Promise.all(producers.map((producer) => producer.next("result")));
       await until(async () => Number((await admins[0].admin.getServerInfo({})).totalProcessed) - processed0 >= n, 300_000, 10);
       const lastAt = nowMs();
+      const serverCpuSec = serversCpu() - cpu0;
       const throttle = caps.map((cap, i) => ({
         periods: cap.stat().periods - throttle0[i].periods,
         throttled: cap.stat().throttled - throttle0[i].throttled,
@@ -134,6 +139,8 @@ async function spreadRun(ctx, { nodes, mode, id }, url, n) {
       const periods = throttle.reduce((sum, t) => sum + t.periods, 0);
       return {
         e2eRate: rate(n, Math.min(...submitted.map((s) => s.startedAt)), lastAt),
+        // Jobs per CPU-second of all the Worq nodes together: what a node adds beyond its own work.
+        jobsPerServerCpuSec: n / serverCpuSec,
         nodes,
         ...(caps.length > 0 && { throttledShare: periods === 0 ? 0 : throttle.reduce((sum, t) => sum + t.throttled, 0) / periods }),
       };
@@ -160,8 +167,8 @@ export function renderWM(result) {
   const cell = (mode, store, nodes) => {
     const figures = f[configId(mode, store, nodes)];
     const base = f[configId(mode, "postgres", 1)]?.e2eRate;
-    if (!figures) return ["missing", ""];
-    return [fig(figures.e2eRate), store === "postgres" ? ratio(figures.e2eRate, base) : ""];
+    if (!figures) return ["missing", "", ""];
+    return [fig(figures.e2eRate), store === "postgres" ? ratio(figures.e2eRate, base) : "", fig(figures.jobsPerServerCpuSec)];
   };
   const throttled = (store, nodes) => {
     const share = f[configId("capped", store, nodes)]?.throttledShare?.median;
@@ -180,8 +187,10 @@ export function renderWM(result) {
         "Setup",
         "Uncapped jobs/s",
         "÷ 1 PostgreSQL node",
+        "Jobs per CPU-second of all nodes",
         `Each node capped at ${cores} core: jobs/s`,
         "÷ 1 capped node",
+        "Jobs per CPU-second of all nodes",
         "Capped nodes throttled (share of periods)",
       ],
       rows,
