@@ -130,10 +130,10 @@ async function spreadRun(ctx, { nodes, mode, id }, url, n) {
       await until(async () => Number((await admins[0].admin.getServerInfo({})).totalProcessed) - processed0 >= n, 300_000, 10);
       const lastAt = nowMs();
       const serverCpuSec = serversCpu() - cpu0;
-      const throttle = caps.map((cap, i) => ({
-        periods: cap.stat().periods - throttle0[i].periods,
-        throttled: cap.stat().throttled - throttle0[i].throttled,
-      }));
+      const throttle = caps.map((cap, i) => {
+        const { periods, throttled } = cap.stat();
+        return { periods: periods - throttle0[i].periods, throttled: throttled - throttle0[i].throttled };
+      });
       workers.forEach((worker) => worker.send("stop"));
       await Promise.all(workers.map((worker) => worker.next("stopped")));
       const periods = throttle.reduce((sum, t) => sum + t.periods, 0);

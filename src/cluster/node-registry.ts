@@ -114,11 +114,10 @@ export class NodeRegistry {
   /**
    * Ends the database session `pid` (pg_terminate_backend: allowed on sessions of the same
    * role). Ending a silent leader's lock-holding session frees the writer lock and cuts the
-   * connection its writes go through, so when it wakes it cannot write. True if it was ended.
+   * connection its writes go through, so when it wakes it cannot write.
    */
-  async endSession(pid: number): Promise<boolean> {
-    const { rows } = await this.pool.query<{ ended: boolean }>("SELECT pg_terminate_backend($1) AS ended", [pid]);
-    return rows[0]?.ended === true;
+  async endSession(pid: number): Promise<void> {
+    await this.pool.query("SELECT pg_terminate_backend($1)", [pid]);
   }
 
   /** The record of node `nodeId`, if it has reported. */

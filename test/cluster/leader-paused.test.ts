@@ -14,10 +14,10 @@ const TAKEOVER_BOUND_MS = 10_000;
  * A leader that is paused, not dead (SIGSTOP: a frozen VM, a stuck process), keeps its
  * PostgreSQL session and with it the writer lock. The other node must take over within 10 s
  * anyway, and when the old leader wakes (SIGCONT) it must not hand out a lease of its own:
- * a worker connected straight to it, with a free credit, and a submit that reached it while
- * it was paused, would otherwise get a job the new leader also runs, or one that was never
- * stored at all. Checked: every lease any
- * worker got is one the cluster recorded on the job, and every job completes.
+ * a worker connected straight to it, with free credits, and submits that reached it while it
+ * was paused, would otherwise get a job the new leader also runs, or one that was never
+ * stored at all. Checked: every lease any worker got is one the cluster recorded on the job,
+ * and every job completes.
  */
 describe.skipIf(!postgresAvailable())("a paused leader (SIGSTOP) is deposed, and grants nothing when it wakes", () => {
   let postgres: PostgresCluster | undefined;
