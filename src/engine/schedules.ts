@@ -72,6 +72,10 @@ function checkTemplate(core: EngineCore, job: SubmitInput, field: string): void 
   for (const [key, name] of refused) {
     if (job[key] !== undefined) invalid(`${field}.${name}`, "must be unset in a schedule's job: each tick enqueues its job at once");
   }
+  // A batch finishes, a schedule does not: every tick after the batch is done would be skipped.
+  if (job.batchId !== undefined) invalid(`${field}.batch_id`, "must be unset in a schedule's job: a batch finishes, a schedule ticks on");
+  // Each tick is its own unit of work, so each starts its own trace.
+  if (job.trace !== undefined) invalid(`${field}.trace`, "must be unset in a schedule's job: each tick's job starts its own trace");
   if (job.callbackUrl !== undefined) checkCallbackUrl(job.callbackUrl, `${field}.callback_url`, core.isCallbackAllowed);
   buildNewJob(job, field, { jid: PROBE_JID, nowMs: core.clock.nowMs() }, core.maxJobBytes);
 }

@@ -122,6 +122,16 @@ describe("Schedule RPCs (real server)", () => {
     ["job with depends_on", { name: "x", cron: "@hourly", job: { type: "t", dependsOn: { jids: [] } } }, "schedule.job.depends_on"],
     ["job with unique", { name: "x", cron: "@hourly", job: { type: "t", unique: {} } }, "schedule.job.unique"],
     [
+      "job with batch_id",
+      { name: "x", cron: "@hourly", job: { type: "t", batchId: "00000000-0000-4000-8000-000000000000" } },
+      "schedule.job.batch_id",
+    ],
+    [
+      "job with trace",
+      { name: "x", cron: "@hourly", job: { type: "t", trace: { traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" } } },
+      "schedule.job.trace",
+    ],
+    [
       "job with debounce",
       { name: "x", cron: "@hourly", job: { type: "t", debounce: { key: "k", delay: { seconds: 1n } } } },
       "schedule.job.debounce",

@@ -307,6 +307,8 @@ describe("schedules: missed ticks, overlap, restart", () => {
       [{ job: { type: "t", unique: {} } }, "schedule.job.unique"],
       [{ job: { type: "t", debounce: { key: "k", delayMs: 1000 } } }, "schedule.job.debounce"],
       [{ job: { type: "t", dependsOn: { jids: [] } } }, "schedule.job.depends_on"],
+      [{ job: { type: "t", batchId: "00000000-0000-4000-8000-000000000000" } }, "schedule.job.batch_id"],
+      [{ job: { type: "t", trace: { traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" } } }, "schedule.job.trace"],
       [{ job: { type: "t", queue: "no spaces" } }, "schedule.job.queue"],
     ];
     for (const [change, field] of cases) {

@@ -115,6 +115,7 @@ const templateExtra = fc.oneof(
       { correlationId: "\u0000".repeat(3) },
       { payload: "AAECAw==" },
       { batchId: "00000000-0000-4000-8000-000000000000" },
+      { trace: { traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01" } },
     ),
     weight: 2,
   },
