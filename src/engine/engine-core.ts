@@ -1,4 +1,4 @@
-import { randomUuidV4 } from "./uuid.js";
+import { partitionedIds } from "./uuid.js";
 import type { UnsettledSubmit } from "./submit-deadline.js";
 import type { Clock } from "./clock.js";
 import { WorqError } from "../model/errors.js";
@@ -165,7 +165,7 @@ export class EngineCore {
       (queue, group) => this.live.runningIn(queue, group),
     );
     this.random = options.random ?? Math.random;
-    this.newId = options.newId ?? randomUuidV4;
+    this.newId = options.newId ?? partitionedIds(options.partition);
     this.maxJobBytes = options.maxJobBytes ?? LIMITS.defaultMaxJobBytes;
     this.orphanGraceMs = options.orphanGraceMs ?? DEFAULT_ORPHAN_GRACE_MS;
     this.onFatal = options.onFatal ?? (() => {});

@@ -12,6 +12,11 @@ export interface EngineOptions {
   random?: () => number;
   /** Issues jids and lease ids (UUID v4). */
   newId?: () => string;
+  /**
+   * The partition this engine serves, of how many (default 0 of 1). With more than one, the
+   * ids it issues carry its partition (src/model/partition.ts) so calls naming them route.
+   */
+  partition?: { index: number; count: number };
   /** Limit on args + kwargs + payload + custom of one job. */
   maxJobBytes?: number;
   /**

@@ -1,4 +1,5 @@
 import { randomFillSync } from "node:crypto";
+import { checkPartitionCount, withPartition } from "../model/partition.js";
 
 /**
  * Random UUID v4 strings, like crypto.randomUUID() but written into a scratch buffer and read
@@ -30,4 +31,12 @@ export function randomUuidV4(): string {
   }
   offset += 16;
   return text.toString("latin1", 0, 36);
+}
+
+/** The ids of an engine serving `partition`: plain UUID v4 with one partition, routable with more. */
+export function partitionedIds(partition: { index: number; count: number } = { index: 0, count: 1 }): () => string {
+  const { index, count } = partition;
+  checkPartitionCount(count, "partition count");
+  if (!Number.isInteger(index) || index < 0 || index >= count) throw new RangeError(`partition ${index} is not one of ${count}`);
+  return count === 1 ? randomUuidV4 : () => withPartition(randomUuidV4(), index);
 }

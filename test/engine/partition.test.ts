@@ -1,0 +1,79 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { isUuidV4 } from "../../src/model/limits.js";
+import { fnv1a32, MAX_PARTITIONS, partitionOfId, queuePartitions, withPartition } from "../../src/model/partition.js";
+import { partitionedIds, randomUuidV4 } from "../../src/engine/uuid.js";
+import { batch, flush, lease, openEngine } from "./helpers.js";
+
+describe("partition placement (docs/scale-out.md)", () => {
+  it("fnv1a32 is FNV-1a over UTF-8 bytes: the published test vectors, and a non-ASCII name", () => {
+    expect(fnv1a32("")).toBe(0x811c9dc5);
+    expect(fnv1a32("a")).toBe(0xe40c292c);
+    expect(fnv1a32("foobar")).toBe(0xbf9cf968);
+    // "é" is two UTF-8 bytes (c3 a9), not one UTF-16 unit.
+    expect(fnv1a32("é")).toBe(Math.imul((Math.imul(0x811c9dc5 ^ 0xc3, 0x01000193) >>> 0) ^ 0xa9, 0x01000193) >>> 0);
+  });
+
+  it("a queue has one home partition; a spread queue the ones after it, wrapping, never more than there are", () => {
+    expect(queuePartitions("emails", 1)).toEqual([0]);
+    const home = fnv1a32("emails") % 16;
+    expect(queuePartitions("emails", 16)).toEqual([home]);
+    expect(queuePartitions("emails", 16, 4)).toEqual([0, 1, 2, 3].map((i) => (home + i) % 16));
+    expect(queuePartitions("emails", 4, 9).sort()).toEqual([0, 1, 2, 3]);
+  });
+
+  it("queues spread evenly: 1,600 similar names over 16 partitions, each within ±40 % of 100", () => {
+    const counts = new Array<number>(16).fill(0);
+    for (let i = 0; i < 1600; i++) counts[queuePartitions(`tenant-${i}.emails`, 16)[0]!]!++;
+    expect(Math.min(...counts)).toBeGreaterThanOrEqual(60);
+    expect(Math.max(...counts)).toBeLessThanOrEqual(140);
+  });
+
+  it("an id with its partition set stays a UUID v4, differs only in its last ten bits, and routes back", () => {
+    fc.assert(
+      fc.property(fc.uuid({ version: 4 }), fc.integer({ min: 0, max: MAX_PARTITIONS - 1 }), (uuid, partition) => {
+        const id = withPartition(uuid.toLowerCase(), partition);
+        expect(isUuidV4(id)).toBe(true);
+        expect(id.slice(0, 33)).toBe(uuid.toLowerCase().slice(0, 33));
+        expect(Number.parseInt(id.slice(33), 16) >> 10).toBe(Number.parseInt(uuid.slice(33), 16) >> 10);
+        expect(partitionOfId(id, MAX_PARTITIONS)).toBe(partition);
+        expect(partitionOfId(id, partition + 1)).toBe(partition);
+        if (partition > 1) expect(partitionOfId(id, partition)).toBeUndefined();
+        expect(partitionOfId(id, 1)).toBe(0);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("with one partition every id is in it, ids made before partitioning included", () => {
+    for (let i = 0; i < 100; i++) expect(partitionOfId(randomUuidV4(), 1)).toBe(0);
+  });
+
+  it("an engine's ids: plain random UUIDs with one partition; routable to its partition with more", async () => {
+    const plain = partitionedIds();
+    const lowBits = new Set(Array.from({ length: 1000 }, () => Number.parseInt(plain().slice(33), 16) & (MAX_PARTITIONS - 1)));
+    expect(lowBits.size).toBeGreaterThan(500);
+
+    const { engine } = await openEngine({ partition: { index: 3, count: 4 } });
+    const { sink } = await lease(engine, ["q"], 20);
+    const results = await engine.submit(
+      Array.from({ length: 20 }, () => ({ type: "t", queue: "q" })),
+      batch,
+    );
+    const created = await engine.createBatch({ description: "b" });
+    await flush();
+    const ids = [...results.map((r) => r.jid), created.id, ...sink.grants.map((g) => g.meta.lease!.leaseId)];
+    expect(sink.grants).toHaveLength(20);
+    for (const id of ids) {
+      expect(isUuidV4(id)).toBe(true);
+      expect(partitionOfId(id, 4)).toBe(3);
+    }
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+
+  it("an engine refuses a partition that is not one of its count", () => {
+    expect(() => partitionedIds({ index: 4, count: 4 })).toThrow(/partition 4 is not one of 4/);
+    expect(() => partitionedIds({ index: 0, count: 0 })).toThrow(/partition count must be an integer from 1 to 1024/);
+    expect(() => partitionedIds({ index: 0, count: 1025 })).toThrow(/from 1 to 1024/);
+  });
+});
