@@ -92,7 +92,9 @@ describe("worker faults against a real server process", () => {
 
   it("a worker SIGSTOPped past its lease: the job goes to another worker, the late Ack is refused, it completes once", async () => {
     const { server, clients } = await start();
-    const jids = await submitN(clients, 5, "paused", 1); // 1 s lease, never renewed by the paused worker
+    // A 3 s lease, never renewed by the paused worker; short enough to wait out, long enough
+    // that the other worker acks within its own lease on a loaded machine (1 s was not).
+    const jids = await submitN(clients, 5, "paused", 3);
     const a = new LineProcess(builtHelper("raw-lease-worker"), [
       "--addr",
       `127.0.0.1:${server.port}`,
