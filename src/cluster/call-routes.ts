@@ -1,0 +1,132 @@
+/**
+ * Where each call goes once the job space is split into partitions (docs/scale-out.md, "Where
+ * each call goes"): every RPC names what it acts on, and that decides the partition, the
+ * partition of each item, or all of them. One function per RPC, and the compiler checks that
+ * every method of the three services has one, so a new RPC cannot ship without a route.
+ */
+import type { DescMessage, DescService, MessageShape } from "@bufbuild/protobuf";
+import type { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
+import type { JobSpec } from "@worq/client/gen/worq/v1/job_pb.js";
+import type { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
+import type { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
+import { LIMITS } from "../model/limits.js";
+import { fnv1a32, partitionOfId, queuePartitions } from "../model/partition.js";
+
+/** What a node routes by: the partition count and how widely each queue is spread. */
+export interface Placement {
+  count: number;
+  /** The number of partitions `queue` is spread over (1 unless spread). */
+  spreadOf(queue: string): number;
+  /** For a job of a spread queue without an idempotency key: a number that changes per call. */
+  nextTurn(): number;
+}
+
+type CallTarget =
+  /** The whole call goes to one partition's owner. */
+  | { kind: "one"; partition: number }
+  /** The call names an id whose partition bits name no partition: no such job or batch. */
+  | { kind: "none"; field: string }
+  /** Each item of a repeated field goes to its own partition (undefined: no such id); answers joined in order. */
+  | { kind: "items"; field: string; partitions: (number | undefined)[] }
+  /** The call acts on each of these partitions (a spread queue, a Lease over several queues); answers merged. */
+  | { kind: "some"; partitions: number[] }
+  /** Every partition is asked and the answers merged (listings, totals, workers). */
+  | { kind: "all" }
+  /** Any partition may take it (a batch with no parent): the node picks one it owns. */
+  | { kind: "any" };
+
+type Routes<S extends DescService> = {
+  [K in keyof S["method"]]: S["method"][K] extends { input: infer I extends DescMessage }
+    ? (request: MessageShape<I>, placement: Placement) => CallTarget
+    : never;
+};
+
+function byId(id: string, field: string, placement: Placement): CallTarget {
+  const partition = partitionOfId(id, placement.count);
+  return partition === undefined ? { kind: "none", field } : { kind: "one", partition };
+}
+
+function partitionsOfQueue(queue: string, placement: Placement): number[] {
+  const name = queue || LIMITS.defaultQueue;
+  return queuePartitions(name, placement.count, placement.spreadOf(name));
+}
+
+const byQueue = (queue: string, placement: Placement): CallTarget => ({ kind: "some", partitions: partitionsOfQueue(queue, placement) });
+
+const byName = (name: string, placement: Placement): CallTarget => ({ kind: "one", partition: fnv1a32(name) % placement.count });
+
+const byIds = (ids: readonly string[], field: string, placement: Placement): CallTarget => ({
+  kind: "items",
+  field,
+  partitions: ids.map((id) => partitionOfId(id, placement.count)),
+});
+
+/**
+ * The partition a new job goes to: its queue's; for a spread queue, the one its idempotency
+ * key hashes to (so a retried submit meets its claim), or else the next in turn.
+ */
+export function jobPartition(job: JobSpec | undefined, placement: Placement): number {
+  const partitions = partitionsOfQueue(job?.queue ?? "", placement);
+  if (partitions.length === 1) return partitions[0]!;
+  const turn = job?.idempotencyKey ? fnv1a32(job.idempotencyKey) : placement.nextTurn();
+  return partitions[turn % partitions.length]!;
+}
+
+export const producerRoutes: Routes<typeof ProducerService> = {
+  submit: (r, p) => ({ kind: "one", partition: jobPartition(r.job, p) }),
+  submitBatch: (r, p) => ({ kind: "items", field: "jobs", partitions: r.jobs.map((job) => jobPartition(job, p)) }),
+  run: (r, p) => ({ kind: "one", partition: jobPartition(r.job, p) }),
+  getResult: (r, p) => byId(r.jid, "jid", p),
+  cancel: (r, p) => byId(r.jid, "jid", p),
+  watchJob: (r, p) => byId(r.jid, "jid", p),
+  collectChildren: (r, p) => byId(r.parentJid, "parent_jid", p),
+  // A child batch lives with its parent, so a parent's counts change in one partition.
+  createBatch: (r, p) => (r.batch?.parentBatchId ? byId(r.batch.parentBatchId, "batch.parent_batch_id", p) : { kind: "any" }),
+  sealBatch: (r, p) => byId(r.id, "id", p),
+  getBatch: (r, p) => byId(r.id, "id", p),
+};
+
+export const workerRoutes: Routes<typeof WorkerService> = {
+  lease: (r, p) => ({
+    kind: "some",
+    partitions: [...new Set(r.queues.flatMap((queue) => partitionsOfQueue(queue, p)))].sort((a, b) => a - b),
+  }),
+  ack: (r, p) => byId(r.jid, "jid", p),
+  fail: (r, p) => byId(r.jid, "jid", p),
+  checkpoint: (r, p) => byId(r.jid, "jid", p),
+  reportProgress: (r, p) => byId(r.jid, "jid", p),
+  renew: (r, p) =>
+    byIds(
+      r.leases.map((lease) => lease.jid),
+      "leases",
+      p,
+    ),
+  // The acks' items, then the fails': the order a node splits the call in and joins the answers.
+  report: (r, p) => byIds([...r.acks.map((ack) => ack.jid), ...r.fails.map((fail) => fail.jid)], "acks, fails", p),
+};
+
+export const adminRoutes: Routes<typeof AdminService> = {
+  getJob: (r, p) => byId(r.jid, "jid", p),
+  deleteJob: (r, p) => byId(r.jid, "jid", p),
+  listJobs: (r, p) => (r.queue ? byQueue(r.queue, p) : { kind: "all" }),
+  listQueues: () => ({ kind: "all" }),
+  getQueueStats: (r, p) => byQueue(r.queue, p),
+  getServerInfo: () => ({ kind: "all" }),
+  listWorkers: () => ({ kind: "all" }),
+  retryJobs: (r, p) => (r.jids.length > 0 ? byIds(r.jids, "jids", p) : byQueue(r.queue, p)),
+  runJobsNow: (r, p) => byIds(r.jids, "jids", p),
+  pauseQueue: (r, p) => byQueue(r.queue, p),
+  resumeQueue: (r, p) => byQueue(r.queue, p),
+  purgeQueue: (r, p) => byQueue(r.queue, p),
+  // A worker holds a stream to each owner of its queues: the command goes to every one.
+  controlWorker: () => ({ kind: "all" }),
+  configureQueue: (r, p) => byQueue(r.queue, p),
+  putSchedule: (r, p) => byName(r.schedule?.name ?? "", p),
+  getSchedule: (r, p) => byName(r.name, p),
+  listSchedules: () => ({ kind: "all" }),
+  pauseSchedule: (r, p) => byName(r.name, p),
+  resumeSchedule: (r, p) => byName(r.name, p),
+  deleteSchedule: (r, p) => byName(r.name, p),
+  runScheduleNow: (r, p) => byName(r.name, p),
+  listBatches: () => ({ kind: "all" }),
+};

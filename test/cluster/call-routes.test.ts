@@ -1,0 +1,126 @@
+import { create } from "@bufbuild/protobuf";
+import { describe, expect, it } from "vitest";
+import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
+import { JobSpecSchema } from "@worq/client/gen/worq/v1/job_pb.js";
+import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
+import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
+import { adminRoutes, jobPartition, producerRoutes, workerRoutes, type Placement } from "../../src/cluster/call-routes.js";
+import { randomUuidV4 } from "../../src/engine/uuid.js";
+import { fnv1a32, withPartition } from "../../src/model/partition.js";
+
+function placement(count: number, spread: Record<string, number> = {}): Placement {
+  let turn = 0;
+  return { count, spreadOf: (queue) => spread[queue] ?? 1, nextTurn: () => turn++ };
+}
+const jidIn = (partition: number) => withPartition(randomUuidV4(), partition);
+const job = (fields: { queue?: string; idempotencyKey?: string }) => create(JobSpecSchema, { type: "t", ...fields });
+
+describe("call routes: where each RPC goes once the job space is partitioned", () => {
+  it("every method of the three services has a route, and no route names a method that does not exist", () => {
+    for (const [service, routes] of [
+      [ProducerService, producerRoutes],
+      [WorkerService, workerRoutes],
+      [AdminService, adminRoutes],
+    ] as const) {
+      expect(Object.keys(routes).sort()).toEqual(service.methods.map((m) => m.localName).sort());
+    }
+  });
+
+  it("a job goes to its queue's partition (the default queue's when unset); with one partition, to partition 0", () => {
+    const p = placement(16);
+    expect(producerRoutes.submit({ job: job({ queue: "emails" }) } as never, p)).toEqual({
+      kind: "one",
+      partition: fnv1a32("emails") % 16,
+    });
+    expect(producerRoutes.run({ job: job({}) } as never, p)).toEqual({ kind: "one", partition: fnv1a32("default") % 16 });
+    expect(producerRoutes.submit({ job: job({ queue: "emails" }) } as never, placement(1))).toEqual({ kind: "one", partition: 0 });
+  });
+
+  it("a spread queue: a keyed job always lands on the same partition, unkeyed ones take turns over all of them", () => {
+    const p = placement(16, { hot: 4 });
+    const home = fnv1a32("hot") % 16;
+    const spread = [0, 1, 2, 3].map((i) => (home + i) % 16);
+    const keyed = new Set(Array.from({ length: 10 }, () => jobPartition(job({ queue: "hot", idempotencyKey: "order-7" }), p)));
+    expect(keyed.size).toBe(1);
+    expect(spread).toContain([...keyed][0]);
+    const turns = Array.from({ length: 8 }, () => jobPartition(job({ queue: "hot" }), p));
+    expect(turns).toEqual([...spread, ...spread]);
+  });
+
+  it("SubmitBatch: each job to its own queue's partition, in order", () => {
+    const p = placement(8);
+    const jobs = ["a", "b", "c"].map((queue) => job({ queue }));
+    expect(producerRoutes.submitBatch({ jobs } as never, p)).toEqual({
+      kind: "items",
+      field: "jobs",
+      partitions: ["a", "b", "c"].map((q) => fnv1a32(q) % 8),
+    });
+  });
+
+  it("calls naming a jid or batch id go to the partition in its bits; bits naming no partition find nothing", () => {
+    const p = placement(4);
+    const jid = jidIn(2);
+    for (const target of [
+      adminRoutes.getJob({ jid } as never, p),
+      producerRoutes.cancel({ jid } as never, p),
+      producerRoutes.getResult({ jid } as never, p),
+      workerRoutes.ack({ jid } as never, p),
+      workerRoutes.fail({ jid } as never, p),
+      producerRoutes.getBatch({ id: jid } as never, p),
+      producerRoutes.createBatch({ batch: { parentBatchId: jid } } as never, p),
+    ]) {
+      expect(target).toEqual({ kind: "one", partition: 2 });
+    }
+    expect(adminRoutes.getJob({ jid: jidIn(9) } as never, p)).toEqual({ kind: "none", field: "jid" });
+    expect(producerRoutes.createBatch({ batch: { parentBatchId: "" } } as never, p)).toEqual({ kind: "any" });
+  });
+
+  it("Report splits acks then fails by jid; Renew and RunJobsNow split their items", () => {
+    const p = placement(4);
+    const [a, b, c] = [jidIn(1), jidIn(3), jidIn(0)];
+    expect(workerRoutes.report({ acks: [{ jid: a }, { jid: b }], fails: [{ jid: c }] } as never, p)).toEqual({
+      kind: "items",
+      field: "acks, fails",
+      partitions: [1, 3, 0],
+    });
+    expect(workerRoutes.renew({ leases: [{ jid: b }, { jid: jidIn(7) }] } as never, p)).toEqual({
+      kind: "items",
+      field: "leases",
+      partitions: [3, undefined],
+    });
+    expect(adminRoutes.runJobsNow({ jids: [c, a] } as never, p)).toEqual({ kind: "items", field: "jids", partitions: [0, 1] });
+  });
+
+  it("a Lease goes to every partition of its queues, each once; queue calls to the queue's partitions; listings everywhere", () => {
+    const p = placement(16, { hot: 3 });
+    const home = fnv1a32("hot") % 16;
+    const lease = workerRoutes.lease({ queues: ["hot", "emails", "emails"] } as never, p);
+    const expected = [...new Set([home, (home + 1) % 16, (home + 2) % 16, fnv1a32("emails") % 16])].sort((x, y) => x - y);
+    expect(lease).toEqual({ kind: "some", partitions: expected });
+    expect(adminRoutes.pauseQueue({ queue: "hot" } as never, p)).toEqual({
+      kind: "some",
+      partitions: [home, (home + 1) % 16, (home + 2) % 16],
+    });
+    expect(adminRoutes.retryJobs({ jids: [], queue: "emails" } as never, p)).toEqual({
+      kind: "some",
+      partitions: [fnv1a32("emails") % 16],
+    });
+    expect(adminRoutes.listJobs({ queue: "" } as never, p)).toEqual({ kind: "all" });
+    for (const route of [
+      adminRoutes.listQueues,
+      adminRoutes.listWorkers,
+      adminRoutes.getServerInfo,
+      adminRoutes.listBatches,
+      adminRoutes.controlWorker,
+    ]) {
+      expect(route({} as never, p)).toEqual({ kind: "all" });
+    }
+  });
+
+  it("a schedule lives in the partition of its name", () => {
+    const p = placement(16);
+    const at = { kind: "one", partition: fnv1a32("nightly") % 16 };
+    expect(adminRoutes.putSchedule({ schedule: { name: "nightly" } } as never, p)).toEqual(at);
+    expect(adminRoutes.runScheduleNow({ name: "nightly" } as never, p)).toEqual(at);
+  });
+});
