@@ -22,6 +22,10 @@ export interface Session extends LeaseSession, SlotHolder {
   readonly options: LeaseSessionOptions;
   readonly sink: LeaseSink;
   readonly connectedAtMs: number;
+  /** The most jobs it may hold: the worker's credits, or its share of them (setCredits). */
+  credits: number;
+  /** What `sink.waiting` was last told. */
+  waiting: boolean;
   closed: boolean;
 }
 
@@ -48,13 +52,40 @@ export function openLease(core: EngineCore, options: LeaseSessionOptions, sink: 
     workerId: options.workerId,
     held: new Set(),
     connectedAtMs: core.clock.nowMs(),
+    credits: options.credits,
+    waiting: false,
     closed: false,
     close: () => closeSession(core, session),
+    setCredits: (credits) => setCredits(core, session, credits),
   };
   core.sessions.set(session.id, session);
+  if (sink.waiting) core.sessionsTellingWaiting++;
   core.slots.adopt(session); // a reconnecting worker's running jobs still count against its credits
   pump(core);
   return session;
+}
+
+function setCredits(core: EngineCore, session: Session, credits: number): number {
+  if (!Number.isInteger(credits) || credits < 0 || credits > LIMITS.leaseMaxCredits) {
+    invalid("credits", `must be between 0 and ${LIMITS.leaseMaxCredits}`);
+  }
+  const raised = credits > session.credits;
+  const held = session.held.size;
+  session.credits = credits;
+  if (raised) pump(core);
+  else tellWaiting(core, session);
+  return held;
+}
+
+/** Tells a stream that listens whether a ready job of its queues waits for its credit. */
+function tellWaiting(core: EngineCore, session: Session): void {
+  if (!session.sink.waiting || session.closed) return;
+  const waiting =
+    session.held.size >= session.credits &&
+    session.options.queues.some((queue) => !core.queues.isPaused(queue) && core.ready.get(queue)?.isEmpty === false);
+  if (waiting === session.waiting) return;
+  session.waiting = waiting;
+  session.sink.waiting(waiting);
 }
 
 /** Ends a Lease stream: its held jobs become orphans, their leases capped at now + orphan grace. */
@@ -62,6 +93,7 @@ function closeSession(core: EngineCore, session: Session): void {
   if (session.closed) return;
   session.closed = true;
   core.sessions.delete(session.id);
+  if (session.sink.waiting) core.sessionsTellingWaiting--;
   const capMs = core.clock.nowMs() + core.orphanGraceMs;
   for (const { leaseId, jid } of core.slots.detach(session)) {
     const meta = core.live.get(jid);
@@ -107,7 +139,7 @@ export function pump(core: EngineCore): void {
   while (progressed) {
     progressed = false;
     for (const session of core.sessions.values()) {
-      if (session.held.size >= session.options.credits) continue;
+      if (session.held.size >= session.credits) continue;
       const meta = takeReady(
         core,
         session.options.order === "RANDOM" ? shuffled(session.options.queues, core.random) : session.options.queues,
@@ -133,6 +165,7 @@ export function pump(core: EngineCore): void {
     }
   }
   if (refill.atMs !== undefined) scheduleRefill(core, refill.atMs);
+  if (core.sessionsTellingWaiting > 0) for (const session of core.sessions.values()) tellWaiting(core, session);
   if (grants.size === 0) return;
   // The streams served go to the back of the order, so the next pump starts with those that
   // got a job longest ago. In a fixed order, jobs freed one at a time (a queue's max_running,
@@ -331,7 +364,7 @@ export function listWorkers(core: EngineCore): WorkerView[] {
     .map((session) => ({
       workerId: session.options.workerId,
       queues: session.options.queues,
-      credits: session.options.credits,
+      credits: session.credits,
       labels: session.options.labels ?? {},
       connectedAtMs: session.connectedAtMs,
       held: [...session.held].flatMap((leaseId) => {

@@ -147,6 +147,8 @@ export class EngineCore {
   /** The last pump's delivery while it waits for bodies read from the store, if one does. */
   deliveryTail: Promise<void> | undefined;
   sessionSeq = 0;
+  /** Open sessions whose sink listens for `waiting` (pump tells them only when there are any). */
+  sessionsTellingWaiting = 0;
   counters: Counters = { submitted: 0, processed: 0, failed: 0, evicted: 0 };
   fatal: unknown;
   closing = false;

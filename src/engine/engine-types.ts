@@ -74,6 +74,12 @@ export interface LeaseSink {
   control(action: "RECONNECT" | "QUIET" | "TERMINATE", reason: string): void;
   /** A job this worker holds was cancelled, deleted or evicted: its lease is no longer valid. */
   revoke(jid: string, leaseId: string, reason: string): void;
+  /**
+   * Whether a ready job of this stream's queues waits for its credit (the stream holds its
+   * limit), told when it changes. A worker whose credit is split over several engines' streams
+   * moves credit to the streams that say so (docs/scale-out.md, "Credit across streams").
+   */
+  waiting?(waiting: boolean): void;
 }
 
 export interface LeaseGrant {
@@ -110,6 +116,14 @@ export interface DoorWorker {
 /** A worker's open Lease stream as the engine tracks it. */
 export interface LeaseSession {
   readonly id: number;
+  /**
+   * Sets the most jobs this stream may hold (0 allowed); returns how many it held when the
+   * limit changed (before a raised limit pushes more). Once it returns, nothing more is pushed
+   * past the new limit, so lowering it frees exactly `old limit − held` for another stream of
+   * the same worker. A limit below what the stream holds takes nothing away: it only stops
+   * new jobs until reports bring it under.
+   */
+  setCredits(credits: number): number;
   /** Ends the session: its held jobs become orphans (leases capped at now + orphan grace). */
   close(): void;
 }
