@@ -43,6 +43,28 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
     };
   });
 
+  // A partition's slice runs the same statements in its own schema: the same contract.
+  describeStoreConformance("postgres, one partition's slice", async () => {
+    const url = await cluster.createDatabase();
+    const openSlice = async () => {
+      const store = new PostgresStore(url, { partition: 3 });
+      await store.open();
+      return store;
+    };
+    let current = await openSlice();
+    return {
+      store: current,
+      reopen: async () => {
+        await current.close();
+        current = await openSlice();
+        return current;
+      },
+      cleanup: async () => {
+        await current.close();
+      },
+    };
+  });
+
   it("records its schema migrations once, and opening again applies none", async () => {
     const { store, url } = await openStore();
     await store.close();
@@ -247,5 +269,39 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
       code: "WORQ_UNAVAILABLE",
     });
     await store.close();
+  });
+  it("a partition's slice: its own schema and writer lock; slices of one database see nothing of each other or of the unpartitioned store", async () => {
+    const url = await cluster.createDatabase();
+    const open = async (partition?: number) => {
+      const store = new PostgresStore(url, partition === undefined ? {} : { partition });
+      await store.open();
+      return store;
+    };
+    const [p0, p1, whole] = await Promise.all([open(0), open(1), open()]);
+    const jid = randomUUID();
+    await p1.commit([{ kind: "put-job", meta: metaOf(jid), body: bodyOf() }]);
+    expect((await p1.getMeta(jid))?.jid).toBe(jid);
+    expect(await p0.getMeta(jid)).toBeUndefined();
+    expect(await whole.getMeta(jid)).toBeUndefined();
+    // One writer per partition, as per database without partitions; another partition opens.
+    await expect(open(1)).rejects.toThrow(/another Worq engine writes partition 1/);
+    const p2 = await open(2);
+    await Promise.all([p0.close(), p1.close(), p2.close(), whole.close()]);
+
+    const reopened = await open(1);
+    expect((await reopened.getMeta(jid))?.jid).toBe(jid);
+    await reopened.close();
+    const client = new pg.Client(url);
+    await client.connect();
+    const { rows } = await client.query<{ schema: string }>(
+      "SELECT table_schema AS schema FROM information_schema.tables WHERE table_name = 'worq_jobs' ORDER BY 1",
+    );
+    await client.end();
+    expect(rows.map((row) => row.schema)).toEqual(["public", "worq_p0", "worq_p1", "worq_p2"]);
+  });
+
+  it("refuses a partition that is not a whole number from 0 to 1023", () => {
+    for (const bad of [-1, 1.5, 1024])
+      expect(() => new PostgresStore("postgres://x", { partition: bad })).toThrow(/partition must be an integer from 0 to 1023/);
   });
 });

@@ -216,14 +216,18 @@ export interface MigrationOutcome {
 }
 
 /**
- * Applies every migration the database lacks, in order, in one transaction under an advisory
- * lock (two servers starting at once do not both migrate). Returns the ones applied.
+ * Applies every migration the database (or `schema`, made if missing) lacks, in order, in one
+ * transaction under an advisory lock (two servers starting at once do not both migrate).
+ * Returns the ones applied.
  * Refuses a database migrated by a newer Worq.
  */
-export async function applyMigrations(client: pg.ClientBase): Promise<MigrationOutcome> {
+export async function applyMigrations(client: pg.ClientBase, schema?: string): Promise<MigrationOutcome> {
   await client.query("BEGIN");
   try {
     await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
+    // A partition's slice: the client's search_path names this schema first, so the tables
+    // below are made (and found) in it. Under the lock: two engines starting at once.
+    if (schema !== undefined) await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
     await client.query(
       "CREATE TABLE IF NOT EXISTS worq_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
     );

@@ -19,6 +19,7 @@ import { GroupCommitter } from "../group-commit.js";
 import { COMMIT_SQL, commitParameters, STATEMENT_DATA_BYTES, statementChunks } from "./commit-statement.js";
 import { applyMigrations } from "./migrations.js";
 import { redactedUrl } from "./url.js";
+import { MAX_PARTITIONS } from "../../model/partition.js";
 import { decodeSchedule, type StoredSchedule } from "../../model/schedule.js";
 
 /**
@@ -29,6 +30,17 @@ import { decodeSchedule, type StoredSchedule } from "../../model/schedule.js";
  * the connection, so every write that succeeds was made by the current holder.
  */
 export const SINGLE_WRITER_LOCK = 0x776f7271_00; // "worq" 0
+
+/**
+ * A partition's writer lock: the two-key form (key "worq", the partition), which PostgreSQL
+ * keeps apart from the one-key SINGLE_WRITER_LOCK, so a cluster's leader is still found by it.
+ */
+const PARTITION_LOCK_KEY = 0x776f7271; // "worq"
+
+/** The schema that holds one partition's slice of the store: its own copy of every table. */
+function partitionSchema(partition: number): string {
+  return `worq_p${partition}`;
+}
 
 export interface PostgresStoreOptions {
   /** Hears of each durable group: its time in seconds and the rows it wrote. */
@@ -42,6 +54,12 @@ export interface PostgresStoreOptions {
    * write notices: a cluster leader must stop serving at once, since another node may lead now.
    */
   onWriterLost?: (error: Error) => void;
+  /**
+   * Opens one partition's slice of the database (docs/scale-out.md): its tables in their own
+   * schema (partitionSchema), its own writer lock. Unset: the whole job space, in the
+   * connection's default schema, as a server without partitions keeps it.
+   */
+  partition?: number;
 }
 
 /** open() found the writer lock held by another connection: another server writes this database. */
@@ -65,15 +83,22 @@ export class PostgresStore implements Store {
   /** Set once the writer connection broke: every later commit fails fast with it. */
   private writerError: Error | undefined;
   private readonly statementDataBytes: number;
+  private readonly partition: number | undefined;
 
   constructor(
     readonly url: string,
     options: PostgresStoreOptions = {},
   ) {
-    const { onBatch = () => {}, statementDataBytes = STATEMENT_DATA_BYTES, applicationName = "worq", onWriterLost } = options;
+    const { onBatch = () => {}, statementDataBytes = STATEMENT_DATA_BYTES, applicationName = "worq", onWriterLost, partition } = options;
+    if (partition !== undefined && !(Number.isInteger(partition) && partition >= 0 && partition < MAX_PARTITIONS)) {
+      throw new RangeError(`partition must be an integer from 0 to ${MAX_PARTITIONS - 1}, got ${partition}`);
+    }
     this.statementDataBytes = statementDataBytes;
-    // Whatever the server's or role's default, a commit is durable when it returns.
-    const config = { connectionString: url, options: "-c synchronous_commit=on", application_name: applicationName };
+    this.partition = partition;
+    // Whatever the server's or role's default, a commit is durable when it returns. A
+    // partition's connections see its schema first, so every statement stays as it is.
+    const searchPath = partition === undefined ? "" : ` -c search_path=${partitionSchema(partition)}`;
+    const config = { connectionString: url, options: `-c synchronous_commit=on${searchPath}`, application_name: applicationName };
     this.writer = new pg.Client(config);
     this.writer.on("error", (error) => {
       if (this.writerError) return;
@@ -97,12 +122,20 @@ export class PostgresStore implements Store {
     } catch (error) {
       throw new Error(`cannot connect to ${redactedUrl(this.url)}: ${(error as Error).message}`, { cause: error });
     }
-    await applyMigrations(this.writer);
-    const { rows } = await this.writer.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1) AS locked", [SINGLE_WRITER_LOCK]);
+    await applyMigrations(this.writer, this.partition === undefined ? undefined : partitionSchema(this.partition));
+    const { rows } =
+      this.partition === undefined
+        ? await this.writer.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1) AS locked", [SINGLE_WRITER_LOCK])
+        : await this.writer.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1, $2) AS locked", [
+            PARTITION_LOCK_KEY,
+            this.partition,
+          ]);
     if (!rows[0]!.locked) {
       await this.writer.end();
       throw new WriterLockHeldError(
-        `another Worq server is using ${redactedUrl(this.url)}: one server per database, unless every server runs with --cluster (docs/deploy.md)`,
+        this.partition === undefined
+          ? `another Worq server is using ${redactedUrl(this.url)}: one server per database, unless every server runs with --cluster (docs/deploy.md)`
+          : `another Worq engine writes partition ${this.partition} of ${redactedUrl(this.url)}`,
       );
     }
   }
