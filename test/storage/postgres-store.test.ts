@@ -4,8 +4,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { JobMeta, PriorityLevel } from "../../src/model/job.js";
 import type { StoreWrite } from "../../src/engine/store.js";
 import { encodeMetaJson } from "../../src/storage/record-codec.js";
-import { MIGRATIONS } from "../../src/storage/postgres/migrations.js";
+import { MIGRATIONS, prepareOwnership } from "../../src/storage/postgres/migrations.js";
 import { PostgresStore } from "../../src/storage/postgres/postgres-store.js";
+import { claimPartition, releasePartition, renewPartition } from "../../src/storage/postgres/partition-ownership.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { bodyOf, describeStoreConformance, metaOf } from "./store-conformance.js";
 
@@ -18,6 +19,26 @@ async function openStore(url?: string): Promise<{ store: PostgresStore; url: str
   const store = new PostgresStore(database);
   await store.open();
   return { store, url: database };
+}
+
+async function withClient<T>(url: string, use: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client(url);
+  await client.connect();
+  try {
+    return await use(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** The ownership table, as a node makes it before its first claim. */
+const ensureOwnership = prepareOwnership;
+
+async function claimOwned(client: pg.Client, index: number, node: string): Promise<number> {
+  await ensureOwnership(client);
+  const epoch = await claimPartition(client, index, node, 60_000);
+  if (epoch === undefined) throw new Error(`partition ${index} is held`);
+  return epoch;
 }
 
 describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () => {
@@ -47,7 +68,13 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
   describeStoreConformance("postgres, one partition's slice", async () => {
     const url = await cluster.createDatabase();
     const openSlice = async () => {
-      const store = new PostgresStore(url, { partition: 3 });
+      // Each reopen is a new owner: a takeover of its own lapsed lease, as after a restart.
+      const epoch = await withClient(url, async (client) => {
+        await ensureOwnership(client);
+        await client.query(`UPDATE worq_shared.partitions SET lease_until = now() - interval '1 s' WHERE id = 3`);
+        return claimPartition(client, 3, "conformance", 60_000);
+      });
+      const store = new PostgresStore(url, { partition: { index: 3, epoch: epoch! } });
       await store.open();
       return store;
     };
@@ -270,10 +297,11 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
     });
     await store.close();
   });
-  it("a partition's slice: its own schema and writer lock; slices of one database see nothing of each other or of the unpartitioned store", async () => {
+  it("a partition's slice: its own schema; slices of one database see nothing of each other or of the unpartitioned store", async () => {
     const url = await cluster.createDatabase();
-    const open = async (partition?: number) => {
-      const store = new PostgresStore(url, partition === undefined ? {} : { partition });
+    const open = async (index?: number) => {
+      const epoch = index === undefined ? 0 : await withClient(url, (client) => claimOwned(client, index, "node-a"));
+      const store = new PostgresStore(url, index === undefined ? {} : { partition: { index, epoch } });
       await store.open();
       return store;
     };
@@ -283,25 +311,117 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
     expect((await p1.getMeta(jid))?.jid).toBe(jid);
     expect(await p0.getMeta(jid)).toBeUndefined();
     expect(await whole.getMeta(jid)).toBeUndefined();
-    // One writer per partition, as per database without partitions; another partition opens.
-    await expect(open(1)).rejects.toThrow(/another Worq engine writes partition 1/);
-    const p2 = await open(2);
-    await Promise.all([p0.close(), p1.close(), p2.close(), whole.close()]);
-
-    const reopened = await open(1);
-    expect((await reopened.getMeta(jid))?.jid).toBe(jid);
-    await reopened.close();
-    const client = new pg.Client(url);
-    await client.connect();
-    const { rows } = await client.query<{ schema: string }>(
-      "SELECT table_schema AS schema FROM information_schema.tables WHERE table_name = 'worq_jobs' ORDER BY 1",
+    await Promise.all([p0.close(), p1.close(), whole.close()]);
+    const { rows } = await withClient(url, (client) =>
+      client.query<{ schema: string }>(
+        "SELECT table_schema AS schema FROM information_schema.tables WHERE table_name = 'worq_jobs' ORDER BY 1",
+      ),
     );
-    await client.end();
-    expect(rows.map((row) => row.schema)).toEqual(["public", "worq_p0", "worq_p1", "worq_p2"]);
+    expect(rows.map((row) => row.schema)).toEqual(["public", "worq_p0", "worq_p1"]);
   });
 
-  it("refuses a partition that is not a whole number from 0 to 1023", () => {
-    for (const bad of [-1, 1.5, 1024])
-      expect(() => new PostgresStore("postgres://x", { partition: bad })).toThrow(/partition must be an integer from 0 to 1023/);
+  it("ownership: a claim takes a free or lapsed partition with a new epoch; a held one is refused; renew and release go by epoch", async () => {
+    const url = await cluster.createDatabase();
+    await withClient(url, async (client) => {
+      await ensureOwnership(client);
+      const first = await claimPartition(client, 5, "node-a", 60_000);
+      expect(first).toBe(1);
+      expect(await claimPartition(client, 5, "node-b", 60_000)).toBeUndefined();
+      expect(await renewPartition(client, 5, "node-a", 1, 200)).toBe(true);
+      expect(await renewPartition(client, 5, "node-b", 1, 60_000)).toBe(false);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(await claimPartition(client, 5, "node-b", 60_000)).toBe(2);
+      expect(await renewPartition(client, 5, "node-a", 1, 60_000)).toBe(false);
+      expect(await releasePartition(client, 5, "node-a", 1)).toBe(false);
+      expect(await releasePartition(client, 5, "node-b", 2)).toBe(true);
+      expect(await claimPartition(client, 5, "node-a", 60_000)).toBe(3);
+    });
+  });
+
+  it("a deposed owner cannot write: once another node took the partition, its commits fail whole and change nothing", async () => {
+    const url = await cluster.createDatabase();
+    const epochA = await withClient(url, (client) => claimOwned(client, 0, "node-a"));
+    const a = new PostgresStore(url, { partition: { index: 0, epoch: epochA } });
+    await a.open();
+    const kept = randomUUID();
+    await a.commit([{ kind: "put-job", meta: metaOf(kept), body: bodyOf() }]);
+    // node-a pauses past its lease; node-b takes over (a new epoch) and opens the same slice.
+    const epochB = await withClient(url, async (client) => {
+      await client.query(`UPDATE worq_shared.partitions SET lease_until = now() - interval '1 s' WHERE id = 0`);
+      return claimPartition(client, 0, "node-b", 60_000);
+    });
+    expect(epochB).toBe(epochA + 1);
+    const b = new PostgresStore(url, { partition: { index: 0, epoch: epochB! } });
+    await b.open();
+    const late = randomUUID();
+    await expect(
+      a.commit([
+        { kind: "put-job", meta: metaOf(late), body: bodyOf() },
+        { kind: "delete-job", meta: metaOf(kept) },
+      ]),
+    ).rejects.toMatchObject({
+      code: "WORQ_UNAVAILABLE",
+      message: expect.stringMatching(/partition 0 moved: epoch 1 is no longer its owner's/),
+    });
+    expect(await b.getMeta(late)).toBeUndefined();
+    expect((await b.getMeta(kept))?.jid).toBe(kept);
+    const next = randomUUID();
+    await b.commit([{ kind: "put-job", meta: metaOf(next), body: bodyOf() }]);
+    expect((await b.getMeta(next))?.jid).toBe(next);
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it("a takeover racing an owner's commit in flight: what the old owner was told is durable, the new owner loads; what it was refused, nobody sees", async () => {
+    const url = await cluster.createDatabase();
+    const epochA = await withClient(url, (client) => claimOwned(client, 0, "node-a"));
+    const a = new PostgresStore(url, { partition: { index: 0, epoch: epochA } });
+    await a.open();
+    const existing = randomUUID();
+    await a.commit([{ kind: "put-job", meta: metaOf(existing), body: bodyOf() }]);
+    // Hold the owner's next commit in flight: another session holds a row it updates.
+    const blocker = new pg.Client(url);
+    await blocker.connect();
+    await blocker.query("BEGIN");
+    await blocker.query("SELECT 1 FROM worq_p0.worq_jobs WHERE jid = $1 FOR UPDATE", [existing]);
+    const added = randomUUID();
+    const group = a.commit([
+      { kind: "put-job", meta: metaOf(existing, "RUNNING"), body: bodyOf() },
+      { kind: "put-job", meta: metaOf(added), body: bodyOf() },
+    ]);
+    const told = group.then(
+      () => "durable",
+      () => "refused",
+    );
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const takeover = withClient(url, async (client) => {
+      await client.query(`UPDATE worq_shared.partitions SET lease_until = now() - interval '1 s' WHERE id = 0`);
+      return claimPartition(client, 0, "node-b", 60_000);
+    });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await blocker.query("COMMIT");
+    await blocker.end();
+    const [outcome, epochB] = await Promise.all([told, takeover]);
+    const b = new PostgresStore(url, { partition: { index: 0, epoch: epochB! } });
+    await b.open();
+    if (outcome === "durable") {
+      expect((await b.getMeta(added))?.jid).toBe(added);
+      expect((await b.getMeta(existing))?.state).toBe("RUNNING");
+    } else {
+      expect(await b.getMeta(added)).toBeUndefined();
+      expect((await b.getMeta(existing))?.state).toBe("SCHEDULED");
+    }
+    // After the takeover the old owner writes nothing more.
+    await expect(a.commit([{ kind: "delete-job", meta: metaOf(existing) }])).rejects.toMatchObject({ code: "WORQ_UNAVAILABLE" });
+    expect(await b.getMeta(existing)).toBeDefined();
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it("refuses a partition that is not a whole number from 0 to 1023, or an epoch no claim gave", () => {
+    for (const bad of [-1, 1.5, 1024]) {
+      expect(() => new PostgresStore("postgres://x", { partition: { index: bad, epoch: 1 } })).toThrow(
+        /partition must be an integer from 0 to 1023/,
+      );
+    }
+    expect(() => new PostgresStore("postgres://x", { partition: { index: 0, epoch: 0 } })).toThrow(/epoch must be a positive integer/);
   });
 });

@@ -3,6 +3,7 @@ import { claimKey, type Counters, type IdempotencyClaim, type QueueInfo, type St
 import { encodeJson, encodeMetaJson } from "../record-codec.js";
 import { encodeSchedule, type StoredSchedule } from "../../model/schedule.js";
 import { encodeBatch, type BatchRecord } from "../../model/batch.js";
+import { OWNERSHIP_SCHEMA } from "./partition-ownership.js";
 
 /**
  * One group of commits as ONE SQL statement: data-modifying CTEs that delete and upsert each
@@ -16,8 +17,7 @@ import { encodeBatch, type BatchRecord } from "../../model/batch.js";
  * one snapshot), and a group often writes the same row several times (the counters every
  * commit, a job's meta at each transition).
  */
-export const COMMIT_SQL = `
-WITH
+const COMMIT_CTES = `
   del_jobs AS (DELETE FROM worq_jobs WHERE jid = ANY($1::text[])),
   put_jobs AS (
     INSERT INTO worq_jobs (jid, state, queue, live, finished_at_ms, purge_at_ms, meta, priority, ready_seq, parent_jid, created_at_ms, group_key)
@@ -63,8 +63,18 @@ WITH
   put_batches AS (
     INSERT INTO worq_batches (id, created_at_ms, record) SELECT * FROM unnest($42::text[], $43::bigint[], $44::bytea[])
     ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record),
-  del_batches AS (DELETE FROM worq_batches WHERE id = ANY($45::text[]))
-SELECT 1`;
+  del_batches AS (DELETE FROM worq_batches WHERE id = ANY($45::text[]))`;
+
+export const COMMIT_SQL = `WITH${COMMIT_CTES}\nSELECT 1`;
+
+/**
+ * COMMIT_SQL for a partition's owner: one more CTE calls the fence with the partition ($46)
+ * and the owner's epoch ($47), and the final SELECT reads it so that it always runs. A raise
+ * aborts the whole statement, so a deposed owner's group is applied nowhere; no extra round trip.
+ */
+export const FENCED_COMMIT_SQL = `WITH${COMMIT_CTES},
+  fence AS (SELECT ${OWNERSHIP_SCHEMA}.fence($46::integer, $47::bigint) AS ok)
+SELECT ok FROM fence`;
 
 /**
  * Bytes of job data and results one statement may carry. Byte arrays travel hex-encoded

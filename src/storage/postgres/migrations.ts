@@ -1,6 +1,7 @@
 import pg from "pg";
 import { decodeMeta } from "../record-codec.js";
 import { redactedUrl } from "./url.js";
+import { ensureOwnershipSchema } from "./partition-ownership.js";
 
 /** One schema change: its SQL, then, when rows need what only Worq can decode, a backfill in JS. */
 export interface Migration {
@@ -216,10 +217,26 @@ export interface MigrationOutcome {
 }
 
 /**
- * Applies every migration the database (or `schema`, made if missing) lacks, in order, in one
- * transaction under an advisory lock (two servers starting at once do not both migrate).
- * Returns the ones applied.
- * Refuses a database migrated by a newer Worq.
+ * Makes the partitions' ownership table if missing (partition-ownership.ts), under the
+ * migration lock: a node calls it before its first claim, when no slice may be open yet.
+ */
+export async function prepareOwnership(client: pg.ClientBase): Promise<void> {
+  await client.query("BEGIN");
+  try {
+    await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
+    await ensureOwnershipSchema(client);
+    await client.query("COMMIT");
+  } catch (error) {
+    await client.query("ROLLBACK").catch(() => {});
+    throw error;
+  }
+}
+
+/**
+ * Applies every migration the database (or `schema`, made if missing with the partitions'
+ * ownership table beside it) lacks, in order, in one transaction under an advisory lock (two
+ * servers starting at once do not both migrate). Returns the ones applied. Refuses a
+ * database migrated by a newer Worq.
  */
 export async function applyMigrations(client: pg.ClientBase, schema?: string): Promise<MigrationOutcome> {
   await client.query("BEGIN");
@@ -227,7 +244,10 @@ export async function applyMigrations(client: pg.ClientBase, schema?: string): P
     await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
     // A partition's slice: the client's search_path names this schema first, so the tables
     // below are made (and found) in it. Under the lock: two engines starting at once.
-    if (schema !== undefined) await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+    if (schema !== undefined) {
+      await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+      await ensureOwnershipSchema(client);
+    }
     await client.query(
       "CREATE TABLE IF NOT EXISTS worq_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
     );

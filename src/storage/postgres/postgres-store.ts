@@ -16,7 +16,7 @@ import type {
 } from "../../engine/store.js";
 import { decodeJson, decodeMeta, plainBytes } from "../record-codec.js";
 import { GroupCommitter } from "../group-commit.js";
-import { COMMIT_SQL, commitParameters, STATEMENT_DATA_BYTES, statementChunks } from "./commit-statement.js";
+import { COMMIT_SQL, commitParameters, FENCED_COMMIT_SQL, STATEMENT_DATA_BYTES, statementChunks } from "./commit-statement.js";
 import { applyMigrations } from "./migrations.js";
 import { redactedUrl } from "./url.js";
 import { MAX_PARTITIONS } from "../../model/partition.js";
@@ -30,12 +30,6 @@ import { decodeSchedule, type StoredSchedule } from "../../model/schedule.js";
  * the connection, so every write that succeeds was made by the current holder.
  */
 export const SINGLE_WRITER_LOCK = 0x776f7271_00; // "worq" 0
-
-/**
- * A partition's writer lock: the two-key form (key "worq", the partition), which PostgreSQL
- * keeps apart from the one-key SINGLE_WRITER_LOCK, so a cluster's leader is still found by it.
- */
-const PARTITION_LOCK_KEY = 0x776f7271; // "worq"
 
 /** The schema that holds one partition's slice of the store: its own copy of every table. */
 function partitionSchema(partition: number): string {
@@ -55,11 +49,12 @@ export interface PostgresStoreOptions {
    */
   onWriterLost?: (error: Error) => void;
   /**
-   * Opens one partition's slice of the database (docs/scale-out.md): its tables in their own
-   * schema (partitionSchema), its own writer lock. Unset: the whole job space, in the
-   * connection's default schema, as a server without partitions keeps it.
+   * Opens one partition's slice of the database (docs/scale-out.md) for its owner: its tables
+   * in a schema of their own (partitionSchema), every commit fenced by `epoch`, the epoch its
+   * owner got from claimPartition (partition-ownership.ts). Unset: the whole job space, in the
+   * connection's default schema, under the single-writer lock, as a server without partitions.
    */
-  partition?: number;
+  partition?: { index: number; epoch: number };
 }
 
 /** open() found the writer lock held by another connection: another server writes this database. */
@@ -83,21 +78,24 @@ export class PostgresStore implements Store {
   /** Set once the writer connection broke: every later commit fails fast with it. */
   private writerError: Error | undefined;
   private readonly statementDataBytes: number;
-  private readonly partition: number | undefined;
+  private readonly partition: { index: number; epoch: number } | undefined;
 
   constructor(
     readonly url: string,
     options: PostgresStoreOptions = {},
   ) {
     const { onBatch = () => {}, statementDataBytes = STATEMENT_DATA_BYTES, applicationName = "worq", onWriterLost, partition } = options;
-    if (partition !== undefined && !(Number.isInteger(partition) && partition >= 0 && partition < MAX_PARTITIONS)) {
-      throw new RangeError(`partition must be an integer from 0 to ${MAX_PARTITIONS - 1}, got ${partition}`);
+    if (partition !== undefined && !(Number.isInteger(partition.index) && partition.index >= 0 && partition.index < MAX_PARTITIONS)) {
+      throw new RangeError(`partition must be an integer from 0 to ${MAX_PARTITIONS - 1}, got ${partition.index}`);
+    }
+    if (partition !== undefined && !(Number.isSafeInteger(partition.epoch) && partition.epoch > 0)) {
+      throw new RangeError(`epoch must be a positive integer (claimPartition's), got ${partition.epoch}`);
     }
     this.statementDataBytes = statementDataBytes;
     this.partition = partition;
     // Whatever the server's or role's default, a commit is durable when it returns. A
     // partition's connections see its schema first, so every statement stays as it is.
-    const searchPath = partition === undefined ? "" : ` -c search_path=${partitionSchema(partition)}`;
+    const searchPath = partition === undefined ? "" : ` -c search_path=${partitionSchema(partition.index)}`;
     const config = { connectionString: url, options: `-c synchronous_commit=on${searchPath}`, application_name: applicationName };
     this.writer = new pg.Client(config);
     this.writer.on("error", (error) => {
@@ -122,20 +120,18 @@ export class PostgresStore implements Store {
     } catch (error) {
       throw new Error(`cannot connect to ${redactedUrl(this.url)}: ${(error as Error).message}`, { cause: error });
     }
-    await applyMigrations(this.writer, this.partition === undefined ? undefined : partitionSchema(this.partition));
-    const { rows } =
-      this.partition === undefined
-        ? await this.writer.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1) AS locked", [SINGLE_WRITER_LOCK])
-        : await this.writer.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1, $2) AS locked", [
-            PARTITION_LOCK_KEY,
-            this.partition,
-          ]);
+    if (this.partition !== undefined) {
+      // No writer lock: the epoch says who writes, and a deposed owner's session (paused, not
+      // dead) must not keep the new owner out.
+      await applyMigrations(this.writer, partitionSchema(this.partition.index));
+      return;
+    }
+    await applyMigrations(this.writer);
+    const { rows } = await this.writer.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1) AS locked", [SINGLE_WRITER_LOCK]);
     if (!rows[0]!.locked) {
       await this.writer.end();
       throw new WriterLockHeldError(
-        this.partition === undefined
-          ? `another Worq server is using ${redactedUrl(this.url)}: one server per database, unless every server runs with --cluster (docs/deploy.md)`
-          : `another Worq engine writes partition ${this.partition} of ${redactedUrl(this.url)}`,
+        `another Worq server is using ${redactedUrl(this.url)}: one server per database, unless every server runs with --cluster (docs/deploy.md)`,
       );
     }
   }
@@ -159,7 +155,11 @@ export class PostgresStore implements Store {
     const chunks = statementChunks(writes, this.statementDataBytes);
     const statement = (chunk: StoreWrite[]) => {
       const { values, rows } = commitParameters(chunk);
-      return this.writer.query({ name: "worq_commit", text: COMMIT_SQL, values }).then(() => rows);
+      const query =
+        this.partition === undefined
+          ? { name: "worq_commit", text: COMMIT_SQL, values }
+          : { name: "worq_commit_fenced", text: FENCED_COMMIT_SQL, values: [...values, this.partition.index, this.partition.epoch] };
+      return this.writer.query(query).then(() => rows);
     };
     if (chunks.length === 1) return statement(chunks[0]!);
     let rows = 0;

@@ -1,0 +1,68 @@
+import type pg from "pg";
+
+/**
+ * Who owns each partition, in the database every node shares (docs/scale-out.md, "Ownership
+ * and fencing"): a row per partition with its owner, an epoch bumped by every takeover, and
+ * the owner's lease. The owner's store fences each commit with its epoch (fence below), so an
+ * owner that was deposed while paused cannot write once another has taken over.
+ */
+export const OWNERSHIP_SCHEMA = "worq_shared";
+
+/** Makes the table and the fence function if missing; run under the migration lock (migrations.ts, prepareOwnership). */
+export async function ensureOwnershipSchema(client: pg.ClientBase): Promise<void> {
+  await client.query(`
+    CREATE SCHEMA IF NOT EXISTS ${OWNERSHIP_SCHEMA};
+    CREATE TABLE IF NOT EXISTS ${OWNERSHIP_SCHEMA}.partitions (
+      id integer PRIMARY KEY,
+      owner_node text,
+      epoch bigint NOT NULL DEFAULT 0,
+      lease_until timestamptz
+    );
+    -- Taken FOR SHARE by every commit of an owner: a takeover's UPDATE waits for the commits in
+    -- flight, and a commit that comes after it finds the new epoch and aborts the statement.
+    CREATE OR REPLACE FUNCTION ${OWNERSHIP_SCHEMA}.fence(partition integer, owner_epoch bigint) RETURNS integer
+    LANGUAGE plpgsql AS $$
+    BEGIN
+      PERFORM 1 FROM ${OWNERSHIP_SCHEMA}.partitions WHERE id = partition AND epoch = owner_epoch FOR SHARE;
+      IF NOT FOUND THEN
+        RAISE EXCEPTION 'partition % moved: epoch % is no longer its owner''s', partition, owner_epoch USING ERRCODE = 'WQ001';
+      END IF;
+      RETURN 1;
+    END $$;
+  `);
+}
+
+/**
+ * Takes partition `id` for `node` if it is free or its owner's lease has run out (on the
+ * database's clock); returns the new epoch, or undefined when another node holds it.
+ */
+export async function claimPartition(client: pg.ClientBase, id: number, node: string, leaseMs: number): Promise<number | undefined> {
+  await client.query(`INSERT INTO ${OWNERSHIP_SCHEMA}.partitions (id) VALUES ($1) ON CONFLICT (id) DO NOTHING`, [id]);
+  const { rows } = await client.query<{ epoch: string }>(
+    `UPDATE ${OWNERSHIP_SCHEMA}.partitions
+        SET owner_node = $2, epoch = epoch + 1, lease_until = now() + make_interval(secs => $3::double precision / 1000)
+      WHERE id = $1 AND (owner_node IS NULL OR lease_until < now())
+      RETURNING epoch`,
+    [id, node, leaseMs],
+  );
+  return rows[0] === undefined ? undefined : Number(rows[0].epoch);
+}
+
+/** Extends `node`'s lease on partition `id` without bumping the epoch; false once it is not the owner at `epoch`. */
+export async function renewPartition(client: pg.ClientBase, id: number, node: string, epoch: number, leaseMs: number): Promise<boolean> {
+  const { rowCount } = await client.query(
+    `UPDATE ${OWNERSHIP_SCHEMA}.partitions SET lease_until = now() + make_interval(secs => $4::double precision / 1000)
+      WHERE id = $1 AND owner_node = $2 AND epoch = $3`,
+    [id, node, epoch, leaseMs],
+  );
+  return rowCount === 1;
+}
+
+/** Gives partition `id` up (a graceful handoff): free at once for the next claim, if `node` still owns it at `epoch`. */
+export async function releasePartition(client: pg.ClientBase, id: number, node: string, epoch: number): Promise<boolean> {
+  const { rowCount } = await client.query(
+    `UPDATE ${OWNERSHIP_SCHEMA}.partitions SET owner_node = NULL, lease_until = NULL WHERE id = $1 AND owner_node = $2 AND epoch = $3`,
+    [id, node, epoch],
+  );
+  return rowCount === 1;
+}
