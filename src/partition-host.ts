@@ -1,0 +1,141 @@
+import { performance } from "node:perf_hooks";
+import pg from "pg";
+import { Engine } from "./engine/engine.js";
+import type { EngineOptions } from "./engine/engine-types.js";
+import type { Logger } from "./log.js";
+import { prepareOwnership } from "./storage/postgres/migrations.js";
+import { claimPartition, releasePartition, renewPartition } from "./storage/postgres/partition-ownership.js";
+import { PostgresStore } from "./storage/postgres/postgres-store.js";
+
+export interface PartitionHostOptions {
+  /** The database every node shares. */
+  url: string;
+  nodeId: string;
+  /** The cluster's partition count. */
+  count: number;
+  /** How long a claim holds without a renewal: a dead node's partitions are taken after it (default 5 s). */
+  leaseMs?: number;
+  /** How often leases are renewed and lapsed partitions taken (default 1 s). */
+  tickMs?: number;
+  /** Options of every partition's engine, but its store, partition and lease gate. */
+  engineOptions: Omit<EngineOptions, "store" | "partition" | "mayGrant" | "onFatal">;
+  log: Logger;
+}
+
+interface Owned {
+  epoch: number;
+  engine: Engine;
+  /** When (monotonic ms) the last renewal that the database confirmed was sent. */
+  confirmedAtMs: number;
+}
+
+/** A lease is used only this far into it: a renewal's answer may come late. */
+const GRANT_SHARE = 0.9;
+
+/**
+ * The partitions one node owns, each an engine on its own slice of the store, claimed and
+ * renewed in the shared ownership table (docs/scale-out.md). It takes every partition that is
+ * free or whose owner's lease ran out, renews its own each tick, and drops one whose renewal
+ * finds another owner or whose engine hit a storage failure. A partition's engine grants
+ * leases only within GRANT_SHARE of the lease since its last confirmed renewal, so an owner
+ * that was paused grants nothing from memory when it wakes; what it still tries to commit is
+ * refused by the epoch fence. (Balancing among live nodes and graceful handoff come next;
+ * today the first node to find a partition free takes it.)
+ */
+export class PartitionHost {
+  private readonly owned = new Map<number, Owned>();
+  private readonly client: pg.Client;
+  private readonly leaseMs: number;
+  private readonly tickMs: number;
+  private timer: NodeJS.Timeout | undefined;
+  private ticking: Promise<void> = Promise.resolve();
+  private stopped = false;
+
+  constructor(private readonly options: PartitionHostOptions) {
+    this.client = new pg.Client({ connectionString: options.url, application_name: `worq-partitions:${options.nodeId}` });
+    this.client.on("error", (error) => options.log.warn("partition ownership connection lost", { error: error.message }));
+    this.leaseMs = options.leaseMs ?? 5_000;
+    this.tickMs = options.tickMs ?? 1_000;
+  }
+
+  async start(): Promise<void> {
+    await this.client.connect();
+    await prepareOwnership(this.client);
+    await this.tick();
+    this.timer = setInterval(() => {
+      this.ticking = this.ticking
+        .then(() => this.tick())
+        .catch((error: Error) => this.options.log.warn("partition tick failed", { error: error.message }));
+    }, this.tickMs);
+  }
+
+  /** The partitions this node serves now, in order. */
+  partitions(): number[] {
+    return [...this.owned.keys()].sort((a, b) => a - b);
+  }
+
+  engineOf(partition: number): Engine | undefined {
+    return this.owned.get(partition)?.engine;
+  }
+
+  /** Stops renewing (a graceful stop): each engine closes, then its partition is released for the next owner. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    await this.ticking;
+    for (const partition of this.partitions()) await this.drop(partition, "stopping", true);
+    await this.client.end().catch(() => {});
+  }
+
+  /** Renews what it owns, then takes what is free. One at a time: ticks never overlap. */
+  private async tick(): Promise<void> {
+    for (const [partition, owned] of [...this.owned]) {
+      const sentAtMs = performance.now();
+      if (await renewPartition(this.client, partition, this.options.nodeId, owned.epoch, this.leaseMs)) owned.confirmedAtMs = sentAtMs;
+      else await this.drop(partition, "another node owns it now", false);
+    }
+    for (let partition = 0; partition < this.options.count && !this.stopped; partition++) {
+      if (this.owned.has(partition)) continue;
+      const sentAtMs = performance.now();
+      const epoch = await claimPartition(this.client, partition, this.options.nodeId, this.leaseMs);
+      if (epoch !== undefined) await this.serve(partition, epoch, sentAtMs);
+    }
+  }
+
+  private async serve(partition: number, epoch: number, confirmedAtMs: number): Promise<void> {
+    const store = new PostgresStore(this.options.url, {
+      partition: { index: partition, epoch },
+      applicationName: `worq-p${partition}:${this.options.nodeId}`,
+    });
+    const owned: Owned = { epoch, confirmedAtMs, engine: undefined as unknown as Engine };
+    owned.engine = new Engine({
+      ...this.options.engineOptions,
+      store,
+      partition: { index: partition, count: this.options.count },
+      mayGrant: () => performance.now() - owned.confirmedAtMs < this.leaseMs * GRANT_SHARE,
+      // A failed commit: moved (the fence) or storage trouble. Either way this engine's memory
+      // may be ahead of the store: drop it, and reload (here or elsewhere) from the store.
+      onFatal: () => void this.drop(partition, "a commit failed", true),
+    });
+    try {
+      await owned.engine.open();
+    } catch (error) {
+      this.options.log.warn("could not load partition", { partition, error: (error as Error).message });
+      await owned.engine.close().catch(() => {});
+      await releasePartition(this.client, partition, this.options.nodeId, epoch).catch(() => {});
+      return;
+    }
+    // Served once loaded: the engine answers for every job of its slice from here on.
+    this.owned.set(partition, owned);
+    this.options.log.info("serving partition", { partition, epoch });
+  }
+
+  private async drop(partition: number, why: string, release: boolean): Promise<void> {
+    const owned = this.owned.get(partition);
+    if (!owned) return;
+    this.owned.delete(partition);
+    this.options.log.info("dropping partition", { partition, epoch: owned.epoch, why });
+    await owned.engine.close().catch(() => {});
+    if (release) await releasePartition(this.client, partition, this.options.nodeId, owned.epoch).catch(() => {});
+  }
+}
