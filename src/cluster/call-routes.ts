@@ -93,6 +93,8 @@ export const workerRoutes: Routes<typeof WorkerService> = {
   }),
   ack: (r, p) => byId(r.jid, "jid", p),
   fail: (r, p) => byId(r.jid, "jid", p),
+  // A stream is one engine's (the libraries hold one per owner); its id carries the partition, as a jid does.
+  setLeaseCredits: (r, p) => byId(r.streamId, "stream_id", p),
   checkpoint: (r, p) => byId(r.jid, "jid", p),
   reportProgress: (r, p) => byId(r.jid, "jid", p),
   renew: (r, p) =>

@@ -47,6 +47,7 @@ export function openLease(core: EngineCore, options: LeaseSessionOptions, sink: 
   }
   const session: Session = {
     id: ++core.sessionSeq,
+    streamId: core.newId(),
     options: { ...options, queues: [...new Set(options.queues)] },
     sink,
     workerId: options.workerId,

@@ -116,6 +116,8 @@ export interface DoorWorker {
 /** A worker's open Lease stream as the engine tracks it. */
 export interface LeaseSession {
   readonly id: number;
+  /** Names the stream to its worker (a UUID v4 that, like a jid, carries the engine's partition). */
+  readonly streamId: string;
   /**
    * Sets the most jobs this stream may hold (0 allowed); returns how many it held when the
    * limit changed (before a raised limit pushes more). Once it returns, nothing more is pushed

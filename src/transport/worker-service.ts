@@ -2,8 +2,9 @@ import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type { Engine, LeaseGrant } from "../engine/engine.js";
+import type { LeaseSession } from "../engine/engine-types.js";
 import type { Logger } from "../log.js";
-import { invalid } from "../model/errors.js";
+import { invalid, WorqError } from "../model/errors.js";
 import {
   ControlAction,
   ItemResultSchema,
@@ -46,9 +47,12 @@ interface OutboxEntry {
 
 /** worq.v1.WorkerService: Lease as an async generator over the engine's push sessions. */
 export function createWorkerService(engine: Engine, log: Logger, options: WorkerServiceOptions): WorkerHandlers {
+  /** The open Lease streams by the id their keepalives carry (SetLeaseCredits names one). */
+  const streams = new Map<string, { session: LeaseSession; queues: readonly string[] }>();
+
   async function* lease(request: LeaseRequest, ctx: HandlerContext): AsyncGenerator<LeaseAnswer> {
     const outbox = new Outbox<OutboxEntry>(options.keepaliveIntervalMs, ctx.signal);
-    let session;
+    let session: LeaseSession;
     try {
       checkLeaseQueues(scopeOf(ctx), request.queues);
       session = engine.openLease(
@@ -76,11 +80,18 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
               message: create(LeaseResponseSchema, { kind: { case: "revoked", value: { jid, leaseId, reason } } }),
               last: false,
             }),
+          ...(request.reportWaiting && {
+            waiting: (waiting: boolean) =>
+              outbox.push({ message: create(LeaseResponseSchema, { kind: { case: "waiting", value: { waiting } } }), last: false }),
+          }),
         },
       );
     } catch (error) {
       throw toConnectError(error, log, "Lease");
     }
+    const streamId = session.streamId;
+    streams.set(streamId, { session, queues: request.queues });
+    const keepalive = create(LeaseResponseSchema, { kind: { case: "keepalive", value: { streamId } } });
     log.info("worker connected", { workerId: request.workerId, queues: request.queues, credits: request.credits });
     // Closed the moment the server hears of the cancel, not once this generator next resumes:
     // a report processed in between would free a slot the engine refills into a stream that
@@ -89,12 +100,12 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
     ctx.signal.addEventListener("abort", closeOnCancel, { once: true });
     try {
       // The first message confirms the stream is registered, so a worker knows it is connected.
-      yield create(LeaseResponseSchema, { kind: { case: "keepalive", value: {} } });
+      yield keepalive;
       for (;;) {
         const next = await outbox.next();
         if (next.kind === "aborted") return;
         if (next.kind === "timeout") {
-          yield create(LeaseResponseSchema, { kind: { case: "keepalive", value: {} } });
+          yield keepalive;
           continue;
         }
         yield next.item.message;
@@ -102,6 +113,7 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
       }
     } finally {
       ctx.signal.removeEventListener("abort", closeOnCancel);
+      streams.delete(streamId);
       session.close();
       log.info("worker disconnected", {
         workerId: request.workerId,
@@ -182,6 +194,15 @@ export function createWorkerService(engine: Engine, log: Logger, options: Worker
       await checkJobAccess(engine, scopeOf(ctx), request.jid);
       await engine.checkpoint(request.jid, request.leaseId, request.data);
       return {};
+    }),
+    setLeaseCredits: guarded("SetLeaseCredits", log, async (request, ctx) => {
+      if (!request.streamId) invalid("stream_id", "is required");
+      const stream = streams.get(request.streamId);
+      // A stream of queues the caller may not lease is not its to change: not found, as a job would be.
+      if (!stream || !stream.queues.every((queue) => scopeOf(ctx).allows(queue))) {
+        throw new WorqError("WORQ_NOT_FOUND", `stream_id: no open Lease stream ${request.streamId}`, "stream_id");
+      }
+      return { held: stream.session.setCredits(request.credits) };
     }),
     reportProgress: guarded("ReportProgress", log, async (request, ctx) => {
       await checkJobAccess(engine, scopeOf(ctx), request.jid);

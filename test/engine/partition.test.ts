@@ -49,20 +49,20 @@ describe("partition placement (docs/scale-out.md)", () => {
     for (let i = 0; i < 100; i++) expect(partitionOfId(randomUuidV4(), 1)).toBe(0);
   });
 
-  it("an engine's ids: plain random UUIDs with one partition; routable to its partition with more", async () => {
+  it("an engine's ids (jobs, batches, streams, leases): plain random UUIDs with one partition; routable to its partition with more", async () => {
     const plain = partitionedIds();
     const lowBits = new Set(Array.from({ length: 1000 }, () => Number.parseInt(plain().slice(33), 16) & (MAX_PARTITIONS - 1)));
     expect(lowBits.size).toBeGreaterThan(500);
 
     const { engine } = await openEngine({ partition: { index: 3, count: 4 } });
-    const { sink } = await lease(engine, ["q"], 20);
+    const { session, sink } = await lease(engine, ["q"], 20);
     const results = await engine.submit(
       Array.from({ length: 20 }, () => ({ type: "t", queue: "q" })),
       batch,
     );
     const created = await engine.createBatch({ description: "b" });
     await flush();
-    const ids = [...results.map((r) => r.jid), created.id, ...sink.grants.map((g) => g.meta.lease!.leaseId)];
+    const ids = [...results.map((r) => r.jid), created.id, session.streamId, ...sink.grants.map((g) => g.meta.lease!.leaseId)];
     expect(sink.grants).toHaveLength(20);
     for (const id of ids) {
       expect(isUuidV4(id)).toBe(true);

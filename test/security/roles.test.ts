@@ -36,6 +36,7 @@ const GRANTS: Record<"producer" | "worker", string[]> = {
     "ProducerService.CollectChildren",
     "WorkerService.Checkpoint",
     "WorkerService.ReportProgress",
+    "WorkerService.SetLeaseCredits",
   ],
 };
 

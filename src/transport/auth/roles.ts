@@ -41,6 +41,7 @@ const NON_ADMIN_GRANTS: Record<Exclude<Role, "admin">, string[]> = {
     "/worq.v1.ProducerService/CollectChildren",
     "/worq.v1.WorkerService/Checkpoint",
     "/worq.v1.WorkerService/ReportProgress",
+    "/worq.v1.WorkerService/SetLeaseCredits",
   ],
 };
 

@@ -33,7 +33,10 @@ export class StreamWorker {
   /** Settles when the stream ends; holds its error, if any. */
   readonly ended: Promise<unknown>;
 
-  constructor(clients: WorqClients, request: { queues: string[]; workerId: string; credits: number; order?: QueueOrder }) {
+  constructor(
+    clients: WorqClients,
+    request: { queues: string[]; workerId: string; credits: number; order?: QueueOrder; reportWaiting?: boolean },
+  ) {
     this.ended = (async () => {
       try {
         for await (const message of clients.worker.lease(request, { signal: this.abort.signal })) {

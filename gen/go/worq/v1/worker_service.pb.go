@@ -146,7 +146,10 @@ type LeaseRequest struct {
 	// Free-form labels shown in admin views (hostname, pid, language…).
 	Labels map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// How to pick among `queues`; default LISTED.
-	Order         QueueOrder `protobuf:"varint,5,opt,name=order,proto3,enum=worq.v1.QueueOrder" json:"order,omitempty"`
+	Order QueueOrder `protobuf:"varint,5,opt,name=order,proto3,enum=worq.v1.QueueOrder" json:"order,omitempty"`
+	// Send a Waiting message whenever it changes whether a ready job of `queues` waits for
+	// this stream's credit (for a worker that moves credit between streams).
+	ReportWaiting bool `protobuf:"varint,6,opt,name=report_waiting,json=reportWaiting,proto3" json:"report_waiting,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -216,6 +219,13 @@ func (x *LeaseRequest) GetOrder() QueueOrder {
 	return QueueOrder_QUEUE_ORDER_UNSPECIFIED
 }
 
+func (x *LeaseRequest) GetReportWaiting() bool {
+	if x != nil {
+		return x.ReportWaiting
+	}
+	return false
+}
+
 // LeaseResponse is one message on the Lease stream; exactly one field is set.
 type LeaseResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -227,6 +237,7 @@ type LeaseResponse struct {
 	//	*LeaseResponse_Keepalive
 	//	*LeaseResponse_Control
 	//	*LeaseResponse_Revoked
+	//	*LeaseResponse_Waiting
 	Kind          isLeaseResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -305,6 +316,15 @@ func (x *LeaseResponse) GetRevoked() *Revoked {
 	return nil
 }
 
+func (x *LeaseResponse) GetWaiting() *Waiting {
+	if x != nil {
+		if x, ok := x.Kind.(*LeaseResponse_Waiting); ok {
+			return x.Waiting
+		}
+	}
+	return nil
+}
+
 type isLeaseResponse_Kind interface {
 	isLeaseResponse_Kind()
 }
@@ -331,6 +351,11 @@ type LeaseResponse_Revoked struct {
 	Revoked *Revoked `protobuf:"bytes,4,opt,name=revoked,proto3,oneof"`
 }
 
+type LeaseResponse_Waiting struct {
+	// Only when the LeaseRequest set report_waiting: whether a ready job waits for credit.
+	Waiting *Waiting `protobuf:"bytes,5,opt,name=waiting,proto3,oneof"`
+}
+
 func (*LeaseResponse_Jobs) isLeaseResponse_Kind() {}
 
 func (*LeaseResponse_Keepalive) isLeaseResponse_Kind() {}
@@ -338,6 +363,55 @@ func (*LeaseResponse_Keepalive) isLeaseResponse_Kind() {}
 func (*LeaseResponse_Control) isLeaseResponse_Kind() {}
 
 func (*LeaseResponse_Revoked) isLeaseResponse_Kind() {}
+
+func (*LeaseResponse_Waiting) isLeaseResponse_Kind() {}
+
+// Waiting says whether a ready job of the stream's queues waits for its credit (the stream
+// holds as many jobs as it may).
+type Waiting struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True: a job is ready that this stream would be pushed with more credit.
+	Waiting       bool `protobuf:"varint,1,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Waiting) Reset() {
+	*x = Waiting{}
+	mi := &file_worq_v1_worker_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Waiting) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Waiting) ProtoMessage() {}
+
+func (x *Waiting) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_worker_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Waiting.ProtoReflect.Descriptor instead.
+func (*Waiting) Descriptor() ([]byte, []int) {
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Waiting) GetWaiting() bool {
+	if x != nil {
+		return x.Waiting
+	}
+	return false
+}
 
 // Revoked names a lease the server took back.
 type Revoked struct {
@@ -354,7 +428,7 @@ type Revoked struct {
 
 func (x *Revoked) Reset() {
 	*x = Revoked{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[2]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -366,7 +440,7 @@ func (x *Revoked) String() string {
 func (*Revoked) ProtoMessage() {}
 
 func (x *Revoked) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[2]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -379,7 +453,7 @@ func (x *Revoked) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revoked.ProtoReflect.Descriptor instead.
 func (*Revoked) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{2}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Revoked) GetJid() string {
@@ -414,7 +488,7 @@ type LeasedJobs struct {
 
 func (x *LeasedJobs) Reset() {
 	*x = LeasedJobs{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[3]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -426,7 +500,7 @@ func (x *LeasedJobs) String() string {
 func (*LeasedJobs) ProtoMessage() {}
 
 func (x *LeasedJobs) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[3]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -439,7 +513,7 @@ func (x *LeasedJobs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeasedJobs.ProtoReflect.Descriptor instead.
 func (*LeasedJobs) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{3}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *LeasedJobs) GetJobs() []*LeasedJob {
@@ -466,7 +540,7 @@ type LeasedJob struct {
 
 func (x *LeasedJob) Reset() {
 	*x = LeasedJob{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[4]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +552,7 @@ func (x *LeasedJob) String() string {
 func (*LeasedJob) ProtoMessage() {}
 
 func (x *LeasedJob) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[4]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +565,7 @@ func (x *LeasedJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeasedJob.ProtoReflect.Descriptor instead.
 func (*LeasedJob) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{4}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LeasedJob) GetJob() *Job {
@@ -522,16 +596,18 @@ func (x *LeasedJob) GetExecutionDeadline() *timestamppb.Timestamp {
 	return nil
 }
 
-// Keepalive carries nothing.
+// Keepalive carries the stream's id; otherwise ignore it.
 type Keepalive struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names this stream in SetLeaseCredits.
+	StreamId      string `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Keepalive) Reset() {
 	*x = Keepalive{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[5]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +619,7 @@ func (x *Keepalive) String() string {
 func (*Keepalive) ProtoMessage() {}
 
 func (x *Keepalive) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[5]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +632,14 @@ func (x *Keepalive) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Keepalive.ProtoReflect.Descriptor instead.
 func (*Keepalive) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{5}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Keepalive) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
 }
 
 // Control is an instruction from the server.
@@ -572,7 +655,7 @@ type Control struct {
 
 func (x *Control) Reset() {
 	*x = Control{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[6]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +667,7 @@ func (x *Control) String() string {
 func (*Control) ProtoMessage() {}
 
 func (x *Control) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[6]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +680,7 @@ func (x *Control) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Control.ProtoReflect.Descriptor instead.
 func (*Control) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{6}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Control) GetAction() ControlAction {
@@ -629,7 +712,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[7]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -641,7 +724,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[7]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -654,7 +737,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{7}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AckRequest) GetJid() string {
@@ -687,7 +770,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[8]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -699,7 +782,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[8]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -712,7 +795,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{8}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{9}
 }
 
 // FailRequest reports a failed attempt.
@@ -744,7 +827,7 @@ type FailRequest struct {
 
 func (x *FailRequest) Reset() {
 	*x = FailRequest{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[9]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -756,7 +839,7 @@ func (x *FailRequest) String() string {
 func (*FailRequest) ProtoMessage() {}
 
 func (x *FailRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[9]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -769,7 +852,7 @@ func (x *FailRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailRequest.ProtoReflect.Descriptor instead.
 func (*FailRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{9}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FailRequest) GetJid() string {
@@ -856,7 +939,7 @@ type FailResponse struct {
 
 func (x *FailResponse) Reset() {
 	*x = FailResponse{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[10]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +951,7 @@ func (x *FailResponse) String() string {
 func (*FailResponse) ProtoMessage() {}
 
 func (x *FailResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[10]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +964,7 @@ func (x *FailResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailResponse.ProtoReflect.Descriptor instead.
 func (*FailResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{10}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FailResponse) GetState() JobState {
@@ -915,7 +998,7 @@ type LeaseRef struct {
 
 func (x *LeaseRef) Reset() {
 	*x = LeaseRef{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[11]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -927,7 +1010,7 @@ func (x *LeaseRef) String() string {
 func (*LeaseRef) ProtoMessage() {}
 
 func (x *LeaseRef) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[11]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -940,7 +1023,7 @@ func (x *LeaseRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRef.ProtoReflect.Descriptor instead.
 func (*LeaseRef) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{11}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LeaseRef) GetJid() string {
@@ -975,7 +1058,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[12]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1070,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[12]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1083,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{12}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RenewRequest) GetLeases() []*LeaseRef {
@@ -1021,7 +1104,7 @@ type RenewResponse struct {
 
 func (x *RenewResponse) Reset() {
 	*x = RenewResponse{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[13]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1116,7 @@ func (x *RenewResponse) String() string {
 func (*RenewResponse) ProtoMessage() {}
 
 func (x *RenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[13]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1129,7 @@ func (x *RenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
 func (*RenewResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{13}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RenewResponse) GetResults() []*RenewResult {
@@ -1073,7 +1156,7 @@ type RenewResult struct {
 
 func (x *RenewResult) Reset() {
 	*x = RenewResult{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[14]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1168,7 @@ func (x *RenewResult) String() string {
 func (*RenewResult) ProtoMessage() {}
 
 func (x *RenewResult) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[14]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1181,7 @@ func (x *RenewResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewResult.ProtoReflect.Descriptor instead.
 func (*RenewResult) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{14}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RenewResult) GetJid() string {
@@ -1142,7 +1225,7 @@ type ReportRequest struct {
 
 func (x *ReportRequest) Reset() {
 	*x = ReportRequest{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[15]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1154,7 +1237,7 @@ func (x *ReportRequest) String() string {
 func (*ReportRequest) ProtoMessage() {}
 
 func (x *ReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[15]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1167,7 +1250,7 @@ func (x *ReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRequest.ProtoReflect.Descriptor instead.
 func (*ReportRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{15}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReportRequest) GetAcks() []*AckRequest {
@@ -1197,7 +1280,7 @@ type ReportResponse struct {
 
 func (x *ReportResponse) Reset() {
 	*x = ReportResponse{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[16]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1292,7 @@ func (x *ReportResponse) String() string {
 func (*ReportResponse) ProtoMessage() {}
 
 func (x *ReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[16]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1305,7 @@ func (x *ReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportResponse.ProtoReflect.Descriptor instead.
 func (*ReportResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{16}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReportResponse) GetAcks() []*ItemResult {
@@ -1256,7 +1339,7 @@ type ItemResult struct {
 
 func (x *ItemResult) Reset() {
 	*x = ItemResult{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[17]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1351,7 @@ func (x *ItemResult) String() string {
 func (*ItemResult) ProtoMessage() {}
 
 func (x *ItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[17]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1364,7 @@ func (x *ItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemResult.ProtoReflect.Descriptor instead.
 func (*ItemResult) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{17}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ItemResult) GetJid() string {
@@ -1327,7 +1410,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[18]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1339,7 +1422,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[18]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1352,7 +1435,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{18}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CheckpointRequest) GetJid() string {
@@ -1385,7 +1468,7 @@ type CheckpointResponse struct {
 
 func (x *CheckpointResponse) Reset() {
 	*x = CheckpointResponse{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[19]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1480,7 @@ func (x *CheckpointResponse) String() string {
 func (*CheckpointResponse) ProtoMessage() {}
 
 func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[19]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1493,7 @@ func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{19}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{20}
 }
 
 // ReportProgressRequest reports how far a leased job is.
@@ -1430,7 +1513,7 @@ type ReportProgressRequest struct {
 
 func (x *ReportProgressRequest) Reset() {
 	*x = ReportProgressRequest{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[20]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1525,7 @@ func (x *ReportProgressRequest) String() string {
 func (*ReportProgressRequest) ProtoMessage() {}
 
 func (x *ReportProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[20]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1538,7 @@ func (x *ReportProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportProgressRequest.ProtoReflect.Descriptor instead.
 func (*ReportProgressRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{20}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReportProgressRequest) GetJid() string {
@@ -1495,7 +1578,7 @@ type ReportProgressResponse struct {
 
 func (x *ReportProgressResponse) Reset() {
 	*x = ReportProgressResponse{}
-	mi := &file_worq_v1_worker_service_proto_msgTypes[21]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1590,7 @@ func (x *ReportProgressResponse) String() string {
 func (*ReportProgressResponse) ProtoMessage() {}
 
 func (x *ReportProgressResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_worker_service_proto_msgTypes[21]
+	mi := &file_worq_v1_worker_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,29 +1603,134 @@ func (x *ReportProgressResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportProgressResponse.ProtoReflect.Descriptor instead.
 func (*ReportProgressResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{21}
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{22}
+}
+
+// SetLeaseCreditsRequest names an open Lease stream and its new limit.
+type SetLeaseCreditsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: the stream_id of the stream's keepalives.
+	StreamId string `protobuf:"bytes,1,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	// The most jobs the stream may hold from now on; 0 to 10,000.
+	Credits       uint32 `protobuf:"varint,2,opt,name=credits,proto3" json:"credits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetLeaseCreditsRequest) Reset() {
+	*x = SetLeaseCreditsRequest{}
+	mi := &file_worq_v1_worker_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetLeaseCreditsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetLeaseCreditsRequest) ProtoMessage() {}
+
+func (x *SetLeaseCreditsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_worker_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetLeaseCreditsRequest.ProtoReflect.Descriptor instead.
+func (*SetLeaseCreditsRequest) Descriptor() ([]byte, []int) {
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SetLeaseCreditsRequest) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+func (x *SetLeaseCreditsRequest) GetCredits() uint32 {
+	if x != nil {
+		return x.Credits
+	}
+	return 0
+}
+
+// SetLeaseCreditsResponse tells what the stream held.
+type SetLeaseCreditsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Jobs the stream held when the limit changed (before a raised limit pushed more).
+	Held          uint32 `protobuf:"varint,1,opt,name=held,proto3" json:"held,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetLeaseCreditsResponse) Reset() {
+	*x = SetLeaseCreditsResponse{}
+	mi := &file_worq_v1_worker_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetLeaseCreditsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetLeaseCreditsResponse) ProtoMessage() {}
+
+func (x *SetLeaseCreditsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_worker_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetLeaseCreditsResponse.ProtoReflect.Descriptor instead.
+func (*SetLeaseCreditsResponse) Descriptor() ([]byte, []int) {
+	return file_worq_v1_worker_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SetLeaseCreditsResponse) GetHeld() uint32 {
+	if x != nil {
+		return x.Held
+	}
+	return 0
 }
 
 var File_worq_v1_worker_service_proto protoreflect.FileDescriptor
 
 const file_worq_v1_worker_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1cworq/v1/worker_service.proto\x12\aworq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11worq/v1/job.proto\"\xfe\x01\n" +
+	"\x1cworq/v1/worker_service.proto\x12\aworq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x11worq/v1/job.proto\"\xa5\x02\n" +
 	"\fLeaseRequest\x12\x16\n" +
 	"\x06queues\x18\x01 \x03(\tR\x06queues\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x18\n" +
 	"\acredits\x18\x03 \x01(\rR\acredits\x129\n" +
 	"\x06labels\x18\x04 \x03(\v2!.worq.v1.LeaseRequest.LabelsEntryR\x06labels\x12)\n" +
-	"\x05order\x18\x05 \x01(\x0e2\x13.worq.v1.QueueOrderR\x05order\x1a9\n" +
+	"\x05order\x18\x05 \x01(\x0e2\x13.worq.v1.QueueOrderR\x05order\x12%\n" +
+	"\x0ereport_waiting\x18\x06 \x01(\bR\rreportWaiting\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd2\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x80\x02\n" +
 	"\rLeaseResponse\x12)\n" +
 	"\x04jobs\x18\x01 \x01(\v2\x13.worq.v1.LeasedJobsH\x00R\x04jobs\x122\n" +
 	"\tkeepalive\x18\x02 \x01(\v2\x12.worq.v1.KeepaliveH\x00R\tkeepalive\x12,\n" +
 	"\acontrol\x18\x03 \x01(\v2\x10.worq.v1.ControlH\x00R\acontrol\x12,\n" +
-	"\arevoked\x18\x04 \x01(\v2\x10.worq.v1.RevokedH\x00R\arevokedB\x06\n" +
-	"\x04kind\"N\n" +
+	"\arevoked\x18\x04 \x01(\v2\x10.worq.v1.RevokedH\x00R\arevoked\x12,\n" +
+	"\awaiting\x18\x05 \x01(\v2\x10.worq.v1.WaitingH\x00R\awaitingB\x06\n" +
+	"\x04kind\"#\n" +
+	"\aWaiting\x12\x18\n" +
+	"\awaiting\x18\x01 \x01(\bR\awaiting\"N\n" +
 	"\aRevoked\x12\x10\n" +
 	"\x03jid\x18\x01 \x01(\tR\x03jid\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x16\n" +
@@ -1554,8 +1742,9 @@ const file_worq_v1_worker_service_proto_rawDesc = "" +
 	"\x03job\x18\x01 \x01(\v2\f.worq.v1.JobR\x03job\x12\x19\n" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12D\n" +
 	"\x10lease_expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12I\n" +
-	"\x12execution_deadline\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x11executionDeadline\"\v\n" +
-	"\tKeepalive\"Q\n" +
+	"\x12execution_deadline\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x11executionDeadline\"(\n" +
+	"\tKeepalive\x12\x1b\n" +
+	"\tstream_id\x18\x01 \x01(\tR\bstreamId\"Q\n" +
 	"\aControl\x12.\n" +
 	"\x06action\x18\x01 \x01(\x0e2\x16.worq.v1.ControlActionR\x06action\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"Q\n" +
@@ -1616,7 +1805,12 @@ const file_worq_v1_worker_service_proto_rawDesc = "" +
 	"\blease_id\x18\x02 \x01(\tR\aleaseId\x12\x18\n" +
 	"\apercent\x18\x03 \x01(\rR\apercent\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\"\x18\n" +
-	"\x16ReportProgressResponse*Y\n" +
+	"\x16ReportProgressResponse\"O\n" +
+	"\x16SetLeaseCreditsRequest\x12\x1b\n" +
+	"\tstream_id\x18\x01 \x01(\tR\bstreamId\x12\x18\n" +
+	"\acredits\x18\x02 \x01(\rR\acredits\"-\n" +
+	"\x17SetLeaseCreditsResponse\x12\x12\n" +
+	"\x04held\x18\x01 \x01(\rR\x04held*Y\n" +
 	"\n" +
 	"QueueOrder\x12\x1b\n" +
 	"\x17QUEUE_ORDER_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -1626,7 +1820,7 @@ const file_worq_v1_worker_service_proto_rawDesc = "" +
 	"\x1aCONTROL_ACTION_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18CONTROL_ACTION_RECONNECT\x10\x01\x12\x18\n" +
 	"\x14CONTROL_ACTION_QUIET\x10\x02\x12\x1c\n" +
-	"\x18CONTROL_ACTION_TERMINATE\x10\x032\xbd\x03\n" +
+	"\x18CONTROL_ACTION_TERMINATE\x10\x032\x93\x04\n" +
 	"\rWorkerService\x128\n" +
 	"\x05Lease\x12\x15.worq.v1.LeaseRequest\x1a\x16.worq.v1.LeaseResponse0\x01\x120\n" +
 	"\x03Ack\x12\x13.worq.v1.AckRequest\x1a\x14.worq.v1.AckResponse\x123\n" +
@@ -1635,7 +1829,8 @@ const file_worq_v1_worker_service_proto_rawDesc = "" +
 	"\x06Report\x12\x16.worq.v1.ReportRequest\x1a\x17.worq.v1.ReportResponse\x12E\n" +
 	"\n" +
 	"Checkpoint\x12\x1a.worq.v1.CheckpointRequest\x1a\x1b.worq.v1.CheckpointResponse\x12Q\n" +
-	"\x0eReportProgress\x12\x1e.worq.v1.ReportProgressRequest\x1a\x1f.worq.v1.ReportProgressResponseB\x8e\x01\n" +
+	"\x0eReportProgress\x12\x1e.worq.v1.ReportProgressRequest\x1a\x1f.worq.v1.ReportProgressResponse\x12T\n" +
+	"\x0fSetLeaseCredits\x12\x1f.worq.v1.SetLeaseCreditsRequest\x1a .worq.v1.SetLeaseCreditsResponseB\x8e\x01\n" +
 	"\vcom.worq.v1B\x12WorkerServiceProtoP\x01Z.github.com/worq-dev/worq/gen/go/worq/v1;worqv1\xa2\x02\x03WXX\xaa\x02\aWorq.V1\xca\x02\aWorq\\V1\xe2\x02\x13Worq\\V1\\GPBMetadata\xea\x02\bWorq::V1b\x06proto3"
 
 var (
@@ -1651,83 +1846,89 @@ func file_worq_v1_worker_service_proto_rawDescGZIP() []byte {
 }
 
 var file_worq_v1_worker_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_worq_v1_worker_service_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_worq_v1_worker_service_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_worq_v1_worker_service_proto_goTypes = []any{
-	(QueueOrder)(0),                // 0: worq.v1.QueueOrder
-	(ControlAction)(0),             // 1: worq.v1.ControlAction
-	(*LeaseRequest)(nil),           // 2: worq.v1.LeaseRequest
-	(*LeaseResponse)(nil),          // 3: worq.v1.LeaseResponse
-	(*Revoked)(nil),                // 4: worq.v1.Revoked
-	(*LeasedJobs)(nil),             // 5: worq.v1.LeasedJobs
-	(*LeasedJob)(nil),              // 6: worq.v1.LeasedJob
-	(*Keepalive)(nil),              // 7: worq.v1.Keepalive
-	(*Control)(nil),                // 8: worq.v1.Control
-	(*AckRequest)(nil),             // 9: worq.v1.AckRequest
-	(*AckResponse)(nil),            // 10: worq.v1.AckResponse
-	(*FailRequest)(nil),            // 11: worq.v1.FailRequest
-	(*FailResponse)(nil),           // 12: worq.v1.FailResponse
-	(*LeaseRef)(nil),               // 13: worq.v1.LeaseRef
-	(*RenewRequest)(nil),           // 14: worq.v1.RenewRequest
-	(*RenewResponse)(nil),          // 15: worq.v1.RenewResponse
-	(*RenewResult)(nil),            // 16: worq.v1.RenewResult
-	(*ReportRequest)(nil),          // 17: worq.v1.ReportRequest
-	(*ReportResponse)(nil),         // 18: worq.v1.ReportResponse
-	(*ItemResult)(nil),             // 19: worq.v1.ItemResult
-	(*CheckpointRequest)(nil),      // 20: worq.v1.CheckpointRequest
-	(*CheckpointResponse)(nil),     // 21: worq.v1.CheckpointResponse
-	(*ReportProgressRequest)(nil),  // 22: worq.v1.ReportProgressRequest
-	(*ReportProgressResponse)(nil), // 23: worq.v1.ReportProgressResponse
-	nil,                            // 24: worq.v1.LeaseRequest.LabelsEntry
-	(*Job)(nil),                    // 25: worq.v1.Job
-	(*timestamppb.Timestamp)(nil),  // 26: google.protobuf.Timestamp
-	(FailureCategory)(0),           // 27: worq.v1.FailureCategory
-	(*durationpb.Duration)(nil),    // 28: google.protobuf.Duration
-	(JobState)(0),                  // 29: worq.v1.JobState
+	(QueueOrder)(0),                 // 0: worq.v1.QueueOrder
+	(ControlAction)(0),              // 1: worq.v1.ControlAction
+	(*LeaseRequest)(nil),            // 2: worq.v1.LeaseRequest
+	(*LeaseResponse)(nil),           // 3: worq.v1.LeaseResponse
+	(*Waiting)(nil),                 // 4: worq.v1.Waiting
+	(*Revoked)(nil),                 // 5: worq.v1.Revoked
+	(*LeasedJobs)(nil),              // 6: worq.v1.LeasedJobs
+	(*LeasedJob)(nil),               // 7: worq.v1.LeasedJob
+	(*Keepalive)(nil),               // 8: worq.v1.Keepalive
+	(*Control)(nil),                 // 9: worq.v1.Control
+	(*AckRequest)(nil),              // 10: worq.v1.AckRequest
+	(*AckResponse)(nil),             // 11: worq.v1.AckResponse
+	(*FailRequest)(nil),             // 12: worq.v1.FailRequest
+	(*FailResponse)(nil),            // 13: worq.v1.FailResponse
+	(*LeaseRef)(nil),                // 14: worq.v1.LeaseRef
+	(*RenewRequest)(nil),            // 15: worq.v1.RenewRequest
+	(*RenewResponse)(nil),           // 16: worq.v1.RenewResponse
+	(*RenewResult)(nil),             // 17: worq.v1.RenewResult
+	(*ReportRequest)(nil),           // 18: worq.v1.ReportRequest
+	(*ReportResponse)(nil),          // 19: worq.v1.ReportResponse
+	(*ItemResult)(nil),              // 20: worq.v1.ItemResult
+	(*CheckpointRequest)(nil),       // 21: worq.v1.CheckpointRequest
+	(*CheckpointResponse)(nil),      // 22: worq.v1.CheckpointResponse
+	(*ReportProgressRequest)(nil),   // 23: worq.v1.ReportProgressRequest
+	(*ReportProgressResponse)(nil),  // 24: worq.v1.ReportProgressResponse
+	(*SetLeaseCreditsRequest)(nil),  // 25: worq.v1.SetLeaseCreditsRequest
+	(*SetLeaseCreditsResponse)(nil), // 26: worq.v1.SetLeaseCreditsResponse
+	nil,                             // 27: worq.v1.LeaseRequest.LabelsEntry
+	(*Job)(nil),                     // 28: worq.v1.Job
+	(*timestamppb.Timestamp)(nil),   // 29: google.protobuf.Timestamp
+	(FailureCategory)(0),            // 30: worq.v1.FailureCategory
+	(*durationpb.Duration)(nil),     // 31: google.protobuf.Duration
+	(JobState)(0),                   // 32: worq.v1.JobState
 }
 var file_worq_v1_worker_service_proto_depIdxs = []int32{
-	24, // 0: worq.v1.LeaseRequest.labels:type_name -> worq.v1.LeaseRequest.LabelsEntry
+	27, // 0: worq.v1.LeaseRequest.labels:type_name -> worq.v1.LeaseRequest.LabelsEntry
 	0,  // 1: worq.v1.LeaseRequest.order:type_name -> worq.v1.QueueOrder
-	5,  // 2: worq.v1.LeaseResponse.jobs:type_name -> worq.v1.LeasedJobs
-	7,  // 3: worq.v1.LeaseResponse.keepalive:type_name -> worq.v1.Keepalive
-	8,  // 4: worq.v1.LeaseResponse.control:type_name -> worq.v1.Control
-	4,  // 5: worq.v1.LeaseResponse.revoked:type_name -> worq.v1.Revoked
-	6,  // 6: worq.v1.LeasedJobs.jobs:type_name -> worq.v1.LeasedJob
-	25, // 7: worq.v1.LeasedJob.job:type_name -> worq.v1.Job
-	26, // 8: worq.v1.LeasedJob.lease_expires_at:type_name -> google.protobuf.Timestamp
-	26, // 9: worq.v1.LeasedJob.execution_deadline:type_name -> google.protobuf.Timestamp
-	1,  // 10: worq.v1.Control.action:type_name -> worq.v1.ControlAction
-	27, // 11: worq.v1.FailRequest.category:type_name -> worq.v1.FailureCategory
-	28, // 12: worq.v1.FailRequest.retry_after:type_name -> google.protobuf.Duration
-	29, // 13: worq.v1.FailResponse.state:type_name -> worq.v1.JobState
-	26, // 14: worq.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
-	28, // 15: worq.v1.LeaseRef.execution_timeout:type_name -> google.protobuf.Duration
-	13, // 16: worq.v1.RenewRequest.leases:type_name -> worq.v1.LeaseRef
-	16, // 17: worq.v1.RenewResponse.results:type_name -> worq.v1.RenewResult
-	26, // 18: worq.v1.RenewResult.lease_expires_at:type_name -> google.protobuf.Timestamp
-	9,  // 19: worq.v1.ReportRequest.acks:type_name -> worq.v1.AckRequest
-	11, // 20: worq.v1.ReportRequest.fails:type_name -> worq.v1.FailRequest
-	19, // 21: worq.v1.ReportResponse.acks:type_name -> worq.v1.ItemResult
-	19, // 22: worq.v1.ReportResponse.fails:type_name -> worq.v1.ItemResult
-	29, // 23: worq.v1.ItemResult.state:type_name -> worq.v1.JobState
-	2,  // 24: worq.v1.WorkerService.Lease:input_type -> worq.v1.LeaseRequest
-	9,  // 25: worq.v1.WorkerService.Ack:input_type -> worq.v1.AckRequest
-	11, // 26: worq.v1.WorkerService.Fail:input_type -> worq.v1.FailRequest
-	14, // 27: worq.v1.WorkerService.Renew:input_type -> worq.v1.RenewRequest
-	17, // 28: worq.v1.WorkerService.Report:input_type -> worq.v1.ReportRequest
-	20, // 29: worq.v1.WorkerService.Checkpoint:input_type -> worq.v1.CheckpointRequest
-	22, // 30: worq.v1.WorkerService.ReportProgress:input_type -> worq.v1.ReportProgressRequest
-	3,  // 31: worq.v1.WorkerService.Lease:output_type -> worq.v1.LeaseResponse
-	10, // 32: worq.v1.WorkerService.Ack:output_type -> worq.v1.AckResponse
-	12, // 33: worq.v1.WorkerService.Fail:output_type -> worq.v1.FailResponse
-	15, // 34: worq.v1.WorkerService.Renew:output_type -> worq.v1.RenewResponse
-	18, // 35: worq.v1.WorkerService.Report:output_type -> worq.v1.ReportResponse
-	21, // 36: worq.v1.WorkerService.Checkpoint:output_type -> worq.v1.CheckpointResponse
-	23, // 37: worq.v1.WorkerService.ReportProgress:output_type -> worq.v1.ReportProgressResponse
-	31, // [31:38] is the sub-list for method output_type
-	24, // [24:31] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	6,  // 2: worq.v1.LeaseResponse.jobs:type_name -> worq.v1.LeasedJobs
+	8,  // 3: worq.v1.LeaseResponse.keepalive:type_name -> worq.v1.Keepalive
+	9,  // 4: worq.v1.LeaseResponse.control:type_name -> worq.v1.Control
+	5,  // 5: worq.v1.LeaseResponse.revoked:type_name -> worq.v1.Revoked
+	4,  // 6: worq.v1.LeaseResponse.waiting:type_name -> worq.v1.Waiting
+	7,  // 7: worq.v1.LeasedJobs.jobs:type_name -> worq.v1.LeasedJob
+	28, // 8: worq.v1.LeasedJob.job:type_name -> worq.v1.Job
+	29, // 9: worq.v1.LeasedJob.lease_expires_at:type_name -> google.protobuf.Timestamp
+	29, // 10: worq.v1.LeasedJob.execution_deadline:type_name -> google.protobuf.Timestamp
+	1,  // 11: worq.v1.Control.action:type_name -> worq.v1.ControlAction
+	30, // 12: worq.v1.FailRequest.category:type_name -> worq.v1.FailureCategory
+	31, // 13: worq.v1.FailRequest.retry_after:type_name -> google.protobuf.Duration
+	32, // 14: worq.v1.FailResponse.state:type_name -> worq.v1.JobState
+	29, // 15: worq.v1.FailResponse.retry_at:type_name -> google.protobuf.Timestamp
+	31, // 16: worq.v1.LeaseRef.execution_timeout:type_name -> google.protobuf.Duration
+	14, // 17: worq.v1.RenewRequest.leases:type_name -> worq.v1.LeaseRef
+	17, // 18: worq.v1.RenewResponse.results:type_name -> worq.v1.RenewResult
+	29, // 19: worq.v1.RenewResult.lease_expires_at:type_name -> google.protobuf.Timestamp
+	10, // 20: worq.v1.ReportRequest.acks:type_name -> worq.v1.AckRequest
+	12, // 21: worq.v1.ReportRequest.fails:type_name -> worq.v1.FailRequest
+	20, // 22: worq.v1.ReportResponse.acks:type_name -> worq.v1.ItemResult
+	20, // 23: worq.v1.ReportResponse.fails:type_name -> worq.v1.ItemResult
+	32, // 24: worq.v1.ItemResult.state:type_name -> worq.v1.JobState
+	2,  // 25: worq.v1.WorkerService.Lease:input_type -> worq.v1.LeaseRequest
+	10, // 26: worq.v1.WorkerService.Ack:input_type -> worq.v1.AckRequest
+	12, // 27: worq.v1.WorkerService.Fail:input_type -> worq.v1.FailRequest
+	15, // 28: worq.v1.WorkerService.Renew:input_type -> worq.v1.RenewRequest
+	18, // 29: worq.v1.WorkerService.Report:input_type -> worq.v1.ReportRequest
+	21, // 30: worq.v1.WorkerService.Checkpoint:input_type -> worq.v1.CheckpointRequest
+	23, // 31: worq.v1.WorkerService.ReportProgress:input_type -> worq.v1.ReportProgressRequest
+	25, // 32: worq.v1.WorkerService.SetLeaseCredits:input_type -> worq.v1.SetLeaseCreditsRequest
+	3,  // 33: worq.v1.WorkerService.Lease:output_type -> worq.v1.LeaseResponse
+	11, // 34: worq.v1.WorkerService.Ack:output_type -> worq.v1.AckResponse
+	13, // 35: worq.v1.WorkerService.Fail:output_type -> worq.v1.FailResponse
+	16, // 36: worq.v1.WorkerService.Renew:output_type -> worq.v1.RenewResponse
+	19, // 37: worq.v1.WorkerService.Report:output_type -> worq.v1.ReportResponse
+	22, // 38: worq.v1.WorkerService.Checkpoint:output_type -> worq.v1.CheckpointResponse
+	24, // 39: worq.v1.WorkerService.ReportProgress:output_type -> worq.v1.ReportProgressResponse
+	26, // 40: worq.v1.WorkerService.SetLeaseCredits:output_type -> worq.v1.SetLeaseCreditsResponse
+	33, // [33:41] is the sub-list for method output_type
+	25, // [25:33] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_worq_v1_worker_service_proto_init() }
@@ -1741,6 +1942,7 @@ func file_worq_v1_worker_service_proto_init() {
 		(*LeaseResponse_Keepalive)(nil),
 		(*LeaseResponse_Control)(nil),
 		(*LeaseResponse_Revoked)(nil),
+		(*LeaseResponse_Waiting)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1748,7 +1950,7 @@ func file_worq_v1_worker_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worq_v1_worker_service_proto_rawDesc), len(file_worq_v1_worker_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   23,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,13 +19,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	WorkerService_Lease_FullMethodName          = "/worq.v1.WorkerService/Lease"
-	WorkerService_Ack_FullMethodName            = "/worq.v1.WorkerService/Ack"
-	WorkerService_Fail_FullMethodName           = "/worq.v1.WorkerService/Fail"
-	WorkerService_Renew_FullMethodName          = "/worq.v1.WorkerService/Renew"
-	WorkerService_Report_FullMethodName         = "/worq.v1.WorkerService/Report"
-	WorkerService_Checkpoint_FullMethodName     = "/worq.v1.WorkerService/Checkpoint"
-	WorkerService_ReportProgress_FullMethodName = "/worq.v1.WorkerService/ReportProgress"
+	WorkerService_Lease_FullMethodName           = "/worq.v1.WorkerService/Lease"
+	WorkerService_Ack_FullMethodName             = "/worq.v1.WorkerService/Ack"
+	WorkerService_Fail_FullMethodName            = "/worq.v1.WorkerService/Fail"
+	WorkerService_Renew_FullMethodName           = "/worq.v1.WorkerService/Renew"
+	WorkerService_Report_FullMethodName          = "/worq.v1.WorkerService/Report"
+	WorkerService_Checkpoint_FullMethodName      = "/worq.v1.WorkerService/Checkpoint"
+	WorkerService_ReportProgress_FullMethodName  = "/worq.v1.WorkerService/ReportProgress"
+	WorkerService_SetLeaseCredits_FullMethodName = "/worq.v1.WorkerService/SetLeaseCredits"
 )
 
 // WorkerServiceClient is the client API for WorkerService service.
@@ -61,6 +62,12 @@ type WorkerServiceClient interface {
 	// ReportProgress records how far a running job is (percent and a message), shown by
 	// GetJob, the dashboard and WatchJob. Same lease errors as Ack.
 	ReportProgress(ctx context.Context, in *ReportProgressRequest, opts ...grpc.CallOption) (*ReportProgressResponse, error)
+	// SetLeaseCredits changes how many jobs an open Lease stream may hold, without
+	// reconnecting: raised, more jobs are pushed at once; lowered (0 allowed), none is pushed
+	// until reports bring the stream under it, and nothing held is taken away. Answers how
+	// many jobs the stream held when the limit changed. NOT_FOUND when no open stream has
+	// `stream_id`; INVALID_ARGUMENT for credits over 10,000.
+	SetLeaseCredits(ctx context.Context, in *SetLeaseCreditsRequest, opts ...grpc.CallOption) (*SetLeaseCreditsResponse, error)
 }
 
 type workerServiceClient struct {
@@ -150,6 +157,16 @@ func (c *workerServiceClient) ReportProgress(ctx context.Context, in *ReportProg
 	return out, nil
 }
 
+func (c *workerServiceClient) SetLeaseCredits(ctx context.Context, in *SetLeaseCreditsRequest, opts ...grpc.CallOption) (*SetLeaseCreditsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetLeaseCreditsResponse)
+	err := c.cc.Invoke(ctx, WorkerService_SetLeaseCredits_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkerServiceServer is the server API for WorkerService service.
 // All implementations must embed UnimplementedWorkerServiceServer
 // for forward compatibility.
@@ -183,6 +200,12 @@ type WorkerServiceServer interface {
 	// ReportProgress records how far a running job is (percent and a message), shown by
 	// GetJob, the dashboard and WatchJob. Same lease errors as Ack.
 	ReportProgress(context.Context, *ReportProgressRequest) (*ReportProgressResponse, error)
+	// SetLeaseCredits changes how many jobs an open Lease stream may hold, without
+	// reconnecting: raised, more jobs are pushed at once; lowered (0 allowed), none is pushed
+	// until reports bring the stream under it, and nothing held is taken away. Answers how
+	// many jobs the stream held when the limit changed. NOT_FOUND when no open stream has
+	// `stream_id`; INVALID_ARGUMENT for credits over 10,000.
+	SetLeaseCredits(context.Context, *SetLeaseCreditsRequest) (*SetLeaseCreditsResponse, error)
 	mustEmbedUnimplementedWorkerServiceServer()
 }
 
@@ -213,6 +236,9 @@ func (UnimplementedWorkerServiceServer) Checkpoint(context.Context, *CheckpointR
 }
 func (UnimplementedWorkerServiceServer) ReportProgress(context.Context, *ReportProgressRequest) (*ReportProgressResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportProgress not implemented")
+}
+func (UnimplementedWorkerServiceServer) SetLeaseCredits(context.Context, *SetLeaseCreditsRequest) (*SetLeaseCreditsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetLeaseCredits not implemented")
 }
 func (UnimplementedWorkerServiceServer) mustEmbedUnimplementedWorkerServiceServer() {}
 func (UnimplementedWorkerServiceServer) testEmbeddedByValue()                       {}
@@ -354,6 +380,24 @@ func _WorkerService_ReportProgress_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkerService_SetLeaseCredits_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetLeaseCreditsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkerServiceServer).SetLeaseCredits(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkerService_SetLeaseCredits_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkerServiceServer).SetLeaseCredits(ctx, req.(*SetLeaseCreditsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WorkerService_ServiceDesc is the grpc.ServiceDesc for WorkerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -384,6 +428,10 @@ var WorkerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportProgress",
 			Handler:    _WorkerService_ReportProgress_Handler,
+		},
+		{
+			MethodName: "SetLeaseCredits",
+			Handler:    _WorkerService_SetLeaseCredits_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

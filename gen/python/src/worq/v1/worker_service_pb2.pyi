@@ -33,7 +33,7 @@ CONTROL_ACTION_QUIET: ControlAction
 CONTROL_ACTION_TERMINATE: ControlAction
 
 class LeaseRequest(_message.Message):
-    __slots__ = ("queues", "worker_id", "credits", "labels", "order")
+    __slots__ = ("queues", "worker_id", "credits", "labels", "order", "report_waiting")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -46,24 +46,34 @@ class LeaseRequest(_message.Message):
     CREDITS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     ORDER_FIELD_NUMBER: _ClassVar[int]
+    REPORT_WAITING_FIELD_NUMBER: _ClassVar[int]
     queues: _containers.RepeatedScalarFieldContainer[str]
     worker_id: str
     credits: int
     labels: _containers.ScalarMap[str, str]
     order: QueueOrder
-    def __init__(self, queues: _Optional[_Iterable[str]] = ..., worker_id: _Optional[str] = ..., credits: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., order: _Optional[_Union[QueueOrder, str]] = ...) -> None: ...
+    report_waiting: bool
+    def __init__(self, queues: _Optional[_Iterable[str]] = ..., worker_id: _Optional[str] = ..., credits: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., order: _Optional[_Union[QueueOrder, str]] = ..., report_waiting: _Optional[bool] = ...) -> None: ...
 
 class LeaseResponse(_message.Message):
-    __slots__ = ("jobs", "keepalive", "control", "revoked")
+    __slots__ = ("jobs", "keepalive", "control", "revoked", "waiting")
     JOBS_FIELD_NUMBER: _ClassVar[int]
     KEEPALIVE_FIELD_NUMBER: _ClassVar[int]
     CONTROL_FIELD_NUMBER: _ClassVar[int]
     REVOKED_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
     jobs: LeasedJobs
     keepalive: Keepalive
     control: Control
     revoked: Revoked
-    def __init__(self, jobs: _Optional[_Union[LeasedJobs, _Mapping]] = ..., keepalive: _Optional[_Union[Keepalive, _Mapping]] = ..., control: _Optional[_Union[Control, _Mapping]] = ..., revoked: _Optional[_Union[Revoked, _Mapping]] = ...) -> None: ...
+    waiting: Waiting
+    def __init__(self, jobs: _Optional[_Union[LeasedJobs, _Mapping]] = ..., keepalive: _Optional[_Union[Keepalive, _Mapping]] = ..., control: _Optional[_Union[Control, _Mapping]] = ..., revoked: _Optional[_Union[Revoked, _Mapping]] = ..., waiting: _Optional[_Union[Waiting, _Mapping]] = ...) -> None: ...
+
+class Waiting(_message.Message):
+    __slots__ = ("waiting",)
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    waiting: bool
+    def __init__(self, waiting: _Optional[bool] = ...) -> None: ...
 
 class Revoked(_message.Message):
     __slots__ = ("jid", "lease_id", "reason")
@@ -94,8 +104,10 @@ class LeasedJob(_message.Message):
     def __init__(self, job: _Optional[_Union[_job_pb2.Job, _Mapping]] = ..., lease_id: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., execution_deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Keepalive(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("stream_id",)
+    STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+    stream_id: str
+    def __init__(self, stream_id: _Optional[str] = ...) -> None: ...
 
 class Control(_message.Message):
     __slots__ = ("action", "reason")
@@ -242,3 +254,17 @@ class ReportProgressRequest(_message.Message):
 class ReportProgressResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class SetLeaseCreditsRequest(_message.Message):
+    __slots__ = ("stream_id", "credits")
+    STREAM_ID_FIELD_NUMBER: _ClassVar[int]
+    CREDITS_FIELD_NUMBER: _ClassVar[int]
+    stream_id: str
+    credits: int
+    def __init__(self, stream_id: _Optional[str] = ..., credits: _Optional[int] = ...) -> None: ...
+
+class SetLeaseCreditsResponse(_message.Message):
+    __slots__ = ("held",)
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    held: int
+    def __init__(self, held: _Optional[int] = ...) -> None: ...

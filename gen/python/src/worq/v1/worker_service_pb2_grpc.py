@@ -71,6 +71,11 @@ class WorkerServiceStub:
                 request_serializer=worq_dot_v1_dot_worker__service__pb2.ReportProgressRequest.SerializeToString,
                 response_deserializer=worq_dot_v1_dot_worker__service__pb2.ReportProgressResponse.FromString,
                 _registered_method=True)
+        self.SetLeaseCredits = channel.unary_unary(
+                '/worq.v1.WorkerService/SetLeaseCredits',
+                request_serializer=worq_dot_v1_dot_worker__service__pb2.SetLeaseCreditsRequest.SerializeToString,
+                response_deserializer=worq_dot_v1_dot_worker__service__pb2.SetLeaseCreditsResponse.FromString,
+                _registered_method=True)
 
 
 class WorkerServiceServicer:
@@ -139,6 +144,17 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetLeaseCredits(self, request, context):
+        """SetLeaseCredits changes how many jobs an open Lease stream may hold, without
+        reconnecting: raised, more jobs are pushed at once; lowered (0 allowed), none is pushed
+        until reports bring the stream under it, and nothing held is taken away. Answers how
+        many jobs the stream held when the limit changed. NOT_FOUND when no open stream has
+        `stream_id`; INVALID_ARGUMENT for credits over 10,000.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -176,6 +192,11 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.ReportProgress,
                     request_deserializer=worq_dot_v1_dot_worker__service__pb2.ReportProgressRequest.FromString,
                     response_serializer=worq_dot_v1_dot_worker__service__pb2.ReportProgressResponse.SerializeToString,
+            ),
+            'SetLeaseCredits': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetLeaseCredits,
+                    request_deserializer=worq_dot_v1_dot_worker__service__pb2.SetLeaseCreditsRequest.FromString,
+                    response_serializer=worq_dot_v1_dot_worker__service__pb2.SetLeaseCreditsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -369,6 +390,33 @@ class WorkerService:
             '/worq.v1.WorkerService/ReportProgress',
             worq_dot_v1_dot_worker__service__pb2.ReportProgressRequest.SerializeToString,
             worq_dot_v1_dot_worker__service__pb2.ReportProgressResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetLeaseCredits(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/worq.v1.WorkerService/SetLeaseCredits',
+            worq_dot_v1_dot_worker__service__pb2.SetLeaseCreditsRequest.SerializeToString,
+            worq_dot_v1_dot_worker__service__pb2.SetLeaseCreditsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file worq/v1/worker_service.proto.
  */
 export const file_worq_v1_worker_service: GenFile = /*@__PURE__*/
-  fileDesc("Chx3b3JxL3YxL3dvcmtlcl9zZXJ2aWNlLnByb3RvEgd3b3JxLnYxIsgBCgxMZWFzZVJlcXVlc3QSDgoGcXVldWVzGAEgAygJEhEKCXdvcmtlcl9pZBgCIAEoCRIPCgdjcmVkaXRzGAMgASgNEjEKBmxhYmVscxgEIAMoCzIhLndvcnEudjEuTGVhc2VSZXF1ZXN0LkxhYmVsc0VudHJ5EiIKBW9yZGVyGAUgASgOMhMud29ycS52MS5RdWV1ZU9yZGVyGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEirwEKDUxlYXNlUmVzcG9uc2USIwoEam9icxgBIAEoCzITLndvcnEudjEuTGVhc2VkSm9ic0gAEicKCWtlZXBhbGl2ZRgCIAEoCzISLndvcnEudjEuS2VlcGFsaXZlSAASIwoHY29udHJvbBgDIAEoCzIQLndvcnEudjEuQ29udHJvbEgAEiMKB3Jldm9rZWQYBCABKAsyEC53b3JxLnYxLlJldm9rZWRIAEIGCgRraW5kIjgKB1Jldm9rZWQSCwoDamlkGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCSIuCgpMZWFzZWRKb2JzEiAKBGpvYnMYASADKAsyEi53b3JxLnYxLkxlYXNlZEpvYiKmAQoJTGVhc2VkSm9iEhkKA2pvYhgBIAEoCzIMLndvcnEudjEuSm9iEhAKCGxlYXNlX2lkGAIgASgJEjQKEGxlYXNlX2V4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjYKEmV4ZWN1dGlvbl9kZWFkbGluZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiCwoJS2VlcGFsaXZlIkEKB0NvbnRyb2wSJgoGYWN0aW9uGAEgASgOMhYud29ycS52MS5Db250cm9sQWN0aW9uEg4KBnJlYXNvbhgCIAEoCSI7CgpBY2tSZXF1ZXN0EgsKA2ppZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIOCgZyZXN1bHQYAyABKAwiDQoLQWNrUmVzcG9uc2Ui6gEKC0ZhaWxSZXF1ZXN0EgsKA2ppZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEg8KB2VycnR5cGUYBCABKAkSEQoJYmFja3RyYWNlGAUgAygJEioKCGNhdGVnb3J5GAYgASgOMhgud29ycS52MS5GYWlsdXJlQ2F0ZWdvcnkSLgoLcmV0cnlfYWZ0ZXIYByABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDAoEY29kZRgIIAEoCRINCgVjYXVzZRgJIAEoCRIOCgZyZXN1bHQYCiABKAwiXgoMRmFpbFJlc3BvbnNlEiAKBXN0YXRlGAEgASgOMhEud29ycS52MS5Kb2JTdGF0ZRIsCghyZXRyeV9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiXwoITGVhc2VSZWYSCwoDamlkGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEjQKEWV4ZWN1dGlvbl90aW1lb3V0GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIjEKDFJlbmV3UmVxdWVzdBIhCgZsZWFzZXMYASADKAsyES53b3JxLnYxLkxlYXNlUmVmIjYKDVJlbmV3UmVzcG9uc2USJQoHcmVzdWx0cxgBIAMoCzIULndvcnEudjEuUmVuZXdSZXN1bHQibwoLUmVuZXdSZXN1bHQSCwoDamlkGAEgASgJEgwKBGNvZGUYAiABKAUSDwoHbWVzc2FnZRgDIAEoCRI0ChBsZWFzZV9leHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJXCg1SZXBvcnRSZXF1ZXN0EiEKBGFja3MYASADKAsyEy53b3JxLnYxLkFja1JlcXVlc3QSIwoFZmFpbHMYAiADKAsyFC53b3JxLnYxLkZhaWxSZXF1ZXN0IlcKDlJlcG9ydFJlc3BvbnNlEiEKBGFja3MYASADKAsyEy53b3JxLnYxLkl0ZW1SZXN1bHQSIgoFZmFpbHMYAiADKAsyEy53b3JxLnYxLkl0ZW1SZXN1bHQiWgoKSXRlbVJlc3VsdBILCgNqaWQYASABKAkSDAoEY29kZRgCIAEoBRIPCgdtZXNzYWdlGAMgASgJEiAKBXN0YXRlGAQgASgOMhEud29ycS52MS5Kb2JTdGF0ZSJAChFDaGVja3BvaW50UmVxdWVzdBILCgNqaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSDAoEZGF0YRgDIAEoDCIUChJDaGVja3BvaW50UmVzcG9uc2UiWAoVUmVwb3J0UHJvZ3Jlc3NSZXF1ZXN0EgsKA2ppZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIPCgdwZXJjZW50GAMgASgNEg8KB21lc3NhZ2UYBCABKAkiGAoWUmVwb3J0UHJvZ3Jlc3NSZXNwb25zZSpZCgpRdWV1ZU9yZGVyEhsKF1FVRVVFX09SREVSX1VOU1BFQ0lGSUVEEAASFgoSUVVFVUVfT1JERVJfTElTVEVEEAESFgoSUVVFVUVfT1JERVJfUkFORE9NEAIqhQEKDUNvbnRyb2xBY3Rpb24SHgoaQ09OVFJPTF9BQ1RJT05fVU5TUEVDSUZJRUQQABIcChhDT05UUk9MX0FDVElPTl9SRUNPTk5FQ1QQARIYChRDT05UUk9MX0FDVElPTl9RVUlFVBACEhwKGENPTlRST0xfQUNUSU9OX1RFUk1JTkFURRADMr0DCg1Xb3JrZXJTZXJ2aWNlEjgKBUxlYXNlEhUud29ycS52MS5MZWFzZVJlcXVlc3QaFi53b3JxLnYxLkxlYXNlUmVzcG9uc2UwARIwCgNBY2sSEy53b3JxLnYxLkFja1JlcXVlc3QaFC53b3JxLnYxLkFja1Jlc3BvbnNlEjMKBEZhaWwSFC53b3JxLnYxLkZhaWxSZXF1ZXN0GhUud29ycS52MS5GYWlsUmVzcG9uc2USNgoFUmVuZXcSFS53b3JxLnYxLlJlbmV3UmVxdWVzdBoWLndvcnEudjEuUmVuZXdSZXNwb25zZRI5CgZSZXBvcnQSFi53b3JxLnYxLlJlcG9ydFJlcXVlc3QaFy53b3JxLnYxLlJlcG9ydFJlc3BvbnNlEkUKCkNoZWNrcG9pbnQSGi53b3JxLnYxLkNoZWNrcG9pbnRSZXF1ZXN0Ghsud29ycS52MS5DaGVja3BvaW50UmVzcG9uc2USUQoOUmVwb3J0UHJvZ3Jlc3MSHi53b3JxLnYxLlJlcG9ydFByb2dyZXNzUmVxdWVzdBofLndvcnEudjEuUmVwb3J0UHJvZ3Jlc3NSZXNwb25zZUKOAQoLY29tLndvcnEudjFCEldvcmtlclNlcnZpY2VQcm90b1ABWi5naXRodWIuY29tL3dvcnEtZGV2L3dvcnEvZ2VuL2dvL3dvcnEvdjE7d29ycXYxogIDV1hYqgIHV29ycS5WMcoCB1dvcnFcVjHiAhNXb3JxXFYxXEdQQk1ldGFkYXRh6gIIV29ycTo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_worq_v1_job]);
+  fileDesc("Chx3b3JxL3YxL3dvcmtlcl9zZXJ2aWNlLnByb3RvEgd3b3JxLnYxIuABCgxMZWFzZVJlcXVlc3QSDgoGcXVldWVzGAEgAygJEhEKCXdvcmtlcl9pZBgCIAEoCRIPCgdjcmVkaXRzGAMgASgNEjEKBmxhYmVscxgEIAMoCzIhLndvcnEudjEuTGVhc2VSZXF1ZXN0LkxhYmVsc0VudHJ5EiIKBW9yZGVyGAUgASgOMhMud29ycS52MS5RdWV1ZU9yZGVyEhYKDnJlcG9ydF93YWl0aW5nGAYgASgIGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEi1AEKDUxlYXNlUmVzcG9uc2USIwoEam9icxgBIAEoCzITLndvcnEudjEuTGVhc2VkSm9ic0gAEicKCWtlZXBhbGl2ZRgCIAEoCzISLndvcnEudjEuS2VlcGFsaXZlSAASIwoHY29udHJvbBgDIAEoCzIQLndvcnEudjEuQ29udHJvbEgAEiMKB3Jldm9rZWQYBCABKAsyEC53b3JxLnYxLlJldm9rZWRIABIjCgd3YWl0aW5nGAUgASgLMhAud29ycS52MS5XYWl0aW5nSABCBgoEa2luZCIaCgdXYWl0aW5nEg8KB3dhaXRpbmcYASABKAgiOAoHUmV2b2tlZBILCgNqaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSDgoGcmVhc29uGAMgASgJIi4KCkxlYXNlZEpvYnMSIAoEam9icxgBIAMoCzISLndvcnEudjEuTGVhc2VkSm9iIqYBCglMZWFzZWRKb2ISGQoDam9iGAEgASgLMgwud29ycS52MS5Kb2ISEAoIbGVhc2VfaWQYAiABKAkSNAoQbGVhc2VfZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNgoSZXhlY3V0aW9uX2RlYWRsaW5lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIeCglLZWVwYWxpdmUSEQoJc3RyZWFtX2lkGAEgASgJIkEKB0NvbnRyb2wSJgoGYWN0aW9uGAEgASgOMhYud29ycS52MS5Db250cm9sQWN0aW9uEg4KBnJlYXNvbhgCIAEoCSI7CgpBY2tSZXF1ZXN0EgsKA2ppZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIOCgZyZXN1bHQYAyABKAwiDQoLQWNrUmVzcG9uc2Ui6gEKC0ZhaWxSZXF1ZXN0EgsKA2ppZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEg8KB2VycnR5cGUYBCABKAkSEQoJYmFja3RyYWNlGAUgAygJEioKCGNhdGVnb3J5GAYgASgOMhgud29ycS52MS5GYWlsdXJlQ2F0ZWdvcnkSLgoLcmV0cnlfYWZ0ZXIYByABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SDAoEY29kZRgIIAEoCRINCgVjYXVzZRgJIAEoCRIOCgZyZXN1bHQYCiABKAwiXgoMRmFpbFJlc3BvbnNlEiAKBXN0YXRlGAEgASgOMhEud29ycS52MS5Kb2JTdGF0ZRIsCghyZXRyeV9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiXwoITGVhc2VSZWYSCwoDamlkGAEgASgJEhAKCGxlYXNlX2lkGAIgASgJEjQKEWV4ZWN1dGlvbl90aW1lb3V0GAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIjEKDFJlbmV3UmVxdWVzdBIhCgZsZWFzZXMYASADKAsyES53b3JxLnYxLkxlYXNlUmVmIjYKDVJlbmV3UmVzcG9uc2USJQoHcmVzdWx0cxgBIAMoCzIULndvcnEudjEuUmVuZXdSZXN1bHQibwoLUmVuZXdSZXN1bHQSCwoDamlkGAEgASgJEgwKBGNvZGUYAiABKAUSDwoHbWVzc2FnZRgDIAEoCRI0ChBsZWFzZV9leHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJXCg1SZXBvcnRSZXF1ZXN0EiEKBGFja3MYASADKAsyEy53b3JxLnYxLkFja1JlcXVlc3QSIwoFZmFpbHMYAiADKAsyFC53b3JxLnYxLkZhaWxSZXF1ZXN0IlcKDlJlcG9ydFJlc3BvbnNlEiEKBGFja3MYASADKAsyEy53b3JxLnYxLkl0ZW1SZXN1bHQSIgoFZmFpbHMYAiADKAsyEy53b3JxLnYxLkl0ZW1SZXN1bHQiWgoKSXRlbVJlc3VsdBILCgNqaWQYASABKAkSDAoEY29kZRgCIAEoBRIPCgdtZXNzYWdlGAMgASgJEiAKBXN0YXRlGAQgASgOMhEud29ycS52MS5Kb2JTdGF0ZSJAChFDaGVja3BvaW50UmVxdWVzdBILCgNqaWQYASABKAkSEAoIbGVhc2VfaWQYAiABKAkSDAoEZGF0YRgDIAEoDCIUChJDaGVja3BvaW50UmVzcG9uc2UiWAoVUmVwb3J0UHJvZ3Jlc3NSZXF1ZXN0EgsKA2ppZBgBIAEoCRIQCghsZWFzZV9pZBgCIAEoCRIPCgdwZXJjZW50GAMgASgNEg8KB21lc3NhZ2UYBCABKAkiGAoWUmVwb3J0UHJvZ3Jlc3NSZXNwb25zZSI8ChZTZXRMZWFzZUNyZWRpdHNSZXF1ZXN0EhEKCXN0cmVhbV9pZBgBIAEoCRIPCgdjcmVkaXRzGAIgASgNIicKF1NldExlYXNlQ3JlZGl0c1Jlc3BvbnNlEgwKBGhlbGQYASABKA0qWQoKUXVldWVPcmRlchIbChdRVUVVRV9PUkRFUl9VTlNQRUNJRklFRBAAEhYKElFVRVVFX09SREVSX0xJU1RFRBABEhYKElFVRVVFX09SREVSX1JBTkRPTRACKoUBCg1Db250cm9sQWN0aW9uEh4KGkNPTlRST0xfQUNUSU9OX1VOU1BFQ0lGSUVEEAASHAoYQ09OVFJPTF9BQ1RJT05fUkVDT05ORUNUEAESGAoUQ09OVFJPTF9BQ1RJT05fUVVJRVQQAhIcChhDT05UUk9MX0FDVElPTl9URVJNSU5BVEUQAzKTBAoNV29ya2VyU2VydmljZRI4CgVMZWFzZRIVLndvcnEudjEuTGVhc2VSZXF1ZXN0GhYud29ycS52MS5MZWFzZVJlc3BvbnNlMAESMAoDQWNrEhMud29ycS52MS5BY2tSZXF1ZXN0GhQud29ycS52MS5BY2tSZXNwb25zZRIzCgRGYWlsEhQud29ycS52MS5GYWlsUmVxdWVzdBoVLndvcnEudjEuRmFpbFJlc3BvbnNlEjYKBVJlbmV3EhUud29ycS52MS5SZW5ld1JlcXVlc3QaFi53b3JxLnYxLlJlbmV3UmVzcG9uc2USOQoGUmVwb3J0EhYud29ycS52MS5SZXBvcnRSZXF1ZXN0Ghcud29ycS52MS5SZXBvcnRSZXNwb25zZRJFCgpDaGVja3BvaW50Ehoud29ycS52MS5DaGVja3BvaW50UmVxdWVzdBobLndvcnEudjEuQ2hlY2twb2ludFJlc3BvbnNlElEKDlJlcG9ydFByb2dyZXNzEh4ud29ycS52MS5SZXBvcnRQcm9ncmVzc1JlcXVlc3QaHy53b3JxLnYxLlJlcG9ydFByb2dyZXNzUmVzcG9uc2USVAoPU2V0TGVhc2VDcmVkaXRzEh8ud29ycS52MS5TZXRMZWFzZUNyZWRpdHNSZXF1ZXN0GiAud29ycS52MS5TZXRMZWFzZUNyZWRpdHNSZXNwb25zZUKOAQoLY29tLndvcnEudjFCEldvcmtlclNlcnZpY2VQcm90b1ABWi5naXRodWIuY29tL3dvcnEtZGV2L3dvcnEvZ2VuL2dvL3dvcnEvdjE7d29ycXYxogIDV1hYqgIHV29ycS5WMcoCB1dvcnFcVjHiAhNXb3JxXFYxXEdQQk1ldGFkYXRh6gIIV29ycTo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_worq_v1_job]);
 
 /**
  * LeaseRequest opens a worker's stream.
@@ -56,6 +56,14 @@ export type LeaseRequest = Message<"worq.v1.LeaseRequest"> & {
    * @generated from field: worq.v1.QueueOrder order = 5;
    */
   order: QueueOrder;
+
+  /**
+   * Send a Waiting message whenever it changes whether a ready job of `queues` waits for
+   * this stream's credit (for a worker that moves credit between streams).
+   *
+   * @generated from field: bool report_waiting = 6;
+   */
+  reportWaiting: boolean;
 };
 
 /**
@@ -110,6 +118,14 @@ export type LeaseResponse = Message<"worq.v1.LeaseResponse"> & {
      */
     value: Revoked;
     case: "revoked";
+  } | {
+    /**
+     * Only when the LeaseRequest set report_waiting: whether a ready job waits for credit.
+     *
+     * @generated from field: worq.v1.Waiting waiting = 5;
+     */
+    value: Waiting;
+    case: "waiting";
   } | { case: undefined; value?: undefined };
 };
 
@@ -119,6 +135,28 @@ export type LeaseResponse = Message<"worq.v1.LeaseResponse"> & {
  */
 export const LeaseResponseSchema: GenMessage<LeaseResponse> = /*@__PURE__*/
   messageDesc(file_worq_v1_worker_service, 1);
+
+/**
+ * Waiting says whether a ready job of the stream's queues waits for its credit (the stream
+ * holds as many jobs as it may).
+ *
+ * @generated from message worq.v1.Waiting
+ */
+export type Waiting = Message<"worq.v1.Waiting"> & {
+  /**
+   * True: a job is ready that this stream would be pushed with more credit.
+   *
+   * @generated from field: bool waiting = 1;
+   */
+  waiting: boolean;
+};
+
+/**
+ * Describes the message worq.v1.Waiting.
+ * Use `create(WaitingSchema)` to create a new message.
+ */
+export const WaitingSchema: GenMessage<Waiting> = /*@__PURE__*/
+  messageDesc(file_worq_v1_worker_service, 2);
 
 /**
  * Revoked names a lease the server took back.
@@ -153,7 +191,7 @@ export type Revoked = Message<"worq.v1.Revoked"> & {
  * Use `create(RevokedSchema)` to create a new message.
  */
 export const RevokedSchema: GenMessage<Revoked> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 2);
+  messageDesc(file_worq_v1_worker_service, 3);
 
 /**
  * LeasedJobs is a group of jobs pushed together.
@@ -174,7 +212,7 @@ export type LeasedJobs = Message<"worq.v1.LeasedJobs"> & {
  * Use `create(LeasedJobsSchema)` to create a new message.
  */
 export const LeasedJobsSchema: GenMessage<LeasedJobs> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 3);
+  messageDesc(file_worq_v1_worker_service, 4);
 
 /**
  * LeasedJob is one job with the lease that the worker must quote in Ack, Fail and Renew.
@@ -216,14 +254,20 @@ export type LeasedJob = Message<"worq.v1.LeasedJob"> & {
  * Use `create(LeasedJobSchema)` to create a new message.
  */
 export const LeasedJobSchema: GenMessage<LeasedJob> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 4);
+  messageDesc(file_worq_v1_worker_service, 5);
 
 /**
- * Keepalive carries nothing.
+ * Keepalive carries the stream's id; otherwise ignore it.
  *
  * @generated from message worq.v1.Keepalive
  */
 export type Keepalive = Message<"worq.v1.Keepalive"> & {
+  /**
+   * Names this stream in SetLeaseCredits.
+   *
+   * @generated from field: string stream_id = 1;
+   */
+  streamId: string;
 };
 
 /**
@@ -231,7 +275,7 @@ export type Keepalive = Message<"worq.v1.Keepalive"> & {
  * Use `create(KeepaliveSchema)` to create a new message.
  */
 export const KeepaliveSchema: GenMessage<Keepalive> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 5);
+  messageDesc(file_worq_v1_worker_service, 6);
 
 /**
  * Control is an instruction from the server.
@@ -259,7 +303,7 @@ export type Control = Message<"worq.v1.Control"> & {
  * Use `create(ControlSchema)` to create a new message.
  */
 export const ControlSchema: GenMessage<Control> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 6);
+  messageDesc(file_worq_v1_worker_service, 7);
 
 /**
  * AckRequest completes one job.
@@ -294,7 +338,7 @@ export type AckRequest = Message<"worq.v1.AckRequest"> & {
  * Use `create(AckRequestSchema)` to create a new message.
  */
 export const AckRequestSchema: GenMessage<AckRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 7);
+  messageDesc(file_worq_v1_worker_service, 8);
 
 /**
  * AckResponse is empty: OK means the completion is on disk.
@@ -309,7 +353,7 @@ export type AckResponse = Message<"worq.v1.AckResponse"> & {
  * Use `create(AckResponseSchema)` to create a new message.
  */
 export const AckResponseSchema: GenMessage<AckResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 8);
+  messageDesc(file_worq_v1_worker_service, 9);
 
 /**
  * FailRequest reports a failed attempt.
@@ -393,7 +437,7 @@ export type FailRequest = Message<"worq.v1.FailRequest"> & {
  * Use `create(FailRequestSchema)` to create a new message.
  */
 export const FailRequestSchema: GenMessage<FailRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 9);
+  messageDesc(file_worq_v1_worker_service, 10);
 
 /**
  * FailResponse reports what the server did with the job.
@@ -422,7 +466,7 @@ export type FailResponse = Message<"worq.v1.FailResponse"> & {
  * Use `create(FailResponseSchema)` to create a new message.
  */
 export const FailResponseSchema: GenMessage<FailResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 10);
+  messageDesc(file_worq_v1_worker_service, 11);
 
 /**
  * LeaseRef names one lease.
@@ -459,7 +503,7 @@ export type LeaseRef = Message<"worq.v1.LeaseRef"> & {
  * Use `create(LeaseRefSchema)` to create a new message.
  */
 export const LeaseRefSchema: GenMessage<LeaseRef> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 11);
+  messageDesc(file_worq_v1_worker_service, 12);
 
 /**
  * RenewRequest lists leases to extend.
@@ -480,7 +524,7 @@ export type RenewRequest = Message<"worq.v1.RenewRequest"> & {
  * Use `create(RenewRequestSchema)` to create a new message.
  */
 export const RenewRequestSchema: GenMessage<RenewRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 12);
+  messageDesc(file_worq_v1_worker_service, 13);
 
 /**
  * RenewResponse reports each lease in request order.
@@ -501,7 +545,7 @@ export type RenewResponse = Message<"worq.v1.RenewResponse"> & {
  * Use `create(RenewResponseSchema)` to create a new message.
  */
 export const RenewResponseSchema: GenMessage<RenewResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 13);
+  messageDesc(file_worq_v1_worker_service, 14);
 
 /**
  * RenewResult is the outcome for one lease.
@@ -543,7 +587,7 @@ export type RenewResult = Message<"worq.v1.RenewResult"> & {
  * Use `create(RenewResultSchema)` to create a new message.
  */
 export const RenewResultSchema: GenMessage<RenewResult> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 14);
+  messageDesc(file_worq_v1_worker_service, 15);
 
 /**
  * ReportRequest settles many jobs.
@@ -571,7 +615,7 @@ export type ReportRequest = Message<"worq.v1.ReportRequest"> & {
  * Use `create(ReportRequestSchema)` to create a new message.
  */
 export const ReportRequestSchema: GenMessage<ReportRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 15);
+  messageDesc(file_worq_v1_worker_service, 16);
 
 /**
  * ReportResponse gives one outcome per item: all acks first, then all fails.
@@ -599,7 +643,7 @@ export type ReportResponse = Message<"worq.v1.ReportResponse"> & {
  * Use `create(ReportResponseSchema)` to create a new message.
  */
 export const ReportResponseSchema: GenMessage<ReportResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 16);
+  messageDesc(file_worq_v1_worker_service, 17);
 
 /**
  * ItemResult is the outcome of one item of a batch call.
@@ -641,7 +685,7 @@ export type ItemResult = Message<"worq.v1.ItemResult"> & {
  * Use `create(ItemResultSchema)` to create a new message.
  */
 export const ItemResultSchema: GenMessage<ItemResult> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 17);
+  messageDesc(file_worq_v1_worker_service, 18);
 
 /**
  * CheckpointRequest saves progress data for a leased job.
@@ -676,7 +720,7 @@ export type CheckpointRequest = Message<"worq.v1.CheckpointRequest"> & {
  * Use `create(CheckpointRequestSchema)` to create a new message.
  */
 export const CheckpointRequestSchema: GenMessage<CheckpointRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 18);
+  messageDesc(file_worq_v1_worker_service, 19);
 
 /**
  * CheckpointResponse is empty: OK means the checkpoint is on disk.
@@ -691,7 +735,7 @@ export type CheckpointResponse = Message<"worq.v1.CheckpointResponse"> & {
  * Use `create(CheckpointResponseSchema)` to create a new message.
  */
 export const CheckpointResponseSchema: GenMessage<CheckpointResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 19);
+  messageDesc(file_worq_v1_worker_service, 20);
 
 /**
  * ReportProgressRequest reports how far a leased job is.
@@ -733,7 +777,7 @@ export type ReportProgressRequest = Message<"worq.v1.ReportProgressRequest"> & {
  * Use `create(ReportProgressRequestSchema)` to create a new message.
  */
 export const ReportProgressRequestSchema: GenMessage<ReportProgressRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 20);
+  messageDesc(file_worq_v1_worker_service, 21);
 
 /**
  * ReportProgressResponse is empty.
@@ -748,7 +792,56 @@ export type ReportProgressResponse = Message<"worq.v1.ReportProgressResponse"> &
  * Use `create(ReportProgressResponseSchema)` to create a new message.
  */
 export const ReportProgressResponseSchema: GenMessage<ReportProgressResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_worker_service, 21);
+  messageDesc(file_worq_v1_worker_service, 22);
+
+/**
+ * SetLeaseCreditsRequest names an open Lease stream and its new limit.
+ *
+ * @generated from message worq.v1.SetLeaseCreditsRequest
+ */
+export type SetLeaseCreditsRequest = Message<"worq.v1.SetLeaseCreditsRequest"> & {
+  /**
+   * Required: the stream_id of the stream's keepalives.
+   *
+   * @generated from field: string stream_id = 1;
+   */
+  streamId: string;
+
+  /**
+   * The most jobs the stream may hold from now on; 0 to 10,000.
+   *
+   * @generated from field: uint32 credits = 2;
+   */
+  credits: number;
+};
+
+/**
+ * Describes the message worq.v1.SetLeaseCreditsRequest.
+ * Use `create(SetLeaseCreditsRequestSchema)` to create a new message.
+ */
+export const SetLeaseCreditsRequestSchema: GenMessage<SetLeaseCreditsRequest> = /*@__PURE__*/
+  messageDesc(file_worq_v1_worker_service, 23);
+
+/**
+ * SetLeaseCreditsResponse tells what the stream held.
+ *
+ * @generated from message worq.v1.SetLeaseCreditsResponse
+ */
+export type SetLeaseCreditsResponse = Message<"worq.v1.SetLeaseCreditsResponse"> & {
+  /**
+   * Jobs the stream held when the limit changed (before a raised limit pushed more).
+   *
+   * @generated from field: uint32 held = 1;
+   */
+  held: number;
+};
+
+/**
+ * Describes the message worq.v1.SetLeaseCreditsResponse.
+ * Use `create(SetLeaseCreditsResponseSchema)` to create a new message.
+ */
+export const SetLeaseCreditsResponseSchema: GenMessage<SetLeaseCreditsResponse> = /*@__PURE__*/
+  messageDesc(file_worq_v1_worker_service, 24);
 
 /**
  * QueueOrder says how a Lease over several queues picks the next job.
@@ -914,6 +1007,20 @@ export const WorkerService: GenService<{
     methodKind: "unary";
     input: typeof ReportProgressRequestSchema;
     output: typeof ReportProgressResponseSchema;
+  },
+  /**
+   * SetLeaseCredits changes how many jobs an open Lease stream may hold, without
+   * reconnecting: raised, more jobs are pushed at once; lowered (0 allowed), none is pushed
+   * until reports bring the stream under it, and nothing held is taken away. Answers how
+   * many jobs the stream held when the limit changed. NOT_FOUND when no open stream has
+   * `stream_id`; INVALID_ARGUMENT for credits over 10,000.
+   *
+   * @generated from rpc worq.v1.WorkerService.SetLeaseCredits
+   */
+  setLeaseCredits: {
+    methodKind: "unary";
+    input: typeof SetLeaseCreditsRequestSchema;
+    output: typeof SetLeaseCreditsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_worq_v1_worker_service, 0);
