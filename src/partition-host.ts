@@ -4,7 +4,14 @@ import { Engine } from "./engine/engine.js";
 import type { EngineOptions } from "./engine/engine-types.js";
 import type { Logger } from "./log.js";
 import { prepareOwnership } from "./storage/postgres/migrations.js";
-import { claimPartition, releasePartition, renewPartition } from "./storage/postgres/partition-ownership.js";
+import {
+  claimPartition,
+  fairShare,
+  leaveNodes,
+  liveNodes,
+  releasePartition,
+  renewPartition,
+} from "./storage/postgres/partition-ownership.js";
 import { PostgresStore } from "./storage/postgres/postgres-store.js";
 
 export interface PartitionHostOptions {
@@ -39,8 +46,9 @@ const GRANT_SHARE = 0.9;
  * finds another owner or whose engine hit a storage failure. A partition's engine grants
  * leases only within GRANT_SHARE of the lease since its last confirmed renewal, so an owner
  * that was paused grants nothing from memory when it wakes; what it still tries to commit is
- * refused by the epoch fence. (Balancing among live nodes and graceful handoff come next;
- * today the first node to find a partition free takes it.)
+ * refused by the epoch fence. Each node serves its fair share of the partitions among the
+ * nodes seen alive (fairShare): one that joins is handed partitions by those over their
+ * share, one that stops or dies leaves its share to the others.
  */
 export class PartitionHost {
   private readonly owned = new Map<number, Owned>();
@@ -83,18 +91,29 @@ export class PartitionHost {
     this.stopped = true;
     clearInterval(this.timer);
     await this.ticking;
+    await leaveNodes(this.client, this.options.nodeId).catch(() => {});
     for (const partition of this.partitions()) await this.drop(partition, "stopping", true);
     await this.client.end().catch(() => {});
   }
 
-  /** Renews what it owns, then takes what is free. One at a time: ticks never overlap. */
+  /**
+   * Says it is alive, renews what it owns, then moves toward its fair share among the live
+   * nodes: over it, it hands one partition back (one move at a time, so the cluster never
+   * drops many at once); under it, it takes free or lapsed ones. One tick at a time.
+   */
   private async tick(): Promise<void> {
+    const live = await liveNodes(this.client, this.options.nodeId, this.leaseMs);
     for (const [partition, owned] of [...this.owned]) {
       const sentAtMs = performance.now();
       if (await renewPartition(this.client, partition, this.options.nodeId, owned.epoch, this.leaseMs)) owned.confirmedAtMs = sentAtMs;
       else await this.drop(partition, "another node owns it now", false);
     }
-    for (let partition = 0; partition < this.options.count && !this.stopped; partition++) {
+    const target = fairShare(this.options.count, live.length, live.indexOf(this.options.nodeId));
+    if (this.owned.size > target) {
+      await this.drop(this.partitions().at(-1)!, "handed over: more than this node's share", true);
+      return;
+    }
+    for (let partition = 0; partition < this.options.count && this.owned.size < target && !this.stopped; partition++) {
       if (this.owned.has(partition)) continue;
       const sentAtMs = performance.now();
       const epoch = await claimPartition(this.client, partition, this.options.nodeId, this.leaseMs);

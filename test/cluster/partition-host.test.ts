@@ -54,7 +54,7 @@ describe.skipIf(!available)("partition host: each node's partitions, claimed, re
     return created;
   };
 
-  it("a node that loses the database loses its partitions to another within the lease; its engines grant nothing and write nothing after", async () => {
+  it("a node that joins is handed its share; one that loses the database loses the rest within the lease; its engines grant nothing and write nothing after", async () => {
     const url = await cluster.createDatabase();
     const a = host(url, "node-a");
     await a.start();
@@ -70,7 +70,9 @@ describe.skipIf(!available)("partition host: each node's partitions, claimed, re
     }
     const b = host(url, "node-b");
     await b.start();
-    expect(b.partitions()).toEqual([]);
+    // Handed over one at a time (the highest first), with every job: its share is 2 of 4.
+    await waitFor(() => a.partitions().join() === "0,1" && b.partitions().join() === "2,3", 10_000);
+    for (const p of [2, 3]) expect(b.engineOf(p)!.queueStats(queueIn(p)).ready).toBe(5);
 
     // node-a's ownership connection is cut (as if the node hung): it can no longer renew.
     const admin = new pg.Client(url);
@@ -112,5 +114,14 @@ describe.skipIf(!available)("partition host: each node's partitions, claimed, re
     expect(b.partitions()).toEqual([]);
     await a.stop();
     await waitFor(() => b.partitions().length === COUNT, 10_000);
+  }, 30_000);
+
+  it("three nodes share four partitions 2, 1, 1 (the remainder to the first by id), each exactly once", async () => {
+    const url = await cluster.createDatabase();
+    const nodes = [host(url, "node-a"), host(url, "node-b"), host(url, "node-c")];
+    for (const node of nodes) await node.start();
+    await waitFor(() => nodes.map((n) => n.partitions().length).join() === "2,1,1", 10_000);
+    const all = nodes.flatMap((n) => n.partitions()).sort();
+    expect(all).toEqual([0, 1, 2, 3]);
   }, 30_000);
 });

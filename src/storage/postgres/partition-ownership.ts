@@ -18,6 +18,8 @@ export async function ensureOwnershipSchema(client: pg.ClientBase): Promise<void
       epoch bigint NOT NULL DEFAULT 0,
       lease_until timestamptz
     );
+    -- The nodes that serve partitions, each seen at its last tick: the live ones share them.
+    CREATE TABLE IF NOT EXISTS ${OWNERSHIP_SCHEMA}.partition_nodes (node_id text PRIMARY KEY, seen_at timestamptz NOT NULL);
     -- Taken FOR SHARE by every commit of an owner: a takeover's UPDATE waits for the commits in
     -- flight, and a commit that comes after it finds the new epoch and aborts the statement.
     CREATE OR REPLACE FUNCTION ${OWNERSHIP_SCHEMA}.fence(partition integer, owner_epoch bigint) RETURNS integer
@@ -65,4 +67,31 @@ export async function releasePartition(client: pg.ClientBase, id: number, node: 
     [id, node, epoch],
   );
   return rowCount === 1;
+}
+
+/** Records `node` as live now; returns the ids of the nodes seen within `liveMs` (itself included), sorted. */
+export async function liveNodes(client: pg.ClientBase, node: string, liveMs: number): Promise<string[]> {
+  const { rows } = await client.query<{ node_id: string }>(
+    `WITH seen AS (
+       INSERT INTO ${OWNERSHIP_SCHEMA}.partition_nodes (node_id, seen_at) VALUES ($1, now())
+       ON CONFLICT (node_id) DO UPDATE SET seen_at = now())
+     SELECT node_id FROM ${OWNERSHIP_SCHEMA}.partition_nodes
+      WHERE seen_at > now() - make_interval(secs => $2::double precision / 1000) OR node_id = $1
+      ORDER BY node_id COLLATE "C"`,
+    [node, liveMs],
+  );
+  return rows.map((row) => row.node_id);
+}
+
+/** Forgets `node` (a graceful stop): the others share its partitions at their next tick. */
+export async function leaveNodes(client: pg.ClientBase, node: string): Promise<void> {
+  await client.query(`DELETE FROM ${OWNERSHIP_SCHEMA}.partition_nodes WHERE node_id = $1`, [node]);
+}
+
+/**
+ * How many of `count` partitions the node at `rank` of `live` nodes (sorted by id) serves:
+ * an even share, the remainder going to the first ranks, so the targets add up to `count`.
+ */
+export function fairShare(count: number, live: number, rank: number): number {
+  return Math.floor(count / live) + (rank < count % live ? 1 : 0);
 }
