@@ -41,6 +41,47 @@ describe("the TS worker's Lease stream (real server)", () => {
     expect(events).toEqual(expect.arrayContaining(["ready", "start", "done", "stopped"]));
   });
 
+  it("setConcurrency changes how many handlers run at once without reconnecting; none running is interrupted", async () => {
+    const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
+    const worker = new Worker({ client, queues: ["stream-concurrency"], concurrency: 1 });
+    let running = 0;
+    let finished = 0;
+    const releases: (() => void)[] = [];
+    worker.register("hold", () => {
+      running++;
+      return new Promise<void>((resolve) => releases.push(() => (running--, finished++, resolve())));
+    });
+    const run = worker.run();
+    await client.submitBatch(Array.from({ length: 6 }, () => ({ type: "hold", queue: "stream-concurrency" })));
+    const until = async (check: () => boolean) => {
+      for (let i = 0; i < 250 && !check(); i++) await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(check()).toBe(true);
+    };
+    await until(() => running === 1);
+    await worker.setConcurrency(3);
+    await until(() => running === 3);
+    const credits = async () =>
+      (await server.admin.listWorkers({})).workers.filter((w) => w.workerId === worker.workerId).map((w) => w.credits);
+    expect(await credits()).toEqual([3]);
+    // Lowered: the three keep running; the next starts only once none of them is left over it.
+    await worker.setConcurrency(1);
+    releases.shift()!();
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(running).toBe(2);
+    releases.shift()!();
+    releases.shift()!();
+    await until(() => running === 1 && releases.length === 1);
+    await expect(worker.setConcurrency(0)).rejects.toThrow(/concurrency: must be an integer from 1 to 10000/);
+    expect(await credits()).toEqual([1]);
+    for (let i = 0; i < 500 && finished < 6; i++) {
+      releases.shift()?.();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(finished).toBe(6);
+    await worker.stop();
+    await run;
+  });
+
   it("hands the handler the job's fields, and the whole Job message as job.proto", async () => {
     const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
     const seen: unknown[] = [];

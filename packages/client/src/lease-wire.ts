@@ -5,6 +5,7 @@ import { JobSchema, type Job } from "./gen/worq/v1/job_pb.js";
 import {
   ControlSchema,
   FailRequestSchema,
+  KeepaliveSchema,
   RevokedSchema,
   type Control,
   type FailRequest,
@@ -161,7 +162,7 @@ export type LeaseMessage =
   | { kind: "jobs"; jobs: LeasedJobView[] }
   | { kind: "revoked"; revoked: Revoked }
   | { kind: "control"; control: Control }
-  | { kind: "keepalive" };
+  | { kind: "keepalive"; streamId?: string };
 
 const KEEPALIVE: LeaseMessage = { kind: "keepalive" };
 
@@ -190,6 +191,7 @@ export function readLeaseResponse(bytes: Uint8Array): LeaseMessage {
       message = { kind: "jobs", jobs };
     } else if (field === 3) message = { kind: "control", control: fromBinary(ControlSchema, r.bytes()) };
     else if (field === 4) message = { kind: "revoked", revoked: fromBinary(RevokedSchema, r.bytes()) };
+    else if (field === 2) message = { kind: "keepalive", streamId: fromBinary(KeepaliveSchema, r.bytes()).streamId };
     else {
       skipField(r, wireType, field);
       message = KEEPALIVE;

@@ -233,7 +233,9 @@ export class Worker {
   private readonly client: WorqClient;
   private readonly queues: string[];
   private readonly queueOrder: QueueOrder;
-  private readonly concurrency: number;
+  private concurrency: number;
+  /** The open Lease stream's id (from its keepalives), for setConcurrency. */
+  private streamId: string | undefined;
   private readonly shutdownTimeoutMs: number;
   private readonly labels: Record<string, string>;
   private readonly log: WorkerLogger;
@@ -264,7 +266,7 @@ export class Worker {
       throw new TypeError(`queueOrder: must be "listed" or "random", not ${String(options.queueOrder)}`);
     }
     this.queueOrder = options.queueOrder === "random" ? QueueOrder.RANDOM : QueueOrder.LISTED;
-    this.concurrency = options.concurrency ?? 10;
+    this.concurrency = checkConcurrency(options.concurrency ?? 10);
     this.workerId = options.workerId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`;
     this.shutdownTimeoutMs = options.shutdownTimeoutMs ?? 30_000;
     this.labels = { lang: "typescript", ...options.labels };
@@ -282,6 +284,23 @@ export class Worker {
       : () => {};
     this.handleSignals = options.handleSignals ?? false;
     this.reports = new ReportBatcher(this.client, this.log, this.concurrency);
+  }
+
+  /**
+   * Changes how many handlers may run at once, without reconnecting: raised, more jobs are
+   * pushed at once; lowered, no new job starts until running ones finish under the new
+   * number (none is interrupted). Later streams open with it too.
+   */
+  async setConcurrency(concurrency: number): Promise<void> {
+    this.concurrency = checkConcurrency(concurrency);
+    const streamId = this.streamId;
+    if (streamId === undefined) return; // not connected: the next stream opens with it
+    try {
+      await this.client.worker.setLeaseCredits({ streamId, credits: concurrency });
+    } catch (error) {
+      // The stream ended meanwhile; the next one opens with the new number.
+      if (toClientError(error).code !== Code.NotFound) throw error;
+    }
   }
 
   /** Registers the handler of a job type. Its return value is the result; a throw fails the job. */
@@ -402,6 +421,7 @@ export class Worker {
       let first = true;
       const end = (reason: string) => {
         if (this.closeLease === close) this.closeLease = undefined;
+        this.streamId = undefined;
         resolve(reason);
       };
       const onMessage = (message: LeaseMessage) => {
@@ -412,7 +432,9 @@ export class Worker {
           void this.renewAll();
         }
         if (message.kind === "jobs") for (const leased of message.jobs) this.start(leased);
-        else if (message.kind === "revoked") {
+        else if (message.kind === "keepalive") {
+          if (message.streamId) this.streamId = message.streamId;
+        } else if (message.kind === "revoked") {
           const { jid, leaseId, reason } = message.revoked;
           this.log.info("job revoked by the server; cancelling its handler", { jid, reason });
           this.inFlight.get(leaseId)?.abort.abort(new Error(`job ${reason}`));
@@ -559,4 +581,12 @@ export class Worker {
       this.log.warn("renew failed; will retry at the next interval", { error: toClientError(error).message });
     }
   }
+}
+
+/** A worker's concurrency: the credits of its Lease stream. */
+function checkConcurrency(concurrency: number): number {
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 10_000) {
+    throw new RangeError(`concurrency: must be an integer from 1 to 10000, not ${concurrency}`);
+  }
+  return concurrency;
 }
