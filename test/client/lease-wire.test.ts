@@ -68,7 +68,10 @@ describe("the TS library's Lease reader", () => {
       "l1",
       "cancelled",
     ]);
-    expect(read({ kind: { case: "keepalive", value: {} } }).kind).toBe("keepalive");
+    expect(read({ kind: { case: "keepalive", value: {} } })).toEqual({ kind: "keepalive", streamId: "" });
+    expect(read({ kind: { case: "keepalive", value: { streamId: "s-1" } } })).toEqual({ kind: "keepalive", streamId: "s-1" });
+    // A message kind this library does not act on (Waiting) reads as a keepalive: nothing to do.
+    expect(read({ kind: { case: "waiting", value: { waiting: true } } }).kind).toBe("keepalive");
   });
 
   it("refuses bytes that are not a LeaseResponse", () => {

@@ -111,7 +111,9 @@ describe("MUTATE", () => {
           await conn.ok("FLUSH");
         }
     conn.close();
-  });
+    // Some 150 durable commands in a row: 5 s alone, several times that on a loaded machine,
+    // and a timed-out loop would go on clearing the next test's jobs.
+  }, 60_000);
 
   it("each command on each target with each filter (jids, a glob, a jobtype) moves exactly the matching jobs, durably (kill -9 and restart)", async () => {
     const conn = await FaktorySocket.open(server.faktoryPort);

@@ -112,11 +112,13 @@ describe.skipIf(!hasGrpcurl)("grpcurl against a live server (reflection, no prot
       "worq.v1.WorkerService/Lease",
     ).catch((error: { stdout: string }) => error.stdout); // the stream ends at -max-time
     // grpcurl prints one JSON object per stream message: the first is the keepalive that
-    // confirms the stream, then the jobs.
+    // confirms the stream (with its id, for SetLeaseCredits), then the jobs.
     const messages = leaseOutput
       .split(/\n(?=\{)/)
       .map((text) => JSON.parse(text) as { keepalive?: object; jobs?: { jobs: { job: { jid: string }; leaseId: string }[] } });
-    expect(messages[0]).toEqual({ keepalive: {} });
+    expect(messages[0]).toEqual({
+      keepalive: { streamId: expect.stringMatching(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/) },
+    });
     const leased = messages.find((message) => message.jobs)!;
     const { job, leaseId } = leased.jobs!.jobs[0]!;
     expect(job.jid).toBe(submitted.jid);
