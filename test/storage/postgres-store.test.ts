@@ -34,6 +34,34 @@ async function withClient<T>(url: string, use: (client: pg.Client) => Promise<T>
 /** The ownership table, as a node makes it before its first claim. */
 const ensureOwnership = prepareOwnership;
 
+/** `node` takes partition `index` over as if its owner's lease had run out; the new epoch. */
+async function takeOver(url: string, index: number, node: string): Promise<number> {
+  return withClient(url, async (client) => {
+    await ensureOwnership(client);
+    await client.query(`UPDATE worq_shared.partitions SET lease_until = now() - interval '1 s' WHERE id = $1`, [index]);
+    const epoch = await claimPartition(client, index, node, 60_000);
+    if (epoch === undefined) throw new Error(`partition ${index} is still held`);
+    return epoch;
+  });
+}
+
+/** Opens a slice for a new owner of partition `index`, with its epoch. */
+async function openOwnedSlice(
+  url: string,
+  index: number,
+  node: string,
+  take = claimOwnedAt,
+): Promise<{ store: PostgresStore; epoch: number }> {
+  const epoch = await take(url, index, node);
+  const store = new PostgresStore(url, { partition: { index, epoch } });
+  await store.open();
+  return { store, epoch };
+}
+
+function claimOwnedAt(url: string, index: number, node: string): Promise<number> {
+  return withClient(url, (client) => claimOwned(client, index, node));
+}
+
 async function claimOwned(client: pg.Client, index: number, node: string): Promise<number> {
   await ensureOwnership(client);
   const epoch = await claimPartition(client, index, node, 60_000);
@@ -67,17 +95,8 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
   // A partition's slice runs the same statements in its own schema: the same contract.
   describeStoreConformance("postgres, one partition's slice", async () => {
     const url = await cluster.createDatabase();
-    const openSlice = async () => {
-      // Each reopen is a new owner: a takeover of its own lapsed lease, as after a restart.
-      const epoch = await withClient(url, async (client) => {
-        await ensureOwnership(client);
-        await client.query(`UPDATE worq_shared.partitions SET lease_until = now() - interval '1 s' WHERE id = 3`);
-        return claimPartition(client, 3, "conformance", 60_000);
-      });
-      const store = new PostgresStore(url, { partition: { index: 3, epoch: epoch! } });
-      await store.open();
-      return store;
-    };
+    // Each reopen is a new owner: a takeover of its own lapsed lease, as after a restart.
+    const openSlice = async () => (await openOwnedSlice(url, 3, "conformance", takeOver)).store;
     let current = await openSlice();
     return {
       store: current,
@@ -340,19 +359,12 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
 
   it("a deposed owner cannot write: once another node took the partition, its commits fail whole and change nothing", async () => {
     const url = await cluster.createDatabase();
-    const epochA = await withClient(url, (client) => claimOwned(client, 0, "node-a"));
-    const a = new PostgresStore(url, { partition: { index: 0, epoch: epochA } });
-    await a.open();
+    const { store: a, epoch: epochA } = await openOwnedSlice(url, 0, "node-a");
     const kept = randomUUID();
     await a.commit([{ kind: "put-job", meta: metaOf(kept), body: bodyOf() }]);
     // node-a pauses past its lease; node-b takes over (a new epoch) and opens the same slice.
-    const epochB = await withClient(url, async (client) => {
-      await client.query(`UPDATE worq_shared.partitions SET lease_until = now() - interval '1 s' WHERE id = 0`);
-      return claimPartition(client, 0, "node-b", 60_000);
-    });
+    const { store: b, epoch: epochB } = await openOwnedSlice(url, 0, "node-b", takeOver);
     expect(epochB).toBe(epochA + 1);
-    const b = new PostgresStore(url, { partition: { index: 0, epoch: epochB! } });
-    await b.open();
     const late = randomUUID();
     await expect(
       a.commit([
@@ -373,9 +385,7 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
 
   it("a takeover racing an owner's commit in flight: what the old owner was told is durable, the new owner loads; what it was refused, nobody sees", async () => {
     const url = await cluster.createDatabase();
-    const epochA = await withClient(url, (client) => claimOwned(client, 0, "node-a"));
-    const a = new PostgresStore(url, { partition: { index: 0, epoch: epochA } });
-    await a.open();
+    const { store: a } = await openOwnedSlice(url, 0, "node-a");
     const existing = randomUUID();
     await a.commit([{ kind: "put-job", meta: metaOf(existing), body: bodyOf() }]);
     // Hold the owner's next commit in flight: another session holds a row it updates.
@@ -393,15 +403,12 @@ describe.skipIf(!available)("PostgresStore (throwaway PostgreSQL cluster)", () =
       () => "refused",
     );
     await new Promise((resolve) => setTimeout(resolve, 200));
-    const takeover = withClient(url, async (client) => {
-      await client.query(`UPDATE worq_shared.partitions SET lease_until = now() - interval '1 s' WHERE id = 0`);
-      return claimPartition(client, 0, "node-b", 60_000);
-    });
+    const takeover = takeOver(url, 0, "node-b");
     await new Promise((resolve) => setTimeout(resolve, 200));
     await blocker.query("COMMIT");
     await blocker.end();
     const [outcome, epochB] = await Promise.all([told, takeover]);
-    const b = new PostgresStore(url, { partition: { index: 0, epoch: epochB! } });
+    const b = new PostgresStore(url, { partition: { index: 0, epoch: epochB } });
     await b.open();
     if (outcome === "durable") {
       expect((await b.getMeta(added))?.jid).toBe(added);
