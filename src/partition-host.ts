@@ -71,6 +71,8 @@ export class PartitionHost {
     await prepareOwnership(this.client);
     await this.tick();
     this.timer = setInterval(() => {
+      // Outside the tick chain: a tick stuck on a dead connection must not keep a lapsed partition served.
+      this.expireLapsed();
       this.ticking = this.ticking
         .then(() => this.tick())
         .catch((error: Error) => this.options.log.warn("partition tick failed", { error: error.message }));
@@ -118,6 +120,18 @@ export class PartitionHost {
       const sentAtMs = performance.now();
       const epoch = await claimPartition(this.client, partition, this.options.nodeId, this.leaseMs);
       if (epoch !== undefined) await this.serve(partition, epoch, sentAtMs);
+    }
+  }
+
+  /**
+   * Stops serving, on this process's own clock, each partition whose lease ran out without a
+   * confirmed renewal: another node may own it by now. (Safety does not rest on this clock:
+   * the epoch fences the writes; this frees the engine and its connections.)
+   */
+  private expireLapsed(): void {
+    const now = performance.now();
+    for (const [partition, owned] of this.owned) {
+      if (now - owned.confirmedAtMs > this.leaseMs) void this.drop(partition, "its lease ran out without a confirmed renewal", false);
     }
   }
 

@@ -75,6 +75,7 @@ describe.skipIf(!available)("partition host: each node's partitions, claimed, re
     for (const p of [2, 3]) expect(b.engineOf(p)!.queueStats(queueIn(p)).ready).toBe(5);
 
     // node-a's ownership connection is cut (as if the node hung): it can no longer renew.
+    const stale: Engine = a.engineOf(0)!;
     const admin = new pg.Client(url);
     await admin.connect();
     await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'worq-partitions:node-a'");
@@ -87,14 +88,16 @@ describe.skipIf(!available)("partition host: each node's partitions, claimed, re
       expect(b.engineOf(p)!.queueStats(queueIn(p)).ready).toBe(5);
     }
 
-    // node-a still holds its engines in memory: they hand out no lease, and a write is fenced.
-    const stale: Engine = a.engineOf(0)!;
-    const sink = new CollectingSink();
-    stale.openLease({ queues: [queueIn(0)], workerId: "w", credits: 10 }, sink);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(sink.grants).toHaveLength(0);
+    // node-a stopped serving them on its own clock; its old engine hands out nothing and writes nothing.
+    await waitFor(() => a.partitions().length === 0, 2_000);
+    let refused: unknown;
+    try {
+      stale.openLease({ queues: [queueIn(0)], workerId: "w", credits: 10 }, new CollectingSink());
+    } catch (error) {
+      refused = error;
+    }
+    expect(refused).toMatchObject({ code: "WORQ_UNAVAILABLE" });
     await expect(stale.submit([{ type: "t", queue: queueIn(0) }], () => "job")).rejects.toMatchObject({ code: "WORQ_UNAVAILABLE" });
-    await waitFor(() => !a.partitions().includes(0), 2_000);
     expect(b.engineOf(0)!.queueStats(queueIn(0)).ready).toBe(5);
 
     // Leases granted by the new owner only; its ids carry their partitions too.
