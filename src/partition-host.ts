@@ -32,8 +32,8 @@ export interface PartitionHostOptions {
 interface Owned {
   epoch: number;
   engine: Engine;
-  /** When (monotonic ms) the last renewal that the database confirmed was sent. */
-  confirmedAtMs: number;
+  /** When (monotonic ms) the last renewal that the database confirmed was sent; the engine's lease gate reads it. */
+  renewal: { confirmedAtMs: number };
 }
 
 /** A lease is used only this far into it: a renewal's answer may come late. */
@@ -107,7 +107,8 @@ export class PartitionHost {
     const live = await liveNodes(this.client, this.options.nodeId, this.leaseMs);
     for (const [partition, owned] of [...this.owned]) {
       const sentAtMs = performance.now();
-      if (await renewPartition(this.client, partition, this.options.nodeId, owned.epoch, this.leaseMs)) owned.confirmedAtMs = sentAtMs;
+      if (await renewPartition(this.client, partition, this.options.nodeId, owned.epoch, this.leaseMs))
+        owned.renewal.confirmedAtMs = sentAtMs;
       else await this.drop(partition, "another node owns it now", false);
     }
     const target = fairShare(this.options.count, live.length, live.indexOf(this.options.nodeId));
@@ -131,7 +132,8 @@ export class PartitionHost {
   private expireLapsed(): void {
     const now = performance.now();
     for (const [partition, owned] of this.owned) {
-      if (now - owned.confirmedAtMs > this.leaseMs) void this.drop(partition, "its lease ran out without a confirmed renewal", false);
+      if (now - owned.renewal.confirmedAtMs > this.leaseMs)
+        void this.drop(partition, "its lease ran out without a confirmed renewal", false);
     }
   }
 
@@ -140,26 +142,26 @@ export class PartitionHost {
       partition: { index: partition, epoch },
       applicationName: `worq-p${partition}:${this.options.nodeId}`,
     });
-    const owned: Owned = { epoch, confirmedAtMs, engine: undefined as unknown as Engine };
-    owned.engine = new Engine({
+    const renewal = { confirmedAtMs };
+    const engine = new Engine({
       ...this.options.engineOptions,
       store,
       partition: { index: partition, count: this.options.count },
-      mayGrant: () => performance.now() - owned.confirmedAtMs < this.leaseMs * GRANT_SHARE,
+      mayGrant: () => performance.now() - renewal.confirmedAtMs < this.leaseMs * GRANT_SHARE,
       // A failed commit: moved (the fence) or storage trouble. Either way this engine's memory
       // may be ahead of the store: drop it, and reload (here or elsewhere) from the store.
       onFatal: () => void this.drop(partition, "a commit failed", true),
     });
     try {
-      await owned.engine.open();
+      await engine.open();
     } catch (error) {
       this.options.log.warn("could not load partition", { partition, error: (error as Error).message });
-      await owned.engine.close().catch(() => {});
+      await engine.close().catch(() => {});
       await releasePartition(this.client, partition, this.options.nodeId, epoch).catch(() => {});
       return;
     }
     // Served once loaded: the engine answers for every job of its slice from here on.
-    this.owned.set(partition, owned);
+    this.owned.set(partition, { epoch, engine, renewal });
     this.options.log.info("serving partition", { partition, epoch });
   }
 

@@ -61,21 +61,21 @@ function checkSchedule(core: EngineCore, spec: ScheduleSpec, field: string): Cro
 }
 
 function checkTemplate(core: EngineCore, job: SubmitInput, field: string): void {
-  const refused: [keyof SubmitInput, string][] = [
-    ["atMs", "at"],
-    ["delayMs", "delay"],
-    ["dependsOn", "depends_on"],
-    ["idempotencyKey", "idempotency_key"],
-    ["unique", "unique"],
-    ["debounce", "debounce"],
+  const atOnce = "each tick enqueues its job at once";
+  const refused: [keyof SubmitInput, string, string][] = [
+    ["atMs", "at", atOnce],
+    ["delayMs", "delay", atOnce],
+    ["dependsOn", "depends_on", atOnce],
+    ["idempotencyKey", "idempotency_key", atOnce],
+    ["unique", "unique", atOnce],
+    ["debounce", "debounce", atOnce],
+    // Every tick after the batch is done would be skipped.
+    ["batchId", "batch_id", "a batch finishes, a schedule ticks on"],
+    ["trace", "trace", "each tick's job starts its own trace"],
   ];
-  for (const [key, name] of refused) {
-    if (job[key] !== undefined) invalid(`${field}.${name}`, "must be unset in a schedule's job: each tick enqueues its job at once");
+  for (const [key, name, why] of refused) {
+    if (job[key] !== undefined) invalid(`${field}.${name}`, `must be unset in a schedule's job: ${why}`);
   }
-  // A batch finishes, a schedule does not: every tick after the batch is done would be skipped.
-  if (job.batchId !== undefined) invalid(`${field}.batch_id`, "must be unset in a schedule's job: a batch finishes, a schedule ticks on");
-  // Each tick is its own unit of work, so each starts its own trace.
-  if (job.trace !== undefined) invalid(`${field}.trace`, "must be unset in a schedule's job: each tick's job starts its own trace");
   if (job.callbackUrl !== undefined) checkCallbackUrl(job.callbackUrl, `${field}.callback_url`, core.isCallbackAllowed);
   buildNewJob(job, field, { jid: PROBE_JID, nowMs: core.clock.nowMs() }, core.maxJobBytes);
 }

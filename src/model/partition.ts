@@ -17,9 +17,9 @@ export function checkPartitionCount(count: number, field: string): void {
 }
 
 /**
- * FNV-1a, 32 bits, over the UTF-8 bytes of `text`: small, fast, stable across languages
- * (the Python and Go libraries place queues with the same function), and even enough for
- * queue names, which are short and often share a prefix.
+ * FNV-1a, 32 bits, over the UTF-8 bytes of `text`: small, fast, the same in every language
+ * (so a library in another language can place queues as the server does), and even enough
+ * for queue names, which are short and often share a prefix.
  */
 export function fnv1a32(text: string): number {
   let hash = 0x811c9dc5;
