@@ -1,6 +1,7 @@
 import { hostname } from "node:os";
 import { Command, CommanderError, Option } from "commander";
 import { LIMITS } from "./model/limits.js";
+import { MAX_PARTITIONS } from "./model/partition.js";
 import type { LogLevel } from "./log.js";
 import { parseSubmitRate, type SubmitRate } from "./transport/auth/submit-rate.js";
 
@@ -74,6 +75,11 @@ export interface ClusterConfig {
   advertiseHost: string;
   /** With TLS: the CA bundle a leader's certificate must chain to, on the links between nodes. */
   caFile?: string;
+  /**
+   * Split the job space into this many partitions, served by the nodes together
+   * (docs/scale-out.md); unset: one leader runs the one engine.
+   */
+  partitions?: number;
 }
 
 /** Default of --max-connections: open connections per port. */
@@ -174,6 +180,10 @@ const SERVE_OPTIONS: ReadonlyArray<{ group: string; flags: string; help: string 
     [
       "--cluster-ca <file>",
       "with TLS: PEM CA bundle the leader's certificate must chain to, on the links between nodes [WORQ_CLUSTER_CA] (default --tls-client-ca, else --tls-cert itself)",
+    ],
+    [
+      "--partitions <n>",
+      "split the jobs into n partitions (1-1024) that the nodes share, each served by one node: capacity grows with nodes (docs/scale-out.md; being built: gRPC port only) [WORQ_PARTITIONS]",
     ],
   ]),
   ...group("Security (docs/security.md):", [
@@ -358,16 +368,33 @@ export function serveConfig(values: ServeValues, env: NodeJS.ProcessEnv = proces
       pick("advertise-host", "WORQ_ADVERTISE_HOST"),
       pick("cluster-ca", "WORQ_CLUSTER_CA"),
     );
+    const partitions = pick("partitions", "WORQ_PARTITIONS");
+    if (partitions !== undefined) config.cluster.partitions = partitionsOf(config, partitions);
   } else {
     for (const [flag, envName] of [
       ["node-id", "WORQ_NODE_ID"],
       ["advertise-host", "WORQ_ADVERTISE_HOST"],
       ["cluster-ca", "WORQ_CLUSTER_CA"],
+      ["partitions", "WORQ_PARTITIONS"],
     ] as const) {
       if (pick(flag, envName) !== undefined) throw new Error(`--${flag} is a cluster setting: it needs --cluster`);
     }
   }
   return config;
+}
+
+/** --partitions: a count, and the doors a partitioned node does not serve yet refused by name. */
+function partitionsOf(config: ServerConfig, text: string): number {
+  const count = parseInteger(text, "--partitions");
+  if (count < 1 || count > MAX_PARTITIONS) throw new Error(`--partitions must be 1 to ${MAX_PARTITIONS}, got ${count}`);
+  for (const [flag, set] of [
+    ["--faktory-port", config.faktoryPort !== undefined],
+    ["--workq-port", config.workqPort !== undefined],
+    ["--schedules", config.schedulesFile !== undefined],
+  ] as const) {
+    if (set) throw new Error(`${flag} is not served by a partitioned cluster yet: leave out ${flag} or --partitions`);
+  }
+  return count;
 }
 
 function clusterOf(

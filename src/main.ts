@@ -74,6 +74,8 @@ export interface LeaderHooks {
   cluster: { nodeId: string; nodes: () => Promise<ClusterNodeView[]> };
   /** Whether the lead is still this node's to use: leases are granted only while it is. */
   mayGrant(): boolean;
+  /** Serve one partition of a partitioned cluster: its slice of the store, its jids and queues only. */
+  partition?: { index: number; count: number; epoch: number };
 }
 
 /** The composition root: config -> store -> engine -> gRPC server. */
@@ -114,7 +116,11 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
   const onBatch = (seconds: number, operations: number) => metrics.observeStoreWrite(seconds, operations);
   // Replaced, with its engine, when storage recovers (dataBytes asks the store in use).
   // A cluster leader that lost its writer connection has lost the lead: it steps down at once.
-  const listeners = { onBatch, ...(leader && { applicationName: leader.applicationName, onWriterLost: leader.onStorageFailure }) };
+  const listeners = {
+    onBatch,
+    ...(leader && { applicationName: leader.applicationName, onWriterLost: leader.onStorageFailure }),
+    ...(leader?.partition && { partition: { index: leader.partition.index, epoch: leader.partition.epoch } }),
+  };
   let configured = createStore(config, listeners);
   const { store, location } = configured;
   const recovery: StoreRecovery = new StoreRecovery({
@@ -150,6 +156,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
       isCallbackAllowed,
       ...(config.maxQueues !== undefined && { maxQueues: config.maxQueues }),
       ...(leader && { mayGrant: () => leader.mayGrant() }),
+      ...(leader?.partition && { partition: { index: leader.partition.index, count: leader.partition.count } }),
       // Without an OTLP endpoint, no tracing work at all: the observer is not there.
       observeWrites: traceWrites
         ? (writes) => {

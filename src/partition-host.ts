@@ -9,12 +9,36 @@ import {
   fairShare,
   leaveNodes,
   liveNodes,
+  partitionOwners,
+  publishAddress,
   releasePartition,
   renewPartition,
+  settlePartitionCount,
+  type PartitionOwner,
 } from "./storage/postgres/partition-ownership.js";
 import { PostgresStore } from "./storage/postgres/postgres-store.js";
 
-export interface PartitionHostOptions {
+/** One partition as its owner got it: what serving it needs to know. */
+export interface PartitionSlot {
+  index: number;
+  /** The cluster's partition count. */
+  count: number;
+  /** The epoch of this ownership: the store fences every commit with it. */
+  epoch: number;
+  /** Whether a lease may be granted now: false once the last confirmed renewal is too old. */
+  mayGrant(): boolean;
+  /** Called by the served partition when a commit failed: it is dropped (and released). */
+  failed(): void;
+}
+
+/** What serves one partition: an engine, or a whole server on its own port. */
+export interface ServedPartition {
+  close(): Promise<void>;
+  /** Where other nodes reach it (gRPC host:port), if it has a port. */
+  grpcAddress?: string;
+}
+
+export interface PartitionHostOptions<S extends ServedPartition> {
   /** The database every node shares. */
   url: string;
   nodeId: string;
@@ -24,14 +48,14 @@ export interface PartitionHostOptions {
   leaseMs?: number;
   /** How often leases are renewed and lapsed partitions taken (default 1 s). */
   tickMs?: number;
-  /** Options of every partition's engine, but its store, partition and lease gate. */
-  engineOptions: Omit<EngineOptions, "store" | "partition" | "mayGrant" | "onFatal">;
+  /** Loads a claimed partition and serves it; throws when it cannot (the claim is released). */
+  open(slot: PartitionSlot): Promise<S>;
   log: Logger;
 }
 
-interface Owned {
+interface Owned<S> {
   epoch: number;
-  engine: Engine;
+  served: S;
   /** When (monotonic ms) the last renewal that the database confirmed was sent; the engine's lease gate reads it. */
   renewal: { confirmedAtMs: number };
 }
@@ -50,8 +74,9 @@ const GRANT_SHARE = 0.9;
  * nodes seen alive (fairShare): one that joins is handed partitions by those over their
  * share, one that stops or dies leaves its share to the others.
  */
-export class PartitionHost {
-  private readonly owned = new Map<number, Owned>();
+export class PartitionHost<S extends ServedPartition> {
+  private readonly owned = new Map<number, Owned<S>>();
+  private owners = new Map<number, PartitionOwner>();
   private readonly client: pg.Client;
   private readonly leaseMs: number;
   private readonly tickMs: number;
@@ -59,7 +84,7 @@ export class PartitionHost {
   private ticking: Promise<void> = Promise.resolve();
   private stopped = false;
 
-  constructor(private readonly options: PartitionHostOptions) {
+  constructor(private readonly options: PartitionHostOptions<S>) {
     this.client = new pg.Client({ connectionString: options.url, application_name: `worq-partitions:${options.nodeId}` });
     this.client.on("error", (error) => options.log.warn("partition ownership connection lost", { error: error.message }));
     this.leaseMs = options.leaseMs ?? 5_000;
@@ -69,6 +94,11 @@ export class PartitionHost {
   async start(): Promise<void> {
     await this.client.connect();
     await prepareOwnership(this.client);
+    const count = await settlePartitionCount(this.client, this.options.count);
+    if (count !== this.options.count) {
+      await this.client.end().catch(() => {});
+      throw new Error(`the cluster of this database has ${count} partitions; this node was started with ${this.options.count}`);
+    }
     await this.tick();
     this.timer = setInterval(() => {
       // Outside the tick chain: a tick stuck on a dead connection must not keep a lapsed partition served.
@@ -84,8 +114,18 @@ export class PartitionHost {
     return [...this.owned.keys()].sort((a, b) => a - b);
   }
 
-  engineOf(partition: number): Engine | undefined {
-    return this.owned.get(partition)?.engine;
+  servedOf(partition: number): S | undefined {
+    return this.owned.get(partition)?.served;
+  }
+
+  /** Who serves each partition, as the ownership table said at the last tick. */
+  ownerOf(partition: number): PartitionOwner | undefined {
+    return this.owners.get(partition);
+  }
+
+  /** Reads the ownership table now (a caller told "moved" need not wait for the next tick). */
+  async refreshOwners(): Promise<void> {
+    this.owners = await partitionOwners(this.client);
   }
 
   /** Stops renewing (a graceful stop): each engine closes, then its partition is released for the next owner. */
@@ -114,14 +154,15 @@ export class PartitionHost {
     const target = fairShare(this.options.count, live.length, live.indexOf(this.options.nodeId));
     if (this.owned.size > target) {
       await this.drop(this.partitions().at(-1)!, "handed over: more than this node's share", true);
-      return;
+    } else {
+      for (let partition = 0; partition < this.options.count && this.owned.size < target && !this.stopped; partition++) {
+        if (this.owned.has(partition)) continue;
+        const sentAtMs = performance.now();
+        const epoch = await claimPartition(this.client, partition, this.options.nodeId, this.leaseMs);
+        if (epoch !== undefined) await this.serve(partition, epoch, sentAtMs);
+      }
     }
-    for (let partition = 0; partition < this.options.count && this.owned.size < target && !this.stopped; partition++) {
-      if (this.owned.has(partition)) continue;
-      const sentAtMs = performance.now();
-      const epoch = await claimPartition(this.client, partition, this.options.nodeId, this.leaseMs);
-      if (epoch !== undefined) await this.serve(partition, epoch, sentAtMs);
-    }
+    await this.refreshOwners();
   }
 
   /**
@@ -138,30 +179,26 @@ export class PartitionHost {
   }
 
   private async serve(partition: number, epoch: number, confirmedAtMs: number): Promise<void> {
-    const store = new PostgresStore(this.options.url, {
-      partition: { index: partition, epoch },
-      applicationName: `worq-p${partition}:${this.options.nodeId}`,
-    });
     const renewal = { confirmedAtMs };
-    const engine = new Engine({
-      ...this.options.engineOptions,
-      store,
-      partition: { index: partition, count: this.options.count },
-      mayGrant: () => performance.now() - renewal.confirmedAtMs < this.leaseMs * GRANT_SHARE,
-      // A failed commit: moved (the fence) or storage trouble. Either way this engine's memory
-      // may be ahead of the store: drop it, and reload (here or elsewhere) from the store.
-      onFatal: () => void this.drop(partition, "a commit failed", true),
-    });
+    let served: S;
     try {
-      await engine.open();
+      served = await this.options.open({
+        index: partition,
+        count: this.options.count,
+        epoch,
+        mayGrant: () => performance.now() - renewal.confirmedAtMs < this.leaseMs * GRANT_SHARE,
+        // A failed commit: moved (the fence) or storage trouble. Either way the partition's memory
+        // may be ahead of the store: drop it, and reload (here or elsewhere) from the store.
+        failed: () => void this.drop(partition, "a commit failed", true),
+      });
     } catch (error) {
       this.options.log.warn("could not load partition", { partition, error: (error as Error).message });
-      await engine.close().catch(() => {});
       await releasePartition(this.client, partition, this.options.nodeId, epoch).catch(() => {});
       return;
     }
-    // Served once loaded: the engine answers for every job of its slice from here on.
-    this.owned.set(partition, { epoch, engine, renewal });
+    // Served once loaded: it answers for every job of its slice from here on.
+    this.owned.set(partition, { epoch, served, renewal });
+    if (served.grpcAddress !== undefined) await publishAddress(this.client, partition, this.options.nodeId, epoch, served.grpcAddress);
     this.options.log.info("serving partition", { partition, epoch });
   }
 
@@ -170,7 +207,38 @@ export class PartitionHost {
     if (!owned) return;
     this.owned.delete(partition);
     this.options.log.info("dropping partition", { partition, epoch: owned.epoch, why });
-    await owned.engine.close().catch(() => {});
+    await owned.served.close().catch(() => {});
     if (release) await releasePartition(this.client, partition, this.options.nodeId, owned.epoch).catch(() => {});
   }
+}
+
+/**
+ * Serves each partition with a bare engine on its fenced slice (no port): for a process that
+ * drives the engines itself.
+ */
+export function engineOnSlice(
+  url: string,
+  nodeId: string,
+  engineOptions: Omit<EngineOptions, "store" | "partition" | "mayGrant" | "onFatal">,
+): (slot: PartitionSlot) => Promise<Engine> {
+  return async (slot) => {
+    const store = new PostgresStore(url, {
+      partition: { index: slot.index, epoch: slot.epoch },
+      applicationName: `worq-p${slot.index}:${nodeId}`,
+    });
+    const engine = new Engine({
+      ...engineOptions,
+      store,
+      partition: { index: slot.index, count: slot.count },
+      mayGrant: slot.mayGrant,
+      onFatal: slot.failed,
+    });
+    try {
+      await engine.open();
+    } catch (error) {
+      await engine.close().catch(() => {});
+      throw error;
+    }
+    return engine;
+  };
 }

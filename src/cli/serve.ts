@@ -3,6 +3,7 @@ import type { ServerConfig } from "../config.js";
 import { createLogger } from "../log.js";
 import { startServer } from "../main.js";
 import { startClusterNode } from "../cluster/cluster-node.js";
+import { startPartitionedNode } from "../cluster/partitioned-node.js";
 import { redactedUrl } from "../storage/postgres/url.js";
 
 /**
@@ -28,9 +29,11 @@ export async function serve(config: ServerConfig): Promise<void> {
   }
   const log = createLogger(config.logLevel, process.stderr, config.cluster && { node: config.cluster.nodeId });
   const start =
-    config.cluster && config.store
-      ? startClusterNode({ ...config, cluster: config.cluster, store: config.store }, log)
-      : startServer(config, log);
+    config.cluster?.partitions !== undefined && config.store
+      ? startPartitionedNode({ ...config, cluster: { ...config.cluster, partitions: config.cluster.partitions }, store: config.store }, log)
+      : config.cluster && config.store
+        ? startClusterNode({ ...config, cluster: config.cluster, store: config.store }, log)
+        : startServer(config, log);
   const server = await start.catch((error: unknown) => {
     log.error("cannot start", { error: (error as Error).message });
     process.exit(1);

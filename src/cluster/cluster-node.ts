@@ -263,6 +263,6 @@ export async function startClusterNode(
 }
 
 /** host:port needs brackets around an IPv6 host. */
-function hostForAddress(host: string): string {
+export function hostForAddress(host: string): string {
   return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
 }

@@ -289,7 +289,7 @@ function createHttpForwarder(options: ForwarderOptions, leader: () => LeaderAddr
 }
 
 /** A unary handler whose synchronous throw answers INTERNAL (via `internal`) instead of reaching grpc-js. */
-function guardedUnary(
+export function guardedUnary(
   internal: (error: unknown) => Partial<grpc.StatusObject>,
   handle: grpc.handleUnaryCall<Buffer, Buffer>,
 ): grpc.handleUnaryCall<Buffer, Buffer> {
@@ -303,7 +303,7 @@ function guardedUnary(
 }
 
 /** A server-streaming handler whose synchronous throw ends the call with INTERNAL (via `internal`). */
-function guardedStream(
+export function guardedStream(
   internal: (error: unknown) => Partial<grpc.StatusObject>,
   handle: grpc.handleServerStreamingCall<Buffer, Buffer>,
 ): grpc.handleServerStreamingCall<Buffer, Buffer> {
@@ -325,12 +325,12 @@ function unavailable(response: ServerResponse, message: string): void {
   response.writeHead(503, { "content-type": "application/json" }).end(JSON.stringify({ code: "unavailable", message }));
 }
 
-function rawBytes(bytes: Buffer): Buffer {
+export function rawBytes(bytes: Buffer): Buffer {
   return bytes;
 }
 
 /** The client's metadata (tokens included) for the leader, minus what the link sets itself. */
-function outgoing(incoming: grpc.Metadata, nodeId: string): grpc.Metadata {
+export function outgoing(incoming: grpc.Metadata, nodeId: string): grpc.Metadata {
   const metadata = incoming.clone();
   metadata.remove("user-agent");
   metadata.remove("grpc-timeout");

@@ -110,7 +110,7 @@ function checkCallbackJob(core: EngineCore, job: SubmitInput, field: string, now
   for (const [key, name] of refused) {
     if (job[key] !== undefined) invalid(`${field}.${name}`, "cannot be set on a batch callback job (it runs when the batch is done)");
   }
-  buildNewJob(job, field, { jid: "00000000-0000-4000-8000-000000000000", nowMs }, core.maxJobBytes);
+  buildNewJob(job, field, { jid: "00000000-0000-4000-8000-000000000000", nowMs }, core.maxJobBytes, core.placeQueue);
   if (job.callbackUrl !== undefined) checkCallbackUrl(job.callbackUrl, `${field}.callback_url`, core.isCallbackAllowed);
 }
 

@@ -1,4 +1,5 @@
 import { partitionedIds } from "./uuid.js";
+import { queuePlacement } from "../model/partition.js";
 import type { UnsettledSubmit } from "./submit-deadline.js";
 import type { Clock } from "./clock.js";
 import { WorqError } from "../model/errors.js";
@@ -53,6 +54,8 @@ export class EngineCore {
   readonly clock: Clock;
   readonly random: () => number;
   readonly newId: () => string;
+  /** With partitions: refuses a new job whose queue lives in another partition. */
+  readonly placeQueue: ((queue: string, field: string) => void) | undefined;
   readonly maxJobBytes: number;
   readonly orphanGraceMs: number;
   readonly onFatal: (error: unknown) => void;
@@ -168,6 +171,7 @@ export class EngineCore {
     );
     this.random = options.random ?? Math.random;
     this.newId = options.newId ?? partitionedIds(options.partition);
+    this.placeQueue = options.partition && options.partition.count > 1 ? queuePlacement(options.partition) : undefined;
     this.maxJobBytes = options.maxJobBytes ?? LIMITS.defaultMaxJobBytes;
     this.orphanGraceMs = options.orphanGraceMs ?? DEFAULT_ORPHAN_GRACE_MS;
     this.onFatal = options.onFatal ?? (() => {});

@@ -77,7 +77,7 @@ function checkTemplate(core: EngineCore, job: SubmitInput, field: string): void 
     if (job[key] !== undefined) invalid(`${field}.${name}`, `must be unset in a schedule's job: ${why}`);
   }
   if (job.callbackUrl !== undefined) checkCallbackUrl(job.callbackUrl, `${field}.callback_url`, core.isCallbackAllowed);
-  buildNewJob(job, field, { jid: PROBE_JID, nowMs: core.clock.nowMs() }, core.maxJobBytes);
+  buildNewJob(job, field, { jid: PROBE_JID, nowMs: core.clock.nowMs() }, core.maxJobBytes, core.placeQueue);
 }
 
 /** Creates or replaces a schedule (its tick history kept); returns it as stored. */

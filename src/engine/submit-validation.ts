@@ -22,13 +22,21 @@ export interface NewJob {
  * WORQ_INVALID_ARGUMENT or WORQ_TOO_LARGE naming the field as `${field}.<name>` (e.g.
  * "job.queue", "jobs[3].payload"); nothing is created when it throws.
  */
-export function buildNewJob(input: SubmitInput, field: string, ids: { jid: string; nowMs: number }, maxJobBytes: number): NewJob {
+export function buildNewJob(
+  input: SubmitInput,
+  field: string,
+  ids: { jid: string; nowMs: number },
+  maxJobBytes: number,
+  /** With partitions: refuses a queue that lives in another partition (engine-core placeQueue). */
+  placeQueue?: (queue: string, field: string) => void,
+): NewJob {
   const { jid, nowMs } = ids;
   if (!input.type) invalid(`${field}.type`, "is required");
   if (input.type.length > LIMITS.typeMaxChars) invalid(`${field}.type`, `must be at most ${LIMITS.typeMaxChars} chars`);
   checkText(input.type, `${field}.type`);
   const queue = input.queue || LIMITS.defaultQueue;
   checkQueueName(queue, `${field}.queue`);
+  placeQueue?.(queue, `${field}.queue`);
   const priority = input.priority ?? PRIORITY_NORMAL;
   if (!Number.isInteger(priority) || priority < 0 || priority >= PRIORITY_LEVELS) {
     invalid(`${field}.priority`, `unknown priority ${priority}`);

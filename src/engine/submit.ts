@@ -69,7 +69,7 @@ export async function submit(
   const timeoutMs = callerTimeoutMs === undefined ? core.submitTimeoutMs : Math.min(callerTimeoutMs, core.submitTimeoutMs);
   const deadlineMs = nowMs + timeoutMs;
   if (timeoutMs <= 0) throw submitTimedOut("its deadline had passed when it arrived", timeoutMs);
-  const built = inputs.map((input, i) => buildNewJob(input, fieldOf(i), { jid: core.newId(), nowMs }, core.maxJobBytes));
+  const built = inputs.map((input, i) => buildNewJob(input, fieldOf(i), { jid: core.newId(), nowMs }, core.maxJobBytes, core.placeQueue));
   if (histories) {
     // Imports only: every history is checked before any is applied, so a bad one changes nothing.
     histories.forEach((history, i) => {

@@ -5,6 +5,8 @@
  * default) every queue and every id is in partition 0, ids made before partitioning included.
  */
 
+import { WorqError } from "./errors.js";
+
 /** Ten bits of an id carry its partition. */
 export const MAX_PARTITIONS = 1024;
 const PARTITION_BITS = MAX_PARTITIONS - 1;
@@ -28,6 +30,24 @@ export function fnv1a32(text: string): number {
     hash = Math.imul(hash, 0x01000193) >>> 0;
   }
   return hash;
+}
+
+/**
+ * The check an engine serving partition `index` makes of each new job's queue: a job whose
+ * queue lives elsewhere is refused, naming where it belongs, since a worker leasing that
+ * queue is served by the other partition and would never see it.
+ */
+export function queuePlacement(partition: { index: number; count: number }): (queue: string, field: string) => void {
+  return (queue, field) => {
+    const home = fnv1a32(queue) % partition.count;
+    if (home !== partition.index) {
+      throw new WorqError(
+        "WORQ_FAILED_PRECONDITION",
+        `${field}: queue "${queue}" lives in partition ${home}; this is partition ${partition.index} (send it to that partition's owner)`,
+        field,
+      );
+    }
+  };
 }
 
 /**

@@ -22,6 +22,8 @@ export interface StoreListeners {
   applicationName?: string;
   /** PostgreSQL: the writer connection (and the writer lock) was lost. */
   onWriterLost?: (error: Error) => void;
+  /** PostgreSQL: one partition's fenced slice, for its owner at `epoch` (src/partition-host.ts). */
+  partition?: { index: number; epoch: number };
 }
 
 /** The server's store: PostgreSQL when `store` (`--store`, WORQ_STORE) is given, else LevelDB in `dataDir`. */

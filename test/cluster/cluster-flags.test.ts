@@ -35,4 +35,18 @@ describe("worq serve --cluster flags", () => {
       "nodes.pem",
     );
   });
+
+  it("--partitions takes 1 to 1024 with --cluster; refuses what a partitioned node does not serve yet", () => {
+    expect(parse([...STORE, "--cluster", "--node-id", "n1", "--partitions", "16"]).cluster!.partitions).toBe(16);
+    expect(parse(STORE, { WORQ_CLUSTER: "1", WORQ_PARTITIONS: "4" }).cluster!.partitions).toBe(4);
+    expect(parse([...STORE, "--cluster"]).cluster!.partitions).toBeUndefined();
+    expect(() => parse([...STORE, "--cluster", "--partitions", "0"])).toThrow(/--partitions must be 1 to 1024, got 0/);
+    expect(() => parse([...STORE, "--cluster", "--partitions", "1025"])).toThrow(/--partitions must be 1 to 1024/);
+    expect(() => parse([...STORE, "--cluster", "--partitions", "four"])).toThrow(/--partitions/);
+    expect(() => parse([...STORE, "--partitions", "4"])).toThrow(/--partitions is a cluster setting: it needs --cluster/);
+    expect(() => parse([...STORE, "--cluster", "--partitions", "4", "--faktory-port", "0"])).toThrow(
+      /--faktory-port is not served by a partitioned cluster yet/,
+    );
+    expect(() => parse([...STORE, "--cluster", "--partitions", "4", "--workq-port", "0"])).toThrow(/--workq-port is not served/);
+  });
 });

@@ -1,7 +1,7 @@
 import { performance } from "node:perf_hooks";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { PartitionHost } from "../../src/partition-host.js";
+import { engineOnSlice, PartitionHost } from "../../src/partition-host.js";
 import { systemClock } from "../../src/engine/clock.js";
 import type { Engine } from "../../src/engine/engine.js";
 import { createLogger } from "../../src/log.js";
@@ -31,7 +31,7 @@ async function waitFor(check: () => boolean, timeoutMs: number): Promise<number>
 
 describe.skipIf(!available)("partition host: each node's partitions, claimed, renewed and taken over (real PostgreSQL)", () => {
   let cluster: PostgresCluster;
-  const hosts: PartitionHost[] = [];
+  const hosts: PartitionHost<Engine>[] = [];
   beforeAll(async () => {
     cluster = await startPostgres();
   }, 120_000);
@@ -47,7 +47,7 @@ describe.skipIf(!available)("partition host: each node's partitions, claimed, re
       count: COUNT,
       leaseMs,
       tickMs: 200,
-      engineOptions: { clock: systemClock },
+      open: engineOnSlice(url, nodeId, { clock: systemClock }),
       log,
     });
     hosts.push(created);
@@ -61,7 +61,7 @@ describe.skipIf(!available)("partition host: each node's partitions, claimed, re
     expect(a.partitions()).toEqual([0, 1, 2, 3]);
     const jids: string[] = [];
     for (let p = 0; p < COUNT; p++) {
-      const results = await a.engineOf(p)!.submit(
+      const results = await a.servedOf(p)!.submit(
         Array.from({ length: 5 }, () => ({ type: "t", queue: queueIn(p) })),
         (i) => `jobs[${i}]`,
       );
@@ -72,10 +72,10 @@ describe.skipIf(!available)("partition host: each node's partitions, claimed, re
     await b.start();
     // Handed over one at a time (the highest first), with every job: its share is 2 of 4.
     await waitFor(() => a.partitions().join() === "0,1" && b.partitions().join() === "2,3", 10_000);
-    for (const p of [2, 3]) expect(b.engineOf(p)!.queueStats(queueIn(p)).ready).toBe(5);
+    for (const p of [2, 3]) expect(b.servedOf(p)!.queueStats(queueIn(p)).ready).toBe(5);
 
     // node-a's ownership connection is cut (as if the node hung): it can no longer renew.
-    const stale: Engine = a.engineOf(0)!;
+    const stale: Engine = a.servedOf(0)!;
     const admin = new pg.Client(url);
     await admin.connect();
     await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'worq-partitions:node-a'");
@@ -85,7 +85,7 @@ describe.skipIf(!available)("partition host: each node's partitions, claimed, re
     printFigures("partition takeover after a node lost the database", { "lease-ms": LEASE_MS, "takeover-ms": Math.round(takeoverMs) });
     expect(takeoverMs).toBeGreaterThan(LEASE_MS * 0.5);
     for (let p = 0; p < COUNT; p++) {
-      expect(b.engineOf(p)!.queueStats(queueIn(p)).ready).toBe(5);
+      expect(b.servedOf(p)!.queueStats(queueIn(p)).ready).toBe(5);
     }
 
     // node-a stopped serving them on its own clock; its old engine hands out nothing and writes nothing.
@@ -98,11 +98,11 @@ describe.skipIf(!available)("partition host: each node's partitions, claimed, re
     }
     expect(refused).toMatchObject({ code: "WORQ_UNAVAILABLE" });
     await expect(stale.submit([{ type: "t", queue: queueIn(0) }], () => "job")).rejects.toMatchObject({ code: "WORQ_UNAVAILABLE" });
-    expect(b.engineOf(0)!.queueStats(queueIn(0)).ready).toBe(5);
+    expect(b.servedOf(0)!.queueStats(queueIn(0)).ready).toBe(5);
 
     // Leases granted by the new owner only; its ids carry their partitions too.
     const fresh = new CollectingSink();
-    b.engineOf(2)!.openLease({ queues: [queueIn(2)], workerId: "w", credits: 10 }, fresh);
+    b.servedOf(2)!.openLease({ queues: [queueIn(2)], workerId: "w", credits: 10 }, fresh);
     await waitFor(() => fresh.grants.length === 5, 2_000);
     expect(new Set(fresh.jids)).toEqual(new Set(jids.filter((jid) => partitionOfId(jid, COUNT) === 2)));
   }, 30_000);

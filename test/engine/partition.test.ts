@@ -3,7 +3,13 @@ import { describe, expect, it } from "vitest";
 import { isUuidV4 } from "../../src/model/limits.js";
 import { fnv1a32, MAX_PARTITIONS, partitionOfId, queuePartitions, withPartition } from "../../src/model/partition.js";
 import { partitionedIds, randomUuidV4 } from "../../src/engine/uuid.js";
+import { unfinishedJobs } from "../../src/engine/engine.js";
 import { batch, flush, lease, openEngine } from "./helpers.js";
+
+/** A queue name whose home is `partition` of `count`. */
+function queueIn(partition: number, count: number): string {
+  for (let i = 0; ; i++) if (fnv1a32(`q${i}`) % count === partition) return `q${i}`;
+}
 
 describe("partition placement (docs/scale-out.md)", () => {
   it("fnv1a32 is FNV-1a over UTF-8 bytes: the published test vectors, and a non-ASCII name", () => {
@@ -55,9 +61,10 @@ describe("partition placement (docs/scale-out.md)", () => {
     expect(lowBits.size).toBeGreaterThan(500);
 
     const { engine } = await openEngine({ partition: { index: 3, count: 4 } });
-    const { session, sink } = await lease(engine, ["q"], 20);
+    const queue = queueIn(3, 4);
+    const { session, sink } = await lease(engine, [queue], 20);
     const results = await engine.submit(
-      Array.from({ length: 20 }, () => ({ type: "t", queue: "q" })),
+      Array.from({ length: 20 }, () => ({ type: "t", queue })),
       batch,
     );
     const created = await engine.createBatch({ description: "b" });
@@ -69,6 +76,43 @@ describe("partition placement (docs/scale-out.md)", () => {
       expect(partitionOfId(id, 4)).toBe(3);
     }
     expect(new Set(ids).size).toBe(ids.length);
+  });
+
+  it("a partition's engine refuses a job whose queue lives in another partition, as a submit, a batch callback or a schedule's template", async () => {
+    const { engine } = await openEngine({ partition: { index: 1, count: 4 } });
+    const elsewhere = queueIn(2, 4);
+    const refusal = {
+      code: "WORQ_FAILED_PRECONDITION",
+      message: expect.stringContaining(`queue "${elsewhere}" lives in partition 2; this is partition 1`),
+    };
+    await expect(
+      engine.submit(
+        [
+          { type: "t", queue: queueIn(1, 4) },
+          { type: "t", queue: elsewhere },
+        ],
+        batch,
+      ),
+    ).rejects.toMatchObject({
+      ...refusal,
+      field: "jobs[1].queue",
+    });
+    await expect(engine.createBatch({ onComplete: { job: { type: "t", queue: elsewhere } } })).rejects.toMatchObject(refusal);
+    await expect(
+      engine.putSchedule({
+        name: "s",
+        cron: "* * * * *",
+        timeZone: "UTC",
+        job: { type: "t", queue: elsewhere },
+        missed: "SKIP",
+        catchUpMax: 1,
+        overlap: "ALLOW",
+        paused: false,
+        description: "",
+      }),
+    ).rejects.toMatchObject(refusal);
+    // Nothing was stored: the home queue's job of the refused submit is not there either.
+    expect(unfinishedJobs(engine.info())).toBe(0);
   });
 
   it("an engine refuses a partition that is not one of its count", () => {

@@ -1,8 +1,8 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { create, toBinary, type DescMethod, type DescService } from "@bufbuild/protobuf";
-import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { create, toBinary, type DescService } from "@bufbuild/protobuf";
+import { Code, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -15,6 +15,7 @@ import { printFigures } from "../fault/support/figures.js";
 import { establishedOnPorts } from "../fault/support/tcp-connections.js";
 import { messageArbitrary } from "./support/proto-arbitrary.js";
 import { frame, RawGrpc, type RawAnswer } from "./support/raw-grpc.js";
+import { callOnce } from "./support/call-once.js";
 
 /**
  * Hostile input (issue #7 item 6) against a real `worq serve` process: random messages of
@@ -267,34 +268,6 @@ describe("fuzzing every RPC of a real server process", () => {
 });
 
 /** One call of any RPC; a Lease stream is read for its first message and then dropped. */
-async function callOnce(
-  client: Record<string, (request: unknown, options: object) => unknown>,
-  method: DescMethod,
-  request: unknown,
-): Promise<ConnectError | undefined> {
-  const abort = new AbortController();
-  try {
-    if (method.methodKind === "server_streaming") {
-      const timer = setTimeout(() => abort.abort(), 300);
-      try {
-        for await (const _ of client[method.localName]!(request, { signal: abort.signal }) as AsyncIterable<unknown>) break;
-      } finally {
-        clearTimeout(timer);
-      }
-    } else {
-      await client[method.localName]!(request, { timeoutMs: 2_000, signal: abort.signal });
-    }
-    return undefined;
-  } catch (error) {
-    const connectError = ConnectError.from(error);
-    // Our own abort or deadline: not the server's answer.
-    if (abort.signal.aborted || connectError.code === Code.DeadlineExceeded || connectError.code === Code.Canceled) return undefined;
-    return connectError;
-  } finally {
-    abort.abort();
-  }
-}
-
 function rssKb(pid: number): number {
   const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
   return Number(match?.[1] ?? 0);

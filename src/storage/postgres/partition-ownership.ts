@@ -18,6 +18,13 @@ export async function ensureOwnershipSchema(client: pg.ClientBase): Promise<void
       epoch bigint NOT NULL DEFAULT 0,
       lease_until timestamptz
     );
+    -- Where the owner serves the partition (its gRPC host:port), published once it is loaded.
+    ALTER TABLE ${OWNERSHIP_SCHEMA}.partitions ADD COLUMN IF NOT EXISTS grpc_address text;
+    -- The partition count, fixed when the first node starts: jids and queues are placed by it.
+    CREATE TABLE IF NOT EXISTS ${OWNERSHIP_SCHEMA}.layout (
+      only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+      partition_count integer NOT NULL
+    );
     -- The nodes that serve partitions, each seen at its last tick: the live ones share them.
     CREATE TABLE IF NOT EXISTS ${OWNERSHIP_SCHEMA}.partition_nodes (node_id text PRIMARY KEY, seen_at timestamptz NOT NULL);
     -- Taken FOR SHARE by every commit of an owner: a takeover's UPDATE waits for the commits in
@@ -35,6 +42,16 @@ export async function ensureOwnershipSchema(client: pg.ClientBase): Promise<void
 }
 
 /**
+ * Records `count` as the cluster's partition count if none is yet, and returns the one on
+ * record: a node must run with it, since every jid and queue was placed by it.
+ */
+export async function settlePartitionCount(client: pg.ClientBase, count: number): Promise<number> {
+  await client.query(`INSERT INTO ${OWNERSHIP_SCHEMA}.layout (partition_count) VALUES ($1) ON CONFLICT DO NOTHING`, [count]);
+  const { rows } = await client.query<{ partition_count: number }>(`SELECT partition_count FROM ${OWNERSHIP_SCHEMA}.layout`);
+  return rows[0]!.partition_count;
+}
+
+/**
  * Takes partition `id` for `node` if it is free or its owner's lease has run out (on the
  * database's clock); returns the new epoch, or undefined when another node holds it.
  */
@@ -42,7 +59,8 @@ export async function claimPartition(client: pg.ClientBase, id: number, node: st
   await client.query(`INSERT INTO ${OWNERSHIP_SCHEMA}.partitions (id) VALUES ($1) ON CONFLICT (id) DO NOTHING`, [id]);
   const { rows } = await client.query<{ epoch: string }>(
     `UPDATE ${OWNERSHIP_SCHEMA}.partitions
-        SET owner_node = $2, epoch = epoch + 1, lease_until = now() + make_interval(secs => $3::double precision / 1000)
+        SET owner_node = $2, epoch = epoch + 1, lease_until = now() + make_interval(secs => $3::double precision / 1000),
+            grpc_address = NULL
       WHERE id = $1 AND (owner_node IS NULL OR lease_until < now())
       RETURNING epoch`,
     [id, node, leaseMs],
@@ -63,10 +81,47 @@ export async function renewPartition(client: pg.ClientBase, id: number, node: st
 /** Gives partition `id` up (a graceful handoff): free at once for the next claim, if `node` still owns it at `epoch`. */
 export async function releasePartition(client: pg.ClientBase, id: number, node: string, epoch: number): Promise<boolean> {
   const { rowCount } = await client.query(
-    `UPDATE ${OWNERSHIP_SCHEMA}.partitions SET owner_node = NULL, lease_until = NULL WHERE id = $1 AND owner_node = $2 AND epoch = $3`,
+    `UPDATE ${OWNERSHIP_SCHEMA}.partitions SET owner_node = NULL, lease_until = NULL, grpc_address = NULL WHERE id = $1 AND owner_node = $2 AND epoch = $3`,
     [id, node, epoch],
   );
   return rowCount === 1;
+}
+
+/** Says where `node` serves partition `id` (its gRPC host:port), if it still owns it at `epoch`. */
+export async function publishAddress(
+  client: pg.ClientBase,
+  id: number,
+  node: string,
+  epoch: number,
+  grpcAddress: string,
+): Promise<boolean> {
+  const { rowCount } = await client.query(
+    `UPDATE ${OWNERSHIP_SCHEMA}.partitions SET grpc_address = $4 WHERE id = $1 AND owner_node = $2 AND epoch = $3`,
+    [id, node, epoch, grpcAddress],
+  );
+  return rowCount === 1;
+}
+
+/** Who serves a partition, as the ownership table says. */
+export interface PartitionOwner {
+  node: string;
+  epoch: number;
+  /** Where it is served; absent while its owner is still loading it. */
+  grpcAddress?: string;
+}
+
+/** The owner of each partition whose lease has not run out (on the database's clock), by partition. */
+export async function partitionOwners(client: pg.ClientBase): Promise<Map<number, PartitionOwner>> {
+  const { rows } = await client.query<{ id: number; owner_node: string; epoch: string; grpc_address: string | null }>(
+    `SELECT id, owner_node, epoch, grpc_address FROM ${OWNERSHIP_SCHEMA}.partitions
+      WHERE owner_node IS NOT NULL AND lease_until > now()`,
+  );
+  return new Map(
+    rows.map((row) => [
+      row.id,
+      { node: row.owner_node, epoch: Number(row.epoch), ...(row.grpc_address !== null && { grpcAddress: row.grpc_address }) },
+    ]),
+  );
 }
 
 /** Records `node` as live now; returns the ids of the nodes seen within `liveMs` (itself included), sorted. */

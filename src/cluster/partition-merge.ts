@@ -1,0 +1,248 @@
+import * as grpc from "@grpc/grpc-js";
+import { create, fromBinary, toBinary, type DescMessage, type DescMethod, type MessageShape } from "@bufbuild/protobuf";
+import {
+  ControlWorkerResponseSchema,
+  GetServerInfoResponseSchema,
+  ListWorkersResponseSchema,
+  RetryJobsRequestSchema,
+  RetryJobsResponseSchema,
+  RunJobsNowRequestSchema,
+  RunJobsNowResponseSchema,
+} from "@worq/client/gen/worq/v1/admin_service_pb.js";
+import {
+  RenewRequestSchema,
+  RenewResponseSchema,
+  ReportRequestSchema,
+  ReportResponseSchema,
+  type ItemResult,
+  type RenewResult,
+} from "@worq/client/gen/worq/v1/worker_service_pb.js";
+import { partitionOfId } from "../model/partition.js";
+import type { Placement } from "./call-routes.js";
+
+/** Sends `request` (encoded) to the server of `partition`; rejects with the gRPC status it failed with. */
+export type AskPartition = (
+  partition: number,
+  path: string,
+  request: Buffer,
+  metadata: grpc.Metadata,
+  deadline: grpc.Deadline,
+) => Promise<Buffer>;
+type Ask = (partition: number, request: Buffer) => Promise<Buffer>;
+
+/** The listings paged across partitions: the repeated field of the answer and the page size an unset one means. */
+const PAGED: Record<string, { items: string; defaultSize: number }> = {
+  ListJobs: { items: "jobs", defaultSize: 100 },
+  ListQueues: { items: "queues", defaultSize: 100 },
+  ListSchedules: { items: "schedules", defaultSize: 1000 },
+  ListBatches: { items: "batches", defaultSize: 100 },
+};
+
+/**
+ * The answer to a call about every partition. A listing is read one partition after another,
+ * the page token holding the partition and that partition's own token, so paging is stable:
+ * a page never repeats or skips an item of a partition, whatever moves in the others. (Order
+ * therefore holds within each partition, not across them.) Totals are summed; workers listed
+ * from every partition; a worker command goes to every partition holding one of its streams.
+ */
+export async function mergeAll(method: DescMethod, partitions: number[], request: Buffer, ask: Ask, nodeId: string): Promise<Buffer> {
+  const paged = PAGED[method.name];
+  if (paged) return pageAcross(method, paged, partitions.length, request, ask);
+  const answers = (schema: DescMessage) =>
+    Promise.all(partitions.map(async (p) => fromBinary(schema, await ask(p, request)) as MessageShape<typeof schema>));
+  switch (method.name) {
+    case "GetServerInfo": {
+      const infos = (await answers(GetServerInfoResponseSchema)) as MessageShape<typeof GetServerInfoResponseSchema>[];
+      const first = infos[0]!;
+      const sum = (pick: (info: (typeof infos)[number]) => number | bigint) =>
+        infos.reduce((total, info) => total + BigInt(pick(info)), 0n);
+      return encode(GetServerInfoResponseSchema, {
+        ...first,
+        nodeId,
+        connectedWorkers: Number(sum((info) => info.connectedWorkers)),
+        connectedClients: Number(sum((info) => info.connectedClients)),
+        totalProcessed: sum((info) => info.totalProcessed),
+        totalFailed: sum((info) => info.totalFailed),
+        totalSubmitted: sum((info) => info.totalSubmitted),
+        evictedJobs: sum((info) => info.evictedJobs),
+        liveJobs: sum((info) => info.liveJobs),
+      });
+    }
+    case "ListWorkers": {
+      const lists = (await answers(ListWorkersResponseSchema)) as MessageShape<typeof ListWorkersResponseSchema>[];
+      return encode(ListWorkersResponseSchema, { workers: lists.flatMap((list) => list.workers) });
+    }
+    case "ControlWorker": {
+      // A worker's streams may be open to several partitions: each is told; found nowhere is NOT_FOUND.
+      const settled = await Promise.allSettled(partitions.map((p) => ask(p, request)));
+      let streams = 0;
+      for (const result of settled) {
+        if (result.status === "fulfilled") streams += fromBinary(ControlWorkerResponseSchema, result.value).streams;
+        else if ((result.reason as grpc.StatusObject).code !== grpc.status.NOT_FOUND) throw result.reason;
+      }
+      if (streams === 0) throw (settled[0] as PromiseRejectedResult).reason;
+      return encode(ControlWorkerResponseSchema, { streams });
+    }
+    default:
+      throw new Error(`no merge for ${method.name}`);
+  }
+}
+
+async function pageAcross(
+  method: DescMethod,
+  paged: { items: string; defaultSize: number },
+  count: number,
+  request: Buffer,
+  ask: Ask,
+): Promise<Buffer> {
+  const asked = fromBinary(method.input, request) as MessageShape<DescMessage> & { pageSize: number; pageToken: string };
+  const size = asked.pageSize || paged.defaultSize;
+  let [partition, token] = parsePageToken(asked.pageToken, count);
+  const items: unknown[] = [];
+  let next = "";
+  while (partition < count) {
+    const part = fromBinary(
+      method.output,
+      await ask(partition, encode(method.input, { ...asked, pageSize: size - items.length, pageToken: token })),
+    ) as MessageShape<DescMessage> & { nextPageToken: string };
+    items.push(...(part as unknown as Record<string, unknown[]>)[paged.items]!);
+    if (part.nextPageToken) [token, next] = [part.nextPageToken, `${partition}:${part.nextPageToken}`];
+    else [partition, token, next] = [partition + 1, "", partition + 1 < count ? `${partition + 1}:` : ""];
+    // A full page, or a partition's page cut short by its scan limit: answer what there is.
+    if (items.length >= size || part.nextPageToken) break;
+  }
+  return encode(method.output, { [paged.items]: items, nextPageToken: next });
+}
+
+/** A listing's page token: "<partition>:<that partition's own token>"; empty starts at partition 0. */
+function parsePageToken(token: string, count: number): [number, string] {
+  if (token === "") return [0, ""];
+  const colon = token.indexOf(":");
+  const partition = colon > 0 ? Number(token.slice(0, colon)) : NaN;
+  if (!(Number.isInteger(partition) && partition >= 0 && partition < count)) {
+    throw {
+      code: grpc.status.INVALID_ARGUMENT,
+      details: "page_token: not a page token of this cluster (pass the next_page_token of the last page)",
+    };
+  }
+  return [partition, token.slice(colon + 1)];
+}
+
+/**
+ * A call naming jobs of several partitions, split into one call per partition and its answers
+ * joined: per-item results in the order asked (a partition whose call failed gives each of its
+ * items that call's code), counts summed. A SubmitBatch is all or none, which a split cannot
+ * keep yet: refused, naming the partitions.
+ */
+export async function splitItems(method: DescMethod, request: Buffer, placement: Placement, ask: Ask): Promise<Buffer> {
+  const of = (jid: string) => partitionOfId(jid, placement.count) ?? 0;
+  switch (method.name) {
+    case "Report": {
+      const report = fromBinary(ReportRequestSchema, request);
+      const results = await perItem(
+        [...report.acks.map((ack) => ack.jid), ...report.fails.map((fail) => fail.jid)],
+        of,
+        async (picked) => {
+          const answer = fromBinary(
+            ReportResponseSchema,
+            await ask(
+              picked.partition,
+              encode(ReportRequestSchema, {
+                acks: picked.indexes.filter((i) => i < report.acks.length).map((i) => report.acks[i]!),
+                fails: picked.indexes.filter((i) => i >= report.acks.length).map((i) => report.fails[i - report.acks.length]!),
+              }),
+            ),
+          );
+          return [...answer.acks, ...answer.fails];
+        },
+        (jid, code, message): ItemResult => ({ $typeName: "worq.v1.ItemResult", jid, code, message, state: 0 }),
+      );
+      return encode(ReportResponseSchema, { acks: results.slice(0, report.acks.length), fails: results.slice(report.acks.length) });
+    }
+    case "Renew": {
+      const renew = fromBinary(RenewRequestSchema, request);
+      const results = await perItem(
+        renew.leases.map((lease) => lease.jid),
+        of,
+        async (picked) =>
+          fromBinary(
+            RenewResponseSchema,
+            await ask(picked.partition, encode(RenewRequestSchema, { leases: picked.indexes.map((i) => renew.leases[i]!) })),
+          ).results,
+        (jid, code, message): RenewResult => ({ $typeName: "worq.v1.RenewResult", jid, code, message }),
+      );
+      return encode(RenewResponseSchema, { results });
+    }
+    case "RunJobsNow": {
+      const run = fromBinary(RunJobsNowRequestSchema, request);
+      const parts = await Promise.all(
+        groups(run.jids, of).map(async ([partition, jids]) =>
+          fromBinary(RunJobsNowResponseSchema, await ask(partition, encode(RunJobsNowRequestSchema, { ...run, jids }))),
+        ),
+      );
+      return encode(RunJobsNowResponseSchema, { scheduled: parts.reduce((total, part) => total + part.scheduled, 0n) });
+    }
+    case "RetryJobs": {
+      const retry = fromBinary(RetryJobsRequestSchema, request);
+      const parts = await Promise.all(
+        groups(retry.jids, of).map(async ([partition, jids]) =>
+          fromBinary(RetryJobsResponseSchema, await ask(partition, encode(RetryJobsRequestSchema, { ...retry, jids }))),
+        ),
+      );
+      return encode(RetryJobsResponseSchema, { retried: parts.reduce((total, part) => total + part.retried, 0n) });
+    }
+    case "SubmitBatch":
+      throw {
+        code: grpc.status.FAILED_PRECONDITION,
+        details:
+          "jobs: a SubmitBatch is stored all or none, and its jobs' queues live in different partitions, " +
+          "which this cluster cannot yet commit as one: submit one batch per partition's queues",
+      };
+    default:
+      throw new Error(`no split for ${method.name}`);
+  }
+}
+
+/** Items grouped by partition, in first-seen order. */
+function groups(jids: readonly string[], of: (jid: string) => number): [number, string[]][] {
+  const byPartition = new Map<number, string[]>();
+  for (const jid of jids) {
+    const partition = of(jid);
+    const list = byPartition.get(partition);
+    if (list) list.push(jid);
+    else byPartition.set(partition, [jid]);
+  }
+  return [...byPartition];
+}
+
+/** Runs `send` once per partition over the items' indexes; joins the results in the order asked. */
+async function perItem<R>(
+  jids: string[],
+  of: (jid: string) => number,
+  send: (picked: { partition: number; indexes: number[] }) => Promise<R[]>,
+  failed: (jid: string, code: number, message: string) => R,
+): Promise<R[]> {
+  const byPartition = new Map<number, number[]>();
+  jids.forEach((jid, i) => {
+    const partition = of(jid);
+    byPartition.set(partition, [...(byPartition.get(partition) ?? []), i]);
+  });
+  const results: R[] = new Array<R>(jids.length);
+  await Promise.all(
+    [...byPartition].map(async ([partition, indexes]) => {
+      try {
+        const answers = await send({ partition, indexes });
+        indexes.forEach((index, k) => (results[index] = answers[k]!));
+      } catch (error) {
+        const status = error as grpc.StatusObject;
+        for (const index of indexes)
+          results[index] = failed(jids[index]!, status.code ?? grpc.status.INTERNAL, status.details ?? String(error));
+      }
+    }),
+  );
+  return results;
+}
+
+function encode<S extends DescMessage>(schema: S, init: Record<string, unknown>): Buffer {
+  return Buffer.from(toBinary(schema, create(schema, init as never)));
+}

@@ -1,0 +1,247 @@
+import * as grpc from "@grpc/grpc-js";
+import { fromBinary, type DescMessage, type DescMethod, type DescService, type MessageShape } from "@bufbuild/protobuf";
+import type { FileDescriptorSet } from "@bufbuild/protobuf/wkt";
+import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
+import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
+import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
+import type { Logger } from "../log.js";
+import type { AccessControl } from "../transport/auth/access-control.js";
+import { grpcAccessInterceptor } from "../transport/auth/grpc-interceptor.js";
+import { capGrpcConnections } from "../transport/connection-caps.js";
+import { addHealthAndReflection, bindGrpc, serverChannelOptions, type PortTls } from "../transport/grpc-server.js";
+import { internalErrorMessage, newRequestId } from "../transport/request-id.js";
+import { adminRoutes, producerRoutes, workerRoutes, type Placement } from "./call-routes.js";
+import { guardedStream, guardedUnary, outgoing, rawBytes, statusOf } from "./forwarder.js";
+import { LeaderLink, type LinkTls } from "./leader-link.js";
+import { mergeAll, splitItems, type AskPartition } from "./partition-merge.js";
+
+/** Who serves each partition, as this node last read it. */
+export interface PartitionDirectory {
+  readonly placement: Placement;
+  /** Where partition `partition` is served (gRPC host:port); undefined while it has no owner serving it. */
+  addressOf(partition: number): string | undefined;
+  /** The partition a call that any partition may take goes to: one this node serves, if any. */
+  anyPartition(): number;
+  /** Re-reads the owners now (a call found a partition gone from where it was); settles when read. */
+  refresh(): Promise<void>;
+}
+
+/** How long a call waits for a partition to be served again (a handoff or takeover under way) before UNAVAILABLE. */
+const OWNER_WAIT_MS = 3_000;
+
+export interface PartitionRouterOptions {
+  nodeId: string;
+  host: string;
+  grpcPort: number;
+  maxMessageBytes: number;
+  descriptorSet: FileDescriptorSet;
+  tls?: PortTls;
+  /** TLS of the links to the partitions' servers; unset = plaintext. */
+  linkTls?: LinkTls;
+  /** Tokens are checked here and again by the partition's server, which gets them in the metadata. */
+  access: AccessControl;
+  connectionCaps: { maxConnections: number; headerTimeoutMs: number };
+  directory: PartitionDirectory;
+  log: Logger;
+}
+
+export interface PartitionRouter {
+  grpcPort: number;
+  /** The server of a partition this node serves stopped: health follows whether any are served. */
+  close(): Promise<void>;
+}
+
+const ROUTES: Record<string, Record<string, (request: never, placement: Placement) => ReturnType<(typeof adminRoutes)["getJob"]>>> = {
+  [ProducerService.typeName]: producerRoutes,
+  [WorkerService.typeName]: workerRoutes,
+  [AdminService.typeName]: adminRoutes,
+};
+
+/**
+ * A partitioned node's public gRPC port (docs/scale-out.md, "Any node answers any call"):
+ * each call is decoded only as far as its route needs (src/cluster/call-routes.ts) and passed
+ * byte for byte to the server of the partition it names, on this node or another; a call
+ * about every partition (listings, totals, workers) asks each and merges; a Report, Renew,
+ * RunJobsNow or RetryJobs naming jobs of several partitions is split and its answers joined
+ * in order. A call whose partition has no owner serving it right now gets UNAVAILABLE, and the
+ * directory is read again. A handler that throws fails its one call, never the process.
+ */
+export async function startPartitionRouter(options: PartitionRouterOptions): Promise<PartitionRouter> {
+  const links = new Map<string, LeaderLink>();
+  const linkTo = (address: string) => {
+    let link = links.get(address);
+    if (!link) {
+      link = new LeaderLink({ nodeId: "", grpcAddress: address, httpAddress: "" }, options.linkTls, options.maxMessageBytes);
+      links.set(address, link);
+    }
+    return link;
+  };
+  const { directory } = options;
+  const unserved = (partition: number): Partial<grpc.StatusObject> => ({
+    code: grpc.status.UNAVAILABLE,
+    details: `partition ${partition} has no owner serving it right now (a node joined, left or died); retry`,
+  });
+  /**
+   * Where `partition` is served; while a handoff or takeover leaves it without one, the
+   * directory is read again until it has one (within OWNER_WAIT_MS and the call's deadline).
+   */
+  const addressFor = async (partition: number, deadline: grpc.Deadline): Promise<string> => {
+    const until = Math.min(Date.now() + OWNER_WAIT_MS, deadlineMs(deadline));
+    for (;;) {
+      const address = directory.addressOf(partition);
+      if (address !== undefined) return address;
+      if (Date.now() >= until) throw unserved(partition);
+      await Promise.all([directory.refresh(), new Promise((resolve) => setTimeout(resolve, 100))]);
+    }
+  };
+  /** The status of a call that failed on its way to a partition, with the directory read again if the owner was gone. */
+  const failedAt = (error: grpc.ServiceError): Partial<grpc.StatusObject> => {
+    if (error.code === grpc.status.UNAVAILABLE) void directory.refresh();
+    return statusOf(error);
+  };
+
+  const ask: AskPartition = async (partition, path, request, metadata, deadline) => {
+    const address = await addressFor(partition, deadline);
+    return new Promise((resolve, reject) => {
+      linkTo(address).call((client) =>
+        client.makeUnaryRequest(path, rawBytes, rawBytes, request, outgoing(metadata, options.nodeId), { deadline }, (error, response) =>
+          error ? reject(failedAt(error)) : resolve(response!),
+        ),
+      );
+    });
+  };
+
+  const interceptors = options.access.guards ? [grpcAccessInterceptor(options.access)] : [];
+  const server = new grpc.Server({ ...serverChannelOptions(options.maxMessageBytes), interceptors });
+  for (const service of [ProducerService, WorkerService, AdminService] as DescService[]) {
+    const definition: Record<string, grpc.MethodDefinition<Buffer, Buffer>> = {};
+    const handlers: grpc.UntypedServiceImplementation = {};
+    const routes = ROUTES[service.typeName]!;
+    for (const method of service.methods) {
+      const path = `/${service.typeName}/${method.name}`;
+      const streaming = method.methodKind === "server_streaming";
+      definition[method.localName] = {
+        path,
+        requestStream: false,
+        responseStream: streaming,
+        requestSerialize: rawBytes,
+        requestDeserialize: rawBytes,
+        responseSerialize: rawBytes,
+        responseDeserialize: rawBytes,
+      };
+      const internal = (error: unknown): Partial<grpc.StatusObject> => {
+        const requestId = newRequestId();
+        options.log.error("routing a call failed", {
+          requestId,
+          rpc: path,
+          error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+        });
+        return { code: grpc.status.INTERNAL, details: internalErrorMessage(requestId) };
+      };
+      const route = routes[method.localName]!;
+      /** The call's one partition, or a reason it has several (undefined: a merge or split decides). */
+      const target = (request: Buffer): { partition: number } | { several: number[] } | { all: true } => {
+        let decoded: MessageShape<DescMessage>;
+        try {
+          decoded = fromBinary(method.input, request);
+        } catch {
+          // Not ours to judge: the partition's server answers it as a server does.
+          return { partition: directory.anyPartition() };
+        }
+        const to = route(decoded as never, directory.placement);
+        switch (to.kind) {
+          case "one":
+            return { partition: to.partition };
+          case "none":
+          case "any":
+            return { partition: directory.anyPartition() };
+          case "all":
+            return { all: true };
+          case "some":
+          case "items": {
+            const named: readonly (number | undefined)[] = to.partitions;
+            const distinct = [...new Set(named.filter((p): p is number => p !== undefined))];
+            return distinct.length <= 1
+              ? { partition: distinct[0] ?? directory.anyPartition() }
+              : { several: distinct.sort((a, b) => a - b) };
+          }
+        }
+      };
+      /** A stream goes whole to its one partition's server, messages and back-pressure passed through. */
+      const forwardStream = async (call: grpc.ServerWritableStream<Buffer, Buffer>): Promise<void> => {
+        const to = target(call.request);
+        if (!("partition" in to)) return void call.emit("error", severalForStream(method, to));
+        let address: string;
+        try {
+          address = await addressFor(to.partition, call.getDeadline());
+        } catch (status) {
+          return void call.emit("error", status);
+        }
+        if (call.cancelled) return;
+        const upstream = linkTo(address).call((client) =>
+          client.makeServerStreamRequest(path, rawBytes, rawBytes, call.request, outgoing(call.metadata, options.nodeId), {
+            deadline: call.getDeadline(),
+          }),
+        );
+        upstream.on("data", (chunk: Buffer) => {
+          if (call.write(chunk)) return;
+          upstream.pause(); // back-pressure from the worker reaches the partition's engine
+          call.once("drain", () => upstream.resume());
+        });
+        upstream.on("status", (status: grpc.StatusObject) => {
+          if (status.code === grpc.status.OK) call.end(status.metadata);
+        });
+        upstream.on("error", (error: grpc.ServiceError) => {
+          if (!call.cancelled) call.emit("error", failedAt(error));
+        });
+        call.on("cancelled", () => upstream.cancel());
+      };
+      handlers[method.localName] = streaming
+        ? guardedStream(internal, (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
+            void forwardStream(call).catch((error: unknown) => call.emit("error", internal(error)));
+          })
+        : guardedUnary(internal, (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
+            const to = target(call.request);
+            const deadline = call.getDeadline();
+            const answer = (result: Promise<Buffer>) =>
+              result.then(
+                (response) => callback(null, response),
+                (status: Partial<grpc.StatusObject> | Error) => callback(status instanceof Error ? internal(status) : status),
+              );
+            if ("partition" in to) return void answer(ask(to.partition, path, call.request, call.metadata, deadline));
+            const partitions = "all" in to ? Array.from({ length: directory.placement.count }, (_, i) => i) : to.several;
+            const merged =
+              "all" in to
+                ? mergeAll(method, partitions, call.request, (p, body) => ask(p, path, body, call.metadata, deadline), options.nodeId)
+                : splitItems(method, call.request, directory.placement, (p, body) => ask(p, path, body, call.metadata, deadline));
+            void answer(merged);
+          });
+    }
+    server.addService(definition, handlers);
+  }
+  addHealthAndReflection(server, options.descriptorSet);
+  const grpcPort = await bindGrpc(server, options.host, options.grpcPort, options.tls);
+  capGrpcConnections(server, { port: "grpc", ...options.connectionCaps, observe: () => {} });
+  return {
+    grpcPort,
+    async close() {
+      server.forceShutdown();
+      for (const link of links.values()) link.close();
+    },
+  };
+}
+
+function deadlineMs(deadline: grpc.Deadline): number {
+  return deadline instanceof Date ? deadline.getTime() : deadline;
+}
+
+/** A stream naming several partitions: a Lease over queues that live apart. */
+function severalForStream(method: DescMethod, to: { several: number[] } | { all: true }): Partial<grpc.StatusObject> {
+  const partitions = "several" in to ? to.several.join(", ") : "all";
+  return {
+    code: grpc.status.UNIMPLEMENTED,
+    details:
+      `${method.name}: its queues live in partitions ${partitions}, and a node does not merge one stream from ` +
+      "several partitions yet: open one Lease per partition's queues",
+  };
+}

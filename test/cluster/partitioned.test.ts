@@ -1,0 +1,153 @@
+import { Code } from "@connectrpc/connect";
+import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
+import { StreamWorker } from "../e2e/support/clients.js";
+import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
+import { sleep, spawnNode, type ClusterProcess } from "./support/cluster.js";
+
+const available = postgresAvailable();
+const COUNT = 4;
+
+/** Two queue names that live in `partition`. */
+function queuesIn(partition: number): string[] {
+  const found: string[] = [];
+  for (let i = 0; found.length < 2; i++) if (fnv1a32(`pq${i}`) % COUNT === partition) found.push(`pq${i}`);
+  return found;
+}
+const QUEUES = Array.from({ length: COUNT }, (_, p) => queuesIn(p)).flat();
+
+async function partitionsOf(node: ClusterProcess): Promise<number[]> {
+  const reply = await fetch(`http://127.0.0.1:${node.httpPort}/healthz`);
+  return ((await reply.json()) as { partitions: number[] }).partitions;
+}
+
+async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await check();
+      if (value !== undefined) return value;
+    } catch (error) {
+      last = error;
+    }
+    await sleep(100);
+  }
+  throw new Error(`${what}: not within ${timeoutMs} ms (${String(last)})`);
+}
+
+describe.skipIf(!available)("partitioned cluster: worq serve --cluster --partitions, any node answers any call (real PostgreSQL)", () => {
+  let postgres: PostgresCluster;
+  const nodes: ClusterProcess[] = [];
+  beforeAll(async () => {
+    postgres = await startPostgres();
+  }, 120_000);
+  afterAll(async () => {
+    for (const node of nodes) node.child.kill("SIGKILL");
+    await Promise.all(nodes.map((node) => node.exited));
+    await postgres?.stop();
+  });
+
+  it("two nodes share four partitions; jobs are placed by queue, read, listed, leased and acked through either node; a dead node's partitions serve again", async () => {
+    const url = await postgres.createDatabase();
+    const a = await spawnNode(url, "node-a", ["--partitions", String(COUNT)]);
+    nodes.push(a);
+    const b = await spawnNode(url, "node-b", ["--partitions", String(COUNT)]);
+    nodes.push(b);
+    await until(
+      "two partitions each",
+      async () => ((await partitionsOf(a)).length === 2 && (await partitionsOf(b)).length === 2) || undefined,
+      20_000,
+    );
+
+    // Submitted through node-a: each job lands in its queue's partition, its jid says so.
+    const jids = new Map<string, string>();
+    for (const queue of QUEUES) {
+      for (let i = 0; i < 3; i++) {
+        const { jid } = await a.clients.producer.submit({ job: { type: "t", queue } });
+        expect(partitionOfId(jid, COUNT)).toBe(fnv1a32(queue) % COUNT);
+        jids.set(jid, queue);
+      }
+    }
+    // Read through node-b, wherever each job lives.
+    for (const [jid, queue] of jids) {
+      const { job } = await b.clients.admin.getJob({ jid });
+      expect(job?.queue).toBe(queue);
+    }
+    // Listed across partitions in small pages: every job once.
+    const listed: string[] = [];
+    let pageToken = "";
+    do {
+      const page = await b.clients.admin.listJobs({ pageSize: 5, pageToken });
+      listed.push(...page.jobs.map((job) => job.jid));
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+    expect([...listed].sort()).toEqual([...jids.keys()].sort());
+    const queues = await a.clients.admin.listQueues({});
+    expect(queues.queues.map((q) => q.queue).sort()).toEqual([...QUEUES].sort());
+    expect((await a.clients.admin.getServerInfo({})).liveJobs).toBe(BigInt(jids.size));
+
+    // A Report naming jobs of two partitions is split and its answers come back in order.
+    const [x, y] = [[...jids].find(([, q]) => q === QUEUES[0])![0], [...jids].find(([, q]) => q === QUEUES[2])![0]];
+    const report = await a.clients.worker.report({
+      acks: [
+        { jid: x, leaseId: "no-lease" },
+        { jid: y, leaseId: "no-lease" },
+      ],
+    });
+    expect(report.acks.map((item) => item.jid)).toEqual([x, y]);
+    expect(report.acks.every((item) => item.code !== 0)).toBe(true);
+    // What a node cannot keep whole yet is refused by name, and nothing is stored.
+    await expect(
+      a.clients.producer.submitBatch({
+        jobs: [
+          { type: "t", queue: QUEUES[0] },
+          { type: "t", queue: QUEUES[2] },
+        ],
+      }),
+    ).rejects.toMatchObject({ code: Code.FailedPrecondition, rawMessage: expect.stringContaining("jobs:") });
+    const split = new StreamWorker(b.clients, { queues: [QUEUES[0]!, QUEUES[2]!], workerId: "w-split", credits: 1 });
+    expect(await split.ended).toMatchObject({ code: Code.Unimplemented });
+
+    // One raw-stub worker per partition's queues, through node-b: every job runs and is acked.
+    const workers = Array.from(
+      { length: COUNT },
+      (_, p) => new StreamWorker(b.clients, { queues: queuesIn(p), workerId: `w${p}`, credits: 4 }),
+    );
+    let acked = 0;
+    await Promise.all(
+      workers.map(async (worker) => {
+        for (let i = 0; i < 6; i++) {
+          const job = await worker.next(10_000);
+          await b.clients.worker.ack({ jid: job.job!.jid, leaseId: job.leaseId });
+          acked++;
+        }
+      }),
+    );
+    expect(acked).toBe(jids.size);
+    for (const jid of jids.keys()) expect((await a.clients.admin.getJob({ jid })).job?.state).toBe(JobState.COMPLETED);
+    await Promise.all(workers.map((worker) => worker.stop()));
+
+    // node-b dies: node-a serves all four partitions within 10 s, with node-b's jobs.
+    const more = await a.clients.producer.submit({ job: { type: "t", queue: QUEUES[(await partitionsOf(b))[0]! * 2]! } });
+    b.child.kill("SIGKILL");
+    const killedAt = Date.now();
+    await until("node-a serves all", async () => (await partitionsOf(a)).length === COUNT || undefined, 15_000);
+    const { job } = await until(
+      "the job on node-b's partition reads through node-a",
+      async () => a.clients.admin.getJob({ jid: more.jid }),
+      5_000,
+    );
+    const tookMs = Date.now() - killedAt;
+    expect(job?.state).toBe(JobState.SCHEDULED);
+    expect(tookMs).toBeLessThan(10_000);
+    console.log(`partitioned takeover: node-b's partitions served by node-a ${tookMs} ms after SIGKILL`);
+  }, 90_000);
+
+  it("a node started with another partition count than the database's is refused", async () => {
+    const url = await postgres.createDatabase();
+    nodes.push(await spawnNode(url, "node-c", ["--partitions", "4"]));
+    await expect(spawnNode(url, "node-d", ["--partitions", "8"])).rejects.toThrow(/has 4 partitions; this node was started with 8/);
+  }, 60_000);
+});

@@ -1,0 +1,34 @@
+import type { DescMethod } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+
+/**
+ * One call of `method` with `request`: undefined when it succeeded (or we cut it short: a
+ * stream is read for 300 ms), else the server's error.
+ */
+export async function callOnce(
+  client: Record<string, (request: unknown, options: object) => unknown>,
+  method: DescMethod,
+  request: unknown,
+): Promise<ConnectError | undefined> {
+  const abort = new AbortController();
+  try {
+    if (method.methodKind === "server_streaming") {
+      const timer = setTimeout(() => abort.abort(), 300);
+      try {
+        for await (const _ of client[method.localName]!(request, { signal: abort.signal }) as AsyncIterable<unknown>) break;
+      } finally {
+        clearTimeout(timer);
+      }
+    } else {
+      await client[method.localName]!(request, { timeoutMs: 2_000, signal: abort.signal });
+    }
+    return undefined;
+  } catch (error) {
+    const connectError = ConnectError.from(error);
+    // Our own abort or deadline: not the server's answer.
+    if (abort.signal.aborted || connectError.code === Code.DeadlineExceeded || connectError.code === Code.Canceled) return undefined;
+    return connectError;
+  } finally {
+    abort.abort();
+  }
+}
