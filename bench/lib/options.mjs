@@ -30,10 +30,10 @@ Workloads:
       Queue.setGlobalConcurrency / Worker limiter -- and each ÷ no limit (TS library and
       the first BullMQ configuration)
   WM  multi-node: W1 end-to-end over 16 queues with producers and workers spread over 1, 2
-      and 4 \`worq serve --cluster\` nodes on one PostgreSQL database, beside one LevelDB
-      server; uncapped, and with each node capped at a quarter core in its own cgroup (needs
-      root and the cgroup v1 cpu controller; marked missing otherwise) (Worq only;
-      PostgreSQL from Debian: bash scripts/install-postgres.sh)
+      and 4 \`worq serve --cluster\` nodes on one PostgreSQL database, then as many with
+      \`--partitions 4\`, beside one LevelDB server; uncapped, and with each node capped at
+      a quarter core in its own cgroup (needs root and the cgroup v1 cpu controller; marked
+      missing otherwise) (Worq only; PostgreSQL from Debian: bash scripts/install-postgres.sh)
 
 Options:
   --quick               fast check of the harness (< 2 min): N = 2,000, 1 run, 200 latency

@@ -111,14 +111,14 @@ export function evaluateTargets(results) {
 
   // The partitions issue's scaling targets: nodes each capped at the same CPU quota, one run.
   const wm = results.WM?.figures;
-  const capped = (nodes) => wm?.[`capped-postgres-${nodes}`]?.e2eRate;
+  const capped = (nodes) => wm?.[`capped-partitioned-${nodes}`]?.e2eRate;
   for (const [nodes, min] of [
     [2, 1.8],
     [4, 3],
   ]) {
     const r = ratioValue(capped(nodes), capped(1));
     add(
-      `WM ${nodes} cluster nodes, each capped at ${results.WM?.nodeCores ?? "a quarter"} core, ≥ ${min}× one such node (16 queues)`,
+      `WM ${nodes} partitioned cluster nodes, each capped at ${results.WM?.nodeCores ?? "a quarter"} core, ≥ ${min}× one such node (16 queues)`,
       Number.isFinite(r) ? `${r.toFixed(2)}× (${num(capped(nodes).median)} vs ${num(capped(1).median)} jobs/s)` : "not measured",
       Number.isFinite(r) ? r >= min : undefined,
     );

@@ -20,6 +20,12 @@ const CONCURRENCY = 50;
 /** The jobs go round-robin over this many queues, which every worker leases. */
 const QUEUES = Array.from({ length: 16 }, (_, i) => `wm-${String(i).padStart(2, "0")}`);
 const MODES = ["uncapped", "capped"];
+/**
+ * The partitioned cluster's partition count: the 16 queues hash four to each of 4
+ * partitions, so 1, 2 and 4 nodes get even shares (with 16 partitions the queues would
+ * spread 0 to 2 per partition and the nodes' shares unevenly).
+ */
+export const PARTITIONS = 4;
 
 /**
  * WM multi-node: W1's end-to-end run (N jobs, 50 single submits in flight, worker concurrency
@@ -27,7 +33,10 @@ const MODES = ["uncapped", "capped"];
  * `worq serve --cluster` nodes on one PostgreSQL database (a throwaway cluster on this
  * machine, fsync on), beside one LevelDB server. Each node gets one producer and one worker
  * process with its share of the 50 in flight and of the concurrency, so every row does the
- * same work. Done = the first node's processed count reaching N (polled every 10 ms).
+ * same work. The same again with `--partitions` (PARTITIONS): the nodes share the
+ * partitions, and the TS library sends each job straight to its partition's server. Done =
+ * the first node's processed count reaching N (polled every 10 ms; merged over the
+ * partitions when partitioned).
  *
  * Every setup runs twice: uncapped (every process shares this machine's cores), and capped,
  * each Worq node in its own cgroup with NODE_CORES of CPU (clients and PostgreSQL
@@ -47,13 +56,17 @@ export async function runWM(ctx) {
     const capsMissing = capsUnavailable();
     if (capsMissing) ctx.log(`WM: CPU-capped runs missing: ${capsMissing}`);
     const modes = capsMissing ? ["uncapped"] : MODES;
-    const setups = [{ store: "leveldb", nodes: 1 }, ...CLUSTER_SIZES.map((k) => ({ store: "postgres", nodes: k }))];
+    const setups = [
+      { store: "leveldb", nodes: 1 },
+      ...CLUSTER_SIZES.map((k) => ({ store: "postgres", nodes: k })),
+      ...CLUSTER_SIZES.map((k) => ({ store: "partitioned", nodes: k })),
+    ];
     const configs = modes.flatMap((mode) => setups.map((setup) => ({ ...setup, mode, id: configId(mode, setup.store, setup.nodes) })));
     const runs = Object.fromEntries(configs.map(({ id }) => [id, []]));
     for (let rep = 0; rep < reps; rep++) {
       for (const config of configs) {
         const label = `WM ${config.id} rep ${rep + 1}/${reps}`;
-        const url = config.store === "postgres" ? await postgres.createDatabase() : undefined;
+        const url = config.store === "leveldb" ? undefined : await postgres.createDatabase();
         const result = await attempt(ctx, label, () => spreadRun(ctx, config, url, n));
         runs[config.id].push(result);
         if (!result.error) {
@@ -73,7 +86,16 @@ export async function runWM(ctx) {
         },
       ]),
     );
-    return { n, reps, nodeCores: NODE_CORES, queues: QUEUES.length, ...(capsMissing && { capsMissing }), runs, figures };
+    return {
+      n,
+      reps,
+      nodeCores: NODE_CORES,
+      queues: QUEUES.length,
+      partitions: PARTITIONS,
+      ...(capsMissing && { capsMissing }),
+      runs,
+      figures,
+    };
   } finally {
     await postgres.stop();
   }
@@ -81,7 +103,7 @@ export async function runWM(ctx) {
 
 const configId = (mode, store, nodes) => `${mode}-${store}-${nodes}`;
 
-async function spreadRun(ctx, { nodes, mode, id }, url, n) {
+async function spreadRun(ctx, { nodes, mode, id, store }, url, n) {
   const dirs = [];
   const servers = [];
   const caps = [];
@@ -89,7 +111,9 @@ async function spreadRun(ctx, { nodes, mode, id }, url, n) {
     for (let i = 0; i < nodes; i++) {
       const dir = mkdtempSync(join(tmpdir(), "worq-bench-wm-"));
       dirs.push(dir);
-      const server = await startWorqServer(dir, { serveArgs: url ? ["--store", url, "--cluster", "--node-id", `bench-${i}`] : [] });
+      const partitioned = store === "partitioned" ? ["--partitions", String(PARTITIONS)] : [];
+      const serveArgs = url ? ["--store", url, "--cluster", "--node-id", `bench-${i}`, ...partitioned] : [];
+      const server = await startWorqServer(dir, { serveArgs });
       servers.push(server);
       if (mode === "capped") {
         const cap = createCpuCap(`worq-bench-${process.pid}-${id}-${i}`, { cores: NODE_CORES });
@@ -98,8 +122,11 @@ async function spreadRun(ctx, { nodes, mode, id }, url, n) {
       }
     }
     const admins = servers.map((server) => new WorqClient({ address: server.address }));
-    // Every follower must know the leader before the clock starts.
-    if (url) for (const admin of admins) await until(async () => (await admin.admin.getServerInfo({})).nodeId !== "", 20_000);
+    // Every follower must know the leader before the clock starts; partitions must have
+    // settled, each node serving its even share.
+    if (store === "postgres")
+      for (const admin of admins) await until(async () => (await admin.admin.getServerInfo({})).nodeId !== "", 20_000);
+    if (store === "partitioned") await until(async () => settled(await admins[0].admin.getServerInfo({}), nodes), 30_000);
     return await withScope(ctx, async (scope) => {
       const share = (total, i) => Math.floor(total / nodes) + (i < total % nodes ? 1 : 0);
       let firstSeq = 0;
@@ -152,6 +179,17 @@ async function spreadRun(ctx, { nodes, mode, id }, url, n) {
   }
 }
 
+/** Every partition served, each of the `nodes` serving an even share. */
+function settled(info, nodes) {
+  const perNode = new Map();
+  for (const owner of info.partitions) perNode.set(owner.nodeId, (perNode.get(owner.nodeId) ?? 0) + 1);
+  return (
+    info.partitions.length === PARTITIONS &&
+    perNode.size === nodes &&
+    [...perNode.values()].every((k) => k >= Math.floor(PARTITIONS / nodes))
+  );
+}
+
 async function until(predicate, timeoutMs, everyMs = 50) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -166,9 +204,9 @@ export function renderWM(result) {
   const f = result.figures;
   const cell = (mode, store, nodes) => {
     const figures = f[configId(mode, store, nodes)];
-    const base = f[configId(mode, "postgres", 1)]?.e2eRate;
+    const base = f[configId(mode, store, 1)]?.e2eRate;
     if (!figures) return ["missing", "", ""];
-    return [fig(figures.e2eRate), store === "postgres" ? ratio(figures.e2eRate, base) : "", fig(figures.jobsPerServerCpuSec)];
+    return [fig(figures.e2eRate), store === "leveldb" ? "" : ratio(figures.e2eRate, base), fig(figures.jobsPerServerCpuSec)];
   };
   const throttled = (store, nodes) => {
     const share = f[configId("capped", store, nodes)]?.throttledShare?.median;
@@ -177,6 +215,11 @@ export function renderWM(result) {
   const rows = [
     { store: "leveldb", nodes: 1, label: "Worq, 1 server, LevelDB (default)" },
     ...CLUSTER_SIZES.map((k) => ({ store: "postgres", nodes: k, label: `Worq, ${k} server${k > 1 ? "s" : ""} --cluster, PostgreSQL` })),
+    ...CLUSTER_SIZES.map((k) => ({
+      store: "partitioned",
+      nodes: k,
+      label: `Worq, ${k} server${k > 1 ? "s" : ""} --cluster --partitions ${result.partitions ?? PARTITIONS}, PostgreSQL`,
+    })),
   ].map(({ store, nodes, label }) => [label, ...cell("uncapped", store, nodes), ...cell("capped", store, nodes), throttled(store, nodes)]);
   const cores = result.nodeCores ?? NODE_CORES;
   return [
@@ -186,17 +229,17 @@ export function renderWM(result) {
       [
         "Setup",
         "Uncapped jobs/s",
-        "÷ 1 PostgreSQL node",
+        "÷ 1 node of its kind",
         "Jobs per CPU-second of all nodes",
         `Each node capped at ${cores} core: jobs/s`,
-        "÷ 1 capped node",
+        "÷ 1 capped node of its kind",
         "Jobs per CPU-second of all nodes",
         "Capped nodes throttled (share of periods)",
       ],
       rows,
     ),
     "",
-    "A cluster's leader runs the engine for all nodes; followers forward (docs/deploy.md). Uncapped, every node, PostgreSQL and every client share this machine's cores; capped, each Worq node has its own cgroup v1 CPU quota (`cpu.cfs_quota_us` / `cpu.cfs_period_us`, 20 ms period) and the clients and PostgreSQL share the rest.",
+    "A `--cluster`'s leader runs the engine for all nodes, followers forward; with `--partitions` the nodes share the partitions and the library sends each job to its partition's server (docs/deploy.md). Uncapped, every node, PostgreSQL and every client share this machine's cores; capped, each Worq node has its own cgroup v1 CPU quota (`cpu.cfs_quota_us` / `cpu.cfs_period_us`, 20 ms period) and the clients and PostgreSQL share the rest.",
     ...(result.capsMissing ? ["", `Capped runs missing: ${result.capsMissing}`] : []),
   ].join("\n");
 }

@@ -4,6 +4,7 @@ import {
   ControlWorkerResponseSchema,
   GetServerInfoResponseSchema,
   ListWorkersResponseSchema,
+  PartitionOwnerSchema,
   RetryJobsRequestSchema,
   RetryJobsResponseSchema,
   RunJobsNowRequestSchema,
@@ -30,6 +31,12 @@ export type AskPartition = (
 ) => Promise<Buffer>;
 type Ask = (partition: number, request: Buffer) => Promise<Buffer>;
 
+/** The node answering a merged call: its id, and who serves each partition (server info carries the map). */
+export interface AnsweringNode {
+  nodeId: string;
+  owners(): { index: number; nodeId: string; grpcAddress: string; epoch: bigint }[];
+}
+
 /** The listings paged across partitions: the repeated field of the answer and the page size an unset one means. */
 const PAGED: Record<string, { items: string; defaultSize: number }> = {
   ListJobs: { items: "jobs", defaultSize: 100 },
@@ -45,7 +52,7 @@ const PAGED: Record<string, { items: string; defaultSize: number }> = {
  * therefore holds within each partition, not across them.) Totals are summed; workers listed
  * from every partition; a worker command goes to every partition holding one of its streams.
  */
-export async function mergeAll(method: DescMethod, partitions: number[], request: Buffer, ask: Ask, nodeId: string): Promise<Buffer> {
+export async function mergeAll(method: DescMethod, partitions: number[], request: Buffer, ask: Ask, node: AnsweringNode): Promise<Buffer> {
   const paged = PAGED[method.name];
   if (paged) return pageAcross(method, paged, partitions.length, request, ask);
   const answers = (schema: DescMessage) =>
@@ -58,7 +65,9 @@ export async function mergeAll(method: DescMethod, partitions: number[], request
         infos.reduce((total, info) => total + BigInt(pick(info)), 0n);
       return encode(GetServerInfoResponseSchema, {
         ...first,
-        nodeId,
+        nodeId: node.nodeId,
+        partitionCount: partitions.length,
+        partitions: node.owners().map((owner) => create(PartitionOwnerSchema, owner)),
         connectedWorkers: Number(sum((info) => info.connectedWorkers)),
         connectedClients: Number(sum((info) => info.connectedClients)),
         totalProcessed: sum((info) => info.totalProcessed),

@@ -20,6 +20,8 @@ export interface PartitionDirectory {
   readonly placement: Placement;
   /** Where partition `partition` is served (gRPC host:port); undefined while it has no owner serving it. */
   addressOf(partition: number): string | undefined;
+  /** Who serves each partition now (those with an address), by index: the map server info publishes. */
+  owners(): { index: number; nodeId: string; grpcAddress: string; epoch: bigint }[];
   /** The partition a call that any partition may take goes to: one this node serves, if any. */
   anyPartition(): number;
   /** Re-reads the owners now (a call found a partition gone from where it was); settles when read. */
@@ -47,7 +49,8 @@ export interface PartitionRouterOptions {
 
 export interface PartitionRouter {
   grpcPort: number;
-  /** The server of a partition this node serves stopped: health follows whether any are served. */
+  /** Calls this port has taken since start (each routed, merged or split), for /metrics. */
+  routedCalls(): number;
   close(): Promise<void>;
 }
 
@@ -68,6 +71,7 @@ const ROUTES: Record<string, Record<string, (request: never, placement: Placemen
  */
 export async function startPartitionRouter(options: PartitionRouterOptions): Promise<PartitionRouter> {
   const links = new Map<string, LeaderLink>();
+  let routed = 0;
   const linkTo = (address: string) => {
     let link = links.get(address);
     if (!link) {
@@ -198,9 +202,11 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
       };
       handlers[method.localName] = streaming
         ? guardedStream(internal, (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
+            routed++;
             void forwardStream(call).catch((error: unknown) => call.emit("error", internal(error)));
           })
         : guardedUnary(internal, (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
+            routed++;
             const to = target(call.request);
             const deadline = call.getDeadline();
             const answer = (result: Promise<Buffer>) =>
@@ -212,7 +218,10 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
             const partitions = "all" in to ? Array.from({ length: directory.placement.count }, (_, i) => i) : to.several;
             const merged =
               "all" in to
-                ? mergeAll(method, partitions, call.request, (p, body) => ask(p, path, body, call.metadata, deadline), options.nodeId)
+                ? mergeAll(method, partitions, call.request, (p, body) => ask(p, path, body, call.metadata, deadline), {
+                    nodeId: options.nodeId,
+                    owners: directory.owners,
+                  })
                 : splitItems(method, call.request, directory.placement, (p, body) => ask(p, path, body, call.metadata, deadline));
             void answer(merged);
           });
@@ -224,6 +233,7 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
   capGrpcConnections(server, { port: "grpc", ...options.connectionCaps, observe: () => {} });
   return {
     grpcPort,
+    routedCalls: () => routed,
     async close() {
       server.forceShutdown();
       for (const link of links.values()) link.close();

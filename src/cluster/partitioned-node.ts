@@ -67,6 +67,10 @@ export async function startPartitionedNode(
   const directory: PartitionDirectory = {
     placement: { count, spreadOf: () => 1, nextTurn: () => turn++ },
     addressOf: (partition) => host.ownerOf(partition)?.grpcAddress,
+    owners: () =>
+      Array.from({ length: count }, (_, index) => ({ index, owner: host.ownerOf(index) })).flatMap(({ index, owner }) =>
+        owner?.grpcAddress === undefined ? [] : [{ index, nodeId: owner.node, grpcAddress: owner.grpcAddress, epoch: BigInt(owner.epoch) }],
+      ),
     anyPartition: () => host.partitions()[0] ?? 0,
     refresh: () =>
       (refreshing ??= host
@@ -96,7 +100,8 @@ export async function startPartitionedNode(
       directory,
       log,
     });
-    http = nodeHttp(config, access, nodeId, host, tls, log);
+    const routedCalls = router.routedCalls;
+    http = nodeHttp(config, access, nodeId, { partitions: () => host.partitions(), routedCalls }, tls, log);
     capHttpConnections(http, { port: "http", ...caps, observe: () => {} });
     httpPort = await listenHttp(http, config.host, config.httpPort);
   } catch (error) {
@@ -129,7 +134,7 @@ function nodeHttp(
   config: ServerConfig,
   access: AccessControl,
   nodeId: string,
-  host: PartitionHost<ServedPartition>,
+  node: { partitions(): number[]; routedCalls(): number },
   tls: ReturnType<typeof readTlsFiles>,
   log: Logger,
 ): Server {
@@ -139,7 +144,7 @@ function nodeHttp(
       const door = checkDoor(request, hostRuleOf(config));
       if (isRefusal(door)) return replyJsonError(response, door.status, door.code, door.message);
       if (request.method === "GET" && door.path === "/healthz") {
-        const serving = host.partitions();
+        const serving = node.partitions();
         response
           .writeHead(200, { "content-type": "application/json" })
           .end(JSON.stringify({ status: "SERVING", node: nodeId, role: "partitions", partitions: serving }));
@@ -151,7 +156,9 @@ function nodeHttp(
           .writeHead(200, { "content-type": "text/plain; version=0.0.4" })
           .end(
             "# HELP worq_partitions_served The partitions this node serves now.\n" +
-              `# TYPE worq_partitions_served gauge\nworq_partitions_served ${host.partitions().length}\n`,
+              `# TYPE worq_partitions_served gauge\nworq_partitions_served ${node.partitions().length}\n` +
+              "# HELP worq_node_routed_calls_total Calls this node's gRPC port took and routed to a partition's server (a library routing by partition sends none).\n" +
+              `# TYPE worq_node_routed_calls_total counter\nworq_node_routed_calls_total ${node.routedCalls()}\n`,
           );
         return;
       }

@@ -1,5 +1,5 @@
 import { partitionedIds } from "./uuid.js";
-import { queuePlacement } from "../model/partition.js";
+import { foreignPartition, queuePlacement } from "../model/partition.js";
 import type { UnsettledSubmit } from "./submit-deadline.js";
 import type { Clock } from "./clock.js";
 import { WorqError } from "../model/errors.js";
@@ -56,6 +56,8 @@ export class EngineCore {
   readonly newId: () => string;
   /** With partitions: refuses a new job whose queue lives in another partition. */
   readonly placeQueue: ((queue: string, field: string) => void) | undefined;
+  /** With partitions: the partition of an id that names another one. */
+  readonly partitionElsewhere: ((id: string) => number | undefined) | undefined;
   readonly maxJobBytes: number;
   readonly orphanGraceMs: number;
   readonly onFatal: (error: unknown) => void;
@@ -171,7 +173,9 @@ export class EngineCore {
     );
     this.random = options.random ?? Math.random;
     this.newId = options.newId ?? partitionedIds(options.partition);
-    this.placeQueue = options.partition && options.partition.count > 1 ? queuePlacement(options.partition) : undefined;
+    const partition = options.partition && options.partition.count > 1 ? options.partition : undefined;
+    this.placeQueue = partition && queuePlacement(partition);
+    this.partitionElsewhere = partition && ((id) => foreignPartition(id, partition));
     this.maxJobBytes = options.maxJobBytes ?? LIMITS.defaultMaxJobBytes;
     this.orphanGraceMs = options.orphanGraceMs ?? DEFAULT_ORPHAN_GRACE_MS;
     this.onFatal = options.onFatal ?? (() => {});

@@ -249,7 +249,7 @@ function createJobs(
     const jids = [parent, ...(childrenOfJoined.get(parent) ?? [])].filter((jid) => !inBatch.has(jid));
     planned[i]!.joined = { childrenOf: parent, jids, batch };
   });
-  const outcomes = planDependencies(planned, shape, fieldOf, existing);
+  const outcomes = planDependencies(planned, shape, fieldOf, existing, core.partitionElsewhere);
   const joinsOfNewChildren = checkJoinRoom(core, built, planned, outcomes, inputs, fieldOf);
   const newQueues = new Set<string>();
   built.forEach(({ meta }, i) => {

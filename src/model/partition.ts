@@ -5,31 +5,16 @@
  * default) every queue and every id is in partition 0, ids made before partitioning included.
  */
 
+import { fnv1a32, MAX_PARTITIONS, PARTITION_BITS, partitionOfId } from "@worq/client/partition.js";
 import { WorqError } from "./errors.js";
 
-/** Ten bits of an id carry its partition. */
-export const MAX_PARTITIONS = 1024;
-const PARTITION_BITS = MAX_PARTITIONS - 1;
+export { fnv1a32, MAX_PARTITIONS, partitionOfId } from "@worq/client/partition.js";
 
 /** Checks a partition count given by a caller (flag or database), naming `field`. */
 export function checkPartitionCount(count: number, field: string): void {
   if (!Number.isInteger(count) || count < 1 || count > MAX_PARTITIONS) {
     throw new RangeError(`${field} must be an integer from 1 to ${MAX_PARTITIONS}, got ${count}`);
   }
-}
-
-/**
- * FNV-1a, 32 bits, over the UTF-8 bytes of `text`: small, fast, the same in every language
- * (so a library in another language can place queues as the server does), and even enough
- * for queue names, which are short and often share a prefix.
- */
-export function fnv1a32(text: string): number {
-  let hash = 0x811c9dc5;
-  for (const byte of Buffer.from(text, "utf8")) {
-    hash ^= byte;
-    hash = Math.imul(hash, 0x01000193) >>> 0;
-  }
-  return hash;
 }
 
 /**
@@ -69,12 +54,8 @@ export function withPartition(uuid: string, partition: number): string {
   return uuid.slice(0, 33) + bits.toString(16).padStart(3, "0");
 }
 
-/**
- * The partition an id names, out of `count`; undefined when its bits name none of them (no
- * such job can exist). With one partition every id is in partition 0.
- */
-export function partitionOfId(id: string, count: number): number | undefined {
-  if (count === 1) return 0;
-  const partition = Number.parseInt(id.slice(33), 16) & PARTITION_BITS;
-  return partition < count ? partition : undefined;
+/** The partition `id` names when it is not `partition.index` (and is one of its count); undefined otherwise. */
+export function foreignPartition(id: string, partition: { index: number; count: number }): number | undefined {
+  const named = partitionOfId(id, partition.count);
+  return named === partition.index ? undefined : named;
 }

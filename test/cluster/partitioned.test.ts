@@ -1,6 +1,7 @@
 import { Code } from "@connectrpc/connect";
 import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { WorqClient, Worker } from "@worq/client";
 import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
 import { StreamWorker } from "../e2e/support/clients.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
@@ -20,6 +21,11 @@ const QUEUES = Array.from({ length: COUNT }, (_, p) => queuesIn(p)).flat();
 async function partitionsOf(node: ClusterProcess): Promise<number[]> {
   const reply = await fetch(`http://127.0.0.1:${node.httpPort}/healthz`);
   return ((await reply.json()) as { partitions: number[] }).partitions;
+}
+
+async function routedCalls(node: ClusterProcess): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${node.httpPort}/metrics`)).text();
+  return Number(/^worq_node_routed_calls_total (\d+)$/m.exec(text)![1]);
 }
 
 async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
@@ -86,7 +92,13 @@ describe.skipIf(!available)("partitioned cluster: worq serve --cluster --partiti
     expect([...listed].sort()).toEqual([...jids.keys()].sort());
     const queues = await a.clients.admin.listQueues({});
     expect(queues.queues.map((q) => q.queue).sort()).toEqual([...QUEUES].sort());
-    expect((await a.clients.admin.getServerInfo({})).liveJobs).toBe(BigInt(jids.size));
+    const info = await a.clients.admin.getServerInfo({});
+    expect(info.liveJobs).toBe(BigInt(jids.size));
+    // The partition map a library routes by: every partition, its owner and its own server's address.
+    expect(info.partitionCount).toBe(COUNT);
+    expect(info.partitions.map((owner) => owner.index)).toEqual([0, 1, 2, 3]);
+    expect(new Set(info.partitions.map((owner) => owner.nodeId))).toEqual(new Set(["node-a", "node-b"]));
+    for (const owner of info.partitions) expect(owner.grpcAddress).toMatch(/^127\.0\.0\.1:\d+$/);
 
     // A Report naming jobs of two partitions is split and its answers come back in order.
     const [x, y] = [[...jids].find(([, q]) => q === QUEUES[0])![0], [...jids].find(([, q]) => q === QUEUES[2])![0]];
@@ -143,6 +155,47 @@ describe.skipIf(!available)("partitioned cluster: worq serve --cluster --partiti
     expect(job?.state).toBe(JobState.SCHEDULED);
     expect(tookMs).toBeLessThan(10_000);
     console.log(`partitioned takeover: node-b's partitions served by node-a ${tookMs} ms after SIGKILL`);
+  }, 90_000);
+
+  it("the TS library with partitionRouting sends submits, Lease streams and reports straight to each partition's server: no call routed by the node", async () => {
+    const url = await postgres.createDatabase();
+    const a = await spawnNode(url, "lib-a", ["--partitions", String(COUNT)]);
+    nodes.push(a);
+    const b = await spawnNode(url, "lib-b", ["--partitions", String(COUNT)]);
+    nodes.push(b);
+    await until(
+      "two partitions each",
+      async () => ((await partitionsOf(a)).length === 2 && (await partitionsOf(b)).length === 2) || undefined,
+      20_000,
+    );
+    const client = new WorqClient({ address: `127.0.0.1:${a.port}`, partitionRouting: true });
+    const routedBefore = await routedCalls(a);
+    const jids = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => client.submit("t", { queue: QUEUES[i % QUEUES.length]!, args: [i] })),
+    );
+    for (const [i, jid] of jids.entries()) expect(partitionOfId(jid, COUNT)).toBe(fnv1a32(QUEUES[i % QUEUES.length]!) % COUNT);
+    const seen = new Map<string, number>();
+    const worker = new Worker({ client, queues: QUEUES, concurrency: 8 });
+    worker.register("t", (job) => {
+      seen.set(job.jid, (seen.get(job.jid) ?? 0) + 1);
+      return job.args[0];
+    });
+    const running = worker.run();
+    await until("every job ran", async () => seen.size === jids.length || undefined, 20_000);
+    // Acks are reported in the background: wait until no job is left unfinished (one call through the node per look).
+    await until("every job finished", async () => (await client.admin.getServerInfo({})).liveJobs === 0n || undefined, 20_000);
+    expect([...seen.values()].every((runs) => runs === 1)).toBe(true);
+    // The node's port took the map read and the looks above, and none of the 200 submits, 200 acks or 4 streams.
+    const routed = (await routedCalls(a)) - routedBefore;
+    expect(routed).toBeLessThan(50);
+    for (const jid of jids) expect((await client.getJob(jid)).state).toBe(JobState.COMPLETED);
+    // Four workers (one per partition's queues) under one id, holding 8 credits between them.
+    const { workers } = await client.admin.listWorkers({});
+    const mine = workers.filter((w) => w.workerId === worker.workerId);
+    expect(mine).toHaveLength(COUNT);
+    expect(mine.reduce((total, w) => total + w.credits, 0)).toBe(8);
+    await worker.stop();
+    await running;
   }, 90_000);
 
   it("a node started with another partition count than the database's is refused", async () => {

@@ -111,6 +111,17 @@ describe("partition placement (docs/scale-out.md)", () => {
         description: "",
       }),
     ).rejects.toMatchObject(refusal);
+    // A dependency on a job of another partition is refused by name until cross-partition releases exist.
+    const there = withPartition(randomUuidV4(), 2);
+    await expect(engine.submit([{ type: "t", queue: queueIn(1, 4), dependsOn: { jids: [there] } }], batch)).rejects.toMatchObject({
+      code: "WORQ_UNIMPLEMENTED",
+      field: "jobs[0].depends_on.jids",
+      message: expect.stringContaining(`job ${there} lives in partition 2: dependencies across partitions are not built yet`),
+    });
+    // One of its own partition that does not exist is just that.
+    await expect(
+      engine.submit([{ type: "t", queue: queueIn(1, 4), dependsOn: { jids: [withPartition(randomUuidV4(), 1)] } }], batch),
+    ).rejects.toMatchObject({ code: "WORQ_INVALID_ARGUMENT", message: expect.stringContaining("does not exist") });
     // Nothing was stored: the home queue's job of the refused submit is not there either.
     expect(unfinishedJobs(engine.info())).toBe(0);
   });

@@ -1,4 +1,4 @@
-import { createClient, type Client, type Transport } from "@connectrpc/connect";
+import { Code, createClient, type Client, type Transport } from "@connectrpc/connect";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { AdminService } from "./gen/worq/v1/admin_service_pb.js";
 import type { Job } from "./gen/worq/v1/job_pb.js";
@@ -10,6 +10,7 @@ import { encodedJobSpecOf, jobSpecOf, type SubmitOptions } from "./job-options.j
 import { GrpcLink } from "./grpc-link.js";
 import { SubmitBatcher, submitBatchCall, type SubmitOutcome } from "./submit-batcher.js";
 import { createWorqTransport, type ConnectionOptions } from "./transport.js";
+import { PartitionRoutes } from "./partition-routes.js";
 
 /** What createBatch is given: the callback jobs are a type and submit options each. */
 export interface BatchOptions {
@@ -27,7 +28,17 @@ export interface BatchOptions {
 }
 
 /** Where the server is, and the token and TLS settings to reach it with. */
-export type ClientOptions = ConnectionOptions;
+export interface ClientOptions extends ConnectionOptions {
+  /**
+   * On a partitioned cluster (worq serve --cluster --partitions): send submits, Lease streams
+   * and reports straight to the server of each job's partition, from the partition map the
+   * cluster publishes, instead of through the node at `address` (one hop fewer), and keep
+   * each coalesced batch of submits within one partition. The map is read once (one
+   * GetServerInfo) before the first such call; on a server that is not partitioned
+   * everything then goes to `address`. Default true.
+   */
+  partitionRouting?: boolean;
+}
 
 /** Talks to one Worq server: submit jobs, read them, wait for results. */
 export class WorqClient {
@@ -36,17 +47,53 @@ export class WorqClient {
   /** The raw worker RPCs; `Worker` builds on them. */
   readonly worker: Client<typeof WorkerService>;
 
-  /** @internal The HTTP/2 link of the hot-path calls (submits, Lease, Report): grpc-link.ts. */
-  readonly link: GrpcLink;
+  /** @internal With `partitionRouting`: where each partition is served. */
+  readonly routes: PartitionRoutes | undefined;
+  private readonly nodeLink: GrpcLink;
   private readonly submits: SubmitBatcher;
+  /** With `partitionRouting`: one batcher per partition server, since a batch is committed by one partition. */
+  private readonly partitionSubmits = new Map<GrpcLink, SubmitBatcher>();
+  /** A worker's per-partition client: its hot-path calls go to that partition's server. */
+  private pinned: { routes: PartitionRoutes; partition: number } | undefined;
 
-  constructor(options: ClientOptions) {
+  constructor(private readonly options: ClientOptions) {
     const transport: Transport = createWorqTransport(options);
-    this.link = new GrpcLink(options);
+    this.nodeLink = new GrpcLink(options);
     this.producer = createClient(ProducerService, transport);
-    this.submits = new SubmitBatcher(this.link);
+    this.submits = new SubmitBatcher(this.nodeLink);
     this.admin = createClient(AdminService, transport);
     this.worker = createClient(WorkerService, transport);
+    if (options.partitionRouting !== false) this.routes = new PartitionRoutes(options, () => this.admin.getServerInfo({}));
+  }
+
+  /** @internal The HTTP/2 link of the hot-path calls (submits, Lease, Report): grpc-link.ts. */
+  get link(): GrpcLink {
+    const pinned = this.pinned;
+    return (pinned && pinned.routes.linkOf(pinned.partition)) ?? this.nodeLink;
+  }
+
+  /** @internal A client whose hot-path calls go to `partition`'s server (as the map says at each call); the rest to the node. */
+  pinnedTo(partition: number): WorqClient {
+    const client = new WorqClient({ ...this.options, partitionRouting: false });
+    client.pinned = { routes: this.routes!, partition };
+    return client;
+  }
+
+  /** A submit of a job of `queue`: to its partition's server when routing, else to the node. */
+  private async submitTo(queue: string | undefined, spec: Uint8Array): Promise<SubmitOutcome> {
+    const routes = this.routes;
+    if (!routes) return this.submits.submit(spec);
+    if (!routes.loaded) await routes.ready();
+    const link = routes.linkOf(routes.partitionOfQueue(queue));
+    if (!link) return this.submits.submit(spec);
+    let batcher = this.partitionSubmits.get(link);
+    if (!batcher) this.partitionSubmits.set(link, (batcher = new SubmitBatcher(link)));
+    try {
+      return await batcher.submit(spec);
+    } catch (error) {
+      if (partitionMayHaveMoved(error)) void routes.refresh();
+      throw error;
+    }
   }
 
   /**
@@ -54,7 +101,7 @@ export class WorqClient {
    * sent together in batch calls (each still resolves or fails on its own).
    */
   async submit(type: string, options?: SubmitOptions): Promise<string> {
-    return (await this.submits.submit(encodedJobSpecOf(type, options))).jid;
+    return (await this.submitTo(options?.queue, encodedJobSpecOf(type, options))).jid;
   }
 
   /**
@@ -62,19 +109,25 @@ export class WorqClient {
    * duplicate (idempotency or unique key held) or debounced into a waiting job.
    */
   async submitDetailed(type: string, options?: SubmitOptions): Promise<SubmitOutcome> {
-    return this.submits.submit(encodedJobSpecOf(type, options));
+    return this.submitTo(options?.queue, encodedJobSpecOf(type, options));
   }
 
-  /** Creates jobs atomically (all or none); resolves with their jids in order. */
+  /**
+   * Creates jobs atomically (all or none); resolves with their jids in order. On a
+   * partitioned cluster the jobs' queues must live in one partition.
+   */
   async submitBatch(jobs: ({ type: string } & SubmitOptions)[]): Promise<string[]> {
     return (await this.submitBatchDetailed(jobs)).map((outcome) => outcome.jid);
   }
 
   /** As submitBatch, resolving with each job's outcome (see submitDetailed). */
   async submitBatchDetailed(jobs: ({ type: string } & SubmitOptions)[]): Promise<SubmitOutcome[]> {
+    const routes = this.routes;
+    if (routes && !routes.loaded) await routes.ready();
+    const link = routes?.linkOf(routes.partitionOfQueue(jobs[0]?.queue)) ?? this.nodeLink;
     return call(() =>
       submitBatchCall(
-        this.link,
+        link,
         jobs.map(({ type, ...options }) => encodedJobSpecOf(type, options)),
       ),
     );
@@ -174,6 +227,12 @@ export class WorqClient {
     const { waitMs, ...rest } = options;
     return call(async () => (await this.producer.run({ job: jobSpecOf(type, rest), waitTimeout: durationFromMs(waitMs) })).job!);
   }
+}
+
+/** An answer that may mean the partition map is stale: the partition's server is gone, or the job belongs elsewhere. */
+export function partitionMayHaveMoved(error: unknown): boolean {
+  const { code, message } = toClientError(error);
+  return code === Code.Unavailable || (code === Code.FailedPrecondition && message.includes("lives in partition"));
 }
 
 async function call<T>(fn: () => Promise<T>): Promise<T> {

@@ -251,9 +251,17 @@ export class Worker {
   private quieted = false;
   private stopping: Promise<void> | undefined;
   private announcedReady = false;
+  /**
+   * With partition routing, on a cluster where the queues live in several partitions: one
+   * worker per partition, each holding its own Lease stream to that partition's server with
+   * a share of the concurrency. This worker then only starts and stops them.
+   */
+  private parts: { worker: Worker; queues: string[] }[] | undefined;
+  private readonly options: WorkerOptions;
 
   constructor(options: WorkerOptions) {
     if (!options.client && !options.address) throw new Error("Worker needs `address` or `client`");
+    this.options = options;
     this.client =
       options.client ??
       new WorqClient({
@@ -293,6 +301,11 @@ export class Worker {
    */
   async setConcurrency(concurrency: number): Promise<void> {
     this.concurrency = checkConcurrency(concurrency);
+    if (this.parts) {
+      const shares = split(this.concurrency, this.parts.length);
+      await Promise.all(this.parts.map((part, i) => part.worker.setConcurrency(shares[i]!)));
+      return;
+    }
     const streamId = this.streamId;
     if (streamId === undefined) return; // not connected: the next stream opens with it
     try {
@@ -321,6 +334,11 @@ export class Worker {
     }
     const sweeper = setInterval(() => this.sweep(), SWEEP_EVERY_MS);
     try {
+      if (await this.splitByPartition()) {
+        await Promise.all(this.parts!.map((part) => part.worker.run()));
+        this.emit({ event: "stopped" });
+        return;
+      }
       while (!this.stopping && !this.quieted) {
         const reason = await this.leaseOnce();
         if (this.stopping || this.quieted) break;
@@ -350,6 +368,7 @@ export class Worker {
   quiet(): void {
     if (this.quieted) return;
     this.quieted = true;
+    this.parts?.forEach((part) => part.worker.quiet());
     this.log.info("quiet: taking no more jobs", { inFlight: this.inFlight.size });
     this.closeStream();
   }
@@ -369,8 +388,51 @@ export class Worker {
    * timeout, then cancels the rest and fails them back (TEMPORARY, retry at once).
    */
   stop(): Promise<void> {
-    this.stopping ??= this.shutdown();
+    const parts = this.parts;
+    this.stopping ??= parts ? Promise.all(parts.map((part) => part.worker.stop())).then(() => {}) : this.shutdown();
     return this.stopping;
+  }
+
+  /**
+   * With partition routing, once the map is read: when the queues live in several partitions,
+   * makes one worker per partition (its queues in this worker's order, an even share of the
+   * concurrency, at least one each) and returns true. Each one's stream, reports and lease
+   * renewals go to its partition's server, found again in the map when its stream reconnects.
+   */
+  private async splitByPartition(): Promise<boolean> {
+    const routes = this.client.routes;
+    if (!routes) return false;
+    await routes.ready();
+    const byPartition = new Map<number, string[]>();
+    for (const queue of this.queues) {
+      const partition = routes.partitionOfQueue(queue);
+      if (partition === undefined) return false;
+      byPartition.set(partition, [...(byPartition.get(partition) ?? []), queue]);
+    }
+    const groups = [...byPartition];
+    const shares = split(this.concurrency, groups.length);
+    let readyTold = false;
+    this.parts = groups.map(([partition, queues], i) => {
+      const worker = new Worker({
+        ...this.options,
+        client: this.client.pinnedTo(partition),
+        queues,
+        concurrency: shares[i]!,
+        workerId: this.workerId,
+        handleSignals: false,
+        logger: this.log,
+        onEvent: (event) => {
+          if (event.event === "reconnecting") void routes.refresh(); // its partition may have moved
+          if (event.event === "stopped" || (event.event === "ready" && readyTold)) return;
+          if (event.event === "ready") readyTold = true;
+          this.emit(event);
+        },
+      });
+      for (const [type, handler] of this.handlers) worker.register(type, handler);
+      return { worker, queues };
+    });
+    if (this.stopping || this.quieted) this.parts.forEach((part) => (this.stopping ? void part.worker.stop() : part.worker.quiet()));
+    return true;
   }
 
   private async shutdown(): Promise<void> {
@@ -581,6 +643,11 @@ export class Worker {
       this.log.warn("renew failed; will retry at the next interval", { error: toClientError(error).message });
     }
   }
+}
+
+/** `total` split over `parts` as evenly as it goes (the first ones get the remainder), at least one each. */
+function split(total: number, parts: number): number[] {
+  return Array.from({ length: parts }, (_, i) => Math.max(1, Math.floor(total / parts) + (i < total % parts ? 1 : 0)));
 }
 
 /** A worker's concurrency: the credits of its Lease stream. */

@@ -103,7 +103,9 @@ export class PostgresStore implements Store {
       this.writerError = error;
       onWriterLost?.(error);
     });
-    this.pool = new pg.Pool({ ...config, max: 4 });
+    // A node serves many partitions, each with its own store: fewer readers each keeps the
+    // connections of a node within what one server used.
+    this.pool = new pg.Pool({ ...config, max: partition === undefined ? 4 : 2 });
     // An idle pooled connection that breaks is discarded by the pool; the next read reports it.
     this.pool.on("error", () => {});
     this.committer = new GroupCommitter(async (writes) => {

@@ -1848,12 +1848,20 @@ type GetServerInfoResponse struct {
 	// Open client connections: gRPC (HTTP/2) sessions plus HTTP connections.
 	ConnectedClients uint32 `protobuf:"varint,12,opt,name=connected_clients,json=connectedClients,proto3" json:"connected_clients,omitempty"`
 	// The node that answered: in a cluster (several servers on one PostgreSQL database,
-	// docs/deploy.md) always the leader, since followers forward every call to it; empty
-	// when the server runs alone.
+	// docs/deploy.md) always the leader, since followers forward every call to it; on a
+	// partitioned cluster the node the call reached; empty when the server runs alone.
 	NodeId string `protobuf:"bytes,13,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// Every node of the cluster that reported in the last 10 s, leader first, then by node id;
 	// empty when the server runs alone.
-	ClusterNodes  []*ClusterNode `protobuf:"bytes,14,rep,name=cluster_nodes,json=clusterNodes,proto3" json:"cluster_nodes,omitempty"`
+	ClusterNodes []*ClusterNode `protobuf:"bytes,14,rep,name=cluster_nodes,json=clusterNodes,proto3" json:"cluster_nodes,omitempty"`
+	// On a partitioned cluster (worq serve --cluster --partitions, docs/scale-out.md): how many
+	// partitions the jobs are split into. 0 when the server is not partitioned.
+	PartitionCount uint32 `protobuf:"varint,15,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
+	// On a partitioned cluster: who serves each partition now, by index (a partition with no
+	// owner serving it, during a takeover, is left out). A library routes each call straight to
+	// the partition's own server from this map, and reads it again when a call finds a
+	// partition gone.
+	Partitions    []*PartitionOwner `protobuf:"bytes,16,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1986,6 +1994,95 @@ func (x *GetServerInfoResponse) GetClusterNodes() []*ClusterNode {
 	return nil
 }
 
+func (x *GetServerInfoResponse) GetPartitionCount() uint32 {
+	if x != nil {
+		return x.PartitionCount
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetPartitions() []*PartitionOwner {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// PartitionOwner says where one partition is served.
+type PartitionOwner struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The partition, 0 to partition_count - 1. A queue's home partition is the 32-bit FNV-1a
+	// hash of its name's UTF-8 bytes modulo partition_count; a job id's is the low 10 bits of
+	// its last hex group.
+	Index uint32 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// The node that owns it.
+	NodeId string `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Where the partition's own server takes gRPC calls (host:port).
+	GrpcAddress string `protobuf:"bytes,3,opt,name=grpc_address,json=grpcAddress,proto3" json:"grpc_address,omitempty"`
+	// Bumped each time the partition changes owner.
+	Epoch         uint64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionOwner) Reset() {
+	*x = PartitionOwner{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionOwner) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionOwner) ProtoMessage() {}
+
+func (x *PartitionOwner) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionOwner.ProtoReflect.Descriptor instead.
+func (*PartitionOwner) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *PartitionOwner) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *PartitionOwner) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *PartitionOwner) GetGrpcAddress() string {
+	if x != nil {
+		return x.GrpcAddress
+	}
+	return ""
+}
+
+func (x *PartitionOwner) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 // ClusterNode is one server of a cluster.
 type ClusterNode struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2010,7 +2107,7 @@ type ClusterNode struct {
 
 func (x *ClusterNode) Reset() {
 	*x = ClusterNode{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[32]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2022,7 +2119,7 @@ func (x *ClusterNode) String() string {
 func (*ClusterNode) ProtoMessage() {}
 
 func (x *ClusterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[32]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2035,7 +2132,7 @@ func (x *ClusterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
 func (*ClusterNode) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{32}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ClusterNode) GetNodeId() string {
@@ -2096,7 +2193,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[33]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2205,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[33]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2218,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{33}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{34}
 }
 
 // ListWorkersResponse lists connected workers.
@@ -2135,7 +2232,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[34]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2147,7 +2244,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[34]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2160,7 +2257,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{34}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -2191,7 +2288,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[35]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2203,7 +2300,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[35]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2216,7 +2313,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{35}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WorkerInfo) GetWorkerId() string {
@@ -2272,7 +2369,7 @@ type DeleteJobRequest struct {
 
 func (x *DeleteJobRequest) Reset() {
 	*x = DeleteJobRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[36]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2284,7 +2381,7 @@ func (x *DeleteJobRequest) String() string {
 func (*DeleteJobRequest) ProtoMessage() {}
 
 func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[36]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2297,7 +2394,7 @@ func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{36}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteJobRequest) GetJid() string {
@@ -2316,7 +2413,7 @@ type DeleteJobResponse struct {
 
 func (x *DeleteJobResponse) Reset() {
 	*x = DeleteJobResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[37]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2328,7 +2425,7 @@ func (x *DeleteJobResponse) String() string {
 func (*DeleteJobResponse) ProtoMessage() {}
 
 func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[37]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2341,7 +2438,7 @@ func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{37}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{38}
 }
 
 // RetryJobsRequest selects dead jobs to retry.
@@ -2357,7 +2454,7 @@ type RetryJobsRequest struct {
 
 func (x *RetryJobsRequest) Reset() {
 	*x = RetryJobsRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[38]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2369,7 +2466,7 @@ func (x *RetryJobsRequest) String() string {
 func (*RetryJobsRequest) ProtoMessage() {}
 
 func (x *RetryJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[38]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2382,7 +2479,7 @@ func (x *RetryJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobsRequest.ProtoReflect.Descriptor instead.
 func (*RetryJobsRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{38}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RetryJobsRequest) GetJids() []string {
@@ -2410,7 +2507,7 @@ type RetryJobsResponse struct {
 
 func (x *RetryJobsResponse) Reset() {
 	*x = RetryJobsResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[39]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2422,7 +2519,7 @@ func (x *RetryJobsResponse) String() string {
 func (*RetryJobsResponse) ProtoMessage() {}
 
 func (x *RetryJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[39]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2435,7 +2532,7 @@ func (x *RetryJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobsResponse.ProtoReflect.Descriptor instead.
 func (*RetryJobsResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{39}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RetryJobsResponse) GetRetried() uint64 {
@@ -2456,7 +2553,7 @@ type RunJobsNowRequest struct {
 
 func (x *RunJobsNowRequest) Reset() {
 	*x = RunJobsNowRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[40]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2468,7 +2565,7 @@ func (x *RunJobsNowRequest) String() string {
 func (*RunJobsNowRequest) ProtoMessage() {}
 
 func (x *RunJobsNowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[40]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2481,7 +2578,7 @@ func (x *RunJobsNowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunJobsNowRequest.ProtoReflect.Descriptor instead.
 func (*RunJobsNowRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{40}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RunJobsNowRequest) GetJids() []string {
@@ -2502,7 +2599,7 @@ type RunJobsNowResponse struct {
 
 func (x *RunJobsNowResponse) Reset() {
 	*x = RunJobsNowResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[41]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2514,7 +2611,7 @@ func (x *RunJobsNowResponse) String() string {
 func (*RunJobsNowResponse) ProtoMessage() {}
 
 func (x *RunJobsNowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[41]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2527,7 +2624,7 @@ func (x *RunJobsNowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunJobsNowResponse.ProtoReflect.Descriptor instead.
 func (*RunJobsNowResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{41}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RunJobsNowResponse) GetScheduled() uint64 {
@@ -2548,7 +2645,7 @@ type PauseQueueRequest struct {
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[42]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2560,7 +2657,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[42]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2573,7 +2670,7 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{42}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PauseQueueRequest) GetQueue() string {
@@ -2592,7 +2689,7 @@ type PauseQueueResponse struct {
 
 func (x *PauseQueueResponse) Reset() {
 	*x = PauseQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[43]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2604,7 +2701,7 @@ func (x *PauseQueueResponse) String() string {
 func (*PauseQueueResponse) ProtoMessage() {}
 
 func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[43]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2617,7 +2714,7 @@ func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
 func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{43}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{44}
 }
 
 // ResumeQueueRequest names a queue.
@@ -2631,7 +2728,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[44]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2643,7 +2740,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[44]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2656,7 +2753,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{44}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ResumeQueueRequest) GetQueue() string {
@@ -2675,7 +2772,7 @@ type ResumeQueueResponse struct {
 
 func (x *ResumeQueueResponse) Reset() {
 	*x = ResumeQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[45]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2687,7 +2784,7 @@ func (x *ResumeQueueResponse) String() string {
 func (*ResumeQueueResponse) ProtoMessage() {}
 
 func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[45]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2700,7 +2797,7 @@ func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
 func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{45}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{46}
 }
 
 // PurgeQueueRequest names a queue.
@@ -2714,7 +2811,7 @@ type PurgeQueueRequest struct {
 
 func (x *PurgeQueueRequest) Reset() {
 	*x = PurgeQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[46]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2726,7 +2823,7 @@ func (x *PurgeQueueRequest) String() string {
 func (*PurgeQueueRequest) ProtoMessage() {}
 
 func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[46]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2739,7 +2836,7 @@ func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueRequest.ProtoReflect.Descriptor instead.
 func (*PurgeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{46}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PurgeQueueRequest) GetQueue() string {
@@ -2760,7 +2857,7 @@ type PurgeQueueResponse struct {
 
 func (x *PurgeQueueResponse) Reset() {
 	*x = PurgeQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[47]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2772,7 +2869,7 @@ func (x *PurgeQueueResponse) String() string {
 func (*PurgeQueueResponse) ProtoMessage() {}
 
 func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[47]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2785,7 +2882,7 @@ func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueResponse.ProtoReflect.Descriptor instead.
 func (*PurgeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{47}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *PurgeQueueResponse) GetDeleted() uint64 {
@@ -2808,7 +2905,7 @@ type ControlWorkerRequest struct {
 
 func (x *ControlWorkerRequest) Reset() {
 	*x = ControlWorkerRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[48]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2820,7 +2917,7 @@ func (x *ControlWorkerRequest) String() string {
 func (*ControlWorkerRequest) ProtoMessage() {}
 
 func (x *ControlWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[48]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2833,7 +2930,7 @@ func (x *ControlWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlWorkerRequest.ProtoReflect.Descriptor instead.
 func (*ControlWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{48}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ControlWorkerRequest) GetWorkerId() string {
@@ -2861,7 +2958,7 @@ type ControlWorkerResponse struct {
 
 func (x *ControlWorkerResponse) Reset() {
 	*x = ControlWorkerResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[49]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2873,7 +2970,7 @@ func (x *ControlWorkerResponse) String() string {
 func (*ControlWorkerResponse) ProtoMessage() {}
 
 func (x *ControlWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[49]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2886,7 +2983,7 @@ func (x *ControlWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlWorkerResponse.ProtoReflect.Descriptor instead.
 func (*ControlWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{49}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ControlWorkerResponse) GetStreams() uint32 {
@@ -2909,7 +3006,7 @@ type ConfigureQueueRequest struct {
 
 func (x *ConfigureQueueRequest) Reset() {
 	*x = ConfigureQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[50]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2921,7 +3018,7 @@ func (x *ConfigureQueueRequest) String() string {
 func (*ConfigureQueueRequest) ProtoMessage() {}
 
 func (x *ConfigureQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[50]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2934,7 +3031,7 @@ func (x *ConfigureQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureQueueRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{50}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ConfigureQueueRequest) GetQueue() string {
@@ -2962,7 +3059,7 @@ type ConfigureQueueResponse struct {
 
 func (x *ConfigureQueueResponse) Reset() {
 	*x = ConfigureQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[51]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2974,7 +3071,7 @@ func (x *ConfigureQueueResponse) String() string {
 func (*ConfigureQueueResponse) ProtoMessage() {}
 
 func (x *ConfigureQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[51]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2987,7 +3084,7 @@ func (x *ConfigureQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureQueueResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{51}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ConfigureQueueResponse) GetConfig() *QueueConfig {
@@ -3132,7 +3229,7 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"B\n" +
 	"\x15GetQueueStatsResponse\x12)\n" +
 	"\x05stats\x18\x01 \x01(\v2\x13.worq.v1.QueueStatsR\x05stats\"\x16\n" +
-	"\x14GetServerInfoRequest\"\xb7\x04\n" +
+	"\x14GetServerInfoRequest\"\x99\x05\n" +
 	"\x15GetServerInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x129\n" +
 	"\n" +
@@ -3150,7 +3247,16 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"data_bytes\x18\v \x01(\x04R\tdataBytes\x12+\n" +
 	"\x11connected_clients\x18\f \x01(\rR\x10connectedClients\x12\x17\n" +
 	"\anode_id\x18\r \x01(\tR\x06nodeId\x129\n" +
-	"\rcluster_nodes\x18\x0e \x03(\v2\x14.worq.v1.ClusterNodeR\fclusterNodes\"\x8e\x02\n" +
+	"\rcluster_nodes\x18\x0e \x03(\v2\x14.worq.v1.ClusterNodeR\fclusterNodes\x12'\n" +
+	"\x0fpartition_count\x18\x0f \x01(\rR\x0epartitionCount\x127\n" +
+	"\n" +
+	"partitions\x18\x10 \x03(\v2\x17.worq.v1.PartitionOwnerR\n" +
+	"partitions\"x\n" +
+	"\x0ePartitionOwner\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12!\n" +
+	"\fgrpc_address\x18\x03 \x01(\tR\vgrpcAddress\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\"\x8e\x02\n" +
 	"\vClusterNode\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12!\n" +
@@ -3247,7 +3353,7 @@ func file_worq_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_worq_v1_admin_service_proto_rawDescData
 }
 
-var file_worq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_worq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_worq_v1_admin_service_proto_goTypes = []any{
 	(*PutScheduleRequest)(nil),     // 0: worq.v1.PutScheduleRequest
 	(*PutScheduleResponse)(nil),    // 1: worq.v1.PutScheduleResponse
@@ -3281,53 +3387,54 @@ var file_worq_v1_admin_service_proto_goTypes = []any{
 	(*GetQueueStatsResponse)(nil),  // 29: worq.v1.GetQueueStatsResponse
 	(*GetServerInfoRequest)(nil),   // 30: worq.v1.GetServerInfoRequest
 	(*GetServerInfoResponse)(nil),  // 31: worq.v1.GetServerInfoResponse
-	(*ClusterNode)(nil),            // 32: worq.v1.ClusterNode
-	(*ListWorkersRequest)(nil),     // 33: worq.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),    // 34: worq.v1.ListWorkersResponse
-	(*WorkerInfo)(nil),             // 35: worq.v1.WorkerInfo
-	(*DeleteJobRequest)(nil),       // 36: worq.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),      // 37: worq.v1.DeleteJobResponse
-	(*RetryJobsRequest)(nil),       // 38: worq.v1.RetryJobsRequest
-	(*RetryJobsResponse)(nil),      // 39: worq.v1.RetryJobsResponse
-	(*RunJobsNowRequest)(nil),      // 40: worq.v1.RunJobsNowRequest
-	(*RunJobsNowResponse)(nil),     // 41: worq.v1.RunJobsNowResponse
-	(*PauseQueueRequest)(nil),      // 42: worq.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),     // 43: worq.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),     // 44: worq.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),    // 45: worq.v1.ResumeQueueResponse
-	(*PurgeQueueRequest)(nil),      // 46: worq.v1.PurgeQueueRequest
-	(*PurgeQueueResponse)(nil),     // 47: worq.v1.PurgeQueueResponse
-	(*ControlWorkerRequest)(nil),   // 48: worq.v1.ControlWorkerRequest
-	(*ControlWorkerResponse)(nil),  // 49: worq.v1.ControlWorkerResponse
-	(*ConfigureQueueRequest)(nil),  // 50: worq.v1.ConfigureQueueRequest
-	(*ConfigureQueueResponse)(nil), // 51: worq.v1.ConfigureQueueResponse
-	nil,                            // 52: worq.v1.ListJobsRequest.TagsEntry
-	nil,                            // 53: worq.v1.WorkerInfo.LabelsEntry
-	(*Schedule)(nil),               // 54: worq.v1.Schedule
-	(BatchState)(0),                // 55: worq.v1.BatchState
-	(*Batch)(nil),                  // 56: worq.v1.Batch
-	(*Job)(nil),                    // 57: worq.v1.Job
-	(JobState)(0),                  // 58: worq.v1.JobState
-	(*timestamppb.Timestamp)(nil),  // 59: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 60: google.protobuf.Duration
-	(*LeaseRef)(nil),               // 61: worq.v1.LeaseRef
-	(ControlAction)(0),             // 62: worq.v1.ControlAction
+	(*PartitionOwner)(nil),         // 32: worq.v1.PartitionOwner
+	(*ClusterNode)(nil),            // 33: worq.v1.ClusterNode
+	(*ListWorkersRequest)(nil),     // 34: worq.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),    // 35: worq.v1.ListWorkersResponse
+	(*WorkerInfo)(nil),             // 36: worq.v1.WorkerInfo
+	(*DeleteJobRequest)(nil),       // 37: worq.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),      // 38: worq.v1.DeleteJobResponse
+	(*RetryJobsRequest)(nil),       // 39: worq.v1.RetryJobsRequest
+	(*RetryJobsResponse)(nil),      // 40: worq.v1.RetryJobsResponse
+	(*RunJobsNowRequest)(nil),      // 41: worq.v1.RunJobsNowRequest
+	(*RunJobsNowResponse)(nil),     // 42: worq.v1.RunJobsNowResponse
+	(*PauseQueueRequest)(nil),      // 43: worq.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),     // 44: worq.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),     // 45: worq.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),    // 46: worq.v1.ResumeQueueResponse
+	(*PurgeQueueRequest)(nil),      // 47: worq.v1.PurgeQueueRequest
+	(*PurgeQueueResponse)(nil),     // 48: worq.v1.PurgeQueueResponse
+	(*ControlWorkerRequest)(nil),   // 49: worq.v1.ControlWorkerRequest
+	(*ControlWorkerResponse)(nil),  // 50: worq.v1.ControlWorkerResponse
+	(*ConfigureQueueRequest)(nil),  // 51: worq.v1.ConfigureQueueRequest
+	(*ConfigureQueueResponse)(nil), // 52: worq.v1.ConfigureQueueResponse
+	nil,                            // 53: worq.v1.ListJobsRequest.TagsEntry
+	nil,                            // 54: worq.v1.WorkerInfo.LabelsEntry
+	(*Schedule)(nil),               // 55: worq.v1.Schedule
+	(BatchState)(0),                // 56: worq.v1.BatchState
+	(*Batch)(nil),                  // 57: worq.v1.Batch
+	(*Job)(nil),                    // 58: worq.v1.Job
+	(JobState)(0),                  // 59: worq.v1.JobState
+	(*timestamppb.Timestamp)(nil),  // 60: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 61: google.protobuf.Duration
+	(*LeaseRef)(nil),               // 62: worq.v1.LeaseRef
+	(ControlAction)(0),             // 63: worq.v1.ControlAction
 }
 var file_worq_v1_admin_service_proto_depIdxs = []int32{
-	54, // 0: worq.v1.PutScheduleRequest.schedule:type_name -> worq.v1.Schedule
-	54, // 1: worq.v1.PutScheduleResponse.schedule:type_name -> worq.v1.Schedule
-	54, // 2: worq.v1.GetScheduleResponse.schedule:type_name -> worq.v1.Schedule
-	54, // 3: worq.v1.ListSchedulesResponse.schedules:type_name -> worq.v1.Schedule
-	55, // 4: worq.v1.ListBatchesRequest.state:type_name -> worq.v1.BatchState
-	56, // 5: worq.v1.ListBatchesResponse.batches:type_name -> worq.v1.Batch
-	57, // 6: worq.v1.GetJobResponse.job:type_name -> worq.v1.Job
-	58, // 7: worq.v1.ListJobsRequest.state:type_name -> worq.v1.JobState
-	52, // 8: worq.v1.ListJobsRequest.tags:type_name -> worq.v1.ListJobsRequest.TagsEntry
-	59, // 9: worq.v1.ListJobsRequest.created_after:type_name -> google.protobuf.Timestamp
-	59, // 10: worq.v1.ListJobsRequest.created_before:type_name -> google.protobuf.Timestamp
-	57, // 11: worq.v1.ListJobsResponse.jobs:type_name -> worq.v1.Job
+	55, // 0: worq.v1.PutScheduleRequest.schedule:type_name -> worq.v1.Schedule
+	55, // 1: worq.v1.PutScheduleResponse.schedule:type_name -> worq.v1.Schedule
+	55, // 2: worq.v1.GetScheduleResponse.schedule:type_name -> worq.v1.Schedule
+	55, // 3: worq.v1.ListSchedulesResponse.schedules:type_name -> worq.v1.Schedule
+	56, // 4: worq.v1.ListBatchesRequest.state:type_name -> worq.v1.BatchState
+	57, // 5: worq.v1.ListBatchesResponse.batches:type_name -> worq.v1.Batch
+	58, // 6: worq.v1.GetJobResponse.job:type_name -> worq.v1.Job
+	59, // 7: worq.v1.ListJobsRequest.state:type_name -> worq.v1.JobState
+	53, // 8: worq.v1.ListJobsRequest.tags:type_name -> worq.v1.ListJobsRequest.TagsEntry
+	60, // 9: worq.v1.ListJobsRequest.created_after:type_name -> google.protobuf.Timestamp
+	60, // 10: worq.v1.ListJobsRequest.created_before:type_name -> google.protobuf.Timestamp
+	58, // 11: worq.v1.ListJobsResponse.jobs:type_name -> worq.v1.Job
 	22, // 12: worq.v1.ListQueuesResponse.queues:type_name -> worq.v1.QueueStats
-	60, // 13: worq.v1.QueueStats.latency:type_name -> google.protobuf.Duration
+	61, // 13: worq.v1.QueueStats.latency:type_name -> google.protobuf.Duration
 	23, // 14: worq.v1.QueueStats.config:type_name -> worq.v1.QueueConfig
 	26, // 15: worq.v1.QueueStats.top_groups:type_name -> worq.v1.GroupStats
 	27, // 16: worq.v1.QueueConfig.rate_limit:type_name -> worq.v1.RateLimit
@@ -3335,69 +3442,70 @@ var file_worq_v1_admin_service_proto_depIdxs = []int32{
 	25, // 18: worq.v1.GroupLimits.limits:type_name -> worq.v1.GroupLimit
 	27, // 19: worq.v1.GroupLimit.rate_limit:type_name -> worq.v1.RateLimit
 	25, // 20: worq.v1.GroupStats.limit:type_name -> worq.v1.GroupLimit
-	60, // 21: worq.v1.RateLimit.period:type_name -> google.protobuf.Duration
+	61, // 21: worq.v1.RateLimit.period:type_name -> google.protobuf.Duration
 	22, // 22: worq.v1.GetQueueStatsResponse.stats:type_name -> worq.v1.QueueStats
-	59, // 23: worq.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
-	60, // 24: worq.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
-	32, // 25: worq.v1.GetServerInfoResponse.cluster_nodes:type_name -> worq.v1.ClusterNode
-	59, // 26: worq.v1.ClusterNode.started_at:type_name -> google.protobuf.Timestamp
-	59, // 27: worq.v1.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	35, // 28: worq.v1.ListWorkersResponse.workers:type_name -> worq.v1.WorkerInfo
-	61, // 29: worq.v1.WorkerInfo.held:type_name -> worq.v1.LeaseRef
-	59, // 30: worq.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	53, // 31: worq.v1.WorkerInfo.labels:type_name -> worq.v1.WorkerInfo.LabelsEntry
-	62, // 32: worq.v1.ControlWorkerRequest.action:type_name -> worq.v1.ControlAction
-	23, // 33: worq.v1.ConfigureQueueRequest.config:type_name -> worq.v1.QueueConfig
-	23, // 34: worq.v1.ConfigureQueueResponse.config:type_name -> worq.v1.QueueConfig
-	16, // 35: worq.v1.AdminService.GetJob:input_type -> worq.v1.GetJobRequest
-	18, // 36: worq.v1.AdminService.ListJobs:input_type -> worq.v1.ListJobsRequest
-	20, // 37: worq.v1.AdminService.ListQueues:input_type -> worq.v1.ListQueuesRequest
-	28, // 38: worq.v1.AdminService.GetQueueStats:input_type -> worq.v1.GetQueueStatsRequest
-	30, // 39: worq.v1.AdminService.GetServerInfo:input_type -> worq.v1.GetServerInfoRequest
-	33, // 40: worq.v1.AdminService.ListWorkers:input_type -> worq.v1.ListWorkersRequest
-	36, // 41: worq.v1.AdminService.DeleteJob:input_type -> worq.v1.DeleteJobRequest
-	38, // 42: worq.v1.AdminService.RetryJobs:input_type -> worq.v1.RetryJobsRequest
-	40, // 43: worq.v1.AdminService.RunJobsNow:input_type -> worq.v1.RunJobsNowRequest
-	42, // 44: worq.v1.AdminService.PauseQueue:input_type -> worq.v1.PauseQueueRequest
-	44, // 45: worq.v1.AdminService.ResumeQueue:input_type -> worq.v1.ResumeQueueRequest
-	46, // 46: worq.v1.AdminService.PurgeQueue:input_type -> worq.v1.PurgeQueueRequest
-	48, // 47: worq.v1.AdminService.ControlWorker:input_type -> worq.v1.ControlWorkerRequest
-	50, // 48: worq.v1.AdminService.ConfigureQueue:input_type -> worq.v1.ConfigureQueueRequest
-	0,  // 49: worq.v1.AdminService.PutSchedule:input_type -> worq.v1.PutScheduleRequest
-	2,  // 50: worq.v1.AdminService.GetSchedule:input_type -> worq.v1.GetScheduleRequest
-	4,  // 51: worq.v1.AdminService.ListSchedules:input_type -> worq.v1.ListSchedulesRequest
-	6,  // 52: worq.v1.AdminService.PauseSchedule:input_type -> worq.v1.PauseScheduleRequest
-	8,  // 53: worq.v1.AdminService.ResumeSchedule:input_type -> worq.v1.ResumeScheduleRequest
-	10, // 54: worq.v1.AdminService.DeleteSchedule:input_type -> worq.v1.DeleteScheduleRequest
-	12, // 55: worq.v1.AdminService.RunScheduleNow:input_type -> worq.v1.RunScheduleNowRequest
-	14, // 56: worq.v1.AdminService.ListBatches:input_type -> worq.v1.ListBatchesRequest
-	17, // 57: worq.v1.AdminService.GetJob:output_type -> worq.v1.GetJobResponse
-	19, // 58: worq.v1.AdminService.ListJobs:output_type -> worq.v1.ListJobsResponse
-	21, // 59: worq.v1.AdminService.ListQueues:output_type -> worq.v1.ListQueuesResponse
-	29, // 60: worq.v1.AdminService.GetQueueStats:output_type -> worq.v1.GetQueueStatsResponse
-	31, // 61: worq.v1.AdminService.GetServerInfo:output_type -> worq.v1.GetServerInfoResponse
-	34, // 62: worq.v1.AdminService.ListWorkers:output_type -> worq.v1.ListWorkersResponse
-	37, // 63: worq.v1.AdminService.DeleteJob:output_type -> worq.v1.DeleteJobResponse
-	39, // 64: worq.v1.AdminService.RetryJobs:output_type -> worq.v1.RetryJobsResponse
-	41, // 65: worq.v1.AdminService.RunJobsNow:output_type -> worq.v1.RunJobsNowResponse
-	43, // 66: worq.v1.AdminService.PauseQueue:output_type -> worq.v1.PauseQueueResponse
-	45, // 67: worq.v1.AdminService.ResumeQueue:output_type -> worq.v1.ResumeQueueResponse
-	47, // 68: worq.v1.AdminService.PurgeQueue:output_type -> worq.v1.PurgeQueueResponse
-	49, // 69: worq.v1.AdminService.ControlWorker:output_type -> worq.v1.ControlWorkerResponse
-	51, // 70: worq.v1.AdminService.ConfigureQueue:output_type -> worq.v1.ConfigureQueueResponse
-	1,  // 71: worq.v1.AdminService.PutSchedule:output_type -> worq.v1.PutScheduleResponse
-	3,  // 72: worq.v1.AdminService.GetSchedule:output_type -> worq.v1.GetScheduleResponse
-	5,  // 73: worq.v1.AdminService.ListSchedules:output_type -> worq.v1.ListSchedulesResponse
-	7,  // 74: worq.v1.AdminService.PauseSchedule:output_type -> worq.v1.PauseScheduleResponse
-	9,  // 75: worq.v1.AdminService.ResumeSchedule:output_type -> worq.v1.ResumeScheduleResponse
-	11, // 76: worq.v1.AdminService.DeleteSchedule:output_type -> worq.v1.DeleteScheduleResponse
-	13, // 77: worq.v1.AdminService.RunScheduleNow:output_type -> worq.v1.RunScheduleNowResponse
-	15, // 78: worq.v1.AdminService.ListBatches:output_type -> worq.v1.ListBatchesResponse
-	57, // [57:79] is the sub-list for method output_type
-	35, // [35:57] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	60, // 23: worq.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
+	61, // 24: worq.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
+	33, // 25: worq.v1.GetServerInfoResponse.cluster_nodes:type_name -> worq.v1.ClusterNode
+	32, // 26: worq.v1.GetServerInfoResponse.partitions:type_name -> worq.v1.PartitionOwner
+	60, // 27: worq.v1.ClusterNode.started_at:type_name -> google.protobuf.Timestamp
+	60, // 28: worq.v1.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	36, // 29: worq.v1.ListWorkersResponse.workers:type_name -> worq.v1.WorkerInfo
+	62, // 30: worq.v1.WorkerInfo.held:type_name -> worq.v1.LeaseRef
+	60, // 31: worq.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	54, // 32: worq.v1.WorkerInfo.labels:type_name -> worq.v1.WorkerInfo.LabelsEntry
+	63, // 33: worq.v1.ControlWorkerRequest.action:type_name -> worq.v1.ControlAction
+	23, // 34: worq.v1.ConfigureQueueRequest.config:type_name -> worq.v1.QueueConfig
+	23, // 35: worq.v1.ConfigureQueueResponse.config:type_name -> worq.v1.QueueConfig
+	16, // 36: worq.v1.AdminService.GetJob:input_type -> worq.v1.GetJobRequest
+	18, // 37: worq.v1.AdminService.ListJobs:input_type -> worq.v1.ListJobsRequest
+	20, // 38: worq.v1.AdminService.ListQueues:input_type -> worq.v1.ListQueuesRequest
+	28, // 39: worq.v1.AdminService.GetQueueStats:input_type -> worq.v1.GetQueueStatsRequest
+	30, // 40: worq.v1.AdminService.GetServerInfo:input_type -> worq.v1.GetServerInfoRequest
+	34, // 41: worq.v1.AdminService.ListWorkers:input_type -> worq.v1.ListWorkersRequest
+	37, // 42: worq.v1.AdminService.DeleteJob:input_type -> worq.v1.DeleteJobRequest
+	39, // 43: worq.v1.AdminService.RetryJobs:input_type -> worq.v1.RetryJobsRequest
+	41, // 44: worq.v1.AdminService.RunJobsNow:input_type -> worq.v1.RunJobsNowRequest
+	43, // 45: worq.v1.AdminService.PauseQueue:input_type -> worq.v1.PauseQueueRequest
+	45, // 46: worq.v1.AdminService.ResumeQueue:input_type -> worq.v1.ResumeQueueRequest
+	47, // 47: worq.v1.AdminService.PurgeQueue:input_type -> worq.v1.PurgeQueueRequest
+	49, // 48: worq.v1.AdminService.ControlWorker:input_type -> worq.v1.ControlWorkerRequest
+	51, // 49: worq.v1.AdminService.ConfigureQueue:input_type -> worq.v1.ConfigureQueueRequest
+	0,  // 50: worq.v1.AdminService.PutSchedule:input_type -> worq.v1.PutScheduleRequest
+	2,  // 51: worq.v1.AdminService.GetSchedule:input_type -> worq.v1.GetScheduleRequest
+	4,  // 52: worq.v1.AdminService.ListSchedules:input_type -> worq.v1.ListSchedulesRequest
+	6,  // 53: worq.v1.AdminService.PauseSchedule:input_type -> worq.v1.PauseScheduleRequest
+	8,  // 54: worq.v1.AdminService.ResumeSchedule:input_type -> worq.v1.ResumeScheduleRequest
+	10, // 55: worq.v1.AdminService.DeleteSchedule:input_type -> worq.v1.DeleteScheduleRequest
+	12, // 56: worq.v1.AdminService.RunScheduleNow:input_type -> worq.v1.RunScheduleNowRequest
+	14, // 57: worq.v1.AdminService.ListBatches:input_type -> worq.v1.ListBatchesRequest
+	17, // 58: worq.v1.AdminService.GetJob:output_type -> worq.v1.GetJobResponse
+	19, // 59: worq.v1.AdminService.ListJobs:output_type -> worq.v1.ListJobsResponse
+	21, // 60: worq.v1.AdminService.ListQueues:output_type -> worq.v1.ListQueuesResponse
+	29, // 61: worq.v1.AdminService.GetQueueStats:output_type -> worq.v1.GetQueueStatsResponse
+	31, // 62: worq.v1.AdminService.GetServerInfo:output_type -> worq.v1.GetServerInfoResponse
+	35, // 63: worq.v1.AdminService.ListWorkers:output_type -> worq.v1.ListWorkersResponse
+	38, // 64: worq.v1.AdminService.DeleteJob:output_type -> worq.v1.DeleteJobResponse
+	40, // 65: worq.v1.AdminService.RetryJobs:output_type -> worq.v1.RetryJobsResponse
+	42, // 66: worq.v1.AdminService.RunJobsNow:output_type -> worq.v1.RunJobsNowResponse
+	44, // 67: worq.v1.AdminService.PauseQueue:output_type -> worq.v1.PauseQueueResponse
+	46, // 68: worq.v1.AdminService.ResumeQueue:output_type -> worq.v1.ResumeQueueResponse
+	48, // 69: worq.v1.AdminService.PurgeQueue:output_type -> worq.v1.PurgeQueueResponse
+	50, // 70: worq.v1.AdminService.ControlWorker:output_type -> worq.v1.ControlWorkerResponse
+	52, // 71: worq.v1.AdminService.ConfigureQueue:output_type -> worq.v1.ConfigureQueueResponse
+	1,  // 72: worq.v1.AdminService.PutSchedule:output_type -> worq.v1.PutScheduleResponse
+	3,  // 73: worq.v1.AdminService.GetSchedule:output_type -> worq.v1.GetScheduleResponse
+	5,  // 74: worq.v1.AdminService.ListSchedules:output_type -> worq.v1.ListSchedulesResponse
+	7,  // 75: worq.v1.AdminService.PauseSchedule:output_type -> worq.v1.PauseScheduleResponse
+	9,  // 76: worq.v1.AdminService.ResumeSchedule:output_type -> worq.v1.ResumeScheduleResponse
+	11, // 77: worq.v1.AdminService.DeleteSchedule:output_type -> worq.v1.DeleteScheduleResponse
+	13, // 78: worq.v1.AdminService.RunScheduleNow:output_type -> worq.v1.RunScheduleNowResponse
+	15, // 79: worq.v1.AdminService.ListBatches:output_type -> worq.v1.ListBatchesResponse
+	58, // [58:80] is the sub-list for method output_type
+	36, // [36:58] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_worq_v1_admin_service_proto_init() }
@@ -3418,7 +3526,7 @@ func file_worq_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worq_v1_admin_service_proto_rawDesc), len(file_worq_v1_admin_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   54,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -290,7 +290,7 @@ class GetServerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetServerInfoResponse(_message.Message):
-    __slots__ = ("version", "started_at", "uptime", "connected_workers", "total_processed", "total_failed", "evicted_jobs", "live_jobs", "store", "total_submitted", "data_bytes", "connected_clients", "node_id", "cluster_nodes")
+    __slots__ = ("version", "started_at", "uptime", "connected_workers", "total_processed", "total_failed", "evicted_jobs", "live_jobs", "store", "total_submitted", "data_bytes", "connected_clients", "node_id", "cluster_nodes", "partition_count", "partitions")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     UPTIME_FIELD_NUMBER: _ClassVar[int]
@@ -305,6 +305,8 @@ class GetServerInfoResponse(_message.Message):
     CONNECTED_CLIENTS_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_NODES_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_COUNT_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     version: str
     started_at: _timestamp_pb2.Timestamp
     uptime: _duration_pb2.Duration
@@ -319,7 +321,21 @@ class GetServerInfoResponse(_message.Message):
     connected_clients: int
     node_id: str
     cluster_nodes: _containers.RepeatedCompositeFieldContainer[ClusterNode]
-    def __init__(self, version: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., uptime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., connected_workers: _Optional[int] = ..., total_processed: _Optional[int] = ..., total_failed: _Optional[int] = ..., evicted_jobs: _Optional[int] = ..., live_jobs: _Optional[int] = ..., store: _Optional[str] = ..., total_submitted: _Optional[int] = ..., data_bytes: _Optional[int] = ..., connected_clients: _Optional[int] = ..., node_id: _Optional[str] = ..., cluster_nodes: _Optional[_Iterable[_Union[ClusterNode, _Mapping]]] = ...) -> None: ...
+    partition_count: int
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionOwner]
+    def __init__(self, version: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., uptime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., connected_workers: _Optional[int] = ..., total_processed: _Optional[int] = ..., total_failed: _Optional[int] = ..., evicted_jobs: _Optional[int] = ..., live_jobs: _Optional[int] = ..., store: _Optional[str] = ..., total_submitted: _Optional[int] = ..., data_bytes: _Optional[int] = ..., connected_clients: _Optional[int] = ..., node_id: _Optional[str] = ..., cluster_nodes: _Optional[_Iterable[_Union[ClusterNode, _Mapping]]] = ..., partition_count: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionOwner, _Mapping]]] = ...) -> None: ...
+
+class PartitionOwner(_message.Message):
+    __slots__ = ("index", "node_id", "grpc_address", "epoch")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    GRPC_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    node_id: str
+    grpc_address: str
+    epoch: int
+    def __init__(self, index: _Optional[int] = ..., node_id: _Optional[str] = ..., grpc_address: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class ClusterNode(_message.Message):
     __slots__ = ("node_id", "role", "grpc_address", "http_address", "started_at", "last_seen", "version")

@@ -1,0 +1,85 @@
+import type { GetServerInfoResponse } from "./gen/worq/v1/admin_service_pb.js";
+import { GrpcLink } from "./grpc-link.js";
+import { partitionOfId, queueHome } from "./partition.js";
+import type { ConnectionOptions } from "./transport.js";
+
+/** The queue a job without one goes to (the server's default). */
+const DEFAULT_QUEUE = "default";
+
+/**
+ * Which server takes each partition's calls on a partitioned cluster: the partition map the
+ * cluster publishes in server info (GetServerInfo.partitions), read once before the first
+ * routed call and again whenever a call finds a partition gone (refresh). A partition with
+ * no owner known, and everything on a server that is not partitioned, goes to the address
+ * the client was given, whose node routes it.
+ */
+export class PartitionRoutes {
+  private count = 0;
+  private addresses: (string | undefined)[] = [];
+  private readonly links = new Map<string, GrpcLink>();
+  private read = false;
+  private loading: Promise<void> | undefined;
+
+  constructor(
+    private readonly options: ConnectionOptions,
+    private readonly readMap: () => Promise<GetServerInfoResponse>,
+  ) {}
+
+  /** Settles once the map has been read (at once after the first read). */
+  ready(): Promise<void> {
+    return this.read ? DONE : this.refresh();
+  }
+
+  /** Reads the map again (one read at a time; callers at once share it). */
+  refresh(): Promise<void> {
+    return (this.loading ??= this.load().finally(() => (this.loading = undefined)));
+  }
+
+  /** Whether the map has been read once (routing is synchronous from then on). */
+  get loaded(): boolean {
+    return this.read;
+  }
+
+  /** The partition count, 0 when the server is not partitioned (or the map could not be read). */
+  get partitionCount(): number {
+    return this.count;
+  }
+
+  /** The partition of a job of `queue` (`undefined` when the server is not partitioned). */
+  partitionOfQueue(queue: string | undefined): number | undefined {
+    return this.count > 1 ? queueHome(queue || DEFAULT_QUEUE, this.count) : undefined;
+  }
+
+  partitionOfJid(jid: string): number | undefined {
+    return this.count > 1 ? partitionOfId(jid, this.count) : undefined;
+  }
+
+  /** The link to `partition`'s own server; undefined when none is known (the node routes it). */
+  linkOf(partition: number | undefined): GrpcLink | undefined {
+    const address = partition === undefined ? undefined : this.addresses[partition];
+    if (address === undefined) return undefined;
+    let link = this.links.get(address);
+    if (!link) {
+      // The scheme (and TLS) the client was given, towards the partition's own port.
+      const scheme = /^https:\/\//i.test(this.options.address) ? "https://" : "";
+      link = new GrpcLink({ ...this.options, address: `${scheme}${address}` });
+      this.links.set(address, link);
+    }
+    return link;
+  }
+
+  private async load(): Promise<void> {
+    try {
+      const info = await this.readMap();
+      const addresses: (string | undefined)[] = [];
+      for (const owner of info.partitions) if (owner.grpcAddress) addresses[owner.index] = owner.grpcAddress;
+      [this.count, this.addresses] = [info.partitionCount, addresses];
+    } catch {
+      // A server too old to publish a map, or a token without the right to read it: the
+      // address given routes everything, as it does on a server that is not partitioned.
+    }
+    this.read = true;
+  }
+}
+
+const DONE = Promise.resolve();

@@ -1,0 +1,40 @@
+/**
+ * Where a job lives on a partitioned cluster (the server's docs/scale-out.md): a queue's home
+ * partition comes from a hash of its name, and a job id or batch id carries its partition in
+ * its last ten bits. The server places jobs with these same functions, so a library routes a
+ * call straight to the partition's own server. With one partition everything is in partition 0.
+ */
+
+/** Ten bits of an id carry its partition. */
+export const MAX_PARTITIONS = 1024;
+/** The bits of an id's last hex digits that name its partition. */
+export const PARTITION_BITS = MAX_PARTITIONS - 1;
+
+/**
+ * FNV-1a, 32 bits, over the UTF-8 bytes of `text`: small, fast, the same in every language
+ * (so a library in another language can place queues as the server does), and even enough
+ * for queue names, which are short and often share a prefix.
+ */
+export function fnv1a32(text: string): number {
+  let hash = 0x811c9dc5;
+  for (const byte of Buffer.from(text, "utf8")) {
+    hash ^= byte;
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash;
+}
+
+/** The home partition of `queue` out of `count`. */
+export function queueHome(queue: string, count: number): number {
+  return fnv1a32(queue) % count;
+}
+
+/**
+ * The partition an id names, out of `count`; undefined when its bits name none of them (no
+ * such job can exist). With one partition every id is in partition 0.
+ */
+export function partitionOfId(id: string, count: number): number | undefined {
+  if (count === 1) return 0;
+  const partition = Number.parseInt(id.slice(33), 16) & PARTITION_BITS;
+  return partition < count ? partition : undefined;
+}
