@@ -13,8 +13,13 @@ import { startWorqServer } from "../lib/worq-server.mjs";
 
 /** Cluster sizes measured on PostgreSQL. */
 export const CLUSTER_SIZES = [1, 2, 4];
-/** The CPU each Worq node gets in the capped runs: a quarter core (5 ms of every 20 ms). */
-export const NODE_CORES = 0.25;
+/**
+ * The CPU each Worq node gets in the capped runs: an eighth of a core (2.5 ms of every 20 ms).
+ * Four nodes then take half of this 2-core machine, and the clients and PostgreSQL the rest:
+ * at a quarter core each, the clients and PostgreSQL ran short of CPU before the nodes did.
+ */
+export const NODE_CORES = 0.125;
+/** Submits in flight and worker concurrency per node: the offered load grows with the nodes, as a capacity test must. */
 const IN_FLIGHT = 50;
 const CONCURRENCY = 50;
 /** The jobs go round-robin over this many queues, which every worker leases. */
@@ -28,12 +33,12 @@ const MODES = ["uncapped", "capped"];
 export const PARTITIONS = 4;
 
 /**
- * WM multi-node: W1's end-to-end run (N jobs, 50 single submits in flight, worker concurrency
- * 50, TS library) over 16 queues, with the producers and workers spread over 1, 2 and 4
- * `worq serve --cluster` nodes on one PostgreSQL database (a throwaway cluster on this
- * machine, fsync on), beside one LevelDB server. Each node gets one producer and one worker
- * process with its share of the 50 in flight and of the concurrency, so every row does the
- * same work. The same again with `--partitions` (PARTITIONS): the nodes share the
+ * WM multi-node: W1's end-to-end run (N jobs, TS library) over 16 queues, with the producers
+ * and workers spread over 1, 2 and 4 `worq serve --cluster` nodes on one PostgreSQL database
+ * (a throwaway cluster on this machine, fsync on), beside one LevelDB server. Each node gets
+ * one producer process (50 single submits in flight) and one worker process (concurrency
+ * 50), so the offered load grows with the nodes and each row shows what its nodes can carry;
+ * the N jobs are shared among the producers. The same again with `--partitions` (PARTITIONS): the nodes share the
  * partitions, and the TS library sends each job straight to its partition's server. Done =
  * the first node's processed count reaching N (polled every 10 ms; merged over the
  * partitions when partitioned).
@@ -137,14 +142,14 @@ async function spreadRun(ctx, { nodes, mode, id, store }, url, n) {
           n: share(n, i),
           firstSeq,
           mode: "single",
-          concurrency: share(IN_FLIGHT, i),
+          concurrency: IN_FLIGHT,
         };
         firstSeq += config.n;
         return scope.child("worq-lib", "producer", config);
       });
       // A worker reports "done" at `expect` jobs; here the first node's count says when all are done.
       const workers = servers.map((server, i) =>
-        scope.child("worq-lib", "worker", { address: server.address, queues: QUEUES, concurrency: share(CONCURRENCY, i), expect: n + 1 }),
+        scope.child("worq-lib", "worker", { address: server.address, queues: QUEUES, concurrency: CONCURRENCY, expect: n + 1 }),
       );
       await Promise.all([...producers, ...workers].map((child) => child.next("ready")));
       const processed0 = Number((await admins[0].admin.getServerInfo({})).totalProcessed);
@@ -223,7 +228,7 @@ export function renderWM(result) {
   ].map(({ store, nodes, label }) => [label, ...cell("uncapped", store, nodes), ...cell("capped", store, nodes), throttled(store, nodes)]);
   const cores = result.nodeCores ?? NODE_CORES;
   return [
-    `### WM multi-node: end-to-end jobs/s, producers and workers spread over the nodes (N = ${num(result.n)}, TS library, 50 in flight, concurrency 50, ${result.queues ?? 1} queue(s))`,
+    `### WM multi-node: end-to-end jobs/s, producers and workers spread over the nodes (N = ${num(result.n)}, TS library, per node 50 in flight and concurrency 50, ${result.queues ?? 1} queue(s))`,
     "",
     markdownTable(
       [

@@ -21,7 +21,7 @@ export interface Placement {
   nextTurn(): number;
 }
 
-type CallTarget =
+export type CallTarget =
   /** The whole call goes to one partition's owner. */
   | { kind: "one"; partition: number }
   /** The call names an id whose partition bits name no partition: no such job or batch. */

@@ -10,7 +10,7 @@ import { grpcAccessInterceptor } from "../transport/auth/grpc-interceptor.js";
 import { capGrpcConnections } from "../transport/connection-caps.js";
 import { addHealthAndReflection, bindGrpc, serverChannelOptions, type PortTls } from "../transport/grpc-server.js";
 import { internalErrorMessage, newRequestId } from "../transport/request-id.js";
-import { adminRoutes, producerRoutes, workerRoutes, type Placement } from "./call-routes.js";
+import { adminRoutes, producerRoutes, workerRoutes, type CallTarget, type Placement } from "./call-routes.js";
 import { guardedStream, guardedUnary, outgoing, rawBytes, statusOf } from "./forwarder.js";
 import { LeaderLink, type LinkTls } from "./leader-link.js";
 import { mergeAll, splitItems, type AskPartition } from "./partition-merge.js";
@@ -54,7 +54,8 @@ export interface PartitionRouter {
   close(): Promise<void>;
 }
 
-const ROUTES: Record<string, Record<string, (request: never, placement: Placement) => ReturnType<(typeof adminRoutes)["getJob"]>>> = {
+/** Each service's routes by method name, for a handler that has only the method's descriptor. */
+const ROUTES: Record<string, Record<string, (request: never, placement: Placement) => CallTarget>> = {
   [ProducerService.typeName]: producerRoutes,
   [WorkerService.typeName]: workerRoutes,
   [AdminService.typeName]: adminRoutes,

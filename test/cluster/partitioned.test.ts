@@ -90,6 +90,10 @@ describe.skipIf(!available)("partitioned cluster: worq serve --cluster --partiti
       pageToken = page.nextPageToken;
     } while (pageToken);
     expect([...listed].sort()).toEqual([...jids.keys()].sort());
+    await expect(b.clients.admin.listJobs({ pageToken: "not-ours" })).rejects.toMatchObject({
+      code: Code.InvalidArgument,
+      rawMessage: expect.stringMatching(/^page_token: /),
+    });
     const queues = await a.clients.admin.listQueues({});
     expect(queues.queues.map((q) => q.queue).sort()).toEqual([...QUEUES].sort());
     const info = await a.clients.admin.getServerInfo({});
