@@ -1,7 +1,7 @@
 /**
  * A worker process for the cluster tests, on the raw generated stubs so that it sees every
  * lease and every ack outcome: holds a Lease stream to `--addr` (reconnecting whenever it
- * ends), runs each job for 0-`--work-ms` ms (exactly `--hold-ms` when given) and acks it (retrying while UNAVAILABLE, as a
+ * ends; with several comma-separated addresses, to the next one each time, its acks too), runs each job for 0-`--work-ms` ms (exactly `--hold-ms` when given) and acks it (retrying while UNAVAILABLE, as a
  * worker library does across a failover). Its stdout is the lease-grant log:
  *   "ready"                                  a stream is (again) registered
  *   "grant <jid> <leaseId> <ms>"             a job arrived (wall-clock ms)
@@ -15,6 +15,7 @@ import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 const { values } = parseArgs({
   options: {
     addr: { type: "string" },
+    /** Comma-separated: the queues of one Lease stream. */
     queue: { type: "string", default: "cluster" },
     credits: { type: "string", default: "20" },
     "work-ms": { type: "string", default: "5" },
@@ -25,7 +26,11 @@ const { values } = parseArgs({
 const workMs = Number(values["work-ms"]);
 const holdMs = values["hold-ms"] === undefined ? undefined : Number(values["hold-ms"]);
 const UNAVAILABLE = 14;
-const worker = createClient(WorkerService, createGrpcTransport({ baseUrl: `http://${values.addr}` }));
+const workers = values.addr!.split(",").map((addr) => createClient(WorkerService, createGrpcTransport({ baseUrl: `http://${addr}` })));
+let turn = 0;
+/** The node this worker talks to now: the next one after every lost stream or unavailable answer. */
+let worker = workers[0]!;
+const moveOn = () => (worker = workers[++turn % workers.length]!);
 const out = (line: string) => process.stdout.write(`${line}\n`);
 
 async function run(jid: string, leaseId: string): Promise<void> {
@@ -39,6 +44,7 @@ async function run(jid: string, leaseId: string): Promise<void> {
       (error: unknown) => (error as { code?: number }).code ?? -1,
     );
     if (code !== UNAVAILABLE) break;
+    moveOn();
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   out(`ack ${jid} ${leaseId} ${code} ${sent} ${Date.now()}`);
@@ -51,7 +57,7 @@ process.on("SIGTERM", () => {
 });
 while (!stopped) {
   try {
-    const stream = worker.lease({ queues: [values.queue!], workerId: values["worker-id"]!, credits: Number(values.credits) });
+    const stream = worker.lease({ queues: values.queue!.split(","), workerId: values["worker-id"]!, credits: Number(values.credits) });
     for await (const message of stream) {
       if (message.kind.case === "keepalive") out("ready");
       if (message.kind.case !== "jobs") continue;
@@ -62,6 +68,7 @@ while (!stopped) {
     }
   } catch {
     // The node went away or restarted: reconnect after a moment, as a worker library does.
+    moveOn();
   }
   await new Promise((resolve) => setTimeout(resolve, 200));
 }
