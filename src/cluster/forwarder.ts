@@ -87,24 +87,8 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
     for (const method of service.methods) {
       const path = `/${service.typeName}/${method.name}`;
       const streaming = method.methodKind === "server_streaming";
-      definition[method.localName] = {
-        path,
-        requestStream: false,
-        responseStream: streaming,
-        requestSerialize: rawBytes,
-        requestDeserialize: rawBytes,
-        responseSerialize: rawBytes,
-        responseDeserialize: rawBytes,
-      };
-      const internal = (error: unknown): Partial<grpc.StatusObject> => {
-        const requestId = newRequestId();
-        options.log.error("forwarding a call failed", {
-          requestId,
-          rpc: path,
-          error: error instanceof Error ? (error.stack ?? error.message) : String(error),
-        });
-        return { code: grpc.status.INTERNAL, details: internalErrorMessage(requestId) };
-      };
+      definition[method.localName] = rawMethod(path, streaming);
+      const internal = internalFailure(options.log, "forwarding a call failed", path);
       handlers[method.localName] = streaming
         ? guardedStream(internal, (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
             if (!link) return void call.emit("error", noLeader());
@@ -286,6 +270,28 @@ function createHttpForwarder(options: ForwarderOptions, leader: () => LeaderAddr
     request.pipe(upstream);
   };
   return httpServerFor(options.tls, guardRequests(handle, options.log));
+}
+
+/** A method passed on byte for byte: nothing is decoded or encoded on the way. */
+export function rawMethod(path: string, streaming: boolean): grpc.MethodDefinition<Buffer, Buffer> {
+  return {
+    path,
+    requestStream: false,
+    responseStream: streaming,
+    requestSerialize: rawBytes,
+    requestDeserialize: rawBytes,
+    responseSerialize: rawBytes,
+    responseDeserialize: rawBytes,
+  };
+}
+
+/** How a handler that threw fails its one call: INTERNAL with a request id, the error logged under it as `what`. */
+export function internalFailure(log: Logger, what: string, path: string): (error: unknown) => Partial<grpc.StatusObject> {
+  return (error) => {
+    const requestId = newRequestId();
+    log.error(what, { requestId, rpc: path, error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+    return { code: grpc.status.INTERNAL, details: internalErrorMessage(requestId) };
+  };
 }
 
 /** A unary handler whose synchronous throw answers INTERNAL (via `internal`) instead of reaching grpc-js. */

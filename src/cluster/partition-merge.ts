@@ -183,22 +183,12 @@ export async function splitItems(method: DescMethod, request: Buffer, placement:
       return encode(RenewResponseSchema, { results });
     }
     case "RunJobsNow": {
-      const run = fromBinary(RunJobsNowRequestSchema, request);
-      const parts = await Promise.all(
-        groups(run.jids, of).map(async ([partition, jids]) =>
-          fromBinary(RunJobsNowResponseSchema, await ask(partition, encode(RunJobsNowRequestSchema, { ...run, jids }))),
-        ),
-      );
-      return encode(RunJobsNowResponseSchema, { scheduled: parts.reduce((total, part) => total + part.scheduled, 0n) });
+      const scheduled = await summed(RunJobsNowRequestSchema, RunJobsNowResponseSchema, request, of, ask, (part) => part.scheduled);
+      return encode(RunJobsNowResponseSchema, { scheduled });
     }
     case "RetryJobs": {
-      const retry = fromBinary(RetryJobsRequestSchema, request);
-      const parts = await Promise.all(
-        groups(retry.jids, of).map(async ([partition, jids]) =>
-          fromBinary(RetryJobsResponseSchema, await ask(partition, encode(RetryJobsRequestSchema, { ...retry, jids }))),
-        ),
-      );
-      return encode(RetryJobsResponseSchema, { retried: parts.reduce((total, part) => total + part.retried, 0n) });
+      const retried = await summed(RetryJobsRequestSchema, RetryJobsResponseSchema, request, of, ask, (part) => part.retried);
+      return encode(RetryJobsResponseSchema, { retried });
     }
     case "SubmitBatch":
       throw {
@@ -210,6 +200,24 @@ export async function splitItems(method: DescMethod, request: Buffer, placement:
     default:
       throw new Error(`no split for ${method.name}`);
   }
+}
+
+/** A call over `jids` sent once per partition with its jids, and a count of the answers summed. */
+async function summed<Q extends DescMessage, R extends DescMessage>(
+  requestSchema: Q,
+  responseSchema: R,
+  request: Buffer,
+  of: (jid: string) => number,
+  ask: Ask,
+  count: (part: MessageShape<R>) => bigint,
+): Promise<bigint> {
+  const asked = fromBinary(requestSchema, request) as MessageShape<Q> & { jids: string[] };
+  const parts = await Promise.all(
+    groups(asked.jids, of).map(async ([partition, jids]) =>
+      fromBinary(responseSchema, await ask(partition, encode(requestSchema, { ...asked, jids }))),
+    ),
+  );
+  return parts.reduce((total, part) => total + count(part), 0n);
 }
 
 /** Items grouped by partition, in first-seen order. */

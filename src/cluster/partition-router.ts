@@ -9,9 +9,8 @@ import type { AccessControl } from "../transport/auth/access-control.js";
 import { grpcAccessInterceptor } from "../transport/auth/grpc-interceptor.js";
 import { capGrpcConnections } from "../transport/connection-caps.js";
 import { addHealthAndReflection, bindGrpc, serverChannelOptions, type PortTls } from "../transport/grpc-server.js";
-import { internalErrorMessage, newRequestId } from "../transport/request-id.js";
 import { adminRoutes, producerRoutes, workerRoutes, type CallTarget, type Placement } from "./call-routes.js";
-import { guardedStream, guardedUnary, outgoing, rawBytes, statusOf } from "./forwarder.js";
+import { guardedStream, guardedUnary, internalFailure, outgoing, rawBytes, rawMethod, statusOf } from "./forwarder.js";
 import { LeaderLink, type LinkTls } from "./leader-link.js";
 import { mergeAll, splitItems, type AskPartition } from "./partition-merge.js";
 
@@ -125,24 +124,8 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
     for (const method of service.methods) {
       const path = `/${service.typeName}/${method.name}`;
       const streaming = method.methodKind === "server_streaming";
-      definition[method.localName] = {
-        path,
-        requestStream: false,
-        responseStream: streaming,
-        requestSerialize: rawBytes,
-        requestDeserialize: rawBytes,
-        responseSerialize: rawBytes,
-        responseDeserialize: rawBytes,
-      };
-      const internal = (error: unknown): Partial<grpc.StatusObject> => {
-        const requestId = newRequestId();
-        options.log.error("routing a call failed", {
-          requestId,
-          rpc: path,
-          error: error instanceof Error ? (error.stack ?? error.message) : String(error),
-        });
-        return { code: grpc.status.INTERNAL, details: internalErrorMessage(requestId) };
-      };
+      definition[method.localName] = rawMethod(path, streaming);
+      const internal = internalFailure(options.log, "routing a call failed", path);
       const route = routes[method.localName]!;
       /** The call's one partition, or a reason it has several (undefined: a merge or split decides). */
       const target = (request: Buffer): { partition: number } | { several: number[] } | { all: true } => {
