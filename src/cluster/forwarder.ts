@@ -26,7 +26,7 @@ const FORWARDED_BY_HEADER = "x-worq-forwarded-by";
 /** The label a follower adds to each Lease it forwards, so the leader's worker list shows the node. */
 const NODE_LABEL = "worq.node";
 
-const LEASE_PATH = `/${WorkerService.typeName}/${WorkerService.method.lease.name}`;
+export const LEASE_PATH = `/${WorkerService.typeName}/${WorkerService.method.lease.name}`;
 
 export interface ForwarderOptions {
   nodeId: string;
@@ -345,7 +345,7 @@ export function outgoing(incoming: grpc.Metadata, nodeId: string): grpc.Metadata
 }
 
 /** A Lease request with the label naming this node; a malformed one goes as it came (the leader answers it). */
-function withNodeLabel(request: Buffer, nodeId: string): Buffer {
+export function withNodeLabel(request: Buffer, nodeId: string): Buffer {
   try {
     const lease = fromBinary(LeaseRequestSchema, request);
     lease.labels[NODE_LABEL] = nodeId;

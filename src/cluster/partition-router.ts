@@ -10,7 +10,17 @@ import { grpcAccessInterceptor } from "../transport/auth/grpc-interceptor.js";
 import { capGrpcConnections } from "../transport/connection-caps.js";
 import { addHealthAndReflection, bindGrpc, serverChannelOptions, type PortTls } from "../transport/grpc-server.js";
 import { adminRoutes, producerRoutes, workerRoutes, type CallTarget, type Placement } from "./call-routes.js";
-import { guardedStream, guardedUnary, internalFailure, outgoing, rawBytes, rawMethod, statusOf } from "./forwarder.js";
+import {
+  guardedStream,
+  guardedUnary,
+  internalFailure,
+  LEASE_PATH,
+  outgoing,
+  rawBytes,
+  rawMethod,
+  statusOf,
+  withNodeLabel,
+} from "./forwarder.js";
 import { LeaderLink, type LinkTls } from "./leader-link.js";
 import { mergeAll, splitItems, type AskPartition } from "./partition-merge.js";
 
@@ -26,6 +36,9 @@ export interface PartitionDirectory {
   /** Re-reads the owners now (a call found a partition gone from where it was); settles when read. */
   refresh(): Promise<void>;
 }
+
+/** How long a link to a partition's former server stays open for the calls already on it. */
+const STALE_LINK_CLOSE_MS = 30_000;
 
 /** How long a call waits for a partition to be served again (a handoff or takeover under way) before UNAVAILABLE. */
 const OWNER_WAIT_MS = 3_000;
@@ -77,6 +90,14 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
     if (!link) {
       link = new LeaderLink({ nodeId: "", grpcAddress: address, httpAddress: "" }, options.linkTls, options.maxMessageBytes);
       links.set(address, link);
+      // A new address means a partition moved (its server's port changes with its owner): the
+      // links to servers no longer in the map are closed, once calls on their way have ended.
+      const current = new Set(options.directory.owners().map((owner) => owner.grpcAddress));
+      for (const [old, stale] of links) {
+        if (current.has(old) || old === address) continue;
+        links.delete(old);
+        setTimeout(() => stale.close(), STALE_LINK_CLOSE_MS).unref();
+      }
     }
     return link;
   };
@@ -166,8 +187,10 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
           return void call.emit("error", status);
         }
         if (call.cancelled) return;
+        // A Lease is labelled with the node it came through, so the worker list shows it.
+        const request = path === LEASE_PATH ? withNodeLabel(call.request, options.nodeId) : call.request;
         const upstream = linkTo(address).call((client) =>
-          client.makeServerStreamRequest(path, rawBytes, rawBytes, call.request, outgoing(call.metadata, options.nodeId), {
+          client.makeServerStreamRequest(path, rawBytes, rawBytes, request, outgoing(call.metadata, options.nodeId), {
             deadline: call.getDeadline(),
           }),
         );

@@ -143,6 +143,10 @@ describe.skipIf(!available)("partitioned cluster: worq serve --cluster --partiti
     );
     expect(acked).toBe(jids.size);
     for (const jid of jids.keys()) expect((await a.clients.admin.getJob({ jid })).job?.state).toBe(JobState.COMPLETED);
+    // Each stream is labelled with the node it came through, whichever node owns its partition.
+    const streams = (await a.clients.admin.listWorkers({})).workers.filter((w) => /^w\d$/.test(w.workerId));
+    expect(streams).toHaveLength(COUNT);
+    for (const w of streams) expect(w.labels["worq.node"]).toBe("node-b");
     await Promise.all(workers.map((worker) => worker.stop()));
 
     // node-b dies: node-a serves all four partitions within 10 s, with node-b's jobs.
