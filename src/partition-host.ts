@@ -64,10 +64,11 @@ interface Owned<S> {
 const GRANT_SHARE = 0.9;
 
 /**
- * The partitions one node owns, each an engine on its own slice of the store, claimed and
- * renewed in the shared ownership table (docs/scale-out.md). It takes every partition that is
- * free or whose owner's lease ran out, renews its own each tick, and drops one whose renewal
- * finds another owner or whose engine hit a storage failure. A partition's engine grants
+ * The partitions one node owns, each served on its own slice of the store by what `open`
+ * makes of it (an engine, or a whole server on its own port), claimed and renewed in the
+ * shared ownership table (docs/scale-out.md). It takes every partition that is free or whose
+ * owner's lease ran out, renews its own each tick, and drops one whose renewal finds another
+ * owner or whose engine hit a storage failure. A partition's engine grants
  * leases only within GRANT_SHARE of the lease since its last confirmed renewal, so an owner
  * that was paused grants nothing from memory when it wakes; what it still tries to commit is
  * refused by the epoch fence. Each node serves its fair share of the partitions among the
