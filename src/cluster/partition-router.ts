@@ -1,9 +1,11 @@
 import * as grpc from "@grpc/grpc-js";
-import { fromBinary, type DescMessage, type DescMethod, type DescService, type MessageShape } from "@bufbuild/protobuf";
+import { fromBinary, toBinary, type DescMessage, type DescMethod, type DescService, type MessageShape } from "@bufbuild/protobuf";
 import type { FileDescriptorSet } from "@bufbuild/protobuf/wkt";
 import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
-import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
+import { LeaseRequestSchema, WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
+import { queueHome } from "@worq/client/partition.js";
+import { LIMITS } from "../model/limits.js";
 import type { Logger } from "../log.js";
 import type { AccessControl } from "../transport/auth/access-control.js";
 import { grpcAccessInterceptor } from "../transport/auth/grpc-interceptor.js";
@@ -176,36 +178,61 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
           }
         }
       };
-      /** A stream goes whole to its one partition's server, messages and back-pressure passed through. */
+      /**
+       * A stream goes to its partition's server, messages and back-pressure passed through. A
+       * Lease over queues of several partitions is merged: one upstream stream per partition
+       * (its queues, an even share of the credits), every message passed down as it comes; when
+       * any of them ends, all end, and the worker reconnects.
+       */
       const forwardStream = async (call: grpc.ServerWritableStream<Buffer, Buffer>): Promise<void> => {
         const to = target(call.request);
-        if (!("partition" in to)) return void call.emit("error", severalForStream(method, to));
-        let address: string;
+        const label = (request: Buffer) => (path === LEASE_PATH ? withNodeLabel(request, options.nodeId) : request);
+        const parts =
+          "partition" in to
+            ? [{ partition: to.partition, request: label(call.request) }]
+            : path === LEASE_PATH && "several" in to
+              ? splitLease(call.request, directory.placement).map((part) => ({ ...part, request: label(part.request) }))
+              : undefined;
+        if (!parts) return void call.emit("error", severalForStream(method));
+        let addresses: string[];
         try {
-          address = await addressFor(to.partition, call.getDeadline());
+          addresses = await Promise.all(parts.map((part) => addressFor(part.partition, call.getDeadline())));
         } catch (status) {
           return void call.emit("error", status);
         }
         if (call.cancelled) return;
-        // A Lease is labelled with the node it came through, so the worker list shows it.
-        const request = path === LEASE_PATH ? withNodeLabel(call.request, options.nodeId) : call.request;
-        const upstream = linkTo(address).call((client) =>
-          client.makeServerStreamRequest(path, rawBytes, rawBytes, request, outgoing(call.metadata, options.nodeId), {
-            deadline: call.getDeadline(),
-          }),
+        const upstreams = parts.map((part, i) =>
+          linkTo(addresses[i]!).call((client) =>
+            client.makeServerStreamRequest(path, rawBytes, rawBytes, part.request, outgoing(call.metadata, options.nodeId), {
+              deadline: call.getDeadline(),
+            }),
+          ),
         );
-        upstream.on("data", (chunk: Buffer) => {
-          if (call.write(chunk)) return;
-          upstream.pause(); // back-pressure from the worker reaches the partition's engine
-          call.once("drain", () => upstream.resume());
-        });
-        upstream.on("status", (status: grpc.StatusObject) => {
-          if (status.code === grpc.status.OK) call.end(status.metadata);
-        });
-        upstream.on("error", (error: grpc.ServiceError) => {
-          if (!call.cancelled) call.emit("error", failedAt(error));
-        });
-        call.on("cancelled", () => upstream.cancel());
+        let ended = false;
+        let paused = false;
+        const endAll = (finish: () => void) => {
+          if (ended) return;
+          ended = true;
+          upstreams.forEach((upstream) => upstream.cancel());
+          finish();
+        };
+        for (const upstream of upstreams) {
+          upstream.on("data", (chunk: Buffer) => {
+            if (ended || call.write(chunk) || paused) return;
+            // Back-pressure from the worker reaches the partitions' engines.
+            paused = true;
+            upstreams.forEach((each) => each.pause());
+            call.once("drain", () => {
+              paused = false;
+              upstreams.forEach((each) => each.resume());
+            });
+          });
+          upstream.on("status", (status: grpc.StatusObject) => {
+            if (status.code === grpc.status.OK) endAll(() => call.end(status.metadata));
+          });
+          upstream.on("error", (error: grpc.ServiceError) => endAll(() => !call.cancelled && call.emit("error", failedAt(error))));
+        }
+        call.on("cancelled", () => endAll(() => {}));
       };
       handlers[method.localName] = streaming
         ? guardedStream(internal, (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
@@ -252,13 +279,28 @@ function deadlineMs(deadline: grpc.Deadline): number {
   return deadline instanceof Date ? deadline.getTime() : deadline;
 }
 
-/** A stream naming several partitions: a Lease over queues that live apart. */
-function severalForStream(method: DescMethod, to: { several: number[] } | { all: true }): Partial<grpc.StatusObject> {
-  const partitions = "several" in to ? to.several.join(", ") : "all";
-  return {
-    code: grpc.status.UNIMPLEMENTED,
-    details:
-      `${method.name}: its queues live in partitions ${partitions}, and a node does not merge one stream from ` +
-      "several partitions yet: open one Lease per partition's queues",
-  };
+/** A stream naming several partitions that is not a Lease: none is, today. */
+function severalForStream(method: DescMethod): Partial<grpc.StatusObject> {
+  return { code: grpc.status.UNIMPLEMENTED, details: `${method.name}: a stream over several partitions is not served` };
+}
+
+/**
+ * A Lease over queues of several partitions, as one Lease per partition: its queues in the
+ * order asked, and an even share of the credits (the first ones get the remainder, each at
+ * least one), so the worker holds at most its credits (or one per partition, if fewer).
+ */
+function splitLease(request: Buffer, placement: Placement): { partition: number; request: Buffer }[] {
+  const lease = fromBinary(LeaseRequestSchema, request);
+  const byPartition = new Map<number, string[]>();
+  for (const queue of lease.queues) {
+    const partition = queueHome(queue || LIMITS.defaultQueue, placement.count);
+    byPartition.set(partition, [...(byPartition.get(partition) ?? []), queue]);
+  }
+  const groups = [...byPartition];
+  // Credits the servers refuse go as they came, for the first partition's server to refuse.
+  if (!(lease.credits >= 1)) return [{ partition: groups[0]![0], request }];
+  return groups.map(([partition, queues], i) => {
+    const credits = Math.max(1, Math.floor(lease.credits / groups.length) + (i < lease.credits % groups.length ? 1 : 0));
+    return { partition, request: Buffer.from(toBinary(LeaseRequestSchema, { ...lease, queues, credits })) };
+  });
 }

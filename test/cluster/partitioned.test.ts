@@ -10,6 +10,11 @@ import { sleep, spawnNode, type ClusterProcess } from "./support/cluster.js";
 const available = postgresAvailable();
 const COUNT = 4;
 
+/** A queue name with `prefix` that lives in `partition`. */
+function queueNamed(prefix: string, partition: number): string {
+  for (let i = 0; ; i++) if (fnv1a32(`${prefix}${i}`) % COUNT === partition) return `${prefix}${i}`;
+}
+
 /** Two queue names that live in `partition`. */
 function queuesIn(partition: number): string[] {
   const found: string[] = [];
@@ -123,8 +128,14 @@ describe.skipIf(!available)("partitioned cluster: worq serve --cluster --partiti
         ],
       }),
     ).rejects.toMatchObject({ code: Code.FailedPrecondition, rawMessage: expect.stringContaining("jobs:") });
-    const split = new StreamWorker(b.clients, { queues: [QUEUES[0]!, QUEUES[2]!], workerId: "w-split", credits: 1 });
-    expect(await split.ended).toMatchObject({ code: Code.Unimplemented });
+    // A raw-stub Lease over queues of two partitions is merged by the node: one stream, jobs of both.
+    const apart = [queueNamed("mq", 0), queueNamed("mq", 1)];
+    for (const queue of apart) await b.clients.producer.submit({ job: { type: "t", queue } });
+    const merged = new StreamWorker(b.clients, { queues: apart, workerId: "w-merged", credits: 2 });
+    const both = [await merged.next(10_000), await merged.next(10_000)];
+    expect(new Set(both.map((leased) => leased.job!.queue))).toEqual(new Set(apart));
+    for (const leased of both) await b.clients.worker.ack({ jid: leased.job!.jid, leaseId: leased.leaseId });
+    await merged.stop();
 
     // One raw-stub worker per partition's queues, through node-b: every job runs and is acked.
     const workers = Array.from(
