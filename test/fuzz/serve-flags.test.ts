@@ -327,3 +327,56 @@ describe("worq serve --otlp-endpoint fuzzed", () => {
     await Promise.all([check("down", down), check("answers 500", failing)]);
   }, 60_000);
 });
+
+describe("worq serve --partitions fuzzed", () => {
+  const STORE = ["--store", "postgres://worq@127.0.0.1:5432/worq"];
+  const value = fc.oneof(
+    fc.integer({ min: -5, max: 1100 }).map(String),
+    fc.stringMatching(/^\d{1,25}$/),
+    fc.string({ unit: "binary", maxLength: 12 }),
+    fc.constantFrom("", " 4", "4 ", "0x10", "1e3", "4.0", "+4", "-0", "٤", "0004", "1024", "1025", "Infinity", "NaN", "4,8"),
+  );
+  /** The other flags a partitioned node is started with: --cluster mostly, now and then one it refuses. */
+  const companions = fc
+    .tuple(
+      fc.oneof({ arbitrary: fc.constant([["--cluster"], ["--node-id", "n1"]]), weight: 4 }, fc.constant([])),
+      fc.oneof(
+        { arbitrary: fc.constant([]), weight: 3 },
+        fc.constantFrom([["--faktory-port", "0"]], [["--workq-port", "0"]], [["--schedules", "/dev/null"]]),
+      ),
+    )
+    .map(([cluster, refused]) => [...cluster, ...refused]);
+
+  it(`random counts and companion flags (${RUNS * 8}, seed ${SEED}), as a flag or in WORQ_PARTITIONS: 1 to 1024 accepted whole, the rest refused in one line naming the flag`, () => {
+    const figures = { inputs: 0, accepted: 0, refused: 0 };
+    fc.assert(
+      fc.property(value, companions, fc.boolean(), (text, others, fromEnv) => {
+        figures.inputs++;
+        const argv = [...STORE, ...others.flat(), ...(fromEnv ? [] : [`--partitions=${text}`])];
+        const env = fromEnv ? { WORQ_PARTITIONS: text } : {};
+        const flags = new Set(others.map((flag) => flag[0]));
+        let config: ServerConfig;
+        try {
+          config = parseServeArgs(argv, env) as ServerConfig;
+        } catch (error) {
+          figures.refused++;
+          const message = (error as Error).message;
+          expect(message, JSON.stringify(text)).not.toContain("\n");
+          expect(message).toMatch(/--partitions|--cluster|--faktory-port|--workq-port|--schedules/);
+          return;
+        }
+        figures.accepted++;
+        expect(flags.has("--cluster"), "a partition count accepted without --cluster").toBe(true);
+        expect(text, "a count accepted that is not a plain number").toMatch(/^\d+$/);
+        expect(config.cluster!.partitions).toBe(Number(text));
+        expect(config.cluster!.partitions).toBeGreaterThanOrEqual(1);
+        expect(config.cluster!.partitions).toBeLessThanOrEqual(1024);
+        for (const refused of ["--faktory-port", "--workq-port", "--schedules"]) expect(flags.has(refused), refused).toBe(false);
+      }),
+      { numRuns: RUNS * 8, seed: SEED },
+    );
+    expect(figures.accepted).toBeGreaterThan(0);
+    expect(figures.refused).toBeGreaterThan(0);
+    printFigures("partitions-flag", { ...figures, seed: SEED });
+  });
+});
