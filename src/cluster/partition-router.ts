@@ -4,7 +4,7 @@ import type { FileDescriptorSet } from "@bufbuild/protobuf/wkt";
 import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { LeaseRequestSchema, WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
-import { queueHome } from "@worq/client/partition.js";
+import { evenShares, queueHome } from "@worq/client/partition.js";
 import { LIMITS } from "../model/limits.js";
 import type { Logger } from "../log.js";
 import type { AccessControl } from "../transport/auth/access-control.js";
@@ -299,8 +299,9 @@ function splitLease(request: Buffer, placement: Placement): { partition: number;
   const groups = [...byPartition];
   // Credits the servers refuse go as they came, for the first partition's server to refuse.
   if (!(lease.credits >= 1)) return [{ partition: groups[0]![0], request }];
-  return groups.map(([partition, queues], i) => {
-    const credits = Math.max(1, Math.floor(lease.credits / groups.length) + (i < lease.credits % groups.length ? 1 : 0));
-    return { partition, request: Buffer.from(toBinary(LeaseRequestSchema, { ...lease, queues, credits })) };
-  });
+  const shares = evenShares(lease.credits, groups.length);
+  return groups.map(([partition, queues], i) => ({
+    partition,
+    request: Buffer.from(toBinary(LeaseRequestSchema, { ...lease, queues, credits: shares[i]! })),
+  }));
 }

@@ -354,7 +354,7 @@ describe("worq serve --partitions fuzzed", () => {
         figures.inputs++;
         const argv = [...STORE, ...others.flat(), ...(fromEnv ? [] : [`--partitions=${text}`])];
         const env = fromEnv ? { WORQ_PARTITIONS: text } : {};
-        const flags = new Set(others.map((flag) => flag[0]));
+        const flags = new Set<string>(others.map((flag) => flag[0]!));
         let config: ServerConfig;
         try {
           config = parseServeArgs(argv, env) as ServerConfig;

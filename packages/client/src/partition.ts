@@ -38,3 +38,11 @@ export function partitionOfId(id: string, count: number): number | undefined {
   const partition = Number.parseInt(id.slice(33), 16) & PARTITION_BITS;
   return partition < count ? partition : undefined;
 }
+
+/**
+ * `total` split over `parts` as evenly as it goes (the first ones get the remainder), at least
+ * one each: how a worker's credits are shared among its streams to several partitions.
+ */
+export function evenShares(total: number, parts: number): number[] {
+  return Array.from({ length: parts }, (_, i) => Math.max(1, Math.floor(total / parts) + (i < total % parts ? 1 : 0)));
+}

@@ -14,6 +14,7 @@ import {
 import { WorqClient } from "./client.js";
 import { toClientError } from "./errors.js";
 import { failRequestOf, resultBytesOf } from "./handler-outcome.js";
+import { evenShares } from "./partition.js";
 import { readLeaseResponse, type LeasedJobView, type LeaseMessage } from "./lease-wire.js";
 import { ReconnectBackoff } from "./reconnect-backoff.js";
 import { ReportBatcher, type Outcome, type ReportResult } from "./report-batcher.js";
@@ -302,7 +303,7 @@ export class Worker {
   async setConcurrency(concurrency: number): Promise<void> {
     this.concurrency = checkConcurrency(concurrency);
     if (this.parts) {
-      const shares = split(this.concurrency, this.parts.length);
+      const shares = evenShares(this.concurrency, this.parts.length);
       await Promise.all(this.parts.map((part, i) => part.worker.setConcurrency(shares[i]!)));
       return;
     }
@@ -410,7 +411,7 @@ export class Worker {
       byPartition.set(partition, [...(byPartition.get(partition) ?? []), queue]);
     }
     const groups = [...byPartition];
-    const shares = split(this.concurrency, groups.length);
+    const shares = evenShares(this.concurrency, groups.length);
     let readyTold = false;
     this.parts = groups.map(([partition, queues], i) => {
       const worker = new Worker({
@@ -643,11 +644,6 @@ export class Worker {
       this.log.warn("renew failed; will retry at the next interval", { error: toClientError(error).message });
     }
   }
-}
-
-/** `total` split over `parts` as evenly as it goes (the first ones get the remainder), at least one each. */
-function split(total: number, parts: number): number[] {
-  return Array.from({ length: parts }, (_, i) => Math.max(1, Math.floor(total / parts) + (i < total % parts ? 1 : 0)));
 }
 
 /** A worker's concurrency: the credits of its Lease stream. */
