@@ -4,6 +4,7 @@ import { postgresAvailable, startPostgres, type PostgresCluster } from "../suppo
 import { LineProcess } from "../fault/support/line-process.js";
 import { printFigures } from "../fault/support/figures.js";
 import { CLUSTER_WORKER, sleep, spawnNode, waitForCluster, waitForNewLeader, type ClusterProcess } from "./support/cluster.js";
+import { acceptedAcks, KeyedProducer, readLeaseLog, statesOf, type Grant } from "./support/fault-run.js";
 
 /**
  * Issue #9's proof: three `worq serve --cluster` processes on one PostgreSQL database, a
@@ -28,18 +29,6 @@ const ORPHAN_GRACE_MS = 3_000;
 const ELECTION_ALLOWANCE_MS = 15_000;
 /** The jobs' retry backoff after their first attempt (the default policy): a lapsed lease is retried after it. */
 const FIRST_BACKOFF_MS = 1_000;
-
-interface Grant {
-  jid: string;
-  leaseId: string;
-  atMs: number;
-  node: string;
-}
-interface Ack {
-  code: number;
-  sentMs: number;
-  doneMs: number;
-}
 
 describe.skipIf(!postgresAvailable())("three servers on one PostgreSQL database, the leader SIGKILLed mid-run", () => {
   let postgres: PostgresCluster | undefined;
@@ -73,41 +62,26 @@ describe.skipIf(!postgresAvailable())("three servers on one PostgreSQL database,
     }
     await Promise.all(workers.map((worker) => worker.waitFor((line) => line === "ready")));
 
-    // Producer: batches with idempotency keys, round-robin over the nodes still alive; a
-    // batch that fails (its node died, or the leader behind it) is sent again elsewhere, and
-    // the keys make the resend return the same jobs instead of new ones.
+    // Producer: batches with idempotency keys, round-robin over the nodes still alive; a batch
+    // that fails (its node died, or the leader behind it) is sent again elsewhere.
     const alive = new Set(nodes);
-    const jidOfKey = new Map<string, string>();
-    let resent = 0;
-    let turn = 0;
-    const submitBatch = async (first: number) => {
-      const jobs = Array.from({ length: Math.min(BATCH, JOBS - first) }, (_, i) => ({
-        type: "cluster",
-        queue: "cluster",
-        idempotencyKey: `job-${first + i}`,
-        kwargs: { n: first + i },
-      }));
-      for (;;) {
-        const candidates = [...alive];
-        const node = candidates[turn++ % candidates.length]!;
-        try {
-          const reply = await node.clients.producer.submitBatch({ jobs }, { timeoutMs: 10_000 });
-          reply.jobs.forEach((result, i) => jidOfKey.set(jobs[i]!.idempotencyKey, result.jid));
-          return;
-        } catch {
-          resent++;
-          await sleep(100);
-        }
-      }
-    };
-    const accepted = () =>
-      workers.reduce((n, w) => n + w.lines.filter((line) => line.startsWith("ack ") && line.split(" ")[3] === "0").length, 0);
+    const producer = new KeyedProducer(alive);
+    const submitBatch = (first: number) =>
+      producer.submitBatch(
+        Array.from({ length: Math.min(BATCH, JOBS - first) }, (_, i) => ({
+          type: "cluster",
+          queue: "cluster",
+          idempotencyKey: `job-${first + i}`,
+          kwargs: { n: first + i },
+        })),
+      );
+    const accepted = () => acceptedAcks(workers);
     const producing = (async () => {
       for (let first = 0; first < JOBS; first += BATCH * 4) {
         await Promise.all([0, 1, 2, 3].map((k) => (first + k * BATCH < JOBS ? submitBatch(first + k * BATCH) : undefined)));
         // At most ~1,000 jobs ahead of the workers: submits go on until the end, so the kill
         // lands while submits, leases and acks are all in flight.
-        while (jidOfKey.size - accepted() > 1_000) await sleep(10);
+        while (producer.jidOfKey.size - accepted() > 1_000) await sleep(10);
       }
     })();
 
@@ -125,7 +99,7 @@ describe.skipIf(!postgresAvailable())("three servers on one PostgreSQL database,
     // Wait until the queue holds nothing unfinished, then ask the cluster for every job's state.
     // (An ack whose reply was lost in the kill may have been applied: the server, not the
     // worker's log, says whether a job completed.)
-    const jids = new Set(jidOfKey.values());
+    const jids = new Set(producer.jidOfKey.values());
     const deadline = Date.now() + 120_000;
     for (;;) {
       const { stats } = await survivor.clients.admin.getQueueStats({ queue: "cluster" });
@@ -133,42 +107,16 @@ describe.skipIf(!postgresAvailable())("three servers on one PostgreSQL database,
       await sleep(250);
     }
     workers.forEach((worker) => worker.child.kill("SIGTERM"));
-    const states = new Map<string, JobState>();
     const all = [...jids];
-    for (let i = 0; i < all.length; i += 200) {
-      const replies = await Promise.all(all.slice(i, i + 200).map((jid) => survivor.clients.admin.getJob({ jid })));
-      replies.forEach((reply, k) => states.set(all[i + k]!, reply.job!.state));
-    }
-
-    // The lease-grant log.
-    const grants: Grant[] = [];
-    const acks = new Map<string, Ack>(); // by leaseId
-    workers.forEach((worker, i) => {
-      for (const line of worker.lines) {
-        const parts = line.split(" ");
-        if (parts[0] === "grant") grants.push({ jid: parts[1]!, leaseId: parts[2]!, atMs: Number(parts[3]), node: nodes[i]!.nodeId });
-        if (parts[0] === "ack") acks.set(parts[2]!, { code: Number(parts[3]), sentMs: Number(parts[4]), doneMs: Number(parts[5]) });
-      }
-    });
-    const grantsByJid = new Map<string, Grant[]>();
-    for (const grant of grants) grantsByJid.set(grant.jid, [...(grantsByJid.get(grant.jid) ?? []), grant]);
-    // Two live leases at once: a lease whose ack was accepted, and another lease of the same
-    // job received after it but before that ack was even sent.
-    const overlapping: string[] = [];
-    let twiceAccepted = 0;
-    for (const [jid, list] of grantsByJid) {
-      const acceptedLeases = list.filter((grant) => acks.get(grant.leaseId)?.code === 0);
-      if (acceptedLeases.length > 1) twiceAccepted++;
-      for (const held of acceptedLeases) {
-        const ackSent = acks.get(held.leaseId)!.sentMs;
-        if (list.some((other) => other.leaseId !== held.leaseId && other.atMs > held.atMs && other.atMs < ackSent)) overlapping.push(jid);
-      }
-    }
+    const states = await statesOf(survivor, all);
+    // The lease-grant log; worker i ran against node i.
+    const { grants, acks, grantsByJid, overlapping, twiceAccepted } = readLeaseLog(workers);
+    const nodeOf = (grant: Grant) => nodes[grant.worker]!.nodeId;
     // The killed node's unfinished jobs: free again within the lease bound, and finished elsewhere.
-    const stranded = grants.filter((grant) => grant.node === victim.nodeId && acks.get(grant.leaseId)?.code !== 0);
+    const stranded = grants.filter((grant) => nodeOf(grant) === victim.nodeId && acks.get(grant.leaseId)?.code !== 0);
     // (A job with no later grant was completed by that very lease: its ack landed, its reply did not.)
     const redelivered = stranded.flatMap((grant) => {
-      const finisher = grantsByJid.get(grant.jid)!.find((other) => other.node !== victim.nodeId && other.atMs > grant.atMs);
+      const finisher = grantsByJid.get(grant.jid)!.find((other) => nodeOf(other) !== victim.nodeId && other.atMs > grant.atMs);
       return finisher ? [{ jid: grant.jid, redeliveryMs: finisher.atMs - killedAtMs, grantedAgainAtMs: finisher.atMs }] : [];
     });
     const redeliveryMs = redelivered.map((job) => job.redeliveryMs);
@@ -197,7 +145,7 @@ describe.skipIf(!postgresAvailable())("three servers on one PostgreSQL database,
       lost: lost.length,
       "executions-beyond-one": executions - jids.size,
       "overlapping-leases": overlapping.length,
-      "batches-resent": resent,
+      "batches-resent": producer.resent,
       "failover-ms": failoverMs,
       "stranded-on-killed-node": stranded.length,
       "redelivered-elsewhere": redeliveryMs.length,
@@ -209,7 +157,7 @@ describe.skipIf(!postgresAvailable())("three servers on one PostgreSQL database,
       const { job } = await survivor.clients.admin.getJob({ jid });
       const mine = grantsByJid.get(jid) ?? [];
       process.stdout.write(
-        `lost ${jid}: state ${job?.state} attempt ${job?.attempt}; grants ${JSON.stringify(mine.map((g) => [g.node, g.atMs - killedAtMs, acks.get(g.leaseId)]))}\n`,
+        `lost ${jid}: state ${job?.state} attempt ${job?.attempt}; grants ${JSON.stringify(mine.map((g) => [nodeOf(g), g.atMs - killedAtMs, acks.get(g.leaseId)]))}\n`,
       );
     }
     expect(jids.size).toBe(JOBS);

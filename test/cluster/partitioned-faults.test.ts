@@ -6,6 +6,7 @@ import { postgresAvailable, startPostgres, type PostgresCluster } from "../suppo
 import { LineProcess } from "../fault/support/line-process.js";
 import { printFigures } from "../fault/support/figures.js";
 import { CLUSTER_WORKER, sleep, spawnNode, type ClusterProcess } from "./support/cluster.js";
+import { acceptedAcks, KeyedProducer, readLeaseLog, statesOf } from "./support/fault-run.js";
 
 /**
  * Faults on a partitioned cluster: four `worq serve --cluster --partitions 4` nodes, 16 queues
@@ -94,13 +95,11 @@ describe.skipIf(!postgresAvailable())("a partitioned cluster: a node SIGKILLed m
       await Promise.all(workers.map((worker) => worker.waitFor((line) => line === "ready")));
 
       // Producer: each batch holds jobs of one partition's queues (a batch is committed by one
-      // partition), with idempotency keys; a batch that fails is sent again through another node,
-      // and the keys (which live in the jobs' partition) make the resend return the same jobs.
+      // partition); a resend through another node returns the same jobs (the keys live in the
+      // jobs' partition).
       const alive = new Set(nodes);
-      const jidOfKey = new Map<string, string>();
-      let resent = 0;
-      let turn = 0;
-      const submitBatch = async (first: number) => {
+      const producer = new KeyedProducer(alive);
+      const submitBatch = (first: number) => {
         const queues = queuesIn((first / BATCH) % PARTITIONS);
         const jobs = Array.from({ length: Math.min(BATCH, JOBS - first) }, (_, i) => ({
           type: "cluster",
@@ -108,27 +107,15 @@ describe.skipIf(!postgresAvailable())("a partitioned cluster: a node SIGKILLed m
           idempotencyKey: `job-${first + i}`,
           kwargs: { n: first + i },
         }));
-        for (;;) {
-          const candidates = [...alive];
-          const node = candidates[turn++ % candidates.length]!;
-          try {
-            const reply = await node.clients.producer.submitBatch({ jobs }, { timeoutMs: 10_000 });
-            reply.jobs.forEach((result, i) => jidOfKey.set(jobs[i]!.idempotencyKey, result.jid));
-            return;
-          } catch {
-            resent++;
-            await sleep(100);
-          }
-        }
+        return producer.submitBatch(jobs);
       };
-      const accepted = () =>
-        workers.reduce((n, w) => n + w.lines.filter((line) => line.startsWith("ack ") && line.split(" ")[3] === "0").length, 0);
+      const accepted = () => acceptedAcks(workers);
       const producing = (async () => {
         for (let first = 0; first < JOBS; first += BATCH * PARTITIONS) {
           await Promise.all(
             Array.from({ length: PARTITIONS }, (_, k) => (first + k * BATCH < JOBS ? submitBatch(first + k * BATCH) : undefined)),
           );
-          while (jidOfKey.size - accepted() > 1_000) await sleep(10);
+          while (producer.jidOfKey.size - accepted() > 1_000) await sleep(10);
         }
       })();
 
@@ -163,7 +150,7 @@ describe.skipIf(!postgresAvailable())("a partitioned cluster: a node SIGKILLed m
       await producing;
 
       // Nothing unfinished left (merged over the partitions), then every job's state from the cluster.
-      const jids = new Set(jidOfKey.values());
+      const jids = new Set(producer.jidOfKey.values());
       const deadline = Date.now() + 120_000;
       while (Date.now() < deadline) {
         const info = await survivor.clients.admin.getServerInfo({}, { timeoutMs: 5_000 }).catch(() => undefined);
@@ -171,36 +158,9 @@ describe.skipIf(!postgresAvailable())("a partitioned cluster: a node SIGKILLed m
         await sleep(250);
       }
       workers.forEach((worker) => worker.child.kill("SIGTERM"));
-      const states = new Map<string, JobState>();
       const all = [...jids];
-      for (let i = 0; i < all.length; i += 200) {
-        const replies = await Promise.all(all.slice(i, i + 200).map((jid) => survivor.clients.admin.getJob({ jid })));
-        replies.forEach((reply, k) => states.set(all[i + k]!, reply.job!.state));
-      }
-
-      // The lease-grant log: two live leases at once is a lease whose ack was accepted and another
-      // lease of the same job received after it but before that ack was sent.
-      const grants: { jid: string; leaseId: string; atMs: number }[] = [];
-      const acks = new Map<string, { code: number; sentMs: number }>();
-      for (const worker of workers) {
-        for (const line of worker.lines) {
-          const parts = line.split(" ");
-          if (parts[0] === "grant") grants.push({ jid: parts[1]!, leaseId: parts[2]!, atMs: Number(parts[3]) });
-          if (parts[0] === "ack") acks.set(parts[2]!, { code: Number(parts[3]), sentMs: Number(parts[4]) });
-        }
-      }
-      const grantsByJid = new Map<string, typeof grants>();
-      for (const grant of grants) grantsByJid.set(grant.jid, [...(grantsByJid.get(grant.jid) ?? []), grant]);
-      const overlapping: string[] = [];
-      let twiceAccepted = 0;
-      for (const [jid, list] of grantsByJid) {
-        const acceptedLeases = list.filter((grant) => acks.get(grant.leaseId)?.code === 0);
-        if (acceptedLeases.length > 1) twiceAccepted++;
-        for (const held of acceptedLeases) {
-          const ackSent = acks.get(held.leaseId)!.sentMs;
-          if (list.some((other) => other.leaseId !== held.leaseId && other.atMs > held.atMs && other.atMs < ackSent)) overlapping.push(jid);
-        }
-      }
+      const states = await statesOf(survivor, all);
+      const { grants, overlapping, twiceAccepted } = readLeaseLog(workers);
       // The ownership record: each partition's epoch counts its changes of owner, so the dead
       // node's partition went up, no epoch went back, and every owner now is a live node.
       const rows = await epochs(url);
@@ -213,7 +173,7 @@ describe.skipIf(!postgresAvailable())("a partitioned cluster: a node SIGKILLed m
         lost: lost.length,
         "executions-beyond-one": grants.filter((grant) => jids.has(grant.jid)).length - jids.size,
         "overlapping-leases": overlapping.length,
-        "batches-resent": resent,
+        "batches-resent": producer.resent,
         "takeover-ms": takeoverMs,
         "fresh-node-handed-ms": handedMs,
         "epochs-before-kill": epochsBefore.map((row) => `${row.id}:${row.epoch}`).join(","),

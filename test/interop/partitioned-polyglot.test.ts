@@ -1,9 +1,10 @@
 import { afterAll, describe, expect, it } from "vitest";
-import { JobState, WorqClient } from "@worq/client";
+import { WorqClient } from "@worq/client";
 import { fnv1a32 } from "../../src/model/partition.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { sleep, spawnNode, type ClusterProcess } from "../cluster/support/cluster.js";
 import { availableLanguages, WorkerProcess, type Lang } from "../conformance/worker-process.js";
+import { expectCompletedOnce } from "./support/completed-once.js";
 
 const available = availableLanguages();
 const LANGS: Lang[] = ["py", "go", "ts"];
@@ -66,17 +67,7 @@ describe.skipIf(!postgresAvailable())("polyglot workers on a partitioned cluster
           expected.set(jid, `${lang}:${n * 2}`);
         }
       }
-      for (const [jid, result] of expected) {
-        const job = await producer.waitResult(jid, 30_000);
-        expect(job.state, jid).toBe(JobState.COMPLETED);
-        expect(new TextDecoder().decode(job.result), jid).toBe(result);
-      }
-      const starts = new Map<string, number>();
-      for (const worker of workers) {
-        for (const event of worker.events)
-          if (event.event === "start" && event.jid) starts.set(event.jid, (starts.get(event.jid) ?? 0) + 1);
-      }
-      expect([...expected.keys()].filter((jid) => starts.get(jid) !== 1)).toEqual([]);
+      await expectCompletedOnce(producer, expected, workers);
     },
     120_000,
   );

@@ -4,6 +4,7 @@ import { JobState, WorqClient } from "@worq/client";
 import { FailureCategory } from "@worq/client/gen/worq/v1/job_pb.js";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
 import { availableLanguages, WorkerProcess, type Lang } from "../conformance/worker-process.js";
+import { expectCompletedOnce } from "./support/completed-once.js";
 
 const available = availableLanguages();
 const LANGS: Lang[] = ["py", "go", "ts"];
@@ -44,19 +45,8 @@ describe("polyglot: a TS producer, Python, Go and TS workers at once", () => {
       );
       jids.forEach((jid, i) => expected.set(jid, `${LANGS[Math.floor(i / JOBS_PER_LANG)]}:${(i % JOBS_PER_LANG) * 2}`));
 
-      for (const [jid, result] of expected) {
-        const job = await producer.waitResult(jid, 30_000);
-        expect(job.state, jid).toBe(JobState.COMPLETED);
-        expect(new TextDecoder().decode(job.result), jid).toBe(result);
-      }
-
       // Exactly once: every job was started once in all, by a worker of its own language.
-      const starts = new Map<string, number>();
-      for (const worker of workers) {
-        for (const event of worker.events)
-          if (event.event === "start" && event.jid) starts.set(event.jid, (starts.get(event.jid) ?? 0) + 1);
-      }
-      expect([...expected.keys()].filter((jid) => starts.get(jid) !== 1)).toEqual([]);
+      await expectCompletedOnce(producer, expected, workers);
       for (const lang of LANGS) {
         const handled = byLang[lang].events.filter((e) => e.event === "start").map((e) => e.jid!);
         expect(handled.length, lang).toBe(JOBS_PER_LANG);
