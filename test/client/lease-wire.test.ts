@@ -57,7 +57,7 @@ describe("the TS library's Lease reader", () => {
     );
   });
 
-  it("reads control, revoked and keepalive messages", () => {
+  it("reads control, revoked, keepalive and waiting messages", () => {
     const read = (kind: Parameters<typeof create<typeof LeaseResponseSchema>>[1]) =>
       readLeaseResponse(toBinary(LeaseResponseSchema, create(LeaseResponseSchema, kind)));
     const control = read({ kind: { case: "control", value: { action: ControlAction.QUIET, reason: "deploy" } } });
@@ -70,8 +70,8 @@ describe("the TS library's Lease reader", () => {
     ]);
     expect(read({ kind: { case: "keepalive", value: {} } })).toEqual({ kind: "keepalive", streamId: "" });
     expect(read({ kind: { case: "keepalive", value: { streamId: "s-1" } } })).toEqual({ kind: "keepalive", streamId: "s-1" });
-    // A message kind this library does not act on (Waiting) reads as a keepalive: nothing to do.
-    expect(read({ kind: { case: "waiting", value: { waiting: true } } }).kind).toBe("keepalive");
+    expect(read({ kind: { case: "waiting", value: { waiting: true } } })).toEqual({ kind: "waiting", waiting: true });
+    expect(read({ kind: { case: "waiting", value: { waiting: false } } })).toEqual({ kind: "waiting", waiting: false });
   });
 
   it("refuses bytes that are not a LeaseResponse", () => {

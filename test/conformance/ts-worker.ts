@@ -17,7 +17,7 @@ const { values } = parseArgs({
 });
 if (!values.addr || !values.queue) {
   process.stderr.write(
-    "usage: ts-worker --addr HOST:PORT --queue NAME [--lang ts] [--worker-id ID] [--concurrency N] [--shutdown-timeout-ms MS]\n",
+    "usage: ts-worker --addr HOST:PORT --queue NAME[,NAME...] [--lang ts] [--worker-id ID] [--concurrency N] [--shutdown-timeout-ms MS]\n",
   );
   process.exit(2);
 }
@@ -97,7 +97,7 @@ async function scenario(job: WorkerJob, ctx: JobContext): Promise<string> {
 
 const worker = new Worker({
   address: values.addr,
-  queues: [values.queue],
+  queues: values.queue.split(","),
   concurrency: Number(values.concurrency),
   ...(values["worker-id"] ? { workerId: values["worker-id"] } : {}),
   shutdownTimeoutMs: Number(values["shutdown-timeout-ms"]),

@@ -16,11 +16,17 @@ function queueIn(lang: Lang, partition: number): string {
   for (let i = 0; ; i++) if (fnv1a32(`pp-${lang}-${i}`) % COUNT === partition) return `pp-${lang}-${i}`;
 }
 
+/** The calls a node's own gRPC port has routed to a partition's server so far. */
+async function routedCalls(node: ClusterProcess): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${node.httpPort}/metrics`)).text();
+  return Number(/^worq_node_routed_calls_total (\d+)$/m.exec(text)![1]);
+}
+
 /**
- * The Python, Go and TS worker libraries on a partitioned cluster, each given a node that does
- * not own its queue's partition: for Python and Go (which do not route by partition yet) that
- * node routes the Lease, the acks and the renewals to the partition's server on the other
- * node; the TS library reads the partition map and goes there itself.
+ * The Python, Go and TS worker libraries on a partitioned cluster, each given a node that owns
+ * neither of its two queues' partitions: each library reads the partition map, leases from
+ * each partition's own server (one stream each, the concurrency split between them) and
+ * sends its acks there, so the node it was given routes none of its calls.
  */
 describe.skipIf(!postgresAvailable())("polyglot workers on a partitioned cluster, through a node", () => {
   let postgres: PostgresCluster | undefined;
@@ -45,29 +51,35 @@ describe.skipIf(!postgresAvailable())("polyglot workers on a partitioned cluster
       while (Date.now() < settleBy) {
         const info = await producer.admin.getServerInfo({}).catch(() => undefined);
         owners = new Map((info?.partitions ?? []).map((owner) => [owner.index, owner.nodeId]));
-        if (owners.size === COUNT && new Set(owners.values()).size === 2) break;
+        // Settled: two partitions each.
+        if (owners.size === COUNT && [...owners.values()].filter((owner) => owner === [...owners.values()][0]).length === 2) break;
         await sleep(100);
       }
-      expect(new Set(owners.values()).size).toBe(2);
-      // Each worker's queue lives in a partition of the node it does NOT connect to.
-      const queueOf = {} as Record<Lang, string>;
+      expect([...owners.values()].sort()).toEqual(["pp-a", "pp-a", "pp-b", "pp-b"]);
+      // Each worker's two queues live in the two partitions of the node it does NOT connect to.
+      const queuesOf = {} as Record<Lang, string[]>;
       for (const [i, lang] of LANGS.entries()) {
         const node = nodes[i % 2]!;
-        const partition = [...owners].find(([, owner]) => owner !== node.nodeId)![0];
-        queueOf[lang] = queueIn(lang, partition);
-        const worker = new WorkerProcess(lang, { addr: `127.0.0.1:${node.port}`, queue: queueOf[lang], concurrency: 5 });
+        const elsewhere = [...owners].filter(([, owner]) => owner !== node.nodeId).map(([partition]) => partition);
+        queuesOf[lang] = elsewhere.map((partition) => queueIn(lang, partition));
+        const worker = new WorkerProcess(lang, { addr: `127.0.0.1:${node.port}`, queue: queuesOf[lang].join(","), concurrency: 5 });
         workers.push(worker);
         await worker.ready();
       }
+      // Ready means each worker read the map and opened its streams: from here on the libraries
+      // send everything straight to the partitions' servers, so no node routes a call.
+      const routedBefore = await Promise.all(nodes.map(routedCalls));
 
       const expected = new Map<string, string>();
       for (const lang of LANGS) {
         for (let n = 0; n < JOBS_PER_LANG; n++) {
-          const jid = await producer.submit(`${lang}.double`, { queue: queueOf[lang], args: [n] });
+          const jid = await producer.submit(`${lang}.double`, { queue: queuesOf[lang][n % 2]!, args: [n] });
           expected.set(jid, `${lang}:${n * 2}`);
         }
       }
       await expectCompletedOnce(producer, expected, workers);
+      const routed = (await Promise.all(nodes.map(routedCalls))).map((after, i) => after - routedBefore[i]!);
+      expect(routed, "calls the nodes routed for the libraries").toEqual([0, 0]);
     },
     120_000,
   );

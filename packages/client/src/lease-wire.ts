@@ -7,6 +7,7 @@ import {
   FailRequestSchema,
   KeepaliveSchema,
   RevokedSchema,
+  WaitingSchema,
   type Control,
   type FailRequest,
   type Revoked,
@@ -162,7 +163,8 @@ export type LeaseMessage =
   | { kind: "jobs"; jobs: LeasedJobView[] }
   | { kind: "revoked"; revoked: Revoked }
   | { kind: "control"; control: Control }
-  | { kind: "keepalive"; streamId?: string };
+  | { kind: "keepalive"; streamId?: string }
+  | { kind: "waiting"; waiting: boolean };
 
 const KEEPALIVE: LeaseMessage = { kind: "keepalive" };
 
@@ -192,6 +194,7 @@ export function readLeaseResponse(bytes: Uint8Array): LeaseMessage {
     } else if (field === 3) message = { kind: "control", control: fromBinary(ControlSchema, r.bytes()) };
     else if (field === 4) message = { kind: "revoked", revoked: fromBinary(RevokedSchema, r.bytes()) };
     else if (field === 2) message = { kind: "keepalive", streamId: fromBinary(KeepaliveSchema, r.bytes()).streamId };
+    else if (field === 5) message = { kind: "waiting", waiting: fromBinary(WaitingSchema, r.bytes()).waiting };
     else {
       skipField(r, wireType, field);
       message = KEEPALIVE;

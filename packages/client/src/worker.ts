@@ -14,7 +14,7 @@ import {
 import { WorqClient } from "./client.js";
 import { toClientError } from "./errors.js";
 import { failRequestOf, resultBytesOf } from "./handler-outcome.js";
-import { evenShares } from "./partition.js";
+import { CreditMover } from "./credit-mover.js";
 import { readLeaseResponse, type LeasedJobView, type LeaseMessage } from "./lease-wire.js";
 import { ReconnectBackoff } from "./reconnect-backoff.js";
 import { ReportBatcher, type Outcome, type ReportResult } from "./report-batcher.js";
@@ -258,6 +258,10 @@ export class Worker {
    * a share of the concurrency. This worker then only starts and stops them.
    */
   private parts: { worker: Worker; queues: string[] }[] | undefined;
+  /** Shares the concurrency among the parts' streams, as each says whether jobs wait for credit. */
+  private credits: CreditMover | undefined;
+  /** A part's: told whenever it changes whether a ready job waits for this stream's credit. */
+  private waitingListener: ((waiting: boolean) => void) | undefined;
   private readonly options: WorkerOptions;
 
   constructor(options: WorkerOptions) {
@@ -302,18 +306,24 @@ export class Worker {
    */
   async setConcurrency(concurrency: number): Promise<void> {
     this.concurrency = checkConcurrency(concurrency);
-    if (this.parts) {
-      const shares = evenShares(this.concurrency, this.parts.length);
-      await Promise.all(this.parts.map((part, i) => part.worker.setConcurrency(shares[i]!)));
-      return;
-    }
+    if (this.credits) return this.credits.resize(this.concurrency);
+    await this.setLeaseLimit(this.concurrency);
+  }
+
+  /**
+   * Sets this stream's limit (and the concurrency its next stream opens with); answers what
+   * the stream held then, or undefined when none is open.
+   */
+  private async setLeaseLimit(credits: number): Promise<number | undefined> {
+    this.concurrency = credits;
     const streamId = this.streamId;
-    if (streamId === undefined) return; // not connected: the next stream opens with it
+    if (streamId === undefined) return undefined; // not connected: the next stream opens with it
     try {
-      await this.client.worker.setLeaseCredits({ streamId, credits: concurrency });
+      return (await this.client.worker.setLeaseCredits({ streamId, credits })).held;
     } catch (error) {
       // The stream ended meanwhile; the next one opens with the new number.
       if (toClientError(error).code !== Code.NotFound) throw error;
+      return undefined;
     }
   }
 
@@ -390,15 +400,17 @@ export class Worker {
    */
   stop(): Promise<void> {
     const parts = this.parts;
+    this.credits?.close();
     this.stopping ??= parts ? Promise.all(parts.map((part) => part.worker.stop())).then(() => {}) : this.shutdown();
     return this.stopping;
   }
 
   /**
    * With partition routing, once the map is read: when the queues live in several partitions,
-   * makes one worker per partition (its queues in this worker's order, an even share of the
-   * concurrency, at least one each) and returns true. Each one's stream, reports and lease
-   * renewals go to its partition's server, found again in the map when its stream reconnects.
+   * makes one worker per partition (its queues in this worker's order) and returns true. The
+   * concurrency is shared among their streams and moved to those with jobs waiting for credit
+   * (CreditMover). Each one's stream, reports and lease renewals go to its partition's server,
+   * found again in the map when its stream reconnects.
    */
   private async splitByPartition(): Promise<boolean> {
     const routes = this.client.routes;
@@ -411,7 +423,11 @@ export class Worker {
       byPartition.set(partition, [...(byPartition.get(partition) ?? []), queue]);
     }
     const groups = [...byPartition];
-    const shares = evenShares(this.concurrency, groups.length);
+    const credits = (this.credits = new CreditMover(
+      this.concurrency,
+      groups.map((_, i) => ({ setLimit: (limit: number) => this.parts![i]!.worker.setLeaseLimit(limit) })),
+    ));
+    const shares = credits.initialLimits;
     let readyTold = false;
     this.parts = groups.map(([partition, queues], i) => {
       const worker = new Worker({
@@ -430,6 +446,7 @@ export class Worker {
         },
       });
       for (const [type, handler] of this.handlers) worker.register(type, handler);
+      worker.waitingListener = (waiting) => credits.setWaiting(i, waiting);
       return { worker, queues };
     });
     if (this.stopping || this.quieted) this.parts.forEach((part) => (this.stopping ? void part.worker.stop() : part.worker.quiet()));
@@ -472,6 +489,7 @@ export class Worker {
       credits: this.concurrency,
       labels: this.labels,
       order: this.queueOrder,
+      reportWaiting: this.waitingListener !== undefined,
     });
     const call = this.client.link.serverStream(LEASE_PATH, toBinary(LeaseRequestSchema, request));
     let closed = false;
@@ -497,6 +515,8 @@ export class Worker {
         if (message.kind === "jobs") for (const leased of message.jobs) this.start(leased);
         else if (message.kind === "keepalive") {
           if (message.streamId) this.streamId = message.streamId;
+        } else if (message.kind === "waiting") {
+          this.waitingListener?.(message.waiting);
         } else if (message.kind === "revoked") {
           const { jid, leaseId, reason } = message.revoked;
           this.log.info("job revoked by the server; cancelling its handler", { jid, reason });

@@ -1,0 +1,106 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { CreditMover } from "@worq/client/credit-mover.js";
+
+/** A stream as its engine keeps it: a limit, and the jobs it holds (pushed only while under the limit). */
+class EngineStream {
+  held = 0;
+  constructor(public limit: number) {}
+  setLimit = async (limit: number): Promise<number> => {
+    await Promise.resolve(); // an answer comes later, as over the wire
+    this.limit = limit;
+    return this.held;
+  };
+}
+
+const settle = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+describe("CreditMover: a worker's credit shared among its streams to several partitions", () => {
+  it("an engine that pushes every credit at once, random reports and queues filling and draining (500 runs): the streams never hold more than the worker's credit", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 20 }),
+        fc.integer({ min: 1, max: 6 }),
+        fc.array(fc.tuple(fc.constantFrom("fill", "drain", "report", "report", "tick", "tick"), fc.nat(5)), { maxLength: 120 }),
+        async (credit, count, events) => {
+          const engines: EngineStream[] = [];
+          const mover = new CreditMover(
+            credit,
+            Array.from({ length: count }, (_, i) => ({ setLimit: (limit: number) => engines[i]!.setLimit(limit) })),
+          );
+          engines.push(...mover.initialLimits.map((limit) => new EngineStream(limit)));
+          /** Streams whose queues have jobs ready: the engine pushes them up to their limit at once and says they wait. */
+          const ready = engines.map(() => false);
+          // With fewer credits than streams each still gets one (the most a worker can then hold).
+          const bound = Math.max(credit, count);
+          for (const [kind, n] of events) {
+            const i = n % count;
+            if (kind === "fill") ready[i] = true;
+            if (kind === "drain") ready[i] = false;
+            if (kind === "report" && engines[i]!.held > 0) engines[i]!.held--;
+            if (kind === "tick") await settle();
+            engines.forEach((engine, k) => {
+              if (ready[k]) engine.held = Math.max(engine.held, engine.limit);
+              mover.setWaiting(k, ready[k]!);
+            });
+            expect(engines.reduce((sum, e) => sum + e.held, 0)).toBeLessThanOrEqual(bound);
+          }
+          mover.close();
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it("a waiting stream gets the credit of the streams with nothing waiting, each of which keeps one; two waiting share it", async () => {
+    const engines = [new EngineStream(3), new EngineStream(3), new EngineStream(2)];
+    const mover = new CreditMover(
+      8,
+      engines.map((engine) => ({ setLimit: engine.setLimit })),
+    );
+    expect(mover.initialLimits).toEqual([3, 3, 2]);
+    mover.setWaiting(0, true);
+    await settle();
+    expect(engines.map((e) => e.limit)).toEqual([6, 1, 1]);
+    mover.setWaiting(2, true);
+    await settle();
+    expect(engines.map((e) => e.limit)).toEqual([4, 1, 3]);
+    mover.close();
+  });
+
+  it("credit a lowered stream still holds is given only once its jobs are reported", async () => {
+    const engines = [new EngineStream(2), new EngineStream(2)];
+    engines[1]!.held = 2;
+    const mover = new CreditMover(
+      4,
+      engines.map((engine) => ({ setLimit: engine.setLimit })),
+    );
+    mover.setWaiting(0, true);
+    await settle();
+    // Stream 1 was lowered to one but holds two: only what it does not hold moved.
+    expect(engines.map((e) => e.limit)).toEqual([2, 1]);
+    engines[1]!.held = 0;
+    await new Promise((resolve) => setTimeout(resolve, 150)); // asked again while stream 0 waits
+    expect(engines.map((e) => e.limit)).toEqual([3, 1]);
+    mover.close();
+  });
+
+  it("resize: the streams go back to even shares of the new credit, lowered before any is raised", async () => {
+    const engines = [new EngineStream(3), new EngineStream(3), new EngineStream(2)];
+    const limits: number[][] = [];
+    const mover = new CreditMover(
+      8,
+      engines.map((engine) => ({
+        setLimit: async (limit: number) => {
+          const held = await engine.setLimit(limit);
+          limits.push(engines.map((e) => e.limit));
+          return held;
+        },
+      })),
+    );
+    await mover.resize(4);
+    expect(engines.map((e) => e.limit)).toEqual([2, 1, 1]);
+    for (const step of limits) expect(step.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(8);
+    mover.close();
+  });
+});
