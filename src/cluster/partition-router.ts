@@ -1,11 +1,9 @@
 import * as grpc from "@grpc/grpc-js";
-import { fromBinary, toBinary, type DescMessage, type DescMethod, type DescService, type MessageShape } from "@bufbuild/protobuf";
+import { fromBinary, type DescMessage, type DescMethod, type DescService, type MessageShape } from "@bufbuild/protobuf";
 import type { FileDescriptorSet } from "@bufbuild/protobuf/wkt";
 import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
-import { LeaseRequestSchema, WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
-import { evenShares, queueHome } from "@worq/client/partition.js";
-import { LIMITS } from "../model/limits.js";
+import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import type { Logger } from "../log.js";
 import type { AccessControl } from "../transport/auth/access-control.js";
 import { grpcAccessInterceptor } from "../transport/auth/grpc-interceptor.js";
@@ -24,6 +22,7 @@ import {
   withNodeLabel,
 } from "./forwarder.js";
 import { LeaderLink, type LinkTls } from "./leader-link.js";
+import { firstLeasePartition, SET_LEASE_CREDITS_PATH, splitLease, type LeaseCredits, type LeasePart } from "./merged-lease.js";
 import { mergeAll, splitItems, type AskPartition } from "./partition-merge.js";
 
 /** Who serves each partition, as this node last read it. */
@@ -41,6 +40,9 @@ export interface PartitionDirectory {
 
 /** How long a link to a partition's former server stays open for the calls already on it. */
 const STALE_LINK_CLOSE_MS = 30_000;
+
+/** How long the node waits for a partition's server to change a merged Lease's share of the credits. */
+const SET_CREDITS_TIMEOUT_MS = 5_000;
 
 /** How long a call waits for a partition to be served again (a handoff or takeover under way) before UNAVAILABLE. */
 const OWNER_WAIT_MS = 3_000;
@@ -181,19 +183,23 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
       /**
        * A stream goes to its partition's server, messages and back-pressure passed through. A
        * Lease over queues of several partitions is merged: one upstream stream per partition
-       * (its queues, an even share of the credits), every message passed down as it comes; when
-       * any of them ends, all end, and the worker reconnects.
+       * (its queues), every message passed down as it comes, the credits shared and moved to
+       * the upstreams with jobs waiting (merged-lease.ts); when any of them ends, all end, and
+       * the worker reconnects.
        */
       const forwardStream = async (call: grpc.ServerWritableStream<Buffer, Buffer>): Promise<void> => {
         const to = target(call.request);
         const label = (request: Buffer) => (path === LEASE_PATH ? withNodeLabel(request, options.nodeId) : request);
-        const parts =
-          "partition" in to
-            ? [{ partition: to.partition, request: label(call.request) }]
-            : path === LEASE_PATH && "several" in to
-              ? splitLease(call.request, directory.placement).map((part) => ({ ...part, request: label(part.request) }))
-              : undefined;
-        if (!parts) return void call.emit("error", severalForStream(method));
+        let parts: LeasePart[];
+        let credits: LeaseCredits | undefined;
+        if ("partition" in to) parts = [{ partition: to.partition, request: label(call.request) }];
+        else if (path === LEASE_PATH && "several" in to) {
+          const split = splitLease(call.request, directory.placement);
+          credits = split?.credits;
+          parts = split
+            ? split.parts.map((part) => ({ ...part, request: label(part.request) }))
+            : [{ partition: firstLeasePartition(call.request, directory.placement), request: call.request }];
+        } else return void call.emit("error", severalForStream(method));
         let addresses: string[];
         try {
           addresses = await Promise.all(parts.map((part) => addressFor(part.partition, call.getDeadline())));
@@ -208,17 +214,22 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
             }),
           ),
         );
+        credits?.start((i, request) =>
+          ask(parts[i]!.partition, SET_LEASE_CREDITS_PATH, request, call.metadata, Date.now() + SET_CREDITS_TIMEOUT_MS),
+        );
         let ended = false;
         let paused = false;
         const endAll = (finish: () => void) => {
           if (ended) return;
           ended = true;
           upstreams.forEach((upstream) => upstream.cancel());
+          credits?.close();
           finish();
         };
-        for (const upstream of upstreams) {
-          upstream.on("data", (chunk: Buffer) => {
-            if (ended || call.write(chunk) || paused) return;
+        upstreams.forEach((upstream, i) => {
+          upstream.on("data", (received: Buffer) => {
+            const chunk = credits ? credits.fromUpstream(i, received) : received;
+            if (ended || !chunk || call.write(chunk) || paused) return;
             // Back-pressure from the worker reaches the partitions' engines.
             paused = true;
             upstreams.forEach((each) => each.pause());
@@ -231,7 +242,7 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
             if (status.code === grpc.status.OK) endAll(() => call.end(status.metadata));
           });
           upstream.on("error", (error: grpc.ServiceError) => endAll(() => !call.cancelled && call.emit("error", failedAt(error))));
-        }
+        });
         call.on("cancelled", () => endAll(() => {}));
       };
       handlers[method.localName] = streaming
@@ -282,26 +293,4 @@ function deadlineMs(deadline: grpc.Deadline): number {
 /** A stream naming several partitions that is not a Lease: none is, today. */
 function severalForStream(method: DescMethod): Partial<grpc.StatusObject> {
   return { code: grpc.status.UNIMPLEMENTED, details: `${method.name}: a stream over several partitions is not served` };
-}
-
-/**
- * A Lease over queues of several partitions, as one Lease per partition: its queues in the
- * order asked, and an even share of the credits (the first ones get the remainder, each at
- * least one), so the worker holds at most its credits (or one per partition, if fewer).
- */
-function splitLease(request: Buffer, placement: Placement): { partition: number; request: Buffer }[] {
-  const lease = fromBinary(LeaseRequestSchema, request);
-  const byPartition = new Map<number, string[]>();
-  for (const queue of lease.queues) {
-    const partition = queueHome(queue || LIMITS.defaultQueue, placement.count);
-    byPartition.set(partition, [...(byPartition.get(partition) ?? []), queue]);
-  }
-  const groups = [...byPartition];
-  // Credits the servers refuse go as they came, for the first partition's server to refuse.
-  if (!(lease.credits >= 1)) return [{ partition: groups[0]![0], request }];
-  const shares = evenShares(lease.credits, groups.length);
-  return groups.map(([partition, queues], i) => ({
-    partition,
-    request: Buffer.from(toBinary(LeaseRequestSchema, { ...lease, queues, credits: shares[i]! })),
-  }));
 }

@@ -5,9 +5,12 @@ import { CreditMover } from "@worq/client/credit-mover.js";
 /** A stream as its engine keeps it: a limit, and the jobs it holds (pushed only while under the limit). */
 class EngineStream {
   held = 0;
+  /** False: the stream's id is not known yet, or its call fails: nothing changes. */
+  reachable = true;
   constructor(public limit: number) {}
-  setLimit = async (limit: number): Promise<number> => {
+  setLimit = async (limit: number): Promise<number | undefined> => {
     await Promise.resolve(); // an answer comes later, as over the wire
+    if (!this.reachable) return undefined;
     this.limit = limit;
     return this.held;
   };
@@ -21,7 +24,9 @@ describe("CreditMover: a worker's credit shared among its streams to several par
       fc.asyncProperty(
         fc.integer({ min: 1, max: 20 }),
         fc.integer({ min: 1, max: 6 }),
-        fc.array(fc.tuple(fc.constantFrom("fill", "drain", "report", "report", "tick", "tick"), fc.nat(5)), { maxLength: 120 }),
+        fc.array(fc.tuple(fc.constantFrom("fill", "drain", "report", "report", "tick", "tick", "unreachable", "reachable"), fc.nat(5)), {
+          maxLength: 120,
+        }),
         async (credit, count, events) => {
           const engines: EngineStream[] = [];
           const mover = new CreditMover(
@@ -39,6 +44,8 @@ describe("CreditMover: a worker's credit shared among its streams to several par
             if (kind === "drain") ready[i] = false;
             if (kind === "report" && engines[i]!.held > 0) engines[i]!.held--;
             if (kind === "tick") await settle();
+            if (kind === "unreachable") engines[i]!.reachable = false;
+            if (kind === "reachable") engines[i]!.reachable = true;
             engines.forEach((engine, k) => {
               if (ready[k]) engine.held = Math.max(engine.held, engine.limit);
               mover.setWaiting(k, ready[k]!);

@@ -271,6 +271,33 @@ describe.skipIf(!available)("partitioned cluster: worq serve --cluster --partiti
     expect(mine.reduce((total, w) => total + w.credits, 0)).toBeLessThanOrEqual(8);
     await worker.stop();
     await stopped;
+
+    // A worker that does not route (Python, Go, raw stubs) gets one Lease merged by the node: the node moves the credit the same way.
+    const direct = new WorqClient({ address: `127.0.0.1:${a.port}`, partitionRouting: false });
+    let mergedReady!: () => void;
+    const isMergedReady = new Promise<void>((resolve) => (mergedReady = resolve));
+    const merged = new Worker({
+      client: direct,
+      queues: oneEach,
+      concurrency: 8,
+      onEvent: (event) => event.event === "ready" && mergedReady(),
+    });
+    merged.register("slow", async () => {
+      running++;
+      peak = Math.max(peak, running);
+      await sleep(250);
+      running--;
+    });
+    const mergedStopped = merged.run();
+    await isMergedReady;
+    peak = 0;
+    const routedBefore = await routedCalls(a);
+    const busyAgain = await Promise.all(Array.from({ length: 30 }, () => client.submit("slow", { queue: oneEach[0]! })));
+    for (const jid of busyAgain) await client.waitResult(jid, 20_000);
+    expect(peak, "handlers at once on the one busy partition, through the node").toBe(5);
+    expect((await routedCalls(a)) - routedBefore, "the merged Lease's acks went through the node").toBeGreaterThan(0);
+    await merged.stop();
+    await mergedStopped;
   }, 90_000);
 
   it("a node started with another partition count than the database's is refused", async () => {

@@ -2,8 +2,9 @@ import { evenShares } from "./partition.js";
 
 /**
  * One of the streams a worker's credit is shared among: its limit can be changed on its
- * server, which answers how many jobs the stream held at that instant (undefined when the
- * stream is not open: it opens again with the limit it was last given).
+ * server, which answers how many jobs the stream held at that instant; undefined when the
+ * change is not known to have reached the server (no stream open, or the call failed). A
+ * stream opens again with the limit it was last given.
  */
 export interface CreditStream {
   setLimit(limit: number): Promise<number | undefined>;
@@ -96,7 +97,8 @@ export class CreditMover {
     for (let i = 0; i < targets.length; i++) {
       if (this.budgets[i]! <= targets[i]!) continue;
       const held = await this.streams[i]!.setLimit(targets[i]!);
-      this.budgets[i] = Math.max(held ?? 0, targets[i]!);
+      // Not lowered (the stream is not open, or the call failed): its budget stays as it was.
+      if (held !== undefined) this.budgets[i] = Math.max(held, targets[i]!);
     }
     let free = this.total - this.budgets.reduce((sum, budget) => sum + budget, 0);
     let short = false;
