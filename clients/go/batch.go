@@ -126,27 +126,35 @@ func (c *Client) CreateBatch(ctx context.Context, spec BatchSpec) (*Batch, error
 		}
 		req.OnComplete.WebhookUrl = spec.OnCompleteWebhook
 	}
-	resp, err := c.producer.CreateBatch(ctx, &worqv1.CreateBatchRequest{Batch: req})
+	// A child batch lives with its parent; a batch without one may live anywhere, and the
+	// node picks a partition for it.
+	r := c.node
+	if spec.ParentBatchID != "" {
+		r = c.routeOfID(ctx, spec.ParentBatchID)
+	}
+	resp, err := r.producer.CreateBatch(ctx, &worqv1.CreateBatchRequest{Batch: req})
 	if err != nil {
-		return nil, c.fail(ctx, err)
+		return nil, c.fail(ctx, r, err)
 	}
 	return batchFromProto(resp.GetBatch()), nil
 }
 
 // SealBatch closes a batch to jobs from outside it. FAILED_PRECONDITION if already sealed.
 func (c *Client) SealBatch(ctx context.Context, id string) (*Batch, error) {
-	resp, err := c.producer.SealBatch(ctx, &worqv1.SealBatchRequest{Id: id})
+	r := c.routeOfID(ctx, id)
+	resp, err := r.producer.SealBatch(ctx, &worqv1.SealBatchRequest{Id: id})
 	if err != nil {
-		return nil, c.fail(ctx, err)
+		return nil, c.fail(ctx, r, err)
 	}
 	return batchFromProto(resp.GetBatch()), nil
 }
 
 // GetBatch returns a batch as it is now. NOT_FOUND for an unknown id.
 func (c *Client) GetBatch(ctx context.Context, id string) (*Batch, error) {
-	resp, err := c.producer.GetBatch(ctx, &worqv1.GetBatchRequest{Id: id})
+	r := c.routeOfID(ctx, id)
+	resp, err := r.producer.GetBatch(ctx, &worqv1.GetBatchRequest{Id: id})
 	if err != nil {
-		return nil, c.fail(ctx, err)
+		return nil, c.fail(ctx, r, err)
 	}
 	return batchFromProto(resp.GetBatch()), nil
 }
@@ -157,7 +165,8 @@ func (c *Client) WaitBatch(ctx context.Context, id string, timeout time.Duration
 	deadline := time.Now().Add(timeout)
 	for {
 		wait := max(min(time.Until(deadline), maxWait), 0)
-		resp, err := c.producer.GetBatch(ctx, &worqv1.GetBatchRequest{Id: id, Wait: durationpb.New(wait)})
+		r := c.routeOfID(ctx, id)
+		resp, err := r.producer.GetBatch(ctx, &worqv1.GetBatchRequest{Id: id, Wait: durationpb.New(wait)})
 		if err == nil {
 			batch := batchFromProto(resp.GetBatch())
 			if batch.State.Done() || time.Until(deadline) <= 0 {
@@ -165,7 +174,7 @@ func (c *Client) WaitBatch(ctx context.Context, id string, timeout time.Duration
 			}
 			continue
 		}
-		err = c.fail(ctx, err)
+		err = c.fail(ctx, r, err)
 		if IsDeadlineExceeded(err) && ctx.Err() == nil && time.Until(deadline) > 0 {
 			continue
 		}

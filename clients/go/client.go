@@ -21,12 +21,13 @@ import (
 
 // Client is a connection to a Worq server: a producer (Submit, WaitResult, Run, GetJob)
 // and the transport of the Workers built on it. It is safe for concurrent use.
+//
+// On a partitioned cluster it also holds a connection to each partition's own server, and
+// sends each call straight there (see WithPartitionRouting).
 type Client struct {
-	conn     *grpc.ClientConn
-	producer worqv1.ProducerServiceClient
-	worker   worqv1.WorkerServiceClient
-	admin    worqv1.AdminServiceClient
-	logger   *slog.Logger
+	node   *route           // the server at the address given to Dial
+	routes *partitionRoutes // nil without partition routing
+	logger *slog.Logger
 }
 
 // DialOption configures Dial.
@@ -37,6 +38,8 @@ type dialConfig struct {
 	block    bool
 	logger   *slog.Logger
 	grpcOpts []grpc.DialOption
+	// noRouting turns partition routing off (WithPartitionRouting(false)).
+	noRouting bool
 	// err is a failed option (an unreadable TLS file): Dial returns it.
 	err error
 }
@@ -57,6 +60,17 @@ func WithLogger(logger *slog.Logger) DialOption { return func(c *dialConfig) { c
 func WithGRPCDialOptions(opts ...grpc.DialOption) DialOption {
 	return func(c *dialConfig) { c.grpcOpts = append(c.grpcOpts, opts...) }
 }
+
+// WithPartitionRouting turns partition routing on or off; it is on by default. On a
+// partitioned cluster (worq serve --cluster --partitions) the client reads the partition
+// map once (GetServerInfo) before its first call, then sends submits to the server of
+// their queue's partition, calls naming a job to the server of the job's partition, and a
+// Worker's Lease streams, acks, fails and renewals to the server of its queues' partitions,
+// instead of through the node at the address given (one hop fewer). It reads the map again
+// when a call answers UNAVAILABLE or that the job lives in another partition, and when a
+// Lease stream reconnects. On a server that is not partitioned, or one that does not let
+// the client read the map, everything goes to the address given, as with routing off.
+func WithPartitionRouting(on bool) DialOption { return func(c *dialConfig) { c.noRouting = !on } }
 
 // Dial creates a client of the server at addr ("host:port"). It does not wait for the
 // connection unless WithBlock is given; calls made before the server is reachable fail
@@ -86,12 +100,11 @@ func Dial(ctx context.Context, addr string, opts ...DialOption) (*Client, error)
 	if err != nil {
 		return nil, fmt.Errorf("worq: dial %s: %w", addr, err)
 	}
-	c := &Client{
-		conn:     conn,
-		producer: worqv1.NewProducerServiceClient(conn),
-		worker:   worqv1.NewWorkerServiceClient(conn),
-		admin:    worqv1.NewAdminServiceClient(conn),
-		logger:   cfg.logger,
+	c := &Client{node: newRoute(conn), logger: cfg.logger}
+	if !cfg.noRouting {
+		// A partition's server takes the same credentials, token and options as the node.
+		dial := func(address string) (*grpc.ClientConn, error) { return grpc.NewClient(address, grpcOpts...) }
+		c.routes = newPartitionRoutes(c.node, dial, cfg.logger)
 	}
 	if cfg.block {
 		conn.Connect()
@@ -105,22 +118,74 @@ func Dial(ctx context.Context, addr string, opts ...DialOption) (*Client, error)
 	return c, nil
 }
 
-// fail converts a stub's error (see wrapErr). After UNAVAILABLE it also ends the
-// connection's reconnect backoff, so that the next call tries the server at once.
-func (c *Client) fail(ctx context.Context, err error) error {
+// fail converts the error of a call made on r (see wrapErr). After UNAVAILABLE it also ends
+// r's reconnect backoff, so that the next call tries the server at once; and when the error
+// says a partition may have moved, it reads the partition map again for the next calls.
+func (c *Client) fail(ctx context.Context, r *route, err error) error {
 	err = wrapErr(ctx, err)
 	if IsUnavailable(err) {
-		c.conn.ResetConnectBackoff()
+		r.conn.ResetConnectBackoff()
 	}
+	c.mayHaveMoved(err)
 	return err
 }
 
-// Close closes the connection. Stop workers first.
-func (c *Client) Close() error { return c.conn.Close() }
+// mayHaveMoved reads the partition map again (in the background) when err may mean that it
+// is stale. On a server that is not partitioned there is nothing to read again.
+func (c *Client) mayHaveMoved(err error) {
+	if c.routes != nil && partitionMayHaveMoved(err) && c.routes.partitionCount() > 1 {
+		c.routes.refresh()
+	}
+}
 
-// Conn returns the underlying gRPC connection, for the generated stubs of RPCs this
-// library does not wrap (the AdminService, for example).
-func (c *Client) Conn() *grpc.ClientConn { return c.conn }
+// resetConnectBackoff makes every connection waiting to reconnect (the node's and the
+// partitions' servers') try at once.
+func (c *Client) resetConnectBackoff() {
+	c.node.conn.ResetConnectBackoff()
+	if c.routes != nil {
+		c.routes.resetConnectBackoff()
+	}
+}
+
+// routeOfQueue is where a job of queue is submitted: its partition's server when routing
+// knows it, else the node. The first routed call reads the partition map.
+func (c *Client) routeOfQueue(ctx context.Context, queue string) *route {
+	if c.routes == nil || !c.routes.load(ctx) {
+		return c.node
+	}
+	return c.routes.routeOf(c.routes.ofQueue(queue))
+}
+
+// routeOfID is where a call naming a job id (or batch id) goes: the server of the partition
+// the id names when routing knows it, else the node.
+func (c *Client) routeOfID(ctx context.Context, id string) *route {
+	if c.routes == nil || !c.routes.load(ctx) {
+		return c.node
+	}
+	return c.routes.routeOf(c.routes.ofID(id))
+}
+
+// routeOfPartition is partition's own server as the map says now, the node when it names
+// none (or for noPartition).
+func (c *Client) routeOfPartition(partition int) *route {
+	if c.routes == nil {
+		return c.node
+	}
+	return c.routes.routeOf(partition)
+}
+
+// Close closes the connections. Stop workers first.
+func (c *Client) Close() error {
+	if c.routes != nil {
+		c.routes.close()
+	}
+	return c.node.conn.Close()
+}
+
+// Conn returns the gRPC connection to the address given to Dial, for the generated stubs of
+// RPCs this library does not wrap (the AdminService, for example). A call on it takes no
+// partition routing: on a partitioned cluster that node routes it.
+func (c *Client) Conn() *grpc.ClientConn { return c.node.conn }
 
 // Submit creates one job of type jobType and returns its jid once it is on disk.
 func (c *Client) Submit(ctx context.Context, jobType string, opts ...SubmitOption) (string, error) {
@@ -144,9 +209,10 @@ func (c *Client) SubmitDetailed(ctx context.Context, jobType string, opts ...Sub
 		return SubmitResult{}, err
 	}
 	spec.Trace = traceOf(ctx, js.Trace)
-	resp, err := c.producer.Submit(ctx, &worqv1.SubmitRequest{Job: spec})
+	r := c.routeOfQueue(ctx, js.Queue)
+	resp, err := r.producer.Submit(ctx, &worqv1.SubmitRequest{Job: spec})
 	if err != nil {
-		return SubmitResult{}, c.fail(ctx, err)
+		return SubmitResult{}, c.fail(ctx, r, err)
 	}
 	return SubmitResult{JID: resp.GetJid(), Duplicate: resp.GetDuplicate(), Debounced: resp.GetDebounced(), State: JobState(resp.GetState())}, nil
 }
@@ -174,6 +240,8 @@ func Shape(shape BatchShape) BatchOption {
 
 // SubmitBatch creates up to 10,000 jobs atomically (all or none) and returns their jids
 // in order. An invalid job fails the batch with INVALID_ARGUMENT naming `jobs[i].field`.
+// On a partitioned cluster the jobs' queues must live in one partition (the server refuses
+// a batch that spans several with FAILED_PRECONDITION); the batch goes to its first job's.
 func (c *Client) SubmitBatch(ctx context.Context, specs []JobSpec, opts ...BatchOption) ([]string, error) {
 	req := &worqv1.SubmitBatchRequest{Jobs: make([]*worqv1.JobSpec, len(specs))}
 	for _, opt := range opts {
@@ -187,9 +255,14 @@ func (c *Client) SubmitBatch(ctx context.Context, specs []JobSpec, opts ...Batch
 		p.Trace = traceOf(ctx, s.Trace)
 		req.Jobs[i] = p
 	}
-	resp, err := c.producer.SubmitBatch(ctx, req)
+	var first string
+	if len(specs) > 0 {
+		first = specs[0].Queue
+	}
+	r := c.routeOfQueue(ctx, first)
+	resp, err := r.producer.SubmitBatch(ctx, req)
 	if err != nil {
-		return nil, c.fail(ctx, err)
+		return nil, c.fail(ctx, r, err)
 	}
 	jids := make([]string, len(resp.GetJobs()))
 	for i, r := range resp.GetJobs() {
@@ -201,9 +274,10 @@ func (c *Client) SubmitBatch(ctx context.Context, specs []JobSpec, opts ...Batch
 // GetJob returns a job with its state, failure and result. NOT_FOUND for an unknown jid,
 // INVALID_ARGUMENT for a jid that is not a UUID.
 func (c *Client) GetJob(ctx context.Context, jid string) (*Job, error) {
-	resp, err := c.admin.GetJob(ctx, &worqv1.GetJobRequest{Jid: jid})
+	r := c.routeOfID(ctx, jid)
+	resp, err := r.admin.GetJob(ctx, &worqv1.GetJobRequest{Jid: jid})
 	if err != nil {
-		return nil, c.fail(ctx, err)
+		return nil, c.fail(ctx, r, err)
 	}
 	return jobFromProto(resp.GetJob()), nil
 }
@@ -215,9 +289,10 @@ func (c *Client) GetJob(ctx context.Context, jid string) (*Job, error) {
 func (c *Client) WatchJob(ctx context.Context, jid string, fn func(*Job) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := c.producer.WatchJob(ctx, &worqv1.WatchJobRequest{Jid: jid})
+	r := c.routeOfID(ctx, jid)
+	stream, err := r.producer.WatchJob(ctx, &worqv1.WatchJobRequest{Jid: jid})
 	if err != nil {
-		return c.fail(ctx, err)
+		return c.fail(ctx, r, err)
 	}
 	for {
 		resp, err := stream.Recv()
@@ -225,7 +300,7 @@ func (c *Client) WatchJob(ctx context.Context, jid string, fn func(*Job) error) 
 			return nil
 		}
 		if err != nil {
-			return c.fail(ctx, err)
+			return c.fail(ctx, r, err)
 		}
 		if err := fn(jobFromProto(resp.GetJob())); err != nil {
 			return err
@@ -237,9 +312,10 @@ func (c *Client) WatchJob(ctx context.Context, jid string, fn func(*Job) error) 
 // worker is told to stop (its handler's context is cancelled with a *RevokedError).
 // FAILED_PRECONDITION when the job already finished, NOT_FOUND for an unknown jid.
 func (c *Client) Cancel(ctx context.Context, jid string) (*Job, error) {
-	resp, err := c.producer.Cancel(ctx, &worqv1.CancelRequest{Jid: jid})
+	r := c.routeOfID(ctx, jid)
+	resp, err := r.producer.Cancel(ctx, &worqv1.CancelRequest{Jid: jid})
 	if err != nil {
-		return nil, c.fail(ctx, err)
+		return nil, c.fail(ctx, r, err)
 	}
 	return jobFromProto(resp.GetJob()), nil
 }
@@ -247,8 +323,9 @@ func (c *Client) Cancel(ctx context.Context, jid string) (*Job, error) {
 // DeleteJob removes a job, its result and its indexes, whatever its state (an admin call);
 // a running job's worker is told to stop. NOT_FOUND for an unknown jid.
 func (c *Client) DeleteJob(ctx context.Context, jid string) error {
-	if _, err := c.admin.DeleteJob(ctx, &worqv1.DeleteJobRequest{Jid: jid}); err != nil {
-		return c.fail(ctx, err)
+	r := c.routeOfID(ctx, jid)
+	if _, err := r.admin.DeleteJob(ctx, &worqv1.DeleteJobRequest{Jid: jid}); err != nil {
+		return c.fail(ctx, r, err)
 	}
 	return nil
 }
@@ -267,11 +344,12 @@ func (c *Client) WaitResult(ctx context.Context, jid string, timeout time.Durati
 	for {
 		// The server waits at most an hour per call; longer waits take several calls.
 		wait := max(min(time.Until(deadline), maxWait), 0)
-		resp, err := c.producer.GetResult(ctx, &worqv1.GetResultRequest{Jid: jid, WaitTimeout: durationpb.New(wait)})
+		r := c.routeOfID(ctx, jid)
+		resp, err := r.producer.GetResult(ctx, &worqv1.GetResultRequest{Jid: jid, WaitTimeout: durationpb.New(wait)})
 		if err == nil {
 			return jobFromProto(resp.GetJob()), nil
 		}
-		err = c.fail(ctx, err)
+		err = c.fail(ctx, r, err)
 		switch {
 		case Code(err) == codes.Unimplemented:
 			return c.pollResult(ctx, jid, time.Until(deadline))
@@ -323,11 +401,12 @@ func (c *Client) Run(ctx context.Context, jobType string, wait time.Duration, op
 	spec.Trace = traceOf(ctx, js.Trace)
 	deadline := time.Now().Add(wait)
 	var trailer metadata.MD
-	resp, err := c.producer.Run(ctx, &worqv1.RunRequest{Job: spec, WaitTimeout: durationpb.New(max(min(wait, maxWait), 0))}, grpc.Trailer(&trailer))
+	r := c.routeOfQueue(ctx, js.Queue)
+	resp, err := r.producer.Run(ctx, &worqv1.RunRequest{Job: spec, WaitTimeout: durationpb.New(max(min(wait, maxWait), 0))}, grpc.Trailer(&trailer))
 	if err == nil {
 		return jobFromProto(resp.GetJob()), nil
 	}
-	err = c.fail(ctx, err)
+	err = c.fail(ctx, r, err)
 	if Code(err) != codes.Unimplemented {
 		e, ok := err.(*Error)
 		if !ok || len(trailer.Get("worq-jid")) == 0 {
@@ -362,9 +441,10 @@ func (c *Client) CollectChildren(ctx context.Context, parent string, timeout tim
 	if timeout < 0 || timeout > maxWait {
 		return nil, false, invalidArgument("timeout: must be between 0 and 1h")
 	}
-	resp, err := c.producer.CollectChildren(ctx, &worqv1.CollectChildrenRequest{ParentJid: parent, WaitTimeout: durationpb.New(timeout)})
+	r := c.routeOfID(ctx, parent)
+	resp, err := r.producer.CollectChildren(ctx, &worqv1.CollectChildrenRequest{ParentJid: parent, WaitTimeout: durationpb.New(timeout)})
 	if err != nil {
-		return nil, false, c.fail(ctx, err)
+		return nil, false, c.fail(ctx, r, err)
 	}
 	finished = resp.GetFinished()
 	for {
@@ -375,8 +455,8 @@ func (c *Client) CollectChildren(ctx context.Context, parent string, timeout tim
 		if token == "" {
 			return children, finished, nil
 		}
-		if resp, err = c.producer.CollectChildren(ctx, &worqv1.CollectChildrenRequest{ParentJid: parent, PageToken: token}); err != nil {
-			return nil, false, c.fail(ctx, err)
+		if resp, err = r.producer.CollectChildren(ctx, &worqv1.CollectChildrenRequest{ParentJid: parent, PageToken: token}); err != nil {
+			return nil, false, c.fail(ctx, r, err)
 		}
 	}
 }

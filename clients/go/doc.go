@@ -16,7 +16,9 @@
 //	})
 //	err = w.Run(ctx)
 //
-// The worker holds one Lease stream per process, with Concurrency as its credits. It renews
+// The worker holds one Lease stream per process, with Concurrency as its credits (on a
+// partitioned cluster, one stream per partition its queues live in, each to that
+// partition's own server with a share of Concurrency; see WithPartitionRouting). It renews
 // each running job's lease automatically (every reserve_for / 3), cancels the handler's
 // context at the job's execution deadline, reconnects with jittered exponential backoff
 // when the stream drops, and reports outcomes with Ack and Fail, retrying them while the

@@ -476,7 +476,7 @@ func TestTypedErrors(t *testing.T) {
 
 	// A report quoting a lease that is not the job's live lease.
 	jid := submit(t, c, "x", Queue("t-errors"))
-	_, err = c.worker.Ack(ctx, &worqv1.AckRequest{Jid: jid, LeaseId: "0d9e8f7a-6b5c-4d3e-8f1a-2b3c4d5e6f70"})
+	_, err = c.node.worker.Ack(ctx, &worqv1.AckRequest{Jid: jid, LeaseId: "0d9e8f7a-6b5c-4d3e-8f1a-2b3c4d5e6f70"})
 	if err = wrapErr(ctx, err); !IsLeaseLost(err) {
 		t.Errorf("Ack with a stale lease: %v, want FailedPrecondition", err)
 	}

@@ -70,7 +70,8 @@ type WorkerOptions struct {
 	// RandomQueueOrder picks each job from one of Queues chosen uniformly at random among
 	// those with a ready job, instead of strictly in order.
 	RandomQueueOrder bool
-	// Concurrency is how many handlers run at once (the Lease credits). Default 10.
+	// Concurrency is how many handlers run at once (the Lease credits). Default 10. Split
+	// over streams to several partitions (WithPartitionRouting), each takes at least one.
 	Concurrency int
 	// WorkerID identifies this process to the server. Default "hostname-pid-random".
 	WorkerID string
@@ -112,7 +113,7 @@ type Worker struct {
 	quiet    sync.Once
 	stop     sync.Once
 	kick     chan struct{}
-	slots    chan struct{}
+	slots    chan struct{}  // a running handler holds one; made by leaseAll, sized to the streams' credits
 	pending  sync.WaitGroup // jobs received and not yet reported
 	baseCtx  context.Context
 	reportCx context.Context
@@ -124,7 +125,7 @@ type Worker struct {
 	tasks      map[string]*task // by lease id
 	opened     chan struct{}    // closed (and replaced) whenever a Lease stream opens
 
-	acks *ackBatcher // acks go out together in Report calls
+	acks map[int]*ackBatcher // by partition (see partitionOfJob): acks go out together in Report calls
 }
 
 // NewWorker creates a worker on client.
@@ -152,13 +153,10 @@ func NewWorker(client *Client, opts WorkerOptions) *Worker {
 		quietCh:  make(chan struct{}),
 		stopCh:   make(chan struct{}),
 		kick:     make(chan struct{}, 1),
-		slots:    make(chan struct{}, opts.Concurrency),
 		handlers: map[string]Handler{},
 		tasks:    map[string]*task{},
 		opened:   make(chan struct{}),
-		acks: &ackBatcher{report: func(ctx context.Context, req *worqv1.ReportRequest) (*worqv1.ReportResponse, error) {
-			return client.worker.Report(ctx, req)
-		}},
+		acks:     map[int]*ackBatcher{},
 	}
 }
 
@@ -242,7 +240,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	leaseCtx, stopLease := context.WithCancel(base)
 	defer stopLease()
 	leaseDone := make(chan error, 1)
-	go func() { leaseDone <- w.leaseLoop(leaseCtx) }()
+	go func() { leaseDone <- w.leaseAll(leaseCtx) }()
 	w.log.Info("worker started", "queues", w.opts.Queues, "concurrency", w.opts.Concurrency)
 
 	var runErr error
@@ -341,9 +339,9 @@ func (w *Worker) shutdown(cancelReports context.CancelFunc) {
 	}
 }
 
-// leaseLoop holds the Lease stream, reopening it with backoff, until ctx ends or the
+// leaseLoop holds one group's Lease stream, reopening it with backoff, until ctx ends or the
 // worker goes quiet. It returns an error only for a request the server will never accept.
-func (w *Worker) leaseLoop(ctx context.Context) error {
+func (w *Worker) leaseLoop(ctx context.Context, g leaseGroup) error {
 	labels := map[string]string{"lang": "go", "pid": strconv.Itoa(os.Getpid())}
 	if host, err := os.Hostname(); err == nil {
 		labels["hostname"] = host
@@ -352,9 +350,9 @@ func (w *Worker) leaseLoop(ctx context.Context) error {
 		labels[k] = v
 	}
 	req := &worqv1.LeaseRequest{
-		Queues:   w.opts.Queues,
+		Queues:   g.queues,
 		WorkerId: w.opts.WorkerID,
-		Credits:  uint32(w.opts.Concurrency),
+		Credits:  uint32(g.credits),
 		Labels:   labels,
 	}
 	if w.opts.RandomQueueOrder {
@@ -365,7 +363,16 @@ func (w *Worker) leaseLoop(ctx context.Context) error {
 		if w.stopped(ctx) {
 			return nil
 		}
-		received, err := w.leaseOnce(ctx, req)
+		server := w.client.routeOfPartition(g.partition)
+		streamCtx, endStream := ctx, context.CancelFunc(func() {})
+		if g.partition != noPartition && server == w.client.node {
+			streamCtx, endStream = w.untilOwnServer(ctx, g.partition)
+		}
+		received, err := w.leaseOnce(streamCtx, server, req)
+		if errors.Is(context.Cause(streamCtx), errOwnServerKnown) {
+			err = errOwnServerKnown
+		}
+		endStream()
 		// Whatever ended the stream, the server capped our leases at now + orphan grace:
 		// renew them once it has seen the stream end.
 		w.renewSoon()
@@ -382,23 +389,18 @@ func (w *Worker) leaseLoop(ctx context.Context) error {
 		var rr *reconnectRequest
 		if errors.As(err, &rr) {
 			w.log.Info("the server asked to reconnect", "reason", rr.reason, "delay", delay)
+		} else if errors.Is(err, errOwnServerKnown) {
+			w.log.Info("moving the Lease stream to its partition's own server", "partition", g.partition)
 		} else {
 			w.log.Warn("lease stream ended; reconnecting", "error", err, "delay", delay)
 		}
 		if h := w.opts.Hooks.OnReconnecting; h != nil {
 			h(delay, err)
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !w.awaitReconnect(ctx, g.partition, server, delay) {
 			return nil
-		case <-w.quietCh:
-			t.Stop()
-			return nil
-		case <-t.C:
 		}
-		w.client.conn.ResetConnectBackoff()
+		w.client.resetConnectBackoff()
 	}
 }
 
@@ -426,12 +428,12 @@ func (r *reconnectRequest) Error() string {
 	return "worq: the server asked to reconnect: " + r.reason
 }
 
-// leaseOnce opens one Lease stream and consumes it until it ends. received tells whether
-// any message arrived (the stream was really up).
-func (w *Worker) leaseOnce(ctx context.Context, req *worqv1.LeaseRequest) (received bool, err error) {
+// leaseOnce opens one Lease stream on r and consumes it until it ends. received tells
+// whether any message arrived (the stream was really up).
+func (w *Worker) leaseOnce(ctx context.Context, r *route, req *worqv1.LeaseRequest) (received bool, err error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := w.client.worker.Lease(sctx, req)
+	stream, err := r.worker.Lease(sctx, req)
 	if err != nil {
 		return false, wrapErr(sctx, err)
 	}
@@ -611,12 +613,12 @@ func (w *Worker) settle(t *task, result any, herr error) {
 	if herr == nil {
 		req := &worqv1.AckRequest{Jid: t.job.JID, LeaseId: t.job.LeaseID, Result: data}
 		outcome = w.report(t, "Ack", OutcomeAck, func(ctx context.Context) error {
-			return w.acks.ack(ctx, req)
+			return w.ackerOf(w.partitionOfJob(req.Jid)).ack(ctx, req)
 		})
 	} else {
 		req := failRequest(t.job, herr, callers(2))
 		outcome = w.report(t, "Fail", OutcomeFail, func(ctx context.Context) error {
-			_, err := w.client.worker.Fail(ctx, req)
+			_, err := w.routeOfJob(req.Jid).worker.Fail(ctx, req)
 			return err
 		})
 	}
@@ -634,7 +636,7 @@ func (w *Worker) failBack(t *task) {
 		RetryAfter: durationpb.New(0),
 	}
 	outcome := w.report(t, "Fail", OutcomeFail, func(ctx context.Context) error {
-		_, err := w.client.worker.Fail(ctx, req)
+		_, err := w.routeOfJob(req.Jid).worker.Fail(ctx, req)
 		return err
 	})
 	w.finish(t, outcome, ErrShutdown)
@@ -746,6 +748,8 @@ func (w *Worker) report(t *task, kind string, success Outcome, call func(context
 		if err == nil {
 			return success
 		}
+		// Each try finds the job's server in the map anew: after a move, the next goes to its new owner.
+		w.client.mayHaveMoved(err)
 		code := status.Code(err)
 		switch {
 		case code == codes.FailedPrecondition || code == codes.NotFound:
@@ -765,7 +769,7 @@ func (w *Worker) report(t *task, kind string, success Outcome, call func(context
 			}
 			timer.Stop()
 			if code == codes.Unavailable {
-				w.client.conn.ResetConnectBackoff()
+				w.client.resetConnectBackoff()
 			}
 		default:
 			log.Error("report refused: dropped", "code", code, "error", status.Convert(err).Message())
@@ -795,8 +799,16 @@ func (w *Worker) renewLoop(ctx context.Context) {
 	for {
 		due, next := w.dueRenewals(time.Now())
 		if len(due) > 0 {
-			for start := 0; start < len(due); start += maxRenewBatch {
-				w.renewBatch(ctx, due[start:min(start+maxRenewBatch, len(due))])
+			// A Renew call is answered by one partition's server: one call (or more) per partition.
+			byPartition := map[int][]*task{}
+			for _, t := range due {
+				p := w.partitionOfJob(t.job.JID)
+				byPartition[p] = append(byPartition[p], t)
+			}
+			for p, tasks := range byPartition {
+				for start := 0; start < len(tasks); start += maxRenewBatch {
+					w.renewBatch(ctx, p, tasks[start:min(start+maxRenewBatch, len(tasks))])
+				}
 			}
 			continue
 		}
@@ -833,14 +845,15 @@ func (w *Worker) dueRenewals(now time.Time) (due []*task, next time.Time) {
 	return due, next
 }
 
-// renewBatch renews up to maxRenewBatch leases in one call.
-func (w *Worker) renewBatch(ctx context.Context, batch []*task) {
+// renewBatch renews up to maxRenewBatch leases of one partition in one call to its server.
+func (w *Worker) renewBatch(ctx context.Context, partition int, batch []*task) {
 	req := &worqv1.RenewRequest{Leases: make([]*worqv1.LeaseRef, len(batch))}
 	for i, t := range batch {
 		req.Leases[i] = &worqv1.LeaseRef{Jid: t.job.JID, LeaseId: t.job.LeaseID}
 	}
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
-	resp, err := w.client.worker.Renew(cctx, req)
+	r := w.client.routeOfPartition(partition)
+	resp, err := r.worker.Renew(cctx, req)
 	cancel()
 	if ctx.Err() != nil {
 		return
@@ -858,8 +871,9 @@ func (w *Worker) renewBatch(ctx context.Context, batch []*task) {
 			w.log.Warn("renew failed; retrying", "code", code, "error", status.Convert(err).Message(), "leases", len(batch))
 		}
 		if code == codes.Unavailable {
-			w.client.conn.ResetConnectBackoff()
+			r.conn.ResetConnectBackoff()
 		}
+		w.client.mayHaveMoved(err)
 		return
 	}
 	byJID := make(map[string]*worqv1.RenewResult, len(resp.GetResults()))
@@ -966,7 +980,8 @@ func Checkpoint(ctx context.Context, data []byte) error {
 	if !ok {
 		return errors.New("worq: Checkpoint needs the context of a job handler")
 	}
-	_, err := t.w.client.worker.Checkpoint(ctx, &worqv1.CheckpointRequest{Jid: t.job.JID, LeaseId: t.job.LeaseID, Data: data})
+	_, err := t.w.routeOfJob(t.job.JID).worker.Checkpoint(ctx, &worqv1.CheckpointRequest{Jid: t.job.JID, LeaseId: t.job.LeaseID, Data: data})
+	t.w.client.mayHaveMoved(err)
 	return wrapErr(ctx, err)
 }
 
@@ -980,9 +995,10 @@ func ReportProgress(ctx context.Context, percent int, message string) error {
 	if percent < 0 || percent > 100 {
 		return &Error{Code: codes.InvalidArgument, Message: fmt.Sprintf("percent: %d is not between 0 and 100", percent)}
 	}
-	_, err := t.w.client.worker.ReportProgress(ctx, &worqv1.ReportProgressRequest{
+	_, err := t.w.routeOfJob(t.job.JID).worker.ReportProgress(ctx, &worqv1.ReportProgressRequest{
 		Jid: t.job.JID, LeaseId: t.job.LeaseID, Percent: uint32(percent), Message: message,
 	})
+	t.w.client.mayHaveMoved(err)
 	return wrapErr(ctx, err)
 }
 
@@ -995,8 +1011,9 @@ func Renew(ctx context.Context) error {
 		return errors.New("worq: Renew needs the context of a job handler")
 	}
 	w := t.w
-	resp, err := w.client.worker.Renew(ctx, &worqv1.RenewRequest{Leases: []*worqv1.LeaseRef{{Jid: t.job.JID, LeaseId: t.job.LeaseID}}})
+	resp, err := w.routeOfJob(t.job.JID).worker.Renew(ctx, &worqv1.RenewRequest{Leases: []*worqv1.LeaseRef{{Jid: t.job.JID, LeaseId: t.job.LeaseID}}})
 	if err != nil {
+		w.client.mayHaveMoved(err)
 		return wrapErr(ctx, err)
 	}
 	if len(resp.GetResults()) != 1 {

@@ -2,7 +2,7 @@
 """Conformance worker of the Python library (clients/CONFORMANCE.md), built only on the
 public API of `worq`.
 
-    .tools/venv/bin/python clients/python/conformance_worker.py --addr 127.0.0.1:PORT --queue Q --lang py
+    .tools/venv/bin/python clients/python/conformance_worker.py --addr 127.0.0.1:PORT --queue Q[,Q2...] --lang py
 
 Prints one JSON line per event on stdout (ready, start, done, reconnecting, stopped), flushed
 at once; logs go to stderr. SIGTERM or SIGINT shuts it down gracefully (exit 0).
@@ -47,7 +47,7 @@ def build_worker(opts: argparse.Namespace) -> worq.Worker:
 
     worker = worq.Worker(
         opts.addr,
-        queues=[opts.queue],
+        queues=opts.queue.split(","),
         concurrency=opts.concurrency,
         worker_id=opts.worker_id,
         shutdown_timeout=opts.shutdown_timeout_ms / 1000,
@@ -119,7 +119,7 @@ def build_worker(opts: argparse.Namespace) -> worq.Worker:
 def main() -> int:
     parser = argparse.ArgumentParser(description="Worq conformance worker (Python library)")
     parser.add_argument("--addr", required=True, help="server address, host:port")
-    parser.add_argument("--queue", required=True, help="the one queue to lease from")
+    parser.add_argument("--queue", required=True, help="the queues to lease from, comma-separated (one worker, all of them)")
     parser.add_argument("--lang", required=True, help="language tag used in results (py)")
     parser.add_argument("--worker-id", default=None, help="default: the library's generated id")
     parser.add_argument("--concurrency", type=int, default=5)

@@ -10,7 +10,7 @@ import { encodedJobSpecOf, jobSpecOf, type SubmitOptions } from "./job-options.j
 import { GrpcLink } from "./grpc-link.js";
 import { SubmitBatcher, submitBatchCall, type SubmitOutcome } from "./submit-batcher.js";
 import { createWorqTransport, type ConnectionOptions } from "./transport.js";
-import { PartitionRoutes } from "./partition-routes.js";
+import { PartitionRoutes, type PartitionServices } from "./partition-routes.js";
 
 /** What createBatch is given: the callback jobs are a type and submit options each. */
 export interface BatchOptions {
@@ -134,12 +134,12 @@ export class WorqClient {
   }
 
   async getJob(jid: string): Promise<Job> {
-    return call(async () => (await this.admin.getJob({ jid })).job!);
+    return this.onServerOf(jid, async ({ admin }) => (await admin.getJob({ jid })).job!);
   }
 
   /** Waits up to `timeoutMs` for the job to finish and returns it (state, result, failure). */
   async waitResult(jid: string, timeoutMs: number): Promise<Job> {
-    return call(async () => (await this.producer.getResult({ jid, waitTimeout: durationFromMs(timeoutMs) })).job!);
+    return this.onServerOf(jid, async ({ producer }) => (await producer.getResult({ jid, waitTimeout: durationFromMs(timeoutMs) })).job!);
   }
 
   /**
@@ -148,12 +148,12 @@ export class WorqClient {
    * `finished` is false when the wait ran out first (the children are then as they are).
    */
   async collectChildren(parentJid: string, timeoutMs: number): Promise<{ children: Job[]; finished: boolean }> {
-    return call(async () => {
-      const first = await this.producer.collectChildren({ parentJid, waitTimeout: durationFromMs(timeoutMs) });
+    return this.onServerOf(parentJid, async ({ producer }) => {
+      const first = await producer.collectChildren({ parentJid, waitTimeout: durationFromMs(timeoutMs) });
       const children = [...first.children];
       // Later pages are read without waiting: the wait is over (or ran out) once the first answers.
       for (let token = first.nextPageToken; token !== "";) {
-        const page = await this.producer.collectChildren({ parentJid, pageToken: token });
+        const page = await producer.collectChildren({ parentJid, pageToken: token });
         children.push(...page.children);
         token = page.nextPageToken;
       }
@@ -172,7 +172,8 @@ export class WorqClient {
     const onAbort = () => abort.abort(options.signal?.reason);
     options.signal?.addEventListener("abort", onAbort, { once: true });
     try {
-      for await (const message of this.producer.watchJob({ jid }, { signal: abort.signal })) yield message.job!;
+      const { producer } = await this.servicesFor(jid);
+      for await (const message of producer.watchJob({ jid }, { signal: abort.signal })) yield message.job!;
     } catch (error) {
       throw toClientError(error);
     } finally {
@@ -192,10 +193,11 @@ export class WorqClient {
       const { type, ...rest } = job;
       return { job: jobSpecOf(type, rest), webhookUrl };
     };
-    return call(
-      async () =>
+    return this.onServerOf(
+      options.parentBatchId || undefined,
+      async ({ producer }) =>
         (
-          await this.producer.createBatch({
+          await producer.createBatch({
             batch: {
               description: options.description ?? "",
               parentBatchId: options.parentBatchId ?? "",
@@ -209,23 +211,52 @@ export class WorqClient {
 
   /** Seals a batch: it takes no more jobs from outside it, and is done once everything in it finished. */
   async sealBatch(id: string): Promise<Batch> {
-    return call(async () => (await this.producer.sealBatch({ id })).batch!);
+    return this.onServerOf(id, async ({ producer }) => (await producer.sealBatch({ id })).batch!);
   }
 
   /** A batch with its counts, as it is now. */
   async getBatch(id: string): Promise<Batch> {
-    return call(async () => (await this.producer.getBatch({ id })).batch!);
+    return this.onServerOf(id, async ({ producer }) => (await producer.getBatch({ id })).batch!);
   }
 
   /** Waits up to `timeoutMs` for the batch to be done and returns it (DEADLINE_EXCEEDED if it is not by then). */
   async waitBatch(id: string, timeoutMs: number): Promise<Batch> {
-    return call(async () => (await this.producer.getBatch({ id, wait: durationFromMs(timeoutMs) })).batch!);
+    return this.onServerOf(id, async ({ producer }) => (await producer.getBatch({ id, wait: durationFromMs(timeoutMs) })).batch!);
   }
 
   /** Submits a job and waits up to `waitMs` for it to finish. */
   async run(type: string, options: SubmitOptions & { waitMs: number }): Promise<Job> {
     const { waitMs, ...rest } = options;
-    return call(async () => (await this.producer.run({ job: jobSpecOf(type, rest), waitTimeout: durationFromMs(waitMs) })).job!);
+    return this.onServerOf(
+      { queue: rest.queue },
+      async ({ producer }) => (await producer.run({ job: jobSpecOf(type, rest), waitTimeout: durationFromMs(waitMs) })).job!,
+    );
+  }
+
+  /**
+   * The generated clients for a call naming a job or batch id (or a job's queue): with
+   * routing, those of the server of its partition (a partition without one known, and an id
+   * of none, go to the node).
+   */
+  private async servicesFor(target: string | { queue: string | undefined } | undefined): Promise<PartitionServices> {
+    const routes = this.routes;
+    if (!routes || target === undefined) return this;
+    if (!routes.loaded) await routes.ready();
+    const partition = typeof target === "string" ? routes.partitionOfJid(target) : routes.partitionOfQueue(target.queue);
+    return routes.servicesOf(partition) ?? this;
+  }
+
+  /** Runs `use` on the server of `target`'s partition (see servicesFor); a failure that says the map is stale has it read again. */
+  private async onServerOf<T>(
+    target: string | { queue: string | undefined } | undefined,
+    use: (services: PartitionServices) => Promise<T>,
+  ): Promise<T> {
+    try {
+      return await use(await this.servicesFor(target));
+    } catch (error) {
+      if (this.routes && partitionMayHaveMoved(error)) void this.routes.refresh();
+      throw toClientError(error);
+    }
   }
 }
 

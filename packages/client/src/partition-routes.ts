@@ -1,7 +1,15 @@
-import type { GetServerInfoResponse } from "./gen/worq/v1/admin_service_pb.js";
+import { createClient, type Client } from "@connectrpc/connect";
+import { AdminService, type GetServerInfoResponse } from "./gen/worq/v1/admin_service_pb.js";
+import { ProducerService } from "./gen/worq/v1/producer_service_pb.js";
 import { GrpcLink } from "./grpc-link.js";
 import { partitionOfId, queueHome } from "./partition.js";
-import type { ConnectionOptions } from "./transport.js";
+import { createWorqTransport, type ConnectionOptions } from "./transport.js";
+
+/** The generated clients of one partition's server: the calls that name a job or batch go there. */
+export interface PartitionServices {
+  producer: Client<typeof ProducerService>;
+  admin: Client<typeof AdminService>;
+}
 
 /** The queue a job without one goes to (the server's default). */
 const DEFAULT_QUEUE = "default";
@@ -17,6 +25,7 @@ export class PartitionRoutes {
   private count = 0;
   private addresses: (string | undefined)[] = [];
   private readonly links = new Map<string, GrpcLink>();
+  private readonly services = new Map<string, PartitionServices>();
   private read = false;
   private loading: Promise<void> | undefined;
 
@@ -60,12 +69,28 @@ export class PartitionRoutes {
     if (address === undefined) return undefined;
     let link = this.links.get(address);
     if (!link) {
-      // The scheme (and TLS) the client was given, towards the partition's own port.
-      const scheme = /^https:\/\//i.test(this.options.address) ? "https://" : "";
-      link = new GrpcLink({ ...this.options, address: `${scheme}${address}` });
+      link = new GrpcLink({ ...this.options, address: `${this.scheme}${address}` });
       this.links.set(address, link);
     }
     return link;
+  }
+
+  /** The generated clients of `partition`'s own server; undefined when none is known (the node routes it). */
+  servicesOf(partition: number | undefined): PartitionServices | undefined {
+    const address = partition === undefined ? undefined : this.addresses[partition];
+    if (address === undefined) return undefined;
+    let services = this.services.get(address);
+    if (!services) {
+      const transport = createWorqTransport({ ...this.options, address: `${this.scheme}${address}` });
+      services = { producer: createClient(ProducerService, transport), admin: createClient(AdminService, transport) };
+      this.services.set(address, services);
+    }
+    return services;
+  }
+
+  /** The scheme (and so TLS) the client was given, for the partitions' own ports. */
+  private get scheme(): string {
+    return /^https:\/\//i.test(this.options.address) ? "https://" : "";
   }
 
   private async load(): Promise<void> {

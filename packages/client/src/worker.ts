@@ -1,6 +1,6 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
-import { create, toBinary, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { create, fromBinary, toBinary, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { Code } from "@connectrpc/connect";
 import type { Job } from "./gen/worq/v1/job_pb.js";
@@ -9,7 +9,11 @@ import {
   ControlAction,
   LeaseRequestSchema,
   QueueOrder,
+  RenewRequestSchema,
+  RenewResponseSchema,
   ReportProgressRequestSchema,
+  SetLeaseCreditsRequestSchema,
+  SetLeaseCreditsResponseSchema,
 } from "./gen/worq/v1/worker_service_pb.js";
 import { WorqClient } from "./client.js";
 import { toClientError } from "./errors.js";
@@ -104,6 +108,8 @@ export interface WorkerOptions {
 const LEASE_PATH = "/worq.v1.WorkerService/Lease";
 const CHECKPOINT_PATH = "/worq.v1.WorkerService/Checkpoint";
 const PROGRESS_PATH = "/worq.v1.WorkerService/ReportProgress";
+const RENEW_PATH = "/worq.v1.WorkerService/Renew";
+const SET_LEASE_CREDITS_PATH = "/worq.v1.WorkerService/SetLeaseCredits";
 /** How often running jobs are checked for their deadline and lease renewal. */
 const SWEEP_EVERY_MS = 100;
 
@@ -319,7 +325,9 @@ export class Worker {
     const streamId = this.streamId;
     if (streamId === undefined) return undefined; // not connected: the next stream opens with it
     try {
-      return (await this.client.worker.setLeaseCredits({ streamId, credits })).held;
+      // Over the link of the stream, which on a partitioned cluster is its partition's server.
+      const request = toBinary(SetLeaseCreditsRequestSchema, create(SetLeaseCreditsRequestSchema, { streamId, credits }));
+      return fromBinary(SetLeaseCreditsResponseSchema, await this.client.link.unary(SET_LEASE_CREDITS_PATH, request)).held;
     } catch (error) {
       // The stream ended meanwhile; the next one opens with the new number.
       if (toClientError(error).code !== Code.NotFound) throw error;
@@ -653,7 +661,9 @@ export class Worker {
     const live = runnings.filter((r) => !r.failedBack);
     if (live.length === 0) return;
     try {
-      const { results } = await this.client.worker.renew({ leases: live.map((r) => ({ jid: r.job.jid, leaseId: r.job.leaseId })) });
+      const request = create(RenewRequestSchema, { leases: live.map((r) => ({ jid: r.job.jid, leaseId: r.job.leaseId })) });
+      const answer = await this.client.link.unary(RENEW_PATH, toBinary(RenewRequestSchema, request));
+      const { results } = fromBinary(RenewResponseSchema, answer);
       results.forEach((result, i) => {
         if (result.code === Code.FailedPrecondition || result.code === Code.NotFound) {
           this.log.warn("lease lost; cancelling the handler", { jid: result.jid, error: result.message });

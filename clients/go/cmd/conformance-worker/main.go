@@ -4,6 +4,9 @@
 //
 //	cd clients/go && go build -o ../../.tools/bin/go-conformance-worker ./cmd/conformance-worker
 //	.tools/bin/go-conformance-worker --addr 127.0.0.1:PORT --queue q --lang go
+//
+// --queue may list several queues, comma-separated (--queue a,b): one worker leases them
+// all, in that order (on a partitioned cluster, one stream per partition of theirs).
 package main
 
 import (
@@ -15,7 +18,9 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -38,13 +43,14 @@ func (e *events) emit(fields map[string]any) {
 
 func main() {
 	addr := flag.String("addr", "", "server address, host:port (required)")
-	queue := flag.String("queue", "", "the one queue to lease from (required)")
+	queue := flag.String("queue", "", "the queue to lease from, or several comma-separated, in order (required)")
 	lang := flag.String("lang", "", "language tag used in results (required; go)")
 	workerID := flag.String("worker-id", "", "worker id (default: the library's generated id)")
 	concurrency := flag.Int("concurrency", 5, "handlers at once (Lease credits)")
 	shutdownMs := flag.Int("shutdown-timeout-ms", 5000, "graceful-shutdown deadline in ms")
 	flag.Parse()
-	if *addr == "" || *queue == "" || *lang == "" {
+	queues := strings.Split(*queue, ",")
+	if *addr == "" || slices.Contains(queues, "") || *lang == "" {
 		fmt.Fprintln(os.Stderr, "conformance-worker: --addr, --queue and --lang are required")
 		flag.Usage()
 		os.Exit(2)
@@ -68,7 +74,7 @@ func main() {
 	out := &events{}
 	var readyOnce sync.Once
 	w := worq.NewWorker(client, worq.WorkerOptions{
-		Queues:          []string{*queue},
+		Queues:          queues,
 		Concurrency:     *concurrency,
 		WorkerID:        *workerID,
 		ShutdownTimeout: time.Duration(*shutdownMs) * time.Millisecond,

@@ -10,12 +10,14 @@ from typing import Any, AsyncIterator, Awaitable, Callable, List, Mapping, Optio
 import grpc
 import grpc.aio
 
-from worq.v1 import admin_service_pb2, admin_service_pb2_grpc, batch_pb2
-from worq.v1 import producer_service_pb2, producer_service_pb2_grpc
+from worq.v1 import admin_service_pb2, batch_pb2
+from worq.v1 import producer_service_pb2
 
 from . import _convert
 from ._channel import TLS, ChannelOptions, open_channel
 from ._convert import Seconds
+from ._partition import may_have_moved
+from ._routes import Link, PartitionRoutes
 from .errors import DeadlineExceeded, from_rpc_error
 from .types import Batch, Dependencies, Job, JobSpec, JobState, Priority, RetryPolicy, SubmitResult
 
@@ -44,6 +46,9 @@ class Client:
     Errors are :mod:`worq.errors` exceptions carrying the gRPC status code. The channel is
     opened on first use, inside the running event loop; ``close()`` (or leaving the ``async
     with`` block) closes it.
+
+    On a partitioned cluster (``worq serve --cluster --partitions``) each call goes straight
+    to the server of its job's partition (see ``partition_routing``).
     """
 
     def __init__(
@@ -55,11 +60,20 @@ class Client:
         token: Optional[str] = None,
         tls: Optional[Union[TLS, bool]] = None,
         channel: Optional[grpc.aio.Channel] = None,
+        partition_routing: bool = True,
     ) -> None:
         """``timeout`` is the deadline of each call in seconds (None: no deadline). Pass
         ``channel`` to share a grpc.aio channel you manage (then ``close()`` leaves it open).
         ``token`` is sent as ``authorization: Bearer <token>`` (servers with --auth-tokens);
-        ``tls`` connects over TLS (a :class:`worq.TLS`, or True for the system's roots)."""
+        ``tls`` connects over TLS (a :class:`worq.TLS`, or True for the system's roots).
+
+        ``partition_routing``: on a partitioned cluster, send each call straight to the server
+        of the partition its job lives in (by the job's queue, or by the partition its jid
+        names) rather than through the node at ``address``, which would forward it. The
+        partition map is read with one GetServerInfo before the first call, and again when a
+        call finds a partition moved; on a server that is not partitioned (or one that
+        refuses GetServerInfo) every call goes to ``address``. Off with a ``channel`` of your
+        own, since channels to the partitions' servers could not be made like it."""
         self.address = address
         self.timeout = timeout
         self._channel_options = channel_options
@@ -67,8 +81,9 @@ class Client:
         self._tls = tls
         self._channel: Optional[grpc.aio.Channel] = channel
         self._owns_channel = channel is None
-        self._producer: Optional[producer_service_pb2_grpc.ProducerServiceStub] = None
-        self._admin: Optional[admin_service_pb2_grpc.AdminServiceStub] = None
+        self._partition_routing = partition_routing and channel is None
+        self._node: Optional[Link] = None
+        self._routes: Optional[PartitionRoutes] = None
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -85,27 +100,59 @@ class Client:
         await self.close()
 
     async def close(self) -> None:
-        """Closes the channel (if this client opened it)."""
+        """Closes the channel (if this client opened it), and those to partitions' servers."""
         channel, self._channel = self._channel, None
-        self._producer = self._admin = None
+        routes, self._routes = self._routes, None
+        self._node = None
+        if routes is not None:
+            await routes.close()
         if channel is not None and self._owns_channel:
             await channel.close()
 
-    def _stubs(self) -> "tuple[producer_service_pb2_grpc.ProducerServiceStub, admin_service_pb2_grpc.AdminServiceStub]":
+    def _stubs(self) -> Link:
+        """The link to ``address``, opening the channel on first use."""
         if self._channel is None:
             self._channel = open_channel(self.address, self._channel_options, token=self._token, tls=self._tls)
             self._owns_channel = True
-        if self._producer is None or self._admin is None:
-            # The generated *_pb2_grpc.py have no type hints (grpcio-tools writes no .pyi for them).
-            self._producer = producer_service_pb2_grpc.ProducerServiceStub(self._channel)  # type: ignore[no-untyped-call]
-            self._admin = admin_service_pb2_grpc.AdminServiceStub(self._channel)  # type: ignore[no-untyped-call]
-        return self._producer, self._admin
+        if self._node is None:
+            self._node = Link(self._channel)
+            if self._partition_routing:
+                self._routes = PartitionRoutes(self._node, self._open_partition_channel)
+        return self._node
+
+    def _open_partition_channel(self, address: str) -> grpc.aio.Channel:
+        return open_channel(address, self._channel_options, token=self._token, tls=self._tls)
+
+    async def _link(self, *, queue: Optional[str] = None, jid: Optional[str] = None) -> Link:
+        """Where a call about a job of ``queue``, or about ``jid``, goes: its partition's server
+        when routing and the map names one, else ``address``."""
+        node = self._stubs()
+        routes = self._routes
+        if routes is None:
+            return node
+        await routes.ready()
+        if queue is not None:
+            return routes.link_of(routes.partition_of_queue(queue))
+        if jid is not None:
+            return routes.link_of(routes.partition_of_jid(jid))
+        return node
 
     async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
         try:
             return await fn()
         except grpc.RpcError as err:
+            self._after_error(err)
             raise from_rpc_error(err) from None
+
+    def _after_error(self, err: grpc.RpcError) -> None:
+        """Reads the partition map again when an answer says a partition may have moved: the
+        call is not retried (a submit might then be made twice), but the next ones go where
+        the partition is now."""
+        routes = self._routes
+        if routes is None or not routes.worth_rereading or not isinstance(err, grpc.aio.AioRpcError):
+            return
+        if may_have_moved(err.code(), err.details()):
+            routes.refresh_soon()
 
     # --- producing ------------------------------------------------------------------------
 
@@ -192,9 +239,9 @@ class Client:
 
     async def _submit(self, spec: JobSpec) -> SubmitResult:
         request = producer_service_pb2.SubmitRequest(job=spec.to_proto("job"))
-        producer, _ = self._stubs()
+        link = await self._link(queue=request.job.queue)
         response: producer_service_pb2.SubmitResponse = await self._call(
-            lambda: producer.Submit(request, timeout=self.timeout)
+            lambda: link.producer.Submit(request, timeout=self.timeout)
         )
         return SubmitResult(
             jid=response.jid, duplicate=response.duplicate, debounced=response.debounced, state=JobState(response.state)
@@ -202,12 +249,14 @@ class Client:
 
     async def submit_batch(self, jobs: Sequence[Union[JobSpec, Mapping[str, Any]]]) -> List[str]:
         """Creates up to 10,000 jobs atomically (all or none). Each item is a :class:`JobSpec`
-        or a dict with :meth:`submit`'s keyword arguments plus ``type``. Returns the jids in order."""
+        or a dict with :meth:`submit`'s keyword arguments plus ``type``. Returns the jids in order.
+        On a partitioned cluster their queues must live in one partition: the batch goes to
+        its first job's, and the server refuses one that spans several (FAILED_PRECONDITION)."""
         specs = [JobSpec.coerce(job, f"jobs[{i}]").to_proto(f"jobs[{i}]") for i, job in enumerate(jobs)]
         request = producer_service_pb2.SubmitBatchRequest(jobs=specs)
-        producer, _ = self._stubs()
+        link = await self._link(queue=specs[0].queue if specs else None)
         response: producer_service_pb2.SubmitBatchResponse = await self._call(
-            lambda: producer.SubmitBatch(request, timeout=self.timeout)
+            lambda: link.producer.SubmitBatch(request, timeout=self.timeout)
         )
         return [item.jid for item in response.jobs]
 
@@ -222,11 +271,11 @@ class Client:
         request = producer_service_pb2.RunRequest(
             job=job.to_proto("job"), wait_timeout=_convert.to_duration(first, "wait_timeout")
         )
-        producer, _ = self._stubs()
+        link = await self._link(queue=request.job.queue)
         started = time.monotonic()
         try:
             response: producer_service_pb2.RunResponse = await self._call(
-                lambda: producer.Run(request, timeout=first + _WAIT_MARGIN)
+                lambda: link.producer.Run(request, timeout=first + _WAIT_MARGIN)
             )
         except DeadlineExceeded as err:
             left = wait - (time.monotonic() - started)
@@ -264,9 +313,11 @@ class Client:
         if on_complete_webhook:
             spec.on_complete.webhook_url = on_complete_webhook
         request = producer_service_pb2.CreateBatchRequest(batch=spec)
-        producer, _ = self._stubs()
+        # A child batch lives with its parent; any node takes a batch without one, in a
+        # partition it serves.
+        link = await self._link(jid=parent_batch_id) if parent_batch_id else self._stubs()
         response: producer_service_pb2.CreateBatchResponse = await self._call(
-            lambda: producer.CreateBatch(request, timeout=self.timeout)
+            lambda: link.producer.CreateBatch(request, timeout=self.timeout)
         )
         return Batch(response.batch)
 
@@ -275,18 +326,18 @@ class Client:
         ``parent_jid`` naming themselves). :class:`worq.errors.LeaseLost` (FAILED_PRECONDITION)
         when it is already sealed."""
         request = producer_service_pb2.SealBatchRequest(id=batch_id)
-        producer, _ = self._stubs()
+        link = await self._link(jid=batch_id)
         response: producer_service_pb2.SealBatchResponse = await self._call(
-            lambda: producer.SealBatch(request, timeout=self.timeout)
+            lambda: link.producer.SealBatch(request, timeout=self.timeout)
         )
         return Batch(response.batch)
 
     async def get_batch(self, batch_id: str) -> Batch:
         """The batch now, with its counts."""
         request = producer_service_pb2.GetBatchRequest(id=batch_id)
-        producer, _ = self._stubs()
+        link = await self._link(jid=batch_id)
         response: producer_service_pb2.GetBatchResponse = await self._call(
-            lambda: producer.GetBatch(request, timeout=self.timeout)
+            lambda: link.producer.GetBatch(request, timeout=self.timeout)
         )
         return Batch(response.batch)
 
@@ -296,14 +347,14 @@ class Client:
         wait = _convert.seconds_of(timeout, "timeout")
         if wait < 0:
             raise ValueError("timeout: must be >= 0")
-        producer, _ = self._stubs()
         deadline = time.monotonic() + wait
         while True:
+            link = await self._link(jid=batch_id)
             chunk = min(max(deadline - time.monotonic(), 0.0), _MAX_SERVER_WAIT)
             request = producer_service_pb2.GetBatchRequest(id=batch_id, wait=_convert.to_duration(chunk, "timeout"))
             try:
                 response: producer_service_pb2.GetBatchResponse = await self._call(
-                    lambda: producer.GetBatch(request, timeout=chunk + _WAIT_MARGIN)
+                    lambda: link.producer.GetBatch(request, timeout=chunk + _WAIT_MARGIN)
                 )
             except DeadlineExceeded:
                 if deadline - time.monotonic() > 0:
@@ -320,9 +371,9 @@ class Client:
     async def get_job(self, jid: str) -> Job:
         """The job now, with its state, failure and result. :class:`worq.errors.NotFound` for an unknown jid."""
         request = admin_service_pb2.GetJobRequest(jid=jid)
-        _, admin = self._stubs()
+        link = await self._link(jid=jid)
         response: admin_service_pb2.GetJobResponse = await self._call(
-            lambda: admin.GetJob(request, timeout=self.timeout)
+            lambda: link.admin.GetJob(request, timeout=self.timeout)
         )
         return Job(response.job)
 
@@ -332,12 +383,13 @@ class Client:
         result). :class:`worq.errors.NotFound` for an unknown jid or one deleted meanwhile.
         Leaving the ``async for`` loop stops watching."""
         request = producer_service_pb2.WatchJobRequest(jid=jid)
-        producer, _ = self._stubs()
-        call = producer.WatchJob(request)
+        link = await self._link(jid=jid)
+        call = link.producer.WatchJob(request)
         try:
             async for message in call:
                 yield Job(message.job)
         except grpc.RpcError as err:
+            self._after_error(err)
             raise from_rpc_error(err) from None
         finally:
             call.cancel()
@@ -347,17 +399,17 @@ class Client:
         worker is told to stop. :class:`worq.errors.LeaseLost` (FAILED_PRECONDITION) when it
         already finished, :class:`worq.errors.NotFound` for an unknown jid."""
         request = producer_service_pb2.CancelRequest(jid=jid)
-        producer, _ = self._stubs()
+        link = await self._link(jid=jid)
         response: producer_service_pb2.CancelResponse = await self._call(
-            lambda: producer.Cancel(request, timeout=self.timeout)
+            lambda: link.producer.Cancel(request, timeout=self.timeout)
         )
         return Job(response.job)
 
     async def delete_job(self, jid: str) -> None:
         """Deletes a job, its result and its indexes, whatever its state (admin)."""
         request = admin_service_pb2.DeleteJobRequest(jid=jid)
-        _, admin = self._stubs()
-        await self._call(lambda: admin.DeleteJob(request, timeout=self.timeout))
+        link = await self._link(jid=jid)
+        await self._call(lambda: link.admin.DeleteJob(request, timeout=self.timeout))
 
     async def wait_result(self, jid: str, timeout: Seconds = 60.0) -> Job:
         """Waits up to ``timeout`` (seconds or timedelta, at most 1 h) for the job to reach a
@@ -368,9 +420,9 @@ class Client:
         wait = _convert.seconds_of(timeout, "timeout")
         if wait < 0:
             raise ValueError("timeout: must be >= 0")
-        producer, _ = self._stubs()
         deadline = time.monotonic() + wait
         while True:
+            link = await self._link(jid=jid)
             # The server waits at most an hour per call: chain calls for longer waits.
             chunk = min(max(deadline - time.monotonic(), 0.0), _MAX_SERVER_WAIT)
             request = producer_service_pb2.GetResultRequest(
@@ -378,7 +430,7 @@ class Client:
             )
             try:
                 response: producer_service_pb2.GetResultResponse = await self._call(
-                    lambda: producer.GetResult(request, timeout=chunk + _WAIT_MARGIN)
+                    lambda: link.producer.GetResult(request, timeout=chunk + _WAIT_MARGIN)
                 )
             except DeadlineExceeded:
                 if deadline - time.monotonic() > 0:
@@ -394,19 +446,19 @@ class Client:
         wait = _convert.seconds_of(timeout, "timeout")
         if not 0 <= wait <= _MAX_SERVER_WAIT:
             raise ValueError("timeout: must be between 0 and 3600 seconds")
-        producer, _ = self._stubs()
+        link = await self._link(jid=parent_jid)
         request = producer_service_pb2.CollectChildrenRequest(
             parent_jid=parent_jid, wait_timeout=_convert.to_duration(wait, "timeout")
         )
         first: producer_service_pb2.CollectChildrenResponse = await self._call(
-            lambda: producer.CollectChildren(request, timeout=wait + _WAIT_MARGIN)
+            lambda: link.producer.CollectChildren(request, timeout=wait + _WAIT_MARGIN)
         )
         children = [Job(job) for job in first.children]
         token = first.next_page_token
         while token:
             page_request = producer_service_pb2.CollectChildrenRequest(parent_jid=parent_jid, page_token=token)
             page: producer_service_pb2.CollectChildrenResponse = await self._call(
-                lambda: producer.CollectChildren(page_request)
+                lambda: link.producer.CollectChildren(page_request)
             )
             children.extend(Job(job) for job in page.children)
             token = page.next_page_token

@@ -43,10 +43,12 @@ import grpc
 import grpc.aio
 from google.protobuf import duration_pb2
 
-from worq.v1 import job_pb2, worker_service_pb2, worker_service_pb2_grpc
+from worq.v1 import job_pb2, worker_service_pb2
 
 from . import _convert, _tracing
 from ._channel import TLS, ChannelOptions, open_channel
+from ._partition import even_shares
+from ._routes import Link, PartitionRoutes
 from .errors import LeaseLost, PermanentError, RateLimited, WorqError, error_for_code, from_rpc_error
 from .types import Job
 
@@ -381,6 +383,11 @@ class Worker:
     time, anything else is retried per the job's retry policy. Leases are renewed
     automatically, the stream reconnects on its own, and ``stop()`` (or SIGTERM/SIGINT with
     ``install_signal_handlers=True``) shuts down gracefully.
+
+    On a partitioned cluster (``worq serve --cluster --partitions``) the worker leases from
+    each partition's own server: one Lease stream per partition its queues live in, each with
+    an even share of ``concurrency``, its reports and renewals going to that server too (see
+    ``partition_routing``).
     """
 
     def __init__(
@@ -399,6 +406,7 @@ class Worker:
         tls: Optional[Union[TLS, bool]] = None,
         flush_timeout: float = 10.0,
         queue_order: str = "listed",
+        partition_routing: bool = True,
     ) -> None:
         """
         ``queues`` are served in order (strictly), or with ``queue_order="random"`` each job
@@ -409,6 +417,14 @@ class Worker:
         ``executor`` (default: a thread pool of ``concurrency`` threads). ``flush_timeout``
         bounds how long shutdown waits for the server to answer the last reports. ``token``
         and ``tls`` are as for :class:`worq.Client`.
+
+        ``partition_routing``: on a partitioned cluster, lease straight from the servers of
+        the partitions the queues live in, rather than through the node at ``address`` (which
+        would forward every call). ``run()`` first reads the partition map (one GetServerInfo);
+        queues in several partitions get one stream per partition (the queues of each in the
+        order given, ``concurrency`` split evenly, at least 1 each), and the map is read again
+        whenever a stream reconnects, since its partition may have moved. On a server that is
+        not partitioned (or refuses GetServerInfo) the worker holds one stream to ``address``.
         """
         if isinstance(queues, str):
             queues = [queues]
@@ -438,7 +454,11 @@ class Worker:
         self._channel_options = channel_options
         self._token = token
         self._tls = tls
+        self._partition_routing = partition_routing
         self._handlers: Dict[str, Tuple[Handler, bool, bool]] = {}
+        # Set on the workers a worker over several partitions runs, one per partition: the
+        # map they share and the partition whose server takes their calls.
+        self._pinned: Optional[Tuple[PartitionRoutes, int]] = None
 
         # Run state, (re)made by run() on its event loop.
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -459,7 +479,10 @@ class Worker:
         self._reports_kick: Optional[asyncio.Event] = None
         self._reports_pausing = 0
         self._stream_opens = 0  # Lease streams opened so far: a report pause ends when one opens
-        self._stub: Optional[worker_service_pb2_grpc.WorkerServiceStub] = None
+        self._node: Optional[Link] = None  # the link to `address`, while running
+        self._routes: Optional[PartitionRoutes] = None  # with partition routing, while running
+        self._partition: Optional[int] = None  # whose server takes this worker's calls (None: the node's)
+        self._parts: List["Worker"] = []  # one per partition, when the queues live in several
         self._ready_sent = False
         self._stream_lost = False  # the stream dropped and is not open again yet
 
@@ -523,8 +546,11 @@ class Worker:
         if force:
             self._force.set()
         if not self._stopping.is_set():
-            log.info("worker %s stopping", self.worker_id)
+            if self._pinned is None:
+                log.info("worker %s stopping", self.worker_id)
             self._stopping.set()
+        for part in self._parts:
+            part.stop(force=force)
 
     def _on_signal(self, signum: int) -> None:
         if self._stopping is not None and self._stopping.is_set():
@@ -569,18 +595,61 @@ class Worker:
             self._executor = concurrent.futures.ThreadPoolExecutor(
                 max_workers=self.concurrency, thread_name_prefix="worq-handler"
             )
-        channel = open_channel(self.address, self._channel_options, token=self._token, tls=self._tls)
-        # The generated *_pb2_grpc.py have no type hints (grpcio-tools writes no .pyi for them).
-        self._stub = worker_service_pb2_grpc.WorkerServiceStub(channel)  # type: ignore[no-untyped-call]
+        channel: Optional[grpc.aio.Channel] = None
+        routes: Optional[PartitionRoutes] = None
+        if self._pinned is not None:
+            routes, self._partition = self._pinned
+            self._node = routes.node
+        else:
+            channel = open_channel(self.address, self._channel_options, token=self._token, tls=self._tls)
+            self._node = Link(channel)
+            self._partition = None
+            if self._partition_routing:
+                routes = PartitionRoutes(self._node, self._open_partition_channel)
+        self._routes = routes
         signals_installed: List[int] = []
         if install_signal_handlers:
             signals_installed = self._install_signals(loop)
+        try:
+            groups = await self._partition_groups() if routes is not None and self._pinned is None else []
+            if routes is not None and len(groups) > 1:
+                await self._run_parts(routes, groups)
+            else:
+                await self._serve()
+        finally:
+            for signum in signals_installed:
+                try:
+                    loop.remove_signal_handler(signum)
+                except (NotImplementedError, RuntimeError):
+                    signal.signal(signum, signal.SIG_DFL)
+            if self._pinned is None:
+                # The parts' channels are the map's: closed once, here, after every part ended.
+                if routes is not None:
+                    await routes.close()
+                if channel is not None:
+                    await channel.close()
+            if self._owns_executor and self._executor is not None:
+                self._executor.shutdown(wait=False)
+                self._executor = None
+            self._node = self._routes = None
+            self._parts = []
+            self._running = False
+            self._emit(WorkerEvent("stopped"))
+            if self._pinned is None:
+                log.info("worker %s stopped", self.worker_id)
+        if self._fatal is not None:
+            raise self._fatal
+
+    async def _serve(self) -> None:
+        """Holds the Lease stream and runs what it delivers until stopped, then drains."""
+        assert self._stopping is not None
         renewer = asyncio.create_task(self._renew_loop(), name="worq-renew")
         reporter = asyncio.create_task(self._report_loop(), name="worq-report")
         leaser = asyncio.create_task(self._lease_loop(), name="worq-lease")
         log.info(
-            "worker %s: queues %s, concurrency %d, handlers %s, server %s",
+            "worker %s: queues %s, concurrency %d, handlers %s, server %s%s",
             self.worker_id, self.queues, self.concurrency, self.job_types, self.address,
+            f" (streams to partition {self._partition}'s own server)" if self._pinned is not None else "",
         )
         try:
             stop_wait = asyncio.create_task(self._stopping.wait())
@@ -608,21 +677,131 @@ class Worker:
                 task.cancel()
             for task in (renewer, reporter):
                 await self._cancel_task(task)
-            for signum in signals_installed:
-                try:
-                    loop.remove_signal_handler(signum)
-                except (NotImplementedError, RuntimeError):
-                    signal.signal(signum, signal.SIG_DFL)
-            await channel.close()
-            if self._owns_executor and self._executor is not None:
-                self._executor.shutdown(wait=False)
-                self._executor = None
-            self._stub = None
-            self._running = False
-            self._emit(WorkerEvent("stopped"))
-            log.info("worker %s stopped", self.worker_id)
-        if self._fatal is not None:
-            raise self._fatal
+
+    # --- partitions -----------------------------------------------------------------------
+
+    def _open_partition_channel(self, address: str) -> grpc.aio.Channel:
+        return open_channel(address, self._channel_options, token=self._token, tls=self._tls)
+
+    async def _partition_groups(self) -> List[Tuple[int, List[str]]]:
+        """Reads the partition map, then: the queues by partition, each in the order given, the
+        partitions in the order of their first queue; empty when the server is not partitioned
+        (or the map could not be read)."""
+        assert self._routes is not None and self._stopping is not None
+        reading = asyncio.ensure_future(self._routes.ready())
+        stop_wait = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({reading, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop_wait.cancel()
+            reading.cancel()
+        groups: Dict[int, List[str]] = {}
+        for queue in self.queues:
+            partition = self._routes.partition_of_queue(queue)
+            if partition is None:
+                return []
+            groups.setdefault(partition, []).append(queue)
+        return list(groups.items())
+
+    def _single_partition(self) -> Optional[int]:
+        """The partition all the queues live in, if one (its server then takes the stream);
+        None when the map names none, or several (the node merges them)."""
+        if self._pinned is not None:
+            return self._pinned[1]
+        routes = self._routes
+        if routes is None:
+            return None
+        partitions = {routes.partition_of_queue(queue) for queue in self.queues}
+        return partitions.pop() if len(partitions) == 1 else None
+
+    def _link(self) -> Link:
+        """Where this worker's calls go: its partition's server, else the node at ``address``."""
+        if self._node is None:
+            raise RuntimeError("the worker is not running")
+        if self._routes is None:
+            return self._node
+        return self._routes.link_of(self._partition)
+
+    def _reread_map(self) -> None:
+        """The stream's server may be gone because its partition moved: read the map again, so
+        that the next try goes to the partition's new server."""
+        if self._routes is not None and self._routes.worth_rereading:
+            self._routes.refresh_soon()
+
+    async def _run_parts(self, routes: PartitionRoutes, groups: List[Tuple[int, List[str]]]) -> None:
+        """Runs one worker per partition, each with its queues there, an even share of the
+        concurrency and its calls to that partition's server; until stopped, or until one
+        ends on its own (TERMINATE, a refused Lease), which ends them all, as a node ends a
+        Lease it merges when one of its streams ends."""
+        assert self._stopping is not None and self._force is not None
+        shares = even_shares(self.concurrency, len(groups))
+        told: Set[str] = set()
+
+        def on_part_event(event: WorkerEvent) -> None:
+            if event.name == "stopped":
+                return  # this worker tells its own, once every part stopped
+            if event.name in ("ready", "quiet"):
+                if event.name in told:
+                    return
+                told.add(event.name)
+            self._emit(event)
+
+        self._parts = [
+            self._part(routes, partition, queues, share, on_part_event)
+            for (partition, queues), share in zip(groups, shares)
+        ]
+        log.info(
+            "worker %s: queues in %d partitions, a stream to each one's server: %s",
+            self.worker_id, len(groups),
+            "; ".join(f"partition {p}: {queues}, concurrency {share}" for (p, queues), share in zip(groups, shares)),
+        )
+        if self._stopping.is_set():
+            for part in self._parts:
+                part.stop(force=self._force.is_set())
+        tasks = [asyncio.create_task(part.run(), name=f"worq-partition-{p}") for part, (p, _) in zip(self._parts, groups)]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            self._request_stop()
+            await asyncio.wait(tasks)
+        except asyncio.CancelledError:
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks)
+            raise
+        for task in tasks:
+            error = None if task.cancelled() else task.exception()
+            if isinstance(error, WorqError):
+                self._fatal = self._fatal or error
+            elif error is not None:
+                raise error
+
+    def _part(
+        self,
+        routes: PartitionRoutes,
+        partition: int,
+        queues: List[str],
+        share: int,
+        on_event: Callable[[WorkerEvent], None],
+    ) -> "Worker":
+        part = Worker(
+            self.address,
+            queues=queues,
+            concurrency=share,
+            worker_id=self.worker_id,
+            shutdown_timeout=self.shutdown_timeout,
+            labels=self.labels,
+            on_event=on_event,
+            executor=self._executor,
+            channel_options=self._channel_options,
+            token=self._token,
+            tls=self._tls,
+            flush_timeout=self.flush_timeout,
+            queue_order=self.queue_order,
+            partition_routing=False,
+        )
+        part._handlers = self._handlers
+        part._pinned = (routes, partition)
+        return part
 
     def _install_signals(self, loop: asyncio.AbstractEventLoop) -> List[int]:
         installed: List[int] = []
@@ -661,7 +840,7 @@ class Worker:
     # --- the Lease stream -----------------------------------------------------------------
 
     async def _lease_loop(self) -> None:
-        assert self._stub is not None and self._stopping is not None and self._renew_now is not None
+        assert self._stopping is not None and self._renew_now is not None
         backoff = _Backoff()
         request = worker_service_pb2.LeaseRequest(
             queues=self.queues,
@@ -674,7 +853,9 @@ class Worker:
             opened_at = time.monotonic()
             delivered = False
             reason = "the server ended the stream"
-            call = self._stub.Lease(request)
+            # The map may have changed since the last stream (read again when it dropped).
+            self._partition = self._single_partition()
+            call = self._link().worker.Lease(request)
             opened = False
             try:
                 await call.wait_for_connection()
@@ -754,6 +935,7 @@ class Worker:
     def _on_stream_lost(self) -> None:
         """Renew held leases now and every _EAGER_RENEW until a stream is open again."""
         self._stream_lost = True
+        self._reread_map()
         if self._held and self._loop is not None and self._renew_now is not None:
             now = self._loop.time()
             for held in self._held.values():
@@ -926,14 +1108,16 @@ class Worker:
                 pass
 
     async def _renew(self, due: List[_Held]) -> None:
-        assert self._stub is not None and self._loop is not None
+        assert self._loop is not None
         request = worker_service_pb2.RenewRequest(
             leases=[worker_service_pb2.LeaseRef(jid=h.jid, lease_id=h.lease_id) for h in due]
         )
         timeout = max(0.5, min(_CALL_TIMEOUT, min(h.renew_every for h in due) * 2))
         try:
-            response: worker_service_pb2.RenewResponse = await self._stub.Renew(request, timeout=timeout)
+            response: worker_service_pb2.RenewResponse = await self._link().worker.Renew(request, timeout=timeout)
         except grpc.aio.AioRpcError as err:
+            if err.code() in _RETRYABLE:
+                self._reread_map()
             level = logging.DEBUG if self._stream_lost else logging.WARNING
             log.log(level, "renewing %d lease(s) failed (%s: %s); retrying", len(due), err.code().name, err.details())
             now = self._loop.time()
@@ -970,21 +1154,19 @@ class Worker:
 
     async def _call_worker_rpc(self, method: str, request: Any) -> None:
         """Calls a unary WorkerService RPC on the worker's channel (Checkpoint, ReportProgress)."""
-        if self._stub is None:
-            raise RuntimeError("the worker is not running")
+        link = self._link()
         try:
-            await getattr(self._stub, method)(request, timeout=_CALL_TIMEOUT)
+            await getattr(link.worker, method)(request, timeout=_CALL_TIMEOUT)
         except grpc.aio.AioRpcError as err:
             raise from_rpc_error(err) from None
 
     async def _renew_one(self, ctx: JobContext) -> _dt.datetime:
         assert self._loop is not None
-        if self._stub is None:
-            raise RuntimeError("the worker is not running")
+        link = self._link()
         held = self._held.get(ctx.lease_id)
         request = worker_service_pb2.RenewRequest(leases=[worker_service_pb2.LeaseRef(jid=ctx.jid, lease_id=ctx.lease_id)])
         try:
-            response: worker_service_pb2.RenewResponse = await self._stub.Renew(request, timeout=_CALL_TIMEOUT)
+            response: worker_service_pb2.RenewResponse = await link.worker.Renew(request, timeout=_CALL_TIMEOUT)
         except grpc.aio.AioRpcError as err:
             raise from_rpc_error(err) from None
         result = response.results[0]
@@ -1040,7 +1222,6 @@ class Worker:
     async def _report_call(self, batch: List[_Report], backoff: _Backoff) -> None:
         """One Report call; what is to be retried goes back to the front of the queue, and
         no other call goes out until its backoff has passed."""
-        assert self._stub is not None
         acks = [r for r in batch if r.ack is not None]
         fails = [r for r in batch if r.fail is not None]
         request = worker_service_pb2.ReportRequest(
@@ -1048,9 +1229,10 @@ class Worker:
         )
         opens_before = self._stream_opens
         try:
-            response: worker_service_pb2.ReportResponse = await self._stub.Report(request, timeout=_CALL_TIMEOUT)
+            response: worker_service_pb2.ReportResponse = await self._link().worker.Report(request, timeout=_CALL_TIMEOUT)
         except grpc.aio.AioRpcError as err:
             if err.code() in _RETRYABLE:
+                self._reread_map()
                 delay = backoff.next()
                 log.warning(
                     "reporting %d job(s) failed (%s: %s); retrying in %.0f ms",
