@@ -1,4 +1,4 @@
-import { invalid, WorqError } from "../model/errors.js";
+import { invalid } from "../model/errors.js";
 import { isTerminal, PRIORITY_LEVELS, type DependencyType, type JobState, type PriorityLevel, type SubmitInput } from "../model/job.js";
 import { LIMITS, isUuidV4 } from "../model/limits.js";
 
@@ -55,8 +55,6 @@ export function planDependencies(
   shape: BatchShape | undefined,
   fieldOf: (index: number) => string,
   existing: (jid: string) => ExistingJob | undefined,
-  /** With partitions: the partition of a job id that lives in another one (undefined when it is this one's). */
-  elsewhere?: (jid: string) => number | undefined,
 ): DependencyOutcome[] {
   // Most batches have no dependencies at all: one shared outcome per priority, no graph.
   if (shape === undefined && jobs.every(({ input }) => input.batchRef === undefined && input.dependsOn === undefined)) {
@@ -116,14 +114,7 @@ export function planDependencies(
     }
     for (const jid of new Set(externalDeps[i])) {
       const described = existing(jid);
-      if (!described) {
-        const home = elsewhere?.(jid);
-        if (home !== undefined) {
-          const message = `job ${jid} lives in partition ${home}: dependencies across partitions are not built yet`;
-          throw new WorqError("WORQ_UNIMPLEMENTED", `${field}.jids: ${message}`, `${field}.jids`);
-        }
-        invalid(`${field}.jids`, `job ${jid} does not exist`);
-      }
+      if (!described) invalid(`${field}.jids`, `job ${jid} does not exist`);
       deps.push({ jid, ...described, waits: !isTerminal(described.state) });
     }
     if (deps.length > LIMITS.maxDependencies) invalid(field, `at most ${LIMITS.maxDependencies} dependencies per job`);

@@ -8,7 +8,7 @@ import { LIMITS } from "../model/limits.js";
 import type { QueueLanes } from "./queue-lanes.js";
 import { dependencyFailed, firstState, transition, type JobEvent } from "./state-machine.js";
 import type { DependencyOutcome } from "./dependency-plan.js";
-import type { Counters, IdempotencyClaim, PendingCallback, Store, StoreWrite } from "./store.js";
+import { finishedJid, type Counters, type IdempotencyClaim, type PendingCallback, type Store, type StoreWrite } from "./store.js";
 import { releaseEndedClaims } from "./flow-keys.js";
 import { QueueRegistry } from "./queue-registry.js";
 import { LeaseSlots } from "./lease-slots.js";
@@ -26,6 +26,7 @@ import { pushExpiry, schedulePurge, scheduleTimers } from "./timers.js";
 import { JobWatchers, ProgressBook } from "./job-watch.js";
 import { onJobsFinished, type ScheduleEntry } from "./schedules.js";
 import { batchWrites, wakeBatchWaiters } from "./batch-counts.js";
+import { RemoteDependencies } from "./remote-dependencies.js";
 import type { BatchRecord } from "../model/batch.js";
 
 const DEFAULT_ORPHAN_GRACE_MS = 10_000;
@@ -114,6 +115,8 @@ export class EngineCore {
   refillAtMs: number | undefined;
   /** dependency jid -> PENDING jobs waiting for it. */
   readonly dependents = new Map<string, Set<string>>();
+  /** With partitions: the dependencies that live in other partitions, read until they end. */
+  readonly remote: RemoteDependencies | undefined;
   /** FAN_IN joins: parent jid -> the PENDING jobs joining its children (children_of); a child spawned later joins them. */
   readonly joiners = new Map<string, Set<string>>();
   /** Parent jid -> sets that collect the jids of children admitted while a join's submit reads the store (submit.ts). */
@@ -176,6 +179,7 @@ export class EngineCore {
     const partition = options.partition && options.partition.count > 1 ? options.partition : undefined;
     this.placeQueue = partition && queuePlacement(partition);
     this.partitionElsewhere = partition && ((id) => foreignPartition(id, partition));
+    this.remote = partition && new RemoteDependencies();
     this.maxJobBytes = options.maxJobBytes ?? LIMITS.defaultMaxJobBytes;
     this.orphanGraceMs = options.orphanGraceMs ?? DEFAULT_ORPHAN_GRACE_MS;
     this.onFatal = options.onFatal ?? (() => {});
@@ -371,6 +375,8 @@ export class EngineCore {
     if (!set) {
       set = new Set();
       this.dependents.set(dependency, set);
+      const home = this.partitionElsewhere?.(dependency);
+      if (home !== undefined) this.remote!.add(this, dependency, home);
     }
     set.add(dependent);
   }
@@ -388,11 +394,4 @@ export class EngineCore {
     if (this.fatal !== undefined) throw storageFailure(this.fatal);
     if (this.closing) throw new WorqError("WORQ_UNAVAILABLE", "server is shutting down; retry on reconnect");
   }
-}
-
-/** The jid a write finishes (terminal state or deletion), if any. */
-function finishedJid(write: StoreWrite): string[] {
-  if (write.kind === "delete-job") return [write.meta.jid];
-  if (write.kind === "put-meta" && isTerminal(write.meta.state)) return [write.meta.jid];
-  return [];
 }

@@ -1,4 +1,4 @@
-import type { JobBody, JobMeta, JobState, PriorityLevel, QueueConfig } from "../model/job.js";
+import { isTerminal, type JobBody, type JobMeta, type JobState, type PriorityLevel, type QueueConfig } from "../model/job.js";
 import type { StoredSchedule } from "../model/schedule.js";
 import type { BatchRecord } from "../model/batch.js";
 
@@ -127,6 +127,11 @@ export interface Store {
    */
   commit(writes: StoreWrite[]): Promise<void>;
   getMeta(jid: string): Promise<JobMeta | undefined>;
+  /**
+   * Jobs of another partition's slice, in order (undefined where one does not exist): what a
+   * partitioned engine reads of the jobs its jobs wait for. Only stores that hold partitions.
+   */
+  getMetasIn?(partition: number, jids: readonly string[]): Promise<(JobMeta | undefined)[]>;
   /** Bodies of `jids`, in order; undefined where a job does not exist. */
   getBodies(jids: readonly string[]): Promise<(JobBody | undefined)[]>;
   getResult(jid: string): Promise<Uint8Array | undefined>;
@@ -186,4 +191,11 @@ export interface Store {
   nextPurgeAtMs(): Promise<number | undefined>;
   /** Up to `limit` COMPLETED or CANCELLED jobs with expiresAtMs <= nowMs, earliest first. */
   purgeable(nowMs: number, limit: number): Promise<JobMeta[]>;
+}
+
+/** The jid a write finishes (terminal state or deletion), if any. */
+export function finishedJid(write: StoreWrite): string[] {
+  if (write.kind === "delete-job") return [write.meta.jid];
+  if (write.kind === "put-meta" && isTerminal(write.meta.state)) return [write.meta.jid];
+  return [];
 }

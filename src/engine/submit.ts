@@ -2,13 +2,13 @@
  * Submit: validation beyond one job's fields, idempotency claims, dependency planning, and
  * creating the jobs of a batch in one commit.
  */
-import { invalid, WorqError } from "../model/errors.js";
+import { invalid } from "../model/errors.js";
 import { isPurgedAtExpiry, isTerminal, type JobBody, type JobHistory, type JobMeta, type SubmitInput } from "../model/job.js";
 import { LIMITS, isUuidV4 } from "../model/limits.js";
 import type { IdempotencyClaim, StoreWrite } from "./store.js";
 import { buildNewJob, checkCallbackUrl, type NewJob } from "./submit-validation.js";
 import { applyHistory, checkHistory } from "./import-history.js";
-import { planDependencies, type BatchShape, type DependencyOutcome, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
+import { planDependencies, type BatchShape, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
 import type { SubmitResult } from "./engine-types.js";
 import type { EngineCore } from "./engine-core.js";
 import { enqueueReady } from "./paging.js";
@@ -28,6 +28,8 @@ import { schedulePump } from "./dispatch.js";
 import { durableByDeadline, submitTimedOut, type Withdrawable } from "./submit-deadline.js";
 import { checkQueueRoom } from "./queue-admin.js";
 import { checkBatchJoins } from "./batches.js";
+import { checkJoinRoom, watchSpawns } from "./submit-joins.js";
+import { checkForeignReferences, readReferenced } from "./remote-dependencies.js";
 
 /** A submit's jobs once created: the answers, and when they may be given. */
 interface CreatedJobs {
@@ -85,6 +87,7 @@ export async function submit(
     if (input.callbackUrl !== undefined) checkCallbackUrl(input.callbackUrl, `${fieldOf(i)}.callback_url`, core.isCallbackAllowed);
   });
 
+  checkForeignReferences(core, inputs, fieldOf);
   // Jobs outside the batch that it refers to: read those that are not live before the
   // synchronous part; jobs finishing meanwhile are recorded by apply().
   const referenced = new Set<string>();
@@ -135,7 +138,7 @@ export async function submit(
   let created: CreatedJobs;
   try {
     const stored = new Map<string, JobMeta | undefined>(
-      await Promise.all(toRead.map(async (jid) => [jid, await core.store.getMeta(jid)] as const)),
+      await Promise.all(toRead.map(async (jid) => [jid, await readReferenced(core, jid)] as const)),
     );
     const holderBodies = new Map<string, JobBody>();
     const tried = new Set<string>();
@@ -249,7 +252,7 @@ function createJobs(
     const jids = [parent, ...(childrenOfJoined.get(parent) ?? [])].filter((jid) => !inBatch.has(jid));
     planned[i]!.joined = { childrenOf: parent, jids, batch };
   });
-  const outcomes = planDependencies(planned, shape, fieldOf, existing, core.partitionElsewhere);
+  const outcomes = planDependencies(planned, shape, fieldOf, existing);
   const joinsOfNewChildren = checkJoinRoom(core, built, planned, outcomes, inputs, fieldOf);
   const newQueues = new Set<string>();
   built.forEach(({ meta }, i) => {
@@ -337,64 +340,4 @@ function createJobs(
     // Only new jobs' claims: a withdrawal leaves a debounced job (and its key) as it is.
     claims: writes.flatMap((write) => (write.kind === "put-idempotency" && !debouncedJids.has(write.claim.jid) ? [write.claim] : [])),
   };
-}
-
-/** Adds (`on`) or removes `seen` as a collector of the children `parent` spawns (engine-core admit). */
-function watchSpawns(core: EngineCore, parent: string, seen: Set<string>, on: boolean): void {
-  let sets = core.spawnWatch.get(parent);
-  if (on) {
-    if (!sets) core.spawnWatch.set(parent, (sets = new Set()));
-    sets.add(seen);
-  } else if (sets) {
-    sets.delete(seen);
-    if (sets.size === 0) core.spawnWatch.delete(parent);
-  }
-}
-
-/**
- * The joins (outside this batch) that each new child of the batch will join, by the child's
- * index, after checking that none would pass the dependency limits: a join waits for at most
- * 1000 jobs, 100 deep. Throws WORQ_FAILED_PRECONDITION naming the child's `parent_jid` then;
- * nothing has changed yet.
- */
-function checkJoinRoom(
-  core: EngineCore,
-  built: NewJob[],
-  planned: PlannedJob[],
-  outcomes: DependencyOutcome[],
-  inputs: SubmitInput[],
-  fieldOf: (index: number) => string,
-): Map<number, JobMeta[]> {
-  const joins = new Map<number, JobMeta[]>();
-  // Every submit passes here: without a pending join anywhere there is nothing to look up.
-  if (core.joiners.size === 0) return joins;
-  const newChildren = new Map<string, number>();
-  const batchJids = new Set(built.map(({ meta }) => meta.jid));
-  inputs.forEach((input, i) => {
-    const parent = input.parentJid;
-    if (parent === undefined || planned[i]!.existingJid !== undefined) return;
-    const joiners = core.pendingJoiners(parent).filter((joiner) => !batchJids.has(joiner.jid));
-    if (joiners.length === 0) return;
-    const count = (newChildren.get(parent) ?? 0) + 1;
-    newChildren.set(parent, count);
-    for (const joiner of joiners) {
-      const field = `${fieldOf(i)}.parent_jid`;
-      if (joiner.dependency!.jids.length + count > LIMITS.maxDependencies) {
-        throw new WorqError(
-          "WORQ_FAILED_PRECONDITION",
-          `${field}: job ${joiner.jid} joins the children of ${parent} and would wait for more than ${LIMITS.maxDependencies} jobs`,
-          field,
-        );
-      }
-      if (outcomes[i]!.depth + 1 > LIMITS.maxDependencyDepth) {
-        throw new WorqError(
-          "WORQ_FAILED_PRECONDITION",
-          `${field}: job ${joiner.jid} joins the children of ${parent}; this child's dependency chain would make it deeper than ${LIMITS.maxDependencyDepth}`,
-          field,
-        );
-      }
-    }
-    joins.set(i, joiners);
-  });
-  return joins;
 }

@@ -83,6 +83,10 @@ export function tick(core: EngineCore): void {
       if (forget) writes.push(forget);
       continue;
     }
+    if (top.kind === "remote") {
+      if (top.atMs === core.remote?.checkAtMs) void core.remote.check(core);
+      continue;
+    }
     if (top.kind === "sweep") {
       if (top.atMs === core.sweepAtMs) {
         core.sweepAtMs = undefined;

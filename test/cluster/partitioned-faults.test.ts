@@ -16,14 +16,17 @@ import { acceptedAcks, KeyedProducer, readLeaseLog, statesOf } from "./support/f
  * thirds a fresh node joins. Every acknowledged submit must complete; no job may be held by
  * two live leases at once (the workers' lease-grant log); the dead node's partition must be
  * served again within 10 s; the fresh node must be handed a partition; and each partition's
- * epoch must have moved only forward, by one per change of owner. Cross-partition
- * dependencies are not built yet, so the jobs have none.
+ * epoch must have moved only forward, by one per change of owner. One job in five waits for a
+ * job of another partition: each must complete, and none may start before its dependency's
+ * accepted ack was sent.
  * `npm run test:cluster` runs it with more jobs (WORQ_CLUSTER_JOBS).
  */
 const JOBS = Number(process.env.WORQ_CLUSTER_JOBS ?? 4_000);
 const PARTITIONS = 4;
 const BATCH = 50;
 const ORPHAN_GRACE_MS = 3_000;
+/** One job in this many waits for a job of another partition. */
+const DEPENDENT_EVERY = 5;
 
 /** Four queue names that live in `partition`. */
 function queuesIn(partition: number): string[] {
@@ -99,15 +102,31 @@ describe.skipIf(!postgresAvailable())("a partitioned cluster: a node SIGKILLed m
       // jobs' partition).
       const alive = new Set(nodes);
       const producer = new KeyedProducer(alive);
+      // Every DEPENDENT_EVERY-th job after the first round waits for a job of the previous round in
+      // the next partition (submitted, so acknowledged, before it).
+      const dependencyOf = new Map<string, string>();
       const submitBatch = (first: number) => {
-        const queues = queuesIn((first / BATCH) % PARTITIONS);
-        const jobs = Array.from({ length: Math.min(BATCH, JOBS - first) }, (_, i) => ({
-          type: "cluster",
-          queue: queues[i % queues.length]!,
-          idempotencyKey: `job-${first + i}`,
-          kwargs: { n: first + i },
-        }));
-        return producer.submitBatch(jobs);
+        const partition = (first / BATCH) % PARTITIONS;
+        const round = Math.floor(first / (BATCH * PARTITIONS));
+        const queues = queuesIn(partition);
+        const jobs = Array.from({ length: Math.min(BATCH, JOBS - first) }, (_, i) => {
+          const waitsFor =
+            round > 0 && i % DEPENDENT_EVERY === 0
+              ? producer.jidOfKey.get(`job-${(round - 1) * BATCH * PARTITIONS + ((partition + 1) % PARTITIONS) * BATCH + i}`)
+              : undefined;
+          return {
+            type: "cluster",
+            queue: queues[i % queues.length]!,
+            idempotencyKey: `job-${first + i}`,
+            kwargs: { n: first + i },
+            ...(waitsFor && { dependsOn: { jids: [waitsFor] } }),
+          };
+        });
+        return producer
+          .submitBatch(jobs)
+          .then(() =>
+            jobs.forEach((job) => job.dependsOn && dependencyOf.set(producer.jidOfKey.get(job.idempotencyKey)!, job.dependsOn.jids[0]!)),
+          );
       };
       const accepted = () => acceptedAcks(workers);
       const producing = (async () => {
@@ -160,7 +179,17 @@ describe.skipIf(!postgresAvailable())("a partitioned cluster: a node SIGKILLed m
       workers.forEach((worker) => worker.child.kill("SIGTERM"));
       const all = [...jids];
       const states = await statesOf(survivor, all);
-      const { grants, overlapping, twiceAccepted } = readLeaseLog(workers);
+      const { grants, acks, grantsByJid, overlapping, twiceAccepted } = readLeaseLog(workers);
+      // A job that waited for another partition's job was first granted after that job's accepted ack was sent.
+      const acceptedAckSentMs = (jid: string) =>
+        (grantsByJid.get(jid) ?? []).flatMap((grant) => {
+          const ack = acks.get(grant.leaseId);
+          return ack?.code === 0 ? [ack.sentMs] : [];
+        })[0];
+      const early = [...dependencyOf].filter(([dependent, dependency]) => {
+        const doneMs = acceptedAckSentMs(dependency);
+        return doneMs !== undefined && (grantsByJid.get(dependent) ?? []).some((grant) => grant.atMs < doneMs);
+      });
       // The ownership record: each partition's epoch counts its changes of owner, so the dead
       // node's partition went up, no epoch went back, and every owner now is a live node.
       const rows = await epochs(url);
@@ -173,6 +202,8 @@ describe.skipIf(!postgresAvailable())("a partitioned cluster: a node SIGKILLed m
         lost: lost.length,
         "executions-beyond-one": grants.filter((grant) => jids.has(grant.jid)).length - jids.size,
         "overlapping-leases": overlapping.length,
+        "cross-partition-dependents": dependencyOf.size,
+        "started-before-dependency": early.length,
         "batches-resent": producer.resent,
         "takeover-ms": takeoverMs,
         "fresh-node-handed-ms": handedMs,
@@ -184,6 +215,8 @@ describe.skipIf(!postgresAvailable())("a partitioned cluster: a node SIGKILLed m
       expect(lost.slice(0, 10)).toEqual([]);
       expect(overlapping.slice(0, 10)).toEqual([]);
       expect(twiceAccepted).toBe(0);
+      expect(dependencyOf.size).toBeGreaterThan(JOBS / DEPENDENT_EVERY / 2);
+      expect(early.slice(0, 10)).toEqual([]);
       expect(takeoverMs).toBeLessThan(10_000);
       expect((await served(fresh)).length).toBeGreaterThan(0);
       expect(rows).toHaveLength(PARTITIONS);

@@ -300,6 +300,67 @@ describe.skipIf(!available)("partitioned cluster: worq serve --cluster --partiti
     await mergedStopped;
   }, 90_000);
 
+  it("a job waits for jobs of other partitions (AFTER, AFTER_ANY): released once they end, failures propagate, across a restart of its partition's owner", async () => {
+    const url = await postgres.createDatabase();
+    const a = await spawnNode(url, "dep-a", ["--partitions", String(COUNT), "--orphan-grace", "500ms"]);
+    nodes.push(a);
+    await until("all four partitions served", async () => (await partitionsOf(a)).length === COUNT || undefined, 20_000);
+    const client = new WorqClient({ address: `127.0.0.1:${a.port}` });
+    const [q0, q1, q2, q3] = Array.from({ length: COUNT }, (_, p) => queueNamed("dep", p));
+    const first = await client.submit("ok", { queue: q0 });
+    const failing = await client.submit("bad", { queue: q0, retry: { maxAttempts: 1 } });
+    const after = await client.submit("ok", { queue: q1, dependsOn: { jids: [first] } });
+    const afterBoth = await client.submit("ok", { queue: q2, dependsOn: { jids: [first, after] } });
+    const afterAny = await client.submit("ok", { queue: q3, dependsOn: { type: "after_any", jids: [failing] } });
+    const afterFailed = await client.submit("ok", { queue: q3, dependsOn: { jids: [failing] } });
+    for (const jid of [after, afterBoth, afterAny, afterFailed]) expect((await client.getJob(jid)).state).toBe(JobState.PENDING);
+    // A jid of another partition that does not exist is refused, as one of its own would be.
+    const missing = first.slice(0, 24) + "0".repeat(9) + first.slice(33);
+    await expect(client.submit("ok", { queue: q1, dependsOn: { jids: [missing] } })).rejects.toMatchObject({
+      code: Code.InvalidArgument,
+      message: expect.stringContaining("does not exist"),
+    });
+
+    const started = new Map<string, number>();
+    const finished = new Map<string, number>();
+    const worker = new Worker({ client, queues: [q0!, q1!, q2!, q3!], concurrency: 4 });
+    worker.register("ok", (job) => {
+      started.set(job.jid, Date.now());
+      finished.set(job.jid, Date.now());
+    });
+    worker.register("bad", () => {
+      throw new Error("no");
+    });
+    const running = worker.run();
+    for (const jid of [first, after, afterBoth, afterAny]) expect((await client.waitResult(jid, 20_000)).state).toBe(JobState.COMPLETED);
+    const failed = await client.waitResult(afterFailed, 20_000);
+    expect(failed.state).toBe(JobState.DEAD_LETTER);
+    expect(failed.failure?.message).toBe(`dependency ${failing} ended DEAD_LETTER`);
+    // Each ran after what it waited for had finished.
+    expect(started.get(after)!).toBeGreaterThanOrEqual(finished.get(first)!);
+    expect(started.get(afterBoth)!).toBeGreaterThanOrEqual(finished.get(after)!);
+    await worker.stop();
+    await running;
+
+    // Across a kill: a job waiting for another partition's job is released by the new owner, which finds the wait in its PENDING jobs.
+    const later = await client.submit("ok", { queue: q0, delayMs: 4_000 });
+    const waiting = await client.submit("ok", { queue: q1, dependsOn: { jids: [later] } });
+    a.child.kill("SIGKILL");
+    await a.exited;
+    const b = await spawnNode(url, "dep-b", ["--partitions", String(COUNT), "--orphan-grace", "500ms"]);
+    nodes.push(b);
+    await until("all four partitions served again", async () => (await partitionsOf(b)).length === COUNT || undefined, 30_000);
+    const again = new WorqClient({ address: `127.0.0.1:${b.port}` });
+    expect((await again.getJob(waiting)).state).toBe(JobState.PENDING);
+    const worker2 = new Worker({ client: again, queues: [q0!, q1!], concurrency: 2 });
+    worker2.register("ok", () => {});
+    const running2 = worker2.run();
+    expect((await again.waitResult(waiting, 20_000)).state).toBe(JobState.COMPLETED);
+    expect((await again.getJob(later)).state).toBe(JobState.COMPLETED);
+    await worker2.stop();
+    await running2;
+  }, 120_000);
+
   it("a node started with another partition count than the database's is refused", async () => {
     const url = await postgres.createDatabase();
     nodes.push(await spawnNode(url, "node-c", ["--partitions", "4"]));

@@ -111,12 +111,18 @@ describe("partition placement (docs/scale-out.md)", () => {
         description: "",
       }),
     ).rejects.toMatchObject(refusal);
-    // A dependency on a job of another partition is refused by name until cross-partition releases exist.
+    // A dependency on a job of another partition needs a store that reads the other partitions (PostgreSQL's slices).
     const there = withPartition(randomUuidV4(), 2);
     await expect(engine.submit([{ type: "t", queue: queueIn(1, 4), dependsOn: { jids: [there] } }], batch)).rejects.toMatchObject({
       code: "WORQ_UNIMPLEMENTED",
       field: "jobs[0].depends_on.jids",
-      message: expect.stringContaining(`job ${there} lives in partition 2: dependencies across partitions are not built yet`),
+      message: expect.stringContaining(`job ${there} lives in partition 2: this store holds one partition only`),
+    });
+    // A child of a job in another partition is refused by name on any store.
+    await expect(engine.submit([{ type: "t", queue: queueIn(1, 4), parentJid: there }], batch)).rejects.toMatchObject({
+      code: "WORQ_UNIMPLEMENTED",
+      field: "jobs[0].parent_jid",
+      message: expect.stringContaining("children of a job in another partition are not built yet"),
     });
     // One of its own partition that does not exist is just that.
     await expect(

@@ -31,6 +31,9 @@ import { decodeSchedule, type StoredSchedule } from "../../model/schedule.js";
  */
 export const SINGLE_WRITER_LOCK = 0x776f7271_00; // "worq" 0
 
+/** PostgreSQL's error code for a table that does not exist. */
+const UNDEFINED_TABLE = "42P01";
+
 /** The schema that holds one partition's slice of the store: its own copy of every table. */
 function partitionSchema(partition: number): string {
   return `worq_p${partition}`;
@@ -185,6 +188,28 @@ export class PostgresStore implements Store {
   async getMeta(jid: string): Promise<JobMeta | undefined> {
     const { rows } = await this.pool.query<{ meta: Buffer }>("SELECT meta FROM worq_jobs WHERE jid = $1", [jid]);
     return rows[0] && decodeMeta(rows[0].meta);
+  }
+
+  async getMetasIn(partition: number, jids: readonly string[]): Promise<(JobMeta | undefined)[]> {
+    if (this.partition === undefined) throw new Error("getMetasIn: this store holds no partition");
+    if (!(Number.isInteger(partition) && partition >= 0 && partition < MAX_PARTITIONS)) throw new RangeError(`no partition ${partition}`);
+    const rows = await this.pool
+      .query<{ jid: string; meta: Buffer }>(`SELECT jid, meta FROM ${partitionSchema(partition)}.worq_jobs WHERE jid = ANY($1::text[])`, [
+        jids,
+      ])
+      .then(
+        (result) => result.rows,
+        (error: { code?: string }) => {
+          // A partition never served yet has no tables: none of its jobs exists.
+          if (error.code === UNDEFINED_TABLE) return [];
+          throw error;
+        },
+      );
+    const found = new Map(rows.map((row) => [row.jid, row.meta]));
+    return jids.map((jid) => {
+      const meta = found.get(jid);
+      return meta && decodeMeta(meta);
+    });
   }
 
   async getBodies(jids: readonly string[]): Promise<(JobBody | undefined)[]> {

@@ -13,6 +13,7 @@ export interface SubmittedJob {
   queue: string;
   idempotencyKey: string;
   kwargs: Record<string, number>;
+  dependsOn?: { jids: string[] };
 }
 
 /**

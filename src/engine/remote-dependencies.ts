@@ -1,0 +1,115 @@
+import { WorqError } from "../model/errors.js";
+import { isTerminal, type JobMeta, type JobState, type SubmitInput } from "../model/job.js";
+import type { EngineCore } from "./engine-core.js";
+import { pump } from "./dispatch.js";
+import { pushTimer } from "./timers.js";
+
+/** How often a partition reads the state of the other partitions' jobs that its jobs wait for. */
+const REMOTE_CHECK_MS = 250;
+
+/**
+ * Dependencies on jobs of other partitions (docs/scale-out.md): a PENDING job of this
+ * partition waiting for a job that another partition's engine owns. That engine is the
+ * dependency's only writer and knows nothing of the waiters here; while any job waits, this
+ * engine reads the dependencies' state from the other partition's slice of the store (what
+ * is there is durable: a released job never waited on an end that was not) and applies each
+ * end as the end of a job of its own. Applying it twice changes nothing (the waiting job has
+ * moved on), so a release happens once in effect, also across a takeover: the new owner
+ * finds the waits again in the PENDING jobs it loads. A dependency deleted, or purged before
+ * it was read, counts as cancelled, as a deleted dependency does here.
+ */
+export class RemoteDependencies {
+  /** Jobs of other partitions that jobs here wait for, with their partition. */
+  private readonly waits = new Map<string, number>();
+  /** When the next read is due (a timer entry of another time is stale). */
+  checkAtMs: number | undefined;
+  private checking = false;
+
+  /** Records that a job here waits for `jid`, of `partition`. */
+  add(core: EngineCore, jid: string, partition: number): void {
+    this.waits.set(jid, partition);
+    this.schedule(core);
+  }
+
+  /** Reads the waited-for jobs' state and releases the jobs waiting for those that ended. */
+  async check(core: EngineCore): Promise<void> {
+    if (this.checking || core.fatal !== undefined || core.closing) return;
+    this.checking = true;
+    try {
+      const byPartition = new Map<number, string[]>();
+      for (const [jid, partition] of this.waits) {
+        if (!core.dependents.has(jid))
+          this.waits.delete(jid); // every waiter moved on (cancelled, deleted)
+        else byPartition.set(partition, [...(byPartition.get(partition) ?? []), jid]);
+      }
+      const ended: [string, JobState][] = [];
+      for (const [partition, jids] of byPartition) {
+        const metas = await core.store.getMetasIn!(partition, jids);
+        jids.forEach((jid, i) => {
+          const state = metas[i] === undefined ? "CANCELLED" : metas[i]!.state;
+          if (isTerminal(state)) ended.push([jid, state]);
+        });
+      }
+      if (core.fatal !== undefined || core.closing) return;
+      for (const [jid, state] of ended) {
+        this.waits.delete(jid);
+        core.resolveDependents(jid, state);
+      }
+      if (core.cascade.length > 0) {
+        const durable = core.persist([]);
+        pump(core);
+        await durable;
+      }
+    } catch {
+      // A failed read is tried again at the next check; a failed commit made the engine fatal (onFatal).
+    } finally {
+      this.checking = false;
+      this.checkAtMs = undefined;
+      this.schedule(core);
+    }
+  }
+
+  private schedule(core: EngineCore): void {
+    if (this.checkAtMs !== undefined || this.checking || this.waits.size === 0) return;
+    this.checkAtMs = core.clock.nowMs() + REMOTE_CHECK_MS;
+    pushTimer(core, { atMs: this.checkAtMs, jid: "", kind: "remote" });
+  }
+}
+
+/**
+ * A job a submit refers to, as the store holds it: a dependency in another partition is read
+ * from that partition's slice (its state, priority and depth plan the new job's wait).
+ */
+export function readReferenced(core: EngineCore, jid: string): Promise<JobMeta | undefined> {
+  const home = core.partitionElsewhere?.(jid);
+  return home === undefined ? core.store.getMeta(jid) : core.store.getMetasIn!(home, [jid]).then(([meta]) => meta);
+}
+
+/**
+ * Refuses what this partition cannot do with a job of another one: be its child
+ * (`parent_jid`, `depends_on.children_of`: children are counted and joined by their parent's
+ * own engine, which cannot see them here), or wait for it on a store that holds one
+ * partition only (`depends_on.jids`: its state is read from the other partition's slice).
+ */
+export function checkForeignReferences(core: EngineCore, inputs: SubmitInput[], fieldOf: (index: number) => string): void {
+  const elsewhere = core.partitionElsewhere;
+  if (!elsewhere) return;
+  const readsOthers = core.store.getMetasIn !== undefined;
+  inputs.forEach((input, i) => {
+    const refused = (jid: string, home: number, field: string, why: string): never => {
+      throw new WorqError("WORQ_UNIMPLEMENTED", `${field}: job ${jid} lives in partition ${home}: ${why}`, field);
+    };
+    for (const [jid, field] of [
+      [input.parentJid, `${fieldOf(i)}.parent_jid`],
+      [input.dependsOn?.childrenOf, `${fieldOf(i)}.depends_on.children_of`],
+    ] as const) {
+      const home = jid === undefined ? undefined : elsewhere(jid);
+      if (home !== undefined) refused(jid!, home, field, "children of a job in another partition are not built yet");
+    }
+    if (readsOthers) return;
+    for (const jid of input.dependsOn?.jids ?? []) {
+      const home = elsewhere(jid);
+      if (home !== undefined) refused(jid, home, `${fieldOf(i)}.depends_on.jids`, `this store holds one partition only`);
+    }
+  });
+}
