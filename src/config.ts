@@ -183,7 +183,7 @@ const SERVE_OPTIONS: ReadonlyArray<{ group: string; flags: string; help: string 
     ],
     [
       "--partitions <n>",
-      "split the jobs into n partitions (1-1024) that the nodes share, each served by one node: capacity grows with nodes (docs/scale-out.md; being built: gRPC port only) [WORQ_PARTITIONS]",
+      "split the jobs into n partitions (1-1024) that the nodes share, each served by one node: capacity grows with nodes (docs/scale-out.md; being built: docs/deploy.md lists what it refuses yet) [WORQ_PARTITIONS]",
     ],
   ]),
   ...group("Security (docs/security.md):", [

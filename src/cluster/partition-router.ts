@@ -63,8 +63,29 @@ export interface PartitionRouterOptions {
   log: Logger;
 }
 
+/** Where a routed stream's messages go: the gRPC call on the node's port, or a Connect call on its HTTP port. */
+export interface Downstream {
+  /** False: wait for onDrain before more. */
+  write(chunk: Buffer): boolean;
+  onDrain(resume: () => void): void;
+  end(metadata?: grpc.Metadata): void;
+  fail(status: Partial<grpc.StatusObject>): void;
+  readonly cancelled: boolean;
+  onCancel(cancel: () => void): void;
+}
+
+/** One RPC as the router serves it, for the node's other doors (its HTTP port's Connect API). */
+export interface RoutedCall {
+  method: DescMethod;
+  /** Rejects with a gRPC status (or an Error: a bug). */
+  unary?: (request: Buffer, metadata: grpc.Metadata, deadline: grpc.Deadline) => Promise<Buffer>;
+  stream?: (request: Buffer, metadata: grpc.Metadata, deadline: grpc.Deadline, down: Downstream) => Promise<void>;
+}
+
 export interface PartitionRouter {
   grpcPort: number;
+  /** Each RPC by its path (/worq.v1.ProducerService/Submit), routed as on the gRPC port. */
+  calls: ReadonlyMap<string, RoutedCall>;
   /** Calls this port has taken since start (each routed, merged or split), for /metrics. */
   routedCalls(): number;
   close(): Promise<void>;
@@ -140,6 +161,7 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
     });
   };
 
+  const calls = new Map<string, RoutedCall>();
   const interceptors = options.access.guards ? [grpcAccessInterceptor(options.access)] : [];
   const server = new grpc.Server({ ...serverChannelOptions(options.maxMessageBytes), interceptors });
   for (const service of [ProducerService, WorkerService, AdminService] as DescService[]) {
@@ -187,35 +209,35 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
        * the upstreams with jobs waiting (merged-lease.ts); when any of them ends, all end, and
        * the worker reconnects.
        */
-      const forwardStream = async (call: grpc.ServerWritableStream<Buffer, Buffer>): Promise<void> => {
-        const to = target(call.request);
-        const label = (request: Buffer) => (path === LEASE_PATH ? withNodeLabel(request, options.nodeId) : request);
+      const forwardStream = async (request: Buffer, metadata: grpc.Metadata, deadline: grpc.Deadline, down: Downstream): Promise<void> => {
+        const to = target(request);
+        const label = (message: Buffer) => (path === LEASE_PATH ? withNodeLabel(message, options.nodeId) : message);
         let parts: LeasePart[];
         let credits: LeaseCredits | undefined;
-        if ("partition" in to) parts = [{ partition: to.partition, request: label(call.request) }];
+        if ("partition" in to) parts = [{ partition: to.partition, request: label(request) }];
         else if (path === LEASE_PATH && "several" in to) {
-          const split = splitLease(call.request, directory.placement);
+          const split = splitLease(request, directory.placement);
           credits = split?.credits;
           parts = split
             ? split.parts.map((part) => ({ ...part, request: label(part.request) }))
-            : [{ partition: firstLeasePartition(call.request, directory.placement), request: call.request }];
-        } else return void call.emit("error", severalForStream(method));
+            : [{ partition: firstLeasePartition(request, directory.placement), request }];
+        } else return down.fail(severalForStream(method));
         let addresses: string[];
         try {
-          addresses = await Promise.all(parts.map((part) => addressFor(part.partition, call.getDeadline())));
+          addresses = await Promise.all(parts.map((part) => addressFor(part.partition, deadline)));
         } catch (status) {
-          return void call.emit("error", status);
+          return down.fail(status as Partial<grpc.StatusObject>);
         }
-        if (call.cancelled) return;
+        if (down.cancelled) return;
         const upstreams = parts.map((part, i) =>
           linkTo(addresses[i]!).call((client) =>
-            client.makeServerStreamRequest(path, rawBytes, rawBytes, part.request, outgoing(call.metadata, options.nodeId), {
-              deadline: call.getDeadline(),
+            client.makeServerStreamRequest(path, rawBytes, rawBytes, part.request, outgoing(metadata, options.nodeId), {
+              deadline,
             }),
           ),
         );
-        credits?.start((i, request) =>
-          ask(parts[i]!.partition, SET_LEASE_CREDITS_PATH, request, call.metadata, Date.now() + SET_CREDITS_TIMEOUT_MS),
+        credits?.start((i, change) =>
+          ask(parts[i]!.partition, SET_LEASE_CREDITS_PATH, change, metadata, Date.now() + SET_CREDITS_TIMEOUT_MS),
         );
         let ended = false;
         let paused = false;
@@ -229,46 +251,48 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
         upstreams.forEach((upstream, i) => {
           upstream.on("data", (received: Buffer) => {
             const chunk = credits ? credits.fromUpstream(i, received) : received;
-            if (ended || !chunk || call.write(chunk) || paused) return;
+            if (ended || !chunk || down.write(chunk) || paused) return;
             // Back-pressure from the worker reaches the partitions' engines.
             paused = true;
             upstreams.forEach((each) => each.pause());
-            call.once("drain", () => {
+            down.onDrain(() => {
               paused = false;
               upstreams.forEach((each) => each.resume());
             });
           });
           upstream.on("status", (status: grpc.StatusObject) => {
-            if (status.code === grpc.status.OK) endAll(() => call.end(status.metadata));
+            if (status.code === grpc.status.OK) endAll(() => down.end(status.metadata));
           });
-          upstream.on("error", (error: grpc.ServiceError) => endAll(() => !call.cancelled && call.emit("error", failedAt(error))));
+          upstream.on("error", (error: grpc.ServiceError) => endAll(() => !down.cancelled && down.fail(failedAt(error))));
         });
-        call.on("cancelled", () => endAll(() => {}));
+        down.onCancel(() => endAll(() => {}));
       };
+      /** A unary call's answer: from its partition's server, or merged or joined from several. */
+      const forwardUnary = (request: Buffer, metadata: grpc.Metadata, deadline: grpc.Deadline): Promise<Buffer> => {
+        const to = target(request);
+        if ("partition" in to) return ask(to.partition, path, request, metadata, deadline);
+        const partitions = "all" in to ? Array.from({ length: directory.placement.count }, (_, i) => i) : to.several;
+        return "all" in to
+          ? mergeAll(method, partitions, request, (p, body) => ask(p, path, body, metadata, deadline), {
+              nodeId: options.nodeId,
+              owners: directory.owners,
+            })
+          : splitItems(method, request, directory.placement, (p, body) => ask(p, path, body, metadata, deadline));
+      };
+      calls.set(path, { method, unary: streaming ? undefined : forwardUnary, stream: streaming ? forwardStream : undefined });
       handlers[method.localName] = streaming
         ? guardedStream(internal, (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
             routed++;
-            void forwardStream(call).catch((error: unknown) => call.emit("error", internal(error)));
+            void forwardStream(call.request, call.metadata, call.getDeadline(), downstreamOf(call)).catch((error: unknown) =>
+              call.emit("error", internal(error)),
+            );
           })
         : guardedUnary(internal, (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
             routed++;
-            const to = target(call.request);
-            const deadline = call.getDeadline();
-            const answer = (result: Promise<Buffer>) =>
-              result.then(
-                (response) => callback(null, response),
-                (status: Partial<grpc.StatusObject> | Error) => callback(status instanceof Error ? internal(status) : status),
-              );
-            if ("partition" in to) return void answer(ask(to.partition, path, call.request, call.metadata, deadline));
-            const partitions = "all" in to ? Array.from({ length: directory.placement.count }, (_, i) => i) : to.several;
-            const merged =
-              "all" in to
-                ? mergeAll(method, partitions, call.request, (p, body) => ask(p, path, body, call.metadata, deadline), {
-                    nodeId: options.nodeId,
-                    owners: directory.owners,
-                  })
-                : splitItems(method, call.request, directory.placement, (p, body) => ask(p, path, body, call.metadata, deadline));
-            void answer(merged);
+            forwardUnary(call.request, call.metadata, call.getDeadline()).then(
+              (response) => callback(null, response),
+              (status: Partial<grpc.StatusObject> | Error) => callback(status instanceof Error ? internal(status) : status),
+            );
           });
     }
     server.addService(definition, handlers);
@@ -278,6 +302,7 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
   capGrpcConnections(server, { port: "grpc", ...options.connectionCaps, observe: () => {} });
   return {
     grpcPort,
+    calls,
     routedCalls: () => routed,
     async close() {
       server.forceShutdown();
@@ -293,4 +318,18 @@ function deadlineMs(deadline: grpc.Deadline): number {
 /** A stream naming several partitions that is not a Lease: none is, today. */
 function severalForStream(method: DescMethod): Partial<grpc.StatusObject> {
   return { code: grpc.status.UNIMPLEMENTED, details: `${method.name}: a stream over several partitions is not served` };
+}
+
+/** A gRPC server stream as a Downstream. */
+function downstreamOf(call: grpc.ServerWritableStream<Buffer, Buffer>): Downstream {
+  return {
+    write: (chunk) => call.write(chunk),
+    onDrain: (resume) => void call.once("drain", resume),
+    end: (metadata) => call.end(metadata),
+    fail: (status) => void call.emit("error", status),
+    get cancelled() {
+      return call.cancelled;
+    },
+    onCancel: (cancel) => void call.on("cancelled", cancel),
+  };
 }

@@ -1,19 +1,16 @@
 import { readFileSync } from "node:fs";
 import type { Server } from "node:http";
 import { DEFAULT_HEADER_TIMEOUT_MS, DEFAULT_MAX_CONNECTIONS, type ClusterConfig, type ServerConfig } from "../config.js";
-import type { Logger } from "../log.js";
 import { maxMessageBytes, readTlsFiles, startServer, worqDescriptorSet, type RunningServer } from "../main.js";
 import { PartitionHost, type PartitionSlot, type ServedPartition } from "../partition-host.js";
-import { httpServerFor, listenHttp } from "../http/http-server.js";
-import { hostRuleOf, checkDoor, isRefusal } from "../http/http-door.js";
-import { replyJsonError } from "../http/json-answer.js";
-import { guardRequests } from "../http/request-guard.js";
-import { authorizeHttpRoute } from "../http/route-access.js";
+import { listenHttp } from "../http/http-server.js";
+import type { Logger } from "../log.js";
 import { capHttpConnections } from "../transport/connection-caps.js";
 import { AccessControl } from "../transport/auth/access-control.js";
 import { loadTokenFile } from "../transport/auth/token-file.js";
 import { startPartitionRouter, type PartitionDirectory } from "./partition-router.js";
 import { hostForAddress } from "./cluster-node.js";
+import { nodeHttp } from "./node-http.js";
 
 export interface PartitionedNode extends RunningServer {
   nodeId: string;
@@ -30,8 +27,8 @@ const PARTITION_LEASE_MS = 5_000;
  * one node at a time (src/partition-host.ts, fenced by epoch). Each partition this node owns
  * is a whole Worq server on its slice of the store, on ports of its own; the node's public
  * gRPC port routes every call to the server of the partition it names, here or on another
- * node (partition-router.ts). Its HTTP port answers /healthz and /metrics for the node;
- * Connect calls and the dashboard are not routed yet and say so.
+ * node (partition-router.ts), and its HTTP port the same calls over Connect, with the
+ * dashboard, /healthz and /metrics (node-http.ts).
  */
 export async function startPartitionedNode(
   config: ServerConfig & { cluster: ClusterConfig & { partitions: number }; store: string },
@@ -100,8 +97,13 @@ export async function startPartitionedNode(
       directory,
       log,
     });
-    const routedCalls = router.routedCalls;
-    http = nodeHttp(config, access, nodeId, { partitions: () => host.partitions(), routedCalls }, tls, log);
+    http = nodeHttp(
+      config,
+      access,
+      { nodeId, partitions: () => host.partitions(), routedCalls: router.routedCalls, calls: router.calls },
+      tls,
+      log,
+    );
     capHttpConnections(http, { port: "http", ...caps, observe: () => {} });
     httpPort = await listenHttp(http, config.host, config.httpPort);
   } catch (error) {
@@ -127,47 +129,4 @@ export async function startPartitionedNode(
       await host.stop();
     },
   };
-}
-
-/** The node's HTTP port: /healthz and /metrics of its own; Connect and the dashboard refused by name. */
-function nodeHttp(
-  config: ServerConfig,
-  access: AccessControl,
-  nodeId: string,
-  node: { partitions(): number[]; routedCalls(): number },
-  tls: ReturnType<typeof readTlsFiles>,
-  log: Logger,
-): Server {
-  return httpServerFor(
-    tls,
-    guardRequests((request, response) => {
-      const door = checkDoor(request, hostRuleOf(config));
-      if (isRefusal(door)) return replyJsonError(response, door.status, door.code, door.message);
-      if (request.method === "GET" && door.path === "/healthz") {
-        const serving = node.partitions();
-        response
-          .writeHead(200, { "content-type": "application/json" })
-          .end(JSON.stringify({ status: "SERVING", node: nodeId, role: "partitions", partitions: serving }));
-        return;
-      }
-      if (request.method === "GET" && door.path === "/metrics") {
-        if (!authorizeHttpRoute(access, "metrics", request, response)) return;
-        response
-          .writeHead(200, { "content-type": "text/plain; version=0.0.4" })
-          .end(
-            "# HELP worq_partitions_served The partitions this node serves now.\n" +
-              `# TYPE worq_partitions_served gauge\nworq_partitions_served ${node.partitions().length}\n` +
-              "# HELP worq_node_routed_calls_total Calls this node's gRPC port took and routed to a partition's server (a library routing by partition sends none).\n" +
-              `# TYPE worq_node_routed_calls_total counter\nworq_node_routed_calls_total ${node.routedCalls()}\n`,
-          );
-        return;
-      }
-      replyJsonError(
-        response,
-        501,
-        "unimplemented",
-        "a partitioned node serves the worq API on its gRPC port only for now (Connect, JSON and the dashboard are not routed yet)",
-      );
-    }, log),
-  );
 }

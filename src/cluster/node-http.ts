@@ -1,0 +1,88 @@
+import type { Server } from "node:http";
+import type { ServerConfig } from "../config.js";
+import type { Logger } from "../log.js";
+import { maxMessageBytes, type readTlsFiles } from "../main.js";
+import { createConnectRoutes } from "../http/connect-routes.js";
+import { handleDashboardRoute } from "../http/dashboard-routes.js";
+import { httpServerFor } from "../http/http-server.js";
+import { hostRuleOf, checkDoor, isRefusal } from "../http/http-door.js";
+import { replyJsonError } from "../http/json-answer.js";
+import { guardRequests } from "../http/request-guard.js";
+import { authorizeHttpRoute } from "../http/route-access.js";
+import type { AccessControl } from "../transport/auth/access-control.js";
+import { connectAccessInterceptor } from "../transport/auth/http-access.js";
+import { routeConnect } from "./node-connect.js";
+import type { RoutedCall } from "./partition-router.js";
+
+/** What the node's HTTP port shows of the node. */
+export interface NodeView {
+  nodeId: string;
+  /** The partitions this node serves now. */
+  partitions(): number[];
+  /** Calls the node's ports routed to a partition's server. */
+  routedCalls(): number;
+  /** The router's calls, by path. */
+  calls: ReadonlyMap<string, RoutedCall>;
+}
+
+/**
+ * A partitioned node's HTTP port: the worq API over Connect and gRPC-Web, routed as on its
+ * gRPC port (node-connect.ts), so the dashboard (served here too) and curl see the whole
+ * cluster; /healthz and /metrics of the node itself. `/v1/jobs` (the job JSON formats) is
+ * not routed yet and says so. The door, access checks and request guard are the single
+ * server's (http-server.ts).
+ */
+export function nodeHttp(
+  config: ServerConfig,
+  access: AccessControl,
+  node: NodeView,
+  tls: ReturnType<typeof readTlsFiles>,
+  log: Logger,
+): Server {
+  const connect = createConnectRoutes(
+    {
+      grpc: false,
+      acceptCompression: [],
+      readMaxBytes: maxMessageBytes(config),
+      jsonOptions: { ignoreUnknownFields: false },
+      interceptors: [connectAccessInterceptor(access)],
+    },
+    (router) => routeConnect(router, node.calls),
+  );
+  return httpServerFor(
+    tls,
+    guardRequests((request, response) => {
+      const door = checkDoor(request, hostRuleOf(config));
+      if (isRefusal(door)) return replyJsonError(response, door.status, door.code, door.message);
+      request.url = door.originForm;
+      const path = door.path;
+      if (request.method === "GET" && path === "/healthz") {
+        response
+          .writeHead(200, { "content-type": "application/json" })
+          .end(JSON.stringify({ status: "SERVING", node: node.nodeId, role: "partitions", partitions: node.partitions() }));
+        return;
+      }
+      if (request.method === "GET" && path === "/metrics") {
+        if (!authorizeHttpRoute(access, "metrics", request, response)) return;
+        response
+          .writeHead(200, { "content-type": "text/plain; version=0.0.4" })
+          .end(
+            "# HELP worq_partitions_served The partitions this node serves now.\n" +
+              `# TYPE worq_partitions_served gauge\nworq_partitions_served ${node.partitions().length}\n` +
+              "# HELP worq_node_routed_calls_total Calls this node's ports took and routed to a partition's server (a library routing by partition sends none).\n" +
+              `# TYPE worq_node_routed_calls_total counter\nworq_node_routed_calls_total ${node.routedCalls()}\n`,
+          );
+        return;
+      }
+      if (path === "/v1/jobs" || path.startsWith("/v1/jobs/")) {
+        return replyJsonError(
+          response,
+          501,
+          "unimplemented",
+          "a partitioned node does not route /v1/jobs yet: use the Connect API (POST /worq.v1.ProducerService/Submit) or gRPC",
+        );
+      }
+      return handleDashboardRoute(request, response, path) || connect(request, response, path);
+    }, log),
+  );
+}
