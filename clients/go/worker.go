@@ -70,8 +70,9 @@ type WorkerOptions struct {
 	// RandomQueueOrder picks each job from one of Queues chosen uniformly at random among
 	// those with a ready job, instead of strictly in order.
 	RandomQueueOrder bool
-	// Concurrency is how many handlers run at once (the Lease credits). Default 10. Split
-	// over streams to several partitions (WithPartitionRouting), each takes at least one.
+	// Concurrency is how many handlers run at once (the Lease credits). Default 10. Shared
+	// by the streams to several partitions (WithPartitionRouting): each keeps at least one,
+	// and the rest moves to the streams whose partitions have jobs waiting for credit.
 	Concurrency int
 	// WorkerID identifies this process to the server. Default "hostname-pid-random".
 	WorkerID string
@@ -363,12 +364,17 @@ func (w *Worker) leaseLoop(ctx context.Context, g leaseGroup) error {
 		if w.stopped(ctx) {
 			return nil
 		}
+		if g.credit != nil {
+			// Opened with the limit the credit mover last gave the stream, asking to be told
+			// when jobs wait for its credit.
+			req.Credits, req.ReportWaiting = g.credit.opening(), true
+		}
 		server := w.client.routeOfPartition(g.partition)
 		streamCtx, endStream := ctx, context.CancelFunc(func() {})
 		if g.partition != noPartition && server == w.client.node {
 			streamCtx, endStream = w.untilOwnServer(ctx, g.partition)
 		}
-		received, err := w.leaseOnce(streamCtx, server, req)
+		received, err := w.leaseOnce(streamCtx, server, req, g.credit)
 		if errors.Is(context.Cause(streamCtx), errOwnServerKnown) {
 			err = errOwnServerKnown
 		}
@@ -429,10 +435,14 @@ func (r *reconnectRequest) Error() string {
 }
 
 // leaseOnce opens one Lease stream on r and consumes it until it ends. received tells
-// whether any message arrived (the stream was really up).
-func (w *Worker) leaseOnce(ctx context.Context, r *route, req *worqv1.LeaseRequest) (received bool, err error) {
+// whether any message arrived (the stream was really up). credit, when the worker moves its
+// concurrency between streams, is told the stream's id and whether jobs wait for it.
+func (w *Worker) leaseOnce(ctx context.Context, r *route, req *worqv1.LeaseRequest, credit *streamCredit) (received bool, err error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if credit != nil {
+		defer credit.ended()
+	}
 	stream, err := r.worker.Lease(sctx, req)
 	if err != nil {
 		return false, wrapErr(sctx, err)
@@ -463,6 +473,13 @@ func (w *Worker) leaseOnce(ctx context.Context, r *route, req *worqv1.LeaseReque
 				w.accept(lj)
 			}
 		case *worqv1.LeaseResponse_Keepalive:
+			if id := kind.Keepalive.GetStreamId(); id != "" && credit != nil {
+				credit.opened(id, r)
+			}
+		case *worqv1.LeaseResponse_Waiting:
+			if credit != nil {
+				credit.mover.setWaiting(credit.index, kind.Waiting.GetWaiting())
+			}
 		case *worqv1.LeaseResponse_Revoked:
 			w.revoke(kind.Revoked)
 		case *worqv1.LeaseResponse_Control:

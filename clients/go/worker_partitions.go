@@ -8,7 +8,9 @@ package worq
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	worqv1 "github.com/worq-dev/worq/gen/go/worq/v1"
@@ -52,19 +54,26 @@ func (w *Worker) leaseAll(ctx context.Context) error {
 	if len(groups) == 0 {
 		return nil // stopped while reading the partition map
 	}
-	// Every stream may hold its credits at once; below Concurrency only when the queues
-	// live in more partitions than that (each stream takes at least one). No handler runs
-	// before the streams open, so the slots can still be replaced.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if len(groups) > 1 {
+		// The streams share Concurrency, moved to those whose jobs wait for credit.
+		mover := w.shareCredit(ctx, groups)
+		defer mover.close()
+	}
+	// Every stream may hold its credits at once: the streams' limits sum to at most
+	// Concurrency (the credit mover keeps them so), or to one per stream when the queues
+	// live in more partitions than that. The handlers of all the streams take slots of this
+	// one pool, wherever the credit is. No handler runs before the streams open, so the
+	// slots can still be replaced.
 	credits := 0
 	for _, g := range groups {
 		credits += g.credits
 	}
 	w.slots = make(chan struct{}, credits)
 	if len(groups) > 1 {
-		w.log.Info("leasing from several partitions, one stream each", "streams", len(groups))
+		w.log.Info("leasing from several partitions, one stream each", "streams", len(groups), "concurrency", w.opts.Concurrency)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	ended := make(chan error, len(groups))
 	for _, g := range groups {
 		go func() { ended <- w.leaseLoop(ctx, g) }()
@@ -84,12 +93,91 @@ type leaseGroup struct {
 	partition int // whose server serves the stream; noPartition: the node
 	queues    []string
 	credits   int
+	// credit is the stream's share of Concurrency as the credit mover moves it; nil when the
+	// worker holds one stream (it then has all of Concurrency).
+	credit *streamCredit
+}
+
+// shareCredit makes the credit mover of the groups' streams: each group's credits become its
+// first limit, and its stream reports to the mover whether jobs wait for its credit.
+func (w *Worker) shareCredit(ctx context.Context, groups []leaseGroup) *creditMover {
+	limits := make([]setLimitFunc, len(groups))
+	for i := range groups {
+		s := &streamCredit{ctx: ctx, log: w.log, index: i}
+		groups[i].credit = s
+		limits[i] = s.setLimit
+	}
+	mover := newCreditMover(w.opts.Concurrency, limits)
+	for i, limit := range mover.initialLimits() {
+		groups[i].credits = limit
+		groups[i].credit.limit = limit
+		groups[i].credit.mover = mover
+	}
+	return mover
+}
+
+// streamCredit is one group's stream as the credit mover sees it: its limit, and while a
+// stream is open, its id and the server it is on.
+type streamCredit struct {
+	ctx   context.Context // the lease loops': calls end with them
+	log   *slog.Logger
+	mover *creditMover
+	index int
+
+	mu       sync.Mutex
+	limit    int    // the stream's limit, and what its next stream opens with
+	streamID string // from the open stream's keepalives; "" while none is open
+	server   *route // the open stream's server
+}
+
+// opening is the limit a new stream opens with: the one it was last given.
+func (s *streamCredit) opening() uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return uint32(s.limit)
+}
+
+// opened records the open stream's id (its keepalives carry it) and server.
+func (s *streamCredit) opened(streamID string, server *route) {
+	s.mu.Lock()
+	s.streamID, s.server = streamID, server
+	s.mu.Unlock()
+}
+
+// ended forgets the stream: nothing waits for a stream that is gone, and the next says again.
+func (s *streamCredit) ended() {
+	s.mu.Lock()
+	s.streamID, s.server = "", nil
+	s.mu.Unlock()
+	s.mover.setWaiting(s.index, false)
+}
+
+// setLimit sets the stream's limit (and the one its next stream opens with) with
+// SetLeaseCredits on the stream's own server, and answers what the stream held then; ok is
+// false when no stream is open or the call failed.
+func (s *streamCredit) setLimit(limit int) (held int, ok bool) {
+	s.mu.Lock()
+	s.limit = limit
+	streamID, server := s.streamID, s.server
+	s.mu.Unlock()
+	if streamID == "" {
+		return 0, false // not connected: the next stream opens with it
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, callTimeout)
+	defer cancel()
+	resp, err := server.worker.SetLeaseCredits(ctx, &worqv1.SetLeaseCreditsRequest{StreamId: streamID, Credits: uint32(limit)})
+	if err != nil {
+		// NOT_FOUND: the stream ended meanwhile; the next one opens with the new limit.
+		s.log.Debug("setting a Lease stream's credits failed", "credits", limit, "error", err)
+		return 0, false
+	}
+	return int(resp.GetHeld()), true
 }
 
 // leaseGroups splits the worker's queues by partition when routing finds the server
 // partitioned: one stream per partition, to that partition's own server, with its queues
-// in the order given and an even share of the concurrency. Otherwise one stream to the
-// node. It waits for the partition map (nil when the worker stops meanwhile).
+// in the order given and (at first) an even share of the concurrency. Otherwise one stream
+// to the node. It waits for the partition map (nil when the worker stops meanwhile).
 func (w *Worker) leaseGroups(ctx context.Context) []leaseGroup {
 	all := []leaseGroup{{partition: noPartition, queues: w.opts.Queues, credits: w.opts.Concurrency}}
 	routes := w.client.routes

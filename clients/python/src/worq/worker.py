@@ -47,7 +47,7 @@ from worq.v1 import job_pb2, worker_service_pb2
 
 from . import _convert, _tracing
 from ._channel import TLS, ChannelOptions, open_channel
-from ._partition import even_shares
+from ._credit import CreditMover
 from ._routes import Link, PartitionRoutes
 from .errors import LeaseLost, PermanentError, RateLimited, WorqError, error_for_code, from_rpc_error
 from .types import Job
@@ -385,9 +385,9 @@ class Worker:
     ``install_signal_handlers=True``) shuts down gracefully.
 
     On a partitioned cluster (``worq serve --cluster --partitions``) the worker leases from
-    each partition's own server: one Lease stream per partition its queues live in, each with
-    an even share of ``concurrency``, its reports and renewals going to that server too (see
-    ``partition_routing``).
+    each partition's own server: one Lease stream per partition its queues live in, sharing
+    ``concurrency`` between them (moved to the streams whose partitions have jobs waiting),
+    its reports and renewals going to that server too (see ``partition_routing``).
     """
 
     def __init__(
@@ -422,8 +422,11 @@ class Worker:
         the partitions the queues live in, rather than through the node at ``address`` (which
         would forward every call). ``run()`` first reads the partition map (one GetServerInfo);
         queues in several partitions get one stream per partition (the queues of each in the
-        order given, ``concurrency`` split evenly, at least 1 each), and the map is read again
-        whenever a stream reconnects, since its partition may have moved. On a server that is
+        order given), and the map is read again whenever a stream reconnects, since its
+        partition may have moved. The streams share ``concurrency``: each starts with an even
+        share (at least 1); whenever jobs of some partitions wait for credit, each stream with
+        nothing waiting keeps 1 and the rest moves to the waiting ones (SetLeaseCredits to
+        each stream's server), never more than ``concurrency`` held in all. On a server that is
         not partitioned (or refuses GetServerInfo) the worker holds one stream to ``address``.
         """
         if isinstance(queues, str):
@@ -485,6 +488,15 @@ class Worker:
         self._parts: List["Worker"] = []  # one per partition, when the queues live in several
         self._ready_sent = False
         self._stream_lost = False  # the stream dropped and is not open again yet
+        # A worker over several partitions: moves its concurrency between its parts' streams.
+        self._credits: Optional[CreditMover] = None
+        # A part's: told whenever its stream says whether a ready job waits for its credit.
+        self._waiting_listener: Optional[Callable[[bool], None]] = None
+        # A part's: the handler slots of the worker it belongs to, shared by all its parts.
+        self._shared_slots: Optional[asyncio.Semaphore] = None
+        # The open stream's id (from its keepalives) and the link it is on, for SetLeaseCredits.
+        self._stream_id: Optional[str] = None
+        self._stream_link: Optional[Link] = None
 
     # --- registration ---------------------------------------------------------------------
 
@@ -549,6 +561,8 @@ class Worker:
             if self._pinned is None:
                 log.info("worker %s stopping", self.worker_id)
             self._stopping.set()
+        if self._credits is not None:
+            self._credits.close()
         for part in self._parts:
             part.stop(force=force)
 
@@ -579,7 +593,7 @@ class Worker:
         self._reports_idle = asyncio.Event()
         self._reports_idle.set()
         self._reports_kick = asyncio.Event()
-        self._sem = asyncio.Semaphore(self.concurrency)
+        self._sem = self._shared_slots if self._shared_slots is not None else asyncio.Semaphore(self.concurrency)
         self._held = {}
         self._reports = []
         self._quiet = False
@@ -729,12 +743,21 @@ class Worker:
             self._routes.refresh_soon()
 
     async def _run_parts(self, routes: PartitionRoutes, groups: List[Tuple[int, List[str]]]) -> None:
-        """Runs one worker per partition, each with its queues there, an even share of the
-        concurrency and its calls to that partition's server; until stopped, or until one
-        ends on its own (TERMINATE, a refused Lease), which ends them all, as a node ends a
-        Lease it merges when one of its streams ends."""
+        """Runs one worker per partition, each with its queues there and its calls to that
+        partition's server; until stopped, or until one ends on its own (TERMINATE, a refused
+        Lease), which ends them all, as a node ends a Lease it merges when one of its streams
+        ends. The concurrency is shared among their streams and moved to those with jobs
+        waiting for credit (CreditMover); their handlers take slots of one pool, so that no
+        more than the concurrency run at once, wherever the credit is."""
         assert self._stopping is not None and self._force is not None
-        shares = even_shares(self.concurrency, len(groups))
+        parts: List[Worker] = []
+        credits = self._credits = CreditMover(
+            self.concurrency, [functools.partial(self._set_part_limit, parts, i) for i in range(len(groups))]
+        )
+        shares = credits.initial_limits
+        # As many as the streams may hold at once: the concurrency, or one per stream when
+        # the queues live in more partitions than that.
+        slots = asyncio.Semaphore(sum(shares))
         told: Set[str] = set()
 
         def on_part_event(event: WorkerEvent) -> None:
@@ -746,14 +769,16 @@ class Worker:
                 told.add(event.name)
             self._emit(event)
 
-        self._parts = [
-            self._part(routes, partition, queues, share, on_part_event)
-            for (partition, queues), share in zip(groups, shares)
-        ]
+        for i, ((partition, queues), share) in enumerate(zip(groups, shares)):
+            part = self._part(routes, partition, queues, share, on_part_event)
+            part._shared_slots = slots
+            part._waiting_listener = functools.partial(credits.set_waiting, i)
+            parts.append(part)
+        self._parts = parts
         log.info(
-            "worker %s: queues in %d partitions, a stream to each one's server: %s",
-            self.worker_id, len(groups),
-            "; ".join(f"partition {p}: {queues}, concurrency {share}" for (p, queues), share in zip(groups, shares)),
+            "worker %s: queues in %d partitions, a stream to each one's server, concurrency %d shared between them: %s",
+            self.worker_id, len(groups), self.concurrency,
+            "; ".join(f"partition {p}: {queues}, starting with {share}" for (p, queues), share in zip(groups, shares)),
         )
         if self._stopping.is_set():
             for part in self._parts:
@@ -768,12 +793,39 @@ class Worker:
                 task.cancel()
             await asyncio.wait(tasks)
             raise
+        finally:
+            credits.close()
+            self._credits = None
         for task in tasks:
             error = None if task.cancelled() else task.exception()
             if isinstance(error, WorqError):
                 self._fatal = self._fatal or error
             elif error is not None:
                 raise error
+
+    @staticmethod
+    async def _set_part_limit(parts: List["Worker"], index: int, limit: int) -> Optional[int]:
+        return await parts[index]._set_lease_limit(limit) if index < len(parts) else None
+
+    async def _set_lease_limit(self, limit: int) -> Optional[int]:
+        """Sets this stream's limit (and the concurrency its next stream opens with); answers
+        what the stream held then, or None when no stream is open or the call failed."""
+        self.concurrency = limit
+        stream_id, link = self._stream_id, self._stream_link
+        if stream_id is None or link is None:
+            return None  # not connected: the next stream opens with it
+        request = worker_service_pb2.SetLeaseCreditsRequest(stream_id=stream_id, credits=limit)
+        try:
+            # Over the link of the stream: its partition's own server.
+            response: worker_service_pb2.SetLeaseCreditsResponse = await link.worker.SetLeaseCredits(
+                request, timeout=_CALL_TIMEOUT
+            )
+        except grpc.aio.AioRpcError as err:
+            # NOT_FOUND: the stream ended meanwhile; the next one opens with the new limit.
+            level = logging.DEBUG if err.code() == grpc.StatusCode.NOT_FOUND else logging.WARNING
+            log.log(level, "setting the stream's credits to %d failed (%s: %s)", limit, err.code().name, err.details())
+            return None
+        return response.held
 
     def _part(
         self,
@@ -842,20 +894,23 @@ class Worker:
     async def _lease_loop(self) -> None:
         assert self._stopping is not None and self._renew_now is not None
         backoff = _Backoff()
-        request = worker_service_pb2.LeaseRequest(
-            queues=self.queues,
-            worker_id=self.worker_id,
-            credits=self.concurrency,
-            labels=self.labels,
-            order=worker_service_pb2.QUEUE_ORDER_RANDOM if self.queue_order == "random" else worker_service_pb2.QUEUE_ORDER_LISTED,
-        )
         while not self._stopping.is_set():
             opened_at = time.monotonic()
             delivered = False
             reason = "the server ended the stream"
             # The map may have changed since the last stream (read again when it dropped).
             self._partition = self._single_partition()
-            call = self._link().worker.Lease(request)
+            link = self._link()
+            # Opened with the stream's current limit, which the credit mover may have changed.
+            request = worker_service_pb2.LeaseRequest(
+                queues=self.queues,
+                worker_id=self.worker_id,
+                credits=self.concurrency,
+                labels=self.labels,
+                order=worker_service_pb2.QUEUE_ORDER_RANDOM if self.queue_order == "random" else worker_service_pb2.QUEUE_ORDER_LISTED,
+                report_waiting=self._waiting_listener is not None,
+            )
+            call = link.worker.Lease(request)
             opened = False
             try:
                 await call.wait_for_connection()
@@ -876,6 +931,12 @@ class Worker:
                         delivered = True
                         for leased in message.jobs.jobs:
                             self._accept(leased)
+                    elif kind == "keepalive":
+                        if message.keepalive.stream_id:
+                            self._stream_id, self._stream_link = message.keepalive.stream_id, link
+                    elif kind == "waiting":
+                        if self._waiting_listener is not None:
+                            self._waiting_listener(message.waiting.waiting)
                     elif kind == "revoked":
                         self._revoke(message.revoked.jid, message.revoked.lease_id, message.revoked.reason)
                     elif kind == "control":
@@ -893,7 +954,6 @@ class Worker:
                             self._request_stop()
                             break
                         log.debug("ignoring control action %d", action)
-                    # keepalive: nothing to do
             except grpc.aio.AioRpcError as err:
                 code = err.code()
                 if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.UNIMPLEMENTED):
@@ -905,6 +965,10 @@ class Worker:
                 reason = f"{code.name}: {err.details()}"
             finally:
                 call.cancel()
+                self._stream_id = self._stream_link = None
+                if self._waiting_listener is not None:
+                    # Nothing waits for a stream that is gone; the next one says again.
+                    self._waiting_listener(False)
             if not self._quiet and not self._stopping.is_set():
                 self._on_stream_lost()
             if self._quiet or self._stopping.is_set():
