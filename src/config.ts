@@ -66,6 +66,14 @@ export interface ServerConfig {
   httpAllowedHosts?: string[];
   /** Run as one node of a cluster on the --store database (src/cluster, docs/deploy.md). */
   cluster?: ClusterConfig;
+  /**
+   * Engines on this machine (--engines, docs/scale-out.md "Cores on one machine"): the job
+   * space split into this many partitions, each an engine process of its own on its own
+   * LevelDB store under the data directory. Unset or 1: the one engine, in-process.
+   */
+  engines?: number;
+  /** Set only in an engine process of --engines (src/engine-child.ts): the partition it serves. Never from a flag. */
+  engineSlot?: { index: number; count: number };
 }
 
 export interface ClusterConfig {
@@ -180,6 +188,10 @@ const SERVE_OPTIONS: ReadonlyArray<{ group: string; flags: string; help: string 
     [
       "--cluster-ca <file>",
       "with TLS: PEM CA bundle the leader's certificate must chain to, on the links between nodes [WORQ_CLUSTER_CA] (default --tls-client-ca, else --tls-cert itself)",
+    ],
+    [
+      "--engines <n>",
+      "run n engine processes on this machine (1-64), the jobs split among them by queue, each with its own store under --data-dir: capacity grows with cores (docs/scale-out.md) [WORQ_ENGINES] (default 1)",
     ],
     [
       "--partitions <n>",
@@ -359,6 +371,8 @@ export function serveConfig(values: ServeValues, env: NodeJS.ProcessEnv = proces
   if (config.faktoryPasswordFile !== undefined && config.faktoryPort === undefined) {
     throw new Error("--faktory-password-file is only used with --faktory-port");
   }
+  const engines = pick("engines", "WORQ_ENGINES");
+  if (engines !== undefined) enginesOf(config, engines);
   if (pickSwitch("insecure", "WORQ_INSECURE")) config.insecure = true;
   refuseOpenNetworkBind(config, config.insecure === true);
   if (pickSwitch("cluster", "WORQ_CLUSTER")) {
@@ -382,6 +396,28 @@ export function serveConfig(values: ServeValues, env: NodeJS.ProcessEnv = proces
   }
   return config;
 }
+
+/** --engines: a count; more than one refuses what engine processes do not serve yet, by name. */
+function enginesOf(config: ServerConfig, text: string): void {
+  const count = parseInteger(text, "--engines");
+  if (count < 1 || count > MAX_ENGINES) throw new Error(`--engines must be 1 to ${MAX_ENGINES}, got ${count}`);
+  if (count === 1) return;
+  for (const [flag, set] of [
+    ["--store", config.store !== undefined],
+    ["--faktory-port", config.faktoryPort !== undefined],
+    ["--workq-port", config.workqPort !== undefined],
+    ["--schedules", config.schedulesFile !== undefined],
+  ] as const) {
+    if (set) {
+      const why = flag === "--store" ? "engines run on LevelDB (on PostgreSQL use --cluster --partitions)" : "not served by --engines yet";
+      throw new Error(`${flag} with --engines ${count}: ${why}`);
+    }
+  }
+  config.engines = count;
+}
+
+/** The most engine processes --engines starts. */
+const MAX_ENGINES = 64;
 
 /** --partitions: a count, and the doors a partitioned node does not serve yet refused by name. */
 function partitionsOf(config: ServerConfig, text: string): number {

@@ -157,6 +157,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
       ...(config.maxQueues !== undefined && { maxQueues: config.maxQueues }),
       ...(leader && { mayGrant: () => leader.mayGrant() }),
       ...(leader?.partition && { partition: { index: leader.partition.index, count: leader.partition.count } }),
+      ...(config.engineSlot && { partition: config.engineSlot }),
       // Without an OTLP endpoint, no tracing work at all: the observer is not there.
       observeWrites: traceWrites
         ? (writes) => {

@@ -5,18 +5,15 @@ import { startServer } from "../main.js";
 import { startClusterNode } from "../cluster/cluster-node.js";
 import { startPartitionedNode } from "../cluster/partitioned-node.js";
 import { redactedUrl } from "../storage/postgres/url.js";
+import { checkNotEnginesDir, startEnginesNode } from "../engines-node.js";
+import type { Logger } from "../log.js";
 
-/**
- * `worq serve`: runs the server until SIGTERM or SIGINT, with the settings its flags and the
- * environment variables gave (parsed in src/config.ts, on the CLI's commander tree). Prints one
- * JSON line on stdout once listening.
- */
-export async function serve(config: ServerConfig): Promise<void> {
+/** V8 settings for a server process (set before it allocates anything; read at each GC). */
+export function tuneHeap(): void {
   // A submit's inputs, metas and bodies all live until its commit, so V8 sees each of their
   // allocation sites survive a young-generation GC and starts allocating them in the old
   // generation, where they then die and leave it fragmented: with a large backlog most of the
   // old space kept nothing live (bench/diag/engine-memory.mjs --leveldb; docs/performance.md).
-  // Set before the server allocates anything; it is read at each GC.
   setFlagsFromString("--no-allocation-site-pretenuring");
   // After a burst (a large preload) V8 let the old generation grow to several times what was
   // live, and the Buffers of that garbage kept malloc's heap large until the next full GC,
@@ -27,13 +24,27 @@ export async function serve(config: ServerConfig): Promise<void> {
   if (!`${process.execArgv.join(" ")} ${process.env.NODE_OPTIONS ?? ""}`.includes("--heap-growing-percent")) {
     setFlagsFromString("--heap-growing-percent=100");
   }
+}
+
+/**
+ * `worq serve`: runs the server until SIGTERM or SIGINT, with the settings its flags and the
+ * environment variables gave (parsed in src/config.ts, on the CLI's commander tree). Prints one
+ * JSON line on stdout once listening.
+ */
+export async function serve(config: ServerConfig): Promise<void> {
+  tuneHeap();
   const log = createLogger(config.logLevel, process.stderr, config.cluster && { node: config.cluster.nodeId });
   const start =
-    config.cluster?.partitions !== undefined && config.store
-      ? startPartitionedNode({ ...config, cluster: { ...config.cluster, partitions: config.cluster.partitions }, store: config.store }, log)
-      : config.cluster && config.store
-        ? startClusterNode({ ...config, cluster: config.cluster, store: config.store }, log)
-        : startServer(config, log);
+    config.engines !== undefined && config.engines > 1
+      ? startEnginesNode({ ...config, engines: config.engines }, log)
+      : config.cluster?.partitions !== undefined && config.store
+        ? startPartitionedNode(
+            { ...config, cluster: { ...config.cluster, partitions: config.cluster.partitions }, store: config.store },
+            log,
+          )
+        : config.cluster && config.store
+          ? startClusterNode({ ...config, cluster: config.cluster, store: config.store }, log)
+          : startSingle(config, log);
   const server = await start.catch((error: unknown) => {
     log.error("cannot start", { error: (error as Error).message });
     process.exit(1);
@@ -72,4 +83,10 @@ export async function serve(config: ServerConfig): Promise<void> {
     ...(config.cluster && { node: config.cluster.nodeId, cluster: true }),
   };
   process.stdout.write(`${JSON.stringify(listening)}\n`);
+}
+
+/** One server; on LevelDB, not on a data directory that --engines split. */
+async function startSingle(config: ServerConfig, log: Logger) {
+  if (config.store === undefined) checkNotEnginesDir(config.dataDir);
+  return startServer(config, log);
 }

@@ -380,3 +380,54 @@ describe("worq serve --partitions fuzzed", () => {
     printFigures("partitions-flag", { ...figures, seed: SEED });
   });
 });
+
+describe("worq serve --engines fuzzed", () => {
+  const value = fc.oneof(
+    fc.integer({ min: -2, max: 80 }).map(String),
+    fc.stringMatching(/^\d{1,25}$/),
+    fc.string({ unit: "binary", maxLength: 12 }),
+    fc.constantFrom("", " 2", "2 ", "0x2", "2e0", "2.0", "+2", "٢", "02", "64", "65", "NaN"),
+  );
+  /** The flags an engines node is started with now and then, some of which it refuses. */
+  const companions = fc.oneof(
+    { arbitrary: fc.constant<string[][]>([]), weight: 4 },
+    fc.constantFrom<string[][]>(
+      [["--store", "postgres://worq@127.0.0.1:5432/worq"]],
+      [["--faktory-port", "0"]],
+      [["--workq-port", "0"]],
+      [["--schedules", "/dev/null"]],
+    ),
+  );
+
+  it(`random counts and companion flags (${RUNS * 8}, seed ${SEED}), as a flag or in WORQ_ENGINES: 1 to 64 accepted whole, the rest refused in one line naming the flag`, () => {
+    const figures = { inputs: 0, accepted: 0, refused: 0 };
+    fc.assert(
+      fc.property(value, companions, fc.boolean(), (text, others, fromEnv) => {
+        figures.inputs++;
+        const argv = [...others.flat(), ...(fromEnv ? [] : [`--engines=${text}`])];
+        let config: ServerConfig;
+        try {
+          config = parseServeArgs(argv, fromEnv ? { WORQ_ENGINES: text } : {}) as ServerConfig;
+        } catch (error) {
+          figures.refused++;
+          const message = (error as Error).message;
+          expect(message, JSON.stringify(text)).not.toContain("\n");
+          expect(message).toMatch(/--engines|--store|--faktory-port|--workq-port|--schedules/);
+          return;
+        }
+        figures.accepted++;
+        expect(text, "a count accepted that is not a plain number").toMatch(/^\d+$/);
+        const count = Number(text);
+        expect(count).toBeGreaterThanOrEqual(1);
+        expect(count).toBeLessThanOrEqual(64);
+        // One engine is the default server; more refuse what engine processes do not serve.
+        expect(config.engines).toBe(count === 1 ? undefined : count);
+        if (count > 1) expect(others, "a companion --engines refuses was accepted").toEqual([]);
+      }),
+      { numRuns: RUNS * 8, seed: SEED },
+    );
+    expect(figures.accepted).toBeGreaterThan(0);
+    expect(figures.refused).toBeGreaterThan(0);
+    printFigures("engines-flag", { ...figures, seed: SEED });
+  });
+});

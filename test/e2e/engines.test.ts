@@ -1,0 +1,196 @@
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { DescService } from "@bufbuild/protobuf";
+import { Code, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import fc from "fast-check";
+import { afterAll, describe, expect, it } from "vitest";
+import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
+import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
+import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
+import { JobState, Worker, WorqClient } from "@worq/client";
+import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
+import { connect } from "./support/clients.js";
+import { spawnServer, type ServerProcess } from "./support/server-process.js";
+import { messageArbitrary } from "../fuzz/support/proto-arbitrary.js";
+import { callOnce } from "../fuzz/support/call-once.js";
+
+const ENGINES = 2;
+const SEED = Number(process.env.WORQ_FUZZ_SEED ?? Date.now() % 2 ** 31);
+
+/** A queue name that lives in engine `index`. */
+function queueOf(index: number, prefix = "eq"): string {
+  for (let i = 0; ; i++) if (fnv1a32(`${prefix}${i}`) % ENGINES === index) return `${prefix}${i}`;
+}
+
+/** The engine processes of `server` (its children), by pid. */
+function enginePids(server: ServerProcess): number[] {
+  try {
+    return execFileSync("pgrep", ["-P", String(server.child.pid)], { encoding: "utf8" })
+      .trim()
+      .split("\n")
+      .filter(Boolean)
+      .map(Number);
+  } catch {
+    return []; // pgrep exits 1 when there is none
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function until<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/**
+ * `worq serve --engines N` on LevelDB: N engine processes, the jobs split among them by queue,
+ * each with its own store under the data directory; the parent's ports route every call and
+ * publish the engines' addresses, so the libraries go to them directly. Real processes,
+ * killed with SIGKILL.
+ */
+describe("worq serve --engines: engine processes on one machine", () => {
+  const dirs: string[] = [];
+  const servers: ServerProcess[] = [];
+  const dataDir = () => {
+    const dir = mkdtempSync(join(tmpdir(), "worq-engines-"));
+    dirs.push(dir);
+    return dir;
+  };
+  afterAll(async () => {
+    for (const server of servers) {
+      for (const pid of enginePids(server)) if (alive(pid)) process.kill(pid, "SIGKILL");
+      server.child.kill("SIGKILL");
+    }
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("places jobs by queue in two engines, serves them through the parent and straight from the library; an engine SIGKILLed is started again with its jobs; the parent SIGKILLed takes its engines with it, and a restart finds every job", async () => {
+    const dir = dataDir();
+    let server = await spawnServer(dir, ["--engines", String(ENGINES), "--orphan-grace", "500ms"]);
+    servers.push(server);
+    expect(enginePids(server)).toHaveLength(ENGINES);
+    const clients = connect(server.port);
+    const info = await clients.admin.getServerInfo({});
+    expect(info.partitionCount).toBe(ENGINES);
+    expect(info.partitions.map((owner) => owner.index)).toEqual([0, 1]);
+
+    // Through the parent's gRPC port: each job in its queue's engine, its jid says which.
+    const queues = [queueOf(0), queueOf(1)];
+    const jids: string[] = [];
+    for (const queue of queues) {
+      for (let i = 0; i < 5; i++) {
+        const { jid } = await clients.producer.submit({ job: { type: "t", queue } });
+        expect(partitionOfId(jid, ENGINES)).toBe(fnv1a32(queue) % ENGINES);
+        jids.push(jid);
+      }
+    }
+    // Listed over both engines, and read one by one.
+    const { jobs } = await clients.admin.listJobs({ state: JobState.SCHEDULED });
+    expect(jobs.map((job) => job.jid).sort()).toEqual([...jids].sort());
+    expect((await clients.admin.listQueues({})).queues.map((stats) => stats.queue).sort()).toEqual([...queues].sort());
+
+    // The library goes to each engine itself: the parent routes none of its submits, leases or acks.
+    const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
+    const routed = async () =>
+      Number(/^worq_node_routed_calls_total (\d+)$/m.exec(await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`)).text())![1]);
+    const seen = new Map<string, number>();
+    const worker = new Worker({ client, queues, concurrency: 4 });
+    worker.register("t", (job) => void seen.set(job.jid, (seen.get(job.jid) ?? 0) + 1));
+    const running = worker.run();
+    await until("the jobs ran", () => seen.size === jids.length);
+    const routedBefore = await routed();
+    const more = await Promise.all(queues.flatMap((queue) => Array.from({ length: 10 }, () => client.submit("t", { queue }))));
+    for (const jid of more) expect((await client.waitResult(jid, 10_000)).state).toBe(JobState.COMPLETED);
+    expect((await routed()) - routedBefore).toBe(0);
+    await worker.stop();
+    await running;
+    expect([...seen.values()].every((runs) => runs === 1)).toBe(true);
+
+    // An engine SIGKILLed: started again on its store, its unfinished jobs there, the other engine serving meanwhile.
+    const waiting = [
+      await client.submit("t", { queue: queues[0]!, delayMs: 3_600_000 }),
+      await client.submit("t", { queue: queues[1]!, delayMs: 3_600_000 }),
+    ];
+    const [victim] = enginePids(server);
+    process.kill(victim!, "SIGKILL");
+    expect((await clients.producer.submit({ job: { type: "t", queue: queues[1]! } })).jid).toBeTruthy();
+    await until("the killed engine started again", () => {
+      const pids = enginePids(server);
+      return pids.length === ENGINES && !pids.includes(victim!);
+    });
+    for (const jid of waiting)
+      expect((await until(`job ${jid} readable`, () => clients.admin.getJob({ jid }).catch(() => undefined))).job?.state).toBe(
+        JobState.DELAYED,
+      );
+    expect(server.stderr()).toContain("an engine process exited; starting it again");
+
+    // The parent SIGKILLed: its engines see their channel close and stop; a restart finds every job.
+    const engines = enginePids(server);
+    server.child.kill("SIGKILL");
+    await server.exited;
+    await until("the engines stopped with their parent", () => engines.every((pid) => !alive(pid)), 15_000);
+    server = await spawnServer(dir, ["--engines", String(ENGINES)]);
+    servers.push(server);
+    const again = connect(server.port);
+    for (const jid of [...jids, ...more]) expect((await again.admin.getJob({ jid })).job!.state).toBe(JobState.COMPLETED);
+    for (const jid of waiting) expect((await again.admin.getJob({ jid })).job!.state).toBe(JobState.DELAYED);
+  }, 90_000);
+
+  it(`random messages of every request type through the parent's gRPC port (5 per RPC, seed ${SEED}): OK or a clear error, never INTERNAL, and every process lives`, async () => {
+    const server = await spawnServer(dataDir(), ["--engines", String(ENGINES), "--log-level", "error"]);
+    servers.push(server);
+    const transport = createGrpcTransport({ baseUrl: `http://127.0.0.1:${server.port}` });
+    const pids = enginePids(server);
+    for (const service of [ProducerService, WorkerService, AdminService] as DescService[]) {
+      const client = createClient(service, transport) as unknown as Record<string, (request: unknown, options: object) => unknown>;
+      for (const method of service.methods) {
+        await fc.assert(
+          fc.asyncProperty(messageArbitrary(method.input), async (request) => {
+            const error = await callOnce(client, method, request.message);
+            if (error === undefined) return;
+            expect([Code.Internal, Code.Unknown, Code.DataLoss], `${method.name}: ${error.rawMessage}`).not.toContain(error.code);
+            expect(error.rawMessage.length, `${method.name} answered without a message`).toBeGreaterThan(0);
+          }),
+          { numRuns: 5, seed: SEED, endOnFailure: true },
+        );
+      }
+    }
+    expect(server.child.exitCode).toBeNull();
+    expect(enginePids(server)).toEqual(pids);
+    expect(server.stderr()).not.toMatch(/uncaught|unhandled|an engine process exited/i);
+  }, 120_000);
+
+  it("refuses another engine count on its data directory, a single server's directory, the split directory without --engines, and PostgreSQL", async () => {
+    const dir = dataDir();
+    const first = await spawnServer(dir, ["--engines", "2"]);
+    servers.push(first);
+    first.child.kill("SIGTERM");
+    await first.exited;
+    expect(enginePids(first)).toEqual([]);
+    await expect(spawnServer(dir, ["--engines", "3"])).rejects.toThrow(/holds 2 engines' stores; this server was started with --engines 3/);
+    await expect(spawnServer(dir)).rejects.toThrow(/holds 2 engines' stores: start with --engines 2/);
+    const single = dataDir();
+    const plain = await spawnServer(single);
+    plain.child.kill("SIGTERM");
+    await plain.exited;
+    await expect(spawnServer(single, ["--engines", "2"])).rejects.toThrow(/holds a single server's store/);
+    await expect(spawnServer(dataDir(), ["--engines", "2", "--store", "postgres://worq@127.0.0.1:1/worq"])).rejects.toThrow(
+      /--store with --engines 2: engines run on LevelDB/,
+    );
+  }, 60_000);
+});
