@@ -1,7 +1,7 @@
 import type { ServerConfig } from "./config.js";
 import { createLogger } from "./log.js";
 import { startServer } from "./main.js";
-import { tuneHeap } from "./cli/serve.js";
+import { tuneHeap } from "./heap-tuning.js";
 
 /**
  * One engine process of `worq serve --engines N`, started by src/engines-node.ts with fork: a
