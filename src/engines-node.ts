@@ -1,19 +1,16 @@
 import { fork, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import type { Server } from "node:http";
 import { hostname } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { DEFAULT_HEADER_TIMEOUT_MS, DEFAULT_MAX_CONNECTIONS, type ServerConfig } from "./config.js";
+import type { ServerConfig } from "./config.js";
 import type { Logger } from "./log.js";
-import { maxMessageBytes, readTlsFiles, worqDescriptorSet, type RunningServer } from "./main.js";
-import { listenHttp } from "./http/http-server.js";
-import { capHttpConnections } from "./transport/connection-caps.js";
+import { readTlsFiles, type RunningServer } from "./main.js";
 import { AccessControl } from "./transport/auth/access-control.js";
 import { loadTokenFile } from "./transport/auth/token-file.js";
-import { startPartitionRouter, type PartitionDirectory, type PartitionRouter } from "./cluster/partition-router.js";
+import type { PartitionDirectory } from "./cluster/partition-router.js";
 import { hostForAddress } from "./cluster/cluster-node.js";
-import { nodeHttp } from "./cluster/node-http.js";
+import { openNodeDoors, type NodeDoors } from "./cluster/node-doors.js";
 
 /** The engine process's entry (compiled beside this module). */
 const ENGINE_CHILD = fileURLToPath(new URL("./engine-child.js", import.meta.url));
@@ -159,54 +156,19 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
     // The addresses change only when an engine starts again, which updates them itself.
     refresh: () => Promise.resolve(),
   };
-  const caps = {
-    maxConnections: config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS,
-    headerTimeoutMs: config.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS,
-  };
   const linkTls = tls && { ca: readFileSync(config.tls!.certFile), cert: tls.cert, key: tls.key };
-  let router: PartitionRouter | undefined;
-  let http: Server | undefined;
-  let httpPort: number;
+  const served = () => engines.flatMap((engine) => (engine.grpcAddress === undefined ? [] : [engine.index]));
+  let doors: NodeDoors;
   try {
-    router = await startPartitionRouter({
-      nodeId,
-      host: config.host,
-      grpcPort: config.port,
-      maxMessageBytes: maxMessageBytes(config),
-      descriptorSet: worqDescriptorSet(),
-      ...(tls && { tls }),
-      ...(linkTls && { linkTls }),
-      access,
-      connectionCaps: caps,
-      directory,
-      log,
-    });
-    const routing = router;
-    http = nodeHttp(
-      config,
-      access,
-      {
-        nodeId,
-        partitions: () => engines.flatMap((engine) => (engine.grpcAddress === undefined ? [] : [engine.index])),
-        routedCalls: routing.routedCalls,
-        calls: routing.calls,
-      },
-      tls,
-      log,
-    );
-    capHttpConnections(http, { port: "http", ...caps, observe: () => {} });
-    httpPort = await listenHttp(http, config.host, config.httpPort);
+    doors = await openNodeDoors({ config, nodeId, access, tls, linkTls, directory, partitions: served, log });
   } catch (error) {
-    await router?.close();
     await stopAll();
     throw error;
   }
   log.info("engines serving", { engines: count, dataDir });
-  const running = router;
-  const served = http;
   return {
-    grpcPort: running.grpcPort,
-    httpPort,
+    grpcPort: doors.grpcPort,
+    httpPort: doors.httpPort,
     tls: tls !== undefined,
     engines: () =>
       engines.map((engine) => ({
@@ -223,9 +185,7 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
       return tokens.length;
     },
     async close() {
-      await running.close();
-      served.closeAllConnections();
-      await new Promise((done) => served.close(done));
+      await doors.close();
       await stopAll();
     },
   };

@@ -123,6 +123,18 @@ export function evaluateTargets(results) {
       Number.isFinite(r) ? r >= min : undefined,
     );
   }
+  const engines = (k) => (k === 1 ? wm?.["capped-leveldb-1"] : wm?.[`capped-engines-${k}`])?.e2eRate;
+  for (const [k, min] of [
+    [2, 1.8],
+    [4, 3],
+  ]) {
+    const r = ratioValue(engines(k), engines(1));
+    add(
+      `WM --engines ${k} on LevelDB, each engine capped at ${results.WM?.nodeCores ?? "a quarter"} core, ≥ ${min}× one such server`,
+      Number.isFinite(r) ? `${r.toFixed(2)}× (${num(engines(k).median)} vs ${num(engines(1).median)} jobs/s)` : "not measured",
+      Number.isFinite(r) ? r >= min : undefined,
+    );
+  }
   return out;
 }
 

@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,6 +14,8 @@ import { startWorqServer } from "../lib/worq-server.mjs";
 
 /** Cluster sizes measured on PostgreSQL. */
 export const CLUSTER_SIZES = [1, 2, 4];
+/** `--engines` counts measured on LevelDB (one engine is the default server, the LevelDB row). */
+export const ENGINE_COUNTS = [2, 4];
 /**
  * The CPU each Worq node gets in the capped runs: an eighth of a core (2.5 ms of every 20 ms).
  * Four nodes then take half of this 2-core machine, and the clients and PostgreSQL the rest:
@@ -41,11 +44,14 @@ export const PARTITIONS = 4;
  * the N jobs are shared among the producers. The same again with `--partitions` (PARTITIONS): the nodes share the
  * partitions, and the TS library sends each job straight to its partition's server. Done =
  * the first node's processed count reaching N (polled every 10 ms; merged over the
- * partitions when partitioned).
+ * partitions when partitioned). And `--engines 2` and `4` on LevelDB: one server whose engine
+ * processes each count as a node (a producer and a worker per engine, all given the server's
+ * address; the library sends each job to its engine), against the one-server LevelDB row.
  *
  * Every setup runs twice: uncapped (every process shares this machine's cores), and capped,
  * each Worq node in its own cgroup with NODE_CORES of CPU (clients and PostgreSQL
- * uncapped), so that what N nodes add shows on a machine with fewer cores than nodes. The
+ * uncapped), so that what N nodes add shows on a machine with fewer cores than nodes (with
+ * --engines: each engine process, and the routing parent, in a group of its own). The
  * capped rows say how often the nodes were throttled (at their quota: CPU-bound).
  */
 export async function runWM(ctx) {
@@ -65,6 +71,7 @@ export async function runWM(ctx) {
       { store: "leveldb", nodes: 1 },
       ...CLUSTER_SIZES.map((k) => ({ store: "postgres", nodes: k })),
       ...CLUSTER_SIZES.map((k) => ({ store: "partitioned", nodes: k })),
+      ...ENGINE_COUNTS.map((k) => ({ store: "engines", nodes: k })),
     ];
     const configs = modes.flatMap((mode) => setups.map((setup) => ({ ...setup, mode, id: configId(mode, setup.store, setup.nodes) })));
     const runs = Object.fromEntries(configs.map(({ id }) => [id, []]));
@@ -112,20 +119,32 @@ async function spreadRun(ctx, { nodes, mode, id, store }, url, n) {
   const dirs = [];
   const servers = [];
   const caps = [];
+  /** The Worq processes: each node's, or an engines server's parent and engines. */
+  const pids = [];
   try {
-    for (let i = 0; i < nodes; i++) {
+    for (let i = 0; i < (store === "engines" ? 1 : nodes); i++) {
       const dir = mkdtempSync(join(tmpdir(), "worq-bench-wm-"));
       dirs.push(dir);
       const partitioned = store === "partitioned" ? ["--partitions", String(PARTITIONS)] : [];
-      const serveArgs = url ? ["--store", url, "--cluster", "--node-id", `bench-${i}`, ...partitioned] : [];
+      const serveArgs =
+        store === "engines"
+          ? ["--engines", String(nodes)]
+          : url
+            ? ["--store", url, "--cluster", "--node-id", `bench-${i}`, ...partitioned]
+            : [];
       const server = await startWorqServer(dir, { serveArgs });
       servers.push(server);
-      if (mode === "capped") {
+      pids.push(server.pid, ...(store === "engines" ? childPids(server.pid) : []));
+    }
+    if (mode === "capped") {
+      pids.forEach((pid, i) => {
         const cap = createCpuCap(`worq-bench-${process.pid}-${id}-${i}`, { cores: NODE_CORES });
         caps.push(cap);
-        cap.add(server.pid);
-      }
+        cap.add(pid);
+      });
     }
+    // One producer and one worker per node (per engine with --engines), at its node's address.
+    const addresses = store === "engines" ? Array.from({ length: nodes }, () => servers[0].address) : servers.map((s) => s.address);
     const admins = servers.map((server) => new WorqClient({ address: server.address }));
     // Every follower must know the leader before the clock starts; partitions must have
     // settled, each node serving its even share.
@@ -135,9 +154,9 @@ async function spreadRun(ctx, { nodes, mode, id, store }, url, n) {
     return await withScope(ctx, async (scope) => {
       const share = (total, i) => Math.floor(total / nodes) + (i < total % nodes ? 1 : 0);
       let firstSeq = 0;
-      const producers = servers.map((server, i) => {
+      const producers = addresses.map((address, i) => {
         const config = {
-          address: server.address,
+          address,
           queues: QUEUES,
           n: share(n, i),
           firstSeq,
@@ -148,13 +167,13 @@ async function spreadRun(ctx, { nodes, mode, id, store }, url, n) {
         return scope.child("worq-lib", "producer", config);
       });
       // A worker reports "done" at `expect` jobs; here the first node's count says when all are done.
-      const workers = servers.map((server, i) =>
-        scope.child("worq-lib", "worker", { address: server.address, queues: QUEUES, concurrency: CONCURRENCY, expect: n + 1 }),
+      const workers = addresses.map((address) =>
+        scope.child("worq-lib", "worker", { address, queues: QUEUES, concurrency: CONCURRENCY, expect: n + 1 }),
       );
       await Promise.all([...producers, ...workers].map((child) => child.next("ready")));
       const processed0 = Number((await admins[0].admin.getServerInfo({})).totalProcessed);
       const throttle0 = caps.map((cap) => cap.stat());
-      const serversCpu = () => servers.reduce((sum, server) => sum + (cpuSeconds(server.pid) ?? NaN), 0);
+      const serversCpu = () => pids.reduce((sum, pid) => sum + (cpuSeconds(pid) ?? NaN), 0);
       const cpu0 = serversCpu();
       workers.forEach((worker) => worker.send("go"));
       producers.forEach((producer) => producer.send("go"));
@@ -184,6 +203,15 @@ async function spreadRun(ctx, { nodes, mode, id, store }, url, n) {
   }
 }
 
+/** The child processes of `pid` (an engines server's engines). */
+function childPids(pid) {
+  return execFileSync("pgrep", ["-P", String(pid)], { encoding: "utf8" })
+    .trim()
+    .split("\n")
+    .filter(Boolean)
+    .map(Number);
+}
+
 /** Every partition served, each of the `nodes` serving an even share. */
 function settled(info, nodes) {
   const perNode = new Map();
@@ -209,7 +237,8 @@ export function renderWM(result) {
   const f = result.figures;
   const cell = (mode, store, nodes) => {
     const figures = f[configId(mode, store, nodes)];
-    const base = f[configId(mode, store, 1)]?.e2eRate;
+    // --engines is measured against the default server (one engine, in-process).
+    const base = (store === "engines" ? f[configId(mode, "leveldb", 1)] : f[configId(mode, store, 1)])?.e2eRate;
     if (!figures) return ["missing", "", ""];
     return [fig(figures.e2eRate), store === "leveldb" ? "" : ratio(figures.e2eRate, base), fig(figures.jobsPerServerCpuSec)];
   };
@@ -225,6 +254,7 @@ export function renderWM(result) {
       nodes: k,
       label: `Worq, ${k} server${k > 1 ? "s" : ""} --cluster --partitions ${result.partitions ?? PARTITIONS}, PostgreSQL`,
     })),
+    ...ENGINE_COUNTS.map((k) => ({ store: "engines", nodes: k, label: `Worq, 1 server --engines ${k}, LevelDB (each engine a node)` })),
   ].map(({ store, nodes, label }) => [label, ...cell("uncapped", store, nodes), ...cell("capped", store, nodes), throttled(store, nodes)]);
   const cores = result.nodeCores ?? NODE_CORES;
   return [
@@ -244,7 +274,7 @@ export function renderWM(result) {
       rows,
     ),
     "",
-    "A `--cluster`'s leader runs the engine for all nodes, followers forward; with `--partitions` the nodes share the partitions and the library sends each job to its partition's server (docs/deploy.md). Uncapped, every node, PostgreSQL and every client share this machine's cores; capped, each Worq node has its own cgroup v1 CPU quota (`cpu.cfs_quota_us` / `cpu.cfs_period_us`, 20 ms period) and the clients and PostgreSQL share the rest.",
+    "A `--cluster`'s leader runs the engine for all nodes, followers forward; with `--partitions` the nodes share the partitions and the library sends each job to its partition's server (docs/deploy.md); `--engines k` is one server whose k engine processes each count as a node (k producers and workers; capped: each engine and the routing parent in a group of their own), its ratio against the one LevelDB server. Uncapped, every node, PostgreSQL and every client share this machine's cores; capped, each Worq node has its own cgroup v1 CPU quota (`cpu.cfs_quota_us` / `cpu.cfs_period_us`, 20 ms period) and the clients and PostgreSQL share the rest.",
     ...(result.capsMissing ? ["", `Capped runs missing: ${result.capsMissing}`] : []),
   ].join("\n");
 }

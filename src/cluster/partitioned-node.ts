@@ -1,16 +1,13 @@
 import { readFileSync } from "node:fs";
-import type { Server } from "node:http";
-import { DEFAULT_HEADER_TIMEOUT_MS, DEFAULT_MAX_CONNECTIONS, type ClusterConfig, type ServerConfig } from "../config.js";
-import { maxMessageBytes, readTlsFiles, startServer, worqDescriptorSet, type RunningServer } from "../main.js";
+import type { ClusterConfig, ServerConfig } from "../config.js";
+import { readTlsFiles, startServer, type RunningServer } from "../main.js";
 import { PartitionHost, type PartitionSlot, type ServedPartition } from "../partition-host.js";
-import { listenHttp } from "../http/http-server.js";
 import type { Logger } from "../log.js";
-import { capHttpConnections } from "../transport/connection-caps.js";
 import { AccessControl } from "../transport/auth/access-control.js";
 import { loadTokenFile } from "../transport/auth/token-file.js";
-import { startPartitionRouter, type PartitionDirectory } from "./partition-router.js";
+import type { PartitionDirectory } from "./partition-router.js";
 import { hostForAddress } from "./cluster-node.js";
-import { nodeHttp } from "./node-http.js";
+import { openNodeDoors, type NodeDoors } from "./node-doors.js";
 
 export interface PartitionedNode extends RunningServer {
   nodeId: string;
@@ -42,7 +39,7 @@ export async function startPartitionedNode(
     submitRate: undefined, // counted by each partition's server
   });
   const linkTls = tls && { ca: readFileSync(config.cluster.caFile ?? config.tls!.certFile), cert: tls.cert, key: tls.key };
-  const open = async (slot: PartitionSlot): Promise<ServedPartition> => {
+  const open = async (slot: PartitionSlot): Promise<ServedPartition & { reloadTokens(): number }> => {
     // Its own ports on the node's host: the router here and on the other nodes reach it there.
     const server = await startServer(
       { ...config, port: 0, httpPort: 0, faktoryPort: undefined, workqPort: undefined, schedulesFile: undefined },
@@ -56,7 +53,11 @@ export async function startPartitionedNode(
         partition: { index: slot.index, count: slot.count, epoch: slot.epoch },
       },
     );
-    return { grpcAddress: `${hostForAddress(advertiseHost)}:${server.grpcPort}`, close: () => server.close() };
+    return {
+      grpcAddress: `${hostForAddress(advertiseHost)}:${server.grpcPort}`,
+      close: () => server.close(),
+      reloadTokens: () => server.reloadTokens(),
+    };
   };
   const host = new PartitionHost({ url: config.store, nodeId, count, leaseMs: PARTITION_LEASE_MS, open, log });
   let turn = 0;
@@ -76,56 +77,30 @@ export async function startPartitionedNode(
         .finally(() => (refreshing = undefined))),
   };
   await host.start();
-  const caps = {
-    maxConnections: config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS,
-    headerTimeoutMs: config.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS,
-  };
-  let router;
-  let http: Server | undefined;
-  let httpPort: number;
+  let doors: NodeDoors;
   try {
-    router = await startPartitionRouter({
-      nodeId,
-      host: config.host,
-      grpcPort: config.port,
-      maxMessageBytes: maxMessageBytes(config),
-      descriptorSet: worqDescriptorSet(),
-      ...(tls && { tls }),
-      ...(linkTls && { linkTls }),
-      access,
-      connectionCaps: caps,
-      directory,
-      log,
-    });
-    http = nodeHttp(
-      config,
-      access,
-      { nodeId, partitions: () => host.partitions(), routedCalls: router.routedCalls, calls: router.calls },
-      tls,
-      log,
-    );
-    capHttpConnections(http, { port: "http", ...caps, observe: () => {} });
-    httpPort = await listenHttp(http, config.host, config.httpPort);
+    doors = await openNodeDoors({ config, nodeId, access, tls, linkTls, directory, partitions: () => host.partitions(), log });
   } catch (error) {
-    await router?.close();
     await host.stop();
     throw error;
   }
   log.info("partitioned node serving", { partitions: count, owned: host.partitions() });
-  const running = router;
   return {
     nodeId,
-    grpcPort: running.grpcPort,
-    httpPort,
+    grpcPort: doors.grpcPort,
+    httpPort: doors.httpPort,
     tls: tls !== undefined,
     partitions: () => host.partitions(),
     reloadTokens: () => {
-      throw new Error("a partitioned node re-reads --auth-tokens only when restarted (not built yet)");
+      if (config.authTokensFile === undefined) throw new Error("no --auth-tokens file to reload");
+      const tokens = loadTokenFile(config.authTokensFile);
+      access.replaceTokens(tokens);
+      // Each partition served here checks tokens again; one opened later reads the file then.
+      for (const partition of host.partitions()) host.servedOf(partition)?.reloadTokens();
+      return tokens.length;
     },
     async close() {
-      await running.close();
-      http!.closeAllConnections();
-      await new Promise((done) => http!.close(done));
+      await doors.close();
       await host.stop();
     },
   };

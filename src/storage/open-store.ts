@@ -35,10 +35,38 @@ export function createStore(config: { store?: string | undefined; dataDir: strin
 export function storeAt(location: string, listeners: StoreListeners = {}): ConfiguredStore {
   if (isPostgresUrl(location)) {
     const store = new PostgresStore(location, listeners);
-    return { store, location: redactedUrl(location), dataBytes: () => store.databaseBytes() };
+    return { store, location: redactedUrl(location), dataBytes: readAtMostOncePer(DATA_BYTES_FRESH_MS, () => store.databaseBytes()) };
   }
   const dataDir = resolve(location);
-  return { store: new LevelStore(dataDir, listeners.onBatch), location: dataDir, dataBytes: () => directoryBytes(dataDir) };
+  return {
+    store: new LevelStore(dataDir, listeners.onBatch),
+    location: dataDir,
+    dataBytes: readAtMostOncePer(DATA_BYTES_FRESH_MS, () => directoryBytes(dataDir)),
+  };
+}
+
+/**
+ * How old a data size server info shows may be. Server info is polled (dashboards, scripts,
+ * a node merging every partition's): read each time, the size cost each partition a directory
+ * walk or a PostgreSQL query per poll, a measurable share of a small CPU quota.
+ */
+const DATA_BYTES_FRESH_MS = 1_000;
+
+/** `read`, called again only once its last answer is `freshMs` old; callers meanwhile share it. */
+function readAtMostOncePer(freshMs: number, read: () => Promise<number>): () => Promise<number> {
+  let last: { atMs: number; value: Promise<number> } | undefined;
+  return () => {
+    const now = Date.now();
+    if (!last || now - last.atMs >= freshMs) {
+      const value = read();
+      last = { atMs: now, value };
+      // A failed read is not kept: the next caller reads again.
+      value.catch(() => {
+        if (last?.value === value) last = undefined;
+      });
+    }
+    return last.value;
+  };
 }
 
 /** Total size of the files in `dir` (LevelDB keeps a flat directory). */

@@ -1,10 +1,14 @@
-import { createClient } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { fnv1a32 } from "../../src/model/partition.js";
+import { tokenFileLine } from "../../src/transport/auth/token-file.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { chromiumAvailable, eventually, launchBrowser } from "../dashboard/support/browser.js";
 import { sleep, spawnNode, type ClusterProcess } from "./support/cluster.js";
@@ -124,4 +128,32 @@ describe.skipIf(!postgresAvailable())("a partitioned node's HTTP port: Connect a
     },
     60_000,
   );
+
+  it("SIGHUP re-reads --auth-tokens on the node and on every partition's server it runs", async () => {
+    const url = await postgres.createDatabase();
+    const file = join(mkdtempSync(join(tmpdir(), "worq-tokens-")), "tokens");
+    writeFileSync(file, `${tokenFileLine("admin", "old", "old-token")}\n`);
+    const node = await spawnNode(url, "tokens-a", ["--partitions", "2", "--auth-tokens", file]);
+    nodes.push(node);
+    const info = (address: string, token: string) =>
+      createClient(AdminService, createGrpcTransport({ baseUrl: `http://${address}` }))
+        .getServerInfo({}, { headers: { authorization: `Bearer ${token}` } })
+        .then(
+          (answer) => answer,
+          (error: unknown) => ConnectError.from(error),
+        );
+    const served = await eventually(async () => {
+      const answer = await info(`127.0.0.1:${node.port}`, "old-token");
+      return !(answer instanceof ConnectError) && answer.partitions.length === 2 && answer;
+    }, "both partitions served");
+    const doors = [`127.0.0.1:${node.port}`, ...served.partitions.map((owner) => owner.grpcAddress)];
+    writeFileSync(file, `${tokenFileLine("admin", "new", "new-token")}\n`);
+    node.child.kill("SIGHUP");
+    // (The reload's log line is at info level; the node runs at warn.)
+    await eventually(async () => (await info(doors[0]!, "old-token")) instanceof ConnectError, "the old token refused");
+    for (const door of doors) {
+      expect((await info(door, "old-token")) as ConnectError, door).toMatchObject({ code: Code.Unauthenticated });
+      expect(await info(door, "new-token"), door).not.toBeInstanceOf(ConnectError);
+    }
+  }, 60_000);
 });
