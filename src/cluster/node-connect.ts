@@ -43,9 +43,8 @@ function unaryOf(method: DescMethod, unary: NonNullable<RoutedCall["unary"]>) {
 function streamOf(method: DescMethod, stream: NonNullable<RoutedCall["stream"]>) {
   return async function* (request: MessageShape<DescMessage>, context: HandlerContext) {
     const down = new QueuedDownstream(context.signal);
-    void stream(Buffer.from(toBinary(method.input, request)), metadataOf(context), deadlineOf(context), down).catch((error: unknown) =>
-      down.fail(error instanceof Error ? { code: grpc.status.INTERNAL, details: error.message } : (error as Partial<grpc.StatusObject>)),
-    );
+    // It never rejects: whatever fails reaches `down` as a status.
+    void stream(Buffer.from(toBinary(method.input, request)), metadataOf(context), deadlineOf(context), down);
     for (;;) {
       const next = await down.next();
       if (next === undefined) return;
@@ -135,10 +134,8 @@ function deadlineOf(context: HandlerContext): number {
   return timeoutMs === undefined ? Infinity : Date.now() + timeoutMs;
 }
 
-/** A gRPC status (as a partition's server answered) as the Connect error with the same code and message. */
+/** A gRPC status (as a partition's server or the router answered) as the Connect error with the same code and message. */
 function connectErrorOf(error: unknown): ConnectError {
-  if (error instanceof ConnectError) return error;
-  if (error instanceof Error) return new ConnectError(error.message, Code.Internal);
   const status = error as Partial<grpc.StatusObject>;
   return new ConnectError(status.details ?? "", (status.code ?? grpc.status.UNKNOWN) as number as Code);
 }

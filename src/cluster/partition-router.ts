@@ -77,7 +77,7 @@ export interface Downstream {
 /** One RPC as the router serves it, for the node's other doors (its HTTP port's Connect API). */
 export interface RoutedCall {
   method: DescMethod;
-  /** Rejects with a gRPC status (or an Error: a bug). */
+  /** Rejects with a gRPC status (a bug is logged and answered INTERNAL). */
   unary?: (request: Buffer, metadata: grpc.Metadata, deadline: grpc.Deadline) => Promise<Buffer>;
   stream?: (request: Buffer, metadata: grpc.Metadata, deadline: grpc.Deadline, down: Downstream) => Promise<void>;
 }
@@ -86,7 +86,7 @@ export interface PartitionRouter {
   grpcPort: number;
   /** Each RPC by its path (/worq.v1.ProducerService/Submit), routed as on the gRPC port. */
   calls: ReadonlyMap<string, RoutedCall>;
-  /** Calls this port has taken since start (each routed, merged or split), for /metrics. */
+  /** Calls the node's ports have taken since start (each routed, merged or split), for /metrics. */
   routedCalls(): number;
   close(): Promise<void>;
 }
@@ -279,19 +279,29 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
             })
           : splitItems(method, request, directory.placement, (p, body) => ask(p, path, body, metadata, deadline));
       };
-      calls.set(path, { method, unary: streaming ? undefined : forwardUnary, stream: streaming ? forwardStream : undefined });
+      // Both doors (this gRPC port, and the HTTP port's Connect API) count the call and answer a
+      // bug as a logged INTERNAL the same way.
+      const unary = async (request: Buffer, metadata: grpc.Metadata, deadline: grpc.Deadline): Promise<Buffer> => {
+        routed++;
+        try {
+          return await forwardUnary(request, metadata, deadline);
+        } catch (error) {
+          throw error instanceof Error ? internal(error) : error;
+        }
+      };
+      const stream = async (request: Buffer, metadata: grpc.Metadata, deadline: grpc.Deadline, down: Downstream): Promise<void> => {
+        routed++;
+        await forwardStream(request, metadata, deadline, down).catch((error: unknown) => down.fail(internal(error)));
+      };
+      calls.set(path, streaming ? { method, stream } : { method, unary });
       handlers[method.localName] = streaming
         ? guardedStream(internal, (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
-            routed++;
-            void forwardStream(call.request, call.metadata, call.getDeadline(), downstreamOf(call)).catch((error: unknown) =>
-              call.emit("error", internal(error)),
-            );
+            void stream(call.request, call.metadata, call.getDeadline(), downstreamOf(call));
           })
         : guardedUnary(internal, (call: grpc.ServerUnaryCall<Buffer, Buffer>, callback: grpc.sendUnaryData<Buffer>) => {
-            routed++;
-            forwardUnary(call.request, call.metadata, call.getDeadline()).then(
+            unary(call.request, call.metadata, call.getDeadline()).then(
               (response) => callback(null, response),
-              (status: Partial<grpc.StatusObject> | Error) => callback(status instanceof Error ? internal(status) : status),
+              (status: Partial<grpc.StatusObject>) => callback(status),
             );
           });
     }

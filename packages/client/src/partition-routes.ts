@@ -11,6 +11,13 @@ export interface PartitionServices {
   admin: Client<typeof AdminService>;
 }
 
+/** One partition server's connections: the hot-path link and the generated clients, each made on first use. */
+interface PartitionServer {
+  options: ConnectionOptions;
+  link?: GrpcLink;
+  services?: PartitionServices;
+}
+
 /** The queue a job without one goes to (the server's default). */
 const DEFAULT_QUEUE = "default";
 
@@ -24,8 +31,8 @@ const DEFAULT_QUEUE = "default";
 export class PartitionRoutes {
   private count = 0;
   private addresses: (string | undefined)[] = [];
-  private readonly links = new Map<string, GrpcLink>();
-  private readonly services = new Map<string, PartitionServices>();
+  /** By address: a partition's server, as long as this client runs. */
+  private readonly servers = new Map<string, PartitionServer>();
   private read = false;
   private loading: Promise<void> | undefined;
 
@@ -65,32 +72,32 @@ export class PartitionRoutes {
 
   /** The link to `partition`'s own server; undefined when none is known (the node routes it). */
   linkOf(partition: number | undefined): GrpcLink | undefined {
-    const address = partition === undefined ? undefined : this.addresses[partition];
-    if (address === undefined) return undefined;
-    let link = this.links.get(address);
-    if (!link) {
-      link = new GrpcLink({ ...this.options, address: `${this.scheme}${address}` });
-      this.links.set(address, link);
-    }
-    return link;
+    const server = this.serverOf(partition);
+    return server && (server.link ??= new GrpcLink(server.options));
   }
 
   /** The generated clients of `partition`'s own server; undefined when none is known (the node routes it). */
   servicesOf(partition: number | undefined): PartitionServices | undefined {
-    const address = partition === undefined ? undefined : this.addresses[partition];
-    if (address === undefined) return undefined;
-    let services = this.services.get(address);
-    if (!services) {
-      const transport = createWorqTransport({ ...this.options, address: `${this.scheme}${address}` });
-      services = { producer: createClient(ProducerService, transport), admin: createClient(AdminService, transport) };
-      this.services.set(address, services);
+    const server = this.serverOf(partition);
+    if (!server) return undefined;
+    if (!server.services) {
+      const transport = createWorqTransport(server.options);
+      server.services = { producer: createClient(ProducerService, transport), admin: createClient(AdminService, transport) };
     }
-    return services;
+    return server.services;
   }
 
-  /** The scheme (and so TLS) the client was given, for the partitions' own ports. */
-  private get scheme(): string {
-    return /^https:\/\//i.test(this.options.address) ? "https://" : "";
+  /** What is open to `partition`'s own server (made on first use), with the scheme and TLS the client was given. */
+  private serverOf(partition: number | undefined): PartitionServer | undefined {
+    const address = partition === undefined ? undefined : this.addresses[partition];
+    if (address === undefined) return undefined;
+    let server = this.servers.get(address);
+    if (!server) {
+      const scheme = /^https:\/\//i.test(this.options.address) ? "https://" : "";
+      server = { options: { ...this.options, address: `${scheme}${address}` } };
+      this.servers.set(address, server);
+    }
+    return server;
   }
 
   private async load(): Promise<void> {
