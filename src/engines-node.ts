@@ -21,11 +21,6 @@ const ENGINE_START_MS = 60_000;
 /** Waits before an engine process that died is started again: the first, then doubling up to the last. */
 const RESTART_MS = [250, 10_000] as const;
 
-export interface EnginesNode extends RunningServer {
-  /** Each engine process: its partition, pid and gRPC address (undefined while it is down). */
-  engines(): { index: number; pid: number | undefined; grpcAddress: string | undefined; restarts: number }[];
-}
-
 /** One engine process as the parent keeps it. */
 interface EngineProcess {
   index: number;
@@ -44,7 +39,7 @@ interface EngineProcess {
  * addresses in server info so the libraries go to them directly. An engine process that
  * dies is started again on its store; one whose parent is gone stops.
  */
-export async function startEnginesNode(config: ServerConfig & { engines: number }, log: Logger): Promise<EnginesNode> {
+export async function startEnginesNode(config: ServerConfig & { engines: number }, log: Logger): Promise<RunningServer> {
   const count = config.engines;
   const dataDir = resolve(config.dataDir);
   settleEngineCount(dataDir, count);
@@ -170,13 +165,6 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
     grpcPort: doors.grpcPort,
     httpPort: doors.httpPort,
     tls: tls !== undefined,
-    engines: () =>
-      engines.map((engine) => ({
-        index: engine.index,
-        pid: engine.child?.pid,
-        grpcAddress: engine.grpcAddress,
-        restarts: engine.restarts,
-      })),
     reloadTokens: () => {
       if (config.authTokensFile === undefined) throw new Error("no --auth-tokens file to reload");
       const tokens = loadTokenFile(config.authTokensFile);
