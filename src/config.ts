@@ -1,7 +1,7 @@
 import { hostname } from "node:os";
 import { Command, CommanderError, Option } from "commander";
 import { LIMITS } from "./model/limits.js";
-import { MAX_PARTITIONS } from "./model/partition.js";
+import { MAX_PARTITIONS, parseSpreadQueues, type SpreadQueues } from "./model/partition.js";
 import type { LogLevel } from "./log.js";
 import { parseSubmitRate, type SubmitRate } from "./transport/auth/submit-rate.js";
 
@@ -73,7 +73,12 @@ export interface ServerConfig {
    */
   engines?: number;
   /** Set only in an engine process of --engines (src/engine-child.ts): the partition it serves. Never from a flag. */
-  engineSlot?: { index: number; count: number };
+  engineSlot?: { index: number; count: number; spread: SpreadQueues };
+  /**
+   * Hot queues spread over several partitions (--spread-queues, with --partitions or
+   * --engines): fixed when the cluster or data dir is created, as the partition count is.
+   */
+  spreadQueues?: SpreadQueues;
 }
 
 export interface ClusterConfig {
@@ -196,6 +201,10 @@ const SERVE_OPTIONS: ReadonlyArray<{ group: string; flags: string; help: string 
     [
       "--partitions <n>",
       "split the jobs into n partitions (1-1024) that the nodes share, each served by one node: capacity grows with nodes (docs/scale-out.md; being built: docs/deploy.md lists what it refuses yet) [WORQ_PARTITIONS]",
+    ],
+    [
+      "--spread-queues <list>",
+      "with --partitions or --engines: spread hot queues over several partitions each, as queue=k pairs (e.g. emails=4,pdf=2); order holds within each partition; fixed when the cluster is created (docs/scale-out.md) [WORQ_SPREAD_QUEUES]",
     ],
   ]),
   ...group("Security (docs/security.md):", [
@@ -393,6 +402,13 @@ export function serveConfig(values: ServeValues, env: NodeJS.ProcessEnv = proces
     ] as const) {
       if (pick(flag, envName) !== undefined) throw new Error(`--${flag} is a cluster setting: it needs --cluster`);
     }
+  }
+  const spread = pick("spread-queues", "WORQ_SPREAD_QUEUES");
+  if (spread !== undefined) {
+    const count = config.cluster?.partitions ?? config.engines;
+    if (count === undefined || count < 2)
+      throw new Error("--spread-queues spreads queues over partitions: it needs --partitions or --engines (2 or more)");
+    config.spreadQueues = parseSpreadQueues(spread, count, "--spread-queues");
   }
   return config;
 }

@@ -11,6 +11,7 @@ import { loadTokenFile } from "./transport/auth/token-file.js";
 import type { PartitionDirectory } from "./cluster/partition-router.js";
 import { hostForAddress } from "./cluster/cluster-node.js";
 import { openNodeDoors, type NodeDoors } from "./cluster/node-doors.js";
+import { formatSpreadQueues, type SpreadQueues } from "./model/partition.js";
 
 /** The engine process's entry (compiled beside this module). */
 const ENGINE_CHILD = fileURLToPath(new URL("./engine-child.js", import.meta.url));
@@ -42,7 +43,7 @@ interface EngineProcess {
 export async function startEnginesNode(config: ServerConfig & { engines: number }, log: Logger): Promise<RunningServer> {
   const count = config.engines;
   const dataDir = resolve(config.dataDir);
-  settleEngineCount(dataDir, count);
+  const spread = settleEngineLayout(dataDir, count, config.spreadQueues);
   const tls = readTlsFiles(config);
   const access = new AccessControl({
     tokens: config.authTokensFile === undefined ? undefined : loadTokenFile(config.authTokensFile),
@@ -67,7 +68,7 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
       port: 0,
       httpPort: 0,
       engines: undefined,
-      engineSlot: { index: engine.index, count },
+      engineSlot: { index: engine.index, count, spread },
     };
     const child = fork(ENGINE_CHILD, [], {
       env: { ...process.env, WORQ_ENGINE_CHILD: JSON.stringify({ config: childConfig }) },
@@ -139,7 +140,7 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
 
   let turn = 0;
   const directory: PartitionDirectory = {
-    placement: { count, spreadOf: () => 1, nextTurn: () => turn++ },
+    placement: { count, spread, nextTurn: () => turn++ },
     addressOf: (partition) => engines[partition]?.grpcAddress,
     owners: () =>
       engines.flatMap((engine) =>
@@ -180,26 +181,34 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
 }
 
 /**
- * Records `count` in the data directory at the first start and refuses another later: each
- * queue's jobs live in the engine its name hashes to out of `count`, so another count would
- * lose sight of them. A directory that holds a single server's store is refused too.
+ * Records `count` and the spread queues in the data directory at the first start and refuses
+ * others later (returning the spread on record): each queue's jobs live in the engines its
+ * name hashes to out of `count`, so another layout would lose sight of them. A directory that
+ * holds a single server's store is refused too.
  */
-function settleEngineCount(dataDir: string, count: number): void {
+function settleEngineLayout(dataDir: string, count: number, spread: SpreadQueues | undefined): SpreadQueues {
   mkdirSync(dataDir, { recursive: true });
   const layout = join(dataDir, LAYOUT_FILE);
   if (existsSync(layout)) {
-    const stored = (JSON.parse(readFileSync(layout, "utf8")) as { engines?: unknown }).engines;
-    if (stored !== count) {
+    const stored = JSON.parse(readFileSync(layout, "utf8")) as { engines?: unknown; spreadQueues?: SpreadQueues };
+    if (stored.engines !== count) {
       throw new Error(
-        `--data-dir ${dataDir} holds ${String(stored)} engines' stores; this server was started with --engines ${count} (changing the count is not supported: start with --engines ${String(stored)})`,
+        `--data-dir ${dataDir} holds ${String(stored.engines)} engines' stores; this server was started with --engines ${count} (changing the count is not supported: start with --engines ${String(stored.engines)})`,
       );
     }
-    return;
+    const recorded = formatSpreadQueues(stored.spreadQueues ?? {});
+    if (spread !== undefined && formatSpreadQueues(spread) !== recorded) {
+      throw new Error(
+        `--data-dir ${dataDir} spreads queues as --spread-queues "${recorded}"; this server was started with "${formatSpreadQueues(spread)}" (changing it is not supported: leave the flag out to take the recorded one)`,
+      );
+    }
+    return stored.spreadQueues ?? {};
   }
   if (existsSync(join(dataDir, "CURRENT"))) {
     throw new Error(`--data-dir ${dataDir} holds a single server's store: --engines ${count} needs an empty or --engines directory`);
   }
-  writeFileSync(layout, `${JSON.stringify({ engines: count })}\n`);
+  writeFileSync(layout, `${JSON.stringify({ engines: count, spreadQueues: spread ?? {} })}\n`);
+  return spread ?? {};
 }
 
 /** Refuses to open, as one server's store, a data directory that --engines split (its jobs are in the engines' stores). */

@@ -1,3 +1,4 @@
+import type { SpreadQueues } from "./model/partition.js";
 import * as grpc from "@grpc/grpc-js";
 import { fromBinary } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema, type FileDescriptorSet } from "@bufbuild/protobuf/wkt";
@@ -75,7 +76,7 @@ export interface LeaderHooks {
   /** Whether the lead is still this node's to use: leases are granted only while it is. */
   mayGrant(): boolean;
   /** Serve one partition of a partitioned cluster: its slice of the store, its jids and queues only. */
-  partition?: { index: number; count: number; epoch: number };
+  partition?: { index: number; count: number; epoch: number; spread: SpreadQueues };
 }
 
 /** The composition root: config -> store -> engine -> gRPC server. */
@@ -156,7 +157,9 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
       isCallbackAllowed,
       ...(config.maxQueues !== undefined && { maxQueues: config.maxQueues }),
       ...(leader && { mayGrant: () => leader.mayGrant() }),
-      ...(leader?.partition && { partition: { index: leader.partition.index, count: leader.partition.count } }),
+      ...(leader?.partition && {
+        partition: { index: leader.partition.index, count: leader.partition.count, spread: leader.partition.spread },
+      }),
       ...(config.engineSlot && { partition: config.engineSlot }),
       // Without an OTLP endpoint, no tracing work at all: the observer is not there.
       observeWrites: traceWrites

@@ -13,16 +13,19 @@ import {
   publishAddress,
   releasePartition,
   renewPartition,
-  settlePartitionCount,
+  settlePartitionLayout,
   type PartitionOwner,
 } from "./storage/postgres/partition-ownership.js";
 import { PostgresStore } from "./storage/postgres/postgres-store.js";
+import { formatSpreadQueues, type SpreadQueues } from "./model/partition.js";
 
 /** One partition as its owner got it: what serving it needs to know. */
 export interface PartitionSlot {
   index: number;
   /** The cluster's partition count. */
   count: number;
+  /** The cluster's spread queues: the engine takes their jobs in each of their partitions. */
+  spread: SpreadQueues;
   /** The epoch of this ownership: the store fences every commit with it. */
   epoch: number;
   /** Whether a lease may be granted now: false once the last confirmed renewal is too old. */
@@ -44,6 +47,8 @@ export interface PartitionHostOptions<S extends ServedPartition> {
   nodeId: string;
   /** The cluster's partition count. */
   count: number;
+  /** The spread queues this node was started with; undefined: whatever the cluster has on record. */
+  spread?: SpreadQueues;
   /** How long a claim holds without a renewal: a dead node's partitions are taken after it (default 5 s). */
   leaseMs?: number;
   /** How often leases are renewed and lapsed partitions taken (default 1 s). */
@@ -84,6 +89,8 @@ export class PartitionHost<S extends ServedPartition> {
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> = Promise.resolve();
   private stopped = false;
+  /** The cluster's spread queues, as on record (read at start). */
+  spread: SpreadQueues = {};
 
   constructor(private readonly options: PartitionHostOptions<S>) {
     this.client = new pg.Client({ connectionString: options.url, application_name: `worq-partitions:${options.nodeId}` });
@@ -95,11 +102,17 @@ export class PartitionHost<S extends ServedPartition> {
   async start(): Promise<void> {
     await this.client.connect();
     await prepareOwnership(this.client);
-    const count = await settlePartitionCount(this.client, this.options.count);
-    if (count !== this.options.count) {
+    const { count, spread } = await settlePartitionLayout(this.client, { count: this.options.count, spread: this.options.spread ?? {} });
+    const [recorded, given] = [formatSpreadQueues(spread), this.options.spread && formatSpreadQueues(this.options.spread)];
+    if (count !== this.options.count || (given !== undefined && given !== recorded)) {
       await this.client.end().catch(() => {});
-      throw new Error(`the cluster of this database has ${count} partitions; this node was started with ${this.options.count}`);
+      throw new Error(
+        count !== this.options.count
+          ? `the cluster of this database has ${count} partitions; this node was started with ${this.options.count}`
+          : `the cluster of this database spreads queues as --spread-queues "${recorded}"; this node was started with "${given}" (leave the flag out to take the cluster's)`,
+      );
     }
+    this.spread = spread;
     await this.tick();
     this.timer = setInterval(() => {
       // Outside the tick chain: a tick stuck on a dead connection must not keep a lapsed partition served.
@@ -186,6 +199,7 @@ export class PartitionHost<S extends ServedPartition> {
       served = await this.options.open({
         index: partition,
         count: this.options.count,
+        spread: this.spread,
         epoch,
         mayGrant: () => performance.now() - renewal.confirmedAtMs < this.leaseMs * GRANT_SHARE,
         // A failed commit: moved (the fence) or storage trouble. Either way the partition's memory
@@ -230,7 +244,7 @@ export function engineOnSlice(
     const engine = new Engine({
       ...engineOptions,
       store,
-      partition: { index: slot.index, count: slot.count },
+      partition: { index: slot.index, count: slot.count, spread: slot.spread },
       mayGrant: slot.mayGrant,
       onFatal: slot.failed,
     });

@@ -10,14 +10,14 @@ import type { JobSpec } from "@worq/client/gen/worq/v1/job_pb.js";
 import type { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import type { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { LIMITS } from "../model/limits.js";
-import { fnv1a32, partitionOfId, queuePartitions } from "../model/partition.js";
+import { fnv1a32, keyedPartition, partitionOfId, placementKey, queuePartitions, type SpreadQueues } from "../model/partition.js";
 
-/** What a node routes by: the partition count and how widely each queue is spread. */
+/** What a node routes by: the partition count and the spread queues. */
 export interface Placement {
   count: number;
-  /** The number of partitions `queue` is spread over (1 unless spread). */
-  spreadOf(queue: string): number;
-  /** For a job of a spread queue without an idempotency key: a number that changes per call. */
+  /** The queues spread over several partitions, and over how many (the others live in their home partition). */
+  readonly spread: SpreadQueues;
+  /** For a job of a spread queue without a placement key: a number that changes per call. */
   nextTurn(): number;
 }
 
@@ -46,9 +46,10 @@ function byId(id: string, field: string, placement: Placement): CallTarget {
   return partition === undefined ? { kind: "none", field } : { kind: "one", partition };
 }
 
-function partitionsOfQueue(queue: string, placement: Placement): number[] {
+/** The partitions `queue` lives in ("" is the default queue): its home, or a spread queue's. */
+export function partitionsOfQueue(queue: string, placement: Placement): number[] {
   const name = queue || LIMITS.defaultQueue;
-  return queuePartitions(name, placement.count, placement.spreadOf(name));
+  return queuePartitions(name, placement.count, placement.spread[name]);
 }
 
 const byQueue = (queue: string, placement: Placement): CallTarget => ({ kind: "some", partitions: partitionsOfQueue(queue, placement) });
@@ -62,19 +63,25 @@ const byIds = (ids: readonly string[], field: string, placement: Placement): Cal
 });
 
 /**
- * The partition a new job goes to: its queue's; for a spread queue, the one its idempotency
- * key hashes to (so a retried submit meets its claim), or else the next in turn.
+ * The partition a new job goes to: its queue's; for a spread queue, the one its placement key
+ * hashes to (jobs that share a unique, debounce, group or idempotency key meet in one
+ * partition, where the engine holds the key), or else the next in turn.
  */
 export function jobPartition(job: JobSpec | undefined, placement: Placement): number {
   const partitions = partitionsOfQueue(job?.queue ?? "", placement);
   if (partitions.length === 1) return partitions[0]!;
-  const turn = job?.idempotencyKey ? fnv1a32(job.idempotencyKey) : placement.nextTurn();
-  return partitions[turn % partitions.length]!;
+  const key = job ? placementKey(job) : "";
+  return key ? keyedPartition(partitions, key) : partitions[placement.nextTurn() % partitions.length]!;
 }
 
 export const producerRoutes: Routes<typeof ProducerService> = {
   submit: (r, p) => ({ kind: "one", partition: jobPartition(r.job, p) }),
-  submitBatch: (r, p) => ({ kind: "items", field: "jobs", partitions: r.jobs.map((job) => jobPartition(job, p)) }),
+  submitBatch: (r, p) => {
+    // A batch's unkeyed jobs of a spread queue take one turn together: one partition commits them.
+    const turn = p.nextTurn();
+    const once: Placement = { count: p.count, spread: p.spread, nextTurn: () => turn };
+    return { kind: "items", field: "jobs", partitions: r.jobs.map((job) => jobPartition(job, once)) };
+  },
   run: (r, p) => ({ kind: "one", partition: jobPartition(r.job, p) }),
   getResult: (r, p) => byId(r.jid, "jid", p),
   cancel: (r, p) => byId(r.jid, "jid", p),

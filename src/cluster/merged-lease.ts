@@ -8,9 +8,7 @@ import {
   WorkerService,
 } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { CreditMover } from "@worq/client/credit-mover.js";
-import { queueHome } from "@worq/client/partition.js";
-import { LIMITS } from "../model/limits.js";
-import type { Placement } from "./call-routes.js";
+import { partitionsOfQueue, type Placement } from "./call-routes.js";
 
 export const SET_LEASE_CREDITS_PATH = `/${WorkerService.typeName}/${WorkerService.method.setLeaseCredits.name}`;
 
@@ -35,8 +33,8 @@ export function splitLease(request: Buffer, placement: Placement): { parts: Leas
   if (!(lease.credits >= 1)) return undefined;
   const byPartition = new Map<number, string[]>();
   for (const queue of lease.queues) {
-    const partition = queueHome(queue || LIMITS.defaultQueue, placement.count);
-    byPartition.set(partition, [...(byPartition.get(partition) ?? []), queue]);
+    // A spread queue is leased in each of its partitions.
+    for (const partition of partitionsOfQueue(queue, placement)) byPartition.set(partition, [...(byPartition.get(partition) ?? []), queue]);
   }
   const groups = [...byPartition];
   const credits = new LeaseCredits(lease.credits, groups.length, lease.reportWaiting);
@@ -50,8 +48,7 @@ export function splitLease(request: Buffer, placement: Placement): { parts: Leas
 
 /** The first partition a Lease names (where a request split refuses goes). */
 export function firstLeasePartition(request: Buffer, placement: Placement): number {
-  const queue = fromBinary(LeaseRequestSchema, request).queues[0];
-  return queueHome(queue || LIMITS.defaultQueue, placement.count);
+  return partitionsOfQueue(fromBinary(LeaseRequestSchema, request).queues[0] ?? "", placement)[0]!;
 }
 
 /** Asks partition `part`'s server to set stream `streamId`'s limit; answers what it held. */

@@ -5,6 +5,7 @@ import {
   GetServerInfoResponseSchema,
   ListWorkersResponseSchema,
   PartitionOwnerSchema,
+  SpreadQueueSchema,
   RetryJobsRequestSchema,
   RetryJobsResponseSchema,
   RunJobsNowRequestSchema,
@@ -20,6 +21,7 @@ import {
 } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { partitionOfId } from "../model/partition.js";
 import type { Placement } from "./call-routes.js";
+import { listQueuesAcross, type AskAt } from "./queue-merge.js";
 
 /** Sends `request` (encoded) to the server of `partition`; rejects with the gRPC status it failed with. */
 export type AskPartition = (
@@ -29,12 +31,13 @@ export type AskPartition = (
   metadata: grpc.Metadata,
   deadline: grpc.Deadline,
 ) => Promise<Buffer>;
-type Ask = (partition: number, request: Buffer) => Promise<Buffer>;
+type Ask = AskAt;
 
-/** The node answering a merged call: its id, and who serves each partition (server info carries the map). */
+/** The node answering a merged call: its id, who serves each partition and the spread queues (server info carries the map). */
 export interface AnsweringNode {
   nodeId: string;
   owners(): { index: number; nodeId: string; grpcAddress: string; epoch: bigint }[];
+  placement: Placement;
 }
 
 /** The listings paged across partitions: the repeated field of the answer and the page size an unset one means. */
@@ -53,8 +56,9 @@ const PAGED: Record<string, { items: string; defaultSize: number }> = {
  * from every partition; a worker command goes to every partition holding one of its streams.
  */
 export async function mergeAll(method: DescMethod, partitions: number[], request: Buffer, ask: Ask, node: AnsweringNode): Promise<Buffer> {
+  if (method.name === "ListQueues") return listQueuesAcross(request, node.placement, ask);
   const paged = PAGED[method.name];
-  if (paged) return pageAcross(method, paged, partitions.length, request, ask);
+  if (paged) return pageAcross(method, paged, partitions, request, ask);
   const answers = (schema: DescMessage) =>
     Promise.all(partitions.map(async (p) => fromBinary(schema, await ask(p, request)) as MessageShape<typeof schema>));
   switch (method.name) {
@@ -68,6 +72,9 @@ export async function mergeAll(method: DescMethod, partitions: number[], request
         nodeId: node.nodeId,
         partitionCount: partitions.length,
         partitions: node.owners().map((owner) => create(PartitionOwnerSchema, owner)),
+        spreadQueues: Object.entries(node.placement.spread).map(([queue, width]) =>
+          create(SpreadQueueSchema, { queue, partitions: width }),
+        ),
         connectedWorkers: Number(sum((info) => info.connectedWorkers)),
         connectedClients: Number(sum((info) => info.connectedClients)),
         totalProcessed: sum((info) => info.totalProcessed),
@@ -97,26 +104,40 @@ export async function mergeAll(method: DescMethod, partitions: number[], request
   }
 }
 
+/** A listing (ListJobs, ListBatches…) over `partitions` (ascending), read one partition after another. */
+export function pageListing(method: DescMethod, partitions: readonly number[], request: Buffer, ask: Ask): Promise<Buffer> {
+  const paged = PAGED[method.name];
+  if (!paged) throw new Error(`${method.name} is not a listing`);
+  return pageAcross(method, paged, partitions, request, ask);
+}
+
 async function pageAcross(
   method: DescMethod,
   paged: { items: string; defaultSize: number },
-  count: number,
+  partitions: readonly number[],
   request: Buffer,
   ask: Ask,
 ): Promise<Buffer> {
   const asked = fromBinary(method.input, request) as MessageShape<DescMessage> & { pageSize: number; pageToken: string };
   const size = asked.pageSize || paged.defaultSize;
-  let [partition, token] = parsePageToken(asked.pageToken, count);
+  const [first, firstToken] = parsePageToken(asked.pageToken, Math.max(...partitions) + 1);
+  let at = asked.pageToken === "" ? 0 : partitions.indexOf(first);
+  if (at < 0) throw notAPageToken();
+  let token = firstToken;
   const items: unknown[] = [];
   let next = "";
-  while (partition < count) {
+  while (at < partitions.length) {
+    const partition = partitions[at]!;
     const part = fromBinary(
       method.output,
       await ask(partition, encode(method.input, { ...asked, pageSize: size - items.length, pageToken: token })),
     ) as MessageShape<DescMessage> & { nextPageToken: string };
     items.push(...(part as unknown as Record<string, unknown[]>)[paged.items]!);
     if (part.nextPageToken) [token, next] = [part.nextPageToken, `${partition}:${part.nextPageToken}`];
-    else [partition, token, next] = [partition + 1, "", partition + 1 < count ? `${partition + 1}:` : ""];
+    else {
+      at++;
+      [token, next] = ["", at < partitions.length ? `${partitions[at]}:` : ""];
+    }
     // A full page, or a partition's page cut short by its scan limit: answer what there is.
     if (items.length >= size || part.nextPageToken) break;
   }
@@ -124,17 +145,20 @@ async function pageAcross(
 }
 
 /** A listing's page token: "<partition>:<that partition's own token>"; empty starts at partition 0. */
-function parsePageToken(token: string, count: number): [number, string] {
+export function parsePageToken(token: string, count: number): [number, string] {
   if (token === "") return [0, ""];
   const colon = token.indexOf(":");
   const partition = colon > 0 ? Number(token.slice(0, colon)) : NaN;
-  if (!(Number.isInteger(partition) && partition >= 0 && partition < count)) {
-    throw {
-      code: grpc.status.INVALID_ARGUMENT,
-      details: "page_token: not a page token of this cluster (pass the next_page_token of the last page)",
-    };
-  }
+  if (!(Number.isInteger(partition) && partition >= 0 && partition < count)) throw notAPageToken();
   return [partition, token.slice(colon + 1)];
+}
+
+/** The answer to a page token this cluster did not make. */
+export function notAPageToken(): Partial<grpc.StatusObject> {
+  return {
+    code: grpc.status.INVALID_ARGUMENT,
+    details: "page_token: not a page token of this cluster (pass the next_page_token of the last page)",
+  };
 }
 
 /**

@@ -23,7 +23,8 @@ import {
 } from "./forwarder.js";
 import { LeaderLink, type LinkTls } from "./leader-link.js";
 import { firstLeasePartition, SET_LEASE_CREDITS_PATH, splitLease, type LeaseCredits, type LeasePart } from "./merged-lease.js";
-import { mergeAll, splitItems, type AskPartition } from "./partition-merge.js";
+import { mergeAll, pageListing, splitItems, type AskPartition } from "./partition-merge.js";
+import { mergeQueueCall } from "./queue-merge.js";
 
 /** Who serves each partition, as this node last read it. */
 export interface PartitionDirectory {
@@ -175,7 +176,7 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
       const internal = internalFailure(options.log, "routing a call failed", path);
       const route = routes[method.localName]!;
       /** The call's one partition, or a reason it has several (undefined: a merge or split decides). */
-      const target = (request: Buffer): { partition: number } | { several: number[] } | { all: true } => {
+      const target = (request: Buffer): { partition: number } | { several: number[]; byQueue: boolean } | { all: true } => {
         let decoded: MessageShape<DescMessage>;
         try {
           decoded = fromBinary(method.input, request);
@@ -198,7 +199,7 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
             const distinct = [...new Set(named.filter((p): p is number => p !== undefined))];
             return distinct.length <= 1
               ? { partition: distinct[0] ?? directory.anyPartition() }
-              : { several: distinct.sort((a, b) => a - b) };
+              : { several: distinct.sort((a, b) => a - b), byQueue: to.kind === "some" };
           }
         }
       };
@@ -271,13 +272,19 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
       const forwardUnary = (request: Buffer, metadata: grpc.Metadata, deadline: grpc.Deadline): Promise<Buffer> => {
         const to = target(request);
         if ("partition" in to) return ask(to.partition, path, request, metadata, deadline);
-        const partitions = "all" in to ? Array.from({ length: directory.placement.count }, (_, i) => i) : to.several;
-        return "all" in to
-          ? mergeAll(method, partitions, request, (p, body) => ask(p, path, body, metadata, deadline), {
-              nodeId: options.nodeId,
-              owners: directory.owners,
-            })
-          : splitItems(method, request, directory.placement, (p, body) => ask(p, path, body, metadata, deadline));
+        const askAt = (p: number, body: Buffer, at = path) => ask(p, at, body, metadata, deadline);
+        if ("all" in to) {
+          const partitions = Array.from({ length: directory.placement.count }, (_, i) => i);
+          return mergeAll(method, partitions, request, askAt, {
+            nodeId: options.nodeId,
+            owners: directory.owners,
+            placement: directory.placement,
+          });
+        }
+        // A call about a spread queue goes to each of its partitions; one naming items, to each item's.
+        return to.byQueue
+          ? mergeQueueCall(method, to.several, request, askAt, (partitions) => pageListing(method, partitions, request, askAt))
+          : splitItems(method, request, directory.placement, askAt);
       };
       // Both doors (this gRPC port, and the HTTP port's Connect API) count the call and answer a
       // bug as a logged INTERNAL the same way.

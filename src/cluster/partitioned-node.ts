@@ -50,7 +50,7 @@ export async function startPartitionedNode(
         onStorageFailure: () => slot.failed(),
         cluster: { nodeId, nodes: async () => [] },
         mayGrant: () => slot.mayGrant(),
-        partition: { index: slot.index, count: slot.count, epoch: slot.epoch },
+        partition: { index: slot.index, count: slot.count, epoch: slot.epoch, spread: slot.spread },
       },
     );
     return {
@@ -59,11 +59,26 @@ export async function startPartitionedNode(
       reloadTokens: () => server.reloadTokens(),
     };
   };
-  const host = new PartitionHost({ url: config.store, nodeId, count, leaseMs: PARTITION_LEASE_MS, open, log });
+  const host = new PartitionHost({
+    url: config.store,
+    nodeId,
+    count,
+    ...(config.spreadQueues && { spread: config.spreadQueues }),
+    leaseMs: PARTITION_LEASE_MS,
+    open,
+    log,
+  });
   let turn = 0;
   let refreshing: Promise<void> | undefined;
   const directory: PartitionDirectory = {
-    placement: { count, spreadOf: () => 1, nextTurn: () => turn++ },
+    placement: {
+      count,
+      // The cluster's, as on record: read when the host starts, before any call is routed.
+      get spread() {
+        return host.spread;
+      },
+      nextTurn: () => turn++,
+    },
     addressOf: (partition) => host.ownerOf(partition)?.grpcAddress,
     owners: () =>
       Array.from({ length: count }, (_, index) => ({ index, owner: host.ownerOf(index) })).flatMap(({ index, owner }) =>

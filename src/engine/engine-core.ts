@@ -1,5 +1,5 @@
 import { partitionedIds } from "./uuid.js";
-import { foreignPartition, queuePlacement } from "../model/partition.js";
+import { foreignPartition, queuePlacement, type PlacementKeys } from "../model/partition.js";
 import type { UnsettledSubmit } from "./submit-deadline.js";
 import type { Clock } from "./clock.js";
 import { WorqError } from "../model/errors.js";
@@ -56,7 +56,7 @@ export class EngineCore {
   readonly random: () => number;
   readonly newId: () => string;
   /** With partitions: refuses a new job whose queue lives in another partition. */
-  readonly placeQueue: ((queue: string, field: string) => void) | undefined;
+  readonly placeQueue: ((queue: string, job: PlacementKeys, field: string) => void) | undefined;
   /** With partitions: the partition of an id that names another one. */
   readonly partitionElsewhere: ((id: string) => number | undefined) | undefined;
   readonly maxJobBytes: number;

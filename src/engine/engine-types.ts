@@ -4,6 +4,7 @@
 import type { Clock } from "./clock.js";
 import type { GroupLimit, JobBody, JobMeta, JobState, QueueConfig } from "../model/job.js";
 import type { Counters, Store, StoreWrite } from "./store.js";
+import type { SpreadQueues } from "../model/partition.js";
 
 export interface EngineOptions {
   store: Store;
@@ -14,9 +15,10 @@ export interface EngineOptions {
   newId?: () => string;
   /**
    * The partition this engine serves, of how many (default 0 of 1). With more than one, the
-   * ids it issues carry its partition (src/model/partition.ts) so calls naming them route.
+   * ids it issues carry its partition (src/model/partition.ts) so calls naming them route,
+   * and it takes jobs of the queues that live in it only (their home, or a spread queue's).
    */
-  partition?: { index: number; count: number };
+  partition?: { index: number; count: number; spread?: SpreadQueues };
   /** Limit on args + kwargs + payload + custom of one job. */
   maxJobBytes?: number;
   /**

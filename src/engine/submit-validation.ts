@@ -7,6 +7,7 @@ import { NO_LEASE_IDS, internName, internRetryPolicy } from "./intern.js";
 import { CLOCK_SKEW_MS } from "./import-history.js";
 import { checkDelayMs, checkGroupText, checkJsonData, checkText, checkTimeMs } from "./value-checks.js";
 import { checkFlowOptions, uniqueOf } from "./flow-keys.js";
+import type { PlacementKeys } from "../model/partition.js";
 
 export interface NewJob {
   meta: JobMeta;
@@ -28,7 +29,7 @@ export function buildNewJob(
   ids: { jid: string; nowMs: number },
   maxJobBytes: number,
   /** With partitions: refuses a queue that lives in another partition (engine-core placeQueue). */
-  placeQueue?: (queue: string, field: string) => void,
+  placeQueue?: (queue: string, job: PlacementKeys, field: string) => void,
 ): NewJob {
   const { jid, nowMs } = ids;
   if (!input.type) invalid(`${field}.type`, "is required");
@@ -36,7 +37,7 @@ export function buildNewJob(
   checkText(input.type, `${field}.type`);
   const queue = input.queue || LIMITS.defaultQueue;
   checkQueueName(queue, `${field}.queue`);
-  placeQueue?.(queue, `${field}.queue`);
+  placeQueue?.(queue, input, field);
   const priority = input.priority ?? PRIORITY_NORMAL;
   if (!Number.isInteger(priority) || priority < 0 || priority >= PRIORITY_LEVELS) {
     invalid(`${field}.priority`, `unknown priority ${priority}`);

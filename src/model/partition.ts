@@ -5,10 +5,20 @@
  * default) every queue and every id is in partition 0, ids made before partitioning included.
  */
 
-import { fnv1a32, MAX_PARTITIONS, PARTITION_BITS, partitionOfId } from "@worq/client/partition.js";
+import {
+  keyedPartition,
+  MAX_PARTITIONS,
+  PARTITION_BITS,
+  partitionOfId,
+  placementKey,
+  queuePartitions,
+  type PlacementKeys,
+} from "@worq/client/partition.js";
 import { WorqError } from "./errors.js";
+import { LIMITS } from "./limits.js";
 
-export { fnv1a32, MAX_PARTITIONS, partitionOfId } from "@worq/client/partition.js";
+export { fnv1a32, keyedPartition, MAX_PARTITIONS, partitionOfId, placementKey, queuePartitions } from "@worq/client/partition.js";
+export type { PlacementKeys } from "@worq/client/partition.js";
 
 /** Checks a partition count given by a caller (flag or database), naming `field`. */
 export function checkPartitionCount(count: number, field: string): void {
@@ -17,33 +27,71 @@ export function checkPartitionCount(count: number, field: string): void {
   }
 }
 
-/**
- * The check an engine serving partition `index` makes of each new job's queue: a job whose
- * queue lives elsewhere is refused, naming where it belongs, since a worker leasing that
- * queue is served by the other partition and would never see it.
- */
-export function queuePlacement(partition: { index: number; count: number }): (queue: string, field: string) => void {
-  return (queue, field) => {
-    const home = fnv1a32(queue) % partition.count;
-    if (home !== partition.index) {
-      throw new WorqError(
-        "WORQ_FAILED_PRECONDITION",
-        `${field}: queue "${queue}" lives in partition ${home}; this is partition ${partition.index} (send it to that partition's owner)`,
-        field,
-      );
-    }
-  };
+/** Hot queues spread over several partitions, by name: how many partitions each (2 or more). */
+export type SpreadQueues = Readonly<Record<string, number>>;
+
+/** Where jobs are placed: the partition count and the spread queues. */
+export interface PartitionLayout {
+  count: number;
+  spread: SpreadQueues;
 }
 
 /**
- * The partitions of `queue`: one by default; a hot queue spread over `spread` partitions has
- * the ones after its home partition too (wrapping), so queues spread by the same amount do
- * not all pile onto the same partitions.
+ * `--spread-queues`: `queue=k` pairs joined by commas, each queue spread over k partitions
+ * (2 to `count`); throws naming `field` and the pair at fault.
  */
-export function queuePartitions(queue: string, count: number, spread = 1): number[] {
-  const home = fnv1a32(queue) % count;
-  const width = Math.min(Math.max(1, spread), count);
-  return Array.from({ length: width }, (_, i) => (home + i) % count);
+export function parseSpreadQueues(text: string, count: number, field: string): SpreadQueues {
+  const spread: Record<string, number> = {};
+  for (const pair of text.split(",").map((part) => part.trim())) {
+    if (pair === "") continue;
+    const match = /^([^=\s]+)=(\d+)$/.exec(pair);
+    if (!match) throw new RangeError(`${field}: "${pair}" is not queue=partitions (e.g. emails=4)`);
+    const [, queue, width] = match as unknown as [string, string, string];
+    if (queue.length > LIMITS.queueMaxChars || !LIMITS.queuePattern.test(queue)) {
+      throw new RangeError(`${field}: "${queue}" is not a queue name (^[a-zA-Z][a-zA-Z0-9_.-]*$, at most ${LIMITS.queueMaxChars} chars)`);
+    }
+    const k = Number(width);
+    if (k < 2 || k > count)
+      throw new RangeError(`${field}: ${queue} spread over ${k} partitions; it takes 2 to ${count} (the partition count)`);
+    if (queue in spread) throw new RangeError(`${field}: ${queue} is given twice`);
+    spread[queue] = k;
+  }
+  return spread;
+}
+
+/** The spread queues as `--spread-queues` writes them, by name: "a=2,b=4" ("" for none). */
+export function formatSpreadQueues(spread: SpreadQueues): string {
+  return Object.keys(spread)
+    .sort()
+    .map((queue) => `${queue}=${spread[queue]}`)
+    .join(",");
+}
+
+/**
+ * The check an engine serving partition `index` makes of each new job: a job whose queue
+ * lives elsewhere is refused, naming where it belongs, since a worker leasing that queue is
+ * served by the other partitions and would never see it; so is a keyed job of a spread queue
+ * sent to another of its partitions than its key's, whose claim would not meet the others'.
+ */
+export function queuePlacement(partition: {
+  index: number;
+  count: number;
+  spread?: SpreadQueues;
+}): (queue: string, job: PlacementKeys, field: string) => void {
+  return (queue, job, field) => {
+    const partitions = queuePartitions(queue, partition.count, partition.spread?.[queue]);
+    const key = partitions.length > 1 ? placementKey(job) : "";
+    const home = key ? [keyedPartition(partitions, key)] : partitions;
+    if (!home.includes(partition.index)) {
+      const where = home.length === 1 ? `partition ${home[0]}` : `partitions ${home.join(", ")}`;
+      const whose = key ? `a job of spread queue "${queue}" with key "${key}"` : `queue "${queue}"`;
+      throw new WorqError(
+        "WORQ_FAILED_PRECONDITION",
+        `${field}.queue: ${whose} lives in ${where}; this is partition ${partition.index} (send it to that partition's owner)`,
+        `${field}.queue`,
+      );
+    }
+  };
 }
 
 /** `uuid` (a UUID v4 string, lower-case hex) with its last ten bits set to `partition`. */

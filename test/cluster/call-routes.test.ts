@@ -6,11 +6,11 @@ import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js
 import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { adminRoutes, jobPartition, producerRoutes, workerRoutes, type Placement } from "../../src/cluster/call-routes.js";
 import { randomUuidV4 } from "../../src/engine/uuid.js";
-import { fnv1a32, withPartition } from "../../src/model/partition.js";
+import { fnv1a32, keyedPartition, queuePartitions, withPartition } from "../../src/model/partition.js";
 
 function placement(count: number, spread: Record<string, number> = {}): Placement {
   let turn = 0;
-  return { count, spreadOf: (queue) => spread[queue] ?? 1, nextTurn: () => turn++ };
+  return { count, spread, nextTurn: () => turn++ };
 }
 const jidIn = (partition: number) => withPartition(randomUuidV4(), partition);
 const job = (fields: { queue?: string; idempotencyKey?: string }) => create(JobSpecSchema, { type: "t", ...fields });
@@ -45,6 +45,22 @@ describe("call routes: where each RPC goes once the job space is partitioned", (
     expect(spread).toContain([...keyed][0]);
     const turns = Array.from({ length: 8 }, () => jobPartition(job({ queue: "hot" }), p));
     expect(turns).toEqual([...spread, ...spread]);
+  });
+
+  it("a spread queue's job is placed by the first of its unique, debounce, group and idempotency keys; a SubmitBatch's unkeyed jobs go together", () => {
+    const p = placement(16, { hot: 4 });
+    const spread = queuePartitions("hot", 16, 4);
+    // Keys chosen to land on four different partitions, so a wrong precedence shows.
+    const keys = ["k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9"];
+    const [u, d, g, i] = spread.map((partition) => keys.find((key) => keyedPartition(spread, key) === partition)!);
+    const all = { unique: { key: u }, debounce: { key: d, delay: { seconds: 1n } }, groupKey: g, idempotencyKey: i };
+    const at = (fields: object) => jobPartition(create(JobSpecSchema, { type: "t", queue: "hot", ...fields }), p);
+    expect(at(all)).toBe(keyedPartition(spread, u!));
+    expect(at({ ...all, unique: undefined })).toBe(keyedPartition(spread, d!));
+    expect(at({ groupKey: g, idempotencyKey: i })).toBe(keyedPartition(spread, g!));
+    expect(at({ idempotencyKey: i })).toBe(keyedPartition(spread, i!));
+    const batch = producerRoutes.submitBatch({ jobs: Array.from({ length: 6 }, () => job({ queue: "hot" })) } as never, p);
+    expect(batch.kind === "items" && new Set(batch.partitions).size).toBe(1);
   });
 
   it("SubmitBatch: each job to its own queue's partition, in order", () => {

@@ -361,9 +361,26 @@ describe.skipIf(!available)("partitioned cluster: worq serve --cluster --partiti
     await running2;
   }, 120_000);
 
-  it("a node started with another partition count than the database's is refused", async () => {
+  it("a node started with another partition count or spread than the database's is refused; one without --spread-queues takes the recorded list, and a spread queue's jobs land in each of its partitions through either node", async () => {
     const url = await postgres.createDatabase();
-    nodes.push(await spawnNode(url, "node-c", ["--partitions", "4"]));
+    const c = await spawnNode(url, "node-c", ["--partitions", "4", "--spread-queues", "hot=4"]);
+    nodes.push(c);
     await expect(spawnNode(url, "node-d", ["--partitions", "8"])).rejects.toThrow(/has 4 partitions; this node was started with 8/);
+    await expect(spawnNode(url, "node-d", ["--partitions", "4", "--spread-queues", "hot=2"])).rejects.toThrow(
+      /spreads queues as --spread-queues \\"hot=4\\"; this node was started with \\"hot=2\\"/,
+    );
+    const d = await spawnNode(url, "node-d", ["--partitions", "4"]);
+    nodes.push(d);
+    const info = await d.clients.admin.getServerInfo({});
+    expect(info.spreadQueues.map(({ queue, partitions }) => [queue, partitions])).toEqual([["hot", 4]]);
+    await until(
+      "both nodes serve",
+      async () => ((await partitionsOf(c)).length === 2 && (await partitionsOf(d)).length === 2) || undefined,
+      20_000,
+    );
+    const jids: string[] = [];
+    for (let i = 0; i < 8; i++) jids.push((await (i % 2 ? c : d).clients.producer.submit({ job: { type: "t", queue: "hot" } })).jid);
+    expect(new Set(jids.map((jid) => partitionOfId(jid, 4))).size).toBe(4);
+    for (const node of [c, d]) expect((await node.clients.admin.getQueueStats({ queue: "hot" })).stats!.ready).toBe(8n);
   }, 60_000);
 });

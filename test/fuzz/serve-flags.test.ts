@@ -431,3 +431,53 @@ describe("worq serve --engines fuzzed", () => {
     printFigures("engines-flag", { ...figures, seed: SEED });
   });
 });
+
+describe("worq serve --spread-queues fuzzed", () => {
+  const pair = fc.oneof(
+    fc.tuple(fc.stringMatching(/^[a-zA-Z][a-zA-Z0-9_.-]{0,8}$/), fc.integer({ min: -1, max: 6 })).map(([queue, k]) => `${queue}=${k}`),
+    fc.string({ unit: "binary", maxLength: 10 }),
+    fc.constantFrom("hot=2", "hot=2 ", "=2", "hot=", "hot", "hot=2=3", "1hot=2", "hot=0x2", "hot=2.0", "hot=٢", "a".repeat(129) + "=2"),
+  );
+  const value = fc.array(pair, { maxLength: 3 }).map((pairs) => pairs.join(","));
+  /** The partition count beside it: none (refused), one engine, or 4 engines or partitions. */
+  const layout = fc.constantFrom<string[]>(
+    [],
+    ["--engines", "1"],
+    ["--engines", "4"],
+    ["--store", "postgres://worq@127.0.0.1:5432/worq", "--cluster", "--partitions", "4"],
+  );
+
+  it(`random lists (${RUNS * 8}, seed ${SEED}), as a flag or in WORQ_SPREAD_QUEUES: queue=k pairs with k from 2 to the partition count accepted, the rest refused in one line naming the flag`, () => {
+    const figures = { inputs: 0, accepted: 0, refused: 0 };
+    fc.assert(
+      fc.property(value, layout, fc.boolean(), (text, others, fromEnv) => {
+        figures.inputs++;
+        const argv = [...others, ...(fromEnv ? [] : [`--spread-queues=${text}`])];
+        let config: ServerConfig;
+        try {
+          config = parseServeArgs(argv, fromEnv ? { WORQ_SPREAD_QUEUES: text } : {}) as ServerConfig;
+        } catch (error) {
+          figures.refused++;
+          const message = (error as Error).message;
+          expect(message, JSON.stringify(text)).not.toContain("\n");
+          expect(message).toMatch(/^--spread-queues/);
+          return;
+        }
+        figures.accepted++;
+        const count = config.cluster?.partitions ?? config.engines ?? 0;
+        expect(count, "accepted without partitions").toBeGreaterThanOrEqual(2);
+        const pairs = text.split(",").filter((part) => part.trim() !== "");
+        expect(Object.keys(config.spreadQueues!)).toHaveLength(pairs.length);
+        for (const [queue, k] of Object.entries(config.spreadQueues!)) {
+          expect(queue).toMatch(/^[a-zA-Z][a-zA-Z0-9_.-]*$/);
+          expect(k).toBeGreaterThanOrEqual(2);
+          expect(k).toBeLessThanOrEqual(count);
+        }
+      }),
+      { numRuns: RUNS * 8, seed: SEED },
+    );
+    expect(figures.accepted).toBeGreaterThan(0);
+    expect(figures.refused).toBeGreaterThan(0);
+    printFigures("spread-queues-flag", { ...figures, seed: SEED });
+  });
+});

@@ -131,17 +131,25 @@ class FakeProducer(producer_service_pb2_grpc.ProducerServiceServicer):
             await context.abort(code, "partition moved")
         return producer_service_pb2.SubmitResponse(jid=jid_in(queue_home(request.job.queue, 4)))
 
+    async def SubmitBatch(self, request: Any, context: Any) -> producer_service_pb2.SubmitBatchResponse:
+        self.calls.append(("SubmitBatch", ",".join(job.queue for job in request.jobs)))
+        return producer_service_pb2.SubmitBatchResponse(
+            jobs=[producer_service_pb2.SubmitResponse(jid=jid_in(queue_home(job.queue, 4))) for job in request.jobs]
+        )
+
     async def GetResult(self, request: Any, context: Any) -> producer_service_pb2.GetResultResponse:
         self.calls.append(("GetResult", request.jid))
         return producer_service_pb2.GetResultResponse(job=job_pb2.Job(jid=request.jid, state=job_pb2.JOB_STATE_COMPLETED))
 
 
 class FakeAdmin(admin_service_pb2_grpc.AdminServiceServicer):
-    """The node's map: ``owners`` maps a partition to its server's address (absent: no owner)."""
+    """The node's map: ``owners`` maps a partition to its server's address (absent: no owner);
+    ``spread`` the spread queues to how many partitions each is over."""
 
-    def __init__(self, count: int, owners: Dict[int, str]) -> None:
+    def __init__(self, count: int, owners: Dict[int, str], spread: Optional[Dict[str, int]] = None) -> None:
         self.count = count
         self.owners = owners
+        self.spread = spread or {}
         self.reads = 0
 
     async def GetServerInfo(self, request: Any, context: Any) -> admin_service_pb2.GetServerInfoResponse:
@@ -152,6 +160,7 @@ class FakeAdmin(admin_service_pb2_grpc.AdminServiceServicer):
                 admin_service_pb2.PartitionOwner(index=i, node_id="n", grpc_address=address, epoch=1)
                 for i, address in sorted(self.owners.items())
             ],
+            spread_queues=[admin_service_pb2.SpreadQueue(queue=q, partitions=k) for q, k in self.spread.items()],
         )
 
 
@@ -169,11 +178,11 @@ class FakeCluster:
     """A node (its map, and every service, to catch calls it should not get) and two
     partition servers: P serves partitions 0 and 1, Q serves 2; partition 3 has no owner."""
 
-    def __init__(self) -> None:
+    def __init__(self, spread: Optional[Dict[str, int]] = None) -> None:
         self.node = FakeServer("node", jobs=False)
         self.p = FakeServer("P")
         self.q = FakeServer("Q")
-        self.admin = FakeAdmin(4, {0: self.p.address, 1: self.p.address, 2: self.q.address})
+        self.admin = FakeAdmin(4, {0: self.p.address, 1: self.p.address, 2: self.q.address}, spread)
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(self.admin, self.node.server)
 
     async def __aenter__(self) -> "FakeCluster":

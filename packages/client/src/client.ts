@@ -6,7 +6,7 @@ import type { Batch } from "./gen/worq/v1/batch_pb.js";
 import { ProducerService } from "./gen/worq/v1/producer_service_pb.js";
 import { WorkerService } from "./gen/worq/v1/worker_service_pb.js";
 import { toClientError } from "./errors.js";
-import { encodedJobSpecOf, jobSpecOf, type SubmitOptions } from "./job-options.js";
+import { encodedJobSpecOf, jobSpecOf, placementKeysOf, type SubmitOptions } from "./job-options.js";
 import { GrpcLink } from "./grpc-link.js";
 import { SubmitBatcher, submitBatchCall, type SubmitOutcome } from "./submit-batcher.js";
 import { createWorqTransport, type ConnectionOptions } from "./transport.js";
@@ -80,11 +80,11 @@ export class WorqClient {
   }
 
   /** A submit of a job of `queue`: to its partition's server when routing, else to the node. */
-  private async submitTo(queue: string | undefined, spec: Uint8Array): Promise<SubmitOutcome> {
+  private async submitTo(options: SubmitOptions | undefined, spec: Uint8Array): Promise<SubmitOutcome> {
     const routes = this.routes;
     if (!routes) return this.submits.submit(spec);
     if (!routes.loaded) await routes.ready();
-    const link = routes.linkOf(routes.partitionOfQueue(queue));
+    const link = routes.linkOf(routes.partitionOfJob(options?.queue, placementKeysOf(options)));
     if (!link) return this.submits.submit(spec);
     let batcher = this.partitionSubmits.get(link);
     if (!batcher) this.partitionSubmits.set(link, (batcher = new SubmitBatcher(link)));
@@ -101,7 +101,7 @@ export class WorqClient {
    * sent together in batch calls (each still resolves or fails on its own).
    */
   async submit(type: string, options?: SubmitOptions): Promise<string> {
-    return (await this.submitTo(options?.queue, encodedJobSpecOf(type, options))).jid;
+    return (await this.submitTo(options, encodedJobSpecOf(type, options))).jid;
   }
 
   /**
@@ -109,12 +109,14 @@ export class WorqClient {
    * duplicate (idempotency or unique key held) or debounced into a waiting job.
    */
   async submitDetailed(type: string, options?: SubmitOptions): Promise<SubmitOutcome> {
-    return this.submitTo(options?.queue, encodedJobSpecOf(type, options));
+    return this.submitTo(options, encodedJobSpecOf(type, options));
   }
 
   /**
    * Creates jobs atomically (all or none); resolves with their jids in order. On a
-   * partitioned cluster the jobs' queues must live in one partition.
+   * partitioned cluster the jobs must go to one partition: their queues live in one, and a
+   * spread queue's jobs with a placement key (unique, debounce, group or idempotency key) all
+   * name the same one; unkeyed jobs of a spread queue go together to one of its partitions.
    */
   async submitBatch(jobs: ({ type: string } & SubmitOptions)[]): Promise<string[]> {
     return (await this.submitBatchDetailed(jobs)).map((outcome) => outcome.jid);
@@ -124,7 +126,7 @@ export class WorqClient {
   async submitBatchDetailed(jobs: ({ type: string } & SubmitOptions)[]): Promise<SubmitOutcome[]> {
     const routes = this.routes;
     if (routes && !routes.loaded) await routes.ready();
-    const link = routes?.linkOf(routes.partitionOfQueue(jobs[0]?.queue)) ?? this.nodeLink;
+    const link = routes?.linkOf(routes.partitionOfJob(jobs[0]?.queue, placementKeysOf(jobs[0]))) ?? this.nodeLink;
     return call(() =>
       submitBatchCall(
         link,
@@ -228,7 +230,7 @@ export class WorqClient {
   async run(type: string, options: SubmitOptions & { waitMs: number }): Promise<Job> {
     const { waitMs, ...rest } = options;
     return this.onServerOf(
-      { queue: rest.queue },
+      { job: rest },
       async ({ producer }) => (await producer.run({ job: jobSpecOf(type, rest), waitTimeout: durationFromMs(waitMs) })).job!,
     );
   }
@@ -238,17 +240,18 @@ export class WorqClient {
    * routing, those of the server of its partition (a partition without one known, and an id
    * of none, go to the node).
    */
-  private async servicesFor(target: string | { queue: string | undefined } | undefined): Promise<PartitionServices> {
+  private async servicesFor(target: string | { job: SubmitOptions } | undefined): Promise<PartitionServices> {
     const routes = this.routes;
     if (!routes || target === undefined) return this;
     if (!routes.loaded) await routes.ready();
-    const partition = typeof target === "string" ? routes.partitionOfJid(target) : routes.partitionOfQueue(target.queue);
+    const partition =
+      typeof target === "string" ? routes.partitionOfJid(target) : routes.partitionOfJob(target.job.queue, placementKeysOf(target.job));
     return routes.servicesOf(partition) ?? this;
   }
 
   /** Runs `use` on the server of `target`'s partition (see servicesFor); a failure that says the map is stale has it read again. */
   private async onServerOf<T>(
-    target: string | { queue: string | undefined } | undefined,
+    target: string | { job: SubmitOptions } | undefined,
     use: (services: PartitionServices) => Promise<T>,
   ): Promise<T> {
     try {

@@ -1,4 +1,5 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import type { PlacementKeys } from "./partition.js";
 import type { PriorityLevel, SubmitInput } from "./submit-input.js";
 import type { JobSpec } from "./gen/worq/v1/job_pb.js";
 import { encodeJobSpec, jobSpecOfInput } from "./job-spec.js";
@@ -87,6 +88,11 @@ export interface SubmitOptions {
 const PRIORITY_LEVELS: Record<PriorityName, PriorityLevel> = { critical: 0, high: 1, normal: 2, low: 3, bulk: 4 };
 
 /** The JobSpec message for a job of `type` with `options` (through jobSpecOfInput, the one converter). */
+/** The keys a job of a spread queue is placed by (partition.ts placementKey). */
+export function placementKeysOf(options: SubmitOptions = {}): PlacementKeys {
+  return { unique: options.unique, debounce: options.debounce, groupKey: options.group, idempotencyKey: options.idempotencyKey };
+}
+
 export function jobSpecOf(type: string, options: SubmitOptions = {}): JobSpec {
   return jobSpecOfInput(submitInputOf(type, options));
 }

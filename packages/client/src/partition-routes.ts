@@ -2,7 +2,7 @@ import { createClient, type Client } from "@connectrpc/connect";
 import { AdminService, type GetServerInfoResponse } from "./gen/worq/v1/admin_service_pb.js";
 import { ProducerService } from "./gen/worq/v1/producer_service_pb.js";
 import { GrpcLink } from "./grpc-link.js";
-import { partitionOfId, queueHome } from "./partition.js";
+import { keyedPartition, partitionOfId, placementKey, queuePartitions, type PlacementKeys } from "./partition.js";
 import { createWorqTransport, type ConnectionOptions } from "./transport.js";
 
 /** The generated clients of one partition's server: the calls that name a job or batch go there. */
@@ -31,6 +31,10 @@ const DEFAULT_QUEUE = "default";
 export class PartitionRoutes {
   private count = 0;
   private addresses: (string | undefined)[] = [];
+  /** The spread queues, by name: over how many partitions each. */
+  private spread = new Map<string, number>();
+  /** Where the next job of a spread queue without a placement key goes, in turn. */
+  private turn = 0;
   /** By address: a partition's server, as long as this client runs. */
   private readonly servers = new Map<string, PartitionServer>();
   private read = false;
@@ -61,9 +65,23 @@ export class PartitionRoutes {
     return this.count;
   }
 
-  /** The partition of a job of `queue` (`undefined` when the server is not partitioned). */
-  partitionOfQueue(queue: string | undefined): number | undefined {
-    return this.count > 1 ? queueHome(queue || DEFAULT_QUEUE, this.count) : undefined;
+  /** The partitions `queue` lives in: its home, or a spread queue's (empty when the server is not partitioned). */
+  partitionsOfQueue(queue: string | undefined): number[] {
+    if (this.count <= 1) return [];
+    const name = queue || DEFAULT_QUEUE;
+    return queuePartitions(name, this.count, this.spread.get(name));
+  }
+
+  /**
+   * The partition a new job of `queue` goes to, as the server places it (`undefined` when the
+   * server is not partitioned): a spread queue's job by its placement key (unique, debounce,
+   * group or idempotency key), or else to each of the queue's partitions in turn.
+   */
+  partitionOfJob(queue: string | undefined, keys: PlacementKeys = {}): number | undefined {
+    const partitions = this.partitionsOfQueue(queue);
+    if (partitions.length <= 1) return partitions[0];
+    const key = placementKey(keys);
+    return key ? keyedPartition(partitions, key) : partitions[this.turn++ % partitions.length];
   }
 
   partitionOfJid(jid: string): number | undefined {
@@ -106,6 +124,7 @@ export class PartitionRoutes {
       const addresses: (string | undefined)[] = [];
       for (const owner of info.partitions) if (owner.grpcAddress) addresses[owner.index] = owner.grpcAddress;
       [this.count, this.addresses] = [info.partitionCount, addresses];
+      this.spread = new Map(info.spreadQueues.map((spread) => [spread.queue, spread.partitions]));
     } catch {
       // A server too old to publish a map, or a token without the right to read it: the
       // address given routes everything, as it does on a server that is not partitioned.

@@ -30,6 +30,38 @@ export function queueHome(queue: string, count: number): number {
 }
 
 /**
+ * The partitions of `queue`: one by default; a hot queue spread over `spread` partitions has
+ * the ones after its home partition too (wrapping), so queues spread by the same amount do
+ * not all pile onto the same partitions.
+ */
+export function queuePartitions(queue: string, count: number, spread = 1): number[] {
+  const home = fnv1a32(queue) % count;
+  const width = Math.min(Math.max(1, spread), count);
+  return Array.from({ length: width }, (_, i) => (home + i) % count);
+}
+
+/** The keys of a new job that decide where it goes in a spread queue (a JobSpec, or the engine's submit input). */
+export interface PlacementKeys {
+  unique?: { key?: string };
+  debounce?: { key?: string };
+  groupKey?: string;
+  idempotencyKey?: string;
+}
+
+/**
+ * The key a job of a spread queue is placed by: the first set of its unique, debounce, group
+ * and idempotency keys, so jobs that share one meet in the partition that holds it ("" none).
+ */
+export function placementKey(job: PlacementKeys): string {
+  return job.unique?.key || job.debounce?.key || job.groupKey || job.idempotencyKey || "";
+}
+
+/** Of a spread queue's `partitions`, the one a job with placement key `key` goes to. */
+export function keyedPartition(partitions: readonly number[], key: string): number {
+  return partitions[fnv1a32(key) % partitions.length]!;
+}
+
+/**
  * The partition an id names, out of `count`; undefined when its bits name none of them (no
  * such job can exist). With one partition every id is in partition 0.
  */

@@ -426,9 +426,10 @@ export class Worker {
     await routes.ready();
     const byPartition = new Map<number, string[]>();
     for (const queue of this.queues) {
-      const partition = routes.partitionOfQueue(queue);
-      if (partition === undefined) return false;
-      byPartition.set(partition, [...(byPartition.get(partition) ?? []), queue]);
+      const partitions = routes.partitionsOfQueue(queue);
+      if (partitions.length === 0) return false;
+      // A spread queue is leased from each of its partitions.
+      for (const partition of partitions) byPartition.set(partition, [...(byPartition.get(partition) ?? []), queue]);
     }
     const groups = [...byPartition];
     const credits = (this.credits = new CreditMover(

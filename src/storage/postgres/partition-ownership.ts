@@ -1,4 +1,5 @@
 import type pg from "pg";
+import type { PartitionLayout } from "../../model/partition.js";
 
 /**
  * Who owns each partition, in the database every node shares (docs/scale-out.md, "Ownership
@@ -25,6 +26,8 @@ export async function ensureOwnershipSchema(client: pg.ClientBase): Promise<void
       only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
       partition_count integer NOT NULL
     );
+    -- The spread queues (queue name -> partitions), fixed with the count: jobs were placed by them.
+    ALTER TABLE ${OWNERSHIP_SCHEMA}.layout ADD COLUMN IF NOT EXISTS spread_queues jsonb NOT NULL DEFAULT '{}';
     -- The nodes that serve partitions, each seen at its last tick: the live ones share them.
     CREATE TABLE IF NOT EXISTS ${OWNERSHIP_SCHEMA}.partition_nodes (node_id text PRIMARY KEY, seen_at timestamptz NOT NULL);
     -- Taken FOR SHARE by every commit of an owner: a takeover's UPDATE waits for the commits in
@@ -42,13 +45,18 @@ export async function ensureOwnershipSchema(client: pg.ClientBase): Promise<void
 }
 
 /**
- * Records `count` as the cluster's partition count if none is yet, and returns the one on
- * record: a node must run with it, since every jid and queue was placed by it.
+ * Records `layout` as the cluster's (partition count and spread queues) if none is yet, and
+ * returns the one on record: a node must run with it, since every jid and job was placed by it.
  */
-export async function settlePartitionCount(client: pg.ClientBase, count: number): Promise<number> {
-  await client.query(`INSERT INTO ${OWNERSHIP_SCHEMA}.layout (partition_count) VALUES ($1) ON CONFLICT DO NOTHING`, [count]);
-  const { rows } = await client.query<{ partition_count: number }>(`SELECT partition_count FROM ${OWNERSHIP_SCHEMA}.layout`);
-  return rows[0]!.partition_count;
+export async function settlePartitionLayout(client: pg.ClientBase, layout: PartitionLayout): Promise<PartitionLayout> {
+  await client.query(`INSERT INTO ${OWNERSHIP_SCHEMA}.layout (partition_count, spread_queues) VALUES ($1, $2) ON CONFLICT DO NOTHING`, [
+    layout.count,
+    JSON.stringify(layout.spread),
+  ]);
+  const { rows } = await client.query<{ partition_count: number; spread_queues: Record<string, number> }>(
+    `SELECT partition_count, spread_queues FROM ${OWNERSHIP_SCHEMA}.layout`,
+  );
+  return { count: rows[0]!.partition_count, spread: rows[0]!.spread_queues };
 }
 
 /**

@@ -7,9 +7,11 @@ it (one hop more). Identical in every Worq library; the test vectors are shared.
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import grpc
+
+from worq.v1 import job_pb2
 
 #: Ten bits of a job or batch id name its partition, so there are at most 1024.
 MAX_PARTITIONS = 1024
@@ -34,6 +36,31 @@ def fnv1a32(text: str) -> int:
 def queue_home(queue: str, count: int) -> int:
     """The partition of the jobs of ``queue`` (empty: the default queue) out of ``count``."""
     return fnv1a32(queue or DEFAULT_QUEUE) % count
+
+
+def queue_partitions(queue: str, count: int, spread: int = 1) -> List[int]:
+    """The partitions the jobs of ``queue`` live in, out of ``count``: its home, and for a
+    queue spread over ``spread`` partitions the ones after it too, wrapping (so queues spread
+    by the same amount do not all pile onto the same partitions); at most all ``count``."""
+    home = queue_home(queue, count)
+    return [(home + i) % count for i in range(min(max(1, spread), count))]
+
+
+def placement_key(job: job_pb2.JobSpec) -> str:
+    """What places a new job of a spread queue: the first set of its unique key, debounce
+    key, group key and idempotency key, so that the jobs sharing one meet in one partition
+    (where the server finds the job holding the key); empty when it has none."""
+    for key in (job.unique.key, job.debounce.key, job.group_key, job.idempotency_key):
+        if key:
+            return key
+    return ""
+
+
+def spread_partition(partitions: Sequence[int], key: str, turn: int) -> int:
+    """Of a spread queue's ``partitions`` (in :func:`queue_partitions`' order), the one a new
+    job goes to: by the hash of its placement ``key``, or without one the ``turn``-th (a
+    counter the caller moves on at each such job), wrapping."""
+    return partitions[(fnv1a32(key) if key else turn) % len(partitions)]
 
 
 def partition_of_id(jid: str, count: int) -> Optional[int]:

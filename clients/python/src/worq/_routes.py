@@ -1,9 +1,9 @@
 """Which server takes each partition's calls on a partitioned cluster (internal).
 
-The cluster publishes its partition map in GetServerInfo (``partition_count`` and
-``partitions``). :class:`PartitionRoutes` reads it once before the first routed call, and
-again when a call finds a partition gone; a partition with no owner known, and everything on
-a server that is not partitioned, goes to the address the library was given, whose node
+The cluster publishes its partition map in GetServerInfo (``partition_count``, ``partitions``
+and ``spread_queues``). :class:`PartitionRoutes` reads it once before the first routed call,
+and again when a call finds a partition gone; a partition with no owner known, and everything
+on a server that is not partitioned, goes to the address the library was given, whose node
 routes it.
 """
 
@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
-from typing import Callable, Dict, List, Optional, Set
+from typing import Callable, Dict, List, Optional, Sequence, Set
 
 import grpc
 import grpc.aio
 
-from worq.v1 import admin_service_pb2, admin_service_pb2_grpc, producer_service_pb2_grpc, worker_service_pb2_grpc
+from worq.v1 import admin_service_pb2, admin_service_pb2_grpc, job_pb2, producer_service_pb2_grpc, worker_service_pb2_grpc
 
-from ._partition import partition_of_id, queue_home
+from ._partition import DEFAULT_QUEUE, partition_of_id, placement_key, queue_partitions, spread_partition
 
 log = logging.getLogger("worq.routes")
 
@@ -56,6 +57,10 @@ class PartitionRoutes:
         self._open_channel = open_channel
         self._count = 0
         self._addresses: Dict[int, str] = {}
+        self._spread: Dict[str, int] = {}  # the spread queues: how many partitions each is over
+        # A spread queue's next turn, for its jobs without a placement key: one counter per
+        # queue, so that submits alternating between spread queues still cycle through each.
+        self._turns: Dict[str, int] = {}
         self._links: Dict[str, Link] = {}
         self._retiring: Dict[str, asyncio.TimerHandle] = {}
         self._loaded = False
@@ -98,9 +103,57 @@ class PartitionRoutes:
         if self._loading is None:
             self._loading = asyncio.ensure_future(self._load())
 
-    def partition_of_queue(self, queue: str) -> Optional[int]:
-        """The partition of the jobs of ``queue``; None when the server is not partitioned."""
-        return queue_home(queue, self._count) if self.partitioned else None
+    def partitions_of_queue(self, queue: str) -> List[int]:
+        """The partitions the jobs of ``queue`` live in (several for a spread queue, its home
+        first); empty when the server is not partitioned."""
+        if not self.partitioned:
+            return []
+        name = queue or DEFAULT_QUEUE
+        return queue_partitions(name, self._count, self._spread.get(name, 1))
+
+    def partition_of_job(self, job: job_pb2.JobSpec) -> Optional[int]:
+        """The partition a new job goes to: its queue's; of a spread queue's, the one its
+        placement key hashes to, or without a key the queue's next in turn. None when the
+        server is not partitioned."""
+        partitions = self.partitions_of_queue(job.queue)
+        if len(partitions) <= 1:
+            return partitions[0] if partitions else None
+        key = placement_key(job)
+        return spread_partition(partitions, key, 0 if key else self._next_turn(job.queue))
+
+    def partition_of_batch(self, jobs: Sequence[job_pb2.JobSpec]) -> Optional[int]:
+        """The partition a SubmitBatch goes to, which commits it there as one: one that every
+        job may go to (a job without a placement key may go to any of its spread queue's),
+        taking turns when several may; when there is none, the first job's, as for a batch
+        over queues of several partitions (the server refuses it). None when the server is
+        not partitioned, or the batch is empty."""
+        if not jobs or not self.partitioned:
+            return None
+        common = self._allowed(jobs[0])
+        for job in jobs[1:]:
+            allowed = self._allowed(job)
+            common = [p for p in common if p in allowed]
+            if not common:
+                return self.partition_of_job(jobs[0])
+        # Several left only when every job is keyless in a spread queue: the first one's turn.
+        return common[self._next_turn(jobs[0].queue) % len(common)] if len(common) > 1 else common[0]
+
+    def _allowed(self, job: job_pb2.JobSpec) -> List[int]:
+        """The partitions a new job may go to: its queue's one, its key's of a spread queue's,
+        or any of them without a key."""
+        partitions = self.partitions_of_queue(job.queue)
+        key = placement_key(job) if len(partitions) > 1 else ""
+        return [spread_partition(partitions, key, 0)] if key else partitions
+
+    def _next_turn(self, queue: str) -> int:
+        name = queue or DEFAULT_QUEUE
+        turn = self._turns.get(name)
+        if turn is None:
+            # A queue's first turn is random: short-lived clients that submit a job or two
+            # each would otherwise all put their first job in the queue's home partition.
+            turn = random.getrandbits(32)
+        self._turns[name] = turn + 1
+        return turn
 
     def partition_of_jid(self, jid: str) -> Optional[int]:
         """The partition ``jid`` (or a batch id) names; None when the server is not
@@ -153,9 +206,11 @@ class PartitionRoutes:
 
     def _apply(self, info: admin_service_pb2.GetServerInfoResponse) -> None:
         addresses = {owner.index: owner.grpc_address for owner in info.partitions if owner.grpc_address}
-        if addresses != self._addresses:
-            log.debug("partition map: %d partitions, %s", info.partition_count, addresses)
-        self._count, self._addresses = info.partition_count, addresses
+        # Spread over 1 is not spread; over more than there are partitions, over all of them.
+        spread = {s.queue: s.partitions for s in info.spread_queues if s.queue and s.partitions > 1}
+        if addresses != self._addresses or spread != self._spread:
+            log.debug("partition map: %d partitions, %s, spread queues %s", info.partition_count, addresses, spread)
+        self._count, self._addresses, self._spread = info.partition_count, addresses, spread
         live = set(addresses.values())
         for address in live:
             timer = self._retiring.pop(address, None)

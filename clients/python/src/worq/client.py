@@ -10,7 +10,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, List, Mapping, Optio
 import grpc
 import grpc.aio
 
-from worq.v1 import admin_service_pb2, batch_pb2
+from worq.v1 import admin_service_pb2, batch_pb2, job_pb2
 from worq.v1 import producer_service_pb2
 
 from . import _convert
@@ -69,11 +69,13 @@ class Client:
 
         ``partition_routing``: on a partitioned cluster, send each call straight to the server
         of the partition its job lives in (by the job's queue, or by the partition its jid
-        names) rather than through the node at ``address``, which would forward it. The
-        partition map is read with one GetServerInfo before the first call, and again when a
-        call finds a partition moved; on a server that is not partitioned (or one that
-        refuses GetServerInfo) every call goes to ``address``. Off with a ``channel`` of your
-        own, since channels to the partitions' servers could not be made like it."""
+        names; a new job of a queue spread over several partitions by its unique, debounce,
+        group or idempotency key, the first set, else to each of them in turn) rather than
+        through the node at ``address``, which would forward it. The partition map is read
+        with one GetServerInfo before the first call, and again when a call finds a partition
+        moved; on a server that is not partitioned (or one that refuses GetServerInfo) every
+        call goes to ``address``. Off with a ``channel`` of your own, since channels to the
+        partitions' servers could not be made like it."""
         self.address = address
         self.timeout = timeout
         self._channel_options = channel_options
@@ -123,16 +125,24 @@ class Client:
     def _open_partition_channel(self, address: str) -> grpc.aio.Channel:
         return open_channel(address, self._channel_options, token=self._token, tls=self._tls)
 
-    async def _link(self, *, queue: Optional[str] = None, jid: Optional[str] = None) -> Link:
-        """Where a call about a job of ``queue``, or about ``jid``, goes: its partition's server
-        when routing and the map names one, else ``address``."""
+    async def _link(
+        self,
+        *,
+        job: Optional[job_pb2.JobSpec] = None,
+        batch: Optional[Sequence[job_pb2.JobSpec]] = None,
+        jid: Optional[str] = None,
+    ) -> Link:
+        """Where a call creating ``job`` (or the jobs of ``batch``), or about ``jid``, goes: its
+        partition's server when routing and the map names one, else ``address``."""
         node = self._stubs()
         routes = self._routes
         if routes is None:
             return node
         await routes.ready()
-        if queue is not None:
-            return routes.link_of(routes.partition_of_queue(queue))
+        if job is not None:
+            return routes.link_of(routes.partition_of_job(job))
+        if batch is not None:
+            return routes.link_of(routes.partition_of_batch(batch))
         if jid is not None:
             return routes.link_of(routes.partition_of_jid(jid))
         return node
@@ -239,7 +249,7 @@ class Client:
 
     async def _submit(self, spec: JobSpec) -> SubmitResult:
         request = producer_service_pb2.SubmitRequest(job=spec.to_proto("job"))
-        link = await self._link(queue=request.job.queue)
+        link = await self._link(job=request.job)
         response: producer_service_pb2.SubmitResponse = await self._call(
             lambda: link.producer.Submit(request, timeout=self.timeout)
         )
@@ -250,11 +260,13 @@ class Client:
     async def submit_batch(self, jobs: Sequence[Union[JobSpec, Mapping[str, Any]]]) -> List[str]:
         """Creates up to 10,000 jobs atomically (all or none). Each item is a :class:`JobSpec`
         or a dict with :meth:`submit`'s keyword arguments plus ``type``. Returns the jids in order.
-        On a partitioned cluster their queues must live in one partition: the batch goes to
-        its first job's, and the server refuses one that spans several (FAILED_PRECONDITION)."""
+        On a partitioned cluster the jobs must live in one partition: the batch goes to the one
+        they all may go to (the jobs of a spread queue without a placement key go with the
+        others), else to its first job's, and the server refuses one that spans several
+        (FAILED_PRECONDITION)."""
         specs = [JobSpec.coerce(job, f"jobs[{i}]").to_proto(f"jobs[{i}]") for i, job in enumerate(jobs)]
         request = producer_service_pb2.SubmitBatchRequest(jobs=specs)
-        link = await self._link(queue=specs[0].queue if specs else None)
+        link = await self._link(batch=specs)
         response: producer_service_pb2.SubmitBatchResponse = await self._call(
             lambda: link.producer.SubmitBatch(request, timeout=self.timeout)
         )
@@ -271,7 +283,7 @@ class Client:
         request = producer_service_pb2.RunRequest(
             job=job.to_proto("job"), wait_timeout=_convert.to_duration(first, "wait_timeout")
         )
-        link = await self._link(queue=request.job.queue)
+        link = await self._link(job=request.job)
         started = time.monotonic()
         try:
             response: producer_service_pb2.RunResponse = await self._call(

@@ -422,12 +422,13 @@ class Worker:
         the partitions the queues live in, rather than through the node at ``address`` (which
         would forward every call). ``run()`` first reads the partition map (one GetServerInfo);
         queues in several partitions get one stream per partition (the queues of each in the
-        order given), and the map is read again whenever a stream reconnects, since its
-        partition may have moved. The streams share ``concurrency``: each starts with an even
-        share (at least 1); whenever jobs of some partitions wait for credit, each stream with
-        nothing waiting keeps 1 and the rest moves to the waiting ones (SetLeaseCredits to
-        each stream's server), never more than ``concurrency`` held in all. On a server that is
-        not partitioned (or refuses GetServerInfo) the worker holds one stream to ``address``.
+        order given; a queue spread over several partitions is in the stream of each), and the
+        map is read again whenever a stream reconnects, since its partition may have moved.
+        The streams share ``concurrency``: each starts with an even share (at least 1);
+        whenever jobs of some partitions wait for credit, each stream with nothing waiting
+        keeps 1 and the rest moves to the waiting ones (SetLeaseCredits to each stream's
+        server), never more than ``concurrency`` held in all. On a server that is not
+        partitioned (or refuses GetServerInfo) the worker holds one stream to ``address``.
         """
         if isinstance(queues, str):
             queues = [queues]
@@ -699,8 +700,9 @@ class Worker:
 
     async def _partition_groups(self) -> List[Tuple[int, List[str]]]:
         """Reads the partition map, then: the queues by partition, each in the order given, the
-        partitions in the order of their first queue; empty when the server is not partitioned
-        (or the map could not be read)."""
+        partitions in the order of their first queue; a spread queue is in the group of each
+        of its partitions, since its jobs wait in all of them. Empty when the server is not
+        partitioned (or the map could not be read)."""
         assert self._routes is not None and self._stopping is not None
         reading = asyncio.ensure_future(self._routes.ready())
         stop_wait = asyncio.ensure_future(self._stopping.wait())
@@ -711,10 +713,11 @@ class Worker:
             reading.cancel()
         groups: Dict[int, List[str]] = {}
         for queue in self.queues:
-            partition = self._routes.partition_of_queue(queue)
-            if partition is None:
+            partitions = self._routes.partitions_of_queue(queue)
+            if not partitions:
                 return []
-            groups.setdefault(partition, []).append(queue)
+            for partition in partitions:
+                groups.setdefault(partition, []).append(queue)
         return list(groups.items())
 
     def _single_partition(self) -> Optional[int]:
@@ -725,7 +728,7 @@ class Worker:
         routes = self._routes
         if routes is None:
             return None
-        partitions = {routes.partition_of_queue(queue) for queue in self.queues}
+        partitions = {p for queue in self.queues for p in routes.partitions_of_queue(queue)}
         return partitions.pop() if len(partitions) == 1 else None
 
     def _link(self) -> Link:

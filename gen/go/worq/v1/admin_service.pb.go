@@ -1861,7 +1861,11 @@ type GetServerInfoResponse struct {
 	// owner serving it, during a takeover, is left out). A library routes each call straight to
 	// the partition's own server from this map, and reads it again when a call finds a
 	// partition gone.
-	Partitions    []*PartitionOwner `protobuf:"bytes,16,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	Partitions []*PartitionOwner `protobuf:"bytes,16,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// On a partitioned cluster: the queues spread over several partitions (worq serve
+	// --spread-queues), fixed when the cluster was created; every other queue lives in its home
+	// partition only. Empty when the server is not partitioned or spreads no queue.
+	SpreadQueues  []*SpreadQueue `protobuf:"bytes,17,rep,name=spread_queues,json=spreadQueues,proto3" json:"spread_queues,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2008,6 +2012,73 @@ func (x *GetServerInfoResponse) GetPartitions() []*PartitionOwner {
 	return nil
 }
 
+func (x *GetServerInfoResponse) GetSpreadQueues() []*SpreadQueue {
+	if x != nil {
+		return x.SpreadQueues
+	}
+	return nil
+}
+
+// SpreadQueue is a hot queue whose jobs are split over several partitions, each an engine of
+// its own: priority and FIFO order hold within each partition, not across them.
+type SpreadQueue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The queue's name.
+	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// How many partitions it is spread over (2 to partition_count): its home partition and the
+	// ones after it, wrapping, (home + i) mod partition_count for i < partitions. A new job goes
+	// to the one at index FNV-1a(key) mod partitions, where key is the first set of its
+	// unique.key, debounce.key, group_key and idempotency_key (so jobs that share one meet in one
+	// partition); a job with none of them may go to any (the libraries take them in turn).
+	Partitions    uint32 `protobuf:"varint,2,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SpreadQueue) Reset() {
+	*x = SpreadQueue{}
+	mi := &file_worq_v1_admin_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpreadQueue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpreadQueue) ProtoMessage() {}
+
+func (x *SpreadQueue) ProtoReflect() protoreflect.Message {
+	mi := &file_worq_v1_admin_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpreadQueue.ProtoReflect.Descriptor instead.
+func (*SpreadQueue) Descriptor() ([]byte, []int) {
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SpreadQueue) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *SpreadQueue) GetPartitions() uint32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
 // PartitionOwner says where one partition is served.
 type PartitionOwner struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2027,7 +2098,7 @@ type PartitionOwner struct {
 
 func (x *PartitionOwner) Reset() {
 	*x = PartitionOwner{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[32]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2039,7 +2110,7 @@ func (x *PartitionOwner) String() string {
 func (*PartitionOwner) ProtoMessage() {}
 
 func (x *PartitionOwner) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[32]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2052,7 +2123,7 @@ func (x *PartitionOwner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOwner.ProtoReflect.Descriptor instead.
 func (*PartitionOwner) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{32}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PartitionOwner) GetIndex() uint32 {
@@ -2107,7 +2178,7 @@ type ClusterNode struct {
 
 func (x *ClusterNode) Reset() {
 	*x = ClusterNode{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[33]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2119,7 +2190,7 @@ func (x *ClusterNode) String() string {
 func (*ClusterNode) ProtoMessage() {}
 
 func (x *ClusterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[33]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2132,7 +2203,7 @@ func (x *ClusterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterNode.ProtoReflect.Descriptor instead.
 func (*ClusterNode) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{33}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ClusterNode) GetNodeId() string {
@@ -2193,7 +2264,7 @@ type ListWorkersRequest struct {
 
 func (x *ListWorkersRequest) Reset() {
 	*x = ListWorkersRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[34]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2276,7 @@ func (x *ListWorkersRequest) String() string {
 func (*ListWorkersRequest) ProtoMessage() {}
 
 func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[34]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2289,7 @@ func (x *ListWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{34}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{35}
 }
 
 // ListWorkersResponse lists connected workers.
@@ -2232,7 +2303,7 @@ type ListWorkersResponse struct {
 
 func (x *ListWorkersResponse) Reset() {
 	*x = ListWorkersResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[35]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2244,7 +2315,7 @@ func (x *ListWorkersResponse) String() string {
 func (*ListWorkersResponse) ProtoMessage() {}
 
 func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[35]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2257,7 +2328,7 @@ func (x *ListWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkersResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{35}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListWorkersResponse) GetWorkers() []*WorkerInfo {
@@ -2288,7 +2359,7 @@ type WorkerInfo struct {
 
 func (x *WorkerInfo) Reset() {
 	*x = WorkerInfo{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[36]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2300,7 +2371,7 @@ func (x *WorkerInfo) String() string {
 func (*WorkerInfo) ProtoMessage() {}
 
 func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[36]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2313,7 +2384,7 @@ func (x *WorkerInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerInfo.ProtoReflect.Descriptor instead.
 func (*WorkerInfo) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{36}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WorkerInfo) GetWorkerId() string {
@@ -2369,7 +2440,7 @@ type DeleteJobRequest struct {
 
 func (x *DeleteJobRequest) Reset() {
 	*x = DeleteJobRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[37]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2381,7 +2452,7 @@ func (x *DeleteJobRequest) String() string {
 func (*DeleteJobRequest) ProtoMessage() {}
 
 func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[37]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2394,7 +2465,7 @@ func (x *DeleteJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteJobRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{37}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeleteJobRequest) GetJid() string {
@@ -2413,7 +2484,7 @@ type DeleteJobResponse struct {
 
 func (x *DeleteJobResponse) Reset() {
 	*x = DeleteJobResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[38]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2425,7 +2496,7 @@ func (x *DeleteJobResponse) String() string {
 func (*DeleteJobResponse) ProtoMessage() {}
 
 func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[38]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2438,7 +2509,7 @@ func (x *DeleteJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteJobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteJobResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{38}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{39}
 }
 
 // RetryJobsRequest selects dead jobs to retry.
@@ -2454,7 +2525,7 @@ type RetryJobsRequest struct {
 
 func (x *RetryJobsRequest) Reset() {
 	*x = RetryJobsRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[39]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2466,7 +2537,7 @@ func (x *RetryJobsRequest) String() string {
 func (*RetryJobsRequest) ProtoMessage() {}
 
 func (x *RetryJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[39]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2479,7 +2550,7 @@ func (x *RetryJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobsRequest.ProtoReflect.Descriptor instead.
 func (*RetryJobsRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{39}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RetryJobsRequest) GetJids() []string {
@@ -2507,7 +2578,7 @@ type RetryJobsResponse struct {
 
 func (x *RetryJobsResponse) Reset() {
 	*x = RetryJobsResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[40]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2519,7 +2590,7 @@ func (x *RetryJobsResponse) String() string {
 func (*RetryJobsResponse) ProtoMessage() {}
 
 func (x *RetryJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[40]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2532,7 +2603,7 @@ func (x *RetryJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryJobsResponse.ProtoReflect.Descriptor instead.
 func (*RetryJobsResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{40}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RetryJobsResponse) GetRetried() uint64 {
@@ -2553,7 +2624,7 @@ type RunJobsNowRequest struct {
 
 func (x *RunJobsNowRequest) Reset() {
 	*x = RunJobsNowRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[41]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2565,7 +2636,7 @@ func (x *RunJobsNowRequest) String() string {
 func (*RunJobsNowRequest) ProtoMessage() {}
 
 func (x *RunJobsNowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[41]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2578,7 +2649,7 @@ func (x *RunJobsNowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunJobsNowRequest.ProtoReflect.Descriptor instead.
 func (*RunJobsNowRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{41}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RunJobsNowRequest) GetJids() []string {
@@ -2599,7 +2670,7 @@ type RunJobsNowResponse struct {
 
 func (x *RunJobsNowResponse) Reset() {
 	*x = RunJobsNowResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[42]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2611,7 +2682,7 @@ func (x *RunJobsNowResponse) String() string {
 func (*RunJobsNowResponse) ProtoMessage() {}
 
 func (x *RunJobsNowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[42]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2624,7 +2695,7 @@ func (x *RunJobsNowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunJobsNowResponse.ProtoReflect.Descriptor instead.
 func (*RunJobsNowResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{42}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RunJobsNowResponse) GetScheduled() uint64 {
@@ -2645,7 +2716,7 @@ type PauseQueueRequest struct {
 
 func (x *PauseQueueRequest) Reset() {
 	*x = PauseQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[43]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2657,7 +2728,7 @@ func (x *PauseQueueRequest) String() string {
 func (*PauseQueueRequest) ProtoMessage() {}
 
 func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[43]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2670,7 +2741,7 @@ func (x *PauseQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueRequest.ProtoReflect.Descriptor instead.
 func (*PauseQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{43}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PauseQueueRequest) GetQueue() string {
@@ -2689,7 +2760,7 @@ type PauseQueueResponse struct {
 
 func (x *PauseQueueResponse) Reset() {
 	*x = PauseQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[44]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2701,7 +2772,7 @@ func (x *PauseQueueResponse) String() string {
 func (*PauseQueueResponse) ProtoMessage() {}
 
 func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[44]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2714,7 +2785,7 @@ func (x *PauseQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseQueueResponse.ProtoReflect.Descriptor instead.
 func (*PauseQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{44}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{45}
 }
 
 // ResumeQueueRequest names a queue.
@@ -2728,7 +2799,7 @@ type ResumeQueueRequest struct {
 
 func (x *ResumeQueueRequest) Reset() {
 	*x = ResumeQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[45]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2740,7 +2811,7 @@ func (x *ResumeQueueRequest) String() string {
 func (*ResumeQueueRequest) ProtoMessage() {}
 
 func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[45]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2753,7 +2824,7 @@ func (x *ResumeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueRequest.ProtoReflect.Descriptor instead.
 func (*ResumeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{45}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ResumeQueueRequest) GetQueue() string {
@@ -2772,7 +2843,7 @@ type ResumeQueueResponse struct {
 
 func (x *ResumeQueueResponse) Reset() {
 	*x = ResumeQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[46]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2784,7 +2855,7 @@ func (x *ResumeQueueResponse) String() string {
 func (*ResumeQueueResponse) ProtoMessage() {}
 
 func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[46]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2797,7 +2868,7 @@ func (x *ResumeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeQueueResponse.ProtoReflect.Descriptor instead.
 func (*ResumeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{46}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{47}
 }
 
 // PurgeQueueRequest names a queue.
@@ -2811,7 +2882,7 @@ type PurgeQueueRequest struct {
 
 func (x *PurgeQueueRequest) Reset() {
 	*x = PurgeQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[47]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2823,7 +2894,7 @@ func (x *PurgeQueueRequest) String() string {
 func (*PurgeQueueRequest) ProtoMessage() {}
 
 func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[47]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2836,7 +2907,7 @@ func (x *PurgeQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueRequest.ProtoReflect.Descriptor instead.
 func (*PurgeQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{47}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *PurgeQueueRequest) GetQueue() string {
@@ -2857,7 +2928,7 @@ type PurgeQueueResponse struct {
 
 func (x *PurgeQueueResponse) Reset() {
 	*x = PurgeQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[48]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2869,7 +2940,7 @@ func (x *PurgeQueueResponse) String() string {
 func (*PurgeQueueResponse) ProtoMessage() {}
 
 func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[48]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2882,7 +2953,7 @@ func (x *PurgeQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeQueueResponse.ProtoReflect.Descriptor instead.
 func (*PurgeQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{48}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PurgeQueueResponse) GetDeleted() uint64 {
@@ -2905,7 +2976,7 @@ type ControlWorkerRequest struct {
 
 func (x *ControlWorkerRequest) Reset() {
 	*x = ControlWorkerRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[49]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2917,7 +2988,7 @@ func (x *ControlWorkerRequest) String() string {
 func (*ControlWorkerRequest) ProtoMessage() {}
 
 func (x *ControlWorkerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[49]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2930,7 +3001,7 @@ func (x *ControlWorkerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlWorkerRequest.ProtoReflect.Descriptor instead.
 func (*ControlWorkerRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{49}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ControlWorkerRequest) GetWorkerId() string {
@@ -2958,7 +3029,7 @@ type ControlWorkerResponse struct {
 
 func (x *ControlWorkerResponse) Reset() {
 	*x = ControlWorkerResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[50]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2970,7 +3041,7 @@ func (x *ControlWorkerResponse) String() string {
 func (*ControlWorkerResponse) ProtoMessage() {}
 
 func (x *ControlWorkerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[50]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2983,7 +3054,7 @@ func (x *ControlWorkerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlWorkerResponse.ProtoReflect.Descriptor instead.
 func (*ControlWorkerResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{50}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ControlWorkerResponse) GetStreams() uint32 {
@@ -3006,7 +3077,7 @@ type ConfigureQueueRequest struct {
 
 func (x *ConfigureQueueRequest) Reset() {
 	*x = ConfigureQueueRequest{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[51]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3018,7 +3089,7 @@ func (x *ConfigureQueueRequest) String() string {
 func (*ConfigureQueueRequest) ProtoMessage() {}
 
 func (x *ConfigureQueueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[51]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3031,7 +3102,7 @@ func (x *ConfigureQueueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureQueueRequest.ProtoReflect.Descriptor instead.
 func (*ConfigureQueueRequest) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{51}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ConfigureQueueRequest) GetQueue() string {
@@ -3059,7 +3130,7 @@ type ConfigureQueueResponse struct {
 
 func (x *ConfigureQueueResponse) Reset() {
 	*x = ConfigureQueueResponse{}
-	mi := &file_worq_v1_admin_service_proto_msgTypes[52]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3071,7 +3142,7 @@ func (x *ConfigureQueueResponse) String() string {
 func (*ConfigureQueueResponse) ProtoMessage() {}
 
 func (x *ConfigureQueueResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_worq_v1_admin_service_proto_msgTypes[52]
+	mi := &file_worq_v1_admin_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3084,7 +3155,7 @@ func (x *ConfigureQueueResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigureQueueResponse.ProtoReflect.Descriptor instead.
 func (*ConfigureQueueResponse) Descriptor() ([]byte, []int) {
-	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{52}
+	return file_worq_v1_admin_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ConfigureQueueResponse) GetConfig() *QueueConfig {
@@ -3229,7 +3300,7 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"B\n" +
 	"\x15GetQueueStatsResponse\x12)\n" +
 	"\x05stats\x18\x01 \x01(\v2\x13.worq.v1.QueueStatsR\x05stats\"\x16\n" +
-	"\x14GetServerInfoRequest\"\x99\x05\n" +
+	"\x14GetServerInfoRequest\"\xd4\x05\n" +
 	"\x15GetServerInfoResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x129\n" +
 	"\n" +
@@ -3251,6 +3322,12 @@ const file_worq_v1_admin_service_proto_rawDesc = "" +
 	"\x0fpartition_count\x18\x0f \x01(\rR\x0epartitionCount\x127\n" +
 	"\n" +
 	"partitions\x18\x10 \x03(\v2\x17.worq.v1.PartitionOwnerR\n" +
+	"partitions\x129\n" +
+	"\rspread_queues\x18\x11 \x03(\v2\x14.worq.v1.SpreadQueueR\fspreadQueues\"C\n" +
+	"\vSpreadQueue\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x01(\rR\n" +
 	"partitions\"x\n" +
 	"\x0ePartitionOwner\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\rR\x05index\x12\x17\n" +
@@ -3353,7 +3430,7 @@ func file_worq_v1_admin_service_proto_rawDescGZIP() []byte {
 	return file_worq_v1_admin_service_proto_rawDescData
 }
 
-var file_worq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_worq_v1_admin_service_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_worq_v1_admin_service_proto_goTypes = []any{
 	(*PutScheduleRequest)(nil),     // 0: worq.v1.PutScheduleRequest
 	(*PutScheduleResponse)(nil),    // 1: worq.v1.PutScheduleResponse
@@ -3387,54 +3464,55 @@ var file_worq_v1_admin_service_proto_goTypes = []any{
 	(*GetQueueStatsResponse)(nil),  // 29: worq.v1.GetQueueStatsResponse
 	(*GetServerInfoRequest)(nil),   // 30: worq.v1.GetServerInfoRequest
 	(*GetServerInfoResponse)(nil),  // 31: worq.v1.GetServerInfoResponse
-	(*PartitionOwner)(nil),         // 32: worq.v1.PartitionOwner
-	(*ClusterNode)(nil),            // 33: worq.v1.ClusterNode
-	(*ListWorkersRequest)(nil),     // 34: worq.v1.ListWorkersRequest
-	(*ListWorkersResponse)(nil),    // 35: worq.v1.ListWorkersResponse
-	(*WorkerInfo)(nil),             // 36: worq.v1.WorkerInfo
-	(*DeleteJobRequest)(nil),       // 37: worq.v1.DeleteJobRequest
-	(*DeleteJobResponse)(nil),      // 38: worq.v1.DeleteJobResponse
-	(*RetryJobsRequest)(nil),       // 39: worq.v1.RetryJobsRequest
-	(*RetryJobsResponse)(nil),      // 40: worq.v1.RetryJobsResponse
-	(*RunJobsNowRequest)(nil),      // 41: worq.v1.RunJobsNowRequest
-	(*RunJobsNowResponse)(nil),     // 42: worq.v1.RunJobsNowResponse
-	(*PauseQueueRequest)(nil),      // 43: worq.v1.PauseQueueRequest
-	(*PauseQueueResponse)(nil),     // 44: worq.v1.PauseQueueResponse
-	(*ResumeQueueRequest)(nil),     // 45: worq.v1.ResumeQueueRequest
-	(*ResumeQueueResponse)(nil),    // 46: worq.v1.ResumeQueueResponse
-	(*PurgeQueueRequest)(nil),      // 47: worq.v1.PurgeQueueRequest
-	(*PurgeQueueResponse)(nil),     // 48: worq.v1.PurgeQueueResponse
-	(*ControlWorkerRequest)(nil),   // 49: worq.v1.ControlWorkerRequest
-	(*ControlWorkerResponse)(nil),  // 50: worq.v1.ControlWorkerResponse
-	(*ConfigureQueueRequest)(nil),  // 51: worq.v1.ConfigureQueueRequest
-	(*ConfigureQueueResponse)(nil), // 52: worq.v1.ConfigureQueueResponse
-	nil,                            // 53: worq.v1.ListJobsRequest.TagsEntry
-	nil,                            // 54: worq.v1.WorkerInfo.LabelsEntry
-	(*Schedule)(nil),               // 55: worq.v1.Schedule
-	(BatchState)(0),                // 56: worq.v1.BatchState
-	(*Batch)(nil),                  // 57: worq.v1.Batch
-	(*Job)(nil),                    // 58: worq.v1.Job
-	(JobState)(0),                  // 59: worq.v1.JobState
-	(*timestamppb.Timestamp)(nil),  // 60: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),    // 61: google.protobuf.Duration
-	(*LeaseRef)(nil),               // 62: worq.v1.LeaseRef
-	(ControlAction)(0),             // 63: worq.v1.ControlAction
+	(*SpreadQueue)(nil),            // 32: worq.v1.SpreadQueue
+	(*PartitionOwner)(nil),         // 33: worq.v1.PartitionOwner
+	(*ClusterNode)(nil),            // 34: worq.v1.ClusterNode
+	(*ListWorkersRequest)(nil),     // 35: worq.v1.ListWorkersRequest
+	(*ListWorkersResponse)(nil),    // 36: worq.v1.ListWorkersResponse
+	(*WorkerInfo)(nil),             // 37: worq.v1.WorkerInfo
+	(*DeleteJobRequest)(nil),       // 38: worq.v1.DeleteJobRequest
+	(*DeleteJobResponse)(nil),      // 39: worq.v1.DeleteJobResponse
+	(*RetryJobsRequest)(nil),       // 40: worq.v1.RetryJobsRequest
+	(*RetryJobsResponse)(nil),      // 41: worq.v1.RetryJobsResponse
+	(*RunJobsNowRequest)(nil),      // 42: worq.v1.RunJobsNowRequest
+	(*RunJobsNowResponse)(nil),     // 43: worq.v1.RunJobsNowResponse
+	(*PauseQueueRequest)(nil),      // 44: worq.v1.PauseQueueRequest
+	(*PauseQueueResponse)(nil),     // 45: worq.v1.PauseQueueResponse
+	(*ResumeQueueRequest)(nil),     // 46: worq.v1.ResumeQueueRequest
+	(*ResumeQueueResponse)(nil),    // 47: worq.v1.ResumeQueueResponse
+	(*PurgeQueueRequest)(nil),      // 48: worq.v1.PurgeQueueRequest
+	(*PurgeQueueResponse)(nil),     // 49: worq.v1.PurgeQueueResponse
+	(*ControlWorkerRequest)(nil),   // 50: worq.v1.ControlWorkerRequest
+	(*ControlWorkerResponse)(nil),  // 51: worq.v1.ControlWorkerResponse
+	(*ConfigureQueueRequest)(nil),  // 52: worq.v1.ConfigureQueueRequest
+	(*ConfigureQueueResponse)(nil), // 53: worq.v1.ConfigureQueueResponse
+	nil,                            // 54: worq.v1.ListJobsRequest.TagsEntry
+	nil,                            // 55: worq.v1.WorkerInfo.LabelsEntry
+	(*Schedule)(nil),               // 56: worq.v1.Schedule
+	(BatchState)(0),                // 57: worq.v1.BatchState
+	(*Batch)(nil),                  // 58: worq.v1.Batch
+	(*Job)(nil),                    // 59: worq.v1.Job
+	(JobState)(0),                  // 60: worq.v1.JobState
+	(*timestamppb.Timestamp)(nil),  // 61: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 62: google.protobuf.Duration
+	(*LeaseRef)(nil),               // 63: worq.v1.LeaseRef
+	(ControlAction)(0),             // 64: worq.v1.ControlAction
 }
 var file_worq_v1_admin_service_proto_depIdxs = []int32{
-	55, // 0: worq.v1.PutScheduleRequest.schedule:type_name -> worq.v1.Schedule
-	55, // 1: worq.v1.PutScheduleResponse.schedule:type_name -> worq.v1.Schedule
-	55, // 2: worq.v1.GetScheduleResponse.schedule:type_name -> worq.v1.Schedule
-	55, // 3: worq.v1.ListSchedulesResponse.schedules:type_name -> worq.v1.Schedule
-	56, // 4: worq.v1.ListBatchesRequest.state:type_name -> worq.v1.BatchState
-	57, // 5: worq.v1.ListBatchesResponse.batches:type_name -> worq.v1.Batch
-	58, // 6: worq.v1.GetJobResponse.job:type_name -> worq.v1.Job
-	59, // 7: worq.v1.ListJobsRequest.state:type_name -> worq.v1.JobState
-	53, // 8: worq.v1.ListJobsRequest.tags:type_name -> worq.v1.ListJobsRequest.TagsEntry
-	60, // 9: worq.v1.ListJobsRequest.created_after:type_name -> google.protobuf.Timestamp
-	60, // 10: worq.v1.ListJobsRequest.created_before:type_name -> google.protobuf.Timestamp
-	58, // 11: worq.v1.ListJobsResponse.jobs:type_name -> worq.v1.Job
+	56, // 0: worq.v1.PutScheduleRequest.schedule:type_name -> worq.v1.Schedule
+	56, // 1: worq.v1.PutScheduleResponse.schedule:type_name -> worq.v1.Schedule
+	56, // 2: worq.v1.GetScheduleResponse.schedule:type_name -> worq.v1.Schedule
+	56, // 3: worq.v1.ListSchedulesResponse.schedules:type_name -> worq.v1.Schedule
+	57, // 4: worq.v1.ListBatchesRequest.state:type_name -> worq.v1.BatchState
+	58, // 5: worq.v1.ListBatchesResponse.batches:type_name -> worq.v1.Batch
+	59, // 6: worq.v1.GetJobResponse.job:type_name -> worq.v1.Job
+	60, // 7: worq.v1.ListJobsRequest.state:type_name -> worq.v1.JobState
+	54, // 8: worq.v1.ListJobsRequest.tags:type_name -> worq.v1.ListJobsRequest.TagsEntry
+	61, // 9: worq.v1.ListJobsRequest.created_after:type_name -> google.protobuf.Timestamp
+	61, // 10: worq.v1.ListJobsRequest.created_before:type_name -> google.protobuf.Timestamp
+	59, // 11: worq.v1.ListJobsResponse.jobs:type_name -> worq.v1.Job
 	22, // 12: worq.v1.ListQueuesResponse.queues:type_name -> worq.v1.QueueStats
-	61, // 13: worq.v1.QueueStats.latency:type_name -> google.protobuf.Duration
+	62, // 13: worq.v1.QueueStats.latency:type_name -> google.protobuf.Duration
 	23, // 14: worq.v1.QueueStats.config:type_name -> worq.v1.QueueConfig
 	26, // 15: worq.v1.QueueStats.top_groups:type_name -> worq.v1.GroupStats
 	27, // 16: worq.v1.QueueConfig.rate_limit:type_name -> worq.v1.RateLimit
@@ -3442,70 +3520,71 @@ var file_worq_v1_admin_service_proto_depIdxs = []int32{
 	25, // 18: worq.v1.GroupLimits.limits:type_name -> worq.v1.GroupLimit
 	27, // 19: worq.v1.GroupLimit.rate_limit:type_name -> worq.v1.RateLimit
 	25, // 20: worq.v1.GroupStats.limit:type_name -> worq.v1.GroupLimit
-	61, // 21: worq.v1.RateLimit.period:type_name -> google.protobuf.Duration
+	62, // 21: worq.v1.RateLimit.period:type_name -> google.protobuf.Duration
 	22, // 22: worq.v1.GetQueueStatsResponse.stats:type_name -> worq.v1.QueueStats
-	60, // 23: worq.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
-	61, // 24: worq.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
-	33, // 25: worq.v1.GetServerInfoResponse.cluster_nodes:type_name -> worq.v1.ClusterNode
-	32, // 26: worq.v1.GetServerInfoResponse.partitions:type_name -> worq.v1.PartitionOwner
-	60, // 27: worq.v1.ClusterNode.started_at:type_name -> google.protobuf.Timestamp
-	60, // 28: worq.v1.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
-	36, // 29: worq.v1.ListWorkersResponse.workers:type_name -> worq.v1.WorkerInfo
-	62, // 30: worq.v1.WorkerInfo.held:type_name -> worq.v1.LeaseRef
-	60, // 31: worq.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
-	54, // 32: worq.v1.WorkerInfo.labels:type_name -> worq.v1.WorkerInfo.LabelsEntry
-	63, // 33: worq.v1.ControlWorkerRequest.action:type_name -> worq.v1.ControlAction
-	23, // 34: worq.v1.ConfigureQueueRequest.config:type_name -> worq.v1.QueueConfig
-	23, // 35: worq.v1.ConfigureQueueResponse.config:type_name -> worq.v1.QueueConfig
-	16, // 36: worq.v1.AdminService.GetJob:input_type -> worq.v1.GetJobRequest
-	18, // 37: worq.v1.AdminService.ListJobs:input_type -> worq.v1.ListJobsRequest
-	20, // 38: worq.v1.AdminService.ListQueues:input_type -> worq.v1.ListQueuesRequest
-	28, // 39: worq.v1.AdminService.GetQueueStats:input_type -> worq.v1.GetQueueStatsRequest
-	30, // 40: worq.v1.AdminService.GetServerInfo:input_type -> worq.v1.GetServerInfoRequest
-	34, // 41: worq.v1.AdminService.ListWorkers:input_type -> worq.v1.ListWorkersRequest
-	37, // 42: worq.v1.AdminService.DeleteJob:input_type -> worq.v1.DeleteJobRequest
-	39, // 43: worq.v1.AdminService.RetryJobs:input_type -> worq.v1.RetryJobsRequest
-	41, // 44: worq.v1.AdminService.RunJobsNow:input_type -> worq.v1.RunJobsNowRequest
-	43, // 45: worq.v1.AdminService.PauseQueue:input_type -> worq.v1.PauseQueueRequest
-	45, // 46: worq.v1.AdminService.ResumeQueue:input_type -> worq.v1.ResumeQueueRequest
-	47, // 47: worq.v1.AdminService.PurgeQueue:input_type -> worq.v1.PurgeQueueRequest
-	49, // 48: worq.v1.AdminService.ControlWorker:input_type -> worq.v1.ControlWorkerRequest
-	51, // 49: worq.v1.AdminService.ConfigureQueue:input_type -> worq.v1.ConfigureQueueRequest
-	0,  // 50: worq.v1.AdminService.PutSchedule:input_type -> worq.v1.PutScheduleRequest
-	2,  // 51: worq.v1.AdminService.GetSchedule:input_type -> worq.v1.GetScheduleRequest
-	4,  // 52: worq.v1.AdminService.ListSchedules:input_type -> worq.v1.ListSchedulesRequest
-	6,  // 53: worq.v1.AdminService.PauseSchedule:input_type -> worq.v1.PauseScheduleRequest
-	8,  // 54: worq.v1.AdminService.ResumeSchedule:input_type -> worq.v1.ResumeScheduleRequest
-	10, // 55: worq.v1.AdminService.DeleteSchedule:input_type -> worq.v1.DeleteScheduleRequest
-	12, // 56: worq.v1.AdminService.RunScheduleNow:input_type -> worq.v1.RunScheduleNowRequest
-	14, // 57: worq.v1.AdminService.ListBatches:input_type -> worq.v1.ListBatchesRequest
-	17, // 58: worq.v1.AdminService.GetJob:output_type -> worq.v1.GetJobResponse
-	19, // 59: worq.v1.AdminService.ListJobs:output_type -> worq.v1.ListJobsResponse
-	21, // 60: worq.v1.AdminService.ListQueues:output_type -> worq.v1.ListQueuesResponse
-	29, // 61: worq.v1.AdminService.GetQueueStats:output_type -> worq.v1.GetQueueStatsResponse
-	31, // 62: worq.v1.AdminService.GetServerInfo:output_type -> worq.v1.GetServerInfoResponse
-	35, // 63: worq.v1.AdminService.ListWorkers:output_type -> worq.v1.ListWorkersResponse
-	38, // 64: worq.v1.AdminService.DeleteJob:output_type -> worq.v1.DeleteJobResponse
-	40, // 65: worq.v1.AdminService.RetryJobs:output_type -> worq.v1.RetryJobsResponse
-	42, // 66: worq.v1.AdminService.RunJobsNow:output_type -> worq.v1.RunJobsNowResponse
-	44, // 67: worq.v1.AdminService.PauseQueue:output_type -> worq.v1.PauseQueueResponse
-	46, // 68: worq.v1.AdminService.ResumeQueue:output_type -> worq.v1.ResumeQueueResponse
-	48, // 69: worq.v1.AdminService.PurgeQueue:output_type -> worq.v1.PurgeQueueResponse
-	50, // 70: worq.v1.AdminService.ControlWorker:output_type -> worq.v1.ControlWorkerResponse
-	52, // 71: worq.v1.AdminService.ConfigureQueue:output_type -> worq.v1.ConfigureQueueResponse
-	1,  // 72: worq.v1.AdminService.PutSchedule:output_type -> worq.v1.PutScheduleResponse
-	3,  // 73: worq.v1.AdminService.GetSchedule:output_type -> worq.v1.GetScheduleResponse
-	5,  // 74: worq.v1.AdminService.ListSchedules:output_type -> worq.v1.ListSchedulesResponse
-	7,  // 75: worq.v1.AdminService.PauseSchedule:output_type -> worq.v1.PauseScheduleResponse
-	9,  // 76: worq.v1.AdminService.ResumeSchedule:output_type -> worq.v1.ResumeScheduleResponse
-	11, // 77: worq.v1.AdminService.DeleteSchedule:output_type -> worq.v1.DeleteScheduleResponse
-	13, // 78: worq.v1.AdminService.RunScheduleNow:output_type -> worq.v1.RunScheduleNowResponse
-	15, // 79: worq.v1.AdminService.ListBatches:output_type -> worq.v1.ListBatchesResponse
-	58, // [58:80] is the sub-list for method output_type
-	36, // [36:58] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	61, // 23: worq.v1.GetServerInfoResponse.started_at:type_name -> google.protobuf.Timestamp
+	62, // 24: worq.v1.GetServerInfoResponse.uptime:type_name -> google.protobuf.Duration
+	34, // 25: worq.v1.GetServerInfoResponse.cluster_nodes:type_name -> worq.v1.ClusterNode
+	33, // 26: worq.v1.GetServerInfoResponse.partitions:type_name -> worq.v1.PartitionOwner
+	32, // 27: worq.v1.GetServerInfoResponse.spread_queues:type_name -> worq.v1.SpreadQueue
+	61, // 28: worq.v1.ClusterNode.started_at:type_name -> google.protobuf.Timestamp
+	61, // 29: worq.v1.ClusterNode.last_seen:type_name -> google.protobuf.Timestamp
+	37, // 30: worq.v1.ListWorkersResponse.workers:type_name -> worq.v1.WorkerInfo
+	63, // 31: worq.v1.WorkerInfo.held:type_name -> worq.v1.LeaseRef
+	61, // 32: worq.v1.WorkerInfo.connected_at:type_name -> google.protobuf.Timestamp
+	55, // 33: worq.v1.WorkerInfo.labels:type_name -> worq.v1.WorkerInfo.LabelsEntry
+	64, // 34: worq.v1.ControlWorkerRequest.action:type_name -> worq.v1.ControlAction
+	23, // 35: worq.v1.ConfigureQueueRequest.config:type_name -> worq.v1.QueueConfig
+	23, // 36: worq.v1.ConfigureQueueResponse.config:type_name -> worq.v1.QueueConfig
+	16, // 37: worq.v1.AdminService.GetJob:input_type -> worq.v1.GetJobRequest
+	18, // 38: worq.v1.AdminService.ListJobs:input_type -> worq.v1.ListJobsRequest
+	20, // 39: worq.v1.AdminService.ListQueues:input_type -> worq.v1.ListQueuesRequest
+	28, // 40: worq.v1.AdminService.GetQueueStats:input_type -> worq.v1.GetQueueStatsRequest
+	30, // 41: worq.v1.AdminService.GetServerInfo:input_type -> worq.v1.GetServerInfoRequest
+	35, // 42: worq.v1.AdminService.ListWorkers:input_type -> worq.v1.ListWorkersRequest
+	38, // 43: worq.v1.AdminService.DeleteJob:input_type -> worq.v1.DeleteJobRequest
+	40, // 44: worq.v1.AdminService.RetryJobs:input_type -> worq.v1.RetryJobsRequest
+	42, // 45: worq.v1.AdminService.RunJobsNow:input_type -> worq.v1.RunJobsNowRequest
+	44, // 46: worq.v1.AdminService.PauseQueue:input_type -> worq.v1.PauseQueueRequest
+	46, // 47: worq.v1.AdminService.ResumeQueue:input_type -> worq.v1.ResumeQueueRequest
+	48, // 48: worq.v1.AdminService.PurgeQueue:input_type -> worq.v1.PurgeQueueRequest
+	50, // 49: worq.v1.AdminService.ControlWorker:input_type -> worq.v1.ControlWorkerRequest
+	52, // 50: worq.v1.AdminService.ConfigureQueue:input_type -> worq.v1.ConfigureQueueRequest
+	0,  // 51: worq.v1.AdminService.PutSchedule:input_type -> worq.v1.PutScheduleRequest
+	2,  // 52: worq.v1.AdminService.GetSchedule:input_type -> worq.v1.GetScheduleRequest
+	4,  // 53: worq.v1.AdminService.ListSchedules:input_type -> worq.v1.ListSchedulesRequest
+	6,  // 54: worq.v1.AdminService.PauseSchedule:input_type -> worq.v1.PauseScheduleRequest
+	8,  // 55: worq.v1.AdminService.ResumeSchedule:input_type -> worq.v1.ResumeScheduleRequest
+	10, // 56: worq.v1.AdminService.DeleteSchedule:input_type -> worq.v1.DeleteScheduleRequest
+	12, // 57: worq.v1.AdminService.RunScheduleNow:input_type -> worq.v1.RunScheduleNowRequest
+	14, // 58: worq.v1.AdminService.ListBatches:input_type -> worq.v1.ListBatchesRequest
+	17, // 59: worq.v1.AdminService.GetJob:output_type -> worq.v1.GetJobResponse
+	19, // 60: worq.v1.AdminService.ListJobs:output_type -> worq.v1.ListJobsResponse
+	21, // 61: worq.v1.AdminService.ListQueues:output_type -> worq.v1.ListQueuesResponse
+	29, // 62: worq.v1.AdminService.GetQueueStats:output_type -> worq.v1.GetQueueStatsResponse
+	31, // 63: worq.v1.AdminService.GetServerInfo:output_type -> worq.v1.GetServerInfoResponse
+	36, // 64: worq.v1.AdminService.ListWorkers:output_type -> worq.v1.ListWorkersResponse
+	39, // 65: worq.v1.AdminService.DeleteJob:output_type -> worq.v1.DeleteJobResponse
+	41, // 66: worq.v1.AdminService.RetryJobs:output_type -> worq.v1.RetryJobsResponse
+	43, // 67: worq.v1.AdminService.RunJobsNow:output_type -> worq.v1.RunJobsNowResponse
+	45, // 68: worq.v1.AdminService.PauseQueue:output_type -> worq.v1.PauseQueueResponse
+	47, // 69: worq.v1.AdminService.ResumeQueue:output_type -> worq.v1.ResumeQueueResponse
+	49, // 70: worq.v1.AdminService.PurgeQueue:output_type -> worq.v1.PurgeQueueResponse
+	51, // 71: worq.v1.AdminService.ControlWorker:output_type -> worq.v1.ControlWorkerResponse
+	53, // 72: worq.v1.AdminService.ConfigureQueue:output_type -> worq.v1.ConfigureQueueResponse
+	1,  // 73: worq.v1.AdminService.PutSchedule:output_type -> worq.v1.PutScheduleResponse
+	3,  // 74: worq.v1.AdminService.GetSchedule:output_type -> worq.v1.GetScheduleResponse
+	5,  // 75: worq.v1.AdminService.ListSchedules:output_type -> worq.v1.ListSchedulesResponse
+	7,  // 76: worq.v1.AdminService.PauseSchedule:output_type -> worq.v1.PauseScheduleResponse
+	9,  // 77: worq.v1.AdminService.ResumeSchedule:output_type -> worq.v1.ResumeScheduleResponse
+	11, // 78: worq.v1.AdminService.DeleteSchedule:output_type -> worq.v1.DeleteScheduleResponse
+	13, // 79: worq.v1.AdminService.RunScheduleNow:output_type -> worq.v1.RunScheduleNowResponse
+	15, // 80: worq.v1.AdminService.ListBatches:output_type -> worq.v1.ListBatchesResponse
+	59, // [59:81] is the sub-list for method output_type
+	37, // [37:59] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_worq_v1_admin_service_proto_init() }
@@ -3526,7 +3605,7 @@ func file_worq_v1_admin_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_worq_v1_admin_service_proto_rawDesc), len(file_worq_v1_admin_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   55,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -290,7 +290,7 @@ class GetServerInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetServerInfoResponse(_message.Message):
-    __slots__ = ("version", "started_at", "uptime", "connected_workers", "total_processed", "total_failed", "evicted_jobs", "live_jobs", "store", "total_submitted", "data_bytes", "connected_clients", "node_id", "cluster_nodes", "partition_count", "partitions")
+    __slots__ = ("version", "started_at", "uptime", "connected_workers", "total_processed", "total_failed", "evicted_jobs", "live_jobs", "store", "total_submitted", "data_bytes", "connected_clients", "node_id", "cluster_nodes", "partition_count", "partitions", "spread_queues")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     UPTIME_FIELD_NUMBER: _ClassVar[int]
@@ -307,6 +307,7 @@ class GetServerInfoResponse(_message.Message):
     CLUSTER_NODES_FIELD_NUMBER: _ClassVar[int]
     PARTITION_COUNT_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    SPREAD_QUEUES_FIELD_NUMBER: _ClassVar[int]
     version: str
     started_at: _timestamp_pb2.Timestamp
     uptime: _duration_pb2.Duration
@@ -323,7 +324,16 @@ class GetServerInfoResponse(_message.Message):
     cluster_nodes: _containers.RepeatedCompositeFieldContainer[ClusterNode]
     partition_count: int
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionOwner]
-    def __init__(self, version: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., uptime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., connected_workers: _Optional[int] = ..., total_processed: _Optional[int] = ..., total_failed: _Optional[int] = ..., evicted_jobs: _Optional[int] = ..., live_jobs: _Optional[int] = ..., store: _Optional[str] = ..., total_submitted: _Optional[int] = ..., data_bytes: _Optional[int] = ..., connected_clients: _Optional[int] = ..., node_id: _Optional[str] = ..., cluster_nodes: _Optional[_Iterable[_Union[ClusterNode, _Mapping]]] = ..., partition_count: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionOwner, _Mapping]]] = ...) -> None: ...
+    spread_queues: _containers.RepeatedCompositeFieldContainer[SpreadQueue]
+    def __init__(self, version: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., uptime: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., connected_workers: _Optional[int] = ..., total_processed: _Optional[int] = ..., total_failed: _Optional[int] = ..., evicted_jobs: _Optional[int] = ..., live_jobs: _Optional[int] = ..., store: _Optional[str] = ..., total_submitted: _Optional[int] = ..., data_bytes: _Optional[int] = ..., connected_clients: _Optional[int] = ..., node_id: _Optional[str] = ..., cluster_nodes: _Optional[_Iterable[_Union[ClusterNode, _Mapping]]] = ..., partition_count: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionOwner, _Mapping]]] = ..., spread_queues: _Optional[_Iterable[_Union[SpreadQueue, _Mapping]]] = ...) -> None: ...
+
+class SpreadQueue(_message.Message):
+    __slots__ = ("queue", "partitions")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    partitions: int
+    def __init__(self, queue: _Optional[str] = ..., partitions: _Optional[int] = ...) -> None: ...
 
 class PartitionOwner(_message.Message):
     __slots__ = ("index", "node_id", "grpc_address", "epoch")

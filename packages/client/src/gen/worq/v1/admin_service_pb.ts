@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file worq/v1/admin_service.proto.
  */
 export const file_worq_v1_admin_service: GenFile = /*@__PURE__*/
-  fileDesc("Cht3b3JxL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SB3dvcnEudjEiOQoSUHV0U2NoZWR1bGVSZXF1ZXN0EiMKCHNjaGVkdWxlGAEgASgLMhEud29ycS52MS5TY2hlZHVsZSI6ChNQdXRTY2hlZHVsZVJlc3BvbnNlEiMKCHNjaGVkdWxlGAEgASgLMhEud29ycS52MS5TY2hlZHVsZSIiChJHZXRTY2hlZHVsZVJlcXVlc3QSDAoEbmFtZRgBIAEoCSI6ChNHZXRTY2hlZHVsZVJlc3BvbnNlEiMKCHNjaGVkdWxlGAEgASgLMhEud29ycS52MS5TY2hlZHVsZSI9ChRMaXN0U2NoZWR1bGVzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCSJWChVMaXN0U2NoZWR1bGVzUmVzcG9uc2USJAoJc2NoZWR1bGVzGAEgAygLMhEud29ycS52MS5TY2hlZHVsZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiJAoUUGF1c2VTY2hlZHVsZVJlcXVlc3QSDAoEbmFtZRgBIAEoCSIXChVQYXVzZVNjaGVkdWxlUmVzcG9uc2UiJQoVUmVzdW1lU2NoZWR1bGVSZXF1ZXN0EgwKBG5hbWUYASABKAkiGAoWUmVzdW1lU2NoZWR1bGVSZXNwb25zZSIlChVEZWxldGVTY2hlZHVsZVJlcXVlc3QSDAoEbmFtZRgBIAEoCSIYChZEZWxldGVTY2hlZHVsZVJlc3BvbnNlIiUKFVJ1blNjaGVkdWxlTm93UmVxdWVzdBIMCgRuYW1lGAEgASgJIiUKFlJ1blNjaGVkdWxlTm93UmVzcG9uc2USCwoDamlkGAEgASgJIl8KEkxpc3RCYXRjaGVzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCRIiCgVzdGF0ZRgDIAEoDjITLndvcnEudjEuQmF0Y2hTdGF0ZSJPChNMaXN0QmF0Y2hlc1Jlc3BvbnNlEh8KB2JhdGNoZXMYASADKAsyDi53b3JxLnYxLkJhdGNoEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIcCg1HZXRKb2JSZXF1ZXN0EgsKA2ppZBgBIAEoCSIrCg5HZXRKb2JSZXNwb25zZRIZCgNqb2IYASABKAsyDC53b3JxLnYxLkpvYiKVAwoPTGlzdEpvYnNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEiAKBXN0YXRlGAIgASgOMhEud29ycS52MS5Kb2JTdGF0ZRIRCglwYWdlX3NpemUYAyABKA0SEgoKcGFnZV90b2tlbhgEIAEoCRIMCgR0eXBlGAUgASgJEjAKBHRhZ3MYBiADKAsyIi53b3JxLnYxLkxpc3RKb2JzUmVxdWVzdC5UYWdzRW50cnkSFgoOY29ycmVsYXRpb25faWQYByABKAkSEgoKamlkX3ByZWZpeBgIIAEoCRIxCg1jcmVhdGVkX2FmdGVyGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIyCg5jcmVhdGVkX2JlZm9yZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKcGFyZW50X2ppZBgLIAEoCRIWCg5kZXBlbmRzX29uX2ppZBgMIAEoCRorCglUYWdzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJHChBMaXN0Sm9ic1Jlc3BvbnNlEhoKBGpvYnMYASADKAsyDC53b3JxLnYxLkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiOgoRTGlzdFF1ZXVlc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkiUgoSTGlzdFF1ZXVlc1Jlc3BvbnNlEiMKBnF1ZXVlcxgBIAMoCzITLndvcnEudjEuUXVldWVTdGF0cxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAki5wIKClF1ZXVlU3RhdHMSDQoFcXVldWUYASABKAkSDQoFcmVhZHkYAiABKAQSDwoHZGVsYXllZBgDIAEoBBIRCglpbl9mbGlnaHQYBCABKAQSEAoIcmV0cnlpbmcYBSABKAQSDAoEZGVhZBgGIAEoBBIqCgdsYXRlbmN5GAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBnBhdXNlZBgIIAEoCBIPCgdwZW5kaW5nGAkgASgEEhEKCWNvbXBsZXRlZBgKIAEoBBIOCgZmYWlsZWQYCyABKAQSJAoGY29uZmlnGAwgASgLMhQud29ycS52MS5RdWV1ZUNvbmZpZxIYCgtyYXRlX3Rva2VucxgNIAEoDUgAiAEBEg4KBmdyb3VwcxgOIAEoBBInCgp0b3BfZ3JvdXBzGA8gAygLMhMud29ycS52MS5Hcm91cFN0YXRzQg4KDF9yYXRlX3Rva2VucyKPAgoLUXVldWVDb25maWcSGgoNcmV0cnlfdGltZW91dBgBIAEoCEgAiAEBEhkKDHJldHJ5X3N5c3RlbRgCIAEoCEgBiAEBEhgKC21heF9ydW5uaW5nGAMgASgNSAKIAQESKwoKcmF0ZV9saW1pdBgEIAEoCzISLndvcnEudjEuUmF0ZUxpbWl0SAOIAQESLwoMZ3JvdXBfbGltaXRzGAUgASgLMhQud29ycS52MS5Hcm91cExpbWl0c0gEiAEBQhAKDl9yZXRyeV90aW1lb3V0Qg8KDV9yZXRyeV9zeXN0ZW1CDgoMX21heF9ydW5uaW5nQg0KC19yYXRlX2xpbWl0Qg8KDV9ncm91cF9saW1pdHMiMgoLR3JvdXBMaW1pdHMSIwoGbGltaXRzGAEgAygLMhMud29ycS52MS5Hcm91cExpbWl0IloKCkdyb3VwTGltaXQSDwoHcGF0dGVybhgBIAEoCRITCgttYXhfcnVubmluZxgCIAEoDRImCgpyYXRlX2xpbWl0GAMgASgLMhIud29ycS52MS5SYXRlTGltaXQijwEKCkdyb3VwU3RhdHMSEQoJZ3JvdXBfa2V5GAEgASgJEg0KBXJlYWR5GAIgASgEEhEKCWluX2ZsaWdodBgDIAEoBBIiCgVsaW1pdBgEIAEoCzITLndvcnEudjEuR3JvdXBMaW1pdBIYCgtyYXRlX3Rva2VucxgFIAEoDUgAiAEBQg4KDF9yYXRlX3Rva2VucyJVCglSYXRlTGltaXQSDgoGc3RhcnRzGAEgASgNEikKBnBlcmlvZBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhINCgVidXJzdBgDIAEoDSIlChRHZXRRdWV1ZVN0YXRzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSI7ChVHZXRRdWV1ZVN0YXRzUmVzcG9uc2USIgoFc3RhdHMYASABKAsyEy53b3JxLnYxLlF1ZXVlU3RhdHMiFgoUR2V0U2VydmVySW5mb1JlcXVlc3Qi0QMKFUdldFNlcnZlckluZm9SZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgJEi4KCnN0YXJ0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBnVwdGltZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIZChFjb25uZWN0ZWRfd29ya2VycxgEIAEoDRIXCg90b3RhbF9wcm9jZXNzZWQYBSABKAQSFAoMdG90YWxfZmFpbGVkGAYgASgEEhQKDGV2aWN0ZWRfam9icxgHIAEoBBIRCglsaXZlX2pvYnMYCCABKAQSDQoFc3RvcmUYCSABKAkSFwoPdG90YWxfc3VibWl0dGVkGAogASgEEhIKCmRhdGFfYnl0ZXMYCyABKAQSGQoRY29ubmVjdGVkX2NsaWVudHMYDCABKA0SDwoHbm9kZV9pZBgNIAEoCRIrCg1jbHVzdGVyX25vZGVzGA4gAygLMhQud29ycS52MS5DbHVzdGVyTm9kZRIXCg9wYXJ0aXRpb25fY291bnQYDyABKA0SKwoKcGFydGl0aW9ucxgQIAMoCzIXLndvcnEudjEuUGFydGl0aW9uT3duZXIiVQoOUGFydGl0aW9uT3duZXISDQoFaW5kZXgYASABKA0SDwoHbm9kZV9pZBgCIAEoCRIUCgxncnBjX2FkZHJlc3MYAyABKAkSDQoFZXBvY2gYBCABKAQiyAEKC0NsdXN0ZXJOb2RlEg8KB25vZGVfaWQYASABKAkSDAoEcm9sZRgCIAEoCRIUCgxncnBjX2FkZHJlc3MYAyABKAkSFAoMaHR0cF9hZGRyZXNzGAQgASgJEi4KCnN0YXJ0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KCWxhc3Rfc2VlbhgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHdmVyc2lvbhgHIAEoCSIUChJMaXN0V29ya2Vyc1JlcXVlc3QiOwoTTGlzdFdvcmtlcnNSZXNwb25zZRIkCgd3b3JrZXJzGAEgAygLMhMud29ycS52MS5Xb3JrZXJJbmZvIvMBCgpXb3JrZXJJbmZvEhEKCXdvcmtlcl9pZBgBIAEoCRIOCgZxdWV1ZXMYAiADKAkSDwoHY3JlZGl0cxgDIAEoDRIfCgRoZWxkGAQgAygLMhEud29ycS52MS5MZWFzZVJlZhIwCgxjb25uZWN0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KBmxhYmVscxgGIAMoCzIfLndvcnEudjEuV29ya2VySW5mby5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIh8KEERlbGV0ZUpvYlJlcXVlc3QSCwoDamlkGAEgASgJIhMKEURlbGV0ZUpvYlJlc3BvbnNlIi8KEFJldHJ5Sm9ic1JlcXVlc3QSDAoEamlkcxgBIAMoCRINCgVxdWV1ZRgCIAEoCSIkChFSZXRyeUpvYnNSZXNwb25zZRIPCgdyZXRyaWVkGAEgASgEIiEKEVJ1bkpvYnNOb3dSZXF1ZXN0EgwKBGppZHMYASADKAkiJwoSUnVuSm9ic05vd1Jlc3BvbnNlEhEKCXNjaGVkdWxlZBgBIAEoBCIiChFQYXVzZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIUChJQYXVzZVF1ZXVlUmVzcG9uc2UiIwoSUmVzdW1lUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIhUKE1Jlc3VtZVF1ZXVlUmVzcG9uc2UiIgoRUHVyZ2VRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiJQoSUHVyZ2VRdWV1ZVJlc3BvbnNlEg8KB2RlbGV0ZWQYASABKAQiUQoUQ29udHJvbFdvcmtlclJlcXVlc3QSEQoJd29ya2VyX2lkGAEgASgJEiYKBmFjdGlvbhgCIAEoDjIWLndvcnEudjEuQ29udHJvbEFjdGlvbiIoChVDb250cm9sV29ya2VyUmVzcG9uc2USDwoHc3RyZWFtcxgBIAEoDSJMChVDb25maWd1cmVRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkSJAoGY29uZmlnGAIgASgLMhQud29ycS52MS5RdWV1ZUNvbmZpZyI+ChZDb25maWd1cmVRdWV1ZVJlc3BvbnNlEiQKBmNvbmZpZxgBIAEoCzIULndvcnEudjEuUXVldWVDb25maWcy/AwKDEFkbWluU2VydmljZRI5CgZHZXRKb2ISFi53b3JxLnYxLkdldEpvYlJlcXVlc3QaFy53b3JxLnYxLkdldEpvYlJlc3BvbnNlEj8KCExpc3RKb2JzEhgud29ycS52MS5MaXN0Sm9ic1JlcXVlc3QaGS53b3JxLnYxLkxpc3RKb2JzUmVzcG9uc2USRQoKTGlzdFF1ZXVlcxIaLndvcnEudjEuTGlzdFF1ZXVlc1JlcXVlc3QaGy53b3JxLnYxLkxpc3RRdWV1ZXNSZXNwb25zZRJOCg1HZXRRdWV1ZVN0YXRzEh0ud29ycS52MS5HZXRRdWV1ZVN0YXRzUmVxdWVzdBoeLndvcnEudjEuR2V0UXVldWVTdGF0c1Jlc3BvbnNlEk4KDUdldFNlcnZlckluZm8SHS53b3JxLnYxLkdldFNlcnZlckluZm9SZXF1ZXN0Gh4ud29ycS52MS5HZXRTZXJ2ZXJJbmZvUmVzcG9uc2USSAoLTGlzdFdvcmtlcnMSGy53b3JxLnYxLkxpc3RXb3JrZXJzUmVxdWVzdBocLndvcnEudjEuTGlzdFdvcmtlcnNSZXNwb25zZRJCCglEZWxldGVKb2ISGS53b3JxLnYxLkRlbGV0ZUpvYlJlcXVlc3QaGi53b3JxLnYxLkRlbGV0ZUpvYlJlc3BvbnNlEkIKCVJldHJ5Sm9icxIZLndvcnEudjEuUmV0cnlKb2JzUmVxdWVzdBoaLndvcnEudjEuUmV0cnlKb2JzUmVzcG9uc2USRQoKUnVuSm9ic05vdxIaLndvcnEudjEuUnVuSm9ic05vd1JlcXVlc3QaGy53b3JxLnYxLlJ1bkpvYnNOb3dSZXNwb25zZRJFCgpQYXVzZVF1ZXVlEhoud29ycS52MS5QYXVzZVF1ZXVlUmVxdWVzdBobLndvcnEudjEuUGF1c2VRdWV1ZVJlc3BvbnNlEkgKC1Jlc3VtZVF1ZXVlEhsud29ycS52MS5SZXN1bWVRdWV1ZVJlcXVlc3QaHC53b3JxLnYxLlJlc3VtZVF1ZXVlUmVzcG9uc2USRQoKUHVyZ2VRdWV1ZRIaLndvcnEudjEuUHVyZ2VRdWV1ZVJlcXVlc3QaGy53b3JxLnYxLlB1cmdlUXVldWVSZXNwb25zZRJOCg1Db250cm9sV29ya2VyEh0ud29ycS52MS5Db250cm9sV29ya2VyUmVxdWVzdBoeLndvcnEudjEuQ29udHJvbFdvcmtlclJlc3BvbnNlElEKDkNvbmZpZ3VyZVF1ZXVlEh4ud29ycS52MS5Db25maWd1cmVRdWV1ZVJlcXVlc3QaHy53b3JxLnYxLkNvbmZpZ3VyZVF1ZXVlUmVzcG9uc2USSAoLUHV0U2NoZWR1bGUSGy53b3JxLnYxLlB1dFNjaGVkdWxlUmVxdWVzdBocLndvcnEudjEuUHV0U2NoZWR1bGVSZXNwb25zZRJICgtHZXRTY2hlZHVsZRIbLndvcnEudjEuR2V0U2NoZWR1bGVSZXF1ZXN0Ghwud29ycS52MS5HZXRTY2hlZHVsZVJlc3BvbnNlEk4KDUxpc3RTY2hlZHVsZXMSHS53b3JxLnYxLkxpc3RTY2hlZHVsZXNSZXF1ZXN0Gh4ud29ycS52MS5MaXN0U2NoZWR1bGVzUmVzcG9uc2USTgoNUGF1c2VTY2hlZHVsZRIdLndvcnEudjEuUGF1c2VTY2hlZHVsZVJlcXVlc3QaHi53b3JxLnYxLlBhdXNlU2NoZWR1bGVSZXNwb25zZRJRCg5SZXN1bWVTY2hlZHVsZRIeLndvcnEudjEuUmVzdW1lU2NoZWR1bGVSZXF1ZXN0Gh8ud29ycS52MS5SZXN1bWVTY2hlZHVsZVJlc3BvbnNlElEKDkRlbGV0ZVNjaGVkdWxlEh4ud29ycS52MS5EZWxldGVTY2hlZHVsZVJlcXVlc3QaHy53b3JxLnYxLkRlbGV0ZVNjaGVkdWxlUmVzcG9uc2USUQoOUnVuU2NoZWR1bGVOb3cSHi53b3JxLnYxLlJ1blNjaGVkdWxlTm93UmVxdWVzdBofLndvcnEudjEuUnVuU2NoZWR1bGVOb3dSZXNwb25zZRJICgtMaXN0QmF0Y2hlcxIbLndvcnEudjEuTGlzdEJhdGNoZXNSZXF1ZXN0Ghwud29ycS52MS5MaXN0QmF0Y2hlc1Jlc3BvbnNlQo0BCgtjb20ud29ycS52MUIRQWRtaW5TZXJ2aWNlUHJvdG9QAVouZ2l0aHViLmNvbS93b3JxLWRldi93b3JxL2dlbi9nby93b3JxL3YxO3dvcnF2MaICA1dYWKoCB1dvcnEuVjHKAgdXb3JxXFYx4gITV29ycVxWMVxHUEJNZXRhZGF0YeoCCFdvcnE6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_worq_v1_batch, file_worq_v1_job, file_worq_v1_schedule, file_worq_v1_worker_service]);
+  fileDesc("Cht3b3JxL3YxL2FkbWluX3NlcnZpY2UucHJvdG8SB3dvcnEudjEiOQoSUHV0U2NoZWR1bGVSZXF1ZXN0EiMKCHNjaGVkdWxlGAEgASgLMhEud29ycS52MS5TY2hlZHVsZSI6ChNQdXRTY2hlZHVsZVJlc3BvbnNlEiMKCHNjaGVkdWxlGAEgASgLMhEud29ycS52MS5TY2hlZHVsZSIiChJHZXRTY2hlZHVsZVJlcXVlc3QSDAoEbmFtZRgBIAEoCSI6ChNHZXRTY2hlZHVsZVJlc3BvbnNlEiMKCHNjaGVkdWxlGAEgASgLMhEud29ycS52MS5TY2hlZHVsZSI9ChRMaXN0U2NoZWR1bGVzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCSJWChVMaXN0U2NoZWR1bGVzUmVzcG9uc2USJAoJc2NoZWR1bGVzGAEgAygLMhEud29ycS52MS5TY2hlZHVsZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiJAoUUGF1c2VTY2hlZHVsZVJlcXVlc3QSDAoEbmFtZRgBIAEoCSIXChVQYXVzZVNjaGVkdWxlUmVzcG9uc2UiJQoVUmVzdW1lU2NoZWR1bGVSZXF1ZXN0EgwKBG5hbWUYASABKAkiGAoWUmVzdW1lU2NoZWR1bGVSZXNwb25zZSIlChVEZWxldGVTY2hlZHVsZVJlcXVlc3QSDAoEbmFtZRgBIAEoCSIYChZEZWxldGVTY2hlZHVsZVJlc3BvbnNlIiUKFVJ1blNjaGVkdWxlTm93UmVxdWVzdBIMCgRuYW1lGAEgASgJIiUKFlJ1blNjaGVkdWxlTm93UmVzcG9uc2USCwoDamlkGAEgASgJIl8KEkxpc3RCYXRjaGVzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCRIiCgVzdGF0ZRgDIAEoDjITLndvcnEudjEuQmF0Y2hTdGF0ZSJPChNMaXN0QmF0Y2hlc1Jlc3BvbnNlEh8KB2JhdGNoZXMYASADKAsyDi53b3JxLnYxLkJhdGNoEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIcCg1HZXRKb2JSZXF1ZXN0EgsKA2ppZBgBIAEoCSIrCg5HZXRKb2JSZXNwb25zZRIZCgNqb2IYASABKAsyDC53b3JxLnYxLkpvYiKVAwoPTGlzdEpvYnNSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJEiAKBXN0YXRlGAIgASgOMhEud29ycS52MS5Kb2JTdGF0ZRIRCglwYWdlX3NpemUYAyABKA0SEgoKcGFnZV90b2tlbhgEIAEoCRIMCgR0eXBlGAUgASgJEjAKBHRhZ3MYBiADKAsyIi53b3JxLnYxLkxpc3RKb2JzUmVxdWVzdC5UYWdzRW50cnkSFgoOY29ycmVsYXRpb25faWQYByABKAkSEgoKamlkX3ByZWZpeBgIIAEoCRIxCg1jcmVhdGVkX2FmdGVyGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIyCg5jcmVhdGVkX2JlZm9yZRgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKcGFyZW50X2ppZBgLIAEoCRIWCg5kZXBlbmRzX29uX2ppZBgMIAEoCRorCglUYWdzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJHChBMaXN0Sm9ic1Jlc3BvbnNlEhoKBGpvYnMYASADKAsyDC53b3JxLnYxLkpvYhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiOgoRTGlzdFF1ZXVlc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkiUgoSTGlzdFF1ZXVlc1Jlc3BvbnNlEiMKBnF1ZXVlcxgBIAMoCzITLndvcnEudjEuUXVldWVTdGF0cxIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAki5wIKClF1ZXVlU3RhdHMSDQoFcXVldWUYASABKAkSDQoFcmVhZHkYAiABKAQSDwoHZGVsYXllZBgDIAEoBBIRCglpbl9mbGlnaHQYBCABKAQSEAoIcmV0cnlpbmcYBSABKAQSDAoEZGVhZBgGIAEoBBIqCgdsYXRlbmN5GAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEg4KBnBhdXNlZBgIIAEoCBIPCgdwZW5kaW5nGAkgASgEEhEKCWNvbXBsZXRlZBgKIAEoBBIOCgZmYWlsZWQYCyABKAQSJAoGY29uZmlnGAwgASgLMhQud29ycS52MS5RdWV1ZUNvbmZpZxIYCgtyYXRlX3Rva2VucxgNIAEoDUgAiAEBEg4KBmdyb3VwcxgOIAEoBBInCgp0b3BfZ3JvdXBzGA8gAygLMhMud29ycS52MS5Hcm91cFN0YXRzQg4KDF9yYXRlX3Rva2VucyKPAgoLUXVldWVDb25maWcSGgoNcmV0cnlfdGltZW91dBgBIAEoCEgAiAEBEhkKDHJldHJ5X3N5c3RlbRgCIAEoCEgBiAEBEhgKC21heF9ydW5uaW5nGAMgASgNSAKIAQESKwoKcmF0ZV9saW1pdBgEIAEoCzISLndvcnEudjEuUmF0ZUxpbWl0SAOIAQESLwoMZ3JvdXBfbGltaXRzGAUgASgLMhQud29ycS52MS5Hcm91cExpbWl0c0gEiAEBQhAKDl9yZXRyeV90aW1lb3V0Qg8KDV9yZXRyeV9zeXN0ZW1CDgoMX21heF9ydW5uaW5nQg0KC19yYXRlX2xpbWl0Qg8KDV9ncm91cF9saW1pdHMiMgoLR3JvdXBMaW1pdHMSIwoGbGltaXRzGAEgAygLMhMud29ycS52MS5Hcm91cExpbWl0IloKCkdyb3VwTGltaXQSDwoHcGF0dGVybhgBIAEoCRITCgttYXhfcnVubmluZxgCIAEoDRImCgpyYXRlX2xpbWl0GAMgASgLMhIud29ycS52MS5SYXRlTGltaXQijwEKCkdyb3VwU3RhdHMSEQoJZ3JvdXBfa2V5GAEgASgJEg0KBXJlYWR5GAIgASgEEhEKCWluX2ZsaWdodBgDIAEoBBIiCgVsaW1pdBgEIAEoCzITLndvcnEudjEuR3JvdXBMaW1pdBIYCgtyYXRlX3Rva2VucxgFIAEoDUgAiAEBQg4KDF9yYXRlX3Rva2VucyJVCglSYXRlTGltaXQSDgoGc3RhcnRzGAEgASgNEikKBnBlcmlvZBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhINCgVidXJzdBgDIAEoDSIlChRHZXRRdWV1ZVN0YXRzUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSI7ChVHZXRRdWV1ZVN0YXRzUmVzcG9uc2USIgoFc3RhdHMYASABKAsyEy53b3JxLnYxLlF1ZXVlU3RhdHMiFgoUR2V0U2VydmVySW5mb1JlcXVlc3Qi/gMKFUdldFNlcnZlckluZm9SZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgJEi4KCnN0YXJ0ZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBnVwdGltZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIZChFjb25uZWN0ZWRfd29ya2VycxgEIAEoDRIXCg90b3RhbF9wcm9jZXNzZWQYBSABKAQSFAoMdG90YWxfZmFpbGVkGAYgASgEEhQKDGV2aWN0ZWRfam9icxgHIAEoBBIRCglsaXZlX2pvYnMYCCABKAQSDQoFc3RvcmUYCSABKAkSFwoPdG90YWxfc3VibWl0dGVkGAogASgEEhIKCmRhdGFfYnl0ZXMYCyABKAQSGQoRY29ubmVjdGVkX2NsaWVudHMYDCABKA0SDwoHbm9kZV9pZBgNIAEoCRIrCg1jbHVzdGVyX25vZGVzGA4gAygLMhQud29ycS52MS5DbHVzdGVyTm9kZRIXCg9wYXJ0aXRpb25fY291bnQYDyABKA0SKwoKcGFydGl0aW9ucxgQIAMoCzIXLndvcnEudjEuUGFydGl0aW9uT3duZXISKwoNc3ByZWFkX3F1ZXVlcxgRIAMoCzIULndvcnEudjEuU3ByZWFkUXVldWUiMAoLU3ByZWFkUXVldWUSDQoFcXVldWUYASABKAkSEgoKcGFydGl0aW9ucxgCIAEoDSJVCg5QYXJ0aXRpb25Pd25lchINCgVpbmRleBgBIAEoDRIPCgdub2RlX2lkGAIgASgJEhQKDGdycGNfYWRkcmVzcxgDIAEoCRINCgVlcG9jaBgEIAEoBCLIAQoLQ2x1c3Rlck5vZGUSDwoHbm9kZV9pZBgBIAEoCRIMCgRyb2xlGAIgASgJEhQKDGdycGNfYWRkcmVzcxgDIAEoCRIUCgxodHRwX2FkZHJlc3MYBCABKAkSLgoKc3RhcnRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoJbGFzdF9zZWVuGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgd2ZXJzaW9uGAcgASgJIhQKEkxpc3RXb3JrZXJzUmVxdWVzdCI7ChNMaXN0V29ya2Vyc1Jlc3BvbnNlEiQKB3dvcmtlcnMYASADKAsyEy53b3JxLnYxLldvcmtlckluZm8i8wEKCldvcmtlckluZm8SEQoJd29ya2VyX2lkGAEgASgJEg4KBnF1ZXVlcxgCIAMoCRIPCgdjcmVkaXRzGAMgASgNEh8KBGhlbGQYBCADKAsyES53b3JxLnYxLkxlYXNlUmVmEjAKDGNvbm5lY3RlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoGbGFiZWxzGAYgAygLMh8ud29ycS52MS5Xb3JrZXJJbmZvLkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiHwoQRGVsZXRlSm9iUmVxdWVzdBILCgNqaWQYASABKAkiEwoRRGVsZXRlSm9iUmVzcG9uc2UiLwoQUmV0cnlKb2JzUmVxdWVzdBIMCgRqaWRzGAEgAygJEg0KBXF1ZXVlGAIgASgJIiQKEVJldHJ5Sm9ic1Jlc3BvbnNlEg8KB3JldHJpZWQYASABKAQiIQoRUnVuSm9ic05vd1JlcXVlc3QSDAoEamlkcxgBIAMoCSInChJSdW5Kb2JzTm93UmVzcG9uc2USEQoJc2NoZWR1bGVkGAEgASgEIiIKEVBhdXNlUXVldWVSZXF1ZXN0Eg0KBXF1ZXVlGAEgASgJIhQKElBhdXNlUXVldWVSZXNwb25zZSIjChJSZXN1bWVRdWV1ZVJlcXVlc3QSDQoFcXVldWUYASABKAkiFQoTUmVzdW1lUXVldWVSZXNwb25zZSIiChFQdXJnZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCSIlChJQdXJnZVF1ZXVlUmVzcG9uc2USDwoHZGVsZXRlZBgBIAEoBCJRChRDb250cm9sV29ya2VyUmVxdWVzdBIRCgl3b3JrZXJfaWQYASABKAkSJgoGYWN0aW9uGAIgASgOMhYud29ycS52MS5Db250cm9sQWN0aW9uIigKFUNvbnRyb2xXb3JrZXJSZXNwb25zZRIPCgdzdHJlYW1zGAEgASgNIkwKFUNvbmZpZ3VyZVF1ZXVlUmVxdWVzdBINCgVxdWV1ZRgBIAEoCRIkCgZjb25maWcYAiABKAsyFC53b3JxLnYxLlF1ZXVlQ29uZmlnIj4KFkNvbmZpZ3VyZVF1ZXVlUmVzcG9uc2USJAoGY29uZmlnGAEgASgLMhQud29ycS52MS5RdWV1ZUNvbmZpZzL8DAoMQWRtaW5TZXJ2aWNlEjkKBkdldEpvYhIWLndvcnEudjEuR2V0Sm9iUmVxdWVzdBoXLndvcnEudjEuR2V0Sm9iUmVzcG9uc2USPwoITGlzdEpvYnMSGC53b3JxLnYxLkxpc3RKb2JzUmVxdWVzdBoZLndvcnEudjEuTGlzdEpvYnNSZXNwb25zZRJFCgpMaXN0UXVldWVzEhoud29ycS52MS5MaXN0UXVldWVzUmVxdWVzdBobLndvcnEudjEuTGlzdFF1ZXVlc1Jlc3BvbnNlEk4KDUdldFF1ZXVlU3RhdHMSHS53b3JxLnYxLkdldFF1ZXVlU3RhdHNSZXF1ZXN0Gh4ud29ycS52MS5HZXRRdWV1ZVN0YXRzUmVzcG9uc2USTgoNR2V0U2VydmVySW5mbxIdLndvcnEudjEuR2V0U2VydmVySW5mb1JlcXVlc3QaHi53b3JxLnYxLkdldFNlcnZlckluZm9SZXNwb25zZRJICgtMaXN0V29ya2VycxIbLndvcnEudjEuTGlzdFdvcmtlcnNSZXF1ZXN0Ghwud29ycS52MS5MaXN0V29ya2Vyc1Jlc3BvbnNlEkIKCURlbGV0ZUpvYhIZLndvcnEudjEuRGVsZXRlSm9iUmVxdWVzdBoaLndvcnEudjEuRGVsZXRlSm9iUmVzcG9uc2USQgoJUmV0cnlKb2JzEhkud29ycS52MS5SZXRyeUpvYnNSZXF1ZXN0Ghoud29ycS52MS5SZXRyeUpvYnNSZXNwb25zZRJFCgpSdW5Kb2JzTm93Ehoud29ycS52MS5SdW5Kb2JzTm93UmVxdWVzdBobLndvcnEudjEuUnVuSm9ic05vd1Jlc3BvbnNlEkUKClBhdXNlUXVldWUSGi53b3JxLnYxLlBhdXNlUXVldWVSZXF1ZXN0Ghsud29ycS52MS5QYXVzZVF1ZXVlUmVzcG9uc2USSAoLUmVzdW1lUXVldWUSGy53b3JxLnYxLlJlc3VtZVF1ZXVlUmVxdWVzdBocLndvcnEudjEuUmVzdW1lUXVldWVSZXNwb25zZRJFCgpQdXJnZVF1ZXVlEhoud29ycS52MS5QdXJnZVF1ZXVlUmVxdWVzdBobLndvcnEudjEuUHVyZ2VRdWV1ZVJlc3BvbnNlEk4KDUNvbnRyb2xXb3JrZXISHS53b3JxLnYxLkNvbnRyb2xXb3JrZXJSZXF1ZXN0Gh4ud29ycS52MS5Db250cm9sV29ya2VyUmVzcG9uc2USUQoOQ29uZmlndXJlUXVldWUSHi53b3JxLnYxLkNvbmZpZ3VyZVF1ZXVlUmVxdWVzdBofLndvcnEudjEuQ29uZmlndXJlUXVldWVSZXNwb25zZRJICgtQdXRTY2hlZHVsZRIbLndvcnEudjEuUHV0U2NoZWR1bGVSZXF1ZXN0Ghwud29ycS52MS5QdXRTY2hlZHVsZVJlc3BvbnNlEkgKC0dldFNjaGVkdWxlEhsud29ycS52MS5HZXRTY2hlZHVsZVJlcXVlc3QaHC53b3JxLnYxLkdldFNjaGVkdWxlUmVzcG9uc2USTgoNTGlzdFNjaGVkdWxlcxIdLndvcnEudjEuTGlzdFNjaGVkdWxlc1JlcXVlc3QaHi53b3JxLnYxLkxpc3RTY2hlZHVsZXNSZXNwb25zZRJOCg1QYXVzZVNjaGVkdWxlEh0ud29ycS52MS5QYXVzZVNjaGVkdWxlUmVxdWVzdBoeLndvcnEudjEuUGF1c2VTY2hlZHVsZVJlc3BvbnNlElEKDlJlc3VtZVNjaGVkdWxlEh4ud29ycS52MS5SZXN1bWVTY2hlZHVsZVJlcXVlc3QaHy53b3JxLnYxLlJlc3VtZVNjaGVkdWxlUmVzcG9uc2USUQoORGVsZXRlU2NoZWR1bGUSHi53b3JxLnYxLkRlbGV0ZVNjaGVkdWxlUmVxdWVzdBofLndvcnEudjEuRGVsZXRlU2NoZWR1bGVSZXNwb25zZRJRCg5SdW5TY2hlZHVsZU5vdxIeLndvcnEudjEuUnVuU2NoZWR1bGVOb3dSZXF1ZXN0Gh8ud29ycS52MS5SdW5TY2hlZHVsZU5vd1Jlc3BvbnNlEkgKC0xpc3RCYXRjaGVzEhsud29ycS52MS5MaXN0QmF0Y2hlc1JlcXVlc3QaHC53b3JxLnYxLkxpc3RCYXRjaGVzUmVzcG9uc2VCjQEKC2NvbS53b3JxLnYxQhFBZG1pblNlcnZpY2VQcm90b1ABWi5naXRodWIuY29tL3dvcnEtZGV2L3dvcnEvZ2VuL2dvL3dvcnEvdjE7d29ycXYxogIDV1hYqgIHV29ycS5WMcoCB1dvcnFcVjHiAhNXb3JxXFYxXEdQQk1ldGFkYXRh6gIIV29ycTo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_worq_v1_batch, file_worq_v1_job, file_worq_v1_schedule, file_worq_v1_worker_service]);
 
 /**
  * PutScheduleRequest carries the schedule (output-only fields ignored).
@@ -1079,6 +1079,15 @@ export type GetServerInfoResponse = Message<"worq.v1.GetServerInfoResponse"> & {
    * @generated from field: repeated worq.v1.PartitionOwner partitions = 16;
    */
   partitions: PartitionOwner[];
+
+  /**
+   * On a partitioned cluster: the queues spread over several partitions (worq serve
+   * --spread-queues), fixed when the cluster was created; every other queue lives in its home
+   * partition only. Empty when the server is not partitioned or spreads no queue.
+   *
+   * @generated from field: repeated worq.v1.SpreadQueue spread_queues = 17;
+   */
+  spreadQueues: SpreadQueue[];
 };
 
 /**
@@ -1087,6 +1096,39 @@ export type GetServerInfoResponse = Message<"worq.v1.GetServerInfoResponse"> & {
  */
 export const GetServerInfoResponseSchema: GenMessage<GetServerInfoResponse> = /*@__PURE__*/
   messageDesc(file_worq_v1_admin_service, 31);
+
+/**
+ * SpreadQueue is a hot queue whose jobs are split over several partitions, each an engine of
+ * its own: priority and FIFO order hold within each partition, not across them.
+ *
+ * @generated from message worq.v1.SpreadQueue
+ */
+export type SpreadQueue = Message<"worq.v1.SpreadQueue"> & {
+  /**
+   * The queue's name.
+   *
+   * @generated from field: string queue = 1;
+   */
+  queue: string;
+
+  /**
+   * How many partitions it is spread over (2 to partition_count): its home partition and the
+   * ones after it, wrapping, (home + i) mod partition_count for i < partitions. A new job goes
+   * to the one at index FNV-1a(key) mod partitions, where key is the first set of its
+   * unique.key, debounce.key, group_key and idempotency_key (so jobs that share one meet in one
+   * partition); a job with none of them may go to any (the libraries take them in turn).
+   *
+   * @generated from field: uint32 partitions = 2;
+   */
+  partitions: number;
+};
+
+/**
+ * Describes the message worq.v1.SpreadQueue.
+ * Use `create(SpreadQueueSchema)` to create a new message.
+ */
+export const SpreadQueueSchema: GenMessage<SpreadQueue> = /*@__PURE__*/
+  messageDesc(file_worq_v1_admin_service, 32);
 
 /**
  * PartitionOwner says where one partition is served.
@@ -1130,7 +1172,7 @@ export type PartitionOwner = Message<"worq.v1.PartitionOwner"> & {
  * Use `create(PartitionOwnerSchema)` to create a new message.
  */
 export const PartitionOwnerSchema: GenMessage<PartitionOwner> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 32);
+  messageDesc(file_worq_v1_admin_service, 33);
 
 /**
  * ClusterNode is one server of a cluster.
@@ -1194,7 +1236,7 @@ export type ClusterNode = Message<"worq.v1.ClusterNode"> & {
  * Use `create(ClusterNodeSchema)` to create a new message.
  */
 export const ClusterNodeSchema: GenMessage<ClusterNode> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 33);
+  messageDesc(file_worq_v1_admin_service, 34);
 
 /**
  * ListWorkersRequest is empty.
@@ -1209,7 +1251,7 @@ export type ListWorkersRequest = Message<"worq.v1.ListWorkersRequest"> & {
  * Use `create(ListWorkersRequestSchema)` to create a new message.
  */
 export const ListWorkersRequestSchema: GenMessage<ListWorkersRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 34);
+  messageDesc(file_worq_v1_admin_service, 35);
 
 /**
  * ListWorkersResponse lists connected workers.
@@ -1230,7 +1272,7 @@ export type ListWorkersResponse = Message<"worq.v1.ListWorkersResponse"> & {
  * Use `create(ListWorkersResponseSchema)` to create a new message.
  */
 export const ListWorkersResponseSchema: GenMessage<ListWorkersResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 35);
+  messageDesc(file_worq_v1_admin_service, 36);
 
 /**
  * WorkerInfo describes one open Lease stream.
@@ -1286,7 +1328,7 @@ export type WorkerInfo = Message<"worq.v1.WorkerInfo"> & {
  * Use `create(WorkerInfoSchema)` to create a new message.
  */
 export const WorkerInfoSchema: GenMessage<WorkerInfo> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 36);
+  messageDesc(file_worq_v1_admin_service, 37);
 
 /**
  * DeleteJobRequest names a job.
@@ -1307,7 +1349,7 @@ export type DeleteJobRequest = Message<"worq.v1.DeleteJobRequest"> & {
  * Use `create(DeleteJobRequestSchema)` to create a new message.
  */
 export const DeleteJobRequestSchema: GenMessage<DeleteJobRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 37);
+  messageDesc(file_worq_v1_admin_service, 38);
 
 /**
  * DeleteJobResponse is empty.
@@ -1322,7 +1364,7 @@ export type DeleteJobResponse = Message<"worq.v1.DeleteJobResponse"> & {
  * Use `create(DeleteJobResponseSchema)` to create a new message.
  */
 export const DeleteJobResponseSchema: GenMessage<DeleteJobResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 38);
+  messageDesc(file_worq_v1_admin_service, 39);
 
 /**
  * RetryJobsRequest selects dead jobs to retry.
@@ -1350,7 +1392,7 @@ export type RetryJobsRequest = Message<"worq.v1.RetryJobsRequest"> & {
  * Use `create(RetryJobsRequestSchema)` to create a new message.
  */
 export const RetryJobsRequestSchema: GenMessage<RetryJobsRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 39);
+  messageDesc(file_worq_v1_admin_service, 40);
 
 /**
  * RetryJobsResponse counts the jobs moved.
@@ -1371,7 +1413,7 @@ export type RetryJobsResponse = Message<"worq.v1.RetryJobsResponse"> & {
  * Use `create(RetryJobsResponseSchema)` to create a new message.
  */
 export const RetryJobsResponseSchema: GenMessage<RetryJobsResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 40);
+  messageDesc(file_worq_v1_admin_service, 41);
 
 /**
  * RunJobsNowRequest names the jobs to run now.
@@ -1392,7 +1434,7 @@ export type RunJobsNowRequest = Message<"worq.v1.RunJobsNowRequest"> & {
  * Use `create(RunJobsNowRequestSchema)` to create a new message.
  */
 export const RunJobsNowRequestSchema: GenMessage<RunJobsNowRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 41);
+  messageDesc(file_worq_v1_admin_service, 42);
 
 /**
  * RunJobsNowResponse counts the jobs moved.
@@ -1413,7 +1455,7 @@ export type RunJobsNowResponse = Message<"worq.v1.RunJobsNowResponse"> & {
  * Use `create(RunJobsNowResponseSchema)` to create a new message.
  */
 export const RunJobsNowResponseSchema: GenMessage<RunJobsNowResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 42);
+  messageDesc(file_worq_v1_admin_service, 43);
 
 /**
  * PauseQueueRequest names a queue.
@@ -1434,7 +1476,7 @@ export type PauseQueueRequest = Message<"worq.v1.PauseQueueRequest"> & {
  * Use `create(PauseQueueRequestSchema)` to create a new message.
  */
 export const PauseQueueRequestSchema: GenMessage<PauseQueueRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 43);
+  messageDesc(file_worq_v1_admin_service, 44);
 
 /**
  * PauseQueueResponse is empty.
@@ -1449,7 +1491,7 @@ export type PauseQueueResponse = Message<"worq.v1.PauseQueueResponse"> & {
  * Use `create(PauseQueueResponseSchema)` to create a new message.
  */
 export const PauseQueueResponseSchema: GenMessage<PauseQueueResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 44);
+  messageDesc(file_worq_v1_admin_service, 45);
 
 /**
  * ResumeQueueRequest names a queue.
@@ -1470,7 +1512,7 @@ export type ResumeQueueRequest = Message<"worq.v1.ResumeQueueRequest"> & {
  * Use `create(ResumeQueueRequestSchema)` to create a new message.
  */
 export const ResumeQueueRequestSchema: GenMessage<ResumeQueueRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 45);
+  messageDesc(file_worq_v1_admin_service, 46);
 
 /**
  * ResumeQueueResponse is empty.
@@ -1485,7 +1527,7 @@ export type ResumeQueueResponse = Message<"worq.v1.ResumeQueueResponse"> & {
  * Use `create(ResumeQueueResponseSchema)` to create a new message.
  */
 export const ResumeQueueResponseSchema: GenMessage<ResumeQueueResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 46);
+  messageDesc(file_worq_v1_admin_service, 47);
 
 /**
  * PurgeQueueRequest names a queue.
@@ -1506,7 +1548,7 @@ export type PurgeQueueRequest = Message<"worq.v1.PurgeQueueRequest"> & {
  * Use `create(PurgeQueueRequestSchema)` to create a new message.
  */
 export const PurgeQueueRequestSchema: GenMessage<PurgeQueueRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 47);
+  messageDesc(file_worq_v1_admin_service, 48);
 
 /**
  * PurgeQueueResponse counts deleted jobs.
@@ -1527,7 +1569,7 @@ export type PurgeQueueResponse = Message<"worq.v1.PurgeQueueResponse"> & {
  * Use `create(PurgeQueueResponseSchema)` to create a new message.
  */
 export const PurgeQueueResponseSchema: GenMessage<PurgeQueueResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 48);
+  messageDesc(file_worq_v1_admin_service, 49);
 
 /**
  * ControlWorkerRequest targets one worker.
@@ -1555,7 +1597,7 @@ export type ControlWorkerRequest = Message<"worq.v1.ControlWorkerRequest"> & {
  * Use `create(ControlWorkerRequestSchema)` to create a new message.
  */
 export const ControlWorkerRequestSchema: GenMessage<ControlWorkerRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 49);
+  messageDesc(file_worq_v1_admin_service, 50);
 
 /**
  * ControlWorkerResponse counts the streams told.
@@ -1576,7 +1618,7 @@ export type ControlWorkerResponse = Message<"worq.v1.ControlWorkerResponse"> & {
  * Use `create(ControlWorkerResponseSchema)` to create a new message.
  */
 export const ControlWorkerResponseSchema: GenMessage<ControlWorkerResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 50);
+  messageDesc(file_worq_v1_admin_service, 51);
 
 /**
  * ConfigureQueueRequest changes a queue's settings.
@@ -1604,7 +1646,7 @@ export type ConfigureQueueRequest = Message<"worq.v1.ConfigureQueueRequest"> & {
  * Use `create(ConfigureQueueRequestSchema)` to create a new message.
  */
 export const ConfigureQueueRequestSchema: GenMessage<ConfigureQueueRequest> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 51);
+  messageDesc(file_worq_v1_admin_service, 52);
 
 /**
  * ConfigureQueueResponse carries the queue's settings after the change.
@@ -1625,7 +1667,7 @@ export type ConfigureQueueResponse = Message<"worq.v1.ConfigureQueueResponse"> &
  * Use `create(ConfigureQueueResponseSchema)` to create a new message.
  */
 export const ConfigureQueueResponseSchema: GenMessage<ConfigureQueueResponse> = /*@__PURE__*/
-  messageDesc(file_worq_v1_admin_service, 52);
+  messageDesc(file_worq_v1_admin_service, 53);
 
 /**
  * AdminService is what operators, the CLI and the dashboard call to see and fix things.

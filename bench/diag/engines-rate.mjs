@@ -1,0 +1,111 @@
+/**
+ * What `--engines k` costs per job: one `worq serve --engines k` on LevelDB, 10,000 jobs over
+ * 16 queues from a producer (50 submits in flight) and a worker (concurrency 50) in this
+ * process (TS library, routing by partition), uncapped; the CPU per job of each engine and
+ * of the parent. With a poll interval, GetServerInfo is asked of the parent that often while
+ * the jobs run (as WM's done-poll does), to price what it costs the engines.
+ *
+ *   node bench/diag/engines-rate.mjs [engines, default 2] [poll ms, default 0 = none]
+ *
+ * PROFILE_DIR=dir writes each server process's CPU profile there (node --cpu-prof).
+ */
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { WorqClient, Worker } from "@worq/client";
+import { GrpcLink } from "@worq/client/grpc-link.js";
+import { startWorqServer } from "../lib/worq-server.mjs";
+
+/** Unary calls this process makes, by method, while the jobs run. */
+const calls = {};
+const unary = GrpcLink.prototype.unary;
+GrpcLink.prototype.unary = function (path, request) {
+  const method = path.slice(path.lastIndexOf("/") + 1);
+  calls[method] = (calls[method] ?? 0) + 1;
+  return unary.call(this, path, request);
+};
+
+const engines = Number(process.argv[2] ?? 2);
+const pollMs = Number(process.argv[3] ?? 0);
+const N = 10_000;
+const QUEUES = Array.from({ length: 16 }, (_, i) => `wm-${String(i).padStart(2, "0")}`);
+const dir = mkdtempSync(join(tmpdir(), "worq-engines-rate-"));
+const profileDir = process.env.PROFILE_DIR;
+const server = await startWorqServer(dir, {
+  serveArgs: engines > 1 ? ["--engines", String(engines)] : [],
+  // Every process (the engines inherit the parent's flags) writes its own CPU.*.cpuprofile.
+  nodeArgs: profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : [],
+});
+const enginePids =
+  engines > 1
+    ? execFileSync("pgrep", ["-P", String(server.pid)], { encoding: "utf8" })
+        .trim()
+        .split("\n")
+        .map(Number)
+    : [];
+const client = new WorqClient({ address: server.address });
+let done = 0;
+let resolveDone;
+const allDone = new Promise((r) => (resolveDone = r));
+const worker = new Worker({
+  client,
+  queues: QUEUES,
+  concurrency: 50,
+  onEvent: (e) => {
+    if (e.event === "done" && ++done === N) resolveDone();
+  },
+});
+worker.register("t", () => 1);
+const running = worker.run();
+await new Promise((r) => setTimeout(r, 500));
+const cpuOf = (pid) => {
+  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return (Number(f[11]) + Number(f[12])) / 100;
+};
+const pids = [server.pid, ...enginePids];
+const cpu0 = pids.map(cpuOf);
+const client0 = process.cpuUsage();
+for (const method of Object.keys(calls)) delete calls[method];
+let polls = 0;
+const poller =
+  pollMs > 0 &&
+  setInterval(() => {
+    polls++;
+    void client.admin.getServerInfo({});
+  }, pollMs);
+const started = performance.now();
+let next = 0;
+await Promise.all(
+  Array.from({ length: 50 }, async () => {
+    while (next < N) {
+      const seq = next++;
+      await client.submit("t", { queue: QUEUES[seq % 16], args: [seq] });
+    }
+  }),
+);
+await allDone;
+const ms = performance.now() - started;
+if (poller) clearInterval(poller);
+const perJob = (seconds) => +((seconds * 1000) / N).toFixed(3);
+const cpu = pids.map((pid, i) => cpuOf(pid) - cpu0[i]);
+const clientCpu = (process.cpuUsage(client0).user + process.cpuUsage(client0).system) / 1e6;
+console.log(
+  JSON.stringify({
+    engines,
+    pollMs,
+    polls,
+    e2eRate: Math.round(N / (ms / 1000)),
+    parentCpuMsPerJob: perJob(cpu[0]),
+    engineCpuMsPerJob: cpu.slice(1).map(perJob),
+    serverCpuMsPerJob: perJob(cpu.reduce((a, b) => a + b, 0)),
+    clientCpuMsPerJob: perJob(clientCpu),
+    callsPerJob: Object.fromEntries(Object.entries(calls).map(([m, c]) => [m, +(c / N).toFixed(3)])),
+  }),
+);
+await worker.stop();
+await running;
+client.close?.();
+await server.stop();
+rmSync(dir, { recursive: true, force: true });
+process.exit(0);
