@@ -11,7 +11,7 @@ import { loadTokenFile } from "./transport/auth/token-file.js";
 import type { PartitionDirectory } from "./cluster/partition-router.js";
 import { hostForAddress } from "./cluster/cluster-node.js";
 import { openNodeDoors, type NodeDoors } from "./cluster/node-doors.js";
-import { formatSpreadQueues, type SpreadQueues } from "./model/partition.js";
+import { formatSpreadQueues, SpreadTurns, type SpreadQueues } from "./model/partition.js";
 
 /** The engine process's entry (compiled beside this module). */
 const ENGINE_CHILD = fileURLToPath(new URL("./engine-child.js", import.meta.url));
@@ -138,9 +138,9 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
     throw error;
   }
 
-  let turn = 0;
+  const turns = new SpreadTurns();
   const directory: PartitionDirectory = {
-    placement: { count, spread, nextTurn: () => turn++ },
+    placement: { count, spread, nextTurn: (queue) => turns.next(queue) },
     addressOf: (partition) => engines[partition]?.grpcAddress,
     owners: () =>
       engines.flatMap((engine) =>

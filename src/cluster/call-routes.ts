@@ -18,7 +18,7 @@ export interface Placement {
   /** The queues spread over several partitions, and over how many (the others live in their home partition). */
   readonly spread: SpreadQueues;
   /** For a job of a spread queue without a placement key: a number that changes per call. */
-  nextTurn(): number;
+  nextTurn(queue: string): number;
 }
 
 export type CallTarget =
@@ -71,15 +71,19 @@ export function jobPartition(job: JobSpec | undefined, placement: Placement): nu
   const partitions = partitionsOfQueue(job?.queue ?? "", placement);
   if (partitions.length === 1) return partitions[0]!;
   const key = job ? placementKey(job) : "";
-  return key ? keyedPartition(partitions, key) : partitions[placement.nextTurn() % partitions.length]!;
+  return key ? keyedPartition(partitions, key) : partitions[placement.nextTurn(job?.queue || LIMITS.defaultQueue) % partitions.length]!;
 }
 
 export const producerRoutes: Routes<typeof ProducerService> = {
   submit: (r, p) => ({ kind: "one", partition: jobPartition(r.job, p) }),
   submitBatch: (r, p) => {
     // A batch's unkeyed jobs of a spread queue take one turn together: one partition commits them.
-    const turn = p.nextTurn();
-    const once: Placement = { count: p.count, spread: p.spread, nextTurn: () => turn };
+    const turns = new Map<string, number>();
+    const once: Placement = {
+      count: p.count,
+      spread: p.spread,
+      nextTurn: (queue) => turns.get(queue) ?? turns.set(queue, p.nextTurn(queue)).get(queue)!,
+    };
     return { kind: "items", field: "jobs", partitions: r.jobs.map((job) => jobPartition(job, once)) };
   },
   run: (r, p) => ({ kind: "one", partition: jobPartition(r.job, p) }),

@@ -7,6 +7,7 @@ import { AccessControl } from "../transport/auth/access-control.js";
 import { loadTokenFile } from "../transport/auth/token-file.js";
 import type { PartitionDirectory } from "./partition-router.js";
 import { hostForAddress } from "./cluster-node.js";
+import { SpreadTurns } from "../model/partition.js";
 import { openNodeDoors, type NodeDoors } from "./node-doors.js";
 
 export interface PartitionedNode extends RunningServer {
@@ -68,7 +69,7 @@ export async function startPartitionedNode(
     open,
     log,
   });
-  let turn = 0;
+  const turns = new SpreadTurns();
   let refreshing: Promise<void> | undefined;
   const directory: PartitionDirectory = {
     placement: {
@@ -77,7 +78,7 @@ export async function startPartitionedNode(
       get spread() {
         return host.spread;
       },
-      nextTurn: () => turn++,
+      nextTurn: (queue) => turns.next(queue),
     },
     addressOf: (partition) => host.ownerOf(partition)?.grpcAddress,
     owners: () =>

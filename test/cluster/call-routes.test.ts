@@ -6,7 +6,7 @@ import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js
 import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { adminRoutes, jobPartition, producerRoutes, workerRoutes, type Placement } from "../../src/cluster/call-routes.js";
 import { randomUuidV4 } from "../../src/engine/uuid.js";
-import { fnv1a32, keyedPartition, queuePartitions, withPartition } from "../../src/model/partition.js";
+import { fnv1a32, keyedPartition, queuePartitions, SpreadTurns, withPartition } from "../../src/model/partition.js";
 
 function placement(count: number, spread: Record<string, number> = {}): Placement {
   let turn = 0;
@@ -61,6 +61,15 @@ describe("call routes: where each RPC goes once the job space is partitioned", (
     expect(at({ idempotencyKey: i })).toBe(keyedPartition(spread, i!));
     const batch = producerRoutes.submitBatch({ jobs: Array.from({ length: 6 }, () => job({ queue: "hot" })) } as never, p);
     expect(batch.kind === "items" && new Set(batch.partitions).size).toBe(1);
+  });
+
+  it("two spread queues submitted alternately each take turns over all their partitions (a turn per queue)", () => {
+    const turns = new SpreadTurns();
+    const p: Placement = { count: 16, spread: { a: 2, b: 2 }, nextTurn: (queue) => turns.next(queue) };
+    const placed = { a: new Set<number>(), b: new Set<number>() };
+    for (let i = 0; i < 8; i++) for (const queue of ["a", "b"] as const) placed[queue].add(jobPartition(job({ queue }), p));
+    expect([...placed.a].sort()).toEqual(queuePartitions("a", 16, 2).sort());
+    expect([...placed.b].sort()).toEqual(queuePartitions("b", 16, 2).sort());
   });
 
   it("SubmitBatch: each job to its own queue's partition, in order", () => {

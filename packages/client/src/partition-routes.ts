@@ -2,7 +2,7 @@ import { createClient, type Client } from "@connectrpc/connect";
 import { AdminService, type GetServerInfoResponse } from "./gen/worq/v1/admin_service_pb.js";
 import { ProducerService } from "./gen/worq/v1/producer_service_pb.js";
 import { GrpcLink } from "./grpc-link.js";
-import { keyedPartition, partitionOfId, placementKey, queuePartitions, type PlacementKeys } from "./partition.js";
+import { keyedPartition, partitionOfId, placementKey, queuePartitions, SpreadTurns, type PlacementKeys } from "./partition.js";
 import { createWorqTransport, type ConnectionOptions } from "./transport.js";
 
 /** The generated clients of one partition's server: the calls that name a job or batch go there. */
@@ -34,7 +34,7 @@ export class PartitionRoutes {
   /** The spread queues, by name: over how many partitions each. */
   private spread = new Map<string, number>();
   /** Where the next job of a spread queue without a placement key goes, in turn. */
-  private turn = 0;
+  private readonly turns = new SpreadTurns();
   /** By address: a partition's server, as long as this client runs. */
   private readonly servers = new Map<string, PartitionServer>();
   private read = false;
@@ -81,7 +81,7 @@ export class PartitionRoutes {
     const partitions = this.partitionsOfQueue(queue);
     if (partitions.length <= 1) return partitions[0];
     const key = placementKey(keys);
-    return key ? keyedPartition(partitions, key) : partitions[this.turn++ % partitions.length];
+    return key ? keyedPartition(partitions, key) : partitions[this.turns.next(queue || DEFAULT_QUEUE) % partitions.length];
   }
 
   partitionOfJid(jid: string): number | undefined {

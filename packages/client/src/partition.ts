@@ -62,6 +62,21 @@ export function keyedPartition(partitions: readonly number[], key: string): numb
 }
 
 /**
+ * Whose turn it is, per spread queue, for jobs without a placement key: a counter per queue
+ * (one shared by all would pin each of two queues submitted alternately to one partition),
+ * starting at a random turn (so short-lived clients do not all fill the first partition).
+ */
+export class SpreadTurns {
+  private readonly turns = new Map<string, number>();
+
+  next(queue: string): number {
+    const turn = this.turns.get(queue) ?? Math.floor(Math.random() * MAX_PARTITIONS);
+    this.turns.set(queue, turn + 1);
+    return turn;
+  }
+}
+
+/**
  * The partition an id names, out of `count`; undefined when its bits name none of them (no
  * such job can exist). With one partition every id is in partition 0.
  */
