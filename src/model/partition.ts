@@ -17,7 +17,15 @@ import {
 import { WorqError } from "./errors.js";
 import { LIMITS } from "./limits.js";
 
-export { fnv1a32, keyedPartition, MAX_PARTITIONS, partitionOfId, placementKey, queuePartitions, SpreadTurns } from "@worq/client/partition.js";
+export {
+  fnv1a32,
+  keyedPartition,
+  MAX_PARTITIONS,
+  partitionOfId,
+  placementKey,
+  queuePartitions,
+  SpreadTurns,
+} from "@worq/client/partition.js";
 export type { PlacementKeys } from "@worq/client/partition.js";
 
 /** Checks a partition count given by a caller (flag or database), naming `field`. */
