@@ -66,9 +66,13 @@ func WithGRPCDialOptions(opts ...grpc.DialOption) DialOption {
 // map once (GetServerInfo) before its first call, then sends submits to the server of
 // their queue's partition, calls naming a job to the server of the job's partition, and a
 // Worker's Lease streams, acks, fails and renewals to the server of its queues' partitions,
-// instead of through the node at the address given (one hop fewer). It reads the map again
-// when a call answers UNAVAILABLE or that the job lives in another partition, and when a
-// Lease stream reconnects. On a server that is not partitioned, or one that does not let
+// instead of through the node at the address given (one hop fewer). A queue spread over
+// several partitions (worq serve --spread-queues) is leased in the stream to each of them,
+// and a job of it goes to the one its key names: the first set of its unique key, debounce
+// key, group key and idempotency key, so that jobs sharing a key meet in one partition; a
+// job with none of them goes to the next of the queue's partitions in turn. It reads the map
+// again when a call answers UNAVAILABLE or that the job lives in another partition, and when
+// a Lease stream reconnects. On a server that is not partitioned, or one that does not let
 // the client read the map, everything goes to the address given, as with routing off.
 func WithPartitionRouting(on bool) DialOption { return func(c *dialConfig) { c.noRouting = !on } }
 
@@ -147,13 +151,14 @@ func (c *Client) resetConnectBackoff() {
 	}
 }
 
-// routeOfQueue is where a job of queue is submitted: its partition's server when routing
-// knows it, else the node. The first routed call reads the partition map.
-func (c *Client) routeOfQueue(ctx context.Context, queue string) *route {
+// routeOfNewJob is where a new job is submitted: the server of its queue's partition (for a
+// spread queue, the one of its partitions the job is placed in) when routing knows it, else
+// the node, which places it by the same rule. The first routed call reads the partition map.
+func (c *Client) routeOfNewJob(ctx context.Context, job *worqv1.JobSpec) *route {
 	if c.routes == nil || !c.routes.load(ctx) {
 		return c.node
 	}
-	return c.routes.routeOf(c.routes.ofQueue(queue))
+	return c.routes.routeOf(c.routes.ofNewJob(job))
 }
 
 // routeOfID is where a call naming a job id (or batch id) goes: the server of the partition
@@ -209,7 +214,7 @@ func (c *Client) SubmitDetailed(ctx context.Context, jobType string, opts ...Sub
 		return SubmitResult{}, err
 	}
 	spec.Trace = traceOf(ctx, js.Trace)
-	r := c.routeOfQueue(ctx, js.Queue)
+	r := c.routeOfNewJob(ctx, spec)
 	resp, err := r.producer.Submit(ctx, &worqv1.SubmitRequest{Job: spec})
 	if err != nil {
 		return SubmitResult{}, c.fail(ctx, r, err)
@@ -240,8 +245,11 @@ func Shape(shape BatchShape) BatchOption {
 
 // SubmitBatch creates up to 10,000 jobs atomically (all or none) and returns their jids
 // in order. An invalid job fails the batch with INVALID_ARGUMENT naming `jobs[i].field`.
-// On a partitioned cluster the jobs' queues must live in one partition (the server refuses
-// a batch that spans several with FAILED_PRECONDITION); the batch goes to its first job's.
+// On a partitioned cluster the jobs must live in one partition (the server refuses a batch
+// that spans several with FAILED_PRECONDITION); the batch goes to the partition its first job
+// would go to alone. For a spread queue that is the one its key names, or for a job without a
+// key the next in turn: the whole batch then takes that one turn, so a batch of one spread
+// queue's jobs without keys stays in one partition.
 func (c *Client) SubmitBatch(ctx context.Context, specs []JobSpec, opts ...BatchOption) ([]string, error) {
 	req := &worqv1.SubmitBatchRequest{Jobs: make([]*worqv1.JobSpec, len(specs))}
 	for _, opt := range opts {
@@ -255,11 +263,11 @@ func (c *Client) SubmitBatch(ctx context.Context, specs []JobSpec, opts ...Batch
 		p.Trace = traceOf(ctx, s.Trace)
 		req.Jobs[i] = p
 	}
-	var first string
-	if len(specs) > 0 {
-		first = specs[0].Queue
+	var first *worqv1.JobSpec // nil for an empty batch: the server refuses it wherever it goes
+	if len(req.Jobs) > 0 {
+		first = req.Jobs[0]
 	}
-	r := c.routeOfQueue(ctx, first)
+	r := c.routeOfNewJob(ctx, first)
 	resp, err := r.producer.SubmitBatch(ctx, req)
 	if err != nil {
 		return nil, c.fail(ctx, r, err)
@@ -401,7 +409,7 @@ func (c *Client) Run(ctx context.Context, jobType string, wait time.Duration, op
 	spec.Trace = traceOf(ctx, js.Trace)
 	deadline := time.Now().Add(wait)
 	var trailer metadata.MD
-	r := c.routeOfQueue(ctx, js.Queue)
+	r := c.routeOfNewJob(ctx, spec)
 	resp, err := r.producer.Run(ctx, &worqv1.RunRequest{Job: spec, WaitTimeout: durationpb.New(max(min(wait, maxWait), 0))}, grpc.Trailer(&trailer))
 	if err == nil {
 		return jobFromProto(resp.GetJob()), nil

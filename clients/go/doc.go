@@ -18,8 +18,9 @@
 //
 // The worker holds one Lease stream per process, with Concurrency as its credits (on a
 // partitioned cluster, one stream per partition its queues live in, each to that
-// partition's own server, sharing Concurrency: moved to the streams whose partitions have
-// jobs waiting; see WithPartitionRouting). It renews
+// partition's own server, a queue spread over several partitions in the stream to each,
+// sharing Concurrency: moved to the streams whose partitions have jobs waiting; see
+// WithPartitionRouting). It renews
 // each running job's lease automatically (every reserve_for / 3), cancels the handler's
 // context at the job's execution deadline, reconnects with jittered exponential backoff
 // when the stream drops, and reports outcomes with Ack and Fail, retrying them while the

@@ -3,6 +3,8 @@ package worq
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -43,10 +45,11 @@ func newRoute(conn *grpc.ClientConn) *route {
 }
 
 // partitionRoutes knows which server takes each partition's calls on a partitioned cluster:
-// the partition map the cluster publishes in GetServerInfo (partition_count, partitions),
-// read once before the first routed call and again whenever a call finds a partition gone
-// (refresh). A partition without a known owner, and everything on a server that is not
-// partitioned, goes to the node at the address given to Dial, which routes it (one hop more).
+// the partition map the cluster publishes in GetServerInfo (partition_count, partitions,
+// spread_queues), read once before the first routed call and again whenever a call finds a
+// partition gone (refresh). A partition without a known owner, and everything on a server
+// that is not partitioned, goes to the node at the address given to Dial, which routes it
+// (one hop more).
 type partitionRoutes struct {
 	node   *route
 	dial   func(address string) (*grpc.ClientConn, error) // with the options of the node's connection
@@ -56,13 +59,18 @@ type partitionRoutes struct {
 	loaded    bool              // the map was read, or the server will never give one
 	count     int               // partitions; 0 or 1 when the server is not partitioned
 	addresses []string          // host:port by partition; "" while the partition has no owner
+	spread    map[string]int    // the partitions of each spread queue (≥ 2); a queue not in it lives in its home only
 	servers   map[string]*route // by address, dialled at first use
 	reading   chan struct{}     // closed when the read in flight ends; nil when none is
 	closed    bool
+	// turns is the next turn of each spread queue, for its jobs without a placement key (see
+	// jobPartition). One counter per queue: with one for all, a producer alternating between
+	// two queues spread over 2 partitions would put all of each queue's jobs in one of them.
+	turns map[string]uint64
 }
 
 func newPartitionRoutes(node *route, dial func(string) (*grpc.ClientConn, error), logger *slog.Logger) *partitionRoutes {
-	return &partitionRoutes{node: node, dial: dial, logger: logger, servers: map[string]*route{}}
+	return &partitionRoutes{node: node, dial: dial, logger: logger, servers: map[string]*route{}, turns: map[string]uint64{}}
 }
 
 // load reads the map unless it was read already, and reports whether it now is. False means
@@ -127,15 +135,29 @@ func (p *partitionRoutes) read(done chan struct{}) {
 			addresses[i] = owner.GetGrpcAddress()
 		}
 	}
+	spread := spreadQueues(info.GetSpreadQueues())
 	for address, server := range p.servers {
 		if slices.Contains(p.addresses, address) && !slices.Contains(addresses, address) {
 			p.retireLater(address, server)
 		}
 	}
-	if !p.loaded || !slices.Equal(addresses, p.addresses) {
-		p.logger.Debug("partition map read", "partitions", len(addresses), "addresses", addresses)
+	if !p.loaded || !slices.Equal(addresses, p.addresses) || !maps.Equal(spread, p.spread) {
+		p.logger.Debug("partition map read", "partitions", len(addresses), "addresses", addresses, "spread_queues", spread)
 	}
-	p.loaded, p.count, p.addresses = true, len(addresses), addresses
+	p.loaded, p.count, p.addresses, p.spread = true, len(addresses), addresses, spread
+}
+
+// spreadQueues is the partition count of each queue spread over two partitions or more, by
+// name as the server reads it. The server sends only those; a smaller value would mean the
+// queue's home partition alone, which is what a queue left out of the map gets.
+func spreadQueues(list []*worqv1.SpreadQueue) map[string]int {
+	spread := map[string]int{}
+	for _, q := range list {
+		if q.GetPartitions() >= 2 {
+			spread[queueName(q.GetQueue())] = int(q.GetPartitions())
+		}
+	}
+	return spread
 }
 
 // retireLater closes the connection to a server that left the map, unless it is back by then.
@@ -164,12 +186,42 @@ func (p *partitionRoutes) partitionCount() int {
 	return p.count
 }
 
-// ofQueue is the partition of a job of queue, noPartition while the server is not known to be partitioned.
-func (p *partitionRoutes) ofQueue(queue string) int {
-	if count := p.partitionCount(); count > 1 {
-		return queueHome(queue, count)
+// partitionsOf is the partitions queue lives in (its home, and the ones after it for a spread
+// queue), nil while the server is not known to be partitioned.
+func (p *partitionRoutes) partitionsOf(queue string) []int {
+	p.mu.Lock()
+	count, spread := p.count, p.spread[queueName(queue)]
+	p.mu.Unlock()
+	if count <= 1 {
+		return nil
 	}
-	return noPartition
+	return queuePartitions(queue, count, spread)
+}
+
+// ofNewJob is the partition a new job goes to (see jobPartition), noPartition while the
+// server is not known to be partitioned. For a job of a spread queue without a placement key
+// each call takes the queue's next turn.
+func (p *partitionRoutes) ofNewJob(job *worqv1.JobSpec) int {
+	queue := queueName(job.GetQueue())
+	partitions := p.partitionsOf(queue)
+	if len(partitions) == 0 {
+		return noPartition
+	}
+	return jobPartition(partitions, placementKey(job), func() uint64 { return p.nextTurn(queue) })
+}
+
+// nextTurn is the client's next round-robin turn over the partitions of spread queue queue.
+// A queue's first turn is random: short-lived clients that submit a job or two each would
+// otherwise all put their first job in the queue's home partition.
+func (p *partitionRoutes) nextTurn(queue string) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	turn, ok := p.turns[queue]
+	if !ok {
+		turn = rand.Uint64()
+	}
+	p.turns[queue] = turn + 1
+	return turn
 }
 
 // ofID is the partition a job or batch id names, noPartition while the server is not known

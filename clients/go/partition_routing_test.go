@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // fakeProducer records the producer calls one fake server got.
@@ -94,6 +95,15 @@ func (f *fakeAdmin) setMap(addresses ...string) {
 	f.mu.Lock()
 	f.info = info
 	f.mu.Unlock()
+}
+
+// setSpread makes the node's map (set by setMap first) list queue as spread over k partitions.
+func (f *fakeAdmin) setSpread(queue string, k int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	info := proto.CloneOf(f.info) // the one a GetServerInfo in flight answers stays as it is
+	info.SpreadQueues = append(info.SpreadQueues, &worqv1.SpreadQueue{Queue: queue, Partitions: uint32(k)})
+	f.info = info
 }
 
 func (f *fakeAdmin) counts() (reads, getJobs int) {
@@ -353,5 +363,179 @@ func TestPartitionRoutingWorkerMovesOffTheNodeOnceThePartitionHasAServer(t *test
 	}
 	if leases, _, _, _ := node.worker.counts(); leases != 1 {
 		t.Errorf("the node got %d Lease streams, want 1", leases)
+	}
+}
+
+// startPartitions starts the own servers of count partitions (each leasing with lease(i),
+// when given) and a node whose map names them.
+func startPartitions(t *testing.T, count int, lease func(partition int) *fakeWorkerService) (node *fakeServer, servers []*fakeServer) {
+	t.Helper()
+	addresses := make([]string, count)
+	for i := range count {
+		var worker *fakeWorkerService
+		if lease != nil {
+			worker = lease(i)
+		}
+		servers = append(servers, startFakeServer(t, i, worker))
+		addresses[i] = servers[i].addr
+	}
+	node = startFakeServer(t, -1, nil)
+	node.admin.setMap(addresses...)
+	return node, servers
+}
+
+// submitsBy counts the producer calls each partition's server got.
+func submitsBy(servers []*fakeServer) []int {
+	counts := make([]int, len(servers))
+	for i, s := range servers {
+		counts[i] = len(s.producer.recorded())
+	}
+	return counts
+}
+
+func TestPartitionRoutingSpreadsSubmitsOfASpreadQueue(t *testing.T) {
+	t.Parallel()
+	node, servers := startPartitions(t, 4, nil)
+	spread, other := queueIn("s", 1, 4), queueIn("o", 0, 4)
+	node.admin.setSpread(spread, 3) // partitions 1, 2, 3
+	c := dialFake(t, node)
+	ctx := context.Background()
+
+	// Without a key: each of its partitions in turn, whatever the turn starts at.
+	for range 6 {
+		if _, err := c.Submit(ctx, "x", Queue(spread)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := submitsBy(servers), []int{0, 2, 2, 2}; !slices.Equal(got, want) {
+		t.Errorf("submits without a key per partition %v, want %v", got, want)
+	}
+
+	// With a key: always the one partition the key names, whichever kind of key it is.
+	for _, v := range []struct {
+		name string
+		opt  SubmitOption
+		key  string
+	}{
+		{"idempotency key", IdempotencyKey("order-7"), "order-7"},
+		{"group", Group("customer:9"), "customer:9"},
+		{"unique key", Unique(Uniqueness{Key: "u-1"}), "u-1"},
+		{"debounce key", Debounce("d-1", time.Second), "d-1"},
+	} {
+		want := queuePartitions(spread, 4, 3)[fnv1a32(v.key)%3]
+		before := submitsBy(servers)
+		for range 3 {
+			if _, err := c.Submit(ctx, "x", Queue(spread), v.opt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		after := submitsBy(servers)
+		for i := range after {
+			wanted := 0
+			if i == want {
+				wanted = 3
+			}
+			if got := after[i] - before[i]; got != wanted {
+				t.Errorf("%s %q: partition %d got %d of 3 submits, want all on partition %d", v.name, v.key, i, got, want)
+			}
+		}
+	}
+
+	// A queue that is not spread stays in its home partition.
+	before := submitsBy(servers)
+	for range 3 {
+		if _, err := c.Submit(ctx, "x", Queue(other)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := submitsBy(servers)[0] - before[0]; got != 3 {
+		t.Errorf("a queue that is not spread: %d of 3 submits on its home partition", got)
+	}
+
+	// A batch goes whole where its first job goes: a keyed one to its key's partition.
+	keyed := queuePartitions(spread, 4, 3)[fnv1a32("customer:9")%3]
+	before = submitsBy(servers)
+	if _, err := c.SubmitBatch(ctx, []JobSpec{{Type: "x", Queue: spread, Group: "customer:9"}, {Type: "y", Queue: spread, Group: "customer:9"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := submitsBy(servers)[keyed] - before[keyed]; got != 1 {
+		t.Errorf("a batch keyed by group %q did not go to partition %d", "customer:9", keyed)
+	}
+	if got := node.producer.recorded(); len(got) != 0 {
+		t.Errorf("the node got %q", got)
+	}
+}
+
+// submitsOf counts the submits of queue each partition's server got.
+func submitsOf(servers []*fakeServer, queue string) []int {
+	counts := make([]int, len(servers))
+	for i, s := range servers {
+		for _, call := range s.producer.recorded() {
+			if call == "Submit "+queue {
+				counts[i]++
+			}
+		}
+	}
+	return counts
+}
+
+// Each spread queue takes its own turns: with one counter for all, a producer alternating
+// between two queues spread over two partitions would put each queue's jobs in one of them.
+func TestPartitionRoutingTakesTurnsPerSpreadQueue(t *testing.T) {
+	t.Parallel()
+	node, servers := startPartitions(t, 4, nil)
+	a, b := queueIn("a", 0, 4), queueIn("b", 2, 4)
+	node.admin.setSpread(a, 2) // partitions 0, 1
+	node.admin.setSpread(b, 2) // partitions 2, 3
+	c := dialFake(t, node)
+	for range 6 {
+		for _, queue := range []string{a, b} {
+			if _, err := c.Submit(context.Background(), "x", Queue(queue)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got, want := submitsOf(servers, a), []int{3, 3, 0, 0}; !slices.Equal(got, want) {
+		t.Errorf("queue a: submits per partition %v, want %v", got, want)
+	}
+	if got, want := submitsOf(servers, b), []int{0, 0, 3, 3}; !slices.Equal(got, want) {
+		t.Errorf("queue b: submits per partition %v, want %v", got, want)
+	}
+}
+
+func TestPartitionRoutingWorkerLeasesASpreadQueueFromEachOfItsPartitions(t *testing.T) {
+	t.Parallel()
+	node, servers := startPartitions(t, 4, func(partition int) *fakeWorkerService {
+		return &fakeWorkerService{lease: leaseAndPush(jidIn(partition))}
+	})
+	spread, a0, b2 := queueIn("s", 1, 4), queueIn("a", 0, 4), queueIn("b", 2, 4)
+	node.admin.setSpread(spread, 3) // partitions 1, 2, 3
+	c := dialFake(t, node)
+	done := newDoneEvents()
+	w := NewWorker(c, WorkerOptions{Queues: []string{b2, spread, a0}, Concurrency: 8, Logger: testLogger(t), Hooks: Hooks{OnDone: done.hook}})
+	w.Handle("fake", func(context.Context, *Job) (any, error) { return "ok", nil })
+	stop := runWorker(t, w)
+	for i := range servers {
+		if o := done.wait(t, jidIn(i)); o != OutcomeAck {
+			t.Fatalf("%s: outcome %s", jidIn(i), o)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	for i, queues := range [][]string{{a0}, {spread}, {b2, spread}, {spread}} {
+		f := servers[i].worker
+		f.mu.Lock()
+		if len(f.leases) == 0 || !slices.Equal(f.leases[0].GetQueues(), queues) || f.leases[0].GetCredits() != 2 {
+			t.Errorf("partition %d: Lease %v, want queues %v with 2 credits", i, f.leases, queues)
+		}
+		if len(f.acks) != 1 || f.acks[0].GetJid() != jidIn(i) {
+			t.Errorf("partition %d: acks %v, want its own job's", i, f.acks)
+		}
+		f.mu.Unlock()
+	}
+	if leases, _, _, _ := node.worker.counts(); leases != 0 {
+		t.Errorf("the node got %d Lease streams", leases)
 	}
 }

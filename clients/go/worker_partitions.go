@@ -1,9 +1,10 @@
 package worq
 
 // A worker on a partitioned cluster (see WithPartitionRouting): one Lease stream per
-// partition its queues live in, each to that partition's own server, and each job's reports
-// and renewals to the server of the partition its jid names (the stream's). Without routing,
-// or on a server that is not partitioned, one stream to the node (noPartition).
+// partition its queues live in (a spread queue lives in several, and is in the stream to
+// each), each to that partition's own server, and each job's reports and renewals to the
+// server of the partition its jid names (the stream's). Without routing, or on a server
+// that is not partitioned, one stream to the node (noPartition).
 
 import (
 	"context"
@@ -176,8 +177,9 @@ func (s *streamCredit) setLimit(limit int) (held int, ok bool) {
 
 // leaseGroups splits the worker's queues by partition when routing finds the server
 // partitioned: one stream per partition, to that partition's own server, with its queues
-// in the order given and (at first) an even share of the concurrency. Otherwise one stream
-// to the node. It waits for the partition map (nil when the worker stops meanwhile).
+// in the order given (a spread queue in the stream of each of its partitions) and (at
+// first) an even share of the concurrency. Otherwise one stream to the node. It waits for
+// the partition map (nil when the worker stops meanwhile).
 func (w *Worker) leaseGroups(ctx context.Context) []leaseGroup {
 	all := []leaseGroup{{partition: noPartition, queues: w.opts.Queues, credits: w.opts.Concurrency}}
 	routes := w.client.routes
@@ -203,18 +205,28 @@ func (w *Worker) leaseGroups(ctx context.Context) []leaseGroup {
 	if routes.partitionCount() <= 1 {
 		return all
 	}
-	var groups []leaseGroup
-	for _, queue := range w.opts.Queues {
-		p := routes.ofQueue(queue)
-		i := slices.IndexFunc(groups, func(g leaseGroup) bool { return g.partition == p })
-		if i < 0 {
-			i = len(groups)
-			groups = append(groups, leaseGroup{partition: p})
-		}
-		groups[i].queues = append(groups[i].queues, queue)
-	}
+	groups := groupByPartition(w.opts.Queues, routes.partitionsOf)
 	for i, share := range evenShares(w.opts.Concurrency, len(groups)) {
 		groups[i].credits = share
+	}
+	return groups
+}
+
+// groupByPartition groups queues by the partitions they live in (partitionsOf), in the
+// order the partitions first appear, each group's queues in the order given. A spread queue
+// is in the group of every one of its partitions: each partition's engine holds only its own
+// share of the queue's jobs, and serves them only to a stream opened on it.
+func groupByPartition(queues []string, partitionsOf func(queue string) []int) []leaseGroup {
+	var groups []leaseGroup
+	for _, queue := range queues {
+		for _, p := range partitionsOf(queue) {
+			i := slices.IndexFunc(groups, func(g leaseGroup) bool { return g.partition == p })
+			if i < 0 {
+				i = len(groups)
+				groups = append(groups, leaseGroup{partition: p})
+			}
+			groups[i].queues = append(groups[i].queues, queue)
+		}
 	}
 	return groups
 }
