@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { WorqClient } from "@worq/client";
-import { fnv1a32 } from "../../src/model/partition.js";
+import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { sleep, spawnNode, type ClusterProcess } from "../cluster/support/cluster.js";
 import { availableLanguages, WorkerProcess, type Lang } from "../conformance/worker-process.js";
@@ -10,6 +10,9 @@ const available = availableLanguages();
 const LANGS: Lang[] = ["py", "go", "ts"];
 const COUNT = 4;
 const JOBS_PER_LANG = 30;
+/** Each language's hot queue, spread over all four partitions (both nodes). */
+const hotQueue = (lang: Lang) => `pp-hot-${lang}`;
+const SPREAD = LANGS.map((lang) => `${hotQueue(lang)}=${COUNT}`).join(",");
 
 /** A queue for `lang` that lives in `partition`. */
 function queueIn(lang: Lang, partition: number): string {
@@ -26,7 +29,8 @@ async function routedCalls(node: ClusterProcess): Promise<number> {
  * The Python, Go and TS worker libraries on a partitioned cluster, each given a node that owns
  * neither of its two queues' partitions: each library reads the partition map, leases from
  * each partition's own server (one stream each, the concurrency split between them) and
- * sends its acks there, so the node it was given routes none of its calls.
+ * sends its acks there, so the node it was given routes none of its calls. Each also leases
+ * its own hot queue, spread over all four partitions: a stream to each, every job once.
  */
 describe.skipIf(!postgresAvailable())("polyglot workers on a partitioned cluster, through a node", () => {
   let postgres: PostgresCluster | undefined;
@@ -44,7 +48,7 @@ describe.skipIf(!postgresAvailable())("polyglot workers on a partitioned cluster
     async () => {
       postgres = await startPostgres();
       const url = await postgres.createDatabase();
-      for (const id of ["pp-a", "pp-b"]) nodes.push(await spawnNode(url, id, ["--partitions", String(COUNT)]));
+      for (const id of ["pp-a", "pp-b"]) nodes.push(await spawnNode(url, id, ["--partitions", String(COUNT), "--spread-queues", SPREAD]));
       const producer = new WorqClient({ address: `127.0.0.1:${nodes[0]!.port}` });
       const settleBy = Date.now() + 20_000;
       let owners = new Map<number, string>();
@@ -62,7 +66,8 @@ describe.skipIf(!postgresAvailable())("polyglot workers on a partitioned cluster
         const node = nodes[i % 2]!;
         const elsewhere = [...owners].filter(([, owner]) => owner !== node.nodeId).map(([partition]) => partition);
         queuesOf[lang] = elsewhere.map((partition) => queueIn(lang, partition));
-        const worker = new WorkerProcess(lang, { addr: `127.0.0.1:${node.port}`, queue: queuesOf[lang].join(","), concurrency: 5 });
+        const queues = [...queuesOf[lang], hotQueue(lang)].join(",");
+        const worker = new WorkerProcess(lang, { addr: `127.0.0.1:${node.port}`, queue: queues, concurrency: 5 });
         workers.push(worker);
         await worker.ready();
       }
@@ -78,6 +83,14 @@ describe.skipIf(!postgresAvailable())("polyglot workers on a partitioned cluster
           const jid = await producer.submit(`${lang}.double`, { queue: queuesOf[lang][n % 2]!, args: [n] });
           expected.set(jid, `${lang}:${n * 2}`);
         }
+        // The hot queue's jobs, unkeyed, go to its four partitions in turn.
+        const hot: string[] = [];
+        for (let n = 0; n < 12; n++) {
+          const jid = await producer.submit(`${lang}.double`, { queue: hotQueue(lang), args: [100 + n] });
+          expected.set(jid, `${lang}:${(100 + n) * 2}`);
+          hot.push(jid);
+        }
+        expect(new Set(hot.map((jid) => partitionOfId(jid, COUNT))).size, `${lang}'s hot queue over every partition`).toBe(COUNT);
       }
       await expectCompletedOnce(producer, expected, workers);
       const routed = (await Promise.all(nodes.map(routedCalls))).map((after, i) => after - routedBefore[i]!);
