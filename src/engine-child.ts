@@ -35,4 +35,9 @@ process.on("SIGHUP", () => {
     log.error("cannot reload the token file; the old tokens stay in force", { error: (error as Error).message });
   }
 });
+// The parent's /metrics asks for this engine's figures over the channel (no port, token or TLS between them).
+process.on("message", (message: { metrics?: number }) => {
+  if (message.metrics === undefined) return;
+  void server.metricsText().then((text) => process.send?.({ metricsOf: message.metrics, text }));
+});
 process.send!({ grpcPort: server.grpcPort, httpPort: server.httpPort });

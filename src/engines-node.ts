@@ -19,6 +19,8 @@ const ENGINE_CHILD = fileURLToPath(new URL("./engine-child.js", import.meta.url)
 const LAYOUT_FILE = "engines.json";
 /** How long an engine process may take to open its store and listen. */
 const ENGINE_START_MS = 60_000;
+/** How long the parent's /metrics waits for an engine's figures. */
+const METRICS_MS = 2_000;
 /** Waits before an engine process that died is started again: the first, then doubling up to the last. */
 const RESTART_MS = [250, 10_000] as const;
 
@@ -154,9 +156,35 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
   };
   const linkTls = tls && { ca: readFileSync(config.tls!.certFile), cert: tls.cert, key: tls.key };
   const served = () => engines.flatMap((engine) => (engine.grpcAddress === undefined ? [] : [engine.index]));
+  let asked = 0;
+  /** What each serving engine's /metrics shows now, asked over its IPC channel. */
+  const partitionMetrics = () =>
+    Promise.all(
+      engines.flatMap((engine) => {
+        const child = engine.child;
+        if (!child || engine.grpcAddress === undefined) return [];
+        const id = ++asked;
+        return [
+          new Promise<{ partition: number; text: string }>((resolve, reject) => {
+            const timer = setTimeout(() => done(new Error(`engine ${engine.index} did not answer within ${METRICS_MS} ms`)), METRICS_MS);
+            const listen = (message: { metricsOf?: number; text?: string }) => {
+              if (message.metricsOf === id) done(undefined, message.text ?? "");
+            };
+            const done = (error?: Error, text = "") => {
+              clearTimeout(timer);
+              child.off("message", listen);
+              if (error) reject(error);
+              else resolve({ partition: engine.index, text });
+            };
+            child.on("message", listen);
+            child.send({ metrics: id }, (error) => error && done(error));
+          }),
+        ];
+      }),
+    );
   let doors: NodeDoors;
   try {
-    doors = await openNodeDoors({ config, nodeId, access, tls, linkTls, directory, partitions: served, log });
+    doors = await openNodeDoors({ config, nodeId, access, tls, linkTls, directory, partitions: served, partitionMetrics, log });
   } catch (error) {
     await stopAll();
     throw error;

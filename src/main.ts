@@ -55,6 +55,12 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
+/** One server with its own engine: what its /metrics shows can be read in-process too. */
+export interface SingleServer extends RunningServer {
+  /** What its /metrics shows now (Prometheus text format). */
+  metricsText(): Promise<string>;
+}
+
 /** Overhead a batch or a job's non-data fields may add above the job data limit. */
 const MESSAGE_OVERHEAD_BYTES = 4 * 1024 * 1024;
 
@@ -80,7 +86,7 @@ export interface LeaderHooks {
 }
 
 /** The composition root: config -> store -> engine -> gRPC server. */
-export async function startServer(config: ServerConfig, log: Logger, leader?: LeaderHooks): Promise<RunningServer> {
+export async function startServer(config: ServerConfig, log: Logger, leader?: LeaderHooks): Promise<SingleServer> {
   // Read every key and token file before opening the store: a bad path fails the start at once.
   const tls = readTlsFiles(config);
   const access = new AccessControl({
@@ -348,6 +354,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
     ...(faktory && { faktoryPort: faktory.port }),
     tls: tls !== undefined,
     reloadTokens,
+    metricsText: () => metrics.registry.metrics(),
     close,
   };
 }

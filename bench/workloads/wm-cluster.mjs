@@ -34,6 +34,8 @@ const MODES = ["uncapped", "capped"];
  * spread 0 to 2 per partition and the nodes' shares unevenly).
  */
 export const PARTITIONS = 4;
+/** The hot-queue rows: every job in this one queue, spread over all PARTITIONS partitions. */
+const HOT_QUEUE = "wm-hot";
 
 /**
  * WM multi-node: W1's end-to-end run (N jobs, TS library) over 16 queues, with the producers
@@ -47,6 +49,8 @@ export const PARTITIONS = 4;
  * partitions when partitioned). And `--engines 2` and `4` on LevelDB: one server whose engine
  * processes each count as a node (a producer and a worker per engine, all given the server's
  * address; the library sends each job to its engine), against the one-server LevelDB row.
+ * And the partitioned cluster again with every job in one hot queue spread over all the
+ * partitions (`--spread-queues`): each job placed in turn, each worker fed from every part.
  *
  * Every setup runs twice: uncapped (every process shares this machine's cores), and capped,
  * each Worq node in its own cgroup with NODE_CORES of CPU (clients and PostgreSQL
@@ -71,6 +75,7 @@ export async function runWM(ctx) {
       { store: "leveldb", nodes: 1 },
       ...CLUSTER_SIZES.map((k) => ({ store: "postgres", nodes: k })),
       ...CLUSTER_SIZES.map((k) => ({ store: "partitioned", nodes: k })),
+      ...CLUSTER_SIZES.map((k) => ({ store: "hot", nodes: k })),
       ...ENGINE_COUNTS.map((k) => ({ store: "engines", nodes: k })),
     ];
     const configs = modes.flatMap((mode) => setups.map((setup) => ({ ...setup, mode, id: configId(mode, setup.store, setup.nodes) })));
@@ -125,7 +130,12 @@ async function spreadRun(ctx, { nodes, mode, id, store }, url, n) {
     for (let i = 0; i < (store === "engines" ? 1 : nodes); i++) {
       const dir = mkdtempSync(join(tmpdir(), "worq-bench-wm-"));
       dirs.push(dir);
-      const partitioned = store === "partitioned" ? ["--partitions", String(PARTITIONS)] : [];
+      const partitioned =
+        store === "partitioned"
+          ? ["--partitions", String(PARTITIONS)]
+          : store === "hot"
+            ? ["--partitions", String(PARTITIONS), "--spread-queues", `${HOT_QUEUE}=${PARTITIONS}`]
+            : [];
       const serveArgs =
         store === "engines"
           ? ["--engines", String(nodes)]
@@ -150,14 +160,16 @@ async function spreadRun(ctx, { nodes, mode, id, store }, url, n) {
     // settled, each node serving its even share.
     if (store === "postgres")
       for (const admin of admins) await until(async () => (await admin.admin.getServerInfo({})).nodeId !== "", 20_000);
-    if (store === "partitioned") await until(async () => settled(await admins[0].admin.getServerInfo({}), nodes), 30_000);
+    if (store === "partitioned" || store === "hot")
+      await until(async () => settled(await admins[0].admin.getServerInfo({}), nodes), 30_000);
+    const queues = store === "hot" ? [HOT_QUEUE] : QUEUES;
     return await withScope(ctx, async (scope) => {
       const share = (total, i) => Math.floor(total / nodes) + (i < total % nodes ? 1 : 0);
       let firstSeq = 0;
       const producers = addresses.map((address, i) => {
         const config = {
           address,
-          queues: QUEUES,
+          queues,
           n: share(n, i),
           firstSeq,
           mode: "single",
@@ -168,7 +180,7 @@ async function spreadRun(ctx, { nodes, mode, id, store }, url, n) {
       });
       // A worker reports "done" at `expect` jobs; here the first node's count says when all are done.
       const workers = addresses.map((address) =>
-        scope.child("worq-lib", "worker", { address, queues: QUEUES, concurrency: CONCURRENCY, expect: n + 1 }),
+        scope.child("worq-lib", "worker", { address, queues, concurrency: CONCURRENCY, expect: n + 1 }),
       );
       await Promise.all([...producers, ...workers].map((child) => child.next("ready")));
       const processed0 = Number((await admins[0].admin.getServerInfo({})).totalProcessed);
@@ -254,6 +266,11 @@ export function renderWM(result) {
       nodes: k,
       label: `Worq, ${k} server${k > 1 ? "s" : ""} --cluster --partitions ${result.partitions ?? PARTITIONS}, PostgreSQL`,
     })),
+    ...CLUSTER_SIZES.map((k) => ({
+      store: "hot",
+      nodes: k,
+      label: `Worq, ${k} server${k > 1 ? "s" : ""} --cluster --partitions ${result.partitions ?? PARTITIONS}, one hot queue spread over all, PostgreSQL`,
+    })),
     ...ENGINE_COUNTS.map((k) => ({ store: "engines", nodes: k, label: `Worq, 1 server --engines ${k}, LevelDB (each engine a node)` })),
   ].map(({ store, nodes, label }) => [label, ...cell("uncapped", store, nodes), ...cell("capped", store, nodes), throttled(store, nodes)]);
   const cores = result.nodeCores ?? NODE_CORES;
@@ -274,7 +291,7 @@ export function renderWM(result) {
       rows,
     ),
     "",
-    "A `--cluster`'s leader runs the engine for all nodes, followers forward; with `--partitions` the nodes share the partitions and the library sends each job to its partition's server (docs/deploy.md); `--engines k` is one server whose k engine processes each count as a node (k producers and workers; capped: each engine and the routing parent in a group of their own), its ratio against the one LevelDB server. Uncapped, every node, PostgreSQL and every client share this machine's cores; capped, each Worq node has its own cgroup v1 CPU quota (`cpu.cfs_quota_us` / `cpu.cfs_period_us`, 20 ms period) and the clients and PostgreSQL share the rest.",
+    "A `--cluster`'s leader runs the engine for all nodes, followers forward; with `--partitions` the nodes share the partitions and the library sends each job to its partition's server (docs/deploy.md); the hot-queue rows put every job in one queue spread over all the partitions (`--spread-queues`); `--engines k` is one server whose k engine processes each count as a node (k producers and workers; capped: each engine and the routing parent in a group of their own), its ratio against the one LevelDB server. Uncapped, every node, PostgreSQL and every client share this machine's cores; capped, each Worq node has its own cgroup v1 CPU quota (`cpu.cfs_quota_us` / `cpu.cfs_period_us`, 20 ms period) and the clients and PostgreSQL share the rest.",
     ...(result.capsMissing ? ["", `Capped runs missing: ${result.capsMissing}`] : []),
   ].join("\n");
 }

@@ -7,7 +7,7 @@ import type { PortTls } from "../transport/grpc-server.js";
 import { capHttpConnections } from "../transport/connection-caps.js";
 import type { AccessControl } from "../transport/auth/access-control.js";
 import type { LinkTls } from "./leader-link.js";
-import { nodeHttp } from "./node-http.js";
+import { nodeHttp, type NodeView } from "./node-http.js";
 import { startPartitionRouter, type PartitionDirectory, type PartitionRouter } from "./partition-router.js";
 
 /** The public ports of a process that routes to partitions' servers: a partitioned cluster's node, or an --engines parent. */
@@ -34,6 +34,8 @@ export async function openNodeDoors(options: {
   directory: PartitionDirectory;
   /** The partitions served here now (for /healthz and /metrics). */
   partitions: () => number[];
+  /** What the /metrics of each partition served here shows now. */
+  partitionMetrics: NodeView["partitionMetrics"];
   log: Logger;
 }): Promise<NodeDoors> {
   const { config, nodeId, access, tls, linkTls, directory, log } = options;
@@ -60,7 +62,13 @@ export async function openNodeDoors(options: {
     const http: Server = nodeHttp(
       config,
       access,
-      { nodeId, partitions: options.partitions, routedCalls: routing.routedCalls, calls: routing.calls },
+      {
+        nodeId,
+        partitions: options.partitions,
+        partitionMetrics: options.partitionMetrics,
+        routedCalls: routing.routedCalls,
+        calls: routing.calls,
+      },
       tls,
       log,
     );

@@ -11,6 +11,8 @@ import { guardRequests } from "../http/request-guard.js";
 import { authorizeHttpRoute } from "../http/route-access.js";
 import type { AccessControl } from "../transport/auth/access-control.js";
 import { connectAccessInterceptor } from "../transport/auth/http-access.js";
+import { scopedMetricsText } from "../transport/auth/scoped-metrics.js";
+import { mergePartitionMetrics } from "./metrics-merge.js";
 import { routeConnect } from "./node-connect.js";
 import type { RoutedCall } from "./partition-router.js";
 
@@ -21,6 +23,8 @@ export interface NodeView {
   partitions(): number[];
   /** Calls the node's ports routed to a partition's server. */
   routedCalls(): number;
+  /** Each partition served here: what its own /metrics shows now (Prometheus text). */
+  partitionMetrics(): Promise<{ partition: number; text: string }[]>;
   /** The router's calls, by path. */
   calls: ReadonlyMap<string, RoutedCall>;
 }
@@ -28,7 +32,8 @@ export interface NodeView {
 /**
  * A partitioned node's HTTP port: the worq API over Connect and gRPC-Web, routed as on its
  * gRPC port (node-connect.ts), so the dashboard (served here too) and curl see the whole
- * cluster; /healthz and /metrics of the node itself. `/v1/jobs` (the job JSON formats) is
+ * cluster; /healthz, and /metrics of the node with those of the partitions it serves (each
+ * sample labelled with its partition: metrics-merge.ts). `/v1/jobs` (the job JSON formats) is
  * not routed yet and says so. The door, access checks and request guard are the single
  * server's (http-server.ts).
  */
@@ -63,15 +68,24 @@ export function nodeHttp(
         return;
       }
       if (request.method === "GET" && path === "/metrics") {
-        if (!authorizeHttpRoute(access, "metrics", request, response)) return;
-        response
-          .writeHead(200, { "content-type": "text/plain; version=0.0.4" })
-          .end(
-            "# HELP worq_partitions_served The partitions this node serves now.\n" +
-              `# TYPE worq_partitions_served gauge\nworq_partitions_served ${node.partitions().length}\n` +
-              "# HELP worq_node_routed_calls_total Calls this node's ports took and routed to a partition's server (a library routing by partition sends none).\n" +
-              `# TYPE worq_node_routed_calls_total counter\nworq_node_routed_calls_total ${node.routedCalls()}\n`,
-          );
+        const caller = authorizeHttpRoute(access, "metrics", request, response);
+        if (!caller) return;
+        const own =
+          "# HELP worq_partitions_served The partitions this node serves now.\n" +
+          `# TYPE worq_partitions_served gauge\nworq_partitions_served ${node.partitions().length}\n` +
+          "# HELP worq_node_routed_calls_total Calls this node's ports took and routed to a partition's server (a library routing by partition sends none).\n" +
+          `# TYPE worq_node_routed_calls_total counter\nworq_node_routed_calls_total ${node.routedCalls()}\n`;
+        void node.partitionMetrics().then(
+          // A token limited to some queues sees their figures only, as on a single server.
+          (parts) =>
+            response
+              .writeHead(200, { "content-type": "text/plain; version=0.0.4" })
+              .end(own + scopedMetricsText(mergePartitionMetrics(parts), caller.scope)),
+          (error: Error) => {
+            log.warn("reading the partitions' metrics failed", { error: error.message });
+            replyJsonError(response, 503, "unavailable", `the partitions' metrics could not be read: ${error.message}`);
+          },
+        );
         return;
       }
       if (path === "/v1/jobs" || path.startsWith("/v1/jobs/")) {

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import type { ClusterConfig, ServerConfig } from "../config.js";
-import { readTlsFiles, startServer, type RunningServer } from "../main.js";
+import { readTlsFiles, startServer, type RunningServer, type SingleServer } from "../main.js";
 import { PartitionHost, type PartitionSlot, type ServedPartition } from "../partition-host.js";
 import type { Logger } from "../log.js";
 import { AccessControl } from "../transport/auth/access-control.js";
@@ -40,7 +40,7 @@ export async function startPartitionedNode(
     submitRate: undefined, // counted by each partition's server
   });
   const linkTls = tls && { ca: readFileSync(config.cluster.caFile ?? config.tls!.certFile), cert: tls.cert, key: tls.key };
-  const open = async (slot: PartitionSlot): Promise<ServedPartition & { reloadTokens(): number }> => {
+  const open = async (slot: PartitionSlot): Promise<ServedPartition & Pick<SingleServer, "reloadTokens" | "metricsText">> => {
     // Its own ports on the node's host: the router here and on the other nodes reach it there.
     const server = await startServer(
       { ...config, port: 0, httpPort: 0, faktoryPort: undefined, workqPort: undefined, schedulesFile: undefined },
@@ -58,6 +58,7 @@ export async function startPartitionedNode(
       grpcAddress: `${hostForAddress(advertiseHost)}:${server.grpcPort}`,
       close: () => server.close(),
       reloadTokens: () => server.reloadTokens(),
+      metricsText: () => server.metricsText(),
     };
   };
   const host = new PartitionHost({
@@ -93,9 +94,27 @@ export async function startPartitionedNode(
         .finally(() => (refreshing = undefined))),
   };
   await host.start();
+  /** The partitions served here, each from its own server in this process. */
+  const partitionMetrics = () =>
+    Promise.all(
+      host.partitions().flatMap((partition) => {
+        const served = host.servedOf(partition);
+        return served ? [served.metricsText().then((text) => ({ partition, text }))] : [];
+      }),
+    );
   let doors: NodeDoors;
   try {
-    doors = await openNodeDoors({ config, nodeId, access, tls, linkTls, directory, partitions: () => host.partitions(), log });
+    doors = await openNodeDoors({
+      config,
+      nodeId,
+      access,
+      tls,
+      linkTls,
+      directory,
+      partitions: () => host.partitions(),
+      partitionMetrics,
+      log,
+    });
   } catch (error) {
     await host.stop();
     throw error;

@@ -382,5 +382,14 @@ describe.skipIf(!available)("partitioned cluster: worq serve --cluster --partiti
     for (let i = 0; i < 8; i++) jids.push((await (i % 2 ? c : d).clients.producer.submit({ job: { type: "t", queue: "hot" } })).jid);
     expect(new Set(jids.map((jid) => partitionOfId(jid, 4))).size).toBe(4);
     for (const node of [c, d]) expect((await node.clients.admin.getQueueStats({ queue: "hot" })).stats!.ready).toBe(8n);
+    // Each node's /metrics has its own partitions' figures, labelled; together the whole queue.
+    let submitted = 0;
+    for (const node of [c, d]) {
+      const metrics = await (await fetch(`http://127.0.0.1:${node.httpPort}/metrics`)).text();
+      const lines = [...metrics.matchAll(/^worq_jobs_submitted_total\{partition="(\d)",queue="hot"\} (\d+)$/gm)];
+      expect(lines.map((m) => Number(m[1])).sort()).toEqual((await partitionsOf(node)).sort());
+      submitted += lines.reduce((sum, m) => sum + Number(m[2]), 0);
+    }
+    expect(submitted).toBe(8);
   }, 60_000);
 });

@@ -147,6 +147,16 @@ describe("spread queues: one hot queue over several engines", () => {
     await running;
     expect([...ran.values()].every((runs) => runs === 1)).toBe(true);
 
+    // The parent's /metrics shows each engine's figures, labelled with its partition, each metric's HELP and TYPE once.
+    const metrics = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`)).text();
+    const types = metrics.split("\n").filter((line) => line.startsWith("# TYPE "));
+    expect(types.length).toBeGreaterThan(10);
+    expect(new Set(types).size).toBe(types.length);
+    const completed = [...metrics.matchAll(/^worq_jobs_completed_total\{partition="(\d)",queue="hot"\} (\d+)$/gm)];
+    expect(completed.map((m) => Number(m[1])).sort()).toEqual([...HOT_PARTITIONS].sort());
+    expect(completed.reduce((sum, m) => sum + Number(m[2]), 0)).toBe(total + 1 + more.length);
+    expect(metrics).toMatch(/^worq_node_routed_calls_total \d+$/m);
+
     // Purged on every engine, the counts summed.
     const waiting = await Promise.all(Array.from({ length: 6 }, () => client.submit("t", { queue: HOT, delayMs: 3_600_000 })));
     expect((await clients.admin.purgeQueue({ queue: HOT })).deleted).toBe(BigInt(waiting.length));

@@ -1,0 +1,58 @@
+/**
+ * A node's /metrics with its partitions' own (docs/scale-out.md): each partition's server
+ * keeps its registry (queues, RPCs, store writes, its process), and the node shows them all
+ * in one Prometheus text exposition, every sample labelled with its `partition`, each
+ * metric's HELP and TYPE once. Prometheus scraping every node then sees the whole cluster,
+ * per node and per partition.
+ */
+
+/** One metric family of an exposition: its HELP and TYPE lines, then its samples. */
+interface Family {
+  help?: string;
+  type?: string;
+  samples: string[];
+}
+
+/** The partitions' expositions (Prometheus text format 0.0.4) as one, each sample labelled. */
+export function mergePartitionMetrics(parts: readonly { partition: number; text: string }[]): string {
+  const families = new Map<string, Family>();
+  const familyOf = (name: string) => {
+    let family = families.get(name);
+    if (!family) families.set(name, (family = { samples: [] }));
+    return family;
+  };
+  for (const { partition, text } of parts) {
+    // A histogram's or summary's samples (_bucket, _sum, _count) follow their family's TYPE line.
+    let current: string | undefined;
+    for (const line of text.split("\n")) {
+      if (line === "") continue;
+      const meta = /^# (HELP|TYPE) (\S+) /.exec(line);
+      if (meta) {
+        const family = familyOf((current = meta[2]!));
+        if (meta[1] === "HELP") family.help ??= line;
+        else family.type ??= line;
+        continue;
+      }
+      if (line.startsWith("#")) continue;
+      const name = /^[a-zA-Z_:][a-zA-Z0-9_:]*/.exec(line)?.[0];
+      if (!name) continue;
+      const owner = current !== undefined && name.startsWith(current) ? current : name;
+      familyOf(owner).samples.push(withPartition(line, name, partition));
+    }
+  }
+  const lines: string[] = [];
+  for (const family of families.values()) {
+    if (family.help) lines.push(family.help);
+    if (family.type) lines.push(family.type);
+    lines.push(...family.samples);
+  }
+  return lines.length === 0 ? "" : `${lines.join("\n")}\n`;
+}
+
+/** A sample line with `partition="<i>"` as its first label. */
+function withPartition(line: string, name: string, partition: number): string {
+  const rest = line.slice(name.length);
+  const label = `partition="${partition}"`;
+  if (rest.startsWith("{}")) return `${name}{${label}}${rest.slice(2)}`;
+  return rest.startsWith("{") ? `${name}{${label},${rest.slice(1)}` : `${name}{${label}}${rest}`;
+}
