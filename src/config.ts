@@ -422,7 +422,6 @@ function enginesOf(config: ServerConfig, text: string): void {
     ["--store", config.store !== undefined],
     ["--faktory-port", config.faktoryPort !== undefined],
     ["--workq-port", config.workqPort !== undefined],
-    ["--schedules", config.schedulesFile !== undefined],
   ] as const) {
     if (set) {
       const why = flag === "--store" ? "engines run on LevelDB (on PostgreSQL use --cluster --partitions)" : "not served by --engines yet";
@@ -442,7 +441,6 @@ function partitionsOf(config: ServerConfig, text: string): number {
   for (const [flag, set] of [
     ["--faktory-port", config.faktoryPort !== undefined],
     ["--workq-port", config.workqPort !== undefined],
-    ["--schedules", config.schedulesFile !== undefined],
   ] as const) {
     if (set) throw new Error(`${flag} is not served by a partitioned cluster yet: leave out ${flag} or --partitions`);
   }

@@ -11,7 +11,8 @@ import { loadTokenFile } from "./transport/auth/token-file.js";
 import type { PartitionDirectory } from "./cluster/partition-router.js";
 import { hostForAddress } from "./cluster/cluster-node.js";
 import { openNodeDoors, type NodeDoors } from "./cluster/node-doors.js";
-import { formatSpreadQueues, SpreadTurns, type SpreadQueues } from "./model/partition.js";
+import { checkSchedulesPlacement, formatSpreadQueues, SpreadTurns, type SpreadQueues } from "./model/partition.js";
+import { readScheduleFile } from "./transport/schedule-wire.js";
 
 /** The engine process's entry (compiled beside this module). */
 const ENGINE_CHILD = fileURLToPath(new URL("./engine-child.js", import.meta.url));
@@ -46,6 +47,9 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
   const count = config.engines;
   const dataDir = resolve(config.dataDir);
   const spread = settleEngineLayout(dataDir, count, config.spreadQueues);
+  // Each engine applies the file's schedules that live in it (by name).
+  if (config.schedulesFile !== undefined)
+    checkSchedulesPlacement(readScheduleFile(config.schedulesFile), { count, spread }, config.schedulesFile);
   const tls = readTlsFiles(config);
   const access = new AccessControl({
     tokens: config.authTokensFile === undefined ? undefined : loadTokenFile(config.authTokensFile),

@@ -1,4 +1,4 @@
-import type { SpreadQueues } from "./model/partition.js";
+import { schedulesOfPartition, type SpreadQueues } from "./model/partition.js";
 import * as grpc from "@grpc/grpc-js";
 import { fromBinary } from "@bufbuild/protobuf";
 import { FileDescriptorSetSchema, type FileDescriptorSet } from "@bufbuild/protobuf/wkt";
@@ -109,7 +109,11 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
       () => systemClock.nowMs(),
     );
   const webhookSecret = config.webhookSecretFile === undefined ? undefined : readWebhookSecret(config.webhookSecretFile);
-  const configSchedules = config.schedulesFile === undefined ? undefined : readScheduleFile(config.schedulesFile);
+  // A partition's server keeps the file's schedules that live in it (by name).
+  const configSchedules =
+    config.schedulesFile === undefined
+      ? undefined
+      : schedulesOfPartition(readScheduleFile(config.schedulesFile), leader?.partition ?? config.engineSlot);
   const newWebhookSender = (engine: Engine) =>
     new WebhookSender(engine, log, {
       isAllowed: isCallbackAllowed,

@@ -10,7 +10,7 @@ import type { JobSpec } from "@worq/client/gen/worq/v1/job_pb.js";
 import type { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import type { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { LIMITS } from "../model/limits.js";
-import { fnv1a32, keyedPartition, partitionOfId, placementKey, queuePartitions, type SpreadQueues } from "../model/partition.js";
+import { keyedPartition, scheduleHome, partitionOfId, placementKey, queuePartitions, type SpreadQueues } from "../model/partition.js";
 
 /** What a node routes by: the partition count and the spread queues. */
 export interface Placement {
@@ -54,7 +54,7 @@ export function partitionsOfQueue(queue: string, placement: Placement): number[]
 
 const byQueue = (queue: string, placement: Placement): CallTarget => ({ kind: "some", partitions: partitionsOfQueue(queue, placement) });
 
-const byName = (name: string, placement: Placement): CallTarget => ({ kind: "one", partition: fnv1a32(name) % placement.count });
+const byName = (name: string, placement: Placement): CallTarget => ({ kind: "one", partition: scheduleHome(name, placement.count) });
 
 const byIds = (ids: readonly string[], field: string, placement: Placement): CallTarget => ({
   kind: "items",

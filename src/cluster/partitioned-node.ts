@@ -7,7 +7,8 @@ import { AccessControl } from "../transport/auth/access-control.js";
 import { loadTokenFile } from "../transport/auth/token-file.js";
 import type { PartitionDirectory } from "./partition-router.js";
 import { hostForAddress } from "./cluster-node.js";
-import { SpreadTurns } from "../model/partition.js";
+import { checkSchedulesPlacement, SpreadTurns } from "../model/partition.js";
+import { readScheduleFile } from "../transport/schedule-wire.js";
 import { openNodeDoors, type NodeDoors } from "./node-doors.js";
 
 export interface PartitionedNode extends RunningServer {
@@ -33,6 +34,10 @@ export async function startPartitionedNode(
   log: Logger,
 ): Promise<PartitionedNode> {
   const { nodeId, advertiseHost, partitions: count } = config.cluster;
+  // Each partition's server applies the file's schedules that live in it; give every node the same file.
+  if (config.schedulesFile !== undefined) {
+    checkSchedulesPlacement(readScheduleFile(config.schedulesFile), { count, spread: config.spreadQueues ?? {} }, config.schedulesFile);
+  }
   const tls = readTlsFiles(config);
   const access = new AccessControl({
     tokens: config.authTokensFile === undefined ? undefined : loadTokenFile(config.authTokensFile),
@@ -42,18 +47,14 @@ export async function startPartitionedNode(
   const linkTls = tls && { ca: readFileSync(config.cluster.caFile ?? config.tls!.certFile), cert: tls.cert, key: tls.key };
   const open = async (slot: PartitionSlot): Promise<ServedPartition & Pick<SingleServer, "reloadTokens" | "metricsText">> => {
     // Its own ports on the node's host: the router here and on the other nodes reach it there.
-    const server = await startServer(
-      { ...config, port: 0, httpPort: 0, faktoryPort: undefined, workqPort: undefined, schedulesFile: undefined },
-      log,
-      {
-        applicationName: `worq-p${slot.index}:${nodeId}`,
-        beforeBind: async () => {},
-        onStorageFailure: () => slot.failed(),
-        cluster: { nodeId, nodes: async () => [] },
-        mayGrant: () => slot.mayGrant(),
-        partition: { index: slot.index, count: slot.count, epoch: slot.epoch, spread: slot.spread },
-      },
-    );
+    const server = await startServer({ ...config, port: 0, httpPort: 0, faktoryPort: undefined, workqPort: undefined }, log, {
+      applicationName: `worq-p${slot.index}:${nodeId}`,
+      beforeBind: async () => {},
+      onStorageFailure: () => slot.failed(),
+      cluster: { nodeId, nodes: async () => [] },
+      mayGrant: () => slot.mayGrant(),
+      partition: { index: slot.index, count: slot.count, epoch: slot.epoch, spread: slot.spread },
+    });
     return {
       grpcAddress: `${hostForAddress(advertiseHost)}:${server.grpcPort}`,
       close: () => server.close(),

@@ -6,6 +6,7 @@
  */
 
 import {
+  fnv1a32,
   keyedPartition,
   MAX_PARTITIONS,
   PARTITION_BITS,
@@ -16,6 +17,7 @@ import {
 } from "@worq/client/partition.js";
 import { WorqError } from "./errors.js";
 import { LIMITS } from "./limits.js";
+import type { ScheduleSpec } from "./schedule.js";
 
 export {
   fnv1a32,
@@ -87,9 +89,7 @@ export function queuePlacement(partition: {
   spread?: SpreadQueues;
 }): (queue: string, job: PlacementKeys, field: string) => void {
   return (queue, job, field) => {
-    const partitions = queuePartitions(queue, partition.count, partition.spread?.[queue]);
-    const key = partitions.length > 1 ? placementKey(job) : "";
-    const home = key ? [keyedPartition(partitions, key)] : partitions;
+    const { home, key } = jobPartitions(queue, job, partition);
     if (!home.includes(partition.index)) {
       const where = home.length === 1 ? `partition ${home[0]}` : `partitions ${home.join(", ")}`;
       const whose = key ? `a job of spread queue "${queue}" with key "${key}"` : `queue "${queue}"`;
@@ -114,4 +114,48 @@ export function withPartition(uuid: string, partition: number): string {
 export function foreignPartition(id: string, partition: { index: number; count: number }): number | undefined {
   const named = partitionOfId(id, partition.count);
   return named === partition.index ? undefined : named;
+}
+
+/** The partitions a new job of `queue` may be stored in: the queue's, or the one its key names in a spread queue. */
+function jobPartitions(
+  queue: string,
+  job: PlacementKeys,
+  layout: { count: number; spread?: SpreadQueues },
+): { home: number[]; key: string } {
+  const partitions = queuePartitions(queue, layout.count, layout.spread?.[queue]);
+  const key = partitions.length > 1 ? placementKey(job) : "";
+  return { home: key ? [keyedPartition(partitions, key)] : partitions, key };
+}
+
+/** The partition a schedule lives in, by its name (its ticks enqueue from there). */
+export function scheduleHome(name: string, count: number): number {
+  return fnv1a32(name) % count;
+}
+
+/** Of the --schedules file, the schedules partition `partition` keeps (all with one partition). */
+export function schedulesOfPartition(
+  specs: readonly ScheduleSpec[],
+  partition: { index: number; count: number } | undefined,
+): ScheduleSpec[] {
+  return partition && partition.count > 1
+    ? specs.filter((spec) => scheduleHome(spec.name, partition.count) === partition.index)
+    : [...specs];
+}
+
+/**
+ * Refuses, naming the schedule, a --schedules file with a schedule whose job could not be
+ * enqueued from the schedule's partition (its queue lives elsewhere): checked before any
+ * partition is served, since the partition would otherwise refuse to load.
+ */
+export function checkSchedulesPlacement(specs: readonly ScheduleSpec[], layout: PartitionLayout, file: string): void {
+  specs.forEach((spec, i) => {
+    const at = scheduleHome(spec.name, layout.count);
+    const queue = spec.job.queue || LIMITS.defaultQueue;
+    const { home } = jobPartitions(queue, spec.job, layout);
+    if (!home.includes(at)) {
+      throw new Error(
+        `--schedules ${file}: schedules[${i}] ("${spec.name}") lives in partition ${at} (by its name) but its job goes to queue "${queue}" in partition ${home.join(" or ")}: rename the schedule or pick a queue of partition ${at}`,
+      );
+    }
+  });
 }

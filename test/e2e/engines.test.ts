@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { DescService } from "@bufbuild/protobuf";
@@ -174,6 +174,29 @@ describe("worq serve --engines: engine processes on one machine", () => {
     expect(enginePids(server)).toEqual(pids);
     expect(server.stderr()).not.toMatch(/uncaught|unhandled|an engine process exited/i);
   }, 120_000);
+
+  it("--schedules: each engine applies the file's schedules that live in it (by name), listed and read through the parent; a schedule whose queue lives in another engine is refused at start, naming it", async () => {
+    const dir = dataDir();
+    /** A schedule name that lives in engine `index`. */
+    const nameIn = (index: number) => queueOf(index, "nightly-");
+    const file = join(dir, "..", `${dir.split("/").pop()}-schedules.json`);
+    const schedule = (name: string, queue: string) => ({ name, cron: "30 2 * * *", job: { type: "report", queue } });
+    writeFileSync(file, JSON.stringify({ schedules: [schedule(nameIn(0), queueOf(0)), schedule(nameIn(1), queueOf(1))] }));
+    const server = await spawnServer(dir, ["--engines", String(ENGINES), "--schedules", file]);
+    servers.push(server);
+    const clients = connect(server.port);
+    const { schedules } = await clients.admin.listSchedules({});
+    expect(schedules.map((s) => s.name).sort()).toEqual([nameIn(0), nameIn(1)].sort());
+    for (const name of [nameIn(0), nameIn(1)]) expect((await clients.admin.getSchedule({ name })).schedule!.name).toBe(name);
+    server.child.kill("SIGTERM");
+    await server.exited;
+
+    writeFileSync(file, JSON.stringify({ schedules: [schedule(nameIn(0), queueOf(1))] }));
+    await expect(spawnServer(dir, ["--engines", String(ENGINES), "--schedules", file])).rejects.toThrow(
+      new RegExp(`schedules\\[0\\] \\(\\\\"${nameIn(0)}\\\\"\\) lives in partition 0 \\(by its name\\) but its job goes to queue \\\\"${queueOf(1)}\\\\" in partition 1`),
+    );
+    rmSync(file, { force: true });
+  }, 60_000);
 
   it("refuses another engine count on its data directory, a single server's directory, the split directory without --engines, and PostgreSQL", async () => {
     const dir = dataDir();

@@ -342,7 +342,7 @@ describe("worq serve --partitions fuzzed", () => {
       fc.oneof({ arbitrary: fc.constant([["--cluster"], ["--node-id", "n1"]]), weight: 4 }, fc.constant([])),
       fc.oneof(
         { arbitrary: fc.constant([]), weight: 3 },
-        fc.constantFrom([["--faktory-port", "0"]], [["--workq-port", "0"]], [["--schedules", "/dev/null"]]),
+        fc.constantFrom([["--faktory-port", "0"]], [["--workq-port", "0"]]),
       ),
     )
     .map(([cluster, refused]) => [...cluster, ...refused]);
@@ -395,7 +395,6 @@ describe("worq serve --engines fuzzed", () => {
       [["--store", "postgres://worq@127.0.0.1:5432/worq"]],
       [["--faktory-port", "0"]],
       [["--workq-port", "0"]],
-      [["--schedules", "/dev/null"]],
     ),
   );
 
