@@ -193,7 +193,9 @@ describe("worq serve --engines: engine processes on one machine", () => {
 
     writeFileSync(file, JSON.stringify({ schedules: [schedule(nameIn(0), queueOf(1))] }));
     await expect(spawnServer(dir, ["--engines", String(ENGINES), "--schedules", file])).rejects.toThrow(
-      new RegExp(`schedules\\[0\\] \\(\\\\"${nameIn(0)}\\\\"\\) lives in partition 0 \\(by its name\\) but its job goes to queue \\\\"${queueOf(1)}\\\\" in partition 1`),
+      new RegExp(
+        `schedules\\[0\\] \\(\\\\"${nameIn(0)}\\\\"\\) lives in partition 0 \\(by its name\\) but its job goes to queue \\\\"${queueOf(1)}\\\\" in partition 1`,
+      ),
     );
     rmSync(file, { force: true });
   }, 60_000);

@@ -340,10 +340,7 @@ describe("worq serve --partitions fuzzed", () => {
   const companions = fc
     .tuple(
       fc.oneof({ arbitrary: fc.constant([["--cluster"], ["--node-id", "n1"]]), weight: 4 }, fc.constant([])),
-      fc.oneof(
-        { arbitrary: fc.constant([]), weight: 3 },
-        fc.constantFrom([["--faktory-port", "0"]], [["--workq-port", "0"]]),
-      ),
+      fc.oneof({ arbitrary: fc.constant([]), weight: 3 }, fc.constantFrom([["--faktory-port", "0"]], [["--workq-port", "0"]])),
     )
     .map(([cluster, refused]) => [...cluster, ...refused]);
 
@@ -391,11 +388,7 @@ describe("worq serve --engines fuzzed", () => {
   /** The flags an engines node is started with now and then, some of which it refuses. */
   const companions = fc.oneof(
     { arbitrary: fc.constant<string[][]>([]), weight: 4 },
-    fc.constantFrom<string[][]>(
-      [["--store", "postgres://worq@127.0.0.1:5432/worq"]],
-      [["--faktory-port", "0"]],
-      [["--workq-port", "0"]],
-    ),
+    fc.constantFrom<string[][]>([["--store", "postgres://worq@127.0.0.1:5432/worq"]], [["--faktory-port", "0"]], [["--workq-port", "0"]]),
   );
 
   it(`random counts and companion flags (${RUNS * 8}, seed ${SEED}), as a flag or in WORQ_ENGINES: 1 to 64 accepted whole, the rest refused in one line naming the flag`, () => {
