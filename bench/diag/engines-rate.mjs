@@ -5,7 +5,7 @@
  * of the parent. With a poll interval, GetServerInfo is asked of the parent that often while
  * the jobs run (as WM's done-poll does), to price what it costs the engines.
  *
- *   node bench/diag/engines-rate.mjs [engines, default 2] [poll ms, default 0 = none]
+ *   node bench/diag/engines-rate.mjs [engines, default 2] [poll ms, default 0 = none] [one]
  *
  * PROFILE_DIR=dir writes each server process's CPU profile there (node --cpu-prof).
  */
@@ -15,6 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { WorqClient, Worker } from "@worq/client";
 import { GrpcLink } from "@worq/client/grpc-link.js";
+import { fnv1a32 } from "@worq/client/partition.js";
 import { startWorqServer } from "../lib/worq-server.mjs";
 
 /** Unary calls this process makes, by method, while the jobs run. */
@@ -29,7 +30,10 @@ GrpcLink.prototype.unary = function (path, request) {
 const engines = Number(process.argv[2] ?? 2);
 const pollMs = Number(process.argv[3] ?? 0);
 const N = 10_000;
-const QUEUES = Array.from({ length: 16 }, (_, i) => `wm-${String(i).padStart(2, "0")}`);
+const oneEngine = process.argv[4] === "one";
+const ALL_QUEUES = Array.from({ length: 16 }, (_, i) => `wm-${String(i).padStart(2, "0")}`);
+/** With "one": only the queues of the first engine (the others idle), to tell the split's cost from the processes'. */
+const QUEUES = oneEngine ? ALL_QUEUES.filter((queue) => fnv1a32(queue) % engines === fnv1a32(ALL_QUEUES[0]) % engines) : ALL_QUEUES;
 const dir = mkdtempSync(join(tmpdir(), "worq-engines-rate-"));
 const profileDir = process.env.PROFILE_DIR;
 const server = await startWorqServer(dir, {
@@ -80,7 +84,7 @@ await Promise.all(
   Array.from({ length: 50 }, async () => {
     while (next < N) {
       const seq = next++;
-      await client.submit("t", { queue: QUEUES[seq % 16], args: [seq] });
+      await client.submit("t", { queue: QUEUES[seq % QUEUES.length], args: [seq] });
     }
   }),
 );
@@ -93,6 +97,7 @@ const clientCpu = (process.cpuUsage(client0).user + process.cpuUsage(client0).sy
 console.log(
   JSON.stringify({
     engines,
+    queues: QUEUES.length,
     pollMs,
     polls,
     e2eRate: Math.round(N / (ms / 1000)),
