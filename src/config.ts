@@ -196,7 +196,7 @@ const SERVE_OPTIONS: ReadonlyArray<{ group: string; flags: string; help: string 
     ],
     [
       "--engines <n>",
-      "run n engine processes on this machine (1-64), the jobs split among them by queue, each with its own store under --data-dir: capacity grows with cores (docs/scale-out.md) [WORQ_ENGINES] (default 1)",
+      "run n engine processes on this machine (1-64), the jobs split among them by queue, each with its own store under --data-dir (with --cluster --partitions: each a node of the cluster, sharing its partitions): capacity grows with cores (docs/scale-out.md) [WORQ_ENGINES] (default 1)",
     ],
     [
       "--partitions <n>",
@@ -403,6 +403,19 @@ export function serveConfig(values: ServeValues, env: NodeJS.ProcessEnv = proces
       if (pick(flag, envName) !== undefined) throw new Error(`--${flag} is a cluster setting: it needs --cluster`);
     }
   }
+  if (config.engines !== undefined && config.store !== undefined) {
+    // On PostgreSQL the engines are nodes of a partitioned cluster, each named <node-id>.e<i>.
+    if (config.cluster?.partitions === undefined) {
+      throw new Error(
+        `--store with --engines ${config.engines}: on PostgreSQL, engines share a partitioned cluster's partitions: add --cluster --partitions P`,
+      );
+    }
+    if (config.cluster.nodeId.length > MAX_ENGINES_NODE_ID) {
+      throw new Error(
+        `--node-id with --engines: at most ${MAX_ENGINES_NODE_ID} chars (each engine process joins as <node-id>.e<i>), got ${config.cluster.nodeId.length}`,
+      );
+    }
+  }
   const spread = pick("spread-queues", "WORQ_SPREAD_QUEUES");
   if (spread !== undefined) {
     const count = config.cluster?.partitions ?? config.engines;
@@ -419,20 +432,18 @@ function enginesOf(config: ServerConfig, text: string): void {
   if (count < 1 || count > MAX_ENGINES) throw new Error(`--engines must be 1 to ${MAX_ENGINES}, got ${count}`);
   if (count === 1) return;
   for (const [flag, set] of [
-    ["--store", config.store !== undefined],
     ["--faktory-port", config.faktoryPort !== undefined],
     ["--workq-port", config.workqPort !== undefined],
   ] as const) {
-    if (set) {
-      const why = flag === "--store" ? "engines run on LevelDB (on PostgreSQL use --cluster --partitions)" : "not served by --engines yet";
-      throw new Error(`${flag} with --engines ${count}: ${why}`);
-    }
+    if (set) throw new Error(`${flag} with --engines ${count}: not served by --engines yet`);
   }
   config.engines = count;
 }
 
 /** The most engine processes --engines starts. */
 const MAX_ENGINES = 64;
+/** A --node-id's longest with --engines on PostgreSQL: its engines add ".e<i>" within the 48 a node id may have. */
+const MAX_ENGINES_NODE_ID = 44;
 
 /** --partitions: a count, and the doors a partitioned node does not serve yet refused by name. */
 function partitionsOf(config: ServerConfig, text: string): number {

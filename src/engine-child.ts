@@ -2,21 +2,38 @@ import type { ServerConfig } from "./config.js";
 import { createLogger } from "./log.js";
 import { startServer } from "./main.js";
 import { tuneHeap } from "./heap-tuning.js";
+import { startPartitionedNode } from "./cluster/partitioned-node.js";
+import type { PartitionMetrics } from "./cluster/metrics-merge.js";
 
 /**
- * One engine process of `worq serve --engines N`, started by src/engines-node.ts with fork: a
- * whole server on its partition and its own LevelDB store, on ports of its own, with the
- * settings the parent passed in WORQ_ENGINE_CHILD (JSON). It tells the parent its ports over
- * the IPC channel once listening, and stops gracefully when told (SIGTERM) or when the
- * parent is gone (the channel closes); SIGHUP re-reads the token file, as a server does.
+ * One engine process of `worq serve --engines N` (src/engine-processes.ts starts it with fork),
+ * with the settings the parent passed in WORQ_ENGINE_CHILD (JSON): on LevelDB a whole server
+ * on its partition and its own store (src/engines-node.ts); on PostgreSQL a node of the
+ * partitioned cluster of its own, sharing the partitions with the others
+ * (src/partitioned-engines.ts). It tells the parent its gRPC port over the IPC channel once
+ * listening, answers its requests for metrics there, and stops gracefully when told
+ * (SIGTERM) or when the parent is gone (the channel closes); SIGHUP re-reads the token file.
  */
 const { config } = JSON.parse(process.env.WORQ_ENGINE_CHILD ?? "{}") as { config: ServerConfig };
 tuneHeap();
-const log = createLogger(config.logLevel, process.stderr, { engine: config.engineSlot?.index });
-const server = await startServer(config, log).catch((error: unknown) => {
+const partitioned = config.cluster?.partitions !== undefined && config.store !== undefined;
+const log = createLogger(
+  config.logLevel,
+  process.stderr,
+  partitioned ? { node: config.cluster!.nodeId } : { engine: config.engineSlot?.index },
+);
+const started = partitioned
+  ? startPartitionedNode({ ...config, cluster: { ...config.cluster!, partitions: config.cluster!.partitions! }, store: config.store! }, log)
+  : startServer(config, log);
+const server = await started.catch((error: unknown) => {
   log.error("engine cannot start", { error: (error as Error).message });
   process.exit(1);
 });
+/** The figures of each partition this process serves. */
+const partitionMetrics = async (): Promise<PartitionMetrics[]> =>
+  "partitionMetrics" in server
+    ? server.partitionMetrics()
+    : [{ partition: config.engineSlot?.index ?? 0, text: await server.metricsText() }];
 let stopping = false;
 const stop = async (): Promise<void> => {
   if (stopping) return;
@@ -38,6 +55,6 @@ process.on("SIGHUP", () => {
 // The parent's /metrics asks for this engine's figures over the channel (no port, token or TLS between them).
 process.on("message", (message: { metrics?: number }) => {
   if (message.metrics === undefined) return;
-  void server.metricsText().then((text) => process.send?.({ metricsOf: message.metrics, text }));
+  void partitionMetrics().then((parts) => process.send?.({ metricsOf: message.metrics, parts }));
 });
 process.send!({ grpcPort: server.grpcPort, httpPort: server.httpPort });

@@ -1,8 +1,6 @@
-import { fork, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { ServerConfig } from "./config.js";
 import type { Logger } from "./log.js";
 import { readTlsFiles, type RunningServer } from "./main.js";
@@ -10,28 +8,13 @@ import { AccessControl } from "./transport/auth/access-control.js";
 import { loadTokenFile } from "./transport/auth/token-file.js";
 import type { PartitionDirectory } from "./cluster/partition-router.js";
 import { hostForAddress } from "./cluster/cluster-node.js";
+import { EngineProcesses } from "./engine-processes.js";
 import { openNodeDoors, type NodeDoors } from "./cluster/node-doors.js";
 import { checkSchedulesPlacement, formatSpreadQueues, SpreadTurns, type SpreadQueues } from "./model/partition.js";
 import { readScheduleFile } from "./transport/schedule-wire.js";
 
-/** The engine process's entry (compiled beside this module). */
-const ENGINE_CHILD = fileURLToPath(new URL("./engine-child.js", import.meta.url));
 /** Records the engine count of a data directory: another count would place queues elsewhere. */
 const LAYOUT_FILE = "engines.json";
-/** How long an engine process may take to open its store and listen. */
-const ENGINE_START_MS = 60_000;
-/** How long the parent's /metrics waits for an engine's figures. */
-const METRICS_MS = 2_000;
-/** Waits before an engine process that died is started again: the first, then doubling up to the last. */
-const RESTART_MS = [250, 10_000] as const;
-
-/** One engine process as the parent keeps it. */
-interface EngineProcess {
-  index: number;
-  child: ChildProcess | undefined;
-  grpcAddress: string | undefined;
-  restarts: number;
-}
 
 /**
  * `worq serve --engines N` (docs/scale-out.md, "Cores on one machine"): the job space split into
@@ -58,91 +41,21 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
   });
   const advertised = hostForAddress(["0.0.0.0", "::", "[::]"].includes(config.host) ? hostname() : config.host);
   const nodeId = hostname();
-  const engines: EngineProcess[] = Array.from({ length: count }, (_, index) => ({
-    index,
-    child: undefined,
-    grpcAddress: undefined,
-    restarts: 0,
-  }));
-  let stopping = false;
-
-  /** Starts engine `engine`; resolves once it listens, rejects if it exits first. */
-  const start = (engine: EngineProcess): Promise<void> => {
-    const childConfig: ServerConfig = {
+  const processes = new EngineProcesses(
+    count,
+    (index) => ({
       ...config,
-      dataDir: join(dataDir, `engine-${engine.index}`),
+      dataDir: join(dataDir, `engine-${index}`),
       port: 0,
       httpPort: 0,
       engines: undefined,
-      engineSlot: { index: engine.index, count, spread },
-    };
-    const child = fork(ENGINE_CHILD, [], {
-      env: { ...process.env, WORQ_ENGINE_CHILD: JSON.stringify({ config: childConfig }) },
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
-    });
-    engine.child = child;
-    return new Promise<void>((listening, failed) => {
-      const timer = setTimeout(
-        () => failed(new Error(`engine ${engine.index} did not listen within ${ENGINE_START_MS} ms`)),
-        ENGINE_START_MS,
-      );
-      child.once("message", (message: { grpcPort?: number }) => {
-        clearTimeout(timer);
-        engine.grpcAddress = `${advertised}:${message.grpcPort}`;
-        listening();
-      });
-      child.once("error", (error) => {
-        clearTimeout(timer);
-        failed(new Error(`engine ${engine.index} could not be started: ${error.message}`));
-      });
-      child.once("exit", (code, signal) => {
-        clearTimeout(timer);
-        const wasServing = engine.grpcAddress !== undefined;
-        engine.grpcAddress = undefined;
-        engine.child = undefined;
-        if (!wasServing) return failed(new Error(`engine ${engine.index} exited (${signal ?? code}) before listening`));
-        if (stopping) return;
-        log.error("an engine process exited; starting it again", { engine: engine.index, code, signal });
-        restart(engine);
-      });
-    });
-  };
-  const restart = (engine: EngineProcess): void => {
-    const waitMs = Math.min(RESTART_MS[0] * 2 ** engine.restarts, RESTART_MS[1]);
-    engine.restarts++;
-    setTimeout(() => {
-      if (stopping) return;
-      start(engine).then(
-        () => log.info("engine process serving again", { engine: engine.index }),
-        (error: Error) => {
-          log.error("an engine process did not start", { engine: engine.index, error: error.message });
-          if (!stopping) restart(engine);
-        },
-      );
-    }, waitMs).unref();
-  };
-
-  const stopAll = async (): Promise<void> => {
-    stopping = true;
-    await Promise.all(
-      engines.map(
-        (engine) =>
-          new Promise<void>((done) => {
-            const child = engine.child;
-            if (!child || child.exitCode !== null || child.signalCode !== null) return done();
-            child.once("exit", () => done());
-            child.kill("SIGTERM");
-          }),
-      ),
-    );
-  };
-
-  try {
-    await Promise.all(engines.map(start));
-  } catch (error) {
-    await stopAll();
-    throw error;
-  }
+      engineSlot: { index, count, spread },
+    }),
+    advertised,
+    log,
+  );
+  const engines = processes.engines;
+  await processes.startAll();
 
   const turns = new SpreadTurns();
   const directory: PartitionDirectory = {
@@ -160,37 +73,12 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
   };
   const linkTls = tls && { ca: readFileSync(config.tls!.certFile), cert: tls.cert, key: tls.key };
   const served = () => engines.flatMap((engine) => (engine.grpcAddress === undefined ? [] : [engine.index]));
-  let asked = 0;
-  /** What each serving engine's /metrics shows now, asked over its IPC channel. */
-  const partitionMetrics = () =>
-    Promise.all(
-      engines.flatMap((engine) => {
-        const child = engine.child;
-        if (!child || engine.grpcAddress === undefined) return [];
-        const id = ++asked;
-        return [
-          new Promise<{ partition: number; text: string }>((resolve, reject) => {
-            const timer = setTimeout(() => done(new Error(`engine ${engine.index} did not answer within ${METRICS_MS} ms`)), METRICS_MS);
-            const listen = (message: { metricsOf?: number; text?: string }) => {
-              if (message.metricsOf === id) done(undefined, message.text ?? "");
-            };
-            const done = (error?: Error, text = "") => {
-              clearTimeout(timer);
-              child.off("message", listen);
-              if (error) reject(error);
-              else resolve({ partition: engine.index, text });
-            };
-            child.on("message", listen);
-            child.send({ metrics: id }, (error) => error && done(error));
-          }),
-        ];
-      }),
-    );
+  const partitionMetrics = () => processes.metrics();
   let doors: NodeDoors;
   try {
     doors = await openNodeDoors({ config, nodeId, access, tls, linkTls, directory, partitions: served, partitionMetrics, log });
   } catch (error) {
-    await stopAll();
+    await processes.stopAll();
     throw error;
   }
   log.info("engines serving", { engines: count, dataDir });
@@ -202,12 +90,12 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
       if (config.authTokensFile === undefined) throw new Error("no --auth-tokens file to reload");
       const tokens = loadTokenFile(config.authTokensFile);
       access.replaceTokens(tokens);
-      for (const engine of engines) engine.child?.kill("SIGHUP");
+      processes.signalAll("SIGHUP");
       return tokens.length;
     },
     async close() {
       await doors.close();
-      await stopAll();
+      await processes.stopAll();
     },
   };
 }

@@ -6,6 +6,7 @@ import { startClusterNode } from "../cluster/cluster-node.js";
 import { startPartitionedNode } from "../cluster/partitioned-node.js";
 import { redactedUrl } from "../storage/postgres/url.js";
 import { checkNotEnginesDir, startEnginesNode } from "../engines-node.js";
+import { startPartitionedEngines } from "../partitioned-engines.js";
 import type { Logger } from "../log.js";
 
 /**
@@ -16,17 +17,23 @@ import type { Logger } from "../log.js";
 export async function serve(config: ServerConfig): Promise<void> {
   tuneHeap();
   const log = createLogger(config.logLevel, process.stderr, config.cluster && { node: config.cluster.nodeId });
+  const partitions = config.cluster?.partitions;
   const start =
-    config.engines !== undefined && config.engines > 1
-      ? startEnginesNode({ ...config, engines: config.engines }, log)
-      : config.cluster?.partitions !== undefined && config.store
-        ? startPartitionedNode(
-            { ...config, cluster: { ...config.cluster, partitions: config.cluster.partitions }, store: config.store },
-            log,
-          )
-        : config.cluster && config.store
-          ? startClusterNode({ ...config, cluster: config.cluster, store: config.store }, log)
-          : startSingle(config, log);
+    config.engines !== undefined && config.engines > 1 && partitions !== undefined && config.store
+      ? startPartitionedEngines(
+          { ...config, cluster: { ...config.cluster!, partitions }, store: config.store, engines: config.engines },
+          log,
+        )
+      : config.engines !== undefined && config.engines > 1
+        ? startEnginesNode({ ...config, engines: config.engines }, log)
+        : config.cluster?.partitions !== undefined && config.store
+          ? startPartitionedNode(
+              { ...config, cluster: { ...config.cluster, partitions: config.cluster.partitions }, store: config.store },
+              log,
+            )
+          : config.cluster && config.store
+            ? startClusterNode({ ...config, cluster: config.cluster, store: config.store }, log)
+            : startSingle(config, log);
   const server = await start.catch((error: unknown) => {
     log.error("cannot start", { error: (error as Error).message });
     process.exit(1);

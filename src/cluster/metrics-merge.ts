@@ -6,6 +6,12 @@
  * per node and per partition.
  */
 
+/** What one partition's server shows on /metrics (Prometheus text). */
+export interface PartitionMetrics {
+  partition: number;
+  text: string;
+}
+
 /** One metric family of an exposition: its HELP and TYPE lines, then its samples. */
 interface Family {
   help?: string;
@@ -14,7 +20,7 @@ interface Family {
 }
 
 /** The partitions' expositions (Prometheus text format 0.0.4) as one, each sample labelled. */
-export function mergePartitionMetrics(parts: readonly { partition: number; text: string }[]): string {
+export function mergePartitionMetrics(parts: readonly PartitionMetrics[]): string {
   const families = new Map<string, Family>();
   const familyOf = (name: string) => {
     let family = families.get(name);

@@ -9,12 +9,15 @@ import type { PartitionDirectory } from "./partition-router.js";
 import { hostForAddress } from "./cluster-node.js";
 import { checkSchedulesPlacement, SpreadTurns } from "../model/partition.js";
 import { readScheduleFile } from "../transport/schedule-wire.js";
+import type { PartitionMetrics } from "./metrics-merge.js";
 import { openNodeDoors, type NodeDoors } from "./node-doors.js";
 
 export interface PartitionedNode extends RunningServer {
   nodeId: string;
   /** The partitions this node serves now. */
   partitions(): number[];
+  /** What the /metrics of each partition served here shows now. */
+  partitionMetrics(): Promise<PartitionMetrics[]>;
 }
 
 /** How long a node's claim on its partitions holds without a renewal (a dead node's are taken after it). */
@@ -32,6 +35,8 @@ const PARTITION_LEASE_MS = 5_000;
 export async function startPartitionedNode(
   config: ServerConfig & { cluster: ClusterConfig & { partitions: number }; store: string },
   log: Logger,
+  /** Partitions served by other processes of this node (--engines), shown on its /metrics too. */
+  moreMetrics: () => Promise<PartitionMetrics[]> = async () => [],
 ): Promise<PartitionedNode> {
   const { nodeId, advertiseHost, partitions: count } = config.cluster;
   // Each partition's server applies the file's schedules that live in it; give every node the same file.
@@ -113,7 +118,7 @@ export async function startPartitionedNode(
       linkTls,
       directory,
       partitions: () => host.partitions(),
-      partitionMetrics,
+      partitionMetrics: async () => [...(await partitionMetrics()), ...(await moreMetrics())],
       log,
     });
   } catch (error) {
@@ -127,6 +132,7 @@ export async function startPartitionedNode(
     httpPort: doors.httpPort,
     tls: tls !== undefined,
     partitions: () => host.partitions(),
+    partitionMetrics,
     reloadTokens: () => {
       if (config.authTokensFile === undefined) throw new Error("no --auth-tokens file to reload");
       const tokens = loadTokenFile(config.authTokensFile);

@@ -200,7 +200,7 @@ describe("worq serve --engines: engine processes on one machine", () => {
     rmSync(file, { force: true });
   }, 60_000);
 
-  it("refuses another engine count on its data directory, a single server's directory, the split directory without --engines, and PostgreSQL", async () => {
+  it("refuses another engine count on its data directory, a single server's directory, the split directory without --engines, and PostgreSQL without --cluster --partitions", async () => {
     const dir = dataDir();
     const first = await spawnServer(dir, ["--engines", "2"]);
     servers.push(first);
@@ -215,7 +215,7 @@ describe("worq serve --engines: engine processes on one machine", () => {
     await plain.exited;
     await expect(spawnServer(single, ["--engines", "2"])).rejects.toThrow(/holds a single server's store/);
     await expect(spawnServer(dataDir(), ["--engines", "2", "--store", "postgres://worq@127.0.0.1:1/worq"])).rejects.toThrow(
-      /--store with --engines 2: engines run on LevelDB/,
+      /--store with --engines 2: on PostgreSQL, engines share a partitioned cluster's partitions: add --cluster --partitions P/,
     );
   }, 60_000);
 });

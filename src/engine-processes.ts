@@ -1,0 +1,155 @@
+import { fork, type ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import type { ServerConfig } from "./config.js";
+import type { Logger } from "./log.js";
+import type { PartitionMetrics } from "./cluster/metrics-merge.js";
+
+/** The engine process's entry (compiled beside this module). */
+const ENGINE_CHILD = fileURLToPath(new URL("./engine-child.js", import.meta.url));
+/** How long an engine process may take to open its store and listen. */
+const ENGINE_START_MS = 60_000;
+/** Waits before an engine process that died is started again: the first, then doubling up to the last. */
+const RESTART_MS = [250, 10_000] as const;
+/** How long a request for an engine's metrics waits for its answer. */
+const METRICS_MS = 2_000;
+
+/** One engine process as its parent keeps it. */
+export interface EngineProcess {
+  index: number;
+  child: ChildProcess | undefined;
+  /** Where it takes gRPC calls, once listening (undefined while it starts or after it died). */
+  grpcAddress: string | undefined;
+  restarts: number;
+}
+
+/**
+ * The engine processes of `worq serve --engines` (src/engine-child.ts, each given the config
+ * `configOf` makes for it): started together, each started again when it dies (backoff
+ * 250 ms doubling to 10 s), stopped together (SIGTERM); an engine whose parent is gone stops
+ * by itself (its IPC channel closes).
+ */
+export class EngineProcesses {
+  readonly engines: EngineProcess[];
+  private stopping = false;
+  private asked = 0;
+
+  constructor(
+    count: number,
+    private readonly configOf: (index: number) => ServerConfig,
+    /** The host the engines' ports are reached at. */
+    private readonly advertised: string,
+    private readonly log: Logger,
+  ) {
+    this.engines = Array.from({ length: count }, (_, index) => ({ index, child: undefined, grpcAddress: undefined, restarts: 0 }));
+  }
+
+  /** Starts every engine; rejects (having stopped those that started) if one does not listen. */
+  async startAll(): Promise<void> {
+    try {
+      await Promise.all(this.engines.map((engine) => this.start(engine)));
+    } catch (error) {
+      await this.stopAll();
+      throw error;
+    }
+  }
+
+  async stopAll(): Promise<void> {
+    this.stopping = true;
+    await Promise.all(
+      this.engines.map(
+        (engine) =>
+          new Promise<void>((done) => {
+            const child = engine.child;
+            if (!child || child.exitCode !== null || child.signalCode !== null) return done();
+            child.once("exit", () => done());
+            child.kill("SIGTERM");
+          }),
+      ),
+    );
+  }
+
+  /** Sends `signal` to every running engine (SIGHUP: re-read the token file). */
+  signalAll(signal: NodeJS.Signals): void {
+    for (const engine of this.engines) engine.child?.kill(signal);
+  }
+
+  /**
+   * What the /metrics of each partition the engines serve shows now, asked over their IPC
+   * channels (no port, token or TLS between them).
+   */
+  async metrics(): Promise<PartitionMetrics[]> {
+    const answers = await Promise.all(
+      this.engines.flatMap((engine) => {
+        const child = engine.child;
+        if (!child || engine.grpcAddress === undefined) return [];
+        const id = ++this.asked;
+        return [
+          new Promise<PartitionMetrics[]>((resolve, reject) => {
+            const timer = setTimeout(() => done(new Error(`engine ${engine.index} did not answer within ${METRICS_MS} ms`)), METRICS_MS);
+            const listen = (message: { metricsOf?: number; parts?: PartitionMetrics[] }) => {
+              if (message.metricsOf === id) done(undefined, message.parts ?? []);
+            };
+            const done = (error?: Error, parts: PartitionMetrics[] = []) => {
+              clearTimeout(timer);
+              child.off("message", listen);
+              if (error) reject(error);
+              else resolve(parts);
+            };
+            child.on("message", listen);
+            child.send({ metrics: id }, (error) => error && done(error));
+          }),
+        ];
+      }),
+    );
+    return answers.flat();
+  }
+
+  /** Starts `engine`; resolves once it listens, rejects if it exits first. */
+  private start(engine: EngineProcess): Promise<void> {
+    const child = fork(ENGINE_CHILD, [], {
+      env: { ...process.env, WORQ_ENGINE_CHILD: JSON.stringify({ config: this.configOf(engine.index) }) },
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
+    engine.child = child;
+    return new Promise<void>((listening, failed) => {
+      const timer = setTimeout(
+        () => failed(new Error(`engine ${engine.index} did not listen within ${ENGINE_START_MS} ms`)),
+        ENGINE_START_MS,
+      );
+      child.once("message", (message: { grpcPort?: number }) => {
+        clearTimeout(timer);
+        engine.grpcAddress = `${this.advertised}:${message.grpcPort}`;
+        listening();
+      });
+      child.once("error", (error) => {
+        clearTimeout(timer);
+        failed(new Error(`engine ${engine.index} could not be started: ${error.message}`));
+      });
+      child.once("exit", (code, signal) => {
+        clearTimeout(timer);
+        const wasServing = engine.grpcAddress !== undefined;
+        engine.grpcAddress = undefined;
+        engine.child = undefined;
+        if (!wasServing) return failed(new Error(`engine ${engine.index} exited (${signal ?? code}) before listening`));
+        if (this.stopping) return;
+        this.log.error("an engine process exited; starting it again", { engine: engine.index, code, signal });
+        this.restart(engine);
+      });
+    });
+  }
+
+  private restart(engine: EngineProcess): void {
+    const waitMs = Math.min(RESTART_MS[0] * 2 ** engine.restarts, RESTART_MS[1]);
+    engine.restarts++;
+    setTimeout(() => {
+      if (this.stopping) return;
+      this.start(engine).then(
+        () => this.log.info("engine process serving again", { engine: engine.index }),
+        (error: Error) => {
+          this.log.error("an engine process did not start", { engine: engine.index, error: error.message });
+          if (!this.stopping) this.restart(engine);
+        },
+      );
+    }, waitMs).unref();
+  }
+}
