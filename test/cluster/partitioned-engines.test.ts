@@ -1,38 +1,11 @@
-import { execFileSync } from "node:child_process";
 import { afterAll, describe, expect, it } from "vitest";
 import { JobState, Worker, WorqClient } from "@worq/client";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
-import { sleep, spawnNode, type ClusterProcess } from "./support/cluster.js";
+import { spawnNode, until, type ClusterProcess } from "./support/cluster.js";
+import { childPids } from "../e2e/support/server-process.js";
 
 const COUNT = 4;
 const QUEUES = Array.from({ length: 8 }, (_, i) => `pe-${i}`);
-
-function childPids(node: ClusterProcess): number[] {
-  try {
-    return execFileSync("pgrep", ["-P", String(node.child.pid)], { encoding: "utf8" })
-      .trim()
-      .split("\n")
-      .filter(Boolean)
-      .map(Number);
-  } catch {
-    return [];
-  }
-}
-
-async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const value = await check();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    await sleep(100);
-  }
-  throw new Error(`${what}: not within ${timeoutMs} ms (${String(last)})`);
-}
 
 /**
  * `--engines 2` on a partitioned PostgreSQL cluster: the machine joins as two nodes, the
@@ -59,7 +32,7 @@ describe.skipIf(!postgresAvailable())("worq serve --cluster --partitions --engin
     const [engine] = childPids(node);
     expect(engine).toBeDefined();
     const owners = async () => (await node.clients.admin.getServerInfo({})).partitions.map((owner) => owner.nodeId).sort();
-    await until("two partitions each", async () => ((await owners()).join() === "m1,m1,m1.e1,m1.e1" ? true : undefined));
+    await until("two partitions each", async () => ((await owners()).join() === "m1,m1,m1.e1,m1.e1" ? true : undefined), 30_000);
 
     const client = new WorqClient({ address: `127.0.0.1:${node.port}` });
     const ran = new Map<string, number>();
@@ -67,7 +40,7 @@ describe.skipIf(!postgresAvailable())("worq serve --cluster --partitions --engin
     worker.register("t", (job) => void ran.set(job.jid, (ran.get(job.jid) ?? 0) + 1));
     const running = worker.run();
     const jids = await Promise.all(QUEUES.flatMap((queue) => [0, 1, 2].map(() => client.submit("t", { queue }))));
-    await until("every job ran", async () => (jids.every((jid) => ran.has(jid)) ? true : undefined));
+    await until("every job ran", async () => (jids.every((jid) => ran.has(jid)) ? true : undefined), 30_000);
     expect([...ran.values()].every((runs) => runs === 1)).toBe(true);
     const metrics = await (await fetch(`http://127.0.0.1:${node.httpPort}/metrics`)).text();
     const labelled = new Set([...metrics.matchAll(/^worq_jobs_submitted_total\{partition="(\d)"/gm)].map((m) => Number(m[1])));
@@ -75,11 +48,15 @@ describe.skipIf(!postgresAvailable())("worq serve --cluster --partitions --engin
 
     // The engine process SIGKILLed: started again, it serves its share again, and jobs still run.
     process.kill(engine!, "SIGKILL");
-    await until("the engine process started again", async () => {
-      const pids = childPids(node);
-      return pids.length === 1 && pids[0] !== engine ? true : undefined;
-    });
-    await until("every partition served again", async () => ((await owners()).length === COUNT ? true : undefined));
+    await until(
+      "the engine process started again",
+      async () => {
+        const pids = childPids(node);
+        return pids.length === 1 && pids[0] !== engine ? true : undefined;
+      },
+      30_000,
+    );
+    await until("every partition served again", async () => ((await owners()).length === COUNT ? true : undefined), 30_000);
     const after = await Promise.all(QUEUES.map((queue) => client.submit("t", { queue })));
     for (const jid of after) expect((await client.waitResult(jid, 20_000)).state).toBe(JobState.COMPLETED);
     expect(node.stderr()).toContain("an engine process exited; starting it again");

@@ -5,7 +5,7 @@ import { WorqClient, Worker } from "@worq/client";
 import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
 import { StreamWorker } from "../e2e/support/clients.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
-import { sleep, spawnNode, type ClusterProcess } from "./support/cluster.js";
+import { sleep, spawnNode, until, type ClusterProcess } from "./support/cluster.js";
 
 const available = postgresAvailable();
 const COUNT = 4;
@@ -31,21 +31,6 @@ async function partitionsOf(node: ClusterProcess): Promise<number[]> {
 async function routedCalls(node: ClusterProcess): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${node.httpPort}/metrics`)).text();
   return Number(/^worq_node_routed_calls_total (\d+)$/m.exec(text)![1]);
-}
-
-async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const value = await check();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    await sleep(100);
-  }
-  throw new Error(`${what}: not within ${timeoutMs} ms (${String(last)})`);
 }
 
 describe.skipIf(!available)("partitioned cluster: worq serve --cluster --partitions, any node answers any call (real PostgreSQL)", () => {

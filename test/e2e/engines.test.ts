@@ -1,4 +1,3 @@
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -13,7 +12,7 @@ import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { JobState, Worker, WorqClient } from "@worq/client";
 import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
 import { connect } from "./support/clients.js";
-import { spawnServer, type ServerProcess } from "./support/server-process.js";
+import { childPids, spawnServer, type ServerProcess } from "./support/server-process.js";
 import { messageArbitrary } from "../fuzz/support/proto-arbitrary.js";
 import { callOnce } from "../fuzz/support/call-once.js";
 
@@ -23,19 +22,6 @@ const SEED = Number(process.env.WORQ_FUZZ_SEED ?? Date.now() % 2 ** 31);
 /** A queue name that lives in engine `index`. */
 function queueOf(index: number, prefix = "eq"): string {
   for (let i = 0; ; i++) if (fnv1a32(`${prefix}${i}`) % ENGINES === index) return `${prefix}${i}`;
-}
-
-/** The engine processes of `server` (its children), by pid. */
-function enginePids(server: ServerProcess): number[] {
-  try {
-    return execFileSync("pgrep", ["-P", String(server.child.pid)], { encoding: "utf8" })
-      .trim()
-      .split("\n")
-      .filter(Boolean)
-      .map(Number);
-  } catch {
-    return []; // pgrep exits 1 when there is none
-  }
 }
 
 function alive(pid: number): boolean {
@@ -73,7 +59,7 @@ describe("worq serve --engines: engine processes on one machine", () => {
   };
   afterAll(async () => {
     for (const server of servers) {
-      for (const pid of enginePids(server)) if (alive(pid)) process.kill(pid, "SIGKILL");
+      for (const pid of childPids(server)) if (alive(pid)) process.kill(pid, "SIGKILL");
       server.child.kill("SIGKILL");
     }
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
@@ -83,7 +69,7 @@ describe("worq serve --engines: engine processes on one machine", () => {
     const dir = dataDir();
     let server = await spawnServer(dir, ["--engines", String(ENGINES), "--orphan-grace", "500ms"]);
     servers.push(server);
-    expect(enginePids(server)).toHaveLength(ENGINES);
+    expect(childPids(server)).toHaveLength(ENGINES);
     const clients = connect(server.port);
     const info = await clients.admin.getServerInfo({});
     expect(info.partitionCount).toBe(ENGINES);
@@ -126,11 +112,11 @@ describe("worq serve --engines: engine processes on one machine", () => {
       await client.submit("t", { queue: queues[0]!, delayMs: 3_600_000 }),
       await client.submit("t", { queue: queues[1]!, delayMs: 3_600_000 }),
     ];
-    const [victim] = enginePids(server);
+    const [victim] = childPids(server);
     process.kill(victim!, "SIGKILL");
     expect((await clients.producer.submit({ job: { type: "t", queue: queues[1]! } })).jid).toBeTruthy();
     await until("the killed engine started again", () => {
-      const pids = enginePids(server);
+      const pids = childPids(server);
       return pids.length === ENGINES && !pids.includes(victim!);
     });
     for (const jid of waiting)
@@ -140,7 +126,7 @@ describe("worq serve --engines: engine processes on one machine", () => {
     expect(server.stderr()).toContain("an engine process exited; starting it again");
 
     // The parent SIGKILLed: its engines see their channel close and stop; a restart finds every job.
-    const engines = enginePids(server);
+    const engines = childPids(server);
     server.child.kill("SIGKILL");
     await server.exited;
     await until("the engines stopped with their parent", () => engines.every((pid) => !alive(pid)), 15_000);
@@ -155,7 +141,7 @@ describe("worq serve --engines: engine processes on one machine", () => {
     const server = await spawnServer(dataDir(), ["--engines", String(ENGINES), "--log-level", "error"]);
     servers.push(server);
     const transport = createGrpcTransport({ baseUrl: `http://127.0.0.1:${server.port}` });
-    const pids = enginePids(server);
+    const pids = childPids(server);
     for (const service of [ProducerService, WorkerService, AdminService] as DescService[]) {
       const client = createClient(service, transport) as unknown as Record<string, (request: unknown, options: object) => unknown>;
       for (const method of service.methods) {
@@ -171,7 +157,7 @@ describe("worq serve --engines: engine processes on one machine", () => {
       }
     }
     expect(server.child.exitCode).toBeNull();
-    expect(enginePids(server)).toEqual(pids);
+    expect(childPids(server)).toEqual(pids);
     expect(server.stderr()).not.toMatch(/uncaught|unhandled|an engine process exited/i);
   }, 120_000);
 
@@ -206,7 +192,7 @@ describe("worq serve --engines: engine processes on one machine", () => {
     servers.push(first);
     first.child.kill("SIGTERM");
     await first.exited;
-    expect(enginePids(first)).toEqual([]);
+    expect(childPids(first)).toEqual([]);
     await expect(spawnServer(dir, ["--engines", "3"])).rejects.toThrow(/holds 2 engines' stores; this server was started with --engines 3/);
     await expect(spawnServer(dir)).rejects.toThrow(/holds 2 engines' stores: start with --engines 2/);
     const single = dataDir();

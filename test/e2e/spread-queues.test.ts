@@ -1,4 +1,3 @@
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -7,24 +6,12 @@ import { afterAll, describe, expect, it } from "vitest";
 import { JobState, Worker, WorqClient } from "@worq/client";
 import { keyedPartition, partitionOfId, queuePartitions } from "../../src/model/partition.js";
 import { connect, StreamWorker } from "./support/clients.js";
-import { spawnServer, type ServerProcess } from "./support/server-process.js";
+import { childPids, spawnServer, type ServerProcess } from "./support/server-process.js";
 
 const ENGINES = 3;
 const HOT = "hot";
 /** The hot queue's partitions: all three engines, its home first. */
 const HOT_PARTITIONS = queuePartitions(HOT, ENGINES, ENGINES);
-
-function enginePids(server: ServerProcess): number[] {
-  try {
-    return execFileSync("pgrep", ["-P", String(server.child.pid)], { encoding: "utf8" })
-      .trim()
-      .split("\n")
-      .filter(Boolean)
-      .map(Number);
-  } catch {
-    return [];
-  }
-}
 
 async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -51,7 +38,7 @@ describe("spread queues: one hot queue over several engines", () => {
   const servers: ServerProcess[] = [];
   afterAll(() => {
     for (const server of servers) {
-      for (const pid of enginePids(server)) process.kill(pid, "SIGKILL");
+      for (const pid of childPids(server)) process.kill(pid, "SIGKILL");
       server.child.kill("SIGKILL");
     }
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });

@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { spawn, type ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
@@ -53,4 +54,17 @@ export async function spawnServer(dataDir: string, extraArgs: string[] = []): Pr
     stderr: () => stderr,
     exited,
   };
+}
+
+/** The child processes of `server` (an --engines server's engine processes), by pid. */
+export function childPids(server: ServerProcess): number[] {
+  try {
+    return execFileSync("pgrep", ["-P", String(server.child.pid)], { encoding: "utf8" })
+      .trim()
+      .split("\n")
+      .filter(Boolean)
+      .map(Number);
+  } catch {
+    return []; // pgrep exits 1 when there is none
+  }
 }
