@@ -24,7 +24,7 @@ describe.skipIf(!postgresAvailable())("worq serve --cluster --partitions --engin
     await postgres?.stop();
   });
 
-  it("two processes share the partitions; every job runs once through the started process's port; a SIGKILLed engine comes back", async () => {
+  it("two processes share the partitions; every job runs once through the started process's port; a SIGKILLed engine comes back and its partitions serve again", async () => {
     postgres = await startPostgres();
     const url = await postgres.createDatabase();
     const node = await spawnNode(url, "m1", ["--partitions", String(COUNT), "--engines", "2"]);
@@ -46,7 +46,11 @@ describe.skipIf(!postgresAvailable())("worq serve --cluster --partitions --engin
     const labelled = new Set([...metrics.matchAll(/^worq_jobs_submitted_total\{partition="(\d)"/gm)].map((m) => Number(m[1])));
     expect([...labelled].sort()).toEqual([0, 1, 2, 3]);
 
-    // The engine process SIGKILLed: started again, it serves its share again, and jobs still run.
+    // The engine process SIGKILLed: started again, its partitions serve again (here or at the
+    // new process, once its lease ran out), and jobs still run.
+    const deadAddresses = new Set(
+      (await node.clients.admin.getServerInfo({})).partitions.filter((owner) => owner.nodeId === "m1.e1").map((owner) => owner.grpcAddress),
+    );
     process.kill(engine!, "SIGKILL");
     await until(
       "the engine process started again",
@@ -56,7 +60,15 @@ describe.skipIf(!postgresAvailable())("worq serve --cluster --partitions --engin
       },
       30_000,
     );
-    await until("every partition served again", async () => ((await owners()).length === COUNT ? true : undefined), 30_000);
+    await until(
+      "every partition served again, none at the dead process",
+      async () => {
+        const { partitions } = await node.clients.admin.getServerInfo({});
+        return partitions.length === COUNT && partitions.every((owner) => !deadAddresses.has(owner.grpcAddress)) ? true : undefined;
+      },
+      30_000,
+    );
+    await client.routes!.refresh();
     const after = await Promise.all(QUEUES.map((queue) => client.submit("t", { queue })));
     for (const jid of after) expect((await client.waitResult(jid, 20_000)).state).toBe(JobState.COMPLETED);
     expect(node.stderr()).toContain("an engine process exited; starting it again");
