@@ -284,6 +284,7 @@ async function perItem<R>(
   return results;
 }
 
-function encode<S extends DescMessage>(schema: S, init: Record<string, unknown>): Buffer {
+/** A message of `schema` made from `init`, encoded. */
+export function encode<S extends DescMessage>(schema: S, init: Record<string, unknown>): Buffer {
   return Buffer.from(toBinary(schema, create(schema, init as never)));
 }

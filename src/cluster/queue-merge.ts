@@ -1,4 +1,4 @@
-import { create, fromBinary, toBinary, type DescMessage, type DescMethod, type MessageShape } from "@bufbuild/protobuf";
+import { create, fromBinary, type DescMessage, type DescMethod, type MessageShape } from "@bufbuild/protobuf";
 import {
   ConfigureQueueResponseSchema,
   GetQueueStatsRequestSchema,
@@ -12,7 +12,7 @@ import {
 } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { partitionsOfQueue, type Placement } from "./call-routes.js";
-import { notAPageToken, parsePageToken } from "./partition-merge.js";
+import { encode, notAPageToken, parsePageToken } from "./partition-merge.js";
 
 /** Sends `request` (encoded) to `partition`'s server, as the call being routed or as `path`. */
 export type AskAt = (partition: number, request: Buffer, path?: string) => Promise<Buffer>;
@@ -140,8 +140,4 @@ export async function listQueuesAcross(request: Buffer, placement: Placement, as
 
 function durationMs(duration: QueueStats["latency"]): number {
   return duration === undefined ? 0 : Number(duration.seconds) * 1000 + duration.nanos / 1e6;
-}
-
-function encode<S extends DescMessage>(schema: S, init: Record<string, unknown>): Buffer {
-  return Buffer.from(toBinary(schema, create(schema, init as never)));
 }

@@ -89,6 +89,8 @@ export function queuePlacement(partition: {
   spread?: SpreadQueues;
 }): (queue: string, job: PlacementKeys, field: string) => void {
   return (queue, job, field) => {
+    // Every submitted job passes here: a queue that is not spread needs only its hash.
+    if (partition.spread?.[queue] === undefined && fnv1a32(queue) % partition.count === partition.index) return;
     const { home, key } = jobPartitions(queue, job, partition);
     if (!home.includes(partition.index)) {
       const where = home.length === 1 ? `partition ${home[0]}` : `partitions ${home.join(", ")}`;
