@@ -10,7 +10,15 @@ import type { JobSpec } from "@worq/client/gen/worq/v1/job_pb.js";
 import type { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import type { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { LIMITS } from "../model/limits.js";
-import { keyedPartition, scheduleHome, partitionOfId, placementKey, queuePartitions, type SpreadQueues } from "../model/partition.js";
+import {
+  keyedPartition,
+  scheduleHome,
+  spreadOf,
+  partitionOfId,
+  placementKey,
+  queuePartitions,
+  type SpreadQueues,
+} from "../model/partition.js";
 
 /** What a node routes by: the partition count and the spread queues. */
 export interface Placement {
@@ -49,7 +57,7 @@ function byId(id: string, field: string, placement: Placement): CallTarget {
 /** The partitions `queue` lives in ("" is the default queue): its home, or a spread queue's. */
 export function partitionsOfQueue(queue: string, placement: Placement): number[] {
   const name = queue || LIMITS.defaultQueue;
-  return queuePartitions(name, placement.count, placement.spread[name]);
+  return queuePartitions(name, placement.count, spreadOf(placement.spread, name));
 }
 
 const byQueue = (queue: string, placement: Placement): CallTarget => ({ kind: "some", partitions: partitionsOfQueue(queue, placement) });

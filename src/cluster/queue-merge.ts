@@ -12,6 +12,7 @@ import {
 } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { partitionsOfQueue, type Placement } from "./call-routes.js";
+import { spreadOf } from "../model/partition.js";
 import { encode, notAPageToken, parsePageToken } from "./partition-merge.js";
 
 /** Sends `request` (encoded) to `partition`'s server, as the call being routed or as `path`. */
@@ -118,7 +119,7 @@ export async function listQueuesAcross(request: Buffer, placement: Placement, as
       ListQueuesResponseSchema,
       await ask(partition, encode(ListQueuesRequestSchema, { pageSize: size - queues.length, pageToken: token })),
     );
-    queues.push(...part.queues.filter((stats) => placement.spread[stats.queue] === undefined));
+    queues.push(...part.queues.filter((stats) => spreadOf(placement.spread, stats.queue) === undefined));
     if (part.nextPageToken) [token, next] = [part.nextPageToken, `${partition}:${part.nextPageToken}`];
     else [partition, token, next] = [partition + 1, "", partition + 1 < placement.count || spread.length > 0 ? `${partition + 1}:` : ""];
     if (queues.length >= size || part.nextPageToken) return encode(ListQueuesResponseSchema, { queues, nextPageToken: next });

@@ -40,6 +40,14 @@ export function checkPartitionCount(count: number, field: string): void {
 /** Hot queues spread over several partitions, by name: how many partitions each (2 or more). */
 export type SpreadQueues = Readonly<Record<string, number>>;
 
+/**
+ * How many partitions `queue` is spread over (undefined: not spread). An own property only:
+ * a queue may be named "toString" or "constructor", which a plain object also answers.
+ */
+export function spreadOf(spread: SpreadQueues | undefined, queue: string): number | undefined {
+  return spread !== undefined && Object.hasOwn(spread, queue) ? spread[queue] : undefined;
+}
+
 /** Where jobs are placed: the partition count and the spread queues. */
 export interface PartitionLayout {
   count: number;
@@ -63,7 +71,7 @@ export function parseSpreadQueues(text: string, count: number, field: string): S
     const k = Number(width);
     if (k < 2 || k > count)
       throw new RangeError(`${field}: ${queue} spread over ${k} partitions; it takes 2 to ${count} (the partition count)`);
-    if (queue in spread) throw new RangeError(`${field}: ${queue} is given twice`);
+    if (Object.hasOwn(spread, queue)) throw new RangeError(`${field}: ${queue} is given twice`);
     spread[queue] = k;
   }
   return spread;
@@ -90,7 +98,7 @@ export function queuePlacement(partition: {
 }): (queue: string, job: PlacementKeys, field: string) => void {
   return (queue, job, field) => {
     // Every submitted job passes here: a queue that is not spread needs only its hash.
-    if (partition.spread?.[queue] === undefined && fnv1a32(queue) % partition.count === partition.index) return;
+    if (spreadOf(partition.spread, queue) === undefined && fnv1a32(queue) % partition.count === partition.index) return;
     const { home, key } = jobPartitions(queue, job, partition);
     if (!home.includes(partition.index)) {
       const where = home.length === 1 ? `partition ${home[0]}` : `partitions ${home.join(", ")}`;
@@ -124,7 +132,7 @@ function jobPartitions(
   job: PlacementKeys,
   layout: { count: number; spread?: SpreadQueues },
 ): { home: number[]; key: string } {
-  const partitions = queuePartitions(queue, layout.count, layout.spread?.[queue]);
+  const partitions = queuePartitions(queue, layout.count, spreadOf(layout.spread, queue));
   const key = partitions.length > 1 ? placementKey(job) : "";
   return { home: key ? [keyedPartition(partitions, key)] : partitions, key };
 }

@@ -6,7 +6,16 @@ import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js
 import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { adminRoutes, jobPartition, producerRoutes, workerRoutes, type Placement } from "../../src/cluster/call-routes.js";
 import { randomUuidV4 } from "../../src/engine/uuid.js";
-import { fnv1a32, keyedPartition, queuePartitions, SpreadTurns, withPartition } from "../../src/model/partition.js";
+import {
+  fnv1a32,
+  keyedPartition,
+  parseSpreadQueues,
+  queuePartitions,
+  queuePlacement,
+  spreadOf,
+  SpreadTurns,
+  withPartition,
+} from "../../src/model/partition.js";
 
 function placement(count: number, spread: Record<string, number> = {}): Placement {
   let turn = 0;
@@ -70,6 +79,18 @@ describe("call routes: where each RPC goes once the job space is partitioned", (
     for (let i = 0; i < 8; i++) for (const queue of ["a", "b"] as const) placed[queue].add(jobPartition(job({ queue }), p));
     expect([...placed.a].sort()).toEqual(queuePartitions("a", 16, 2).sort());
     expect([...placed.b].sort()).toEqual(queuePartitions("b", 16, 2).sort());
+  });
+
+  it("queues named like an object's own properties (toString, constructor) are not spread unless listed, and can be", () => {
+    for (const queue of ["toString", "constructor", "__proto__", "hasOwnProperty"]) {
+      expect(jobPartition(job({ queue }), placement(16, { hot: 4 }))).toBe(fnv1a32(queue) % 16);
+      const home = fnv1a32(queue) % 16;
+      expect(() => queuePlacement({ index: home, count: 16, spread: { hot: 4 } })(queue, {}, "job")).not.toThrow();
+    }
+    const spread = parseSpreadQueues("constructor=2,toString=3", 16, "--spread-queues");
+    expect(spreadOf(spread, "constructor")).toBe(2);
+    const p = placement(16, spread);
+    expect(new Set(Array.from({ length: 6 }, () => jobPartition(job({ queue: "toString" }), p))).size).toBe(3);
   });
 
   it("SubmitBatch: each job to its own queue's partition, in order", () => {
