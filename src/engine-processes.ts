@@ -19,6 +19,8 @@ export interface EngineProcess {
   child: ChildProcess | undefined;
   /** Where it takes gRPC calls, once listening (undefined while it starts or after it died). */
   grpcAddress: string | undefined;
+  /** Where its HTTP port takes the job JSON routes (/v1/jobs), while it listens. */
+  httpAddress: string | undefined;
   restarts: number;
 }
 
@@ -40,7 +42,13 @@ export class EngineProcesses {
     private readonly advertised: string,
     private readonly log: Logger,
   ) {
-    this.engines = Array.from({ length: count }, (_, index) => ({ index, child: undefined, grpcAddress: undefined, restarts: 0 }));
+    this.engines = Array.from({ length: count }, (_, index) => ({
+      index,
+      child: undefined,
+      grpcAddress: undefined,
+      httpAddress: undefined,
+      restarts: 0,
+    }));
   }
 
   /** Starts every engine; rejects (having stopped those that started) if one does not listen. */
@@ -116,9 +124,10 @@ export class EngineProcesses {
         () => failed(new Error(`engine ${engine.index} did not listen within ${ENGINE_START_MS} ms`)),
         ENGINE_START_MS,
       );
-      child.once("message", (message: { grpcPort?: number }) => {
+      child.once("message", (message: { grpcPort?: number; httpPort?: number }) => {
         clearTimeout(timer);
         engine.grpcAddress = `${this.advertised}:${message.grpcPort}`;
+        engine.httpAddress = `${this.advertised}:${message.httpPort}`;
         listening();
       });
       child.once("error", (error) => {
@@ -129,6 +138,7 @@ export class EngineProcesses {
         clearTimeout(timer);
         const wasServing = engine.grpcAddress !== undefined;
         engine.grpcAddress = undefined;
+        engine.httpAddress = undefined;
         engine.child = undefined;
         if (!wasServing) return failed(new Error(`engine ${engine.index} exited (${signal ?? code}) before listening`));
         if (this.stopping) return;

@@ -61,6 +61,7 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
   const directory: PartitionDirectory = {
     placement: { count, spread, nextTurn: (queue) => turns.next(queue) },
     addressOf: (partition) => engines[partition]?.grpcAddress,
+    httpAddressOf: (partition) => engines[partition]?.httpAddress,
     owners: () =>
       engines.flatMap((engine) =>
         engine.grpcAddress === undefined

@@ -39,6 +39,8 @@ export interface ServedPartition {
   close(): Promise<void>;
   /** Where other nodes reach it (gRPC host:port), if it has a port. */
   grpcAddress?: string;
+  /** Where its HTTP port is (host:port), for the job JSON routes. */
+  httpAddress?: string;
 }
 
 export interface PartitionHostOptions<S extends ServedPartition> {
@@ -213,7 +215,8 @@ export class PartitionHost<S extends ServedPartition> {
     }
     // Served once loaded: it answers for every job of its slice from here on.
     this.owned.set(partition, { epoch, served, renewal });
-    if (served.grpcAddress !== undefined) await publishAddress(this.client, partition, this.options.nodeId, epoch, served.grpcAddress);
+    if (served.grpcAddress !== undefined)
+      await publishAddress(this.client, partition, this.options.nodeId, epoch, served.grpcAddress, served.httpAddress);
     this.options.log.info("serving partition", { partition, epoch });
   }
 

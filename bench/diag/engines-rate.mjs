@@ -8,6 +8,8 @@
  *   node bench/diag/engines-rate.mjs [engines, default 2] [poll ms, default 0 = none] [one]
  *
  * PROFILE_DIR=dir writes each server process's CPU profile there (node --cpu-prof).
+ * CAP_CORES=0.125 puts each server process in a cgroup of its own with that much CPU (as WM's
+ * capped rows do; needs root and the cgroup v1 cpu controller).
  */
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -16,6 +18,7 @@ import { join } from "node:path";
 import { WorqClient, Worker } from "@worq/client";
 import { GrpcLink } from "@worq/client/grpc-link.js";
 import { fnv1a32 } from "@worq/client/partition.js";
+import { createCpuCap } from "../lib/cpu-cap.mjs";
 import { startWorqServer } from "../lib/worq-server.mjs";
 
 /** Unary calls this process makes, by method, while the jobs run. */
@@ -48,6 +51,15 @@ const enginePids =
         .split("\n")
         .map(Number)
     : [];
+const capCores = Number(process.env.CAP_CORES ?? 0);
+const caps =
+  capCores > 0
+    ? [server.pid, ...enginePids].map((pid, i) => {
+        const cap = createCpuCap(`worq-engines-rate-${process.pid}-${i}`, { cores: capCores });
+        cap.add(pid);
+        return cap;
+      })
+    : [];
 const client = new WorqClient({ address: server.address });
 let done = 0;
 let resolveDone;
@@ -67,8 +79,10 @@ const cpuOf = (pid) => {
   const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
   return (Number(f[11]) + Number(f[12])) / 100;
 };
+const sysOf = (pid) => Number(readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")[12]) / 100;
 const pids = [server.pid, ...enginePids];
 const cpu0 = pids.map(cpuOf);
+const sys0 = pids.map(sysOf);
 const client0 = process.cpuUsage();
 for (const method of Object.keys(calls)) delete calls[method];
 let polls = 0;
@@ -103,6 +117,8 @@ console.log(
     e2eRate: Math.round(N / (ms / 1000)),
     parentCpuMsPerJob: perJob(cpu[0]),
     engineCpuMsPerJob: cpu.slice(1).map(perJob),
+    systemCpuMsPerJob: pids.map((pid, i) => perJob(sysOf(pid) - sys0[i])),
+    ...(caps.length > 0 && { throttled: caps.map((cap) => cap.stat()) }),
     serverCpuMsPerJob: perJob(cpu.reduce((a, b) => a + b, 0)),
     clientCpuMsPerJob: perJob(clientCpu),
     callsPerJob: Object.fromEntries(Object.entries(calls).map(([m, c]) => [m, +(c / N).toFixed(3)])),
@@ -112,5 +128,6 @@ await worker.stop();
 await running;
 client.close?.();
 await server.stop();
+caps.forEach((cap) => cap.remove());
 rmSync(dir, { recursive: true, force: true });
 process.exit(0);

@@ -69,6 +69,7 @@ export async function openNodeDoors(options: {
         routedCalls: routing.routedCalls,
         calls: routing.calls,
       },
+      { directory, linkTls },
       tls,
       log,
     );

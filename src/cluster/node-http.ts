@@ -14,6 +14,7 @@ import { connectAccessInterceptor } from "../transport/auth/http-access.js";
 import { scopedMetricsText } from "../transport/auth/scoped-metrics.js";
 import { mergePartitionMetrics } from "./metrics-merge.js";
 import { routeConnect } from "./node-connect.js";
+import { routeJobJson, type JobJsonRouting } from "./node-job-json.js";
 import type { RoutedCall } from "./partition-router.js";
 
 /** What the node's HTTP port shows of the node. */
@@ -33,17 +34,19 @@ export interface NodeView {
  * A partitioned node's HTTP port: the worq API over Connect and gRPC-Web, routed as on its
  * gRPC port (node-connect.ts), so the dashboard (served here too) and curl see the whole
  * cluster; /healthz, and /metrics of the node with those of the partitions it serves (each
- * sample labelled with its partition: metrics-merge.ts). `/v1/jobs` (the job JSON formats) is
- * not routed yet and says so. The door, access checks and request guard are the single
- * server's (http-server.ts).
+ * sample labelled with its partition: metrics-merge.ts); `/v1/jobs` (the job JSON formats) sent
+ * to the HTTP port of the partition that holds the jobs (node-job-json.ts). The door, access
+ * checks and request guard are the single server's (http-server.ts).
  */
 export function nodeHttp(
   config: ServerConfig,
   access: AccessControl,
   node: NodeView,
+  jobJson: Omit<JobJsonRouting, "access" | "maxBodyBytes" | "maxJobBytes">,
   tls: ReturnType<typeof readTlsFiles>,
   log: Logger,
 ): Server {
+  const jobRouting: JobJsonRouting = { ...jobJson, access, maxBodyBytes: maxMessageBytes(config), maxJobBytes: config.maxJobBytes };
   const connect = createConnectRoutes(
     {
       grpc: false,
@@ -88,14 +91,8 @@ export function nodeHttp(
         );
         return;
       }
-      if (path === "/v1/jobs" || path.startsWith("/v1/jobs/")) {
-        return replyJsonError(
-          response,
-          501,
-          "unimplemented",
-          "a partitioned node does not route /v1/jobs yet: use the Connect API (POST /worq.v1.ProducerService/Submit) or gRPC",
-        );
-      }
+      const jobRoute = routeJobJson(jobRouting, request, response, door);
+      if (jobRoute) return jobRoute;
       return handleDashboardRoute(request, response, path) || connect(request, response, path);
     }, log),
   );

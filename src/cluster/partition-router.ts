@@ -31,12 +31,19 @@ export interface PartitionDirectory {
   readonly placement: Placement;
   /** Where partition `partition` is served (gRPC host:port); undefined while it has no owner serving it. */
   addressOf(partition: number): string | undefined;
+  /** Where partition `partition`'s server takes HTTP (host:port), for the job JSON routes; undefined while unknown. */
+  httpAddressOf(partition: number): string | undefined;
   /** Who serves each partition now (those with an address), by index: the map server info publishes. */
   owners(): { index: number; nodeId: string; grpcAddress: string; epoch: bigint }[];
   /** The partition a call that any partition may take goes to: one this node serves, if any. */
   anyPartition(): number;
   /** Re-reads the owners now (a call found a partition gone from where it was); settles when read. */
   refresh(): Promise<void>;
+}
+
+/** A call that failed before it reached any server (grpc-js found no connection to make it on). */
+function neverSent(error: grpc.ServiceError): boolean {
+  return error.code === grpc.status.UNAVAILABLE && error.details.startsWith("No connection established");
 }
 
 /** How long a link to a partition's former server stays open for the calls already on it. */
@@ -151,15 +158,29 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
     return statusOf(error);
   };
 
-  const ask: AskPartition = async (partition, path, request, metadata, deadline) => {
-    const address = await addressFor(partition, deadline);
-    return new Promise((resolve, reject) => {
+  const askAt = (address: string, path: string, request: Buffer, metadata: grpc.Metadata, deadline: grpc.Deadline) =>
+    new Promise<Buffer>((resolve, reject) => {
       linkTo(address).call((client) =>
         client.makeUnaryRequest(path, rawBytes, rawBytes, request, outgoing(metadata, options.nodeId), { deadline }, (error, response) =>
-          error ? reject(failedAt(error)) : resolve(response!),
+          error ? reject(error) : resolve(response!),
         ),
       );
     });
+  const ask: AskPartition = async (partition, path, request, metadata, deadline) => {
+    const until = Math.min(Date.now() + OWNER_WAIT_MS, deadlineMs(deadline));
+    let address = await addressFor(partition, deadline);
+    for (;;) {
+      try {
+        return await askAt(address, path, request, metadata, deadline);
+      } catch (error) {
+        const failed = error as grpc.ServiceError;
+        // The old owner's port is closed (a handoff this node has not read yet): the call never
+        // left, so it goes to the new owner once the directory names one.
+        if (!neverSent(failed) || Date.now() >= until) throw failedAt(failed);
+        await Promise.all([directory.refresh(), new Promise((resolve) => setTimeout(resolve, 50))]);
+        address = await addressFor(partition, deadline);
+      }
+    }
   };
 
   const calls = new Map<string, RoutedCall>();

@@ -62,6 +62,7 @@ export async function startPartitionedNode(
     });
     return {
       grpcAddress: `${hostForAddress(advertiseHost)}:${server.grpcPort}`,
+      httpAddress: `${hostForAddress(advertiseHost)}:${server.httpPort}`,
       close: () => server.close(),
       reloadTokens: () => server.reloadTokens(),
       metricsText: () => server.metricsText(),
@@ -88,6 +89,7 @@ export async function startPartitionedNode(
       nextTurn: (queue) => turns.next(queue),
     },
     addressOf: (partition) => host.ownerOf(partition)?.grpcAddress,
+    httpAddressOf: (partition) => host.ownerOf(partition)?.httpAddress,
     owners: () =>
       Array.from({ length: count }, (_, index) => ({ index, owner: host.ownerOf(index) })).flatMap(({ index, owner }) =>
         owner?.grpcAddress === undefined ? [] : [{ index, nodeId: owner.node, grpcAddress: owner.grpcAddress, epoch: BigInt(owner.epoch) }],

@@ -1,7 +1,11 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Engine } from "../engine/engine.js";
+import { buildNewJob } from "../engine/submit-validation.js";
+import type { SubmitInput } from "../model/job.js";
 import { WorqError } from "../model/errors.js";
 import { formatJob, importJob, isJobFormat, type JobFormat } from "../formats/index.js";
+
+export { isJobFormat };
 import { ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
 import type { AccessControl, Caller } from "../transport/auth/access-control.js";
@@ -148,7 +152,26 @@ async function submit(engine: Engine, body: unknown, format: JobFormat, caller: 
   });
 }
 
-async function readJson(request: IncomingMessage, maxBytes: number): Promise<unknown> {
+/**
+ * For a node that places a POST's jobs in partitions before any of them stores one: each
+ * document read as a job to submit (throws the WorqError the route would answer), and, for a
+ * batch it splits, `checkNewJobs` checks every job's fields and size as its engine will.
+ */
+export function submitInputsOf(body: unknown, format: JobFormat, history: boolean): SubmitInput[] {
+  return (Array.isArray(body) ? body : [body]).map((document) => importJob(document, format, { history }).input);
+}
+
+/** Every job of a batch checked as its engine checks a new job (buildNewJob), named `jobs[i]`; throws the first refusal. */
+export function checkNewJobs(inputs: SubmitInput[], maxJobBytes: number): void {
+  const nowMs = Date.now();
+  inputs.forEach((input, i) => buildNewJob(input, `jobs[${i}]`, { jid: PROBE_JID, nowMs }, maxJobBytes));
+}
+
+/** A jid for checking a job's fields before a partition stores it (never stored). */
+const PROBE_JID = "00000000-0000-4000-8000-000000000000";
+
+/** The request's body as JSON: at most `maxBytes`, nested at most MAX_JSON_DEPTH deep (WORQ_TOO_LARGE, WORQ_INVALID_ARGUMENT naming `body`). */
+export async function readJson(request: IncomingMessage, maxBytes: number): Promise<unknown> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of request as AsyncIterable<Buffer>) {

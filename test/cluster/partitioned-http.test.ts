@@ -93,10 +93,31 @@ describe.skipIf(!postgresAvailable())("a partitioned node's HTTP port: Connect a
     expect(states.at(-1)).toBe(JobState.CANCELLED);
     expect((await createClient(AdminService, transport).getJob({ jid: jids[3]! })).job!.state).toBe(JobState.CANCELLED);
 
-    // /v1/jobs is not routed yet and says so; the dashboard's files are served.
-    const jobsRoute = await fetch(`http://127.0.0.1:${a.httpPort}/v1/jobs/${jids[0]}`);
-    expect(jobsRoute.status).toBe(501);
-    expect(((await jobsRoute.json()) as { message: string }).message).toContain("does not route /v1/jobs");
+    // /v1/jobs through either node: each job read from the partition its jid names (two of them
+    // served by the other node), and a batch over all four partitions split among them and
+    // answered in its order; the dashboard's files are served.
+    for (const node of [a, b])
+      for (const jid of jids) {
+        const read = await fetch(`http://127.0.0.1:${node.httpPort}/v1/jobs/${jid}?format=sidekiq`);
+        expect(read.status).toBe(200);
+        expect(((await read.json()) as { jid: string }).jid).toBe(jid);
+      }
+    const documents = Array.from({ length: 8 }, (_, i) => ({ jobtype: "json", queue: queueIn(i % COUNT), args: [i], jid: `doc-${i}` }));
+    const posted = await fetch(`http://127.0.0.1:${a.httpPort}/v1/jobs`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(documents),
+    });
+    expect(posted.status).toBe(200);
+    const answers = ((await posted.json()) as { jobs: { jid: string; client_id: string }[] }).jobs;
+    expect(answers.map((answer) => answer.client_id)).toEqual(documents.map((document) => document.jid));
+    for (const [i, answer] of answers.entries()) {
+      const job = (await connectJson(b, "/worq.v1.AdminService/GetJob", { jid: answer.jid })).json.job as {
+        queue: string;
+        args: unknown[];
+      };
+      expect(job).toMatchObject({ queue: documents[i]!.queue, args: [i] });
+    }
     expect((await fetch(`http://127.0.0.1:${a.httpPort}/`)).status).toBe(200);
   }, 60_000);
 

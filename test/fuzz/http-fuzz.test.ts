@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
-import { spawnServer, type ServerProcess } from "../e2e/support/server-process.js";
+import { childPids, spawnServer, type ServerProcess } from "../e2e/support/server-process.js";
 import { printFigures } from "../fault/support/figures.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { spawnNode, waitForCluster, type ClusterProcess } from "../cluster/support/cluster.js";
@@ -536,5 +536,29 @@ describe.skipIf(!postgresAvailable())("fuzzing the HTTP port of a partitioned no
     expect(health.partitions).toEqual([0, 1]);
     // The node's routes answered, not only its refusals: /healthz and /metrics gave 200s.
     expect(tally.statuses.get("200") ?? 0).toBeGreaterThan(0);
+  }, 1_800_000);
+});
+
+describe("fuzzing the HTTP port of an --engines server (its /v1/jobs sent to the engines' own ports)", () => {
+  const dataDir = mkdtempSync(join(tmpdir(), "worq-http-fuzz-engines-"));
+  let server: ServerProcess;
+  const tally = new Tally();
+  beforeAll(async () => {
+    server = await spawnServer(dataDir, ["--engines", "2", "--log-level", "warn"]);
+  });
+  afterAll(() => {
+    for (const pid of childPids(server)) process.kill(pid, "SIGKILL");
+    server.child.kill("SIGKILL");
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it(`the same inputs at the parent's port (${RUNS} per route, seed ${SEED}): parent and engines live, never answer 500, both engines still serve`, async () => {
+    const engines = childPids(server);
+    await fuzzHttpPort(server.httpPort, tally);
+    printFigures("http-fuzz-engines", figuresOf(tally, [server]));
+    await expectUnharmed([server], server.httpPort, tally);
+    expect(childPids(server).sort()).toEqual(engines.sort());
+    const health = (await (await fetch(`http://127.0.0.1:${server.httpPort}/healthz`)).json()) as { partitions: number[] };
+    expect(health.partitions).toEqual([0, 1]);
   }, 1_800_000);
 });
