@@ -4,7 +4,7 @@ import type { SubmitInput } from "../model/job.js";
 import { WorqError } from "../model/errors.js";
 import { LIMITS } from "../model/limits.js";
 import { keyedPartition, partitionOfId, placementKey } from "../model/partition.js";
-import { checkNewJobs, httpErrorOf, isJobFormat, readJson, submitInputsOf } from "../http/job-json-routes.js";
+import { checkNewJobs, httpErrorOf, isJobFormat, isJsonContentType, readJson, submitInputsOf } from "../http/job-json-routes.js";
 import { replyConnectError, replyJson, replyJsonError } from "../http/json-answer.js";
 import type { RequestTarget } from "../http/request-target.js";
 import { authorizeHttpRoute } from "../http/route-access.js";
@@ -47,8 +47,9 @@ interface PartAnswer {
  * whole or refused whole wherever the refusal can be known here, the node first checks every
  * document's shape (a document the formats refuse sends the whole body to one partition, which
  * refuses it with the single server's own message), the caller's access to every queue and
- * every job's fields and size, as its engine will. What only an engine knows (a dependency that
- * does not exist) can still refuse one part after another was stored: the answer says which.
+ * every job's fields and size, as its engine will. What only an engine knows (its --max-queues
+ * reached, a storage failure) can still refuse one part after another was stored: the answer
+ * says which.
  * Returns false when the request is not one of these routes.
  */
 export function routeJobJson(
@@ -69,8 +70,14 @@ export function routeJobJson(
   }
   const format = target.query.get("format") ?? "worq";
   const importMode = target.query.get("import");
-  if (request.method !== "POST" || jidSegment !== undefined || !isJobFormat(format) || (importMode !== null && importMode !== "history")) {
-    // Nothing to place: a partition's server gives the single server's answer (405, 400).
+  if (
+    request.method !== "POST" ||
+    jidSegment !== undefined ||
+    !isJobFormat(format) ||
+    (importMode !== null && importMode !== "history") ||
+    !isJsonContentType(request.headers["content-type"])
+  ) {
+    // Nothing to place: a partition's server gives the single server's answer (405, 400, 415).
     return relay(routing, request, response, anyPartition, undefined);
   }
   const history = importMode === "history";

@@ -110,7 +110,7 @@ function decodeJid(segment: string): string {
 }
 
 /** `application/json`, with parameters (charset) or not. */
-function isJsonContentType(contentType: string | undefined): boolean {
+export function isJsonContentType(contentType: string | undefined): boolean {
   return contentType !== undefined && contentType.split(";")[0]!.trim().toLowerCase() === "application/json";
 }
 

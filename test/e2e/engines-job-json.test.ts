@@ -160,6 +160,16 @@ describe("/v1/jobs through an --engines server's HTTP port", () => {
     );
     expect(scope.status).toBe(403);
     expect(scope.json.message).toMatch(/^jobs\[1\]\.queue/);
+    // Not said to be JSON: the single server's 415.
+    const plain = await fetch(`http://127.0.0.1:${server.httpPort}/v1/jobs`, {
+      method: "POST",
+      headers: { "content-type": "text/plain", authorization: `Bearer ${token}` },
+      body: JSON.stringify([
+        { jobtype: "t", queue: a1, args: [] },
+        { jobtype: "t", queue: a0, args: [] },
+      ]),
+    });
+    expect(plain.status).toBe(415);
     expect(await storedQueues(server, "ops-secret")).toEqual([]);
 
     // Only an engine knows it keeps its --max-queues already: engine 1's part is stored, engine 0's refused, and the answer says so.
