@@ -4,6 +4,7 @@ import { startServer } from "./main.js";
 import { tuneHeap } from "./heap-tuning.js";
 import { startPartitionedNode } from "./cluster/partitioned-node.js";
 import type { PartitionMetrics } from "./cluster/metrics-merge.js";
+import type { JobMeta } from "./model/job.js";
 
 /**
  * One engine process of `worq serve --engines N` (src/engine-processes.ts starts it with fork),
@@ -22,9 +23,36 @@ const log = createLogger(
   process.stderr,
   partitioned ? { node: config.cluster!.nodeId } : { engine: config.engineSlot?.index },
 );
+/** How long an engine waits for another engine's metas (asked over the parent) before the read fails and is tried again later. */
+const METAS_ANSWER_MS = 5_000;
+let metasAsked = 0;
+/** On LevelDB each engine's store holds its own partition: the metas of another's jobs are asked of it, over the parent. */
+const foreignMetas = (partition: number, jids: readonly string[]): Promise<(JobMeta | undefined)[]> => {
+  const id = ++metasAsked;
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => done(new Error(`engine ${partition} did not answer within ${METAS_ANSWER_MS} ms`)), METAS_ANSWER_MS);
+    const listen = (message: { metasAnswer?: number; metas?: (JobMeta | null)[]; error?: string }) => {
+      if (message.metasAnswer !== id) return;
+      if (message.error !== undefined) done(new Error(message.error));
+      else
+        done(
+          undefined,
+          (message.metas ?? []).map((meta) => meta ?? undefined),
+        );
+    };
+    const done = (error?: Error, metas: (JobMeta | undefined)[] = []) => {
+      clearTimeout(timer);
+      process.off("message", listen);
+      if (error) reject(error);
+      else resolve(metas);
+    };
+    process.on("message", listen);
+    process.send!({ askMetas: id, partition, jids }, (error: Error | null) => error && done(error));
+  });
+};
 const started = partitioned
   ? startPartitionedNode({ ...config, cluster: { ...config.cluster!, partitions: config.cluster!.partitions! }, store: config.store! }, log)
-  : startServer(config, log);
+  : startServer(config, log, undefined, { foreignMetas });
 const server = await started.catch((error: unknown) => {
   log.error("engine cannot start", { error: (error as Error).message });
   process.exit(1);
@@ -56,5 +84,14 @@ process.on("SIGHUP", () => {
 process.on("message", (message: { metrics?: number }) => {
   if (message.metrics === undefined) return;
   void partitionMetrics().then((parts) => process.send?.({ metricsOf: message.metrics, parts }));
+});
+// Another engine asks, over the parent, for the stored metas of jobs here that its jobs wait for.
+process.on("message", (message: { readMetas?: number; jids?: string[] }) => {
+  if (message.readMetas === undefined || !("storedMetas" in server)) return;
+  const reply = (answer: { metas?: (JobMeta | null)[]; error?: string }) => process.send?.({ metasRead: message.readMetas, ...answer });
+  server.storedMetas(message.jids ?? []).then(
+    (metas) => reply({ metas: metas.map((meta) => meta ?? null) }),
+    (error: Error) => reply({ error: error.message }),
+  );
 });
 process.send!({ grpcPort: server.grpcPort, httpPort: server.httpPort });

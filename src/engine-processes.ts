@@ -13,6 +13,13 @@ const RESTART_MS = [250, 10_000] as const;
 /** How long a request for an engine's metrics waits for its answer. */
 const METRICS_MS = 2_000;
 
+/** An engine's question for the metas of jobs in another engine's partition (src/engine-child.ts). */
+interface MetasQuestion {
+  askMetas?: number;
+  partition: number;
+  jids: string[];
+}
+
 /** One engine process as its parent keeps it. */
 export interface EngineProcess {
   index: number;
@@ -124,11 +131,17 @@ export class EngineProcesses {
         () => failed(new Error(`engine ${engine.index} did not listen within ${ENGINE_START_MS} ms`)),
         ENGINE_START_MS,
       );
-      child.once("message", (message: { grpcPort?: number; httpPort?: number }) => {
+      const onListening = (message: { grpcPort?: number; httpPort?: number }) => {
+        if (message.grpcPort === undefined) return;
+        child.off("message", onListening);
         clearTimeout(timer);
         engine.grpcAddress = `${this.advertised}:${message.grpcPort}`;
         engine.httpAddress = `${this.advertised}:${message.httpPort}`;
         listening();
+      };
+      child.on("message", onListening);
+      child.on("message", (message: MetasQuestion) => {
+        if (message.askMetas !== undefined) this.relayMetas(child, message);
       });
       child.once("error", (error) => {
         clearTimeout(timer);
@@ -146,6 +159,31 @@ export class EngineProcesses {
         this.restart(engine);
       });
     });
+  }
+
+  /**
+   * An engine asks for the stored metas of jobs in another engine's partition (its jobs wait
+   * for them): asked of that engine, its answer (or why there is none) passed back.
+   */
+  private relayMetas(asker: ChildProcess, question: MetasQuestion): void {
+    const reply = (answer: { metas?: unknown[]; error?: string }) => {
+      if (asker.connected) asker.send({ metasAnswer: question.askMetas, ...answer });
+    };
+    const holder = this.engines[question.partition];
+    const child = holder?.child;
+    if (!child || holder.grpcAddress === undefined) return reply({ error: `engine ${question.partition} is not serving now` });
+    const id = ++this.asked;
+    const timer = setTimeout(() => done({ error: `engine ${question.partition} did not answer within ${METRICS_MS} ms` }), METRICS_MS);
+    const listen = (message: { metasRead?: number; metas?: unknown[]; error?: string }) => {
+      if (message.metasRead === id) done(message.error === undefined ? { metas: message.metas ?? [] } : { error: message.error });
+    };
+    const done = (answer: { metas?: unknown[]; error?: string }) => {
+      clearTimeout(timer);
+      child.off("message", listen);
+      reply(answer);
+    };
+    child.on("message", listen);
+    child.send({ readMetas: id, jids: question.jids }, (error) => error && done({ error: error.message }));
   }
 
   private restart(engine: EngineProcess): void {

@@ -32,6 +32,7 @@ import { listenFaktory, type FaktoryListener } from "./faktory/listener.js";
 import type { FaktoryPassword } from "./faktory/handshake.js";
 import { loadTokenFile } from "./transport/auth/token-file.js";
 import { createStore } from "./storage/open-store.js";
+import type { JobMeta } from "./model/job.js";
 import type { Store } from "./engine/store.js";
 import { LIMITS } from "./model/limits.js";
 import { OtlpExporter } from "./tracing/otlp-exporter.js";
@@ -59,6 +60,14 @@ export interface RunningServer {
 export interface SingleServer extends RunningServer {
   /** What its /metrics shows now (Prometheus text format). */
   metricsText(): Promise<string>;
+  /** The stored metas of `jids` (undefined where none): what another engine of --engines reads of the jobs its jobs wait for. */
+  storedMetas(jids: readonly string[]): Promise<(JobMeta | undefined)[]>;
+}
+
+/** What an engine process of --engines gives its server (src/engine-child.ts). */
+export interface EngineHooks {
+  /** Reads the metas of jobs in another engine's store (asked over the parent). */
+  foreignMetas(partition: number, jids: readonly string[]): Promise<(JobMeta | undefined)[]>;
 }
 
 /** Overhead a batch or a job's non-data fields may add above the job data limit. */
@@ -86,7 +95,12 @@ export interface LeaderHooks {
 }
 
 /** The composition root: config -> store -> engine -> gRPC server. */
-export async function startServer(config: ServerConfig, log: Logger, leader?: LeaderHooks): Promise<SingleServer> {
+export async function startServer(
+  config: ServerConfig,
+  log: Logger,
+  leader?: LeaderHooks,
+  engineHooks?: EngineHooks,
+): Promise<SingleServer> {
   // Read every key and token file before opening the store: a bad path fails the start at once.
   const tls = readTlsFiles(config);
   const access = new AccessControl({
@@ -131,6 +145,7 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
     onBatch,
     ...(leader && { applicationName: leader.applicationName, onWriterLost: leader.onStorageFailure }),
     ...(leader?.partition && { partition: { index: leader.partition.index, epoch: leader.partition.epoch } }),
+    ...(engineHooks && { foreignMetas: (partition: number, jids: readonly string[]) => engineHooks.foreignMetas(partition, jids) }),
   };
   let configured = createStore(config, listeners);
   const { store, location } = configured;
@@ -359,6 +374,8 @@ export async function startServer(config: ServerConfig, log: Logger, leader?: Le
     tls: tls !== undefined,
     reloadTokens,
     metricsText: () => metrics.registry.metrics(),
+    // The store in use (replaced when storage recovers): only what is durable is read.
+    storedMetas: (jids) => Promise.all(jids.map((jid) => configured.store.getMeta(jid))),
     close,
   };
 }

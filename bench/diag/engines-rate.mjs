@@ -32,7 +32,7 @@ GrpcLink.prototype.unary = function (path, request) {
 
 const engines = Number(process.argv[2] ?? 2);
 const pollMs = Number(process.argv[3] ?? 0);
-const N = 10_000;
+const N = Number(process.env.JOBS ?? 10_000);
 const oneEngine = process.argv[4] === "one";
 const ALL_QUEUES = Array.from({ length: 16 }, (_, i) => `wm-${String(i).padStart(2, "0")}`);
 /** With "one": only the queues of the first engine (the others idle), to tell the split's cost from the processes'. */
@@ -81,6 +81,17 @@ const cpuOf = (pid) => {
 };
 const sysOf = (pid) => Number(readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")[12]) / 100;
 const pids = [server.pid, ...enginePids];
+/** Per partition: the server's store commits and the RPCs it answered, by method, from its /metrics. */
+const serverCounts = async () => {
+  const text = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`)).text();
+  const counts = {};
+  for (const [, labels, value] of text.matchAll(/^worq_(?:store_write_duration_seconds|rpc_duration_seconds)_count\{([^}]*)\} (\d+)$/gm)) {
+    const method = /method="([^"]+)"/.exec(labels)?.[1] ?? "commit";
+    counts[method] = (counts[method] ?? 0) + Number(value);
+  }
+  return counts;
+};
+const counts0 = await serverCounts();
 const cpu0 = pids.map(cpuOf);
 const sys0 = pids.map(sysOf);
 const client0 = process.cpuUsage();
@@ -107,6 +118,7 @@ const ms = performance.now() - started;
 if (poller) clearInterval(poller);
 const perJob = (seconds) => +((seconds * 1000) / N).toFixed(3);
 const cpu = pids.map((pid, i) => cpuOf(pid) - cpu0[i]);
+const counts1 = await serverCounts();
 const clientCpu = (process.cpuUsage(client0).user + process.cpuUsage(client0).system) / 1e6;
 console.log(
   JSON.stringify({
@@ -121,6 +133,11 @@ console.log(
     ...(caps.length > 0 && { throttled: caps.map((cap) => cap.stat()) }),
     serverCpuMsPerJob: perJob(cpu.reduce((a, b) => a + b, 0)),
     clientCpuMsPerJob: perJob(clientCpu),
+    serverPerJob: Object.fromEntries(
+      Object.entries(counts1)
+        .map(([name, count]) => [name, +((count - (counts0[name] ?? 0)) / N).toFixed(3)])
+        .filter(([, perJob]) => perJob > 0),
+    ),
     callsPerJob: Object.fromEntries(Object.entries(calls).map(([m, c]) => [m, +(c / N).toFixed(3)])),
   }),
 );

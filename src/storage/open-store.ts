@@ -1,6 +1,7 @@
 import { readdir, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { Store } from "../engine/store.js";
+import type { JobMeta } from "../model/job.js";
 import { LevelStore } from "./level/level-store.js";
 import { PostgresStore } from "./postgres/postgres-store.js";
 import { isPostgresUrl, redactedUrl } from "./postgres/url.js";
@@ -24,6 +25,8 @@ export interface StoreListeners {
   onWriterLost?: (error: Error) => void;
   /** PostgreSQL: one partition's fenced slice, for its owner at `epoch` (src/partition-host.ts). */
   partition?: { index: number; epoch: number };
+  /** LevelDB, an engine of --engines: reads the metas of jobs in the other engines' stores (LevelStore.getMetasIn). */
+  foreignMetas?: (partition: number, jids: readonly string[]) => Promise<(JobMeta | undefined)[]>;
 }
 
 /** The server's store: PostgreSQL when `store` (`--store`, WORQ_STORE) is given, else LevelDB in `dataDir`. */
@@ -39,7 +42,7 @@ export function storeAt(location: string, listeners: StoreListeners = {}): Confi
   }
   const dataDir = resolve(location);
   return {
-    store: new LevelStore(dataDir, listeners.onBatch),
+    store: new LevelStore(dataDir, listeners.onBatch, listeners.foreignMetas),
     location: dataDir,
     dataBytes: readAtMostOncePer(DATA_BYTES_FRESH_MS, () => directoryBytes(dataDir)),
   };

@@ -73,12 +73,23 @@ export class LevelStore implements Store {
    * once per group (at its write) instead of k times.
    */
   private pendingCounters: Counters | undefined;
+  /**
+   * Jobs of another partition's store (`--engines`: each engine's LevelDB holds its own
+   * partition, and is open in that engine's process only): read by asking that engine. Set
+   * only for an engine of `--engines`, so that its jobs may wait for jobs of the others.
+   */
+  readonly getMetasIn?: (partition: number, jids: readonly string[]) => Promise<(JobMeta | undefined)[]>;
 
-  /** `onBatch` hears of each durable batch: its time in seconds and its key operations. */
+  /**
+   * `onBatch` hears of each durable batch: its time in seconds and its key operations;
+   * `foreignMetas` reads the metas of other partitions' jobs (see getMetasIn).
+   */
   constructor(
     readonly dataDir: string,
     onBatch: (seconds: number, operations: number) => void = () => {},
+    foreignMetas?: (partition: number, jids: readonly string[]) => Promise<(JobMeta | undefined)[]>,
   ) {
+    if (foreignMetas) this.getMetasIn = foreignMetas;
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     this.db = new Level<string, Uint8Array>(dataDir, { keyEncoding: "utf8", valueEncoding: "view" });
     this.committer = new GroupCommitter(async (ops) => {

@@ -1,0 +1,109 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Code } from "@connectrpc/connect";
+import { afterAll, describe, expect, it } from "vitest";
+import { JobState, Worker, WorqClient } from "@worq/client";
+import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
+import { childPids, spawnServer, type ServerProcess } from "./support/server-process.js";
+
+const ENGINES = 2;
+
+/** A queue name that lives in engine `index`. */
+function queueOf(index: number, prefix: string): string {
+  for (let i = 0; ; i++) if (fnv1a32(`${prefix}${i}`) % ENGINES === index) return `${prefix}${i}`;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * `worq serve --engines` on LevelDB: each engine's store holds its own partition and is open
+ * in that engine's process only, so a job waiting for a job of another engine reads its state
+ * by asking that engine (over the parent) while it waits. Real engine processes, SIGKILLed.
+ */
+describe("--engines: a job waits for jobs of another engine", () => {
+  const dirs: string[] = [];
+  const servers: ServerProcess[] = [];
+  afterAll(() => {
+    for (const server of servers) {
+      for (const pid of childPids(server)) if (alive(pid)) process.kill(pid, "SIGKILL");
+      server.child.kill("SIGKILL");
+    }
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("AFTER and AFTER_ANY on jobs of the other engine: released once they end, failures propagate, a missing one is refused; a wait survives the server SIGKILLed", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "worq-engines-deps-"));
+    dirs.push(dir);
+    const args = ["--engines", String(ENGINES), "--orphan-grace", "500ms"];
+    let server = await spawnServer(dir, args);
+    servers.push(server);
+    const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
+    const [q0, q1] = [queueOf(0, "dq"), queueOf(1, "dq")];
+    const first = await client.submit("ok", { queue: q0 });
+    const failing = await client.submit("bad", { queue: q0, retry: { maxAttempts: 1 } });
+    const after = await client.submit("ok", { queue: q1, dependsOn: { jids: [first] } });
+    // Waits for one job of each engine, one of them itself waiting across engines.
+    const afterBoth = await client.submit("ok", { queue: q0, dependsOn: { jids: [first, after] } });
+    const afterAny = await client.submit("ok", { queue: q1, dependsOn: { type: "after_any", jids: [failing] } });
+    const afterFailed = await client.submit("ok", { queue: q1, dependsOn: { jids: [failing] } });
+    expect(partitionOfId(after, ENGINES)).toBe(1);
+    for (const jid of [after, afterBoth, afterAny, afterFailed]) expect((await client.getJob(jid)).state).toBe(JobState.PENDING);
+    // A jid of the other engine that does not exist is refused, as one of its own would be.
+    const missing = first.slice(0, 24) + "0".repeat(9) + first.slice(33);
+    await expect(client.submit("ok", { queue: q1, dependsOn: { jids: [missing] } })).rejects.toMatchObject({
+      code: Code.InvalidArgument,
+      message: expect.stringContaining("does not exist"),
+    });
+
+    const started = new Map<string, number>();
+    const finished = new Map<string, number>();
+    const worker = new Worker({ client, queues: [q0, q1], concurrency: 4 });
+    worker.register("ok", (job) => {
+      started.set(job.jid, Date.now());
+      finished.set(job.jid, Date.now());
+    });
+    worker.register("bad", () => {
+      throw new Error("no");
+    });
+    const running = worker.run();
+    for (const jid of [first, after, afterBoth, afterAny]) expect((await client.waitResult(jid, 20_000)).state).toBe(JobState.COMPLETED);
+    const failed = await client.waitResult(afterFailed, 20_000);
+    expect(failed.state).toBe(JobState.DEAD_LETTER);
+    expect(failed.failure?.message).toBe(`dependency ${failing} ended DEAD_LETTER`);
+    // Each ran only after what it waited for had finished.
+    expect(started.get(after)!).toBeGreaterThanOrEqual(finished.get(first)!);
+    expect(started.get(afterBoth)!).toBeGreaterThanOrEqual(finished.get(after)!);
+    await worker.stop();
+    await running;
+
+    // The whole server SIGKILLed (its engines stop with it) while a job waits for one of the other engine: the restart finds the wait in its PENDING jobs.
+    const later = await client.submit("ok", { queue: q0, delayMs: 3_000 });
+    const waiting = await client.submit("ok", { queue: q1, dependsOn: { jids: [later] } });
+    const engines = childPids(server);
+    server.child.kill("SIGKILL");
+    await server.exited;
+    const deadline = Date.now() + 15_000;
+    while (engines.some(alive) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+    server = await spawnServer(dir, args);
+    servers.push(server);
+    const again = new WorqClient({ address: `127.0.0.1:${server.port}` });
+    expect((await again.getJob(waiting)).state).toBe(JobState.PENDING);
+    const worker2 = new Worker({ client: again, queues: [q0, q1], concurrency: 2 });
+    const ranAt = new Map<string, number>();
+    worker2.register("ok", (job) => void ranAt.set(job.jid, Date.now()));
+    const running2 = worker2.run();
+    expect((await again.waitResult(waiting, 20_000)).state).toBe(JobState.COMPLETED);
+    expect((await again.getJob(later)).state).toBe(JobState.COMPLETED);
+    expect(ranAt.get(waiting)!).toBeGreaterThanOrEqual(ranAt.get(later)!);
+    await worker2.stop();
+    await running2;
+  }, 90_000);
+});
