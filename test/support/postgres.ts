@@ -47,7 +47,8 @@ function clusterUser(): string | undefined {
   throw new Error("running as root and neither a postgres nor a nobody user exists to run PostgreSQL as");
 }
 
-export async function startPostgres(): Promise<PostgresCluster> {
+/** `durable`: fsync on, as a production primary runs (what bench/diag/pg-wal.mjs measures its commits with). */
+export async function startPostgres(options: { durable?: boolean } = {}): Promise<PostgresCluster> {
   const bin = binDir();
   if (!bin) throw new Error("PostgreSQL binaries not found");
   const user = clusterUser();
@@ -66,8 +67,8 @@ export async function startPostgres(): Promise<PostgresCluster> {
   // flushes are not under test; they only slow a busy machine down.
   run("initdb", ["-D", dataDir, "-A", "trust", "-U", "worq", "--no-sync", "-E", "UTF8", "--locale", "C"]);
   const port = await freePort();
-  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`;
-  run("pg_ctl", ["start", "-w", "-t", "60", "-D", dataDir, "-l", join(dir, "log"), "-o", options]);
+  const serverOptions = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=${options.durable ? "on" : "off"} -c max_connections=200`;
+  run("pg_ctl", ["start", "-w", "-t", "60", "-D", dataDir, "-l", join(dir, "log"), "-o", serverOptions]);
   let databases = 0;
   const admin = new pg.Client({ host: "127.0.0.1", port, user: "worq", database: "postgres" });
   await admin.connect();
