@@ -72,7 +72,9 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
     // The addresses change only when an engine starts again, which updates them itself.
     refresh: () => Promise.resolve(),
   };
-  const linkTls = tls && { ca: readFileSync(config.tls!.certFile), cert: tls.cert, key: tls.key };
+  // The engines present this process's own certificate: it chains to the client CA (as a
+  // cluster's nodes default to), or is self-signed and trusted as itself.
+  const linkTls = tls && { ca: readFileSync(config.tls!.clientCaFile ?? config.tls!.certFile), cert: tls.cert, key: tls.key };
   const served = () => engines.flatMap((engine) => (engine.grpcAddress === undefined ? [] : [engine.index]));
   const partitionMetrics = () => processes.metrics();
   let doors: NodeDoors;
