@@ -88,11 +88,10 @@ export function routeJobJson(
     try {
       body = await readJson(request, routing.maxBodyBytes);
     } catch (error) {
-      if (!(error instanceof WorqError)) throw error;
-      const { status, code } = httpErrorOf(error);
-      return replyJsonError(response, status, code, error.message, { indent: true });
+      return replyRefusal(response, error);
     }
-    const text = Buffer.from(JSON.stringify(body));
+    /** The body to send one partition whole (parsed here, so sent again as JSON). */
+    const whole = () => Buffer.from(JSON.stringify(body));
     const batch = Array.isArray(body);
     const documents = batch ? (body as unknown[]) : [body];
     let inputs: SubmitInput[];
@@ -100,24 +99,29 @@ export function routeJobJson(
       inputs = submitInputsOf(body, format, history);
     } catch {
       // The partition's server refuses it with the single server's message; nothing is stored.
-      return relay(routing, request, response, anyPartition, text);
+      return relay(routing, request, response, anyPartition, whole());
     }
     const partitions = placeDocuments(inputs, directory.placement);
     const groups = new Map<number, number[]>();
     partitions.forEach((partition, i) => groups.set(partition, [...(groups.get(partition) ?? []), i]));
-    if (groups.size <= 1) return relay(routing, request, response, partitions[0] ?? anyPartition, text);
+    if (groups.size <= 1) return relay(routing, request, response, partitions[0] ?? anyPartition, whole());
     try {
       if (!caller.scope.all)
         inputs.forEach((input, i) => checkQueueInScope(caller.scope, input.queue || LIMITS.defaultQueue, `jobs[${i}].queue`));
       // Each job as its engine checks it: a refusal is known before any part is stored.
       checkNewJobs(inputs, routing.maxJobBytes);
     } catch (error) {
-      if (!(error instanceof WorqError)) throw error;
-      const { status, code } = httpErrorOf(error);
-      return replyJsonError(response, status, code, error.message, { indent: true });
+      return replyRefusal(response, error);
     }
     await splitBatch(routing, request, response, documents, groups);
   })();
+}
+
+/** Answers a WorqError as the single server's route does; anything else is rethrown (the request guard answers it). */
+function replyRefusal(response: ServerResponse, error: unknown): void {
+  if (!(error instanceof WorqError)) throw error;
+  const { status, code } = httpErrorOf(error);
+  replyJsonError(response, status, code, error.message, { indent: true });
 }
 
 /** The partition a jid path segment names, if it decodes and names one. */
