@@ -5,6 +5,7 @@ import { tuneHeap } from "./heap-tuning.js";
 import { startPartitionedNode } from "./cluster/partitioned-node.js";
 import type { PartitionMetrics } from "./cluster/metrics-merge.js";
 import type { JobMeta } from "./model/job.js";
+import { askOverIpc } from "./ipc-ask.js";
 
 /**
  * One engine process of `worq serve --engines N` (src/engine-processes.ts starts it with fork),
@@ -27,28 +28,17 @@ const log = createLogger(
 const METAS_ANSWER_MS = 5_000;
 let metasAsked = 0;
 /** On LevelDB each engine's store holds its own partition: the metas of another's jobs are asked of it, over the parent. */
-const foreignMetas = (partition: number, jids: readonly string[]): Promise<(JobMeta | undefined)[]> => {
+const foreignMetas = async (partition: number, jids: readonly string[]): Promise<(JobMeta | undefined)[]> => {
   const id = ++metasAsked;
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => done(new Error(`engine ${partition} did not answer within ${METAS_ANSWER_MS} ms`)), METAS_ANSWER_MS);
-    const listen = (message: { metasAnswer?: number; metas?: (JobMeta | null)[]; error?: string }) => {
-      if (message.metasAnswer !== id) return;
-      if (message.error !== undefined) done(new Error(message.error));
-      else
-        done(
-          undefined,
-          (message.metas ?? []).map((meta) => meta ?? undefined),
-        );
-    };
-    const done = (error?: Error, metas: (JobMeta | undefined)[] = []) => {
-      clearTimeout(timer);
-      process.off("message", listen);
-      if (error) reject(error);
-      else resolve(metas);
-    };
-    process.on("message", listen);
-    process.send!({ askMetas: id, partition, jids }, (error: Error | null) => error && done(error));
-  });
+  const answer = await askOverIpc(
+    process,
+    { askMetas: id, partition, jids },
+    (message: { metasAnswer?: number; metas?: (JobMeta | null)[]; error?: string }) => (message.metasAnswer === id ? message : undefined),
+    METAS_ANSWER_MS,
+    `engine ${partition} did not answer within ${METAS_ANSWER_MS} ms`,
+  );
+  if (answer.error !== undefined) throw new Error(answer.error);
+  return (answer.metas ?? []).map((meta) => meta ?? undefined);
 };
 const started = partitioned
   ? startPartitionedNode({ ...config, cluster: { ...config.cluster!, partitions: config.cluster!.partitions! }, store: config.store! }, log)

@@ -3,6 +3,7 @@ import { fileURLToPath } from "node:url";
 import type { ServerConfig } from "./config.js";
 import type { Logger } from "./log.js";
 import type { PartitionMetrics } from "./cluster/metrics-merge.js";
+import { askOverIpc } from "./ipc-ask.js";
 
 /** The engine process's entry (compiled beside this module). */
 const ENGINE_CHILD = fileURLToPath(new URL("./engine-child.js", import.meta.url));
@@ -99,20 +100,13 @@ export class EngineProcesses {
         if (!child || engine.grpcAddress === undefined) return [];
         const id = ++this.asked;
         return [
-          new Promise<PartitionMetrics[]>((resolve, reject) => {
-            const timer = setTimeout(() => done(new Error(`engine ${engine.index} did not answer within ${METRICS_MS} ms`)), METRICS_MS);
-            const listen = (message: { metricsOf?: number; parts?: PartitionMetrics[] }) => {
-              if (message.metricsOf === id) done(undefined, message.parts ?? []);
-            };
-            const done = (error?: Error, parts: PartitionMetrics[] = []) => {
-              clearTimeout(timer);
-              child.off("message", listen);
-              if (error) reject(error);
-              else resolve(parts);
-            };
-            child.on("message", listen);
-            child.send({ metrics: id }, (error) => error && done(error));
-          }),
+          askOverIpc(
+            child,
+            { metrics: id },
+            (message: { metricsOf?: number; parts?: PartitionMetrics[] }) => (message.metricsOf === id ? (message.parts ?? []) : undefined),
+            METRICS_MS,
+            `engine ${engine.index} did not answer within ${METRICS_MS} ms`,
+          ),
         ];
       }),
     );
@@ -173,17 +167,16 @@ export class EngineProcesses {
     const child = holder?.child;
     if (!child || holder.grpcAddress === undefined) return reply({ error: `engine ${question.partition} is not serving now` });
     const id = ++this.asked;
-    const timer = setTimeout(() => done({ error: `engine ${question.partition} did not answer within ${METRICS_MS} ms` }), METRICS_MS);
-    const listen = (message: { metasRead?: number; metas?: unknown[]; error?: string }) => {
-      if (message.metasRead === id) done(message.error === undefined ? { metas: message.metas ?? [] } : { error: message.error });
-    };
-    const done = (answer: { metas?: unknown[]; error?: string }) => {
-      clearTimeout(timer);
-      child.off("message", listen);
-      reply(answer);
-    };
-    child.on("message", listen);
-    child.send({ readMetas: id, jids: question.jids }, (error) => error && done({ error: error.message }));
+    askOverIpc(
+      child,
+      { readMetas: id, jids: question.jids },
+      (message: { metasRead?: number; metas?: unknown[]; error?: string }) => (message.metasRead === id ? message : undefined),
+      METRICS_MS,
+      `engine ${question.partition} did not answer within ${METRICS_MS} ms`,
+    ).then(
+      (answer) => reply(answer.error === undefined ? { metas: answer.metas ?? [] } : { error: answer.error }),
+      (error: Error) => reply({ error: error.message }),
+    );
   }
 
   private restart(engine: EngineProcess): void {
