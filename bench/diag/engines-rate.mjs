@@ -7,11 +7,18 @@
  *
  *   node bench/diag/engines-rate.mjs [engines, default 2] [poll ms, default 0 = none] [one]
  *
- * PROFILE_DIR=dir writes each server process's CPU profile there (node --cpu-prof).
+ * JOBS=n measured jobs (10,000); WARMUP=n jobs first, unmeasured (compiled code, as a server
+ * that has been up a while); IN_FLIGHT and CONCURRENCY the producer's submits in flight and the
+ * worker's concurrency (50 each).
+ * PROFILE_DIR=dir writes each server process's CPU profile there (node --cpu-prof; its sampler
+ * is wall-clock: under contention, prefer PERF_DIR=dir, `perf record` of each server process
+ * over the measured jobs, read with `perf report -i`). STRACE_DIR=dir counts each server
+ * process's system calls over them (strace -c -f).
  * CAP_CORES=0.125 puts each server process in a cgroup of its own with that much CPU (as WM's
- * capped rows do; needs root and the cgroup v1 cpu controller).
+ * capped rows do, after the warm-up; needs root and the cgroup v1 cpu controller), each
+ * CAP_PERIOD_US long (100,000, as WM).
  */
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -34,6 +41,9 @@ const engines = Number(process.argv[2] ?? 2);
 const pollMs = Number(process.argv[3] ?? 0);
 const N = Number(process.env.JOBS ?? 10_000);
 const oneEngine = process.argv[4] === "one";
+/** Submits in flight and worker concurrency (IN_FLIGHT, CONCURRENCY): 50 each, as WM's per node. */
+const inFlight = Number(process.env.IN_FLIGHT ?? 50);
+const concurrency = Number(process.env.CONCURRENCY ?? 50);
 const ALL_QUEUES = Array.from({ length: 16 }, (_, i) => `wm-${String(i).padStart(2, "0")}`);
 /** With "one": only the queues of the first engine (the others idle), to tell the split's cost from the processes'. */
 const QUEUES = oneEngine ? ALL_QUEUES.filter((queue) => fnv1a32(queue) % engines === fnv1a32(ALL_QUEUES[0]) % engines) : ALL_QUEUES;
@@ -42,7 +52,10 @@ const profileDir = process.env.PROFILE_DIR;
 const server = await startWorqServer(dir, {
   serveArgs: engines > 1 ? ["--engines", String(engines)] : [],
   // Every process (the engines inherit the parent's flags) writes its own CPU.*.cpuprofile.
-  nodeArgs: profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : [],
+  nodeArgs: [
+    ...(profileDir ? ["--cpu-prof", "--cpu-prof-dir", profileDir] : []),
+    ...(process.env.PERF_DIR ? ["--perf-basic-prof-only-functions"] : []),
+  ],
 });
 const enginePids =
   engines > 1
@@ -52,29 +65,52 @@ const enginePids =
         .map(Number)
     : [];
 const capCores = Number(process.env.CAP_CORES ?? 0);
-const caps =
-  capCores > 0
-    ? [server.pid, ...enginePids].map((pid, i) => {
-        const cap = createCpuCap(`worq-engines-rate-${process.pid}-${i}`, { cores: capCores });
-        cap.add(pid);
-        return cap;
-      })
-    : [];
 const client = new WorqClient({ address: server.address });
 let done = 0;
+/** WARMUP=n jobs run through the same path before the clock starts (a server that has been up a while). */
+const WARMUP = Number(process.env.WARMUP ?? 0);
 let resolveDone;
+let warmedUp = () => {};
 const allDone = new Promise((r) => (resolveDone = r));
 const worker = new Worker({
   client,
   queues: QUEUES,
-  concurrency: 50,
+  concurrency,
   onEvent: (e) => {
-    if (e.event === "done" && ++done === N) resolveDone();
+    if (e.event !== "done") return;
+    done++;
+    if (done === WARMUP) warmedUp();
+    if (done === WARMUP + N) resolveDone();
   },
 });
 worker.register("t", () => 1);
 const running = worker.run();
 await new Promise((r) => setTimeout(r, 500));
+if (WARMUP > 0) {
+  const warm = new Promise((r) => (warmedUp = r));
+  let seq = 0;
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (seq < WARMUP) {
+        const i = seq++;
+        await client.submit("t", { queue: QUEUES[i % QUEUES.length], args: [i] });
+      }
+    }),
+  );
+  await warm;
+}
+// The caps are set after the warm-up, as WM's are.
+const caps =
+  capCores > 0
+    ? [server.pid, ...enginePids].map((pid, i) => {
+        const cap = createCpuCap(`worq-engines-rate-${process.pid}-${i}`, {
+          cores: capCores,
+          periodUs: Number(process.env.CAP_PERIOD_US ?? 100_000),
+        });
+        cap.add(pid);
+        return cap;
+      })
+    : [];
 const cpuOf = (pid) => {
   const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
   return (Number(f[11]) + Number(f[12])) / 100;
@@ -91,6 +127,19 @@ const serverCounts = async () => {
   }
   return counts;
 };
+/** STRACE_DIR=dir counts each server process's system calls over the run (strace -c -f), one file per process. */
+const straceDir = process.env.STRACE_DIR;
+const straces = straceDir
+  ? pids.map((pid) => spawn("strace", ["-c", "-f", "-p", String(pid), "-o", join(straceDir, `strace-${pid}.txt`)], { stdio: "ignore" }))
+  : [];
+/** PERF_DIR=dir samples each server process's on-CPU stacks over the run (perf record), one file per process. */
+const perfDir = process.env.PERF_DIR;
+if (perfDir)
+  for (const pid of pids)
+    straces.push(
+      spawn("perf", ["record", "-F", "997", "-g", "-p", String(pid), "-o", join(perfDir, `perf-${pid}.data`)], { stdio: "ignore" }),
+    );
+if (straces.length > 0) await new Promise((r) => setTimeout(r, 500));
 const counts0 = await serverCounts();
 const cpu0 = pids.map(cpuOf);
 const sys0 = pids.map(sysOf);
@@ -106,7 +155,7 @@ const poller =
 const started = performance.now();
 let next = 0;
 await Promise.all(
-  Array.from({ length: 50 }, async () => {
+  Array.from({ length: inFlight }, async () => {
     while (next < N) {
       const seq = next++;
       await client.submit("t", { queue: QUEUES[seq % QUEUES.length], args: [seq] });
@@ -115,6 +164,7 @@ await Promise.all(
 );
 await allDone;
 const ms = performance.now() - started;
+for (const strace of straces) strace.kill("SIGINT");
 if (poller) clearInterval(poller);
 const perJob = (seconds) => +((seconds * 1000) / N).toFixed(3);
 const cpu = pids.map((pid, i) => cpuOf(pid) - cpu0[i]);
@@ -124,6 +174,8 @@ console.log(
   JSON.stringify({
     engines,
     queues: QUEUES.length,
+    inFlight,
+    concurrency,
     pollMs,
     polls,
     e2eRate: Math.round(N / (ms / 1000)),

@@ -32,7 +32,7 @@ Workloads:
   WM  multi-node: W1 end-to-end over 16 queues with producers and workers spread over 1, 2
       and 4 \`worq serve --cluster\` nodes on one PostgreSQL database, then as many with
       \`--partitions 4\`, beside one LevelDB server; uncapped, and with each node capped at
-      a quarter core in its own cgroup (needs root and the cgroup v1 cpu controller; marked
+      an eighth of a core in its own cgroup (needs root and the cgroup v1 cpu controller; marked
       missing otherwise) (Worq only; PostgreSQL from Debian: bash scripts/install-postgres.sh)
 
 Options:

@@ -55,18 +55,21 @@ export async function runProducer(openProducer) {
 
 /**
  * Runs a worker from "go" until `expect` jobs are completed (their Ack stored), then reports
- * "done" with times and CPU; keeps working until "stop", then stops gracefully.
+ * "done" with times and CPU; keeps working until "stop", then stops gracefully. With
+ * `progressMs`, says how many it completed every that many ms (when the count grew).
  */
 export async function runWorker(openWorker) {
-  const { expect } = config;
+  const { expect, progressMs } = config;
   let count = 0;
   let goAt;
   let before;
   let firstAt;
+  let lastDoneAt;
   const worker = await openWorker(config, {
     onDone: () => {
       count++;
-      if (count === 1) firstAt = nowMs();
+      lastDoneAt = nowMs();
+      if (count === 1) firstAt = lastDoneAt;
       if (count === expect) {
         const lastAt = nowMs();
         const after = selfStats();
@@ -79,7 +82,18 @@ export async function runWorker(openWorker) {
   before = selfStats();
   goAt = nowMs();
   worker.start();
+  // With progressMs, the count so far and when its last job finished, whenever it grew: the
+  // orchestrator learns that all jobs are done from its workers, without asking the server.
+  let told = 0;
+  const progress =
+    progressMs > 0 &&
+    setInterval(() => {
+      if (count === told) return;
+      told = count;
+      send({ type: "progress", count, at: lastDoneAt });
+    }, progressMs);
   await command("stop");
+  if (progress) clearInterval(progress);
   await worker.stop();
   send({ type: "stopped", count, hwmMiB: selfStats().hwmMiB });
   await command("exit");

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { WorqClient } from "@worq/client";
 import { startPostgres } from "../../dist/test/support/postgres.js";
-import { nowMs, sleep } from "../lib/clock.mjs";
+import { sleep } from "../lib/clock.mjs";
 import { attempt, withScope } from "../lib/run-scope.mjs";
 import { figure, rate } from "../lib/stats.mjs";
 import { fig, markdownTable, num, ratio } from "../lib/table.mjs";
@@ -17,11 +17,25 @@ export const CLUSTER_SIZES = [1, 2, 4];
 /** `--engines` counts measured on LevelDB (one engine is the default server, the LevelDB row). */
 export const ENGINE_COUNTS = [2, 4];
 /**
- * The CPU each Worq node gets in the capped runs: an eighth of a core (2.5 ms of every 20 ms).
+ * The floor rows: k unrelated LevelDB servers, producer i and worker i on server i alone (no
+ * partitions, nothing split, no routing). What k capped processes get from this machine when
+ * nothing is shared: the most any k-node setup here could show.
+ */
+export const INDEPENDENT_COUNTS = [2, 4];
+/**
+ * The CPU each Worq node gets in the capped runs: an eighth of a core (12.5 ms of every 100 ms).
  * Four nodes then take half of this 2-core machine, and the clients and PostgreSQL the rest:
  * at a quarter core each, the clients and PostgreSQL ran short of CPU before the nodes did.
  */
 export const NODE_CORES = 0.125;
+/**
+ * The quota's period (µs): the kernel's default, and what `docker --cpus` and Kubernetes
+ * limits use. A cap stands in for a slower core of the node's own; with a 20 ms period each
+ * node ran in 2.5 ms slices, each begun with caches the other processes had just used, which
+ * cost the many-process setups most (`--engines 4` ÷ one server 0.93× at 20 ms, 1.20× at
+ * 100 ms, same day). WORQ_WM_PERIOD_US sets another (a diagnosis).
+ */
+const NODE_PERIOD_US = Number(process.env.WORQ_WM_PERIOD_US ?? 100_000);
 /** Submits in flight and worker concurrency per node: the offered load grows with the nodes, as a capacity test must. */
 const IN_FLIGHT = 50;
 const CONCURRENCY = 50;
@@ -44,9 +58,11 @@ const HOT_QUEUE = "wm-hot";
  * one producer process (50 single submits in flight) and one worker process (concurrency
  * 50), so the offered load grows with the nodes and each row shows what its nodes can carry;
  * the N jobs are shared among the producers. The same again with `--partitions` (PARTITIONS): the nodes share the
- * partitions, and the TS library sends each job straight to its partition's server. Done =
- * the first node's processed count reaching N (polled every 10 ms; merged over the
- * partitions when partitioned). And `--engines 2` and `4` on LevelDB: one server whose engine
+ * partitions, and the TS library sends each job straight to its partition's server. Before
+ * the clock starts, each setup runs warm-up jobs (warmupJobs) uncapped, so that what is
+ * measured is warm code, not each node's JIT. Done = the workers' completed counts (each says
+ * its own every 10 ms) summing to N, at the time the last job finished: the servers are not
+ * polled while the clock runs. And `--engines 2` and `4` on LevelDB: one server whose engine
  * processes each count as a node (a producer and a worker per engine, all given the server's
  * address; the library sends each job to its engine), against the one-server LevelDB row.
  * And the partitioned cluster again with every job in one hot queue spread over all the
@@ -55,7 +71,8 @@ const HOT_QUEUE = "wm-hot";
  * Every setup runs twice: uncapped (every process shares this machine's cores), and capped,
  * each Worq node in its own cgroup with NODE_CORES of CPU (clients and PostgreSQL
  * uncapped), so that what N nodes add shows on a machine with fewer cores than nodes (with
- * --engines: each engine process, and the routing parent, in a group of its own). The
+ * --engines: each engine process, and the routing parent, in a group of its own; the caps
+ * are set after the warm-up). The
  * capped rows say how often the nodes were throttled (at their quota: CPU-bound).
  */
 export async function runWM(ctx) {
@@ -77,13 +94,14 @@ export async function runWM(ctx) {
       ...CLUSTER_SIZES.map((k) => ({ store: "partitioned", nodes: k })),
       ...CLUSTER_SIZES.map((k) => ({ store: "hot", nodes: k })),
       ...ENGINE_COUNTS.map((k) => ({ store: "engines", nodes: k })),
+      ...INDEPENDENT_COUNTS.map((k) => ({ store: "independent", nodes: k })),
     ].filter((setup) => only("WORQ_WM_SETUPS", setup.store));
     const configs = modes.flatMap((mode) => setups.map((setup) => ({ ...setup, mode, id: configId(mode, setup.store, setup.nodes) })));
     const runs = Object.fromEntries(configs.map(({ id }) => [id, []]));
     for (let rep = 0; rep < reps; rep++) {
       for (const config of configs) {
         const label = `WM ${config.id} rep ${rep + 1}/${reps}`;
-        const url = config.store === "leveldb" ? undefined : await postgres.createDatabase();
+        const url = ["leveldb", "engines", "independent"].includes(config.store) ? undefined : await postgres.createDatabase();
         const result = await attempt(ctx, label, () => spreadRun(ctx, config, url, n));
         runs[config.id].push(result);
         if (!result.error) {
@@ -107,6 +125,7 @@ export async function runWM(ctx) {
       n,
       reps,
       nodeCores: NODE_CORES,
+      nodePeriodUs: NODE_PERIOD_US,
       queues: QUEUES.length,
       partitions: PARTITIONS,
       ...(capsMissing && { capsMissing }),
@@ -149,13 +168,6 @@ async function spreadRun(ctx, { nodes, mode, id, store }, url, n) {
       servers.push(server);
       pids.push(server.pid, ...(store === "engines" ? childPids(server.pid) : []));
     }
-    if (mode === "capped") {
-      pids.forEach((pid, i) => {
-        const cap = createCpuCap(`worq-bench-${process.pid}-${id}-${i}`, { cores: NODE_CORES });
-        caps.push(cap);
-        cap.add(pid);
-      });
-    }
     // One producer and one worker per node (per engine with --engines), at its node's address.
     const addresses = store === "engines" ? Array.from({ length: nodes }, () => servers[0].address) : servers.map((s) => s.address);
     const admins = servers.map((server) => new WorqClient({ address: server.address }));
@@ -169,32 +181,45 @@ async function spreadRun(ctx, { nodes, mode, id, store }, url, n) {
     return await withScope(ctx, async (scope) => {
       const share = (total, i) => Math.floor(total / nodes) + (i < total % nodes ? 1 : 0);
       let firstSeq = 0;
-      const producers = addresses.map((address, i) => {
-        const config = {
-          address,
-          queues,
-          n: share(n, i),
-          firstSeq,
-          mode: "single",
-          concurrency: IN_FLIGHT,
-        };
-        firstSeq += config.n;
-        return scope.child("worq-lib", "producer", config);
-      });
-      // A worker reports "done" at `expect` jobs; here the first node's count says when all are done.
+      const producersOf = (total) =>
+        addresses.map((address, i) => {
+          const config = { address, queues, n: share(total, i), firstSeq, mode: "single", concurrency: IN_FLIGHT };
+          firstSeq += config.n;
+          return scope.child("worq-lib", "producer", config);
+        });
+      // The workers say how many jobs they completed (every PROGRESS_MS): the sum says when all
+      // are done, and nobody asks the servers while the clock runs.
       const workers = addresses.map((address) =>
-        scope.child("worq-lib", "worker", { address, queues, concurrency: CONCURRENCY, expect: n + 1 }),
+        scope.child("worq-lib", "worker", { address, queues, concurrency: CONCURRENCY, progressMs: PROGRESS_MS }),
       );
-      await Promise.all([...producers, ...workers].map((child) => child.next("ready")));
-      const processed0 = Number((await admins[0].admin.getServerInfo({})).totalProcessed);
+      const progress = followProgress(workers);
+      await Promise.all(workers.map((worker) => worker.next("ready")));
+      workers.forEach((worker) => worker.send("go"));
+      // Warm-up, uncapped: every node's code compiled and its caches filled, as on a server
+      // that has been up a while (a cold node's JIT would otherwise take a share of its quota
+      // that grows with the node count, each node running fewer jobs).
+      const warmup = warmupJobs(n, nodes);
+      const warmers = producersOf(warmup);
+      await Promise.all(warmers.map((producer) => producer.next("ready")));
+      warmers.forEach((producer) => producer.send("go"));
+      await Promise.all(warmers.map((producer) => producer.next("result")));
+      await progress.reached(warmup);
+      await Promise.all(warmers.map((producer) => producer.close()));
+      if (mode === "capped") {
+        pids.forEach((pid, i) => {
+          const cap = createCpuCap(`worq-bench-${process.pid}-${id}-${i}`, { cores: NODE_CORES, periodUs: NODE_PERIOD_US });
+          caps.push(cap);
+          cap.add(pid);
+        });
+      }
+      const producers = producersOf(n);
+      await Promise.all(producers.map((producer) => producer.next("ready")));
       const throttle0 = caps.map((cap) => cap.stat());
       const serversCpu = () => pids.reduce((sum, pid) => sum + (cpuSeconds(pid) ?? NaN), 0);
       const cpu0 = serversCpu();
-      workers.forEach((worker) => worker.send("go"));
       producers.forEach((producer) => producer.send("go"));
       const submitted = await Promise.all(producers.map((producer) => producer.next("result")));
-      await until(async () => Number((await admins[0].admin.getServerInfo({})).totalProcessed) - processed0 >= n, 300_000, 10);
-      const lastAt = nowMs();
+      const lastAt = await progress.reached(warmup + n);
       const serverCpuSec = serversCpu() - cpu0;
       const throttle = caps.map((cap, i) => {
         const { periods, throttled } = cap.stat();
@@ -216,6 +241,47 @@ async function spreadRun(ctx, { nodes, mode, id, store }, url, n) {
     caps.forEach((cap) => cap.remove());
     dirs.forEach((dir) => rmSync(dir, { recursive: true, force: true }));
   }
+}
+
+/** How often each worker says how many jobs it completed. */
+const PROGRESS_MS = 10;
+
+/** Jobs run before the clock starts: half the measured count, at least 1,000 per node. */
+function warmupJobs(n, nodes) {
+  return Math.max(Math.round(n / 2), 1_000 * nodes);
+}
+
+/**
+ * The workers' progress lines summed: `reached(total)` resolves, once they completed that many
+ * jobs together, with the time the last of them finished (the latest `at` among the workers).
+ */
+function followProgress(workers) {
+  const latest = workers.map(() => ({ count: 0, at: 0 }));
+  const waiting = [];
+  const settle = () => {
+    const count = latest.reduce((sum, p) => sum + p.count, 0);
+    const at = Math.max(...latest.map((p) => p.at));
+    for (const w of waiting.filter((w) => count >= w.total)) {
+      waiting.splice(waiting.indexOf(w), 1);
+      w.resolve(at);
+    }
+  };
+  workers.forEach(async (worker, i) => {
+    for (;;) {
+      const message = await worker.next("progress").catch(() => undefined);
+      if (!message) return;
+      latest[i] = message;
+      settle();
+    }
+  });
+  return {
+    reached: (total) =>
+      new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`the workers did not complete ${total} jobs within 300 s`)), 300_000);
+        waiting.push({ total, resolve: (at) => (clearTimeout(timer), resolve(at)) });
+        settle();
+      }),
+  };
 }
 
 /** The child processes of `pid` (an engines server's engines). */
@@ -253,7 +319,7 @@ export function renderWM(result) {
   const cell = (mode, store, nodes) => {
     const figures = f[configId(mode, store, nodes)];
     // --engines is measured against the default server (one engine, in-process).
-    const base = (store === "engines" ? f[configId(mode, "leveldb", 1)] : f[configId(mode, store, 1)])?.e2eRate;
+    const base = (store === "engines" || store === "independent" ? f[configId(mode, "leveldb", 1)] : f[configId(mode, store, 1)])?.e2eRate;
     if (!figures) return ["missing", "", ""];
     return [fig(figures.e2eRate), store === "leveldb" ? "" : ratio(figures.e2eRate, base), fig(figures.jobsPerServerCpuSec)];
   };
@@ -275,6 +341,11 @@ export function renderWM(result) {
       label: `Worq, ${k} server${k > 1 ? "s" : ""} --cluster --partitions ${result.partitions ?? PARTITIONS}, one hot queue spread over all, PostgreSQL`,
     })),
     ...ENGINE_COUNTS.map((k) => ({ store: "engines", nodes: k, label: `Worq, 1 server --engines ${k}, LevelDB (each engine a node)` })),
+    ...INDEPENDENT_COUNTS.map((k) => ({
+      store: "independent",
+      nodes: k,
+      label: `Floor: ${k} unrelated LevelDB servers, each with its own producer and worker (nothing split)`,
+    })),
   ].map(({ store, nodes, label }) => [label, ...cell("uncapped", store, nodes), ...cell("capped", store, nodes), throttled(store, nodes)]);
   const cores = result.nodeCores ?? NODE_CORES;
   return [
@@ -294,7 +365,9 @@ export function renderWM(result) {
       rows,
     ),
     "",
-    "A `--cluster`'s leader runs the engine for all nodes, followers forward; with `--partitions` the nodes share the partitions and the library sends each job to its partition's server (docs/deploy.md); the hot-queue rows put every job in one queue spread over all the partitions (`--spread-queues`); `--engines k` is one server whose k engine processes each count as a node (k producers and workers; capped: each engine and the routing parent in a group of their own), its ratio against the one LevelDB server. Uncapped, every node, PostgreSQL and every client share this machine's cores; capped, each Worq node has its own cgroup v1 CPU quota (`cpu.cfs_quota_us` / `cpu.cfs_period_us`, 20 ms period) and the clients and PostgreSQL share the rest.",
+    "A `--cluster`'s leader runs the engine for all nodes, followers forward; with `--partitions` the nodes share the partitions and the library sends each job to its partition's server (docs/deploy.md); the hot-queue rows put every job in one queue spread over all the partitions (`--spread-queues`); `--engines k` is one server whose k engine processes each count as a node (k producers and workers; capped: each engine and the routing parent in a group of their own), its ratio against the one LevelDB server; the floor rows are k servers that share nothing (producer i and worker i on server i only), what k such processes get from this machine at all, against the same one server. Uncapped, every node, PostgreSQL and every client share this machine's cores; capped, each Worq node has its own cgroup v1 CPU quota (`cpu.cfs_quota_us` / `cpu.cfs_period_us`, " +
+      (result.nodePeriodUs ?? NODE_PERIOD_US) / 1000 +
+      " ms period, set after the warm-up) and the clients and PostgreSQL share the rest. Each setup first runs warm-up jobs uncapped (half of N, at least 1,000 per node), so each node's code is compiled before the clock starts; done is when the workers' own completed counts sum to N (nobody polls the servers while the clock runs).",
     ...(result.capsMissing ? ["", `Capped runs missing: ${result.capsMissing}`] : []),
   ].join("\n");
 }
