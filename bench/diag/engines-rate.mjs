@@ -86,17 +86,21 @@ const worker = new Worker({
 worker.register("t", () => 1);
 const running = worker.run();
 await new Promise((r) => setTimeout(r, 500));
-if (WARMUP > 0) {
-  const warm = new Promise((r) => (warmedUp = r));
-  let seq = 0;
+/** Submits jobs `from` to `to` (exclusive), `inFlight` at a time, round-robin over the queues. */
+const submitRange = async (from, to) => {
+  let next = from;
   await Promise.all(
     Array.from({ length: inFlight }, async () => {
-      while (seq < WARMUP) {
-        const i = seq++;
-        await client.submit("t", { queue: QUEUES[i % QUEUES.length], args: [i] });
+      while (next < to) {
+        const seq = next++;
+        await client.submit("t", { queue: QUEUES[seq % QUEUES.length], args: [seq] });
       }
     }),
   );
+};
+if (WARMUP > 0) {
+  const warm = new Promise((r) => (warmedUp = r));
+  await submitRange(0, WARMUP);
   await warm;
 }
 // The caps are set after the warm-up, as WM's are.
@@ -153,15 +157,7 @@ const poller =
     void client.admin.getServerInfo({});
   }, pollMs);
 const started = performance.now();
-let next = 0;
-await Promise.all(
-  Array.from({ length: inFlight }, async () => {
-    while (next < N) {
-      const seq = next++;
-      await client.submit("t", { queue: QUEUES[seq % QUEUES.length], args: [seq] });
-    }
-  }),
-);
+await submitRange(WARMUP, WARMUP + N);
 await allDone;
 const ms = performance.now() - started;
 for (const strace of straces) strace.kill("SIGINT");
