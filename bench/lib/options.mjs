@@ -29,8 +29,9 @@ Workloads:
       and a rate limit set never to bind -- Worq's max_running / rate_limit, BullMQ's
       Queue.setGlobalConcurrency / Worker limiter -- and each ÷ no limit (TS library and
       the first BullMQ configuration)
-  WM  multi-node: W1 end-to-end over 16 queues with producers and workers spread over 1, 2
-      and 4 \`worq serve --cluster\` nodes on one PostgreSQL database, then as many with
+  WM  multi-node: W1 end-to-end over 16 queues, one producer and one worker process holding
+      50 in flight and concurrency 50 per node, on 1, 2 and 4 \`worq serve --cluster\` nodes
+      on one PostgreSQL database (fsync on), then as many with
       \`--partitions 4\`, beside one LevelDB server; uncapped, and with each node capped at
       an eighth of a core in its own cgroup (needs root and the cgroup v1 cpu controller; marked
       missing otherwise) (Worq only; PostgreSQL from Debian: bash scripts/install-postgres.sh)

@@ -52,19 +52,23 @@ export const PARTITIONS = 4;
 const HOT_QUEUE = "wm-hot";
 
 /**
- * WM multi-node: W1's end-to-end run (N jobs, TS library) over 16 queues, with the producers
- * and workers spread over 1, 2 and 4 `worq serve --cluster` nodes on one PostgreSQL database
- * (a throwaway cluster on this machine, fsync on), beside one LevelDB server. Each node gets
- * one producer process (50 single submits in flight) and one worker process (concurrency
- * 50), so the offered load grows with the nodes and each row shows what its nodes can carry;
- * the N jobs are shared among the producers. The same again with `--partitions` (PARTITIONS): the nodes share the
- * partitions, and the TS library sends each job straight to its partition's server. Before
- * the clock starts, each setup runs warm-up jobs (warmupJobs) uncapped, so that what is
- * measured is warm code, not each node's JIT. Done = the workers' completed counts (each says
- * its own every 10 ms) summing to N, at the time the last job finished: the servers are not
- * polled while the clock runs. And `--engines 2` and `4` on LevelDB: one server whose engine
- * processes each count as a node (a producer and a worker per engine, all given the server's
- * address; the library sends each job to its engine), against the one-server LevelDB row.
+ * WM multi-node: W1's end-to-end run (N jobs, TS library) over 16 queues on 1, 2 and 4
+ * `worq serve --cluster` nodes on one PostgreSQL database (a throwaway cluster on this
+ * machine, fsync on), beside one LevelDB server. One producer process and one worker process
+ * serve all the nodes (the floor rows excepted, INDEPENDENT_COUNTS), with 50 single submits in flight and concurrency 50 per node, so the
+ * offered load grows with the nodes and each row shows what its nodes can carry: each node
+ * has one caller holding 50 of its submits in flight (on average) and one stream with 50
+ * credits, as the one node of the one-node row has. With a producer and a worker per node
+ * instead, every node had k callers holding 50/k each, and each call carried fewer jobs the
+ * more nodes there were.
+ * The same again with `--partitions` (PARTITIONS): the nodes share the partitions, and the
+ * TS library sends each job straight to its partition's server. Before the clock starts,
+ * each setup runs warm-up jobs (warmupJobs) uncapped, so that what is measured is warm
+ * code, not each node's JIT. Done = the workers' completed counts (each says its own every
+ * 10 ms) summing to N, at the time the last job finished: the servers are not polled while
+ * the clock runs. And `--engines 2` and `4` on LevelDB: one server whose engine processes
+ * each count as a node (the library sends each job to its engine), against the one-server
+ * LevelDB row.
  * And the partitioned cluster again with every job in one hot queue spread over all the
  * partitions (`--spread-queues`): each job placed in turn, each worker fed from every part.
  *
@@ -79,7 +83,8 @@ export async function runWM(ctx) {
   const { n, reps } = ctx.options;
   let postgres;
   try {
-    postgres = await startPostgres();
+    // fsync on, as a production primary runs: the cluster rows pay what a real deployment pays per commit.
+    postgres = await startPostgres({ durable: true });
   } catch (error) {
     ctx.log(`WM: PostgreSQL not available (${error.message.split("\n")[0]}); multi-node figures missing`);
     return { missing: `PostgreSQL not available: ${error.message.split("\n")[0]}` };
@@ -117,6 +122,7 @@ export async function runWM(ctx) {
         {
           e2eRate: figure(list.map((r) => r.e2eRate)),
           jobsPerServerCpuSec: figure(list.map((r) => r.jobsPerServerCpuSec)),
+          rpcsPerJob: figure(list.map((r) => r.rpcsPerJob)),
           ...(id.startsWith("capped") && { throttledShare: figure(list.map((r) => r.throttledShare)) }),
         },
       ]),
@@ -168,8 +174,16 @@ async function spreadRun(ctx, { nodes, mode, id, store }, url, n) {
       servers.push(server);
       pids.push(server.pid, ...(store === "engines" ? childPids(server.pid) : []));
     }
-    // One producer and one worker per node (per engine with --engines), at its node's address.
-    const addresses = store === "engines" ? Array.from({ length: nodes }, () => servers[0].address) : servers.map((s) => s.address);
+    // The client processes, a producer and a worker for each group of addresses: for the
+    // floor, one pair per server, alone on it. Elsewhere one pair for all the nodes: where the
+    // library routes (a partitioned cluster, --engines) it is given one address and reaches
+    // every node from its map; else it spreads the jobs over every node's address by hand.
+    const routed = ["partitioned", "hot", "engines"].includes(store);
+    const groups =
+      store === "independent"
+        ? servers.map((server) => [server.address])
+        : [routed ? [servers[0].address] : servers.map((server) => server.address)];
+    const perGroup = nodes / groups.length;
     const admins = servers.map((server) => new WorqClient({ address: server.address }));
     // Every follower must know the leader before the clock starts; partitions must have
     // settled, each node serving its even share.
@@ -179,18 +193,18 @@ async function spreadRun(ctx, { nodes, mode, id, store }, url, n) {
       await until(async () => settled(await admins[0].admin.getServerInfo({}), nodes), 30_000);
     const queues = store === "hot" ? [HOT_QUEUE] : QUEUES;
     return await withScope(ctx, async (scope) => {
-      const share = (total, i) => Math.floor(total / nodes) + (i < total % nodes ? 1 : 0);
+      const share = (total, i) => Math.floor(total / groups.length) + (i < total % groups.length ? 1 : 0);
       let firstSeq = 0;
       const producersOf = (total) =>
-        addresses.map((address, i) => {
-          const config = { address, queues, n: share(total, i), firstSeq, mode: "single", concurrency: IN_FLIGHT };
+        groups.map((addresses, i) => {
+          const config = { addresses, queues, n: share(total, i), firstSeq, mode: "single", concurrency: IN_FLIGHT * perGroup };
           firstSeq += config.n;
           return scope.child("worq-lib", "producer", config);
         });
       // The workers say how many jobs they completed (every PROGRESS_MS): the sum says when all
       // are done, and nobody asks the servers while the clock runs.
-      const workers = addresses.map((address) =>
-        scope.child("worq-lib", "worker", { address, queues, concurrency: CONCURRENCY, progressMs: PROGRESS_MS }),
+      const workers = groups.map((addresses) =>
+        scope.child("worq-lib", "worker", { addresses, queues, concurrency: CONCURRENCY * perGroup, progressMs: PROGRESS_MS }),
       );
       const progress = followProgress(workers);
       await Promise.all(workers.map((worker) => worker.next("ready")));
@@ -217,10 +231,12 @@ async function spreadRun(ctx, { nodes, mode, id, store }, url, n) {
       const throttle0 = caps.map((cap) => cap.stat());
       const serversCpu = () => pids.reduce((sum, pid) => sum + (cpuSeconds(pid) ?? NaN), 0);
       const cpu0 = serversCpu();
+      const counts0 = await serverCounts(servers);
       producers.forEach((producer) => producer.send("go"));
       const submitted = await Promise.all(producers.map((producer) => producer.next("result")));
       const lastAt = await progress.reached(warmup + n);
       const serverCpuSec = serversCpu() - cpu0;
+      const counts = await serverCounts(servers);
       const throttle = caps.map((cap, i) => {
         const { periods, throttled } = cap.stat();
         return { periods: periods - throttle0[i].periods, throttled: throttled - throttle0[i].throttled };
@@ -232,6 +248,10 @@ async function spreadRun(ctx, { nodes, mode, id, store }, url, n) {
         e2eRate: rate(n, Math.min(...submitted.map((s) => s.startedAt)), lastAt),
         // Jobs per CPU-second of all the Worq nodes together: what a node adds beyond its own work.
         jobsPerServerCpuSec: n / serverCpuSec,
+        // Calls and commits per job, all nodes together: the same per job where the cost per
+        // job grew means each call and commit cost more (a busier machine), not more of them.
+        rpcsPerJob: (counts.rpcs - counts0.rpcs) / n,
+        commitsPerJob: (counts.commits - counts0.commits) / n,
         nodes,
         ...(caps.length > 0 && { throttledShare: periods === 0 ? 0 : throttle.reduce((sum, t) => sum + t.throttled, 0) / periods }),
       };
@@ -241,6 +261,24 @@ async function spreadRun(ctx, { nodes, mode, id, store }, url, n) {
     caps.forEach((cap) => cap.remove());
     dirs.forEach((dir) => rmSync(dir, { recursive: true, force: true }));
   }
+}
+
+/**
+ * RPCs handled and store commits made so far, from the nodes' /metrics (read before and after
+ * the clock, never while it runs). A routed setup's first node answers for all of them.
+ */
+async function serverCounts(servers) {
+  let rpcs = 0;
+  let commits = 0;
+  for (const server of servers) {
+    const text = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`)).text();
+    for (const line of text.split("\n")) {
+      const value = Number(line.slice(line.lastIndexOf(" ") + 1));
+      if (line.startsWith("worq_rpc_duration_seconds_count")) rpcs += value;
+      else if (line.startsWith("worq_store_write_duration_seconds_count")) commits += value;
+    }
+  }
+  return { rpcs, commits };
 }
 
 /** How often each worker says how many jobs it completed. */
@@ -327,6 +365,10 @@ export function renderWM(result) {
     const share = f[configId("capped", store, nodes)]?.throttledShare?.median;
     return share === undefined ? "" : `${Math.round(share * 100)} %`;
   };
+  const rpcs = (store, nodes) => {
+    const perJob = f[configId("capped", store, nodes)]?.rpcsPerJob?.median;
+    return perJob === undefined ? "" : perJob.toFixed(3);
+  };
   const rows = [
     { store: "leveldb", nodes: 1, label: "Worq, 1 server, LevelDB (default)" },
     ...CLUSTER_SIZES.map((k) => ({ store: "postgres", nodes: k, label: `Worq, ${k} server${k > 1 ? "s" : ""} --cluster, PostgreSQL` })),
@@ -344,12 +386,18 @@ export function renderWM(result) {
     ...INDEPENDENT_COUNTS.map((k) => ({
       store: "independent",
       nodes: k,
-      label: `Floor: ${k} unrelated LevelDB servers, each with its own producer and worker (nothing split)`,
+      label: `Floor: ${k} unrelated LevelDB servers (nothing split)`,
     })),
-  ].map(({ store, nodes, label }) => [label, ...cell("uncapped", store, nodes), ...cell("capped", store, nodes), throttled(store, nodes)]);
+  ].map(({ store, nodes, label }) => [
+    label,
+    ...cell("uncapped", store, nodes),
+    ...cell("capped", store, nodes),
+    throttled(store, nodes),
+    rpcs(store, nodes),
+  ]);
   const cores = result.nodeCores ?? NODE_CORES;
   return [
-    `### WM multi-node: end-to-end jobs/s, producers and workers spread over the nodes (N = ${num(result.n)}, TS library, per node 50 in flight and concurrency 50, ${result.queues ?? 1} queue(s))`,
+    `### WM multi-node: end-to-end jobs/s, one producer and one worker process for all the nodes (N = ${num(result.n)}, TS library, per node 50 in flight and concurrency 50, ${result.queues ?? 1} queue(s))`,
     "",
     markdownTable(
       [
@@ -361,11 +409,12 @@ export function renderWM(result) {
         "÷ 1 capped node of its kind",
         "Jobs per CPU-second of all nodes",
         "Capped nodes throttled (share of periods)",
+        "Capped: RPCs per job, all nodes",
       ],
       rows,
     ),
     "",
-    "A `--cluster`'s leader runs the engine for all nodes, followers forward; with `--partitions` the nodes share the partitions and the library sends each job to its partition's server (docs/deploy.md); the hot-queue rows put every job in one queue spread over all the partitions (`--spread-queues`); `--engines k` is one server whose k engine processes each count as a node (k producers and workers; capped: each engine and the routing parent in a group of their own), its ratio against the one LevelDB server; the floor rows are k servers that share nothing (producer i and worker i on server i only), what k such processes get from this machine at all, against the same one server. Uncapped, every node, PostgreSQL and every client share this machine's cores; capped, each Worq node has its own cgroup v1 CPU quota (`cpu.cfs_quota_us` / `cpu.cfs_period_us`, " +
+    "A `--cluster`'s leader runs the engine for all nodes, followers forward; with `--partitions` the nodes share the partitions and the library sends each job to its partition's server (docs/deploy.md); the hot-queue rows put every job in one queue spread over all the partitions (`--spread-queues`); `--engines k` is one server whose k engine processes each count as a node (capped: each engine and the routing parent in a group of their own), its ratio against the one LevelDB server; the floor rows are k servers that share nothing (producer i and worker i on server i only), what k such processes get from this machine at all, against the same one server. The other rows have one producer and one worker process for all the nodes: where the library routes (partitions, engines) given one address, elsewhere every node's. RPCs per job (from the nodes' /metrics, read before and after the clock) say how many jobs each call carried. Uncapped, every node, PostgreSQL and every client share this machine's cores; capped, each Worq node has its own cgroup v1 CPU quota (`cpu.cfs_quota_us` / `cpu.cfs_period_us`, " +
       (result.nodePeriodUs ?? NODE_PERIOD_US) / 1000 +
       " ms period, set after the warm-up) and the clients and PostgreSQL share the rest. Each setup first runs warm-up jobs uncapped (half of N, at least 1,000 per node), so each node's code is compiled before the clock starts; done is when the workers' own completed counts sum to N (nobody polls the servers while the clock runs).",
     ...(result.capsMissing ? ["", `Capped runs missing: ${result.capsMissing}`] : []),
