@@ -37,8 +37,9 @@ Workloads:
       missing otherwise) (Worq only; PostgreSQL from Debian: bash scripts/install-postgres.sh)
 
 Options:
-  --quick               fast check of the harness (< 2 min): N = 2,000, 1 run, 200 latency
-                        samples, W4 with 1 k and 10 k queued, no CPU profile
+  --quick               a check of the harness (about 10 min on 2 cores): N = 2,000, 1 run,
+                        200 latency samples, W4 with 1 k and 10 k queued, WM's capped pass
+                        only (its uncapped one where caps are missing), no CPU profile
   --long                N = 50,000, W4 with 10 k, 1 M and 10 M queued (takes hours)
   --only W1,W2,...      workloads to run (W3 needs W1, which then runs too)
   --peer worq|bullmq|both   which side(s) to run (default both)
@@ -96,6 +97,7 @@ export function parseOptions(argv) {
       scaleSample: 1_000,
       scheduledJobs: 2_000,
       profile: false,
+      wmCappedOnly: true,
     },
     default: {
       n: 20_000,
@@ -152,6 +154,7 @@ export function parseOptions(argv) {
     scaleSample: defaults.scaleSample,
     scheduledJobs: defaults.scheduledJobs,
     profile: values["no-profile"] ? false : (values.profile ?? defaults.profile),
+    wmCappedOnly: defaults.wmCappedOnly ?? false,
     out: values.out,
   };
 }

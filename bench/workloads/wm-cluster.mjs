@@ -92,7 +92,9 @@ export async function runWM(ctx) {
   try {
     const capsMissing = capsUnavailable();
     if (capsMissing) ctx.log(`WM: CPU-capped runs missing: ${capsMissing}`);
-    const modes = (capsMissing ? ["uncapped"] : MODES).filter((mode) => only("WORQ_WM_MODES", mode));
+    // --quick checks the harness: one pass, the capped one where it can run.
+    const passes = capsMissing ? ["uncapped"] : ctx.options.wmCappedOnly ? ["capped"] : MODES;
+    const modes = passes.filter((mode) => only("WORQ_WM_MODES", mode));
     const setups = [
       { store: "leveldb", nodes: 1 },
       ...CLUSTER_SIZES.map((k) => ({ store: "postgres", nodes: k })),
