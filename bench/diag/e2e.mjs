@@ -18,6 +18,7 @@ import { startChild } from "../lib/child.mjs";
 import { peerScript } from "../lib/peers.mjs";
 import { rate } from "../lib/stats.mjs";
 import { PROFILE_DIR } from "../workloads/profile.mjs";
+import { serverCounts } from "../lib/server-counts.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -125,11 +126,5 @@ if (values.alloc) {
 
 /** Calls per RPC method so far, from the server's /metrics. */
 async function rpcCounts(httpPort) {
-  if (!httpPort) return {};
-  const text = await (await fetch(`http://127.0.0.1:${httpPort}/metrics`)).text();
-  const counts = {};
-  for (const match of text.matchAll(/^worq_rpc_duration_seconds_count\{[^}]*method="(\w+)"[^}]*\} (\d+)/gm)) {
-    counts[match[1]] = (counts[match[1]] ?? 0) + Number(match[2]);
-  }
-  return counts;
+  return httpPort ? (await serverCounts(httpPort)).rpcs : {};
 }

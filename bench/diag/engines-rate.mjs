@@ -26,6 +26,7 @@ import { WorqClient, Worker } from "@worq/client";
 import { GrpcLink } from "@worq/client/grpc-link.js";
 import { fnv1a32 } from "@worq/client/partition.js";
 import { createCpuCap } from "../lib/cpu-cap.mjs";
+import { serverCounts } from "../lib/server-counts.mjs";
 import { startWorqServer } from "../lib/worq-server.mjs";
 
 /** Unary calls this process makes, by method, while the jobs run. */
@@ -121,15 +122,10 @@ const cpuOf = (pid) => {
 };
 const sysOf = (pid) => Number(readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")[12]) / 100;
 const pids = [server.pid, ...enginePids];
-/** Per partition: the server's store commits and the RPCs it answered, by method, from its /metrics. */
-const serverCounts = async () => {
-  const text = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`)).text();
-  const counts = {};
-  for (const [, labels, value] of text.matchAll(/^worq_(?:store_write_duration_seconds|rpc_duration_seconds)_count\{([^}]*)\} (\d+)$/gm)) {
-    const method = /method="([^"]+)"/.exec(labels)?.[1] ?? "commit";
-    counts[method] = (counts[method] ?? 0) + Number(value);
-  }
-  return counts;
+/** The server's store commits ("commit") and the RPCs it answered, by method, over all its engines. */
+const countsNow = async () => {
+  const { rpcs, commits } = await serverCounts(server.httpPort);
+  return { ...rpcs, commit: commits };
 };
 /** STRACE_DIR=dir counts each server process's system calls over the run (strace -c -f), one file per process. */
 const straceDir = process.env.STRACE_DIR;
@@ -144,7 +140,7 @@ if (perfDir)
       spawn("perf", ["record", "-F", "997", "-g", "-p", String(pid), "-o", join(perfDir, `perf-${pid}.data`)], { stdio: "ignore" }),
     );
 if (straces.length > 0) await new Promise((r) => setTimeout(r, 500));
-const counts0 = await serverCounts();
+const counts0 = await countsNow();
 const cpu0 = pids.map(cpuOf);
 const sys0 = pids.map(sysOf);
 const client0 = process.cpuUsage();
@@ -164,7 +160,7 @@ for (const strace of straces) strace.kill("SIGINT");
 if (poller) clearInterval(poller);
 const perJob = (seconds) => +((seconds * 1000) / N).toFixed(3);
 const cpu = pids.map((pid, i) => cpuOf(pid) - cpu0[i]);
-const counts1 = await serverCounts();
+const counts1 = await countsNow();
 const clientCpu = (process.cpuUsage(client0).user + process.cpuUsage(client0).system) / 1e6;
 console.log(
   JSON.stringify({

@@ -10,6 +10,7 @@ import { figure, rate } from "../lib/stats.mjs";
 import { fig, markdownTable, num, ratio } from "../lib/table.mjs";
 import { capsUnavailable, createCpuCap } from "../lib/cpu-cap.mjs";
 import { cpuSeconds } from "../lib/proc-stats.mjs";
+import { serverCounts } from "../lib/server-counts.mjs";
 import { startWorqServer } from "../lib/worq-server.mjs";
 
 /** Cluster sizes measured on PostgreSQL. */
@@ -233,12 +234,12 @@ async function spreadRun(ctx, { nodes, mode, id, store }, url, n) {
       const throttle0 = caps.map((cap) => cap.stat());
       const serversCpu = () => pids.reduce((sum, pid) => sum + (cpuSeconds(pid) ?? NaN), 0);
       const cpu0 = serversCpu();
-      const counts0 = await serverCounts(servers);
+      const counts0 = await countsOf(servers);
       producers.forEach((producer) => producer.send("go"));
       const submitted = await Promise.all(producers.map((producer) => producer.next("result")));
       const lastAt = await progress.reached(warmup + n);
       const serverCpuSec = serversCpu() - cpu0;
-      const counts = await serverCounts(servers);
+      const counts = await countsOf(servers);
       const throttle = caps.map((cap, i) => {
         const { periods, throttled } = cap.stat();
         return { periods: periods - throttle0[i].periods, throttled: throttled - throttle0[i].throttled };
@@ -269,16 +270,13 @@ async function spreadRun(ctx, { nodes, mode, id, store }, url, n) {
  * RPCs handled and store commits made so far, from the nodes' /metrics (read before and after
  * the clock, never while it runs). A routed setup's first node answers for all of them.
  */
-async function serverCounts(servers) {
+async function countsOf(servers) {
   let rpcs = 0;
   let commits = 0;
   for (const server of servers) {
-    const text = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`)).text();
-    for (const line of text.split("\n")) {
-      const value = Number(line.slice(line.lastIndexOf(" ") + 1));
-      if (line.startsWith("worq_rpc_duration_seconds_count")) rpcs += value;
-      else if (line.startsWith("worq_store_write_duration_seconds_count")) commits += value;
-    }
+    const counts = await serverCounts(server.httpPort);
+    rpcs += Object.values(counts.rpcs).reduce((sum, count) => sum + count, 0);
+    commits += counts.commits;
   }
   return { rpcs, commits };
 }
