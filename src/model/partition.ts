@@ -63,10 +63,12 @@ export function parseSpreadQueues(text: string, count: number, field: string): S
   for (const pair of text.split(",").map((part) => part.trim())) {
     if (pair === "") continue;
     const match = /^([^=\s]+)=(\d+)$/.exec(pair);
-    if (!match) throw new RangeError(`${field}: "${pair}" is not queue=partitions (e.g. emails=4)`);
+    if (!match) throw new RangeError(`${field}: ${JSON.stringify(pair)} is not queue=partitions (e.g. emails=4)`);
     const [, queue, width] = match as unknown as [string, string, string];
     if (queue.length > LIMITS.queueMaxChars || !LIMITS.queuePattern.test(queue)) {
-      throw new RangeError(`${field}: "${queue}" is not a queue name (^[a-zA-Z][a-zA-Z0-9_.-]*$, at most ${LIMITS.queueMaxChars} chars)`);
+      throw new RangeError(
+        `${field}: ${JSON.stringify(queue)} is not a queue name (^[a-zA-Z][a-zA-Z0-9_.-]*$, at most ${LIMITS.queueMaxChars} chars)`,
+      );
     }
     const k = Number(width);
     if (k < 2 || k > count)
