@@ -17,7 +17,8 @@ type setLimitFunc func(limit int) (held int, ok bool)
 // creditMover shares a worker's credit (its Concurrency) among its streams to several
 // partitions so that the worker never holds more than that many jobs, and no credit sits
 // idle on a stream with nothing ready while another has jobs waiting for credit (each stream
-// reports that as it changes). The same rules as the TypeScript library's CreditMover.
+// reports that as it changes). The TypeScript library's CreditMover rules, without its
+// two that leave a busy or just-caught-up stream its credit (not ported yet).
 //
 // Every stream keeps one credit, so the first job of a quiet partition starts at once; the
 // rest goes to the streams with jobs waiting, evenly. Credit moves in two steps: the giver is

@@ -24,14 +24,19 @@ describe("CreditMover: a worker's credit shared among its streams to several par
       fc.asyncProperty(
         fc.integer({ min: 1, max: 20 }),
         fc.integer({ min: 1, max: 6 }),
+        fc.boolean(),
         fc.array(fc.tuple(fc.constantFrom("fill", "drain", "report", "report", "tick", "tick", "unreachable", "reachable"), fc.nat(5)), {
           maxLength: 120,
         }),
-        async (credit, count, events) => {
+        async (credit, count, counted, events) => {
           const engines: EngineStream[] = [];
           const mover = new CreditMover(
             credit,
-            Array.from({ length: count }, (_, i) => ({ setLimit: (limit: number) => engines[i]!.setLimit(limit) })),
+            Array.from({ length: count }, (_, i) => ({
+              setLimit: (limit: number) => engines[i]!.setLimit(limit),
+              // The holder counts what its stream holds (a library), or cannot (a node's merged lease).
+              ...(counted ? { held: () => engines[i]!.held } : {}),
+            })),
           );
           engines.push(...mover.initialLimits.map((limit) => new EngineStream(limit)));
           /** Streams whose queues have jobs ready: the engine pushes them up to their limit at once and says they wait. */
@@ -89,6 +94,61 @@ describe("CreditMover: a worker's credit shared among its streams to several par
     engines[1]!.held = 0;
     await new Promise((resolve) => setTimeout(resolve, 150)); // asked again while stream 0 waits
     expect(engines.map((e) => e.limit)).toEqual([3, 1]);
+    mover.close();
+  });
+
+  it("a stream with nothing waiting that is still working keeps what it holds; what it frees as its jobs are reported moves", async () => {
+    const engines = [new EngineStream(2), new EngineStream(2)];
+    engines[1]!.held = 2;
+    const mover = new CreditMover(
+      4,
+      engines.map((engine) => ({ setLimit: engine.setLimit, held: () => engine.held })),
+    );
+    mover.setWaiting(0, true);
+    await settle();
+    expect(engines.map((e) => e.limit)).toEqual([2, 2]);
+    engines[1]!.held = 0;
+    await new Promise((resolve) => setTimeout(resolve, 150)); // asked again while stream 0 waits
+    expect(engines.map((e) => e.limit)).toEqual([3, 1]);
+    mover.close();
+  });
+
+  it("an even load (every stream busy, each waiting by turns with a slot or three just emptied) moves no credit", async () => {
+    const engines = [50, 50, 50, 50].map((limit) => new EngineStream(limit));
+    for (const engine of engines) engine.held = engine.limit;
+    let calls = 0;
+    const mover = new CreditMover(
+      200,
+      engines.map((engine) => ({
+        setLimit: (limit: number) => {
+          calls++;
+          return engine.setLimit(limit);
+        },
+        held: () => engine.held,
+      })),
+    );
+    let seed = 1;
+    const next = () => (seed = (seed * 48271) % 2147483647);
+    for (let step = 0; step < 400; step++) {
+      const i = next() % 4;
+      const waiting = next() % 2 === 0;
+      // Waiting, it holds its whole limit; keeping up, a report has just emptied a few slots.
+      engines[i]!.held = waiting ? engines[i]!.limit : engines[i]!.limit - (next() % 4);
+      mover.setWaiting(i, waiting);
+      if (step % 10 === 0) await settle();
+    }
+    await settle();
+    expect(calls).toBe(0);
+    expect(engines.map((e) => e.limit)).toEqual([50, 50, 50, 50]);
+    // A hot partition still takes the credit of streams that have gone quiet.
+    for (const [i, engine] of engines.entries()) {
+      engine.held = i === 0 ? 50 : 0;
+      mover.setWaiting(i, i === 0);
+    }
+    // Within a retry or two: the streams have just stopped waiting, and the reports that
+    // emptied them are not signalled, only counted.
+    await new Promise((resolve) => setTimeout(resolve, 350));
+    expect(engines.map((e) => e.limit)).toEqual([197, 1, 1, 1]);
     mover.close();
   });
 

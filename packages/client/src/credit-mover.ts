@@ -8,18 +8,31 @@ import { evenShares } from "./partition.js";
  */
 export interface CreditStream {
   setLimit(limit: number): Promise<number | undefined>;
+  /**
+   * How many jobs the stream holds now as its holder counts them (received, report not yet
+   * answered). Absent where the holder cannot count them: such a stream, with nothing
+   * waiting, is lowered to one credit.
+   */
+  held?(): number;
 }
 
 /** How long a waiting stream below its share waits before credit still held elsewhere is asked for again. */
 const RETRY_MS = 100;
+/** How long a stream must have had nothing waiting before it gives up credit it does not hold. */
+const QUIET_MS = 100;
 
 /**
  * Shares a worker's credit C among its streams to several partitions so that the worker
  * never holds more than C jobs and no credit sits idle on a stream with nothing ready while
  * another has jobs waiting for credit (each stream reports that as it changes).
  *
- * Every stream keeps one credit, so the first job of a quiet partition starts at once; the
- * rest goes to the streams with jobs waiting, evenly. Credit moves in two steps: the giver is
+ * A stream with nothing waiting keeps what it holds (at least one credit, so the first job of
+ * a quiet partition starts at once); the rest goes to the streams with jobs waiting, evenly.
+ * A stream gives credit only once it has had nothing waiting for `QUIET_MS` (one that never
+ * waited, at once), and only when that frees a good part of an even share (`minimumMove`):
+ * under an even load every stream waits by turns, and one lowered the moment it caught up
+ * would soon wait itself and take the credit back, two calls per move and no job the faster.
+ * Credit moves in two steps: the giver is
  * lowered first and answers what it holds (nothing more can be pushed to it past its new
  * limit, so only the unheld part is free), then the taker is raised by what was freed. The
  * sum of what the streams may hold never exceeds C in between. Credit a lowered stream still
@@ -29,10 +42,14 @@ export class CreditMover {
   /** What each stream may hold at most, as far as the sum goes: max(its limit, what it held when lowered). */
   private readonly budgets: number[];
   private readonly waiting: boolean[];
+  /** When each stream last stopped waiting (-Infinity: never waited). */
+  private readonly quietSince: number[];
   private running: Promise<void> | undefined;
   private again = false;
   private retry: NodeJS.Timeout | undefined;
   private closed = false;
+  /** The least a lowering frees: a quarter of an even share, at least one. */
+  private minimumMove: number;
 
   constructor(
     private total: number,
@@ -40,6 +57,8 @@ export class CreditMover {
   ) {
     this.budgets = evenShares(total, streams.length);
     this.waiting = streams.map(() => false);
+    this.quietSince = streams.map(() => -Infinity);
+    this.minimumMove = minimumMoveOf(total, streams.length);
   }
 
   /** Each stream's first limit: an even share (the first ones get the remainder), at least one. */
@@ -51,13 +70,16 @@ export class CreditMover {
   setWaiting(index: number, waiting: boolean): void {
     if (this.waiting[index] === waiting) return;
     this.waiting[index] = waiting;
-    if (waiting) this.rebalance();
+    if (!waiting) this.quietSince[index] = performance.now();
+    // A stream going quiet may free credit for one still waiting (once its jobs are reported).
+    if (waiting || this.waiting.includes(true)) this.rebalance();
   }
 
   /** The worker's credit changed: every stream back to an even share of the new total, then moved again as they wait. */
   async resize(total: number): Promise<void> {
     await this.running;
     this.total = total;
+    this.minimumMove = minimumMoveOf(total, this.streams.length);
     const shares = evenShares(total, this.streams.length);
     // Lowered first, so the sum never exceeds the smaller of the old and new totals.
     const order = shares.map((_, i) => i).sort((a, b) => shares[a]! - this.budgets[a]! - (shares[b]! - this.budgets[b]!));
@@ -95,38 +117,50 @@ export class CreditMover {
     const targets = this.targets();
     if (!targets) return;
     for (let i = 0; i < targets.length; i++) {
-      if (this.budgets[i]! <= targets[i]!) continue;
+      if (this.budgets[i]! - targets[i]! < this.minimumMove) continue;
       const held = await this.streams[i]!.setLimit(targets[i]!);
       // Not lowered (the stream is not open, or the call failed): its budget stays as it was.
       if (held !== undefined) this.budgets[i] = Math.max(held, targets[i]!);
     }
     let free = this.total - this.budgets.reduce((sum, budget) => sum + budget, 0);
-    let short = false;
     for (let i = 0; i < targets.length; i++) {
-      const want = targets[i]! - this.budgets[i]!;
-      if (want <= 0) continue;
-      const given = Math.min(free, want);
-      if (given < want) short = true;
+      const given = Math.min(free, targets[i]! - this.budgets[i]!);
       if (given <= 0) continue;
       free -= given;
       this.budgets[i]! += given;
       await this.streams[i]!.setLimit(this.budgets[i]!);
     }
-    // Credit still held by a lowered stream comes free as its jobs finish: ask again soon.
-    if (short && !this.closed) {
+    // Credit still held elsewhere comes free as its jobs finish: ask again soon while a
+    // waiting stream has less than it would with every other stream down to one.
+    const ideal = this.targets(() => 1);
+    if (ideal?.some((target, i) => this.waiting[i] && this.budgets[i]! < target) && !this.closed) {
       clearTimeout(this.retry);
       this.retry = setTimeout(() => this.rebalance(), RETRY_MS);
       this.retry.unref?.();
     }
   }
 
-  /** Where the credit should be: one for each stream with nothing waiting, the rest evenly over the waiting ones; undefined when none waits. */
-  private targets(): number[] | undefined {
+  /**
+   * Where the credit should be: what each stream with nothing waiting keeps (`keep`), the
+   * rest evenly over the waiting ones (at least one each); undefined when none waits.
+   */
+  private targets(keep = (i: number) => this.kept(i)): number[] | undefined {
     const waitingCount = this.waiting.filter(Boolean).length;
     if (waitingCount === 0) return undefined;
-    const idle = this.streams.length - waitingCount;
-    const shares = evenShares(Math.max(waitingCount, this.total - idle), waitingCount);
+    const kept = this.waiting.map((waiting, i) => (waiting ? 0 : keep(i)));
+    const rest = this.total - kept.reduce((sum, n) => sum + n, 0);
+    const shares = evenShares(Math.max(waitingCount, rest), waitingCount);
     let next = 0;
-    return this.waiting.map((waiting) => (waiting ? shares[next++]! : 1));
+    return this.waiting.map((waiting, i) => (waiting ? shares[next++]! : kept[i]!));
   }
+
+  /** What a stream with nothing waiting keeps: all of it if it waited just now, else what it holds, at least one. */
+  private kept(i: number): number {
+    if (performance.now() - this.quietSince[i]! < QUIET_MS) return this.budgets[i]!;
+    return Math.max(1, Math.min(this.budgets[i]!, this.streams[i]!.held?.() ?? 1));
+  }
+}
+
+function minimumMoveOf(total: number, streams: number): number {
+  return Math.max(1, Math.floor(total / streams / 4));
 }

@@ -434,7 +434,10 @@ export class Worker {
     const groups = [...byPartition];
     const credits = (this.credits = new CreditMover(
       this.concurrency,
-      groups.map((_, i) => ({ setLimit: (limit: number) => this.parts![i]!.worker.setLeaseLimit(limit) })),
+      groups.map((_, i) => ({
+        setLimit: (limit: number) => this.parts![i]!.worker.setLeaseLimit(limit),
+        held: () => this.parts?.[i]?.worker.inFlight.size ?? 0,
+      })),
     ));
     const shares = credits.initialLimits;
     let readyTold = false;
