@@ -32,11 +32,11 @@ const QUIET_MS = 100;
  * waited, at once), and only when that frees a good part of an even share (`minimumMove`):
  * under an even load every stream waits by turns, and one lowered the moment it caught up
  * would soon wait itself and take the credit back, two calls per move and no job the faster.
- * Credit moves in two steps: the giver is
- * lowered first and answers what it holds (nothing more can be pushed to it past its new
- * limit, so only the unheld part is free), then the taker is raised by what was freed. The
- * sum of what the streams may hold never exceeds C in between. Credit a lowered stream still
- * holds comes free as its jobs are reported, and is asked for again while a stream waits.
+ * Credit moves in two steps: the giver is lowered first and answers what it holds (nothing
+ * more can be pushed to it past its new limit, so only the unheld part is free), then the
+ * taker is raised by what was freed. The sum of what the streams may hold never exceeds C in
+ * between. Credit a lowered stream still holds comes free as its jobs are reported, and is
+ * asked for again while a stream waits.
  */
 export class CreditMover {
   /** What each stream may hold at most, as far as the sum goes: max(its limit, what it held when lowered). */
@@ -48,8 +48,6 @@ export class CreditMover {
   private again = false;
   private retry: NodeJS.Timeout | undefined;
   private closed = false;
-  /** The least a lowering frees: a quarter of an even share, at least one. */
-  private minimumMove: number;
 
   constructor(
     private total: number,
@@ -58,7 +56,6 @@ export class CreditMover {
     this.budgets = evenShares(total, streams.length);
     this.waiting = streams.map(() => false);
     this.quietSince = streams.map(() => -Infinity);
-    this.minimumMove = minimumMoveOf(total, streams.length);
   }
 
   /** Each stream's first limit: an even share (the first ones get the remainder), at least one. */
@@ -79,7 +76,6 @@ export class CreditMover {
   async resize(total: number): Promise<void> {
     await this.running;
     this.total = total;
-    this.minimumMove = minimumMoveOf(total, this.streams.length);
     const shares = evenShares(total, this.streams.length);
     // Lowered first, so the sum never exceeds the smaller of the old and new totals.
     const order = shares.map((_, i) => i).sort((a, b) => shares[a]! - this.budgets[a]! - (shares[b]! - this.budgets[b]!));
@@ -154,13 +150,14 @@ export class CreditMover {
     return this.waiting.map((waiting, i) => (waiting ? shares[next++]! : kept[i]!));
   }
 
+  /** The least a lowering frees: a quarter of an even share, at least one. */
+  private get minimumMove(): number {
+    return Math.max(1, Math.floor(this.total / this.streams.length / 4));
+  }
+
   /** What a stream with nothing waiting keeps: all of it if it waited just now, else what it holds, at least one. */
   private kept(i: number): number {
     if (performance.now() - this.quietSince[i]! < QUIET_MS) return this.budgets[i]!;
     return Math.max(1, Math.min(this.budgets[i]!, this.streams[i]!.held?.() ?? 1));
   }
-}
-
-function minimumMoveOf(total: number, streams: number): number {
-  return Math.max(1, Math.floor(total / streams / 4));
 }
