@@ -1,6 +1,7 @@
 package worq
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -9,45 +10,65 @@ import (
 // elsewhere is asked for again.
 var creditRetry = 100 * time.Millisecond
 
+// creditQuiet is how long a stream must have had nothing waiting before it gives up credit
+// it does not hold.
+var creditQuiet = 100 * time.Millisecond
+
 // setLimitFunc changes one stream's limit on its server and answers how many jobs the stream
 // held at that instant; ok is false when the change is not known to have reached the server
 // (no stream open, or the call failed). A stream opens again with the limit it was last given.
 type setLimitFunc func(limit int) (held int, ok bool)
 
+// creditStream is one of the streams the credit is shared among: its limit is changed with
+// setLimit; held, when not nil, counts the jobs the stream holds now as its holder sees them
+// (received, report not yet answered). A stream without it, with nothing waiting, is lowered
+// to one credit.
+type creditStream struct {
+	setLimit setLimitFunc
+	held     func() int
+}
+
 // creditMover shares a worker's credit (its Concurrency) among its streams to several
 // partitions so that the worker never holds more than that many jobs, and no credit sits
 // idle on a stream with nothing ready while another has jobs waiting for credit (each stream
-// reports that as it changes). The TypeScript library's CreditMover rules, without its
-// two that leave a busy or just-caught-up stream its credit (not ported yet).
+// reports that as it changes). The same rules as the TypeScript library's CreditMover.
 //
-// Every stream keeps one credit, so the first job of a quiet partition starts at once; the
-// rest goes to the streams with jobs waiting, evenly. Credit moves in two steps: the giver is
-// lowered first and answers what it holds (nothing more can be pushed to it past its new
-// limit, so only the unheld part is free), then the taker is raised by what was freed. The
-// sum of what the streams may hold never exceeds the credit in between. Credit a lowered
-// stream still holds comes free as its jobs are reported, and is asked for again while a
-// stream waits. One move at a time; a request during a move runs after it.
+// A stream with nothing waiting keeps what it holds (at least one credit, so the first job of
+// a quiet partition starts at once); the rest goes to the streams with jobs waiting, evenly.
+// A stream gives credit only once it has had nothing waiting for creditQuiet (one that never
+// waited, at once), and only when that frees a good part of an even share (minimumMove):
+// under an even load every stream waits by turns, and one lowered the moment it caught up
+// would soon wait itself and take the credit back, two calls per move and no job the faster.
+// Credit moves in two steps: the giver is lowered first and answers what it holds (nothing
+// more can be pushed to it past its new limit, so only the unheld part is free), then the
+// taker is raised by what was freed. The sum of what the streams may hold never exceeds the
+// credit in between. Credit a lowered stream still holds comes free as its jobs are
+// reported, and is asked for again while a stream waits. One move at a time; a request
+// during a move runs after it.
 type creditMover struct {
-	streams []setLimitFunc
+	streams []creditStream
 	moving  sync.Mutex // held by a move or a resize: one at a time
 
 	mu      sync.Mutex
 	total   int
 	budgets []int // what each stream may hold at most, as far as the sum goes: max(its limit, what it held when lowered)
 	waiting []bool
-	running bool // a move goroutine runs
-	again   bool // a move was asked for during one
-	retry   *time.Timer
-	closed  bool
-	idle    chan struct{} // closed when the running move goroutine ends (tests wait on it)
+	// quietSince is when each stream last stopped waiting (zero: it never waited).
+	quietSince []time.Time
+	running    bool // a move goroutine runs
+	again      bool // a move was asked for during one
+	retry      *time.Timer
+	closed     bool
+	idle       chan struct{} // closed when the running move goroutine ends (tests wait on it)
 }
 
-func newCreditMover(total int, streams []setLimitFunc) *creditMover {
+func newCreditMover(total int, streams []creditStream) *creditMover {
 	return &creditMover{
-		streams: streams,
-		total:   total,
-		budgets: evenShares(total, len(streams)),
-		waiting: make([]bool, len(streams)),
+		streams:    streams,
+		total:      total,
+		budgets:    evenShares(total, len(streams)),
+		waiting:    make([]bool, len(streams)),
+		quietSince: make([]time.Time, len(streams)),
 	}
 }
 
@@ -63,10 +84,18 @@ func (m *creditMover) initialLimits() []int {
 // when one does.
 func (m *creditMover) setWaiting(i int, waiting bool) {
 	m.mu.Lock()
-	changed := m.waiting[i] != waiting
+	if m.waiting[i] == waiting {
+		m.mu.Unlock()
+		return
+	}
 	m.waiting[i] = waiting
+	if !waiting {
+		m.quietSince[i] = time.Now()
+	}
+	// A stream going quiet may free credit for one still waiting (once its jobs are reported).
+	due := waiting || slices.Contains(m.waiting, true)
 	m.mu.Unlock()
-	if changed && waiting {
+	if due {
 		m.rebalance()
 	}
 }
@@ -87,7 +116,7 @@ func (m *creditMover) resize(total int) {
 			if (share < budgets[i]) != lowering {
 				continue
 			}
-			held, ok := m.streams[i](share)
+			held, ok := m.streams[i].setLimit(share)
 			m.mu.Lock()
 			if !ok {
 				// Not lowered (no stream open, or the call failed): it may still hold its old budget.
@@ -160,19 +189,19 @@ func (m *creditMover) move() {
 	m.moving.Lock()
 	defer m.moving.Unlock()
 	m.mu.Lock()
-	targets := m.targets()
+	targets := m.targets(m.kept)
 	m.mu.Unlock()
 	if targets == nil {
 		return
 	}
 	for i, target := range targets {
 		m.mu.Lock()
-		above := m.budgets[i] > target
+		due := m.budgets[i]-target >= m.minimumMove()
 		m.mu.Unlock()
-		if !above {
+		if !due {
 			continue
 		}
-		held, ok := m.streams[i](target)
+		held, ok := m.streams[i].setLimit(target)
 		// Not lowered (the stream is not open, or the call failed): its budget stays as it was.
 		if ok {
 			m.mu.Lock()
@@ -186,15 +215,10 @@ func (m *creditMover) move() {
 		free -= budget
 	}
 	m.mu.Unlock()
-	short := false
 	for i, target := range targets {
 		m.mu.Lock()
-		want := target - m.budgets[i]
-		given := min(free, want)
-		if want > 0 && given < want {
-			short = true
-		}
-		if want <= 0 || given <= 0 {
+		given := min(free, target-m.budgets[i])
+		if given <= 0 {
 			m.mu.Unlock()
 			continue
 		}
@@ -203,11 +227,16 @@ func (m *creditMover) move() {
 		m.budgets[i] += given
 		limit := m.budgets[i]
 		m.mu.Unlock()
-		m.streams[i](limit)
+		m.streams[i].setLimit(limit)
 	}
-	// Credit still held by a lowered stream comes free as its jobs finish: ask again soon.
+	// Credit still held elsewhere comes free as its jobs finish: ask again soon while a
+	// waiting stream has less than it would with every other stream down to one.
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	short := false
+	for i, target := range m.targets(func(int) int { return 1 }) {
+		short = short || (m.waiting[i] && m.budgets[i] < target)
+	}
 	if short && !m.closed {
 		if m.retry != nil {
 			m.retry.Stop()
@@ -216,9 +245,10 @@ func (m *creditMover) move() {
 	}
 }
 
-// targets is where the credit should be: one for each stream with nothing waiting, the rest
-// evenly over the waiting ones; nil when none waits. m.mu is held.
-func (m *creditMover) targets() []int {
+// targets is where the credit should be: what each stream with nothing waiting keeps
+// (keep), the rest evenly over the waiting ones (at least one each); nil when none waits.
+// m.mu is held.
+func (m *creditMover) targets(keep func(i int) int) []int {
 	waitingCount := 0
 	for _, w := range m.waiting {
 		if w {
@@ -228,17 +258,39 @@ func (m *creditMover) targets() []int {
 	if waitingCount == 0 {
 		return nil
 	}
-	idle := len(m.streams) - waitingCount
-	shares := evenShares(max(waitingCount, m.total-idle), waitingCount)
 	targets := make([]int, len(m.waiting))
+	rest := m.total
+	for i, w := range m.waiting {
+		if !w {
+			targets[i] = keep(i)
+			rest -= targets[i]
+		}
+	}
+	shares := evenShares(max(waitingCount, rest), waitingCount)
 	next := 0
 	for i, w := range m.waiting {
 		if w {
 			targets[i] = shares[next]
 			next++
-		} else {
-			targets[i] = 1
 		}
 	}
 	return targets
+}
+
+// minimumMove is the least a lowering frees: a quarter of an even share, at least one.
+func (m *creditMover) minimumMove() int {
+	return max(1, m.total/len(m.streams)/4)
+}
+
+// kept is what a stream with nothing waiting keeps: all of it if it waited just now, else
+// what it holds, at least one. m.mu is held.
+func (m *creditMover) kept(i int) int {
+	if since := m.quietSince[i]; !since.IsZero() && time.Since(since) < creditQuiet {
+		return m.budgets[i]
+	}
+	held := 1
+	if count := m.streams[i].held; count != nil {
+		held = count()
+	}
+	return max(1, min(m.budgets[i], held))
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,12 +83,22 @@ func (e *creditEngine) setLimit(i int) setLimitFunc {
 	}
 }
 
-func (e *creditEngine) setLimits() []setLimitFunc {
-	var fs []setLimitFunc
+// creditStreams is the mover's view of the streams; counted: their holder counts what each
+// holds (a library), or cannot (a node's merged lease).
+func (e *creditEngine) creditStreams(counted bool) []creditStream {
+	var streams []creditStream
 	for i := range e.streams {
-		fs = append(fs, e.setLimit(i))
+		stream := creditStream{setLimit: e.setLimit(i)}
+		if counted {
+			stream.held = func() int {
+				e.mu.Lock()
+				defer e.mu.Unlock()
+				return e.streams[i].held
+			}
+		}
+		streams = append(streams, stream)
 	}
-	return fs
+	return streams
 }
 
 func (e *creditEngine) limits() []int {
@@ -111,8 +122,8 @@ func (m *creditMover) budgetSum() int {
 }
 
 // An engine that pushes every credit at once, random reports, queues filling and draining,
-// streams closed or failing (500 runs): the streams never hold more than the worker's credit
-// (or one each, with fewer credits than streams).
+// streams closed or failing (500 runs, half with held counts): the streams never hold more
+// than the worker's credit (or one each, with fewer credits than streams).
 func TestCreditMoverNeverLetsTheStreamsHoldMoreThanTheCredit(t *testing.T) {
 	t.Parallel()
 	kinds := []string{"fill", "drain", "report", "report", "tick", "tick", "closed", "failing", "reachable", "sleep"}
@@ -122,7 +133,7 @@ func TestCreditMoverNeverLetsTheStreamsHoldMoreThanTheCredit(t *testing.T) {
 		bound := max(credit, count)
 		initial := evenShares(credit, count)
 		e := newCreditEngine(t, bound, initial)
-		m := newCreditMover(credit, e.setLimits())
+		m := newCreditMover(credit, e.creditStreams(seed%2 == 0))
 		if got := m.initialLimits(); !slices.Equal(got, initial) {
 			t.Fatalf("initial limits %v, want %v", got, initial)
 		}
@@ -177,7 +188,7 @@ func TestCreditMoverNeverLetsTheStreamsHoldMoreThanTheCredit(t *testing.T) {
 func TestCreditMoverGivesTheIdleStreamsCreditToTheWaitingOnes(t *testing.T) {
 	t.Parallel()
 	e := newCreditEngine(t, 8, []int{3, 3, 2})
-	m := newCreditMover(8, e.setLimits())
+	m := newCreditMover(8, e.creditStreams(false))
 	if got := m.initialLimits(); !slices.Equal(got, []int{3, 3, 2}) {
 		t.Fatalf("initial limits %v", got)
 	}
@@ -211,7 +222,7 @@ func TestCreditMoverGivesCreditALoweredStreamHeldOnceItsJobsAreReported(t *testi
 	t.Parallel()
 	e := newCreditEngine(t, 4, []int{2, 2})
 	e.streams[1].held = 2
-	m := newCreditMover(4, e.setLimits())
+	m := newCreditMover(4, e.creditStreams(false))
 	m.setWaiting(0, true)
 	m.settled()
 	// Stream 1 was lowered to one but holds two: only what it does not hold moved.
@@ -227,11 +238,89 @@ func TestCreditMoverGivesCreditALoweredStreamHeldOnceItsJobsAreReported(t *testi
 	m.close()
 }
 
+func TestCreditMoverLeavesAQuietStreamStillWorkingWhatItHolds(t *testing.T) {
+	t.Parallel()
+	e := newCreditEngine(t, 4, []int{2, 2})
+	e.streams[1].held = 2
+	m := newCreditMover(4, e.creditStreams(true))
+	m.setWaiting(0, true)
+	m.settled()
+	if got := e.limits(); !slices.Equal(got, []int{2, 2}) {
+		t.Fatalf("limits %v, want [2 2]: stream 1 holds its two", got)
+	}
+	// What it frees as its jobs are reported moves.
+	e.change(func() { e.streams[1].held = 0 })
+	time.Sleep(creditRetry + 50*time.Millisecond) // asked again while stream 0 waits
+	m.settled()
+	if got := e.limits(); !slices.Equal(got, []int{3, 1}) {
+		t.Fatalf("limits %v, want [3 1]", got)
+	}
+	m.close()
+}
+
+// Every stream busy, each waiting by turns with a slot or three just emptied: no credit moves,
+// and a hot stream still takes the credit of streams that have gone quiet.
+func TestCreditMoverMovesNoCreditUnderAnEvenLoad(t *testing.T) {
+	t.Parallel()
+	e := newCreditEngine(t, 200, []int{50, 50, 50, 50})
+	for _, s := range e.streams {
+		s.held = s.limit
+	}
+	var calls atomic.Int32
+	streams := e.creditStreams(true)
+	for i, stream := range streams {
+		streams[i].setLimit = func(limit int) (int, bool) {
+			calls.Add(1)
+			return stream.setLimit(limit)
+		}
+	}
+	m := newCreditMover(200, streams)
+	rng := rand.New(rand.NewSource(1))
+	for step := range 400 {
+		i, waiting := rng.Intn(4), rng.Intn(2) == 0
+		e.change(func() {
+			// Waiting, it holds its whole limit; keeping up, a report has just emptied a few slots.
+			s := e.streams[i]
+			s.held = s.limit
+			if !waiting {
+				s.held -= rng.Intn(4)
+			}
+		})
+		m.setWaiting(i, waiting)
+		if step%10 == 0 {
+			m.settled()
+		}
+	}
+	m.settled()
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("%d SetLeaseCredits calls under an even load, want none", n)
+	}
+	if got := e.limits(); !slices.Equal(got, []int{50, 50, 50, 50}) {
+		t.Fatalf("limits %v, want [50 50 50 50]", got)
+	}
+	for i := range e.streams {
+		e.change(func() {
+			e.streams[i].held = 0
+			if i == 0 {
+				e.streams[i].held = 50
+			}
+		})
+		m.setWaiting(i, i == 0)
+	}
+	// Within a retry or two: the streams have just stopped waiting, and the reports that
+	// emptied them are not signalled, only counted.
+	eventually(t, "the hot stream takes the quiet ones' credit", func() bool {
+		return slices.Equal(e.limits(), []int{197, 1, 1, 1})
+	})
+	m.close()
+	m.settled()
+}
+
 func TestCreditMoverKeepsTheBudgetOfAStreamItCouldNotReach(t *testing.T) {
 	t.Parallel()
 	e := newCreditEngine(t, 6, []int{2, 2, 2})
 	e.streams[1].reachable, e.streams[2].reachable = "failing", "closed"
-	m := newCreditMover(6, e.setLimits())
+	m := newCreditMover(6, e.creditStreams(false))
 	m.setWaiting(0, true)
 	m.settled()
 	if got := e.limits(); !slices.Equal(got, []int{2, 2, 2}) {
@@ -249,7 +338,7 @@ func TestCreditMoverKeepsTheBudgetOfAStreamItCouldNotReach(t *testing.T) {
 func TestCreditMoverStopsWhenClosed(t *testing.T) {
 	t.Parallel()
 	e := newCreditEngine(t, 6, []int{2, 2, 2})
-	m := newCreditMover(6, e.setLimits())
+	m := newCreditMover(6, e.creditStreams(false))
 	m.close()
 	m.setWaiting(0, true)
 	m.settled()
@@ -262,10 +351,10 @@ func TestCreditMoverResizeSharesEvenlyAgainLoweringFirst(t *testing.T) {
 	t.Parallel()
 	e := newCreditEngine(t, 9, []int{3, 3, 2})
 	var sums []int
-	limits := e.setLimits()
-	for i, f := range limits {
-		limits[i] = func(limit int) (int, bool) {
-			held, ok := f(limit)
+	limits := e.creditStreams(false)
+	for i, stream := range limits {
+		limits[i].setLimit = func(limit int) (int, bool) {
+			held, ok := stream.setLimit(limit)
 			limits := e.limits()
 			sums = append(sums, limits[0]+limits[1]+limits[2])
 			return held, ok

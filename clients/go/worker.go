@@ -470,7 +470,7 @@ func (w *Worker) leaseOnce(ctx context.Context, r *route, req *worqv1.LeaseReque
 		switch kind := msg.GetKind().(type) {
 		case *worqv1.LeaseResponse_Jobs:
 			for _, lj := range kind.Jobs.GetJobs() {
-				w.accept(lj)
+				w.accept(lj, credit)
 			}
 		case *worqv1.LeaseResponse_Keepalive:
 			if id := kind.Keepalive.GetStreamId(); id != "" && credit != nil {
@@ -510,6 +510,7 @@ type task struct {
 	cancel       context.CancelCauseFunc
 	stopDeadline context.CancelFunc
 	interval     time.Duration // between automatic renewals
+	credit       *streamCredit // its stream's share of the credit; nil with one stream
 	// settled is set by whoever reports the job: the handler's goroutine when it returns,
 	// or the shutdown when it fails the job back. Only one of them reports.
 	settled atomic.Bool
@@ -523,8 +524,9 @@ type task struct {
 
 type taskKey struct{}
 
-// accept registers a leased job and starts its goroutine.
-func (w *Worker) accept(lj *worqv1.LeasedJob) {
+// accept registers a leased job (held by credit's stream, when the worker holds several) and
+// starts its goroutine.
+func (w *Worker) accept(lj *worqv1.LeasedJob, credit *streamCredit) {
 	job := jobFromProto(lj.GetJob())
 	if job == nil || lj.GetLeaseId() == "" {
 		w.log.Error("ignoring a malformed leased job", "jid", lj.GetJob().GetJid())
@@ -533,7 +535,7 @@ func (w *Worker) accept(lj *worqv1.LeasedJob) {
 	job.LeaseID = lj.GetLeaseId()
 	job.ExecutionDeadline = timeOf(lj.GetExecutionDeadline())
 
-	t := &task{w: w, job: job}
+	t := &task{w: w, job: job, credit: credit}
 	ctx := w.baseCtx
 	t.stopDeadline = func() {}
 	if !job.ExecutionDeadline.IsZero() {
@@ -557,6 +559,9 @@ func (w *Worker) accept(lj *worqv1.LeasedJob) {
 	w.tasks[job.LeaseID] = t
 	w.pending.Add(1)
 	w.mu.Unlock()
+	if credit != nil {
+		credit.held.Add(1)
+	}
 	w.kickRenewer()
 	go w.runTask(t)
 }
@@ -802,6 +807,9 @@ func (w *Worker) finish(t *task, outcome Outcome, herr error) {
 	w.mu.Lock()
 	delete(w.tasks, t.job.LeaseID)
 	w.mu.Unlock()
+	if t.credit != nil {
+		t.credit.held.Add(-1)
+	}
 	if h := w.opts.Hooks.OnDone; h != nil {
 		h(t.job, outcome, herr)
 	}

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	worqv1 "github.com/worq-dev/worq/gen/go/worq/v1"
@@ -102,13 +103,13 @@ type leaseGroup struct {
 // shareCredit makes the credit mover of the groups' streams: each group's credits become its
 // first limit, and its stream reports to the mover whether jobs wait for its credit.
 func (w *Worker) shareCredit(ctx context.Context, groups []leaseGroup) *creditMover {
-	limits := make([]setLimitFunc, len(groups))
+	streams := make([]creditStream, len(groups))
 	for i := range groups {
 		s := &streamCredit{ctx: ctx, log: w.log, index: i}
 		groups[i].credit = s
-		limits[i] = s.setLimit
+		streams[i] = creditStream{setLimit: s.setLimit, held: s.heldNow}
 	}
-	mover := newCreditMover(w.opts.Concurrency, limits)
+	mover := newCreditMover(w.opts.Concurrency, streams)
 	for i, limit := range mover.initialLimits() {
 		groups[i].credits = limit
 		groups[i].credit.limit = limit
@@ -124,6 +125,8 @@ type streamCredit struct {
 	log   *slog.Logger
 	mover *creditMover
 	index int
+	// held counts the group's jobs received whose reports are not yet answered.
+	held atomic.Int64
 
 	mu       sync.Mutex
 	limit    int    // the stream's limit, and what its next stream opens with
@@ -152,6 +155,9 @@ func (s *streamCredit) ended() {
 	s.mu.Unlock()
 	s.mover.setWaiting(s.index, false)
 }
+
+// heldNow is how many of the group's jobs are received and not yet reported.
+func (s *streamCredit) heldNow() int { return int(s.held.Load()) }
 
 // setLimit sets the stream's limit (and the one its next stream opens with) with
 // SetLeaseCredits on the stream's own server, and answers what the stream held then; ok is

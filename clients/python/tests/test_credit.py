@@ -57,14 +57,20 @@ async def settle(rounds: int = 5) -> None:
 
 def test_an_adversarial_engine_never_holds_more_than_the_credit(monkeypatch: pytest.MonkeyPatch) -> None:
     """Random queues filling and draining, jobs reported, streams unreachable or failing, the
-    engine pushing every credit at once (500 runs): the streams never hold more than the
-    worker's credit (or one each, with fewer credits than streams)."""
+    engine pushing every credit at once (500 runs, half with held counts): the streams never
+    hold more than the worker's credit (or one each, with fewer credits than streams)."""
     monkeypatch.setattr(_credit, "RETRY_AFTER", 0.001)
 
     async def one(rng: random.Random) -> None:
         credit, count = rng.randint(1, 20), rng.randint(1, 6)
         engines: List[EngineStream] = []
-        mover = CreditMover(credit, [lambda limit, i=i: engines[i].set_limit(limit) for i in range(count)])
+        # The holder counts what its stream holds (a library), or cannot (a node's merged lease).
+        counted = rng.random() < 0.5
+        mover = CreditMover(
+            credit,
+            [lambda limit, i=i: engines[i].set_limit(limit) for i in range(count)],
+            held=[lambda i=i: engines[i].held for i in range(count)] if counted else None,
+        )
         engines.extend(EngineStream(limit) for limit in mover.initial_limits)
         bound = max(credit, count)
         assert sum(mover.initial_limits) == bound
@@ -141,6 +147,69 @@ def test_credit_a_lowered_stream_still_holds_is_given_once_its_jobs_are_reported
         await asyncio.sleep(0.15)  # asked again while stream 0 waits
         await mover.idle()
         assert [e.limit for e in engines] == [3, 1]
+        mover.close()
+
+    run(scenario())
+
+
+def test_a_quiet_stream_still_working_keeps_what_it_holds() -> None:
+    """A stream with nothing waiting that is still working keeps what it holds; what it frees
+    as its jobs are reported moves."""
+
+    async def scenario() -> None:
+        engines = [EngineStream(2), EngineStream(2)]
+        engines[1].held = 2
+        mover = CreditMover(4, [e.set_limit for e in engines], held=[lambda e=e: e.held for e in engines])
+        mover.set_waiting(0, True)
+        await mover.idle()
+        assert [e.limit for e in engines] == [2, 2]
+        engines[1].held = 0
+        await asyncio.sleep(0.15)  # asked again while stream 0 waits
+        await mover.idle()
+        assert [e.limit for e in engines] == [3, 1]
+        mover.close()
+
+    run(scenario())
+
+
+def test_an_even_load_moves_no_credit() -> None:
+    """Every stream busy, each waiting by turns with a slot or three just emptied: no call is
+    made; then a hot stream still takes the credit of the streams gone quiet."""
+
+    async def scenario() -> None:
+        engines = [EngineStream(50) for _ in range(4)]
+        for e in engines:
+            e.held = e.limit
+        calls = 0
+
+        def counting(engine: EngineStream) -> SetLimit:
+            async def set_limit(limit: int) -> Optional[int]:
+                nonlocal calls
+                calls += 1
+                return await engine.set_limit(limit)
+
+            return set_limit
+
+        mover = CreditMover(200, [counting(e) for e in engines], held=[lambda e=e: e.held for e in engines])
+        rng = random.Random(1)
+        for step in range(400):
+            i, waiting = rng.randrange(4), rng.random() < 0.5
+            # Waiting, it holds its whole limit; keeping up, a report has just emptied a few slots.
+            engines[i].held = engines[i].limit - (0 if waiting else rng.randrange(4))
+            mover.set_waiting(i, waiting)
+            if step % 10 == 0:
+                await settle()
+        await mover.idle()
+        assert calls == 0
+        assert [e.limit for e in engines] == [50, 50, 50, 50]
+        for i, e in enumerate(engines):
+            e.held = 50 if i == 0 else 0
+            mover.set_waiting(i, i == 0)
+        # Within a retry or two: the streams have just stopped waiting, and the reports that
+        # emptied them are not signalled, only counted.
+        await asyncio.sleep(0.35)
+        await mover.idle()
+        assert [e.limit for e in engines] == [197, 1, 1, 1]
         mover.close()
 
     run(scenario())

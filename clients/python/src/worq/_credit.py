@@ -18,8 +18,14 @@ SetLimit = Callable[[int], Awaitable[Optional[int]]]
 instant; None when the change is not known to have reached the server (no stream open, or the
 call failed). A stream opens again with the limit it was last given."""
 
+Held = Callable[[], int]
+"""How many jobs one stream holds now as its holder counts them (received, report not yet
+answered)."""
+
 #: How long a waiting stream below its share waits before credit still held elsewhere is asked for again.
 RETRY_AFTER = 0.1
+#: How long a stream must have had nothing waiting before it gives up credit it does not hold.
+QUIET_FOR = 0.1
 
 
 class CreditMover:
@@ -27,23 +33,31 @@ class CreditMover:
     worker never holds more than ``total`` jobs, and no credit sits idle on a stream with nothing
     ready while another has jobs waiting for credit (each stream reports that as it changes).
 
-    Every stream keeps one credit, so the first job of a quiet partition starts at once; the
-    rest goes to the streams with jobs waiting, evenly. Credit moves in two steps: the giver is
-    lowered first and answers what it holds (nothing more can be pushed to it past its new
-    limit, so only the unheld part is free), then the taker is raised by what was freed. The
-    sum of what the streams may hold never exceeds ``total`` in between. Credit a lowered
-    stream still holds comes free as its jobs are reported, and is asked for again while a
-    stream waits. One move at a time; a request during a move runs after it. Lives on one
-    event loop.
+    A stream with nothing waiting keeps what it holds (``held``: at least one credit, so the
+    first job of a quiet partition starts at once; a stream whose holder cannot count is
+    lowered to one); the rest goes to the streams with jobs waiting, evenly. A stream gives
+    credit only once it has had nothing waiting for ``QUIET_FOR`` (one that never waited, at
+    once), and only when that frees a good part of an even share (``_minimum_move``): under an
+    even load every stream waits by turns, and one lowered the moment it caught up would soon
+    wait itself and take the credit back, two calls per move and no job the faster. Credit
+    moves in two steps: the giver is lowered first and answers what it holds (nothing more can
+    be pushed to it past its new limit, so only the unheld part is free), then the taker is
+    raised by what was freed. The sum of what the streams may hold never exceeds ``total`` in
+    between. Credit a lowered stream still holds comes free as its jobs are reported, and is
+    asked for again while a stream waits. One move at a time; a request during a move runs
+    after it. Lives on one event loop.
     """
 
-    def __init__(self, total: int, streams: Sequence[SetLimit]) -> None:
+    def __init__(self, total: int, streams: Sequence[SetLimit], held: Optional[Sequence[Held]] = None) -> None:
         self._total = total
         self._streams = list(streams)
+        self._held = list(held) if held is not None else None
         # What each stream may hold at most, as far as the sum goes: max(its limit, what it
         # held when lowered).
         self._budgets: List[int] = even_shares(total, len(self._streams))
         self._waiting: List[bool] = [False] * len(self._streams)
+        # When each stream last stopped waiting (None: it never waited), on the loop's clock.
+        self._quiet_since: List[Optional[float]] = [None] * len(self._streams)
         self._running: Optional["asyncio.Task[None]"] = None
         self._again = False
         self._retry: Optional[asyncio.TimerHandle] = None
@@ -65,7 +79,10 @@ class CreditMover:
         if self._waiting[index] == waiting:
             return
         self._waiting[index] = waiting
-        if waiting:
+        if not waiting:
+            self._quiet_since[index] = asyncio.get_running_loop().time()
+        # A stream going quiet may free credit for one still waiting (once its jobs are reported).
+        if waiting or any(self._waiting):
             self._rebalance()
 
     async def resize(self, total: int) -> None:
@@ -127,32 +144,29 @@ class CreditMover:
             await self._move_now()
 
     async def _move_now(self) -> None:
-        targets = self._targets()
+        targets = self._targets(self._kept)
         if targets is None:
             return
         for i, target in enumerate(targets):
-            if self._budgets[i] <= target:
+            if self._budgets[i] - target < self._minimum_move:
                 continue
             held = await self._set_limit(i, target)
             # Not lowered (the stream is not open, or the call failed): its budget stays as it was.
             if held is not None:
                 self._budgets[i] = max(held, target)
         free = self._total - sum(self._budgets)
-        short = False
         for i, target in enumerate(targets):
-            want = target - self._budgets[i]
-            if want <= 0:
-                continue
-            given = min(free, want)
-            if given < want:
-                short = True
+            given = min(free, target - self._budgets[i])
             if given <= 0:
                 continue
             free -= given
             # Counted before the call: whether or not it reaches the server, the stream may hold this many.
             self._budgets[i] += given
             await self._set_limit(i, self._budgets[i])
-        # Credit still held by a lowered stream comes free as its jobs finish: ask again soon.
+        # Credit still held elsewhere comes free as its jobs finish: ask again soon while a
+        # waiting stream has less than it would with every other stream down to one.
+        ideal = self._targets(lambda i: 1) or []
+        short = any(self._waiting[i] and self._budgets[i] < target for i, target in enumerate(ideal))
         if short and not self._closed:
             if self._retry is not None:
                 self._retry.cancel()
@@ -162,12 +176,26 @@ class CreditMover:
         self._retry = None
         self._rebalance()
 
-    def _targets(self) -> Optional[List[int]]:
-        """Where the credit should be: one for each stream with nothing waiting, the rest
-        evenly over the waiting ones; None when none waits."""
+    def _targets(self, keep: Callable[[int], int]) -> Optional[List[int]]:
+        """Where the credit should be: what each stream with nothing waiting keeps (``keep``),
+        the rest evenly over the waiting ones (at least one each); None when none waits."""
         waiting_count = sum(self._waiting)
         if waiting_count == 0:
             return None
-        idle = len(self._streams) - waiting_count
-        shares = iter(even_shares(max(waiting_count, self._total - idle), waiting_count))
-        return [next(shares) if waiting else 1 for waiting in self._waiting]
+        kept = [0 if waiting else keep(i) for i, waiting in enumerate(self._waiting)]
+        shares = iter(even_shares(max(waiting_count, self._total - sum(kept)), waiting_count))
+        return [next(shares) if waiting else kept[i] for i, waiting in enumerate(self._waiting)]
+
+    @property
+    def _minimum_move(self) -> int:
+        """The least a lowering frees: a quarter of an even share, at least one."""
+        return max(1, self._total // len(self._streams) // 4)
+
+    def _kept(self, i: int) -> int:
+        """What a stream with nothing waiting keeps: all of it if it waited just now, else what
+        it holds, at least one."""
+        since = self._quiet_since[i]
+        if since is not None and asyncio.get_running_loop().time() - since < QUIET_FOR:
+            return self._budgets[i]
+        held = self._held[i]() if self._held is not None else 1
+        return max(1, min(self._budgets[i], held))

@@ -755,7 +755,10 @@ class Worker:
         assert self._stopping is not None and self._force is not None
         parts: List[Worker] = []
         credits = self._credits = CreditMover(
-            self.concurrency, [functools.partial(self._set_part_limit, parts, i) for i in range(len(groups))]
+            self.concurrency,
+            [functools.partial(self._set_part_limit, parts, i) for i in range(len(groups))],
+            # Each stream's jobs received whose reports are not yet answered.
+            held=[functools.partial(self._part_held, parts, i) for i in range(len(groups))],
         )
         shares = credits.initial_limits
         # As many as the streams may hold at once: the concurrency, or one per stream when
@@ -805,6 +808,10 @@ class Worker:
                 self._fatal = self._fatal or error
             elif error is not None:
                 raise error
+
+    @staticmethod
+    def _part_held(parts: List["Worker"], index: int) -> int:
+        return len(parts[index]._held) if index < len(parts) else 0
 
     @staticmethod
     async def _set_part_limit(parts: List["Worker"], index: int, limit: int) -> Optional[int]:
