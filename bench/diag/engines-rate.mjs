@@ -16,7 +16,8 @@
  * process's system calls over them (strace -c -f).
  * CAP_CORES=0.125 puts each server process in a cgroup of its own with that much CPU (as WM's
  * capped rows do, after the warm-up; needs root and the cgroup v1 cpu controller), each
- * CAP_PERIOD_US long (100,000, as WM).
+ * CAP_PERIOD_US long (100,000, as WM). TRACE=1 prints each second's jobs done and calls by
+ * method and by the server they went to (mean request bytes: a Report's grow with its reports).
  */
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -31,10 +32,19 @@ import { startWorqServer } from "../lib/worq-server.mjs";
 
 /** Unary calls this process makes, by method, while the jobs run. */
 const calls = {};
+/** TRACE=1: each second's calls by method and link (the server each went to), with their request bytes. */
+const trace = process.env.TRACE ? { links: new Map(), second: {} } : undefined;
 const unary = GrpcLink.prototype.unary;
 GrpcLink.prototype.unary = function (path, request) {
   const method = path.slice(path.lastIndexOf("/") + 1);
   calls[method] = (calls[method] ?? 0) + 1;
+  if (trace) {
+    if (!trace.links.has(this)) trace.links.set(this, trace.links.size);
+    const key = `${method}@${trace.links.get(this)}`;
+    const entry = (trace.second[key] ??= { calls: 0, bytes: 0 });
+    entry.calls++;
+    entry.bytes += request.length;
+  }
   return unary.call(this, path, request);
 };
 
@@ -78,6 +88,7 @@ const worker = new Worker({
   queues: QUEUES,
   concurrency,
   onEvent: (e) => {
+    if (trace && e.event === "reconnecting") console.error(`reconnecting: ${JSON.stringify(e)}`);
     if (e.event !== "done") return;
     done++;
     if (done === WARMUP) warmedUp();
@@ -153,11 +164,23 @@ const poller =
     void client.admin.getServerInfo({});
   }, pollMs);
 const started = performance.now();
+let doneBefore = done;
+const tracer =
+  trace &&
+  setInterval(() => {
+    const line = Object.entries(trace.second)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([key, { calls, bytes }]) => `${key} ${calls}×${Math.round(bytes / calls)}B`);
+    console.error(`[${((performance.now() - started) / 1000).toFixed(0)} s] ${done - doneBefore} jobs; ${line.join(", ")}`);
+    doneBefore = done;
+    trace.second = {};
+  }, 1000);
 await submitRange(WARMUP, WARMUP + N);
 await allDone;
 const ms = performance.now() - started;
 for (const strace of straces) strace.kill("SIGINT");
 if (poller) clearInterval(poller);
+if (tracer) clearInterval(tracer);
 const perJob = (seconds) => +((seconds * 1000) / N).toFixed(3);
 const cpu = pids.map((pid, i) => cpuOf(pid) - cpu0[i]);
 const counts1 = await countsNow();

@@ -52,6 +52,10 @@ type creditMover struct {
 	mu      sync.Mutex
 	total   int
 	budgets []int // what each stream may hold at most, as far as the sum goes: max(its limit, what it held when lowered)
+	// limits is the limit each stream was last given (a lower bound when a call's fate is
+	// unknown). It can be below the budget: a stream lowered while it held more keeps that in
+	// its budget until a later lowering answers what it holds now.
+	limits  []int
 	waiting []bool
 	// quietSince is when each stream last stopped waiting (zero: it never waited).
 	quietSince []time.Time
@@ -67,6 +71,7 @@ func newCreditMover(total int, streams []creditStream) *creditMover {
 		streams:    streams,
 		total:      total,
 		budgets:    evenShares(total, len(streams)),
+		limits:     evenShares(total, len(streams)),
 		waiting:    make([]bool, len(streams)),
 		quietSince: make([]time.Time, len(streams)),
 	}
@@ -116,11 +121,16 @@ func (m *creditMover) resize(total int) {
 			if (share < budgets[i]) != lowering {
 				continue
 			}
+			m.mu.Lock()
+			m.limits[i] = min(m.limits[i], share)
+			m.mu.Unlock()
 			held, ok := m.streams[i].setLimit(share)
 			m.mu.Lock()
 			if !ok {
 				// Not lowered (no stream open, or the call failed): it may still hold its old budget.
 				held = m.budgets[i]
+			} else {
+				m.limits[i] = share
 			}
 			m.budgets[i] = max(held, share)
 			m.mu.Unlock()
@@ -201,6 +211,10 @@ func (m *creditMover) move() {
 		if !due {
 			continue
 		}
+		m.mu.Lock()
+		// Whether or not the call gets through, the stream's limit is now at most this.
+		m.limits[i] = min(m.limits[i], target)
+		m.mu.Unlock()
 		held, ok := m.streams[i].setLimit(target)
 		// Not lowered (the stream is not open, or the call failed): its budget stays as it was.
 		if ok {
@@ -217,17 +231,28 @@ func (m *creditMover) move() {
 	m.mu.Unlock()
 	for i, target := range targets {
 		m.mu.Lock()
-		given := min(free, target-m.budgets[i])
-		if given <= 0 {
+		if !m.waiting[i] || target <= m.limits[i] {
 			m.mu.Unlock()
 			continue
 		}
+		// A stream lowered while it held more keeps that in its budget: raised again, it needs
+		// new credit only beyond it. Counted before the call: whether or not it reaches the
+		// server, the stream may hold this many.
+		given := max(0, min(free, target-m.budgets[i]))
 		free -= given
-		// Counted before the call: whether or not it reaches the server, the stream may hold this many.
 		m.budgets[i] += given
-		limit := m.budgets[i]
+		limit := min(target, m.budgets[i])
+		if limit <= m.limits[i] {
+			m.mu.Unlock()
+			continue
+		}
 		m.mu.Unlock()
-		m.streams[i].setLimit(limit)
+		// Counted once it reached the server: one that did not is sent again by the next move.
+		if _, ok := m.streams[i].setLimit(limit); ok {
+			m.mu.Lock()
+			m.limits[i] = limit
+			m.mu.Unlock()
+		}
 	}
 	// Credit still held elsewhere comes free as its jobs finish: ask again soon while a
 	// waiting stream has less than it would with every other stream down to one.
@@ -235,7 +260,7 @@ func (m *creditMover) move() {
 	defer m.mu.Unlock()
 	short := false
 	for i, target := range m.targets(func(int) int { return 1 }) {
-		short = short || (m.waiting[i] && m.budgets[i] < target)
+		short = short || (m.waiting[i] && m.limits[i] < target)
 	}
 	if short && !m.closed {
 		if m.retry != nil {

@@ -238,6 +238,30 @@ func TestCreditMoverGivesCreditALoweredStreamHeldOnceItsJobsAreReported(t *testi
 	m.close()
 }
 
+// A stream lowered while it held more is raised again once it waits, within the credit its
+// budget kept (a mover that kept only the budget left it at its lowered limit, the credit idle,
+// for good).
+func TestCreditMoverRaisesALoweredStreamThatWaitsAgain(t *testing.T) {
+	t.Parallel()
+	e := newCreditEngine(t, 4, []int{2, 2})
+	e.streams[1].held = 2
+	m := newCreditMover(4, e.creditStreams(false))
+	m.setWaiting(0, true)
+	m.settled()
+	// Lowered to one, it answered two: those two stay counted as its own.
+	if got := e.limits(); !slices.Equal(got, []int{2, 1}) {
+		t.Fatalf("limits %v, want [2 1]", got)
+	}
+	e.change(func() { e.streams[1].held = 0 })
+	m.setWaiting(1, true)
+	m.settled()
+	if got := e.limits(); !slices.Equal(got, []int{2, 2}) {
+		t.Fatalf("both waiting: limits %v, want [2 2]", got)
+	}
+	m.close()
+	m.settled()
+}
+
 func TestCreditMoverLeavesAQuietStreamStillWorkingWhatItHolds(t *testing.T) {
 	t.Parallel()
 	e := newCreditEngine(t, 4, []int{2, 2})

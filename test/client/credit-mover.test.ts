@@ -97,6 +97,26 @@ describe("CreditMover: a worker's credit shared among its streams to several par
     mover.close();
   });
 
+  it("a stream lowered while it held more is raised again once it waits, within the credit its budget kept", async () => {
+    const engines = [new EngineStream(2), new EngineStream(2)];
+    engines[1]!.held = 2;
+    const mover = new CreditMover(
+      4,
+      engines.map((engine) => ({ setLimit: engine.setLimit })),
+    );
+    mover.setWaiting(0, true);
+    await settle();
+    // Lowered to one, it answered two: those two stay counted as its own.
+    expect(engines.map((e) => e.limit)).toEqual([2, 1]);
+    engines[1]!.held = 0;
+    mover.setWaiting(1, true);
+    await settle();
+    // Both wait: an even split. Stream 1's limit goes back up to the two it was counted for
+    // (a mover that kept only the budget left it at one, the credit idle, for good).
+    expect(engines.map((e) => e.limit)).toEqual([2, 2]);
+    mover.close();
+  });
+
   it("a stream with nothing waiting that is still working keeps what it holds; what it frees as its jobs are reported moves", async () => {
     const engines = [new EngineStream(2), new EngineStream(2)];
     engines[1]!.held = 2;

@@ -82,6 +82,41 @@ describe("the TS worker's Lease stream (real server)", () => {
     await run;
   });
 
+  it("a concurrency set while the stream opens, before its id is known, reaches that stream", async () => {
+    const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
+    const worker = new Worker({ client, queues: ["stream-opening"], concurrency: 1 });
+    let running = 0;
+    const releases: (() => void)[] = [];
+    worker.register("hold", () => {
+      running++;
+      return new Promise<void>((resolve) => releases.push(resolve));
+    });
+    // Raised right after the Lease call is sent (it asked for 1), before the first keepalive
+    // names the stream: there is no stream to call yet.
+    const link = client.link;
+    const open = link.serverStream.bind(link);
+    let raised: Promise<void> | undefined;
+    link.serverStream = (path, request) => {
+      const call = open(path, request);
+      raised ??= worker.setConcurrency(3);
+      return call;
+    };
+    const run = worker.run();
+    await client.submitBatch(Array.from({ length: 4 }, () => ({ type: "hold", queue: "stream-opening" })));
+    for (let i = 0; i < 250 && running < 3; i++) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(raised).toBeDefined();
+    expect(running).toBe(3);
+    const workers = (await server.admin.listWorkers({})).workers.filter((w) => w.workerId === worker.workerId);
+    expect(workers.map((w) => w.credits)).toEqual([3]);
+    for (let i = 0; i < 250 && !(running === 4 && releases.length === 0); i++) {
+      releases.shift()?.();
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(running).toBe(4);
+    await worker.stop();
+    await run;
+  });
+
   it("hands the handler the job's fields, and the whole Job message as job.proto", async () => {
     const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
     const seen: unknown[] = [];

@@ -152,6 +152,27 @@ def test_credit_a_lowered_stream_still_holds_is_given_once_its_jobs_are_reported
     run(scenario())
 
 
+def test_a_lowered_stream_is_raised_again_once_it_waits() -> None:
+    """A stream lowered while it held more is raised again once it waits, within the credit its
+    budget kept (a mover that kept only the budget left it at its lowered limit, for good)."""
+
+    async def scenario() -> None:
+        engines = [EngineStream(2), EngineStream(2)]
+        engines[1].held = 2
+        mover = mover_of(4, engines)
+        mover.set_waiting(0, True)
+        await mover.idle()
+        # Lowered to one, it answered two: those two stay counted as its own.
+        assert [e.limit for e in engines] == [2, 1]
+        engines[1].held = 0
+        mover.set_waiting(1, True)
+        await mover.idle()
+        assert [e.limit for e in engines] == [2, 2]
+        mover.close()
+
+    run(scenario())
+
+
 def test_a_quiet_stream_still_working_keeps_what_it_holds() -> None:
     """A stream with nothing waiting that is still working keeps what it holds; what it frees
     as its jobs are reported moves."""

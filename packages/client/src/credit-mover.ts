@@ -41,6 +41,12 @@ const QUIET_MS = 100;
 export class CreditMover {
   /** What each stream may hold at most, as far as the sum goes: max(its limit, what it held when lowered). */
   private readonly budgets: number[];
+  /**
+   * The limit each stream was last given (a lower bound when a call's fate is unknown). It
+   * can be below the budget: a stream lowered while it held more keeps that in its budget
+   * until a later lowering answers what it holds now.
+   */
+  private readonly limits: number[];
   private readonly waiting: boolean[];
   /** When each stream last stopped waiting (-Infinity: never waited). */
   private readonly quietSince: number[];
@@ -54,6 +60,7 @@ export class CreditMover {
     private readonly streams: CreditStream[],
   ) {
     this.budgets = evenShares(total, streams.length);
+    this.limits = [...this.budgets];
     this.waiting = streams.map(() => false);
     this.quietSince = streams.map(() => -Infinity);
   }
@@ -80,8 +87,10 @@ export class CreditMover {
     // Lowered first, so the sum never exceeds the smaller of the old and new totals.
     const order = shares.map((_, i) => i).sort((a, b) => shares[a]! - this.budgets[a]! - (shares[b]! - this.budgets[b]!));
     for (const i of order) {
+      this.limits[i] = Math.min(this.limits[i]!, shares[i]!);
       const held = await this.streams[i]!.setLimit(shares[i]!);
       this.budgets[i] = Math.max(held ?? 0, shares[i]!);
+      this.limits[i] = shares[i]!;
     }
     this.rebalance();
   }
@@ -114,22 +123,29 @@ export class CreditMover {
     if (!targets) return;
     for (let i = 0; i < targets.length; i++) {
       if (this.budgets[i]! - targets[i]! < this.minimumMove) continue;
+      // Whether or not the call gets through, the stream's limit is now at most this.
+      this.limits[i] = Math.min(this.limits[i]!, targets[i]!);
       const held = await this.streams[i]!.setLimit(targets[i]!);
       // Not lowered (the stream is not open, or the call failed): its budget stays as it was.
       if (held !== undefined) this.budgets[i] = Math.max(held, targets[i]!);
     }
     let free = this.total - this.budgets.reduce((sum, budget) => sum + budget, 0);
     for (let i = 0; i < targets.length; i++) {
-      const given = Math.min(free, targets[i]! - this.budgets[i]!);
-      if (given <= 0) continue;
+      if (!this.waiting[i] || targets[i]! <= this.limits[i]!) continue;
+      // A stream lowered while it held more keeps that in its budget: raised again, it needs
+      // new credit only beyond it.
+      const given = Math.max(0, Math.min(free, targets[i]! - this.budgets[i]!));
       free -= given;
       this.budgets[i]! += given;
-      await this.streams[i]!.setLimit(this.budgets[i]!);
+      const limit = Math.min(targets[i]!, this.budgets[i]!);
+      if (limit <= this.limits[i]!) continue;
+      // Counted once it reached the stream: one that did not is sent again by the next move.
+      if ((await this.streams[i]!.setLimit(limit)) !== undefined) this.limits[i] = limit;
     }
     // Credit still held elsewhere comes free as its jobs finish: ask again soon while a
     // waiting stream has less than it would with every other stream down to one.
     const ideal = this.targets(() => 1);
-    if (ideal?.some((target, i) => this.waiting[i] && this.budgets[i]! < target) && !this.closed) {
+    if (ideal?.some((target, i) => this.waiting[i] && this.limits[i]! < target) && !this.closed) {
       clearTimeout(this.retry);
       this.retry = setTimeout(() => this.rebalance(), RETRY_MS);
       this.retry.unref?.();

@@ -335,6 +335,18 @@ export class Worker {
     }
   }
 
+  /** Sends the open stream the limit last given, which it did not open with. */
+  private async catchUpLimit(): Promise<void> {
+    try {
+      await this.setLeaseLimit(this.concurrency);
+    } catch (error) {
+      this.log.warn("setting the new stream's credits failed; it keeps those it opened with", {
+        credits: this.concurrency,
+        error: toClientError(error).message,
+      });
+    }
+  }
+
   /** Registers the handler of a job type. Its return value is the result; a throw fails the job. */
   register(type: string, handler: Handler): this {
     this.handlers.set(type, handler);
@@ -503,6 +515,7 @@ export class Worker {
       order: this.queueOrder,
       reportWaiting: this.waitingListener !== undefined,
     });
+    const openedWith = request.credits;
     const call = this.client.link.serverStream(LEASE_PATH, toBinary(LeaseRequestSchema, request));
     let closed = false;
     const close = () => {
@@ -526,7 +539,11 @@ export class Worker {
         }
         if (message.kind === "jobs") for (const leased of message.jobs) this.start(leased);
         else if (message.kind === "keepalive") {
-          if (message.streamId) this.streamId = message.streamId;
+          if (message.streamId && this.streamId === undefined) {
+            this.streamId = message.streamId;
+            // A limit given before this stream's id was known did not reach it: send it now.
+            if (this.concurrency !== openedWith) void this.catchUpLimit();
+          }
         } else if (message.kind === "waiting") {
           this.waitingListener?.(message.waiting);
         } else if (message.kind === "revoked") {

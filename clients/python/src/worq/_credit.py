@@ -55,6 +55,10 @@ class CreditMover:
         # What each stream may hold at most, as far as the sum goes: max(its limit, what it
         # held when lowered).
         self._budgets: List[int] = even_shares(total, len(self._streams))
+        # The limit each stream was last given (a lower bound when a call's fate is unknown). It
+        # can be below the budget: a stream lowered while it held more keeps that in its budget
+        # until a later lowering answers what it holds now.
+        self._limits: List[int] = list(self._budgets)
         self._waiting: List[bool] = [False] * len(self._streams)
         # When each stream last stopped waiting (None: it never waited), on the loop's clock.
         self._quiet_since: List[Optional[float]] = [None] * len(self._streams)
@@ -94,9 +98,12 @@ class CreditMover:
             # Lowered first, so that the sum never exceeds the smaller of the old and new totals.
             order = sorted(range(len(shares)), key=lambda i: shares[i] - self._budgets[i])
             for i in order:
+                self._limits[i] = min(self._limits[i], shares[i])
                 held = await self._set_limit(i, shares[i])
                 # Not lowered (no stream open, or the call failed): it may still hold its old budget.
                 self._budgets[i] = max(self._budgets[i] if held is None else held, shares[i])
+                if held is not None:
+                    self._limits[i] = shares[i]
         self._rebalance()
 
     def close(self) -> None:
@@ -150,23 +157,32 @@ class CreditMover:
         for i, target in enumerate(targets):
             if self._budgets[i] - target < self._minimum_move:
                 continue
+            # Whether or not the call gets through, the stream's limit is now at most this.
+            self._limits[i] = min(self._limits[i], target)
             held = await self._set_limit(i, target)
             # Not lowered (the stream is not open, or the call failed): its budget stays as it was.
             if held is not None:
                 self._budgets[i] = max(held, target)
         free = self._total - sum(self._budgets)
         for i, target in enumerate(targets):
-            given = min(free, target - self._budgets[i])
-            if given <= 0:
+            if not self._waiting[i] or target <= self._limits[i]:
                 continue
+            # A stream lowered while it held more keeps that in its budget: raised again, it
+            # needs new credit only beyond it. Counted before the call: whether or not it
+            # reaches the server, the stream may hold this many.
+            given = max(0, min(free, target - self._budgets[i]))
             free -= given
-            # Counted before the call: whether or not it reaches the server, the stream may hold this many.
             self._budgets[i] += given
-            await self._set_limit(i, self._budgets[i])
+            limit = min(target, self._budgets[i])
+            if limit <= self._limits[i]:
+                continue
+            # Counted once it reached the stream: one that did not is sent again by the next move.
+            if await self._set_limit(i, limit) is not None:
+                self._limits[i] = limit
         # Credit still held elsewhere comes free as its jobs finish: ask again soon while a
         # waiting stream has less than it would with every other stream down to one.
         ideal = self._targets(lambda i: 1) or []
-        short = any(self._waiting[i] and self._budgets[i] < target for i, target in enumerate(ideal))
+        short = any(self._waiting[i] and self._limits[i] < target for i, target in enumerate(ideal))
         if short and not self._closed:
             if self._retry is not None:
                 self._retry.cancel()
