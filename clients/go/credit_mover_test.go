@@ -218,17 +218,24 @@ func TestCreditMoverGivesTheIdleStreamsCreditToTheWaitingOnes(t *testing.T) {
 	m.close()
 }
 
-func TestCreditMoverGivesCreditALoweredStreamHeldOnceItsJobsAreReported(t *testing.T) {
-	t.Parallel()
+// loweredWhileHolding is two streams of two; stream 1, holding its two, is lowered as stream 0
+// waits: limits [2 1], stream 1 still counted for two.
+func loweredWhileHolding(t *testing.T) (*creditEngine, *creditMover) {
 	e := newCreditEngine(t, 4, []int{2, 2})
 	e.streams[1].held = 2
 	m := newCreditMover(4, e.creditStreams(false))
 	m.setWaiting(0, true)
 	m.settled()
-	// Stream 1 was lowered to one but holds two: only what it does not hold moved.
+	// Only what stream 1 does not hold moved: nothing.
 	if got := e.limits(); !slices.Equal(got, []int{2, 1}) {
 		t.Fatalf("limits %v, want [2 1]", got)
 	}
+	return e, m
+}
+
+func TestCreditMoverGivesCreditALoweredStreamHeldOnceItsJobsAreReported(t *testing.T) {
+	t.Parallel()
+	e, m := loweredWhileHolding(t)
 	e.change(func() { e.streams[1].held = 0 })
 	time.Sleep(creditRetry + 50*time.Millisecond) // asked again while stream 0 waits
 	m.settled()
@@ -238,20 +245,12 @@ func TestCreditMoverGivesCreditALoweredStreamHeldOnceItsJobsAreReported(t *testi
 	m.close()
 }
 
-// A stream lowered while it held more is raised again once it waits, within the credit its
-// budget kept (a mover that kept only the budget left it at its lowered limit, the credit idle,
+// A stream lowered while it held more is raised again once it waits, within the credit it was
+// counted for (a mover that kept only the count left it at its lowered limit, the credit idle,
 // for good).
 func TestCreditMoverRaisesALoweredStreamThatWaitsAgain(t *testing.T) {
 	t.Parallel()
-	e := newCreditEngine(t, 4, []int{2, 2})
-	e.streams[1].held = 2
-	m := newCreditMover(4, e.creditStreams(false))
-	m.setWaiting(0, true)
-	m.settled()
-	// Lowered to one, it answered two: those two stay counted as its own.
-	if got := e.limits(); !slices.Equal(got, []int{2, 1}) {
-		t.Fatalf("limits %v, want [2 1]", got)
-	}
+	e, m := loweredWhileHolding(t)
 	e.change(func() { e.streams[1].held = 0 })
 	m.setWaiting(1, true)
 	m.settled()

@@ -80,7 +80,8 @@ describe("CreditMover: a worker's credit shared among its streams to several par
     mover.close();
   });
 
-  it("credit a lowered stream still holds is given only once its jobs are reported", async () => {
+  /** Two streams of two; stream 1, holding its two, is lowered as stream 0 waits: limits [2, 1], stream 1 still counted for two. */
+  const loweredWhileHolding = async () => {
     const engines = [new EngineStream(2), new EngineStream(2)];
     engines[1]!.held = 2;
     const mover = new CreditMover(
@@ -89,30 +90,26 @@ describe("CreditMover: a worker's credit shared among its streams to several par
     );
     mover.setWaiting(0, true);
     await settle();
-    // Stream 1 was lowered to one but holds two: only what it does not hold moved.
+    // Only what stream 1 does not hold moved: nothing.
     expect(engines.map((e) => e.limit)).toEqual([2, 1]);
+    return { engines, mover };
+  };
+
+  it("credit a lowered stream still holds is given only once its jobs are reported", async () => {
+    const { engines, mover } = await loweredWhileHolding();
     engines[1]!.held = 0;
     await new Promise((resolve) => setTimeout(resolve, 150)); // asked again while stream 0 waits
     expect(engines.map((e) => e.limit)).toEqual([3, 1]);
     mover.close();
   });
 
-  it("a stream lowered while it held more is raised again once it waits, within the credit its budget kept", async () => {
-    const engines = [new EngineStream(2), new EngineStream(2)];
-    engines[1]!.held = 2;
-    const mover = new CreditMover(
-      4,
-      engines.map((engine) => ({ setLimit: engine.setLimit })),
-    );
-    mover.setWaiting(0, true);
-    await settle();
-    // Lowered to one, it answered two: those two stay counted as its own.
-    expect(engines.map((e) => e.limit)).toEqual([2, 1]);
+  it("a stream lowered while it held more is raised again once it waits, within the credit it was counted for", async () => {
+    const { engines, mover } = await loweredWhileHolding();
     engines[1]!.held = 0;
     mover.setWaiting(1, true);
     await settle();
     // Both wait: an even split. Stream 1's limit goes back up to the two it was counted for
-    // (a mover that kept only the budget left it at one, the credit idle, for good).
+    // (a mover that kept only the count left it at one, the credit idle, for good).
     expect(engines.map((e) => e.limit)).toEqual([2, 2]);
     mover.close();
   });

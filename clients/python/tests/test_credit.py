@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import Awaitable, Callable, List, Optional
+from typing import Awaitable, Callable, List, Optional, Tuple
 
 import pytest
 
@@ -134,15 +134,22 @@ def test_a_waiting_stream_gets_the_credit_of_the_idle_ones_each_keeping_one() ->
     run(scenario())
 
 
+async def lowered_while_holding() -> Tuple[List[EngineStream], CreditMover]:
+    """Two streams of two; stream 1, holding its two, is lowered as stream 0 waits: limits
+    [2, 1], stream 1 still counted for two."""
+    engines = [EngineStream(2), EngineStream(2)]
+    engines[1].held = 2
+    mover = mover_of(4, engines)
+    mover.set_waiting(0, True)
+    await mover.idle()
+    # Only what stream 1 does not hold moved: nothing.
+    assert [e.limit for e in engines] == [2, 1]
+    return engines, mover
+
+
 def test_credit_a_lowered_stream_still_holds_is_given_once_its_jobs_are_reported() -> None:
     async def scenario() -> None:
-        engines = [EngineStream(2), EngineStream(2)]
-        engines[1].held = 2
-        mover = mover_of(4, engines)
-        mover.set_waiting(0, True)
-        await mover.idle()
-        # Stream 1 was lowered to one but holds two: only what it does not hold moved.
-        assert [e.limit for e in engines] == [2, 1]
+        engines, mover = await lowered_while_holding()
         engines[1].held = 0
         await asyncio.sleep(0.15)  # asked again while stream 0 waits
         await mover.idle()
@@ -153,17 +160,11 @@ def test_credit_a_lowered_stream_still_holds_is_given_once_its_jobs_are_reported
 
 
 def test_a_lowered_stream_is_raised_again_once_it_waits() -> None:
-    """A stream lowered while it held more is raised again once it waits, within the credit its
-    budget kept (a mover that kept only the budget left it at its lowered limit, for good)."""
+    """A stream lowered while it held more is raised again once it waits, within the credit it
+    was counted for (a mover that kept only the count left it at its lowered limit, for good)."""
 
     async def scenario() -> None:
-        engines = [EngineStream(2), EngineStream(2)]
-        engines[1].held = 2
-        mover = mover_of(4, engines)
-        mover.set_waiting(0, True)
-        await mover.idle()
-        # Lowered to one, it answered two: those two stay counted as its own.
-        assert [e.limit for e in engines] == [2, 1]
+        engines, mover = await lowered_while_holding()
         engines[1].held = 0
         mover.set_waiting(1, True)
         await mover.idle()
