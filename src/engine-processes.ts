@@ -11,6 +11,8 @@ const ENGINE_CHILD = fileURLToPath(new URL("./engine-child.js", import.meta.url)
 const ENGINE_START_MS = 60_000;
 /** Waits before an engine process that died is started again: the first, then doubling up to the last. */
 const RESTART_MS = [250, 10_000] as const;
+/** How long an engine process must have served for its next death to wait the first delay again. */
+const SERVED_WELL_MS = 10_000;
 /** How long a request for an engine's metrics waits for its answer. */
 const METRICS_MS = 2_000;
 
@@ -29,13 +31,18 @@ export interface EngineProcess {
   grpcAddress: string | undefined;
   /** Where its HTTP port takes the job JSON routes (/v1/jobs), while it listens. */
   httpAddress: string | undefined;
+  /** How many times it was started again (its partitions' epoch follows it). */
   restarts: number;
+  /** Deaths since it last served SERVED_WELL_MS: the restart backoff's exponent. */
+  deathsInARow: number;
+  /** When its current process began to listen. */
+  servingSince: number;
 }
 
 /**
  * The engine processes of `worq serve --engines` (src/engine-child.ts, each given the config
  * `configOf` makes for it): started together, each started again when it dies (backoff
- * 250 ms doubling to 10 s), stopped together (SIGTERM); an engine whose parent is gone stops
+ * 250 ms doubling to 10 s, from 250 ms again once it served 10 s), stopped together (SIGTERM); an engine whose parent is gone stops
  * by itself (its IPC channel closes).
  */
 export class EngineProcesses {
@@ -56,6 +63,8 @@ export class EngineProcesses {
       grpcAddress: undefined,
       httpAddress: undefined,
       restarts: 0,
+      deathsInARow: 0,
+      servingSince: 0,
     }));
   }
 
@@ -131,6 +140,7 @@ export class EngineProcesses {
         clearTimeout(timer);
         engine.grpcAddress = `${this.advertised}:${message.grpcPort}`;
         engine.httpAddress = `${this.advertised}:${message.httpPort}`;
+        engine.servingSince = Date.now();
         listening();
       };
       child.on("message", onListening);
@@ -149,8 +159,9 @@ export class EngineProcesses {
         engine.child = undefined;
         if (!wasServing) return failed(new Error(`engine ${engine.index} exited (${signal ?? code}) before listening`));
         if (this.stopping) return;
-        this.log.error("an engine process exited; starting it again", { engine: engine.index, code, signal });
-        this.restart(engine);
+        // One that served a good while died of something new: it is not crashing in a loop.
+        if (Date.now() - engine.servingSince >= SERVED_WELL_MS) engine.deathsInARow = 0;
+        this.restart(engine, { code, signal });
       });
     });
   }
@@ -179,9 +190,11 @@ export class EngineProcesses {
     );
   }
 
-  private restart(engine: EngineProcess): void {
-    const waitMs = Math.min(RESTART_MS[0] * 2 ** engine.restarts, RESTART_MS[1]);
+  private restart(engine: EngineProcess, exited?: { code: number | null; signal: NodeJS.Signals | null }): void {
+    const delayMs = Math.min(RESTART_MS[0] * 2 ** engine.deathsInARow, RESTART_MS[1]);
+    engine.deathsInARow++;
     engine.restarts++;
+    if (exited) this.log.error("an engine process exited; starting it again", { engine: engine.index, ...exited, delayMs });
     setTimeout(() => {
       if (this.stopping) return;
       this.start(engine).then(
@@ -191,6 +204,6 @@ export class EngineProcesses {
           if (!this.stopping) this.restart(engine);
         },
       );
-    }, waitMs).unref();
+    }, delayMs).unref();
   }
 }

@@ -5,22 +5,13 @@ import { Code } from "@connectrpc/connect";
 import { afterAll, describe, expect, it } from "vitest";
 import { JobState, Worker, WorqClient } from "@worq/client";
 import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
-import { childPids, spawnServer, type ServerProcess } from "./support/server-process.js";
+import { alive, childPids, spawnServer, type ServerProcess } from "./support/server-process.js";
 
 const ENGINES = 2;
 
 /** A queue name that lives in engine `index`. */
 function queueOf(index: number, prefix: string): string {
   for (let i = 0; ; i++) if (fnv1a32(`${prefix}${i}`) % ENGINES === index) return `${prefix}${i}`;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /**

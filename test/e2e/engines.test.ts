@@ -12,7 +12,7 @@ import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { JobState, Worker, WorqClient } from "@worq/client";
 import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
 import { connect } from "./support/clients.js";
-import { childPids, spawnServer, type ServerProcess } from "./support/server-process.js";
+import { alive, childPids, spawnServer, type ServerProcess } from "./support/server-process.js";
 import { messageArbitrary } from "../fuzz/support/proto-arbitrary.js";
 import { callOnce } from "../fuzz/support/call-once.js";
 
@@ -22,15 +22,6 @@ const SEED = Number(process.env.WORQ_FUZZ_SEED ?? Date.now() % 2 ** 31);
 /** A queue name that lives in engine `index`. */
 function queueOf(index: number, prefix = "eq"): string {
   for (let i = 0; ; i++) if (fnv1a32(`${prefix}${i}`) % ENGINES === index) return `${prefix}${i}`;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 async function until<T>(what: string, check: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 20_000): Promise<T> {

@@ -68,3 +68,13 @@ export function childPids(server: ServerProcess): number[] {
     return []; // pgrep exits 1 when there is none
   }
 }
+
+/** Whether process `pid` still runs. */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
