@@ -42,8 +42,8 @@ export interface EngineProcess {
 /**
  * The engine processes of `worq serve --engines` (src/engine-child.ts, each given the config
  * `configOf` makes for it): started together, each started again when it dies (backoff
- * 250 ms doubling to 10 s, from 250 ms again once it served 10 s), stopped together (SIGTERM); an engine whose parent is gone stops
- * by itself (its IPC channel closes).
+ * 250 ms doubling to 10 s, from 250 ms again once it served 10 s), stopped together
+ * (SIGTERM); an engine whose parent is gone stops by itself (its IPC channel closes).
  */
 export class EngineProcesses {
   readonly engines: EngineProcess[];
@@ -161,7 +161,8 @@ export class EngineProcesses {
         if (this.stopping) return;
         // One that served a good while died of something new: it is not crashing in a loop.
         if (Date.now() - engine.servingSince >= SERVED_WELL_MS) engine.deathsInARow = 0;
-        this.restart(engine, { code, signal });
+        const delayMs = this.restart(engine);
+        this.log.error("an engine process exited; starting it again", { engine: engine.index, code, signal, delayMs });
       });
     });
   }
@@ -190,11 +191,11 @@ export class EngineProcesses {
     );
   }
 
-  private restart(engine: EngineProcess, exited?: { code: number | null; signal: NodeJS.Signals | null }): void {
+  /** Starts `engine` again after its backoff; returns that delay. */
+  private restart(engine: EngineProcess): number {
     const delayMs = Math.min(RESTART_MS[0] * 2 ** engine.deathsInARow, RESTART_MS[1]);
     engine.deathsInARow++;
     engine.restarts++;
-    if (exited) this.log.error("an engine process exited; starting it again", { engine: engine.index, ...exited, delayMs });
     setTimeout(() => {
       if (this.stopping) return;
       this.start(engine).then(
@@ -205,5 +206,6 @@ export class EngineProcesses {
         },
       );
     }, delayMs).unref();
+    return delayMs;
   }
 }

@@ -67,11 +67,12 @@ type creditMover struct {
 }
 
 func newCreditMover(total int, streams []creditStream) *creditMover {
+	shares := evenShares(total, len(streams))
 	return &creditMover{
 		streams:    streams,
 		total:      total,
-		budgets:    evenShares(total, len(streams)),
-		limits:     evenShares(total, len(streams)),
+		budgets:    shares,
+		limits:     slices.Clone(shares),
 		waiting:    make([]bool, len(streams)),
 		quietSince: make([]time.Time, len(streams)),
 	}
@@ -85,8 +86,8 @@ func (m *creditMover) initialLimits() []int {
 	return append([]int(nil), m.budgets...)
 }
 
-// setWaiting records whether a ready job waits for stream i's credit, and moves credit to it
-// when one does.
+// setWaiting records whether a ready job waits for stream i's credit, and moves credit when
+// one does, or when a stream goes quiet while another waits.
 func (m *creditMover) setWaiting(i int, waiting bool) {
 	m.mu.Lock()
 	if m.waiting[i] == waiting {
@@ -207,14 +208,14 @@ func (m *creditMover) move() {
 	for i, target := range targets {
 		m.mu.Lock()
 		due := m.budgets[i]-target >= m.minimumMove()
+		if due {
+			// Whether or not the call gets through, the stream's limit is now at most this.
+			m.limits[i] = min(m.limits[i], target)
+		}
 		m.mu.Unlock()
 		if !due {
 			continue
 		}
-		m.mu.Lock()
-		// Whether or not the call gets through, the stream's limit is now at most this.
-		m.limits[i] = min(m.limits[i], target)
-		m.mu.Unlock()
 		held, ok := m.streams[i].setLimit(target)
 		// Not lowered (the stream is not open, or the call failed): its budget stays as it was.
 		if ok {

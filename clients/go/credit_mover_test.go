@@ -233,15 +233,22 @@ func loweredWhileHolding(t *testing.T) (*creditEngine, *creditMover) {
 	return e, m
 }
 
-func TestCreditMoverGivesCreditALoweredStreamHeldOnceItsJobsAreReported(t *testing.T) {
-	t.Parallel()
-	e, m := loweredWhileHolding(t)
+// reportedThenMoved reports stream 1's jobs and checks that, asked again while stream 0
+// waits, what stream 1 freed moved to stream 0: limits [3 1].
+func reportedThenMoved(t *testing.T, e *creditEngine, m *creditMover) {
+	t.Helper()
 	e.change(func() { e.streams[1].held = 0 })
-	time.Sleep(creditRetry + 50*time.Millisecond) // asked again while stream 0 waits
+	time.Sleep(creditRetry + 50*time.Millisecond)
 	m.settled()
 	if got := e.limits(); !slices.Equal(got, []int{3, 1}) {
 		t.Fatalf("limits %v, want [3 1]", got)
 	}
+}
+
+func TestCreditMoverGivesCreditALoweredStreamHeldOnceItsJobsAreReported(t *testing.T) {
+	t.Parallel()
+	e, m := loweredWhileHolding(t)
+	reportedThenMoved(t, e, m)
 	m.close()
 }
 
@@ -271,13 +278,7 @@ func TestCreditMoverLeavesAQuietStreamStillWorkingWhatItHolds(t *testing.T) {
 	if got := e.limits(); !slices.Equal(got, []int{2, 2}) {
 		t.Fatalf("limits %v, want [2 2]: stream 1 holds its two", got)
 	}
-	// What it frees as its jobs are reported moves.
-	e.change(func() { e.streams[1].held = 0 })
-	time.Sleep(creditRetry + 50*time.Millisecond) // asked again while stream 0 waits
-	m.settled()
-	if got := e.limits(); !slices.Equal(got, []int{3, 1}) {
-		t.Fatalf("limits %v, want [3 1]", got)
-	}
+	reportedThenMoved(t, e, m)
 	m.close()
 }
 

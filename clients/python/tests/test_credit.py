@@ -147,13 +147,19 @@ async def lowered_while_holding() -> Tuple[List[EngineStream], CreditMover]:
     return engines, mover
 
 
+async def reported_then_moved(engines: List[EngineStream], mover: CreditMover) -> None:
+    """Reports stream 1's jobs and checks that, asked again while stream 0 waits, what stream 1
+    freed moved to stream 0: limits [3, 1]."""
+    engines[1].held = 0
+    await asyncio.sleep(0.15)
+    await mover.idle()
+    assert [e.limit for e in engines] == [3, 1]
+
+
 def test_credit_a_lowered_stream_still_holds_is_given_once_its_jobs_are_reported() -> None:
     async def scenario() -> None:
         engines, mover = await lowered_while_holding()
-        engines[1].held = 0
-        await asyncio.sleep(0.15)  # asked again while stream 0 waits
-        await mover.idle()
-        assert [e.limit for e in engines] == [3, 1]
+        await reported_then_moved(engines, mover)
         mover.close()
 
     run(scenario())
@@ -185,10 +191,7 @@ def test_a_quiet_stream_still_working_keeps_what_it_holds() -> None:
         mover.set_waiting(0, True)
         await mover.idle()
         assert [e.limit for e in engines] == [2, 2]
-        engines[1].held = 0
-        await asyncio.sleep(0.15)  # asked again while stream 0 waits
-        await mover.idle()
-        assert [e.limit for e in engines] == [3, 1]
+        await reported_then_moved(engines, mover)
         mover.close()
 
     run(scenario())

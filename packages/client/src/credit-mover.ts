@@ -90,7 +90,7 @@ export class CreditMover {
       this.limits[i] = Math.min(this.limits[i]!, shares[i]!);
       const held = await this.streams[i]!.setLimit(shares[i]!);
       this.budgets[i] = Math.max(held ?? 0, shares[i]!);
-      this.limits[i] = shares[i]!;
+      if (held !== undefined) this.limits[i] = shares[i]!;
     }
     this.rebalance();
   }
