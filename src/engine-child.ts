@@ -6,6 +6,7 @@ import { startPartitionedNode } from "./cluster/partitioned-node.js";
 import type { PartitionMetrics } from "./cluster/metrics-merge.js";
 import type { JobMeta } from "./model/job.js";
 import { askOverIpc } from "./ipc-ask.js";
+import type { SharedSubmitBuckets } from "./transport/auth/shared-submit-rate.js";
 
 /**
  * One engine process of `worq serve --engines N` (src/engine-processes.ts starts it with fork),
@@ -40,9 +41,28 @@ const foreignMetas = async (partition: number, jids: readonly string[]): Promise
   if (answer.error !== undefined) throw new Error(answer.error);
   return (answer.metas ?? []).map((meta) => meta ?? undefined);
 };
+/** How long an engine waits for the parent to count a caller's submits before the call is refused (UNAVAILABLE). */
+const SUBMITS_ANSWER_MS = 2_000;
+let submitsAsked = 0;
+/** On LevelDB the engines serve the same callers: --submit-rate is counted in the parent, each engine drawing its share. */
+const submitBuckets: SharedSubmitBuckets = {
+  draw: async (caller, need, most) => {
+    const id = ++submitsAsked;
+    const answer = await askOverIpc(
+      process,
+      { drawSubmits: id, caller, need, most },
+      (message: { submitsDrawn?: number; granted?: number; retryAfterMs?: number; error?: string }) =>
+        message.submitsDrawn === id ? message : undefined,
+      SUBMITS_ANSWER_MS,
+      `the node did not count the submits within ${SUBMITS_ANSWER_MS} ms`,
+    );
+    if (answer.error !== undefined) throw new Error(answer.error);
+    return { granted: answer.granted ?? 0, retryAfterMs: answer.retryAfterMs ?? 0 };
+  },
+};
 const started = partitioned
   ? startPartitionedNode({ ...config, cluster: { ...config.cluster!, partitions: config.cluster!.partitions! }, store: config.store! }, log)
-  : startServer(config, log, undefined, { foreignMetas });
+  : startServer(config, log, undefined, { foreignMetas, ...(config.submitRate && { submitBuckets }) });
 const server = await started.catch((error: unknown) => {
   log.error("engine cannot start", { error: (error as Error).message });
   process.exit(1);

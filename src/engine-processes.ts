@@ -4,6 +4,7 @@ import type { ServerConfig } from "./config.js";
 import type { Logger } from "./log.js";
 import type { PartitionMetrics } from "./cluster/metrics-merge.js";
 import { askOverIpc } from "./ipc-ask.js";
+import { SubmitRateLimiter, type SubmitRate } from "./transport/auth/submit-rate.js";
 
 /** The engine process's entry (compiled beside this module). */
 const ENGINE_CHILD = fileURLToPath(new URL("./engine-child.js", import.meta.url));
@@ -21,6 +22,14 @@ interface MetasQuestion {
   askMetas?: number;
   partition: number;
   jids: string[];
+}
+
+/** An engine's draw from a caller's --submit-rate bucket, which the parent keeps for all engines. */
+interface SubmitsQuestion {
+  drawSubmits?: number;
+  caller: string;
+  need: number;
+  most: number;
 }
 
 /** One engine process as its parent keeps it. */
@@ -49,6 +58,7 @@ export class EngineProcesses {
   readonly engines: EngineProcess[];
   private stopping = false;
   private asked = 0;
+  private readonly submitBuckets: SubmitRateLimiter | undefined;
 
   constructor(
     count: number,
@@ -56,7 +66,10 @@ export class EngineProcesses {
     /** The host the engines' ports are reached at. */
     private readonly advertised: string,
     private readonly log: Logger,
+    /** Counted here, for all the engines, when they ask (LevelDB engines serve the same callers). */
+    submitRate?: SubmitRate,
   ) {
+    this.submitBuckets = submitRate && new SubmitRateLimiter(submitRate);
     this.engines = Array.from({ length: count }, (_, index) => ({
       index,
       child: undefined,
@@ -146,6 +159,13 @@ export class EngineProcesses {
       child.on("message", onListening);
       child.on("message", (message: MetasQuestion) => {
         if (message.askMetas !== undefined) this.relayMetas(child, message);
+      });
+      child.on("message", (message: SubmitsQuestion) => {
+        if (message.drawSubmits === undefined || !child.connected) return;
+        const answer = this.submitBuckets
+          ? this.submitBuckets.draw(message.caller, message.need, message.most)
+          : { error: "this node counts no submit rate" };
+        child.send({ submitsDrawn: message.drawSubmits, ...answer });
       });
       child.once("error", (error) => {
         clearTimeout(timer);

@@ -37,7 +37,7 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
   const access = new AccessControl({
     tokens: config.authTokensFile === undefined ? undefined : loadTokenFile(config.authTokensFile),
     publicReflection: config.publicReflection ?? false,
-    submitRate: undefined, // counted by each engine
+    submitRate: undefined, // counted by the engines, which draw from processes' buckets
   });
   const advertised = hostForAddress(["0.0.0.0", "::", "[::]"].includes(config.host) ? hostname() : config.host);
   const nodeId = hostname();
@@ -53,6 +53,7 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
     }),
     advertised,
     log,
+    config.submitRate,
   );
   const engines = processes.engines;
   await processes.startAll();

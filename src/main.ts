@@ -39,6 +39,7 @@ import { OtlpExporter } from "./tracing/otlp-exporter.js";
 import { jobSpanObserver } from "./tracing/job-spans.js";
 import type { ClusterNodeView } from "./transport/admin-service.js";
 import { readScheduleFile } from "./transport/schedule-wire.js";
+import type { SharedSubmitBuckets } from "./transport/auth/shared-submit-rate.js";
 
 export interface RunningServer {
   grpcPort: number;
@@ -68,6 +69,8 @@ export interface SingleServer extends RunningServer {
 export interface EngineHooks {
   /** Reads the metas of jobs in another engine's store (asked over the parent). */
   foreignMetas(partition: number, jids: readonly string[]): Promise<(JobMeta | undefined)[]>;
+  /** Where --submit-rate is counted for all the engines (the parent); unset = by this engine alone. */
+  submitBuckets?: SharedSubmitBuckets;
 }
 
 /** Overhead a batch or a job's non-data fields may add above the job data limit. */
@@ -90,6 +93,8 @@ export interface LeaderHooks {
   cluster: { nodeId: string; nodes: () => Promise<ClusterNodeView[]> };
   /** Whether the lead is still this node's to use: leases are granted only while it is. */
   mayGrant(): boolean;
+  /** Where --submit-rate is counted for the whole cluster; unset = by this server alone. */
+  submitBuckets?: SharedSubmitBuckets;
   /** Serve one partition of a partitioned cluster: its slice of the store, its jids and queues only. */
   partition?: { index: number; count: number; epoch: number; spread: SpreadQueues };
 }
@@ -103,10 +108,12 @@ export async function startServer(
 ): Promise<SingleServer> {
   // Read every key and token file before opening the store: a bad path fails the start at once.
   const tls = readTlsFiles(config);
+  const sharedBuckets = engineHooks?.submitBuckets ?? leader?.submitBuckets;
   const access = new AccessControl({
     tokens: config.authTokensFile === undefined ? undefined : loadTokenFile(config.authTokensFile),
     publicReflection: config.publicReflection ?? false,
     submitRate: config.submitRate,
+    ...(sharedBuckets && { sharedBuckets }),
   });
   const workqCaller = config.workqPort === undefined ? undefined : workqCallerOf(config, access);
   const faktoryPasswords = config.faktoryPort === undefined ? [] : faktoryPasswordsOf(config, access);

@@ -5,6 +5,7 @@ import { PartitionHost, type PartitionSlot, type ServedPartition } from "../part
 import type { Logger } from "../log.js";
 import { AccessControl } from "../transport/auth/access-control.js";
 import { loadTokenFile } from "../transport/auth/token-file.js";
+import { PostgresSubmitBuckets } from "./submit-buckets.js";
 import type { PartitionDirectory } from "./partition-router.js";
 import { hostForAddress } from "./cluster-node.js";
 import { checkSchedulesPlacement, SpreadTurns } from "../model/partition.js";
@@ -47,8 +48,9 @@ export async function startPartitionedNode(
   const access = new AccessControl({
     tokens: config.authTokensFile === undefined ? undefined : loadTokenFile(config.authTokensFile),
     publicReflection: config.publicReflection ?? false,
-    submitRate: undefined, // counted by each partition's server
+    submitRate: undefined, // counted by the partitions' servers, in the database they share
   });
+  const submitBuckets = config.submitRate && new PostgresSubmitBuckets({ url: config.store, nodeId, rate: config.submitRate, log });
   const linkTls = tls && { ca: readFileSync(config.cluster.caFile ?? config.tls!.certFile), cert: tls.cert, key: tls.key };
   const open = async (slot: PartitionSlot): Promise<ServedPartition & Pick<SingleServer, "reloadTokens" | "metricsText">> => {
     // Its own ports on the node's host: the router here and on the other nodes reach it there.
@@ -58,6 +60,7 @@ export async function startPartitionedNode(
       onStorageFailure: () => slot.failed(),
       cluster: { nodeId, nodes: async () => [] },
       mayGrant: () => slot.mayGrant(),
+      ...(submitBuckets && { submitBuckets }),
       partition: { index: slot.index, count: slot.count, epoch: slot.epoch, spread: slot.spread },
     });
     return {
@@ -125,6 +128,7 @@ export async function startPartitionedNode(
     });
   } catch (error) {
     await host.stop();
+    await submitBuckets?.close();
     throw error;
   }
   log.info("partitioned node serving", { partitions: count, owned: host.partitions() });
@@ -146,6 +150,7 @@ export async function startPartitionedNode(
     async close() {
       await doors.close();
       await host.stop();
+      await submitBuckets?.close();
     },
   };
 }

@@ -95,7 +95,7 @@ function inputOf(conn: FaktoryConnection, json: unknown): SubmitInput {
 
 async function push(door: FaktoryDoor, conn: FaktoryConnection, argText: string): Promise<Buffer> {
   const input = inputOf(conn, parseJson(argText));
-  door.admitSubmits(conn.caller, 1);
+  await door.admitSubmits(conn.caller, 1);
   // A jid pushed again names the job it already names: answered OK, nothing changes.
   await door.engine.submit([input], () => "job");
   return OK;
@@ -118,7 +118,7 @@ async function pushBatch(door: FaktoryDoor, conn: FaktoryConnection, argText: st
     }
   }
   if (accepted.length > 0) {
-    door.admitSubmits(conn.caller, accepted.length);
+    await door.admitSubmits(conn.caller, accepted.length);
     // One commit for the batch; a job the engine refuses is tried alone so the others still go in.
     try {
       await door.engine.submit(

@@ -20,7 +20,7 @@ export interface FaktoryDoor {
   /** Commands answered since start, for INFO. */
   commandCount: number;
   /** Throws (a ConnectError, RESOURCE_EXHAUSTED) when the caller is over its --submit-rate. */
-  admitSubmits: (caller: Caller, jobs: number) => void;
+  admitSubmits: (caller: Caller, jobs: number) => void | Promise<void>;
 }
 
 export interface Reservation {

@@ -26,7 +26,7 @@ export interface FaktoryListenerOptions {
   passwords: FaktoryPassword[];
   /** Who a connection acts as when no password is asked (everyone, without token auth). */
   anonymous: Caller;
-  admitSubmits: (caller: Caller, jobs: number) => void;
+  admitSubmits: (caller: Caller, jobs: number) => void | Promise<void>;
   maxConnections: number;
   /** How long a connection may take to finish the handshake or a command line it has begun. */
   partialTimeoutMs: number;

@@ -117,7 +117,7 @@ export function isJsonContentType(contentType: string | undefined): boolean {
 async function submit(engine: Engine, body: unknown, format: JobFormat, caller: Caller, access: AccessControl, history: boolean) {
   const batch = Array.isArray(body);
   const documents = batch ? (body as unknown[]) : [body];
-  access.admitSubmits(caller, documents.length);
+  await access.admitSubmits(caller, documents.length);
   const imported = documents.map((document, i) => {
     try {
       return importJob(document, format, { history });

@@ -226,9 +226,10 @@ export class UnaryLane {
         return reply.fail({ code: grpc.status.UNIMPLEMENTED, details: `Received no request message for server streaming method ${path}` });
       }
       const request = route.read(body.subarray(5));
+      let admitting: void | Promise<void> = undefined;
       if (this.access && !(request instanceof MalformedRequest)) {
         try {
-          this.access.control.admitSubmits(caller!, jobsSubmittedBy(path, request));
+          admitting = this.access.control.admitSubmits(caller!, jobsSubmittedBy(path, request));
         } catch (error) {
           return this.refuse(path, error, reply);
         }
@@ -238,16 +239,21 @@ export class UnaryLane {
         for (const [key, value] of Object.entries(headers)) if (!key.startsWith(":")) out[key] = value;
         return out;
       };
-      route.run(
-        request,
-        {
-          deadlineMs,
-          metadata,
-          values: () => values ?? createContextValues(),
-          onCancelled: (listener) => cancelListeners.push(listener),
-        },
-        reply,
-      );
+      const run = () => {
+        if (answered) return;
+        route.run(
+          request,
+          {
+            deadlineMs,
+            metadata,
+            values: () => values ?? createContextValues(),
+            onCancelled: (listener) => cancelListeners.push(listener),
+          },
+          reply,
+        );
+      };
+      if (admitting) admitting.then(run, (error: unknown) => !answered && this.refuse(path, error, reply));
+      else run();
     });
   }
 

@@ -36,7 +36,7 @@ export interface WorkqDoor {
   activeClients: () => number;
   nowMs: () => number;
   /** Throws (a ConnectError, RESOURCE_EXHAUSTED) when the caller is over its --submit-rate. */
-  admitSubmits: (caller: Caller, jobs: number) => void;
+  admitSubmits: (caller: Caller, jobs: number) => void | Promise<void>;
 }
 
 /** One connection's context: who acts (the Workq token's holder, or everyone without tokens) and when it went away. */
@@ -218,7 +218,7 @@ async function addJob(door: WorkqDoor, conn: WorkqConnection, command: WorkqComm
       maxFails: maxFails === 0 ? 1 : maxFails,
     },
   };
-  door.admitSubmits(conn.caller, 1);
+  await door.admitSubmits(conn.caller, 1);
   const [result] = await door.engine.submit([input], () => "job");
   if (result!.duplicate) clientError("Duplicate job");
   return OK;
@@ -261,7 +261,7 @@ async function runJob(door: WorkqDoor, conn: WorkqConnection, command: WorkqComm
     ...jobInput(conn, id, name, ttr, priority, command.block!),
     retry: { ...IMMEDIATE_RETRY, maxAttempts: WORKQ_UNLIMITED_ATTEMPTS, maxFails: 1 },
   };
-  door.admitSubmits(conn.caller, 1);
+  await door.admitSubmits(conn.caller, 1);
   const [result] = await door.engine.submit([input], () => "job");
   if (result!.duplicate) clientError("Duplicate job");
   const jid = result!.jid;

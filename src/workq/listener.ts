@@ -21,7 +21,7 @@ export interface WorkqListenerOptions {
   /** Who every connection acts as: the --workq-token-file token's holder, or everyone without tokens. */
   caller: Caller;
   /** The server's --submit-rate gate (AccessControl.admitSubmits). */
-  admitSubmits: (caller: Caller, jobs: number) => void;
+  admitSubmits: (caller: Caller, jobs: number) => void | Promise<void>;
   /** Open connections kept; one more is closed as soon as it is accepted. */
   maxConnections: number;
   /** How long a connection may take to finish a command it has begun sending (line and data block). */

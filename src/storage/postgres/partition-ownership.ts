@@ -32,6 +32,27 @@ export async function ensureOwnershipSchema(client: pg.ClientBase): Promise<void
     ALTER TABLE ${OWNERSHIP_SCHEMA}.layout ADD COLUMN IF NOT EXISTS spread_queues jsonb NOT NULL DEFAULT '{}';
     -- The nodes that serve partitions, each seen at its last tick: the live ones share them.
     CREATE TABLE IF NOT EXISTS ${OWNERSHIP_SCHEMA}.partition_nodes (node_id text PRIMARY KEY, seen_at timestamptz NOT NULL);
+    -- --submit-rate counted for the whole cluster: a token bucket per caller (token name), on the database's clock.
+    CREATE TABLE IF NOT EXISTS ${OWNERSHIP_SCHEMA}.submit_buckets (caller text PRIMARY KEY, tokens double precision NOT NULL, at timestamptz NOT NULL);
+    -- Takes most jobs of who's bucket if there, else its whole jobs; retry_after_ms: when need would be there (0: it was).
+    CREATE OR REPLACE FUNCTION ${OWNERSHIP_SCHEMA}.draw_submits(
+      who text, need double precision, most double precision, rate double precision, burst double precision,
+      OUT granted double precision, OUT retry_after_ms double precision)
+    LANGUAGE plpgsql AS $$
+    DECLARE
+      have double precision;
+      stamp timestamptz;
+    BEGIN
+      INSERT INTO ${OWNERSHIP_SCHEMA}.submit_buckets (caller, tokens, at) VALUES (who, burst, clock_timestamp()) ON CONFLICT (caller) DO NOTHING;
+      PERFORM 1 FROM ${OWNERSHIP_SCHEMA}.submit_buckets WHERE caller = who FOR UPDATE;
+      -- Read the clock once the row is ours: a draw that waited for another refills from its stamp, not from before it.
+      stamp := clock_timestamp();
+      SELECT least(burst, tokens + greatest(0, extract(epoch FROM stamp - at)) * rate) INTO have
+        FROM ${OWNERSHIP_SCHEMA}.submit_buckets WHERE caller = who;
+      granted := CASE WHEN have >= most THEN most ELSE floor(have) END;
+      retry_after_ms := CASE WHEN have >= need THEN 0 ELSE ceil((need - have) / rate * 1000) END;
+      UPDATE ${OWNERSHIP_SCHEMA}.submit_buckets SET tokens = have - granted, at = greatest(at, stamp) WHERE caller = who;
+    END $$;
     -- Taken FOR SHARE by every commit of an owner: a takeover's UPDATE waits for the commits in
     -- flight, and a commit that comes after it finds the new epoch and aborts the statement.
     CREATE OR REPLACE FUNCTION ${OWNERSHIP_SCHEMA}.fence(partition integer, owner_epoch bigint) RETURNS integer

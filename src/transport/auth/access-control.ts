@@ -5,7 +5,8 @@ import { DurationSchema, durationFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ALL_QUEUES, type QueueScope } from "./queue-scope.js";
 import { ruleOf, type Role } from "./roles.js";
-import { SubmitRateLimiter, type SubmitRate } from "./submit-rate.js";
+import { SharedSubmitLimiter, type SharedSubmitBuckets } from "./shared-submit-rate.js";
+import { SubmitRateLimiter, type Admission, type SubmitRate } from "./submit-rate.js";
 import { hashToken, type TokenEntry } from "./token-file.js";
 
 export interface AccessOptions {
@@ -13,6 +14,8 @@ export interface AccessOptions {
   tokens: TokenEntry[] | undefined;
   publicReflection: boolean;
   submitRate: SubmitRate | undefined;
+  /** Where the rate is counted when this server is one of several serving the same callers; unset = here alone. */
+  sharedBuckets?: SharedSubmitBuckets;
 }
 
 /** Who is calling: a token's holder, or everyone when token auth is off. */
@@ -37,11 +40,12 @@ export const RETRY_AFTER_MS = "retry-after-ms";
  */
 export class AccessControl {
   private tokens: TokenEntry[] | undefined;
-  private readonly limiter: SubmitRateLimiter | undefined;
+  private readonly limiter: { take(caller: string, jobs: number): Admission | Promise<Admission> } | undefined;
 
   constructor(private readonly options: AccessOptions) {
     this.tokens = options.tokens;
-    this.limiter = options.submitRate && new SubmitRateLimiter(options.submitRate);
+    const rate = options.submitRate;
+    this.limiter = rate && (options.sharedBuckets ? new SharedSubmitLimiter(rate, options.sharedBuckets) : new SubmitRateLimiter(rate));
   }
 
   get tokenAuth(): boolean {
@@ -74,17 +78,16 @@ export class AccessControl {
     return caller;
   }
 
-  /** Throws RESOURCE_EXHAUSTED, with the wait in a RetryInfo detail and a retry-after-ms trailer, when `caller` is over its submit rate. */
-  admitSubmits(caller: Caller, jobs: number): void {
+  /**
+   * Throws RESOURCE_EXHAUSTED, with the wait in a RetryInfo detail and a retry-after-ms trailer,
+   * when `caller` is over its submit rate; a promise when the rate is shared with other servers
+   * and this one must draw from the shared bucket first.
+   */
+  admitSubmits(caller: Caller, jobs: number): void | Promise<void> {
     if (!this.limiter || jobs === 0) return;
     const admission = this.limiter.take(caller.name, jobs);
-    if (admission.allowed) return;
-    if (admission.retryAfterMs === 0) throw new ConnectError(admission.reason, Code.ResourceExhausted);
-    const error = new ConnectError(`${admission.reason}; retry after ${admission.retryAfterMs} ms`, Code.ResourceExhausted, {
-      [RETRY_AFTER_MS]: String(admission.retryAfterMs),
-    });
-    error.details.push(retryInfo(admission.retryAfterMs));
-    throw error;
+    if (admission instanceof Promise) return admission.then(admitted);
+    admitted(admission);
   }
 
   /** The holder of the bearer token in `authorization`; throws UNAUTHENTICATED for a missing or unknown token. */
@@ -129,4 +132,14 @@ function retryInfo(ms: number): { type: string; value: Uint8Array } {
     .bytes(toBinary(DurationSchema, durationFromMs(ms)))
     .finish();
   return { type: "google.rpc.RetryInfo", value };
+}
+
+function admitted(admission: Admission): void {
+  if (admission.allowed) return;
+  if (admission.retryAfterMs === 0) throw new ConnectError(admission.reason, Code.ResourceExhausted);
+  const error = new ConnectError(`${admission.reason}; retry after ${admission.retryAfterMs} ms`, Code.ResourceExhausted, {
+    [RETRY_AFTER_MS]: String(admission.retryAfterMs),
+  });
+  error.details.push(retryInfo(admission.retryAfterMs));
+  throw error;
 }

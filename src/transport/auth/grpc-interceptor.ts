@@ -40,12 +40,14 @@ export function grpcAccessInterceptor(
             pass(metadata);
           },
           onReceiveMessage: (message, pass) => {
+            let admitting: void | Promise<void>;
             try {
-              access.admitSubmits(caller!, jobsSubmittedBy(method.path, message));
+              admitting = access.admitSubmits(caller!, jobsSubmittedBy(method.path, message));
             } catch (error) {
               return refuse(error);
             }
-            pass(message);
+            if (admitting) admitting.then(() => pass(message), refuse);
+            else pass(message);
           },
         }),
     });

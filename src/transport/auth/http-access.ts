@@ -11,7 +11,7 @@ export function connectAccessInterceptor(access: AccessControl): Interceptor {
     const path = `/${request.service.typeName}/${request.method.name}`;
     const caller = access.authorize(path, request.header.get("authorization"));
     request.contextValues.set(CALLER, caller);
-    if (!request.stream) access.admitSubmits(caller, jobsSubmittedBy(path, request.message));
+    if (!request.stream) await access.admitSubmits(caller, jobsSubmittedBy(path, request.message));
     return next(request);
   };
 }

@@ -32,13 +32,7 @@ export class SubmitRateLimiter {
   ) {}
 
   take(caller: string, jobs: number): Admission {
-    if (jobs > this.rate.burst) {
-      return {
-        allowed: false,
-        retryAfterMs: 0,
-        reason: `a batch of ${jobs} jobs is larger than the submit burst (${this.rate.burst}); split it`,
-      };
-    }
+    if (jobs > this.rate.burst) return tooLarge(jobs, this.rate);
     const now = this.nowMs();
     this.forgetFullBuckets(now);
     const bucket = this.buckets.get(caller) ?? { tokens: this.rate.burst, atMs: now };
@@ -57,6 +51,21 @@ export class SubmitRateLimiter {
     };
   }
 
+  /**
+   * Takes `most` jobs of `caller`'s bucket if it holds them, else all its whole jobs (the
+   * shared bucket several servers draw from, src/transport/auth/shared-submit-rate.ts): how
+   * many it took, and, when fewer than `need`, how long until `need` would be there.
+   */
+  draw(caller: string, need: number, most: number): SubmitDraw {
+    const now = this.nowMs();
+    this.forgetFullBuckets(now);
+    const bucket = this.buckets.get(caller) ?? { tokens: this.rate.burst, atMs: now };
+    bucket.tokens = Math.min(this.rate.burst, bucket.tokens + ((now - bucket.atMs) / 1000) * this.rate.perSecond);
+    bucket.atMs = now;
+    this.buckets.set(caller, bucket);
+    return drawFrom(bucket, need, most, this.rate.perSecond);
+  }
+
   private lastSweepMs = 0;
 
   private forgetFullBuckets(now: number): void {
@@ -65,4 +74,23 @@ export class SubmitRateLimiter {
     this.lastSweepMs = now;
     for (const [caller, bucket] of this.buckets) if (now - bucket.atMs >= fullAfterMs) this.buckets.delete(caller);
   }
+}
+
+/** What a draw from a shared bucket brought: jobs taken, and the wait for the rest of what was needed (0: none). */
+export interface SubmitDraw {
+  granted: number;
+  retryAfterMs: number;
+}
+
+/** Takes from `bucket` (refilled already) what `draw` gives: `most` if there, else its whole jobs. */
+function drawFrom(bucket: { tokens: number }, need: number, most: number, perSecond: number): SubmitDraw {
+  const have = bucket.tokens;
+  const granted = have >= most ? most : Math.floor(have);
+  bucket.tokens = have - granted;
+  return { granted, retryAfterMs: have >= need ? 0 : Math.ceil(((need - have) / perSecond) * 1000) };
+}
+
+/** A request larger than the bucket: waiting would not help. */
+export function tooLarge(jobs: number, rate: SubmitRate): Admission {
+  return { allowed: false, retryAfterMs: 0, reason: `a batch of ${jobs} jobs is larger than the submit burst (${rate.burst}); split it` };
 }
