@@ -33,12 +33,7 @@ export class SubmitRateLimiter {
 
   take(caller: string, jobs: number): Admission {
     if (jobs > this.rate.burst) return tooLarge(jobs, this.rate);
-    const now = this.nowMs();
-    this.forgetFullBuckets(now);
-    const bucket = this.buckets.get(caller) ?? { tokens: this.rate.burst, atMs: now };
-    bucket.tokens = Math.min(this.rate.burst, bucket.tokens + ((now - bucket.atMs) / 1000) * this.rate.perSecond);
-    bucket.atMs = now;
-    this.buckets.set(caller, bucket);
+    const bucket = this.refilled(caller);
     if (bucket.tokens >= jobs) {
       bucket.tokens -= jobs;
       return { allowed: true };
@@ -57,13 +52,22 @@ export class SubmitRateLimiter {
    * many it took, and, when fewer than `need`, how long until `need` would be there.
    */
   draw(caller: string, need: number, most: number): SubmitDraw {
+    const bucket = this.refilled(caller);
+    const have = bucket.tokens;
+    const granted = have >= most ? most : Math.floor(have);
+    bucket.tokens = have - granted;
+    return { granted, retryAfterMs: have >= need ? 0 : Math.ceil(((need - have) / this.rate.perSecond) * 1000) };
+  }
+
+  /** `caller`'s bucket, refilled for the time since it was last used (a new caller's is full). */
+  private refilled(caller: string): { tokens: number; atMs: number } {
     const now = this.nowMs();
     this.forgetFullBuckets(now);
     const bucket = this.buckets.get(caller) ?? { tokens: this.rate.burst, atMs: now };
     bucket.tokens = Math.min(this.rate.burst, bucket.tokens + ((now - bucket.atMs) / 1000) * this.rate.perSecond);
     bucket.atMs = now;
     this.buckets.set(caller, bucket);
-    return drawFrom(bucket, need, most, this.rate.perSecond);
+    return bucket;
   }
 
   private lastSweepMs = 0;
@@ -80,14 +84,6 @@ export class SubmitRateLimiter {
 export interface SubmitDraw {
   granted: number;
   retryAfterMs: number;
-}
-
-/** Takes from `bucket` (refilled already) what `draw` gives: `most` if there, else its whole jobs. */
-function drawFrom(bucket: { tokens: number }, need: number, most: number, perSecond: number): SubmitDraw {
-  const have = bucket.tokens;
-  const granted = have >= most ? most : Math.floor(have);
-  bucket.tokens = have - granted;
-  return { granted, retryAfterMs: have >= need ? 0 : Math.ceil(((need - have) / perSecond) * 1000) };
 }
 
 /** A request larger than the bucket: waiting would not help. */
