@@ -75,6 +75,11 @@ export interface ServerConfig {
   /** Set only in an engine process of --engines (src/engine-child.ts): the partition it serves. Never from a flag. */
   engineSlot?: { index: number; count: number; spread: SpreadQueues };
   /**
+   * Set only in an engine process whose Faktory port serves its parent's (src/cluster/faktory-router.ts):
+   * that port's connection cap, two per connection the parent's port keeps. Never from a flag.
+   */
+  faktoryMaxConnections?: number;
+  /**
    * Hot queues spread over several partitions (--spread-queues, with --partitions or
    * --engines): fixed when the cluster or data dir is created, as the partition count is.
    */
@@ -431,12 +436,7 @@ function enginesOf(config: ServerConfig, text: string): void {
   const count = parseInteger(text, "--engines");
   if (count < 1 || count > MAX_ENGINES) throw new Error(`--engines must be 1 to ${MAX_ENGINES}, got ${count}`);
   if (count === 1) return;
-  for (const [flag, set] of [
-    ["--faktory-port", config.faktoryPort !== undefined],
-    ["--workq-port", config.workqPort !== undefined],
-  ] as const) {
-    if (set) throw new Error(`${flag} with --engines ${count}: not served by --engines yet`);
-  }
+  if (config.workqPort !== undefined) throw new Error(`--workq-port with --engines ${count}: not served by --engines yet`);
   config.engines = count;
 }
 

@@ -40,6 +40,8 @@ export interface EngineProcess {
   grpcAddress: string | undefined;
   /** Where its HTTP port takes the job JSON routes (/v1/jobs), while it listens. */
   httpAddress: string | undefined;
+  /** Where its Faktory port is, while it listens (with --faktory-port). */
+  faktoryAddress: string | undefined;
   /** How many times it was started again (its partitions' epoch follows it). */
   restarts: number;
   /** Deaths since it last served SERVED_WELL_MS: the restart backoff's exponent. */
@@ -75,6 +77,7 @@ export class EngineProcesses {
       child: undefined,
       grpcAddress: undefined,
       httpAddress: undefined,
+      faktoryAddress: undefined,
       restarts: 0,
       deathsInARow: 0,
       servingSince: 0,
@@ -147,12 +150,13 @@ export class EngineProcesses {
         () => failed(new Error(`engine ${engine.index} did not listen within ${ENGINE_START_MS} ms`)),
         ENGINE_START_MS,
       );
-      const onListening = (message: { grpcPort?: number; httpPort?: number }) => {
+      const onListening = (message: { grpcPort?: number; httpPort?: number; faktoryPort?: number }) => {
         if (message.grpcPort === undefined) return;
         child.off("message", onListening);
         clearTimeout(timer);
         engine.grpcAddress = `${this.advertised}:${message.grpcPort}`;
         engine.httpAddress = `${this.advertised}:${message.httpPort}`;
+        engine.faktoryAddress = message.faktoryPort === undefined ? undefined : `${this.advertised}:${message.faktoryPort}`;
         engine.servingSince = Date.now();
         listening();
       };
@@ -176,6 +180,7 @@ export class EngineProcesses {
         const wasServing = engine.grpcAddress !== undefined;
         engine.grpcAddress = undefined;
         engine.httpAddress = undefined;
+        engine.faktoryAddress = undefined;
         engine.child = undefined;
         if (!wasServing) return failed(new Error(`engine ${engine.index} exited (${signal ?? code}) before listening`));
         if (this.stopping) return;

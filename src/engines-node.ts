@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join, resolve } from "node:path";
-import type { ServerConfig } from "./config.js";
+import { DEFAULT_MAX_CONNECTIONS, type ServerConfig } from "./config.js";
 import type { Logger } from "./log.js";
 import { readTlsFiles, type RunningServer } from "./main.js";
 import { AccessControl } from "./transport/auth/access-control.js";
@@ -48,6 +48,10 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
       dataDir: join(dataDir, `engine-${index}`),
       port: 0,
       httpPort: 0,
+      // Each engine's own Faktory port; this process's routes to them, over a connection (and
+      // one that only waits) per connection of its own.
+      faktoryPort: config.faktoryPort === undefined ? undefined : 0,
+      faktoryMaxConnections: 2 * (config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS) + 8,
       engines: undefined,
       engineSlot: { index, count, spread },
     }),
@@ -80,7 +84,18 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
   const partitionMetrics = () => processes.metrics();
   let doors: NodeDoors;
   try {
-    doors = await openNodeDoors({ config, nodeId, access, tls, linkTls, directory, partitions: served, partitionMetrics, log });
+    doors = await openNodeDoors({
+      config,
+      nodeId,
+      access,
+      tls,
+      linkTls,
+      directory,
+      partitions: served,
+      partitionMetrics,
+      faktoryAddressOf: (partition) => engines[partition]?.faktoryAddress,
+      log,
+    });
   } catch (error) {
     await processes.stopAll();
     throw error;
@@ -89,6 +104,7 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
   return {
     grpcPort: doors.grpcPort,
     httpPort: doors.httpPort,
+    ...(doors.faktoryPort !== undefined && { faktoryPort: doors.faktoryPort }),
     tls: tls !== undefined,
     reloadTokens: () => {
       if (config.authTokensFile === undefined) throw new Error("no --auth-tokens file to reload");

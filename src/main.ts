@@ -305,7 +305,7 @@ export async function startServer(
         passwords: faktoryPasswords,
         anonymous: ANONYMOUS,
         admitSubmits: (caller, jobs) => access.admitSubmits(caller, jobs),
-        maxConnections: config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS,
+        maxConnections: config.faktoryMaxConnections ?? config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS,
         partialTimeoutMs: config.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS,
         startedAtMs,
         nowMs: () => systemClock.nowMs(),
@@ -408,7 +408,7 @@ function workqCallerOf(config: ServerConfig, access: AccessControl): Caller {
  * --faktory-password-file (each must be one of --auth-tokens, and the client then acts with
  * its role and queues); without it, the file's one shared password, or none without a file.
  */
-function faktoryPasswordsOf(config: ServerConfig, access: AccessControl): FaktoryPassword[] {
+export function faktoryPasswordsOf(config: ServerConfig, access: AccessControl): FaktoryPassword[] {
   const file = config.faktoryPasswordFile;
   if (file === undefined) return [];
   const lines = readFileSync(file, "utf8")

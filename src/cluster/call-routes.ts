@@ -6,7 +6,6 @@
  */
 import type { DescMessage, DescService, MessageShape } from "@bufbuild/protobuf";
 import type { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
-import type { JobSpec } from "@worq/client/gen/worq/v1/job_pb.js";
 import type { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import type { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { LIMITS } from "../model/limits.js";
@@ -17,6 +16,7 @@ import {
   partitionOfId,
   placementKey,
   queuePartitions,
+  type PlacementKeys,
   type SpreadQueues,
 } from "../model/partition.js";
 
@@ -75,7 +75,7 @@ const byIds = (ids: readonly string[], field: string, placement: Placement): Cal
  * hashes to (jobs that share a unique, debounce, group or idempotency key meet in one
  * partition, where the engine holds the key), or else the next in turn.
  */
-export function jobPartition(job: JobSpec | undefined, placement: Placement): number {
+export function jobPartition(job: ({ queue?: string } & PlacementKeys) | undefined, placement: Placement): number {
   const partitions = partitionsOfQueue(job?.queue ?? "", placement);
   if (partitions.length === 1) return partitions[0]!;
   const key = job ? placementKey(job) : "";

@@ -75,7 +75,7 @@ export async function startLineForwarder(options: LineForwarderOptions): Promise
   };
 }
 
-function dial(address: string, tls: LinkTls | undefined): Socket {
+export function dial(address: string, tls: LinkTls | undefined): Socket {
   const colon = address.lastIndexOf(":");
   const host = address.slice(0, colon).replace(/^\[(.*)\]$/, "$1");
   const port = Number(address.slice(colon + 1));

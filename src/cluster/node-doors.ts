@@ -9,11 +9,16 @@ import type { AccessControl } from "../transport/auth/access-control.js";
 import type { LinkTls } from "./leader-link.js";
 import { nodeHttp, type NodeView } from "./node-http.js";
 import { startPartitionRouter, type PartitionDirectory, type PartitionRouter } from "./partition-router.js";
+import { startFaktoryRouter, type FaktoryRouter } from "./faktory-router.js";
+import { faktoryPasswordsOf } from "../main.js";
+import { ANONYMOUS } from "../transport/auth/access-control.js";
 
 /** The public ports of a process that routes to partitions' servers: a partitioned cluster's node, or an --engines parent. */
 export interface NodeDoors {
   grpcPort: number;
   httpPort: number;
+  /** The Faktory port (--faktory-port), routing to the partitions' own. */
+  faktoryPort?: number;
   /** Calls the ports routed to a partition's server. */
   routedCalls(): number;
   close(): Promise<void>;
@@ -36,6 +41,8 @@ export async function openNodeDoors(options: {
   partitions: () => number[];
   /** What the /metrics of each partition served here shows now. */
   partitionMetrics: NodeView["partitionMetrics"];
+  /** With --faktory-port: where each partition's server takes Faktory's protocol (host:port). */
+  faktoryAddressOf?: (partition: number) => string | undefined;
   log: Logger;
 }): Promise<NodeDoors> {
   const { config, nodeId, access, tls, linkTls, directory, log } = options;
@@ -44,6 +51,7 @@ export async function openNodeDoors(options: {
     headerTimeoutMs: config.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS,
   };
   let router: PartitionRouter | undefined;
+  let faktory: FaktoryRouter | undefined;
   try {
     router = await startPartitionRouter({
       nodeId,
@@ -75,11 +83,41 @@ export async function openNodeDoors(options: {
     );
     capHttpConnections(http, { port: "http", ...caps, observe: () => {} });
     const httpPort = await listenHttp(http, config.host, config.httpPort);
+    const { faktoryAddressOf } = options;
+    if (config.faktoryPort !== undefined && faktoryAddressOf) {
+      try {
+        faktory = await startFaktoryRouter({
+          host: config.host,
+          port: config.faktoryPort,
+          ...(tls && { tls }),
+          ...(linkTls && { linkTls }),
+          passwords: faktoryPasswordsOf(config, access),
+          anonymous: ANONYMOUS,
+          maxConnections: caps.maxConnections,
+          partialTimeoutMs: caps.headerTimeoutMs,
+          log,
+          observe: () => {},
+          routes: {
+            placement: directory.placement,
+            addressOf: faktoryAddressOf,
+            anyPartition: () => directory.anyPartition(),
+            refresh: () => directory.refresh(),
+          },
+        });
+      } catch (error) {
+        http.closeAllConnections();
+        http.close();
+        throw error;
+      }
+    }
+    const faktoryPort = faktory?.port;
     return {
       grpcPort: routing.grpcPort,
       httpPort,
+      ...(faktoryPort !== undefined && { faktoryPort }),
       routedCalls: routing.routedCalls,
       async close() {
+        await faktory?.close();
         await routing.close();
         http.closeAllConnections();
         await new Promise((done) => http.close(done));

@@ -42,7 +42,9 @@ export function openLease(core: EngineCore, options: LeaseSessionOptions, sink: 
   if (options.workerId.length > LIMITS.workerIdMaxChars) {
     invalid("worker_id", `must be at most ${LIMITS.workerIdMaxChars} chars`);
   }
-  if (!Number.isInteger(options.credits) || options.credits < 1 || options.credits > LIMITS.leaseMaxCredits) {
+  if (options.watchOnly) {
+    if (options.credits !== 0) invalid("credits", "must be 0 for a session that only watches");
+  } else if (!Number.isInteger(options.credits) || options.credits < 1 || options.credits > LIMITS.leaseMaxCredits) {
     invalid("credits", `must be between 1 and ${LIMITS.leaseMaxCredits}`);
   }
   const session: Session = {
@@ -58,6 +60,7 @@ export function openLease(core: EngineCore, options: LeaseSessionOptions, sink: 
     closed: false,
     close: () => closeSession(core, session),
     setCredits: (credits) => setCredits(core, session, credits),
+    holding: () => session.held.size,
   };
   core.sessions.set(session.id, session);
   if (sink.waiting) core.sessionsTellingWaiting++;

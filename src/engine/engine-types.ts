@@ -104,6 +104,11 @@ export interface LeaseSessionOptions {
    * cut to the orphan grace.
    */
   detached?: boolean;
+  /**
+   * A session that takes no job (credits must be 0): it only tells `waiting`, so a door can
+   * wait on several engines for the first with a ready job and then take it from that one.
+   */
+  watchOnly?: boolean;
 }
 
 /**
@@ -128,6 +133,8 @@ export interface LeaseSession {
    * new jobs until reports bring it under.
    */
   setCredits(credits: number): number;
+  /** How many jobs it holds now (a grant made as it opened counts before its delivery). */
+  holding(): number;
   /** Ends the session: its held jobs become orphans (leases capped at now + orphan grace). */
   close(): void;
 }

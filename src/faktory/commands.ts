@@ -12,7 +12,7 @@ import { WorqError } from "../model/errors.js";
 import type { JobView, SubmitInput } from "../model/job.js";
 import { isUuidV4 } from "../model/limits.js";
 import type { Caller } from "../transport/auth/access-control.js";
-import { leaseOneJob } from "../transport/one-job-lease.js";
+import { leaseOneJob, waitForReady } from "../transport/one-job-lease.js";
 import { ADMIN_HANDLERS, ADMIN_ROLES } from "./admin-commands.js";
 import { bulk, errorReply, namespaceOf, NULL_BULK, OK, type FaktoryConnection, type FaktoryDoor, type FaktoryHandler } from "./door.js";
 import {
@@ -36,7 +36,16 @@ const MAX_PUSHB_JOBS = 10_000;
 const MAX_ERRTYPE_CHARS = 100;
 const MAX_MESSAGE_CHARS = 1000;
 
-const JOB_HANDLERS: Record<string, FaktoryHandler> = { PUSH: push, PUSHB: pushBatch, FETCH: fetch, ACK: ack, FAIL: fail, BEAT: beat };
+const JOB_HANDLERS: Record<string, FaktoryHandler> = {
+  PUSH: push,
+  PUSHB: pushBatch,
+  FETCH: (door, conn, argText) => fetch(door, conn, argText, FETCH_WAIT_MS),
+  ACK: ack,
+  FAIL: fail,
+  BEAT: beat,
+  TAKE: (door, conn, argText) => fetch(door, conn, argText, 0),
+  WAIT: waitReady,
+};
 
 const JOB_ROLES: Record<string, readonly string[]> = {
   PUSH: ["producer", "admin"],
@@ -45,6 +54,8 @@ const JOB_ROLES: Record<string, readonly string[]> = {
   ACK: ["worker", "admin"],
   FAIL: ["worker", "admin"],
   BEAT: ["worker", "admin"],
+  TAKE: ["worker", "admin"],
+  WAIT: ["worker", "admin"],
 };
 
 /** Runs one command line (after the handshake); resolves to its whole reply. Never rejects. */
@@ -79,7 +90,7 @@ function inScope(conn: FaktoryConnection, queue: string): void {
   }
 }
 
-function parseJson(argText: string): unknown {
+export function parseJson(argText: string): unknown {
   try {
     return JSON.parse(argText);
   } catch (error) {
@@ -141,24 +152,21 @@ async function pushBatch(door: FaktoryDoor, conn: FaktoryConnection, argText: st
 
 let fetchSeq = 0;
 
-/** FETCH q1 q2 …: the first ready job of the queues in the order listed, or none after FETCH_WAIT_MS. */
-async function fetch(door: FaktoryDoor, conn: FaktoryConnection, argText: string): Promise<Buffer> {
-  const queues = argText.split(" ").filter((name) => name !== "");
-  if (queues.length === 0) queues.push("default");
-  for (const queue of queues) {
-    if (!/^[a-zA-Z0-9._-]+$/.test(queue)) {
-      throw new FaktoryError(`cannot get "${queue}" queue: queue names must match \\A[a-zA-Z0-9._-]+\\z`);
-    }
-    inScope(conn, queue);
-  }
+/**
+ * FETCH q1 q2 …: the first ready job of the queues in the order listed, or none after `waitMs`.
+ * TAKE (Worq's own) is FETCH answered at once: what a node that routes to several engines asks
+ * each engine in turn (see waitReady).
+ */
+async function fetch(door: FaktoryDoor, conn: FaktoryConnection, argText: string, waitMs: number): Promise<Buffer> {
+  const queues = fetchQueues(conn, argText.split(" "));
   const worker = conn.wid === "" ? undefined : door.workers.get(conn.wid);
   if (worker) worker.queues = queues;
   // A quiet or terminated worker gets no more jobs; it is told so by its next BEAT.
   if (worker && worker.state !== "running") {
-    await sleep(FETCH_WAIT_MS, conn.signal);
+    await sleep(waitMs, conn.signal);
     return NULL_BULK;
   }
-  const grant = await leaseOne(door, conn, queues);
+  const grant = await leaseOne(door, conn, queues, waitMs);
   if (!grant) return NULL_BULK;
   const wireJid = faktoryJidOf(grant.meta);
   door.reservations.set(wireJid, { jid: grant.meta.jid, leaseId: grant.meta.lease!.leaseId, wid: conn.wid });
@@ -168,14 +176,47 @@ async function fetch(door: FaktoryDoor, conn: FaktoryConnection, argText: string
   return bulk(faktoryJobText(grant));
 }
 
+/** The queues a FETCH names (`default` when none), each checked against Faktory's rule and the token's scope. */
+function fetchQueues(conn: FaktoryConnection, names: string[]): string[] {
+  const queues = names.filter((name) => name !== "");
+  if (queues.length === 0) queues.push("default");
+  for (const queue of queues) {
+    if (!/^[a-zA-Z0-9._-]+$/.test(queue)) {
+      throw new FaktoryError(`cannot get "${queue}" queue: queue names must match \\A[a-zA-Z0-9._-]+\\z`);
+    }
+    inScope(conn, queue);
+  }
+  return queues;
+}
+
 /**
- * One job of `queues` within FETCH_WAIT_MS. Its lease is detached: a Faktory reservation is
+ * WAIT <ms> q1 q2 … (Worq's own): +OK once a job of the queues is ready, taking none; none
+ * after `ms` (at most FETCH_WAIT_MS). A node whose FETCH spans several engines TAKEs from each
+ * in the order of the queues, then WAITs on all of them and TAKEs again from the first that
+ * says so: no job is ever taken that the worker does not get.
+ */
+async function waitReady(door: FaktoryDoor, conn: FaktoryConnection, argText: string): Promise<Buffer> {
+  const [msText = "", ...names] = argText.split(" ");
+  const ms = /^[0-9]{1,5}$/.test(msText) ? Number(msText) : Number.NaN;
+  if (!(ms <= FETCH_WAIT_MS)) throw new FaktoryError(`invalid WAIT: the wait must be 0 to ${FETCH_WAIT_MS} ms, got ${msText.slice(0, 20)}`);
+  const queues = fetchQueues(conn, names);
+  const worker = conn.wid === "" ? undefined : door.workers.get(conn.wid);
+  if (worker && worker.state !== "running") {
+    await sleep(ms, conn.signal);
+    return NULL_BULK;
+  }
+  const workerId = `${FAKTORY_WORKER_PREFIX}${conn.wid || `connection-${conn.id}`}:wait`;
+  return (await waitForReady(door.engine, { queues, workerId }, ms, conn.signal)) ? OK : NULL_BULK;
+}
+
+/**
+ * One job of `queues` within `waitMs`. Its lease is detached: a Faktory reservation is
  * not tied to the connection, so the job stays reserved for its whole `reserve_for` when the
  * one-job session closes, and across a restart.
  */
-async function leaseOne(door: FaktoryDoor, conn: FaktoryConnection, queues: string[]): Promise<JobView | undefined> {
+async function leaseOne(door: FaktoryDoor, conn: FaktoryConnection, queues: string[], waitMs: number): Promise<JobView | undefined> {
   const workerId = `${FAKTORY_WORKER_PREFIX}${conn.wid || `connection-${conn.id}`}:${++fetchSeq}`;
-  const grant = await leaseOneJob(door.engine, { queues, workerId, detached: true }, FETCH_WAIT_MS, conn.signal);
+  const grant = await leaseOneJob(door.engine, { queues, workerId, detached: true }, waitMs, conn.signal);
   return grant && { meta: grant.meta, body: grant.body };
 }
 
@@ -217,7 +258,7 @@ async function reservedJob(door: FaktoryDoor, conn: FaktoryConnection, wireJid: 
   return { view, leaseId };
 }
 
-function reportOf(argText: string, verb: "ACK" | "FAIL" | "BEAT"): Record<string, unknown> {
+export function reportOf(argText: string, verb: "ACK" | "FAIL" | "BEAT"): Record<string, unknown> {
   let json: unknown;
   try {
     json = JSON.parse(argText);

@@ -41,7 +41,7 @@ export function passwordHash(password: string, salt: string, iterations: number)
 }
 
 /**
- * Reads a HELLO's JSON: who the client is and, with passwords, whose password it proved.
+ * Reads a HELLO's JSON: who the client is and, with passwords, which password it proved.
  * Throws FaktoryError ("Invalid password" when the proof matches none).
  */
 export function acceptHello(
@@ -49,7 +49,7 @@ export function acceptHello(
   passwords: readonly FaktoryPassword[],
   challenge: Challenge | undefined,
   anonymous: Caller,
-): { hello: Hello; caller: Caller } {
+): { hello: Hello; caller: Caller; password?: string } {
   let json: unknown;
   try {
     json = JSON.parse(argText);
@@ -89,11 +89,11 @@ export function acceptHello(
   if (!challenge) return { hello, caller: anonymous };
   const iterations = version === undefined || version < 2 ? 1 : challenge.iterations;
   const presented = Buffer.from(pwdhash.toLowerCase(), "utf8");
-  let caller: Caller | undefined;
+  let proved: FaktoryPassword | undefined;
   for (const entry of passwords) {
     const expected = Buffer.from(passwordHash(entry.password, challenge.salt, iterations), "utf8");
-    if (expected.byteLength === presented.byteLength && timingSafeEqual(expected, presented) && !caller) caller = entry.caller;
+    if (expected.byteLength === presented.byteLength && timingSafeEqual(expected, presented) && !proved) proved = entry;
   }
-  if (!caller) throw new FaktoryError("Invalid password");
-  return { hello, caller };
+  if (!proved) throw new FaktoryError("Invalid password");
+  return { hello, caller: proved.caller, password: proved.password };
 }

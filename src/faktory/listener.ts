@@ -15,10 +15,10 @@ import { listenLines, type LineListener } from "../transport/line-listener.js";
 import { messageOf, runCommand } from "./commands.js";
 import { errorReply, OK, type FaktoryConnection, type FaktoryDoor } from "./door.js";
 import { acceptHello, greeting, type FaktoryPassword } from "./handshake.js";
-import { FaktoryWorkers } from "./workers.js";
+import { FaktoryWorkers, type Hello } from "./workers.js";
 
-export interface FaktoryListenerOptions {
-  engine: Engine;
+/** What every Faktory port takes: where it listens, who may connect, its bounds. */
+export interface FaktoryPortOptions {
   host: string;
   port: number;
   tls?: PortTls;
@@ -26,19 +26,39 @@ export interface FaktoryListenerOptions {
   passwords: FaktoryPassword[];
   /** Who a connection acts as when no password is asked (everyone, without token auth). */
   anonymous: Caller;
-  admitSubmits: (caller: Caller, jobs: number) => void | Promise<void>;
   maxConnections: number;
   /** How long a connection may take to finish the handshake or a command line it has begun. */
   partialTimeoutMs: number;
-  startedAtMs: number;
-  nowMs: () => number;
   log: Logger;
   observe: (event: ConnectionEvent) => void;
+}
+
+export interface FaktoryListenerOptions extends FaktoryPortOptions {
+  engine: Engine;
+  admitSubmits: (caller: Caller, jobs: number) => void | Promise<void>;
+  startedAtMs: number;
+  nowMs: () => number;
 }
 
 export interface FaktoryListener {
   port: number;
   close(): Promise<void>;
+}
+
+/** A connection that said HELLO: who it is, the password it proved (none asked: undefined), and when it went away. */
+export interface GreetedConnection {
+  hello: Hello;
+  caller: Caller;
+  password: string | undefined;
+  id: number;
+  signal: AbortSignal;
+}
+
+/** What answers one connection's commands after its HELLO (END is the port's): each reply whole; never rejects. */
+export interface FaktoryCommands {
+  run(verb: string, argText: string): Promise<Buffer>;
+  /** The connection closed. */
+  closed(): void;
 }
 
 /** The longest command line (a PUSHB of thousands of jobs fits); a longer one is refused and the connection closed. */
@@ -62,30 +82,54 @@ export async function listenFaktory(options: FaktoryListenerOptions): Promise<Fa
     commandCount: 0,
     admitSubmits: options.admitSubmits,
   };
-  listener = await listenLines({
+  listener = await listenFaktoryPort(options, ({ hello, caller, id, signal }) => {
+    const conn: FaktoryConnection = { caller, wid: hello.wid, signal, id };
+    if (hello.wid !== "") door.workers.join(hello, id);
+    return {
+      run: (verb, argText) => runCommand(door, conn, verb, argText),
+      closed: () => {
+        if (conn.wid !== "") door.workers.leave(conn.wid, id);
+      },
+    };
+  });
+  const reaper = setInterval(() => door.workers.reap(), REAP_EVERY_MS);
+  reaper.unref();
+  const port = listener;
+  return {
+    port: port.port,
+    close: async () => {
+      clearInterval(reaper);
+      await port.close();
+      door.workers.clear();
+    },
+  };
+}
+
+/**
+ * A port that speaks Faktory's protocol: greets, checks each HELLO, frames and orders the
+ * command lines and bounds them; `open` answers a greeted connection's commands (this
+ * server's door, or a node's router to the engines' doors).
+ */
+export function listenFaktoryPort(options: FaktoryPortOptions, open: (greeted: GreetedConnection) => FaktoryCommands): Promise<LineListener> {
+  return listenLines({
     host: options.host,
     port: options.port,
     ...(options.tls && { tls: options.tls }),
     maxConnections: options.maxConnections,
     partialTimeoutMs: options.partialTimeoutMs,
     observe: options.observe,
-    serve: (socket, id) => serveConnection(socket, door, options, id),
+    serve: (socket, id) => serveConnection(socket, options, open, id),
   });
-  const reaper = setInterval(() => door.workers.reap(), REAP_EVERY_MS);
-  reaper.unref();
-  return {
-    port: listener.port,
-    close: async () => {
-      clearInterval(reaper);
-      await listener.close();
-      door.workers.clear();
-    },
-  };
 }
 
-function serveConnection(socket: Socket, door: FaktoryDoor, options: FaktoryListenerOptions, id: number): void {
+function serveConnection(
+  socket: Socket,
+  options: FaktoryPortOptions,
+  open: (greeted: GreetedConnection) => FaktoryCommands,
+  id: number,
+): void {
   const gone = new AbortController();
-  const conn: FaktoryConnection = { caller: options.anonymous, wid: "", signal: gone.signal, id };
+  let commands: FaktoryCommands | undefined;
   const { line: hi, challenge } = greeting(options.passwords);
   const lines: string[] = [];
   let queuedBytes = 0;
@@ -103,7 +147,7 @@ function serveConnection(socket: Socket, door: FaktoryDoor, options: FaktoryList
   socket.once("close", () => {
     clearTimeout(partialTimer);
     gone.abort();
-    if (conn.wid !== "") door.workers.leave(conn.wid, id);
+    commands?.closed();
   });
 
   function cut(reason: string) {
@@ -133,12 +177,8 @@ function serveConnection(socket: Socket, door: FaktoryDoor, options: FaktoryList
     if (!greeted) {
       if (verb !== "HELLO") return refuseAndClose(`expected HELLO, got ${verb.slice(0, 40)}`);
       try {
-        const { hello, caller } = acceptHello(argText, options.passwords, challenge, options.anonymous);
-        conn.caller = caller;
-        if (hello.wid !== "") {
-          conn.wid = hello.wid;
-          door.workers.join(hello, id);
-        }
+        const { hello, caller, password } = acceptHello(argText, options.passwords, challenge, options.anonymous);
+        commands = open({ hello, caller, password, id, signal: gone.signal });
       } catch (error) {
         return refuseAndClose(messageOf(error));
       }
@@ -155,7 +195,7 @@ function serveConnection(socket: Socket, door: FaktoryDoor, options: FaktoryList
       socket.end();
       return;
     }
-    return write(await runCommand(door, conn, verb, argText));
+    return write(await commands!.run(verb, argText));
   };
 
   /**

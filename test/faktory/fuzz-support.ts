@@ -201,7 +201,7 @@ export class Rng {
 }
 
 /** The queues random jobs go to (valid names); FETCH asks for these. */
-export const FUZZ_QUEUES = ["fz", "fz.b", "fz-c"] as const;
+export const FUZZ_QUEUES = ["fz", "fz.b", "fz-c", "fz.e"] as const;
 
 const STRING_PIECES = [
   "a",

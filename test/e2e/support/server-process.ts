@@ -57,7 +57,7 @@ export async function spawnServer(dataDir: string, extraArgs: string[] = []): Pr
 }
 
 /** The child processes of `server` (an --engines server's engine processes), by pid. */
-export function childPids(server: ServerProcess): number[] {
+export function childPids(server: Pick<ServerProcess, "child">): number[] {
   try {
     return execFileSync("pgrep", ["-P", String(server.child.pid)], { encoding: "utf8" })
       .trim()

@@ -3,7 +3,7 @@
 //
 //	go-client push <queue> <jid>...      PUSH each jid (jobtype GoJob, args [jid])
 //	go-client pushbulk <queue> <jid>...  PUSHB them (a jid shorter than 8 is refused)
-//	go-client work <queue> <n> <fail>    FETCH n jobs; FAIL those whose jid is <fail>, ACK the rest
+//	go-client work <queues> <n> <fail>   FETCH n jobs of the queues (a,b,…); FAIL those whose jid is <fail>, ACK the rest
 //	go-client beat                        BEAT once; prints the state the server answers
 //	go-client info                        INFO
 package main
@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	faktory "github.com/contribsys/faktory/client"
 )
@@ -75,7 +76,7 @@ func run(args []string) error {
 		n, _ := strconv.Atoi(args[2])
 		handled := []map[string]any{}
 		for len(handled) < n {
-			job, err := client.Fetch(args[1])
+			job, err := client.Fetch(strings.Split(args[1], ",")...)
 			if err != nil {
 				return fmt.Errorf("fetch: %w", err)
 			}
