@@ -47,7 +47,12 @@ export function mergeLatency(answers: readonly Record<string, number>[]): Record
   const merged: Record<string, number> = {};
   for (const answer of answers) {
     for (const [queue, seconds] of Object.entries(answer)) {
-      Object.defineProperty(merged, queue, { value: Math.max(merged[queue] ?? 0, seconds), enumerable: true, writable: true, configurable: true });
+      Object.defineProperty(merged, queue, {
+        value: Math.max(merged[queue] ?? 0, seconds),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     }
   }
   return merged;

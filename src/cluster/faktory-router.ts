@@ -225,7 +225,8 @@ class RoutedConnection implements FaktoryCommands {
   /** Resolves true once any of the runs' partitions says a job is ready, false at the deadline. */
   private anyReady(runs: readonly { partition: number; queues: string[] }[], deadline: number): Promise<boolean> {
     const byPartition = new Map<number, Set<string>>();
-    for (const run of runs) for (const queue of run.queues) byPartition.set(run.partition, (byPartition.get(run.partition) ?? new Set()).add(queue));
+    for (const run of runs)
+      for (const queue of run.queues) byPartition.set(run.partition, (byPartition.get(run.partition) ?? new Set()).add(queue));
     return new Promise((resolve) => {
       let open = byPartition.size;
       for (const [partition, queues] of byPartition) {
@@ -363,7 +364,8 @@ class RoutedConnection implements FaktoryCommands {
           return await FaktoryUpstream.open(address, linkTls, this.greeted.hello, this.greeted.password);
         } catch (error) {
           log.debug("faktory connection to a partition failed", { partition, error: (error as Error).message });
-          if (Date.now() >= deadline) throw new FaktoryError(`partition ${partition} cannot be reached now (${(error as Error).message}); try again`);
+          if (Date.now() >= deadline)
+            throw new FaktoryError(`partition ${partition} cannot be reached now (${(error as Error).message}); try again`);
         }
       } else if (Date.now() >= deadline) {
         throw new FaktoryError(`partition ${partition} is not served now (a restart or takeover is under way); try again`);

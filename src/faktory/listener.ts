@@ -110,7 +110,10 @@ export async function listenFaktory(options: FaktoryListenerOptions): Promise<Fa
  * command lines and bounds them; `open` answers a greeted connection's commands (this
  * server's door, or a node's router to the engines' doors).
  */
-export function listenFaktoryPort(options: FaktoryPortOptions, open: (greeted: GreetedConnection) => FaktoryCommands): Promise<LineListener> {
+export function listenFaktoryPort(
+  options: FaktoryPortOptions,
+  open: (greeted: GreetedConnection) => FaktoryCommands,
+): Promise<LineListener> {
   return listenLines({
     host: options.host,
     port: options.port,

@@ -199,27 +199,31 @@ describe("worq serve --engines: Faktory's protocol over the engines", () => {
     conn.close();
   }, 30_000);
 
-  it.skipIf(!hasGo)("Faktory's own Go client pushes to and works both engines' queues through the port", async () => {
-    await run("go", ["build", "-o", GO_CLIENT, "."], { cwd: join(ROOT, "test/faktory/go-client"), timeout: 300_000 });
-    const step = async (args: string[]) => {
-      const { stdout } = await run(GO_CLIENT, args, {
-        env: { ...process.env, FAKTORY_URL: `tcp://127.0.0.1:${server.faktoryPort}`, GO_CLIENT_WID: "go-engines" },
-        timeout: 30_000,
-      });
-      return JSON.parse(stdout.trim().split("\n").pop()!) as Record<string, unknown>;
-    };
-    const g0 = queueOf(0, "go");
-    const g1 = queueOf(1, "go");
-    expect(await step(["push", g0, "go-engines-0001"])).toEqual({ pushed: 1 });
-    expect(await step(["pushbulk", g1, "go-engines-0002", "go-engines-0003"])).toEqual({ refused: {} });
-    const worked = await step(["work", `${g1},${g0}`, "3", "go-engines-0003"]);
-    const handled = worked.handled as { jid: string; reported: string }[];
-    expect(handled.map((entry) => [entry.jid, entry.reported])).toEqual([
-      ["go-engines-0002", "ACK"],
-      ["go-engines-0003", "FAIL"],
-      ["go-engines-0001", "ACK"],
-    ]);
-    expect((await jobByWireJid(g1, "go-engines-0003"))?.state).toBe(JobState.RETRYING);
-    expect((await jobByWireJid(g0, "go-engines-0001"))?.state).toBe(JobState.COMPLETED);
-  }, 320_000);
+  it.skipIf(!hasGo)(
+    "Faktory's own Go client pushes to and works both engines' queues through the port",
+    async () => {
+      await run("go", ["build", "-o", GO_CLIENT, "."], { cwd: join(ROOT, "test/faktory/go-client"), timeout: 300_000 });
+      const step = async (args: string[]) => {
+        const { stdout } = await run(GO_CLIENT, args, {
+          env: { ...process.env, FAKTORY_URL: `tcp://127.0.0.1:${server.faktoryPort}`, GO_CLIENT_WID: "go-engines" },
+          timeout: 30_000,
+        });
+        return JSON.parse(stdout.trim().split("\n").pop()!) as Record<string, unknown>;
+      };
+      const g0 = queueOf(0, "go");
+      const g1 = queueOf(1, "go");
+      expect(await step(["push", g0, "go-engines-0001"])).toEqual({ pushed: 1 });
+      expect(await step(["pushbulk", g1, "go-engines-0002", "go-engines-0003"])).toEqual({ refused: {} });
+      const worked = await step(["work", `${g1},${g0}`, "3", "go-engines-0003"]);
+      const handled = worked.handled as { jid: string; reported: string }[];
+      expect(handled.map((entry) => [entry.jid, entry.reported])).toEqual([
+        ["go-engines-0002", "ACK"],
+        ["go-engines-0003", "FAIL"],
+        ["go-engines-0001", "ACK"],
+      ]);
+      expect((await jobByWireJid(g1, "go-engines-0003"))?.state).toBe(JobState.RETRYING);
+      expect((await jobByWireJid(g0, "go-engines-0001"))?.state).toBe(JobState.COMPLETED);
+    },
+    320_000,
+  );
 });

@@ -70,7 +70,15 @@ const SETUPS: [name: string, args: string[]][] = [
 describe.each(SETUPS)("Faktory port under malformed and hostile input (real server process: %s)", (_name, setupArgs) => {
   const engines = setupArgs.length > 0;
   const dataDir = mkdtempSync(join(tmpdir(), "worq-faktory-fuzz-"));
-  const serverArgs = [...setupArgs, "--max-connections", String(MAX_CONNECTIONS), "--header-timeout", `${PARTIAL_MS}ms`, "--log-level", "error"];
+  const serverArgs = [
+    ...setupArgs,
+    "--max-connections",
+    String(MAX_CONNECTIONS),
+    "--header-timeout",
+    `${PARTIAL_MS}ms`,
+    "--log-level",
+    "error",
+  ];
   let server: FaktoryServer;
   let clients: WorqClients;
   const acknowledged = new Map<string, Acknowledged>();

@@ -49,11 +49,18 @@ describe("Faktory replies joined over engines", () => {
     });
     expect(merged.server).toMatchObject({ faktory_version: "1.9.4", connections: 2, command_count: 7, used_memory_mb: 80 });
     // A queue named like an object's own property is a queue like any other.
-    expect(mergeInfo([part({ ["__proto__"]: 1 } as Record<string, number>, 0, 0)], { connections: 0, commandCount: 0 }).faktory?.total_queues).toBe(1);
+    expect(
+      mergeInfo([part({ ["__proto__"]: 1 } as Record<string, number>, 0, 0)], { connections: 0, commandCount: 0 }).faktory?.total_queues,
+    ).toBe(1);
   });
 
   it("QUEUE LATENCY takes each queue's longest wait; BEAT the strongest state", () => {
-    expect(mergeLatency([{ a: 1.5, b: 0 }, { a: 0.5, b: 3 }])).toEqual({ a: 1.5, b: 3 });
+    expect(
+      mergeLatency([
+        { a: 1.5, b: 0 },
+        { a: 0.5, b: 3 },
+      ]),
+    ).toEqual({ a: 1.5, b: 3 });
     expect(strongestState(["running", "quiet", "running"])).toBe("quiet");
     expect(strongestState(["quiet", "terminate"])).toBe("terminate");
     expect(strongestState(["running"])).toBe("running");
