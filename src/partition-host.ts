@@ -41,6 +41,8 @@ export interface ServedPartition {
   grpcAddress?: string;
   /** Where its HTTP port is (host:port), for the job JSON routes. */
   httpAddress?: string;
+  /** Where its Faktory port is (host:port), when the node serves one. */
+  faktoryAddress?: string;
 }
 
 export interface PartitionHostOptions<S extends ServedPartition> {
@@ -216,7 +218,11 @@ export class PartitionHost<S extends ServedPartition> {
     // Served once loaded: it answers for every job of its slice from here on.
     this.owned.set(partition, { epoch, served, renewal });
     if (served.grpcAddress !== undefined)
-      await publishAddress(this.client, partition, this.options.nodeId, epoch, served.grpcAddress, served.httpAddress);
+      await publishAddress(this.client, partition, this.options.nodeId, epoch, {
+        grpcAddress: served.grpcAddress,
+        ...(served.httpAddress !== undefined && { httpAddress: served.httpAddress }),
+        ...(served.faktoryAddress !== undefined && { faktoryAddress: served.faktoryAddress }),
+      });
     this.options.log.info("serving partition", { partition, epoch });
   }
 

@@ -25,6 +25,8 @@ export async function startPartitionedEngines(
       ...config,
       port: 0,
       httpPort: 0,
+      // Its partitions' servers get Faktory ports of their own (this process's port routes to them).
+      ...(config.faktoryPort !== undefined && { faktoryPort: 0 }),
       engines: undefined,
       cluster: { ...config.cluster, nodeId: engineNodeId(nodeId, index + 1) },
     }),
@@ -42,6 +44,7 @@ export async function startPartitionedEngines(
   return {
     grpcPort: node.grpcPort,
     httpPort: node.httpPort,
+    ...(node.faktoryPort !== undefined && { faktoryPort: node.faktoryPort }),
     tls: node.tls,
     reloadTokens: () => {
       processes.signalAll("SIGHUP");

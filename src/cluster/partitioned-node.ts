@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import type { ClusterConfig, ServerConfig } from "../config.js";
+import { DEFAULT_MAX_CONNECTIONS, type ClusterConfig, type ServerConfig } from "../config.js";
 import { readTlsFiles, startServer, type RunningServer, type SingleServer } from "../main.js";
 import { PartitionHost, type PartitionSlot, type ServedPartition } from "../partition-host.js";
 import type { Logger } from "../log.js";
@@ -54,7 +54,12 @@ export async function startPartitionedNode(
   const linkTls = tls && { ca: readFileSync(config.cluster.caFile ?? config.tls!.certFile), cert: tls.cert, key: tls.key };
   const open = async (slot: PartitionSlot): Promise<ServedPartition & Pick<SingleServer, "reloadTokens" | "metricsText">> => {
     // Its own ports on the node's host: the router here and on the other nodes reach it there.
-    const server = await startServer({ ...config, port: 0, httpPort: 0, faktoryPort: undefined, workqPort: undefined }, log, {
+    // With --faktory-port, its own Faktory port too, which the nodes' Faktory ports route to.
+    const faktory = config.faktoryPort !== undefined && {
+      faktoryPort: 0,
+      faktoryMaxConnections: 2 * (config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS) + 8,
+    };
+    const server = await startServer({ ...config, port: 0, httpPort: 0, faktoryPort: undefined, workqPort: undefined, ...faktory }, log, {
       applicationName: `worq-p${slot.index}:${nodeId}`,
       beforeBind: async () => {},
       onStorageFailure: () => slot.failed(),
@@ -66,6 +71,7 @@ export async function startPartitionedNode(
     return {
       grpcAddress: `${hostForAddress(advertiseHost)}:${server.grpcPort}`,
       httpAddress: `${hostForAddress(advertiseHost)}:${server.httpPort}`,
+      ...(server.faktoryPort !== undefined && { faktoryAddress: `${hostForAddress(advertiseHost)}:${server.faktoryPort}` }),
       close: () => server.close(),
       reloadTokens: () => server.reloadTokens(),
       metricsText: () => server.metricsText(),
@@ -124,6 +130,7 @@ export async function startPartitionedNode(
       directory,
       partitions: () => host.partitions(),
       partitionMetrics: async () => [...(await partitionMetrics()), ...(await moreMetrics())],
+      faktoryAddressOf: (partition) => host.ownerOf(partition)?.faktoryAddress,
       log,
     });
   } catch (error) {
@@ -136,6 +143,7 @@ export async function startPartitionedNode(
     nodeId,
     grpcPort: doors.grpcPort,
     httpPort: doors.httpPort,
+    ...(doors.faktoryPort !== undefined && { faktoryPort: doors.faktoryPort }),
     tls: tls !== undefined,
     partitions: () => host.partitions(),
     partitionMetrics,

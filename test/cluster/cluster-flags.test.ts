@@ -44,9 +44,7 @@ describe("worq serve --cluster flags", () => {
     expect(() => parse([...STORE, "--cluster", "--partitions", "1025"])).toThrow(/--partitions must be 1 to 1024/);
     expect(() => parse([...STORE, "--cluster", "--partitions", "four"])).toThrow(/--partitions/);
     expect(() => parse([...STORE, "--partitions", "4"])).toThrow(/--partitions is a cluster setting: it needs --cluster/);
-    expect(() => parse([...STORE, "--cluster", "--partitions", "4", "--faktory-port", "0"])).toThrow(
-      /--faktory-port is not served by a partitioned cluster yet/,
-    );
+    expect(parse([...STORE, "--cluster", "--partitions", "4", "--faktory-port", "0"]).faktoryPort).toBe(0);
     expect(() => parse([...STORE, "--cluster", "--partitions", "4", "--workq-port", "0"])).toThrow(/--workq-port is not served/);
   });
 });

@@ -3,15 +3,37 @@ import { JobState, Worker, WorqClient } from "@worq/client";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { spawnNode, until, type ClusterProcess } from "./support/cluster.js";
 import { childPids } from "../e2e/support/server-process.js";
+import { fnv1a32 } from "../../src/model/partition.js";
+import { FaktorySocket, jsonOf, newJid, OK } from "../faktory/support.js";
 
 const COUNT = 4;
 const QUEUES = Array.from({ length: 8 }, (_, i) => `pe-${i}`);
+
+/** One job pushed over Faktory to a queue of each partition, then fetched back over all of them and acked. */
+async function faktoryRoundTrip(port: number): Promise<void> {
+  const queues = Array.from({ length: COUNT }, (_, partition) => {
+    for (let i = 0; ; i++) if (fnv1a32(`pef${i}`) % COUNT === partition) return `pef${i}`;
+  });
+  const conn = await FaktorySocket.hello(port, { wid: "pe-faktory" });
+  for (const queue of queues) {
+    expect(await conn.command(`PUSH ${JSON.stringify({ jid: newJid(), jobtype: "pe", queue, args: [] })}`, 15_000)).toEqual(OK);
+  }
+  const fetched: string[] = [];
+  for (let i = 0; i < COUNT; i++) {
+    const got = jsonOf(await conn.command(`FETCH ${queues.join(" ")}`));
+    fetched.push(got.queue as string);
+    expect(await conn.command(`ACK {"jid":"${got.jid as string}"}`)).toEqual(OK);
+  }
+  expect(fetched).toEqual(queues);
+  conn.close();
+}
 
 /**
  * `--engines 2` on a partitioned PostgreSQL cluster: the machine joins as two nodes, the
  * process started and an engine process (`<node-id>.e1`), sharing the partitions; the
  * started process's ports route to both and its /metrics shows all their partitions; an
- * engine process SIGKILLed is started again and its partitions serve again.
+ * engine process SIGKILLed is started again and its partitions serve again; its Faktory port
+ * reaches the partitions of both processes, before and after.
  */
 describe.skipIf(!postgresAvailable())("worq serve --cluster --partitions --engines: engine processes on PostgreSQL", () => {
   let postgres: PostgresCluster | undefined;
@@ -27,7 +49,7 @@ describe.skipIf(!postgresAvailable())("worq serve --cluster --partitions --engin
   it("two processes share the partitions; every job runs once through the started process's port; a SIGKILLed engine comes back and its partitions serve again", async () => {
     postgres = await startPostgres();
     const url = await postgres.createDatabase();
-    const node = await spawnNode(url, "m1", ["--partitions", String(COUNT), "--engines", "2"]);
+    const node = await spawnNode(url, "m1", ["--partitions", String(COUNT), "--engines", "2", "--faktory-port", "0"]);
     nodes.push(node);
     const [engine] = childPids(node);
     expect(engine).toBeDefined();
@@ -45,6 +67,8 @@ describe.skipIf(!postgresAvailable())("worq serve --cluster --partitions --engin
     const metrics = await (await fetch(`http://127.0.0.1:${node.httpPort}/metrics`)).text();
     const labelled = new Set([...metrics.matchAll(/^worq_jobs_submitted_total\{partition="(\d)"/gm)].map((m) => Number(m[1])));
     expect([...labelled].sort()).toEqual([0, 1, 2, 3]);
+    // The started process's Faktory port reaches the partitions of both processes.
+    await faktoryRoundTrip(node.faktoryPort!);
 
     // The engine process SIGKILLed: started again, its partitions serve again (here or at the
     // new process, once its lease ran out), and jobs still run.
@@ -71,6 +95,7 @@ describe.skipIf(!postgresAvailable())("worq serve --cluster --partitions --engin
     await client.routes!.refresh();
     const after = await Promise.all(QUEUES.map((queue) => client.submit("t", { queue })));
     for (const jid of after) expect((await client.waitResult(jid, 20_000)).state).toBe(JobState.COMPLETED);
+    await faktoryRoundTrip(node.faktoryPort!);
     expect(node.stderr()).toContain("an engine process exited; starting it again");
     await worker.stop();
     await running;
