@@ -75,10 +75,11 @@ export interface ServerConfig {
   /** Set only in an engine process of --engines (src/engine-child.ts): the partition it serves. Never from a flag. */
   engineSlot?: { index: number; count: number; spread: SpreadQueues };
   /**
-   * Set only in an engine process whose Faktory port serves its parent's (src/cluster/faktory-router.ts):
-   * that port's connection cap, two per connection the parent's port keeps. Never from a flag.
+   * Set only in a partition's server or an engine process whose Faktory and Workq ports serve
+   * its node's (src/cluster/faktory-router.ts, workq-router.ts): those ports' connection cap,
+   * two per connection the node's port keeps. Never from a flag.
    */
-  faktoryMaxConnections?: number;
+  lineMaxConnections?: number;
   /**
    * Hot queues spread over several partitions (--spread-queues, with --partitions or
    * --engines): fixed when the cluster or data dir is created, as the partition count is.
@@ -436,7 +437,6 @@ function enginesOf(config: ServerConfig, text: string): void {
   const count = parseInteger(text, "--engines");
   if (count < 1 || count > MAX_ENGINES) throw new Error(`--engines must be 1 to ${MAX_ENGINES}, got ${count}`);
   if (count === 1) return;
-  if (config.workqPort !== undefined) throw new Error(`--workq-port with --engines ${count}: not served by --engines yet`);
   config.engines = count;
 }
 
@@ -449,9 +449,6 @@ const MAX_ENGINES_NODE_ID = 44;
 function partitionsOf(config: ServerConfig, text: string): number {
   const count = parseInteger(text, "--partitions");
   if (count < 1 || count > MAX_PARTITIONS) throw new Error(`--partitions must be 1 to ${MAX_PARTITIONS}, got ${count}`);
-  if (config.workqPort !== undefined) {
-    throw new Error("--workq-port is not served by a partitioned cluster yet: leave out --workq-port or --partitions");
-  }
   return count;
 }
 

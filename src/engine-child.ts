@@ -104,4 +104,4 @@ process.on("message", (message: { readMetas?: number; jids?: string[] }) => {
     (error: Error) => reply({ error: error.message }),
   );
 });
-process.send!({ grpcPort: server.grpcPort, httpPort: server.httpPort, faktoryPort: server.faktoryPort });
+process.send!({ grpcPort: server.grpcPort, httpPort: server.httpPort, faktoryPort: server.faktoryPort, workqPort: server.workqPort });

@@ -42,6 +42,8 @@ export interface EngineProcess {
   httpAddress: string | undefined;
   /** Where its Faktory port is, while it listens (with --faktory-port). */
   faktoryAddress: string | undefined;
+  /** Where its Workq port is, while it listens (with --workq-port). */
+  workqAddress: string | undefined;
   /** How many times it was started again (its partitions' epoch follows it). */
   restarts: number;
   /** Deaths since it last served SERVED_WELL_MS: the restart backoff's exponent. */
@@ -78,6 +80,7 @@ export class EngineProcesses {
       grpcAddress: undefined,
       httpAddress: undefined,
       faktoryAddress: undefined,
+      workqAddress: undefined,
       restarts: 0,
       deathsInARow: 0,
       servingSince: 0,
@@ -150,13 +153,14 @@ export class EngineProcesses {
         () => failed(new Error(`engine ${engine.index} did not listen within ${ENGINE_START_MS} ms`)),
         ENGINE_START_MS,
       );
-      const onListening = (message: { grpcPort?: number; httpPort?: number; faktoryPort?: number }) => {
+      const onListening = (message: { grpcPort?: number; httpPort?: number; faktoryPort?: number; workqPort?: number }) => {
         if (message.grpcPort === undefined) return;
         child.off("message", onListening);
         clearTimeout(timer);
         engine.grpcAddress = `${this.advertised}:${message.grpcPort}`;
         engine.httpAddress = `${this.advertised}:${message.httpPort}`;
         engine.faktoryAddress = message.faktoryPort === undefined ? undefined : `${this.advertised}:${message.faktoryPort}`;
+        engine.workqAddress = message.workqPort === undefined ? undefined : `${this.advertised}:${message.workqPort}`;
         engine.servingSince = Date.now();
         listening();
       };
@@ -181,6 +185,7 @@ export class EngineProcesses {
         engine.grpcAddress = undefined;
         engine.httpAddress = undefined;
         engine.faktoryAddress = undefined;
+        engine.workqAddress = undefined;
         engine.child = undefined;
         if (!wasServing) return failed(new Error(`engine ${engine.index} exited (${signal ?? code}) before listening`));
         if (this.stopping) return;

@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { join, resolve } from "node:path";
-import { DEFAULT_MAX_CONNECTIONS, type ServerConfig } from "./config.js";
+import type { ServerConfig } from "./config.js";
 import type { Logger } from "./log.js";
 import { readTlsFiles, type RunningServer } from "./main.js";
 import { AccessControl } from "./transport/auth/access-control.js";
@@ -9,7 +9,7 @@ import { loadTokenFile } from "./transport/auth/token-file.js";
 import type { PartitionDirectory } from "./cluster/partition-router.js";
 import { hostForAddress } from "./cluster/cluster-node.js";
 import { EngineProcesses } from "./engine-processes.js";
-import { openNodeDoors, type NodeDoors } from "./cluster/node-doors.js";
+import { linePortsOfPartition, openNodeDoors, type NodeDoors } from "./cluster/node-doors.js";
 import { checkSchedulesPlacement, formatSpreadQueues, SpreadTurns, type SpreadQueues } from "./model/partition.js";
 import { readScheduleFile } from "./transport/schedule-wire.js";
 
@@ -48,10 +48,8 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
       dataDir: join(dataDir, `engine-${index}`),
       port: 0,
       httpPort: 0,
-      // Each engine's own Faktory port; this process's routes to them, over a connection (and
-      // one that only waits) per connection of its own.
-      faktoryPort: config.faktoryPort === undefined ? undefined : 0,
-      faktoryMaxConnections: 2 * (config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS) + 8,
+      // Each engine's own Faktory and Workq ports, which this process's route to.
+      ...linePortsOfPartition(config),
       engines: undefined,
       engineSlot: { index, count, spread },
     }),
@@ -94,6 +92,7 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
       partitions: served,
       partitionMetrics,
       faktoryAddressOf: (partition) => engines[partition]?.faktoryAddress,
+      workqAddressOf: (partition) => engines[partition]?.workqAddress,
       log,
     });
   } catch (error) {
@@ -105,6 +104,7 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
     grpcPort: doors.grpcPort,
     httpPort: doors.httpPort,
     ...(doors.faktoryPort !== undefined && { faktoryPort: doors.faktoryPort }),
+    ...(doors.workqPort !== undefined && { workqPort: doors.workqPort }),
     tls: tls !== undefined,
     reloadTokens: () => {
       if (config.authTokensFile === undefined) throw new Error("no --auth-tokens file to reload");

@@ -288,7 +288,7 @@ export async function startServer(
         ...(tls && { tls }),
         caller: workqCaller!,
         admitSubmits: (caller, jobs) => access.admitSubmits(caller, jobs),
-        maxConnections: config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS,
+        maxConnections: config.lineMaxConnections ?? config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS,
         partialTimeoutMs: config.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS,
         startedAtMs,
         nowMs: () => systemClock.nowMs(),
@@ -305,7 +305,7 @@ export async function startServer(
         passwords: faktoryPasswords,
         anonymous: ANONYMOUS,
         admitSubmits: (caller, jobs) => access.admitSubmits(caller, jobs),
-        maxConnections: config.faktoryMaxConnections ?? config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS,
+        maxConnections: config.lineMaxConnections ?? config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS,
         partialTimeoutMs: config.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS,
         startedAtMs,
         nowMs: () => systemClock.nowMs(),
@@ -392,7 +392,7 @@ export async function startServer(
  * token in --workq-token-file (Workq's protocol carries no credentials). Throws, naming the
  * file, when that token is not one of --auth-tokens.
  */
-function workqCallerOf(config: ServerConfig, access: AccessControl): Caller {
+export function workqCallerOf(config: ServerConfig, access: AccessControl): Caller {
   if (!access.tokenAuth) return ANONYMOUS;
   const file = config.workqTokenFile!;
   const token = readFileSync(file, "utf8").trim();

@@ -43,6 +43,8 @@ export interface ServedPartition {
   httpAddress?: string;
   /** Where its Faktory port is (host:port), when the node serves one. */
   faktoryAddress?: string;
+  /** Where its Workq port is (host:port), when the node serves one. */
+  workqAddress?: string;
 }
 
 export interface PartitionHostOptions<S extends ServedPartition> {
@@ -222,6 +224,7 @@ export class PartitionHost<S extends ServedPartition> {
         grpcAddress: served.grpcAddress,
         ...(served.httpAddress !== undefined && { httpAddress: served.httpAddress }),
         ...(served.faktoryAddress !== undefined && { faktoryAddress: served.faktoryAddress }),
+        ...(served.workqAddress !== undefined && { workqAddress: served.workqAddress }),
       });
     this.options.log.info("serving partition", { partition, epoch });
   }

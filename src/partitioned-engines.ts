@@ -25,8 +25,9 @@ export async function startPartitionedEngines(
       ...config,
       port: 0,
       httpPort: 0,
-      // Its partitions' servers get Faktory ports of their own (this process's port routes to them).
+      // Its partitions' servers get Faktory and Workq ports of their own (this process's route to them).
       ...(config.faktoryPort !== undefined && { faktoryPort: 0 }),
+      ...(config.workqPort !== undefined && { workqPort: 0 }),
       engines: undefined,
       cluster: { ...config.cluster, nodeId: engineNodeId(nodeId, index + 1) },
     }),
@@ -45,6 +46,7 @@ export async function startPartitionedEngines(
     grpcPort: node.grpcPort,
     httpPort: node.httpPort,
     ...(node.faktoryPort !== undefined && { faktoryPort: node.faktoryPort }),
+    ...(node.workqPort !== undefined && { workqPort: node.workqPort }),
     tls: node.tls,
     reloadTokens: () => {
       processes.signalAll("SIGHUP");

@@ -1,22 +1,19 @@
 import { errorReply, NULL_BULK, OK, bulk } from "../faktory/door.js";
 import { listenFaktoryPort, type FaktoryCommands, type FaktoryPortOptions, type GreetedConnection } from "../faktory/listener.js";
 import { messageOf, parseJson, reportOf } from "../faktory/commands.js";
-import { FaktoryError } from "../faktory/payload.js";
+import { FAKTORY_QUEUE_NAME, FaktoryError } from "../faktory/payload.js";
 import type { LineListener } from "../transport/line-listener.js";
 import { jobPartition, partitionsOfQueue, type Placement } from "./call-routes.js";
 import { FaktoryUpstream, type UpstreamReply } from "./faktory-upstream.js";
 import { mergeInfo, mergeLatency, splitJsonArray, strongestState } from "./faktory-merge.js";
 import type { LinkTls } from "./leader-link.js";
+import { PartitionConnections, type LinePortRoutes } from "./partition-connections.js";
 
 /** Where a node's Faktory port sends each partition's commands. */
-interface FaktoryRoutes {
+interface FaktoryRoutes extends LinePortRoutes {
   readonly placement: Placement;
-  /** The Faktory port (host:port) of the server of `partition`; undefined while none serves it. */
-  addressOf(partition: number): string | undefined;
   /** The partition a command that any may answer goes to. */
   anyPartition(): number;
-  /** Re-reads who serves the partitions (one was not where it was); settles when read. */
-  refresh(): Promise<void>;
 }
 
 export interface FaktoryRouterOptions extends FaktoryPortOptions {
@@ -34,8 +31,6 @@ export interface FaktoryRouter {
 const FETCH_WAIT_MS = 2000;
 /** After a wake that found no job (another worker took it, or a queue's limits hold it), the next round waits this long. */
 const FRUITLESS_WAKE_MS = 20;
-/** How long a command waits for its partition to be served again (a restart or takeover) before it is refused. */
-const OWNER_WAIT_MS = 3_000;
 /** Which partition handed out each job still reserved (by its Faktory jid), for the report that follows; oldest forgotten first. */
 const MAX_RESERVATIONS = 100_000;
 /** The most jobs one PUSHB takes (as a server's own port). */
@@ -69,9 +64,9 @@ interface RouterState {
 
 /** One client connection: its connections to the partitions' ports, opened as commands need them. */
 class RoutedConnection implements FaktoryCommands {
-  private readonly upstreams = new Map<number, Promise<FaktoryUpstream>>();
+  private readonly upstreams: PartitionConnections<FaktoryUpstream>;
   /** Connections that only WAIT, so a wait left running never holds up the next TAKE. */
-  private readonly watchers = new Map<number, Promise<FaktoryUpstream>>();
+  private readonly watchers: PartitionConnections<FaktoryUpstream>;
   /** A WAIT under way on a partition: resolves true when it said a job is ready. */
   private readonly waits = new Map<number, Promise<boolean>>();
   private takeTurn = 0;
@@ -79,7 +74,13 @@ class RoutedConnection implements FaktoryCommands {
   constructor(
     private readonly state: RouterState,
     private readonly greeted: GreetedConnection,
-  ) {}
+  ) {
+    const { routes, linkTls, log } = state.options;
+    const connect = (address: string) => FaktoryUpstream.open(address, linkTls, greeted.hello, greeted.password);
+    const refuse = (message: string) => new FaktoryError(message);
+    this.upstreams = new PartitionConnections(routes, connect, refuse, log);
+    this.watchers = new PartitionConnections(routes, connect, refuse, log);
+  }
 
   private get routes(): FaktoryRoutes {
     return this.state.options.routes;
@@ -117,12 +118,8 @@ class RoutedConnection implements FaktoryCommands {
   }
 
   closed(): void {
-    for (const upstream of [...this.upstreams.values(), ...this.watchers.values()]) {
-      upstream.then(
-        (open) => open.close(),
-        () => {},
-      );
-    }
+    this.upstreams.closeAll();
+    this.watchers.closeAll();
   }
 
   /** PUSH: to the partition of the job's queue (a spread queue's by the job's jid, which is its idempotency key). */
@@ -179,7 +176,10 @@ class RoutedConnection implements FaktoryCommands {
     const names = argText.split(" ").filter((name) => name !== "");
     if (names.length === 0) names.push("default");
     const runs = this.runsOf(names);
-    if (new Set(runs.map((run) => run.partition)).size === 1) {
+    // A name a server would refuse (its form, or outside the token's queues) refuses the
+    // whole FETCH, as one server's does: that server says so.
+    const refused = names.some((name) => !FAKTORY_QUEUE_NAME.test(name) || !this.greeted.caller.scope.allows(name));
+    if (refused || new Set(runs.map((run) => run.partition)).size === 1) {
       return this.fetched(runs[0]!.partition, await this.send(runs[0]!.partition, `FETCH ${names.join(" ")}`));
     }
     const deadline = Date.now() + FETCH_WAIT_MS;
@@ -248,7 +248,7 @@ class RoutedConnection implements FaktoryCommands {
     const running = this.waits.get(partition);
     if (running) return running.then((ready) => ready || (Date.now() < deadline && this.waitOn(partition, queues, deadline)));
     const wait = (async () => {
-      const watcher = await this.upstream(this.watchers, partition);
+      const watcher = await this.watchers.get(partition);
       const reply = await watcher.command(`WAIT ${Math.max(1, deadline - Date.now())} ${queues.join(" ")}`);
       if (reply.kind === "error") throw new Error(reply.text);
       return reply.kind === "ok";
@@ -328,50 +328,11 @@ class RoutedConnection implements FaktoryCommands {
 
   /** Sends one line to `partition`'s port on this client's connection there; rejects (with what to tell the client) when it cannot. */
   private async send(partition: number, text: string): Promise<UpstreamReply> {
-    const upstream = await this.upstream(this.upstreams, partition);
+    const upstream = await this.upstreams.get(partition);
     try {
       return await upstream.command(text);
     } catch (error) {
       throw new FaktoryError(`partition ${partition}'s server went away during the command (${(error as Error).message}); send it again`);
-    }
-  }
-
-  /** The open connection to `partition`'s port (opened now if there is none, waiting a while for an owner). */
-  private upstream(pool: Map<number, Promise<FaktoryUpstream>>, partition: number): Promise<FaktoryUpstream> {
-    const known = pool.get(partition);
-    if (known) {
-      return known.then((open) => {
-        if (!open.closed) return open;
-        if (pool.get(partition) === known) pool.delete(partition);
-        return this.upstream(pool, partition);
-      });
-    }
-    const opening = this.open(partition);
-    pool.set(partition, opening);
-    opening.catch(() => {
-      if (pool.get(partition) === opening) pool.delete(partition);
-    });
-    return opening;
-  }
-
-  private async open(partition: number): Promise<FaktoryUpstream> {
-    const { linkTls, log } = this.state.options;
-    const deadline = Date.now() + OWNER_WAIT_MS;
-    for (;;) {
-      const address = this.routes.addressOf(partition);
-      if (address !== undefined) {
-        try {
-          return await FaktoryUpstream.open(address, linkTls, this.greeted.hello, this.greeted.password);
-        } catch (error) {
-          log.debug("faktory connection to a partition failed", { partition, error: (error as Error).message });
-          if (Date.now() >= deadline)
-            throw new FaktoryError(`partition ${partition} cannot be reached now (${(error as Error).message}); try again`);
-        }
-      } else if (Date.now() >= deadline) {
-        throw new FaktoryError(`partition ${partition} is not served now (a restart or takeover is under way); try again`);
-      }
-      await this.routes.refresh();
-      await delay(100);
     }
   }
 }

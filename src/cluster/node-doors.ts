@@ -10,7 +10,8 @@ import type { LinkTls } from "./leader-link.js";
 import { nodeHttp, type NodeView } from "./node-http.js";
 import { startPartitionRouter, type PartitionDirectory, type PartitionRouter } from "./partition-router.js";
 import { startFaktoryRouter, type FaktoryRouter } from "./faktory-router.js";
-import { faktoryPasswordsOf } from "../main.js";
+import { startWorkqRouter, type WorkqRouter } from "./workq-router.js";
+import { faktoryPasswordsOf, workqCallerOf } from "../main.js";
 import { ANONYMOUS } from "../transport/auth/access-control.js";
 
 /** The public ports of a process that routes to partitions' servers: a partitioned cluster's node, or an --engines parent. */
@@ -19,6 +20,8 @@ export interface NodeDoors {
   httpPort: number;
   /** The Faktory port (--faktory-port), routing to the partitions' own. */
   faktoryPort?: number;
+  /** The Workq port (--workq-port), routing to the partitions' own. */
+  workqPort?: number;
   /** Calls the ports routed to a partition's server. */
   routedCalls(): number;
   close(): Promise<void>;
@@ -43,6 +46,8 @@ export async function openNodeDoors(options: {
   partitionMetrics: NodeView["partitionMetrics"];
   /** With --faktory-port: where each partition's server takes Faktory's protocol (host:port). */
   faktoryAddressOf?: (partition: number) => string | undefined;
+  /** With --workq-port: where each partition's server takes Workq's protocol (host:port). */
+  workqAddressOf?: (partition: number) => string | undefined;
   log: Logger;
 }): Promise<NodeDoors> {
   const { config, nodeId, access, tls, linkTls, directory, log } = options;
@@ -52,6 +57,7 @@ export async function openNodeDoors(options: {
   };
   let router: PartitionRouter | undefined;
   let faktory: FaktoryRouter | undefined;
+  let workq: WorkqRouter | undefined;
   try {
     router = await startPartitionRouter({
       nodeId,
@@ -83,41 +89,57 @@ export async function openNodeDoors(options: {
     );
     capHttpConnections(http, { port: "http", ...caps, observe: () => {} });
     const httpPort = await listenHttp(http, config.host, config.httpPort);
-    const { faktoryAddressOf } = options;
-    if (config.faktoryPort !== undefined && faktoryAddressOf) {
-      try {
+    const { faktoryAddressOf, workqAddressOf } = options;
+    const lineRoutes = (addressOf: (partition: number) => string | undefined) => ({
+      placement: directory.placement,
+      addressOf,
+      anyPartition: () => directory.anyPartition(),
+      refresh: () => directory.refresh(),
+    });
+    const linePort = {
+      host: config.host,
+      ...(tls && { tls }),
+      ...(linkTls && { linkTls }),
+      maxConnections: caps.maxConnections,
+      partialTimeoutMs: caps.headerTimeoutMs,
+      log,
+      observe: () => {},
+    };
+    try {
+      if (config.faktoryPort !== undefined && faktoryAddressOf) {
         faktory = await startFaktoryRouter({
-          host: config.host,
+          ...linePort,
           port: config.faktoryPort,
-          ...(tls && { tls }),
-          ...(linkTls && { linkTls }),
           passwords: faktoryPasswordsOf(config, access),
           anonymous: ANONYMOUS,
-          maxConnections: caps.maxConnections,
-          partialTimeoutMs: caps.headerTimeoutMs,
-          log,
-          observe: () => {},
-          routes: {
-            placement: directory.placement,
-            addressOf: faktoryAddressOf,
-            anyPartition: () => directory.anyPartition(),
-            refresh: () => directory.refresh(),
-          },
+          routes: lineRoutes(faktoryAddressOf),
         });
-      } catch (error) {
-        http.closeAllConnections();
-        http.close();
-        throw error;
       }
+      if (config.workqPort !== undefined && workqAddressOf) {
+        workq = await startWorkqRouter({
+          ...linePort,
+          port: config.workqPort,
+          caller: workqCallerOf(config, access),
+          routes: lineRoutes(workqAddressOf),
+        });
+      }
+    } catch (error) {
+      await faktory?.close();
+      http.closeAllConnections();
+      http.close();
+      throw error;
     }
     const faktoryPort = faktory?.port;
+    const workqPort = workq?.port;
     return {
       grpcPort: routing.grpcPort,
       httpPort,
       ...(faktoryPort !== undefined && { faktoryPort }),
+      ...(workqPort !== undefined && { workqPort }),
       routedCalls: routing.routedCalls,
       async close() {
         await faktory?.close();
+        await workq?.close();
         await routing.close();
         http.closeAllConnections();
         await new Promise((done) => http.close(done));
@@ -127,4 +149,17 @@ export async function openNodeDoors(options: {
     await router?.close();
     throw error;
   }
+}
+
+/**
+ * The Faktory and Workq ports of a partition's server (or an engine) whose node serves them:
+ * any free port each, which the node's ports route to over a connection, and one that only
+ * waits, per connection of their own, so each takes twice the node's connections.
+ */
+export function linePortsOfPartition(config: ServerConfig): Partial<ServerConfig> {
+  return {
+    faktoryPort: config.faktoryPort === undefined ? undefined : 0,
+    workqPort: config.workqPort === undefined ? undefined : 0,
+    lineMaxConnections: 2 * (config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS) + 8,
+  };
 }

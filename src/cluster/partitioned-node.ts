@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { DEFAULT_MAX_CONNECTIONS, type ClusterConfig, type ServerConfig } from "../config.js";
+import type { ClusterConfig, ServerConfig } from "../config.js";
 import { readTlsFiles, startServer, type RunningServer, type SingleServer } from "../main.js";
 import { PartitionHost, type PartitionSlot, type ServedPartition } from "../partition-host.js";
 import type { Logger } from "../log.js";
@@ -11,7 +11,7 @@ import { hostForAddress } from "./cluster-node.js";
 import { checkSchedulesPlacement, SpreadTurns } from "../model/partition.js";
 import { readScheduleFile } from "../transport/schedule-wire.js";
 import type { PartitionMetrics } from "./metrics-merge.js";
-import { openNodeDoors, type NodeDoors } from "./node-doors.js";
+import { linePortsOfPartition, openNodeDoors, type NodeDoors } from "./node-doors.js";
 
 export interface PartitionedNode extends RunningServer {
   nodeId: string;
@@ -54,12 +54,8 @@ export async function startPartitionedNode(
   const linkTls = tls && { ca: readFileSync(config.cluster.caFile ?? config.tls!.certFile), cert: tls.cert, key: tls.key };
   const open = async (slot: PartitionSlot): Promise<ServedPartition & Pick<SingleServer, "reloadTokens" | "metricsText">> => {
     // Its own ports on the node's host: the router here and on the other nodes reach it there.
-    // With --faktory-port, its own Faktory port too, which the nodes' Faktory ports route to.
-    const faktory = config.faktoryPort !== undefined && {
-      faktoryPort: 0,
-      faktoryMaxConnections: 2 * (config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS) + 8,
-    };
-    const server = await startServer({ ...config, port: 0, httpPort: 0, faktoryPort: undefined, workqPort: undefined, ...faktory }, log, {
+    // With --faktory-port or --workq-port, its own such ports too, which the nodes' route to.
+    const server = await startServer({ ...config, port: 0, httpPort: 0, ...linePortsOfPartition(config) }, log, {
       applicationName: `worq-p${slot.index}:${nodeId}`,
       beforeBind: async () => {},
       onStorageFailure: () => slot.failed(),
@@ -72,6 +68,7 @@ export async function startPartitionedNode(
       grpcAddress: `${hostForAddress(advertiseHost)}:${server.grpcPort}`,
       httpAddress: `${hostForAddress(advertiseHost)}:${server.httpPort}`,
       ...(server.faktoryPort !== undefined && { faktoryAddress: `${hostForAddress(advertiseHost)}:${server.faktoryPort}` }),
+      ...(server.workqPort !== undefined && { workqAddress: `${hostForAddress(advertiseHost)}:${server.workqPort}` }),
       close: () => server.close(),
       reloadTokens: () => server.reloadTokens(),
       metricsText: () => server.metricsText(),
@@ -131,6 +128,7 @@ export async function startPartitionedNode(
       partitions: () => host.partitions(),
       partitionMetrics: async () => [...(await partitionMetrics()), ...(await moreMetrics())],
       faktoryAddressOf: (partition) => host.ownerOf(partition)?.faktoryAddress,
+      workqAddressOf: (partition) => host.ownerOf(partition)?.workqAddress,
       log,
     });
   } catch (error) {
@@ -144,6 +142,7 @@ export async function startPartitionedNode(
     grpcPort: doors.grpcPort,
     httpPort: doors.httpPort,
     ...(doors.faktoryPort !== undefined && { faktoryPort: doors.faktoryPort }),
+    ...(doors.workqPort !== undefined && { workqPort: doors.workqPort }),
     tls: tls !== undefined,
     partitions: () => host.partitions(),
     partitionMetrics,

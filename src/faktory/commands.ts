@@ -17,6 +17,7 @@ import { ADMIN_HANDLERS, ADMIN_ROLES } from "./admin-commands.js";
 import { bulk, errorReply, namespaceOf, NULL_BULK, OK, type FaktoryConnection, type FaktoryDoor, type FaktoryHandler } from "./door.js";
 import {
   FAKTORY_ID_TYPE,
+  FAKTORY_QUEUE_NAME,
   MAX_BACKTRACE_LINES,
   FaktoryError,
   faktoryJidOf,
@@ -181,7 +182,7 @@ function fetchQueues(conn: FaktoryConnection, names: string[]): string[] {
   const queues = names.filter((name) => name !== "");
   if (queues.length === 0) queues.push("default");
   for (const queue of queues) {
-    if (!/^[a-zA-Z0-9._-]+$/.test(queue)) {
+    if (!FAKTORY_QUEUE_NAME.test(queue)) {
       throw new FaktoryError(`cannot get "${queue}" queue: queue names must match \\A[a-zA-Z0-9._-]+\\z`);
     }
     inScope(conn, queue);

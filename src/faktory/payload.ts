@@ -25,6 +25,9 @@ const DEFAULT_RESERVE_FOR_S = 1800;
 const MIN_RESERVE_FOR_S = 60;
 const DEFAULT_RETRIES = 25;
 /** Backtrace lines kept per failure. */
+
+/** What a Faktory queue name may be (Faktory's own rule). */
+export const FAKTORY_QUEUE_NAME = /^[a-zA-Z0-9._-]+$/;
 export const MAX_BACKTRACE_LINES = 50;
 
 /**
@@ -47,7 +50,7 @@ export function submitInputOfFaktory(json: unknown): SubmitInput {
   if (typeof obj.jid !== "string" || obj.jid.length < 8) throw new FaktoryError("jobs must have a reasonable jid parameter");
   if (typeof obj.jobtype !== "string" || obj.jobtype === "") throw new FaktoryError("jobs must have a jobtype parameter");
   if (!Array.isArray(obj.args)) throw new FaktoryError("jobs must have an args parameter");
-  if (typeof obj.queue === "string" && obj.queue !== "" && !/^[a-zA-Z0-9._-]+$/.test(obj.queue)) {
+  if (typeof obj.queue === "string" && obj.queue !== "" && !FAKTORY_QUEUE_NAME.test(obj.queue)) {
     throw new FaktoryError(`cannot get "${obj.queue}" queue: queue names must match \\A[a-zA-Z0-9._-]+\\z`);
   }
   if (typeof obj.reserve_for === "number" && obj.reserve_for > LIMITS.maxReserveForMs / 1000) {

@@ -12,7 +12,7 @@ import type { JobMeta, JobView, SubmitInput } from "../model/job.js";
 import { LIMITS } from "../model/limits.js";
 import { priorityLevelOfWorkq, workqJobOf, workqJobText, workqTime } from "../formats/workq.js";
 import type { Caller } from "../transport/auth/access-control.js";
-import { leaseOneJob } from "../transport/one-job-lease.js";
+import { leaseOneJob, waitForReady } from "../transport/one-job-lease.js";
 import type { WorkqCommand } from "./framing.js";
 
 /** The job type of jobs added over Workq (Workq jobs have only a name: the queue). */
@@ -24,8 +24,6 @@ const WORKQ_UNLIMITED_ATTEMPTS = 0;
 const MAX_TTR_MS = 86_400_000;
 const MAX_TTL_MS = 2_592_000_000; // 30 days, as Workq's server allows
 const MAX_WAIT_MS = 86_400_000;
-/** A lease with wait-timeout 0 (a poll) still waits this long for a job being handed over. */
-const POLL_MS = 20;
 
 /** What every connection of the Workq door shares. */
 export interface WorkqDoor {
@@ -104,6 +102,7 @@ const HANDLERS: Record<string, Handler> = {
   fail: (door, conn, command) => finish(door, conn, command, false),
   delete: deleteJob,
   inspect,
+  wait: waitReady,
 };
 
 /** Who may send which command when the server has tokens: the roles of the matching gRPC calls. */
@@ -117,6 +116,7 @@ const ROLES: Record<string, readonly string[]> = {
   fail: ["worker", "admin"],
   delete: ["admin"],
   inspect: ["admin"],
+  wait: ["worker", "admin"],
 };
 
 function allow(caller: Caller, name: string): void {
@@ -343,10 +343,31 @@ async function lease(door: WorkqDoor, conn: WorkqConnection, command: WorkqComma
  */
 async function leaseOne(door: WorkqDoor, conn: WorkqConnection, queues: string[], waitMs: number) {
   const workerId = `${WORKQ_WORKER_PREFIX}${conn.id}:${++leaseSeq}`;
-  const grant = await leaseOneJob(door.engine, { queues, workerId, order: "RANDOM" }, Math.max(waitMs, POLL_MS), conn.signal);
+  // A wait-timeout of 0 is a poll: a job only if one was ready as it asked.
+  const grant = await leaseOneJob(door.engine, { queues, workerId, order: "RANDOM" }, waitMs, conn.signal);
   if (!grant) return undefined;
   const expiresAtMs = await door.engine.renew(grant.meta.jid, grant.meta.lease!.leaseId);
   return { ...grant, meta: { ...grant.meta, lease: { ...grant.meta.lease!, expiresAtMs } } };
+}
+
+/** The longest `wait`, in ms. */
+const MAX_READY_WAIT_MS = 60_000;
+
+/**
+ * wait <queue>... <wait-timeout> (Worq's own): +OK once a job of the queues is ready, taking
+ * none; -TIMEOUT after the wait. A node whose lease spans several engines polls each (`lease
+ * ... 0`), then waits on all of them and polls again the first that says so: no job is ever
+ * taken that the client does not get.
+ */
+async function waitReady(door: WorkqDoor, conn: WorkqConnection, command: WorkqCommand): Promise<Buffer> {
+  noFlags(command);
+  if (command.args.length < 2) clientError("Invalid command args");
+  const waitMs = parseInteger(command.args.at(-1)!, 0, MAX_READY_WAIT_MS, "Invalid wait timeout");
+  const names = command.args.slice(0, -1).map(parseName);
+  if (names.length > LIMITS.leaseMaxQueues) clientError("Invalid command args");
+  for (const name of names) inScope(conn, name);
+  const workerId = `${WORKQ_WORKER_PREFIX}${conn.id}:wait`;
+  return (await waitForReady(door.engine, { queues: names, workerId }, waitMs, conn.signal)) ? OK : TIMEOUT;
 }
 
 async function finish(door: WorkqDoor, conn: WorkqConnection, command: WorkqCommand, success: boolean): Promise<Buffer> {

@@ -17,6 +17,8 @@ export interface WorkqCommand {
   flags: Map<string, string>;
   /** Set when a flag was malformed or repeated (the command layer answers "Invalid command flags"). */
   badFlags: boolean;
+  /** The command line as it came (without its CRLF), for a node that passes the command on. */
+  line: string;
   block?: Buffer;
 }
 
@@ -120,7 +122,7 @@ function parseLine(line: string): WorkqCommand {
       args.push(token);
     }
   }
-  return { name, args, flags, badFlags };
+  return { name, args, flags, badFlags, line };
 }
 
 /** A data block size: decimal digits, 0 to MAX_BLOCK_BYTES; undefined otherwise. */

@@ -10,27 +10,31 @@ import type { Caller } from "../transport/auth/access-control.js";
 import type { PortTls } from "../transport/grpc-server.js";
 import type { ConnectionEvent } from "../transport/connection-caps.js";
 import { listenLines, type LineListener } from "../transport/line-listener.js";
-import { runCommand, type WorkqDoor } from "./commands.js";
-import { WorkqParser, type Frame } from "./framing.js";
+import { runCommand, type WorkqConnection, type WorkqDoor } from "./commands.js";
+import { WorkqParser, type Frame, type WorkqCommand } from "./framing.js";
 
-export interface WorkqListenerOptions {
-  engine: Engine;
+/** What every Workq port takes: where it listens, who acts, its bounds. */
+export interface WorkqPortOptions {
   host: string;
   port: number;
   tls?: PortTls;
   /** Who every connection acts as: the --workq-token-file token's holder, or everyone without tokens. */
   caller: Caller;
-  /** The server's --submit-rate gate (AccessControl.admitSubmits). */
-  admitSubmits: (caller: Caller, jobs: number) => void | Promise<void>;
   /** Open connections kept; one more is closed as soon as it is accepted. */
   maxConnections: number;
   /** How long a connection may take to finish a command it has begun sending (line and data block). */
   partialTimeoutMs: number;
-  startedAtMs: number;
-  nowMs: () => number;
   log: Logger;
   /** Counts connections in /metrics (port="workq"): opened, closed, refused over the cap, cut for an unfinished command. */
   observe: (event: ConnectionEvent) => void;
+}
+
+export interface WorkqListenerOptions extends WorkqPortOptions {
+  engine: Engine;
+  /** The server's --submit-rate gate (AccessControl.admitSubmits). */
+  admitSubmits: (caller: Caller, jobs: number) => void | Promise<void>;
+  startedAtMs: number;
+  nowMs: () => number;
 }
 
 export interface WorkqListener {
@@ -38,6 +42,16 @@ export interface WorkqListener {
   /** Stops accepting, ends every connection (their waits end), resolves when the port is closed. */
   close(): Promise<void>;
 }
+
+/** Answers one connection's commands, each with its whole reply; never rejects. */
+export type WorkqCommands = (command: WorkqCommand) => Promise<Buffer>;
+
+/**
+ * A command (Worq's own) after which every reply on the connection comes as `*<bytes>\r\n`
+ * and then the reply: a node that routes to several engines' ports reads each reply whole
+ * without knowing each command's reply shape.
+ */
+export const FRAMED_REPLIES = "worq-framed-replies";
 
 /** Parsed commands a connection may have waiting before its socket is paused. */
 const MAX_QUEUED_FRAMES = 64;
@@ -52,23 +66,33 @@ export async function listenWorkq(options: WorkqListenerOptions): Promise<WorkqL
     nowMs: options.nowMs,
     admitSubmits: options.admitSubmits,
   };
-  listener = await listenLines({
+  listener = await listenWorkqPort(options, (conn) => (command) => runCommand(door, conn, command));
+  return listener;
+}
+
+/**
+ * A port that speaks Workq's protocol: frames and orders each connection's commands and
+ * bounds them; `open` answers a connection's commands (this server's door, or a node's
+ * router to the engines' doors).
+ */
+export function listenWorkqPort(options: WorkqPortOptions, open: (conn: WorkqConnection) => WorkqCommands): Promise<LineListener> {
+  return listenLines({
     host: options.host,
     port: options.port,
     ...(options.tls && { tls: options.tls }),
     maxConnections: options.maxConnections,
     partialTimeoutMs: options.partialTimeoutMs,
     observe: options.observe,
-    serve: (socket, id) => serveConnection(socket, door, options, id),
+    serve: (socket, id) => serveConnection(socket, options, open, id),
   });
-  return listener;
 }
 
-function serveConnection(socket: Socket, door: WorkqDoor, options: WorkqListenerOptions, id: number): void {
+function serveConnection(socket: Socket, options: WorkqPortOptions, open: (conn: WorkqConnection) => WorkqCommands, id: number): void {
   const parser = new WorkqParser();
   const queue: Frame[] = [];
   const gone = new AbortController();
-  const conn = { caller: options.caller, signal: gone.signal, id };
+  const run = open({ caller: options.caller, signal: gone.signal, id });
+  let framed = false;
   let running = false;
   let peerEnded = false;
   let partialTimer: NodeJS.Timeout | undefined;
@@ -96,8 +120,9 @@ function serveConnection(socket: Socket, door: WorkqDoor, options: WorkqListener
     }
   };
 
-  const write = async (bytes: Uint8Array) => {
+  const write = async (reply: Uint8Array) => {
     if (socket.destroyed) return;
+    const bytes = framed ? Buffer.concat([Buffer.from(`*${reply.byteLength}\r\n`), reply]) : reply;
     if (!socket.write(bytes)) await new Promise((resolve) => socket.once("drain", resolve).once("close", resolve));
   };
 
@@ -115,7 +140,10 @@ function serveConnection(socket: Socket, door: WorkqDoor, options: WorkqListener
           }
           continue;
         }
-        await write(await runCommand(door, conn, frame.command));
+        if (frame.command.name === FRAMED_REPLIES && frame.command.args.length === 0) {
+          await write(Buffer.from("+OK\r\n"));
+          framed = true;
+        } else await write(await run(frame.command));
         if (socket.isPaused() && queue.length < MAX_QUEUED_FRAMES / 2) {
           socket.resume();
           watchPartial();

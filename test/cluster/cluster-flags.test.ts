@@ -45,6 +45,6 @@ describe("worq serve --cluster flags", () => {
     expect(() => parse([...STORE, "--cluster", "--partitions", "four"])).toThrow(/--partitions/);
     expect(() => parse([...STORE, "--partitions", "4"])).toThrow(/--partitions is a cluster setting: it needs --cluster/);
     expect(parse([...STORE, "--cluster", "--partitions", "4", "--faktory-port", "0"]).faktoryPort).toBe(0);
-    expect(() => parse([...STORE, "--cluster", "--partitions", "4", "--workq-port", "0"])).toThrow(/--workq-port is not served/);
+    expect(parse([...STORE, "--cluster", "--partitions", "4", "--workq-port", "0"]).workqPort).toBe(0);
   });
 });

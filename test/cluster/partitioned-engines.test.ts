@@ -5,6 +5,8 @@ import { spawnNode, until, type ClusterProcess } from "./support/cluster.js";
 import { childPids } from "../e2e/support/server-process.js";
 import { fnv1a32 } from "../../src/model/partition.js";
 import { FaktorySocket, jsonOf, newJid, OK } from "../faktory/support.js";
+import { readReply, WorkqSocket } from "../workq/support.js";
+import { randomUUID } from "node:crypto";
 
 const COUNT = 4;
 const QUEUES = Array.from({ length: 8 }, (_, i) => `pe-${i}`);
@@ -28,12 +30,32 @@ async function faktoryRoundTrip(port: number): Promise<void> {
   conn.close();
 }
 
+/** One job added over Workq to a queue of each partition, then leased back over all of them and completed. */
+async function workqRoundTrip(port: number): Promise<void> {
+  const queues = Array.from({ length: COUNT }, (_, partition) => {
+    for (let i = 0; ; i++) if (fnv1a32(`pew${i}`) % COUNT === partition) return `pew${i}`;
+  });
+  const conn = await WorkqSocket.open(port);
+  const ids = queues.map(() => randomUUID());
+  for (const [i, id] of ids.entries())
+    expect(await conn.send(`add ${id} ${queues[i]} 5000 60000 0\r\n\r\n`, "+OK\r\n", 15_000)).toBe("+OK\r\n");
+  const leased: string[] = [];
+  for (let i = 0; i < COUNT; i++) {
+    conn.write(`lease ${queues.join(" ")} 2000\r\n`);
+    const id = (await readReply(conn)).split("\r\n")[1]!.split(" ")[0]!;
+    leased.push(id);
+    expect(await conn.send(`complete ${id} 0\r\n\r\n`, "+OK\r\n")).toBe("+OK\r\n");
+  }
+  expect(leased.sort()).toEqual([...ids].sort());
+  conn.close();
+}
+
 /**
  * `--engines 2` on a partitioned PostgreSQL cluster: the machine joins as two nodes, the
  * process started and an engine process (`<node-id>.e1`), sharing the partitions; the
  * started process's ports route to both and its /metrics shows all their partitions; an
- * engine process SIGKILLed is started again and its partitions serve again; its Faktory port
- * reaches the partitions of both processes, before and after.
+ * engine process SIGKILLed is started again and its partitions serve again; its Faktory and
+ * Workq ports reach the partitions of both processes, before and after.
  */
 describe.skipIf(!postgresAvailable())("worq serve --cluster --partitions --engines: engine processes on PostgreSQL", () => {
   let postgres: PostgresCluster | undefined;
@@ -49,7 +71,7 @@ describe.skipIf(!postgresAvailable())("worq serve --cluster --partitions --engin
   it("two processes share the partitions; every job runs once through the started process's port; a SIGKILLed engine comes back and its partitions serve again", async () => {
     postgres = await startPostgres();
     const url = await postgres.createDatabase();
-    const node = await spawnNode(url, "m1", ["--partitions", String(COUNT), "--engines", "2", "--faktory-port", "0"]);
+    const node = await spawnNode(url, "m1", ["--partitions", String(COUNT), "--engines", "2", "--faktory-port", "0", "--workq-port", "0"]);
     nodes.push(node);
     const [engine] = childPids(node);
     expect(engine).toBeDefined();
@@ -69,6 +91,7 @@ describe.skipIf(!postgresAvailable())("worq serve --cluster --partitions --engin
     expect([...labelled].sort()).toEqual([0, 1, 2, 3]);
     // The started process's Faktory port reaches the partitions of both processes.
     await faktoryRoundTrip(node.faktoryPort!);
+    await workqRoundTrip(node.workqPort!);
 
     // The engine process SIGKILLed: started again, its partitions serve again (here or at the
     // new process, once its lease ran out), and jobs still run.
@@ -96,6 +119,7 @@ describe.skipIf(!postgresAvailable())("worq serve --cluster --partitions --engin
     const after = await Promise.all(QUEUES.map((queue) => client.submit("t", { queue })));
     for (const jid of after) expect((await client.waitResult(jid, 20_000)).state).toBe(JobState.COMPLETED);
     await faktoryRoundTrip(node.faktoryPort!);
+    await workqRoundTrip(node.workqPort!);
     expect(node.stderr()).toContain("an engine process exited; starting it again");
     await worker.stop();
     await running;

@@ -368,7 +368,7 @@ describe("worq serve --partitions fuzzed", () => {
         expect(config.cluster!.partitions).toBe(Number(text));
         expect(config.cluster!.partitions).toBeGreaterThanOrEqual(1);
         expect(config.cluster!.partitions).toBeLessThanOrEqual(1024);
-        for (const refused of ["--workq-port", "--schedules"]) expect(flags.has(refused), refused).toBe(false);
+        expect(flags.has("--schedules"), "--schedules").toBe(false);
       }),
       { numRuns: RUNS * 8, seed: SEED },
     );
@@ -416,7 +416,7 @@ describe("worq serve --engines fuzzed", () => {
         expect(config.engines).toBe(count === 1 ? undefined : count);
         if (count > 1) {
           expect(
-            others.filter(([flag]) => flag !== "--faktory-port"),
+            others.filter(([flag]) => flag !== "--faktory-port" && flag !== "--workq-port"),
             "a companion --engines refuses was accepted",
           ).toEqual([]);
         }

@@ -1,6 +1,11 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
+import { connect, type WorqClients } from "../e2e/support/clients.js";
+import { alive, childPids, spawnServer } from "../e2e/support/server-process.js";
 import { WorkqSocket } from "./support.js";
 
 /** Pieces Workq lines are made of, valid and not, so random streams hit the parser's edges. */
@@ -40,10 +45,58 @@ const TOKENS = [
   "ping",
 ];
 
-describe("Workq port under malformed input (real server)", () => {
-  let server: TestServer;
+/** A server under test: its Workq and HTTP ports, its admin calls, whether its Workq port keeps connection metrics. */
+interface FuzzedServer {
+  workqPort: number;
+  httpPort: number;
+  admin: WorqClients["admin"];
+  /** The parent's port of --engines keeps no connection metrics of its own. */
+  connectionMetrics: boolean;
+  close(): Promise<void>;
+}
+
+/** One server in this process, and `worq serve --engines 2` (its port routes to each engine's own): the same checks. */
+const SETUPS: [name: string, start: () => Promise<FuzzedServer>][] = [
+  [
+    "one server",
+    async () => {
+      const server: TestServer = await startTestServer({ workqPort: 0, headerTimeoutMs: 400, maxConnectionsPerPort: 20 });
+      return {
+        workqPort: server.workqPort!,
+        httpPort: server.httpPort,
+        admin: server.admin,
+        connectionMetrics: true,
+        close: () => server.close(),
+      };
+    },
+  ],
+  [
+    "--engines 2",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "worq-workq-fuzz-"));
+      const args = ["--engines", "2", "--workq-port", "0", "--header-timeout", "400ms", "--max-connections", "20", "--log-level", "error"];
+      const server = await spawnServer(dir, args);
+      return {
+        workqPort: server.workqPort!,
+        httpPort: server.httpPort,
+        admin: connect(server.port).admin,
+        connectionMetrics: false,
+        close: async () => {
+          const engines = childPids(server);
+          server.child.kill("SIGKILL");
+          for (const pid of engines) if (alive(pid)) process.kill(pid, "SIGKILL");
+          await server.exited;
+          rmSync(dir, { recursive: true, force: true });
+        },
+      };
+    },
+  ],
+];
+
+describe.each(SETUPS)("Workq port under malformed input (real server: %s)", (_name, start) => {
+  let server: FuzzedServer;
   beforeAll(async () => {
-    server = await startTestServer({ workqPort: 0, headerTimeoutMs: 400, maxConnectionsPerPort: 20 });
+    server = await start();
   });
   afterAll(async () => {
     await server.close();
@@ -123,7 +176,7 @@ describe("Workq port under malformed input (real server)", () => {
     }
     expect(idle.closed).toBe(false);
     const metrics = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`)).text();
-    expect(metrics).toMatch(/^worq_connections_refused_total\{port="workq",reason="header_timeout"\} [2-9]/m);
+    if (server.connectionMetrics) expect(metrics).toMatch(/^worq_connections_refused_total\{port="workq",reason="header_timeout"\} [2-9]/m);
     expect(await idle.send("inspect server\r\n", "+OK 1\r\n")).toBe("+OK 1\r\n");
     idle.close();
     await stillServes([]);
@@ -135,7 +188,9 @@ describe("Workq port under malformed input (real server)", () => {
     const extra = await WorkqSocket.open(server.workqPort!);
     expect(await extra.closedWithin(1_000)).toBe(true);
     const metrics = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`)).text();
-    expect(metrics).toMatch(/^worq_connections_refused_total\{port="workq",reason="over_max_connections"\} [1-9]/m);
+    if (server.connectionMetrics) {
+      expect(metrics).toMatch(/^worq_connections_refused_total\{port="workq",reason="over_max_connections"\} [1-9]/m);
+    }
     for (const conn of conns) conn.close();
     await new Promise((resolve) => setTimeout(resolve, 100));
     await stillServes([]);

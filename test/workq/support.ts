@@ -67,3 +67,27 @@ export class WorkqSocket {
     this.socket.destroy();
   }
 }
+
+/** One whole Workq reply read off `conn`: its first line, and the records it announces. */
+export async function readReply(conn: WorkqSocket, ms = 5_000): Promise<string> {
+  let text = "";
+  const deadline = Date.now() + ms;
+  for (;;) {
+    text += await conn.read(1, Math.max(1, deadline - Date.now()));
+    if (text === "" || !text.endsWith("\r\n")) {
+      if (Date.now() > deadline) throw new Error(`no whole reply within ${ms} ms: ${JSON.stringify(text)}`);
+      continue;
+    }
+    const head = /^\+OK (\d+)\r\n/.exec(text);
+    if (!head) return text;
+    // A lease or result record: a line naming the block's size, then the block.
+    const rest = text.slice(head[0].length);
+    const sized = /^\S+ \S+ (?:\S+ )?(\d+)\r\n/.exec(rest);
+    if (Number(head[1]) === 1 && sized && !rest.includes(" 2\r\nready-len")) {
+      const need = head[0].length + sized[0].length + Number(sized[1]) + 2;
+      if (text.length >= need) return text;
+      continue;
+    }
+    return text + (await conn.drain(50));
+  }
+}

@@ -25,6 +25,8 @@ export async function ensureOwnershipSchema(client: pg.ClientBase): Promise<void
     ALTER TABLE ${OWNERSHIP_SCHEMA}.partitions ADD COLUMN IF NOT EXISTS http_address text;
     -- And its Faktory port's, where the nodes' Faktory ports send the commands for its jobs.
     ALTER TABLE ${OWNERSHIP_SCHEMA}.partitions ADD COLUMN IF NOT EXISTS faktory_address text;
+    -- And its Workq port's.
+    ALTER TABLE ${OWNERSHIP_SCHEMA}.partitions ADD COLUMN IF NOT EXISTS workq_address text;
     -- The partition count, fixed when the first node starts: jids and queues are placed by it.
     CREATE TABLE IF NOT EXISTS ${OWNERSHIP_SCHEMA}.layout (
       only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
@@ -93,7 +95,7 @@ export async function claimPartition(client: pg.ClientBase, id: number, node: st
   const { rows } = await client.query<{ epoch: string }>(
     `UPDATE ${OWNERSHIP_SCHEMA}.partitions
         SET owner_node = $2, epoch = epoch + 1, lease_until = now() + make_interval(secs => $3::double precision / 1000),
-            grpc_address = NULL, http_address = NULL, faktory_address = NULL
+            grpc_address = NULL, http_address = NULL, faktory_address = NULL, workq_address = NULL
       WHERE id = $1 AND (owner_node IS NULL OR lease_until < now())
       RETURNING epoch`,
     [id, node, leaseMs],
@@ -114,7 +116,7 @@ export async function renewPartition(client: pg.ClientBase, id: number, node: st
 /** Gives partition `id` up (a graceful handoff): free at once for the next claim, if `node` still owns it at `epoch`. */
 export async function releasePartition(client: pg.ClientBase, id: number, node: string, epoch: number): Promise<boolean> {
   const { rowCount } = await client.query(
-    `UPDATE ${OWNERSHIP_SCHEMA}.partitions SET owner_node = NULL, lease_until = NULL, grpc_address = NULL, http_address = NULL, faktory_address = NULL
+    `UPDATE ${OWNERSHIP_SCHEMA}.partitions SET owner_node = NULL, lease_until = NULL, grpc_address = NULL, http_address = NULL, faktory_address = NULL, workq_address = NULL
       WHERE id = $1 AND owner_node = $2 AND epoch = $3`,
     [id, node, epoch],
   );
@@ -126,6 +128,7 @@ export interface PartitionAddresses {
   grpcAddress: string;
   httpAddress?: string;
   faktoryAddress?: string;
+  workqAddress?: string;
 }
 
 /** Says where `node` serves partition `id`, if it still owns it at `epoch`. */
@@ -137,9 +140,17 @@ export async function publishAddress(
   addresses: PartitionAddresses,
 ): Promise<boolean> {
   const { rowCount } = await client.query(
-    `UPDATE ${OWNERSHIP_SCHEMA}.partitions SET grpc_address = $4, http_address = $5, faktory_address = $6
+    `UPDATE ${OWNERSHIP_SCHEMA}.partitions SET grpc_address = $4, http_address = $5, faktory_address = $6, workq_address = $7
       WHERE id = $1 AND owner_node = $2 AND epoch = $3`,
-    [id, node, epoch, addresses.grpcAddress, addresses.httpAddress ?? null, addresses.faktoryAddress ?? null],
+    [
+      id,
+      node,
+      epoch,
+      addresses.grpcAddress,
+      addresses.httpAddress ?? null,
+      addresses.faktoryAddress ?? null,
+      addresses.workqAddress ?? null,
+    ],
   );
   return rowCount === 1;
 }
@@ -154,6 +165,8 @@ export interface PartitionOwner {
   httpAddress?: string;
   /** Where its Faktory port is; absent while loading, or when the cluster serves no Faktory port. */
   faktoryAddress?: string;
+  /** Where its Workq port is; the same. */
+  workqAddress?: string;
 }
 
 /** The owner of each partition whose lease has not run out (on the database's clock), by partition. */
@@ -165,8 +178,9 @@ export async function partitionOwners(client: pg.ClientBase): Promise<Map<number
     grpc_address: string | null;
     http_address: string | null;
     faktory_address: string | null;
+    workq_address: string | null;
   }>(
-    `SELECT id, owner_node, epoch, grpc_address, http_address, faktory_address FROM ${OWNERSHIP_SCHEMA}.partitions
+    `SELECT id, owner_node, epoch, grpc_address, http_address, faktory_address, workq_address FROM ${OWNERSHIP_SCHEMA}.partitions
       WHERE owner_node IS NOT NULL AND lease_until > now()`,
   );
   return new Map(
@@ -178,6 +192,7 @@ export async function partitionOwners(client: pg.ClientBase): Promise<Map<number
         ...(row.grpc_address !== null && { grpcAddress: row.grpc_address }),
         ...(row.http_address !== null && { httpAddress: row.http_address }),
         ...(row.faktory_address !== null && { faktoryAddress: row.faktory_address }),
+        ...(row.workq_address !== null && { workqAddress: row.workq_address }),
       },
     ]),
   );

@@ -1,0 +1,81 @@
+import type { Logger } from "../log.js";
+
+/** How long opening a connection waits for its partition to be served again (a restart or takeover) before it is refused. */
+const OWNER_WAIT_MS = 3_000;
+
+/** A connection to a partition's port for a line protocol (Faktory's, Workq's). */
+interface LineConnection {
+  readonly closed: boolean;
+  close(): void;
+}
+
+/** Where a node's line-protocol port finds each partition's port for that protocol. */
+export interface LinePortRoutes {
+  /** The port (host:port) of the server of `partition`; undefined while none serves it. */
+  addressOf(partition: number): string | undefined;
+  /** Re-reads who serves the partitions (one was not where it was); settles when read. */
+  refresh(): Promise<void>;
+}
+
+/**
+ * One client connection's connections to the partitions' ports, one per partition, opened
+ * when a command first needs it and again after it closed (its server went away), waiting a
+ * while for the partition to be served again. `refuse` makes the error a client is told.
+ */
+export class PartitionConnections<C extends LineConnection> {
+  private readonly open = new Map<number, Promise<C>>();
+
+  constructor(
+    private readonly routes: LinePortRoutes,
+    private readonly connect: (address: string) => Promise<C>,
+    private readonly refuse: (message: string) => Error,
+    private readonly log: Logger,
+  ) {}
+
+  get(partition: number): Promise<C> {
+    const known = this.open.get(partition);
+    if (known) {
+      return known.then((connection) => {
+        if (!connection.closed) return connection;
+        if (this.open.get(partition) === known) this.open.delete(partition);
+        return this.get(partition);
+      });
+    }
+    const opening = this.dial(partition);
+    this.open.set(partition, opening);
+    opening.catch(() => {
+      if (this.open.get(partition) === opening) this.open.delete(partition);
+    });
+    return opening;
+  }
+
+  closeAll(): void {
+    for (const connection of this.open.values()) {
+      connection.then(
+        (open) => open.close(),
+        () => {},
+      );
+    }
+    this.open.clear();
+  }
+
+  private async dial(partition: number): Promise<C> {
+    const deadline = Date.now() + OWNER_WAIT_MS;
+    for (;;) {
+      const address = this.routes.addressOf(partition);
+      if (address !== undefined) {
+        try {
+          return await this.connect(address);
+        } catch (error) {
+          this.log.debug("a connection to a partition's port failed", { partition, error: (error as Error).message });
+          if (Date.now() >= deadline)
+            throw this.refuse(`partition ${partition} cannot be reached now (${(error as Error).message}); try again`);
+        }
+      } else if (Date.now() >= deadline) {
+        throw this.refuse(`partition ${partition} is not served now (a restart or takeover is under way); try again`);
+      }
+      await this.routes.refresh();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
