@@ -12,6 +12,10 @@ const MAX_JOBS = 5_000;
 const MAX_SAMPLES = 500;
 /** Every WF server has its Faktory port open, whichever client runs against it. */
 const SERVER = { serveArgs: ["--faktory-port", "0"] };
+/** The Faktory client again, on `--engines 2`: its port routes each command to the engine's own (one queue: one engine, so this is the hop's cost). */
+const ENGINES_SERVER = { serveArgs: ["--faktory-port", "0", "--engines", "2"] };
+const ENGINES_ROW = "worq-faktory-engines";
+const ENGINES_LABEL = "Worq (Faktory port on --engines 2, faktory-worker)";
 
 /**
  * WF, the Faktory port: W1's end-to-end run (single submits, 50 in flight, worker concurrency
@@ -26,13 +30,14 @@ export async function runWF(ctx, peerIds) {
   const n = Math.min(ctx.options.n, MAX_JOBS);
   const samples = Math.min(ctx.options.latencySamples, MAX_SAMPLES);
   const { reps } = ctx.options;
-  const runs = Object.fromEntries(peers.map((id) => [id, []]));
+  const rows = peers.flatMap((id) => [[id, id, SERVER], ...(id === "worq-faktory" ? [[ENGINES_ROW, id, ENGINES_SERVER]] : [])]);
+  const runs = Object.fromEntries(rows.map(([row]) => [row, []]));
   for (let rep = 0; rep < reps; rep++) {
-    for (const peerId of peers) {
-      const label = `WF ${peerId} rep ${rep + 1}/${reps}`;
-      const e2e = await attempt(ctx, `${label} end-to-end`, () => endToEndRun(ctx, peerId, "single", n, SERVER));
-      const latency = await attempt(ctx, `${label} latency`, () => latencyRun(ctx, peerId, samples, SERVER));
-      runs[peerId].push({ e2e, latency });
+    for (const [row, peerId, server] of rows) {
+      const label = `WF ${row} rep ${rep + 1}/${reps}`;
+      const e2e = await attempt(ctx, `${label} end-to-end`, () => endToEndRun(ctx, peerId, "single", n, server));
+      const latency = await attempt(ctx, `${label} latency`, () => latencyRun(ctx, peerId, samples, server));
+      runs[row].push({ e2e, latency });
       ctx.log(
         `${label}: end-to-end ${num(e2e.e2eRate)}/s; pickup p50 ${num(latency.pickup?.p50)} ms, p99 ${num(latency.pickup?.p99)} ms` +
           ` (foreign load ${pct(Math.max(e2e.foreign ?? 0, latency.foreign ?? 0))})`,
@@ -58,13 +63,19 @@ export async function runWF(ctx, peerIds) {
 export function renderWF(result, missing) {
   const f = result.figures;
   const cols = ["e2eRate", "submitRateWhileWorking", "pickupP50", "pickupP99", "submitAckP50", "submitAckP99"];
-  const rows = Object.entries(f).map(([peerId, s]) => [PEERS[peerId].label, ...cols.map((c) => fig(s[c])), pct(s.maxForeignShare)]);
+  const labelOf = (row) => (row === ENGINES_ROW ? ENGINES_LABEL : PEERS[row].label);
+  const rows = Object.entries(f).map(([row, s]) => [labelOf(row), ...cols.map((c) => fig(s[c])), pct(s.maxForeignShare)]);
   const base = f["worq-lib"];
   const faktory = f["worq-faktory"];
-  const ratioRows =
-    base && faktory
+  const engines = f[ENGINES_ROW];
+  const ratioRows = [
+    ...(base && faktory
       ? [[`*${PEERS["worq-faktory"].label} ÷ ${PEERS["worq-lib"].label}*`, ...cols.map((c) => ratio(faktory[c], base[c])), ""]]
-      : [];
+      : []),
+    ...(faktory && engines
+      ? [[`*${ENGINES_LABEL} ÷ ${PEERS["worq-faktory"].label}*`, ...cols.map((c) => ratio(engines[c], faktory[c])), ""]]
+      : []),
+  ];
   const missingRows = Object.keys(missing)
     .filter((id) => WF_PEERS.includes(id))
     .map((id) => [`${PEERS[id].label} — missing: ${missing[id]}`, ...cols.map(() => "—"), "—"]);
@@ -85,6 +96,6 @@ export function renderWF(result, missing) {
       [...rows, ...missingRows, ...ratioRows],
     ),
     "",
-    "End-to-end as W1's (50 single submits in flight, worker concurrency 50, first submit → last completion); pickup as W2's (one job at a time, submit call start → handler start). Each on a fresh server with --faktory-port open.",
+    "End-to-end as W1's (50 single submits in flight, worker concurrency 50, first submit → last completion); pickup as W2's (one job at a time, submit call start → handler start). Each on a fresh server with --faktory-port open; the --engines 2 row's port passes every command to the Faktory port of the engine holding the one queue (the hop's cost).",
   ].join("\n");
 }

@@ -145,7 +145,8 @@ class RoutedConnection {
     // queues) refuses the whole lease, as one server's does: that server says so.
     const waitMs = this.waitOf(command);
     if (groups.size <= 1 || command.flags.size > 0 || command.badFlags || !(waitMs >= 0) || names.some((name) => !this.mayLease(name))) {
-      return this.remembered(await this.send(groups.keys().next().value ?? this.routes.anyPartition(), command));
+      const partition = groups.keys().next().value ?? this.routes.anyPartition();
+      return this.remembered(await this.send(partition, command), partition);
     }
     const deadline = Date.now() + waitMs;
     for (let round = 0; ; round++) {
@@ -229,9 +230,15 @@ class RoutedConnection {
   /** A command naming a job by its Workq id: to the partition holding it, else to each until one knows it. */
   private async toHolder(id: string | undefined, command: WorkqCommand): Promise<Buffer> {
     const known = id === undefined ? undefined : this.state.known.get(id.toLowerCase());
-    if (known !== undefined) return this.send(known, command);
+    if (known !== undefined) {
+      const reply = await this.send(known, command);
+      if (reply.toString("latin1") !== NOT_FOUND) return reply;
+      // Gone from there (deleted, its id added again elsewhere): looked for as any other.
+      this.state.known.delete(id!.toLowerCase());
+    }
     let reply: Buffer | undefined;
     for (let partition = 0; partition < this.routes.placement.count; partition++) {
+      if (partition === known) continue;
       reply = await this.send(partition, command);
       if (reply.toString("latin1") !== NOT_FOUND) {
         if (id !== undefined && reply.toString("latin1", 0, 3) === "+OK") this.remember(id, partition);
