@@ -11,6 +11,7 @@ import { nodeHttp, type NodeView } from "./node-http.js";
 import { startPartitionRouter, type PartitionDirectory, type PartitionRouter } from "./partition-router.js";
 import { startFaktoryRouter, type FaktoryRouter } from "./faktory-router.js";
 import { startWorkqRouter, type WorkqRouter } from "./workq-router.js";
+import { NodeConnections } from "./node-connections.js";
 import { faktoryPasswordsOf, workqCallerOf } from "../main.js";
 import { ANONYMOUS } from "../transport/auth/access-control.js";
 
@@ -51,6 +52,7 @@ export async function openNodeDoors(options: {
   log: Logger;
 }): Promise<NodeDoors> {
   const { config, nodeId, access, tls, linkTls, directory, log } = options;
+  const connections = new NodeConnections();
   const caps = {
     maxConnections: config.maxConnectionsPerPort ?? DEFAULT_MAX_CONNECTIONS,
     headerTimeoutMs: config.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS,
@@ -68,7 +70,7 @@ export async function openNodeDoors(options: {
       ...(tls && { tls }),
       ...(linkTls && { linkTls }),
       access,
-      connectionCaps: caps,
+      connectionCaps: { ...caps, observe: (port, event) => connections.observe(port, event) },
       directory,
       log,
     });
@@ -82,12 +84,13 @@ export async function openNodeDoors(options: {
         partitionMetrics: options.partitionMetrics,
         routedCalls: routing.routedCalls,
         calls: routing.calls,
+        connectionsText: () => connections.text(),
       },
       { directory, linkTls },
       tls,
       log,
     );
-    capHttpConnections(http, { port: "http", ...caps, observe: () => {} });
+    capHttpConnections(http, { port: "http", ...caps, observe: (port, event) => connections.observe(port, event) });
     const httpPort = await listenHttp(http, config.host, config.httpPort);
     const { faktoryAddressOf, workqAddressOf } = options;
     const lineRoutes = (addressOf: (partition: number) => string | undefined) => ({
@@ -103,13 +106,13 @@ export async function openNodeDoors(options: {
       maxConnections: caps.maxConnections,
       partialTimeoutMs: caps.headerTimeoutMs,
       log,
-      observe: () => {},
     };
     try {
       if (config.faktoryPort !== undefined && faktoryAddressOf) {
         faktory = await startFaktoryRouter({
           ...linePort,
           port: config.faktoryPort,
+          observe: (event) => connections.observe("faktory", event),
           passwords: faktoryPasswordsOf(config, access),
           anonymous: ANONYMOUS,
           routes: lineRoutes(faktoryAddressOf),
@@ -119,6 +122,7 @@ export async function openNodeDoors(options: {
         workq = await startWorkqRouter({
           ...linePort,
           port: config.workqPort,
+          observe: (event) => connections.observe("workq", event),
           caller: workqCallerOf(config, access),
           routes: lineRoutes(workqAddressOf),
         });

@@ -28,6 +28,8 @@ export interface NodeView {
   partitionMetrics(): Promise<{ partition: number; text: string }[]>;
   /** The router's calls, by path. */
   calls: ReadonlyMap<string, RoutedCall>;
+  /** The node's own ports' connection counts (Prometheus text). */
+  connectionsText(): string;
 }
 
 /**
@@ -77,7 +79,8 @@ export function nodeHttp(
           "# HELP worq_partitions_served The partitions this node serves now.\n" +
           `# TYPE worq_partitions_served gauge\nworq_partitions_served ${node.partitions().length}\n` +
           "# HELP worq_node_routed_calls_total Calls this node's ports took and routed to a partition's server (a library routing by partition sends none).\n" +
-          `# TYPE worq_node_routed_calls_total counter\nworq_node_routed_calls_total ${node.routedCalls()}\n`;
+          `# TYPE worq_node_routed_calls_total counter\nworq_node_routed_calls_total ${node.routedCalls()}\n` +
+          node.connectionsText();
         void node.partitionMetrics().then(
           // A token limited to some queues sees their figures only, as on a single server.
           (parts) =>

@@ -7,7 +7,7 @@ import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import type { Logger } from "../log.js";
 import type { AccessControl } from "../transport/auth/access-control.js";
 import { grpcAccessInterceptor } from "../transport/auth/grpc-interceptor.js";
-import { capGrpcConnections } from "../transport/connection-caps.js";
+import { type ConnectionCaps, capGrpcConnections } from "../transport/connection-caps.js";
 import { addHealthAndReflection, bindGrpc, serverChannelOptions, type PortTls } from "../transport/grpc-server.js";
 import { adminRoutes, producerRoutes, workerRoutes, type CallTarget, type Placement } from "./call-routes.js";
 import {
@@ -66,7 +66,7 @@ export interface PartitionRouterOptions {
   linkTls?: LinkTls;
   /** Tokens are checked here and again by the partition's server, which gets them in the metadata. */
   access: AccessControl;
-  connectionCaps: { maxConnections: number; headerTimeoutMs: number };
+  connectionCaps: { maxConnections: number; headerTimeoutMs: number; observe: ConnectionCaps["observe"] };
   directory: PartitionDirectory;
   log: Logger;
 }
@@ -337,7 +337,7 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
   }
   addHealthAndReflection(server, options.descriptorSet);
   const grpcPort = await bindGrpc(server, options.host, options.grpcPort, options.tls);
-  capGrpcConnections(server, { port: "grpc", ...options.connectionCaps, observe: () => {} });
+  capGrpcConnections(server, { port: "grpc", ...options.connectionCaps });
   return {
     grpcPort,
     calls,

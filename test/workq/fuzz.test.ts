@@ -45,13 +45,13 @@ const TOKENS = [
   "ping",
 ];
 
-/** A server under test: its Workq and HTTP ports, its admin calls, whether its Workq port keeps connection metrics. */
+/** A server under test: its Workq and HTTP ports, its admin calls, the metric its port's refusals are counted in. */
 interface FuzzedServer {
   workqPort: number;
   httpPort: number;
   admin: WorqClients["admin"];
-  /** The parent's port of --engines keeps no connection metrics of its own. */
-  connectionMetrics: boolean;
+  /** A server's own, or (the parent of --engines) its node's: worq_node_connections_refused_total. */
+  refusedMetric: string;
   close(): Promise<void>;
 }
 
@@ -65,7 +65,7 @@ const SETUPS: [name: string, start: () => Promise<FuzzedServer>][] = [
         workqPort: server.workqPort!,
         httpPort: server.httpPort,
         admin: server.admin,
-        connectionMetrics: true,
+        refusedMetric: "worq_connections_refused_total",
         close: () => server.close(),
       };
     },
@@ -80,7 +80,7 @@ const SETUPS: [name: string, start: () => Promise<FuzzedServer>][] = [
         workqPort: server.workqPort!,
         httpPort: server.httpPort,
         admin: connect(server.port).admin,
-        connectionMetrics: false,
+        refusedMetric: "worq_node_connections_refused_total",
         close: async () => {
           const engines = childPids(server);
           server.child.kill("SIGKILL");
@@ -176,7 +176,7 @@ describe.each(SETUPS)("Workq port under malformed input (real server: %s)", (_na
     }
     expect(idle.closed).toBe(false);
     const metrics = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`)).text();
-    if (server.connectionMetrics) expect(metrics).toMatch(/^worq_connections_refused_total\{port="workq",reason="header_timeout"\} [2-9]/m);
+    expect(metrics).toMatch(new RegExp(`^${server.refusedMetric}\\{port="workq",reason="header_timeout"\\} [2-9]`, "m"));
     expect(await idle.send("inspect server\r\n", "+OK 1\r\n")).toBe("+OK 1\r\n");
     idle.close();
     await stillServes([]);
@@ -188,9 +188,7 @@ describe.each(SETUPS)("Workq port under malformed input (real server: %s)", (_na
     const extra = await WorkqSocket.open(server.workqPort!);
     expect(await extra.closedWithin(1_000)).toBe(true);
     const metrics = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`)).text();
-    if (server.connectionMetrics) {
-      expect(metrics).toMatch(/^worq_connections_refused_total\{port="workq",reason="over_max_connections"\} [1-9]/m);
-    }
+    expect(metrics).toMatch(new RegExp(`^${server.refusedMetric}\\{port="workq",reason="over_max_connections"\\} [1-9]`, "m"));
     for (const conn of conns) conn.close();
     await new Promise((resolve) => setTimeout(resolve, 100));
     await stillServes([]);
