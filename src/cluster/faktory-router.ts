@@ -1,6 +1,6 @@
 import { errorReply, NULL_BULK, OK, bulk } from "../faktory/door.js";
 import { listenFaktoryPort, type FaktoryCommands, type FaktoryPortOptions, type GreetedConnection } from "../faktory/listener.js";
-import { messageOf, parseJson, reportOf } from "../faktory/commands.js";
+import { mayRun, messageOf, parseJson, reportOf } from "../faktory/commands.js";
 import { FAKTORY_QUEUE_NAME, FaktoryError } from "../faktory/payload.js";
 import type { LineListener } from "../transport/line-listener.js";
 import { jobPartition, partitionsOfQueue, type Placement } from "./call-routes.js";
@@ -107,7 +107,7 @@ class RoutedConnection implements FaktoryCommands {
           return await this.queue(argText);
         case "FLUSH":
         case "MUTATE":
-          return await this.everywhere(`${verb} ${argText}`);
+          return await this.everywhere(line(verb, argText));
         default:
           // Unknown commands and those no partition needs to share (BATCH, TRACK): any server answers alike.
           return (await this.send(this.routes.anyPartition(), line(verb, argText))).raw;
@@ -176,9 +176,10 @@ class RoutedConnection implements FaktoryCommands {
     const names = argText.split(" ").filter((name) => name !== "");
     if (names.length === 0) names.push("default");
     const runs = this.runsOf(names);
-    // A name a server would refuse (its form, or outside the token's queues) refuses the
-    // whole FETCH, as one server's does: that server says so.
-    const refused = names.some((name) => !FAKTORY_QUEUE_NAME.test(name) || !this.greeted.caller.scope.allows(name));
+    // What a server would refuse (the token's role, a name's form, a queue outside the
+    // token's queues) refuses the whole FETCH, as one server's does: that server says so.
+    const { caller } = this.greeted;
+    const refused = !mayRun(caller, "FETCH") || names.some((name) => !FAKTORY_QUEUE_NAME.test(name) || !caller.scope.allows(name));
     if (refused || new Set(runs.map((run) => run.partition)).size === 1) {
       return this.fetched(runs[0]!.partition, await this.send(runs[0]!.partition, `FETCH ${names.join(" ")}`));
     }

@@ -80,6 +80,12 @@ export function messageOf(error: unknown): string {
   return `internal error: ${error instanceof Error ? error.message : String(error)}`;
 }
 
+/** Whether `caller` may send `verb` (its token's role). */
+export function mayRun(caller: Caller, verb: string): boolean {
+  const roles = JOB_ROLES[verb] ?? ADMIN_ROLES[verb];
+  return caller.role === "anonymous" || roles === undefined || roles.includes(caller.role);
+}
+
 function allow(caller: Caller, verb: string, roles: readonly string[] | undefined): void {
   if (caller.role === "anonymous" || roles === undefined || roles.includes(caller.role)) return;
   throw new FaktoryError(`the ${caller.role} token "${caller.name}" may not send ${verb} (needs ${roles.join(" or ")})`);

@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -10,6 +10,7 @@ import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
 import { FaktorySocket, jsonOf, newJid, NONE, OK } from "../faktory/support.js";
 import { jobByWireJid as jobByWire } from "../faktory/client-support.js";
 import { commandWorks, toolAvailable } from "../support/require-tool.js";
+import { tokenFileLine } from "../../src/transport/auth/token-file.js";
 import { connect, type WorqClients } from "./support/clients.js";
 import { alive, childPids, spawnServer, type ServerProcess } from "./support/server-process.js";
 
@@ -226,4 +227,59 @@ describe("worq serve --engines: Faktory's protocol over the engines", () => {
     },
     320_000,
   );
+});
+
+/**
+ * The same port with token auth: the parent checks the password a client proves and proves
+ * it again to each engine's port, so each command acts with the token's role and queues there
+ * as on one server, and what one server refuses is refused in its words.
+ */
+describe("worq serve --engines --auth-tokens: Faktory's passwords over the engines", () => {
+  const dir = mkdtempSync(join(tmpdir(), "worq-engines-faktory-auth-"));
+  let server: ServerProcess;
+  const q0 = queueOf(0, "fa");
+  const q1 = queueOf(1, "fa");
+  const secrets = { admin: "a".repeat(40), worker: "w".repeat(40), producer: "p".repeat(40) };
+
+  beforeAll(async () => {
+    writeFileSync(
+      join(dir, "tokens"),
+      `${Object.entries(secrets)
+        .map(([role, secret]) => tokenFileLine(role as "admin", `${role}-1`, secret))
+        .join("\n")}\n`,
+    );
+    writeFileSync(join(dir, "passwords"), `${Object.values(secrets).join("\n")}\n`);
+    server = await spawnServer(join(dir, "data"), [
+      ...["--engines", String(ENGINES), "--faktory-port", "0", "--log-level", "error"],
+      ...["--auth-tokens", join(dir, "tokens"), "--faktory-password-file", join(dir, "passwords")],
+    ]);
+  });
+  afterAll(() => {
+    for (const pid of childPids(server)) if (alive(pid)) process.kill(pid, "SIGKILL");
+    server?.child.kill("SIGKILL");
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("a proven password acts with its token's role in both engines; a wrong one is refused; a producer's FETCH is refused as FETCH", async () => {
+    const wrong = await FaktorySocket.open(server.faktoryPort!);
+    expect(await wrong.helloReply({}, "not-a-password")).toEqual({ kind: "error", text: "ERR Invalid password" });
+    wrong.close();
+    const producer = await FaktorySocket.hello(server.faktoryPort!, {}, secrets.producer);
+    for (const queue of [q0, q1]) expect(await producer.command(`PUSH ${job(queue).text}`)).toEqual(OK);
+    expect(await producer.command(`FETCH ${q0} ${q1}`)).toEqual({
+      kind: "error",
+      text: 'ERR the producer token "producer-1" may not send FETCH (needs worker or admin)',
+    });
+    const worker = await FaktorySocket.hello(server.faktoryPort!, { wid: "auth-worker" }, secrets.worker);
+    const got = [jsonOf(await worker.command(`FETCH ${q0} ${q1}`)), jsonOf(await worker.command(`FETCH ${q0} ${q1}`))];
+    expect(got.map((entry) => entry.queue)).toEqual([q0, q1]);
+    for (const entry of got) expect(await worker.command(`ACK {"jid":"${entry.jid as string}"}`)).toEqual(OK);
+    expect(await worker.command("FLUSH")).toEqual({
+      kind: "error",
+      text: 'ERR the worker token "worker-1" may not send FLUSH (needs admin)',
+    });
+    const admin = await FaktorySocket.hello(server.faktoryPort!, {}, secrets.admin);
+    expect(await admin.command("FLUSH")).toEqual(OK);
+    for (const conn of [producer, worker, admin]) conn.close();
+  });
 });
