@@ -244,10 +244,19 @@ class RoutedConnection implements FaktoryCommands {
     });
   }
 
-  /** One partition's WAIT, or the one still under way there (a WAIT cannot be called off; its answer only wakes). */
-  private waitOn(partition: number, queues: string[], deadline: number): Promise<boolean> {
-    const running = this.waits.get(partition);
-    if (running) return running.then((ready) => ready || (Date.now() < deadline && this.waitOn(partition, queues, deadline)));
+  /**
+   * Whether `partition` says a job of `queues` is ready before `deadline`: its WAIT, or the one
+   * still under way there (a WAIT cannot be called off; its answer only wakes).
+   */
+  private async waitOn(partition: number, queues: string[], deadline: number): Promise<boolean> {
+    for (;;) {
+      const wait = this.waits.get(partition) ?? this.startWait(partition, queues, deadline);
+      if (await wait) return true;
+      if (Date.now() >= deadline) return false;
+    }
+  }
+
+  private startWait(partition: number, queues: string[], deadline: number): Promise<boolean> {
     const wait = (async () => {
       const watcher = await this.watchers.get(partition);
       const reply = await watcher.command(`WAIT ${Math.max(1, deadline - Date.now())} ${queues.join(" ")}`);

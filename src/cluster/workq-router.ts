@@ -101,9 +101,7 @@ class RoutedConnection {
         case "lease":
           return await this.lease(command);
         case "wait":
-          return (await this.anyReady(this.byPartition(command.args.slice(0, -1)), Date.now() + this.waitOf(command)))
-            ? Buffer.from("+OK\r\n")
-            : TIMEOUT;
+          return await this.waitReady(command);
         case "result":
         case "complete":
         case "fail":
@@ -141,10 +139,9 @@ class RoutedConnection {
   private async lease(command: WorkqCommand): Promise<Buffer> {
     const names = command.args.slice(0, -1);
     const groups = this.byPartition(names);
-    // What a server would refuse (the form of a name or the wait, a queue outside the token's
-    // queues) refuses the whole lease, as one server's does: that server says so.
+    // What a server would refuse refuses the whole lease, as one server's does: it says so.
     const waitMs = this.waitOf(command);
-    if (groups.size <= 1 || command.flags.size > 0 || command.badFlags || !(waitMs >= 0) || names.some((name) => !this.mayLease(name))) {
+    if (groups.size <= 1 || this.refusedByAServer(command, names)) {
       const partition = groups.keys().next().value ?? this.routes.anyPartition();
       return this.remembered(await this.send(partition, command), partition);
     }
@@ -159,6 +156,24 @@ class RoutedConnection {
       if (round > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(FRUITLESS_WAKE_MS, left)));
       if (!(await this.anyReady(groups, deadline))) return TIMEOUT;
     }
+  }
+
+  /** wait <queue>... <wait-timeout>: +OK once any of the queues' partitions has a ready job. */
+  private async waitReady(command: WorkqCommand): Promise<Buffer> {
+    const names = command.args.slice(0, -1);
+    const groups = this.byPartition(names);
+    if (this.refusedByAServer(command, names) || !(this.waitOf(command) <= MAX_READY_WAIT_MS) || groups.size <= 1) {
+      return this.send(groups.keys().next().value ?? this.routes.anyPartition(), command);
+    }
+    return (await this.anyReady(groups, Date.now() + this.waitOf(command))) ? Buffer.from("+OK\r\n") : TIMEOUT;
+  }
+
+  /**
+   * Whether a server would refuse a lease or wait over `names` (flags, the form of a name or
+   * of the wait, a queue outside the token's queues): then one server is asked, and says why.
+   */
+  private refusedByAServer(command: WorkqCommand, names: readonly string[]): boolean {
+    return command.flags.size > 0 || command.badFlags || !(this.waitOf(command) >= 0) || names.some((name) => !this.mayLease(name));
   }
 
   private mayLease(name: string): boolean {
@@ -211,10 +226,20 @@ class RoutedConnection {
     });
   }
 
-  /** One partition's `wait`, or the one still under way there (a wait cannot be called off; its answer only wakes). */
-  private waitOn(partition: number, queues: string[], deadline: number): Promise<boolean> {
-    const running = this.waits.get(partition);
-    if (running) return running.then((ready) => ready || (Date.now() < deadline && this.waitOn(partition, queues, deadline)));
+  /**
+   * Whether `partition` says a job of `queues` is ready before `deadline`: its `wait` (asked
+   * again while the deadline is further than one wait may be), or the one still under way
+   * there (a wait cannot be called off; its answer only wakes).
+   */
+  private async waitOn(partition: number, queues: string[], deadline: number): Promise<boolean> {
+    for (;;) {
+      const wait = this.waits.get(partition) ?? this.startWait(partition, queues, deadline);
+      if (await wait) return true;
+      if (Date.now() >= deadline) return false;
+    }
+  }
+
+  private startWait(partition: number, queues: string[], deadline: number): Promise<boolean> {
     const wait = (async () => {
       const watcher = await this.watchers.get(partition);
       const ms = Math.max(1, Math.min(MAX_READY_WAIT_MS, deadline - Date.now()));
