@@ -7,7 +7,7 @@ import { jobPartition, partitionsOfQueue, type Placement } from "./call-routes.j
 import { FaktoryUpstream, type UpstreamReply } from "./faktory-upstream.js";
 import { mergeInfo, mergeLatency, splitJsonArray, strongestState } from "./faktory-merge.js";
 import type { LinkTls } from "./leader-link.js";
-import { PartitionConnections, type LinePortRoutes } from "./partition-connections.js";
+import { PartitionConnections, ReadyWaits, type LinePortRouter, type LinePortRoutes } from "./partition-connections.js";
 
 /** Where a node's Faktory port sends each partition's commands. */
 interface FaktoryRoutes extends LinePortRoutes {
@@ -20,11 +20,6 @@ export interface FaktoryRouterOptions extends FaktoryPortOptions {
   routes: FaktoryRoutes;
   /** TLS of the connections to the partitions' ports; unset = plaintext. */
   linkTls?: LinkTls;
-}
-
-export interface FaktoryRouter {
-  port: number;
-  close(): Promise<void>;
 }
 
 /** How long FETCH waits for a job before answering none, as a server's own FETCH does. */
@@ -48,7 +43,7 @@ const MAX_PUSHB_JOBS = 10_000;
  * the worker does not get: it asks each partition for a job at once (TAKE) in that order,
  * and when none has one, waits (WAIT) until one says a job is ready, then asks again.
  */
-export async function startFaktoryRouter(options: FaktoryRouterOptions): Promise<FaktoryRouter> {
+export async function startFaktoryRouter(options: FaktoryRouterOptions): Promise<LinePortRouter> {
   const shared: RouterState = { options, reservations: new Map(), commandCount: 0, connections: () => listener.connections() };
   const listener: LineListener = await listenFaktoryPort(options, (greeted) => new RoutedConnection(shared, greeted));
   return { port: listener.port, close: () => listener.close() };
@@ -67,8 +62,7 @@ class RoutedConnection implements FaktoryCommands {
   private readonly upstreams: PartitionConnections<FaktoryUpstream>;
   /** Connections that only WAIT, so a wait left running never holds up the next TAKE. */
   private readonly watchers: PartitionConnections<FaktoryUpstream>;
-  /** A WAIT under way on a partition: resolves true when it said a job is ready. */
-  private readonly waits = new Map<number, Promise<boolean>>();
+  private readonly waits: ReadyWaits;
   private takeTurn = 0;
 
   constructor(
@@ -80,6 +74,11 @@ class RoutedConnection implements FaktoryCommands {
     const refuse = (message: string) => new FaktoryError(message);
     this.upstreams = new PartitionConnections(routes, connect, refuse, log);
     this.watchers = new PartitionConnections(routes, connect, refuse, log);
+    this.waits = new ReadyWaits(async (partition, queues, ms) => {
+      const reply = await (await this.watchers.get(partition)).command(`WAIT ${ms} ${queues.join(" ")}`);
+      if (reply.kind === "error") throw new Error(reply.text);
+      return reply.kind === "ok";
+    }, FETCH_WAIT_MS);
   }
 
   private get routes(): FaktoryRoutes {
@@ -225,47 +224,9 @@ class RoutedConnection implements FaktoryCommands {
 
   /** Resolves true once any of the runs' partitions says a job is ready, false at the deadline. */
   private anyReady(runs: readonly { partition: number; queues: string[] }[], deadline: number): Promise<boolean> {
-    const byPartition = new Map<number, Set<string>>();
-    for (const run of runs)
-      for (const queue of run.queues) byPartition.set(run.partition, (byPartition.get(run.partition) ?? new Set()).add(queue));
-    return new Promise((resolve) => {
-      let open = byPartition.size;
-      for (const [partition, queues] of byPartition) {
-        this.waitOn(partition, [...queues], deadline).then(
-          (ready) => {
-            if (ready) resolve(true);
-            else if (--open === 0) resolve(false);
-          },
-          () => {
-            if (--open === 0) resolve(false);
-          },
-        );
-      }
-    });
-  }
-
-  /**
-   * Whether `partition` says a job of `queues` is ready before `deadline`: its WAIT, or the one
-   * still under way there (a WAIT cannot be called off; its answer only wakes).
-   */
-  private async waitOn(partition: number, queues: string[], deadline: number): Promise<boolean> {
-    for (;;) {
-      const wait = this.waits.get(partition) ?? this.startWait(partition, queues, deadline);
-      if (await wait) return true;
-      if (Date.now() >= deadline) return false;
-    }
-  }
-
-  private startWait(partition: number, queues: string[], deadline: number): Promise<boolean> {
-    const wait = (async () => {
-      const watcher = await this.watchers.get(partition);
-      const reply = await watcher.command(`WAIT ${Math.max(1, deadline - Date.now())} ${queues.join(" ")}`);
-      if (reply.kind === "error") throw new Error(reply.text);
-      return reply.kind === "ok";
-    })();
-    this.waits.set(partition, wait);
-    void wait.finally(() => this.waits.delete(partition)).catch(() => {});
-    return wait;
+    const byPartition = new Map<number, string[]>();
+    for (const run of runs) byPartition.set(run.partition, [...new Set([...(byPartition.get(run.partition) ?? []), ...run.queues])]);
+    return this.waits.anyReady(byPartition, deadline);
   }
 
   /** ACK and FAIL: to the partition that handed out the job, else to each until one knows it. */

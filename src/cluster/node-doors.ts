@@ -9,8 +9,9 @@ import type { AccessControl } from "../transport/auth/access-control.js";
 import type { LinkTls } from "./leader-link.js";
 import { nodeHttp, type NodeView } from "./node-http.js";
 import { startPartitionRouter, type PartitionDirectory, type PartitionRouter } from "./partition-router.js";
-import { startFaktoryRouter, type FaktoryRouter } from "./faktory-router.js";
-import { startWorkqRouter, type WorkqRouter } from "./workq-router.js";
+import { startFaktoryRouter } from "./faktory-router.js";
+import { startWorkqRouter } from "./workq-router.js";
+import type { LinePortRouter } from "./partition-connections.js";
 import { NodeConnections } from "./node-connections.js";
 import { faktoryPasswordsOf, workqCallerOf } from "../main.js";
 import { ANONYMOUS } from "../transport/auth/access-control.js";
@@ -58,8 +59,8 @@ export async function openNodeDoors(options: {
     headerTimeoutMs: config.headerTimeoutMs ?? DEFAULT_HEADER_TIMEOUT_MS,
   };
   let router: PartitionRouter | undefined;
-  let faktory: FaktoryRouter | undefined;
-  let workq: WorkqRouter | undefined;
+  let faktory: LinePortRouter | undefined;
+  let workq: LinePortRouter | undefined;
   try {
     router = await startPartitionRouter({
       nodeId,

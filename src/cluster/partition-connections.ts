@@ -79,3 +79,54 @@ export class PartitionConnections<C extends LineConnection> {
     }
   }
 }
+
+/** What a node's line-protocol port is to its process. */
+export interface LinePortRouter {
+  port: number;
+  close(): Promise<void>;
+}
+
+/**
+ * One client connection's waits on several partitions at once (a FETCH or lease with nothing
+ * to take): `ask` asks a partition's port to say, within `ms`, whether a job of `queues` is
+ * ready, taking none. A wait cannot be called off, so one still under way on a partition is
+ * waited on again by the next FETCH rather than asked twice; its answer only wakes.
+ */
+export class ReadyWaits {
+  private readonly running = new Map<number, Promise<boolean>>();
+
+  constructor(
+    private readonly ask: (partition: number, queues: readonly string[], ms: number) => Promise<boolean>,
+    /** The longest wait one ask may carry (a longer one is asked again). */
+    private readonly maxMs: number,
+  ) {}
+
+  /** Resolves true once a partition of `groups` says a job of its queues is ready, false at the deadline. */
+  anyReady(groups: ReadonlyMap<number, readonly string[]>, deadline: number): Promise<boolean> {
+    if (groups.size === 0 || !(deadline > Date.now())) return Promise.resolve(false);
+    return new Promise((resolve) => {
+      let open = groups.size;
+      const none = () => {
+        if (--open === 0) resolve(false);
+      };
+      for (const [partition, queues] of groups) {
+        this.waitOn(partition, queues, deadline).then((ready) => (ready ? resolve(true) : none()), none);
+      }
+    });
+  }
+
+  private async waitOn(partition: number, queues: readonly string[], deadline: number): Promise<boolean> {
+    for (;;) {
+      const wait = this.running.get(partition) ?? this.start(partition, queues, deadline);
+      if (await wait) return true;
+      if (Date.now() >= deadline) return false;
+    }
+  }
+
+  private start(partition: number, queues: readonly string[], deadline: number): Promise<boolean> {
+    const wait = this.ask(partition, queues, Math.max(1, Math.min(this.maxMs, deadline - Date.now())));
+    this.running.set(partition, wait);
+    void wait.finally(() => this.running.delete(partition)).catch(() => {});
+    return wait;
+  }
+}

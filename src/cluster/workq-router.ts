@@ -5,7 +5,7 @@ import { LIMITS } from "../model/limits.js";
 import type { LineListener } from "../transport/line-listener.js";
 import { jobPartition, partitionsOfQueue, type Placement } from "./call-routes.js";
 import type { LinkTls } from "./leader-link.js";
-import { PartitionConnections, type LinePortRoutes } from "./partition-connections.js";
+import { PartitionConnections, ReadyWaits, type LinePortRouter, type LinePortRoutes } from "./partition-connections.js";
 import { WorkqUpstream } from "./workq-upstream.js";
 
 interface WorkqRoutes extends LinePortRoutes {
@@ -18,11 +18,6 @@ export interface WorkqRouterOptions extends WorkqPortOptions {
   routes: WorkqRoutes;
   /** TLS of the connections to the partitions' ports; unset = plaintext. */
   linkTls?: LinkTls;
-}
-
-export interface WorkqRouter {
-  port: number;
-  close(): Promise<void>;
 }
 
 /** Which partition holds each job added or leased through this port (by its Workq id), for the commands that name it; oldest forgotten first. */
@@ -51,7 +46,7 @@ const TIMEOUT = Buffer.from("-TIMEOUT\r\n");
  * and when none has a job, waits (`wait`, Worq's own) until one says a job is ready, then
  * polls again.
  */
-export async function startWorkqRouter(options: WorkqRouterOptions): Promise<WorkqRouter> {
+export async function startWorkqRouter(options: WorkqRouterOptions): Promise<LinePortRouter> {
   const state: RouterState = { options, known: new Map(), startedAt: new Date(), connections: () => listener.connections() };
   const listener: LineListener = await listenWorkqPort(options, (conn) => {
     const routed = new RoutedConnection(state, conn);
@@ -74,7 +69,7 @@ class ClientError extends Error {}
 class RoutedConnection {
   private readonly upstreams: PartitionConnections<WorkqUpstream>;
   private readonly watchers: PartitionConnections<WorkqUpstream>;
-  private readonly waits = new Map<number, Promise<boolean>>();
+  private readonly waits: ReadyWaits;
 
   constructor(
     private readonly state: RouterState,
@@ -85,6 +80,12 @@ class RoutedConnection {
     const refuse = (message: string) => new ClientError(message);
     this.upstreams = new PartitionConnections(routes, connect, refuse, log);
     this.watchers = new PartitionConnections(routes, connect, refuse, log);
+    this.waits = new ReadyWaits(async (partition, queues, ms) => {
+      const watcher = await this.watchers.get(partition);
+      const reply = (await watcher.send(lineCommand(`wait ${queues.join(" ")} ${ms}`).encoded)).toString("latin1");
+      if (reply.startsWith("-CLIENT-ERROR") || reply.startsWith("-SERVER-ERROR")) throw new Error(reply.trim());
+      return reply === "+OK\r\n";
+    }, MAX_READY_WAIT_MS);
   }
 
   private get routes(): WorkqRoutes {
@@ -154,7 +155,7 @@ class RoutedConnection {
       const left = deadline - Date.now();
       if (left <= 0 || this.conn.signal.aborted) return TIMEOUT;
       if (round > 0) await new Promise((resolve) => setTimeout(resolve, Math.min(FRUITLESS_WAKE_MS, left)));
-      if (!(await this.anyReady(groups, deadline))) return TIMEOUT;
+      if (!(await this.waits.anyReady(groups, deadline))) return TIMEOUT;
     }
   }
 
@@ -165,7 +166,7 @@ class RoutedConnection {
     if (this.refusedByAServer(command, names) || !(this.waitOf(command) <= MAX_READY_WAIT_MS) || groups.size <= 1) {
       return this.send(groups.keys().next().value ?? this.routes.anyPartition(), command);
     }
-    return (await this.anyReady(groups, Date.now() + this.waitOf(command))) ? Buffer.from("+OK\r\n") : TIMEOUT;
+    return (await this.waits.anyReady(groups, Date.now() + this.waitOf(command))) ? Buffer.from("+OK\r\n") : TIMEOUT;
   }
 
   /**
@@ -210,46 +211,6 @@ class RoutedConnection {
     const { known } = this.state;
     known.set(id.toLowerCase(), partition);
     if (known.size > MAX_KNOWN_IDS) known.delete(known.keys().next().value!);
-  }
-
-  /** Resolves true once a partition of `groups` says a job of its queues is ready, false at the deadline. */
-  private anyReady(groups: Map<number, string[]>, deadline: number): Promise<boolean> {
-    if (groups.size === 0 || !(deadline > Date.now())) return Promise.resolve(false);
-    return new Promise((resolve) => {
-      let open = groups.size;
-      const none = () => {
-        if (--open === 0) resolve(false);
-      };
-      for (const [partition, queues] of groups) {
-        this.waitOn(partition, queues, deadline).then((ready) => (ready ? resolve(true) : none()), none);
-      }
-    });
-  }
-
-  /**
-   * Whether `partition` says a job of `queues` is ready before `deadline`: its `wait` (asked
-   * again while the deadline is further than one wait may be), or the one still under way
-   * there (a wait cannot be called off; its answer only wakes).
-   */
-  private async waitOn(partition: number, queues: string[], deadline: number): Promise<boolean> {
-    for (;;) {
-      const wait = this.waits.get(partition) ?? this.startWait(partition, queues, deadline);
-      if (await wait) return true;
-      if (Date.now() >= deadline) return false;
-    }
-  }
-
-  private startWait(partition: number, queues: string[], deadline: number): Promise<boolean> {
-    const wait = (async () => {
-      const watcher = await this.watchers.get(partition);
-      const ms = Math.max(1, Math.min(MAX_READY_WAIT_MS, deadline - Date.now()));
-      const reply = (await watcher.send(lineCommand(`wait ${queues.join(" ")} ${ms}`).encoded)).toString("latin1");
-      if (reply.startsWith("-CLIENT-ERROR") || reply.startsWith("-SERVER-ERROR")) throw new Error(reply.trim());
-      return reply === "+OK\r\n";
-    })();
-    this.waits.set(partition, wait);
-    void wait.finally(() => this.waits.delete(partition)).catch(() => {});
-    return wait;
   }
 
   /** A command naming a job by its Workq id: to the partition holding it, else to each until one knows it. */
