@@ -314,13 +314,19 @@ let leaseSeq = 0;
 /** The worker id of a Workq lease session: `workq:<connection>:<lease>` (the dashboard lists it while it waits). */
 const WORKQ_WORKER_PREFIX = "workq:";
 
-async function lease(door: WorkqDoor, conn: WorkqConnection, command: WorkqCommand): Promise<Buffer> {
+/** `<queue>... <wait-timeout>`, as lease and wait take them: the queues (each checked, in the token's queues) and the wait. */
+function queuesAndWait(conn: WorkqConnection, command: WorkqCommand, maxWaitMs: number): { names: string[]; waitMs: number } {
   noFlags(command);
   if (command.args.length < 2) clientError("Invalid command args");
-  const waitMs = parseInteger(command.args.at(-1)!, 0, MAX_WAIT_MS, "Invalid wait timeout");
+  const waitMs = parseInteger(command.args.at(-1)!, 0, maxWaitMs, "Invalid wait timeout");
   const names = command.args.slice(0, -1).map(parseName);
   if (names.length > LIMITS.leaseMaxQueues) clientError("Invalid command args");
   for (const name of names) inScope(conn, name);
+  return { names, waitMs };
+}
+
+async function lease(door: WorkqDoor, conn: WorkqConnection, command: WorkqCommand): Promise<Buffer> {
+  const { names, waitMs } = queuesAndWait(conn, command, MAX_WAIT_MS);
   const granted = await leaseOne(door, conn, names, waitMs);
   if (!granted) return TIMEOUT;
   const { meta, body } = granted;
@@ -360,12 +366,7 @@ const MAX_READY_WAIT_MS = 60_000;
  * taken that the client does not get.
  */
 async function waitReady(door: WorkqDoor, conn: WorkqConnection, command: WorkqCommand): Promise<Buffer> {
-  noFlags(command);
-  if (command.args.length < 2) clientError("Invalid command args");
-  const waitMs = parseInteger(command.args.at(-1)!, 0, MAX_READY_WAIT_MS, "Invalid wait timeout");
-  const names = command.args.slice(0, -1).map(parseName);
-  if (names.length > LIMITS.leaseMaxQueues) clientError("Invalid command args");
-  for (const name of names) inScope(conn, name);
+  const { names, waitMs } = queuesAndWait(conn, command, MAX_READY_WAIT_MS);
   const workerId = `${WORKQ_WORKER_PREFIX}${conn.id}:wait`;
   return (await waitForReady(door.engine, { queues: names, workerId }, waitMs, conn.signal)) ? OK : TIMEOUT;
 }
