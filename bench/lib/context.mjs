@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { startChild } from "./child.mjs";
 import { trackedPids } from "./cleanup.mjs";
 import { PEERS, peerScript } from "./peers.mjs";
-import { cpuSeconds, foreignLoadMeter, memoryMiB } from "./proc-stats.mjs";
+import { childPidsOf, cpuSecondsWithLiveChildren, foreignLoadMeter, memoryMiB } from "./proc-stats.mjs";
 import { startRedis } from "./redis.mjs";
 import { startStandIn, startWorqServer } from "./worq-server.mjs";
 
@@ -39,8 +39,8 @@ export function createContext({ options, root, redisBin, log }) {
         pid: server.pid,
         target: server.target,
         httpPort: server.httpPort,
-        /** CPU seconds so far (Redis: with its reaped AOF-rewrite children). */
-        cpu: () => cpuSeconds(server.pid, { withChildren: redis }),
+        /** CPU seconds so far (Redis: with its reaped AOF-rewrite children; --engines: with its engine processes). */
+        cpu: () => cpuSecondsWithLiveChildren(server.pid, { withChildren: redis }),
         mem: () => memoryMiB(server.pid),
         async stop() {
           await server.stop();
@@ -53,7 +53,11 @@ export function createContext({ options, root, redisBin, log }) {
     },
     /** Measures other tenants' share of the machine until `.stop()`. */
     foreignMeter() {
-      return foreignLoadMeter(() => [process.pid, ...trackedPids()]);
+      // Ours: this process, every process it started, and theirs (an --engines server's engines).
+      return foreignLoadMeter(() => {
+        const tracked = trackedPids();
+        return [...new Set([process.pid, ...tracked, ...tracked.flatMap(childPidsOf)])];
+      });
     },
   };
 }

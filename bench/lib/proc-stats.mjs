@@ -22,6 +22,22 @@ export function cpuSeconds(pid, { withChildren = false } = {}) {
   return ticks / CLK_TCK;
 }
 
+/** The live child processes of `pid` (an --engines server's engine processes), from /proc; none once it is gone. */
+export function childPidsOf(pid) {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/** CPU seconds of `pid` and of its live children (an --engines server and its engines); undefined once it is gone. */
+export function cpuSecondsWithLiveChildren(pid, options) {
+  const own = cpuSeconds(pid, options);
+  if (own === undefined) return undefined;
+  return childPidsOf(pid).reduce((sum, child) => sum + (cpuSeconds(child) ?? 0), own);
+}
+
 /** Peak RSS (VmHWM) and current RSS (VmRSS) of a process in MiB, from /proc/<pid>/status. */
 export function memoryMiB(pid) {
   let text;

@@ -1,4 +1,3 @@
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,7 +8,7 @@ import { attempt, withScope } from "../lib/run-scope.mjs";
 import { figure, rate } from "../lib/stats.mjs";
 import { fig, markdownTable, num, ratio } from "../lib/table.mjs";
 import { capsUnavailable, createCpuCap } from "../lib/cpu-cap.mjs";
-import { cpuSeconds } from "../lib/proc-stats.mjs";
+import { childPidsOf, cpuSeconds } from "../lib/proc-stats.mjs";
 import { serverCounts } from "../lib/server-counts.mjs";
 import { startWorqServer } from "../lib/worq-server.mjs";
 
@@ -175,7 +174,7 @@ async function spreadRun(ctx, { nodes, mode, id, store }, url, n) {
             : [];
       const server = await startWorqServer(dir, { serveArgs });
       servers.push(server);
-      pids.push(server.pid, ...(store === "engines" ? childPids(server.pid) : []));
+      pids.push(server.pid, ...(store === "engines" ? childPidsOf(server.pid) : []));
     }
     // The client processes, a producer and a worker for each group of addresses: for the
     // floor, one pair per server, alone on it. Elsewhere one pair for all the nodes: where the
@@ -320,15 +319,6 @@ function followProgress(workers) {
         settle();
       }),
   };
-}
-
-/** The child processes of `pid` (an engines server's engines). */
-function childPids(pid) {
-  return execFileSync("pgrep", ["-P", String(pid)], { encoding: "utf8" })
-    .trim()
-    .split("\n")
-    .filter(Boolean)
-    .map(Number);
 }
 
 /** Every partition served, each of the `nodes` serving an even share. */
