@@ -2,7 +2,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { JobState, Worker, WorqClient } from "@worq/client";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { spawnNode, until, type ClusterProcess } from "./support/cluster.js";
-import { childPids } from "../e2e/support/server-process.js";
+import { childPids, killTree } from "../e2e/support/server-process.js";
 import { fnv1a32 } from "../../src/model/partition.js";
 import { FaktorySocket, jsonOf, newJid, OK } from "../faktory/support.js";
 import { readReply, WorkqSocket } from "../workq/support.js";
@@ -62,8 +62,7 @@ describe.skipIf(!postgresAvailable())("worq serve --cluster --partitions --engin
   const nodes: ClusterProcess[] = [];
   afterAll(async () => {
     for (const node of nodes) {
-      for (const pid of childPids(node)) process.kill(pid, "SIGKILL");
-      node.child.kill("SIGKILL");
+      killTree(node);
     }
     await postgres?.stop();
   });

@@ -5,7 +5,7 @@ import { Code } from "@connectrpc/connect";
 import { afterAll, describe, expect, it } from "vitest";
 import { JobState, Worker, WorqClient } from "@worq/client";
 import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
-import { alive, childPids, spawnServer, type ServerProcess } from "./support/server-process.js";
+import { alive, childPids, killTree, type ServerProcess, spawnServer } from "./support/server-process.js";
 
 const ENGINES = 2;
 
@@ -24,8 +24,7 @@ describe("--engines: a job waits for jobs of another engine", () => {
   const servers: ServerProcess[] = [];
   afterAll(() => {
     for (const server of servers) {
-      for (const pid of childPids(server)) if (alive(pid)) process.kill(pid, "SIGKILL");
-      server.child.kill("SIGKILL");
+      killTree(server);
     }
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   });

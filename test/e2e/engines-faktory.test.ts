@@ -12,7 +12,7 @@ import { jobByWireJid as jobByWire } from "../faktory/client-support.js";
 import { commandWorks, toolAvailable } from "../support/require-tool.js";
 import { tokenFileLine } from "../../src/transport/auth/token-file.js";
 import { connect, type WorqClients } from "./support/clients.js";
-import { alive, childPids, spawnServer, type ServerProcess } from "./support/server-process.js";
+import { childPids, killTree, type ServerProcess, spawnServer } from "./support/server-process.js";
 
 const ENGINES = 2;
 const run = promisify(execFile);
@@ -48,8 +48,7 @@ describe("worq serve --engines: Faktory's protocol over the engines", () => {
     clients = connect(server.port);
   });
   afterAll(() => {
-    for (const pid of childPids(server)) if (alive(pid)) process.kill(pid, "SIGKILL");
-    server?.child.kill("SIGKILL");
+    killTree(server);
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -255,8 +254,7 @@ describe("worq serve --engines --auth-tokens: Faktory's passwords over the engin
     ]);
   });
   afterAll(() => {
-    for (const pid of childPids(server)) if (alive(pid)) process.kill(pid, "SIGKILL");
-    server?.child.kill("SIGKILL");
+    killTree(server);
     rmSync(dir, { recursive: true, force: true });
   });
 

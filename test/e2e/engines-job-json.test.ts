@@ -7,7 +7,7 @@ import { fnv1a32, keyedPartition, partitionOfId } from "../../src/model/partitio
 import { tokenFileLine } from "../../src/transport/auth/token-file.js";
 import { parseQueueScope } from "../../src/transport/auth/queue-scope.js";
 import { connect } from "./support/clients.js";
-import { childPids, spawnServer, type ServerProcess } from "./support/server-process.js";
+import { killTree, type ServerProcess, spawnServer } from "./support/server-process.js";
 import { jsonOf, runCli } from "../cli/support/run-cli.js";
 
 const ENGINES = 2;
@@ -45,8 +45,7 @@ describe("/v1/jobs through an --engines server's HTTP port", () => {
   };
   afterAll(() => {
     for (const server of servers) {
-      for (const pid of childPids(server)) process.kill(pid, "SIGKILL");
-      server.child.kill("SIGKILL");
+      killTree(server);
     }
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   });

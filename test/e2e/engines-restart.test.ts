@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { until } from "../cluster/support/cluster.js";
-import { alive, childPids, spawnServer, type ServerProcess } from "./support/server-process.js";
+import { childPids, killTree, type ServerProcess, spawnServer } from "./support/server-process.js";
 
 /** How long an engine must have served before its next death waits the first delay again (src/engine-processes.ts). */
 const SERVED_WELL_MS = 10_000;
@@ -18,8 +18,7 @@ describe("worq serve --engines: restarting an engine process", () => {
   const dir = mkdtempSync(join(tmpdir(), "worq-engines-restart-"));
   afterAll(() => {
     if (server) {
-      for (const pid of childPids(server)) if (alive(pid)) process.kill(pid, "SIGKILL");
-      server.child.kill("SIGKILL");
+      killTree(server);
     }
     rmSync(dir, { recursive: true, force: true });
   });

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { WorqClient } from "@worq/client";
 import { fnv1a32 } from "../../src/model/partition.js";
 import { connect } from "./support/clients.js";
-import { alive, childPids, spawnServer, type ServerProcess } from "./support/server-process.js";
+import { killTree, type ServerProcess, spawnServer } from "./support/server-process.js";
 
 const ENGINES = 2;
 /** --submit-rate 10:10: ten jobs at once, then ten a second, for all the engines together. */
@@ -26,8 +26,7 @@ describe("worq serve --engines: --submit-rate counted across the engines", () =>
   const dir = mkdtempSync(join(tmpdir(), "worq-engines-rate-"));
   afterAll(() => {
     if (server) {
-      for (const pid of childPids(server)) if (alive(pid)) process.kill(pid, "SIGKILL");
-      server.child.kill("SIGKILL");
+      killTree(server);
     }
     rmSync(dir, { recursive: true, force: true });
   });

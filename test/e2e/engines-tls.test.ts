@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JobState, WorqClient } from "@worq/client";
 import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
 import { hasOpenssl, makePki, type Pki } from "../security/support/pki.js";
-import { childPids, spawnServer, type ServerProcess } from "./support/server-process.js";
+import { killTree, type ServerProcess, spawnServer } from "./support/server-process.js";
 
 const ENGINES = 2;
 
@@ -41,8 +41,7 @@ describe.skipIf(!hasOpenssl)("--engines with mutual TLS", () => {
   }, 60_000);
   afterAll(() => {
     if (server) {
-      for (const pid of childPids(server)) process.kill(pid, "SIGKILL");
-      server.child.kill("SIGKILL");
+      killTree(server);
     }
     rmSync(dir, { recursive: true, force: true });
   });

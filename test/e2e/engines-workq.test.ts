@@ -7,7 +7,7 @@ import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
 import { readReply as reply, WorkqSocket } from "../workq/support.js";
 import { connect, type WorqClients } from "./support/clients.js";
-import { alive, childPids, spawnServer, type ServerProcess } from "./support/server-process.js";
+import { killTree, type ServerProcess, spawnServer } from "./support/server-process.js";
 
 const ENGINES = 2;
 
@@ -44,8 +44,7 @@ describe("worq serve --engines: Workq's protocol over the engines", () => {
     clients = connect(server.port);
   });
   afterAll(() => {
-    for (const pid of childPids(server)) if (alive(pid)) process.kill(pid, "SIGKILL");
-    server?.child.kill("SIGKILL");
+    killTree(server);
     rmSync(dir, { recursive: true, force: true });
   });
 

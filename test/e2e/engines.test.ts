@@ -12,7 +12,7 @@ import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { JobState, Worker, WorqClient } from "@worq/client";
 import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
 import { connect } from "./support/clients.js";
-import { alive, childPids, spawnServer, type ServerProcess } from "./support/server-process.js";
+import { alive, childPids, killTree, type ServerProcess, spawnServer } from "./support/server-process.js";
 import { messageArbitrary } from "../fuzz/support/proto-arbitrary.js";
 import { callOnce } from "../fuzz/support/call-once.js";
 
@@ -50,8 +50,7 @@ describe("worq serve --engines: engine processes on one machine", () => {
   };
   afterAll(async () => {
     for (const server of servers) {
-      for (const pid of childPids(server)) if (alive(pid)) process.kill(pid, "SIGKILL");
-      server.child.kill("SIGKILL");
+      killTree(server);
     }
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   });

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { JobState, Worker, WorqClient } from "@worq/client";
 import { keyedPartition, partitionOfId, queuePartitions } from "../../src/model/partition.js";
 import { connect, StreamWorker } from "./support/clients.js";
-import { childPids, spawnServer, type ServerProcess } from "./support/server-process.js";
+import { killTree, type ServerProcess, spawnServer } from "./support/server-process.js";
 
 const ENGINES = 3;
 const HOT = "hot";
@@ -38,8 +38,7 @@ describe("spread queues: one hot queue over several engines", () => {
   const servers: ServerProcess[] = [];
   afterAll(() => {
     for (const server of servers) {
-      for (const pid of childPids(server)) process.kill(pid, "SIGKILL");
-      server.child.kill("SIGKILL");
+      killTree(server);
     }
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   });

@@ -5,7 +5,7 @@ import { JobState, type Job } from "@worq/client/gen/worq/v1/job_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_LINE_BYTES } from "../../src/faktory/listener.js";
 import { connect, type WorqClients } from "../e2e/support/clients.js";
-import { alive, childPids } from "../e2e/support/server-process.js";
+import { killTreeAndWait } from "../e2e/support/server-process.js";
 import { readAllListings, readJobEverywhere, serverFaults } from "../fuzz/support/read-paths.js";
 import {
   FaktorySocket,
@@ -35,15 +35,6 @@ const SEED = Number(process.env.WORQ_FUZZ_SEED ?? Math.floor(Math.random() * 2 *
 /** The bound on an unfinished handshake or command line (--header-timeout). */
 const PARTIAL_MS = 500;
 const MAX_CONNECTIONS = 24;
-
-/** kill -9 of the server and of its engine processes (with --engines), once all are gone. */
-async function killServer(server: FaktoryServer): Promise<void> {
-  const engines = childPids(server);
-  server.child.kill("SIGKILL");
-  for (const pid of engines) if (alive(pid)) process.kill(pid, "SIGKILL");
-  await server.exited;
-  while (engines.some(alive)) await new Promise((resolve) => setTimeout(resolve, 20));
-}
 
 /** A job the server acknowledged, as the server read it. */
 interface Acknowledged {
@@ -88,7 +79,7 @@ describe.each(SETUPS)("Faktory port under malformed and hostile input (real serv
     process.stderr.write(`faktory fuzz: WORQ_FUZZ_SEED=${SEED} WORQ_FUZZ_RUNS=${RUNS}\n`);
   });
   afterAll(async () => {
-    if (server) await killServer(server);
+    if (server) await killTreeAndWait(server);
     rmSync(dataDir, { recursive: true, force: true });
   });
 
@@ -314,7 +305,7 @@ describe.each(SETUPS)("Faktory port under malformed and hostile input (real serv
       expect((await hugeClients.admin.listJobs({ queue: "fz", pageSize: 1000 })).jobs).toEqual([]);
       expect(huge.child.exitCode).toBeNull();
     } finally {
-      await killServer(huge);
+      await killTreeAndWait(huge);
       rmSync(hugeDir, { recursive: true, force: true });
     }
   });
@@ -666,7 +657,7 @@ describe.each(SETUPS)("Faktory port under malformed and hostile input (real serv
     // kill -9, restart on the same data: the jobs fetched before are acknowledged over Faktory
     // (at once: a restart caps every lease at the orphan grace, 10 s, as no worker stream
     // survives it), and everything acknowledged reads back again.
-    await killServer(server);
+    await killTreeAndWait(server);
     server = await spawnFaktoryServer(dataDir, serverArgs);
     clients = connect(server.grpcPort);
     const conn = await FaktorySocket.greeted(server.faktoryPort, { hostname: "fuzz", wid: "fz-after-restart", pid: 1, labels: [], v: 2 });

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
-import { childPids, spawnServer, type ServerProcess } from "../e2e/support/server-process.js";
+import { childPids, killTree, type ServerProcess, spawnServer } from "../e2e/support/server-process.js";
 import { printFigures } from "../fault/support/figures.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { spawnNode, waitForCluster, type ClusterProcess } from "../cluster/support/cluster.js";
@@ -547,8 +547,7 @@ describe("fuzzing the HTTP port of an --engines server (its /v1/jobs sent to the
     server = await spawnServer(dataDir, ["--engines", "2", "--log-level", "warn"]);
   });
   afterAll(() => {
-    for (const pid of childPids(server)) process.kill(pid, "SIGKILL");
-    server.child.kill("SIGKILL");
+    killTree(server);
     rmSync(dataDir, { recursive: true, force: true });
   });
 

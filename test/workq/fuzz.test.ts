@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
 import { connect, type WorqClients } from "../e2e/support/clients.js";
-import { alive, childPids, spawnServer } from "../e2e/support/server-process.js";
+import { killTreeAndWait, spawnServer } from "../e2e/support/server-process.js";
 import { WorkqSocket } from "./support.js";
 
 /** Pieces Workq lines are made of, valid and not, so random streams hit the parser's edges. */
@@ -82,10 +82,7 @@ const SETUPS: [name: string, start: () => Promise<FuzzedServer>][] = [
         admin: connect(server.port).admin,
         refusedMetric: "worq_node_connections_refused_total",
         close: async () => {
-          const engines = childPids(server);
-          server.child.kill("SIGKILL");
-          for (const pid of engines) if (alive(pid)) process.kill(pid, "SIGKILL");
-          await server.exited;
+          await killTreeAndWait(server);
           rmSync(dir, { recursive: true, force: true });
         },
       };

@@ -78,3 +78,18 @@ export function alive(pid: number): boolean {
     return false;
   }
 }
+
+/** kill -9 of `server` and of its engine processes (an --engines server's), each that still runs. */
+export function killTree(server: Pick<ServerProcess, "child">): void {
+  const engines = childPids(server);
+  server.child.kill("SIGKILL");
+  for (const pid of engines) if (alive(pid)) process.kill(pid, "SIGKILL");
+}
+
+/** killTree, resolving once the server and its engines are gone (so their stores may be opened again). */
+export async function killTreeAndWait(server: Pick<ServerProcess, "child" | "exited">): Promise<void> {
+  const engines = childPids(server);
+  killTree(server);
+  await server.exited;
+  while (engines.some(alive)) await new Promise((resolve) => setTimeout(resolve, 20));
+}
