@@ -311,7 +311,8 @@ class RoutedConnection {
           const seen = byName.get(block.name) ?? { ready: 0, scheduled: 0 };
           byName.set(block.name, { ready: seen.ready + block.ready, scheduled: seen.scheduled + block.scheduled });
         }
-        if (blocks.length < QUEUES_PAGE || byName.size >= offset + limit + QUEUES_PAGE * this.routes.placement.count) break;
+        // Each partition lists its queues in name order: the window needs its first offset + limit at most.
+        if (blocks.length < QUEUES_PAGE || at + blocks.length >= offset + limit) break;
       }
     }
     const shown = [...byName].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).slice(offset, offset + limit);
