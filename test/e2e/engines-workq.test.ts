@@ -156,6 +156,15 @@ describe("worq serve --engines: Workq's protocol over the engines", () => {
     const queues = await reply(producer);
     expect(queues).toContain("hot 2\r\nready-len 5\r\nscheduled-len 0\r\n");
     for (const queue of [q0, q1]) expect(queues).toContain(`${queue} 2\r\n`);
+    // Windows over the joined listing: in name order, each queue once, whichever engine holds it.
+    const names = [...queues.matchAll(/^([^+\s]\S*) 2\r\n/gm)].map((m) => m[1]!);
+    expect(names).toEqual([...names].sort());
+    const windowed: string[] = [];
+    for (let offset = 0; offset < names.length; offset += 2) {
+      producer.write(`inspect queues ${offset} 2\r\n`);
+      windowed.push(...[...(await reply(producer)).matchAll(/^([^+\s]\S*) 2\r\n/gm)].map((m) => m[1]!));
+    }
+    expect(windowed).toEqual(names);
     producer.write("inspect server\r\n");
     expect(await reply(producer)).toMatch(/^\+OK 1\r\nserver 3\r\nactive-clients \d+\r\nevicted-jobs \d+\r\nstarted \S+Z\r\n$/);
     producer.write(`inspect job ${hot[0]}\r\n`);
