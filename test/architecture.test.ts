@@ -74,8 +74,8 @@ describe("import directions", () => {
     expect(crossings("callbacks", ["engine", "model", "formats", "root"])).toEqual([]);
   });
 
-  it("src/cluster imports the doors, storage, the job model and the server's own files, never the engine directly", () => {
-    expect(crossings("cluster", ["transport", "http", "storage", "model", "root"])).toEqual([]);
+  it("src/cluster imports the doors (gRPC, HTTP, Faktory's and Workq's ports), storage, the job model and the server's own files, never the engine directly", () => {
+    expect(crossings("cluster", ["transport", "http", "faktory", "workq", "storage", "model", "root"])).toEqual([]);
   });
 
   it("src/dashboard (a browser bundle) imports no other part of src", () => {
