@@ -1,7 +1,11 @@
 import type { Logger } from "../log.js";
 
-/** How long opening a connection waits for its partition to be served again (a restart or takeover) before it is refused. */
-const OWNER_WAIT_MS = 3_000;
+/**
+ * How long opening a connection waits for its partition to be served again (a restart or
+ * takeover) before it is refused: as long as a dead server's partitions take to be served
+ * again, because Faktory's and Workq's clients take an error as final and do not retry it.
+ */
+const OWNER_WAIT_MS = 10_000;
 
 /** A connection to a partition's port for a line protocol (Faktory's, Workq's). */
 interface LineConnection {
