@@ -2,6 +2,7 @@ import { errorReply, NULL_BULK, OK, bulk } from "../faktory/door.js";
 import { listenFaktoryPort, type FaktoryCommands, type FaktoryPortOptions, type GreetedConnection } from "../faktory/listener.js";
 import { mayRun, messageOf, parseJson, reportOf } from "../faktory/commands.js";
 import { FAKTORY_QUEUE_NAME, FaktoryError } from "../faktory/payload.js";
+import { LIMITS } from "../model/limits.js";
 import type { LineListener } from "../transport/line-listener.js";
 import { jobPartition, partitionsOfQueue, type Placement } from "./call-routes.js";
 import { FaktoryUpstream, type UpstreamReply } from "./faktory-upstream.js";
@@ -94,7 +95,11 @@ class RoutedConnection implements FaktoryCommands {
         case "PUSHB":
           return await this.pushBatch(argText);
         case "FETCH":
-          return await this.fetch(argText);
+          return await this.fetch("FETCH", argText, FETCH_WAIT_MS);
+        case "TAKE":
+          return await this.fetch("TAKE", argText, 0);
+        case "WAIT":
+          return await this.waitReady(argText);
         case "ACK":
         case "FAIL":
           return await this.report(verb, argText);
@@ -167,22 +172,19 @@ class RoutedConnection implements FaktoryCommands {
   }
 
   /**
-   * FETCH q1 q2 …: the queues in runs of one partition each, in the order listed (a spread
-   * queue in each of its partitions, the first in turn); each run asked for a job at once,
-   * in order; when none has one, every partition asked to say when one is ready.
+   * FETCH q1 q2 … (and TAKE, which does not wait): the queues in runs of one partition each,
+   * in the order listed (a spread queue in each of its partitions, the first in turn); each
+   * run asked for a job at once, in order; when none has one, every partition asked to say
+   * when one is ready, until `waitMs` has passed.
    */
-  private async fetch(argText: string): Promise<Buffer> {
+  private async fetch(verb: "FETCH" | "TAKE", argText: string, waitMs: number): Promise<Buffer> {
     const names = argText.split(" ").filter((name) => name !== "");
     if (names.length === 0) names.push("default");
     const runs = this.runsOf(names);
-    // What a server would refuse (the token's role, a name's form, a queue outside the
-    // token's queues) refuses the whole FETCH, as one server's does: that server says so.
-    const { caller } = this.greeted;
-    const refused = !mayRun(caller, "FETCH") || names.some((name) => !FAKTORY_QUEUE_NAME.test(name) || !caller.scope.allows(name));
-    if (refused || new Set(runs.map((run) => run.partition)).size === 1) {
-      return this.fetched(runs[0]!.partition, await this.send(runs[0]!.partition, `FETCH ${names.join(" ")}`));
+    if (this.refusedByAServer(verb, names) || new Set(runs.map((run) => run.partition)).size === 1) {
+      return this.fetched(runs[0]!.partition, await this.send(runs[0]!.partition, `${verb} ${names.join(" ")}`));
     }
-    const deadline = Date.now() + FETCH_WAIT_MS;
+    const deadline = Date.now() + waitMs;
     for (let round = 0; ; round++) {
       for (const run of runs) {
         const reply = await this.send(run.partition, `TAKE ${run.queues.join(" ")}`);
@@ -193,6 +195,33 @@ class RoutedConnection implements FaktoryCommands {
       if (round > 0) await delay(Math.min(FRUITLESS_WAKE_MS, left));
       if (!(await this.anyReady(runs, deadline))) return NULL_BULK;
     }
+  }
+
+  /** WAIT <ms> q1 q2 …: +OK once any of the queues' partitions has a ready job, none after `ms`. */
+  private async waitReady(argText: string): Promise<Buffer> {
+    const [msText = "", ...rest] = argText.split(" ");
+    const names = rest.filter((name) => name !== "");
+    if (names.length === 0) names.push("default");
+    const runs = this.runsOf(names);
+    const ms = /^[0-9]{1,5}$/.test(msText) ? Number(msText) : Number.NaN;
+    if (this.refusedByAServer("WAIT", names) || !(ms <= FETCH_WAIT_MS) || new Set(runs.map((run) => run.partition)).size === 1) {
+      return (await this.send(runs[0]!.partition, `WAIT ${argText}`)).raw;
+    }
+    return (await this.anyReady(runs, Date.now() + ms)) ? OK : NULL_BULK;
+  }
+
+  /**
+   * Whether a server would refuse a FETCH, TAKE or WAIT over `names` (the token's role, a
+   * name's form, a queue outside the token's queues, more queues than one lease takes): then
+   * the whole command is refused, as one server's is, by one server, which says why.
+   */
+  private refusedByAServer(verb: string, names: readonly string[]): boolean {
+    const { caller } = this.greeted;
+    return (
+      !mayRun(caller, verb) ||
+      names.length > LIMITS.leaseMaxQueues ||
+      names.some((name) => !FAKTORY_QUEUE_NAME.test(name) || !caller.scope.allows(name))
+    );
   }
 
   private fetched(partition: number, reply: UpstreamReply): Buffer {

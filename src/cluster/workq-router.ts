@@ -171,10 +171,17 @@ class RoutedConnection {
 
   /**
    * Whether a server would refuse a lease or wait over `names` (flags, the form of a name or
-   * of the wait, a queue outside the token's queues): then one server is asked, and says why.
+   * of the wait, a queue outside the token's queues, more queues than one lease takes): then
+   * one server is asked, and says why.
    */
   private refusedByAServer(command: WorkqCommand, names: readonly string[]): boolean {
-    return command.flags.size > 0 || command.badFlags || !(this.waitOf(command) >= 0) || names.some((name) => !this.mayLease(name));
+    return (
+      command.flags.size > 0 ||
+      command.badFlags ||
+      !(this.waitOf(command) >= 0) ||
+      names.length > LIMITS.leaseMaxQueues ||
+      names.some((name) => !this.mayLease(name))
+    );
   }
 
   private mayLease(name: string): boolean {

@@ -163,6 +163,28 @@ describe("worq serve --engines: Faktory's protocol over the engines", () => {
     for (const conn of [worker, producer, ...workers]) conn.close();
   });
 
+  it("TAKE and WAIT over both engines answer for either; FETCH, TAKE and WAIT over more than 64 queues are refused as one server refuses them", async () => {
+    const conn = await FaktorySocket.hello(server.faktoryPort!);
+    expect(await conn.command(`TAKE ${q0} ${q1}`)).toEqual(NONE);
+    const before = Date.now();
+    expect(await conn.command(`WAIT 300 ${q0} ${q1}`)).toEqual(NONE);
+    expect(Date.now() - before).toBeGreaterThanOrEqual(250);
+    const pushed = job(q1, ["take"]);
+    expect(await conn.command(`PUSH ${pushed.text}`)).toEqual(OK);
+    expect(await conn.command(`WAIT 2000 ${q0} ${q1}`)).toEqual(OK);
+    expect(jsonOf(await conn.command(`TAKE ${q0} ${q1}`)).jid).toBe(pushed.jid);
+    expect(await conn.command(`ACK {"jid":"${pushed.jid}"}`)).toEqual(OK);
+
+    const many = [q0, ...Array.from({ length: 63 }, (_, i) => `fq-many-${i}`), q1];
+    for (const command of [`FETCH ${many.join(" ")}`, `TAKE ${many.join(" ")}`, `WAIT 0 ${many.join(" ")}`]) {
+      const refused = await conn.command(command, 5_000);
+      expect(refused.kind).toBe("error");
+      expect((refused as { text: string }).text).toContain("64");
+    }
+    expect((await jobByWireJid(q1, pushed.jid))?.state).toBe(JobState.COMPLETED);
+    conn.close();
+  });
+
   it("INFO, QUEUE and BEAT see both engines: sizes added, a pause reaches the queue's engine, a quiet worker is told so", async () => {
     const conn = await FaktorySocket.hello(server.faktoryPort!, { wid: "beat-worker" });
     for (const entry of [job(q0), job(q0), job(q1)]) expect(await conn.command(`PUSH ${entry.text}`)).toEqual(OK);

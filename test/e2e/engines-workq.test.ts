@@ -123,6 +123,22 @@ describe("worq serve --engines: Workq's protocol over the engines", () => {
     for (const conn of [worker, producer, ...racers]) conn.close();
   });
 
+  it("a lease or wait over more than 64 queues is refused as one server refuses it; 64 over both engines find a job", async () => {
+    const conn = await WorkqSocket.open(server.workqPort!);
+    const many = (count: number) => [q0, ...Array.from({ length: count - 2 }, (_, i) => `wq-many-${i}`), q1];
+    for (const verb of ["lease", "wait"]) {
+      conn.write(`${verb} ${many(65).join(" ")} 0\r\n`);
+      expect(await reply(conn)).toBe("-CLIENT-ERROR Invalid command args\r\n");
+    }
+    const id = randomUUID();
+    expect(await conn.send(`add ${id} ${q1} 5000 60000 1\r\nm\r\n`, "+OK\r\n")).toBe("+OK\r\n");
+    expect(await conn.send(`wait ${many(64).join(" ")} 1000\r\n`, "+OK\r\n")).toBe("+OK\r\n");
+    conn.write(`lease ${many(64).join(" ")} 1000\r\n`);
+    expect((await reply(conn)).split("\r\n")[1]!.split(" ")[0]).toBe(id);
+    expect(await conn.send(`complete ${id} 0\r\n\r\n`, "+OK\r\n")).toBe("+OK\r\n");
+    conn.close();
+  });
+
   it("run waits for a worker leasing through the port; inspect joins both engines, a spread queue's figures and jobs too", async () => {
     const producer = await WorkqSocket.open(server.workqPort!);
     const worker = await WorkqSocket.open(server.workqPort!);
