@@ -1,3 +1,4 @@
+import { BoundedMap } from "../model/bounded-map.js";
 import { errorReply, NULL_BULK, OK, bulk } from "../faktory/door.js";
 import { listenFaktoryPort, type FaktoryCommands, type FaktoryPortOptions, type GreetedConnection } from "../faktory/listener.js";
 import { mayRun, messageOf, parseJson, reportOf } from "../faktory/commands.js";
@@ -27,8 +28,6 @@ export interface FaktoryRouterOptions extends FaktoryPortOptions {
 const FETCH_WAIT_MS = 2000;
 /** After a wake that found no job (another worker took it, or a queue's limits hold it), the next round waits this long. */
 const FRUITLESS_WAKE_MS = 20;
-/** Which partition handed out each job still reserved (by its Faktory jid), for the report that follows; oldest forgotten first. */
-const MAX_RESERVATIONS = 100_000;
 /** The most jobs one PUSHB takes (as a server's own port). */
 const MAX_PUSHB_JOBS = 10_000;
 
@@ -45,7 +44,12 @@ const MAX_PUSHB_JOBS = 10_000;
  * and when none has one, waits (WAIT) until one says a job is ready, then asks again.
  */
 export async function startFaktoryRouter(options: FaktoryRouterOptions): Promise<LinePortRouter> {
-  const shared: RouterState = { options, reservations: new Map(), commandCount: 0, connections: () => listener.connections() };
+  const shared: RouterState = {
+    options,
+    reservations: new BoundedMap(LIMITS.handedOutRemembered),
+    commandCount: 0,
+    connections: () => listener.connections(),
+  };
   const listener: LineListener = await listenFaktoryPort(options, (greeted) => new RoutedConnection(shared, greeted));
   return { port: listener.port, close: () => listener.close() };
 }
@@ -53,6 +57,7 @@ export async function startFaktoryRouter(options: FaktoryRouterOptions): Promise
 interface RouterState {
   options: FaktoryRouterOptions;
   /** Faktory jid -> the partition that handed it out. */
+  /** Which partition handed out each job still reserved (by its Faktory jid), for the report that follows. */
   reservations: Map<string, number>;
   commandCount: number;
   connections(): number;
@@ -229,7 +234,6 @@ class RoutedConnection implements FaktoryCommands {
       const jid = (JSON.parse(reply.text) as { jid?: unknown }).jid;
       if (typeof jid === "string") {
         this.state.reservations.set(jid, partition);
-        if (this.state.reservations.size > MAX_RESERVATIONS) this.state.reservations.delete(this.state.reservations.keys().next().value!);
       }
     }
     return reply.raw;

@@ -1,3 +1,4 @@
+import { BoundedMap } from "../model/bounded-map.js";
 import type { WorkqConnection } from "../workq/commands.js";
 import type { WorkqCommand } from "../workq/framing.js";
 import { listenWorkqPort, type WorkqPortOptions } from "../workq/listener.js";
@@ -20,8 +21,6 @@ export interface WorkqRouterOptions extends WorkqPortOptions {
   linkTls?: LinkTls;
 }
 
-/** Which partition holds each job added or leased through this port (by its Workq id), for the commands that name it; oldest forgotten first. */
-const MAX_KNOWN_IDS = 100_000;
 /** Workq's longest wait-timeout (a day), as a server's own port takes. */
 const MAX_WAIT_MS = 86_400_000;
 /** The longest one `wait` asked of a partition's port (a longer lease asks again). */
@@ -47,7 +46,12 @@ const TIMEOUT = Buffer.from("-TIMEOUT\r\n");
  * polls again.
  */
 export async function startWorkqRouter(options: WorkqRouterOptions): Promise<LinePortRouter> {
-  const state: RouterState = { options, known: new Map(), startedAt: new Date(), connections: () => listener.connections() };
+  const state: RouterState = {
+    options,
+    known: new BoundedMap(LIMITS.handedOutRemembered),
+    startedAt: new Date(),
+    connections: () => listener.connections(),
+  };
   const listener: LineListener = await listenWorkqPort(options, (conn) => {
     const routed = new RoutedConnection(state, conn);
     conn.signal.addEventListener("abort", () => routed.closed());
@@ -59,6 +63,7 @@ export async function startWorkqRouter(options: WorkqRouterOptions): Promise<Lin
 interface RouterState {
   options: WorkqRouterOptions;
   /** Workq id (lower case) -> the partition holding its job. */
+  /** Which partition holds each job added or leased through this port (by its Workq id), for the commands that name it. */
   known: Map<string, number>;
   startedAt: Date;
   connections(): number;
@@ -215,9 +220,7 @@ class RoutedConnection {
   }
 
   private remember(id: string, partition: number): void {
-    const { known } = this.state;
-    known.set(id.toLowerCase(), partition);
-    if (known.size > MAX_KNOWN_IDS) known.delete(known.keys().next().value!);
+    this.state.known.set(id.toLowerCase(), partition);
   }
 
   /** A command naming a job by its Workq id: to the partition holding it, else to each until one knows it. */

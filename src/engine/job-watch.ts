@@ -3,6 +3,7 @@
  * job: progress reports kept in memory (not in the store: a handler may report every 100 ms),
  * and the listeners of WatchJob, told of every durable change of a job they follow.
  */
+import { BoundedMap } from "../model/bounded-map.js";
 import { isTerminal, type JobMeta, type JobProgress } from "../model/job.js";
 import { LIMITS } from "../model/limits.js";
 import type { StoreWrite } from "./store.js";
@@ -18,9 +19,11 @@ export type JobChange = { kind: "changed"; meta?: JobMeta; progress?: JobProgres
 export class ProgressBook {
   private readonly live = new Map<string, JobProgress>();
   /** Finished jobs' last progress, oldest first (Map order), at most `finishedKept`. */
-  private readonly finished = new Map<string, JobProgress>();
+  private readonly finished: BoundedMap<string, JobProgress>;
 
-  constructor(private readonly finishedKept: number = LIMITS.finishedProgressKept) {}
+  constructor(finishedKept: number = LIMITS.finishedProgressKept) {
+    this.finished = new BoundedMap(finishedKept);
+  }
 
   get size(): number {
     return this.live.size + this.finished.size;
@@ -60,7 +63,6 @@ export class ProgressBook {
     if (!progress) return;
     this.live.delete(meta.jid);
     this.finished.set(meta.jid, progress);
-    if (this.finished.size > this.finishedKept) this.finished.delete(this.finished.keys().next().value!);
   }
 }
 

@@ -29,8 +29,6 @@ import { FAKTORY_WORKER_PREFIX, type FaktoryWorkerState } from "./workers.js";
 
 /** How long FETCH waits for a job before answering none (clients ask again at once; Go's client reads with a 5 s deadline). */
 const FETCH_WAIT_MS = 2000;
-/** Reservations remembered for reports (see fetch). */
-const MAX_RESERVATIONS = 100_000;
 /** The most jobs one PUSHB takes. */
 const MAX_PUSHB_JOBS = 10_000;
 /** Failure texts as Faktory keeps them. */
@@ -176,10 +174,9 @@ async function fetch(door: FaktoryDoor, conn: FaktoryConnection, argText: string
   const grant = await leaseOne(door, conn, queues, waitMs);
   if (!grant) return NULL_BULK;
   const wireJid = faktoryJidOf(grant.meta);
-  door.reservations.set(wireJid, { jid: grant.meta.jid, leaseId: grant.meta.lease!.leaseId, wid: conn.wid });
   // Reservations never reported (lapsed) are forgotten oldest first; a report still finds its
   // job by its jid and the lease's Faktory worker id.
-  if (door.reservations.size > MAX_RESERVATIONS) door.reservations.delete(door.reservations.keys().next().value!);
+  door.reservations.set(wireJid, { jid: grant.meta.jid, leaseId: grant.meta.lease!.leaseId, wid: conn.wid });
   return bulk(faktoryJobText(grant));
 }
 

@@ -5,6 +5,8 @@
  * at a time however they arrive (split across reads or pipelined). Replies are RESP: `+OK`,
  * `-ERR <text>`, bulk strings for JSON, `$-1` for none; nothing is ever sent unasked.
  */
+import { LIMITS } from "../model/limits.js";
+import { BoundedMap } from "../model/bounded-map.js";
 import type { Socket } from "node:net";
 import type { Engine } from "../engine/engine.js";
 import type { Logger } from "../log.js";
@@ -13,7 +15,7 @@ import type { ConnectionEvent } from "../transport/connection-caps.js";
 import type { PortTls } from "../transport/grpc-server.js";
 import { listenLines, type LineListener } from "../transport/line-listener.js";
 import { messageOf, runCommand } from "./commands.js";
-import { errorReply, OK, type FaktoryConnection, type FaktoryDoor } from "./door.js";
+import { errorReply, OK, type FaktoryConnection, type FaktoryDoor, type Reservation } from "./door.js";
 import { acceptHello, greeting, type FaktoryPassword } from "./handshake.js";
 import { FaktoryWorkers, type Hello } from "./workers.js";
 
@@ -70,7 +72,7 @@ const MAX_QUEUED_BYTES = MAX_LINE_BYTES;
 const REAP_EVERY_MS = 15_000;
 
 export async function listenFaktory(options: FaktoryListenerOptions): Promise<FaktoryListener> {
-  const reservations = new Map();
+  const reservations = new BoundedMap<string, Reservation>(LIMITS.handedOutRemembered);
   let listener: LineListener | undefined;
   const door: FaktoryDoor = {
     engine: options.engine,

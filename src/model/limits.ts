@@ -20,6 +20,8 @@ export const LIMITS = {
   progressMessageMaxChars: 1024,
   /** Finished jobs whose last progress report the server keeps in memory (the most recent ones). */
   finishedProgressKept: 10_000,
+  /** Jobs a Faktory or Workq port remembers it handed out (where, with which lease), the most recent ones. */
+  handedOutRemembered: 100_000,
   defaultReserveForMs: 5 * 60_000,
   minReserveForMs: 1,
   maxReserveForMs: 24 * 3_600_000,

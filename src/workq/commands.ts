@@ -332,7 +332,6 @@ async function lease(door: WorkqDoor, conn: WorkqConnection, command: WorkqComma
   const { meta, body } = granted;
   const id = workqIdOf(meta);
   door.leases.set(meta.jid, meta.lease!.leaseId);
-  if (door.leases.size > 100_000) door.leases.delete(door.leases.keys().next().value!);
   return Buffer.concat([
     Buffer.from(`+OK 1\r\n${id} ${meta.queue} ${meta.reserveForMs} ${body.payload.byteLength}\r\n`),
     body.payload,

@@ -3,6 +3,8 @@
  * TLS), on the same engine as the other ports. Each connection's commands run one at a time,
  * in order, however they arrive (split across reads or pipelined); commands.ts does the work.
  */
+import { LIMITS } from "../model/limits.js";
+import { BoundedMap } from "../model/bounded-map.js";
 import type { Socket } from "node:net";
 import type { Engine } from "../engine/engine.js";
 import type { Logger } from "../log.js";
@@ -60,7 +62,7 @@ export async function listenWorkq(options: WorkqListenerOptions): Promise<WorkqL
   let listener: LineListener | undefined;
   const door: WorkqDoor = {
     engine: options.engine,
-    leases: new Map(),
+    leases: new BoundedMap(LIMITS.handedOutRemembered),
     startedAtMs: options.startedAtMs,
     activeClients: () => listener?.connections() ?? 0,
     nowMs: options.nowMs,
