@@ -65,6 +65,8 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
     placement: { count, spread, nextTurn: (queue) => turns.next(queue) },
     addressOf: (partition) => engines[partition]?.grpcAddress,
     httpAddressOf: (partition) => engines[partition]?.httpAddress,
+    faktoryAddressOf: (partition) => engines[partition]?.faktoryAddress,
+    workqAddressOf: (partition) => engines[partition]?.workqAddress,
     owners: () =>
       engines.flatMap((engine) =>
         engine.grpcAddress === undefined
@@ -91,8 +93,6 @@ export async function startEnginesNode(config: ServerConfig & { engines: number 
       directory,
       partitions: served,
       partitionMetrics,
-      faktoryAddressOf: (partition) => engines[partition]?.faktoryAddress,
-      workqAddressOf: (partition) => engines[partition]?.workqAddress,
       log,
     });
   } catch (error) {

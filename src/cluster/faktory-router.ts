@@ -5,24 +5,19 @@ import { mayRun, messageOf, parseJson, reportOf } from "../faktory/commands.js";
 import { FAKTORY_QUEUE_NAME, FaktoryError } from "../faktory/payload.js";
 import { LIMITS } from "../model/limits.js";
 import type { LineListener } from "../transport/line-listener.js";
-import { jobPartition, partitionsOfQueue, type Placement } from "./call-routes.js";
+import { jobPartition, partitionsOfQueue } from "./call-routes.js";
 import { FaktoryUpstream, type UpstreamReply } from "./faktory-upstream.js";
 import { mergeInfo, mergeLatency, splitJsonArray, strongestState } from "./faktory-merge.js";
-import type { LinkTls } from "./leader-link.js";
-import { PartitionConnections, ReadyWaits, type LinePortRouter, type LinePortRoutes } from "./partition-connections.js";
+import {
+  PartitionConnections,
+  ReadyWaits,
+  type LinePortRouter,
+  type LinePortRoutes,
+  type LineRouterOptions,
+} from "./partition-connections.js";
 
 /** Where a node's Faktory port sends each partition's commands. */
-interface FaktoryRoutes extends LinePortRoutes {
-  readonly placement: Placement;
-  /** The partition a command that any may answer goes to. */
-  anyPartition(): number;
-}
-
-export interface FaktoryRouterOptions extends FaktoryPortOptions {
-  routes: FaktoryRoutes;
-  /** TLS of the connections to the partitions' ports; unset = plaintext. */
-  linkTls?: LinkTls;
-}
+export interface FaktoryRouterOptions extends FaktoryPortOptions, LineRouterOptions {}
 
 /** How long FETCH waits for a job before answering none, as a server's own FETCH does. */
 const FETCH_WAIT_MS = 2000;
@@ -87,7 +82,7 @@ class RoutedConnection implements FaktoryCommands {
     }, FETCH_WAIT_MS);
   }
 
-  private get routes(): FaktoryRoutes {
+  private get routes(): LinePortRoutes {
     return this.state.options.routes;
   }
 

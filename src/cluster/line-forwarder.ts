@@ -36,35 +36,35 @@ export interface LineForwarder {
  */
 export async function startLineForwarder(options: LineForwarderOptions): Promise<LineForwarder> {
   let leader: string | undefined;
-  const listener = await listenLines({
+  const port = {
     host: options.host,
     port: options.port,
     ...(options.tls && { tls: options.tls }),
     maxConnections: options.maxConnections,
     partialTimeoutMs: options.headerTimeoutMs,
     observe: () => {},
-    serve: (client) => {
-      client.on("error", () => {});
-      const refuse = () => {
-        if (!client.destroyed) client.end(options.noLeaderReply);
-      };
-      if (leader === undefined) return refuse();
-      const upstream = dial(leader, options.linkTls);
-      let connected = false;
-      upstream.once(options.linkTls ? "secureConnect" : "connect", () => {
-        connected = true;
-        upstream.setNoDelay(true);
-        client.pipe(upstream);
-        upstream.pipe(client);
-      });
-      upstream.on("error", (error) => {
-        options.log.debug(`${options.name} connection to the leader failed`, { error: error.message });
-        if (connected) client.destroy();
-        else refuse();
-      });
-      upstream.once("close", () => client.destroy());
-      client.once("close", () => upstream.destroy());
-    },
+  };
+  const listener = await listenLines(port, (client) => {
+    client.on("error", () => {});
+    const refuse = () => {
+      if (!client.destroyed) client.end(options.noLeaderReply);
+    };
+    if (leader === undefined) return refuse();
+    const upstream = dial(leader, options.linkTls);
+    let connected = false;
+    upstream.once(options.linkTls ? "secureConnect" : "connect", () => {
+      connected = true;
+      upstream.setNoDelay(true);
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+    upstream.on("error", (error) => {
+      options.log.debug(`${options.name} connection to the leader failed`, { error: error.message });
+      if (connected) client.destroy();
+      else refuse();
+    });
+    upstream.once("close", () => client.destroy());
+    client.once("close", () => upstream.destroy());
   });
   return {
     port: listener.port,

@@ -46,10 +46,6 @@ export async function openNodeDoors(options: {
   partitions: () => number[];
   /** What the /metrics of each partition served here shows now. */
   partitionMetrics: NodeView["partitionMetrics"];
-  /** With --faktory-port: where each partition's server takes Faktory's protocol (host:port). */
-  faktoryAddressOf?: (partition: number) => string | undefined;
-  /** With --workq-port: where each partition's server takes Workq's protocol (host:port). */
-  workqAddressOf?: (partition: number) => string | undefined;
   log: Logger;
 }): Promise<NodeDoors> {
   const { config, nodeId, access, tls, linkTls, directory, log } = options;
@@ -93,7 +89,6 @@ export async function openNodeDoors(options: {
     );
     capHttpConnections(http, { port: "http", ...caps, observe: (port, event) => connections.observe(port, event) });
     const httpPort = await listenHttp(http, config.host, config.httpPort);
-    const { faktoryAddressOf, workqAddressOf } = options;
     const lineRoutes = (addressOf: (partition: number) => string | undefined) => ({
       placement: directory.placement,
       addressOf,
@@ -109,23 +104,23 @@ export async function openNodeDoors(options: {
       log,
     };
     try {
-      if (config.faktoryPort !== undefined && faktoryAddressOf) {
+      if (config.faktoryPort !== undefined) {
         faktory = await startFaktoryRouter({
           ...linePort,
           port: config.faktoryPort,
           observe: (event) => connections.observe("faktory", event),
           passwords: faktoryPasswordsOf(config, access),
           anonymous: ANONYMOUS,
-          routes: lineRoutes(faktoryAddressOf),
+          routes: lineRoutes((partition) => directory.faktoryAddressOf(partition)),
         });
       }
-      if (config.workqPort !== undefined && workqAddressOf) {
+      if (config.workqPort !== undefined) {
         workq = await startWorkqRouter({
           ...linePort,
           port: config.workqPort,
           observe: (event) => connections.observe("workq", event),
           caller: workqCallerOf(config, access),
-          routes: lineRoutes(workqAddressOf),
+          routes: lineRoutes((partition) => directory.workqAddressOf(partition)),
         });
       }
     } catch (error) {

@@ -1,4 +1,6 @@
 import type { Logger } from "../log.js";
+import type { Placement } from "./call-routes.js";
+import type { LinkTls } from "./leader-link.js";
 
 /**
  * How long opening a connection waits for its partition to be served again (a restart or
@@ -15,6 +17,9 @@ interface LineConnection {
 
 /** Where a node's line-protocol port finds each partition's port for that protocol. */
 export interface LinePortRoutes {
+  readonly placement: Placement;
+  /** The partition a command that any may answer goes to. */
+  anyPartition(): number;
   /** The port (host:port) of the server of `partition`; undefined while none serves it. */
   addressOf(partition: number): string | undefined;
   /** Re-reads who serves the partitions (one was not where it was); settles when read. */
@@ -82,6 +87,13 @@ export class PartitionConnections<C extends LineConnection> {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
+}
+
+/** What a node's line-protocol port (Faktory's, Workq's) routes by, beside its protocol's port options. */
+export interface LineRouterOptions {
+  routes: LinePortRoutes;
+  /** TLS of the connections to the partitions' ports; unset = plaintext. */
+  linkTls?: LinkTls;
 }
 
 /** What a node's line-protocol port is to its process. */

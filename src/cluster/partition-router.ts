@@ -33,6 +33,10 @@ export interface PartitionDirectory {
   addressOf(partition: number): string | undefined;
   /** Where partition `partition`'s server takes HTTP (host:port), for the job JSON routes; undefined while unknown. */
   httpAddressOf(partition: number): string | undefined;
+  /** Where partition `partition`'s server takes Faktory's protocol (host:port); undefined while unknown or without --faktory-port. */
+  faktoryAddressOf(partition: number): string | undefined;
+  /** Where partition `partition`'s server takes Workq's protocol (host:port); undefined while unknown or without --workq-port. */
+  workqAddressOf(partition: number): string | undefined;
   /** Who serves each partition now (those with an address), by index: the map server info publishes. */
   owners(): { index: number; nodeId: string; grpcAddress: string; epoch: bigint }[];
   /** The partition a call that any partition may take goes to: one this node serves, if any. */

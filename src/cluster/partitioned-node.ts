@@ -96,6 +96,8 @@ export async function startPartitionedNode(
     },
     addressOf: (partition) => host.ownerOf(partition)?.grpcAddress,
     httpAddressOf: (partition) => host.ownerOf(partition)?.httpAddress,
+    faktoryAddressOf: (partition) => host.ownerOf(partition)?.faktoryAddress,
+    workqAddressOf: (partition) => host.ownerOf(partition)?.workqAddress,
     owners: () =>
       Array.from({ length: count }, (_, index) => ({ index, owner: host.ownerOf(index) })).flatMap(({ index, owner }) =>
         owner?.grpcAddress === undefined ? [] : [{ index, nodeId: owner.node, grpcAddress: owner.grpcAddress, epoch: BigInt(owner.epoch) }],
@@ -127,8 +129,6 @@ export async function startPartitionedNode(
       directory,
       partitions: () => host.partitions(),
       partitionMetrics: async () => [...(await partitionMetrics()), ...(await moreMetrics())],
-      faktoryAddressOf: (partition) => host.ownerOf(partition)?.faktoryAddress,
-      workqAddressOf: (partition) => host.ownerOf(partition)?.workqAddress,
       log,
     });
   } catch (error) {

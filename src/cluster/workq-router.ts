@@ -4,22 +4,17 @@ import type { WorkqCommand } from "../workq/framing.js";
 import { listenWorkqPort, type WorkqPortOptions } from "../workq/listener.js";
 import { LIMITS } from "../model/limits.js";
 import type { LineListener } from "../transport/line-listener.js";
-import { jobPartition, partitionsOfQueue, type Placement } from "./call-routes.js";
-import type { LinkTls } from "./leader-link.js";
-import { PartitionConnections, ReadyWaits, type LinePortRouter, type LinePortRoutes } from "./partition-connections.js";
+import { jobPartition, partitionsOfQueue } from "./call-routes.js";
+import {
+  PartitionConnections,
+  ReadyWaits,
+  type LinePortRouter,
+  type LinePortRoutes,
+  type LineRouterOptions,
+} from "./partition-connections.js";
 import { WorkqUpstream } from "./workq-upstream.js";
 
-interface WorkqRoutes extends LinePortRoutes {
-  readonly placement: Placement;
-  /** The partition a command that any may answer goes to. */
-  anyPartition(): number;
-}
-
-export interface WorkqRouterOptions extends WorkqPortOptions {
-  routes: WorkqRoutes;
-  /** TLS of the connections to the partitions' ports; unset = plaintext. */
-  linkTls?: LinkTls;
-}
+export interface WorkqRouterOptions extends WorkqPortOptions, LineRouterOptions {}
 
 /** Workq's longest wait-timeout (a day), as a server's own port takes. */
 const MAX_WAIT_MS = 86_400_000;
@@ -93,7 +88,7 @@ class RoutedConnection {
     }, MAX_READY_WAIT_MS);
   }
 
-  private get routes(): WorkqRoutes {
+  private get routes(): LinePortRoutes {
     return this.state.options.routes;
   }
 

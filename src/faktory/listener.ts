@@ -11,28 +11,19 @@ import type { Socket } from "node:net";
 import type { Engine } from "../engine/engine.js";
 import type { Logger } from "../log.js";
 import type { Caller } from "../transport/auth/access-control.js";
-import type { ConnectionEvent } from "../transport/connection-caps.js";
-import type { PortTls } from "../transport/grpc-server.js";
-import { listenLines, type LineListener } from "../transport/line-listener.js";
+import { listenLines, type LineListener, type LinePortOptions } from "../transport/line-listener.js";
 import { messageOf, runCommand } from "./commands.js";
 import { errorReply, OK, type FaktoryConnection, type FaktoryDoor, type Reservation } from "./door.js";
 import { acceptHello, greeting, type FaktoryPassword } from "./handshake.js";
 import { FaktoryWorkers, type Hello } from "./workers.js";
 
 /** What every Faktory port takes: where it listens, who may connect, its bounds. */
-export interface FaktoryPortOptions {
-  host: string;
-  port: number;
-  tls?: PortTls;
+export interface FaktoryPortOptions extends LinePortOptions {
   /** The passwords clients prove in HELLO, each acting as its caller; none = no password asked. */
   passwords: FaktoryPassword[];
   /** Who a connection acts as when no password is asked (everyone, without token auth). */
   anonymous: Caller;
-  maxConnections: number;
-  /** How long a connection may take to finish the handshake or a command line it has begun. */
-  partialTimeoutMs: number;
   log: Logger;
-  observe: (event: ConnectionEvent) => void;
 }
 
 export interface FaktoryListenerOptions extends FaktoryPortOptions {
@@ -116,15 +107,7 @@ export function listenFaktoryPort(
   options: FaktoryPortOptions,
   open: (greeted: GreetedConnection) => FaktoryCommands,
 ): Promise<LineListener> {
-  return listenLines({
-    host: options.host,
-    port: options.port,
-    ...(options.tls && { tls: options.tls }),
-    maxConnections: options.maxConnections,
-    partialTimeoutMs: options.partialTimeoutMs,
-    observe: options.observe,
-    serve: (socket, id) => serveConnection(socket, options, open, id),
-  });
+  return listenLines(options, (socket, id) => serveConnection(socket, options, open, id));
 }
 
 function serveConnection(

@@ -9,18 +9,17 @@ import { createServer as createTlsServer } from "node:tls";
 import type { ConnectionEvent } from "./connection-caps.js";
 import type { PortTls } from "./grpc-server.js";
 
-export interface LineListenerOptions {
+/** A line-protocol port's own options (Faktory's, Workq's). */
+export interface LinePortOptions {
   host: string;
   port: number;
   tls?: PortTls;
   /** Open connections kept; one more is closed as soon as it is accepted. */
   maxConnections: number;
-  /** How long a TLS handshake may take. */
+  /** How long a TLS handshake, and then a command a connection has begun sending, may take. */
   partialTimeoutMs: number;
-  /** Counts connections in /metrics: opened, closed, refused over the cap. */
+  /** Counts connections in /metrics: opened, closed, refused over the cap, cut for an unfinished command. */
   observe: (event: ConnectionEvent) => void;
-  /** Serves one connection (numbered from 1). */
-  serve: (socket: Socket, id: number) => void;
 }
 
 export interface LineListener {
@@ -31,24 +30,25 @@ export interface LineListener {
   close(): Promise<void>;
 }
 
-export async function listenLines(options: LineListenerOptions): Promise<LineListener> {
+/** Listens on `options`' port; `serve` serves each connection accepted (numbered from 1). */
+export async function listenLines(options: LinePortOptions, serve: (socket: Socket, id: number) => void): Promise<LineListener> {
   const sockets = new Set<Socket>();
   // Every accepted TCP connection, TLS handshakes still under way included: close() ends them all.
   const accepted = new Set<Socket>();
   let connectionSeq = 0;
-  const serve = (socket: Socket) => {
+  const accept = (socket: Socket) => {
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
-    options.serve(socket, ++connectionSeq);
+    serve(socket, ++connectionSeq);
   };
   const tls = options.tls;
   const server: Server = tls
     ? createTlsServer(
         { allowHalfOpen: true, cert: tls.cert, key: tls.key, ...(tls.ca && { ca: tls.ca, requestCert: true, rejectUnauthorized: true }) },
-        serve,
+        accept,
       )
     : // Half-open: a client may send its commands and end its side (`printf … | nc`), then read the replies.
-      createNetServer({ allowHalfOpen: true }, serve);
+      createNetServer({ allowHalfOpen: true }, accept);
   server.maxConnections = options.maxConnections;
   server.on("drop", () => options.observe("over_max_connections"));
   server.on("connection", (socket: Socket) => {

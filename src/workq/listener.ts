@@ -9,26 +9,15 @@ import type { Socket } from "node:net";
 import type { Engine } from "../engine/engine.js";
 import type { Logger } from "../log.js";
 import type { Caller } from "../transport/auth/access-control.js";
-import type { PortTls } from "../transport/grpc-server.js";
-import type { ConnectionEvent } from "../transport/connection-caps.js";
-import { listenLines, type LineListener } from "../transport/line-listener.js";
+import { listenLines, type LineListener, type LinePortOptions } from "../transport/line-listener.js";
 import { runCommand, type WorkqConnection, type WorkqDoor } from "./commands.js";
 import { WorkqParser, type Frame, type WorkqCommand } from "./framing.js";
 
 /** What every Workq port takes: where it listens, who acts, its bounds. */
-export interface WorkqPortOptions {
-  host: string;
-  port: number;
-  tls?: PortTls;
+export interface WorkqPortOptions extends LinePortOptions {
   /** Who every connection acts as: the --workq-token-file token's holder, or everyone without tokens. */
   caller: Caller;
-  /** Open connections kept; one more is closed as soon as it is accepted. */
-  maxConnections: number;
-  /** How long a connection may take to finish a command it has begun sending (line and data block). */
-  partialTimeoutMs: number;
   log: Logger;
-  /** Counts connections in /metrics (port="workq"): opened, closed, refused over the cap, cut for an unfinished command. */
-  observe: (event: ConnectionEvent) => void;
 }
 
 export interface WorkqListenerOptions extends WorkqPortOptions {
@@ -78,15 +67,7 @@ export async function listenWorkq(options: WorkqListenerOptions): Promise<WorkqL
  * router to the engines' doors).
  */
 export function listenWorkqPort(options: WorkqPortOptions, open: (conn: WorkqConnection) => WorkqCommands): Promise<LineListener> {
-  return listenLines({
-    host: options.host,
-    port: options.port,
-    ...(options.tls && { tls: options.tls }),
-    maxConnections: options.maxConnections,
-    partialTimeoutMs: options.partialTimeoutMs,
-    observe: options.observe,
-    serve: (socket, id) => serveConnection(socket, options, open, id),
-  });
+  return listenLines(options, (socket, id) => serveConnection(socket, options, open, id));
 }
 
 function serveConnection(socket: Socket, options: WorkqPortOptions, open: (conn: WorkqConnection) => WorkqCommands, id: number): void {
