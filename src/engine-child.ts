@@ -3,7 +3,7 @@ import { createLogger } from "./log.js";
 import { startServer } from "./main.js";
 import { tuneHeap } from "./heap-tuning.js";
 import { startPartitionedNode } from "./cluster/partitioned-node.js";
-import type { PartitionMetrics } from "./cluster/metrics-merge.js";
+import type { MetricsRead } from "./cluster/metrics-merge.js";
 import type { JobMeta } from "./model/job.js";
 import { askOverIpc } from "./ipc-ask.js";
 import type { SharedSubmitBuckets } from "./transport/auth/shared-submit-rate.js";
@@ -68,10 +68,10 @@ const server = await started.catch((error: unknown) => {
   process.exit(1);
 });
 /** The figures of each partition this process serves. */
-const partitionMetrics = async (): Promise<PartitionMetrics[]> =>
+const partitionMetrics = async (): Promise<MetricsRead> =>
   "partitionMetrics" in server
     ? server.partitionMetrics()
-    : [{ partition: config.engineSlot?.index ?? 0, text: await server.metricsText() }];
+    : { parts: [{ partition: config.engineSlot?.index ?? 0, text: await server.metricsText() }], unread: [] };
 let stopping = false;
 const stop = async (): Promise<void> => {
   if (stopping) return;
@@ -93,7 +93,10 @@ process.on("SIGHUP", () => {
 // The parent's /metrics asks for this engine's figures over the channel (no port, token or TLS between them).
 process.on("message", (message: { metrics?: number }) => {
   if (message.metrics === undefined) return;
-  void partitionMetrics().then((parts) => process.send?.({ metricsOf: message.metrics, parts }));
+  partitionMetrics().then(
+    (read) => process.send?.({ metricsOf: message.metrics, ...read }),
+    (error: Error) => process.send?.({ metricsOf: message.metrics, error: error.message }),
+  );
 });
 // Another engine asks, over the parent, for the stored metas of jobs here that its jobs wait for.
 process.on("message", (message: { readMetas?: number; jids?: string[] }) => {

@@ -2,7 +2,7 @@ import { fork, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import type { ServerConfig } from "./config.js";
 import type { Logger } from "./log.js";
-import type { PartitionMetrics } from "./cluster/metrics-merge.js";
+import { readMetrics, type MetricsRead } from "./cluster/metrics-merge.js";
 import { askOverIpc } from "./ipc-ask.js";
 import { SubmitRateLimiter, type SubmitRate } from "./transport/auth/submit-rate.js";
 
@@ -121,24 +121,27 @@ export class EngineProcesses {
    * What the /metrics of each partition the engines serve shows now, asked over their IPC
    * channels (no port, token or TLS between them).
    */
-  async metrics(): Promise<PartitionMetrics[]> {
-    const answers = await Promise.all(
+  metrics(): Promise<MetricsRead> {
+    return readMetrics(
       this.engines.flatMap((engine) => {
         const child = engine.child;
         if (!child || engine.grpcAddress === undefined) return [];
-        const id = ++this.asked;
-        return [
-          askOverIpc(
+        const read = async () => {
+          const id = ++this.asked;
+          const answer = await askOverIpc(
             child,
             { metrics: id },
-            (message: { metricsOf?: number; parts?: PartitionMetrics[] }) => (message.metricsOf === id ? (message.parts ?? []) : undefined),
+            (message: { metricsOf?: number } & Partial<MetricsRead> & { error?: string }) =>
+              message.metricsOf === id ? message : undefined,
             METRICS_MS,
-            `engine ${engine.index} did not answer within ${METRICS_MS} ms`,
-          ),
-        ];
+            `did not answer within ${METRICS_MS} ms`,
+          );
+          if (answer.error !== undefined) throw new Error(answer.error);
+          return { parts: answer.parts ?? [], unread: answer.unread ?? [] };
+        };
+        return [{ name: `engine ${engine.index}`, read }];
       }),
     );
-    return answers.flat();
   }
 
   /** Starts `engine`; resolves once it listens, rejects if it exits first. */

@@ -12,6 +12,38 @@ export interface PartitionMetrics {
   text: string;
 }
 
+/** A node's read of its partitions' figures: those that answered, and the sources (an engine, a partition's server) that did not. */
+export interface MetricsRead {
+  parts: PartitionMetrics[];
+  /** Each source that did not answer, named, with why ("engine 1: did not answer within 2000 ms"). */
+  unread: string[];
+}
+
+/** Where a node reads some of its partitions' figures from. */
+export interface MetricsSource {
+  /** Named in `unread` and the log when it does not answer ("engine 1", "partition 3"). */
+  name: string;
+  read(): Promise<MetricsRead>;
+}
+
+/**
+ * Reads every source at once; one that fails or is late is named in `unread` and the
+ * others' figures kept, so one stuck engine costs a scrape its figures, not the whole scrape.
+ */
+export async function readMetrics(sources: readonly MetricsSource[]): Promise<MetricsRead> {
+  const answers = await Promise.allSettled(sources.map((source) => source.read()));
+  const read: MetricsRead = { parts: [], unread: [] };
+  answers.forEach((answer, i) => {
+    if (answer.status === "rejected")
+      read.unread.push(`${sources[i]!.name}: ${(answer.reason as Error)?.message ?? String(answer.reason)}`);
+    else {
+      read.parts.push(...answer.value.parts);
+      read.unread.push(...answer.value.unread);
+    }
+  });
+  return read;
+}
+
 /** One metric family of an exposition: its HELP and TYPE lines, then its samples. */
 interface Family {
   help?: string;

@@ -12,7 +12,7 @@ import { authorizeHttpRoute } from "../http/route-access.js";
 import type { AccessControl } from "../transport/auth/access-control.js";
 import { connectAccessInterceptor } from "../transport/auth/http-access.js";
 import { scopedMetricsText } from "../transport/auth/scoped-metrics.js";
-import { mergePartitionMetrics } from "./metrics-merge.js";
+import { mergePartitionMetrics, type MetricsRead } from "./metrics-merge.js";
 import { routeConnect } from "./node-connect.js";
 import { routeJobJson, type JobJsonRouting } from "./node-job-json.js";
 import type { RoutedCall } from "./partition-router.js";
@@ -25,7 +25,7 @@ export interface NodeView {
   /** Calls the node's ports routed to a partition's server. */
   routedCalls(): number;
   /** Each partition served here: what its own /metrics shows now (Prometheus text). */
-  partitionMetrics(): Promise<{ partition: number; text: string }[]>;
+  partitionMetrics(): Promise<MetricsRead>;
   /** The router's calls, by path. */
   calls: ReadonlyMap<string, RoutedCall>;
   /** The node's own ports' connection counts (Prometheus text). */
@@ -81,17 +81,23 @@ export function nodeHttp(
           "# HELP worq_node_routed_calls_total Calls this node's ports took and routed to a partition's server (a library routing by partition sends none).\n" +
           `# TYPE worq_node_routed_calls_total counter\nworq_node_routed_calls_total ${node.routedCalls()}\n` +
           node.connectionsText();
-        void node.partitionMetrics().then(
-          // A token limited to some queues sees their figures only, as on a single server.
-          (parts) =>
+        void node
+          .partitionMetrics()
+          .then(({ parts, unread }) => {
+            if (unread.length > 0) log.warn("some partitions' figures are missing from this scrape", { unread });
+            const missing =
+              "# HELP worq_node_metrics_unread Sources of this node's partition figures (an engine, a partition's server) that did not answer this scrape: their figures are missing from it.\n" +
+              `# TYPE worq_node_metrics_unread gauge\nworq_node_metrics_unread ${unread.length}\n`;
+            // A token limited to some queues sees their figures only, as on a single server.
             response
               .writeHead(200, { "content-type": "text/plain; version=0.0.4" })
-              .end(own + scopedMetricsText(mergePartitionMetrics(parts), caller.scope)),
-          (error: Error) => {
-            log.warn("reading the partitions' metrics failed", { error: error.message });
-            replyJsonError(response, 503, "unavailable", `the partitions' metrics could not be read: ${error.message}`);
-          },
-        );
+              .end(own + missing + scopedMetricsText(mergePartitionMetrics(parts), caller.scope));
+          })
+          .catch((error: Error) => {
+            // A bug in the joining, not a partition's silence (that is `unread`): said, never the end of the process.
+            log.error("joining the partitions' metrics failed", { error: error.stack ?? error.message });
+            if (!response.headersSent) replyJsonError(response, 500, "internal", "the partitions' metrics could not be joined");
+          });
         return;
       }
       const jobRoute = routeJobJson(jobRouting, request, response, door);

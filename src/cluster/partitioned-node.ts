@@ -10,7 +10,7 @@ import type { PartitionDirectory } from "./partition-router.js";
 import { hostForAddress } from "./cluster-node.js";
 import { checkSchedulesPlacement, SpreadTurns } from "../model/partition.js";
 import { readScheduleFile } from "../transport/schedule-wire.js";
-import type { PartitionMetrics } from "./metrics-merge.js";
+import { readMetrics, type MetricsRead } from "./metrics-merge.js";
 import { linePortsOfPartition, openNodeDoors, type NodeDoors } from "./node-doors.js";
 
 export interface PartitionedNode extends RunningServer {
@@ -18,7 +18,7 @@ export interface PartitionedNode extends RunningServer {
   /** The partitions this node serves now. */
   partitions(): number[];
   /** What the /metrics of each partition served here shows now. */
-  partitionMetrics(): Promise<PartitionMetrics[]>;
+  partitionMetrics(): Promise<MetricsRead>;
 }
 
 /** How long a node's claim on its partitions holds without a renewal (a dead node's are taken after it). */
@@ -37,7 +37,7 @@ export async function startPartitionedNode(
   config: ServerConfig & { cluster: ClusterConfig & { partitions: number }; store: string },
   log: Logger,
   /** Partitions served by other processes of this node (--engines), shown on its /metrics too. */
-  moreMetrics: () => Promise<PartitionMetrics[]> = async () => [],
+  moreMetrics: () => Promise<MetricsRead> = async () => ({ parts: [], unread: [] }),
 ): Promise<PartitionedNode> {
   const { nodeId, advertiseHost, partitions: count } = config.cluster;
   // Each partition's server applies the file's schedules that live in it; give every node the same file.
@@ -112,10 +112,11 @@ export async function startPartitionedNode(
   await host.start();
   /** The partitions served here, each from its own server in this process. */
   const partitionMetrics = () =>
-    Promise.all(
+    readMetrics(
       host.partitions().flatMap((partition) => {
         const served = host.servedOf(partition);
-        return served ? [served.metricsText().then((text) => ({ partition, text }))] : [];
+        const read = async () => ({ parts: [{ partition, text: await served!.metricsText() }], unread: [] });
+        return served ? [{ name: `partition ${partition}`, read }] : [];
       }),
     );
   let doors: NodeDoors;
@@ -128,7 +129,11 @@ export async function startPartitionedNode(
       linkTls,
       directory,
       partitions: () => host.partitions(),
-      partitionMetrics: async () => [...(await partitionMetrics()), ...(await moreMetrics())],
+      partitionMetrics: () =>
+        readMetrics([
+          { name: "this process", read: partitionMetrics },
+          { name: "the engines", read: moreMetrics },
+        ]),
       log,
     });
   } catch (error) {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { Counter, Histogram, Registry } from "prom-client";
-import { mergePartitionMetrics } from "../../src/cluster/metrics-merge.js";
+import { mergePartitionMetrics, readMetrics } from "../../src/cluster/metrics-merge.js";
 
 /** A registry like a partition server's: a labelled counter, an unlabelled gauge-like counter, a histogram. */
 async function exposition(submitted: number, seconds: number[]): Promise<string> {
@@ -32,5 +32,20 @@ describe("a node's /metrics: its partitions' expositions as one", () => {
     expect(samples.every((i) => i > typeAt)).toBe(true);
     expect(lines.slice(typeAt + 1, typeAt + 1 + samples.length).every((line) => line.startsWith("write_seconds"))).toBe(true);
     expect(mergePartitionMetrics([])).toBe("");
+  });
+
+  it("readMetrics keeps what answered and names, with why, each source that failed or said some of its own were unread", async () => {
+    const read = await readMetrics([
+      { name: "engine 0", read: async () => ({ parts: [{ partition: 0, text: "a 1\n" }], unread: [] }) },
+      { name: "engine 1", read: () => Promise.reject(new Error("did not answer within 2000 ms")) },
+      { name: "engine 2", read: async () => ({ parts: [{ partition: 2, text: "a 2\n" }], unread: ["partition 3: closed"] }) },
+    ]);
+    expect(read).toEqual({
+      parts: [
+        { partition: 0, text: "a 1\n" },
+        { partition: 2, text: "a 2\n" },
+      ],
+      unread: ["engine 1: did not answer within 2000 ms", "partition 3: closed"],
+    });
   });
 });

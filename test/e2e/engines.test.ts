@@ -127,6 +127,41 @@ describe("worq serve --engines: engine processes on one machine", () => {
     for (const jid of waiting) expect((await again.admin.getJob({ jid })).job!.state).toBe(JobState.DELAYED);
   }, 90_000);
 
+  it("the parent's /metrics shows each engine's figures by partition; an engine that does not answer costs the scrape its figures, not the scrape", async () => {
+    const server = await spawnServer(dataDir(), ["--engines", String(ENGINES), "--log-level", "error"]);
+    servers.push(server);
+    const clients = connect(server.port);
+    const [q0, q1] = [queueOf(0, "mq"), queueOf(1, "mq")];
+    for (const queue of [q0, q1]) await clients.producer.submit({ job: { type: "t", queue } });
+    const scrape = async () => {
+      const response = await fetch(`http://127.0.0.1:${server.httpPort}/metrics`);
+      return { status: response.status, text: await response.text() };
+    };
+    const depthOf = (text: string, queue: string) =>
+      new RegExp(`^worq_queue_depth\\{(?=[^}]*queue="${queue}")(?=[^}]*state="ready")[^}]*\\} (\\d+)`, "m").exec(text)?.[1];
+    const whole = await scrape();
+    expect(whole.status).toBe(200);
+    expect(whole.text).toMatch(/^worq_node_metrics_unread 0$/m);
+    expect([depthOf(whole.text, q0), depthOf(whole.text, q1)]).toEqual(["1", "1"]);
+
+    const [, second] = childPids(server);
+    process.kill(second!, "SIGSTOP");
+    try {
+      const started = Date.now();
+      const partial = await scrape();
+      expect(partial.status).toBe(200);
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(partial.text).toMatch(/^worq_node_metrics_unread 1$/m);
+      expect([depthOf(partial.text, q0), depthOf(partial.text, q1)]).toEqual(["1", undefined]);
+    } finally {
+      process.kill(second!, "SIGCONT");
+    }
+    const again = await scrape();
+    expect(again.text).toMatch(/^worq_node_metrics_unread 0$/m);
+    expect(depthOf(again.text, q1)).toBe("1");
+    expect(childPids(server)).toHaveLength(ENGINES);
+  }, 60_000);
+
   it(`random messages of every request type through the parent's gRPC port (5 per RPC, seed ${SEED}): OK or a clear error, never INTERNAL, and every process lives`, async () => {
     const server = await spawnServer(dataDir(), ["--engines", String(ENGINES), "--log-level", "error"]);
     servers.push(server);
