@@ -56,8 +56,12 @@ const STALE_LINK_CLOSE_MS = 30_000;
 /** How long the node waits for a partition's server to change a merged Lease's share of the credits. */
 const SET_CREDITS_TIMEOUT_MS = 5_000;
 
-/** How long a call waits for a partition to be served again (a handoff or takeover under way) before UNAVAILABLE. */
-const OWNER_WAIT_MS = 3_000;
+/**
+ * How long a call waits, within its deadline, for a partition to be served again (a handoff
+ * or takeover under way) before UNAVAILABLE: as long as a dead node's partitions take to be
+ * served again, so that a raw stub, which does not retry, rides out a takeover.
+ */
+const OWNER_WAIT_MS = 10_000;
 
 export interface PartitionRouterOptions {
   nodeId: string;
