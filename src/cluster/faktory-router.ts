@@ -75,11 +75,15 @@ class RoutedConnection implements FaktoryCommands {
     const refuse = (message: string) => new FaktoryError(message);
     this.upstreams = new PartitionConnections(routes, connect, refuse, log);
     this.watchers = new PartitionConnections(routes, connect, refuse, log);
-    this.waits = new ReadyWaits(async (partition, queues, ms) => {
-      const reply = await (await this.watchers.get(partition)).command(`WAIT ${ms} ${queues.join(" ")}`);
-      if (reply.kind === "error") throw new Error(reply.text);
-      return reply.kind === "ok";
-    }, FETCH_WAIT_MS);
+    this.waits = new ReadyWaits(
+      async (partition, queues, ms) => {
+        const reply = await (await this.watchers.get(partition)).command(`WAIT ${ms} ${queues.join(" ")}`);
+        if (reply.kind === "error") throw new Error(reply.text);
+        return reply.kind === "ok";
+      },
+      FETCH_WAIT_MS,
+      (partition) => this.watchers.close(partition),
+    );
   }
 
   private get routes(): LinePortRoutes {

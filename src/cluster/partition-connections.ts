@@ -58,6 +58,17 @@ export class PartitionConnections<C extends LineConnection> {
     return opening;
   }
 
+  /** Closes the connection to `partition`'s port, if one is open or opening (what is under way on it fails); the next get opens another. */
+  close(partition: number): void {
+    const known = this.open.get(partition);
+    if (!known) return;
+    this.open.delete(partition);
+    known.then(
+      (open) => open.close(),
+      () => {},
+    );
+  }
+
   closeAll(): void {
     for (const connection of this.open.values()) {
       connection.then(
@@ -105,44 +116,70 @@ export interface LinePortRouter {
 /**
  * One client connection's waits on several partitions at once (a FETCH or lease with nothing
  * to take): `ask` asks a partition's port to say, within `ms`, whether a job of `queues` is
- * ready, taking none. A wait cannot be called off, so one still under way on a partition is
- * waited on again by the next FETCH rather than asked twice; its answer only wakes.
+ * ready, taking none. A wait cannot be taken back, so one still under way on a partition for
+ * the same queues is waited on again by the next FETCH rather than asked twice (its answer
+ * only wakes); one for other queues watches the wrong jobs, and `callOff` ends it (closing its
+ * connection) before the new one is asked.
  */
 export class ReadyWaits {
-  private readonly running = new Map<number, Promise<boolean>>();
+  private readonly running = new Map<number, { queues: string; wait: Promise<boolean> }>();
 
   constructor(
     private readonly ask: (partition: number, queues: readonly string[], ms: number) => Promise<boolean>,
     /** The longest wait one ask may carry (a longer one is asked again). */
     private readonly maxMs: number,
+    /** Ends the wait under way on `partition` (its answer, if any, is no longer read). */
+    private readonly callOff: (partition: number) => void,
   ) {}
 
   /** Resolves true once a partition of `groups` says a job of its queues is ready, false at the deadline. */
   anyReady(groups: ReadonlyMap<number, readonly string[]>, deadline: number): Promise<boolean> {
     if (groups.size === 0 || !(deadline > Date.now())) return Promise.resolve(false);
     return new Promise((resolve) => {
+      let settled = false;
+      const settle = (ready: boolean) => {
+        if (settled) return;
+        settled = true;
+        resolve(ready);
+      };
       let open = groups.size;
       const none = () => {
-        if (--open === 0) resolve(false);
+        if (--open === 0) settle(false);
       };
       for (const [partition, queues] of groups) {
-        this.waitOn(partition, queues, deadline).then((ready) => (ready ? resolve(true) : none()), none);
+        this.waitOn(partition, queues, deadline, () => settled).then((ready) => (ready ? settle(true) : none()), none);
       }
     });
   }
 
-  private async waitOn(partition: number, queues: readonly string[], deadline: number): Promise<boolean> {
+  /** Waits on `partition` until a job of `queues` is ready (true), the deadline passes or `over` says the caller has its answer (false). */
+  private async waitOn(partition: number, queues: readonly string[], deadline: number, over: () => boolean): Promise<boolean> {
+    const key = queues.join(" ");
     for (;;) {
-      const wait = this.running.get(partition) ?? this.start(partition, queues, deadline);
+      const current = this.running.get(partition);
+      let wait: Promise<boolean>;
+      if (current?.queues === key) wait = current.wait;
+      else {
+        if (current) {
+          this.running.delete(partition);
+          this.callOff(partition);
+        }
+        wait = this.start(partition, queues, key, deadline);
+      }
       if (await wait) return true;
-      if (Date.now() >= deadline) return false;
+      if (over() || Date.now() >= deadline) return false;
     }
   }
 
-  private start(partition: number, queues: readonly string[], deadline: number): Promise<boolean> {
+  private start(partition: number, queues: readonly string[], key: string, deadline: number): Promise<boolean> {
     const wait = this.ask(partition, queues, Math.max(1, Math.min(this.maxMs, deadline - Date.now())));
-    this.running.set(partition, wait);
-    void wait.finally(() => this.running.delete(partition)).catch(() => {});
+    const entry = { queues: key, wait };
+    this.running.set(partition, entry);
+    void wait
+      .finally(() => {
+        if (this.running.get(partition) === entry) this.running.delete(partition);
+      })
+      .catch(() => {});
     return wait;
   }
 }

@@ -80,12 +80,16 @@ class RoutedConnection {
     const refuse = (message: string) => new ClientError(message);
     this.upstreams = new PartitionConnections(routes, connect, refuse, log);
     this.watchers = new PartitionConnections(routes, connect, refuse, log);
-    this.waits = new ReadyWaits(async (partition, queues, ms) => {
-      const watcher = await this.watchers.get(partition);
-      const reply = (await watcher.send(lineCommand(`wait ${queues.join(" ")} ${ms}`).encoded)).toString("latin1");
-      if (reply.startsWith("-CLIENT-ERROR") || reply.startsWith("-SERVER-ERROR")) throw new Error(reply.trim());
-      return reply === "+OK\r\n";
-    }, MAX_READY_WAIT_MS);
+    this.waits = new ReadyWaits(
+      async (partition, queues, ms) => {
+        const watcher = await this.watchers.get(partition);
+        const reply = (await watcher.send(lineCommand(`wait ${queues.join(" ")} ${ms}`).encoded)).toString("latin1");
+        if (reply.startsWith("-CLIENT-ERROR") || reply.startsWith("-SERVER-ERROR")) throw new Error(reply.trim());
+        return reply === "+OK\r\n";
+      },
+      MAX_READY_WAIT_MS,
+      (partition) => this.watchers.close(partition),
+    );
   }
 
   private get routes(): LinePortRoutes {

@@ -139,6 +139,30 @@ describe("worq serve --engines: Workq's protocol over the engines", () => {
     conn.close();
   });
 
+  it("a lease over other queues of an engine than the lease before it wakes for them at once (the wait still under way there was for the old ones)", async () => {
+    const worker = await WorkqSocket.open(server.workqPort!);
+    const producer = await WorkqSocket.open(server.workqPort!);
+    const other0 = queueOf(0, "wq-other");
+    // The first lease waits on both engines; a job in engine 1 answers it, leaving engine 0's wait (on q0) under way.
+    worker.write(`lease ${q0} ${q1} 20000\r\n`);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const first = randomUUID();
+    expect(await producer.send(`add ${first} ${q1} 5000 60000 1\r\nf\r\n`, "+OK\r\n")).toBe("+OK\r\n");
+    expect((await reply(worker, 3_000)).split("\r\n")[1]!.split(" ")[0]).toBe(first);
+    expect(await worker.send(`complete ${first} 0\r\n\r\n`, "+OK\r\n")).toBe("+OK\r\n");
+    // The next lease names another queue of engine 0: a job there reaches it at once.
+    worker.write(`lease ${other0} ${q1} 20000\r\n`);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const second = randomUUID();
+    const before = Date.now();
+    expect(await producer.send(`add ${second} ${other0} 5000 60000 1\r\ns\r\n`, "+OK\r\n")).toBe("+OK\r\n");
+    expect((await reply(worker, 20_000)).split("\r\n")[1]!.split(" ")[0]).toBe(second);
+    expect(Date.now() - before).toBeLessThan(1_500);
+    expect(await worker.send(`complete ${second} 0\r\n\r\n`, "+OK\r\n")).toBe("+OK\r\n");
+    worker.close();
+    producer.close();
+  }, 30_000);
+
   it("run waits for a worker leasing through the port; inspect joins both engines, a spread queue's figures and jobs too", async () => {
     const producer = await WorkqSocket.open(server.workqPort!);
     const worker = await WorkqSocket.open(server.workqPort!);
