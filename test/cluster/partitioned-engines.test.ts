@@ -1,7 +1,8 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { JobState, Worker, WorqClient } from "@worq/client";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
-import { spawnNode, until, type ClusterProcess } from "./support/cluster.js";
+import { spawnNode, type ClusterProcess } from "./support/cluster.js";
+import { until } from "../support/until.js";
 import { childPids, killTree } from "../e2e/support/server-process.js";
 import { fnv1a32 } from "../../src/model/partition.js";
 import { FaktorySocket, jsonOf, newJid, OK } from "../faktory/support.js";

@@ -6,7 +6,8 @@ import { FaktorySocket, jsonOf, newJid, OK } from "../faktory/support.js";
 import { jobByWireJid } from "../faktory/client-support.js";
 import { readReply, WorkqSocket } from "../workq/support.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
-import { spawnNode, until, type ClusterProcess } from "./support/cluster.js";
+import { spawnNode, type ClusterProcess } from "./support/cluster.js";
+import { until } from "../support/until.js";
 
 const COUNT = 4;
 

@@ -1,7 +1,8 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { WorqClient } from "@worq/client";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
-import { spawnNode, until, type ClusterProcess } from "./support/cluster.js";
+import { spawnNode, type ClusterProcess } from "./support/cluster.js";
+import { until } from "../support/until.js";
 
 const COUNT = 4;
 const QUEUES = Array.from({ length: 8 }, (_, i) => `sr-${i}`);

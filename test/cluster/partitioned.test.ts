@@ -5,7 +5,8 @@ import { WorqClient, Worker } from "@worq/client";
 import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
 import { StreamWorker } from "../e2e/support/clients.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
-import { sleep, spawnNode, until, type ClusterProcess } from "./support/cluster.js";
+import { sleep, spawnNode, type ClusterProcess } from "./support/cluster.js";
+import { until } from "../support/until.js";
 
 const available = postgresAvailable();
 const COUNT = 4;

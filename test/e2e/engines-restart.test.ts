@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { until } from "../cluster/support/cluster.js";
+import { until } from "../support/until.js";
 import { childPids, killTree, type ServerProcess, spawnServer } from "./support/server-process.js";
 
 /** How long an engine must have served before its next death waits the first delay again (src/engine-processes.ts). */

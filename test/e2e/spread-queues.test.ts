@@ -7,19 +7,12 @@ import { JobState, Worker, WorqClient } from "@worq/client";
 import { keyedPartition, partitionOfId, queuePartitions } from "../../src/model/partition.js";
 import { connect, StreamWorker } from "./support/clients.js";
 import { killTree, type ServerProcess, spawnServer } from "./support/server-process.js";
+import { until } from "../support/until.js";
 
 const ENGINES = 3;
 const HOT = "hot";
 /** The hot queue's partitions: all three engines, its home first. */
 const HOT_PARTITIONS = queuePartitions(HOT, ENGINES, ENGINES);
-
-async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 const countBy = (jids: readonly string[]) => {
   const counts = new Map<number, number>();

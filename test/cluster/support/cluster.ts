@@ -53,19 +53,3 @@ export async function waitForNewLeader(via: ClusterProcess, previous: string, ti
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
-
-/** Polls `check` every 100 ms until it gives a value (a throw counts as not yet); fails after `timeoutMs` with the last error. */
-export async function until<T>(what: string, check: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const value = await check();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    await sleep(100);
-  }
-  throw new Error(`${what}: not within ${timeoutMs} ms (${String(last)})`);
-}
