@@ -118,6 +118,34 @@ describe("worq serve --engines: engine processes on one machine", () => {
     for (const jid of waiting) expect((await again.admin.getJob({ jid })).job!.state).toBe(JobState.DELAYED);
   }, 90_000);
 
+  it("the library's calls to an engine just SIGKILLed, which never reached it, go through the parent, which waits for the engine started again", async () => {
+    const server = await spawnServer(dataDir(), ["--engines", String(ENGINES), "--log-level", "error"]);
+    servers.push(server);
+    const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
+    const queue = queueOf(1, "kq");
+    const first = await client.submit("t", { queue });
+    expect((await client.getJob(first)).jid).toBe(first);
+    const kill = async () => {
+      const [, engine] = childPids(server);
+      process.kill(engine!, "SIGKILL");
+      await until("the engine gone", () => !alive(engine!));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    };
+    await kill();
+    const [single] = await Promise.all([client.submit("t", { queue })]);
+    expect((await connect(server.port).admin.getJob({ jid: single })).job?.queue).toBe(queue);
+    await until("the engine serving again", () => childPids(server).length === ENGINES);
+    await kill();
+    expect((await client.getJob(first)).jid).toBe(first);
+    await kill();
+    const batch = await client.submitBatch([
+      { type: "t", queue },
+      { type: "t", queue },
+    ]);
+    expect(batch).toHaveLength(2);
+    for (const jid of batch) expect((await client.getJob(jid)).queue).toBe(queue);
+  }, 90_000);
+
   it("the parent's /metrics shows each engine's figures by partition; an engine that does not answer costs the scrape its figures, not the scrape", async () => {
     const server = await spawnServer(dataDir(), ["--engines", String(ENGINES), "--log-level", "error"]);
     servers.push(server);

@@ -1,11 +1,11 @@
-import { Code, createClient, type Client, type Transport } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client, type Transport } from "@connectrpc/connect";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { AdminService } from "./gen/worq/v1/admin_service_pb.js";
 import type { Job } from "./gen/worq/v1/job_pb.js";
 import type { Batch } from "./gen/worq/v1/batch_pb.js";
 import { ProducerService } from "./gen/worq/v1/producer_service_pb.js";
 import { WorkerService } from "./gen/worq/v1/worker_service_pb.js";
-import { toClientError } from "./errors.js";
+import { toClientError, WorqClientError } from "./errors.js";
 import { encodedJobSpecOf, jobSpecOf, placementKeysOf, type SubmitOptions } from "./job-options.js";
 import { GrpcLink } from "./grpc-link.js";
 import { SubmitBatcher, submitBatchCall, type SubmitOutcome } from "./submit-batcher.js";
@@ -96,8 +96,12 @@ export class WorqClient {
     try {
       return await batcher.submit(spec);
     } catch (error) {
-      if (partitionMayHaveMoved(error)) void routes.refresh();
-      throw error;
+      if (!partitionMayHaveMoved(error)) throw error;
+      void routes.refresh();
+      // The partition's server is gone (it died, or its partition moved) and the submit never
+      // reached it: the node sends it on to the partition's next server, waiting for one.
+      if (!neverSent(error)) throw error;
+      return this.submits.submit(spec);
     }
   }
 
@@ -132,12 +136,16 @@ export class WorqClient {
     const routes = this.routes;
     if (routes && !routes.loaded) await routes.ready();
     const link = routes?.linkOf(routes.partitionOfJob(jobs[0]?.queue, placementKeysOf(jobs[0]))) ?? this.nodeLink;
-    return call(() =>
-      submitBatchCall(
-        link,
-        jobs.map(({ type, ...options }) => encodedJobSpecOf(type, options)),
-      ),
-    );
+    const specs = jobs.map(({ type, ...options }) => encodedJobSpecOf(type, options));
+    try {
+      return await submitBatchCall(link, specs);
+    } catch (error) {
+      if (!routes || link === this.nodeLink || !partitionMayHaveMoved(error)) throw toClientError(error);
+      void routes.refresh();
+      // As for a submit: a batch that never reached the partition's server goes through the node.
+      if (!neverSent(error)) throw toClientError(error);
+      return call(() => submitBatchCall(this.nodeLink, specs));
+    }
   }
 
   async getJob(jid: string): Promise<Job> {
@@ -259,13 +267,32 @@ export class WorqClient {
     target: string | { job: SubmitOptions } | undefined,
     use: (services: PartitionServices) => Promise<T>,
   ): Promise<T> {
+    const services = await this.servicesFor(target);
     try {
-      return await use(await this.servicesFor(target));
+      return await use(services);
     } catch (error) {
-      if (this.routes && partitionMayHaveMoved(error)) void this.routes.refresh();
-      throw toClientError(error);
+      if (!this.routes || !partitionMayHaveMoved(error)) throw toClientError(error);
+      void this.routes.refresh();
+      // As for a submit: a call that never reached the partition's server goes through the node.
+      if (services === this || !neverSent(error)) throw toClientError(error);
+      return call(() => use(this));
     }
   }
+}
+
+/**
+ * A call that never reached a server (its connection could not be made): sending it again
+ * elsewhere cannot do anything twice. The link says so itself; connect-node's transport (the
+ * generated clients' calls) says it by the refused connection underneath.
+ */
+function neverSent(error: unknown): boolean {
+  if (error instanceof WorqClientError) return error.unsent && error.code === Code.Unavailable;
+  return error instanceof ConnectError && error.code === Code.Unavailable && refusedConnection(error.cause);
+}
+
+function refusedConnection(cause: unknown): boolean {
+  for (let at = cause; at instanceof Error; at = at.cause) if ((at as NodeJS.ErrnoException).code === "ECONNREFUSED") return true;
+  return false;
 }
 
 /** An answer that may mean the partition map is stale: the partition's server is gone, or the job belongs elsewhere. */

@@ -10,6 +10,11 @@ export class WorqClientError extends Error {
     message: string,
     /** Response metadata, e.g. `worq-jid` when Run's wait ran out. */
     readonly metadata: Headers = new Headers(),
+    /**
+     * The call never reached a server (no connection could be made, or the server refused
+     * the stream before reading it), so sending it again cannot do anything twice.
+     */
+    readonly unsent = false,
   ) {
     super(message);
     this.name = `WorqClientError[${Code[code]}]`;

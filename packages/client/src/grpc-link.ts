@@ -102,7 +102,9 @@ export class GrpcLink {
     } catch (error) {
       // The session was destroyed between the check and the request.
       if (this.current === link) this.current = undefined;
-      queueMicrotask(() => sink.end(new WorqClientError(Code.Unavailable, `connection failed: ${(error as Error).message}`)));
+      queueMicrotask(() =>
+        sink.end(new WorqClientError(Code.Unavailable, `connection failed: ${(error as Error).message}`, undefined, true)),
+      );
       return NO_CALL;
     }
     link.opened();
@@ -123,7 +125,8 @@ export class GrpcLink {
         return sink.end(new WorqClientError(codeOfHttpStatus(httpStatus), `HTTP status ${httpStatus} without a gRPC status`));
       if (stream.rstCode === NGHTTP2_REFUSED_STREAM || streamError || link.failure !== undefined) {
         const why = streamError?.message ?? link.failure ?? "the connection closed";
-        return sink.end(new WorqClientError(Code.Unavailable, `connection failed: ${why}`));
+        const unsent = stream.rstCode === NGHTTP2_REFUSED_STREAM || !link.connected;
+        return sink.end(new WorqClientError(Code.Unavailable, `connection failed: ${why}`, undefined, unsent));
       }
       sink.end(new WorqClientError(Code.Internal, `the stream closed without a gRPC status (HTTP/2 code ${stream.rstCode})`));
     };
@@ -206,6 +209,8 @@ export class GrpcLink {
 class LinkSession {
   /** Why the session failed, once it has. */
   failure: string | undefined;
+  /** Whether the connection was ever made: until it is, no call on it has left this process. */
+  connected = false;
   private open = 0;
 
   constructor(
@@ -213,6 +218,7 @@ class LinkSession {
     onRetired: () => void,
   ) {
     session.unref();
+    session.once("connect", () => (this.connected = true));
     session.on("error", (error) => {
       this.failure = error.message;
       onRetired();
