@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type BrowserContext } from "playwright-core";
 import { fileExists, toolAvailable } from "../../support/require-tool.js";
+import { until } from "../../support/until.js";
 
 const CHROMIUM = "/usr/bin/chromium";
 
@@ -45,18 +46,7 @@ export async function launchBrowser(): Promise<{ context: BrowserContext; close(
   };
 }
 
-/** Polls `check` until it returns a value other than undefined/false, or fails after `timeoutMs`. */
-export async function eventually<T>(check: () => Promise<T | undefined | false>, what: string, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value !== undefined && value !== false) return value;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+/** Polls `check` until it returns a value other than undefined/false, or fails after `timeoutMs` (until(), in the dashboard tests' argument order). */
+export function eventually<T>(check: () => Promise<T | undefined | false>, what: string, timeoutMs = 10_000): Promise<T> {
+  return until(what, check, timeoutMs);
 }
