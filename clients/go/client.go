@@ -134,6 +134,26 @@ func (c *Client) fail(ctx context.Context, r *route, err error) error {
 	return err
 }
 
+// onRoute runs call on r. A call to a partition's server that never reached it (its
+// connection was refused: the server died, or its partition moved) runs again on the node,
+// which waits for the partition's next server; one that may have reached it is not sent
+// again (a submit might then be made twice).
+func onRoute[T any](ctx context.Context, c *Client, r *route, call func(*route) (T, error)) (T, error) {
+	answer, err := call(r)
+	if err == nil {
+		return answer, nil
+	}
+	if r == c.node || !neverSent(err) {
+		return answer, c.fail(ctx, r, err)
+	}
+	c.mayHaveMoved(err)
+	answer, err = call(c.node)
+	if err != nil {
+		return answer, c.fail(ctx, c.node, err)
+	}
+	return answer, nil
+}
+
 // mayHaveMoved reads the partition map again (in the background) when err may mean that it
 // is stale. On a server that is not partitioned there is nothing to read again.
 func (c *Client) mayHaveMoved(err error) {
@@ -214,10 +234,12 @@ func (c *Client) SubmitDetailed(ctx context.Context, jobType string, opts ...Sub
 		return SubmitResult{}, err
 	}
 	spec.Trace = traceOf(ctx, js.Trace)
-	r := c.routeOfNewJob(ctx, spec)
-	resp, err := r.producer.Submit(ctx, &worqv1.SubmitRequest{Job: spec})
+	req := &worqv1.SubmitRequest{Job: spec}
+	resp, err := onRoute(ctx, c, c.routeOfNewJob(ctx, spec), func(r *route) (*worqv1.SubmitResponse, error) {
+		return r.producer.Submit(ctx, req)
+	})
 	if err != nil {
-		return SubmitResult{}, c.fail(ctx, r, err)
+		return SubmitResult{}, err
 	}
 	return SubmitResult{JID: resp.GetJid(), Duplicate: resp.GetDuplicate(), Debounced: resp.GetDebounced(), State: JobState(resp.GetState())}, nil
 }
@@ -267,10 +289,11 @@ func (c *Client) SubmitBatch(ctx context.Context, specs []JobSpec, opts ...Batch
 	if len(req.Jobs) > 0 {
 		first = req.Jobs[0]
 	}
-	r := c.routeOfNewJob(ctx, first)
-	resp, err := r.producer.SubmitBatch(ctx, req)
+	resp, err := onRoute(ctx, c, c.routeOfNewJob(ctx, first), func(r *route) (*worqv1.SubmitBatchResponse, error) {
+		return r.producer.SubmitBatch(ctx, req)
+	})
 	if err != nil {
-		return nil, c.fail(ctx, r, err)
+		return nil, err
 	}
 	jids := make([]string, len(resp.GetJobs()))
 	for i, r := range resp.GetJobs() {
@@ -282,10 +305,11 @@ func (c *Client) SubmitBatch(ctx context.Context, specs []JobSpec, opts ...Batch
 // GetJob returns a job with its state, failure and result. NOT_FOUND for an unknown jid,
 // INVALID_ARGUMENT for a jid that is not a UUID.
 func (c *Client) GetJob(ctx context.Context, jid string) (*Job, error) {
-	r := c.routeOfID(ctx, jid)
-	resp, err := r.admin.GetJob(ctx, &worqv1.GetJobRequest{Jid: jid})
+	resp, err := onRoute(ctx, c, c.routeOfID(ctx, jid), func(r *route) (*worqv1.GetJobResponse, error) {
+		return r.admin.GetJob(ctx, &worqv1.GetJobRequest{Jid: jid})
+	})
 	if err != nil {
-		return nil, c.fail(ctx, r, err)
+		return nil, err
 	}
 	return jobFromProto(resp.GetJob()), nil
 }
@@ -320,10 +344,11 @@ func (c *Client) WatchJob(ctx context.Context, jid string, fn func(*Job) error) 
 // worker is told to stop (its handler's context is cancelled with a *RevokedError).
 // FAILED_PRECONDITION when the job already finished, NOT_FOUND for an unknown jid.
 func (c *Client) Cancel(ctx context.Context, jid string) (*Job, error) {
-	r := c.routeOfID(ctx, jid)
-	resp, err := r.producer.Cancel(ctx, &worqv1.CancelRequest{Jid: jid})
+	resp, err := onRoute(ctx, c, c.routeOfID(ctx, jid), func(r *route) (*worqv1.CancelResponse, error) {
+		return r.producer.Cancel(ctx, &worqv1.CancelRequest{Jid: jid})
+	})
 	if err != nil {
-		return nil, c.fail(ctx, r, err)
+		return nil, err
 	}
 	return jobFromProto(resp.GetJob()), nil
 }
@@ -331,11 +356,10 @@ func (c *Client) Cancel(ctx context.Context, jid string) (*Job, error) {
 // DeleteJob removes a job, its result and its indexes, whatever its state (an admin call);
 // a running job's worker is told to stop. NOT_FOUND for an unknown jid.
 func (c *Client) DeleteJob(ctx context.Context, jid string) error {
-	r := c.routeOfID(ctx, jid)
-	if _, err := r.admin.DeleteJob(ctx, &worqv1.DeleteJobRequest{Jid: jid}); err != nil {
-		return c.fail(ctx, r, err)
-	}
-	return nil
+	_, err := onRoute(ctx, c, c.routeOfID(ctx, jid), func(r *route) (*worqv1.DeleteJobResponse, error) {
+		return r.admin.DeleteJob(ctx, &worqv1.DeleteJobRequest{Jid: jid})
+	})
+	return err
 }
 
 // maxWait is the server's limit on one GetResult or Run wait.

@@ -277,6 +277,14 @@ func (p *partitionRoutes) close() {
 
 // partitionMayHaveMoved tells whether an error may mean the map is stale: the partition's
 // server is gone (UNAVAILABLE), or a job went to a partition that is not its queue's.
+// neverSent reports whether a failed call never reached a server: its connection could not
+// be made (the server died, or its partition moved), so sending it again elsewhere does
+// nothing twice.
+func neverSent(err error) bool {
+	s := status.Convert(err)
+	return s.Code() == codes.Unavailable && strings.Contains(s.Message(), "connection refused")
+}
+
 func partitionMayHaveMoved(err error) bool {
 	s := status.Convert(err)
 	return s.Code() == codes.Unavailable || (s.Code() == codes.FailedPrecondition && strings.Contains(s.Message(), "lives in partition"))

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
+import subprocess
+import time
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Tuple
 
 import grpc
@@ -14,7 +18,7 @@ import pytest
 
 import worq
 from conftest import Running, ServerProcess, run, running
-from worq._partition import even_shares, fnv1a32, may_have_moved, partition_of_id, queue_home
+from worq._partition import even_shares, fnv1a32, may_have_moved, never_sent, partition_of_id, queue_home
 from worq.v1 import admin_service_pb2, admin_service_pb2_grpc, job_pb2
 from worq.v1 import producer_service_pb2, producer_service_pb2_grpc, worker_service_pb2, worker_service_pb2_grpc
 
@@ -78,6 +82,14 @@ def test_answers_that_mean_the_map_may_be_stale() -> None:
     assert not may_have_moved(grpc.StatusCode.FAILED_PRECONDITION, "job already finished")
     assert not may_have_moved(grpc.StatusCode.NOT_FOUND, "lives in partition")
     assert not may_have_moved(None, None)
+
+
+def test_answers_that_say_a_call_never_reached_a_server() -> None:
+    refused = "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: Failed to connect to remote host: Connection refused"
+    assert never_sent(grpc.StatusCode.UNAVAILABLE, refused)
+    assert not never_sent(grpc.StatusCode.UNAVAILABLE, "Socket closed")
+    assert not never_sent(grpc.StatusCode.DEADLINE_EXCEEDED, refused)
+    assert not never_sent(None, None)
 
 
 # --- a fake partitioned cluster -------------------------------------------------------------
@@ -365,3 +377,39 @@ def test_a_server_that_is_not_partitioned_takes_every_call_as_before(server: Ser
         assert [e.name for e in handle.events].count("ready") == 1
 
     run(scenario())
+
+
+# --- engines on one machine ------------------------------------------------------------------
+
+
+def test_a_call_to_an_engine_just_killed_goes_through_the_node_which_waits_for_it(
+    server_factory: Callable[..., ServerProcess],
+) -> None:
+    """`worq serve --engines 2`: the client routes to each engine itself; SIGKILL the engine
+    of a queue and the next calls, whose connection is refused, go through the parent, which
+    waits for the engine started again, instead of failing UNAVAILABLE."""
+    server = server_factory(args=["--engines", "2"])
+    assert server.proc is not None
+    parent = server.proc.pid
+    queue = next(f"kq-{i}" for i in range(1000) if queue_home(f"kq-{i}", 2) == 1)
+
+    def kill_engine() -> None:
+        listed = subprocess.run(["pgrep", "-P", str(parent)], capture_output=True, text=True, check=True)
+        engines = sorted(int(pid) for pid in listed.stdout.split())
+        os.kill(engines[-1], signal.SIGKILL)
+        time.sleep(0.3)
+
+    async def scenario() -> None:
+        async with worq.Client(server.address) as client:
+            first = await client.submit("t", queue=queue)
+            routes = client._routes
+            assert routes is not None and routes.partitioned
+            kill_engine()
+            second = await client.submit("t", queue=queue)
+            assert (await client.get_job(second)).queue == queue
+            await asyncio.sleep(2)
+            kill_engine()
+            assert (await client.get_job(first)).jid == first
+
+    run(scenario(), timeout=60)
+

@@ -83,6 +83,15 @@ def even_shares(total: int, parts: int) -> List[int]:
     return [max(1, total // parts + (1 if i < total % parts else 0)) for i in range(parts)]
 
 
+def never_sent(code: Optional[grpc.StatusCode], details: Optional[str]) -> bool:
+    """Whether a failed call never reached a server: its channel could not connect (the
+    server died, or its partition moved), so sending it again elsewhere does nothing twice."""
+    if code != grpc.StatusCode.UNAVAILABLE:
+        return False
+    text = (details or "").lower()
+    return "failed to connect to all addresses" in text or "connection refused" in text
+
+
 def may_have_moved(code: Optional[grpc.StatusCode], details: Optional[str]) -> bool:
     """Whether an answer may mean the partition map is stale: the partition's server is gone
     (UNAVAILABLE), or the call reached a partition that does not hold the job's queue."""

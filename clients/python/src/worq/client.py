@@ -16,7 +16,7 @@ from worq.v1 import producer_service_pb2
 from . import _convert
 from ._channel import TLS, ChannelOptions, open_channel
 from ._convert import Seconds
-from ._partition import may_have_moved
+from ._partition import may_have_moved, never_sent
 from ._routes import Link, PartitionRoutes
 from .errors import DeadlineExceeded, from_rpc_error
 from .types import Batch, Dependencies, Job, JobSpec, JobState, Priority, RetryPolicy, SubmitResult
@@ -147,11 +147,22 @@ class Client:
             return routes.link_of(routes.partition_of_jid(jid))
         return node
 
-    async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
+    async def _call(self, link: Link, fn: Callable[[Link], Awaitable[T]]) -> T:
+        """Runs ``fn`` on ``link``. A call to a partition's server that never reached it (its
+        connection was refused: the server died, or its partition moved) is sent through
+        ``address`` instead, which waits for the partition's next server; one that may have
+        reached it is not sent again (a submit might then be made twice)."""
         try:
-            return await fn()
+            return await fn(link)
         except grpc.RpcError as err:
             self._after_error(err)
+            node = self._node
+            unsent = isinstance(err, grpc.aio.AioRpcError) and never_sent(err.code(), err.details())
+            if node is None or link is node or not unsent:
+                raise from_rpc_error(err) from None
+        try:
+            return await fn(node)
+        except grpc.RpcError as err:
             raise from_rpc_error(err) from None
 
     def _after_error(self, err: grpc.RpcError) -> None:
@@ -251,7 +262,7 @@ class Client:
         request = producer_service_pb2.SubmitRequest(job=spec.to_proto("job"))
         link = await self._link(job=request.job)
         response: producer_service_pb2.SubmitResponse = await self._call(
-            lambda: link.producer.Submit(request, timeout=self.timeout)
+            link, lambda at: at.producer.Submit(request, timeout=self.timeout)
         )
         return SubmitResult(
             jid=response.jid, duplicate=response.duplicate, debounced=response.debounced, state=JobState(response.state)
@@ -268,7 +279,7 @@ class Client:
         request = producer_service_pb2.SubmitBatchRequest(jobs=specs)
         link = await self._link(batch=specs)
         response: producer_service_pb2.SubmitBatchResponse = await self._call(
-            lambda: link.producer.SubmitBatch(request, timeout=self.timeout)
+            link, lambda at: at.producer.SubmitBatch(request, timeout=self.timeout)
         )
         return [item.jid for item in response.jobs]
 
@@ -287,7 +298,7 @@ class Client:
         started = time.monotonic()
         try:
             response: producer_service_pb2.RunResponse = await self._call(
-                lambda: link.producer.Run(request, timeout=first + _WAIT_MARGIN)
+                link, lambda at: at.producer.Run(request, timeout=first + _WAIT_MARGIN)
             )
         except DeadlineExceeded as err:
             left = wait - (time.monotonic() - started)
@@ -329,7 +340,7 @@ class Client:
         # partition it serves.
         link = await self._link(jid=parent_batch_id) if parent_batch_id else self._stubs()
         response: producer_service_pb2.CreateBatchResponse = await self._call(
-            lambda: link.producer.CreateBatch(request, timeout=self.timeout)
+            link, lambda at: at.producer.CreateBatch(request, timeout=self.timeout)
         )
         return Batch(response.batch)
 
@@ -340,7 +351,7 @@ class Client:
         request = producer_service_pb2.SealBatchRequest(id=batch_id)
         link = await self._link(jid=batch_id)
         response: producer_service_pb2.SealBatchResponse = await self._call(
-            lambda: link.producer.SealBatch(request, timeout=self.timeout)
+            link, lambda at: at.producer.SealBatch(request, timeout=self.timeout)
         )
         return Batch(response.batch)
 
@@ -349,7 +360,7 @@ class Client:
         request = producer_service_pb2.GetBatchRequest(id=batch_id)
         link = await self._link(jid=batch_id)
         response: producer_service_pb2.GetBatchResponse = await self._call(
-            lambda: link.producer.GetBatch(request, timeout=self.timeout)
+            link, lambda at: at.producer.GetBatch(request, timeout=self.timeout)
         )
         return Batch(response.batch)
 
@@ -366,7 +377,7 @@ class Client:
             request = producer_service_pb2.GetBatchRequest(id=batch_id, wait=_convert.to_duration(chunk, "timeout"))
             try:
                 response: producer_service_pb2.GetBatchResponse = await self._call(
-                    lambda: link.producer.GetBatch(request, timeout=chunk + _WAIT_MARGIN)
+                    link, lambda at: at.producer.GetBatch(request, timeout=chunk + _WAIT_MARGIN)
                 )
             except DeadlineExceeded:
                 if deadline - time.monotonic() > 0:
@@ -385,7 +396,7 @@ class Client:
         request = admin_service_pb2.GetJobRequest(jid=jid)
         link = await self._link(jid=jid)
         response: admin_service_pb2.GetJobResponse = await self._call(
-            lambda: link.admin.GetJob(request, timeout=self.timeout)
+            link, lambda at: at.admin.GetJob(request, timeout=self.timeout)
         )
         return Job(response.job)
 
@@ -413,7 +424,7 @@ class Client:
         request = producer_service_pb2.CancelRequest(jid=jid)
         link = await self._link(jid=jid)
         response: producer_service_pb2.CancelResponse = await self._call(
-            lambda: link.producer.Cancel(request, timeout=self.timeout)
+            link, lambda at: at.producer.Cancel(request, timeout=self.timeout)
         )
         return Job(response.job)
 
@@ -421,7 +432,7 @@ class Client:
         """Deletes a job, its result and its indexes, whatever its state (admin)."""
         request = admin_service_pb2.DeleteJobRequest(jid=jid)
         link = await self._link(jid=jid)
-        await self._call(lambda: link.admin.DeleteJob(request, timeout=self.timeout))
+        await self._call(link, lambda at: at.admin.DeleteJob(request, timeout=self.timeout))
 
     async def wait_result(self, jid: str, timeout: Seconds = 60.0) -> Job:
         """Waits up to ``timeout`` (seconds or timedelta, at most 1 h) for the job to reach a
@@ -442,7 +453,7 @@ class Client:
             )
             try:
                 response: producer_service_pb2.GetResultResponse = await self._call(
-                    lambda: link.producer.GetResult(request, timeout=chunk + _WAIT_MARGIN)
+                    link, lambda at: at.producer.GetResult(request, timeout=chunk + _WAIT_MARGIN)
                 )
             except DeadlineExceeded:
                 if deadline - time.monotonic() > 0:
@@ -463,14 +474,14 @@ class Client:
             parent_jid=parent_jid, wait_timeout=_convert.to_duration(wait, "timeout")
         )
         first: producer_service_pb2.CollectChildrenResponse = await self._call(
-            lambda: link.producer.CollectChildren(request, timeout=wait + _WAIT_MARGIN)
+            link, lambda at: at.producer.CollectChildren(request, timeout=wait + _WAIT_MARGIN)
         )
         children = [Job(job) for job in first.children]
         token = first.next_page_token
         while token:
             page_request = producer_service_pb2.CollectChildrenRequest(parent_jid=parent_jid, page_token=token)
             page: producer_service_pb2.CollectChildrenResponse = await self._call(
-                lambda: link.producer.CollectChildren(page_request)
+                link, lambda at: at.producer.CollectChildren(page_request)
             )
             children.extend(Job(job) for job in page.children)
             token = page.next_page_token
