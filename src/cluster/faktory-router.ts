@@ -51,7 +51,6 @@ export async function startFaktoryRouter(options: FaktoryRouterOptions): Promise
 
 interface RouterState {
   options: FaktoryRouterOptions;
-  /** Faktory jid -> the partition that handed it out. */
   /** Which partition handed out each job still reserved (by its Faktory jid), for the report that follows. */
   reservations: Map<string, number>;
   commandCount: number;
@@ -182,8 +181,7 @@ class RoutedConnection implements FaktoryCommands {
    * when one is ready, until `waitMs` has passed.
    */
   private async fetch(verb: "FETCH" | "TAKE", argText: string, waitMs: number): Promise<Buffer> {
-    const names = argText.split(" ").filter((name) => name !== "");
-    if (names.length === 0) names.push("default");
+    const names = queueNames(argText.split(" "));
     const runs = this.runsOf(names);
     if (this.refusedByAServer(verb, names) || new Set(runs.map((run) => run.partition)).size === 1) {
       return this.fetched(runs[0]!.partition, await this.send(runs[0]!.partition, `${verb} ${names.join(" ")}`));
@@ -204,8 +202,7 @@ class RoutedConnection implements FaktoryCommands {
   /** WAIT <ms> q1 q2 …: +OK once any of the queues' partitions has a ready job, none after `ms`. */
   private async waitReady(argText: string): Promise<Buffer> {
     const [msText = "", ...rest] = argText.split(" ");
-    const names = rest.filter((name) => name !== "");
-    if (names.length === 0) names.push("default");
+    const names = queueNames(rest);
     const runs = this.runsOf(names);
     const ms = /^[0-9]{1,5}$/.test(msText) ? Number(msText) : Number.NaN;
     if (this.refusedByAServer("WAIT", names) || !(ms <= FETCH_WAIT_MS) || new Set(runs.map((run) => run.partition)).size === 1) {
@@ -346,4 +343,10 @@ function line(verb: string, argText: string): string {
 
 function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** The queues a FETCH, TAKE or WAIT names (`default` when none), as a server reads them. */
+function queueNames(words: readonly string[]): string[] {
+  const names = words.filter((name) => name !== "");
+  return names.length === 0 ? ["default"] : names;
 }
