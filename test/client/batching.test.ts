@@ -93,4 +93,48 @@ describe("the TypeScript library batches calls (real server)", () => {
     await worker.stop();
     await running;
   });
+
+  it("reports wait behind a call as slow as the last ones, and overtake one out much longer", async () => {
+    const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
+    // Every Report call takes 60 ms more (a CPU-starved server answers each late); one, later, does not return until released.
+    const SLOW_MS = 60;
+    const HELD_CALL = 20;
+    let reportCalls = 0;
+    let inFlight = 0;
+    let besideAnother = 0;
+    let releaseHeld!: () => void;
+    const held = new Promise<void>((resolve) => (releaseHeld = resolve));
+    const unary = client.link.unary.bind(client.link);
+    client.link.unary = async (path, request) => {
+      if (!path.endsWith("/Report")) return unary(path, request);
+      const call = ++reportCalls;
+      // From the 9th call on, twice the running mean is well past the call time: calls go one after another until the
+      // held one (a fixed 5 ms overtake sends nearly every one beside another; a scheduling hiccup may send one).
+      if (call > 8 && call < HELD_CALL && inFlight > 0) besideAnother++;
+      inFlight++;
+      try {
+        await (call === HELD_CALL ? held : new Promise((resolve) => setTimeout(resolve, SLOW_MS)));
+        return await unary(path, request);
+      } finally {
+        inFlight--;
+      }
+    };
+    // Jobs of 100 to 275 ms on 8 slots finish apart, so each call carries a few reports and the held one not all 8 slots'.
+    const JOBS = 120;
+    const jids = await client.submitBatch(Array.from({ length: JOBS }, (_, i) => ({ type: "slow", queue: "slow-reports", args: [i] })));
+    const worker = new Worker({ client, queues: ["slow-reports"], concurrency: 8 });
+    worker.register("slow", (job) => new Promise((resolve) => setTimeout(resolve, 100 + ((job.args[0] as number) % 8) * 25)));
+    const running = worker.run();
+    const producer = new WorqClient({ address: `127.0.0.1:${server.port}` });
+    const completed = async () =>
+      (await Promise.all(jids.map(async (jid) => (await producer.getJob(jid)).state))).filter((state) => state === JobState.COMPLETED)
+        .length;
+    // The held call's jobs wait for it; every other job completes: reports overtook the held call.
+    await expect.poll(async () => reportCalls > HELD_CALL && (await completed()) >= JOBS - 8, { timeout: 15_000, interval: 200 }).toBe(true);
+    expect(besideAnother).toBeLessThanOrEqual(2);
+    releaseHeld();
+    for (const jid of jids) expect((await producer.waitResult(jid, 10_000)).state).toBe(JobState.COMPLETED);
+    await worker.stop();
+    await running;
+  });
 });

@@ -13,8 +13,16 @@ const MAX_CALLS_IN_FLIGHT = 4;
  * the worker's scavenges were the tail of scheduled-job lateness (docs/performance.md).
  */
 const COALESCE_MS = 1;
-/** How long reports wait behind a call still out before they go in a call of their own. */
-const OVERTAKE_AFTER_MS = 5;
+/**
+ * How long reports wait behind a call still out before they go in a call of their own: twice
+ * what a call has lately taken, within these bounds. A call that takes as long as the last
+ * ones is not stalled, and another call beside it would only cost the server a call more (a
+ * CPU-starved server answers every call late); one out twice as long as usual may wait for a
+ * stalled disk, and the reports behind it hold their jobs' lease slots.
+ */
+const OVERTAKE_AFTER_MS = { least: 5, most: 250 };
+/** How much of the call time's running mean the latest call is. */
+const CALL_MS_WEIGHT = 0.2;
 
 export type Outcome = { ack: Uint8Array } | { fail: FailRequest };
 /** What became of a report: the server took it, the lease was lost, or it was given up. */
@@ -43,16 +51,18 @@ export interface ReportLogger {
  * A call waits for the server's fsync, and the server frees a job's lease slot (the worker's
  * credit) only when its report arrives. So reports must not queue behind a slow call: one
  * that waits for a stalled disk would hold every finished job's slot, and the worker would be
- * sent nothing until it returns. Reports waiting `OVERTAKE_AFTER_MS`, or `overtakeAtCount` of
+ * sent nothing until it returns. Reports waiting longer than calls lately take (`OVERTAKE_AFTER_MS`), or `overtakeAtCount` of
  * them (the worker's concurrency), go out in another call, up to `MAX_CALLS_IN_FLIGHT` at once.
  */
 export class ReportBatcher {
   private queue: Pending[] = [];
   private callsInFlight = 0;
-  /** A flush that waits: COALESCE_MS with no call out, OVERTAKE_AFTER_MS behind one. */
+  /** A flush that waits: COALESCE_MS with no call out, overtakeAfterMs() behind one. */
   private flushTimer: NodeJS.Timeout | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
   private readonly backoff = new ReconnectBackoff(100, 5_000);
+  /** What a Report call has lately taken (a running mean), in ms. */
+  private callMs = 0;
   private readonly timedFlush = () => {
     this.flushTimer = undefined;
     void this.flush();
@@ -69,7 +79,7 @@ export class ReportBatcher {
     this.queue.push({ jid, leaseId, outcome, giveUpAt: Date.now() + giveUpAfterMs, settle });
     if (this.retryTimer) return;
     if (this.queue.length >= this.overtakeAtCount) void this.flush();
-    else this.flushTimer ??= setTimeout(this.timedFlush, this.callsInFlight === 0 ? COALESCE_MS : OVERTAKE_AFTER_MS);
+    else this.flushTimer ??= setTimeout(this.timedFlush, this.callsInFlight === 0 ? COALESCE_MS : this.overtakeAfterMs());
   }
 
   private async flush(): Promise<void> {
@@ -86,7 +96,9 @@ export class ReportBatcher {
         acks.map((item) => ({ jid: item.jid, leaseId: item.leaseId, result: (item.outcome as { ack: Uint8Array }).ack })),
         fails.map((item) => (item.outcome as { fail: FailRequest }).fail),
       );
+      const sentAt = performance.now();
       const response = readReportResponse(await this.client.link.unary("/worq.v1.WorkerService/Report", request));
+      this.callMs += (performance.now() - sentAt - this.callMs) * CALL_MS_WEIGHT;
       this.backoff.reset();
       acks.forEach((item, i) =>
         this.settleItem(item, response.acks[i]?.code ?? Code.Internal, response.acks[i]?.message ?? "no answer", "ack"),
@@ -115,7 +127,11 @@ export class ReportBatcher {
       this.callsInFlight--;
     }
     if (this.callsInFlight === 0 || this.queue.length >= this.overtakeAtCount) void this.flush();
-    else if (this.queue.length > 0) this.flushTimer ??= setTimeout(this.timedFlush, OVERTAKE_AFTER_MS);
+    else if (this.queue.length > 0) this.flushTimer ??= setTimeout(this.timedFlush, this.overtakeAfterMs());
+  }
+
+  private overtakeAfterMs(): number {
+    return Math.min(OVERTAKE_AFTER_MS.most, Math.max(OVERTAKE_AFTER_MS.least, 2 * this.callMs));
   }
 
   private settleItem(item: Pending, code: number, message: string, kind: "ack" | "fail"): void {
