@@ -130,7 +130,9 @@ describe("the TypeScript library batches calls (real server)", () => {
       (await Promise.all(jids.map(async (jid) => (await producer.getJob(jid)).state))).filter((state) => state === JobState.COMPLETED)
         .length;
     // The held call's jobs wait for it; every other job completes: reports overtook the held call.
-    await expect.poll(async () => reportCalls > HELD_CALL && (await completed()) >= JOBS - 8, { timeout: 15_000, interval: 200 }).toBe(true);
+    await expect
+      .poll(async () => reportCalls > HELD_CALL && (await completed()) >= JOBS - 8, { timeout: 15_000, interval: 200 })
+      .toBe(true);
     expect(besideAnother).toBeLessThanOrEqual(2);
     releaseHeld();
     for (const jid of jids) expect((await producer.waitResult(jid, 10_000)).state).toBe(JobState.COMPLETED);
