@@ -132,29 +132,33 @@ func (c *Client) CreateBatch(ctx context.Context, spec BatchSpec) (*Batch, error
 	if spec.ParentBatchID != "" {
 		r = c.routeOfID(ctx, spec.ParentBatchID)
 	}
-	resp, err := r.producer.CreateBatch(ctx, &worqv1.CreateBatchRequest{Batch: req})
+	resp, err := onRoute(ctx, c, r, func(r *route) (*worqv1.CreateBatchResponse, error) {
+		return r.producer.CreateBatch(ctx, &worqv1.CreateBatchRequest{Batch: req})
+	})
 	if err != nil {
-		return nil, c.fail(ctx, r, err)
+		return nil, err
 	}
 	return batchFromProto(resp.GetBatch()), nil
 }
 
 // SealBatch closes a batch to jobs from outside it. FAILED_PRECONDITION if already sealed.
 func (c *Client) SealBatch(ctx context.Context, id string) (*Batch, error) {
-	r := c.routeOfID(ctx, id)
-	resp, err := r.producer.SealBatch(ctx, &worqv1.SealBatchRequest{Id: id})
+	resp, err := onRoute(ctx, c, c.routeOfID(ctx, id), func(r *route) (*worqv1.SealBatchResponse, error) {
+		return r.producer.SealBatch(ctx, &worqv1.SealBatchRequest{Id: id})
+	})
 	if err != nil {
-		return nil, c.fail(ctx, r, err)
+		return nil, err
 	}
 	return batchFromProto(resp.GetBatch()), nil
 }
 
 // GetBatch returns a batch as it is now. NOT_FOUND for an unknown id.
 func (c *Client) GetBatch(ctx context.Context, id string) (*Batch, error) {
-	r := c.routeOfID(ctx, id)
-	resp, err := r.producer.GetBatch(ctx, &worqv1.GetBatchRequest{Id: id})
+	resp, err := onRoute(ctx, c, c.routeOfID(ctx, id), func(r *route) (*worqv1.GetBatchResponse, error) {
+		return r.producer.GetBatch(ctx, &worqv1.GetBatchRequest{Id: id})
+	})
 	if err != nil {
-		return nil, c.fail(ctx, r, err)
+		return nil, err
 	}
 	return batchFromProto(resp.GetBatch()), nil
 }
@@ -165,8 +169,9 @@ func (c *Client) WaitBatch(ctx context.Context, id string, timeout time.Duration
 	deadline := time.Now().Add(timeout)
 	for {
 		wait := max(min(time.Until(deadline), maxWait), 0)
-		r := c.routeOfID(ctx, id)
-		resp, err := r.producer.GetBatch(ctx, &worqv1.GetBatchRequest{Id: id, Wait: durationpb.New(wait)})
+		resp, err := onRoute(ctx, c, c.routeOfID(ctx, id), func(r *route) (*worqv1.GetBatchResponse, error) {
+			return r.producer.GetBatch(ctx, &worqv1.GetBatchRequest{Id: id, Wait: durationpb.New(wait)})
+		})
 		if err == nil {
 			batch := batchFromProto(resp.GetBatch())
 			if batch.State.Done() || time.Until(deadline) <= 0 {
@@ -174,7 +179,6 @@ func (c *Client) WaitBatch(ctx context.Context, id string, timeout time.Duration
 			}
 			continue
 		}
-		err = c.fail(ctx, r, err)
 		if IsDeadlineExceeded(err) && ctx.Err() == nil && time.Until(deadline) > 0 {
 			continue
 		}

@@ -321,23 +321,35 @@ func (c *Client) GetJob(ctx context.Context, jid string) (*Job, error) {
 func (c *Client) WatchJob(ctx context.Context, jid string, fn func(*Job) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	r := c.routeOfID(ctx, jid)
-	stream, err := r.producer.WatchJob(ctx, &worqv1.WatchJobRequest{Jid: jid})
-	if err != nil {
-		return c.fail(ctx, r, err)
-	}
-	for {
+	// The stream's first message shows whether it reached a server: until then it is a call like any other.
+	var stream worqv1.ProducerService_WatchJobClient
+	var answered *route
+	resp, err := onRoute(ctx, c, c.routeOfID(ctx, jid), func(r *route) (*worqv1.WatchJobResponse, error) {
+		var err error
+		if stream, err = r.producer.WatchJob(ctx, &worqv1.WatchJobRequest{Jid: jid}); err != nil {
+			return nil, err
+		}
+		answered = r
 		resp, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return nil, nil // ended before its first message: nothing to watch
 		}
-		if err != nil {
-			return c.fail(ctx, r, err)
-		}
+		return resp, err
+	})
+	if err != nil {
+		return err
+	}
+	for resp != nil {
 		if err := fn(jobFromProto(resp.GetJob())); err != nil {
 			return err
 		}
+		if resp, err = stream.Recv(); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return c.fail(ctx, answered, err)
+		}
 	}
+	return nil
 }
 
 // Cancel moves a job that has not finished to CANCELLED and returns it; a running job's
@@ -376,12 +388,12 @@ func (c *Client) WaitResult(ctx context.Context, jid string, timeout time.Durati
 	for {
 		// The server waits at most an hour per call; longer waits take several calls.
 		wait := max(min(time.Until(deadline), maxWait), 0)
-		r := c.routeOfID(ctx, jid)
-		resp, err := r.producer.GetResult(ctx, &worqv1.GetResultRequest{Jid: jid, WaitTimeout: durationpb.New(wait)})
+		resp, err := onRoute(ctx, c, c.routeOfID(ctx, jid), func(r *route) (*worqv1.GetResultResponse, error) {
+			return r.producer.GetResult(ctx, &worqv1.GetResultRequest{Jid: jid, WaitTimeout: durationpb.New(wait)})
+		})
 		if err == nil {
 			return jobFromProto(resp.GetJob()), nil
 		}
-		err = c.fail(ctx, r, err)
 		switch {
 		case Code(err) == codes.Unimplemented:
 			return c.pollResult(ctx, jid, time.Until(deadline))
@@ -433,12 +445,13 @@ func (c *Client) Run(ctx context.Context, jobType string, wait time.Duration, op
 	spec.Trace = traceOf(ctx, js.Trace)
 	deadline := time.Now().Add(wait)
 	var trailer metadata.MD
-	r := c.routeOfNewJob(ctx, spec)
-	resp, err := r.producer.Run(ctx, &worqv1.RunRequest{Job: spec, WaitTimeout: durationpb.New(max(min(wait, maxWait), 0))}, grpc.Trailer(&trailer))
+	resp, err := onRoute(ctx, c, c.routeOfNewJob(ctx, spec), func(r *route) (*worqv1.RunResponse, error) {
+		trailer = nil
+		return r.producer.Run(ctx, &worqv1.RunRequest{Job: spec, WaitTimeout: durationpb.New(max(min(wait, maxWait), 0))}, grpc.Trailer(&trailer))
+	})
 	if err == nil {
 		return jobFromProto(resp.GetJob()), nil
 	}
-	err = c.fail(ctx, r, err)
 	if Code(err) != codes.Unimplemented {
 		e, ok := err.(*Error)
 		if !ok || len(trailer.Get("worq-jid")) == 0 {
@@ -473,10 +486,14 @@ func (c *Client) CollectChildren(ctx context.Context, parent string, timeout tim
 	if timeout < 0 || timeout > maxWait {
 		return nil, false, invalidArgument("timeout: must be between 0 and 1h")
 	}
-	r := c.routeOfID(ctx, parent)
-	resp, err := r.producer.CollectChildren(ctx, &worqv1.CollectChildrenRequest{ParentJid: parent, WaitTimeout: durationpb.New(timeout)})
+	collect := func(req *worqv1.CollectChildrenRequest) (*worqv1.CollectChildrenResponse, error) {
+		return onRoute(ctx, c, c.routeOfID(ctx, parent), func(r *route) (*worqv1.CollectChildrenResponse, error) {
+			return r.producer.CollectChildren(ctx, req)
+		})
+	}
+	resp, err := collect(&worqv1.CollectChildrenRequest{ParentJid: parent, WaitTimeout: durationpb.New(timeout)})
 	if err != nil {
-		return nil, false, c.fail(ctx, r, err)
+		return nil, false, err
 	}
 	finished = resp.GetFinished()
 	for {
@@ -487,8 +504,8 @@ func (c *Client) CollectChildren(ctx context.Context, parent string, timeout tim
 		if token == "" {
 			return children, finished, nil
 		}
-		if resp, err = r.producer.CollectChildren(ctx, &worqv1.CollectChildrenRequest{ParentJid: parent, PageToken: token}); err != nil {
-			return nil, false, c.fail(ctx, r, err)
+		if resp, err = collect(&worqv1.CollectChildrenRequest{ParentJid: parent, PageToken: token}); err != nil {
+			return nil, false, err
 		}
 	}
 }

@@ -2,6 +2,7 @@ package worq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"sort"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	worqv1 "github.com/worq-dev/worq/gen/go/worq/v1"
 )
 
 // `worq serve --engines 2`: the client routes to each engine itself; SIGKILL the engine of a
@@ -61,5 +64,68 @@ func TestCallToAnEngineJustKilledGoesThroughTheNode(t *testing.T) {
 	killEngine()
 	if job, err := c.GetJob(ctx, first); err != nil || job.JID != first {
 		t.Fatalf("GetJob(%s) after the second kill = %v, %v", first, job, err)
+	}
+	// The other calls that name a job, a new job or a batch of that engine, all sent at once
+	// just after a third kill: each one's connection is refused, and each goes through the node.
+	// A batch without a parent is placed by the node (on engine 0 here): made on engine 1 itself,
+	// once it serves again and the map names it.
+	time.Sleep(2 * time.Second)
+	<-c.routes.refresh()
+	created, err := c.routes.routeOf(1).producer.CreateBatch(ctx, &worqv1.CreateBatchRequest{Batch: &worqv1.BatchSpec{Description: "killed"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := batchFromProto(created.GetBatch())
+	if c.routes.ofID(batch.ID) != 1 {
+		t.Fatalf("batch %s is not of engine 1", batch.ID)
+	}
+	killEngine()
+	errStop := errors.New("seen")
+	calls := map[string]func() error{
+		"WaitResult": func() error {
+			if _, err := c.WaitResult(ctx, first, 0); !IsDeadlineExceeded(err) {
+				return fmt.Errorf("%v, want DEADLINE_EXCEEDED (the job has not run)", err)
+			}
+			return nil
+		},
+		"Run": func() error {
+			if _, err := c.Run(ctx, "t", 0, Queue(queue)); !IsDeadlineExceeded(err) {
+				return fmt.Errorf("%v, want DEADLINE_EXCEEDED (no worker)", err)
+			}
+			return nil
+		},
+		"CollectChildren": func() error {
+			if children, finished, err := c.CollectChildren(ctx, first, 0); err != nil || len(children) != 0 || !finished {
+				return fmt.Errorf("%v, %v, %v", children, finished, err)
+			}
+			return nil
+		},
+		"WatchJob": func() error {
+			if err := c.WatchJob(ctx, first, func(job *Job) error { return errStop }); !errors.Is(err, errStop) {
+				return fmt.Errorf("%v, want the job seen", err)
+			}
+			return nil
+		},
+		"GetBatch": func() error {
+			if got, err := c.GetBatch(ctx, batch.ID); err != nil || got.ID != batch.ID {
+				return fmt.Errorf("%v, %v", got, err)
+			}
+			return nil
+		},
+	}
+	failed := make(chan string, len(calls))
+	for name, call := range calls {
+		go func() {
+			if err := call(); err != nil {
+				failed <- fmt.Sprintf("%s after the third kill: %v", name, err)
+			} else {
+				failed <- ""
+			}
+		}()
+	}
+	for range calls {
+		if message := <-failed; message != "" {
+			t.Error(message)
+		}
 	}
 }
