@@ -1,4 +1,5 @@
 import { WorqError } from "../model/errors.js";
+import { isUuidV4 } from "../model/limits.js";
 import { isTerminal, type JobMeta, type JobState, type SubmitInput } from "../model/job.js";
 import type { EngineCore } from "./engine-core.js";
 import { pump } from "./dispatch.js";
@@ -86,10 +87,12 @@ export function readReferenced(core: EngineCore, jid: string): Promise<JobMeta |
 }
 
 /**
- * Refuses what this partition cannot do with a job of another one: be its child
+ * Refuses what this partition cannot do with a job or batch of another one: be its child
  * (`parent_jid`, `depends_on.children_of`: children are counted and joined by their parent's
- * own engine, which cannot see them here), or wait for it on a store that holds one
- * partition only (`depends_on.jids`: its state is read from the other partition's slice).
+ * own engine, which cannot see them here), join its batch (`batch_id`: a batch's counts and
+ * callbacks are kept by the engine that holds it, which would never hear of this job), or
+ * wait for it on a store that holds one partition only (`depends_on.jids`: its state is read
+ * from the other partition's slice).
  */
 export function checkForeignReferences(core: EngineCore, inputs: SubmitInput[], fieldOf: (index: number) => string): void {
   const elsewhere = core.partitionElsewhere;
@@ -105,6 +108,16 @@ export function checkForeignReferences(core: EngineCore, inputs: SubmitInput[], 
     ] as const) {
       const home = jid === undefined ? undefined : elsewhere(jid);
       if (home !== undefined) refused(jid!, home, field, "children of a job in another partition are not built yet");
+    }
+    const batchHome = input.batchId !== undefined && isUuidV4(input.batchId) ? elsewhere(input.batchId) : undefined;
+    if (batchHome !== undefined) {
+      const field = `${fieldOf(i)}.batch_id`;
+      throw new WorqError(
+        "WORQ_UNIMPLEMENTED",
+        `${field}: batch ${input.batchId} lives in partition ${batchHome}, not in this job's queue's: ` +
+          "a job joins only a batch of its own partition (one batch over jobs of several partitions is not built yet)",
+        field,
+      );
     }
     if (readsOthers) return;
     for (const jid of input.dependsOn?.jids ?? []) {

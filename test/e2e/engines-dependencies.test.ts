@@ -5,6 +5,7 @@ import { Code } from "@connectrpc/connect";
 import { afterAll, describe, expect, it } from "vitest";
 import { JobState, Worker, WorqClient } from "@worq/client";
 import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
+import { connect } from "./support/clients.js";
 import { alive, childPids, killTree, type ServerProcess, spawnServer } from "./support/server-process.js";
 
 const ENGINES = 2;
@@ -96,4 +97,42 @@ describe("--engines: a job waits for jobs of another engine", () => {
     await worker2.stop();
     await running2;
   }, 90_000);
+
+  it("a job joins a batch of its own engine; one whose queue lives in the other engine is refused by name (batch_id), and nothing of its call is stored", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "worq-engines-batch-"));
+    dirs.push(dir);
+    const server = await spawnServer(dir, ["--engines", String(ENGINES)]);
+    servers.push(server);
+    const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
+    const batch = await client.createBatch({ description: "one engine" });
+    const home = partitionOfId(batch.id, ENGINES);
+    const [here, there] = [queueOf(home, "bq"), queueOf(1 - home, "bq")];
+    const joined = await client.submit("ok", { queue: here, batchId: batch.id });
+    expect((await client.getJob(joined)).batchId).toBe(batch.id);
+
+    const refusal = (field: string) => ({
+      code: Code.Unimplemented,
+      message: expect.stringContaining(`${field}: batch ${batch.id} lives in partition ${home}, not in this job's queue's`),
+    });
+    await expect(client.submit("ok", { queue: there, batchId: batch.id })).rejects.toMatchObject(refusal("job.batch_id"));
+    // A batch call all of whose jobs live in the other engine: refused whole, naming the job.
+    await expect(
+      client.submitBatch([
+        { type: "ok", queue: there },
+        { type: "ok", queue: there, batchId: batch.id },
+      ]),
+    ).rejects.toMatchObject(refusal("jobs[1].batch_id"));
+    expect((await connect(server.port).admin.listJobs({ queue: there, pageSize: 10 })).jobs).toHaveLength(0);
+    expect((await client.getBatch(batch.id)).total).toBe(1n);
+
+    // The batch goes on as if the refused jobs had never been sent.
+    await client.sealBatch(batch.id);
+    const worker = new Worker({ client, queues: [here], concurrency: 1 });
+    worker.register("ok", () => {});
+    const running = worker.run();
+    const done = await client.waitBatch(batch.id, 20_000);
+    expect([done.total, done.completed, done.failed]).toEqual([1n, 1n, 0n]);
+    await worker.stop();
+    await running;
+  }, 60_000);
 });
