@@ -105,7 +105,7 @@ describe("--engines: a job waits for jobs of another engine", () => {
     servers.push(server);
     const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
     const batch = await client.createBatch({ description: "one engine" });
-    const home = partitionOfId(batch.id, ENGINES);
+    const home = partitionOfId(batch.id, ENGINES)!;
     const [here, there] = [queueOf(home, "bq"), queueOf(1 - home, "bq")];
     const joined = await client.submit("ok", { queue: here, batchId: batch.id });
     expect((await client.getJob(joined)).batchId).toBe(batch.id);
