@@ -6,6 +6,7 @@
  */
 import type { DescMessage, DescService, MessageShape } from "@bufbuild/protobuf";
 import type { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
+import type { BatchSpec } from "@worq/client/gen/worq/v1/batch_pb.js";
 import type { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import type { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { LIMITS } from "../model/limits.js";
@@ -82,6 +83,27 @@ export function jobPartition(job: ({ queue?: string } & PlacementKeys) | undefin
   return key ? keyedPartition(partitions, key) : partitions[placement.nextTurn(job?.queue || LIMITS.defaultQueue) % partitions.length]!;
 }
 
+/** The partitions that may hold a new job: its placement key's in a spread queue, else every one of its queue's. */
+function jobHomes(job: { queue?: string } & PlacementKeys, placement: Placement): number[] {
+  const partitions = partitionsOfQueue(job.queue ?? "", placement);
+  const key = partitions.length > 1 ? placementKey(job) : "";
+  return key ? [keyedPartition(partitions, key)] : partitions;
+}
+
+/**
+ * Where a batch without a parent goes: its callback jobs' partition (a callback job is stored
+ * by the batch's engine, so it must be a job that engine may hold), one that takes both when
+ * there are two; with no callback job, any.
+ */
+function batchHome(batch: BatchSpec | undefined, placement: Placement): CallTarget {
+  const [first, second] = [batch?.onSuccess?.job, batch?.onComplete?.job].filter((job) => job !== undefined);
+  if (!first) return { kind: "any" };
+  const partition = jobPartition(first, placement);
+  if (!second || jobHomes(second, placement).includes(partition)) return { kind: "one", partition };
+  const others = jobHomes(second, placement);
+  return { kind: "one", partition: jobHomes(first, placement).find((home) => others.includes(home)) ?? partition };
+}
+
 export const producerRoutes: Routes<typeof ProducerService> = {
   submit: (r, p) => ({ kind: "one", partition: jobPartition(r.job, p) }),
   submitBatch: (r, p) => {
@@ -100,7 +122,7 @@ export const producerRoutes: Routes<typeof ProducerService> = {
   watchJob: (r, p) => byId(r.jid, "jid", p),
   collectChildren: (r, p) => byId(r.parentJid, "parent_jid", p),
   // A child batch lives with its parent, so a parent's counts change in one partition.
-  createBatch: (r, p) => (r.batch?.parentBatchId ? byId(r.batch.parentBatchId, "batch.parent_batch_id", p) : { kind: "any" }),
+  createBatch: (r, p) => (r.batch?.parentBatchId ? byId(r.batch.parentBatchId, "batch.parent_batch_id", p) : batchHome(r.batch, p)),
   sealBatch: (r, p) => byId(r.id, "id", p),
   getBatch: (r, p) => byId(r.id, "id", p),
 };

@@ -121,6 +121,31 @@ describe("call routes: where each RPC goes once the job space is partitioned", (
     expect(producerRoutes.createBatch({ batch: { parentBatchId: "" } } as never, p)).toEqual({ kind: "any" });
   });
 
+  it("a batch without a parent goes where its callback jobs may live: the one's queue, or a partition that takes both", () => {
+    const p = placement(4, { hot: 2 });
+    const queueIn = (partition: number) => {
+      for (let i = 0; ; i++) if (fnv1a32(`q${i}`) % 4 === partition) return `q${i}`;
+    };
+    const batch = (onSuccess?: string, onComplete?: string) =>
+      ({
+        batch: {
+          parentBatchId: "",
+          ...(onSuccess !== undefined && { onSuccess: { job: job({ queue: onSuccess }) } }),
+          ...(onComplete !== undefined && { onComplete: { job: job({ queue: onComplete }) } }),
+        },
+      }) as never;
+    expect(producerRoutes.createBatch(batch(queueIn(3)), p)).toEqual({ kind: "one", partition: 3 });
+    expect(producerRoutes.createBatch(batch(undefined, queueIn(2)), p)).toEqual({ kind: "one", partition: 2 });
+    const hot = queuePartitions("hot", 4, 2);
+    // The spread queue takes turns; the other callback's queue decides where both may live.
+    for (let i = 0; i < 4; i++) {
+      expect(producerRoutes.createBatch(batch("hot", queueIn(hot[1]!)), p)).toEqual({ kind: "one", partition: hot[1] });
+      expect(producerRoutes.createBatch(batch(queueIn(hot[0]!), "hot"), p)).toEqual({ kind: "one", partition: hot[0] });
+    }
+    // No partition takes both: the first callback's, whose engine then refuses the other by name.
+    expect(producerRoutes.createBatch(batch(queueIn(1), queueIn(2)), p)).toEqual({ kind: "one", partition: 1 });
+  });
+
   it("Report splits acks then fails by jid; Renew and RunJobsNow split their items", () => {
     const p = placement(4);
     const [a, b, c] = [jidIn(1), jidIn(3), jidIn(0)];

@@ -5,6 +5,7 @@ import { Code } from "@connectrpc/connect";
 import { afterAll, describe, expect, it } from "vitest";
 import { JobState, Worker, WorqClient } from "@worq/client";
 import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
+import { until } from "../support/until.js";
 import { connect } from "./support/clients.js";
 import { alive, childPids, killTree, type ServerProcess, spawnServer } from "./support/server-process.js";
 
@@ -98,7 +99,7 @@ describe("--engines: a job waits for jobs of another engine", () => {
     await running2;
   }, 90_000);
 
-  it("a job joins a batch of its own engine; one whose queue lives in the other engine is refused by name (batch_id), and nothing of its call is stored", async () => {
+  it("a job joins a batch of its own engine; one whose queue lives in the other engine is refused by name (batch_id), and nothing of its call is stored; a batch lives where its callback job's queue does", async () => {
     const dir = mkdtempSync(join(tmpdir(), "worq-engines-batch-"));
     dirs.push(dir);
     const server = await spawnServer(dir, ["--engines", String(ENGINES)]);
@@ -125,13 +126,32 @@ describe("--engines: a job waits for jobs of another engine", () => {
     expect((await connect(server.port).admin.listJobs({ queue: there, pageSize: 10 })).jobs).toHaveLength(0);
     expect((await client.getBatch(batch.id)).total).toBe(1n);
 
-    // The batch goes on as if the refused jobs had never been sent.
-    await client.sealBatch(batch.id);
-    const worker = new Worker({ client, queues: [here], concurrency: 1 });
+    // A batch whose callback job's queue lives in the other engine is kept in that engine, by
+    // the library straight and by the parent for a generated client; that queue's jobs join it.
+    const withCallback = await client.createBatch({ onSuccess: { type: "callback", queue: there } });
+    const throughParent = (
+      await connect(server.port).producer.createBatch({ batch: { onComplete: { job: { type: "callback", queue: there } } } })
+    ).batch!;
+    for (const made of [withCallback, throughParent]) expect(partitionOfId(made.id, ENGINES)).toBe(1 - home);
+    const members = await client.submitBatch([
+      { type: "ok", queue: there, batchId: withCallback.id },
+      { type: "ok", queue: there, batchId: withCallback.id },
+    ]);
+
+    // The first batch goes on as if the refused jobs had never been sent; the second ends
+    // with its callback run, in its own engine.
+    const callbacks: string[] = [];
+    const worker = new Worker({ client, queues: [here, there], concurrency: 2 });
     worker.register("ok", () => {});
+    worker.register("callback", (job) => void callbacks.push(String(job.custom.batch_id)));
     const running = worker.run();
+    for (const made of [batch, withCallback]) await client.sealBatch(made.id);
     const done = await client.waitBatch(batch.id, 20_000);
     expect([done.total, done.completed, done.failed]).toEqual([1n, 1n, 0n]);
+    const other = await client.waitBatch(withCallback.id, 20_000);
+    expect([other.total, other.completed, other.failed]).toEqual([BigInt(members.length), 2n, 0n]);
+    await until("the callback job ran", () => callbacks.length > 0, 10_000);
+    expect(callbacks).toEqual([withCallback.id]);
     await worker.stop();
     await running;
   }, 60_000);

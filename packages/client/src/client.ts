@@ -209,7 +209,7 @@ export class WorqClient {
       return { job: jobSpecOf(type, rest), webhookUrl };
     };
     return this.onServerOf(
-      options.parentBatchId || undefined,
+      options.parentBatchId || batchCallbackTarget(options),
       async ({ producer }) =>
         (
           await producer.createBatch({
@@ -278,6 +278,16 @@ export class WorqClient {
       return call(() => use(this));
     }
   }
+}
+
+/**
+ * Where a batch without a parent goes straight to: the partition of its callback job, which
+ * its engine stores. Two callback jobs of different queues go through the node, which picks a
+ * partition that may hold both.
+ */
+function batchCallbackTarget(options: BatchOptions): { job: SubmitOptions } | undefined {
+  const [first, second] = [options.onSuccess, options.onComplete].filter((job) => job !== undefined);
+  return first && (!second || second.queue === first.queue) ? { job: first } : undefined;
 }
 
 /**
