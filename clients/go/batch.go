@@ -126,11 +126,14 @@ func (c *Client) CreateBatch(ctx context.Context, spec BatchSpec) (*Batch, error
 		}
 		req.OnComplete.WebhookUrl = spec.OnCompleteWebhook
 	}
-	// A child batch lives with its parent; a batch without one may live anywhere, and the
-	// node picks a partition for it.
+	// A child batch lives with its parent; a batch without one with its callback job, which
+	// its engine stores. Two callback jobs of different queues, or none, go through the
+	// node, which picks a partition that may hold both (or any).
 	r := c.node
 	if spec.ParentBatchID != "" {
 		r = c.routeOfID(ctx, spec.ParentBatchID)
+	} else if callback := soleCallbackJob(req); callback != nil {
+		r = c.routeOfNewJob(ctx, callback)
 	}
 	resp, err := onRoute(ctx, c, r, func(r *route) (*worqv1.CreateBatchResponse, error) {
 		return r.producer.CreateBatch(ctx, &worqv1.CreateBatchRequest{Batch: req})
@@ -139,6 +142,18 @@ func (c *Client) CreateBatch(ctx context.Context, spec BatchSpec) (*Batch, error
 		return nil, err
 	}
 	return batchFromProto(resp.GetBatch()), nil
+}
+
+// soleCallbackJob is the batch's callback job when it has one, or two of one queue.
+func soleCallbackJob(spec *worqv1.BatchSpec) *worqv1.JobSpec {
+	first, second := spec.GetOnSuccess().GetJob(), spec.GetOnComplete().GetJob()
+	if first == nil {
+		return second
+	}
+	if second == nil || second.GetQueue() == first.GetQueue() {
+		return first
+	}
+	return nil
 }
 
 // SealBatch closes a batch to jobs from outside it. FAILED_PRECONDITION if already sealed.

@@ -129,3 +129,41 @@ func TestCallToAnEngineJustKilledGoesThroughTheNode(t *testing.T) {
 		}
 	}
 }
+
+// `worq serve --engines 2`: a batch without a parent lives with its callback job (its engine
+// stores it), so a callback of either engine's queue is taken, and that queue's jobs join it;
+// a job of the other engine's queue is refused by name.
+func TestBatchLivesWithItsCallbackJob(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "--engines", "2")
+	c := dial(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	queueIn := func(partition int) string {
+		for i := 0; ; i++ {
+			if queue := fmt.Sprintf("cbq-%d", i); queueHome(queue, 2) == partition {
+				return queue
+			}
+		}
+	}
+	for partition := 0; partition < 2; partition++ {
+		queue, other := queueIn(partition), queueIn(1-partition)
+		batch, err := c.CreateBatch(ctx, BatchSpec{OnSuccess: &JobSpec{Type: "done", Queue: queue}})
+		if err != nil {
+			t.Fatalf("CreateBatch with a callback in %s (partition %d): %v", queue, partition, err)
+		}
+		if got := partitionOfID(batch.ID, 2); got != partition {
+			t.Fatalf("batch %s lives in partition %d, its callback's queue in %d", batch.ID, got, partition)
+		}
+		if _, err := c.Submit(ctx, "t", Queue(queue), InBatch(batch.ID)); err != nil {
+			t.Fatalf("a job of %s joining: %v", queue, err)
+		}
+		_, err = c.Submit(ctx, "t", Queue(other), InBatch(batch.ID))
+		if err == nil || !strings.Contains(err.Error(), "batch_id: batch "+batch.ID+" lives in partition") {
+			t.Fatalf("a job of the other engine's queue joining: %v", err)
+		}
+		if got, err := c.GetBatch(ctx, batch.ID); err != nil || got.Total != 1 {
+			t.Fatalf("GetBatch = %+v, %v; want one job", got, err)
+		}
+	}
+}

@@ -19,7 +19,7 @@ import pytest
 import worq
 from conftest import Running, ServerProcess, run, running
 from worq._partition import even_shares, fnv1a32, may_have_moved, never_sent, partition_of_id, queue_home
-from worq.v1 import admin_service_pb2, admin_service_pb2_grpc, job_pb2
+from worq.v1 import admin_service_pb2, admin_service_pb2_grpc, batch_pb2, job_pb2
 from worq.v1 import producer_service_pb2, producer_service_pb2_grpc, worker_service_pb2, worker_service_pb2_grpc
 
 # (queue, fnv1a32, home of 4, home of 16): the same vectors as the TS and Go libraries'.
@@ -149,6 +149,11 @@ class FakeProducer(producer_service_pb2_grpc.ProducerServiceServicer):
             jobs=[producer_service_pb2.SubmitResponse(jid=jid_in(queue_home(job.queue, 4))) for job in request.jobs]
         )
 
+    async def CreateBatch(self, request: Any, context: Any) -> producer_service_pb2.CreateBatchResponse:
+        callbacks = [c.job.queue for c in (request.batch.on_success, request.batch.on_complete) if c.HasField("job")]
+        self.calls.append(("CreateBatch", ",".join(callbacks)))
+        return producer_service_pb2.CreateBatchResponse(batch=batch_pb2.Batch(id=jid_in(0)))
+
     async def GetResult(self, request: Any, context: Any) -> producer_service_pb2.GetResultResponse:
         self.calls.append(("GetResult", request.jid))
         return producer_service_pb2.GetResultResponse(job=job_pb2.Job(jid=request.jid, state=job_pb2.JOB_STATE_COMPLETED))
@@ -223,6 +228,21 @@ def test_client_calls_go_to_the_partition_of_the_queue_or_the_jid() -> None:
             assert cluster.p.producer.calls[-1] == ("Submit", "täsk.😀")
             assert cluster.node.producer.calls == [("Submit", queue_in(3)), ("GetResult", jid_in(3)), ("GetResult", jid_in(9))]
             assert cluster.admin.reads == 1
+
+    run(scenario())
+
+
+def test_a_batch_goes_to_its_callback_jobs_partition_or_through_the_node() -> None:
+    async def scenario() -> None:
+        async with FakeCluster() as cluster, worq.Client(cluster.node.address) as client:
+            await client.create_batch(on_success={"type": "cb", "queue": "emails"})  # partition 0: P
+            await client.create_batch(on_complete={"type": "cb"}, on_success={"type": "cb"})  # "default": Q
+            assert cluster.p.producer.calls == [("CreateBatch", "emails")]
+            assert cluster.q.producer.calls == [("CreateBatch", "default,default")]
+            # None, or two of different queues: the node places it.
+            await client.create_batch()
+            await client.create_batch(on_success={"type": "cb", "queue": "emails"}, on_complete={"type": "cb"})
+            assert cluster.node.producer.calls == [("CreateBatch", ""), ("CreateBatch", "emails,default")]
 
     run(scenario())
 

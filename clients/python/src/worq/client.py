@@ -336,9 +336,16 @@ class Client:
         if on_complete_webhook:
             spec.on_complete.webhook_url = on_complete_webhook
         request = producer_service_pb2.CreateBatchRequest(batch=spec)
-        # A child batch lives with its parent; any node takes a batch without one, in a
-        # partition it serves.
-        link = await self._link(jid=parent_batch_id) if parent_batch_id else self._stubs()
+        # A child batch lives with its parent; a batch without one with its callback job,
+        # which its engine stores. Two callback jobs of different queues, or none, go through
+        # the node, which picks a partition that may hold both (or any).
+        callbacks = [c.job for c in (spec.on_success, spec.on_complete) if c.HasField("job")]
+        if parent_batch_id:
+            link = await self._link(jid=parent_batch_id)
+        elif callbacks and all(c.queue == callbacks[0].queue for c in callbacks):
+            link = await self._link(job=callbacks[0])
+        else:
+            link = self._stubs()
         response: producer_service_pb2.CreateBatchResponse = await self._call(
             link, lambda at: at.producer.CreateBatch(request, timeout=self.timeout)
         )
