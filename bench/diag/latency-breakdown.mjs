@@ -7,6 +7,8 @@
 // own process with bench/diag/latency-marks-preload.mjs, which hands its marks back at exit.
 // Both sides' clocks are CLOCK_MONOTONIC, so their marks line up. One job at a time, with an
 // idle pause (U(0, 10 ms)) between jobs; each step's time is taken from the job's submit call.
+// HANDLER_MS=n makes the handler take n ms, so that the worker's ack does not reach the server
+// while it answers the submit.
 import { subscribe } from "node:diagnostics_channel";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -37,6 +39,7 @@ const STEPS = [
   ["server: commit durable (LevelDB batch + fdatasync)", "server", "store.written", undefined, "store.write"],
   ["server: Submit answer ready (handler done)", "server", "rpc.answering", "Submit"],
   ["server: Submit answer handed to HTTP/2", "server", "rpc.answered", "Submit"],
+  ["server: HTTP/2 asks for the trailers (the answer's DATA out, the stream ended)", "server", "lane.wantTrailers", SUBMIT],
   ["client: Submit answer read", "client", "client.data", SUBMIT],
   ["client: Submit trailers read", "client", "client.trailers", SUBMIT],
   ["client: Submit stream closed", "client", "client.closed", SUBMIT],
@@ -55,9 +58,10 @@ try {
   const client = new WorqClient({ address: server.address });
   let started;
   const worker = new Worker({ client, queues: ["latency"], concurrency: 50 });
-  worker.register("probe", () => {
+  worker.register("probe", async () => {
     mark("handler.start");
     started?.();
+    if (process.env.HANDLER_MS) await new Promise((resolve) => setTimeout(resolve, Number(process.env.HANDLER_MS)));
   });
   const running = worker.run();
   const starts = [];

@@ -136,6 +136,7 @@ export class UnaryLane {
           stream.respond(HEADERS, { waitForTrailers: true });
           // node:http2 asks for the trailers once the message's last DATA frame is out.
           stream.once("wantTrailers", () => {
+            markLatency("lane.wantTrailers", path);
             try {
               stream.sendTrailers(end);
             } catch {
