@@ -124,6 +124,13 @@ describe("partition placement (docs/scale-out.md)", () => {
       field: "jobs[0].parent_jid",
       message: expect.stringContaining("children of a job in another partition are not built yet"),
     });
+    // So is a job joining a batch of another partition (its counts and callbacks are kept there).
+    const foreignBatch = withPartition(randomUuidV4(), 3);
+    await expect(engine.submit([{ type: "t", queue: queueIn(1, 4), batchId: foreignBatch }], batch)).rejects.toMatchObject({
+      code: "WORQ_UNIMPLEMENTED",
+      field: "jobs[0].batch_id",
+      message: expect.stringContaining(`batch ${foreignBatch} lives in partition 3, not in this job's queue's`),
+    });
     // One of its own partition that does not exist is just that.
     await expect(
       engine.submit([{ type: "t", queue: queueIn(1, 4), dependsOn: { jids: [withPartition(randomUuidV4(), 1)] } }], batch),
