@@ -7,10 +7,12 @@
 import type { DescMessage, DescService, MessageShape } from "@bufbuild/protobuf";
 import type { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import type { BatchSpec } from "@worq/client/gen/worq/v1/batch_pb.js";
+import type { JobSpec } from "@worq/client/gen/worq/v1/job_pb.js";
 import type { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import type { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { LIMITS } from "../model/limits.js";
 import {
+  jobPartitions,
   keyedPartition,
   scheduleHome,
   spreadOf,
@@ -83,13 +85,6 @@ export function jobPartition(job: ({ queue?: string } & PlacementKeys) | undefin
   return key ? keyedPartition(partitions, key) : partitions[placement.nextTurn(job?.queue || LIMITS.defaultQueue) % partitions.length]!;
 }
 
-/** The partitions that may hold a new job: its placement key's in a spread queue, else every one of its queue's. */
-function jobHomes(job: { queue?: string } & PlacementKeys, placement: Placement): number[] {
-  const partitions = partitionsOfQueue(job.queue ?? "", placement);
-  const key = partitions.length > 1 ? placementKey(job) : "";
-  return key ? [keyedPartition(partitions, key)] : partitions;
-}
-
 /**
  * Where a batch without a parent goes: its callback jobs' partition (a callback job is stored
  * by the batch's engine, so it must be a job that engine may hold), one that takes both when
@@ -99,9 +94,10 @@ function batchHome(batch: BatchSpec | undefined, placement: Placement): CallTarg
   const [first, second] = [batch?.onSuccess?.job, batch?.onComplete?.job].filter((job) => job !== undefined);
   if (!first) return { kind: "any" };
   const partition = jobPartition(first, placement);
-  if (!second || jobHomes(second, placement).includes(partition)) return { kind: "one", partition };
-  const others = jobHomes(second, placement);
-  return { kind: "one", partition: jobHomes(first, placement).find((home) => others.includes(home)) ?? partition };
+  const homes = (job: JobSpec) => jobPartitions(job.queue || LIMITS.defaultQueue, job, placement).home;
+  const others = second && homes(second);
+  if (!others || others.includes(partition)) return { kind: "one", partition };
+  return { kind: "one", partition: homes(first).find((home) => others.includes(home)) ?? partition };
 }
 
 export const producerRoutes: Routes<typeof ProducerService> = {

@@ -129,7 +129,7 @@ export function foreignPartition(id: string, partition: { index: number; count: 
 }
 
 /** The partitions a new job of `queue` may be stored in: the queue's, or the one its key names in a spread queue. */
-function jobPartitions(
+export function jobPartitions(
   queue: string,
   job: PlacementKeys,
   layout: { count: number; spread?: SpreadQueues },
