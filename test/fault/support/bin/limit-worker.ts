@@ -3,9 +3,10 @@
  * job of `--queue` appends "start <jid> <attempt> <leaseId> <ms>" to `--log` as its handler
  * begins, holds it `--hold-min-ms` to `--hold-max-ms`, and appends "finish …" just before the
  * handler returns (so before the ack is sent). The lines are appended synchronously, so a
- * SIGKILL leaves every start and finish that happened on disk. `<ms>` is wall-clock time in
- * milliseconds with a fraction (performance.timeOrigin + performance.now(), the clock the test
- * and the server share). Prints "ready" each time its Lease stream is (again) connected.
+ * SIGKILL leaves every start and finish that happened on disk. `<ms>` is Date.now(): the
+ * wall clock the server stamps its grants and acks with, read afresh in every process (a
+ * process's performance.timeOrigin is fixed at its start, so it drifts from the wall clock
+ * when the clock is stepped, and processes started at other times disagree). Prints "ready" each time its Lease stream is (again) connected.
  */
 import { appendFileSync } from "node:fs";
 import { parseArgs } from "node:util";
@@ -31,7 +32,7 @@ if (!values.addr || !values.queue || !values.log) {
 const log = values.log;
 const holdMin = Number(values["hold-min-ms"]);
 const holdSpread = Number(values["hold-max-ms"]) - holdMin;
-const now = () => (performance.timeOrigin + performance.now()).toFixed(3);
+const now = () => Date.now();
 
 const worker = new Worker({
   address: values.addr,
