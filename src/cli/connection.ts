@@ -80,7 +80,7 @@ function tlsOf(security: SecurityFlags): TlsOptions | undefined {
 
 export function connectTo(address: string, deadlineMs = DEFAULT_DEADLINE_MS, security: SecurityFlags = {}): Connection {
   const tls = tlsOf(security);
-  const transport = createWorqTransport({ address, ...(security.token && { token: security.token }), ...(tls && { tls }) });
+  const { transport } = createWorqTransport({ address, ...(security.token && { token: security.token }), ...(tls && { tls }) });
   const unreachable = (detail: string) =>
     new CliError(`cannot reach Worq at ${address}: is \`worq serve\` running?\n  (${detail})`, EXIT.unreachable);
   return {

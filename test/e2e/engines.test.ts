@@ -146,6 +146,40 @@ describe("worq serve --engines: engine processes on one machine", () => {
     for (const jid of batch) expect((await client.getJob(jid)).queue).toBe(queue);
   }, 90_000);
 
+  it("the library client's close() ends its connections to the parent and to each engine's server, and its later calls fail CANCELLED", async () => {
+    const server = await spawnServer(dataDir(), ["--engines", String(ENGINES), "--log-level", "error"]);
+    servers.push(server);
+    const through = connect(server.port);
+    const queues = [queueOf(0, "cq"), queueOf(1, "cq")];
+    // The parent's own links to the engines, opened before the counts are taken.
+    for (const queue of queues) await through.producer.submit({ job: { type: "t", queue } });
+    // The parent's /metrics: its own port's connections, and each engine's (labelled by partition).
+    const counts = async () => {
+      const text = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`)).text();
+      const sample = (pattern: RegExp) => Number(pattern.exec(text)?.[1] ?? 0);
+      return [
+        sample(/^worq_node_connections_open\{port="grpc"\} (\d+)$/m),
+        ...Array.from({ length: ENGINES }, (_, partition) =>
+          sample(new RegExp(`^worq_connections_open\\{(?=[^}]*port="grpc")(?=[^}]*partition="${partition}")[^}]*\\} (\\d+)$`, "m")),
+        ),
+      ];
+    };
+    const base = await counts();
+
+    const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
+    for (const queue of queues) {
+      const jid = await client.submit("t", { queue }); // straight to the engine, on the library's link
+      expect((await client.getJob(jid)).queue).toBe(queue); // straight to the engine, on its generated clients
+    }
+    // One connection to the parent (the partition map's read), two to each engine.
+    expect(await counts()).toEqual([base[0]! + 1, ...base.slice(1).map((count) => count + 2)]);
+    client.close();
+    await until("every connection of the client closed", async () => JSON.stringify(await counts()) === JSON.stringify(base));
+    await expect(client.submit("t", { queue: queues[1]! })).rejects.toMatchObject({ code: Code.Canceled });
+    await expect(client.admin.getServerInfo({})).rejects.toMatchObject({ code: Code.Canceled });
+    expect(await counts()).toEqual(base);
+  }, 60_000);
+
   it("the parent's /metrics shows each engine's figures by partition; an engine that does not answer costs the scrape its figures, not the scrape", async () => {
     const server = await spawnServer(dataDir(), ["--engines", String(ENGINES), "--log-level", "error"]);
     servers.push(server);

@@ -1,4 +1,4 @@
-import { Code, ConnectError, createClient, type Client, type Transport } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { AdminService } from "./gen/worq/v1/admin_service_pb.js";
 import type { Job } from "./gen/worq/v1/job_pb.js";
@@ -50,6 +50,7 @@ export class WorqClient {
   /** @internal With `partitionRouting`: where each partition is served. */
   readonly routes: PartitionRoutes | undefined;
   private readonly nodeLink: GrpcLink;
+  private readonly closeTransport: () => void;
   private readonly submits: SubmitBatcher;
   /** With `partitionRouting`: one batcher per partition server, since a batch is committed by one partition. */
   private readonly partitionSubmits = new Map<GrpcLink, SubmitBatcher>();
@@ -57,13 +58,26 @@ export class WorqClient {
   private pinned: { routes: PartitionRoutes; partition: number } | undefined;
 
   constructor(private readonly options: ClientOptions) {
-    const transport: Transport = createWorqTransport(options);
+    const { transport, close } = createWorqTransport(options);
+    this.closeTransport = close;
     this.nodeLink = new GrpcLink(options);
     this.producer = createClient(ProducerService, transport);
     this.submits = new SubmitBatcher(this.nodeLink);
     this.admin = createClient(AdminService, transport);
     this.worker = createClient(WorkerService, transport);
     if (options.partitionRouting !== false) this.routes = new PartitionRoutes(options, () => this.admin.getServerInfo({}));
+  }
+
+  /**
+   * Closes this client's connections, to the node and to partitions' servers: calls still
+   * open fail CANCELLED, and so does every call made afterwards. Stop a Worker that uses this
+   * client first. Without close(), an idle client does not keep the process alive either.
+   */
+  close(): void {
+    this.closeTransport();
+    this.nodeLink.shutdown();
+    // A pinned client (one part of a Worker) shares its parent's routes: the parent closes them.
+    if (!this.pinned) this.routes?.close();
   }
 
   /** @internal The HTTP/2 link of the hot-path calls (submits, Lease, Report): grpc-link.ts. */

@@ -4,7 +4,7 @@ import net from "node:net";
 import tls from "node:tls";
 import { Code } from "@connectrpc/connect";
 import { WorqClientError } from "./errors.js";
-import { resolveEndpoint, type ConnectionOptions } from "./transport.js";
+import { CLIENT_CLOSED, resolveEndpoint, type ConnectionOptions } from "./transport.js";
 import { markLatency } from "./latency-marks.js";
 
 const { NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM } = http2.constants;
@@ -29,6 +29,8 @@ export class GrpcLink {
   private readonly baseHeaders: http2.OutgoingHttpHeaders;
   private readonly headersByPath = new Map<string, http2.OutgoingHttpHeaders>();
   private current: LinkSession | undefined;
+  /** Set by shutdown(): no call is made again. */
+  private shut = false;
 
   constructor(options: ConnectionOptions) {
     const { host, port, tls: tlsOptions, origin, authorization } = resolveEndpoint(options);
@@ -94,6 +96,10 @@ export class GrpcLink {
   /** Opens one call; returns its controls (cancel, pause, resume). `sink.end` is called exactly once. */
   private start(path: string, request: Uint8Array, sink: CallSink, extraHeaders?: http2.OutgoingHttpHeaders): CallControl {
     markLatency("client.call", path);
+    if (this.shut) {
+      queueMicrotask(() => sink.end(new WorqClientError(Code.Canceled, CLIENT_CLOSED, undefined, true)));
+      return NO_CALL;
+    }
     const link = this.session();
     let stream: http2.ClientHttp2Stream;
     try {
@@ -121,6 +127,7 @@ export class GrpcLink {
       link.closedOne();
       if (cancelled) return sink.end(new WorqClientError(Code.Canceled, "cancelled by the client"));
       if (status !== undefined) return sink.end(status ?? undefined);
+      if (this.shut) return sink.end(new WorqClientError(Code.Canceled, CLIENT_CLOSED));
       if (httpStatus !== 0 && httpStatus !== 200)
         return sink.end(new WorqClientError(codeOfHttpStatus(httpStatus), `HTTP status ${httpStatus} without a gRPC status`));
       if (stream.rstCode === NGHTTP2_REFUSED_STREAM || streamError || link.failure !== undefined) {
@@ -176,6 +183,14 @@ export class GrpcLink {
     const link = this.current;
     this.current = undefined;
     link?.session.close();
+  }
+
+  /** Ends the session now (calls still open fail CANCELLED) and every later call at once, CANCELLED. */
+  shutdown(): void {
+    this.shut = true;
+    const link = this.current;
+    this.current = undefined;
+    link?.session.destroy();
   }
 
   private headers(path: string): http2.OutgoingHttpHeaders {

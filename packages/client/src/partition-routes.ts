@@ -16,6 +16,7 @@ interface PartitionServer {
   options: ConnectionOptions;
   link?: GrpcLink;
   services?: PartitionServices;
+  closeServices?: () => void;
 }
 
 /** The queue a job without one goes to (the server's default). */
@@ -39,6 +40,7 @@ export class PartitionRoutes {
   private readonly servers = new Map<string, PartitionServer>();
   private read = false;
   private loading: Promise<void> | undefined;
+  private closed = false;
 
   constructor(
     private readonly options: ConnectionOptions,
@@ -99,15 +101,26 @@ export class PartitionRoutes {
     const server = this.serverOf(partition);
     if (!server) return undefined;
     if (!server.services) {
-      const transport = createWorqTransport(server.options);
+      const { transport, close } = createWorqTransport(server.options);
       server.services = { producer: createClient(ProducerService, transport), admin: createClient(AdminService, transport) };
+      server.closeServices = close;
     }
     return server.services;
   }
 
+  /** Closes what is open to the partitions' servers; from then on every call goes to the node's address (closed too). */
+  close(): void {
+    this.closed = true;
+    for (const server of this.servers.values()) {
+      server.link?.shutdown();
+      server.closeServices?.();
+    }
+    this.servers.clear();
+  }
+
   /** What is open to `partition`'s own server (made on first use), with the scheme and TLS the client was given. */
   private serverOf(partition: number | undefined): PartitionServer | undefined {
-    const address = partition === undefined ? undefined : this.addresses[partition];
+    const address = partition === undefined || this.closed ? undefined : this.addresses[partition];
     if (address === undefined) return undefined;
     let server = this.servers.get(address);
     if (!server) {

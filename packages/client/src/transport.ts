@@ -1,5 +1,5 @@
-import type { Interceptor, Transport } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import { Code, ConnectError, type Interceptor, type Transport } from "@connectrpc/connect";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 
 /** TLS towards the server. PEM contents, not file paths: the caller decides where keys live. */
 export interface TlsOptions {
@@ -54,19 +54,40 @@ export function resolveEndpoint(options: ConnectionOptions): Endpoint {
   };
 }
 
+/** A Connect transport and the way to close its connection for good. */
+export interface ClosableTransport {
+  transport: Transport;
+  /** Ends the connection (calls still open fail CANCELLED) and fails every later call CANCELLED. */
+  close(): void;
+}
+
 /** The gRPC (HTTP/2) transport every client of a Worq server uses: TLS and token included. */
-export function createWorqTransport(options: ConnectionOptions): Transport {
+export function createWorqTransport(options: ConnectionOptions): ClosableTransport {
   const { tls, origin, authorization } = resolveEndpoint(options);
-  const interceptors: Interceptor[] = [];
+  let closed = false;
+  const interceptors: Interceptor[] = [
+    (next) => (request) => {
+      if (closed) throw new ConnectError(CLIENT_CLOSED, Code.Canceled);
+      return next(request);
+    },
+  ];
   if (authorization !== undefined) {
     interceptors.push((next) => (request) => {
       request.header.set("authorization", authorization);
       return next(request);
     });
   }
-  return createGrpcTransport({
-    baseUrl: origin,
-    interceptors,
-    ...(tls && { nodeOptions: { ...(tls.ca && { ca: tls.ca }), ...(tls.cert && { cert: tls.cert }), ...(tls.key && { key: tls.key }) } }),
-  });
+  const nodeOptions = tls && { ...(tls.ca && { ca: tls.ca }), ...(tls.cert && { cert: tls.cert }), ...(tls.key && { key: tls.key }) };
+  // The transport's own session manager (as createGrpcTransport would make), kept to be aborted by close().
+  const sessions = new Http2SessionManager(origin, {}, nodeOptions);
+  return {
+    transport: createGrpcTransport({ baseUrl: origin, interceptors, sessionManager: sessions }),
+    close() {
+      closed = true;
+      sessions.abort(new ConnectError(CLIENT_CLOSED, Code.Canceled));
+    },
+  };
 }
+
+/** What a call on a closed client fails with. */
+export const CLIENT_CLOSED = "the client is closed";
