@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code } from "@connectrpc/connect";
-import { WorqClient } from "@worq/client";
+import { Worker, WorqClient } from "@worq/client";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
 import { metricSample } from "../support/connections.js";
 import { until } from "../support/until.js";
@@ -52,5 +52,32 @@ describe("WorqClient.close() (real server)", () => {
     expect([stats.delayed, stats.ready]).toEqual([1n, 0n]);
     expect(await grpcConnections(server)).toBe(base);
     client.close(); // a second close changes nothing
+  });
+
+  it("a Worker given an address closes the connection it opened once run() resolves, after its reports; one given a client leaves it open", async () => {
+    await server.admin.getServerInfo({});
+    const base = await grpcConnections(server);
+    const address = `127.0.0.1:${server.port}`;
+    const producer = new WorqClient({ address });
+    const jids = await producer.submitBatch(Array.from({ length: 20 }, () => ({ type: "work", queue: "close-w" })));
+    const worker = new Worker({ address, queues: ["close-w"], concurrency: 5 });
+    worker.register("work", () => "done");
+    const running = worker.run();
+    for (const jid of jids) expect((await producer.waitResult(jid, 10_000)).result).toBeDefined();
+    expect(await grpcConnections(server)).toBeGreaterThan(base + 2); // the producer's two, and the worker's own
+    await worker.stop();
+    await running;
+    await until("the worker's connection closed", async () => (await grpcConnections(server)) === base + 2);
+    // Every job was acked before the close: none is left running or waiting.
+    const stats = (await server.admin.getQueueStats({ queue: "close-w" })).stats!;
+    expect([stats.completed, stats.inFlight, stats.ready]).toEqual([20n, 0n, 0n]);
+
+    const shared = new Worker({ client: producer, queues: ["close-w"], concurrency: 1 });
+    const sharedRun = shared.run();
+    await shared.stop();
+    await sharedRun;
+    expect((await producer.getJob(jids[0]!)).jid).toBe(jids[0]); // the client it was given still works
+    producer.close();
+    await until("every connection closed", async () => (await grpcConnections(server)) === base);
   });
 });

@@ -146,7 +146,7 @@ describe("worq serve --engines: engine processes on one machine", () => {
     for (const jid of batch) expect((await client.getJob(jid)).queue).toBe(queue);
   }, 90_000);
 
-  it("the library client's close() ends its connections to the parent and to each engine's server, and its later calls fail CANCELLED", async () => {
+  it("the library client's close() ends its connections to the parent and to each engine's server, and its later calls fail CANCELLED; a Worker given the address closes its connections once stopped", async () => {
     const server = await spawnServer(dataDir(), ["--engines", String(ENGINES), "--log-level", "error"]);
     servers.push(server);
     const through = connect(server.port);
@@ -178,6 +178,17 @@ describe("worq serve --engines: engine processes on one machine", () => {
     await expect(client.submit("t", { queue: queues[1]! })).rejects.toMatchObject({ code: Code.Canceled });
     await expect(client.admin.getServerInfo({})).rejects.toMatchObject({ code: Code.Canceled });
     expect(await counts()).toEqual(base);
+
+    // A Worker given the address holds a stream to each engine; once it has stopped, what it opened is closed.
+    const worker = new Worker({ address: `127.0.0.1:${server.port}`, queues, concurrency: 4 });
+    const ran: string[] = [];
+    worker.register("t", (job) => void ran.push(job.queue));
+    const running = worker.run();
+    await until("a job of each engine's queue ran", () => queues.every((queue) => ran.filter((q) => q === queue).length === 2));
+    expect((await counts()).slice(1).every((count, i) => count > base[i + 1]!)).toBe(true);
+    await worker.stop();
+    await running;
+    await until("every connection of the worker closed", async () => JSON.stringify(await counts()) === JSON.stringify(base));
   }, 60_000);
 
   it("the parent's /metrics shows each engine's figures by partition; an engine that does not answer costs the scrape its figures, not the scrape", async () => {

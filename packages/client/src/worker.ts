@@ -263,7 +263,7 @@ export class Worker {
    * worker per partition, each holding its own Lease stream to that partition's server with
    * a share of the concurrency. This worker then only starts and stops them.
    */
-  private parts: { worker: Worker; queues: string[] }[] | undefined;
+  private parts: { worker: Worker; queues: string[]; client: WorqClient }[] | undefined;
   /** Shares the concurrency among the parts' streams, as each says whether jobs wait for credit. */
   private credits: CreditMover | undefined;
   /** A part's: told whenever it changes whether a ready job waits for this stream's credit. */
@@ -392,6 +392,10 @@ export class Worker {
         process.off("SIGTERM", onSignal);
         process.off("SIGINT", onSignal);
       }
+      // Every report has settled: the connections this worker opened itself are closed (its
+      // parts' clients, and its own when it was given an address rather than a client).
+      this.parts?.forEach((part) => part.client.close());
+      if (!this.options.client) this.client.close();
     }
   }
 
@@ -454,9 +458,10 @@ export class Worker {
     const shares = credits.initialLimits;
     let readyTold = false;
     this.parts = groups.map(([partition, queues], i) => {
+      const client = this.client.pinnedTo(partition);
       const worker = new Worker({
         ...this.options,
-        client: this.client.pinnedTo(partition),
+        client,
         queues,
         concurrency: shares[i]!,
         workerId: this.workerId,
@@ -471,7 +476,7 @@ export class Worker {
       });
       for (const [type, handler] of this.handlers) worker.register(type, handler);
       worker.waitingListener = (waiting) => credits.setWaiting(i, waiting);
-      return { worker, queues };
+      return { worker, queues, client };
     });
     if (this.stopping || this.quieted) this.parts.forEach((part) => (this.stopping ? void part.worker.stop() : part.worker.quiet()));
     return true;
