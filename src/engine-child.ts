@@ -6,6 +6,7 @@ import { startPartitionedNode } from "./cluster/partitioned-node.js";
 import type { MetricsRead } from "./cluster/metrics-merge.js";
 import type { JobMeta } from "./model/job.js";
 import { askOverIpc } from "./ipc-ask.js";
+import { coalesced } from "./coalesced-call.js";
 import type { SharedSubmitBuckets } from "./transport/auth/shared-submit-rate.js";
 
 /**
@@ -60,9 +61,34 @@ const submitBuckets: SharedSubmitBuckets = {
     return { granted: answer.granted ?? 0, retryAfterMs: answer.retryAfterMs ?? 0 };
   },
 };
+/**
+ * Hints of this engine's ends (EngineOptions.onEndsDurable), sent to the parent only while it
+ * says another engine's jobs wait for jobs of another engine: it passes them to those
+ * engines, which read their waits at once rather than at their next timed read.
+ */
+const ENDS_HINT_GAP_MS = 5;
+let endsHintsWanted = false;
+const sendEndsHint = coalesced(() => {
+  if (process.connected) process.send!({ endsIn: config.engineSlot?.index });
+}, ENDS_HINT_GAP_MS);
+const endsHints = {
+  onEndsDurable: () => {
+    if (endsHintsWanted) sendEndsHint();
+  },
+  onRemoteWaiting: (waiting: boolean) => {
+    if (process.connected) process.send!({ remoteWaiting: waiting });
+  },
+};
+/** The server whose waits a hint reads, once started. */
+let hinted: { hintRemoteEnds(): void } | undefined;
+// Listened for from the start: the parent says at once whether any engine waits for another's jobs.
+process.on("message", (message: { endsHintsWanted?: boolean; endsHint?: number }) => {
+  if (message.endsHintsWanted !== undefined) endsHintsWanted = message.endsHintsWanted;
+  if (message.endsHint !== undefined) hinted?.hintRemoteEnds();
+});
 const started = partitioned
   ? startPartitionedNode({ ...config, cluster: { ...config.cluster!, partitions: config.cluster!.partitions! }, store: config.store! }, log)
-  : startServer(config, log, undefined, { foreignMetas, ...(config.submitRate && { submitBuckets }) });
+  : startServer(config, log, undefined, { foreignMetas, ...(config.submitRate && { submitBuckets }), ...endsHints });
 const server = await started.catch((error: unknown) => {
   log.error("engine cannot start", { error: (error as Error).message });
   process.exit(1);
@@ -107,4 +133,5 @@ process.on("message", (message: { readMetas?: number; jids?: string[] }) => {
     (error: Error) => reply({ error: error.message }),
   );
 });
+hinted = "hintRemoteEnds" in server ? server : undefined;
 process.send!({ grpcPort: server.grpcPort, httpPort: server.httpPort, faktoryPort: server.faktoryPort, workqPort: server.workqPort });

@@ -32,6 +32,12 @@ interface SubmitsQuestion {
   most: number;
 }
 
+/** An engine's word on its waits for other engines' jobs, or a hint that it committed ends (src/engine-child.ts). */
+interface EndsMessage {
+  remoteWaiting?: boolean;
+  endsIn?: number;
+}
+
 /** One engine process as its parent keeps it. */
 export interface EngineProcess {
   index: number;
@@ -50,6 +56,8 @@ export interface EngineProcess {
   deathsInARow: number;
   /** When its current process began to listen. */
   servingSince: number;
+  /** Whether its jobs wait for jobs of other engines now (it says so when that changes). */
+  remoteWaiting: boolean;
 }
 
 /**
@@ -84,6 +92,7 @@ export class EngineProcesses {
       restarts: 0,
       deathsInARow: 0,
       servingSince: 0,
+      remoteWaiting: false,
     }));
   }
 
@@ -165,11 +174,17 @@ export class EngineProcesses {
         engine.faktoryAddress = message.faktoryPort === undefined ? undefined : `${this.advertised}:${message.faktoryPort}`;
         engine.workqAddress = message.workqPort === undefined ? undefined : `${this.advertised}:${message.workqPort}`;
         engine.servingSince = Date.now();
+        // A new process learns whether the others want its ends' hints (it starts as one that waits for nothing).
+        if (this.endsHintsWanted(engine) && child.connected) child.send({ endsHintsWanted: true });
         listening();
       };
       child.on("message", onListening);
       child.on("message", (message: MetasQuestion) => {
         if (message.askMetas !== undefined) this.relayMetas(child, message);
+      });
+      child.on("message", (message: EndsMessage) => {
+        if (message.remoteWaiting !== undefined) this.setRemoteWaiting(engine, message.remoteWaiting);
+        else if (message.endsIn !== undefined) this.passEndsHint(engine);
       });
       child.on("message", (message: SubmitsQuestion) => {
         if (message.drawSubmits === undefined || !child.connected) return;
@@ -190,6 +205,7 @@ export class EngineProcesses {
         engine.faktoryAddress = undefined;
         engine.workqAddress = undefined;
         engine.child = undefined;
+        this.setRemoteWaiting(engine, false);
         if (!wasServing) return failed(new Error(`engine ${engine.index} exited (${signal ?? code}) before listening`));
         if (this.stopping) return;
         // One that served a good while died of something new: it is not crashing in a loop.
@@ -198,6 +214,31 @@ export class EngineProcesses {
         this.log.error("an engine process exited; starting it again", { engine: engine.index, code, signal, delayMs });
       });
     });
+  }
+
+  /**
+   * An engine's jobs began (or stopped) waiting for other engines' jobs: each engine is told
+   * whether any other engine waits, so it sends hints of its ends only while one does.
+   */
+  private setRemoteWaiting(engine: EngineProcess, waiting: boolean): void {
+    if (engine.remoteWaiting === waiting) return;
+    const wantedBefore = this.engines.map((other) => this.endsHintsWanted(other));
+    engine.remoteWaiting = waiting;
+    this.engines.forEach((other, i) => {
+      const wanted = this.endsHintsWanted(other);
+      if (wanted !== wantedBefore[i] && other.child?.connected) other.child.send({ endsHintsWanted: wanted });
+    });
+  }
+
+  private endsHintsWanted(engine: EngineProcess): boolean {
+    return this.engines.some((other) => other !== engine && other.remoteWaiting);
+  }
+
+  /** An engine committed ends: the engines whose jobs wait for other engines' jobs read theirs at once. */
+  private passEndsHint(from: EngineProcess): void {
+    for (const engine of this.engines) {
+      if (engine !== from && engine.remoteWaiting && engine.child?.connected) engine.child.send({ endsHint: from.index });
+    }
   }
 
   /**

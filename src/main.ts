@@ -63,6 +63,8 @@ export interface SingleServer extends RunningServer {
   metricsText(): Promise<string>;
   /** The stored metas of `jids` (undefined where none): what another engine of --engines reads of the jobs its jobs wait for. */
   storedMetas(jids: readonly string[]): Promise<(JobMeta | undefined)[]>;
+  /** Another partition committed ends: this server's jobs that wait for jobs there are read at once (Engine.hintRemoteEnds). */
+  hintRemoteEnds(): void;
 }
 
 /** What an engine process of --engines gives its server (src/engine-child.ts). */
@@ -71,6 +73,10 @@ export interface EngineHooks {
   foreignMetas(partition: number, jids: readonly string[]): Promise<(JobMeta | undefined)[]>;
   /** Where --submit-rate is counted for all the engines (the parent); unset = by this engine alone. */
   submitBuckets?: SharedSubmitBuckets;
+  /** Told when this engine's ends are durable, to hint the other engines (EngineOptions.onEndsDurable). */
+  onEndsDurable?: () => void;
+  /** Told when this engine's jobs start and stop waiting for other engines' jobs (EngineOptions.onRemoteWaiting). */
+  onRemoteWaiting?: (waiting: boolean) => void;
 }
 
 /** Overhead a batch or a job's non-data fields may add above the job data limit. */
@@ -97,6 +103,8 @@ export interface LeaderHooks {
   submitBuckets?: SharedSubmitBuckets;
   /** Serve one partition of a partitioned cluster: its slice of the store, its jids and queues only. */
   partition?: { index: number; count: number; epoch: number; spread: SpreadQueues };
+  /** Told when this partition's ends are durable, to hint the other partitions (EngineOptions.onEndsDurable). */
+  onEndsDurable?: () => void;
 }
 
 /** The composition root: config -> store -> engine -> gRPC server. */
@@ -109,6 +117,7 @@ export async function startServer(
   // Read every key and token file before opening the store: a bad path fails the start at once.
   const tls = readTlsFiles(config);
   const sharedBuckets = engineHooks?.submitBuckets ?? leader?.submitBuckets;
+  const endsHint = engineHooks?.onEndsDurable ?? leader?.onEndsDurable;
   const access = new AccessControl({
     tokens: config.authTokensFile === undefined ? undefined : loadTokenFile(config.authTokensFile),
     publicReflection: config.publicReflection ?? false,
@@ -193,6 +202,8 @@ export async function startServer(
         partition: { index: leader.partition.index, count: leader.partition.count, spread: leader.partition.spread },
       }),
       ...(config.engineSlot && { partition: config.engineSlot }),
+      ...(endsHint && { onEndsDurable: endsHint }),
+      ...(engineHooks?.onRemoteWaiting && { onRemoteWaiting: engineHooks.onRemoteWaiting }),
       // Without an OTLP endpoint, no tracing work at all: the observer is not there.
       observeWrites: traceWrites
         ? (writes) => {
@@ -383,6 +394,7 @@ export async function startServer(
     metricsText: () => metrics.registry.metrics(),
     // The store in use (replaced when storage recovers): only what is durable is read.
     storedMetas: (jids) => Promise.all(jids.map((jid) => configured.store.getMeta(jid))),
+    hintRemoteEnds: () => handle!.current().hintRemoteEnds(),
     close,
   };
 }

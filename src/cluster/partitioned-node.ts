@@ -52,7 +52,17 @@ export async function startPartitionedNode(
   });
   const submitBuckets = config.submitRate && new PostgresSubmitBuckets({ url: config.store, nodeId, rate: config.submitRate, log });
   const linkTls = tls && { ca: readFileSync(config.cluster.caFile ?? config.tls!.certFile), cert: tls.cert, key: tls.key };
-  const open = async (slot: PartitionSlot): Promise<ServedPartition & Pick<SingleServer, "reloadTokens" | "metricsText">> => {
+  /**
+   * A partition served here committed ends: the others served here read their waits on other
+   * partitions' jobs at once (an in-process call, which costs nothing to one that waits for
+   * none). Partitions of other nodes read them at their timed reads.
+   */
+  const hintEnds = (from: number) => {
+    for (const partition of host.partitions()) if (partition !== from) host.servedOf(partition)?.hintRemoteEnds();
+  };
+  const open = async (
+    slot: PartitionSlot,
+  ): Promise<ServedPartition & Pick<SingleServer, "reloadTokens" | "metricsText" | "hintRemoteEnds">> => {
     // Its own ports on the node's host: the router here and on the other nodes reach it there.
     // With --faktory-port or --workq-port, its own such ports too, which the nodes' route to.
     const server = await startServer({ ...config, port: 0, httpPort: 0, ...linePortsOfPartition(config) }, log, {
@@ -63,6 +73,7 @@ export async function startPartitionedNode(
       mayGrant: () => slot.mayGrant(),
       ...(submitBuckets && { submitBuckets }),
       partition: { index: slot.index, count: slot.count, epoch: slot.epoch, spread: slot.spread },
+      onEndsDurable: () => hintEnds(slot.index),
     });
     return {
       grpcAddress: `${hostForAddress(advertiseHost)}:${server.grpcPort}`,
@@ -72,6 +83,7 @@ export async function startPartitionedNode(
       close: () => server.close(),
       reloadTokens: () => server.reloadTokens(),
       metricsText: () => server.metricsText(),
+      hintRemoteEnds: () => server.hintRemoteEnds(),
     };
   };
   const host = new PartitionHost({

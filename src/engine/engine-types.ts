@@ -59,6 +59,14 @@ export interface EngineOptions {
   mayGrant?: () => boolean;
   /** Sees every commit's writes as they are handed to the store (metrics, debug logs). */
   observeWrites?: (writes: readonly StoreWrite[]) => void;
+  /**
+   * With partitions: told after a commit that ended jobs is durable, so the host can tell the
+   * other partitions, whose jobs may wait for these (a hint that reads them at once; their
+   * timer reads them anyway).
+   */
+  onEndsDurable?: () => void;
+  /** With partitions: told when jobs here start waiting for jobs of other partitions (true), and when none does any more (false). */
+  onRemoteWaiting?: (waiting: boolean) => void;
   /** Metas kept as objects before waiting jobs' metas are kept packed (live-jobs.ts); tests set it low. */
   unpackedMetaLimit?: number;
   /**
@@ -227,4 +235,6 @@ export interface EngineInfo {
   coldReadyJobs: number;
   counters: Counters;
   storeKind: string;
+  /** With partitions: waits on jobs of other partitions released, by what read their end (a hint from their partition, or the timer). */
+  remoteReleases: { hint: number; timer: number };
 }

@@ -272,6 +272,7 @@ export function info(core: EngineCore): EngineInfo {
     coldReadyJobs: [...core.ready.values()].reduce((sum, queue) => sum + queue.cold, 0),
     counters: { ...core.counters },
     storeKind: core.store.kind,
+    remoteReleases: { ...(core.remote?.released ?? { hint: 0, timer: 0 }) },
   };
 }
 

@@ -7,6 +7,8 @@ import { pushTimer } from "./timers.js";
 
 /** How often a partition reads the state of the other partitions' jobs that its jobs wait for. */
 const REMOTE_CHECK_MS = 250;
+/** The least time between two reads a hint asks for: a busy partition's ends come as a stream of hints. */
+const HINTED_GAP_MS = 5;
 
 /**
  * Dependencies on jobs of other partitions (docs/scale-out.md): a PENDING job of this
@@ -25,17 +27,50 @@ export class RemoteDependencies {
   /** When the next read is due (a timer entry of another time is stale). */
   checkAtMs: number | undefined;
   private checking = false;
+  /** A hint came while a read was under way: read again once it is done. */
+  private hintedWhileChecking = false;
+  /** When the last read began. */
+  private lastCheckMs = -Infinity;
+  /** What the next timed read is for: the timer's own, or one a hint moved up. */
+  private nextCause: "hint" | "timer" = "timer";
+  private toldWaiting = false;
+  /** Waits released, by what read the end: a hint from the other partition, or the timer. */
+  readonly released = { hint: 0, timer: 0 };
 
   /** Records that a job here waits for `jid`, of `partition`. */
   add(core: EngineCore, jid: string, partition: number): void {
     this.waits.set(jid, partition);
+    this.tellWaiting(core);
     this.schedule(core);
   }
 
+  /**
+   * Another partition committed ends (a hint, which may be lost or late: the timer's reads are
+   * the guarantee): reads the waits now, or as soon as HINTED_GAP_MS has passed since the last
+   * read, instead of at the next timer.
+   */
+  hint(core: EngineCore): void {
+    if (this.waits.size === 0) return;
+    if (this.checking) {
+      this.hintedWhileChecking = true;
+      return;
+    }
+    const atMs = this.lastCheckMs + HINTED_GAP_MS;
+    if (core.clock.nowMs() >= atMs) void this.check(core, "hint");
+    else if (this.checkAtMs === undefined || this.checkAtMs > atMs) {
+      this.checkAtMs = atMs;
+      this.nextCause = "hint";
+      pushTimer(core, { atMs, jid: "", kind: "remote" });
+    }
+  }
+
   /** Reads the waited-for jobs' state and releases the jobs waiting for those that ended. */
-  async check(core: EngineCore): Promise<void> {
+  async check(core: EngineCore, cause: "hint" | "timer" = this.nextCause): Promise<void> {
     if (this.checking || core.fatal !== undefined || core.closing) return;
+    this.nextCause = "timer";
     this.checking = true;
+    this.hintedWhileChecking = false;
+    this.lastCheckMs = core.clock.nowMs();
     try {
       const byPartition = new Map<number, string[]>();
       for (const [jid, partition] of this.waits) {
@@ -54,6 +89,7 @@ export class RemoteDependencies {
       if (core.fatal !== undefined || core.closing) return;
       for (const [jid, state] of ended) {
         this.waits.delete(jid);
+        if (core.dependents.has(jid)) this.released[cause]++;
         core.resolveDependents(jid, state);
       }
       if (core.cascade.length > 0) {
@@ -66,8 +102,18 @@ export class RemoteDependencies {
     } finally {
       this.checking = false;
       this.checkAtMs = undefined;
+      this.tellWaiting(core);
+      if (this.hintedWhileChecking) this.hint(core);
       this.schedule(core);
     }
+  }
+
+  /** Tells the host when waits begin and when the last one ends (only the changes). */
+  private tellWaiting(core: EngineCore): void {
+    const waiting = this.waits.size > 0;
+    if (waiting === this.toldWaiting) return;
+    this.toldWaiting = waiting;
+    core.onRemoteWaiting?.(waiting);
   }
 
   private schedule(core: EngineCore): void {

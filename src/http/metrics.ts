@@ -142,6 +142,20 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
     "Ready jobs past the ready window (--ready-window), left in the store until their queue drains.",
     (info) => info.coldReadyJobs,
   );
+  new Counter({
+    name: "worq_remote_dependencies_released_total",
+    help: "With partitions: waits on jobs of other partitions released, by what read the end (a hint from that partition, or the timed read).",
+    labelNames: ["by"],
+    registers: [registry],
+    collect() {
+      const current = engine();
+      if (!current) return;
+      const { hint, timer } = current.info().remoteReleases;
+      this.reset();
+      this.inc({ by: "hint" }, hint);
+      this.inc({ by: "timer" }, timer);
+    },
+  });
   registry.registerMetric(oldestAge);
   registry.registerMetric(maxRunning);
   registry.registerMetric(rateTokens);

@@ -327,6 +327,18 @@ describe.skipIf(!available)("partitioned cluster: worq serve --cluster --partiti
     expect(started.get(afterBoth)!).toBeGreaterThanOrEqual(finished.get(after)!);
     await worker.stop();
     await running;
+    // This node serves all four partitions: each one's ends were hinted to the others in-process,
+    // so the waits were read as the ends were durable, not at the next 250 ms read. Four waits:
+    // q1's on `first`, q2's on `first` and `after`, q3's on `failing`.
+    const text = await (await fetch(`http://127.0.0.1:${a.httpPort}/metrics`)).text();
+    const released = (by: string) =>
+      [...text.matchAll(new RegExp(`^worq_remote_dependencies_released_total\\{[^}]*by="${by}"[^}]*\\} (\\d+)$`, "gm"))].reduce(
+        (sum, match) => sum + Number(match[1]),
+        0,
+      );
+    console.log(`[figures] released by hint ${released("hint")}, by timer ${released("timer")}`);
+    expect(released("hint") + released("timer")).toBe(4);
+    expect(released("hint")).toBeGreaterThanOrEqual(2);
 
     // Across a kill: a job waiting for another partition's job is released by the new owner, which finds the wait in its PENDING jobs.
     const later = await client.submit("ok", { queue: q0, delayMs: 4_000 });

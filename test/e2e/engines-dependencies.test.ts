@@ -99,6 +99,38 @@ describe("--engines: a job waits for jobs of another engine", () => {
     await running2;
   }, 90_000);
 
+  it("a chain alternating between the engines: each job is released by its dependency's end, hinted over the parent, not only by the 250 ms read", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "worq-engines-hints-"));
+    dirs.push(dir);
+    const server = await spawnServer(dir, ["--engines", String(ENGINES)]);
+    servers.push(server);
+    const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
+    const queues = [queueOf(0, "hq"), queueOf(1, "hq")];
+    const LENGTH = 20;
+    const chain: string[] = [];
+    for (let i = 0; i < LENGTH; i++) {
+      chain.push(await client.submit("link", { queue: queues[i % 2]!, ...(i > 0 && { dependsOn: { jids: [chain[i - 1]!] } }) }));
+    }
+    const worker = new Worker({ client, queues, concurrency: 2 });
+    worker.register("link", () => "ok");
+    const running = worker.run();
+    const last = await client.waitResult(chain.at(-1)!, 30_000);
+    await worker.stop();
+    await running;
+    expect(last.state).toBe(JobState.COMPLETED);
+    const text = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`)).text();
+    const released = (by: string) =>
+      [...text.matchAll(new RegExp(`^worq_remote_dependencies_released_total\\{[^}]*by="${by}"[^}]*\\} (\\d+)$`, "gm"))].reduce(
+        (sum, match) => sum + Number(match[1]),
+        0,
+      );
+    console.log(`[figures] released by hint ${released("hint")}, by timer ${released("timer")}`);
+    // Every link but the first waited for a job of the other engine.
+    expect(released("hint") + released("timer")).toBe(LENGTH - 1);
+    // A hint goes out as the end is durable; the timed read would find it only up to 250 ms later.
+    expect(released("hint")).toBeGreaterThanOrEqual((LENGTH - 1) / 2);
+  }, 60_000);
+
   it("a job joins a batch of its own engine; one whose queue lives in the other engine is refused by name (batch_id), and nothing of its call is stored; a batch lives where its callback job's queue does", async () => {
     const dir = mkdtempSync(join(tmpdir(), "worq-engines-batch-"));
     dirs.push(dir);
