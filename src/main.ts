@@ -105,6 +105,8 @@ export interface LeaderHooks {
   partition?: { index: number; count: number; epoch: number; spread: SpreadQueues };
   /** Told when this partition's ends are durable, to hint the other partitions (EngineOptions.onEndsDurable). */
   onEndsDurable?: () => void;
+  /** Told when this partition's jobs start and stop waiting for other partitions' jobs (EngineOptions.onRemoteWaiting). */
+  onRemoteWaiting?: (waiting: boolean) => void;
 }
 
 /** The composition root: config -> store -> engine -> gRPC server. */
@@ -118,6 +120,7 @@ export async function startServer(
   const tls = readTlsFiles(config);
   const sharedBuckets = engineHooks?.submitBuckets ?? leader?.submitBuckets;
   const endsHint = engineHooks?.onEndsDurable ?? leader?.onEndsDurable;
+  const remoteWaiting = engineHooks?.onRemoteWaiting ?? leader?.onRemoteWaiting;
   const access = new AccessControl({
     tokens: config.authTokensFile === undefined ? undefined : loadTokenFile(config.authTokensFile),
     publicReflection: config.publicReflection ?? false,
@@ -203,7 +206,7 @@ export async function startServer(
       }),
       ...(config.engineSlot && { partition: config.engineSlot }),
       ...(endsHint && { onEndsDurable: endsHint }),
-      ...(engineHooks?.onRemoteWaiting && { onRemoteWaiting: engineHooks.onRemoteWaiting }),
+      ...(remoteWaiting && { onRemoteWaiting: remoteWaiting }),
       // Without an OTLP endpoint, no tracing work at all: the observer is not there.
       observeWrites: traceWrites
         ? (writes) => {

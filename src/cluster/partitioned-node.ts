@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import type { ClusterConfig, ServerConfig } from "../config.js";
 import { readTlsFiles, startServer, type RunningServer, type SingleServer } from "../main.js";
+import { PostgresEndHints } from "./end-hints.js";
 import { PartitionHost, type PartitionSlot, type ServedPartition } from "../partition-host.js";
 import type { Logger } from "../log.js";
 import { AccessControl } from "../transport/auth/access-control.js";
@@ -53,12 +54,20 @@ export async function startPartitionedNode(
   const submitBuckets = config.submitRate && new PostgresSubmitBuckets({ url: config.store, nodeId, rate: config.submitRate, log });
   const linkTls = tls && { ca: readFileSync(config.cluster.caFile ?? config.tls!.certFile), cert: tls.cert, key: tls.key };
   /**
-   * A partition served here committed ends: the others served here read their waits on other
-   * partitions' jobs at once (an in-process call, which costs nothing to one that waits for
-   * none). Partitions of other nodes read them at their timed reads.
+   * A partition served here (or, from -1, another node's) committed ends: the others served
+   * here read their waits on other partitions' jobs at once (an in-process call, which costs
+   * nothing to one that waits for none). Other nodes hear of them through the database.
    */
   const hintEnds = (from: number) => {
     for (const partition of host.partitions()) if (partition !== from) host.servedOf(partition)?.hintRemoteEnds();
+  };
+  const endHints = new PostgresEndHints({ url: config.store, nodeId, log, onHint: () => hintEnds(-1) });
+  /** The partitions served here whose jobs wait for jobs of other partitions now. */
+  const waiting = new Set<number>();
+  const setWaiting = (partition: number, waits: boolean) => {
+    if (waits) waiting.add(partition);
+    else waiting.delete(partition);
+    endHints.setWaiting(waiting.size > 0);
   };
   const open = async (
     slot: PartitionSlot,
@@ -73,14 +82,21 @@ export async function startPartitionedNode(
       mayGrant: () => slot.mayGrant(),
       ...(submitBuckets && { submitBuckets }),
       partition: { index: slot.index, count: slot.count, epoch: slot.epoch, spread: slot.spread },
-      onEndsDurable: () => hintEnds(slot.index),
+      onEndsDurable: () => {
+        hintEnds(slot.index);
+        endHints.ended();
+      },
+      onRemoteWaiting: (waits) => setWaiting(slot.index, waits),
     });
     return {
       grpcAddress: `${hostForAddress(advertiseHost)}:${server.grpcPort}`,
       httpAddress: `${hostForAddress(advertiseHost)}:${server.httpPort}`,
       ...(server.faktoryPort !== undefined && { faktoryAddress: `${hostForAddress(advertiseHost)}:${server.faktoryPort}` }),
       ...(server.workqPort !== undefined && { workqAddress: `${hostForAddress(advertiseHost)}:${server.workqPort}` }),
-      close: () => server.close(),
+      close: () => {
+        setWaiting(slot.index, false);
+        return server.close();
+      },
       reloadTokens: () => server.reloadTokens(),
       metricsText: () => server.metricsText(),
       hintRemoteEnds: () => server.hintRemoteEnds(),
@@ -121,7 +137,12 @@ export async function startPartitionedNode(
         .catch((error: Error) => log.warn("reading the partition owners failed", { error: error.message }))
         .finally(() => (refreshing = undefined))),
   };
-  await host.start();
+  try {
+    await host.start();
+  } catch (error) {
+    await endHints.close();
+    throw error;
+  }
   /** The partitions served here, each from its own server in this process. */
   const partitionMetrics = () =>
     readMetrics(
@@ -151,6 +172,7 @@ export async function startPartitionedNode(
   } catch (error) {
     await host.stop();
     await submitBuckets?.close();
+    await endHints.close();
     throw error;
   }
   log.info("partitioned node serving", { partitions: count, owned: host.partitions() });
@@ -175,6 +197,7 @@ export async function startPartitionedNode(
       await doors.close();
       await host.stop();
       await submitBuckets?.close();
+      await endHints.close();
     },
   };
 }

@@ -286,6 +286,48 @@ describe.skipIf(!available)("partitioned cluster: worq serve --cluster --partiti
     await mergedStopped;
   }, 90_000);
 
+  it("a chain alternating between two nodes' partitions: each job is released by its dependency's end, hinted through the database, not only by the 250 ms read", async () => {
+    const url = await postgres.createDatabase();
+    const a = await spawnNode(url, "hint-a", ["--partitions", String(COUNT)]);
+    nodes.push(a);
+    const b = await spawnNode(url, "hint-b", ["--partitions", String(COUNT)]);
+    nodes.push(b);
+    await until(
+      "two partitions each",
+      async () => ((await partitionsOf(a)).length === 2 && (await partitionsOf(b)).length === 2) || undefined,
+      20_000,
+    );
+    const queues = [queueNamed("hint", (await partitionsOf(a))[0]!), queueNamed("hint", (await partitionsOf(b))[0]!)];
+    const client = new WorqClient({ address: `127.0.0.1:${a.port}` });
+    const LENGTH = 20;
+    const chain: string[] = [];
+    for (let i = 0; i < LENGTH; i++) {
+      chain.push(await client.submit("link", { queue: queues[i % 2]!, ...(i > 0 && { dependsOn: { jids: [chain[i - 1]!] } }) }));
+    }
+    // The nodes see each other's listening connection within a second.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const worker = new Worker({ client, queues, concurrency: 2 });
+    worker.register("link", () => "ok");
+    const running = worker.run();
+    expect((await client.waitResult(chain.at(-1)!, 30_000)).state).toBe(JobState.COMPLETED);
+    await worker.stop();
+    await running;
+    const released = async (by: string) => {
+      let sum = 0;
+      for (const node of [a, b]) {
+        const text = await (await fetch(`http://127.0.0.1:${node.httpPort}/metrics`)).text();
+        for (const match of text.matchAll(new RegExp(`^worq_remote_dependencies_released_total\\{[^}]*by="${by}"[^}]*\\} (\\d+)$`, "gm")))
+          sum += Number(match[1]);
+      }
+      return sum;
+    };
+    const [hint, timer] = [await released("hint"), await released("timer")];
+    console.log(`[figures] across two nodes: released by hint ${hint}, by timer ${timer}`);
+    // Every link but the first waited for a job of the other node's partition.
+    expect(hint + timer).toBe(LENGTH - 1);
+    expect(hint).toBeGreaterThanOrEqual((LENGTH - 1) / 2);
+  }, 90_000);
+
   it("a job waits for jobs of other partitions (AFTER, AFTER_ANY): released once they end, failures propagate, across a restart of its partition's owner", async () => {
     const url = await postgres.createDatabase();
     const a = await spawnNode(url, "dep-a", ["--partitions", String(COUNT), "--orphan-grace", "500ms"]);
