@@ -33,6 +33,7 @@ export class RemoteDependencies {
   private lastCheckMs = -Infinity;
   /** What the next timed read is for: the timer's own, or one a hint moved up. */
   private nextCause: "hint" | "timer" = "timer";
+  /** What the host was last told: whether any job here waits for another partition's (onRemoteWaiting). */
   private toldWaiting = false;
   /** Waits released, by what read the end: a hint from the other partition, or the timer. */
   readonly released = { hint: 0, timer: 0 };
