@@ -304,8 +304,8 @@ describe.skipIf(!available)("partitioned cluster: worq serve --cluster --partiti
     for (let i = 0; i < LENGTH; i++) {
       chain.push(await client.submit("link", { queue: queues[i % 2]!, ...(i > 0 && { dependsOn: { jids: [chain[i - 1]!] } }) }));
     }
-    // The nodes see each other's listening connection within a second.
-    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    // Node a's partitions wait now, so it listens; node b looks for listeners every second.
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
     const worker = new Worker({ client, queues, concurrency: 2 });
     worker.register("link", () => "ok");
     const running = worker.run();
