@@ -68,8 +68,11 @@ const submitBuckets: SharedSubmitBuckets = {
  */
 const ENDS_HINT_GAP_MS = 5;
 let endsHintsWanted = false;
+let endsHintsSent = 0;
 const sendEndsHint = coalesced(() => {
-  if (process.connected) process.send!({ endsIn: config.engineSlot?.index });
+  if (!process.connected) return;
+  process.send!({ endsIn: config.engineSlot?.index });
+  endsHintsSent++;
 }, ENDS_HINT_GAP_MS);
 const endsHints = {
   onEndsDurable: () => {
@@ -97,7 +100,14 @@ const server = await started.catch((error: unknown) => {
 const partitionMetrics = async (): Promise<MetricsRead> =>
   "partitionMetrics" in server
     ? server.partitionMetrics()
-    : { parts: [{ partition: config.engineSlot?.index ?? 0, text: await server.metricsText() }], unread: [] };
+    : {
+        parts: [{ partition: config.engineSlot?.index ?? 0, text: `${(await server.metricsText()).trimEnd()}\n${endsHintsText()}` }],
+        unread: [],
+      };
+/** The hints of ends this engine sent the parent, beside its server's figures. */
+const endsHintsText = () =>
+  "# HELP worq_end_hints_sent_total Hints of this engine's ends sent to the other engines (only while one's jobs wait for another's).\n" +
+  `# TYPE worq_end_hints_sent_total counter\nworq_end_hints_sent_total ${endsHintsSent}\n`;
 let stopping = false;
 const stop = async (): Promise<void> => {
   if (stopping) return;

@@ -106,6 +106,21 @@ describe("--engines: a job waits for jobs of another engine", () => {
     servers.push(server);
     const client = new WorqClient({ address: `127.0.0.1:${server.port}` });
     const queues = [queueOf(0, "hq"), queueOf(1, "hq")];
+    const metric = async (pattern: string) => {
+      const text = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`)).text();
+      return [...text.matchAll(new RegExp(`^${pattern} (\\d+)$`, "gm"))].map((match) => Number(match[1]));
+    };
+    const hintsSent = () => metric(`worq_end_hints_sent_total\\{[^}]*\\}`);
+    // Jobs that wait for nothing: no engine waits, so none sends hints of its ends.
+    const plain = await Promise.all(queues.flatMap((queue) => Array.from({ length: 5 }, () => client.submit("link", { queue }))));
+    const first = new Worker({ client, queues, concurrency: 2 });
+    first.register("link", () => "ok");
+    const firstRun = first.run();
+    for (const jid of plain) await client.waitResult(jid, 10_000);
+    await first.stop();
+    await firstRun;
+    expect(await hintsSent()).toEqual([0, 0]);
+
     const LENGTH = 20;
     const chain: string[] = [];
     for (let i = 0; i < LENGTH; i++) {
@@ -129,6 +144,8 @@ describe("--engines: a job waits for jobs of another engine", () => {
     expect(released("hint") + released("timer")).toBe(LENGTH - 1);
     // A hint goes out as the end is durable; the timed read would find it only up to 250 ms later.
     expect(released("hint")).toBeGreaterThanOrEqual((LENGTH - 1) / 2);
+    // Each engine waited for the other's jobs, so each sent hints of its ends.
+    expect((await hintsSent()).every((sent) => sent > 0)).toBe(true);
   }, 60_000);
 
   it("a job joins a batch of its own engine; one whose queue lives in the other engine is refused by name (batch_id), and nothing of its call is stored; a batch lives where its callback job's queue does", async () => {
