@@ -24,6 +24,8 @@ export class PostgresEndHints {
   private listener: Promise<pg.Client> | undefined;
   private sender: Promise<pg.Client> | undefined;
   private othersListen = false;
+  /** Whether this node's partitions wait for others' jobs: a listener lost meanwhile is opened again. */
+  private waiting = false;
   private readonly look: NodeJS.Timeout;
   private closed = false;
   private readonly notify = coalesced(() => void this.send(), HINT_GAP_MS);
@@ -48,6 +50,7 @@ export class PostgresEndHints {
 
   /** Whether any partition served here waits for jobs of other partitions: listens while one does. */
   setWaiting(waiting: boolean): void {
+    this.waiting = waiting;
     if (this.closed) return;
     if (waiting) this.listener ??= this.listen();
     else this.dropListener();
@@ -66,8 +69,7 @@ export class PostgresEndHints {
     const connected = (async () => {
       client.on("error", (error) => {
         this.options.log.warn("end hints: the listening connection was lost", { error: error.message });
-        if (this.listener === connected) this.listener = undefined; // listened again when a wait begins
-        void client.end().catch(() => {});
+        this.lost(connected, client);
       });
       client.on("notification", (message) => {
         if (message.payload !== this.options.nodeId) this.options.onHint();
@@ -76,11 +78,16 @@ export class PostgresEndHints {
       await client.query(`LISTEN ${CHANNEL}`);
       return client;
     })();
-    connected.catch(() => {
-      if (this.listener === connected) this.listener = undefined;
-      void client.end().catch(() => {});
-    });
+    connected.catch(() => this.lost(connected, client));
     return connected;
+  }
+
+  /** The listening connection failed: another is opened a second later while the waits last. */
+  private lost(listener: Promise<pg.Client>, client: pg.Client): void {
+    void client.end().catch(() => {});
+    if (this.listener !== listener) return;
+    this.listener = undefined;
+    setTimeout(() => this.setWaiting(this.waiting), LOOK_EVERY_MS).unref();
   }
 
   private dropListener(): void {

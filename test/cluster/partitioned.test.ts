@@ -1,4 +1,5 @@
 import { Code } from "@connectrpc/connect";
+import pg from "pg";
 import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WorqClient, Worker } from "@worq/client";
@@ -286,7 +287,7 @@ describe.skipIf(!available)("partitioned cluster: worq serve --cluster --partiti
     await mergedStopped;
   }, 90_000);
 
-  it("a chain alternating between two nodes' partitions: each job is released by its dependency's end, hinted through the database, not only by the 250 ms read", async () => {
+  it("a chain alternating between two nodes' partitions: each job is released by its dependency's end, hinted through the database (its listening connections cut and opened again first), not only by the 250 ms read", async () => {
     const url = await postgres.createDatabase();
     const a = await spawnNode(url, "hint-a", ["--partitions", String(COUNT)]);
     nodes.push(a);
@@ -304,8 +305,30 @@ describe.skipIf(!available)("partitioned cluster: worq serve --cluster --partiti
     for (let i = 0; i < LENGTH; i++) {
       chain.push(await client.submit("link", { queue: queues[i % 2]!, ...(i > 0 && { dependsOn: { jids: [chain[i - 1]!] } }) }));
     }
-    // Node a's partitions wait now, so it listens; node b looks for listeners every second.
-    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    // Both nodes' partitions wait now, so both listen. Their listening connections are cut:
+    // each opens another a second later, and the other node sees it at its next look.
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    const listening = async () =>
+      (
+        await admin.query<{ name: string; pid: number }>(
+          "SELECT application_name AS name, pid FROM pg_stat_activity WHERE application_name LIKE 'worq-ends:%' ORDER BY 1",
+        )
+      ).rows;
+    const cut = await until("both nodes listen", async () => {
+      const rows = await listening();
+      return rows.length === 2 && rows;
+    });
+    await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'worq-ends:%'");
+    await until("both nodes listen again, on new connections", async () => {
+      const rows = await listening();
+      return (
+        rows.map((row) => row.name).join() === "worq-ends:hint-a,worq-ends:hint-b" &&
+        rows.every((row) => !cut.some((old) => old.pid === row.pid))
+      );
+    });
+    await admin.end();
+    await sleep(1_500);
     const worker = new Worker({ client, queues, concurrency: 2 });
     worker.register("link", () => "ok");
     const running = worker.run();
