@@ -67,8 +67,7 @@ export class EngineCore {
   readonly isCallbackAllowed: (url: URL) => boolean;
   readonly maxQueues: number;
   readonly observeWrites: (writes: readonly StoreWrite[]) => void;
-  readonly onEndsDurable: (() => void) | undefined;
-  readonly onRemoteWaiting: ((waiting: boolean) => void) | undefined;
+  readonly hints: Pick<EngineOptions, "onEndsDurable" | "onRemoteWaiting">;
   readonly mayGrant: () => boolean;
   callbackListener: ((callback: PendingCallback) => void) | undefined;
   /** claimKey(namespace, type, key) -> the job holding that idempotency key, until the claim expires. */
@@ -190,8 +189,7 @@ export class EngineCore {
     this.isCallbackAllowed = options.isCallbackAllowed ?? (() => false);
     this.maxQueues = options.maxQueues ?? LIMITS.defaultMaxQueues;
     this.observeWrites = options.observeWrites ?? (() => {});
-    this.onEndsDurable = partition && options.onEndsDurable;
-    this.onRemoteWaiting = partition && options.onRemoteWaiting;
+    this.hints = partition ? options : {};
     this.mayGrant = options.mayGrant ?? (() => true);
     if (this.maxJobBytes > LIMITS.maxMaxJobBytes) {
       throw new Error(`maxJobBytes may be at most ${LIMITS.maxMaxJobBytes}`);
@@ -321,7 +319,7 @@ export class EngineCore {
         () => {
           finished.forEach((jid) => this.finishListeners.get(jid)?.forEach((waiter) => waiter.wake("finished")));
           if (this.scheduleWaits.size > 0) onJobsFinished(this, finished);
-          this.onEndsDurable?.();
+          this.hints.onEndsDurable?.();
         },
         () => {},
       );

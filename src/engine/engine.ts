@@ -221,10 +221,7 @@ export class Engine {
     return getJob(this.core, jid);
   }
 
-  /**
-   * FAN_OUT: waits up to `waitMs` until every child `parentJid` spawned so far is finished,
-   * then answers a page of them with results (children.ts).
-   */
+  /** FAN_OUT: waits up to `waitMs` until every child of `parentJid` so far is finished, then answers a page of them (children.ts). */
   collectChildren(parentJid: string, waitMs: number, signal?: AbortSignal, pageSize?: number, after?: ChildCursor): Promise<ChildrenPage> {
     return collectChildren(this.core, parentJid, waitMs, signal, pageSize, after);
   }
@@ -334,10 +331,7 @@ export class Engine {
     return deleteJob(this.core, jid);
   }
 
-  /**
-   * Applies the timers that are due (promotions, lease lapses, lifetime ends, result-wait
-   * deadlines), a bounded slice per call; `nextWakeMs` then says whether more are due.
-   */
+  /** Applies the due timers (promotions, lease lapses, lifetime ends, result-wait deadlines), a bounded slice per call. */
   tick(): void {
     tick(this.core);
   }
@@ -347,10 +341,7 @@ export class Engine {
     return info(this.core);
   }
 
-  /**
-   * With partitions: another partition committed ends, so jobs here waiting for its jobs are
-   * read at once rather than at their next timed read (a hint: nothing is lost without it).
-   */
+  /** With partitions: another partition committed ends, so the waits on other partitions' jobs are read now (a hint). */
   hintRemoteEnds(): void {
     this.core.remote?.hint(this.core);
   }

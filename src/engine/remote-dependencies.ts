@@ -114,7 +114,7 @@ export class RemoteDependencies {
     const waiting = this.waits.size > 0;
     if (waiting === this.toldWaiting) return;
     this.toldWaiting = waiting;
-    core.onRemoteWaiting?.(waiting);
+    core.hints.onRemoteWaiting?.(waiting);
   }
 
   private schedule(core: EngineCore): void {
