@@ -173,8 +173,12 @@ describe("worq serve --engines: Workq's protocol over the engines", () => {
     expect(await worker.send(`complete ${id} 3\r\nyes\r\n`, "+OK\r\n")).toBe("+OK\r\n");
     expect(await reply(producer)).toBe(`+OK 1\r\n${id} 1 3\r\nyes\r\n`);
 
-    // "hot" is spread over both engines: five jobs, placed by their ids.
-    const hot = Array.from({ length: 5 }, () => randomUUID());
+    // "hot" is spread over both engines: five jobs, placed by their ids (FNV-1a of the id over
+    // its two partitions), picked so both engines get some: five random ids all land in one
+    // engine 1 time in 16.
+    let hot: string[];
+    do hot = Array.from({ length: 5 }, () => randomUUID());
+    while (new Set(hot.map((id) => fnv1a32(id) % 2)).size < 2);
     for (const job of hot) expect(await producer.send(`add ${job} hot 5000 60000 1\r\nh\r\n`, "+OK\r\n")).toBe("+OK\r\n");
     const partitions = new Set(
       (await clients.admin.listJobs({ queue: "hot", pageSize: 100 })).jobs.map((job) => partitionOfId(job.jid, ENGINES)),
