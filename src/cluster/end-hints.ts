@@ -1,6 +1,6 @@
-import pg from "pg";
 import type { Logger } from "../log.js";
 import { coalesced } from "../coalesced-call.js";
+import { LazyPgClient } from "./lazy-pg-client.js";
 
 /** The channel the nodes' end hints go on; the payload is the sending node's id. */
 const CHANNEL = "worq_ends";
@@ -21,8 +21,10 @@ const HINT_GAP_MS = 5;
  * starting) costs the 250 ms read's delay, never a release.
  */
 export class PostgresEndHints {
-  private listener: Promise<pg.Client> | undefined;
-  private sender: Promise<pg.Client> | undefined;
+  /** Open only while this node's partitions wait for others' jobs (setWaiting). */
+  private readonly listener: LazyPgClient;
+  /** Looks for the other nodes' listeners and sends the hints. */
+  private readonly sender: LazyPgClient;
   private othersListen = false;
   /** Whether this node's partitions wait for others' jobs: a listener lost meanwhile is opened again. */
   private waiting = false;
@@ -39,6 +41,21 @@ export class PostgresEndHints {
       onHint: () => void;
     },
   ) {
+    this.listener = new LazyPgClient({
+      url: options.url,
+      applicationName: `${LISTENING}${options.nodeId}`,
+      setup: async (client) => {
+        client.on("notification", (message) => {
+          if (message.payload !== options.nodeId) options.onHint();
+        });
+        await client.query(`LISTEN ${CHANNEL}`);
+      },
+      onLost: (error) => {
+        options.log.warn("end hints: the listening connection was lost", { error: error.message });
+        this.listenAgainSoon();
+      },
+    });
+    this.sender = new LazyPgClient({ url: options.url, applicationName: `worq-hints:${options.nodeId}` });
     this.look = setInterval(() => void this.lookForListeners(), LOOK_EVERY_MS);
     this.look.unref();
   }
@@ -52,54 +69,25 @@ export class PostgresEndHints {
   setWaiting(waiting: boolean): void {
     this.waiting = waiting;
     if (this.closed) return;
-    if (waiting) this.listener ??= this.listen();
-    else this.dropListener();
+    if (!waiting) void this.listener.end();
+    else if (!this.listener.open) this.listener.get().catch(() => this.listenAgainSoon());
   }
 
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.look);
-    const clients = [this.listener, this.sender];
-    [this.listener, this.sender] = [undefined, undefined];
-    await Promise.all(clients.map((client) => client?.then((c) => c.end()).catch(() => {})));
+    await Promise.all([this.listener.end(true), this.sender.end(true)]);
   }
 
-  private listen(): Promise<pg.Client> {
-    const client = new pg.Client({ connectionString: this.options.url, application_name: `${LISTENING}${this.options.nodeId}` });
-    const connected = (async () => {
-      client.on("error", (error) => {
-        this.options.log.warn("end hints: the listening connection was lost", { error: error.message });
-        this.lost(connected, client);
-      });
-      client.on("notification", (message) => {
-        if (message.payload !== this.options.nodeId) this.options.onHint();
-      });
-      await client.connect();
-      await client.query(`LISTEN ${CHANNEL}`);
-      return client;
-    })();
-    connected.catch(() => this.lost(connected, client));
-    return connected;
-  }
-
-  /** The listening connection failed: another is opened a second later while the waits last. */
-  private lost(listener: Promise<pg.Client>, client: pg.Client): void {
-    void client.end().catch(() => {});
-    if (this.listener !== listener) return;
-    this.listener = undefined;
+  /** The listening connection failed, or could not be made: another is tried a second later while the waits last. */
+  private listenAgainSoon(): void {
     setTimeout(() => this.setWaiting(this.waiting), LOOK_EVERY_MS).unref();
-  }
-
-  private dropListener(): void {
-    const listener = this.listener;
-    this.listener = undefined;
-    void listener?.then((client) => client.end()).catch(() => {});
   }
 
   /** Whether another node's listening connection is open now (read every LOOK_EVERY_MS). */
   private async lookForListeners(): Promise<void> {
     try {
-      const client = await this.connected();
+      const client = await this.sender.get();
       const { rows } = await client.query<{ listening: boolean }>(
         "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE $1 AND application_name <> $2) AS listening",
         [`${LISTENING}%`, `${LISTENING}${this.options.nodeId}`],
@@ -112,28 +100,10 @@ export class PostgresEndHints {
 
   private async send(): Promise<void> {
     try {
-      const client = await this.connected();
+      const client = await this.sender.get();
       await client.query("SELECT pg_notify($1, $2)", [CHANNEL, this.options.nodeId]);
     } catch {
       // A hint lost: the waiting partitions read at their next timed read.
     }
-  }
-
-  private connected(): Promise<pg.Client> {
-    if (this.closed) return Promise.reject(new Error("the node is stopping"));
-    if (this.sender) return this.sender;
-    const client = new pg.Client({ connectionString: this.options.url, application_name: `worq-hints:${this.options.nodeId}` });
-    const connected = (async () => {
-      client.on("error", () => {
-        if (this.sender === connected) this.sender = undefined;
-        void client.end().catch(() => {});
-      });
-      await client.connect();
-      return client;
-    })();
-    connected.catch(() => {
-      if (this.sender === connected) this.sender = undefined;
-    });
-    return (this.sender = connected);
   }
 }
