@@ -8,6 +8,7 @@ import { StreamWorker } from "../e2e/support/clients.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { sleep, spawnNode, type ClusterProcess } from "./support/cluster.js";
 import { until } from "../support/until.js";
+import { remoteReleases } from "../support/connections.js";
 
 const available = postgresAvailable();
 const COUNT = 4;
@@ -335,16 +336,7 @@ describe.skipIf(!available)("partitioned cluster: worq serve --cluster --partiti
     expect((await client.waitResult(chain.at(-1)!, 30_000)).state).toBe(JobState.COMPLETED);
     await worker.stop();
     await running;
-    const released = async (by: string) => {
-      let sum = 0;
-      for (const node of [a, b]) {
-        const text = await (await fetch(`http://127.0.0.1:${node.httpPort}/metrics`)).text();
-        for (const match of text.matchAll(new RegExp(`^worq_remote_dependencies_released_total\\{[^}]*by="${by}"[^}]*\\} (\\d+)$`, "gm")))
-          sum += Number(match[1]);
-      }
-      return sum;
-    };
-    const [hint, timer] = [await released("hint"), await released("timer")];
+    const { hint, timer } = await remoteReleases(a.httpPort, b.httpPort);
     console.log(`[figures] across two nodes: released by hint ${hint}, by timer ${timer}`);
     // Every link but the first waited for a job of the other node's partition.
     expect(hint + timer).toBe(LENGTH - 1);
@@ -395,15 +387,10 @@ describe.skipIf(!available)("partitioned cluster: worq serve --cluster --partiti
     // This node serves all four partitions: each one's ends were hinted to the others in-process,
     // so the waits were read as the ends were durable, not at the next 250 ms read. Four waits:
     // q1's on `first`, q2's on `first` and `after`, q3's on `failing`.
-    const text = await (await fetch(`http://127.0.0.1:${a.httpPort}/metrics`)).text();
-    const released = (by: string) =>
-      [...text.matchAll(new RegExp(`^worq_remote_dependencies_released_total\\{[^}]*by="${by}"[^}]*\\} (\\d+)$`, "gm"))].reduce(
-        (sum, match) => sum + Number(match[1]),
-        0,
-      );
-    console.log(`[figures] released by hint ${released("hint")}, by timer ${released("timer")}`);
-    expect(released("hint") + released("timer")).toBe(4);
-    expect(released("hint")).toBeGreaterThanOrEqual(2);
+    const released = await remoteReleases(a.httpPort);
+    console.log(`[figures] released by hint ${released.hint}, by timer ${released.timer}`);
+    expect(released.hint + released.timer).toBe(4);
+    expect(released.hint).toBeGreaterThanOrEqual(2);
 
     // Across a kill: a job waiting for another partition's job is released by the new owner, which finds the wait in its PENDING jobs.
     const later = await client.submit("ok", { queue: q0, delayMs: 4_000 });

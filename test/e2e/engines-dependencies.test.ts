@@ -6,6 +6,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { JobState, Worker, WorqClient } from "@worq/client";
 import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
 import { until } from "../support/until.js";
+import { remoteReleases } from "../support/connections.js";
 import { connect } from "./support/clients.js";
 import { alive, childPids, killTree, type ServerProcess, spawnServer } from "./support/server-process.js";
 
@@ -133,17 +134,12 @@ describe("--engines: a job waits for jobs of another engine", () => {
     await worker.stop();
     await running;
     expect(last.state).toBe(JobState.COMPLETED);
-    const text = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`)).text();
-    const released = (by: string) =>
-      [...text.matchAll(new RegExp(`^worq_remote_dependencies_released_total\\{[^}]*by="${by}"[^}]*\\} (\\d+)$`, "gm"))].reduce(
-        (sum, match) => sum + Number(match[1]),
-        0,
-      );
-    console.log(`[figures] released by hint ${released("hint")}, by timer ${released("timer")}`);
+    const released = await remoteReleases(server.httpPort);
+    console.log(`[figures] released by hint ${released.hint}, by timer ${released.timer}`);
     // Every link but the first waited for a job of the other engine.
-    expect(released("hint") + released("timer")).toBe(LENGTH - 1);
+    expect(released.hint + released.timer).toBe(LENGTH - 1);
     // A hint goes out as the end is durable; the timed read would find it only up to 250 ms later.
-    expect(released("hint")).toBeGreaterThanOrEqual((LENGTH - 1) / 2);
+    expect(released.hint).toBeGreaterThanOrEqual((LENGTH - 1) / 2);
     // Each engine waited for the other's jobs, so each sent hints of its ends.
     expect((await hintsSent()).every((sent) => sent > 0)).toBe(true);
   }, 60_000);

@@ -56,3 +56,15 @@ export async function metricSample(httpPort: number, sample: string): Promise<nu
   const line = text.split("\n").find((entry) => entry.startsWith(`${sample} `));
   return line === undefined ? undefined : Number(line.slice(sample.length + 1));
 }
+
+/** Remote-dependency releases on the /metrics of `httpPorts` (each partition's, summed), by what found them (worq_remote_dependencies_released_total). */
+export async function remoteReleases(...httpPorts: number[]): Promise<{ hint: number; timer: number }> {
+  const sum = { hint: 0, timer: 0 };
+  for (const port of httpPorts) {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    for (const [, by, count] of text.matchAll(/^worq_remote_dependencies_released_total\{[^}]*by="(hint|timer)"[^}]*\} (\d+)$/gm)) {
+      sum[by as "hint" | "timer"] += Number(count);
+    }
+  }
+  return sum;
+}
