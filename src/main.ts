@@ -65,6 +65,8 @@ export interface SingleServer extends RunningServer {
   storedMetas(jids: readonly string[]): Promise<(JobMeta | undefined)[]>;
   /** Another partition committed ends: this server's jobs that wait for jobs there are read at once (Engine.hintRemoteEnds). */
   hintRemoteEnds(): void;
+  /** Another partition left jobs of this one's queues (a batch over several): they are stored now (Engine.applyInbox). */
+  applyInbox(): Promise<void>;
 }
 
 /** What an engine process of --engines gives its server (src/engine-child.ts). */
@@ -107,6 +109,8 @@ export interface LeaderHooks {
   onEndsDurable?: () => void;
   /** Told when this partition's jobs start and stop waiting for other partitions' jobs (EngineOptions.onRemoteWaiting). */
   onRemoteWaiting?: (waiting: boolean) => void;
+  /** Told that another partition has jobs of this one's in the inbox, to apply (EngineOptions.onInboxSent). */
+  onInboxSent?: (partition: number) => void;
 }
 
 /** The composition root: config -> store -> engine -> gRPC server. */
@@ -207,6 +211,7 @@ export async function startServer(
       ...(config.engineSlot && { partition: config.engineSlot }),
       ...(endsHint && { onEndsDurable: endsHint }),
       ...(remoteWaiting && { onRemoteWaiting: remoteWaiting }),
+      ...(leader?.onInboxSent && { onInboxSent: leader.onInboxSent }),
       // Without an OTLP endpoint, no tracing work at all: the observer is not there.
       observeWrites: traceWrites
         ? (writes) => {
@@ -398,6 +403,7 @@ export async function startServer(
     // The store in use (replaced when storage recovers): only what is durable is read.
     storedMetas: (jids) => Promise.all(jids.map((jid) => configured.store.getMeta(jid))),
     hintRemoteEnds: () => handle!.current().hintRemoteEnds(),
+    applyInbox: () => handle!.current().applyInbox(),
     close,
   };
 }

@@ -19,8 +19,9 @@ import {
   type ItemResult,
   type RenewResult,
 } from "@worq/client/gen/worq/v1/worker_service_pb.js";
+import { SubmitBatchRequestSchema } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { partitionOfId } from "../model/partition.js";
-import type { Placement } from "./call-routes.js";
+import { jobPartition, type Placement } from "./call-routes.js";
 import { listQueuesAcross, type AskAt } from "./queue-merge.js";
 
 /** Sends `request` (encoded) to the server of `partition`; rejects with the gRPC status it failed with. */
@@ -165,9 +166,16 @@ export function notAPageToken(): Partial<grpc.StatusObject> {
  * A call naming jobs of several partitions, split into one call per partition and its answers
  * joined: per-item results in the order asked (a partition whose call failed gives each of its
  * items that call's code), counts summed. A SubmitBatch is all or none, which a split cannot
- * keep yet: refused, naming the partitions.
+ * keep: it goes whole to its first job's partition where the partitions share an inbox
+ * (`batchesAcross`: PostgreSQL), and is refused, naming the partitions, where they do not.
  */
-export async function splitItems(method: DescMethod, request: Buffer, placement: Placement, ask: Ask): Promise<Buffer> {
+export async function splitItems(
+  method: DescMethod,
+  request: Buffer,
+  placement: Placement,
+  ask: Ask,
+  batchesAcross = false,
+): Promise<Buffer> {
   const of = (jid: string) => partitionOfId(jid, placement.count) ?? 0;
   switch (method.name) {
     case "Report": {
@@ -215,6 +223,8 @@ export async function splitItems(method: DescMethod, request: Buffer, placement:
       return encode(RetryJobsResponseSchema, { retried });
     }
     case "SubmitBatch":
+      // The whole batch to its first job's partition, whose one commit stores it (inbox.ts).
+      if (batchesAcross) return ask(jobPartition(fromBinary(SubmitBatchRequestSchema, request).jobs[0], placement), request);
       throw {
         code: grpc.status.FAILED_PRECONDITION,
         details:

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import type { ClusterConfig, ServerConfig } from "../config.js";
 import { readTlsFiles, startServer, type RunningServer, type SingleServer } from "../main.js";
 import { PostgresEndHints } from "./end-hints.js";
+import { PostgresInboxPokes } from "./inbox-pokes.js";
 import { PartitionHost, type PartitionSlot, type ServedPartition } from "../partition-host.js";
 import type { Logger } from "../log.js";
 import { AccessControl } from "../transport/auth/access-control.js";
@@ -62,6 +63,17 @@ export async function startPartitionedNode(
     for (const partition of host.partitions()) if (partition !== from) host.servedOf(partition)?.hintRemoteEnds();
   };
   const endHints = new PostgresEndHints({ url: config.store, nodeId, log, onHint: () => hintEnds(-1) });
+  /** A partition served here has a record in the inbox (a batch over several partitions): it stores its jobs. */
+  const applyInbox = (partition: number): boolean => {
+    const served = host.servedOf(partition);
+    served?.applyInbox().catch((error: Error) => log.warn("applying the inbox failed", { partition, error: error.message }));
+    return served !== undefined;
+  };
+  const inboxPokes = new PostgresInboxPokes({ url: config.store, nodeId, log, onPoke: applyInbox });
+  const stopPokes = async () => {
+    await endHints.close();
+    await inboxPokes.close();
+  };
   /** The partitions served here whose jobs wait for jobs of other partitions now. */
   const waiting = new Set<number>();
   const setWaiting = (partition: number, waits: boolean) => {
@@ -71,7 +83,7 @@ export async function startPartitionedNode(
   };
   const open = async (
     slot: PartitionSlot,
-  ): Promise<ServedPartition & Pick<SingleServer, "reloadTokens" | "metricsText" | "hintRemoteEnds">> => {
+  ): Promise<ServedPartition & Pick<SingleServer, "reloadTokens" | "metricsText" | "hintRemoteEnds" | "applyInbox">> => {
     // Its own ports on the node's host: the router here and on the other nodes reach it there.
     // With --faktory-port or --workq-port, its own such ports too, which the nodes' route to.
     const server = await startServer({ ...config, port: 0, httpPort: 0, ...linePortsOfPartition(config) }, log, {
@@ -87,6 +99,7 @@ export async function startPartitionedNode(
         endHints.ended();
       },
       onRemoteWaiting: (waits) => setWaiting(slot.index, waits),
+      onInboxSent: (to) => applyInbox(to) || void inboxPokes.poke(to),
     });
     return {
       grpcAddress: `${hostForAddress(advertiseHost)}:${server.grpcPort}`,
@@ -100,6 +113,7 @@ export async function startPartitionedNode(
       reloadTokens: () => server.reloadTokens(),
       metricsText: () => server.metricsText(),
       hintRemoteEnds: () => server.hintRemoteEnds(),
+      applyInbox: () => server.applyInbox(),
     };
   };
   const host = new PartitionHost({
@@ -131,6 +145,7 @@ export async function startPartitionedNode(
         owner?.grpcAddress === undefined ? [] : [{ index, nodeId: owner.node, grpcAddress: owner.grpcAddress, epoch: BigInt(owner.epoch) }],
       ),
     anyPartition: () => host.partitions()[0] ?? 0,
+    batchesAcross: true,
     refresh: () =>
       (refreshing ??= host
         .refreshOwners()
@@ -140,7 +155,7 @@ export async function startPartitionedNode(
   try {
     await host.start();
   } catch (error) {
-    await endHints.close();
+    await stopPokes();
     throw error;
   }
   /** The partitions served here, each from its own server in this process. */
@@ -172,7 +187,7 @@ export async function startPartitionedNode(
   } catch (error) {
     await host.stop();
     await submitBuckets?.close();
-    await endHints.close();
+    await stopPokes();
     throw error;
   }
   log.info("partitioned node serving", { partitions: count, owned: host.partitions() });
@@ -197,7 +212,7 @@ export async function startPartitionedNode(
       await doors.close();
       await host.stop();
       await submitBuckets?.close();
-      await endHints.close();
+      await stopPokes();
     },
   };
 }

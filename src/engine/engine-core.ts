@@ -67,7 +67,7 @@ export class EngineCore {
   readonly isCallbackAllowed: (url: URL) => boolean;
   readonly maxQueues: number;
   readonly observeWrites: (writes: readonly StoreWrite[]) => void;
-  readonly hints: Pick<EngineOptions, "onEndsDurable" | "onRemoteWaiting">;
+  readonly hints: Pick<EngineOptions, "onEndsDurable" | "onRemoteWaiting" | "onInboxSent">;
   readonly mayGrant: () => boolean;
   callbackListener: ((callback: PendingCallback) => void) | undefined;
   /** claimKey(namespace, type, key) -> the job holding that idempotency key, until the claim expires. */
@@ -124,7 +124,7 @@ export class EngineCore {
   readonly spawnWatch = new Map<string, Set<Set<string>>>();
   /** Writes of dependents moved by a job's terminal transition, committed with that transition. */
   cascade: StoreWrite[] = [];
-  /** While submits read the store, the jobs that finish meanwhile (see submit). */
+  /** While submits read the store, the jobs that finish meanwhile (submit.ts). */
   finishWatchers = 0;
   readonly recentlyFinished = new Map<string, JobMeta>();
   /**
@@ -180,7 +180,7 @@ export class EngineCore {
     const partition = options.partition && options.partition.count > 1 ? options.partition : undefined;
     this.placeQueue = partition && queuePlacement(partition);
     this.partitionElsewhere = partition && ((id) => foreignPartition(id, partition));
-    this.remote = partition && new RemoteDependencies();
+    this.remote = partition && new RemoteDependencies(partition, options.store.readInbox !== undefined);
     this.maxJobBytes = options.maxJobBytes ?? LIMITS.defaultMaxJobBytes;
     this.orphanGraceMs = options.orphanGraceMs ?? DEFAULT_ORPHAN_GRACE_MS;
     this.onFatal = options.onFatal ?? (() => {});

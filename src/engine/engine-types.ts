@@ -67,6 +67,8 @@ export interface EngineOptions {
   onEndsDurable?: () => void;
   /** With partitions: told when jobs here start waiting for jobs of other partitions (true), and when none does any more (false). */
   onRemoteWaiting?: (waiting: boolean) => void;
+  /** With partitions on a store with an inbox: `partition` has a record to apply (Engine.applyInbox there; inbox.ts). */
+  onInboxSent?: (partition: number) => void;
   /** Metas kept as objects before waiting jobs' metas are kept packed (live-jobs.ts); tests set it low. */
   unpackedMetaLimit?: number;
   /**

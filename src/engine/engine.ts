@@ -123,22 +123,16 @@ export class Engine {
     jobs: readonly { input: SubmitInput; history?: JobHistory | undefined }[],
     fieldOf: (index: number) => string,
   ): Promise<SubmitResult[]> {
-    return submit(
-      this.core,
-      jobs.map((job) => job.input),
-      fieldOf,
-      undefined,
-      undefined,
-      jobs.map((job) => job.history),
-    );
+    const [inputs, histories] = [jobs.map((job) => job.input), jobs.map((job) => job.history)];
+    return submit(this.core, inputs, fieldOf, undefined, undefined, histories);
   }
 
-  /** Stops leasing from a queue; submits are still accepted. */
   /** Changes a queue's settings (unset fields keep their value); returns them all. */
   configureQueue(name: string, change: QueueConfig): Promise<QueueConfig> {
     return configureQueue(this.core, name, change);
   }
 
+  /** Stops leasing from a queue; submits are still accepted. */
   pauseQueue(name: string): Promise<void> {
     return pauseQueue(this.core, name);
   }
@@ -344,6 +338,11 @@ export class Engine {
   /** With partitions: another partition committed ends, so the waits on other partitions' jobs are read now (a hint). */
   hintRemoteEnds(): void {
     this.core.remote?.hint(this.core);
+  }
+
+  /** With partitions: another partition left jobs of this one's queues (a batch over several); they are stored now (inbox.ts). */
+  applyInbox(): Promise<void> {
+    return this.core.remote?.inbox?.apply(this.core) ?? Promise.resolve();
   }
 
   /**

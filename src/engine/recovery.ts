@@ -87,4 +87,5 @@ export async function recover(core: EngineCore): Promise<void> {
   const purgeAtMs = await core.store.nextPurgeAtMs();
   if (purgeAtMs !== undefined) schedulePurge(core, purgeAtMs);
   await recoverSchedules(core);
+  await core.remote?.inbox?.recover(core);
 }

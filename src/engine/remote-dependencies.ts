@@ -4,6 +4,8 @@ import { isTerminal, type JobMeta, type JobState, type SubmitInput } from "../mo
 import type { EngineCore } from "./engine-core.js";
 import { pump } from "./dispatch.js";
 import { pushTimer } from "./timers.js";
+import { Inbox } from "./inbox.js";
+import type { SpreadQueues } from "../model/partition.js";
 
 /** How often a partition reads the state of the other partitions' jobs that its jobs wait for. */
 const REMOTE_CHECK_MS = 250;
@@ -37,6 +39,13 @@ export class RemoteDependencies {
   private toldWaiting = false;
   /** Waits released, by what read the end: a hint from the other partition, or the timer. */
   readonly released = { hint: 0, timer: 0 };
+
+  /** With a store that has one: batches over several partitions (inbox.ts). */
+  readonly inbox: Inbox | undefined;
+
+  constructor(partition: { index: number; count: number; spread?: SpreadQueues }, storeHasInbox: boolean) {
+    this.inbox = storeHasInbox ? new Inbox(partition) : undefined;
+  }
 
   /** Records that a job here waits for `jid`, of `partition`. */
   add(core: EngineCore, jid: string, partition: number): void {

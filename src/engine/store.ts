@@ -45,7 +45,26 @@ export type StoreWrite =
   /** Creates or replaces a batch (docs/batches.md): its counts change in the commit of the job transitions that change them. */
   | { kind: "put-batch"; batch: BatchRecord }
   /** Forgets a batch done longer ago than the batch retention (batches.ts). */
-  | { kind: "delete-batch"; id: string };
+  | { kind: "delete-batch"; id: string }
+  /** Jobs this partition's commit created for another partition (InboxRecord); only stores with an inbox. */
+  | { kind: "put-inbox"; record: InboxRecord }
+  /** An InboxRecord applied: deleted in the commit that stores its jobs. */
+  | { kind: "delete-inbox"; id: string };
+
+/**
+ * Jobs a partition's commit created for another partition's queues, as the jobs of one
+ * SubmitBatch over several partitions (docs/scale-out.md): metas and bodies as they are born,
+ * which the other partition stores as its own (with its own place in FIFO order), deleting
+ * the record in the same commit.
+ */
+export interface InboxRecord {
+  id: string;
+  /** The partition whose queues the jobs are in: it applies the record. */
+  to: number;
+  /** The partition whose commit wrote it. */
+  from: number;
+  jobs: { meta: JobMeta; body: JobBody }[];
+}
 
 /** A queue as the store keeps it. */
 export interface QueueInfo {
@@ -132,6 +151,14 @@ export interface Store {
    * partitioned engine reads of the jobs its jobs wait for. Only stores that hold partitions.
    */
   getMetasIn?(partition: number, jids: readonly string[]): Promise<(JobMeta | undefined)[]>;
+  /**
+   * With an inbox (partitions sharing one database): the records other partitions' commits
+   * left for this one, oldest first. getMetasIn then reads a job still in such a record as
+   * the record holds it.
+   */
+  readInbox?(): Promise<InboxRecord[]>;
+  /** With an inbox: the records this partition wrote that are not applied yet (of `ids`, or all), with their partition. */
+  unappliedSent?(ids?: readonly string[]): Promise<{ id: string; to: number }[]>;
   /** Bodies of `jids`, in order; undefined where a job does not exist. */
   getBodies(jids: readonly string[]): Promise<(JobBody | undefined)[]>;
   getResult(jid: string): Promise<Uint8Array | undefined>;

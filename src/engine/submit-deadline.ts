@@ -7,7 +7,7 @@
 import { WorqError } from "../model/errors.js";
 import type { JobMeta } from "../model/job.js";
 import type { EngineCore } from "./engine-core.js";
-import { claimKey, type IdempotencyClaim, type StoreWrite } from "./store.js";
+import { claimKey, type IdempotencyClaim, type InboxRecord, type StoreWrite } from "./store.js";
 import { pump, revokeLease } from "./dispatch.js";
 import { pushTimer } from "./timers.js";
 
@@ -17,6 +17,8 @@ export interface Withdrawable {
   /** The new jobs: by jid, or by meta for a cold one (which the engine does not hold). Metas are not kept otherwise. */
   created: (string | JobMeta)[];
   claims: IdempotencyClaim[];
+  /** Records of jobs for other partitions (inbox.ts): deleted with the jobs, before their partitions apply them. */
+  sent?: InboxRecord[];
 }
 
 /** A submit whose write is under way, until it is durable or its deadline passed. */
@@ -74,8 +76,8 @@ export function expireSubmits(core: EngineCore, atMs: number, nowMs: number): vo
  * one. Their outcome is not awaited: they wait behind the same disk, and a failed write stops
  * the engine anyway.
  */
-function withdraw(core: EngineCore, { created, claims }: Withdrawable): void {
-  const writes: StoreWrite[] = [];
+function withdraw(core: EngineCore, { created, claims, sent }: Withdrawable): void {
+  const writes: StoreWrite[] = (sent ?? []).map((record) => ({ kind: "delete-inbox", id: record.id }));
   for (const claim of claims) {
     const key = claimKey(claim.namespace, claim.type, claim.key);
     if (core.claims.get(key)?.jid === claim.jid) core.claims.delete(key);

@@ -5,7 +5,7 @@
 import { invalid } from "../model/errors.js";
 import { isPurgedAtExpiry, isTerminal, type JobBody, type JobHistory, type JobMeta, type SubmitInput } from "../model/job.js";
 import { LIMITS, isUuidV4 } from "../model/limits.js";
-import type { IdempotencyClaim, StoreWrite } from "./store.js";
+import type { IdempotencyClaim, InboxRecord, StoreWrite } from "./store.js";
 import { buildNewJob, checkCallbackUrl, type NewJob } from "./submit-validation.js";
 import { applyHistory, checkHistory } from "./import-history.js";
 import { planDependencies, type BatchShape, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
@@ -40,6 +40,8 @@ interface CreatedJobs {
   /** What a withdrawal takes back (submit-deadline.ts). */
   created: Withdrawable["created"];
   claims: IdempotencyClaim[];
+  /** Jobs for other partitions, as records this commit writes (a batch over several partitions, inbox.ts). */
+  sent?: InboxRecord[];
 }
 
 /**
@@ -71,7 +73,13 @@ export async function submit(
   const timeoutMs = callerTimeoutMs === undefined ? core.submitTimeoutMs : Math.min(callerTimeoutMs, core.submitTimeoutMs);
   const deadlineMs = nowMs + timeoutMs;
   if (timeoutMs <= 0) throw submitTimedOut("its deadline had passed when it arrived", timeoutMs);
-  const built = inputs.map((input, i) => buildNewJob(input, fieldOf(i), { jid: core.newId(), nowMs }, core.maxJobBytes, core.placeQueue));
+  // A batch over several partitions: the jobs of others' queues get their jids and go in records (inbox.ts).
+  const elsewhere = core.remote?.inbox?.placeBatch(inputs, fieldOf);
+  const built = inputs.map((input, i) => {
+    const to = elsewhere?.[i];
+    const jid = to === undefined ? core.newId() : core.remote!.inbox!.idOf(to);
+    return buildNewJob(input, fieldOf(i), { jid, nowMs }, core.maxJobBytes, to === undefined ? core.placeQueue : undefined);
+  });
   if (histories) {
     // Imports only: every history is checked before any is applied, so a bad one changes nothing.
     histories.forEach((history, i) => {
@@ -123,7 +131,7 @@ export async function submit(
   if (toRead.length === 0 && joinParents.size === 0 && debounceHolders.size === 0)
     return settleSubmit(
       core,
-      createJobs(core, built, inputs, refs, fieldOf, shape, new Map(), nowMs, new Map(), new Map(), alongside),
+      createJobs(core, built, inputs, refs, fieldOf, shape, new Map(), nowMs, new Map(), new Map(), alongside, elsewhere),
       deadlineMs,
       timeoutMs,
     );
@@ -165,7 +173,7 @@ export async function submit(
     core.checkUsable();
     if (core.clock.nowMs() >= deadlineMs)
       throw submitTimedOut("reading the jobs it refers to took too long; nothing was stored", timeoutMs);
-    created = createJobs(core, built, inputs, refs, fieldOf, shape, stored, nowMs, children, holderBodies, alongside);
+    created = createJobs(core, built, inputs, refs, fieldOf, shape, stored, nowMs, children, holderBodies, alongside, elsewhere);
   } finally {
     if (--core.finishWatchers === 0) core.recentlyFinished.clear();
     for (const [parent, seen] of spawnedMeanwhile) watchSpawns(core, parent, seen, false);
@@ -181,6 +189,7 @@ export async function submit(
 async function settleSubmit(core: EngineCore, created: CreatedJobs, deadlineMs: number, timeoutMs: number): Promise<SubmitResult[]> {
   const { results, duplicatesOfStored } = created;
   await durableByDeadline(core, created, deadlineMs, timeoutMs);
+  if (created.sent) await core.remote!.inbox!.delivered(core, created.sent, deadlineMs);
   // A duplicate of a job that is no longer live: its state comes from the store.
   for (const result of duplicatesOfStored) result.state = (await core.store.getMeta(result.jid))?.state;
   return results;
@@ -199,6 +208,7 @@ function createJobs(
   childrenOfJoined: Map<string, string[]>,
   holderBodies: Map<string, JobBody>,
   alongside?: (results: readonly SubmitResult[]) => StoreWrite[],
+  elsewhere?: (number | undefined)[],
 ): CreatedJobs {
   const known = (jid: string): JobMeta | undefined =>
     core.live.get(jid) ?? core.finishing.get(jid)?.meta ?? core.recentlyFinished.get(jid) ?? stored.get(jid);
@@ -256,7 +266,8 @@ function createJobs(
   const joinsOfNewChildren = checkJoinRoom(core, built, planned, outcomes, inputs, fieldOf);
   const newQueues = new Set<string>();
   built.forEach(({ meta }, i) => {
-    if (planned[i]!.existingJid !== undefined || core.queues.has(meta.queue) || newQueues.has(meta.queue)) return;
+    if (planned[i]!.existingJid !== undefined || elsewhere?.[i] !== undefined || core.queues.has(meta.queue) || newQueues.has(meta.queue))
+      return;
     newQueues.add(meta.queue);
     checkQueueRoom(core, meta.queue, newQueues.size, `${fieldOf(i)}.queue`);
   });
@@ -266,8 +277,17 @@ function createJobs(
   const duplicatesOfStored: SubmitResult[] = [];
   /** Bodies of the jobs debounced submits update, for the tags and correlation id they keep. */
   const bodiesOf = new Map(holderBodies);
+  const forOthers: { partition: number; meta: JobMeta; body: JobBody }[] = [];
   built.forEach(({ meta: candidate, body, dataBytes }, i) => {
     const plan = planned[i]!;
+    const to = elsewhere?.[i];
+    if (to !== undefined) {
+      // Born here as its partition will store it (that one gives it its place in FIFO order).
+      const meta = core.admit(candidate, outcomes[i]!, undefined, nowMs);
+      forOthers.push({ partition: to, meta, body });
+      results.push({ jid: meta.jid, state: meta.state, duplicate: false });
+      return;
+    }
     if (debounced.has(i)) {
       const jid = plan.existingJid!;
       writes.push(...debounce(core, jid, known(jid)!, bodiesOf.get(jid)!, built[i]!, nowMs));
@@ -328,6 +348,8 @@ function createJobs(
   core.counters.submitted += writes.filter((write) => write.kind === "put-job").length;
   const debouncedJids = new Set([...debounced].map((i) => planned[i]!.existingJid!));
   if (alongside) writes.push(...alongside(results)); // the caller's (a schedule's tick record), durable with these jobs
+  const sent = forOthers.length > 0 ? core.remote!.inbox!.records(forOthers) : undefined;
+  for (const record of sent ?? []) writes.push({ kind: "put-inbox", record });
   schedulePump(core); // before the commit: the leases it writes join the same store write; one socket read's submits go together
   const durable = writes.length > 0 ? core.persist(writes) : Promise.resolve();
   return {
@@ -339,5 +361,6 @@ function createJobs(
     ),
     // Only new jobs' claims: a withdrawal leaves a debounced job (and its key) as it is.
     claims: writes.flatMap((write) => (write.kind === "put-idempotency" && !debouncedJids.has(write.claim.jid) ? [write.claim] : [])),
+    ...(sent && { sent }),
   };
 }

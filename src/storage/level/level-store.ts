@@ -477,6 +477,9 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
     case "delete-batch":
       ops.push({ type: "del", key: KEYS.batch(write.id) });
       return;
+    case "put-inbox":
+    case "delete-inbox":
+      throw new Error(`${write.kind}: this store has no inbox`);
   }
 }
 

@@ -132,6 +132,9 @@ export class MemoryStore implements Store {
         case "delete-batch":
           this.data.batches.delete(write.id);
           break;
+        case "put-inbox":
+        case "delete-inbox":
+          throw new Error(`${write.kind}: this store has no inbox`);
       }
     }
   }

@@ -4,6 +4,7 @@ import { encodeJson, encodeMetaJson } from "../record-codec.js";
 import { encodeSchedule, type StoredSchedule } from "../../model/schedule.js";
 import { encodeBatch, type BatchRecord } from "../../model/batch.js";
 import { OWNERSHIP_SCHEMA } from "./partition-ownership.js";
+import { INBOX_CTES } from "./inbox.js";
 
 /**
  * One group of commits as ONE SQL statement: data-modifying CTEs that delete and upsert each
@@ -71,8 +72,9 @@ export const COMMIT_SQL = `WITH${COMMIT_CTES}\nSELECT 1`;
  * COMMIT_SQL for a partition's owner: one more CTE calls the fence with the partition ($46)
  * and the owner's epoch ($47), and the final SELECT reads it so that it always runs. A raise
  * aborts the whole statement, so a deposed owner's group is applied nowhere; no extra round trip.
+ * The inbox's rows ($48–$53, inbox.ts) are written by partitions' owners only.
  */
-export const FENCED_COMMIT_SQL = `WITH${COMMIT_CTES},
+export const FENCED_COMMIT_SQL = `WITH${COMMIT_CTES},${INBOX_CTES},
   fence AS (SELECT ${OWNERSHIP_SCHEMA}.fence($46::integer, $47::bigint) AS ok)
 SELECT ok FROM fence`;
 

@@ -38,6 +38,18 @@ export async function ensureOwnershipSchema(client: pg.ClientBase): Promise<void
     CREATE TABLE IF NOT EXISTS ${OWNERSHIP_SCHEMA}.partition_nodes (node_id text PRIMARY KEY, seen_at timestamptz NOT NULL);
     -- --submit-rate counted for the whole cluster: a token bucket per caller (token name), on the database's clock.
     CREATE TABLE IF NOT EXISTS ${OWNERSHIP_SCHEMA}.submit_buckets (caller text PRIMARY KEY, tokens double precision NOT NULL, at timestamptz NOT NULL);
+    -- Jobs a partition's commit made for another partition (a SubmitBatch over several),
+    -- until that one stores them and deletes the row in one commit. record: the jobs as JSON.
+    CREATE TABLE IF NOT EXISTS ${OWNERSHIP_SCHEMA}.inbox (
+      id text PRIMARY KEY,
+      seq bigserial,
+      to_partition integer NOT NULL,
+      from_partition integer NOT NULL,
+      jids text[] NOT NULL,
+      record bytea NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS inbox_to ON ${OWNERSHIP_SCHEMA}.inbox (to_partition, seq);
+    CREATE INDEX IF NOT EXISTS inbox_from ON ${OWNERSHIP_SCHEMA}.inbox (from_partition);
     -- Takes most jobs of who's bucket if there, else its whole jobs; retry_after_ms: when need would be there (0: it was).
     CREATE OR REPLACE FUNCTION ${OWNERSHIP_SCHEMA}.draw_submits(
       who text, need double precision, most double precision, rate double precision, burst double precision,

@@ -7,6 +7,7 @@ import type {
   Counters,
   FinishedCursor,
   IdempotencyClaim,
+  InboxRecord,
   PendingCallback,
   QueueInfo,
   ReadyJob,
@@ -20,6 +21,8 @@ import { COMMIT_SQL, commitParameters, FENCED_COMMIT_SQL, STATEMENT_DATA_BYTES, 
 import { applyMigrations } from "./migrations.js";
 import { redactedUrl } from "./url.js";
 import { MAX_PARTITIONS } from "../../model/partition.js";
+import { OWNERSHIP_SCHEMA } from "./partition-ownership.js";
+import { decodeInboxJobs, hasInboxWrites, inboxParameters } from "./inbox.js";
 import { decodeSchedule, type StoredSchedule } from "../../model/schedule.js";
 
 /**
@@ -160,10 +163,15 @@ export class PostgresStore implements Store {
     const chunks = statementChunks(writes, this.statementDataBytes);
     const statement = (chunk: StoreWrite[]) => {
       const { values, rows } = commitParameters(chunk);
+      if (this.partition === undefined && hasInboxWrites(chunk)) throw new Error("an inbox write needs a partition's store");
       const query =
         this.partition === undefined
           ? { name: "worq_commit", text: COMMIT_SQL, values }
-          : { name: "worq_commit_fenced", text: FENCED_COMMIT_SQL, values: [...values, this.partition.index, this.partition.epoch] };
+          : {
+              name: "worq_commit_fenced",
+              text: FENCED_COMMIT_SQL,
+              values: [...values, this.partition.index, this.partition.epoch, ...inboxParameters(chunk)],
+            };
       return this.writer.query(query).then(() => rows);
     };
     if (chunks.length === 1) return statement(chunks[0]!);
@@ -193,23 +201,51 @@ export class PostgresStore implements Store {
   async getMetasIn(partition: number, jids: readonly string[]): Promise<(JobMeta | undefined)[]> {
     if (this.partition === undefined) throw new Error("getMetasIn: this store holds no partition");
     if (!(Number.isInteger(partition) && partition >= 0 && partition < MAX_PARTITIONS)) throw new RangeError(`no partition ${partition}`);
+    // The slice and the inbox in one statement, so one snapshot: a job whose record is being
+    // applied is read either in the record or in the slice, never missed between the two.
+    const inbox = `SELECT NULL::text AS jid, NULL::bytea AS meta, record FROM ${OWNERSHIP_SCHEMA}.inbox WHERE to_partition = $2 AND jids && $1::text[]`;
     const rows = await this.pool
-      .query<{ jid: string; meta: Buffer }>(`SELECT jid, meta FROM ${partitionSchema(partition)}.worq_jobs WHERE jid = ANY($1::text[])`, [
-        jids,
-      ])
+      .query<{ jid: string | null; meta: Buffer | null; record: Buffer | null }>(
+        `SELECT jid, meta, NULL::bytea AS record FROM ${partitionSchema(partition)}.worq_jobs WHERE jid = ANY($1::text[]) UNION ALL ${inbox}`,
+        [jids, partition],
+      )
       .then(
         (result) => result.rows,
         (error: { code?: string }) => {
-          // A partition never served yet has no tables: none of its jobs exists.
-          if (error.code === UNDEFINED_TABLE) return [];
+          // A partition never served yet has no tables: none of its jobs exists but those of its inbox.
+          if (error.code === UNDEFINED_TABLE) return this.pool.query(inbox, [jids, partition]).then((result) => result.rows);
           throw error;
         },
       );
-    const found = new Map(rows.map((row) => [row.jid, row.meta]));
-    return jids.map((jid) => {
-      const meta = found.get(jid);
-      return meta && decodeMeta(meta);
-    });
+    const found = new Map<string, JobMeta>();
+    for (const row of rows) {
+      if (row.record) for (const { meta } of decodeInboxJobs(row.record)) found.set(meta.jid, meta);
+      else found.set(row.jid!, decodeMeta(row.meta!));
+    }
+    return jids.map((jid) => found.get(jid));
+  }
+
+  async readInbox(): Promise<InboxRecord[]> {
+    const to = this.ownPartition("readInbox");
+    const { rows } = await this.pool.query<{ id: string; from_partition: number; record: Buffer }>(
+      `SELECT id, from_partition, record FROM ${OWNERSHIP_SCHEMA}.inbox WHERE to_partition = $1 ORDER BY seq`,
+      [to],
+    );
+    return rows.map((row) => ({ id: row.id, to, from: row.from_partition, jobs: decodeInboxJobs(row.record) }));
+  }
+
+  async unappliedSent(ids?: readonly string[]): Promise<{ id: string; to: number }[]> {
+    const from = this.ownPartition("unappliedSent");
+    const { rows } = await this.pool.query<{ id: string; to_partition: number }>(
+      `SELECT id, to_partition FROM ${OWNERSHIP_SCHEMA}.inbox WHERE from_partition = $1 AND ($2::text[] IS NULL OR id = ANY($2::text[]))`,
+      [from, ids ?? null],
+    );
+    return rows.map((row) => ({ id: row.id, to: row.to_partition }));
+  }
+
+  private ownPartition(call: string): number {
+    if (this.partition === undefined) throw new Error(`${call}: this store holds no partition`);
+    return this.partition.index;
   }
 
   async getBodies(jids: readonly string[]): Promise<(JobBody | undefined)[]> {
