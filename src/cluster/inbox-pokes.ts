@@ -19,15 +19,13 @@ export class PostgresInboxPokes {
   private readonly sender: LazyPgClient;
   private closed = false;
 
-  constructor(
-    options: {
-      url: string;
-      nodeId: string;
-      log: Logger;
-      /** A poke for `partition`: applied by its server if this node serves it. */
-      onPoke: (partition: number) => void;
-    },
-  ) {
+  constructor(options: {
+    url: string;
+    nodeId: string;
+    log: Logger;
+    /** A poke for `partition`: applied by its server if this node serves it. */
+    onPoke: (partition: number) => void;
+  }) {
     this.listener = new LazyPgClient({
       url: options.url,
       applicationName: `worq-inbox:${options.nodeId}`,

@@ -7,13 +7,21 @@ import type { InboxRecord, StoreWrite } from "./store.js";
 import { randomUuidV4 } from "./uuid.js";
 import { enqueueReady } from "./paging.js";
 import { pump, schedulePump } from "./dispatch.js";
-import { pushExpiry, schedulePurge, scheduleTimers } from "./timers.js";
+import { pushExpiry, pushTimer, schedulePurge, scheduleTimers } from "./timers.js";
 import { BODY_CACHE_HORIZON_MS } from "./submit-claims.js";
 
-/** How long a partition waits between looks for its records being applied, at most. */
+/** The first gap between looks for a submit's records being applied; each next one twice as long, up to LOOK_GAP_MAX_MS. */
+const FIRST_GAP_MS = 2;
 const LOOK_GAP_MAX_MS = 250;
-/** How often records a submit stopped waiting for (its deadline came) are looked for and their partitions poked. */
+/** How often records no submit waits for any more (its deadline came; a record found on load) are looked for and poked again. */
 const RESEND_EVERY_MS = 1_000;
+
+/** A submit waiting for its records to be applied. */
+interface Delivery {
+  ids: string[];
+  deadlineMs: number;
+  done: () => void;
+}
 
 /**
  * A SubmitBatch over several partitions (docs/scale-out.md): the partition the batch came to
@@ -28,9 +36,13 @@ const RESEND_EVERY_MS = 1_000;
  * poked again by H's next owner.
  */
 export class Inbox {
-  /** Records written here and not seen applied: id → partition, resent while any is left. */
+  /** Records written here and not seen applied: id → partition. */
   private readonly sent = new Map<string, number>();
-  private resending: NodeJS.Timeout | undefined;
+  private readonly deliveries = new Set<Delivery>();
+  /** When the next look is due (a timer entry of another time is stale). */
+  lookAtMs: number | undefined;
+  private gapMs = FIRST_GAP_MS;
+  private looking = false;
   private applying: Promise<void> | undefined;
   private applyAgain = false;
 
@@ -86,28 +98,57 @@ export class Inbox {
   }
 
   /**
-   * Once the commit holding `records` is durable: pokes their partitions and waits, looking
-   * at growing gaps, until every one is applied or `deadlineMs` comes (then they are resent
-   * every second in the background until applied).
+   * Once the commit holding `records` is durable: pokes their partitions and resolves once
+   * every one is applied, or at `deadlineMs` (the records are then poked every second until
+   * applied). Looks at gaps growing from 2 ms, poking again at each.
    */
-  async delivered(core: EngineCore, records: readonly InboxRecord[], deadlineMs: number): Promise<void> {
+  delivered(core: EngineCore, records: readonly InboxRecord[], deadlineMs: number): Promise<void> {
     for (const record of records) this.sent.set(record.id, record.to);
-    let left = records.map(({ id, to }) => ({ id, to }));
-    for (let gapMs = 2; left.length > 0 && core.clock.nowMs() < deadlineMs && !core.closing; gapMs = Math.min(gapMs * 2, LOOK_GAP_MAX_MS)) {
-      for (const to of new Set(left.map((record) => record.to))) core.hints.onInboxSent?.(to);
-      await new Promise((resolve) => setTimeout(resolve, Math.min(gapMs, Math.max(1, deadlineMs - core.clock.nowMs()))));
-      left = await core.store.unappliedSent!(left.map((record) => record.id)).catch(() => left);
-      const stillLeft = new Set(left.map((record) => record.id));
-      for (const { id } of records) if (!stillLeft.has(id)) this.sent.delete(id);
-    }
-    if (left.length > 0) this.resendSoon(core);
+    for (const to of new Set(records.map((record) => record.to))) core.hints.onInboxSent?.(to);
+    return new Promise((done) => {
+      this.deliveries.add({ ids: records.map((record) => record.id), deadlineMs, done });
+      this.gapMs = FIRST_GAP_MS;
+      this.schedule(core, FIRST_GAP_MS);
+    });
   }
 
-  /** On load: applies the records left for this partition, and resends those it left for others. */
+  /** On load: resends the records this partition left for others, and applies those left for it. */
   async recover(core: EngineCore): Promise<void> {
     for (const { id, to } of await core.store.unappliedSent!()) this.sent.set(id, to);
-    if (this.sent.size > 0) this.resendSoon(core);
+    if (this.sent.size > 0) this.schedule(core, RESEND_EVERY_MS);
     await this.apply(core);
+  }
+
+  /**
+   * The timer (kind "inbox"): reads which records sent from here are applied, answers the
+   * submits whose records all are (or whose deadline came), and pokes the partitions of the rest.
+   */
+  async look(core: EngineCore): Promise<void> {
+    if (this.looking) return;
+    this.looking = true;
+    this.lookAtMs = undefined;
+    try {
+      const left = await core.store.unappliedSent!([...this.sent.keys()]);
+      const stillLeft = new Set(left.map((record) => record.id));
+      for (const id of this.sent.keys()) if (!stillLeft.has(id)) this.sent.delete(id);
+      const nowMs = core.clock.nowMs();
+      for (const delivery of this.deliveries) {
+        if (delivery.deadlineMs > nowMs && !core.closing && delivery.ids.some((id) => this.sent.has(id))) continue;
+        this.deliveries.delete(delivery);
+        delivery.done();
+      }
+      for (const to of new Set(left.map((record) => record.to))) core.hints.onInboxSent?.(to);
+    } catch {
+      // Read again at the next look.
+    } finally {
+      this.looking = false;
+    }
+    // Any entry pushed meanwhile (a new delivery's, or one that fired during this look) is replaced by the next.
+    this.lookAtMs = undefined;
+    if (this.sent.size === 0 || core.closing) return;
+    this.gapMs = this.deliveries.size > 0 ? Math.min(this.gapMs * 2, LOOK_GAP_MAX_MS) : RESEND_EVERY_MS;
+    const soonestDeadline = Math.min(...[...this.deliveries].map((delivery) => delivery.deadlineMs - core.clock.nowMs()));
+    this.schedule(core, Math.max(1, Math.min(this.gapMs, soonestDeadline)));
   }
 
   /** Stores the jobs of the records left for this partition, each with its record's deletion in one commit (a poke; also on load). */
@@ -127,26 +168,11 @@ export class Inbox {
     return this.applying;
   }
 
-  private resendSoon(core: EngineCore): void {
-    if (this.resending || core.closing) return;
-    this.resending = setTimeout(() => {
-      this.resending = undefined;
-      void this.resend(core);
-    }, RESEND_EVERY_MS);
-    this.resending.unref();
-  }
-
-  private async resend(core: EngineCore): Promise<void> {
-    if (core.closing || this.sent.size === 0) return;
-    try {
-      const left = await core.store.unappliedSent!([...this.sent.keys()]);
-      const stillLeft = new Set(left.map((record) => record.id));
-      for (const id of this.sent.keys()) if (!stillLeft.has(id)) this.sent.delete(id);
-      for (const to of new Set(left.map((record) => record.to))) core.hints.onInboxSent?.(to);
-    } catch {
-      // Read again at the next resend.
-    }
-    if (this.sent.size > 0) this.resendSoon(core);
+  private schedule(core: EngineCore, gapMs: number): void {
+    const atMs = core.clock.nowMs() + gapMs;
+    if (this.lookAtMs !== undefined && this.lookAtMs <= atMs) return;
+    this.lookAtMs = atMs;
+    pushTimer(core, { atMs, jid: "", kind: "inbox" });
   }
 }
 

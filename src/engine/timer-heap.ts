@@ -5,12 +5,14 @@
  * result wait on the job ("wait"), or the earliest deadline of submits still being written
  * ("submit-deadline", jid empty), or a schedule's next tick ("schedule", jid holding the schedule's name),
  * or the end of a done batch's retention ("batch-expiry", jid holding the batch's id), or a
- * read of other partitions' jobs that jobs here wait for ("remote", jid empty).
+ * read of other partitions' jobs that jobs here wait for ("remote", jid empty), the look for
+ * this partition's inbox records being applied ("inbox", jid empty).
  */
 export interface TimerEntry {
   atMs: number;
   jid: string;
-  kind: "due" | "lease" | "ttl" | "purge" | "sweep" | "wait" | "submit-deadline" | "refill" | "schedule" | "batch-expiry" | "remote";
+  kind:
+    "due" | "lease" | "ttl" | "purge" | "sweep" | "wait" | "submit-deadline" | "refill" | "schedule" | "batch-expiry" | "remote" | "inbox";
 }
 
 /**

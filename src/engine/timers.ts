@@ -87,6 +87,10 @@ export function tick(core: EngineCore): void {
       if (top.atMs === core.remote?.checkAtMs) void core.remote.check(core);
       continue;
     }
+    if (top.kind === "inbox") {
+      if (top.atMs === core.remote?.inbox?.lookAtMs) void core.remote.inbox.look(core);
+      continue;
+    }
     if (top.kind === "sweep") {
       if (top.atMs === core.sweepAtMs) {
         core.sweepAtMs = undefined;

@@ -45,121 +45,130 @@ function timedWorker(client: WorqClient, queues: string[]) {
   };
 }
 
-describe.skipIf(!available)("a SubmitBatch over several partitions (real PostgreSQL): one commit decides, each partition stores its part", () => {
-  let postgres: PostgresCluster;
-  const nodes: ClusterProcess[] = [];
-  beforeAll(async () => {
-    postgres = await startPostgres();
-  }, 120_000);
-  afterAll(async () => {
-    for (const node of nodes) node.child.kill("SIGKILL");
-    await Promise.all(nodes.map((node) => node.exited));
-    await postgres?.stop();
-  });
-
-  it("CHAIN and FAN_IN over four partitions through the node: each job in its queue's partition, readable at once, run in order; failures propagate; what another partition's job cannot carry is refused and nothing is stored", async () => {
-    const url = await postgres.createDatabase();
-    const a = await spawnNode(url, "across-a", ["--partitions", String(COUNT)]);
-    nodes.push(a);
-    await until("all four partitions served", async () => (await partitionsOf(a)).length === COUNT || undefined, 20_000);
-    const queues = Array.from({ length: COUNT }, (_, p) => queueNamed("across", p));
-    const producer = a.clients.producer;
-
-    // A chain visiting every partition twice, starting in partition 2.
-    const order = [2, 0, 3, 1, 1, 2, 0, 3];
-    const chain = await producer.submitBatch({ jobs: order.map((p) => ({ type: "ok", queue: queues[p]! })), shape: BatchShape.CHAIN });
-    const jids = chain.jobs.map((job) => job.jid);
-    expect(jids.map((jid) => partitionOfId(jid, COUNT))).toEqual(order);
-    // Answered once every partition stored its part: each job reads back at once, through the node.
-    const states = await Promise.all(jids.map(async (jid) => (await a.clients.admin.getJob({ jid })).job!.state));
-    expect(states).toEqual([JobState.SCHEDULED, ...order.slice(1).map(() => JobState.PENDING)]);
-    expect((await a.clients.admin.getJob({ jid: jids[3]! })).job!.dependsOn).toEqual([jids[2]]);
-
-    const client = new WorqClient({ address: `127.0.0.1:${a.port}` });
-    const worker = timedWorker(client, queues);
-    for (const jid of jids) expect((await client.waitResult(jid, 30_000)).state).toBe(JobState.COMPLETED);
-    for (let i = 1; i < jids.length; i++) expect(worker.started.get(jids[i]!)!).toBeGreaterThanOrEqual(worker.finished.get(jids[i - 1]!)!);
-
-    // FAN_IN: the last (partition 1) waits for jobs of three partitions, one of which fails.
-    const fan = await producer.submitBatch({
-      jobs: [
-        { type: "ok", queue: queues[0]! },
-        { type: "bad", queue: queues[3]!, retry: { maxAttempts: 1 } },
-        { type: "ok", queue: queues[2]! },
-        { type: "ok", queue: queues[1]! },
-      ],
-      shape: BatchShape.FAN_IN,
+describe.skipIf(!available)(
+  "a SubmitBatch over several partitions (real PostgreSQL): one commit decides, each partition stores its part",
+  () => {
+    let postgres: PostgresCluster;
+    const nodes: ClusterProcess[] = [];
+    beforeAll(async () => {
+      postgres = await startPostgres();
+    }, 120_000);
+    afterAll(async () => {
+      for (const node of nodes) node.child.kill("SIGKILL");
+      await Promise.all(nodes.map((node) => node.exited));
+      await postgres?.stop();
     });
-    const [ok, bad, , last] = fan.jobs.map((job) => job.jid);
-    const ended = await client.waitResult(last!, 30_000);
-    expect(ended.state).toBe(JobState.DEAD_LETTER);
-    expect(ended.failure?.message).toBe(`dependency ${bad} ended DEAD_LETTER`);
-    expect((await client.waitResult(ok!, 30_000)).state).toBe(JobState.COMPLETED);
-    await worker.stop();
 
-    // Refused, naming the field, and nothing stored: claims, batches and parents of a job of another partition.
-    const before = (await a.clients.admin.listJobs({ pageSize: 1000 })).jobs.length;
-    for (const [field, extra] of [
-      ["idempotency_key", { idempotencyKey: "k" }],
-      ["unique", { unique: { key: "u" } }],
-      ["parent_jid", { parentJid: jids[0] }],
-    ] as const) {
-      const refused = await producer
-        .submitBatch({ jobs: [{ type: "ok", queue: queues[0]! }, { type: "ok", queue: queues[1]!, ...extra }] })
-        .then(
-          () => undefined,
-          (error: unknown) => ConnectError.from(error),
-        );
-      expect(refused?.code).toBe(Code.InvalidArgument);
-      expect(refused?.rawMessage).toContain(`jobs[1].${field}`);
-    }
-    expect((await a.clients.admin.listJobs({ pageSize: 1000 })).jobs.length).toBe(before);
-    // The same keys on the batch's own partition's jobs are taken as ever.
-    const keyed = await producer.submitBatch({
-      jobs: [
-        { type: "ok", queue: queues[0]!, idempotencyKey: "own" },
-        { type: "ok", queue: queues[1]! },
-      ],
-    });
-    expect(keyed.jobs.map((job) => partitionOfId(job.jid, COUNT))).toEqual([0, 1]);
-    client.close();
-  }, 120_000);
+    it("CHAIN and FAN_IN over four partitions through the node: each job in its queue's partition, readable at once, run in order; failures propagate; what another partition's job cannot carry is refused and nothing is stored", async () => {
+      const url = await postgres.createDatabase();
+      const a = await spawnNode(url, "across-a", ["--partitions", String(COUNT)]);
+      nodes.push(a);
+      await until("all four partitions served", async () => (await partitionsOf(a)).length === COUNT || undefined, 20_000);
+      const queues = Array.from({ length: COUNT }, (_, p) => queueNamed("across", p));
+      const producer = a.clients.producer;
 
-  it("across two nodes: the TS library's batch goes straight to its first job's partition, the other node's partitions are poked through the database; a record whose partition's owner died is applied by the next owner", async () => {
-    const url = await postgres.createDatabase();
-    const a = await spawnNode(url, "across2-a", ["--partitions", String(COUNT)]);
-    nodes.push(a);
-    const b = await spawnNode(url, "across2-b", ["--partitions", String(COUNT)]);
-    nodes.push(b);
-    await until(
-      "two partitions each",
-      async () => ((await partitionsOf(a)).length === 2 && (await partitionsOf(b)).length === 2) || undefined,
-      20_000,
-    );
-    const [onA, onB] = [await partitionsOf(a), await partitionsOf(b)];
-    const queues = Array.from({ length: COUNT }, (_, p) => queueNamed("across2", p));
-    const client = new WorqClient({ address: `127.0.0.1:${a.port}`, partitionRouting: true });
-    const startedAt = Date.now();
-    const jids = await client.submitBatch([onA[0]!, onB[0]!, onA[1]!, onB[1]!].map((p) => ({ type: "ok", queue: queues[p]! })));
-    const tookMs = Date.now() - startedAt;
-    console.log(`[figures] a batch over two nodes' partitions answered in ${tookMs} ms`);
-    for (const jid of jids) expect((await client.getJob(jid)).state).toBe(JobState.SCHEDULED);
+      // A chain visiting every partition twice, starting in partition 2.
+      const order = [2, 0, 3, 1, 1, 2, 0, 3];
+      const chain = await producer.submitBatch({ jobs: order.map((p) => ({ type: "ok", queue: queues[p]! })), shape: BatchShape.CHAIN });
+      const jids = chain.jobs.map((job) => job.jid);
+      expect(jids.map((jid) => partitionOfId(jid, COUNT))).toEqual(order);
+      // Answered once every partition stored its part: each job reads back at once, through the node.
+      const states = await Promise.all(jids.map(async (jid) => (await a.clients.admin.getJob({ jid })).job!.state));
+      expect(states).toEqual([JobState.SCHEDULED, ...order.slice(1).map(() => JobState.PENDING)]);
+      expect((await a.clients.admin.getJob({ jid: jids[3]! })).job!.dependsOn).toEqual([jids[2]]);
 
-    // node-b dies: a batch from node-a's partition into node-b's waits in the inbox until
-    // node-a takes node-b's partitions and applies it, and the submit is answered then.
-    b.child.kill("SIGKILL");
-    await b.exited;
-    const chain = await client.submitBatch([
-      { type: "ok", queue: queues[onA[0]!]!, args: [1] },
-      { type: "ok", queue: queues[onB[0]!]!, args: [2] },
-      { type: "ok", queue: queues[onB[1]!]!, args: [3] },
-    ]);
-    await until("node-a serves all four", async () => (await partitionsOf(a)).length === COUNT || undefined, 30_000);
-    expect(chain.map((jid) => partitionOfId(jid, COUNT))).toEqual([onA[0], onB[0], onB[1]]);
-    for (const jid of chain) expect((await client.getJob(jid)).state).toBe(JobState.SCHEDULED);
-    const worker = timedWorker(client, queues);
-    for (const jid of [...jids, ...chain]) expect((await client.waitResult(jid, 30_000)).state).toBe(JobState.COMPLETED);
-    await worker.stop();
-    client.close();
-  }, 120_000);
-});
+      const client = new WorqClient({ address: `127.0.0.1:${a.port}` });
+      const worker = timedWorker(client, queues);
+      for (const jid of jids) expect((await client.waitResult(jid, 30_000)).state).toBe(JobState.COMPLETED);
+      for (let i = 1; i < jids.length; i++)
+        expect(worker.started.get(jids[i]!)!).toBeGreaterThanOrEqual(worker.finished.get(jids[i - 1]!)!);
+
+      // FAN_IN: the last (partition 1) waits for jobs of three partitions, one of which fails.
+      const fan = await producer.submitBatch({
+        jobs: [
+          { type: "ok", queue: queues[0]! },
+          { type: "bad", queue: queues[3]!, retry: { maxAttempts: 1 } },
+          { type: "ok", queue: queues[2]! },
+          { type: "ok", queue: queues[1]! },
+        ],
+        shape: BatchShape.FAN_IN,
+      });
+      const [ok, bad, , last] = fan.jobs.map((job) => job.jid);
+      const ended = await client.waitResult(last!, 30_000);
+      expect(ended.state).toBe(JobState.DEAD_LETTER);
+      expect(ended.failure?.message).toBe(`dependency ${bad} ended DEAD_LETTER`);
+      expect((await client.waitResult(ok!, 30_000)).state).toBe(JobState.COMPLETED);
+      await worker.stop();
+
+      // Refused, naming the field, and nothing stored: claims, batches and parents of a job of another partition.
+      const before = (await a.clients.admin.listJobs({ pageSize: 1000 })).jobs.length;
+      for (const [field, extra] of [
+        ["idempotency_key", { idempotencyKey: "k" }],
+        ["unique", { unique: { key: "u" } }],
+        ["parent_jid", { parentJid: jids[0] }],
+      ] as const) {
+        const refused = await producer
+          .submitBatch({
+            jobs: [
+              { type: "ok", queue: queues[0]! },
+              { type: "ok", queue: queues[1]!, ...extra },
+            ],
+          })
+          .then(
+            () => undefined,
+            (error: unknown) => ConnectError.from(error),
+          );
+        expect(refused?.code).toBe(Code.InvalidArgument);
+        expect(refused?.rawMessage).toContain(`jobs[1].${field}`);
+      }
+      expect((await a.clients.admin.listJobs({ pageSize: 1000 })).jobs.length).toBe(before);
+      // The same keys on the batch's own partition's jobs are taken as ever.
+      const keyed = await producer.submitBatch({
+        jobs: [
+          { type: "ok", queue: queues[0]!, idempotencyKey: "own" },
+          { type: "ok", queue: queues[1]! },
+        ],
+      });
+      expect(keyed.jobs.map((job) => partitionOfId(job.jid, COUNT))).toEqual([0, 1]);
+      client.close();
+    }, 120_000);
+
+    it("across two nodes: the TS library's batch goes straight to its first job's partition, the other node's partitions are poked through the database; a record whose partition's owner died is applied by the next owner", async () => {
+      const url = await postgres.createDatabase();
+      const a = await spawnNode(url, "across2-a", ["--partitions", String(COUNT)]);
+      nodes.push(a);
+      const b = await spawnNode(url, "across2-b", ["--partitions", String(COUNT)]);
+      nodes.push(b);
+      await until(
+        "two partitions each",
+        async () => ((await partitionsOf(a)).length === 2 && (await partitionsOf(b)).length === 2) || undefined,
+        20_000,
+      );
+      const [onA, onB] = [await partitionsOf(a), await partitionsOf(b)];
+      const queues = Array.from({ length: COUNT }, (_, p) => queueNamed("across2", p));
+      const client = new WorqClient({ address: `127.0.0.1:${a.port}`, partitionRouting: true });
+      const startedAt = Date.now();
+      const jids = await client.submitBatch([onA[0]!, onB[0]!, onA[1]!, onB[1]!].map((p) => ({ type: "ok", queue: queues[p]! })));
+      const tookMs = Date.now() - startedAt;
+      console.log(`[figures] a batch over two nodes' partitions answered in ${tookMs} ms`);
+      for (const jid of jids) expect((await client.getJob(jid)).state).toBe(JobState.SCHEDULED);
+
+      // node-b dies: a batch from node-a's partition into node-b's waits in the inbox until
+      // node-a takes node-b's partitions and applies it, and the submit is answered then.
+      b.child.kill("SIGKILL");
+      await b.exited;
+      const chain = await client.submitBatch([
+        { type: "ok", queue: queues[onA[0]!]!, args: [1] },
+        { type: "ok", queue: queues[onB[0]!]!, args: [2] },
+        { type: "ok", queue: queues[onB[1]!]!, args: [3] },
+      ]);
+      await until("node-a serves all four", async () => (await partitionsOf(a)).length === COUNT || undefined, 30_000);
+      expect(chain.map((jid) => partitionOfId(jid, COUNT))).toEqual([onA[0], onB[0], onB[1]]);
+      for (const jid of chain) expect((await client.getJob(jid)).state).toBe(JobState.SCHEDULED);
+      const worker = timedWorker(client, queues);
+      for (const jid of [...jids, ...chain]) expect((await client.waitResult(jid, 30_000)).state).toBe(JobState.COMPLETED);
+      await worker.stop();
+      client.close();
+    }, 120_000);
+  },
+);

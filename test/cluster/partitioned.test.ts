@@ -107,15 +107,15 @@ describe.skipIf(!available)("partitioned cluster: worq serve --cluster --partiti
     });
     expect(report.acks.map((item) => item.jid)).toEqual([x, y]);
     expect(report.acks.every((item) => item.code !== 0)).toBe(true);
-    // What a node cannot keep whole yet is refused by name, and nothing is stored.
-    await expect(
-      a.clients.producer.submitBatch({
-        jobs: [
-          { type: "t", queue: QUEUES[0] },
-          { type: "t", queue: QUEUES[2] },
-        ],
-      }),
-    ).rejects.toMatchObject({ code: Code.FailedPrecondition, rawMessage: expect.stringContaining("jobs:") });
+    // A SubmitBatch over two partitions is stored whole, each job in its queue's partition (test/cluster/batch-across.test.ts).
+    const [mixed0, mixed1] = [queueNamed("mixed", 0), queueNamed("mixed", 1)];
+    const mixed = await a.clients.producer.submitBatch({
+      jobs: [
+        { type: "t", queue: mixed0 },
+        { type: "t", queue: mixed1 },
+      ],
+    });
+    expect(mixed.jobs.map((job) => partitionOfId(job.jid, COUNT))).toEqual([0, 1]);
     // A raw-stub Lease over queues of two partitions is merged by the node: one stream, jobs of both.
     const apart = [queueNamed("mq", 0), queueNamed("mq", 1)];
     for (const queue of apart) await b.clients.producer.submit({ job: { type: "t", queue } });
