@@ -3,23 +3,16 @@ import { BatchShape } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WorqClient, Worker } from "@worq/client";
-import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
+import { partitionOfId } from "../../src/model/partition.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
-import { spawnNode, type ClusterProcess } from "./support/cluster.js";
+import { partitionsOf, queueNamed as queueNamedIn, spawnNode, type ClusterProcess } from "./support/cluster.js";
 import { until } from "../support/until.js";
 
 const available = postgresAvailable();
 const COUNT = 4;
 
 /** A queue name with `prefix` that lives in `partition`. */
-function queueNamed(prefix: string, partition: number): string {
-  for (let i = 0; ; i++) if (fnv1a32(`${prefix}${i}`) % COUNT === partition) return `${prefix}${i}`;
-}
-
-async function partitionsOf(node: ClusterProcess): Promise<number[]> {
-  const reply = await fetch(`http://127.0.0.1:${node.httpPort}/healthz`);
-  return ((await reply.json()) as { partitions: number[] }).partitions;
-}
+const queueNamed = (prefix: string, partition: number) => queueNamedIn(prefix, partition, COUNT);
 
 /** Runs the "ok" and "bad" handlers on `queues` until stopped, noting when each job started and finished. */
 function timedWorker(client: WorqClient, queues: string[]) {

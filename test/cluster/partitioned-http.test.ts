@@ -11,17 +11,13 @@ import { fnv1a32 } from "../../src/model/partition.js";
 import { tokenFileLine } from "../../src/transport/auth/token-file.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { chromiumAvailable, eventually, launchBrowser } from "../dashboard/support/browser.js";
-import { sleep, spawnNode, type ClusterProcess } from "./support/cluster.js";
+import { partitionsOf, sleep, spawnNode, type ClusterProcess } from "./support/cluster.js";
 
 const COUNT = 4;
 
 /** A queue name that lives in `partition`. */
 function queueIn(partition: number): string {
   for (let i = 0; ; i++) if (fnv1a32(`hq${i}`) % COUNT === partition) return `hq${i}`;
-}
-
-async function partitionsOf(node: ClusterProcess): Promise<number[]> {
-  return ((await (await fetch(`http://127.0.0.1:${node.httpPort}/healthz`)).json()) as { partitions: number[] }).partitions;
 }
 
 /** One Connect call in JSON, as curl would make it. */

@@ -6,7 +6,7 @@ import { WorqClient, Worker } from "@worq/client";
 import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
 import { StreamWorker } from "../e2e/support/clients.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
-import { sleep, spawnNode, type ClusterProcess } from "./support/cluster.js";
+import { partitionsOf, queueNamed as queueNamedIn, sleep, spawnNode, type ClusterProcess } from "./support/cluster.js";
 import { until } from "../support/until.js";
 import { remoteReleases } from "../support/connections.js";
 
@@ -14,9 +14,7 @@ const available = postgresAvailable();
 const COUNT = 4;
 
 /** A queue name with `prefix` that lives in `partition`. */
-function queueNamed(prefix: string, partition: number): string {
-  for (let i = 0; ; i++) if (fnv1a32(`${prefix}${i}`) % COUNT === partition) return `${prefix}${i}`;
-}
+const queueNamed = (prefix: string, partition: number) => queueNamedIn(prefix, partition, COUNT);
 
 /** Two queue names that live in `partition`. */
 function queuesIn(partition: number): string[] {
@@ -25,11 +23,6 @@ function queuesIn(partition: number): string[] {
   return found;
 }
 const QUEUES = Array.from({ length: COUNT }, (_, p) => queuesIn(p)).flat();
-
-async function partitionsOf(node: ClusterProcess): Promise<number[]> {
-  const reply = await fetch(`http://127.0.0.1:${node.httpPort}/healthz`);
-  return ((await reply.json()) as { partitions: number[] }).partitions;
-}
 
 async function routedCalls(node: ClusterProcess): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${node.httpPort}/metrics`)).text();

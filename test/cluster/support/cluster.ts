@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { connect, type WorqClients } from "../../e2e/support/clients.js";
 import { spawnServer, type ServerProcess } from "../../e2e/support/server-process.js";
+import { fnv1a32 } from "../../../src/model/partition.js";
 
 /** The built cluster worker (npm test builds dist/ first). */
 export const CLUSTER_WORKER = fileURLToPath(new URL("../../../dist/test/cluster/support/bin/cluster-worker.js", import.meta.url));
@@ -19,6 +20,16 @@ export async function spawnNode(url: string, nodeId: string, extraArgs: string[]
   const unused = mkdtempSync(join(tmpdir(), "worq-cluster-unused-"));
   const server = await spawnServer(unused, ["--store", url, "--cluster", "--node-id", nodeId, "--log-level", "warn", ...extraArgs]);
   return { ...server, nodeId, clients: connect(server.port) };
+}
+
+/** The partitions a partitioned node serves now (its /healthz). */
+export async function partitionsOf(node: ClusterProcess): Promise<number[]> {
+  return ((await (await fetch(`http://127.0.0.1:${node.httpPort}/healthz`)).json()) as { partitions: number[] }).partitions;
+}
+
+/** The first queue name `prefix` + a number that lives in `partition` of `count`. */
+export function queueNamed(prefix: string, partition: number, count: number): string {
+  for (let i = 0; ; i++) if (fnv1a32(`${prefix}${i}`) % count === partition) return `${prefix}${i}`;
 }
 
 /** Waits until `via` reports `count` live nodes with one leader; returns the leader's node id. */
