@@ -5,6 +5,8 @@ import { tuneHeap } from "./heap-tuning.js";
 import { startPartitionedNode } from "./cluster/partitioned-node.js";
 import type { MetricsRead } from "./cluster/metrics-merge.js";
 import type { JobMeta } from "./model/job.js";
+import type { InboxRecord } from "./engine/store.js";
+import { decodeInboxRecord, encodeInboxRecord } from "./storage/inbox-codec.js";
 import { askOverIpc } from "./ipc-ask.js";
 import { coalesced } from "./coalesced-call.js";
 import type { SharedSubmitBuckets } from "./transport/auth/shared-submit-rate.js";
@@ -82,6 +84,16 @@ const endsHints = {
     if (process.connected) process.send!({ remoteWaiting: waiting });
   },
 };
+/**
+ * A batch over several engines: the records of jobs for other engines this engine's commits
+ * made go to the parent, which passes each to its engine (and reads of their jobs meanwhile
+ * find them there); this engine hears back once one was applied (recordApplied).
+ */
+const inboxCarrier = {
+  onInboxSent: (records: readonly InboxRecord[]) => {
+    if (process.connected) process.send!({ inboxRecords: records.map(encodeInboxRecord) });
+  },
+};
 /** The server whose waits a hint reads, once started. */
 let hinted: { hintRemoteEnds(): void } | undefined;
 // Listened for from the start: the parent says at once whether any engine waits for another's jobs.
@@ -91,7 +103,7 @@ process.on("message", (message: { endsHintsWanted?: boolean; endsHint?: number }
 });
 const started = partitioned
   ? startPartitionedNode({ ...config, cluster: { ...config.cluster!, partitions: config.cluster!.partitions! }, store: config.store! }, log)
-  : startServer(config, log, undefined, { foreignMetas, ...(config.submitRate && { submitBuckets }), ...endsHints });
+  : startServer(config, log, undefined, { foreignMetas, ...(config.submitRate && { submitBuckets }), ...endsHints, ...inboxCarrier });
 const server = await started.catch((error: unknown) => {
   log.error("engine cannot start", { error: (error as Error).message });
   process.exit(1);
@@ -141,6 +153,22 @@ process.on("message", (message: { readMetas?: number; jids?: string[] }) => {
   server.storedMetas(message.jids ?? []).then(
     (metas) => reply({ metas: metas.map((meta) => meta ?? null) }),
     (error: Error) => reply({ error: error.message }),
+  );
+});
+// Another engine's records of jobs of this one's queues, over the parent: stored, then answered applied.
+process.on("message", (message: { applyInbox?: string; recordApplied?: string }) => {
+  if (!("recordApplied" in server)) return;
+  if (message.recordApplied !== undefined) {
+    server
+      .recordApplied(message.recordApplied)
+      .catch((error: Error) => log.warn("forgetting an applied record failed", { error: error.message }));
+  }
+  if (message.applyInbox === undefined) return;
+  const record = decodeInboxRecord(message.applyInbox);
+  server.applyInbox(record).then(
+    () => process.send?.({ inboxApplied: record.id, from: record.from }),
+    // Sent again by its engine a second later.
+    (error: Error) => log.warn("applying another engine's record failed", { from: record.from, error: error.message }),
   );
 });
 hinted = "hintRemoteEnds" in server ? server : undefined;

@@ -4,6 +4,8 @@ import type { ServerConfig } from "./config.js";
 import type { Logger } from "./log.js";
 import { readMetrics, type MetricsRead } from "./cluster/metrics-merge.js";
 import { askOverIpc } from "./ipc-ask.js";
+import type { JobMeta } from "./model/job.js";
+import { decodeInboxRecord } from "./storage/inbox-codec.js";
 import { SubmitRateLimiter, type SubmitRate } from "./transport/auth/submit-rate.js";
 
 /** The engine process's entry (compiled beside this module). */
@@ -36,6 +38,13 @@ interface SubmitsQuestion {
 interface EndsMessage {
   remoteWaiting?: boolean;
   endsIn?: number;
+}
+
+/** An engine's records of jobs for other engines (a batch over several), or word that one was applied (src/engine-child.ts). */
+interface InboxMessage {
+  inboxRecords?: string[];
+  inboxApplied?: string;
+  from?: number;
 }
 
 /** One engine process as its parent keeps it. */
@@ -71,6 +80,12 @@ export class EngineProcesses {
   private stopping = false;
   private asked = 0;
   private readonly submitBuckets: SubmitRateLimiter | undefined;
+  /**
+   * Records of jobs one engine's commit made for another (a batch over several engines), as
+   * sent (encoded) and their jobs' metas, by id: kept from when the sender hands them here
+   * until their engine says it stored them, so that a read of their jobs meanwhile finds them.
+   */
+  private readonly inFlight = new Map<string, { text: string; metas: Map<string, JobMeta> }>();
 
   constructor(
     count: number,
@@ -186,6 +201,10 @@ export class EngineProcesses {
         if (message.remoteWaiting !== undefined) this.setRemoteWaiting(engine, message.remoteWaiting);
         else if (message.endsIn !== undefined) this.passEndsHint(engine);
       });
+      child.on("message", (message: InboxMessage) => {
+        if (message.inboxRecords !== undefined) this.passRecords(message.inboxRecords);
+        else if (message.inboxApplied !== undefined) this.recordApplied(message.inboxApplied, message.from ?? -1);
+      });
       child.on("message", (message: SubmitsQuestion) => {
         if (message.drawSubmits === undefined || !child.connected) return;
         const answer = this.submitBuckets
@@ -242,11 +261,43 @@ export class EngineProcesses {
   }
 
   /**
+   * An engine's records for other engines: each kept in flight and passed to its engine (a
+   * record sent again, its sender not having heard it was applied, is passed again: its
+   * engine skips the jobs it holds). The records of one batch come in one message, so all
+   * are in flight before any engine sees one.
+   */
+  private passRecords(texts: string[]): void {
+    const records = texts.map((text) => ({ text, record: decodeInboxRecord(text) }));
+    for (const { text, record } of records) {
+      if (!this.inFlight.has(record.id))
+        this.inFlight.set(record.id, { text, metas: new Map(record.jobs.map(({ meta }) => [meta.jid, meta])) });
+    }
+    for (const { text, record } of records) {
+      const child = this.engines[record.to]?.child;
+      if (child?.connected && this.engines[record.to]!.grpcAddress !== undefined) child.send({ applyInbox: text });
+    }
+  }
+
+  /** An engine stored a record's jobs: the record leaves the flight, and its sender forgets it. */
+  private recordApplied(id: string, from: number): void {
+    this.inFlight.delete(id);
+    const sender = this.engines[from]?.child;
+    if (sender?.connected) sender.send({ recordApplied: id });
+  }
+
+  /**
    * An engine asks for the stored metas of jobs in another engine's partition (its jobs wait
-   * for them): asked of that engine, its answer (or why there is none) passed back.
+   * for them): asked of that engine, its answer (or why there is none) passed back. A job
+   * still in a record in flight when asked, which the engine may not hold yet, is answered
+   * as the record holds it.
    */
   private relayMetas(asker: ChildProcess, question: MetasQuestion): void {
+    const inFlight = question.jids.map((jid) => {
+      for (const { metas } of this.inFlight.values()) if (metas.has(jid)) return metas.get(jid);
+      return undefined;
+    });
     const reply = (answer: { metas?: unknown[]; error?: string }) => {
+      if (answer.metas) answer.metas = answer.metas.map((meta, i) => meta ?? inFlight[i] ?? null);
       if (asker.connected) asker.send({ metasAnswer: question.askMetas, ...answer });
     };
     const holder = this.engines[question.partition];

@@ -33,7 +33,7 @@ import type { FaktoryPassword } from "./faktory/handshake.js";
 import { loadTokenFile } from "./transport/auth/token-file.js";
 import { createStore } from "./storage/open-store.js";
 import type { JobMeta } from "./model/job.js";
-import type { Store } from "./engine/store.js";
+import type { InboxRecord, Store } from "./engine/store.js";
 import { LIMITS } from "./model/limits.js";
 import { OtlpExporter } from "./tracing/otlp-exporter.js";
 import { jobSpanObserver } from "./tracing/job-spans.js";
@@ -66,7 +66,9 @@ export interface SingleServer extends RunningServer {
   /** Another partition committed ends: this server's jobs that wait for jobs there are read at once (Engine.hintRemoteEnds). */
   hintRemoteEnds(): void;
   /** Another partition left jobs of this one's queues (a batch over several): they are stored now (Engine.applyInbox). */
-  applyInbox(): Promise<void>;
+  applyInbox(record?: InboxRecord): Promise<void>;
+  /** A record this engine sent (EngineHooks.onInboxSent) was applied by its partition (Engine.recordApplied). */
+  recordApplied(id: string): Promise<void>;
 }
 
 /** What an engine process of --engines gives its server (src/engine-child.ts). */
@@ -79,6 +81,8 @@ export interface EngineHooks {
   onEndsDurable?: () => void;
   /** Told when this engine's jobs start and stop waiting for other engines' jobs (EngineOptions.onRemoteWaiting). */
   onRemoteWaiting?: (waiting: boolean) => void;
+  /** Carries records of jobs for other engines to them (EngineOptions.onInboxSent). */
+  onInboxSent?: (records: readonly InboxRecord[]) => void;
 }
 
 /** Overhead a batch or a job's non-data fields may add above the job data limit. */
@@ -109,8 +113,8 @@ export interface LeaderHooks {
   onEndsDurable?: () => void;
   /** Told when this partition's jobs start and stop waiting for other partitions' jobs (EngineOptions.onRemoteWaiting). */
   onRemoteWaiting?: (waiting: boolean) => void;
-  /** Told that another partition has jobs of this one's in the inbox, to apply (EngineOptions.onInboxSent). */
-  onInboxSent?: (partition: number) => void;
+  /** Told of records of jobs for other partitions, to poke those partitions (EngineOptions.onInboxSent). */
+  onInboxSent?: (records: readonly InboxRecord[]) => void;
 }
 
 /** The composition root: config -> store -> engine -> gRPC server. */
@@ -125,6 +129,7 @@ export async function startServer(
   const sharedBuckets = engineHooks?.submitBuckets ?? leader?.submitBuckets;
   const endsHint = engineHooks?.onEndsDurable ?? leader?.onEndsDurable;
   const remoteWaiting = engineHooks?.onRemoteWaiting ?? leader?.onRemoteWaiting;
+  const inboxSent = engineHooks?.onInboxSent ?? leader?.onInboxSent;
   const access = new AccessControl({
     tokens: config.authTokensFile === undefined ? undefined : loadTokenFile(config.authTokensFile),
     publicReflection: config.publicReflection ?? false,
@@ -211,7 +216,7 @@ export async function startServer(
       ...(config.engineSlot && { partition: config.engineSlot }),
       ...(endsHint && { onEndsDurable: endsHint }),
       ...(remoteWaiting && { onRemoteWaiting: remoteWaiting }),
-      ...(leader?.onInboxSent && { onInboxSent: leader.onInboxSent }),
+      ...(inboxSent && { onInboxSent: inboxSent }),
       // Without an OTLP endpoint, no tracing work at all: the observer is not there.
       observeWrites: traceWrites
         ? (writes) => {
@@ -403,7 +408,8 @@ export async function startServer(
     // The store in use (replaced when storage recovers): only what is durable is read.
     storedMetas: (jids) => Promise.all(jids.map((jid) => configured.store.getMeta(jid))),
     hintRemoteEnds: () => handle!.current().hintRemoteEnds(),
-    applyInbox: () => handle!.current().applyInbox(),
+    applyInbox: (record) => handle!.current().applyInbox(record),
+    recordApplied: (id) => handle!.current().recordApplied(id),
     close,
   };
 }

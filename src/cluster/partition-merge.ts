@@ -166,16 +166,10 @@ export function notAPageToken(): Partial<grpc.StatusObject> {
  * A call naming jobs of several partitions, split into one call per partition and its answers
  * joined: per-item results in the order asked (a partition whose call failed gives each of its
  * items that call's code), counts summed. A SubmitBatch is all or none, which a split cannot
- * keep: it goes whole to its first job's partition where the partitions share an inbox
- * (`batchesAcross`: PostgreSQL), and is refused, naming the partitions, where they do not.
+ * keep: it goes whole to its first job's partition, which leaves each other partition its
+ * part (engine/inbox.ts).
  */
-export async function splitItems(
-  method: DescMethod,
-  request: Buffer,
-  placement: Placement,
-  ask: Ask,
-  batchesAcross = false,
-): Promise<Buffer> {
+export async function splitItems(method: DescMethod, request: Buffer, placement: Placement, ask: Ask): Promise<Buffer> {
   const of = (jid: string) => partitionOfId(jid, placement.count) ?? 0;
   switch (method.name) {
     case "Report": {
@@ -223,14 +217,8 @@ export async function splitItems(
       return encode(RetryJobsResponseSchema, { retried });
     }
     case "SubmitBatch":
-      // The whole batch to its first job's partition, whose one commit stores it (inbox.ts).
-      if (batchesAcross) return ask(jobPartition(fromBinary(SubmitBatchRequestSchema, request).jobs[0], placement), request);
-      throw {
-        code: grpc.status.FAILED_PRECONDITION,
-        details:
-          "jobs: a SubmitBatch is stored all or none, and its jobs' queues live in different partitions, " +
-          "which this cluster cannot yet commit as one: submit one batch per partition's queues",
-      };
+      // The whole batch to its first job's partition, whose one commit stores it (engine/inbox.ts).
+      return ask(jobPartition(fromBinary(SubmitBatchRequestSchema, request).jobs[0], placement), request);
     default:
       throw new Error(`no split for ${method.name}`);
   }

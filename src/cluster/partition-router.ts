@@ -43,8 +43,6 @@ export interface PartitionDirectory {
   anyPartition(): number;
   /** Re-reads the owners now (a call found a partition gone from where it was); settles when read. */
   refresh(): Promise<void>;
-  /** Whether a SubmitBatch over several partitions goes whole to its first job's partition (they share an inbox), or is refused. */
-  readonly batchesAcross?: boolean;
 }
 
 /** A call that failed before it reached any server (grpc-js found no connection to make it on). */
@@ -315,7 +313,7 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
         // A call about a spread queue goes to each of its partitions; one naming items, to each item's.
         return to.byQueue
           ? mergeQueueCall(method, to.several, request, askAt, (partitions) => pageListing(method, partitions, request, askAt))
-          : splitItems(method, request, directory.placement, askAt, directory.batchesAcross);
+          : splitItems(method, request, directory.placement, askAt);
       };
       // Both doors (this gRPC port, and the HTTP port's Connect API) count the call and answer a
       // bug as a logged INTERNAL the same way.

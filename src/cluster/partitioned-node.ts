@@ -99,7 +99,9 @@ export async function startPartitionedNode(
         endHints.ended();
       },
       onRemoteWaiting: (waits) => setWaiting(slot.index, waits),
-      onInboxSent: (to) => applyInbox(to) || void inboxPokes.poke(to),
+      onInboxSent: (records) => {
+        for (const to of new Set(records.map((record) => record.to))) if (!applyInbox(to)) void inboxPokes.poke(to);
+      },
     });
     return {
       grpcAddress: `${hostForAddress(advertiseHost)}:${server.grpcPort}`,
@@ -145,7 +147,6 @@ export async function startPartitionedNode(
         owner?.grpcAddress === undefined ? [] : [{ index, nodeId: owner.node, grpcAddress: owner.grpcAddress, epoch: BigInt(owner.epoch) }],
       ),
     anyPartition: () => host.partitions()[0] ?? 0,
-    batchesAcross: true,
     refresh: () =>
       (refreshing ??= host
         .refreshOwners()

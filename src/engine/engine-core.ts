@@ -26,7 +26,7 @@ import { pushExpiry, schedulePurge, scheduleTimers } from "./timers.js";
 import { JobWatchers, ProgressBook } from "./job-watch.js";
 import { onJobsFinished, type ScheduleEntry } from "./schedules.js";
 import { batchWrites, wakeBatchWaiters } from "./batch-counts.js";
-import { RemoteDependencies } from "./remote-dependencies.js";
+import { inboxOf, RemoteDependencies } from "./remote-dependencies.js";
 import type { BatchRecord } from "../model/batch.js";
 
 const DEFAULT_ORPHAN_GRACE_MS = 10_000;
@@ -180,7 +180,7 @@ export class EngineCore {
     const partition = options.partition && options.partition.count > 1 ? options.partition : undefined;
     this.placeQueue = partition && queuePlacement(partition);
     this.partitionElsewhere = partition && ((id) => foreignPartition(id, partition));
-    this.remote = partition && new RemoteDependencies(partition, options.store.readInbox !== undefined);
+    this.remote = partition && new RemoteDependencies(partition, inboxOf(options));
     this.maxJobBytes = options.maxJobBytes ?? LIMITS.defaultMaxJobBytes;
     this.orphanGraceMs = options.orphanGraceMs ?? DEFAULT_ORPHAN_GRACE_MS;
     this.onFatal = options.onFatal ?? (() => {});

@@ -1,6 +1,7 @@
 /**
  * The engine's public types: its options, what it hands workers, and the answers of its calls.
  */
+import type { InboxRecord } from "./store.js";
 import type { Clock } from "./clock.js";
 import type { GroupLimit, JobBody, JobMeta, JobState, QueueConfig } from "../model/job.js";
 import type { Counters, Store, StoreWrite } from "./store.js";
@@ -67,8 +68,13 @@ export interface EngineOptions {
   onEndsDurable?: () => void;
   /** With partitions: told when jobs here start waiting for jobs of other partitions (true), and when none does any more (false). */
   onRemoteWaiting?: (waiting: boolean) => void;
-  /** With partitions on a store with an inbox: `partition` has a record to apply (Engine.applyInbox there; inbox.ts). */
-  onInboxSent?: (partition: number) => void;
+  /**
+   * With partitions: records of jobs for other partitions, durable here (a batch over several;
+   * inbox.ts), to be applied by their partitions (Engine.applyInbox there): sent again until
+   * applied. A store with a shared inbox needs only a poke of each record's partition; one
+   * without carries them (LevelDB with --engines: the host tells this engine recordApplied).
+   */
+  onInboxSent?: (records: readonly InboxRecord[]) => void;
   /** Metas kept as objects before waiting jobs' metas are kept packed (live-jobs.ts); tests set it low. */
   unpackedMetaLimit?: number;
   /**
@@ -239,4 +245,9 @@ export interface EngineInfo {
   storeKind: string;
   /** With partitions: waits on jobs of other partitions released, by what read their end (a hint from their partition, or the timer). */
   remoteReleases: { hint: number; timer: number };
+}
+
+/** Every unfinished job of an engine: those in memory and the ready ones left in the store. */
+export function unfinishedJobs(info: EngineInfo): number {
+  return info.liveJobs + info.coldReadyJobs;
 }

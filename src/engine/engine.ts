@@ -1,7 +1,7 @@
 import type { WorqError } from "../model/errors.js";
 import type { JobHistory, JobState, JobView, QueueConfig, SubmitInput } from "../model/job.js";
 import type { FailReport } from "./state-machine.js";
-import { claimKey, type PendingCallback } from "./store.js";
+import { claimKey, type ChildCursor, type InboxRecord, type PendingCallback } from "./store.js";
 import type { BatchShape } from "./dependency-plan.js";
 import type { JobFilter } from "./live-listing.js";
 import type {
@@ -20,7 +20,6 @@ import type {
 import { EngineCore } from "./engine-core.js";
 import { recover } from "./recovery.js";
 import { submit } from "./submit.js";
-
 import { controlWorker, listWorkers, openLease } from "./dispatch.js";
 import { ackAll, checkpoint, fail, renew, reportProgress } from "./reports.js";
 import type { JobChange } from "./job-watch.js";
@@ -29,7 +28,6 @@ import { configureQueue, killJobs, pauseQueue, purgeQueue, resumeQueue, retryJob
 import { getJob, info, listJobs, listQueues, queueStats, waitFinished, wakeWaiters } from "./read-views.js";
 import { nextWakeMs, tick } from "./timers.js";
 import { collectChildren, type ChildrenPage } from "./children.js";
-import type { ChildCursor } from "./store.js";
 import { onCallbackDue, settleCallback } from "./callbacks.js";
 import type { ScheduleSpec, StoredSchedule } from "../model/schedule.js";
 import * as schedules from "./schedules.js";
@@ -40,11 +38,7 @@ export type * from "./engine-types.js";
 export type { JobChange } from "./job-watch.js";
 export type { ScheduleView } from "./schedules.js";
 export type { BatchCursor, BatchInput } from "./batches.js";
-
-/** Every unfinished job of an engine: those in memory and the ready ones left in the store. */
-export function unfinishedJobs(info: EngineInfo): number {
-  return info.liveJobs + info.coldReadyJobs;
-}
+export { unfinishedJobs } from "./engine-types.js";
 
 /**
  * The job engine: validates requests, applies transitions (state-machine.ts), keeps the
@@ -340,9 +334,14 @@ export class Engine {
     this.core.remote?.hint(this.core);
   }
 
-  /** With partitions: another partition left jobs of this one's queues (a batch over several); they are stored now (inbox.ts). */
-  applyInbox(): Promise<void> {
-    return this.core.remote?.inbox?.apply(this.core) ?? Promise.resolve();
+  /** With partitions: another partition left jobs of this one's queues (a batch over several): `record`, or the shared inbox's (inbox.ts). */
+  applyInbox(record?: InboxRecord): Promise<void> {
+    return this.core.remote?.inbox?.apply(this.core, record) ?? Promise.resolve();
+  }
+
+  /** With partitions: a record this engine sent (onInboxSent) was applied by its partition. */
+  recordApplied(id: string): Promise<void> {
+    return this.core.remote?.inbox?.recordApplied(this.core, id) ?? Promise.resolve();
   }
 
   /**

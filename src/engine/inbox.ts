@@ -13,7 +13,7 @@ import { BODY_CACHE_HORIZON_MS } from "./submit-claims.js";
 /** The first gap between looks for a submit's records being applied; each next one twice as long, up to LOOK_GAP_MAX_MS. */
 const FIRST_GAP_MS = 2;
 const LOOK_GAP_MAX_MS = 250;
-/** How often records no submit waits for any more (its deadline came; a record found on load) are looked for and poked again. */
+/** How often records not yet applied are sent (poked) again once no submit waits for them, and, carried, while one does. */
 const RESEND_EVERY_MS = 1_000;
 
 /** A submit waiting for its records to be applied. */
@@ -28,29 +28,43 @@ interface Delivery {
  * (H) checks and plans every job as its own, gives each job of another partition's queue a
  * jid of that partition, and stores its own jobs and, for each other partition D, an
  * InboxRecord of D's jobs in ONE commit: the batch's only decision. D stores the record's
- * jobs as its own and deletes the record in one commit of its own (applyInbox), so each job
- * is created once whatever is retried; until then a read of such a job (a dependency's
- * state) finds it in the record. H answers once every D applied its part (or the submit's
- * deadline came: the jobs are stored and appear once D's owner applies them), poking D
- * (onInboxSent) as it waits; a record left by a crash is applied when D is loaded, and
- * poked again by H's next owner.
+ * jobs as its own, each once whatever is retried; H answers once every D did (or the
+ * submit's deadline came: the jobs are stored and appear once D's owner applies them). Until
+ * then H reads a job of its records that a dependency's read misses as the record holds it.
+ *
+ * Two ways to carry the records. Shared (PostgreSQL, the store has readInbox): the records
+ * are rows every partition reads; D deletes a record in the commit that stores its jobs,
+ * reads its inbox when poked (onInboxSent) and on load, and H looks for its records being
+ * gone, poking again as it waits. Carried (--engines on LevelDB): the records sit in H's own
+ * store (an outbox) and go to D through the host (onInboxSent); D skips the jobs it holds
+ * already, and once its commit is durable the host tells H (recordApplied), which deletes
+ * the record from its outbox. Either way a record left by a crash is sent again by H's next
+ * owner at load, and poked or resent every second until applied.
  */
 export class Inbox {
-  /** Records written here and not seen applied: id → partition. */
-  private readonly sent = new Map<string, number>();
+  /** Records written here and not known applied, by id. */
+  private readonly sent = new Map<string, InboxRecord>();
+  /** The jobs of those records, by jid: what a read of them that misses finds. */
+  private readonly held = new Map<string, JobMeta>();
   private readonly deliveries = new Set<Delivery>();
   /** When the next look is due (a timer entry of another time is stale). */
   lookAtMs: number | undefined;
   private gapMs = FIRST_GAP_MS;
   private looking = false;
-  private applying: Promise<void> | undefined;
-  private applyAgain = false;
+  /** Records applied here, one at a time, in order. */
+  private applying: Promise<void> = Promise.resolve();
+  private readingShared: Promise<void> | undefined;
+  private readShared = false;
 
-  constructor(private readonly layout: { index: number; count: number; spread?: SpreadQueues }) {}
+  constructor(
+    private readonly layout: { index: number; count: number; spread?: SpreadQueues },
+    /** Whether the records are rows the partitions share (the store's readInbox), or carried by the host. */
+    private readonly shared: boolean,
+  ) {}
 
   /**
-   * The partition of each job of a batch when some live elsewhere (undefined for a job of this
-   * one), or undefined when all live here. Refuses, naming the field, what a job of another
+   * The partition of each job of a batch whose first job lives here and some others elsewhere
+   * (undefined for a job of this one), or undefined when all live here or the first does not. Refuses, naming the field, what a job of another
    * partition cannot carry: claims (idempotency, unique, debounce) are kept by the partition
    * that stores the job, which did not check them; a batch, a parent and joined children are
    * kept by their own partition, which would never hear of the job.
@@ -61,7 +75,8 @@ export class Inbox {
       const { home } = jobPartitions(input.queue ?? LIMITS.defaultQueue, input, this.layout);
       return home.includes(index) ? undefined : home[0];
     });
-    if (partitions.every((partition) => partition === undefined)) return undefined;
+    // A batch (or one job) whose first job lives elsewhere was sent to the wrong partition: placeQueue refuses it, naming where.
+    if (partitions[0] !== undefined || partitions.every((partition) => partition === undefined)) return undefined;
     inputs.forEach((input, i) => {
       const partition = partitions[i];
       if (partition === undefined) return;
@@ -93,51 +108,91 @@ export class Inbox {
       let record = byPartition.get(partition);
       if (!record) byPartition.set(partition, (record = { id: randomUuidV4(), to: partition, from: this.layout.index, jobs: [] }));
       record.jobs.push({ meta, body });
+      this.held.set(meta.jid, meta);
     }
     return [...byPartition.values()];
   }
 
+  /** A job of a record written here and not known applied, as the record holds it. */
+  heldMeta(jid: string): JobMeta | undefined {
+    return this.held.get(jid);
+  }
+
   /**
-   * Once the commit holding `records` is durable: pokes their partitions and resolves once
-   * every one is applied, or at `deadlineMs` (the records are then poked every second until
-   * applied). Looks at gaps growing from 2 ms, poking again at each.
+   * Once the commit holding `records` is durable: sends them and resolves once every one is
+   * applied, or at `deadlineMs` (they are then sent again every second until applied).
    */
   delivered(core: EngineCore, records: readonly InboxRecord[], deadlineMs: number): Promise<void> {
-    for (const record of records) this.sent.set(record.id, record.to);
-    for (const to of new Set(records.map((record) => record.to))) core.hints.onInboxSent?.(to);
+    for (const record of records) this.sent.set(record.id, record);
+    core.hints.onInboxSent?.(records);
     return new Promise((done) => {
       this.deliveries.add({ ids: records.map((record) => record.id), deadlineMs, done });
       this.gapMs = FIRST_GAP_MS;
-      this.schedule(core, FIRST_GAP_MS);
+      this.schedule(core, this.shared ? FIRST_GAP_MS : Math.min(RESEND_EVERY_MS, deadlineMs - core.clock.nowMs()));
     });
   }
 
-  /** On load: resends the records this partition left for others, and applies those left for it. */
+  /** On load: sends again the records this partition left for others, and (shared) applies those left for it. */
   async recover(core: EngineCore): Promise<void> {
-    for (const { id, to } of await core.store.unappliedSent!()) this.sent.set(id, to);
-    if (this.sent.size > 0) this.schedule(core, RESEND_EVERY_MS);
-    await this.apply(core);
+    for (const record of await core.store.sentInbox!()) {
+      this.sent.set(record.id, record);
+      for (const { meta } of record.jobs) this.held.set(meta.jid, meta);
+    }
+    if (this.sent.size > 0) {
+      core.hints.onInboxSent?.([...this.sent.values()]);
+      this.schedule(core, RESEND_EVERY_MS);
+    }
+    if (this.shared) await this.applyShared(core);
+  }
+
+  /** Carried: `id`, sent from here, is applied by its partition: it leaves the outbox. */
+  recordApplied(core: EngineCore, id: string): Promise<void> {
+    if (!this.forget(id)) return Promise.resolve();
+    this.settle(core);
+    return core.persist([{ kind: "delete-inbox", id }]);
   }
 
   /**
-   * The timer (kind "inbox"): reads which records sent from here are applied, answers the
-   * submits whose records all are (or whose deadline came), and pokes the partitions of the rest.
+   * Stores the jobs of records for this partition: `record` (carried by the host), or those
+   * of the shared inbox (a poke; also on load). Resolves once they are durable.
+   */
+  apply(core: EngineCore, record?: InboxRecord): Promise<void> {
+    if (record) return (this.applying = this.applying.then(() => applyRecord(core, record, this.layout, false)));
+    if (!this.shared) return Promise.resolve();
+    return this.applyShared(core);
+  }
+
+  private applyShared(core: EngineCore): Promise<void> {
+    if (this.readingShared) {
+      this.readShared = true;
+      return this.readingShared;
+    }
+    const run = async () => {
+      do {
+        this.readShared = false;
+        if (core.fatal !== undefined || core.closing) return;
+        for (const record of await core.store.readInbox!()) await applyRecord(core, record, this.layout, true);
+      } while (this.readShared);
+    };
+    this.readingShared = run().finally(() => (this.readingShared = undefined));
+    return this.readingShared;
+  }
+
+  /**
+   * The timer (kind "inbox"): reads (shared) which records sent from here are applied,
+   * answers the submits whose records all are or whose deadline came, and sends the rest again.
    */
   async look(core: EngineCore): Promise<void> {
     if (this.looking) return;
     this.looking = true;
     this.lookAtMs = undefined;
     try {
-      const left = await core.store.unappliedSent!([...this.sent.keys()]);
-      const stillLeft = new Set(left.map((record) => record.id));
-      for (const id of this.sent.keys()) if (!stillLeft.has(id)) this.sent.delete(id);
-      const nowMs = core.clock.nowMs();
-      for (const delivery of this.deliveries) {
-        if (delivery.deadlineMs > nowMs && !core.closing && delivery.ids.some((id) => this.sent.has(id))) continue;
-        this.deliveries.delete(delivery);
-        delivery.done();
+      if (this.shared) {
+        const left = new Set(await core.store.unappliedOf!([...this.sent.keys()]));
+        for (const id of [...this.sent.keys()]) if (!left.has(id)) this.forget(id);
       }
-      for (const to of new Set(left.map((record) => record.to))) core.hints.onInboxSent?.(to);
+      this.settle(core);
+      if (this.sent.size > 0) core.hints.onInboxSent?.([...this.sent.values()]);
     } catch {
       // Read again at the next look.
     } finally {
@@ -146,30 +201,32 @@ export class Inbox {
     // Any entry pushed meanwhile (a new delivery's, or one that fired during this look) is replaced by the next.
     this.lookAtMs = undefined;
     if (this.sent.size === 0 || core.closing) return;
-    this.gapMs = this.deliveries.size > 0 ? Math.min(this.gapMs * 2, LOOK_GAP_MAX_MS) : RESEND_EVERY_MS;
+    this.gapMs = this.shared && this.deliveries.size > 0 ? Math.min(this.gapMs * 2, LOOK_GAP_MAX_MS) : RESEND_EVERY_MS;
     const soonestDeadline = Math.min(...[...this.deliveries].map((delivery) => delivery.deadlineMs - core.clock.nowMs()));
     this.schedule(core, Math.max(1, Math.min(this.gapMs, soonestDeadline)));
   }
 
-  /** Stores the jobs of the records left for this partition, each with its record's deletion in one commit (a poke; also on load). */
-  apply(core: EngineCore): Promise<void> {
-    if (this.applying) {
-      this.applyAgain = true;
-      return this.applying;
+  /** Forgets a record known applied; false when it was not one of this partition's. */
+  private forget(id: string): boolean {
+    const record = this.sent.get(id);
+    if (!record) return false;
+    this.sent.delete(id);
+    for (const { meta } of record.jobs) this.held.delete(meta.jid);
+    return true;
+  }
+
+  /** Answers the submits whose records are all applied, whose deadline came, or whose engine stops. */
+  private settle(core: EngineCore): void {
+    const nowMs = core.clock.nowMs();
+    for (const delivery of this.deliveries) {
+      if (delivery.deadlineMs > nowMs && !core.closing && delivery.ids.some((id) => this.sent.has(id))) continue;
+      this.deliveries.delete(delivery);
+      delivery.done();
     }
-    const run = async () => {
-      do {
-        this.applyAgain = false;
-        if (core.fatal !== undefined || core.closing) return;
-        for (const record of await core.store.readInbox!()) await applyRecord(core, record, this.layout);
-      } while (this.applyAgain);
-    };
-    this.applying = run().finally(() => (this.applying = undefined));
-    return this.applying;
   }
 
   private schedule(core: EngineCore, gapMs: number): void {
-    const atMs = core.clock.nowMs() + gapMs;
+    const atMs = core.clock.nowMs() + Math.max(1, gapMs);
     if (this.lookAtMs !== undefined && this.lookAtMs <= atMs) return;
     this.lookAtMs = atMs;
     pushTimer(core, { atMs, jid: "", kind: "inbox" });
@@ -182,15 +239,23 @@ export class Inbox {
  * already here (a record applied twice) is left as it is. Dependencies of this partition that
  * ended before the record came are read afterwards: their ends passed without these jobs.
  */
-async function applyRecord(core: EngineCore, record: InboxRecord, layout: { index: number; count: number }): Promise<void> {
+async function applyRecord(
+  core: EngineCore,
+  record: InboxRecord,
+  layout: { index: number; count: number },
+  shared: boolean,
+): Promise<void> {
+  core.checkUsable();
   const writes: StoreWrite[] = [];
   const ownDependencies = new Set<string>();
   const inRecord = new Set(record.jobs.map(({ meta }) => meta.jid));
+  // Shared, a record is deleted in the commit that stores its jobs, so it is never met again
+  // once durable; carried, it is sent until its sender hears it was applied: a job stored
+  // already is not made twice.
+  const stored = shared ? [] : await Promise.all(record.jobs.map(({ meta }) => core.store.getMeta(meta.jid)));
   const nowMs = core.clock.nowMs();
-  for (const { meta, body } of record.jobs) {
-    // A record is deleted in the commit that stores its jobs, so only one applied in memory
-    // and not yet durable could be met again; its jobs are not made twice.
-    if (core.live.has(meta.jid)) continue;
+  for (const [k, { meta, body }] of record.jobs.entries()) {
+    if (core.live.has(meta.jid) || stored[k] !== undefined) continue;
     let cold: true | undefined;
     if (isTerminal(meta.state)) {
       if (isPurgedAtExpiry(meta.state)) schedulePurge(core, meta.expiresAtMs);
@@ -214,7 +279,7 @@ async function applyRecord(core: EngineCore, record: InboxRecord, layout: { inde
     if (newQueue) writes.push(newQueue);
     core.counters.submitted++;
   }
-  writes.push({ kind: "delete-inbox", id: record.id });
+  if (shared) writes.push({ kind: "delete-inbox", id: record.id });
   schedulePump(core);
   await core.persist(writes);
   if (ownDependencies.size === 0) return;

@@ -6,6 +6,7 @@ import { pump } from "./dispatch.js";
 import { pushTimer } from "./timers.js";
 import { Inbox } from "./inbox.js";
 import type { SpreadQueues } from "../model/partition.js";
+import type { EngineOptions } from "./engine-types.js";
 
 /** How often a partition reads the state of the other partitions' jobs that its jobs wait for. */
 const REMOTE_CHECK_MS = 250;
@@ -40,11 +41,12 @@ export class RemoteDependencies {
   /** Waits released, by what read the end: a hint from the other partition, or the timer. */
   readonly released = { hint: 0, timer: 0 };
 
-  /** With a store that has one: batches over several partitions (inbox.ts). */
+  /** Batches over several partitions (inbox.ts), where built. */
   readonly inbox: Inbox | undefined;
 
-  constructor(partition: { index: number; count: number; spread?: SpreadQueues }, storeHasInbox: boolean) {
-    this.inbox = storeHasInbox ? new Inbox(partition) : undefined;
+  /** `inbox`: whether batches over several partitions are built, and how their records go (inbox.ts). */
+  constructor(partition: { index: number; count: number; spread?: SpreadQueues }, inbox: "shared" | "carried" | undefined) {
+    this.inbox = inbox && new Inbox(partition, inbox === "shared");
   }
 
   /** Records that a job here waits for `jid`, of `partition`. */
@@ -92,7 +94,8 @@ export class RemoteDependencies {
       for (const [partition, jids] of byPartition) {
         const metas = await core.store.getMetasIn!(partition, jids);
         jids.forEach((jid, i) => {
-          const state = metas[i] === undefined ? "CANCELLED" : metas[i]!.state;
+          // A job of a batch this partition sent and its partition has not stored yet waits as the record holds it.
+          const state = (metas[i] ?? this.inbox?.heldMeta(jid))?.state ?? "CANCELLED";
           if (isTerminal(state)) ended.push([jid, state]);
         });
       }
@@ -181,4 +184,10 @@ export function checkForeignReferences(core: EngineCore, inputs: SubmitInput[], 
       if (home !== undefined) refused(jid, home, `${fieldOf(i)}.depends_on.jids`, `this store holds one partition only`);
     }
   });
+}
+
+/** How an engine's batches over several partitions carry their records (inbox.ts): undefined where they are refused. */
+export function inboxOf(options: Pick<EngineOptions, "store" | "onInboxSent">): "shared" | "carried" | undefined {
+  if (options.store.readInbox) return "shared";
+  return options.store.sentInbox && options.onInboxSent ? "carried" : undefined;
 }

@@ -152,13 +152,18 @@ export interface Store {
    */
   getMetasIn?(partition: number, jids: readonly string[]): Promise<(JobMeta | undefined)[]>;
   /**
-   * With an inbox (partitions sharing one database): the records other partitions' commits
-   * left for this one, oldest first. getMetasIn then reads a job still in such a record as
-   * the record holds it.
+   * With partitions sharing one database: the records other partitions' commits left for
+   * this one, oldest first (each deleted by the commit that stores its jobs: a delete-inbox
+   * write). getMetasIn then reads a job still in such a record as the record holds it.
    */
   readInbox?(): Promise<InboxRecord[]>;
-  /** With an inbox: the records this partition wrote that are not applied yet (of `ids`, or all), with their partition. */
-  unappliedSent?(ids?: readonly string[]): Promise<{ id: string; to: number }[]>;
+  /** With readInbox: which of the records this partition wrote (`ids`) are not applied yet. */
+  unappliedOf?(ids: readonly string[]): Promise<string[]>;
+  /**
+   * With partitions: the records this partition wrote that are not known applied, oldest
+   * first (PostgreSQL: not applied; LevelDB's outbox: not yet deleted by a delete-inbox write).
+   */
+  sentInbox?(): Promise<InboxRecord[]>;
   /** Bodies of `jids`, in order; undefined where a job does not exist. */
   getBodies(jids: readonly string[]): Promise<(JobBody | undefined)[]>;
   getResult(jid: string): Promise<Uint8Array | undefined>;

@@ -61,6 +61,9 @@ export const KEYS = {
   /** BatchRecord JSON (model/batch.ts encodeBatch) of every batch. */
   batch: (id: string) => `a/${id}`,
   batchPrefix: "a/",
+  /** An --engines engine's outbox: InboxRecord JSON (storage/inbox-codec.ts) of jobs for another engine, until it stored them. */
+  outbox: (id: string) => `o/${id}`,
+  outboxPrefix: "o/",
   /** Counters JSON. */
   counters: "m/counters",
   /** Keyspace layout version: "4"; "3", "2" and "1" (JSON metas) are still read (and migrated at open). */

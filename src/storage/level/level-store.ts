@@ -8,6 +8,7 @@ import type {
   Counters,
   FinishedCursor,
   IdempotencyClaim,
+  InboxRecord,
   PendingCallback,
   QueueInfo,
   ReadyJob,
@@ -16,6 +17,7 @@ import type {
   StoreWrite,
 } from "../../engine/store.js";
 import type { JobState, PriorityLevel, QueueConfig } from "../../model/job.js";
+import { decodeInboxRecord, encodeInboxRecord } from "../inbox-codec.js";
 import { decodeJson, decodeMeta, encodeJson, plainBytes } from "../record-codec.js";
 import { decodeBody, decodeReadyValue, encodeBody, encodeMeta, encodeReadyValue } from "./codec.js";
 import { GroupCommitter } from "../group-commit.js";
@@ -366,6 +368,13 @@ export class LevelStore implements Store {
     return [...counts.values()];
   }
 
+  async sentInbox(): Promise<InboxRecord[]> {
+    const records: InboxRecord[] = [];
+    for await (const value of this.db.values(prefixRange(KEYS.outboxPrefix)))
+      records.push(decodeInboxRecord(Buffer.from(value).toString()));
+    return records;
+  }
+
   async *batches(): AsyncIterable<BatchRecord> {
     for await (const value of this.db.values(prefixRange(KEYS.batchPrefix))) yield decodeBatch(value);
   }
@@ -478,8 +487,11 @@ function addBatchOps(write: StoreWrite, ops: BatchOp[]): void {
       ops.push({ type: "del", key: KEYS.batch(write.id) });
       return;
     case "put-inbox":
+      ops.push({ type: "put", key: KEYS.outbox(write.record.id), value: Buffer.from(encodeInboxRecord(write.record)) });
+      return;
     case "delete-inbox":
-      throw new Error(`${write.kind}: this store has no inbox`);
+      ops.push({ type: "del", key: KEYS.outbox(write.id) });
+      return;
   }
 }
 

@@ -1,6 +1,5 @@
-import { jobBody, type JobBody, type JobMeta } from "../../model/job.js";
 import type { InboxRecord, StoreWrite } from "../../engine/store.js";
-import { decodeMeta, encodeMetaJson } from "../record-codec.js";
+import { encodeInboxJobs } from "../inbox-codec.js";
 import { OWNERSHIP_SCHEMA } from "./partition-ownership.js";
 
 /**
@@ -37,22 +36,4 @@ export function inboxParameters(writes: readonly StoreWrite[]): unknown[] {
 /** Whether a group holds inbox writes (which only a partition's fenced commit can make). */
 export function hasInboxWrites(writes: readonly StoreWrite[]): boolean {
   return writes.some((write) => write.kind === "put-inbox" || write.kind === "delete-inbox");
-}
-
-/** A record's jobs as one JSON document: metas in the store's JSON form, payloads in base64. */
-function encodeInboxJobs(jobs: InboxRecord["jobs"]): Buffer {
-  const parts = jobs.map(({ meta, body }) => {
-    const { payload, ...rest } = body;
-    return `{"meta":${Buffer.from(encodeMetaJson(meta)).toString()},"body":${JSON.stringify(rest)},"payload":"${Buffer.from(payload).toString("base64")}"}`;
-  });
-  return Buffer.from(`[${parts.join(",")}]`);
-}
-
-/** Reads a record's jobs written by encodeInboxJobs. */
-export function decodeInboxJobs(bytes: Uint8Array): InboxRecord["jobs"] {
-  const parts = JSON.parse(Buffer.from(bytes).toString()) as { meta: unknown; body: Omit<JobBody, "payload">; payload: string }[];
-  return parts.map((part): { meta: JobMeta; body: JobBody } => ({
-    meta: decodeMeta(Buffer.from(JSON.stringify(part.meta))),
-    body: jobBody(part.body, new Uint8Array(Buffer.from(part.payload, "base64"))),
-  }));
 }

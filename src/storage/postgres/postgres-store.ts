@@ -22,7 +22,8 @@ import { applyMigrations } from "./migrations.js";
 import { redactedUrl } from "./url.js";
 import { MAX_PARTITIONS } from "../../model/partition.js";
 import { OWNERSHIP_SCHEMA } from "./partition-ownership.js";
-import { decodeInboxJobs, hasInboxWrites, inboxParameters } from "./inbox.js";
+import { hasInboxWrites, inboxParameters } from "./inbox.js";
+import { decodeInboxJobs } from "../inbox-codec.js";
 import { decodeSchedule, type StoredSchedule } from "../../model/schedule.js";
 
 /**
@@ -234,13 +235,22 @@ export class PostgresStore implements Store {
     return rows.map((row) => ({ id: row.id, to, from: row.from_partition, jobs: decodeInboxJobs(row.record) }));
   }
 
-  async unappliedSent(ids?: readonly string[]): Promise<{ id: string; to: number }[]> {
-    const from = this.ownPartition("unappliedSent");
-    const { rows } = await this.pool.query<{ id: string; to_partition: number }>(
-      `SELECT id, to_partition FROM ${OWNERSHIP_SCHEMA}.inbox WHERE from_partition = $1 AND ($2::text[] IS NULL OR id = ANY($2::text[]))`,
-      [from, ids ?? null],
+  async unappliedOf(ids: readonly string[]): Promise<string[]> {
+    const from = this.ownPartition("unappliedOf");
+    const { rows } = await this.pool.query<{ id: string }>(
+      `SELECT id FROM ${OWNERSHIP_SCHEMA}.inbox WHERE from_partition = $1 AND id = ANY($2::text[])`,
+      [from, ids],
     );
-    return rows.map((row) => ({ id: row.id, to: row.to_partition }));
+    return rows.map((row) => row.id);
+  }
+
+  async sentInbox(): Promise<InboxRecord[]> {
+    const from = this.ownPartition("sentInbox");
+    const { rows } = await this.pool.query<{ id: string; to_partition: number; record: Buffer }>(
+      `SELECT id, to_partition, record FROM ${OWNERSHIP_SCHEMA}.inbox WHERE from_partition = $1 ORDER BY seq`,
+      [from],
+    );
+    return rows.map((row) => ({ id: row.id, to: row.to_partition, from, jobs: decodeInboxJobs(row.record) }));
   }
 
   private ownPartition(call: string): number {
