@@ -267,9 +267,10 @@ func Shape(shape BatchShape) BatchOption {
 
 // SubmitBatch creates up to 10,000 jobs atomically (all or none) and returns their jids
 // in order. An invalid job fails the batch with INVALID_ARGUMENT naming `jobs[i].field`.
-// On a partitioned cluster the jobs must live in one partition (the server refuses a batch
-// that spans several with FAILED_PRECONDITION); the batch goes to the partition its first job
-// would go to alone. For a spread queue that is the one its key names, or for a job without a
+// On a partitioned cluster the batch goes to the partition its first job would go to alone,
+// which stores it all or none and leaves each other partition its part (a job of another
+// partition may then not carry an idempotency, unique or debounce key, a batch id or a
+// parent: INVALID_ARGUMENT naming the field). For a spread queue that is the one its key names, or for a job without a
 // key the next in turn: the whole batch then takes that one turn, so a batch of one spread
 // queue's jobs without keys stays in one partition.
 func (c *Client) SubmitBatch(ctx context.Context, specs []JobSpec, opts ...BatchOption) ([]string, error) {

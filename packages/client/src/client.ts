@@ -137,9 +137,10 @@ export class WorqClient {
 
   /**
    * Creates jobs atomically (all or none); resolves with their jids in order. On a
-   * partitioned cluster the jobs must go to one partition: their queues live in one, and a
-   * spread queue's jobs with a placement key (unique, debounce, group or idempotency key) all
-   * name the same one; unkeyed jobs of a spread queue go together to one of its partitions.
+   * partitioned cluster the batch goes to its first job's partition, which stores it and
+   * leaves each other partition its part; a job of another partition may then not carry an
+   * idempotency, unique or debounce key, a batch id or a parent (INVALID_ARGUMENT naming the
+   * field). Unkeyed jobs of a spread queue go together to one of its partitions.
    */
   async submitBatch(jobs: ({ type: string } & SubmitOptions)[]): Promise<string[]> {
     return (await this.submitBatchDetailed(jobs)).map((outcome) => outcome.jid);

@@ -124,8 +124,8 @@ class PartitionRoutes:
     def partition_of_batch(self, jobs: Sequence[job_pb2.JobSpec]) -> Optional[int]:
         """The partition a SubmitBatch goes to, which commits it there as one: one that every
         job may go to (a job without a placement key may go to any of its spread queue's),
-        taking turns when several may; when there is none, the first job's, as for a batch
-        over queues of several partitions (the server refuses it). None when the server is
+        taking turns when several may; when there is none, the first job's, whose partition
+        stores the batch and leaves each other partition its part. None when the server is
         not partitioned, or the batch is empty."""
         if not jobs or not self.partitioned:
             return None

@@ -271,10 +271,11 @@ class Client:
     async def submit_batch(self, jobs: Sequence[Union[JobSpec, Mapping[str, Any]]]) -> List[str]:
         """Creates up to 10,000 jobs atomically (all or none). Each item is a :class:`JobSpec`
         or a dict with :meth:`submit`'s keyword arguments plus ``type``. Returns the jids in order.
-        On a partitioned cluster the jobs must live in one partition: the batch goes to the one
-        they all may go to (the jobs of a spread queue without a placement key go with the
-        others), else to its first job's, and the server refuses one that spans several
-        (FAILED_PRECONDITION)."""
+        On a partitioned cluster the batch goes to the partition they all may go to (the jobs
+        of a spread queue without a placement key go with the others), else to its first
+        job's, which stores it all or none and leaves each other partition its part; a job of
+        another partition than the first job's may then not carry an idempotency, unique or
+        debounce key, a batch id or a parent (INVALID_ARGUMENT naming the field)."""
         specs = [JobSpec.coerce(job, f"jobs[{i}]").to_proto(f"jobs[{i}]") for i, job in enumerate(jobs)]
         request = producer_service_pb2.SubmitBatchRequest(jobs=specs)
         link = await self._link(batch=specs)
