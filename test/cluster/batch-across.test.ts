@@ -1,6 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
+import fc from "fast-check";
 import { BatchShape } from "@worq/client/gen/worq/v1/producer_service_pb.js";
-import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
+import { JobState, Priority } from "@worq/client/gen/worq/v1/job_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WorqClient, Worker } from "@worq/client";
 import { partitionOfId } from "../../src/model/partition.js";
@@ -162,6 +163,63 @@ describe.skipIf(!available)(
       for (const jid of [...jids, ...chain]) expect((await client.waitResult(jid, 30_000)).state).toBe(JobState.COMPLETED);
       await worker.stop();
       client.close();
+    }, 120_000);
+
+    it("random batches over the four partitions (shapes, batch refs, priorities, delays, payloads), sent through one node: each accepted job reads back through the other, in its queue's partition, with what was sent", async () => {
+      const url = await postgres.createDatabase();
+      const a = await spawnNode(url, "prop-a", ["--partitions", String(COUNT)]);
+      nodes.push(a);
+      const b = await spawnNode(url, "prop-b", ["--partitions", String(COUNT)]);
+      nodes.push(b);
+      await until(
+        "two partitions each",
+        async () => ((await partitionsOf(a)).length === 2 && (await partitionsOf(b)).length === 2) || undefined,
+        20_000,
+      );
+      const queues = Array.from({ length: COUNT }, (_, p) => queueNamed("prop", p));
+      const job = fc.record({
+        partition: fc.integer({ min: 0, max: COUNT - 1 }),
+        priority: fc.constantFrom(Priority.UNSPECIFIED, Priority.HIGH, Priority.LOW, Priority.CRITICAL),
+        delaySeconds: fc.option(fc.integer({ min: 1, max: 3_600 }), { nil: undefined }),
+        payload: fc.uint8Array({ maxLength: 64 }),
+        // Depends on an earlier job of the batch (by its batch ref), if any.
+        after: fc.option(fc.nat(), { nil: undefined }),
+      });
+      const batch = fc.record({
+        jobs: fc.array(job, { minLength: 1, maxLength: 8 }),
+        shape: fc.constantFrom(BatchShape.UNSPECIFIED, BatchShape.CHAIN, BatchShape.FAN_IN),
+      });
+      let accepted = 0;
+      await fc.assert(
+        fc.asyncProperty(batch, async ({ jobs, shape }) => {
+          const specs = jobs.map((spec, i) => ({
+            type: "t",
+            queue: queues[spec.partition]!,
+            priority: spec.priority,
+            payload: spec.payload,
+            batchRef: `r${i}`,
+            ...(spec.delaySeconds !== undefined && { delay: { seconds: BigInt(spec.delaySeconds) } }),
+            ...(spec.after !== undefined && i > 0 && { dependsOn: { batchRefs: [`r${spec.after % i}`] } }),
+          }));
+          const answer = await a.clients.producer.submitBatch({ jobs: specs, shape });
+          accepted++;
+          expect(answer.jobs).toHaveLength(jobs.length);
+          for (const [i, result] of answer.jobs.entries()) {
+            expect(partitionOfId(result.jid, COUNT)).toBe(jobs[i]!.partition);
+            const read = (await b.clients.admin.getJob({ jid: result.jid })).job!;
+            expect([read.queue, read.state, Buffer.from(read.payload).equals(Buffer.from(jobs[i]!.payload))]).toEqual([
+              queues[jobs[i]!.partition],
+              result.state,
+              true,
+            ]);
+            const waitsInBatch = (shape === BatchShape.CHAIN && i > 0) || (shape === BatchShape.FAN_IN && i === jobs.length - 1 && i > 0);
+            if (waitsInBatch || specs[i]!.dependsOn) expect(read.state).toBe(JobState.PENDING);
+          }
+        }),
+        { numRuns: 40 },
+      );
+      console.log(`[figures] random batches over partitions accepted ${accepted} of 40`);
+      expect(accepted).toBe(40);
     }, 120_000);
   },
 );
