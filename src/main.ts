@@ -115,6 +115,8 @@ export interface LeaderHooks {
   onRemoteWaiting?: (waiting: boolean) => void;
   /** Told of records of jobs for other partitions, to poke those partitions (EngineOptions.onInboxSent). */
   onInboxSent?: (records: readonly InboxRecord[]) => void;
+  /** Told of another partition's record applied here, to tell its sender (EngineOptions.onInboxApplied). */
+  onInboxApplied?: (record: InboxRecord) => void;
 }
 
 /** The composition root: config -> store -> engine -> gRPC server. */
@@ -217,6 +219,7 @@ export async function startServer(
       ...(endsHint && { onEndsDurable: endsHint }),
       ...(remoteWaiting && { onRemoteWaiting: remoteWaiting }),
       ...(inboxSent && { onInboxSent: inboxSent }),
+      ...(leader?.onInboxApplied && { onInboxApplied: leader.onInboxApplied }),
       // Without an OTLP endpoint, no tracing work at all: the observer is not there.
       observeWrites: traceWrites
         ? (writes) => {

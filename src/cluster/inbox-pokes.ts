@@ -1,7 +1,7 @@
 import type { Logger } from "../log.js";
 import { LazyPgClient } from "./lazy-pg-client.js";
 
-/** The channel the pokes go on; the payload is the partition whose inbox has a record. */
+/** The channel the pokes go on; the payload is the partition whose inbox has a record, or `applied:<partition>:<record id>`. */
 const CHANNEL = "worq_inbox";
 /** How long a node waits to listen again after its listening connection failed. */
 const LISTEN_AGAIN_MS = 1_000;
@@ -11,12 +11,13 @@ const LISTEN_AGAIN_MS = 1_000;
  * (docs/scale-out.md): the partition that committed the batch left records for the others in
  * the database's inbox, and tells each one's owner to apply its record. A partition served
  * on this node is called in-process; another node's hears a `NOTIFY worq_inbox` on the
- * connection each node keeps listening. A lost poke is sent again by the sending partition,
- * which looks for its records being applied (and, after a crash, by its next owner).
+ * connection each node keeps listening. The word that a record was applied goes back the same
+ * way, so the sender answers its client at once. A lost poke is sent again by the sending
+ * partition, which looks for its records being applied (and, after a crash, by its next owner).
  */
 export class PostgresInboxPokes {
+  /** Listens, and sends the node's own pokes too (one connection per node). */
   private readonly listener: LazyPgClient;
-  private readonly sender: LazyPgClient;
   private closed = false;
 
   constructor(options: {
@@ -25,14 +26,17 @@ export class PostgresInboxPokes {
     log: Logger;
     /** A poke for `partition`: applied by its server if this node serves it. */
     onPoke: (partition: number) => void;
+    /** Word that record `id`, sent by `partition`, was applied: told to its server if this node serves it. */
+    onApplied: (partition: number, id: string) => void;
   }) {
     this.listener = new LazyPgClient({
       url: options.url,
       applicationName: `worq-inbox:${options.nodeId}`,
       setup: async (client) => {
         client.on("notification", (message) => {
-          const partition = Number(message.payload);
-          if (Number.isInteger(partition)) options.onPoke(partition);
+          const [first, partition, id] = (message.payload ?? "").split(":");
+          if (first === "applied" && id !== undefined) options.onApplied(Number(partition), id);
+          else if (Number.isInteger(Number(first))) options.onPoke(Number(first));
         });
         await client.query(`LISTEN ${CHANNEL}`);
       },
@@ -41,23 +45,31 @@ export class PostgresInboxPokes {
         this.listenSoon();
       },
     });
-    this.sender = new LazyPgClient({ url: options.url, applicationName: `worq-pokes:${options.nodeId}` });
     this.listen();
   }
 
   /** Tells `partition`'s owner, wherever it runs, that its inbox has a record. */
-  async poke(partition: number): Promise<void> {
+  poke(partition: number): Promise<void> {
+    return this.notify(String(partition));
+  }
+
+  /** Tells the owner of `partition`, which sent record `id`, that it was applied. */
+  applied(partition: number, id: string): Promise<void> {
+    return this.notify(`applied:${partition}:${id}`);
+  }
+
+  private async notify(payload: string): Promise<void> {
     try {
-      const client = await this.sender.get();
-      await client.query("SELECT pg_notify($1, $2)", [CHANNEL, String(partition)]);
+      const client = await this.listener.get();
+      await client.query("SELECT pg_notify($1, $2)", [CHANNEL, payload]);
     } catch {
-      // Lost: the sending partition pokes again while its record waits.
+      // Lost: the sending partition pokes again, and looks for its records, while they wait.
     }
   }
 
   async close(): Promise<void> {
     this.closed = true;
-    await Promise.all([this.listener.end(true), this.sender.end(true)]);
+    await this.listener.end(true);
   }
 
   private listen(): void {

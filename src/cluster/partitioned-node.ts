@@ -69,7 +69,13 @@ export async function startPartitionedNode(
     served?.applyInbox().catch((error: Error) => log.warn("applying the inbox failed", { partition, error: error.message }));
     return served !== undefined;
   };
-  const inboxPokes = new PostgresInboxPokes({ url: config.store, nodeId, log, onPoke: applyInbox });
+  /** A record sent by a partition served here was applied: the submits waiting for it are answered now. */
+  const recordApplied = (partition: number, id: string): boolean => {
+    const served = host.servedOf(partition);
+    served?.recordApplied(id).catch(() => {}); // its next look finds it anyway
+    return served !== undefined;
+  };
+  const inboxPokes = new PostgresInboxPokes({ url: config.store, nodeId, log, onPoke: applyInbox, onApplied: recordApplied });
   const stopPokes = async () => {
     await endHints.close();
     await inboxPokes.close();
@@ -83,7 +89,7 @@ export async function startPartitionedNode(
   };
   const open = async (
     slot: PartitionSlot,
-  ): Promise<ServedPartition & Pick<SingleServer, "reloadTokens" | "metricsText" | "hintRemoteEnds" | "applyInbox">> => {
+  ): Promise<ServedPartition & Pick<SingleServer, "reloadTokens" | "metricsText" | "hintRemoteEnds" | "applyInbox" | "recordApplied">> => {
     // Its own ports on the node's host: the router here and on the other nodes reach it there.
     // With --faktory-port or --workq-port, its own such ports too, which the nodes' route to.
     const server = await startServer({ ...config, port: 0, httpPort: 0, ...linePortsOfPartition(config) }, log, {
@@ -102,6 +108,9 @@ export async function startPartitionedNode(
       onInboxSent: (records) => {
         for (const to of new Set(records.map((record) => record.to))) if (!applyInbox(to)) void inboxPokes.poke(to);
       },
+      onInboxApplied: (record) => {
+        if (!recordApplied(record.from, record.id)) void inboxPokes.applied(record.from, record.id);
+      },
     });
     return {
       grpcAddress: `${hostForAddress(advertiseHost)}:${server.grpcPort}`,
@@ -116,6 +125,7 @@ export async function startPartitionedNode(
       metricsText: () => server.metricsText(),
       hintRemoteEnds: () => server.hintRemoteEnds(),
       applyInbox: () => server.applyInbox(),
+      recordApplied: (id) => server.recordApplied(id),
     };
   };
   const host = new PartitionHost({

@@ -67,7 +67,7 @@ export class EngineCore {
   readonly isCallbackAllowed: (url: URL) => boolean;
   readonly maxQueues: number;
   readonly observeWrites: (writes: readonly StoreWrite[]) => void;
-  readonly hints: Pick<EngineOptions, "onEndsDurable" | "onRemoteWaiting" | "onInboxSent">;
+  readonly hints: Pick<EngineOptions, "onEndsDurable" | "onRemoteWaiting" | "onInboxSent" | "onInboxApplied">;
   readonly mayGrant: () => boolean;
   callbackListener: ((callback: PendingCallback) => void) | undefined;
   /** claimKey(namespace, type, key) -> the job holding that idempotency key, until the claim expires. */

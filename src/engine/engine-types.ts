@@ -75,6 +75,8 @@ export interface EngineOptions {
    * without carries them (LevelDB with --engines: the host tells this engine recordApplied).
    */
   onInboxSent?: (records: readonly InboxRecord[]) => void;
+  /** With a shared inbox: a record of another partition's was applied here (durably): its sender may be told (Engine.recordApplied there). */
+  onInboxApplied?: (record: InboxRecord) => void;
   /** Metas kept as objects before waiting jobs' metas are kept packed (live-jobs.ts); tests set it low. */
   unpackedMetaLimit?: number;
   /**

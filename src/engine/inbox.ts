@@ -34,8 +34,9 @@ interface Delivery {
  *
  * Two ways to carry the records. Shared (PostgreSQL, the store has readInbox): the records
  * are rows every partition reads; D deletes a record in the commit that stores its jobs,
- * reads its inbox when poked (onInboxSent) and on load, and H looks for its records being
- * gone, poking again as it waits. Carried (--engines on LevelDB): the records sit in H's own
+ * reads its inbox when poked (onInboxSent) and on load, and tells H through the host
+ * (onInboxApplied, recordApplied), which also looks for its records being gone, poking again
+ * as it waits. Carried (--engines on LevelDB): the records sit in H's own
  * store (an outbox) and go to D through the host (onInboxSent); D skips the jobs it holds
  * already, and once its commit is durable the host tells H (recordApplied), which deletes
  * the record from its outbox. Either way a record left by a crash is sent again by H's next
@@ -145,11 +146,15 @@ export class Inbox {
     if (this.shared) await this.applyShared(core);
   }
 
-  /** Carried: `id`, sent from here, is applied by its partition: it leaves the outbox. */
+  /**
+   * `id`, sent from here, is applied by its partition (word from the host): the submits
+   * waiting for it may be answered now. Carried, it leaves the outbox; shared, its partition
+   * deleted it already (a word lost or late only leaves it to the next look).
+   */
   recordApplied(core: EngineCore, id: string): Promise<void> {
     if (!this.forget(id)) return Promise.resolve();
     this.settle(core);
-    return core.persist([{ kind: "delete-inbox", id }]);
+    return this.shared ? Promise.resolve() : core.persist([{ kind: "delete-inbox", id }]);
   }
 
   /**
@@ -282,6 +287,7 @@ async function applyRecord(
   if (shared) writes.push({ kind: "delete-inbox", id: record.id });
   schedulePump(core);
   await core.persist(writes);
+  if (shared) core.hints.onInboxApplied?.(record);
   if (ownDependencies.size === 0) return;
   for (const jid of ownDependencies) {
     if (core.live.has(jid) || core.finishing.has(jid)) continue;

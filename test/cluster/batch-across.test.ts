@@ -141,10 +141,15 @@ describe.skipIf(!available)(
       const [onA, onB] = [await partitionsOf(a), await partitionsOf(b)];
       const queues = Array.from({ length: COUNT }, (_, p) => queueNamed("across2", p));
       const client = new WorqClient({ address: `127.0.0.1:${a.port}`, partitionRouting: true });
-      const startedAt = Date.now();
-      const jids = await client.submitBatch([onA[0]!, onB[0]!, onA[1]!, onB[1]!].map((p) => ({ type: "ok", queue: queues[p]! })));
-      const tookMs = Date.now() - startedAt;
-      console.log(`[figures] a batch over two nodes' partitions answered in ${tookMs} ms`);
+      // Five batches one after another: the first pays for the connections it opens (the NOTIFY's).
+      const tookMs: number[] = [];
+      let jids: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const startedAt = performance.now();
+        jids = await client.submitBatch([onA[0]!, onB[0]!, onA[1]!, onB[1]!].map((p) => ({ type: "ok", queue: queues[p]! })));
+        tookMs.push(Math.round(performance.now() - startedAt));
+      }
+      console.log(`[figures] batches over two nodes' partitions answered in ${tookMs.join(", ")} ms`);
       for (const jid of jids) expect((await client.getJob(jid)).state).toBe(JobState.SCHEDULED);
 
       // node-b dies: a batch from node-a's partition into node-b's waits in the inbox until
