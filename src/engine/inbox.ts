@@ -114,6 +114,11 @@ export class Inbox {
     return [...byPartition.values()];
   }
 
+  /** Records of a submit whose write was not durable by its deadline: withdrawn with its jobs, never sent. */
+  withdrawn(records: readonly InboxRecord[]): void {
+    for (const record of records) for (const { meta } of record.jobs) this.held.delete(meta.jid);
+  }
+
   /** A job of a record written here and not known applied, as the record holds it. */
   heldMeta(jid: string): JobMeta | undefined {
     return this.held.get(jid);
@@ -285,6 +290,7 @@ async function applyRecord(
     core.counters.submitted++;
   }
   if (shared) writes.push({ kind: "delete-inbox", id: record.id });
+  if (writes.length === 0) return; // carried, and every job of it stored already
   schedulePump(core);
   await core.persist(writes);
   if (shared) core.hints.onInboxApplied?.(record);

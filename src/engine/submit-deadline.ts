@@ -78,6 +78,7 @@ export function expireSubmits(core: EngineCore, atMs: number, nowMs: number): vo
  */
 function withdraw(core: EngineCore, { created, claims, sent }: Withdrawable): void {
   const writes: StoreWrite[] = (sent ?? []).map((record) => ({ kind: "delete-inbox", id: record.id }));
+  if (sent) core.remote?.inbox?.withdrawn(sent);
   for (const claim of claims) {
     const key = claimKey(claim.namespace, claim.type, claim.key);
     if (core.claims.get(key)?.jid === claim.jid) core.claims.delete(key);
