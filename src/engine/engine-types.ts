@@ -247,6 +247,8 @@ export interface EngineInfo {
   storeKind: string;
   /** With partitions: waits on jobs of other partitions released, by what read their end (a hint from their partition, or the timer). */
   remoteReleases: { hint: number; timer: number };
+  /** With partitions: records of batches over several partitions written here and applied here since start, and those written here not yet applied. */
+  inbox: { sent: number; applied: number; unapplied: number };
 }
 
 /** Every unfinished job of an engine: those in memory and the ready ones left in the store. */

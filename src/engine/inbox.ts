@@ -56,6 +56,8 @@ export class Inbox {
   private applying: Promise<void> = Promise.resolve();
   private readingShared: Promise<void> | undefined;
   private readShared = false;
+  /** Records written here, and records of other partitions applied here, since start (metrics). */
+  readonly counts = { sent: 0, applied: 0 };
 
   constructor(
     private readonly layout: { index: number; count: number; spread?: SpreadQueues },
@@ -119,6 +121,11 @@ export class Inbox {
     for (const record of records) for (const { meta } of record.jobs) this.held.delete(meta.jid);
   }
 
+  /** Records written here not known applied yet (metrics). */
+  get unapplied(): number {
+    return this.sent.size;
+  }
+
   /** A job of a record written here and not known applied, as the record holds it. */
   heldMeta(jid: string): JobMeta | undefined {
     return this.held.get(jid);
@@ -130,6 +137,7 @@ export class Inbox {
    */
   delivered(core: EngineCore, records: readonly InboxRecord[], deadlineMs: number): Promise<void> {
     for (const record of records) this.sent.set(record.id, record);
+    this.counts.sent += records.length;
     core.hints.onInboxSent?.(records);
     return new Promise((done) => {
       this.deliveries.add({ ids: records.map((record) => record.id), deadlineMs, done });
@@ -167,9 +175,13 @@ export class Inbox {
    * of the shared inbox (a poke; also on load). Resolves once they are durable.
    */
   apply(core: EngineCore, record?: InboxRecord): Promise<void> {
-    if (record) return (this.applying = this.applying.then(() => applyRecord(core, record, this.layout, false)));
+    if (record) return (this.applying = this.applying.then(() => this.applyOne(core, record, false)));
     if (!this.shared) return Promise.resolve();
     return this.applyShared(core);
+  }
+
+  private async applyOne(core: EngineCore, record: InboxRecord, shared: boolean): Promise<void> {
+    if (await applyRecord(core, record, this.layout, shared)) this.counts.applied++;
   }
 
   private applyShared(core: EngineCore): Promise<void> {
@@ -181,7 +193,7 @@ export class Inbox {
       do {
         this.readShared = false;
         if (core.fatal !== undefined || core.closing) return;
-        for (const record of await core.store.readInbox!()) await applyRecord(core, record, this.layout, true);
+        for (const record of await core.store.readInbox!()) await this.applyOne(core, record, true);
       } while (this.readShared);
     };
     this.readingShared = run().finally(() => (this.readingShared = undefined));
@@ -245,16 +257,16 @@ export class Inbox {
 
 /**
  * Stores a record's jobs as this partition's own, as submit stores its new jobs (each SCHEDULED
- * one takes its place in FIFO order here), and deletes the record in the same commit. A job
- * already here (a record applied twice) is left as it is. Dependencies of this partition that
- * ended before the record came are read afterwards: their ends passed without these jobs.
+ * one takes its place in FIFO order here), and (shared) deletes the record in the same commit;
+ * false when there was nothing to store. Dependencies of this partition that ended before the
+ * record came are read afterwards: their ends passed without these jobs.
  */
 async function applyRecord(
   core: EngineCore,
   record: InboxRecord,
   layout: { index: number; count: number },
   shared: boolean,
-): Promise<void> {
+): Promise<boolean> {
   core.checkUsable();
   const writes: StoreWrite[] = [];
   const ownDependencies = new Set<string>();
@@ -290,11 +302,16 @@ async function applyRecord(
     core.counters.submitted++;
   }
   if (shared) writes.push({ kind: "delete-inbox", id: record.id });
-  if (writes.length === 0) return; // carried, and every job of it stored already
+  if (writes.length === 0) return false; // carried, and every job of it stored already
   schedulePump(core);
   await core.persist(writes);
   if (shared) core.hints.onInboxApplied?.(record);
-  if (ownDependencies.size === 0) return;
+  if (ownDependencies.size > 0) await resolveEndedOwn(core, ownDependencies);
+  return true;
+}
+
+/** Dependencies of this partition's own that a record's jobs wait for: those that ended before the record came are resolved now. */
+async function resolveEndedOwn(core: EngineCore, ownDependencies: Set<string>): Promise<void> {
   for (const jid of ownDependencies) {
     if (core.live.has(jid) || core.finishing.has(jid)) continue;
     const meta = await core.store.getMeta(jid);

@@ -273,6 +273,7 @@ export function info(core: EngineCore): EngineInfo {
     counters: { ...core.counters },
     storeKind: core.store.kind,
     remoteReleases: { ...(core.remote?.released ?? { hint: 0, timer: 0 }) },
+    inbox: { sent: 0, applied: 0, ...core.remote?.inbox?.counts, unapplied: core.remote?.inbox?.unapplied ?? 0 },
   };
 }
 

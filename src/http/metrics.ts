@@ -156,6 +156,25 @@ export function createMetrics(engine: () => Engine | undefined): WorqMetrics {
       this.inc({ by: "timer" }, timer);
     },
   });
+  new Counter({
+    name: "worq_inbox_records_total",
+    help: "With partitions: records of batches over several partitions, sent (written here for another partition) or applied (another's stored here).",
+    labelNames: ["direction"],
+    registers: [registry],
+    collect() {
+      const current = engine();
+      if (!current) return;
+      const { sent, applied } = current.info().inbox;
+      this.reset();
+      this.inc({ direction: "sent" }, sent);
+      this.inc({ direction: "applied" }, applied);
+    },
+  });
+  engineGauge(
+    "worq_inbox_records_unapplied",
+    "With partitions: records written here for other partitions that they have not stored yet (sent again every second).",
+    (info) => info.inbox.unapplied,
+  );
   registry.registerMetric(oldestAge);
   registry.registerMetric(maxRunning);
   registry.registerMetric(rateTokens);

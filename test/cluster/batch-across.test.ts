@@ -8,6 +8,7 @@ import { partitionOfId } from "../../src/model/partition.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { partitionsOf, queueNamed as queueNamedIn, spawnNode, type ClusterProcess } from "./support/cluster.js";
 import { until } from "../support/until.js";
+import { inboxRecords } from "../support/connections.js";
 
 const available = postgresAvailable();
 const COUNT = 4;
@@ -70,6 +71,8 @@ describe.skipIf(!available)(
       const states = await Promise.all(jids.map(async (jid) => (await a.clients.admin.getJob({ jid })).job!.state));
       expect(states).toEqual([JobState.SCHEDULED, ...order.slice(1).map(() => JobState.PENDING)]);
       expect((await a.clients.admin.getJob({ jid: jids[3]! })).job!.dependsOn).toEqual([jids[2]]);
+      // Partition 2 wrote one record for each of the other three; each applied one; none is left.
+      expect(await inboxRecords(a.httpPort)).toEqual({ sent: 3, applied: 3, unapplied: 0 });
 
       const client = new WorqClient({ address: `127.0.0.1:${a.port}` });
       const worker = timedWorker(client, queues);

@@ -7,6 +7,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { JobState, Worker, WorqClient } from "@worq/client";
 import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
 import { until } from "../support/until.js";
+import { inboxRecords } from "../support/connections.js";
 import { connect } from "./support/clients.js";
 import { alive, childPids, killTree, type ServerProcess, spawnServer } from "./support/server-process.js";
 
@@ -81,6 +82,8 @@ describe("--engines: a SubmitBatch over several engines", () => {
     expect(jids.map((jid) => partitionOfId(jid, ENGINES))).toEqual(order);
     const states = await Promise.all(jids.map(async (jid) => (await admin.getJob({ jid })).job!.state));
     expect(states).toEqual([JobState.SCHEDULED, ...order.slice(1).map(() => JobState.PENDING)]);
+    // Engine 1 wrote one record for engine 0, which applied it; none is left.
+    expect(await inboxRecords(server.httpPort)).toEqual({ sent: 1, applied: 1, unapplied: 0 });
 
     const client = new WorqClient({ address: `127.0.0.1:${server.port}`, partitionRouting: true });
     const worker = timedWorker(client, [q0, q1]);

@@ -68,3 +68,16 @@ export async function remoteReleases(...httpPorts: number[]): Promise<{ hint: nu
   }
   return sum;
 }
+
+/** The inbox records of batches over several partitions, summed over the /metrics of `httpPorts` (every partition's line). */
+export async function inboxRecords(...httpPorts: number[]): Promise<{ sent: number; applied: number; unapplied: number }> {
+  const sum = { sent: 0, applied: 0, unapplied: 0 };
+  for (const port of httpPorts) {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    for (const [, direction, count] of text.matchAll(/^worq_inbox_records_total\{[^}]*direction="(sent|applied)"[^}]*\} (\d+)$/gm)) {
+      sum[direction as "sent" | "applied"] += Number(count);
+    }
+    for (const [, count] of text.matchAll(/^worq_inbox_records_unapplied(?:\{[^}]*\})? (\d+)$/gm)) sum.unapplied += Number(count);
+  }
+  return sum;
+}
