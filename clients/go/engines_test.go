@@ -167,3 +167,50 @@ func TestBatchLivesWithItsCallbackJob(t *testing.T) {
 		}
 	}
 }
+
+func TestChainOverBothEngines(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, "--engines", "2")
+	c := dial(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	queueIn := func(partition int) string {
+		for i := 0; ; i++ {
+			if queue := fmt.Sprintf("chq-%d", i); queueHome(queue, 2) == partition {
+				return queue
+			}
+		}
+	}
+	// One batch, all or none, over both engines: the first job's engine stores it and leaves
+	// the other its part; the chain's links wait across them.
+	order := []int{1, 0, 1}
+	specs := make([]JobSpec, len(order))
+	for i, partition := range order {
+		specs[i] = JobSpec{Type: "t", Queue: queueIn(partition)}
+	}
+	jids, err := c.SubmitBatch(ctx, specs, Shape(ShapeChain))
+	if err != nil {
+		t.Fatalf("SubmitBatch over both engines: %v", err)
+	}
+	for i, jid := range jids {
+		if got := partitionOfID(jid, 2); got != order[i] {
+			t.Fatalf("job %d (%s) lives in partition %d, its queue in %d", i, jid, got, order[i])
+		}
+		job, err := c.GetJob(ctx, jid)
+		if err != nil {
+			t.Fatalf("GetJob %s: %v", jid, err)
+		}
+		want := StatePending
+		if i == 0 {
+			want = StateScheduled
+		}
+		if job.State != want {
+			t.Fatalf("job %d is %v, want %v", i, job.State, want)
+		}
+	}
+	// What the other engine's job may not carry is refused by name.
+	_, err = c.SubmitBatch(ctx, []JobSpec{{Type: "t", Queue: queueIn(0)}, {Type: "t", Queue: queueIn(1), IdempotencyKey: "k"}})
+	if err == nil || !strings.Contains(err.Error(), "jobs[1].idempotency_key") {
+		t.Fatalf("a keyed job of the other engine: %v", err)
+	}
+}
