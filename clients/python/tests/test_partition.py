@@ -433,3 +433,28 @@ def test_a_call_to_an_engine_just_killed_goes_through_the_node_which_waits_for_i
 
     run(scenario(), timeout=60)
 
+
+
+def test_a_batch_over_both_engines_is_stored_whole_each_job_in_its_queues_engine(
+    server_factory: Callable[..., ServerProcess],
+) -> None:
+    """`worq serve --engines 2`: a batch whose jobs' queues live in both engines goes to its
+    first job's engine, which stores it and leaves the other engine its part; a job of the
+    other engine may not carry an idempotency key (refused by name, nothing stored)."""
+    server = server_factory(args=["--engines", "2"])
+    q0 = next(f"bq-{i}" for i in range(1000) if queue_home(f"bq-{i}", 2) == 0)
+    q1 = next(f"bq-{i}" for i in range(1000) if queue_home(f"bq-{i}", 2) == 1)
+
+    async def scenario() -> None:
+        async with worq.Client(server.address) as client:
+            jids = await client.submit_batch([{"type": "t", "queue": q1}, {"type": "t", "queue": q0}, {"type": "t", "queue": q1}])
+            assert [partition_of_id(jid, 2) for jid in jids] == [1, 0, 1]
+            for jid, queue in zip(jids, [q1, q0, q1]):
+                job = await client.get_job(jid)
+                assert (job.queue, job.state) == (queue, worq.JobState.SCHEDULED)
+            with pytest.raises(worq.WorqError) as refused:
+                await client.submit_batch([{"type": "t", "queue": q0}, {"type": "t", "queue": q1, "idempotency_key": "k"}])
+            assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
+            assert "jobs[1].idempotency_key" in str(refused.value)
+
+    run(scenario(), timeout=60)
