@@ -139,13 +139,7 @@ func TestBatchLivesWithItsCallbackJob(t *testing.T) {
 	c := dial(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	queueIn := func(partition int) string {
-		for i := 0; ; i++ {
-			if queue := fmt.Sprintf("cbq-%d", i); queueHome(queue, 2) == partition {
-				return queue
-			}
-		}
-	}
+	queueIn := func(partition int) string { return queueOfEngine("cbq-", partition) }
 	for partition := 0; partition < 2; partition++ {
 		queue, other := queueIn(partition), queueIn(1-partition)
 		batch, err := c.CreateBatch(ctx, BatchSpec{OnSuccess: &JobSpec{Type: "done", Queue: queue}})
@@ -174,13 +168,7 @@ func TestChainOverBothEngines(t *testing.T) {
 	c := dial(t, srv)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	queueIn := func(partition int) string {
-		for i := 0; ; i++ {
-			if queue := fmt.Sprintf("chq-%d", i); queueHome(queue, 2) == partition {
-				return queue
-			}
-		}
-	}
+	queueIn := func(partition int) string { return queueOfEngine("chq-", partition) }
 	// One batch, all or none, over both engines: the first job's engine stores it and leaves
 	// the other its part; the chain's links wait across them.
 	order := []int{1, 0, 1}
@@ -212,5 +200,14 @@ func TestChainOverBothEngines(t *testing.T) {
 	_, err = c.SubmitBatch(ctx, []JobSpec{{Type: "t", Queue: queueIn(0)}, {Type: "t", Queue: queueIn(1), IdempotencyKey: "k"}})
 	if err == nil || !strings.Contains(err.Error(), "jobs[1].idempotency_key") {
 		t.Fatalf("a keyed job of the other engine: %v", err)
+	}
+}
+
+// queueOfEngine is the first queue named prefix plus a number that lives in engine partition of two.
+func queueOfEngine(prefix string, partition int) string {
+	for i := 0; ; i++ {
+		if queue := fmt.Sprintf("%s%d", prefix, i); queueHome(queue, 2) == partition {
+			return queue
+		}
 	}
 }

@@ -3,11 +3,12 @@ import fc from "fast-check";
 import { BatchShape } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { JobState, Priority } from "@worq/client/gen/worq/v1/job_pb.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { WorqClient, Worker } from "@worq/client";
+import { WorqClient } from "@worq/client";
 import { partitionOfId } from "../../src/model/partition.js";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { partitionsOf, queueNamed as queueNamedIn, spawnNode, type ClusterProcess } from "./support/cluster.js";
 import { until } from "../support/until.js";
+import { timedWorker } from "../support/timed-worker.js";
 import { inboxRecords } from "../support/connections.js";
 
 const available = postgresAvailable();
@@ -15,30 +16,6 @@ const COUNT = 4;
 
 /** A queue name with `prefix` that lives in `partition`. */
 const queueNamed = (prefix: string, partition: number) => queueNamedIn(prefix, partition, COUNT);
-
-/** Runs the "ok" and "bad" handlers on `queues` until stopped, noting when each job started and finished. */
-function timedWorker(client: WorqClient, queues: string[]) {
-  const started = new Map<string, number>();
-  const finished = new Map<string, number>();
-  const worker = new Worker({ client, queues, concurrency: 4 });
-  worker.register("ok", async (job) => {
-    started.set(job.jid, Date.now());
-    await new Promise((resolve) => setTimeout(resolve, 5));
-    finished.set(job.jid, Date.now());
-  });
-  worker.register("bad", () => {
-    throw new Error("no");
-  });
-  const running = worker.run();
-  return {
-    started,
-    finished,
-    stop: async () => {
-      await worker.stop();
-      await running;
-    },
-  };
-}
 
 describe.skipIf(!available)(
   "a SubmitBatch over several partitions (real PostgreSQL): one commit decides, each partition stores its part",

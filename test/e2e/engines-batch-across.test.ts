@@ -4,9 +4,10 @@ import { join } from "node:path";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { BatchShape } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { afterAll, describe, expect, it } from "vitest";
-import { JobState, Worker, WorqClient } from "@worq/client";
+import { JobState, WorqClient } from "@worq/client";
 import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
 import { until } from "../support/until.js";
+import { timedWorker } from "../support/timed-worker.js";
 import { inboxRecords } from "../support/connections.js";
 import { connect } from "./support/clients.js";
 import { alive, childPids, killTree, type ServerProcess, spawnServer } from "./support/server-process.js";
@@ -28,30 +29,6 @@ function enginePid(server: ServerProcess, index: number): number {
   });
   if (pid === undefined) throw new Error(`no process serves engine ${index}`);
   return pid;
-}
-
-/** Runs "ok" (noting when each job started and finished) and "bad" on `queues`. */
-function timedWorker(client: WorqClient, queues: string[]) {
-  const started = new Map<string, number>();
-  const finished = new Map<string, number>();
-  const worker = new Worker({ client, queues, concurrency: 4 });
-  worker.register("ok", async (job) => {
-    started.set(job.jid, Date.now());
-    await new Promise((resolve) => setTimeout(resolve, 5));
-    finished.set(job.jid, Date.now());
-  });
-  worker.register("bad", () => {
-    throw new Error("no");
-  });
-  const running = worker.run();
-  return {
-    started,
-    finished,
-    stop: async () => {
-      await worker.stop();
-      await running;
-    },
-  };
 }
 
 /**
