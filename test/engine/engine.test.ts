@@ -1488,6 +1488,7 @@ describe("Engine: counters and info", () => {
       counters: { submitted: 0, processed: 0, failed: 0, evicted: 0 },
       storeKind: "memory",
       remoteReleases: { hint: 0, timer: 0 },
+      inbox: { sent: 0, applied: 0, unapplied: 0 },
     });
     await engine.submit([{ type: "a" }, { type: "b" }, { type: "c" }], batch);
     const { sink, session } = await lease(engine, ["default"], 3);
@@ -1508,6 +1509,7 @@ describe("Engine: counters and info", () => {
       counters: { submitted: 3, processed: 1, failed: 2, evicted: 0 },
       storeKind: "memory",
       remoteReleases: { hint: 0, timer: 0 },
+      inbox: { sent: 0, applied: 0, unapplied: 0 },
     });
     session.close();
     expect(engine.info().connectedWorkers).toBe(0);
