@@ -81,11 +81,13 @@ export class EngineProcesses {
   private asked = 0;
   private readonly submitBuckets: SubmitRateLimiter | undefined;
   /**
-   * Records of jobs one engine's commit made for another (a batch over several engines), as
-   * sent (encoded) and their jobs' metas, by id: kept from when the sender hands them here
-   * until their engine says it stored them, so that a read of their jobs meanwhile finds them.
+   * The jids of records of jobs one engine's commit made for another (a batch over several
+   * engines), by record id: kept from when the sender hands them here until their engine says
+   * it stored them, so that a read of their jobs meanwhile finds them (inFlightJobs).
    */
-  private readonly inFlight = new Map<string, { text: string; metas: Map<string, JobMeta> }>();
+  private readonly inFlight = new Map<string, string[]>();
+  /** The jobs of the records in flight, by jid. */
+  private readonly inFlightJobs = new Map<string, JobMeta>();
 
   constructor(
     count: number,
@@ -268,9 +270,13 @@ export class EngineProcesses {
    */
   private passRecords(texts: string[]): void {
     const records = texts.map((text) => ({ text, record: decodeInboxRecord(text) }));
-    for (const { text, record } of records) {
-      if (!this.inFlight.has(record.id))
-        this.inFlight.set(record.id, { text, metas: new Map(record.jobs.map(({ meta }) => [meta.jid, meta])) });
+    for (const { record } of records) {
+      if (this.inFlight.has(record.id)) continue;
+      this.inFlight.set(
+        record.id,
+        record.jobs.map(({ meta }) => meta.jid),
+      );
+      for (const { meta } of record.jobs) this.inFlightJobs.set(meta.jid, meta);
     }
     for (const { text, record } of records) {
       const child = this.engines[record.to]?.child;
@@ -280,6 +286,7 @@ export class EngineProcesses {
 
   /** An engine stored a record's jobs: the record leaves the flight, and its sender forgets it. */
   private recordApplied(id: string, from: number): void {
+    for (const jid of this.inFlight.get(id) ?? []) this.inFlightJobs.delete(jid);
     this.inFlight.delete(id);
     const sender = this.engines[from]?.child;
     if (sender?.connected) sender.send({ recordApplied: id });
@@ -292,10 +299,7 @@ export class EngineProcesses {
    * as the record holds it.
    */
   private relayMetas(asker: ChildProcess, question: MetasQuestion): void {
-    const inFlight = question.jids.map((jid) => {
-      for (const { metas } of this.inFlight.values()) if (metas.has(jid)) return metas.get(jid);
-      return undefined;
-    });
+    const inFlight = question.jids.map((jid) => this.inFlightJobs.get(jid));
     const reply = (answer: { metas?: unknown[]; error?: string }) => {
       if (answer.metas) answer.metas = answer.metas.map((meta, i) => meta ?? inFlight[i] ?? null);
       if (asker.connected) asker.send({ metasAnswer: question.askMetas, ...answer });

@@ -1,14 +1,13 @@
 import { invalid } from "../model/errors.js";
-import { isPurgedAtExpiry, isTerminal, type JobBody, type JobMeta, type SubmitInput } from "../model/job.js";
+import { isTerminal, type JobBody, type JobMeta, type SubmitInput } from "../model/job.js";
 import { LIMITS } from "../model/limits.js";
 import { foreignPartition, jobPartitions, withPartition, type SpreadQueues } from "../model/partition.js";
 import type { EngineCore } from "./engine-core.js";
 import type { InboxRecord, StoreWrite } from "./store.js";
 import { randomUuidV4 } from "./uuid.js";
-import { enqueueReady } from "./paging.js";
 import { pump, schedulePump } from "./dispatch.js";
-import { pushExpiry, pushTimer, schedulePurge, scheduleTimers } from "./timers.js";
-import { BODY_CACHE_HORIZON_MS } from "./submit-claims.js";
+import { pushTimer } from "./timers.js";
+import { placeNewJob } from "./admitted.js";
 
 /** The first gap between looks for a submit's records being applied; each next one twice as long, up to LOOK_GAP_MAX_MS. */
 const FIRST_GAP_MS = 2;
@@ -74,12 +73,16 @@ export class Inbox {
    */
   placeBatch(inputs: readonly SubmitInput[], fieldOf: (index: number) => string): (number | undefined)[] | undefined {
     const { index } = this.layout;
-    const partitions = inputs.map((input) => {
+    const partitionOf = (input: SubmitInput): number | undefined => {
       const { home } = jobPartitions(input.queue ?? LIMITS.defaultQueue, input, this.layout);
       return home.includes(index) ? undefined : home[0];
-    });
-    // A batch (or one job) whose first job lives elsewhere was sent to the wrong partition: placeQueue refuses it, naming where.
-    if (partitions[0] !== undefined || partitions.every((partition) => partition === undefined)) return undefined;
+    };
+    // One job, or a batch whose first job lives elsewhere (sent to the wrong partition:
+    // placeQueue refuses it, naming where), is no batch over partitions: a submit's usual
+    // path pays one placement here, not one per job.
+    if (inputs.length < 2 || partitionOf(inputs[0]!) !== undefined) return undefined;
+    const partitions = [undefined, ...inputs.slice(1).map(partitionOf)];
+    if (partitions.every((partition) => partition === undefined)) return undefined;
     inputs.forEach((input, i) => {
       const partition = partitions[i];
       if (partition === undefined) return;
@@ -214,7 +217,10 @@ export class Inbox {
         for (const id of [...this.sent.keys()]) if (!left.has(id)) this.forget(id);
       }
       this.settle(core);
-      if (this.sent.size > 0) core.hints.onInboxSent?.([...this.sent.values()]);
+      // Poked again only at the slowest looks: a poke makes each partition read its whole
+      // inbox, and D applies a record within milliseconds of the first poke when it can.
+      if (this.sent.size > 0 && (!this.shared || this.gapMs >= LOOK_GAP_MAX_MS || this.deliveries.size === 0))
+        core.hints.onInboxSent?.([...this.sent.values()]);
     } catch {
       // Read again at the next look.
     } finally {
@@ -278,27 +284,12 @@ async function applyRecord(
   const nowMs = core.clock.nowMs();
   for (const [k, { meta, body }] of record.jobs.entries()) {
     if (core.live.has(meta.jid) || stored[k] !== undefined) continue;
-    let cold: true | undefined;
-    if (isTerminal(meta.state)) {
-      if (isPurgedAtExpiry(meta.state)) schedulePurge(core, meta.expiresAtMs);
-    } else {
-      if (meta.state === "SCHEDULED") meta.readySeq = ++core.readySeq;
-      if (meta.state === "SCHEDULED" && !enqueueReady(core, meta)) cold = true;
-      else {
-        core.live.set(meta);
-        if (meta.state === "SCHEDULED" || (meta.state === "DELAYED" && meta.dueAtMs! - nowMs <= BODY_CACHE_HORIZON_MS))
-          core.bodies.offer(meta.jid, body, body.payload.byteLength);
-        for (const dependency of meta.waitingOn ?? []) {
-          core.addDependent(dependency, meta.jid);
-          if (!inRecord.has(dependency) && foreignPartition(dependency, layout) === undefined) ownDependencies.add(dependency);
-        }
-        scheduleTimers(core, meta);
-        pushExpiry(core, meta);
-      }
+    if (meta.state === "SCHEDULED") meta.readySeq = ++core.readySeq;
+    writes.push(...placeNewJob(core, meta, body, body.payload.byteLength, nowMs));
+    if (!isTerminal(meta.state)) {
+      for (const dependency of meta.waitingOn ?? [])
+        if (!inRecord.has(dependency) && foreignPartition(dependency, layout) === undefined) ownDependencies.add(dependency);
     }
-    writes.push(cold ? { kind: "put-job", meta, body, cold } : { kind: "put-job", meta, body });
-    const newQueue = core.queues.touch(meta.queue);
-    if (newQueue) writes.push(newQueue);
     core.counters.submitted++;
   }
   if (shared) writes.push({ kind: "delete-inbox", id: record.id });

@@ -3,7 +3,7 @@
  * creating the jobs of a batch in one commit.
  */
 import { invalid } from "../model/errors.js";
-import { isPurgedAtExpiry, isTerminal, type JobBody, type JobHistory, type JobMeta, type SubmitInput } from "../model/job.js";
+import { isTerminal, type JobBody, type JobHistory, type JobMeta, type SubmitInput } from "../model/job.js";
 import { LIMITS, isUuidV4 } from "../model/limits.js";
 import type { IdempotencyClaim, InboxRecord, StoreWrite } from "./store.js";
 import { buildNewJob, checkCallbackUrl, type NewJob } from "./submit-validation.js";
@@ -11,10 +11,8 @@ import { applyHistory, checkHistory } from "./import-history.js";
 import { planDependencies, type BatchShape, type ExistingJob, type PlannedJob } from "./dependency-plan.js";
 import type { SubmitResult } from "./engine-types.js";
 import type { EngineCore } from "./engine-core.js";
-import { enqueueReady } from "./paging.js";
 import { holdsUnique } from "./flow-keys.js";
 import {
-  BODY_CACHE_HORIZON_MS,
   claimExpiresAtMs,
   claimRefOf,
   debounce,
@@ -23,8 +21,8 @@ import {
   sweepExpiredClaims,
   type ClaimRef,
 } from "./submit-claims.js";
-import { pushExpiry, schedulePurge, scheduleTimers } from "./timers.js";
 import { schedulePump } from "./dispatch.js";
+import { placeNewJob } from "./admitted.js";
 import { durableByDeadline, submitTimedOut, type Withdrawable } from "./submit-deadline.js";
 import { checkQueueRoom } from "./queue-admin.js";
 import { checkBatchJoins } from "./batches.js";
@@ -303,24 +301,8 @@ function createJobs(
       return;
     }
     const meta = core.admit(candidate, outcomes[i]!, inputs[i]!.parentJid, nowMs);
-    let cold: true | undefined;
-    if (isTerminal(meta.state)) {
-      if (isPurgedAtExpiry(meta.state)) schedulePurge(core, meta.expiresAtMs);
-    } else if (meta.state === "SCHEDULED" && !enqueueReady(core, meta)) {
-      cold = true; // behind a full window: left to the store, see enqueueReady
-    } else {
-      core.live.set(meta);
-      if (meta.state === "SCHEDULED" || (meta.state === "DELAYED" && meta.dueAtMs! - nowMs <= BODY_CACHE_HORIZON_MS)) {
-        core.bodies.offer(meta.jid, body, dataBytes);
-      }
-      for (const dep of meta.waitingOn ?? []) core.addDependent(dep, meta.jid);
-      scheduleTimers(core, meta);
-      pushExpiry(core, meta);
-    }
-    writes.push(cold ? { kind: "put-job", meta, body, cold } : { kind: "put-job", meta, body });
+    writes.push(...placeNewJob(core, meta, body, dataBytes, nowMs));
     bodiesOf.set(meta.jid, body);
-    const newQueue = core.queues.touch(meta.queue);
-    if (newQueue) writes.push(newQueue);
     const ref = refs[i];
     if (ref !== undefined) {
       const claim: IdempotencyClaim = {
