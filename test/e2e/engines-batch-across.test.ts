@@ -5,7 +5,8 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { BatchShape } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { afterAll, describe, expect, it } from "vitest";
 import { JobState, WorqClient } from "@worq/client";
-import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
+import { partitionOfId } from "../../src/model/partition.js";
+import { queueNamed } from "../cluster/support/cluster.js";
 import { until } from "../support/until.js";
 import { timedWorker } from "../support/timed-worker.js";
 import { inboxRecords } from "../support/connections.js";
@@ -13,11 +14,6 @@ import { connect } from "./support/clients.js";
 import { alive, childPids, killTree, type ServerProcess, spawnServer } from "./support/server-process.js";
 
 const ENGINES = 2;
-
-/** A queue name that lives in engine `index`. */
-function queueOf(index: number, prefix: string): string {
-  for (let i = 0; ; i++) if (fnv1a32(`${prefix}${i}`) % ENGINES === index) return `${prefix}${i}`;
-}
 
 /** The pid of the engine process serving engine `index` (its settings name its slot). */
 function enginePid(server: ServerProcess, index: number): number {
@@ -49,7 +45,7 @@ describe("--engines: a SubmitBatch over several engines", () => {
     dirs.push(dir);
     const server = await spawnServer(dir, ["--engines", String(ENGINES)]);
     servers.push(server);
-    const [q0, q1] = [queueOf(0, "bq"), queueOf(1, "bq")];
+    const [q0, q1] = [queueNamed("bq", 0, ENGINES), queueNamed("bq", 1, ENGINES)];
     const { producer, admin } = connect(server.port);
 
     // Through the node: H is engine 1 (the first job's); its third job waits for engine 0's.
@@ -125,7 +121,7 @@ describe("--engines: a SubmitBatch over several engines", () => {
     const args = ["--engines", String(ENGINES), "--submit-timeout", "300ms"];
     let server = await spawnServer(dir, args);
     servers.push(server);
-    const [q0, q1] = [queueOf(0, "oq"), queueOf(1, "oq")];
+    const [q0, q1] = [queueNamed("oq", 0, ENGINES), queueNamed("oq", 1, ENGINES)];
     let client = new WorqClient({ address: `127.0.0.1:${server.port}`, partitionRouting: true });
     await client.submit("ok", { queue: q0 }); // the partition map is read
     const victim = enginePid(server, 1);
