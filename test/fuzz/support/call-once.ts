@@ -3,12 +3,14 @@ import { Code, ConnectError } from "@connectrpc/connect";
 
 /**
  * One call of `method` with `request`: undefined when it succeeded (or we cut it short: a
- * stream is read for 300 ms), else the server's error.
+ * stream is read for 300 ms), else the server's error. `answered`, when given, sees the
+ * response of a unary call that succeeded.
  */
 export async function callOnce(
   client: Record<string, (request: unknown, options: object) => unknown>,
   method: DescMethod,
   request: unknown,
+  answered?: (response: unknown) => void,
 ): Promise<ConnectError | undefined> {
   const abort = new AbortController();
   try {
@@ -20,7 +22,8 @@ export async function callOnce(
         clearTimeout(timer);
       }
     } else {
-      await client[method.localName]!(request, { timeoutMs: 2_000, signal: abort.signal });
+      const response = await client[method.localName]!(request, { timeoutMs: 2_000, signal: abort.signal });
+      answered?.(response);
     }
     return undefined;
   } catch (error) {
