@@ -217,9 +217,9 @@ export class Inbox {
         for (const id of [...this.sent.keys()]) if (!left.has(id)) this.forget(id);
       }
       this.settle(core);
-      // Poked again only at the slowest looks: a poke makes each partition read its whole
-      // inbox, and D applies a record within milliseconds of the first poke when it can.
-      if (this.sent.size > 0 && (!this.shared || this.gapMs >= LOOK_GAP_MAX_MS || this.deliveries.size === 0))
+      // Poked again only from the looks a quarter second on: a poke makes each partition read
+      // its whole inbox, and D applies a record within milliseconds of the first poke when it can.
+      if (this.sent.size > 0 && (!this.shared || this.gapMs * 2 >= LOOK_GAP_MAX_MS || this.deliveries.size === 0))
         core.hints.onInboxSent?.([...this.sent.values()]);
     } catch {
       // Read again at the next look.
