@@ -864,7 +864,9 @@ type ListJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Queue to list; empty lists every queue.
 	Queue string `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	// State to list; UNSPECIFIED lists every state.
+	// State to list; UNSPECIFIED lists every unfinished job (PENDING, SCHEDULED, DELAYED,
+	// RUNNING, RETRYING). A finished state (COMPLETED, FAILED, DEAD_LETTER, CANCELLED) lists
+	// that state's jobs, oldest finish first.
 	State JobState `protobuf:"varint,2,opt,name=state,proto3,enum=worq.v1.JobState" json:"state,omitempty"`
 	// At most this many jobs; default 100, at most 1000.
 	PageSize uint32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`

@@ -410,7 +410,9 @@ export type ListJobsRequest = Message<"worq.v1.ListJobsRequest"> & {
   queue: string;
 
   /**
-   * State to list; UNSPECIFIED lists every state.
+   * State to list; UNSPECIFIED lists every unfinished job (PENDING, SCHEDULED, DELAYED,
+   * RUNNING, RETRYING). A finished state (COMPLETED, FAILED, DEAD_LETTER, CANCELLED) lists
+   * that state's jobs, oldest finish first.
    *
    * @generated from field: worq.v1.JobState state = 2;
    */
