@@ -3,7 +3,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 
 /**
  * One call of `method` with `request`: undefined when it succeeded (or we cut it short: a
- * stream is read for 300 ms), else the server's error. `answered`, when given, sees the
+ * stream is read for 300 ms), else the server's error. `answered`, when given, is handed the
  * response of a unary call that succeeded.
  */
 export async function callOnce(
@@ -13,6 +13,7 @@ export async function callOnce(
   answered?: (response: unknown) => void,
 ): Promise<ConnectError | undefined> {
   const abort = new AbortController();
+  let response: unknown;
   try {
     if (method.methodKind === "server_streaming") {
       const timer = setTimeout(() => abort.abort(), 300);
@@ -22,10 +23,8 @@ export async function callOnce(
         clearTimeout(timer);
       }
     } else {
-      const response = await client[method.localName]!(request, { timeoutMs: 2_000, signal: abort.signal });
-      answered?.(response);
+      response = await client[method.localName]!(request, { timeoutMs: 2_000, signal: abort.signal });
     }
-    return undefined;
   } catch (error) {
     const connectError = ConnectError.from(error);
     // Our own abort or deadline: not the server's answer.
@@ -34,4 +33,6 @@ export async function callOnce(
   } finally {
     abort.abort();
   }
+  if (response !== undefined) answered?.(response);
+  return undefined;
 }
