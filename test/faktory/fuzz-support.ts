@@ -1,7 +1,7 @@
 import type { ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { connect, type Socket } from "node:net";
-import { spawnServer } from "../e2e/support/server-process.js";
+import { spawnServer, type ServerProcess } from "../e2e/support/server-process.js";
 
 /**
  * What the Faktory fuzz (fuzz.test.ts) is built from: a `worq serve` process with a Faktory
@@ -23,7 +23,11 @@ export interface FaktoryServer {
 
 /** Starts `worq serve` with a Faktory port on free ports and waits for its "listening" line. */
 export async function spawnFaktoryServer(dataDir: string, extraArgs: string[] = []): Promise<FaktoryServer> {
-  const server = await spawnServer(dataDir, ["--faktory-port", "0", ...extraArgs]);
+  return faktoryServerOf(await spawnServer(dataDir, ["--faktory-port", "0", ...extraArgs]));
+}
+
+/** A started `worq serve` process with a Faktory port (a partitioned cluster's node, say) as a FaktoryServer. */
+export function faktoryServerOf(server: ServerProcess): FaktoryServer {
   const rssMiB = () => {
     const status = readFileSync(`/proc/${server.child.pid}/status`, "utf8");
     return Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? NaN) / 1024;

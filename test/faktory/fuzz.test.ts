@@ -1,3 +1,4 @@
+import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -7,7 +8,11 @@ import { MAX_LINE_BYTES } from "../../src/faktory/listener.js";
 import { connect, type WorqClients } from "../e2e/support/clients.js";
 import { killTreeAndWait } from "../e2e/support/server-process.js";
 import { readAllListings, readJobEverywhere, serverFaults } from "../fuzz/support/read-paths.js";
+import { partitionsOf, queueNamed } from "../cluster/support/cluster.js";
+import { PAIR_PARTITIONS, PartitionedPairs, type PartitionedPair } from "../cluster/support/partitioned-pair.js";
+import { postgresAvailable } from "../support/postgres.js";
 import {
+  faktoryServerOf,
   FaktorySocket,
   FUZZ_QUEUES,
   NotResp,
@@ -27,8 +32,9 @@ import {
  * --max-connections. Every reply must be one RESP frame, one per command line, in order;
  * afterwards the process is up, and every job acknowledged with `+OK` reads back on every
  * gRPC and HTTP read path, over Faktory (FETCH gives it as pushed), and again after kill -9
- * and a restart. WORQ_FUZZ_RUNS sets the random sequences (default 25; `npm run test:fuzz`
- * runs 500), WORQ_FUZZ_SEED their seed (printed).
+ * and a restart (on a partitioned cluster's node: after ACKs through the other node, where
+ * each also reads by its jid). WORQ_FUZZ_RUNS sets the random sequences (default 25; `npm run
+ * test:fuzz` runs 500), WORQ_FUZZ_SEED their seed (printed).
  */
 const RUNS = Number(process.env.WORQ_FUZZ_RUNS ?? 25);
 const SEED = Number(process.env.WORQ_FUZZ_SEED ?? Math.floor(Math.random() * 2 ** 31));
@@ -57,29 +63,133 @@ const SETUPS: [name: string, args: string[]][] = [
   ["--engines 2", ["--engines", "2"]],
 ];
 
+/** How a setup's server under test is started and stopped, and what its read-back test does between FETCH and ACK. */
+interface Setup {
+  /** Where its Faktory port counts refusals (a routing process, --engines or a cluster's node, counts its own ports' as worq_node_connections_*). */
+  refusedMetric: string;
+  /** Starts a server under test on `dataDir` with `doorArgs` (its bounds) added. */
+  start(dataDir: string, doorArgs: string[]): Promise<FaktoryServer>;
+  stop(server: FaktoryServer): Promise<void>;
+  /** The processes that must stay up beside `server` (a partitioned node's peer). */
+  peers(server: FaktoryServer): ChildProcess[];
+  /** What happens before the FETCHed jobs are ACKed in the read-back test, as its title says it. */
+  beforeAckName: string;
+  /** It: answers the server to read back from afterwards and the Faktory port to ACK through. */
+  beforeAck(server: FaktoryServer, dataDir: string, doorArgs: string[]): Promise<{ server: FaktoryServer; ackPort: number }>;
+}
+
+/** One `worq serve` process (with `setupArgs`), killed -9 and restarted on its data before the ACKs. */
+function processSetup(setupArgs: string[]): Setup {
+  return {
+    refusedMetric: setupArgs.length > 0 ? "worq_node_connections_refused_total" : "worq_connections_refused_total",
+    start: (dataDir, doorArgs) => spawnFaktoryServer(dataDir, [...setupArgs, ...doorArgs]),
+    stop: (server) => killTreeAndWait(server),
+    peers: () => [],
+    beforeAckName: "kill -9 and a restart",
+    // At once after the restart: a restart caps every lease at the orphan grace, 10 s, as no
+    // worker stream survives it.
+    async beforeAck(server, dataDir, doorArgs) {
+      await killTreeAndWait(server);
+      const restarted = await spawnFaktoryServer(dataDir, [...setupArgs, ...doorArgs]);
+      return { server: restarted, ackPort: restarted.faktoryPort };
+    },
+  };
+}
+
+/** What the partitioned setup's own checks read of the fuzz it follows. */
+interface Fuzzed {
+  server(): FaktoryServer;
+  acknowledged: ReadonlyMap<string, Acknowledged>;
+  storedJobs(): Promise<Map<string, Job>>;
+}
+
 describe.each(SETUPS)("Faktory port under malformed and hostile input (real server process: %s)", (_name, setupArgs) => {
-  const refusedMetric = setupArgs.length > 0 ? "worq_node_connections_refused_total" : "worq_connections_refused_total";
+  fuzzFaktoryPort(processSetup(setupArgs));
+});
+
+/**
+ * A node of a partitioned PostgreSQL cluster (two nodes, --partitions 4): its Faktory port
+ * routes each command to a partition's server, on this node or the other ("fz", "fz.b" and
+ * "fz-c" live on the other node's; the fanned-out commands reach both). The same checks, and
+ * afterwards both nodes serve and every acknowledged job reads by its jid through the other node.
+ */
+describe.skipIf(!postgresAvailable())(
+  `Faktory port under malformed and hostile input (real processes: a node of a partitioned PostgreSQL cluster, 2 nodes, --partitions ${PAIR_PARTITIONS})`,
+  () => {
+    const pairs = new PartitionedPairs();
+    const pairOf = new Map<FaktoryServer, PartitionedPair>();
+    afterAll(() => pairs.stop(), 60_000);
+    const fuzzed = fuzzFaktoryPort({
+      refusedMetric: "worq_node_connections_refused_total",
+      async start(_dataDir, doorArgs) {
+        const pair = await pairs.start(["--faktory-port", "0", ...doorArgs], "fz");
+        const server = faktoryServerOf(pair.door);
+        pairOf.set(server, pair);
+        return server;
+      },
+      stop: (server) => pairs.stopPair(pairOf.get(server)!),
+      peers: (server) => [pairOf.get(server)!.other.child],
+      beforeAckName: "ACKs through the other node's Faktory port (which did not hand them out)",
+      beforeAck: async (server) => ({ server, ackPort: pairOf.get(server)!.other.faktoryPort! }),
+    });
+
+    it("afterwards both nodes are up and serve (a job of each node's partitions PUSHed, FETCHed and ACKed through this node's port); every job acknowledged with +OK reads by its jid (GetJob) through the other node", async () => {
+      const pair = pairOf.get(fuzzed.server())!;
+      for (const node of [pair.door, pair.other]) expect(node.child.exitCode, node.nodeId).toBeNull();
+      const conn = await FaktorySocket.greeted(pair.door.faktoryPort!, {
+        hostname: "fuzz",
+        wid: "fz-both-serve",
+        pid: 1,
+        labels: [],
+        v: 2,
+      });
+      for (const node of [pair.door, pair.other]) {
+        const queue = queueNamed("fz-alive-", (await partitionsOf(node))[0]!, PAIR_PARTITIONS);
+        const jid = `fz-alive-${node.nodeId}`;
+        const job = JSON.stringify({ jid, jobtype: "fz.job", args: [node.nodeId], queue });
+        expect(await conn.send(`PUSH ${job}`)).toEqual({ kind: "simple", text: "OK" });
+        const fetched = await conn.send(`FETCH ${queue}`, 8_000);
+        expect(fetched?.kind, `FETCH ${queue} (${node.nodeId}'s)`).toBe("bulk");
+        expect(JSON.parse((fetched as { text: string }).text)).toMatchObject({ jid, queue, args: [node.nodeId] });
+        expect(await conn.send(`ACK ${JSON.stringify({ jid })}`)).toEqual({ kind: "simple", text: "OK" });
+      }
+      conn.close();
+      const stored = await fuzzed.storedJobs();
+      let read = 0;
+      for (const [jid, known] of fuzzed.acknowledged) {
+        if (known.mayBeGone) continue;
+        const job = stored.get(jid);
+        expect(job, `${jid} listed through ${pair.door.nodeId}: ${known.pushed}`).toBeDefined();
+        const got = (await pair.other.clients.admin.getJob({ jid: job!.jid })).job;
+        expect(got?.idempotencyKey, `${jid} read through ${pair.other.nodeId}`).toBe(jid);
+        expect(got?.queue).toBe(known.queue);
+        expect(got?.state).toBe(job!.state);
+        read++;
+      }
+      expect(read).toBeGreaterThan(40);
+      process.stderr.write(
+        `faktory fuzz (partitioned): ${read} acknowledged jobs read by jid through ${pair.other.nodeId} (seed ${SEED})\n`,
+      );
+    }, 60_000);
+  },
+);
+
+/** The checks of a setup's Faktory port, one test each; answers what the partitioned setup reads afterwards. */
+function fuzzFaktoryPort(setup: Setup): Fuzzed {
+  const { refusedMetric } = setup;
   const dataDir = mkdtempSync(join(tmpdir(), "worq-faktory-fuzz-"));
-  const serverArgs = [
-    ...setupArgs,
-    "--max-connections",
-    String(MAX_CONNECTIONS),
-    "--header-timeout",
-    `${PARTIAL_MS}ms`,
-    "--log-level",
-    "error",
-  ];
+  const doorArgs = ["--max-connections", String(MAX_CONNECTIONS), "--header-timeout", `${PARTIAL_MS}ms`, "--log-level", "error"];
   let server: FaktoryServer;
   let clients: WorqClients;
   const acknowledged = new Map<string, Acknowledged>();
 
   beforeAll(async () => {
-    server = await spawnFaktoryServer(dataDir, serverArgs);
+    server = await setup.start(dataDir, doorArgs);
     clients = connect(server.grpcPort);
     process.stderr.write(`faktory fuzz: WORQ_FUZZ_SEED=${SEED} WORQ_FUZZ_RUNS=${RUNS}\n`);
   });
   afterAll(async () => {
-    if (server) await killTreeAndWait(server);
+    if (server) await setup.stop(server);
     rmSync(dataDir, { recursive: true, force: true });
   });
 
@@ -113,6 +223,7 @@ describe.each(SETUPS)("Faktory port under malformed and hostile input (real serv
   /** The process is up and answers on the Faktory port and over gRPC. */
   async function stillServes(): Promise<void> {
     expect(server.child.exitCode).toBeNull();
+    for (const peer of setup.peers(server)) expect(peer.exitCode).toBeNull();
     const conn = await FaktorySocket.greeted(server.faktoryPort);
     expect(await conn.send("NOPE")).toEqual({ kind: "error", text: "ERR unknown command NOPE" });
     conn.close();
@@ -270,7 +381,7 @@ describe.each(SETUPS)("Faktory port under malformed and hostile input (real serv
   it("a line longer than MAX_LINE_BYTES is refused with one -ERR and the connection closed; the server's memory stays bounded", async () => {
     // A server of its own with a long bound, so the over-long line is refused for its length, not its pace.
     const hugeDir = mkdtempSync(join(tmpdir(), "worq-faktory-fuzz-huge-"));
-    const huge = await spawnFaktoryServer(hugeDir, [...setupArgs, "--header-timeout", "60s", "--log-level", "error"]);
+    const huge = await setup.start(hugeDir, ["--header-timeout", "60s", "--log-level", "error"]);
     try {
       const rssBefore = huge.rssMiB();
       const conn = await FaktorySocket.greeted(huge.faktoryPort);
@@ -305,7 +416,7 @@ describe.each(SETUPS)("Faktory port under malformed and hostile input (real serv
       expect((await hugeClients.admin.listJobs({ queue: "fz", pageSize: 1000 })).jobs).toEqual([]);
       expect(huge.child.exitCode).toBeNull();
     } finally {
-      await killTreeAndWait(huge);
+      await setup.stop(huge);
       rmSync(hugeDir, { recursive: true, force: true });
     }
   });
@@ -622,7 +733,7 @@ describe.each(SETUPS)("Faktory port under malformed and hostile input (real serv
     return stored;
   }
 
-  it("every job acknowledged with +OK reads back over gRPC and HTTP and over Faktory, and again after kill -9 and a restart", async () => {
+  it(`every job acknowledged with +OK reads back over gRPC and HTTP and over Faktory, and again after ${setup.beforeAckName}`, async () => {
     expect(server.child.exitCode).toBeNull();
     expect(acknowledged.size).toBeGreaterThan(40);
     const stored = await readsBack();
@@ -654,17 +765,19 @@ describe.each(SETUPS)("Faktory port under malformed and hostile input (real serv
       expect(job!.jobtype).toBe(acknowledged.get(jid)!.jobtype);
       expect(JSON.stringify(job!.args)).toBe(acknowledged.get(jid)!.args);
     }
-    // kill -9, restart on the same data: the jobs fetched before are acknowledged over Faktory
-    // (at once: a restart caps every lease at the orphan grace, 10 s, as no worker stream
-    // survives it), and everything acknowledged reads back again.
-    await killTreeAndWait(server);
-    server = await spawnFaktoryServer(dataDir, serverArgs);
+    // kill -9, restart on the same data (or, on a partitioned node, nothing: the other node's
+    // port ACKs them): the jobs fetched before are acknowledged over Faktory, and everything
+    // acknowledged reads back again.
+    const after = await setup.beforeAck(server, dataDir, doorArgs);
+    server = after.server;
     clients = connect(server.grpcPort);
-    const conn = await FaktorySocket.greeted(server.faktoryPort, { hostname: "fuzz", wid: "fz-after-restart", pid: 1, labels: [], v: 2 });
+    const conn = await FaktorySocket.greeted(after.ackPort, { hostname: "fuzz", wid: "fz-after-restart", pid: 1, labels: [], v: 2 });
     for (const jid of ready) expect(await conn.send(`ACK ${JSON.stringify({ jid })}`)).toEqual({ kind: "simple", text: "OK" });
     conn.close();
-    const after = await readsBack();
-    for (const jid of ready) expect(after.get(jid)?.state, `${jid} ${acknowledged.get(jid)!.pushed}`).toBe(JobState.COMPLETED);
+    const readAgain = await readsBack();
+    for (const jid of ready) expect(readAgain.get(jid)?.state, `${jid} ${acknowledged.get(jid)!.pushed}`).toBe(JobState.COMPLETED);
     process.stderr.write(`faktory fuzz: acknowledged=${acknowledged.size} ready-fetched=${ready.size} (seed ${SEED})\n`);
   }, 300_000);
-});
+
+  return { server: () => server, acknowledged, storedJobs };
+}

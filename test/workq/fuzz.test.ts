@@ -1,12 +1,16 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startTestServer, type TestServer } from "../e2e/support/test-server.js";
 import { connect, type WorqClients } from "../e2e/support/clients.js";
 import { killTreeAndWait, spawnServer } from "../e2e/support/server-process.js";
-import { WorkqSocket } from "./support.js";
+import { partitionsOf, queueNamed } from "../cluster/support/cluster.js";
+import { PAIR_PARTITIONS, PartitionedPairs, type PartitionedPair } from "../cluster/support/partitioned-pair.js";
+import { postgresAvailable } from "../support/postgres.js";
+import { readReply, WorkqSocket } from "./support.js";
 
 /** Pieces Workq lines are made of, valid and not, so random streams hit the parser's edges. */
 const TOKENS = [
@@ -53,6 +57,8 @@ interface FuzzedServer {
   /** A server's own, or (the parent of --engines) its node's: worq_node_connections_refused_total. */
   refusedMetric: string;
   close(): Promise<void>;
+  /** The setup's own checks after stillServes', given the ids acknowledged (a partitioned node: see partitionedChecks). */
+  afterwards?(acknowledged: readonly string[]): Promise<void>;
 }
 
 /** One server in this process, and `worq serve --engines 2` (its port routes to each engine's own): the same checks. */
@@ -90,13 +96,70 @@ const SETUPS: [name: string, start: () => Promise<FuzzedServer>][] = [
   ],
 ];
 
-describe.each(SETUPS)("Workq port under malformed input (real server: %s)", (_name, start) => {
+describe.each(SETUPS)("Workq port under malformed input (real server: %s)", (_name, start) => fuzzWorkqPort(start));
+
+/**
+ * A node of a partitioned PostgreSQL cluster (two nodes, --partitions 4): its Workq port
+ * routes each command to a partition's server, on this node or the other ("fz" lives on the
+ * other node's; commands naming a job, and the listings, reach both). The same checks, and
+ * after each both nodes serve and every acknowledged job reads by its jid through the other node.
+ */
+describe.skipIf(!postgresAvailable())(
+  `Workq port under malformed input (real processes: a node of a partitioned PostgreSQL cluster, 2 nodes, --partitions ${PAIR_PARTITIONS})`,
+  () => {
+    const pairs = new PartitionedPairs();
+    afterAll(() => pairs.stop(), 60_000);
+    fuzzWorkqPort(async () => {
+      const flags = ["--workq-port", "0", "--header-timeout", "400ms", "--max-connections", "20", "--log-level", "error"];
+      const pair = await pairs.start(flags, "fz");
+      return {
+        workqPort: pair.door.workqPort!,
+        httpPort: pair.door.httpPort,
+        admin: pair.door.clients.admin,
+        refusedMetric: "worq_node_connections_refused_total",
+        close: () => pairs.stop(),
+        afterwards: (acknowledged) => partitionedChecks(pair, acknowledged),
+      };
+    });
+  },
+);
+
+/**
+ * Both nodes of `pair` are up and serve (a job added to a queue of each node's partitions,
+ * leased and completed through the fuzzed node's Workq port), and each job acknowledged (in
+ * queue "fz") reads by its jid (GetJob) through the other node.
+ */
+async function partitionedChecks(pair: PartitionedPair, acknowledged: readonly string[]): Promise<void> {
+  for (const node of [pair.door, pair.other]) expect(node.child.exitCode, node.nodeId).toBeNull();
+  const conn = await WorkqSocket.open(pair.door.workqPort!);
+  for (const node of [pair.door, pair.other]) {
+    const queue = queueNamed("fz-alive-", (await partitionsOf(node))[0]!, PAIR_PARTITIONS);
+    const id = randomUUID();
+    expect(await conn.send(`add ${id} ${queue} 5000 60000 1\r\nx\r\n`, "+OK\r\n")).toBe("+OK\r\n");
+    conn.write(`lease ${queue} 2000\r\n`);
+    expect(await readReply(conn), `lease ${queue} (${node.nodeId}'s)`).toBe(`+OK 1\r\n${id} ${queue} 5000 1\r\nx\r\n`);
+    expect(await conn.send(`complete ${id} 0\r\n\r\n`, "+OK\r\n")).toBe("+OK\r\n");
+  }
+  conn.close();
+  if (acknowledged.length === 0) return;
+  const { jobs } = await pair.door.clients.admin.listJobs({ queue: "fz", pageSize: 1000 });
+  for (const id of acknowledged) {
+    const listed = jobs.find((job) => job.idempotencyKey === id);
+    expect(listed, `${id} listed through ${pair.door.nodeId}`).toBeDefined();
+    const got = (await pair.other.clients.admin.getJob({ jid: listed!.jid })).job;
+    expect(got?.idempotencyKey, `${id} read through ${pair.other.nodeId}`).toBe(id);
+    expect(got?.queue).toBe("fz");
+  }
+}
+
+/** The checks of a setup's Workq port, one test each. */
+function fuzzWorkqPort(start: () => Promise<FuzzedServer>): void {
   let server: FuzzedServer;
   beforeAll(async () => {
     server = await start();
   });
   afterAll(async () => {
-    await server.close();
+    await server?.close();
   });
 
   /** The server still answers Workq and gRPC, and every job it acknowledged reads back over gRPC. */
@@ -108,6 +171,7 @@ describe.each(SETUPS)("Workq port under malformed input (real server: %s)", (_na
       const { jobs } = await server.admin.listJobs({ queue: "fz", pageSize: 1000 });
       expect(jobs.some((job) => job.idempotencyKey === id)).toBe(true);
     }
+    await server.afterwards?.(acknowledged);
   }
 
   it("random streams of tokens, cut at random points: every reply is a whole Workq line, the server stays up", async () => {
@@ -198,7 +262,7 @@ describe.each(SETUPS)("Workq port under malformed input (real server: %s)", (_na
     expect(await conn.closedWithin(2_000)).toBe(true);
     expect(await conn.read(1_000, 100)).toMatch(/^\+OK 1\r\nserver 3\r\n[\s\S]*\+OK 1\r\nfz 2\r\nready-len \d+\r\nscheduled-len 0\r\n$/);
   });
-});
+}
 
 describe("a Workq client that sends without reading its replies", () => {
   it("is held back, not cut: the unfinished-command bound does not run while the server waits for it to read", async () => {
