@@ -5,6 +5,16 @@ import { MAX_PARTITIONS, parseSpreadQueues, type SpreadQueues } from "./model/pa
 import type { LogLevel } from "./log.js";
 import { parseSubmitRate, type SubmitRate } from "./transport/auth/submit-rate.js";
 
+/**
+ * The longest each duration flag takes. A timer of Node's longer than about 24.8 days fires
+ * at once (its delay overflows), and a deadline must stay a safe integer of ms when a job's
+ * times are added to it.
+ */
+const MAX_DURATION_MS = { day: 86_400_000, year: 365 * 86_400_000 };
+
+/** The most each count flag takes: a cap is a bound, and one past any machine's reach reads as a typo. */
+const MAX_COUNT = { calls: 1_000_000, queues: 10_000_000, connections: 1_000_000, webhooksPerTarget: 1_000 };
+
 export interface ServerConfig {
   host: string;
   /** gRPC port; 0 picks a free one (printed on start). */
@@ -134,32 +144,35 @@ const SERVE_OPTIONS: ReadonlyArray<{ group: string; flags: string; help: string 
       "--max-job-bytes <n>",
       `limit on args+kwargs+payload+custom of a job [WORQ_MAX_JOB_BYTES] (default ${LIMITS.defaultMaxJobBytes}, at most ${LIMITS.maxMaxJobBytes})`,
     ],
-    ["--orphan-grace <duration>", "how long a disconnected worker keeps its leases [WORQ_ORPHAN_GRACE] (default 10s)"],
+    ["--orphan-grace <duration>", "how long a disconnected worker keeps its leases [WORQ_ORPHAN_GRACE] (default 10s, at most 24h)"],
     [
       "--ready-window <n>",
       `ready jobs kept in memory per queue and priority; deeper backlogs wait on disk and are read in as the queue drains [WORQ_READY_WINDOW] (default ${LIMITS.defaultReadyWindow})`,
     ],
     ["--keepalive-interval <dur>", "keepalive on idle Lease streams [WORQ_KEEPALIVE_INTERVAL] (default 15s, at most 30s)"],
-    ["--idempotency-window <dur>", "how long an idempotency key deduplicates submits [WORQ_IDEMPOTENCY_WINDOW] (default 24h)"],
+    [
+      "--idempotency-window <dur>",
+      "how long an idempotency key deduplicates submits [WORQ_IDEMPOTENCY_WINDOW] (default 24h, at most 8760h: a year)",
+    ],
     [
       "--submit-timeout <dur>",
-      "a submit not stored within this (or the caller's shorter deadline) is answered DEADLINE_EXCEEDED and withdrawn [WORQ_SUBMIT_TIMEOUT] (default 30s)",
+      "a submit not stored within this (or the caller's shorter deadline) is answered DEADLINE_EXCEEDED and withdrawn [WORQ_SUBMIT_TIMEOUT] (default 30s, 100ms to 1h)",
     ],
     [
       "--max-calls <n>",
-      `calls served at once, all connections together; more get RESOURCE_EXHAUSTED [WORQ_MAX_CALLS] (default ${LIMITS.defaultMaxConcurrentCalls})`,
+      `calls served at once, all connections together; more get RESOURCE_EXHAUSTED [WORQ_MAX_CALLS] (default ${LIMITS.defaultMaxConcurrentCalls}, at most ${MAX_COUNT.calls})`,
     ],
     [
       "--max-queues <n>",
-      `distinct queue names kept; a submit to one more is refused with RESOURCE_EXHAUSTED [WORQ_MAX_QUEUES] (default ${LIMITS.defaultMaxQueues})`,
+      `distinct queue names kept; a submit to one more is refused with RESOURCE_EXHAUSTED [WORQ_MAX_QUEUES] (default ${LIMITS.defaultMaxQueues}, at most ${MAX_COUNT.queues})`,
     ],
     [
       "--max-connections <n>",
-      `open connections per port; more are closed at once [WORQ_MAX_CONNECTIONS] (default ${DEFAULT_MAX_CONNECTIONS})`,
+      `open connections per port; more are closed at once [WORQ_MAX_CONNECTIONS] (default ${DEFAULT_MAX_CONNECTIONS}, at most ${MAX_COUNT.connections})`,
     ],
     [
       "--header-timeout <dur>",
-      "a new connection that has not sent its request headers (HTTP port) or HTTP/2 preface and settings (gRPC port) by then is closed [WORQ_HEADER_TIMEOUT] (default 10s)",
+      "a new connection that has not sent its request headers (HTTP port) or HTTP/2 preface and settings (gRPC port) by then is closed [WORQ_HEADER_TIMEOUT] (default 10s, 100ms to 24h)",
     ],
     [
       "--callback-allow <origins>",
@@ -179,7 +192,7 @@ const SERVE_OPTIONS: ReadonlyArray<{ group: string; flags: string; help: string 
     ],
     [
       "--webhook-concurrency-per-target <n>",
-      `webhooks in flight at once to one origin, of 8 in all [WORQ_WEBHOOK_CONCURRENCY_PER_TARGET] (default ${DEFAULT_WEBHOOK_CONCURRENCY_PER_TARGET})`,
+      `webhooks in flight at once to one origin, of 8 in all [WORQ_WEBHOOK_CONCURRENCY_PER_TARGET] (default ${DEFAULT_WEBHOOK_CONCURRENCY_PER_TARGET}, at most ${MAX_COUNT.webhooksPerTarget})`,
     ],
     [
       "--log-level <level>",
@@ -354,17 +367,18 @@ export function serveConfig(values: ServeValues, env: NodeJS.ProcessEnv = proces
       .split(",")
       .map((name) => name.trim())
       .filter((name) => name !== "");
-  if (config.maxConcurrentCalls < 1) throw new Error("--max-calls must be at least 1");
+  checkRange("--max-calls", config.maxConcurrentCalls, 1, MAX_COUNT.calls);
   const schedulesFile = pick("schedules", "WORQ_SCHEDULES");
   if (schedulesFile !== undefined && schedulesFile !== "") config.schedulesFile = schedulesFile;
   const webhookSecretFile = pick("webhook-secret-file", "WORQ_WEBHOOK_SECRET_FILE");
   if (webhookSecretFile !== undefined && webhookSecretFile !== "") config.webhookSecretFile = webhookSecretFile;
-  if (config.webhookConcurrencyPerTarget! < 1) throw new Error("--webhook-concurrency-per-target must be at least 1");
-  if (config.maxQueues! < 1) throw new Error("--max-queues must be at least 1");
-  if (config.maxConnectionsPerPort! < 1) throw new Error("--max-connections must be at least 1");
-  if (config.headerTimeoutMs! < 100) throw new Error("--header-timeout must be at least 100ms");
-  if (config.submitTimeoutMs! < 100 || config.submitTimeoutMs! > 3_600_000)
-    throw new Error("--submit-timeout must be between 100ms and 1h");
+  checkRange("--webhook-concurrency-per-target", config.webhookConcurrencyPerTarget!, 1, MAX_COUNT.webhooksPerTarget);
+  checkRange("--max-queues", config.maxQueues!, 1, MAX_COUNT.queues);
+  checkRange("--max-connections", config.maxConnectionsPerPort!, 1, MAX_COUNT.connections);
+  checkRange("--header-timeout", config.headerTimeoutMs!, 100, MAX_DURATION_MS.day, durationText);
+  checkRange("--submit-timeout", config.submitTimeoutMs!, 100, 3_600_000, durationText);
+  checkRange("--orphan-grace", config.orphanGraceMs, 0, MAX_DURATION_MS.day, durationText);
+  checkRange("--idempotency-window", config.idempotencyWindowMs, 0, MAX_DURATION_MS.year, durationText);
   if (config.readyWindow < 1 || config.readyWindow > LIMITS.maxReadyWindow)
     throw new Error(`--ready-window must be between 1 and ${LIMITS.maxReadyWindow}`);
   if (config.keepaliveIntervalMs < 10 || config.keepaliveIntervalMs > 30_000) {
@@ -542,7 +556,9 @@ function parsePort(text: string, flag: string): number {
 
 function parseInteger(text: string, flag: string): number {
   if (!/^\d+$/.test(text)) throw new Error(`${flag} must be a whole number, got ${JSON.stringify(text)}`);
-  return Number(text);
+  const value = Number(text);
+  if (!Number.isSafeInteger(value)) throw new Error(`${flag} is too large, got ${text}`);
+  return value;
 }
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
@@ -550,7 +566,22 @@ const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_00
 function parseDurationMs(text: string, flag: string): number {
   const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(text.trim());
   if (!match) throw new Error(`${flag} must be a duration like 500ms, 10s, 5m or 1h; got ${JSON.stringify(text)}`);
-  return Math.round(Number(match[1]) * UNIT_MS[match[2]!]!);
+  const ms = Math.round(Number(match[1]) * UNIT_MS[match[2]!]!);
+  if (!Number.isSafeInteger(ms)) throw new Error(`${flag} is too long, got ${text.trim()}`);
+  return ms;
+}
+
+/** Refuses `value` of `flag` outside `[min, max]`, naming the flag and both bounds (`unit` after each, for durations). */
+function checkRange(flag: string, value: number, min: number, max: number, show: (n: number) => string = String): void {
+  if (value < min || value > max) throw new Error(`${flag} must be between ${show(min)} and ${show(max)}`);
+}
+
+/** A bound in ms as a flag is written: 100ms, 30s, 24h. */
+function durationText(ms: number): string {
+  if (ms === 0) return "0s";
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000}h`;
+  if (ms % 1000 === 0) return `${ms / 1000}s`;
+  return `${ms}ms`;
 }
 
 function parseOrigins(text: string): string[] {

@@ -63,16 +63,23 @@ describe("worq serve: hardening flags", () => {
   });
 
   it("refuses zero or malformed values, naming the flag", () => {
-    expect(() => parse(["--max-connections", "0"])).toThrow("--max-connections must be at least 1");
-    expect(() => parse(["--max-queues", "0"])).toThrow("--max-queues must be at least 1");
+    expect(() => parse(["--max-connections", "0"])).toThrow("--max-connections must be between 1 and 1000000");
+    expect(() => parse(["--max-queues", "0"])).toThrow("--max-queues must be between 1 and 10000000");
     expect(() => parse(["--max-queues", "ten"])).toThrow('--max-queues must be a whole number, got "ten"');
-    expect(() => parse(["--webhook-concurrency-per-target", "0"])).toThrow("--webhook-concurrency-per-target must be at least 1");
-    expect(() => parse(["--header-timeout", "50ms"])).toThrow("--header-timeout must be at least 100ms");
+    expect(() => parse(["--webhook-concurrency-per-target", "0"])).toThrow("--webhook-concurrency-per-target must be between 1 and 1000");
+    expect(() => parse(["--header-timeout", "50ms"])).toThrow("--header-timeout must be between 100ms and 24h");
     expect(() => parse(["--submit-timeout", "50ms"])).toThrow("--submit-timeout must be between 100ms and 1h");
     expect(() => parse(["--submit-timeout", "2h"])).toThrow("--submit-timeout must be between 100ms and 1h");
     expect(parse(["--submit-timeout", "5s"]).submitTimeoutMs).toBe(5_000);
     expect(parse([]).submitTimeoutMs).toBe(30_000);
     expect(() => parse(["--header-timeout", "10"])).toThrow(/^--header-timeout must be a duration like 500ms/);
+    // Past Node's longest timer (about 24.8 days) a deadline fires at once: every connection would be cut.
+    expect(() => parse(["--header-timeout", "1000h"])).toThrow("--header-timeout must be between 100ms and 24h");
+    expect(parse(["--header-timeout", "24h"]).headerTimeoutMs).toBe(86_400_000);
+    expect(() => parse(["--orphan-grace", "25h"])).toThrow("--orphan-grace must be between 0s and 24h");
+    expect(() => parse(["--idempotency-window", "8761h"])).toThrow("--idempotency-window must be between 0s and 8760h");
+    expect(() => parse(["--max-calls", "9".repeat(400)])).toThrow(/^--max-calls is too large/);
+    expect(() => parse(["--orphan-grace", `${"9".repeat(400)}h`])).toThrow(/^--orphan-grace is too long/);
   });
 
   it("--workq-port: off unless given; with --auth-tokens it needs --workq-token-file", () => {

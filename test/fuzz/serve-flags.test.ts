@@ -478,3 +478,131 @@ describe("worq serve --spread-queues fuzzed", () => {
     printFigures("spread-queues-flag", { ...figures, seed: SEED });
   });
 });
+
+describe("worq serve's numeric flags fuzzed", () => {
+  const DAY_MS = 86_400_000;
+  /** Each count, duration and port flag: where it lands in the config, its syntax and its bounds (ms for a duration). */
+  const FLAGS: { flag: string; env: string; key: keyof ServerConfig; kind: "count" | "duration" | "port"; min: number; max: number }[] = [
+    { flag: "--port", env: "WORQ_PORT", key: "port", kind: "port", min: 0, max: 65_535 },
+    { flag: "--http-port", env: "WORQ_HTTP_PORT", key: "httpPort", kind: "port", min: 0, max: 65_535 },
+    { flag: "--faktory-port", env: "WORQ_FAKTORY_PORT", key: "faktoryPort", kind: "port", min: 0, max: 65_535 },
+    { flag: "--workq-port", env: "WORQ_WORKQ_PORT", key: "workqPort", kind: "port", min: 0, max: 65_535 },
+    { flag: "--max-job-bytes", env: "WORQ_MAX_JOB_BYTES", key: "maxJobBytes", kind: "count", min: 1, max: 16 * 1024 * 1024 },
+    { flag: "--ready-window", env: "WORQ_READY_WINDOW", key: "readyWindow", kind: "count", min: 1, max: 10_000_000 },
+    { flag: "--max-calls", env: "WORQ_MAX_CALLS", key: "maxConcurrentCalls", kind: "count", min: 1, max: 1_000_000 },
+    { flag: "--max-queues", env: "WORQ_MAX_QUEUES", key: "maxQueues", kind: "count", min: 1, max: 10_000_000 },
+    { flag: "--max-connections", env: "WORQ_MAX_CONNECTIONS", key: "maxConnectionsPerPort", kind: "count", min: 1, max: 1_000_000 },
+    {
+      flag: "--webhook-concurrency-per-target",
+      env: "WORQ_WEBHOOK_CONCURRENCY_PER_TARGET",
+      key: "webhookConcurrencyPerTarget",
+      kind: "count",
+      min: 1,
+      max: 1_000,
+    },
+    { flag: "--orphan-grace", env: "WORQ_ORPHAN_GRACE", key: "orphanGraceMs", kind: "duration", min: 0, max: DAY_MS },
+    { flag: "--keepalive-interval", env: "WORQ_KEEPALIVE_INTERVAL", key: "keepaliveIntervalMs", kind: "duration", min: 10, max: 30_000 },
+    {
+      flag: "--idempotency-window",
+      env: "WORQ_IDEMPOTENCY_WINDOW",
+      key: "idempotencyWindowMs",
+      kind: "duration",
+      min: 0,
+      max: 365 * DAY_MS,
+    },
+    { flag: "--submit-timeout", env: "WORQ_SUBMIT_TIMEOUT", key: "submitTimeoutMs", kind: "duration", min: 100, max: 3_600_000 },
+    { flag: "--header-timeout", env: "WORQ_HEADER_TIMEOUT", key: "headerTimeoutMs", kind: "duration", min: 100, max: DAY_MS },
+  ];
+  const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+  const number = fc.oneof(
+    fc.integer({ min: 0, max: 2_000_000 }).map(String),
+    fc.bigInt({ min: 0n, max: 10n ** 30n }).map(String),
+    fc.stringMatching(/^\d{1,400}$/),
+    fc.double({ min: 0, max: 1e6, noNaN: true }).map(String),
+  );
+  const value = fc.oneof(
+    number,
+    fc.tuple(number, fc.constantFrom("ms", "s", "m", "h", "d", "H", " s", "")).map(([n, unit]) => n + unit),
+    fc.string({ unit: "binary", maxLength: 12 }),
+    fc.constantFrom(
+      "",
+      " 5",
+      "5 ",
+      "-1",
+      "+5",
+      "0x10",
+      "1e3",
+      "٥",
+      "5,0",
+      "Infinity",
+      "NaN",
+      "24h",
+      "24.0001h",
+      "1000h",
+      "596h",
+      "0s",
+      "9ms",
+    ),
+  );
+
+  it(`random values (${RUNS * 40}, seed ${SEED}), as a flag or in its environment variable: the same answer either way; accepted only in the flag's syntax and bounds, as given; the rest refused in one line naming the flag`, () => {
+    const figures = { inputs: 0, accepted: 0, refused: 0 };
+    fc.assert(
+      fc.property(fc.constantFrom(...FLAGS), value, ({ flag, env, key, kind, min, max }, text) => {
+        figures.inputs++;
+        const outcome = (argv: string[], environment: NodeJS.ProcessEnv): { value: unknown } | { refused: string } => {
+          try {
+            return { value: (parseServeArgs(argv, environment) as ServerConfig)[key] };
+          } catch (error) {
+            return { refused: (error as Error).message };
+          }
+        };
+        const asFlag = outcome([`${flag}=${text}`], {});
+        // The environment only counts when the variable has a value: an empty one reads as unset.
+        const asEnv = text === "" ? asFlag : outcome([], { [env]: text });
+        expect(asEnv, `${flag} ${JSON.stringify(text)} as ${env}`).toEqual(asFlag);
+        if ("refused" in asFlag) {
+          figures.refused++;
+          expect(asFlag.refused, JSON.stringify(text)).not.toContain("\n");
+          expect(asFlag.refused).toMatch(new RegExp(`^${flag}[ :]`));
+          return;
+        }
+        figures.accepted++;
+        if (text === "" && asFlag.value === undefined) return; // an empty --faktory-port or --workq-port leaves that port off
+        const syntax = kind === "duration" ? /^\s*(\d+(?:\.\d+)?)(ms|s|m|h)\s*$/ : /^(\d+)$/;
+        const match = syntax.exec(text);
+        expect(match, `${flag} accepted ${JSON.stringify(text)}`).not.toBeNull();
+        const expected = kind === "duration" ? Math.round(Number(match![1]) * UNIT_MS[match![2]!]!) : Number(match![1]);
+        expect(asFlag.value).toBe(expected);
+        expect(Number.isSafeInteger(asFlag.value)).toBe(true);
+        expect(asFlag.value as number).toBeGreaterThanOrEqual(min);
+        expect(asFlag.value as number).toBeLessThanOrEqual(max);
+      }),
+      { numRuns: RUNS * 40, seed: SEED },
+    );
+    expect(figures.accepted).toBeGreaterThan(0);
+    expect(figures.refused).toBeGreaterThan(0);
+    printFigures("numeric-flags", { ...figures, seed: SEED });
+  });
+
+  it("a real server with each duration at its longest serves: a connection is not cut by an overflowing timer (Node fires a timer past ~24.8 days at once)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "worq-longest-flags-"));
+    const longest = FLAGS.filter(({ kind }) => kind === "duration").flatMap(({ flag, max }) => [flag, `${max}ms`]);
+    const server = await spawnServer(join(dir, "data"), ["--workq-port", "0", "--faktory-port", "0", ...longest]);
+    try {
+      const clients = connect(server.port);
+      // Past the first millisecond a cut-at-once connection would be gone: each port still answers on one kept open.
+      const health = await fetch(`http://127.0.0.1:${server.httpPort}/healthz`);
+      expect(health.status).toBe(200);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const { jid } = await clients.producer.submit({ job: { type: "t", queue: "longest" } });
+      expect((await clients.admin.getJob({ jid })).job?.jid).toBe(jid);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect((await clients.admin.getJob({ jid })).job?.queue).toBe("longest");
+      expect(server.stderr()).not.toMatch(/TimeoutOverflowWarning/);
+    } finally {
+      server.child.kill("SIGKILL");
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
+});
