@@ -16,6 +16,7 @@ import { logLifecycle } from "./lifecycle-log.js";
 import type { HealthImplementation } from "grpc-health-check";
 import { bindGrpc, createGrpcServer, type PortTls } from "./transport/grpc-server.js";
 import { capGrpcConnections, capHttpConnections, type ConnectionCaps } from "./transport/connection-caps.js";
+import { capGrpcTimeouts } from "./transport/grpc-timeout.js";
 import { watchStreamCap } from "./transport/stream-cap.js";
 import { createProducerService } from "./transport/producer-service.js";
 import { createWorkerService } from "./transport/worker-service.js";
@@ -305,6 +306,7 @@ export async function startServer(
     grpcPort = await bindGrpc(server, config.host, config.port, tls);
     grpcServer.lane.install(server);
     capGrpcConnections(server, caps("grpc"));
+    capGrpcTimeouts(server);
     watchStreamCap(server, LIMITS.maxStreamsPerConnection, () => metrics.observeStreamCapReached());
     httpPort = await listenHttp(http, config.host, config.httpPort);
     if (config.workqPort !== undefined) {

@@ -17,6 +17,7 @@ import type { AccessControl } from "../transport/auth/access-control.js";
 import { grpcAccessInterceptor } from "../transport/auth/grpc-interceptor.js";
 import { authorizeHttpRoute } from "../http/route-access.js";
 import { capGrpcConnections, capHttpConnections, type ConnectionCaps } from "../transport/connection-caps.js";
+import { capGrpcTimeouts } from "../transport/grpc-timeout.js";
 import { addHealthAndReflection, bindGrpc, serverChannelOptions, type PortTls } from "../transport/grpc-server.js";
 import { LeaderLink, type LeaderAddress, type LinkTls } from "./leader-link.js";
 import { startLineForwarder, type LineForwarder } from "./line-forwarder.js";
@@ -139,6 +140,7 @@ export async function startForwarder(options: ForwarderOptions): Promise<Forward
   let httpPort: number;
   try {
     capGrpcConnections(server, caps("grpc"));
+    capGrpcTimeouts(server);
     httpPort = await listenHttp(http, options.host, options.httpPort);
   } catch (error) {
     server.forceShutdown(); // the gRPC port is bound: free it, or the node could never bind it again

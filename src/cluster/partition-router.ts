@@ -8,6 +8,7 @@ import type { Logger } from "../log.js";
 import type { AccessControl } from "../transport/auth/access-control.js";
 import { grpcAccessInterceptor } from "../transport/auth/grpc-interceptor.js";
 import { type ConnectionCaps, capGrpcConnections } from "../transport/connection-caps.js";
+import { capGrpcTimeouts } from "../transport/grpc-timeout.js";
 import { addHealthAndReflection, bindGrpc, serverChannelOptions, type PortTls } from "../transport/grpc-server.js";
 import { adminRoutes, producerRoutes, workerRoutes, type CallTarget, type Placement } from "./call-routes.js";
 import {
@@ -346,6 +347,7 @@ export async function startPartitionRouter(options: PartitionRouterOptions): Pro
   addHealthAndReflection(server, options.descriptorSet);
   const grpcPort = await bindGrpc(server, options.host, options.grpcPort, options.tls);
   capGrpcConnections(server, { port: "grpc", ...options.connectionCaps });
+  capGrpcTimeouts(server);
   return {
     grpcPort,
     calls,

@@ -9,6 +9,7 @@ import type { ErrorLogger } from "./error-mapping.js";
 import { internalErrorMessage, newRequestId } from "./request-id.js";
 import { markLatency } from "@worq/client/latency-marks.js";
 import type { CallOrigin, UnaryLane, UnaryReply } from "./unary-lane.js";
+import { LONGEST_TIMER_MS } from "./grpc-timeout.js";
 
 /**
  * Request readers that replace fromBinary for some methods (by local name): what they return
@@ -265,7 +266,8 @@ class GrpcCallContext implements HandlerContext {
     if (!this.controller) {
       this.controller = new AbortController();
       if (this.ended) this.controller.abort(this.endReason ?? callEnded());
-      else if (this.deadlineMs !== undefined) {
+      else if (this.deadlineMs !== undefined && this.deadlineMs - Date.now() <= LONGEST_TIMER_MS) {
+        // A deadline past the longest timer is kept without one (a timer that long would fire at once).
         this.deadlineTimer = setTimeout(
           () => {
             this.deadlinePassed = true;

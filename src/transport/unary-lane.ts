@@ -8,6 +8,7 @@ import { markLatency } from "@worq/client/latency-marks.js";
 import { DEADLINE_EXCEEDED, wellFormed, type CallStatus } from "./call-status.js";
 import type { ErrorLogger } from "./error-mapping.js";
 import { grpcListeners } from "./grpc-listeners.js";
+import { grpcTimeoutMs, LONGEST_TIMER_MS } from "./grpc-timeout.js";
 import { internalErrorMessage, newRequestId } from "./request-id.js";
 import type { UnaryRun } from "./grpc-adapter.js";
 import { MalformedRequest } from "./grpc-adapter.js";
@@ -46,8 +47,6 @@ const HEADERS = {
   [constants.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc+proto",
   "grpc-accept-encoding": "identity,deflate,gzip",
 };
-const TIMEOUT = /(\d{1,8})\s*([HMSmun])/; // grpc-js's own reading of grpc-timeout
-const TIMEOUT_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
 
 /**
  * Worq's unary calls answered on node:http2 directly, ahead of grpc-js on the same listening
@@ -177,11 +176,11 @@ export class UnaryLane {
     let deadlineMs: number | undefined;
     const timeout = headers["grpc-timeout"];
     if (timeout !== undefined) {
-      const match = TIMEOUT.exec(String(timeout));
-      if (!match) return reply.fail({ code: grpc.status.INTERNAL, details: `Invalid grpc-timeout value "${String(timeout)}"` });
-      const ms = (Number(match[1]) * TIMEOUT_UNIT_MS[match[2]!]!) | 0;
-      deadlineMs = Date.now() + ms;
-      deadlineTimer = setTimeout(() => reply.fail(DEADLINE_EXCEEDED), ms);
+      const ms = grpcTimeoutMs(String(timeout));
+      if (ms === undefined) return reply.fail({ code: grpc.status.INTERNAL, details: `Invalid grpc-timeout value "${String(timeout)}"` });
+      deadlineMs = Date.now() + Math.floor(ms);
+      // No unary call waits that long (waits are capped far below): a longer deadline needs no timer.
+      if (ms <= LONGEST_TIMER_MS) deadlineTimer = setTimeout(() => reply.fail(DEADLINE_EXCEEDED), ms);
     }
 
     let caller: Caller | undefined;

@@ -177,6 +177,23 @@ describe.each(TRANSPORTS)("%s: generated stubs (real server)", (_name, createTra
     expect(performance.now() - t0).toBeLessThan(5_000);
   });
 
+  it("a deadline past a timer's longest (1,000 hours) is kept as the longest: the unary call and the stream run, not ended at once", async () => {
+    const producer = createClient(ProducerService, transport);
+    const thousandHours = { timeoutMs: 3_600_000_000 };
+    const { jid } = await producer.submit({ job: { type: "stub.long", queue: "gjs-long-deadline" } }, thousandHours);
+    const waited = await failureOf(producer.getResult({ jid, waitTimeout: { nanos: 300_000_000 } }, thousandHours));
+    expect(waited.rawMessage).toMatch(/did not finish within 300 ms/); // its own wait, not the call's deadline
+    const abort = new AbortController();
+    const seen: number[] = [];
+    const watching = (async () => {
+      for await (const update of producer.watchJob({ jid }, { ...thousandHours, signal: abort.signal })) seen.push(update.job!.state);
+    })().catch((error: unknown) => ConnectError.from(error));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    abort.abort();
+    expect(seen, "the stream sent the job as it is, and stayed open").toEqual([JobState.SCHEDULED]);
+    expect(((await watching) as ConnectError).code).toBe(Code.Canceled);
+  });
+
   it("an AbortSignal cancels a unary call and a stream (CANCELED), and the server lets the worker go", async () => {
     const producer = createClient(ProducerService, transport);
     const worker = createClient(WorkerService, transport);

@@ -20,6 +20,7 @@ import {
 import { runStreamingCall, runUnaryCall } from "@connectrpc/connect/protocol";
 import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
 import { resolveEndpoint, type ConnectionOptions } from "./transport.js";
+import { callTimeoutMs } from "./call-timeout.js";
 
 export interface GrpcJsTransportOptions extends ConnectionOptions {
   /** Connect interceptors, run around every call (they see and may change the request headers). */
@@ -93,8 +94,7 @@ export function createGrpcJsTransport(options: GrpcJsTransportOptions): GrpcJsTr
     }
     return wire;
   };
-  const timeoutOf = (timeoutMs: number | undefined) =>
-    timeoutMs === undefined ? options.defaultTimeoutMs : timeoutMs <= 0 ? undefined : timeoutMs;
+  const timeoutOf = (timeoutMs: number | undefined) => callTimeoutMs(timeoutMs, options.defaultTimeoutMs);
   const headerOf = (init: ConstructorParameters<typeof Headers>[0]) => {
     const header = new Headers(init);
     if (authorization !== undefined && !header.has("authorization")) header.set("authorization", authorization);

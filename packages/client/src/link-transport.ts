@@ -22,6 +22,7 @@ import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
 import type { WorqClientError } from "./errors.js";
 import { GrpcLink, metadataOf, type CallControl } from "./grpc-link.js";
 import { resolveEndpoint, type ConnectionOptions } from "./transport.js";
+import { callTimeoutMs } from "./call-timeout.js";
 
 export interface WorqLinkTransportOptions extends ConnectionOptions {
   /** Connect interceptors, run around every call (they see and may change the request headers). */
@@ -76,8 +77,7 @@ export function createWorqLinkTransport(options: WorqLinkTransportOptions): Worq
     }
     return wire;
   };
-  const timeoutOf = (timeoutMs: number | undefined) =>
-    timeoutMs === undefined ? options.defaultTimeoutMs : timeoutMs <= 0 ? undefined : timeoutMs;
+  const timeoutOf = (timeoutMs: number | undefined) => callTimeoutMs(timeoutMs, options.defaultTimeoutMs);
 
   return {
     unary(method, signal, timeoutMs, header, input, contextValues) {

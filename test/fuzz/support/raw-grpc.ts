@@ -6,6 +6,8 @@ export interface RawAnswer {
   status: number | undefined;
   message: string;
   httpStatus: number | undefined;
+  /** The response's DATA, its gRPC frames as they came. */
+  body: Buffer;
   /** The stream or session failed before an answer. */
   error?: string;
 }
@@ -34,7 +36,7 @@ export class RawGrpc {
   /** POSTs `body` to `path` and collects the answer (timeout: status undefined). */
   call(path: string, body: Buffer, extraHeaders: OutgoingHttpHeaders = {}, timeoutMs = 5_000): Promise<RawAnswer> {
     return new Promise((resolve) => {
-      const answer: RawAnswer = { status: undefined, message: "", httpStatus: undefined };
+      const answer: RawAnswer = { status: undefined, message: "", httpStatus: undefined, body: Buffer.alloc(0) };
       let stream;
       try {
         stream = this.session.request({
@@ -59,7 +61,7 @@ export class RawGrpc {
       };
       stream.on("response", read);
       stream.on("trailers", read);
-      stream.on("data", () => {});
+      stream.on("data", (chunk: Buffer) => (answer.body = Buffer.concat([answer.body, chunk])));
       stream.on("error", (error) => (answer.error = error.message));
       stream.on("close", () => {
         clearTimeout(timer);
