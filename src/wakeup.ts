@@ -1,7 +1,5 @@
 import type { Engine } from "./engine/engine.js";
-
-/** setTimeout's longest delay; later wake-ups are re-armed in steps. */
-const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+import { LONGEST_TIMER_MS } from "./longest-timer.js";
 
 /**
  * Drives the engine's timers with one setTimeout on the earliest due time (never a polling
@@ -18,7 +16,7 @@ export function driveEngineTimers(engine: Engine, nowMs: () => number = Date.now
     if (armedAtMs !== undefined && armedAtMs <= next) return;
     if (timer) clearTimeout(timer);
     armedAtMs = next;
-    timer = setTimeout(fire, Math.min(MAX_TIMEOUT_MS, Math.max(0, next - nowMs())));
+    timer = setTimeout(fire, Math.min(LONGEST_TIMER_MS, Math.max(0, next - nowMs())));
   };
   const fire = () => {
     timer = undefined;

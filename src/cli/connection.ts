@@ -5,6 +5,7 @@ import { AdminService } from "@worq/client/gen/worq/v1/admin_service_pb.js";
 import { ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
 import { CliError, EXIT, usageError } from "./exit-codes.js";
 import { humanDuration } from "./output.js";
+import { LONGEST_TIMER_MS } from "../longest-timer.js";
 
 const DEFAULT_SERVER = "127.0.0.1:7419";
 /** How long one call may take before the server counts as unreachable (plus the wait, for waits); --timeout. */
@@ -90,7 +91,8 @@ export function connectTo(address: string, deadlineMs = DEFAULT_DEADLINE_MS, sec
     admin: createClient(AdminService, transport),
     async call<T>(rpc: (options: CallOptions) => Promise<T>, callDeadlineMs = deadlineMs): Promise<T> {
       const abort = new AbortController();
-      const timer = setTimeout(() => abort.abort(), callDeadlineMs);
+      // A --timeout past a timer's longest waits without one (a timer that long would fire at once).
+      const timer = callDeadlineMs <= LONGEST_TIMER_MS ? setTimeout(() => abort.abort(), callDeadlineMs) : undefined;
       try {
         return await rpc({ signal: abort.signal });
       } catch (error) {

@@ -9,7 +9,7 @@ import type { ErrorLogger } from "./error-mapping.js";
 import { internalErrorMessage, newRequestId } from "./request-id.js";
 import { markLatency } from "@worq/client/latency-marks.js";
 import type { CallOrigin, UnaryLane, UnaryReply } from "./unary-lane.js";
-import { LONGEST_TIMER_MS } from "./grpc-timeout.js";
+import { LONGEST_TIMER_MS } from "../longest-timer.js";
 
 /**
  * Request readers that replace fromBinary for some methods (by local name): what they return

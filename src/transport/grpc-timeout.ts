@@ -8,9 +8,7 @@
 
 import type * as grpc from "@grpc/grpc-js";
 import { grpcListeners } from "./grpc-listeners.js";
-
-/** The longest delay a Node timer keeps. */
-export const LONGEST_TIMER_MS = 2 ** 31 - 1;
+import { LONGEST_TIMER_MS } from "../longest-timer.js";
 
 const TIMEOUT = /(\d{1,8})\s*([HMSmun])/; // as grpc-js reads it
 const UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };

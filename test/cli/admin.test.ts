@@ -61,6 +61,12 @@ describe("worq queues, pause, resume, purge, retry, workers, quiet, terminate (b
     expect(json.queues.find((queue) => queue.queue === "q-stats")!.ready).toBe("2");
   });
 
+  it("--timeout past a timer's longest (1000h) waits for the answer: it is not cut at once", async () => {
+    const run = await cli(["queues", "--timeout", "1000h"]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr).not.toMatch(/no answer within|TimeoutOverflowWarning/);
+  });
+
   it("configure sets whether a queue's timeouts and lapsed leases are retried; queues <name> shows it", async () => {
     const before = await cli(["queues", "q-config"]);
     expect([field(before.stdout, "retry timeouts"), field(before.stdout, "retry lapsed leases")]).toEqual(["yes", "yes"]);
