@@ -9,7 +9,7 @@
 import { createHash } from "node:crypto";
 import { invalid } from "../model/errors.js";
 import { isTerminal, type JobMeta, type JsonValue, type SubmitInput } from "../model/job.js";
-import { checkText } from "./value-checks.js";
+import { checkKeyText } from "./value-checks.js";
 import { claimKey, type IdempotencyClaim, type StoreWrite } from "./store.js";
 
 /** The claim namespace of unique keys. */
@@ -54,7 +54,7 @@ export function checkFlowOptions(input: SubmitInput, field: string): void {
 function checkKey(key: string, field: string, required: boolean): void {
   if (required && key.length === 0) invalid(field, "is required");
   if (key.length > KEY_MAX_CHARS) invalid(field, `must be at most ${KEY_MAX_CHARS} chars`);
-  checkText(key, field);
+  checkKeyText(key, field);
 }
 
 /** The unique key, until and window (ms) a job takes, when it is unique. */

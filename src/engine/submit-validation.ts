@@ -5,7 +5,7 @@ import { resolveRetryPolicy } from "./retry-policy.js";
 import { firstState } from "./state-machine.js";
 import { NO_LEASE_IDS, internName, internRetryPolicy } from "./intern.js";
 import { CLOCK_SKEW_MS } from "./import-history.js";
-import { checkDelayMs, checkGroupText, checkJsonData, checkText, checkTimeMs } from "./value-checks.js";
+import { checkDelayMs, checkGroupText, checkJsonData, checkKeyText, checkText, checkTimeMs } from "./value-checks.js";
 import { checkFlowOptions, uniqueOf } from "./flow-keys.js";
 import type { PlacementKeys } from "../model/partition.js";
 
@@ -34,7 +34,7 @@ export function buildNewJob(
   const { jid, nowMs } = ids;
   if (!input.type) invalid(`${field}.type`, "is required");
   if (input.type.length > LIMITS.typeMaxChars) invalid(`${field}.type`, `must be at most ${LIMITS.typeMaxChars} chars`);
-  checkText(input.type, `${field}.type`);
+  checkKeyText(input.type, `${field}.type`);
   const queue = input.queue || LIMITS.defaultQueue;
   checkQueueName(queue, `${field}.queue`);
   placeQueue?.(queue, input, field);
@@ -76,7 +76,7 @@ export function buildNewJob(
   ) {
     invalid(`${field}.idempotency_key`, `must be 1–${LIMITS.idempotencyKeyMaxChars} chars`);
   }
-  if (input.idempotencyKey !== undefined) checkText(input.idempotencyKey, `${field}.idempotency_key`);
+  if (input.idempotencyKey !== undefined) checkKeyText(input.idempotencyKey, `${field}.idempotency_key`);
   if (input.callbackUrl !== undefined) checkText(input.callbackUrl, `${field}.callback_url`);
   if (input.groupKey !== undefined) checkGroupText(input.groupKey, `${field}.group_key`);
   if (input.batchRef !== undefined) checkText(input.batchRef, `${field}.batch_ref`);

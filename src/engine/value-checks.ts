@@ -42,6 +42,16 @@ export function checkText(text: string, field: string): void {
 }
 
 /**
+ * Throws unless `text` is well-formed and free of NUL (U+0000): a job's type and its keys
+ * (idempotency, unique, debounce) are looked up by value, and PostgreSQL's text cannot hold
+ * NUL, so a NUL there would fail the commit of every job written with it.
+ */
+export function checkKeyText(text: string, field: string): void {
+  checkText(text, field);
+  if (text.includes("\u0000")) invalid(field, "must not hold the NUL character (U+0000)");
+}
+
+/**
  * Throws unless `group` is a fair group's key (or a pattern of them): 1 to
  * LIMITS.groupKeyMaxChars of well-formed, printable text, as it is shown in listings, the
  * dashboard and logs.

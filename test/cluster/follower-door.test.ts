@@ -1,4 +1,5 @@
 import * as grpc from "@grpc/grpc-js";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postgresAvailable, startPostgres, type PostgresCluster } from "../support/postgres.js";
 import { hasOpenssl, makePki, type Pki } from "../security/support/pki.js";
@@ -54,6 +55,29 @@ describe.skipIf(!postgresAvailable())("the HTTP door on a follower of a two-node
     });
     expect([leader.child.exitCode, follower.child.exitCode]).toEqual([null, null]);
     expect(await waitForCluster(leader.clients, 2)).toBe(leader.nodeId);
+  });
+
+  it("a job whose type or key holds NUL, through the follower and at the leader, is refused naming the field: PostgreSQL's text cannot hold it, and one such commit made the leader step down", async () => {
+    const refusalOf = (promise: Promise<unknown>) =>
+      promise.then(
+        () => undefined,
+        (error: unknown) => ConnectError.from(error),
+      );
+    for (const node of [follower, leader]) {
+      for (const [job, field] of [
+        [{ type: "t", queue: "nul", idempotencyKey: "\u0000" }, "job.idempotency_key"],
+        [{ type: "t\u0000", queue: "nul", idempotencyKey: "k" }, "job.type"],
+        [{ type: "t", queue: "nul", unique: { key: "u\u0000" } }, "job.unique.key"],
+      ] as const) {
+        const refused = await refusalOf(node.clients.producer.submit({ job }));
+        expect(refused?.code, JSON.stringify(job)).toBe(Code.InvalidArgument);
+        expect(refused?.rawMessage).toMatch(new RegExp(`^${field.replace(".", "\\.")}: must not hold the NUL character`));
+      }
+    }
+    // The store took every write since: the same node leads, and a keyed job is stored and read through either node.
+    expect(await waitForCluster(follower.clients, 2)).toBe(leader.nodeId);
+    const { jid } = await follower.clients.producer.submit({ job: { type: "t", queue: "nul", idempotencyKey: "plain" } });
+    expect((await leader.clients.admin.getJob({ jid })).job?.queue).toBe("nul");
   });
 
   it("a cross-origin POST and a foreign Host are refused at the follower; a same-origin POST is forwarded and served", async () => {

@@ -142,6 +142,11 @@ describe("buildNewJob: validation names the field", () => {
     ["a tag value with a lone surrogate", "job.tags[k]", { tags: { k: "\ud800" } }],
     ["a correlation id with a lone surrogate", "job.correlation_id", { correlationId: "\ud800" }],
     ["an idempotency key with a lone surrogate", "job.idempotency_key", { idempotencyKey: "\ud800" }],
+    // Looked up by value, kept as text: PostgreSQL's text cannot hold NUL, and one in a commit failed every job written with it.
+    ["a type with NUL", "job.type", { type: "a\u0000b" }],
+    ["an idempotency key with NUL", "job.idempotency_key", { idempotencyKey: "\u0000" }],
+    ["a unique key with NUL", "job.unique.key", { unique: { key: "k\u0000" } }],
+    ["a debounce key with NUL", "job.debounce.key", { debounce: { key: "\u0000", delayMs: 1_000 } }],
     ["args nested 33 deep", "job.args", { args: nested(32) }],
     ["kwargs nested 33 deep", "job.kwargs", { kwargs: { a: nested(31) } }],
     ["custom nested 33 deep", "job.custom", { custom: { a: { b: nested(30) } } }],
