@@ -10,6 +10,7 @@ import { killTreeAndWait } from "../e2e/support/server-process.js";
 import { readAllListings, readJobEverywhere, serverFaults } from "../fuzz/support/read-paths.js";
 import { partitionsOf, queueNamed } from "../cluster/support/cluster.js";
 import { PAIR_PARTITIONS, PartitionedPairs, type PartitionedPair } from "../cluster/support/partitioned-pair.js";
+import { expectLeaderKept, LeaderFollowerPairs, type LeaderFollowerPair } from "../cluster/support/leader-follower-pair.js";
 import { postgresAvailable } from "../support/postgres.js";
 import {
   faktoryServerOf,
@@ -63,10 +64,18 @@ const SETUPS: [name: string, args: string[]][] = [
   ["--engines 2", ["--engines", "2"]],
 ];
 
+/** Why a connection was closed by a cap: --header-timeout, --max-connections. */
+type Refusal = "header_timeout" | "over_max_connections";
+
 /** How a setup's server under test is started and stopped, and what its read-back test does between FETCH and ACK. */
 interface Setup {
-  /** Where its Faktory port counts refusals (a routing process, --engines or a cluster's node, counts its own ports' as worq_node_connections_*). */
-  refusedMetric: string;
+  /**
+   * Where its Faktory port's refusals for `reason` are counted: the metric, and the HTTP port
+   * whose /metrics shows it (a routing process, --engines or a cluster's node, counts its own
+   * ports' as worq_node_connections_*); undefined when nothing counts them (a follower's own
+   * cap, see the follower's setup), and the test checks only that the connections are closed.
+   */
+  refusalsCounted(server: FaktoryServer, reason: Refusal): { metric: string; httpPort: number } | undefined;
   /** Starts a server under test on `dataDir` with `doorArgs` (its bounds) added. */
   start(dataDir: string, doorArgs: string[]): Promise<FaktoryServer>;
   stop(server: FaktoryServer): Promise<void>;
@@ -81,7 +90,10 @@ interface Setup {
 /** One `worq serve` process (with `setupArgs`), killed -9 and restarted on its data before the ACKs. */
 function processSetup(setupArgs: string[]): Setup {
   return {
-    refusedMetric: setupArgs.length > 0 ? "worq_node_connections_refused_total" : "worq_connections_refused_total",
+    refusalsCounted: (server) => ({
+      metric: setupArgs.length > 0 ? "worq_node_connections_refused_total" : "worq_connections_refused_total",
+      httpPort: server.httpPort,
+    }),
     start: (dataDir, doorArgs) => spawnFaktoryServer(dataDir, [...setupArgs, ...doorArgs]),
     stop: (server) => killTreeAndWait(server),
     peers: () => [],
@@ -96,7 +108,7 @@ function processSetup(setupArgs: string[]): Setup {
   };
 }
 
-/** What the partitioned setup's own checks read of the fuzz it follows. */
+/** What the partitioned and follower setups' own checks read of the fuzz they follow. */
 interface Fuzzed {
   server(): FaktoryServer;
   acknowledged: ReadonlyMap<string, Acknowledged>;
@@ -120,7 +132,7 @@ describe.skipIf(!postgresAvailable())(
     const pairOf = new Map<FaktoryServer, PartitionedPair>();
     afterAll(() => pairs.stop(), 60_000);
     const fuzzed = fuzzFaktoryPort({
-      refusedMetric: "worq_node_connections_refused_total",
+      refusalsCounted: (server) => ({ metric: "worq_node_connections_refused_total", httpPort: server.httpPort }),
       async start(_dataDir, doorArgs) {
         const pair = await pairs.start(["--faktory-port", "0", ...doorArgs], "fz");
         const server = faktoryServerOf(pair.door);
@@ -174,9 +186,88 @@ describe.skipIf(!postgresAvailable())(
   },
 );
 
-/** The checks of a setup's Faktory port, one test each; answers what the partitioned setup reads afterwards. */
+/**
+ * A follower of a one-leader PostgreSQL cluster (two nodes, --cluster): its Faktory port
+ * passes each connection byte for byte to the leader's (line-forwarder.ts), which greets and
+ * answers it. The same checks, but for two that cannot apply as they are: the follower's
+ * /metrics counts no refusals of its own ports (forwarder.ts: "its caps are enforced, not
+ * counted"), so an unfinished handshake or line, cut by the leader's port, is counted in the
+ * leader's worq_connections_refused_total, and a connection over the follower's own
+ * --max-connections, dropped by the follower before it reaches the leader, is counted
+ * nowhere (only its closing is checked); the memory bounds are of both processes together
+ * (the follower passes the bytes on, the leader holds the line); and the FETCHed jobs are
+ * ACKed through the leader's own Faktory port. Afterwards both nodes serve, the leader
+ * still leads, and every job acknowledged with +OK reads by its jid through the leader.
+ */
+describe.skipIf(!postgresAvailable())(
+  "Faktory port under malformed and hostile input (real processes: the follower of a one-leader PostgreSQL cluster, 2 nodes)",
+  () => {
+    const pairs = new LeaderFollowerPairs();
+    const pairOf = new Map<FaktoryServer, LeaderFollowerPair>();
+    afterAll(() => pairs.stop(), 60_000);
+    const fuzzed = fuzzFaktoryPort({
+      refusalsCounted: (server, reason) =>
+        reason === "header_timeout"
+          ? { metric: "worq_connections_refused_total", httpPort: pairOf.get(server)!.leader.httpPort }
+          : undefined,
+      async start(_dataDir, doorArgs) {
+        const pair = await pairs.start(["--faktory-port", "0", ...doorArgs]);
+        const follower = faktoryServerOf(pair.follower);
+        const leader = faktoryServerOf(pair.leader);
+        const server = { ...follower, rssMiB: () => follower.rssMiB() + leader.rssMiB() };
+        pairOf.set(server, pair);
+        return server;
+      },
+      stop: (server) => pairs.stopPair(pairOf.get(server)!),
+      peers: (server) => [pairOf.get(server)!.leader.child],
+      beforeAckName: "ACKs through the leader's own Faktory port (the follower passed the FETCHes on)",
+      beforeAck: async (server) => ({ server, ackPort: pairOf.get(server)!.leader.faktoryPort! }),
+    });
+
+    it("afterwards both nodes are up, the leader still leads, the follower's port still serves (a job PUSHed, FETCHed and ACKed through it is completed on the leader); every job acknowledged with +OK reads by its jid (GetJob) through the leader", async () => {
+      const pair = pairOf.get(fuzzed.server())!;
+      await expectLeaderKept(pair);
+      const conn = await FaktorySocket.greeted(pair.follower.faktoryPort!, {
+        hostname: "fuzz",
+        wid: "fz-follower-serves",
+        pid: 1,
+        labels: [],
+        v: 2,
+      });
+      const queue = "fz-follower-alive";
+      const jid = "fz-follower-alive-1";
+      expect(await conn.send(`PUSH ${JSON.stringify({ jid, jobtype: "fz.job", args: [1], queue })}`)).toEqual({
+        kind: "simple",
+        text: "OK",
+      });
+      const fetched = await conn.send(`FETCH ${queue}`, 8_000);
+      expect(fetched?.kind).toBe("bulk");
+      expect(JSON.parse((fetched as { text: string }).text)).toMatchObject({ jid, queue, args: [1] });
+      expect(await conn.send(`ACK ${JSON.stringify({ jid })}`)).toEqual({ kind: "simple", text: "OK" });
+      conn.close();
+      const done = await pair.leader.clients.admin.listJobs({ queue, state: JobState.COMPLETED, pageSize: 10 });
+      expect(done.jobs.map((job) => job.idempotencyKey)).toEqual([jid]);
+      const stored = await fuzzed.storedJobs();
+      let read = 0;
+      for (const [key, known] of fuzzed.acknowledged) {
+        if (known.mayBeGone) continue;
+        const job = stored.get(key);
+        expect(job, `${key} listed through ${pair.follower.nodeId}: ${known.pushed}`).toBeDefined();
+        const got = (await pair.leader.clients.admin.getJob({ jid: job!.jid })).job;
+        expect(got?.idempotencyKey, `${key} read through ${pair.leader.nodeId}`).toBe(key);
+        expect(got?.queue).toBe(known.queue);
+        expect(got?.state).toBe(job!.state);
+        read++;
+      }
+      expect(read).toBeGreaterThan(40);
+      await expectLeaderKept(pair);
+      process.stderr.write(`faktory fuzz (follower): ${read} acknowledged jobs read by jid through ${pair.leader.nodeId} (seed ${SEED})\n`);
+    }, 60_000);
+  },
+);
+
+/** The checks of a setup's Faktory port, one test each; answers what the partitioned and follower setups read afterwards. */
 function fuzzFaktoryPort(setup: Setup): Fuzzed {
-  const { refusedMetric } = setup;
   const dataDir = mkdtempSync(join(tmpdir(), "worq-faktory-fuzz-"));
   const doorArgs = ["--max-connections", String(MAX_CONNECTIONS), "--header-timeout", `${PARTIAL_MS}ms`, "--log-level", "error"];
   let server: FaktoryServer;
@@ -215,9 +306,12 @@ function fuzzFaktoryPort(setup: Setup): Fuzzed {
     conn.close();
   }
 
-  async function metric(pattern: RegExp): Promise<number> {
-    const text = await (await fetch(`http://127.0.0.1:${server.httpPort}/metrics`)).text();
-    return Number(pattern.exec(text)?.[1] ?? 0);
+  /** The Faktory port's refusals for `reason` counted so far (see Setup.refusalsCounted), or undefined when nothing counts them. */
+  async function refusals(reason: Refusal): Promise<number | undefined> {
+    const counter = setup.refusalsCounted(server, reason);
+    if (!counter) return undefined;
+    const text = await (await fetch(`http://127.0.0.1:${counter.httpPort}/metrics`)).text();
+    return Number(new RegExp(`^${counter.metric}\\{port="faktory",reason="${reason}"\\} (\\d+)`, "m").exec(text)?.[1] ?? 0);
   }
 
   /** The process is up and answers on the Faktory port and over gRPC. */
@@ -422,7 +516,7 @@ function fuzzFaktoryPort(setup: Setup): Fuzzed {
   });
 
   it("an unfinished handshake or line is cut after the bound; a line trickled byte by byte within it is served; an idle connection stays", async () => {
-    const cutBefore = await metric(new RegExp(`^${refusedMetric}\\{port="faktory",reason="header_timeout"\\} (\\d+)`, "m"));
+    const cutBefore = await refusals("header_timeout");
     const noHello = await FaktorySocket.open(server.faktoryPort);
     const halfHello = await FaktorySocket.open(server.faktoryPort);
     halfHello.write('HELLO {"v":2');
@@ -456,8 +550,7 @@ function fuzzFaktoryPort(setup: Setup): Fuzzed {
     expect(trickle.closed).toBe(false);
     expect(await idle.send("NOPE")).toEqual({ kind: "error", text: "ERR unknown command NOPE" });
     for (const conn of [noHello, halfHello, halfLine, drip, idle, trickle]) conn.close();
-    const cutAfter = await metric(new RegExp(`^${refusedMetric}\\{port="faktory",reason="header_timeout"\\} (\\d+)`, "m"));
-    expect(cutAfter - cutBefore).toBeGreaterThanOrEqual(4);
+    if (cutBefore !== undefined) expect((await refusals("header_timeout"))! - cutBefore).toBeGreaterThanOrEqual(4);
     const stored = (await clients.admin.listJobs({ queue: "fz", pageSize: 1000 })).jobs.map((job) => job.idempotencyKey);
     expect(stored).toContain("fz-trickled");
     expect(stored).not.toContain("fz-half-line");
@@ -683,16 +776,14 @@ function fuzzFaktoryPort(setup: Setup): Fuzzed {
   }, 600_000);
 
   it("connections over --max-connections are closed at once; the others keep working", async () => {
-    const refusedBefore = await metric(new RegExp(`^${refusedMetric}\\{port="faktory",reason="over_max_connections"\\} (\\d+)`, "m"));
+    const refusedBefore = await refusals("over_max_connections");
     const conns: FaktorySocket[] = [];
     for (let i = 0; i < MAX_CONNECTIONS; i++) conns.push(await FaktorySocket.greeted(server.faktoryPort));
     const extras = await Promise.all(Array.from({ length: 5 }, () => FaktorySocket.open(server.faktoryPort)));
     for (const extra of extras) expect(await extra.closedWithin(2_000)).toBe(true);
     // The kept ones still answer.
     for (const conn of conns.slice(0, 3)) expect(await conn.send("NOPE")).toEqual({ kind: "error", text: "ERR unknown command NOPE" });
-    expect(
-      (await metric(new RegExp(`^${refusedMetric}\\{port="faktory",reason="over_max_connections"\\} (\\d+)`, "m"))) - refusedBefore,
-    ).toBeGreaterThanOrEqual(5);
+    if (refusedBefore !== undefined) expect((await refusals("over_max_connections"))! - refusedBefore).toBeGreaterThanOrEqual(5);
     for (const conn of [...conns, ...extras]) conn.close();
     await new Promise((resolve) => setTimeout(resolve, 200));
     await stillServes();

@@ -1,21 +1,14 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { clone, type DescMethod } from "@bufbuild/protobuf";
+import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AdminService, type PurgeQueueRequest } from "@worq/client/gen/worq/v1/admin_service_pb.js";
-import {
-  BatchShape,
-  ProducerService,
-  type SubmitBatchRequest,
-  type SubmitBatchResponse,
-  type SubmitRequest,
-  type SubmitResponse,
-} from "@worq/client/gen/worq/v1/producer_service_pb.js";
-import { ExhaustedAction, JobSpecSchema, JobState, Priority, type Job, type JobSpec } from "@worq/client/gen/worq/v1/job_pb.js";
+import { BatchShape, ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
+import { JobState, type Job } from "@worq/client/gen/worq/v1/job_pb.js";
 import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
 import { LIMITS } from "../../src/model/limits.js";
 import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
@@ -24,7 +17,7 @@ import { connect, StreamWorker, type WorqClients } from "../e2e/support/clients.
 import { alive, childPids, killTree, spawnServer, type ServerProcess } from "../e2e/support/server-process.js";
 import { printFigures } from "../fault/support/figures.js";
 import { fuzzEveryRpc, fuzzRpc } from "./support/fuzz-every-rpc.js";
-import { messageArbitrary } from "./support/proto-arbitrary.js";
+import { acceptedJobs, mayBeGone, plausibleJobSpec } from "./support/plausible-jobs.js";
 import { expectListedAndReadable, EVERY_LISTING, submitToOddQueues } from "./support/read-back.js";
 
 /**
@@ -43,71 +36,6 @@ import { expectListedAndReadable, EVERY_LISTING, submitToOddQueues } from "./sup
 const RUNS = Number(process.env.WORQ_FUZZ_RUNS ?? 10);
 const SEED = Number(process.env.WORQ_FUZZ_SEED ?? Date.now() % 2 ** 31);
 const ENGINES = 2;
-
-/**
- * Each job a Submit or SubmitBatch accepted, with the spec it was sent as and its answer;
- * none for any other RPC.
- */
-function acceptedJobs(method: DescMethod, request: unknown, response: unknown): { spec?: JobSpec; answer: SubmitResponse }[] {
-  if (method.name === ProducerService.method.submit.name)
-    return [{ spec: (request as SubmitRequest).job, answer: response as SubmitResponse }];
-  if (method.name === ProducerService.method.submitBatch.name)
-    return (response as SubmitBatchResponse).jobs.map((answer, i) => ({ spec: (request as SubmitBatchRequest).jobs[i], answer }));
-  return [];
-}
-
-/**
- * Random messages hardly ever hold a job the server takes (a bad time, enum or duration in
- * some field refuses it), so the read-back would check nothing: random JobSpecs (the same
- * arbitrary) with the fields that refuse most left unset (times, durations, retry, trace,
- * dependencies, uniqueness, debounce, batch links) and a valid priority, type and, often, a
- * queue of one engine or the other. About half are accepted.
- */
-function plausibleJobSpec(queues: readonly string[]): fc.Arbitrary<JobSpec> {
-  return fc
-    .tuple(
-      messageArbitrary(JobSpecSchema),
-      fc.constantFrom(Priority.UNSPECIFIED, Priority.LOW, Priority.NORMAL, Priority.HIGH, Priority.CRITICAL),
-      fc.integer({ min: 0, max: 1000 }),
-      fc.option(fc.constantFrom("", ...queues), { nil: undefined }),
-    )
-    .map(([random, priority, backtrace, queue]) => {
-      const spec = clone(JobSpecSchema, random.message as JobSpec);
-      for (const field of [
-        "at",
-        "delay",
-        "reserveFor",
-        "executionTimeout",
-        "ttl",
-        "retry",
-        "dependsOn",
-        "unique",
-        "debounce",
-        "trace",
-      ] as const)
-        spec[field] = undefined;
-      Object.assign(spec, { batchRef: "", parentJid: "", callbackUrl: "", batchId: "", priority, backtrace });
-      if (!spec.type) spec.type = "t";
-      if (queue !== undefined) spec.queue = queue;
-      return spec;
-    });
-}
-
-/**
- * The accepted jobs a later random call may rightly have removed: those of a queue an OK
- * PurgeQueue named, those deleted once their attempts ran out (EXHAUSTED_ACTION_DISCARD: a
- * random Lease may have taken one and dropped it), and those waiting on such a job (a purged
- * dependency cancels its dependents, and a CANCELLED job is deleted when its ttl ends).
- */
-function mayBeGone(accepted: ReadonlyMap<string, Job>, purged: ReadonlySet<string>): Set<string> {
-  const gone = new Set<string>();
-  for (const [jid, job] of accepted) if (purged.has(job.queue) || job.retry?.onExhausted === ExhaustedAction.DISCARD) gone.add(jid);
-  for (let size = -1; size !== gone.size;) {
-    size = gone.size;
-    for (const [jid, job] of accepted) if (job.dependsOn.some((dependency) => gone.has(dependency))) gone.add(jid);
-  }
-  return gone;
-}
 
 describe("fuzzing every RPC through the parent of an --engines 2 server (LevelDB)", () => {
   const dataDir = mkdtempSync(join(tmpdir(), "worq-engines-rpc-fuzz-"));
