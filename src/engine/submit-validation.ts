@@ -247,6 +247,9 @@ export function checkCallbackUrl(text: string, field: string, isAllowed: (url: U
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") invalid(field, "must be an http or https URL");
   if (text.length > 2048) invalid(field, "must be at most 2048 chars");
+  // The URL is kept as given, and a webhook's is text in the store, which PostgreSQL cannot
+  // hold NUL in: one there would fail the commit that ends the job. A URL carries them escaped (%00).
+  if (/[\u0000-\u001f\u007f]/.test(text)) invalid(field, "must not hold control characters (escape them, e.g. %00)");
   // fetch() refuses a URL with user:password@, so such a webhook could never be sent; and the
   // password would sit in the store and the job's view. A receiver checks the signature instead.
   if (url.username !== "" || url.password !== "") {

@@ -36,6 +36,18 @@ describe("004 callback_url: webhooks owed are durable", () => {
     expect(data.metas.size).toBe(0);
   });
 
+  it("refuses an allowed URL holding a control character as given (NUL, a newline) by name: it is kept as text, which PostgreSQL cannot hold NUL in", async () => {
+    const { engine, data } = await openEngine({ isCallbackAllowed: allowHooks });
+    for (const callbackUrl of ["https://hooks.example.com/a\u0000b", "https://hooks.example.com/a\nb"]) {
+      const error = await expectWorqError(() => submitOne(engine, { type: "t", callbackUrl }), "WORQ_INVALID_ARGUMENT", "job.callback_url");
+      expect(error.message).toBe("job.callback_url: must not hold control characters (escape them, e.g. %00)");
+    }
+    expect(data.metas.size).toBe(0);
+    // Escaped, it is stored and read back as given.
+    const jid = await submitOne(engine, { type: "t", callbackUrl: "https://hooks.example.com/a%00b" });
+    expect((await engine.getJob(jid)).meta.callbackUrl).toBe("https://hooks.example.com/a%00b");
+  });
+
   it("refuses a URL carrying credentials (user:password@ or user@) with INVALID_ARGUMENT naming the field, on single and batch submits", async () => {
     const { engine, data } = await openEngine({ isCallbackAllowed: allowHooks });
     const error = await expectWorqError(
