@@ -1,23 +1,15 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { DescMethod } from "@bufbuild/protobuf";
-import { Code, ConnectError } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AdminService, type PurgeQueueRequest } from "@worq/client/gen/worq/v1/admin_service_pb.js";
-import { BatchShape, ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
-import { JobState, type Job } from "@worq/client/gen/worq/v1/job_pb.js";
-import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
-import { LIMITS } from "../../src/model/limits.js";
+import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { fnv1a32, partitionOfId } from "../../src/model/partition.js";
 import { queueNamed } from "../cluster/support/cluster.js";
 import { connect, StreamWorker, type WorqClients } from "../e2e/support/clients.js";
 import { alive, childPids, killTree, spawnServer, type ServerProcess } from "../e2e/support/server-process.js";
 import { printFigures } from "../fault/support/figures.js";
-import { fuzzEveryRpc, fuzzRpc } from "./support/fuzz-every-rpc.js";
-import { acceptedJobs, mayBeGone, plausibleJobSpec } from "./support/plausible-jobs.js";
+import { expectAcceptedKept, fuzzProducerCalls, fuzzWorkerAndAdminCalls } from "./support/door-fuzz.js";
 import { expectListedAndReadable, EVERY_LISTING, submitToOddQueues } from "./support/read-back.js";
 
 /**
@@ -60,49 +52,19 @@ describe("fuzzing every RPC through the parent of an --engines 2 server (LevelDB
 
     // The producer's RPCs first, then plausible Submits and SubmitBatches: each job accepted reads
     // back at once through the parent, in its queue's engine, as sent (unless another job was answered).
-    const accepted = new Map<string, Job>();
-    const readBackAtOnce = async (method: DescMethod, request: unknown, response: unknown) => {
-      for (const { spec, answer } of acceptedJobs(method, request, response)) {
-        const job = (await clients.admin.getJob({ jid: answer.jid })).job;
-        expect(job?.jid, `${method.name} accepted ${answer.jid}, which GetJob does not read back: ${JSON.stringify(request)}`).toBe(
-          answer.jid,
-        );
-        expect(partitionOfId(answer.jid, ENGINES), `${answer.jid} of queue ${JSON.stringify(job!.queue)}`).toBe(
-          fnv1a32(job!.queue) % ENGINES,
-        );
-        if (!answer.duplicate && !answer.debounced)
-          expect([job!.type, job!.queue]).toEqual([spec!.type, spec!.queue || LIMITS.defaultQueue]);
-        accepted.set(answer.jid, job!);
-      }
-    };
-    await fuzzEveryRpc(transport, { runs: RUNS, seed: SEED, codes, services: [ProducerService], answered: readBackAtOnce });
-    const producer = { runs: RUNS * 2, seed: SEED, codes, answered: readBackAtOnce };
     const queues = Array.from({ length: ENGINES }, (_, engine) => queueNamed("fz", engine, ENGINES));
-    await fuzzRpc(transport, ProducerService, ProducerService.method.submit, fc.record({ job: plausibleJobSpec(queues) }), producer);
-    await fuzzRpc(
-      transport,
-      ProducerService,
-      ProducerService.method.submitBatch,
-      fc.record({
-        jobs: fc.array(plausibleJobSpec(queues), { minLength: 1, maxLength: 4 }),
-        shape: fc.constantFrom(BatchShape.UNSPECIFIED, BatchShape.CHAIN, BatchShape.FAN_IN),
-      }),
-      producer,
-    );
+    const accepted = await fuzzProducerCalls(transport, clients.admin, queues, {
+      runs: RUNS,
+      seed: SEED,
+      codes,
+      placed: (job) =>
+        expect(partitionOfId(job.jid, ENGINES), `${job.jid} of queue ${JSON.stringify(job.queue)}`).toBe(fnv1a32(job.queue) % ENGINES),
+    });
     // Before any worker's or operator's call: every accepted job is listed, and each listed one reads back.
     await expectListedAndReadable(clients.admin, clients.admin, accepted.keys(), EVERY_LISTING);
 
     // Then the worker's and the operator's RPCs.
-    const purged = new Set<string>();
-    await fuzzEveryRpc(transport, {
-      runs: RUNS,
-      seed: SEED,
-      codes,
-      services: [WorkerService, AdminService],
-      answered: (method, request) => {
-        if (method.name === AdminService.method.purgeQueue.name) purged.add((request as PurgeQueueRequest).queue);
-      },
-    });
+    const purged = await fuzzWorkerAndAdminCalls(transport, { runs: RUNS, seed: SEED, codes });
     expect(server.child.exitCode, server.stderr().slice(-2000)).toBeNull();
     expect(childPids(server).sort()).toEqual(engines);
     for (const pid of engines) expect(alive(pid)).toBe(true);
@@ -110,20 +72,8 @@ describe("fuzzing every RPC through the parent of an --engines 2 server (LevelDB
     // Jobs of odd queue names go to their queue's engine and read back through the parent.
     const placed = await submitToOddQueues(clients.producer, clients.admin, ENGINES, RUNS * 5, SEED);
 
-    // Every job either engine holds is listed once through the parent and reads by its jid; each
-    // accepted one still is, unless a later random call may rightly have removed it (then it reads
-    // back or is NOT_FOUND, whichever).
-    const gone = mayBeGone(accepted, purged);
-    const kept = [...accepted.keys()].filter((jid) => !gone.has(jid));
-    const listed = await expectListedAndReadable(clients.admin, clients.admin, [...kept, ...placed.keys()], EVERY_LISTING);
-    let removed = 0;
-    for (const jid of gone) {
-      const read = await clients.admin.getJob({ jid }).catch((error: unknown) => ConnectError.from(error));
-      if (read instanceof ConnectError) {
-        expect(read.code, `GetJob ${jid}: ${read.rawMessage}`).toBe(Code.NotFound);
-        removed++;
-      } else expect(listed).toContain(read.job?.jid);
-    }
+    // Every job either engine holds is listed once through the parent and reads by its jid (accepted ones unless rightly removed).
+    const { listed, removed } = await expectAcceptedKept(clients.admin, accepted, purged, placed.keys());
 
     // Both engines still serve: a job in a queue of each is stored there, read back, leased and acked through the parent.
     for (let engine = 0; engine < ENGINES; engine++) {
@@ -150,7 +100,6 @@ describe("fuzzing every RPC through the parent of an --engines 2 server (LevelDB
       runsPerRpc: RUNS,
       ...Object.fromEntries([...codes].sort()),
       accepted: accepted.size,
-      acceptedMayBeGone: gone.size,
       acceptedRemovedLater: removed,
       placed: placed.size,
       jobsReadBack: listed.length,

@@ -1,19 +1,11 @@
-import type { DescMethod } from "@bufbuild/protobuf";
-import { Code, ConnectError } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AdminService, type PurgeQueueRequest } from "@worq/client/gen/worq/v1/admin_service_pb.js";
-import { BatchShape, ProducerService } from "@worq/client/gen/worq/v1/producer_service_pb.js";
-import { JobState, type Job } from "@worq/client/gen/worq/v1/job_pb.js";
-import { WorkerService } from "@worq/client/gen/worq/v1/worker_service_pb.js";
-import { LIMITS } from "../../src/model/limits.js";
+import { JobState } from "@worq/client/gen/worq/v1/job_pb.js";
 import { expectLeaderKept, LeaderFollowerPairs, type LeaderFollowerPair } from "../cluster/support/leader-follower-pair.js";
 import { StreamWorker } from "../e2e/support/clients.js";
 import { printFigures } from "../fault/support/figures.js";
+import { expectAcceptedKept, fuzzProducerCalls, fuzzWorkerAndAdminCalls } from "./support/door-fuzz.js";
 import { postgresAvailable } from "../support/postgres.js";
-import { fuzzEveryRpc, fuzzRpc } from "./support/fuzz-every-rpc.js";
-import { acceptedJobs, mayBeGone, plausibleJobSpec } from "./support/plausible-jobs.js";
 import { EVERY_LISTING, expectListedAndReadable, submitToOddQueues } from "./support/read-back.js";
 
 /**
@@ -48,68 +40,21 @@ describe.skipIf(!postgresAvailable())("fuzzing every RPC through a follower of a
 
     // The producer's RPCs first, then plausible Submits and SubmitBatches: each job accepted
     // through the follower reads back at once through the leader, as sent (unless another job was answered).
-    const accepted = new Map<string, Job>();
-    const readBackAtOnce = async (method: DescMethod, request: unknown, response: unknown) => {
-      for (const { spec, answer } of acceptedJobs(method, request, response)) {
-        const job = (await leader.clients.admin.getJob({ jid: answer.jid })).job;
-        expect(
-          job?.jid,
-          `${method.name} accepted ${answer.jid}, which GetJob through the leader does not read back: ${JSON.stringify(request)}`,
-        ).toBe(answer.jid);
-        if (!answer.duplicate && !answer.debounced)
-          expect([job!.type, job!.queue]).toEqual([spec!.type, spec!.queue || LIMITS.defaultQueue]);
-        accepted.set(answer.jid, job!);
-      }
-    };
-    await fuzzEveryRpc(transport, { runs: RUNS, seed: SEED, codes, services: [ProducerService], answered: readBackAtOnce });
-    const producer = { runs: RUNS * 2, seed: SEED, codes, answered: readBackAtOnce };
-    const queues = ["fz", "fz.b"];
-    await fuzzRpc(transport, ProducerService, ProducerService.method.submit, fc.record({ job: plausibleJobSpec(queues) }), producer);
-    await fuzzRpc(
-      transport,
-      ProducerService,
-      ProducerService.method.submitBatch,
-      fc.record({
-        jobs: fc.array(plausibleJobSpec(queues), { minLength: 1, maxLength: 4 }),
-        shape: fc.constantFrom(BatchShape.UNSPECIFIED, BatchShape.CHAIN, BatchShape.FAN_IN),
-      }),
-      producer,
-    );
+    const accepted = await fuzzProducerCalls(transport, leader.clients.admin, ["fz", "fz.b"], { runs: RUNS, seed: SEED, codes });
     // Before any worker's or operator's call: the leader still leads, every accepted job is
     // listed through it, and each listed one reads back.
     await expectLeaderKept(pair);
     await expectListedAndReadable(leader.clients.admin, leader.clients.admin, accepted.keys(), EVERY_LISTING);
 
     // Then the worker's and the operator's RPCs.
-    const purged = new Set<string>();
-    await fuzzEveryRpc(transport, {
-      runs: RUNS,
-      seed: SEED,
-      codes,
-      services: [WorkerService, AdminService],
-      answered: (method, request) => {
-        if (method.name === AdminService.method.purgeQueue.name) purged.add((request as PurgeQueueRequest).queue);
-      },
-    });
+    const purged = await fuzzWorkerAndAdminCalls(transport, { runs: RUNS, seed: SEED, codes });
     await expectLeaderKept(pair);
 
     // Jobs of odd queue names through the follower read back through the leader (one partition: the leader's).
     const placed = await submitToOddQueues(follower.clients.producer, leader.clients.admin, 1, RUNS * 5, SEED);
 
-    // Every job the leader holds is listed once through it and reads by its jid; each accepted
-    // one still is, unless a later random call may rightly have removed it (then it reads back
-    // or is NOT_FOUND, whichever).
-    const gone = mayBeGone(accepted, purged);
-    const kept = [...accepted.keys()].filter((jid) => !gone.has(jid));
-    const listed = await expectListedAndReadable(leader.clients.admin, leader.clients.admin, [...kept, ...placed.keys()], EVERY_LISTING);
-    let removed = 0;
-    for (const jid of gone) {
-      const read = await leader.clients.admin.getJob({ jid }).catch((error: unknown) => ConnectError.from(error));
-      if (read instanceof ConnectError) {
-        expect(read.code, `GetJob ${jid}: ${read.rawMessage}`).toBe(Code.NotFound);
-        removed++;
-      } else expect(listed).toContain(read.job?.jid);
-    }
+    // Every job the leader holds is listed once through it and reads by its jid (accepted ones unless rightly removed).
+    const { listed, removed } = await expectAcceptedKept(leader.clients.admin, accepted, purged, placed.keys());
 
     // The follower still serves: a job submitted, leased (a stream forwarded) and acked through it is completed on the leader.
     const queue = "fuzz-follower-alive";
@@ -131,7 +76,6 @@ describe.skipIf(!postgresAvailable())("fuzzing every RPC through a follower of a
       runsPerRpc: RUNS,
       ...Object.fromEntries([...codes].sort()),
       accepted: accepted.size,
-      acceptedMayBeGone: gone.size,
       acceptedRemovedLater: removed,
       placed: placed.size,
       jobsReadBack: listed.length,
