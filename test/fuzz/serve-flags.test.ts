@@ -5,6 +5,8 @@ import { join } from "node:path";
 import fc from "fast-check";
 import { afterAll, describe, expect, it } from "vitest";
 import { parseServeArgs, type ServerConfig } from "../../src/config.js";
+import { hashToken, parseTokenFile } from "../../src/transport/auth/token-file.js";
+import { ROLES } from "../../src/transport/auth/roles.js";
 import { createLogger } from "../../src/log.js";
 import { WorqError } from "../../src/model/errors.js";
 import type { ScheduleSpec } from "../../src/model/schedule.js";
@@ -605,4 +607,96 @@ describe("worq serve's numeric flags fuzzed", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 30_000);
+});
+
+describe("worq serve --submit-rate and the --auth-tokens file fuzzed", () => {
+  it(`random --submit-rate values (${RUNS * 8}, seed ${SEED}): accepted as <rate>[:<burst>] within bounds, both finite, else refused in one line naming the flag`, () => {
+    const figures = { inputs: 0, accepted: 0, refused: 0 };
+    const part = fc.oneof(
+      fc.double({ min: 0, max: 2e9, noNaN: true }).map(String),
+      fc.stringMatching(/^\d{1,400}$/),
+      fc.stringMatching(/^0\.0{0,20}\d{1,3}$/),
+    );
+    const value = fc.oneof(
+      part,
+      fc.tuple(part, part).map(([rate, burst]) => `${rate}:${burst}`),
+      fc.string({ unit: "binary", maxLength: 12 }),
+      fc.constantFrom("", "10:", ":5", "10:0", "1e3", "Infinity", "0.001", "0.0009", "1000000000", "1000000001", "5:1000000001"),
+    );
+    fc.assert(
+      fc.property(value, fc.boolean(), (text, fromEnv) => {
+        figures.inputs++;
+        let config: ServerConfig;
+        try {
+          config = parseServeArgs(fromEnv ? [] : [`--submit-rate=${text}`], fromEnv ? { WORQ_SUBMIT_RATE: text } : {}) as ServerConfig;
+        } catch (error) {
+          figures.refused++;
+          expect((error as Error).message).not.toContain("\n");
+          expect((error as Error).message).toMatch(/^--submit-rate/);
+          return;
+        }
+        if (fromEnv && text === "") return; // an empty variable reads as unset
+        figures.accepted++;
+        const { perSecond, burst } = config.submitRate!;
+        expect(text.trim()).toMatch(/^\d+(\.\d+)?(:\d+)?$/);
+        expect(perSecond).toBeGreaterThanOrEqual(0.001);
+        expect(perSecond).toBeLessThanOrEqual(1e9);
+        expect(Number.isSafeInteger(burst) && burst >= 1 && burst <= 1e9, `burst ${burst}`).toBe(true);
+      }),
+      { numRuns: RUNS * 8, seed: SEED },
+    );
+    expect(figures.accepted).toBeGreaterThan(0);
+    expect(figures.refused).toBeGreaterThan(0);
+    printFigures("submit-rate-flag", { ...figures, seed: SEED });
+  });
+
+  it(`random token files (${RUNS * 8}, seed ${SEED}): read whole, every name printable and once, every role known, or refused naming the file and line`, () => {
+    const figures = { files: 0, read: 0, refused: 0 };
+    const hash = fc.oneof(
+      { arbitrary: fc.constant(`sha256:${hashToken("t").toString("hex")}`), weight: 4 },
+      fc.stringMatching(/^sha256:[0-9a-fA-F]{60,66}$/),
+      fc.string({ unit: "binary", maxLength: 8 }),
+    );
+    const plainName = fc.stringMatching(/^[a-z][a-z0-9-]{0,12}$/);
+    const name = fc.oneof(
+      { arbitrary: plainName, weight: 4 },
+      fc.tuple(plainName, fc.constantFrom("\u0000", "\u0001", "\u001b", "\u007f")).map(([text, control]) => text + control),
+      fc.string({ unit: "binary", minLength: 1, maxLength: 6 }),
+    );
+    const role = fc.oneof({ arbitrary: fc.constantFrom(...ROLES), weight: 4 }, fc.string({ unit: "binary", maxLength: 6 }));
+    const scope = fc.option(
+      fc.oneof(fc.constantFrom("queues=billing.*,invoices", "queues=", "queues=*", "queue=x"), fc.string({ unit: "binary", maxLength: 8 })),
+      { nil: undefined },
+    );
+    const line = fc.oneof(
+      { arbitrary: fc.tuple(role, name, hash, scope).map((fields) => fields.filter((field) => field !== undefined).join(" ")), weight: 6 },
+      fc.constantFrom("", "# a comment", "   ", "\t"),
+      fc.string({ unit: "binary", maxLength: 30 }),
+    );
+    fc.assert(
+      fc.property(fc.array(line, { maxLength: 6 }), fc.constantFrom("\n", "\r\n"), (lines, eol) => {
+        figures.files++;
+        let entries: ReturnType<typeof parseTokenFile>;
+        try {
+          entries = parseTokenFile(lines.join(eol), "tokens.txt");
+        } catch (error) {
+          figures.refused++;
+          expect((error as Error).message).toMatch(/^tokens\.txt:\d+: /);
+          return;
+        }
+        figures.read++;
+        const names = entries.map((entry) => entry.name);
+        expect(new Set(names).size).toBe(names.length);
+        for (const entry of entries) {
+          expect(ROLES).toContain(entry.role);
+          expect(entry.name).not.toMatch(/[\u0000-\u001f\u007f\s]/);
+          expect(entry.sha256).toHaveLength(32);
+        }
+      }),
+      { numRuns: RUNS * 8, seed: SEED },
+    );
+    expect(figures.read).toBeGreaterThan(0);
+    expect(figures.refused).toBeGreaterThan(0);
+    printFigures("token-file", { ...figures, seed: SEED });
+  });
 });

@@ -4,14 +4,21 @@ export interface SubmitRate {
   burst: number;
 }
 
+/** The most jobs a second, and the largest burst, --submit-rate takes: past any server's reach, and a finite bucket. */
+const MAX_SUBMIT_RATE = 1_000_000_000;
+/** The fewest: one job in about 17 minutes (a slower rate's retry-after would run to years). */
+const MIN_SUBMIT_RATE = 0.001;
+
 export function parseSubmitRate(text: string): SubmitRate {
   const match = /^(\d+(?:\.\d+)?)(?::(\d+))?$/.exec(text.trim());
   const perSecond = match ? Number(match[1]) : NaN;
   if (!match || !(perSecond > 0)) {
     throw new Error(`--submit-rate must be <jobs per second>[:<burst>], e.g. 100 or 100:500; got ${JSON.stringify(text)}`);
   }
+  if (perSecond < MIN_SUBMIT_RATE || perSecond > MAX_SUBMIT_RATE)
+    throw new Error(`--submit-rate must be between ${MIN_SUBMIT_RATE} and ${MAX_SUBMIT_RATE} jobs per second`);
   const burst = match[2] !== undefined ? Number(match[2]) : Math.max(1, Math.ceil(perSecond));
-  if (burst < 1) throw new Error("--submit-rate: the burst must be at least 1");
+  if (burst < 1 || burst > MAX_SUBMIT_RATE) throw new Error(`--submit-rate: the burst must be between 1 and ${MAX_SUBMIT_RATE}`);
   return { perSecond, burst };
 }
 

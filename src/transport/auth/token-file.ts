@@ -50,6 +50,8 @@ export function parseTokenFile(text: string, fileName: string): TokenEntry[] {
     }
     const [role, name, hash, scopeField] = fields as [string, string, string, string | undefined];
     if (!isRole(role)) throw new Error(`${where}: role must be one of ${ROLES.join(", ")}; got ${JSON.stringify(role)}`);
+    // A name is shown in logs and keys a caller's claims and rate bucket, which the store keeps as text (no NUL in PostgreSQL's).
+    if (/[\u0000-\u001f\u007f]/.test(name)) throw new Error(`${where}: the name ${JSON.stringify(name)} holds a control character`);
     if (names.has(name)) throw new Error(`${where}: the name ${JSON.stringify(name)} is used twice`);
     const match = /^sha256:([0-9a-f]{64})$/i.exec(hash);
     if (!match) throw new Error(`${where}: the hash must be sha256:<64 hex digits> (see worq token create)`);
