@@ -486,6 +486,10 @@ function clusterOf(
   if (caFile !== undefined && !config.tls)
     throw new Error("--cluster-ca is for TLS links between nodes: it needs --tls-cert and --tls-key");
   const wildcard = ["0.0.0.0", "::", "[::]"].includes(config.host);
+  // The other nodes dial it as <host>:<port>, and the cluster's node table keeps it as text.
+  if (advertiseHost === "") advertiseHost = undefined; // an empty WORQ_ADVERTISE_HOST reads as unset
+  if (advertiseHost !== undefined && !/^(?:[A-Za-z0-9_.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\]|[0-9A-Fa-f:.]{2,45})$/.test(advertiseHost))
+    throw new Error(`--advertise-host must be a host name or an IP address, got ${JSON.stringify(advertiseHost)}`);
   return {
     nodeId: id,
     advertiseHost: advertiseHost ?? (wildcard ? hostname() : config.host),

@@ -700,3 +700,47 @@ describe("worq serve --submit-rate and the --auth-tokens file fuzzed", () => {
     printFigures("token-file", { ...figures, seed: SEED });
   });
 });
+
+describe("worq serve --advertise-host fuzzed", () => {
+  it(`random values (${RUNS * 8}, seed ${SEED}), as a flag or in WORQ_ADVERTISE_HOST: a host name or IP address accepted as given, the rest refused in one line naming the flag`, () => {
+    const figures = { inputs: 0, accepted: 0, refused: 0 };
+    const value = fc.oneof(
+      fc.domain(),
+      fc.ipV4(),
+      fc.ipV6(),
+      fc.ipV6().map((ip) => `[${ip}]`),
+      fc.string({ unit: "binary", maxLength: 20 }),
+      fc.constantFrom("a b", "x/y", "host:7419", "h\u0000", "ex ample.com", "http://h", "é.example"),
+    );
+    fc.assert(
+      fc.property(value, fc.boolean(), (text, fromEnv) => {
+        figures.inputs++;
+        const argv = [
+          "--store",
+          "postgres://worq@127.0.0.1:5432/worq",
+          "--cluster",
+          "--node-id",
+          "n1",
+          ...(fromEnv ? [] : [`--advertise-host=${text}`]),
+        ];
+        let config: ServerConfig;
+        try {
+          config = parseServeArgs(argv, fromEnv ? { WORQ_ADVERTISE_HOST: text } : {}) as ServerConfig;
+        } catch (error) {
+          figures.refused++;
+          expect((error as Error).message).not.toContain("\n");
+          expect((error as Error).message).toMatch(/^--advertise-host must be a host name or an IP address/);
+          return;
+        }
+        if (text === "") return; // unset: the --host
+        figures.accepted++;
+        expect(config.cluster!.advertiseHost).toBe(text);
+        expect(text).not.toMatch(/[\s/\u0000-\u001f\u007f]/);
+      }),
+      { numRuns: RUNS * 8, seed: SEED },
+    );
+    expect(figures.accepted).toBeGreaterThan(0);
+    expect(figures.refused).toBeGreaterThan(0);
+    printFigures("advertise-host-flag", { ...figures, seed: SEED });
+  });
+});
