@@ -744,3 +744,44 @@ describe("worq serve --advertise-host fuzzed", () => {
     printFigures("advertise-host-flag", { ...figures, seed: SEED });
   });
 });
+
+describe("worq serve --callback-allow fuzzed", () => {
+  it(`random lists (${RUNS * 8}, seed ${SEED}), as a flag or in WORQ_CALLBACK_ALLOW: each entry an http(s) origin, kept as its origin, or the list refused in one line naming the flag`, () => {
+    const figures = { inputs: 0, accepted: 0, refused: 0 };
+    const entry = fc.oneof(
+      fc.webUrl({ withQueryParameters: true, withFragments: true }),
+      fc.webAuthority().map((authority) => `https://${authority}`),
+      fc.constantFrom("ftp://x", "https://", "hooks.example.com", "https://a:b@h.example", "http://[::1]:8080", " https://h.example ", ""),
+      fc.string({ unit: "binary", maxLength: 16 }),
+    );
+    fc.assert(
+      fc.property(fc.array(entry, { maxLength: 3 }), fc.boolean(), (entries, fromEnv) => {
+        figures.inputs++;
+        const text = entries.join(",");
+        let config: ServerConfig;
+        try {
+          config = parseServeArgs(
+            fromEnv ? [] : [`--callback-allow=${text}`],
+            fromEnv ? { WORQ_CALLBACK_ALLOW: text } : {},
+          ) as ServerConfig;
+        } catch (error) {
+          figures.refused++;
+          expect((error as Error).message).not.toContain("\n");
+          expect((error as Error).message).toMatch(/^--callback-allow: /);
+          return;
+        }
+        figures.accepted++;
+        for (const origin of config.callbackAllow) {
+          const url = new URL(origin);
+          expect(["http:", "https:"]).toContain(url.protocol);
+          expect(url.origin).toBe(origin);
+        }
+        expect(config.callbackAllow.length).toBeLessThanOrEqual(entries.length);
+      }),
+      { numRuns: RUNS * 8, seed: SEED },
+    );
+    expect(figures.accepted).toBeGreaterThan(0);
+    expect(figures.refused).toBeGreaterThan(0);
+    printFigures("callback-allow-flag", { ...figures, seed: SEED });
+  });
+});
